@@ -1,0 +1,171 @@
+// `tpusim gemm` (see gemm_command.h).
+#include "host/cli/gemm_command.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+#include "host/common/npy.h"
+#include "host/common/progress_bar.h"
+#include "host/config/tpu_config.h"
+#include "host/gemm/gemm_report.h"
+#include "host/gemm/gemm_runner.h"
+#include "sim/mxu_registry.h"
+#include "sim/wave_file.h"
+
+namespace tpu::cli {
+namespace {
+
+struct GemmOptions {
+  std::string a_path, b_path, out_path, json_path, trace_path;
+  std::optional<int64_t> m, k, n;
+  uint64_t seed = 1;
+  std::optional<int> array;
+  std::string config = "small-16";
+  std::string engine = "verilator";
+  uint64_t trace_start = 0;
+  std::optional<uint64_t> trace_end;
+  bool quiet = false;
+};
+
+void Run(const GemmOptions& o) {
+  // Configuration: preset, then flags.
+  host::TpuConfig config = host::LoadConfig(o.config);
+  if (o.array) {
+    config.array_dim = *o.array;
+    config.name += fmt::format(" with --array {}", *o.array);
+  }
+  config.Validate();
+
+  // Operands.
+  const bool from_files = !o.a_path.empty() || !o.b_path.empty();
+  if (from_files && (o.m || o.k || o.n)) {
+    throw UsageError("give either --a/--b files or --m/--k/--n for random operands, not both");
+  }
+  if (from_files && (o.a_path.empty() || o.b_path.empty())) {
+    throw UsageError(o.a_path.empty() ? "--b was given without --a; pass both operands"
+                                      : "--a was given without --b; pass both operands");
+  }
+  Matrix<int8_t> a, b;
+  if (from_files) {
+    a = ReadNpyInt8(o.a_path);
+    b = ReadNpyInt8(o.b_path);
+    if (a.cols != b.rows) {
+      throw UsageError(fmt::format(
+          "inner dimensions differ: A ({}) is {} x {} but B ({}) is {} x {}; "
+          "A's columns must equal B's rows",
+          o.a_path, a.rows, a.cols, o.b_path, b.rows, b.cols));
+    }
+  }
+  const host::GemmShape shape =
+      from_files ? host::GemmShape{a.rows, a.cols, b.cols}
+                 : host::GemmShape{o.m.value_or(64), o.k.value_or(64), o.n.value_or(64)};
+  const host::GemmPlan plan = host::PlanGemm(shape, config.array_dim, config.acc_depth_rows);
+  if (!from_files) {
+    a = host::RandomInt8(shape.m, shape.k, o.seed);
+    b = host::RandomInt8(shape.k, shape.n, o.seed + 1);
+  }
+  if (shape.k > host::kMaxSafeK) {
+    std::cerr << fmt::format(
+        "tpusim: warning: K = {} exceeds {}, the largest K for which int32 accumulation "
+        "cannot overflow; sums wrap modulo 2^32 as in the hardware\n",
+        shape.k, host::kMaxSafeK);
+  }
+
+  // Outputs must be writable before a long run starts.
+  for (const std::string* p : {&o.out_path, &o.json_path, &o.trace_path}) {
+    if (!p->empty()) CheckWritable(*p);
+  }
+
+  sim::EngineKind kind;
+  if (o.engine == "verilator") kind = sim::EngineKind::kVerilator;
+  else if (o.engine == "systemc") kind = sim::EngineKind::kSystemC;
+  else throw UsageError("unknown --engine '" + o.engine + "'; use verilator or systemc");
+  std::unique_ptr<sim::MxuEngine> engine;
+  try {
+    engine = sim::MakeMxuEngine(config.array_dim, kind);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+
+  sim::RunOptions run;
+  run.trace.path = o.trace_path;
+  run.trace.start_cycle = o.trace_start;
+  if (o.trace_end) {
+    if (*o.trace_end < o.trace_start) {
+      throw UsageError(fmt::format("--trace-end {} is before --trace-start {}", *o.trace_end,
+                                   o.trace_start));
+    }
+    run.trace.end_cycle = *o.trace_end;
+  }
+  if (!o.trace_path.empty()) {
+    try {
+      sim::WaveFile::FormatOf(o.trace_path);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  ProgressBar bar("gemm", !o.quiet);
+  run.progress = [&bar](double f) { bar.Update(f); };
+
+  const host::GemmRunResult r = host::RunGemm(plan, a, b, *engine, run);
+  bar.Finish();
+
+  if (!o.out_path.empty()) WriteNpyInt32(o.out_path, r.c);
+  if (!o.json_path.empty()) {
+    WriteFileAtomically(o.json_path, host::GemmReportJson(r, config).dump(2) + "\n");
+  }
+  if (!o.quiet) std::cout << host::FormatGemmReport(r, config);
+  if (!r.matches_reference) {
+    throw RuntimeError("the RTL result differs from the Eigen reference");
+  }
+}
+
+}  // namespace
+
+void AddGemmCommand(CLI::App& app) {
+  auto opts = std::make_shared<GemmOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "gemm",
+      "Multiply two int8 matrices on the cycle-accurate systolic array and report cycles.");
+  cmd->footer(R"(
+Tiles any M x K by K x N product onto the N x N weight-stationary array (folds over K
+and N, streams M), runs the Verilated RTL, checks C bit for bit against Eigen and prints
+the RTL's cycle counters next to the closed-form count of docs/mxu.md.
+
+Examples:
+  tpusim gemm --m 128 --k 96 --n 80                      random operands, small-16
+  tpusim gemm --array 8 --a A.npy --b B.npy --out C.npy --json r.json
+  tpusim gemm --config teach-4 --m 3 --k 2 --n 3 --trace t.fst --trace-end 40
+
+Exit status: 0 success, 1 runtime error or mismatch, 2 bad usage or input.)");
+
+  cmd->add_option("--a", opts->a_path, "A operand: .npy int8 matrix, M x K");
+  cmd->add_option("--b", opts->b_path, "B operand: .npy int8 matrix, K x N");
+  cmd->add_option("--out", opts->out_path, "write C (M x N, int32) to this .npy file");
+  cmd->add_option("--m", opts->m, "rows of A, for random operands (default 64)");
+  cmd->add_option("--k", opts->k, "columns of A = rows of B, for random operands (default 64)");
+  cmd->add_option("--n", opts->n, "columns of B, for random operands (default 64)");
+  cmd->add_option("--seed", opts->seed, "seed of the random operands (B uses seed + 1)")
+      ->capture_default_str();
+  cmd->add_option("--config", opts->config,
+                  "preset in configs/ (teach-4, lab-8, small-16, ...) or a .json file")
+      ->capture_default_str();
+  cmd->add_option("--array", opts->array, "array size N, overriding the preset's");
+  cmd->add_option("--engine", opts->engine,
+                  "verilator (C++ model, fast) or systemc (the same RTL as a SystemC module)")
+      ->capture_default_str();
+  cmd->add_option("--json", opts->json_path, "write the report as JSON to this file");
+  cmd->add_option("--trace", opts->trace_path, "write a waveform: FILE.fst (GTKWave) or FILE.vcd");
+  cmd->add_option("--trace-start", opts->trace_start, "first cycle to trace")
+      ->capture_default_str();
+  cmd->add_option("--trace-end", opts->trace_end, "last cycle to trace (default: the end)");
+  cmd->add_flag("--quiet,-q", opts->quiet, "print nothing but errors");
+  cmd->callback([opts] { Run(*opts); });
+}
+
+}  // namespace tpu::cli

@@ -1,0 +1,57 @@
+// All-or-nothing output files (see atomic_file.h).
+#include "host/common/atomic_file.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "host/common/errors.h"
+
+namespace tpu {
+namespace fs = std::filesystem;
+
+void CheckWritable(const std::string& path) {
+  if (path.empty()) throw RuntimeError("empty output path");
+  if (fs::is_directory(path)) {
+    throw RuntimeError("cannot write '" + path + "': it is a folder; give a file name");
+  }
+  fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (!fs::is_directory(parent)) {
+    throw RuntimeError("cannot write '" + path + "': folder '" + parent.string() +
+                       "' does not exist");
+  }
+  if (::access(parent.c_str(), W_OK) != 0) {
+    throw RuntimeError("cannot write '" + path + "': no permission to write in '" +
+                       parent.string() + "'");
+  }
+}
+
+void WriteFileAtomically(const std::string& path, const std::string& contents) {
+  CheckWritable(path);
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      throw RuntimeError("cannot write '" + path + "': " + std::strerror(errno));
+    }
+    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw RuntimeError("cannot write '" + path + "': write failed (disk full?)");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw RuntimeError("cannot write '" + path + "': " + ec.message());
+  }
+}
+
+}  // namespace tpu

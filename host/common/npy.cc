@@ -1,0 +1,191 @@
+// NumPy .npy reading and writing (see npy.h). Format:
+// https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html
+#include "host/common/npy.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+
+namespace tpu {
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr int64_t kMaxElements = int64_t{1} << 31;
+
+struct Header {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
+};
+
+[[noreturn]] void Fail(const std::string& path, const std::string& what) {
+  throw UsageError(path + ": " + what);
+}
+
+// Value that follows 'key': in the header dictionary.
+std::string Field(const std::string& path, const std::string& dict, const std::string& key) {
+  const std::string quoted = "'" + key + "'";
+  size_t p = dict.find(quoted);
+  if (p == std::string::npos) Fail(path, "not a valid .npy file (header has no " + quoted + ")");
+  p = dict.find(':', p + quoted.size());
+  if (p == std::string::npos) Fail(path, "not a valid .npy file (malformed header)");
+  ++p;
+  while (p < dict.size() && dict[p] == ' ') ++p;
+  size_t end;
+  if (dict[p] == '\'') {
+    end = dict.find('\'', p + 1);
+    if (end == std::string::npos) Fail(path, "not a valid .npy file (malformed header)");
+    return dict.substr(p + 1, end - p - 1);
+  }
+  if (dict[p] == '(') {
+    end = dict.find(')', p);
+    if (end == std::string::npos) Fail(path, "not a valid .npy file (malformed header)");
+    return dict.substr(p, end - p + 1);
+  }
+  end = dict.find_first_of(",}", p);
+  return dict.substr(p, end - p);
+}
+
+Header ParseHeader(const std::string& path, const std::string& dict) {
+  Header h;
+  h.descr = Field(path, dict, "descr");
+  const std::string fo = Field(path, dict, "fortran_order");
+  if (fo != "True" && fo != "False") Fail(path, "not a valid .npy file (bad fortran_order)");
+  h.fortran_order = (fo == "True");
+  const std::string shape = Field(path, dict, "shape");
+  std::string inner = shape.substr(1, shape.size() - 2);
+  std::stringstream ss(inner);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t a = item.find_first_not_of(' ');
+    if (a == std::string::npos) continue;
+    try {
+      size_t used = 0;
+      long long v = std::stoll(item.substr(a), &used);
+      if (v < 0) throw std::out_of_range("negative");
+      h.shape.push_back(v);
+    } catch (const std::exception&) {
+      Fail(path, "not a valid .npy file (bad shape " + shape + ")");
+    }
+  }
+  return h;
+}
+
+std::string DtypeName(const std::string& descr) {
+  if (descr == "|i1") return "int8";
+  if (descr == "|u1") return "uint8";
+  if (descr == "<i2") return "int16";
+  if (descr == "<i4") return "int32";
+  if (descr == "<i8") return "int64";
+  if (descr == "<f4") return "float32";
+  if (descr == "<f8") return "float64";
+  if (descr == "|b1") return "bool";
+  return descr;
+}
+
+template <typename T>
+Matrix<T> ReadNpy(const std::string& path, const std::string& want_descr,
+                  const std::string& want_name) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    Fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
+  }
+  char magic[6] = {};
+  in.read(magic, 6);
+  if (!in || std::memcmp(magic, kMagic, 6) != 0) {
+    Fail(path, "not a NumPy .npy file (bad magic); save arrays with numpy.save");
+  }
+  unsigned char version[2] = {};
+  in.read(reinterpret_cast<char*>(version), 2);
+  uint32_t header_len = 0;
+  if (version[0] == 1) {
+    unsigned char b[2] = {};
+    in.read(reinterpret_cast<char*>(b), 2);
+    header_len = b[0] | (b[1] << 8);
+  } else if (version[0] == 2 || version[0] == 3) {
+    unsigned char b[4] = {};
+    in.read(reinterpret_cast<char*>(b), 4);
+    header_len = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+  } else {
+    Fail(path, "unsupported .npy format version " + std::to_string(version[0]));
+  }
+  if (!in || header_len > (1u << 20)) Fail(path, "not a valid .npy file (truncated header)");
+  std::string dict(header_len, '\0');
+  in.read(dict.data(), header_len);
+  if (!in) Fail(path, "not a valid .npy file (truncated header)");
+  const Header h = ParseHeader(path, dict);
+
+  if (h.descr != want_descr) {
+    Fail(path, "dtype is " + DtypeName(h.descr) + " ('" + h.descr + "') but " + want_name +
+                   " ('" + want_descr + "') is needed; convert with a.astype(np." + want_name +
+                   ")");
+  }
+  if (h.shape.size() != 2) {
+    Fail(path, "has " + std::to_string(h.shape.size()) +
+                   " dimensions but a 2-D matrix is needed (reshape it to rows x cols)");
+  }
+  Matrix<T> m;
+  m.rows = h.shape[0];
+  m.cols = h.shape[1];
+  if (m.rows == 0 || m.cols == 0) {
+    Fail(path, "shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
+                   ") is empty; every dimension must be at least 1");
+  }
+  if (m.rows > kMaxElements / m.cols) Fail(path, "is too large (over 2^31 elements)");
+  const int64_t count = m.rows * m.cols;
+  m.data.resize(static_cast<size_t>(count));
+  in.read(reinterpret_cast<char*>(m.data.data()), count * static_cast<int64_t>(sizeof(T)));
+  if (in.gcount() != count * static_cast<int64_t>(sizeof(T))) {
+    Fail(path, "is truncated: expected " + std::to_string(count * sizeof(T)) +
+                   " data bytes for shape (" + std::to_string(m.rows) + ", " +
+                   std::to_string(m.cols) + "), found " + std::to_string(in.gcount()));
+  }
+  if (in.peek() != std::char_traits<char>::eof()) {
+    Fail(path, "has extra bytes after the data for shape (" + std::to_string(m.rows) + ", " +
+                   std::to_string(m.cols) + ")");
+  }
+  if (h.fortran_order) {  // column-major on disk: transpose into row-major
+    std::vector<T> rm(m.data.size());
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t c = 0; c < m.cols; ++c) rm[r * m.cols + c] = m.data[c * m.rows + r];
+    m.data.swap(rm);
+  }
+  return m;
+}
+
+template <typename T>
+void WriteNpy(const std::string& path, const Matrix<T>& m, const std::string& descr) {
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" +
+                     std::to_string(m.rows) + ", " + std::to_string(m.cols) + "), }";
+  // Pad so that magic + version + length + dict + '\n' is a multiple of 64 bytes.
+  const size_t unpadded = 6 + 2 + 2 + dict.size() + 1;
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict.push_back('\n');
+  std::string bytes(kMagic, 6);
+  bytes.push_back('\x01');
+  bytes.push_back('\x00');
+  bytes.push_back(static_cast<char>(dict.size() & 0xff));
+  bytes.push_back(static_cast<char>((dict.size() >> 8) & 0xff));
+  bytes += dict;
+  bytes.append(reinterpret_cast<const char*>(m.data.data()), m.data.size() * sizeof(T));
+  WriteFileAtomically(path, bytes);
+}
+
+}  // namespace
+
+Matrix<int8_t> ReadNpyInt8(const std::string& path) {
+  return ReadNpy<int8_t>(path, "|i1", "int8");
+}
+Matrix<int32_t> ReadNpyInt32(const std::string& path) {
+  return ReadNpy<int32_t>(path, "<i4", "int32");
+}
+void WriteNpyInt32(const std::string& path, const Matrix<int32_t>& m) {
+  WriteNpy(path, m, "<i4");
+}
+void WriteNpyInt8(const std::string& path, const Matrix<int8_t>& m) { WriteNpy(path, m, "|i1"); }
+
+}  // namespace tpu

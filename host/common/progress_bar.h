@@ -1,0 +1,25 @@
+// A one-line progress bar on stderr, drawn only when stderr is a terminal (so logs and
+// pipes stay clean) and only for runs that last long enough to need one.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace tpu {
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::string label, bool enabled = true);
+  ~ProgressBar();
+  // fraction in [0, 1].
+  void Update(double fraction);
+  void Finish();
+
+ private:
+  std::string label_;
+  bool enabled_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace tpu

@@ -1,0 +1,125 @@
+// The matrix subsystem as a chip-level block: matrix unit, accumulator memory and
+// performance counters, with plain (unskewed) rows in and out. The `gemm` command runs
+// this top, compiled both as a C++ model and as a SystemC module.
+module tpu_mxu_top
+  import tpu_pkg::*;
+#(
+  parameter int unsigned ArrayDim = 4,     // 2 .. 256
+  parameter int unsigned AccDepth = 1024,  // accumulator rows, 2 .. 65536
+  localparam int unsigned AddrWidth = $clog2(AccDepth)
+) (
+  input  logic                   clk_i,
+  input  logic                   rst_ni,
+  // weight rows of a tile, row 0 first
+  input  logic                   w_valid_i,
+  output logic                   w_ready_o,
+  input  operand_t [ArrayDim-1:0] w_data_i,
+  // activation rows; the first row of every tile sets a_switch_i
+  input  logic                   a_valid_i,
+  output logic                   a_ready_o,
+  input  operand_t [ArrayDim-1:0] a_data_i,
+  input  logic                   a_switch_i,
+  input  logic [AddrWidth-1:0]   a_acc_addr_i,
+  input  logic                   a_accumulate_i,
+  input  logic                   a_final_i,
+  // accumulator read port (one cycle latency)
+  input  logic                   rd_en_i,
+  input  logic [AddrWidth-1:0]   rd_addr_i,
+  output logic                   rd_valid_o,
+  output acc_t [ArrayDim-1:0]    rd_data_o,
+  // the row at final_addr_o holds its final value
+  output logic                   final_valid_o,
+  output logic [AddrWidth-1:0]   final_addr_o,
+  // status
+  output logic                   error_o,
+  output logic [31:0]            param_array_dim_o,
+  output logic [31:0]            param_acc_depth_o,
+  // performance counters
+  output counter_t               cnt_cycles_o,
+  output counter_t               cnt_stream_cycles_o,
+  output counter_t               cnt_load_cycles_o,
+  output counter_t               cnt_stall_cycles_o,
+  output counter_t               cnt_drain_cycles_o,
+  output counter_t               cnt_idle_cycles_o,
+  output counter_t               cnt_weight_rows_o,
+  output counter_t               cnt_tiles_o,
+  output counter_t               cnt_acc_writes_o,
+  output counter_t               cnt_acc_reads_o
+);
+
+  localparam int unsigned TagWidth = AddrWidth + 2;  // {addr, accumulate, final}
+
+  logic                 out_valid;
+  acc_t [ArrayDim-1:0]  out_data;
+  logic [TagWidth-1:0]  out_tag;
+  logic                 a_fire, w_fire, switch_fire, busy;
+
+  tpu_mxu #(
+    .ArrayDim(ArrayDim),
+    .TagWidth(TagWidth)
+  ) u_mxu (
+    .clk_i,
+    .rst_ni,
+    .w_valid_i,
+    .w_ready_o,
+    .w_data_i,
+    .a_valid_i,
+    .a_ready_o,
+    .a_data_i,
+    .a_switch_i,
+    .a_tag_i      ({a_acc_addr_i, a_accumulate_i, a_final_i}),
+    .out_valid_o  (out_valid),
+    .out_data_o   (out_data),
+    .out_tag_o    (out_tag),
+    .a_fire_o     (a_fire),
+    .w_fire_o     (w_fire),
+    .busy_o       (busy),
+    .switch_fire_o(switch_fire)
+  );
+
+  tpu_accumulators #(
+    .ArrayDim(ArrayDim),
+    .AccDepth(AccDepth)
+  ) u_acc (
+    .clk_i,
+    .rst_ni,
+    .wr_valid_i     (out_valid),
+    .wr_addr_i      (out_tag[TagWidth-1:2]),
+    .wr_accumulate_i(out_tag[1]),
+    .wr_final_i     (out_tag[0]),
+    .wr_data_i      (out_data),
+    .rd_en_i,
+    .rd_addr_i,
+    .rd_valid_o,
+    .rd_data_o,
+    .final_valid_o,
+    .final_addr_o,
+    .error_o
+  );
+
+  tpu_mxu_counters u_counters (
+    .clk_i,
+    .rst_ni,
+    .a_valid_i,
+    .a_fire_i       (a_fire),
+    .w_fire_i       (w_fire),
+    .switch_fire_i  (switch_fire),
+    .busy_i         (busy),
+    .acc_write_i    (out_valid),
+    .acc_read_i     (rd_en_i),
+    .cycles_o       (cnt_cycles_o),
+    .stream_cycles_o(cnt_stream_cycles_o),
+    .load_cycles_o  (cnt_load_cycles_o),
+    .stall_cycles_o (cnt_stall_cycles_o),
+    .drain_cycles_o (cnt_drain_cycles_o),
+    .idle_cycles_o  (cnt_idle_cycles_o),
+    .weight_rows_o  (cnt_weight_rows_o),
+    .tiles_o        (cnt_tiles_o),
+    .acc_writes_o   (cnt_acc_writes_o),
+    .acc_reads_o    (cnt_acc_reads_o)
+  );
+
+  assign param_array_dim_o = 32'(ArrayDim);
+  assign param_acc_depth_o = 32'(AccDepth);
+
+endmodule

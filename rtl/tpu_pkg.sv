@@ -1,0 +1,15 @@
+// Shared widths and types of the tpusim hardware.
+package tpu_pkg;
+
+  // Operands of the matrix unit are signed 8-bit integers (TPU v1: int8 x int8).
+  localparam int unsigned InputWidth = 8;
+  // Partial sums and accumulators are signed 32-bit integers.
+  localparam int unsigned AccWidth = 32;
+  // Performance counters are 64 bits wide so that they never wrap in practice.
+  localparam int unsigned CounterWidth = 64;
+
+  typedef logic signed [InputWidth-1:0] operand_t;
+  typedef logic signed [AccWidth-1:0] acc_t;
+  typedef logic [CounterWidth-1:0] counter_t;
+
+endpackage

@@ -1,0 +1,63 @@
+// ArrayDim x ArrayDim grid of tpu_mxu_pe: activations enter on the left of each row,
+// partial sums leave at the bottom of each column, and each column has a weight bus
+// that writes one row's shadow register per cycle.
+module tpu_systolic_array
+  import tpu_pkg::*;
+#(
+  parameter int unsigned ArrayDim = 4,  // 2 .. 256
+  localparam int unsigned RowIdxWidth = $clog2(ArrayDim)
+) (
+  input  logic                                   clk_i,
+  input  logic                                   rst_ni,
+  // left edge: one activation and switch bit per row
+  input  operand_t [ArrayDim-1:0]                act_i,
+  input  logic     [ArrayDim-1:0]                switch_i,
+  // bottom edge: one partial sum per column
+  output acc_t     [ArrayDim-1:0]                psum_o,
+  // weight bus per column: write row wr_row_i[c] of column c
+  input  logic     [ArrayDim-1:0]                wr_valid_i,
+  input  logic     [ArrayDim-1:0][RowIdxWidth-1:0] wr_row_i,
+  input  operand_t [ArrayDim-1:0]                wr_data_i
+);
+
+  // Interconnect: act[r][c] enters PE (r, c) from the left; psum[r][c] enters from above.
+  operand_t act[ArrayDim][ArrayDim+1];
+  logic     sw[ArrayDim][ArrayDim+1];
+  acc_t     psum[ArrayDim+1][ArrayDim];
+
+  for (genvar r = 0; r < int'(ArrayDim); r++) begin : gen_row
+    assign act[r][0] = act_i[r];
+    assign sw[r][0]  = switch_i[r];
+    for (genvar c = 0; c < int'(ArrayDim); c++) begin : gen_col
+      logic wr_en;
+      assign wr_en = wr_valid_i[c] && (wr_row_i[c] == RowIdxWidth'(r));
+      tpu_mxu_pe u_pe (
+        .clk_i,
+        .rst_ni,
+        .act_i    (act[r][c]),
+        .switch_i (sw[r][c]),
+        .act_o    (act[r][c+1]),
+        .switch_o (sw[r][c+1]),
+        .psum_i   (psum[r][c]),
+        .psum_o   (psum[r+1][c]),
+        .wr_en_i  (wr_en),
+        .wr_data_i(wr_data_i[c])
+      );
+    end
+  end
+
+  for (genvar c = 0; c < int'(ArrayDim); c++) begin : gen_edges
+    assign psum[0][c] = '0;
+    assign psum_o[c]  = psum[ArrayDim][c];
+  end
+
+  // The right-most activations and switch bits leave the array unused.
+  logic unused_edge;
+  always_comb begin
+    unused_edge = 1'b0;
+    for (int r = 0; r < int'(ArrayDim); r++) begin
+      unused_edge = unused_edge ^ sw[r][ArrayDim] ^ (^act[r][ArrayDim]);
+    end
+  end
+
+endmodule

@@ -1,0 +1,160 @@
+// Runs the matrix subsystem as a plain C++ Verilated model: the fast path, used by the
+// CLI, the tests and the benchmarks. Model is a Verilator class built from
+// rtl/tpu_mxu_top.sv (one per array size).
+#pragma once
+
+#include <verilated.h>
+#include <verilated_fst_c.h>
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim/mxu_engine.h"
+#include "sim/mxu_sequencer.h"
+#include "sim/port_packing.h"
+#include "sim/wave_file.h"
+
+namespace tpu::sim {
+
+template <class Model>
+class VerilatedMxuEngine final : public MxuEngine {
+ public:
+  std::string Name() const override { return "verilator"; }
+
+  MxuParams Params() override {
+    VerilatedContext context;
+    Model model(&context);
+    model.eval();
+    MxuParams p;
+    p.array_dim = static_cast<int>(model.param_array_dim_o);
+    p.acc_depth = static_cast<int>(model.param_acc_depth_o);
+    model.final();
+    return p;
+  }
+
+  MxuRunResult Run(MxuWorkload& workload, const RunOptions& options) override {
+    VerilatedContext context;
+    const bool tracing = !options.trace.path.empty();
+    context.traceEverOn(tracing);
+    Model m(&context);
+
+    std::optional<WaveFile> wave;
+    std::unique_ptr<VerilatedFstC> fst;
+    if (tracing) {
+      wave.emplace(options.trace.path);
+      fst = std::make_unique<VerilatedFstC>();
+      m.trace(fst.get(), 99);
+      fst->set_time_unit("1ns");
+      fst->set_time_resolution("1ns");
+      fst->open(wave->FstPath().c_str());
+      if (!fst->isOpen()) {
+        throw std::runtime_error("cannot open trace file '" + wave->FstPath() + "'");
+      }
+    }
+    const uint64_t trace_start = options.trace.start_cycle;
+    const uint64_t trace_end = options.trace.end_cycle;
+    auto dump = [&](uint64_t cycle, uint64_t phase) {
+      if (fst && cycle >= trace_start && cycle <= trace_end) fst->dump(cycle * 10 + phase);
+    };
+
+    // Reset: one clock edge with rst_ni low.
+    m.clk_i = 0;
+    m.rst_ni = 0;
+    m.w_valid_i = 0;
+    m.a_valid_i = 0;
+    m.rd_en_i = 0;
+    m.eval();
+    m.clk_i = 1;
+    m.eval();
+    m.clk_i = 0;
+    m.rst_ni = 1;
+    m.eval();
+
+    const int dim = workload.ArrayDim();
+    MxuSequencer seq(workload);
+    MxuInputs in;
+    MxuRegisteredOutputs out;
+    std::vector<uint32_t> words(static_cast<size_t>(dim) + 2);
+    std::vector<int32_t> rd_row(static_cast<size_t>(dim));
+    uint64_t cycle = 0;
+    uint64_t quiet_cycles = 0;
+
+    for (;;) {
+      // Registered outputs from the last edge.
+      out.rd_valid = m.rd_valid_o;
+      if (out.rd_valid) {
+        ReadPort(m.rd_data_o, words.data());
+        UnpackLanes(words.data(), dim, rd_row.data());
+        out.rd_data = rd_row.data();
+      }
+      out.final_valid = m.final_valid_o;
+      out.final_addr = m.final_addr_o;
+      out.error = m.error_o;
+      seq.Present(out, &in);
+      if (seq.Done()) break;
+
+      m.w_valid_i = in.w_valid;
+      PackLanes(in.w_data.data(), dim, words.data());
+      WritePort(m.w_data_i, words.data());
+      m.a_valid_i = in.a_valid;
+      PackLanes(in.a_data.data(), dim, words.data());
+      WritePort(m.a_data_i, words.data());
+      m.a_switch_i = in.a_switch;
+      m.a_acc_addr_i = in.a_tag.acc_addr;
+      m.a_accumulate_i = in.a_tag.accumulate;
+      m.a_final_i = in.a_tag.final_fold;
+      m.rd_en_i = in.rd_en;
+      m.rd_addr_i = in.rd_addr;
+
+      m.clk_i = 0;
+      m.eval();  // settle the ready signals for these inputs
+      dump(cycle, 0);
+      seq.Commit(in, m.w_ready_o, m.a_ready_o);
+      m.clk_i = 1;
+      m.eval();  // the clock edge
+      dump(cycle, 5);
+      ++cycle;
+
+      quiet_cycles = seq.Progressed() ? 0 : quiet_cycles + 1;
+      if (quiet_cycles > options.watchdog_cycles) {
+        throw std::runtime_error("watchdog: the matrix unit made no progress for " +
+                                 std::to_string(options.watchdog_cycles) +
+                                 " cycles (stuck at tile " + std::to_string(seq.CurrentTile()) +
+                                 ", cycle " + std::to_string(cycle) + ")");
+      }
+      if (options.progress && (cycle & 0xffff) == 0) options.progress(seq.Progress());
+    }
+    if (m.error_o) throw std::runtime_error("the matrix unit raised its error flag");
+
+    MxuRunResult result;
+    result.params.array_dim = static_cast<int>(m.param_array_dim_o);
+    result.params.acc_depth = static_cast<int>(m.param_acc_depth_o);
+    MxuCounters& c = result.counters;
+    c.cycles = m.cnt_cycles_o;
+    c.stream_cycles = m.cnt_stream_cycles_o;
+    c.load_cycles = m.cnt_load_cycles_o;
+    c.stall_cycles = m.cnt_stall_cycles_o;
+    c.drain_cycles = m.cnt_drain_cycles_o;
+    c.idle_cycles = m.cnt_idle_cycles_o;
+    c.weight_rows = m.cnt_weight_rows_o;
+    c.tiles = m.cnt_tiles_o;
+    c.acc_writes = m.cnt_acc_writes_o;
+    c.acc_reads = m.cnt_acc_reads_o;
+    if (cycle != c.cycles) {
+      throw std::logic_error("harness counted " + std::to_string(cycle) +
+                             " cycles but the RTL counted " + std::to_string(c.cycles));
+    }
+    m.final();
+    if (fst) {
+      fst->close();
+      wave->Commit();
+    }
+    if (options.progress) options.progress(1.0);
+    return result;
+  }
+};
+
+}  // namespace tpu::sim
