@@ -143,7 +143,8 @@ module tpu_mxu
   tpu_skew #(
     .Lanes  (ArrayDim),
     .Width  (AccWidth),
-    .Reverse(1'b1)
+    .Reverse(1'b1),
+    .Reset  (1'b0)  // data only: validity travels in the tag delay line
   ) u_out_deskew (
     .clk_i,
     .rst_ni,

@@ -35,20 +35,23 @@ module tpu_mxu_pe
   acc_t product;
   assign product = acc_t'(act_i) * acc_t'(weight);
 
+  // Control: the switch bit must be clean after reset.
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      act_q           <= '0;
-      switch_q        <= 1'b0;
-      psum_q          <= '0;
-      weight_active_q <= '0;
-      weight_shadow_q <= '0;
+      switch_q <= 1'b0;
     end else begin
-      act_q    <= act_i;
       switch_q <= switch_i;
-      psum_q   <= psum_i + product;  // wraps modulo 2^32, as two's complement does
-      if (switch_i) weight_active_q <= weight_shadow_q;
-      if (wr_en_i) weight_shadow_q <= wr_data_i;
     end
+  end
+
+  // Datapath: no reset needed (a result is only used once a switch row has passed,
+  // and the tags that mark valid results are reset). Leaving it out keeps the
+  // simulated array fast.
+  always_ff @(posedge clk_i) begin
+    act_q  <= act_i;
+    psum_q <= psum_i + product;  // wraps modulo 2^32, as two's complement does
+    if (switch_i) weight_active_q <= weight_shadow_q;
+    if (wr_en_i) weight_shadow_q <= wr_data_i;
   end
 
   assign act_o    = act_q;

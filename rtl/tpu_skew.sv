@@ -4,7 +4,8 @@
 module tpu_skew #(
   parameter int unsigned Lanes   = 4,  // number of lanes, >= 1
   parameter int unsigned Width   = 8,  // bits per lane, >= 1
-  parameter bit          Reverse = 1'b0
+  parameter bit          Reverse = 1'b0,
+  parameter bit          Reset   = 1'b1   // see tpu_delay
 ) (
   input  logic                        clk_i,
   input  logic                        rst_ni,
@@ -16,7 +17,8 @@ module tpu_skew #(
     localparam int unsigned LaneDepth = Reverse ? Lanes - 1 - i : i;
     tpu_delay #(
       .Width(Width),
-      .Depth(LaneDepth)
+      .Depth(LaneDepth),
+      .Reset(Reset)
     ) u_delay (
       .clk_i,
       .rst_ni,

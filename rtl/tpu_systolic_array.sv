@@ -21,13 +21,18 @@ module tpu_systolic_array
 );
 
   // Interconnect: act[r][c] enters PE (r, c) from the left; psum[r][c] enters from above.
-  operand_t act[ArrayDim][ArrayDim+1];
-  logic     sw[ArrayDim][ArrayDim+1];
-  acc_t     psum[ArrayDim+1][ArrayDim];
+  // split_var turns each element into a wire of its own, which Verilator then folds
+  // into the PE registers instead of copying every cycle.
+  operand_t act[ArrayDim][ArrayDim+1]  /*verilator split_var*/;
+  logic     sw[ArrayDim][ArrayDim+1]   /*verilator split_var*/;
+  acc_t     psum[ArrayDim+1][ArrayDim] /*verilator split_var*/;
 
   for (genvar r = 0; r < int'(ArrayDim); r++) begin : gen_row
     assign act[r][0] = act_i[r];
     assign sw[r][0]  = switch_i[r];
+    // The right-most activations and switch bits leave the array unused.
+    logic unused_right_edge;
+    assign unused_right_edge = sw[r][ArrayDim] ^ (^act[r][ArrayDim]);
     for (genvar c = 0; c < int'(ArrayDim); c++) begin : gen_col
       logic wr_en;
       assign wr_en = wr_valid_i[c] && (wr_row_i[c] == RowIdxWidth'(r));
@@ -49,15 +54,6 @@ module tpu_systolic_array
   for (genvar c = 0; c < int'(ArrayDim); c++) begin : gen_edges
     assign psum[0][c] = '0;
     assign psum_o[c]  = psum[ArrayDim][c];
-  end
-
-  // The right-most activations and switch bits leave the array unused.
-  logic unused_edge;
-  always_comb begin
-    unused_edge = 1'b0;
-    for (int r = 0; r < int'(ArrayDim); r++) begin
-      unused_edge = unused_edge ^ sw[r][ArrayDim] ^ (^act[r][ArrayDim]);
-    end
   end
 
 endmodule

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tpusim: a cycle-accurate simulator of a TPU v1-style accelerator"};
   app.set_version_flag("--version", std::string("tpusim 0.1.0 (") + tpu::kGitRevision + ")");
   app.require_subcommand(1);
-  app.footer("Run 'tpusim COMMAND --help' for a command's options. Docs: docs/ in the source tree.");
+  app.footer("Run 'tpusim COMMAND --help' for a command's options. Docs: docs/ in the source tree.\n");
   tpu::cli::AddGemmCommand(app);
   try {
     app.parse(argc, argv);
@@ -28,8 +28,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "tpusim: error: " << e.what() << "\n"
-              << "Run 'tpusim --help' or 'tpusim COMMAND --help' for usage.\n";
+    std::cerr << "tpusim: error: " << e.what() << " (see 'tpusim COMMAND --help')\n";
     return 2;
   } catch (const tpu::UsageError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";

@@ -1,0 +1,51 @@
+# Thin wrapper over CMake. `make demo` and `make test` install what is missing,
+# configure a Release build in build/, build, then run.
+BUILD_DIR ?= build
+JOBS      ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: all deps configure build demo test test-slow test-all bench lint clean help
+
+all: build
+
+help:
+	@echo "make demo       install deps, build, run a GEMM on the RTL and print its report"
+	@echo "make test       install deps, build, run the fast test suite (ctest -L fast)"
+	@echo "make test-slow  the slow tests (ctest -L slow)"
+	@echo "make test-all   every test"
+	@echo "make bench      Google Benchmark of the RTL simulation speed (builds N=64)"
+	@echo "make lint       verilator --lint-only -Wall over rtl/"
+	@echo "make clean      remove $(BUILD_DIR)/"
+
+deps:
+	@scripts/install-deps
+
+$(BUILD_DIR)/CMakeCache.txt:
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+configure: deps $(BUILD_DIR)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+demo: build
+	$(BUILD_DIR)/tpusim gemm --config small-16 --m 256 --k 100 --n 40 --seed 7
+
+test: build
+	cd $(BUILD_DIR) && ctest -L fast -j $(JOBS) --output-on-failure
+
+test-slow: build
+	cd $(BUILD_DIR) && ctest -L slow -j $(JOBS) --output-on-failure
+
+test-all: build
+	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure
+
+bench: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target tpusim_bench
+	$(BUILD_DIR)/bench/tpusim_bench
+
+lint: deps
+	verilator --lint-only -Wall rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv,$(wildcard rtl/*.sv)) --top-module tpu_mxu_top
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,163 @@
+// `tpusim gemm` as a user runs it (host/cli/gemm_command.cc): results, reports, and every
+// bad input ending in one line on stderr, the right exit code and no output file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "host/common/npy.h"
+#include "host/gemm/gemm_runner.h"
+
+namespace tpu {
+namespace {
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+class GemmCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tpusim_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string P(const std::string& name) const { return (dir_ / name).string(); }
+
+  static std::string Slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  Outcome Run(const std::string& args) const {
+    const std::string cmd = std::string(TPUSIM_BINARY) + " " + args + " >" + P("stdout") +
+                            " 2>" + P("stderr") + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(P("stdout")), Slurp(P("stderr"))};
+  }
+
+  // A bad invocation: exit code, one line on stderr naming `fragment`, no C.npy written.
+  void ExpectError(const std::string& args, int code, const std::string& fragment) {
+    SCOPED_TRACE(args);
+    const Outcome o = Run(args + " --out " + P("C.npy"));
+    EXPECT_EQ(o.exit_code, code) << o.err;
+    EXPECT_NE(o.err.find(fragment), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(o.err.rfind("tpusim: error: ", 0), 0u) << o.err;
+    EXPECT_FALSE(fs::exists(P("C.npy")));
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(GemmCliTest, ProducesExactProductAndReport) {
+  const auto a = host::RandomInt8(19, 23, 5), b = host::RandomInt8(23, 11, 6);
+  WriteNpyInt8(P("A.npy"), a);
+  WriteNpyInt8(P("B.npy"), b);
+  const Outcome o = Run("gemm --array 8 --a " + P("A.npy") + " --b " + P("B.npy") + " --out " +
+                        P("C.npy") + " --json " + P("r.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("bit-exact with the Eigen int32 reference"), std::string::npos) << o.out;
+  const auto c = ReadNpyInt32(P("C.npy"));
+  EXPECT_EQ(c.data, host::ReferenceGemm(a, b).data);
+  const auto j = nlohmann::json::parse(Slurp(P("r.json")));
+  for (const char* key : {"cycles", "macs", "ops_per_cycle", "utilization", "array_dim",
+                          "matches_reference", "config", "revision"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["array_dim"], 8);
+  EXPECT_EQ(j["matches_reference"], true);
+  EXPECT_EQ(j["macs"], 19 * 23 * 11);
+  EXPECT_EQ(j["cycles"], j["predicted_cycles"]);
+  // 2 x 2 tiles... 3 K-folds x 2 N-tiles = 6 tiles of 19 rows on N = 8: 3N + 5*19 + 19.
+  EXPECT_EQ(j["cycles"], 3 * 8 + 5 * 19 + 19);
+  EXPECT_DOUBLE_EQ(j["ops_per_cycle"].get<double>(), 2.0 * 19 * 23 * 11 / (3 * 8 + 6 * 19));
+}
+
+TEST_F(GemmCliTest, NumpyMadeOperandsGiveNumpysProduct) {
+  if (std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-numpy is not installed (scripts/install-deps installs it)";
+  }
+  const std::string make = "/usr/bin/python3 -c \"import numpy as np; r = np.random.default_rng(3); "
+                           "np.save('" + P("A.npy") + "', r.integers(-128, 128, (21, 50), dtype=np.int8)); "
+                           "np.save('" + P("B.npy") + "', np.asfortranarray(r.integers(-128, 128, (50, 13), dtype=np.int8)))\"";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  const Outcome o = Run("gemm --array 4 --a " + P("A.npy") + " --b " + P("B.npy") + " --out " + P("C.npy") + " -q");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.out, "");
+  const std::string check = "/usr/bin/python3 -c \"import numpy as np, sys; "
+                            "a = np.load('" + P("A.npy") + "').astype(np.int64); b = np.load('" + P("B.npy") + "').astype(np.int64); "
+                            "c = np.load('" + P("C.npy") + "'); sys.exit(0 if c.dtype == np.int32 and (c == a @ b).all() else 1)\"";
+  EXPECT_EQ(std::system(check.c_str()), 0);
+}
+
+TEST_F(GemmCliTest, RandomOperandsWithSystemCEngine) {
+  const Outcome o = Run("gemm --config teach-4 --m 5 --k 6 --n 7 --engine systemc");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("systemc engine"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("bit-exact"), std::string::npos) << o.out;
+}
+
+TEST_F(GemmCliTest, HelpExplainsEveryFlagWithExamples) {
+  const Outcome o = Run("gemm --help");
+  EXPECT_EQ(o.exit_code, 0);
+  for (const char* flag : {"--a", "--b", "--out", "--m", "--k", "--n", "--seed", "--config",
+                           "--array", "--engine", "--json", "--trace", "--trace-start",
+                           "--trace-end", "Examples:"}) {
+    EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST_F(GemmCliTest, BadInputs) {
+  WriteNpyInt8(P("A.npy"), host::RandomInt8(4, 5, 1));
+  WriteNpyInt8(P("B.npy"), host::RandomInt8(5, 3, 2));
+  WriteNpyInt8(P("B6.npy"), host::RandomInt8(6, 3, 2));
+  WriteNpyInt32(P("I32.npy"), Matrix<int32_t>{2, 2, {1, 2, 3, 4}});
+  std::ofstream(P("junk.npy")) << "not an array";
+  const std::string ab = " --a " + P("A.npy") + " --b " + P("B.npy");
+
+  ExpectError("gemm --a " + P("nope.npy") + " --b " + P("B.npy"), 2, "nope.npy: cannot open");
+  ExpectError("gemm --a " + P("junk.npy") + " --b " + P("B.npy"), 2, "not a NumPy .npy file");
+  ExpectError("gemm --a " + P("I32.npy") + " --b " + P("B.npy"), 2, "dtype is int32");
+  ExpectError("gemm --a " + P("A.npy") + " --b " + P("B6.npy"), 2, "inner dimensions differ");
+  ExpectError("gemm --a " + P("A.npy"), 2, "--a was given without --b");
+  ExpectError("gemm" + ab + " --m 3", 2, "not both");
+  ExpectError("gemm --m 0 --k 3 --n 3", 2, "M = 0 is invalid");
+  ExpectError("gemm --m 3 --k 3 --n 99999999", 2, "too large");
+  ExpectError("gemm --m -4 --k 3 --n 3", 2, "M = -4 is invalid");
+  ExpectError("gemm --config nosuch" + ab, 2, "unknown preset 'nosuch'");
+  ExpectError("gemm --array 12" + ab, 2, "no RTL model for a 12 x 12 array");
+  ExpectError("gemm --array 1" + ab, 2, "array_dim 1 is out of range");
+  ExpectError("gemm --engine magic" + ab, 2, "unknown --engine");
+  ExpectError("gemm --trace " + P("t.txt") + ab, 2, "must end in .fst");
+  ExpectError("gemm --trace " + P("t.fst") + " --trace-start 9 --trace-end 3" + ab, 2,
+              "before --trace-start");
+  ExpectError("gemm --frobnicate" + ab, 2, "frobnicate");
+  ExpectError("gemm --m x --k 3 --n 3", 2, "--m");
+  ExpectError("gemm" + ab + " --json /nonexistent-dir/r.json", 1, "/nonexistent-dir");
+}
+
+TEST_F(GemmCliTest, UnwritableOutputFailsBeforeRunningAndLeavesNothing) {
+  const Outcome o = Run("gemm --m 3 --k 3 --n 3 --out /nonexistent-dir/C.npy");
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.err.find("folder '/nonexistent-dir' does not exist"), std::string::npos) << o.err;
+  EXPECT_EQ(o.out, "") << "no report for a run that never started";
+  const Outcome d = Run("gemm --m 3 --k 3 --n 3 --out " + dir_.string());
+  EXPECT_EQ(d.exit_code, 1);
+  EXPECT_NE(d.err.find("it is a folder"), std::string::npos) << d.err;
+}
+
+}  // namespace
+}  // namespace tpu

@@ -1,0 +1,75 @@
+// TpuConfig presets and validation (host/config/tpu_config.cc).
+#include "host/config/tpu_config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <fstream>
+
+#include "host/common/errors.h"
+
+namespace tpu::host {
+namespace {
+
+std::string ErrorOf(const std::string& name) {
+  try {
+    LoadConfig(name);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string TempJson(const std::string& text) {
+  const auto p = std::filesystem::temp_directory_path() /
+                 ("tpusim_cfg_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+TEST(TpuConfigTest, PresetsLoad) {
+  EXPECT_EQ(LoadConfig("teach-4").array_dim, 4);
+  EXPECT_EQ(LoadConfig("lab-8").array_dim, 8);
+  EXPECT_EQ(LoadConfig("small-16").array_dim, 16);
+  const TpuConfig v1 = LoadConfig("tpu-v1");
+  EXPECT_EQ(v1.array_dim, 256);
+  EXPECT_EQ(v1.acc_depth_rows, 4096);
+  EXPECT_DOUBLE_EQ(v1.clock_mhz, 700.0);
+}
+
+TEST(TpuConfigTest, UnknownPresetListsTheKnownOnes) {
+  const std::string e = ErrorOf("small-17");
+  EXPECT_NE(e.find("unknown preset 'small-17'"), std::string::npos) << e;
+  EXPECT_NE(e.find("small-16"), std::string::npos) << e;
+  EXPECT_NE(e.find("teach-4"), std::string::npos) << e;
+}
+
+TEST(TpuConfigTest, FileWithUnknownKeyIsRejected) {
+  const std::string p = TempJson(R"({"array_dim": 8, "arary_dim": 4})");
+  EXPECT_NE(ErrorOf(p).find("unknown key 'arary_dim'"), std::string::npos);
+  std::filesystem::remove(p);
+}
+
+TEST(TpuConfigTest, OutOfRangeValuesAreRejected) {
+  const std::string p = TempJson(R"({"array_dim": 1})");
+  EXPECT_NE(ErrorOf(p).find("array_dim 1 is out of range"), std::string::npos);
+  std::ofstream(p) << R"({"clock_mhz": -5})";
+  EXPECT_NE(ErrorOf(p).find("clock_mhz"), std::string::npos);
+  std::ofstream(p) << R"({"array_dim": "big"})";
+  EXPECT_NE(ErrorOf(p).find("wrong type"), std::string::npos);
+  std::ofstream(p) << R"({"array_dim": 4,)";
+  EXPECT_NE(ErrorOf(p).find("not valid JSON"), std::string::npos);
+  std::filesystem::remove(p);
+}
+
+TEST(TpuConfigTest, JsonEchoesEveryField) {
+  const auto j = LoadConfig("small-16").ToJson();
+  for (const char* key : {"name", "description", "array_dim", "acc_depth_rows", "clock_mhz"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+}
+
+}  // namespace
+}  // namespace tpu::host

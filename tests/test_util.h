@@ -1,0 +1,29 @@
+// Helpers shared by the tests: running a GEMM on a built RTL model.
+#pragma once
+
+#include <memory>
+
+#include "host/gemm/gemm_runner.h"
+#include "sim/mxu_registry.h"
+
+namespace tpu::test {
+
+inline constexpr int kAccDepth = 1024;  // accumulator rows of the default builds
+
+inline host::GemmRunResult RunOnRtl(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim,
+                                    sim::EngineKind kind = sim::EngineKind::kVerilator,
+                                    const sim::RunOptions& options = {}) {
+  const host::GemmPlan plan = host::PlanGemm({a.rows, a.cols, b.cols}, dim, kAccDepth);
+  std::unique_ptr<sim::MxuEngine> engine = sim::MakeMxuEngine(dim, kind);
+  return host::RunGemm(plan, a, b, *engine, options);
+}
+
+inline Matrix<int8_t> Filled(int64_t rows, int64_t cols, int8_t value) {
+  Matrix<int8_t> m;
+  m.rows = rows;
+  m.cols = cols;
+  m.data.assign(static_cast<size_t>(rows * cols), value);
+  return m;
+}
+
+}  // namespace tpu::test
