@@ -22,18 +22,24 @@ function(tpusim_acc_depth N OUT)
   endif()
 endfunction()
 
-# tpusim_verilate_mxu(TARGET N [SYSTEMC]): adds class Vtpu_mxu_n<N> (C++) or
-# Vtpu_mxu_sc_n<N> (SystemC) to TARGET.
+# tpusim_verilate_mxu(TARGET N [SYSTEMC] [NOTRACE] [PREFIX P]): adds class
+# Vtpu_mxu_n<N> (C++, with FST tracing) or Vtpu_mxu_sc_n<N> (SystemC) to TARGET.
 function(tpusim_verilate_mxu TARGET N)
-  cmake_parse_arguments(ARG "SYSTEMC" "" "" ${ARGN})
+  cmake_parse_arguments(ARG "SYSTEMC;NOTRACE" "PREFIX" "" ${ARGN})
   tpusim_acc_depth(${N} depth)
   set(args -Wall -Wno-fatal --x-assign fast --x-initial fast -O3
       -GArrayDim=${N} -GAccDepth=${depth})
   if(ARG_SYSTEMC)
     verilate(${TARGET} SYSTEMC PREFIX Vtpu_mxu_sc_n${N} TOP_MODULE tpu_mxu_top
-             SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args})
+             SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
+             OPT_FAST ${TPUSIM_OPT_FAST})
+  elseif(ARG_NOTRACE)
+    verilate(${TARGET} PREFIX ${ARG_PREFIX} TOP_MODULE tpu_mxu_top
+             SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
+             OPT_FAST ${TPUSIM_OPT_FAST})
   else()
     verilate(${TARGET} TRACE_FST PREFIX Vtpu_mxu_n${N} TOP_MODULE tpu_mxu_top
-             SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args})
+             SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
+             OPT_FAST ${TPUSIM_OPT_FAST})
   endif()
 endfunction()

@@ -5,13 +5,16 @@
 // are written into the shadow registers. Activation rows arrive on the a_* stream;
 // the first row of a tile carries a_switch_i and may only enter once the whole next
 // tile sits in the shadow registers. Every row carries a tag (accumulator address,
-// accumulate/overwrite, final fold) that leaves with its result ArrayDim*2-1 cycles
-// later on out_*.
+// accumulate/overwrite, final fold) that leaves with its result 2*ArrayDim cycles later
+// on out_*.
 //
-// The weight write of row r goes through the same column skew as the activations, so
-// the write into PE (r, c) lands no earlier than the switch bit that retires the old
-// shadow value there. Hence the next tile's weights may start loading in the very
-// cycle the switch row enters, and tiles stream back to back with one row per cycle.
+// Timing (docs/mxu.md derives it): a row entering at cycle f reaches PE (r, c) in cycle
+// f+1+r+c, and the PE copies shadow to active on the edge just before. The write of
+// weight row r entering at cycle w lands in PE (r, c) on the edge ending cycle w+c
+// (the weight bus has the same column skew). So the next tile's row r may be written
+// from cycle f+r on: its write lands no earlier than the copy that retires the old
+// shadow value. Hence the next tile's weights start loading in the very cycle the
+// switch row enters, and tiles stream back to back with one row per cycle.
 module tpu_mxu
   import tpu_pkg::*;
 #(
@@ -46,7 +49,7 @@ module tpu_mxu
     $error("tpu_mxu: ArrayDim must be in 2..256");
   end
 
-  localparam int unsigned Latency = 2 * ArrayDim - 1;  // row in -> de-skewed row out
+  localparam int unsigned Latency = 2 * ArrayDim;  // row in -> de-skewed row out
 
   // ---------------------------------------------------------------- shadow control
   logic                   shadow_full_q;

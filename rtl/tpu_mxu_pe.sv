@@ -3,9 +3,10 @@
 //
 // Activations travel left to right, partial sums top to bottom, one PE per cycle.
 // The shadow register is written from the column's weight bus while the active one
-// computes. A switch bit travels with the first activation of a new weight tile; in
-// the cycle it reaches this PE the shadow weight is used and becomes the active one,
-// so consecutive tiles follow each other without a bubble.
+// computes. A switch bit travels with the first activation of a new weight tile. The
+// PE sees it one cycle early (switch_next_i: the bit its left neighbour receives) and
+// copies shadow to active on that edge, so the first row of the new tile multiplies
+// with the new weight and consecutive tiles follow each other without a bubble.
 module tpu_mxu_pe
   import tpu_pkg::*;
 (
@@ -14,6 +15,7 @@ module tpu_mxu_pe
   // activation from the left neighbour (or the input skew)
   input  operand_t act_i,
   input  logic     switch_i,
+  input  logic     switch_next_i,  // switch_i of the next cycle
   output operand_t act_o,
   output logic     switch_o,
   // partial sum from the PE above (zero at the top row)
@@ -28,31 +30,27 @@ module tpu_mxu_pe
   logic     switch_q;
   acc_t     psum_q;
 
-  // The first activation of a new tile already multiplies with the new weight.
-  operand_t weight;
-  assign weight = switch_i ? weight_shadow_q : weight_active_q;
-
   acc_t product;
-  assign product = acc_t'(act_i) * acc_t'(weight);
+  assign product = acc_t'(act_i) * acc_t'(weight_active_q);
 
-  // Control: the switch bit must be clean after reset.
-  always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) begin
-      switch_q <= 1'b0;
-    end else begin
-      switch_q <= switch_i;
-    end
-  end
-
-  // Datapath: no reset needed (a result is only used once a switch row has passed,
-  // and the tags that mark valid results are reset). Leaving it out keeps the
-  // simulated array fast.
+  // No reset in the PE. The array's left-edge registers are reset, so after reset only
+  // zeros enter; whatever the PE registers held at power-up moves right and leaves the
+  // array within ArrayDim cycles, before the first tile's switch row (which waits
+  // ArrayDim cycles for its weights) arrives. Results are only taken for rows whose
+  // tag says valid. Leaving the reset out keeps the simulated array fast.
+  //
+  // Every register is written every cycle through a mux rather than under an `if`:
+  // the same hardware, but branch-free in the simulator.
   always_ff @(posedge clk_i) begin
-    act_q  <= act_i;
-    psum_q <= psum_i + product;  // wraps modulo 2^32, as two's complement does
-    if (switch_i) weight_active_q <= weight_shadow_q;
-    if (wr_en_i) weight_shadow_q <= wr_data_i;
+    act_q           <= act_i;
+    switch_q        <= switch_i;
+    psum_q          <= psum_i + product;  // wraps modulo 2^32, as two's complement does
+    weight_active_q <= switch_next_i ? weight_shadow_q : weight_active_q;
+    weight_shadow_q <= wr_en_i ? wr_data_i : weight_shadow_q;
   end
+
+  logic unused_rst;
+  assign unused_rst = rst_ni;
 
   assign act_o    = act_q;
   assign switch_o = switch_q;

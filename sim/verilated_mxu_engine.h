@@ -10,6 +10,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "sim/mxu_engine.h"
@@ -18,6 +20,57 @@
 #include "sim/wave_file.h"
 
 namespace tpu::sim {
+
+// Whether the model was built with FST tracing (verilate(... TRACE_FST)).
+template <class M, class = void>
+struct HasFstTrace : std::false_type {};
+template <class M>
+struct HasFstTrace<M, std::void_t<decltype(std::declval<M&>().trace(
+                          static_cast<VerilatedFstC*>(nullptr), 0))>> : std::true_type {};
+
+// Writes the model's waveform over a cycle window (models built with TRACE_FST).
+template <class Model, bool kCanTrace = HasFstTrace<Model>::value>
+class ModelTrace {
+ public:
+  void Open(Model& m, const TraceOptions& o) {
+    if (o.path.empty()) return;
+    start_ = o.start_cycle;
+    end_ = o.end_cycle;
+    wave_.emplace(o.path);
+    fst_ = std::make_unique<VerilatedFstC>();
+    m.trace(fst_.get(), 99);
+    fst_->set_time_unit("1ns");
+    fst_->set_time_resolution("1ns");
+    fst_->open(wave_->FstPath().c_str());
+    if (!fst_->isOpen()) {
+      throw std::runtime_error("cannot open trace file '" + wave_->FstPath() + "'");
+    }
+  }
+  // Ten time units a cycle: the clock is low from 0 and high from 5.
+  void Dump(uint64_t cycle, uint64_t phase) {
+    if (fst_ && cycle >= start_ && cycle <= end_) fst_->dump(cycle * 10 + phase);
+  }
+  void Commit() {
+    if (!fst_) return;
+    fst_->close();
+    wave_->Commit();
+  }
+
+ private:
+  uint64_t start_ = 0, end_ = 0;
+  std::optional<WaveFile> wave_;
+  std::unique_ptr<VerilatedFstC> fst_;
+};
+
+template <class Model>
+class ModelTrace<Model, false> {
+ public:
+  void Open(Model&, const TraceOptions& o) {
+    if (!o.path.empty()) throw std::invalid_argument("this RTL model was built without tracing");
+  }
+  void Dump(uint64_t, uint64_t) {}
+  void Commit() {}
+};
 
 template <class Model>
 class VerilatedMxuEngine final : public MxuEngine {
@@ -41,24 +94,8 @@ class VerilatedMxuEngine final : public MxuEngine {
     context.traceEverOn(tracing);
     Model m(&context);
 
-    std::optional<WaveFile> wave;
-    std::unique_ptr<VerilatedFstC> fst;
-    if (tracing) {
-      wave.emplace(options.trace.path);
-      fst = std::make_unique<VerilatedFstC>();
-      m.trace(fst.get(), 99);
-      fst->set_time_unit("1ns");
-      fst->set_time_resolution("1ns");
-      fst->open(wave->FstPath().c_str());
-      if (!fst->isOpen()) {
-        throw std::runtime_error("cannot open trace file '" + wave->FstPath() + "'");
-      }
-    }
-    const uint64_t trace_start = options.trace.start_cycle;
-    const uint64_t trace_end = options.trace.end_cycle;
-    auto dump = [&](uint64_t cycle, uint64_t phase) {
-      if (fst && cycle >= trace_start && cycle <= trace_end) fst->dump(cycle * 10 + phase);
-    };
+    ModelTrace<Model> trace;
+    trace.Open(m, options.trace);
 
     // Reset: one clock edge with rst_ni low.
     m.clk_i = 0;
@@ -111,11 +148,11 @@ class VerilatedMxuEngine final : public MxuEngine {
 
       m.clk_i = 0;
       m.eval();  // settle the ready signals for these inputs
-      dump(cycle, 0);
+      trace.Dump(cycle, 0);
       seq.Commit(in, m.w_ready_o, m.a_ready_o);
       m.clk_i = 1;
       m.eval();  // the clock edge
-      dump(cycle, 5);
+      trace.Dump(cycle, 5);
       ++cycle;
 
       quiet_cycles = seq.Progressed() ? 0 : quiet_cycles + 1;
@@ -148,10 +185,7 @@ class VerilatedMxuEngine final : public MxuEngine {
                              " cycles but the RTL counted " + std::to_string(c.cycles));
     }
     m.final();
-    if (fst) {
-      fst->close();
-      wave->Commit();
-    }
+    trace.Commit();
     if (options.progress) options.progress(1.0);
     return result;
   }

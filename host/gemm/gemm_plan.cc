@@ -66,13 +66,13 @@ GemmPlan PlanGemm(const GemmShape& s, int array_dim, int acc_depth_rows) {
 PredictedCycles PredictCycles(const GemmPlan& p) {
   // Tile t streams M_t rows; tile t + 1 may start max(M_t, N) cycles after tile t
   // (its weights load in N cycles, starting when tile t's first row enters). The
-  // first tile waits N cycles for its weights; the last row's result needs 2N - 1
-  // cycles to reach the accumulators and 1 more to be read: 2N after it entered.
+  // first tile waits N cycles for its weights; the last row's result needs 2N cycles
+  // to reach the accumulators and 1 more to be read: 2N + 1 after it entered.
   const uint64_t dim = static_cast<uint64_t>(p.array_dim);
   const uint64_t tiles_per_chunk = static_cast<uint64_t>(p.n_tiles * p.k_tiles);
   PredictedCycles c;
   c.load = dim;
-  c.drain = 2 * dim;
+  c.drain = 2 * dim + 1;
   for (int64_t chunk = 0; chunk < p.m_chunks; ++chunk) {
     const uint64_t rows = static_cast<uint64_t>(p.RowsInChunk(chunk));
     const bool last_chunk = (chunk == p.m_chunks - 1);

@@ -81,9 +81,9 @@ TEST_F(GemmCliTest, ProducesExactProductAndReport) {
   EXPECT_EQ(j["matches_reference"], true);
   EXPECT_EQ(j["macs"], 19 * 23 * 11);
   EXPECT_EQ(j["cycles"], j["predicted_cycles"]);
-  // 2 x 2 tiles... 3 K-folds x 2 N-tiles = 6 tiles of 19 rows on N = 8: 3N + 5*19 + 19.
-  EXPECT_EQ(j["cycles"], 3 * 8 + 5 * 19 + 19);
-  EXPECT_DOUBLE_EQ(j["ops_per_cycle"].get<double>(), 2.0 * 19 * 23 * 11 / (3 * 8 + 6 * 19));
+  // 3 K-folds x 2 N-tiles = 6 tiles of 19 rows on N = 8: 3N + 1 + 5 * 19 + 19.
+  EXPECT_EQ(j["cycles"], 3 * 8 + 1 + 5 * 19 + 19);
+  EXPECT_DOUBLE_EQ(j["ops_per_cycle"].get<double>(), 2.0 * 19 * 23 * 11 / (3 * 8 + 1 + 6 * 19));
 }
 
 TEST_F(GemmCliTest, NumpyMadeOperandsGiveNumpysProduct) {

@@ -27,18 +27,18 @@ TEST(GemmPlanTest, RowsBeyondTheAccumulatorsMakeChunks) {
 }
 
 TEST(GemmPlanTest, FormulaOneTile) {
-  // N to load, M rows, 2N to drain.
+  // N to load, M rows, 2N + 1 to drain.
   const auto c = PredictCycles(PlanGemm({10, 4, 4}, 4, 1024));
-  EXPECT_EQ(c.total, 4u + 10u + 8u);
+  EXPECT_EQ(c.total, 4u + 10u + 9u);
   EXPECT_EQ(c.load, 4u);
   EXPECT_EQ(c.stream, 10u);
-  EXPECT_EQ(c.drain, 8u);
+  EXPECT_EQ(c.drain, 9u);
 }
 
 TEST(GemmPlanTest, FormulaShortTilesArePacedByWeightLoads) {
   // 3 tiles of M = 2 rows on N = 8: tiles start N apart.
   const auto c = PredictCycles(PlanGemm({2, 24, 8}, 8, 1024));
-  EXPECT_EQ(c.total, 3u * 8 + 2 * 8 + 2);  // 3N + (T - 1) N + M
+  EXPECT_EQ(c.total, 3u * 8 + 1 + 2 * 8 + 2);  // 3N + 1 + (T - 1) N + M
 }
 
 TEST(GemmPlanTest, FormulaMatchesClosedFormForOneChunk) {
@@ -47,7 +47,7 @@ TEST(GemmPlanTest, FormulaMatchesClosedFormForOneChunk) {
       for (int64_t k : {1, 17, 64})
         for (int64_t n : {1, 16, 33}) {
           const GemmPlan p = PlanGemm({m, k, n}, dim, 1024);
-          const uint64_t expect = 3u * dim + static_cast<uint64_t>(p.tiles - 1) *
+          const uint64_t expect = 3u * dim + 1 + static_cast<uint64_t>(p.tiles - 1) *
                                                  std::max<int64_t>(m, dim) + m;
           EXPECT_EQ(PredictCycles(p).total, expect);
         }

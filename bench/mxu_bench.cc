@@ -1,0 +1,44 @@
+// Simulation speed of the matrix-subsystem RTL: simulated cycles per second and
+// PE-cycles per second (cycles x N x N) on one core, for several array sizes, while
+// the array streams a large GEMM (every cycle a row enters; the steady state).
+#include <benchmark/benchmark.h>
+
+#include "host/gemm/gemm_runner.h"
+#include "host/gemm/gemm_workload.h"
+#include "sim/verilated_mxu_engine.h"
+
+namespace tpu {
+
+template <class Model>
+void BM_MxuStream(benchmark::State& state) {
+  const int dim = static_cast<int>(state.range(0));
+  // 1024 rows per tile, 4 x 4 tiles: weight loads hide behind streaming and the run
+  // (about 16,000 cycles) dwarfs building and resetting the model.
+  const host::GemmPlan plan = host::PlanGemm({1024, 4 * dim, 4 * dim}, dim, 1024);
+  const auto a = host::RandomInt8(plan.shape.m, plan.shape.k, 1);
+  const auto b = host::RandomInt8(plan.shape.k, plan.shape.n, 2);
+  sim::VerilatedMxuEngine<Model> engine;
+  Matrix<int32_t> c;
+  host::GemmWorkload workload(plan, a, b, &c);
+  uint64_t cycles = 0;
+  for (auto _ : state) {
+    cycles += engine.Run(workload, {}).counters.cycles;
+  }
+  if (c.data != host::ReferenceGemm(a, b).data) state.SkipWithError("result differs from Eigen");
+  state.counters["cycles_per_s"] =
+      benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
+  state.counters["pe_cycles_per_s"] = benchmark::Counter(
+      static_cast<double>(cycles) * dim * dim, benchmark::Counter::kIsRate);
+}
+
+}  // namespace tpu
+
+#include "bench/mxu_bench_models.h"
+
+#define TPUSIM_REGISTER(n)                                           \
+  BENCHMARK_TEMPLATE(BM_MxuStream, Vtpu_mxu_bench_n##n)->Arg(n) \
+      ->Unit(benchmark::kMillisecond);
+using tpu::BM_MxuStream;
+TPUSIM_BENCH_MODELS(TPUSIM_REGISTER)
+
+BENCHMARK_MAIN();
