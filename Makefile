@@ -3,6 +3,7 @@
 BUILD_DIR ?= build
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
+BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_report_aggregates_only
 
 .PHONY: all deps configure build demo test test-slow test-all bench lint clean help
 
@@ -42,7 +43,7 @@ test-all: build
 
 bench: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target tpusim_bench
-	$(BUILD_DIR)/bench/tpusim_bench
+	$(BUILD_DIR)/bench/tpusim_bench $(BENCH_ARGS)
 
 lint: deps
 	verilator --lint-only -Wall rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv,$(wildcard rtl/*.sv)) --top-module tpu_mxu_top
