@@ -27,17 +27,16 @@ void BM_MxuStream(benchmark::State& state) {
   if (c.data != host::ReferenceGemm(a, b).data) state.SkipWithError("result differs from Eigen");
   state.counters["cycles_per_s"] =
       benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
-  state.counters["pe_cycles_per_s"] = benchmark::Counter(
-      static_cast<double>(cycles) * dim * dim, benchmark::Counter::kIsRate);
+  state.counters["pe_cycles_per_s"] =
+      benchmark::Counter(static_cast<double>(cycles) * dim * dim, benchmark::Counter::kIsRate);
 }
 
 }  // namespace tpu
 
 #include "bench/mxu_bench_models.h"
 
-#define TPUSIM_REGISTER(n)                                           \
-  BENCHMARK_TEMPLATE(BM_MxuStream, Vtpu_mxu_bench_n##n)->Arg(n) \
-      ->Unit(benchmark::kMillisecond);
+#define TPUSIM_REGISTER(n) \
+  BENCHMARK_TEMPLATE(BM_MxuStream, Vtpu_mxu_bench_n##n)->Arg(n)->Unit(benchmark::kMillisecond);
 using tpu::BM_MxuStream;
 TPUSIM_BENCH_MODELS(TPUSIM_REGISTER)
 

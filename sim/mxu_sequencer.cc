@@ -12,8 +12,7 @@ void MxuSequencer::Present(const MxuRegisteredOutputs& out, MxuInputs* in) {
   progressed_ = false;
   if (out.error) {
     throw std::runtime_error("the matrix unit raised its error flag (accumulator address " +
-                             std::string("out of range) near tile ") +
-                             std::to_string(a_tile_));
+                             std::string("out of range) near tile ") + std::to_string(a_tile_));
   }
   if (out.rd_valid) {
     if (reading_ids_.empty()) throw std::logic_error("accumulator read data without a read");

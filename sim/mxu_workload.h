@@ -7,10 +7,10 @@ namespace tpu::sim {
 
 // What travels with an activation row through the array to the accumulators.
 struct RowTag {
-  uint32_t acc_addr = 0;     // accumulator row to write
-  bool accumulate = false;   // add into the row instead of overwriting it
-  bool final_fold = false;   // this write completes the row: read it out afterwards
-  int64_t result_id = 0;     // caller's name for the completed row (final folds only)
+  uint32_t acc_addr = 0;    // accumulator row to write
+  bool accumulate = false;  // add into the row instead of overwriting it
+  bool final_fold = false;  // this write completes the row: read it out afterwards
+  int64_t result_id = 0;    // caller's name for the completed row (final folds only)
 };
 
 // A sequence of tiles. Tile t is ArrayDim weight rows followed by RowsInTile(t)

@@ -2,11 +2,11 @@
 // (CData/SData/IData/QData/VlWide in C++ models; uint32_t/uint64_t/sc_bv in SystemC).
 #pragma once
 
+#include <verilated.h>
+
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
-
-#include <verilated.h>
 
 namespace tpu::sim {
 

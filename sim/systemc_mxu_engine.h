@@ -80,8 +80,8 @@ class SystemCMxuEngine final : public MxuEngine {
     M model{"tpu"};
     sc_core::sc_clock clk{"clk", 10, sc_core::SC_NS};
     sc_core::sc_signal<bool> rst_n{"rst_n", true};
-    sc_core::sc_signal<bool> w_valid, w_ready, a_valid, a_ready, a_switch, a_accumulate,
-        a_final, rd_en, rd_valid, final_valid, error;
+    sc_core::sc_signal<bool> w_valid, w_ready, a_valid, a_ready, a_switch, a_accumulate, a_final,
+        rd_en, rd_valid, final_valid, error;
     sc_detail::SignalFor<decltype(std::declval<M&>().w_data_i)> w_data;
     sc_detail::SignalFor<decltype(std::declval<M&>().a_data_i)> a_data;
     sc_detail::SignalFor<decltype(std::declval<M&>().a_acc_addr_i)> a_acc_addr;
@@ -89,8 +89,8 @@ class SystemCMxuEngine final : public MxuEngine {
     sc_detail::SignalFor<decltype(std::declval<M&>().rd_data_o)> rd_data;
     sc_detail::SignalFor<decltype(std::declval<M&>().final_addr_o)> final_addr;
     sc_detail::SignalFor<decltype(std::declval<M&>().param_array_dim_o)> p_dim, p_depth;
-    sc_detail::SignalFor<decltype(std::declval<M&>().cnt_cycles_o)> c_cycles, c_stream,
-        c_load, c_stall, c_drain, c_idle, c_wrows, c_tiles, c_accw, c_accr;
+    sc_detail::SignalFor<decltype(std::declval<M&>().cnt_cycles_o)> c_cycles, c_stream, c_load,
+        c_stall, c_drain, c_idle, c_wrows, c_tiles, c_accw, c_accr;
 
     MxuWorkload& workload;
     const RunOptions& options;

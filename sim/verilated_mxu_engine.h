@@ -25,8 +25,9 @@ namespace tpu::sim {
 template <class M, class = void>
 struct HasFstTrace : std::false_type {};
 template <class M>
-struct HasFstTrace<M, std::void_t<decltype(std::declval<M&>().trace(
-                          static_cast<VerilatedFstC*>(nullptr), 0))>> : std::true_type {};
+struct HasFstTrace<
+    M, std::void_t<decltype(std::declval<M&>().trace(static_cast<VerilatedFstC*>(nullptr), 0))>>
+    : std::true_type {};
 
 // Writes the model's waveform over a cycle window (models built with TRACE_FST).
 template <class Model, bool kCanTrace = HasFstTrace<Model>::value>

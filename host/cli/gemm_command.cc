@@ -35,7 +35,7 @@ struct GemmOptions {
 void Run(const GemmOptions& o) {
   // Configuration: preset, then flags.
   host::TpuConfig config = host::LoadConfig(o.config);
-  if (o.array) {
+  if (o.array && *o.array != config.array_dim) {
     config.array_dim = *o.array;
     config.name += fmt::format(" with --array {}", *o.array);
   }
@@ -55,10 +55,10 @@ void Run(const GemmOptions& o) {
     a = ReadNpyInt8(o.a_path);
     b = ReadNpyInt8(o.b_path);
     if (a.cols != b.rows) {
-      throw UsageError(fmt::format(
-          "inner dimensions differ: A ({}) is {} x {} but B ({}) is {} x {}; "
-          "A's columns must equal B's rows",
-          o.a_path, a.rows, a.cols, o.b_path, b.rows, b.cols));
+      throw UsageError(
+          fmt::format("inner dimensions differ: A ({}) is {} x {} but B ({}) is {} x {}; "
+                      "A's columns must equal B's rows",
+                      o.a_path, a.rows, a.cols, o.b_path, b.rows, b.cols));
     }
   }
   const host::GemmShape shape =
@@ -82,9 +82,12 @@ void Run(const GemmOptions& o) {
   }
 
   sim::EngineKind kind;
-  if (o.engine == "verilator") kind = sim::EngineKind::kVerilator;
-  else if (o.engine == "systemc") kind = sim::EngineKind::kSystemC;
-  else throw UsageError("unknown --engine '" + o.engine + "'; use verilator or systemc");
+  if (o.engine == "verilator")
+    kind = sim::EngineKind::kVerilator;
+  else if (o.engine == "systemc")
+    kind = sim::EngineKind::kSystemC;
+  else
+    throw UsageError("unknown --engine '" + o.engine + "'; use verilator or systemc");
   std::unique_ptr<sim::MxuEngine> engine;
   try {
     engine = sim::MakeMxuEngine(config.array_dim, kind);
@@ -97,8 +100,8 @@ void Run(const GemmOptions& o) {
   run.trace.start_cycle = o.trace_start;
   if (o.trace_end) {
     if (*o.trace_end < o.trace_start) {
-      throw UsageError(fmt::format("--trace-end {} is before --trace-start {}", *o.trace_end,
-                                   o.trace_start));
+      throw UsageError(
+          fmt::format("--trace-end {} is before --trace-start {}", *o.trace_end, o.trace_start));
     }
     run.trace.end_cycle = *o.trace_end;
   }
@@ -130,8 +133,7 @@ void Run(const GemmOptions& o) {
 void AddGemmCommand(CLI::App& app) {
   auto opts = std::make_shared<GemmOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "gemm",
-      "Multiply two int8 matrices on the cycle-accurate systolic array and report cycles.");
+      "gemm", "Multiply two int8 matrices on the cycle-accurate systolic array and report cycles.");
   cmd->footer(R"(
 Tiles any M x K by K x N product onto the N x N weight-stationary array (folds over K
 and N, streams M), runs the Verilated RTL, checks C bit for bit against Eigen and prints

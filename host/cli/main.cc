@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   CLI::App app{"tpusim: a cycle-accurate simulator of a TPU v1-style accelerator"};
   app.set_version_flag("--version", std::string("tpusim 0.1.0 (") + tpu::kGitRevision + ")");
   app.require_subcommand(1);
-  app.footer("Run 'tpusim COMMAND --help' for a command's options. Docs: docs/ in the source tree.\n");
+  app.footer(
+      "Run 'tpusim COMMAND --help' for a command's options. Docs: docs/ in the source tree.\n");
   tpu::cli::AddGemmCommand(app);
   try {
     app.parse(argc, argv);

@@ -120,9 +120,8 @@ Matrix<T> ReadNpy(const std::string& path, const std::string& want_descr,
   const Header h = ParseHeader(path, dict);
 
   if (h.descr != want_descr) {
-    Fail(path, "dtype is " + DtypeName(h.descr) + " ('" + h.descr + "') but " + want_name +
-                   " ('" + want_descr + "') is needed; convert with a.astype(np." + want_name +
-                   ")");
+    Fail(path, "dtype is " + DtypeName(h.descr) + " ('" + h.descr + "') but " + want_name + " ('" +
+                   want_descr + "') is needed; convert with a.astype(np." + want_name + ")");
   }
   if (h.shape.size() != 2) {
     Fail(path, "has " + std::to_string(h.shape.size()) +
@@ -177,15 +176,11 @@ void WriteNpy(const std::string& path, const Matrix<T>& m, const std::string& de
 
 }  // namespace
 
-Matrix<int8_t> ReadNpyInt8(const std::string& path) {
-  return ReadNpy<int8_t>(path, "|i1", "int8");
-}
+Matrix<int8_t> ReadNpyInt8(const std::string& path) { return ReadNpy<int8_t>(path, "|i1", "int8"); }
 Matrix<int32_t> ReadNpyInt32(const std::string& path) {
   return ReadNpy<int32_t>(path, "<i4", "int32");
 }
-void WriteNpyInt32(const std::string& path, const Matrix<int32_t>& m) {
-  WriteNpy(path, m, "<i4");
-}
+void WriteNpyInt32(const std::string& path, const Matrix<int32_t>& m) { WriteNpy(path, m, "<i4"); }
 void WriteNpyInt8(const std::string& path, const Matrix<int8_t>& m) { WriteNpy(path, m, "|i1"); }
 
 }  // namespace tpu

@@ -52,17 +52,17 @@ std::vector<std::string> PresetNames() {
 }
 
 TpuConfig LoadConfig(const std::string& name_or_path) {
-  const bool is_path = name_or_path.find('/') != std::string::npos ||
-                       (name_or_path.size() > 5 &&
-                        name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
+  const bool is_path =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
   const std::string path = is_path ? name_or_path : ConfigDir() + "/" + name_or_path + ".json";
   std::ifstream in(path);
   if (!in) {
     if (is_path) throw UsageError("config file '" + path + "' cannot be opened");
     std::string known;
     for (const auto& n : PresetNames()) known += (known.empty() ? "" : ", ") + n;
-    throw UsageError("unknown preset '" + name_or_path + "' (known: " +
-                     (known.empty() ? "none found in " + ConfigDir() : known) +
+    throw UsageError("unknown preset '" + name_or_path +
+                     "' (known: " + (known.empty() ? "none found in " + ConfigDir() : known) +
                      "); or pass a path to a .json config");
   }
   nlohmann::json j;
@@ -72,8 +72,8 @@ TpuConfig LoadConfig(const std::string& name_or_path) {
     throw UsageError("config '" + path + "' is not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw UsageError("config '" + path + "' must be a JSON object");
-  static const std::set<std::string> kKeys = {"name", "description", "array_dim",
-                                              "acc_depth_rows", "clock_mhz"};
+  static const std::set<std::string> kKeys = {"name", "description", "array_dim", "acc_depth_rows",
+                                              "clock_mhz"};
   for (const auto& [key, value] : j.items()) {
     if (!kKeys.count(key)) {
       throw UsageError("config '" + path + "': unknown key '" + key +

@@ -3,17 +3,16 @@
 // every report.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace tpu::host {
 
 struct TpuConfig {
-  std::string name;         // preset name, or the file it came from
-  std::string description;  // one line for people
-  int array_dim = 16;       // N of the N x N systolic array
+  std::string name;           // preset name, or the file it came from
+  std::string description;    // one line for people
+  int array_dim = 16;         // N of the N x N systolic array
   int acc_depth_rows = 1024;  // accumulator rows of N int32 values
   double clock_mhz = 700.0;   // used to turn cycles into time in reports
 

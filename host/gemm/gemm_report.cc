@@ -51,23 +51,27 @@ std::string FormatGemmReport(const GemmRunResult& r, const TpuConfig& config) {
         "RTL {} vs Eigen {}\n",
         r.mismatches, s.m * s.n, m.row, m.col, m.got, m.want);
   }
-  out += fmt::format("  tiles         {} = {} M-chunk(s) x {} N-tile(s) x {} K-fold(s), {} row(s) per tile\n",
-                     r.plan.tiles, r.plan.m_chunks, r.plan.n_tiles, r.plan.k_tiles, r.plan.m_chunk);
+  out += fmt::format(
+      "  tiles         {} = {} M-chunk(s) x {} N-tile(s) x {} K-fold(s), {} row(s) per tile\n",
+      r.plan.tiles, r.plan.m_chunks, r.plan.n_tiles, r.plan.k_tiles, r.plan.m_chunk);
   out += fmt::format("  cycles        {:>12}   counted by the RTL; docs/mxu.md formula: {}\n",
                      Grouped(c.cycles), Grouped(r.predicted.total));
   const auto row = [&](const char* name, uint64_t v, const char* what) {
-    out += fmt::format("    {:<11} {:>12} {:>6.1f} %  {}\n", name, Grouped(v), Percent(v, c.cycles), what);
+    out += fmt::format("    {:<11} {:>12} {:>6.1f} %  {}\n", name, Grouped(v), Percent(v, c.cycles),
+                       what);
   };
   row("stream", c.stream_cycles, "an activation row entered the array");
-  row("weight load", c.load_cycles, "only weights moved (first tile, or tiles shorter than N rows)");
+  row("weight load", c.load_cycles,
+      "only weights moved (first tile, or tiles shorter than N rows)");
   row("stall", c.stall_cycles, "a row waited for weights");
   row("drain", c.drain_cycles, "last results crossing the array and read out");
   if (c.idle_cycles) row("idle", c.idle_cycles, "nothing to do");
-  out += fmt::format("  MACs          {:>12}   useful (M*K*N); {} issued, mapping efficiency {:.1f} %\n",
-                     Grouped(r.plan.UsefulMacs()), Grouped(r.plan.IssuedMacs()),
-                     100.0 * f.mapping_efficiency);
-  out += fmt::format("  ops/cycle     {:>12.2f}   peak {:.0f} (2 x {} x {}), utilization {:.1f} %\n",
-                     f.ops_per_cycle, f.peak_ops_per_cycle, n, n, 100.0 * f.utilization);
+  out += fmt::format(
+      "  MACs          {:>12}   useful (M*K*N); {} issued, mapping efficiency {:.1f} %\n",
+      Grouped(r.plan.UsefulMacs()), Grouped(r.plan.IssuedMacs()), 100.0 * f.mapping_efficiency);
+  out +=
+      fmt::format("  ops/cycle     {:>12.2f}   peak {:.0f} (2 x {} x {}), utilization {:.1f} %\n",
+                  f.ops_per_cycle, f.peak_ops_per_cycle, n, n, 100.0 * f.utilization);
   out += fmt::format("  traffic       {} weight rows, {} accumulator writes, {} reads\n",
                      Grouped(c.weight_rows), Grouped(c.acc_writes), Grouped(c.acc_reads));
   out += fmt::format("  time          {:.3f} us at {:.0f} MHz\n", f.time_us, config.clock_mhz);
@@ -92,11 +96,15 @@ nlohmann::json GemmReportJson(const GemmRunResult& r, const TpuConfig& config) {
   j["mismatches"] = r.mismatches;
   j["cycles"] = c.cycles;
   j["predicted_cycles"] = r.predicted.total;
-  j["cycle_breakdown"] = {{"stream", c.stream_cycles}, {"load", c.load_cycles},
-                          {"stall", c.stall_cycles},   {"drain", c.drain_cycles},
+  j["cycle_breakdown"] = {{"stream", c.stream_cycles},
+                          {"load", c.load_cycles},
+                          {"stall", c.stall_cycles},
+                          {"drain", c.drain_cycles},
                           {"idle", c.idle_cycles}};
-  j["tiles"] = {{"total", r.plan.tiles},       {"m_chunks", r.plan.m_chunks},
-                {"n_tiles", r.plan.n_tiles},   {"k_tiles", r.plan.k_tiles},
+  j["tiles"] = {{"total", r.plan.tiles},
+                {"m_chunks", r.plan.m_chunks},
+                {"n_tiles", r.plan.n_tiles},
+                {"k_tiles", r.plan.k_tiles},
                 {"rows_per_tile", r.plan.m_chunk}};
   j["macs"] = r.plan.UsefulMacs();
   j["macs_issued"] = r.plan.IssuedMacs();
@@ -105,8 +113,10 @@ nlohmann::json GemmReportJson(const GemmRunResult& r, const TpuConfig& config) {
   j["utilization"] = f.utilization;
   j["mapping_efficiency"] = f.mapping_efficiency;
   j["time_us"] = f.time_us;
-  j["counters"] = {{"weight_rows", c.weight_rows}, {"tiles", c.tiles},
-                   {"acc_writes", c.acc_writes},   {"acc_reads", c.acc_reads}};
+  j["counters"] = {{"weight_rows", c.weight_rows},
+                   {"tiles", c.tiles},
+                   {"acc_writes", c.acc_writes},
+                   {"acc_reads", c.acc_reads}};
   j["wall_seconds"] = r.wall_seconds;
   j["sim_cycles_per_second"] = f.sim_cycles_per_second;
   return j;

@@ -63,11 +63,10 @@ GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matri
   r.counters = run.counters;
   r.params = run.params;
   if (run.params.array_dim != plan.array_dim || run.params.acc_depth != plan.acc_depth_rows) {
-    throw RuntimeError("the RTL model was built with ArrayDim=" +
-                       std::to_string(run.params.array_dim) + ", AccDepth=" +
-                       std::to_string(run.params.acc_depth) + " but the configuration asks for " +
-                       std::to_string(plan.array_dim) + " and " +
-                       std::to_string(plan.acc_depth_rows));
+    throw RuntimeError(
+        "the RTL model was built with ArrayDim=" + std::to_string(run.params.array_dim) +
+        ", AccDepth=" + std::to_string(run.params.acc_depth) + " but the configuration asks for " +
+        std::to_string(plan.array_dim) + " and " + std::to_string(plan.acc_depth_rows));
   }
   const Matrix<int32_t> want = ReferenceGemm(a, b);
   for (int64_t i = 0; i < want.rows * want.cols; ++i) {

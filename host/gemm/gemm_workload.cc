@@ -5,8 +5,8 @@
 
 namespace tpu::host {
 
-GemmWorkload::GemmWorkload(const GemmPlan& plan, const Matrix<int8_t>& a,
-                           const Matrix<int8_t>& b, Matrix<int32_t>* c)
+GemmWorkload::GemmWorkload(const GemmPlan& plan, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
+                           Matrix<int32_t>* c)
     : plan_(plan), a_(a), b_(b), c_(c) {
   c_->rows = plan.shape.m;
   c_->cols = plan.shape.n;

@@ -41,18 +41,17 @@ TEST_P(MxuGemmTest, RandomOperandsBitExactAndOnFormula) {
   ExpectExactAndOnFormula(RunOnRtl(a, b, dim));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, MxuGemmTest,
-    ::testing::Combine(::testing::Values(4, 8, 16),
-                       ::testing::Values(1, 3, 16, 37),   // M
-                       ::testing::Values(1, 5, 16, 33),   // K
-                       ::testing::Values(1, 7, 16, 40)),  // N
-    [](const auto& info) {
-      return "array" + std::to_string(std::get<0>(info.param)) + "_m" +
-             std::to_string(std::get<1>(info.param)) + "_k" +
-             std::to_string(std::get<2>(info.param)) + "_n" +
-             std::to_string(std::get<3>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, MxuGemmTest,
+                         ::testing::Combine(::testing::Values(4, 8, 16),
+                                            ::testing::Values(1, 3, 16, 37),   // M
+                                            ::testing::Values(1, 5, 16, 33),   // K
+                                            ::testing::Values(1, 7, 16, 40)),  // N
+                         [](const auto& info) {
+                           return "array" + std::to_string(std::get<0>(info.param)) + "_m" +
+                                  std::to_string(std::get<1>(info.param)) + "_k" +
+                                  std::to_string(std::get<2>(info.param)) + "_n" +
+                                  std::to_string(std::get<3>(info.param));
+                         });
 
 TEST(MxuTest, AllMinus128AtLargestSafeKIsExact) {
   // (-128) * (-128) * 131071 = 2147467264, the largest sum int32 holds for any K.
@@ -117,7 +116,8 @@ TEST(MxuTest, CyclesEqualFormulaForRandomShapes) {
     const int dim = 4 << dim_pick(rng);
     const int m = size(rng), k = size(rng), n = size(rng);
     SCOPED_TRACE(testing::Message() << "array " << dim << " M " << m << " K " << k << " N " << n);
-    ExpectExactAndOnFormula(RunOnRtl(host::RandomInt8(m, k, i), host::RandomInt8(k, n, i + 99), dim));
+    ExpectExactAndOnFormula(
+        RunOnRtl(host::RandomInt8(m, k, i), host::RandomInt8(k, n, i + 99), dim));
   }
 }
 

@@ -1,8 +1,9 @@
 // Waveform traces (sim/wave_file.cc and the engines' tracing): the file is a real FST or
 // VCD that GTKWave's tools parse, holds the matrix unit's signals, and only the requested
 // cycle window.
-#include <gtest/gtest.h>
+#include "sim/wave_file.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,7 +11,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "sim/wave_file.h"
 #include "tests/test_util.h"
 
 namespace tpu {
@@ -54,9 +54,9 @@ std::pair<long, long> TimeRange(const std::string& vcd) {
 }
 
 void ExpectMxuSignals(const std::string& vcd) {
-  for (const char* name : {"clk_i", "a_data_i", "w_ready_o", "rd_data_o", "u_mxu", "u_array",
-                           "u_pe", "weight_active_q", "weight_shadow_q", "psum_q", "switch_q",
-                           "cnt_cycles_o"}) {
+  for (const char* name :
+       {"clk_i", "a_data_i", "w_ready_o", "rd_data_o", "u_mxu", "u_array", "u_pe",
+        "weight_active_q", "weight_shadow_q", "psum_q", "switch_q", "cnt_cycles_o"}) {
     EXPECT_NE(vcd.find(name), std::string::npos) << "signal or scope " << name << " missing";
   }
 }

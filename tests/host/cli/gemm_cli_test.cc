@@ -39,8 +39,8 @@ class GemmCliTest : public ::testing::Test {
   }
 
   Outcome Run(const std::string& args) const {
-    const std::string cmd = std::string(TPUSIM_BINARY) + " " + args + " >" + P("stdout") +
-                            " 2>" + P("stderr") + " </dev/null";
+    const std::string cmd = std::string(TPUSIM_BINARY) + " " + args + " >" + P("stdout") + " 2>" +
+                            P("stderr") + " </dev/null";
     const int status = std::system(cmd.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(P("stdout")), Slurp(P("stderr"))};
   }
@@ -90,16 +90,25 @@ TEST_F(GemmCliTest, NumpyMadeOperandsGiveNumpysProduct) {
   if (std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "python3-numpy is not installed (scripts/install-deps installs it)";
   }
-  const std::string make = "/usr/bin/python3 -c \"import numpy as np; r = np.random.default_rng(3); "
-                           "np.save('" + P("A.npy") + "', r.integers(-128, 128, (21, 50), dtype=np.int8)); "
-                           "np.save('" + P("B.npy") + "', np.asfortranarray(r.integers(-128, 128, (50, 13), dtype=np.int8)))\"";
+  const std::string make =
+      "/usr/bin/python3 -c \"import numpy as np; r = np.random.default_rng(3); "
+      "np.save('" +
+      P("A.npy") +
+      "', r.integers(-128, 128, (21, 50), dtype=np.int8)); "
+      "np.save('" +
+      P("B.npy") + "', np.asfortranarray(r.integers(-128, 128, (50, 13), dtype=np.int8)))\"";
   ASSERT_EQ(std::system(make.c_str()), 0);
-  const Outcome o = Run("gemm --array 4 --a " + P("A.npy") + " --b " + P("B.npy") + " --out " + P("C.npy") + " -q");
+  const Outcome o = Run("gemm --array 4 --a " + P("A.npy") + " --b " + P("B.npy") + " --out " +
+                        P("C.npy") + " -q");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(o.out, "");
-  const std::string check = "/usr/bin/python3 -c \"import numpy as np, sys; "
-                            "a = np.load('" + P("A.npy") + "').astype(np.int64); b = np.load('" + P("B.npy") + "').astype(np.int64); "
-                            "c = np.load('" + P("C.npy") + "'); sys.exit(0 if c.dtype == np.int32 and (c == a @ b).all() else 1)\"";
+  const std::string check =
+      "/usr/bin/python3 -c \"import numpy as np, sys; "
+      "a = np.load('" +
+      P("A.npy") + "').astype(np.int64); b = np.load('" + P("B.npy") +
+      "').astype(np.int64); "
+      "c = np.load('" +
+      P("C.npy") + "'); sys.exit(0 if c.dtype == np.int32 and (c == a @ b).all() else 1)\"";
   EXPECT_EQ(std::system(check.c_str()), 0);
 }
 
@@ -113,9 +122,9 @@ TEST_F(GemmCliTest, RandomOperandsWithSystemCEngine) {
 TEST_F(GemmCliTest, HelpExplainsEveryFlagWithExamples) {
   const Outcome o = Run("gemm --help");
   EXPECT_EQ(o.exit_code, 0);
-  for (const char* flag : {"--a", "--b", "--out", "--m", "--k", "--n", "--seed", "--config",
-                           "--array", "--engine", "--json", "--trace", "--trace-start",
-                           "--trace-end", "Examples:"}) {
+  for (const char* flag :
+       {"--a", "--b", "--out", "--m", "--k", "--n", "--seed", "--config", "--array", "--engine",
+        "--json", "--trace", "--trace-start", "--trace-end", "Examples:"}) {
     EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
   }
 }

@@ -16,8 +16,8 @@ namespace fs = std::filesystem;
 class NpyTest : public ::testing::Test {
  protected:
   std::string Path(const std::string& name) {
-    const auto p = fs::temp_directory_path() /
-                   ("tpusim_npy_" + std::to_string(::getpid()) + "_" + name);
+    const auto p =
+        fs::temp_directory_path() / ("tpusim_npy_" + std::to_string(::getpid()) + "_" + name);
     made_.push_back(p.string());
     return p.string();
   }
@@ -106,8 +106,9 @@ TEST_F(NpyTest, WrongDtypeNamesBothAndTheFix) {
 }
 
 TEST_F(NpyTest, WrongRank) {
-  const std::string p = Raw("r3.npy", "{'descr': '|i1', 'fortran_order': False, 'shape': (1, 2, 2), }",
-                            std::string(4, '\0'));
+  const std::string p =
+      Raw("r3.npy", "{'descr': '|i1', 'fortran_order': False, 'shape': (1, 2, 2), }",
+          std::string(4, '\0'));
   ExpectUsageError(p, "3 dimensions");
   const std::string p1 = Raw("r1.npy", "{'descr': '|i1', 'fortran_order': False, 'shape': (4,), }",
                              std::string(4, '\0'));
@@ -115,7 +116,8 @@ TEST_F(NpyTest, WrongRank) {
 }
 
 TEST_F(NpyTest, EmptyShape) {
-  const std::string p = Raw("e.npy", "{'descr': '|i1', 'fortran_order': False, 'shape': (0, 3), }", "");
+  const std::string p =
+      Raw("e.npy", "{'descr': '|i1', 'fortran_order': False, 'shape': (0, 3), }", "");
   ExpectUsageError(p, "empty");
 }
 

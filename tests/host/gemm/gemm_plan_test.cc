@@ -47,8 +47,8 @@ TEST(GemmPlanTest, FormulaMatchesClosedFormForOneChunk) {
       for (int64_t k : {1, 17, 64})
         for (int64_t n : {1, 16, 33}) {
           const GemmPlan p = PlanGemm({m, k, n}, dim, 1024);
-          const uint64_t expect = 3u * dim + 1 + static_cast<uint64_t>(p.tiles - 1) *
-                                                 std::max<int64_t>(m, dim) + m;
+          const uint64_t expect =
+              3u * dim + 1 + static_cast<uint64_t>(p.tiles - 1) * std::max<int64_t>(m, dim) + m;
           EXPECT_EQ(PredictCycles(p).total, expect);
         }
 }
@@ -58,7 +58,7 @@ TEST(GemmPlanTest, BadShapesAreUsageErrors) {
   EXPECT_THROW(PlanGemm({4, -1, 4}, 4, 1024), UsageError);
   EXPECT_THROW(PlanGemm({4, 4, int64_t{1} << 30}, 4, 1024), UsageError);
   EXPECT_THROW(PlanGemm({1 << 15, 1 << 15, 1 << 15}, 4, 1024), UsageError);  // too many elements
-  EXPECT_THROW(PlanGemm({8192, 8192, 8192}, 4, 1024), UsageError);            // too many cycles
+  EXPECT_THROW(PlanGemm({8192, 8192, 8192}, 4, 1024), UsageError);           // too many cycles
 }
 
 }  // namespace
