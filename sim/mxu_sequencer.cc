@@ -2,17 +2,22 @@
 #include "sim/mxu_sequencer.h"
 
 #include <stdexcept>
+#include <string>
 
 namespace tpu::sim {
 
-MxuSequencer::MxuSequencer(MxuWorkload& workload)
-    : workload_(workload), dim_(workload.ArrayDim()), num_tiles_(workload.NumTiles()) {}
+MxuSequencer::MxuSequencer(MxuWorkload& workload, uint64_t watchdog_cycles)
+    : workload_(workload),
+      dim_(workload.ArrayDim()),
+      num_tiles_(workload.NumTiles()),
+      watchdog_cycles_(watchdog_cycles) {}
 
 void MxuSequencer::Present(const MxuRegisteredOutputs& out, MxuInputs* in) {
   progressed_ = false;
   if (out.error) {
-    throw std::runtime_error("the matrix unit raised its error flag (accumulator address " +
-                             std::string("out of range) near tile ") + std::to_string(a_tile_));
+    throw std::runtime_error(
+        "the matrix unit raised its error flag (accumulator address out of range) near tile " +
+        std::to_string(a_tile_));
   }
   if (out.rd_valid) {
     if (reading_ids_.empty()) throw std::logic_error("accumulator read data without a read");
@@ -63,6 +68,26 @@ void MxuSequencer::Commit(const MxuInputs& in, bool w_ready, bool a_ready) {
       ++a_tile_;
     }
   }
+  ++cycle_;
+  quiet_cycles_ = progressed_ ? 0 : quiet_cycles_ + 1;
+  if (quiet_cycles_ > watchdog_cycles_) Stuck(in);
+}
+
+void MxuSequencer::Stuck(const MxuInputs& in) const {
+  std::string what;
+  if (in.a_valid) {
+    what = "activation row " + std::to_string(a_row_) + " of tile " + std::to_string(a_tile_) +
+           " was never accepted (a_ready low)";
+  } else if (in.w_valid) {
+    what = "weight row " + std::to_string(w_row_) + " of tile " + std::to_string(w_tile_) +
+           " was never accepted (w_ready low)";
+  } else {
+    what = std::to_string(workload_.NumResults() - results_taken_) +
+           " result row(s) never came out of the accumulators";
+  }
+  throw std::runtime_error("watchdog: the matrix unit made no progress for " +
+                           std::to_string(watchdog_cycles_) + " cycles (cycle " +
+                           std::to_string(cycle_) + "): " + what);
 }
 
 double MxuSequencer::Progress() const {

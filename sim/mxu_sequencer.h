@@ -35,22 +35,22 @@ struct MxuRegisteredOutputs {
 
 class MxuSequencer {
  public:
-  explicit MxuSequencer(MxuWorkload& workload);
+  // A run that moves nothing for watchdog_cycles cycles in a row is stuck: Commit()
+  // then throws std::runtime_error saying what was still waiting.
+  MxuSequencer(MxuWorkload& workload, uint64_t watchdog_cycles);
 
   // Consumes the registered outputs and fills the inputs for this cycle.
   void Present(const MxuRegisteredOutputs& outputs, MxuInputs* inputs);
-  // Records which handshakes completed at this cycle's clock edge.
+  // Records which handshakes complete at this cycle's clock edge.
   void Commit(const MxuInputs& inputs, bool w_ready, bool a_ready);
 
   bool Done() const { return results_taken_ == workload_.NumResults(); }
-  // True when the last cycle moved anything; the engines' watchdog counts the rest.
-  bool Progressed() const { return progressed_; }
   // Fraction of result rows taken, for progress bars.
   double Progress() const;
-  // Where the run is, for error messages.
-  int64_t CurrentTile() const { return a_tile_; }
 
  private:
+  [[noreturn]] void Stuck(const MxuInputs& inputs) const;
+
   MxuWorkload& workload_;
   int dim_;
   int64_t num_tiles_;
@@ -62,6 +62,9 @@ class MxuSequencer {
   std::deque<int64_t> reading_ids_;    // ids whose read was issued last cycle
   int64_t results_taken_ = 0;
   bool progressed_ = false;
+  uint64_t watchdog_cycles_;
+  uint64_t quiet_cycles_ = 0;
+  uint64_t cycle_ = 0;
 };
 
 }  // namespace tpu::sim

@@ -152,13 +152,12 @@ class SystemCMxuEngine final : public MxuEngine {
       rst_n.write(true);
 
       const int dim = workload.ArrayDim();
-      MxuSequencer seq(workload);
+      MxuSequencer seq(workload, options.watchdog_cycles);
       MxuInputs in;
       MxuRegisteredOutputs out;
       std::vector<uint32_t> words(static_cast<size_t>(dim) + 2);
       std::vector<int32_t> rd_row(static_cast<size_t>(dim));
       uint64_t cycle = 0;
-      uint64_t quiet_cycles = 0;
       for (bool first = true;; first = false) {
         if (!first) wait(clk.negedge_event());
         out.rd_valid = rd_valid.read();
@@ -191,11 +190,6 @@ class SystemCMxuEngine final : public MxuEngine {
         wait(2, sc_core::SC_NS);  // combinational ready signals settle
         seq.Commit(in, w_ready.read(), a_ready.read());
         ++cycle;
-        quiet_cycles = seq.Progressed() ? 0 : quiet_cycles + 1;
-        if (quiet_cycles > options.watchdog_cycles) {
-          throw std::runtime_error("watchdog: the matrix unit made no progress for " +
-                                   std::to_string(options.watchdog_cycles) + " cycles");
-        }
         if (options.progress && (cycle & 0xffff) == 0) options.progress(seq.Progress());
       }
       if (error.read()) throw std::runtime_error("the matrix unit raised its error flag");
