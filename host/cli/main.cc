@@ -1,19 +1,16 @@
 // tpusim: the command-line entry point. Each subcommand lives in its own file.
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <systemc>
 #include <iostream>
 
 #include "host/cli/gemm_command.h"
 #include "host/common/errors.h"
 #include "host/common/revision.h"
 
-// libsystemc.so's own main() refers to sc_main. tpusim has its own main() and starts the
-// SystemC kernel with sc_start() where it needs it, so the library's main never runs.
-extern "C" int sc_main(int, char**) { return 1; }
-
-int main(int argc, char** argv) {
-  // The SystemC engine would otherwise print the library's banner on stdout.
-  setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0);
+// The CLI runs inside sc_main, as a SystemC program does: `--engine systemc` elaborates the
+// RTL as a SystemC module with an sc_clock and runs the kernel from here.
+extern "C" int sc_main(int argc, char** argv) {
   CLI::App app{"tpusim: a cycle-accurate simulator of a TPU v1-style accelerator"};
   app.set_version_flag("--version", std::string("tpusim 0.1.0 (") + tpu::kGitRevision + ")");
   app.require_subcommand(1);
@@ -39,4 +36,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+// What libsystemc's own main() does, without printing the library's banner on stdout.
+int main(int argc, char** argv) {
+  setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 0);
+  return sc_core::sc_elab_and_sim(argc, argv);
 }

@@ -116,6 +116,8 @@ TEST_F(GemmCliTest, RandomOperandsWithSystemCEngine) {
   const Outcome o = Run("gemm --config teach-4 --m 5 --k 6 --n 7 --engine systemc");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("systemc engine"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.rfind("tpusim gemm:", 0), 0u) << "nothing before the report: " << o.out;
+  EXPECT_EQ(o.err, "");
   EXPECT_NE(o.out.find("bit-exact"), std::string::npos) << o.out;
 }
 
