@@ -68,7 +68,7 @@ class SystemCMxuEngine final : public MxuEngine {
     }
     Harness h(workload, options);
     // The driver ends the run with sc_stop(); that is no news worth printing.
-    sc_core::sc_report_handler::set_actions("/OSCI/SystemC: Simulation stopped by user",
+    sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO,
                                             sc_core::SC_DO_NOTHING);
     sc_core::sc_start();
     if (h.failure) std::rethrow_exception(h.failure);
