@@ -1,10 +1,11 @@
 // tpusim: the command-line entry point. Each subcommand lives in its own file.
 #include <CLI/CLI.hpp>
 #include <cstdlib>
-#include <systemc>
 #include <iostream>
+#include <systemc>
 
 #include "host/cli/gemm_command.h"
+#include "host/cli/nn_commands.h"
 #include "host/common/errors.h"
 #include "host/common/revision.h"
 
@@ -17,6 +18,10 @@ extern "C" int sc_main(int argc, char** argv) {
   app.footer(
       "Run 'tpusim COMMAND --help' for a command's options. Docs: docs/ in the source tree.\n");
   tpu::cli::AddGemmCommand(app);
+  tpu::cli::AddModelCommand(app);
+  tpu::cli::AddTrainCommand(app);
+  tpu::cli::AddQuantizeCommand(app);
+  tpu::cli::AddInferCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -88,8 +88,33 @@ std::string DtypeName(const std::string& descr) {
 }
 
 template <typename T>
-Matrix<T> ReadNpy(const std::string& path, const std::string& want_descr,
-                  const std::string& want_name) {
+struct Dtype;
+template <>
+struct Dtype<int8_t> {
+  static constexpr const char* kDescr = "|i1";
+  static constexpr const char* kName = "int8";
+};
+template <>
+struct Dtype<int32_t> {
+  static constexpr const char* kDescr = "<i4";
+  static constexpr const char* kName = "int32";
+};
+template <>
+struct Dtype<float> {
+  static constexpr const char* kDescr = "<f4";
+  static constexpr const char* kName = "float32";
+};
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+template <typename T>
+Tensor<T> ReadTensor(const std::string& path) {
+  const std::string want_descr = Dtype<T>::kDescr;
+  const std::string want_name = Dtype<T>::kName;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     Fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
@@ -123,43 +148,65 @@ Matrix<T> ReadNpy(const std::string& path, const std::string& want_descr,
     Fail(path, "dtype is " + DtypeName(h.descr) + " ('" + h.descr + "') but " + want_name + " ('" +
                    want_descr + "') is needed; convert with a.astype(np." + want_name + ")");
   }
-  if (h.shape.size() != 2) {
-    Fail(path, "has " + std::to_string(h.shape.size()) +
+  Tensor<T> t;
+  t.shape = h.shape;
+  int64_t count = 1;
+  for (int64_t d : t.shape) {
+    if (d != 0 && count > kMaxElements / d) Fail(path, "is too large (over 2^31 elements)");
+    count *= d;
+  }
+  t.data.resize(static_cast<size_t>(count));
+  in.read(reinterpret_cast<char*>(t.data.data()), count * static_cast<int64_t>(sizeof(T)));
+  if (in.gcount() != count * static_cast<int64_t>(sizeof(T))) {
+    Fail(path, "is truncated: expected " + std::to_string(count * sizeof(T)) +
+                   " data bytes for shape " + ShapeText(t.shape) + ", found " +
+                   std::to_string(in.gcount()));
+  }
+  if (in.peek() != std::char_traits<char>::eof()) {
+    Fail(path, "has extra bytes after the data for shape " + ShapeText(t.shape));
+  }
+  if (h.fortran_order && t.shape.size() > 1) {  // column-major on disk: reorder to row-major
+    std::vector<T> rm(t.data.size());
+    const size_t rank = t.shape.size();
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t f = 0; f < count; ++f) {
+      // f is the Fortran-order position of idx; compute its C-order position.
+      int64_t c = 0;
+      for (size_t k = 0; k < rank; ++k) c = c * t.shape[k] + idx[k];
+      rm[static_cast<size_t>(c)] = t.data[static_cast<size_t>(f)];
+      for (size_t k = 0; k < rank; ++k) {  // first index varies fastest in Fortran order
+        if (++idx[k] < t.shape[k]) break;
+        idx[k] = 0;
+      }
+    }
+    t.data.swap(rm);
+  }
+  return t;
+}
+
+template <typename T>
+Matrix<T> ReadNpy(const std::string& path) {
+  Tensor<T> t = ReadTensor<T>(path);
+  if (t.shape.size() != 2) {
+    Fail(path, "has " + std::to_string(t.shape.size()) +
                    " dimensions but a 2-D matrix is needed (reshape it to rows x cols)");
   }
   Matrix<T> m;
-  m.rows = h.shape[0];
-  m.cols = h.shape[1];
+  m.rows = t.shape[0];
+  m.cols = t.shape[1];
   if (m.rows == 0 || m.cols == 0) {
     Fail(path, "shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
                    ") is empty; every dimension must be at least 1");
   }
-  if (m.rows > kMaxElements / m.cols) Fail(path, "is too large (over 2^31 elements)");
-  const int64_t count = m.rows * m.cols;
-  m.data.resize(static_cast<size_t>(count));
-  in.read(reinterpret_cast<char*>(m.data.data()), count * static_cast<int64_t>(sizeof(T)));
-  if (in.gcount() != count * static_cast<int64_t>(sizeof(T))) {
-    Fail(path, "is truncated: expected " + std::to_string(count * sizeof(T)) +
-                   " data bytes for shape (" + std::to_string(m.rows) + ", " +
-                   std::to_string(m.cols) + "), found " + std::to_string(in.gcount()));
-  }
-  if (in.peek() != std::char_traits<char>::eof()) {
-    Fail(path, "has extra bytes after the data for shape (" + std::to_string(m.rows) + ", " +
-                   std::to_string(m.cols) + ")");
-  }
-  if (h.fortran_order) {  // column-major on disk: transpose into row-major
-    std::vector<T> rm(m.data.size());
-    for (int64_t r = 0; r < m.rows; ++r)
-      for (int64_t c = 0; c < m.cols; ++c) rm[r * m.cols + c] = m.data[c * m.rows + r];
-    m.data.swap(rm);
-  }
+  m.data = std::move(t.data);
   return m;
 }
 
 template <typename T>
-void WriteNpy(const std::string& path, const Matrix<T>& m, const std::string& descr) {
-  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" +
-                     std::to_string(m.rows) + ", " + std::to_string(m.cols) + "), }";
+void WriteTensor(const std::string& path, const std::vector<int64_t>& shape, const T* data,
+                 size_t count) {
+  std::string dict = std::string("{'descr': '") + Dtype<T>::kDescr +
+                     "', 'fortran_order': False, 'shape': " + ShapeText(shape) + ", }";
   // Pad so that magic + version + length + dict + '\n' is a multiple of 64 bytes.
   const size_t unpadded = 6 + 2 + 2 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
@@ -170,17 +217,37 @@ void WriteNpy(const std::string& path, const Matrix<T>& m, const std::string& de
   bytes.push_back(static_cast<char>(dict.size() & 0xff));
   bytes.push_back(static_cast<char>((dict.size() >> 8) & 0xff));
   bytes += dict;
-  bytes.append(reinterpret_cast<const char*>(m.data.data()), m.data.size() * sizeof(T));
+  bytes.append(reinterpret_cast<const char*>(data), count * sizeof(T));
   WriteFileAtomically(path, bytes);
 }
 
 }  // namespace
 
-Matrix<int8_t> ReadNpyInt8(const std::string& path) { return ReadNpy<int8_t>(path, "|i1", "int8"); }
-Matrix<int32_t> ReadNpyInt32(const std::string& path) {
-  return ReadNpy<int32_t>(path, "<i4", "int32");
+Matrix<int8_t> ReadNpyInt8(const std::string& path) { return ReadNpy<int8_t>(path); }
+Matrix<int32_t> ReadNpyInt32(const std::string& path) { return ReadNpy<int32_t>(path); }
+void WriteNpyInt32(const std::string& path, const Matrix<int32_t>& m) {
+  WriteTensor(path, {m.rows, m.cols}, m.data.data(), m.data.size());
 }
-void WriteNpyInt32(const std::string& path, const Matrix<int32_t>& m) { WriteNpy(path, m, "<i4"); }
-void WriteNpyInt8(const std::string& path, const Matrix<int8_t>& m) { WriteNpy(path, m, "|i1"); }
+void WriteNpyInt8(const std::string& path, const Matrix<int8_t>& m) {
+  WriteTensor(path, {m.rows, m.cols}, m.data.data(), m.data.size());
+}
+
+template <typename T>
+Tensor<T> ReadNpyTensor(const std::string& path) {
+  return ReadTensor<T>(path);
+}
+template <typename T>
+void WriteNpyTensor(const std::string& path, const Tensor<T>& t) {
+  if (t.Size() != static_cast<int64_t>(t.data.size())) {
+    throw std::invalid_argument("WriteNpyTensor: shape does not match the data size");
+  }
+  WriteTensor(path, t.shape, t.data.data(), t.data.size());
+}
+template Tensor<float> ReadNpyTensor<float>(const std::string&);
+template Tensor<int8_t> ReadNpyTensor<int8_t>(const std::string&);
+template Tensor<int32_t> ReadNpyTensor<int32_t>(const std::string&);
+template void WriteNpyTensor<float>(const std::string&, const Tensor<float>&);
+template void WriteNpyTensor<int8_t>(const std::string&, const Tensor<int8_t>&);
+template void WriteNpyTensor<int32_t>(const std::string&, const Tensor<int32_t>&);
 
 }  // namespace tpu

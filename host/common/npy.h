@@ -17,6 +17,26 @@ struct Matrix {
   const T& at(int64_t r, int64_t c) const { return data[static_cast<size_t>(r * cols + c)]; }
 };
 
+// An N-dimensional array as stored in a .npy file: row-major (C order) data.
+template <typename T>
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<T> data;
+  int64_t Size() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+// Reads an array of any rank. T is float (<f4), int8_t (|i1) or int32_t (<i4); a file of
+// another dtype is a UsageError naming the file, its dtype and the conversion to make.
+template <typename T>
+Tensor<T> ReadNpyTensor(const std::string& path);
+// Writes an array (C order) under a temporary name, then renames it.
+template <typename T>
+void WriteNpyTensor(const std::string& path, const Tensor<T>& t);
+
 // Reads a 2-D int8 array ('|i1', C or Fortran order). Throws UsageError with the file
 // name and what is wrong (missing, unreadable, not .npy, wrong dtype, rank or size).
 Matrix<int8_t> ReadNpyInt8(const std::string& path);

@@ -15,7 +15,7 @@ ProgressBar::ProgressBar(std::string label, bool enabled)
 
 ProgressBar::~ProgressBar() { Finish(); }
 
-void ProgressBar::Update(double fraction) {
+void ProgressBar::Update(double fraction, const std::string& note) {
   if (!enabled_) return;
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -26,8 +26,8 @@ void ProgressBar::Update(double fraction) {
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kWidth - filled), '.');
   const double eta = fraction > 0.01 ? elapsed * (1.0 - fraction) / fraction : 0.0;
-  std::fprintf(stderr, "\r%s [%s] %5.1f %%  %.0f s elapsed, ~%.0f s left ", label_.c_str(),
-               bar.c_str(), 100.0 * fraction, elapsed, eta);
+  std::fprintf(stderr, "\r%s [%s] %5.1f %%  %.0f s elapsed, ~%.0f s left %s\033[K", label_.c_str(),
+               bar.c_str(), 100.0 * fraction, elapsed, eta, note.c_str());
   std::fflush(stderr);
   drawn_ = true;
 }

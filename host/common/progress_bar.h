@@ -11,8 +11,8 @@ class ProgressBar {
  public:
   explicit ProgressBar(std::string label, bool enabled = true);
   ~ProgressBar();
-  // fraction in [0, 1].
-  void Update(double fraction);
+  // fraction in [0, 1]; `note` is shown after the bar (e.g. the running loss).
+  void Update(double fraction, const std::string& note = "");
   void Finish();
 
  private:

@@ -1,0 +1,85 @@
+// `tpusim infer`: classify MNIST test images on a CPU backend (see nn_commands.h).
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "host/cli/nn_commands.h"
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+#include "host/common/revision.h"
+#include "host/data/mnist.h"
+#include "host/nn/cpu_backend.h"
+
+namespace tpu::cli {
+namespace {
+
+struct InferArgs {
+  std::string backend = "cpu-int8";
+  std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
+  std::string data, json;
+  int64_t images = 10000;
+  int batch = 256;
+  int threads = 2;
+  int64_t latency_images = 500;
+};
+
+void Run(const InferArgs& a) {
+  const nn::CpuBackend backend = nn::ParseCpuBackend(a.backend);
+  if (a.images < 1 || a.batch < 1 || a.threads < 1) {
+    throw UsageError("--images, --batch and --threads must be at least 1");
+  }
+  if (!a.json.empty()) CheckWritable(a.json);
+  const nn::Model m = nn::LoadModel(a.model);
+  const data::MnistSet test = data::LoadMnist(data::FindMnistDir(a.data), /*train=*/false);
+  if (a.images > test.count) {
+    throw UsageError(
+        fmt::format("--images {} is more than the {} test images", a.images, test.count));
+  }
+  const nn::InferResult r = nn::InferCpu(m, test, a.images, backend, a.batch, a.threads);
+  const double latency_ms =
+      nn::LatencyBatch1Ms(m, test, std::min(a.images, a.latency_images), backend);
+  const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
+  const double ips = static_cast<double>(r.images) / r.seconds;
+  std::cout << fmt::format(
+      "tpusim infer: {} on {} MNIST test images ({})\n"
+      "  accuracy      {:.2f} %  ({} of {} correct)\n"
+      "  throughput    {:.0f} images/s  (batch {}, {} thread(s), {:.3f} s)\n"
+      "  latency       {:.3f} ms per image at batch 1 (1 thread, mean of {} images)\n",
+      a.backend, r.images, a.model, 100 * accuracy, r.correct, r.images, ips, a.batch, a.threads,
+      r.seconds, latency_ms, std::min(a.images, a.latency_images));
+  if (!a.json.empty()) {
+    nlohmann::json j = {
+        {"tool", "tpusim infer"}, {"revision", kGitRevision}, {"backend", a.backend},
+        {"model", a.model},       {"images", r.images},       {"correct", r.correct},
+        {"accuracy", accuracy},   {"images_per_second", ips}, {"seconds", r.seconds},
+        {"batch", a.batch},       {"threads", a.threads},     {"latency_ms_batch1", latency_ms}};
+    WriteFileAtomically(a.json, j.dump(2) + "\n");
+  }
+}
+
+}  // namespace
+
+void AddInferCommand(CLI::App& app) {
+  auto a = std::make_shared<InferArgs>();
+  CLI::App* cmd = app.add_subcommand("infer", "Classify MNIST test images on a CPU backend.");
+  cmd->footer(R"(
+Backends: cpu-fp32 (Eigen, float) and cpu-int8 (Eigen, integer; bit-exact with the scalar
+reference of docs/quantization.md). Reports accuracy, images/s of the batched run and the
+latency per image at batch 1.
+
+Example:
+  tpusim infer --backend cpu-int8 --model models/lenet5 --images 10000 --json r.json)");
+  cmd->add_option("--backend", a->backend, "cpu-fp32 or cpu-int8")->capture_default_str();
+  cmd->add_option("--model", a->model, "model folder")->capture_default_str();
+  cmd->add_option("--images", a->images, "first N of the 10,000 test images")
+      ->capture_default_str();
+  cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
+  cmd->add_option("--json", a->json, "write the results as JSON to this file");
+  cmd->add_option("--batch", a->batch, "images per batch")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "worker threads")->capture_default_str();
+  cmd->callback([a] { Run(*a); });
+}
+
+}  // namespace tpu::cli

@@ -1,0 +1,14 @@
+// The neural-network commands: `tpusim model`, `tpusim train`, `tpusim quantize`,
+// `tpusim infer`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tpu::cli {
+
+void AddModelCommand(CLI::App& app);
+void AddTrainCommand(CLI::App& app);
+void AddQuantizeCommand(CLI::App& app);
+void AddInferCommand(CLI::App& app);
+
+}  // namespace tpu::cli

@@ -1,0 +1,226 @@
+// fp32 forward and backward passes (see fp32_net.h).
+#include "host/nn/fp32_net.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "host/nn/im2col.h"
+
+namespace tpu::nn {
+namespace {
+
+using MapF = Eigen::Map<MatrixF>;
+using ConstMapF = Eigen::Map<const MatrixF>;
+
+// The adjoint of Im2Col: adds column gradients back into the input gradient.
+void Col2Im(const Layer& l, const MatrixF& dcols, MatrixF* dx) {
+  for (int64_t b = 0; b < dx->rows(); ++b) {
+    float* img = dx->row(b).data();
+    for (int oh = 0; oh < l.out.h; ++oh) {
+      for (int ow = 0; ow < l.out.w; ++ow) {
+        const float* src = dcols.row((b * l.out.h + oh) * l.out.w + ow).data();
+        for (int kh = 0; kh < l.kernel_h; ++kh) {
+          const int ih = oh * l.stride + kh - l.pad_top;
+          if (ih < 0 || ih >= l.in.h) continue;
+          for (int kw = 0; kw < l.kernel_w; ++kw) {
+            const int iw = ow * l.stride + kw - l.pad_left;
+            if (iw < 0 || iw >= l.in.w) continue;
+            float* d = img + (int64_t{ih} * l.in.w + iw) * l.in.c;
+            const float* s = src + (kh * l.kernel_w + kw) * l.in.c;
+            for (int c = 0; c < l.in.c; ++c) d[c] += s[c];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Conv weights kh x kw x c_in x c_out, or dense in x out, as a (fan-in x c_out) matrix.
+ConstMapF WeightMatrix(const Layer& l) {
+  return ConstMapF(l.weights.data.data(), l.weights.Size() / l.out.c, l.out.c);
+}
+
+void Pool(const Layer& l, const MatrixF& x, MatrixF* y) {
+  const bool avg = l.type == LayerType::kAvgPool2d;
+  const float inv = 1.0f / static_cast<float>(l.pool * l.pool);
+  for (int64_t b = 0; b < x.rows(); ++b) {
+    const float* in = x.row(b).data();
+    float* out = y->row(b).data();
+    for (int oh = 0; oh < l.out.h; ++oh)
+      for (int ow = 0; ow < l.out.w; ++ow)
+        for (int c = 0; c < l.out.c; ++c) {
+          float acc = avg ? 0.0f : -INFINITY;
+          for (int i = 0; i < l.pool; ++i)
+            for (int j = 0; j < l.pool; ++j) {
+              const float v =
+                  in[((int64_t{oh} * l.pool + i) * l.in.w + ow * l.pool + j) * l.in.c + c];
+              acc = avg ? acc + v : std::max(acc, v);
+            }
+          out[(int64_t{oh} * l.out.w + ow) * l.out.c + c] = avg ? acc * inv : acc;
+        }
+  }
+}
+
+void PoolBackward(const Layer& l, const MatrixF& x, const MatrixF& y, const MatrixF& dy,
+                  MatrixF* dx) {
+  const bool avg = l.type == LayerType::kAvgPool2d;
+  const float inv = 1.0f / static_cast<float>(l.pool * l.pool);
+  dx->setZero();
+  for (int64_t b = 0; b < x.rows(); ++b)
+    for (int oh = 0; oh < l.out.h; ++oh)
+      for (int ow = 0; ow < l.out.w; ++ow)
+        for (int c = 0; c < l.out.c; ++c) {
+          const int64_t o = (int64_t{oh} * l.out.w + ow) * l.out.c + c;
+          bool routed = false;
+          for (int i = 0; i < l.pool; ++i)
+            for (int j = 0; j < l.pool; ++j) {
+              const int64_t in =
+                  ((int64_t{oh} * l.pool + i) * l.in.w + ow * l.pool + j) * l.in.c + c;
+              if (avg) {
+                (*dx)(b, in) += dy(b, o) * inv;
+              } else if (!routed && x(b, in) == y(b, o)) {  // the first maximum takes it all
+                (*dx)(b, in) += dy(b, o);
+                routed = true;
+              }
+            }
+        }
+}
+
+}  // namespace
+
+ParamSet ParamSet::ZerosLike(const Model& m) {
+  ParamSet p;
+  for (const Layer& l : m.layers) {
+    p.w.emplace_back(l.weights.data.size(), 0.0f);
+    p.b.emplace_back(l.bias.data.size(), 0.0f);
+  }
+  return p;
+}
+
+void ParamSet::SetZero() {
+  for (auto& v : w) std::fill(v.begin(), v.end(), 0.0f);
+  for (auto& v : b) std::fill(v.begin(), v.end(), 0.0f);
+}
+
+void ParamSet::Add(const ParamSet& o) {
+  for (size_t i = 0; i < w.size(); ++i) {
+    for (size_t k = 0; k < w[i].size(); ++k) w[i][k] += o.w[i][k];
+    for (size_t k = 0; k < b[i].size(); ++k) b[i][k] += o.b[i][k];
+  }
+}
+
+MatrixF Fp32Input(const uint8_t* pixels, int64_t count, const Shape3& shape) {
+  MatrixF x(count, shape.Size());
+  for (int64_t i = 0; i < count * shape.Size(); ++i) x.data()[i] = pixels[i] / 255.0f;
+  return x;
+}
+
+void Forward(const Model& m, const MatrixF& x, ForwardCache* cache) {
+  const size_t n = m.layers.size();
+  cache->acts.resize(n + 1);
+  cache->cols.resize(n);
+  cache->acts[0] = x;
+  const int64_t batch = x.rows();
+  for (size_t i = 0; i < n; ++i) {
+    const Layer& l = m.layers[i];
+    const MatrixF& in = cache->acts[i];
+    MatrixF& out = cache->acts[i + 1];
+    switch (l.type) {
+      case LayerType::kConv2d: {
+        cache->cols[i] = Im2Col<float>(l, in);
+        MatrixF y = cache->cols[i] * WeightMatrix(l);
+        y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(l.bias.data.data(), l.out.c);
+        out = MapF(y.data(), batch, l.out.Size());
+        break;
+      }
+      case LayerType::kDense:
+        out = in * WeightMatrix(l);
+        out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(l.bias.data.data(), l.out.c);
+        break;
+      case LayerType::kAvgPool2d:
+      case LayerType::kMaxPool2d:
+        out.resize(batch, l.out.Size());
+        Pool(l, in, &out);
+        break;
+      case LayerType::kFlatten:
+        out = in;
+        break;
+    }
+    if (l.activation == Activation::kRelu) {
+      out = out.cwiseMax(0.0f);
+    } else if (l.activation == Activation::kSoftmax) {
+      for (int64_t b = 0; b < batch; ++b) {
+        auto row = out.row(b);
+        const float mx = row.maxCoeff();
+        row = (row.array() - mx).exp();
+        row /= row.sum();
+      }
+    }
+  }
+}
+
+double Backward(const Model& m, const ForwardCache& cache, const uint8_t* labels, ParamSet* g) {
+  const size_t n = m.layers.size();
+  if (m.layers.back().activation != Activation::kSoftmax) {
+    throw std::invalid_argument("Backward: the last layer must end in softmax");
+  }
+  const MatrixF& probs = cache.acts[n];
+  const int64_t batch = probs.rows();
+  double loss = 0;
+  // d(mean cross-entropy)/d(logits) = (p - onehot) / batch
+  MatrixF grad = probs;
+  for (int64_t b = 0; b < batch; ++b) {
+    loss -= std::log(std::max(probs(b, labels[b]), 1e-12f));
+    grad(b, labels[b]) -= 1.0f;
+  }
+  grad /= static_cast<float>(batch);
+  for (size_t i = n; i-- > 0;) {
+    const Layer& l = m.layers[i];
+    const MatrixF& in = cache.acts[i];
+    const MatrixF& out = cache.acts[i + 1];
+    if (l.activation == Activation::kRelu)
+      grad = grad.cwiseProduct((out.array() > 0.0f).cast<float>().matrix());
+    const bool need_dx = i > 0;
+    MatrixF dx;
+    switch (l.type) {
+      case LayerType::kConv2d: {
+        ConstMapF dy(grad.data(), batch * l.out.h * l.out.w, l.out.c);
+        MapF dw(g->w[i].data(), WeightMatrix(l).rows(), l.out.c);
+        dw.noalias() += cache.cols[i].transpose() * dy;
+        Eigen::Map<Eigen::RowVectorXf>(g->b[i].data(), l.out.c) += dy.colwise().sum();
+        if (need_dx) {
+          const MatrixF dcols = dy * WeightMatrix(l).transpose();
+          dx = MatrixF::Zero(batch, l.in.Size());
+          Col2Im(l, dcols, &dx);
+        }
+        break;
+      }
+      case LayerType::kDense: {
+        MapF dw(g->w[i].data(), l.in.c, l.out.c);
+        dw.noalias() += in.transpose() * grad;
+        Eigen::Map<Eigen::RowVectorXf>(g->b[i].data(), l.out.c) += grad.colwise().sum();
+        if (need_dx) dx = grad * WeightMatrix(l).transpose();
+        break;
+      }
+      case LayerType::kAvgPool2d:
+      case LayerType::kMaxPool2d:
+        dx.resize(batch, l.in.Size());
+        PoolBackward(l, in, out, grad, &dx);
+        break;
+      case LayerType::kFlatten:
+        dx = grad;
+        break;
+    }
+    if (need_dx) grad.swap(dx);
+  }
+  return loss / static_cast<double>(batch);
+}
+
+std::vector<int> ArgMax(const MatrixF& p) {
+  std::vector<int> out(static_cast<size_t>(p.rows()));
+  for (int64_t b = 0; b < p.rows(); ++b) p.row(b).maxCoeff(&out[static_cast<size_t>(b)]);
+  return out;
+}
+
+}  // namespace tpu::nn

@@ -1,0 +1,90 @@
+// Batched int8 inference on Eigen (see int8_net.h).
+#include "host/nn/int8_net.h"
+
+#include <stdexcept>
+
+#include "host/nn/int8_ops.h"
+
+namespace tpu::nn {
+namespace {
+
+using MatrixI32 = RowMatrix<int32_t>;
+
+// acc (rows x c_out, bias not yet added) -> int8 with the layer's requantization.
+MatrixI8 Requant(const Layer& l, const MatrixI32& acc) {
+  const int32_t lo = l.activation == Activation::kRelu ? 0 : -128;
+  MatrixI8 y(acc.rows(), acc.cols());
+  for (int64_t r = 0; r < acc.rows(); ++r)
+    for (int c = 0; c < l.out.c; ++c)
+      y(r, c) =
+          Requantize(acc(r, c) + l.q.bias.data[static_cast<size_t>(c)],
+                     l.q.multiplier[static_cast<size_t>(c)], l.q.shift[static_cast<size_t>(c)], lo);
+  return y;
+}
+
+MatrixI32 WeightsI32(const Layer& l) {
+  return Eigen::Map<const MatrixI8>(l.q.weights.data.data(), l.q.weights.Size() / l.out.c, l.out.c)
+      .cast<int32_t>();
+}
+
+}  // namespace
+
+std::vector<MatrixI8> ForwardInt8(const Model& m, const uint8_t* pixels, int64_t count) {
+  if (!m.quantized) throw std::invalid_argument("ForwardInt8: the model is not quantized");
+  MatrixI8 x(count, m.input.Size());
+  for (int64_t i = 0; i < count * m.input.Size(); ++i) x.data()[i] = QuantizePixel(pixels[i]);
+  std::vector<MatrixI8> outs;
+  for (const Layer& l : m.layers) {
+    MatrixI8 y;
+    switch (l.type) {
+      case LayerType::kConv2d: {
+        const MatrixI32 acc = Im2Col<int8_t>(l, x).cast<int32_t>() * WeightsI32(l);
+        const MatrixI8 rows = Requant(l, acc);  // (images * oh * ow) x c_out
+        y = Eigen::Map<const MatrixI8>(rows.data(), count, l.out.Size());
+        break;
+      }
+      case LayerType::kDense:
+        y = Requant(l, x.cast<int32_t>() * WeightsI32(l));
+        break;
+      case LayerType::kAvgPool2d:
+      case LayerType::kMaxPool2d:
+        y.resize(count, l.out.Size());
+        for (int64_t b = 0; b < count; ++b)
+          for (int oh = 0; oh < l.out.h; ++oh)
+            for (int ow = 0; ow < l.out.w; ++ow)
+              for (int c = 0; c < l.out.c; ++c) {
+                int32_t sum = 0, mx = -128;
+                for (int i = 0; i < l.pool; ++i)
+                  for (int j = 0; j < l.pool; ++j) {
+                    const int8_t v =
+                        x(b, ((int64_t{oh} * l.pool + i) * l.in.w + ow * l.pool + j) * l.in.c + c);
+                    sum += v;
+                    mx = std::max<int32_t>(mx, v);
+                  }
+                y(b, (int64_t{oh} * l.out.w + ow) * l.out.c + c) =
+                    l.type == LayerType::kAvgPool2d ? AveragePool(sum, l.pool * l.pool)
+                                                    : static_cast<int8_t>(mx);
+              }
+        break;
+      case LayerType::kFlatten:
+        y = x;
+        break;
+    }
+    outs.push_back(y);
+    x = std::move(y);
+  }
+  return outs;
+}
+
+std::vector<int> ArgMaxInt8(const MatrixI8& logits) {
+  std::vector<int> out(static_cast<size_t>(logits.rows()));
+  for (int64_t b = 0; b < logits.rows(); ++b) {
+    int best = 0;
+    for (int c = 1; c < logits.cols(); ++c)
+      if (logits(b, c) > logits(b, best)) best = c;
+    out[static_cast<size_t>(b)] = best;
+  }
+  return out;
+}
+
+}  // namespace tpu::nn

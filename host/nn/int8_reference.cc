@@ -1,0 +1,75 @@
+// The scalar int8 reference (see int8_reference.h).
+#include "host/nn/int8_reference.h"
+
+#include <stdexcept>
+
+#include "host/nn/int8_ops.h"
+
+namespace tpu::nn {
+
+std::vector<std::vector<int8_t>> ReferenceInt8(const Model& m, const uint8_t* pixels) {
+  if (!m.quantized) throw std::invalid_argument("ReferenceInt8: the model is not quantized");
+  std::vector<int8_t> x(static_cast<size_t>(m.input.Size()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = QuantizePixel(pixels[i]);
+  std::vector<std::vector<int8_t>> outs;
+  for (const Layer& l : m.layers) {
+    std::vector<int8_t> y(static_cast<size_t>(l.out.Size()));
+    const int32_t lo = l.activation == Activation::kRelu ? 0 : -128;
+    auto at = [&](int h, int w, int c) { return x[(size_t(h) * l.in.w + w) * l.in.c + c]; };
+    switch (l.type) {
+      case LayerType::kConv2d:
+        for (int oh = 0; oh < l.out.h; ++oh)
+          for (int ow = 0; ow < l.out.w; ++ow)
+            for (int oc = 0; oc < l.out.c; ++oc) {
+              int32_t acc = l.q.bias.data[oc];
+              for (int kh = 0; kh < l.kernel_h; ++kh)
+                for (int kw = 0; kw < l.kernel_w; ++kw)
+                  for (int ic = 0; ic < l.in.c; ++ic) {
+                    const int ih = oh * l.stride + kh - l.pad_top;
+                    const int iw = ow * l.stride + kw - l.pad_left;
+                    if (ih < 0 || ih >= l.in.h || iw < 0 || iw >= l.in.w) continue;  // zero pad
+                    const int8_t w =
+                        l.q.weights
+                            .data[((size_t(kh) * l.kernel_w + kw) * l.in.c + ic) * l.out.c + oc];
+                    acc += int32_t{at(ih, iw, ic)} * w;
+                  }
+              y[(size_t(oh) * l.out.w + ow) * l.out.c + oc] =
+                  Requantize(acc, l.q.multiplier[oc], l.q.shift[oc], lo);
+            }
+        break;
+      case LayerType::kDense:
+        for (int oc = 0; oc < l.out.c; ++oc) {
+          int32_t acc = l.q.bias.data[oc];
+          for (int ic = 0; ic < l.in.c; ++ic)
+            acc += int32_t{x[ic]} * l.q.weights.data[size_t(ic) * l.out.c + oc];
+          y[oc] = Requantize(acc, l.q.multiplier[oc], l.q.shift[oc], lo);
+        }
+        break;
+      case LayerType::kAvgPool2d:
+      case LayerType::kMaxPool2d:
+        for (int oh = 0; oh < l.out.h; ++oh)
+          for (int ow = 0; ow < l.out.w; ++ow)
+            for (int c = 0; c < l.out.c; ++c) {
+              int32_t sum = 0, mx = -128;
+              for (int i = 0; i < l.pool; ++i)
+                for (int j = 0; j < l.pool; ++j) {
+                  const int8_t v = at(oh * l.pool + i, ow * l.pool + j, c);
+                  sum += v;
+                  mx = std::max<int32_t>(mx, v);
+                }
+              y[(size_t(oh) * l.out.w + ow) * l.out.c + c] = l.type == LayerType::kAvgPool2d
+                                                                 ? AveragePool(sum, l.pool * l.pool)
+                                                                 : static_cast<int8_t>(mx);
+            }
+        break;
+      case LayerType::kFlatten:
+        y = x;
+        break;
+    }
+    outs.push_back(y);
+    x = std::move(y);
+  }
+  return outs;
+}
+
+}  // namespace tpu::nn

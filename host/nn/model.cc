@@ -1,0 +1,405 @@
+// Model description, file format and summary (see model.h, docs/model-format.md).
+#include "host/nn/model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+
+namespace tpu::nn {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* LayerTypeName(LayerType t) {
+  switch (t) {
+    case LayerType::kConv2d:
+      return "conv2d";
+    case LayerType::kAvgPool2d:
+      return "avgpool2d";
+    case LayerType::kMaxPool2d:
+      return "maxpool2d";
+    case LayerType::kFlatten:
+      return "flatten";
+    case LayerType::kDense:
+      return "dense";
+  }
+  return "?";
+}
+
+const char* ActivationName(Activation a) {
+  switch (a) {
+    case Activation::kNone:
+      return "none";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kSoftmax:
+      return "softmax";
+  }
+  return "?";
+}
+
+namespace {
+
+LayerType ParseType(const std::string& s, const std::string& where) {
+  for (LayerType t : {LayerType::kConv2d, LayerType::kAvgPool2d, LayerType::kMaxPool2d,
+                      LayerType::kFlatten, LayerType::kDense}) {
+    if (s == LayerTypeName(t)) return t;
+  }
+  throw UsageError(where + ": unknown layer type '" + s +
+                   "' (known: conv2d, avgpool2d, maxpool2d, flatten, dense)");
+}
+
+Activation ParseActivation(const std::string& s, const std::string& where) {
+  for (Activation a : {Activation::kNone, Activation::kRelu, Activation::kSoftmax}) {
+    if (s == ActivationName(a)) return a;
+  }
+  throw UsageError(where + ": unknown activation '" + s + "' (known: none, relu, softmax)");
+}
+
+json ShapeJson(const Shape3& s) { return json::array({s.h, s.w, s.c}); }
+
+Layer Conv(const std::string& name, int filters, int k, Activation act) {
+  Layer l;
+  l.name = name;
+  l.type = LayerType::kConv2d;
+  l.kernel_h = l.kernel_w = k;
+  l.out.c = filters;
+  l.activation = act;
+  return l;
+}
+
+Layer Pool(const std::string& name) {
+  Layer l;
+  l.name = name;
+  l.type = LayerType::kAvgPool2d;
+  l.pool = 2;
+  return l;
+}
+
+Layer Dense(const std::string& name, int units, Activation act) {
+  Layer l;
+  l.name = name;
+  l.type = LayerType::kDense;
+  l.out = {1, 1, units};
+  l.activation = act;
+  return l;
+}
+
+void GlorotUniform(Tensor<float>* t, int64_t fan_in, int64_t fan_out, std::mt19937_64& rng) {
+  const float limit = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
+  std::uniform_real_distribution<float> dist(-limit, limit);
+  for (float& v : t->data) v = dist(rng);
+}
+
+}  // namespace
+
+int64_t Layer::ParamCount() const {
+  return static_cast<int64_t>(weights.data.size() + bias.data.size());
+}
+
+int64_t Model::ParamCount() const {
+  int64_t n = 0;
+  for (const Layer& l : layers) n += l.ParamCount();
+  return n;
+}
+
+void InferShapes(Model* m) {
+  Shape3 cur = m->input;
+  for (Layer& l : m->layers) {
+    const std::string where = "layer '" + l.name + "'";
+    l.in = cur;
+    if (!l.HasWeights() && l.activation != Activation::kNone) {
+      throw UsageError(where + ": only conv2d and dense layers take an activation");
+    }
+    switch (l.type) {
+      case LayerType::kConv2d: {
+        if (l.kernel_h < 1 || l.kernel_w < 1 || l.stride < 1 || l.stride > 2) {
+          throw UsageError(where + ": kernel must be >= 1 and stride 1 or 2");
+        }
+        if (l.padding == "valid") {
+          l.out.h = (cur.h - l.kernel_h) / l.stride + 1;
+          l.out.w = (cur.w - l.kernel_w) / l.stride + 1;
+          l.pad_top = l.pad_left = 0;
+        } else if (l.padding == "same") {
+          l.out.h = (cur.h + l.stride - 1) / l.stride;
+          l.out.w = (cur.w + l.stride - 1) / l.stride;
+          const int pad_h = std::max(0, (l.out.h - 1) * l.stride + l.kernel_h - cur.h);
+          const int pad_w = std::max(0, (l.out.w - 1) * l.stride + l.kernel_w - cur.w);
+          l.pad_top = pad_h / 2;  // as TensorFlow: the extra row/column goes bottom/right
+          l.pad_left = pad_w / 2;
+        } else {
+          throw UsageError(where + ": padding '" + l.padding + "' is not 'valid' or 'same'");
+        }
+        if (l.out.h < 1 || l.out.w < 1) {
+          throw UsageError(where + ": a " + std::to_string(l.kernel_h) + " x " +
+                           std::to_string(l.kernel_w) + " kernel does not fit a " +
+                           std::to_string(cur.h) + " x " + std::to_string(cur.w) + " input");
+        }
+        break;
+      }
+      case LayerType::kAvgPool2d:
+      case LayerType::kMaxPool2d:
+        if (l.pool < 1) throw UsageError(where + ": pool size must be >= 1");
+        l.out = {cur.h / l.pool, cur.w / l.pool, cur.c};
+        if (l.out.h < 1 || l.out.w < 1) throw UsageError(where + ": input too small to pool");
+        break;
+      case LayerType::kFlatten:
+        l.out = {1, 1, static_cast<int>(cur.Size())};
+        break;
+      case LayerType::kDense:
+        if (cur.h != 1 || cur.w != 1) {
+          throw UsageError(where + ": dense input is " + std::to_string(cur.h) + " x " +
+                           std::to_string(cur.w) + " x " + std::to_string(cur.c) +
+                           "; put a flatten layer before it");
+        }
+        break;
+    }
+    cur = l.out;
+  }
+}
+
+Model MakeLenet5(uint64_t seed) {
+  Model m;
+  m.name = "lenet5";
+  m.input = {32, 32, 1};
+  m.layers = {Conv("conv1", 6, 3, Activation::kRelu),
+              Pool("pool1"),
+              Conv("conv2", 16, 3, Activation::kRelu),
+              Pool("pool2"),
+              Layer{},
+              Dense("fc1", 120, Activation::kRelu),
+              Dense("fc2", 84, Activation::kRelu),
+              Dense("fc3", 10, Activation::kSoftmax)};
+  m.layers[4].name = "flatten";
+  m.layers[4].type = LayerType::kFlatten;
+  InferShapes(&m);
+  std::mt19937_64 rng(seed);
+  for (Layer& l : m.layers) {
+    if (l.type == LayerType::kConv2d) {
+      l.weights.shape = {l.kernel_h, l.kernel_w, l.in.c, l.out.c};
+      l.weights.data.resize(static_cast<size_t>(l.weights.Size()));
+      GlorotUniform(&l.weights, int64_t{l.kernel_h} * l.kernel_w * l.in.c,
+                    int64_t{l.kernel_h} * l.kernel_w * l.out.c, rng);
+    } else if (l.type == LayerType::kDense) {
+      l.weights.shape = {l.in.c, l.out.c};
+      l.weights.data.resize(static_cast<size_t>(l.weights.Size()));
+      GlorotUniform(&l.weights, l.in.c, l.out.c, rng);
+    } else {
+      continue;
+    }
+    l.bias.shape = {l.out.c};
+    l.bias.data.assign(static_cast<size_t>(l.out.c), 0.0f);
+  }
+  return m;
+}
+
+// ------------------------------------------------------------------ files
+
+namespace {
+
+template <typename T>
+Tensor<T> LoadTensor(const std::string& dir, const json& j, const std::string& key,
+                     const std::vector<int64_t>& shape, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_string()) {
+    throw UsageError(where + ": missing tensor file name '" + key + "'");
+  }
+  const std::string path = dir + "/" + j[key].get<std::string>();
+  Tensor<T> t = ReadNpyTensor<T>(path);
+  if (t.shape != shape) {
+    std::string want, got;
+    for (auto d : shape) want += (want.empty() ? "" : " x ") + std::to_string(d);
+    for (auto d : t.shape) got += (got.empty() ? "" : " x ") + std::to_string(d);
+    throw UsageError(path + ": shape is " + got + " but " + where + " needs " + want);
+  }
+  return t;
+}
+
+template <typename T>
+std::vector<T> VectorOf(const json& j, const std::string& key, size_t n, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_array() || j[key].size() != n) {
+    throw UsageError(where + ": '" + key + "' must be a list of " + std::to_string(n) + " numbers");
+  }
+  return j[key].get<std::vector<T>>();
+}
+
+std::vector<int64_t> WeightShape(const Layer& l) {
+  if (l.type == LayerType::kConv2d) return {l.kernel_h, l.kernel_w, l.in.c, l.out.c};
+  return {l.in.c, l.out.c};
+}
+
+}  // namespace
+
+Model LoadModel(const std::string& dir) {
+  const std::string path = dir + "/model.json";
+  std::ifstream in(path);
+  if (!in) {
+    throw UsageError("model '" + dir + "': cannot open " + path +
+                     " (train one with 'tpusim train' or use models/lenet5)");
+  }
+  json j;
+  try {
+    in >> j;
+  } catch (const json::exception& e) {
+    throw UsageError(path + " is not valid JSON: " + e.what());
+  }
+  Model m;
+  try {
+    if (j.value("format", "") != "tpusim-model" || j.value("version", 0) != 1) {
+      throw UsageError(path +
+                       ": not a tpusim model (needs \"format\": \"tpusim-model\", "
+                       "\"version\": 1)");
+    }
+    m.name = j.value("name", "model");
+    const auto shape = j.at("input").at("shape").get<std::vector<int>>();
+    if (shape.size() != 3) throw UsageError(path + ": input.shape must be [h, w, c]");
+    m.input = {shape[0], shape[1], shape[2]};
+    m.preprocess = j.at("input").value("preprocess", "mnist32");
+    m.quantized = j.value("quantized", false);
+    if (m.quantized) m.input_scale = j.at("input").at("scale").get<float>();
+    for (const json& lj : j.at("layers")) {
+      Layer l;
+      l.name = lj.at("name").get<std::string>();
+      const std::string where = path + ": layer '" + l.name + "'";
+      l.type = ParseType(lj.at("type").get<std::string>(), where);
+      l.activation = ParseActivation(lj.value("activation", "none"), where);
+      if (l.type == LayerType::kConv2d) {
+        const auto k = lj.at("kernel").get<std::vector<int>>();
+        if (k.size() != 2) throw UsageError(where + ": kernel must be [h, w]");
+        l.kernel_h = k[0];
+        l.kernel_w = k[1];
+        l.stride = lj.value("stride", 1);
+        l.padding = lj.value("padding", "valid");
+        l.out.c = lj.at("filters").get<int>();
+      } else if (l.type == LayerType::kDense) {
+        l.out = {1, 1, lj.at("units").get<int>()};
+      } else if (l.type != LayerType::kFlatten) {
+        l.pool = lj.value("size", 2);
+      }
+      m.layers.push_back(l);
+    }
+    InferShapes(&m);
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      Layer& l = m.layers[i];
+      const json& lj = j["layers"][i];
+      const std::string where = "layer '" + l.name + "' of " + path;
+      if (lj.contains("out_shape")) {
+        const auto s = lj["out_shape"].get<std::vector<int>>();
+        if (s.size() != 3 || !(Shape3{s[0], s[1], s[2]} == l.out)) {
+          throw UsageError(where + ": out_shape disagrees with the shape the layers produce (" +
+                           std::to_string(l.out.h) + ", " + std::to_string(l.out.w) + ", " +
+                           std::to_string(l.out.c) + ")");
+        }
+      }
+      if (!l.HasWeights()) continue;
+      l.weights = LoadTensor<float>(dir, lj, "weights", WeightShape(l), where);
+      l.bias = LoadTensor<float>(dir, lj, "bias", {l.out.c}, where);
+      if (m.quantized) {
+        const json& qj = lj.at("int8");
+        const size_t n = static_cast<size_t>(l.out.c);
+        l.quantized = true;
+        l.q.input_scale = qj.at("input_scale").get<float>();
+        l.q.output_scale = qj.at("output_scale").get<float>();
+        l.q.weight_scales = VectorOf<float>(qj, "weight_scales", n, where);
+        l.q.multiplier = VectorOf<int32_t>(qj, "multiplier", n, where);
+        l.q.shift = VectorOf<int32_t>(qj, "shift", n, where);
+        l.q.weights = LoadTensor<int8_t>(dir, qj, "weights", WeightShape(l), where);
+        l.q.bias = LoadTensor<int32_t>(dir, qj, "bias", {l.out.c}, where);
+        for (size_t c = 0; c < n; ++c) {
+          if (l.q.shift[c] < 1 || l.q.shift[c] > 62 || l.q.multiplier[c] < 0) {
+            throw UsageError(where + ": multiplier/shift of channel " + std::to_string(c) +
+                             " out of range (multiplier in [0, 2^31), shift in [1, 62])");
+          }
+        }
+      }
+    }
+  } catch (const json::exception& e) {
+    throw UsageError(path + ": " + e.what());
+  }
+  return m;
+}
+
+void SaveModel(const Model& m, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw RuntimeError("cannot create model folder '" + dir + "': " + ec.message());
+  json j;
+  j["format"] = "tpusim-model";
+  j["version"] = 1;
+  j["name"] = m.name;
+  j["input"] = {{"shape", ShapeJson(m.input)}, {"preprocess", m.preprocess}};
+  j["quantized"] = m.quantized;
+  if (m.quantized) j["input"]["scale"] = m.input_scale;
+  j["layers"] = json::array();
+  for (const Layer& l : m.layers) {
+    json lj;
+    lj["name"] = l.name;
+    lj["type"] = LayerTypeName(l.type);
+    if (l.type == LayerType::kConv2d) {
+      lj["filters"] = l.out.c;
+      lj["kernel"] = {l.kernel_h, l.kernel_w};
+      lj["stride"] = l.stride;
+      lj["padding"] = l.padding;
+    } else if (l.type == LayerType::kDense) {
+      lj["units"] = l.out.c;
+    } else if (l.type != LayerType::kFlatten) {
+      lj["size"] = l.pool;
+    }
+    if (l.HasWeights()) lj["activation"] = ActivationName(l.activation);
+    lj["in_shape"] = ShapeJson(l.in);
+    lj["out_shape"] = ShapeJson(l.out);
+    if (l.HasWeights()) {
+      lj["weights"] = l.name + ".weights.npy";
+      lj["bias"] = l.name + ".bias.npy";
+      WriteNpyTensor(dir + "/" + l.name + ".weights.npy", l.weights);
+      WriteNpyTensor(dir + "/" + l.name + ".bias.npy", l.bias);
+      if (m.quantized) {
+        json qj;
+        qj["input_scale"] = l.q.input_scale;
+        qj["output_scale"] = l.q.output_scale;
+        qj["weight_scales"] = l.q.weight_scales;
+        qj["multiplier"] = l.q.multiplier;
+        qj["shift"] = l.q.shift;
+        qj["weights"] = l.name + ".weights.int8.npy";
+        qj["bias"] = l.name + ".bias.int32.npy";
+        WriteNpyTensor(dir + "/" + l.name + ".weights.int8.npy", l.q.weights);
+        WriteNpyTensor(dir + "/" + l.name + ".bias.int32.npy", l.q.bias);
+        lj["int8"] = qj;
+      }
+    }
+    j["layers"].push_back(lj);
+  }
+  WriteFileAtomically(dir + "/model.json", j.dump(2) + "\n");
+}
+
+namespace {
+
+std::string Grouped(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+}  // namespace
+
+std::string Summary(const Model& m) {
+  std::string out =
+      fmt::format("Model '{}'{}: input {} x {} x {}\n", m.name,
+                  m.quantized ? " (fp32 + int8)" : " (fp32)", m.input.h, m.input.w, m.input.c);
+  out += fmt::format("  {:<10} {:<10} {:<14} {:<10} {:>10}\n", "layer", "type", "output shape",
+                     "activation", "params");
+  for (const Layer& l : m.layers) {
+    out += fmt::format("  {:<10} {:<10} {:<14} {:<10} {:>10}\n", l.name, LayerTypeName(l.type),
+                       fmt::format("{} x {} x {}", l.out.h, l.out.w, l.out.c),
+                       l.HasWeights() ? ActivationName(l.activation) : "", Grouped(l.ParamCount()));
+  }
+  out += fmt::format("  total parameters: {}\n", Grouped(m.ParamCount()));
+  return out;
+}
+
+}  // namespace tpu::nn

@@ -1,0 +1,152 @@
+// fp32 training (see trainer.h).
+#include "host/nn/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "host/nn/fp32_net.h"
+
+namespace tpu::nn {
+
+AdamState AdamState::For(const Model& m) {
+  AdamState s;
+  for (const Layer& l : m.layers) {
+    s.m_w.emplace_back(l.weights.data.size(), 0.0f);
+    s.v_w.emplace_back(l.weights.data.size(), 0.0f);
+    s.m_b.emplace_back(l.bias.data.size(), 0.0f);
+    s.v_b.emplace_back(l.bias.data.size(), 0.0f);
+  }
+  return s;
+}
+
+namespace {
+
+void AdamUpdate(std::vector<float>* param, const std::vector<float>& grad, std::vector<float>* m,
+                std::vector<float>* v, float lr_t) {
+  constexpr float kBeta1 = 0.9f, kBeta2 = 0.999f, kEps = 1e-7f;
+  for (size_t k = 0; k < param->size(); ++k) {
+    (*m)[k] = kBeta1 * (*m)[k] + (1 - kBeta1) * grad[k];
+    (*v)[k] = kBeta2 * (*v)[k] + (1 - kBeta2) * grad[k] * grad[k];
+    (*param)[k] -= lr_t * (*m)[k] / (std::sqrt((*v)[k]) + kEps);
+  }
+}
+
+// Runs `fn(t, begin, end)` on `threads` contiguous slices of [0, count).
+template <typename Fn>
+void ParallelSlices(int64_t count, int threads, Fn fn) {
+  threads = std::max<int>(1, std::min<int64_t>(threads, count));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    const int64_t begin = count * t / threads, end = count * (t + 1) / threads;
+    if (t + 1 == threads) {
+      fn(t, begin, end);
+    } else {
+      pool.emplace_back(fn, t, begin, end);
+    }
+  }
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch, const TrainOptions& o,
+                       AdamState* state) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int64_t> order(static_cast<size_t>(train.count));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(epoch));
+  std::shuffle(order.begin(), order.end(), rng);
+
+  const int threads = std::max(1, o.threads);
+  std::vector<ParamSet> grads(static_cast<size_t>(threads), ParamSet::ZerosLike(*model));
+  std::vector<double> losses(static_cast<size_t>(threads));
+  std::vector<int64_t> correct(static_cast<size_t>(threads));
+  const int64_t image_size = model->input.Size();
+  double loss_sum = 0;
+  int64_t seen = 0, right = 0;
+  const int64_t batches = (train.count + o.batch - 1) / o.batch;
+
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    const int64_t b0 = bi * o.batch;
+    const int64_t bsize = std::min<int64_t>(o.batch, train.count - b0);
+    ParallelSlices(bsize, threads, [&](int t, int64_t begin, int64_t end) {
+      const int64_t n = end - begin;
+      std::vector<uint8_t> pixels(static_cast<size_t>(n * image_size));
+      std::vector<uint8_t> labels(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t idx = order[static_cast<size_t>(b0 + begin + k)];
+        std::copy_n(train.Image(idx), image_size, &pixels[static_cast<size_t>(k * image_size)]);
+        labels[static_cast<size_t>(k)] = train.labels[static_cast<size_t>(idx)];
+      }
+      ForwardCache cache;
+      Forward(*model, Fp32Input(pixels.data(), n, model->input), &cache);
+      ParamSet& g = grads[static_cast<size_t>(t)];
+      g.SetZero();
+      losses[static_cast<size_t>(t)] = Backward(*model, cache, labels.data(), &g) * n;
+      const std::vector<int> pred = ArgMax(cache.acts.back());
+      int64_t c = 0;
+      for (int64_t k = 0; k < n; ++k)
+        c += pred[static_cast<size_t>(k)] == labels[static_cast<size_t>(k)];
+      correct[static_cast<size_t>(t)] = c;
+      // Backward averages over this slice; weight it by its share of the batch.
+      const float share = static_cast<float>(n) / static_cast<float>(bsize);
+      for (auto& v : g.w)
+        for (float& x : v) x *= share;
+      for (auto& v : g.b)
+        for (float& x : v) x *= share;
+    });
+    for (int t = 1; t < threads && t < bsize; ++t) grads[0].Add(grads[static_cast<size_t>(t)]);
+    for (int t = 0; t < threads && t < bsize; ++t) {
+      loss_sum += losses[static_cast<size_t>(t)];
+      right += correct[static_cast<size_t>(t)];
+    }
+    seen += bsize;
+
+    ++state->step;
+    const float lr_t = o.learning_rate *
+                       std::sqrt(1.0f - std::pow(0.999f, static_cast<float>(state->step))) /
+                       (1.0f - std::pow(0.9f, static_cast<float>(state->step)));
+    for (size_t i = 0; i < model->layers.size(); ++i) {
+      Layer& l = model->layers[i];
+      if (!l.HasWeights()) continue;
+      AdamUpdate(&l.weights.data, grads[0].w[i], &state->m_w[i], &state->v_w[i], lr_t);
+      AdamUpdate(&l.bias.data, grads[0].b[i], &state->m_b[i], &state->v_b[i], lr_t);
+    }
+    if (o.progress && ((bi + 1) % o.report_every == 0 || bi + 1 == batches)) {
+      o.progress(epoch, static_cast<double>(bi + 1) / batches, loss_sum / seen,
+                 static_cast<double>(right) / seen);
+    }
+  }
+  EpochResult r;
+  r.epoch = epoch;
+  r.loss = loss_sum / static_cast<double>(seen);
+  r.train_accuracy = static_cast<double>(right) / static_cast<double>(seen);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+double EvaluateFp32(const Model& model, const data::MnistSet& set, int threads) {
+  std::vector<int64_t> correct(static_cast<size_t>(std::max(1, threads)), 0);
+  ParallelSlices(set.count, threads, [&](int t, int64_t begin, int64_t end) {
+    constexpr int64_t kChunk = 256;
+    for (int64_t b = begin; b < end; b += kChunk) {
+      const int64_t n = std::min(kChunk, end - b);
+      ForwardCache cache;
+      Forward(model, Fp32Input(set.Image(b), n, model.input), &cache);
+      const std::vector<int> pred = ArgMax(cache.acts.back());
+      for (int64_t k = 0; k < n; ++k) {
+        correct[static_cast<size_t>(t)] +=
+            pred[static_cast<size_t>(k)] == set.labels[static_cast<size_t>(b + k)];
+      }
+    }
+  });
+  int64_t total = 0;
+  for (int64_t c : correct) total += c;
+  return set.count ? static_cast<double>(total) / static_cast<double>(set.count) : 0.0;
+}
+
+}  // namespace tpu::nn

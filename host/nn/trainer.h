@@ -1,0 +1,45 @@
+// fp32 training of a model on MNIST: mini-batch Adam on the softmax cross-entropy, data
+// parallel over threads, deterministic for a given seed and thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "host/data/mnist.h"
+#include "host/nn/model.h"
+
+namespace tpu::nn {
+
+struct TrainOptions {
+  int epochs = 8;
+  int batch = 64;
+  float learning_rate = 1e-3f;  // Adam, beta1 0.9, beta2 0.999, epsilon 1e-7 (Keras defaults)
+  uint64_t seed = 1;            // shuffling (weights are initialised by MakeLenet5(seed))
+  int threads = 2;
+  // Called after every `report_every` batches and at the end of each epoch.
+  std::function<void(int epoch, double fraction, double loss, double accuracy)> progress;
+  int report_every = 50;
+};
+
+struct EpochResult {
+  int epoch = 0;
+  double loss = 0;            // mean training loss
+  double train_accuracy = 0;  // on the training batches as they were seen
+  double seconds = 0;         // wall time of the epoch
+};
+
+// One epoch of training. `epoch` (from 1) seeds the shuffle together with options.seed.
+EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch,
+                       const TrainOptions& options, struct AdamState* state);
+
+// Adam's moments and step count, kept across epochs.
+struct AdamState {
+  int64_t step = 0;
+  std::vector<std::vector<float>> m_w, m_b, v_w, v_b;
+  static AdamState For(const Model& m);
+};
+
+// fp32 accuracy on a set, data parallel over `threads`.
+double EvaluateFp32(const Model& model, const data::MnistSet& set, int threads);
+
+}  // namespace tpu::nn

@@ -1,0 +1,114 @@
+// fp32 forward/backward (host/nn/fp32_net.cc) and training (trainer.cc): analytic
+// gradients against finite differences for every layer type, and training that learns.
+#include "host/nn/fp32_net.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "host/common/errors.h"
+#include "host/nn/trainer.h"
+#include "tests/host/nn/nn_test_util.h"
+
+namespace tpu::nn {
+namespace {
+
+double Loss(const Model& m, const data::MnistSet& s) {
+  ForwardCache cache;
+  Forward(m, Fp32Input(s.pixels.data(), s.count, m.input), &cache);
+  double loss = 0;
+  for (int64_t b = 0; b < s.count; ++b) loss -= std::log(cache.acts.back()(b, s.labels[b]));
+  return loss / static_cast<double>(s.count);
+}
+
+void CheckGradients(Model m) {
+  const data::MnistSet s = test::RandomImages(m, 4, 99);
+  ForwardCache cache;
+  Forward(m, Fp32Input(s.pixels.data(), s.count, m.input), &cache);
+  ParamSet g = ParamSet::ZerosLike(m);
+  const double loss = Backward(m, cache, s.labels.data(), &g);
+  EXPECT_NEAR(loss, Loss(m, s), 1e-5);
+  std::mt19937 rng(5);
+  const double base = Loss(m, s);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    Layer& l = m.layers[i];
+    if (!l.HasWeights()) continue;
+    int checked = 0;
+    for (int pick = 0; pick < 12; ++pick) {
+      const bool bias = pick % 4 == 3;
+      std::vector<float>& p = bias ? l.bias.data : l.weights.data;
+      const size_t k = rng() % p.size();
+      const float analytic = bias ? g.b[i][k] : g.w[i][k];
+      const float saved = p[k];
+      constexpr float kEps = 1e-3f;
+      p[k] = saved + kEps;
+      const double up = Loss(m, s);
+      p[k] = saved - kEps;
+      const double down = Loss(m, s);
+      p[k] = saved;
+      // A ReLU kink inside [-eps, eps] makes the two one-sided slopes differ; the
+      // derivative is not defined there, so that sample is skipped.
+      const double right = (up - base) / kEps, left = (base - down) / kEps;
+      if (std::fabs(right - left) > 1e-3 + 0.02 * std::fabs(right + left)) continue;
+      ++checked;
+      const double numeric = (up - down) / (2 * kEps);
+      EXPECT_NEAR(analytic, numeric, 1e-3 + 0.02 * std::fabs(numeric))
+          << "layer " << l.name << (bias ? " bias " : " weight ") << k;
+    }
+    EXPECT_GE(checked, 8) << "layer " << l.name << ": too many samples on ReLU kinks";
+  }
+}
+
+TEST(Fp32NetTest, GradientsMatchFiniteDifferencesStridedSameConvMaxPoolDense) {
+  CheckGradients(test::StridedSameModel(1));
+}
+
+TEST(Fp32NetTest, GradientsMatchFiniteDifferencesValidConvAvgPoolSameConv) {
+  CheckGradients(test::AvgPoolModel(2));
+}
+
+TEST(Fp32NetTest, GradientsMatchFiniteDifferencesLenet5) { CheckGradients(MakeLenet5(3)); }
+
+TEST(Fp32NetTest, SoftmaxRowsSumToOne) {
+  const Model m = test::StridedSameModel(6);
+  const data::MnistSet s = test::RandomImages(m, 5, 7);
+  ForwardCache cache;
+  Forward(m, Fp32Input(s.pixels.data(), s.count, m.input), &cache);
+  for (int64_t b = 0; b < s.count; ++b) EXPECT_NEAR(cache.acts.back().row(b).sum(), 1.0f, 1e-5f);
+}
+
+TEST(TrainerTest, ShortTrainingOnMnistLearns) {
+  std::string dir;
+  try {
+    dir = data::FindMnistDir("");
+  } catch (const UsageError& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const data::MnistSet train = data::LoadMnist(dir, true, 6000);
+  data::MnistSet test = data::LoadMnist(dir, false, 1000);
+  Model m = MakeLenet5(1);
+  AdamState adam = AdamState::For(m);
+  TrainOptions o;
+  const double before = EvaluateFp32(m, test, 2);
+  TrainEpoch(&m, train, 1, o, &adam);
+  const double after = EvaluateFp32(m, test, 2);
+  EXPECT_LT(before, 0.3) << "an untrained network is near chance";
+  EXPECT_GT(after, 0.8) << "one epoch on 6,000 images learns";
+}
+
+TEST(TrainerTest, SameSeedSameWeights) {
+  const Model init = test::StridedSameModel(8);
+  const data::MnistSet s = test::RandomImages(init, 200, 9);
+  Model a = init, b = init;
+  TrainOptions o;
+  o.batch = 16;
+  AdamState sa = AdamState::For(a), sb = AdamState::For(b);
+  TrainEpoch(&a, s, 1, o, &sa);
+  TrainEpoch(&b, s, 1, o, &sb);
+  for (size_t i = 0; i < a.layers.size(); ++i)
+    EXPECT_EQ(a.layers[i].weights.data, b.layers[i].weights.data);
+  EXPECT_NE(a.layers[0].weights.data, init.layers[0].weights.data);
+}
+
+}  // namespace
+}  // namespace tpu::nn

@@ -1,0 +1,136 @@
+// The model description and file format (host/nn/model.cc): the LeNet-5 summary, round
+// trips through model.json + .npy, and every malformed model named clearly.
+#include "host/nn/model.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "host/common/errors.h"
+#include "host/nn/quantize.h"
+#include "tests/host/nn/nn_test_util.h"
+
+namespace tpu::nn {
+namespace {
+namespace fs = std::filesystem;
+
+class ModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() / ("tpusim_model_" + std::to_string(::getpid()))).string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string ErrorOf() {
+    try {
+      LoadModel(dir_);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  void EditJson(const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j;
+    std::ifstream(dir_ + "/model.json") >> j;
+    edit(j);
+    std::ofstream(dir_ + "/model.json") << j.dump(2);
+  }
+  std::string dir_;
+};
+
+TEST_F(ModelTest, Lenet5HasTheCoursesParameterCounts) {
+  const Model m = MakeLenet5(1);
+  std::vector<int64_t> counts;
+  for (const Layer& l : m.layers)
+    if (l.HasWeights()) counts.push_back(l.ParamCount());
+  EXPECT_EQ(counts, (std::vector<int64_t>{60, 880, 69240, 10164, 850}));
+  EXPECT_EQ(m.ParamCount(), 81194);
+  EXPECT_EQ(m.layers[4].out.c, 576) << "flatten";
+  const std::string s = Summary(m);
+  for (const char* text : {"69,240", "10,164", "81,194", "30 x 30 x 6", "6 x 6 x 16"}) {
+    EXPECT_NE(s.find(text), std::string::npos) << text << "\n" << s;
+  }
+}
+
+TEST_F(ModelTest, Fp32RoundTrip) {
+  const Model m = test::StridedSameModel(3);
+  SaveModel(m, dir_);
+  const Model back = LoadModel(dir_);
+  ASSERT_EQ(back.layers.size(), m.layers.size());
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    EXPECT_EQ(back.layers[i].name, m.layers[i].name);
+    EXPECT_EQ(back.layers[i].type, m.layers[i].type);
+    EXPECT_TRUE(back.layers[i].out == m.layers[i].out);
+    EXPECT_EQ(back.layers[i].weights.data, m.layers[i].weights.data);
+    EXPECT_EQ(back.layers[i].bias.data, m.layers[i].bias.data);
+    EXPECT_EQ(back.layers[i].padding, m.layers[i].padding);
+    EXPECT_EQ(back.layers[i].stride, m.layers[i].stride);
+  }
+}
+
+TEST_F(ModelTest, Int8RoundTrip) {
+  Model m = test::AvgPoolModel(4);
+  Quantize(&m, test::RandomImages(m, 20, 5), 20);
+  SaveModel(m, dir_);
+  const Model back = LoadModel(dir_);
+  ASSERT_TRUE(back.quantized);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const Layer &a = m.layers[i], &b = back.layers[i];
+    if (!a.HasWeights()) continue;
+    EXPECT_EQ(a.q.weights.data, b.q.weights.data);
+    EXPECT_EQ(a.q.bias.data, b.q.bias.data);
+    EXPECT_EQ(a.q.multiplier, b.q.multiplier);
+    EXPECT_EQ(a.q.shift, b.q.shift);
+    EXPECT_EQ(a.q.weight_scales, b.q.weight_scales);
+    EXPECT_EQ(a.q.input_scale, b.q.input_scale);
+  }
+}
+
+TEST_F(ModelTest, MissingModel) { EXPECT_NE(ErrorOf().find("cannot open"), std::string::npos); }
+
+TEST_F(ModelTest, MissingTensorFile) {
+  SaveModel(test::StridedSameModel(6), dir_);
+  fs::remove(dir_ + "/l3.weights.npy");
+  EXPECT_NE(ErrorOf().find("l3.weights.npy: cannot open"), std::string::npos) << ErrorOf();
+}
+
+TEST_F(ModelTest, TensorShapeDisagreesWithModelJson) {
+  SaveModel(test::StridedSameModel(7), dir_);
+  Tensor<float> wrong{{3, 3}, std::vector<float>(9, 0.0f)};
+  WriteNpyTensor(dir_ + "/l3.weights.npy", wrong);
+  const std::string e = ErrorOf();
+  EXPECT_NE(e.find("shape is 3 x 3 but layer 'l3'"), std::string::npos) << e;
+}
+
+TEST_F(ModelTest, UnknownLayerType) {
+  SaveModel(test::StridedSameModel(8), dir_);
+  EditJson([](nlohmann::json& j) { j["layers"][1]["type"] = "lstm"; });
+  EXPECT_NE(ErrorOf().find("unknown layer type 'lstm'"), std::string::npos) << ErrorOf();
+}
+
+TEST_F(ModelTest, OutShapeThatDoesNotFollow) {
+  SaveModel(test::StridedSameModel(9), dir_);
+  EditJson([](nlohmann::json& j) { j["layers"][0]["out_shape"] = {4, 4, 3}; });
+  EXPECT_NE(ErrorOf().find("out_shape disagrees"), std::string::npos) << ErrorOf();
+}
+
+TEST_F(ModelTest, KernelLargerThanInput) {
+  SaveModel(test::StridedSameModel(10), dir_);
+  EditJson([](nlohmann::json& j) {
+    j["layers"][0]["padding"] = "valid";
+    j["layers"][0]["kernel"] = {11, 11};
+  });
+  EXPECT_NE(ErrorOf().find("does not fit"), std::string::npos) << ErrorOf();
+}
+
+TEST_F(ModelTest, NotAModel) {
+  fs::create_directories(dir_);
+  std::ofstream(dir_ + "/model.json") << R"({"hello": 1})";
+  EXPECT_NE(ErrorOf().find("not a tpusim model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpu::nn

@@ -1,0 +1,86 @@
+// Small random models and images for the neural-network tests.
+#pragma once
+
+#include <random>
+
+#include "host/data/mnist.h"
+#include "host/nn/model.h"
+
+namespace tpu::test {
+
+inline nn::Layer MakeLayer(nn::LayerType type, int out_c = 0, int k = 3, int stride = 1,
+                           const char* padding = "valid",
+                           nn::Activation act = nn::Activation::kRelu) {
+  nn::Layer l;
+  l.type = type;
+  l.kernel_h = l.kernel_w = k;
+  l.stride = stride;
+  l.padding = padding;
+  l.pool = 2;
+  // Only conv and dense layers carry an activation.
+  const bool weighted = type == nn::LayerType::kConv2d || type == nn::LayerType::kDense;
+  l.activation = weighted ? act : nn::Activation::kNone;
+  l.out = {1, 1, out_c};
+  return l;
+}
+
+// Names layers, infers shapes, and fills weights and biases uniformly in [-0.5, 0.5].
+inline nn::Model Randomize(nn::Model m, uint64_t seed) {
+  for (size_t i = 0; i < m.layers.size(); ++i) m.layers[i].name = "l" + std::to_string(i);
+  nn::InferShapes(&m);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+  for (nn::Layer& l : m.layers) {
+    if (!l.HasWeights()) continue;
+    if (l.type == nn::LayerType::kConv2d) {
+      l.weights.shape = {l.kernel_h, l.kernel_w, l.in.c, l.out.c};
+    } else {
+      l.weights.shape = {l.in.c, l.out.c};
+    }
+    l.weights.data.resize(static_cast<size_t>(l.weights.Size()));
+    for (float& v : l.weights.data) v = dist(rng);
+    l.bias.shape = {l.out.c};
+    l.bias.data.resize(static_cast<size_t>(l.out.c));
+    for (float& v : l.bias.data) v = 0.2f * dist(rng);
+  }
+  return m;
+}
+
+// 9 x 9 x 2 -> conv 3, stride 2, same -> maxpool -> flatten -> dense 5 -> dense 4 softmax.
+inline nn::Model StridedSameModel(uint64_t seed) {
+  nn::Model m;
+  m.name = "strided";
+  m.input = {9, 9, 2};
+  m.layers = {MakeLayer(nn::LayerType::kConv2d, 3, 3, 2, "same"),
+              MakeLayer(nn::LayerType::kMaxPool2d), MakeLayer(nn::LayerType::kFlatten),
+              MakeLayer(nn::LayerType::kDense, 5),
+              MakeLayer(nn::LayerType::kDense, 4, 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(m, seed);
+}
+
+// 8 x 8 x 1 -> conv 4 (3x3 valid) -> avgpool -> conv 3 (2x2 same) -> flatten -> dense 3.
+inline nn::Model AvgPoolModel(uint64_t seed) {
+  nn::Model m;
+  m.name = "avgpool";
+  m.input = {8, 8, 1};
+  m.layers = {MakeLayer(nn::LayerType::kConv2d, 4, 3), MakeLayer(nn::LayerType::kAvgPool2d),
+              MakeLayer(nn::LayerType::kConv2d, 3, 2, 1, "same"),
+              MakeLayer(nn::LayerType::kFlatten),
+              MakeLayer(nn::LayerType::kDense, 3, 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(m, seed);
+}
+
+// Random images (uniform bytes) with random labels, for a model's input size.
+inline data::MnistSet RandomImages(const nn::Model& m, int64_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  data::MnistSet s;
+  s.count = count;
+  s.image_size = m.input.Size();
+  s.pixels.resize(static_cast<size_t>(count * s.image_size));
+  for (auto& p : s.pixels) p = static_cast<uint8_t>(rng() & 0xff);
+  const int classes = m.layers.back().out.c;
+  for (int64_t i = 0; i < count; ++i) s.labels.push_back(static_cast<uint8_t>(rng() % classes));
+  return s;
+}
+
+}  // namespace tpu::test
