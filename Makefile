@@ -14,7 +14,7 @@ help:
 	@echo "make test       install deps, build, run the fast test suite (ctest -L fast)"
 	@echo "make test-slow  the slow tests (ctest -L slow)"
 	@echo "make test-all   every test"
-	@echo "make bench      Google Benchmark of the RTL simulation speed (builds N=64)"
+	@echo "make bench      Google Benchmarks: RTL simulation speed (builds N=64), CPU inference, training"
 	@echo "make lint       verilator --lint-only -Wall over rtl/"
 	@echo "make clean      remove $(BUILD_DIR)/"
 
@@ -42,8 +42,9 @@ test-all: build
 	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure
 
 bench: configure
-	cmake --build $(BUILD_DIR) -j $(JOBS) --target tpusim_bench
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target tpusim_bench tpusim_nn_bench
 	$(BUILD_DIR)/bench/tpusim_bench $(BENCH_ARGS)
+	$(BUILD_DIR)/bench/tpusim_nn_bench $(BENCH_ARGS)
 
 lint: deps
 	verilator --lint-only -Wall rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv,$(wildcard rtl/*.sv)) --top-module tpu_mxu_top

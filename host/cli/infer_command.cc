@@ -20,7 +20,7 @@ struct InferArgs {
   std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
   std::string data, json;
   int64_t images = 10000;
-  int batch = 256;
+  int batch = 64;
   int threads = 2;
   int64_t latency_images = 500;
 };
