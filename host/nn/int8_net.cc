@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "host/nn/int8_ops.h"
+#include "host/nn/int8_reference.h"
 
 namespace tpu::nn {
 namespace {
@@ -49,22 +50,7 @@ std::vector<MatrixI8> ForwardInt8(const Model& m, const uint8_t* pixels, int64_t
       case LayerType::kAvgPool2d:
       case LayerType::kMaxPool2d:
         y.resize(count, l.out.Size());
-        for (int64_t b = 0; b < count; ++b)
-          for (int oh = 0; oh < l.out.h; ++oh)
-            for (int ow = 0; ow < l.out.w; ++ow)
-              for (int c = 0; c < l.out.c; ++c) {
-                int32_t sum = 0, mx = -128;
-                for (int i = 0; i < l.pool; ++i)
-                  for (int j = 0; j < l.pool; ++j) {
-                    const int8_t v =
-                        x(b, ((int64_t{oh} * l.pool + i) * l.in.w + ow * l.pool + j) * l.in.c + c);
-                    sum += v;
-                    mx = std::max<int32_t>(mx, v);
-                  }
-                y(b, (int64_t{oh} * l.out.w + ow) * l.out.c + c) =
-                    l.type == LayerType::kAvgPool2d ? AveragePool(sum, l.pool * l.pool)
-                                                    : static_cast<int8_t>(mx);
-              }
+        for (int64_t b = 0; b < count; ++b) PoolInt8(l, x.row(b).data(), y.row(b).data());
         break;
       case LayerType::kFlatten:
         y = x;

@@ -7,6 +7,23 @@
 
 namespace tpu::nn {
 
+void PoolInt8(const Layer& l, const int8_t* x, int8_t* y) {
+  for (int oh = 0; oh < l.out.h; ++oh)
+    for (int ow = 0; ow < l.out.w; ++ow)
+      for (int c = 0; c < l.out.c; ++c) {
+        int32_t sum = 0, mx = -128;
+        for (int i = 0; i < l.pool; ++i)
+          for (int j = 0; j < l.pool; ++j) {
+            const int8_t v = x[((size_t(oh) * l.pool + i) * l.in.w + ow * l.pool + j) * l.in.c + c];
+            sum += v;
+            mx = std::max<int32_t>(mx, v);
+          }
+        y[(size_t(oh) * l.out.w + ow) * l.out.c + c] = l.type == LayerType::kAvgPool2d
+                                                           ? AveragePool(sum, l.pool * l.pool)
+                                                           : static_cast<int8_t>(mx);
+      }
+}
+
 std::vector<std::vector<int8_t>> ReferenceInt8(const Model& m, const uint8_t* pixels) {
   if (!m.quantized) throw std::invalid_argument("ReferenceInt8: the model is not quantized");
   std::vector<int8_t> x(static_cast<size_t>(m.input.Size()));
@@ -47,20 +64,7 @@ std::vector<std::vector<int8_t>> ReferenceInt8(const Model& m, const uint8_t* pi
         break;
       case LayerType::kAvgPool2d:
       case LayerType::kMaxPool2d:
-        for (int oh = 0; oh < l.out.h; ++oh)
-          for (int ow = 0; ow < l.out.w; ++ow)
-            for (int c = 0; c < l.out.c; ++c) {
-              int32_t sum = 0, mx = -128;
-              for (int i = 0; i < l.pool; ++i)
-                for (int j = 0; j < l.pool; ++j) {
-                  const int8_t v = at(oh * l.pool + i, ow * l.pool + j, c);
-                  sum += v;
-                  mx = std::max<int32_t>(mx, v);
-                }
-              y[(size_t(oh) * l.out.w + ow) * l.out.c + c] = l.type == LayerType::kAvgPool2d
-                                                                 ? AveragePool(sum, l.pool * l.pool)
-                                                                 : static_cast<int8_t>(mx);
-            }
+        PoolInt8(l, x.data(), y.data());
         break;
       case LayerType::kFlatten:
         y = x;

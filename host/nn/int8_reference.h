@@ -13,4 +13,7 @@ namespace tpu::nn {
 // Returns every layer's int8 output (h x w x c order); the last one holds the logits.
 std::vector<std::vector<int8_t>> ReferenceInt8(const Model& model, const uint8_t* pixels);
 
+// One image through an average or max pooling layer (int8 in, int8 out, h x w x c).
+void PoolInt8(const Layer& layer, const int8_t* in, int8_t* out);
+
 }  // namespace tpu::nn

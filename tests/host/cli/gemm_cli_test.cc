@@ -11,55 +11,24 @@
 
 #include "host/common/npy.h"
 #include "host/gemm/gemm_runner.h"
+#include "tests/host/cli/cli_fixture.h"
 
 namespace tpu {
 namespace {
 namespace fs = std::filesystem;
+using test::Outcome;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-class GemmCliTest : public ::testing::Test {
+class GemmCliTest : public test::CliFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tpusim_cli_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string P(const std::string& name) const { return (dir_ / name).string(); }
-
-  static std::string Slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
-  Outcome Run(const std::string& args) const {
-    const std::string cmd = std::string(TPUSIM_BINARY) + " " + args + " >" + P("stdout") + " 2>" +
-                            P("stderr") + " </dev/null";
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(P("stdout")), Slurp(P("stderr"))};
-  }
-
   // A bad invocation: exit code, one line on stderr naming `fragment`, no C.npy written.
   void ExpectError(const std::string& args, int code, const std::string& fragment) {
     SCOPED_TRACE(args);
-    const Outcome o = Run(args + " --out " + P("C.npy"));
-    EXPECT_EQ(o.exit_code, code) << o.err;
-    EXPECT_NE(o.err.find(fragment), std::string::npos) << o.err;
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-    EXPECT_EQ(o.err.rfind("tpusim: error: ", 0), 0u) << o.err;
+    CliFixture::ExpectError(args + " --out " + P("C.npy"), code, fragment);
     EXPECT_FALSE(fs::exists(P("C.npy")));
     for (const auto& e : fs::directory_iterator(dir_)) {
       EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
     }
   }
-
-  fs::path dir_;
 };
 
 TEST_F(GemmCliTest, ProducesExactProductAndReport) {

@@ -12,43 +12,14 @@
 #include "host/common/errors.h"
 #include "host/data/mnist.h"
 #include "host/nn/model.h"
+#include "tests/host/cli/cli_fixture.h"
 
 namespace tpu {
 namespace {
-namespace fs = std::filesystem;
+using test::Outcome;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-class NnCliTest : public ::testing::Test {
+class NnCliTest : public test::CliFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tpusim_nncli_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string P(const std::string& n) const { return (dir_ / n).string(); }
-  static std::string Slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  Outcome Run(const std::string& args) const {
-    const std::string cmd = std::string(TPUSIM_BINARY) + " " + args + " >" + P("stdout") + " 2>" +
-                            P("stderr") + " </dev/null";
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(P("stdout")), Slurp(P("stderr"))};
-  }
-  void ExpectError(const std::string& args, int code, const std::string& fragment) {
-    SCOPED_TRACE(args);
-    const Outcome o = Run(args);
-    EXPECT_EQ(o.exit_code, code) << o.err;
-    EXPECT_NE(o.err.find(fragment), std::string::npos) << o.err;
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-  }
   static bool HaveMnist() {
     try {
       data::FindMnistDir("");
@@ -57,7 +28,6 @@ class NnCliTest : public ::testing::Test {
       return false;
     }
   }
-  fs::path dir_;
 };
 
 TEST_F(NnCliTest, ModelSummaryShowsTheParameterCounts) {
