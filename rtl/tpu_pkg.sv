@@ -12,4 +12,11 @@ package tpu_pkg;
   typedef logic signed [AccWidth-1:0] acc_t;
   typedef logic [CounterWidth-1:0] counter_t;
 
+  // Pooling done by the VPU after requantization.
+  typedef enum logic [1:0] {
+    VpuPoolNone = 2'd0,
+    VpuPoolAvg  = 2'd1,  // 2 x 2 average, rounding half up
+    VpuPoolMax  = 2'd2   // 2 x 2 maximum
+  } vpu_pool_e;
+
 endpackage

@@ -1,0 +1,114 @@
+// Vector processing unit: turns accumulator rows (ArrayDim int32 lanes, one output channel
+// per lane) into int8 activations, exactly as docs/quantization.md specifies:
+//
+//   stage 1  sum = acc + bias[lane]                                   (int32)
+//   stage 2  y   = (sum * multiplier[lane] + 2^(shift[lane]-1)) >>> shift[lane]   (64-bit)
+//            out = clamp(y, relu ? 0 : -128, 127)                     (int8)
+//   stage 3  optional 2 x 2 pooling over PoolRows consecutive rows (the controller sends the
+//            four pixels of a window back to back): average = (sum + 2) >>> 2, or maximum.
+//
+// One row per cycle in, fully pipelined; out_valid_o follows in_valid_i by 2 cycles
+// without pooling, and once per PoolRows input rows with pooling.
+module tpu_vpu
+  import tpu_pkg::*;
+#(
+  parameter int unsigned ArrayDim = 4  // lanes, 2 .. 256
+) (
+  input  logic                           clk_i,
+  input  logic                           rst_ni,
+  // configuration, held stable while rows flow
+  input  acc_t     [ArrayDim-1:0]        bias_i,
+  input  logic     [ArrayDim-1:0][31:0]  multiplier_i,  // in [0, 2^31)
+  input  logic     [ArrayDim-1:0][5:0]   shift_i,       // in [1, 62]
+  input  logic                           relu_i,
+  input  vpu_pool_e                      pool_i,
+  // accumulator rows in
+  input  logic                           in_valid_i,
+  input  acc_t     [ArrayDim-1:0]        in_data_i,
+  // int8 rows out
+  output logic                           out_valid_o,
+  output operand_t [ArrayDim-1:0]        out_data_o
+);
+
+  localparam int unsigned PoolRows = 4;  // a 2 x 2 window
+
+  // ---------------------------------------------------------------- stage 1: bias
+  logic                  s1_valid_q;
+  acc_t [ArrayDim-1:0]   s1_sum_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) s1_valid_q <= 1'b0;
+    else s1_valid_q <= in_valid_i;
+  end
+
+  always_ff @(posedge clk_i) begin
+    for (int l = 0; l < int'(ArrayDim); l++) s1_sum_q[l] <= in_data_i[l] + bias_i[l];
+  end
+
+  // ---------------------------------------------------------------- stage 2: requantize
+  operand_t [ArrayDim-1:0] requant;
+  always_comb begin
+    for (int l = 0; l < int'(ArrayDim); l++) begin
+      logic signed [63:0] product, rounded, shifted;
+      product = 64'(s1_sum_q[l]) * $signed({32'd0, multiplier_i[l]});
+      rounded = product + (64'sd1 <<< (shift_i[l] - 6'd1));
+      shifted = rounded >>> shift_i[l];
+      if (shifted > 64'sd127) requant[l] = 8'sd127;
+      else if (relu_i && shifted < 64'sd0) requant[l] = 8'sd0;
+      else if (shifted < -64'sd128) requant[l] = -8'sd128;
+      else requant[l] = operand_t'(shifted[7:0]);
+    end
+  end
+
+  logic                    s2_valid_q;
+  operand_t [ArrayDim-1:0] s2_data_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) s2_valid_q <= 1'b0;
+    else s2_valid_q <= s1_valid_q;
+  end
+
+  always_ff @(posedge clk_i) s2_data_q <= requant;
+
+  // ---------------------------------------------------------------- stage 3: pooling
+  // Running sum (10 bits hold four int8 values) and maximum of the window so far.
+  logic [1:0]                      pool_count_q;
+  logic signed [ArrayDim-1:0][9:0] pool_sum_q;
+  operand_t [ArrayDim-1:0]         pool_max_q;
+  logic                            pool_last;
+  assign pool_last = (pool_count_q == 2'(PoolRows - 1));
+
+  logic                    pool_valid_q;
+  operand_t [ArrayDim-1:0] pool_data_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      pool_count_q <= '0;
+      pool_valid_q <= 1'b0;
+    end else begin
+      pool_valid_q <= s2_valid_q && pool_last && (pool_i != VpuPoolNone);
+      if (s2_valid_q && pool_i != VpuPoolNone) pool_count_q <= pool_count_q + 2'd1;
+    end
+  end
+
+  always_ff @(posedge clk_i) begin
+    if (s2_valid_q) begin
+      for (int l = 0; l < int'(ArrayDim); l++) begin
+        logic signed [9:0] sum;
+        operand_t mx;
+        sum = (pool_count_q == 2'd0) ? 10'(s2_data_q[l]) : pool_sum_q[l] + 10'(s2_data_q[l]);
+        mx = (pool_count_q == 2'd0 || s2_data_q[l] > pool_max_q[l]) ? s2_data_q[l]
+                                                                      : pool_max_q[l];
+        pool_sum_q[l] <= sum;
+        pool_max_q[l] <= mx;
+        // floor((sum + 2) / 4) is an arithmetic shift by 2.
+        if (pool_i == VpuPoolMax) pool_data_q[l] <= mx;
+        else pool_data_q[l] <= operand_t'((sum + 10'sd2) >>> 2);
+      end
+    end
+  end
+
+  assign out_valid_o = (pool_i == VpuPoolNone) ? s2_valid_q : pool_valid_q;
+  assign out_data_o  = (pool_i == VpuPoolNone) ? s2_data_q : pool_data_q;
+
+endmodule
