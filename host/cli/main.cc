@@ -5,6 +5,7 @@
 #include <systemc>
 
 #include "host/cli/gemm_command.h"
+#include "host/cli/isa_commands.h"
 #include "host/cli/nn_commands.h"
 #include "host/common/errors.h"
 #include "host/common/revision.h"
@@ -22,6 +23,7 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddTrainCommand(app);
   tpu::cli::AddQuantizeCommand(app);
   tpu::cli::AddInferCommand(app);
+  tpu::cli::AddIsaCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,285 @@
+// The assembler and disassembler (see assembler.h). The operand table below is the one
+// description of each instruction's syntax; both directions use it.
+#include "host/isa/assembler.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <map>
+#include <sstream>
+
+#include "host/common/errors.h"
+
+namespace tpu::isa {
+namespace {
+
+enum class Field { kSrc, kDst, kAux, kLength };
+
+struct OperandSpec {
+  const char* key;
+  Field field;
+  uint64_t min, max;
+  uint8_t sets_flag = 0;        // present -> this flag bit is set (read_host params=)
+  const char* group = nullptr;  // exactly one operand of a group is given
+};
+
+struct FlagSpec {
+  const char* word;  // a bare word, or "key=value" for enumerations (pool=avg)
+  uint8_t bit;
+};
+
+struct OpSpec {
+  Opcode op;
+  std::vector<OperandSpec> operands;
+  std::vector<FlagSpec> flags;
+};
+
+constexpr uint64_t kU32 = 0xffffffffull;
+constexpr uint64_t kU16 = 0xffff;
+
+const std::vector<OpSpec>& Specs() {
+  static const std::vector<OpSpec> specs = {
+      {Opcode::kNop, {}, {}},
+      {Opcode::kReadHostMemory,
+       {{"host", Field::kSrc, 0, kU32},
+        {"ub", Field::kDst, 0, kU16, 0, "destination"},
+        {"params", Field::kDst, 0, kU16, kFlagParams, "destination"},
+        {"rows", Field::kLength, 1, kU16}},
+       {}},
+      {Opcode::kReadWeights,
+       {{"addr", Field::kSrc, 0, kU32}, {"tiles", Field::kLength, 1, kU16}},
+       {}},
+      {Opcode::kMatMul,
+       {{"ub", Field::kSrc, 0, kU16},
+        {"acc", Field::kDst, 0, kU16},
+        {"rows", Field::kLength, 1, kU16}},
+       {{"switch", kFlagSwitch}, {"accumulate", kFlagAccumulate}}},
+      {Opcode::kActivate,
+       {{"acc", Field::kSrc, 0, kU16},
+        {"ub", Field::kDst, 0, kU16},
+        {"rows", Field::kLength, 1, kU16},
+        {"params", Field::kAux, 0, kU16}},
+       {{"relu", kFlagRelu}, {"pool=avg", kFlagPoolAvg}, {"pool=max", kFlagPoolMax}}},
+      {Opcode::kWriteHostMemory,
+       {{"ub", Field::kSrc, 0, kU16},
+        {"host", Field::kDst, 0, kU32},
+        {"rows", Field::kLength, 1, kU16}},
+       {}},
+      {Opcode::kSync, {}, {}},
+      {Opcode::kHalt, {}, {}},
+  };
+  return specs;
+}
+
+const OpSpec* FindSpec(Opcode op) {
+  for (const OpSpec& s : Specs())
+    if (s.op == op) return &s;
+  return nullptr;
+}
+
+void SetField(Instruction& in, Field f, uint64_t v) {
+  switch (f) {
+    case Field::kSrc:
+      in.src = static_cast<uint32_t>(v);
+      break;
+    case Field::kDst:
+      in.dst = static_cast<uint32_t>(v);
+      break;
+    case Field::kAux:
+      in.aux = static_cast<uint32_t>(v);
+      break;
+    case Field::kLength:
+      in.length = static_cast<uint16_t>(v);
+      break;
+  }
+}
+
+uint64_t GetField(const Instruction& in, Field f) {
+  switch (f) {
+    case Field::kSrc:
+      return in.src;
+    case Field::kDst:
+      return in.dst;
+    case Field::kAux:
+      return in.aux;
+    case Field::kLength:
+      return in.length;
+  }
+  return 0;
+}
+
+std::string Known() {
+  std::string s;
+  for (const OpSpec& spec : Specs()) s += (s.empty() ? "" : ", ") + std::string(Mnemonic(spec.op));
+  return s + ", raw";
+}
+
+[[noreturn]] void Fail(const std::string& where, const std::string& what) {
+  throw UsageError(where + ": " + what);
+}
+
+bool ParseNumber(const std::string& s, uint64_t* v) {
+  if (s.empty()) return false;
+  const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+  const std::string digits = hex ? s.substr(2) : s;
+  if (digits.empty() || digits.size() > (hex ? 16u : 19u)) return false;
+  for (char c : digits)
+    if (!(hex ? std::isxdigit(static_cast<unsigned char>(c))
+              : std::isdigit(static_cast<unsigned char>(c))))
+      return false;
+  *v = std::stoull(digits, nullptr, hex ? 16 : 10);
+  return true;
+}
+
+Word ParseRaw(const std::string& s, const std::string& where) {
+  if (s.size() < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || s.size() > 34) {
+    Fail(where, "raw needs one hex value of up to 32 digits, like raw 0x07");
+  }
+  Word w{};
+  const std::string hex = s.substr(2);
+  for (size_t i = 0; i < hex.size(); ++i) {
+    const char c = hex[hex.size() - 1 - i];
+    if (!std::isxdigit(static_cast<unsigned char>(c)))
+      Fail(where, "'" + s + "' is not a hex number");
+    const int v =
+        std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : std::tolower(c) - 'a' + 10;
+    w[i / 2] |= static_cast<uint8_t>(v << (4 * (i % 2)));
+  }
+  return w;
+}
+
+}  // namespace
+
+Program Assemble(const std::string& text, const std::string& name) {
+  Program p;
+  std::istringstream lines(text);
+  std::string line;
+  for (int line_no = 1; std::getline(lines, line); ++line_no) {
+    const std::string where = name + ":" + std::to_string(line_no);
+    if (const size_t c = line.find_first_of(";#"); c != std::string::npos) line.erase(c);
+    std::istringstream tokens(line);
+    std::string mnemonic;
+    if (!(tokens >> mnemonic)) continue;
+    for (char& ch : mnemonic) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    std::vector<std::string> args;
+    for (std::string t; tokens >> t;) args.push_back(t);
+
+    if (mnemonic == "raw") {
+      if (args.size() != 1) Fail(where, "raw takes exactly one hex value");
+      p.words.push_back(ParseRaw(args[0], where));
+      continue;
+    }
+    const OpSpec* spec = nullptr;
+    for (const OpSpec& s : Specs())
+      if (mnemonic == Mnemonic(s.op)) spec = &s;
+    if (!spec) Fail(where, "unknown instruction '" + mnemonic + "' (known: " + Known() + ")");
+
+    Instruction in;
+    in.opcode = spec->op;
+    std::map<std::string, bool> seen;
+    for (const std::string& arg : args) {
+      bool matched = false;
+      for (const FlagSpec& f : spec->flags) {
+        if (arg == f.word) {
+          in.flags |= f.bit;
+          matched = true;
+        }
+      }
+      if (matched) continue;
+      const size_t eq = arg.find('=');
+      const std::string key = arg.substr(0, eq);
+      const OperandSpec* op = nullptr;
+      for (const OperandSpec& o : spec->operands)
+        if (key == o.key) op = &o;
+      if (!op || eq == std::string::npos) {
+        std::string expected;
+        for (const OperandSpec& o : spec->operands)
+          expected += std::string(expected.empty() ? "" : " ") + o.key + "=N";
+        for (const FlagSpec& f : spec->flags)
+          expected += std::string(expected.empty() ? "" : " ") + f.word;
+        Fail(where, "'" + arg + "' is not an operand of " + mnemonic +
+                        (expected.empty() ? " (it takes none)" : " (it takes: " + expected + ")"));
+      }
+      if (seen[key]) Fail(where, key + "= given twice");
+      seen[key] = true;
+      uint64_t v = 0;
+      if (!ParseNumber(arg.substr(eq + 1), &v)) {
+        Fail(where,
+             "'" + arg.substr(eq + 1) + "' is not a number (decimal or 0x hex) for " + key + "=");
+      }
+      if (v < op->min || v > op->max) {
+        Fail(where, fmt::format("{}={} is out of range ({}..{})", key, v, op->min, op->max));
+      }
+      SetField(in, op->field, v);
+      in.flags |= op->sets_flag;
+    }
+    if ((in.flags & kFlagPoolAvg) && (in.flags & kFlagPoolMax) && spec->op == Opcode::kActivate) {
+      Fail(where, "pool=avg and pool=max together");
+    }
+    std::map<std::string, int> groups;
+    for (const OperandSpec& o : spec->operands) {
+      if (o.group) {
+        groups[o.group] += seen[o.key] ? 1 : 0;
+      } else if (!seen[o.key]) {
+        Fail(where, std::string(Mnemonic(spec->op)) + " needs " + o.key + "=");
+      }
+    }
+    for (const auto& [group, count] : groups) {
+      if (count != 1) {
+        std::string options;
+        for (const OperandSpec& o : spec->operands)
+          if (o.group && group == o.group)
+            options += std::string(options.empty() ? "" : " or ") + o.key + "=";
+        Fail(where, std::string(Mnemonic(spec->op)) + " needs exactly one of " + options);
+      }
+    }
+    p.words.push_back(Encode(in));
+  }
+  return p;
+}
+
+std::string Disassemble(const Program& program) {
+  std::string out;
+  for (const Word& w : program.words) {
+    const Instruction in = Decode(w);
+    const OpSpec* spec = IsKnownOpcode(w[0]) ? FindSpec(in.opcode) : nullptr;
+    std::string line;
+    if (spec) {
+      line = Mnemonic(in.opcode);
+      Instruction rebuilt;
+      rebuilt.opcode = in.opcode;
+      for (const OperandSpec& o : spec->operands) {
+        if (o.group && o.sets_flag && !(in.flags & o.sets_flag)) continue;  // the other choice
+        if (o.group && !o.sets_flag) {
+          bool other = false;  // a flag-setting alternative of this group is in use
+          for (const OperandSpec& alt : spec->operands)
+            if (alt.group && std::string(alt.group) == o.group && alt.sets_flag &&
+                (in.flags & alt.sets_flag))
+              other = true;
+          if (other) continue;
+        }
+        const uint64_t v = GetField(in, o.field);
+        if (v < o.min) rebuilt.opcode = Opcode::kNop;  // not expressible: falls back to raw
+        const bool address = o.max == kU32;
+        line += address ? fmt::format(" {}=0x{:x}", o.key, v) : fmt::format(" {}={}", o.key, v);
+        SetField(rebuilt, o.field, v);
+        rebuilt.flags |= o.sets_flag;
+      }
+      for (const FlagSpec& f : spec->flags) {
+        if (in.flags & f.bit) {
+          line += std::string(" ") + f.word;
+          rebuilt.flags |= f.bit;
+        }
+      }
+      if (Encode(rebuilt) != w) spec = nullptr;  // reserved bits, or fields out of range
+    }
+    if (!spec) {
+      line = "raw 0x";
+      for (int i = 15; i >= 0; --i) line += fmt::format("{:02x}", w[static_cast<size_t>(i)]);
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace tpu::isa
