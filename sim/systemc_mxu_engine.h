@@ -54,7 +54,14 @@ class SystemCMxuEngine final : public MxuEngine {
  public:
   std::string Name() const override { return "systemc"; }
 
-  MxuParams Params() override { return params_; }
+  // The SystemC kernel elaborates one model per process, during Run(); the parameters are
+  // read back then.
+  MxuParams Params() override {
+    if (params_.array_dim == 0) {
+      throw std::logic_error("the SystemC engine reads its parameters back during Run()");
+    }
+    return params_;
+  }
 
   MxuRunResult Run(MxuWorkload& workload, const RunOptions& options) override {
     static bool kernel_used = false;

@@ -57,8 +57,9 @@ GemmPlan PlanGemm(const GemmShape& s, int array_dim, int acc_depth_rows) {
   const uint64_t cycles = PredictCycles(p).total;
   if (cycles > kMaxCycles) {
     throw UsageError("this GEMM would take " + std::to_string(cycles) +
-                     " simulated cycles (over an hour); the limit is " +
-                     std::to_string(kMaxCycles) + ". Use a larger --array or smaller shapes");
+                     " simulated cycles; the limit is " + std::to_string(kMaxCycles) +
+                     " (about an hour on a 16 x 16 array). Use a larger --array or smaller "
+                     "shapes");
   }
   return p;
 }
