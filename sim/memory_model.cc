@@ -1,0 +1,53 @@
+// External memory model (see memory_model.h).
+#include "sim/memory_model.h"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace tpu::sim {
+
+MemoryModel::MemoryModel(std::string name, uint64_t size_bytes, MemoryTiming timing)
+    : name_(std::move(name)), timing_(timing) {
+  if (size_bytes == 0) throw std::invalid_argument(name_ + ": memory size must be at least 1 byte");
+  if (timing.bytes_per_cycle == 0) {
+    throw std::invalid_argument(name_ + ": bandwidth must be at least 1 byte per cycle");
+  }
+  bytes_.assign(size_bytes, 0);
+}
+
+namespace {
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+void MemoryModel::Check(uint64_t addr, uint64_t len, const char* what) const {
+  if (!InRange(addr, len)) {
+    throw std::out_of_range(name_ + ": " + what + " of " + std::to_string(len) + " bytes at " +
+                            Hex(addr) + " is outside its " + std::to_string(bytes_.size()) +
+                            " bytes");
+  }
+}
+
+void MemoryModel::Write(uint64_t addr, const uint8_t* data, uint64_t len) {
+  Check(addr, len, "write");
+  std::memcpy(&bytes_[addr], data, len);
+  bytes_written_ += len;
+}
+
+void MemoryModel::Read(uint64_t addr, uint8_t* data, uint64_t len) {
+  Peek(addr, data, len);
+  bytes_read_ += len;
+}
+
+void MemoryModel::Peek(uint64_t addr, uint8_t* data, uint64_t len) const {
+  Check(addr, len, "read");
+  std::memcpy(data, &bytes_[addr], len);
+}
+
+}  // namespace tpu::sim
