@@ -4,15 +4,10 @@
 #include <fmt/format.h>
 
 #include "host/common/revision.h"
+#include "host/common/text.h"
 
 namespace tpu::host {
 namespace {
-
-std::string Grouped(uint64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
 
 double Percent(uint64_t part, uint64_t total) {
   return total == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(total);

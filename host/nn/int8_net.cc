@@ -23,29 +23,36 @@ MatrixI8 Requant(const Layer& l, const MatrixI32& acc) {
   return y;
 }
 
-MatrixI32 WeightsI32(const Layer& l) {
-  return Eigen::Map<const MatrixI8>(l.q.weights.data.data(), l.q.weights.Size() / l.out.c, l.out.c)
-      .cast<int32_t>();
-}
-
 }  // namespace
 
-std::vector<MatrixI8> ForwardInt8(const Model& m, const uint8_t* pixels, int64_t count) {
-  if (!m.quantized) throw std::invalid_argument("ForwardInt8: the model is not quantized");
+Int8Net::Int8Net(const Model& m) : model_(m) {
+  if (!m.quantized) throw std::invalid_argument("Int8Net: the model is not quantized");
+  for (const Layer& l : m.layers) {
+    weights_.emplace_back();
+    if (!l.HasWeights()) continue;
+    weights_.back() =
+        Eigen::Map<const MatrixI8>(l.q.weights.data.data(), l.q.weights.Size() / l.out.c, l.out.c)
+            .cast<int32_t>();
+  }
+}
+
+std::vector<MatrixI8> Int8Net::Forward(const uint8_t* pixels, int64_t count) const {
+  const Model& m = model_;
   MatrixI8 x(count, m.input.Size());
   for (int64_t i = 0; i < count * m.input.Size(); ++i) x.data()[i] = QuantizePixel(pixels[i]);
   std::vector<MatrixI8> outs;
-  for (const Layer& l : m.layers) {
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const Layer& l = m.layers[i];
     MatrixI8 y;
     switch (l.type) {
       case LayerType::kConv2d: {
-        const MatrixI32 acc = Im2Col<int8_t>(l, x).cast<int32_t>() * WeightsI32(l);
+        const MatrixI32 acc = Im2Col<int8_t>(l, x).cast<int32_t>() * weights_[i];
         const MatrixI8 rows = Requant(l, acc);  // (images * oh * ow) x c_out
         y = Eigen::Map<const MatrixI8>(rows.data(), count, l.out.Size());
         break;
       }
       case LayerType::kDense:
-        y = Requant(l, x.cast<int32_t>() * WeightsI32(l));
+        y = Requant(l, x.cast<int32_t>() * weights_[i]);
         break;
       case LayerType::kAvgPool2d:
       case LayerType::kMaxPool2d:

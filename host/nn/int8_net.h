@@ -12,8 +12,21 @@ namespace tpu::nn {
 
 using MatrixI8 = RowMatrix<int8_t>;
 
-// `count` images of raw pixels in, every layer's int8 output out (one row per image).
-std::vector<MatrixI8> ForwardInt8(const Model& model, const uint8_t* pixels, int64_t count);
+// A quantized model ready to run: its int8 weights widened to int32 once, for Eigen's
+// integer products. Forward() is const and may run on several threads at once.
+class Int8Net {
+ public:
+  // Throws std::invalid_argument for a model that is not quantized. Keeps a reference
+  // to `model`, which must outlive the Int8Net.
+  explicit Int8Net(const Model& model);
+
+  // `count` images of raw pixels in, every layer's int8 output out (one row per image).
+  std::vector<MatrixI8> Forward(const uint8_t* pixels, int64_t count) const;
+
+ private:
+  const Model& model_;
+  std::vector<RowMatrix<int32_t>> weights_;  // per layer; empty without weights
+};
 
 // Index of the first largest logit of each row.
 std::vector<int> ArgMaxInt8(const MatrixI8& logits);

@@ -11,6 +11,7 @@
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
+#include "host/common/text.h"
 
 namespace tpu::nn {
 namespace fs = std::filesystem;
@@ -376,16 +377,6 @@ void SaveModel(const Model& m, const std::string& dir) {
   }
   WriteFileAtomically(dir + "/model.json", j.dump(2) + "\n");
 }
-
-namespace {
-
-std::string Grouped(int64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
-
-}  // namespace
 
 std::string Summary(const Model& m) {
   std::string out =

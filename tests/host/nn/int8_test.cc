@@ -82,7 +82,7 @@ TEST(QuantizeTest, QuantizationErrorsAreWithinHalfAStep) {
 }
 
 void ExpectEigenEqualsReference(const Model& m, const data::MnistSet& s, int64_t images) {
-  const std::vector<MatrixI8> eigen = ForwardInt8(m, s.pixels.data(), images);
+  const std::vector<MatrixI8> eigen = Int8Net(m).Forward(s.pixels.data(), images);
   for (int64_t i = 0; i < images; ++i) {
     const auto ref = ReferenceInt8(m, s.Image(i));
     ASSERT_EQ(ref.size(), eigen.size());
