@@ -1,4 +1,4 @@
-// `tpusim asm` and `tpusim disasm`.
+// `tpusim asm`, `tpusim disasm` and `tpusim exec`: TPU programs.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -6,5 +6,6 @@
 namespace tpu::cli {
 
 void AddIsaCommands(CLI::App& app);
+void AddExecCommand(CLI::App& app);
 
 }  // namespace tpu::cli

@@ -24,6 +24,7 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddQuantizeCommand(app);
   tpu::cli::AddInferCommand(app);
   tpu::cli::AddIsaCommands(app);
+  tpu::cli::AddExecCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

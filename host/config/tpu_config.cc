@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "host/common/errors.h"
 
@@ -26,6 +25,21 @@ void TpuConfig::Validate() const {
   if (!(clock_mhz > 0.0 && clock_mhz <= 10000.0)) {
     throw UsageError(where + "clock_mhz must be in (0, 10000]");
   }
+  auto range = [&](const char* key, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) {
+      throw UsageError(where + key + " " + std::to_string(v) + " is out of range; use " +
+                       std::to_string(lo) + " to " + std::to_string(hi));
+    }
+  };
+  range("ub_depth_rows", ub_depth_rows, 2, 1 << 24);
+  range("weight_fifo_tiles", weight_fifo_tiles, 1, 64);
+  range("param_sets", param_sets, 1, 4096);
+  range("host_mem_bytes", host_mem_bytes, 1, int64_t{1} << 30);
+  range("host_mem_latency_cycles", host_mem_latency_cycles, 0, 1000000);
+  range("host_mem_bytes_per_cycle", host_mem_bytes_per_cycle, 1, 1 << 20);
+  range("weight_mem_bytes", weight_mem_bytes, 1, int64_t{1} << 30);
+  range("weight_mem_latency_cycles", weight_mem_latency_cycles, 0, 1000000);
+  range("weight_mem_bytes_per_cycle", weight_mem_bytes_per_cycle, 1, 1 << 20);
 }
 
 nlohmann::json TpuConfig::ToJson() const {
@@ -33,7 +47,16 @@ nlohmann::json TpuConfig::ToJson() const {
           {"description", description},
           {"array_dim", array_dim},
           {"acc_depth_rows", acc_depth_rows},
-          {"clock_mhz", clock_mhz}};
+          {"clock_mhz", clock_mhz},
+          {"ub_depth_rows", ub_depth_rows},
+          {"weight_fifo_tiles", weight_fifo_tiles},
+          {"param_sets", param_sets},
+          {"host_mem_bytes", host_mem_bytes},
+          {"host_mem_latency_cycles", host_mem_latency_cycles},
+          {"host_mem_bytes_per_cycle", host_mem_bytes_per_cycle},
+          {"weight_mem_bytes", weight_mem_bytes},
+          {"weight_mem_latency_cycles", weight_mem_latency_cycles},
+          {"weight_mem_bytes_per_cycle", weight_mem_bytes_per_cycle}};
 }
 
 std::string ConfigDir() {
@@ -71,28 +94,66 @@ TpuConfig LoadConfig(const std::string& name_or_path) {
   } catch (const nlohmann::json::exception& e) {
     throw UsageError("config '" + path + "' is not valid JSON: " + e.what());
   }
+  return FromJson(j, is_path ? path : name_or_path, path);
+}
+
+TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
+                   const std::string& path) {
   if (!j.is_object()) throw UsageError("config '" + path + "' must be a JSON object");
-  static const std::set<std::string> kKeys = {"name", "description", "array_dim", "acc_depth_rows",
-                                              "clock_mhz"};
+  // The known keys are exactly the ones a config is written with.
+  std::vector<std::string> kKeys;
+  const nlohmann::json defaults = TpuConfig().ToJson();
+  for (const auto& item : defaults.items()) kKeys.push_back(item.key());
   for (const auto& [key, value] : j.items()) {
-    if (!kKeys.count(key)) {
-      throw UsageError("config '" + path + "': unknown key '" + key +
-                       "' (known: name, description, array_dim, acc_depth_rows, clock_mhz)");
+    if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
+      std::string known;
+      for (const auto& k : kKeys) known += (known.empty() ? "" : ", ") + k;
+      throw UsageError("config '" + path + "': unknown key '" + key + "' (known: " + known + ")");
     }
   }
   TpuConfig c;
-  c.name = is_path ? path : name_or_path;
+  c.name = default_name;
   try {
     c.name = j.value("name", c.name);
     c.description = j.value("description", c.description);
     c.array_dim = j.value("array_dim", c.array_dim);
     c.acc_depth_rows = j.value("acc_depth_rows", c.acc_depth_rows);
     c.clock_mhz = j.value("clock_mhz", c.clock_mhz);
+    c.ub_depth_rows = j.value("ub_depth_rows", c.ub_depth_rows);
+    c.weight_fifo_tiles = j.value("weight_fifo_tiles", c.weight_fifo_tiles);
+    c.param_sets = j.value("param_sets", c.param_sets);
+    c.host_mem_bytes = j.value("host_mem_bytes", c.host_mem_bytes);
+    c.host_mem_latency_cycles = j.value("host_mem_latency_cycles", c.host_mem_latency_cycles);
+    c.host_mem_bytes_per_cycle = j.value("host_mem_bytes_per_cycle", c.host_mem_bytes_per_cycle);
+    c.weight_mem_bytes = j.value("weight_mem_bytes", c.weight_mem_bytes);
+    c.weight_mem_latency_cycles =
+        j.value("weight_mem_latency_cycles", c.weight_mem_latency_cycles);
+    c.weight_mem_bytes_per_cycle =
+        j.value("weight_mem_bytes_per_cycle", c.weight_mem_bytes_per_cycle);
   } catch (const nlohmann::json::exception& e) {
     throw UsageError("config '" + path + "': a field has the wrong type: " + e.what());
   }
   c.Validate();
   return c;
+}
+
+void ApplyOverride(TpuConfig* config, const std::string& key_value) {
+  const size_t eq = key_value.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw UsageError("--set '" + key_value + "' must be KEY=VALUE, e.g. host_mem_latency_cycles=200");
+  }
+  const std::string key = key_value.substr(0, eq);
+  const std::string text = key_value.substr(eq + 1);
+  nlohmann::json j = config->ToJson();
+  nlohmann::json value;
+  try {
+    value = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    value = text;  // a bare word: a string field such as name or description
+  }
+  const std::string name = config->name;
+  j[key] = value;
+  *config = FromJson(j, name, "--set " + key_value);
 }
 
 }  // namespace tpu::host

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,18 @@ struct TpuConfig {
   int array_dim = 16;         // N of the N x N systolic array
   int acc_depth_rows = 1024;  // accumulator rows of N int32 values
   double clock_mhz = 700.0;   // used to turn cycles into time in reports
+  // The whole chip (tpusim exec): on-chip buffers, as built into the RTL model of this
+  // array size (cmake/TpusimRtl.cmake) and checked against it.
+  int ub_depth_rows = 16384;   // unified buffer rows of N int8 values
+  int weight_fifo_tiles = 4;   // weight FIFO depth in N x N tiles
+  int param_sets = 32;         // VPU parameter sets (bias, multiplier, shift per lane)
+  // External memories: size, latency (cycles to the first byte) and bandwidth.
+  int64_t host_mem_bytes = 16 << 20;
+  int host_mem_latency_cycles = 100;
+  int host_mem_bytes_per_cycle = 16;
+  int64_t weight_mem_bytes = 16 << 20;
+  int weight_mem_latency_cycles = 50;
+  int weight_mem_bytes_per_cycle = 16;
 
   // Throws UsageError saying which field is wrong and what would be valid.
   void Validate() const;
@@ -29,5 +42,11 @@ std::vector<std::string> PresetNames();
 // Throws UsageError for an unknown preset (listing the known ones), unreadable or
 // malformed JSON, unknown keys or invalid values.
 TpuConfig LoadConfig(const std::string& name_or_path);
+// A config from a JSON object; `where` names its origin in error messages.
+TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
+                   const std::string& where);
+// Applies "key=value" (a JSON value, e.g. host_mem_latency_cycles=200) and validates.
+// Throws UsageError for an unknown key, a wrong type or an invalid value.
+void ApplyOverride(TpuConfig* config, const std::string& key_value);
 
 }  // namespace tpu::host

@@ -1,0 +1,184 @@
+// `tpusim exec`: run a TPU program on the whole simulated chip (SystemC system around
+// the Verilated tpu_top) and report its status and counters.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "host/cli/isa_commands.h"
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+#include "host/config/tpu_config.h"
+#include "host/driver/exec_report.h"
+#include "host/driver/tpu_driver.h"
+#include "host/isa/assembler.h"
+
+namespace tpu::cli {
+namespace {
+
+struct ExecOptions {
+  std::string program_path;
+  std::string config = "small-16";
+  std::vector<std::string> sets;
+  std::vector<std::string> host_in, weights_in;
+  std::string host_out, host_out_range;
+  std::string trace_path, json_path;
+  uint64_t watchdog = 100000;
+  bool quiet = false;
+};
+
+uint64_t ParseNumber(const std::string& text, const std::string& what) {
+  try {
+    size_t used = 0;
+    const uint64_t v = std::stoull(text, &used, 0);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(what + ": '" + text + "' is not a number (decimal or 0x hex)");
+}
+
+std::vector<uint8_t> ReadBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UsageError(path + ": cannot open");
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+// FILE[@ADDR] arguments, placed into one image.
+void PlaceFiles(const std::vector<std::string>& args, const char* option, uint64_t limit,
+                const char* limit_name, std::vector<uint8_t>* image) {
+  for (const std::string& arg : args) {
+    std::string path = arg;
+    uint64_t addr = 0;
+    if (const size_t at = arg.rfind('@'); at != std::string::npos) {
+      path = arg.substr(0, at);
+      addr = ParseNumber(arg.substr(at + 1), std::string(option) + " " + arg);
+    }
+    const std::vector<uint8_t> bytes = ReadBytes(path);
+    if (addr > limit || bytes.size() > limit - addr) {
+      throw UsageError(fmt::format("{} {}: {} bytes at 0x{:x} run past the end of {} ({} bytes); "
+                                   "use a larger {} in the config",
+                                   option, arg, bytes.size(), addr, limit_name, limit,
+                                   limit_name));
+    }
+    if (image->size() < addr + bytes.size()) image->resize(addr + bytes.size());
+    std::copy(bytes.begin(), bytes.end(), image->begin() + static_cast<std::ptrdiff_t>(addr));
+  }
+}
+
+isa::Program LoadProgram(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UsageError(path + ": cannot open");
+  char magic[8] = {};
+  f.read(magic, 8);
+  if (f.gcount() == 8 && std::string(magic, 8) == "TPUSIMP1") return isa::ReadProgram(path);
+  f.clear();
+  f.seekg(0);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return isa::Assemble(ss.str(), path);
+}
+
+void RunExec(const ExecOptions& o) {
+  host::TpuConfig config = host::LoadConfig(o.config);
+  for (const std::string& kv : o.sets) host::ApplyOverride(&config, kv);
+  const isa::Program program = LoadProgram(o.program_path);
+
+  host::ExecJob job;
+  job.program = program;
+  PlaceFiles(o.host_in, "--host-in", static_cast<uint64_t>(config.host_mem_bytes),
+             "host_mem_bytes", &job.host_image);
+  PlaceFiles(o.weights_in, "--weights-in", static_cast<uint64_t>(config.weight_mem_bytes),
+             "weight_mem_bytes", &job.weight_image);
+  if (!o.host_out.empty()) {
+    job.host_out_addr = 0;
+    job.host_out_bytes = static_cast<uint64_t>(config.host_mem_bytes);
+    if (!o.host_out_range.empty()) {
+      const size_t colon = o.host_out_range.find(':');
+      if (colon == std::string::npos) {
+        throw UsageError("--host-out-range '" + o.host_out_range + "' must be ADDR:BYTES");
+      }
+      job.host_out_addr = ParseNumber(o.host_out_range.substr(0, colon), "--host-out-range");
+      job.host_out_bytes = ParseNumber(o.host_out_range.substr(colon + 1), "--host-out-range");
+    }
+  } else if (!o.host_out_range.empty()) {
+    throw UsageError("--host-out-range needs --host-out FILE");
+  }
+  for (const std::string* p : {&o.host_out, &o.json_path, &o.trace_path}) {
+    if (!p->empty()) CheckWritable(*p);
+  }
+  if (o.watchdog == 0) throw UsageError("--watchdog must be at least 1 cycle");
+
+  host::DriverOptions dopt;
+  dopt.trace_path = o.trace_path;
+  dopt.watchdog_cycles = o.watchdog;
+  dopt.progress = !o.quiet;
+  host::TpuDriver driver(config, dopt);
+  const host::ExecResult r = driver.Run(job);
+
+  if (!o.json_path.empty()) {
+    WriteFileAtomically(o.json_path, host::ExecReportJson(r, config, o.program_path,
+                                                          program.words.size())
+                                             .dump(2) +
+                                         "\n");
+  }
+  if (!o.quiet) {
+    std::cout << host::FormatExecReport(r, config, o.program_path, program.words.size());
+  }
+  if (!r.ok) throw RuntimeError(o.program_path + ": " + r.message);
+  if (!o.host_out.empty()) {
+    WriteFileAtomically(o.host_out, std::string(r.host_out.begin(), r.host_out.end()));
+  }
+}
+
+}  // namespace
+
+void AddExecCommand(CLI::App& app) {
+  auto o = std::make_shared<ExecOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "exec", "Run a TPU program on the whole cycle-accurate chip and report its counters.");
+  cmd->footer(R"(
+Loads the program (assembly or a binary from 'tpusim asm'), host data and weights into the
+simulated system through its TLM-2.0 socket, runs the Verilated chip until HALT, an error
+or the watchdog, and prints the status and every performance counter. Exits 0 only when
+the program reaches HALT with status ok; 1 for a chip error, a watchdog stop or a
+program without HALT (the report is still printed and written).
+
+Examples:
+  tpusim exec examples/dense_layer.asm --host-in examples/dense_layer.host.bin \
+      --weights-in examples/dense_layer.weights.bin
+  tpusim exec prog.bin --config teach-4 --trace run.fst --json run.json
+  tpusim exec prog.asm --set host_mem_latency_cycles=400 --host-out out.bin \
+      --host-out-range 0x2000:1024
+
+Docs: docs/isa.md (instructions), docs/architecture.md (units, counters, memory map).)");
+  cmd->add_option("FILE", o->program_path, "program: assembly (.asm) or binary (tpusim asm)")
+      ->required();
+  cmd->add_option("-c,--config", o->config,
+                  "preset in configs/ (teach-4, lab-8, small-16, edge-32, tpu-v1) or a .json file")
+      ->capture_default_str();
+  cmd->add_option("--set", o->sets,
+                  "override a config field, e.g. --set host_mem_bytes_per_cycle=4 (repeatable)");
+  cmd->add_option("--host-in", o->host_in,
+                  "FILE[@ADDR]: bytes to place in host memory (default address 0; repeatable)");
+  cmd->add_option("--weights-in", o->weights_in,
+                  "FILE[@ADDR]: bytes to place in weight memory (repeatable)");
+  cmd->add_option("--host-out", o->host_out, "write host memory after the run to this file");
+  cmd->add_option("--host-out-range", o->host_out_range,
+                  "ADDR:BYTES of host memory for --host-out (default: all of it)");
+  cmd->add_option("--trace", o->trace_path, "write a waveform of every chip signal (.fst/.vcd)");
+  cmd->add_option("--json", o->json_path, "write the report as JSON to this file");
+  cmd->add_option("--watchdog", o->watchdog,
+                  "stop a run that makes no progress for this many cycles")
+      ->capture_default_str();
+  cmd->add_flag("-q,--quiet", o->quiet, "print nothing but errors");
+  cmd->callback([o] { RunExec(*o); });
+}
+
+}  // namespace tpu::cli

@@ -1,0 +1,272 @@
+// The TLM-2.0 host initiator that runs jobs on the simulated TPU (see tpu_driver.h).
+#include "host/driver/tpu_driver.h"
+
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+
+#include "host/common/errors.h"
+#include "host/common/progress_bar.h"
+#include "sim/tpu_registers.h"
+#include "sim/tpu_registry.h"
+#include "sim/wave_file.h"
+
+namespace tpu::host {
+namespace {
+
+using sim::kCsrBase;
+
+// Host software: an SC_THREAD that performs one job each time the driver resumes the
+// kernel, then pauses it again.
+class HostInitiator : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_initiator_socket<HostInitiator> socket;
+
+  HostInitiator(sc_core::sc_module_name name, sim::TpuSystemBase& system,
+                const TpuConfig& config)
+      : sc_core::sc_module(name), socket("socket"), system_(system), config_(config) {
+    sc_core::sc_spawn([this] { Thread(); }, "host");
+  }
+
+  void Submit(const ExecJob& job) {
+    job_ = &job;
+    result_.reset();
+    failure_ = nullptr;
+  }
+  bool Done() const { return job_ == nullptr; }
+  std::exception_ptr Failure() const { return failure_; }
+  std::optional<ExecResult>& Result() { return result_; }
+
+ private:
+  void Thread() {
+    for (;;) {
+      while (job_ == nullptr) {
+        sc_core::sc_pause();
+        sc_core::wait(sc_core::SC_ZERO_TIME);
+      }
+      try {
+        result_ = RunJob(*job_);
+      } catch (...) {
+        failure_ = std::current_exception();
+      }
+      job_ = nullptr;
+    }
+  }
+
+  void Transfer(tlm::tlm_command cmd, uint64_t addr, uint8_t* data, uint64_t len) {
+    tlm::tlm_generic_payload trans;
+    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    trans.set_command(cmd);
+    trans.set_address(addr);
+    trans.set_data_ptr(data);
+    trans.set_data_length(static_cast<unsigned int>(len));
+    trans.set_streaming_width(static_cast<unsigned int>(len));
+    trans.set_byte_enable_ptr(nullptr);
+    trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    socket->b_transport(trans, delay);
+    if (trans.is_response_error()) {
+      throw RuntimeError("TLM " + std::string(cmd == tlm::TLM_READ_COMMAND ? "read" : "write") +
+                         " at 0x" + fmt_hex(addr) + " failed: " + trans.get_response_string());
+    }
+    sc_core::wait(delay);
+  }
+
+  static std::string fmt_hex(uint64_t v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
+    return buf;
+  }
+
+  void WriteBlock(uint64_t addr, const std::vector<uint8_t>& bytes) {
+    constexpr uint64_t kChunk = 1 << 16;
+    std::vector<uint8_t> buf;
+    for (uint64_t off = 0; off < bytes.size(); off += kChunk) {
+      const uint64_t n = std::min<uint64_t>(kChunk, bytes.size() - off);
+      buf.assign(bytes.begin() + static_cast<std::ptrdiff_t>(off),
+                 bytes.begin() + static_cast<std::ptrdiff_t>(off + n));
+      Transfer(tlm::TLM_WRITE_COMMAND, addr + off, buf.data(), n);
+    }
+  }
+
+  std::vector<uint8_t> ReadBlock(uint64_t addr, uint64_t len) {
+    constexpr uint64_t kChunk = 1 << 16;
+    std::vector<uint8_t> out(len);
+    for (uint64_t off = 0; off < len; off += kChunk) {
+      Transfer(tlm::TLM_READ_COMMAND, addr + off, out.data() + off,
+               std::min<uint64_t>(kChunk, len - off));
+    }
+    return out;
+  }
+
+  uint64_t ReadCsr(uint64_t off) {
+    uint64_t v = 0;
+    Transfer(tlm::TLM_READ_COMMAND, kCsrBase + off, reinterpret_cast<uint8_t*>(&v), 8);
+    return v;
+  }
+  uint64_t ReadReg(int reg) { return ReadCsr(sim::kCsrRegBase + 8 * static_cast<uint64_t>(reg)); }
+
+  // The RTL parameters of the model must be the ones the config describes.
+  void CheckParams() {
+    const std::pair<int, std::pair<const char*, int64_t>> expected[] = {
+        {sim::kRegArrayDim, {"array_dim", config_.array_dim}},
+        {sim::kRegAccDepth, {"acc_depth_rows", config_.acc_depth_rows}},
+        {sim::kRegUbDepth, {"ub_depth_rows", config_.ub_depth_rows}},
+        {sim::kRegWfifoTiles, {"weight_fifo_tiles", config_.weight_fifo_tiles}},
+        {sim::kRegParamSets, {"param_sets", config_.param_sets}},
+    };
+    for (const auto& [reg, field] : expected) {
+      const uint64_t built = ReadReg(reg);
+      if (built != static_cast<uint64_t>(field.second)) {
+        throw RuntimeError("config '" + config_.name + "' says " + field.first + " = " +
+                           std::to_string(field.second) + ", but the RTL model of the " +
+                           std::to_string(config_.array_dim) + " x " +
+                           std::to_string(config_.array_dim) + " chip is built with " +
+                           std::to_string(built) + " (see cmake/TpusimRtl.cmake)");
+      }
+    }
+  }
+
+  ExecResult RunJob(const ExecJob& job) {
+    if (!params_checked_) {
+      CheckParams();
+      params_checked_ = true;
+    }
+    WriteBlock(sim::kHostMemBase, job.host_image);
+    WriteBlock(sim::kWeightMemBase, job.weight_image);
+    std::vector<uint8_t> words;
+    words.reserve(job.program.words.size() * sim::kInstructionBytes);
+    for (const auto& w : job.program.words) words.insert(words.end(), w.begin(), w.end());
+    WriteBlock(sim::kProgramBase, words);
+    uint64_t n = job.program.words.size();
+    Transfer(tlm::TLM_WRITE_COMMAND, kCsrBase + sim::kCsrStart, reinterpret_cast<uint8_t*>(&n),
+             8);
+    sc_core::wait(system_.DoneEvent());  // the interrupt
+
+    ExecResult r;
+    const auto state = static_cast<sim::RunState>(ReadCsr(sim::kCsrState));
+    r.state = sim::RunStateName(state);
+    r.message = system_.Message();
+    const uint64_t status = ReadReg(sim::kRegStatus);
+    r.chip_status = status < sim::kStatusNames.size() ? sim::kStatusNames[status] : "unknown";
+    r.error_pc = ReadReg(sim::kRegErrorPc);
+    r.ok = state == sim::RunState::kHalted;
+    if (state == sim::RunState::kInternal) throw RuntimeError("simulation failed: " + r.message);
+    for (size_t i = 0; i < sim::kCounterNames.size(); ++i) {
+      r.counters.emplace_back(sim::kCounterNames[i],
+                              ReadReg(sim::kRegFirstCounter + static_cast<int>(i)));
+    }
+    r.cycles = r.Counter("cycles");
+    if (job.host_out_bytes > 0) {
+      r.host_out = ReadBlock(sim::kHostMemBase + job.host_out_addr, job.host_out_bytes);
+    }
+    return r;
+  }
+
+  sim::TpuSystemBase& system_;
+  const TpuConfig& config_;
+  const ExecJob* job_ = nullptr;
+  std::optional<ExecResult> result_;
+  std::exception_ptr failure_;
+  bool params_checked_ = false;
+};
+
+}  // namespace
+
+uint64_t ExecResult::Counter(const std::string& name) const {
+  for (const auto& [k, v] : counters) {
+    if (k == name) return v;
+  }
+  throw std::out_of_range("no counter named '" + name + "'");
+}
+
+struct TpuDriver::Impl {
+  TpuConfig config;
+  DriverOptions options;
+  std::unique_ptr<sim::TpuSystemBase> system;
+  std::unique_ptr<HostInitiator> host;
+  std::unique_ptr<sim::WaveFile> wave;
+  bool started = false;
+  int runs = 0;
+};
+
+TpuDriver::TpuDriver(const TpuConfig& config, const DriverOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  static bool elaborated = false;
+  if (elaborated) throw std::logic_error("the SystemC kernel elaborates once per process");
+  elaborated = true;
+  impl_->config = config;
+  impl_->options = options;
+  if (!options.trace_path.empty()) {
+    try {
+      impl_->wave = std::make_unique<sim::WaveFile>(options.trace_path);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  sim::TpuSystemConfig sc;
+  sc.host_mem_bytes = static_cast<uint64_t>(config.host_mem_bytes);
+  sc.host_timing = {static_cast<uint32_t>(config.host_mem_latency_cycles),
+                    static_cast<uint32_t>(config.host_mem_bytes_per_cycle)};
+  sc.weight_mem_bytes = static_cast<uint64_t>(config.weight_mem_bytes);
+  sc.weight_timing = {static_cast<uint32_t>(config.weight_mem_latency_cycles),
+                      static_cast<uint32_t>(config.weight_mem_bytes_per_cycle)};
+  sc.watchdog_cycles = options.watchdog_cycles;
+  try {
+    impl_->system = sim::MakeTpuSystem(config.array_dim, "tpu_system", sc);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("config '") + config.name + "': " + e.what());
+  }
+  impl_->host = std::make_unique<HostInitiator>("host", *impl_->system, impl_->config);
+  impl_->host->socket.bind(impl_->system->socket);
+  // Runs end with sc_pause; that and the kernel's banner are no news worth printing.
+  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO,
+                                          sc_core::SC_DO_NOTHING);
+}
+
+TpuDriver::~TpuDriver() = default;
+
+ExecResult TpuDriver::Run(const ExecJob& job) {
+  auto& im = *impl_;
+  if (job.host_image.size() > static_cast<uint64_t>(im.config.host_mem_bytes)) {
+    throw UsageError("the host image (" + std::to_string(job.host_image.size()) +
+                     " bytes) does not fit host memory (" +
+                     std::to_string(im.config.host_mem_bytes) + " bytes, host_mem_bytes)");
+  }
+  if (job.weight_image.size() > static_cast<uint64_t>(im.config.weight_mem_bytes)) {
+    throw UsageError("the weight image (" + std::to_string(job.weight_image.size()) +
+                     " bytes) does not fit weight memory (" +
+                     std::to_string(im.config.weight_mem_bytes) + " bytes, weight_mem_bytes)");
+  }
+  if (job.host_out_addr > static_cast<uint64_t>(im.config.host_mem_bytes) ||
+      job.host_out_bytes > static_cast<uint64_t>(im.config.host_mem_bytes) - job.host_out_addr) {
+    throw UsageError("the host range to read back runs past the end of host memory (" +
+                     std::to_string(im.config.host_mem_bytes) + " bytes)");
+  }
+  if (!im.started) {
+    sc_core::sc_start(sc_core::SC_ZERO_TIME);
+    if (im.wave) im.system->OpenTrace(im.wave->FstPath());
+    im.started = true;
+  }
+  const bool tracing = im.wave && im.runs == 0;
+  ++im.runs;
+  ProgressBar bar("exec", im.options.progress);
+  if (im.options.progress) im.system->SetProgress([&](double f) { bar.Update(f); });
+  im.host->Submit(job);
+  while (!im.host->Done()) sc_core::sc_start();
+  im.system->SetProgress(nullptr);
+  bar.Finish();
+  if (tracing) {
+    im.system->CloseTrace();
+    im.wave->Commit();
+  }
+  if (im.host->Failure()) std::rethrow_exception(im.host->Failure());
+  return std::move(*im.host->Result());
+}
+
+}  // namespace tpu::host

@@ -1,0 +1,143 @@
+// Activation unit: runs activate. Reads accumulator rows one per cycle, passes them
+// through the VPU (bias, requantize, ReLU, optional 2 x 2 pooling) with one of the VPU
+// parameter sets, and writes the int8 rows to the unified buffer. Also holds the
+// parameter sets themselves (ParamSets x ParamRows rows of ArrayDim bytes, written by
+// the host DMA; layout in tpu_pkg).
+module tpu_activate_unit
+  import tpu_pkg::*;
+#(
+  parameter int unsigned ArrayDim = 4,
+  parameter int unsigned UbDepth = 1024,
+  parameter int unsigned AccDepth = 1024,
+  parameter int unsigned ParamSets = 8,
+  localparam int unsigned UbAddrWidth = $clog2(UbDepth),
+  localparam int unsigned AccAddrWidth = $clog2(AccDepth),
+  localparam int unsigned ParDepth = ParamSets * ParamRows,
+  localparam int unsigned ParAddrWidth = $clog2(ParDepth)
+) (
+  input  logic                     clk_i,
+  input  logic                     rst_ni,
+  input  logic                     start_i,
+  input  instr_t                   cmd_i,
+  output logic                     busy_o,
+  // parameter rows (from the host DMA)
+  input  logic                     par_wr_en_i,
+  input  logic [ParAddrWidth-1:0]  par_wr_addr_i,
+  input  operand_t [ArrayDim-1:0]  par_wr_data_i,
+  // accumulator read port
+  output logic                     acc_rd_en_o,
+  output logic [AccAddrWidth-1:0]  acc_rd_addr_o,
+  input  logic                     acc_rd_valid_i,
+  input  acc_t [ArrayDim-1:0]      acc_rd_data_i,
+  // unified buffer write port
+  output logic                     ub_wr_en_o,
+  output logic [UbAddrWidth-1:0]   ub_wr_addr_o,
+  output operand_t [ArrayDim-1:0]  ub_wr_data_o,
+  // VPU activity for the counters
+  output logic                     vpu_in_o,
+  output logic                     vpu_out_o
+);
+
+  // ---------------------------------------------------------------- parameter sets
+  operand_t [ArrayDim-1:0] par_q[ParDepth];
+
+  always_ff @(posedge clk_i) begin
+    if (par_wr_en_i) par_q[par_wr_addr_i] <= par_wr_data_i;
+  end
+
+  // The selected set, copied into registers when an activate starts so that the VPU's
+  // configuration stays fixed while its rows flow.
+  acc_t [ArrayDim-1:0]       bias_q;
+  logic [ArrayDim-1:0][31:0] mult_q;
+  logic [ArrayDim-1:0][5:0]  shift_q;
+  logic                      relu_q;
+  vpu_pool_e                 pool_q;
+
+  logic [4*ArrayDim-1:0][7:0] bias_bytes, mult_bytes;
+  logic [31:0]                set_base;
+  assign set_base = cmd_i.aux * ParamRows;
+
+  always_comb begin
+    for (int k = 0; k < 4; k++) begin
+      for (int l = 0; l < int'(ArrayDim); l++) begin
+        bias_bytes[k*ArrayDim+l] = par_q[ParAddrWidth'(set_base + 32'(k))][l];
+        mult_bytes[k*ArrayDim+l] = par_q[ParAddrWidth'(set_base + 32'(4 + k))][l];
+      end
+    end
+  end
+
+  always_ff @(posedge clk_i) begin
+    if (start_i) begin
+      bias_q <= bias_bytes;
+      mult_q <= mult_bytes;
+      for (int l = 0; l < int'(ArrayDim); l++) begin
+        shift_q[l] <= par_q[ParAddrWidth'(set_base + 32'(8))][l][5:0];
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------- sequencing
+  logic                    vpu_out_valid;
+  operand_t [ArrayDim-1:0] vpu_out_data;
+
+  logic [31:0] acc_row_q, rd_left_q, ub_row_q, out_left_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      acc_row_q  <= '0;
+      rd_left_q  <= '0;
+      ub_row_q   <= '0;
+      out_left_q <= '0;
+      relu_q     <= 1'b0;
+      pool_q     <= VpuPoolNone;
+    end else if (start_i) begin
+      acc_row_q  <= cmd_i.src;
+      rd_left_q  <= 32'(cmd_i.length);
+      ub_row_q   <= cmd_i.dst;
+      out_left_q <= (cmd_i.flags[FlagPoolAvg] || cmd_i.flags[FlagPoolMax])
+                    ? 32'(cmd_i.length) >> 2 : 32'(cmd_i.length);
+      relu_q     <= cmd_i.flags[FlagRelu];
+      pool_q     <= cmd_i.flags[FlagPoolMax] ? VpuPoolMax
+                  : cmd_i.flags[FlagPoolAvg] ? VpuPoolAvg : VpuPoolNone;
+    end else begin
+      if (rd_left_q != '0) begin
+        acc_row_q <= acc_row_q + 1'b1;
+        rd_left_q <= rd_left_q - 1'b1;
+      end
+      if (vpu_out_valid) begin
+        ub_row_q   <= ub_row_q + 1'b1;
+        out_left_q <= out_left_q - 1'b1;
+      end
+    end
+  end
+
+  tpu_vpu #(
+    .ArrayDim(ArrayDim)
+  ) u_vpu (
+    .clk_i,
+    .rst_ni,
+    .bias_i      (bias_q),
+    .multiplier_i(mult_q),
+    .shift_i     (shift_q),
+    .relu_i      (relu_q),
+    .pool_i      (pool_q),
+    .in_valid_i  (acc_rd_valid_i),
+    .in_data_i   (acc_rd_data_i),
+    .out_valid_o (vpu_out_valid),
+    .out_data_o  (vpu_out_data)
+  );
+
+  assign acc_rd_en_o   = (rd_left_q != '0) && !start_i;
+  assign acc_rd_addr_o = AccAddrWidth'(acc_row_q);
+  assign ub_wr_en_o    = vpu_out_valid;
+  assign ub_wr_addr_o  = UbAddrWidth'(ub_row_q);
+  assign ub_wr_data_o  = vpu_out_data;
+  assign busy_o        = (out_left_q != '0);
+  assign vpu_in_o      = acc_rd_valid_i;
+  assign vpu_out_o     = vpu_out_valid;
+
+  // Each unit uses only some fields of the instruction word.
+  logic unused_cmd;
+  assign unused_cmd = ^cmd_i;
+
+endmodule

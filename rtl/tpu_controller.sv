@@ -1,0 +1,305 @@
+// Controller: the instruction queue, decode, issue and the status register.
+//
+// Instructions arrive from the host on a valid/ready port and wait in a queue. The head
+// of the queue is decoded and checked (opcode, flags, lengths, every address range); a
+// bad instruction sets the status register and halts the chip before anything moves. A
+// good one issues, in program order, to its unit (host DMA, weight DMA, matrix feeder,
+// activation unit) once the unit is free and no other unit still uses the rows it will
+// touch: each unit's footprint (unified-buffer rows, accumulator rows, parameter sets,
+// read or written) is kept while the unit is busy, and an instruction waits while its
+// footprint overlaps one that is written by either side. So units overlap whenever the
+// data allows (weights stream into the FIFO while a matmul runs, the next matmul runs
+// while the previous tile is activated) and nobody ever reads stale data. The matrix
+// unit counts as busy until its last row has landed in the accumulators.
+module tpu_controller
+  import tpu_pkg::*;
+#(
+  parameter int unsigned ArrayDim = 4,
+  parameter int unsigned UbDepth = 1024,
+  parameter int unsigned AccDepth = 1024,
+  parameter int unsigned ParamSets = 8,
+  parameter int unsigned IqDepth = 16
+) (
+  input  logic        clk_i,
+  input  logic        rst_ni,
+  // instructions from the host
+  input  logic        instr_valid_i,
+  output logic        instr_ready_o,
+  input  instr_t      instr_i,
+  // sizes of the external memories in bytes (set by the system around the chip)
+  input  logic [31:0] hm_size_i,
+  input  logic [31:0] wm_size_i,
+  // unit status
+  input  logic        hdma_busy_i,
+  input  logic        wdma_busy_i,
+  input  logic        feed_busy_i,  // matrix feeder still has rows to hand over
+  input  logic        mxu_busy_i,   // ... or rows are still in the matrix unit
+  input  logic        act_busy_i,
+  // dispatch: the head instruction and one start pulse per unit
+  output instr_t      cmd_o,
+  output logic        hdma_start_o,
+  output logic        wdma_start_o,
+  output logic        feed_start_o,
+  output logic        act_start_o,
+  // status
+  output logic        halted_o,
+  output status_e     status_o,
+  output logic [31:0] error_pc_o,
+  output logic [31:0] retired_o,
+  output issue_e      issue_o,
+  output logic        idle_o  // nothing queued, every unit idle, not halted
+);
+
+  // ---------------------------------------------------------------- instruction queue
+  logic   iq_full, iq_empty, pop;
+  logic [$clog2(IqDepth+1)-1:0] iq_count;
+  instr_t head;
+
+  tpu_fifo #(
+    .Width(InstrWidth),
+    .Depth(IqDepth)
+  ) u_iq (
+    .clk_i,
+    .rst_ni,
+    .push_i     (instr_valid_i),
+    .push_data_i(instr_i),
+    .pop_i      (pop),
+    .head_o     (head),
+    .full_o     (iq_full),
+    .empty_o    (iq_empty),
+    .count_o    (iq_count)
+  );
+
+  assign instr_ready_o = !iq_full;
+
+  // ---------------------------------------------------------------- footprints
+  typedef struct packed {
+    logic        ub_use, ub_wr;
+    logic [31:0] ub_lo, ub_hi;
+    logic        acc_use, acc_wr;
+    logic [31:0] acc_lo, acc_hi;
+    logic        par_use, par_wr;
+    logic [31:0] par_lo, par_hi;
+  } footprint_t;
+
+  function automatic logic overlaps(logic [31:0] a_lo, logic [31:0] a_hi, logic [31:0] b_lo,
+                                    logic [31:0] b_hi);
+    return (a_lo < b_hi) && (b_lo < a_hi);
+  endfunction
+
+  // Where [start, start + count) lies relative to a memory of `size` units.
+  function automatic status_e range_check(logic [63:0] start, logic [63:0] count,
+                                          logic [63:0] size);
+    if (start >= size) return StatusAddressRange;
+    if (start + count > size) return StatusOverflow;
+    return StatusOk;
+  endfunction
+
+  function automatic status_e first_error(status_e a, status_e b);
+    return (a != StatusOk) ? a : b;
+  endfunction
+
+  localparam logic [63:0] N = 64'(ArrayDim);
+
+  logic [7:0]  op, flags;
+  logic [63:0] len, src, dst, aux, out_rows;
+  logic        pooled;
+  status_e     check;
+  footprint_t  fp;
+
+  assign op     = head.opcode;
+  assign flags  = head.flags;
+  assign len    = 64'(head.length);
+  assign src    = 64'(head.src);
+  assign dst    = 64'(head.dst);
+  assign aux    = 64'(head.aux);
+  assign pooled = flags[FlagPoolAvg] || flags[FlagPoolMax];
+  assign out_rows = pooled ? len >> 2 : len;
+
+  always_comb begin
+    check = StatusOk;
+    fp    = '0;
+    unique case (op)
+      OpNop, OpSync, OpHalt: begin
+        if (flags != '0) check = StatusBadOperand;
+      end
+      OpReadHost: begin
+        if ((flags & ~8'(1 << FlagParams)) != '0 || len == '0) check = StatusBadOperand;
+        else if (flags[FlagParams]) begin
+          check = first_error(range_check(src, len * ParamRows * N, 64'(hm_size_i)),
+                              range_check(dst, len, 64'(ParamSets)));
+        end else begin
+          check = first_error(range_check(src, len * N, 64'(hm_size_i)),
+                              range_check(dst, len, 64'(UbDepth)));
+        end
+        fp.ub_use  = !flags[FlagParams];
+        fp.ub_wr   = 1'b1;
+        fp.ub_lo   = 32'(dst);
+        fp.ub_hi   = 32'(dst + len);
+        fp.par_use = flags[FlagParams];
+        fp.par_wr  = 1'b1;
+        fp.par_lo  = 32'(dst);
+        fp.par_hi  = 32'(dst + len);
+      end
+      OpReadWeights: begin
+        if (flags != '0 || len == '0) check = StatusBadOperand;
+        else check = range_check(src, len * N * N, 64'(wm_size_i));
+      end
+      OpMatMul: begin
+        if ((flags & ~8'((1 << FlagAccumulate) | (1 << FlagSwitch))) != '0 || len == '0) begin
+          check = StatusBadOperand;
+        end else begin
+          check = first_error(range_check(src, len, 64'(UbDepth)),
+                              range_check(dst, len, 64'(AccDepth)));
+        end
+        fp.ub_use  = 1'b1;
+        fp.ub_lo   = 32'(src);
+        fp.ub_hi   = 32'(src + len);
+        fp.acc_use = 1'b1;
+        fp.acc_wr  = 1'b1;
+        fp.acc_lo  = 32'(dst);
+        fp.acc_hi  = 32'(dst + len);
+      end
+      OpActivate: begin
+        if ((flags & ~8'(7)) != '0 || (flags[FlagPoolAvg] && flags[FlagPoolMax]) ||
+            len == '0 || (pooled && len[1:0] != 2'd0)) begin
+          check = StatusBadOperand;
+        end else begin
+          check = first_error(first_error(range_check(src, len, 64'(AccDepth)),
+                                          range_check(dst, out_rows, 64'(UbDepth))),
+                              range_check(aux, 1, 64'(ParamSets)));
+        end
+        fp.acc_use = 1'b1;
+        fp.acc_lo  = 32'(src);
+        fp.acc_hi  = 32'(src + len);
+        fp.ub_use  = 1'b1;
+        fp.ub_wr   = 1'b1;
+        fp.ub_lo   = 32'(dst);
+        fp.ub_hi   = 32'(dst + out_rows);
+        fp.par_use = 1'b1;
+        fp.par_lo  = 32'(aux);
+        fp.par_hi  = 32'(aux + 1);
+      end
+      OpWriteHost: begin
+        if (flags != '0 || len == '0) check = StatusBadOperand;
+        else check = first_error(range_check(src, len, 64'(UbDepth)),
+                                 range_check(dst, len * N, 64'(hm_size_i)));
+        fp.ub_use = 1'b1;
+        fp.ub_lo  = 32'(src);
+        fp.ub_hi  = 32'(src + len);
+      end
+      default: check = StatusInvalidOpcode;
+    endcase
+  end
+
+  // Footprints of the instructions the units are running (valid while a unit is busy).
+  footprint_t hdma_fp_q, act_fp_q, mxu_fp_q;
+
+  logic ub_hazard, acc_hazard, par_hazard;
+  always_comb begin
+    ub_hazard  = 1'b0;
+    acc_hazard = 1'b0;
+    par_hazard = 1'b0;
+    for (int u = 0; u < 3; u++) begin
+      footprint_t o;
+      logic       busy, same;
+      o    = (u == 0) ? hdma_fp_q : (u == 1) ? act_fp_q : mxu_fp_q;
+      busy = (u == 0) ? hdma_busy_i : (u == 1) ? act_busy_i : mxu_busy_i;
+      // A unit's own earlier instructions run in order (matmul after matmul).
+      same = (u == 2) && (op == OpMatMul);
+      if (busy && !same) begin
+        if (fp.ub_use && o.ub_use && (fp.ub_wr || o.ub_wr) &&
+            overlaps(fp.ub_lo, fp.ub_hi, o.ub_lo, o.ub_hi)) ub_hazard = 1'b1;
+        if (fp.acc_use && o.acc_use && (fp.acc_wr || o.acc_wr) &&
+            overlaps(fp.acc_lo, fp.acc_hi, o.acc_lo, o.acc_hi)) acc_hazard = 1'b1;
+        if (fp.par_use && o.par_use && (fp.par_wr || o.par_wr) &&
+            overlaps(fp.par_lo, fp.par_hi, o.par_lo, o.par_hi)) par_hazard = 1'b1;
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------- issue
+  logic    halted_q;
+  status_e status_q;
+  logic [31:0] error_pc_q, retired_q;
+  logic    all_idle, unit_busy, go;
+
+  assign all_idle = !hdma_busy_i && !wdma_busy_i && !mxu_busy_i && !act_busy_i;
+
+  always_comb begin
+    unique case (op)
+      OpReadHost, OpWriteHost: unit_busy = hdma_busy_i;
+      OpReadWeights:           unit_busy = wdma_busy_i;
+      OpMatMul:                unit_busy = feed_busy_i;
+      OpActivate:              unit_busy = act_busy_i;
+      default:                 unit_busy = 1'b0;
+    endcase
+  end
+
+  always_comb begin
+    go = 1'b0;
+    if (halted_q) issue_o = IssueHalted;
+    else if (iq_empty) issue_o = IssueEmpty;
+    else if (check != StatusOk) issue_o = IssueHalted;
+    else if (op == OpSync || op == OpHalt) begin
+      issue_o = all_idle ? IssueFire : IssueDrain;
+      go      = all_idle;
+    end else if (unit_busy) issue_o = IssueUnitBusy;
+    else if (ub_hazard) issue_o = IssueUbHazard;
+    else if (acc_hazard) issue_o = IssueAccHazard;
+    else if (par_hazard) issue_o = IssueParHazard;
+    else begin
+      issue_o = IssueFire;
+      go      = 1'b1;
+    end
+  end
+
+  assign pop          = go;
+  assign cmd_o        = head;
+  assign hdma_start_o = go && (op == OpReadHost || op == OpWriteHost);
+  assign wdma_start_o = go && (op == OpReadWeights);
+  assign feed_start_o = go && (op == OpMatMul);
+  assign act_start_o  = go && (op == OpActivate);
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      halted_q   <= 1'b0;
+      status_q   <= StatusOk;
+      error_pc_q <= '0;
+      retired_q  <= '0;
+      hdma_fp_q  <= '0;
+      act_fp_q   <= '0;
+      mxu_fp_q   <= '0;
+    end else begin
+      if (!halted_q && !iq_empty && check != StatusOk) begin
+        halted_q   <= 1'b1;
+        status_q   <= check;
+        error_pc_q <= retired_q;
+      end
+      if (go) begin
+        retired_q <= retired_q + 1'b1;
+        if (op == OpHalt) halted_q <= 1'b1;
+      end
+      if (hdma_start_o) hdma_fp_q <= fp;
+      if (act_start_o) act_fp_q <= fp;
+      if (feed_start_o) begin
+        mxu_fp_q <= fp;
+        // Rows of earlier matmuls may still be on their way to the accumulators.
+        if (mxu_busy_i) begin
+          mxu_fp_q.acc_lo <= (fp.acc_lo < mxu_fp_q.acc_lo) ? fp.acc_lo : mxu_fp_q.acc_lo;
+          mxu_fp_q.acc_hi <= (fp.acc_hi > mxu_fp_q.acc_hi) ? fp.acc_hi : mxu_fp_q.acc_hi;
+        end
+      end
+    end
+  end
+
+  assign halted_o   = halted_q;
+  assign status_o   = status_q;
+  assign error_pc_o = error_pc_q;
+  assign retired_o  = retired_q;
+  assign idle_o     = iq_empty && all_idle && !halted_q;
+
+  logic unused;
+  assign unused = ^iq_count;
+
+endmodule

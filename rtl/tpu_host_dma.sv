@@ -1,0 +1,158 @@
+// Host-memory DMA engine: runs read_host (host memory -> unified buffer or VPU parameter
+// rows) and write_host (unified buffer -> host memory), one row of ArrayDim bytes per
+// memory request. Requests are issued as fast as the memory accepts them; read data
+// comes back in order, any number of cycles later, and is written where it belongs;
+// writes are posted (done when the memory accepts them). The memory-side outputs depend
+// on registers only, so a memory model can answer them in the same cycle.
+module tpu_host_dma
+  import tpu_pkg::*;
+#(
+  parameter int unsigned ArrayDim = 4,
+  parameter int unsigned UbDepth = 1024,
+  parameter int unsigned ParamDepth = 8 * ParamRows,  // parameter rows
+  localparam int unsigned UbAddrWidth = $clog2(UbDepth),
+  localparam int unsigned ParAddrWidth = $clog2(ParamDepth)
+) (
+  input  logic                       clk_i,
+  input  logic                       rst_ni,
+  // command from the controller (checked there): read_host or write_host
+  input  logic                       start_i,
+  input  instr_t                     cmd_i,
+  output logic                       busy_o,
+  // host memory
+  output logic                       mem_req_valid_o,
+  input  logic                       mem_req_ready_i,
+  output logic                       mem_req_write_o,
+  output logic [31:0]                mem_req_addr_o,
+  output operand_t [ArrayDim-1:0]    mem_req_data_o,
+  input  logic                       mem_resp_valid_i,
+  input  operand_t [ArrayDim-1:0]    mem_resp_data_i,
+  output logic                       mem_stall_o,  // a request waited for the memory
+  // unified buffer
+  output logic                       ub_wr_en_o,
+  output logic [UbAddrWidth-1:0]     ub_wr_addr_o,
+  output operand_t [ArrayDim-1:0]    ub_wr_data_o,
+  output logic                       ub_rd_en_o,
+  output logic [UbAddrWidth-1:0]     ub_rd_addr_o,
+  input  operand_t [ArrayDim-1:0]    ub_rd_data_i,
+  // VPU parameter rows
+  output logic                       par_wr_en_o,
+  output logic [ParAddrWidth-1:0]    par_wr_addr_o,
+  output operand_t [ArrayDim-1:0]    par_wr_data_o
+);
+
+  localparam int unsigned RowsWidth = 32;
+
+  logic                 write_q;      // write_host
+  logic                 params_q;     // read_host into parameter rows
+  logic [31:0]          req_addr_q;   // next memory address
+  logic [RowsWidth-1:0] req_left_q;   // requests still to issue
+  logic [RowsWidth-1:0] resp_left_q;  // read responses still to come
+  logic [31:0]          buf_row_q;    // next unified-buffer / parameter row
+  logic [RowsWidth-1:0] rd_left_q;    // write_host: unified-buffer rows still to read
+  logic                 rd_pending_q; // a unified-buffer read returns this cycle
+
+  // write_host: rows read from the unified buffer wait here for the memory.
+  localparam int unsigned BufDepth = 2;
+  logic                         obuf_full, obuf_empty, obuf_pop;
+  logic [$clog2(BufDepth+1)-1:0] obuf_count;
+  operand_t [ArrayDim-1:0]      obuf_head;
+
+  logic req_fire, ub_read;
+  assign mem_req_valid_o = write_q ? !obuf_empty : (req_left_q != '0);
+  assign mem_req_write_o = write_q;
+  assign mem_req_addr_o  = req_addr_q;
+  assign mem_req_data_o  = obuf_head;
+  assign req_fire        = mem_req_valid_o && mem_req_ready_i;
+  assign obuf_pop        = req_fire && write_q;
+  assign mem_stall_o     = mem_req_valid_o && !mem_req_ready_i;
+
+  // Read the next unified-buffer row when the buffer will have room for it.
+  assign ub_read = write_q && (rd_left_q != '0) &&
+                   (32'(obuf_count) - 32'(obuf_pop) + 32'(rd_pending_q) < BufDepth);
+
+  // Rows are in [row, row + n) with the range checked by the controller, so the row
+  // number fits the address width.
+  logic [RowsWidth-1:0] num_rows;
+  assign num_rows = cmd_i.flags[FlagParams] && cmd_i.opcode == OpReadHost
+                    ? 32'(cmd_i.length) * ParamRows : 32'(cmd_i.length);
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      write_q      <= 1'b0;
+      params_q     <= 1'b0;
+      req_addr_q   <= '0;
+      req_left_q   <= '0;
+      resp_left_q  <= '0;
+      buf_row_q    <= '0;
+      rd_left_q    <= '0;
+      rd_pending_q <= 1'b0;
+    end else if (start_i) begin
+      write_q     <= (cmd_i.opcode == OpWriteHost);
+      params_q    <= (cmd_i.opcode == OpReadHost) && cmd_i.flags[FlagParams];
+      req_left_q  <= num_rows;
+      if (cmd_i.opcode == OpWriteHost) begin
+        req_addr_q  <= cmd_i.dst;
+        buf_row_q   <= cmd_i.src;
+        rd_left_q   <= num_rows;
+        resp_left_q <= '0;
+      end else begin
+        req_addr_q  <= cmd_i.src;
+        buf_row_q   <= cmd_i.flags[FlagParams] ? cmd_i.dst * ParamRows : cmd_i.dst;
+        rd_left_q   <= '0;
+        resp_left_q <= num_rows;
+      end
+    end else begin
+      if (req_fire) begin
+        req_addr_q <= req_addr_q + 32'(ArrayDim);
+        req_left_q <= req_left_q - 1'b1;
+      end
+      if (!write_q && mem_resp_valid_i && resp_left_q != '0) begin
+        resp_left_q <= resp_left_q - 1'b1;
+        buf_row_q   <= buf_row_q + 1'b1;
+      end
+      if (ub_read) begin
+        rd_left_q <= rd_left_q - 1'b1;
+        buf_row_q <= buf_row_q + 1'b1;
+      end
+      rd_pending_q <= ub_read;
+    end
+  end
+
+  tpu_fifo #(
+    .Width(ArrayDim * InputWidth),
+    .Depth(BufDepth)
+  ) u_obuf (
+    .clk_i,
+    .rst_ni,
+    .push_i     (rd_pending_q),
+    .push_data_i(ub_rd_data_i),
+    .pop_i      (obuf_pop),
+    .head_o     (obuf_head),
+    .full_o     (obuf_full),
+    .empty_o    (obuf_empty),
+    .count_o    (obuf_count)
+  );
+
+  logic resp_take;
+  assign resp_take     = !write_q && mem_resp_valid_i && (resp_left_q != '0);
+  assign ub_wr_en_o    = resp_take && !params_q;
+  assign ub_wr_addr_o  = UbAddrWidth'(buf_row_q);
+  assign ub_wr_data_o  = mem_resp_data_i;
+  assign par_wr_en_o   = resp_take && params_q;
+  assign par_wr_addr_o = ParAddrWidth'(buf_row_q);
+  assign par_wr_data_o = mem_resp_data_i;
+  assign ub_rd_en_o    = ub_read;
+  assign ub_rd_addr_o  = UbAddrWidth'(buf_row_q);
+
+  assign busy_o = (req_left_q != '0) || (resp_left_q != '0) || (rd_left_q != '0) ||
+                  rd_pending_q || !obuf_empty;
+
+  logic unused;
+  assign unused = obuf_full;
+
+  // Each unit uses only some fields of the instruction word.
+  logic unused_cmd;
+  assign unused_cmd = ^cmd_i;
+
+endmodule

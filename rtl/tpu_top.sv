@@ -1,0 +1,421 @@
+// The whole chip: controller, host and weight DMA engines, unified buffer, weight FIFO,
+// matrix unit with its feeder and accumulators, activation unit (VPU and parameter
+// sets), and the performance counters. docs/architecture.md has the block diagram.
+//
+// The system around it (sim/tpu_system.h) pushes instruction words into instr_*, answers
+// the two memory ports (one request moves one row of ArrayDim bytes; read data returns
+// in order on *_resp_*), and reads status and counters through reg_addr_i/reg_data_o
+// (register map in tpu_pkg). All outputs except reg_data_o come from registers.
+module tpu_top
+  import tpu_pkg::*;
+#(
+  parameter int unsigned ArrayDim = 4,      // 2 .. 256
+  parameter int unsigned AccDepth = 1024,   // accumulator rows
+  parameter int unsigned UbDepth = 1024,    // unified-buffer rows
+  parameter int unsigned WfifoTiles = 4,    // weight FIFO depth in tiles
+  parameter int unsigned ParamSets = 32,    // VPU parameter sets
+  parameter int unsigned IqDepth = 16,      // instruction queue entries
+  localparam int unsigned RowWidth = ArrayDim * InputWidth
+) (
+  input  logic                    clk_i,
+  input  logic                    rst_ni,
+  // instructions
+  input  logic                    instr_valid_i,
+  output logic                    instr_ready_o,
+  input  logic [InstrWidth-1:0]   instr_i,
+  // external memory sizes in bytes
+  input  logic [31:0]             hm_size_i,
+  input  logic [31:0]             wm_size_i,
+  // host memory port
+  output logic                    hm_req_valid_o,
+  input  logic                    hm_req_ready_i,
+  output logic                    hm_req_write_o,
+  output logic [31:0]             hm_req_addr_o,
+  output logic [RowWidth-1:0]     hm_req_data_o,
+  input  logic                    hm_resp_valid_i,
+  input  logic [RowWidth-1:0]     hm_resp_data_i,
+  // weight memory port (read only)
+  output logic                    wm_req_valid_o,
+  input  logic                    wm_req_ready_i,
+  output logic [31:0]             wm_req_addr_o,
+  input  logic                    wm_resp_valid_i,
+  input  logic [RowWidth-1:0]     wm_resp_data_i,
+  // status
+  output logic                    halted_o,
+  output logic [3:0]              status_o,
+  output logic                    idle_o,      // waiting for instructions, all units idle
+  output logic                    progress_o,  // something moved last cycle
+  output logic [NumUnits-1:0]     unit_busy_o,
+  output logic [2:0]              issue_o,     // issue_e of the last cycle
+  output logic                    wait_weights_o,  // a matmul waits for its weight tile
+  // register file (combinational read)
+  input  logic [7:0]              reg_addr_i,
+  output logic [63:0]             reg_data_o
+);
+
+  localparam int unsigned UbAddrWidth  = $clog2(UbDepth);
+  localparam int unsigned AccAddrWidth = $clog2(AccDepth);
+  localparam int unsigned ParDepth     = ParamSets * ParamRows;
+  localparam int unsigned FifoRows     = WfifoTiles * ArrayDim;
+  localparam int unsigned TagWidth     = AccAddrWidth + 2;  // {addr, accumulate, final}
+
+  // ---------------------------------------------------------------- controller
+  instr_t  cmd;
+  logic    hdma_start, wdma_start, feed_start, act_start;
+  logic    hdma_busy, wdma_busy, feed_busy, mxu_busy, act_busy;
+  logic    halted;
+  status_e status;
+  issue_e  issue;
+  logic [31:0] error_pc, retired;
+
+  tpu_controller #(
+    .ArrayDim (ArrayDim),
+    .UbDepth  (UbDepth),
+    .AccDepth (AccDepth),
+    .ParamSets(ParamSets),
+    .IqDepth  (IqDepth)
+  ) u_controller (
+    .clk_i,
+    .rst_ni,
+    .instr_valid_i,
+    .instr_ready_o,
+    .instr_i      (instr_t'(instr_i)),
+    .hm_size_i,
+    .wm_size_i,
+    .hdma_busy_i  (hdma_busy),
+    .wdma_busy_i  (wdma_busy),
+    .feed_busy_i  (feed_busy),
+    .mxu_busy_i   (mxu_busy),
+    .act_busy_i   (act_busy),
+    .cmd_o        (cmd),
+    .hdma_start_o (hdma_start),
+    .wdma_start_o (wdma_start),
+    .feed_start_o (feed_start),
+    .act_start_o  (act_start),
+    .halted_o     (halted),
+    .status_o     (status),
+    .error_pc_o   (error_pc),
+    .retired_o    (retired),
+    .issue_o      (issue),
+    .idle_o
+  );
+
+  // ---------------------------------------------------------------- unified buffer
+  logic                    ub_rd0_en, ub_rd1_en, ub_wr0_en, ub_wr1_en;
+  logic [UbAddrWidth-1:0]  ub_rd0_addr, ub_rd1_addr, ub_wr0_addr, ub_wr1_addr;
+  operand_t [ArrayDim-1:0] ub_rd0_data, ub_rd1_data, ub_wr0_data, ub_wr1_data;
+
+  tpu_unified_buffer #(
+    .ArrayDim(ArrayDim),
+    .Depth   (UbDepth)
+  ) u_unified_buffer (
+    .clk_i,
+    .rd0_en_i  (ub_rd0_en),
+    .rd0_addr_i(ub_rd0_addr),
+    .rd0_data_o(ub_rd0_data),
+    .rd1_en_i  (ub_rd1_en),
+    .rd1_addr_i(ub_rd1_addr),
+    .rd1_data_o(ub_rd1_data),
+    .wr0_en_i  (ub_wr0_en),
+    .wr0_addr_i(ub_wr0_addr),
+    .wr0_data_i(ub_wr0_data),
+    .wr1_en_i  (ub_wr1_en),
+    .wr1_addr_i(ub_wr1_addr),
+    .wr1_data_i(ub_wr1_data)
+  );
+
+  // ---------------------------------------------------------------- host DMA
+  logic                     par_wr_en, hm_stall;
+  logic [$clog2(ParDepth)-1:0] par_wr_addr;
+  operand_t [ArrayDim-1:0]  par_wr_data, hm_req_data;
+
+  tpu_host_dma #(
+    .ArrayDim  (ArrayDim),
+    .UbDepth   (UbDepth),
+    .ParamDepth(ParDepth)
+  ) u_host_dma (
+    .clk_i,
+    .rst_ni,
+    .start_i         (hdma_start),
+    .cmd_i           (cmd),
+    .busy_o          (hdma_busy),
+    .mem_req_valid_o (hm_req_valid_o),
+    .mem_req_ready_i (hm_req_ready_i),
+    .mem_req_write_o (hm_req_write_o),
+    .mem_req_addr_o  (hm_req_addr_o),
+    .mem_req_data_o  (hm_req_data),
+    .mem_resp_valid_i(hm_resp_valid_i),
+    .mem_resp_data_i (hm_resp_data_i),
+    .mem_stall_o     (hm_stall),
+    .ub_wr_en_o      (ub_wr0_en),
+    .ub_wr_addr_o    (ub_wr0_addr),
+    .ub_wr_data_o    (ub_wr0_data),
+    .ub_rd_en_o      (ub_rd1_en),
+    .ub_rd_addr_o    (ub_rd1_addr),
+    .ub_rd_data_i    (ub_rd1_data),
+    .par_wr_en_o     (par_wr_en),
+    .par_wr_addr_o   (par_wr_addr),
+    .par_wr_data_o   (par_wr_data)
+  );
+  assign hm_req_data_o = hm_req_data;
+
+  // ---------------------------------------------------------------- weight DMA + FIFO
+  localparam int unsigned FifoCountWidth = $clog2(FifoRows + 1);
+  logic                      wfifo_push, wfifo_full, wfifo_empty, wm_stall, wdma_fifo_stall;
+  logic [FifoCountWidth-1:0] wfifo_count;
+  operand_t [ArrayDim-1:0]   wfifo_in, wfifo_head;
+
+  tpu_weight_dma #(
+    .ArrayDim(ArrayDim),
+    .FifoRows(FifoRows)
+  ) u_weight_dma (
+    .clk_i,
+    .rst_ni,
+    .start_i         (wdma_start),
+    .cmd_i           (cmd),
+    .busy_o          (wdma_busy),
+    .mem_req_valid_o (wm_req_valid_o),
+    .mem_req_ready_i (wm_req_ready_i),
+    .mem_req_addr_o  (wm_req_addr_o),
+    .mem_resp_valid_i(wm_resp_valid_i),
+    .mem_resp_data_i (wm_resp_data_i),
+    .mem_stall_o     (wm_stall),
+    .fifo_count_i    (wfifo_count),
+    .fifo_push_o     (wfifo_push),
+    .fifo_data_o     (wfifo_in),
+    .fifo_stall_o    (wdma_fifo_stall)
+  );
+
+  logic w_valid, w_ready, w_fire;
+  assign w_valid = !wfifo_empty;
+  logic unused_w_ready;
+  assign unused_w_ready = w_ready;
+
+  tpu_fifo #(
+    .Width(RowWidth),
+    .Depth(FifoRows)
+  ) u_weight_fifo (
+    .clk_i,
+    .rst_ni,
+    .push_i     (wfifo_push),
+    .push_data_i(wfifo_in),
+    .pop_i      (w_fire),
+    .head_o     (wfifo_head),
+    .full_o     (wfifo_full),
+    .empty_o    (wfifo_empty),
+    .count_o    (wfifo_count)
+  );
+
+  // ---------------------------------------------------------------- matrix unit
+  logic                    a_valid, a_ready, a_switch, a_accumulate, a_fire, mxu_in_flight;
+  logic [AccAddrWidth-1:0] a_acc_addr;
+  operand_t [ArrayDim-1:0] a_data;
+  logic                    out_valid, switch_fire;
+  acc_t [ArrayDim-1:0]     out_data;
+  logic [TagWidth-1:0]     out_tag;
+
+  tpu_mxu_feeder #(
+    .ArrayDim(ArrayDim),
+    .UbDepth (UbDepth),
+    .AccDepth(AccDepth)
+  ) u_feeder (
+    .clk_i,
+    .rst_ni,
+    .start_i       (feed_start),
+    .cmd_i         (cmd),
+    .busy_o        (feed_busy),
+    .ub_rd_en_o    (ub_rd0_en),
+    .ub_rd_addr_o  (ub_rd0_addr),
+    .ub_rd_data_i  (ub_rd0_data),
+    .a_valid_o     (a_valid),
+    .a_ready_i     (a_ready),
+    .a_data_o      (a_data),
+    .a_switch_o    (a_switch),
+    .a_acc_addr_o  (a_acc_addr),
+    .a_accumulate_o(a_accumulate)
+  );
+
+  tpu_mxu #(
+    .ArrayDim(ArrayDim),
+    .TagWidth(TagWidth)
+  ) u_mxu (
+    .clk_i,
+    .rst_ni,
+    .w_valid_i    (w_valid),
+    .w_ready_o    (w_ready),
+    .w_data_i     (wfifo_head),
+    .a_valid_i    (a_valid),
+    .a_ready_o    (a_ready),
+    .a_data_i     (a_data),
+    .a_switch_i   (a_switch),
+    .a_tag_i      ({a_acc_addr, a_accumulate, 1'b1}),
+    .out_valid_o  (out_valid),
+    .out_data_o   (out_data),
+    .out_tag_o    (out_tag),
+    .a_fire_o     (a_fire),
+    .w_fire_o     (w_fire),
+    .busy_o       (mxu_in_flight),
+    .switch_fire_o(switch_fire)
+  );
+
+  assign mxu_busy = feed_busy || mxu_in_flight;
+
+  logic                    acc_rd_en, acc_rd_valid, acc_final_valid, acc_error;
+  logic [AccAddrWidth-1:0] acc_rd_addr, acc_final_addr;
+  acc_t [ArrayDim-1:0]     acc_rd_data;
+
+  tpu_accumulators #(
+    .ArrayDim(ArrayDim),
+    .AccDepth(AccDepth)
+  ) u_accumulators (
+    .clk_i,
+    .rst_ni,
+    .wr_valid_i     (out_valid),
+    .wr_addr_i      (out_tag[TagWidth-1:2]),
+    .wr_accumulate_i(out_tag[1]),
+    .wr_final_i     (out_tag[0]),
+    .wr_data_i      (out_data),
+    .rd_en_i        (acc_rd_en),
+    .rd_addr_i      (acc_rd_addr),
+    .rd_valid_o     (acc_rd_valid),
+    .rd_data_o      (acc_rd_data),
+    .final_valid_o  (acc_final_valid),
+    .final_addr_o   (acc_final_addr),
+    .error_o        (acc_error)
+  );
+
+  // ---------------------------------------------------------------- activation unit
+  logic vpu_in, vpu_out;
+
+  tpu_activate_unit #(
+    .ArrayDim (ArrayDim),
+    .UbDepth  (UbDepth),
+    .AccDepth (AccDepth),
+    .ParamSets(ParamSets)
+  ) u_activate (
+    .clk_i,
+    .rst_ni,
+    .start_i       (act_start),
+    .cmd_i         (cmd),
+    .busy_o        (act_busy),
+    .par_wr_en_i   (par_wr_en),
+    .par_wr_addr_i (par_wr_addr),
+    .par_wr_data_i (par_wr_data),
+    .acc_rd_en_o   (acc_rd_en),
+    .acc_rd_addr_o (acc_rd_addr),
+    .acc_rd_valid_i(acc_rd_valid),
+    .acc_rd_data_i (acc_rd_data),
+    .ub_wr_en_o    (ub_wr1_en),
+    .ub_wr_addr_o  (ub_wr1_addr),
+    .ub_wr_data_o  (ub_wr1_data),
+    .vpu_in_o      (vpu_in),
+    .vpu_out_o     (vpu_out)
+  );
+
+  // ---------------------------------------------------------------- counters
+  logic [NumCounters-1:0][31:0] inc;
+  counter_t                     cnt_q[NumCounters];
+  logic                         hm_fire, wm_fire;
+
+  assign hm_fire = hm_req_valid_o && hm_req_ready_i;
+  assign wm_fire = wm_req_valid_o && wm_req_ready_i;
+
+  always_comb begin
+    inc = '0;
+    inc[CntCycles]          = 32'd1;
+    inc[CntBusyHostDma]     = 32'(hdma_busy);
+    inc[CntBusyWeightDma]   = 32'(wdma_busy);
+    inc[CntBusyMatrix]      = 32'(mxu_busy);
+    inc[CntBusyActivate]    = 32'(act_busy);
+    // Every cycle of the matrix unit is exactly one of these five (as in tpu_mxu_counters).
+    if (a_fire) inc[CntMxuStream] = 32'd1;
+    else if (w_fire) inc[CntMxuLoad] = 32'd1;
+    else if (a_valid) inc[CntMxuStallWeights] = 32'd1;
+    else if (mxu_in_flight) inc[CntMxuDrain] = 32'd1;
+    else inc[CntMxuIdle] = 32'd1;
+    inc[CntIssueEmpty]      = 32'(issue == IssueEmpty);
+    inc[CntIssueUnitBusy]   = 32'(issue == IssueUnitBusy);
+    inc[CntIssueUbHazard]   = 32'(issue == IssueUbHazard);
+    inc[CntIssueAccHazard]  = 32'(issue == IssueAccHazard);
+    inc[CntIssueParHazard]  = 32'(issue == IssueParHazard);
+    inc[CntIssueDrain]      = 32'(issue == IssueDrain);
+    inc[CntWdmaStallFifo]   = 32'(wdma_fifo_stall);
+    inc[CntHostMemStall]    = 32'(hm_stall);
+    inc[CntWeightMemStall]  = 32'(wm_stall);
+    inc[CntUbReads]         = 32'(ub_rd0_en) + 32'(ub_rd1_en);
+    inc[CntUbWrites]        = 32'(ub_wr0_en) + 32'(ub_wr1_en);
+    inc[CntAccReads]        = 32'(acc_rd_en);
+    inc[CntAccWrites]       = 32'(out_valid);
+    inc[CntWfifoPushes]     = 32'(wfifo_push);
+    inc[CntWfifoPops]       = 32'(w_fire);
+    inc[CntWeightTiles]     = 32'(switch_fire);
+    inc[CntParamWrites]     = 32'(par_wr_en);
+    inc[CntHostBytesRead]   = (hm_fire && !hm_req_write_o) ? 32'(ArrayDim) : 32'd0;
+    inc[CntHostBytesWritten] = (hm_fire && hm_req_write_o) ? 32'(ArrayDim) : 32'd0;
+    inc[CntWeightBytesRead] = wm_fire ? 32'(ArrayDim) : 32'd0;
+    inc[CntMacs]            = a_fire ? 32'(ArrayDim * ArrayDim) : 32'd0;
+    inc[CntVpuRowsIn]       = 32'(vpu_in);
+    inc[CntVpuRowsOut]      = 32'(vpu_out);
+    inc[CntInstructions]    = 32'(issue == IssueFire);
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      for (int i = 0; i < int'(NumCounters); i++) cnt_q[i] <= '0;
+    end else if (!halted) begin
+      for (int i = 0; i < int'(NumCounters); i++) cnt_q[i] <= cnt_q[i] + counter_t'(inc[i]);
+    end
+  end
+
+  // ---------------------------------------------------------------- status and registers
+  logic progress_q;
+  logic [2:0] issue_q;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      progress_q <= 1'b0;
+      issue_q    <= '0;
+    end else begin
+      progress_q <= (issue == IssueFire) || instr_valid_i && instr_ready_o || hm_fire ||
+                    hm_resp_valid_i || wm_fire || wm_resp_valid_i || a_fire || w_fire ||
+                    out_valid || acc_rd_en || vpu_out;
+      issue_q    <= issue;
+    end
+  end
+
+  assign halted_o       = halted;
+  assign status_o       = status;
+  assign progress_o     = progress_q;
+  assign issue_o        = issue_q;
+  assign unit_busy_o[UnitHostDma]   = hdma_busy;
+  assign unit_busy_o[UnitWeightDma] = wdma_busy;
+  assign unit_busy_o[UnitMatrix]    = mxu_busy;
+  assign unit_busy_o[UnitActivate]  = act_busy;
+  assign wait_weights_o = a_valid && !a_ready;
+
+  always_comb begin
+    unique case (32'(reg_addr_i))
+      RegStatus:     reg_data_o = 64'(status);
+      RegHalted:     reg_data_o = 64'(halted);
+      RegErrorPc:    reg_data_o = 64'(error_pc);
+      RegRetired:    reg_data_o = 64'(retired);
+      RegArrayDim:   reg_data_o = 64'(ArrayDim);
+      RegAccDepth:   reg_data_o = 64'(AccDepth);
+      RegUbDepth:    reg_data_o = 64'(UbDepth);
+      RegWfifoTiles: reg_data_o = 64'(WfifoTiles);
+      RegParamSets:  reg_data_o = 64'(ParamSets);
+      RegIqDepth:    reg_data_o = 64'(IqDepth);
+      default: begin
+        if (32'(reg_addr_i) >= RegFirstCounter &&
+            32'(reg_addr_i) < RegFirstCounter + NumCounters) begin
+          reg_data_o = cnt_q[32'(reg_addr_i) - RegFirstCounter];
+        end else begin
+          reg_data_o = '0;
+        end
+      end
+    endcase
+  end
+
+  logic unused;
+  assign unused = wfifo_full ^ acc_final_valid ^ acc_error ^ (^acc_final_addr);
+
+endmodule

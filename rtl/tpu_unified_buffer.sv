@@ -1,0 +1,41 @@
+// Unified buffer: Depth rows of ArrayDim int8 values, the on-chip home of activations.
+// Two read ports (the matrix feeder; the host DMA writing results out) and two write
+// ports (the host DMA reading inputs in; the VPU), each one row per cycle; reads have
+// one cycle of latency. The controller's interlocks keep concurrent users on disjoint
+// rows and its range checks keep addresses inside the buffer, so there is no arbitration.
+module tpu_unified_buffer
+  import tpu_pkg::*;
+#(
+  parameter int unsigned ArrayDim = 4,
+  parameter int unsigned Depth = 1024,  // rows, 2 .. 2^24
+  localparam int unsigned AddrWidth = $clog2(Depth)
+) (
+  input  logic                    clk_i,
+  // read port 0: matrix feeder
+  input  logic                    rd0_en_i,
+  input  logic [AddrWidth-1:0]    rd0_addr_i,
+  output operand_t [ArrayDim-1:0] rd0_data_o,
+  // read port 1: host DMA (write_host)
+  input  logic                    rd1_en_i,
+  input  logic [AddrWidth-1:0]    rd1_addr_i,
+  output operand_t [ArrayDim-1:0] rd1_data_o,
+  // write port 0: host DMA (read_host)
+  input  logic                    wr0_en_i,
+  input  logic [AddrWidth-1:0]    wr0_addr_i,
+  input  operand_t [ArrayDim-1:0] wr0_data_i,
+  // write port 1: VPU (activate)
+  input  logic                    wr1_en_i,
+  input  logic [AddrWidth-1:0]    wr1_addr_i,
+  input  operand_t [ArrayDim-1:0] wr1_data_i
+);
+
+  operand_t [ArrayDim-1:0] mem_q[Depth];
+
+  always_ff @(posedge clk_i) begin
+    if (wr0_en_i) mem_q[wr0_addr_i] <= wr0_data_i;
+    if (wr1_en_i) mem_q[wr1_addr_i] <= wr1_data_i;
+    if (rd0_en_i) rd0_data_o <= mem_q[rd0_addr_i];
+    if (rd1_en_i) rd1_data_o <= mem_q[rd1_addr_i];
+  end
+
+endmodule

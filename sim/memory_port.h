@@ -1,0 +1,70 @@
+// Timing of one DMA port of an external memory, cycle by cycle. The chip asks for one row
+// (row_bytes) per request. The port accepts a request when its channel is free; a row
+// keeps the channel busy for ceil(row_bytes / bytes_per_cycle) cycles (the bandwidth);
+// read data comes back latency_cycles after that, in order, one row per cycle at most.
+// Writes are posted: the bytes land in memory when the request is accepted.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "sim/memory_model.h"
+
+namespace tpu::sim {
+
+class MemoryPort {
+ public:
+  MemoryPort(MemoryModel& memory, int row_bytes)
+      : memory_(memory),
+        row_bytes_(row_bytes),
+        occupancy_((static_cast<uint64_t>(row_bytes) + memory.Timing().bytes_per_cycle - 1) /
+                   memory.Timing().bytes_per_cycle) {}
+
+  void Reset() {
+    busy_until_ = 0;
+    pending_.clear();
+  }
+
+  bool Ready(uint64_t cycle) const { return cycle >= busy_until_; }
+
+  // A request accepted at the clock edge that ends `cycle`. Throws std::out_of_range (from
+  // the memory) for an address outside it.
+  void Accept(uint64_t cycle, bool write, uint64_t addr, const uint8_t* data) {
+    busy_until_ = cycle + occupancy_;
+    if (write) {
+      memory_.Write(addr, data, static_cast<uint64_t>(row_bytes_));
+      return;
+    }
+    Pending p;
+    p.due = cycle + occupancy_ + memory_.Timing().latency_cycles;
+    p.data.resize(static_cast<size_t>(row_bytes_));
+    memory_.Read(addr, p.data.data(), static_cast<uint64_t>(row_bytes_));
+    pending_.push_back(std::move(p));
+  }
+
+  // The read row presented to the chip during `cycle`, or nullptr. Call once per cycle.
+  const uint8_t* Respond(uint64_t cycle) {
+    if (!current_.empty()) current_.clear();
+    if (pending_.empty() || pending_.front().due > cycle) return nullptr;
+    current_ = std::move(pending_.front().data);
+    pending_.pop_front();
+    return current_.data();
+  }
+
+  bool Idle() const { return pending_.empty(); }
+
+ private:
+  struct Pending {
+    uint64_t due = 0;
+    std::vector<uint8_t> data;
+  };
+  MemoryModel& memory_;
+  int row_bytes_;
+  uint64_t occupancy_;
+  uint64_t busy_until_ = 0;
+  std::deque<Pending> pending_;
+  std::vector<uint8_t> current_;
+};
+
+}  // namespace tpu::sim

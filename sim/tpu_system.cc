@@ -1,0 +1,279 @@
+// The TPU system's run loop, watchdog and TLM-2.0 target (see tpu_system.h).
+#include "sim/tpu_system.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "sim/tpu_registers.h"
+
+namespace tpu::sim {
+
+const char* RunStateName(RunState s) {
+  switch (s) {
+    case RunState::kIdle: return "idle";
+    case RunState::kRunning: return "running";
+    case RunState::kHalted: return "halted";
+    case RunState::kError: return "error";
+    case RunState::kWatchdog: return "watchdog";
+    case RunState::kNoHalt: return "no-halt";
+    case RunState::kInternal: return "internal-error";
+  }
+  return "?";
+}
+
+namespace {
+constexpr uint64_t kGiB = 1ull << 30;
+}
+
+TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, int array_dim,
+                             const TpuSystemConfig& config)
+    : sc_core::sc_module(name),
+      socket("socket"),
+      clk("clk", 10, sc_core::SC_NS),
+      array_dim_(array_dim),
+      config_(config),
+      host_("host memory", config.host_mem_bytes, config.host_timing),
+      weight_("weight memory", config.weight_mem_bytes, config.weight_timing),
+      host_port_(host_, array_dim),
+      weight_port_(weight_, array_dim) {
+  if (config.host_mem_bytes > kGiB || config.weight_mem_bytes > kGiB) {
+    throw std::invalid_argument("host and weight memories hold at most 1 GiB each");
+  }
+  socket.register_b_transport(this, &TpuSystemBase::BTransport);
+  socket.register_transport_dbg(this, &TpuSystemBase::TransportDbg);
+  sc_core::sc_spawn_options opts;
+  sc_core::sc_spawn([this] { EngineThread(); }, "engine", &opts);
+}
+
+void TpuSystemBase::EngineThread() {
+  for (;;) {
+    sc_core::wait(start_event_);
+    state_ = RunState::kRunning;
+    message_.clear();
+    try {
+      RunProgram();
+    } catch (const std::exception& e) {
+      state_ = RunState::kInternal;
+      message_ = e.what();
+    }
+    done_event_.notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
+// Inputs change at the falling edge, half a cycle before the rising edge that samples
+// them; the chip's outputs (registered) are read at the same falling edge.
+void TpuSystemBase::RunProgram() {
+  using sc_core::wait;
+  host_port_.Reset();
+  weight_port_.Reset();
+  fed_ = 0;
+  cycles_ = 0;
+  Inputs in;
+  in.hm_size = static_cast<uint32_t>(std::min<uint64_t>(host_.SizeBytes(), 0xffffffffu));
+  in.wm_size = static_cast<uint32_t>(std::min<uint64_t>(weight_.SizeBytes(), 0xffffffffu));
+  WriteInputs(in);
+  SetReset(false);
+  wait(clk.negedge_event());
+  SetReset(true);
+
+  Outputs out;
+  uint64_t quiet = 0;
+  for (uint64_t cycle = 0;; ++cycle) {
+    ReadOutputs(&out);
+    if (out.halted) {
+      cycles_ = cycle;
+      state_ = out.status == 0 ? RunState::kHalted : RunState::kError;
+      if (out.status != 0) {
+        const uint64_t pc = ReadRegister(kRegErrorPc);
+        message_ = std::string("the chip stopped at instruction ") + std::to_string(pc) +
+                   ": " + (out.status < kStatusText.size() ? kStatusText[out.status] : "?");
+      }
+      return;
+    }
+    if (fed_ == words_to_run_ && out.idle) {
+      cycles_ = cycle;
+      state_ = RunState::kNoHalt;
+      message_ = "the program ended after " + std::to_string(words_to_run_) +
+                 " instructions without HALT; the chip is idle, waiting for more";
+      return;
+    }
+    bool moved = out.progress;
+    in.hm_req_ready = host_port_.Ready(cycle);
+    if (out.hm_req_valid && in.hm_req_ready) {
+      host_port_.Accept(cycle, out.hm_req_write, out.hm_req_addr, out.hm_req_data.data());
+      moved = true;
+    }
+    in.hm_resp_data = host_port_.Respond(cycle);
+    in.hm_resp_valid = in.hm_resp_data != nullptr;
+    in.wm_req_ready = weight_port_.Ready(cycle);
+    if (out.wm_req_valid && in.wm_req_ready) {
+      weight_port_.Accept(cycle, false, out.wm_req_addr, nullptr);
+      moved = true;
+    }
+    in.wm_resp_data = weight_port_.Respond(cycle);
+    in.wm_resp_valid = in.wm_resp_data != nullptr;
+    in.instr_valid = fed_ < words_to_run_;
+    in.instr = in.instr_valid ? &program_[fed_ * kInstructionBytes] : nullptr;
+    if (in.instr_valid && out.instr_ready) {
+      ++fed_;
+      moved = true;
+    }
+    WriteInputs(in);
+    quiet = moved ? 0 : quiet + 1;
+    if (quiet >= config_.watchdog_cycles) {
+      cycles_ = cycle;
+      state_ = RunState::kWatchdog;
+      message_ = "watchdog: no progress for " + std::to_string(quiet) + " cycles; " +
+                 DescribeStall(out);
+      return;
+    }
+    if (progress_ && (cycle & 0xffff) == 0xffff && words_to_run_ > 0) {
+      progress_(static_cast<double>(fed_) / static_cast<double>(words_to_run_));
+    }
+    wait(clk.negedge_event());
+  }
+}
+
+std::string TpuSystemBase::DescribeStall(const Outputs& out) {
+  const uint64_t pc = ReadRegister(kRegRetired);
+  std::string s = "instruction " + std::to_string(pc);
+  if (pc < fed_) {
+    const uint8_t op = program_[pc * kInstructionBytes];
+    static const char* kOps[] = {"nop",        "read_host", "read_weights", "matmul",
+                                 "activate",   "write_host", "sync",        "halt"};
+    if (op < 8) s += std::string(" (") + kOps[op] + ")";
+  }
+  s += std::string(" is ") + (out.issue < kIssueText.size() ? kIssueText[out.issue] : "?");
+  std::string busy;
+  for (size_t u = 0; u < kUnitNames.size(); ++u) {
+    if (!(out.unit_busy & (1u << u))) continue;
+    busy += (busy.empty() ? "" : ", ") + std::string(kUnitNames[u]);
+    if (u == 2 && out.wait_weights) {
+      busy += " (stuck: a matmul with 'switch' waits for a weight tile that no read_weights "
+              "brings)";
+    }
+  }
+  s += busy.empty() ? "; no unit is busy" : "; busy: " + busy;
+  return s;
+}
+
+uint64_t TpuSystemBase::ReadRegister(int addr) {
+  SetRegAddr(addr);
+  sc_core::wait(1, sc_core::SC_NS);
+  return RegData();
+}
+
+bool TpuSystemBase::Access(uint64_t addr, uint8_t* data, uint64_t len, bool write, bool debug,
+                           uint64_t* cycles) {
+  auto mem_access = [&](MemoryModel& m, uint64_t off) {
+    if (!m.InRange(off, len)) return false;
+    if (write) {
+      m.Write(off, data, len);
+    } else if (debug) {
+      m.Peek(off, data, len);
+    } else {
+      m.Read(off, data, len);
+    }
+    *cycles = m.Timing().TransferCycles(len);
+    return true;
+  };
+  if (addr >= kHostMemBase && addr < kHostMemBase + kRegionSize) {
+    return mem_access(host_, addr - kHostMemBase);
+  }
+  if (addr >= kWeightMemBase && addr < kWeightMemBase + kRegionSize) {
+    return mem_access(weight_, addr - kWeightMemBase);
+  }
+  if (addr >= kProgramBase && addr < kProgramBase + kRegionSize) {
+    const uint64_t off = addr - kProgramBase;
+    const uint64_t limit = config_.max_program_words * kInstructionBytes;
+    if (off > limit || len > limit - off) return false;
+    if (write) {
+      if (program_.size() < off + len) program_.resize(off + len);
+      std::memcpy(&program_[off], data, len);
+    } else {
+      for (uint64_t i = 0; i < len; ++i) data[i] = off + i < program_.size() ? program_[off + i] : 0;
+    }
+    *cycles = (len + kInstructionBytes - 1) / kInstructionBytes;
+    return true;
+  }
+  return false;
+}
+
+void TpuSystemBase::BTransport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+  const uint64_t addr = trans.get_address();
+  uint8_t* data = trans.get_data_ptr();
+  const uint64_t len = trans.get_data_length();
+  if (!trans.is_read() && !trans.is_write()) {
+    trans.set_response_status(tlm::TLM_COMMAND_ERROR_RESPONSE);
+    return;
+  }
+  if (trans.get_byte_enable_ptr() != nullptr) {
+    trans.set_response_status(tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE);
+    return;
+  }
+  if (trans.get_streaming_width() < len) {
+    trans.set_response_status(tlm::TLM_BURST_ERROR_RESPONSE);
+    return;
+  }
+  const sc_core::sc_time period = clk.period();
+  if (addr >= kCsrBase && addr < kCsrBase + kRegionSize) {
+    const uint64_t off = addr - kCsrBase;
+    if (len != 8 || off % 8 != 0) {
+      trans.set_response_status(tlm::TLM_BURST_ERROR_RESPONSE);
+      return;
+    }
+    uint64_t value = 0;
+    if (trans.is_write()) {
+      std::memcpy(&value, data, 8);
+      if (off != kCsrStart || state_ == RunState::kRunning ||
+          value * kInstructionBytes > program_.size()) {
+        trans.set_response_status(tlm::TLM_GENERIC_ERROR_RESPONSE);
+        return;
+      }
+      words_to_run_ = value;
+      state_ = RunState::kRunning;
+      start_event_.notify(sc_core::SC_ZERO_TIME);
+    } else {
+      if (off == kCsrState) {
+        value = static_cast<uint64_t>(state_);
+      } else if (off == kCsrCycles) {
+        value = cycles_;
+      } else if (off == kCsrFed) {
+        value = fed_;
+      } else if (off >= kCsrRegBase && off < kCsrRegBase + 8 * 256) {
+        // The register file is combinational: wait for it to settle (the annotated delay
+        // is consumed here, so the initiator sees the read take a cycle).
+        sc_core::wait(delay);
+        delay = sc_core::SC_ZERO_TIME;
+        value = ReadRegister(static_cast<int>((off - kCsrRegBase) / 8));
+      } else {
+        trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+        return;
+      }
+      std::memcpy(data, &value, 8);
+    }
+    delay += period;
+    trans.set_response_status(tlm::TLM_OK_RESPONSE);
+    return;
+  }
+  uint64_t cycles = 0;
+  if (!Access(addr, data, len, trans.is_write(), false, &cycles)) {
+    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return;
+  }
+  delay += period * static_cast<double>(cycles);
+  trans.set_response_status(tlm::TLM_OK_RESPONSE);
+}
+
+unsigned int TpuSystemBase::TransportDbg(tlm::tlm_generic_payload& trans) {
+  uint64_t cycles = 0;
+  if (!trans.is_read() && !trans.is_write()) return 0;
+  if (!Access(trans.get_address(), trans.get_data_ptr(), trans.get_data_length(),
+              trans.is_write(), true, &cycles)) {
+    return 0;
+  }
+  return trans.get_data_length();
+}
+
+}  // namespace tpu::sim

@@ -1,0 +1,136 @@
+// The TPU system in SystemC: the chip (tpu_top, Verilated as a SystemC module), its clock,
+// host memory and weight memory with latency and bandwidth, and a TLM-2.0 target socket
+// through which host software loads programs and data, starts runs and reads results.
+// A watchdog stops a run that makes no progress and names the unit that is stuck.
+//
+// TLM address map (docs/architecture.md):
+//   0x0000_0000  host memory      (host_mem_bytes)
+//   0x4000_0000  weight memory    (weight_mem_bytes)
+//   0x8000_0000  program          (16-byte instruction words, word 0 first)
+//   0xC000_0000  control and status registers, 64 bits each:
+//     +0x000 START  write n: reset the chip and run program words 0 .. n-1
+//     +0x008 STATE  RunState of the last run
+//     +0x010 CYCLES clock cycles of the last run
+//     +0x018 FED    instruction words handed to the chip
+//     +0x100 + 8 i  tpu_top register i (status, parameters, counters; sim/tpu_registers.h)
+// When a run ends the system notifies DoneEvent() (its interrupt line).
+#pragma once
+
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/simple_target_socket.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/memory_model.h"
+#include "sim/memory_port.h"
+
+namespace tpu::sim {
+
+inline constexpr uint64_t kHostMemBase = 0x0000'0000ull;
+inline constexpr uint64_t kWeightMemBase = 0x4000'0000ull;
+inline constexpr uint64_t kProgramBase = 0x8000'0000ull;
+inline constexpr uint64_t kCsrBase = 0xC000'0000ull;
+inline constexpr uint64_t kRegionSize = 0x4000'0000ull;
+inline constexpr uint64_t kCsrStart = 0x000;
+inline constexpr uint64_t kCsrState = 0x008;
+inline constexpr uint64_t kCsrCycles = 0x010;
+inline constexpr uint64_t kCsrFed = 0x018;
+inline constexpr uint64_t kCsrRegBase = 0x100;
+inline constexpr int kInstructionBytes = 16;
+
+enum class RunState : uint64_t {
+  kIdle = 0,      // never started
+  kRunning = 1,
+  kHalted = 2,    // HALT reached, status ok
+  kError = 3,     // the chip stopped with an error status
+  kWatchdog = 4,  // no progress for watchdog_cycles
+  kNoHalt = 5,    // the program ended without HALT and the chip went idle
+  kInternal = 6,  // the simulation itself failed (see Message())
+};
+const char* RunStateName(RunState s);
+
+struct TpuSystemConfig {
+  uint64_t host_mem_bytes = 16ull << 20;  // at most 1 GiB (the TLM region)
+  MemoryTiming host_timing{100, 16};
+  uint64_t weight_mem_bytes = 16ull << 20;
+  MemoryTiming weight_timing{50, 16};
+  uint64_t watchdog_cycles = 100000;
+  uint64_t max_program_words = 1u << 20;
+};
+
+class TpuSystemBase : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_target_socket<TpuSystemBase> socket;
+  sc_core::sc_clock clk;
+
+  TpuSystemBase(sc_core::sc_module_name name, int array_dim, const TpuSystemConfig& config);
+
+  int ArrayDim() const { return array_dim_; }
+  // Notified when a run ends (halt, error, watchdog).
+  const sc_core::sc_event& DoneEvent() const { return done_event_; }
+  RunState State() const { return state_; }
+  // Why the last run ended, for people; empty after a clean HALT.
+  const std::string& Message() const { return message_; }
+  MemoryModel& HostMemory() { return host_; }
+  MemoryModel& WeightMemory() { return weight_; }
+  // Called every 65,536 cycles of a run with the fraction of instructions handed over.
+  void SetProgress(std::function<void(double)> progress) { progress_ = std::move(progress); }
+
+  // FST tracing of every signal of the chip; call after elaboration (sc_start(SC_ZERO_TIME)).
+  virtual void OpenTrace(const std::string& fst_path) = 0;
+  virtual void CloseTrace() = 0;
+
+ protected:
+  struct Outputs {
+    bool instr_ready = false;
+    bool hm_req_valid = false, hm_req_write = false;
+    uint32_t hm_req_addr = 0;
+    std::vector<uint8_t> hm_req_data;
+    bool wm_req_valid = false;
+    uint32_t wm_req_addr = 0;
+    bool halted = false, idle = false, progress = false, wait_weights = false;
+    uint32_t status = 0, unit_busy = 0, issue = 0;
+  };
+  struct Inputs {
+    bool instr_valid = false;
+    const uint8_t* instr = nullptr;  // 16 bytes
+    uint32_t hm_size = 0, wm_size = 0;
+    bool hm_req_ready = false, hm_resp_valid = false;
+    const uint8_t* hm_resp_data = nullptr;  // ArrayDim bytes
+    bool wm_req_ready = false, wm_resp_valid = false;
+    const uint8_t* wm_resp_data = nullptr;
+  };
+  virtual void SetReset(bool rst_n) = 0;
+  virtual void ReadOutputs(Outputs* out) = 0;
+  virtual void WriteInputs(const Inputs& in) = 0;
+  virtual void SetRegAddr(int addr) = 0;
+  virtual uint64_t RegData() = 0;
+
+ private:
+  void EngineThread();
+  void RunProgram();
+  uint64_t ReadRegister(int addr);  // from a thread: lets the combinational read settle
+  std::string DescribeStall(const Outputs& out);
+  void BTransport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+  unsigned int TransportDbg(tlm::tlm_generic_payload& trans);
+  // Memory-mapped access to host, weight or program memory; false when unmapped.
+  bool Access(uint64_t addr, uint8_t* data, uint64_t len, bool write, bool debug,
+              uint64_t* cycles);
+
+  int array_dim_;
+  TpuSystemConfig config_;
+  MemoryModel host_, weight_;
+  MemoryPort host_port_, weight_port_;
+  std::vector<uint8_t> program_;
+  uint64_t words_to_run_ = 0, fed_ = 0, cycles_ = 0;
+  RunState state_ = RunState::kIdle;
+  std::string message_;
+  sc_core::sc_event start_event_, done_event_;
+  std::function<void(double)> progress_;
+};
+
+}  // namespace tpu::sim

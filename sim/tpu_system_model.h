@@ -1,0 +1,152 @@
+// TpuSystemBase bound to one Verilated build of tpu_top (one array size): the signals
+// between the SystemC system and the chip's ports, and FST tracing.
+#pragma once
+
+#include <systemc.h>
+#include <verilated.h>
+#include <verilated_fst_sc.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/port_packing.h"
+#include "sim/sc_port_values.h"
+#include "sim/tpu_system.h"
+
+namespace tpu::sim {
+
+template <class Model>
+class TpuSystemModel final : public TpuSystemBase {
+ public:
+  TpuSystemModel(sc_core::sc_module_name name, int array_dim, const TpuSystemConfig& config)
+      : TpuSystemBase(name, array_dim, config),
+        model_((Verilated::traceEverOn(true), "tpu")),
+        words_(static_cast<size_t>(array_dim) / 4 + 8) {
+    model_.clk_i(clk);
+    model_.rst_ni(rst_n_);
+    model_.instr_valid_i(instr_valid_);
+    model_.instr_ready_o(instr_ready_);
+    model_.instr_i(instr_);
+    model_.hm_size_i(hm_size_);
+    model_.wm_size_i(wm_size_);
+    model_.hm_req_valid_o(hm_req_valid_);
+    model_.hm_req_ready_i(hm_req_ready_);
+    model_.hm_req_write_o(hm_req_write_);
+    model_.hm_req_addr_o(hm_req_addr_);
+    model_.hm_req_data_o(hm_req_data_);
+    model_.hm_resp_valid_i(hm_resp_valid_);
+    model_.hm_resp_data_i(hm_resp_data_);
+    model_.wm_req_valid_o(wm_req_valid_);
+    model_.wm_req_ready_i(wm_req_ready_);
+    model_.wm_req_addr_o(wm_req_addr_);
+    model_.wm_resp_valid_i(wm_resp_valid_);
+    model_.wm_resp_data_i(wm_resp_data_);
+    model_.halted_o(halted_);
+    model_.status_o(status_);
+    model_.idle_o(idle_);
+    model_.progress_o(progress_);
+    model_.unit_busy_o(unit_busy_);
+    model_.issue_o(issue_);
+    model_.wait_weights_o(wait_weights_);
+    model_.reg_addr_i(reg_addr_);
+    model_.reg_data_o(reg_data_);
+  }
+
+  ~TpuSystemModel() override { CloseTrace(); }
+
+  void OpenTrace(const std::string& fst_path) override {
+    trace_ = std::make_unique<VerilatedFstSc>();
+    model_.trace(trace_.get(), 99);
+    trace_->open(fst_path.c_str());
+  }
+
+  void CloseTrace() override {
+    if (trace_) {
+      trace_->close();
+      trace_.reset();
+    }
+  }
+
+ protected:
+  void SetReset(bool rst_n) override { rst_n_.write(rst_n); }
+
+  void ReadOutputs(Outputs* out) override {
+    out->instr_ready = instr_ready_.read();
+    out->hm_req_valid = hm_req_valid_.read();
+    out->hm_req_write = hm_req_write_.read();
+    out->hm_req_addr = static_cast<uint32_t>(hm_req_addr_.read());
+    out->hm_req_data.resize(static_cast<size_t>(ArrayDim()));
+    sc_detail::FromScValue(hm_req_data_.read(), words_.data());
+    UnpackLanes(words_.data(), ArrayDim(), out->hm_req_data.data());
+    out->wm_req_valid = wm_req_valid_.read();
+    out->wm_req_addr = static_cast<uint32_t>(wm_req_addr_.read());
+    out->halted = halted_.read();
+    out->status = static_cast<uint32_t>(status_.read());
+    out->idle = idle_.read();
+    out->progress = progress_.read();
+    out->unit_busy = static_cast<uint32_t>(unit_busy_.read());
+    out->issue = static_cast<uint32_t>(issue_.read());
+    out->wait_weights = wait_weights_.read();
+  }
+
+  void WriteInputs(const Inputs& in) override {
+    instr_valid_.write(in.instr_valid);
+    if (in.instr_valid) {
+      PackLanes(in.instr, 16, words_.data());
+      instr_.write(sc_detail::ToScValue<InstrT>(words_.data()));
+    }
+    hm_size_.write(in.hm_size);
+    wm_size_.write(in.wm_size);
+    hm_req_ready_.write(in.hm_req_ready);
+    hm_resp_valid_.write(in.hm_resp_valid);
+    if (in.hm_resp_valid) {
+      PackLanes(in.hm_resp_data, ArrayDim(), words_.data());
+      hm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
+    }
+    wm_req_ready_.write(in.wm_req_ready);
+    wm_resp_valid_.write(in.wm_resp_valid);
+    if (in.wm_resp_valid) {
+      PackLanes(in.wm_resp_data, ArrayDim(), words_.data());
+      wm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
+    }
+  }
+
+  void SetRegAddr(int addr) override { reg_addr_.write(static_cast<uint32_t>(addr)); }
+  uint64_t RegData() override { return static_cast<uint64_t>(reg_data_.read()); }
+
+ private:
+  using M = Model;
+  template <class Port>
+  using Sig = sc_detail::SignalFor<Port>;
+  using InstrT = typename std::remove_reference_t<decltype(std::declval<M&>().instr_i)>::data_type;
+  using RowT =
+      typename std::remove_reference_t<decltype(std::declval<M&>().hm_resp_data_i)>::data_type;
+
+  M model_;
+  sc_core::sc_signal<bool> rst_n_{"rst_n", true};
+  sc_core::sc_signal<bool> instr_valid_{"instr_valid"}, instr_ready_{"instr_ready"};
+  Sig<decltype(std::declval<M&>().instr_i)> instr_{"instr"};
+  Sig<decltype(std::declval<M&>().hm_size_i)> hm_size_{"hm_size"}, wm_size_{"wm_size"};
+  sc_core::sc_signal<bool> hm_req_valid_{"hm_req_valid"}, hm_req_ready_{"hm_req_ready"},
+      hm_req_write_{"hm_req_write"}, hm_resp_valid_{"hm_resp_valid"};
+  Sig<decltype(std::declval<M&>().hm_req_addr_o)> hm_req_addr_{"hm_req_addr"},
+      wm_req_addr_{"wm_req_addr"};
+  Sig<decltype(std::declval<M&>().hm_req_data_o)> hm_req_data_{"hm_req_data"};
+  Sig<decltype(std::declval<M&>().hm_resp_data_i)> hm_resp_data_{"hm_resp_data"},
+      wm_resp_data_{"wm_resp_data"};
+  sc_core::sc_signal<bool> wm_req_valid_{"wm_req_valid"}, wm_req_ready_{"wm_req_ready"},
+      wm_resp_valid_{"wm_resp_valid"};
+  sc_core::sc_signal<bool> halted_{"halted"}, idle_{"idle"}, progress_{"progress"},
+      wait_weights_{"wait_weights"};
+  Sig<decltype(std::declval<M&>().status_o)> status_{"status"};
+  Sig<decltype(std::declval<M&>().unit_busy_o)> unit_busy_{"unit_busy"};
+  Sig<decltype(std::declval<M&>().issue_o)> issue_{"issue"};
+  Sig<decltype(std::declval<M&>().reg_addr_i)> reg_addr_{"reg_addr"};
+  Sig<decltype(std::declval<M&>().reg_data_o)> reg_data_{"reg_data"};
+  std::vector<uint32_t> words_;
+  std::unique_ptr<VerilatedFstSc> trace_;
+};
+
+}  // namespace tpu::sim
