@@ -1,0 +1,331 @@
+// The whole chip (rtl/tpu_top.sv in the SystemC system, driven through the TLM socket):
+// every instruction, a tiled GEMM against Eigen and the matrix-subsystem path, the VPU
+// against the CPU int8 reference, overlap, errors and the watchdog. Each test is its own
+// process (the SystemC kernel elaborates once per process).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "host/common/errors.h"
+#include "host/gemm/gemm_runner.h"
+#include "tests/host/driver/chip_test_util.h"
+#include "tests/test_util.h"
+
+namespace tpu::test {
+namespace {
+
+std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+TEST(TpuChipTest, NopSyncHaltRetireInOrder) {
+  const auto r = RunChip("teach-4", "nop\nnop\nsync\nhalt\n");
+  EXPECT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.state, "halted");
+  EXPECT_EQ(r.chip_status, "ok");
+  EXPECT_EQ(r.Counter("instructions"), 4u);
+  EXPECT_EQ(r.Counter("macs"), 0u);
+  EXPECT_GT(r.cycles, 0u);
+}
+
+TEST(TpuChipTest, ReadHostThenWriteHostCopiesRowsThroughTheUnifiedBuffer) {
+  const std::vector<uint8_t> data = RandomBytes(4 * 37, 1);
+  const auto r = RunChip("teach-4",
+                         "read_host host=0 ub=100 rows=37\n"
+                         "write_host ub=100 host=0x1000 rows=37\nhalt\n",
+                         data, {}, 0x1000, data.size());
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.host_out, data);
+  EXPECT_EQ(r.Counter("host_bytes_read"), data.size());
+  EXPECT_EQ(r.Counter("host_bytes_written"), data.size());
+  EXPECT_EQ(r.Counter("ub_writes"), 37u);
+  EXPECT_EQ(r.Counter("ub_reads"), 37u);
+  // write_host waited for read_host (same DMA engine, same rows).
+  EXPECT_GT(r.Counter("issue_stall_unit_busy"), 0u);
+}
+
+TEST(TpuChipTest, ReadWeightsStreamsTilesIntoTheFifo) {
+  const auto r = RunChip("teach-4", "read_weights addr=0x40 tiles=3\nhalt\n", {},
+                         RandomBytes(0x40 + 3 * 16, 2));
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.Counter("weight_bytes_read"), 3u * 16u);
+  EXPECT_EQ(r.Counter("weight_fifo_pushes"), 12u);
+  // The matrix unit pulls one tile into its shadow registers; no matmul switched it in.
+  EXPECT_EQ(r.Counter("weight_fifo_pops"), 4u);
+  EXPECT_EQ(r.Counter("weight_tiles"), 0u);
+}
+
+TEST(TpuChipTest, HostMemoryLatencyAndBandwidthShowInCycles) {
+  // 64 rows of 4 bytes: at 1 byte per cycle each row holds the channel 4 cycles.
+  auto run = [](int bytes_per_cycle, int latency) {
+    host::TpuConfig c = host::LoadConfig("teach-4");
+    c.host_mem_bytes_per_cycle = bytes_per_cycle;
+    c.host_mem_latency_cycles = latency;
+    host::TpuDriver d(c, {});
+    host::ExecJob job;
+    job.program = isa::Assemble("read_host host=0 ub=0 rows=64\nhalt\n", "t");
+    job.host_image = RandomBytes(256, 3);
+    return d.Run(job);
+  };
+  // One system per process: compare against the cycle count the timing model implies.
+  const auto r = run(1, 30);
+  ASSERT_TRUE(r.ok) << r.message;
+  // 64 rows x 4 cycles of channel time, the last row's latency, and a few cycles of
+  // issue and write-back.
+  EXPECT_GE(r.cycles, 64u * 4u + 30u);
+  EXPECT_LE(r.cycles, 64u * 4u + 30u + 8u);
+  EXPECT_GE(r.Counter("host_mem_stall"), 63u * 3u);  // every row after the first waits
+}
+
+TEST(TpuChipTest, TiledGemmProgramEqualsEigenAndTheMatrixSubsystemPath) {
+  const int n = 16;
+  const Matrix<int8_t> a = host::RandomInt8(40, 37, 11);
+  const Matrix<int8_t> b = host::RandomInt8(37, 35, 12);
+  const GemmProgram g = MakeGemmProgram(a, b, n, /*overlap=*/true);
+  const auto r = RunChip("small-16", g.text, g.host, g.weights, g.out_addr, g.out_bytes);
+  ASSERT_TRUE(r.ok) << r.message;
+  const Matrix<int8_t> got = g.Unpack(r.host_out);
+  const Matrix<int8_t> want = g.Expected(host::ReferenceGemm(a, b));
+  EXPECT_EQ(got.data, want.data);
+  // The same product on the matrix-subsystem model (`tpusim gemm`), requantized alike.
+  const host::GemmRunResult mxu = RunOnRtl(a, b, n);
+  ASSERT_TRUE(mxu.matches_reference);
+  EXPECT_EQ(got.data, g.Expected(mxu.c).data);
+  EXPECT_EQ(r.Counter("macs"), static_cast<uint64_t>(g.kt * g.nt * 40 * n * n));
+  EXPECT_EQ(r.Counter("weight_tiles"), static_cast<uint64_t>(g.kt * g.nt));
+  // Some outputs are neither saturated nor zero, so the comparison means something.
+  const auto mid = std::count_if(got.data.begin(), got.data.end(),
+                                 [](int8_t v) { return v > -128 && v < 127 && v != 0; });
+  EXPECT_GT(mid, static_cast<long>(got.data.size() / 4));
+}
+
+TEST(TpuChipTest, TiledGemmOnTheFourByFourChip) {
+  const Matrix<int8_t> a = host::RandomInt8(9, 10, 21);
+  const Matrix<int8_t> b = host::RandomInt8(10, 7, 22);
+  const GemmProgram g = MakeGemmProgram(a, b, 4, true);
+  const auto r = RunChip("teach-4", g.text, g.host, g.weights, g.out_addr, g.out_bytes);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(g.Unpack(r.host_out).data, g.Expected(host::ReferenceGemm(a, b)).data);
+}
+
+// Serialized: each tile fetched, then used, with syncs between. Overlapped: the weight DMA
+// runs ahead through the FIFO while the matrix unit streams. Same results, fewer cycles.
+TEST(TpuChipTest, OverlappedWeightLoadingBeatsSerialized) {
+  const Matrix<int8_t> a = host::RandomInt8(64, 64, 31);
+  const Matrix<int8_t> b = host::RandomInt8(64, 32, 32);
+  host::TpuDriver d(host::LoadConfig("small-16"), {});
+  host::ExecResult runs[2];
+  for (int overlap = 0; overlap < 2; ++overlap) {
+    const GemmProgram g = MakeGemmProgram(a, b, 16, overlap == 1);
+    host::ExecJob job;
+    job.program = isa::Assemble(g.text, "gemm.asm");
+    job.host_image = g.host;
+    job.weight_image = g.weights;
+    job.host_out_addr = g.out_addr;
+    job.host_out_bytes = g.out_bytes;
+    runs[overlap] = d.Run(job);
+    ASSERT_TRUE(runs[overlap].ok) << runs[overlap].message;
+    EXPECT_EQ(g.Unpack(runs[overlap].host_out).data, g.Expected(host::ReferenceGemm(a, b)).data);
+  }
+  const uint64_t serialized = runs[0].cycles, overlapped = runs[1].cycles;
+  EXPECT_EQ(runs[0].host_out, runs[1].host_out);
+  // Not a marginal win: the weight fetches hide behind the matrix unit's streaming.
+  EXPECT_LT(overlapped * 10, serialized * 9) << overlapped << " vs " << serialized;
+  // Serialized, the matrix unit never has a tile waiting in the FIFO when a matmul starts.
+  EXPECT_GT(runs[0].Counter("busy_weight_dma"), 0u);
+  EXPECT_EQ(runs[0].Counter("macs"), runs[1].Counter("macs"));
+}
+
+// ------------------------------------------------------------------ VPU through the chip
+
+enum class Mode { kPlain, kRelu, kAvg, kMax, kReluMax };
+
+class ActivateTest : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(ActivateTest, MatchesTheCpuInt8ReferenceFunctions) {
+  const Mode mode = GetParam();
+  const int n = 8;
+  const int64_t m = 48;  // accumulator rows; with pooling, 12 windows of 4
+  const Matrix<int8_t> a = host::RandomInt8(m, n, 41 + static_cast<int>(mode));
+  const Matrix<int8_t> b = host::RandomInt8(n, n, 51 + static_cast<int>(mode));
+  std::mt19937 rng(61 + static_cast<uint32_t>(mode));
+  const ParamSet p = RandomParams(n, rng, 38, 42);
+  std::vector<uint8_t> host;
+  Put(&host, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
+  Put(&host, 0x1000, p.Bytes());
+  const bool relu = mode == Mode::kRelu || mode == Mode::kReluMax;
+  const bool avg = mode == Mode::kAvg;
+  const bool max = mode == Mode::kMax || mode == Mode::kReluMax;
+  const int64_t out_rows = (avg || max) ? m / 4 : m;
+  const std::string text = fmt::format(
+      "read_host host=0 ub=0 rows={m}\nread_host host=0x1000 params=3 rows=1\n"
+      "read_weights addr=0 tiles=1\nmatmul ub=0 acc=0 rows={m} switch\n"
+      "activate acc=0 ub=200 rows={m} params=3{flags}\n"
+      "write_host ub=200 host=0x2000 rows={out}\nhalt\n",
+      fmt::arg("m", m), fmt::arg("out", out_rows),
+      fmt::arg("flags", std::string(relu ? " relu" : "") + (avg ? " pool=avg" : "") +
+                            (max ? " pool=max" : "")));
+  const auto r = RunChip("lab-8", text, host,
+                         std::vector<uint8_t>(b.data.begin(), b.data.end()), 0x2000,
+                         static_cast<uint64_t>(out_rows * n));
+  ASSERT_TRUE(r.ok) << r.message;
+  const Matrix<int32_t> c = host::ReferenceGemm(a, b);
+  for (int64_t o = 0; o < out_rows; ++o) {
+    for (int l = 0; l < n; ++l) {
+      auto q = [&](int64_t row) {
+        return nn::Requantize(c.at(row, l) + p.bias[l], p.multiplier[l], p.shift[l],
+                              relu ? 0 : -128);
+      };
+      int32_t want;
+      if (avg) {
+        want = nn::AveragePool(q(4 * o) + q(4 * o + 1) + q(4 * o + 2) + q(4 * o + 3), 4);
+      } else if (max) {
+        want = std::max({q(4 * o), q(4 * o + 1), q(4 * o + 2), q(4 * o + 3)});
+      } else {
+        want = q(o);
+      }
+      ASSERT_EQ(static_cast<int8_t>(r.host_out[static_cast<size_t>(o * n + l)]), want)
+          << "row " << o << " lane " << l;
+    }
+  }
+  // Most outputs are neither clamped nor zero, so the comparison means something.
+  int mid = 0;
+  for (int64_t i = 0; i < out_rows * n; ++i) {
+    const auto v = static_cast<int8_t>(r.host_out[static_cast<size_t>(i)]);
+    mid += v > -128 && v < 127 && v != 0;
+  }
+  EXPECT_GT(mid, out_rows * n / 3);
+  EXPECT_EQ(r.Counter("vpu_rows_in"), static_cast<uint64_t>(m));
+  EXPECT_EQ(r.Counter("vpu_rows_out"), static_cast<uint64_t>(out_rows));
+  EXPECT_EQ(r.Counter("param_writes"), 9u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ActivateTest,
+                         ::testing::Values(Mode::kPlain, Mode::kRelu, Mode::kAvg, Mode::kMax,
+                                           Mode::kReluMax));
+
+// ------------------------------------------------------------------ bad programs
+
+TEST(TpuChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {
+  const auto r = RunChip("teach-4",
+                         "nop\nraw 0x09\nread_host host=0 ub=0 rows=1\nhalt\n",
+                         RandomBytes(4, 5));
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.state, "error");
+  EXPECT_EQ(r.chip_status, "invalid-opcode");
+  EXPECT_EQ(r.error_pc, 1u);
+  EXPECT_NE(r.message.find("instruction 1"), std::string::npos) << r.message;
+  EXPECT_EQ(r.Counter("host_bytes_read"), 0u);
+}
+
+TEST(TpuChipTest, AddressOutsideTheUnifiedBufferIsReported) {
+  // teach-4 has 16,384 unified-buffer rows.
+  const auto r = RunChip("teach-4", "read_host host=0 ub=16384 rows=1\nhalt\n", RandomBytes(4, 6));
+  EXPECT_EQ(r.state, "error");
+  EXPECT_EQ(r.chip_status, "address-out-of-range");
+  EXPECT_EQ(r.error_pc, 0u);
+  EXPECT_EQ(r.Counter("ub_writes"), 0u);
+}
+
+TEST(TpuChipTest, AddressOutsideHostMemoryIsReported) {
+  // teach-4 has 1 MiB of host memory.
+  const auto r = RunChip("teach-4", "nop\nnop\nwrite_host ub=0 host=0x100000 rows=1\nhalt\n");
+  EXPECT_EQ(r.chip_status, "address-out-of-range");
+  EXPECT_EQ(r.error_pc, 2u);
+  EXPECT_EQ(r.Counter("host_bytes_written"), 0u);
+}
+
+TEST(TpuChipTest, UnifiedBufferOverflowIsReported) {
+  const auto r = RunChip("teach-4", "read_host host=0 ub=16380 rows=8\nhalt\n", RandomBytes(32, 7));
+  EXPECT_EQ(r.state, "error");
+  EXPECT_EQ(r.chip_status, "buffer-overflow");
+  EXPECT_EQ(r.Counter("ub_writes"), 0u);
+}
+
+TEST(TpuChipTest, AccumulatorOverflowIsReported) {
+  const auto r = RunChip("teach-4", "matmul ub=0 acc=1020 rows=8\nhalt\n");
+  EXPECT_EQ(r.chip_status, "buffer-overflow");
+  EXPECT_EQ(r.Counter("macs"), 0u);
+}
+
+TEST(TpuChipTest, WeightMemoryOverflowIsReported) {
+  const auto r = RunChip("teach-4", "read_weights addr=0xFFFF0 tiles=2\nhalt\n");
+  EXPECT_EQ(r.chip_status, "buffer-overflow");
+  EXPECT_EQ(r.Counter("weight_bytes_read"), 0u);
+}
+
+TEST(TpuChipTest, PoolingRowsNotAMultipleOfFourAreABadOperand) {
+  const auto r = RunChip("teach-4", "activate acc=0 ub=0 rows=6 params=0 pool=max\nhalt\n");
+  EXPECT_EQ(r.chip_status, "bad-operand");
+}
+
+TEST(TpuChipTest, ParameterSetOutOfRangeIsReported) {
+  const auto r = RunChip("teach-4", "activate acc=0 ub=0 rows=4 params=32\nhalt\n");
+  EXPECT_EQ(r.chip_status, "address-out-of-range");
+}
+
+TEST(TpuChipTest, ProgramWithoutHaltEndsWithAClearStatus) {
+  const auto r = RunChip("teach-4", "read_host host=0 ub=0 rows=2\nnop\n", RandomBytes(8, 8));
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.state, "no-halt");
+  EXPECT_EQ(r.chip_status, "ok");
+  EXPECT_NE(r.message.find("without HALT"), std::string::npos) << r.message;
+  EXPECT_EQ(r.Counter("ub_writes"), 2u);  // what it did run, ran
+}
+
+TEST(TpuChipTest, WatchdogNamesTheStuckUnit) {
+  // A matmul that switches to a weight tile no read_weights ever brings waits forever.
+  host::DriverOptions o;
+  o.watchdog_cycles = 500;
+  const auto r = RunChip("teach-4", "matmul ub=0 acc=0 rows=4 switch\nhalt\n", {}, {}, 0, 0, o);
+  EXPECT_EQ(r.state, "watchdog");
+  EXPECT_NE(r.message.find("no progress for 500 cycles"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("instruction 1 (halt)"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("matrix unit (stuck: a matmul with 'switch' waits for a weight tile"),
+            std::string::npos)
+      << r.message;
+  EXPECT_LT(r.cycles, 600u);
+}
+
+TEST(TpuChipTest, BuiltParametersAreCheckedAgainstTheConfig) {
+  host::TpuConfig c = host::LoadConfig("teach-4");
+  c.ub_depth_rows = 1000;
+  host::TpuDriver d(c, {});
+  host::ExecJob job;
+  job.program = isa::Assemble("halt\n", "t");
+  try {
+    d.Run(job);
+    FAIL() << "no error";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("ub_depth_rows = 1000"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("built with 16384"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TpuChipTest, ArraySizeWithoutAModelIsAUsageError) {
+  host::TpuConfig c = host::LoadConfig("tpu-v1");
+  EXPECT_THROW(host::TpuDriver(c, {}), UsageError);
+}
+
+TEST(TpuChipTest, SeveralJobsRunOnOneSystem) {
+  host::TpuDriver d(host::LoadConfig("teach-4"), {});
+  for (int i = 0; i < 3; ++i) {
+    host::ExecJob job;
+    job.program = isa::Assemble(
+        "read_host host=0 ub=0 rows=3\nwrite_host ub=0 host=64 rows=3\nhalt\n", "t");
+    job.host_image = RandomBytes(12, 100 + static_cast<uint32_t>(i));
+    job.host_out_addr = 64;
+    job.host_out_bytes = 12;
+    const auto r = d.Run(job);
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.host_out, job.host_image);
+    EXPECT_EQ(r.Counter("host_bytes_read"), 12u);  // counters restart with every run
+  }
+}
+
+}  // namespace
+}  // namespace tpu::test
