@@ -1,6 +1,7 @@
 // An external memory of the TPU system (host memory, weight memory): bytes plus a timing
-// model of latency and bandwidth, and traffic counters. Plain C++; the SystemC side
-// (tlm_memory.h) and the DMA engines use it.
+// model of latency and bandwidth, and traffic counters. Plain C++; the TPU system
+// (tpu_system.h) serves its TLM socket and, through MemoryPort, the chip's DMA engines
+// from it.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,133 @@
+// `tpusim exec` as a user runs it: the shipped example, binary programs, reports, traces,
+// and the error contract for bad programs and bad inputs.
+#include <nlohmann/json.hpp>
+
+#include "tests/host/cli/cli_fixture.h"
+
+namespace tpu::test {
+namespace {
+
+const std::string kExamples = std::string(TPUSIM_SOURCE_DIR) + "/examples/";
+const std::string kDenseArgs = "exec " + kExamples + "dense_layer.asm --host-in " + kExamples +
+                               "dense_layer.host.bin --weights-in " + kExamples +
+                               "dense_layer.weights.bin";
+
+class ExecCliTest : public CliFixture {
+ protected:
+  void WriteText(const std::string& name, const std::string& text) {
+    std::ofstream(P(name)) << text;
+  }
+};
+
+TEST_F(ExecCliTest, ShippedExampleComputesTheDenseLayerAndPrintsCounters) {
+  const Outcome o = Run(kDenseArgs + " --host-out " + P("y.bin") +
+                        " --host-out-range 0x2000:1024 --json " + P("r.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.err, "");
+  EXPECT_EQ(Slurp(P("y.bin")), Slurp(kExamples + "dense_layer.expected.bin"));
+  EXPECT_NE(o.out.find("status    halted (chip status: ok)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("32,768 MACs"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("host_bytes_written 1,024"), std::string::npos) << o.out;
+  const auto j = nlohmann::json::parse(Slurp(P("r.json")));
+  EXPECT_EQ(j["status"], "halted");
+  EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_GT(j["cycles"].get<uint64_t>(), 128u);
+  EXPECT_EQ(j["cycles"], j["counters"]["cycles"]);
+  EXPECT_EQ(j["counters"]["macs"], 32768);
+  EXPECT_EQ(j["config"]["name"], "small-16");
+  EXPECT_EQ(j["instructions"], 9);
+}
+
+TEST_F(ExecCliTest, BinaryProgramRunsLikeItsAssembly) {
+  ASSERT_EQ(Run("asm " + kExamples + "dense_layer.asm -o " + P("d.bin")).exit_code, 0);
+  const Outcome a = Run(kDenseArgs + " --json " + P("a.json"));
+  const std::string bin_args = "exec " + P("d.bin") + " --host-in " + kExamples +
+                               "dense_layer.host.bin --weights-in " + kExamples +
+                               "dense_layer.weights.bin --json " + P("b.json");
+  const Outcome b = Run(bin_args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto ja = nlohmann::json::parse(Slurp(P("a.json")));
+  const auto jb = nlohmann::json::parse(Slurp(P("b.json")));
+  EXPECT_EQ(ja["counters"], jb["counters"]);
+}
+
+TEST_F(ExecCliTest, InvalidOpcodeStopsWithAClearErrorAndNoOutput) {
+  WriteText("bad.asm", "nop\nraw 0x0b\nhalt\n");
+  const Outcome o = ExpectError("exec " + P("bad.asm") + " --config teach-4 --json " +
+                                    P("r.json") + " --host-out " + P("out.bin"),
+                                1, "the chip stopped at instruction 1: invalid opcode");
+  EXPECT_NE(o.out.find("status    error (chip status: invalid-opcode)"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(P("out.bin"))) << "no results from a failed run";
+  const auto j = nlohmann::json::parse(Slurp(P("r.json")));  // the report says what happened
+  EXPECT_EQ(j["status"], "error");
+  EXPECT_EQ(j["chip_status"], "invalid-opcode");
+  EXPECT_EQ(j["error_pc"], 1);
+}
+
+TEST_F(ExecCliTest, OutOfRangeAddressStopsWithAClearError) {
+  WriteText("bad.asm", "write_host ub=0 host=0xFFFFF0 rows=4\nhalt\n");
+  ExpectError("exec " + P("bad.asm") + " --config small-16", 1,
+              "stopped at instruction 0: a transfer that runs past the end of its memory");
+  WriteText("bad2.asm", "read_host host=0 ub=20000 rows=1\nhalt\n");
+  ExpectError("exec " + P("bad2.asm"), 1, "an address outside its memory");
+}
+
+TEST_F(ExecCliTest, MissingHaltAndWatchdogAreErrors) {
+  WriteText("nohalt.asm", "nop\n");
+  ExpectError("exec " + P("nohalt.asm") + " -c teach-4", 1, "without HALT");
+  WriteText("stuck.asm", "matmul ub=0 acc=0 rows=4 switch\nhalt\n");
+  ExpectError("exec " + P("stuck.asm") + " -c teach-4 --watchdog 300", 1,
+              "watchdog: no progress for 300 cycles");
+}
+
+TEST_F(ExecCliTest, TraceIsAValidWaveformOfTheChip) {
+  for (const char* name : {"t.fst", "t.vcd"}) {
+    const Outcome o = Run(kDenseArgs + " --trace " + P(name) + " -q");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out, "");
+  }
+  const std::string cmd = "fst2vcd -f '" + P("t.fst") + "' -o '" + P("conv.vcd") + "' >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  for (const std::string& vcd : {Slurp(P("conv.vcd")), Slurp(P("t.vcd"))}) {
+    EXPECT_NE(vcd.find("u_controller"), std::string::npos);
+    EXPECT_NE(vcd.find("u_weight_fifo"), std::string::npos);
+    EXPECT_NE(vcd.find("hm_req_valid_o"), std::string::npos);
+  }
+}
+
+TEST_F(ExecCliTest, BadInputsAreUsageErrors) {
+  ExpectError("exec " + P("missing.asm"), 2, "missing.asm: cannot open");
+  WriteText("typo.asm", "halt\nmatmull ub=0\n");
+  ExpectError("exec " + P("typo.asm"), 2, "typo.asm:2: unknown instruction 'matmull'");
+  WriteText("ok.asm", "halt\n");
+  ExpectError("exec " + P("ok.asm") + " --config nosuch", 2, "unknown preset 'nosuch'");
+  ExpectError("exec " + P("ok.asm") + " --host-in " + P("nothere.bin"), 2, "nothere.bin: cannot open");
+  WriteText("big.bin", std::string(2000, 'x'));
+  ExpectError("exec " + P("ok.asm") + " -c teach-4 --host-in " + P("big.bin") + "@0xFFFFF", 2,
+              "run past the end of host_mem_bytes");
+  ExpectError("exec " + P("ok.asm") + " --host-in " + P("big.bin") + "@zz", 2, "'zz' is not a number");
+  ExpectError("exec " + P("ok.asm") + " --set bogus=1", 2, "unknown key 'bogus'");
+  ExpectError("exec " + P("ok.asm") + " --set host_mem_bytes_per_cycle=0", 2,
+              "host_mem_bytes_per_cycle 0 is out of range");
+  ExpectError("exec " + P("ok.asm") + " --set ub_depth_rows", 2, "must be KEY=VALUE");
+  ExpectError("exec " + P("ok.asm") + " --host-out-range 0:16", 2, "needs --host-out");
+  ExpectError("exec " + P("ok.asm") + " --trace " + P("t.png"), 2, "must end in .fst");
+  ExpectError("exec " + P("ok.asm") + " --config tpu-v1", 2, "-DTPUSIM_TPU_DIMS=");
+  ExpectError("exec " + P("ok.asm") + " --json " + P("no/such/dir/r.json"), 1, "r.json");
+}
+
+TEST_F(ExecCliTest, ConfigOverrideChangesTheTiming) {
+  const Outcome fast = Run(kDenseArgs + " --json " + P("f.json"));
+  const Outcome slow = Run(kDenseArgs + " --set host_mem_latency_cycles=1000 --json " + P("s.json"));
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  ASSERT_EQ(slow.exit_code, 0) << slow.err;
+  const auto f = nlohmann::json::parse(Slurp(P("f.json")));
+  const auto s = nlohmann::json::parse(Slurp(P("s.json")));
+  EXPECT_EQ(s["config"]["host_mem_latency_cycles"], 1000);
+  // Two dependent host transfers (read, then write back) each see the extra latency.
+  EXPECT_GE(s["cycles"].get<int64_t>() - f["cycles"].get<int64_t>(), 900);
+}
+
+}  // namespace
+}  // namespace tpu::test

@@ -1,0 +1,198 @@
+// The TPU system's TLM-2.0 target socket (sim/tpu_system.h), used the way another SystemC
+// virtual platform would: load memories and a program, start, wait for the interrupt,
+// read status and counters, and get the standard TLM error responses for bad accesses.
+// Also the external memories' timing (sim/memory_model.h, sim/memory_port.h).
+#include "sim/tpu_system.h"
+
+#include <gtest/gtest.h>
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include <numeric>
+#include <vector>
+
+#include "sim/tpu_registers.h"
+#include "sim/tpu_registry.h"
+
+namespace tpu::sim {
+namespace {
+
+TEST(MemoryModelTest, TimingIsLatencyPlusBytesOverBandwidth) {
+  const MemoryTiming t{100, 8};
+  EXPECT_EQ(t.TransferCycles(0), 100u);
+  EXPECT_EQ(t.TransferCycles(1), 101u);
+  EXPECT_EQ(t.TransferCycles(64), 108u);
+  EXPECT_EQ(t.TransferCycles(65), 109u);
+}
+
+TEST(MemoryModelTest, ReadWriteCountTrafficAndCheckBounds) {
+  MemoryModel m("host memory", 256, {10, 4});
+  std::vector<uint8_t> data(16);
+  std::iota(data.begin(), data.end(), 1);
+  m.Write(240, data.data(), 16);
+  std::vector<uint8_t> back(16);
+  m.Read(240, back.data(), 16);
+  EXPECT_EQ(back, data);
+  m.Peek(240, back.data(), 16);
+  EXPECT_EQ(m.BytesWritten(), 16u);
+  EXPECT_EQ(m.BytesRead(), 16u) << "Peek does not count";
+  try {
+    m.Read(250, back.data(), 16);
+    FAIL();
+  } catch (const std::out_of_range& e) {
+    EXPECT_STREQ(e.what(), "host memory: read of 16 bytes at 0xfa is outside its 256 bytes");
+  }
+  EXPECT_THROW(m.Write(~uint64_t{0}, data.data(), 2), std::out_of_range) << "no wrap-around";
+  EXPECT_THROW(MemoryModel("x", 0, {}), std::invalid_argument);
+  EXPECT_THROW(MemoryModel("x", 8, {1, 0}), std::invalid_argument);
+}
+
+TEST(MemoryPortTest, RowsHoldTheChannelAndReturnAfterTheLatency) {
+  MemoryModel m("weight memory", 1024, {5, 4});  // 16-byte rows: 4 cycles each
+  std::vector<uint8_t> bytes(1024);
+  std::iota(bytes.begin(), bytes.end(), 0);
+  m.Write(0, bytes.data(), bytes.size());
+  MemoryPort port(m, 16);
+  ASSERT_TRUE(port.Ready(0));
+  port.Accept(0, false, 32, nullptr);
+  for (uint64_t c = 1; c < 4; ++c) EXPECT_FALSE(port.Ready(c)) << c;
+  EXPECT_TRUE(port.Ready(4));
+  port.Accept(4, false, 48, nullptr);
+  for (uint64_t c = 1; c < 9; ++c) EXPECT_EQ(port.Respond(c), nullptr) << c;
+  const uint8_t* row = port.Respond(9);  // 4 cycles of transfer + 5 of latency
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row[0], 32);
+  EXPECT_EQ(port.Respond(10), nullptr);
+  row = port.Respond(13);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row[15], 63);
+  EXPECT_TRUE(port.Idle());
+}
+
+// Host software as a TLM initiator: every check runs in one simulation (the SystemC
+// kernel elaborates once per process).
+struct Host : sc_core::sc_module {
+  tlm_utils::simple_initiator_socket<Host> socket{"socket"};
+  TpuSystemBase& system;
+  Host(sc_core::sc_module_name n, TpuSystemBase& s) : sc_core::sc_module(n), system(s) {
+    SC_THREAD(Run);
+  }
+  SC_HAS_PROCESS(Host);
+
+  tlm::tlm_response_status Transport(tlm::tlm_command cmd, uint64_t addr, void* data,
+                                     unsigned len, sc_core::sc_time* delay = nullptr) {
+    sc_core::sc_time local = sc_core::SC_ZERO_TIME;
+    tlm::tlm_generic_payload t;
+    t.set_command(cmd);
+    t.set_address(addr);
+    t.set_data_ptr(static_cast<unsigned char*>(data));
+    t.set_data_length(len);
+    t.set_streaming_width(len);
+    t.set_byte_enable_ptr(nullptr);
+    t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    socket->b_transport(t, delay ? *delay : local);
+    return t.get_response_status();
+  }
+  uint64_t Csr(uint64_t off) {
+    uint64_t v = ~uint64_t{0};
+    csr_status = Transport(tlm::TLM_READ_COMMAND, kCsrBase + off, &v, 8);
+    return v;
+  }
+
+  void Run() {
+    // Memories: write, read back, delay = the memory's latency + bytes / bandwidth.
+    std::vector<uint8_t> data(100);
+    std::iota(data.begin(), data.end(), 1);
+    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    host_write = Transport(tlm::TLM_WRITE_COMMAND, kHostMemBase + 0x40, data.data(), 100, &delay);
+    host_write_delay = delay;
+    std::vector<uint8_t> back(100);
+    Transport(tlm::TLM_READ_COMMAND, kHostMemBase + 0x40, back.data(), 100);
+    host_back = back == data;
+    Transport(tlm::TLM_WRITE_COMMAND, kWeightMemBase + 8, data.data(), 100);
+    Transport(tlm::TLM_READ_COMMAND, kWeightMemBase + 8, back.data(), 100);
+    weight_back = back == data;
+    // A program: copy 3 rows of 4 bytes from 0x40 to 0x80 through the unified buffer.
+    const uint8_t program[4][16] = {
+        {0x01, 0, 3, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},  // read_host host=0x40 ub=0
+        {0x05, 0, 3, 0, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 0},  // write_host host=0x80
+        {0x07, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},     // halt
+        {0x06, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},     // (not run)
+    };
+    Transport(tlm::TLM_WRITE_COMMAND, kProgramBase, const_cast<uint8_t*>(&program[0][0]), 64);
+    uint8_t word[16] = {};
+    Transport(tlm::TLM_READ_COMMAND, kProgramBase + 32, word, 16);
+    program_back = word[0] == 0x07;
+    state_before = Csr(kCsrState);
+    uint64_t too_many = 5;
+    start_too_many = Transport(tlm::TLM_WRITE_COMMAND, kCsrBase + kCsrStart, &too_many, 8);
+    uint64_t n = 3;
+    start = Transport(tlm::TLM_WRITE_COMMAND, kCsrBase + kCsrStart, &n, 8);
+    sc_core::wait(system.DoneEvent());
+    state_after = Csr(kCsrState);
+    fed = Csr(kCsrFed);
+    instructions = Csr(kCsrRegBase + 8 * (kRegFirstCounter + 33));
+    status = Csr(kCsrRegBase + 8 * kRegStatus);
+    array_dim = Csr(kCsrRegBase + 8 * kRegArrayDim);
+    Transport(tlm::TLM_READ_COMMAND, kHostMemBase + 0x80, back.data(), 12);
+    copied = std::equal(back.begin(), back.begin() + 12, data.begin());
+    // Errors: unmapped address, a CSR access that is not 8 bytes, out-of-range memory.
+    unmapped = Transport(tlm::TLM_READ_COMMAND, 0x3000'0000, back.data(), 4);
+    uint32_t half = 0;
+    csr_short = Transport(tlm::TLM_READ_COMMAND, kCsrBase + kCsrState, &half, 4);
+    past_end = Transport(tlm::TLM_READ_COMMAND, kHostMemBase + (1 << 20) - 2, back.data(), 4);
+    // Debug transport reads without timing.
+    tlm::tlm_generic_payload dbg;
+    uint8_t peek[4] = {};
+    dbg.set_command(tlm::TLM_READ_COMMAND);
+    dbg.set_address(kHostMemBase + 0x80);
+    dbg.set_data_ptr(peek);
+    dbg.set_data_length(4);
+    debug_bytes = socket->transport_dbg(dbg);
+    debug_first = peek[0];
+    sc_core::sc_stop();
+  }
+
+  tlm::tlm_response_status host_write{}, start{}, start_too_many{}, unmapped{}, csr_short{},
+      past_end{}, csr_status{};
+  sc_core::sc_time host_write_delay;
+  bool host_back = false, weight_back = false, program_back = false, copied = false;
+  uint64_t state_before = 99, state_after = 99, fed = 0, instructions = 0, status = 99,
+           array_dim = 0;
+  unsigned debug_bytes = 0;
+  uint8_t debug_first = 0;
+};
+
+TEST(TpuSystemTest, LoadRunAndReadBackThroughTheTlmSocket) {
+  TpuSystemConfig config;
+  config.host_mem_bytes = 1 << 20;
+  config.host_timing = {10, 4};
+  auto system = MakeTpuSystem(4, "tpu_system", config);
+  Host host("host", *system);
+  host.socket.bind(system->socket);
+  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO,
+                                          sc_core::SC_DO_NOTHING);
+  sc_core::sc_start();
+  EXPECT_EQ(host.host_write, tlm::TLM_OK_RESPONSE);
+  // 10 cycles of latency + 100 / 4 cycles of data, at 10 ns a cycle.
+  EXPECT_EQ(host.host_write_delay, sc_core::sc_time(350, sc_core::SC_NS));
+  EXPECT_TRUE(host.host_back);
+  EXPECT_TRUE(host.weight_back);
+  EXPECT_TRUE(host.program_back);
+  EXPECT_EQ(host.state_before, static_cast<uint64_t>(RunState::kIdle));
+  EXPECT_EQ(host.start_too_many, tlm::TLM_GENERIC_ERROR_RESPONSE);
+  EXPECT_EQ(host.start, tlm::TLM_OK_RESPONSE);
+  EXPECT_EQ(host.state_after, static_cast<uint64_t>(RunState::kHalted));
+  EXPECT_EQ(host.fed, 3u);
+  EXPECT_EQ(host.instructions, 3u);
+  EXPECT_EQ(host.status, 0u);
+  EXPECT_EQ(host.array_dim, 4u);
+  EXPECT_TRUE(host.copied);
+  EXPECT_EQ(host.unmapped, tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(host.csr_short, tlm::TLM_BURST_ERROR_RESPONSE);
+  EXPECT_EQ(host.past_end, tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  EXPECT_EQ(host.debug_bytes, 4u);
+  EXPECT_EQ(host.debug_first, 1);
+}
+
+}  // namespace
+}  // namespace tpu::sim
