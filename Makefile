@@ -42,9 +42,10 @@ test-all: build
 	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure
 
 bench: configure
-	cmake --build $(BUILD_DIR) -j $(JOBS) --target tpusim_bench tpusim_nn_bench
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target tpusim_bench tpusim_nn_bench tpusim_chip_bench
 	$(BUILD_DIR)/bench/tpusim_bench $(BENCH_ARGS)
 	$(BUILD_DIR)/bench/tpusim_nn_bench $(BENCH_ARGS)
+	$(BUILD_DIR)/bench/tpusim_chip_bench $(BENCH_ARGS)
 
 lint: deps
 	verilator --lint-only -Wall rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv,$(wildcard rtl/*.sv)) --top-module tpu_mxu_top

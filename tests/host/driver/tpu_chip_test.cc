@@ -112,6 +112,43 @@ TEST(TpuChipTest, TiledGemmOnTheFourByFourChip) {
   EXPECT_EQ(g.Unpack(r.host_out).data, g.Expected(host::ReferenceGemm(a, b)).data);
 }
 
+// Every dependency through on-chip memory is an interlock: the matmul waits for the rows
+// the host DMA is still bringing (slow memory), the activate for the matmul's last row,
+// the write_host for the activate's output. Wrong ordering would read stale rows.
+TEST(TpuChipTest, InterlocksKeepDependentInstructionsInOrder) {
+  host::TpuConfig c = host::LoadConfig("teach-4");
+  c.host_mem_latency_cycles = 200;
+  host::TpuDriver d(c, {});
+  const int n = 4;
+  const Matrix<int8_t> a = host::RandomInt8(8, n, 71);
+  const Matrix<int8_t> b = host::RandomInt8(n, n, 72);
+  std::mt19937 rng(73);
+  const ParamSet p = RandomParams(n, rng, 36, 40);
+  host::ExecJob job;
+  job.program = isa::Assemble(
+      "read_weights addr=0 tiles=1\nread_host host=0x100 params=0 rows=1\n"
+      "read_host host=0 ub=0 rows=8\nmatmul ub=0 acc=0 rows=8 switch\n"
+      "activate acc=0 ub=100 rows=8 params=0\nwrite_host ub=100 host=0x200 rows=8\nhalt\n",
+      "t");
+  Put(&job.host_image, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
+  Put(&job.host_image, 0x100, p.Bytes());
+  job.weight_image.assign(b.data.begin(), b.data.end());
+  job.host_out_addr = 0x200;
+  job.host_out_bytes = 8 * n;
+  const auto r = d.Run(job);
+  ASSERT_TRUE(r.ok) << r.message;
+  const Matrix<int32_t> cc = host::ReferenceGemm(a, b);
+  for (int i = 0; i < 8; ++i) {
+    for (int l = 0; l < n; ++l) {
+      EXPECT_EQ(static_cast<int8_t>(r.host_out[static_cast<size_t>(i * n + l)]),
+                nn::Requantize(cc.at(i, l) + p.bias[l], p.multiplier[l], p.shift[l], -128))
+          << i << "," << l;
+    }
+  }
+  EXPECT_GT(r.Counter("issue_stall_ub_hazard"), 200u);   // matmul and write_host waited
+  EXPECT_GT(r.Counter("issue_stall_acc_hazard"), 2u * n);  // activate waited for the drain
+}
+
 // Serialized: each tile fetched, then used, with syncs between. Overlapped: the weight DMA
 // runs ahead through the FIFO while the matrix unit streams. Same results, fewer cycles.
 TEST(TpuChipTest, OverlappedWeightLoadingBeatsSerialized) {
