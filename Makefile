@@ -10,7 +10,7 @@ BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_report_aggregates_only
 all: build
 
 help:
-	@echo "make demo       install deps, build, run a GEMM on the RTL and print its report"
+	@echo "make demo       install deps, build, run a GEMM on the RTL and a dense layer on the whole chip"
 	@echo "make test       install deps, build, run the fast test suite (ctest -L fast)"
 	@echo "make test-slow  the slow tests (ctest -L slow)"
 	@echo "make test-all   every test"
@@ -31,6 +31,9 @@ build: configure
 
 demo: build
 	$(BUILD_DIR)/tpusim gemm --config small-16 --m 256 --k 100 --n 40 --seed 7
+	@echo
+	$(BUILD_DIR)/tpusim exec examples/dense_layer.asm --config small-16 \
+	    --host-in examples/dense_layer.host.bin --weights-in examples/dense_layer.weights.bin
 
 test: build
 	cd $(BUILD_DIR) && ctest -L fast -j $(JOBS) --output-on-failure
@@ -48,7 +51,8 @@ bench: configure
 	$(BUILD_DIR)/bench/tpusim_chip_bench $(BENCH_ARGS)
 
 lint: deps
-	verilator --lint-only -Wall rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv,$(wildcard rtl/*.sv)) --top-module tpu_mxu_top
+	verilator --lint-only -Wall rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv rtl/tpu_top.sv,$(wildcard rtl/*.sv)) rtl/tpu_top.sv --top-module tpu_top
+	verilator --lint-only -Wall rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv rtl/tpu_top.sv,$(wildcard rtl/*.sv)) --top-module tpu_mxu_top
 
 clean:
 	rm -rf $(BUILD_DIR)
