@@ -33,7 +33,7 @@ struct ParamSet {
 
 inline ParamSet RandomParams(int n, std::mt19937& rng, int shift_lo, int shift_hi) {
   ParamSet p;
-  std::uniform_int_distribution<int32_t> bias(-1 << 15, 1 << 15);
+  std::uniform_int_distribution<int32_t> bias(-(1 << 15), 1 << 15);
   std::uniform_int_distribution<int32_t> mult(1 << 30, 0x7fffffff);
   std::uniform_int_distribution<int32_t> shift(shift_lo, shift_hi);
   for (int i = 0; i < n; ++i) {
