@@ -41,16 +41,21 @@ function(tpusim_acc_depth N OUT)
   endif()
 endfunction()
 
-# tpusim_verilate_mxu(TARGET N [SYSTEMC] [NOTRACE] [PREFIX P]): adds class
-# Vtpu_mxu_n<N> (C++, with FST tracing) or Vtpu_mxu_sc_n<N> (SystemC) to TARGET.
+# tpusim_verilate_mxu(TARGET N [SYSTEMC] [NOTRACE] [TEACH] [PREFIX P]): adds class
+# Vtpu_mxu_n<N> (C++, with FST tracing) or Vtpu_mxu_sc_n<N> (SystemC) to TARGET; TEACH adds
+# Vtpu_mxu_teach_n<N>, whose every signal is readable by name through VPI (tpusim teach).
 function(tpusim_verilate_mxu TARGET N)
-  cmake_parse_arguments(ARG "SYSTEMC;NOTRACE" "PREFIX" "" ${ARGN})
+  cmake_parse_arguments(ARG "SYSTEMC;NOTRACE;TEACH" "PREFIX" "" ${ARGN})
   tpusim_acc_depth(${N} depth)
   set(args -Wall -Wno-fatal --x-assign fast --x-initial fast -O3
       -GArrayDim=${N} -GAccDepth=${depth})
   if(ARG_SYSTEMC)
     verilate(${TARGET} SYSTEMC PREFIX Vtpu_mxu_sc_n${N} TOP_MODULE tpu_mxu_top
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
+             OPT_FAST ${TPUSIM_OPT_FAST})
+  elseif(ARG_TEACH)
+    verilate(${TARGET} PREFIX Vtpu_mxu_teach_n${N} TOP_MODULE tpu_mxu_top
+             SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args} --vpi --public-flat-rw
              OPT_FAST ${TPUSIM_OPT_FAST})
   elseif(ARG_NOTRACE)
     verilate(${TARGET} PREFIX ${ARG_PREFIX} TOP_MODULE tpu_mxu_top

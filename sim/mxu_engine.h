@@ -26,6 +26,10 @@ struct RunOptions {
   uint64_t watchdog_cycles = 100000;
   // Called now and then with the fraction of result rows done.
   std::function<void(double)> progress;
+  // Called in every cycle (0, 1, ...) once the cycle's inputs have settled, before the
+  // clock edge that ends it: registers hold what the previous cycle computed, and the
+  // combinational signals show what this edge will take in (the C++ engine only).
+  std::function<void(uint64_t)> on_cycle;
 };
 
 struct MxuRunResult {

@@ -149,6 +149,7 @@ class VerilatedMxuEngine final : public MxuEngine {
       m.clk_i = 0;
       m.eval();  // settle the ready signals for these inputs
       trace.Dump(cycle, 0);
+      if (options.on_cycle) options.on_cycle(cycle);
       seq.Commit(in, m.w_ready_o, m.a_ready_o);
       m.clk_i = 1;
       m.eval();  // the clock edge
