@@ -1,0 +1,217 @@
+// `tpusim teach` shows the RTL's own state: every PE value it records in every cycle equals
+// the waveform of the same run on the traced (ordinary) model; the HTML page holds every
+// cycle and steps in a real browser; and the CLI's output and errors.
+#include "host/teach/teach.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "host/gemm/gemm_runner.h"
+#include "tests/host/cli/cli_fixture.h"
+#include "tests/test_util.h"
+
+namespace tpu::test {
+namespace {
+
+// A VCD file's value changes, by full signal name ("TOP.tpu_mxu_top.u_mxu....psum_q").
+class Vcd {
+ public:
+  explicit Vcd(const std::string& text) {
+    std::istringstream in(text);
+    std::vector<std::string> scope;
+    std::map<std::string, std::vector<std::string>> names;  // id -> names
+    uint64_t time = 0;
+    for (std::string tok; in >> tok;) {
+      if (tok == "$scope") {
+        std::string kind, name;
+        in >> kind >> name;
+        scope.push_back(name);
+      } else if (tok == "$upscope") {
+        scope.pop_back();
+      } else if (tok == "$var") {
+        std::string type, width, id, name;
+        in >> type >> width >> id >> name;
+        std::string full;
+        for (const auto& s : scope) full += s + ".";
+        names[id].push_back(full + name);
+      } else if (tok[0] == '#') {
+        time = std::stoull(tok.substr(1));
+      } else if (tok[0] == 'b') {
+        std::string id;
+        in >> id;
+        for (const auto& n : names[id]) changes_[n].emplace_back(time, tok.substr(1));
+      } else if ((tok[0] == '0' || tok[0] == '1') && tok.size() > 1) {
+        for (const auto& n : names[tok.substr(1)]) changes_[n].emplace_back(time, tok.substr(0, 1));
+      }
+    }
+  }
+  // The signal's value at `time` as a signed number of `width` bits.
+  int64_t At(const std::string& name, uint64_t time, int width) const {
+    const auto it = changes_.find(name);
+    if (it == changes_.end()) throw std::runtime_error("no signal " + name);
+    std::string bits = "0";
+    for (const auto& [t, v] : it->second) {
+      if (t > time) break;
+      bits = v;
+    }
+    uint64_t u = 0;
+    for (char ch : bits) u = (u << 1) | (ch == '1');
+    if (width < 64 && (u >> (width - 1)) & 1) return static_cast<int64_t>(u) - (int64_t{1} << width);
+    return static_cast<int64_t>(u);
+  }
+
+ private:
+  std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> changes_;
+};
+
+class TeachTest : public CliFixture {};
+
+TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
+  const int n = 4;
+  const Matrix<int8_t> a = host::RandomInt8(5, 6, 3);  // K > N: two tiles, a weight switch
+  const Matrix<int8_t> b = host::RandomInt8(6, 3, 4);
+  const host::TeachRun run = host::RecordTeachRun(a, b, n);
+  ASSERT_TRUE(run.matches_reference);
+  ASSERT_EQ(run.cycles.size(), run.counters.cycles);
+  EXPECT_EQ(run.cycles.back().tiles, 2u);
+  EXPECT_EQ(run.cycles.back().rows_in, 10u);
+
+  sim::RunOptions opts;
+  opts.trace.path = P("run.vcd");
+  const host::GemmRunResult traced = RunOnRtl(a, b, n, sim::EngineKind::kVerilator, opts);
+  ASSERT_EQ(traced.counters.cycles, run.counters.cycles);
+  const Vcd vcd(Slurp(P("run.vcd")));
+  int nonzero = 0;
+  for (const host::TeachCycle& t : run.cycles) {
+    const uint64_t time = t.cycle * 10;  // the trace's dump before the clock edge
+    for (int r = 0; r < n; ++r) {
+      for (int c = 0; c < n; ++c) {
+        SCOPED_TRACE(::testing::Message() << "cycle " << t.cycle << " PE " << r << "," << c);
+        const std::string pe = "TOP.tpu_mxu_top.u_mxu.u_array.gen_row[" + std::to_string(r) +
+                               "].gen_col[" + std::to_string(c) + "].u_pe.";
+        const sim::PeState& s = t.state.pe[static_cast<size_t>(r * n + c)];
+        ASSERT_EQ(s.psum, vcd.At(pe + "psum_q", time, 32));
+        ASSERT_EQ(s.act, vcd.At(pe + "act_q", time, 8));
+        ASSERT_EQ(s.weight, vcd.At(pe + "weight_active_q", time, 8));
+        ASSERT_EQ(s.shadow, vcd.At(pe + "weight_shadow_q", time, 8));
+        ASSERT_EQ(s.sw, vcd.At(pe + "switch_q", time, 1) != 0);
+        nonzero += s.psum != 0;
+      }
+    }
+    ASSERT_EQ(t.state.out_valid, vcd.At("TOP.tpu_mxu_top.u_mxu.out_valid_o", time, 1) != 0);
+  }
+  EXPECT_GT(nonzero, 20) << "the comparison saw activity";
+}
+
+TEST_F(TeachTest, HtmlHoldsEveryCycleAndStepsInABrowser) {
+  const Outcome o = Run("teach --m 3 --k 2 --n 3 --html " + P("t.html"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const std::string html = Slurp(P("t.html"));
+  for (const char* remote : {"http://", "https://", "src=", "@import"}) {
+    EXPECT_EQ(html.find(remote), std::string::npos) << "the page must work offline: " << remote;
+  }
+  const std::string open = "<script type=\"application/json\" id=\"data\">";
+  const size_t at = html.find(open);
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = html.find("</script>", at);
+  const auto data = nlohmann::json::parse(html.substr(at + open.size(), end - at - open.size()));
+  const auto& frames = data["frames"];
+  ASSERT_EQ(frames.size(), data["cycles"].get<size_t>());
+  ASSERT_EQ(frames.size(), 16u);  // 3 x 2 by 2 x 3 on 4 x 4 (docs/teaching.md)
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(frames[i]["cycle"], i + 1);
+    EXPECT_EQ(frames[i]["pe"].size(), 16u);
+  }
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "chromium missing (scripts/install-deps installs it)";
+  }
+  // Open at cycle 9 and press "step >" twice: the page must show cycle 11's values.
+  const std::string cmd = "timeout 120 chromium --headless --no-sandbox --disable-gpu "
+                          "--user-data-dir=" + P("chrome") + " --dump-dom 'file://" +
+                          P("t.html") + "#cycle=9&step=2' >" + P("dom.html") + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string dom = Slurp(P("dom.html"));
+  EXPECT_NE(dom.find("id=\"cycle-label\">cycle 11 of 16<"), std::string::npos) << dom;
+  const auto& f = frames[10];
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 4; ++c) {
+      const auto& pe = f["pe"][r * 4 + c];
+      const std::string cell = "id=\"pe-" + std::to_string(r) + "-" + std::to_string(c) + "\">";
+      const size_t p = dom.find(cell);
+      ASSERT_NE(p, std::string::npos) << cell;
+      const std::string text = dom.substr(p, dom.find("</td>", p) - p);
+      EXPECT_NE(text.find("p " + std::to_string(pe[3].get<int>()) + "<"), std::string::npos)
+          << text;
+      EXPECT_NE(text.find("w " + std::to_string(pe[0].get<int>()) + "<"), std::string::npos)
+          << text;
+    }
+  }
+}
+
+TEST_F(TeachTest, TerminalRunShowsEveryCycleAsPlainTextWhenPiped) {
+  const Outcome o = Run("teach --array 4 --m 3 --k 2 --n 3");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  for (int c = 1; c <= 16; ++c) {
+    EXPECT_NE(o.out.find("cycle " + std::to_string(c) + " of 16"), std::string::npos) << c;
+  }
+  EXPECT_EQ(o.out.find("\033["), std::string::npos) << "no colour codes in a pipe";
+  EXPECT_NE(o.out.find("bit-exact with the Eigen int32 reference"), std::string::npos);
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n') > 300, true);
+  EXPECT_NE(o.out.find("result row out"), std::string::npos);
+}
+
+TEST_F(TeachTest, StepWaitsForEnterAndQGoesToTheEnd) {
+  const std::string cmd = "printf '\\n\\nq\\n' | " + std::string(TPUSIM_BINARY) +
+                          " teach --step >" + P("out") + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string out = Slurp(P("out"));
+  size_t prompts = 0;
+  for (size_t at = 0; (at = out.find("[Enter: next cycle", at)) != std::string::npos; ++at) ++prompts;
+  EXPECT_EQ(prompts, 3u);
+  EXPECT_NE(out.find("cycle 16 of 16"), std::string::npos);
+}
+
+TEST_F(TeachTest, ColourOnATerminalAndTooNarrowTerminalsAreRefused) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1)";
+  const std::string wide = "script -qec \"stty cols 120 rows 40; " + std::string(TPUSIM_BINARY) +
+                           " teach\" /dev/null >" + P("tty") + " 2>&1";
+  ASSERT_EQ(std::system(wide.c_str()), 0);
+  EXPECT_NE(Slurp(P("tty")).find("\033[1m"), std::string::npos) << "colour on a terminal";
+  const std::string narrow = "script -qec \"stty cols 60 rows 40; " + std::string(TPUSIM_BINARY) +
+                             " teach --array 8\" /dev/null >" + P("tty2") + " 2>&1";
+  EXPECT_NE(std::system(narrow.c_str()), 0);
+  EXPECT_NE(Slurp(P("tty2")).find("a 8 x 8 array needs 125 terminal columns and this terminal "
+                                  "has 60"),
+            std::string::npos)
+      << Slurp(P("tty2"));
+}
+
+TEST_F(TeachTest, BadInputsAreUsageErrors) {
+  ExpectError("teach --array 5", 2, "5 is not built");
+  ExpectError("teach --array 1", 2, "--array 1 is out of range");
+  ExpectError("teach --m 0", 2, "--m 0 must be at least 1");
+  ExpectError("teach --m 400 --k 40 --n 40", 2, "teach shows at most 2000");
+  ExpectError("teach --a " + P("missing.npy") + " --b " + P("missing.npy"), 2, "missing.npy");
+  ExpectError("teach --a " + P("x.npy"), 2, "--a was given without --b");
+  ExpectError("teach --a " + P("x.npy") + " --b " + P("y.npy") + " --m 3", 2, "not both");
+  ExpectError("teach --html " + P("no/such/dir/t.html"), 1, "t.html");
+}
+
+TEST_F(TeachTest, NumpyOperandsAreShownAndMultiplied) {
+  const std::string py = "/usr/bin/python3 -c \"import numpy as np; "
+                         "np.save('" + P("A.npy") + "', np.array([[1,2],[3,4],[5,6]], dtype=np.int8)); "
+                         "np.save('" + P("B.npy") + "', np.array([[1,0,2],[0,1,3]], dtype=np.int8))\"";
+  if (std::system(py.c_str()) != 0) GTEST_SKIP() << "python3-numpy missing";
+  const Outcome o = Run("teach --array 2 --a " + P("A.npy") + " --b " + P("B.npy"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  // C = [[1,2,8],[3,4,18],[5,6,28]]; N = 3 > 2, so two column tiles.
+  EXPECT_NE(o.out.find("          1      2      8\n          3      4     18\n          5      6     28"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("2 weight tile(s) = 1 K-fold(s) x 2 N-tile(s)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpu::test
