@@ -111,4 +111,22 @@ module tpu_vpu
   assign out_valid_o = (pool_i == VpuPoolNone) ? s2_valid_q : pool_valid_q;
   assign out_data_o  = (pool_i == VpuPoolNone) ? s2_data_q : pool_data_q;
 
+  // Per-lane views of the packed configuration and pipeline registers, for waveforms
+  // (traces/vpu.gtkw): a viewer shows a packed array as one wide vector.
+  /* verilator lint_off UNUSEDSIGNAL */
+  for (genvar l = 0; l < int'(ArrayDim); l++) begin : gen_lane
+    acc_t        acc_in, bias, sum;
+    logic [31:0] multiplier;
+    logic [5:0]  shift;
+    operand_t    requantized, out;
+    assign acc_in      = in_data_i[l];
+    assign bias        = bias_i[l];
+    assign multiplier  = multiplier_i[l];
+    assign shift       = shift_i[l];
+    assign sum         = s1_sum_q[l];
+    assign requantized = s2_data_q[l];
+    assign out         = out_data_o[l];
+  end
+  /* verilator lint_on UNUSEDSIGNAL */
+
 endmodule

@@ -38,6 +38,16 @@ TEST_F(ExecCliTest, ShippedExampleComputesTheDenseLayerAndPrintsCounters) {
   EXPECT_EQ(j["instructions"], 9);
 }
 
+TEST_F(ExecCliTest, ShippedPoolingExampleComputesItsLayerOnTheFourByFourChip) {
+  const Outcome o = Run("exec " + kExamples + "pool_layer.asm --config teach-4 --host-in " +
+                        kExamples + "pool_layer.host.bin --weights-in " + kExamples +
+                        "pool_layer.weights.bin --host-out " + P("y.bin") +
+                        " --host-out-range 0x200:16");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(Slurp(P("y.bin")), Slurp(kExamples + "pool_layer.expected.bin"));
+  EXPECT_NE(o.out.find("vpu_rows_in 16  vpu_rows_out 4"), std::string::npos) << o.out;
+}
+
 TEST_F(ExecCliTest, BinaryProgramRunsLikeItsAssembly) {
   ASSERT_EQ(Run("asm " + kExamples + "dense_layer.asm -o " + P("d.bin")).exit_code, 0);
   const Outcome a = Run(kDenseArgs + " --json " + P("a.json"));
