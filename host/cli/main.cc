@@ -7,6 +7,7 @@
 #include "host/cli/gemm_command.h"
 #include "host/cli/isa_commands.h"
 #include "host/cli/nn_commands.h"
+#include "host/cli/run_command.h"
 #include "host/cli/teach_command.h"
 #include "host/common/errors.h"
 #include "host/common/revision.h"
@@ -27,6 +28,7 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddIsaCommands(app);
   tpu::cli::AddExecCommand(app);
   tpu::cli::AddTeachCommand(app);
+  tpu::cli::AddRunCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,177 @@
+// `tpusim run`: the quantized MNIST CNN on the simulated TPU, checked image by image
+// against the CPU int8 reference, with a per-layer report.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "host/cli/run_command.h"
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+#include "host/common/progress_bar.h"
+#include "host/common/revision.h"
+#include "host/common/text.h"
+#include "host/compiler/tpu_runner.h"
+#include "host/data/mnist.h"
+#include "host/driver/tpu_driver.h"
+#include "host/nn/model.h"
+
+namespace tpu::cli {
+namespace {
+
+struct RunArgs {
+  std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
+  std::string config = "small-16";
+  std::string data, json;
+  int64_t images = 100;
+  int batch = 16;
+  bool quiet = false;
+};
+
+struct LayerRow {
+  std::string name;
+  int64_t macs;
+  uint64_t cycles, stalls, ub, acc, dram;
+};
+
+void Run(const RunArgs& a) {
+  if (a.images < 1 || a.batch < 1) throw UsageError("--images and --batch must be at least 1");
+  if (!a.json.empty()) CheckWritable(a.json);
+  const host::TpuConfig config = host::LoadConfig(a.config);
+  const nn::Model model = nn::LoadModel(a.model);
+  const data::MnistSet test = data::LoadMnist(data::FindMnistDir(a.data), /*train=*/false, a.images);
+  if (a.images > test.count) {
+    throw UsageError(fmt::format("--images {} is more than the {} test images", a.images, test.count));
+  }
+  host::TpuDriver driver(config, {});
+  ProgressBar bar("run", !a.quiet);
+  const compiler::TpuRunResult r = compiler::RunModelOnTpu(
+      model, config, driver, test.pixels.data(), test.labels.data(), a.images, a.batch,
+      [&](double f) { bar.Update(f); });
+  bar.Finish();
+
+  const double peak = 2.0 * config.array_dim * config.array_dim;
+  auto ops = [](int64_t macs, uint64_t cycles) {
+    return cycles ? 2.0 * static_cast<double>(macs) / static_cast<double>(cycles) : 0.0;
+  };
+  std::vector<LayerRow> rows;
+  for (const compiler::LayerStats& l : r.layers) {
+    rows.push_back({l.name, l.macs, l.Counter("cycles"),
+                    l.Counter("mxu_stall_weights") + l.Counter("issue_stall_unit_busy") +
+                        l.Counter("issue_stall_ub_hazard") + l.Counter("issue_stall_acc_hazard"),
+                    l.Counter("ub_reads") + l.Counter("ub_writes"),
+                    l.Counter("acc_reads") + l.Counter("acc_writes"),
+                    l.Counter("host_bytes_read") + l.Counter("host_bytes_written") +
+                        l.Counter("weight_bytes_read")});
+  }
+  LayerRow total{"total", r.TotalMacs(), 0, 0, 0, 0, 0};
+  for (const LayerRow& row : rows) {
+    total.cycles += row.cycles;
+    total.stalls += row.stalls;
+    total.ub += row.ub;
+    total.acc += row.acc;
+    total.dram += row.dram;
+  }
+  const bool bit_exact = r.mismatches == 0;
+  const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
+  const double us_per_image =
+      static_cast<double>(total.cycles) / config.clock_mhz / static_cast<double>(r.images);
+
+  if (!a.json.empty()) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const LayerRow& row : rows) {
+      layers.push_back({{"name", row.name},
+                        {"macs", row.macs},
+                        {"cycles", row.cycles},
+                        {"ops_per_cycle", ops(row.macs, row.cycles)},
+                        {"utilization", ops(row.macs, row.cycles) / peak},
+                        {"stall_cycles", row.stalls},
+                        {"ub_accesses", row.ub},
+                        {"acc_accesses", row.acc},
+                        {"dram_bytes", row.dram}});
+    }
+    const nlohmann::json j = {{"model", model.name},
+                              {"images", r.images},
+                              {"batch", a.batch},
+                              {"accuracy", accuracy},
+                              {"bit_exact", bit_exact},
+                              {"mismatches", r.mismatches},
+                              {"cycles", total.cycles},
+                              {"macs", total.macs},
+                              {"ops_per_cycle", ops(total.macs, total.cycles)},
+                              {"utilization", ops(total.macs, total.cycles) / peak},
+                              {"us_per_image", us_per_image},
+                              {"images_per_second", 1e6 / us_per_image},
+                              {"layers", layers},
+                              {"config", config.ToJson()},
+                              {"wall_seconds", r.wall_seconds},
+                              {"revision", kGitRevision}};
+    WriteFileAtomically(a.json, j.dump(2) + "\n");
+  }
+  if (!a.quiet) {
+    std::cout << fmt::format(
+        "tpusim run: {} on {} ({} x {}, {} MHz), {} test images in batches of {}\n", model.name,
+        config.name, config.array_dim, config.array_dim, config.clock_mhz, r.images, a.batch);
+    std::cout << fmt::format("  accuracy   {:.2f} % ({} of {})\n", 100 * accuracy, r.correct,
+                             r.images);
+    std::cout << fmt::format("  bit-exact  {} (int8 logits of every image against the CPU int8 "
+                             "reference; {} differ)\n",
+                             bit_exact ? "yes" : "NO", r.mismatches);
+    std::cout << fmt::format("  {:<14}{:>14}{:>12}{:>10}{:>8}{:>10}{:>12}{:>12}{:>12}\n", "layer",
+                             "MACs", "cycles", "ops/cyc", "util", "stalls", "UB rd+wr",
+                             "acc rd+wr", "DRAM bytes");
+    for (const LayerRow& row : rows) {
+      std::cout << fmt::format("  {:<14}{:>14}{:>12}{:>10.1f}{:>7.1f}%{:>10}{:>12}{:>12}{:>12}\n",
+                               row.name, Grouped(row.macs), Grouped(static_cast<int64_t>(row.cycles)),
+                               ops(row.macs, row.cycles), 100 * ops(row.macs, row.cycles) / peak,
+                               Grouped(static_cast<int64_t>(row.stalls)),
+                               Grouped(static_cast<int64_t>(row.ub)),
+                               Grouped(static_cast<int64_t>(row.acc)),
+                               Grouped(static_cast<int64_t>(row.dram)));
+    }
+    std::cout << fmt::format("  {:<14}{:>14}{:>12}{:>10.1f}{:>7.1f}%{:>10}{:>12}{:>12}{:>12}\n",
+                             "total", Grouped(total.macs), Grouped(static_cast<int64_t>(total.cycles)),
+                             ops(total.macs, total.cycles),
+                             100 * ops(total.macs, total.cycles) / peak,
+                             Grouped(static_cast<int64_t>(total.stalls)),
+                             Grouped(static_cast<int64_t>(total.ub)),
+                             Grouped(static_cast<int64_t>(total.acc)),
+                             Grouped(static_cast<int64_t>(total.dram)));
+    std::cout << fmt::format("  time       {:.1f} us per image at {} MHz = {:.0f} images/s "
+                             "(simulated); {:.1f} s wall\n",
+                             us_per_image, config.clock_mhz, 1e6 / us_per_image, r.wall_seconds);
+  }
+  if (!bit_exact) {
+    throw RuntimeError(fmt::format("{} of {} images differ from the CPU int8 reference",
+                                   r.mismatches, r.images));
+  }
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run the quantized MNIST CNN on the cycle-accurate TPU, checked against the CPU.");
+  cmd->footer(R"(
+Lowers every conv and dense layer (with the 2 x 2 pooling after a conv fused into the VPU)
+to a TPU program, runs it on the whole chip in batches, checks every image's int8 logits
+against the CPU int8 reference, and prints accuracy and a per-layer table of the chip's
+counters. Work in progress: energy, CSV and the CPU/GPU comparison come next.
+
+Example:
+  tpusim run --images 200 --batch 16 --json r.json)");
+  cmd->add_option("--model", a->model, "model folder")->capture_default_str();
+  cmd->add_option("-c,--config", a->config, "preset (teach-4, lab-8, small-16, edge-32) or .json")
+      ->capture_default_str();
+  cmd->add_option("--images", a->images, "first N of the 10,000 test images")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "images per weight tile")->capture_default_str();
+  cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
+  cmd->add_option("--json", a->json, "write the results as JSON to this file");
+  cmd->add_flag("-q,--quiet", a->quiet, "print nothing but errors");
+  cmd->callback([a] { Run(*a); });
+}
+
+}  // namespace tpu::cli

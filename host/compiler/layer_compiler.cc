@@ -1,0 +1,264 @@
+// Lowering conv / dense layers (with fused 2 x 2 pooling) to TPU jobs (see layer_compiler.h).
+#include "host/compiler/layer_compiler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "host/common/errors.h"
+#include "host/isa/assembler.h"
+
+namespace tpu::compiler {
+
+std::string LayerStep::Name(const nn::Model& m) const {
+  std::string s = m.layers[static_cast<size_t>(layer)].name;
+  if (pool_layer >= 0) s += "+" + m.layers[static_cast<size_t>(pool_layer)].name;
+  return s;
+}
+
+std::vector<LayerStep> PlanSteps(const nn::Model& model) {
+  if (!model.quantized) {
+    throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
+  }
+  std::vector<LayerStep> steps;
+  const auto& ls = model.layers;
+  for (size_t i = 0; i < ls.size(); ++i) {
+    const nn::Layer& l = ls[i];
+    if (l.type == nn::LayerType::kFlatten) continue;
+    if (l.type == nn::LayerType::kAvgPool2d || l.type == nn::LayerType::kMaxPool2d) {
+      throw UsageError("layer '" + l.name + "': the chip pools only right after a conv layer "
+                       "(the VPU pools the conv's output rows)");
+    }
+    LayerStep s;
+    s.layer = static_cast<int>(i);
+    if (i + 1 < ls.size() && (ls[i + 1].type == nn::LayerType::kAvgPool2d ||
+                              ls[i + 1].type == nn::LayerType::kMaxPool2d)) {
+      if (l.type != nn::LayerType::kConv2d || ls[i + 1].pool != 2) {
+        throw UsageError("layer '" + ls[i + 1].name + "': the VPU pools 2 x 2 windows of a conv "
+                         "layer's output; this pooling cannot run on the chip");
+      }
+      s.pool_layer = static_cast<int>(i + 1);
+      ++i;
+    }
+    steps.push_back(s);
+  }
+  return steps;
+}
+
+LayerCompiler::LayerCompiler(const nn::Model& model, const LayerStep& step,
+                             const host::TpuConfig& config)
+    : layer_(model.layers[static_cast<size_t>(step.layer)]), config_(config), n_(config.array_dim) {
+  const nn::Layer& l = layer_;
+  conv_ = l.type == nn::LayerType::kConv2d;
+  pooled_ = step.pool_layer >= 0;
+  const nn::Layer* pool = pooled_ ? &model.layers[static_cast<size_t>(step.pool_layer)] : nullptr;
+  max_pool_ = pooled_ && pool->type == nn::LayerType::kMaxPool2d;
+  relu_ = l.activation == nn::Activation::kRelu;
+  in_ = l.in;
+  conv_out_ = l.out;
+  out_ = pooled_ ? pool->out : l.out;
+  k_ = conv_ ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
+  kt_ = (k_ + n_ - 1) / n_;
+  nt_ = (l.out.c + n_ - 1) / n_;
+  rows_per_image_ = !conv_ ? 1 : pooled_ ? int64_t{out_.h} * out_.w * 4 : int64_t{l.out.h} * l.out.w;
+  if (nt_ > config.param_sets) {
+    throw UsageError(fmt::format("layer '{}': {} output channels need {} VPU parameter sets on a "
+                                 "{} x {} array; the config has {} (param_sets)",
+                                 l.name, l.out.c, nt_, n_, n_, config.param_sets));
+  }
+  const int64_t nn2 = int64_t{n_} * n_;
+  if (kt_ * nt_ * nn2 > config.weight_mem_bytes) {
+    throw UsageError(fmt::format("layer '{}': {} bytes of weight tiles do not fit weight memory "
+                                 "({} bytes, weight_mem_bytes)",
+                                 l.name, kt_ * nt_ * nn2, config.weight_mem_bytes));
+  }
+  // Weight tile (kb, j) at ((j * kt) + kb) * n * n; its row r is weight row kb * n + r.
+  const int64_t cout = l.out.c;
+  weights_.assign(static_cast<size_t>(kt_ * nt_ * nn2), 0);
+  for (int64_t j = 0; j < nt_; ++j)
+    for (int64_t kb = 0; kb < kt_; ++kb)
+      for (int64_t r = 0; r < n_ && kb * n_ + r < k_; ++r)
+        for (int64_t c = 0; c < n_ && j * n_ + c < cout; ++c) {
+          weights_[static_cast<size_t>((j * kt_ + kb) * nn2 + r * n_ + c)] =
+              static_cast<uint8_t>(l.q.weights.data[static_cast<size_t>((kb * n_ + r) * cout + j * n_ + c)]);
+        }
+  // One VPU parameter set per output tile; padding lanes get multiplier 0 (output 0).
+  params_.assign(static_cast<size_t>(nt_ * 9 * n_), 0);
+  for (int64_t j = 0; j < nt_; ++j) {
+    uint8_t* p = &params_[static_cast<size_t>(j * 9 * n_)];
+    for (int c = 0; c < n_; ++c) {
+      const int64_t oc = j * n_ + c;
+      const int32_t bias = oc < cout ? l.q.bias.data[static_cast<size_t>(oc)] : 0;
+      const int32_t mult = oc < cout ? l.q.multiplier[static_cast<size_t>(oc)] : 0;
+      const int32_t shift = oc < cout ? l.q.shift[static_cast<size_t>(oc)] : 1;
+      std::memcpy(p + 4 * c, &bias, 4);
+      std::memcpy(p + 4 * n_ + 4 * c, &mult, 4);
+      p[8 * n_ + c] = static_cast<uint8_t>(shift);
+    }
+  }
+}
+
+void LayerCompiler::RowPixel(int64_t r, int* oh, int* ow) const {
+  if (pooled_) {
+    const int64_t window = r / 4, q = r % 4;
+    *oh = static_cast<int>(2 * (window / out_.w) + q / 2);
+    *ow = static_cast<int>(2 * (window % out_.w) + q % 2);
+  } else {
+    *oh = static_cast<int>(r / conv_out_.w);
+    *ow = static_cast<int>(r % conv_out_.w);
+  }
+}
+
+void LayerCompiler::FillRow(const int8_t* image, int64_t r, int8_t* row) const {
+  if (!conv_) {
+    std::memcpy(row, image, static_cast<size_t>(k_));
+    return;
+  }
+  const nn::Layer& l = layer_;
+  int oh = 0, ow = 0;
+  RowPixel(r, &oh, &ow);
+  int8_t* o = row;
+  for (int kh = 0; kh < l.kernel_h; ++kh)
+    for (int kw = 0; kw < l.kernel_w; ++kw) {
+      const int ih = oh * l.stride + kh - l.pad_top;
+      const int iw = ow * l.stride + kw - l.pad_left;
+      const bool inside = ih >= 0 && ih < in_.h && iw >= 0 && iw < in_.w;
+      for (int ic = 0; ic < in_.c; ++ic) {
+        *o++ = inside ? image[(static_cast<size_t>(ih) * in_.w + iw) * in_.c + ic] : int8_t{0};
+      }
+    }
+}
+
+LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
+  const int64_t n = n_, m = batch * rows_per_image_;
+  // Rows per chunk: half the accumulators (two chunks' tiles alternate), a multiple of 4
+  // with pooling, and two chunks of inputs and outputs must fit the unified buffer.
+  int64_t mc = std::min<int64_t>(m, config_.acc_depth_rows / 2);
+  auto ub_need = [&](int64_t rows) {
+    return 2 * kt_ * rows + 2 * nt_ * (pooled_ ? rows / 4 : rows);
+  };
+  while (mc > 4 && ub_need(mc) > config_.ub_depth_rows) mc /= 2;
+  if (pooled_) mc -= mc % 4;
+  if (mc < 1 || ub_need(mc) > config_.ub_depth_rows) {
+    throw UsageError(fmt::format("layer '{}': {} K-tiles do not fit the unified buffer ({} rows)",
+                                 layer_.name, kt_, config_.ub_depth_rows));
+  }
+  const int64_t chunks = (m + mc - 1) / mc;
+  const int64_t mco = pooled_ ? mc / 4 : mc;
+
+  LayerJob job;
+  job.rows = m;
+  job.chunks = chunks;
+  // Host memory: the row blocks chunk by chunk, the parameter sets, then the outputs.
+  std::vector<int8_t> row(static_cast<size_t>(k_));
+  const uint64_t x_bytes = static_cast<uint64_t>(m * kt_ * n);
+  const uint64_t p_addr = (x_bytes + 63) / 64 * 64;
+  const uint64_t y_addr = (p_addr + params_.size() + 63) / 64 * 64;
+  const int64_t out_rows = pooled_ ? m / 4 : m;
+  job.out_addr = y_addr;
+  job.out_bytes = static_cast<uint64_t>(out_rows * nt_ * n);
+  if (y_addr + job.out_bytes > static_cast<uint64_t>(config_.host_mem_bytes)) {
+    throw UsageError(fmt::format("layer '{}': a batch of {} needs {} bytes of host memory; the "
+                                 "config has {} (host_mem_bytes): use a smaller --batch",
+                                 layer_.name, batch, y_addr + job.out_bytes, config_.host_mem_bytes));
+  }
+  job.host.assign(static_cast<size_t>(y_addr), 0);
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t r0 = ch * mc, rows = std::min(mc, m - r0);
+    const uint64_t base = static_cast<uint64_t>(r0 * kt_ * n);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t g = r0 + i, b = g / rows_per_image_;
+      FillRow(&act[static_cast<size_t>(b * in_.Size())], g % rows_per_image_, row.data());
+      for (int64_t kb = 0; kb < kt_; ++kb) {
+        uint8_t* dst = &job.host[static_cast<size_t>(base + (kb * rows + i) * n)];
+        const int64_t cols = std::min<int64_t>(n, k_ - kb * n);
+        std::memcpy(dst, &row[static_cast<size_t>(kb * n)], static_cast<size_t>(cols));
+      }
+    }
+  }
+  std::copy(params_.begin(), params_.end(), job.host.begin() + static_cast<std::ptrdiff_t>(p_addr));
+  job.weights = weights_;
+
+  // The program.
+  const std::string act_flags = std::string(relu_ ? " relu" : "") +
+                                (pooled_ ? (max_pool_ ? " pool=max" : " pool=avg") : "");
+  std::string& t = job.text;
+  t += fmt::format("; {}: {} rows of K = {} ({} K-tile(s)) x {} output channels ({} N-tile(s)), "
+                   "{} chunk(s) of up to {} rows\n",
+                   layer_.name, m, k_, kt_, layer_.out.c, nt_, chunks, mc);
+  t += fmt::format("read_host host={} params=0 rows={}\n", p_addr, nt_);
+  // Software pipeline: chunk ch's rows go to unified-buffer half ch % 2 and are fetched
+  // while chunk ch - 1 computes; each group of tiles (chunk, output tile j) accumulates in
+  // one half of the accumulators while the previous group is activated from the other;
+  // a chunk's outputs are written back while the next chunk computes. Instructions issue
+  // in order, so this order is what lets the host DMA, the matrix unit and the activation
+  // unit work at the same time (the controller's interlocks keep them apart).
+  auto rows_of = [&](int64_t ch) { return std::min(mc, m - ch * mc); };
+  auto fetch = [&](int64_t ch) {
+    t += fmt::format("read_host host={} ub={} rows={}\n", ch * mc * kt_ * n, (ch % 2) * kt_ * mc,
+                     kt_ * rows_of(ch));
+  };
+  auto y_ub = [&](int64_t ch) { return 2 * kt_ * mc + (ch % 2) * nt_ * mco; };
+  auto out_rows_of = [&](int64_t ch) { return pooled_ ? rows_of(ch) / 4 : rows_of(ch); };
+  auto acc_of = [&](int64_t seq) { return (seq % 2) * (config_.acc_depth_rows / 2); };
+  auto activate = [&](int64_t ch, int64_t j, int64_t seq) {
+    t += fmt::format("activate acc={} ub={} rows={} params={}{}\n", acc_of(seq),
+                     y_ub(ch) + j * out_rows_of(ch), rows_of(ch), j, act_flags);
+  };
+  auto write_back = [&](int64_t ch) {
+    t += fmt::format("write_host ub={} host={} rows={}\n", y_ub(ch),
+                     y_addr + static_cast<uint64_t>(ch * mco * nt_ * n), nt_ * out_rows_of(ch));
+  };
+  t += fmt::format("read_host host={} params=0 rows={}\n", p_addr, nt_);
+  fetch(0);
+  int64_t seq = 0, prev_ch = -1, prev_j = -1;
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t rows = rows_of(ch), xb = (ch % 2) * kt_ * mc;
+    t += fmt::format("read_weights addr=0 tiles={}\n", kt_ * nt_);
+    for (int64_t j = 0; j < nt_; ++j, ++seq) {
+      for (int64_t kb = 0; kb < kt_; ++kb) {
+        t += fmt::format("matmul ub={} acc={} rows={} switch{}\n", xb + kb * rows, acc_of(seq),
+                         rows, kb > 0 ? " accumulate" : "");
+      }
+      if (prev_ch >= 0) activate(prev_ch, prev_j, seq - 1);
+      if (j == 0 && ch + 1 < chunks) fetch(ch + 1);
+      if (j == 0 && ch > 0) write_back(ch - 1);  // its last group was just activated
+      prev_ch = ch;
+      prev_j = j;
+    }
+  }
+  activate(prev_ch, prev_j, seq - 1);
+  write_back(chunks - 1);
+  t += "halt\n";
+  job.program = isa::Assemble(t, layer_.name + ".asm");
+  return job;
+}
+
+std::vector<int8_t> LayerCompiler::Decode(const std::vector<uint8_t>& out, int batch) const {
+  const int64_t n = n_;
+  const int64_t m = batch * rows_per_image_;
+  const int64_t opi = OutRowsPerImage();
+  int64_t mc = std::min<int64_t>(m, config_.acc_depth_rows / 2);
+  auto ub_need = [&](int64_t rows) {
+    return 2 * kt_ * rows + 2 * nt_ * (pooled_ ? rows / 4 : rows);
+  };
+  while (mc > 4 && ub_need(mc) > config_.ub_depth_rows) mc /= 2;
+  if (pooled_) mc -= mc % 4;
+  const int64_t mco = pooled_ ? mc / 4 : mc, out_rows = pooled_ ? m / 4 : m;
+  std::vector<int8_t> y(static_cast<size_t>(batch * out_.Size()));
+  for (int64_t g = 0; g < out_rows; ++g) {
+    const int64_t ch = g / mco, i = g % mco;
+    const int64_t rows = std::min(mco, out_rows - ch * mco);
+    const int64_t b = g / opi, p = g % opi;
+    for (int64_t j = 0; j < nt_; ++j) {
+      const uint8_t* src = &out[static_cast<size_t>((ch * mco * nt_ + j * rows + i) * n)];
+      for (int64_t c = 0; c < n && j * n + c < out_.c; ++c) {
+        y[static_cast<size_t>(b * out_.Size() + p * out_.c + j * n + c)] = static_cast<int8_t>(src[c]);
+      }
+    }
+  }
+  return y;
+}
+
+}  // namespace tpu::compiler

@@ -1,0 +1,78 @@
+// Lowers the layers of a quantized model to TPU programs (docs/compiler.md).
+//
+// Every conv or dense layer becomes one job: the host lays its input out as rows (im2col
+// for a convolution: one row per output pixel; one row per image for a dense layer), the
+// chip multiplies them by the layer's weight tiles, and the VPU adds the bias,
+// requantizes, applies ReLU and, when a 2 x 2 pooling layer follows, pools (the rows of a
+// pooling window are laid out consecutively for that). The host reads the int8 outputs
+// back for the next layer. Rows stream in chunks that fit the accumulators; the unified
+// buffer double-buffers chunks so the next chunk's rows load while this one computes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "host/config/tpu_config.h"
+#include "host/isa/isa.h"
+#include "host/nn/model.h"
+
+namespace tpu::compiler {
+
+// One chip job: a conv or dense layer of the model and the pooling layer fused into it.
+struct LayerStep {
+  int layer = -1;       // index in model.layers (conv2d or dense)
+  int pool_layer = -1;  // index of a 2 x 2 pooling layer fused into it, or -1
+  std::string Name(const nn::Model& m) const;
+};
+
+// The steps that run `model`; flatten layers need no work (activations are stored h x w x c).
+// Throws UsageError naming the layer the chip cannot run (pooling that does not follow a
+// conv layer, pooling other than 2 x 2, an unquantized model).
+std::vector<LayerStep> PlanSteps(const nn::Model& model);
+
+// A job ready for the driver: program, memory images, where the outputs land.
+struct LayerJob {
+  std::string text;  // readable assembly
+  isa::Program program;
+  std::vector<uint8_t> host, weights;
+  uint64_t out_addr = 0, out_bytes = 0;
+  int64_t rows = 0;      // rows streamed per image... in total for the batch
+  int64_t chunks = 0;
+};
+
+class LayerCompiler {
+ public:
+  // Throws UsageError when the layer does not fit the chip (too many output tiles for its
+  // parameter sets, the weights larger than weight memory).
+  LayerCompiler(const nn::Model& model, const LayerStep& step, const host::TpuConfig& config);
+
+  const nn::Shape3& InShape() const { return in_; }
+  const nn::Shape3& OutShape() const { return out_; }
+  int64_t K() const { return k_; }
+  int64_t RowsPerImage() const { return rows_per_image_; }
+  int64_t OutRowsPerImage() const { return pooled_ ? rows_per_image_ / 4 : rows_per_image_; }
+  // Useful multiply-accumulates per image (padding excluded).
+  int64_t MacsPerImage() const { return rows_per_image_ * k_ * out_.c; }
+
+  // The job for `batch` images whose int8 input activations (h x w x c each) are in `act`.
+  LayerJob Build(const std::vector<int8_t>& act, int batch) const;
+  // The int8 outputs (h x w x c each, `batch` images) from the job's output bytes.
+  std::vector<int8_t> Decode(const std::vector<uint8_t>& out, int batch) const;
+
+ private:
+  // The input row of image b for output row r (the im2col of one output pixel).
+  void FillRow(const int8_t* image, int64_t r, int8_t* row) const;
+  // The output pixel (oh, ow) that row r of an image computes.
+  void RowPixel(int64_t r, int* oh, int* ow) const;
+
+  const nn::Layer& layer_;
+  host::TpuConfig config_;
+  int n_;
+  bool conv_, pooled_, max_pool_, relu_;
+  nn::Shape3 in_, conv_out_, out_;
+  int64_t k_, kt_, nt_, rows_per_image_;
+  std::vector<uint8_t> weights_, params_;
+};
+
+}  // namespace tpu::compiler

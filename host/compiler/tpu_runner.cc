@@ -1,0 +1,96 @@
+// Layer-by-layer execution of a model on the TPU (see tpu_runner.h).
+#include "host/compiler/tpu_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "host/common/errors.h"
+#include "host/compiler/layer_compiler.h"
+#include "host/nn/int8_ops.h"
+#include "host/nn/int8_reference.h"
+
+namespace tpu::compiler {
+
+uint64_t LayerStats::Counter(const std::string& n) const {
+  for (const auto& [k, v] : counters) {
+    if (k == n) return v;
+  }
+  throw std::out_of_range("no counter named '" + n + "'");
+}
+
+uint64_t TpuRunResult::TotalCounter(const std::string& n) const {
+  uint64_t s = 0;
+  for (const LayerStats& l : layers) s += l.Counter(n);
+  return s;
+}
+
+int64_t TpuRunResult::TotalMacs() const {
+  int64_t s = 0;
+  for (const LayerStats& l : layers) s += l.macs;
+  return s;
+}
+
+TpuRunResult RunModelOnTpu(const nn::Model& model, const host::TpuConfig& config,
+                           host::TpuDriver& driver, const uint8_t* pixels, const uint8_t* labels,
+                           int64_t images, int batch, const std::function<void(double)>& progress) {
+  if (batch < 1) throw UsageError("--batch must be at least 1");
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<LayerStep> steps = PlanSteps(model);
+  std::vector<LayerCompiler> compilers;
+  TpuRunResult r;
+  r.images = images;
+  for (const LayerStep& s : steps) {
+    compilers.emplace_back(model, s, config);
+    LayerStats st;
+    st.name = s.Name(model);
+    r.layers.push_back(st);
+  }
+  const int64_t in_size = model.input.Size();
+  for (int64_t first = 0; first < images; first += batch) {
+    const int b = static_cast<int>(std::min<int64_t>(batch, images - first));
+    std::vector<int8_t> act(static_cast<size_t>(b * in_size));
+    for (size_t i = 0; i < act.size(); ++i) {
+      act[i] = nn::QuantizePixel(pixels[static_cast<size_t>(first * in_size) + i]);
+    }
+    for (size_t s = 0; s < compilers.size(); ++s) {
+      const LayerJob job = compilers[s].Build(act, b);
+      host::ExecJob ej;
+      ej.program = job.program;
+      ej.host_image = job.host;
+      ej.weight_image = job.weights;
+      ej.host_out_addr = job.out_addr;
+      ej.host_out_bytes = job.out_bytes;
+      const host::ExecResult e = driver.Run(ej);
+      if (!e.ok) {
+        throw RuntimeError("layer '" + r.layers[s].name + "' failed on the chip: " + e.message);
+      }
+      LayerStats& st = r.layers[s];
+      st.macs += compilers[s].MacsPerImage() * b;
+      ++st.jobs;
+      if (st.counters.empty()) {
+        st.counters = e.counters;
+      } else {
+        for (size_t i = 0; i < e.counters.size(); ++i) st.counters[i].second += e.counters[i].second;
+      }
+      act = compilers[s].Decode(e.host_out, b);
+    }
+    const int64_t out_size = static_cast<int64_t>(act.size()) / b;
+    for (int i = 0; i < b; ++i) {
+      std::vector<int8_t> logits(act.begin() + i * out_size, act.begin() + (i + 1) * out_size);
+      const auto ref = nn::ReferenceInt8(model, pixels + (first + i) * in_size).back();
+      if (ref != logits) ++r.mismatches;
+      if (labels) {
+        const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+        r.correct += best == labels[first + i];
+      }
+      r.logits.push_back(std::move(logits));
+    }
+    if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
+  }
+  r.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace tpu::compiler
