@@ -17,6 +17,7 @@
 #include "host/data/mnist.h"
 #include "host/driver/tpu_driver.h"
 #include "host/nn/model.h"
+#include "host/report/energy.h"
 
 namespace tpu::cli {
 namespace {
@@ -24,7 +25,8 @@ namespace {
 struct RunArgs {
   std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
   std::string config = "small-16";
-  std::string data, json;
+  std::string data, json, csv;
+  std::string energy = host::DefaultEnergyTablePath();
   int64_t images = 100;
   int batch = 16;
   bool quiet = false;
@@ -32,13 +34,16 @@ struct RunArgs {
 
 struct LayerRow {
   std::string name;
-  int64_t macs;
-  uint64_t cycles, stalls, ub, acc, dram;
+  int64_t macs = 0;
+  uint64_t cycles = 0, stalls = 0, ub = 0, acc = 0, dram = 0;
+  host::EnergyBreakdown energy;
 };
 
 void Run(const RunArgs& a) {
   if (a.images < 1 || a.batch < 1) throw UsageError("--images and --batch must be at least 1");
   if (!a.json.empty()) CheckWritable(a.json);
+  if (!a.csv.empty()) CheckWritable(a.csv);
+  const host::EnergyTable table = host::LoadEnergyTable(a.energy);
   const host::TpuConfig config = host::LoadConfig(a.config);
   const nn::Model model = nn::LoadModel(a.model);
   const data::MnistSet test = data::LoadMnist(data::FindMnistDir(a.data), /*train=*/false, a.images);
@@ -58,22 +63,42 @@ void Run(const RunArgs& a) {
   };
   std::vector<LayerRow> rows;
   for (const compiler::LayerStats& l : r.layers) {
-    rows.push_back({l.name, l.macs, l.Counter("cycles"),
-                    l.Counter("mxu_stall_weights") + l.Counter("issue_stall_unit_busy") +
-                        l.Counter("issue_stall_ub_hazard") + l.Counter("issue_stall_acc_hazard"),
-                    l.Counter("ub_reads") + l.Counter("ub_writes"),
-                    l.Counter("acc_reads") + l.Counter("acc_writes"),
-                    l.Counter("host_bytes_read") + l.Counter("host_bytes_written") +
-                        l.Counter("weight_bytes_read")});
+    LayerRow row;
+    row.name = l.name;
+    row.macs = l.macs;
+    row.cycles = l.Counter("cycles");
+    row.stalls = l.Counter("mxu_stall_weights") + l.Counter("issue_stall_unit_busy") +
+                 l.Counter("issue_stall_ub_hazard") + l.Counter("issue_stall_acc_hazard");
+    row.ub = l.Counter("ub_reads") + l.Counter("ub_writes");
+    row.acc = l.Counter("acc_reads") + l.Counter("acc_writes");
+    row.dram = l.Counter("host_bytes_read") + l.Counter("host_bytes_written") +
+               l.Counter("weight_bytes_read");
+    row.energy = host::ComputeEnergy([&](const std::string& n) { return l.Counter(n); }, config,
+                                     table);
+    rows.push_back(row);
   }
-  LayerRow total{"total", r.TotalMacs(), 0, 0, 0, 0, 0};
+  // Totals are the sums of the layers, energy component by component.
+  LayerRow total;
+  total.name = "total";
+  total.macs = r.TotalMacs();
+  total.energy.components = rows.front().energy.components;
+  for (auto& [k, v] : total.energy.components) v = 0;
   for (const LayerRow& row : rows) {
     total.cycles += row.cycles;
     total.stalls += row.stalls;
     total.ub += row.ub;
     total.acc += row.acc;
     total.dram += row.dram;
+    for (size_t i = 0; i < row.energy.components.size(); ++i) {
+      total.energy.components[i].second += row.energy.components[i].second;
+    }
   }
+  const double images = static_cast<double>(r.images);
+  auto components_json = [](const host::EnergyBreakdown& e) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [k, v] : e.components) j[k] = v;
+    return j;
+  };
   const bool bit_exact = r.mismatches == 0;
   const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
   const double us_per_image =
@@ -90,7 +115,9 @@ void Run(const RunArgs& a) {
                         {"stall_cycles", row.stalls},
                         {"ub_accesses", row.ub},
                         {"acc_accesses", row.acc},
-                        {"dram_bytes", row.dram}});
+                        {"dram_bytes", row.dram},
+                        {"energy_pj", row.energy.Total()},
+                        {"energy_components_pj", components_json(row.energy)}});
     }
     const nlohmann::json j = {{"model", model.name},
                               {"images", r.images},
@@ -104,6 +131,12 @@ void Run(const RunArgs& a) {
                               {"utilization", ops(total.macs, total.cycles) / peak},
                               {"us_per_image", us_per_image},
                               {"images_per_second", 1e6 / us_per_image},
+                              {"energy_pj", total.energy.Total()},
+                              {"energy_per_image_pj", total.energy.Total() / images},
+                              {"energy_components_pj", components_json(total.energy)},
+                              {"tops_per_watt", 2.0 * static_cast<double>(total.macs) /
+                                                    total.energy.Total()},
+                              {"energy_table", table.ToJson()},
                               {"layers", layers},
                               {"config", config.ToJson()},
                               {"wall_seconds", r.wall_seconds},
@@ -119,29 +152,42 @@ void Run(const RunArgs& a) {
     std::cout << fmt::format("  bit-exact  {} (int8 logits of every image against the CPU int8 "
                              "reference; {} differ)\n",
                              bit_exact ? "yes" : "NO", r.mismatches);
-    std::cout << fmt::format("  {:<14}{:>14}{:>12}{:>10}{:>8}{:>10}{:>12}{:>12}{:>12}\n", "layer",
+    std::cout << fmt::format("  per image     {:>10}{:>10}{:>9}{:>7}{:>9}{:>10}{:>10}{:>11}{:>11}\n",
                              "MACs", "cycles", "ops/cyc", "util", "stalls", "UB rd+wr",
-                             "acc rd+wr", "DRAM bytes");
-    for (const LayerRow& row : rows) {
-      std::cout << fmt::format("  {:<14}{:>14}{:>12}{:>10.1f}{:>7.1f}%{:>10}{:>12}{:>12}{:>12}\n",
-                               row.name, Grouped(row.macs), Grouped(static_cast<int64_t>(row.cycles)),
-                               ops(row.macs, row.cycles), 100 * ops(row.macs, row.cycles) / peak,
-                               Grouped(static_cast<int64_t>(row.stalls)),
-                               Grouped(static_cast<int64_t>(row.ub)),
-                               Grouped(static_cast<int64_t>(row.acc)),
-                               Grouped(static_cast<int64_t>(row.dram)));
+                             "acc rd+wr", "DRAM B", "energy nJ");
+    auto line = [&](const LayerRow& row) {
+      auto per = [&](double v) { return Grouped(static_cast<int64_t>(v / images + 0.5)); };
+      std::cout << fmt::format(
+          "  {:<14}{:>10}{:>10}{:>9.1f}{:>6.1f}%{:>9}{:>10}{:>10}{:>11}{:>11.1f}\n", row.name,
+          per(static_cast<double>(row.macs)), per(static_cast<double>(row.cycles)),
+          ops(row.macs, row.cycles), 100 * ops(row.macs, row.cycles) / peak,
+          per(static_cast<double>(row.stalls)), per(static_cast<double>(row.ub)),
+          per(static_cast<double>(row.acc)), per(static_cast<double>(row.dram)),
+          row.energy.Total() / images / 1000);
+    };
+    for (const LayerRow& row : rows) line(row);
+    line(total);
+    std::string parts;
+    for (const auto& [k, v] : total.energy.components) {
+      parts += fmt::format("{} {:.1f}  ", k, v / images / 1000);
     }
-    std::cout << fmt::format("  {:<14}{:>14}{:>12}{:>10.1f}{:>7.1f}%{:>10}{:>12}{:>12}{:>12}\n",
-                             "total", Grouped(total.macs), Grouped(static_cast<int64_t>(total.cycles)),
-                             ops(total.macs, total.cycles),
-                             100 * ops(total.macs, total.cycles) / peak,
-                             Grouped(static_cast<int64_t>(total.stalls)),
-                             Grouped(static_cast<int64_t>(total.ub)),
-                             Grouped(static_cast<int64_t>(total.acc)),
-                             Grouped(static_cast<int64_t>(total.dram)));
+    std::cout << fmt::format("  energy     {:.1f} nJ per image ({}table {}): {}\n",
+                             total.energy.Total() / images / 1000, "", table.name, parts);
+    std::cout << fmt::format("  efficiency {:.2f} TOPS/W (2 x MACs / energy)\n",
+                             2.0 * static_cast<double>(total.macs) / total.energy.Total());
     std::cout << fmt::format("  time       {:.1f} us per image at {} MHz = {:.0f} images/s "
                              "(simulated); {:.1f} s wall\n",
                              us_per_image, config.clock_mhz, 1e6 / us_per_image, r.wall_seconds);
+  }
+  if (!a.csv.empty()) {
+    std::string csv = "layer,macs,cycles,ops_per_cycle,utilization,stall_cycles,ub_accesses,"
+                      "acc_accesses,dram_bytes,energy_pj\n";
+    for (const LayerRow& row : rows) {
+      csv += fmt::format("{},{},{},{:.4f},{:.6f},{},{},{},{},{:.1f}\n", row.name, row.macs,
+                         row.cycles, ops(row.macs, row.cycles), ops(row.macs, row.cycles) / peak,
+                         row.stalls, row.ub, row.acc, row.dram, row.energy.Total());
+    }
+    WriteFileAtomically(a.csv, csv);
   }
   if (!bit_exact) {
     throw RuntimeError(fmt::format("{} of {} images differ from the CPU int8 reference",
@@ -159,7 +205,7 @@ void AddRunCommand(CLI::App& app) {
 Lowers every conv and dense layer (with the 2 x 2 pooling after a conv fused into the VPU)
 to a TPU program, runs it on the whole chip in batches, checks every image's int8 logits
 against the CPU int8 reference, and prints accuracy and a per-layer table of the chip's
-counters. Work in progress: energy, CSV and the CPU/GPU comparison come next.
+counters and the energy estimated from them (docs/energy.md).
 
 Example:
   tpusim run --images 200 --batch 16 --json r.json)");
@@ -170,6 +216,9 @@ Example:
   cmd->add_option("--batch", a->batch, "images per weight tile")->capture_default_str();
   cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
   cmd->add_option("--json", a->json, "write the results as JSON to this file");
+  cmd->add_option("--csv", a->csv, "write one row per layer as CSV to this file");
+  cmd->add_option("--energy", a->energy, "energy table (JSON, docs/energy.md)")
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", a->quiet, "print nothing but errors");
   cmd->callback([a] { Run(*a); });
 }

@@ -216,13 +216,13 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t rows = rows_of(ch), xb = (ch % 2) * kt_ * mc;
     t += fmt::format("read_weights addr=0 tiles={}\n", kt_ * nt_);
+    if (ch + 1 < chunks) fetch(ch + 1);
     for (int64_t j = 0; j < nt_; ++j, ++seq) {
       for (int64_t kb = 0; kb < kt_; ++kb) {
         t += fmt::format("matmul ub={} acc={} rows={} switch{}\n", xb + kb * rows, acc_of(seq),
                          rows, kb > 0 ? " accumulate" : "");
       }
       if (prev_ch >= 0) activate(prev_ch, prev_j, seq - 1);
-      if (j == 0 && ch + 1 < chunks) fetch(ch + 1);
       if (j == 0 && ch > 0) write_back(ch - 1);  // its last group was just activated
       prev_ch = ch;
       prev_j = j;

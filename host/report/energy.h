@@ -1,0 +1,47 @@
+// The energy model: every event the RTL counted, times its energy from a table (by default
+// configs/energy/horowitz45.json, Horowitz ISSCC 2014, 45 nm). docs/energy.md explains
+// every number and the limits of such estimates.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "host/config/tpu_config.h"
+
+namespace tpu::host {
+
+struct EnergyTable {
+  std::string name, description;
+  double mult_int8_pj = 0.2;
+  double add_int32_pj = 0.1;
+  double weight_register_write_pj = 0.03;
+  double vpu_lane_pj = 3.3;
+  std::vector<std::pair<double, double>> sram_64bit_access_pj;  // (bytes, pJ) by memory size
+  double dram_64bit_access_pj = 1300.0;
+
+  // pJ of one 64-bit access to an SRAM of `bytes` (log-log interpolation between the
+  // table's sizes, extrapolated beyond them).
+  double SramAccessPj(double bytes) const;
+  nlohmann::json ToJson() const;
+};
+
+// configs/energy/horowitz45.json.
+std::string DefaultEnergyTablePath();
+// Throws UsageError naming the file and the field for a missing file, bad JSON, unknown
+// keys or a negative energy.
+EnergyTable LoadEnergyTable(const std::string& path);
+
+// Energy of counted activity, by component, in pJ.
+struct EnergyBreakdown {
+  std::vector<std::pair<std::string, double>> components;  // mac, weight_load, ...
+  double Total() const;
+};
+
+// `counter` returns an RTL counter by name (sim/tpu_registers.h).
+EnergyBreakdown ComputeEnergy(const std::function<uint64_t(const std::string&)>& counter,
+                              const TpuConfig& config, const EnergyTable& table);
+
+}  // namespace tpu::host
