@@ -10,7 +10,7 @@ BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_report_aggregates_only
 all: build
 
 help:
-	@echo "make demo       install deps, build, run a GEMM on the RTL and a dense layer on the whole chip"
+	@echo "make demo       install deps, build, compare CPU and the simulated TPU on 1,000 MNIST images"
 	@echo "make test       install deps, build, run the fast test suite (ctest -L fast)"
 	@echo "make test-slow  the slow tests (ctest -L slow)"
 	@echo "make test-all   every test"
@@ -30,10 +30,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 demo: build
-	$(BUILD_DIR)/tpusim gemm --config small-16 --m 256 --k 100 --n 40 --seed 7
-	@echo
-	$(BUILD_DIR)/tpusim exec examples/dense_layer.asm --config small-16 \
-	    --host-in examples/dense_layer.host.bin --weights-in examples/dense_layer.weights.bin
+	$(BUILD_DIR)/tpusim compare --images 1000 --configs small-16
 
 test: build
 	cd $(BUILD_DIR) && ctest -L fast -j $(JOBS) --output-on-failure

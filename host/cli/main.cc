@@ -4,6 +4,8 @@
 #include <iostream>
 #include <systemc>
 
+#include "host/cli/compare_command.h"
+#include "host/cli/compile_command.h"
 #include "host/cli/gemm_command.h"
 #include "host/cli/isa_commands.h"
 #include "host/cli/nn_commands.h"
@@ -29,6 +31,8 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddExecCommand(app);
   tpu::cli::AddTeachCommand(app);
   tpu::cli::AddRunCommand(app);
+  tpu::cli::AddCompareCommand(app);
+  tpu::cli::AddCompileCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -187,7 +187,6 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
   t += fmt::format("; {}: {} rows of K = {} ({} K-tile(s)) x {} output channels ({} N-tile(s)), "
                    "{} chunk(s) of up to {} rows\n",
                    layer_.name, m, k_, kt_, layer_.out.c, nt_, chunks, mc);
-  t += fmt::format("read_host host={} params=0 rows={}\n", p_addr, nt_);
   // Software pipeline: chunk ch's rows go to unified-buffer half ch % 2 and are fetched
   // while chunk ch - 1 computes; each group of tiles (chunk, output tile j) accumulates in
   // one half of the accumulators while the previous group is activated from the other;

@@ -1,0 +1,226 @@
+// `tpusim compare`: the same MNIST test images on the CPU (fp32 and int8, measured) and on
+// the simulated TPU at each requested preset (cycles turned into time at the preset's
+// clock, energy from the energy model), in one table.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "host/cli/compare_command.h"
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+#include "host/common/revision.h"
+#include "host/data/mnist.h"
+#include "host/nn/cpu_backend.h"
+#include "host/nn/model.h"
+#include "host/report/energy.h"
+
+namespace tpu::cli {
+namespace {
+
+struct CompareArgs {
+  std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
+  std::vector<std::string> configs = {"small-16"};
+  std::string data, json, markdown;
+  std::string energy = host::DefaultEnergyTablePath();
+  int64_t images = 1000;
+  int batch = 64;
+  int threads = 2;
+};
+
+struct Row {
+  std::string backend;
+  double accuracy = 0, images_per_s = 0, latency_us = 0;
+  std::optional<double> energy_uj;  // per image
+  std::string energy_source;        // measured (RAPL), modelled, unavailable
+  std::optional<double> ops_per_cycle;
+  std::string note;
+};
+
+// CPU package energy from Linux RAPL, when the kernel exposes it to this user.
+std::optional<double> RaplJoules() {
+  std::ifstream f("/sys/class/powercap/intel-rapl:0/energy_uj");
+  double uj = 0;
+  if (!(f >> uj)) return std::nullopt;
+  return uj * 1e-6;
+}
+
+Row CpuRow(const nn::Model& m, const data::MnistSet& set, const CompareArgs& a,
+           nn::CpuBackend b) {
+  Row r;
+  r.backend = nn::CpuBackendName(b);
+  const auto e0 = RaplJoules();
+  const nn::InferResult res = nn::InferCpu(m, set, a.images, b, a.batch, a.threads);
+  const auto e1 = RaplJoules();
+  r.accuracy = static_cast<double>(res.correct) / static_cast<double>(res.images);
+  r.images_per_s = static_cast<double>(res.images) / res.seconds;
+  r.latency_us = 1000 * nn::LatencyBatch1Ms(m, set, std::min<int64_t>(a.images, 200), b);
+  if (e0 && e1 && *e1 > *e0) {
+    r.energy_uj = (*e1 - *e0) / static_cast<double>(res.images) * 1e6;
+    r.energy_source = "measured (RAPL package)";
+  } else {
+    r.energy_source = "unavailable (no RAPL counter here)";
+  }
+  r.note = fmt::format("measured wall time, batch {}, {} threads", a.batch, a.threads);
+  return r;
+}
+
+// Runs `tpusim run` in a child process (the SystemC kernel elaborates one system per
+// process) and reads its JSON.
+nlohmann::json RunChild(const std::string& args, const std::string& json_path) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "'" + self + "' run -q " + args + " --json '" + json_path + "'";
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) throw RuntimeError("'tpusim run " + args + "' failed (see above)");
+  std::ifstream in(json_path);
+  nlohmann::json j;
+  in >> j;
+  return j;
+}
+
+Row TpuRow(const std::string& preset, const CompareArgs& a, const std::string& scratch) {
+  const std::string common = "--model '" + a.model + "' --energy '" + a.energy + "'" +
+                             (a.data.empty() ? "" : " --data '" + a.data + "'") + " --config '" +
+                             preset + "'";
+  const nlohmann::json j = RunChild(common + fmt::format(" --images {} --batch {}", a.images, a.batch),
+                                    scratch + "/run.json");
+  const nlohmann::json one = RunChild(common + " --images 1 --batch 1", scratch + "/one.json");
+  Row r;
+  r.backend = "tpu " + preset;
+  r.accuracy = j["accuracy"].get<double>();
+  r.images_per_s = j["images_per_second"].get<double>();
+  r.latency_us = one["us_per_image"].get<double>();
+  r.energy_uj = j["energy_per_image_pj"].get<double>() * 1e-6;
+  r.energy_source = "modelled (RTL event counts x " + j["energy_table"]["name"].get<std::string>() + ")";
+  r.ops_per_cycle = j["ops_per_cycle"].get<double>();
+  r.note = fmt::format("simulated at {} MHz, batch {}, bit-exact {}",
+                       j["config"]["clock_mhz"].get<double>(), a.batch,
+                       j["bit_exact"].get<bool>() ? "yes" : "NO");
+  return r;
+}
+
+std::string Cell(const std::optional<double>& v, const char* f) {
+  return v ? fmt::format(fmt::runtime(f), *v) : std::string("n/a");
+}
+
+void Compare(const CompareArgs& a) {
+  if (a.images < 1 || a.batch < 1 || a.threads < 1) {
+    throw UsageError("--images, --batch and --threads must be at least 1");
+  }
+  for (const std::string* p : {&a.json, &a.markdown}) {
+    if (!p->empty()) CheckWritable(*p);
+  }
+  host::LoadEnergyTable(a.energy);  // fail early on a bad table
+  const nn::Model model = nn::LoadModel(a.model);
+  const data::MnistSet set = data::LoadMnist(data::FindMnistDir(a.data), false, a.images);
+  if (a.images > set.count) {
+    throw UsageError(fmt::format("--images {} is more than the {} test images", a.images, set.count));
+  }
+  for (const std::string& c : a.configs) host::LoadConfig(c);  // unknown presets fail early
+
+  std::vector<Row> rows;
+  std::cerr << "compare: cpu-fp32 ...\n";
+  rows.push_back(CpuRow(model, set, a, nn::CpuBackend::kFp32));
+  std::cerr << "compare: cpu-int8 ...\n";
+  rows.push_back(CpuRow(model, set, a, nn::CpuBackend::kInt8));
+  const std::string scratch =
+      (std::filesystem::temp_directory_path() / ("tpusim_compare_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::create_directories(scratch);
+  try {
+    for (const std::string& c : a.configs) {
+      std::cerr << "compare: tpu " << c << " ...\n";
+      rows.push_back(TpuRow(c, a, scratch));
+    }
+  } catch (...) {
+    std::filesystem::remove_all(scratch);
+    throw;
+  }
+  std::filesystem::remove_all(scratch);
+  const std::string gpu_note =
+      "GPU: no CUDA backend in this build yet, so no GPU rows (they appear when one is "
+      "available).";
+
+  // Text and Markdown.
+  std::string text = fmt::format("tpusim compare: {} on the first {} MNIST test images\n",
+                                 model.name, a.images);
+  text += fmt::format("  {:<16}{:>9}{:>12}{:>14}{:>16}{:>10}  {}\n", "backend", "accuracy",
+                      "images/s", "latency/img", "energy/img", "ops/cyc", "notes");
+  std::string md = "| backend | accuracy | images/s | latency per image | energy per image | "
+                   "ops/cycle | energy source | notes |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  for (const Row& r : rows) {
+    text += fmt::format("  {:<16}{:>8.2f}%{:>12.0f}{:>11.1f} us{:>16}{:>10}  {}; energy {}\n",
+                        r.backend, 100 * r.accuracy, r.images_per_s, r.latency_us,
+                        Cell(r.energy_uj, "{:.2f} uJ"), Cell(r.ops_per_cycle, "{:.1f}"), r.note,
+                        r.energy_source);
+    md += fmt::format("| {} | {:.2f} % | {:.0f} | {:.1f} us | {} | {} | {} | {} |\n", r.backend,
+                      100 * r.accuracy, r.images_per_s, r.latency_us,
+                      r.energy_uj ? fmt::format("{:.2f} uJ", *r.energy_uj) : "n/a",
+                      Cell(r.ops_per_cycle, "{:.1f}"), r.energy_source, r.note);
+  }
+  text += "  " + gpu_note + "\n";
+  md += "\n" + gpu_note + "\n";
+  std::cout << text;
+  if (!a.markdown.empty()) WriteFileAtomically(a.markdown, md);
+  if (!a.json.empty()) {
+    nlohmann::json jr = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json row = {{"backend", r.backend},
+                            {"accuracy", r.accuracy},
+                            {"images_per_second", r.images_per_s},
+                            {"latency_us", r.latency_us},
+                            {"energy_source", r.energy_source},
+                            {"notes", r.note}};
+      row["energy_per_image_uj"] = r.energy_uj ? nlohmann::json(*r.energy_uj) : nlohmann::json(nullptr);
+      row["ops_per_cycle"] = r.ops_per_cycle ? nlohmann::json(*r.ops_per_cycle) : nlohmann::json(nullptr);
+      jr.push_back(row);
+    }
+    WriteFileAtomically(a.json, nlohmann::json{{"model", model.name},
+                                               {"images", a.images},
+                                               {"rows", jr},
+                                               {"gpu", gpu_note},
+                                               {"revision", kGitRevision}}
+                                        .dump(2) +
+                                    "\n");
+  }
+}
+
+}  // namespace
+
+void AddCompareCommand(CLI::App& app) {
+  auto a = std::make_shared<CompareArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "compare", "Compare CPU and simulated TPU (and GPU, when available) on the same images.");
+  cmd->footer(R"(
+Classifies the same MNIST test images with the CPU backends (Eigen fp32 and int8, measured
+wall time) and on the simulated TPU at each preset (tpusim run: cycles at the preset's
+clock, energy from the RTL's event counts), and prints accuracy, images/s, latency per image
+(batch 1), energy per image (measured, modelled or unavailable: the table says which) and
+ops/cycle.
+
+Example:
+  tpusim compare --images 1000 --configs small-16,lab-8 --markdown table.md)");
+  cmd->add_option("--images", a->images, "first N of the 10,000 test images")->capture_default_str();
+  cmd->add_option("--configs", a->configs, "TPU presets, comma separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--model", a->model, "model folder")->capture_default_str();
+  cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
+  cmd->add_option("--batch", a->batch, "images per batch (CPU and TPU)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU worker threads")->capture_default_str();
+  cmd->add_option("--energy", a->energy, "energy table for the TPU rows")->capture_default_str();
+  cmd->add_option("--json", a->json, "write the table as JSON to this file");
+  cmd->add_option("--markdown", a->markdown, "write the table as Markdown to this file");
+  cmd->callback([a] { Compare(*a); });
+}
+
+}  // namespace tpu::cli

@@ -1,0 +1,104 @@
+// `tpusim compile`: the TPU jobs of a model for the first images of the MNIST test set,
+// written as assembly plus the host and weight memory images `tpusim exec` loads.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "host/cli/compile_command.h"
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+#include "host/compiler/layer_compiler.h"
+#include "host/data/mnist.h"
+#include "host/nn/int8_ops.h"
+#include "host/nn/int8_reference.h"
+
+namespace tpu::cli {
+namespace {
+
+struct CompileArgs {
+  std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
+  std::string config = "small-16";
+  std::string out, data;
+  int64_t images = 1;
+};
+
+void Compile(const CompileArgs& a) {
+  if (a.images < 1) throw UsageError("--images and --batch must be at least 1");
+  const host::TpuConfig config = host::LoadConfig(a.config);
+  const nn::Model model = nn::LoadModel(a.model);
+  const auto steps = compiler::PlanSteps(model);
+  const data::MnistSet set = data::LoadMnist(data::FindMnistDir(a.data), false, a.images);
+  const int batch = static_cast<int>(std::min<int64_t>(a.images, set.count));
+  // Each layer's input for the batch: the CPU int8 reference's activations, which the chip
+  // reproduces bit for bit (tpusim run checks that).
+  std::vector<std::vector<std::vector<int8_t>>> outs;  // image -> layer -> activations
+  for (int i = 0; i < batch; ++i) outs.push_back(nn::ReferenceInt8(model, set.Image(i)));
+  std::filesystem::create_directories(a.out);
+  nlohmann::json manifest = nlohmann::json::array();
+  for (const compiler::LayerStep& s : steps) {
+    const compiler::LayerCompiler lc(model, s, config);
+    std::vector<int8_t> act;
+    for (int i = 0; i < batch; ++i) {
+      if (s.layer == 0) {
+        for (int64_t p = 0; p < model.input.Size(); ++p) act.push_back(nn::QuantizePixel(set.Image(i)[p]));
+      } else {
+        const auto& in = outs[static_cast<size_t>(i)][static_cast<size_t>(s.layer - 1)];
+        act.insert(act.end(), in.begin(), in.end());
+      }
+    }
+    const compiler::LayerJob job = lc.Build(act, batch);
+    const std::string name = s.Name(model);
+    const std::string base = (std::filesystem::path(a.out) / name).string();
+    WriteFileAtomically(base + ".asm", job.text);
+    WriteFileAtomically(base + ".host.bin", std::string(job.host.begin(), job.host.end()));
+    WriteFileAtomically(base + ".weights.bin", std::string(job.weights.begin(), job.weights.end()));
+    manifest.push_back({{"name", name},
+                        {"program", name + ".asm"},
+                        {"host_in", name + ".host.bin"},
+                        {"weights_in", name + ".weights.bin"},
+                        {"instructions", job.program.words.size()},
+                        {"host_out_addr", job.out_addr},
+                        {"host_out_bytes", job.out_bytes}});
+    std::cout << fmt::format("{}: {} instructions -> {}.asm (+ .host.bin, .weights.bin; outputs "
+                             "at host 0x{:x}, {} bytes)\n",
+                             name, job.program.words.size(), base, job.out_addr, job.out_bytes);
+  }
+  WriteFileAtomically((std::filesystem::path(a.out) / "jobs.json").string(),
+                      nlohmann::json{{"model", model.name},
+                                     {"config", config.name},
+                                     {"images", batch},
+                                     {"jobs", manifest}}
+                              .dump(2) +
+                          "\n");
+}
+
+}  // namespace
+
+void AddCompileCommand(CLI::App& app) {
+  auto a = std::make_shared<CompileArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "compile", "Lower a model to TPU jobs (assembly and memory images) for tpusim exec.");
+  cmd->footer(R"(
+Writes one job per conv or dense layer (2 x 2 pooling fused into the conv before it) for the
+first --images MNIST test images: NAME.asm (readable assembly), NAME.host.bin and
+NAME.weights.bin (memory images), and jobs.json (where each job leaves its outputs). The
+host lays out each layer's input rows (im2col; docs/compiler.md says why), so the jobs run
+one after another with the host in between, as tpusim run does.
+
+Example:
+  tpusim compile --config small-16 --images 4 --out lenet-jobs
+  tpusim exec lenet-jobs/conv1+pool1.asm --host-in lenet-jobs/conv1+pool1.host.bin \
+      --weights-in lenet-jobs/conv1+pool1.weights.bin)");
+  cmd->add_option("--model", a->model, "model folder")->capture_default_str();
+  cmd->add_option("-c,--config", a->config, "preset or .json config")->capture_default_str();
+  cmd->add_option("--out", a->out, "folder to write the jobs to")->required();
+  cmd->add_option("--images", a->images, "first N MNIST test images (one batch)")->capture_default_str();
+  cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
+  cmd->callback([a] { Compile(*a); });
+}
+
+}  // namespace tpu::cli

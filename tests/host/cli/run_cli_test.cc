@@ -1,0 +1,114 @@
+// `tpusim run`, `tpusim compile` and `tpusim compare` as a user runs them: reports whose
+// per-layer numbers add up to the totals, CSV, bad inputs.
+#include <nlohmann/json.hpp>
+
+#include "host/common/errors.h"
+#include "host/data/mnist.h"
+#include "tests/host/cli/cli_fixture.h"
+
+namespace tpu::test {
+namespace {
+
+bool HaveMnist() {
+  try {
+    data::FindMnistDir("");
+    return true;
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+class RunCliTest : public CliFixture {};
+
+TEST_F(RunCliTest, ReportLayersAddUpToTheTotals) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const Outcome o = Run("run --images 40 --batch 20 --json " + P("r.json") + " --csv " + P("r.csv"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("bit-exact  yes"), std::string::npos) << o.out;
+  const auto j = nlohmann::json::parse(Slurp(P("r.json")));
+  for (const char* key : {"accuracy", "images", "bit_exact", "cycles", "macs", "ops_per_cycle",
+                          "utilization", "energy_pj", "layers"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_TRUE(j["bit_exact"].get<bool>());
+  EXPECT_EQ(j["images"], 40);
+  ASSERT_EQ(j["layers"].size(), 5u);
+  uint64_t cycles = 0, macs = 0;
+  double energy = 0;
+  for (const auto& l : j["layers"]) {
+    EXPECT_TRUE(l.contains("name"));
+    cycles += l["cycles"].get<uint64_t>();
+    macs += l["macs"].get<uint64_t>();
+    energy += l["energy_pj"].get<double>();
+    double parts = 0;
+    for (const auto& [k, v] : l["energy_components_pj"].items()) parts += v.get<double>();
+    EXPECT_NEAR(parts, l["energy_pj"].get<double>(), 1e-6 * parts);
+  }
+  EXPECT_EQ(cycles, j["cycles"].get<uint64_t>());
+  EXPECT_EQ(macs, j["macs"].get<uint64_t>());
+  EXPECT_NEAR(energy, j["energy_pj"].get<double>(), 1e-6 * energy);
+  const std::string csv = Slurp(P("r.csv"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 6);  // header + 5 layers
+  EXPECT_EQ(csv.rfind("layer,macs,cycles,", 0), 0u);
+}
+
+TEST_F(RunCliTest, EnergyTableOverrideChangesTheEnergy) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  std::ofstream(P("zero-dram.json")) << R"({"name": "no-dram", "dram_64bit_access_pj": 0})";
+  ASSERT_EQ(Run("run --images 8 --batch 8 -q --json " + P("a.json")).exit_code, 0);
+  ASSERT_EQ(Run("run --images 8 --batch 8 -q --energy " + P("zero-dram.json") + " --json " +
+                P("b.json"))
+                .exit_code,
+            0);
+  const auto a = nlohmann::json::parse(Slurp(P("a.json")));
+  const auto b = nlohmann::json::parse(Slurp(P("b.json")));
+  EXPECT_EQ(b["energy_components_pj"]["dram"].get<double>(), 0.0);
+  EXPECT_NEAR(a["energy_pj"].get<double>() - b["energy_pj"].get<double>(),
+              a["energy_components_pj"]["dram"].get<double>(), 1e-3);
+  EXPECT_EQ(a["cycles"], b["cycles"]);
+}
+
+TEST_F(RunCliTest, CompiledLayerRunsWithExec) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const Outcome c = Run("compile --config teach-4 --images 2 --out " + P("prog"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  for (const char* f : {"conv1+pool1.asm", "conv1+pool1.host.bin", "conv1+pool1.weights.bin",
+                        "fc3.asm"}) {
+    EXPECT_TRUE(std::filesystem::exists(P("prog/") + f)) << f;
+  }
+  const Outcome e = Run("exec " + P("prog/conv1+pool1.asm") + " --config teach-4 --host-in " +
+                        P("prog/conv1+pool1.host.bin") + " --weights-in " +
+                        P("prog/conv1+pool1.weights.bin"));
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.out.find("status    halted (chip status: ok)"), std::string::npos);
+}
+
+TEST_F(RunCliTest, CompareTableHasCpuAndTpuRows) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const Outcome o = Run("compare --images 50 --configs teach-4,small-16 --json " + P("c.json") +
+                        " --markdown " + P("c.md"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("c.json")));
+  std::vector<std::string> names;
+  for (const auto& r : j["rows"]) names.push_back(r["backend"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"cpu-fp32", "cpu-int8", "tpu teach-4", "tpu small-16"}));
+  // Same int8 arithmetic everywhere: the TPU rows classify exactly as the CPU int8 row.
+  EXPECT_EQ(j["rows"][2]["accuracy"], j["rows"][1]["accuracy"]);
+  EXPECT_EQ(j["rows"][3]["accuracy"], j["rows"][1]["accuracy"]);
+  EXPECT_TRUE(j["rows"][3]["energy_per_image_uj"].is_number());
+  EXPECT_NE(Slurp(P("c.md")).find("| tpu small-16 |"), std::string::npos);
+}
+
+TEST_F(RunCliTest, BadInputsAreUsageErrors) {
+  ExpectError("run --batch 0", 2, "--images and --batch must be at least 1");
+  ExpectError("run --config nosuch", 2, "unknown preset 'nosuch'");
+  ExpectError("run --energy " + P("missing.json"), 2, "energy table");
+  std::ofstream(P("bad.json")) << R"({"dram_pj": 1})";
+  ExpectError("run --energy " + P("bad.json"), 2, "unknown key 'dram_pj'");
+  ExpectError("run --model " + P("nomodel"), 2, "nomodel");
+  ExpectError("compare --configs small-16,nosuch", 2, "unknown preset 'nosuch'");
+  ExpectError("compile --out " + P("x") + " --images 0", 2, "--images and --batch must be at least 1");
+}
+
+}  // namespace
+}  // namespace tpu::test

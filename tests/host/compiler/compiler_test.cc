@@ -1,0 +1,184 @@
+// The compiler (host/compiler/): steps, tiling, layout and instruction counts; CNNs run
+// bit-exact on the chip against the CPU int8 reference (a second, different CNN on teach-4
+// and small-16; the committed LeNet on 200 MNIST test images); the energy model.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "host/common/errors.h"
+#include "host/compiler/layer_compiler.h"
+#include "host/compiler/tpu_runner.h"
+#include "host/data/mnist.h"
+#include "host/nn/int8_reference.h"
+#include "host/nn/quantize.h"
+#include "host/report/energy.h"
+#include "tests/host/nn/nn_test_util.h"
+
+namespace tpu::compiler {
+namespace {
+
+using nn::Activation;
+using nn::LayerType;
+using test::MakeLayer;
+
+int Count(const std::string& text, const std::string& mnemonic) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.rfind(mnemonic + " ", 0) == 0;
+  return n;
+}
+
+nn::Model Lenet() { return nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5"); }
+
+TEST(CompilerTest, LenetBecomesFiveJobsWithPoolingFused) {
+  const nn::Model m = Lenet();
+  const auto steps = PlanSteps(m);
+  ASSERT_EQ(steps.size(), 5u);
+  std::vector<std::string> names;
+  for (const auto& s : steps) names.push_back(s.Name(m));
+  EXPECT_EQ(names, (std::vector<std::string>{"conv1+pool1", "conv2+pool2", "fc1", "fc2", "fc3"}));
+}
+
+TEST(CompilerTest, TilingLayoutAndInstructionCountsOfConv2) {
+  const nn::Model m = Lenet();
+  const host::TpuConfig c = host::LoadConfig("small-16");
+  const LayerCompiler lc(m, PlanSteps(m)[1], c);
+  // conv2: 3 x 3 x 6 inputs = K 54 = 4 K-tiles of 16; 16 outputs = 1 N-tile; pooling keeps
+  // the 12 x 12 conv outputs that form whole 2 x 2 windows (13 x 13 -> 6 x 6).
+  EXPECT_EQ(lc.K(), 54);
+  EXPECT_EQ(lc.RowsPerImage(), 144);
+  EXPECT_EQ(lc.OutRowsPerImage(), 36);
+  EXPECT_EQ(lc.MacsPerImage(), 144 * 54 * 16);
+  const int batch = 8;  // 1,152 rows: chunks of 512 (half the accumulators) -> 3 chunks
+  std::vector<int8_t> act(static_cast<size_t>(batch * lc.InShape().Size()), 1);
+  const LayerJob job = lc.Build(act, batch);
+  EXPECT_EQ(job.chunks, 3);
+  EXPECT_EQ(Count(job.text, "matmul"), 3 * 4);
+  EXPECT_EQ(Count(job.text, "activate"), 3);
+  EXPECT_EQ(Count(job.text, "read_weights"), 3);
+  EXPECT_EQ(Count(job.text, "read_host"), 1 + 3) << job.text;  // parameters, one per chunk
+  EXPECT_EQ(Count(job.text, "write_host"), 3);
+  EXPECT_NE(job.text.find("pool=avg"), std::string::npos);
+  EXPECT_NE(job.text.find("relu"), std::string::npos);
+  EXPECT_EQ(job.weights.size(), 4u * 16 * 16);
+  EXPECT_EQ(job.out_bytes, static_cast<uint64_t>(batch * 36 * 16));
+  // Input rows: chunk 0's first K-tile holds the im2col of image 0's first pixel, whose
+  // pooling window starts at (0, 0): 16 bytes = taps (0,0,0..5), (0,1,0..5), (0,2,0..3).
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(job.host[static_cast<size_t>(i)], 1) << i;
+  // The second row of the chunk is the window's pixel (0, 1).
+  EXPECT_EQ(job.text.substr(0, 1), ";");
+}
+
+TEST(CompilerTest, UnsupportedLayersAndSizesAreClearErrors) {
+  nn::Model m;
+  m.name = "badpool";
+  m.input = {8, 8, 1};
+  m.layers = {MakeLayer(LayerType::kMaxPool2d), MakeLayer(LayerType::kFlatten),
+              MakeLayer(LayerType::kDense, 3)};
+  m = test::Randomize(m, 1);
+  EXPECT_THROW(PlanSteps(m), UsageError) << "not quantized";
+  nn::Quantize(&m, test::RandomImages(m, 8, 2), 8);
+  try {
+    PlanSteps(m);
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("pools only right after a conv layer"), std::string::npos);
+  }
+  nn::Model wide;
+  wide.name = "wide";
+  wide.input = {2, 2, 1};
+  wide.layers = {MakeLayer(LayerType::kFlatten), MakeLayer(LayerType::kDense, 200)};
+  wide = test::Randomize(wide, 3);
+  nn::Quantize(&wide, test::RandomImages(wide, 8, 4), 8);
+  try {
+    LayerCompiler(wide, PlanSteps(wide)[0], host::LoadConfig("teach-4"));
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("need 50 VPU parameter sets"), std::string::npos) << e.what();
+  }
+}
+
+// A CNN unlike LeNet: 5 x 5 kernels with stride 2 and same padding, 20 channels (more than
+// one output tile), max pooling of an odd-sized map, a 3 x 3 same conv without pooling.
+nn::Model SecondCnn() {
+  nn::Model m;
+  m.name = "second";
+  m.input = {11, 11, 3};
+  m.layers = {MakeLayer(LayerType::kConv2d, 20, 5, 2, "same"),  // 6 x 6 x 20
+              MakeLayer(LayerType::kMaxPool2d),                // 3 x 3 x 20
+              MakeLayer(LayerType::kConv2d, 7, 3, 1, "same"),  // 3 x 3 x 7
+              MakeLayer(LayerType::kFlatten),
+              MakeLayer(LayerType::kDense, 33),
+              MakeLayer(LayerType::kDense, 10, 1, 1, "valid", Activation::kSoftmax)};
+  m = test::Randomize(m, 5);
+  nn::Quantize(&m, test::RandomImages(m, 64, 6), 64);
+  return m;
+}
+
+void ExpectBitExact(const char* preset, int batch) {
+  const nn::Model m = SecondCnn();
+  const data::MnistSet images = test::RandomImages(m, 20, 7);
+  host::TpuDriver driver(host::LoadConfig(preset), {});
+  const TpuRunResult r = RunModelOnTpu(m, host::LoadConfig(preset), driver, images.pixels.data(),
+                                       nullptr, images.count, batch);
+  EXPECT_EQ(r.mismatches, 0);
+  ASSERT_EQ(r.logits.size(), 20u);
+  // The logits vary between images, so agreement means something.
+  int differing = 0;
+  for (size_t i = 1; i < r.logits.size(); ++i) differing += r.logits[i] != r.logits[0];
+  EXPECT_GT(differing, 10);
+  EXPECT_EQ(r.layers.size(), 4u);
+  EXPECT_EQ(r.layers[0].name, "l0+l1");
+}
+
+TEST(CompilerTest, SecondCnnIsBitExactOnTeach4) { ExpectBitExact("teach-4", 7); }
+TEST(CompilerTest, SecondCnnIsBitExactOnSmall16) { ExpectBitExact("small-16", 20); }
+
+TEST(CompilerTest, LenetOn200MnistImagesIsBitExact) {
+  std::string dir;
+  try {
+    dir = data::FindMnistDir("");
+  } catch (const UsageError& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const nn::Model m = Lenet();
+  const data::MnistSet set = data::LoadMnist(dir, false, 200);
+  const host::TpuConfig c = host::LoadConfig("small-16");
+  host::TpuDriver driver(c, {});
+  const TpuRunResult r =
+      RunModelOnTpu(m, c, driver, set.pixels.data(), set.labels.data(), 200, 64);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_GE(r.correct, 194);  // the committed model gets 98.9 % of all 10,000 right
+  // Per-layer counters add up; MACs match the layers' arithmetic.
+  EXPECT_EQ(r.TotalMacs(), 200 * (30 * 30 * 9 * 6 + 12 * 12 * 54 * 16 + 576 * 120 + 120 * 84 + 84 * 10));
+  uint64_t cycles = 0;
+  for (const auto& l : r.layers) cycles += l.Counter("cycles");
+  EXPECT_EQ(cycles, r.TotalCounter("cycles"));
+}
+
+TEST(EnergyTest, TotalsAreTheSumOfComponentsAndTheTableDrivesThem) {
+  const host::TpuConfig c = host::LoadConfig("small-16");
+  const host::EnergyTable t = host::LoadEnergyTable(host::DefaultEnergyTablePath());
+  std::map<std::string, uint64_t> counts = {
+      {"macs", 1000}, {"weight_fifo_pops", 10}, {"ub_reads", 7}, {"ub_writes", 3},
+      {"acc_reads", 5}, {"acc_writes", 5}, {"weight_fifo_pushes", 10}, {"vpu_rows_in", 4},
+      {"host_bytes_read", 800}, {"host_bytes_written", 0}, {"weight_bytes_read", 0}};
+  auto get = [&](const std::string& n) { return counts.at(n); };
+  const host::EnergyBreakdown e = host::ComputeEnergy(get, c, t);
+  double sum = 0;
+  for (const auto& [k, v] : e.components) sum += v;
+  EXPECT_DOUBLE_EQ(e.Total(), sum);
+  EXPECT_DOUBLE_EQ(e.components[0].second, 1000 * (0.2 + 0.1));   // mac
+  EXPECT_DOUBLE_EQ(e.components.back().second, 800 * 1300.0 / 8);  // dram
+  // 256 KiB unified buffer: between the 32 KiB (20 pJ) and 1 MiB (100 pJ) points.
+  EXPECT_GT(t.SramAccessPj(262144), 20.0);
+  EXPECT_LT(t.SramAccessPj(262144), 100.0);
+  EXPECT_DOUBLE_EQ(t.SramAccessPj(32768), 20.0);
+  host::EnergyTable doubled = t;
+  doubled.dram_64bit_access_pj *= 2;
+  const host::EnergyBreakdown e2 = host::ComputeEnergy(get, c, doubled);
+  EXPECT_DOUBLE_EQ(e2.Total() - e.Total(), e.components.back().second);
+}
+
+}  // namespace
+}  // namespace tpu::compiler

@@ -1,0 +1,29 @@
+// All 10,000 MNIST test images through the RTL on small-16 (label slow: make test-slow).
+#include <gtest/gtest.h>
+
+#include "host/common/errors.h"
+#include "host/compiler/tpu_runner.h"
+#include "host/data/mnist.h"
+
+namespace tpu::compiler {
+namespace {
+
+TEST(MnistSlowTest, AllTenThousandTestImagesAreBitExactOnSmall16) {
+  std::string dir;
+  try {
+    dir = data::FindMnistDir("");
+  } catch (const UsageError& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  const data::MnistSet set = data::LoadMnist(dir, false);
+  const host::TpuConfig c = host::LoadConfig("small-16");
+  host::TpuDriver driver(c, {});
+  const TpuRunResult r =
+      RunModelOnTpu(m, c, driver, set.pixels.data(), set.labels.data(), set.count, 64);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_GE(r.correct, 9850);
+}
+
+}  // namespace
+}  // namespace tpu::compiler
