@@ -35,7 +35,8 @@ struct RunArgs {
 struct LayerRow {
   std::string name;
   int64_t macs = 0;
-  uint64_t cycles = 0, stalls = 0, ub = 0, acc = 0, dram = 0;
+  uint64_t cycles = 0, stalls = 0, ub = 0, acc = 0, dram = 0, issued = 0, stream = 0;
+  std::vector<std::pair<std::string, uint64_t>> stall_reasons;
   host::EnergyBreakdown energy;
 };
 
@@ -67,8 +68,17 @@ void Run(const RunArgs& a) {
     row.name = l.name;
     row.macs = l.macs;
     row.cycles = l.Counter("cycles");
-    row.stalls = l.Counter("mxu_stall_weights") + l.Counter("issue_stall_unit_busy") +
-                 l.Counter("issue_stall_ub_hazard") + l.Counter("issue_stall_acc_hazard");
+    // Cycles the matrix unit did not stream a row, and why the chip waited, by reason.
+    row.stalls = l.Counter("cycles") - l.Counter("mxu_stream_cycles");
+    row.issued = l.Counter("macs");
+    row.stream = l.Counter("mxu_stream_cycles");
+    for (const char* k : {"mxu_stall_weights", "mxu_load_cycles", "mxu_drain_cycles",
+                          "mxu_idle_cycles", "issue_stall_unit_busy", "issue_stall_ub_hazard",
+                          "issue_stall_acc_hazard", "issue_stall_param_hazard",
+                          "issue_stall_drain", "weight_dma_stall_fifo_full", "host_mem_stall",
+                          "weight_mem_stall"}) {
+      row.stall_reasons.emplace_back(k, l.Counter(k));
+    }
     row.ub = l.Counter("ub_reads") + l.Counter("ub_writes");
     row.acc = l.Counter("acc_reads") + l.Counter("acc_writes");
     row.dram = l.Counter("host_bytes_read") + l.Counter("host_bytes_written") +
@@ -83,17 +93,32 @@ void Run(const RunArgs& a) {
   total.macs = r.TotalMacs();
   total.energy.components = rows.front().energy.components;
   for (auto& [k, v] : total.energy.components) v = 0;
+  total.stall_reasons = rows.front().stall_reasons;
+  for (auto& [k, v] : total.stall_reasons) v = 0;
   for (const LayerRow& row : rows) {
     total.cycles += row.cycles;
     total.stalls += row.stalls;
     total.ub += row.ub;
     total.acc += row.acc;
     total.dram += row.dram;
+    total.issued += row.issued;
+    total.stream += row.stream;
+    for (size_t i = 0; i < row.stall_reasons.size(); ++i) {
+      total.stall_reasons[i].second += row.stall_reasons[i].second;
+    }
     for (size_t i = 0; i < row.energy.components.size(); ++i) {
       total.energy.components[i].second += row.energy.components[i].second;
     }
   }
   const double images = static_cast<double>(r.images);
+  auto stalls_json = [](const LayerRow& row) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [k, v] : row.stall_reasons) j[k] = v;
+    return j;
+  };
+  auto mapping = [](const LayerRow& row) {
+    return row.issued ? static_cast<double>(row.macs) / static_cast<double>(row.issued) : 0.0;
+  };
   auto components_json = [](const host::EnergyBreakdown& e) {
     nlohmann::json j = nlohmann::json::object();
     for (const auto& [k, v] : e.components) j[k] = v;
@@ -112,7 +137,10 @@ void Run(const RunArgs& a) {
                         {"cycles", row.cycles},
                         {"ops_per_cycle", ops(row.macs, row.cycles)},
                         {"utilization", ops(row.macs, row.cycles) / peak},
-                        {"stall_cycles", row.stalls},
+                        {"mapping_efficiency", mapping(row)},
+                        {"mxu_stream_cycles", row.stream},
+                        {"mxu_not_streaming_cycles", row.stalls},
+                        {"stall_cycles", stalls_json(row)},
                         {"ub_accesses", row.ub},
                         {"acc_accesses", row.acc},
                         {"dram_bytes", row.dram},
@@ -127,6 +155,10 @@ void Run(const RunArgs& a) {
                               {"mismatches", r.mismatches},
                               {"cycles", total.cycles},
                               {"macs", total.macs},
+                              {"mapping_efficiency", mapping(total)},
+                              {"mxu_stream_cycles_per_image",
+                               static_cast<double>(total.stream) / images},
+                              {"stall_cycles", stalls_json(total)},
                               {"ops_per_cycle", ops(total.macs, total.cycles)},
                               {"utilization", ops(total.macs, total.cycles) / peak},
                               {"us_per_image", us_per_image},
@@ -152,21 +184,26 @@ void Run(const RunArgs& a) {
     std::cout << fmt::format("  bit-exact  {} (int8 logits of every image against the CPU int8 "
                              "reference; {} differ)\n",
                              bit_exact ? "yes" : "NO", r.mismatches);
-    std::cout << fmt::format("  per image     {:>10}{:>10}{:>9}{:>7}{:>9}{:>10}{:>10}{:>11}{:>11}\n",
-                             "MACs", "cycles", "ops/cyc", "util", "stalls", "UB rd+wr",
-                             "acc rd+wr", "DRAM B", "energy nJ");
+    std::cout << fmt::format("  per image     {:>10}{:>10}{:>9}{:>7}{:>7}{:>10}{:>10}{:>10}{:>11}{:>11}\n",
+                             "MACs", "cycles", "ops/cyc", "util", "map", "MXU idle",
+                             "UB rd+wr", "acc rd+wr", "DRAM B", "energy nJ");
     auto line = [&](const LayerRow& row) {
       auto per = [&](double v) { return Grouped(static_cast<int64_t>(v / images + 0.5)); };
       std::cout << fmt::format(
-          "  {:<14}{:>10}{:>10}{:>9.1f}{:>6.1f}%{:>9}{:>10}{:>10}{:>11}{:>11.1f}\n", row.name,
-          per(static_cast<double>(row.macs)), per(static_cast<double>(row.cycles)),
-          ops(row.macs, row.cycles), 100 * ops(row.macs, row.cycles) / peak,
+          "  {:<14}{:>10}{:>10}{:>9.1f}{:>6.1f}%{:>6.0f}%{:>10}{:>10}{:>10}{:>11}{:>11.1f}\n",
+          row.name, per(static_cast<double>(row.macs)), per(static_cast<double>(row.cycles)),
+          ops(row.macs, row.cycles), 100 * ops(row.macs, row.cycles) / peak, 100 * mapping(row),
           per(static_cast<double>(row.stalls)), per(static_cast<double>(row.ub)),
           per(static_cast<double>(row.acc)), per(static_cast<double>(row.dram)),
           row.energy.Total() / images / 1000);
     };
     for (const LayerRow& row : rows) line(row);
     line(total);
+    std::string waits;
+    for (const auto& [k, v] : total.stall_reasons) {
+      if (v > 0) waits += fmt::format("{} {}  ", k, Grouped(static_cast<int64_t>(v / images + 0.5)));
+    }
+    std::cout << "  stalls     per image (counters of docs/architecture.md): " << waits << "\n";
     std::string parts;
     for (const auto& [k, v] : total.energy.components) {
       parts += fmt::format("{} {:.1f}  ", k, v / images / 1000);
@@ -180,12 +217,12 @@ void Run(const RunArgs& a) {
                              us_per_image, config.clock_mhz, 1e6 / us_per_image, r.wall_seconds);
   }
   if (!a.csv.empty()) {
-    std::string csv = "layer,macs,cycles,ops_per_cycle,utilization,stall_cycles,ub_accesses,"
-                      "acc_accesses,dram_bytes,energy_pj\n";
+    std::string csv = "layer,macs,cycles,ops_per_cycle,utilization,mapping_efficiency,"
+                      "mxu_not_streaming_cycles,ub_accesses,acc_accesses,dram_bytes,energy_pj\n";
     for (const LayerRow& row : rows) {
-      csv += fmt::format("{},{},{},{:.4f},{:.6f},{},{},{},{},{:.1f}\n", row.name, row.macs,
+      csv += fmt::format("{},{},{},{:.4f},{:.6f},{:.6f},{},{},{},{},{:.1f}\n", row.name, row.macs,
                          row.cycles, ops(row.macs, row.cycles), ops(row.macs, row.cycles) / peak,
-                         row.stalls, row.ub, row.acc, row.dram, row.energy.Total());
+                         mapping(row), row.stalls, row.ub, row.acc, row.dram, row.energy.Total());
     }
     WriteFileAtomically(a.csv, csv);
   }
