@@ -57,6 +57,7 @@ void TpuSystemBase::EngineThread() {
       state_ = RunState::kInternal;
       message_ = e.what();
     }
+    trace_base_ += cycles_ + 1;
     done_event_.notify(sc_core::SC_ZERO_TIME);
   }
 }
@@ -127,6 +128,19 @@ void TpuSystemBase::RunProgram() {
       message_ = "watchdog: no progress for " + std::to_string(quiet) + " cycles; " +
                  DescribeStall(out);
       return;
+    }
+    if (tracing_) {
+      const uint64_t g = trace_base_ + cycle;
+      if (g >= trace_start_ && g <= trace_end_) {
+        // Let the inputs reach the model and its logic settle, dump; then the clock edge.
+        wait(sc_core::SC_ZERO_TIME);
+        wait(sc_core::SC_ZERO_TIME);
+        DumpTrace(g * 10);
+        wait(clk.posedge_event());
+        wait(sc_core::SC_ZERO_TIME);
+        wait(sc_core::SC_ZERO_TIME);
+        DumpTrace(g * 10 + 5);
+      }
     }
     if (progress_ && (cycle & 0xffff) == 0xffff && words_to_run_ > 0) {
       progress_(static_cast<double>(fed_) / static_cast<double>(words_to_run_));

@@ -80,9 +80,20 @@ class TpuSystemBase : public sc_core::sc_module {
   // Called every 65,536 cycles of a run with the fraction of instructions handed over.
   void SetProgress(std::function<void(double)> progress) { progress_ = std::move(progress); }
 
-  // FST tracing of every signal of the chip; call after elaboration (sc_start(SC_ZERO_TIME)).
-  virtual void OpenTrace(const std::string& fst_path) = 0;
-  virtual void CloseTrace() = 0;
+  // FST tracing of every signal of the chip over a window of cycles, counted across all
+  // runs of this system (run 2's cycle 0 follows run 1's last). Call after elaboration
+  // (sc_start(SC_ZERO_TIME)). Each cycle c is 10 ns of trace time: the clock is low from
+  // 10c (inputs applied) and high from 10c + 5 (registers updated).
+  void StartTrace(const std::string& fst_path, uint64_t start_cycle, uint64_t end_cycle) {
+    OpenTrace(fst_path);
+    tracing_ = true;
+    trace_start_ = start_cycle;
+    trace_end_ = end_cycle;
+  }
+  void StopTrace() {
+    if (tracing_) CloseTrace();
+    tracing_ = false;
+  }
 
  protected:
   struct Outputs {
@@ -108,6 +119,9 @@ class TpuSystemBase : public sc_core::sc_module {
   virtual void ReadOutputs(Outputs* out) = 0;
   virtual void WriteInputs(const Inputs& in) = 0;
   virtual void SetRegAddr(int addr) = 0;
+  virtual void OpenTrace(const std::string& fst_path) = 0;
+  virtual void DumpTrace(uint64_t time) = 0;
+  virtual void CloseTrace() = 0;
   virtual uint64_t RegData() = 0;
 
  private:
@@ -131,6 +145,8 @@ class TpuSystemBase : public sc_core::sc_module {
   std::string message_;
   sc_core::sc_event start_event_, done_event_;
   std::function<void(double)> progress_;
+  bool tracing_ = false;
+  uint64_t trace_start_ = 0, trace_end_ = 0, trace_base_ = 0;
 };
 
 }  // namespace tpu::sim

@@ -4,7 +4,7 @@
 
 #include <systemc.h>
 #include <verilated.h>
-#include <verilated_fst_sc.h>
+#include <verilated_fst_c.h>
 
 #include <memory>
 #include <string>
@@ -57,9 +57,12 @@ class TpuSystemModel final : public TpuSystemBase {
   ~TpuSystemModel() override { CloseTrace(); }
 
   void OpenTrace(const std::string& fst_path) override {
-    trace_ = std::make_unique<VerilatedFstSc>();
+    trace_ = std::make_unique<VerilatedFstC>();
     model_.trace(trace_.get(), 99);
+    trace_->set_time_unit("1ns");
+    trace_->set_time_resolution("1ns");
     trace_->open(fst_path.c_str());
+    if (!trace_->isOpen()) throw std::runtime_error("cannot open trace file '" + fst_path + "'");
   }
 
   void CloseTrace() override {
@@ -113,6 +116,10 @@ class TpuSystemModel final : public TpuSystemBase {
     }
   }
 
+  void DumpTrace(uint64_t time) override {
+    if (trace_) trace_->dump(time);
+  }
+
   void SetRegAddr(int addr) override { reg_addr_.write(static_cast<uint32_t>(addr)); }
   uint64_t RegData() override { return static_cast<uint64_t>(reg_data_.read()); }
 
@@ -149,7 +156,7 @@ class TpuSystemModel final : public TpuSystemBase {
       reg_addr_{"reg_addr"};
   Sig<decltype(std::declval<M&>().reg_data_o)> reg_data_{"reg_data"};
   std::vector<uint32_t> words_;
-  std::unique_ptr<VerilatedFstSc> trace_;
+  std::unique_ptr<VerilatedFstC> trace_;
 };
 
 }  // namespace tpu::sim

@@ -30,6 +30,8 @@ struct ExecOptions {
   std::vector<std::string> host_in, weights_in;
   std::string host_out, host_out_range;
   std::string trace_path, json_path;
+  uint64_t trace_start = 0;
+  uint64_t trace_end = UINT64_MAX;
   uint64_t watchdog = 100000;
   bool quiet = false;
 };
@@ -117,10 +119,13 @@ void RunExec(const ExecOptions& o) {
 
   host::DriverOptions dopt;
   dopt.trace_path = o.trace_path;
+  dopt.trace_start = o.trace_start;
+  dopt.trace_end = o.trace_end;
   dopt.watchdog_cycles = o.watchdog;
   dopt.progress = !o.quiet;
   host::TpuDriver driver(config, dopt);
   const host::ExecResult r = driver.Run(job);
+  driver.FinishTrace();  // a failed run's waveform is the most useful one
 
   if (!o.json_path.empty()) {
     WriteFileAtomically(o.json_path, host::ExecReportJson(r, config, o.program_path,
@@ -173,6 +178,8 @@ Docs: docs/isa.md (instructions), docs/architecture.md (units, counters, memory 
   cmd->add_option("--host-out-range", o->host_out_range,
                   "ADDR:BYTES of host memory for --host-out (default: all of it)");
   cmd->add_option("--trace", o->trace_path, "write a waveform of every chip signal (.fst/.vcd)");
+  cmd->add_option("--trace-start", o->trace_start, "first cycle to trace")->capture_default_str();
+  cmd->add_option("--trace-end", o->trace_end, "last cycle to trace (default: the end)");
   cmd->add_option("--json", o->json_path, "write the report as JSON to this file");
   cmd->add_option("--watchdog", o->watchdog,
                   "stop a run that makes no progress for this many cycles")

@@ -25,7 +25,8 @@ namespace {
 struct RunArgs {
   std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
   std::string config = "small-16";
-  std::string data, json, csv;
+  std::string data, json, csv, trace;
+  uint64_t trace_start = 0, trace_end = UINT64_MAX;
   std::string energy = host::DefaultEnergyTablePath();
   int64_t images = 100;
   int batch = 16;
@@ -44,6 +45,7 @@ void Run(const RunArgs& a) {
   if (a.images < 1 || a.batch < 1) throw UsageError("--images and --batch must be at least 1");
   if (!a.json.empty()) CheckWritable(a.json);
   if (!a.csv.empty()) CheckWritable(a.csv);
+  if (!a.trace.empty()) CheckWritable(a.trace);
   const host::EnergyTable table = host::LoadEnergyTable(a.energy);
   const host::TpuConfig config = host::LoadConfig(a.config);
   const nn::Model model = nn::LoadModel(a.model);
@@ -51,12 +53,17 @@ void Run(const RunArgs& a) {
   if (a.images > test.count) {
     throw UsageError(fmt::format("--images {} is more than the {} test images", a.images, test.count));
   }
-  host::TpuDriver driver(config, {});
+  host::DriverOptions dopt;
+  dopt.trace_path = a.trace;
+  dopt.trace_start = a.trace_start;
+  dopt.trace_end = a.trace_end;
+  host::TpuDriver driver(config, dopt);
   ProgressBar bar("run", !a.quiet);
   const compiler::TpuRunResult r = compiler::RunModelOnTpu(
       model, config, driver, test.pixels.data(), test.labels.data(), a.images, a.batch,
       [&](double f) { bar.Update(f); });
   bar.Finish();
+  driver.FinishTrace();
 
   const double peak = 2.0 * config.array_dim * config.array_dim;
   auto ops = [](int64_t macs, uint64_t cycles) {
@@ -254,6 +261,10 @@ Example:
   cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
   cmd->add_option("--json", a->json, "write the results as JSON to this file");
   cmd->add_option("--csv", a->csv, "write one row per layer as CSV to this file");
+  cmd->add_option("--trace", a->trace, "waveform of the chip (.fst/.vcd), cycles counted across "
+                  "all layer jobs");
+  cmd->add_option("--trace-start", a->trace_start, "first cycle to trace")->capture_default_str();
+  cmd->add_option("--trace-end", a->trace_end, "last cycle to trace (default: the end)");
   cmd->add_option("--energy", a->energy, "energy table (JSON, docs/energy.md)")
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", a->quiet, "print nothing but errors");

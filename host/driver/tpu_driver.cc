@@ -229,7 +229,20 @@ TpuDriver::TpuDriver(const TpuConfig& config, const DriverOptions& options)
                                           sc_core::SC_DO_NOTHING);
 }
 
-TpuDriver::~TpuDriver() = default;
+TpuDriver::~TpuDriver() {
+  if (impl_->system) impl_->system->StopTrace();
+}
+
+void TpuDriver::FinishTrace() {
+  if (!impl_->wave) return;
+  impl_->system->StopTrace();
+  try {
+    impl_->wave->Commit();
+  } catch (const std::exception& e) {
+    throw RuntimeError(e.what());
+  }
+  impl_->wave.reset();
+}
 
 ExecResult TpuDriver::Run(const ExecJob& job) {
   auto& im = *impl_;
@@ -250,10 +263,15 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   }
   if (!im.started) {
     sc_core::sc_start(sc_core::SC_ZERO_TIME);
-    if (im.wave) im.system->OpenTrace(im.wave->FstPath());
+    if (im.wave) {
+      if (im.options.trace_end < im.options.trace_start) {
+        throw UsageError("--trace-end " + std::to_string(im.options.trace_end) +
+                         " is before --trace-start " + std::to_string(im.options.trace_start));
+      }
+      im.system->StartTrace(im.wave->FstPath(), im.options.trace_start, im.options.trace_end);
+    }
     im.started = true;
   }
-  const bool tracing = im.wave && im.runs == 0;
   ++im.runs;
   ProgressBar bar("exec", im.options.progress);
   if (im.options.progress) im.system->SetProgress([&](double f) { bar.Update(f); });
@@ -261,10 +279,6 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   while (!im.host->Done()) sc_core::sc_start();
   im.system->SetProgress(nullptr);
   bar.Finish();
-  if (tracing) {
-    im.system->CloseTrace();
-    im.wave->Commit();
-  }
   if (im.host->Failure()) std::rethrow_exception(im.host->Failure());
   return std::move(*im.host->Result());
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,7 +39,10 @@ struct ExecResult {
 };
 
 struct DriverOptions {
-  std::string trace_path;  // *.fst or *.vcd of the first run; empty: none
+  std::string trace_path;  // *.fst or *.vcd; empty: none. Written by FinishTrace().
+  // The window of cycles to trace, counted across all runs (run 2 follows run 1).
+  uint64_t trace_start = 0;
+  uint64_t trace_end = UINT64_MAX;
   uint64_t watchdog_cycles = 100000;
   bool progress = false;   // a progress bar on stderr for long runs
 };
@@ -56,6 +60,9 @@ class TpuDriver {
   // the program is too long, RuntimeError when the RTL model's built parameters differ
   // from the config or the simulation fails.
   ExecResult Run(const ExecJob& job);
+  // Closes the trace and moves it into place (converting to VCD if asked). Throws
+  // RuntimeError when that fails. Without it, no trace file is left behind.
+  void FinishTrace();
 
  private:
   struct Impl;

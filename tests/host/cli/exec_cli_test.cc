@@ -97,6 +97,16 @@ TEST_F(ExecCliTest, TraceIsAValidWaveformOfTheChip) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(o.out, "");
   }
+  // A window: the first and last timestamps are those of its cycles (10 ns a cycle).
+  const Outcome w = Run(kDenseArgs + " --trace " + P("w.vcd") + " --trace-start 100 --trace-end 109 -q");
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  const std::string wv = Slurp(P("w.vcd"));
+  EXPECT_NE(wv.find("\n#1000\n"), std::string::npos);
+  EXPECT_NE(wv.find("\n#1095\n"), std::string::npos);
+  EXPECT_EQ(wv.find("\n#1100\n"), std::string::npos);
+  EXPECT_EQ(wv.find("\n#995\n"), std::string::npos);
+  ExpectError(kDenseArgs + " --trace " + P("x.fst") + " --trace-start 9 --trace-end 3", 2,
+              "--trace-end 3 is before --trace-start 9");
   const std::string cmd = "fst2vcd -f '" + P("t.fst") + "' -o '" + P("conv.vcd") + "' >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   for (const std::string& vcd : {Slurp(P("conv.vcd")), Slurp(P("t.vcd"))}) {

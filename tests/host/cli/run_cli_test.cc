@@ -68,6 +68,19 @@ TEST_F(RunCliTest, EnergyTableOverrideChangesTheEnergy) {
   EXPECT_EQ(a["cycles"], b["cycles"]);
 }
 
+TEST_F(RunCliTest, TraceWindowSpansTheLayerJobs) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  // Cycles are counted across the layer jobs of the run; the window's timestamps follow.
+  const Outcome o = Run("run --images 2 --batch 2 -q --trace " + P("r.vcd") +
+                        " --trace-start 4000 --trace-end 4099");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const std::string v = Slurp(P("r.vcd"));
+  EXPECT_NE(v.find("\n#40000\n"), std::string::npos);
+  EXPECT_NE(v.find("\n#40995\n"), std::string::npos);
+  EXPECT_EQ(v.find("\n#41000\n"), std::string::npos);
+  EXPECT_NE(v.find("u_controller"), std::string::npos);
+}
+
 TEST_F(RunCliTest, CompiledLayerRunsWithExec) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
   const Outcome c = Run("compile --config teach-4 --images 2 --out " + P("prog"));
@@ -75,6 +88,11 @@ TEST_F(RunCliTest, CompiledLayerRunsWithExec) {
   for (const char* f : {"conv1+pool1.asm", "conv1+pool1.host.bin", "conv1+pool1.weights.bin",
                         "fc3.asm"}) {
     EXPECT_TRUE(std::filesystem::exists(P("prog/") + f)) << f;
+  }
+  // Deterministic: compiling again gives the same bytes.
+  ASSERT_EQ(Run("compile --config teach-4 --images 2 --out " + P("prog2")).exit_code, 0);
+  for (const char* f : {"conv1+pool1.asm", "conv2+pool2.host.bin", "fc1.weights.bin", "jobs.json"}) {
+    EXPECT_EQ(Slurp(P("prog/") + f), Slurp(P("prog2/") + f)) << f;
   }
   const Outcome e = Run("exec " + P("prog/conv1+pool1.asm") + " --config teach-4 --host-in " +
                         P("prog/conv1+pool1.host.bin") + " --weights-in " +
