@@ -42,25 +42,9 @@ void Run(const GemmOptions& o) {
   config.Validate();
 
   // Operands.
-  const bool from_files = !o.a_path.empty() || !o.b_path.empty();
-  if (from_files && (o.m || o.k || o.n)) {
-    throw UsageError("give either --a/--b files or --m/--k/--n for random operands, not both");
-  }
-  if (from_files && (o.a_path.empty() || o.b_path.empty())) {
-    throw UsageError(o.a_path.empty() ? "--b was given without --a; pass both operands"
-                                      : "--a was given without --b; pass both operands");
-  }
   Matrix<int8_t> a, b;
-  if (from_files) {
-    a = ReadNpyInt8(o.a_path);
-    b = ReadNpyInt8(o.b_path);
-    if (a.cols != b.rows) {
-      throw UsageError(
-          fmt::format("inner dimensions differ: A ({}) is {} x {} but B ({}) is {} x {}; "
-                      "A's columns must equal B's rows",
-                      o.a_path, a.rows, a.cols, o.b_path, b.rows, b.cols));
-    }
-  }
+  const bool from_files =
+      host::ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b);
   const host::GemmShape shape =
       from_files ? host::GemmShape{a.rows, a.cols, b.cols}
                  : host::GemmShape{o.m.value_or(64), o.k.value_or(64), o.n.value_or(64)};

@@ -51,24 +51,8 @@ void RunTeach(const TeachOptions& o) {
   if (o.array < 2 || o.array > 256) {
     throw UsageError(fmt::format("--array {} is out of range; use 2 to 8 for teaching", o.array));
   }
-  const bool from_files = !o.a_path.empty() || !o.b_path.empty();
-  if (from_files && (o.m || o.k || o.n)) {
-    throw UsageError("give either --a/--b files or --m/--k/--n for random operands, not both");
-  }
-  if (from_files && (o.a_path.empty() || o.b_path.empty())) {
-    throw UsageError(o.a_path.empty() ? "--b was given without --a; pass both operands"
-                                      : "--a was given without --b; pass both operands");
-  }
   Matrix<int8_t> a, b;
-  if (from_files) {
-    a = ReadNpyInt8(o.a_path);
-    b = ReadNpyInt8(o.b_path);
-    if (a.cols != b.rows) {
-      throw UsageError(fmt::format("inner dimensions differ: A ({}) is {} x {} but B ({}) is "
-                                   "{} x {}; A's columns must equal B's rows",
-                                   o.a_path, a.rows, a.cols, o.b_path, b.rows, b.cols));
-    }
-  } else {
+  if (!host::ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b)) {
     for (const auto& [name, v] : {std::pair{"--m", o.m}, {"--k", o.k}, {"--n", o.n}}) {
       if (v && *v < 1) throw UsageError(fmt::format("{} {} must be at least 1", name, *v));
     }

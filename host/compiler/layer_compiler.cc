@@ -130,8 +130,7 @@ void LayerCompiler::FillRow(const int8_t* image, int64_t r, int8_t* row) const {
     }
 }
 
-LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
-  const int64_t n = n_, m = batch * rows_per_image_;
+int64_t LayerCompiler::ChunkRows(int64_t m) const {
   // Rows per chunk: half the accumulators (two chunks' tiles alternate), a multiple of 4
   // with pooling, and two chunks of inputs and outputs must fit the unified buffer.
   int64_t mc = std::min<int64_t>(m, config_.acc_depth_rows / 2);
@@ -144,6 +143,12 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
     throw UsageError(fmt::format("layer '{}': {} K-tiles do not fit the unified buffer ({} rows)",
                                  layer_.name, kt_, config_.ub_depth_rows));
   }
+  return mc;
+}
+
+LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
+  const int64_t n = n_, m = batch * rows_per_image_;
+  const int64_t mc = ChunkRows(m);
   const int64_t chunks = (m + mc - 1) / mc;
   const int64_t mco = pooled_ ? mc / 4 : mc;
 
@@ -238,12 +243,7 @@ std::vector<int8_t> LayerCompiler::Decode(const std::vector<uint8_t>& out, int b
   const int64_t n = n_;
   const int64_t m = batch * rows_per_image_;
   const int64_t opi = OutRowsPerImage();
-  int64_t mc = std::min<int64_t>(m, config_.acc_depth_rows / 2);
-  auto ub_need = [&](int64_t rows) {
-    return 2 * kt_ * rows + 2 * nt_ * (pooled_ ? rows / 4 : rows);
-  };
-  while (mc > 4 && ub_need(mc) > config_.ub_depth_rows) mc /= 2;
-  if (pooled_) mc -= mc % 4;
+  const int64_t mc = ChunkRows(m);
   const int64_t mco = pooled_ ? mc / 4 : mc, out_rows = pooled_ ? m / 4 : m;
   std::vector<int8_t> y(static_cast<size_t>(batch * out_.Size()));
   for (int64_t g = 0; g < out_rows; ++g) {

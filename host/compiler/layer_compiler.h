@@ -63,6 +63,8 @@ class LayerCompiler {
  private:
   // The input row of image b for output row r (the im2col of one output pixel).
   void FillRow(const int8_t* image, int64_t r, int8_t* row) const;
+  // Rows per chunk for m rows (throws UsageError when not even 4 fit).
+  int64_t ChunkRows(int64_t m) const;
   // The output pixel (oh, ow) that row r of an image computes.
   void RowPixel(int64_t r, int* oh, int* ow) const;
 
