@@ -37,8 +37,8 @@ struct LayerJob {
   isa::Program program;
   std::vector<uint8_t> host, weights;
   uint64_t out_addr = 0, out_bytes = 0;
-  int64_t rows = 0;      // rows streamed per image... in total for the batch
-  int64_t chunks = 0;
+  int64_t rows = 0;    // input rows of the batch (each streamed once per K-tile)
+  int64_t chunks = 0;  // pieces of at most half the accumulator rows
 };
 
 class LayerCompiler {
