@@ -19,6 +19,7 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/revision.h"
+#include "host/cuda/cuda_backend.h"
 #include "host/data/mnist.h"
 #include "host/nn/cpu_backend.h"
 #include "host/nn/model.h"
@@ -146,9 +147,29 @@ void Compare(const CompareArgs& a) {
     throw;
   }
   std::filesystem::remove_all(scratch);
-  const std::string gpu_note =
-      "GPU: no CUDA backend in this build yet, so no GPU rows (they appear when one is "
-      "available).";
+  std::string gpu_note, why;
+  if (!cuda::Built()) {
+    gpu_note = "GPU: this build has no CUDA backends (nvcc was not found), so no GPU rows.";
+  } else if (!cuda::Available(&why)) {
+    gpu_note = "GPU: no usable NVIDIA GPU here (" + why + "), so no GPU rows.";
+  } else {
+    for (const bool int8 : {true, false}) {
+      std::cerr << "compare: " << (int8 ? "cuda-int8" : "cuda-fp32") << " ...\n";
+      const cuda::GpuResult g = int8 ? cuda::InferCudaInt8(model, set, a.images, a.batch)
+                                     : cuda::InferCudaFp32(model, set, a.images, a.batch);
+      const cuda::GpuResult one = int8 ? cuda::InferCudaInt8(model, set, 1, 1)
+                                       : cuda::InferCudaFp32(model, set, 1, 1);
+      Row r;
+      r.backend = int8 ? "cuda-int8" : "cuda-fp32";
+      r.accuracy = static_cast<double>(g.correct) / static_cast<double>(g.images);
+      r.images_per_s = static_cast<double>(g.images) / g.wall_seconds;
+      r.latency_us = one.wall_seconds * 1e6;
+      r.energy_source = "unavailable (NVML energy not read yet)";
+      r.note = fmt::format("measured on {}, wall time incl. copies, batch {}", g.device, a.batch);
+      rows.push_back(r);
+    }
+    gpu_note = "GPU rows: measured wall time on the GPU, including host-device copies.";
+  }
 
   // Text and Markdown.
   std::string text = fmt::format("tpusim compare: {} on the first {} MNIST test images\n",

@@ -10,6 +10,7 @@
 #include "host/common/errors.h"
 #include "host/common/revision.h"
 #include "host/data/mnist.h"
+#include "host/cuda/cuda_backend.h"
 #include "host/nn/cpu_backend.h"
 
 namespace tpu::cli {
@@ -25,7 +26,43 @@ struct InferArgs {
   int64_t latency_images = 500;
 };
 
+// cuda-int8 / cuda-fp32: the GPU backends, timed as kernels and as wall time with copies.
+void RunGpu(const InferArgs& a) {
+  if (a.images < 1 || a.batch < 1) throw UsageError("--images and --batch must be at least 1");
+  if (!a.json.empty()) CheckWritable(a.json);
+  const nn::Model m = nn::LoadModel(a.model);
+  const data::MnistSet test = data::LoadMnist(data::FindMnistDir(a.data), /*train=*/false);
+  if (a.images > test.count) {
+    throw UsageError(
+        fmt::format("--images {} is more than the {} test images", a.images, test.count));
+  }
+  const cuda::GpuResult r = a.backend == "cuda-int8"
+                                ? cuda::InferCudaInt8(m, test, a.images, a.batch)
+                                : cuda::InferCudaFp32(m, test, a.images, a.batch);
+  const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
+  std::cout << fmt::format(
+      "tpusim infer: {} on {} MNIST test images ({}) on {}\n"
+      "  accuracy      {:.2f} %  ({} of {} correct)\n"
+      "  throughput    {:.0f} images/s wall incl. copies, {:.0f} images/s kernels only (batch {})\n",
+      a.backend, r.images, a.model, r.device, 100 * accuracy, r.correct, r.images,
+      static_cast<double>(r.images) / r.wall_seconds,
+      static_cast<double>(r.images) / r.kernel_seconds, a.batch);
+  if (!a.json.empty()) {
+    nlohmann::json j = {{"tool", "tpusim infer"}, {"revision", kGitRevision},
+                        {"backend", a.backend},   {"model", a.model},
+                        {"device", r.device},     {"images", r.images},
+                        {"correct", r.correct},   {"accuracy", accuracy},
+                        {"batch", a.batch},       {"wall_seconds", r.wall_seconds},
+                        {"kernel_seconds", r.kernel_seconds}};
+    WriteFileAtomically(a.json, j.dump(2) + "\n");
+  }
+}
+
 void Run(const InferArgs& a) {
+  if (a.backend == "cuda-int8" || a.backend == "cuda-fp32") {
+    RunGpu(a);
+    return;
+  }
   const nn::CpuBackend backend = nn::ParseCpuBackend(a.backend);
   if (a.images < 1 || a.batch < 1 || a.threads < 1) {
     throw UsageError("--images, --batch and --threads must be at least 1");
@@ -71,7 +108,7 @@ latency per image at batch 1.
 
 Example:
   tpusim infer --backend cpu-int8 --model models/lenet5 --images 10000 --json r.json)");
-  cmd->add_option("--backend", a->backend, "cpu-fp32 or cpu-int8")->capture_default_str();
+  cmd->add_option("--backend", a->backend, "cpu-fp32, cpu-int8, or on an NVIDIA GPU cuda-int8, cuda-fp32")->capture_default_str();
   cmd->add_option("--model", a->model, "model folder")->capture_default_str();
   cmd->add_option("--images", a->images, "first N of the 10,000 test images")
       ->capture_default_str();

@@ -15,7 +15,8 @@ namespace tpu::nn {
 CpuBackend ParseCpuBackend(const std::string& name) {
   if (name == "cpu-fp32") return CpuBackend::kFp32;
   if (name == "cpu-int8") return CpuBackend::kInt8;
-  throw UsageError("unknown backend '" + name + "' (known: cpu-fp32, cpu-int8)");
+  throw UsageError("unknown backend '" + name +
+                   "' (known: cpu-fp32, cpu-int8, and on an NVIDIA GPU cuda-int8, cuda-fp32)");
 }
 
 const char* CpuBackendName(CpuBackend b) {

@@ -3,27 +3,34 @@
 // docs/quantization.md is the specification.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
+
+// The same functions run on CUDA devices (host/cuda/): host and device alike.
+#ifdef __CUDACC__
+#define TPU_HOST_DEVICE __host__ __device__
+#else
+#define TPU_HOST_DEVICE
+#endif
 
 namespace tpu::nn {
 
 // Input pixel (0..255) to int8 with scale 1/127: round(p * 127 / 255), ties down.
-inline int8_t QuantizePixel(uint8_t p) {
+TPU_HOST_DEVICE inline int8_t QuantizePixel(uint8_t p) {
   return static_cast<int8_t>((int32_t{p} * 127 + 127) / 255);
 }
 
 // Requantization of an int32 accumulator: (acc * multiplier + 2^(shift-1)) >> shift in
 // 64-bit arithmetic (>> rounds toward minus infinity, so ties round up), then clamp to
 // [lo, 127]: lo = 0 fuses ReLU, lo = -128 is a plain int8.
-inline int8_t Requantize(int32_t acc, int32_t multiplier, int32_t shift, int32_t lo) {
+TPU_HOST_DEVICE inline int8_t Requantize(int32_t acc, int32_t multiplier, int32_t shift,
+                                         int32_t lo) {
   const int64_t scaled = (int64_t{acc} * multiplier + (int64_t{1} << (shift - 1))) >> shift;
-  return static_cast<int8_t>(std::clamp<int64_t>(scaled, lo, 127));
+  return static_cast<int8_t>(scaled < lo ? lo : scaled > 127 ? 127 : scaled);
 }
 
 // Average of a pool x pool window of int8 values: floor((sum + n/2) / n), n = pool^2
 // (ties round up).
-inline int8_t AveragePool(int32_t sum, int32_t n) {
+TPU_HOST_DEVICE inline int8_t AveragePool(int32_t sum, int32_t n) {
   const int32_t num = sum + n / 2;
   // Floor division (C++ '/' truncates toward zero).
   const int32_t q = num / n - ((num % n != 0) && (num < 0));
