@@ -2,14 +2,19 @@
 
 set(TPU_RTL_DIR ${CMAKE_SOURCE_DIR}/rtl)
 # Compile order matters for the package; the top goes last.
-set(TPU_MXU_RTL_SOURCES
-  ${TPU_RTL_DIR}/tpu_pkg.sv
+# The matrix unit and its accumulators, shared by both tops.
+set(TPU_MATRIX_RTL_SOURCES
   ${TPU_RTL_DIR}/tpu_delay.sv
   ${TPU_RTL_DIR}/tpu_skew.sv
   ${TPU_RTL_DIR}/tpu_mxu_pe.sv
   ${TPU_RTL_DIR}/tpu_systolic_array.sv
   ${TPU_RTL_DIR}/tpu_mxu.sv
-  ${TPU_RTL_DIR}/tpu_accumulators.sv
+  ${TPU_RTL_DIR}/tpu_accumulators.sv)
+
+# The matrix subsystem on its own (tpusim gemm).
+set(TPU_MXU_RTL_SOURCES
+  ${TPU_RTL_DIR}/tpu_pkg.sv
+  ${TPU_MATRIX_RTL_SOURCES}
   ${TPU_RTL_DIR}/tpu_mxu_counters.sv
   ${TPU_RTL_DIR}/tpu_mxu_top.sv)
 
@@ -17,12 +22,7 @@ set(TPU_MXU_RTL_SOURCES
 set(TPU_TOP_RTL_SOURCES
   ${TPU_RTL_DIR}/tpu_pkg.sv
   ${TPU_RTL_DIR}/tpu_fifo.sv
-  ${TPU_RTL_DIR}/tpu_delay.sv
-  ${TPU_RTL_DIR}/tpu_skew.sv
-  ${TPU_RTL_DIR}/tpu_mxu_pe.sv
-  ${TPU_RTL_DIR}/tpu_systolic_array.sv
-  ${TPU_RTL_DIR}/tpu_mxu.sv
-  ${TPU_RTL_DIR}/tpu_accumulators.sv
+  ${TPU_MATRIX_RTL_SOURCES}
   ${TPU_RTL_DIR}/tpu_vpu.sv
   ${TPU_RTL_DIR}/tpu_unified_buffer.sv
   ${TPU_RTL_DIR}/tpu_host_dma.sv
