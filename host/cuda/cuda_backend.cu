@@ -6,6 +6,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "host/common/errors.h"
 #include "host/cuda/cnn_ops.h"
@@ -118,26 +119,35 @@ bool Available(std::string* why) {
   return true;
 }
 
-GpuResult InferCudaInt8(const nn::Model& m, const data::MnistSet& set, int64_t images, int batch) {
-  if (!m.quantized) {
-    throw UsageError("model '" + m.name + "' has no int8 version; make one with tpusim quantize");
-  }
+namespace {
+
+// One network on the GPU, layer by layer: int8 (T = int8_t) or fp32 (T = float).
+template <typename T>
+GpuResult Infer(const nn::Model& m, const data::MnistSet& set, int64_t images, int batch) {
+  constexpr bool kInt8 = std::is_same_v<T, int8_t>;
+  using Bias = std::conditional_t<kInt8, int32_t, float>;
   RequireGpu();
   const auto start = std::chrono::steady_clock::now();
   struct DevLayer {
     LayerDesc d;
-    DeviceArray<int8_t> w;
-    DeviceArray<int32_t> bias, mult, shift;
+    DeviceArray<T> w;
+    DeviceArray<Bias> bias;
+    DeviceArray<int32_t> mult, shift;  // int8 only
   };
   std::vector<DevLayer> layers;
   int64_t max_act = m.input.Size();
   for (const nn::Layer& l : m.layers) {
     DevLayer dl{Describe(l), {}, {}, {}, {}};
     if (l.HasWeights()) {
-      dl.w = DeviceArray<int8_t>(OutputMajor(l, l.q.weights.data));
-      dl.bias = DeviceArray<int32_t>(l.q.bias.data);
-      dl.mult = DeviceArray<int32_t>(l.q.multiplier);
-      dl.shift = DeviceArray<int32_t>(l.q.shift);
+      if constexpr (kInt8) {
+        dl.w = DeviceArray<T>(OutputMajor(l, l.q.weights.data));
+        dl.bias = DeviceArray<Bias>(l.q.bias.data);
+        dl.mult = DeviceArray<int32_t>(l.q.multiplier);
+        dl.shift = DeviceArray<int32_t>(l.q.shift);
+      } else {
+        dl.w = DeviceArray<T>(OutputMajor(l, l.weights.data));
+        dl.bias = DeviceArray<Bias>(l.bias.data);
+      }
     }
     max_act = std::max(max_act, OutSize(dl.d));
     layers.push_back(std::move(dl));
@@ -146,22 +156,32 @@ GpuResult InferCudaInt8(const nn::Model& m, const data::MnistSet& set, int64_t i
   r.device = DeviceName();
   r.images = std::min(images, set.count);
   DeviceArray<uint8_t> pixels(static_cast<size_t>(batch * set.image_size));
-  DeviceArray<int8_t> a(static_cast<size_t>(batch * max_act)), b(static_cast<size_t>(batch * max_act));
+  DeviceArray<T> a(static_cast<size_t>(batch * max_act)), b(static_cast<size_t>(batch * max_act));
   Timer t;
   float kernel_ms_total = 0;
   for (int64_t first = 0; first < r.images; first += batch) {
     const int64_t n = std::min<int64_t>(batch, r.images - first);
-    Check(cudaMemcpy(pixels.p, set.Image(first), static_cast<size_t>(n * set.image_size),
+    const int64_t in_pixels = n * set.image_size;
+    Check(cudaMemcpy(pixels.p, set.Image(first), static_cast<size_t>(in_pixels),
                      cudaMemcpyHostToDevice),
           "copy images");
     Check(cudaEventRecord(t.a), "event");
-    QuantizeKernel<<<Blocks(n * set.image_size), 256>>>(pixels.p, a.p, n * set.image_size);
-    int8_t *x = a.p, *y = b.p;
+    if constexpr (kInt8) {
+      QuantizeKernel<<<Blocks(in_pixels), 256>>>(pixels.p, a.p, in_pixels);
+    } else {
+      ScaleKernel<<<Blocks(in_pixels), 256>>>(pixels.p, a.p, in_pixels);
+    }
+    T *x = a.p, *y = b.p;
     int64_t in_size = m.input.Size();
     for (const DevLayer& l : layers) {
       const int64_t out = OutSize(l.d);
-      LayerInt8Kernel<<<Blocks(n * out), 256>>>(l.d, x, in_size, l.w.p, l.bias.p, l.mult.p,
-                                                 l.shift.p, y, out, n * out);
+      if constexpr (kInt8) {
+        LayerInt8Kernel<<<Blocks(n * out), 256>>>(l.d, x, in_size, l.w.p, l.bias.p, l.mult.p,
+                                                   l.shift.p, y, out, n * out);
+      } else {
+        LayerFp32Kernel<<<Blocks(n * out), 256>>>(l.d, x, in_size, l.w.p, l.bias.p, y, out,
+                                                   n * out);
+      }
       std::swap(x, y);
       in_size = out;
     }
@@ -170,14 +190,15 @@ GpuResult InferCudaInt8(const nn::Model& m, const data::MnistSet& set, int64_t i
     float ms = 0;
     cudaEventElapsedTime(&ms, t.a, t.b);
     kernel_ms_total += ms;
-    std::vector<int8_t> logits(static_cast<size_t>(n * in_size));
-    Check(cudaMemcpy(logits.data(), x, logits.size(), cudaMemcpyDeviceToHost), "copy logits");
+    std::vector<T> logits(static_cast<size_t>(n * in_size));
+    Check(cudaMemcpy(logits.data(), x, logits.size() * sizeof(T), cudaMemcpyDeviceToHost),
+          "copy logits");
     for (int64_t i = 0; i < n; ++i) {
-      std::vector<int8_t> li(logits.begin() + i * in_size, logits.begin() + (i + 1) * in_size);
-      const int best = static_cast<int>(std::max_element(li.begin(), li.end()) - li.begin());
+      const auto li = logits.begin() + i * in_size;
+      const int best = static_cast<int>(std::max_element(li, li + in_size) - li);
       r.predictions.push_back(best);
       r.correct += best == set.labels[static_cast<size_t>(first + i)];
-      r.logits_int8.push_back(std::move(li));
+      if constexpr (kInt8) r.logits_int8.emplace_back(li, li + in_size);
     }
   }
   r.kernel_seconds = kernel_ms_total / 1000.0;
@@ -186,65 +207,17 @@ GpuResult InferCudaInt8(const nn::Model& m, const data::MnistSet& set, int64_t i
   return r;
 }
 
+}  // namespace
+
+GpuResult InferCudaInt8(const nn::Model& m, const data::MnistSet& set, int64_t images, int batch) {
+  if (!m.quantized) {
+    throw UsageError("model '" + m.name + "' has no int8 version; make one with tpusim quantize");
+  }
+  return Infer<int8_t>(m, set, images, batch);
+}
+
 GpuResult InferCudaFp32(const nn::Model& m, const data::MnistSet& set, int64_t images, int batch) {
-  RequireGpu();
-  const auto start = std::chrono::steady_clock::now();
-  struct DevLayer {
-    LayerDesc d;
-    DeviceArray<float> w, bias;
-  };
-  std::vector<DevLayer> layers;
-  int64_t max_act = m.input.Size();
-  for (const nn::Layer& l : m.layers) {
-    DevLayer dl{Describe(l), {}, {}};
-    if (l.HasWeights()) {
-      dl.w = DeviceArray<float>(OutputMajor(l, l.weights.data));
-      dl.bias = DeviceArray<float>(l.bias.data);
-    }
-    max_act = std::max(max_act, OutSize(dl.d));
-    layers.push_back(std::move(dl));
-  }
-  GpuResult r;
-  r.device = DeviceName();
-  r.images = std::min(images, set.count);
-  DeviceArray<uint8_t> pixels(static_cast<size_t>(batch * set.image_size));
-  DeviceArray<float> a(static_cast<size_t>(batch * max_act)), b(static_cast<size_t>(batch * max_act));
-  Timer t;
-  float kernel_ms_total = 0;
-  for (int64_t first = 0; first < r.images; first += batch) {
-    const int64_t n = std::min<int64_t>(batch, r.images - first);
-    Check(cudaMemcpy(pixels.p, set.Image(first), static_cast<size_t>(n * set.image_size),
-                     cudaMemcpyHostToDevice),
-          "copy images");
-    Check(cudaEventRecord(t.a), "event");
-    ScaleKernel<<<Blocks(n * set.image_size), 256>>>(pixels.p, a.p, n * set.image_size);
-    float *x = a.p, *y = b.p;
-    int64_t in_size = m.input.Size();
-    for (const DevLayer& l : layers) {
-      const int64_t out = OutSize(l.d);
-      LayerFp32Kernel<<<Blocks(n * out), 256>>>(l.d, x, in_size, l.w.p, l.bias.p, y, out, n * out);
-      std::swap(x, y);
-      in_size = out;
-    }
-    Check(cudaEventRecord(t.b), "event");
-    Check(cudaEventSynchronize(t.b), "kernels");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, t.a, t.b);
-    kernel_ms_total += ms;
-    std::vector<float> logits(static_cast<size_t>(n * in_size));
-    Check(cudaMemcpy(logits.data(), x, logits.size() * sizeof(float), cudaMemcpyDeviceToHost),
-          "copy logits");
-    for (int64_t i = 0; i < n; ++i) {
-      const auto* li = &logits[static_cast<size_t>(i * in_size)];
-      const int best = static_cast<int>(std::max_element(li, li + in_size) - li);
-      r.predictions.push_back(best);
-      r.correct += best == set.labels[static_cast<size_t>(first + i)];
-    }
-  }
-  r.kernel_seconds = kernel_ms_total / 1000.0;
-  r.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
+  return Infer<float>(m, set, images, batch);
 }
 
 }  // namespace tpu::cuda
