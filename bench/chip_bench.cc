@@ -36,7 +36,7 @@ void BM_ChipGemm(benchmark::State& state) {
       return;
     }
     cycles += r.cycles;
-    utilization = static_cast<double>(r.Counter("macs")) / (static_cast<double>(r.cycles) * dim * dim);
+    utilization = static_cast<double>(r.counters.macs) / (static_cast<double>(r.cycles) * dim * dim);
   }
   state.counters["cycles_per_s"] =
       benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);

@@ -1,6 +1,8 @@
 # Helpers that compile the RTL with Verilator: one verilate() per array size.
 
 set(TPU_RTL_DIR ${CMAKE_SOURCE_DIR}/rtl)
+# Where rtl/tpu_pkg.sv finds the generated contract (tpu_contract.svh).
+set(TPU_RTL_INCLUDE -I${TPUSIM_GENERATED_DIR}/rtl)
 # Compile order matters for the package; the top goes last.
 # The matrix unit and its accumulators, shared by both tops.
 set(TPU_MATRIX_RTL_SOURCES
@@ -47,7 +49,7 @@ endfunction()
 function(tpusim_verilate_mxu TARGET N)
   cmake_parse_arguments(ARG "SYSTEMC;NOTRACE;TEACH" "PREFIX" "" ${ARGN})
   tpusim_acc_depth(${N} depth)
-  set(args -Wall -Wno-fatal --x-assign fast --x-initial fast -O3
+  set(args -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 ${TPU_RTL_INCLUDE}
       -GArrayDim=${N} -GAccDepth=${depth})
   if(ARG_SYSTEMC)
     verilate(${TARGET} SYSTEMC PREFIX Vtpu_mxu_sc_n${N} TOP_MODULE tpu_mxu_top
@@ -89,7 +91,7 @@ function(tpusim_verilate_tpu TARGET N)
   verilate(${TARGET} SYSTEMC TRACE_FST PREFIX Vtpu_top_sc_n${N} TOP_MODULE tpu_top
            SOURCES ${TPU_TOP_RTL_SOURCES}
            VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3
-                          -GArrayDim=${N} -GAccDepth=${acc} -GUbDepth=${ub}
+                          ${TPU_RTL_INCLUDE} -GArrayDim=${N} -GAccDepth=${acc} -GUbDepth=${ub}
                           -GWfifoTiles=${fifo} -GParamSets=${sets}
            OPT_FAST ${TPUSIM_OPT_FAST})
 endfunction()

@@ -60,8 +60,8 @@ module tpu_activate_unit
   always_comb begin
     for (int k = 0; k < 4; k++) begin
       for (int l = 0; l < int'(ArrayDim); l++) begin
-        bias_bytes[k*ArrayDim+l] = par_q[ParAddrWidth'(set_base + 32'(k))][l];
-        mult_bytes[k*ArrayDim+l] = par_q[ParAddrWidth'(set_base + 32'(4 + k))][l];
+        bias_bytes[k*ArrayDim+l] = par_q[ParAddrWidth'(set_base + ParamBiasRow + 32'(k))][l];
+        mult_bytes[k*ArrayDim+l] = par_q[ParAddrWidth'(set_base + ParamMultiplierRow + 32'(k))][l];
       end
     end
   end
@@ -71,7 +71,7 @@ module tpu_activate_unit
       bias_q <= bias_bytes;
       mult_q <= mult_bytes;
       for (int l = 0; l < int'(ArrayDim); l++) begin
-        shift_q[l] <= par_q[ParAddrWidth'(set_base + 32'(8))][l][5:0];
+        shift_q[l] <= par_q[ParAddrWidth'(set_base + ParamShiftRow)][l][5:0];
       end
     end
   end

@@ -90,8 +90,8 @@ module tpu_controller
   // Where [start, start + count) lies relative to a memory of `size` units.
   function automatic status_e range_check(logic [63:0] start, logic [63:0] count,
                                           logic [63:0] size);
-    if (start >= size) return StatusAddressRange;
-    if (start + count > size) return StatusOverflow;
+    if (start >= size) return StatusAddressOutOfRange;
+    if (start + count > size) return StatusBufferOverflow;
     return StatusOk;
   endfunction
 
@@ -145,7 +145,7 @@ module tpu_controller
         if (flags != '0 || len == '0) check = StatusBadOperand;
         else check = range_check(src, len * N * N, 64'(wm_size_i));
       end
-      OpMatMul: begin
+      OpMatmul: begin
         if ((flags & ~8'((1 << FlagAccumulate) | (1 << FlagSwitch))) != '0 || len == '0) begin
           check = StatusBadOperand;
         end else begin
@@ -206,7 +206,7 @@ module tpu_controller
       o    = (u == 0) ? hdma_fp_q : (u == 1) ? act_fp_q : mxu_fp_q;
       busy = (u == 0) ? hdma_busy_i : (u == 1) ? act_busy_i : mxu_busy_i;
       // A unit's own earlier instructions run in order (matmul after matmul).
-      same = (u == 2) && (op == OpMatMul);
+      same = (u == 2) && (op == OpMatmul);
       if (busy && !same) begin
         if (fp.ub_use && o.ub_use && (fp.ub_wr || o.ub_wr) &&
             overlaps(fp.ub_lo, fp.ub_hi, o.ub_lo, o.ub_hi)) ub_hazard = 1'b1;
@@ -230,7 +230,7 @@ module tpu_controller
     unique case (op)
       OpReadHost, OpWriteHost: unit_busy = hdma_busy_i;
       OpReadWeights:           unit_busy = wdma_busy_i;
-      OpMatMul:                unit_busy = feed_busy_i;
+      OpMatmul:                unit_busy = feed_busy_i;
       OpActivate:              unit_busy = act_busy_i;
       default:                 unit_busy = 1'b0;
     endcase
@@ -239,7 +239,7 @@ module tpu_controller
   always_comb begin
     go = 1'b0;
     if (halted_q) issue_o = IssueHalted;
-    else if (iq_empty) issue_o = IssueEmpty;
+    else if (iq_empty) issue_o = IssueWaitInstruction;
     else if (check != StatusOk) issue_o = IssueHalted;
     else if (op == OpSync || op == OpHalt) begin
       issue_o = all_idle ? IssueFire : IssueDrain;
@@ -247,7 +247,7 @@ module tpu_controller
     end else if (unit_busy) issue_o = IssueUnitBusy;
     else if (ub_hazard) issue_o = IssueUbHazard;
     else if (acc_hazard) issue_o = IssueAccHazard;
-    else if (par_hazard) issue_o = IssueParHazard;
+    else if (par_hazard) issue_o = IssueParamHazard;
     else begin
       issue_o = IssueFire;
       go      = 1'b1;
@@ -258,7 +258,7 @@ module tpu_controller
   assign cmd_o        = head;
   assign hdma_start_o = go && (op == OpReadHost || op == OpWriteHost);
   assign wdma_start_o = go && (op == OpReadWeights);
-  assign feed_start_o = go && (op == OpMatMul);
+  assign feed_start_o = go && (op == OpMatmul);
   assign act_start_o  = go && (op == OpActivate);
 
   always_ff @(posedge clk_i or negedge rst_ni) begin

@@ -322,41 +322,41 @@ module tpu_top
 
   always_comb begin
     inc = '0;
-    inc[CntCycles]          = 32'd1;
-    inc[CntBusyHostDma]     = 32'(hdma_busy);
-    inc[CntBusyWeightDma]   = 32'(wdma_busy);
-    inc[CntBusyMatrix]      = 32'(mxu_busy);
-    inc[CntBusyActivate]    = 32'(act_busy);
+    inc[CntCycles]                 = 32'd1;
+    inc[CntBusyHostDma]            = 32'(hdma_busy);
+    inc[CntBusyWeightDma]          = 32'(wdma_busy);
+    inc[CntBusyMatrix]             = 32'(mxu_busy);
+    inc[CntBusyActivate]           = 32'(act_busy);
     // Every cycle of the matrix unit is exactly one of these five (as in tpu_mxu_counters).
-    if (a_fire) inc[CntMxuStream] = 32'd1;
-    else if (w_fire) inc[CntMxuLoad] = 32'd1;
+    if (a_fire) inc[CntMxuStreamCycles] = 32'd1;
+    else if (w_fire) inc[CntMxuLoadCycles] = 32'd1;
     else if (a_valid) inc[CntMxuStallWeights] = 32'd1;
-    else if (mxu_in_flight) inc[CntMxuDrain] = 32'd1;
-    else inc[CntMxuIdle] = 32'd1;
-    inc[CntIssueEmpty]      = 32'(issue == IssueEmpty);
-    inc[CntIssueUnitBusy]   = 32'(issue == IssueUnitBusy);
-    inc[CntIssueUbHazard]   = 32'(issue == IssueUbHazard);
-    inc[CntIssueAccHazard]  = 32'(issue == IssueAccHazard);
-    inc[CntIssueParHazard]  = 32'(issue == IssueParHazard);
-    inc[CntIssueDrain]      = 32'(issue == IssueDrain);
-    inc[CntWdmaStallFifo]   = 32'(wdma_fifo_stall);
-    inc[CntHostMemStall]    = 32'(hm_stall);
-    inc[CntWeightMemStall]  = 32'(wm_stall);
-    inc[CntUbReads]         = 32'(ub_rd0_en) + 32'(ub_rd1_en);
-    inc[CntUbWrites]        = 32'(ub_wr0_en) + 32'(ub_wr1_en);
-    inc[CntAccReads]        = 32'(acc_rd_en);
-    inc[CntAccWrites]       = 32'(out_valid);
-    inc[CntWfifoPushes]     = 32'(wfifo_push);
-    inc[CntWfifoPops]       = 32'(w_fire);
-    inc[CntWeightTiles]     = 32'(switch_fire);
-    inc[CntParamWrites]     = 32'(par_wr_en);
-    inc[CntHostBytesRead]   = (hm_fire && !hm_req_write_o) ? 32'(ArrayDim) : 32'd0;
-    inc[CntHostBytesWritten] = (hm_fire && hm_req_write_o) ? 32'(ArrayDim) : 32'd0;
-    inc[CntWeightBytesRead] = wm_fire ? 32'(ArrayDim) : 32'd0;
-    inc[CntMacs]            = a_fire ? 32'(ArrayDim * ArrayDim) : 32'd0;
-    inc[CntVpuRowsIn]       = 32'(vpu_in);
-    inc[CntVpuRowsOut]      = 32'(vpu_out);
-    inc[CntInstructions]    = 32'(issue == IssueFire);
+    else if (mxu_in_flight) inc[CntMxuDrainCycles] = 32'd1;
+    else inc[CntMxuIdleCycles] = 32'd1;
+    inc[CntIssueWaitInstruction]   = 32'(issue == IssueWaitInstruction);
+    inc[CntIssueStallUnitBusy]     = 32'(issue == IssueUnitBusy);
+    inc[CntIssueStallUbHazard]     = 32'(issue == IssueUbHazard);
+    inc[CntIssueStallAccHazard]    = 32'(issue == IssueAccHazard);
+    inc[CntIssueStallParamHazard]  = 32'(issue == IssueParamHazard);
+    inc[CntIssueStallDrain]        = 32'(issue == IssueDrain);
+    inc[CntWeightDmaStallFifoFull] = 32'(wdma_fifo_stall);
+    inc[CntHostMemStall]           = 32'(hm_stall);
+    inc[CntWeightMemStall]         = 32'(wm_stall);
+    inc[CntUbReads]                = 32'(ub_rd0_en) + 32'(ub_rd1_en);
+    inc[CntUbWrites]               = 32'(ub_wr0_en) + 32'(ub_wr1_en);
+    inc[CntAccReads]               = 32'(acc_rd_en);
+    inc[CntAccWrites]              = 32'(out_valid);
+    inc[CntWeightFifoPushes]       = 32'(wfifo_push);
+    inc[CntWeightFifoPops]         = 32'(w_fire);
+    inc[CntWeightTiles]            = 32'(switch_fire);
+    inc[CntParamWrites]            = 32'(par_wr_en);
+    inc[CntHostBytesRead]          = (hm_fire && !hm_req_write_o) ? 32'(ArrayDim) : 32'd0;
+    inc[CntHostBytesWritten]       = (hm_fire && hm_req_write_o) ? 32'(ArrayDim) : 32'd0;
+    inc[CntWeightBytesRead]        = wm_fire ? 32'(ArrayDim) : 32'd0;
+    inc[CntMacs]                   = a_fire ? 32'(ArrayDim * ArrayDim) : 32'd0;
+    inc[CntVpuRowsIn]              = 32'(vpu_in);
+    inc[CntVpuRowsOut]             = 32'(vpu_out);
+    inc[CntInstructions]           = 32'(issue == IssueFire);
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin

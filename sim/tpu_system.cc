@@ -5,7 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "sim/tpu_registers.h"
+#include "contract/tpu_contract.h"
 
 namespace tpu::sim {
 
@@ -51,6 +51,7 @@ void TpuSystemBase::EngineThread() {
     sc_core::wait(start_event_);
     state_ = RunState::kRunning;
     message_.clear();
+    stall_ = StallInfo();
     try {
       RunProgram();
     } catch (const std::exception& e) {
@@ -80,23 +81,22 @@ void TpuSystemBase::RunProgram() {
 
   Outputs out;
   uint64_t quiet = 0;
+  uint8_t last_busy = 0;
   for (uint64_t cycle = 0;; ++cycle) {
     ReadOutputs(&out);
+    // issue_o is the issue stage's state of the last cycle; unit_busy_o is this cycle's.
+    if (cycle_hook_ && cycle > 0) cycle_hook_(cycle - 1, static_cast<uint8_t>(out.issue), last_busy);
+    last_busy = static_cast<uint8_t>(out.unit_busy);
     if (out.halted) {
       cycles_ = cycle;
       state_ = out.status == 0 ? RunState::kHalted : RunState::kError;
-      if (out.status != 0) {
-        const uint64_t pc = ReadRegister(kRegErrorPc);
-        message_ = std::string("the chip stopped at instruction ") + std::to_string(pc) +
-                   ": " + (out.status < kStatusText.size() ? kStatusText[out.status] : "?");
-      }
+      SnapshotRegisters();
       return;
     }
     if (fed_ == words_to_run_ && out.idle) {
       cycles_ = cycle;
       state_ = RunState::kNoHalt;
-      message_ = "the program ended after " + std::to_string(words_to_run_) +
-                 " instructions without HALT; the chip is idle, waiting for more";
+      SnapshotRegisters();
       return;
     }
     bool moved = out.progress;
@@ -125,8 +125,13 @@ void TpuSystemBase::RunProgram() {
     if (quiet >= config_.watchdog_cycles) {
       cycles_ = cycle;
       state_ = RunState::kWatchdog;
-      message_ = "watchdog: no progress for " + std::to_string(quiet) + " cycles; " +
-                 DescribeStall(out);
+      SnapshotRegisters();
+      stall_.quiet_cycles = quiet;
+      stall_.pc = registers_[hw::kRegRetired];
+      stall_.opcode = stall_.pc < fed_ ? program_[stall_.pc * kInstructionBytes] : -1;
+      stall_.issue = static_cast<uint8_t>(out.issue);
+      stall_.busy = static_cast<uint8_t>(out.unit_busy);
+      stall_.wait_weights = out.wait_weights;
       return;
     }
     if (tracing_) {
@@ -149,32 +154,16 @@ void TpuSystemBase::RunProgram() {
   }
 }
 
-std::string TpuSystemBase::DescribeStall(const Outputs& out) {
-  const uint64_t pc = ReadRegister(kRegRetired);
-  std::string s = "instruction " + std::to_string(pc);
-  if (pc < fed_) {
-    const uint8_t op = program_[pc * kInstructionBytes];
-    static const char* kOps[] = {"nop",        "read_host", "read_weights", "matmul",
-                                 "activate",   "write_host", "sync",        "halt"};
-    if (op < 8) s += std::string(" (") + kOps[op] + ")";
-  }
-  s += std::string(" is ") + (out.issue < kIssueText.size() ? kIssueText[out.issue] : "?");
-  std::string busy;
-  for (size_t u = 0; u < kUnitNames.size(); ++u) {
-    if (!(out.unit_busy & (1u << u))) continue;
-    busy += (busy.empty() ? "" : ", ") + std::string(kUnitNames[u]);
-    if (u == 2 && out.wait_weights) {
-      busy += " (stuck: a matmul with 'switch' waits for a weight tile that no read_weights "
-              "brings)";
-    }
-  }
-  s += busy.empty() ? "; no unit is busy" : "; busy: " + busy;
-  return s;
+void TpuSystemBase::SnapshotRegisters() {
+  registers_.assign(static_cast<size_t>(hw::kRegFirstCounter + hw::kNumCounters), 0);
+  for (size_t i = 0; i < registers_.size(); ++i) registers_[i] = ReadRegister(static_cast<int>(i));
 }
 
 uint64_t TpuSystemBase::ReadRegister(int addr) {
+  // The register file is combinational: the new address reaches the model in one delta
+  // cycle, its answer the signal in the next. No time passes, so no clock edge either.
   SetRegAddr(addr);
-  sc_core::wait(1, sc_core::SC_NS);
+  for (int i = 0; i < 3; ++i) sc_core::wait(sc_core::SC_ZERO_TIME);
   return RegData();
 }
 
@@ -256,11 +245,15 @@ void TpuSystemBase::BTransport(tlm::tlm_generic_payload& trans, sc_core::sc_time
       } else if (off == kCsrFed) {
         value = fed_;
       } else if (off >= kCsrRegBase && off < kCsrRegBase + 8 * 256) {
-        // The register file is combinational: wait for it to settle (the annotated delay
-        // is consumed here, so the initiator sees the read take a cycle).
-        sc_core::wait(delay);
-        delay = sc_core::SC_ZERO_TIME;
-        value = ReadRegister(static_cast<int>((off - kCsrRegBase) / 8));
+        const auto reg = static_cast<size_t>((off - kCsrRegBase) / 8);
+        if (state_ == RunState::kIdle || state_ == RunState::kRunning) {
+          // The live register file (the build parameters before the first run).
+          sc_core::wait(delay);
+          delay = sc_core::SC_ZERO_TIME;
+          value = ReadRegister(static_cast<int>(reg));
+        } else {
+          value = reg < registers_.size() ? registers_[reg] : 0;  // read when the run ended
+        }
       } else {
         trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
         return;

@@ -12,8 +12,12 @@
 //     +0x008 STATE  RunState of the last run
 //     +0x010 CYCLES clock cycles of the last run
 //     +0x018 FED    instruction words handed to the chip
-//     +0x100 + 8 i  tpu_top register i (status, parameters, counters; sim/tpu_registers.h)
-// When a run ends the system notifies DoneEvent() (its interrupt line).
+//     +0x100 + 8 i  tpu_top register i (status, parameters, counters; the register map of
+//                   contract/tpu_contract.toml)
+// When a run ends the system notifies DoneEvent() (its interrupt line). The chip's
+// registers are read once, in the cycle the run ends, and register reads return those
+// values until the next START: a run that did not halt leaves a chip whose counters would
+// otherwise keep counting while the host reads them.
 #pragma once
 
 #include <systemc>
@@ -27,6 +31,7 @@
 
 #include "sim/memory_model.h"
 #include "sim/memory_port.h"
+#include "sim/stall_info.h"
 
 namespace tpu::sim {
 
@@ -73,12 +78,19 @@ class TpuSystemBase : public sc_core::sc_module {
   // Notified when a run ends (halt, error, watchdog).
   const sc_core::sc_event& DoneEvent() const { return done_event_; }
   RunState State() const { return state_; }
-  // Why the last run ended, for people; empty after a clean HALT.
+  // Why the simulation itself failed (state kInternal); empty otherwise.
   const std::string& Message() const { return message_; }
+  // Where a run that the watchdog stopped was stuck.
+  const StallInfo& Stall() const { return stall_; }
   MemoryModel& HostMemory() { return host_; }
   MemoryModel& WeightMemory() { return weight_; }
   // Called every 65,536 cycles of a run with the fraction of instructions handed over.
   void SetProgress(std::function<void(double)> progress) { progress_ = std::move(progress); }
+  // Called for every cycle of a run that ends in a clock edge, with what the controller's
+  // issue stage did in it (hw::Issue) and the units that had work (bits hw::kUnit*).
+  void SetCycleHook(std::function<void(uint64_t cycle, uint8_t issue, uint8_t busy)> hook) {
+    cycle_hook_ = std::move(hook);
+  }
 
   // FST tracing of every signal of the chip over a window of cycles, counted across all
   // runs of this system (run 2's cycle 0 follows run 1's last). Call after elaboration
@@ -127,8 +139,9 @@ class TpuSystemBase : public sc_core::sc_module {
  private:
   void EngineThread();
   void RunProgram();
-  uint64_t ReadRegister(int addr);  // from a thread: lets the combinational read settle
-  std::string DescribeStall(const Outputs& out);
+  // From a thread: lets the combinational read settle (delta cycles, no clock edge).
+  uint64_t ReadRegister(int addr);
+  void SnapshotRegisters();
   void BTransport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned int TransportDbg(tlm::tlm_generic_payload& trans);
   // Memory-mapped access to host, weight or program memory; false when unmapped.
@@ -145,6 +158,9 @@ class TpuSystemBase : public sc_core::sc_module {
   std::string message_;
   sc_core::sc_event start_event_, done_event_;
   std::function<void(double)> progress_;
+  std::function<void(uint64_t, uint8_t, uint8_t)> cycle_hook_;
+  StallInfo stall_;
+  std::vector<uint64_t> registers_;  // read when the last run ended
   bool tracing_ = false;
   uint64_t trace_start_ = 0, trace_end_ = 0, trace_base_ = 0;
 };

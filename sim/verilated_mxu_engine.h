@@ -76,7 +76,7 @@ class ModelTrace<Model, false> {
 template <class Model>
 class VerilatedMxuEngine final : public MxuEngine {
  public:
-  std::string Name() const override { return "verilator"; }
+  std::string Name() const override { return "rtl"; }
 
   MxuParams Params() override {
     VerilatedContext context;

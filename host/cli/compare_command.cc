@@ -19,6 +19,9 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/revision.h"
+#include "host/compiler/tpu_runner.h"
+#include "host/engine/chip_engine.h"
+#include "host/report/run_report.h"
 #include "host/cuda/cuda_backend.h"
 #include "host/data/mnist.h"
 #include "host/nn/cpu_backend.h"
@@ -31,6 +34,7 @@ namespace {
 struct CompareArgs {
   std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
   std::vector<std::string> configs = {"small-16"};
+  std::vector<std::string> engines = {"rtl"};
   std::string data, json, markdown;
   std::string energy = host::DefaultEnergyTablePath();
   int64_t images = 1000;
@@ -88,23 +92,42 @@ nlohmann::json RunChild(const std::string& args, const std::string& json_path) {
   return j;
 }
 
-Row TpuRow(const std::string& preset, const CompareArgs& a, const std::string& scratch) {
+// `tpusim run`'s JSON for the preset: the fast engine runs here; the rtl engine in a child
+// process, as the SystemC kernel elaborates one system per process.
+nlohmann::json RunJson(const std::string& preset, const std::string& engine_name,
+                       const nn::Model& model, const data::MnistSet& set, int64_t images,
+                       int batch, const CompareArgs& a, const std::string& json_path) {
+  if (engine_name == "fast") {
+    const host::TpuConfig config = host::LoadConfig(preset);
+    const host::EnergyTable table = host::LoadEnergyTable(a.energy);
+    const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, config, {});
+    const compiler::TpuRunResult r = compiler::RunModelOnTpu(
+        model, *chip, set.pixels.data(), set.labels.data(), images, batch);
+    return host::RunReportJson(host::BuildRunReport(r, model.name, "fast", config, table, batch));
+  }
   const std::string common = "--model '" + a.model + "' --energy '" + a.energy + "'" +
                              (a.data.empty() ? "" : " --data '" + a.data + "'") + " --config '" +
-                             preset + "'";
-  const nlohmann::json j = RunChild(common + fmt::format(" --images {} --batch {}", a.images, a.batch),
-                                    scratch + "/run.json");
-  const nlohmann::json one = RunChild(common + " --images 1 --batch 1", scratch + "/one.json");
+                             preset + "' --engine " + engine_name;
+  return RunChild(common + fmt::format(" --images {} --batch {}", images, batch), json_path);
+}
+
+Row TpuRow(const std::string& preset, const std::string& engine_name, const nn::Model& model,
+           const data::MnistSet& set, const CompareArgs& a, const std::string& scratch) {
+  const nlohmann::json j =
+      RunJson(preset, engine_name, model, set, a.images, a.batch, a, scratch + "/run.json");
+  const nlohmann::json one = RunJson(preset, engine_name, model, set, 1, 1, a, scratch + "/one.json");
   Row r;
-  r.backend = "tpu " + preset;
+  r.backend = "tpu " + preset + (a.engines.size() > 1 ? " (" + engine_name + ")" : "");
   r.accuracy = j["accuracy"].get<double>();
   r.images_per_s = j["images_per_second"].get<double>();
   r.latency_us = one["us_per_image"].get<double>();
   r.energy_uj = j["energy_per_image_pj"].get<double>() * 1e-6;
   r.energy_source = "modelled (RTL event counts x " + j["energy_table"]["name"].get<std::string>() + ")";
   r.ops_per_cycle = j["ops_per_cycle"].get<double>();
-  r.note = fmt::format("simulated at {} MHz, batch {}, bit-exact {}",
-                       j["config"]["clock_mhz"].get<double>(), a.batch,
+  r.note = fmt::format("simulated at {} MHz on the {} engine ({:.1f} s wall, {} cycles), batch {}, "
+                       "bit-exact {}",
+                       j["config"]["clock_mhz"].get<double>(), engine_name,
+                       j["wall_seconds"].get<double>(), j["cycles"].get<uint64_t>(), a.batch,
                        j["bit_exact"].get<bool>() ? "yes" : "NO");
   return r;
 }
@@ -127,6 +150,7 @@ void Compare(const CompareArgs& a) {
     throw UsageError(fmt::format("--images {} is more than the {} test images", a.images, set.count));
   }
   for (const std::string& c : a.configs) host::LoadConfig(c);  // unknown presets fail early
+  for (const std::string& e : a.engines) engine::ParseEngineKind(e);
 
   std::vector<Row> rows;
   std::cerr << "compare: cpu-fp32 ...\n";
@@ -139,8 +163,10 @@ void Compare(const CompareArgs& a) {
   std::filesystem::create_directories(scratch);
   try {
     for (const std::string& c : a.configs) {
-      std::cerr << "compare: tpu " << c << " ...\n";
-      rows.push_back(TpuRow(c, a, scratch));
+      for (const std::string& e : a.engines) {
+        std::cerr << "compare: tpu " << c << " (" << e << " engine) ...\n";
+        rows.push_back(TpuRow(c, e, model, set, a, scratch));
+      }
     }
   } catch (...) {
     std::filesystem::remove_all(scratch);
@@ -228,10 +254,16 @@ clock, energy from the RTL's event counts), and prints accuracy, images/s, laten
 (batch 1), energy per image (measured, modelled or unavailable: the table says which) and
 ops/cycle.
 
-Example:
-  tpusim compare --images 1000 --configs small-16,lab-8 --markdown table.md)");
+Examples:
+  tpusim compare --images 1000 --configs small-16,lab-8 --markdown table.md
+  tpusim compare --images 1000 --engines rtl,fast)");
   cmd->add_option("--images", a->images, "first N of the 10,000 test images")->capture_default_str();
   cmd->add_option("--configs", a->configs, "TPU presets, comma separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--engines", a->engines,
+                  "chip engines for the TPU rows, comma separated: rtl, fast or rtl,fast (the "
+                  "same cycles side by side, each with its wall time)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--model", a->model, "model folder")->capture_default_str();

@@ -12,27 +12,27 @@
 #include <string>
 #include <vector>
 
+#include "host/cli/chip_options.h"
 #include "host/cli/isa_commands.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/config/tpu_config.h"
-#include "host/driver/exec_report.h"
-#include "host/driver/tpu_driver.h"
+#include "host/engine/chip_engine.h"
+#include "host/engine/timeline.h"
 #include "host/isa/assembler.h"
+#include "host/report/exec_report.h"
 
 namespace tpu::cli {
 namespace {
 
 struct ExecOptions {
   std::string program_path;
-  std::string config = "small-16";
-  std::vector<std::string> sets;
+  ChipOptions chip;
   std::vector<std::string> host_in, weights_in;
   std::string host_out, host_out_range;
-  std::string trace_path, json_path;
+  std::string trace_path, json_path, timeline_path;
   uint64_t trace_start = 0;
   uint64_t trace_end = UINT64_MAX;
-  uint64_t watchdog = 100000;
   bool quiet = false;
 };
 
@@ -88,17 +88,20 @@ isa::Program LoadProgram(const std::string& path) {
 }
 
 void RunExec(const ExecOptions& o) {
-  host::TpuConfig config = host::LoadConfig(o.config);
-  for (const std::string& kv : o.sets) host::ApplyOverride(&config, kv);
+  const host::TpuConfig config = ResolveConfig(o.chip);
+  const engine::EngineKind kind = ResolveEngine(o.chip);
   const isa::Program program = LoadProgram(o.program_path);
 
-  host::ExecJob job;
+  engine::ExecJob job;
   job.program = program;
   PlaceFiles(o.host_in, "--host-in", static_cast<uint64_t>(config.host_mem_bytes),
              "host_mem_bytes", &job.host_image);
   PlaceFiles(o.weights_in, "--weights-in", static_cast<uint64_t>(config.weight_mem_bytes),
              "weight_mem_bytes", &job.weight_image);
   if (!o.host_out.empty()) {
+    if (o.chip.timing_only) {
+      throw UsageError("--host-out needs values; --timing-only computes counters only");
+    }
     job.host_out_addr = 0;
     job.host_out_bytes = static_cast<uint64_t>(config.host_mem_bytes);
     if (!o.host_out_range.empty()) {
@@ -112,20 +115,21 @@ void RunExec(const ExecOptions& o) {
   } else if (!o.host_out_range.empty()) {
     throw UsageError("--host-out-range needs --host-out FILE");
   }
-  for (const std::string* p : {&o.host_out, &o.json_path, &o.trace_path}) {
+  for (const std::string* p : {&o.host_out, &o.json_path, &o.trace_path, &o.timeline_path}) {
     if (!p->empty()) CheckWritable(*p);
   }
-  if (o.watchdog == 0) throw UsageError("--watchdog must be at least 1 cycle");
 
-  host::DriverOptions dopt;
-  dopt.trace_path = o.trace_path;
-  dopt.trace_start = o.trace_start;
-  dopt.trace_end = o.trace_end;
-  dopt.watchdog_cycles = o.watchdog;
-  dopt.progress = !o.quiet;
-  host::TpuDriver driver(config, dopt);
-  const host::ExecResult r = driver.Run(job);
-  driver.FinishTrace();  // a failed run's waveform is the most useful one
+  engine::EngineOptions eopt = EngineOptionsFrom(o.chip);
+  eopt.trace_path = o.trace_path;
+  eopt.trace_start = o.trace_start;
+  eopt.trace_end = o.trace_end;
+  eopt.progress = !o.quiet;
+  engine::Timeline timeline(config.clock_mhz);
+  if (!o.timeline_path.empty()) eopt.timeline = &timeline;
+  const std::unique_ptr<engine::ChipEngine> chip = engine::MakeChipEngine(kind, config, eopt);
+  const engine::ExecResult r = chip->Run(job);
+  chip->Finish();  // a failed run's waveform is the most useful one
+  if (!o.timeline_path.empty()) timeline.Write(o.timeline_path);
 
   if (!o.json_path.empty()) {
     WriteFileAtomically(o.json_path, host::ExecReportJson(r, config, o.program_path,
@@ -150,26 +154,25 @@ void AddExecCommand(CLI::App& app) {
       "exec", "Run a TPU program on the whole cycle-accurate chip and report its counters.");
   cmd->footer(R"(
 Loads the program (assembly or a binary from 'tpusim asm'), host data and weights into the
-simulated system through its TLM-2.0 socket, runs the Verilated chip until HALT, an error
-or the watchdog, and prints the status and every performance counter. Exits 0 only when
-the program reaches HALT with status ok; 1 for a chip error, a watchdog stop or a
-program without HALT (the report is still printed and written).
+simulated chip, runs it until HALT, an error or the watchdog, and prints the status and
+every performance counter. --engine rtl (default) runs the Verilated RTL in the SystemC
+system through its TLM-2.0 socket; --engine fast runs the C++ model of the same chip,
+which gives the same counters at any array size. Exits 0 only when the program reaches
+HALT with status ok; 1 for a chip error, a watchdog stop or a program without HALT (the
+report is still printed and written).
 
 Examples:
   tpusim exec examples/dense_layer.asm --host-in examples/dense_layer.host.bin \
       --weights-in examples/dense_layer.weights.bin
   tpusim exec prog.bin --config teach-4 --trace run.fst --json run.json
+  tpusim exec prog.asm --config tpu-v1 --engine fast --timeline run.trace.json
   tpusim exec prog.asm --set host_mem_latency_cycles=400 --host-out out.bin \
       --host-out-range 0x2000:1024
 
 Docs: docs/isa.md (instructions), docs/architecture.md (units, counters, memory map).)");
   cmd->add_option("FILE", o->program_path, "program: assembly (.asm) or binary (tpusim asm)")
       ->required();
-  cmd->add_option("-c,--config", o->config,
-                  "preset in configs/ (teach-4, lab-8, small-16, edge-32, tpu-v1) or a .json file")
-      ->capture_default_str();
-  cmd->add_option("--set", o->sets,
-                  "override a config field, e.g. --set host_mem_bytes_per_cycle=4 (repeatable)");
+  AddChipOptions(cmd, &o->chip);
   cmd->add_option("--host-in", o->host_in,
                   "FILE[@ADDR]: bytes to place in host memory (default address 0; repeatable)");
   cmd->add_option("--weights-in", o->weights_in,
@@ -177,13 +180,13 @@ Docs: docs/isa.md (instructions), docs/architecture.md (units, counters, memory 
   cmd->add_option("--host-out", o->host_out, "write host memory after the run to this file");
   cmd->add_option("--host-out-range", o->host_out_range,
                   "ADDR:BYTES of host memory for --host-out (default: all of it)");
-  cmd->add_option("--trace", o->trace_path, "write a waveform of every chip signal (.fst/.vcd)");
+  cmd->add_option("--trace", o->trace_path,
+                  "write a waveform of every chip signal (.fst/.vcd; rtl engine)");
+  cmd->add_option("--timeline", o->timeline_path,
+                  "write the instruction timeline (Chrome trace JSON: Perfetto, chrome://tracing)");
   cmd->add_option("--trace-start", o->trace_start, "first cycle to trace")->capture_default_str();
   cmd->add_option("--trace-end", o->trace_end, "last cycle to trace (default: the end)");
   cmd->add_option("--json", o->json_path, "write the report as JSON to this file");
-  cmd->add_option("--watchdog", o->watchdog,
-                  "stop a run that makes no progress for this many cycles")
-      ->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "print nothing but errors");
   cmd->callback([o] { RunExec(*o); });
 }

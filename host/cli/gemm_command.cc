@@ -14,6 +14,7 @@
 #include "host/config/tpu_config.h"
 #include "host/gemm/gemm_report.h"
 #include "host/gemm/gemm_runner.h"
+#include "fast/fast_mxu_engine.h"
 #include "sim/mxu_registry.h"
 #include "sim/wave_file.h"
 
@@ -26,7 +27,7 @@ struct GemmOptions {
   uint64_t seed = 1;
   std::optional<int> array;
   std::string config = "small-16";
-  std::string engine = "verilator";
+  std::string engine = "rtl";
   uint64_t trace_start = 0;
   std::optional<uint64_t> trace_end;
   bool quiet = false;
@@ -65,18 +66,23 @@ void Run(const GemmOptions& o) {
     if (!p->empty()) CheckWritable(*p);
   }
 
-  sim::EngineKind kind;
-  if (o.engine == "verilator")
-    kind = sim::EngineKind::kVerilator;
-  else if (o.engine == "systemc")
-    kind = sim::EngineKind::kSystemC;
-  else
-    throw UsageError("unknown --engine '" + o.engine + "'; use verilator or systemc");
   std::unique_ptr<sim::MxuEngine> engine;
   try {
-    engine = sim::MakeMxuEngine(config.array_dim, kind);
+    if (o.engine == "fast") {
+      engine = std::make_unique<fast::FastMxuEngine>(config.array_dim, config.acc_depth_rows);
+    } else if (o.engine == "rtl" || o.engine == "systemc") {
+      engine = sim::MakeMxuEngine(config.array_dim, o.engine == "rtl" ? sim::EngineKind::kVerilator
+                                                                      : sim::EngineKind::kSystemC);
+    } else {
+      throw UsageError("unknown --engine '" + o.engine +
+                       "'; use rtl (the Verilated RTL), systemc (the same RTL under the SystemC "
+                       "kernel) or fast (the C++ model, any size)");
+    }
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
+  }
+  if (o.engine == "fast" && !o.trace_path.empty()) {
+    throw UsageError("waveforms (--trace) come from the RTL; use --engine rtl");
   }
 
   sim::RunOptions run;
@@ -143,7 +149,8 @@ Exit status: 0 success, 1 runtime error or mismatch, 2 bad usage or input.)");
       ->capture_default_str();
   cmd->add_option("--array", opts->array, "array size N, overriding the preset's");
   cmd->add_option("--engine", opts->engine,
-                  "verilator (C++ model, fast) or systemc (the same RTL as a SystemC module)")
+                  "rtl (the Verilated C++ model of the RTL), systemc (the same RTL as a SystemC "
+                  "module) or fast (the C++ model of the matrix unit: same cycles, any size)")
       ->capture_default_str();
   cmd->add_option("--json", opts->json_path, "write the report as JSON to this file");
   cmd->add_option("--trace", opts->trace_path, "write a waveform: FILE.fst (GTKWave) or FILE.vcd");

@@ -6,6 +6,7 @@
 
 #include "host/cli/compare_command.h"
 #include "host/cli/compile_command.h"
+#include "host/cli/cosim_command.h"
 #include "host/cli/gemm_command.h"
 #include "host/cli/isa_commands.h"
 #include "host/cli/nn_commands.h"
@@ -33,6 +34,7 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddRunCommand(app);
   tpu::cli::AddCompareCommand(app);
   tpu::cli::AddCompileCommand(app);
+  tpu::cli::AddCosimCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -12,17 +12,10 @@
 
 namespace tpu::compiler {
 
-uint64_t LayerStats::Counter(const std::string& n) const {
-  for (const auto& [k, v] : counters) {
-    if (k == n) return v;
-  }
-  throw std::out_of_range("no counter named '" + n + "'");
-}
-
-uint64_t TpuRunResult::TotalCounter(const std::string& n) const {
-  uint64_t s = 0;
-  for (const LayerStats& l : layers) s += l.Counter(n);
-  return s;
+hw::ChipCounters TpuRunResult::Total() const {
+  hw::ChipCounters t;
+  for (const LayerStats& l : layers) t += l.counters;
+  return t;
 }
 
 int64_t TpuRunResult::TotalMacs() const {
@@ -31,15 +24,18 @@ int64_t TpuRunResult::TotalMacs() const {
   return s;
 }
 
-TpuRunResult RunModelOnTpu(const nn::Model& model, const host::TpuConfig& config,
-                           host::TpuDriver& driver, const uint8_t* pixels, const uint8_t* labels,
-                           int64_t images, int batch, const std::function<void(double)>& progress) {
+TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
+                           const uint8_t* pixels, const uint8_t* labels, int64_t images, int batch,
+                           const std::function<void(double)>& progress) {
+  const host::TpuConfig& config = engine.Config();
+  const bool values = engine.ComputesValues();
   if (batch < 1) throw UsageError("--batch must be at least 1");
   const auto start = std::chrono::steady_clock::now();
   const std::vector<LayerStep> steps = PlanSteps(model);
   std::vector<LayerCompiler> compilers;
   TpuRunResult r;
   r.images = images;
+  r.checked = values;
   for (const LayerStep& s : steps) {
     compilers.emplace_back(model, s, config);
     LayerStats st;
@@ -55,25 +51,26 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, const host::TpuConfig& config
     }
     for (size_t s = 0; s < compilers.size(); ++s) {
       const LayerJob job = compilers[s].Build(act, b);
-      host::ExecJob ej;
+      engine::ExecJob ej;
       ej.program = job.program;
       ej.host_image = job.host;
       ej.weight_image = job.weights;
       ej.host_out_addr = job.out_addr;
       ej.host_out_bytes = job.out_bytes;
-      const host::ExecResult e = driver.Run(ej);
+      const engine::ExecResult e = engine.Run(ej);
       if (!e.ok) {
         throw RuntimeError("layer '" + r.layers[s].name + "' failed on the chip: " + e.message);
       }
       LayerStats& st = r.layers[s];
       st.macs += compilers[s].MacsPerImage() * b;
       ++st.jobs;
-      if (st.counters.empty()) {
-        st.counters = e.counters;
-      } else {
-        for (size_t i = 0; i < e.counters.size(); ++i) st.counters[i].second += e.counters[i].second;
-      }
-      act = compilers[s].Decode(e.host_out, b);
+      st.counters += e.counters;
+      act = values ? compilers[s].Decode(e.host_out, b)
+                   : std::vector<int8_t>(static_cast<size_t>(b * compilers[s].OutShape().Size()), 0);
+    }
+    if (!values) {
+      if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
+      continue;
     }
     const int64_t out_size = static_cast<int64_t>(act.size()) / b;
     for (int i = 0; i < b; ++i) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "host/config/tpu_config.h"
-#include "host/driver/tpu_driver.h"
+#include "host/engine/chip_engine.h"
 #include "host/nn/model.h"
 
 namespace tpu::compiler {
@@ -18,26 +18,27 @@ struct LayerStats {
   std::string name;
   int64_t macs = 0;          // useful MACs (the layer's arithmetic, no padding)
   int64_t jobs = 0;
-  std::vector<std::pair<std::string, uint64_t>> counters;  // summed over the batches
-
-  uint64_t Counter(const std::string& name) const;
+  hw::ChipCounters counters;  // summed over the batches
 };
 
 struct TpuRunResult {
   int64_t images = 0;
   std::vector<std::vector<int8_t>> logits;  // per image, the last layer's int8 outputs
   std::vector<LayerStats> layers;
+  bool checked = true;                      // false in timing-only runs: no values to check
   int64_t mismatches = 0;                   // images whose logits differ from the CPU int8 reference
   int64_t correct = 0;                      // argmax == label
   double wall_seconds = 0;
 
-  uint64_t TotalCounter(const std::string& name) const;
+  hw::ChipCounters Total() const;
   int64_t TotalMacs() const;
 };
 
-// `pixels`: `images` raw images of model.input.Size() bytes; `labels` may be empty.
-TpuRunResult RunModelOnTpu(const nn::Model& model, const host::TpuConfig& config,
-                           host::TpuDriver& driver, const uint8_t* pixels,
+// `pixels`: `images` raw images of model.input.Size() bytes; `labels` may be empty. With a
+// timing-only engine the images still flow (the host decodes zeros) but nothing is checked:
+// mismatches and correct stay 0.
+TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
+                           const uint8_t* pixels,
                            const uint8_t* labels, int64_t images, int batch,
                            const std::function<void(double)>& progress = {});
 

@@ -14,9 +14,9 @@ namespace fs = std::filesystem;
 
 void TpuConfig::Validate() const {
   const std::string where = "config '" + name + "': ";
-  if (array_dim < 2 || array_dim > 256) {
+  if (array_dim < 2 || array_dim > 512) {
     throw UsageError(where + "array_dim " + std::to_string(array_dim) +
-                     " is out of range; use 2 to 256");
+                     " is out of range; use 2 to 512 (the RTL: the sizes built in)");
   }
   if (acc_depth_rows < 2 || acc_depth_rows > 65536) {
     throw UsageError(where + "acc_depth_rows " + std::to_string(acc_depth_rows) +

@@ -11,15 +11,18 @@
 #include <optional>
 #include <stdexcept>
 
+#include "contract/tpu_contract.h"
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
-#include "sim/tpu_registers.h"
+#include "host/engine/timeline.h"
 #include "sim/tpu_registry.h"
 #include "sim/wave_file.h"
 
 namespace tpu::host {
 namespace {
 
+using engine::ExecJob;
+using engine::ExecResult;
 using sim::kCsrBase;
 
 // Host software: an SC_THREAD that performs one job each time the driver resumes the
@@ -114,11 +117,11 @@ class HostInitiator : public sc_core::sc_module {
   // The RTL parameters of the model must be the ones the config describes.
   void CheckParams() {
     const std::pair<int, std::pair<const char*, int64_t>> expected[] = {
-        {sim::kRegArrayDim, {"array_dim", config_.array_dim}},
-        {sim::kRegAccDepth, {"acc_depth_rows", config_.acc_depth_rows}},
-        {sim::kRegUbDepth, {"ub_depth_rows", config_.ub_depth_rows}},
-        {sim::kRegWfifoTiles, {"weight_fifo_tiles", config_.weight_fifo_tiles}},
-        {sim::kRegParamSets, {"param_sets", config_.param_sets}},
+        {hw::kRegArrayDim, {"array_dim", config_.array_dim}},
+        {hw::kRegAccDepth, {"acc_depth_rows", config_.acc_depth_rows}},
+        {hw::kRegUbDepth, {"ub_depth_rows", config_.ub_depth_rows}},
+        {hw::kRegWfifoTiles, {"weight_fifo_tiles", config_.weight_fifo_tiles}},
+        {hw::kRegParamSets, {"param_sets", config_.param_sets}},
     };
     for (const auto& [reg, field] : expected) {
       const uint64_t built = ReadReg(reg);
@@ -149,19 +152,21 @@ class HostInitiator : public sc_core::sc_module {
     sc_core::wait(system_.DoneEvent());  // the interrupt
 
     ExecResult r;
+    r.engine = "rtl";
     const auto state = static_cast<sim::RunState>(ReadCsr(sim::kCsrState));
-    r.state = sim::RunStateName(state);
-    r.message = system_.Message();
-    const uint64_t status = ReadReg(sim::kRegStatus);
-    r.chip_status = status < sim::kStatusNames.size() ? sim::kStatusNames[status] : "unknown";
-    r.error_pc = ReadReg(sim::kRegErrorPc);
-    r.ok = state == sim::RunState::kHalted;
-    if (state == sim::RunState::kInternal) throw RuntimeError("simulation failed: " + r.message);
-    for (size_t i = 0; i < sim::kCounterNames.size(); ++i) {
-      r.counters.emplace_back(sim::kCounterNames[i],
-                              ReadReg(sim::kRegFirstCounter + static_cast<int>(i)));
+    if (state == sim::RunState::kInternal) {
+      throw RuntimeError("simulation failed: " + system_.Message());
     }
-    r.cycles = r.Counter("cycles");
+    r.state = sim::RunStateName(state);
+    const uint64_t status = ReadReg(hw::kRegStatus);
+    r.chip_status = status < hw::kStatusNames.size() ? hw::kStatusNames[status] : "unknown";
+    r.error_pc = ReadReg(hw::kRegErrorPc);
+    r.ok = state == sim::RunState::kHalted;
+    for (int i = 0; i < hw::kNumCounters; ++i) r.counters[i] = ReadReg(hw::kRegFirstCounter + i);
+    r.cycles = r.counters.cycles;
+    if (state == sim::RunState::kError) r.message = engine::ErrorMessage(r.error_pc, status);
+    if (state == sim::RunState::kNoHalt) r.message = engine::NoHaltMessage(job.program.words.size());
+    if (state == sim::RunState::kWatchdog) r.message = engine::WatchdogMessage(system_.Stall());
     if (job.host_out_bytes > 0) {
       r.host_out = ReadBlock(sim::kHostMemBase + job.host_out_addr, job.host_out_bytes);
     }
@@ -178,16 +183,9 @@ class HostInitiator : public sc_core::sc_module {
 
 }  // namespace
 
-uint64_t ExecResult::Counter(const std::string& name) const {
-  for (const auto& [k, v] : counters) {
-    if (k == name) return v;
-  }
-  throw std::out_of_range("no counter named '" + name + "'");
-}
-
 struct TpuDriver::Impl {
   TpuConfig config;
-  DriverOptions options;
+  engine::EngineOptions options;
   std::unique_ptr<sim::TpuSystemBase> system;
   std::unique_ptr<HostInitiator> host;
   std::unique_ptr<sim::WaveFile> wave;
@@ -195,13 +193,18 @@ struct TpuDriver::Impl {
   int runs = 0;
 };
 
-TpuDriver::TpuDriver(const TpuConfig& config, const DriverOptions& options)
+TpuDriver::TpuDriver(const TpuConfig& config, const engine::EngineOptions& options)
     : impl_(std::make_unique<Impl>()) {
+  if (options.timing_only) {
+    throw UsageError("--timing-only is a mode of the fast engine; the RTL always computes "
+                     "values (use --engine fast)");
+  }
   static bool elaborated = false;
   if (elaborated) throw std::logic_error("the SystemC kernel elaborates once per process");
   elaborated = true;
   impl_->config = config;
   impl_->options = options;
+  SetTimeline(options.timeline);
   if (!options.trace_path.empty()) {
     try {
       impl_->wave = std::make_unique<sim::WaveFile>(options.trace_path);
@@ -217,6 +220,7 @@ TpuDriver::TpuDriver(const TpuConfig& config, const DriverOptions& options)
   sc.weight_timing = {static_cast<uint32_t>(config.weight_mem_latency_cycles),
                       static_cast<uint32_t>(config.weight_mem_bytes_per_cycle)};
   sc.watchdog_cycles = options.watchdog_cycles;
+  sc.max_program_words = engine::kMaxProgramWords;
   try {
     impl_->system = sim::MakeTpuSystem(config.array_dim, "tpu_system", sc);
   } catch (const std::invalid_argument& e) {
@@ -233,7 +237,9 @@ TpuDriver::~TpuDriver() {
   if (impl_->system) impl_->system->StopTrace();
 }
 
-void TpuDriver::FinishTrace() {
+const TpuConfig& TpuDriver::Config() const { return impl_->config; }
+
+void TpuDriver::Finish() {
   if (!impl_->wave) return;
   impl_->system->StopTrace();
   try {
@@ -246,21 +252,7 @@ void TpuDriver::FinishTrace() {
 
 ExecResult TpuDriver::Run(const ExecJob& job) {
   auto& im = *impl_;
-  if (job.host_image.size() > static_cast<uint64_t>(im.config.host_mem_bytes)) {
-    throw UsageError("the host image (" + std::to_string(job.host_image.size()) +
-                     " bytes) does not fit host memory (" +
-                     std::to_string(im.config.host_mem_bytes) + " bytes, host_mem_bytes)");
-  }
-  if (job.weight_image.size() > static_cast<uint64_t>(im.config.weight_mem_bytes)) {
-    throw UsageError("the weight image (" + std::to_string(job.weight_image.size()) +
-                     " bytes) does not fit weight memory (" +
-                     std::to_string(im.config.weight_mem_bytes) + " bytes, weight_mem_bytes)");
-  }
-  if (job.host_out_addr > static_cast<uint64_t>(im.config.host_mem_bytes) ||
-      job.host_out_bytes > static_cast<uint64_t>(im.config.host_mem_bytes) - job.host_out_addr) {
-    throw UsageError("the host range to read back runs past the end of host memory (" +
-                     std::to_string(im.config.host_mem_bytes) + " bytes)");
-  }
+  engine::CheckJobFits(job, im.config);
   if (!im.started) {
     sc_core::sc_start(sc_core::SC_ZERO_TIME);
     if (im.wave) {
@@ -275,12 +267,22 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   ++im.runs;
   ProgressBar bar("exec", im.options.progress);
   if (im.options.progress) im.system->SetProgress([&](double f) { bar.Update(f); });
+  engine::Timeline* timeline = timeline_;
+  if (timeline) {
+    timeline->BeginRun(job.program, "rtl");
+    im.system->SetCycleHook([timeline](uint64_t cycle, uint8_t issue, uint8_t busy) {
+      timeline->Cycles(cycle, 1, issue, busy);
+    });
+  }
   im.host->Submit(job);
   while (!im.host->Done()) sc_core::sc_start();
   im.system->SetProgress(nullptr);
+  im.system->SetCycleHook(nullptr);
   bar.Finish();
   if (im.host->Failure()) std::rethrow_exception(im.host->Failure());
-  return std::move(*im.host->Result());
+  ExecResult r = std::move(*im.host->Result());
+  if (timeline) timeline->EndRun(r.cycles);
+  return r;
 }
 
 }  // namespace tpu::host

@@ -40,7 +40,7 @@ constexpr uint64_t kU16 = 0xffff;
 const std::vector<OpSpec>& Specs() {
   static const std::vector<OpSpec> specs = {
       {Opcode::kNop, {}, {}},
-      {Opcode::kReadHostMemory,
+      {Opcode::kReadHost,
        {{"host", Field::kSrc, 0, kU32},
         {"ub", Field::kDst, 0, kU16, 0, "destination"},
         {"params", Field::kDst, 0, kU16, kFlagParams, "destination"},
@@ -49,7 +49,7 @@ const std::vector<OpSpec>& Specs() {
       {Opcode::kReadWeights,
        {{"addr", Field::kSrc, 0, kU32}, {"tiles", Field::kLength, 1, kU16}},
        {}},
-      {Opcode::kMatMul,
+      {Opcode::kMatmul,
        {{"ub", Field::kSrc, 0, kU16},
         {"acc", Field::kDst, 0, kU16},
         {"rows", Field::kLength, 1, kU16}},
@@ -60,7 +60,7 @@ const std::vector<OpSpec>& Specs() {
         {"rows", Field::kLength, 1, kU16},
         {"params", Field::kAux, 0, kU16}},
        {{"relu", kFlagRelu}, {"pool=avg", kFlagPoolAvg}, {"pool=max", kFlagPoolMax}}},
-      {Opcode::kWriteHostMemory,
+      {Opcode::kWriteHost,
        {{"ub", Field::kSrc, 0, kU16},
         {"host", Field::kDst, 0, kU32},
         {"rows", Field::kLength, 1, kU16}},

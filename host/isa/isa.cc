@@ -23,50 +23,33 @@ uint32_t Get32(const uint8_t* p) {
 
 }  // namespace
 
-bool IsKnownOpcode(uint8_t op) { return op <= static_cast<uint8_t>(Opcode::kHalt); }
+bool IsKnownOpcode(uint8_t op) { return op <= hw::kLastOpcode; }
 
 const char* Mnemonic(Opcode op) {
-  switch (op) {
-    case Opcode::kNop:
-      return "nop";
-    case Opcode::kReadHostMemory:
-      return "read_host";
-    case Opcode::kReadWeights:
-      return "read_weights";
-    case Opcode::kMatMul:
-      return "matmul";
-    case Opcode::kActivate:
-      return "activate";
-    case Opcode::kWriteHostMemory:
-      return "write_host";
-    case Opcode::kSync:
-      return "sync";
-    case Opcode::kHalt:
-      return "halt";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(op);
+  return i < hw::kMnemonics.size() ? hw::kMnemonics[i] : "?";
 }
 
 Word Encode(const Instruction& in) {
   Word w{};
-  w[0] = static_cast<uint8_t>(in.opcode);
-  w[1] = in.flags;
-  w[2] = static_cast<uint8_t>(in.length);
-  w[3] = static_cast<uint8_t>(in.length >> 8);
-  Put32(&w[4], in.src);
-  Put32(&w[8], in.dst);
-  Put32(&w[12], in.aux);
+  w[hw::kOpcodeOffset] = static_cast<uint8_t>(in.opcode);
+  w[hw::kFlagsOffset] = in.flags;
+  w[hw::kLengthOffset] = static_cast<uint8_t>(in.length);
+  w[hw::kLengthOffset + 1] = static_cast<uint8_t>(in.length >> 8);
+  Put32(&w[hw::kSrcOffset], in.src);
+  Put32(&w[hw::kDstOffset], in.dst);
+  Put32(&w[hw::kAuxOffset], in.aux);
   return w;
 }
 
 Instruction Decode(const Word& w) {
   Instruction in;
-  in.opcode = static_cast<Opcode>(w[0]);
-  in.flags = w[1];
-  in.length = static_cast<uint16_t>(w[2] | (w[3] << 8));
-  in.src = Get32(&w[4]);
-  in.dst = Get32(&w[8]);
-  in.aux = Get32(&w[12]);
+  in.opcode = static_cast<Opcode>(w[hw::kOpcodeOffset]);
+  in.flags = w[hw::kFlagsOffset];
+  in.length = static_cast<uint16_t>(w[hw::kLengthOffset] | (w[hw::kLengthOffset + 1] << 8));
+  in.src = Get32(&w[hw::kSrcOffset]);
+  in.dst = Get32(&w[hw::kDstOffset]);
+  in.aux = Get32(&w[hw::kAuxOffset]);
   return in;
 }
 

@@ -7,26 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "contract/tpu_contract.h"
+
 namespace tpu::isa {
 
-enum class Opcode : uint8_t {
-  kNop = 0x00,
-  kReadHostMemory = 0x01,   // host memory -> unified buffer (or VPU parameter sets)
-  kReadWeights = 0x02,      // weight memory -> weight FIFO
-  kMatMul = 0x03,           // unified buffer rows -> matrix unit -> accumulators
-  kActivate = 0x04,         // accumulators -> VPU -> unified buffer
-  kWriteHostMemory = 0x05,  // unified buffer -> host memory
-  kSync = 0x06,             // wait until every unit is idle
-  kHalt = 0x07,             // stop
-};
-
-// Flag bits (byte 1 of a word); which apply depends on the opcode.
-inline constexpr uint8_t kFlagParams = 1u << 0;      // read_host: into VPU parameter sets
-inline constexpr uint8_t kFlagAccumulate = 1u << 0;  // matmul: add into the accumulators
-inline constexpr uint8_t kFlagSwitch = 1u << 1;   // matmul: first row starts the next weight tile
-inline constexpr uint8_t kFlagRelu = 1u << 0;     // activate
-inline constexpr uint8_t kFlagPoolAvg = 1u << 1;  // activate: 2 x 2 average pooling
-inline constexpr uint8_t kFlagPoolMax = 1u << 2;  // activate: 2 x 2 max pooling
+// Opcodes and flag bits come from the chip's contract (contract/tpu_contract.toml).
+using hw::Opcode;
+using hw::kFlagAccumulate;
+using hw::kFlagParams;
+using hw::kFlagPoolAvg;
+using hw::kFlagPoolMax;
+using hw::kFlagRelu;
+using hw::kFlagSwitch;
 
 // One decoded instruction. Field use per opcode is in docs/isa.md.
 struct Instruction {
@@ -38,7 +30,7 @@ struct Instruction {
   uint32_t aux = 0;
 };
 
-using Word = std::array<uint8_t, 16>;  // little-endian 128-bit instruction word
+using Word = std::array<uint8_t, hw::kInstructionBytes>;  // little-endian 128-bit instruction word
 
 Word Encode(const Instruction& in);
 // Decodes the fields of any word; IsKnownOpcode() says whether the opcode exists.

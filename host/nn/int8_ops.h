@@ -21,10 +21,17 @@ TPU_HOST_DEVICE inline int8_t QuantizePixel(uint8_t p) {
 
 // Requantization of an int32 accumulator: (acc * multiplier + 2^(shift-1)) >> shift in
 // 64-bit arithmetic (>> rounds toward minus infinity, so ties round up), then clamp to
-// [lo, 127]: lo = 0 fuses ReLU, lo = -128 is a plain int8.
-TPU_HOST_DEVICE inline int8_t Requantize(int32_t acc, int32_t multiplier, int32_t shift,
+// [lo, 127]: lo = 0 fuses ReLU, lo = -128 is a plain int8. This is also exactly what the
+// VPU computes (rtl/tpu_vpu.sv) for every value a parameter set can hold: any 32-bit
+// multiplier, and the low 6 bits of the shift, where shift 0 adds 2^63 (the 6-bit wrap of
+// shift - 1) and every sum wraps modulo 2^64. The documented range (multiplier < 2^31,
+// shift 1..62, docs/quantization.md) never wraps.
+TPU_HOST_DEVICE inline int8_t Requantize(int32_t acc, uint32_t multiplier, uint32_t shift,
                                          int32_t lo) {
-  const int64_t scaled = (int64_t{acc} * multiplier + (int64_t{1} << (shift - 1))) >> shift;
+  const uint32_t s = shift & 63u;
+  const auto product = static_cast<uint64_t>(int64_t{acc} * int64_t{multiplier});  // < 2^63
+  const auto rounded = static_cast<int64_t>(product + (uint64_t{1} << ((s - 1u) & 63u)));
+  const int64_t scaled = rounded >> s;
   return static_cast<int8_t>(scaled < lo ? lo : scaled > 127 ? 127 : scaled);
 }
 

@@ -90,10 +90,11 @@ double EnergyBreakdown::Total() const {
   return s;
 }
 
-EnergyBreakdown ComputeEnergy(const std::function<uint64_t(const std::string&)>& counter,
-                              const TpuConfig& config, const EnergyTable& t) {
+EnergyBreakdown ComputeEnergy(const hw::ChipCounters& k, const TpuConfig& config,
+                              const EnergyTable& t) {
   const double n = config.array_dim;
-  auto c = [&](const char* name) { return static_cast<double>(counter(name)); };
+  auto c = [&](uint64_t hw::ChipCounters::*field) { return static_cast<double>(k.*field); };
+  using C = hw::ChipCounters;
   // SRAM energy per byte of each on-chip memory, from its size.
   const double ub_bytes = static_cast<double>(config.ub_depth_rows) * n;
   const double acc_bytes = static_cast<double>(config.acc_depth_rows) * n * 4;
@@ -102,13 +103,13 @@ EnergyBreakdown ComputeEnergy(const std::function<uint64_t(const std::string&)>&
                fifo_pj_b = t.SramAccessPj(fifo_bytes) / 8;
   EnergyBreakdown e;
   e.components = {
-      {"mac", c("macs") * (t.mult_int8_pj + t.add_int32_pj)},
-      {"weight_load", c("weight_fifo_pops") * n * t.weight_register_write_pj},
-      {"unified_buffer", (c("ub_reads") + c("ub_writes")) * n * ub_pj_b},
-      {"accumulators", (c("acc_reads") + c("acc_writes")) * n * 4 * acc_pj_b},
-      {"weight_fifo", (c("weight_fifo_pushes") + c("weight_fifo_pops")) * n * fifo_pj_b},
-      {"vpu", c("vpu_rows_in") * n * t.vpu_lane_pj},
-      {"dram", (c("host_bytes_read") + c("host_bytes_written") + c("weight_bytes_read")) *
+      {"mac", c(&C::macs) * (t.mult_int8_pj + t.add_int32_pj)},
+      {"weight_load", c(&C::weight_fifo_pops) * n * t.weight_register_write_pj},
+      {"unified_buffer", (c(&C::ub_reads) + c(&C::ub_writes)) * n * ub_pj_b},
+      {"accumulators", (c(&C::acc_reads) + c(&C::acc_writes)) * n * 4 * acc_pj_b},
+      {"weight_fifo", (c(&C::weight_fifo_pushes) + c(&C::weight_fifo_pops)) * n * fifo_pj_b},
+      {"vpu", c(&C::vpu_rows_in) * n * t.vpu_lane_pj},
+      {"dram", (c(&C::host_bytes_read) + c(&C::host_bytes_written) + c(&C::weight_bytes_read)) *
                    t.dram_64bit_access_pj / 8},
   };
   return e;

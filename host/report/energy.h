@@ -4,11 +4,11 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "contract/tpu_contract.h"
 #include "host/config/tpu_config.h"
 
 namespace tpu::host {
@@ -40,8 +40,8 @@ struct EnergyBreakdown {
   double Total() const;
 };
 
-// `counter` returns an RTL counter by name (sim/tpu_registers.h).
-EnergyBreakdown ComputeEnergy(const std::function<uint64_t(const std::string&)>& counter,
-                              const TpuConfig& config, const EnergyTable& table);
+// The energy of the events in the chip's counters.
+EnergyBreakdown ComputeEnergy(const hw::ChipCounters& counters, const TpuConfig& config,
+                              const EnergyTable& table);
 
 }  // namespace tpu::host

@@ -10,7 +10,7 @@
 #include <numeric>
 #include <vector>
 
-#include "sim/tpu_registers.h"
+#include "contract/tpu_contract.h"
 #include "sim/tpu_registry.h"
 
 namespace tpu::sim {
@@ -130,9 +130,9 @@ struct Host : sc_core::sc_module {
     sc_core::wait(system.DoneEvent());
     state_after = Csr(kCsrState);
     fed = Csr(kCsrFed);
-    instructions = Csr(kCsrRegBase + 8 * (kRegFirstCounter + 33));
-    status = Csr(kCsrRegBase + 8 * kRegStatus);
-    array_dim = Csr(kCsrRegBase + 8 * kRegArrayDim);
+    instructions = Csr(kCsrRegBase + 8 * (hw::kRegFirstCounter + 33));
+    status = Csr(kCsrRegBase + 8 * hw::kRegStatus);
+    array_dim = Csr(kCsrRegBase + 8 * hw::kRegArrayDim);
     Transport(tlm::TLM_READ_COMMAND, kHostMemBase + 0x80, back.data(), 12);
     copied = std::equal(back.begin(), back.begin() + 12, data.begin());
     // Errors: unmapped address, a CSR access that is not 8 bytes, out-of-range memory.

@@ -115,12 +115,12 @@ nn::Model SecondCnn() {
   return m;
 }
 
-void ExpectBitExact(const char* preset, int batch) {
+void ExpectBitExact(const char* preset, int batch, engine::EngineKind kind) {
   const nn::Model m = SecondCnn();
   const data::MnistSet images = test::RandomImages(m, 20, 7);
-  host::TpuDriver driver(host::LoadConfig(preset), {});
-  const TpuRunResult r = RunModelOnTpu(m, host::LoadConfig(preset), driver, images.pixels.data(),
-                                       nullptr, images.count, batch);
+  const auto chip = engine::MakeChipEngine(kind, host::LoadConfig(preset), {});
+  const TpuRunResult r =
+      RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, batch);
   EXPECT_EQ(r.mismatches, 0);
   ASSERT_EQ(r.logits.size(), 20u);
   // The logits vary between images, so agreement means something.
@@ -131,10 +131,14 @@ void ExpectBitExact(const char* preset, int batch) {
   EXPECT_EQ(r.layers[0].name, "l0+l1");
 }
 
-TEST(CompilerTest, SecondCnnIsBitExactOnTeach4) { ExpectBitExact("teach-4", 7); }
-TEST(CompilerTest, SecondCnnIsBitExactOnSmall16) { ExpectBitExact("small-16", 20); }
+class CompilerEngineTest : public ::testing::TestWithParam<engine::EngineKind> {};
 
-TEST(CompilerTest, LenetOn200MnistImagesIsBitExact) {
+TEST_P(CompilerEngineTest, SecondCnnIsBitExactOnTeach4) { ExpectBitExact("teach-4", 7, GetParam()); }
+TEST_P(CompilerEngineTest, SecondCnnIsBitExactOnSmall16) {
+  ExpectBitExact("small-16", 20, GetParam());
+}
+
+TEST_P(CompilerEngineTest, LenetOn200MnistImagesIsBitExact) {
   std::string dir;
   try {
     dir = data::FindMnistDir("");
@@ -143,27 +147,34 @@ TEST(CompilerTest, LenetOn200MnistImagesIsBitExact) {
   }
   const nn::Model m = Lenet();
   const data::MnistSet set = data::LoadMnist(dir, false, 200);
-  const host::TpuConfig c = host::LoadConfig("small-16");
-  host::TpuDriver driver(c, {});
-  const TpuRunResult r =
-      RunModelOnTpu(m, c, driver, set.pixels.data(), set.labels.data(), 200, 64);
+  const auto chip = engine::MakeChipEngine(GetParam(), host::LoadConfig("small-16"), {});
+  const TpuRunResult r = RunModelOnTpu(m, *chip, set.pixels.data(), set.labels.data(), 200, 64);
   EXPECT_EQ(r.mismatches, 0);
   EXPECT_GE(r.correct, 194);  // the committed model gets 98.9 % of all 10,000 right
   // Per-layer counters add up; MACs match the layers' arithmetic.
   EXPECT_EQ(r.TotalMacs(), 200 * (30 * 30 * 9 * 6 + 12 * 12 * 54 * 16 + 576 * 120 + 120 * 84 + 84 * 10));
   uint64_t cycles = 0;
-  for (const auto& l : r.layers) cycles += l.Counter("cycles");
-  EXPECT_EQ(cycles, r.TotalCounter("cycles"));
+  for (const auto& l : r.layers) cycles += l.counters.cycles;
+  EXPECT_EQ(cycles, r.Total().cycles);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, CompilerEngineTest,
+                         ::testing::Values(engine::EngineKind::kRtl, engine::EngineKind::kFast),
+                         [](const auto& info) { return engine::EngineKindName(info.param); });
 
 TEST(EnergyTest, TotalsAreTheSumOfComponentsAndTheTableDrivesThem) {
   const host::TpuConfig c = host::LoadConfig("small-16");
   const host::EnergyTable t = host::LoadEnergyTable(host::DefaultEnergyTablePath());
-  std::map<std::string, uint64_t> counts = {
-      {"macs", 1000}, {"weight_fifo_pops", 10}, {"ub_reads", 7}, {"ub_writes", 3},
-      {"acc_reads", 5}, {"acc_writes", 5}, {"weight_fifo_pushes", 10}, {"vpu_rows_in", 4},
-      {"host_bytes_read", 800}, {"host_bytes_written", 0}, {"weight_bytes_read", 0}};
-  auto get = [&](const std::string& n) { return counts.at(n); };
+  hw::ChipCounters get;
+  get.macs = 1000;
+  get.weight_fifo_pops = 10;
+  get.ub_reads = 7;
+  get.ub_writes = 3;
+  get.acc_reads = 5;
+  get.acc_writes = 5;
+  get.weight_fifo_pushes = 10;
+  get.vpu_rows_in = 4;
+  get.host_bytes_read = 800;
   const host::EnergyBreakdown e = host::ComputeEnergy(get, c, t);
   double sum = 0;
   for (const auto& [k, v] : e.components) sum += v;

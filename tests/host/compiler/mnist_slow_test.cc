@@ -17,10 +17,9 @@ TEST(MnistSlowTest, AllTenThousandTestImagesAreBitExactOnSmall16) {
   }
   const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
   const data::MnistSet set = data::LoadMnist(dir, false);
-  const host::TpuConfig c = host::LoadConfig("small-16");
-  host::TpuDriver driver(c, {});
+  const auto chip = engine::MakeChipEngine(engine::EngineKind::kRtl, host::LoadConfig("small-16"), {});
   const TpuRunResult r =
-      RunModelOnTpu(m, c, driver, set.pixels.data(), set.labels.data(), set.count, 64);
+      RunModelOnTpu(m, *chip, set.pixels.data(), set.labels.data(), set.count, 64);
   EXPECT_EQ(r.mismatches, 0);
   EXPECT_GE(r.correct, 9850);
 }

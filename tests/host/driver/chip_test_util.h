@@ -1,4 +1,6 @@
-// Helpers for the whole-chip tests: running a program given as assembly text.
+// Helpers for the whole-chip tests: running a program given as assembly text on either
+// engine (each test runs in its own process, so the rtl engine's one SystemC system per
+// process is no constraint).
 #pragma once
 
 #include <fmt/format.h>
@@ -11,31 +13,43 @@
 
 #include "host/common/npy.h"
 #include "host/config/tpu_config.h"
-#include "host/driver/tpu_driver.h"
-#include "host/isa/assembler.h"
 #include "host/driver/gemm_program.h"
+#include "host/engine/chip_engine.h"
+#include "host/isa/assembler.h"
 
 namespace tpu::test {
 
+using engine::EngineKind;
 using host::GemmProgram;
 using host::MakeGemmProgram;
 using host::ParamSet;
 using host::Put;
 using host::RandomParams;
 
-inline host::ExecResult RunChip(const std::string& preset, const std::string& asm_text,
-                                std::vector<uint8_t> host_image = {},
-                                std::vector<uint8_t> weight_image = {},
-                                uint64_t out_addr = 0, uint64_t out_bytes = 0,
-                                host::DriverOptions options = {}) {
-  host::TpuDriver driver(host::LoadConfig(preset), options);
-  host::ExecJob job;
+inline engine::ExecJob Job(const std::string& asm_text, std::vector<uint8_t> host_image = {},
+                           std::vector<uint8_t> weight_image = {}, uint64_t out_addr = 0,
+                           uint64_t out_bytes = 0) {
+  engine::ExecJob job;
   job.program = isa::Assemble(asm_text, "test.asm");
   job.host_image = std::move(host_image);
   job.weight_image = std::move(weight_image);
   job.host_out_addr = out_addr;
   job.host_out_bytes = out_bytes;
-  return driver.Run(job);
+  return job;
+}
+
+inline engine::ExecResult RunChip(EngineKind kind, const std::string& preset,
+                                  const std::string& asm_text,
+                                  std::vector<uint8_t> host_image = {},
+                                  std::vector<uint8_t> weight_image = {}, uint64_t out_addr = 0,
+                                  uint64_t out_bytes = 0, engine::EngineOptions options = {}) {
+  const auto chip = engine::MakeChipEngine(kind, host::LoadConfig(preset), options);
+  return chip->Run(Job(asm_text, std::move(host_image), std::move(weight_image), out_addr, out_bytes));
+}
+
+// Names the engine in parameterized test names: .../rtl, .../fast.
+inline std::string EngineParamName(const ::testing::TestParamInfo<EngineKind>& info) {
+  return engine::EngineKindName(info.param);
 }
 
 }  // namespace tpu::test

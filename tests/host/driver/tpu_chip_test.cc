@@ -1,19 +1,29 @@
-// The whole chip (rtl/tpu_top.sv in the SystemC system, driven through the TLM socket):
-// every instruction, a tiled GEMM against Eigen and the matrix-subsystem path, the VPU
-// against the CPU int8 reference, overlap, errors and the watchdog. Each test is its own
-// process (the SystemC kernel elaborates once per process).
+// The whole chip on both engines (rtl: rtl/tpu_top.sv in the SystemC system, driven through
+// the TLM socket; fast: the C++ model of fast/): every instruction, a tiled GEMM against
+// Eigen and the matrix-subsystem path, the VPU against the CPU int8 reference, overlap,
+// errors and the watchdog. Each test is its own process (the SystemC kernel elaborates
+// once per process).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
 #include "host/common/errors.h"
+#include "host/driver/tpu_driver.h"
 #include "host/gemm/gemm_runner.h"
 #include "tests/host/driver/chip_test_util.h"
 #include "tests/test_util.h"
 
 namespace tpu::test {
 namespace {
+
+class ChipTest : public ::testing::TestWithParam<EngineKind> {
+ protected:
+  std::unique_ptr<engine::ChipEngine> Make(const host::TpuConfig& c,
+                                           engine::EngineOptions o = {}) {
+    return engine::MakeChipEngine(GetParam(), c, o);
+  }
+};
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -22,54 +32,50 @@ std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
   return v;
 }
 
-TEST(TpuChipTest, NopSyncHaltRetireInOrder) {
-  const auto r = RunChip("teach-4", "nop\nnop\nsync\nhalt\n");
+TEST_P(ChipTest, NopSyncHaltRetireInOrder) {
+  const auto r = RunChip(GetParam(), "teach-4", "nop\nnop\nsync\nhalt\n");
   EXPECT_TRUE(r.ok) << r.message;
   EXPECT_EQ(r.state, "halted");
   EXPECT_EQ(r.chip_status, "ok");
-  EXPECT_EQ(r.Counter("instructions"), 4u);
-  EXPECT_EQ(r.Counter("macs"), 0u);
+  EXPECT_EQ(r.counters.instructions, 4u);
+  EXPECT_EQ(r.counters.macs, 0u);
   EXPECT_GT(r.cycles, 0u);
 }
 
-TEST(TpuChipTest, ReadHostThenWriteHostCopiesRowsThroughTheUnifiedBuffer) {
+TEST_P(ChipTest, ReadHostThenWriteHostCopiesRowsThroughTheUnifiedBuffer) {
   const std::vector<uint8_t> data = RandomBytes(4 * 37, 1);
-  const auto r = RunChip("teach-4",
+  const auto r = RunChip(GetParam(), "teach-4",
                          "read_host host=0 ub=100 rows=37\n"
                          "write_host ub=100 host=0x1000 rows=37\nhalt\n",
                          data, {}, 0x1000, data.size());
   ASSERT_TRUE(r.ok) << r.message;
   EXPECT_EQ(r.host_out, data);
-  EXPECT_EQ(r.Counter("host_bytes_read"), data.size());
-  EXPECT_EQ(r.Counter("host_bytes_written"), data.size());
-  EXPECT_EQ(r.Counter("ub_writes"), 37u);
-  EXPECT_EQ(r.Counter("ub_reads"), 37u);
+  EXPECT_EQ(r.counters.host_bytes_read, data.size());
+  EXPECT_EQ(r.counters.host_bytes_written, data.size());
+  EXPECT_EQ(r.counters.ub_writes, 37u);
+  EXPECT_EQ(r.counters.ub_reads, 37u);
   // write_host waited for read_host (same DMA engine, same rows).
-  EXPECT_GT(r.Counter("issue_stall_unit_busy"), 0u);
+  EXPECT_GT(r.counters.issue_stall_unit_busy, 0u);
 }
 
-TEST(TpuChipTest, ReadWeightsStreamsTilesIntoTheFifo) {
-  const auto r = RunChip("teach-4", "read_weights addr=0x40 tiles=3\nhalt\n", {},
+TEST_P(ChipTest, ReadWeightsStreamsTilesIntoTheFifo) {
+  const auto r = RunChip(GetParam(), "teach-4", "read_weights addr=0x40 tiles=3\nhalt\n", {},
                          RandomBytes(0x40 + 3 * 16, 2));
   ASSERT_TRUE(r.ok) << r.message;
-  EXPECT_EQ(r.Counter("weight_bytes_read"), 3u * 16u);
-  EXPECT_EQ(r.Counter("weight_fifo_pushes"), 12u);
+  EXPECT_EQ(r.counters.weight_bytes_read, 3u * 16u);
+  EXPECT_EQ(r.counters.weight_fifo_pushes, 12u);
   // The matrix unit pulls one tile into its shadow registers; no matmul switched it in.
-  EXPECT_EQ(r.Counter("weight_fifo_pops"), 4u);
-  EXPECT_EQ(r.Counter("weight_tiles"), 0u);
+  EXPECT_EQ(r.counters.weight_fifo_pops, 4u);
+  EXPECT_EQ(r.counters.weight_tiles, 0u);
 }
 
-TEST(TpuChipTest, HostMemoryLatencyAndBandwidthShowInCycles) {
+TEST_P(ChipTest, HostMemoryLatencyAndBandwidthShowInCycles) {
   // 64 rows of 4 bytes: at 1 byte per cycle each row holds the channel 4 cycles.
-  auto run = [](int bytes_per_cycle, int latency) {
+  auto run = [this](int bytes_per_cycle, int latency) {
     host::TpuConfig c = host::LoadConfig("teach-4");
     c.host_mem_bytes_per_cycle = bytes_per_cycle;
     c.host_mem_latency_cycles = latency;
-    host::TpuDriver d(c, {});
-    host::ExecJob job;
-    job.program = isa::Assemble("read_host host=0 ub=0 rows=64\nhalt\n", "t");
-    job.host_image = RandomBytes(256, 3);
-    return d.Run(job);
+    return Make(c)->Run(Job("read_host host=0 ub=0 rows=64\nhalt\n", RandomBytes(256, 3)));
   };
   // One system per process: compare against the cycle count the timing model implies.
   const auto r = run(1, 30);
@@ -78,15 +84,15 @@ TEST(TpuChipTest, HostMemoryLatencyAndBandwidthShowInCycles) {
   // issue and write-back.
   EXPECT_GE(r.cycles, 64u * 4u + 30u);
   EXPECT_LE(r.cycles, 64u * 4u + 30u + 8u);
-  EXPECT_GE(r.Counter("host_mem_stall"), 63u * 3u);  // every row after the first waits
+  EXPECT_GE(r.counters.host_mem_stall, 63u * 3u);  // every row after the first waits
 }
 
-TEST(TpuChipTest, TiledGemmProgramEqualsEigenAndTheMatrixSubsystemPath) {
+TEST_P(ChipTest, TiledGemmProgramEqualsEigenAndTheMatrixSubsystemPath) {
   const int n = 16;
   const Matrix<int8_t> a = host::RandomInt8(40, 37, 11);
   const Matrix<int8_t> b = host::RandomInt8(37, 35, 12);
   const GemmProgram g = MakeGemmProgram(a, b, n, /*overlap=*/true);
-  const auto r = RunChip("small-16", g.text, g.host, g.weights, g.out_addr, g.out_bytes);
+  const auto r = RunChip(GetParam(), "small-16", g.text, g.host, g.weights, g.out_addr, g.out_bytes);
   ASSERT_TRUE(r.ok) << r.message;
   const Matrix<int8_t> got = g.Unpack(r.host_out);
   const Matrix<int8_t> want = g.Expected(host::ReferenceGemm(a, b));
@@ -95,19 +101,19 @@ TEST(TpuChipTest, TiledGemmProgramEqualsEigenAndTheMatrixSubsystemPath) {
   const host::GemmRunResult mxu = RunOnRtl(a, b, n);
   ASSERT_TRUE(mxu.matches_reference);
   EXPECT_EQ(got.data, g.Expected(mxu.c).data);
-  EXPECT_EQ(r.Counter("macs"), static_cast<uint64_t>(g.kt * g.nt * 40 * n * n));
-  EXPECT_EQ(r.Counter("weight_tiles"), static_cast<uint64_t>(g.kt * g.nt));
+  EXPECT_EQ(r.counters.macs, static_cast<uint64_t>(g.kt * g.nt * 40 * n * n));
+  EXPECT_EQ(r.counters.weight_tiles, static_cast<uint64_t>(g.kt * g.nt));
   // Some outputs are neither saturated nor zero, so the comparison means something.
   const auto mid = std::count_if(got.data.begin(), got.data.end(),
                                  [](int8_t v) { return v > -128 && v < 127 && v != 0; });
   EXPECT_GT(mid, static_cast<long>(got.data.size() / 4));
 }
 
-TEST(TpuChipTest, TiledGemmOnTheFourByFourChip) {
+TEST_P(ChipTest, TiledGemmOnTheFourByFourChip) {
   const Matrix<int8_t> a = host::RandomInt8(9, 10, 21);
   const Matrix<int8_t> b = host::RandomInt8(10, 7, 22);
   const GemmProgram g = MakeGemmProgram(a, b, 4, true);
-  const auto r = RunChip("teach-4", g.text, g.host, g.weights, g.out_addr, g.out_bytes);
+  const auto r = RunChip(GetParam(), "teach-4", g.text, g.host, g.weights, g.out_addr, g.out_bytes);
   ASSERT_TRUE(r.ok) << r.message;
   EXPECT_EQ(g.Unpack(r.host_out).data, g.Expected(host::ReferenceGemm(a, b)).data);
 }
@@ -115,16 +121,16 @@ TEST(TpuChipTest, TiledGemmOnTheFourByFourChip) {
 // Every dependency through on-chip memory is an interlock: the matmul waits for the rows
 // the host DMA is still bringing (slow memory), the activate for the matmul's last row,
 // the write_host for the activate's output. Wrong ordering would read stale rows.
-TEST(TpuChipTest, InterlocksKeepDependentInstructionsInOrder) {
+TEST_P(ChipTest, InterlocksKeepDependentInstructionsInOrder) {
   host::TpuConfig c = host::LoadConfig("teach-4");
   c.host_mem_latency_cycles = 200;
-  host::TpuDriver d(c, {});
+  const auto d = Make(c);
   const int n = 4;
   const Matrix<int8_t> a = host::RandomInt8(8, n, 71);
   const Matrix<int8_t> b = host::RandomInt8(n, n, 72);
   std::mt19937 rng(73);
   const ParamSet p = RandomParams(n, rng, 36, 40);
-  host::ExecJob job;
+  engine::ExecJob job;
   job.program = isa::Assemble(
       "read_weights addr=0 tiles=1\nread_host host=0x100 params=0 rows=1\n"
       "read_host host=0 ub=0 rows=8\nmatmul ub=0 acc=0 rows=8 switch\n"
@@ -135,7 +141,7 @@ TEST(TpuChipTest, InterlocksKeepDependentInstructionsInOrder) {
   job.weight_image.assign(b.data.begin(), b.data.end());
   job.host_out_addr = 0x200;
   job.host_out_bytes = 8 * n;
-  const auto r = d.Run(job);
+  const auto r = d->Run(job);
   ASSERT_TRUE(r.ok) << r.message;
   const Matrix<int32_t> cc = host::ReferenceGemm(a, b);
   for (int i = 0; i < 8; ++i) {
@@ -145,26 +151,20 @@ TEST(TpuChipTest, InterlocksKeepDependentInstructionsInOrder) {
           << i << "," << l;
     }
   }
-  EXPECT_GT(r.Counter("issue_stall_ub_hazard"), 200u);   // matmul and write_host waited
-  EXPECT_GT(r.Counter("issue_stall_acc_hazard"), 2u * n);  // activate waited for the drain
+  EXPECT_GT(r.counters.issue_stall_ub_hazard, 200u);   // matmul and write_host waited
+  EXPECT_GT(r.counters.issue_stall_acc_hazard, 2u * n);  // activate waited for the drain
 }
 
 // Serialized: each tile fetched, then used, with syncs between. Overlapped: the weight DMA
 // runs ahead through the FIFO while the matrix unit streams. Same results, fewer cycles.
-TEST(TpuChipTest, OverlappedWeightLoadingBeatsSerialized) {
+TEST_P(ChipTest, OverlappedWeightLoadingBeatsSerialized) {
   const Matrix<int8_t> a = host::RandomInt8(64, 64, 31);
   const Matrix<int8_t> b = host::RandomInt8(64, 32, 32);
-  host::TpuDriver d(host::LoadConfig("small-16"), {});
-  host::ExecResult runs[2];
+  const auto d = Make(host::LoadConfig("small-16"));
+  engine::ExecResult runs[2];
   for (int overlap = 0; overlap < 2; ++overlap) {
     const GemmProgram g = MakeGemmProgram(a, b, 16, overlap == 1);
-    host::ExecJob job;
-    job.program = isa::Assemble(g.text, "gemm.asm");
-    job.host_image = g.host;
-    job.weight_image = g.weights;
-    job.host_out_addr = g.out_addr;
-    job.host_out_bytes = g.out_bytes;
-    runs[overlap] = d.Run(job);
+    runs[overlap] = d->Run(Job(g.text, g.host, g.weights, g.out_addr, g.out_bytes));
     ASSERT_TRUE(runs[overlap].ok) << runs[overlap].message;
     EXPECT_EQ(g.Unpack(runs[overlap].host_out).data, g.Expected(host::ReferenceGemm(a, b)).data);
   }
@@ -173,18 +173,18 @@ TEST(TpuChipTest, OverlappedWeightLoadingBeatsSerialized) {
   // Not a marginal win: the weight fetches hide behind the matrix unit's streaming.
   EXPECT_LT(overlapped * 10, serialized * 9) << overlapped << " vs " << serialized;
   // Serialized, the matrix unit never has a tile waiting in the FIFO when a matmul starts.
-  EXPECT_GT(runs[0].Counter("busy_weight_dma"), 0u);
-  EXPECT_EQ(runs[0].Counter("macs"), runs[1].Counter("macs"));
+  EXPECT_GT(runs[0].counters.busy_weight_dma, 0u);
+  EXPECT_EQ(runs[0].counters.macs, runs[1].counters.macs);
 }
 
 // ------------------------------------------------------------------ VPU through the chip
 
 enum class Mode { kPlain, kRelu, kAvg, kMax, kReluMax };
 
-class ActivateTest : public ::testing::TestWithParam<Mode> {};
+class ActivateTest : public ::testing::TestWithParam<std::tuple<Mode, EngineKind>> {};
 
 TEST_P(ActivateTest, MatchesTheCpuInt8ReferenceFunctions) {
-  const Mode mode = GetParam();
+  const Mode mode = std::get<0>(GetParam());
   const int n = 8;
   const int64_t m = 48;  // accumulator rows; with pooling, 12 windows of 4
   const Matrix<int8_t> a = host::RandomInt8(m, n, 41 + static_cast<int>(mode));
@@ -206,7 +206,7 @@ TEST_P(ActivateTest, MatchesTheCpuInt8ReferenceFunctions) {
       fmt::arg("m", m), fmt::arg("out", out_rows),
       fmt::arg("flags", std::string(relu ? " relu" : "") + (avg ? " pool=avg" : "") +
                             (max ? " pool=max" : "")));
-  const auto r = RunChip("lab-8", text, host,
+  const auto r = RunChip(std::get<1>(GetParam()), "lab-8", text, host,
                          std::vector<uint8_t>(b.data.begin(), b.data.end()), 0x2000,
                          static_cast<uint64_t>(out_rows * n));
   ASSERT_TRUE(r.ok) << r.message;
@@ -236,19 +236,22 @@ TEST_P(ActivateTest, MatchesTheCpuInt8ReferenceFunctions) {
     mid += v > -128 && v < 127 && v != 0;
   }
   EXPECT_GT(mid, out_rows * n / 3);
-  EXPECT_EQ(r.Counter("vpu_rows_in"), static_cast<uint64_t>(m));
-  EXPECT_EQ(r.Counter("vpu_rows_out"), static_cast<uint64_t>(out_rows));
-  EXPECT_EQ(r.Counter("param_writes"), 9u);
+  EXPECT_EQ(r.counters.vpu_rows_in, static_cast<uint64_t>(m));
+  EXPECT_EQ(r.counters.vpu_rows_out, static_cast<uint64_t>(out_rows));
+  EXPECT_EQ(r.counters.param_writes, 9u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ActivateTest,
-                         ::testing::Values(Mode::kPlain, Mode::kRelu, Mode::kAvg, Mode::kMax,
-                                           Mode::kReluMax));
+                         ::testing::Combine(::testing::Values(Mode::kPlain, Mode::kRelu,
+                                                              Mode::kAvg, Mode::kMax,
+                                                              Mode::kReluMax),
+                                            ::testing::Values(EngineKind::kRtl,
+                                                              EngineKind::kFast)));
 
 // ------------------------------------------------------------------ bad programs
 
-TEST(TpuChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {
-  const auto r = RunChip("teach-4",
+TEST_P(ChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {
+  const auto r = RunChip(GetParam(), "teach-4",
                          "nop\nraw 0x09\nread_host host=0 ub=0 rows=1\nhalt\n",
                          RandomBytes(4, 5));
   EXPECT_FALSE(r.ok);
@@ -256,69 +259,69 @@ TEST(TpuChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {
   EXPECT_EQ(r.chip_status, "invalid-opcode");
   EXPECT_EQ(r.error_pc, 1u);
   EXPECT_NE(r.message.find("instruction 1"), std::string::npos) << r.message;
-  EXPECT_EQ(r.Counter("host_bytes_read"), 0u);
+  EXPECT_EQ(r.counters.host_bytes_read, 0u);
 }
 
-TEST(TpuChipTest, AddressOutsideTheUnifiedBufferIsReported) {
+TEST_P(ChipTest, AddressOutsideTheUnifiedBufferIsReported) {
   // teach-4 has 16,384 unified-buffer rows.
-  const auto r = RunChip("teach-4", "read_host host=0 ub=16384 rows=1\nhalt\n", RandomBytes(4, 6));
+  const auto r = RunChip(GetParam(), "teach-4", "read_host host=0 ub=16384 rows=1\nhalt\n", RandomBytes(4, 6));
   EXPECT_EQ(r.state, "error");
   EXPECT_EQ(r.chip_status, "address-out-of-range");
   EXPECT_EQ(r.error_pc, 0u);
-  EXPECT_EQ(r.Counter("ub_writes"), 0u);
+  EXPECT_EQ(r.counters.ub_writes, 0u);
 }
 
-TEST(TpuChipTest, AddressOutsideHostMemoryIsReported) {
+TEST_P(ChipTest, AddressOutsideHostMemoryIsReported) {
   // teach-4 has 1 MiB of host memory.
-  const auto r = RunChip("teach-4", "nop\nnop\nwrite_host ub=0 host=0x100000 rows=1\nhalt\n");
+  const auto r = RunChip(GetParam(), "teach-4", "nop\nnop\nwrite_host ub=0 host=0x100000 rows=1\nhalt\n");
   EXPECT_EQ(r.chip_status, "address-out-of-range");
   EXPECT_EQ(r.error_pc, 2u);
-  EXPECT_EQ(r.Counter("host_bytes_written"), 0u);
+  EXPECT_EQ(r.counters.host_bytes_written, 0u);
 }
 
-TEST(TpuChipTest, UnifiedBufferOverflowIsReported) {
-  const auto r = RunChip("teach-4", "read_host host=0 ub=16380 rows=8\nhalt\n", RandomBytes(32, 7));
+TEST_P(ChipTest, UnifiedBufferOverflowIsReported) {
+  const auto r = RunChip(GetParam(), "teach-4", "read_host host=0 ub=16380 rows=8\nhalt\n", RandomBytes(32, 7));
   EXPECT_EQ(r.state, "error");
   EXPECT_EQ(r.chip_status, "buffer-overflow");
-  EXPECT_EQ(r.Counter("ub_writes"), 0u);
+  EXPECT_EQ(r.counters.ub_writes, 0u);
 }
 
-TEST(TpuChipTest, AccumulatorOverflowIsReported) {
-  const auto r = RunChip("teach-4", "matmul ub=0 acc=1020 rows=8\nhalt\n");
+TEST_P(ChipTest, AccumulatorOverflowIsReported) {
+  const auto r = RunChip(GetParam(), "teach-4", "matmul ub=0 acc=1020 rows=8\nhalt\n");
   EXPECT_EQ(r.chip_status, "buffer-overflow");
-  EXPECT_EQ(r.Counter("macs"), 0u);
+  EXPECT_EQ(r.counters.macs, 0u);
 }
 
-TEST(TpuChipTest, WeightMemoryOverflowIsReported) {
-  const auto r = RunChip("teach-4", "read_weights addr=0xFFFF0 tiles=2\nhalt\n");
+TEST_P(ChipTest, WeightMemoryOverflowIsReported) {
+  const auto r = RunChip(GetParam(), "teach-4", "read_weights addr=0xFFFF0 tiles=2\nhalt\n");
   EXPECT_EQ(r.chip_status, "buffer-overflow");
-  EXPECT_EQ(r.Counter("weight_bytes_read"), 0u);
+  EXPECT_EQ(r.counters.weight_bytes_read, 0u);
 }
 
-TEST(TpuChipTest, PoolingRowsNotAMultipleOfFourAreABadOperand) {
-  const auto r = RunChip("teach-4", "activate acc=0 ub=0 rows=6 params=0 pool=max\nhalt\n");
+TEST_P(ChipTest, PoolingRowsNotAMultipleOfFourAreABadOperand) {
+  const auto r = RunChip(GetParam(), "teach-4", "activate acc=0 ub=0 rows=6 params=0 pool=max\nhalt\n");
   EXPECT_EQ(r.chip_status, "bad-operand");
 }
 
-TEST(TpuChipTest, ParameterSetOutOfRangeIsReported) {
-  const auto r = RunChip("teach-4", "activate acc=0 ub=0 rows=4 params=32\nhalt\n");
+TEST_P(ChipTest, ParameterSetOutOfRangeIsReported) {
+  const auto r = RunChip(GetParam(), "teach-4", "activate acc=0 ub=0 rows=4 params=32\nhalt\n");
   EXPECT_EQ(r.chip_status, "address-out-of-range");
 }
 
-TEST(TpuChipTest, ProgramWithoutHaltEndsWithAClearStatus) {
-  const auto r = RunChip("teach-4", "read_host host=0 ub=0 rows=2\nnop\n", RandomBytes(8, 8));
+TEST_P(ChipTest, ProgramWithoutHaltEndsWithAClearStatus) {
+  const auto r = RunChip(GetParam(), "teach-4", "read_host host=0 ub=0 rows=2\nnop\n", RandomBytes(8, 8));
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.state, "no-halt");
   EXPECT_EQ(r.chip_status, "ok");
   EXPECT_NE(r.message.find("without HALT"), std::string::npos) << r.message;
-  EXPECT_EQ(r.Counter("ub_writes"), 2u);  // what it did run, ran
+  EXPECT_EQ(r.counters.ub_writes, 2u);  // what it did run, ran
 }
 
-TEST(TpuChipTest, WatchdogNamesTheStuckUnit) {
+TEST_P(ChipTest, WatchdogNamesTheStuckUnit) {
   // A matmul that switches to a weight tile no read_weights ever brings waits forever.
-  host::DriverOptions o;
+  engine::EngineOptions o;
   o.watchdog_cycles = 500;
-  const auto r = RunChip("teach-4", "matmul ub=0 acc=0 rows=4 switch\nhalt\n", {}, {}, 0, 0, o);
+  const auto r = RunChip(GetParam(), "teach-4", "matmul ub=0 acc=0 rows=4 switch\nhalt\n", {}, {}, 0, 0, o);
   EXPECT_EQ(r.state, "watchdog");
   EXPECT_NE(r.message.find("no progress for 500 cycles"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("instruction 1 (halt)"), std::string::npos) << r.message;
@@ -332,10 +335,8 @@ TEST(TpuChipTest, BuiltParametersAreCheckedAgainstTheConfig) {
   host::TpuConfig c = host::LoadConfig("teach-4");
   c.ub_depth_rows = 1000;
   host::TpuDriver d(c, {});
-  host::ExecJob job;
-  job.program = isa::Assemble("halt\n", "t");
   try {
-    d.Run(job);
+    d.Run(Job("halt\n"));
     FAIL() << "no error";
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find("ub_depth_rows = 1000"), std::string::npos) << e.what();
@@ -343,26 +344,33 @@ TEST(TpuChipTest, BuiltParametersAreCheckedAgainstTheConfig) {
   }
 }
 
-TEST(TpuChipTest, ArraySizeWithoutAModelIsAUsageError) {
-  host::TpuConfig c = host::LoadConfig("tpu-v1");
-  EXPECT_THROW(host::TpuDriver(c, {}), UsageError);
-}
-
-TEST(TpuChipTest, SeveralJobsRunOnOneSystem) {
-  host::TpuDriver d(host::LoadConfig("teach-4"), {});
-  for (int i = 0; i < 3; ++i) {
-    host::ExecJob job;
-    job.program = isa::Assemble(
-        "read_host host=0 ub=0 rows=3\nwrite_host ub=0 host=64 rows=3\nhalt\n", "t");
-    job.host_image = RandomBytes(12, 100 + static_cast<uint32_t>(i));
-    job.host_out_addr = 64;
-    job.host_out_bytes = 12;
-    const auto r = d.Run(job);
-    ASSERT_TRUE(r.ok) << r.message;
-    EXPECT_EQ(r.host_out, job.host_image);
-    EXPECT_EQ(r.Counter("host_bytes_read"), 12u);  // counters restart with every run
+TEST(TpuChipTest, ArraySizeWithoutAModelIsAUsageErrorThatNamesTheFastEngine) {
+  host::TpuConfig c = host::LoadConfig("small-16");
+  c.array_dim = 12;  // never built
+  try {
+    engine::MakeChipEngine(EngineKind::kRtl, c, {});
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--engine fast"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("TPUSIM_TPU_DIMS"), std::string::npos) << e.what();
   }
 }
+
+TEST_P(ChipTest, SeveralJobsRunOnOneSystem) {
+  const auto d = Make(host::LoadConfig("teach-4"));
+  for (int i = 0; i < 3; ++i) {
+    const engine::ExecJob job =
+        Job("read_host host=0 ub=0 rows=3\nwrite_host ub=0 host=64 rows=3\nhalt\n",
+            RandomBytes(12, 100 + static_cast<uint32_t>(i)), {}, 64, 12);
+    const auto r = d->Run(job);
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.host_out, job.host_image);
+    EXPECT_EQ(r.counters.host_bytes_read, 12u);  // counters restart with every run
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, ChipTest,
+                         ::testing::Values(EngineKind::kRtl, EngineKind::kFast), EngineParamName);
 
 }  // namespace
 }  // namespace tpu::test

@@ -42,7 +42,7 @@ TEST(IsaTest, EncodesFieldsLittleEndian) {
   EXPECT_EQ(w[8], 0x02);                           // dst = accumulator row 0x102
   EXPECT_EQ(w[9], 0x01);
   const Instruction in = Decode(w);
-  EXPECT_EQ(in.opcode, Opcode::kMatMul);
+  EXPECT_EQ(in.opcode, Opcode::kMatmul);
   EXPECT_EQ(in.dst, 0x102u);
 }
 

@@ -1,0 +1,189 @@
+// The fast engine's memories and instruction semantics (see chip_values.h, docs/isa.md).
+#include "fast/chip_values.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "host/nn/int8_gemm.h"
+#include "host/nn/int8_ops.h"
+
+namespace tpu::fast {
+namespace {
+
+// Zeroed memory from the allocator: large memories cost nothing until they are touched.
+template <class T>
+std::unique_ptr<T[], void (*)(void*)> Zeroed(uint64_t count) {
+  void* p = std::calloc(count == 0 ? 1 : count, sizeof(T));
+  if (p == nullptr) throw std::bad_alloc();
+  return {static_cast<T*>(p), &std::free};
+}
+
+uint32_t Get32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+}  // namespace
+
+ChipValues::ChipValues(const ChipParams& p)
+    : p_(p),
+      n_(p.array_dim),
+      host_(Zeroed<uint8_t>(p.host_mem_bytes)),
+      weight_(Zeroed<uint8_t>(p.weight_mem_bytes)),
+      ub_(Zeroed<int8_t>(static_cast<uint64_t>(p.ub_depth) * p.array_dim)),
+      acc_(Zeroed<int32_t>(static_cast<uint64_t>(p.acc_depth) * p.array_dim)),
+      params_(static_cast<size_t>(p.param_sets) * hw::kParamRows * p.array_dim, 0),
+      active_(static_cast<size_t>(n_ * n_), 0),
+      active_f_(static_cast<size_t>(n_ * n_), 0.0f) {}
+
+void ChipValues::BeginRun() {
+  tiles_.clear();
+  next_tile_ = 0;
+  waiting_.clear();
+}
+
+void ChipValues::Issue(const Decoded& d) {
+  using hw::Opcode;
+  switch (static_cast<Opcode>(d.op)) {
+    case Opcode::kReadHost:
+      if (d.flags & hw::kFlagParams) {
+        std::memcpy(&params_[static_cast<size_t>(d.dst) * hw::kParamRows * n_], &host_[d.src],
+                    static_cast<size_t>(d.len) * hw::kParamRows * n_);
+      } else {
+        std::memcpy(&ub_[static_cast<size_t>(d.dst) * n_], &host_[d.src],
+                    static_cast<size_t>(d.len) * n_);
+      }
+      break;
+    case Opcode::kReadWeights:
+      for (uint32_t t = 0; t < d.len; ++t) tiles_.push_back(d.src + uint64_t{t} * n_ * n_);
+      while (!waiting_.empty()) {
+        const bool needs_tile = waiting_.front().flags & hw::kFlagSwitch;
+        if (needs_tile && next_tile_ == tiles_.size()) break;
+        Matmul(waiting_.front());
+        waiting_.pop_front();
+      }
+      break;
+    case Opcode::kMatmul:
+      if (!waiting_.empty() || ((d.flags & hw::kFlagSwitch) && next_tile_ == tiles_.size())) {
+        waiting_.push_back(d);
+      } else {
+        Matmul(d);
+      }
+      break;
+    case Opcode::kActivate:
+      Activate(d);
+      break;
+    default:  // write_host moves rows as the memory accepts them; the rest move nothing
+      break;
+  }
+}
+
+void ChipValues::HostWrite(uint64_t host_addr, uint32_t ub_row) {
+  std::memcpy(&host_[host_addr], &ub_[static_cast<size_t>(ub_row) * n_], static_cast<size_t>(n_));
+}
+
+void ChipValues::SwitchTile() {
+  const uint8_t* w = &weight_[tiles_[next_tile_++]];
+  std::memcpy(active_.data(), w, static_cast<size_t>(n_ * n_));
+  row_lo_ = col_lo_ = n_;
+  row_hi_ = col_hi_ = 0;
+  for (int64_t r = 0; r < n_; ++r) {
+    for (int64_t c = 0; c < n_; ++c) {
+      const int8_t v = active_[static_cast<size_t>(r * n_ + c)];
+      active_f_[static_cast<size_t>(r * n_ + c)] = v;
+      if (v != 0) {
+        row_lo_ = std::min(row_lo_, r);
+        row_hi_ = std::max(row_hi_, r + 1);
+        col_lo_ = std::min(col_lo_, c);
+        col_hi_ = std::max(col_hi_, c + 1);
+      }
+    }
+  }
+  if (row_hi_ == 0) row_lo_ = col_lo_ = 0;  // an all-zero tile
+}
+
+void ChipValues::Matmul(const Decoded& d) {
+  if (d.flags & hw::kFlagSwitch) SwitchTile();
+  const bool accumulate = d.flags & hw::kFlagAccumulate;
+  const int64_t rows = d.len;
+  int32_t* acc = &acc_[static_cast<size_t>(d.dst) * n_];
+  const int8_t* x = &ub_[static_cast<size_t>(d.src) * n_];
+  // Outside the box of non-zero weights every product is zero: the accumulators keep their
+  // value (accumulate) or become zero (overwrite).
+  if (!accumulate) {
+    for (int64_t i = 0; i < rows; ++i) {
+      int32_t* row = acc + i * n_;
+      std::fill(row, row + col_lo_, 0);
+      std::fill(row + col_hi_, row + n_, 0);
+    }
+  }
+  const int64_t cols = col_hi_ - col_lo_, k = row_hi_ - row_lo_;
+  if (cols <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < rows; ++i) std::fill(acc + i * n_, acc + (i + 1) * n_, 0);
+    return;
+  }
+  if (rows * cols * k < 4096) {
+    nn::GemmInt8(rows, cols, k, x + row_lo_, n_, &active_[static_cast<size_t>(row_lo_ * n_ + col_lo_)],
+                 n_, acc + col_lo_, n_, accumulate);
+  } else {
+    nn::GemmInt8F(rows, cols, k, x + row_lo_, n_,
+                  &active_f_[static_cast<size_t>(row_lo_ * n_ + col_lo_)], n_, acc + col_lo_, n_,
+                  accumulate);
+  }
+}
+
+void ChipValues::Activate(const Decoded& d) {
+  const int64_t n = n_;
+  const uint8_t* set = &params_[static_cast<size_t>(d.aux) * hw::kParamRows * n];
+  const bool relu = d.flags & hw::kFlagRelu;
+  const int32_t lo = relu ? 0 : -128;
+  const bool pool_max = d.flags & hw::kFlagPoolMax, pooled = d.pooled;
+  // Per lane: bias, multiplier, shift. A lane whose multiplier is zero outputs a constant
+  // (its requantized rounding term), whatever the accumulator holds, pooled or not.
+  std::vector<int32_t> bias(static_cast<size_t>(n)), live;
+  std::vector<uint32_t> mult(static_cast<size_t>(n)), shift(static_cast<size_t>(n));
+  std::vector<int8_t> constant(static_cast<size_t>(n), 0);
+  for (int64_t l = 0; l < n; ++l) {
+    bias[l] = static_cast<int32_t>(Get32(set + (hw::kParamBiasRow * n + 4 * l)));
+    mult[l] = Get32(set + (hw::kParamMultiplierRow * n + 4 * l));
+    shift[l] = set[hw::kParamShiftRow * n + l];
+    if (mult[l] == 0) {
+      constant[l] = nn::Requantize(0, 0, shift[l], lo);
+    } else {
+      live.push_back(static_cast<int32_t>(l));
+    }
+  }
+  const int32_t* acc = &acc_[static_cast<size_t>(d.src) * n];
+  int8_t* out = &ub_[static_cast<size_t>(d.dst) * n];
+  auto requant = [&](const int32_t* row, int64_t l) {
+    const auto sum = static_cast<int32_t>(static_cast<uint32_t>(row[l]) + static_cast<uint32_t>(bias[l]));
+    return nn::Requantize(sum, mult[l], shift[l], lo);
+  };
+  if (!pooled) {
+    for (uint32_t i = 0; i < d.len; ++i) {
+      int8_t* y = out + i * n;
+      std::memcpy(y, constant.data(), static_cast<size_t>(n));
+      const int32_t* row = acc + i * n;
+      for (const int32_t l : live) y[l] = requant(row, l);
+    }
+    return;
+  }
+  for (uint32_t w = 0; w < d.out_rows; ++w) {
+    int8_t* y = out + w * n;
+    std::memcpy(y, constant.data(), static_cast<size_t>(n));
+    const int32_t* rows = acc + 4 * w * n;
+    for (const int32_t l : live) {
+      int32_t sum = 0, mx = -128;
+      for (int q = 0; q < 4; ++q) {
+        const int8_t v = requant(rows + q * n, l);
+        sum += v;
+        mx = std::max<int32_t>(mx, v);
+      }
+      y[l] = pool_max ? static_cast<int8_t>(mx) : nn::AveragePool(sum, 4);
+    }
+  }
+}
+
+}  // namespace tpu::fast

@@ -1,0 +1,63 @@
+// The data side of the fast engine: the chip's memories and what each instruction does to
+// them, applied in bulk when the instruction issues rather than row by row.
+//
+// Why that is exact: the controller issues in program order and delays an instruction
+// while another unit still uses rows it reads or writes (docs/architecture.md), so every
+// program behaves as if each instruction ran to completion before the next. The two
+// places where the moment matters are handled as the hardware does: a `matmul ... switch`
+// multiplies with the next tile in the order `read_weights` brought them, even when that
+// read_weights issues after the matmul (the matmul then waits here until it does), and
+// `write_host` rows land in host memory one by one as the memory accepts them, so a run
+// that stops early leaves exactly the rows the RTL would have written.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "fast/chip_params.h"
+
+namespace tpu::fast {
+
+class ChipValues {
+ public:
+  explicit ChipValues(const ChipParams& p);
+
+  uint8_t* HostMemory() { return host_.get(); }
+  uint8_t* WeightMemory() { return weight_.get(); }
+
+  // A new run: the weight FIFO and the matrix unit's shadow registers start empty (the
+  // chip is reset); the memories and the active weights keep what they hold, as in the RTL.
+  void BeginRun();
+  // The instruction issues (its checks passed).
+  void Issue(const Decoded& d);
+  // A write_host row was accepted by host memory: unified-buffer row `ub_row` lands at
+  // `host_addr`.
+  void HostWrite(uint64_t host_addr, uint32_t ub_row);
+
+ private:
+  void Matmul(const Decoded& d);
+  void Activate(const Decoded& d);
+  // Loads the next tile from the FIFO's order into the active weights.
+  void SwitchTile();
+
+  ChipParams p_;
+  int64_t n_;
+  std::unique_ptr<uint8_t[], void (*)(void*)> host_, weight_;
+  std::unique_ptr<int8_t[], void (*)(void*)> ub_;
+  std::unique_ptr<int32_t[], void (*)(void*)> acc_;
+  std::vector<uint8_t> params_;
+  // The active tile (row r multiplies activation lane r), as int8 and widened to float for
+  // the product, and the bounding box of its non-zero weights.
+  std::vector<int8_t> active_;
+  std::vector<float> active_f_;
+  int64_t row_lo_ = 0, row_hi_ = 0, col_lo_ = 0, col_hi_ = 0;
+  // Weight-memory addresses of the tiles read_weights brought this run, in FIFO order.
+  std::vector<uint64_t> tiles_;
+  size_t next_tile_ = 0;
+  // Matmuls waiting for a tile that no read_weights has brought yet (and those after them).
+  std::deque<Decoded> waiting_;
+};
+
+}  // namespace tpu::fast

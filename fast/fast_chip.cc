@@ -1,0 +1,468 @@
+// The fast engine's cycle loop (see fast_chip.h). Each block below is one RTL unit; the
+// comments name the file whose registers it mirrors. A cycle is computed in three steps,
+// as the SystemC system does it: the system answers the memory ports and hands over an
+// instruction (sim/tpu_system.cc), every unit computes its combinational signals from its
+// registers, then the clock edge updates every register at once.
+#include "fast/fast_chip.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace tpu::fast {
+namespace {
+
+bool Overlaps(uint32_t a_lo, uint32_t a_hi, uint32_t b_lo, uint32_t b_hi) {
+  return a_lo < b_hi && b_lo < a_hi;
+}
+
+enum : uint8_t {
+  kWait = static_cast<uint8_t>(hw::Issue::kWaitInstruction),
+  kFire = static_cast<uint8_t>(hw::Issue::kFire),
+  kUnitBusy = static_cast<uint8_t>(hw::Issue::kUnitBusy),
+  kUbHazard = static_cast<uint8_t>(hw::Issue::kUbHazard),
+  kAccHazard = static_cast<uint8_t>(hw::Issue::kAccHazard),
+  kParamHazard = static_cast<uint8_t>(hw::Issue::kParamHazard),
+  kDrain = static_cast<uint8_t>(hw::Issue::kDrain),
+  kHalted = static_cast<uint8_t>(hw::Issue::kHalted),
+};
+
+enum Pool : uint8_t { kPoolNone, kPoolAvg, kPoolMax };
+
+// Counter indices (register order, contract/tpu_contract.toml).
+struct Idx {
+  static int Of(uint64_t hw::ChipCounters::*field) {
+    for (int i = 0; i < hw::kNumCounters; ++i)
+      if (hw::ChipCounters::kFields[static_cast<size_t>(i)] == field) return i;
+    return -1;
+  }
+};
+
+}  // namespace
+
+FastChip::FastChip(const ChipParams& p)
+    : p_(p),
+      values_((p.array_dim < 2 || p.array_dim > 512)
+                  ? throw std::invalid_argument("array_dim " + std::to_string(p.array_dim) +
+                                                " is out of range for the fast engine; use 2 to 512")
+                  : p),
+      host_(static_cast<uint64_t>(p.array_dim), p.host_bytes_per_cycle, p.host_latency_cycles),
+      weight_(static_cast<uint64_t>(p.array_dim), p.weight_bytes_per_cycle,
+              p.weight_latency_cycles) {
+  if (p.host_bytes_per_cycle == 0 || p.weight_bytes_per_cycle == 0) {
+    throw std::invalid_argument("memory bandwidth must be at least 1 byte per cycle");
+  }
+  if (p.iq_depth < 1 || p.fifo_tiles < 1 || p.acc_depth < 1 || p.ub_depth < 1 ||
+      p.param_sets < 1) {
+    throw std::invalid_argument("buffer depths must be at least 1");
+  }
+}
+
+RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o) {
+  using hw::ChipCounters;
+  const uint64_t n = static_cast<uint64_t>(p_.array_dim);
+  const uint32_t fifo_rows = static_cast<uint32_t>(p_.fifo_tiles) * static_cast<uint32_t>(n);
+  const uint64_t latency = 2 * n;  // a row in -> its result in the accumulators
+  const uint64_t iq_depth = static_cast<uint64_t>(p_.iq_depth);
+  const bool values = !o.timing_only;
+
+  std::vector<Decoded> prog(count);
+  for (size_t i = 0; i < count; ++i) prog[i] = Decode(words + hw::kInstructionBytes * i, p_);
+  if (values) values_.BeginRun();
+  host_.Reset();
+  weight_.Reset();
+
+  // Counter indices and this cycle's increments.
+  static const int kCycles = Idx::Of(&ChipCounters::cycles);
+  static const int kBusyHost = Idx::Of(&ChipCounters::busy_host_dma);
+  static const int kBusyWeight = Idx::Of(&ChipCounters::busy_weight_dma);
+  static const int kBusyMatrix = Idx::Of(&ChipCounters::busy_matrix);
+  static const int kBusyAct = Idx::Of(&ChipCounters::busy_activate);
+  static const int kStream = Idx::Of(&ChipCounters::mxu_stream_cycles);
+  static const int kLoad = Idx::Of(&ChipCounters::mxu_load_cycles);
+  static const int kStallW = Idx::Of(&ChipCounters::mxu_stall_weights);
+  static const int kDrainC = Idx::Of(&ChipCounters::mxu_drain_cycles);
+  static const int kIdle = Idx::Of(&ChipCounters::mxu_idle_cycles);
+  static const int kIssueCounter[8] = {
+      Idx::Of(&ChipCounters::issue_wait_instruction), Idx::Of(&ChipCounters::instructions),
+      Idx::Of(&ChipCounters::issue_stall_unit_busy), Idx::Of(&ChipCounters::issue_stall_ub_hazard),
+      Idx::Of(&ChipCounters::issue_stall_acc_hazard),
+      Idx::Of(&ChipCounters::issue_stall_param_hazard),
+      Idx::Of(&ChipCounters::issue_stall_drain), -1};
+  static const int kFifoStall = Idx::Of(&ChipCounters::weight_dma_stall_fifo_full);
+  static const int kHostStall = Idx::Of(&ChipCounters::host_mem_stall);
+  static const int kWeightStall = Idx::Of(&ChipCounters::weight_mem_stall);
+  static const int kUbReads = Idx::Of(&ChipCounters::ub_reads);
+  static const int kUbWrites = Idx::Of(&ChipCounters::ub_writes);
+  static const int kAccReads = Idx::Of(&ChipCounters::acc_reads);
+  static const int kAccWrites = Idx::Of(&ChipCounters::acc_writes);
+  static const int kPushes = Idx::Of(&ChipCounters::weight_fifo_pushes);
+  static const int kPops = Idx::Of(&ChipCounters::weight_fifo_pops);
+  static const int kTiles = Idx::Of(&ChipCounters::weight_tiles);
+  static const int kParamWrites = Idx::Of(&ChipCounters::param_writes);
+  static const int kHostRead = Idx::Of(&ChipCounters::host_bytes_read);
+  static const int kHostWritten = Idx::Of(&ChipCounters::host_bytes_written);
+  static const int kWeightRead = Idx::Of(&ChipCounters::weight_bytes_read);
+  static const int kMacs = Idx::Of(&ChipCounters::macs);
+  static const int kVpuIn = Idx::Of(&ChipCounters::vpu_rows_in);
+  static const int kVpuOut = Idx::Of(&ChipCounters::vpu_rows_out);
+  uint64_t cnt[hw::kNumCounters] = {};
+  uint64_t inc[hw::kNumCounters] = {};
+
+  // ---- controller (rtl/tpu_controller.sv)
+  bool halted = false;
+  hw::Status status = hw::Status::kOk;
+  uint64_t error_pc = 0, retired = 0, fed = 0;
+  Footprint hdma_fp, act_fp, mxu_fp;
+  // ---- host DMA (rtl/tpu_host_dma.sv) and its two-row write buffer
+  bool h_write = false, h_params = false, h_rd_pending = false;
+  uint32_t h_req_addr = 0, h_req_left = 0, h_resp_left = 0, h_rd_left = 0, h_obuf = 0;
+  uint32_t h_write_row = 0;  // the unified-buffer row of the next accepted write
+  // ---- weight DMA (rtl/tpu_weight_dma.sv) and the weight FIFO (rtl/tpu_fifo.sv)
+  uint32_t w_req_left = 0, w_resp_left = 0, w_outstanding = 0, fifo_count = 0;
+  // ---- matrix feeder (rtl/tpu_mxu_feeder.sv): only the switch bit of a row shapes timing
+  uint32_t f_left = 0, f_buf = 0, f_buf_head = 0;
+  bool f_first = false, f_switch = false, f_pending = false, f_pending_sw = false;
+  bool f_buf_sw[2] = {false, false};
+  // ---- matrix unit (rtl/tpu_mxu.sv): shadow control and the rows in flight (the cycles in
+  // which they entered; each leaves `latency` cycles later)
+  bool shadow_full = false;
+  uint64_t wr_row = 0;
+  std::vector<uint64_t> flight(static_cast<size_t>(latency) + 1);
+  size_t fl_head = 0, fl_count = 0;
+  // ---- activation unit (rtl/tpu_activate_unit.sv) and VPU pipeline (rtl/tpu_vpu.sv)
+  uint32_t a_rd_left = 0, a_out_left = 0, pool_count = 0;
+  uint8_t a_pool = kPoolNone;
+  bool acc_rd_valid = false, s1_valid = false, s2_valid = false, pool_valid = false;
+  // ---- chip status registers (rtl/tpu_top.sv)
+  bool progress_q = false;
+  uint8_t issue_q = kWait;
+
+  RunResult r;
+  uint64_t quiet = 0;
+  uint64_t next_progress = 0xffff;
+  for (uint64_t cycle = 0;; ++cycle) {
+    const bool hdma_busy = h_req_left || h_resp_left || h_rd_left || h_rd_pending || h_obuf;
+    const bool wdma_busy = w_req_left || w_resp_left;
+    const bool feed_busy = f_left || f_pending || f_buf;
+    const bool in_flight = fl_count != 0;
+    const bool mxu_busy = feed_busy || in_flight;
+    const bool act_busy = a_out_left != 0;
+    const uint8_t busy = static_cast<uint8_t>(
+        (hdma_busy << hw::kUnitHostDma) | (wdma_busy << hw::kUnitWeightDma) |
+        (mxu_busy << hw::kUnitMatrix) | (act_busy << hw::kUnitActivate));
+    const bool all_idle = busy == 0;
+    const uint64_t iq_count = fed - retired;
+    const bool a_valid = f_buf != 0;
+    const bool a_switch = a_valid && f_buf_sw[f_buf_head];
+    const bool a_ready = !a_switch || shadow_full;
+
+    // ---- how the run ends (sim/tpu_system.cc checks these before anything else)
+    if (halted) {
+      r.end = status == hw::Status::kOk ? RunEnd::kHalted : RunEnd::kError;
+      r.cycles = cycle;
+      break;
+    }
+    if (fed == count && iq_count == 0 && all_idle) {
+      r.end = RunEnd::kNoHalt;
+      r.cycles = cycle;
+      break;
+    }
+
+    // ---- the system: memory ports and the instruction port
+    bool moved = progress_q;
+    const bool h_valid = h_write ? h_obuf != 0 : h_req_left != 0;
+    const bool hm_ready = host_.Ready(cycle);
+    const bool hm_fire = h_valid && hm_ready;
+    if (hm_fire) {
+      host_.Accept(cycle, !h_write);
+      if (h_write && values) values_.HostWrite(h_req_addr, h_write_row);
+      moved = true;
+    }
+    const bool hm_resp = host_.Respond(cycle);
+    const bool room = w_outstanding + fifo_count < fifo_rows;
+    const bool w_req_valid = w_req_left != 0 && room;
+    const bool wm_ready = weight_.Ready(cycle);
+    const bool wm_fire = w_req_valid && wm_ready;
+    if (wm_fire) {
+      weight_.Accept(cycle, true);
+      moved = true;
+    }
+    const bool wm_resp = weight_.Respond(cycle);
+    const bool instr_push = fed < count && iq_count < iq_depth;
+    if (instr_push) moved = true;
+    quiet = moved ? 0 : quiet + 1;
+    if (quiet >= o.watchdog_cycles) {
+      r.end = RunEnd::kWatchdog;
+      r.cycles = cycle;
+      r.stall.quiet_cycles = quiet;
+      r.stall.pc = retired;
+      r.stall.opcode = retired < fed ? words[hw::kInstructionBytes * retired] : -1;
+      r.stall.issue = issue_q;
+      r.stall.busy = busy;
+      r.stall.wait_weights = a_valid && !a_ready;
+      break;
+    }
+
+    // ---- controller: decode, checks, interlocks, issue
+    const Decoded* d = iq_count != 0 ? &prog[retired] : nullptr;
+    uint8_t issue;
+    bool go = false;
+    if (d == nullptr) {
+      issue = kWait;
+    } else if (d->check != hw::Status::kOk) {
+      issue = kHalted;
+    } else if (d->sync) {
+      go = all_idle;
+      issue = go ? kFire : kDrain;
+    } else {
+      bool unit_busy = false;
+      switch (d->unit) {
+        case hw::kUnitHostDma: unit_busy = hdma_busy; break;
+        case hw::kUnitWeightDma: unit_busy = wdma_busy; break;
+        case hw::kUnitMatrix: unit_busy = feed_busy; break;
+        case hw::kUnitActivate: unit_busy = act_busy; break;
+        default: break;
+      }
+      if (unit_busy) {
+        issue = kUnitBusy;
+      } else {
+        bool ub_h = false, acc_h = false, par_h = false;
+        const Footprint& f = d->fp;
+        auto check = [&](const Footprint& u) {
+          if (f.ub_use && u.ub_use && (f.ub_wr || u.ub_wr) &&
+              Overlaps(f.ub_lo, f.ub_hi, u.ub_lo, u.ub_hi))
+            ub_h = true;
+          if (f.acc_use && u.acc_use && (f.acc_wr || u.acc_wr) &&
+              Overlaps(f.acc_lo, f.acc_hi, u.acc_lo, u.acc_hi))
+            acc_h = true;
+          if (f.par_use && u.par_use && (f.par_wr || u.par_wr) &&
+              Overlaps(f.par_lo, f.par_hi, u.par_lo, u.par_hi))
+            par_h = true;
+        };
+        if (hdma_busy) check(hdma_fp);
+        if (act_busy) check(act_fp);
+        // A unit's own matmuls run in order.
+        if (mxu_busy && d->unit != hw::kUnitMatrix) check(mxu_fp);
+        if (ub_h) issue = kUbHazard;
+        else if (acc_h) issue = kAccHazard;
+        else if (par_h) issue = kParamHazard;
+        else {
+          issue = kFire;
+          go = true;
+        }
+      }
+    }
+    const bool hdma_start = go && d->unit == hw::kUnitHostDma;
+    const bool wdma_start = go && d->unit == hw::kUnitWeightDma;
+    const bool feed_start = go && d->unit == hw::kUnitMatrix;
+    const bool act_start = go && d->unit == hw::kUnitActivate;
+
+    // ---- combinational signals of the units
+    const bool h_resp_take = !h_write && hm_resp && h_resp_left != 0;
+    const bool h_obuf_pop = hm_fire && h_write;
+    const bool h_ub_read =
+        h_write && h_rd_left != 0 && (h_obuf - h_obuf_pop + h_rd_pending < 2);
+    const bool w_take = wm_resp && w_resp_left != 0;
+    const bool a_fire = a_valid && a_ready;
+    const bool switch_fire = a_fire && a_switch;
+    const bool w_ready = !shadow_full || switch_fire;
+    const bool mw_fire = fifo_count != 0 && w_ready;
+    const bool f_rd = f_left != 0 && (f_buf - a_fire + f_pending < 2);
+    const bool ub_rd0 = f_rd && !feed_start;
+    const bool out_valid = in_flight && flight[fl_head] + latency == cycle;
+    const bool acc_rd_en = a_rd_left != 0 && !act_start;
+    const bool vpu_out = a_pool == kPoolNone ? s2_valid : pool_valid;
+
+    // ---- the counters (rtl/tpu_top.sv), this cycle's increments
+    inc[kCycles] = 1;
+    inc[kBusyHost] = hdma_busy;
+    inc[kBusyWeight] = wdma_busy;
+    inc[kBusyMatrix] = mxu_busy;
+    inc[kBusyAct] = act_busy;
+    inc[kStream] = a_fire;
+    inc[kLoad] = !a_fire && mw_fire;
+    inc[kStallW] = !a_fire && !mw_fire && a_valid;
+    inc[kDrainC] = !a_fire && !mw_fire && !a_valid && in_flight;
+    inc[kIdle] = !a_fire && !mw_fire && !a_valid && !in_flight;
+    for (int i = 0; i < 7; ++i) inc[kIssueCounter[i]] = issue == i;
+    inc[kFifoStall] = w_req_left != 0 && !room;
+    inc[kHostStall] = h_valid && !hm_ready;
+    inc[kWeightStall] = w_req_valid && !wm_ready;
+    inc[kUbReads] = uint64_t{ub_rd0} + h_ub_read;
+    inc[kUbWrites] = uint64_t{h_resp_take && !h_params} + vpu_out;
+    inc[kAccReads] = acc_rd_en;
+    inc[kAccWrites] = out_valid;
+    inc[kPushes] = w_take;
+    inc[kPops] = mw_fire;
+    inc[kTiles] = switch_fire;
+    inc[kParamWrites] = h_resp_take && h_params;
+    inc[kHostRead] = hm_fire && !h_write ? n : 0;
+    inc[kHostWritten] = hm_fire && h_write ? n : 0;
+    inc[kWeightRead] = wm_fire ? n : 0;
+    inc[kMacs] = a_fire ? n * n : 0;
+    inc[kVpuIn] = acc_rd_valid;
+    inc[kVpuOut] = vpu_out;
+    for (int i = 0; i < hw::kNumCounters; ++i) cnt[i] += inc[i];
+    if (o.on_cycles) o.on_cycles(cycle, 1, issue, busy);
+
+    const bool progress_d = issue == kFire || instr_push || hm_fire || hm_resp || wm_fire ||
+                            wm_resp || a_fire || mw_fire || out_valid || acc_rd_en || vpu_out;
+    // Nothing changes but time: the registers hold, so the cycles up to the next event
+    // (a memory port becoming ready or answering, a row leaving the array, the watchdog)
+    // repeat this one exactly.
+    const bool steady = !progress_d && !progress_q && issue_q == issue && !h_ub_read &&
+                        !h_rd_pending && !f_rd && !f_pending && !acc_rd_valid && !s1_valid &&
+                        !s2_valid && !pool_valid && issue != kHalted;
+
+    // ---- the clock edge
+    if (d != nullptr && d->check != hw::Status::kOk) {
+      halted = true;
+      status = d->check;
+      error_pc = retired;
+    }
+    if (go) {
+      if (values) values_.Issue(*d);
+      if (d->op == static_cast<uint8_t>(hw::Opcode::kHalt)) halted = true;
+      if (hdma_start) hdma_fp = d->fp;
+      if (act_start) act_fp = d->fp;
+      if (feed_start) {
+        const Footprint old = mxu_fp;
+        mxu_fp = d->fp;
+        // Rows of earlier matmuls may still be on their way to the accumulators.
+        if (mxu_busy) {
+          mxu_fp.acc_lo = std::min(d->fp.acc_lo, old.acc_lo);
+          mxu_fp.acc_hi = std::max(d->fp.acc_hi, old.acc_hi);
+        }
+      }
+      ++retired;
+    }
+    if (instr_push) ++fed;
+
+    // host DMA
+    const bool h_obuf_push = h_rd_pending && h_obuf != 2;
+    if (hdma_start) {
+      const bool write = d->op == static_cast<uint8_t>(hw::Opcode::kWriteHost);
+      const bool params = !write && (d->flags & hw::kFlagParams);
+      const uint32_t rows = params ? d->len * hw::kParamRows : d->len;
+      h_write = write;
+      h_params = params;
+      h_req_left = rows;
+      h_req_addr = write ? d->dst : d->src;
+      h_rd_left = write ? rows : 0;
+      h_resp_left = write ? 0 : rows;
+      h_write_row = d->src;
+    } else {
+      if (hm_fire) {
+        h_req_addr += static_cast<uint32_t>(n);
+        --h_req_left;
+        if (h_write) ++h_write_row;
+      }
+      if (h_resp_take) --h_resp_left;
+      if (h_ub_read) --h_rd_left;
+      h_rd_pending = h_ub_read;
+    }
+    h_obuf = h_obuf + h_obuf_push - h_obuf_pop;
+
+    // weight DMA and the weight FIFO
+    if (wdma_start) {
+      w_req_left = w_resp_left = d->len * static_cast<uint32_t>(n);
+    } else {
+      if (wm_fire) --w_req_left;
+      if (w_take) --w_resp_left;
+      w_outstanding = w_outstanding + wm_fire - w_take;
+    }
+    fifo_count = fifo_count + (w_take && fifo_count != fifo_rows) - (mw_fire && fifo_count != 0);
+
+    // matrix feeder: a two-row buffer in front of the matrix unit
+    const bool pending_sw_next = f_first && f_switch;
+    const bool f_buf_push = f_pending && f_buf != 2;
+    if (feed_start) {
+      f_left = d->len;
+      f_first = true;
+      f_switch = d->flags & hw::kFlagSwitch;
+    } else if (f_rd) {
+      --f_left;
+      f_first = false;
+    }
+    if (a_fire) {
+      f_buf_head ^= 1;
+      --f_buf;
+    }
+    if (f_buf_push) {
+      f_buf_sw[(f_buf_head + f_buf) & 1] = f_pending_sw;
+      ++f_buf;
+    }
+    f_pending = f_rd && !feed_start;
+    f_pending_sw = pending_sw_next;
+
+    // matrix unit: shadow registers and the rows in flight
+    if (switch_fire) shadow_full = false;
+    if (mw_fire) {
+      if (wr_row == n - 1) {
+        wr_row = 0;
+        shadow_full = true;
+      } else {
+        ++wr_row;
+      }
+    }
+    if (out_valid) {
+      fl_head = fl_head + 1 == flight.size() ? 0 : fl_head + 1;
+      --fl_count;
+    }
+    if (a_fire) {
+      size_t tail = fl_head + fl_count;
+      if (tail >= flight.size()) tail -= flight.size();
+      flight[tail] = cycle;
+      ++fl_count;
+    }
+
+    // activation unit and VPU
+    if (s2_valid && a_pool != kPoolNone) {
+      pool_valid = pool_count == 3;
+      pool_count = (pool_count + 1) & 3;
+    } else {
+      pool_valid = false;
+    }
+    s2_valid = s1_valid;
+    s1_valid = acc_rd_valid;
+    acc_rd_valid = acc_rd_en;
+    if (act_start) {
+      a_rd_left = d->len;
+      a_out_left = d->out_rows;
+      a_pool = (d->flags & hw::kFlagPoolMax) ? kPoolMax
+               : (d->flags & hw::kFlagPoolAvg) ? kPoolAvg
+                                               : kPoolNone;
+    } else {
+      if (a_rd_left != 0) --a_rd_left;
+      if (vpu_out) --a_out_left;
+    }
+
+    progress_q = progress_d;
+    issue_q = issue;
+
+    if (steady) {
+      uint64_t next = std::min(host_.NextEvent(cycle), weight_.NextEvent(cycle));
+      if (fl_count != 0) next = std::min(next, flight[fl_head] + latency);
+      next = std::min(next, cycle + (o.watchdog_cycles - quiet));
+      if (next > cycle + 1 && next != kNever) {
+        const uint64_t k = next - cycle - 1;  // cycles cycle+1 .. next-1 repeat this one
+        for (int i = 0; i < hw::kNumCounters; ++i) cnt[i] += inc[i] * k;
+        if (o.on_cycles) o.on_cycles(cycle + 1, k, issue, busy);
+        quiet += k;
+        cycle += k;
+      }
+    }
+    if (o.progress && cycle >= next_progress && count > 0) {
+      next_progress = cycle + 0x10000;
+      o.progress(static_cast<double>(fed) / static_cast<double>(count));
+    }
+  }
+  r.status = status;
+  r.error_pc = error_pc;
+  r.fed = fed;
+  for (int i = 0; i < hw::kNumCounters; ++i) r.counters[i] = cnt[i];
+  return r;
+}
+
+}  // namespace tpu::fast

@@ -1,0 +1,212 @@
+// `tpusim cosim`: random programs on the rtl and the fast engine, every observable result
+// compared (host/cosim/cosim.h).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "host/cli/cosim_command.h"
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+#include "host/common/progress_bar.h"
+#include "host/common/revision.h"
+#include "host/config/tpu_config.h"
+#include "host/cosim/cosim.h"
+#include "host/engine/chip_engine.h"
+
+namespace tpu::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct CosimArgs {
+  std::vector<std::string> configs, sets;
+  uint64_t programs = 200, seed = 1, watchdog = 20000;
+  std::string json, out = "cosim-mismatches", replay;
+  bool quiet = false;
+};
+
+// One preset for every array size whose RTL is built.
+std::vector<std::string> DefaultConfigs() {
+  std::vector<std::string> out;
+  const std::vector<std::string> presets = host::PresetNames();
+  for (const int n : engine::RtlBuiltDims()) {
+    for (const std::string& p : presets) {
+      if (host::LoadConfig(p).array_dim == n) {
+        out.push_back(p);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+nlohmann::json SummaryJson(const cosim::CosimSummary& s) {
+  return {{"config", s.config},          {"array_dim", s.array_dim},
+          {"programs", s.programs},      {"mismatches", s.mismatches},
+          {"endings", s.endings},        {"rtl_seconds", s.rtl_seconds},
+          {"fast_seconds", s.fast_seconds}, {"first_mismatch", s.first_mismatch}};
+}
+
+std::string SummaryLine(const nlohmann::json& s) {
+  std::string endings;
+  for (const auto& [k, v] : s["endings"].items()) {
+    endings += (endings.empty() ? "" : ", ") + fmt::format("{} {}", k, v.get<uint64_t>());
+  }
+  return fmt::format("  {:<24} {:>6} programs, {} mismatches ({}); rtl {:.2f} s, fast {:.2f} s\n",
+                     fmt::format("{} ({} x {})", s["config"].get<std::string>(),
+                                 s["array_dim"].get<int>(), s["array_dim"].get<int>()),
+                     s["programs"].get<uint64_t>(), s["mismatches"].get<uint64_t>(), endings,
+                     s["rtl_seconds"].get<double>(), s["fast_seconds"].get<double>());
+}
+
+// One config in this process (the SystemC kernel allows one RTL system per process).
+nlohmann::json RunOne(const CosimArgs& a, const std::string& config_name) {
+  host::TpuConfig config = host::LoadConfig(config_name);
+  for (const std::string& kv : a.sets) host::ApplyOverride(&config, kv);
+  engine::EngineOptions eo;
+  eo.watchdog_cycles = a.watchdog;
+  const auto rtl = engine::MakeChipEngine(engine::EngineKind::kRtl, config, eo);
+  const auto fast = engine::MakeChipEngine(engine::EngineKind::kFast, config, eo);
+  ProgressBar bar("cosim " + config.name, !a.quiet);
+  cosim::CosimOptions o;
+  o.programs = a.programs;
+  o.seed = a.seed;
+  o.mismatch_dir = a.out;
+  o.progress = [&bar](double f) { bar.Update(f); };
+  const cosim::CosimSummary s = cosim::RunCosim(*rtl, *fast, o);
+  bar.Finish();
+  return SummaryJson(s);
+}
+
+// One config in a child process; its summary comes back as JSON.
+nlohmann::json RunChild(const CosimArgs& a, const std::string& config_name,
+                        const std::string& json_path) {
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::string cmd = fmt::format("'{}' cosim -q --config '{}' --programs {} --seed {} --watchdog {} "
+                                "--out '{}' --json '{}'",
+                                self, config_name, a.programs, a.seed, a.watchdog, a.out, json_path);
+  for (const std::string& kv : a.sets) cmd += " --set '" + kv + "'";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(json_path);
+  nlohmann::json j;
+  if (!(in >> j) || !j.contains("configs") || j["configs"].empty()) {
+    throw RuntimeError(fmt::format("cosim of config '{}' failed in its child process (exit {})",
+                                   config_name, rc));
+  }
+  return j["configs"][0];
+}
+
+void Replay(const CosimArgs& a) {
+  host::TpuConfig config;
+  const engine::ExecJob job = cosim::ReadMismatch(a.replay, &config);
+  engine::EngineOptions eo;
+  eo.watchdog_cycles = a.watchdog;
+  const auto rtl = engine::MakeChipEngine(engine::EngineKind::kRtl, config, eo);
+  const auto fast = engine::MakeChipEngine(engine::EngineKind::kFast, config, eo);
+  const cosim::Outcome out = cosim::RunBoth(*rtl, *fast, job);
+  std::cout << fmt::format("replay of {} on {}: rtl {} ({} cycles), fast {} ({} cycles)\n",
+                           a.replay, config.name, out.rtl.state, out.rtl.cycles, out.fast.state,
+                           out.fast.cycles);
+  if (!out.difference.empty()) throw RuntimeError("the engines differ: " + out.difference);
+  std::cout << "the engines agree on everything\n";
+}
+
+void Cosim(const CosimArgs& a) {
+  if (!a.replay.empty()) return Replay(a);
+  if (a.programs < 1) throw UsageError("--programs must be at least 1");
+  if (a.watchdog < 1) throw UsageError("--watchdog must be at least 1 cycle");
+  if (!a.json.empty()) CheckWritable(a.json);
+  const std::vector<std::string> configs = a.configs.empty() ? DefaultConfigs() : a.configs;
+  for (const std::string& c : configs) {
+    host::TpuConfig config = host::LoadConfig(c);  // fails early on a bad name or --set
+    for (const std::string& kv : a.sets) host::ApplyOverride(&config, kv);
+  }
+  if (configs.empty()) throw UsageError("no config to run: this build has no whole-chip RTL model");
+  nlohmann::json results = nlohmann::json::array();
+  if (configs.size() == 1) {
+    results.push_back(RunOne(a, configs[0]));
+  } else {
+    const std::string scratch =
+        (fs::temp_directory_path() / ("tpusim_cosim_" + std::to_string(::getpid()))).string();
+    fs::create_directories(scratch);
+    try {
+      for (size_t i = 0; i < configs.size(); ++i) {
+        if (!a.quiet) std::cerr << "cosim: " << configs[i] << " ...\n";
+        results.push_back(RunChild(a, configs[i], scratch + "/" + std::to_string(i) + ".json"));
+      }
+    } catch (...) {
+      fs::remove_all(scratch);
+      throw;
+    }
+    fs::remove_all(scratch);
+  }
+  uint64_t programs = 0, mismatches = 0;
+  std::string text = fmt::format("tpusim cosim: random programs on the rtl and fast engines, seed {}\n",
+                                 a.seed);
+  for (const auto& r : results) {
+    programs += r["programs"].get<uint64_t>();
+    mismatches += r["mismatches"].get<uint64_t>();
+    text += SummaryLine(r);
+  }
+  text += fmt::format("  total: {} programs, {} mismatches\n", programs, mismatches);
+  if (!a.json.empty()) {
+    WriteFileAtomically(a.json, nlohmann::json{{"programs", programs},
+                                               {"mismatches", mismatches},
+                                               {"seed", a.seed},
+                                               {"configs", results},
+                                               {"revision", kGitRevision}}
+                                        .dump(2) +
+                                    "\n");
+  }
+  if (!a.quiet) std::cout << text;
+  if (mismatches > 0) {
+    for (const auto& r : results) {
+      if (r["mismatches"].get<uint64_t>() > 0) {
+        throw RuntimeError(fmt::format("{}: {}", r["config"].get<std::string>(),
+                                       r["first_mismatch"].get<std::string>()));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void AddCosimCommand(CLI::App& app) {
+  auto a = std::make_shared<CosimArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "cosim", "Run random programs on the rtl and fast engines and compare everything.");
+  cmd->footer(R"(
+Generates random TPU programs (mostly valid: random shapes, addresses, flags, tiling,
+accumulate chains, pooling, DMA overlapping the matrix unit; some ending in every error
+status, a watchdog stop or without halt), runs each on the Verilated RTL and on the fast
+C++ engine, and compares how the run ended, the status, every counter, the host memory and
+the instruction timeline cycle by cycle. A mismatch writes the program and its memory
+images to a folder under --out and names the command that replays it. Each config runs
+in its own process (one SystemC system per process). Exit 1 on any mismatch.
+
+Examples:
+  tpusim cosim                                   every built RTL size, 200 programs each
+  tpusim cosim --config small-16 --programs 2000 --seed 7 --json cosim.json
+  tpusim cosim --config teach-4 --set host_mem_latency_cycles=500 --set host_mem_bytes_per_cycle=1
+  tpusim cosim --replay cosim-mismatches/small-16-seed7-program42)");
+  cmd->add_option("-c,--config", a->configs,
+                  "preset or .json config (repeatable; default: one per built RTL size)");
+  cmd->add_option("--set", a->sets, "override a config field in every config (repeatable)");
+  cmd->add_option("--programs", a->programs, "random programs per config")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of the program generator")->capture_default_str();
+  cmd->add_option("--watchdog", a->watchdog, "cycles without progress that stop a program")
+      ->capture_default_str();
+  cmd->add_option("--json", a->json, "write the summary as JSON (keys programs, mismatches, configs)");
+  cmd->add_option("--out", a->out, "folder for the jobs that mismatch")->capture_default_str();
+  cmd->add_option("--replay", a->replay, "run a mismatch folder again on both engines");
+  cmd->add_flag("-q,--quiet", a->quiet, "print nothing but errors");
+  cmd->callback([a] { Cosim(*a); });
+}
+
+}  // namespace tpu::cli

@@ -1,0 +1,225 @@
+// Random TPU programs for co-simulation (see program_generator.h).
+#include "host/cosim/program_generator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "contract/tpu_contract.h"
+#include "host/isa/isa.h"
+
+namespace tpu::cosim {
+namespace {
+
+using isa::Instruction;
+using isa::Opcode;
+
+class Builder {
+ public:
+  Builder(const host::TpuConfig& c, uint64_t seed) : c_(c), n_(c.array_dim), rng_(seed) {}
+
+  GeneratedProgram Build();
+
+ private:
+  int64_t Uniform(int64_t lo, int64_t hi) {  // inclusive; lo when hi < lo
+    if (hi <= lo) return lo;
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
+  bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  void Emit(Opcode op, uint8_t flags, int64_t len, int64_t src, int64_t dst, int64_t aux = 0) {
+    Instruction in;
+    in.opcode = op;
+    in.flags = flags;
+    in.length = static_cast<uint16_t>(len);
+    in.src = static_cast<uint32_t>(src);
+    in.dst = static_cast<uint32_t>(dst);
+    in.aux = static_cast<uint32_t>(aux);
+    words_.push_back(isa::Encode(in));
+  }
+  void ReadHost() {
+    const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, 48));
+    Emit(Opcode::kReadHost, 0, rows, Uniform(0, in_bytes_ - rows * n_),
+         Uniform(0, ub_rows_ - rows));
+  }
+  void ReadParams() {
+    const int64_t sets = Uniform(1, sets_);
+    const int64_t first = Uniform(0, sets_ - sets);
+    Emit(Opcode::kReadHost, hw::kFlagParams, sets, params_addr_ + first * hw::kParamRows * n_,
+         first);
+  }
+  void ReadWeights(int64_t tiles) {
+    const int64_t bytes = tiles * n_ * n_;
+    Emit(Opcode::kReadWeights, 0, tiles, Uniform(0, weight_bytes_ - bytes), 0);
+    brought_ += tiles;
+  }
+  void Matmul(bool do_switch) {
+    const int64_t rows = Uniform(1, std::min<int64_t>({acc_rows_, ub_rows_, 64}));
+    uint8_t flags = Chance(0.5) ? hw::kFlagAccumulate : 0;
+    if (do_switch) {
+      flags |= hw::kFlagSwitch;
+      ++switched_;
+    }
+    Emit(Opcode::kMatmul, flags, rows, Uniform(0, ub_rows_ - rows), Uniform(0, acc_rows_ - rows));
+  }
+  void Activate() {
+    const bool pooled = acc_rows_ >= 4 && Chance(0.4);
+    const int64_t rows = pooled ? 4 * Uniform(1, std::min<int64_t>(acc_rows_ / 4, 16))
+                                : Uniform(1, std::min<int64_t>(acc_rows_, 64));
+    const int64_t out = pooled ? rows / 4 : rows;
+    uint8_t flags = Chance(0.5) ? hw::kFlagRelu : 0;
+    if (pooled) flags |= Chance(0.5) ? hw::kFlagPoolAvg : hw::kFlagPoolMax;
+    Emit(Opcode::kActivate, flags, rows, Uniform(0, acc_rows_ - rows), Uniform(0, ub_rows_ - out),
+         Uniform(0, sets_ - 1));
+  }
+  void WriteHost() {
+    const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, out_bytes_ / n_));
+    Emit(Opcode::kWriteHost, 0, rows, Uniform(0, ub_rows_ - rows),
+         out_addr_ + Uniform(0, out_bytes_ - rows * n_));
+  }
+  // Tiles brought and not yet switched in must fit the FIFO and the shadow registers before
+  // anything waits for every unit (sync, halt) or for the weight DMA (the next read_weights):
+  // otherwise the DMA never finishes, since the matmuls that would make room issue later.
+  bool TilesFit() const { return brought_ - switched_ <= c_.weight_fifo_tiles + 1; }
+  void Invalid(const std::string& kind);
+
+  host::TpuConfig c_;
+  int64_t n_;
+  std::mt19937_64 rng_;
+  std::vector<isa::Word> words_;
+  int64_t ub_rows_ = 0, acc_rows_ = 0, sets_ = 0;
+  int64_t in_bytes_ = 0, params_addr_ = 0, out_addr_ = 0, out_bytes_ = 0, weight_bytes_ = 0;
+  int64_t brought_ = 0, switched_ = 0;
+};
+
+void Builder::Invalid(const std::string& kind) {
+  const int64_t ub = c_.ub_depth_rows, acc = c_.acc_depth_rows, sets = c_.param_sets;
+  const int64_t host = c_.host_mem_bytes, wm = c_.weight_mem_bytes;
+  const int which = static_cast<int>(Uniform(0, 5));
+  if (kind == "invalid-opcode") {
+    Instruction in;
+    in.opcode = static_cast<Opcode>(Uniform(hw::kLastOpcode + 1, 255));
+    in.length = static_cast<uint16_t>(Uniform(0, 9));
+    words_.push_back(isa::Encode(in));
+  } else if (kind == "address-out-of-range") {
+    switch (which) {
+      case 0: Emit(Opcode::kReadHost, 0, 1, host + Uniform(0, 99), 0); break;
+      case 1: Emit(Opcode::kReadHost, 0, 1, 0, ub + Uniform(0, 9)); break;
+      case 2: Emit(Opcode::kReadWeights, 0, 1, wm + Uniform(0, 9), 0); break;
+      case 3: Emit(Opcode::kMatmul, 0, 1, 0, acc + Uniform(0, 9)); break;
+      case 4: Emit(Opcode::kActivate, 0, 1, 0, 0, sets + Uniform(0, 9)); break;
+      default: Emit(Opcode::kWriteHost, 0, 1, ub + Uniform(0, 9), 0); break;
+    }
+  } else if (kind == "buffer-overflow") {
+    switch (which) {
+      case 0: Emit(Opcode::kReadHost, 0, 2, host - n_, 0); break;
+      case 1: Emit(Opcode::kReadHost, 0, 3, 0, ub - 1); break;
+      case 2: Emit(Opcode::kReadWeights, 0, 2, wm - n_ * n_, 0); break;
+      case 3: Emit(Opcode::kMatmul, 0, 5, ub - 2, 0); break;
+      case 4: Emit(Opcode::kActivate, hw::kFlagPoolMax, 8, acc - 4, 0); break;
+      default: Emit(Opcode::kWriteHost, 0, 2, 0, host - n_); break;
+    }
+  } else {  // bad-operand
+    switch (which) {
+      case 0: Emit(Opcode::kReadHost, 0, 0, 0, 0); break;
+      case 1: Emit(Opcode::kMatmul, 0x04, 1, 0, 0); break;
+      case 2: Emit(Opcode::kActivate, hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0); break;
+      case 3: Emit(Opcode::kActivate, hw::kFlagPoolAvg, 6, 0, 0); break;
+      case 4: Emit(Opcode::kSync, 1, 0, 0, 0); break;
+      default: Emit(Opcode::kReadWeights, 0x80, 1, 0, 0); break;
+    }
+  }
+}
+
+GeneratedProgram Builder::Build() {
+  GeneratedProgram g;
+  // What the program touches: a window of unified-buffer and accumulator rows, some
+  // parameter sets, an input and an output area of host memory, some weight tiles.
+  ub_rows_ = Uniform(8, std::min<int64_t>(c_.ub_depth_rows, 256));
+  acc_rows_ = Uniform(8, std::min<int64_t>({c_.acc_depth_rows, ub_rows_, 128}));
+  sets_ = Uniform(1, std::min<int64_t>(c_.param_sets, 6));
+  in_bytes_ = (ub_rows_ + Uniform(0, ub_rows_)) * n_ + Uniform(0, n_);
+  params_addr_ = in_bytes_ + Uniform(0, 64);
+  out_addr_ = params_addr_ + sets_ * hw::kParamRows * n_ + Uniform(0, 64);
+  out_bytes_ = (ub_rows_ + Uniform(0, ub_rows_)) * n_;
+  const int64_t tiles = Uniform(2, 12);
+  weight_bytes_ = tiles * n_ * n_ + Uniform(0, n_);
+
+  std::vector<uint8_t>& host = g.job.host_image;
+  host.assign(static_cast<size_t>(out_addr_ + out_bytes_), 0);
+  for (int64_t i = 0; i < in_bytes_; ++i) host[static_cast<size_t>(i)] = static_cast<uint8_t>(rng_());
+  for (int64_t s = 0; s < sets_; ++s) {
+    uint8_t* p = &host[static_cast<size_t>(params_addr_ + s * hw::kParamRows * n_)];
+    for (int64_t l = 0; l < n_; ++l) {
+      const auto bias = static_cast<int32_t>(Chance(0.9) ? Uniform(-(1 << 16), 1 << 16)
+                                                         : static_cast<int64_t>(rng_()));
+      uint32_t mult = static_cast<uint32_t>(Uniform(1 << 30, 0x7fffffff));
+      if (Chance(0.1)) mult = 0;
+      if (Chance(0.1)) mult = static_cast<uint32_t>(rng_());
+      const auto shift = static_cast<uint8_t>(Chance(0.85) ? Uniform(34, 46) : Uniform(0, 255));
+      std::memcpy(p + hw::kParamBiasRow * n_ + 4 * l, &bias, 4);
+      std::memcpy(p + hw::kParamMultiplierRow * n_ + 4 * l, &mult, 4);
+      p[hw::kParamShiftRow * n_ + l] = shift;
+    }
+  }
+  std::vector<uint8_t>& w = g.job.weight_image;
+  w.assign(static_cast<size_t>(weight_bytes_), 0);
+  for (int64_t t = 0; t < tiles; ++t) {
+    // Some tiles use only part of the array (a layer narrower than N), as compilers make.
+    const int64_t rows = Chance(0.3) ? Uniform(1, n_) : n_, cols = Chance(0.3) ? Uniform(1, n_) : n_;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t cc = 0; cc < cols; ++cc)
+        w[static_cast<size_t>(t * n_ * n_ + r * n_ + cc)] = static_cast<uint8_t>(rng_());
+  }
+
+  // How the program is meant to end.
+  static const char* kKinds[] = {"invalid-opcode", "address-out-of-range", "buffer-overflow",
+                                 "bad-operand", "watchdog", "no-halt"};
+  g.kind = Chance(0.7) ? "valid" : kKinds[Uniform(0, 5)];
+
+  // Prologue: every row, set and the active tile the body may read.
+  Emit(Opcode::kReadHost, 0, ub_rows_, 0, 0);
+  Emit(Opcode::kReadHost, hw::kFlagParams, sets_, params_addr_, 0);
+  ReadWeights(1);
+  Emit(Opcode::kMatmul, hw::kFlagSwitch, acc_rows_, 0, 0);
+  ++switched_;
+
+  const int64_t body = Uniform(3, 40);
+  const int64_t bad_at = Uniform(0, body);
+  for (int64_t i = 0; i < body; ++i) {
+    if (i == bad_at && g.kind != "valid" && g.kind != "watchdog" && g.kind != "no-halt") {
+      Invalid(g.kind);
+    }
+    const int64_t pick = Uniform(0, 99);
+    if (pick < 18) ReadHost();
+    else if (pick < 22) ReadParams();
+    else if (pick < 34 && TilesFit()) ReadWeights(Uniform(1, 3));
+    else if (pick < 58) Matmul(brought_ > switched_ && Chance(0.5));
+    else if (pick < 78) Activate();
+    else if (pick < 92) WriteHost();
+    else if (pick < 96 && TilesFit()) Emit(Opcode::kSync, 0, 0, 0, 0);
+    else Emit(Opcode::kNop, 0, 0, 0, 0);
+  }
+  if (bad_at == body && g.kind != "valid" && g.kind != "watchdog" && g.kind != "no-halt") {
+    Invalid(g.kind);
+  }
+  // Epilogue: use the tiles that would not fit; a watchdog program waits for one too many.
+  while (!TilesFit()) Matmul(true);
+  if (g.kind == "watchdog")
+    while (switched_ <= brought_) Matmul(true);
+  if (Chance(0.5)) WriteHost();
+  if (g.kind != "no-halt") Emit(Opcode::kHalt, 0, 0, 0, 0);
+  g.job.program.words = words_;
+  g.job.host_out_addr = 0;
+  g.job.host_out_bytes = host.size();
+  return g;
+}
+
+}  // namespace
+
+ProgramGenerator::ProgramGenerator(const host::TpuConfig& config, uint64_t seed)
+    : config_(config), seed_(seed) {}
+
+GeneratedProgram ProgramGenerator::Make(uint64_t index) const {
+  return Builder(config_, seed_ * 0x9E3779B97F4A7C15ull + index).Build();
+}
+
+}  // namespace tpu::cosim

@@ -1,0 +1,125 @@
+// Chrome trace-event timeline of chip runs (see timeline.h).
+#include "host/engine/timeline.h"
+
+#include <sstream>
+
+#include "contract/tpu_contract.h"
+#include "host/common/atomic_file.h"
+#include "host/isa/assembler.h"
+
+namespace tpu::engine {
+namespace {
+
+constexpr int kControllerTrack = 0;
+// Unit u is on track u + 1.
+int UnitTrack(int unit) { return unit + 1; }
+
+}  // namespace
+
+void Timeline::BeginRun(const isa::Program& program, const std::string& label) {
+  text_.clear();
+  opcodes_.clear();
+  std::istringstream lines(isa::Disassemble(program));
+  for (std::string line; std::getline(lines, line);) text_.push_back(line);
+  for (const isa::Word& w : program.words) opcodes_.push_back(w[hw::kOpcodeOffset]);
+  fired_ = 0;
+  units_.assign(hw::kNumUnits, Open());
+  issue_state_ = -1;
+  runs_.push_back({{"label", label}, {"first_cycle", base_}, {"instructions", program.words.size()}});
+}
+
+void Timeline::Slice(int track, const std::string& name, uint64_t start, uint64_t end,
+                     nlohmann::json args) {
+  args["cycle"] = base_ + start;
+  args["cycles"] = end - start;
+  events_.push_back({{"name", name},
+                     {"ph", "X"},
+                     {"pid", 1},
+                     {"tid", track},
+                     {"ts", static_cast<double>(base_ + start) / clock_mhz_},
+                     {"dur", static_cast<double>(end - start) / clock_mhz_},
+                     {"args", std::move(args)}});
+}
+
+void Timeline::CloseUnit(int unit, uint64_t end) {
+  Open& o = units_[static_cast<size_t>(unit)];
+  if (!o.open) return;
+  o.open = false;
+  const std::string& text = o.pc < text_.size() ? text_[o.pc] : std::string("?");
+  const uint8_t op = opcodes_[o.pc];
+  Slice(UnitTrack(unit), op < hw::kMnemonics.size() ? hw::kMnemonics[op] : "?", o.start, end,
+        {{"pc", o.pc}, {"instruction", text}});
+}
+
+void Timeline::CloseIssueRun(uint64_t end) {
+  if (issue_state_ < 0 || end <= issue_start_) return;
+  const auto s = static_cast<size_t>(issue_state_);
+  Slice(kControllerTrack, hw::kIssueNames[s], issue_start_, end,
+        {{"pc", fired_}, {"why", hw::kIssueText[s]}});
+  issue_state_ = -1;
+}
+
+void Timeline::Cycles(uint64_t first, uint64_t count, uint8_t issue, uint8_t busy) {
+  // A unit that has no more work ends its instruction.
+  for (int u = 0; u < hw::kNumUnits; ++u) {
+    const Open& o = units_[static_cast<size_t>(u)];
+    if (o.open && !(busy & (1u << u)) && first >= o.start) CloseUnit(u, first);
+  }
+  if (issue != static_cast<uint8_t>(hw::Issue::kFire)) {
+    if (issue != issue_state_) {
+      CloseIssueRun(first);
+      issue_state_ = issue;
+      issue_start_ = first;
+    }
+    return;
+  }
+  for (uint64_t c = first; c < first + count; ++c) {
+    CloseIssueRun(c);
+    const uint64_t pc = fired_++;
+    const uint8_t op = pc < opcodes_.size() ? opcodes_[pc] : 0;
+    const std::string text = pc < text_.size() ? text_[pc] : std::string("?");
+    Slice(kControllerTrack, std::string("issue ") + (op < hw::kMnemonics.size() ? hw::kMnemonics[op] : "?"),
+          c, c + 1, {{"pc", pc}, {"instruction", text}});
+    const int unit = op < hw::kOpcodeUnit.size() ? hw::kOpcodeUnit[op] : -1;
+    if (unit >= 0) {
+      // The unit starts on the clock edge that ends the issue cycle.
+      CloseUnit(unit, c + 1);
+      units_[static_cast<size_t>(unit)] = {true, pc, c + 1};
+    }
+  }
+}
+
+void Timeline::EndRun(uint64_t cycles) {
+  for (int u = 0; u < hw::kNumUnits; ++u) CloseUnit(u, cycles);
+  CloseIssueRun(cycles);
+  if (!runs_.empty()) runs_.back()["cycles"] = cycles;
+  base_ += cycles;
+}
+
+nlohmann::json Timeline::ToJson() const {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1},
+                    {"args", {{"name", "tpusim chip"}}}});
+  std::vector<std::string> tracks = {"controller (issue)"};
+  for (int u = 0; u < hw::kNumUnits; ++u) tracks.push_back(hw::kUnitText[static_cast<size_t>(u)]);
+  for (size_t t = 0; t < tracks.size(); ++t) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", t},
+                      {"args", {{"name", tracks[t]}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", t},
+                      {"args", {{"sort_index", t}}}});
+  }
+  for (const auto& e : events_) events.push_back(e);
+  return {{"traceEvents", events},
+          {"displayTimeUnit", "ns"},
+          {"otherData",
+           {{"generator", "tpusim"},
+            {"time_unit", "microseconds at clock_mhz; args.cycle and args.cycles count cycles"},
+            {"clock_mhz", clock_mhz_},
+            {"runs", runs_}}}};
+}
+
+void Timeline::Write(const std::string& path) const {
+  WriteFileAtomically(path, ToJson().dump() + "\n");
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,64 @@
+// An instruction timeline of chip runs in the Chrome trace-event format, which Perfetto
+// (ui.perfetto.dev) and chrome://tracing open: one track for the controller's issue stage
+// (every instruction's issue, and why it waited: its unit busy, a hazard, a drain) and
+// one per unit (host DMA, weight DMA, matrix unit, activation unit) with a slice per
+// instruction from the cycle the unit starts it to the cycle it is done (for the matrix
+// unit: until the next matmul starts or the last row has reached the accumulators).
+//
+// Both engines feed it the same observations, cycle by cycle: what the issue stage did
+// and which units had work (ChipEngine's timeline option), so the same program gives the
+// same timeline on either. Several runs (the jobs of `tpusim run`) are laid end to end.
+// Times are microseconds at the config's clock; every event also carries its cycles.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "host/isa/isa.h"
+
+namespace tpu::engine {
+
+class Timeline {
+ public:
+  explicit Timeline(double clock_mhz) : clock_mhz_(clock_mhz) {}
+
+  // A run starts; `label` names it (e.g. the layer).
+  void BeginRun(const isa::Program& program, const std::string& label);
+  // Cycles [first, first + count) of the run: hw::Issue state and busy units (hw::kUnit*).
+  void Cycles(uint64_t first, uint64_t count, uint8_t issue, uint8_t busy);
+  // The run ended after `cycles` cycles.
+  void EndRun(uint64_t cycles);
+
+  // The trace events, without anything that differs between engines.
+  const nlohmann::json& Events() const { return events_; }
+  // The whole file: events plus metadata (track names, clock, runs).
+  nlohmann::json ToJson() const;
+  // Writes ToJson() atomically. Throws RuntimeError when it cannot.
+  void Write(const std::string& path) const;
+
+ private:
+  struct Open {
+    bool open = false;
+    uint64_t pc = 0, start = 0;
+  };
+  void Slice(int track, const std::string& name, uint64_t start, uint64_t end,
+             nlohmann::json args);
+  void CloseUnit(int unit, uint64_t end);
+  void CloseIssueRun(uint64_t end);
+
+  double clock_mhz_;
+  nlohmann::json events_ = nlohmann::json::array();
+  nlohmann::json runs_ = nlohmann::json::array();
+  uint64_t base_ = 0;  // the first cycle of the current run on the common time axis
+  std::vector<std::string> text_;       // the current run's instructions, disassembled
+  std::vector<uint8_t> opcodes_;
+  uint64_t fired_ = 0;                  // instructions issued so far in this run
+  std::vector<Open> units_;
+  int issue_state_ = -1;                // the controller's current run of one state
+  uint64_t issue_start_ = 0;
+};
+
+}  // namespace tpu::engine

@@ -1,0 +1,59 @@
+// What `tpusim run` reports about a model run on the chip: a row per layer job and the
+// total (MACs, cycles, rates, mapping efficiency, stalls by reason, traffic, energy), as a
+// text table, JSON and CSV. The rows are built once here; the CLI only prints them.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "host/compiler/tpu_runner.h"
+#include "host/config/tpu_config.h"
+#include "host/report/energy.h"
+
+namespace tpu::host {
+
+struct RunRow {
+  std::string name;
+  int64_t macs = 0;  // useful MACs
+  hw::ChipCounters counters;
+  EnergyBreakdown energy;
+
+  uint64_t Cycles() const { return counters.cycles; }
+  // Cycles in which the matrix unit did not stream a row.
+  uint64_t NotStreaming() const { return counters.cycles - counters.mxu_stream_cycles; }
+  uint64_t UbAccesses() const { return counters.ub_reads + counters.ub_writes; }
+  uint64_t AccAccesses() const { return counters.acc_reads + counters.acc_writes; }
+  uint64_t DramBytes() const {
+    return counters.host_bytes_read + counters.host_bytes_written + counters.weight_bytes_read;
+  }
+  double OpsPerCycle() const;
+  // Useful MACs over the MACs the array issued.
+  double MappingEfficiency() const;
+};
+
+struct RunReport {
+  std::string model, engine;
+  TpuConfig config;
+  EnergyTable table;
+  int64_t images = 0;
+  int batch = 0;
+  bool checked = true;  // values checked against the CPU int8 reference
+  int64_t correct = 0, mismatches = 0;
+  double wall_seconds = 0;
+  std::vector<RunRow> layers;
+  RunRow total;
+
+  double Peak() const { return 2.0 * config.array_dim * config.array_dim; }
+  double Accuracy() const;
+  double UsPerImage() const;
+};
+
+RunReport BuildRunReport(const compiler::TpuRunResult& r, const std::string& model,
+                         const std::string& engine, const TpuConfig& config,
+                         const EnergyTable& table, int batch);
+std::string FormatRunText(const RunReport& r);
+nlohmann::json RunReportJson(const RunReport& r);
+std::string RunReportCsv(const RunReport& r);
+
+}  // namespace tpu::host
