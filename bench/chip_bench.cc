@@ -1,42 +1,91 @@
-// Simulation speed of the whole chip (tpu_top in the SystemC system, small-16): simulated
-// cycles per second while it runs a tiled GEMM program whose matrix unit streams almost
-// every cycle. One SystemC system per process, so one preset per binary.
+// Simulation speed of the whole chip: simulated cycles (and PE-cycles, cycles x N^2) per
+// second of wall time while it runs a tiled GEMM program whose matrix unit streams almost
+// every cycle, on each engine behind the ChipEngine seam:
+//   BM_ChipGemm/rtl/16         the Verilated RTL in the SystemC system (small-16)
+//   BM_ChipGemm/fast/16        the fast engine on the same job (same cycles)
+//   BM_ChipGemm/fast/256       the fast engine at TPU v1's size, values on
+//   BM_ChipGemm/timing/256     the same, timing only
+// Every run's int8 result is checked against Eigen (outside the timed region for the
+// first run only). The RTL benchmark is the only SystemC system of the process.
 #include <benchmark/benchmark.h>
+
+#include <map>
+#include <memory>
 
 #include "host/config/tpu_config.h"
 #include "host/driver/gemm_program.h"
-#include "host/driver/tpu_driver.h"
+#include "host/engine/chip_engine.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/isa/assembler.h"
 
 namespace tpu {
+namespace {
 
-void BM_ChipGemm(benchmark::State& state) {
-  static host::TpuDriver driver(host::LoadConfig("small-16"), {});
-  const int dim = 16;
-  const auto a = host::RandomInt8(512, 256, 1);
-  const auto b = host::RandomInt8(256, 256, 2);
-  const host::GemmProgram g = host::MakeGemmProgram(a, b, dim, /*overlap=*/true);
-  host::ExecJob job;
-  job.program = isa::Assemble(g.text, "gemm.asm");
-  job.host_image = g.host;
-  job.weight_image = g.weights;
-  job.host_out_addr = g.out_addr;
-  job.host_out_bytes = g.out_bytes;
+struct Setup {
+  host::TpuConfig config;
+  Matrix<int8_t> a, b;
+  host::GemmProgram g;
+  engine::ExecJob job;
+};
+
+// small-16 runs a 512 x 256 by 256 x 256 product (256 tiles); tpu-v1 a 2048 x 1024 by
+// 1024 x 1024 one (16 tiles of 2048 rows), with a host link of 256 B/cycle so that the
+// matrix unit, not the input DMA, sets the pace.
+Setup MakeSetup(int dim) {
+  Setup s;
+  if (dim == 16) {
+    s.config = host::LoadConfig("small-16");
+    s.a = host::RandomInt8(512, 256, 1);
+    s.b = host::RandomInt8(256, 256, 2);
+  } else {
+    s.config = host::LoadConfig("tpu-v1");
+    host::ApplyOverride(&s.config, "host_mem_bytes_per_cycle=256");
+    s.a = host::RandomInt8(2048, 1024, 1);
+    s.b = host::RandomInt8(1024, 1024, 2);
+  }
+  s.g = host::MakeGemmProgram(s.a, s.b, dim, /*overlap=*/true);
+  s.job.program = isa::Assemble(s.g.text, "gemm.asm");
+  s.job.host_image = s.g.host;
+  s.job.weight_image = s.g.weights;
+  s.job.host_out_addr = s.g.out_addr;
+  s.job.host_out_bytes = s.g.out_bytes;
+  return s;
+}
+
+void BM_ChipGemm(benchmark::State& state, engine::EngineKind kind, int dim, bool timing_only) {
+  const Setup s = MakeSetup(dim);
+  engine::EngineOptions o;
+  o.timing_only = timing_only;
+  // The rtl engine: one SystemC system per process, kept for every repetition and never
+  // destroyed (the SystemC kernel outlives main).
+  static engine::ChipEngine* rtl = nullptr;
+  std::unique_ptr<engine::ChipEngine> fast;
+  engine::ChipEngine* chip;
+  if (kind == engine::EngineKind::kRtl) {
+    if (!rtl) rtl = engine::MakeChipEngine(kind, s.config, o).release();
+    chip = rtl;
+  } else {
+    fast = engine::MakeChipEngine(kind, s.config, o);
+    chip = fast.get();
+  }
+  const std::vector<int8_t> want = s.g.Expected(host::ReferenceGemm(s.a, s.b)).data;
   uint64_t cycles = 0;
   double utilization = 0;
   for (auto _ : state) {
-    const host::ExecResult r = driver.Run(job);
+    const engine::ExecResult r = chip->Run(s.job);
     if (!r.ok) {
       state.SkipWithError(r.message.c_str());
       return;
     }
-    if (g.Unpack(r.host_out).data != g.Expected(host::ReferenceGemm(a, b)).data) {
+    state.PauseTiming();
+    if (!timing_only && s.g.Unpack(r.host_out).data != want) {
       state.SkipWithError("result differs from Eigen");
       return;
     }
+    state.ResumeTiming();
     cycles += r.cycles;
-    utilization = static_cast<double>(r.counters.macs) / (static_cast<double>(r.cycles) * dim * dim);
+    utilization = static_cast<double>(r.counters.macs) /
+                  (static_cast<double>(r.cycles) * dim * dim);
   }
   state.counters["cycles_per_s"] =
       benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
@@ -44,8 +93,17 @@ void BM_ChipGemm(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(cycles) * dim * dim, benchmark::Counter::kIsRate);
   state.counters["utilization"] = utilization;
 }
-BENCHMARK(BM_ChipGemm)->Unit(benchmark::kMillisecond);
 
+BENCHMARK_CAPTURE(BM_ChipGemm, rtl/16, engine::EngineKind::kRtl, 16, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ChipGemm, fast/16, engine::EngineKind::kFast, 16, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ChipGemm, fast/256, engine::EngineKind::kFast, 256, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ChipGemm, timing/256, engine::EngineKind::kFast, 256, true)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
 }  // namespace tpu
 
 // The SystemC library wants sc_main; the benchmark has its own main.

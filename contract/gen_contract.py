@@ -209,6 +209,9 @@ def gen_cpp(c):
     ks = c["counter"]
     n = len(ks)
     o.append(f"inline constexpr int kNumCounters = {n};")
+    o.append("// Counter indices (register order).")
+    for i, k in enumerate(ks):
+        o.append(f"inline constexpr int kCounter{camel(k['name'])} = {i};")
     o.append(f"inline constexpr std::array<const char*, {n}> kCounterNames = {{")
     o += [f"    {cstr(k['name'])}," for k in ks]
     o.append("};")

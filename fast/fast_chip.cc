@@ -29,15 +29,6 @@ enum : uint8_t {
 
 enum Pool : uint8_t { kPoolNone, kPoolAvg, kPoolMax };
 
-// Counter indices (register order, contract/tpu_contract.toml).
-struct Idx {
-  static int Of(uint64_t hw::ChipCounters::*field) {
-    for (int i = 0; i < hw::kNumCounters; ++i)
-      if (hw::ChipCounters::kFields[static_cast<size_t>(i)] == field) return i;
-    return -1;
-  }
-};
-
 }  // namespace
 
 FastChip::FastChip(const ChipParams& p)
@@ -72,42 +63,13 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
   host_.Reset();
   weight_.Reset();
 
-  // Counter indices and this cycle's increments.
-  static const int kCycles = Idx::Of(&ChipCounters::cycles);
-  static const int kBusyHost = Idx::Of(&ChipCounters::busy_host_dma);
-  static const int kBusyWeight = Idx::Of(&ChipCounters::busy_weight_dma);
-  static const int kBusyMatrix = Idx::Of(&ChipCounters::busy_matrix);
-  static const int kBusyAct = Idx::Of(&ChipCounters::busy_activate);
-  static const int kStream = Idx::Of(&ChipCounters::mxu_stream_cycles);
-  static const int kLoad = Idx::Of(&ChipCounters::mxu_load_cycles);
-  static const int kStallW = Idx::Of(&ChipCounters::mxu_stall_weights);
-  static const int kDrainC = Idx::Of(&ChipCounters::mxu_drain_cycles);
-  static const int kIdle = Idx::Of(&ChipCounters::mxu_idle_cycles);
-  static const int kIssueCounter[8] = {
-      Idx::Of(&ChipCounters::issue_wait_instruction), Idx::Of(&ChipCounters::instructions),
-      Idx::Of(&ChipCounters::issue_stall_unit_busy), Idx::Of(&ChipCounters::issue_stall_ub_hazard),
-      Idx::Of(&ChipCounters::issue_stall_acc_hazard),
-      Idx::Of(&ChipCounters::issue_stall_param_hazard),
-      Idx::Of(&ChipCounters::issue_stall_drain), -1};
-  static const int kFifoStall = Idx::Of(&ChipCounters::weight_dma_stall_fifo_full);
-  static const int kHostStall = Idx::Of(&ChipCounters::host_mem_stall);
-  static const int kWeightStall = Idx::Of(&ChipCounters::weight_mem_stall);
-  static const int kUbReads = Idx::Of(&ChipCounters::ub_reads);
-  static const int kUbWrites = Idx::Of(&ChipCounters::ub_writes);
-  static const int kAccReads = Idx::Of(&ChipCounters::acc_reads);
-  static const int kAccWrites = Idx::Of(&ChipCounters::acc_writes);
-  static const int kPushes = Idx::Of(&ChipCounters::weight_fifo_pushes);
-  static const int kPops = Idx::Of(&ChipCounters::weight_fifo_pops);
-  static const int kTiles = Idx::Of(&ChipCounters::weight_tiles);
-  static const int kParamWrites = Idx::Of(&ChipCounters::param_writes);
-  static const int kHostRead = Idx::Of(&ChipCounters::host_bytes_read);
-  static const int kHostWritten = Idx::Of(&ChipCounters::host_bytes_written);
-  static const int kWeightRead = Idx::Of(&ChipCounters::weight_bytes_read);
-  static const int kMacs = Idx::Of(&ChipCounters::macs);
-  static const int kVpuIn = Idx::Of(&ChipCounters::vpu_rows_in);
-  static const int kVpuOut = Idx::Of(&ChipCounters::vpu_rows_out);
   uint64_t cnt[hw::kNumCounters] = {};
-  uint64_t inc[hw::kNumCounters] = {};
+  // What the issue state of a cycle counts in (hw::Issue order; halted counts nowhere).
+  static constexpr int kIssueCounter[8] = {
+      hw::kCounterIssueWaitInstruction, hw::kCounterInstructions,
+      hw::kCounterIssueStallUnitBusy,   hw::kCounterIssueStallUbHazard,
+      hw::kCounterIssueStallAccHazard,  hw::kCounterIssueStallParamHazard,
+      hw::kCounterIssueStallDrain,      -1};
 
   // ---- controller (rtl/tpu_controller.sv)
   bool halted = false;
@@ -274,36 +236,48 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     const bool acc_rd_en = a_rd_left != 0 && !act_start;
     const bool vpu_out = a_pool == kPoolNone ? s2_valid : pool_valid;
 
-    // ---- the counters (rtl/tpu_top.sv), this cycle's increments
-    inc[kCycles] = 1;
-    inc[kBusyHost] = hdma_busy;
-    inc[kBusyWeight] = wdma_busy;
-    inc[kBusyMatrix] = mxu_busy;
-    inc[kBusyAct] = act_busy;
-    inc[kStream] = a_fire;
-    inc[kLoad] = !a_fire && mw_fire;
-    inc[kStallW] = !a_fire && !mw_fire && a_valid;
-    inc[kDrainC] = !a_fire && !mw_fire && !a_valid && in_flight;
-    inc[kIdle] = !a_fire && !mw_fire && !a_valid && !in_flight;
-    for (int i = 0; i < 7; ++i) inc[kIssueCounter[i]] = issue == i;
-    inc[kFifoStall] = w_req_left != 0 && !room;
-    inc[kHostStall] = h_valid && !hm_ready;
-    inc[kWeightStall] = w_req_valid && !wm_ready;
-    inc[kUbReads] = uint64_t{ub_rd0} + h_ub_read;
-    inc[kUbWrites] = uint64_t{h_resp_take && !h_params} + vpu_out;
-    inc[kAccReads] = acc_rd_en;
-    inc[kAccWrites] = out_valid;
-    inc[kPushes] = w_take;
-    inc[kPops] = mw_fire;
-    inc[kTiles] = switch_fire;
-    inc[kParamWrites] = h_resp_take && h_params;
-    inc[kHostRead] = hm_fire && !h_write ? n : 0;
-    inc[kHostWritten] = hm_fire && h_write ? n : 0;
-    inc[kWeightRead] = wm_fire ? n : 0;
-    inc[kMacs] = a_fire ? n * n : 0;
-    inc[kVpuIn] = acc_rd_valid;
-    inc[kVpuOut] = vpu_out;
-    for (int i = 0; i < hw::kNumCounters; ++i) cnt[i] += inc[i];
+    // ---- the counters (rtl/tpu_top.sv): this cycle's increments, `k` times (more than
+    // once for the cycles that repeat this one, below).
+    // (Only values of this cycle, fixed before the clock edge below changes the registers.)
+    const bool fifo_stall = w_req_left != 0 && !room;
+    const bool host_stall = h_valid && !hm_ready, weight_stall = w_req_valid && !wm_ready;
+    const uint64_t ub_reads = uint64_t{ub_rd0} + h_ub_read;
+    const uint64_t ub_writes = uint64_t{h_resp_take && !h_params} + vpu_out;
+    const bool param_write = h_resp_take && h_params, vpu_in = acc_rd_valid;
+    const uint64_t host_read = hm_fire && !h_write ? n : 0, host_written = hm_fire && h_write ? n : 0;
+    auto add_counts = [&](uint64_t k) {
+      cnt[hw::kCounterCycles] += k;
+      cnt[hw::kCounterBusyHostDma] += k * hdma_busy;
+      cnt[hw::kCounterBusyWeightDma] += k * wdma_busy;
+      cnt[hw::kCounterBusyMatrix] += k * mxu_busy;
+      cnt[hw::kCounterBusyActivate] += k * act_busy;
+      // Every cycle of the matrix unit is exactly one of these five.
+      const int mxu = a_fire     ? hw::kCounterMxuStreamCycles
+                      : mw_fire  ? hw::kCounterMxuLoadCycles
+                      : a_valid  ? hw::kCounterMxuStallWeights
+                      : in_flight ? hw::kCounterMxuDrainCycles
+                                  : hw::kCounterMxuIdleCycles;
+      cnt[mxu] += k;
+      if (issue != kHalted) cnt[kIssueCounter[issue]] += k;
+      cnt[hw::kCounterWeightDmaStallFifoFull] += k * fifo_stall;
+      cnt[hw::kCounterHostMemStall] += k * host_stall;
+      cnt[hw::kCounterWeightMemStall] += k * weight_stall;
+      cnt[hw::kCounterUbReads] += k * ub_reads;
+      cnt[hw::kCounterUbWrites] += k * ub_writes;
+      cnt[hw::kCounterAccReads] += k * acc_rd_en;
+      cnt[hw::kCounterAccWrites] += k * out_valid;
+      cnt[hw::kCounterWeightFifoPushes] += k * w_take;
+      cnt[hw::kCounterWeightFifoPops] += k * mw_fire;
+      cnt[hw::kCounterWeightTiles] += k * switch_fire;
+      cnt[hw::kCounterParamWrites] += k * param_write;
+      cnt[hw::kCounterHostBytesRead] += k * host_read;
+      cnt[hw::kCounterHostBytesWritten] += k * host_written;
+      cnt[hw::kCounterWeightBytesRead] += k * (wm_fire ? n : 0);
+      cnt[hw::kCounterMacs] += k * (a_fire ? n * n : 0);
+      cnt[hw::kCounterVpuRowsIn] += k * vpu_in;
+      cnt[hw::kCounterVpuRowsOut] += k * vpu_out;
+    };
+    add_counts(1);
     if (o.on_cycles) o.on_cycles(cycle, 1, issue, busy);
 
     const bool progress_d = issue == kFire || instr_push || hm_fire || hm_resp || wm_fire ||
@@ -447,7 +421,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
       next = std::min(next, cycle + (o.watchdog_cycles - quiet));
       if (next > cycle + 1 && next != kNever) {
         const uint64_t k = next - cycle - 1;  // cycles cycle+1 .. next-1 repeat this one
-        for (int i = 0; i < hw::kNumCounters; ++i) cnt[i] += inc[i] * k;
+        add_counts(k);
         if (o.on_cycles) o.on_cycles(cycle + 1, k, issue, busy);
         quiet += k;
         cycle += k;

@@ -119,6 +119,15 @@ void LayerCompiler::FillRow(const int8_t* image, int64_t r, int8_t* row) const {
   int oh = 0, ow = 0;
   RowPixel(r, &oh, &ow);
   int8_t* o = row;
+  const int ih0 = oh * l.stride - l.pad_top, iw0 = ow * l.stride - l.pad_left;
+  if (ih0 >= 0 && iw0 >= 0 && ih0 + l.kernel_h <= in_.h && iw0 + l.kernel_w <= in_.w) {
+    // The window lies inside the image: each kernel row is kernel_w * c contiguous bytes.
+    const size_t span = static_cast<size_t>(l.kernel_w) * in_.c;
+    for (int kh = 0; kh < l.kernel_h; ++kh, o += span) {
+      std::memcpy(o, image + (static_cast<size_t>(ih0 + kh) * in_.w + iw0) * in_.c, span);
+    }
+    return;
+  }
   for (int kh = 0; kh < l.kernel_h; ++kh)
     for (int kw = 0; kw < l.kernel_w; ++kw) {
       const int ih = oh * l.stride + kh - l.pad_top;

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "host/nn/int8_gemm.h"
 #include "host/nn/int8_ops.h"
 #include "host/nn/int8_reference.h"
 
@@ -15,11 +16,18 @@ using MatrixI32 = RowMatrix<int32_t>;
 MatrixI8 Requant(const Layer& l, const MatrixI32& acc) {
   const int32_t lo = l.activation == Activation::kRelu ? 0 : -128;
   MatrixI8 y(acc.rows(), acc.cols());
-  for (int64_t r = 0; r < acc.rows(); ++r)
-    for (int c = 0; c < l.out.c; ++c)
-      y(r, c) =
-          Requantize(acc(r, c) + l.q.bias.data[static_cast<size_t>(c)],
-                     l.q.multiplier[static_cast<size_t>(c)], l.q.shift[static_cast<size_t>(c)], lo);
+  const int32_t* bias = l.q.bias.data.data();
+  const int32_t* mult = l.q.multiplier.data();
+  const int32_t* shift = l.q.shift.data();
+  const int64_t cols = l.out.c;
+  for (int64_t r = 0; r < acc.rows(); ++r) {
+    const int32_t* a = acc.data() + r * cols;
+    int8_t* out = y.data() + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      out[c] = Requantize(a[c] + bias[c], static_cast<uint32_t>(mult[c]),
+                          static_cast<uint32_t>(shift[c]), lo);
+    }
+  }
   return y;
 }
 
@@ -30,11 +38,21 @@ Int8Net::Int8Net(const Model& m) : model_(m) {
   for (const Layer& l : m.layers) {
     weights_.emplace_back();
     if (!l.HasWeights()) continue;
-    weights_.back() =
-        Eigen::Map<const MatrixI8>(l.q.weights.data.data(), l.q.weights.Size() / l.out.c, l.out.c)
-            .cast<int32_t>();
+    weights_.back().assign(l.q.weights.data.begin(), l.q.weights.data.end());
   }
 }
+
+namespace {
+
+// x (rows x K) times the layer's K x c_out weights, exactly, in int32.
+MatrixI32 Product(const Layer& l, const MatrixI8& x, const std::vector<float>& w) {
+  MatrixI32 acc(x.rows(), l.out.c);
+  GemmInt8F(x.rows(), l.out.c, x.cols(), x.data(), x.cols(), w.data(), l.out.c, acc.data(),
+            l.out.c, /*accumulate=*/false);
+  return acc;
+}
+
+}  // namespace
 
 std::vector<MatrixI8> Int8Net::Forward(const uint8_t* pixels, int64_t count) const {
   const Model& m = model_;
@@ -46,13 +64,13 @@ std::vector<MatrixI8> Int8Net::Forward(const uint8_t* pixels, int64_t count) con
     MatrixI8 y;
     switch (l.type) {
       case LayerType::kConv2d: {
-        const MatrixI32 acc = Im2Col<int8_t>(l, x).cast<int32_t>() * weights_[i];
+        const MatrixI32 acc = Product(l, Im2Col<int8_t>(l, x), weights_[i]);
         const MatrixI8 rows = Requant(l, acc);  // (images * oh * ow) x c_out
         y = Eigen::Map<const MatrixI8>(rows.data(), count, l.out.Size());
         break;
       }
       case LayerType::kDense:
-        y = Requant(l, x.cast<int32_t>() * weights_[i]);
+        y = Requant(l, Product(l, x, weights_[i]));
         break;
       case LayerType::kAvgPool2d:
       case LayerType::kMaxPool2d:

@@ -1,5 +1,6 @@
-// The int8 network on Eigen, batched: the cpu-int8 backend. Bit-exact with
-// ReferenceInt8 at every layer (tested).
+// The int8 network, batched: the cpu-int8 backend. Its products go through the exact int8
+// GEMM of int8_gemm.h (fp32 blocks, exact by construction), which the fast chip engine
+// uses too. Bit-exact with ReferenceInt8 at every layer (tested).
 #pragma once
 
 #include <cstdint>
@@ -12,8 +13,8 @@ namespace tpu::nn {
 
 using MatrixI8 = RowMatrix<int8_t>;
 
-// A quantized model ready to run: its int8 weights widened to int32 once, for Eigen's
-// integer products. Forward() is const and may run on several threads at once.
+// A quantized model ready to run: its int8 weights widened to float once, for the exact
+// GEMM. Forward() is const and may run on several threads at once.
 class Int8Net {
  public:
   // Throws std::invalid_argument for a model that is not quantized. Keeps a reference
@@ -25,7 +26,7 @@ class Int8Net {
 
  private:
   const Model& model_;
-  std::vector<RowMatrix<int32_t>> weights_;  // per layer; empty without weights
+  std::vector<std::vector<float>> weights_;  // per layer, K x c_out; empty without weights
 };
 
 // Index of the first largest logit of each row.
