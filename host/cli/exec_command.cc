@@ -93,6 +93,7 @@ void RunExec(const ExecOptions& o) {
   const isa::Program program = LoadProgram(o.program_path);
 
   engine::ExecJob job;
+  job.name = o.program_path;
   job.program = program;
   PlaceFiles(o.host_in, "--host-in", static_cast<uint64_t>(config.host_mem_bytes),
              "host_mem_bytes", &job.host_image);
@@ -129,7 +130,11 @@ void RunExec(const ExecOptions& o) {
   const std::unique_ptr<engine::ChipEngine> chip = engine::MakeChipEngine(kind, config, eopt);
   const engine::ExecResult r = chip->Run(job);
   chip->Finish();  // a failed run's waveform is the most useful one
-  if (!o.timeline_path.empty()) timeline.Write(o.timeline_path);
+  if (!o.timeline_path.empty()) {
+    timeline.Note("engine", chip->Name());
+    timeline.Note("config", config.ToJson());
+    timeline.Write(o.timeline_path);
+  }
 
   if (!o.json_path.empty()) {
     WriteFileAtomically(o.json_path, host::ExecReportJson(r, config, o.program_path,

@@ -60,7 +60,11 @@ void Run(const RunArgs& a) {
       [&](double f) { bar.Update(f); });
   bar.Finish();
   chip->Finish();
-  if (!a.timeline.empty()) timeline.Write(a.timeline);
+  if (!a.timeline.empty()) {
+    timeline.Note("engine", chip->Name());
+    timeline.Note("config", config.ToJson());
+    timeline.Write(a.timeline);
+  }
 
   const host::RunReport report =
       host::BuildRunReport(r, model.name, chip->Name(), config, table, a.batch);

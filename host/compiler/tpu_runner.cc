@@ -54,6 +54,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
     for (size_t s = 0; s < compilers.size(); ++s) {
       LayerJob job = compilers[s].Build(act, b);
       engine::ExecJob ej;
+      ej.name = r.layers[s].name;
       ej.program = std::move(job.program);
       ej.host_image = std::move(job.host);
       ej.weight_image = std::move(job.weights);

@@ -107,6 +107,12 @@ engine::ExecJob ReadMismatch(const std::string& dir, host::TpuConfig* config) {
     if (!f) throw UsageError((d / name).string() + ": cannot open (not a cosim mismatch folder?)");
     return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
   };
+  for (const char* name : {"program.asm", "config.json", "job.json"}) {
+    if (!fs::exists(d / name)) {
+      throw UsageError("'" + dir + "' is not a cosim mismatch folder: " + name +
+                       " cannot be opened (tpusim cosim writes these folders under --out)");
+    }
+  }
   *config = host::LoadConfig((d / "config.json").string());
   engine::ExecJob job;
   const std::vector<uint8_t> text = bytes("program.asm");

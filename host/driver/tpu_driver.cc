@@ -269,7 +269,7 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   if (im.options.progress) im.system->SetProgress([&](double f) { bar.Update(f); });
   engine::Timeline* timeline = timeline_;
   if (timeline) {
-    timeline->BeginRun(job.program, "rtl");
+    timeline->BeginRun(job.program, job.name);
     im.system->SetCycleHook([timeline](uint64_t cycle, uint8_t issue, uint8_t busy) {
       timeline->Cycles(cycle, 1, issue, busy);
     });

@@ -31,6 +31,7 @@ namespace tpu::engine {
 class Timeline;
 
 struct ExecJob {
+  std::string name;  // for people and timelines: the program file, the layer, ...
   isa::Program program;
   std::vector<uint8_t> host_image;    // written to host memory at address 0
   std::vector<uint8_t> weight_image;  // written to weight memory at address 0

@@ -54,7 +54,7 @@ ExecResult FastEngine::Run(const ExecJob& job) {
   ro.timing_only = options_.timing_only;
   Timeline* timeline = timeline_;
   if (timeline) {
-    timeline->BeginRun(job.program, "fast");
+    timeline->BeginRun(job.program, job.name);
     ro.on_cycles = [timeline](uint64_t first, uint64_t count, uint8_t issue, uint8_t busy) {
       timeline->Cycles(first, count, issue, busy);
     };

@@ -109,13 +109,13 @@ nlohmann::json Timeline::ToJson() const {
                       {"args", {{"sort_index", t}}}});
   }
   for (const auto& e : events_) events.push_back(e);
-  return {{"traceEvents", events},
-          {"displayTimeUnit", "ns"},
-          {"otherData",
-           {{"generator", "tpusim"},
-            {"time_unit", "microseconds at clock_mhz; args.cycle and args.cycles count cycles"},
-            {"clock_mhz", clock_mhz_},
-            {"runs", runs_}}}};
+  nlohmann::json other = {
+      {"generator", "tpusim"},
+      {"time_unit", "microseconds at clock_mhz; args.cycle and args.cycles count cycles"},
+      {"clock_mhz", clock_mhz_},
+      {"runs", runs_}};
+  for (const auto& [k, v] : notes_.items()) other[k] = v;
+  return {{"traceEvents", events}, {"displayTimeUnit", "ns"}, {"otherData", other}};
 }
 
 void Timeline::Write(const std::string& path) const {

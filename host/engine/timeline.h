@@ -32,6 +32,9 @@ class Timeline {
   // The run ended after `cycles` cycles.
   void EndRun(uint64_t cycles);
 
+  // Adds `key` to the file's metadata (otherData): the engine, the config, ...
+  void Note(const std::string& key, nlohmann::json value) { notes_[key] = std::move(value); }
+
   // The trace events, without anything that differs between engines.
   const nlohmann::json& Events() const { return events_; }
   // The whole file: events plus metadata (track names, clock, runs).
@@ -52,6 +55,7 @@ class Timeline {
   double clock_mhz_;
   nlohmann::json events_ = nlohmann::json::array();
   nlohmann::json runs_ = nlohmann::json::array();
+  nlohmann::json notes_ = nlohmann::json::object();
   uint64_t base_ = 0;  // the first cycle of the current run on the common time axis
   std::vector<std::string> text_;       // the current run's instructions, disassembled
   std::vector<uint8_t> opcodes_;

@@ -149,5 +149,62 @@ TEST_F(ExecCliTest, ConfigOverrideChangesTheTiming) {
   EXPECT_GE(s["cycles"].get<int64_t>() - f["cycles"].get<int64_t>(), 900);
 }
 
+// --engine fast gives the report of the rtl engine, word for word apart from the engine.
+TEST_F(ExecCliTest, FastEngineGivesTheSameReportAsTheRtl) {
+  const Outcome a = Run(kDenseArgs + " --json " + P("rtl.json") + " --host-out " + P("a.bin") +
+                        " --host-out-range 0x2000:1024");
+  const Outcome b = Run(kDenseArgs + " --engine fast --json " + P("fast.json") + " --host-out " +
+                        P("b.bin") + " --host-out-range 0x2000:1024");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  auto ja = nlohmann::json::parse(Slurp(P("rtl.json")));
+  auto jb = nlohmann::json::parse(Slurp(P("fast.json")));
+  EXPECT_EQ(ja["engine"], "rtl");
+  EXPECT_EQ(jb["engine"], "fast");
+  ja.erase("engine");
+  jb.erase("engine");
+  EXPECT_EQ(ja, jb);
+  EXPECT_EQ(Slurp(P("a.bin")), Slurp(P("b.bin")));
+  EXPECT_NE(b.out.find("fast engine"), std::string::npos) << b.out;
+}
+
+// tpu-v1's 256 x 256 chip: no RTL in the default build, so the error names --engine fast;
+// the fast engine runs it.
+TEST_F(ExecCliTest, SizesWithoutRtlRunOnTheFastEngine) {
+  WriteText("copy.asm", "read_host host=0 ub=0 rows=2\nwrite_host ub=0 host=1024 rows=2\nhalt\n");
+  std::ofstream(P("in.bin"), std::ios::binary) << std::string(512, 'x');
+  ExpectError("exec " + P("copy.asm") + " --config tpu-v1 --host-in " + P("in.bin"), 2,
+              "--engine fast");
+  const Outcome o = Run("exec " + P("copy.asm") + " --config tpu-v1 --engine fast --host-in " +
+                        P("in.bin") + " --host-out " + P("out.bin") + " --host-out-range 1024:512");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(Slurp(P("out.bin")), std::string(512, 'x'));
+  EXPECT_NE(o.out.find("256 x 256"), std::string::npos) << o.out;
+  const Outcome s = Run("exec " + P("copy.asm") + " --array 40 --engine fast --host-in " + P("in.bin"));
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+}
+
+TEST_F(ExecCliTest, TimelineIsAChromeTraceOfTheRun) {
+  const Outcome o = Run(kDenseArgs + " --engine fast --timeline " + P("t.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("t.json")));
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  EXPECT_GT(j["traceEvents"].size(), 20u);
+  EXPECT_EQ(j["otherData"]["engine"], "fast");
+  int matmuls = 0;
+  for (const auto& e : j["traceEvents"]) matmuls += e["name"] == "matmul";
+  EXPECT_EQ(matmuls, 2);
+}
+
+TEST_F(ExecCliTest, EngineOptionsThatDoNotFitAreUsageErrors) {
+  ExpectError(kDenseArgs + " --engine magic", 2, "unknown engine 'magic'");
+  ExpectError(kDenseArgs + " --timing-only", 2, "--timing-only is a mode of the fast engine");
+  ExpectError(kDenseArgs + " --engine fast --trace " + P("x.fst"), 2, "waveforms");
+  ExpectError(kDenseArgs + " --engine fast --timing-only --host-out " + P("y.bin"), 2,
+              "--timing-only");
+  ExpectError(kDenseArgs + " --engine fast --array 600", 2, "array_dim 600");
+  EXPECT_FALSE(std::filesystem::exists(P("y.bin")));
+}
+
 }  // namespace
 }  // namespace tpu::test

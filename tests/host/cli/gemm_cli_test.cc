@@ -139,5 +139,24 @@ TEST_F(GemmCliTest, UnwritableOutputFailsBeforeRunningAndLeavesNothing) {
   EXPECT_NE(d.err.find("it is a folder"), std::string::npos) << d.err;
 }
 
+// The fast matrix engine: the RTL's counters, and sizes that are not built.
+TEST_F(GemmCliTest, FastEngineCountsWhatTheRtlCounts) {
+  const std::string shape = " --config teach-4 --m 37 --k 11 --n 9 --seed 4 --json ";
+  ASSERT_EQ(Run("gemm" + shape + P("rtl.json")).exit_code, 0);
+  const Outcome o = Run("gemm --engine fast" + shape + P("fast.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto a = nlohmann::json::parse(Slurp(P("rtl.json")));
+  const auto b = nlohmann::json::parse(Slurp(P("fast.json")));
+  EXPECT_EQ(a["engine"], "rtl");
+  EXPECT_EQ(b["engine"], "fast");
+  EXPECT_EQ(a["cycles"], b["cycles"]);
+  EXPECT_EQ(a["cycle_breakdown"], b["cycle_breakdown"]);
+  EXPECT_TRUE(b["matches_reference"].get<bool>());
+  const Outcome big = Run("gemm --engine fast --array 48 --m 100 --k 70 --n 50 --json " + P("big.json"));
+  ASSERT_EQ(big.exit_code, 0) << big.err;
+  const auto j = nlohmann::json::parse(Slurp(P("big.json")));
+  EXPECT_EQ(j["cycles"], j["predicted_cycles"]);  // the closed form of docs/mxu.md holds at 48
+}
+
 }  // namespace
 }  // namespace tpu

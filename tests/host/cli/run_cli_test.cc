@@ -130,5 +130,38 @@ TEST_F(RunCliTest, BadInputsAreUsageErrors) {
   ExpectError("compile --out " + P("x") + " --images 0", 2, "--images and --batch must be at least 1");
 }
 
+// The same run on both engines: the same JSON but for the engine and the wall time.
+TEST_F(RunCliTest, FastEngineReportEqualsTheRtlReport) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  ASSERT_EQ(Run("run --images 48 --batch 16 -q --json " + P("rtl.json")).exit_code, 0);
+  const Outcome o = Run("run --images 48 --batch 16 --engine fast --json " + P("fast.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("fast engine"), std::string::npos) << o.out;
+  auto a = nlohmann::json::parse(Slurp(P("rtl.json")));
+  auto b = nlohmann::json::parse(Slurp(P("fast.json")));
+  EXPECT_EQ(a["engine"], "rtl");
+  EXPECT_EQ(b["engine"], "fast");
+  for (auto* j : {&a, &b}) {
+    j->erase("engine");
+    j->erase("wall_seconds");
+  }
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(RunCliTest, TimingOnlyRunsReportCyclesWithoutValues) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  ASSERT_EQ(Run("run --images 32 --engine fast -q --json " + P("v.json")).exit_code, 0);
+  const Outcome o = Run("run --images 32 --engine fast --timing-only --json " + P("t.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("not computed (--timing-only)"), std::string::npos) << o.out;
+  const auto v = nlohmann::json::parse(Slurp(P("v.json")));
+  const auto t = nlohmann::json::parse(Slurp(P("t.json")));
+  EXPECT_FALSE(t["checked"].get<bool>());
+  EXPECT_TRUE(t["bit_exact"].is_null());
+  EXPECT_EQ(t["cycles"], v["cycles"]);
+  EXPECT_EQ(t["layers"], v["layers"]);
+  EXPECT_EQ(t["energy_pj"], v["energy_pj"]);
+}
+
 }  // namespace
 }  // namespace tpu::test

@@ -1,0 +1,171 @@
+// The fast engine on its own (fast/fast_chip.cc, fast/chip_values.cc): array sizes and
+// buffer depths without an RTL build, values against Eigen, timing-only runs, independence
+// of timing from data, memory timing, parallel jobs, and configs it cannot honour.
+// (Equality with the RTL is tests/host/cosim/cosim_test.cc's job.)
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "host/common/errors.h"
+#include "host/driver/gemm_program.h"
+#include "host/engine/chip_engine.h"
+#include "host/gemm/gemm_runner.h"
+#include "host/isa/assembler.h"
+
+namespace tpu::test {
+namespace {
+
+using engine::EngineKind;
+using engine::ExecJob;
+using engine::ExecResult;
+
+host::TpuConfig Config(int n) {
+  host::TpuConfig c = host::LoadConfig(n >= 256 ? "tpu-v1" : "small-16");
+  c.array_dim = n;
+  c.name = "test-" + std::to_string(n);
+  return c;
+}
+
+ExecJob GemmJob(const host::GemmProgram& g) {
+  ExecJob job;
+  job.program = isa::Assemble(g.text, "gemm.asm");
+  job.host_image = g.host;
+  job.weight_image = g.weights;
+  job.host_out_addr = g.out_addr;
+  job.host_out_bytes = g.out_bytes;
+  return job;
+}
+
+ExecResult RunFast(const host::TpuConfig& c, const ExecJob& job, bool timing_only = false) {
+  engine::EngineOptions o;
+  o.timing_only = timing_only;
+  return engine::MakeChipEngine(EngineKind::kFast, c, o)->Run(job);
+}
+
+class FastChipSizeTest : public ::testing::TestWithParam<int> {};
+
+// Sizes the RTL is not built for, odd ones included, up to the largest the engine takes.
+TEST_P(FastChipSizeTest, TiledGemmEqualsEigenAtAnySize) {
+  const int n = GetParam();
+  const int64_t m = n >= 256 ? 300 : 37, k = n + n / 2 + 1, cols = 2 * n - 1;
+  const Matrix<int8_t> a = host::RandomInt8(m, k, 100 + static_cast<uint64_t>(n));
+  const Matrix<int8_t> b = host::RandomInt8(k, cols, 200 + static_cast<uint64_t>(n));
+  const host::GemmProgram g = host::MakeGemmProgram(a, b, n, /*overlap=*/true);
+  const ExecResult r = RunFast(Config(n), GemmJob(g));
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.engine, "fast");
+  EXPECT_EQ(g.Unpack(r.host_out).data, g.Expected(host::ReferenceGemm(a, b)).data);
+  EXPECT_EQ(r.counters.macs, static_cast<uint64_t>(g.kt * g.nt * m * n * n));
+  EXPECT_EQ(r.counters.weight_tiles, static_cast<uint64_t>(g.kt * g.nt));
+  EXPECT_EQ(r.counters.mxu_stream_cycles + r.counters.mxu_load_cycles +
+                r.counters.mxu_stall_weights + r.counters.mxu_drain_cycles +
+                r.counters.mxu_idle_cycles,
+            r.cycles);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, FastChipSizeTest, ::testing::Values(2, 3, 5, 12, 64, 100, 256, 512));
+
+// The counters of a run do not depend on the values it moves (docs/timing.md says so on
+// the strength of this test): the same program with other data, and with no data at all.
+TEST(FastChipTest, TimingDoesNotDependOnData) {
+  const int n = 16;
+  std::vector<hw::ChipCounters> runs;
+  for (uint64_t seed : {1, 2, 3}) {
+    Matrix<int8_t> a = host::RandomInt8(70, 40, seed);
+    if (seed == 3) std::fill(a.data.begin(), a.data.end(), 0);  // all zeros
+    const Matrix<int8_t> b = host::RandomInt8(40, 33, seed + 10);
+    const host::GemmProgram g = host::MakeGemmProgram(a, b, n, true, seed);
+    const ExecResult r = RunFast(Config(n), GemmJob(g));
+    ASSERT_TRUE(r.ok) << r.message;
+    runs.push_back(r.counters);
+    const ExecResult t = RunFast(Config(n), GemmJob(g), /*timing_only=*/true);
+    ASSERT_TRUE(t.ok) << t.message;
+    EXPECT_EQ(t.counters, r.counters);
+    EXPECT_TRUE(t.host_out.empty());
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_EQ(runs[0], runs[2]);
+}
+
+// Every config field the engine models changes what it should: memory latency and
+// bandwidth the cycles, the FIFO depth the weight DMA's stalls.
+TEST(FastChipTest, MemoryTimingAndFifoDepthShowInTheCounters) {
+  auto run = [](int bytes_per_cycle, int latency) {
+    host::TpuConfig c = host::LoadConfig("teach-4");
+    c.host_mem_bytes_per_cycle = bytes_per_cycle;
+    c.host_mem_latency_cycles = latency;
+    ExecJob job;
+    job.program = isa::Assemble("read_host host=0 ub=0 rows=64\nhalt\n", "t");
+    job.host_image.assign(256, 1);
+    return RunFast(c, job);
+  };
+  const ExecResult slow = run(1, 30), fast = run(4, 0);
+  ASSERT_TRUE(slow.ok && fast.ok);
+  // 64 rows of 4 bytes at 1 byte per cycle: 4 cycles of channel per row, plus the latency.
+  EXPECT_GE(slow.cycles, 64u * 4u + 30u);
+  EXPECT_LE(slow.cycles, 64u * 4u + 30u + 8u);
+  EXPECT_LT(fast.cycles, 64u + 10u);
+
+  const Matrix<int8_t> a = host::RandomInt8(8, 64, 5), b = host::RandomInt8(64, 64, 6);
+  const host::GemmProgram g = host::MakeGemmProgram(a, b, 16, true);
+  host::TpuConfig one = Config(16), eight = Config(16);
+  one.weight_fifo_tiles = 1;
+  eight.weight_fifo_tiles = 8;
+  const ExecResult r1 = RunFast(one, GemmJob(g)), r8 = RunFast(eight, GemmJob(g));
+  ASSERT_TRUE(r1.ok && r8.ok);
+  EXPECT_EQ(r1.host_out, r8.host_out);
+  EXPECT_GT(r1.counters.weight_dma_stall_fifo_full, r8.counters.weight_dma_stall_fifo_full);
+}
+
+// Independent jobs on engines of their own run in parallel and give what they give alone.
+TEST(FastChipTest, EnginesOnSeveralThreadsAgreeWithSequentialRuns) {
+  std::vector<ExecJob> jobs;
+  std::vector<host::TpuConfig> configs;
+  for (int i = 0; i < 4; ++i) {
+    const int n = 4 << i;  // 4, 8, 16, 32
+    const Matrix<int8_t> a = host::RandomInt8(50, 3 * n, i), b = host::RandomInt8(3 * n, 2 * n, i + 9);
+    jobs.push_back(GemmJob(host::MakeGemmProgram(a, b, n, true)));
+    configs.push_back(Config(n));
+  }
+  std::vector<ExecResult> alone, together(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) alone.push_back(RunFast(configs[i], jobs[i]));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    threads.emplace_back([&, i] { together[i] = RunFast(configs[i], jobs[i]); });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(together[i].counters, alone[i].counters) << i;
+    EXPECT_EQ(together[i].host_out, alone[i].host_out) << i;
+  }
+}
+
+TEST(FastChipTest, ConfigsItCannotHonourAreErrorsNamingTheField) {
+  host::TpuConfig c = Config(16);
+  c.array_dim = 513;
+  try {
+    engine::MakeChipEngine(EngineKind::kFast, c, {});
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("array_dim"), std::string::npos) << e.what();
+  }
+  engine::EngineOptions o;
+  o.trace_path = "x.fst";
+  EXPECT_THROW(engine::MakeChipEngine(EngineKind::kFast, Config(16), o), UsageError);
+}
+
+TEST(FastChipTest, ImagesThatDoNotFitAreUsageErrorsLikeOnTheRtl) {
+  host::TpuConfig c = host::LoadConfig("teach-4");
+  ExecJob job;
+  job.program = isa::Assemble("halt\n", "t");
+  job.host_image.assign(static_cast<size_t>(c.host_mem_bytes) + 1, 0);
+  EXPECT_THROW(RunFast(c, job), UsageError);
+  job.host_image.clear();
+  job.host_out_addr = static_cast<uint64_t>(c.host_mem_bytes);
+  job.host_out_bytes = 1;
+  EXPECT_THROW(RunFast(c, job), UsageError);
+}
+
+}  // namespace
+}  // namespace tpu::test

@@ -1,0 +1,47 @@
+// `tpusim cosim` as a user runs it: the summary, its JSON, replaying a mismatch folder,
+// and bad inputs.
+#include <nlohmann/json.hpp>
+
+#include "tests/host/cli/cli_fixture.h"
+
+namespace tpu::test {
+namespace {
+
+class CosimCliTest : public CliFixture {};
+
+TEST_F(CosimCliTest, RandomProgramsAgreeAndTheJsonSaysSo) {
+  const Outcome o = Run("cosim --config teach-4 --programs 30 --seed 3 --json " + P("c.json") +
+                        " --out " + P("mm"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("teach-4 (4 x 4)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("total: 30 programs, 0 mismatches"), std::string::npos) << o.out;
+  const auto j = nlohmann::json::parse(Slurp(P("c.json")));
+  EXPECT_EQ(j["programs"], 30);
+  EXPECT_EQ(j["mismatches"], 0);
+  ASSERT_EQ(j["configs"].size(), 1u);
+  EXPECT_EQ(j["configs"][0]["config"], "teach-4");
+  uint64_t endings = 0;
+  for (const auto& [k, v] : j["configs"][0]["endings"].items()) endings += v.get<uint64_t>();
+  EXPECT_EQ(endings, 30u);
+  EXPECT_FALSE(std::filesystem::exists(P("mm")));  // nothing mismatched, nothing written
+}
+
+TEST_F(CosimCliTest, SeveralConfigsRunInChildProcesses) {
+  const Outcome o = Run("cosim --config teach-4 --config lab-8 --set host_mem_latency_cycles=300 "
+                        "--programs 10 --json " + P("c.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("c.json")));
+  EXPECT_EQ(j["programs"], 20);
+  ASSERT_EQ(j["configs"].size(), 2u);
+  EXPECT_EQ(j["configs"][1]["array_dim"], 8);
+}
+
+TEST_F(CosimCliTest, BadInputsAreUsageErrors) {
+  ExpectError("cosim --config nosuch", 2, "unknown preset 'nosuch'");
+  ExpectError("cosim --config teach-4 --programs 0", 2, "--programs must be at least 1");
+  ExpectError("cosim --config teach-4 --set bogus=1", 2, "unknown key 'bogus'");
+  ExpectError("cosim --replay " + P("nothing-here"), 2, "is not a cosim mismatch folder");
+}
+
+}  // namespace
+}  // namespace tpu::test

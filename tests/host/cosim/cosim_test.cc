@@ -1,0 +1,196 @@
+// The two engines held equal (host/cosim/): random programs on every built RTL size, every
+// job of a compiled MNIST batch, the shipped examples, and the comparison's own checks:
+// it notices a difference anywhere, and a mismatch folder replays. Each test is its own
+// process, so each can have its one RTL system.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "host/compiler/layer_compiler.h"
+#include "host/cosim/cosim.h"
+#include "host/cosim/program_generator.h"
+#include "host/data/mnist.h"
+#include "host/engine/chip_engine.h"
+#include "host/engine/timeline.h"
+#include "host/isa/assembler.h"
+#include "host/nn/int8_ops.h"
+#include "host/common/errors.h"
+
+namespace tpu::cosim {
+namespace {
+
+using engine::EngineKind;
+
+struct Engines {
+  std::unique_ptr<engine::ChipEngine> rtl, fast;
+};
+
+Engines Make(const host::TpuConfig& c) {
+  engine::EngineOptions o;
+  o.watchdog_cycles = 20000;
+  return {engine::MakeChipEngine(EngineKind::kRtl, c, o),
+          engine::MakeChipEngine(EngineKind::kFast, c, o)};
+}
+
+// The config of the preset built for size n (teach-4, lab-8, small-16, edge-32).
+std::string PresetFor(int n) {
+  for (const std::string& p : host::PresetNames())
+    if (host::LoadConfig(p).array_dim == n) return p;
+  return "";
+}
+
+class CosimSizeTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CosimSizeTest, TwoHundredRandomProgramsAgreeOnEverything) {
+  const int n = GetParam();
+  const std::vector<int> built = engine::RtlBuiltDims();
+  if (std::find(built.begin(), built.end(), n) == built.end()) {
+    GTEST_SKIP() << "no RTL of " << n << " x " << n << " in this build";
+  }
+  const std::string preset = PresetFor(n);
+  ASSERT_FALSE(preset.empty());
+  Engines e = Make(host::LoadConfig(preset));
+  CosimOptions o;
+  o.programs = 200;
+  o.seed = 1000 + static_cast<uint64_t>(n);
+  o.mismatch_dir = (std::filesystem::temp_directory_path() / "tpusim-cosim-test").string();
+  const CosimSummary s = RunCosim(*e.rtl, *e.fast, o);
+  EXPECT_EQ(s.programs, 200u);
+  EXPECT_EQ(s.mismatches, 0u) << s.first_mismatch;
+  // The programs end in every way a run can end.
+  for (const char* ending : {"halted", "no-halt", "watchdog", "error: invalid-opcode",
+                             "error: address-out-of-range", "error: buffer-overflow",
+                             "error: bad-operand"}) {
+    EXPECT_GT(s.endings.count(ending) ? s.endings.at(ending) : 0, 0u) << ending;
+  }
+  EXPECT_GT(s.endings.at("halted"), 100u);
+}
+
+INSTANTIATE_TEST_SUITE_P(BuiltSizes, CosimSizeTest, ::testing::Values(4, 8, 16, 32));
+
+// Every layer job of an MNIST batch, on each engine: identical status, counters, outputs
+// and timelines, job by job.
+TEST(CosimTest, EveryJobOfACompiledMnistBatchAgrees) {
+  std::string dir;
+  try {
+    dir = data::FindMnistDir("");
+  } catch (const UsageError& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  const data::MnistSet set = data::LoadMnist(dir, false, 16);
+  const host::TpuConfig c = host::LoadConfig("small-16");
+  Engines e = Make(c);
+  std::vector<int8_t> act;
+  for (int64_t i = 0; i < 16 * m.input.Size(); ++i) act.push_back(nn::QuantizePixel(set.pixels[static_cast<size_t>(i)]));
+  int jobs = 0;
+  for (const compiler::LayerStep& step : compiler::PlanSteps(m)) {
+    const compiler::LayerCompiler lc(m, step, c);
+    const compiler::LayerJob lj = lc.Build(act, 16);
+    engine::ExecJob job;
+    job.program = lj.program;
+    job.host_image = lj.host;
+    job.weight_image = lj.weights;
+    job.host_out_addr = lj.out_addr;
+    job.host_out_bytes = lj.out_bytes;
+    const Outcome out = RunBoth(*e.rtl, *e.fast, job);
+    ASSERT_TRUE(out.rtl.ok) << out.rtl.message;
+    EXPECT_EQ(out.difference, "") << step.Name(m);
+    act = lc.Decode(out.fast.host_out, 16);
+    ++jobs;
+  }
+  EXPECT_EQ(jobs, 5);
+}
+
+std::vector<uint8_t> Bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(CosimTest, ThePoolingExampleAgrees) {
+  const std::string ex = TPUSIM_SOURCE_DIR "/examples/";
+  Engines e = Make(host::LoadConfig("teach-4"));
+  engine::ExecJob job;
+  std::ifstream f(ex + "pool_layer.asm");
+  job.program = isa::Assemble(std::string(std::istreambuf_iterator<char>(f), {}), "pool");
+  job.host_image = Bytes(ex + "pool_layer.host.bin");
+  job.weight_image = Bytes(ex + "pool_layer.weights.bin");
+  job.host_out_addr = 0x200;
+  job.host_out_bytes = 16;
+  const Outcome o = RunBoth(*e.rtl, *e.fast, job);
+  EXPECT_EQ(o.difference, "");
+  EXPECT_EQ(o.fast.host_out, Bytes(ex + "pool_layer.expected.bin"));
+}
+
+TEST(CosimTest, TheDenseLayerExampleAgrees) {
+  const std::string ex = TPUSIM_SOURCE_DIR "/examples/";
+  Engines e = Make(host::LoadConfig("small-16"));
+  engine::ExecJob job;
+  std::ifstream f(ex + "dense_layer.asm");
+  job.program = isa::Assemble(std::string(std::istreambuf_iterator<char>(f), {}), "dense");
+  job.host_image = Bytes(ex + "dense_layer.host.bin");
+  job.weight_image = Bytes(ex + "dense_layer.weights.bin");
+  job.host_out_addr = 0x2000;
+  job.host_out_bytes = 1024;
+  const Outcome o = RunBoth(*e.rtl, *e.fast, job);
+  EXPECT_EQ(o.difference, "");
+  EXPECT_EQ(o.fast.host_out, Bytes(ex + "dense_layer.expected.bin"));
+}
+
+// The comparison notices a difference in each thing it compares.
+TEST(CosimTest, CompareNoticesEveryKindOfDifference) {
+  engine::ExecResult a;
+  a.state = "halted";
+  a.chip_status = "ok";
+  a.counters.cycles = 100;
+  a.counters.macs = 64;
+  a.host_out = {1, 2, 3};
+  EXPECT_EQ(Compare(a, a), "");
+  auto changed = [&](auto edit) {
+    engine::ExecResult b = a;
+    edit(b);
+    return Compare(a, b);
+  };
+  EXPECT_NE(changed([](auto& b) { b.state = "watchdog"; }).find("ended as"), std::string::npos);
+  EXPECT_NE(changed([](auto& b) { b.chip_status = "bad-operand"; }).find("status"), std::string::npos);
+  EXPECT_NE(changed([](auto& b) { b.error_pc = 3; }).find("error_pc"), std::string::npos);
+  EXPECT_NE(changed([](auto& b) { b.counters.ub_reads = 1; }).find("counter ub_reads is 0 on rtl, 1"),
+            std::string::npos);
+  EXPECT_NE(changed([](auto& b) { b.host_out[2] = 9; }).find("host memory byte 2"), std::string::npos);
+  EXPECT_NE(changed([](auto& b) { b.message = "x"; }).find("message"), std::string::npos);
+}
+
+// A mismatch folder holds everything to run the job again, and replays to the same result.
+TEST(CosimTest, MismatchFoldersRoundTrip) {
+  const host::TpuConfig c = host::LoadConfig("teach-4");
+  const ProgramGenerator gen(c, 5);
+  const GeneratedProgram g = gen.Make(3);
+  Outcome out;
+  out.difference = "made up for the test";
+  const auto dir = std::filesystem::temp_directory_path() / "tpusim-mismatch-roundtrip";
+  std::filesystem::remove_all(dir);
+  WriteMismatch(dir.string(), g.job, out, c);
+  host::TpuConfig back;
+  const engine::ExecJob job = ReadMismatch(dir.string(), &back);
+  EXPECT_EQ(back.ToJson(), c.ToJson());
+  EXPECT_EQ(job.program.words, g.job.program.words);
+  EXPECT_EQ(job.host_image, g.job.host_image);
+  EXPECT_EQ(job.weight_image, g.job.weight_image);
+  EXPECT_EQ(job.host_out_bytes, g.job.host_out_bytes);
+  std::filesystem::remove_all(dir);
+  EXPECT_THROW(ReadMismatch(dir.string(), &back), UsageError);
+}
+
+// The generator is deterministic: the same seed and index give the same program.
+TEST(CosimTest, GeneratedProgramsAreReproducible) {
+  const host::TpuConfig c = host::LoadConfig("small-16");
+  const ProgramGenerator a(c, 9), b(c, 9), other(c, 10);
+  EXPECT_EQ(a.Make(17).job.program.words, b.Make(17).job.program.words);
+  EXPECT_EQ(a.Make(17).job.host_image, b.Make(17).job.host_image);
+  EXPECT_NE(a.Make(17).job.program.words, other.Make(17).job.program.words);
+}
+
+}  // namespace
+}  // namespace tpu::cosim
