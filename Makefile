@@ -5,17 +5,19 @@ JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_report_aggregates_only
 
-.PHONY: all deps configure build demo test test-slow test-all bench lint clean help
+.PHONY: all deps configure build demo test test-slow test-all bench lint docs cosim clean help
 
 all: build
 
 help:
-	@echo "make demo       install deps, build, compare CPU and the simulated TPU on 1,000 MNIST images"
+	@echo "make demo       install deps, build, compare CPU and the simulated TPU (both engines) on 1,000 MNIST images"
 	@echo "make test       install deps, build, run the fast test suite (ctest -L fast)"
 	@echo "make test-slow  the slow tests (ctest -L slow)"
 	@echo "make test-all   every test"
 	@echo "make bench      Google Benchmarks: RTL simulation speed (builds N=64), CPU inference, training"
 	@echo "make lint       verilator --lint-only -Wall over rtl/"
+	@echo "make docs       rewrite the tables in docs/ generated from contract/tpu_contract.toml"
+	@echo "make cosim      the rtl and fast engines on 2,000 random programs per built size"
 	@echo "make clean      remove $(BUILD_DIR)/"
 
 deps:
@@ -30,7 +32,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 demo: build
-	$(BUILD_DIR)/tpusim compare --images 1000 --configs small-16
+	$(BUILD_DIR)/tpusim compare --images 1000 --configs small-16 --engines rtl,fast
 
 test: build
 	cd $(BUILD_DIR) && ctest -L fast -j $(JOBS) --output-on-failure
@@ -47,9 +49,19 @@ bench: configure
 	$(BUILD_DIR)/bench/tpusim_nn_bench $(BENCH_ARGS)
 	$(BUILD_DIR)/bench/tpusim_chip_bench $(BENCH_ARGS)
 
+# The RTL includes the contract generated from contract/tpu_contract.toml.
+RTL_GEN := $(BUILD_DIR)/generated/rtl
+RTL_SOURCES := rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv rtl/tpu_top.sv,$(wildcard rtl/*.sv))
 lint: deps
-	verilator --lint-only -Wall rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv rtl/tpu_top.sv,$(wildcard rtl/*.sv)) rtl/tpu_top.sv --top-module tpu_top
-	verilator --lint-only -Wall rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv rtl/tpu_top.sv,$(wildcard rtl/*.sv)) --top-module tpu_mxu_top
+	/usr/bin/python3 contract/gen_contract.py --sv $(RTL_GEN)/tpu_contract.svh
+	verilator --lint-only -Wall -I$(RTL_GEN) $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top
+	verilator --lint-only -Wall -I$(RTL_GEN) $(RTL_SOURCES) --top-module tpu_mxu_top
+
+docs:
+	/usr/bin/python3 contract/gen_contract.py --docs docs
+
+cosim: build
+	$(BUILD_DIR)/tpusim cosim --programs 2000
 
 clean:
 	rm -rf $(BUILD_DIR)

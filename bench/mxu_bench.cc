@@ -1,23 +1,24 @@
-// Simulation speed of the matrix-subsystem RTL: simulated cycles per second and
-// PE-cycles per second (cycles x N x N) on one core, for several array sizes, while
-// the array streams a large GEMM (every cycle a row enters; the steady state).
+// Simulation speed of the matrix subsystem: simulated cycles per second and PE-cycles per
+// second (cycles x N x N) on one core, for several array sizes, while the array streams a
+// large GEMM (every cycle a row enters; the steady state). BM_MxuStream runs the Verilated
+// RTL, BM_MxuStreamFast the fast engine's matrix subsystem on the same work.
 #include <benchmark/benchmark.h>
 
 #include "host/gemm/gemm_runner.h"
 #include "host/gemm/gemm_workload.h"
+#include "fast/fast_mxu_engine.h"
 #include "sim/verilated_mxu_engine.h"
 
 namespace tpu {
 
-template <class Model>
-void BM_MxuStream(benchmark::State& state) {
+template <class Engine>
+void Stream(benchmark::State& state, Engine& engine) {
   const int dim = static_cast<int>(state.range(0));
   // 1024 rows per tile, 4 x 4 tiles: weight loads hide behind streaming and the run
   // (about 16,000 cycles) dwarfs building and resetting the model.
   const host::GemmPlan plan = host::PlanGemm({1024, 4 * dim, 4 * dim}, dim, 1024);
   const auto a = host::RandomInt8(plan.shape.m, plan.shape.k, 1);
   const auto b = host::RandomInt8(plan.shape.k, plan.shape.n, 2);
-  sim::VerilatedMxuEngine<Model> engine;
   Matrix<int32_t> c;
   host::GemmWorkload workload(plan, a, b, &c);
   uint64_t cycles = 0;
@@ -30,6 +31,18 @@ void BM_MxuStream(benchmark::State& state) {
   state.counters["pe_cycles_per_s"] =
       benchmark::Counter(static_cast<double>(cycles) * dim * dim, benchmark::Counter::kIsRate);
 }
+
+template <class Model>
+void BM_MxuStream(benchmark::State& state) {
+  sim::VerilatedMxuEngine<Model> engine;
+  Stream(state, engine);
+}
+
+void BM_MxuStreamFast(benchmark::State& state) {
+  fast::FastMxuEngine engine(static_cast<int>(state.range(0)), 1024);
+  Stream(state, engine);
+}
+BENCHMARK(BM_MxuStreamFast)->Arg(4)->Arg(16)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);
 
 }  // namespace tpu
 

@@ -122,7 +122,7 @@ Row TpuRow(const std::string& preset, const std::string& engine_name, const nn::
   r.images_per_s = j["images_per_second"].get<double>();
   r.latency_us = one["us_per_image"].get<double>();
   r.energy_uj = j["energy_per_image_pj"].get<double>() * 1e-6;
-  r.energy_source = "modelled (RTL event counts x " + j["energy_table"]["name"].get<std::string>() + ")";
+  r.energy_source = "modelled (the chip's event counts x " + j["energy_table"]["name"].get<std::string>() + ")";
   r.ops_per_cycle = j["ops_per_cycle"].get<double>();
   r.note = fmt::format("simulated at {} MHz on the {} engine ({:.1f} s wall, {} cycles), batch {}, "
                        "bit-exact {}",
@@ -200,12 +200,12 @@ void Compare(const CompareArgs& a) {
   // Text and Markdown.
   std::string text = fmt::format("tpusim compare: {} on the first {} MNIST test images\n",
                                  model.name, a.images);
-  text += fmt::format("  {:<16}{:>9}{:>12}{:>14}{:>16}{:>10}  {}\n", "backend", "accuracy",
+  text += fmt::format("  {:<20}{:>9}{:>12}{:>14}{:>16}{:>10}  {}\n", "backend", "accuracy",
                       "images/s", "latency/img", "energy/img", "ops/cyc", "notes");
   std::string md = "| backend | accuracy | images/s | latency per image | energy per image | "
                    "ops/cycle | energy source | notes |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const Row& r : rows) {
-    text += fmt::format("  {:<16}{:>8.2f}%{:>12.0f}{:>11.1f} us{:>16}{:>10}  {}; energy {}\n",
+    text += fmt::format("  {:<20}{:>8.2f}%{:>12.0f}{:>11.1f} us{:>16}{:>10}  {}; energy {}\n",
                         r.backend, 100 * r.accuracy, r.images_per_s, r.latency_us,
                         Cell(r.energy_uj, "{:.2f} uJ"), Cell(r.ops_per_cycle, "{:.1f}"), r.note,
                         r.energy_source);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "host/cli/chip_options.h"
 #include "host/cli/compile_command.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
@@ -21,14 +22,14 @@ namespace {
 
 struct CompileArgs {
   std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
-  std::string config = "small-16";
+  ChipOptions chip;
   std::string out, data;
   int64_t images = 1;
 };
 
 void Compile(const CompileArgs& a) {
   if (a.images < 1) throw UsageError("--images and --batch must be at least 1");
-  const host::TpuConfig config = host::LoadConfig(a.config);
+  const host::TpuConfig config = ResolveConfig(a.chip);
   const nn::Model model = nn::LoadModel(a.model);
   const auto steps = compiler::PlanSteps(model);
   const data::MnistSet set = data::LoadMnist(data::FindMnistDir(a.data), false, a.images);
@@ -94,7 +95,7 @@ Example:
   tpusim exec lenet-jobs/conv1+pool1.asm --host-in lenet-jobs/conv1+pool1.host.bin \
       --weights-in lenet-jobs/conv1+pool1.weights.bin)");
   cmd->add_option("--model", a->model, "model folder")->capture_default_str();
-  cmd->add_option("-c,--config", a->config, "preset or .json config")->capture_default_str();
+  AddChipOptions(cmd, &a->chip, /*engine=*/false);
   cmd->add_option("--out", a->out, "folder to write the jobs to")->required();
   cmd->add_option("--images", a->images, "first N MNIST test images (one batch)")->capture_default_str();
   cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
