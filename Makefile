@@ -54,8 +54,8 @@ RTL_GEN := $(BUILD_DIR)/generated/rtl
 RTL_SOURCES := rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv rtl/tpu_top.sv,$(wildcard rtl/*.sv))
 lint: deps
 	/usr/bin/python3 contract/gen_contract.py --sv $(RTL_GEN)/tpu_contract.svh
-	verilator --lint-only -Wall -I$(RTL_GEN) $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top
-	verilator --lint-only -Wall -I$(RTL_GEN) $(RTL_SOURCES) --top-module tpu_mxu_top
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) $(RTL_SOURCES) --top-module tpu_mxu_top
 
 docs:
 	/usr/bin/python3 contract/gen_contract.py --docs docs

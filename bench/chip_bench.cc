@@ -13,18 +13,17 @@
 #include <memory>
 
 #include "host/config/tpu_config.h"
-#include "host/driver/gemm_program.h"
+#include "host/compiler/gemm_program.h"
 #include "host/engine/chip_engine.h"
 #include "host/gemm/gemm_runner.h"
-#include "host/isa/assembler.h"
 
 namespace tpu {
 namespace {
 
 struct Setup {
-  host::TpuConfig config;
+  config::TpuConfig config;
   Matrix<int8_t> a, b;
-  host::GemmProgram g;
+  compiler::GemmProgram g;
   engine::ExecJob job;
 };
 
@@ -34,21 +33,17 @@ struct Setup {
 Setup MakeSetup(int dim) {
   Setup s;
   if (dim == 16) {
-    s.config = host::LoadConfig("small-16");
-    s.a = host::RandomInt8(512, 256, 1);
-    s.b = host::RandomInt8(256, 256, 2);
+    s.config = config::LoadConfig("small-16");
+    s.a = gemm::RandomInt8(512, 256, 1);
+    s.b = gemm::RandomInt8(256, 256, 2);
   } else {
-    s.config = host::LoadConfig("tpu-v1");
-    host::ApplyOverride(&s.config, "host_mem_bytes_per_cycle=256");
-    s.a = host::RandomInt8(2048, 1024, 1);
-    s.b = host::RandomInt8(1024, 1024, 2);
+    s.config = config::LoadConfig("tpu-v1");
+    config::ApplyOverride(&s.config, "host_mem_bytes_per_cycle=256");
+    s.a = gemm::RandomInt8(2048, 1024, 1);
+    s.b = gemm::RandomInt8(1024, 1024, 2);
   }
-  s.g = host::MakeGemmProgram(s.a, s.b, dim, /*overlap=*/true);
-  s.job.program = isa::Assemble(s.g.text, "gemm.asm");
-  s.job.host_image = s.g.host;
-  s.job.weight_image = s.g.weights;
-  s.job.host_out_addr = s.g.out_addr;
-  s.job.host_out_bytes = s.g.out_bytes;
+  s.g = compiler::MakeGemmProgram(s.a, s.b, dim, /*overlap=*/true);
+  s.job = s.g.job;
   return s;
 }
 
@@ -68,7 +63,7 @@ void BM_ChipGemm(benchmark::State& state, engine::EngineKind kind, int dim, bool
     fast = engine::MakeChipEngine(kind, s.config, o);
     chip = fast.get();
   }
-  const std::vector<int8_t> want = s.g.Expected(host::ReferenceGemm(s.a, s.b)).data;
+  const std::vector<int8_t> want = s.g.Expected(gemm::ReferenceGemm(s.a, s.b)).data;
   uint64_t cycles = 0;
   double utilization = 0;
   for (auto _ : state) {

@@ -1,7 +1,8 @@
 // Simulation speed of the matrix subsystem: simulated cycles per second and PE-cycles per
 // second (cycles x N x N) on one core, for several array sizes, while the array streams a
 // large GEMM (every cycle a row enters; the steady state). BM_MxuStream runs the Verilated
-// RTL, BM_MxuStreamFast the fast engine's matrix subsystem on the same work.
+// RTL in both array forms (Vtpu_mxu_bench_nN: per-PE; Vtpu_mxu_bench_compact_nN: compact),
+// BM_MxuStreamFast the fast engine's matrix subsystem on the same work.
 #include <benchmark/benchmark.h>
 
 #include "host/gemm/gemm_runner.h"
@@ -16,16 +17,16 @@ void Stream(benchmark::State& state, Engine& engine) {
   const int dim = static_cast<int>(state.range(0));
   // 1024 rows per tile, 4 x 4 tiles: weight loads hide behind streaming and the run
   // (about 16,000 cycles) dwarfs building and resetting the model.
-  const host::GemmPlan plan = host::PlanGemm({1024, 4 * dim, 4 * dim}, dim, 1024);
-  const auto a = host::RandomInt8(plan.shape.m, plan.shape.k, 1);
-  const auto b = host::RandomInt8(plan.shape.k, plan.shape.n, 2);
+  const gemm::GemmPlan plan = gemm::PlanGemm({1024, 4 * dim, 4 * dim}, dim, 1024);
+  const auto a = gemm::RandomInt8(plan.shape.m, plan.shape.k, 1);
+  const auto b = gemm::RandomInt8(plan.shape.k, plan.shape.n, 2);
   Matrix<int32_t> c;
-  host::GemmWorkload workload(plan, a, b, &c);
+  gemm::GemmWorkload workload(plan, a, b, &c);
   uint64_t cycles = 0;
   for (auto _ : state) {
     cycles += engine.Run(workload, {}).counters.cycles;
   }
-  if (c.data != host::ReferenceGemm(a, b).data) state.SkipWithError("result differs from Eigen");
+  if (c.data != gemm::ReferenceGemm(a, b).data) state.SkipWithError("result differs from Eigen");
   state.counters["cycles_per_s"] =
       benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
   state.counters["pe_cycles_per_s"] =
@@ -48,8 +49,8 @@ BENCHMARK(BM_MxuStreamFast)->Arg(4)->Arg(16)->Arg(64)->Arg(256)->Unit(benchmark:
 
 #include "bench/mxu_bench_models.h"
 
-#define TPUSIM_REGISTER(n) \
-  BENCHMARK_TEMPLATE(BM_MxuStream, Vtpu_mxu_bench_n##n)->Arg(n)->Unit(benchmark::kMillisecond);
+#define TPUSIM_REGISTER(n, Model) \
+  BENCHMARK_TEMPLATE(BM_MxuStream, Model)->Arg(n)->Unit(benchmark::kMillisecond);
 using tpu::BM_MxuStream;
 TPUSIM_BENCH_MODELS(TPUSIM_REGISTER)
 

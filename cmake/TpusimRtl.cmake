@@ -9,9 +9,11 @@ set(TPU_MATRIX_RTL_SOURCES
   ${TPU_RTL_DIR}/tpu_delay.sv
   ${TPU_RTL_DIR}/tpu_skew.sv
   ${TPU_RTL_DIR}/tpu_mxu_pe.sv
+  ${TPU_RTL_DIR}/tpu_systolic_array_compact.sv
   ${TPU_RTL_DIR}/tpu_systolic_array.sv
   ${TPU_RTL_DIR}/tpu_mxu.sv
-  ${TPU_RTL_DIR}/tpu_accumulators.sv)
+  ${TPU_RTL_DIR}/tpu_accumulators.sv
+  ${TPU_RTL_DIR}/tpu_matrix_unit.sv)
 
 # The matrix subsystem on its own (tpusim gemm).
 set(TPU_MXU_RTL_SOURCES
@@ -34,23 +36,74 @@ set(TPU_TOP_RTL_SOURCES
   ${TPU_RTL_DIR}/tpu_controller.sv
   ${TPU_RTL_DIR}/tpu_top.sv)
 
-# Accumulator rows of the model built for array size N: TPU v1 has 4096 rows of 256.
-function(tpusim_acc_depth N OUT)
-  if(N GREATER_EQUAL 256)
-    set(${OUT} 4096 PARENT_SCOPE)
+# The buffer sizes of each RTL model come from the presets in configs/ (their one home):
+# the model of array size N has the unified-buffer, accumulator, FIFO and parameter-set
+# sizes of the preset with array_dim N; a size without a preset gets small-16's. tpusim
+# reads them back from the model at run time and checks them against the config.
+file(GLOB TPUSIM_PRESET_FILES ${CMAKE_SOURCE_DIR}/configs/*.json)
+set_property(DIRECTORY ${CMAKE_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             ${TPUSIM_PRESET_FILES})
+set(TPUSIM_PRESET_DIMS "")
+foreach(file ${TPUSIM_PRESET_FILES})
+  file(READ ${file} json)
+  string(JSON n GET "${json}" array_dim)
+  set(params "")
+  foreach(key acc_depth_rows ub_depth_rows weight_fifo_tiles param_sets)
+    string(JSON value GET "${json}" ${key})
+    list(APPEND params ${value})
+  endforeach()
+  if(DEFINED TPUSIM_PRESET_PARAMS_${n} AND NOT "${TPUSIM_PRESET_PARAMS_${n}}" STREQUAL "${params}")
+    message(FATAL_ERROR "${file}: two presets of array size ${n} ask for different buffer sizes "
+                        "(${TPUSIM_PRESET_PARAMS_${n}} and ${params}); one RTL model is built per size")
+  endif()
+  set(TPUSIM_PRESET_PARAMS_${n} ${params})
+  list(APPEND TPUSIM_PRESET_DIMS ${n})
+endforeach()
+list(REMOVE_DUPLICATES TPUSIM_PRESET_DIMS)
+list(SORT TPUSIM_PRESET_DIMS COMPARE NATURAL)
+
+# tpusim_rtl_params(N ACC UB FIFO SETS): the buffer sizes of the model of size N.
+function(tpusim_rtl_params N OUT_ACC OUT_UB OUT_FIFO OUT_SETS)
+  if(DEFINED TPUSIM_PRESET_PARAMS_${N})
+    set(p ${TPUSIM_PRESET_PARAMS_${N}})
   else()
-    set(${OUT} 1024 PARENT_SCOPE)
+    set(p ${TPUSIM_PRESET_PARAMS_16})
+  endif()
+  list(GET p 0 acc)
+  list(GET p 1 ub)
+  list(GET p 2 fifo)
+  list(GET p 3 sets)
+  set(${OUT_ACC} ${acc} PARENT_SCOPE)
+  set(${OUT_UB} ${ub} PARENT_SCOPE)
+  set(${OUT_FIFO} ${fifo} PARENT_SCOPE)
+  set(${OUT_SETS} ${sets} PARENT_SCOPE)
+endfunction()
+
+# Arrays of TPUSIM_COMPACT_FROM and more PEs a side use the compact array form
+# (rtl/tpu_systolic_array_compact.sv): the same cycles, Verilator output that does not grow
+# with N^2. Smaller ones keep the per-PE form that the teaching views probe.
+function(tpusim_array_form N OUT)
+  if(N GREATER_EQUAL TPUSIM_COMPACT_FROM)
+    set(${OUT} "-GCompactArray=1'b1" PARENT_SCOPE)
+  else()
+    set(${OUT} "-GCompactArray=1'b0" PARENT_SCOPE)
   endif()
 endfunction()
 
-# tpusim_verilate_mxu(TARGET N [SYSTEMC] [NOTRACE] [TEACH] [PREFIX P]): adds class
+# tpusim_verilate_mxu(TARGET N [SYSTEMC] [NOTRACE] [TEACH] [COMPACT|PER_PE] [PREFIX P]): adds class
 # Vtpu_mxu_n<N> (C++, with FST tracing) or Vtpu_mxu_sc_n<N> (SystemC) to TARGET; TEACH adds
 # Vtpu_mxu_teach_n<N>, whose every signal is readable by name through VPI (tpusim teach).
 function(tpusim_verilate_mxu TARGET N)
-  cmake_parse_arguments(ARG "SYSTEMC;NOTRACE;TEACH" "PREFIX" "" ${ARGN})
-  tpusim_acc_depth(${N} depth)
-  set(args -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 ${TPU_RTL_INCLUDE}
-      -GArrayDim=${N} -GAccDepth=${depth})
+  cmake_parse_arguments(ARG "SYSTEMC;NOTRACE;TEACH;COMPACT;PER_PE" "PREFIX" "" ${ARGN})
+  tpusim_rtl_params(${N} depth ub fifo sets)
+  tpusim_array_form(${N} form)
+  if(ARG_COMPACT)
+    set(form "-GCompactArray=1'b1")
+  elseif(ARG_PER_PE)
+    set(form "-GCompactArray=1'b0")
+  endif()
+  set(args -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert ${TPU_RTL_INCLUDE}
+      -GArrayDim=${N} -GAccDepth=${depth} ${form})
   if(ARG_SYSTEMC)
     verilate(${TARGET} SYSTEMC PREFIX Vtpu_mxu_sc_n${N} TOP_MODULE tpu_mxu_top
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
@@ -70,28 +123,15 @@ function(tpusim_verilate_mxu TARGET N)
   endif()
 endfunction()
 
-# Buffer sizes of the whole-chip model built for array size N. The presets in configs/
-# must say the same; tpusim reads them back from the model and checks.
-function(tpusim_tpu_params N OUT_ACC OUT_UB OUT_FIFO OUT_SETS)
-  tpusim_acc_depth(${N} depth)
-  set(${OUT_ACC} ${depth} PARENT_SCOPE)
-  if(N GREATER_EQUAL 256)
-    set(${OUT_UB} 98304 PARENT_SCOPE)  # TPU v1: 24 MiB of 256-byte rows
-  else()
-    set(${OUT_UB} 16384 PARENT_SCOPE)
-  endif()
-  set(${OUT_FIFO} 4 PARENT_SCOPE)      # TPU v1: four tiles deep
-  set(${OUT_SETS} 32 PARENT_SCOPE)
-endfunction()
-
 # tpusim_verilate_tpu(TARGET N): adds class Vtpu_top_sc_n<N>, tpu_top as a SystemC module
 # with FST tracing, to TARGET.
 function(tpusim_verilate_tpu TARGET N)
-  tpusim_tpu_params(${N} acc ub fifo sets)
+  tpusim_rtl_params(${N} acc ub fifo sets)
+  tpusim_array_form(${N} form)
   verilate(${TARGET} SYSTEMC TRACE_FST PREFIX Vtpu_top_sc_n${N} TOP_MODULE tpu_top
            SOURCES ${TPU_TOP_RTL_SOURCES}
-           VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3
+           VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
                           ${TPU_RTL_INCLUDE} -GArrayDim=${N} -GAccDepth=${acc} -GUbDepth=${ub}
-                          -GWfifoTiles=${fifo} -GParamSets=${sets}
+                          -GWfifoTiles=${fifo} -GParamSets=${sets} ${form}
            OPT_FAST ${TPUSIM_OPT_FAST})
 endfunction()

@@ -61,7 +61,7 @@ module tpu_controller
   ) u_iq (
     .clk_i,
     .rst_ni,
-    .push_i     (instr_valid_i),
+    .push_i     (instr_valid_i && instr_ready_o),
     .push_data_i(instr_i),
     .pop_i      (pop),
     .head_o     (head),
@@ -261,6 +261,42 @@ module tpu_controller
   assign feed_start_o = go && (op == OpMatmul);
   assign act_start_o  = go && (op == OpActivate);
 
+  // Next state: a failed check halts the chip with its status; an issued instruction
+  // counts, hands its footprint to its unit, and halt stops the chip.
+  logic        halted_d;
+  status_e     status_d;
+  logic [31:0] error_pc_d, retired_d;
+  footprint_t  hdma_fp_d, act_fp_d, mxu_fp_d;
+
+  always_comb begin
+    halted_d   = halted_q;
+    status_d   = status_q;
+    error_pc_d = error_pc_q;
+    retired_d  = retired_q;
+    hdma_fp_d  = hdma_fp_q;
+    act_fp_d   = act_fp_q;
+    mxu_fp_d   = mxu_fp_q;
+    if (!halted_q && !iq_empty && check != StatusOk) begin
+      halted_d   = 1'b1;
+      status_d   = check;
+      error_pc_d = retired_q;
+    end
+    if (go) begin
+      retired_d = retired_q + 1'b1;
+      if (op == OpHalt) halted_d = 1'b1;
+    end
+    if (hdma_start_o) hdma_fp_d = fp;
+    if (act_start_o) act_fp_d = fp;
+    if (feed_start_o) begin
+      mxu_fp_d = fp;
+      // Rows of earlier matmuls may still be on their way to the accumulators.
+      if (mxu_busy_i) begin
+        mxu_fp_d.acc_lo = (fp.acc_lo < mxu_fp_q.acc_lo) ? fp.acc_lo : mxu_fp_q.acc_lo;
+        mxu_fp_d.acc_hi = (fp.acc_hi > mxu_fp_q.acc_hi) ? fp.acc_hi : mxu_fp_q.acc_hi;
+      end
+    end
+  end
+
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       halted_q   <= 1'b0;
@@ -271,27 +307,20 @@ module tpu_controller
       act_fp_q   <= '0;
       mxu_fp_q   <= '0;
     end else begin
-      if (!halted_q && !iq_empty && check != StatusOk) begin
-        halted_q   <= 1'b1;
-        status_q   <= check;
-        error_pc_q <= retired_q;
-      end
-      if (go) begin
-        retired_q <= retired_q + 1'b1;
-        if (op == OpHalt) halted_q <= 1'b1;
-      end
-      if (hdma_start_o) hdma_fp_q <= fp;
-      if (act_start_o) act_fp_q <= fp;
-      if (feed_start_o) begin
-        mxu_fp_q <= fp;
-        // Rows of earlier matmuls may still be on their way to the accumulators.
-        if (mxu_busy_i) begin
-          mxu_fp_q.acc_lo <= (fp.acc_lo < mxu_fp_q.acc_lo) ? fp.acc_lo : mxu_fp_q.acc_lo;
-          mxu_fp_q.acc_hi <= (fp.acc_hi > mxu_fp_q.acc_hi) ? fp.acc_hi : mxu_fp_q.acc_hi;
-        end
-      end
+      halted_q   <= halted_d;
+      status_q   <= status_d;
+      error_pc_q <= error_pc_d;
+      retired_q  <= retired_d;
+      hdma_fp_q  <= hdma_fp_d;
+      act_fp_q   <= act_fp_d;
+      mxu_fp_q   <= mxu_fp_d;
     end
   end
+
+  // An instruction starts one unit, and only one instruction issues per cycle.
+  assert property (@(posedge clk_i)
+                   $onehot0({hdma_start_o, wdma_start_o, feed_start_o, act_start_o}))
+    else $error("tpu_controller: two units started in one cycle");
 
   assign halted_o   = halted_q;
   assign status_o   = status_q;

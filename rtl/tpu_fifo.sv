@@ -1,6 +1,6 @@
 // A first-in first-out queue of Depth entries of Width bits: the instruction queue, the
 // weight FIFO and the small row buffers of the DMA engines and the matrix feeder.
-// A push when full and a pop when empty are ignored (the users never do either).
+// A push when full and a pop when empty are ignored; the users never do either (asserted).
 module tpu_fifo #(
   parameter int unsigned Width = 8,
   parameter int unsigned Depth = 2,  // 1 .. 2^20
@@ -45,6 +45,11 @@ module tpu_fifo #(
   always_ff @(posedge clk_i) begin
     if (push) mem_q[wr_q] <= push_data_i;
   end
+
+  assert property (@(posedge clk_i) !(push_i && full_o))
+    else $error("tpu_fifo: push into a full FIFO (%0d entries)", Depth);
+  assert property (@(posedge clk_i) !(pop_i && empty_o))
+    else $error("tpu_fifo: pop from an empty FIFO");
 
   assign head_o  = mem_q[rd_q];
   assign full_o  = (count_q == CountWidth'(Depth));

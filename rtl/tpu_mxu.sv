@@ -18,8 +18,11 @@
 module tpu_mxu
   import tpu_pkg::*;
 #(
-  parameter int unsigned ArrayDim     = 4,   // 2 .. 256
+  parameter int unsigned ArrayDim     = 4,   // 2 .. 512
   parameter int unsigned TagWidth     = 1,   // bits of the tag that travels with a row
+  // The compact array form (tpu_systolic_array_compact, ring-buffer skews and tag line):
+  // the same cycles, code that does not grow with ArrayDim^2 (for large arrays).
+  parameter bit          CompactArray = 1'b0,
   localparam int unsigned RowIdxWidth = $clog2(ArrayDim)
 ) (
   input  logic                          clk_i,
@@ -45,8 +48,8 @@ module tpu_mxu
   output logic                          switch_fire_o
 );
 
-  if (ArrayDim < 2 || ArrayDim > 256) begin : gen_bad_dim
-    $error("tpu_mxu: ArrayDim must be in 2..256");
+  if (ArrayDim < 2 || ArrayDim > 512) begin : gen_bad_dim
+    $error("tpu_mxu: ArrayDim must be in 2..512");
   end
 
   localparam int unsigned Latency = 2 * ArrayDim;  // row in -> de-skewed row out
@@ -64,18 +67,31 @@ module tpu_mxu
   assign w_fire      = w_valid_i && w_ready_o;
   assign wr_last     = (wr_row_q == RowIdxWidth'(ArrayDim - 1));
 
+  logic                   shadow_full_d;
+  logic [RowIdxWidth-1:0] wr_row_d;
+  always_comb begin
+    shadow_full_d = shadow_full_q;
+    wr_row_d      = wr_row_q;
+    if (switch_fire) shadow_full_d = 1'b0;
+    if (w_fire) begin
+      wr_row_d = wr_last ? '0 : wr_row_q + 1'b1;
+      if (wr_last) shadow_full_d = 1'b1;
+    end
+  end
+
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       shadow_full_q <= 1'b0;
       wr_row_q      <= '0;
     end else begin
-      if (switch_fire) shadow_full_q <= 1'b0;
-      if (w_fire) begin
-        wr_row_q <= wr_last ? '0 : wr_row_q + 1'b1;
-        if (wr_last) shadow_full_q <= 1'b1;
-      end
+      shadow_full_q <= shadow_full_d;
+      wr_row_q      <= wr_row_d;
     end
   end
+
+  // A full shadow tile is only written again from the cycle its switch row enters.
+  assert property (@(posedge clk_i) w_fire |-> !shadow_full_q || switch_fire)
+    else $error("tpu_mxu: a weight row overwrote a shadow tile that was not switched in");
 
   // ---------------------------------------------------------------- input skew
   localparam int unsigned ActLaneWidth = InputWidth + 1;  // {switch, activation}
@@ -93,7 +109,8 @@ module tpu_mxu
   tpu_skew #(
     .Lanes  (ArrayDim),
     .Width  (ActLaneWidth),
-    .Reverse(1'b0)
+    .Reverse(1'b0),
+    .Compact(CompactArray)
   ) u_act_skew (
     .clk_i,
     .rst_ni,
@@ -118,7 +135,8 @@ module tpu_mxu
   tpu_skew #(
     .Lanes  (ArrayDim),
     .Width  (WgtLaneWidth),
-    .Reverse(1'b0)
+    .Reverse(1'b0),
+    .Compact(CompactArray)
   ) u_wgt_skew (
     .clk_i,
     .rst_ni,
@@ -130,7 +148,8 @@ module tpu_mxu
   acc_t [ArrayDim-1:0] array_psum;
 
   tpu_systolic_array #(
-    .ArrayDim(ArrayDim)
+    .ArrayDim(ArrayDim),
+    .Compact (CompactArray)
   ) u_array (
     .clk_i,
     .rst_ni,
@@ -147,7 +166,8 @@ module tpu_mxu
     .Lanes  (ArrayDim),
     .Width  (AccWidth),
     .Reverse(1'b1),
-    .Reset  (1'b0)  // data only: validity travels in the tag delay line
+    .Reset  (1'b0),  // data only: validity travels in the tag delay line
+    .Compact(CompactArray)
   ) u_out_deskew (
     .clk_i,
     .rst_ni,
@@ -158,7 +178,8 @@ module tpu_mxu
   // ---------------------------------------------------------------- row tags
   tpu_delay #(
     .Width(TagWidth + 1),
-    .Depth(Latency)
+    .Depth(Latency),
+    .Ring (CompactArray)
   ) u_tag_delay (
     .clk_i,
     .rst_ni,
@@ -170,12 +191,12 @@ module tpu_mxu
   localparam int unsigned InFlightWidth = $clog2(Latency + 2);
   logic [InFlightWidth-1:0] in_flight_q;
 
+  logic [InFlightWidth-1:0] in_flight_d;
+  assign in_flight_d = in_flight_q + InFlightWidth'(a_fire) - InFlightWidth'(out_valid_o);
+
   always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) begin
-      in_flight_q <= '0;
-    end else begin
-      in_flight_q <= in_flight_q + InFlightWidth'(a_fire) - InFlightWidth'(out_valid_o);
-    end
+    if (!rst_ni) in_flight_q <= '0;
+    else in_flight_q <= in_flight_d;
   end
 
   assign a_fire_o      = a_fire;

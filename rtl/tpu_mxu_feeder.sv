@@ -46,6 +46,36 @@ module tpu_mxu_feeder
   assign rd  = (left_q != '0) &&
                (32'(buf_count) - 32'(pop) + 32'(pending_q) < BufDepth);
 
+  // Next state: a start loads the matmul; each read moves to the next row; what travels
+  // with the row read this cycle waits a cycle for its data (pending).
+  logic [31:0]          ub_row_d, acc_row_d, left_d;
+  logic                 first_d, switch_d, accumulate_d, pending_d;
+  logic [MetaWidth-1:0] pending_meta_d;
+
+  always_comb begin
+    ub_row_d     = ub_row_q;
+    acc_row_d    = acc_row_q;
+    left_d       = left_q;
+    first_d      = first_q;
+    switch_d     = switch_q;
+    accumulate_d = accumulate_q;
+    if (start_i) begin
+      ub_row_d     = cmd_i.src;
+      acc_row_d    = cmd_i.dst;
+      left_d       = 32'(cmd_i.length);
+      first_d      = 1'b1;
+      switch_d     = cmd_i.flags[FlagSwitch];
+      accumulate_d = cmd_i.flags[FlagAccumulate];
+    end else if (rd) begin
+      ub_row_d  = ub_row_q + 1'b1;
+      acc_row_d = acc_row_q + 1'b1;
+      left_d    = left_q - 1'b1;
+      first_d   = 1'b0;
+    end
+    pending_d      = rd && !start_i;
+    pending_meta_d = {first_q && switch_q, accumulate_q, AccAddrWidth'(acc_row_q)};
+  end
+
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       ub_row_q       <= '0;
@@ -57,21 +87,14 @@ module tpu_mxu_feeder
       pending_q      <= 1'b0;
       pending_meta_q <= '0;
     end else begin
-      if (start_i) begin
-        ub_row_q     <= cmd_i.src;
-        acc_row_q    <= cmd_i.dst;
-        left_q       <= 32'(cmd_i.length);
-        first_q      <= 1'b1;
-        switch_q     <= cmd_i.flags[FlagSwitch];
-        accumulate_q <= cmd_i.flags[FlagAccumulate];
-      end else if (rd) begin
-        ub_row_q  <= ub_row_q + 1'b1;
-        acc_row_q <= acc_row_q + 1'b1;
-        left_q    <= left_q - 1'b1;
-        first_q   <= 1'b0;
-      end
-      pending_q      <= rd && !start_i;
-      pending_meta_q <= {first_q && switch_q, accumulate_q, AccAddrWidth'(acc_row_q)};
+      ub_row_q       <= ub_row_d;
+      acc_row_q      <= acc_row_d;
+      left_q         <= left_d;
+      first_q        <= first_d;
+      switch_q       <= switch_d;
+      accumulate_q   <= accumulate_d;
+      pending_q      <= pending_d;
+      pending_meta_q <= pending_meta_d;
     end
   end
 

@@ -1,11 +1,13 @@
-// The matrix subsystem as a chip-level block: matrix unit, accumulator memory and
-// performance counters, with plain (unskewed) rows in and out. The `gemm` command runs
-// this top, compiled both as a C++ model and as a SystemC module.
+// The matrix subsystem as a chip-level block: the matrix unit with its accumulators
+// (tpu_matrix_unit, the same block the chip uses) and its performance counters, with plain
+// (unskewed) rows in and out. The `gemm` command runs this top, compiled both as a C++
+// model and as a SystemC module.
 module tpu_mxu_top
   import tpu_pkg::*;
 #(
-  parameter int unsigned ArrayDim = 4,     // 2 .. 256
+  parameter int unsigned ArrayDim = 4,     // 2 .. 512
   parameter int unsigned AccDepth = 1024,  // accumulator rows, 2 .. 65536
+  parameter bit          CompactArray = 1'b0,  // the compact array form (see tpu_mxu)
   localparam int unsigned AddrWidth = $clog2(AccDepth)
 ) (
   input  logic                   clk_i,
@@ -47,17 +49,14 @@ module tpu_mxu_top
   output counter_t               cnt_acc_reads_o
 );
 
-  localparam int unsigned TagWidth = AddrWidth + 2;  // {addr, accumulate, final}
+  logic       a_fire, w_fire, switch_fire, acc_write, in_flight;
+  mxu_cycle_e cycle;
 
-  logic                 out_valid;
-  acc_t [ArrayDim-1:0]  out_data;
-  logic [TagWidth-1:0]  out_tag;
-  logic                 a_fire, w_fire, switch_fire, busy;
-
-  tpu_mxu #(
-    .ArrayDim(ArrayDim),
-    .TagWidth(TagWidth)
-  ) u_mxu (
+  tpu_matrix_unit #(
+    .ArrayDim    (ArrayDim),
+    .AccDepth    (AccDepth),
+    .CompactArray(CompactArray)
+  ) u_matrix (
     .clk_i,
     .rst_ni,
     .w_valid_i,
@@ -67,45 +66,32 @@ module tpu_mxu_top
     .a_ready_o,
     .a_data_i,
     .a_switch_i,
-    .a_tag_i      ({a_acc_addr_i, a_accumulate_i, a_final_i}),
-    .out_valid_o  (out_valid),
-    .out_data_o   (out_data),
-    .out_tag_o    (out_tag),
-    .a_fire_o     (a_fire),
-    .w_fire_o     (w_fire),
-    .busy_o       (busy),
-    .switch_fire_o(switch_fire)
-  );
-
-  tpu_accumulators #(
-    .ArrayDim(ArrayDim),
-    .AccDepth(AccDepth)
-  ) u_acc (
-    .clk_i,
-    .rst_ni,
-    .wr_valid_i     (out_valid),
-    .wr_addr_i      (out_tag[TagWidth-1:2]),
-    .wr_accumulate_i(out_tag[1]),
-    .wr_final_i     (out_tag[0]),
-    .wr_data_i      (out_data),
+    .a_acc_addr_i,
+    .a_accumulate_i,
+    .a_final_i,
     .rd_en_i,
     .rd_addr_i,
     .rd_valid_o,
     .rd_data_o,
     .final_valid_o,
     .final_addr_o,
-    .error_o
+    .error_o,
+    .a_fire_o     (a_fire),
+    .w_fire_o     (w_fire),
+    .switch_fire_o(switch_fire),
+    .acc_write_o  (acc_write),
+    .in_flight_o  (in_flight),
+    .drain_reads_i(1'b1),  // the harness reads the results as the subsystem's work
+    .cycle_o      (cycle)
   );
 
   tpu_mxu_counters u_counters (
     .clk_i,
     .rst_ni,
-    .a_valid_i,
-    .a_fire_i       (a_fire),
+    .cycle_i        (cycle),
     .w_fire_i       (w_fire),
     .switch_fire_i  (switch_fire),
-    .busy_i         (busy),
-    .acc_write_i    (out_valid),
+    .acc_write_i    (acc_write),
     .acc_read_i     (rd_en_i),
     .cycles_o       (cnt_cycles_o),
     .stream_cycles_o(cnt_stream_cycles_o),
@@ -118,6 +104,9 @@ module tpu_mxu_top
     .acc_writes_o   (cnt_acc_writes_o),
     .acc_reads_o    (cnt_acc_reads_o)
   );
+
+  logic unused;
+  assign unused = a_fire ^ in_flight;
 
   assign param_array_dim_o = 32'(ArrayDim);
   assign param_acc_depth_o = 32'(AccDepth);

@@ -19,6 +19,16 @@ package tpu_pkg;
     VpuPoolMax  = 2'd2   // 2 x 2 maximum
   } vpu_pool_e;
 
+  // What the matrix unit did in a cycle (tpu_matrix_unit): every cycle is exactly one of
+  // these, counted by the mxu_*_cycles counters.
+  typedef enum logic [2:0] {
+    MxuStream = 3'd0,  // a row entered the array
+    MxuLoad   = 3'd1,  // no row entered; a weight row moved into the shadow registers
+    MxuStall  = 3'd2,  // a row waited for its weight tile
+    MxuDrain  = 3'd3,  // rows on their way to the accumulators
+    MxuIdle   = 3'd4   // none of these
+  } mxu_cycle_e;
+
   // The instruction word, opcodes, flags, VPU parameter-set layout, status and issue
   // codes, units, register map and counters: generated from contract/tpu_contract.toml
   // (the one home of those facts) into build/generated/rtl/.

@@ -5,7 +5,8 @@ module tpu_skew #(
   parameter int unsigned Lanes   = 4,  // number of lanes, >= 1
   parameter int unsigned Width   = 8,  // bits per lane, >= 1
   parameter bit          Reverse = 1'b0,
-  parameter bit          Reset   = 1'b1   // see tpu_delay
+  parameter bit          Reset   = 1'b1,  // see tpu_delay
+  parameter bit          Compact = 1'b0   // ring-buffer delay lines (large arrays)
 ) (
   input  logic                        clk_i,
   input  logic                        rst_ni,
@@ -18,7 +19,8 @@ module tpu_skew #(
     tpu_delay #(
       .Width(Width),
       .Depth(LaneDepth),
-      .Reset(Reset)
+      .Reset(Reset),
+      .Ring (Compact)
     ) u_delay (
       .clk_i,
       .rst_ni,

@@ -1,12 +1,18 @@
 // ArrayDim x ArrayDim grid of tpu_mxu_pe: activations enter on the left of each row
 // through one register (so every PE can see the switch bit a cycle before it arrives),
 // partial sums leave at the bottom of each column, and each column has a weight bus
-// that writes one row's shadow register per cycle.
+// that writes one row's shadow register per cycle. With Compact, the same array is
+// tpu_systolic_array_compact (u_array.gen_compact.u_core): identical in every cycle, for
+// sizes whose per-PE form would be too large to build; the per-PE rows (gen_row) are
+// then empty.
 module tpu_systolic_array
   import tpu_pkg::*;
 #(
-  parameter int unsigned ArrayDim = 4,  // 2 .. 256
-  localparam int unsigned RowIdxWidth = $clog2(ArrayDim)
+  parameter int unsigned ArrayDim = 4,  // 2 .. 512
+  parameter bit          Compact = 1'b0,
+  localparam int unsigned RowIdxWidth = $clog2(ArrayDim),
+  localparam int unsigned PerPeRows = Compact ? 0 : ArrayDim,
+  localparam int unsigned NetDim = Compact ? 1 : ArrayDim  // the interconnect's size
 ) (
   input  logic                                   clk_i,
   input  logic                                   rst_ni,
@@ -23,12 +29,17 @@ module tpu_systolic_array
 
   // Interconnect: act[r][c] enters PE (r, c) from the left; psum[r][c] enters from above.
   // split_var turns each element into a wire of its own, which Verilator then folds
-  // into the PE registers instead of copying every cycle.
-  operand_t act[ArrayDim][ArrayDim+1]  /*verilator split_var*/;
-  logic     sw[ArrayDim][ArrayDim+1]   /*verilator split_var*/;
-  acc_t     psum[ArrayDim+1][ArrayDim] /*verilator split_var*/;
+  // into the PE registers instead of copying every cycle. (A 1 x 1 stub, unused, when
+  // Compact: the compact core has its own state.)
+  /* verilator lint_off UNDRIVEN */
+  /* verilator lint_off UNUSEDSIGNAL */
+  operand_t act[NetDim][NetDim+1]  /*verilator split_var*/;
+  logic     sw[NetDim][NetDim+1]   /*verilator split_var*/;
+  acc_t     psum[NetDim+1][NetDim] /*verilator split_var*/;
+  /* verilator lint_on UNUSEDSIGNAL */
+  /* verilator lint_on UNDRIVEN */
 
-  for (genvar r = 0; r < int'(ArrayDim); r++) begin : gen_row
+  for (genvar r = 0; r < int'(PerPeRows); r++) begin : gen_row
     // Left-edge register: what enters PE (r, 0) next cycle is visible now.
     operand_t act_edge_q;
     logic     sw_edge_q;
@@ -66,9 +77,24 @@ module tpu_systolic_array
     end
   end
 
-  for (genvar c = 0; c < int'(ArrayDim); c++) begin : gen_edges
-    assign psum[0][c] = '0;
-    assign psum_o[c]  = psum[ArrayDim][c];
+  if (Compact) begin : gen_compact
+    tpu_systolic_array_compact #(
+      .ArrayDim(ArrayDim)
+    ) u_core (
+      .clk_i,
+      .rst_ni,
+      .act_i,
+      .switch_i,
+      .psum_o,
+      .wr_valid_i,
+      .wr_row_i,
+      .wr_data_i
+    );
+  end else begin : gen_edges
+    for (genvar c = 0; c < int'(ArrayDim); c++) begin : gen_col
+      assign psum[0][c] = '0;
+      assign psum_o[c]  = psum[ArrayDim][c];
+    end
   end
 
 endmodule

@@ -9,12 +9,13 @@
 module tpu_top
   import tpu_pkg::*;
 #(
-  parameter int unsigned ArrayDim = 4,      // 2 .. 256
+  parameter int unsigned ArrayDim = 4,      // 2 .. 512
   parameter int unsigned AccDepth = 1024,   // accumulator rows
   parameter int unsigned UbDepth = 1024,    // unified-buffer rows
   parameter int unsigned WfifoTiles = 4,    // weight FIFO depth in tiles
   parameter int unsigned ParamSets = 32,    // VPU parameter sets
   parameter int unsigned IqDepth = 16,      // instruction queue entries
+  parameter bit          CompactArray = 1'b0,  // the compact array form (see tpu_mxu)
   localparam int unsigned RowWidth = ArrayDim * InputWidth
 ) (
   input  logic                    clk_i,
@@ -57,7 +58,6 @@ module tpu_top
   localparam int unsigned AccAddrWidth = $clog2(AccDepth);
   localparam int unsigned ParDepth     = ParamSets * ParamRows;
   localparam int unsigned FifoRows     = WfifoTiles * ArrayDim;
-  localparam int unsigned TagWidth     = AccAddrWidth + 2;  // {addr, accumulate, final}
 
   // ---------------------------------------------------------------- controller
   instr_t  cmd;
@@ -211,8 +211,6 @@ module tpu_top
   logic [AccAddrWidth-1:0] a_acc_addr;
   operand_t [ArrayDim-1:0] a_data;
   logic                    out_valid, switch_fire;
-  acc_t [ArrayDim-1:0]     out_data;
-  logic [TagWidth-1:0]     out_tag;
 
   tpu_mxu_feeder #(
     .ArrayDim(ArrayDim),
@@ -235,54 +233,55 @@ module tpu_top
     .a_accumulate_o(a_accumulate)
   );
 
-  tpu_mxu #(
-    .ArrayDim(ArrayDim),
-    .TagWidth(TagWidth)
-  ) u_mxu (
+  logic                    acc_rd_en, acc_rd_valid, acc_final_valid, acc_error;
+  logic [AccAddrWidth-1:0] acc_rd_addr, acc_final_addr;
+  acc_t [ArrayDim-1:0]     acc_rd_data;
+  mxu_cycle_e              mxu_cycle;
+
+  tpu_matrix_unit #(
+    .ArrayDim    (ArrayDim),
+    .AccDepth    (AccDepth),
+    .CompactArray(CompactArray)
+  ) u_matrix (
     .clk_i,
     .rst_ni,
-    .w_valid_i    (w_valid),
-    .w_ready_o    (w_ready),
-    .w_data_i     (wfifo_head),
-    .a_valid_i    (a_valid),
-    .a_ready_o    (a_ready),
-    .a_data_i     (a_data),
-    .a_switch_i   (a_switch),
-    .a_tag_i      ({a_acc_addr, a_accumulate, 1'b1}),
-    .out_valid_o  (out_valid),
-    .out_data_o   (out_data),
-    .out_tag_o    (out_tag),
-    .a_fire_o     (a_fire),
-    .w_fire_o     (w_fire),
-    .busy_o       (mxu_in_flight),
-    .switch_fire_o(switch_fire)
+    .w_valid_i     (w_valid),
+    .w_ready_o     (w_ready),
+    .w_data_i      (wfifo_head),
+    .a_valid_i     (a_valid),
+    .a_ready_o     (a_ready),
+    .a_data_i      (a_data),
+    .a_switch_i    (a_switch),
+    .a_acc_addr_i  (a_acc_addr),
+    .a_accumulate_i(a_accumulate),
+    .a_final_i     (1'b1),
+    .rd_en_i       (acc_rd_en),
+    .rd_addr_i     (acc_rd_addr),
+    .rd_valid_o    (acc_rd_valid),
+    .rd_data_o     (acc_rd_data),
+    .final_valid_o (acc_final_valid),
+    .final_addr_o  (acc_final_addr),
+    .error_o       (acc_error),
+    .a_fire_o      (a_fire),
+    .w_fire_o      (w_fire),
+    .switch_fire_o (switch_fire),
+    .acc_write_o   (out_valid),
+    .in_flight_o   (mxu_in_flight),
+    .drain_reads_i (1'b0),  // the activation unit reads the accumulators, not the matrix unit
+    .cycle_o       (mxu_cycle)
   );
 
   assign mxu_busy = feed_busy || mxu_in_flight;
 
-  logic                    acc_rd_en, acc_rd_valid, acc_final_valid, acc_error;
-  logic [AccAddrWidth-1:0] acc_rd_addr, acc_final_addr;
-  acc_t [ArrayDim-1:0]     acc_rd_data;
-
-  tpu_accumulators #(
-    .ArrayDim(ArrayDim),
-    .AccDepth(AccDepth)
-  ) u_accumulators (
-    .clk_i,
-    .rst_ni,
-    .wr_valid_i     (out_valid),
-    .wr_addr_i      (out_tag[TagWidth-1:2]),
-    .wr_accumulate_i(out_tag[1]),
-    .wr_final_i     (out_tag[0]),
-    .wr_data_i      (out_data),
-    .rd_en_i        (acc_rd_en),
-    .rd_addr_i      (acc_rd_addr),
-    .rd_valid_o     (acc_rd_valid),
-    .rd_data_o      (acc_rd_data),
-    .final_valid_o  (acc_final_valid),
-    .final_addr_o   (acc_final_addr),
-    .error_o        (acc_error)
-  );
+  // The controller's range checks keep every accumulator row an instruction names inside
+  // the accumulators.
+  assert property (@(posedge clk_i)
+                   a_fire |-> 32'(a_acc_addr) < AccDepth)
+    else $error("tpu_top: a row went to accumulator row %0d of %0d", a_acc_addr, AccDepth);
+  assert property (@(posedge clk_i)
+                   acc_rd_en |-> 32'(acc_rd_addr) < AccDepth)
+    else $error("tpu_top: the activation unit read accumulator row %0d of %0d", acc_rd_addr,
+                AccDepth);
 
   // ---------------------------------------------------------------- activation unit
   logic vpu_in, vpu_out;
@@ -327,12 +326,14 @@ module tpu_top
     inc[CntBusyWeightDma]          = 32'(wdma_busy);
     inc[CntBusyMatrix]             = 32'(mxu_busy);
     inc[CntBusyActivate]           = 32'(act_busy);
-    // Every cycle of the matrix unit is exactly one of these five (as in tpu_mxu_counters).
-    if (a_fire) inc[CntMxuStreamCycles] = 32'd1;
-    else if (w_fire) inc[CntMxuLoadCycles] = 32'd1;
-    else if (a_valid) inc[CntMxuStallWeights] = 32'd1;
-    else if (mxu_in_flight) inc[CntMxuDrainCycles] = 32'd1;
-    else inc[CntMxuIdleCycles] = 32'd1;
+    // Every cycle of the matrix unit is exactly one of these five (tpu_matrix_unit).
+    unique case (mxu_cycle)
+      MxuStream: inc[CntMxuStreamCycles] = 32'd1;
+      MxuLoad:   inc[CntMxuLoadCycles]   = 32'd1;
+      MxuStall:  inc[CntMxuStallWeights] = 32'd1;
+      MxuDrain:  inc[CntMxuDrainCycles]  = 32'd1;
+      default:   inc[CntMxuIdleCycles]   = 32'd1;
+    endcase
     inc[CntIssueWaitInstruction]   = 32'(issue == IssueWaitInstruction);
     inc[CntIssueStallUnitBusy]     = 32'(issue == IssueUnitBusy);
     inc[CntIssueStallUbHazard]     = 32'(issue == IssueUbHazard);

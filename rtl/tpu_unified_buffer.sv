@@ -31,6 +31,13 @@ module tpu_unified_buffer
 
   operand_t [ArrayDim-1:0] mem_q[Depth];
 
+  // The controller's range checks keep every row an instruction names inside the buffer.
+  assert property (@(posedge clk_i) !(rd0_en_i && 32'(rd0_addr_i) >= Depth) &&
+                                    !(rd1_en_i && 32'(rd1_addr_i) >= Depth) &&
+                                    !(wr0_en_i && 32'(wr0_addr_i) >= Depth) &&
+                                    !(wr1_en_i && 32'(wr1_addr_i) >= Depth))
+    else $error("tpu_unified_buffer: a row address at or beyond %0d", Depth);
+
   always_ff @(posedge clk_i) begin
     if (wr0_en_i) mem_q[wr0_addr_i] <= wr0_data_i;
     if (wr1_en_i) mem_q[wr1_addr_i] <= wr1_data_i;

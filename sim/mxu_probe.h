@@ -38,7 +38,7 @@ struct ArrayState {
 class MxuProbe {
  public:
   explicit MxuProbe(int dim) : dim_(dim) {
-    const std::string arr = kTop + "u_mxu.u_array.";
+    const std::string arr = kTop + "u_matrix.u_mxu.u_array.";
     for (int r = 0; r < dim; ++r) {
       for (int c = 0; c < dim; ++c) {
         const std::string pe =
@@ -48,15 +48,15 @@ class MxuProbe {
                         Find(pe + "act_q"), Find(pe + "psum_q"), Find(pe + "switch_q")});
       }
     }
-    array_act_ = Find(kTop + "u_mxu.array_act");
-    array_switch_ = Find(kTop + "u_mxu.array_switch");
-    col_wr_valid_ = Find(kTop + "u_mxu.col_wr_valid");
-    col_wr_row_ = Find(kTop + "u_mxu.col_wr_row");
-    col_wr_data_ = Find(kTop + "u_mxu.col_wr_data");
-    out_valid_ = Find(kTop + "u_mxu.out_valid_o");
-    out_data_ = Find(kTop + "u_mxu.out_data_o");
-    a_fire_ = Find(kTop + "u_mxu.a_fire");
-    w_fire_ = Find(kTop + "u_mxu.w_fire");
+    array_act_ = Find(kTop + "u_matrix.u_mxu.array_act");
+    array_switch_ = Find(kTop + "u_matrix.u_mxu.array_switch");
+    col_wr_valid_ = Find(kTop + "u_matrix.u_mxu.col_wr_valid");
+    col_wr_row_ = Find(kTop + "u_matrix.u_mxu.col_wr_row");
+    col_wr_data_ = Find(kTop + "u_matrix.u_mxu.col_wr_data");
+    out_valid_ = Find(kTop + "u_matrix.u_mxu.out_valid_o");
+    out_data_ = Find(kTop + "u_matrix.u_mxu.out_data_o");
+    a_fire_ = Find(kTop + "u_matrix.u_mxu.a_fire");
+    w_fire_ = Find(kTop + "u_matrix.u_mxu.w_fire");
     row_bits_ = dim > 1 ? BitsFor(dim) : 1;
   }
 

@@ -10,12 +10,12 @@ namespace tpu::test {
 
 inline constexpr int kAccDepth = 1024;  // accumulator rows of the default builds
 
-inline host::GemmRunResult RunOnRtl(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim,
+inline gemm::GemmRunResult RunOnRtl(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim,
                                     sim::EngineKind kind = sim::EngineKind::kVerilator,
                                     const sim::RunOptions& options = {}) {
-  const host::GemmPlan plan = host::PlanGemm({a.rows, a.cols, b.cols}, dim, kAccDepth);
+  const gemm::GemmPlan plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, dim, kAccDepth);
   std::unique_ptr<sim::MxuEngine> engine = sim::MakeMxuEngine(dim, kind);
-  return host::RunGemm(plan, a, b, *engine, options);
+  return gemm::RunGemm(plan, a, b, *engine, options);
 }
 
 inline Matrix<int8_t> Filled(int64_t rows, int64_t cols, int8_t value) {

@@ -16,9 +16,9 @@
 #include <sstream>
 
 #include "host/cli/compare_command.h"
+#include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
-#include "host/common/revision.h"
 #include "host/compiler/tpu_runner.h"
 #include "host/engine/chip_engine.h"
 #include "host/report/run_report.h"
@@ -26,30 +26,21 @@
 #include "host/data/mnist.h"
 #include "host/nn/cpu_backend.h"
 #include "host/nn/model.h"
+#include "host/report/compare_report.h"
 #include "host/report/energy.h"
 
 namespace tpu::cli {
 namespace {
 
-struct CompareArgs {
-  std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
+struct CompareArgs : WorkloadOptions, OutputOptions {
   std::vector<std::string> configs = {"small-16"};
   std::vector<std::string> engines = {"rtl"};
-  std::string data, json, markdown;
-  std::string energy = host::DefaultEnergyTablePath();
-  int64_t images = 1000;
+  std::string markdown;
+  std::string energy = report::DefaultEnergyTablePath();
   int batch = 64;
   int threads = 2;
 };
 
-struct Row {
-  std::string backend;
-  double accuracy = 0, images_per_s = 0, latency_us = 0;
-  std::optional<double> energy_uj;  // per image
-  std::string energy_source;        // measured (RAPL), modelled, unavailable
-  std::optional<double> ops_per_cycle;
-  std::string note;
-};
 
 // CPU package energy from Linux RAPL, when the kernel exposes it to this user.
 std::optional<double> RaplJoules() {
@@ -59,9 +50,9 @@ std::optional<double> RaplJoules() {
   return uj * 1e-6;
 }
 
-Row CpuRow(const nn::Model& m, const data::MnistSet& set, const CompareArgs& a,
+report::CompareRow CpuRow(const nn::Model& m, const data::MnistSet& set, const CompareArgs& a,
            nn::CpuBackend b) {
-  Row r;
+  report::CompareRow r;
   r.backend = nn::CpuBackendName(b);
   const auto e0 = RaplJoules();
   const nn::InferResult res = nn::InferCpu(m, set, a.images, b, a.batch, a.threads);
@@ -98,12 +89,12 @@ nlohmann::json RunJson(const std::string& preset, const std::string& engine_name
                        const nn::Model& model, const data::MnistSet& set, int64_t images,
                        int batch, const CompareArgs& a, const std::string& json_path) {
   if (engine_name == "fast") {
-    const host::TpuConfig config = host::LoadConfig(preset);
-    const host::EnergyTable table = host::LoadEnergyTable(a.energy);
+    const config::TpuConfig config = config::LoadConfig(preset);
+    const report::EnergyTable table = report::LoadEnergyTable(a.energy);
     const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, config, {});
     const compiler::TpuRunResult r = compiler::RunModelOnTpu(
         model, *chip, set.pixels.data(), set.labels.data(), images, batch);
-    return host::RunReportJson(host::BuildRunReport(r, model.name, "fast", config, table, batch));
+    return report::RunReportJson(report::BuildRunReport(r, model.name, "fast", config, table, batch));
   }
   const std::string common = "--model '" + a.model + "' --energy '" + a.energy + "'" +
                              (a.data.empty() ? "" : " --data '" + a.data + "'") + " --config '" +
@@ -111,12 +102,12 @@ nlohmann::json RunJson(const std::string& preset, const std::string& engine_name
   return RunChild(common + fmt::format(" --images {} --batch {}", images, batch), json_path);
 }
 
-Row TpuRow(const std::string& preset, const std::string& engine_name, const nn::Model& model,
+report::CompareRow TpuRow(const std::string& preset, const std::string& engine_name, const nn::Model& model,
            const data::MnistSet& set, const CompareArgs& a, const std::string& scratch) {
   const nlohmann::json j =
       RunJson(preset, engine_name, model, set, a.images, a.batch, a, scratch + "/run.json");
   const nlohmann::json one = RunJson(preset, engine_name, model, set, 1, 1, a, scratch + "/one.json");
-  Row r;
+  report::CompareRow r;
   r.backend = "tpu " + preset + (a.engines.size() > 1 ? " (" + engine_name + ")" : "");
   r.accuracy = j["accuracy"].get<double>();
   r.images_per_s = j["images_per_second"].get<double>();
@@ -132,10 +123,6 @@ Row TpuRow(const std::string& preset, const std::string& engine_name, const nn::
   return r;
 }
 
-std::string Cell(const std::optional<double>& v, const char* f) {
-  return v ? fmt::format(fmt::runtime(f), *v) : std::string("n/a");
-}
-
 void Compare(const CompareArgs& a) {
   if (a.images < 1 || a.batch < 1 || a.threads < 1) {
     throw UsageError("--images, --batch and --threads must be at least 1");
@@ -143,19 +130,20 @@ void Compare(const CompareArgs& a) {
   for (const std::string* p : {&a.json, &a.markdown}) {
     if (!p->empty()) CheckWritable(*p);
   }
-  host::LoadEnergyTable(a.energy);  // fail early on a bad table
+  report::LoadEnergyTable(a.energy);  // fail early on a bad table
   const nn::Model model = nn::LoadModel(a.model);
   const data::MnistSet set = data::LoadMnist(data::FindMnistDir(a.data), false, a.images);
   if (a.images > set.count) {
     throw UsageError(fmt::format("--images {} is more than the {} test images", a.images, set.count));
   }
-  for (const std::string& c : a.configs) host::LoadConfig(c);  // unknown presets fail early
+  for (const std::string& c : a.configs) config::LoadConfig(c);  // unknown presets fail early
   for (const std::string& e : a.engines) engine::ParseEngineKind(e);
 
-  std::vector<Row> rows;
-  std::cerr << "compare: cpu-fp32 ...\n";
+  report::CompareReport report{model.name, a.images, {}, {}};
+  std::vector<report::CompareRow>& rows = report.rows;
+  if (!a.quiet) std::cerr << "compare: cpu-fp32 ...\n";
   rows.push_back(CpuRow(model, set, a, nn::CpuBackend::kFp32));
-  std::cerr << "compare: cpu-int8 ...\n";
+  if (!a.quiet) std::cerr << "compare: cpu-int8 ...\n";
   rows.push_back(CpuRow(model, set, a, nn::CpuBackend::kInt8));
   const std::string scratch =
       (std::filesystem::temp_directory_path() / ("tpusim_compare_" + std::to_string(::getpid())))
@@ -164,7 +152,7 @@ void Compare(const CompareArgs& a) {
   try {
     for (const std::string& c : a.configs) {
       for (const std::string& e : a.engines) {
-        std::cerr << "compare: tpu " << c << " (" << e << " engine) ...\n";
+        if (!a.quiet) std::cerr << "compare: tpu " << c << " (" << e << " engine) ...\n";
         rows.push_back(TpuRow(c, e, model, set, a, scratch));
       }
     }
@@ -180,12 +168,12 @@ void Compare(const CompareArgs& a) {
     gpu_note = "GPU: no usable NVIDIA GPU here (" + why + "), so no GPU rows.";
   } else {
     for (const bool int8 : {true, false}) {
-      std::cerr << "compare: " << (int8 ? "cuda-int8" : "cuda-fp32") << " ...\n";
+      if (!a.quiet) std::cerr << "compare: " << (int8 ? "cuda-int8" : "cuda-fp32") << " ...\n";
       const cuda::GpuResult g = int8 ? cuda::InferCudaInt8(model, set, a.images, a.batch)
                                      : cuda::InferCudaFp32(model, set, a.images, a.batch);
       const cuda::GpuResult one = int8 ? cuda::InferCudaInt8(model, set, 1, 1)
                                        : cuda::InferCudaFp32(model, set, 1, 1);
-      Row r;
+      report::CompareRow r;
       r.backend = int8 ? "cuda-int8" : "cuda-fp32";
       r.accuracy = static_cast<double>(g.correct) / static_cast<double>(g.images);
       r.images_per_s = static_cast<double>(g.images) / g.wall_seconds;
@@ -197,48 +185,10 @@ void Compare(const CompareArgs& a) {
     gpu_note = "GPU rows: measured wall time on the GPU, including host-device copies.";
   }
 
-  // Text and Markdown.
-  std::string text = fmt::format("tpusim compare: {} on the first {} MNIST test images\n",
-                                 model.name, a.images);
-  text += fmt::format("  {:<20}{:>9}{:>12}{:>14}{:>16}{:>10}  {}\n", "backend", "accuracy",
-                      "images/s", "latency/img", "energy/img", "ops/cyc", "notes");
-  std::string md = "| backend | accuracy | images/s | latency per image | energy per image | "
-                   "ops/cycle | energy source | notes |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
-  for (const Row& r : rows) {
-    text += fmt::format("  {:<20}{:>8.2f}%{:>12.0f}{:>11.1f} us{:>16}{:>10}  {}; energy {}\n",
-                        r.backend, 100 * r.accuracy, r.images_per_s, r.latency_us,
-                        Cell(r.energy_uj, "{:.2f} uJ"), Cell(r.ops_per_cycle, "{:.1f}"), r.note,
-                        r.energy_source);
-    md += fmt::format("| {} | {:.2f} % | {:.0f} | {:.1f} us | {} | {} | {} | {} |\n", r.backend,
-                      100 * r.accuracy, r.images_per_s, r.latency_us,
-                      r.energy_uj ? fmt::format("{:.2f} uJ", *r.energy_uj) : "n/a",
-                      Cell(r.ops_per_cycle, "{:.1f}"), r.energy_source, r.note);
-  }
-  text += "  " + gpu_note + "\n";
-  md += "\n" + gpu_note + "\n";
-  std::cout << text;
-  if (!a.markdown.empty()) WriteFileAtomically(a.markdown, md);
-  if (!a.json.empty()) {
-    nlohmann::json jr = nlohmann::json::array();
-    for (const Row& r : rows) {
-      nlohmann::json row = {{"backend", r.backend},
-                            {"accuracy", r.accuracy},
-                            {"images_per_second", r.images_per_s},
-                            {"latency_us", r.latency_us},
-                            {"energy_source", r.energy_source},
-                            {"notes", r.note}};
-      row["energy_per_image_uj"] = r.energy_uj ? nlohmann::json(*r.energy_uj) : nlohmann::json(nullptr);
-      row["ops_per_cycle"] = r.ops_per_cycle ? nlohmann::json(*r.ops_per_cycle) : nlohmann::json(nullptr);
-      jr.push_back(row);
-    }
-    WriteFileAtomically(a.json, nlohmann::json{{"model", model.name},
-                                               {"images", a.images},
-                                               {"rows", jr},
-                                               {"gpu", gpu_note},
-                                               {"revision", kGitRevision}}
-                                        .dump(2) +
-                                    "\n");
-  }
+  report.gpu_note = gpu_note;
+  if (!a.quiet) std::cout << report::FormatCompareText(report);
+  if (!a.markdown.empty()) WriteFileAtomically(a.markdown, report::FormatCompareMarkdown(report));
+  if (!a.json.empty()) WriteFileAtomically(a.json, report::CompareReportJson(report).dump(2) + "\n");
 }
 
 }  // namespace
@@ -257,7 +207,7 @@ ops/cycle.
 Examples:
   tpusim compare --images 1000 --configs small-16,lab-8 --markdown table.md
   tpusim compare --images 1000 --engines rtl,fast)");
-  cmd->add_option("--images", a->images, "first N of the 10,000 test images")->capture_default_str();
+  AddWorkloadOptions(cmd, a.get(), 1000);
   cmd->add_option("--configs", a->configs, "TPU presets, comma separated")
       ->delimiter(',')
       ->capture_default_str();
@@ -266,12 +216,10 @@ Examples:
                   "same cycles side by side, each with its wall time)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--model", a->model, "model folder")->capture_default_str();
-  cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
   cmd->add_option("--batch", a->batch, "images per batch (CPU and TPU)")->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU worker threads")->capture_default_str();
   cmd->add_option("--energy", a->energy, "energy table for the TPU rows")->capture_default_str();
-  cmd->add_option("--json", a->json, "write the table as JSON to this file");
+  AddOutputOptions(cmd, a.get(), "write the table as JSON to this file");
   cmd->add_option("--markdown", a->markdown, "write the table as Markdown to this file");
   cmd->callback([a] { Compare(*a); });
 }

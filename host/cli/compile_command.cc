@@ -8,28 +8,27 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "host/cli/chip_options.h"
+#include "host/cli/options.h"
 #include "host/cli/compile_command.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
 #include "host/data/mnist.h"
+#include "host/isa/assembler.h"
 #include "host/nn/int8_ops.h"
 #include "host/nn/int8_reference.h"
 
 namespace tpu::cli {
 namespace {
 
-struct CompileArgs {
-  std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
+struct CompileArgs : WorkloadOptions {
   ChipOptions chip;
-  std::string out, data;
-  int64_t images = 1;
+  std::string out;
 };
 
 void Compile(const CompileArgs& a) {
   if (a.images < 1) throw UsageError("--images and --batch must be at least 1");
-  const host::TpuConfig config = ResolveConfig(a.chip);
+  const config::TpuConfig config = ResolveConfig(a.chip);
   const nn::Model model = nn::LoadModel(a.model);
   const auto steps = compiler::PlanSteps(model);
   const data::MnistSet set = data::LoadMnist(data::FindMnistDir(a.data), false, a.images);
@@ -51,22 +50,25 @@ void Compile(const CompileArgs& a) {
         act.insert(act.end(), in.begin(), in.end());
       }
     }
-    const compiler::LayerJob job = lc.Build(act, batch);
+    const compiler::LayerJob lj = lc.Build(act, batch);
+    const engine::ExecJob& job = lj.exec;
     const std::string name = s.Name(model);
     const std::string base = (std::filesystem::path(a.out) / name).string();
-    WriteFileAtomically(base + ".asm", job.text);
-    WriteFileAtomically(base + ".host.bin", std::string(job.host.begin(), job.host.end()));
-    WriteFileAtomically(base + ".weights.bin", std::string(job.weights.begin(), job.weights.end()));
+    WriteFileAtomically(base + ".asm", "; " + lj.summary + "\n" + isa::Disassemble(job.program));
+    WriteFileAtomically(base + ".host.bin", std::string(job.host_image.begin(), job.host_image.end()));
+    WriteFileAtomically(base + ".weights.bin",
+                        std::string(job.weight_image.begin(), job.weight_image.end()));
     manifest.push_back({{"name", name},
                         {"program", name + ".asm"},
                         {"host_in", name + ".host.bin"},
                         {"weights_in", name + ".weights.bin"},
                         {"instructions", job.program.words.size()},
-                        {"host_out_addr", job.out_addr},
-                        {"host_out_bytes", job.out_bytes}});
+                        {"host_out_addr", job.host_out_addr},
+                        {"host_out_bytes", job.host_out_bytes}});
     std::cout << fmt::format("{}: {} instructions -> {}.asm (+ .host.bin, .weights.bin; outputs "
                              "at host 0x{:x}, {} bytes)\n",
-                             name, job.program.words.size(), base, job.out_addr, job.out_bytes);
+                             name, job.program.words.size(), base, job.host_out_addr,
+                             job.host_out_bytes);
   }
   WriteFileAtomically((std::filesystem::path(a.out) / "jobs.json").string(),
                       nlohmann::json{{"model", model.name},
@@ -94,11 +96,9 @@ Example:
   tpusim compile --config small-16 --images 4 --out lenet-jobs
   tpusim exec lenet-jobs/conv1+pool1.asm --host-in lenet-jobs/conv1+pool1.host.bin \
       --weights-in lenet-jobs/conv1+pool1.weights.bin)");
-  cmd->add_option("--model", a->model, "model folder")->capture_default_str();
+  AddWorkloadOptions(cmd, a.get(), 1);
   AddChipOptions(cmd, &a->chip, /*engine=*/false);
   cmd->add_option("--out", a->out, "folder to write the jobs to")->required();
-  cmd->add_option("--images", a->images, "first N MNIST test images (one batch)")->capture_default_str();
-  cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
   cmd->callback([a] { Compile(*a); });
 }
 

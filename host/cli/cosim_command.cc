@@ -34,10 +34,10 @@ struct CosimArgs {
 // One preset for every array size whose RTL is built.
 std::vector<std::string> DefaultConfigs() {
   std::vector<std::string> out;
-  const std::vector<std::string> presets = host::PresetNames();
+  const std::vector<std::string> presets = config::PresetNames();
   for (const int n : engine::RtlBuiltDims()) {
     for (const std::string& p : presets) {
-      if (host::LoadConfig(p).array_dim == n) {
+      if (config::LoadConfig(p).array_dim == n) {
         out.push_back(p);
         break;
       }
@@ -67,8 +67,8 @@ std::string SummaryLine(const nlohmann::json& s) {
 
 // One config in this process (the SystemC kernel allows one RTL system per process).
 nlohmann::json RunOne(const CosimArgs& a, const std::string& config_name) {
-  host::TpuConfig config = host::LoadConfig(config_name);
-  for (const std::string& kv : a.sets) host::ApplyOverride(&config, kv);
+  config::TpuConfig config = config::LoadConfig(config_name);
+  for (const std::string& kv : a.sets) config::ApplyOverride(&config, kv);
   engine::EngineOptions eo;
   eo.watchdog_cycles = a.watchdog;
   const auto rtl = engine::MakeChipEngine(engine::EngineKind::kRtl, config, eo);
@@ -103,7 +103,7 @@ nlohmann::json RunChild(const CosimArgs& a, const std::string& config_name,
 }
 
 void Replay(const CosimArgs& a) {
-  host::TpuConfig config;
+  config::TpuConfig config;
   const engine::ExecJob job = cosim::ReadMismatch(a.replay, &config);
   engine::EngineOptions eo;
   eo.watchdog_cycles = a.watchdog;
@@ -124,8 +124,8 @@ void Cosim(const CosimArgs& a) {
   if (!a.json.empty()) CheckWritable(a.json);
   const std::vector<std::string> configs = a.configs.empty() ? DefaultConfigs() : a.configs;
   for (const std::string& c : configs) {
-    host::TpuConfig config = host::LoadConfig(c);  // fails early on a bad name or --set
-    for (const std::string& kv : a.sets) host::ApplyOverride(&config, kv);
+    config::TpuConfig config = config::LoadConfig(c);  // fails early on a bad name or --set
+    for (const std::string& kv : a.sets) config::ApplyOverride(&config, kv);
   }
   if (configs.empty()) throw UsageError("no config to run: this build has no whole-chip RTL model");
   nlohmann::json results = nlohmann::json::array();

@@ -12,13 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "host/cli/chip_options.h"
 #include "host/cli/isa_commands.h"
+#include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
-#include "host/engine/timeline.h"
 #include "host/isa/assembler.h"
 #include "host/report/exec_report.h"
 
@@ -30,10 +29,8 @@ struct ExecOptions {
   ChipOptions chip;
   std::vector<std::string> host_in, weights_in;
   std::string host_out, host_out_range;
-  std::string trace_path, json_path, timeline_path;
-  uint64_t trace_start = 0;
-  uint64_t trace_end = UINT64_MAX;
-  bool quiet = false;
+  TraceOptions trace;
+  OutputOptions out;
 };
 
 uint64_t ParseNumber(const std::string& text, const std::string& what) {
@@ -88,8 +85,8 @@ isa::Program LoadProgram(const std::string& path) {
 }
 
 void RunExec(const ExecOptions& o) {
-  const host::TpuConfig config = ResolveConfig(o.chip);
-  const engine::EngineKind kind = ResolveEngine(o.chip);
+  ChipSession session(o.chip, o.trace, /*progress=*/!o.out.quiet);
+  const config::TpuConfig& config = session.config();
   const isa::Program program = LoadProgram(o.program_path);
 
   engine::ExecJob job;
@@ -116,34 +113,20 @@ void RunExec(const ExecOptions& o) {
   } else if (!o.host_out_range.empty()) {
     throw UsageError("--host-out-range needs --host-out FILE");
   }
-  for (const std::string* p : {&o.host_out, &o.json_path, &o.trace_path, &o.timeline_path}) {
+  for (const std::string* p : {&o.host_out, &o.out.json}) {
     if (!p->empty()) CheckWritable(*p);
   }
+  const engine::ExecResult r = session.engine().Run(job);
+  session.Finish();  // a failed run's waveform and timeline are the most useful ones
 
-  engine::EngineOptions eopt = EngineOptionsFrom(o.chip);
-  eopt.trace_path = o.trace_path;
-  eopt.trace_start = o.trace_start;
-  eopt.trace_end = o.trace_end;
-  eopt.progress = !o.quiet;
-  engine::Timeline timeline(config.clock_mhz);
-  if (!o.timeline_path.empty()) eopt.timeline = &timeline;
-  const std::unique_ptr<engine::ChipEngine> chip = engine::MakeChipEngine(kind, config, eopt);
-  const engine::ExecResult r = chip->Run(job);
-  chip->Finish();  // a failed run's waveform is the most useful one
-  if (!o.timeline_path.empty()) {
-    timeline.Note("engine", chip->Name());
-    timeline.Note("config", config.ToJson());
-    timeline.Write(o.timeline_path);
-  }
-
-  if (!o.json_path.empty()) {
-    WriteFileAtomically(o.json_path, host::ExecReportJson(r, config, o.program_path,
+  if (!o.out.json.empty()) {
+    WriteFileAtomically(o.out.json, report::ExecReportJson(r, config, o.program_path,
                                                           program.words.size())
                                              .dump(2) +
                                          "\n");
   }
-  if (!o.quiet) {
-    std::cout << host::FormatExecReport(r, config, o.program_path, program.words.size());
+  if (!o.out.quiet) {
+    std::cout << report::FormatExecReport(r, config, o.program_path, program.words.size());
   }
   if (!r.ok) throw RuntimeError(o.program_path + ": " + r.message);
   if (!o.host_out.empty()) {
@@ -185,14 +168,8 @@ Docs: docs/isa.md (instructions), docs/architecture.md (units, counters, memory 
   cmd->add_option("--host-out", o->host_out, "write host memory after the run to this file");
   cmd->add_option("--host-out-range", o->host_out_range,
                   "ADDR:BYTES of host memory for --host-out (default: all of it)");
-  cmd->add_option("--trace", o->trace_path,
-                  "write a waveform of every chip signal (.fst/.vcd; rtl engine)");
-  cmd->add_option("--timeline", o->timeline_path,
-                  "write the instruction timeline (Chrome trace JSON: Perfetto, chrome://tracing)");
-  cmd->add_option("--trace-start", o->trace_start, "first cycle to trace")->capture_default_str();
-  cmd->add_option("--trace-end", o->trace_end, "last cycle to trace (default: the end)");
-  cmd->add_option("--json", o->json_path, "write the report as JSON to this file");
-  cmd->add_flag("-q,--quiet", o->quiet, "print nothing but errors");
+  AddTraceOptions(cmd, &o->trace, "write a waveform of every chip signal (.fst/.vcd; rtl engine)");
+  AddOutputOptions(cmd, &o->out, "write the report as JSON to this file");
   cmd->callback([o] { RunExec(*o); });
 }
 

@@ -7,62 +7,55 @@
 #include <memory>
 #include <optional>
 
+#include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
 #include "host/common/progress_bar.h"
 #include "host/config/tpu_config.h"
-#include "host/gemm/gemm_report.h"
+#include "host/report/gemm_report.h"
 #include "host/gemm/gemm_runner.h"
 #include "fast/fast_mxu_engine.h"
 #include "sim/mxu_registry.h"
-#include "sim/wave_file.h"
 
 namespace tpu::cli {
 namespace {
 
 struct GemmOptions {
-  std::string a_path, b_path, out_path, json_path, trace_path;
+  std::string a_path, b_path, out_path;
   std::optional<int64_t> m, k, n;
   uint64_t seed = 1;
-  std::optional<int> array;
-  std::string config = "small-16";
+  ChipOptions chip;    // the matrix unit's engine is its own (--engine below)
   std::string engine = "rtl";
-  uint64_t trace_start = 0;
-  std::optional<uint64_t> trace_end;
-  bool quiet = false;
+  TraceOptions trace;  // no timeline: the matrix unit has no instructions
+  OutputOptions out;
 };
 
 void Run(const GemmOptions& o) {
-  // Configuration: preset, then flags.
-  host::TpuConfig config = host::LoadConfig(o.config);
-  if (o.array && *o.array != config.array_dim) {
-    config.array_dim = *o.array;
-    config.name += fmt::format(" with --array {}", *o.array);
-  }
-  config.Validate();
+  const config::TpuConfig config = ResolveConfig(o.chip);
+  CheckTraceOptions(o.trace);
 
   // Operands.
   Matrix<int8_t> a, b;
   const bool from_files =
-      host::ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b);
-  const host::GemmShape shape =
-      from_files ? host::GemmShape{a.rows, a.cols, b.cols}
-                 : host::GemmShape{o.m.value_or(64), o.k.value_or(64), o.n.value_or(64)};
-  const host::GemmPlan plan = host::PlanGemm(shape, config.array_dim, config.acc_depth_rows);
+      gemm::ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b);
+  const gemm::GemmShape shape =
+      from_files ? gemm::GemmShape{a.rows, a.cols, b.cols}
+                 : gemm::GemmShape{o.m.value_or(64), o.k.value_or(64), o.n.value_or(64)};
+  const gemm::GemmPlan plan = gemm::PlanGemm(shape, config.array_dim, config.acc_depth_rows);
   if (!from_files) {
-    a = host::RandomInt8(shape.m, shape.k, o.seed);
-    b = host::RandomInt8(shape.k, shape.n, o.seed + 1);
+    a = gemm::RandomInt8(shape.m, shape.k, o.seed);
+    b = gemm::RandomInt8(shape.k, shape.n, o.seed + 1);
   }
-  if (shape.k > host::kMaxSafeK) {
+  if (shape.k > gemm::kMaxSafeK) {
     std::cerr << fmt::format(
         "tpusim: warning: K = {} exceeds {}, the largest K for which int32 accumulation "
         "cannot overflow; sums wrap modulo 2^32 as in the hardware\n",
-        shape.k, host::kMaxSafeK);
+        shape.k, gemm::kMaxSafeK);
   }
 
   // Outputs must be writable before a long run starts.
-  for (const std::string* p : {&o.out_path, &o.json_path, &o.trace_path}) {
+  for (const std::string* p : {&o.out_path, &o.out.json}) {
     if (!p->empty()) CheckWritable(*p);
   }
 
@@ -81,38 +74,25 @@ void Run(const GemmOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  if (o.engine == "fast" && !o.trace_path.empty()) {
+  if (o.engine == "fast" && !o.trace.wave.empty()) {
     throw UsageError("waveforms (--trace) come from the RTL; use --engine rtl");
   }
 
   sim::RunOptions run;
-  run.trace.path = o.trace_path;
-  run.trace.start_cycle = o.trace_start;
-  if (o.trace_end) {
-    if (*o.trace_end < o.trace_start) {
-      throw UsageError(
-          fmt::format("--trace-end {} is before --trace-start {}", *o.trace_end, o.trace_start));
-    }
-    run.trace.end_cycle = *o.trace_end;
-  }
-  if (!o.trace_path.empty()) {
-    try {
-      sim::WaveFile::FormatOf(o.trace_path);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }
-  ProgressBar bar("gemm", !o.quiet);
+  run.trace.path = o.trace.wave;
+  run.trace.start_cycle = o.trace.start;
+  if (o.trace.end) run.trace.end_cycle = *o.trace.end;
+  ProgressBar bar("gemm", !o.out.quiet);
   run.progress = [&bar](double f) { bar.Update(f); };
 
-  const host::GemmRunResult r = host::RunGemm(plan, a, b, *engine, run);
+  const gemm::GemmRunResult r = gemm::RunGemm(plan, a, b, *engine, run);
   bar.Finish();
 
   if (!o.out_path.empty()) WriteNpyInt32(o.out_path, r.c);
-  if (!o.json_path.empty()) {
-    WriteFileAtomically(o.json_path, host::GemmReportJson(r, config).dump(2) + "\n");
+  if (!o.out.json.empty()) {
+    WriteFileAtomically(o.out.json, report::GemmReportJson(r, config).dump(2) + "\n");
   }
-  if (!o.quiet) std::cout << host::FormatGemmReport(r, config);
+  if (!o.out.quiet) std::cout << report::FormatGemmReport(r, config);
   if (!r.matches_reference) {
     throw RuntimeError("the RTL result differs from the Eigen reference");
   }
@@ -144,20 +124,14 @@ Exit status: 0 success, 1 runtime error or mismatch, 2 bad usage or input.)");
   cmd->add_option("--n", opts->n, "columns of B, for random operands (default 64)");
   cmd->add_option("--seed", opts->seed, "seed of the random operands (B uses seed + 1)")
       ->capture_default_str();
-  cmd->add_option("--config", opts->config,
-                  "preset in configs/ (teach-4, lab-8, small-16, ...) or a .json file")
-      ->capture_default_str();
-  cmd->add_option("--array", opts->array, "array size N, overriding the preset's");
+  AddChipOptions(cmd, &opts->chip, /*engine=*/false);
   cmd->add_option("--engine", opts->engine,
                   "rtl (the Verilated C++ model of the RTL), systemc (the same RTL as a SystemC "
                   "module) or fast (the C++ model of the matrix unit: same cycles, any size)")
       ->capture_default_str();
-  cmd->add_option("--json", opts->json_path, "write the report as JSON to this file");
-  cmd->add_option("--trace", opts->trace_path, "write a waveform: FILE.fst (GTKWave) or FILE.vcd");
-  cmd->add_option("--trace-start", opts->trace_start, "first cycle to trace")
-      ->capture_default_str();
-  cmd->add_option("--trace-end", opts->trace_end, "last cycle to trace (default: the end)");
-  cmd->add_flag("--quiet,-q", opts->quiet, "print nothing but errors");
+  AddTraceOptions(cmd, &opts->trace, "write a waveform: FILE.fst (GTKWave) or FILE.vcd",
+                  /*timeline=*/false);
+  AddOutputOptions(cmd, &opts->out, "write the report as JSON to this file");
   cmd->callback([opts] { Run(*opts); });
 }
 

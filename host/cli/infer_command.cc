@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "host/cli/nn_commands.h"
+#include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/revision.h"
@@ -16,11 +17,8 @@
 namespace tpu::cli {
 namespace {
 
-struct InferArgs {
+struct InferArgs : WorkloadOptions, OutputOptions {
   std::string backend = "cpu-int8";
-  std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
-  std::string data, json;
-  int64_t images = 10000;
   int batch = 64;
   int threads = 2;
   int64_t latency_images = 500;
@@ -40,7 +38,7 @@ void RunGpu(const InferArgs& a) {
                                 ? cuda::InferCudaInt8(m, test, a.images, a.batch)
                                 : cuda::InferCudaFp32(m, test, a.images, a.batch);
   const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
-  std::cout << fmt::format(
+  if (!a.quiet) std::cout << fmt::format(
       "tpusim infer: {} on {} MNIST test images ({}) on {}\n"
       "  accuracy      {:.2f} %  ({} of {} correct)\n"
       "  throughput    {:.0f} images/s wall incl. copies, {:.0f} images/s kernels only (batch {})\n",
@@ -79,7 +77,7 @@ void Run(const InferArgs& a) {
       nn::LatencyBatch1Ms(m, test, std::min(a.images, a.latency_images), backend);
   const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
   const double ips = static_cast<double>(r.images) / r.seconds;
-  std::cout << fmt::format(
+  if (!a.quiet) std::cout << fmt::format(
       "tpusim infer: {} on {} MNIST test images ({})\n"
       "  accuracy      {:.2f} %  ({} of {} correct)\n"
       "  throughput    {:.0f} images/s  (batch {}, {} thread(s), {:.3f} s)\n"
@@ -109,11 +107,8 @@ latency per image at batch 1.
 Example:
   tpusim infer --backend cpu-int8 --model models/lenet5 --images 10000 --json r.json)");
   cmd->add_option("--backend", a->backend, "cpu-fp32, cpu-int8, or on an NVIDIA GPU cuda-int8, cuda-fp32")->capture_default_str();
-  cmd->add_option("--model", a->model, "model folder")->capture_default_str();
-  cmd->add_option("--images", a->images, "first N of the 10,000 test images")
-      ->capture_default_str();
-  cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
-  cmd->add_option("--json", a->json, "write the results as JSON to this file");
+  AddWorkloadOptions(cmd, a.get(), 10000);
+  AddOutputOptions(cmd, a.get(), "write the results as JSON to this file");
   cmd->add_option("--batch", a->batch, "images per batch")->capture_default_str();
   cmd->add_option("--threads", a->threads, "worker threads")->capture_default_str();
   cmd->callback([a] { Run(*a); });

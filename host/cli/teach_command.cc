@@ -52,27 +52,27 @@ void RunTeach(const TeachOptions& o) {
     throw UsageError(fmt::format("--array {} is out of range; use 2 to 8 for teaching", o.array));
   }
   Matrix<int8_t> a, b;
-  if (!host::ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b)) {
+  if (!gemm::ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b)) {
     for (const auto& [name, v] : {std::pair{"--m", o.m}, {"--k", o.k}, {"--n", o.n}}) {
       if (v && *v < 1) throw UsageError(fmt::format("{} {} must be at least 1", name, *v));
     }
     // Small, readable numbers: the products stay easy to check by hand.
     const int64_t m = o.m.value_or(3), k = o.k.value_or(2), n = o.n.value_or(3);
-    a = host::RandomInt8(m, k, o.seed);
-    b = host::RandomInt8(k, n, o.seed + 1);
+    a = gemm::RandomInt8(m, k, o.seed);
+    b = gemm::RandomInt8(k, n, o.seed + 1);
     for (auto* mat : {&a, &b}) {
       for (auto& v : mat->data) v = static_cast<int8_t>(v % 10);
     }
   }
-  const host::GemmPlan plan = host::PlanGemm({a.rows, a.cols, b.cols}, o.array, 1024);
-  const uint64_t cycles = host::PredictCycles(plan).total;
+  const gemm::GemmPlan plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, o.array, 1024);
+  const uint64_t cycles = gemm::PredictCycles(plan).total;
   if (cycles > kMaxCycles) {
     throw UsageError(fmt::format("this product takes {} cycles on a {} x {} array; teach shows "
                                  "at most {}: use smaller --m/--k/--n (tpusim gemm runs any size)",
                                  cycles, o.array, o.array, kMaxCycles));
   }
   const int columns = TerminalColumns();
-  const int needed = host::TeachFrameWidth(o.array);
+  const int needed = teach::TeachFrameWidth(o.array);
   if (o.html_path.empty() && columns > 0 && columns < needed) {
     throw UsageError(fmt::format("a {} x {} array needs {} terminal columns and this terminal has "
                                  "{}: widen it, use a smaller --array, or write --html FILE",
@@ -80,25 +80,25 @@ void RunTeach(const TeachOptions& o) {
   }
   if (!o.html_path.empty()) CheckWritable(o.html_path);
 
-  const host::TeachRun run = host::RecordTeachRun(a, b, o.array);
+  const teach::TeachRun run = teach::RecordTeachRun(a, b, o.array);
   if (!o.html_path.empty()) {
-    WriteFileAtomically(o.html_path, host::TeachHtml(run));
+    WriteFileAtomically(o.html_path, teach::TeachHtml(run));
     std::cout << fmt::format("wrote {}: {} cycles of a {} x {} array; open it in a browser\n",
                              o.html_path, run.cycles.size(), o.array, o.array);
     return;
   }
   const bool colour = UseColour();
-  std::cout << host::FormatTeachIntro(run, colour);
+  std::cout << teach::FormatTeachIntro(run, colour);
   bool waiting = o.step;
   for (size_t i = 0; i < run.cycles.size(); ++i) {
-    std::cout << host::FormatTeachCycle(run, i, colour) << std::flush;
+    std::cout << teach::FormatTeachCycle(run, i, colour) << std::flush;
     if (waiting && i + 1 < run.cycles.size()) {
       std::cout << "[Enter: next cycle, q then Enter: to the end] " << std::flush;
       std::string line;
       if (!std::getline(std::cin, line) || line == "q") waiting = false;
     }
   }
-  std::cout << host::FormatTeachSummary(run, colour);
+  std::cout << teach::FormatTeachSummary(run, colour);
   if (!run.matches_reference) throw RuntimeError("the RTL result differs from Eigen");
 }
 

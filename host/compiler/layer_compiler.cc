@@ -7,7 +7,8 @@
 #include <cstring>
 
 #include "host/common/errors.h"
-#include "host/isa/assembler.h"
+#include "host/compiler/packing.h"
+#include "host/isa/program_builder.h"
 
 namespace tpu::compiler {
 
@@ -47,7 +48,7 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
 }
 
 LayerCompiler::LayerCompiler(const nn::Model& model, const LayerStep& step,
-                             const host::TpuConfig& config)
+                             const config::TpuConfig& config)
     : layer_(model.layers[static_cast<size_t>(step.layer)]), config_(config), n_(config.array_dim) {
   const nn::Layer& l = layer_;
   conv_ = l.type == nn::LayerType::kConv2d;
@@ -73,30 +74,9 @@ LayerCompiler::LayerCompiler(const nn::Model& model, const LayerStep& step,
                                  "({} bytes, weight_mem_bytes)",
                                  l.name, kt_ * nt_ * nn2, config.weight_mem_bytes));
   }
-  // Weight tile (kb, j) at ((j * kt) + kb) * n * n; its row r is weight row kb * n + r.
-  const int64_t cout = l.out.c;
-  weights_.assign(static_cast<size_t>(kt_ * nt_ * nn2), 0);
-  for (int64_t j = 0; j < nt_; ++j)
-    for (int64_t kb = 0; kb < kt_; ++kb)
-      for (int64_t r = 0; r < n_ && kb * n_ + r < k_; ++r)
-        for (int64_t c = 0; c < n_ && j * n_ + c < cout; ++c) {
-          weights_[static_cast<size_t>((j * kt_ + kb) * nn2 + r * n_ + c)] =
-              static_cast<uint8_t>(l.q.weights.data[static_cast<size_t>((kb * n_ + r) * cout + j * n_ + c)]);
-        }
-  // One VPU parameter set per output tile; padding lanes get multiplier 0 (output 0).
-  params_.assign(static_cast<size_t>(nt_ * 9 * n_), 0);
-  for (int64_t j = 0; j < nt_; ++j) {
-    uint8_t* p = &params_[static_cast<size_t>(j * 9 * n_)];
-    for (int c = 0; c < n_; ++c) {
-      const int64_t oc = j * n_ + c;
-      const int32_t bias = oc < cout ? l.q.bias.data[static_cast<size_t>(oc)] : 0;
-      const int32_t mult = oc < cout ? l.q.multiplier[static_cast<size_t>(oc)] : 0;
-      const int32_t shift = oc < cout ? l.q.shift[static_cast<size_t>(oc)] : 1;
-      std::memcpy(p + 4 * c, &bias, 4);
-      std::memcpy(p + 4 * n_ + 4 * c, &mult, 4);
-      p[8 * n_ + c] = static_cast<uint8_t>(shift);
-    }
-  }
+  weights_ = PackWeightTiles(l.q.weights.data.data(), k_, l.out.c, n_);
+  params_ = PackParamSets(l.q.bias.data.data(), l.q.multiplier.data(), l.q.shift.data(),
+                          l.out.c, n_);
 }
 
 void LayerCompiler::RowPixel(int64_t r, int* oh, int* ow) const {
@@ -164,20 +144,23 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
   LayerJob job;
   job.rows = m;
   job.chunks = chunks;
+  engine::ExecJob& ex = job.exec;
+  ex.name = layer_.name;
   // Host memory: the row blocks chunk by chunk, the parameter sets, then the outputs.
   std::vector<int8_t> row(static_cast<size_t>(k_));
   const uint64_t x_bytes = static_cast<uint64_t>(m * kt_ * n);
   const uint64_t p_addr = (x_bytes + 63) / 64 * 64;
   const uint64_t y_addr = (p_addr + params_.size() + 63) / 64 * 64;
   const int64_t out_rows = pooled_ ? m / 4 : m;
-  job.out_addr = y_addr;
-  job.out_bytes = static_cast<uint64_t>(out_rows * nt_ * n);
-  if (y_addr + job.out_bytes > static_cast<uint64_t>(config_.host_mem_bytes)) {
+  ex.host_out_addr = y_addr;
+  ex.host_out_bytes = static_cast<uint64_t>(out_rows * nt_ * n);
+  if (y_addr + ex.host_out_bytes > static_cast<uint64_t>(config_.host_mem_bytes)) {
     throw UsageError(fmt::format("layer '{}': a batch of {} needs {} bytes of host memory; the "
                                  "config has {} (host_mem_bytes): use a smaller --batch",
-                                 layer_.name, batch, y_addr + job.out_bytes, config_.host_mem_bytes));
+                                 layer_.name, batch, y_addr + ex.host_out_bytes,
+                                 config_.host_mem_bytes));
   }
-  job.host.assign(static_cast<size_t>(y_addr), 0);
+  ex.host_image.assign(static_cast<size_t>(y_addr), 0);
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t r0 = ch * mc, rows = std::min(mc, m - r0);
     const uint64_t base = static_cast<uint64_t>(r0 * kt_ * n);
@@ -185,22 +168,22 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
       const int64_t g = r0 + i, b = g / rows_per_image_;
       FillRow(&act[static_cast<size_t>(b * in_.Size())], g % rows_per_image_, row.data());
       for (int64_t kb = 0; kb < kt_; ++kb) {
-        uint8_t* dst = &job.host[static_cast<size_t>(base + (kb * rows + i) * n)];
+        uint8_t* dst = &ex.host_image[static_cast<size_t>(base + (kb * rows + i) * n)];
         const int64_t cols = std::min<int64_t>(n, k_ - kb * n);
         std::memcpy(dst, &row[static_cast<size_t>(kb * n)], static_cast<size_t>(cols));
       }
     }
   }
-  std::copy(params_.begin(), params_.end(), job.host.begin() + static_cast<std::ptrdiff_t>(p_addr));
-  job.weights = weights_;
+  std::copy(params_.begin(), params_.end(),
+            ex.host_image.begin() + static_cast<std::ptrdiff_t>(p_addr));
+  ex.weight_image = weights_;
 
   // The program.
-  const std::string act_flags = std::string(relu_ ? " relu" : "") +
-                                (pooled_ ? (max_pool_ ? " pool=max" : " pool=avg") : "");
-  std::string& t = job.text;
-  t += fmt::format("; {}: {} rows of K = {} ({} K-tile(s)) x {} output channels ({} N-tile(s)), "
-                   "{} chunk(s) of up to {} rows\n",
-                   layer_.name, m, k_, kt_, layer_.out.c, nt_, chunks, mc);
+  const isa::Pool pool = !pooled_ ? isa::Pool::kNone : max_pool_ ? isa::Pool::kMax : isa::Pool::kAvg;
+  job.summary = fmt::format("{}: {} rows of K = {} ({} K-tile(s)) x {} output channels ({} "
+                            "N-tile(s)), {} chunk(s) of up to {} rows",
+                            layer_.name, m, k_, kt_, layer_.out.c, nt_, chunks, mc);
+  isa::ProgramBuilder p;
   // Software pipeline: chunk ch's rows go to unified-buffer half ch % 2 and are fetched
   // while chunk ch - 1 computes; each group of tiles (chunk, output tile j) accumulates in
   // one half of the accumulators while the previous group is activated from the other;
@@ -209,31 +192,32 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
   // unit work at the same time (the controller's interlocks keep them apart).
   auto rows_of = [&](int64_t ch) { return std::min(mc, m - ch * mc); };
   auto fetch = [&](int64_t ch) {
-    t += fmt::format("read_host host={} ub={} rows={}\n", ch * mc * kt_ * n, (ch % 2) * kt_ * mc,
-                     kt_ * rows_of(ch));
+    p.ReadHost(static_cast<uint64_t>(ch * mc * kt_ * n), static_cast<uint64_t>((ch % 2) * kt_ * mc),
+               static_cast<uint64_t>(kt_ * rows_of(ch)));
   };
   auto y_ub = [&](int64_t ch) { return 2 * kt_ * mc + (ch % 2) * nt_ * mco; };
   auto out_rows_of = [&](int64_t ch) { return pooled_ ? rows_of(ch) / 4 : rows_of(ch); };
   auto acc_of = [&](int64_t seq) { return (seq % 2) * (config_.acc_depth_rows / 2); };
   auto activate = [&](int64_t ch, int64_t j, int64_t seq) {
-    t += fmt::format("activate acc={} ub={} rows={} params={}{}\n", acc_of(seq),
-                     y_ub(ch) + j * out_rows_of(ch), rows_of(ch), j, act_flags);
+    p.Activate(static_cast<uint64_t>(acc_of(seq)),
+               static_cast<uint64_t>(y_ub(ch) + j * out_rows_of(ch)),
+               static_cast<uint64_t>(rows_of(ch)), static_cast<uint64_t>(j), relu_, pool);
   };
   auto write_back = [&](int64_t ch) {
-    t += fmt::format("write_host ub={} host={} rows={}\n", y_ub(ch),
-                     y_addr + static_cast<uint64_t>(ch * mco * nt_ * n), nt_ * out_rows_of(ch));
+    p.WriteHost(static_cast<uint64_t>(y_ub(ch)), y_addr + static_cast<uint64_t>(ch * mco * nt_ * n),
+                static_cast<uint64_t>(nt_ * out_rows_of(ch)));
   };
-  t += fmt::format("read_host host={} params=0 rows={}\n", p_addr, nt_);
+  p.ReadParams(p_addr, 0, static_cast<uint64_t>(nt_));
   fetch(0);
   int64_t seq = 0, prev_ch = -1, prev_j = -1;
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t rows = rows_of(ch), xb = (ch % 2) * kt_ * mc;
-    t += fmt::format("read_weights addr=0 tiles={}\n", kt_ * nt_);
+    p.ReadWeights(0, static_cast<uint64_t>(kt_ * nt_));
     if (ch + 1 < chunks) fetch(ch + 1);
     for (int64_t j = 0; j < nt_; ++j, ++seq) {
       for (int64_t kb = 0; kb < kt_; ++kb) {
-        t += fmt::format("matmul ub={} acc={} rows={} switch{}\n", xb + kb * rows, acc_of(seq),
-                         rows, kb > 0 ? " accumulate" : "");
+        p.Matmul(static_cast<uint64_t>(xb + kb * rows), static_cast<uint64_t>(acc_of(seq)),
+                 static_cast<uint64_t>(rows), /*switch_tile=*/true, /*accumulate=*/kb > 0);
       }
       if (prev_ch >= 0) activate(prev_ch, prev_j, seq - 1);
       if (j == 0 && ch > 0) write_back(ch - 1);  // its last group was just activated
@@ -243,8 +227,8 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
   }
   activate(prev_ch, prev_j, seq - 1);
   write_back(chunks - 1);
-  t += "halt\n";
-  job.program = isa::Assemble(t, layer_.name + ".asm");
+  p.Halt();
+  ex.program = p.Take();
   return job;
 }
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "host/config/tpu_config.h"
-#include "host/isa/isa.h"
+#include "host/engine/chip_engine.h"
 #include "host/nn/model.h"
 
 namespace tpu::compiler {
@@ -31,12 +31,11 @@ struct LayerStep {
 // conv layer, pooling other than 2 x 2, an unquantized model).
 std::vector<LayerStep> PlanSteps(const nn::Model& model);
 
-// A job ready for the driver: program, memory images, where the outputs land.
+// A job ready for a chip engine (program, memory images, where the outputs land) and what
+// it does, in a line for people.
 struct LayerJob {
-  std::string text;  // readable assembly
-  isa::Program program;
-  std::vector<uint8_t> host, weights;
-  uint64_t out_addr = 0, out_bytes = 0;
+  engine::ExecJob exec;
+  std::string summary;
   int64_t rows = 0;    // input rows of the batch (each streamed once per K-tile)
   int64_t chunks = 0;  // pieces of at most half the accumulator rows
 };
@@ -45,7 +44,7 @@ class LayerCompiler {
  public:
   // Throws UsageError when the layer does not fit the chip (too many output tiles for its
   // parameter sets, the weights larger than weight memory).
-  LayerCompiler(const nn::Model& model, const LayerStep& step, const host::TpuConfig& config);
+  LayerCompiler(const nn::Model& model, const LayerStep& step, const config::TpuConfig& config);
 
   const nn::Shape3& InShape() const { return in_; }
   const nn::Shape3& OutShape() const { return out_; }
@@ -69,7 +68,7 @@ class LayerCompiler {
   void RowPixel(int64_t r, int* oh, int* ow) const;
 
   const nn::Layer& layer_;
-  host::TpuConfig config_;
+  config::TpuConfig config_;
   int n_;
   bool conv_, pooled_, max_pool_, relu_;
   nn::Shape3 in_, conv_out_, out_;

@@ -27,7 +27,7 @@ int64_t TpuRunResult::TotalMacs() const {
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const uint8_t* pixels, const uint8_t* labels, int64_t images, int batch,
                            const std::function<void(double)>& progress) {
-  const host::TpuConfig& config = engine.Config();
+  const config::TpuConfig& config = engine.Config();
   const bool values = engine.ComputesValues();
   if (batch < 1) throw UsageError("--batch must be at least 1");
   const auto start = std::chrono::steady_clock::now();
@@ -52,15 +52,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
       act[i] = nn::QuantizePixel(pixels[static_cast<size_t>(first * in_size) + i]);
     }
     for (size_t s = 0; s < compilers.size(); ++s) {
-      LayerJob job = compilers[s].Build(act, b);
-      engine::ExecJob ej;
-      ej.name = r.layers[s].name;
-      ej.program = std::move(job.program);
-      ej.host_image = std::move(job.host);
-      ej.weight_image = std::move(job.weights);
-      ej.host_out_addr = job.out_addr;
-      ej.host_out_bytes = job.out_bytes;
-      const engine::ExecResult e = engine.Run(ej);
+      const engine::ExecResult e = engine.Run(compilers[s].Build(act, b).exec);
       if (!e.ok) {
         throw RuntimeError("layer '" + r.layers[s].name + "' failed on the chip: " + e.message);
       }

@@ -9,7 +9,7 @@
 
 #include "host/common/errors.h"
 
-namespace tpu::host {
+namespace tpu::config {
 namespace fs = std::filesystem;
 
 void TpuConfig::Validate() const {
@@ -156,4 +156,4 @@ void ApplyOverride(TpuConfig* config, const std::string& key_value) {
   *config = FromJson(j, name, "--set " + key_value);
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::config

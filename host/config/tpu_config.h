@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace tpu::host {
+namespace tpu::config {
 
 struct TpuConfig {
   std::string name;           // preset name, or the file it came from
@@ -49,4 +49,4 @@ TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
 // Throws UsageError for an unknown key, a wrong type or an invalid value.
 void ApplyOverride(TpuConfig* config, const std::string& key_value);
 
-}  // namespace tpu::host
+}  // namespace tpu::config

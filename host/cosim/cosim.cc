@@ -76,7 +76,7 @@ Outcome RunBoth(engine::ChipEngine& rtl, engine::ChipEngine& fast, const engine:
 }
 
 void WriteMismatch(const std::string& dir, const engine::ExecJob& job, const Outcome& outcome,
-                   const host::TpuConfig& config) {
+                   const config::TpuConfig& config) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw RuntimeError("cannot create '" + dir + "': " + ec.message());
@@ -95,12 +95,12 @@ void WriteMismatch(const std::string& dir, const engine::ExecJob& job, const Out
                           "\n");
   const size_t words = job.program.words.size();
   WriteFileAtomically((d / "rtl.json").string(),
-                      host::ExecReportJson(outcome.rtl, config, "program.asm", words).dump(2) + "\n");
+                      report::ExecReportJson(outcome.rtl, config, "program.asm", words).dump(2) + "\n");
   WriteFileAtomically((d / "fast.json").string(),
-                      host::ExecReportJson(outcome.fast, config, "program.asm", words).dump(2) + "\n");
+                      report::ExecReportJson(outcome.fast, config, "program.asm", words).dump(2) + "\n");
 }
 
-engine::ExecJob ReadMismatch(const std::string& dir, host::TpuConfig* config) {
+engine::ExecJob ReadMismatch(const std::string& dir, config::TpuConfig* config) {
   const fs::path d(dir);
   auto bytes = [&](const char* name) {
     std::ifstream f(d / name, std::ios::binary);
@@ -113,7 +113,7 @@ engine::ExecJob ReadMismatch(const std::string& dir, host::TpuConfig* config) {
                        " cannot be opened (tpusim cosim writes these folders under --out)");
     }
   }
-  *config = host::LoadConfig((d / "config.json").string());
+  *config = config::LoadConfig((d / "config.json").string());
   engine::ExecJob job;
   const std::vector<uint8_t> text = bytes("program.asm");
   job.program = isa::Assemble(std::string(text.begin(), text.end()), (d / "program.asm").string());
@@ -131,7 +131,7 @@ engine::ExecJob ReadMismatch(const std::string& dir, host::TpuConfig* config) {
 }
 
 CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const CosimOptions& o) {
-  const host::TpuConfig& config = rtl.Config();
+  const config::TpuConfig& config = rtl.Config();
   CosimSummary s;
   s.config = config.name;
   s.array_dim = config.array_dim;

@@ -49,8 +49,8 @@ CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const C
 // Writes a job and both results to `dir` (program.asm, host.bin, weights.bin, config.json,
 // job.json, rtl.json, fast.json). Throws RuntimeError when it cannot.
 void WriteMismatch(const std::string& dir, const engine::ExecJob& job, const Outcome& outcome,
-                   const host::TpuConfig& config);
+                   const config::TpuConfig& config);
 // Reads a job written by WriteMismatch; `config` gets the config it ran on.
-engine::ExecJob ReadMismatch(const std::string& dir, host::TpuConfig* config);
+engine::ExecJob ReadMismatch(const std::string& dir, config::TpuConfig* config);
 
 }  // namespace tpu::cosim

@@ -15,7 +15,7 @@ using isa::Opcode;
 
 class Builder {
  public:
-  Builder(const host::TpuConfig& c, uint64_t seed) : c_(c), n_(c.array_dim), rng_(seed) {}
+  Builder(const config::TpuConfig& c, uint64_t seed) : c_(c), n_(c.array_dim), rng_(seed) {}
 
   GeneratedProgram Build();
 
@@ -81,7 +81,7 @@ class Builder {
   bool TilesFit() const { return brought_ - switched_ <= c_.weight_fifo_tiles + 1; }
   void Invalid(const std::string& kind);
 
-  host::TpuConfig c_;
+  config::TpuConfig c_;
   int64_t n_;
   std::mt19937_64 rng_;
   std::vector<isa::Word> words_;
@@ -215,7 +215,7 @@ GeneratedProgram Builder::Build() {
 
 }  // namespace
 
-ProgramGenerator::ProgramGenerator(const host::TpuConfig& config, uint64_t seed)
+ProgramGenerator::ProgramGenerator(const config::TpuConfig& config, uint64_t seed)
     : config_(config), seed_(seed) {}
 
 GeneratedProgram ProgramGenerator::Make(uint64_t index) const {

@@ -23,12 +23,12 @@ struct GeneratedProgram {
 
 class ProgramGenerator {
  public:
-  ProgramGenerator(const host::TpuConfig& config, uint64_t seed);
+  ProgramGenerator(const config::TpuConfig& config, uint64_t seed);
   // The i-th program of the seed's sequence (the same i and seed give the same program).
   GeneratedProgram Make(uint64_t index) const;
 
  private:
-  host::TpuConfig config_;
+  config::TpuConfig config_;
   uint64_t seed_;
 };
 

@@ -18,7 +18,7 @@
 #include "sim/tpu_registry.h"
 #include "sim/wave_file.h"
 
-namespace tpu::host {
+namespace tpu::driver {
 namespace {
 
 using engine::ExecJob;
@@ -32,7 +32,7 @@ class HostInitiator : public sc_core::sc_module {
   tlm_utils::simple_initiator_socket<HostInitiator> socket;
 
   HostInitiator(sc_core::sc_module_name name, sim::TpuSystemBase& system,
-                const TpuConfig& config)
+                const config::TpuConfig& config)
       : sc_core::sc_module(name), socket("socket"), system_(system), config_(config) {
     sc_core::sc_spawn([this] { Thread(); }, "host");
   }
@@ -174,7 +174,7 @@ class HostInitiator : public sc_core::sc_module {
   }
 
   sim::TpuSystemBase& system_;
-  const TpuConfig& config_;
+  const config::TpuConfig& config_;
   const ExecJob* job_ = nullptr;
   std::optional<ExecResult> result_;
   std::exception_ptr failure_;
@@ -184,7 +184,7 @@ class HostInitiator : public sc_core::sc_module {
 }  // namespace
 
 struct TpuDriver::Impl {
-  TpuConfig config;
+  config::TpuConfig config;
   engine::EngineOptions options;
   std::unique_ptr<sim::TpuSystemBase> system;
   std::unique_ptr<HostInitiator> host;
@@ -193,7 +193,7 @@ struct TpuDriver::Impl {
   int runs = 0;
 };
 
-TpuDriver::TpuDriver(const TpuConfig& config, const engine::EngineOptions& options)
+TpuDriver::TpuDriver(const config::TpuConfig& config, const engine::EngineOptions& options)
     : impl_(std::make_unique<Impl>()) {
   if (options.timing_only) {
     throw UsageError("--timing-only is a mode of the fast engine; the RTL always computes "
@@ -237,7 +237,7 @@ TpuDriver::~TpuDriver() {
   if (impl_->system) impl_->system->StopTrace();
 }
 
-const TpuConfig& TpuDriver::Config() const { return impl_->config; }
+const config::TpuConfig& TpuDriver::Config() const { return impl_->config; }
 
 void TpuDriver::Finish() {
   if (!impl_->wave) return;
@@ -285,4 +285,4 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   return r;
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::driver

@@ -22,10 +22,10 @@ const char* EngineKindName(EngineKind kind) { return kind == EngineKind::kRtl ? 
 
 std::vector<int> RtlBuiltDims() { return sim::BuiltTpuDims(); }
 
-std::unique_ptr<ChipEngine> MakeChipEngine(EngineKind kind, const host::TpuConfig& config,
+std::unique_ptr<ChipEngine> MakeChipEngine(EngineKind kind, const config::TpuConfig& config,
                                            const EngineOptions& options) {
   if (kind == EngineKind::kFast) return std::make_unique<FastEngine>(config, options);
-  return std::make_unique<host::TpuDriver>(config, options);
+  return std::make_unique<driver::TpuDriver>(config, options);
 }
 
 std::string ErrorMessage(uint64_t pc, uint64_t status) {
@@ -59,7 +59,7 @@ std::string WatchdogMessage(const StallInfo& s) {
   return m;
 }
 
-void CheckJobFits(const ExecJob& job, const host::TpuConfig& c) {
+void CheckJobFits(const ExecJob& job, const config::TpuConfig& c) {
   const auto host = static_cast<uint64_t>(c.host_mem_bytes);
   const auto weights = static_cast<uint64_t>(c.weight_mem_bytes);
   if (job.host_image.size() > host) {

@@ -67,7 +67,7 @@ class ChipEngine {
  public:
   virtual ~ChipEngine() = default;
   virtual std::string Name() const = 0;
-  virtual const host::TpuConfig& Config() const = 0;
+  virtual const config::TpuConfig& Config() const = 0;
   // False in timing-only runs: counters only, no output values (host_out stays empty).
   virtual bool ComputesValues() const { return true; }
   // Runs one job to its end. Throws UsageError when an image does not fit its memory,
@@ -95,7 +95,7 @@ const char* EngineKindName(EngineKind kind);
 std::vector<int> RtlBuiltDims();
 // Throws UsageError when the engine cannot run the config (an RTL size not built: the
 // message names --engine fast and how to build it) or an option does not apply to it.
-std::unique_ptr<ChipEngine> MakeChipEngine(EngineKind kind, const host::TpuConfig& config,
+std::unique_ptr<ChipEngine> MakeChipEngine(EngineKind kind, const config::TpuConfig& config,
                                            const EngineOptions& options);
 
 // The messages of runs that did not end with halt, the same for both engines.
@@ -109,6 +109,6 @@ inline constexpr uint64_t kMaxProgramWords = uint64_t{1} << 20;
 
 // Checks that the program, the images and the read-back range fit the config's memories (both engines
 // apply the same checks). Throws UsageError naming the config field.
-void CheckJobFits(const ExecJob& job, const host::TpuConfig& config);
+void CheckJobFits(const ExecJob& job, const config::TpuConfig& config);
 
 }  // namespace tpu::engine

@@ -10,7 +10,7 @@
 
 namespace tpu::engine {
 
-fast::ChipParams FastEngine::ParamsFor(const host::TpuConfig& c) {
+fast::ChipParams FastEngine::ParamsFor(const config::TpuConfig& c) {
   fast::ChipParams p;
   p.array_dim = c.array_dim;
   p.acc_depth = c.acc_depth_rows;
@@ -26,7 +26,7 @@ fast::ChipParams FastEngine::ParamsFor(const host::TpuConfig& c) {
   return p;
 }
 
-FastEngine::FastEngine(const host::TpuConfig& config, const EngineOptions& options)
+FastEngine::FastEngine(const config::TpuConfig& config, const EngineOptions& options)
     : config_(config), options_(options) {
   SetTimeline(options.timeline);
   config_.Validate();

@@ -14,18 +14,18 @@ class FastEngine final : public ChipEngine {
  public:
   // Throws UsageError when the config asks for what the fast engine cannot honour, or an
   // option does not apply to it (waveforms come from the RTL).
-  FastEngine(const host::TpuConfig& config, const EngineOptions& options);
+  FastEngine(const config::TpuConfig& config, const EngineOptions& options);
 
   std::string Name() const override { return "fast"; }
-  const host::TpuConfig& Config() const override { return config_; }
+  const config::TpuConfig& Config() const override { return config_; }
   bool ComputesValues() const override { return !options_.timing_only; }
   ExecResult Run(const ExecJob& job) override;
 
   // The chip's parameters for a config (every field the fast engine models).
-  static fast::ChipParams ParamsFor(const host::TpuConfig& config);
+  static fast::ChipParams ParamsFor(const config::TpuConfig& config);
 
  private:
-  host::TpuConfig config_;
+  config::TpuConfig config_;
   EngineOptions options_;
   std::unique_ptr<fast::FastChip> chip_;
 };

@@ -6,7 +6,7 @@
 
 #include "host/common/errors.h"
 
-namespace tpu::host {
+namespace tpu::gemm {
 namespace {
 
 constexpr int64_t kMaxDim = int64_t{1} << 20;
@@ -86,4 +86,4 @@ PredictedCycles PredictCycles(const GemmPlan& p) {
   return c;
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::gemm

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace tpu::host {
+namespace tpu::gemm {
 
 struct GemmShape {
   int64_t m = 0;
@@ -47,4 +47,4 @@ PredictedCycles PredictCycles(const GemmPlan& plan);
 // K * (-128)^2 <= 2^31 - 1.
 inline constexpr int64_t kMaxSafeK = 131071;
 
-}  // namespace tpu::host
+}  // namespace tpu::gemm

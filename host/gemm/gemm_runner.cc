@@ -11,7 +11,7 @@
 #include "host/common/errors.h"
 #include "host/gemm/gemm_workload.h"
 
-namespace tpu::host {
+namespace tpu::gemm {
 
 Matrix<int32_t> ReferenceGemm(const Matrix<int8_t>& a, const Matrix<int8_t>& b) {
   using RowMajor64 = Eigen::Matrix<int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -103,4 +103,4 @@ GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matri
   return r;
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::gemm

@@ -9,7 +9,7 @@
 #include "sim/mxu_counters.h"
 #include "sim/mxu_engine.h"
 
-namespace tpu::host {
+namespace tpu::gemm {
 
 struct GemmMismatch {
   int64_t row = 0, col = 0;
@@ -47,4 +47,4 @@ bool ReadOperandFiles(const std::string& a_path, const std::string& b_path,
 GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
                       sim::MxuEngine& engine, const sim::RunOptions& options);
 
-}  // namespace tpu::host
+}  // namespace tpu::gemm

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace tpu::host {
+namespace tpu::gemm {
 
 GemmWorkload::GemmWorkload(const GemmPlan& plan, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
                            Matrix<int32_t>* c)
@@ -61,4 +61,4 @@ void GemmWorkload::TakeResult(int64_t result_id, const int32_t* row) {
 
 int64_t GemmWorkload::NumResults() const { return plan_.shape.m * plan_.n_tiles; }
 
-}  // namespace tpu::host
+}  // namespace tpu::gemm

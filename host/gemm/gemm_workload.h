@@ -8,7 +8,7 @@
 #include "host/gemm/gemm_plan.h"
 #include "sim/mxu_workload.h"
 
-namespace tpu::host {
+namespace tpu::gemm {
 
 class GemmWorkload final : public sim::MxuWorkload {
  public:
@@ -36,4 +36,4 @@ class GemmWorkload final : public sim::MxuWorkload {
   Matrix<int32_t>* c_;
 };
 
-}  // namespace tpu::host
+}  // namespace tpu::gemm

@@ -7,7 +7,7 @@
 
 #include "host/common/errors.h"
 
-namespace tpu::host {
+namespace tpu::report {
 
 double EnergyTable::SramAccessPj(double bytes) const {
   const auto& t = sram_64bit_access_pj;
@@ -90,7 +90,7 @@ double EnergyBreakdown::Total() const {
   return s;
 }
 
-EnergyBreakdown ComputeEnergy(const hw::ChipCounters& k, const TpuConfig& config,
+EnergyBreakdown ComputeEnergy(const hw::ChipCounters& k, const config::TpuConfig& config,
                               const EnergyTable& t) {
   const double n = config.array_dim;
   auto c = [&](uint64_t hw::ChipCounters::*field) { return static_cast<double>(k.*field); };
@@ -115,4 +115,4 @@ EnergyBreakdown ComputeEnergy(const hw::ChipCounters& k, const TpuConfig& config
   return e;
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::report

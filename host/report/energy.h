@@ -11,7 +11,7 @@
 #include "contract/tpu_contract.h"
 #include "host/config/tpu_config.h"
 
-namespace tpu::host {
+namespace tpu::report {
 
 struct EnergyTable {
   std::string name, description;
@@ -41,7 +41,7 @@ struct EnergyBreakdown {
 };
 
 // The energy of the events in the chip's counters.
-EnergyBreakdown ComputeEnergy(const hw::ChipCounters& counters, const TpuConfig& config,
+EnergyBreakdown ComputeEnergy(const hw::ChipCounters& counters, const config::TpuConfig& config,
                               const EnergyTable& table);
 
-}  // namespace tpu::host
+}  // namespace tpu::report

@@ -8,7 +8,7 @@
 #include "host/common/revision.h"
 #include "host/common/text.h"
 
-namespace tpu::host {
+namespace tpu::report {
 namespace {
 
 double Pct(uint64_t part, uint64_t whole) {
@@ -23,7 +23,7 @@ nlohmann::json CountersJson(const hw::ChipCounters& c) {
   return j;
 }
 
-std::string FormatExecReport(const engine::ExecResult& r, const TpuConfig& config,
+std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfig& config,
                              const std::string& program_name, size_t instructions) {
   const uint64_t cycles = r.cycles;
   const uint64_t macs = r.counters.macs;
@@ -58,7 +58,7 @@ std::string FormatExecReport(const engine::ExecResult& r, const TpuConfig& confi
   return s;
 }
 
-nlohmann::json ExecReportJson(const engine::ExecResult& r, const TpuConfig& config,
+nlohmann::json ExecReportJson(const engine::ExecResult& r, const config::TpuConfig& config,
                               const std::string& program_name, size_t instructions) {
   const double peak = 2.0 * config.array_dim * config.array_dim;
   const double ops = r.cycles ? 2.0 * static_cast<double>(r.counters.macs) /
@@ -84,4 +84,4 @@ nlohmann::json ExecReportJson(const engine::ExecResult& r, const TpuConfig& conf
   return j;
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::report

@@ -8,7 +8,7 @@
 #include "host/common/revision.h"
 #include "host/common/text.h"
 
-namespace tpu::host {
+namespace tpu::report {
 namespace {
 
 nlohmann::json StallsJson(const hw::ChipCounters& c) {
@@ -46,7 +46,7 @@ double RunReport::UsPerImage() const {
 }
 
 RunReport BuildRunReport(const compiler::TpuRunResult& r, const std::string& model,
-                         const std::string& engine, const TpuConfig& config,
+                         const std::string& engine, const config::TpuConfig& config,
                          const EnergyTable& table, int batch) {
   RunReport rep;
   rep.model = model;
@@ -207,4 +207,4 @@ std::string RunReportCsv(const RunReport& r) {
   return csv;
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::report

@@ -11,7 +11,7 @@
 #include "host/config/tpu_config.h"
 #include "host/report/energy.h"
 
-namespace tpu::host {
+namespace tpu::report {
 
 struct RunRow {
   std::string name;
@@ -34,7 +34,7 @@ struct RunRow {
 
 struct RunReport {
   std::string model, engine;
-  TpuConfig config;
+  config::TpuConfig config;
   EnergyTable table;
   int64_t images = 0;
   int batch = 0;
@@ -50,10 +50,10 @@ struct RunReport {
 };
 
 RunReport BuildRunReport(const compiler::TpuRunResult& r, const std::string& model,
-                         const std::string& engine, const TpuConfig& config,
+                         const std::string& engine, const config::TpuConfig& config,
                          const EnergyTable& table, int batch);
 std::string FormatRunText(const RunReport& r);
 nlohmann::json RunReportJson(const RunReport& r);
 std::string RunReportCsv(const RunReport& r);
 
-}  // namespace tpu::host
+}  // namespace tpu::report

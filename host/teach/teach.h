@@ -14,7 +14,7 @@
 #include "sim/mxu_counters.h"
 #include "sim/mxu_probe.h"
 
-namespace tpu::host {
+namespace tpu::teach {
 
 struct TeachCycle {
   uint64_t cycle = 0;        // sampled during this cycle, before its clock edge
@@ -29,8 +29,8 @@ struct TeachRun {
   Matrix<int8_t> a, b;
   Matrix<int32_t> c;  // what the RTL computed
   bool matches_reference = false;
-  GemmPlan plan;
-  PredictedCycles predicted;
+  gemm::GemmPlan plan;
+  gemm::PredictedCycles predicted;
   sim::MxuCounters counters;
   std::vector<TeachCycle> cycles;
 };
@@ -51,4 +51,4 @@ nlohmann::json TeachJson(const TeachRun& run);
 // One self-contained page (no network): the recording and a player for it.
 std::string TeachHtml(const TeachRun& run);
 
-}  // namespace tpu::host
+}  // namespace tpu::teach

@@ -7,7 +7,7 @@
 #include "host/common/text.h"
 #include "host/teach/teach.h"
 
-namespace tpu::host {
+namespace tpu::teach {
 namespace {
 
 constexpr int kMargin = 13;  // "k0   -12 * >" before the first column
@@ -50,7 +50,7 @@ int TeachFrameWidth(int dim) { return kMargin - 1 + dim * kCell + 1; }
 
 std::string FormatTeachIntro(const TeachRun& run, bool color) {
   const Paint p{color};
-  const GemmPlan& plan = run.plan;
+  const gemm::GemmPlan& plan = run.plan;
   std::string s;
   s += p(fmt::format("tpusim teach: C = A x B, A {} x {}, B {} x {}, on a {} x {} weight-stationary "
                      "systolic array (the RTL, cycle by cycle)\n",
@@ -135,7 +135,7 @@ std::string FormatTeachCycle(const TeachRun& run, size_t index, bool color) {
 
 std::string FormatTeachSummary(const TeachRun& run, bool color) {
   const Paint p{color};
-  const GemmPlan& plan = run.plan;
+  const gemm::GemmPlan& plan = run.plan;
   const int64_t useful = plan.shape.m * plan.shape.k * plan.shape.n;
   const uint64_t issued = run.counters.stream_cycles * run.dim * run.dim;
   std::string s;
@@ -202,4 +202,4 @@ nlohmann::json TeachJson(const TeachRun& run) {
           {"frames", frames}};
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::teach

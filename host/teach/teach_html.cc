@@ -4,7 +4,7 @@
 
 #include "host/teach/teach.h"
 
-namespace tpu::host {
+namespace tpu::teach {
 namespace {
 
 constexpr const char* kHead = R"HTML(<!doctype html>
@@ -161,4 +161,4 @@ std::string TeachHtml(const TeachRun& run) {
   return std::string(kHead) + data + kTail;
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::teach

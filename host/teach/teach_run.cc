@@ -8,7 +8,7 @@
 #include "host/teach/teach.h"
 #include "sim/teach_registry.h"
 
-namespace tpu::host {
+namespace tpu::teach {
 
 TeachRun RecordTeachRun(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim) {
   std::unique_ptr<sim::MxuEngine> engine;
@@ -22,7 +22,7 @@ TeachRun RecordTeachRun(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int di
   run.a = a;
   run.b = b;
   const int acc_depth = engine->Params().acc_depth;
-  run.plan = PlanGemm({a.rows, a.cols, b.cols}, dim, acc_depth);
+  run.plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, dim, acc_depth);
 
   std::optional<sim::MxuProbe> probe;  // the model exists only while it runs
   uint64_t rows_in = 0, tiles = 0, results = 0;
@@ -41,7 +41,7 @@ TeachRun RecordTeachRun(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int di
     t.results_out = results;
     run.cycles.push_back(std::move(t));
   };
-  const GemmRunResult r = RunGemm(run.plan, a, b, *engine, options);
+  const gemm::GemmRunResult r = gemm::RunGemm(run.plan, a, b, *engine, options);
   run.c = r.c;
   run.matches_reference = r.matches_reference;
   run.predicted = r.predicted;
@@ -49,4 +49,4 @@ TeachRun RecordTeachRun(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int di
   return run;
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::teach

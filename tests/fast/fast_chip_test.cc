@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "host/common/errors.h"
-#include "host/driver/gemm_program.h"
+#include "host/compiler/gemm_program.h"
 #include "host/engine/chip_engine.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/isa/assembler.h"
@@ -20,24 +20,16 @@ using engine::EngineKind;
 using engine::ExecJob;
 using engine::ExecResult;
 
-host::TpuConfig Config(int n) {
-  host::TpuConfig c = host::LoadConfig(n >= 256 ? "tpu-v1" : "small-16");
+config::TpuConfig Config(int n) {
+  config::TpuConfig c = config::LoadConfig(n >= 256 ? "tpu-v1" : "small-16");
   c.array_dim = n;
   c.name = "test-" + std::to_string(n);
   return c;
 }
 
-ExecJob GemmJob(const host::GemmProgram& g) {
-  ExecJob job;
-  job.program = isa::Assemble(g.text, "gemm.asm");
-  job.host_image = g.host;
-  job.weight_image = g.weights;
-  job.host_out_addr = g.out_addr;
-  job.host_out_bytes = g.out_bytes;
-  return job;
-}
+ExecJob GemmJob(const compiler::GemmProgram& g) { return g.job; }
 
-ExecResult RunFast(const host::TpuConfig& c, const ExecJob& job, bool timing_only = false) {
+ExecResult RunFast(const config::TpuConfig& c, const ExecJob& job, bool timing_only = false) {
   engine::EngineOptions o;
   o.timing_only = timing_only;
   return engine::MakeChipEngine(EngineKind::kFast, c, o)->Run(job);
@@ -49,13 +41,13 @@ class FastChipSizeTest : public ::testing::TestWithParam<int> {};
 TEST_P(FastChipSizeTest, TiledGemmEqualsEigenAtAnySize) {
   const int n = GetParam();
   const int64_t m = n >= 256 ? 300 : 37, k = n + n / 2 + 1, cols = 2 * n - 1;
-  const Matrix<int8_t> a = host::RandomInt8(m, k, 100 + static_cast<uint64_t>(n));
-  const Matrix<int8_t> b = host::RandomInt8(k, cols, 200 + static_cast<uint64_t>(n));
-  const host::GemmProgram g = host::MakeGemmProgram(a, b, n, /*overlap=*/true);
+  const Matrix<int8_t> a = gemm::RandomInt8(m, k, 100 + static_cast<uint64_t>(n));
+  const Matrix<int8_t> b = gemm::RandomInt8(k, cols, 200 + static_cast<uint64_t>(n));
+  const compiler::GemmProgram g = compiler::MakeGemmProgram(a, b, n, /*overlap=*/true);
   const ExecResult r = RunFast(Config(n), GemmJob(g));
   ASSERT_TRUE(r.ok) << r.message;
   EXPECT_EQ(r.engine, "fast");
-  EXPECT_EQ(g.Unpack(r.host_out).data, g.Expected(host::ReferenceGemm(a, b)).data);
+  EXPECT_EQ(g.Unpack(r.host_out).data, g.Expected(gemm::ReferenceGemm(a, b)).data);
   EXPECT_EQ(r.counters.macs, static_cast<uint64_t>(g.kt * g.nt * m * n * n));
   EXPECT_EQ(r.counters.weight_tiles, static_cast<uint64_t>(g.kt * g.nt));
   EXPECT_EQ(r.counters.mxu_stream_cycles + r.counters.mxu_load_cycles +
@@ -72,10 +64,10 @@ TEST(FastChipTest, TimingDoesNotDependOnData) {
   const int n = 16;
   std::vector<hw::ChipCounters> runs;
   for (uint64_t seed : {1, 2, 3}) {
-    Matrix<int8_t> a = host::RandomInt8(70, 40, seed);
+    Matrix<int8_t> a = gemm::RandomInt8(70, 40, seed);
     if (seed == 3) std::fill(a.data.begin(), a.data.end(), 0);  // all zeros
-    const Matrix<int8_t> b = host::RandomInt8(40, 33, seed + 10);
-    const host::GemmProgram g = host::MakeGemmProgram(a, b, n, true, seed);
+    const Matrix<int8_t> b = gemm::RandomInt8(40, 33, seed + 10);
+    const compiler::GemmProgram g = compiler::MakeGemmProgram(a, b, n, true, seed);
     const ExecResult r = RunFast(Config(n), GemmJob(g));
     ASSERT_TRUE(r.ok) << r.message;
     runs.push_back(r.counters);
@@ -92,7 +84,7 @@ TEST(FastChipTest, TimingDoesNotDependOnData) {
 // bandwidth the cycles, the FIFO depth the weight DMA's stalls.
 TEST(FastChipTest, MemoryTimingAndFifoDepthShowInTheCounters) {
   auto run = [](int bytes_per_cycle, int latency) {
-    host::TpuConfig c = host::LoadConfig("teach-4");
+    config::TpuConfig c = config::LoadConfig("teach-4");
     c.host_mem_bytes_per_cycle = bytes_per_cycle;
     c.host_mem_latency_cycles = latency;
     ExecJob job;
@@ -107,9 +99,9 @@ TEST(FastChipTest, MemoryTimingAndFifoDepthShowInTheCounters) {
   EXPECT_LE(slow.cycles, 64u * 4u + 30u + 8u);
   EXPECT_LT(fast.cycles, 64u + 10u);
 
-  const Matrix<int8_t> a = host::RandomInt8(8, 64, 5), b = host::RandomInt8(64, 64, 6);
-  const host::GemmProgram g = host::MakeGemmProgram(a, b, 16, true);
-  host::TpuConfig one = Config(16), eight = Config(16);
+  const Matrix<int8_t> a = gemm::RandomInt8(8, 64, 5), b = gemm::RandomInt8(64, 64, 6);
+  const compiler::GemmProgram g = compiler::MakeGemmProgram(a, b, 16, true);
+  config::TpuConfig one = Config(16), eight = Config(16);
   one.weight_fifo_tiles = 1;
   eight.weight_fifo_tiles = 8;
   const ExecResult r1 = RunFast(one, GemmJob(g)), r8 = RunFast(eight, GemmJob(g));
@@ -121,11 +113,11 @@ TEST(FastChipTest, MemoryTimingAndFifoDepthShowInTheCounters) {
 // Independent jobs on engines of their own run in parallel and give what they give alone.
 TEST(FastChipTest, EnginesOnSeveralThreadsAgreeWithSequentialRuns) {
   std::vector<ExecJob> jobs;
-  std::vector<host::TpuConfig> configs;
+  std::vector<config::TpuConfig> configs;
   for (int i = 0; i < 4; ++i) {
     const int n = 4 << i;  // 4, 8, 16, 32
-    const Matrix<int8_t> a = host::RandomInt8(50, 3 * n, i), b = host::RandomInt8(3 * n, 2 * n, i + 9);
-    jobs.push_back(GemmJob(host::MakeGemmProgram(a, b, n, true)));
+    const Matrix<int8_t> a = gemm::RandomInt8(50, 3 * n, i), b = gemm::RandomInt8(3 * n, 2 * n, i + 9);
+    jobs.push_back(GemmJob(compiler::MakeGemmProgram(a, b, n, true)));
     configs.push_back(Config(n));
   }
   std::vector<ExecResult> alone, together(jobs.size());
@@ -142,7 +134,7 @@ TEST(FastChipTest, EnginesOnSeveralThreadsAgreeWithSequentialRuns) {
 }
 
 TEST(FastChipTest, ConfigsItCannotHonourAreErrorsNamingTheField) {
-  host::TpuConfig c = Config(16);
+  config::TpuConfig c = Config(16);
   c.array_dim = 513;
   try {
     engine::MakeChipEngine(EngineKind::kFast, c, {});
@@ -156,7 +148,7 @@ TEST(FastChipTest, ConfigsItCannotHonourAreErrorsNamingTheField) {
 }
 
 TEST(FastChipTest, ImagesThatDoNotFitAreUsageErrorsLikeOnTheRtl) {
-  host::TpuConfig c = host::LoadConfig("teach-4");
+  config::TpuConfig c = config::LoadConfig("teach-4");
   ExecJob job;
   job.program = isa::Assemble("halt\n", "t");
   job.host_image.assign(static_cast<size_t>(c.host_mem_bytes) + 1, 0);

@@ -8,7 +8,7 @@ namespace tpu {
 namespace {
 
 TEST(MxuSlowTest, ManyChunksAndTilesOnEveryBuiltArray) {
-  const auto a = host::RandomInt8(3000, 300, 21), b = host::RandomInt8(300, 200, 22);
+  const auto a = gemm::RandomInt8(3000, 300, 21), b = gemm::RandomInt8(300, 200, 22);
   for (int dim : sim::BuiltArrayDims()) {
     SCOPED_TRACE(dim);
     const auto r = test::RunOnRtl(a, b, dim);
@@ -19,7 +19,7 @@ TEST(MxuSlowTest, ManyChunksAndTilesOnEveryBuiltArray) {
 }
 
 TEST(MxuSlowTest, SystemCEngineOnALargeGemm) {
-  const auto a = host::RandomInt8(700, 200, 23), b = host::RandomInt8(200, 150, 24);
+  const auto a = gemm::RandomInt8(700, 200, 23), b = gemm::RandomInt8(200, 150, 24);
   const auto sc = test::RunOnRtl(a, b, 16, sim::EngineKind::kSystemC);
   EXPECT_TRUE(sc.matches_reference);
   EXPECT_EQ(sc.counters.cycles, sc.predicted.total);

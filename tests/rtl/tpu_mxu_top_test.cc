@@ -5,6 +5,7 @@
 #include <random>
 #include <tuple>
 
+#include "host/config/tpu_config.h"
 #include "tests/test_util.h"
 
 namespace tpu {
@@ -12,7 +13,7 @@ namespace {
 
 using test::RunOnRtl;
 
-void ExpectExactAndOnFormula(const host::GemmRunResult& r) {
+void ExpectExactAndOnFormula(const gemm::GemmRunResult& r) {
   EXPECT_TRUE(r.matches_reference)
       << r.mismatches << " mismatches, first at C[" << r.first_mismatch.row << "]["
       << r.first_mismatch.col << "]: RTL " << r.first_mismatch.got << ", Eigen "
@@ -36,8 +37,8 @@ class MxuGemmTest : public ::testing::TestWithParam<std::tuple<int, int, int, in
 TEST_P(MxuGemmTest, RandomOperandsBitExactAndOnFormula) {
   const auto [dim, m, k, n] = GetParam();
   const uint64_t seed = static_cast<uint64_t>(dim * 1000003 + m * 1009 + k * 31 + n);
-  const auto a = host::RandomInt8(m, k, seed);
-  const auto b = host::RandomInt8(k, n, seed + 1);
+  const auto a = gemm::RandomInt8(m, k, seed);
+  const auto b = gemm::RandomInt8(k, n, seed + 1);
   ExpectExactAndOnFormula(RunOnRtl(a, b, dim));
 }
 
@@ -55,7 +56,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MxuGemmTest,
 
 TEST(MxuTest, AllMinus128AtLargestSafeKIsExact) {
   // (-128) * (-128) * 131071 = 2147467264, the largest sum int32 holds for any K.
-  const int64_t k = host::kMaxSafeK;
+  const int64_t k = gemm::kMaxSafeK;
   for (int dim : {4, 16}) {
     const auto r = RunOnRtl(test::Filled(2, k, -128), test::Filled(k, 3, -128), dim);
     ExpectExactAndOnFormula(r);
@@ -64,7 +65,7 @@ TEST(MxuTest, AllMinus128AtLargestSafeKIsExact) {
 }
 
 TEST(MxuTest, BeyondSafeKWrapsLikeTwosComplement) {
-  const int64_t k = host::kMaxSafeK + 1;  // 131072 * 16384 = 2^31 wraps to -2^31
+  const int64_t k = gemm::kMaxSafeK + 1;  // 131072 * 16384 = 2^31 wraps to -2^31
   const auto r = RunOnRtl(test::Filled(1, k, -128), test::Filled(k, 1, -128), 16);
   EXPECT_TRUE(r.matches_reference);
   EXPECT_EQ(r.c.data[0], INT32_MIN);
@@ -86,7 +87,7 @@ TEST(MxuTest, BackToBackTilesHaveNoBubble) {
   // M >= N: after the first tile's weights, every cycle until the drain streams a row.
   for (int dim : {4, 8, 16}) {
     const int m = dim, k = 4 * dim, n = 3 * dim;  // 12 tiles of dim rows
-    const auto r = RunOnRtl(host::RandomInt8(m, k, 1), host::RandomInt8(k, n, 2), dim);
+    const auto r = RunOnRtl(gemm::RandomInt8(m, k, 1), gemm::RandomInt8(k, n, 2), dim);
     ExpectExactAndOnFormula(r);
     EXPECT_EQ(r.counters.load_cycles, static_cast<uint64_t>(dim)) << "only the first load";
     EXPECT_EQ(r.counters.stream_cycles, static_cast<uint64_t>(12 * m));
@@ -97,14 +98,14 @@ TEST(MxuTest, BackToBackTilesHaveNoBubble) {
 TEST(MxuTest, ShortTilesWaitForTheirWeights) {
   // M < N: a tile's weights take N cycles, so tiles start N cycles apart.
   const int dim = 8, m = 3, k = 2 * dim, n = dim;  // 2 tiles
-  const auto r = RunOnRtl(host::RandomInt8(m, k, 3), host::RandomInt8(k, n, 4), dim);
+  const auto r = RunOnRtl(gemm::RandomInt8(m, k, 3), gemm::RandomInt8(k, n, 4), dim);
   ExpectExactAndOnFormula(r);
   EXPECT_EQ(r.counters.cycles, static_cast<uint64_t>(dim + dim + m + 2 * dim + 1));
 }
 
 TEST(MxuTest, RowsBeyondTheAccumulatorsAreChunked) {
   // M > 1024 accumulator rows: the GEMM runs in M-chunks.
-  const auto r = RunOnRtl(host::RandomInt8(2100, 9, 5), host::RandomInt8(9, 6, 6), 4);
+  const auto r = RunOnRtl(gemm::RandomInt8(2100, 9, 5), gemm::RandomInt8(9, 6, 6), 4);
   EXPECT_EQ(r.plan.m_chunks, 3);
   ExpectExactAndOnFormula(r);
 }
@@ -117,15 +118,22 @@ TEST(MxuTest, CyclesEqualFormulaForRandomShapes) {
     const int m = size(rng), k = size(rng), n = size(rng);
     SCOPED_TRACE(testing::Message() << "array " << dim << " M " << m << " K " << k << " N " << n);
     ExpectExactAndOnFormula(
-        RunOnRtl(host::RandomInt8(m, k, i), host::RandomInt8(k, n, i + 99), dim));
+        RunOnRtl(gemm::RandomInt8(m, k, i), gemm::RandomInt8(k, n, i + 99), dim));
   }
 }
 
+// Each model's accumulator depth is that of the preset of its size (configs/ is the one
+// home of buffer sizes); sizes without a preset get small-16's.
 TEST(MxuTest, ParametersReadBackFromTheModel) {
   for (int dim : sim::BuiltArrayDims()) {
+    int want = config::LoadConfig("small-16").acc_depth_rows;
+    for (const std::string& name : config::PresetNames()) {
+      const config::TpuConfig c = config::LoadConfig(name);
+      if (c.array_dim == dim) want = c.acc_depth_rows;
+    }
     const auto p = sim::MakeMxuEngine(dim, sim::EngineKind::kVerilator)->Params();
     EXPECT_EQ(p.array_dim, dim);
-    EXPECT_EQ(p.acc_depth, test::kAccDepth);
+    EXPECT_EQ(p.acc_depth, want) << "array " << dim;
   }
 }
 

@@ -9,8 +9,8 @@ namespace tpu {
 namespace {
 
 void ExpectSameAsCpp(int dim, int m, int k, int n) {
-  const auto a = host::RandomInt8(m, k, 11);
-  const auto b = host::RandomInt8(k, n, 12);
+  const auto a = gemm::RandomInt8(m, k, 11);
+  const auto b = gemm::RandomInt8(k, n, 12);
   const auto sc = test::RunOnRtl(a, b, dim, sim::EngineKind::kSystemC);
   const auto cpp = test::RunOnRtl(a, b, dim, sim::EngineKind::kVerilator);
   EXPECT_EQ(sc.engine, "systemc");
@@ -29,7 +29,7 @@ TEST(SystemCMxuEngineTest, Array8MatchesCppModel) { ExpectSameAsCpp(8, 20, 17, 9
 TEST(SystemCMxuEngineTest, Array16MatchesCppModel) { ExpectSameAsCpp(16, 33, 40, 18); }
 
 TEST(SystemCMxuEngineTest, KernelRunsOncePerProcess) {
-  const auto a = host::RandomInt8(2, 2, 1);
+  const auto a = gemm::RandomInt8(2, 2, 1);
   test::RunOnRtl(a, a, 4, sim::EngineKind::kSystemC);
   EXPECT_THROW(test::RunOnRtl(a, a, 4, sim::EngineKind::kSystemC), std::logic_error);
 }

@@ -71,7 +71,7 @@ sim::RunOptions Traced(const std::string& path, uint64_t start, uint64_t end) {
 
 TEST(WaveFileTest, FstTraceIsValidAndHoldsTheWindow) {
   const std::string path = TempPath("t.fst");
-  const auto a = host::RandomInt8(6, 8, 1), b = host::RandomInt8(8, 5, 2);
+  const auto a = gemm::RandomInt8(6, 8, 1), b = gemm::RandomInt8(8, 5, 2);
   const auto r = test::RunOnRtl(a, b, 4, sim::EngineKind::kVerilator, Traced(path, 3, 12));
   ASSERT_TRUE(fs::exists(path));
   EXPECT_FALSE(fs::exists(path + ".tmp" + std::to_string(::getpid()) + ".fst"));
@@ -86,7 +86,7 @@ TEST(WaveFileTest, FstTraceIsValidAndHoldsTheWindow) {
 
 TEST(WaveFileTest, VcdTraceIsWrittenOnRequest) {
   const std::string path = TempPath("t.vcd");
-  const auto a = host::RandomInt8(3, 2, 1), b = host::RandomInt8(2, 3, 2);
+  const auto a = gemm::RandomInt8(3, 2, 1), b = gemm::RandomInt8(2, 3, 2);
   test::RunOnRtl(a, b, 4, sim::EngineKind::kVerilator, Traced(path, 0, UINT64_MAX));
   const std::string vcd = Slurp(path);
   EXPECT_EQ(vcd.rfind("$date", 0), 0u) << "not a VCD header";

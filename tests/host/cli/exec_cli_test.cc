@@ -133,7 +133,7 @@ TEST_F(ExecCliTest, BadInputsAreUsageErrors) {
   ExpectError("exec " + P("ok.asm") + " --set ub_depth_rows", 2, "must be KEY=VALUE");
   ExpectError("exec " + P("ok.asm") + " --host-out-range 0:16", 2, "needs --host-out");
   ExpectError("exec " + P("ok.asm") + " --trace " + P("t.png"), 2, "must end in .fst");
-  ExpectError("exec " + P("ok.asm") + " --config tpu-v1", 2, "-DTPUSIM_TPU_DIMS=");
+  ExpectError("exec " + P("ok.asm") + " --array 24", 2, "-DTPUSIM_TPU_DIMS=");
   ExpectError("exec " + P("ok.asm") + " --json " + P("no/such/dir/r.json"), 1, "r.json");
 }
 
@@ -168,20 +168,23 @@ TEST_F(ExecCliTest, FastEngineGivesTheSameReportAsTheRtl) {
   EXPECT_NE(b.out.find("fast engine"), std::string::npos) << b.out;
 }
 
-// tpu-v1's 256 x 256 chip: no RTL in the default build, so the error names --engine fast;
-// the fast engine runs it.
+// A size with no RTL model in this build (here 40 x 40): the error names --engine fast, and
+// the fast engine runs it; so does tpu-v1's 256 x 256 chip.
 TEST_F(ExecCliTest, SizesWithoutRtlRunOnTheFastEngine) {
   WriteText("copy.asm", "read_host host=0 ub=0 rows=2\nwrite_host ub=0 host=1024 rows=2\nhalt\n");
   std::ofstream(P("in.bin"), std::ios::binary) << std::string(512, 'x');
-  ExpectError("exec " + P("copy.asm") + " --config tpu-v1 --host-in " + P("in.bin"), 2,
+  ExpectError("exec " + P("copy.asm") + " --array 40 --host-in " + P("in.bin"), 2,
               "--engine fast");
+  const Outcome s = Run("exec " + P("copy.asm") + " --array 40 --engine fast --host-in " +
+                        P("in.bin") + " --host-out " + P("out.bin") + " --host-out-range 1024:80");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(Slurp(P("out.bin")), std::string(80, 'x'));
+  EXPECT_NE(s.out.find("40 x 40"), std::string::npos) << s.out;
   const Outcome o = Run("exec " + P("copy.asm") + " --config tpu-v1 --engine fast --host-in " +
                         P("in.bin") + " --host-out " + P("out.bin") + " --host-out-range 1024:512");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(Slurp(P("out.bin")), std::string(512, 'x'));
   EXPECT_NE(o.out.find("256 x 256"), std::string::npos) << o.out;
-  const Outcome s = Run("exec " + P("copy.asm") + " --array 40 --engine fast --host-in " + P("in.bin"));
-  EXPECT_EQ(s.exit_code, 0) << s.err;
 }
 
 TEST_F(ExecCliTest, TimelineIsAChromeTraceOfTheRun) {

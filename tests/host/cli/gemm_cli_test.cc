@@ -32,7 +32,7 @@ class GemmCliTest : public test::CliFixture {
 };
 
 TEST_F(GemmCliTest, ProducesExactProductAndReport) {
-  const auto a = host::RandomInt8(19, 23, 5), b = host::RandomInt8(23, 11, 6);
+  const auto a = gemm::RandomInt8(19, 23, 5), b = gemm::RandomInt8(23, 11, 6);
   WriteNpyInt8(P("A.npy"), a);
   WriteNpyInt8(P("B.npy"), b);
   const Outcome o = Run("gemm --array 8 --a " + P("A.npy") + " --b " + P("B.npy") + " --out " +
@@ -40,7 +40,7 @@ TEST_F(GemmCliTest, ProducesExactProductAndReport) {
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("bit-exact with the Eigen int32 reference"), std::string::npos) << o.out;
   const auto c = ReadNpyInt32(P("C.npy"));
-  EXPECT_EQ(c.data, host::ReferenceGemm(a, b).data);
+  EXPECT_EQ(c.data, gemm::ReferenceGemm(a, b).data);
   const auto j = nlohmann::json::parse(Slurp(P("r.json")));
   for (const char* key : {"cycles", "macs", "ops_per_cycle", "utilization", "array_dim",
                           "matches_reference", "config", "revision"}) {
@@ -101,9 +101,9 @@ TEST_F(GemmCliTest, HelpExplainsEveryFlagWithExamples) {
 }
 
 TEST_F(GemmCliTest, BadInputs) {
-  WriteNpyInt8(P("A.npy"), host::RandomInt8(4, 5, 1));
-  WriteNpyInt8(P("B.npy"), host::RandomInt8(5, 3, 2));
-  WriteNpyInt8(P("B6.npy"), host::RandomInt8(6, 3, 2));
+  WriteNpyInt8(P("A.npy"), gemm::RandomInt8(4, 5, 1));
+  WriteNpyInt8(P("B.npy"), gemm::RandomInt8(5, 3, 2));
+  WriteNpyInt8(P("B6.npy"), gemm::RandomInt8(6, 3, 2));
   WriteNpyInt32(P("I32.npy"), Matrix<int32_t>{2, 2, {1, 2, 3, 4}});
   std::ofstream(P("junk.npy")) << "not an array";
   const std::string ab = " --a " + P("A.npy") + " --b " + P("B.npy");

@@ -9,6 +9,7 @@
 #include "host/compiler/layer_compiler.h"
 #include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
+#include "host/isa/assembler.h"
 #include "host/nn/int8_reference.h"
 #include "host/nn/quantize.h"
 #include "host/report/energy.h"
@@ -41,7 +42,7 @@ TEST(CompilerTest, LenetBecomesFiveJobsWithPoolingFused) {
 
 TEST(CompilerTest, TilingLayoutAndInstructionCountsOfConv2) {
   const nn::Model m = Lenet();
-  const host::TpuConfig c = host::LoadConfig("small-16");
+  const config::TpuConfig c = config::LoadConfig("small-16");
   const LayerCompiler lc(m, PlanSteps(m)[1], c);
   // conv2: 3 x 3 x 6 inputs = K 54 = 4 K-tiles of 16; 16 outputs = 1 N-tile; pooling keeps
   // the 12 x 12 conv outputs that form whole 2 x 2 windows (13 x 13 -> 6 x 6).
@@ -51,22 +52,23 @@ TEST(CompilerTest, TilingLayoutAndInstructionCountsOfConv2) {
   EXPECT_EQ(lc.MacsPerImage(), 144 * 54 * 16);
   const int batch = 8;  // 1,152 rows: chunks of 512 (half the accumulators) -> 3 chunks
   std::vector<int8_t> act(static_cast<size_t>(batch * lc.InShape().Size()), 1);
-  const LayerJob job = lc.Build(act, batch);
-  EXPECT_EQ(job.chunks, 3);
-  EXPECT_EQ(Count(job.text, "matmul"), 3 * 4);
-  EXPECT_EQ(Count(job.text, "activate"), 3);
-  EXPECT_EQ(Count(job.text, "read_weights"), 3);
-  EXPECT_EQ(Count(job.text, "read_host"), 1 + 3) << job.text;  // parameters, one per chunk
-  EXPECT_EQ(Count(job.text, "write_host"), 3);
-  EXPECT_NE(job.text.find("pool=avg"), std::string::npos);
-  EXPECT_NE(job.text.find("relu"), std::string::npos);
-  EXPECT_EQ(job.weights.size(), 4u * 16 * 16);
-  EXPECT_EQ(job.out_bytes, static_cast<uint64_t>(batch * 36 * 16));
+  const LayerJob lj = lc.Build(act, batch);
+  const engine::ExecJob& job = lj.exec;
+  const std::string text = isa::Disassemble(job.program);
+  EXPECT_EQ(lj.chunks, 3);
+  EXPECT_EQ(Count(text, "matmul"), 3 * 4);
+  EXPECT_EQ(Count(text, "activate"), 3);
+  EXPECT_EQ(Count(text, "read_weights"), 3);
+  EXPECT_EQ(Count(text, "read_host"), 1 + 3) << text;  // parameters, one per chunk
+  EXPECT_EQ(Count(text, "write_host"), 3);
+  EXPECT_NE(text.find("pool=avg"), std::string::npos);
+  EXPECT_NE(text.find("relu"), std::string::npos);
+  EXPECT_EQ(job.weight_image.size(), 4u * 16 * 16);
+  EXPECT_EQ(job.host_out_bytes, static_cast<uint64_t>(batch * 36 * 16));
   // Input rows: chunk 0's first K-tile holds the im2col of image 0's first pixel, whose
   // pooling window starts at (0, 0): 16 bytes = taps (0,0,0..5), (0,1,0..5), (0,2,0..3).
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(job.host[static_cast<size_t>(i)], 1) << i;
-  // The second row of the chunk is the window's pixel (0, 1).
-  EXPECT_EQ(job.text.substr(0, 1), ";");
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(job.host_image[static_cast<size_t>(i)], 1) << i;
+  EXPECT_NE(lj.summary.find("conv2"), std::string::npos) << lj.summary;
 }
 
 TEST(CompilerTest, UnsupportedLayersAndSizesAreClearErrors) {
@@ -91,7 +93,7 @@ TEST(CompilerTest, UnsupportedLayersAndSizesAreClearErrors) {
   wide = test::Randomize(wide, 3);
   nn::Quantize(&wide, test::RandomImages(wide, 8, 4), 8);
   try {
-    LayerCompiler(wide, PlanSteps(wide)[0], host::LoadConfig("teach-4"));
+    LayerCompiler(wide, PlanSteps(wide)[0], config::LoadConfig("teach-4"));
     FAIL();
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("need 50 VPU parameter sets"), std::string::npos) << e.what();
@@ -118,7 +120,7 @@ nn::Model SecondCnn() {
 void ExpectBitExact(const char* preset, int batch, engine::EngineKind kind) {
   const nn::Model m = SecondCnn();
   const data::MnistSet images = test::RandomImages(m, 20, 7);
-  const auto chip = engine::MakeChipEngine(kind, host::LoadConfig(preset), {});
+  const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), {});
   const TpuRunResult r =
       RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, batch);
   EXPECT_EQ(r.mismatches, 0);
@@ -147,7 +149,7 @@ TEST_P(CompilerEngineTest, LenetOn200MnistImagesIsBitExact) {
   }
   const nn::Model m = Lenet();
   const data::MnistSet set = data::LoadMnist(dir, false, 200);
-  const auto chip = engine::MakeChipEngine(GetParam(), host::LoadConfig("small-16"), {});
+  const auto chip = engine::MakeChipEngine(GetParam(), config::LoadConfig("small-16"), {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, set.pixels.data(), set.labels.data(), 200, 64);
   EXPECT_EQ(r.mismatches, 0);
   EXPECT_GE(r.correct, 194);  // the committed model gets 98.9 % of all 10,000 right
@@ -163,8 +165,8 @@ INSTANTIATE_TEST_SUITE_P(Engines, CompilerEngineTest,
                          [](const auto& info) { return engine::EngineKindName(info.param); });
 
 TEST(EnergyTest, TotalsAreTheSumOfComponentsAndTheTableDrivesThem) {
-  const host::TpuConfig c = host::LoadConfig("small-16");
-  const host::EnergyTable t = host::LoadEnergyTable(host::DefaultEnergyTablePath());
+  const config::TpuConfig c = config::LoadConfig("small-16");
+  const report::EnergyTable t = report::LoadEnergyTable(report::DefaultEnergyTablePath());
   hw::ChipCounters get;
   get.macs = 1000;
   get.weight_fifo_pops = 10;
@@ -175,7 +177,7 @@ TEST(EnergyTest, TotalsAreTheSumOfComponentsAndTheTableDrivesThem) {
   get.weight_fifo_pushes = 10;
   get.vpu_rows_in = 4;
   get.host_bytes_read = 800;
-  const host::EnergyBreakdown e = host::ComputeEnergy(get, c, t);
+  const report::EnergyBreakdown e = report::ComputeEnergy(get, c, t);
   double sum = 0;
   for (const auto& [k, v] : e.components) sum += v;
   EXPECT_DOUBLE_EQ(e.Total(), sum);
@@ -185,9 +187,9 @@ TEST(EnergyTest, TotalsAreTheSumOfComponentsAndTheTableDrivesThem) {
   EXPECT_GT(t.SramAccessPj(262144), 20.0);
   EXPECT_LT(t.SramAccessPj(262144), 100.0);
   EXPECT_DOUBLE_EQ(t.SramAccessPj(32768), 20.0);
-  host::EnergyTable doubled = t;
+  report::EnergyTable doubled = t;
   doubled.dram_64bit_access_pj *= 2;
-  const host::EnergyBreakdown e2 = host::ComputeEnergy(get, c, doubled);
+  const report::EnergyBreakdown e2 = report::ComputeEnergy(get, c, doubled);
   EXPECT_DOUBLE_EQ(e2.Total() - e.Total(), e.components.back().second);
 }
 

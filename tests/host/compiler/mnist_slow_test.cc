@@ -17,7 +17,7 @@ TEST(MnistSlowTest, AllTenThousandTestImagesAreBitExactOnSmall16) {
   }
   const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
   const data::MnistSet set = data::LoadMnist(dir, false);
-  const auto chip = engine::MakeChipEngine(engine::EngineKind::kRtl, host::LoadConfig("small-16"), {});
+  const auto chip = engine::MakeChipEngine(engine::EngineKind::kRtl, config::LoadConfig("small-16"), {});
   const TpuRunResult r =
       RunModelOnTpu(m, *chip, set.pixels.data(), set.labels.data(), set.count, 64);
   EXPECT_EQ(r.mismatches, 0);

@@ -10,7 +10,7 @@
 
 #include "host/common/errors.h"
 
-namespace tpu::host {
+namespace tpu::config {
 namespace {
 
 std::string ErrorOf(const std::string& name) {
@@ -72,4 +72,4 @@ TEST(TpuConfigTest, JsonEchoesEveryField) {
 }
 
 }  // namespace
-}  // namespace tpu::host
+}  // namespace tpu::config

@@ -27,7 +27,7 @@ struct Engines {
   std::unique_ptr<engine::ChipEngine> rtl, fast;
 };
 
-Engines Make(const host::TpuConfig& c) {
+Engines Make(const config::TpuConfig& c) {
   engine::EngineOptions o;
   o.watchdog_cycles = 20000;
   return {engine::MakeChipEngine(EngineKind::kRtl, c, o),
@@ -36,8 +36,8 @@ Engines Make(const host::TpuConfig& c) {
 
 // The config of the preset built for size n (teach-4, lab-8, small-16, edge-32).
 std::string PresetFor(int n) {
-  for (const std::string& p : host::PresetNames())
-    if (host::LoadConfig(p).array_dim == n) return p;
+  for (const std::string& p : config::PresetNames())
+    if (config::LoadConfig(p).array_dim == n) return p;
   return "";
 }
 
@@ -51,7 +51,7 @@ TEST_P(CosimSizeTest, TwoHundredRandomProgramsAgreeOnEverything) {
   }
   const std::string preset = PresetFor(n);
   ASSERT_FALSE(preset.empty());
-  Engines e = Make(host::LoadConfig(preset));
+  Engines e = Make(config::LoadConfig(preset));
   CosimOptions o;
   o.programs = 200;
   o.seed = 1000 + static_cast<uint64_t>(n);
@@ -81,21 +81,14 @@ TEST(CosimTest, EveryJobOfACompiledMnistBatchAgrees) {
   }
   const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
   const data::MnistSet set = data::LoadMnist(dir, false, 16);
-  const host::TpuConfig c = host::LoadConfig("small-16");
+  const config::TpuConfig c = config::LoadConfig("small-16");
   Engines e = Make(c);
   std::vector<int8_t> act;
   for (int64_t i = 0; i < 16 * m.input.Size(); ++i) act.push_back(nn::QuantizePixel(set.pixels[static_cast<size_t>(i)]));
   int jobs = 0;
   for (const compiler::LayerStep& step : compiler::PlanSteps(m)) {
     const compiler::LayerCompiler lc(m, step, c);
-    const compiler::LayerJob lj = lc.Build(act, 16);
-    engine::ExecJob job;
-    job.program = lj.program;
-    job.host_image = lj.host;
-    job.weight_image = lj.weights;
-    job.host_out_addr = lj.out_addr;
-    job.host_out_bytes = lj.out_bytes;
-    const Outcome out = RunBoth(*e.rtl, *e.fast, job);
+    const Outcome out = RunBoth(*e.rtl, *e.fast, lc.Build(act, 16).exec);
     ASSERT_TRUE(out.rtl.ok) << out.rtl.message;
     EXPECT_EQ(out.difference, "") << step.Name(m);
     act = lc.Decode(out.fast.host_out, 16);
@@ -111,7 +104,7 @@ std::vector<uint8_t> Bytes(const std::string& path) {
 
 TEST(CosimTest, ThePoolingExampleAgrees) {
   const std::string ex = TPUSIM_SOURCE_DIR "/examples/";
-  Engines e = Make(host::LoadConfig("teach-4"));
+  Engines e = Make(config::LoadConfig("teach-4"));
   engine::ExecJob job;
   std::ifstream f(ex + "pool_layer.asm");
   job.program = isa::Assemble(std::string(std::istreambuf_iterator<char>(f), {}), "pool");
@@ -126,7 +119,7 @@ TEST(CosimTest, ThePoolingExampleAgrees) {
 
 TEST(CosimTest, TheDenseLayerExampleAgrees) {
   const std::string ex = TPUSIM_SOURCE_DIR "/examples/";
-  Engines e = Make(host::LoadConfig("small-16"));
+  Engines e = Make(config::LoadConfig("small-16"));
   engine::ExecJob job;
   std::ifstream f(ex + "dense_layer.asm");
   job.program = isa::Assemble(std::string(std::istreambuf_iterator<char>(f), {}), "dense");
@@ -164,7 +157,7 @@ TEST(CosimTest, CompareNoticesEveryKindOfDifference) {
 
 // A mismatch folder holds everything to run the job again, and replays to the same result.
 TEST(CosimTest, MismatchFoldersRoundTrip) {
-  const host::TpuConfig c = host::LoadConfig("teach-4");
+  const config::TpuConfig c = config::LoadConfig("teach-4");
   const ProgramGenerator gen(c, 5);
   const GeneratedProgram g = gen.Make(3);
   Outcome out;
@@ -172,7 +165,7 @@ TEST(CosimTest, MismatchFoldersRoundTrip) {
   const auto dir = std::filesystem::temp_directory_path() / "tpusim-mismatch-roundtrip";
   std::filesystem::remove_all(dir);
   WriteMismatch(dir.string(), g.job, out, c);
-  host::TpuConfig back;
+  config::TpuConfig back;
   const engine::ExecJob job = ReadMismatch(dir.string(), &back);
   EXPECT_EQ(back.ToJson(), c.ToJson());
   EXPECT_EQ(job.program.words, g.job.program.words);
@@ -185,7 +178,7 @@ TEST(CosimTest, MismatchFoldersRoundTrip) {
 
 // The generator is deterministic: the same seed and index give the same program.
 TEST(CosimTest, GeneratedProgramsAreReproducible) {
-  const host::TpuConfig c = host::LoadConfig("small-16");
+  const config::TpuConfig c = config::LoadConfig("small-16");
   const ProgramGenerator a(c, 9), b(c, 9), other(c, 10);
   EXPECT_EQ(a.Make(17).job.program.words, b.Make(17).job.program.words);
   EXPECT_EQ(a.Make(17).job.host_image, b.Make(17).job.host_image);

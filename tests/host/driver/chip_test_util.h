@@ -13,18 +13,29 @@
 
 #include "host/common/npy.h"
 #include "host/config/tpu_config.h"
-#include "host/driver/gemm_program.h"
+#include "host/compiler/gemm_program.h"
+#include "host/compiler/packing.h"
 #include "host/engine/chip_engine.h"
 #include "host/isa/assembler.h"
 
 namespace tpu::test {
 
+using compiler::GemmParams;
+using compiler::GemmProgram;
+using compiler::MakeGemmProgram;
+using compiler::RandomGemmParams;
 using engine::EngineKind;
-using host::GemmProgram;
-using host::MakeGemmProgram;
-using host::ParamSet;
-using host::Put;
-using host::RandomParams;
+
+// Copies `bytes` into `image` at `addr`, growing it as needed.
+inline void Put(std::vector<uint8_t>* image, uint64_t addr, const std::vector<uint8_t>& bytes) {
+  if (image->size() < addr + bytes.size()) image->resize(addr + bytes.size());
+  std::copy(bytes.begin(), bytes.end(), image->begin() + static_cast<std::ptrdiff_t>(addr));
+}
+
+// One parameter set for n lanes, as the chip reads it.
+inline std::vector<uint8_t> ParamBytes(const GemmParams& p, int n) {
+  return compiler::PackParamSets(p.bias.data(), p.multiplier.data(), p.shift.data(), n, n);
+}
 
 inline engine::ExecJob Job(const std::string& asm_text, std::vector<uint8_t> host_image = {},
                            std::vector<uint8_t> weight_image = {}, uint64_t out_addr = 0,
@@ -43,7 +54,7 @@ inline engine::ExecResult RunChip(EngineKind kind, const std::string& preset,
                                   std::vector<uint8_t> host_image = {},
                                   std::vector<uint8_t> weight_image = {}, uint64_t out_addr = 0,
                                   uint64_t out_bytes = 0, engine::EngineOptions options = {}) {
-  const auto chip = engine::MakeChipEngine(kind, host::LoadConfig(preset), options);
+  const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), options);
   return chip->Run(Job(asm_text, std::move(host_image), std::move(weight_image), out_addr, out_bytes));
 }
 

@@ -11,6 +11,7 @@
 #include "host/common/errors.h"
 #include "host/driver/tpu_driver.h"
 #include "host/gemm/gemm_runner.h"
+#include "host/nn/int8_ops.h"
 #include "tests/host/driver/chip_test_util.h"
 #include "tests/test_util.h"
 
@@ -19,7 +20,7 @@ namespace {
 
 class ChipTest : public ::testing::TestWithParam<EngineKind> {
  protected:
-  std::unique_ptr<engine::ChipEngine> Make(const host::TpuConfig& c,
+  std::unique_ptr<engine::ChipEngine> Make(const config::TpuConfig& c,
                                            engine::EngineOptions o = {}) {
     return engine::MakeChipEngine(GetParam(), c, o);
   }
@@ -72,7 +73,7 @@ TEST_P(ChipTest, ReadWeightsStreamsTilesIntoTheFifo) {
 TEST_P(ChipTest, HostMemoryLatencyAndBandwidthShowInCycles) {
   // 64 rows of 4 bytes: at 1 byte per cycle each row holds the channel 4 cycles.
   auto run = [this](int bytes_per_cycle, int latency) {
-    host::TpuConfig c = host::LoadConfig("teach-4");
+    config::TpuConfig c = config::LoadConfig("teach-4");
     c.host_mem_bytes_per_cycle = bytes_per_cycle;
     c.host_mem_latency_cycles = latency;
     return Make(c)->Run(Job("read_host host=0 ub=0 rows=64\nhalt\n", RandomBytes(256, 3)));
@@ -89,16 +90,16 @@ TEST_P(ChipTest, HostMemoryLatencyAndBandwidthShowInCycles) {
 
 TEST_P(ChipTest, TiledGemmProgramEqualsEigenAndTheMatrixSubsystemPath) {
   const int n = 16;
-  const Matrix<int8_t> a = host::RandomInt8(40, 37, 11);
-  const Matrix<int8_t> b = host::RandomInt8(37, 35, 12);
+  const Matrix<int8_t> a = gemm::RandomInt8(40, 37, 11);
+  const Matrix<int8_t> b = gemm::RandomInt8(37, 35, 12);
   const GemmProgram g = MakeGemmProgram(a, b, n, /*overlap=*/true);
-  const auto r = RunChip(GetParam(), "small-16", g.text, g.host, g.weights, g.out_addr, g.out_bytes);
+  const auto r = Make(config::LoadConfig("small-16"))->Run(g.job);
   ASSERT_TRUE(r.ok) << r.message;
   const Matrix<int8_t> got = g.Unpack(r.host_out);
-  const Matrix<int8_t> want = g.Expected(host::ReferenceGemm(a, b));
+  const Matrix<int8_t> want = g.Expected(gemm::ReferenceGemm(a, b));
   EXPECT_EQ(got.data, want.data);
   // The same product on the matrix-subsystem model (`tpusim gemm`), requantized alike.
-  const host::GemmRunResult mxu = RunOnRtl(a, b, n);
+  const gemm::GemmRunResult mxu = RunOnRtl(a, b, n);
   ASSERT_TRUE(mxu.matches_reference);
   EXPECT_EQ(got.data, g.Expected(mxu.c).data);
   EXPECT_EQ(r.counters.macs, static_cast<uint64_t>(g.kt * g.nt * 40 * n * n));
@@ -110,26 +111,26 @@ TEST_P(ChipTest, TiledGemmProgramEqualsEigenAndTheMatrixSubsystemPath) {
 }
 
 TEST_P(ChipTest, TiledGemmOnTheFourByFourChip) {
-  const Matrix<int8_t> a = host::RandomInt8(9, 10, 21);
-  const Matrix<int8_t> b = host::RandomInt8(10, 7, 22);
+  const Matrix<int8_t> a = gemm::RandomInt8(9, 10, 21);
+  const Matrix<int8_t> b = gemm::RandomInt8(10, 7, 22);
   const GemmProgram g = MakeGemmProgram(a, b, 4, true);
-  const auto r = RunChip(GetParam(), "teach-4", g.text, g.host, g.weights, g.out_addr, g.out_bytes);
+  const auto r = Make(config::LoadConfig("teach-4"))->Run(g.job);
   ASSERT_TRUE(r.ok) << r.message;
-  EXPECT_EQ(g.Unpack(r.host_out).data, g.Expected(host::ReferenceGemm(a, b)).data);
+  EXPECT_EQ(g.Unpack(r.host_out).data, g.Expected(gemm::ReferenceGemm(a, b)).data);
 }
 
 // Every dependency through on-chip memory is an interlock: the matmul waits for the rows
 // the host DMA is still bringing (slow memory), the activate for the matmul's last row,
 // the write_host for the activate's output. Wrong ordering would read stale rows.
 TEST_P(ChipTest, InterlocksKeepDependentInstructionsInOrder) {
-  host::TpuConfig c = host::LoadConfig("teach-4");
+  config::TpuConfig c = config::LoadConfig("teach-4");
   c.host_mem_latency_cycles = 200;
   const auto d = Make(c);
   const int n = 4;
-  const Matrix<int8_t> a = host::RandomInt8(8, n, 71);
-  const Matrix<int8_t> b = host::RandomInt8(n, n, 72);
+  const Matrix<int8_t> a = gemm::RandomInt8(8, n, 71);
+  const Matrix<int8_t> b = gemm::RandomInt8(n, n, 72);
   std::mt19937 rng(73);
-  const ParamSet p = RandomParams(n, rng, 36, 40);
+  const GemmParams p = RandomGemmParams(n, rng, 36, 40);
   engine::ExecJob job;
   job.program = isa::Assemble(
       "read_weights addr=0 tiles=1\nread_host host=0x100 params=0 rows=1\n"
@@ -137,13 +138,13 @@ TEST_P(ChipTest, InterlocksKeepDependentInstructionsInOrder) {
       "activate acc=0 ub=100 rows=8 params=0\nwrite_host ub=100 host=0x200 rows=8\nhalt\n",
       "t");
   Put(&job.host_image, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
-  Put(&job.host_image, 0x100, p.Bytes());
+  Put(&job.host_image, 0x100, ParamBytes(p, n));
   job.weight_image.assign(b.data.begin(), b.data.end());
   job.host_out_addr = 0x200;
   job.host_out_bytes = 8 * n;
   const auto r = d->Run(job);
   ASSERT_TRUE(r.ok) << r.message;
-  const Matrix<int32_t> cc = host::ReferenceGemm(a, b);
+  const Matrix<int32_t> cc = gemm::ReferenceGemm(a, b);
   for (int i = 0; i < 8; ++i) {
     for (int l = 0; l < n; ++l) {
       EXPECT_EQ(static_cast<int8_t>(r.host_out[static_cast<size_t>(i * n + l)]),
@@ -158,15 +159,15 @@ TEST_P(ChipTest, InterlocksKeepDependentInstructionsInOrder) {
 // Serialized: each tile fetched, then used, with syncs between. Overlapped: the weight DMA
 // runs ahead through the FIFO while the matrix unit streams. Same results, fewer cycles.
 TEST_P(ChipTest, OverlappedWeightLoadingBeatsSerialized) {
-  const Matrix<int8_t> a = host::RandomInt8(64, 64, 31);
-  const Matrix<int8_t> b = host::RandomInt8(64, 32, 32);
-  const auto d = Make(host::LoadConfig("small-16"));
+  const Matrix<int8_t> a = gemm::RandomInt8(64, 64, 31);
+  const Matrix<int8_t> b = gemm::RandomInt8(64, 32, 32);
+  const auto d = Make(config::LoadConfig("small-16"));
   engine::ExecResult runs[2];
   for (int overlap = 0; overlap < 2; ++overlap) {
     const GemmProgram g = MakeGemmProgram(a, b, 16, overlap == 1);
-    runs[overlap] = d->Run(Job(g.text, g.host, g.weights, g.out_addr, g.out_bytes));
+    runs[overlap] = d->Run(g.job);
     ASSERT_TRUE(runs[overlap].ok) << runs[overlap].message;
-    EXPECT_EQ(g.Unpack(runs[overlap].host_out).data, g.Expected(host::ReferenceGemm(a, b)).data);
+    EXPECT_EQ(g.Unpack(runs[overlap].host_out).data, g.Expected(gemm::ReferenceGemm(a, b)).data);
   }
   const uint64_t serialized = runs[0].cycles, overlapped = runs[1].cycles;
   EXPECT_EQ(runs[0].host_out, runs[1].host_out);
@@ -187,13 +188,13 @@ TEST_P(ActivateTest, MatchesTheCpuInt8ReferenceFunctions) {
   const Mode mode = std::get<0>(GetParam());
   const int n = 8;
   const int64_t m = 48;  // accumulator rows; with pooling, 12 windows of 4
-  const Matrix<int8_t> a = host::RandomInt8(m, n, 41 + static_cast<int>(mode));
-  const Matrix<int8_t> b = host::RandomInt8(n, n, 51 + static_cast<int>(mode));
+  const Matrix<int8_t> a = gemm::RandomInt8(m, n, 41 + static_cast<int>(mode));
+  const Matrix<int8_t> b = gemm::RandomInt8(n, n, 51 + static_cast<int>(mode));
   std::mt19937 rng(61 + static_cast<uint32_t>(mode));
-  const ParamSet p = RandomParams(n, rng, 38, 42);
+  const GemmParams p = RandomGemmParams(n, rng, 38, 42);
   std::vector<uint8_t> host;
   Put(&host, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
-  Put(&host, 0x1000, p.Bytes());
+  Put(&host, 0x1000, ParamBytes(p, n));
   const bool relu = mode == Mode::kRelu || mode == Mode::kReluMax;
   const bool avg = mode == Mode::kAvg;
   const bool max = mode == Mode::kMax || mode == Mode::kReluMax;
@@ -210,7 +211,7 @@ TEST_P(ActivateTest, MatchesTheCpuInt8ReferenceFunctions) {
                          std::vector<uint8_t>(b.data.begin(), b.data.end()), 0x2000,
                          static_cast<uint64_t>(out_rows * n));
   ASSERT_TRUE(r.ok) << r.message;
-  const Matrix<int32_t> c = host::ReferenceGemm(a, b);
+  const Matrix<int32_t> c = gemm::ReferenceGemm(a, b);
   for (int64_t o = 0; o < out_rows; ++o) {
     for (int l = 0; l < n; ++l) {
       auto q = [&](int64_t row) {
@@ -332,9 +333,9 @@ TEST_P(ChipTest, WatchdogNamesTheStuckUnit) {
 }
 
 TEST(TpuChipTest, BuiltParametersAreCheckedAgainstTheConfig) {
-  host::TpuConfig c = host::LoadConfig("teach-4");
+  config::TpuConfig c = config::LoadConfig("teach-4");
   c.ub_depth_rows = 1000;
-  host::TpuDriver d(c, {});
+  driver::TpuDriver d(c, {});
   try {
     d.Run(Job("halt\n"));
     FAIL() << "no error";
@@ -345,7 +346,7 @@ TEST(TpuChipTest, BuiltParametersAreCheckedAgainstTheConfig) {
 }
 
 TEST(TpuChipTest, ArraySizeWithoutAModelIsAUsageErrorThatNamesTheFastEngine) {
-  host::TpuConfig c = host::LoadConfig("small-16");
+  config::TpuConfig c = config::LoadConfig("small-16");
   c.array_dim = 12;  // never built
   try {
     engine::MakeChipEngine(EngineKind::kRtl, c, {});
@@ -357,7 +358,7 @@ TEST(TpuChipTest, ArraySizeWithoutAModelIsAUsageErrorThatNamesTheFastEngine) {
 }
 
 TEST_P(ChipTest, SeveralJobsRunOnOneSystem) {
-  const auto d = Make(host::LoadConfig("teach-4"));
+  const auto d = Make(config::LoadConfig("teach-4"));
   for (int i = 0; i < 3; ++i) {
     const engine::ExecJob job =
         Job("read_host host=0 ub=0 rows=3\nwrite_host ub=0 host=64 rows=3\nhalt\n",

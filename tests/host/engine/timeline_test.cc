@@ -29,7 +29,7 @@ ExecJob DenseLayer() {
 }
 
 nlohmann::json Record(EngineKind kind, const ExecJob& job, ExecResult* r) {
-  const host::TpuConfig c = host::LoadConfig("small-16");
+  const config::TpuConfig c = config::LoadConfig("small-16");
   Timeline t(c.clock_mhz);
   EngineOptions o;
   o.timeline = &t;

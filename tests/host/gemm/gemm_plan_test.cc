@@ -5,7 +5,7 @@
 
 #include "host/common/errors.h"
 
-namespace tpu::host {
+namespace tpu::gemm {
 namespace {
 
 TEST(GemmPlanTest, TilesCoverEveryDimension) {
@@ -62,4 +62,4 @@ TEST(GemmPlanTest, BadShapesAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace tpu::host
+}  // namespace tpu::gemm

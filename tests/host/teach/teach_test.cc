@@ -15,7 +15,7 @@
 namespace tpu::test {
 namespace {
 
-// A VCD file's value changes, by full signal name ("TOP.tpu_mxu_top.u_mxu....psum_q").
+// A VCD file's value changes, by full signal name ("TOP.tpu_mxu_top.u_matrix.u_mxu....psum_q").
 class Vcd {
  public:
   explicit Vcd(const std::string& text) {
@@ -70,9 +70,9 @@ class TeachTest : public CliFixture {};
 
 TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
   const int n = 4;
-  const Matrix<int8_t> a = host::RandomInt8(5, 6, 3);  // K > N: two tiles, a weight switch
-  const Matrix<int8_t> b = host::RandomInt8(6, 3, 4);
-  const host::TeachRun run = host::RecordTeachRun(a, b, n);
+  const Matrix<int8_t> a = gemm::RandomInt8(5, 6, 3);  // K > N: two tiles, a weight switch
+  const Matrix<int8_t> b = gemm::RandomInt8(6, 3, 4);
+  const teach::TeachRun run = teach::RecordTeachRun(a, b, n);
   ASSERT_TRUE(run.matches_reference);
   ASSERT_EQ(run.cycles.size(), run.counters.cycles);
   EXPECT_EQ(run.cycles.back().tiles, 2u);
@@ -80,16 +80,16 @@ TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
 
   sim::RunOptions opts;
   opts.trace.path = P("run.vcd");
-  const host::GemmRunResult traced = RunOnRtl(a, b, n, sim::EngineKind::kVerilator, opts);
+  const gemm::GemmRunResult traced = RunOnRtl(a, b, n, sim::EngineKind::kVerilator, opts);
   ASSERT_EQ(traced.counters.cycles, run.counters.cycles);
   const Vcd vcd(Slurp(P("run.vcd")));
   int nonzero = 0;
-  for (const host::TeachCycle& t : run.cycles) {
+  for (const teach::TeachCycle& t : run.cycles) {
     const uint64_t time = t.cycle * 10;  // the trace's dump before the clock edge
     for (int r = 0; r < n; ++r) {
       for (int c = 0; c < n; ++c) {
         SCOPED_TRACE(::testing::Message() << "cycle " << t.cycle << " PE " << r << "," << c);
-        const std::string pe = "TOP.tpu_mxu_top.u_mxu.u_array.gen_row[" + std::to_string(r) +
+        const std::string pe = "TOP.tpu_mxu_top.u_matrix.u_mxu.u_array.gen_row[" + std::to_string(r) +
                                "].gen_col[" + std::to_string(c) + "].u_pe.";
         const sim::PeState& s = t.state.pe[static_cast<size_t>(r * n + c)];
         ASSERT_EQ(s.psum, vcd.At(pe + "psum_q", time, 32));
@@ -100,7 +100,7 @@ TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
         nonzero += s.psum != 0;
       }
     }
-    ASSERT_EQ(t.state.out_valid, vcd.At("TOP.tpu_mxu_top.u_mxu.out_valid_o", time, 1) != 0);
+    ASSERT_EQ(t.state.out_valid, vcd.At("TOP.tpu_mxu_top.u_matrix.u_mxu.out_valid_o", time, 1) != 0);
   }
   EXPECT_GT(nonzero, 20) << "the comparison saw activity";
 }

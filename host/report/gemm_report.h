@@ -8,7 +8,7 @@
 #include "host/config/tpu_config.h"
 #include "host/gemm/gemm_runner.h"
 
-namespace tpu::host {
+namespace tpu::report {
 
 // Derived figures, computed once for both formats.
 struct GemmFigures {
@@ -19,9 +19,9 @@ struct GemmFigures {
   double time_us = 0;             // cycles at the configured clock
   double sim_cycles_per_second = 0;
 };
-GemmFigures ComputeFigures(const GemmRunResult& r, const TpuConfig& config);
+GemmFigures ComputeFigures(const gemm::GemmRunResult& r, const config::TpuConfig& config);
 
-std::string FormatGemmReport(const GemmRunResult& r, const TpuConfig& config);
-nlohmann::json GemmReportJson(const GemmRunResult& r, const TpuConfig& config);
+std::string FormatGemmReport(const gemm::GemmRunResult& r, const config::TpuConfig& config);
+nlohmann::json GemmReportJson(const gemm::GemmRunResult& r, const config::TpuConfig& config);
 
-}  // namespace tpu::host
+}  // namespace tpu::report

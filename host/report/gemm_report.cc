@@ -1,12 +1,12 @@
 // Text and JSON reports of a GEMM run (see gemm_report.h).
-#include "host/gemm/gemm_report.h"
+#include "host/report/gemm_report.h"
 
 #include <fmt/format.h>
 
 #include "host/common/revision.h"
 #include "host/common/text.h"
 
-namespace tpu::host {
+namespace tpu::report {
 namespace {
 
 double Percent(uint64_t part, uint64_t total) {
@@ -15,7 +15,7 @@ double Percent(uint64_t part, uint64_t total) {
 
 }  // namespace
 
-GemmFigures ComputeFigures(const GemmRunResult& r, const TpuConfig& config) {
+GemmFigures ComputeFigures(const gemm::GemmRunResult& r, const config::TpuConfig& config) {
   GemmFigures f;
   const double cycles = static_cast<double>(r.counters.cycles);
   const double dim = r.plan.array_dim;
@@ -29,7 +29,7 @@ GemmFigures ComputeFigures(const GemmRunResult& r, const TpuConfig& config) {
   return f;
 }
 
-std::string FormatGemmReport(const GemmRunResult& r, const TpuConfig& config) {
+std::string FormatGemmReport(const gemm::GemmRunResult& r, const config::TpuConfig& config) {
   const GemmFigures f = ComputeFigures(r, config);
   const auto& s = r.plan.shape;
   const auto& c = r.counters;
@@ -75,7 +75,7 @@ std::string FormatGemmReport(const GemmRunResult& r, const TpuConfig& config) {
   return out;
 }
 
-nlohmann::json GemmReportJson(const GemmRunResult& r, const TpuConfig& config) {
+nlohmann::json GemmReportJson(const gemm::GemmRunResult& r, const config::TpuConfig& config) {
   const GemmFigures f = ComputeFigures(r, config);
   const auto& c = r.counters;
   nlohmann::json j;
@@ -117,4 +117,4 @@ nlohmann::json GemmReportJson(const GemmRunResult& r, const TpuConfig& config) {
   return j;
 }
 
-}  // namespace tpu::host
+}  // namespace tpu::report

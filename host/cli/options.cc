@@ -1,0 +1,132 @@
+// The shared option groups (see options.h).
+#include "host/cli/options.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+#include "sim/wave_file.h"
+
+namespace tpu::cli {
+
+void AddChipOptions(CLI::App* cmd, ChipOptions* o, bool engine) {
+  std::string presets;
+  for (const std::string& name : config::PresetNames()) {
+    presets += (presets.empty() ? "" : ", ") + name;
+  }
+  cmd->add_option("-c,--config", o->config, "preset in configs/ (" + presets + ") or a .json file")
+      ->capture_default_str();
+  cmd->add_option("--set", o->sets,
+                  "override a config field, e.g. --set host_mem_bytes_per_cycle=4 (repeatable)");
+  cmd->add_option("--array", o->array, "array size N, overriding the config's array_dim");
+  if (!engine) return;
+  cmd->add_option("--engine", o->engine,
+                  "rtl (the Verilated RTL: the reference, sizes built in) or fast (the C++ "
+                  "model, cycle-exact with the RTL, any size 2 to 512)")
+      ->capture_default_str();
+  cmd->add_flag("--timing-only", o->timing_only,
+                "fast engine: counters and cycles only, no values (for large studies)");
+  cmd->add_option("--watchdog", o->watchdog,
+                  "stop a run that makes no progress for this many cycles")
+      ->capture_default_str();
+}
+
+config::TpuConfig ResolveConfig(const ChipOptions& o) {
+  config::TpuConfig config = config::LoadConfig(o.config);
+  for (const std::string& kv : o.sets) config::ApplyOverride(&config, kv);
+  if (o.array && *o.array != config.array_dim) {
+    config.array_dim = *o.array;
+    config.name += fmt::format(" with --array {}", *o.array);
+  }
+  config.Validate();
+  return config;
+}
+
+engine::EngineKind ResolveEngine(const ChipOptions& o) {
+  const engine::EngineKind kind = engine::ParseEngineKind(o.engine);
+  if (o.timing_only && kind != engine::EngineKind::kFast) {
+    throw UsageError("--timing-only is a mode of the fast engine; add --engine fast");
+  }
+  if (o.watchdog == 0) throw UsageError("--watchdog must be at least 1 cycle");
+  return kind;
+}
+
+engine::EngineOptions EngineOptionsFrom(const ChipOptions& o) {
+  engine::EngineOptions e;
+  e.watchdog_cycles = o.watchdog;
+  e.timing_only = o.timing_only;
+  return e;
+}
+
+void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t> images) {
+  cmd->add_option("--model", o->model, "model folder (tpusim model --help)")->capture_default_str();
+  cmd->add_option("--data", o->data,
+                  "folder with the MNIST IDX files (default: $TPUSIM_DATA, ../shared/data/mnist, "
+                  "then data/mnist from scripts/fetch-mnist)");
+  if (images) {
+    o->images = *images;
+    cmd->add_option("--images", o->images, "first N of the test images")->capture_default_str();
+  }
+}
+
+void AddTraceOptions(CLI::App* cmd, TraceOptions* o, const std::string& wave_help,
+                     bool timeline) {
+  cmd->add_option("--trace", o->wave, wave_help);
+  cmd->add_option("--trace-start", o->start, "first cycle to trace")->capture_default_str();
+  cmd->add_option("--trace-end", o->end, "last cycle to trace (default: the end)");
+  if (timeline) {
+    cmd->add_option("--timeline", o->timeline,
+                    "write the instruction timeline (Chrome trace JSON: Perfetto, "
+                    "chrome://tracing)");
+  }
+}
+
+void CheckTraceOptions(const TraceOptions& o) {
+  if (o.end && *o.end < o.start) {
+    throw UsageError(fmt::format("--trace-end {} is before --trace-start {}", *o.end, o.start));
+  }
+  if (!o.wave.empty()) {
+    try {
+      sim::WaveFile::FormatOf(o.wave);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  for (const std::string* p : {&o.wave, &o.timeline}) {
+    if (!p->empty()) CheckWritable(*p);
+  }
+}
+
+void AddOutputOptions(CLI::App* cmd, OutputOptions* o, const std::string& json_help) {
+  cmd->add_option("--json", o->json, json_help);
+  cmd->add_flag("-q,--quiet", o->quiet, "print nothing but errors");
+}
+
+ChipSession::ChipSession(const ChipOptions& chip, const TraceOptions& trace, bool progress)
+    : config_(ResolveConfig(chip)), timeline_path_(trace.timeline) {
+  const engine::EngineKind kind = ResolveEngine(chip);
+  CheckTraceOptions(trace);
+  engine::EngineOptions e = EngineOptionsFrom(chip);
+  e.progress = progress;
+  e.trace_path = trace.wave;
+  e.trace_start = trace.start;
+  if (trace.end) e.trace_end = *trace.end;
+  if (!timeline_path_.empty()) {
+    timeline_ = std::make_unique<engine::Timeline>(config_.clock_mhz);
+    e.timeline = timeline_.get();
+  }
+  engine_ = engine::MakeChipEngine(kind, config_, e);
+}
+
+void ChipSession::Finish() {
+  engine_->Finish();
+  if (timeline_) {
+    timeline_->Note("engine", engine_->Name());
+    timeline_->Note("config", config_.ToJson());
+    timeline_->Write(timeline_path_);
+  }
+}
+
+}  // namespace tpu::cli

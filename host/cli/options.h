@@ -1,0 +1,89 @@
+// The option groups the commands share, declared once so that the commands cannot drift:
+// which chip (--config, --set, --array) and engine (--engine, --timing-only, --watchdog);
+// which network and images (--model, --data, --images); what to trace (--trace,
+// --trace-start, --trace-end, --timeline); and what to print (--json, -q/--quiet).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host/config/tpu_config.h"
+#include "host/engine/chip_engine.h"
+#include "host/engine/timeline.h"
+
+namespace tpu::cli {
+
+// ---- the chip -----------------------------------------------------------------------
+struct ChipOptions {
+  std::string config = "small-16";
+  std::vector<std::string> sets;
+  std::optional<int> array;
+  std::string engine = "rtl";
+  bool timing_only = false;
+  uint64_t watchdog = 100000;
+};
+
+// --config/-c, --set, --array; with `engine`, also --engine, --timing-only, --watchdog.
+void AddChipOptions(CLI::App* cmd, ChipOptions* o, bool engine = true);
+// The preset or file, then every --set, then --array; validated (UsageError).
+config::TpuConfig ResolveConfig(const ChipOptions& o);
+// The engine's kind and options from the flags (UsageError for a bad combination).
+engine::EngineKind ResolveEngine(const ChipOptions& o);
+engine::EngineOptions EngineOptionsFrom(const ChipOptions& o);
+
+// ---- the network and its images ---------------------------------------------------------
+struct WorkloadOptions {
+  std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
+  std::string data;     // folder with the IDX files; empty: the usual places
+  int64_t images = 100;
+};
+
+// --model, --data and (when `images` is given, as its default) --images.
+void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t> images);
+
+// ---- tracing ----------------------------------------------------------------------------
+struct TraceOptions {
+  std::string wave;      // --trace: FST or VCD of the RTL's signals
+  uint64_t start = 0;
+  std::optional<uint64_t> end;
+  std::string timeline;  // --timeline: Chrome trace JSON of the instructions
+};
+
+// --trace (described by `wave_help`), --trace-start, --trace-end and, with `timeline`,
+// --timeline.
+void AddTraceOptions(CLI::App* cmd, TraceOptions* o, const std::string& wave_help,
+                     bool timeline = true);
+// UsageError for a window that ends before it starts or a wave file of another format.
+void CheckTraceOptions(const TraceOptions& o);
+
+// ---- what to print ----------------------------------------------------------------------
+struct OutputOptions {
+  std::string json;
+  bool quiet = false;
+};
+
+void AddOutputOptions(CLI::App* cmd, OutputOptions* o, const std::string& json_help);
+
+// ---- a chip set up from the options above -------------------------------------------------
+// The engine the flags ask for, with its waveform window and timeline; Finish() closes the
+// waveform and writes the timeline (a failed run's are the most useful ones, so callers
+// finish before they report).
+class ChipSession {
+ public:
+  ChipSession(const ChipOptions& chip, const TraceOptions& trace, bool progress);
+  const config::TpuConfig& config() const { return config_; }
+  engine::ChipEngine& engine() { return *engine_; }
+  void Finish();
+
+ private:
+  config::TpuConfig config_;
+  std::string timeline_path_;
+  std::unique_ptr<engine::Timeline> timeline_;
+  std::unique_ptr<engine::ChipEngine> engine_;
+};
+
+}  // namespace tpu::cli

@@ -1,0 +1,112 @@
+// The GEMM program (see gemm_program.h).
+#include "host/compiler/gemm_program.h"
+
+#include <cstring>
+
+#include "contract/tpu_contract.h"
+#include "host/compiler/packing.h"
+#include "host/isa/program_builder.h"
+#include "host/nn/int8_ops.h"
+
+namespace tpu::compiler {
+
+GemmParams RandomGemmParams(int64_t columns, std::mt19937& rng, int shift_lo, int shift_hi) {
+  GemmParams p;
+  std::uniform_int_distribution<int32_t> bias(-(1 << 15), 1 << 15);
+  std::uniform_int_distribution<int32_t> mult(1 << 30, 0x7fffffff);
+  std::uniform_int_distribution<int32_t> shift(shift_lo, shift_hi);
+  for (int64_t i = 0; i < columns; ++i) {
+    p.bias.push_back(bias(rng));
+    p.multiplier.push_back(mult(rng));
+    p.shift.push_back(shift(rng));
+  }
+  return p;
+}
+
+Matrix<int8_t> GemmProgram::Expected(const Matrix<int32_t>& c) const {
+  Matrix<int8_t> y;
+  y.rows = m;
+  y.cols = cols;
+  y.data.resize(static_cast<size_t>(m * cols));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const auto l = static_cast<size_t>(j);
+      y.at(i, j) = nn::Requantize(static_cast<int32_t>(static_cast<uint32_t>(c.at(i, j)) +
+                                                       static_cast<uint32_t>(params.bias[l])),
+                                  static_cast<uint32_t>(params.multiplier[l]),
+                                  static_cast<uint32_t>(params.shift[l]), -128);
+    }
+  }
+  return y;
+}
+
+Matrix<int8_t> GemmProgram::Unpack(const std::vector<uint8_t>& out) const {
+  Matrix<int8_t> y;
+  y.rows = m;
+  y.cols = cols;
+  y.data.resize(static_cast<size_t>(m * cols));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      y.at(i, j) = static_cast<int8_t>(out[static_cast<size_t>(((j / n) * m + i) * n + j % n)]);
+    }
+  }
+  return y;
+}
+
+GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n,
+                            bool overlap, uint64_t seed) {
+  GemmProgram g;
+  g.m = a.rows;
+  g.k = a.cols;
+  g.cols = b.cols;
+  g.n = n;
+  g.kt = (g.k + n - 1) / n;
+  g.nt = (g.cols + n - 1) / n;
+  const int64_t m = g.m;
+  engine::ExecJob& job = g.job;
+  job.name = "gemm";
+  // Host memory: A's column blocks, then the parameter sets, then room for the outputs.
+  std::vector<uint8_t>& host = job.host_image;
+  host.assign(static_cast<size_t>(g.kt * m * n), 0);
+  for (int64_t kb = 0; kb < g.kt; ++kb) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t c = 0; c < n && kb * n + c < g.k; ++c) {
+        host[static_cast<size_t>((kb * m + i) * n + c)] = static_cast<uint8_t>(a.at(i, kb * n + c));
+      }
+    }
+  }
+  const uint64_t params_addr = host.size();
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  g.params = RandomGemmParams(g.nt * n, rng, 39, 43);
+  const std::vector<uint8_t> sets = PackParamSets(g.params.bias.data(), g.params.multiplier.data(),
+                                                  g.params.shift.data(), g.nt * n, n);
+  host.insert(host.end(), sets.begin(), sets.end());
+  job.host_out_addr = host.size();
+  job.host_out_bytes = static_cast<uint64_t>(g.nt * m * n);
+  job.weight_image = PackWeightTiles(b.data.data(), g.k, g.cols, n);
+
+  isa::ProgramBuilder p;
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  const int64_t out_ub = g.kt * m;
+  p.ReadHost(0, 0, u(g.kt * m));
+  p.ReadParams(params_addr, 0, u(g.nt));
+  if (overlap) p.ReadWeights(0, u(g.kt * g.nt));
+  for (int64_t j = 0; j < g.nt; ++j) {
+    const int64_t acc = (j % 2) * m;  // two accumulator buffers: tile j+1 overlaps activate j
+    for (int64_t kb = 0; kb < g.kt; ++kb) {
+      if (!overlap) {
+        p.ReadWeights(u((j * g.kt + kb) * n * n), 1);
+        p.Sync();
+      }
+      p.Matmul(u(kb * m), u(acc), u(m), /*switch_tile=*/true, /*accumulate=*/kb > 0);
+      if (!overlap) p.Sync();
+    }
+    p.Activate(u(acc), u(out_ub + j * m), u(m), u(j), /*relu=*/false, isa::Pool::kNone);
+  }
+  p.WriteHost(u(out_ub), job.host_out_addr, u(g.nt * m));
+  p.Halt();
+  job.program = p.Take();
+  return g;
+}
+
+}  // namespace tpu::compiler

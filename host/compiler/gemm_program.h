@@ -1,0 +1,44 @@
+// A GEMM as a TPU program: C = A x B tiled onto the N x N chip, each output column tile
+// requantized to int8 by its own VPU parameter set, with the host and weight memory
+// images it needs. Used by the chip tests and benchmarks; a small example of what a
+// compiler for the chip emits (docs/isa.md, docs/architecture.md).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "host/common/npy.h"
+#include "host/engine/chip_engine.h"
+
+namespace tpu::compiler {
+
+// One VPU parameter set per N output columns, lane by lane.
+struct GemmParams {
+  std::vector<int32_t> bias, multiplier, shift;  // one per output column (nt x N)
+};
+
+struct GemmProgram {
+  engine::ExecJob job;  // program, memory images, the output range to read back
+  int64_t m = 0, k = 0, cols = 0, n = 0, kt = 0, nt = 0;
+  GemmParams params;
+
+  // The int8 outputs the program must produce, from int32 products.
+  Matrix<int8_t> Expected(const Matrix<int32_t>& c) const;
+  // The outputs read back from host memory, as an m x cols matrix.
+  Matrix<int8_t> Unpack(const std::vector<uint8_t>& out) const;
+};
+
+// Random parameters for `columns` lanes: biases in +-2^15, multipliers in [2^30, 2^31),
+// shifts in [shift_lo, shift_hi].
+GemmParams RandomGemmParams(int64_t columns, std::mt19937& rng, int shift_lo, int shift_hi);
+
+// C = A x B on the chip: A in column blocks of n in the unified buffer, B in n x n tiles
+// streamed through the weight FIFO, K folded by accumulating matmuls, every output column
+// tile requantized by its own parameter set. `overlap` lets the weight DMA run ahead of the
+// matrix unit (one read_weights for all tiles); otherwise each tile is fetched and used
+// with a sync on either side.
+GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n,
+                            bool overlap, uint64_t seed = 7);
+
+}  // namespace tpu::compiler

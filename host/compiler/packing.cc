@@ -1,0 +1,42 @@
+// Weight-tile and parameter-set layouts (see packing.h).
+#include "host/compiler/packing.h"
+
+#include <cstring>
+
+#include "contract/tpu_contract.h"
+
+namespace tpu::compiler {
+
+std::vector<uint8_t> PackWeightTiles(const int8_t* w, int64_t k, int64_t cols, int n) {
+  const int64_t kt = (k + n - 1) / n, nt = (cols + n - 1) / n, nn = int64_t{n} * n;
+  std::vector<uint8_t> tiles(static_cast<size_t>(kt * nt * nn), 0);
+  for (int64_t j = 0; j < nt; ++j)
+    for (int64_t kb = 0; kb < kt; ++kb)
+      for (int64_t r = 0; r < n && kb * n + r < k; ++r)
+        for (int64_t c = 0; c < n && j * n + c < cols; ++c) {
+          tiles[static_cast<size_t>((j * kt + kb) * nn + r * n + c)] =
+              static_cast<uint8_t>(w[(kb * n + r) * cols + j * n + c]);
+        }
+  return tiles;
+}
+
+std::vector<uint8_t> PackParamSets(const int32_t* bias, const int32_t* multiplier,
+                                   const int32_t* shift, int64_t channels, int n) {
+  const int64_t sets = (channels + n - 1) / n, set_bytes = int64_t{hw::kParamRows} * n;
+  std::vector<uint8_t> out(static_cast<size_t>(sets * set_bytes), 0);
+  for (int64_t j = 0; j < sets; ++j) {
+    uint8_t* p = &out[static_cast<size_t>(j * set_bytes)];
+    for (int64_t l = 0; l < n; ++l) {
+      const int64_t ch = j * n + l;
+      const int32_t b = ch < channels ? bias[ch] : 0;
+      const int32_t m = ch < channels ? multiplier[ch] : 0;
+      const int32_t s = ch < channels ? shift[ch] : 1;
+      std::memcpy(p + hw::kParamBiasRow * n + 4 * l, &b, 4);
+      std::memcpy(p + hw::kParamMultiplierRow * n + 4 * l, &m, 4);
+      p[hw::kParamShiftRow * n + l] = static_cast<uint8_t>(s);
+    }
+  }
+  return out;
+}
+
+}  // namespace tpu::compiler

@@ -1,0 +1,65 @@
+// Typed construction of TPU programs (see program_builder.h).
+#include "host/isa/program_builder.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace tpu::isa {
+
+void ProgramBuilder::Add(Opcode op, uint8_t flags, uint64_t length, uint64_t src, uint64_t dst,
+                         uint64_t aux) {
+  auto check = [&](const char* field, uint64_t v, uint64_t max) {
+    if (v > max) {
+      throw std::invalid_argument(std::string(Mnemonic(op)) + ": " + field + " " +
+                                  std::to_string(v) + " does not fit the instruction word");
+    }
+  };
+  check("length", length, 0xffff);
+  check("src", src, 0xffffffffu);
+  check("dst", dst, 0xffffffffu);
+  check("aux", aux, 0xffffffffu);
+  Instruction in;
+  in.opcode = op;
+  in.flags = flags;
+  in.length = static_cast<uint16_t>(length);
+  in.src = static_cast<uint32_t>(src);
+  in.dst = static_cast<uint32_t>(dst);
+  in.aux = static_cast<uint32_t>(aux);
+  program_.words.push_back(Encode(in));
+}
+
+void ProgramBuilder::ReadHost(uint64_t host_addr, uint64_t ub_row, uint64_t rows) {
+  Add(Opcode::kReadHost, 0, rows, host_addr, ub_row, 0);
+}
+
+void ProgramBuilder::ReadParams(uint64_t host_addr, uint64_t first_set, uint64_t sets) {
+  Add(Opcode::kReadHost, kFlagParams, sets, host_addr, first_set, 0);
+}
+
+void ProgramBuilder::ReadWeights(uint64_t weight_addr, uint64_t tiles) {
+  Add(Opcode::kReadWeights, 0, tiles, weight_addr, 0, 0);
+}
+
+void ProgramBuilder::Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bool switch_tile,
+                            bool accumulate) {
+  Add(Opcode::kMatmul,
+      static_cast<uint8_t>((switch_tile ? kFlagSwitch : 0) | (accumulate ? kFlagAccumulate : 0)),
+      rows, ub_row, acc_row, 0);
+}
+
+void ProgramBuilder::Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows,
+                              uint64_t param_set, bool relu, Pool pool) {
+  const uint8_t flags = static_cast<uint8_t>(
+      (relu ? kFlagRelu : 0) | (pool == Pool::kAvg ? kFlagPoolAvg : 0) |
+      (pool == Pool::kMax ? kFlagPoolMax : 0));
+  Add(Opcode::kActivate, flags, rows, acc_row, ub_row, param_set);
+}
+
+void ProgramBuilder::WriteHost(uint64_t ub_row, uint64_t host_addr, uint64_t rows) {
+  Add(Opcode::kWriteHost, 0, rows, ub_row, host_addr, 0);
+}
+
+void ProgramBuilder::Sync() { Add(Opcode::kSync, 0, 0, 0, 0, 0); }
+void ProgramBuilder::Halt() { Add(Opcode::kHalt, 0, 0, 0, 0, 0); }
+
+}  // namespace tpu::isa
