@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_report_aggregates_only
 
-.PHONY: all deps configure build demo test test-slow test-all bench lint docs cosim clean help
+.PHONY: all deps configure build demo test test-slow test-all bench lint format docs cosim clean help
 
 all: build
 
@@ -16,6 +16,7 @@ help:
 	@echo "make test-all   every test"
 	@echo "make bench      Google Benchmarks: RTL simulation speed (builds N=64), CPU inference, training"
 	@echo "make lint       verilator --lint-only -Wall over rtl/"
+	@echo "make format     clang-format every C++ source in place (.clang-format; the fast suite checks it)"
 	@echo "make docs       rewrite the tables in docs/ generated from contract/tpu_contract.toml"
 	@echo "make cosim      the rtl and fast engines on 2,000 random programs per built size"
 	@echo "make clean      remove $(BUILD_DIR)/"
@@ -56,6 +57,9 @@ lint: deps
 	/usr/bin/python3 contract/gen_contract.py --sv $(RTL_GEN)/tpu_contract.svh
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) $(RTL_SOURCES) --top-module tpu_mxu_top
+
+format:
+	find bench fast host sim tests \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | xargs -0 clang-format -i
 
 docs:
 	/usr/bin/python3 contract/gen_contract.py --docs docs

@@ -12,8 +12,8 @@
 #include <map>
 #include <memory>
 
-#include "host/config/tpu_config.h"
 #include "host/compiler/gemm_program.h"
+#include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
 #include "host/gemm/gemm_runner.h"
 
@@ -79,8 +79,8 @@ void BM_ChipGemm(benchmark::State& state, engine::EngineKind kind, int dim, bool
     }
     state.ResumeTiming();
     cycles += r.cycles;
-    utilization = static_cast<double>(r.counters.macs) /
-                  (static_cast<double>(r.cycles) * dim * dim);
+    utilization =
+        static_cast<double>(r.counters.macs) / (static_cast<double>(r.cycles) * dim * dim);
   }
   state.counters["cycles_per_s"] =
       benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
@@ -89,13 +89,13 @@ void BM_ChipGemm(benchmark::State& state, engine::EngineKind kind, int dim, bool
   state.counters["utilization"] = utilization;
 }
 
-BENCHMARK_CAPTURE(BM_ChipGemm, rtl/16, engine::EngineKind::kRtl, 16, false)
+BENCHMARK_CAPTURE(BM_ChipGemm, rtl / 16, engine::EngineKind::kRtl, 16, false)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_ChipGemm, fast/16, engine::EngineKind::kFast, 16, false)
+BENCHMARK_CAPTURE(BM_ChipGemm, fast / 16, engine::EngineKind::kFast, 16, false)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_ChipGemm, fast/256, engine::EngineKind::kFast, 256, false)
+BENCHMARK_CAPTURE(BM_ChipGemm, fast / 256, engine::EngineKind::kFast, 256, false)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_ChipGemm, timing/256, engine::EngineKind::kFast, 256, true)
+BENCHMARK_CAPTURE(BM_ChipGemm, timing / 256, engine::EngineKind::kFast, 256, true)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -5,9 +5,9 @@
 // BM_MxuStreamFast the fast engine's matrix subsystem on the same work.
 #include <benchmark/benchmark.h>
 
+#include "fast/fast_mxu_engine.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/gemm/gemm_workload.h"
-#include "fast/fast_mxu_engine.h"
 #include "sim/verilated_mxu_engine.h"
 
 namespace tpu {

@@ -10,12 +10,12 @@
 namespace tpu::fast {
 
 struct ChipParams {
-  int array_dim = 16;            // N, 2 .. 512
-  int acc_depth = 1024;          // accumulator rows
-  int ub_depth = 16384;          // unified-buffer rows
-  int fifo_tiles = 4;            // weight FIFO depth in tiles
-  int param_sets = 32;           // VPU parameter sets
-  int iq_depth = 16;             // instruction queue entries (tpu_top's IqDepth)
+  int array_dim = 16;    // N, 2 .. 512
+  int acc_depth = 1024;  // accumulator rows
+  int ub_depth = 16384;  // unified-buffer rows
+  int fifo_tiles = 4;    // weight FIFO depth in tiles
+  int param_sets = 32;   // VPU parameter sets
+  int iq_depth = 16;     // instruction queue entries (tpu_top's IqDepth)
   uint64_t host_mem_bytes = 16u << 20;
   uint64_t host_latency_cycles = 100, host_bytes_per_cycle = 16;
   uint64_t weight_mem_bytes = 16u << 20;
@@ -39,7 +39,7 @@ struct Decoded {
   int unit = -1;                       // hw::kUnit*, or -1 (retired by the controller)
   bool sync = false;                   // sync or halt: waits for every unit
   bool pooled = false;
-  uint32_t out_rows = 0;               // activate: rows written (len / 4 with pooling)
+  uint32_t out_rows = 0;  // activate: rows written (len / 4 with pooling)
   Footprint fp;
 };
 
@@ -57,8 +57,8 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p) {
   d.src = get32(hw::kSrcOffset);
   d.dst = get32(hw::kDstOffset);
   d.aux = get32(hw::kAuxOffset);
-  const uint64_t n = static_cast<uint64_t>(p.array_dim), len = d.len, src = d.src,
-                 dst = d.dst, aux = d.aux;
+  const uint64_t n = static_cast<uint64_t>(p.array_dim), len = d.len, src = d.src, dst = d.dst,
+                 aux = d.aux;
   const uint64_t hm = p.host_mem_bytes < 0xffffffffu ? p.host_mem_bytes : 0xffffffffu;
   const uint64_t wm = p.weight_mem_bytes < 0xffffffffu ? p.weight_mem_bytes : 0xffffffffu;
   auto range = [](uint64_t start, uint64_t count, uint64_t size) {
@@ -89,7 +89,8 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p) {
         d.check = first(range(src, len * hw::kParamRows * n, hm),
                         range(dst, len, static_cast<uint64_t>(p.param_sets)));
       } else {
-        d.check = first(range(src, len * n, hm), range(dst, len, static_cast<uint64_t>(p.ub_depth)));
+        d.check =
+            first(range(src, len * n, hm), range(dst, len, static_cast<uint64_t>(p.ub_depth)));
       }
       fp.ub_use = !params;
       fp.ub_wr = true;
@@ -103,8 +104,10 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p) {
       break;
     }
     case Opcode::kReadWeights:
-      if (f != 0 || len == 0) d.check = Status::kBadOperand;
-      else d.check = range(src, len * n * n, wm);
+      if (f != 0 || len == 0)
+        d.check = Status::kBadOperand;
+      else
+        d.check = range(src, len * n * n, wm);
       d.unit = hw::kUnitWeightDma;
       break;
     case Opcode::kMatmul:
@@ -142,8 +145,11 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p) {
       d.unit = hw::kUnitActivate;
       break;
     case Opcode::kWriteHost:
-      if (f != 0 || len == 0) d.check = Status::kBadOperand;
-      else d.check = first(range(src, len, static_cast<uint64_t>(p.ub_depth)), range(dst, len * n, hm));
+      if (f != 0 || len == 0)
+        d.check = Status::kBadOperand;
+      else
+        d.check =
+            first(range(src, len, static_cast<uint64_t>(p.ub_depth)), range(dst, len * n, hm));
       fp.ub_use = true;
       fp.ub_lo = d.src;
       fp.ub_hi = static_cast<uint32_t>(src + len);

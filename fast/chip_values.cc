@@ -125,8 +125,9 @@ void ChipValues::Matmul(const Decoded& d) {
     return;
   }
   if (rows * cols * k < 4096) {
-    nn::GemmInt8(rows, cols, k, x + row_lo_, n_, &active_[static_cast<size_t>(row_lo_ * n_ + col_lo_)],
-                 n_, acc + col_lo_, n_, accumulate);
+    nn::GemmInt8(rows, cols, k, x + row_lo_, n_,
+                 &active_[static_cast<size_t>(row_lo_ * n_ + col_lo_)], n_, acc + col_lo_, n_,
+                 accumulate);
   } else {
     nn::GemmInt8F(rows, cols, k, x + row_lo_, n_,
                   &active_f_[static_cast<size_t>(row_lo_ * n_ + col_lo_)], n_, acc + col_lo_, n_,
@@ -158,7 +159,8 @@ void ChipValues::Activate(const Decoded& d) {
   const int32_t* acc = &acc_[static_cast<size_t>(d.src) * n];
   int8_t* out = &ub_[static_cast<size_t>(d.dst) * n];
   auto requant = [&](const int32_t* row, int64_t l) {
-    const auto sum = static_cast<int32_t>(static_cast<uint32_t>(row[l]) + static_cast<uint32_t>(bias[l]));
+    const auto sum =
+        static_cast<int32_t>(static_cast<uint32_t>(row[l]) + static_cast<uint32_t>(bias[l]));
     return nn::Requantize(sum, mult[l], shift[l], lo);
   };
   if (!pooled) {

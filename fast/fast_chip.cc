@@ -33,18 +33,18 @@ enum Pool : uint8_t { kPoolNone, kPoolAvg, kPoolMax };
 
 FastChip::FastChip(const ChipParams& p)
     : p_(p),
-      values_((p.array_dim < 2 || p.array_dim > 512)
-                  ? throw std::invalid_argument("array_dim " + std::to_string(p.array_dim) +
-                                                " is out of range for the fast engine; use 2 to 512")
-                  : p),
+      values_(
+          (p.array_dim < 2 || p.array_dim > 512)
+              ? throw std::invalid_argument("array_dim " + std::to_string(p.array_dim) +
+                                            " is out of range for the fast engine; use 2 to 512")
+              : p),
       host_(static_cast<uint64_t>(p.array_dim), p.host_bytes_per_cycle, p.host_latency_cycles),
       weight_(static_cast<uint64_t>(p.array_dim), p.weight_bytes_per_cycle,
               p.weight_latency_cycles) {
   if (p.host_bytes_per_cycle == 0 || p.weight_bytes_per_cycle == 0) {
     throw std::invalid_argument("memory bandwidth must be at least 1 byte per cycle");
   }
-  if (p.iq_depth < 1 || p.fifo_tiles < 1 || p.acc_depth < 1 || p.ub_depth < 1 ||
-      p.param_sets < 1) {
+  if (p.iq_depth < 1 || p.fifo_tiles < 1 || p.acc_depth < 1 || p.ub_depth < 1 || p.param_sets < 1) {
     throw std::invalid_argument("buffer depths must be at least 1");
   }
 }
@@ -110,9 +110,9 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     const bool in_flight = fl_count != 0;
     const bool mxu_busy = feed_busy || in_flight;
     const bool act_busy = a_out_left != 0;
-    const uint8_t busy = static_cast<uint8_t>(
-        (hdma_busy << hw::kUnitHostDma) | (wdma_busy << hw::kUnitWeightDma) |
-        (mxu_busy << hw::kUnitMatrix) | (act_busy << hw::kUnitActivate));
+    const uint8_t busy =
+        static_cast<uint8_t>((hdma_busy << hw::kUnitHostDma) | (wdma_busy << hw::kUnitWeightDma) |
+                             (mxu_busy << hw::kUnitMatrix) | (act_busy << hw::kUnitActivate));
     const bool all_idle = busy == 0;
     const uint64_t iq_count = fed - retired;
     const bool a_valid = f_buf != 0;
@@ -180,11 +180,20 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     } else {
       bool unit_busy = false;
       switch (d->unit) {
-        case hw::kUnitHostDma: unit_busy = hdma_busy; break;
-        case hw::kUnitWeightDma: unit_busy = wdma_busy; break;
-        case hw::kUnitMatrix: unit_busy = feed_busy; break;
-        case hw::kUnitActivate: unit_busy = act_busy; break;
-        default: break;
+        case hw::kUnitHostDma:
+          unit_busy = hdma_busy;
+          break;
+        case hw::kUnitWeightDma:
+          unit_busy = wdma_busy;
+          break;
+        case hw::kUnitMatrix:
+          unit_busy = feed_busy;
+          break;
+        case hw::kUnitActivate:
+          unit_busy = act_busy;
+          break;
+        default:
+          break;
       }
       if (unit_busy) {
         issue = kUnitBusy;
@@ -206,9 +215,12 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
         if (act_busy) check(act_fp);
         // A unit's own matmuls run in order.
         if (mxu_busy && d->unit != hw::kUnitMatrix) check(mxu_fp);
-        if (ub_h) issue = kUbHazard;
-        else if (acc_h) issue = kAccHazard;
-        else if (par_h) issue = kParamHazard;
+        if (ub_h)
+          issue = kUbHazard;
+        else if (acc_h)
+          issue = kAccHazard;
+        else if (par_h)
+          issue = kParamHazard;
         else {
           issue = kFire;
           go = true;
@@ -223,8 +235,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     // ---- combinational signals of the units
     const bool h_resp_take = !h_write && hm_resp && h_resp_left != 0;
     const bool h_obuf_pop = hm_fire && h_write;
-    const bool h_ub_read =
-        h_write && h_rd_left != 0 && (h_obuf - h_obuf_pop + h_rd_pending < 2);
+    const bool h_ub_read = h_write && h_rd_left != 0 && (h_obuf - h_obuf_pop + h_rd_pending < 2);
     const bool w_take = wm_resp && w_resp_left != 0;
     const bool a_fire = a_valid && a_ready;
     const bool switch_fire = a_fire && a_switch;
@@ -244,7 +255,8 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     const uint64_t ub_reads = uint64_t{ub_rd0} + h_ub_read;
     const uint64_t ub_writes = uint64_t{h_resp_take && !h_params} + vpu_out;
     const bool param_write = h_resp_take && h_params, vpu_in = acc_rd_valid;
-    const uint64_t host_read = hm_fire && !h_write ? n : 0, host_written = hm_fire && h_write ? n : 0;
+    const uint64_t host_read = hm_fire && !h_write ? n : 0,
+                   host_written = hm_fire && h_write ? n : 0;
     auto add_counts = [&](uint64_t k) {
       cnt[hw::kCounterCycles] += k;
       cnt[hw::kCounterBusyHostDma] += k * hdma_busy;
@@ -252,9 +264,9 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
       cnt[hw::kCounterBusyMatrix] += k * mxu_busy;
       cnt[hw::kCounterBusyActivate] += k * act_busy;
       // Every cycle of the matrix unit is exactly one of these five.
-      const int mxu = a_fire     ? hw::kCounterMxuStreamCycles
-                      : mw_fire  ? hw::kCounterMxuLoadCycles
-                      : a_valid  ? hw::kCounterMxuStallWeights
+      const int mxu = a_fire      ? hw::kCounterMxuStreamCycles
+                      : mw_fire   ? hw::kCounterMxuLoadCycles
+                      : a_valid   ? hw::kCounterMxuStallWeights
                       : in_flight ? hw::kCounterMxuDrainCycles
                                   : hw::kCounterMxuIdleCycles;
       cnt[mxu] += k;
@@ -404,7 +416,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     if (act_start) {
       a_rd_left = d->len;
       a_out_left = d->out_rows;
-      a_pool = (d->flags & hw::kFlagPoolMax) ? kPoolMax
+      a_pool = (d->flags & hw::kFlagPoolMax)   ? kPoolMax
                : (d->flags & hw::kFlagPoolAvg) ? kPoolAvg
                                                : kPoolNone;
     } else {

@@ -78,11 +78,16 @@ sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunO
 
     // tpu_mxu_counters.sv
     ++c.cycles;
-    if (a_fire) ++c.stream_cycles;
-    else if (w_fire) ++c.load_cycles;
-    else if (in.a_valid) ++c.stall_cycles;
-    else if (count != 0 || in.rd_en) ++c.drain_cycles;
-    else ++c.idle_cycles;
+    if (a_fire)
+      ++c.stream_cycles;
+    else if (w_fire)
+      ++c.load_cycles;
+    else if (in.a_valid)
+      ++c.stall_cycles;
+    else if (count != 0 || in.rd_en)
+      ++c.drain_cycles;
+    else
+      ++c.idle_cycles;
     c.weight_rows += w_fire;
     c.tiles += switch_fire;
     c.acc_writes += out_valid;
@@ -141,7 +146,8 @@ sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunO
       ++count;
     }
     if (w_fire) {
-      std::memcpy(&shadow[static_cast<size_t>(wr_row * n)], in.w_data.data(), static_cast<size_t>(n));
+      std::memcpy(&shadow[static_cast<size_t>(wr_row * n)], in.w_data.data(),
+                  static_cast<size_t>(n));
       if (wr_row == n - 1) {
         wr_row = 0;
         shadow_full = true;

@@ -16,8 +16,7 @@ inline constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 class MemoryTiming {
  public:
   MemoryTiming(uint64_t row_bytes, uint64_t bytes_per_cycle, uint64_t latency_cycles)
-      : occupancy_((row_bytes + bytes_per_cycle - 1) / bytes_per_cycle),
-        latency_(latency_cycles) {}
+      : occupancy_((row_bytes + bytes_per_cycle - 1) / bytes_per_cycle), latency_(latency_cycles) {}
 
   void Reset() {
     busy_until_ = 0;

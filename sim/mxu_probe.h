@@ -24,14 +24,14 @@ struct PeState {
 
 // The array during a cycle, sampled before the clock edge that ends it.
 struct ArrayState {
-  std::vector<PeState> pe;         // dim x dim, row-major (row = k lane, column = output)
-  std::vector<int8_t> act_in;      // entering each row (from the input skew) at this edge
+  std::vector<PeState> pe;     // dim x dim, row-major (row = k lane, column = output)
+  std::vector<int8_t> act_in;  // entering each row (from the input skew) at this edge
   std::vector<bool> switch_in;
-  std::vector<bool> w_write;       // a weight is written into column c's shadow at this edge
-  std::vector<int> w_row;          //   ... at this row
-  std::vector<int8_t> w_data;      //   ... this value
-  bool out_valid = false;          // a de-skewed result row leaves the matrix unit
-  std::vector<int32_t> out;        // ... its values
+  std::vector<bool> w_write;            // a weight is written into column c's shadow at this edge
+  std::vector<int> w_row;               //   ... at this row
+  std::vector<int8_t> w_data;           //   ... this value
+  bool out_valid = false;               // a de-skewed result row leaves the matrix unit
+  std::vector<int32_t> out;             // ... its values
   bool a_fire = false, w_fire = false;  // a row / weight row enters at this edge
 };
 
@@ -41,9 +41,8 @@ class MxuProbe {
     const std::string arr = kTop + "u_matrix.u_mxu.u_array.";
     for (int r = 0; r < dim; ++r) {
       for (int c = 0; c < dim; ++c) {
-        const std::string pe =
-            arr + "gen_row__BRA__" + std::to_string(r) + "__KET__.gen_col__BRA__" +
-            std::to_string(c) + "__KET__.u_pe.";
+        const std::string pe = arr + "gen_row__BRA__" + std::to_string(r) +
+                               "__KET__.gen_col__BRA__" + std::to_string(c) + "__KET__.u_pe.";
         pes_.push_back({Find(pe + "weight_active_q"), Find(pe + "weight_shadow_q"),
                         Find(pe + "act_q"), Find(pe + "psum_q"), Find(pe + "switch_q")});
       }

@@ -12,8 +12,7 @@
 #include <vector>
 
 #include "sim/mxu_engine.h"
-#include "sim/mxu_sequencer.h"
-#include "sim/port_packing.h"
+#include "sim/mxu_port_driver.h"
 #include "sim/sc_port_values.h"
 
 namespace tpu::sim {
@@ -48,69 +47,68 @@ class SystemCMxuEngine final : public MxuEngine {
                                             sc_core::SC_DO_NOTHING);
     sc_core::sc_start();
     if (h.failure) std::rethrow_exception(h.failure);
-    params_ = h.params;
+    params_ = h.result.params;
     if (options.progress) options.progress(1.0);
-    return MxuRunResult{h.counters, h.params};
+    return h.result;
   }
 
  private:
+  // Access to SystemC signals bound to the model's ports.
+  struct ScSignalAccess {
+    template <class S>
+    static uint64_t Get(const S& signal) {
+      return static_cast<uint64_t>(signal.read());
+    }
+    template <class S, class V>
+    static void Set(S& signal, V value) {
+      signal.write(static_cast<std::decay_t<decltype(signal.read())>>(value));
+    }
+    template <class S>
+    static void GetWords(const S& signal, uint32_t* words) {
+      sc_detail::FromScValue(signal.read(), words);
+    }
+    template <class S>
+    static void SetWords(S& signal, const uint32_t* words) {
+      signal.write(sc_detail::ToScValue<std::decay_t<decltype(signal.read())>>(words));
+    }
+  };
+
+// The ports of rtl/tpu_mxu_top.sv other than the clock and the reset.
+// clang-format off
+#define TPUSIM_MXU_PORTS(X)                                                                   \
+  X(w_valid_i) X(w_ready_o) X(w_data_i) X(a_valid_i) X(a_ready_o) X(a_data_i)                 \
+  X(a_switch_i) X(a_acc_addr_i) X(a_accumulate_i) X(a_final_i) X(rd_en_i) X(rd_addr_i)        \
+  X(rd_valid_o) X(rd_data_o) X(final_valid_o) X(final_addr_o) X(error_o)                      \
+  X(param_array_dim_o) X(param_acc_depth_o) X(cnt_cycles_o) X(cnt_stream_cycles_o)            \
+  X(cnt_load_cycles_o) X(cnt_stall_cycles_o) X(cnt_drain_cycles_o) X(cnt_idle_cycles_o)       \
+  X(cnt_weight_rows_o) X(cnt_tiles_o) X(cnt_acc_writes_o) X(cnt_acc_reads_o)
+  // clang-format on
+
+  // The model with one signal per port, each named like the port it binds.
   struct Harness {
     using M = Model;
     M model{"tpu"};
     sc_core::sc_clock clk{"clk", 10, sc_core::SC_NS};
     sc_core::sc_signal<bool> rst_n{"rst_n", true};
-    sc_core::sc_signal<bool> w_valid, w_ready, a_valid, a_ready, a_switch, a_accumulate, a_final,
-        rd_en, rd_valid, final_valid, error;
-    sc_detail::SignalFor<decltype(std::declval<M&>().w_data_i)> w_data;
-    sc_detail::SignalFor<decltype(std::declval<M&>().a_data_i)> a_data;
-    sc_detail::SignalFor<decltype(std::declval<M&>().a_acc_addr_i)> a_acc_addr;
-    sc_detail::SignalFor<decltype(std::declval<M&>().rd_addr_i)> rd_addr;
-    sc_detail::SignalFor<decltype(std::declval<M&>().rd_data_o)> rd_data;
-    sc_detail::SignalFor<decltype(std::declval<M&>().final_addr_o)> final_addr;
-    sc_detail::SignalFor<decltype(std::declval<M&>().param_array_dim_o)> p_dim, p_depth;
-    sc_detail::SignalFor<decltype(std::declval<M&>().cnt_cycles_o)> c_cycles, c_stream, c_load,
-        c_stall, c_drain, c_idle, c_wrows, c_tiles, c_accw, c_accr;
+#define TPUSIM_DECLARE_SIGNAL(name) \
+  sc_detail::SignalFor<decltype(std::declval<M&>().name)> name{#name};
+    TPUSIM_MXU_PORTS(TPUSIM_DECLARE_SIGNAL)
+#undef TPUSIM_DECLARE_SIGNAL
 
     MxuWorkload& workload;
     const RunOptions& options;
-    MxuCounters counters;
-    MxuParams params;
+    MxuRunResult result;
     std::exception_ptr failure;
 
     Harness(MxuWorkload& w, const RunOptions& o) : workload(w), options(o) {
       model.clk_i(clk);
       model.rst_ni(rst_n);
-      model.w_valid_i(w_valid);
-      model.w_ready_o(w_ready);
-      model.w_data_i(w_data);
-      model.a_valid_i(a_valid);
-      model.a_ready_o(a_ready);
-      model.a_data_i(a_data);
-      model.a_switch_i(a_switch);
-      model.a_acc_addr_i(a_acc_addr);
-      model.a_accumulate_i(a_accumulate);
-      model.a_final_i(a_final);
-      model.rd_en_i(rd_en);
-      model.rd_addr_i(rd_addr);
-      model.rd_valid_o(rd_valid);
-      model.rd_data_o(rd_data);
-      model.final_valid_o(final_valid);
-      model.final_addr_o(final_addr);
-      model.error_o(error);
-      model.param_array_dim_o(p_dim);
-      model.param_acc_depth_o(p_depth);
-      model.cnt_cycles_o(c_cycles);
-      model.cnt_stream_cycles_o(c_stream);
-      model.cnt_load_cycles_o(c_load);
-      model.cnt_stall_cycles_o(c_stall);
-      model.cnt_drain_cycles_o(c_drain);
-      model.cnt_idle_cycles_o(c_idle);
-      model.cnt_weight_rows_o(c_wrows);
-      model.cnt_tiles_o(c_tiles);
-      model.cnt_acc_writes_o(c_accw);
-      model.cnt_acc_reads_o(c_accr);
+#define TPUSIM_BIND_SIGNAL(name) model.name(name);
+      TPUSIM_MXU_PORTS(TPUSIM_BIND_SIGNAL)
+#undef TPUSIM_BIND_SIGNAL
       sc_core::sc_spawn([this] { Drive(); });
     }
+#undef TPUSIM_MXU_PORTS
 
     void Drive() {
       try {
@@ -130,60 +128,17 @@ class SystemCMxuEngine final : public MxuEngine {
       wait(clk.negedge_event());
       rst_n.write(true);
 
-      const int dim = workload.ArrayDim();
-      MxuSequencer seq(workload, options.watchdog_cycles);
-      MxuInputs in;
-      MxuRegisteredOutputs out;
-      std::vector<uint32_t> words(static_cast<size_t>(dim) + 2);
-      std::vector<int32_t> rd_row(static_cast<size_t>(dim));
-      uint64_t cycle = 0;
+      MxuPortDriver<ScSignalAccess, Harness> driver(workload, options.watchdog_cycles);
       for (bool first = true;; first = false) {
         if (!first) wait(clk.negedge_event());
-        out.rd_valid = rd_valid.read();
-        if (out.rd_valid) {
-          sc_detail::FromScValue(rd_data.read(), words.data());
-          UnpackLanes(words.data(), dim, rd_row.data());
-          out.rd_data = rd_row.data();
-        }
-        out.final_valid = final_valid.read();
-        out.final_addr = static_cast<uint32_t>(final_addr.read());
-        out.error = error.read();
-        seq.Present(out, &in);
-        if (seq.Done()) break;
-
-        using WData = std::decay_t<decltype(w_data.read())>;
-        using AData = std::decay_t<decltype(a_data.read())>;
-        w_valid.write(in.w_valid);
-        PackLanes(in.w_data.data(), dim, words.data());
-        w_data.write(sc_detail::ToScValue<WData>(words.data()));
-        a_valid.write(in.a_valid);
-        PackLanes(in.a_data.data(), dim, words.data());
-        a_data.write(sc_detail::ToScValue<AData>(words.data()));
-        a_switch.write(in.a_switch);
-        a_acc_addr.write(in.a_tag.acc_addr);
-        a_accumulate.write(in.a_tag.accumulate);
-        a_final.write(in.a_tag.final_fold);
-        rd_en.write(in.rd_en);
-        rd_addr.write(in.rd_addr);
-
+        if (!driver.Present(*this)) break;
         wait(2, sc_core::SC_NS);  // combinational ready signals settle
-        seq.Commit(in, w_ready.read(), a_ready.read());
-        ++cycle;
-        if (options.progress && (cycle & 0xffff) == 0) options.progress(seq.Progress());
+        driver.Commit(*this);
+        if (options.progress && (driver.Cycle() & 0xffff) == 0) {
+          options.progress(driver.Progress());
+        }
       }
-      if (error.read()) throw std::runtime_error("the matrix unit raised its error flag");
-      params.array_dim = static_cast<int>(p_dim.read());
-      params.acc_depth = static_cast<int>(p_depth.read());
-      counters.cycles = c_cycles.read();
-      counters.stream_cycles = c_stream.read();
-      counters.load_cycles = c_load.read();
-      counters.stall_cycles = c_stall.read();
-      counters.drain_cycles = c_drain.read();
-      counters.idle_cycles = c_idle.read();
-      counters.weight_rows = c_wrows.read();
-      counters.tiles = c_tiles.read();
-      counters.acc_writes = c_accw.read();
-      counters.acc_reads = c_accr.read();
+      result = ReadMxuResult<ScSignalAccess>(*this, driver.Cycle());
     }
   };
 

@@ -11,13 +11,20 @@ namespace tpu::sim {
 
 const char* RunStateName(RunState s) {
   switch (s) {
-    case RunState::kIdle: return "idle";
-    case RunState::kRunning: return "running";
-    case RunState::kHalted: return "halted";
-    case RunState::kError: return "error";
-    case RunState::kWatchdog: return "watchdog";
-    case RunState::kNoHalt: return "no-halt";
-    case RunState::kInternal: return "internal-error";
+    case RunState::kIdle:
+      return "idle";
+    case RunState::kRunning:
+      return "running";
+    case RunState::kHalted:
+      return "halted";
+    case RunState::kError:
+      return "error";
+    case RunState::kWatchdog:
+      return "watchdog";
+    case RunState::kNoHalt:
+      return "no-halt";
+    case RunState::kInternal:
+      return "internal-error";
   }
   return "?";
 }
@@ -85,7 +92,8 @@ void TpuSystemBase::RunProgram() {
   for (uint64_t cycle = 0;; ++cycle) {
     ReadOutputs(&out);
     // issue_o is the issue stage's state of the last cycle; unit_busy_o is this cycle's.
-    if (cycle_hook_ && cycle > 0) cycle_hook_(cycle - 1, static_cast<uint8_t>(out.issue), last_busy);
+    if (cycle_hook_ && cycle > 0)
+      cycle_hook_(cycle - 1, static_cast<uint8_t>(out.issue), last_busy);
     last_busy = static_cast<uint8_t>(out.unit_busy);
     if (out.halted) {
       cycles_ = cycle;
@@ -195,7 +203,8 @@ bool TpuSystemBase::Access(uint64_t addr, uint8_t* data, uint64_t len, bool writ
       if (program_.size() < off + len) program_.resize(off + len);
       std::memcpy(&program_[off], data, len);
     } else {
-      for (uint64_t i = 0; i < len; ++i) data[i] = off + i < program_.size() ? program_[off + i] : 0;
+      for (uint64_t i = 0; i < len; ++i)
+        data[i] = off + i < program_.size() ? program_[off + i] : 0;
     }
     *cycles = (len + kInstructionBytes - 1) / kInstructionBytes;
     return true;
@@ -276,8 +285,8 @@ void TpuSystemBase::BTransport(tlm::tlm_generic_payload& trans, sc_core::sc_time
 unsigned int TpuSystemBase::TransportDbg(tlm::tlm_generic_payload& trans) {
   uint64_t cycles = 0;
   if (!trans.is_read() && !trans.is_write()) return 0;
-  if (!Access(trans.get_address(), trans.get_data_ptr(), trans.get_data_length(),
-              trans.is_write(), true, &cycles)) {
+  if (!Access(trans.get_address(), trans.get_data_ptr(), trans.get_data_length(), trans.is_write(),
+              true, &cycles)) {
     return 0;
   }
   return trans.get_data_length();

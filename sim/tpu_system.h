@@ -20,13 +20,13 @@
 // otherwise keep counting while the host reads them.
 #pragma once
 
-#include <systemc>
-#include <tlm>
 #include <tlm_utils/simple_target_socket.h>
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <systemc>
+#include <tlm>
 #include <vector>
 
 #include "sim/memory_model.h"
@@ -48,7 +48,7 @@ inline constexpr uint64_t kCsrRegBase = 0x100;
 inline constexpr int kInstructionBytes = 16;
 
 enum class RunState : uint64_t {
-  kIdle = 0,      // never started
+  kIdle = 0,  // never started
   kRunning = 1,
   kHalted = 2,    // HALT reached, status ok
   kError = 3,     // the chip stopped with an error status
@@ -145,8 +145,7 @@ class TpuSystemBase : public sc_core::sc_module {
   void BTransport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned int TransportDbg(tlm::tlm_generic_payload& trans);
   // Memory-mapped access to host, weight or program memory; false when unmapped.
-  bool Access(uint64_t addr, uint8_t* data, uint64_t len, bool write, bool debug,
-              uint64_t* cycles);
+  bool Access(uint64_t addr, uint8_t* data, uint64_t len, bool write, bool debug, uint64_t* cycles);
 
   int array_dim_;
   TpuSystemConfig config_;

@@ -151,8 +151,9 @@ class TpuSystemModel final : public TpuSystemBase {
   Sig<decltype(std::declval<M&>().unit_busy_o)> unit_busy_{"unit_busy"};
   Sig<decltype(std::declval<M&>().issue_o)> issue_{"issue"};
   // Set by the engine thread (watchdog messages) and by TLM reads from the host.
-  sc_core::sc_signal<typename std::remove_reference_t<decltype(std::declval<M&>().reg_addr_i)>::data_type,
-                     sc_core::SC_MANY_WRITERS>
+  sc_core::sc_signal<
+      typename std::remove_reference_t<decltype(std::declval<M&>().reg_addr_i)>::data_type,
+      sc_core::SC_MANY_WRITERS>
       reg_addr_{"reg_addr"};
   Sig<decltype(std::declval<M&>().reg_data_o)> reg_data_{"reg_data"};
   std::vector<uint32_t> words_;

@@ -15,8 +15,7 @@
 #include <vector>
 
 #include "sim/mxu_engine.h"
-#include "sim/mxu_sequencer.h"
-#include "sim/port_packing.h"
+#include "sim/mxu_port_driver.h"
 #include "sim/wave_file.h"
 
 namespace tpu::sim {
@@ -111,73 +110,20 @@ class VerilatedMxuEngine final : public MxuEngine {
     m.rst_ni = 1;
     m.eval();
 
-    const int dim = workload.ArrayDim();
-    MxuSequencer seq(workload, options.watchdog_cycles);
-    MxuInputs in;
-    MxuRegisteredOutputs out;
-    std::vector<uint32_t> words(static_cast<size_t>(dim) + 2);
-    std::vector<int32_t> rd_row(static_cast<size_t>(dim));
-    uint64_t cycle = 0;
-
-    for (;;) {
-      // Registered outputs from the last edge.
-      out.rd_valid = m.rd_valid_o;
-      if (out.rd_valid) {
-        ReadPort(m.rd_data_o, words.data());
-        UnpackLanes(words.data(), dim, rd_row.data());
-        out.rd_data = rd_row.data();
-      }
-      out.final_valid = m.final_valid_o;
-      out.final_addr = m.final_addr_o;
-      out.error = m.error_o;
-      seq.Present(out, &in);
-      if (seq.Done()) break;
-
-      m.w_valid_i = in.w_valid;
-      PackLanes(in.w_data.data(), dim, words.data());
-      WritePort(m.w_data_i, words.data());
-      m.a_valid_i = in.a_valid;
-      PackLanes(in.a_data.data(), dim, words.data());
-      WritePort(m.a_data_i, words.data());
-      m.a_switch_i = in.a_switch;
-      m.a_acc_addr_i = in.a_tag.acc_addr;
-      m.a_accumulate_i = in.a_tag.accumulate;
-      m.a_final_i = in.a_tag.final_fold;
-      m.rd_en_i = in.rd_en;
-      m.rd_addr_i = in.rd_addr;
-
+    MxuPortDriver<ModelPortAccess, Model> driver(workload, options.watchdog_cycles);
+    while (driver.Present(m)) {
+      const uint64_t cycle = driver.Cycle();
       m.clk_i = 0;
       m.eval();  // settle the ready signals for these inputs
       trace.Dump(cycle, 0);
       if (options.on_cycle) options.on_cycle(cycle);
-      seq.Commit(in, m.w_ready_o, m.a_ready_o);
+      driver.Commit(m);
       m.clk_i = 1;
       m.eval();  // the clock edge
       trace.Dump(cycle, 5);
-      ++cycle;
-
-      if (options.progress && (cycle & 0xffff) == 0) options.progress(seq.Progress());
+      if (options.progress && (driver.Cycle() & 0xffff) == 0) options.progress(driver.Progress());
     }
-    if (m.error_o) throw std::runtime_error("the matrix unit raised its error flag");
-
-    MxuRunResult result;
-    result.params.array_dim = static_cast<int>(m.param_array_dim_o);
-    result.params.acc_depth = static_cast<int>(m.param_acc_depth_o);
-    MxuCounters& c = result.counters;
-    c.cycles = m.cnt_cycles_o;
-    c.stream_cycles = m.cnt_stream_cycles_o;
-    c.load_cycles = m.cnt_load_cycles_o;
-    c.stall_cycles = m.cnt_stall_cycles_o;
-    c.drain_cycles = m.cnt_drain_cycles_o;
-    c.idle_cycles = m.cnt_idle_cycles_o;
-    c.weight_rows = m.cnt_weight_rows_o;
-    c.tiles = m.cnt_tiles_o;
-    c.acc_writes = m.cnt_acc_writes_o;
-    c.acc_reads = m.cnt_acc_reads_o;
-    if (cycle != c.cycles) {
-      throw std::logic_error("harness counted " + std::to_string(cycle) +
-                             " cycles but the RTL counted " + std::to_string(c.cycles));
-    }
+    MxuRunResult result = ReadMxuResult<ModelPortAccess>(m, driver.Cycle());
     m.final();
     trace.Commit();
     if (options.progress) options.progress(1.0);

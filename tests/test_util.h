@@ -13,8 +13,12 @@ inline constexpr int kAccDepth = 1024;  // accumulator rows of the default build
 inline gemm::GemmRunResult RunOnRtl(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim,
                                     sim::EngineKind kind = sim::EngineKind::kVerilator,
                                     const sim::RunOptions& options = {}) {
-  const gemm::GemmPlan plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, dim, kAccDepth);
   std::unique_ptr<sim::MxuEngine> engine = sim::MakeMxuEngine(dim, kind);
+  // The model's own accumulator depth (its preset's); the SystemC engine reports it only
+  // after a run, and is built for sizes with the default depth.
+  const int acc_depth =
+      kind == sim::EngineKind::kVerilator ? engine->Params().acc_depth : kAccDepth;
+  const gemm::GemmPlan plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, dim, acc_depth);
   return gemm::RunGemm(plan, a, b, *engine, options);
 }
 

@@ -1,6 +1,8 @@
 // `tpusim compare`: the same MNIST test images on the CPU (fp32 and int8, measured) and on
 // the simulated TPU at each requested preset (cycles turned into time at the preset's
 // clock, energy from the energy model), in one table.
+#include "host/cli/compare_command.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -15,19 +17,18 @@
 #include <optional>
 #include <sstream>
 
-#include "host/cli/compare_command.h"
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/compiler/tpu_runner.h"
-#include "host/engine/chip_engine.h"
-#include "host/report/run_report.h"
 #include "host/cuda/cuda_backend.h"
 #include "host/data/mnist.h"
+#include "host/engine/chip_engine.h"
 #include "host/nn/cpu_backend.h"
 #include "host/nn/model.h"
 #include "host/report/compare_report.h"
 #include "host/report/energy.h"
+#include "host/report/run_report.h"
 
 namespace tpu::cli {
 namespace {
@@ -41,7 +42,6 @@ struct CompareArgs : WorkloadOptions, OutputOptions {
   int threads = 2;
 };
 
-
 // CPU package energy from Linux RAPL, when the kernel exposes it to this user.
 std::optional<double> RaplJoules() {
   std::ifstream f("/sys/class/powercap/intel-rapl:0/energy_uj");
@@ -51,7 +51,7 @@ std::optional<double> RaplJoules() {
 }
 
 report::CompareRow CpuRow(const nn::Model& m, const data::MnistSet& set, const CompareArgs& a,
-           nn::CpuBackend b) {
+                          nn::CpuBackend b) {
   report::CompareRow r;
   r.backend = nn::CpuBackendName(b);
   const auto e0 = RaplJoules();
@@ -86,15 +86,16 @@ nlohmann::json RunChild(const std::string& args, const std::string& json_path) {
 // `tpusim run`'s JSON for the preset: the fast engine runs here; the rtl engine in a child
 // process, as the SystemC kernel elaborates one system per process.
 nlohmann::json RunJson(const std::string& preset, const std::string& engine_name,
-                       const nn::Model& model, const data::MnistSet& set, int64_t images,
-                       int batch, const CompareArgs& a, const std::string& json_path) {
+                       const nn::Model& model, const data::MnistSet& set, int64_t images, int batch,
+                       const CompareArgs& a, const std::string& json_path) {
   if (engine_name == "fast") {
     const config::TpuConfig config = config::LoadConfig(preset);
     const report::EnergyTable table = report::LoadEnergyTable(a.energy);
     const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, config, {});
-    const compiler::TpuRunResult r = compiler::RunModelOnTpu(
-        model, *chip, set.pixels.data(), set.labels.data(), images, batch);
-    return report::RunReportJson(report::BuildRunReport(r, model.name, "fast", config, table, batch));
+    const compiler::TpuRunResult r =
+        compiler::RunModelOnTpu(model, *chip, set.pixels.data(), set.labels.data(), images, batch);
+    return report::RunReportJson(
+        report::BuildRunReport(r, model.name, "fast", config, table, batch));
   }
   const std::string common = "--model '" + a.model + "' --energy '" + a.energy + "'" +
                              (a.data.empty() ? "" : " --data '" + a.data + "'") + " --config '" +
@@ -102,24 +103,27 @@ nlohmann::json RunJson(const std::string& preset, const std::string& engine_name
   return RunChild(common + fmt::format(" --images {} --batch {}", images, batch), json_path);
 }
 
-report::CompareRow TpuRow(const std::string& preset, const std::string& engine_name, const nn::Model& model,
-           const data::MnistSet& set, const CompareArgs& a, const std::string& scratch) {
+report::CompareRow TpuRow(const std::string& preset, const std::string& engine_name,
+                          const nn::Model& model, const data::MnistSet& set, const CompareArgs& a,
+                          const std::string& scratch) {
   const nlohmann::json j =
       RunJson(preset, engine_name, model, set, a.images, a.batch, a, scratch + "/run.json");
-  const nlohmann::json one = RunJson(preset, engine_name, model, set, 1, 1, a, scratch + "/one.json");
+  const nlohmann::json one =
+      RunJson(preset, engine_name, model, set, 1, 1, a, scratch + "/one.json");
   report::CompareRow r;
   r.backend = "tpu " + preset + (a.engines.size() > 1 ? " (" + engine_name + ")" : "");
   r.accuracy = j["accuracy"].get<double>();
   r.images_per_s = j["images_per_second"].get<double>();
   r.latency_us = one["us_per_image"].get<double>();
   r.energy_uj = j["energy_per_image_pj"].get<double>() * 1e-6;
-  r.energy_source = "modelled (the chip's event counts x " + j["energy_table"]["name"].get<std::string>() + ")";
+  r.energy_source =
+      "modelled (the chip's event counts x " + j["energy_table"]["name"].get<std::string>() + ")";
   r.ops_per_cycle = j["ops_per_cycle"].get<double>();
-  r.note = fmt::format("simulated at {} MHz on the {} engine ({:.1f} s wall, {} cycles), batch {}, "
-                       "bit-exact {}",
-                       j["config"]["clock_mhz"].get<double>(), engine_name,
-                       j["wall_seconds"].get<double>(), j["cycles"].get<uint64_t>(), a.batch,
-                       j["bit_exact"].get<bool>() ? "yes" : "NO");
+  r.note = fmt::format(
+      "simulated at {} MHz on the {} engine ({:.1f} s wall, {} cycles), batch {}, "
+      "bit-exact {}",
+      j["config"]["clock_mhz"].get<double>(), engine_name, j["wall_seconds"].get<double>(),
+      j["cycles"].get<uint64_t>(), a.batch, j["bit_exact"].get<bool>() ? "yes" : "NO");
   return r;
 }
 
@@ -134,7 +138,8 @@ void Compare(const CompareArgs& a) {
   const nn::Model model = nn::LoadModel(a.model);
   const data::MnistSet set = data::LoadMnist(data::FindMnistDir(a.data), false, a.images);
   if (a.images > set.count) {
-    throw UsageError(fmt::format("--images {} is more than the {} test images", a.images, set.count));
+    throw UsageError(
+        fmt::format("--images {} is more than the {} test images", a.images, set.count));
   }
   for (const std::string& c : a.configs) config::LoadConfig(c);  // unknown presets fail early
   for (const std::string& e : a.engines) engine::ParseEngineKind(e);
@@ -171,8 +176,8 @@ void Compare(const CompareArgs& a) {
       if (!a.quiet) std::cerr << "compare: " << (int8 ? "cuda-int8" : "cuda-fp32") << " ...\n";
       const cuda::GpuResult g = int8 ? cuda::InferCudaInt8(model, set, a.images, a.batch)
                                      : cuda::InferCudaFp32(model, set, a.images, a.batch);
-      const cuda::GpuResult one = int8 ? cuda::InferCudaInt8(model, set, 1, 1)
-                                       : cuda::InferCudaFp32(model, set, 1, 1);
+      const cuda::GpuResult one =
+          int8 ? cuda::InferCudaInt8(model, set, 1, 1) : cuda::InferCudaFp32(model, set, 1, 1);
       report::CompareRow r;
       r.backend = int8 ? "cuda-int8" : "cuda-fp32";
       r.accuracy = static_cast<double>(g.correct) / static_cast<double>(g.images);
@@ -188,7 +193,8 @@ void Compare(const CompareArgs& a) {
   report.gpu_note = gpu_note;
   if (!a.quiet) std::cout << report::FormatCompareText(report);
   if (!a.markdown.empty()) WriteFileAtomically(a.markdown, report::FormatCompareMarkdown(report));
-  if (!a.json.empty()) WriteFileAtomically(a.json, report::CompareReportJson(report).dump(2) + "\n");
+  if (!a.json.empty())
+    WriteFileAtomically(a.json, report::CompareReportJson(report).dump(2) + "\n");
 }
 
 }  // namespace

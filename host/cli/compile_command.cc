@@ -1,5 +1,7 @@
 // `tpusim compile`: the TPU jobs of a model for the first images of the MNIST test set,
 // written as assembly plus the host and weight memory images `tpusim exec` loads.
+#include "host/cli/compile_command.h"
+
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -9,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "host/cli/options.h"
-#include "host/cli/compile_command.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
@@ -44,7 +45,8 @@ void Compile(const CompileArgs& a) {
     std::vector<int8_t> act;
     for (int i = 0; i < batch; ++i) {
       if (s.layer == 0) {
-        for (int64_t p = 0; p < model.input.Size(); ++p) act.push_back(nn::QuantizePixel(set.Image(i)[p]));
+        for (int64_t p = 0; p < model.input.Size(); ++p)
+          act.push_back(nn::QuantizePixel(set.Image(i)[p]));
       } else {
         const auto& in = outs[static_cast<size_t>(i)][static_cast<size_t>(s.layer - 1)];
         act.insert(act.end(), in.begin(), in.end());
@@ -55,7 +57,8 @@ void Compile(const CompileArgs& a) {
     const std::string name = s.Name(model);
     const std::string base = (std::filesystem::path(a.out) / name).string();
     WriteFileAtomically(base + ".asm", "; " + lj.summary + "\n" + isa::Disassemble(job.program));
-    WriteFileAtomically(base + ".host.bin", std::string(job.host_image.begin(), job.host_image.end()));
+    WriteFileAtomically(base + ".host.bin",
+                        std::string(job.host_image.begin(), job.host_image.end()));
     WriteFileAtomically(base + ".weights.bin",
                         std::string(job.weight_image.begin(), job.weight_image.end()));
     manifest.push_back({{"name", name},
@@ -65,18 +68,17 @@ void Compile(const CompileArgs& a) {
                         {"instructions", job.program.words.size()},
                         {"host_out_addr", job.host_out_addr},
                         {"host_out_bytes", job.host_out_bytes}});
-    std::cout << fmt::format("{}: {} instructions -> {}.asm (+ .host.bin, .weights.bin; outputs "
-                             "at host 0x{:x}, {} bytes)\n",
-                             name, job.program.words.size(), base, job.host_out_addr,
-                             job.host_out_bytes);
+    std::cout << fmt::format(
+        "{}: {} instructions -> {}.asm (+ .host.bin, .weights.bin; outputs "
+        "at host 0x{:x}, {} bytes)\n",
+        name, job.program.words.size(), base, job.host_out_addr, job.host_out_bytes);
   }
-  WriteFileAtomically((std::filesystem::path(a.out) / "jobs.json").string(),
-                      nlohmann::json{{"model", model.name},
-                                     {"config", config.name},
-                                     {"images", batch},
-                                     {"jobs", manifest}}
-                              .dump(2) +
-                          "\n");
+  WriteFileAtomically(
+      (std::filesystem::path(a.out) / "jobs.json").string(),
+      nlohmann::json{
+          {"model", model.name}, {"config", config.name}, {"images", batch}, {"jobs", manifest}}
+              .dump(2) +
+          "\n");
 }
 
 }  // namespace

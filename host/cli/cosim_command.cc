@@ -1,5 +1,7 @@
 // `tpusim cosim`: random programs on the rtl and the fast engine, every observable result
 // compared (host/cosim/cosim.h).
+#include "host/cli/cosim_command.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "host/cli/cosim_command.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
@@ -47,10 +48,14 @@ std::vector<std::string> DefaultConfigs() {
 }
 
 nlohmann::json SummaryJson(const cosim::CosimSummary& s) {
-  return {{"config", s.config},          {"array_dim", s.array_dim},
-          {"programs", s.programs},      {"mismatches", s.mismatches},
-          {"endings", s.endings},        {"rtl_seconds", s.rtl_seconds},
-          {"fast_seconds", s.fast_seconds}, {"first_mismatch", s.first_mismatch}};
+  return {{"config", s.config},
+          {"array_dim", s.array_dim},
+          {"programs", s.programs},
+          {"mismatches", s.mismatches},
+          {"endings", s.endings},
+          {"rtl_seconds", s.rtl_seconds},
+          {"fast_seconds", s.fast_seconds},
+          {"first_mismatch", s.first_mismatch}};
 }
 
 std::string SummaryLine(const nlohmann::json& s) {
@@ -88,16 +93,17 @@ nlohmann::json RunOne(const CosimArgs& a, const std::string& config_name) {
 nlohmann::json RunChild(const CosimArgs& a, const std::string& config_name,
                         const std::string& json_path) {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  std::string cmd = fmt::format("'{}' cosim -q --config '{}' --programs {} --seed {} --watchdog {} "
-                                "--out '{}' --json '{}'",
-                                self, config_name, a.programs, a.seed, a.watchdog, a.out, json_path);
+  std::string cmd = fmt::format(
+      "'{}' cosim -q --config '{}' --programs {} --seed {} --watchdog {} "
+      "--out '{}' --json '{}'",
+      self, config_name, a.programs, a.seed, a.watchdog, a.out, json_path);
   for (const std::string& kv : a.sets) cmd += " --set '" + kv + "'";
   const int rc = std::system(cmd.c_str());
   std::ifstream in(json_path);
   nlohmann::json j;
   if (!(in >> j) || !j.contains("configs") || j["configs"].empty()) {
-    throw RuntimeError(fmt::format("cosim of config '{}' failed in its child process (exit {})",
-                                   config_name, rc));
+    throw RuntimeError(
+        fmt::format("cosim of config '{}' failed in its child process (exit {})", config_name, rc));
   }
   return j["configs"][0];
 }
@@ -147,8 +153,8 @@ void Cosim(const CosimArgs& a) {
     fs::remove_all(scratch);
   }
   uint64_t programs = 0, mismatches = 0;
-  std::string text = fmt::format("tpusim cosim: random programs on the rtl and fast engines, seed {}\n",
-                                 a.seed);
+  std::string text =
+      fmt::format("tpusim cosim: random programs on the rtl and fast engines, seed {}\n", a.seed);
   for (const auto& r : results) {
     programs += r["programs"].get<uint64_t>();
     mismatches += r["mismatches"].get<uint64_t>();
@@ -202,7 +208,8 @@ Examples:
   cmd->add_option("--seed", a->seed, "seed of the program generator")->capture_default_str();
   cmd->add_option("--watchdog", a->watchdog, "cycles without progress that stop a program")
       ->capture_default_str();
-  cmd->add_option("--json", a->json, "write the summary as JSON (keys programs, mismatches, configs)");
+  cmd->add_option("--json", a->json,
+                  "write the summary as JSON (keys programs, mismatches, configs)");
   cmd->add_option("--out", a->out, "folder for the jobs that mismatch")->capture_default_str();
   cmd->add_option("--replay", a->replay, "run a mismatch folder again on both engines");
   cmd->add_flag("-q,--quiet", a->quiet, "print nothing but errors");

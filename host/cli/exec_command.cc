@@ -61,10 +61,10 @@ void PlaceFiles(const std::vector<std::string>& args, const char* option, uint64
     }
     const std::vector<uint8_t> bytes = ReadBytes(path);
     if (addr > limit || bytes.size() > limit - addr) {
-      throw UsageError(fmt::format("{} {}: {} bytes at 0x{:x} run past the end of {} ({} bytes); "
-                                   "use a larger {} in the config",
-                                   option, arg, bytes.size(), addr, limit_name, limit,
-                                   limit_name));
+      throw UsageError(
+          fmt::format("{} {}: {} bytes at 0x{:x} run past the end of {} ({} bytes); "
+                      "use a larger {} in the config",
+                      option, arg, bytes.size(), addr, limit_name, limit, limit_name));
     }
     if (image->size() < addr + bytes.size()) image->resize(addr + bytes.size());
     std::copy(bytes.begin(), bytes.end(), image->begin() + static_cast<std::ptrdiff_t>(addr));
@@ -92,8 +92,8 @@ void RunExec(const ExecOptions& o) {
   engine::ExecJob job;
   job.name = o.program_path;
   job.program = program;
-  PlaceFiles(o.host_in, "--host-in", static_cast<uint64_t>(config.host_mem_bytes),
-             "host_mem_bytes", &job.host_image);
+  PlaceFiles(o.host_in, "--host-in", static_cast<uint64_t>(config.host_mem_bytes), "host_mem_bytes",
+             &job.host_image);
   PlaceFiles(o.weights_in, "--weights-in", static_cast<uint64_t>(config.weight_mem_bytes),
              "weight_mem_bytes", &job.weight_image);
   if (!o.host_out.empty()) {
@@ -120,10 +120,9 @@ void RunExec(const ExecOptions& o) {
   session.Finish();  // a failed run's waveform and timeline are the most useful ones
 
   if (!o.out.json.empty()) {
-    WriteFileAtomically(o.out.json, report::ExecReportJson(r, config, o.program_path,
-                                                          program.words.size())
-                                             .dump(2) +
-                                         "\n");
+    WriteFileAtomically(
+        o.out.json,
+        report::ExecReportJson(r, config, o.program_path, program.words.size()).dump(2) + "\n");
   }
   if (!o.out.quiet) {
     std::cout << report::FormatExecReport(r, config, o.program_path, program.words.size());

@@ -7,15 +7,15 @@
 #include <memory>
 #include <optional>
 
+#include "fast/fast_mxu_engine.h"
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
 #include "host/common/progress_bar.h"
 #include "host/config/tpu_config.h"
-#include "host/report/gemm_report.h"
 #include "host/gemm/gemm_runner.h"
-#include "fast/fast_mxu_engine.h"
+#include "host/report/gemm_report.h"
 #include "sim/mxu_registry.h"
 
 namespace tpu::cli {
@@ -25,7 +25,7 @@ struct GemmOptions {
   std::string a_path, b_path, out_path;
   std::optional<int64_t> m, k, n;
   uint64_t seed = 1;
-  ChipOptions chip;    // the matrix unit's engine is its own (--engine below)
+  ChipOptions chip;  // the matrix unit's engine is its own (--engine below)
   std::string engine = "rtl";
   TraceOptions trace;  // no timeline: the matrix unit has no instructions
   OutputOptions out;
@@ -37,8 +37,7 @@ void Run(const GemmOptions& o) {
 
   // Operands.
   Matrix<int8_t> a, b;
-  const bool from_files =
-      gemm::ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b);
+  const bool from_files = gemm::ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b);
   const gemm::GemmShape shape =
       from_files ? gemm::GemmShape{a.rows, a.cols, b.cols}
                  : gemm::GemmShape{o.m.value_or(64), o.k.value_or(64), o.n.value_or(64)};

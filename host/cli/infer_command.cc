@@ -10,8 +10,8 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/revision.h"
-#include "host/data/mnist.h"
 #include "host/cuda/cuda_backend.h"
+#include "host/data/mnist.h"
 #include "host/nn/cpu_backend.h"
 
 namespace tpu::cli {
@@ -38,19 +38,26 @@ void RunGpu(const InferArgs& a) {
                                 ? cuda::InferCudaInt8(m, test, a.images, a.batch)
                                 : cuda::InferCudaFp32(m, test, a.images, a.batch);
   const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
-  if (!a.quiet) std::cout << fmt::format(
-      "tpusim infer: {} on {} MNIST test images ({}) on {}\n"
-      "  accuracy      {:.2f} %  ({} of {} correct)\n"
-      "  throughput    {:.0f} images/s wall incl. copies, {:.0f} images/s kernels only (batch {})\n",
-      a.backend, r.images, a.model, r.device, 100 * accuracy, r.correct, r.images,
-      static_cast<double>(r.images) / r.wall_seconds,
-      static_cast<double>(r.images) / r.kernel_seconds, a.batch);
+  if (!a.quiet)
+    std::cout << fmt::format(
+        "tpusim infer: {} on {} MNIST test images ({}) on {}\n"
+        "  accuracy      {:.2f} %  ({} of {} correct)\n"
+        "  throughput    {:.0f} images/s wall incl. copies, {:.0f} images/s kernels only (batch "
+        "{})\n",
+        a.backend, r.images, a.model, r.device, 100 * accuracy, r.correct, r.images,
+        static_cast<double>(r.images) / r.wall_seconds,
+        static_cast<double>(r.images) / r.kernel_seconds, a.batch);
   if (!a.json.empty()) {
-    nlohmann::json j = {{"tool", "tpusim infer"}, {"revision", kGitRevision},
-                        {"backend", a.backend},   {"model", a.model},
-                        {"device", r.device},     {"images", r.images},
-                        {"correct", r.correct},   {"accuracy", accuracy},
-                        {"batch", a.batch},       {"wall_seconds", r.wall_seconds},
+    nlohmann::json j = {{"tool", "tpusim infer"},
+                        {"revision", kGitRevision},
+                        {"backend", a.backend},
+                        {"model", a.model},
+                        {"device", r.device},
+                        {"images", r.images},
+                        {"correct", r.correct},
+                        {"accuracy", accuracy},
+                        {"batch", a.batch},
+                        {"wall_seconds", r.wall_seconds},
                         {"kernel_seconds", r.kernel_seconds}};
     WriteFileAtomically(a.json, j.dump(2) + "\n");
   }
@@ -77,13 +84,14 @@ void Run(const InferArgs& a) {
       nn::LatencyBatch1Ms(m, test, std::min(a.images, a.latency_images), backend);
   const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
   const double ips = static_cast<double>(r.images) / r.seconds;
-  if (!a.quiet) std::cout << fmt::format(
-      "tpusim infer: {} on {} MNIST test images ({})\n"
-      "  accuracy      {:.2f} %  ({} of {} correct)\n"
-      "  throughput    {:.0f} images/s  (batch {}, {} thread(s), {:.3f} s)\n"
-      "  latency       {:.3f} ms per image at batch 1 (1 thread, mean of {} images)\n",
-      a.backend, r.images, a.model, 100 * accuracy, r.correct, r.images, ips, a.batch, a.threads,
-      r.seconds, latency_ms, std::min(a.images, a.latency_images));
+  if (!a.quiet)
+    std::cout << fmt::format(
+        "tpusim infer: {} on {} MNIST test images ({})\n"
+        "  accuracy      {:.2f} %  ({} of {} correct)\n"
+        "  throughput    {:.0f} images/s  (batch {}, {} thread(s), {:.3f} s)\n"
+        "  latency       {:.3f} ms per image at batch 1 (1 thread, mean of {} images)\n",
+        a.backend, r.images, a.model, 100 * accuracy, r.correct, r.images, ips, a.batch, a.threads,
+        r.seconds, latency_ms, std::min(a.images, a.latency_images));
   if (!a.json.empty()) {
     nlohmann::json j = {
         {"tool", "tpusim infer"}, {"revision", kGitRevision}, {"backend", a.backend},
@@ -106,7 +114,9 @@ latency per image at batch 1.
 
 Example:
   tpusim infer --backend cpu-int8 --model models/lenet5 --images 10000 --json r.json)");
-  cmd->add_option("--backend", a->backend, "cpu-fp32, cpu-int8, or on an NVIDIA GPU cuda-int8, cuda-fp32")->capture_default_str();
+  cmd->add_option("--backend", a->backend,
+                  "cpu-fp32, cpu-int8, or on an NVIDIA GPU cuda-int8, cuda-fp32")
+      ->capture_default_str();
   AddWorkloadOptions(cmd, a.get(), 10000);
   AddOutputOptions(cmd, a.get(), "write the results as JSON to this file");
   cmd->add_option("--batch", a->batch, "images per batch")->capture_default_str();

@@ -71,8 +71,7 @@ void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t
   }
 }
 
-void AddTraceOptions(CLI::App* cmd, TraceOptions* o, const std::string& wave_help,
-                     bool timeline) {
+void AddTraceOptions(CLI::App* cmd, TraceOptions* o, const std::string& wave_help, bool timeline) {
   cmd->add_option("--trace", o->wave, wave_help);
   cmd->add_option("--trace-start", o->start, "first cycle to trace")->capture_default_str();
   cmd->add_option("--trace-end", o->end, "last cycle to trace (default: the end)");

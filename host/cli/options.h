@@ -38,7 +38,7 @@ engine::EngineOptions EngineOptionsFrom(const ChipOptions& o);
 // ---- the network and its images ---------------------------------------------------------
 struct WorkloadOptions {
   std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
-  std::string data;     // folder with the IDX files; empty: the usual places
+  std::string data;  // folder with the IDX files; empty: the usual places
   int64_t images = 100;
 };
 
@@ -47,7 +47,7 @@ void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t
 
 // ---- tracing ----------------------------------------------------------------------------
 struct TraceOptions {
-  std::string wave;      // --trace: FST or VCD of the RTL's signals
+  std::string wave;  // --trace: FST or VCD of the RTL's signals
   uint64_t start = 0;
   std::optional<uint64_t> end;
   std::string timeline;  // --timeline: Chrome trace JSON of the instructions

@@ -1,5 +1,7 @@
 // `tpusim run`: the quantized MNIST CNN on the simulated TPU, checked image by image
 // against the CPU int8 reference, with a per-layer report (host/report/run_report.h).
+#include "host/cli/run_command.h"
+
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -8,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "host/cli/options.h"
-#include "host/cli/run_command.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
@@ -46,22 +47,22 @@ void Run(const RunArgs& a) {
         fmt::format("--images {} is more than the {} test images", a.work.images, test.count));
   }
   ProgressBar bar("run", !a.out.quiet);
-  const compiler::TpuRunResult r = compiler::RunModelOnTpu(
-      model, session.engine(), test.pixels.data(), test.labels.data(), a.work.images, a.batch,
-      [&](double f) { bar.Update(f); });
+  const compiler::TpuRunResult r =
+      compiler::RunModelOnTpu(model, session.engine(), test.pixels.data(), test.labels.data(),
+                              a.work.images, a.batch, [&](double f) { bar.Update(f); });
   bar.Finish();
   session.Finish();
 
   const report::RunReport report = report::BuildRunReport(r, model.name, session.engine().Name(),
-                                                      session.config(), table, a.batch);
+                                                          session.config(), table, a.batch);
   if (!a.out.json.empty()) {
     WriteFileAtomically(a.out.json, report::RunReportJson(report).dump(2) + "\n");
   }
   if (!a.csv.empty()) WriteFileAtomically(a.csv, report::RunReportCsv(report));
   if (!a.out.quiet) std::cout << report::FormatRunText(report);
   if (r.checked && r.mismatches != 0) {
-    throw RuntimeError(fmt::format("{} of {} images differ from the CPU int8 reference",
-                                   r.mismatches, r.images));
+    throw RuntimeError(
+        fmt::format("{} of {} images differ from the CPU int8 reference", r.mismatches, r.images));
   }
 }
 

@@ -1,5 +1,7 @@
 // `tpusim teach`: a systolic matrix multiply on the RTL, shown cycle by cycle in the
 // terminal (colour on a terminal, plain text otherwise) or as a self-contained HTML page.
+#include "host/cli/teach_command.h"
+
 #include <fmt/format.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 #include <optional>
 #include <string>
 
-#include "host/cli/teach_command.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
@@ -67,16 +68,18 @@ void RunTeach(const TeachOptions& o) {
   const gemm::GemmPlan plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, o.array, 1024);
   const uint64_t cycles = gemm::PredictCycles(plan).total;
   if (cycles > kMaxCycles) {
-    throw UsageError(fmt::format("this product takes {} cycles on a {} x {} array; teach shows "
-                                 "at most {}: use smaller --m/--k/--n (tpusim gemm runs any size)",
-                                 cycles, o.array, o.array, kMaxCycles));
+    throw UsageError(
+        fmt::format("this product takes {} cycles on a {} x {} array; teach shows "
+                    "at most {}: use smaller --m/--k/--n (tpusim gemm runs any size)",
+                    cycles, o.array, o.array, kMaxCycles));
   }
   const int columns = TerminalColumns();
   const int needed = teach::TeachFrameWidth(o.array);
   if (o.html_path.empty() && columns > 0 && columns < needed) {
-    throw UsageError(fmt::format("a {} x {} array needs {} terminal columns and this terminal has "
-                                 "{}: widen it, use a smaller --array, or write --html FILE",
-                                 o.array, o.array, needed, columns));
+    throw UsageError(
+        fmt::format("a {} x {} array needs {} terminal columns and this terminal has "
+                    "{}: widen it, use a smaller --array, or write --html FILE",
+                    o.array, o.array, needed, columns));
   }
   if (!o.html_path.empty()) CheckWritable(o.html_path);
 

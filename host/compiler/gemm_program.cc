@@ -53,8 +53,8 @@ Matrix<int8_t> GemmProgram::Unpack(const std::vector<uint8_t>& out) const {
   return y;
 }
 
-GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n,
-                            bool overlap, uint64_t seed) {
+GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
+                            uint64_t seed) {
   GemmProgram g;
   g.m = a.rows;
   g.k = a.cols;

@@ -38,7 +38,7 @@ GemmParams RandomGemmParams(int64_t columns, std::mt19937& rng, int shift_lo, in
 // tile requantized by its own parameter set. `overlap` lets the weight DMA run ahead of the
 // matrix unit (one read_weights for all tiles); otherwise each tile is fetched and used
 // with a sync on either side.
-GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n,
-                            bool overlap, uint64_t seed = 7);
+GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
+                            uint64_t seed = 7);
 
 }  // namespace tpu::compiler

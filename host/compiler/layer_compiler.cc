@@ -28,7 +28,8 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
     const nn::Layer& l = ls[i];
     if (l.type == nn::LayerType::kFlatten) continue;
     if (l.type == nn::LayerType::kAvgPool2d || l.type == nn::LayerType::kMaxPool2d) {
-      throw UsageError("layer '" + l.name + "': the chip pools only right after a conv layer "
+      throw UsageError("layer '" + l.name +
+                       "': the chip pools only right after a conv layer "
                        "(the VPU pools the conv's output rows)");
     }
     LayerStep s;
@@ -36,7 +37,8 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
     if (i + 1 < ls.size() && (ls[i + 1].type == nn::LayerType::kAvgPool2d ||
                               ls[i + 1].type == nn::LayerType::kMaxPool2d)) {
       if (l.type != nn::LayerType::kConv2d || ls[i + 1].pool != 2) {
-        throw UsageError("layer '" + ls[i + 1].name + "': the VPU pools 2 x 2 windows of a conv "
+        throw UsageError("layer '" + ls[i + 1].name +
+                         "': the VPU pools 2 x 2 windows of a conv "
                          "layer's output; this pooling cannot run on the chip");
       }
       s.pool_layer = static_cast<int>(i + 1);
@@ -62,21 +64,25 @@ LayerCompiler::LayerCompiler(const nn::Model& model, const LayerStep& step,
   k_ = conv_ ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
   kt_ = (k_ + n_ - 1) / n_;
   nt_ = (l.out.c + n_ - 1) / n_;
-  rows_per_image_ = !conv_ ? 1 : pooled_ ? int64_t{out_.h} * out_.w * 4 : int64_t{l.out.h} * l.out.w;
+  rows_per_image_ = !conv_    ? 1
+                    : pooled_ ? int64_t{out_.h} * out_.w * 4
+                              : int64_t{l.out.h} * l.out.w;
   if (nt_ > config.param_sets) {
-    throw UsageError(fmt::format("layer '{}': {} output channels need {} VPU parameter sets on a "
-                                 "{} x {} array; the config has {} (param_sets)",
-                                 l.name, l.out.c, nt_, n_, n_, config.param_sets));
+    throw UsageError(
+        fmt::format("layer '{}': {} output channels need {} VPU parameter sets on a "
+                    "{} x {} array; the config has {} (param_sets)",
+                    l.name, l.out.c, nt_, n_, n_, config.param_sets));
   }
   const int64_t nn2 = int64_t{n_} * n_;
   if (kt_ * nt_ * nn2 > config.weight_mem_bytes) {
-    throw UsageError(fmt::format("layer '{}': {} bytes of weight tiles do not fit weight memory "
-                                 "({} bytes, weight_mem_bytes)",
-                                 l.name, kt_ * nt_ * nn2, config.weight_mem_bytes));
+    throw UsageError(
+        fmt::format("layer '{}': {} bytes of weight tiles do not fit weight memory "
+                    "({} bytes, weight_mem_bytes)",
+                    l.name, kt_ * nt_ * nn2, config.weight_mem_bytes));
   }
   weights_ = PackWeightTiles(l.q.weights.data.data(), k_, l.out.c, n_);
-  params_ = PackParamSets(l.q.bias.data.data(), l.q.multiplier.data(), l.q.shift.data(),
-                          l.out.c, n_);
+  params_ =
+      PackParamSets(l.q.bias.data.data(), l.q.multiplier.data(), l.q.shift.data(), l.out.c, n_);
 }
 
 void LayerCompiler::RowPixel(int64_t r, int* oh, int* ow) const {
@@ -155,10 +161,10 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
   ex.host_out_addr = y_addr;
   ex.host_out_bytes = static_cast<uint64_t>(out_rows * nt_ * n);
   if (y_addr + ex.host_out_bytes > static_cast<uint64_t>(config_.host_mem_bytes)) {
-    throw UsageError(fmt::format("layer '{}': a batch of {} needs {} bytes of host memory; the "
-                                 "config has {} (host_mem_bytes): use a smaller --batch",
-                                 layer_.name, batch, y_addr + ex.host_out_bytes,
-                                 config_.host_mem_bytes));
+    throw UsageError(
+        fmt::format("layer '{}': a batch of {} needs {} bytes of host memory; the "
+                    "config has {} (host_mem_bytes): use a smaller --batch",
+                    layer_.name, batch, y_addr + ex.host_out_bytes, config_.host_mem_bytes));
   }
   ex.host_image.assign(static_cast<size_t>(y_addr), 0);
   for (int64_t ch = 0; ch < chunks; ++ch) {
@@ -179,10 +185,13 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
   ex.weight_image = weights_;
 
   // The program.
-  const isa::Pool pool = !pooled_ ? isa::Pool::kNone : max_pool_ ? isa::Pool::kMax : isa::Pool::kAvg;
-  job.summary = fmt::format("{}: {} rows of K = {} ({} K-tile(s)) x {} output channels ({} "
-                            "N-tile(s)), {} chunk(s) of up to {} rows",
-                            layer_.name, m, k_, kt_, layer_.out.c, nt_, chunks, mc);
+  const isa::Pool pool = !pooled_    ? isa::Pool::kNone
+                         : max_pool_ ? isa::Pool::kMax
+                                     : isa::Pool::kAvg;
+  job.summary = fmt::format(
+      "{}: {} rows of K = {} ({} K-tile(s)) x {} output channels ({} "
+      "N-tile(s)), {} chunk(s) of up to {} rows",
+      layer_.name, m, k_, kt_, layer_.out.c, nt_, chunks, mc);
   isa::ProgramBuilder p;
   // Software pipeline: chunk ch's rows go to unified-buffer half ch % 2 and are fetched
   // while chunk ch - 1 computes; each group of tiles (chunk, output tile j) accumulates in
@@ -246,7 +255,8 @@ std::vector<int8_t> LayerCompiler::Decode(const std::vector<uint8_t>& out, int b
     for (int64_t j = 0; j < nt_; ++j) {
       const uint8_t* src = &out[static_cast<size_t>((ch * mco * nt_ + j * rows + i) * n)];
       for (int64_t c = 0; c < n && j * n + c < out_.c; ++c) {
-        y[static_cast<size_t>(b * out_.Size() + p * out_.c + j * n + c)] = static_cast<int8_t>(src[c]);
+        y[static_cast<size_t>(b * out_.Size() + p * out_.c + j * n + c)] =
+            static_cast<int8_t>(src[c]);
       }
     }
   }

@@ -60,8 +60,9 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
       st.macs += compilers[s].MacsPerImage() * b;
       ++st.jobs;
       st.counters += e.counters;
-      act = values ? compilers[s].Decode(e.host_out, b)
-                   : std::vector<int8_t>(static_cast<size_t>(b * compilers[s].OutShape().Size()), 0);
+      act = values
+                ? compilers[s].Decode(e.host_out, b)
+                : std::vector<int8_t>(static_cast<size_t>(b * compilers[s].OutShape().Size()), 0);
     }
     if (!values) {
       if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
@@ -83,8 +84,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
     }
     if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
   }
-  r.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
 

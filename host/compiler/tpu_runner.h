@@ -16,7 +16,7 @@ namespace tpu::compiler {
 
 struct LayerStats {
   std::string name;
-  int64_t macs = 0;          // useful MACs (the layer's arithmetic, no padding)
+  int64_t macs = 0;  // useful MACs (the layer's arithmetic, no padding)
   int64_t jobs = 0;
   hw::ChipCounters counters;  // summed over the batches
 };
@@ -25,9 +25,9 @@ struct TpuRunResult {
   int64_t images = 0;
   std::vector<std::vector<int8_t>> logits;  // per image, the last layer's int8 outputs
   std::vector<LayerStats> layers;
-  bool checked = true;                      // false in timing-only runs: no values to check
-  int64_t mismatches = 0;                   // images whose logits differ from the CPU int8 reference
-  int64_t correct = 0;                      // argmax == label
+  bool checked = true;     // false in timing-only runs: no values to check
+  int64_t mismatches = 0;  // images whose logits differ from the CPU int8 reference
+  int64_t correct = 0;     // argmax == label
   double wall_seconds = 0;
 
   hw::ChipCounters Total() const;
@@ -38,8 +38,7 @@ struct TpuRunResult {
 // timing-only engine the images still flow (the host decodes zeros) but nothing is checked:
 // mismatches and correct stay 0.
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
-                           const uint8_t* pixels,
-                           const uint8_t* labels, int64_t images, int batch,
+                           const uint8_t* pixels, const uint8_t* labels, int64_t images, int batch,
                            const std::function<void(double)>& progress = {});
 
 }  // namespace tpu::compiler

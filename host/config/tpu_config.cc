@@ -126,8 +126,7 @@ TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
     c.host_mem_latency_cycles = j.value("host_mem_latency_cycles", c.host_mem_latency_cycles);
     c.host_mem_bytes_per_cycle = j.value("host_mem_bytes_per_cycle", c.host_mem_bytes_per_cycle);
     c.weight_mem_bytes = j.value("weight_mem_bytes", c.weight_mem_bytes);
-    c.weight_mem_latency_cycles =
-        j.value("weight_mem_latency_cycles", c.weight_mem_latency_cycles);
+    c.weight_mem_latency_cycles = j.value("weight_mem_latency_cycles", c.weight_mem_latency_cycles);
     c.weight_mem_bytes_per_cycle =
         j.value("weight_mem_bytes_per_cycle", c.weight_mem_bytes_per_cycle);
   } catch (const nlohmann::json::exception& e) {
@@ -140,7 +139,8 @@ TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
 void ApplyOverride(TpuConfig* config, const std::string& key_value) {
   const size_t eq = key_value.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw UsageError("--set '" + key_value + "' must be KEY=VALUE, e.g. host_mem_latency_cycles=200");
+    throw UsageError("--set '" + key_value +
+                     "' must be KEY=VALUE, e.g. host_mem_latency_cycles=200");
   }
   const std::string key = key_value.substr(0, eq);
   const std::string text = key_value.substr(eq + 1);

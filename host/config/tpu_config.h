@@ -3,8 +3,8 @@
 // every report.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -18,9 +18,9 @@ struct TpuConfig {
   double clock_mhz = 700.0;   // used to turn cycles into time in reports
   // The whole chip (tpusim exec): on-chip buffers, as built into the RTL model of this
   // array size (cmake/TpusimRtl.cmake) and checked against it.
-  int ub_depth_rows = 16384;   // unified buffer rows of N int8 values
-  int weight_fifo_tiles = 4;   // weight FIFO depth in N x N tiles
-  int param_sets = 32;         // VPU parameter sets (bias, multiplier, shift per lane)
+  int ub_depth_rows = 16384;  // unified buffer rows of N int8 values
+  int weight_fifo_tiles = 4;  // weight FIFO depth in N x N tiles
+  int param_sets = 32;        // VPU parameter sets (bias, multiplier, shift per lane)
   // External memories: size, latency (cycles to the first byte) and bandwidth.
   int64_t host_mem_bytes = 16 << 20;
   int host_mem_latency_cycles = 100;

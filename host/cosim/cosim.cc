@@ -20,7 +20,8 @@ namespace tpu::cosim {
 namespace fs = std::filesystem;
 
 std::string Compare(const engine::ExecResult& a, const engine::ExecResult& b) {
-  if (a.state != b.state) return fmt::format("the run ended as {} on rtl, {} on fast", a.state, b.state);
+  if (a.state != b.state)
+    return fmt::format("the run ended as {} on rtl, {} on fast", a.state, b.state);
   if (a.chip_status != b.chip_status) {
     return fmt::format("chip status {} on rtl, {} on fast", a.chip_status, b.chip_status);
   }
@@ -28,8 +29,8 @@ std::string Compare(const engine::ExecResult& a, const engine::ExecResult& b) {
     return fmt::format("error_pc {} on rtl, {} on fast", a.error_pc, b.error_pc);
   }
   if (const int i = a.counters.FirstDifference(b.counters); i >= 0) {
-    return fmt::format("counter {} is {} on rtl, {} on fast", hw::kCounterNames[static_cast<size_t>(i)],
-                       a.counters[i], b.counters[i]);
+    return fmt::format("counter {} is {} on rtl, {} on fast",
+                       hw::kCounterNames[static_cast<size_t>(i)], a.counters[i], b.counters[i]);
   }
   if (a.message != b.message) {
     return fmt::format("message '{}' on rtl, '{}' on fast", a.message, b.message);
@@ -40,8 +41,8 @@ std::string Compare(const engine::ExecResult& a, const engine::ExecResult& b) {
   }
   for (size_t i = 0; i < a.host_out.size(); ++i) {
     if (a.host_out[i] != b.host_out[i]) {
-      return fmt::format("host memory byte {} (of the range read back) is {} on rtl, {} on fast",
-                         i, a.host_out[i], b.host_out[i]);
+      return fmt::format("host memory byte {} (of the range read back) is {} on rtl, {} on fast", i,
+                         a.host_out[i], b.host_out[i]);
     }
   }
   return "";
@@ -68,9 +69,9 @@ Outcome RunBoth(engine::ChipEngine& rtl, engine::ChipEngine& fast, const engine:
     const auto& y = tfast.Events();
     size_t i = 0;
     while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
-    o.difference = fmt::format("the instruction timelines differ at event {}: rtl {}, fast {}", i,
-                               i < x.size() ? x[i].dump() : "(none)",
-                               i < y.size() ? y[i].dump() : "(none)");
+    o.difference =
+        fmt::format("the instruction timelines differ at event {}: rtl {}, fast {}", i,
+                    i < x.size() ? x[i].dump() : "(none)", i < y.size() ? y[i].dump() : "(none)");
   }
   return o;
 }
@@ -94,10 +95,12 @@ void WriteMismatch(const std::string& dir, const engine::ExecJob& job, const Out
                               .dump(2) +
                           "\n");
   const size_t words = job.program.words.size();
-  WriteFileAtomically((d / "rtl.json").string(),
-                      report::ExecReportJson(outcome.rtl, config, "program.asm", words).dump(2) + "\n");
-  WriteFileAtomically((d / "fast.json").string(),
-                      report::ExecReportJson(outcome.fast, config, "program.asm", words).dump(2) + "\n");
+  WriteFileAtomically(
+      (d / "rtl.json").string(),
+      report::ExecReportJson(outcome.rtl, config, "program.asm", words).dump(2) + "\n");
+  WriteFileAtomically(
+      (d / "fast.json").string(),
+      report::ExecReportJson(outcome.fast, config, "program.asm", words).dump(2) + "\n");
 }
 
 engine::ExecJob ReadMismatch(const std::string& dir, config::TpuConfig* config) {
@@ -152,11 +155,13 @@ CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const C
         for (char& ch : safe)
           if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') ch = '_';
         const std::string dir =
-            (fs::path(o.mismatch_dir) / fmt::format("{}-seed{}-program{}", safe, o.seed, i)).string();
+            (fs::path(o.mismatch_dir) / fmt::format("{}-seed{}-program{}", safe, o.seed, i))
+                .string();
         WriteMismatch(dir, g.job, out, config);
-        s.first_mismatch = fmt::format("program {} ({}): {}; written to {}; replay: tpusim cosim "
-                                       "--replay {}",
-                                       i, g.kind, out.difference, dir, dir);
+        s.first_mismatch = fmt::format(
+            "program {} ({}): {}; written to {}; replay: tpusim cosim "
+            "--replay {}",
+            i, g.kind, out.difference, dir, dir);
       }
     }
     if (o.progress) o.progress(static_cast<double>(i + 1) / static_cast<double>(o.programs));

@@ -20,7 +20,7 @@ std::string Compare(const engine::ExecResult& rtl, const engine::ExecResult& fas
 // The result of running one job on both engines.
 struct Outcome {
   engine::ExecResult rtl, fast;
-  std::string difference;  // "" when they agree (timelines included)
+  std::string difference;                    // "" when they agree (timelines included)
   double rtl_seconds = 0, fast_seconds = 0;  // wall time of each run
 };
 // Runs the job on both engines, each with a timeline, and compares.
@@ -39,7 +39,7 @@ struct CosimSummary {
   uint64_t programs = 0, mismatches = 0;
   std::map<std::string, uint64_t> endings;  // halted, error: <status>, watchdog, no-halt
   double rtl_seconds = 0, fast_seconds = 0;
-  std::string first_mismatch;                // description, folder and replay command
+  std::string first_mismatch;  // description, folder and replay command
 };
 
 // Runs options.programs random programs (host/cosim/program_generator.h) on both engines

@@ -101,30 +101,66 @@ void Builder::Invalid(const std::string& kind) {
     words_.push_back(isa::Encode(in));
   } else if (kind == "address-out-of-range") {
     switch (which) {
-      case 0: Emit(Opcode::kReadHost, 0, 1, host + Uniform(0, 99), 0); break;
-      case 1: Emit(Opcode::kReadHost, 0, 1, 0, ub + Uniform(0, 9)); break;
-      case 2: Emit(Opcode::kReadWeights, 0, 1, wm + Uniform(0, 9), 0); break;
-      case 3: Emit(Opcode::kMatmul, 0, 1, 0, acc + Uniform(0, 9)); break;
-      case 4: Emit(Opcode::kActivate, 0, 1, 0, 0, sets + Uniform(0, 9)); break;
-      default: Emit(Opcode::kWriteHost, 0, 1, ub + Uniform(0, 9), 0); break;
+      case 0:
+        Emit(Opcode::kReadHost, 0, 1, host + Uniform(0, 99), 0);
+        break;
+      case 1:
+        Emit(Opcode::kReadHost, 0, 1, 0, ub + Uniform(0, 9));
+        break;
+      case 2:
+        Emit(Opcode::kReadWeights, 0, 1, wm + Uniform(0, 9), 0);
+        break;
+      case 3:
+        Emit(Opcode::kMatmul, 0, 1, 0, acc + Uniform(0, 9));
+        break;
+      case 4:
+        Emit(Opcode::kActivate, 0, 1, 0, 0, sets + Uniform(0, 9));
+        break;
+      default:
+        Emit(Opcode::kWriteHost, 0, 1, ub + Uniform(0, 9), 0);
+        break;
     }
   } else if (kind == "buffer-overflow") {
     switch (which) {
-      case 0: Emit(Opcode::kReadHost, 0, 2, host - n_, 0); break;
-      case 1: Emit(Opcode::kReadHost, 0, 3, 0, ub - 1); break;
-      case 2: Emit(Opcode::kReadWeights, 0, 2, wm - n_ * n_, 0); break;
-      case 3: Emit(Opcode::kMatmul, 0, 5, ub - 2, 0); break;
-      case 4: Emit(Opcode::kActivate, hw::kFlagPoolMax, 8, acc - 4, 0); break;
-      default: Emit(Opcode::kWriteHost, 0, 2, 0, host - n_); break;
+      case 0:
+        Emit(Opcode::kReadHost, 0, 2, host - n_, 0);
+        break;
+      case 1:
+        Emit(Opcode::kReadHost, 0, 3, 0, ub - 1);
+        break;
+      case 2:
+        Emit(Opcode::kReadWeights, 0, 2, wm - n_ * n_, 0);
+        break;
+      case 3:
+        Emit(Opcode::kMatmul, 0, 5, ub - 2, 0);
+        break;
+      case 4:
+        Emit(Opcode::kActivate, hw::kFlagPoolMax, 8, acc - 4, 0);
+        break;
+      default:
+        Emit(Opcode::kWriteHost, 0, 2, 0, host - n_);
+        break;
     }
   } else {  // bad-operand
     switch (which) {
-      case 0: Emit(Opcode::kReadHost, 0, 0, 0, 0); break;
-      case 1: Emit(Opcode::kMatmul, 0x04, 1, 0, 0); break;
-      case 2: Emit(Opcode::kActivate, hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0); break;
-      case 3: Emit(Opcode::kActivate, hw::kFlagPoolAvg, 6, 0, 0); break;
-      case 4: Emit(Opcode::kSync, 1, 0, 0, 0); break;
-      default: Emit(Opcode::kReadWeights, 0x80, 1, 0, 0); break;
+      case 0:
+        Emit(Opcode::kReadHost, 0, 0, 0, 0);
+        break;
+      case 1:
+        Emit(Opcode::kMatmul, 0x04, 1, 0, 0);
+        break;
+      case 2:
+        Emit(Opcode::kActivate, hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0);
+        break;
+      case 3:
+        Emit(Opcode::kActivate, hw::kFlagPoolAvg, 6, 0, 0);
+        break;
+      case 4:
+        Emit(Opcode::kSync, 1, 0, 0, 0);
+        break;
+      default:
+        Emit(Opcode::kReadWeights, 0x80, 1, 0, 0);
+        break;
     }
   }
 }
@@ -145,7 +181,8 @@ GeneratedProgram Builder::Build() {
 
   std::vector<uint8_t>& host = g.job.host_image;
   host.assign(static_cast<size_t>(out_addr_ + out_bytes_), 0);
-  for (int64_t i = 0; i < in_bytes_; ++i) host[static_cast<size_t>(i)] = static_cast<uint8_t>(rng_());
+  for (int64_t i = 0; i < in_bytes_; ++i)
+    host[static_cast<size_t>(i)] = static_cast<uint8_t>(rng_());
   for (int64_t s = 0; s < sets_; ++s) {
     uint8_t* p = &host[static_cast<size_t>(params_addr_ + s * hw::kParamRows * n_)];
     for (int64_t l = 0; l < n_; ++l) {
@@ -164,15 +201,17 @@ GeneratedProgram Builder::Build() {
   w.assign(static_cast<size_t>(weight_bytes_), 0);
   for (int64_t t = 0; t < tiles; ++t) {
     // Some tiles use only part of the array (a layer narrower than N), as compilers make.
-    const int64_t rows = Chance(0.3) ? Uniform(1, n_) : n_, cols = Chance(0.3) ? Uniform(1, n_) : n_;
+    const int64_t rows = Chance(0.3) ? Uniform(1, n_) : n_,
+                  cols = Chance(0.3) ? Uniform(1, n_) : n_;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t cc = 0; cc < cols; ++cc)
         w[static_cast<size_t>(t * n_ * n_ + r * n_ + cc)] = static_cast<uint8_t>(rng_());
   }
 
   // How the program is meant to end.
-  static const char* kKinds[] = {"invalid-opcode", "address-out-of-range", "buffer-overflow",
-                                 "bad-operand", "watchdog", "no-halt"};
+  static const char* kKinds[] = {"invalid-opcode",  "address-out-of-range",
+                                 "buffer-overflow", "bad-operand",
+                                 "watchdog",        "no-halt"};
   g.kind = Chance(0.7) ? "valid" : kKinds[Uniform(0, 5)];
 
   // Prologue: every row, set and the active tile the body may read.
@@ -189,14 +228,22 @@ GeneratedProgram Builder::Build() {
       Invalid(g.kind);
     }
     const int64_t pick = Uniform(0, 99);
-    if (pick < 18) ReadHost();
-    else if (pick < 22) ReadParams();
-    else if (pick < 34 && TilesFit()) ReadWeights(Uniform(1, 3));
-    else if (pick < 58) Matmul(brought_ > switched_ && Chance(0.5));
-    else if (pick < 78) Activate();
-    else if (pick < 92) WriteHost();
-    else if (pick < 96 && TilesFit()) Emit(Opcode::kSync, 0, 0, 0, 0);
-    else Emit(Opcode::kNop, 0, 0, 0, 0);
+    if (pick < 18)
+      ReadHost();
+    else if (pick < 22)
+      ReadParams();
+    else if (pick < 34 && TilesFit())
+      ReadWeights(Uniform(1, 3));
+    else if (pick < 58)
+      Matmul(brought_ > switched_ && Chance(0.5));
+    else if (pick < 78)
+      Activate();
+    else if (pick < 92)
+      WriteHost();
+    else if (pick < 96 && TilesFit())
+      Emit(Opcode::kSync, 0, 0, 0, 0);
+    else
+      Emit(Opcode::kNop, 0, 0, 0, 0);
   }
   if (bad_at == body && g.kind != "valid" && g.kind != "watchdog" && g.kind != "no-halt") {
     Invalid(g.kind);

@@ -41,7 +41,8 @@ std::vector<T> OutputMajor(const nn::Layer& l, const std::vector<T>& w) {
   const int64_t k = static_cast<int64_t>(w.size()) / l.out.c;
   std::vector<T> t(w.size());
   for (int64_t i = 0; i < k; ++i)
-    for (int oc = 0; oc < l.out.c; ++oc) t[static_cast<size_t>(oc * k + i)] = w[static_cast<size_t>(i * l.out.c + oc)];
+    for (int oc = 0; oc < l.out.c; ++oc)
+      t[static_cast<size_t>(oc * k + i)] = w[static_cast<size_t>(i * l.out.c + oc)];
   return t;
 }
 

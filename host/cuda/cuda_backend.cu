@@ -177,10 +177,10 @@ GpuResult Infer(const nn::Model& m, const data::MnistSet& set, int64_t images, i
       const int64_t out = OutSize(l.d);
       if constexpr (kInt8) {
         LayerInt8Kernel<<<Blocks(n * out), 256>>>(l.d, x, in_size, l.w.p, l.bias.p, l.mult.p,
-                                                   l.shift.p, y, out, n * out);
+                                                  l.shift.p, y, out, n * out);
       } else {
         LayerFp32Kernel<<<Blocks(n * out), 256>>>(l.d, x, in_size, l.w.p, l.bias.p, y, out,
-                                                   n * out);
+                                                  n * out);
       }
       std::swap(x, y);
       in_size = out;
@@ -202,8 +202,7 @@ GpuResult Infer(const nn::Model& m, const data::MnistSet& set, int64_t images, i
     }
   }
   r.kernel_seconds = kernel_ms_total / 1000.0;
-  r.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
 

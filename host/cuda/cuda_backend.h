@@ -23,8 +23,8 @@ struct GpuResult {
   int64_t images = 0, correct = 0;
   std::vector<int> predictions;
   std::vector<std::vector<int8_t>> logits_int8;  // int8 backend: per image
-  double wall_seconds = 0;    // including host-device copies
-  double kernel_seconds = 0;  // kernels only (CUDA events)
+  double wall_seconds = 0;                       // including host-device copies
+  double kernel_seconds = 0;                     // kernels only (CUDA events)
   std::string device;
 };
 

@@ -6,9 +6,10 @@ namespace tpu::cuda {
 namespace {
 
 [[noreturn]] void NotBuilt() {
-  throw UsageError("this tpusim was built without CUDA (nvcc was not found when CMake "
-                   "configured it); install the CUDA toolkit and reconfigure: cmake -B build "
-                   "-DTPUSIM_CUDA=ON");
+  throw UsageError(
+      "this tpusim was built without CUDA (nvcc was not found when CMake "
+      "configured it); install the CUDA toolkit and reconfigure: cmake -B build "
+      "-DTPUSIM_CUDA=ON");
 }
 
 }  // namespace

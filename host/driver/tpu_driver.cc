@@ -1,8 +1,6 @@
 // The TLM-2.0 host initiator that runs jobs on the simulated TPU (see tpu_driver.h).
 #include "host/driver/tpu_driver.h"
 
-#include <systemc>
-#include <tlm>
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include <algorithm>
@@ -10,6 +8,8 @@
 #include <cstring>
 #include <optional>
 #include <stdexcept>
+#include <systemc>
+#include <tlm>
 
 #include "contract/tpu_contract.h"
 #include "host/common/errors.h"
@@ -147,8 +147,7 @@ class HostInitiator : public sc_core::sc_module {
     for (const auto& w : job.program.words) words.insert(words.end(), w.begin(), w.end());
     WriteBlock(sim::kProgramBase, words);
     uint64_t n = job.program.words.size();
-    Transfer(tlm::TLM_WRITE_COMMAND, kCsrBase + sim::kCsrStart, reinterpret_cast<uint8_t*>(&n),
-             8);
+    Transfer(tlm::TLM_WRITE_COMMAND, kCsrBase + sim::kCsrStart, reinterpret_cast<uint8_t*>(&n), 8);
     sc_core::wait(system_.DoneEvent());  // the interrupt
 
     ExecResult r;
@@ -165,7 +164,8 @@ class HostInitiator : public sc_core::sc_module {
     for (int i = 0; i < hw::kNumCounters; ++i) r.counters[i] = ReadReg(hw::kRegFirstCounter + i);
     r.cycles = r.counters.cycles;
     if (state == sim::RunState::kError) r.message = engine::ErrorMessage(r.error_pc, status);
-    if (state == sim::RunState::kNoHalt) r.message = engine::NoHaltMessage(job.program.words.size());
+    if (state == sim::RunState::kNoHalt)
+      r.message = engine::NoHaltMessage(job.program.words.size());
     if (state == sim::RunState::kWatchdog) r.message = engine::WatchdogMessage(system_.Stall());
     if (job.host_out_bytes > 0) {
       r.host_out = ReadBlock(sim::kHostMemBase + job.host_out_addr, job.host_out_bytes);
@@ -196,8 +196,9 @@ struct TpuDriver::Impl {
 TpuDriver::TpuDriver(const config::TpuConfig& config, const engine::EngineOptions& options)
     : impl_(std::make_unique<Impl>()) {
   if (options.timing_only) {
-    throw UsageError("--timing-only is a mode of the fast engine; the RTL always computes "
-                     "values (use --engine fast)");
+    throw UsageError(
+        "--timing-only is a mode of the fast engine; the RTL always computes "
+        "values (use --engine fast)");
   }
   static bool elaborated = false;
   if (elaborated) throw std::logic_error("the SystemC kernel elaborates once per process");

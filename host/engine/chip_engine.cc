@@ -34,14 +34,15 @@ std::string ErrorMessage(uint64_t pc, uint64_t status) {
 }
 
 std::string NoHaltMessage(uint64_t instructions) {
-  return fmt::format("the program ended after {} instructions without HALT; the chip is idle, "
-                     "waiting for more",
-                     instructions);
+  return fmt::format(
+      "the program ended after {} instructions without HALT; the chip is idle, "
+      "waiting for more",
+      instructions);
 }
 
 std::string WatchdogMessage(const StallInfo& s) {
-  std::string m = fmt::format("watchdog: no progress for {} cycles; instruction {}",
-                              s.quiet_cycles, s.pc);
+  std::string m =
+      fmt::format("watchdog: no progress for {} cycles; instruction {}", s.quiet_cycles, s.pc);
   if (s.opcode >= 0 && static_cast<size_t>(s.opcode) < hw::kMnemonics.size()) {
     m += fmt::format(" ({})", hw::kMnemonics[static_cast<size_t>(s.opcode)]);
   }
@@ -51,8 +52,9 @@ std::string WatchdogMessage(const StallInfo& s) {
     if (!(s.busy & (1u << u))) continue;
     busy += (busy.empty() ? "" : ", ") + std::string(hw::kUnitText[static_cast<size_t>(u)]);
     if (u == hw::kUnitMatrix && s.wait_weights) {
-      busy += " (stuck: a matmul with 'switch' waits for a weight tile that no read_weights "
-              "brings)";
+      busy +=
+          " (stuck: a matmul with 'switch' waits for a weight tile that no read_weights "
+          "brings)";
     }
   }
   m += busy.empty() ? "; no unit is busy" : "; busy: " + busy;
@@ -63,24 +65,28 @@ void CheckJobFits(const ExecJob& job, const config::TpuConfig& c) {
   const auto host = static_cast<uint64_t>(c.host_mem_bytes);
   const auto weights = static_cast<uint64_t>(c.weight_mem_bytes);
   if (job.host_image.size() > host) {
-    throw UsageError(fmt::format("the host image ({} bytes) does not fit host memory ({} bytes, "
-                                 "host_mem_bytes)",
-                                 job.host_image.size(), host));
+    throw UsageError(
+        fmt::format("the host image ({} bytes) does not fit host memory ({} bytes, "
+                    "host_mem_bytes)",
+                    job.host_image.size(), host));
   }
   if (job.weight_image.size() > weights) {
-    throw UsageError(fmt::format("the weight image ({} bytes) does not fit weight memory ({} "
-                                 "bytes, weight_mem_bytes)",
-                                 job.weight_image.size(), weights));
+    throw UsageError(
+        fmt::format("the weight image ({} bytes) does not fit weight memory ({} "
+                    "bytes, weight_mem_bytes)",
+                    job.weight_image.size(), weights));
   }
   if (job.program.words.size() > kMaxProgramWords) {
-    throw UsageError(fmt::format("the program has {} instructions; the chip's program region "
-                                 "holds at most {}",
-                                 job.program.words.size(), kMaxProgramWords));
+    throw UsageError(
+        fmt::format("the program has {} instructions; the chip's program region "
+                    "holds at most {}",
+                    job.program.words.size(), kMaxProgramWords));
   }
   if (job.host_out_addr > host || job.host_out_bytes > host - job.host_out_addr) {
-    throw UsageError(fmt::format("the host range to read back runs past the end of host memory "
-                                 "({} bytes)",
-                                 host));
+    throw UsageError(
+        fmt::format("the host range to read back runs past the end of host memory "
+                    "({} bytes)",
+                    host));
   }
 }
 

@@ -107,8 +107,8 @@ std::string WatchdogMessage(const StallInfo& stall);
 // The longest program a job can hold (the system's program region, sim/tpu_system.h).
 inline constexpr uint64_t kMaxProgramWords = uint64_t{1} << 20;
 
-// Checks that the program, the images and the read-back range fit the config's memories (both engines
-// apply the same checks). Throws UsageError naming the config field.
+// Checks that the program, the images and the read-back range fit the config's memories (both
+// engines apply the same checks). Throws UsageError naming the config field.
 void CheckJobFits(const ExecJob& job, const config::TpuConfig& config);
 
 }  // namespace tpu::engine

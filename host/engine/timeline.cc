@@ -25,7 +25,8 @@ void Timeline::BeginRun(const isa::Program& program, const std::string& label) {
   fired_ = 0;
   units_.assign(hw::kNumUnits, Open());
   issue_state_ = -1;
-  runs_.push_back({{"label", label}, {"first_cycle", base_}, {"instructions", program.words.size()}});
+  runs_.push_back(
+      {{"label", label}, {"first_cycle", base_}, {"instructions", program.words.size()}});
 }
 
 void Timeline::Slice(int track, const std::string& name, uint64_t start, uint64_t end,
@@ -78,8 +79,9 @@ void Timeline::Cycles(uint64_t first, uint64_t count, uint8_t issue, uint8_t bus
     const uint64_t pc = fired_++;
     const uint8_t op = pc < opcodes_.size() ? opcodes_[pc] : 0;
     const std::string text = pc < text_.size() ? text_[pc] : std::string("?");
-    Slice(kControllerTrack, std::string("issue ") + (op < hw::kMnemonics.size() ? hw::kMnemonics[op] : "?"),
-          c, c + 1, {{"pc", pc}, {"instruction", text}});
+    Slice(kControllerTrack,
+          std::string("issue ") + (op < hw::kMnemonics.size() ? hw::kMnemonics[op] : "?"), c, c + 1,
+          {{"pc", pc}, {"instruction", text}});
     const int unit = op < hw::kOpcodeUnit.size() ? hw::kOpcodeUnit[op] : -1;
     if (unit >= 0) {
       // The unit starts on the clock edge that ends the issue cycle.
@@ -98,14 +100,20 @@ void Timeline::EndRun(uint64_t cycles) {
 
 nlohmann::json Timeline::ToJson() const {
   nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1},
-                    {"args", {{"name", "tpusim chip"}}}});
+  events.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "tpusim chip"}}}});
   std::vector<std::string> tracks = {"controller (issue)"};
   for (int u = 0; u < hw::kNumUnits; ++u) tracks.push_back(hw::kUnitText[static_cast<size_t>(u)]);
   for (size_t t = 0; t < tracks.size(); ++t) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", t},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 1},
+                      {"tid", t},
                       {"args", {{"name", tracks[t]}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", t},
+    events.push_back({{"name", "thread_sort_index"},
+                      {"ph", "M"},
+                      {"pid", 1},
+                      {"tid", t},
                       {"args", {{"sort_index", t}}}});
   }
   for (const auto& e : events_) events.push_back(e);

@@ -11,9 +11,8 @@
 // Times are microseconds at the config's clock; every event also carries its cycles.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -47,8 +46,7 @@ class Timeline {
     bool open = false;
     uint64_t pc = 0, start = 0;
   };
-  void Slice(int track, const std::string& name, uint64_t start, uint64_t end,
-             nlohmann::json args);
+  void Slice(int track, const std::string& name, uint64_t start, uint64_t end, nlohmann::json args);
   void CloseUnit(int unit, uint64_t end);
   void CloseIssueRun(uint64_t end);
 
@@ -56,12 +54,12 @@ class Timeline {
   nlohmann::json events_ = nlohmann::json::array();
   nlohmann::json runs_ = nlohmann::json::array();
   nlohmann::json notes_ = nlohmann::json::object();
-  uint64_t base_ = 0;  // the first cycle of the current run on the common time axis
-  std::vector<std::string> text_;       // the current run's instructions, disassembled
+  uint64_t base_ = 0;              // the first cycle of the current run on the common time axis
+  std::vector<std::string> text_;  // the current run's instructions, disassembled
   std::vector<uint8_t> opcodes_;
-  uint64_t fired_ = 0;                  // instructions issued so far in this run
+  uint64_t fired_ = 0;  // instructions issued so far in this run
   std::vector<Open> units_;
-  int issue_state_ = -1;                // the controller's current run of one state
+  int issue_state_ = -1;  // the controller's current run of one state
   uint64_t issue_start_ = 0;
 };
 

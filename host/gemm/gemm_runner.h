@@ -39,8 +39,8 @@ Matrix<int8_t> RandomInt8(int64_t rows, int64_t cols, uint64_t seed);
 // --m/--k/--n: false when neither file was given; else loads both into *a and *b. Throws
 // UsageError when only one is given, when random dimensions were given too, or when
 // A's columns differ from B's rows.
-bool ReadOperandFiles(const std::string& a_path, const std::string& b_path,
-                      bool random_dims_given, Matrix<int8_t>* a, Matrix<int8_t>* b);
+bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
+                      Matrix<int8_t>* a, Matrix<int8_t>* b);
 
 // Runs the plan on the engine. Throws RuntimeError when the model's built parameters
 // disagree with the plan or the run fails.

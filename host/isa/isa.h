@@ -12,13 +12,13 @@
 namespace tpu::isa {
 
 // Opcodes and flag bits come from the chip's contract (contract/tpu_contract.toml).
-using hw::Opcode;
 using hw::kFlagAccumulate;
 using hw::kFlagParams;
 using hw::kFlagPoolAvg;
 using hw::kFlagPoolMax;
 using hw::kFlagRelu;
 using hw::kFlagSwitch;
+using hw::Opcode;
 
 // One decoded instruction. Field use per opcode is in docs/isa.md.
 struct Instruction {

@@ -47,11 +47,11 @@ void ProgramBuilder::Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bo
       rows, ub_row, acc_row, 0);
 }
 
-void ProgramBuilder::Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows,
-                              uint64_t param_set, bool relu, Pool pool) {
-  const uint8_t flags = static_cast<uint8_t>(
-      (relu ? kFlagRelu : 0) | (pool == Pool::kAvg ? kFlagPoolAvg : 0) |
-      (pool == Pool::kMax ? kFlagPoolMax : 0));
+void ProgramBuilder::Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows, uint64_t param_set,
+                              bool relu, Pool pool) {
+  const uint8_t flags =
+      static_cast<uint8_t>((relu ? kFlagRelu : 0) | (pool == Pool::kAvg ? kFlagPoolAvg : 0) |
+                           (pool == Pool::kMax ? kFlagPoolMax : 0));
   Add(Opcode::kActivate, flags, rows, acc_row, ub_row, param_set);
 }
 

@@ -13,29 +13,6 @@ namespace {
 using MapF = Eigen::Map<MatrixF>;
 using ConstMapF = Eigen::Map<const MatrixF>;
 
-// The adjoint of Im2Col: adds column gradients back into the input gradient.
-void Col2Im(const Layer& l, const MatrixF& dcols, MatrixF* dx) {
-  for (int64_t b = 0; b < dx->rows(); ++b) {
-    float* img = dx->row(b).data();
-    for (int oh = 0; oh < l.out.h; ++oh) {
-      for (int ow = 0; ow < l.out.w; ++ow) {
-        const float* src = dcols.row((b * l.out.h + oh) * l.out.w + ow).data();
-        for (int kh = 0; kh < l.kernel_h; ++kh) {
-          const int ih = oh * l.stride + kh - l.pad_top;
-          if (ih < 0 || ih >= l.in.h) continue;
-          for (int kw = 0; kw < l.kernel_w; ++kw) {
-            const int iw = ow * l.stride + kw - l.pad_left;
-            if (iw < 0 || iw >= l.in.w) continue;
-            float* d = img + (int64_t{ih} * l.in.w + iw) * l.in.c;
-            const float* s = src + (kh * l.kernel_w + kw) * l.in.c;
-            for (int c = 0; c < l.in.c; ++c) d[c] += s[c];
-          }
-        }
-      }
-    }
-  }
-}
-
 // Conv weights kh x kw x c_in x c_out, or dense in x out, as a (fan-in x c_out) matrix.
 ConstMapF WeightMatrix(const Layer& l) {
   return ConstMapF(l.weights.data.data(), l.weights.Size() / l.out.c, l.out.c);
@@ -192,7 +169,7 @@ double Backward(const Model& m, const ForwardCache& cache, const uint8_t* labels
         if (need_dx) {
           const MatrixF dcols = dy * WeightMatrix(l).transpose();
           dx = MatrixF::Zero(batch, l.in.Size());
-          Col2Im(l, dcols, &dx);
+          Col2Im<float>(l, dcols, &dx);
         }
         break;
       }

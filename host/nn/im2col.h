@@ -13,31 +13,50 @@ namespace tpu::nn {
 template <typename T>
 using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// x: one image per row, h x w x c. Returns (images * out_h * out_w) x (kh * kw * c_in).
-template <typename T>
-RowMatrix<T> Im2Col(const Layer& l, const RowMatrix<T>& x) {
-  const int64_t batch = x.rows();
-  RowMatrix<T> cols =
-      RowMatrix<T>::Zero(batch * l.out.h * l.out.w, int64_t{l.kernel_h} * l.kernel_w * l.in.c);
+// Calls f(image, patch_row, in_offset, col_offset) for every in-image tap of every
+// window: patch_row is the row of the im2col matrix, in_offset the tap's first channel in
+// the image (h x w x c), col_offset its first column in the patch row. Padding taps are
+// skipped.
+template <typename F>
+void ForEachWindowTap(const Layer& l, int64_t batch, F&& f) {
   for (int64_t b = 0; b < batch; ++b) {
-    const T* img = x.row(b).data();
     for (int oh = 0; oh < l.out.h; ++oh) {
       for (int ow = 0; ow < l.out.w; ++ow) {
-        T* dst = cols.row((b * l.out.h + oh) * l.out.w + ow).data();
+        const int64_t patch_row = (b * l.out.h + oh) * l.out.w + ow;
         for (int kh = 0; kh < l.kernel_h; ++kh) {
           const int ih = oh * l.stride + kh - l.pad_top;
           if (ih < 0 || ih >= l.in.h) continue;
           for (int kw = 0; kw < l.kernel_w; ++kw) {
             const int iw = ow * l.stride + kw - l.pad_left;
             if (iw < 0 || iw >= l.in.w) continue;
-            std::copy_n(img + (int64_t{ih} * l.in.w + iw) * l.in.c, l.in.c,
-                        dst + (kh * l.kernel_w + kw) * l.in.c);
+            f(b, patch_row, (int64_t{ih} * l.in.w + iw) * l.in.c,
+              int64_t{kh * l.kernel_w + kw} * l.in.c);
           }
         }
       }
     }
   }
+}
+
+// x: one image per row, h x w x c. Returns (images * out_h * out_w) x (kh * kw * c_in).
+template <typename T>
+RowMatrix<T> Im2Col(const Layer& l, const RowMatrix<T>& x) {
+  RowMatrix<T> cols =
+      RowMatrix<T>::Zero(x.rows() * l.out.h * l.out.w, int64_t{l.kernel_h} * l.kernel_w * l.in.c);
+  ForEachWindowTap(l, x.rows(), [&](int64_t b, int64_t row, int64_t in, int64_t col) {
+    std::copy_n(x.row(b).data() + in, l.in.c, cols.row(row).data() + col);
+  });
   return cols;
+}
+
+// The adjoint of Im2Col: adds the columns' values back into the images they came from.
+template <typename T>
+void Col2Im(const Layer& l, const RowMatrix<T>& cols, RowMatrix<T>* x) {
+  ForEachWindowTap(l, x->rows(), [&](int64_t b, int64_t row, int64_t in, int64_t col) {
+    T* d = x->row(b).data() + in;
+    const T* s = cols.row(row).data() + col;
+    for (int c = 0; c < l.in.c; ++c) d[c] += s[c];
+  });
 }
 
 }  // namespace tpu::nn

@@ -17,8 +17,8 @@ constexpr int64_t kRowBlock = 256;
 // Small products are faster as plain integer loops than through Eigen's kernels.
 bool Small(int64_t m, int64_t n, int64_t k) { return m * n * k < 4096 || n < 4 || k < 4; }
 
-void GemmScalar(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda,
-                const int8_t* b, int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
+void GemmScalar(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, const int8_t* b,
+                int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
   std::vector<uint32_t> row(static_cast<size_t>(n));
   for (int64_t i = 0; i < m; ++i) {
     std::fill(row.begin(), row.end(), 0u);

@@ -47,8 +47,8 @@ namespace {
 // x (rows x K) times the layer's K x c_out weights, exactly, in int32.
 MatrixI32 Product(const Layer& l, const MatrixI8& x, const std::vector<float>& w) {
   MatrixI32 acc(x.rows(), l.out.c);
-  GemmInt8F(x.rows(), l.out.c, x.cols(), x.data(), x.cols(), w.data(), l.out.c, acc.data(),
-            l.out.c, /*accumulate=*/false);
+  GemmInt8F(x.rows(), l.out.c, x.cols(), x.data(), x.cols(), w.data(), l.out.c, acc.data(), l.out.c,
+            /*accumulate=*/false);
   return acc;
 }
 

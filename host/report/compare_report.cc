@@ -38,8 +38,8 @@ std::string FormatCompareMarkdown(const CompareReport& r) {
       "| backend | accuracy | images/s | latency per image | energy per image | ops/cycle | "
       "energy source | notes |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const CompareRow& row : r.rows) {
-    md += fmt::format("| {} | {:.2f} % | {:.0f} | {:.1f} us | {} | {} | {} | {} |\n",
-                      row.backend, 100 * row.accuracy, row.images_per_s, row.latency_us,
+    md += fmt::format("| {} | {:.2f} % | {:.0f} | {:.1f} us | {} | {} | {} | {} |\n", row.backend,
+                      100 * row.accuracy, row.images_per_s, row.latency_us,
                       Cell(row.energy_uj, "{:.2f} uJ"), Cell(row.ops_per_cycle, "{:.1f}"),
                       row.energy_source, row.note);
   }

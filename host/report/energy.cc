@@ -50,7 +50,8 @@ EnergyTable LoadEnergyTable(const std::string& path) {
     if (!known.contains(key)) {
       std::string list;
       for (const auto& item : known.items()) list += (list.empty() ? "" : ", ") + item.key();
-      throw UsageError("energy table '" + path + "': unknown key '" + key + "' (known: " + list + ")");
+      throw UsageError("energy table '" + path + "': unknown key '" + key + "' (known: " + list +
+                       ")");
     }
   }
   EnergyTable t;
@@ -78,7 +79,8 @@ EnergyTable LoadEnergyTable(const std::string& path) {
   }
   for (const auto& [b, pj] : t.sram_64bit_access_pj) {
     if (!(b > 0 && pj >= 0)) {
-      throw UsageError("energy table '" + path + "': sram_64bit_access_pj needs [bytes > 0, pJ >= 0] pairs");
+      throw UsageError("energy table '" + path +
+                       "': sram_64bit_access_pj needs [bytes > 0, pJ >= 0] pairs");
     }
   }
   return t;

@@ -61,9 +61,8 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
 nlohmann::json ExecReportJson(const engine::ExecResult& r, const config::TpuConfig& config,
                               const std::string& program_name, size_t instructions) {
   const double peak = 2.0 * config.array_dim * config.array_dim;
-  const double ops = r.cycles ? 2.0 * static_cast<double>(r.counters.macs) /
-                                    static_cast<double>(r.cycles)
-                              : 0.0;
+  const double ops =
+      r.cycles ? 2.0 * static_cast<double>(r.counters.macs) / static_cast<double>(r.cycles) : 0.0;
   nlohmann::json j = {{"program", program_name},
                       {"engine", r.engine},
                       {"instructions", instructions},

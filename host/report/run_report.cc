@@ -14,7 +14,8 @@ namespace {
 nlohmann::json StallsJson(const hw::ChipCounters& c) {
   nlohmann::json j = nlohmann::json::object();
   for (int i = 0; i < hw::kNumCounters; ++i) {
-    if (hw::kCounterIsStall[static_cast<size_t>(i)]) j[hw::kCounterNames[static_cast<size_t>(i)]] = c[i];
+    if (hw::kCounterIsStall[static_cast<size_t>(i)])
+      j[hw::kCounterNames[static_cast<size_t>(i)]] = c[i];
   }
   return j;
 }
@@ -104,30 +105,30 @@ nlohmann::json RunReportJson(const RunReport& r) {
                       {"energy_components_pj", ComponentsJson(row.energy)}});
   }
   const RunRow& t = r.total;
-  nlohmann::json j = {{"model", r.model},
-                      {"engine", r.engine},
-                      {"images", r.images},
-                      {"batch", r.batch},
-                      {"checked", r.checked},
-                      {"cycles", t.Cycles()},
-                      {"macs", t.macs},
-                      {"mapping_efficiency", t.MappingEfficiency()},
-                      {"mxu_stream_cycles_per_image",
-                       static_cast<double>(t.counters.mxu_stream_cycles) / images},
-                      {"stall_cycles", StallsJson(t.counters)},
-                      {"ops_per_cycle", t.OpsPerCycle()},
-                      {"utilization", t.OpsPerCycle() / peak},
-                      {"us_per_image", r.UsPerImage()},
-                      {"images_per_second", 1e6 / r.UsPerImage()},
-                      {"energy_pj", t.energy.Total()},
-                      {"energy_per_image_pj", t.energy.Total() / images},
-                      {"energy_components_pj", ComponentsJson(t.energy)},
-                      {"tops_per_watt", 2.0 * static_cast<double>(t.macs) / t.energy.Total()},
-                      {"energy_table", r.table.ToJson()},
-                      {"layers", layers},
-                      {"config", r.config.ToJson()},
-                      {"wall_seconds", r.wall_seconds},
-                      {"revision", kGitRevision}};
+  nlohmann::json j = {
+      {"model", r.model},
+      {"engine", r.engine},
+      {"images", r.images},
+      {"batch", r.batch},
+      {"checked", r.checked},
+      {"cycles", t.Cycles()},
+      {"macs", t.macs},
+      {"mapping_efficiency", t.MappingEfficiency()},
+      {"mxu_stream_cycles_per_image", static_cast<double>(t.counters.mxu_stream_cycles) / images},
+      {"stall_cycles", StallsJson(t.counters)},
+      {"ops_per_cycle", t.OpsPerCycle()},
+      {"utilization", t.OpsPerCycle() / peak},
+      {"us_per_image", r.UsPerImage()},
+      {"images_per_second", 1e6 / r.UsPerImage()},
+      {"energy_pj", t.energy.Total()},
+      {"energy_per_image_pj", t.energy.Total() / images},
+      {"energy_components_pj", ComponentsJson(t.energy)},
+      {"tops_per_watt", 2.0 * static_cast<double>(t.macs) / t.energy.Total()},
+      {"energy_table", r.table.ToJson()},
+      {"layers", layers},
+      {"config", r.config.ToJson()},
+      {"wall_seconds", r.wall_seconds},
+      {"revision", kGitRevision}};
   if (r.checked) {
     j["accuracy"] = r.Accuracy();
     j["bit_exact"] = r.mismatches == 0;
@@ -145,20 +146,20 @@ std::string FormatRunText(const RunReport& r) {
   const double peak = r.Peak();
   std::string s = fmt::format(
       "tpusim run: {} on {} ({} x {}, {} MHz), {} engine, {} test images in batches of {}\n",
-      r.model, r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz,
-      r.engine, r.images, r.batch);
+      r.model, r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz, r.engine,
+      r.images, r.batch);
   if (r.checked) {
-    s += fmt::format("  accuracy   {:.2f} % ({} of {})\n", 100 * r.Accuracy(), r.correct,
-                     r.images);
-    s += fmt::format("  bit-exact  {} (int8 logits of every image against the CPU int8 "
-                     "reference; {} differ)\n",
-                     r.mismatches == 0 ? "yes" : "NO", r.mismatches);
+    s += fmt::format("  accuracy   {:.2f} % ({} of {})\n", 100 * r.Accuracy(), r.correct, r.images);
+    s += fmt::format(
+        "  bit-exact  {} (int8 logits of every image against the CPU int8 "
+        "reference; {} differ)\n",
+        r.mismatches == 0 ? "yes" : "NO", r.mismatches);
   } else {
     s += "  values     not computed (--timing-only): cycles, traffic and energy only\n";
   }
   s += fmt::format("  per image     {:>10}{:>10}{:>9}{:>7}{:>7}{:>10}{:>10}{:>10}{:>11}{:>11}\n",
-                   "MACs", "cycles", "ops/cyc", "util", "map", "MXU idle", "UB rd+wr",
-                   "acc rd+wr", "DRAM B", "energy nJ");
+                   "MACs", "cycles", "ops/cyc", "util", "map", "MXU idle", "UB rd+wr", "acc rd+wr",
+                   "DRAM B", "energy nJ");
   auto line = [&](const RunRow& row) {
     auto per = [&](double v) { return Grouped(static_cast<int64_t>(v / images + 0.5)); };
     s += fmt::format(
@@ -188,16 +189,18 @@ std::string FormatRunText(const RunReport& r) {
                    r.total.energy.Total() / images / 1000, r.table.name, parts);
   s += fmt::format("  efficiency {:.2f} TOPS/W (2 x MACs / energy)\n",
                    2.0 * static_cast<double>(r.total.macs) / r.total.energy.Total());
-  s += fmt::format("  time       {:.1f} us per image at {} MHz = {:.0f} images/s "
-                   "(simulated); {:.1f} s wall\n",
-                   r.UsPerImage(), r.config.clock_mhz, 1e6 / r.UsPerImage(), r.wall_seconds);
+  s += fmt::format(
+      "  time       {:.1f} us per image at {} MHz = {:.0f} images/s "
+      "(simulated); {:.1f} s wall\n",
+      r.UsPerImage(), r.config.clock_mhz, 1e6 / r.UsPerImage(), r.wall_seconds);
   return s;
 }
 
 std::string RunReportCsv(const RunReport& r) {
   const double peak = r.Peak();
-  std::string csv = "layer,macs,cycles,ops_per_cycle,utilization,mapping_efficiency,"
-                    "mxu_not_streaming_cycles,ub_accesses,acc_accesses,dram_bytes,energy_pj\n";
+  std::string csv =
+      "layer,macs,cycles,ops_per_cycle,utilization,mapping_efficiency,"
+      "mxu_not_streaming_cycles,ub_accesses,acc_accesses,dram_bytes,energy_pj\n";
   for (const RunRow& row : r.layers) {
     csv += fmt::format("{},{},{},{:.4f},{:.6f},{:.6f},{},{},{},{},{:.1f}\n", row.name, row.macs,
                        row.Cycles(), row.OpsPerCycle(), row.OpsPerCycle() / peak,

@@ -17,7 +17,7 @@
 namespace tpu::teach {
 
 struct TeachCycle {
-  uint64_t cycle = 0;        // sampled during this cycle, before its clock edge
+  uint64_t cycle = 0;  // sampled during this cycle, before its clock edge
   sim::ArrayState state;
   uint64_t rows_in = 0;      // activation rows that have entered the array so far
   uint64_t tiles = 0;        // weight tiles switched in so far

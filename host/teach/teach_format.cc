@@ -52,24 +52,26 @@ std::string FormatTeachIntro(const TeachRun& run, bool color) {
   const Paint p{color};
   const gemm::GemmPlan& plan = run.plan;
   std::string s;
-  s += p(fmt::format("tpusim teach: C = A x B, A {} x {}, B {} x {}, on a {} x {} weight-stationary "
-                     "systolic array (the RTL, cycle by cycle)\n",
-                     plan.shape.m, plan.shape.k, plan.shape.k, plan.shape.n, run.dim, run.dim),
-         kBold);
+  s +=
+      p(fmt::format("tpusim teach: C = A x B, A {} x {}, B {} x {}, on a {} x {} weight-stationary "
+                    "systolic array (the RTL, cycle by cycle)\n",
+                    plan.shape.m, plan.shape.k, plan.shape.k, plan.shape.n, run.dim, run.dim),
+        kBold);
   s += MatrixText("A: activations, one row per cycle", run.a.rows, run.a.cols,
                   [&](int64_t r, int64_t c) { return run.a.at(r, c); });
   s += MatrixText("B: weights, held still in the PEs", run.b.rows, run.b.cols,
                   [&](int64_t r, int64_t c) { return run.b.at(r, c); });
   s += fmt::format(
-      "Mapping: {} weight tile(s) = {} K-fold(s) x {} N-tile(s); PE (r, c) holds B[k0 + r][n0 + c].\n"
+      "Mapping: {} weight tile(s) = {} K-fold(s) x {} N-tile(s); PE (r, c) holds B[k0 + r][n0 + "
+      "c].\n"
       "Row i of A enters the array skewed: lane r one cycle after lane r - 1, so the rows cross\n"
       "the array as a diagonal wavefront; partial sums flow down each column and C[i][n0 + c]\n"
       "leaves the bottom of column c. The first row of each tile carries the switch bit (*),\n"
       "which makes each PE copy its shadow weight (the next tile, loaded meanwhile) to active.\n",
       plan.tiles, plan.k_tiles, plan.n_tiles);
-  s += "Each cell during the cycle: " + p("w", kBold) +
-       " active weight, " + p("s", kMagenta) + " shadow (next tile) weight, " + p("a", kGreen) +
-       " activation (" + p("*", kYellow) + " switch), " + p("p", kCyan) + " partial sum.\n";
+  s += "Each cell during the cycle: " + p("w", kBold) + " active weight, " + p("s", kMagenta) +
+       " shadow (next tile) weight, " + p("a", kGreen) + " activation (" + p("*", kYellow) +
+       " switch), " + p("p", kCyan) + " partial sum.\n";
   s += "Left: the activation entering each row at the end of the cycle; top: weights written\n"
        "into a shadow register at the end of the cycle (row:value); bottom: the partial sums\n"
        "leaving each column, and finished result rows.\n\n";
@@ -83,9 +85,8 @@ std::string FormatTeachCycle(const TeachRun& run, size_t index, bool color) {
   const int n = run.dim;
   std::string s;
   s += p(fmt::format("cycle {} of {}", t.cycle + 1, run.cycles.size()), kBold);
-  s += fmt::format("   rows in {}   tiles {}   MACs issued {}   result rows out {}\n",
-                   t.rows_in, t.tiles, Grouped(static_cast<int64_t>(t.rows_in) * n * n),
-                   t.results_out);
+  s += fmt::format("   rows in {}   tiles {}   MACs issued {}   result rows out {}\n", t.rows_in,
+                   t.tiles, Grouped(static_cast<int64_t>(t.rows_in) * n * n), t.results_out);
   // column headers and weight writes
   std::string head(kMargin - 1, ' ');
   std::string writes(kMargin - 1, ' ');
@@ -144,12 +145,12 @@ std::string FormatTeachSummary(const TeachRun& run, bool color) {
                    run.counters.cycles, run.predicted.total);
   s += fmt::format("  stream {}  weight load {}  stall {}  drain {}\n", run.counters.stream_cycles,
                    run.counters.load_cycles, run.counters.stall_cycles, run.counters.drain_cycles);
-  s += fmt::format("  MACs: {} useful (M x K x N), {} issued (rows x N x N); utilization {:.1f} %\n",
-                   useful, issued,
-                   run.counters.cycles
-                       ? 100.0 * static_cast<double>(useful) /
-                             (static_cast<double>(run.counters.cycles) * run.dim * run.dim)
-                       : 0.0);
+  s += fmt::format(
+      "  MACs: {} useful (M x K x N), {} issued (rows x N x N); utilization {:.1f} %\n", useful,
+      issued,
+      run.counters.cycles ? 100.0 * static_cast<double>(useful) /
+                                (static_cast<double>(run.counters.cycles) * run.dim * run.dim)
+                          : 0.0);
   s += MatrixText("C = A x B from the RTL", run.c.rows, run.c.cols,
                   [&](int64_t r, int64_t c) { return run.c.at(r, c); });
   s += run.matches_reference ? "  bit-exact with the Eigen int32 reference\n"
@@ -172,7 +173,8 @@ nlohmann::json TeachJson(const TeachRun& run) {
   for (const TeachCycle& t : run.cycles) {
     const sim::ArrayState& st = t.state;
     json pe = json::array();
-    for (const sim::PeState& e : st.pe) pe.push_back({e.weight, e.shadow, e.act, e.psum, e.sw ? 1 : 0});
+    for (const sim::PeState& e : st.pe)
+      pe.push_back({e.weight, e.shadow, e.act, e.psum, e.sw ? 1 : 0});
     json in = json::array(), sw = json::array(), wr = json::array();
     for (size_t r = 0; r < st.act_in.size(); ++r) {
       in.push_back(st.act_in[r]);

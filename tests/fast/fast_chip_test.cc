@@ -56,7 +56,8 @@ TEST_P(FastChipSizeTest, TiledGemmEqualsEigenAtAnySize) {
             r.cycles);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, FastChipSizeTest, ::testing::Values(2, 3, 5, 12, 64, 100, 256, 512));
+INSTANTIATE_TEST_SUITE_P(Sizes, FastChipSizeTest,
+                         ::testing::Values(2, 3, 5, 12, 64, 100, 256, 512));
 
 // The counters of a run do not depend on the values it moves (docs/timing.md says so on
 // the strength of this test): the same program with other data, and with no data at all.
@@ -116,7 +117,8 @@ TEST(FastChipTest, EnginesOnSeveralThreadsAgreeWithSequentialRuns) {
   std::vector<config::TpuConfig> configs;
   for (int i = 0; i < 4; ++i) {
     const int n = 4 << i;  // 4, 8, 16, 32
-    const Matrix<int8_t> a = gemm::RandomInt8(50, 3 * n, i), b = gemm::RandomInt8(3 * n, 2 * n, i + 9);
+    const Matrix<int8_t> a = gemm::RandomInt8(50, 3 * n, i),
+                         b = gemm::RandomInt8(3 * n, 2 * n, i + 9);
     jobs.push_back(GemmJob(compiler::MakeGemmProgram(a, b, n, true)));
     configs.push_back(Config(n));
   }

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "Vtpu_array_lockstep_n16.h"
 #include "Vtpu_array_lockstep_n2.h"
 #include "Vtpu_array_lockstep_n3.h"
 #include "Vtpu_array_lockstep_n5.h"
 #include "Vtpu_array_lockstep_n8.h"
-#include "Vtpu_array_lockstep_n16.h"
 #include "sim/port_packing.h"
 
 namespace tpu::test {
@@ -96,7 +96,8 @@ void Lockstep(int n, int cycles, uint32_t seed) {
     auto same = [&](const char* what) {
       ASSERT_EQ(Read(m.psum_pe_o), Read(m.psum_compact_o)) << what << " psum, cycle " << cycle;
       ASSERT_EQ(m.mxu_pe_flags_o, m.mxu_compact_flags_o) << what << " flags, cycle " << cycle;
-      ASSERT_EQ(Read(m.mxu_pe_data_o), Read(m.mxu_compact_data_o)) << what << " data, cycle " << cycle;
+      ASSERT_EQ(Read(m.mxu_pe_data_o), Read(m.mxu_compact_data_o))
+          << what << " data, cycle " << cycle;
       ASSERT_EQ(m.mxu_pe_tag_o, m.mxu_compact_tag_o) << what << " tag, cycle " << cycle;
     };
     same("before the edge");

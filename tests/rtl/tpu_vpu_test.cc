@@ -102,8 +102,8 @@ void RunCase(bool relu, Pool pool, uint64_t seed) {
       // Mostly values near the requantized range, sometimes large ones that saturate.
       const int32_t span = (rng() % 4 == 0) ? (1 << 30) : (1 << 22);
       rows[r][l] = static_cast<int32_t>(rng() % (2u * span + 1)) - span;
-      requant[r][l] = nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l],
-                                     relu ? 0 : -128);
+      requant[r][l] =
+          nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], relu ? 0 : -128);
     }
   }
   std::vector<std::vector<int8_t>> expected;

@@ -78,8 +78,8 @@ struct Host : sc_core::sc_module {
   }
   SC_HAS_PROCESS(Host);
 
-  tlm::tlm_response_status Transport(tlm::tlm_command cmd, uint64_t addr, void* data,
-                                     unsigned len, sc_core::sc_time* delay = nullptr) {
+  tlm::tlm_response_status Transport(tlm::tlm_command cmd, uint64_t addr, void* data, unsigned len,
+                                     sc_core::sc_time* delay = nullptr) {
     sc_core::sc_time local = sc_core::SC_ZERO_TIME;
     tlm::tlm_generic_payload t;
     t.set_command(cmd);

@@ -39,8 +39,8 @@ TEST_F(GtkwLayoutTest, EveryLayoutOpensAgainstATraceFromTpusim) {
     ASSERT_NE(at, std::string::npos) << "the header names no 'build/tpusim ... --trace FILE'";
     const std::string trace = P(args.substr(at + 8));
     args = args.substr(0, at) + "--trace " + trace + " -q";
-    const std::string tpusim = "cd " TPUSIM_SOURCE_DIR " && " TPUSIM_BINARY " " + args +
-                               " 2>" + P("tpusim.err");
+    const std::string tpusim =
+        "cd " TPUSIM_SOURCE_DIR " && " TPUSIM_BINARY " " + args + " 2>" + P("tpusim.err");
     ASSERT_EQ(std::system(tpusim.c_str()), 0) << args << ": " << Slurp(P("tpusim.err"));
     const std::string cmd =
         "timeout 120 xvfb-run -a gtkwave -S " TPUSIM_SOURCE_DIR "/traces/check_layout.tcl " +

@@ -27,8 +27,10 @@ TEST_F(CosimCliTest, RandomProgramsAgreeAndTheJsonSaysSo) {
 }
 
 TEST_F(CosimCliTest, SeveralConfigsRunInChildProcesses) {
-  const Outcome o = Run("cosim --config teach-4 --config lab-8 --set host_mem_latency_cycles=300 "
-                        "--programs 10 --json " + P("c.json"));
+  const Outcome o =
+      Run("cosim --config teach-4 --config lab-8 --set host_mem_latency_cycles=300 "
+          "--programs 10 --json " +
+          P("c.json"));
   ASSERT_EQ(o.exit_code, 0) << o.err;
   const auto j = nlohmann::json::parse(Slurp(P("c.json")));
   EXPECT_EQ(j["programs"], 20);

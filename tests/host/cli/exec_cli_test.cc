@@ -39,10 +39,10 @@ TEST_F(ExecCliTest, ShippedExampleComputesTheDenseLayerAndPrintsCounters) {
 }
 
 TEST_F(ExecCliTest, ShippedPoolingExampleComputesItsLayerOnTheFourByFourChip) {
-  const Outcome o = Run("exec " + kExamples + "pool_layer.asm --config teach-4 --host-in " +
-                        kExamples + "pool_layer.host.bin --weights-in " + kExamples +
-                        "pool_layer.weights.bin --host-out " + P("y.bin") +
-                        " --host-out-range 0x200:16");
+  const Outcome o =
+      Run("exec " + kExamples + "pool_layer.asm --config teach-4 --host-in " + kExamples +
+          "pool_layer.host.bin --weights-in " + kExamples + "pool_layer.weights.bin --host-out " +
+          P("y.bin") + " --host-out-range 0x200:16");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(Slurp(P("y.bin")), Slurp(kExamples + "pool_layer.expected.bin"));
   EXPECT_NE(o.out.find("vpu_rows_in 16  vpu_rows_out 4"), std::string::npos) << o.out;
@@ -64,8 +64,8 @@ TEST_F(ExecCliTest, BinaryProgramRunsLikeItsAssembly) {
 
 TEST_F(ExecCliTest, InvalidOpcodeStopsWithAClearErrorAndNoOutput) {
   WriteText("bad.asm", "nop\nraw 0x0b\nhalt\n");
-  const Outcome o = ExpectError("exec " + P("bad.asm") + " --config teach-4 --json " +
-                                    P("r.json") + " --host-out " + P("out.bin"),
+  const Outcome o = ExpectError("exec " + P("bad.asm") + " --config teach-4 --json " + P("r.json") +
+                                    " --host-out " + P("out.bin"),
                                 1, "the chip stopped at instruction 1: invalid opcode");
   EXPECT_NE(o.out.find("status    error (chip status: invalid-opcode)"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(P("out.bin"))) << "no results from a failed run";
@@ -98,7 +98,8 @@ TEST_F(ExecCliTest, TraceIsAValidWaveformOfTheChip) {
     EXPECT_EQ(o.out, "");
   }
   // A window: the first and last timestamps are those of its cycles (10 ns a cycle).
-  const Outcome w = Run(kDenseArgs + " --trace " + P("w.vcd") + " --trace-start 100 --trace-end 109 -q");
+  const Outcome w =
+      Run(kDenseArgs + " --trace " + P("w.vcd") + " --trace-start 100 --trace-end 109 -q");
   ASSERT_EQ(w.exit_code, 0) << w.err;
   const std::string wv = Slurp(P("w.vcd"));
   EXPECT_NE(wv.find("\n#1000\n"), std::string::npos);
@@ -107,7 +108,8 @@ TEST_F(ExecCliTest, TraceIsAValidWaveformOfTheChip) {
   EXPECT_EQ(wv.find("\n#995\n"), std::string::npos);
   ExpectError(kDenseArgs + " --trace " + P("x.fst") + " --trace-start 9 --trace-end 3", 2,
               "--trace-end 3 is before --trace-start 9");
-  const std::string cmd = "fst2vcd -f '" + P("t.fst") + "' -o '" + P("conv.vcd") + "' >/dev/null 2>&1";
+  const std::string cmd =
+      "fst2vcd -f '" + P("t.fst") + "' -o '" + P("conv.vcd") + "' >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   for (const std::string& vcd : {Slurp(P("conv.vcd")), Slurp(P("t.vcd"))}) {
     EXPECT_NE(vcd.find("u_controller"), std::string::npos);
@@ -122,11 +124,13 @@ TEST_F(ExecCliTest, BadInputsAreUsageErrors) {
   ExpectError("exec " + P("typo.asm"), 2, "typo.asm:2: unknown instruction 'matmull'");
   WriteText("ok.asm", "halt\n");
   ExpectError("exec " + P("ok.asm") + " --config nosuch", 2, "unknown preset 'nosuch'");
-  ExpectError("exec " + P("ok.asm") + " --host-in " + P("nothere.bin"), 2, "nothere.bin: cannot open");
+  ExpectError("exec " + P("ok.asm") + " --host-in " + P("nothere.bin"), 2,
+              "nothere.bin: cannot open");
   WriteText("big.bin", std::string(2000, 'x'));
   ExpectError("exec " + P("ok.asm") + " -c teach-4 --host-in " + P("big.bin") + "@0xFFFFF", 2,
               "run past the end of host_mem_bytes");
-  ExpectError("exec " + P("ok.asm") + " --host-in " + P("big.bin") + "@zz", 2, "'zz' is not a number");
+  ExpectError("exec " + P("ok.asm") + " --host-in " + P("big.bin") + "@zz", 2,
+              "'zz' is not a number");
   ExpectError("exec " + P("ok.asm") + " --set bogus=1", 2, "unknown key 'bogus'");
   ExpectError("exec " + P("ok.asm") + " --set host_mem_bytes_per_cycle=0", 2,
               "host_mem_bytes_per_cycle 0 is out of range");
@@ -139,7 +143,8 @@ TEST_F(ExecCliTest, BadInputsAreUsageErrors) {
 
 TEST_F(ExecCliTest, ConfigOverrideChangesTheTiming) {
   const Outcome fast = Run(kDenseArgs + " --json " + P("f.json"));
-  const Outcome slow = Run(kDenseArgs + " --set host_mem_latency_cycles=1000 --json " + P("s.json"));
+  const Outcome slow =
+      Run(kDenseArgs + " --set host_mem_latency_cycles=1000 --json " + P("s.json"));
   ASSERT_EQ(fast.exit_code, 0) << fast.err;
   ASSERT_EQ(slow.exit_code, 0) << slow.err;
   const auto f = nlohmann::json::parse(Slurp(P("f.json")));
@@ -173,8 +178,7 @@ TEST_F(ExecCliTest, FastEngineGivesTheSameReportAsTheRtl) {
 TEST_F(ExecCliTest, SizesWithoutRtlRunOnTheFastEngine) {
   WriteText("copy.asm", "read_host host=0 ub=0 rows=2\nwrite_host ub=0 host=1024 rows=2\nhalt\n");
   std::ofstream(P("in.bin"), std::ios::binary) << std::string(512, 'x');
-  ExpectError("exec " + P("copy.asm") + " --array 40 --host-in " + P("in.bin"), 2,
-              "--engine fast");
+  ExpectError("exec " + P("copy.asm") + " --array 40 --host-in " + P("in.bin"), 2, "--engine fast");
   const Outcome s = Run("exec " + P("copy.asm") + " --array 40 --engine fast --host-in " +
                         P("in.bin") + " --host-out " + P("out.bin") + " --host-out-range 1024:80");
   ASSERT_EQ(s.exit_code, 0) << s.err;

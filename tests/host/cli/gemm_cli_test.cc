@@ -152,7 +152,8 @@ TEST_F(GemmCliTest, FastEngineCountsWhatTheRtlCounts) {
   EXPECT_EQ(a["cycles"], b["cycles"]);
   EXPECT_EQ(a["cycle_breakdown"], b["cycle_breakdown"]);
   EXPECT_TRUE(b["matches_reference"].get<bool>());
-  const Outcome big = Run("gemm --engine fast --array 48 --m 100 --k 70 --n 50 --json " + P("big.json"));
+  const Outcome big =
+      Run("gemm --engine fast --array 48 --m 100 --k 70 --n 50 --json " + P("big.json"));
   ASSERT_EQ(big.exit_code, 0) << big.err;
   const auto j = nlohmann::json::parse(Slurp(P("big.json")));
   EXPECT_EQ(j["cycles"], j["predicted_cycles"]);  // the closed form of docs/mxu.md holds at 48

@@ -22,7 +22,8 @@ class RunCliTest : public CliFixture {};
 
 TEST_F(RunCliTest, ReportLayersAddUpToTheTotals) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
-  const Outcome o = Run("run --images 40 --batch 20 --json " + P("r.json") + " --csv " + P("r.csv"));
+  const Outcome o =
+      Run("run --images 40 --batch 20 --json " + P("r.json") + " --csv " + P("r.csv"));
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("bit-exact  yes"), std::string::npos) << o.out;
   const auto j = nlohmann::json::parse(Slurp(P("r.json")));
@@ -56,10 +57,10 @@ TEST_F(RunCliTest, EnergyTableOverrideChangesTheEnergy) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
   std::ofstream(P("zero-dram.json")) << R"({"name": "no-dram", "dram_64bit_access_pj": 0})";
   ASSERT_EQ(Run("run --images 8 --batch 8 -q --json " + P("a.json")).exit_code, 0);
-  ASSERT_EQ(Run("run --images 8 --batch 8 -q --energy " + P("zero-dram.json") + " --json " +
-                P("b.json"))
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Run("run --images 8 --batch 8 -q --energy " + P("zero-dram.json") + " --json " + P("b.json"))
+          .exit_code,
+      0);
   const auto a = nlohmann::json::parse(Slurp(P("a.json")));
   const auto b = nlohmann::json::parse(Slurp(P("b.json")));
   EXPECT_EQ(b["energy_components_pj"]["dram"].get<double>(), 0.0);
@@ -85,18 +86,19 @@ TEST_F(RunCliTest, CompiledLayerRunsWithExec) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
   const Outcome c = Run("compile --config teach-4 --images 2 --out " + P("prog"));
   ASSERT_EQ(c.exit_code, 0) << c.err;
-  for (const char* f : {"conv1+pool1.asm", "conv1+pool1.host.bin", "conv1+pool1.weights.bin",
-                        "fc3.asm"}) {
+  for (const char* f :
+       {"conv1+pool1.asm", "conv1+pool1.host.bin", "conv1+pool1.weights.bin", "fc3.asm"}) {
     EXPECT_TRUE(std::filesystem::exists(P("prog/") + f)) << f;
   }
   // Deterministic: compiling again gives the same bytes.
   ASSERT_EQ(Run("compile --config teach-4 --images 2 --out " + P("prog2")).exit_code, 0);
-  for (const char* f : {"conv1+pool1.asm", "conv2+pool2.host.bin", "fc1.weights.bin", "jobs.json"}) {
+  for (const char* f :
+       {"conv1+pool1.asm", "conv2+pool2.host.bin", "fc1.weights.bin", "jobs.json"}) {
     EXPECT_EQ(Slurp(P("prog/") + f), Slurp(P("prog2/") + f)) << f;
   }
-  const Outcome e = Run("exec " + P("prog/conv1+pool1.asm") + " --config teach-4 --host-in " +
-                        P("prog/conv1+pool1.host.bin") + " --weights-in " +
-                        P("prog/conv1+pool1.weights.bin"));
+  const Outcome e =
+      Run("exec " + P("prog/conv1+pool1.asm") + " --config teach-4 --host-in " +
+          P("prog/conv1+pool1.host.bin") + " --weights-in " + P("prog/conv1+pool1.weights.bin"));
   ASSERT_EQ(e.exit_code, 0) << e.err;
   EXPECT_NE(e.out.find("status    halted (chip status: ok)"), std::string::npos);
 }
@@ -111,7 +113,8 @@ TEST_F(RunCliTest, CompareTableHasCpuAndTpuRows) {
   for (const auto& r : j["rows"]) names.push_back(r["backend"]);
   ASSERT_GE(names.size(), 4u);  // then cuda-int8 and cuda-fp32 where a GPU is usable
   names.resize(4);
-  EXPECT_EQ(names, (std::vector<std::string>{"cpu-fp32", "cpu-int8", "tpu teach-4", "tpu small-16"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"cpu-fp32", "cpu-int8", "tpu teach-4", "tpu small-16"}));
   // Same int8 arithmetic everywhere: the TPU rows classify exactly as the CPU int8 row.
   EXPECT_EQ(j["rows"][2]["accuracy"], j["rows"][1]["accuracy"]);
   EXPECT_EQ(j["rows"][3]["accuracy"], j["rows"][1]["accuracy"]);
@@ -127,7 +130,8 @@ TEST_F(RunCliTest, BadInputsAreUsageErrors) {
   ExpectError("run --energy " + P("bad.json"), 2, "unknown key 'dram_pj'");
   ExpectError("run --model " + P("nomodel"), 2, "nomodel");
   ExpectError("compare --configs small-16,nosuch", 2, "unknown preset 'nosuch'");
-  ExpectError("compile --out " + P("x") + " --images 0", 2, "--images and --batch must be at least 1");
+  ExpectError("compile --out " + P("x") + " --images 0", 2,
+              "--images and --batch must be at least 1");
 }
 
 // The same run on both engines: the same JSON but for the engine and the wall time.

@@ -14,6 +14,7 @@
 #include "host/nn/quantize.h"
 #include "host/report/energy.h"
 #include "tests/host/nn/nn_test_util.h"
+#include "tests/mnist_test_util.h"
 
 namespace tpu::compiler {
 namespace {
@@ -96,7 +97,8 @@ TEST(CompilerTest, UnsupportedLayersAndSizesAreClearErrors) {
     LayerCompiler(wide, PlanSteps(wide)[0], config::LoadConfig("teach-4"));
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("need 50 VPU parameter sets"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("need 50 VPU parameter sets"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -107,8 +109,8 @@ nn::Model SecondCnn() {
   m.name = "second";
   m.input = {11, 11, 3};
   m.layers = {MakeLayer(LayerType::kConv2d, 20, 5, 2, "same"),  // 6 x 6 x 20
-              MakeLayer(LayerType::kMaxPool2d),                // 3 x 3 x 20
-              MakeLayer(LayerType::kConv2d, 7, 3, 1, "same"),  // 3 x 3 x 7
+              MakeLayer(LayerType::kMaxPool2d),                 // 3 x 3 x 20
+              MakeLayer(LayerType::kConv2d, 7, 3, 1, "same"),   // 3 x 3 x 7
               MakeLayer(LayerType::kFlatten),
               MakeLayer(LayerType::kDense, 33),
               MakeLayer(LayerType::kDense, 10, 1, 1, "valid", Activation::kSoftmax)};
@@ -135,18 +137,15 @@ void ExpectBitExact(const char* preset, int batch, engine::EngineKind kind) {
 
 class CompilerEngineTest : public ::testing::TestWithParam<engine::EngineKind> {};
 
-TEST_P(CompilerEngineTest, SecondCnnIsBitExactOnTeach4) { ExpectBitExact("teach-4", 7, GetParam()); }
+TEST_P(CompilerEngineTest, SecondCnnIsBitExactOnTeach4) {
+  ExpectBitExact("teach-4", 7, GetParam());
+}
 TEST_P(CompilerEngineTest, SecondCnnIsBitExactOnSmall16) {
   ExpectBitExact("small-16", 20, GetParam());
 }
 
 TEST_P(CompilerEngineTest, LenetOn200MnistImagesIsBitExact) {
-  std::string dir;
-  try {
-    dir = data::FindMnistDir("");
-  } catch (const UsageError& e) {
-    GTEST_SKIP() << e.what();
-  }
+  TPUSIM_MNIST_DIR_OR_SKIP(dir)
   const nn::Model m = Lenet();
   const data::MnistSet set = data::LoadMnist(dir, false, 200);
   const auto chip = engine::MakeChipEngine(GetParam(), config::LoadConfig("small-16"), {});
@@ -154,7 +153,8 @@ TEST_P(CompilerEngineTest, LenetOn200MnistImagesIsBitExact) {
   EXPECT_EQ(r.mismatches, 0);
   EXPECT_GE(r.correct, 194);  // the committed model gets 98.9 % of all 10,000 right
   // Per-layer counters add up; MACs match the layers' arithmetic.
-  EXPECT_EQ(r.TotalMacs(), 200 * (30 * 30 * 9 * 6 + 12 * 12 * 54 * 16 + 576 * 120 + 120 * 84 + 84 * 10));
+  EXPECT_EQ(r.TotalMacs(),
+            200 * (30 * 30 * 9 * 6 + 12 * 12 * 54 * 16 + 576 * 120 + 120 * 84 + 84 * 10));
   uint64_t cycles = 0;
   for (const auto& l : r.layers) cycles += l.counters.cycles;
   EXPECT_EQ(cycles, r.Total().cycles);
@@ -181,7 +181,7 @@ TEST(EnergyTest, TotalsAreTheSumOfComponentsAndTheTableDrivesThem) {
   double sum = 0;
   for (const auto& [k, v] : e.components) sum += v;
   EXPECT_DOUBLE_EQ(e.Total(), sum);
-  EXPECT_DOUBLE_EQ(e.components[0].second, 1000 * (0.2 + 0.1));   // mac
+  EXPECT_DOUBLE_EQ(e.components[0].second, 1000 * (0.2 + 0.1));    // mac
   EXPECT_DOUBLE_EQ(e.components.back().second, 800 * 1300.0 / 8);  // dram
   // 256 KiB unified buffer: between the 32 KiB (20 pJ) and 1 MiB (100 pJ) points.
   EXPECT_GT(t.SramAccessPj(262144), 20.0);

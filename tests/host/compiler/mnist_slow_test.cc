@@ -4,20 +4,17 @@
 #include "host/common/errors.h"
 #include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
+#include "tests/mnist_test_util.h"
 
 namespace tpu::compiler {
 namespace {
 
 TEST(MnistSlowTest, AllTenThousandTestImagesAreBitExactOnSmall16) {
-  std::string dir;
-  try {
-    dir = data::FindMnistDir("");
-  } catch (const UsageError& e) {
-    GTEST_SKIP() << e.what();
-  }
+  TPUSIM_MNIST_DIR_OR_SKIP(dir)
   const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
   const data::MnistSet set = data::LoadMnist(dir, false);
-  const auto chip = engine::MakeChipEngine(engine::EngineKind::kRtl, config::LoadConfig("small-16"), {});
+  const auto chip =
+      engine::MakeChipEngine(engine::EngineKind::kRtl, config::LoadConfig("small-16"), {});
   const TpuRunResult r =
       RunModelOnTpu(m, *chip, set.pixels.data(), set.labels.data(), set.count, 64);
   EXPECT_EQ(r.mismatches, 0);

@@ -2,21 +2,23 @@
 // job of a compiled MNIST batch, the shipped examples, and the comparison's own checks:
 // it notices a difference anywhere, and a mismatch folder replays. Each test is its own
 // process, so each can have its one RTL system.
+#include "host/cosim/cosim.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
+#include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
-#include "host/cosim/cosim.h"
 #include "host/cosim/program_generator.h"
 #include "host/data/mnist.h"
 #include "host/engine/chip_engine.h"
 #include "host/engine/timeline.h"
 #include "host/isa/assembler.h"
 #include "host/nn/int8_ops.h"
-#include "host/common/errors.h"
+#include "tests/mnist_test_util.h"
 
 namespace tpu::cosim {
 namespace {
@@ -60,9 +62,9 @@ TEST_P(CosimSizeTest, TwoHundredRandomProgramsAgreeOnEverything) {
   EXPECT_EQ(s.programs, 200u);
   EXPECT_EQ(s.mismatches, 0u) << s.first_mismatch;
   // The programs end in every way a run can end.
-  for (const char* ending : {"halted", "no-halt", "watchdog", "error: invalid-opcode",
-                             "error: address-out-of-range", "error: buffer-overflow",
-                             "error: bad-operand"}) {
+  for (const char* ending :
+       {"halted", "no-halt", "watchdog", "error: invalid-opcode", "error: address-out-of-range",
+        "error: buffer-overflow", "error: bad-operand"}) {
     EXPECT_GT(s.endings.count(ending) ? s.endings.at(ending) : 0, 0u) << ending;
   }
   EXPECT_GT(s.endings.at("halted"), 100u);
@@ -73,18 +75,14 @@ INSTANTIATE_TEST_SUITE_P(BuiltSizes, CosimSizeTest, ::testing::Values(4, 8, 16, 
 // Every layer job of an MNIST batch, on each engine: identical status, counters, outputs
 // and timelines, job by job.
 TEST(CosimTest, EveryJobOfACompiledMnistBatchAgrees) {
-  std::string dir;
-  try {
-    dir = data::FindMnistDir("");
-  } catch (const UsageError& e) {
-    GTEST_SKIP() << e.what();
-  }
+  TPUSIM_MNIST_DIR_OR_SKIP(dir)
   const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
   const data::MnistSet set = data::LoadMnist(dir, false, 16);
   const config::TpuConfig c = config::LoadConfig("small-16");
   Engines e = Make(c);
   std::vector<int8_t> act;
-  for (int64_t i = 0; i < 16 * m.input.Size(); ++i) act.push_back(nn::QuantizePixel(set.pixels[static_cast<size_t>(i)]));
+  for (int64_t i = 0; i < 16 * m.input.Size(); ++i)
+    act.push_back(nn::QuantizePixel(set.pixels[static_cast<size_t>(i)]));
   int jobs = 0;
   for (const compiler::LayerStep& step : compiler::PlanSteps(m)) {
     const compiler::LayerCompiler lc(m, step, c);
@@ -147,11 +145,14 @@ TEST(CosimTest, CompareNoticesEveryKindOfDifference) {
     return Compare(a, b);
   };
   EXPECT_NE(changed([](auto& b) { b.state = "watchdog"; }).find("ended as"), std::string::npos);
-  EXPECT_NE(changed([](auto& b) { b.chip_status = "bad-operand"; }).find("status"), std::string::npos);
-  EXPECT_NE(changed([](auto& b) { b.error_pc = 3; }).find("error_pc"), std::string::npos);
-  EXPECT_NE(changed([](auto& b) { b.counters.ub_reads = 1; }).find("counter ub_reads is 0 on rtl, 1"),
+  EXPECT_NE(changed([](auto& b) { b.chip_status = "bad-operand"; }).find("status"),
             std::string::npos);
-  EXPECT_NE(changed([](auto& b) { b.host_out[2] = 9; }).find("host memory byte 2"), std::string::npos);
+  EXPECT_NE(changed([](auto& b) { b.error_pc = 3; }).find("error_pc"), std::string::npos);
+  EXPECT_NE(
+      changed([](auto& b) { b.counters.ub_reads = 1; }).find("counter ub_reads is 0 on rtl, 1"),
+      std::string::npos);
+  EXPECT_NE(changed([](auto& b) { b.host_out[2] = 9; }).find("host memory byte 2"),
+            std::string::npos);
   EXPECT_NE(changed([](auto& b) { b.message = "x"; }).find("message"), std::string::npos);
 }
 

@@ -10,6 +10,7 @@
 #include "host/nn/int8_reference.h"
 #include "host/nn/quantize.h"
 #include "tests/host/nn/nn_test_util.h"
+#include "tests/mnist_test_util.h"
 
 namespace tpu::cuda {
 namespace {
@@ -21,7 +22,8 @@ std::vector<std::vector<int8_t>> RunInt8(const nn::Model& m, const uint8_t* pixe
   std::vector<std::vector<int8_t>> outs;
   for (const nn::Layer& l : m.layers) {
     const LayerDesc d = Describe(l);
-    const std::vector<int8_t> w = l.HasWeights() ? OutputMajor(l, l.q.weights.data) : std::vector<int8_t>{};
+    const std::vector<int8_t> w =
+        l.HasWeights() ? OutputMajor(l, l.q.weights.data) : std::vector<int8_t>{};
     std::vector<int8_t> y(static_cast<size_t>(OutSize(d)));
     for (int64_t o = 0; o < OutSize(d); ++o) {
       y[static_cast<size_t>(o)] =
@@ -39,7 +41,8 @@ int RunFp32(const nn::Model& m, const uint8_t* pixels) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = pixels[i] / 255.0f;
   for (const nn::Layer& l : m.layers) {
     const LayerDesc d = Describe(l);
-    const std::vector<float> w = l.HasWeights() ? OutputMajor(l, l.weights.data) : std::vector<float>{};
+    const std::vector<float> w =
+        l.HasWeights() ? OutputMajor(l, l.weights.data) : std::vector<float>{};
     std::vector<float> y(static_cast<size_t>(OutSize(d)));
     for (int64_t o = 0; o < OutSize(d); ++o) {
       y[static_cast<size_t>(o)] = LayerOutFp32(d, x.data(), w.data(), l.bias.data.data(), o);
@@ -55,7 +58,8 @@ void ExpectEqualsReference(const nn::Model& m, const data::MnistSet& s) {
   }
   const auto cpu = nn::InferCpu(m, s, s.count, nn::CpuBackend::kFp32, 16, 1);
   int64_t same = 0;
-  for (int64_t i = 0; i < s.count; ++i) same += RunFp32(m, s.Image(i)) == cpu.predictions[static_cast<size_t>(i)];
+  for (int64_t i = 0; i < s.count; ++i)
+    same += RunFp32(m, s.Image(i)) == cpu.predictions[static_cast<size_t>(i)];
   EXPECT_GE(same, s.count * 98 / 100) << "fp32 predictions agree with the CPU fp32 backend";
 }
 
@@ -72,12 +76,7 @@ TEST(CnnOpsTest, AvgPoolModel) {
 }
 
 TEST(CnnOpsTest, CommittedLenetOnMnist) {
-  std::string dir;
-  try {
-    dir = data::FindMnistDir("");
-  } catch (const UsageError& e) {
-    GTEST_SKIP() << e.what();
-  }
+  TPUSIM_MNIST_DIR_OR_SKIP(dir)
   const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
   ExpectEqualsReference(m, data::LoadMnist(dir, false, 50));
 }

@@ -11,6 +11,7 @@
 
 #include "host/common/errors.h"
 #include "host/data/mnist.h"
+#include "tests/mnist_test_util.h"
 
 namespace tpu::data {
 namespace {
@@ -140,12 +141,7 @@ TEST_F(IdxTest, MnistIsPaddedTo32By32) {
 }
 
 TEST(MnistTest, SharedDataSetLoads) {
-  std::string dir;
-  try {
-    dir = FindMnistDir("");
-  } catch (const UsageError& e) {
-    GTEST_SKIP() << e.what();
-  }
+  TPUSIM_MNIST_DIR_OR_SKIP(dir)
   const MnistSet test = LoadMnist(dir, /*train=*/false);
   EXPECT_EQ(test.count, 10000);
   EXPECT_EQ(test.labels[0], 7);  // the famous first test digit

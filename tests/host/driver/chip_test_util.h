@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "host/common/npy.h"
-#include "host/config/tpu_config.h"
 #include "host/compiler/gemm_program.h"
 #include "host/compiler/packing.h"
+#include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
 #include "host/isa/assembler.h"
 
@@ -50,12 +50,12 @@ inline engine::ExecJob Job(const std::string& asm_text, std::vector<uint8_t> hos
 }
 
 inline engine::ExecResult RunChip(EngineKind kind, const std::string& preset,
-                                  const std::string& asm_text,
-                                  std::vector<uint8_t> host_image = {},
+                                  const std::string& asm_text, std::vector<uint8_t> host_image = {},
                                   std::vector<uint8_t> weight_image = {}, uint64_t out_addr = 0,
                                   uint64_t out_bytes = 0, engine::EngineOptions options = {}) {
   const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), options);
-  return chip->Run(Job(asm_text, std::move(host_image), std::move(weight_image), out_addr, out_bytes));
+  return chip->Run(
+      Job(asm_text, std::move(host_image), std::move(weight_image), out_addr, out_bytes));
 }
 
 // Names the engine in parameterized test names: .../rtl, .../fast.

@@ -152,7 +152,7 @@ TEST_P(ChipTest, InterlocksKeepDependentInstructionsInOrder) {
           << i << "," << l;
     }
   }
-  EXPECT_GT(r.counters.issue_stall_ub_hazard, 200u);   // matmul and write_host waited
+  EXPECT_GT(r.counters.issue_stall_ub_hazard, 200u);     // matmul and write_host waited
   EXPECT_GT(r.counters.issue_stall_acc_hazard, 2u * n);  // activate waited for the drain
 }
 
@@ -243,9 +243,8 @@ TEST_P(ActivateTest, MatchesTheCpuInt8ReferenceFunctions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ActivateTest,
-                         ::testing::Combine(::testing::Values(Mode::kPlain, Mode::kRelu,
-                                                              Mode::kAvg, Mode::kMax,
-                                                              Mode::kReluMax),
+                         ::testing::Combine(::testing::Values(Mode::kPlain, Mode::kRelu, Mode::kAvg,
+                                                              Mode::kMax, Mode::kReluMax),
                                             ::testing::Values(EngineKind::kRtl,
                                                               EngineKind::kFast)));
 
@@ -253,8 +252,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, ActivateTest,
 
 TEST_P(ChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {
   const auto r = RunChip(GetParam(), "teach-4",
-                         "nop\nraw 0x09\nread_host host=0 ub=0 rows=1\nhalt\n",
-                         RandomBytes(4, 5));
+                         "nop\nraw 0x09\nread_host host=0 ub=0 rows=1\nhalt\n", RandomBytes(4, 5));
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.state, "error");
   EXPECT_EQ(r.chip_status, "invalid-opcode");
@@ -265,7 +263,8 @@ TEST_P(ChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {
 
 TEST_P(ChipTest, AddressOutsideTheUnifiedBufferIsReported) {
   // teach-4 has 16,384 unified-buffer rows.
-  const auto r = RunChip(GetParam(), "teach-4", "read_host host=0 ub=16384 rows=1\nhalt\n", RandomBytes(4, 6));
+  const auto r =
+      RunChip(GetParam(), "teach-4", "read_host host=0 ub=16384 rows=1\nhalt\n", RandomBytes(4, 6));
   EXPECT_EQ(r.state, "error");
   EXPECT_EQ(r.chip_status, "address-out-of-range");
   EXPECT_EQ(r.error_pc, 0u);
@@ -274,14 +273,16 @@ TEST_P(ChipTest, AddressOutsideTheUnifiedBufferIsReported) {
 
 TEST_P(ChipTest, AddressOutsideHostMemoryIsReported) {
   // teach-4 has 1 MiB of host memory.
-  const auto r = RunChip(GetParam(), "teach-4", "nop\nnop\nwrite_host ub=0 host=0x100000 rows=1\nhalt\n");
+  const auto r =
+      RunChip(GetParam(), "teach-4", "nop\nnop\nwrite_host ub=0 host=0x100000 rows=1\nhalt\n");
   EXPECT_EQ(r.chip_status, "address-out-of-range");
   EXPECT_EQ(r.error_pc, 2u);
   EXPECT_EQ(r.counters.host_bytes_written, 0u);
 }
 
 TEST_P(ChipTest, UnifiedBufferOverflowIsReported) {
-  const auto r = RunChip(GetParam(), "teach-4", "read_host host=0 ub=16380 rows=8\nhalt\n", RandomBytes(32, 7));
+  const auto r = RunChip(GetParam(), "teach-4", "read_host host=0 ub=16380 rows=8\nhalt\n",
+                         RandomBytes(32, 7));
   EXPECT_EQ(r.state, "error");
   EXPECT_EQ(r.chip_status, "buffer-overflow");
   EXPECT_EQ(r.counters.ub_writes, 0u);
@@ -300,7 +301,8 @@ TEST_P(ChipTest, WeightMemoryOverflowIsReported) {
 }
 
 TEST_P(ChipTest, PoolingRowsNotAMultipleOfFourAreABadOperand) {
-  const auto r = RunChip(GetParam(), "teach-4", "activate acc=0 ub=0 rows=6 params=0 pool=max\nhalt\n");
+  const auto r =
+      RunChip(GetParam(), "teach-4", "activate acc=0 ub=0 rows=6 params=0 pool=max\nhalt\n");
   EXPECT_EQ(r.chip_status, "bad-operand");
 }
 
@@ -310,7 +312,8 @@ TEST_P(ChipTest, ParameterSetOutOfRangeIsReported) {
 }
 
 TEST_P(ChipTest, ProgramWithoutHaltEndsWithAClearStatus) {
-  const auto r = RunChip(GetParam(), "teach-4", "read_host host=0 ub=0 rows=2\nnop\n", RandomBytes(8, 8));
+  const auto r =
+      RunChip(GetParam(), "teach-4", "read_host host=0 ub=0 rows=2\nnop\n", RandomBytes(8, 8));
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.state, "no-halt");
   EXPECT_EQ(r.chip_status, "ok");
@@ -322,7 +325,8 @@ TEST_P(ChipTest, WatchdogNamesTheStuckUnit) {
   // A matmul that switches to a weight tile no read_weights ever brings waits forever.
   engine::EngineOptions o;
   o.watchdog_cycles = 500;
-  const auto r = RunChip(GetParam(), "teach-4", "matmul ub=0 acc=0 rows=4 switch\nhalt\n", {}, {}, 0, 0, o);
+  const auto r =
+      RunChip(GetParam(), "teach-4", "matmul ub=0 acc=0 rows=4 switch\nhalt\n", {}, {}, 0, 0, o);
   EXPECT_EQ(r.state, "watchdog");
   EXPECT_NE(r.message.find("no progress for 500 cycles"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("instruction 1 (halt)"), std::string::npos) << r.message;
@@ -370,8 +374,8 @@ TEST_P(ChipTest, SeveralJobsRunOnOneSystem) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, ChipTest,
-                         ::testing::Values(EngineKind::kRtl, EngineKind::kFast), EngineParamName);
+INSTANTIATE_TEST_SUITE_P(Engines, ChipTest, ::testing::Values(EngineKind::kRtl, EngineKind::kFast),
+                         EngineParamName);
 
 }  // namespace
 }  // namespace tpu::test

@@ -1,5 +1,7 @@
 // The instruction timeline (host/engine/timeline.cc): the same program gives the same
 // timeline on both engines, and the timeline says what each unit did when.
+#include "host/engine/timeline.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -7,7 +9,6 @@
 #include <map>
 
 #include "host/engine/chip_engine.h"
-#include "host/engine/timeline.h"
 #include "host/isa/assembler.h"
 
 namespace tpu::engine {
@@ -75,12 +76,15 @@ TEST(TimelineTest, EveryInstructionIssuesOnceAndRunsOnItsUnit) {
   EXPECT_EQ(issues, static_cast<int>(r.counters.instructions));
   // examples/dense_layer.asm: 2 read_host, 1 read_weights, 2 matmul, 1 activate,
   // 1 write_host (sync and halt are the controller's).
-  EXPECT_EQ(on_units, (std::map<std::string, int>{{"read_host", 2}, {"read_weights", 1},
-                                                   {"matmul", 2}, {"activate", 1},
-                                                   {"write_host", 1}}));
+  EXPECT_EQ(on_units, (std::map<std::string, int>{{"read_host", 2},
+                                                  {"read_weights", 1},
+                                                  {"matmul", 2},
+                                                  {"activate", 1},
+                                                  {"write_host", 1}}));
   // A unit runs one instruction at a time: its slices do not overlap.
   for (auto& [tid, spans] : tracks) {
-    for (size_t i = 1; i < spans.size(); ++i) EXPECT_LE(spans[i - 1].second, spans[i].first + 1e-9) << tid;
+    for (size_t i = 1; i < spans.size(); ++i)
+      EXPECT_LE(spans[i - 1].second, spans[i].first + 1e-9) << tid;
   }
 }
 

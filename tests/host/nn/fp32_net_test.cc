@@ -9,6 +9,7 @@
 #include "host/common/errors.h"
 #include "host/nn/trainer.h"
 #include "tests/host/nn/nn_test_util.h"
+#include "tests/mnist_test_util.h"
 
 namespace tpu::nn {
 namespace {
@@ -78,12 +79,7 @@ TEST(Fp32NetTest, SoftmaxRowsSumToOne) {
 }
 
 TEST(TrainerTest, ShortTrainingOnMnistLearns) {
-  std::string dir;
-  try {
-    dir = data::FindMnistDir("");
-  } catch (const UsageError& e) {
-    GTEST_SKIP() << e.what();
-  }
+  TPUSIM_MNIST_DIR_OR_SKIP(dir)
   const data::MnistSet train = data::LoadMnist(dir, true, 6000);
   data::MnistSet test = data::LoadMnist(dir, false, 1000);
   Model m = MakeLenet5(1);

@@ -12,6 +12,7 @@
 #include "host/nn/int8_reference.h"
 #include "host/nn/quantize.h"
 #include "tests/host/nn/nn_test_util.h"
+#include "tests/mnist_test_util.h"
 
 namespace tpu::nn {
 namespace {
@@ -108,12 +109,7 @@ TEST(Int8NetTest, EigenEqualsScalarReferenceOnAvgPoolModel) {
 
 TEST(Int8NetTest, EigenEqualsScalarReferenceOnCommittedLenet5) {
   const Model m = LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
-  std::string dir;
-  try {
-    dir = data::FindMnistDir("");
-  } catch (const UsageError& e) {
-    GTEST_SKIP() << e.what();
-  }
+  TPUSIM_MNIST_DIR_OR_SKIP(dir)
   ExpectEigenEqualsReference(m, data::LoadMnist(dir, false, 100), 100);
 }
 

@@ -58,7 +58,8 @@ class Vcd {
     }
     uint64_t u = 0;
     for (char ch : bits) u = (u << 1) | (ch == '1');
-    if (width < 64 && (u >> (width - 1)) & 1) return static_cast<int64_t>(u) - (int64_t{1} << width);
+    if (width < 64 && (u >> (width - 1)) & 1)
+      return static_cast<int64_t>(u) - (int64_t{1} << width);
     return static_cast<int64_t>(u);
   }
 
@@ -89,8 +90,8 @@ TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
     for (int r = 0; r < n; ++r) {
       for (int c = 0; c < n; ++c) {
         SCOPED_TRACE(::testing::Message() << "cycle " << t.cycle << " PE " << r << "," << c);
-        const std::string pe = "TOP.tpu_mxu_top.u_matrix.u_mxu.u_array.gen_row[" + std::to_string(r) +
-                               "].gen_col[" + std::to_string(c) + "].u_pe.";
+        const std::string pe = "TOP.tpu_mxu_top.u_matrix.u_mxu.u_array.gen_row[" +
+                               std::to_string(r) + "].gen_col[" + std::to_string(c) + "].u_pe.";
         const sim::PeState& s = t.state.pe[static_cast<size_t>(r * n + c)];
         ASSERT_EQ(s.psum, vcd.At(pe + "psum_q", time, 32));
         ASSERT_EQ(s.act, vcd.At(pe + "act_q", time, 8));
@@ -100,7 +101,8 @@ TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
         nonzero += s.psum != 0;
       }
     }
-    ASSERT_EQ(t.state.out_valid, vcd.At("TOP.tpu_mxu_top.u_matrix.u_mxu.out_valid_o", time, 1) != 0);
+    ASSERT_EQ(t.state.out_valid,
+              vcd.At("TOP.tpu_mxu_top.u_matrix.u_mxu.out_valid_o", time, 1) != 0);
   }
   EXPECT_GT(nonzero, 20) << "the comparison saw activity";
 }
@@ -128,9 +130,11 @@ TEST_F(TeachTest, HtmlHoldsEveryCycleAndStepsInABrowser) {
     GTEST_SKIP() << "chromium missing (scripts/install-deps installs it)";
   }
   // Open at cycle 9 and press "step >" twice: the page must show cycle 11's values.
-  const std::string cmd = "timeout 120 chromium --headless --no-sandbox --disable-gpu "
-                          "--user-data-dir=" + P("chrome") + " --dump-dom 'file://" +
-                          P("t.html") + "#cycle=9&step=2' >" + P("dom.html") + " 2>/dev/null";
+  const std::string cmd =
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu "
+      "--user-data-dir=" +
+      P("chrome") + " --dump-dom 'file://" + P("t.html") + "#cycle=9&step=2' >" + P("dom.html") +
+      " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   const std::string dom = Slurp(P("dom.html"));
   EXPECT_NE(dom.find("id=\"cycle-label\">cycle 11 of 16<"), std::string::npos) << dom;
@@ -168,7 +172,8 @@ TEST_F(TeachTest, StepWaitsForEnterAndQGoesToTheEnd) {
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   const std::string out = Slurp(P("out"));
   size_t prompts = 0;
-  for (size_t at = 0; (at = out.find("[Enter: next cycle", at)) != std::string::npos; ++at) ++prompts;
+  for (size_t at = 0; (at = out.find("[Enter: next cycle", at)) != std::string::npos; ++at)
+    ++prompts;
   EXPECT_EQ(prompts, 3u);
   EXPECT_NE(out.find("cycle 16 of 16"), std::string::npos);
 }
@@ -200,15 +205,20 @@ TEST_F(TeachTest, BadInputsAreUsageErrors) {
 }
 
 TEST_F(TeachTest, NumpyOperandsAreShownAndMultiplied) {
-  const std::string py = "/usr/bin/python3 -c \"import numpy as np; "
-                         "np.save('" + P("A.npy") + "', np.array([[1,2],[3,4],[5,6]], dtype=np.int8)); "
-                         "np.save('" + P("B.npy") + "', np.array([[1,0,2],[0,1,3]], dtype=np.int8))\"";
+  const std::string py =
+      "/usr/bin/python3 -c \"import numpy as np; "
+      "np.save('" +
+      P("A.npy") +
+      "', np.array([[1,2],[3,4],[5,6]], dtype=np.int8)); "
+      "np.save('" +
+      P("B.npy") + "', np.array([[1,0,2],[0,1,3]], dtype=np.int8))\"";
   if (std::system(py.c_str()) != 0) GTEST_SKIP() << "python3-numpy missing";
   const Outcome o = Run("teach --array 2 --a " + P("A.npy") + " --b " + P("B.npy"));
   ASSERT_EQ(o.exit_code, 0) << o.err;
   // C = [[1,2,8],[3,4,18],[5,6,28]]; N = 3 > 2, so two column tiles.
-  EXPECT_NE(o.out.find("          1      2      8\n          3      4     18\n          5      6     28"),
-            std::string::npos)
+  EXPECT_NE(
+      o.out.find("          1      2      8\n          3      4     18\n          5      6     28"),
+      std::string::npos)
       << o.out;
   EXPECT_NE(o.out.find("2 weight tile(s) = 1 K-fold(s) x 2 N-tile(s)"), std::string::npos);
 }
