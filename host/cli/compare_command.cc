@@ -134,15 +134,16 @@ void Compare(const CompareArgs& a) {
   for (const std::string* p : {&a.json, &a.markdown}) {
     if (!p->empty()) CheckWritable(*p);
   }
-  report::LoadEnergyTable(a.energy);  // fail early on a bad table
+  // Every argument is checked before the data set is read.
+  report::LoadEnergyTable(a.energy);
+  for (const std::string& c : a.configs) config::LoadConfig(c);
+  for (const std::string& e : a.engines) engine::ParseEngineKind(e);
   const nn::Model model = nn::LoadModel(a.model);
   const data::MnistSet set = data::LoadMnist(data::FindMnistDir(a.data), false, a.images);
   if (a.images > set.count) {
     throw UsageError(
         fmt::format("--images {} is more than the {} test images", a.images, set.count));
   }
-  for (const std::string& c : a.configs) config::LoadConfig(c);  // unknown presets fail early
-  for (const std::string& e : a.engines) engine::ParseEngineKind(e);
 
   report::CompareReport report{model.name, a.images, {}, {}};
   std::vector<report::CompareRow>& rows = report.rows;
