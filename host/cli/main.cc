@@ -11,6 +11,7 @@
 #include "host/cli/isa_commands.h"
 #include "host/cli/nn_commands.h"
 #include "host/cli/run_command.h"
+#include "host/cli/sweep_command.h"
 #include "host/cli/teach_command.h"
 #include "host/common/errors.h"
 #include "host/common/revision.h"
@@ -35,6 +36,7 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddCompareCommand(app);
   tpu::cli::AddCompileCommand(app);
   tpu::cli::AddCosimCommand(app);
+  tpu::cli::AddSweepCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,10 @@
+// `tpusim sweep` and `tpusim plot`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tpu::cli {
+
+void AddSweepCommand(CLI::App& app);
+
+}  // namespace tpu::cli

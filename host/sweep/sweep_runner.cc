@@ -1,0 +1,366 @@
+// Running a sweep point by point, each as a `tpusim run` process (see sweep_runner.h).
+#include "host/sweep/sweep_runner.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "host/common/atomic_file.h"
+#include "host/common/errors.h"
+#include "host/common/progress_bar.h"
+
+extern char** environ;
+
+namespace tpu::sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string RecordPath(const std::string& dir, const std::string& key) {
+  return (fs::path(dir) / "points" / (key + ".json")).string();
+}
+
+// The record of a point, or null when there is none (or it cannot be read: a record is
+// written atomically, so that means someone else's file; the point runs again).
+nlohmann::json ReadRecord(const std::string& dir, const std::string& key) {
+  const std::string path = RecordPath(dir, key);
+  if (!fs::exists(path)) return nullptr;
+  try {
+    return nlohmann::json::parse(ReadText(path));
+  } catch (const nlohmann::json::exception&) {
+    return nullptr;
+  }
+}
+
+std::string Describe(const SweepPoint& p) {
+  std::string s = "point " + std::to_string(p.index) + " (";
+  bool first = true;
+  for (const auto& [k, v] : p.values.items()) {
+    s += (first ? "" : ", ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+    first = false;
+  }
+  return s + ")";
+}
+
+// The last non-empty line of a log: the error a failed `tpusim run` printed.
+std::string LastLine(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  return last.empty() ? "no output" : last;
+}
+
+// Runs argv with stdout and stderr into `log`; returns the exit status (128 + signal when
+// killed, -1 when it could not start).
+int RunProcess(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+// Runs one point and writes its record.
+void RunPoint(const SweepPoint& p, const SweepOptions& o) {
+  const std::string key = p.job.Key();
+  const fs::path tmp = fs::path(o.dir) / "points" / ".running";
+  const std::string config = (tmp / (key + ".config.json")).string();
+  const std::string report = (tmp / (key + ".run.json")).string();
+  const std::string log = (tmp / (key + ".log")).string();
+  nlohmann::json cfg = p.job.config.ToJson();
+  cfg["name"] = "sweep point";
+  WriteFileAtomically(config, cfg.dump(2) + "\n");
+  std::vector<std::string> args = {o.tpusim,   "run",
+                                   "--config", config,
+                                   "--model",  p.job.model,
+                                   "--images", std::to_string(p.job.images),
+                                   "--batch",  std::to_string(p.job.batch),
+                                   "--engine", p.job.engine,
+                                   "-q",       "--json",
+                                   report};
+  if (!p.job.data.empty()) args.insert(args.end(), {"--data", p.job.data});
+  if (!p.job.energy.empty()) args.insert(args.end(), {"--energy", p.job.energy});
+  if (p.job.timing_only) args.push_back("--timing-only");
+  const int rc = RunProcess(args, log);
+
+  nlohmann::json record = {{"key", key}, {"job", p.job.ToJson()}};
+  if (rc == 0) {
+    try {
+      record["report"] = nlohmann::json::parse(ReadText(report));
+      record["status"] = "ok";
+    } catch (const nlohmann::json::exception& e) {
+      record["status"] = "failed";
+      record["error"] = std::string("unreadable report: ") + e.what();
+    }
+  } else {
+    record["status"] = "failed";
+    record["exit_code"] = rc;
+    record["error"] = rc < 0 ? "could not start " + o.tpusim : LastLine(ReadText(log));
+  }
+  WriteFileAtomically(RecordPath(o.dir, key), record.dump(1) + "\n");
+  std::error_code ec;
+  for (const std::string& f : {config, report, log}) fs::remove(f, ec);
+}
+
+// The metrics of a finished point, from its run report.
+nlohmann::ordered_json Metrics(const nlohmann::json& r, const std::vector<std::string>& names) {
+  const double images = r.at("images").get<double>();
+  double dram = 0;
+  for (const auto& l : r.at("layers")) dram += l.at("dram_bytes").get<double>();
+  nlohmann::ordered_json m;
+  for (const std::string& n : names) {
+    if (n == "cycles_per_image") {
+      m[n] = r.at("cycles").get<double>() / images;
+    } else if (n == "dram_bytes_per_image") {
+      m[n] = dram / images;
+    } else {
+      m[n] = r.at(n);
+    }
+  }
+  return m;
+}
+
+std::string CsvField(const nlohmann::json& v) {
+  std::string s = v.is_null() ? "" : v.is_string() ? v.get<std::string>() : v.dump();
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+void PrepareSweepDir(const SweepSpec& spec, const std::string& dir, bool fresh) {
+  const fs::path d(dir);
+  const fs::path spec_file = d / "sweep.json";
+  nlohmann::ordered_json saved = {{"spec_path", fs::absolute(spec.path).string()},
+                                  {"spec", spec.source}};
+  if (fs::exists(spec_file) && !fresh) {
+    nlohmann::ordered_json old;
+    try {
+      old = nlohmann::ordered_json::parse(ReadText(spec_file.string()));
+    } catch (const nlohmann::json::exception&) {
+      throw UsageError(fmt::format("'{}' is not a sweep record; choose another --out folder",
+                                   spec_file.string()));
+    }
+    if (old.value("spec", nlohmann::ordered_json()) != spec.source) {
+      throw UsageError(fmt::format(
+          "'{}' holds a different sweep ('{}', from {}); choose another --out folder, or "
+          "--fresh to replace it",
+          dir, old["spec"].value("name", "unnamed"), old.value("spec_path", "?")));
+    }
+  }
+  if (fs::exists(d) && !fs::is_directory(d)) {
+    throw UsageError(fmt::format("--out '{}' is a file; give a folder", dir));
+  }
+  std::error_code ec;
+  fs::create_directories(d / "points" / ".running", ec);
+  if (ec) {
+    throw UsageError(fmt::format("cannot create the sweep folder '{}': {}", dir, ec.message()));
+  }
+  if (::access(d.c_str(), W_OK) != 0) {
+    throw UsageError(fmt::format("cannot write in the sweep folder '{}'", dir));
+  }
+  if (fresh) {
+    for (const auto& e : fs::directory_iterator(d / "points")) {
+      if (e.is_regular_file() && e.path().extension() == ".json") fs::remove(e.path());
+    }
+    for (const char* f : {"results.csv", "results.json"}) fs::remove(d / f, ec);
+  }
+  WriteFileAtomically(spec_file.string(), saved.dump(2) + "\n");
+}
+
+SweepSpec LoadSweepDir(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "sweep.json").string();
+  if (!fs::exists(path)) {
+    throw UsageError(
+        fmt::format("'{}' holds no sweep (no sweep.json); run tpusim sweep SPEC "
+                    "--out {} first",
+                    dir, dir));
+  }
+  nlohmann::ordered_json saved;
+  try {
+    saved = nlohmann::ordered_json::parse(ReadText(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: not valid JSON ({})", path, e.what()));
+  }
+  return ParseSweepSpec(saved.at("spec"), saved.value("spec_path", path));
+}
+
+SweepStatus RunSweep(const SweepSpec& spec, const std::vector<SweepPoint>& points,
+                     const SweepOptions& o) {
+  (void)spec;
+  std::vector<const SweepPoint*> todo;
+  for (const SweepPoint& p : points) {
+    if (p.index % o.shards != o.shard) continue;
+    const nlohmann::json r = ReadRecord(o.dir, p.job.Key());
+    if (r.is_object() && r.value("status", "") == "ok") continue;
+    todo.push_back(&p);
+  }
+  // Points with the same key (two axes that resolve alike) run once.
+  std::map<std::string, const SweepPoint*> unique;
+  for (const SweepPoint* p : todo) unique.emplace(p->job.Key(), p);
+  std::vector<const SweepPoint*> run;
+  for (const auto& [k, p] : unique) run.push_back(p);
+  std::sort(run.begin(), run.end(),
+            [](const SweepPoint* a, const SweepPoint* b) { return a->index < b->index; });
+
+  if (!o.quiet) {
+    std::cerr << fmt::format("sweep '{}': {} points, {} to run, {} at a time\n", spec.name,
+                             points.size(), run.size(), o.jobs);
+  }
+  ProgressBar bar("sweep", !o.quiet);
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex mu;
+  std::exception_ptr failure;
+  auto worker = [&] {
+    for (;;) {
+      const size_t i = next.fetch_add(1);
+      if (i >= run.size()) return;
+      try {
+        RunPoint(*run[i], o);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failure) failure = std::current_exception();
+        next = run.size();
+        return;
+      }
+      const size_t d = ++done;
+      std::lock_guard<std::mutex> lock(mu);
+      bar.Update(static_cast<double>(d) / static_cast<double>(run.size()),
+                 fmt::format("{}/{}", d, run.size()));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::max(1, std::min<int>(o.jobs, static_cast<int>(run.size()))); ++t) {
+    threads.emplace_back(worker);
+  }
+  for (std::thread& t : threads) t.join();
+  bar.Finish();
+  if (failure) std::rethrow_exception(failure);
+
+  std::vector<SweepPoint> mine;
+  for (const SweepPoint& p : points) {
+    if (p.index % o.shards == o.shard) mine.push_back(p);
+  }
+  return ReadStatus(spec, mine, o.dir);
+}
+
+SweepStatus ReadStatus(const SweepSpec& spec, const std::vector<SweepPoint>& points,
+                       const std::string& dir) {
+  (void)spec;
+  SweepStatus s;
+  s.points = static_cast<int64_t>(points.size());
+  for (const SweepPoint& p : points) {
+    const nlohmann::json r = ReadRecord(dir, p.job.Key());
+    if (!r.is_object()) {
+      ++s.missing;
+    } else if (r.value("status", "") == "ok") {
+      ++s.ok;
+    } else {
+      ++s.failed;
+      s.failures.push_back(Describe(p) + ": " + r.value("error", "failed"));
+    }
+  }
+  return s;
+}
+
+SweepStatus WriteResults(const SweepSpec& spec, const std::vector<SweepPoint>& points,
+                         const std::string& dir) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::string csv = "index,key,status";
+  for (const Axis& a : spec.axes) csv += "," + CsvField(a.name);
+  for (const std::string& m : spec.metrics) csv += "," + m;
+  csv += ",error\n";
+  for (const SweepPoint& p : points) {
+    const std::string key = p.job.Key();
+    const nlohmann::json r = ReadRecord(dir, key);
+    const std::string status = r.is_object() ? r.value("status", "failed") : "missing";
+    nlohmann::ordered_json row = {
+        {"index", p.index}, {"key", key}, {"status", status}, {"values", p.values}};
+    nlohmann::ordered_json metrics;
+    if (status == "ok") {
+      const nlohmann::json& rep = r.at("report");
+      metrics = Metrics(rep, spec.metrics);
+      row["metrics"] = metrics;
+      row["engine"] = rep.at("engine");
+      row["revision"] = rep.at("revision");
+      row["config"] = rep.at("config");
+      row["images"] = rep.at("images");
+      row["energy_components_pj"] = rep.at("energy_components_pj");
+      row["layers"] = rep.at("layers");
+    } else if (status == "failed") {
+      row["error"] = r.value("error", "failed");
+    }
+    rows.push_back(row);
+    csv += fmt::format("{},{},{}", p.index, key, status);
+    for (const Axis& a : spec.axes) csv += "," + CsvField(p.values[a.name]);
+    for (const std::string& m : spec.metrics) {
+      csv += "," + (metrics.contains(m) ? CsvField(metrics[m]) : std::string());
+    }
+    csv += "," + CsvField(row.value("error", "")) + "\n";
+  }
+  nlohmann::ordered_json j = {{"name", spec.name},
+                              {"spec", spec.source},
+                              {"axes", nlohmann::json::array()},
+                              {"metrics", spec.metrics},
+                              {"points", rows}};
+  for (const Axis& a : spec.axes) j["axes"].push_back(a.name);
+  WriteFileAtomically((fs::path(dir) / "results.json").string(), j.dump(1) + "\n");
+  WriteFileAtomically((fs::path(dir) / "results.csv").string(), csv);
+  return ReadStatus(spec, points, dir);
+}
+
+void DrawPlots(const std::string& dir) {
+  const std::string log = (fs::path(dir) / "plots.log").string();
+  const int rc =
+      RunProcess({"/usr/bin/python3", TPUSIM_SOURCE_DIR "/scripts/plot-sweep", dir}, log);
+  const std::string text = ReadText(log);
+  std::error_code ec;
+  fs::remove(log, ec);
+  if (rc != 0) {
+    throw RuntimeError(
+        fmt::format("drawing the plots failed ({}); the results are in {}; "
+                    "redraw with: tpusim plot {}",
+                    LastLine(text), dir, dir));
+  }
+}
+
+}  // namespace tpu::sweep

@@ -1,0 +1,188 @@
+// `tpusim sweep` and `tpusim plot` as a user runs them: the table, the plots, a rerun that
+// runs nothing, a killed sweep that resumes to the same table, failing points, bad specs.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "host/common/errors.h"
+#include "host/data/mnist.h"
+#include "tests/host/cli/cli_fixture.h"
+
+namespace tpu::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool HaveMnist() {
+  try {
+    data::FindMnistDir("");
+    return true;
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+class SweepCliTest : public CliFixture {
+ protected:
+  std::string Spec(const std::string& name, const std::string& json) {
+    std::ofstream(P(name)) << json;
+    return P(name);
+  }
+  // Six points: array 4, 8, 16 x host bandwidth 8, 64; 16 images each.
+  std::string SmallSpec() {
+    return Spec("small.json", R"({
+      "name": "small",
+      "base": {"config": "small-16", "images": 16, "batch": 8, "engine": "fast"},
+      "axes": {"array_dim": [4, 8, 16], "host_mem_bytes_per_cycle": [8, 64]},
+      "metrics": ["cycles_per_image", "utilization", "energy_per_image_pj", "accuracy"]
+    })");
+  }
+  static int CountRecords(const std::string& dir) {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(fs::path(dir) / "points")) {
+      n += e.is_regular_file() && e.path().extension() == ".json";
+    }
+    return n;
+  }
+};
+
+TEST_F(SweepCliTest, WritesTheTableAndPlotsAndRerunsNothing) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const Outcome o = Run("sweep " + SmallSpec() + " --out " + P("s") + " --jobs 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("6 points: 6 done, 0 failed, 0 to run"), std::string::npos) << o.out;
+  const std::string csv = Slurp(P("s/results.csv"));
+  EXPECT_EQ(csv.rfind("index,key,status,array_dim,host_mem_bytes_per_cycle,cycles_per_image,"
+                      "utilization,energy_per_image_pj,accuracy,error\n",
+                      0),
+            0u)
+      << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
+  const auto j = nlohmann::json::parse(Slurp(P("s/results.json")));
+  ASSERT_EQ(j["points"].size(), 6u);
+  // The grid: the last axis fastest; every point bit-exact; a bigger array needs fewer cycles.
+  EXPECT_EQ(j["points"][1]["values"]["array_dim"], 4);
+  EXPECT_EQ(j["points"][1]["values"]["host_mem_bytes_per_cycle"], 64);
+  EXPECT_EQ(j["points"][1]["config"]["host_mem_bytes_per_cycle"], 64);
+  for (const auto& p : j["points"]) EXPECT_EQ(p["status"], "ok");
+  EXPECT_GT(j["points"][0]["metrics"]["cycles_per_image"].get<double>(),
+            j["points"][4]["metrics"]["cycles_per_image"].get<double>());
+  // A point's record equals `tpusim run` with its settings.
+  const Outcome r =
+      Run("run --config small-16 --set array_dim=8 --set host_mem_bytes_per_cycle=8 "
+          "--images 16 --batch 8 --engine fast -q --json " +
+          P("r.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = nlohmann::json::parse(Slurp(P("r.json")));
+  EXPECT_EQ(j["points"][2]["metrics"]["cycles_per_image"].get<double>(),
+            run["cycles"].get<double>() / 16);
+  for (const char* f : {"layers", "energy", "pareto", "roofline"}) {
+    for (const char* ext : {".svg", ".png"}) {
+      EXPECT_GT(fs::file_size(P(std::string("s/plots/") + f + ext)), 1000u) << f << ext;
+    }
+  }
+  // Nothing changed: nothing runs, the same table.
+  const Outcome again = Run("sweep " + P("small.json") + " --out " + P("s"));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("6 points, 0 to run"), std::string::npos) << again.err;
+  EXPECT_EQ(Slurp(P("s/results.csv")), csv);
+  const Outcome status = Run("sweep " + P("small.json") + " --out " + P("s") + " --status");
+  EXPECT_NE(status.out.find("6 points: 6 done"), std::string::npos) << status.out;
+  // plot redraws from the records.
+  fs::remove(P("s/plots/pareto.svg"));
+  ASSERT_EQ(Run("plot " + P("s")).exit_code, 0);
+  EXPECT_TRUE(fs::exists(P("s/plots/pareto.svg")));
+}
+
+TEST_F(SweepCliTest, AKilledSweepResumesToTheSameTable) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  // Points of 1,000 images, long enough (about half a second each) to be cut.
+  const std::string spec = Spec("kill.json", R"({
+      "base": {"config": "small-16", "images": 1000, "batch": 16, "engine": "fast"},
+      "axes": {"array_dim": [4, 8, 16], "host_mem_bytes_per_cycle": [8, 64]}
+    })");
+  ASSERT_EQ(Run("sweep " + spec + " --out " + P("whole") + " --no-plots -q").exit_code, 0);
+  // Start the same sweep, one point at a time, and kill it (and its points) after the first
+  // record appears.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::execl(TPUSIM_BINARY, TPUSIM_BINARY, "sweep", spec.c_str(), "--out", P("cut").c_str(),
+            "--no-plots", "-q", "--jobs", "1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((!fs::exists(P("cut/points")) || CountRecords(P("cut")) < 1) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const int before = CountRecords(P("cut"));
+  ASSERT_GE(before, 1);
+  ASSERT_LT(before, 6) << "the sweep finished before it could be killed";
+  EXPECT_FALSE(fs::exists(P("cut/results.csv")));
+  const Outcome o = Run("sweep " + spec + " --out " + P("cut") + " --no-plots");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.err.find(std::to_string(6 - before) + " to run"), std::string::npos) << o.err;
+  EXPECT_EQ(Slurp(P("cut/results.csv")), Slurp(P("whole/results.csv")));
+}
+
+TEST_F(SweepCliTest, AFailingPointIsRecordedAndTheRestRun) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  // A unified buffer of 64 rows cannot hold a conv layer's input: that point fails.
+  const std::string spec = Spec("fail.json", R"({
+    "base": {"images": 8, "batch": 8, "engine": "fast"},
+    "axes": {"ub_depth_rows": [64, 16384]}
+  })");
+  const Outcome o = Run("sweep " + spec + " --out " + P("f") + " --no-plots");
+  EXPECT_EQ(o.exit_code, 1) << o.err;
+  EXPECT_NE(o.out.find("2 points: 1 done, 1 failed"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("failed: point 0 (ub_depth_rows=64): tpusim: error:"), std::string::npos)
+      << o.out;
+  const std::string csv = Slurp(P("f/results.csv"));
+  EXPECT_NE(csv.find(",failed,64,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",ok,16384,"), std::string::npos) << csv;
+}
+
+TEST_F(SweepCliTest, BadSpecsAndFoldersAreUsageErrors) {
+  ExpectError("sweep " + P("none.json") + " --out " + P("x"), 2, "cannot read the sweep spec");
+  ExpectError("sweep " + Spec("a.json", R"({"axes": {"array_size": [4]}})") + " --out " + P("x"), 2,
+              "unknown axis 'array_size'");
+  ExpectError("sweep " + Spec("b.json", R"({"axes": {"array_dim": []}})") + " --out " + P("x"), 2,
+              "axis 'array_dim': the axis has no values");
+  ExpectError("sweep " + Spec("c.json", R"({"axes": {"array_dim": [4, 1]}})") + " --out " + P("x"),
+              2, "point 1 (array_dim=1)");
+  ExpectError("sweep " +
+                  Spec("d.json", R"({"axes": {"array_dim": {"from": 4, "to": 2, "times": 2}}})") +
+                  " --out " + P("x"),
+              2, "'to' (2) is below 'from' (4)");
+  ExpectError("sweep " + Spec("e.json", R"({"axes": {"batch": [8]}, "metrics": ["speed"]})") +
+                  " --out " + P("x"),
+              2, "unknown metric \"speed\"");
+  ExpectError("sweep " + Spec("g.json", R"({"axes": {"batch": [8]}, "base": {"set": {"x": 1}}})") +
+                  " --out " + P("x"),
+              2, "unknown config field 'x'");
+  std::ofstream(P("afile")) << "x";
+  ExpectError("sweep " + Spec("h.json", R"({"axes": {"batch": [8]}})") + " --out " + P("afile"), 2,
+              "is a file");
+  ExpectError("sweep " + P("h.json") + " --out /proc/nosuch/dir", 2,
+              "cannot create the sweep folder");
+  ExpectError("sweep " + P("h.json") + " --out " + P("x") + " --shard 4/4", 2,
+              "--shard '4/4' must be I/K");
+  ExpectError("plot " + P("nosweep"), 2, "holds no sweep");
+  // A folder that holds another sweep is left alone.
+  fs::create_directories(P("other"));
+  std::ofstream(P("other/sweep.json")) << R"({"spec_path": "o.json", "spec": {"name": "o"}})";
+  ExpectError("sweep " + P("h.json") + " --out " + P("other"), 2, "holds a different sweep ('o'");
+  EXPECT_EQ(Slurp(P("other/sweep.json")), R"({"spec_path": "o.json", "spec": {"name": "o"}})");
+}
+
+}  // namespace
+}  // namespace tpu::test
