@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_report_aggregates_only
 
-.PHONY: all deps configure build demo test test-slow test-all bench lint format docs cosim clean help
+.PHONY: all deps configure build demo test test-slow test-all bench lint format docs cosim fuzz test-asan test-tsan clean help
 
 all: build
 
@@ -18,7 +18,10 @@ help:
 	@echo "make lint       verilator --lint-only -Wall over rtl/"
 	@echo "make format     clang-format every C++ source in place (.clang-format; the fast suite checks it)"
 	@echo "make docs       rewrite the tables in docs/ generated from contract/tpu_contract.toml"
-	@echo "make cosim      the rtl and fast engines on 2,000 random programs per built size up to 32, 25 on tpu-v1"
+	@echo "make cosim      the rtl and fast engines on 10,000 random programs per built size up to 32, 25 on tpu-v1, extreme memories"
+	@echo "make fuzz       libFuzzer on every file reader, FUZZ_SECONDS each (default 180; build-fuzz/)"
+	@echo "make test-asan  the fast suite built with AddressSanitizer + UBSan (build-asan/)"
+	@echo "make test-tsan  the fast suite built with ThreadSanitizer (build-tsan/)"
 	@echo "make clean      remove $(BUILD_DIR)/"
 
 deps:
@@ -60,6 +63,26 @@ lint: deps
 
 format:
 	find bench fast host sim tests \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | xargs -0 clang-format -i
+
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 180
+fuzz:
+	@scripts/install-deps fuzz
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
+	  -DCMAKE_CXX_COMPILER=clang++-14 -DTPUSIM_FUZZERS=ON
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzzers
+	scripts/run-fuzzers $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+# The fast suite under sanitizers, each in its own build folder (the RTL models included).
+SAN_FLAGS_asan := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_FLAGS_tsan := -fsanitize=thread
+test-asan test-tsan: test-%: deps
+	cmake -S . -B build-$* -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPUSIM_CUDA=OFF \
+	  "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS_$*)" "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_FLAGS_$*)"
+	cmake --build build-$* -j $(JOBS)
+	cd build-$* && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  TSAN_OPTIONS="second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  ctest -L fast -j $(JOBS) --output-on-failure
 
 docs:
 	/usr/bin/python3 contract/gen_contract.py --docs docs

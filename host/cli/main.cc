@@ -14,11 +14,13 @@
 #include "host/cli/sweep_command.h"
 #include "host/cli/teach_command.h"
 #include "host/common/errors.h"
+#include "host/common/interrupt.h"
 #include "host/common/revision.h"
 
 // The CLI runs inside sc_main, as a SystemC program does: `--engine systemc` elaborates the
 // RTL as a SystemC module with an sc_clock and runs the kernel from here.
 extern "C" int sc_main(int argc, char** argv) {
+  tpu::InstallInterruptHandler();
   CLI::App app{"tpusim: a cycle-accurate simulator of a TPU v1-style accelerator"};
   app.set_version_flag("--version", std::string("tpusim 0.1.0 (") + tpu::kGitRevision + ")");
   app.require_subcommand(1);

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <fstream>
 
 #include "host/common/errors.h"
+#include "host/common/interrupt.h"
 
 namespace tpu {
 namespace fs = std::filesystem;
@@ -33,7 +35,10 @@ void CheckWritable(const std::string& path) {
 
 void WriteFileAtomically(const std::string& path, const std::string& contents) {
   CheckWritable(path);
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  static std::atomic<uint64_t> serial{0};
+  const std::string tmp =
+      path + ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(serial.fetch_add(1));
+  const RemoveOnInterrupt cleanup(tmp);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {

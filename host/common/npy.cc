@@ -35,6 +35,7 @@ std::string Field(const std::string& path, const std::string& dict, const std::s
   if (p == std::string::npos) Fail(path, "not a valid .npy file (malformed header)");
   ++p;
   while (p < dict.size() && dict[p] == ' ') ++p;
+  if (p >= dict.size()) Fail(path, "not a valid .npy file (header ends after " + quoted + ")");
   size_t end;
   if (dict[p] == '\'') {
     end = dict.find('\'', p + 1);
@@ -57,6 +58,9 @@ Header ParseHeader(const std::string& path, const std::string& dict) {
   if (fo != "True" && fo != "False") Fail(path, "not a valid .npy file (bad fortran_order)");
   h.fortran_order = (fo == "True");
   const std::string shape = Field(path, dict, "shape");
+  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') {
+    Fail(path, "not a valid .npy file (shape '" + shape + "' is not a tuple)");
+  }
   std::string inner = shape.substr(1, shape.size() - 2);
   std::stringstream ss(inner);
   std::string item;
@@ -154,6 +158,16 @@ Tensor<T> ReadTensor(const std::string& path) {
   for (int64_t d : t.shape) {
     if (d != 0 && count > kMaxElements / d) Fail(path, "is too large (over 2^31 elements)");
     count *= d;
+  }
+  // The data must be in the file before anything is allocated for it.
+  const std::streampos data_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const int64_t available = static_cast<int64_t>(in.tellg() - data_start);
+  in.seekg(data_start);
+  if (available < count * static_cast<int64_t>(sizeof(T))) {
+    Fail(path, "is truncated: expected " + std::to_string(count * sizeof(T)) +
+                   " data bytes for shape " + ShapeText(t.shape) + ", found " +
+                   std::to_string(available));
   }
   t.data.resize(static_cast<size_t>(count));
   in.read(reinterpret_cast<char*>(t.data.data()), count * static_cast<int64_t>(sizeof(T)));

@@ -2,15 +2,18 @@
 #include "host/nn/model.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
+#include "host/common/interrupt.h"
 #include "host/common/text.h"
 
 namespace tpu::nn {
@@ -325,10 +328,81 @@ Model LoadModel(const std::string& dir) {
   return m;
 }
 
+namespace {
+
+// A model folder is written whole into a temporary folder beside it and moved into place
+// at the end, so that an interrupted or failed save (a full disk) leaves the old folder, or
+// none, never a mix. The files written are registered so that Ctrl-C removes them.
+class TempModelFolder {
+ public:
+  explicit TempModelFolder(const std::string& dir)
+      : dir_(fs::path(dir).lexically_normal()),
+        tmp_(dir_.string() + ".tmp" + std::to_string(::getpid())),
+        guard_(std::make_unique<RemoveOnInterrupt>(tmp_.string())) {
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);
+    fs::create_directories(tmp_, ec);
+    if (ec) {
+      throw RuntimeError("cannot create model folder '" + dir + "': " + ec.message());
+    }
+  }
+  ~TempModelFolder() {
+    std::error_code ec;
+    if (!committed_) fs::remove_all(tmp_, ec);
+  }
+  // The path of a file in the folder being written.
+  std::string File(const std::string& name) {
+    const std::string p = (tmp_ / name).string();
+    files_.push_back(std::make_unique<RemoveOnInterrupt>(p));
+    return p;
+  }
+  void Commit() {
+    std::error_code ec;
+    const fs::path old = dir_.string() + ".old" + std::to_string(::getpid());
+    const bool had = fs::exists(dir_);
+    if (had) fs::rename(dir_, old, ec);
+    if (!ec) fs::rename(tmp_, dir_, ec);
+    if (ec) {
+      if (had && !fs::exists(dir_)) fs::rename(old, dir_);
+      throw RuntimeError("cannot write model folder '" + dir_.string() + "': " + ec.message());
+    }
+    committed_ = true;
+    files_.clear();
+    guard_.reset();
+    if (had) fs::remove_all(old, ec);
+  }
+
+ private:
+  fs::path dir_, tmp_;
+  std::unique_ptr<RemoveOnInterrupt> guard_;
+  std::vector<std::unique_ptr<RemoveOnInterrupt>> files_;
+  bool committed_ = false;
+};
+
+void SaveModelFolder(const Model& m, const std::string& dir);
+
+}  // namespace
+
 void SaveModel(const Model& m, const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw RuntimeError("cannot create model folder '" + dir + "': " + ec.message());
+  if (fs::exists(dir) && !fs::is_directory(dir)) {
+    throw RuntimeError("cannot write model folder '" + dir + "': a file is in its place");
+  }
+  try {
+    SaveModelFolder(m, dir);
+  } catch (const RuntimeError& e) {
+    // Name the folder the user asked for, not the temporary one.
+    const std::string what = e.what();
+    const size_t reason = what.find("': ");
+    throw RuntimeError("cannot write model folder '" + dir +
+                       "': " + (reason == std::string::npos ? what : what.substr(reason + 3)) +
+                       "; nothing was written");
+  }
+}
+
+namespace {
+
+void SaveModelFolder(const Model& m, const std::string& dir) {
+  TempModelFolder out(dir);
   json j;
   j["format"] = "tpusim-model";
   j["version"] = 1;
@@ -357,8 +431,8 @@ void SaveModel(const Model& m, const std::string& dir) {
     if (l.HasWeights()) {
       lj["weights"] = l.name + ".weights.npy";
       lj["bias"] = l.name + ".bias.npy";
-      WriteNpyTensor(dir + "/" + l.name + ".weights.npy", l.weights);
-      WriteNpyTensor(dir + "/" + l.name + ".bias.npy", l.bias);
+      WriteNpyTensor(out.File(l.name + ".weights.npy"), l.weights);
+      WriteNpyTensor(out.File(l.name + ".bias.npy"), l.bias);
       if (m.quantized) {
         json qj;
         qj["input_scale"] = l.q.input_scale;
@@ -368,15 +442,18 @@ void SaveModel(const Model& m, const std::string& dir) {
         qj["shift"] = l.q.shift;
         qj["weights"] = l.name + ".weights.int8.npy";
         qj["bias"] = l.name + ".bias.int32.npy";
-        WriteNpyTensor(dir + "/" + l.name + ".weights.int8.npy", l.q.weights);
-        WriteNpyTensor(dir + "/" + l.name + ".bias.int32.npy", l.q.bias);
+        WriteNpyTensor(out.File(l.name + ".weights.int8.npy"), l.q.weights);
+        WriteNpyTensor(out.File(l.name + ".bias.int32.npy"), l.q.bias);
         lj["int8"] = qj;
       }
     }
     j["layers"].push_back(lj);
   }
-  WriteFileAtomically(dir + "/model.json", j.dump(2) + "\n");
+  WriteFileAtomically(out.File("model.json"), j.dump(2) + "\n");
+  out.Commit();
 }
+
+}  // namespace
 
 std::string Summary(const Model& m) {
   std::string out =

@@ -21,6 +21,7 @@
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
+#include "host/common/interrupt.h"
 #include "host/common/progress_bar.h"
 
 extern char** environ;
@@ -88,6 +89,7 @@ int RunProcess(const std::vector<std::string>& args, const std::string& log) {
   const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return -1;
+  const StopOnInterrupt stop(pid);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return -1;

@@ -199,7 +199,7 @@ SweepSpec LoadSweepSpec(const std::string& path) {
   ojson j;
   try {
     j = ojson::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors and number overflows
     throw UsageError(fmt::format("{}: not valid JSON ({})", path, e.what()));
   }
   return ParseSweepSpec(j, path);
