@@ -89,6 +89,22 @@ void TpuSystemBase::RunProgram() {
   Outputs out;
   uint64_t quiet = 0;
   uint8_t last_busy = 0;
+  // When the run ends the chip is still clocked (while the host reads its memories back):
+  // from then on it sees no responses, no instructions and memories that accept nothing,
+  // rather than the last cycle's inputs held forever (a held response would push rows into
+  // a full weight FIFO).
+  struct QuietAtEnd {
+    TpuSystemBase* system;
+    Inputs* in;
+    ~QuietAtEnd() {
+      in->hm_req_ready = in->wm_req_ready = false;
+      in->hm_resp_valid = in->wm_resp_valid = false;
+      in->hm_resp_data = in->wm_resp_data = nullptr;
+      in->instr_valid = false;
+      in->instr = nullptr;
+      system->WriteInputs(*in);
+    }
+  } quiet_at_end{this, &in};
   for (uint64_t cycle = 0;; ++cycle) {
     ReadOutputs(&out);
     // issue_o is the issue stage's state of the last cycle; unit_busy_o is this cycle's.

@@ -17,3 +17,17 @@
   } catch (const ::tpu::UsageError& e) { \
     GTEST_SKIP() << e.what();            \
   }
+
+namespace tpu::test {
+
+// Whether the MNIST test set can be found (tests that need it skip otherwise).
+inline bool HaveMnist() {
+  try {
+    data::FindMnistDir("");
+    return true;
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+}  // namespace tpu::test

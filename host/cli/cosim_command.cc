@@ -3,6 +3,7 @@
 #include "host/cli/cosim_command.h"
 
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
@@ -28,7 +30,8 @@ namespace fs = std::filesystem;
 struct CosimArgs {
   std::vector<std::string> configs, sets;
   uint64_t programs = 200, seed = 1, watchdog = 20000;
-  std::string json, out = "cosim-mismatches", replay;
+  std::string json, out = "cosim-mismatches", replay, save;
+  std::optional<uint64_t> program;
   bool quiet = false;
 };
 
@@ -80,9 +83,11 @@ nlohmann::json RunOne(const CosimArgs& a, const std::string& config_name) {
   const auto fast = engine::MakeChipEngine(engine::EngineKind::kFast, config, eo);
   ProgressBar bar("cosim " + config.name, !a.quiet);
   cosim::CosimOptions o;
-  o.programs = a.programs;
+  o.programs = a.program ? 1 : a.programs;
+  o.first_program = a.program.value_or(0);
   o.seed = a.seed;
   o.mismatch_dir = a.out;
+  o.save_dir = a.save;
   o.progress = [&bar](double f) { bar.Update(f); };
   const cosim::CosimSummary s = cosim::RunCosim(*rtl, *fast, o);
   bar.Finish();
@@ -98,12 +103,21 @@ nlohmann::json RunChild(const CosimArgs& a, const std::string& config_name,
       "--out '{}' --json '{}'",
       self, config_name, a.programs, a.seed, a.watchdog, a.out, json_path);
   for (const std::string& kv : a.sets) cmd += " --set '" + kv + "'";
+  if (a.program) cmd += fmt::format(" --program {}", *a.program);
+  if (!a.save.empty()) cmd += " --save '" + a.save + "'";
   const int rc = std::system(cmd.c_str());
-  std::ifstream in(json_path);
   nlohmann::json j;
-  if (!(in >> j) || !j.contains("configs") || j["configs"].empty()) {
-    throw RuntimeError(
-        fmt::format("cosim of config '{}' failed in its child process (exit {})", config_name, rc));
+  try {
+    std::ifstream in(json_path);
+    in >> j;
+  } catch (const nlohmann::json::exception&) {
+    j = nullptr;
+  }
+  if (!j.is_object() || !j.contains("configs") || j["configs"].empty()) {
+    throw RuntimeError(fmt::format(
+        "cosim of config '{}' stopped in its child process (exit status {}); its message is "
+        "above",
+        config_name, WIFEXITED(rc) ? WEXITSTATUS(rc) : rc));
   }
   return j["configs"][0];
 }
@@ -212,6 +226,11 @@ Examples:
                   "write the summary as JSON (keys programs, mismatches, configs)");
   cmd->add_option("--out", a->out, "folder for the jobs that mismatch")->capture_default_str();
   cmd->add_option("--replay", a->replay, "run a mismatch folder again on both engines");
+  cmd->add_option("--program", a->program,
+                  "run only the program with this index of the seed's sequence");
+  cmd->add_option("--save", a->save,
+                  "write every program run to this folder first (as --out does for mismatches; "
+                  "replay with --replay)");
   cmd->add_flag("-q,--quiet", a->quiet, "print nothing but errors");
   cmd->callback([a] { Cosim(*a); });
 }

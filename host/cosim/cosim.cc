@@ -2,8 +2,12 @@
 #include "host/cosim/cosim.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,6 +21,29 @@
 #include "host/report/exec_report.h"
 
 namespace tpu::cosim {
+namespace {
+
+// A line for SIGABRT: a failed SystemVerilog assertion aborts the process, and the person
+// reading the log needs to know which program did it.
+char g_abort_note[1024];
+
+void OnAbort(int) {
+  const ssize_t n = ::write(2, g_abort_note, std::strlen(g_abort_note));
+  (void)n;
+  std::signal(SIGABRT, SIG_DFL);
+  std::raise(SIGABRT);
+}
+
+void InstallAbortNote() { std::signal(SIGABRT, OnAbort); }
+
+void SetAbortNote(const std::string& note) {
+  const size_t n = std::min(note.size(), sizeof(g_abort_note) - 1);
+  std::memcpy(g_abort_note, note.data(), n);
+  g_abort_note[n] = '\0';
+}
+
+}  // namespace
+
 namespace fs = std::filesystem;
 
 std::string Compare(const engine::ExecResult& a, const engine::ExecResult& b) {
@@ -139,8 +166,22 @@ CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const C
   s.config = config.name;
   s.array_dim = config.array_dim;
   const ProgramGenerator gen(config, o.seed);
-  for (uint64_t i = 0; i < o.programs; ++i) {
+  std::string safe = config.name;
+  for (char& ch : safe)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') ch = '_';
+  InstallAbortNote();
+  for (uint64_t i = o.first_program; i < o.first_program + o.programs; ++i) {
     const GeneratedProgram g = gen.Make(i);
+    if (!o.save_dir.empty()) {
+      WriteMismatch(
+          (fs::path(o.save_dir) / fmt::format("{}-seed{}-program{}", safe, o.seed, i)).string(),
+          g.job, Outcome{}, config);
+    }
+    // If the RTL stops the process (a failed assertion), say which program it was.
+    SetAbortNote(fmt::format(
+        "tpusim cosim: the run stopped in program {} ({}) of seed {} on {}; keep it with: "
+        "tpusim cosim -c {} --seed {} --program {} --save DIR\n",
+        i, g.kind, o.seed, config.name, config.name, o.seed, i));
     const Outcome out = RunBoth(rtl, fast, g.job);
     s.rtl_seconds += out.rtl_seconds;
     s.fast_seconds += out.fast_seconds;
@@ -151,9 +192,6 @@ CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const C
     if (!out.difference.empty()) {
       ++s.mismatches;
       if (s.first_mismatch.empty()) {
-        std::string safe = config.name;
-        for (char& ch : safe)
-          if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') ch = '_';
         const std::string dir =
             (fs::path(o.mismatch_dir) / fmt::format("{}-seed{}-program{}", safe, o.seed, i))
                 .string();
@@ -164,8 +202,11 @@ CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const C
             i, g.kind, out.difference, dir, dir);
       }
     }
-    if (o.progress) o.progress(static_cast<double>(i + 1) / static_cast<double>(o.programs));
+    if (o.progress) {
+      o.progress(static_cast<double>(i + 1 - o.first_program) / static_cast<double>(o.programs));
+    }
   }
+  SetAbortNote("");
   return s;
 }
 

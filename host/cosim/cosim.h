@@ -28,7 +28,10 @@ Outcome RunBoth(engine::ChipEngine& rtl, engine::ChipEngine& fast, const engine:
 
 struct CosimOptions {
   uint64_t programs = 200;
+  uint64_t first_program = 0;  // runs programs first_program .. first_program + programs - 1
   uint64_t seed = 1;
+  std::string save_dir;  // when set, every program is written here (as a mismatch would be)
+                         // before it runs
   std::string mismatch_dir = "cosim-mismatches";  // where failing jobs are written
   std::function<void(double)> progress;
 };

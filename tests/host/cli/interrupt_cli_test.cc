@@ -17,21 +17,13 @@
 #include "host/data/mnist.h"
 #include "host/nn/model.h"
 #include "tests/host/cli/cli_fixture.h"
+#include "tests/mnist_test_util.h"
 
 namespace tpu::test {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-bool HaveMnist() {
-  try {
-    data::FindMnistDir("");
-    return true;
-  } catch (const UsageError&) {
-    return false;
-  }
-}
 
 struct Killed {
   int status = 0;

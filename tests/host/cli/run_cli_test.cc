@@ -5,18 +5,10 @@
 #include "host/common/errors.h"
 #include "host/data/mnist.h"
 #include "tests/host/cli/cli_fixture.h"
+#include "tests/mnist_test_util.h"
 
 namespace tpu::test {
 namespace {
-
-bool HaveMnist() {
-  try {
-    data::FindMnistDir("");
-    return true;
-  } catch (const UsageError&) {
-    return false;
-  }
-}
 
 class RunCliTest : public CliFixture {};
 

@@ -11,20 +11,12 @@
 #include "host/common/errors.h"
 #include "host/data/mnist.h"
 #include "tests/host/cli/cli_fixture.h"
+#include "tests/mnist_test_util.h"
 
 namespace tpu::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool HaveMnist() {
-  try {
-    data::FindMnistDir("");
-    return true;
-  } catch (const UsageError&) {
-    return false;
-  }
-}
 
 class SweepCliTest : public CliFixture {
  protected:
