@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "host/common/errors.h"
 
@@ -113,25 +115,47 @@ TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
   }
   TpuConfig c;
   c.name = default_name;
-  try {
-    c.name = j.value("name", c.name);
-    c.description = j.value("description", c.description);
-    c.array_dim = j.value("array_dim", c.array_dim);
-    c.acc_depth_rows = j.value("acc_depth_rows", c.acc_depth_rows);
-    c.clock_mhz = j.value("clock_mhz", c.clock_mhz);
-    c.ub_depth_rows = j.value("ub_depth_rows", c.ub_depth_rows);
-    c.weight_fifo_tiles = j.value("weight_fifo_tiles", c.weight_fifo_tiles);
-    c.param_sets = j.value("param_sets", c.param_sets);
-    c.host_mem_bytes = j.value("host_mem_bytes", c.host_mem_bytes);
-    c.host_mem_latency_cycles = j.value("host_mem_latency_cycles", c.host_mem_latency_cycles);
-    c.host_mem_bytes_per_cycle = j.value("host_mem_bytes_per_cycle", c.host_mem_bytes_per_cycle);
-    c.weight_mem_bytes = j.value("weight_mem_bytes", c.weight_mem_bytes);
-    c.weight_mem_latency_cycles = j.value("weight_mem_latency_cycles", c.weight_mem_latency_cycles);
-    c.weight_mem_bytes_per_cycle =
-        j.value("weight_mem_bytes_per_cycle", c.weight_mem_bytes_per_cycle);
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError("config '" + path + "': a field has the wrong type: " + e.what());
-  }
+  // Each field with its type checked: a fraction or a number beyond the field's type is an
+  // error, never a silent truncation (2^32 + 16 is not 16).
+  auto get = [&](const char* key, auto* field) {
+    using T = std::remove_pointer_t<decltype(field)>;
+    if (!j.contains(key)) return;
+    const nlohmann::json& v = j[key];
+    const auto wrong = [&](const std::string& want) {
+      return UsageError("config '" + path + "': '" + key + "' must be " + want + ", not " +
+                        v.dump());
+    };
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) throw wrong("a string");
+      *field = v.get<std::string>();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (!v.is_number()) throw wrong("a number");
+      *field = static_cast<T>(v.get<double>());
+    } else {
+      const bool fits =
+          v.is_number_unsigned()
+              ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+              : v.is_number_integer() && v.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                    v.get<int64_t>() <= std::numeric_limits<T>::max();
+      if (!fits)
+        throw wrong("an integer of at most " + std::to_string(std::numeric_limits<T>::max()));
+      *field = static_cast<T>(v.get<int64_t>());
+    }
+  };
+  get("name", &c.name);
+  get("description", &c.description);
+  get("array_dim", &c.array_dim);
+  get("acc_depth_rows", &c.acc_depth_rows);
+  get("clock_mhz", &c.clock_mhz);
+  get("ub_depth_rows", &c.ub_depth_rows);
+  get("weight_fifo_tiles", &c.weight_fifo_tiles);
+  get("param_sets", &c.param_sets);
+  get("host_mem_bytes", &c.host_mem_bytes);
+  get("host_mem_latency_cycles", &c.host_mem_latency_cycles);
+  get("host_mem_bytes_per_cycle", &c.host_mem_bytes_per_cycle);
+  get("weight_mem_bytes", &c.weight_mem_bytes);
+  get("weight_mem_latency_cycles", &c.weight_mem_latency_cycles);
+  get("weight_mem_bytes_per_cycle", &c.weight_mem_bytes_per_cycle);
   c.Validate();
   return c;
 }

@@ -237,6 +237,23 @@ std::vector<int64_t> WeightShape(const Layer& l) {
   return {l.in.c, l.out.c};
 }
 
+// Every number in a model file fits an int32 (shapes, multipliers, shifts) or is a small
+// scale; one beyond +-2^31 is a broken file, and converting it would be undefined.
+void CheckNumbers(const json& j, const std::string& where, const std::string& path) {
+  if (j.is_number()) {
+    const double v = j.get<double>();
+    if (!(v >= -2147483648.0 && v <= 2147483647.0)) {
+      throw UsageError(path + ": the number " + j.dump() + " at " + where + " is out of range");
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      CheckNumbers(j[i], where + "[" + std::to_string(i) + "]", path);
+    }
+  } else if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) CheckNumbers(v, where + "." + k, path);
+  }
+}
+
 }  // namespace
 
 Model LoadModel(const std::string& dir) {
@@ -252,6 +269,7 @@ Model LoadModel(const std::string& dir) {
   } catch (const json::exception& e) {
     throw UsageError(path + " is not valid JSON: " + e.what());
   }
+  CheckNumbers(j, "model", path);
   Model m;
   try {
     if (j.value("format", "") != "tpusim-model" || j.value("version", 0) != 1) {

@@ -58,7 +58,13 @@ TEST(TpuConfigTest, OutOfRangeValuesAreRejected) {
   std::ofstream(p) << R"({"clock_mhz": -5})";
   EXPECT_NE(ErrorOf(p).find("clock_mhz"), std::string::npos);
   std::ofstream(p) << R"({"array_dim": "big"})";
-  EXPECT_NE(ErrorOf(p).find("wrong type"), std::string::npos);
+  EXPECT_NE(ErrorOf(p).find("'array_dim' must be an integer"), std::string::npos);
+  // Beyond the field's type: an error, not a truncation (2^32 + 16 would become 16).
+  std::ofstream(p) << R"({"array_dim": 4294967312})";
+  EXPECT_NE(ErrorOf(p).find("'array_dim' must be an integer of at most 2147483647"),
+            std::string::npos);
+  std::ofstream(p) << R"({"array_dim": 1e19})";
+  EXPECT_NE(ErrorOf(p).find("'array_dim' must be an integer"), std::string::npos);
   std::ofstream(p) << R"({"array_dim": 4,)";
   EXPECT_NE(ErrorOf(p).find("not valid JSON"), std::string::npos);
   std::filesystem::remove(p);
