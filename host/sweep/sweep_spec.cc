@@ -213,6 +213,11 @@ SweepSpec ParseSweepSpec(const ojson& j, const std::string& path) {
           "{}: unknown key '{}' (a spec has name, description, base, axes, metrics)", path, k));
     }
   }
+  for (const char* k : {"name", "description"}) {
+    if (j.contains(k) && !j[k].is_string()) {
+      throw UsageError(fmt::format("{}: '{}' must be a string, not {}", path, k, j[k].dump()));
+    }
+  }
   SweepSpec s;
   s.path = path;
   s.source = j;
