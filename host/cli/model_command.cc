@@ -15,7 +15,8 @@ void AddModelCommand(CLI::App& app) {
   cmd->add_option("--model", *dir, "model folder (model.json + .npy tensors)")
       ->capture_default_str();
   cmd->add_flag("--summary", *summary, "print the per-layer table (the default action)");
-  cmd->callback([dir] { std::cout << nn::Summary(nn::LoadModel(*dir)); });
+  // The callback owns both values the options write into.
+  cmd->callback([dir, summary] { std::cout << nn::Summary(nn::LoadModel(*dir)); });
 }
 
 }  // namespace tpu::cli
