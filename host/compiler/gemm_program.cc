@@ -23,34 +23,37 @@ GemmParams RandomGemmParams(int64_t columns, std::mt19937& rng, int shift_lo, in
   return p;
 }
 
-Matrix<int8_t> GemmProgram::Expected(const Matrix<int32_t>& c) const {
+namespace {
+
+// An m x cols int8 matrix whose element (i, j) is value(i, j).
+template <class F>
+Matrix<int8_t> MakeMatrix(int64_t m, int64_t cols, F&& value) {
   Matrix<int8_t> y;
   y.rows = m;
   y.cols = cols;
   y.data.resize(static_cast<size_t>(m * cols));
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < cols; ++j) {
-      const auto l = static_cast<size_t>(j);
-      y.at(i, j) = nn::Requantize(static_cast<int32_t>(static_cast<uint32_t>(c.at(i, j)) +
-                                                       static_cast<uint32_t>(params.bias[l])),
-                                  static_cast<uint32_t>(params.multiplier[l]),
-                                  static_cast<uint32_t>(params.shift[l]), -128);
-    }
+    for (int64_t j = 0; j < cols; ++j) y.at(i, j) = value(i, j);
   }
   return y;
 }
 
+}  // namespace
+
+Matrix<int8_t> GemmProgram::Expected(const Matrix<int32_t>& c) const {
+  return MakeMatrix(m, cols, [&](int64_t i, int64_t j) {
+    const auto l = static_cast<size_t>(j);
+    return nn::Requantize(static_cast<int32_t>(static_cast<uint32_t>(c.at(i, j)) +
+                                               static_cast<uint32_t>(params.bias[l])),
+                          static_cast<uint32_t>(params.multiplier[l]),
+                          static_cast<uint32_t>(params.shift[l]), -128);
+  });
+}
+
 Matrix<int8_t> GemmProgram::Unpack(const std::vector<uint8_t>& out) const {
-  Matrix<int8_t> y;
-  y.rows = m;
-  y.cols = cols;
-  y.data.resize(static_cast<size_t>(m * cols));
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < cols; ++j) {
-      y.at(i, j) = static_cast<int8_t>(out[static_cast<size_t>(((j / n) * m + i) * n + j % n)]);
-    }
-  }
-  return y;
+  return MakeMatrix(m, cols, [&](int64_t i, int64_t j) {
+    return static_cast<int8_t>(out[static_cast<size_t>(((j / n) * m + i) * n + j % n)]);
+  });
 }
 
 GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
