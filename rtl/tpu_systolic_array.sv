@@ -29,8 +29,8 @@ module tpu_systolic_array
 
   // Interconnect: act[r][c] enters PE (r, c) from the left; psum[r][c] enters from above.
   // split_var turns each element into a wire of its own, which Verilator then folds
-  // into the PE registers instead of copying every cycle. (A 1 x 1 stub, unused, when
-  // Compact: the compact core has its own state.)
+  // into the PE registers instead of copying every cycle. (With Compact the nets shrink to
+  // 1 x 1 and stay unconnected: the compact core keeps its own state.)
   /* verilator lint_off UNDRIVEN */
   /* verilator lint_off UNUSEDSIGNAL */
   operand_t act[NetDim][NetDim+1]  /*verilator split_var*/;

@@ -71,7 +71,7 @@ void Sweep(const SweepArgs& a) {
     if (saved.source != spec.source) {
       throw UsageError(fmt::format("'{}' holds a different sweep ('{}')", a.out, saved.name));
     }
-    PrintStatus(sweep::ReadStatus(spec, points, a.out), a.out);
+    PrintStatus(sweep::ReadStatus(points, a.out), a.out);
     std::cout << sweep::SlurmJobStates(a.out);
     return;
   }
@@ -80,7 +80,7 @@ void Sweep(const SweepArgs& a) {
   if (a.slurm) {
     sweep::SlurmOptions so = a.slurm_options;
     so.cpus_per_task = a.jobs;
-    const sweep::SweepStatus before = sweep::ReadStatus(spec, points, a.out);
+    const sweep::SweepStatus before = sweep::ReadStatus(points, a.out);
     const sweep::SlurmJobs jobs = sweep::SubmitSweep(o.tpusim, a.spec, a.out, so);
     std::cout << fmt::format(
         "submitted the {} points left of {} as Slurm job array {} ({} tasks) and the plot job "

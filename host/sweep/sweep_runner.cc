@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -64,6 +64,19 @@ std::string Describe(const SweepPoint& p) {
   return s + ")";
 }
 
+// Adds a point with its record (null: none) to the counts.
+void Count(const SweepPoint& p, const nlohmann::json& record, SweepStatus* s) {
+  ++s->points;
+  if (!record.is_object()) {
+    ++s->missing;
+  } else if (record.value("status", "") == "ok") {
+    ++s->ok;
+  } else {
+    ++s->failed;
+    s->failures.push_back(Describe(p) + ": " + record.value("error", "failed"));
+  }
+}
+
 // The last non-empty line of a log: the error a failed `tpusim run` printed.
 std::string LastLine(const std::string& text) {
   std::istringstream in(text);
@@ -101,7 +114,7 @@ int RunProcess(const std::vector<std::string>& args, const std::string& log) {
 
 // Runs one point and writes its record.
 void RunPoint(const SweepPoint& p, const SweepOptions& o) {
-  const std::string key = p.job.Key();
+  const std::string& key = p.key;
   const fs::path tmp = fs::path(o.dir) / "points" / ".running";
   const std::string config = (tmp / (key + ".config.json")).string();
   const std::string report = (tmp / (key + ".run.json")).string();
@@ -228,21 +241,15 @@ SweepSpec LoadSweepDir(const std::string& dir) {
 
 SweepStatus RunSweep(const SweepSpec& spec, const std::vector<SweepPoint>& points,
                      const SweepOptions& o) {
-  (void)spec;
-  std::vector<const SweepPoint*> todo;
-  for (const SweepPoint& p : points) {
-    if (p.index % o.shards != o.shard) continue;
-    const nlohmann::json r = ReadRecord(o.dir, p.job.Key());
-    if (r.is_object() && r.value("status", "") == "ok") continue;
-    todo.push_back(&p);
-  }
-  // Points with the same key (two axes that resolve alike) run once.
-  std::map<std::string, const SweepPoint*> unique;
-  for (const SweepPoint* p : todo) unique.emplace(p->job.Key(), p);
+  // The shard's points without a record of success, in grid order; points with the same
+  // key (two axes that resolve alike) run once.
   std::vector<const SweepPoint*> run;
-  for (const auto& [k, p] : unique) run.push_back(p);
-  std::sort(run.begin(), run.end(),
-            [](const SweepPoint* a, const SweepPoint* b) { return a->index < b->index; });
+  std::set<std::string> seen;
+  for (const SweepPoint& p : points) {
+    if (p.index % o.shards != o.shard || !seen.insert(p.key).second) continue;
+    const nlohmann::json r = ReadRecord(o.dir, p.key);
+    if (!r.is_object() || r.value("status", "") != "ok") run.push_back(&p);
+  }
 
   if (!o.quiet) {
     std::cerr << fmt::format("sweep '{}': {} points, {} to run, {} at a time\n", spec.name,
@@ -278,28 +285,14 @@ SweepStatus RunSweep(const SweepSpec& spec, const std::vector<SweepPoint>& point
   bar.Finish();
   if (failure) std::rethrow_exception(failure);
 
-  std::vector<SweepPoint> mine;
-  for (const SweepPoint& p : points) {
-    if (p.index % o.shards == o.shard) mine.push_back(p);
-  }
-  return ReadStatus(spec, mine, o.dir);
+  return ReadStatus(points, o.dir, o.shard, o.shards);
 }
 
-SweepStatus ReadStatus(const SweepSpec& spec, const std::vector<SweepPoint>& points,
-                       const std::string& dir) {
-  (void)spec;
+SweepStatus ReadStatus(const std::vector<SweepPoint>& points, const std::string& dir, int shard,
+                       int shards) {
   SweepStatus s;
-  s.points = static_cast<int64_t>(points.size());
   for (const SweepPoint& p : points) {
-    const nlohmann::json r = ReadRecord(dir, p.job.Key());
-    if (!r.is_object()) {
-      ++s.missing;
-    } else if (r.value("status", "") == "ok") {
-      ++s.ok;
-    } else {
-      ++s.failed;
-      s.failures.push_back(Describe(p) + ": " + r.value("error", "failed"));
-    }
+    if (p.index % shards == shard) Count(p, ReadRecord(dir, p.key), &s);
   }
   return s;
 }
@@ -311,9 +304,11 @@ SweepStatus WriteResults(const SweepSpec& spec, const std::vector<SweepPoint>& p
   for (const Axis& a : spec.axes) csv += "," + CsvField(a.name);
   for (const std::string& m : spec.metrics) csv += "," + m;
   csv += ",error\n";
+  SweepStatus counts;
   for (const SweepPoint& p : points) {
-    const std::string key = p.job.Key();
+    const std::string& key = p.key;
     const nlohmann::json r = ReadRecord(dir, key);
+    Count(p, r, &counts);
     const std::string status = r.is_object() ? r.value("status", "failed") : "missing";
     nlohmann::ordered_json row = {
         {"index", p.index}, {"key", key}, {"status", status}, {"values", p.values}};
@@ -347,7 +342,7 @@ SweepStatus WriteResults(const SweepSpec& spec, const std::vector<SweepPoint>& p
   for (const Axis& a : spec.axes) j["axes"].push_back(a.name);
   WriteFileAtomically((fs::path(dir) / "results.json").string(), j.dump(1) + "\n");
   WriteFileAtomically((fs::path(dir) / "results.csv").string(), csv);
-  return ReadStatus(spec, points, dir);
+  return counts;
 }
 
 void DrawPlots(const std::string& dir) {

@@ -45,9 +45,9 @@ SweepStatus RunSweep(const SweepSpec& spec, const std::vector<SweepPoint>& point
                      const SweepOptions& options);
 // Reads DIR/sweep.json back (UsageError if DIR holds no sweep).
 SweepSpec LoadSweepDir(const std::string& dir);
-// The status of every point from the records in DIR.
-SweepStatus ReadStatus(const SweepSpec& spec, const std::vector<SweepPoint>& points,
-                       const std::string& dir);
+// The status of every point (of the shard `shard` of `shards`) from the records in DIR.
+SweepStatus ReadStatus(const std::vector<SweepPoint>& points, const std::string& dir, int shard = 0,
+                       int shards = 1);
 // Rebuilds DIR/results.csv and DIR/results.json from the records.
 SweepStatus WriteResults(const SweepSpec& spec, const std::vector<SweepPoint>& points,
                          const std::string& dir);

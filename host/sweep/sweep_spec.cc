@@ -323,6 +323,7 @@ std::vector<SweepPoint> ExpandPoints(const SweepSpec& spec) {
     } catch (const UsageError& e) {
       throw UsageError(fmt::format("{}: {}: {}", spec.path, where, e.what()));
     }
+    p.key = p.job.Key();
     points.push_back(std::move(p));
   }
   return points;

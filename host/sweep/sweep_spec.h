@@ -35,6 +35,7 @@ struct SweepPoint {
   int64_t index = 0;              // position in the grid
   nlohmann::ordered_json values;  // axis name -> this point's value
   PointJob job;
+  std::string key;  // job.Key(), computed once at expansion
 };
 
 struct Axis {
