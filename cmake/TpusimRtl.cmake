@@ -22,6 +22,16 @@ set(TPU_MXU_RTL_SOURCES
   ${TPU_RTL_DIR}/tpu_mxu_counters.sv
   ${TPU_RTL_DIR}/tpu_mxu_top.sv)
 
+# The output-stationary array, for teaching beside the weight-stationary one (not in the
+# chip): tpusim teach --dataflow os|both.
+set(TPU_OS_RTL_SOURCES
+  ${TPU_RTL_DIR}/tpu_pkg.sv
+  ${TPU_RTL_DIR}/tpu_delay.sv
+  ${TPU_RTL_DIR}/tpu_skew.sv
+  ${TPU_RTL_DIR}/tpu_os_pe.sv
+  ${TPU_RTL_DIR}/tpu_os_array.sv
+  ${TPU_RTL_DIR}/tpu_os_top.sv)
+
 # The whole chip: the matrix subsystem plus controller, DMA, buffers and VPU.
 set(TPU_TOP_RTL_SOURCES
   ${TPU_RTL_DIR}/tpu_pkg.sv
@@ -107,19 +117,19 @@ function(tpusim_verilate_mxu TARGET N)
   if(ARG_SYSTEMC)
     verilate(${TARGET} SYSTEMC PREFIX Vtpu_mxu_sc_n${N} TOP_MODULE tpu_mxu_top
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
-             OPT_FAST ${TPUSIM_OPT_FAST})
+             ${TPUSIM_VERILATED_OPTS})
   elseif(ARG_TEACH)
     verilate(${TARGET} PREFIX Vtpu_mxu_teach_n${N} TOP_MODULE tpu_mxu_top
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args} --vpi --public-flat-rw
-             OPT_FAST ${TPUSIM_OPT_FAST})
+             ${TPUSIM_VERILATED_OPTS})
   elseif(ARG_NOTRACE)
     verilate(${TARGET} PREFIX ${ARG_PREFIX} TOP_MODULE tpu_mxu_top
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
-             OPT_FAST ${TPUSIM_OPT_FAST})
+             ${TPUSIM_VERILATED_OPTS})
   else()
     verilate(${TARGET} TRACE_FST PREFIX Vtpu_mxu_n${N} TOP_MODULE tpu_mxu_top
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
-             OPT_FAST ${TPUSIM_OPT_FAST})
+             ${TPUSIM_VERILATED_OPTS})
   endif()
 endfunction()
 
@@ -133,5 +143,15 @@ function(tpusim_verilate_tpu TARGET N)
            VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
                           ${TPU_RTL_INCLUDE} -GArrayDim=${N} -GAccDepth=${acc} -GUbDepth=${ub}
                           -GWfifoTiles=${fifo} -GParamSets=${sets} ${form}
-           OPT_FAST ${TPUSIM_OPT_FAST})
+           ${TPUSIM_VERILATED_OPTS})
+endfunction()
+
+# tpusim_verilate_os(TARGET N): adds class Vtpu_os_teach_n<N>, the output-stationary array
+# with every signal readable through VPI, to TARGET.
+function(tpusim_verilate_os TARGET N)
+  verilate(${TARGET} PREFIX Vtpu_os_teach_n${N} TOP_MODULE tpu_os_top
+           SOURCES ${TPU_OS_RTL_SOURCES}
+           VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
+                          ${TPU_RTL_INCLUDE} -GArrayDim=${N} --vpi --public-flat-rw
+           ${TPUSIM_VERILATED_OPTS})
 endfunction()

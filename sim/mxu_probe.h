@@ -4,12 +4,11 @@
 // signals rather than a separate model of the array.
 #pragma once
 
-#include <verilated_vpi.h>
-
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "sim/vpi_signal.h"
 
 namespace tpu::sim {
 
@@ -41,84 +40,55 @@ class MxuProbe {
     const std::string arr = kTop + "u_matrix.u_mxu.u_array.";
     for (int r = 0; r < dim; ++r) {
       for (int c = 0; c < dim; ++c) {
-        const std::string pe = arr + "gen_row__BRA__" + std::to_string(r) +
-                               "__KET__.gen_col__BRA__" + std::to_string(c) + "__KET__.u_pe.";
-        pes_.push_back({Find(pe + "weight_active_q"), Find(pe + "weight_shadow_q"),
-                        Find(pe + "act_q"), Find(pe + "psum_q"), Find(pe + "switch_q")});
+        const std::string pe =
+            arr + vpi::Index("gen_row", r) + "." + vpi::Index("gen_col", c) + ".u_pe.";
+        pes_.push_back({vpi::Find(pe + "weight_active_q"), vpi::Find(pe + "weight_shadow_q"),
+                        vpi::Find(pe + "act_q"), vpi::Find(pe + "psum_q"),
+                        vpi::Find(pe + "switch_q")});
       }
     }
-    array_act_ = Find(kTop + "u_matrix.u_mxu.array_act");
-    array_switch_ = Find(kTop + "u_matrix.u_mxu.array_switch");
-    col_wr_valid_ = Find(kTop + "u_matrix.u_mxu.col_wr_valid");
-    col_wr_row_ = Find(kTop + "u_matrix.u_mxu.col_wr_row");
-    col_wr_data_ = Find(kTop + "u_matrix.u_mxu.col_wr_data");
-    out_valid_ = Find(kTop + "u_matrix.u_mxu.out_valid_o");
-    out_data_ = Find(kTop + "u_matrix.u_mxu.out_data_o");
-    a_fire_ = Find(kTop + "u_matrix.u_mxu.a_fire");
-    w_fire_ = Find(kTop + "u_matrix.u_mxu.w_fire");
-    row_bits_ = dim > 1 ? BitsFor(dim) : 1;
+    array_act_ = vpi::Find(kTop + "u_matrix.u_mxu.array_act");
+    array_switch_ = vpi::Find(kTop + "u_matrix.u_mxu.array_switch");
+    col_wr_valid_ = vpi::Find(kTop + "u_matrix.u_mxu.col_wr_valid");
+    col_wr_row_ = vpi::Find(kTop + "u_matrix.u_mxu.col_wr_row");
+    col_wr_data_ = vpi::Find(kTop + "u_matrix.u_mxu.col_wr_data");
+    out_valid_ = vpi::Find(kTop + "u_matrix.u_mxu.out_valid_o");
+    out_data_ = vpi::Find(kTop + "u_matrix.u_mxu.out_data_o");
+    a_fire_ = vpi::Find(kTop + "u_matrix.u_mxu.a_fire");
+    w_fire_ = vpi::Find(kTop + "u_matrix.u_mxu.w_fire");
+    row_bits_ = vpi::BitsFor(dim);
   }
 
   ArrayState Sample() const {
     ArrayState s;
     s.pe.resize(pes_.size());
     for (size_t i = 0; i < pes_.size(); ++i) {
-      s.pe[i].weight = static_cast<int8_t>(Bits(pes_[i].weight, 0, 8));
-      s.pe[i].shadow = static_cast<int8_t>(Bits(pes_[i].shadow, 0, 8));
-      s.pe[i].act = static_cast<int8_t>(Bits(pes_[i].act, 0, 8));
-      s.pe[i].psum = static_cast<int32_t>(Bits(pes_[i].psum, 0, 32));
-      s.pe[i].sw = Bits(pes_[i].sw, 0, 1) != 0;
+      s.pe[i].weight = static_cast<int8_t>(vpi::Bits(pes_[i].weight, 0, 8));
+      s.pe[i].shadow = static_cast<int8_t>(vpi::Bits(pes_[i].shadow, 0, 8));
+      s.pe[i].act = static_cast<int8_t>(vpi::Bits(pes_[i].act, 0, 8));
+      s.pe[i].psum = static_cast<int32_t>(vpi::Bits(pes_[i].psum, 0, 32));
+      s.pe[i].sw = vpi::Bits(pes_[i].sw, 0, 1) != 0;
     }
     for (int r = 0; r < dim_; ++r) {
-      s.act_in.push_back(static_cast<int8_t>(Bits(array_act_, 8 * r, 8)));
-      s.switch_in.push_back(Bits(array_switch_, r, 1) != 0);
-      s.w_write.push_back(Bits(col_wr_valid_, r, 1) != 0);
-      s.w_row.push_back(static_cast<int>(Bits(col_wr_row_, row_bits_ * r, row_bits_)));
-      s.w_data.push_back(static_cast<int8_t>(Bits(col_wr_data_, 8 * r, 8)));
-      s.out.push_back(static_cast<int32_t>(Bits(out_data_, 32 * r, 32)));
+      s.act_in.push_back(static_cast<int8_t>(vpi::Bits(array_act_, 8 * r, 8)));
+      s.switch_in.push_back(vpi::Bits(array_switch_, r, 1) != 0);
+      s.w_write.push_back(vpi::Bits(col_wr_valid_, r, 1) != 0);
+      s.w_row.push_back(static_cast<int>(vpi::Bits(col_wr_row_, row_bits_ * r, row_bits_)));
+      s.w_data.push_back(static_cast<int8_t>(vpi::Bits(col_wr_data_, 8 * r, 8)));
+      s.out.push_back(static_cast<int32_t>(vpi::Bits(out_data_, 32 * r, 32)));
     }
-    s.out_valid = Bits(out_valid_, 0, 1) != 0;
-    s.a_fire = Bits(a_fire_, 0, 1) != 0;
-    s.w_fire = Bits(w_fire_, 0, 1) != 0;
+    s.out_valid = vpi::Bits(out_valid_, 0, 1) != 0;
+    s.a_fire = vpi::Bits(a_fire_, 0, 1) != 0;
+    s.w_fire = vpi::Bits(w_fire_, 0, 1) != 0;
     return s;
   }
 
  private:
-  // Verilator's VPI names scopes as its generated code does: generate-loop indices are
-  // spelled gen_row__BRA__0__KET__ for gen_row[0].
   inline static const std::string kTop = "TOP.tpu_mxu_top.";
 
   struct PeHandles {
     vpiHandle weight, shadow, act, psum, sw;
   };
-
-  static int BitsFor(int n) {
-    int b = 0;
-    while ((1 << b) < n) ++b;
-    return b;
-  }
-
-  static vpiHandle Find(const std::string& name) {
-    vpiHandle h = vpi_handle_by_name(const_cast<PLI_BYTE8*>(name.c_str()), nullptr);
-    if (!h) {
-      throw std::runtime_error("the teaching model has no signal " + name +
-                               " (it must be built with --vpi --public-flat-rw)");
-    }
-    return h;
-  }
-
-  // `width` bits from bit `lsb` of a signal, as an unsigned number (width <= 32).
-  static uint32_t Bits(vpiHandle h, int lsb, int width) {
-    s_vpi_value v;
-    v.format = vpiVectorVal;
-    vpi_get_value(h, &v);
-    const int words = (vpi_get(vpiSize, h) + 31) / 32;
-    const int w = lsb / 32;
-    const uint64_t lo = static_cast<uint32_t>(v.value.vector[w].aval);
-    const uint64_t hi = w + 1 < words ? static_cast<uint32_t>(v.value.vector[w + 1].aval) : 0;
-    const uint64_t bits = ((hi << 32) | lo) >> (lsb % 32);
-    return static_cast<uint32_t>(bits & ((uint64_t{1} << width) - 1));
-  }
 
   int dim_;
   int row_bits_ = 1;

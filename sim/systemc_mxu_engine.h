@@ -13,6 +13,7 @@
 
 #include "sim/mxu_engine.h"
 #include "sim/mxu_port_driver.h"
+#include "sim/sanitizer_stack.h"
 #include "sim/sc_port_values.h"
 
 namespace tpu::sim {
@@ -46,6 +47,7 @@ class SystemCMxuEngine final : public MxuEngine {
     sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO,
                                             sc_core::SC_DO_NOTHING);
     sc_core::sc_start();
+    ResetSanitizerStack();
     if (h.failure) std::rethrow_exception(h.failure);
     params_ = h.result.params;
     if (options.progress) options.progress(1.0);

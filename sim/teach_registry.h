@@ -1,11 +1,13 @@
-// Picks the teaching model of the matrix subsystem (every signal readable through VPI,
-// sim/mxu_probe.h) built for an array size.
+// Picks the teaching models built for an array size: the weight-stationary matrix
+// subsystem (every signal readable through VPI, sim/mxu_probe.h) and the
+// output-stationary array (sim/os_array_engine.h, sim/os_probe.h).
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "sim/mxu_engine.h"
+#include "sim/os_array_engine.h"
 
 namespace tpu::sim {
 
@@ -13,5 +15,6 @@ namespace tpu::sim {
 std::vector<int> BuiltTeachDims();
 // Throws std::invalid_argument naming the built sizes when N was not built.
 std::unique_ptr<MxuEngine> MakeTeachEngine(int array_dim);
+std::unique_ptr<OsArrayEngine> MakeOsTeachEngine(int array_dim);
 
 }  // namespace tpu::sim

@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
@@ -29,9 +32,63 @@ struct TeachOptions {
   int array = 4;
   std::optional<int64_t> m, k, n;
   std::string a_path, b_path, html_path;
+  std::string dataflow = "ws";
+  std::vector<std::string> answers;
   uint64_t seed = 1;
   bool step = false;
 };
+
+struct Answer {
+  std::string dataflow;  // "ws" or "os"
+  std::string key;
+  double value = 0;
+  std::string text;  // as given
+};
+
+// --answer KEY=VALUE (one dataflow) or ws.KEY=VALUE / os.KEY=VALUE (--dataflow both).
+Answer ParseAnswer(const std::string& text, const std::string& dataflow) {
+  const auto keys = teach::AnswerKeys();
+  std::string known;
+  for (const auto& k : keys) known += (known.empty() ? "" : ", ") + k;
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos) {
+    throw UsageError(fmt::format("--answer '{}' is not KEY=VALUE (keys: {})", text, known));
+  }
+  Answer a;
+  a.text = text;
+  a.key = text.substr(0, eq);
+  a.dataflow = dataflow;
+  for (const char* prefix : {"ws.", "os."}) {
+    if (a.key.rfind(prefix, 0) == 0) {
+      a.dataflow = std::string(prefix, 2);
+      a.key = a.key.substr(3);
+    }
+  }
+  if (a.dataflow == "both") {
+    throw UsageError(
+        fmt::format("--answer '{}': with --dataflow both say which dataflow, as ws.{} or os.{}",
+                    text, a.key, a.key));
+  }
+  if (dataflow != "both" && a.dataflow != dataflow) {
+    throw UsageError(
+        fmt::format("--answer '{}' is about {}, but --dataflow is {}", text, a.dataflow, dataflow));
+  }
+  if (std::find(keys.begin(), keys.end(), a.key) == keys.end()) {
+    throw UsageError(
+        fmt::format("--answer '{}': no number named '{}' (keys: {})", text, a.key, known));
+  }
+  const std::string v = text.substr(eq + 1);
+  size_t used = 0;
+  try {
+    a.value = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size()) {
+    throw UsageError(fmt::format("--answer '{}': '{}' is not a number", text, v));
+  }
+  return a;
+}
 
 // The terminal's width, or 0 when stdout is not a terminal.
 int TerminalColumns() {
@@ -65,8 +122,18 @@ void RunTeach(const TeachOptions& o) {
       for (auto& v : mat->data) v = static_cast<int8_t>(v % 10);
     }
   }
+  const bool ws = o.dataflow != "os", os = o.dataflow != "ws";
+  std::vector<Answer> answers;
+  for (const auto& text : o.answers) answers.push_back(ParseAnswer(text, o.dataflow));
+  if (o.step && o.dataflow == "both") {
+    throw UsageError(
+        "--step shows one dataflow at a time; use --dataflow ws or os, or --html "
+        "for both side by side");
+  }
   const gemm::GemmPlan plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, o.array, 1024);
-  const uint64_t cycles = gemm::PredictCycles(plan).total;
+  const uint64_t cycles =
+      std::max(ws ? gemm::PredictCycles(plan).total : 0,
+               os ? gemm::PredictOsCycles(a.rows, a.cols, b.cols, o.array).total : 0);
   if (cycles > kMaxCycles) {
     throw UsageError(
         fmt::format("this product takes {} cycles on a {} x {} array; teach shows "
@@ -75,7 +142,8 @@ void RunTeach(const TeachOptions& o) {
   }
   const int columns = TerminalColumns();
   const int needed = teach::TeachFrameWidth(o.array);
-  if (o.html_path.empty() && columns > 0 && columns < needed) {
+  if (o.html_path.empty() && answers.empty() && o.dataflow != "both" && columns > 0 &&
+      columns < needed) {
     throw UsageError(
         fmt::format("a {} x {} array needs {} terminal columns and this terminal has "
                     "{}: widen it, use a smaller --array, or write --html FILE",
@@ -83,26 +151,73 @@ void RunTeach(const TeachOptions& o) {
   }
   if (!o.html_path.empty()) CheckWritable(o.html_path);
 
-  const teach::TeachRun run = teach::RecordTeachRun(a, b, o.array);
+  std::optional<teach::TeachRun> ws_run;
+  std::optional<teach::OsTeachRun> os_run;
+  if (ws) ws_run = teach::RecordTeachRun(a, b, o.array);
+  if (os) os_run = teach::RecordOsTeachRun(a, b, o.array);
+  const bool exact =
+      (!ws_run || ws_run->matches_reference) && (!os_run || os_run->matches_reference);
+
+  if (!answers.empty()) {
+    int wrong = 0;
+    for (const Answer& ans : answers) {
+      const double truth = ans.dataflow == "ws" ? teach::AnswerValue(*ws_run, ans.key)
+                                                : teach::AnswerValue(*os_run, ans.key);
+      // Utilization is a percentage given to one decimal; the counts are exact.
+      const bool right =
+          ans.key == "utilization" ? std::abs(truth - ans.value) < 0.05 + 1e-9 : truth == ans.value;
+      wrong += !right;
+      std::cout << fmt::format("{}.{} = {}: {}\n", ans.dataflow, ans.key,
+                               ans.text.substr(ans.text.find('=') + 1),
+                               right ? "right" : "not right, try again");
+    }
+    if (!exact) throw RuntimeError("the RTL result differs from Eigen");
+    if (wrong) {
+      throw RuntimeError(
+          fmt::format("{} of {} answers are not right (tpusim teach without "
+                      "--answer shows the run)",
+                      wrong, answers.size()));
+    }
+    return;
+  }
   if (!o.html_path.empty()) {
-    WriteFileAtomically(o.html_path, teach::TeachHtml(run));
-    std::cout << fmt::format("wrote {}: {} cycles of a {} x {} array; open it in a browser\n",
-                             o.html_path, run.cycles.size(), o.array, o.array);
+    WriteFileAtomically(o.html_path,
+                        teach::TeachHtml(ws_run ? &*ws_run : nullptr, os_run ? &*os_run : nullptr));
+    std::cout << fmt::format(
+        "wrote {}: {} of a {} x {} array; open it in a browser\n", o.html_path,
+        ws_run && os_run
+            ? fmt::format("{} (weight-stationary) and {} (output-stationary) "
+                          "cycles",
+                          ws_run->cycles.size(), os_run->cycles.size())
+            : fmt::format("{} cycles", ws_run ? ws_run->cycles.size() : os_run->cycles.size()),
+        o.array, o.array);
+    if (!exact) throw RuntimeError("the RTL result differs from Eigen");
     return;
   }
   const bool colour = UseColour();
-  std::cout << teach::FormatTeachIntro(run, colour);
-  bool waiting = o.step;
-  for (size_t i = 0; i < run.cycles.size(); ++i) {
-    std::cout << teach::FormatTeachCycle(run, i, colour) << std::flush;
-    if (waiting && i + 1 < run.cycles.size()) {
-      std::cout << "[Enter: next cycle, q then Enter: to the end] " << std::flush;
-      std::string line;
-      if (!std::getline(std::cin, line) || line == "q") waiting = false;
+  if (ws_run && os_run) {
+    std::cout << teach::FormatComparison(*ws_run, *os_run, colour)
+              << "(tpusim teach --dataflow ws|os shows either cycle by cycle; --html FILE shows "
+                 "both side by side)\n";
+  } else {
+    const size_t frames = ws_run ? ws_run->cycles.size() : os_run->cycles.size();
+    std::cout << (ws_run ? teach::FormatTeachIntro(*ws_run, colour)
+                         : teach::FormatOsIntro(*os_run, colour));
+    bool waiting = o.step;
+    for (size_t i = 0; i < frames; ++i) {
+      std::cout << (ws_run ? teach::FormatTeachCycle(*ws_run, i, colour)
+                           : teach::FormatOsCycle(*os_run, i, colour))
+                << std::flush;
+      if (waiting && i + 1 < frames) {
+        std::cout << "[Enter: next cycle, q then Enter: to the end] " << std::flush;
+        std::string line;
+        if (!std::getline(std::cin, line) || line == "q") waiting = false;
+      }
     }
+    std::cout << (ws_run ? teach::FormatTeachSummary(*ws_run, colour)
+                         : teach::FormatOsSummary(*os_run, colour));
   }
-  std::cout << teach::FormatTeachSummary(run, colour);
-  if (!run.matches_reference) throw RuntimeError("the RTL result differs from Eigen");
+  if (!exact) throw RuntimeError("the RTL result differs from Eigen");
 }
 
 }  // namespace
@@ -124,7 +239,13 @@ Examples:
   tpusim teach --array 2 --m 3 --k 4 --n 3      # K and N larger than the array: tiles
   tpusim teach --html lesson.html               # a page with play/pause/step controls
 
-The lesson that goes with it: docs/teaching.md.)");
+Two dataflows: --dataflow ws (the chip's: B stays in the PEs), os (C stays in the PEs; a
+teaching array beside the chip, rtl/tpu_os_top.sv) or both (the two compared: cycles, MACs,
+utilization and the data each moves, counted from the RTL; with --html, side by side).
+  tpusim teach --dataflow both --array 4 --m 3 --k 2 --n 3 --html both.html
+  tpusim teach --dataflow os --m 5 --k 3 --n 2 --answer cycles=13   # check an exercise
+
+The lesson that goes with it, with exercises: docs/teaching.md.)");
   cmd->add_option("--array", o->array, "array size N (teaching builds: 2, 3, 4, 6, 8)")
       ->capture_default_str();
   cmd->add_option("--m", o->m, "rows of A (default 3)");
@@ -135,6 +256,14 @@ The lesson that goes with it: docs/teaching.md.)");
   cmd->add_option("--seed", o->seed, "seed of the random operands")->capture_default_str();
   cmd->add_flag("--step", o->step, "wait for Enter after each cycle");
   cmd->add_option("--html", o->html_path, "write a self-contained HTML player instead");
+  cmd->add_option("--dataflow", o->dataflow,
+                  "ws (weight-stationary), os (output-stationary) or both side by side")
+      ->check(CLI::IsMember({"ws", "os", "both"}))
+      ->capture_default_str();
+  cmd->add_option("--answer", o->answers,
+                  "check an exercise's answer instead of showing the run: KEY=VALUE, KEY one of "
+                  "cycles, macs, utilization, reads_in, operand_writes, sum_writes, passes, "
+                  "writes_out (ws.KEY / os.KEY with --dataflow both); repeatable");
   cmd->callback([o] { RunTeach(*o); });
 }
 

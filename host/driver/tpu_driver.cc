@@ -15,6 +15,7 @@
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
 #include "host/engine/timeline.h"
+#include "sim/sanitizer_stack.h"
 #include "sim/tpu_registry.h"
 #include "sim/wave_file.h"
 
@@ -256,6 +257,7 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   engine::CheckJobFits(job, im.config);
   if (!im.started) {
     sc_core::sc_start(sc_core::SC_ZERO_TIME);
+    sim::ResetSanitizerStack();
     if (im.wave) {
       if (im.options.trace_end < im.options.trace_start) {
         throw UsageError("--trace-end " + std::to_string(im.options.trace_end) +
@@ -277,6 +279,7 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   }
   im.host->Submit(job);
   while (!im.host->Done()) sc_core::sc_start();
+  sim::ResetSanitizerStack();
   im.system->SetProgress(nullptr);
   im.system->SetCycleHook(nullptr);
   bar.Finish();

@@ -86,4 +86,15 @@ PredictedCycles PredictCycles(const GemmPlan& p) {
   return c;
 }
 
+PredictedOsCycles PredictOsCycles(int64_t m, int64_t k, int64_t n, int dim) {
+  const uint64_t d = static_cast<uint64_t>(dim);
+  PredictedOsCycles c;
+  c.tiles = static_cast<uint64_t>((m + dim - 1) / dim) * static_cast<uint64_t>((n + dim - 1) / dim);
+  c.beats = c.tiles * static_cast<uint64_t>(k);
+  c.flush = c.tiles * 2 * (d - 1);
+  c.drain = c.tiles * d;
+  c.total = c.beats + c.flush + c.drain;
+  return c;
+}
+
 }  // namespace tpu::gemm

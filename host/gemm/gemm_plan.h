@@ -43,6 +43,18 @@ struct PredictedCycles {
 };
 PredictedCycles PredictCycles(const GemmPlan& plan);
 
+// The output-stationary teaching array (rtl/tpu_os_top.sv) on C = A x B (M x K by K x N):
+// ceil(M/dim) x ceil(N/dim) tiles of C, each K beats, a flush of 2 (dim - 1) cycles and a
+// drain of dim cycles, one tile after another.
+struct PredictedOsCycles {
+  uint64_t total = 0;
+  uint64_t tiles = 0;
+  uint64_t beats = 0;  // K per tile
+  uint64_t flush = 0;  // 2 (dim - 1) per tile
+  uint64_t drain = 0;  // dim per tile
+};
+PredictedOsCycles PredictOsCycles(int64_t m, int64_t k, int64_t n, int dim);
+
 // Largest K for which no int8 x int8 dot product can overflow int32:
 // K * (-128)^2 <= 2^31 - 1.
 inline constexpr int64_t kMaxSafeK = 131071;

@@ -1,5 +1,9 @@
-// The self-contained HTML player of `tpusim teach` (see teach.h): the recording as JSON and
-// a small script that draws the array at any cycle. No external scripts, fonts or styles.
+// The self-contained HTML page of `tpusim teach` (see teach.h): the recording(s) as JSON
+// and a small script that draws each array at any cycle as a textbook figure: the skewed
+// operands still waiting to enter (a staircase on the left, and on top for
+// output-stationary), the PEs with the active wavefront highlighted, C filling in as
+// results leave, and a legend. With both dataflows the two arrays stand side by side on
+// one time axis. No external scripts, fonts or styles.
 #include <nlohmann/json.hpp>
 
 #include "host/teach/teach.h"
@@ -13,33 +17,44 @@ constexpr const char* kHead = R"HTML(<!doctype html>
 <meta charset="utf-8">
 <title>tpusim teach: systolic matrix multiply, cycle by cycle</title>
 <style>
-body { font-family: ui-monospace, Menlo, Consolas, monospace; margin: 1.5em; color: #222; }
-h1 { font-size: 1.2em; }
+body { font-family: ui-monospace, Menlo, Consolas, monospace; margin: 1.2em; color: #222; font-size: 13px; }
+h1 { font-size: 1.25em; margin: 0 0 0.4em 0; }
+h2 { font-size: 1.05em; margin: 0.2em 0; }
 #controls button { font: inherit; padding: 0.2em 0.7em; }
-#controls { margin: 0.8em 0; }
-table.grid { border-collapse: collapse; margin: 0.5em 0; }
-table.grid td { border: 1px solid #999; padding: 0.2em 0.5em; vertical-align: top; white-space: pre; }
-table.grid td.edge { border: none; color: #777; }
+#controls { margin: 0.6em 0; position: sticky; top: 0; background: #fff; padding: 0.3em 0; z-index: 1; }
+#panels { display: flex; gap: 2.5em; flex-wrap: wrap; align-items: flex-start; }
+.panel { border-top: 3px solid #246; padding-top: 0.3em; }
+.status { color: #333; margin: 0.2em 0 0.4em 0; min-height: 1.3em; }
+table.grid { border-collapse: separate; border-spacing: 2px; }
+table.grid td { padding: 0.15em 0.35em; vertical-align: middle; white-space: pre; text-align: right; }
+td.pe { border: 1px solid #889; background: #fafafa; min-width: 6.5em; vertical-align: top; text-align: left; }
+td.pe.active { background: #ffe9a8; border-color: #c80; box-shadow: 0 0 0 1px #c80 inset; }
+td.pe.switch { background: #ffd27a; }
 td.pe .w { font-weight: bold; }
-td.pe .s { color: #777; }
+td.pe .s { color: #888; }
 td.pe.loading .s { color: #b0b; font-weight: bold; }
-td.pe.active { background: #e8f7e8; }
-td.pe.switch { background: #fff3c4; }
-td.pe .p.nz { color: #067; font-weight: bold; }
-td.edge.hot { color: #080; font-weight: bold; }
-#out { color: #067; min-height: 1.4em; }
-.legend { color: #555; max-width: 60em; }
+td.pe .p.nz, td.pe .c.nz { color: #067; font-weight: bold; }
+td.q { color: #2a6; min-width: 2.2em; border: 1px dashed #cdd; }
+td.q.empty { border-color: transparent; }
+td.q.next { background: #e3f6e9; font-weight: bold; }
+td.qb { color: #a3a; }
+td.qb.next { background: #f6e3f6; }
+td.edge { color: #777; }
+td.lab { color: #999; font-size: 0.85em; }
+td.out { color: #067; font-weight: bold; }
+table.cmat { border-collapse: collapse; margin-top: 0.4em; }
+table.cmat td { border: 1px solid #ccd; min-width: 3.5em; text-align: right; padding: 0.1em 0.3em; color: #bbb; }
+table.cmat td.part { color: #579; font-style: italic; background: #eef4fa; }
+table.cmat td.fin { color: #035; font-weight: bold; background: #d5ecf9; }
+table.cmat td.new { outline: 2px solid #06a; }
+.legend { color: #444; max-width: 70em; line-height: 1.45; }
+.sw { display: inline-block; width: 0.9em; height: 0.9em; vertical-align: -0.1em; border: 1px solid #999; }
+.totals { color: #444; margin-top: 0.4em; max-width: 36em; }
 </style>
 </head>
 <body>
 <h1 id="title">tpusim teach</h1>
-<p class="legend">A weight-stationary systolic array running on the RTL. Each PE holds a weight
-of B (<b>w</b>; <span style="color:#b0b">s</span> is the next tile's weight loading behind it),
-multiplies the activation passing through it (<b>a</b>, moving right; * marks the weight-switch
-bit travelling with the first row of a tile) and adds the partial sum from above (<b>p</b>,
-moving down). Left: activations entering each row (skewed by one cycle per row). Top: weights
-being written into the shadow registers. Bottom: partial sums leaving each column, and
-finished result rows. Values are those during the cycle, before its clock edge.</p>
+<p class="legend" id="legend"></p>
 <div id="controls">
 <button id="first" title="first cycle">|&lt;</button>
 <button id="prev" title="previous cycle">&lt; step</button>
@@ -55,83 +70,171 @@ speed <select id="speed">
 <input type="range" id="slider" min="0" value="0">
 <span id="cycle-label"></span>
 </div>
-<div id="status"></div>
-<table class="grid" id="grid"></table>
-<div id="out"></div>
+<div id="panels"></div>
 <details><summary>A, B and C</summary><pre id="mats"></pre></details>
 <script type="application/json" id="data">)HTML";
 
 constexpr const char* kTail = R"HTML(</script>
 <script>
 "use strict";
-const D = JSON.parse(document.getElementById("data").textContent);
-const N = D.dim;
-let cur = 0, timer = null;
+const RUNS = JSON.parse(document.getElementById("data").textContent);
 const $ = (id) => document.getElementById(id);
+const T = Math.max(...RUNS.map((r) => r.frames.length));
+let cur = 0, timer = null;
+const esc = (v) => String(v);
+
 function fmtMat(name, m) {
   return name + "\n" + m.map((r) => r.map((v) => String(v).padStart(7)).join("")).join("\n") + "\n\n";
 }
-function build() {
-  $("title").textContent = "tpusim teach: C = A x B, A " + D.m + " x " + D.k + ", B " + D.k +
-      " x " + D.n + ", on a " + N + " x " + N + " array (" + D.cycles + " cycles, formula " +
-      D.formula_cycles + ")";
-  $("mats").textContent = fmtMat("A", D.a) + fmtMat("B", D.b) + fmtMat("C = A x B (RTL" +
-      (D.bit_exact ? ", bit-exact with Eigen)" : ", DIFFERS from Eigen)"), D.c);
-  const g = $("grid");
-  let html = "<tr><td class='edge'></td>";
-  for (let c = 0; c < N; c++) html += "<td class='edge' id='wr-" + c + "'></td>";
-  html += "</tr>";
-  for (let r = 0; r < N; r++) {
-    html += "<tr><td class='edge' id='in-" + r + "'></td>";
-    for (let c = 0; c < N; c++) html += "<td class='pe' id='pe-" + r + "-" + c + "'></td>";
-    html += "</tr>";
-  }
-  html += "<tr><td class='edge'></td>";
-  for (let c = 0; c < N; c++) html += "<td class='edge' id='bot-" + c + "'></td>";
-  g.innerHTML = html + "</tr>";
-  $("slider").max = D.frames.length - 1;
-}
-function show(i) {
-  cur = Math.max(0, Math.min(D.frames.length - 1, i));
-  const f = D.frames[cur];
-  $("cycle-label").textContent = "cycle " + f.cycle + " of " + D.frames.length;
-  $("slider").value = cur;
-  $("status").textContent = "rows in " + f.rows_in + "   tiles " + f.tiles + "   MACs issued " +
-      f.rows_in * N * N + "   result rows out " + f.results_out;
-  for (let c = 0; c < N; c++) {
-    const w = f.w_write[c];
-    $("wr-" + c).textContent = w ? "v w" + w[0] + ":" + w[1] : "";
-    $("bot-" + c).textContent = "v " + f.pe[(N - 1) * N + c][3];
-  }
-  for (let r = 0; r < N; r++) {
-    const e = $("in-" + r);
-    e.textContent = "k" + r + " " + f.act_in[r] + (f.switch_in[r] ? "*" : " ") + " >";
-    e.className = "edge" + (f.act_in[r] !== 0 || f.switch_in[r] ? " hot" : "");
-    for (let c = 0; c < N; c++) {
-      const p = f.pe[r * N + c];
-      const cell = $("pe-" + r + "-" + c);
-      cell.innerHTML = "<span class='w'>w " + p[0] + "</span> <span class='s'>s " + p[1] +
-          "</span>\n<span class='a'>a " + p[2] + (p[4] ? "*" : "") + "</span>\n<span class='p" +
-          (p[3] !== 0 ? " nz" : "") + "'>p " + p[3] + "</span>";
-      const w = f.w_write[c];
-      cell.className = "pe" + (p[4] ? " switch" : p[2] !== 0 ? " active" : "") +
-          (w && w[0] === r ? " loading" : "");
+const NAMES = { ws: "weight-stationary", os: "output-stationary" };
+
+// One array's figure. p: id prefix ("" for WS, "os-" for OS).
+function Panel(R) {
+  const N = R.dim, ws = R.dataflow === "ws", p = ws ? "" : "os-";
+  const W = Math.min(N + 2, 10);  // operands shown waiting, per lane
+  const el = document.createElement("div");
+  el.className = "panel";
+  let h = "<h2>" + NAMES[R.dataflow] + ": " + R.cycles + " cycles (formula " + R.formula_cycles +
+      "), utilization " + R.utilization.toFixed(1) + " %</h2><div class='status' id='" + p +
+      "status'></div><table class='grid'>";
+  // Output-stationary: B waits above its column, nearest value at the bottom.
+  if (!ws) {
+    for (let d = W - 1; d >= 0; d--) {
+      h += "<tr><td colspan='" + (W + 1) + "' class='lab'>" + (d === W - 1 ? "B waiting" : "") + "</td>";
+      for (let c = 0; c < N; c++) h += "<td class='q qb' id='" + p + "qb-" + d + "-" + c + "'></td>";
+      h += "</tr>";
     }
   }
-  $("out").textContent = f.out ? "result row out: " + f.out.join(" ") : "";
+  h += "<tr><td colspan='" + (W + 1) + "' class='lab'>" + (ws ? "A waiting, skewed" : "A waiting, skewed") + "</td>";
+  for (let c = 0; c < N; c++) h += "<td class='edge' id='" + p + "wr-" + c + "'></td>";
+  h += "</tr>";
+  for (let r = 0; r < N; r++) {
+    h += "<tr>";
+    for (let d = W - 1; d >= 0; d--) h += "<td class='q' id='" + p + "qa-" + r + "-" + d + "'></td>";
+    h += "<td class='edge' id='" + p + "in-" + r + "'></td>";
+    for (let c = 0; c < N; c++) h += "<td class='pe' id='" + p + "pe-" + r + "-" + c + "'></td>";
+    h += "</tr>";
+  }
+  h += "<tr><td colspan='" + (W + 1) + "' class='lab'>" + (ws ? "partial sums leave" : "C rows drain out") + "</td>";
+  for (let c = 0; c < N; c++) h += "<td class='edge out' id='" + p + "bot-" + c + "'></td>";
+  h += "</tr></table><div class='lab'>C = A x B, filling in as results leave the array</div><table class='cmat'>";
+  for (let i = 0; i < R.m; i++) {
+    h += "<tr>";
+    for (let j = 0; j < R.n; j++) h += "<td id='" + p + "c-" + i + "-" + j + "'></td>";
+    h += "</tr>";
+  }
+  h += "</table><div class='totals'>whole run, counted from the RTL: " + R.macs + " useful MACs; " +
+      R.moved.reads_in + " values read in; " + R.moved.operand_writes +
+      " operand register writes; " + R.moved.sum_writes + " partial-sum writes; " +
+      R.moved.passes + " values passed between PEs; " + R.moved.writes_out +
+      " results written out</div>";
+  el.innerHTML = h;
+  $("panels").appendChild(el);
+
+  // Is lane l's value entering at frame t a real operand? OS: the RTL's valid bit; WS: the
+  // row that fired at t - l (lane l is skewed by l cycles; the WS PE has no valid bit).
+  const F = R.frames;
+  const laneValid = (t, l) => ws ? (t - l >= 0 && t < F.length && F[t - l].fire === 1)
+                                 : (t < F.length && F[t].in_valid[l] === 1);
+  const laneA = (t, l) => ws ? F[t].act_in[l] : F[t].a_in[l];
+
+  this.show = function (t) {
+    const done = t >= F.length;
+    const f = F[Math.min(t, F.length - 1)];
+    $(p + "status").textContent = (done ? "finished at cycle " + F.length + ": " : "") +
+        (ws ? "rows in " + f.rows_in + "   tiles " + f.tiles + "   MACs issued " + f.rows_in * N * N +
+              "   result rows out " + f.results_out
+            : "beats in " + f.beats_in + "   MACs done " + f.macs + "   result rows out " + f.results_out);
+    for (let r = 0; r < N; r++) {
+      for (let d = 0; d < W; d++) {
+        const q = $(p + "qa-" + r + "-" + d), tt = t + d, ok = !done && laneValid(tt, r);
+        q.textContent = ok ? esc(laneA(tt, r)) : "";
+        q.className = "q" + (ok ? (d === 0 ? " next" : "") : " empty");
+      }
+      if (!ws) {
+        for (let d = 0; d < W; d++) {
+          const q = $(p + "qb-" + d + "-" + r), tt = t + d, ok = !done && laneValid(tt, r);
+          q.textContent = ok ? esc(F[tt].b_in[r]) : "";
+          q.className = "q qb" + (ok ? (d === 0 ? " next" : "") : " empty");
+        }
+      }
+      const e = $(p + "in-" + r);
+      e.textContent = ws ? "k" + r + (f.switch_in[r] ? "*" : " ") + ">" : "r" + r + " >";
+    }
+    for (let c = 0; c < N; c++) {
+      if (ws) {
+        const w = f.w_write[c];
+        $(p + "wr-" + c).textContent = w ? "v w" + w[0] + ":" + w[1] : "col " + c;
+        $(p + "bot-" + c).textContent = "v " + f.pe[(N - 1) * N + c][3];
+      } else {
+        $(p + "wr-" + c).textContent = "col " + c + " v";
+        $(p + "bot-" + c).textContent = f.out ? "v " + f.out[c] : "";
+      }
+    }
+    for (let r = 0; r < N; r++) {
+      for (let c = 0; c < N; c++) {
+        const v = f.pe[r * N + c], cell = $(p + "pe-" + r + "-" + c);
+        if (ws) {
+          cell.innerHTML = "<span class='w'>w " + v[0] + "</span> <span class='s'>s " + v[1] +
+              "</span>\n<span class='a'>a " + v[2] + (v[4] ? "*" : "") + "</span>\n<span class='p" +
+              (v[3] !== 0 ? " nz" : "") + "'>p " + v[3] + "</span>";
+          const w = f.w_write[c];
+          cell.className = "pe" + (v[4] ? " switch" : v[5] ? " active" : "") +
+              (w && w[0] === r ? " loading" : "");
+        } else {
+          cell.innerHTML = "<span class='a'>a " + v[0] + "</span> <span class='b'>b " + v[1] +
+              "</span>\n<span class='c" + (v[2] !== 0 ? " nz" : "") + "'>c " + v[2] + "</span>";
+          cell.className = "pe" + (v[3] ? " active" : "");
+        }
+      }
+    }
+    const prev = t > 0 ? F[Math.min(t - 1, F.length - 1)].c : null;
+    for (let i = 0; i < R.m; i++) {
+      for (let j = 0; j < R.n; j++) {
+        const x = f.c[i * R.n + j], cell = $(p + "c-" + i + "-" + j);
+        cell.textContent = x ? x[0] : ".";
+        const changed = x && (!prev || !prev[i * R.n + j] || prev[i * R.n + j][0] !== x[0] ||
+                              prev[i * R.n + j][1] !== x[1]);
+        cell.className = (x ? (x[1] ? "fin" : "part") : "") + (changed && !done ? " new" : "");
+      }
+    }
+  };
+}
+
+const panels = RUNS.map((r) => new Panel(r));
+function show(i) {
+  cur = Math.max(0, Math.min(T - 1, i));
+  $("cycle-label").textContent = "cycle " + (cur + 1) + " of " + T;
+  $("slider").value = cur;
+  panels.forEach((p) => p.show(cur));
 }
 function stop() { if (timer) { clearInterval(timer); timer = null; } $("play").textContent = "play"; }
 function play() {
   if (timer) { stop(); return; }
-  if (cur === D.frames.length - 1) show(0);
+  if (cur === T - 1) show(0);
   $("play").textContent = "pause";
-  timer = setInterval(() => { if (cur >= D.frames.length - 1) stop(); else show(cur + 1); },
-                      Number($("speed").value));
+  timer = setInterval(() => { if (cur >= T - 1) stop(); else show(cur + 1); }, Number($("speed").value));
 }
+const R0 = RUNS[0];
+$("title").textContent = "tpusim teach: C = A x B, A " + R0.m + " x " + R0.k + ", B " + R0.k +
+    " x " + R0.n + ", on " + (RUNS.length > 1 ? "two " : "a ") + R0.dim + " x " + R0.dim + " " +
+    RUNS.map((r) => NAMES[r.dataflow]).join(" and ") + (RUNS.length > 1 ? " arrays" : " array") +
+    " (the RTL, cycle by cycle)";
+$("legend").innerHTML =
+    "<span class='sw' style='background:#ffe9a8'></span> the wavefront: PEs holding real operands this cycle" +
+    (RUNS.some((r) => r.dataflow === "ws") ? " (<span class='sw' style='background:#ffd27a'></span> with the weight-switch bit *)" : "") +
+    ". <span class='sw' style='background:#e3f6e9'></span> A values waiting to enter, one lane per row, each lane one cycle behind the one above (the skew); the rightmost enters at this edge." +
+    (RUNS.some((r) => r.dataflow === "os") ? " <span class='sw' style='background:#f6e3f6'></span> B values waiting above their columns (output-stationary)." : "") +
+    " Weight-stationary PEs: <b>w</b> the weight held still, <span style='color:#b0b'>s</span> the next tile's weight loading behind it, a the activation moving right, <b>p</b> the partial sum moving down." +
+    " Output-stationary PEs: a moving right, b moving down, <b>c</b> the element of C that stays. " +
+    "C: <span class='sw' style='background:#eef4fa'></span> partial, <span class='sw' style='background:#d5ecf9'></span> final, outlined when it changed this cycle. Values are those during the cycle, before its clock edge.";
+$("mats").textContent = fmtMat("A", R0.a) + fmtMat("B", R0.b) + fmtMat("C = A x B (RTL" +
+    (RUNS.every((r) => r.bit_exact) ? ", bit-exact with Eigen)" : ", DIFFERS from Eigen)"), R0.c);
+$("slider").max = T - 1;
 $("first").onclick = () => { stop(); show(0); };
 $("prev").onclick = () => { stop(); show(cur - 1); };
 $("next").onclick = () => { stop(); show(cur + 1); };
-$("last").onclick = () => { stop(); show(D.frames.length - 1); };
+$("last").onclick = () => { stop(); show(T - 1); };
 $("play").onclick = play;
 $("speed").onchange = () => { if (timer) { stop(); play(); } };
 $("slider").oninput = () => { stop(); show(Number($("slider").value)); };
@@ -140,7 +243,6 @@ document.addEventListener("keydown", (e) => {
   if (e.key === "ArrowLeft") $("prev").click();
   if (e.key === " ") { e.preventDefault(); play(); }
 });
-build();
 // #cycle=K (1-based) opens at cycle K; &step=S then presses "step >" S times.
 const q = new URLSearchParams(location.hash.slice(1));
 show(q.has("cycle") ? Number(q.get("cycle")) - 1 : 0);
@@ -152,8 +254,11 @@ for (let s = 0; s < Number(q.get("step") || 0); s++) $("next").click();
 
 }  // namespace
 
-std::string TeachHtml(const TeachRun& run) {
-  std::string data = TeachJson(run).dump();
+std::string TeachHtml(const TeachRun* ws, const OsTeachRun* os) {
+  nlohmann::json runs = nlohmann::json::array();
+  if (ws) runs.push_back(TeachJson(*ws));
+  if (os) runs.push_back(OsTeachJson(*os));
+  std::string data = runs.dump();
   // Keep the data from closing its script element early.
   for (size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3) {
     data.replace(at, 2, "<\\/");

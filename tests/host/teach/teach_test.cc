@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -118,7 +120,10 @@ TEST_F(TeachTest, HtmlHoldsEveryCycleAndStepsInABrowser) {
   const size_t at = html.find(open);
   ASSERT_NE(at, std::string::npos);
   const size_t end = html.find("</script>", at);
-  const auto data = nlohmann::json::parse(html.substr(at + open.size(), end - at - open.size()));
+  const auto runs = nlohmann::json::parse(html.substr(at + open.size(), end - at - open.size()));
+  ASSERT_EQ(runs.size(), 1u);
+  const auto& data = runs[0];
+  EXPECT_EQ(data["dataflow"], "ws");
   const auto& frames = data["frames"];
   ASSERT_EQ(frames.size(), data["cycles"].get<size_t>());
   ASSERT_EQ(frames.size(), 16u);  // 3 x 2 by 2 x 3 on 4 x 4 (docs/teaching.md)
@@ -221,6 +226,160 @@ TEST_F(TeachTest, NumpyOperandsAreShownAndMultiplied) {
       std::string::npos)
       << o.out;
   EXPECT_NE(o.out.find("2 weight tile(s) = 1 K-fold(s) x 2 N-tile(s)"), std::string::npos);
+}
+
+// The derived wavefront of the weight-stationary array (its PE has no valid bit) agrees
+// with the RTL: every PE holding a non-zero activation is marked active, and the active
+// PE-cycles are the rows that fired times N x N. C fills in to exactly the RTL's result.
+TEST_F(TeachTest, WeightStationaryWavefrontAndCFillingAgreeWithTheRtl) {
+  const int n = 4;
+  const Matrix<int8_t> a = gemm::RandomInt8(5, 6, 3), b = gemm::RandomInt8(6, 7, 4);
+  const teach::TeachRun run = teach::RecordTeachRun(a, b, n);
+  ASSERT_TRUE(run.matches_reference);
+  uint64_t active = 0;
+  for (const teach::TeachCycle& t : run.cycles) {
+    for (size_t i = 0; i < t.state.pe.size(); ++i) {
+      active += t.active[i];
+      if (t.state.pe[i].act != 0) {
+        ASSERT_TRUE(t.active[i]) << "cycle " << t.cycle << " PE " << i;
+      }
+    }
+  }
+  EXPECT_EQ(active, run.cycles.back().rows_in * n * n);
+  const teach::CProgress& c = run.cycles.back().c;
+  EXPECT_EQ(c.value, run.c.data);
+  EXPECT_TRUE(std::all_of(c.seen.begin(), c.seen.end(), [](uint8_t s) { return s == 2; }));
+  // K = 6 > N: the first fold's partial sums show before the final ones.
+  bool partial = false;
+  for (const auto& t : run.cycles) partial |= std::count(t.c.seen.begin(), t.c.seen.end(), 1) > 0;
+  EXPECT_TRUE(partial);
+}
+
+// The output-stationary recording: every value equals what the OS array's closed forms say
+// it must be, and the data-movement counts taken from the RTL's valid bits equal the
+// counts the dataflow implies (docs/teaching.md).
+TEST_F(TeachTest, OutputStationaryRunCountsWhatItMoves) {
+  for (int n : {2, 4}) {
+    const int64_t m = 5, k = 3, nn = 7;
+    const Matrix<int8_t> a = gemm::RandomInt8(m, k, 8), b = gemm::RandomInt8(k, nn, 9);
+    const teach::OsTeachRun run = teach::RecordOsTeachRun(a, b, n);
+    SCOPED_TRACE(n);
+    ASSERT_TRUE(run.matches_reference);
+    EXPECT_EQ(run.cycles.size(), run.counters.cycles);
+    EXPECT_EQ(run.counters.cycles, run.predicted.total);
+    const uint64_t tiles = run.predicted.tiles, nu = static_cast<uint64_t>(n);
+    EXPECT_EQ(tiles, static_cast<uint64_t>(((m + n - 1) / n) * ((nn + n - 1) / n)));
+    EXPECT_EQ(run.macs, tiles * k * nu * nu);
+    EXPECT_EQ(run.moved.reads_in, 2 * tiles * k * nu);
+    EXPECT_EQ(run.moved.operand_writes, 2 * run.macs);
+    EXPECT_EQ(run.moved.sum_writes, run.macs + tiles * nu * nu * nu);
+    EXPECT_EQ(run.moved.passes, 2 * tiles * k * nu * (nu - 1) + tiles * nu * nu * (nu - 1));
+    EXPECT_EQ(run.moved.writes_out, tiles * nu * nu);
+    EXPECT_EQ(run.cycles.back().c.value, run.c.data);
+    EXPECT_EQ(run.cycles.back().macs, run.macs);
+  }
+}
+
+TEST_F(TeachTest, BothDataflowsCompareOnTheSameOperands) {
+  const Outcome o = Run("teach --dataflow both --array 4 --m 3 --k 2 --n 3");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  // 3 x 2 by 2 x 3 on 4 x 4: WS 16 cycles (docs/teaching.md), OS 2 + 6 + 4 = 12.
+  EXPECT_NE(o.out.find("  cycles                                            16                12"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("C bit-exact with Eigen: yes and yes"), std::string::npos);
+  const Outcome os = Run("teach --dataflow os --m 3 --k 2 --n 3");
+  ASSERT_EQ(os.exit_code, 0) << os.err;
+  EXPECT_NE(os.out.find("cycle 12 of 12"), std::string::npos);
+  EXPECT_NE(os.out.find("output-stationary"), std::string::npos);
+  EXPECT_NE(os.out.find("tile row 0 out"), std::string::npos);
+}
+
+TEST_F(TeachTest, AnswersAreCheckedAgainstTheRtl) {
+  Outcome o =
+      Run("teach --dataflow both --m 3 --k 2 --n 3 --answer ws.cycles=16 "
+          "--answer os.cycles=12 --answer os.utilization=9.4 --answer ws.macs=18");
+  EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("os.utilization = 9.4: right"), std::string::npos) << o.out;
+  o = Run("teach --dataflow os --m 3 --k 2 --n 3 --answer cycles=11 --answer passes=96");
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.out.find("os.cycles = 11: not right, try again"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("os.passes = 96: right"), std::string::npos) << o.out;
+  EXPECT_NE(o.err.find("1 of 2 answers are not right"), std::string::npos) << o.err;
+  ExpectError("teach --dataflow both --answer cycles=3", 2, "say which dataflow, as ws.cycles");
+  ExpectError("teach --answer speed=3", 2, "no number named 'speed'");
+  ExpectError("teach --answer cycles=many", 2, "'many' is not a number");
+  ExpectError("teach --answer cycles", 2, "is not KEY=VALUE");
+  ExpectError("teach --dataflow ws --answer os.cycles=3", 2, "is about os, but --dataflow is ws");
+  ExpectError("teach --dataflow sideways", 2, "--dataflow");
+  ExpectError("teach --dataflow both --step", 2, "--step shows one dataflow at a time");
+}
+
+// docs/teaching.md's exercises: every answer it gives is what tpusim checks as right.
+TEST_F(TeachTest, TheExercisesInTheDocsAreRight) {
+  std::ifstream doc(TPUSIM_SOURCE_DIR "/docs/teaching.md");
+  ASSERT_TRUE(doc) << "docs/teaching.md";
+  int checked = 0;
+  const std::string prefix = "    build/tpusim teach ";
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind(prefix, 0) != 0 || line.find("--answer") == std::string::npos) continue;
+    const Outcome o = Run(line.substr(prefix.size() - 6));
+    EXPECT_EQ(o.exit_code, 0) << line << "\n" << o.out << o.err;
+    ++checked;
+  }
+  EXPECT_GE(checked, 4) << "docs/teaching.md lists its exercises' checks as indented commands";
+}
+
+// Both arrays on one time axis in a real browser: open at cycle 5, step twice, and both
+// panels show cycle 7's values.
+TEST_F(TeachTest, BothSideBySideInABrowser) {
+  const Outcome o = Run("teach --dataflow both --array 4 --m 3 --k 2 --n 3 --html " + P("b.html"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const std::string html = Slurp(P("b.html"));
+  const std::string open = "<script type=\"application/json\" id=\"data\">";
+  const size_t at = html.find(open);
+  ASSERT_NE(at, std::string::npos);
+  const auto runs = nlohmann::json::parse(
+      html.substr(at + open.size(), html.find("</script>", at) - at - open.size()));
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["dataflow"], "ws");
+  EXPECT_EQ(runs[1]["dataflow"], "os");
+  EXPECT_EQ(runs[1]["frames"].size(), 12u);
+  for (const char* remote : {"http://", "https://", "src=", "@import"}) {
+    EXPECT_EQ(html.find(remote), std::string::npos) << "the page must work offline: " << remote;
+  }
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "chromium missing (scripts/install-deps installs it)";
+  }
+  const std::string cmd =
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu "
+      "--user-data-dir=" +
+      P("chrome") + " --dump-dom 'file://" + P("b.html") + "#cycle=5&step=2' >" + P("dom.html") +
+      " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string dom = Slurp(P("dom.html"));
+  EXPECT_NE(dom.find("id=\"cycle-label\">cycle 7 of 16<"), std::string::npos);
+  auto cell = [&](const std::string& id) {
+    const size_t id_at = dom.find("id=\"" + id + "\"");
+    if (id_at == std::string::npos) return std::string();
+    const size_t p = dom.rfind("<td", id_at);  // the class comes before the id
+    return dom.substr(p, dom.find("</td>", p) - p);
+  };
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 4; ++c) {
+      const std::string rc = std::to_string(r) + "-" + std::to_string(c);
+      const auto& ws = runs[0]["frames"][6]["pe"][r * 4 + c];
+      EXPECT_NE(cell("pe-" + rc).find("p " + std::to_string(ws[3].get<int>()) + "<"),
+                std::string::npos)
+          << cell("pe-" + rc);
+      const auto& os = runs[1]["frames"][6]["pe"][r * 4 + c];
+      EXPECT_NE(cell("os-pe-" + rc).find("c " + std::to_string(os[2].get<int>()) + "<"),
+                std::string::npos)
+          << cell("os-pe-" + rc);
+      EXPECT_EQ(cell("os-pe-" + rc).find("active") != std::string::npos, os[3].get<int>() == 1)
+          << cell("os-pe-" + rc);
+    }
+  }
 }
 
 }  // namespace
