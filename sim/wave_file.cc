@@ -16,7 +16,9 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string Quote(const std::string& s) {
+}  // namespace
+
+std::string ShellQuote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
     if (c == '\'')
@@ -26,8 +28,6 @@ std::string Quote(const std::string& s) {
   }
   return out + "'";
 }
-
-}  // namespace
 
 WaveFormat WaveFile::FormatOf(const std::string& path) {
   if (EndsWith(path, ".fst")) return WaveFormat::kFst;
@@ -52,7 +52,7 @@ void WaveFile::Commit() {
   } else {
     const std::string vcd_tmp = path_ + ".tmp" + std::to_string(::getpid());
     const std::string cmd =
-        "fst2vcd -f " + Quote(fst_tmp_) + " -o " + Quote(vcd_tmp) + " >/dev/null 2>&1";
+        "fst2vcd -f " + ShellQuote(fst_tmp_) + " -o " + ShellQuote(vcd_tmp) + " >/dev/null 2>&1";
     if (std::system(cmd.c_str()) != 0) {
       std::remove(vcd_tmp.c_str());
       throw std::runtime_error(

@@ -9,6 +9,9 @@ namespace tpu::sim {
 
 enum class WaveFormat { kFst, kVcd };
 
+// A path quoted for /bin/sh.
+std::string ShellQuote(const std::string& s);
+
 class WaveFile {
  public:
   // Throws std::invalid_argument for a path that is neither *.fst nor *.vcd.

@@ -10,6 +10,7 @@
 #include "host/cli/gemm_command.h"
 #include "host/cli/isa_commands.h"
 #include "host/cli/nn_commands.h"
+#include "host/cli/options.h"
 #include "host/cli/run_command.h"
 #include "host/cli/sweep_command.h"
 #include "host/cli/teach_command.h"
@@ -39,6 +40,7 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddCompileCommand(app);
   tpu::cli::AddCosimCommand(app);
   tpu::cli::AddSweepCommand(app);
+  tpu::cli::RememberCommandLine(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

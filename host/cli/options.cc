@@ -3,10 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <iostream>
 #include <stdexcept>
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
+#include "sim/gtkw_layout.h"
 #include "sim/wave_file.h"
 
 namespace tpu::cli {
@@ -103,8 +106,51 @@ void AddOutputOptions(CLI::App* cmd, OutputOptions* o, const std::string& json_h
   cmd->add_flag("-q,--quiet", o->quiet, "print nothing but errors");
 }
 
+namespace {
+std::string& CommandLineStore() {
+  static std::string line = "tpusim";
+  return line;
+}
+}  // namespace
+
+void RememberCommandLine(int argc, const char* const* argv) {
+  std::string line = "tpusim";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 1 && std::string(argv[i - 1]) == "--trace") {
+      arg = std::filesystem::path(arg).filename().string();
+    } else if (arg.rfind("--trace=", 0) == 0) {
+      arg = "--trace=" + std::filesystem::path(arg.substr(8)).filename().string();
+    }
+    const bool plain = !arg.empty() && arg.find_first_of(" \t'\"$&|;<>()*?") == std::string::npos;
+    line += " " + (plain ? arg : sim::ShellQuote(arg));
+  }
+  CommandLineStore() = line;
+}
+
+const std::string& CommandLine() { return CommandLineStore(); }
+
+void WriteTraceLayouts(const std::string& trace_path, bool chip, bool quiet) {
+  try {
+    const auto written = sim::WriteLayoutsForTrace(
+        trace_path, chip ? sim::TraceKind::kChip : sim::TraceKind::kMxu, CommandLine());
+    if (quiet) return;
+    std::string list;
+    for (const auto& p : written) list += (list.empty() ? "" : ", ") + p;
+    std::cerr << "tpusim: wrote " << trace_path << " and its GTKWave layout"
+              << (written.size() > 1 ? "s " : " ") << list << " (open with: gtkwave " << trace_path
+              << " " << written.front() << ")\n";
+  } catch (const std::exception& e) {
+    std::cerr << "tpusim: warning: wrote " << trace_path
+              << " but no GTKWave layout for it: " << e.what() << "\n";
+  }
+}
+
 ChipSession::ChipSession(const ChipOptions& chip, const TraceOptions& trace, bool progress)
-    : config_(ResolveConfig(chip)), timeline_path_(trace.timeline) {
+    : config_(ResolveConfig(chip)),
+      trace_path_(trace.wave),
+      quiet_(!progress),
+      timeline_path_(trace.timeline) {
   const engine::EngineKind kind = ResolveEngine(chip);
   CheckTraceOptions(trace);
   engine::EngineOptions e = EngineOptionsFrom(chip);
@@ -121,6 +167,7 @@ ChipSession::ChipSession(const ChipOptions& chip, const TraceOptions& trace, boo
 
 void ChipSession::Finish() {
   engine_->Finish();
+  if (!trace_path_.empty()) WriteTraceLayouts(trace_path_, /*chip=*/true, quiet_);
   if (timeline_) {
     timeline_->Note("engine", engine_->Name());
     timeline_->Note("config", config_.ToJson());

@@ -60,6 +60,14 @@ void AddTraceOptions(CLI::App* cmd, TraceOptions* o, const std::string& wave_hel
 // UsageError for a window that ends before it starts or a wave file of another format.
 void CheckTraceOptions(const TraceOptions& o);
 
+// The command line of this process, kept by main() for the headers of the GTKWave layouts
+// written beside traces: "tpusim ARGS", with the --trace file's directory left out.
+void RememberCommandLine(int argc, const char* const* argv);
+const std::string& CommandLine();
+// Writes the GTKWave layouts for a finished trace beside it (sim/gtkw_layout.h) and says
+// where they are; a layout that cannot be written is a warning, not an error (the trace is).
+void WriteTraceLayouts(const std::string& trace_path, bool chip, bool quiet);
+
 // ---- what to print ----------------------------------------------------------------------
 struct OutputOptions {
   std::string json;
@@ -81,6 +89,8 @@ class ChipSession {
 
  private:
   config::TpuConfig config_;
+  std::string trace_path_;
+  bool quiet_;
   std::string timeline_path_;
   std::unique_ptr<engine::Timeline> timeline_;
   std::unique_ptr<engine::ChipEngine> engine_;

@@ -11,63 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "host/gemm/gemm_runner.h"
+#include "sim/vcd_signals.h"
 #include "tests/host/cli/cli_fixture.h"
 #include "tests/test_util.h"
 
 namespace tpu::test {
 namespace {
-
-// A VCD file's value changes, by full signal name ("TOP.tpu_mxu_top.u_matrix.u_mxu....psum_q").
-class Vcd {
- public:
-  explicit Vcd(const std::string& text) {
-    std::istringstream in(text);
-    std::vector<std::string> scope;
-    std::map<std::string, std::vector<std::string>> names;  // id -> names
-    uint64_t time = 0;
-    for (std::string tok; in >> tok;) {
-      if (tok == "$scope") {
-        std::string kind, name;
-        in >> kind >> name;
-        scope.push_back(name);
-      } else if (tok == "$upscope") {
-        scope.pop_back();
-      } else if (tok == "$var") {
-        std::string type, width, id, name;
-        in >> type >> width >> id >> name;
-        std::string full;
-        for (const auto& s : scope) full += s + ".";
-        names[id].push_back(full + name);
-      } else if (tok[0] == '#') {
-        time = std::stoull(tok.substr(1));
-      } else if (tok[0] == 'b') {
-        std::string id;
-        in >> id;
-        for (const auto& n : names[id]) changes_[n].emplace_back(time, tok.substr(1));
-      } else if ((tok[0] == '0' || tok[0] == '1') && tok.size() > 1) {
-        for (const auto& n : names[tok.substr(1)]) changes_[n].emplace_back(time, tok.substr(0, 1));
-      }
-    }
-  }
-  // The signal's value at `time` as a signed number of `width` bits.
-  int64_t At(const std::string& name, uint64_t time, int width) const {
-    const auto it = changes_.find(name);
-    if (it == changes_.end()) throw std::runtime_error("no signal " + name);
-    std::string bits = "0";
-    for (const auto& [t, v] : it->second) {
-      if (t > time) break;
-      bits = v;
-    }
-    uint64_t u = 0;
-    for (char ch : bits) u = (u << 1) | (ch == '1');
-    if (width < 64 && (u >> (width - 1)) & 1)
-      return static_cast<int64_t>(u) - (int64_t{1} << width);
-    return static_cast<int64_t>(u);
-  }
-
- private:
-  std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> changes_;
-};
 
 class TeachTest : public CliFixture {};
 
@@ -85,7 +34,7 @@ TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
   opts.trace.path = P("run.vcd");
   const gemm::GemmRunResult traced = RunOnRtl(a, b, n, sim::EngineKind::kVerilator, opts);
   ASSERT_EQ(traced.counters.cycles, run.counters.cycles);
-  const Vcd vcd(Slurp(P("run.vcd")));
+  const sim::VcdSignals vcd = sim::VcdSignals::FromFile(P("run.vcd"), {});
   int nonzero = 0;
   for (const teach::TeachCycle& t : run.cycles) {
     const uint64_t time = t.cycle * 10;  // the trace's dump before the clock edge
@@ -95,16 +44,16 @@ TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
         const std::string pe = "TOP.tpu_mxu_top.u_matrix.u_mxu.u_array.gen_row[" +
                                std::to_string(r) + "].gen_col[" + std::to_string(c) + "].u_pe.";
         const sim::PeState& s = t.state.pe[static_cast<size_t>(r * n + c)];
-        ASSERT_EQ(s.psum, vcd.At(pe + "psum_q", time, 32));
-        ASSERT_EQ(s.act, vcd.At(pe + "act_q", time, 8));
-        ASSERT_EQ(s.weight, vcd.At(pe + "weight_active_q", time, 8));
-        ASSERT_EQ(s.shadow, vcd.At(pe + "weight_shadow_q", time, 8));
-        ASSERT_EQ(s.sw, vcd.At(pe + "switch_q", time, 1) != 0);
+        ASSERT_EQ(s.psum, vcd.Signed(pe + "psum_q", time));
+        ASSERT_EQ(s.act, vcd.Signed(pe + "act_q", time));
+        ASSERT_EQ(s.weight, vcd.Signed(pe + "weight_active_q", time));
+        ASSERT_EQ(s.shadow, vcd.Signed(pe + "weight_shadow_q", time));
+        ASSERT_EQ(s.sw, vcd.Signed(pe + "switch_q", time) != 0);
         nonzero += s.psum != 0;
       }
     }
     ASSERT_EQ(t.state.out_valid,
-              vcd.At("TOP.tpu_mxu_top.u_matrix.u_mxu.out_valid_o", time, 1) != 0);
+              vcd.Signed("TOP.tpu_mxu_top.u_matrix.u_mxu.out_valid_o", time) != 0);
   }
   EXPECT_GT(nonzero, 20) << "the comparison saw activity";
 }
