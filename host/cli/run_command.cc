@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
+#include "host/compiler/topology.h"
 #include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
 #include "host/nn/model.h"
@@ -29,10 +31,41 @@ struct RunArgs {
   OutputOptions out;
   std::string csv;
   std::string energy = report::DefaultEnergyTablePath();
+  std::string topology;
+  uint64_t seed = 1;
   int batch = 16;
 };
 
+// --topology: every layer of a SCALE-Sim topology file with random int8 data.
+void RunTopology(const RunArgs& a) {
+  for (const std::string* p : {&a.out.json, &a.csv}) {
+    if (!p->empty()) CheckWritable(*p);
+  }
+  const report::EnergyTable table = report::LoadEnergyTable(a.energy);
+  const std::vector<compiler::TopologyLayer> layers = compiler::ReadTopologyCsv(a.topology);
+  ChipSession session(a.chip, a.trace, /*progress=*/false);
+  ProgressBar bar("run", !a.out.quiet);
+  const compiler::TpuRunResult r = compiler::RunTopologyOnTpu(layers, session.engine(), a.seed,
+                                                              [&](double f) { bar.Update(f); });
+  bar.Finish();
+  session.Finish();
+  report::RunReport report =
+      report::BuildRunReport(r, std::filesystem::path(a.topology).filename().string(),
+                             session.engine().Name(), session.config(), table, /*batch=*/1);
+  report.topology = true;
+  if (!a.out.json.empty()) {
+    WriteFileAtomically(a.out.json, report::RunReportJson(report).dump(2) + "\n");
+  }
+  if (!a.csv.empty()) WriteFileAtomically(a.csv, report::RunReportCsv(report));
+  if (!a.out.quiet) std::cout << report::FormatRunText(report);
+  if (r.checked && r.mismatches != 0) {
+    throw RuntimeError(fmt::format("{} of {} layers differ from the CPU reference", r.mismatches,
+                                   r.layers.size()));
+  }
+}
+
 void Run(const RunArgs& a) {
+  if (!a.topology.empty()) return RunTopology(a);
   if (a.work.images < 1 || a.batch < 1) throw UsageError("--images and --batch must be at least 1");
   for (const std::string* p : {&a.out.json, &a.csv}) {
     if (!p->empty()) CheckWritable(*p);
@@ -80,9 +113,14 @@ counters and the energy estimated from them (docs/energy.md). --engine fast runs
 model of the chip (same counters as the RTL, any array size); --timing-only skips the
 values for cycle and energy studies.
 
+--topology FILE.csv runs a network given as layer shapes instead (SCALE-Sim's topology
+format, models/topologies/): every layer as a GEMM with random int8 data, checked against
+the CPU unless --timing-only, with the same per-layer table (batch 1).
+
 Examples:
   tpusim run --images 200 --batch 16 --json r.json
-  tpusim run --config tpu-v1 --engine fast --images 10000 --batch 64)");
+  tpusim run --config tpu-v1 --engine fast --images 10000 --batch 64
+  tpusim run --topology models/topologies/darknet19.csv --config tpu-v1 --engine fast --timing-only)");
   AddWorkloadOptions(cmd, &a->work, 100);
   AddChipOptions(cmd, &a->chip);
   cmd->add_option("--batch", a->batch, "images per weight tile")->capture_default_str();
@@ -92,6 +130,10 @@ Examples:
   AddOutputOptions(cmd, &a->out, "write the results as JSON to this file");
   cmd->add_option("--csv", a->csv, "write one row per layer as CSV to this file");
   cmd->add_option("--energy", a->energy, "energy table (JSON, docs/energy.md)")
+      ->capture_default_str();
+  cmd->add_option("--topology", a->topology,
+                  "run the layers of a topology file (SCALE-Sim CSV) instead of the model");
+  cmd->add_option("--seed", a->seed, "seed of the random data of --topology")
       ->capture_default_str();
   cmd->callback([a] { Run(*a); });
 }

@@ -129,8 +129,13 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"config", r.config.ToJson()},
       {"wall_seconds", r.wall_seconds},
       {"revision", kGitRevision}};
-  if (r.checked) {
+  j["topology"] = r.topology;
+  if (r.checked && !r.topology) {
     j["accuracy"] = r.Accuracy();
+    j["bit_exact"] = r.mismatches == 0;
+    j["mismatches"] = r.mismatches;
+  } else if (r.checked) {
+    j["accuracy"] = nullptr;
     j["bit_exact"] = r.mismatches == 0;
     j["mismatches"] = r.mismatches;
   } else {
@@ -144,11 +149,22 @@ nlohmann::json RunReportJson(const RunReport& r) {
 std::string FormatRunText(const RunReport& r) {
   const double images = static_cast<double>(r.images);
   const double peak = r.Peak();
-  std::string s = fmt::format(
-      "tpusim run: {} on {} ({} x {}, {} MHz), {} engine, {} test images in batches of {}\n",
-      r.model, r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz, r.engine,
-      r.images, r.batch);
-  if (r.checked) {
+  std::string s =
+      r.topology
+          ? fmt::format("tpusim run: {} ({} layers, batch 1) on {} ({} x {}, {} MHz), {} engine\n",
+                        r.model, r.layers.size(), r.config.name, r.config.array_dim,
+                        r.config.array_dim, r.config.clock_mhz, r.engine)
+          : fmt::format(
+                "tpusim run: {} on {} ({} x {}, {} MHz), {} engine, {} test images in batches "
+                "of {}\n",
+                r.model, r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz,
+                r.engine, r.images, r.batch);
+  if (r.topology && r.checked) {
+    s += fmt::format(
+        "  bit-exact  {} (every layer's int8 outputs, random data, against the CPU reference; "
+        "{} layers differ)\n",
+        r.mismatches == 0 ? "yes" : "NO", r.mismatches);
+  } else if (r.checked) {
     s += fmt::format("  accuracy   {:.2f} % ({} of {})\n", 100 * r.Accuracy(), r.correct, r.images);
     s += fmt::format(
         "  bit-exact  {} (int8 logits of every image against the CPU int8 "

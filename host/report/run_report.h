@@ -39,6 +39,9 @@ struct RunReport {
   int64_t images = 0;
   int batch = 0;
   bool checked = true;  // values checked against the CPU int8 reference
+  // A topology file's layers with random data (compiler/topology.h), not a model: no
+  // accuracy; `mismatches` counts layers whose outputs differ from the CPU reference.
+  bool topology = false;
   int64_t correct = 0, mismatches = 0;
   double wall_seconds = 0;
   std::vector<RunRow> layers;

@@ -1,0 +1,114 @@
+// Topology files (SCALE-Sim's CSV format) and `tpusim run --topology`: the GEMM each layer
+// becomes (the same as SCALE-Sim's), runs bit-exact on the chip, the same counters on both
+// engines, and clear errors for bad files.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "host/common/errors.h"
+#include "host/compiler/topology.h"
+#include "tests/host/cli/cli_fixture.h"
+
+namespace tpu::test {
+namespace {
+
+class TopologyCliTest : public CliFixture {
+ protected:
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::ofstream(P(name)) << text;
+    return P(name);
+  }
+  static constexpr const char* kHeader =
+      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num "
+      "Filter, Strides,\n";
+};
+
+TEST_F(TopologyCliTest, LayersBecomeTheGemmsScaleSimUses) {
+  const auto lenet = compiler::ReadTopologyCsv(TPUSIM_SOURCE_DIR "/models/topologies/lenet.csv");
+  // ../shared/peers/scalesim/README.txt: conv1 576x25x6, conv2 64x150x16, fc1 1x256x120, ...
+  const std::vector<std::array<int64_t, 3>> want = {
+      {576, 25, 6}, {64, 150, 16}, {1, 256, 120}, {1, 120, 84}, {1, 84, 10}};
+  ASSERT_EQ(lenet.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto g = lenet[i].Gemm();
+    EXPECT_EQ((std::array<int64_t, 3>{g.m, g.k, g.n}), want[i]) << lenet[i].name;
+  }
+  // Output size ceil((H - F + S) / S): AlexNet's conv1, 227 with 11 x 11 at stride 4 -> 55.
+  const auto alex = compiler::ReadTopologyCsv(TPUSIM_SOURCE_DIR "/models/topologies/alexnet.csv");
+  EXPECT_EQ(alex[0].OfmapH(), 55);
+  const auto dark = compiler::ReadTopologyCsv(TPUSIM_SOURCE_DIR "/models/topologies/darknet19.csv");
+  ASSERT_EQ(dark.size(), 19u);
+  EXPECT_EQ(dark[0].Gemm().m, 256 * 256);
+  EXPECT_EQ(dark.back().Gemm().n, 1000);
+}
+
+TEST_F(TopologyCliTest, RunsBitExactWithTheSameCountersOnBothEngines) {
+  const std::string topo = Write("t.csv", std::string(kHeader) +
+                                              "wide, 6, 7, 3, 2, 5, 11, 2,\n"
+                                              "dense, 1, 1, 1, 1, 40, 9, 1,\n");
+  const Outcome rtl = Run("run --topology " + topo + " --config teach-4 --json " + P("rtl.json"));
+  ASSERT_EQ(rtl.exit_code, 0) << rtl.err;
+  EXPECT_NE(rtl.out.find("bit-exact  yes"), std::string::npos) << rtl.out;
+  const Outcome fast =
+      Run("run --topology " + topo + " --config teach-4 --engine fast --json " + P("fast.json"));
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  auto a = nlohmann::json::parse(Slurp(P("rtl.json")));
+  auto b = nlohmann::json::parse(Slurp(P("fast.json")));
+  EXPECT_EQ(a["engine"], "rtl");
+  ASSERT_EQ(a["layers"].size(), 2u);
+  // ceil((6 - 3 + 2) / 2) x ceil((7 - 2 + 2) / 2) = 3 x 4 outputs, K = 3 x 2 x 5, N = 11.
+  EXPECT_EQ(a["macs"], 12 * 30 * 11 + 40 * 9);
+  EXPECT_TRUE(a["topology"].get<bool>());
+  EXPECT_TRUE(a["bit_exact"].get<bool>());
+  for (auto* j : {&a, &b}) {
+    for (const char* k : {"engine", "wall_seconds", "revision"}) j->erase(k);
+  }
+  EXPECT_EQ(a, b) << "the engines disagree on the topology run";
+  // Timing-only gives the same counters without values.
+  const Outcome t = Run("run --topology " + topo +
+                        " --config teach-4 --engine fast --timing-only --json " + P("t.json"));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  auto c = nlohmann::json::parse(Slurp(P("t.json")));
+  EXPECT_EQ(c["cycles"], b["cycles"]);
+  EXPECT_TRUE(c["bit_exact"].is_null());
+}
+
+TEST_F(TopologyCliTest, LayersLargerThanTheBuffersAreSplit) {
+  // On teach-4 (1,024 accumulator rows, 16,384 unified-buffer rows, 32 parameter sets):
+  // 300 filters are 75 column tiles, run in 3 groups of at most 32; with K = 18 (5 row
+  // blocks) a chunk holds 16384 / (5 + 32) = 442 rows, so the 38 x 38 = 1,444 output rows
+  // take 4 chunks.
+  const std::string topo =
+      Write("big.csv", std::string(kHeader) + "big, 40, 40, 3, 3, 2, 300, 1,\n");
+  const Outcome o =
+      Run("run --topology " + topo + " --config teach-4 --engine fast --json " + P("b.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("b.json")));
+  EXPECT_TRUE(j["bit_exact"].get<bool>());
+  EXPECT_EQ(j["macs"], 1444 * 18 * 300);
+}
+
+TEST_F(TopologyCliTest, BadFilesGetOneClearLineAndNoOutput) {
+  const std::string json = P("never.json");
+  auto bad = [&](const std::string& name, const std::string& text, const std::string& fragment) {
+    SCOPED_TRACE(name);
+    ExpectError("run --topology " + Write(name, text) + " --engine fast --json " + json, 2,
+                fragment);
+    EXPECT_FALSE(std::ifstream(json).good()) << "no output file after an error";
+  };
+  bad("gemm.csv", "Layer Name, M, N, K,\ng, 1, 2, 3,\n", "gemm.csv:1: not a SCALE-Sim topology");
+  bad("missing.csv", std::string(kHeader) + "c1, 8, 8, 3, 3, 1,\n",
+      "missing.csv:2: the row has 6 fields; column 'Num Filter' is missing");
+  bad("word.csv", std::string(kHeader) + "c1, 8, eight, 3, 3, 1, 4, 1,\n",
+      "word.csv:2: 'eight' in column 'IFMAP Width' of layer 'c1' is not a positive integer");
+  bad("zero.csv", std::string(kHeader) + "c1, 8, 8, 3, 3, 1, 4, 0,\n", "column 'Strides'");
+  bad("filter.csv", std::string(kHeader) + "c1, 2, 8, 3, 3, 1, 4, 1,\n",
+      "filter.csv:2: layer 'c1' has a 3 x 3 filter on a 2 x 8 IFMAP");
+  bad("empty.csv", "", "is empty");
+  bad("header.csv", kHeader, "has no layers");
+  ExpectError("run --topology " + P("nope.csv"), 2, "cannot read topology file");
+}
+
+}  // namespace
+}  // namespace tpu::test
