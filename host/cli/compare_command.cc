@@ -98,7 +98,8 @@ nlohmann::json RunJson(const std::string& preset, const std::string& engine_name
         report::BuildRunReport(r, model.name, "fast", config, table, batch));
   }
   const std::string common = "--model '" + a.model + "' --energy '" + a.energy + "'" +
-                             (a.data.empty() ? "" : " --data '" + a.data + "'") + " --config '" +
+                             (a.data.empty() ? "" : " --data '" + a.data + "'") +
+                             (a.dataset.empty() ? "" : " --dataset " + a.dataset) + " --config '" +
                              preset + "' --engine " + engine_name;
   return RunChild(common + fmt::format(" --images {} --batch {}", images, batch), json_path);
 }
@@ -139,7 +140,7 @@ void Compare(const CompareArgs& a) {
   for (const std::string& c : a.configs) config::LoadConfig(c);
   for (const std::string& e : a.engines) engine::ParseEngineKind(e);
   const nn::Model model = nn::LoadModel(a.model);
-  const data::MnistSet set = data::LoadMnist(data::FindMnistDir(a.data), false, a.images);
+  const data::MnistSet set = LoadTestSet(a, model, a.images);
   if (a.images > set.count) {
     throw UsageError(
         fmt::format("--images {} is more than the {} test images", a.images, set.count));

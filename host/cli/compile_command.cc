@@ -32,7 +32,7 @@ void Compile(const CompileArgs& a) {
   const config::TpuConfig config = ResolveConfig(a.chip);
   const nn::Model model = nn::LoadModel(a.model);
   const auto steps = compiler::PlanSteps(model);
-  const data::MnistSet set = data::LoadMnist(data::FindMnistDir(a.data), false, a.images);
+  const data::MnistSet set = LoadTestSet(a, model, a.images);
   const int batch = static_cast<int>(std::min<int64_t>(a.images, set.count));
   // Each layer's input for the batch: the CPU int8 reference's activations, which the chip
   // reproduces bit for bit (tpusim run checks that).

@@ -29,7 +29,7 @@ void RunGpu(const InferArgs& a) {
   if (a.images < 1 || a.batch < 1) throw UsageError("--images and --batch must be at least 1");
   if (!a.json.empty()) CheckWritable(a.json);
   const nn::Model m = nn::LoadModel(a.model);
-  const data::MnistSet test = data::LoadMnist(data::FindMnistDir(a.data), /*train=*/false);
+  const data::MnistSet test = LoadTestSet(a, m, 0);
   if (a.images > test.count) {
     throw UsageError(
         fmt::format("--images {} is more than the {} test images", a.images, test.count));
@@ -74,7 +74,7 @@ void Run(const InferArgs& a) {
   }
   if (!a.json.empty()) CheckWritable(a.json);
   const nn::Model m = nn::LoadModel(a.model);
-  const data::MnistSet test = data::LoadMnist(data::FindMnistDir(a.data), /*train=*/false);
+  const data::MnistSet test = LoadTestSet(a, m, 0);
   if (a.images > test.count) {
     throw UsageError(
         fmt::format("--images {} is more than the {} test images", a.images, test.count));

@@ -63,11 +63,32 @@ engine::EngineOptions EngineOptionsFrom(const ChipOptions& o) {
   return e;
 }
 
+data::Dataset DatasetFor(const std::string& flag, const nn::Model& model) {
+  const data::Dataset trained = data::ParseDataset(model.dataset);
+  if (flag.empty()) return trained;
+  const data::Dataset d = data::ParseDataset(flag);
+  if (d != trained) {
+    throw UsageError(fmt::format(
+        "--dataset {}, but model '{}' was trained on {}; drop --dataset, or use a model "
+        "trained on {}",
+        flag, model.name, model.dataset, flag));
+  }
+  return d;
+}
+
+data::MnistSet LoadTestSet(const WorkloadOptions& o, const nn::Model& model, int64_t limit) {
+  const data::Dataset d = DatasetFor(o.dataset, model);
+  return data::LoadMnist(data::FindDatasetDir(d, o.data), /*train=*/false, limit);
+}
+
 void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t> images) {
   cmd->add_option("--model", o->model, "model folder (tpusim model --help)")->capture_default_str();
   cmd->add_option("--data", o->data,
-                  "folder with the MNIST IDX files (default: $TPUSIM_DATA, ../shared/data/mnist, "
-                  "then data/mnist from scripts/fetch-mnist)");
+                  "folder with the data set's IDX files (MNIST default: $TPUSIM_DATA, "
+                  "../shared/data/mnist, then data/mnist from scripts/fetch-mnist; Fashion-MNIST: "
+                  "$TPUSIM_FASHION_DATA, then /usr/share/datasets/fashion-mnist)");
+  cmd->add_option("--dataset", o->dataset,
+                  "mnist or fashion-mnist (default: the one the model was trained on)");
   if (images) {
     o->images = *images;
     cmd->add_option("--images", o->images, "first N of the test images")->capture_default_str();

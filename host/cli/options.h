@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "host/config/tpu_config.h"
+#include "host/data/mnist.h"
+#include "host/nn/model.h"
 #include "host/engine/chip_engine.h"
 #include "host/engine/timeline.h"
 
@@ -38,11 +40,18 @@ engine::EngineOptions EngineOptionsFrom(const ChipOptions& o);
 // ---- the network and its images ---------------------------------------------------------
 struct WorkloadOptions {
   std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
-  std::string data;  // folder with the IDX files; empty: the usual places
+  std::string data;     // folder with the IDX files; empty: the usual places
+  std::string dataset;  // mnist or fashion-mnist; empty: the one the model was trained on
   int64_t images = 100;
 };
 
-// --model, --data and (when `images` is given, as its default) --images.
+// The test images of the model's data set (--dataset must agree with the model's, when
+// given), at most `limit` (0: all). Throws UsageError.
+data::MnistSet LoadTestSet(const WorkloadOptions& o, const nn::Model& model, int64_t limit);
+// The data set to use for a model: --dataset (checked against the model) or the model's.
+data::Dataset DatasetFor(const std::string& flag, const nn::Model& model);
+
+// --model, --data, --dataset and (when `images` is given, as its default) --images.
 void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t> images);
 
 // ---- tracing ----------------------------------------------------------------------------

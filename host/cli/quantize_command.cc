@@ -6,6 +6,7 @@
 
 #include "host/cli/nn_commands.h"
 #include "host/common/errors.h"
+#include "host/cli/options.h"
 #include "host/data/mnist.h"
 #include "host/nn/cpu_backend.h"
 #include "host/nn/quantize.h"
@@ -14,7 +15,7 @@ namespace tpu::cli {
 namespace {
 
 struct QuantizeArgs {
-  std::string model, out, data;
+  std::string model, out, data, dataset;
   int64_t calibration = 2000;
   bool quiet = false;
 };
@@ -22,7 +23,7 @@ struct QuantizeArgs {
 void Run(const QuantizeArgs& a) {
   if (a.calibration < 1) throw UsageError("--calibration must be at least 1 image");
   nn::Model m = nn::LoadModel(a.model);
-  const std::string dir = data::FindMnistDir(a.data);
+  const std::string dir = data::FindDatasetDir(DatasetFor(a.dataset, m), a.data);
   const data::MnistSet train = data::LoadMnist(dir, /*train=*/true, a.calibration);
   nn::Quantize(&m, train, a.calibration);
   nn::SaveModel(m, a.out);
@@ -53,7 +54,9 @@ Example:
   tpusim quantize --model my-lenet5 --out my-lenet5-int8)");
   cmd->add_option("--model", a->model, "fp32 model folder")->required();
   cmd->add_option("--out", a->out, "model folder to write")->required();
-  cmd->add_option("--data", a->data, "folder with the MNIST IDX files");
+  cmd->add_option("--data", a->data, "folder with the data set's IDX files");
+  cmd->add_option("--dataset", a->dataset,
+                  "mnist or fashion-mnist (default: the one the model was trained on)");
   cmd->add_option("--calibration", a->calibration, "training images used for calibration")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", a->quiet, "print nothing but errors");

@@ -74,7 +74,7 @@ void Run(const RunArgs& a) {
   ChipSession session(a.chip, a.trace, /*progress=*/false);
   const nn::Model model = nn::LoadModel(a.work.model);
   const data::MnistSet test =
-      data::LoadMnist(data::FindMnistDir(a.work.data), /*train=*/false, a.work.images);
+      LoadTestSet(a.work, model, a.work.images);
   if (a.work.images > test.count) {
     throw UsageError(
         fmt::format("--images {} is more than the {} test images", a.work.images, test.count));

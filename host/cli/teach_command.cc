@@ -243,7 +243,7 @@ Two dataflows: --dataflow ws (the chip's: B stays in the PEs), os (C stays in th
 teaching array beside the chip, rtl/tpu_os_top.sv) or both (the two compared: cycles, MACs,
 utilization and the data each moves, counted from the RTL; with --html, side by side).
   tpusim teach --dataflow both --array 4 --m 3 --k 2 --n 3 --html both.html
-  tpusim teach --dataflow os --m 5 --k 3 --n 2 --answer cycles=13   # check an exercise
+  tpusim teach --dataflow os --m 3 --k 2 --n 3 --answer cycles=12   # check an exercise
 
 The lesson that goes with it, with exercises: docs/teaching.md.)");
   cmd->add_option("--array", o->array, "array size N (teaching builds: 2, 3, 4, 6, 8)")

@@ -15,7 +15,7 @@ namespace tpu::cli {
 namespace {
 
 struct TrainArgs {
-  std::string data, out;
+  std::string data, out, dataset = "mnist", arch = "lenet5";
   nn::TrainOptions opt;
   int64_t limit = 0;
   bool quiet = false;
@@ -25,10 +25,15 @@ void Run(const TrainArgs& a) {
   if (a.opt.epochs < 1 || a.opt.batch < 1 || a.opt.threads < 1 || !(a.opt.learning_rate > 0)) {
     throw UsageError("--epochs, --batch and --threads must be at least 1 and --lr positive");
   }
-  const std::string dir = data::FindMnistDir(a.data);
+  const data::Dataset dataset = data::ParseDataset(a.dataset);
+  if (a.arch != "lenet5" && a.arch != "wide") {
+    throw UsageError("unknown --arch '" + a.arch + "'; use lenet5 or wide");
+  }
+  const std::string dir = data::FindDatasetDir(dataset, a.data);
   const data::MnistSet train = data::LoadMnist(dir, /*train=*/true, a.limit);
   const data::MnistSet test = data::LoadMnist(dir, /*train=*/false);
-  nn::Model model = nn::MakeLenet5(a.opt.seed);
+  nn::Model model = a.arch == "wide" ? nn::MakeWideCnn(a.opt.seed) : nn::MakeLenet5(a.opt.seed);
+  model.dataset = data::DatasetName(dataset);
   nn::AdamState adam = nn::AdamState::For(model);
   if (!a.quiet) {
     std::cout << fmt::format(
@@ -77,10 +82,17 @@ Deterministic for a given --seed and --threads. Prints a progress bar per epoch 
 test accuracy after each. MNIST is found through --data, $TPUSIM_DATA, ../shared/data/mnist
 or data/mnist (scripts/fetch-mnist downloads it).
 
-Example:
-  tpusim train --epochs 8 --out my-lenet5)");
+Examples:
+  tpusim train --epochs 8 --out my-lenet5
+  tpusim train --dataset fashion-mnist --arch wide --epochs 15 --out my-fashion)");
   cmd->add_option("--out", a->out, "model folder to write")->required();
-  cmd->add_option("--data", a->data, "folder with the four MNIST IDX files (.gz or not)");
+  cmd->add_option("--data", a->data, "folder with the data set's four IDX files (.gz or not)");
+  cmd->add_option("--dataset", a->dataset, "mnist or fashion-mnist (Debian's dataset-fashion-mnist)")
+      ->capture_default_str();
+  cmd->add_option("--arch", a->arch,
+                  "lenet5 (81,194 parameters) or wide (conv 16 and 32, dense 128: for "
+                  "Fashion-MNIST)")
+      ->capture_default_str();
   cmd->add_option("--epochs", a->opt.epochs, "passes over the training set")->capture_default_str();
   cmd->add_option("--batch", a->opt.batch, "images per step")->capture_default_str();
   cmd->add_option("--lr", a->opt.learning_rate, "Adam learning rate")->capture_default_str();

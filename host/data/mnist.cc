@@ -57,6 +57,39 @@ std::string FindMnistDir(const std::string& flag) {
       "download it with scripts/fetch-mnist (writes data/mnist) or pass --data DIR");
 }
 
+std::string DatasetName(Dataset d) { return d == Dataset::kMnist ? "mnist" : "fashion-mnist"; }
+
+Dataset ParseDataset(const std::string& name) {
+  if (name == "mnist") return Dataset::kMnist;
+  if (name == "fashion-mnist") return Dataset::kFashionMnist;
+  throw UsageError("unknown data set '" + name + "'; use mnist or fashion-mnist");
+}
+
+std::string FindDatasetDir(Dataset d, const std::string& flag) {
+  if (d == Dataset::kMnist) return FindMnistDir(flag);
+  const std::string how =
+      "install Debian's dataset-fashion-mnist (scripts/install-deps does) or pass --data DIR";
+  if (!flag.empty()) {
+    if (!HasMnist(flag)) {
+      throw UsageError("--data " + flag + ": no Fashion-MNIST there (need " + kFiles[0] +
+                       "[.gz] and the three others); " + how);
+    }
+    return flag;
+  }
+  if (const char* env = std::getenv("TPUSIM_FASHION_DATA"); env && *env) {
+    if (!HasMnist(env)) {
+      throw UsageError(std::string("$TPUSIM_FASHION_DATA=") + env +
+                       ": no Fashion-MNIST there; fix the variable or " + how);
+    }
+    return env;
+  }
+  const std::string debian = "/usr/share/datasets/fashion-mnist";
+  if (HasMnist(debian)) return debian;
+  throw UsageError(
+      "Fashion-MNIST not found (looked at --data, $TPUSIM_FASHION_DATA and " + debian + "); " +
+      how);
+}
+
 MnistSet LoadMnist(const std::string& dir, bool train, int64_t limit) {
   const std::string images_path = PathOf(dir, train ? kFiles[0] : kFiles[2]);
   const std::string labels_path = PathOf(dir, train ? kFiles[1] : kFiles[3]);

@@ -168,20 +168,10 @@ void InferShapes(Model* m) {
   }
 }
 
-Model MakeLenet5(uint64_t seed) {
-  Model m;
-  m.name = "lenet5";
-  m.input = {32, 32, 1};
-  m.layers = {Conv("conv1", 6, 3, Activation::kRelu),
-              Pool("pool1"),
-              Conv("conv2", 16, 3, Activation::kRelu),
-              Pool("pool2"),
-              Layer{},
-              Dense("fc1", 120, Activation::kRelu),
-              Dense("fc2", 84, Activation::kRelu),
-              Dense("fc3", 10, Activation::kSoftmax)};
-  m.layers[4].name = "flatten";
-  m.layers[4].type = LayerType::kFlatten;
+namespace {
+
+// Completes the shapes and draws the weights of a model's conv and dense layers.
+Model Initialised(Model m, uint64_t seed) {
   InferShapes(&m);
   std::mt19937_64 rng(seed);
   for (Layer& l : m.layers) {
@@ -201,6 +191,44 @@ Model MakeLenet5(uint64_t seed) {
     l.bias.data.assign(static_cast<size_t>(l.out.c), 0.0f);
   }
   return m;
+}
+
+Layer Flatten() {
+  Layer l;
+  l.name = "flatten";
+  l.type = LayerType::kFlatten;
+  return l;
+}
+
+}  // namespace
+
+Model MakeLenet5(uint64_t seed) {
+  Model m;
+  m.name = "lenet5";
+  m.input = {32, 32, 1};
+  m.layers = {Conv("conv1", 6, 3, Activation::kRelu),
+              Pool("pool1"),
+              Conv("conv2", 16, 3, Activation::kRelu),
+              Pool("pool2"),
+              Flatten(),
+              Dense("fc1", 120, Activation::kRelu),
+              Dense("fc2", 84, Activation::kRelu),
+              Dense("fc3", 10, Activation::kSoftmax)};
+  return Initialised(m, seed);
+}
+
+Model MakeWideCnn(uint64_t seed) {
+  Model m;
+  m.name = "cnn-wide";
+  m.input = {32, 32, 1};
+  m.layers = {Conv("conv1", 16, 3, Activation::kRelu),
+              Pool("pool1"),
+              Conv("conv2", 32, 3, Activation::kRelu),
+              Pool("pool2"),
+              Flatten(),
+              Dense("fc1", 128, Activation::kRelu),
+              Dense("fc2", 10, Activation::kSoftmax)};
+  return Initialised(m, seed);
 }
 
 // ------------------------------------------------------------------ files
@@ -282,6 +310,11 @@ Model LoadModel(const std::string& dir) {
     if (shape.size() != 3) throw UsageError(path + ": input.shape must be [h, w, c]");
     m.input = {shape[0], shape[1], shape[2]};
     m.preprocess = j.at("input").value("preprocess", "mnist32");
+    m.dataset = j.value("dataset", "mnist");
+    if (m.dataset != "mnist" && m.dataset != "fashion-mnist") {
+      throw UsageError(path + ": \"dataset\" is '" + m.dataset +
+                       "'; it must be mnist or fashion-mnist");
+    }
     m.quantized = j.value("quantized", false);
     if (m.quantized) m.input_scale = j.at("input").at("scale").get<float>();
     for (const json& lj : j.at("layers")) {
@@ -425,6 +458,7 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
   j["format"] = "tpusim-model";
   j["version"] = 1;
   j["name"] = m.name;
+  j["dataset"] = m.dataset;
   j["input"] = {{"shape", ShapeJson(m.input)}, {"preprocess", m.preprocess}};
   j["quantized"] = m.quantized;
   if (m.quantized) j["input"]["scale"] = m.input_scale;

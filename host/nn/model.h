@@ -60,6 +60,8 @@ struct Model {
   // How to turn a raw image into the input: "mnist32" = 28 x 28 bytes padded to 32 x 32,
   // x = pixel / 255 (fp32) and q = (pixel * 127 + 127) / 255 with scale 1/127 (int8).
   std::string preprocess = "mnist32";
+  // The data set it was trained on (host/data/mnist.h): "mnist" or "fashion-mnist".
+  std::string dataset = "mnist";
   std::vector<Layer> layers;
   bool quantized = false;
   float input_scale = 1.0f / 127.0f;
@@ -70,6 +72,9 @@ struct Model {
 // The LeNet-5-like MNIST CNN (81,194 parameters), with weights drawn from the seeded
 // Glorot-uniform initialiser (biases zero).
 Model MakeLenet5(uint64_t seed);
+// A wider CNN of the same shape for harder data (Fashion-MNIST): 3 x 3 convolutions of 16
+// and 32 filters, each followed by 2 x 2 pooling, a dense layer of 128 and the 10 outputs.
+Model MakeWideCnn(uint64_t seed);
 
 // Completes a layer list from layer types and hyperparameters: each layer's in/out shape
 // and padding. Throws UsageError naming the layer when shapes do not work out.

@@ -28,6 +28,14 @@ class NnCliTest : public test::CliFixture {
       return false;
     }
   }
+  static bool HaveFashion() {
+    try {
+      data::FindDatasetDir(data::Dataset::kFashionMnist, "");
+      return true;
+    } catch (const UsageError&) {
+      return false;
+    }
+  }
 };
 
 TEST_F(NnCliTest, ModelSummaryShowsTheParameterCounts) {
@@ -78,6 +86,50 @@ TEST_F(NnCliTest, BadInputs) {
     ExpectError("infer --images 20000", 2, "more than the 10000 test images");
     ExpectError("infer --images 5 --json /nonexistent-dir/r.json", 1, "does not exist");
   }
+}
+
+// A second data set: the model records what it was trained on, and every command that reads
+// test images takes that set unless told otherwise (and refuses a different one).
+TEST_F(NnCliTest, FashionMnistIsTrainedQuantizedAndRecordedInTheModel) {
+  if (!HaveFashion()) GTEST_SKIP() << "no Fashion-MNIST (scripts/install-deps installs it)";
+  const Outcome t = Run("train --dataset fashion-mnist --arch wide --epochs 1 --limit 640 --out " +
+                        P("f") + " -q");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const nn::Model fp32 = nn::LoadModel(P("f"));
+  EXPECT_EQ(fp32.dataset, "fashion-mnist");
+  EXPECT_EQ(fp32.name, "cnn-wide");
+  EXPECT_EQ(nlohmann::json::parse(Slurp(P("f") + "/model.json"))["dataset"], "fashion-mnist");
+  const Outcome q =
+      Run("quantize --model " + P("f") + " --out " + P("fq") + " --calibration 100 -q");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_EQ(nn::LoadModel(P("fq")).dataset, "fashion-mnist");
+  const Outcome i = Run("infer --model " + P("fq") + " --images 200 --json " + P("i.json"));
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  ExpectError("infer --model " + P("fq") + " --dataset mnist", 2,
+              "--dataset mnist, but model 'cnn-wide' was trained on fashion-mnist");
+  ExpectError("infer --dataset fashion-mnist", 2, "was trained on mnist");
+}
+
+// The committed Fashion-MNIST model: at least 90 % int8 test accuracy on all 10,000 test
+// images, and bit-exact on the TPU.
+TEST_F(NnCliTest, CommittedFashionModelReachesNinetyPercentAndRunsBitExact) {
+  if (!HaveFashion()) GTEST_SKIP() << "no Fashion-MNIST (scripts/install-deps installs it)";
+  const std::string model = TPUSIM_SOURCE_DIR "/models/fashion";
+  const Outcome i = Run("infer --model " + model + " --backend cpu-int8 --images 10000 --json " +
+                        P("i.json"));
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_GE(nlohmann::json::parse(Slurp(P("i.json")))["accuracy"].get<double>(), 0.90);
+  const Outcome r = Run("run --model " + model + " --images 16 --batch 16 --config small-16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("bit-exact  yes"), std::string::npos) << r.out;
+}
+
+TEST_F(NnCliTest, DataSetErrorsSayWhatToDo) {
+  ExpectError("train --dataset cifar --out " + P("x"), 2, "unknown data set 'cifar'");
+  ExpectError("train --arch huge --out " + P("x"), 2, "unknown --arch 'huge'");
+  ExpectError("train --dataset fashion-mnist --data " + P("nodata") + " --out " + P("x"), 2,
+              "no Fashion-MNIST there");
+  EXPECT_FALSE(std::filesystem::exists(P("x")));
 }
 
 }  // namespace
