@@ -13,9 +13,9 @@
 
 #include "host/config/tpu_config.h"
 #include "host/data/mnist.h"
-#include "host/nn/model.h"
 #include "host/engine/chip_engine.h"
 #include "host/engine/timeline.h"
+#include "host/nn/model.h"
 
 namespace tpu::cli {
 

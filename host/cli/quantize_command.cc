@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "host/cli/nn_commands.h"
-#include "host/common/errors.h"
 #include "host/cli/options.h"
+#include "host/common/errors.h"
 #include "host/data/mnist.h"
 #include "host/nn/cpu_backend.h"
 #include "host/nn/quantize.h"

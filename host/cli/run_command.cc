@@ -73,8 +73,7 @@ void Run(const RunArgs& a) {
   const report::EnergyTable table = report::LoadEnergyTable(a.energy);
   ChipSession session(a.chip, a.trace, /*progress=*/false);
   const nn::Model model = nn::LoadModel(a.work.model);
-  const data::MnistSet test =
-      LoadTestSet(a.work, model, a.work.images);
+  const data::MnistSet test = LoadTestSet(a.work, model, a.work.images);
   if (a.work.images > test.count) {
     throw UsageError(
         fmt::format("--images {} is more than the {} test images", a.work.images, test.count));

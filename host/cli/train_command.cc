@@ -87,7 +87,8 @@ Examples:
   tpusim train --dataset fashion-mnist --arch wide --epochs 15 --out my-fashion)");
   cmd->add_option("--out", a->out, "model folder to write")->required();
   cmd->add_option("--data", a->data, "folder with the data set's four IDX files (.gz or not)");
-  cmd->add_option("--dataset", a->dataset, "mnist or fashion-mnist (Debian's dataset-fashion-mnist)")
+  cmd->add_option("--dataset", a->dataset,
+                  "mnist or fashion-mnist (Debian's dataset-fashion-mnist)")
       ->capture_default_str();
   cmd->add_option("--arch", a->arch,
                   "lenet5 (81,194 parameters) or wide (conv 16 and 32, dense 128: for "

@@ -85,9 +85,8 @@ std::string FindDatasetDir(Dataset d, const std::string& flag) {
   }
   const std::string debian = "/usr/share/datasets/fashion-mnist";
   if (HasMnist(debian)) return debian;
-  throw UsageError(
-      "Fashion-MNIST not found (looked at --data, $TPUSIM_FASHION_DATA and " + debian + "); " +
-      how);
+  throw UsageError("Fashion-MNIST not found (looked at --data, $TPUSIM_FASHION_DATA and " + debian +
+                   "); " + how);
 }
 
 MnistSet LoadMnist(const std::string& dir, bool train, int64_t limit) {

@@ -46,6 +46,14 @@ std::string Border(int dim) {
   return s + "+\n";
 }
 
+// C as the RTL computed it, and whether it equals Eigen's.
+std::string ResultText(const Matrix<int32_t>& c, bool exact, const Paint& p) {
+  return MatrixText("C = A x B from the RTL", c.rows, c.cols,
+                    [&](int64_t r, int64_t col) { return c.at(r, col); }) +
+         (exact ? "  bit-exact with the Eigen int32 reference\n"
+                : p("  DIFFERS from the Eigen reference\n", "1;31"));
+}
+
 std::string MovementText(const Movement& m) {
   return fmt::format(
       "  data moved: {} values read in, {} operand register writes, {} partial-sum writes,\n"
@@ -195,11 +203,7 @@ std::string FormatTeachSummary(const TeachRun& run, bool color) {
                                 (static_cast<double>(run.counters.cycles) * run.dim * run.dim)
                           : 0.0);
   s += MovementText(run.moved);
-  s += MatrixText("C = A x B from the RTL", run.c.rows, run.c.cols,
-                  [&](int64_t r, int64_t c) { return run.c.at(r, c); });
-  s += run.matches_reference ? "  bit-exact with the Eigen int32 reference\n"
-                             : p("  DIFFERS from the Eigen reference\n", "1;31");
-  return s;
+  return s + ResultText(run.c, run.matches_reference, p);
 }
 
 nlohmann::json TeachJson(const TeachRun& run) {
@@ -372,11 +376,7 @@ std::string FormatOsSummary(const OsTeachRun& run, bool color) {
   s += fmt::format("  MACs: {} useful (M x K x N), {} done by the PEs; utilization {:.1f} %\n",
                    useful, run.macs, Utilization(useful, run.counters.cycles, run.dim));
   s += MovementText(run.moved);
-  s += MatrixText("C = A x B from the RTL", run.c.rows, run.c.cols,
-                  [&](int64_t r, int64_t c) { return run.c.at(r, c); });
-  s += run.matches_reference ? "  bit-exact with the Eigen int32 reference\n"
-                             : p("  DIFFERS from the Eigen reference\n", "1;31");
-  return s;
+  return s + ResultText(run.c, run.matches_reference, p);
 }
 
 std::string FormatComparison(const TeachRun& ws, const OsTeachRun& os, bool color) {

@@ -115,8 +115,8 @@ TEST_F(NnCliTest, FashionMnistIsTrainedQuantizedAndRecordedInTheModel) {
 TEST_F(NnCliTest, CommittedFashionModelReachesNinetyPercentAndRunsBitExact) {
   if (!HaveFashion()) GTEST_SKIP() << "no Fashion-MNIST (scripts/install-deps installs it)";
   const std::string model = TPUSIM_SOURCE_DIR "/models/fashion";
-  const Outcome i = Run("infer --model " + model + " --backend cpu-int8 --images 10000 --json " +
-                        P("i.json"));
+  const Outcome i =
+      Run("infer --model " + model + " --backend cpu-int8 --images 10000 --json " + P("i.json"));
   ASSERT_EQ(i.exit_code, 0) << i.err;
   EXPECT_GE(nlohmann::json::parse(Slurp(P("i.json")))["accuracy"].get<double>(), 0.90);
   const Outcome r = Run("run --model " + model + " --images 16 --batch 16 --config small-16");
