@@ -134,7 +134,18 @@ Examples:
                   "run the layers of a topology file (SCALE-Sim CSV) instead of the model");
   cmd->add_option("--seed", a->seed, "seed of the random data of --topology")
       ->capture_default_str();
-  cmd->callback([a] { Run(*a); });
+  cmd->callback([a, cmd] {
+    if (!a->topology.empty()) {
+      for (const char* flag : {"--model", "--data", "--dataset", "--images", "--batch"}) {
+        if (cmd->count(flag) > 0) {
+          throw UsageError(std::string(flag) +
+                           " does not apply with --topology (its layers run on random data, "
+                           "batch 1)");
+        }
+      }
+    }
+    Run(*a);
+  });
 }
 
 }  // namespace tpu::cli
