@@ -42,20 +42,20 @@ class MxuProbe {
       for (int c = 0; c < dim; ++c) {
         const std::string pe =
             arr + vpi::Index("gen_row", r) + "." + vpi::Index("gen_col", c) + ".u_pe.";
-        pes_.push_back({vpi::Find(pe + "weight_active_q"), vpi::Find(pe + "weight_shadow_q"),
-                        vpi::Find(pe + "act_q"), vpi::Find(pe + "psum_q"),
-                        vpi::Find(pe + "switch_q")});
+        pes_.push_back({handles_.Find(pe + "weight_active_q"),
+                        handles_.Find(pe + "weight_shadow_q"), handles_.Find(pe + "act_q"),
+                        handles_.Find(pe + "psum_q"), handles_.Find(pe + "switch_q")});
       }
     }
-    array_act_ = vpi::Find(kTop + "u_matrix.u_mxu.array_act");
-    array_switch_ = vpi::Find(kTop + "u_matrix.u_mxu.array_switch");
-    col_wr_valid_ = vpi::Find(kTop + "u_matrix.u_mxu.col_wr_valid");
-    col_wr_row_ = vpi::Find(kTop + "u_matrix.u_mxu.col_wr_row");
-    col_wr_data_ = vpi::Find(kTop + "u_matrix.u_mxu.col_wr_data");
-    out_valid_ = vpi::Find(kTop + "u_matrix.u_mxu.out_valid_o");
-    out_data_ = vpi::Find(kTop + "u_matrix.u_mxu.out_data_o");
-    a_fire_ = vpi::Find(kTop + "u_matrix.u_mxu.a_fire");
-    w_fire_ = vpi::Find(kTop + "u_matrix.u_mxu.w_fire");
+    array_act_ = handles_.Find(kTop + "u_matrix.u_mxu.array_act");
+    array_switch_ = handles_.Find(kTop + "u_matrix.u_mxu.array_switch");
+    col_wr_valid_ = handles_.Find(kTop + "u_matrix.u_mxu.col_wr_valid");
+    col_wr_row_ = handles_.Find(kTop + "u_matrix.u_mxu.col_wr_row");
+    col_wr_data_ = handles_.Find(kTop + "u_matrix.u_mxu.col_wr_data");
+    out_valid_ = handles_.Find(kTop + "u_matrix.u_mxu.out_valid_o");
+    out_data_ = handles_.Find(kTop + "u_matrix.u_mxu.out_data_o");
+    a_fire_ = handles_.Find(kTop + "u_matrix.u_mxu.a_fire");
+    w_fire_ = handles_.Find(kTop + "u_matrix.u_mxu.w_fire");
     row_bits_ = vpi::BitsFor(dim);
   }
 
@@ -84,6 +84,7 @@ class MxuProbe {
   }
 
  private:
+  vpi::HandleSet handles_;  // first: released after the probe is done
   inline static const std::string kTop = "TOP.tpu_mxu_top.";
 
   struct PeHandles {

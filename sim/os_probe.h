@@ -36,17 +36,17 @@ class OsProbe {
       for (int c = 0; c < dim; ++c) {
         const std::string pe = kTop + "u_array." + vpi::Index("gen_row", r) + "." +
                                vpi::Index("gen_col", c) + ".u_pe.";
-        pes_.push_back({vpi::Find(pe + "a_q"), vpi::Find(pe + "b_q"), vpi::Find(pe + "a_valid_q"),
-                        vpi::Find(pe + "acc_q")});
+        pes_.push_back({handles_.Find(pe + "a_q"), handles_.Find(pe + "b_q"),
+                        handles_.Find(pe + "a_valid_q"), handles_.Find(pe + "acc_q")});
       }
     }
-    array_a_ = vpi::Find(kTop + "array_a");
-    array_b_ = vpi::Find(kTop + "array_b");
-    array_a_valid_ = vpi::Find(kTop + "array_a_valid");
-    fire_ = vpi::Find(kTop + "fire");
-    out_valid_ = vpi::Find(kTop + "out_valid_o");
-    out_row_ = vpi::Find(kTop + "out_row_o");
-    out_data_ = vpi::Find(kTop + "out_data_o");
+    array_a_ = handles_.Find(kTop + "array_a");
+    array_b_ = handles_.Find(kTop + "array_b");
+    array_a_valid_ = handles_.Find(kTop + "array_a_valid");
+    fire_ = handles_.Find(kTop + "fire");
+    out_valid_ = handles_.Find(kTop + "out_valid_o");
+    out_row_ = handles_.Find(kTop + "out_row_o");
+    out_data_ = handles_.Find(kTop + "out_data_o");
   }
 
   OsArrayState Sample() const {
@@ -71,6 +71,7 @@ class OsProbe {
   }
 
  private:
+  vpi::HandleSet handles_;  // first: released after the probe is done
   inline static const std::string kTop = "TOP.tpu_os_top.";
   struct PeHandles {
     vpiHandle a, b, valid, acc;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace tpu::sim::vpi {
 
@@ -40,6 +41,25 @@ inline vpiHandle Find(const std::string& name) {
   }
   return h;
 }
+
+// The handles a probe looks up, released with it (Verilator allocates an object for each
+// vpi_handle_by_name, which LeakSanitizer reports if it is never released).
+class HandleSet {
+ public:
+  HandleSet() = default;
+  HandleSet(const HandleSet&) = delete;
+  HandleSet& operator=(const HandleSet&) = delete;
+  ~HandleSet() {
+    for (vpiHandle h : handles_) vpi_release_handle(h);
+  }
+  vpiHandle Find(const std::string& name) {
+    handles_.push_back(vpi::Find(name));
+    return handles_.back();
+  }
+
+ private:
+  std::vector<vpiHandle> handles_;
+};
 
 // `width` bits from bit `lsb` of a signal, as an unsigned number (width <= 32).
 inline uint32_t Bits(vpiHandle h, int lsb, int width) {

@@ -108,8 +108,9 @@ TEST_F(TopologyCliTest, BadFilesGetOneClearLineAndNoOutput) {
   bad("empty.csv", "", "is empty");
   bad("header.csv", kHeader, "has no layers");
   ExpectError("run --topology " + P("nope.csv"), 2, "cannot read topology file");
-  ExpectError(std::string("run --topology ") + TPUSIM_SOURCE_DIR "/models/topologies/lenet.csv --images 5", 2,
-              "--images does not apply with --topology");
+  ExpectError(
+      std::string("run --topology ") + TPUSIM_SOURCE_DIR "/models/topologies/lenet.csv --images 5",
+      2, "--images does not apply with --topology");
 }
 
 }  // namespace
