@@ -99,6 +99,23 @@ uint64_t VcdSignals::At(const std::string& name, uint64_t time) const {
   return v;
 }
 
+std::vector<uint64_t> VcdSignals::Sample(const std::string& name, uint64_t t0, uint64_t step,
+                                         size_t count) const {
+  Width(name);
+  std::vector<uint64_t> out(count, 0);
+  const auto it = changes_.find(name);
+  if (it == changes_.end()) return out;
+  const auto& changes = it->second;
+  size_t next = 0;
+  uint64_t v = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t time = t0 + i * step;
+    while (next < changes.size() && changes[next].first <= time) v = changes[next++].second;
+    out[i] = v;
+  }
+  return out;
+}
+
 int64_t VcdSignals::Signed(const std::string& name, uint64_t time) const {
   const int w = Width(name);
   const uint64_t u = At(name, time);

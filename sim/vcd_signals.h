@@ -29,6 +29,10 @@ class VcdSignals {
   // up to 64 bits; Signed() sign-extends from the signal's width.
   uint64_t At(const std::string& name, uint64_t time) const;
   int64_t Signed(const std::string& name, uint64_t time) const;
+  // The signal's values at t0, t0 + step, ... (`count` samples), in one pass over its
+  // changes (At() for each would rescan them every time).
+  std::vector<uint64_t> Sample(const std::string& name, uint64_t t0, uint64_t step,
+                               size_t count) const;
   uint64_t FirstTime() const { return first_time_; }
   uint64_t LastTime() const { return last_time_; }
 
