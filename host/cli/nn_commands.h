@@ -10,5 +10,6 @@ void AddModelCommand(CLI::App& app);
 void AddTrainCommand(CLI::App& app);
 void AddQuantizeCommand(CLI::App& app);
 void AddInferCommand(CLI::App& app);
+void AddImportCommand(CLI::App& app);
 
 }  // namespace tpu::cli

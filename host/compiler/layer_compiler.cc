@@ -9,6 +9,7 @@
 #include "host/common/errors.h"
 #include "host/compiler/packing.h"
 #include "host/isa/program_builder.h"
+#include "host/nn/int8_ops.h"
 
 namespace tpu::compiler {
 
@@ -27,20 +28,24 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
   for (size_t i = 0; i < ls.size(); ++i) {
     const nn::Layer& l = ls[i];
     if (l.type == nn::LayerType::kFlatten) continue;
-    if (l.type == nn::LayerType::kAvgPool2d || l.type == nn::LayerType::kMaxPool2d) {
-      throw UsageError("layer '" + l.name +
-                       "': the chip pools only right after a conv layer "
-                       "(the VPU pools the conv's output rows)");
-    }
     LayerStep s;
     s.layer = static_cast<int>(i);
-    if (i + 1 < ls.size() && (ls[i + 1].type == nn::LayerType::kAvgPool2d ||
-                              ls[i + 1].type == nn::LayerType::kMaxPool2d)) {
-      if (l.type != nn::LayerType::kConv2d || ls[i + 1].pool != 2) {
-        throw UsageError("layer '" + ls[i + 1].name +
-                         "': the VPU pools 2 x 2 windows of a conv "
-                         "layer's output; this pooling cannot run on the chip");
-      }
+    if (l.type == nn::LayerType::kMaxPool2d) {
+      throw UsageError(fmt::format(
+          "layer '{}': the VPU max-pools 2 x 2 windows of stride 2 right after a conv layer; "
+          "this max pooling ({} x {}, stride {}{}) cannot run on the chip (average pooling of "
+          "any window can)",
+          l.name, l.pool_h, l.pool_w, l.pool_stride,
+          i > 0 && ls[i - 1].type == nn::LayerType::kConv2d ? "" : ", not after a conv layer"));
+    }
+    if (l.type == nn::LayerType::kAvgPool2d) {
+      s.lowered = std::make_shared<const nn::Layer>(AveragePoolAsConv(l));
+      steps.push_back(s);
+      continue;
+    }
+    if (i + 1 < ls.size() && l.type == nn::LayerType::kConv2d && ls[i + 1].IsPool() &&
+        !ls[i + 1].global_pool && ls[i + 1].pool_h == 2 && ls[i + 1].pool_w == 2 &&
+        ls[i + 1].pool_stride == 2) {
       s.pool_layer = static_cast<int>(i + 1);
       ++i;
     }
@@ -49,15 +54,41 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
   return steps;
 }
 
+nn::Layer AveragePoolAsConv(const nn::Layer& pool) {
+  nn::Layer l;
+  l.name = pool.name;
+  l.type = nn::LayerType::kConv2d;
+  l.depthwise = true;
+  l.in = pool.in;
+  l.out = pool.out;
+  l.kernel_h = pool.pool_h;
+  l.kernel_w = pool.pool_w;
+  l.stride = pool.pool_stride;
+  l.quantized = true;
+  Tensor<int8_t> ones;
+  ones.shape = {l.kernel_h, l.kernel_w, l.in.c, 1};
+  ones.data.assign(static_cast<size_t>(ones.Size()), int8_t{1});
+  l.q.weights = nn::ExpandDepthwise(ones);
+  l.q.bias.shape = {l.out.c};
+  l.q.bias.data.assign(static_cast<size_t>(l.out.c), 0);
+  uint32_t multiplier = 0, shift = 0;
+  nn::AverageMultiplier(pool.pool_h * pool.pool_w, &multiplier, &shift);
+  l.q.multiplier.assign(static_cast<size_t>(l.out.c), static_cast<int32_t>(multiplier));
+  l.q.shift.assign(static_cast<size_t>(l.out.c), static_cast<int32_t>(shift));
+  return l;
+}
+
 LayerCompiler::LayerCompiler(const nn::Model& model, const LayerStep& step,
                              const config::TpuConfig& config)
-    : layer_(model.layers[static_cast<size_t>(step.layer)]), config_(config), n_(config.array_dim) {
+    : layer_(step.lowered ? *step.lowered : model.layers[static_cast<size_t>(step.layer)]),
+      config_(config),
+      n_(config.array_dim) {
   const nn::Layer& l = layer_;
   conv_ = l.type == nn::LayerType::kConv2d;
   pooled_ = step.pool_layer >= 0;
   const nn::Layer* pool = pooled_ ? &model.layers[static_cast<size_t>(step.pool_layer)] : nullptr;
   max_pool_ = pooled_ && pool->type == nn::LayerType::kMaxPool2d;
-  relu_ = l.activation == nn::Activation::kRelu;
+  relu_ = nn::ClampsAtZero(l.activation);
   in_ = l.in;
   conv_out_ = l.out;
   out_ = pooled_ ? pool->out : l.out;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,16 +20,22 @@
 
 namespace tpu::compiler {
 
-// One chip job: a conv or dense layer of the model and the pooling layer fused into it.
+// One chip job: a conv or dense layer of the model and the pooling layer fused into it, or
+// an average pooling layer the chip runs as a convolution.
 struct LayerStep {
-  int layer = -1;       // index in model.layers (conv2d or dense)
+  int layer = -1;       // index in model.layers (conv2d, dense or avgpool2d)
   int pool_layer = -1;  // index of a 2 x 2 pooling layer fused into it, or -1
+  // What the chip runs in place of an average pooling layer: the convolution with weights 1
+  // on each channel's own window, requantized by 1/n (AveragePoolAsConv).
+  std::shared_ptr<const nn::Layer> lowered;
   std::string Name(const nn::Model& m) const;
 };
 
 // The steps that run `model`; flatten layers need no work (activations are stored h x w x c).
-// Throws UsageError naming the layer the chip cannot run (pooling that does not follow a
-// conv layer, pooling other than 2 x 2, an unquantized model).
+// A 2 x 2 pooling of stride 2 right after a conv layer is fused into it (the VPU pools);
+// any other average pooling (other windows and strides, global) is its own step, a
+// convolution. Throws UsageError naming the layer the chip cannot run (max pooling other
+// than 2 x 2 / 2 after a convolution, an unquantized model).
 std::vector<LayerStep> PlanSteps(const nn::Model& model);
 
 // A job ready for a chip engine (program, memory images, where the outputs land) and what
@@ -39,6 +46,11 @@ struct LayerJob {
   int64_t rows = 0;    // input rows of the batch (each streamed once per K-tile)
   int64_t chunks = 0;  // pieces of at most half the accumulator rows
 };
+
+// An average pooling layer as the quantized convolution that computes it exactly: each
+// channel's window times 1 (depthwise weights), no bias, requantized by the multiplier and
+// shift of 1/n (nn::AverageMultiplier), no ReLU; so AveragePool(sum, n) of int8_ops.h.
+nn::Layer AveragePoolAsConv(const nn::Layer& pool);
 
 class LayerCompiler {
  public:
@@ -67,7 +79,7 @@ class LayerCompiler {
   // The output pixel (oh, ow) that row r of an image computes.
   void RowPixel(int64_t r, int* oh, int* ow) const;
 
-  const nn::Layer& layer_;
+  nn::Layer layer_;  // the model's layer, or the step's lowered one
   config::TpuConfig config_;
   int n_;
   bool conv_, pooled_, max_pool_, relu_;

@@ -17,8 +17,9 @@ namespace tpu::cuda {
 struct LayerDesc {
   int type = 0;  // nn::LayerType
   int in_h = 1, in_w = 1, in_c = 1, out_h = 1, out_w = 1, out_c = 1;
-  int kernel_h = 1, kernel_w = 1, stride = 1, pad_top = 0, pad_left = 0, pool = 2;
-  int relu = 0;
+  int kernel_h = 1, kernel_w = 1, stride = 1, pad_top = 0, pad_left = 0;
+  int pool_h = 2, pool_w = 2, pool_stride = 2;
+  int relu = 0;  // 1: ReLU, 6: ReLU6 (int8: both clamp at zero, docs/quantization.md)
 };
 
 inline LayerDesc Describe(const nn::Layer& l) {
@@ -27,9 +28,16 @@ inline LayerDesc Describe(const nn::Layer& l) {
   d.in_h = l.in.h, d.in_w = l.in.w, d.in_c = l.in.c;
   d.out_h = l.out.h, d.out_w = l.out.w, d.out_c = l.out.c;
   d.kernel_h = l.kernel_h, d.kernel_w = l.kernel_w, d.stride = l.stride;
-  d.pad_top = l.pad_top, d.pad_left = l.pad_left, d.pool = l.pool;
-  d.relu = l.activation == nn::Activation::kRelu;
+  d.pad_top = l.pad_top, d.pad_left = l.pad_left;
+  d.pool_h = l.pool_h, d.pool_w = l.pool_w, d.pool_stride = l.pool_stride;
+  d.relu = l.activation == nn::Activation::kRelu6 ? 6 : nn::ClampsAtZero(l.activation) ? 1 : 0;
   return d;
+}
+
+// The input index of tap (i, j) of pooling output (oh, ow), channel c.
+TPU_HOST_DEVICE inline int64_t PoolTap(const LayerDesc& d, int oh, int ow, int i, int j, int c) {
+  return ((int64_t{oh} * d.pool_stride + i) * d.in_w + int64_t{ow} * d.pool_stride + j) * d.in_c +
+         c;
 }
 
 inline int64_t OutSize(const LayerDesc& d) { return int64_t{d.out_h} * d.out_w * d.out_c; }
@@ -93,14 +101,14 @@ TPU_HOST_DEVICE inline int8_t LayerOutInt8(const LayerDesc& d, const int8_t* x, 
     case nn::LayerType::kAvgPool2d:
     case nn::LayerType::kMaxPool2d: {
       int32_t sum = 0, mx = -128;
-      for (int i = 0; i < d.pool; ++i)
-        for (int j = 0; j < d.pool; ++j) {
-          const int8_t v = x[((int64_t{oh} * d.pool + i) * d.in_w + ow * d.pool + j) * d.in_c + oc];
+      for (int i = 0; i < d.pool_h; ++i)
+        for (int j = 0; j < d.pool_w; ++j) {
+          const int8_t v = x[PoolTap(d, oh, ow, i, j, oc)];
           sum += v;
           mx = v > mx ? v : mx;
         }
       return d.type == static_cast<int>(nn::LayerType::kAvgPool2d)
-                 ? nn::AveragePool(sum, d.pool * d.pool)
+                 ? nn::AveragePool(sum, d.pool_h * d.pool_w)
                  : static_cast<int8_t>(mx);
     }
     case nn::LayerType::kFlatten:
@@ -131,18 +139,20 @@ TPU_HOST_DEVICE inline float LayerOutFp32(const LayerDesc& d, const float* x, co
           const float* wi = wo + (int64_t{kh} * kw_n + kw) * d.in_c;
           for (int ic = 0; ic < d.in_c; ++ic) acc += xi[ic] * wi[ic];
         }
-      return d.relu && acc < 0 ? 0.0f : acc;
+      if (d.relu && acc < 0) return 0.0f;
+      return d.relu == 6 && acc > 6.0f ? 6.0f : acc;
     }
     case nn::LayerType::kAvgPool2d:
     case nn::LayerType::kMaxPool2d: {
       float sum = 0, mx = -3.4e38f;
-      for (int i = 0; i < d.pool; ++i)
-        for (int j = 0; j < d.pool; ++j) {
-          const float v = x[((int64_t{oh} * d.pool + i) * d.in_w + ow * d.pool + j) * d.in_c + oc];
+      for (int i = 0; i < d.pool_h; ++i)
+        for (int j = 0; j < d.pool_w; ++j) {
+          const float v = x[PoolTap(d, oh, ow, i, j, oc)];
           sum += v;
           mx = v > mx ? v : mx;
         }
-      return d.type == static_cast<int>(nn::LayerType::kAvgPool2d) ? sum / (d.pool * d.pool) : mx;
+      return d.type == static_cast<int>(nn::LayerType::kAvgPool2d) ? sum / (d.pool_h * d.pool_w)
+                                                                   : mx;
     }
     case nn::LayerType::kFlatten:
       return x[o];

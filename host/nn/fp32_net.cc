@@ -18,9 +18,15 @@ ConstMapF WeightMatrix(const Layer& l) {
   return ConstMapF(l.weights.data.data(), l.weights.Size() / l.out.c, l.out.c);
 }
 
+// The input index of tap (i, j) of output pixel (oh, ow), channel c, of a pooling layer.
+int64_t PoolTap(const Layer& l, int oh, int ow, int i, int j, int c) {
+  return ((int64_t{oh} * l.pool_stride + i) * l.in.w + int64_t{ow} * l.pool_stride + j) * l.in.c +
+         c;
+}
+
 void Pool(const Layer& l, const MatrixF& x, MatrixF* y) {
   const bool avg = l.type == LayerType::kAvgPool2d;
-  const float inv = 1.0f / static_cast<float>(l.pool * l.pool);
+  const float inv = 1.0f / static_cast<float>(l.pool_h * l.pool_w);
   for (int64_t b = 0; b < x.rows(); ++b) {
     const float* in = x.row(b).data();
     float* out = y->row(b).data();
@@ -28,10 +34,9 @@ void Pool(const Layer& l, const MatrixF& x, MatrixF* y) {
       for (int ow = 0; ow < l.out.w; ++ow)
         for (int c = 0; c < l.out.c; ++c) {
           float acc = avg ? 0.0f : -INFINITY;
-          for (int i = 0; i < l.pool; ++i)
-            for (int j = 0; j < l.pool; ++j) {
-              const float v =
-                  in[((int64_t{oh} * l.pool + i) * l.in.w + ow * l.pool + j) * l.in.c + c];
+          for (int i = 0; i < l.pool_h; ++i)
+            for (int j = 0; j < l.pool_w; ++j) {
+              const float v = in[PoolTap(l, oh, ow, i, j, c)];
               acc = avg ? acc + v : std::max(acc, v);
             }
           out[(int64_t{oh} * l.out.w + ow) * l.out.c + c] = avg ? acc * inv : acc;
@@ -42,7 +47,7 @@ void Pool(const Layer& l, const MatrixF& x, MatrixF* y) {
 void PoolBackward(const Layer& l, const MatrixF& x, const MatrixF& y, const MatrixF& dy,
                   MatrixF* dx) {
   const bool avg = l.type == LayerType::kAvgPool2d;
-  const float inv = 1.0f / static_cast<float>(l.pool * l.pool);
+  const float inv = 1.0f / static_cast<float>(l.pool_h * l.pool_w);
   dx->setZero();
   for (int64_t b = 0; b < x.rows(); ++b)
     for (int oh = 0; oh < l.out.h; ++oh)
@@ -50,10 +55,9 @@ void PoolBackward(const Layer& l, const MatrixF& x, const MatrixF& y, const Matr
         for (int c = 0; c < l.out.c; ++c) {
           const int64_t o = (int64_t{oh} * l.out.w + ow) * l.out.c + c;
           bool routed = false;
-          for (int i = 0; i < l.pool; ++i)
-            for (int j = 0; j < l.pool; ++j) {
-              const int64_t in =
-                  ((int64_t{oh} * l.pool + i) * l.in.w + ow * l.pool + j) * l.in.c + c;
+          for (int i = 0; i < l.pool_h; ++i)
+            for (int j = 0; j < l.pool_w; ++j) {
+              const int64_t in = PoolTap(l, oh, ow, i, j, c);
               if (avg) {
                 (*dx)(b, in) += dy(b, o) * inv;
               } else if (!routed && x(b, in) == y(b, o)) {  // the first maximum takes it all
@@ -126,6 +130,8 @@ void Forward(const Model& m, const MatrixF& x, ForwardCache* cache) {
     }
     if (l.activation == Activation::kRelu) {
       out = out.cwiseMax(0.0f);
+    } else if (l.activation == Activation::kRelu6) {
+      out = out.cwiseMax(0.0f).cwiseMin(6.0f);
     } else if (l.activation == Activation::kSoftmax) {
       for (int64_t b = 0; b < batch; ++b) {
         auto row = out.row(b);
@@ -156,8 +162,12 @@ double Backward(const Model& m, const ForwardCache& cache, const uint8_t* labels
     const Layer& l = m.layers[i];
     const MatrixF& in = cache.acts[i];
     const MatrixF& out = cache.acts[i + 1];
+    if (l.depthwise) throw std::invalid_argument("Backward: depthwise layers are not trained");
     if (l.activation == Activation::kRelu)
       grad = grad.cwiseProduct((out.array() > 0.0f).cast<float>().matrix());
+    if (l.activation == Activation::kRelu6)
+      grad =
+          grad.cwiseProduct(((out.array() > 0.0f) && (out.array() < 6.0f)).cast<float>().matrix());
     const bool need_dx = i > 0;
     MatrixF dx;
     switch (l.type) {

@@ -68,7 +68,41 @@ void GemmBlock(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, co
   }
 }
 
+// C (+)= A x B in float, exactly (k <= kExactK), then into int32.
+void GemmBlockFF(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* bf,
+                 int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
+  Eigen::Map<const FloatMat, 0, Stride> ea(a, m, k, Stride(lda));
+  Eigen::Map<const FloatMat, 0, Stride> eb(bf, k, n, Stride(ldb));
+  const FloatMat cf = ea * eb;
+  for (int64_t i = 0; i < m; ++i) {
+    int32_t* ci = c + i * ldc;
+    const float* src = cf.data() + i * n;
+    if (accumulate) {
+      for (int64_t j = 0; j < n; ++j) {
+        ci[j] = static_cast<int32_t>(static_cast<uint32_t>(ci[j]) +
+                                     static_cast<uint32_t>(static_cast<int32_t>(src[j])));
+      }
+    } else {
+      for (int64_t j = 0; j < n; ++j) ci[j] = static_cast<int32_t>(src[j]);
+    }
+  }
+}
+
 }  // namespace
+
+void GemmInt8FF(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0);
+    return;
+  }
+  for (int64_t p0 = 0; p0 < k; p0 += kExactK) {
+    const int64_t kb = std::min(kExactK, k - p0);
+    GemmBlockFF(m, n, kb, a + p0, lda, b + p0 * ldb, ldb, c, ldc, accumulate || p0 > 0);
+  }
+}
 
 void GemmInt8F(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, const float* b,
                int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {

@@ -21,4 +21,10 @@ void GemmInt8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, con
 void GemmInt8F(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, const float* b,
                int64_t ldb, int32_t* c, int64_t ldc, bool accumulate);
 
+// The same with A too already in float (each value an int8, -128..127): for a caller that
+// forms A in float anyway (the CPU int8 backend's im2col), which saves converting it block
+// by block.
+void GemmInt8FF(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, int32_t* c, int64_t ldc, bool accumulate);
+
 }  // namespace tpu::nn

@@ -35,13 +35,24 @@ TPU_HOST_DEVICE inline int8_t Requantize(int32_t acc, uint32_t multiplier, uint3
   return static_cast<int8_t>(scaled < lo ? lo : scaled > 127 ? 127 : scaled);
 }
 
-// Average of a pool x pool window of int8 values: floor((sum + n/2) / n), n = pool^2
-// (ties round up).
+// The requantization that averages n values: 1/n as multiplier / 2^shift, with shift =
+// 30 + ceil(log2 n) and multiplier = round(2^shift / n), in [2^30, 2^31). For a power of two
+// it is exact (n = 4: 2^30 / 2^32).
+TPU_HOST_DEVICE inline void AverageMultiplier(int32_t n, uint32_t* multiplier, uint32_t* shift) {
+  uint32_t c = 0;
+  while ((int64_t{1} << c) < n) ++c;
+  *shift = 30 + c;
+  *multiplier = static_cast<uint32_t>(((uint64_t{1} << *shift) + uint64_t(n) / 2) / uint64_t(n));
+}
+
+// Average of a window of n int8 values (n <= 2^20) from their sum: the requantization of
+// the sum by AverageMultiplier(n), so that the chip computes it exactly as a convolution
+// with weights 1 (host/compiler/layer_compiler.cc). For a power of two this is
+// floor((sum + n/2) / n) (ties round up), what the VPU's 2 x 2 pooling computes.
 TPU_HOST_DEVICE inline int8_t AveragePool(int32_t sum, int32_t n) {
-  const int32_t num = sum + n / 2;
-  // Floor division (C++ '/' truncates toward zero).
-  const int32_t q = num / n - ((num % n != 0) && (num < 0));
-  return static_cast<int8_t>(q);
+  uint32_t multiplier = 0, shift = 0;
+  AverageMultiplier(n, &multiplier, &shift);
+  return Requantize(sum, multiplier, shift, -128);
 }
 
 }  // namespace tpu::nn

@@ -8,19 +8,24 @@
 namespace tpu::nn {
 
 void PoolInt8(const Layer& l, const int8_t* x, int8_t* y) {
+  uint32_t multiplier = 0, shift = 0;  // once per layer: AverageMultiplier divides
+  AverageMultiplier(l.pool_h * l.pool_w, &multiplier, &shift);
   for (int oh = 0; oh < l.out.h; ++oh)
     for (int ow = 0; ow < l.out.w; ++ow)
       for (int c = 0; c < l.out.c; ++c) {
         int32_t sum = 0, mx = -128;
-        for (int i = 0; i < l.pool; ++i)
-          for (int j = 0; j < l.pool; ++j) {
-            const int8_t v = x[((size_t(oh) * l.pool + i) * l.in.w + ow * l.pool + j) * l.in.c + c];
+        for (int i = 0; i < l.pool_h; ++i)
+          for (int j = 0; j < l.pool_w; ++j) {
+            const int8_t v =
+                x[((size_t(oh) * l.pool_stride + i) * l.in.w + size_t(ow) * l.pool_stride + j) *
+                      l.in.c +
+                  c];
             sum += v;
             mx = std::max<int32_t>(mx, v);
           }
-        y[(size_t(oh) * l.out.w + ow) * l.out.c + c] = l.type == LayerType::kAvgPool2d
-                                                           ? AveragePool(sum, l.pool * l.pool)
-                                                           : static_cast<int8_t>(mx);
+        y[(size_t(oh) * l.out.w + ow) * l.out.c + c] =
+            l.type == LayerType::kAvgPool2d ? Requantize(sum, multiplier, shift, -128)
+                                            : static_cast<int8_t>(mx);
       }
 }
 
@@ -31,7 +36,7 @@ std::vector<std::vector<int8_t>> ReferenceInt8(const Model& m, const uint8_t* pi
   std::vector<std::vector<int8_t>> outs;
   for (const Layer& l : m.layers) {
     std::vector<int8_t> y(static_cast<size_t>(l.out.Size()));
-    const int32_t lo = l.activation == Activation::kRelu ? 0 : -128;
+    const int32_t lo = ClampsAtZero(l.activation) ? 0 : -128;
     auto at = [&](int h, int w, int c) { return x[(size_t(h) * l.in.w + w) * l.in.c + c]; };
     switch (l.type) {
       case LayerType::kConv2d:

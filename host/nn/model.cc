@@ -42,6 +42,8 @@ const char* ActivationName(Activation a) {
       return "none";
     case Activation::kRelu:
       return "relu";
+    case Activation::kRelu6:
+      return "relu6";
     case Activation::kSoftmax:
       return "softmax";
   }
@@ -50,20 +52,34 @@ const char* ActivationName(Activation a) {
 
 namespace {
 
-LayerType ParseType(const std::string& s, const std::string& where) {
+// Sets l's type (and the depthwise / global flags the two derived types carry).
+void ParseType(const std::string& s, const std::string& where, Layer* l) {
   for (LayerType t : {LayerType::kConv2d, LayerType::kAvgPool2d, LayerType::kMaxPool2d,
                       LayerType::kFlatten, LayerType::kDense}) {
-    if (s == LayerTypeName(t)) return t;
+    if (s == LayerTypeName(t)) {
+      l->type = t;
+      return;
+    }
   }
-  throw UsageError(where + ": unknown layer type '" + s +
-                   "' (known: conv2d, avgpool2d, maxpool2d, flatten, dense)");
+  if (s == "depthwise_conv2d") {
+    l->type = LayerType::kConv2d;
+    l->depthwise = true;
+  } else if (s == "global_avgpool2d") {
+    l->type = LayerType::kAvgPool2d;
+    l->global_pool = true;
+  } else {
+    throw UsageError(where + ": unknown layer type '" + s +
+                     "' (known: conv2d, depthwise_conv2d, avgpool2d, maxpool2d, "
+                     "global_avgpool2d, flatten, dense)");
+  }
 }
 
 Activation ParseActivation(const std::string& s, const std::string& where) {
-  for (Activation a : {Activation::kNone, Activation::kRelu, Activation::kSoftmax}) {
+  for (Activation a :
+       {Activation::kNone, Activation::kRelu, Activation::kRelu6, Activation::kSoftmax}) {
     if (s == ActivationName(a)) return a;
   }
-  throw UsageError(where + ": unknown activation '" + s + "' (known: none, relu, softmax)");
+  throw UsageError(where + ": unknown activation '" + s + "' (known: none, relu, relu6, softmax)");
 }
 
 json ShapeJson(const Shape3& s) { return json::array({s.h, s.w, s.c}); }
@@ -82,7 +98,6 @@ Layer Pool(const std::string& name) {
   Layer l;
   l.name = name;
   l.type = LayerType::kAvgPool2d;
-  l.pool = 2;
   return l;
 }
 
@@ -104,7 +119,16 @@ void GlorotUniform(Tensor<float>* t, int64_t fan_in, int64_t fan_out, std::mt199
 }  // namespace
 
 int64_t Layer::ParamCount() const {
-  return static_cast<int64_t>(weights.data.size() + bias.data.size());
+  // A depthwise layer's parameters are its c kernels, not the expanded zeros.
+  const int64_t w =
+      depthwise ? int64_t{kernel_h} * kernel_w * out.c : static_cast<int64_t>(weights.data.size());
+  return w + static_cast<int64_t>(bias.data.size());
+}
+
+std::string Layer::TypeName() const {
+  if (depthwise) return "depthwise_conv2d";
+  if (global_pool) return "global_avgpool2d";
+  return LayerTypeName(type);
 }
 
 int64_t Model::ParamCount() const {
@@ -123,23 +147,34 @@ void InferShapes(Model* m) {
     }
     switch (l.type) {
       case LayerType::kConv2d: {
-        if (l.kernel_h < 1 || l.kernel_w < 1 || l.stride < 1 || l.stride > 2) {
-          throw UsageError(where + ": kernel must be >= 1 and stride 1 or 2");
+        if (l.kernel_h < 1 || l.kernel_w < 1 || l.stride < 1 || l.kernel_h > 1024 ||
+            l.kernel_w > 1024 || l.stride > 64) {
+          throw UsageError(where + ": kernel must be 1..1024 and stride 1..64");
         }
+        if (l.depthwise) l.out.c = cur.c;  // one filter per input channel
         if (l.padding == "valid") {
-          l.out.h = (cur.h - l.kernel_h) / l.stride + 1;
-          l.out.w = (cur.w - l.kernel_w) / l.stride + 1;
-          l.pad_top = l.pad_left = 0;
+          l.pad_top = l.pad_left = l.pad_bottom = l.pad_right = 0;
         } else if (l.padding == "same") {
-          l.out.h = (cur.h + l.stride - 1) / l.stride;
-          l.out.w = (cur.w + l.stride - 1) / l.stride;
-          const int pad_h = std::max(0, (l.out.h - 1) * l.stride + l.kernel_h - cur.h);
-          const int pad_w = std::max(0, (l.out.w - 1) * l.stride + l.kernel_w - cur.w);
+          const int oh = (cur.h + l.stride - 1) / l.stride;
+          const int ow = (cur.w + l.stride - 1) / l.stride;
+          const int pad_h = std::max(0, (oh - 1) * l.stride + l.kernel_h - cur.h);
+          const int pad_w = std::max(0, (ow - 1) * l.stride + l.kernel_w - cur.w);
           l.pad_top = pad_h / 2;  // as TensorFlow: the extra row/column goes bottom/right
           l.pad_left = pad_w / 2;
+          l.pad_bottom = pad_h - l.pad_top;
+          l.pad_right = pad_w - l.pad_left;
+        } else if (l.padding == "explicit") {
+          for (int p : {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right}) {
+            if (p < 0 || p > 1024) throw UsageError(where + ": padding must lie in 0..1024");
+          }
         } else {
-          throw UsageError(where + ": padding '" + l.padding + "' is not 'valid' or 'same'");
+          throw UsageError(where + ": padding '" + l.padding +
+                           "' is not 'valid', 'same' or [top, left, bottom, right]");
         }
+        const int64_t ph = int64_t{cur.h} + l.pad_top + l.pad_bottom - l.kernel_h;
+        const int64_t pw = int64_t{cur.w} + l.pad_left + l.pad_right - l.kernel_w;
+        l.out.h = ph < 0 ? 0 : static_cast<int>(ph / l.stride + 1);
+        l.out.w = pw < 0 ? 0 : static_cast<int>(pw / l.stride + 1);
         if (l.out.h < 1 || l.out.w < 1) {
           throw UsageError(where + ": a " + std::to_string(l.kernel_h) + " x " +
                            std::to_string(l.kernel_w) + " kernel does not fit a " +
@@ -149,9 +184,27 @@ void InferShapes(Model* m) {
       }
       case LayerType::kAvgPool2d:
       case LayerType::kMaxPool2d:
-        if (l.pool < 1) throw UsageError(where + ": pool size must be >= 1");
-        l.out = {cur.h / l.pool, cur.w / l.pool, cur.c};
-        if (l.out.h < 1 || l.out.w < 1) throw UsageError(where + ": input too small to pool");
+        if (l.global_pool) {
+          if (l.type != LayerType::kAvgPool2d)
+            throw UsageError(where + ": global pooling averages");
+          l.pool_h = cur.h;
+          l.pool_w = cur.w;
+          l.pool_stride = 1;
+        }
+        if (l.pool_h < 1 || l.pool_w < 1 || l.pool_stride < 1 || l.pool_h > 4096 ||
+            l.pool_w > 4096 || l.pool_stride > 4096) {
+          throw UsageError(where + ": pool size and stride must lie in 1..4096");
+        }
+        if (int64_t{l.pool_h} * l.pool_w > (1 << 20)) {
+          throw UsageError(where + ": a pooling window may hold at most 2^20 values");
+        }
+        if (l.pool_h > cur.h || l.pool_w > cur.w) {
+          throw UsageError(where + ": a " + std::to_string(l.pool_h) + " x " +
+                           std::to_string(l.pool_w) + " window does not fit a " +
+                           std::to_string(cur.h) + " x " + std::to_string(cur.w) + " input");
+        }
+        l.out = {(cur.h - l.pool_h) / l.pool_stride + 1, (cur.w - l.pool_w) / l.pool_stride + 1,
+                 cur.c};
         break;
       case LayerType::kFlatten:
         l.out = {1, 1, static_cast<int>(cur.Size())};
@@ -261,7 +314,10 @@ std::vector<T> VectorOf(const json& j, const std::string& key, size_t n, const s
 }
 
 std::vector<int64_t> WeightShape(const Layer& l) {
-  if (l.type == LayerType::kConv2d) return {l.kernel_h, l.kernel_w, l.in.c, l.out.c};
+  // On disk (depthwise: one kernel per channel).
+  if (l.type == LayerType::kConv2d) {
+    return {l.kernel_h, l.kernel_w, l.in.c, l.depthwise ? 1 : l.out.c};
+  }
   return {l.in.c, l.out.c};
 }
 
@@ -321,7 +377,7 @@ Model LoadModel(const std::string& dir) {
       Layer l;
       l.name = lj.at("name").get<std::string>();
       const std::string where = path + ": layer '" + l.name + "'";
-      l.type = ParseType(lj.at("type").get<std::string>(), where);
+      ParseType(lj.at("type").get<std::string>(), where, &l);
       l.activation = ParseActivation(lj.value("activation", "none"), where);
       if (l.type == LayerType::kConv2d) {
         const auto k = lj.at("kernel").get<std::vector<int>>();
@@ -329,12 +385,38 @@ Model LoadModel(const std::string& dir) {
         l.kernel_h = k[0];
         l.kernel_w = k[1];
         l.stride = lj.value("stride", 1);
-        l.padding = lj.value("padding", "valid");
-        l.out.c = lj.at("filters").get<int>();
+        const json pad = lj.value("padding", json("valid"));
+        if (pad.is_array()) {
+          const auto p = pad.get<std::vector<int>>();
+          if (p.size() != 4)
+            throw UsageError(where + ": padding must be [top, left, bottom, right]");
+          l.padding = "explicit";
+          l.pad_top = p[0];
+          l.pad_left = p[1];
+          l.pad_bottom = p[2];
+          l.pad_right = p[3];
+        } else {
+          l.padding = pad.get<std::string>();
+          if (l.padding == "explicit") throw UsageError(where + ": padding 'explicit' is a list");
+        }
+        if (!l.depthwise) l.out.c = lj.at("filters").get<int>();
       } else if (l.type == LayerType::kDense) {
         l.out = {1, 1, lj.at("units").get<int>()};
-      } else if (l.type != LayerType::kFlatten) {
-        l.pool = lj.value("size", 2);
+      } else if (l.IsPool() && !l.global_pool) {
+        const json size = lj.value("size", json(2));
+        if (size.is_array()) {
+          const auto k = size.get<std::vector<int>>();
+          if (k.size() != 2) throw UsageError(where + ": size must be n or [h, w]");
+          l.pool_h = k[0];
+          l.pool_w = k[1];
+        } else {
+          l.pool_h = l.pool_w = size.get<int>();
+        }
+        l.pool_stride = lj.value("stride", l.pool_h == l.pool_w ? l.pool_h : 1);
+        if (l.pool_h != l.pool_w && !lj.contains("stride")) {
+          throw UsageError(where + ": a " + std::to_string(l.pool_h) + " x " +
+                           std::to_string(l.pool_w) + " window needs a 'stride'");
+        }
       }
       m.layers.push_back(l);
     }
@@ -353,6 +435,7 @@ Model LoadModel(const std::string& dir) {
       }
       if (!l.HasWeights()) continue;
       l.weights = LoadTensor<float>(dir, lj, "weights", WeightShape(l), where);
+      if (l.depthwise) l.weights = ExpandDepthwise(l.weights);
       l.bias = LoadTensor<float>(dir, lj, "bias", {l.out.c}, where);
       if (m.quantized) {
         const json& qj = lj.at("int8");
@@ -364,6 +447,7 @@ Model LoadModel(const std::string& dir) {
         l.q.multiplier = VectorOf<int32_t>(qj, "multiplier", n, where);
         l.q.shift = VectorOf<int32_t>(qj, "shift", n, where);
         l.q.weights = LoadTensor<int8_t>(dir, qj, "weights", WeightShape(l), where);
+        if (l.depthwise) l.q.weights = ExpandDepthwise(l.q.weights);
         l.q.bias = LoadTensor<int32_t>(dir, qj, "bias", {l.out.c}, where);
         for (size_t c = 0; c < n; ++c) {
           if (l.q.shift[c] < 1 || l.q.shift[c] > 62 || l.q.multiplier[c] < 0) {
@@ -466,16 +550,25 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
   for (const Layer& l : m.layers) {
     json lj;
     lj["name"] = l.name;
-    lj["type"] = LayerTypeName(l.type);
+    lj["type"] = l.TypeName();
     if (l.type == LayerType::kConv2d) {
-      lj["filters"] = l.out.c;
+      if (!l.depthwise) lj["filters"] = l.out.c;
       lj["kernel"] = {l.kernel_h, l.kernel_w};
       lj["stride"] = l.stride;
-      lj["padding"] = l.padding;
+      if (l.padding == "explicit") {
+        lj["padding"] = {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right};
+      } else {
+        lj["padding"] = l.padding;
+      }
     } else if (l.type == LayerType::kDense) {
       lj["units"] = l.out.c;
-    } else if (l.type != LayerType::kFlatten) {
-      lj["size"] = l.pool;
+    } else if (l.IsPool() && !l.global_pool) {
+      if (l.pool_h == l.pool_w) {
+        lj["size"] = l.pool_h;
+      } else {
+        lj["size"] = {l.pool_h, l.pool_w};
+      }
+      lj["stride"] = l.pool_stride;
     }
     if (l.HasWeights()) lj["activation"] = ActivationName(l.activation);
     lj["in_shape"] = ShapeJson(l.in);
@@ -483,7 +576,8 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
     if (l.HasWeights()) {
       lj["weights"] = l.name + ".weights.npy";
       lj["bias"] = l.name + ".bias.npy";
-      WriteNpyTensor(out.File(l.name + ".weights.npy"), l.weights);
+      WriteNpyTensor(out.File(l.name + ".weights.npy"),
+                     l.depthwise ? CompactDepthwise(l.weights) : l.weights);
       WriteNpyTensor(out.File(l.name + ".bias.npy"), l.bias);
       if (m.quantized) {
         json qj;
@@ -494,7 +588,8 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
         qj["shift"] = l.q.shift;
         qj["weights"] = l.name + ".weights.int8.npy";
         qj["bias"] = l.name + ".bias.int32.npy";
-        WriteNpyTensor(out.File(l.name + ".weights.int8.npy"), l.q.weights);
+        WriteNpyTensor(out.File(l.name + ".weights.int8.npy"),
+                       l.depthwise ? CompactDepthwise(l.q.weights) : l.q.weights);
         WriteNpyTensor(out.File(l.name + ".bias.int32.npy"), l.q.bias);
         lj["int8"] = qj;
       }
@@ -511,10 +606,10 @@ std::string Summary(const Model& m) {
   std::string out =
       fmt::format("Model '{}'{}: input {} x {} x {}\n", m.name,
                   m.quantized ? " (fp32 + int8)" : " (fp32)", m.input.h, m.input.w, m.input.c);
-  out += fmt::format("  {:<10} {:<10} {:<14} {:<10} {:>10}\n", "layer", "type", "output shape",
+  out += fmt::format("  {:<10} {:<16} {:<14} {:<10} {:>10}\n", "layer", "type", "output shape",
                      "activation", "params");
   for (const Layer& l : m.layers) {
-    out += fmt::format("  {:<10} {:<10} {:<14} {:<10} {:>10}\n", l.name, LayerTypeName(l.type),
+    out += fmt::format("  {:<10} {:<16} {:<14} {:<10} {:>10}\n", l.name, l.TypeName(),
                        fmt::format("{} x {} x {}", l.out.h, l.out.w, l.out.c),
                        l.HasWeights() ? ActivationName(l.activation) : "", Grouped(l.ParamCount()));
   }

@@ -12,7 +12,12 @@
 namespace tpu::nn {
 
 enum class LayerType { kConv2d, kAvgPool2d, kMaxPool2d, kFlatten, kDense };
-enum class Activation { kNone, kRelu, kSoftmax };
+enum class Activation { kNone, kRelu, kRelu6, kSoftmax };
+
+// Whether the int8 form clamps at zero. ReLU6 too: the quantizer gives a ReLU6 layer an
+// output scale of at most 6 / 127, so its int8 upper bound 6 lies at or beyond 127 and the
+// int8 clamp [0, 127] is ReLU6 exactly (docs/quantization.md).
+inline bool ClampsAtZero(Activation a) { return a == Activation::kRelu || a == Activation::kRelu6; }
 
 // Activations are height x width x channels (channels last); a vector is 1 x 1 x n.
 struct Shape3 {
@@ -38,12 +43,20 @@ struct Layer {
   std::string name;
   LayerType type = LayerType::kDense;
   Shape3 in, out;
-  // conv2d: kernel and stride; padding "valid" or "same" (pad_top/pad_left derived).
+  // conv2d: kernel and stride; padding "valid", "same" (pads derived) or "explicit"
+  // (pads given per side).
   int kernel_h = 1, kernel_w = 1, stride = 1;
   std::string padding = "valid";
-  int pad_top = 0, pad_left = 0;
-  // pooling: size x size windows, stride = size.
-  int pool = 2;
+  int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  // A depthwise conv2d: output channel c reads only input channel c. Stored on disk as
+  // "depthwise_conv2d" with kh x kw x c x 1 kernels; in memory as the equivalent conv2d,
+  // its kernels expanded to kh x kw x c x c with zeros off the diagonal (ExpandDepthwise),
+  // so every backend, the quantizer and the compiler run it as a convolution, exactly.
+  bool depthwise = false;
+  // pooling: pool_h x pool_w windows every pool_stride pixels, inside the map (no padding);
+  // global_pool: one window of the whole map (pool_h, pool_w set from the input).
+  int pool_h = 2, pool_w = 2, pool_stride = 2;
+  bool global_pool = false;
   Activation activation = Activation::kNone;
   Tensor<float> weights;  // conv: kh x kw x c_in x c_out; dense: in x out
   Tensor<float> bias;     // c_out
@@ -51,6 +64,9 @@ struct Layer {
   QuantizedLayer q;
 
   bool HasWeights() const { return type == LayerType::kConv2d || type == LayerType::kDense; }
+  bool IsPool() const { return type == LayerType::kAvgPool2d || type == LayerType::kMaxPool2d; }
+  // The name of its type in model.json ("depthwise_conv2d", "global_avgpool2d", ...).
+  std::string TypeName() const;
   int64_t ParamCount() const;
 };
 
@@ -90,6 +106,31 @@ void SaveModel(const Model& model, const std::string& dir);
 std::string Summary(const Model& model);
 
 const char* LayerTypeName(LayerType t);
+
+// A depthwise kernel kh x kw x c x 1 as the equivalent convolution's kh x kw x c x c (zeros
+// off the diagonal), and back (the diagonal).
+template <typename T>
+Tensor<T> ExpandDepthwise(const Tensor<T>& k) {
+  const int64_t taps = k.shape[0] * k.shape[1], c = k.shape[2];
+  Tensor<T> e;
+  e.shape = {k.shape[0], k.shape[1], c, c};
+  e.data.assign(static_cast<size_t>(taps * c * c), T{});
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t i = 0; i < c; ++i)
+      e.data[static_cast<size_t>((t * c + i) * c + i)] = k.data[static_cast<size_t>(t * c + i)];
+  return e;
+}
+template <typename T>
+Tensor<T> CompactDepthwise(const Tensor<T>& e) {
+  const int64_t taps = e.shape[0] * e.shape[1], c = e.shape[2];
+  Tensor<T> k;
+  k.shape = {e.shape[0], e.shape[1], c, 1};
+  k.data.resize(static_cast<size_t>(taps * c));
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t i = 0; i < c; ++i)
+      k.data[static_cast<size_t>(t * c + i)] = e.data[static_cast<size_t>((t * c + i) * c + i)];
+  return k;
+}
 const char* ActivationName(Activation a);
 
 }  // namespace tpu::nn

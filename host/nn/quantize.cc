@@ -57,7 +57,10 @@ void Quantize(Model* m, const data::MnistSet& calibration, int64_t calibration_i
     if (!l.HasWeights()) continue;  // pooling and flatten keep the scale
     QuantizedLayer& q = l.q;
     q.input_scale = scale;
-    q.output_scale = max_abs[i] > 0 ? max_abs[i] / 127.0f : 1.0f;
+    // ReLU6 outputs lie in [0, 6], so the scale is at most 6 / 127 and the int8 clamp at 127
+    // is at or below 6 (ClampsAtZero in model.h).
+    const float empty_scale = l.activation == Activation::kRelu6 ? 6.0f / 127.0f : 1.0f;
+    q.output_scale = max_abs[i] > 0 ? max_abs[i] / 127.0f : empty_scale;
     const int64_t fan_in = l.weights.Size() / l.out.c;
     q.weights.shape = l.weights.shape;
     q.weights.data.assign(l.weights.data.size(), 0);

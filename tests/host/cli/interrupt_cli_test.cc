@@ -1,4 +1,4 @@
-// Interrupted and failing runs: `tpusim run`, `train`, `quantize` and `sweep` killed at
+// Interrupted and failing runs: `tpusim run`, `train`, `quantize`, `import` and `sweep` killed at
 // random moments (SIGINT, SIGKILL) leave no half-written output and run again; Ctrl-C
 // stops within a second with a message; a full disk and a read-only folder give one clear
 // error and leave nothing behind.
@@ -96,7 +96,9 @@ TEST_F(InterruptCliTest, KilledRunsLeaveCompleteOutputsOrNone) {
                                    json, "--csv", P("out/r.csv")},
                                   std::chrono::milliseconds(ms(rng_)), sig);
     ExpectInterruptedCleanly(k, sig);
-    if (fs::exists(json)) EXPECT_NO_THROW(nlohmann::json::parse(Slurp(json)));
+    if (fs::exists(json)) {
+      EXPECT_NO_THROW(nlohmann::json::parse(Slurp(json)));
+    }
     ExpectNoTemporaries(P("out"));
     const Outcome again = Run("run --engine fast --images 50 -q --json " + json);
     EXPECT_EQ(again.exit_code, 0) << again.err;
@@ -122,12 +124,40 @@ TEST_F(InterruptCliTest, KilledTrainingAndQuantizationLeaveAWholeModelOrNone) {
     k = StartAndKill({"quantize", "--model", P("m/fp32"), "--out", P("m/int8"), "-q"},
                      std::chrono::milliseconds(ms(rng_)), sig);
     ExpectInterruptedCleanly(k, sig);
-    if (fs::exists(P("m/int8"))) EXPECT_NO_THROW(nn::LoadModel(P("m/int8")));
+    if (fs::exists(P("m/int8"))) {
+      EXPECT_NO_THROW(nn::LoadModel(P("m/int8")));
+    }
     ExpectNoTemporaries(P("m"));
     const Outcome again =
         Run("quantize --calibration 200 -q --model " + P("m/fp32") + " --out " + P("m/int8"));
     EXPECT_EQ(again.exit_code, 0) << again.err;
     EXPECT_TRUE(nn::LoadModel(P("m/int8")).quantized);
+  }
+}
+
+TEST_F(InterruptCliTest, KilledImportsLeaveAWholeModelOrNone) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const std::string onnx = TPUSIM_SOURCE_DIR "/models/onnx/torch_cnn.onnx";
+  std::uniform_int_distribution<int> ms(20, 1500);
+  for (int sig : {SIGINT, SIGKILL, SIGINT, SIGKILL}) {
+    SCOPED_TRACE(sig);
+    fs::remove_all(P("i"));
+    fs::create_directories(P("i"));
+    // Importing and quantizing (about a second), over an existing model every other time.
+    if (sig == SIGKILL) {
+      ASSERT_EQ(Run("import -q " + onnx + " --out " + P("i/m")).exit_code, 0);
+    }
+    const Killed k = StartAndKill({"import", onnx, "--out", P("i/m"), "--quantize", "-q"},
+                                  std::chrono::milliseconds(ms(rng_)), sig);
+    ExpectInterruptedCleanly(k, sig);
+    if (fs::exists(P("i/m"))) {
+      EXPECT_NO_THROW(nn::LoadModel(P("i/m")));
+    }
+    ExpectNoTemporaries(P("i"));
+    const Outcome again =
+        Run("import -q --quantize --calibration 100 " + onnx + " --out " + P("i/m"));
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_TRUE(nn::LoadModel(P("i/m")).quantized);
   }
 }
 
@@ -150,7 +180,9 @@ TEST_F(InterruptCliTest, AnInterruptedSweepStopsItsPointsAndResumes) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_EQ(count(), records);
   for (const auto& e : fs::directory_iterator(P("sw/points"))) {
-    if (e.is_regular_file()) EXPECT_NO_THROW(nlohmann::json::parse(Slurp(e.path().string())));
+    if (e.is_regular_file()) {
+      EXPECT_NO_THROW(nlohmann::json::parse(Slurp(e.path().string())));
+    }
   }
   const Outcome o = Run("sweep " + P("spec.json") + " --out " + P("sw") + " --no-plots");
   EXPECT_EQ(o.exit_code, 0) << o.err;

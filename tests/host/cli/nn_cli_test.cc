@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -130,6 +131,38 @@ TEST_F(NnCliTest, DataSetErrorsSayWhatToDo) {
   ExpectError("train --dataset fashion-mnist --data " + P("nodata") + " --out " + P("x"), 2,
               "no Fashion-MNIST there");
   EXPECT_FALSE(std::filesystem::exists(P("x")));
+}
+
+// tpusim import: a model folder that the other commands run; bad files are one clear line,
+// exit 2, and no folder.
+TEST_F(NnCliTest, ImportWritesAModelAndRefusesBadFiles) {
+  const std::string onnx = TPUSIM_SOURCE_DIR "/models/onnx/torch_cnn.onnx";
+  const Outcome ok = Run("import " + onnx + " --out " + P("t"));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("dwconv1    depthwise_conv2d 16 x 16 x 16   relu6"), std::string::npos)
+      << ok.out;
+  EXPECT_NE(ok.out.find("next: tpusim quantize --model"), std::string::npos) << ok.out;
+  const nn::Model m = nn::LoadModel(P("t"));
+  EXPECT_EQ(m.name, "torch_cnn");
+  EXPECT_FALSE(m.quantized);
+  if (HaveMnist()) {
+    const Outcome inf = Run("infer --model " + P("t") + " --backend cpu-fp32 --images 500");
+    EXPECT_EQ(inf.exit_code, 0) << inf.err;
+  }
+  {
+    std::ofstream(P("text.onnx")) << "this is not a model\n";
+    std::ifstream in(onnx, std::ios::binary);
+    const std::string whole((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(P("cut.onnx"), std::ios::binary) << whole.substr(0, whole.size() - 999);
+  }
+  for (const char* bad : {"text.onnx", "cut.onnx"}) {
+    ExpectError("import " + P(bad) + " --out " + P("bad"), 2, P(bad) + ": ");
+    EXPECT_FALSE(std::filesystem::exists(P("bad")));
+  }
+  ExpectError("import " + P("none.onnx") + " --out " + P("bad"), 2, "cannot open");
+  ExpectError("import " + onnx + " --out " + P("bad") + " --dataset cifar", 2,
+              "unknown data set 'cifar'");
+  EXPECT_FALSE(std::filesystem::exists(P("bad")));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
 #include "host/isa/assembler.h"
+#include "host/nn/int8_net.h"
 #include "host/nn/int8_reference.h"
 #include "host/nn/quantize.h"
 #include "host/report/energy.h"
@@ -85,7 +86,10 @@ TEST(CompilerTest, UnsupportedLayersAndSizesAreClearErrors) {
     PlanSteps(m);
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("pools only right after a conv layer"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("this max pooling (2 x 2, stride 2, not after a conv "
+                                         "layer) cannot run on the chip"),
+              std::string::npos)
+        << e.what();
   }
   nn::Model wide;
   wide.name = "wide";
@@ -158,6 +162,66 @@ TEST_P(CompilerEngineTest, LenetOn200MnistImagesIsBitExact) {
   uint64_t cycles = 0;
   for (const auto& l : r.layers) cycles += l.counters.cycles;
   EXPECT_EQ(cycles, r.Total().cycles);
+}
+
+// What imported models bring: a depthwise convolution with explicit, uneven padding and
+// ReLU6, a 1 x 1 convolution, average pooling of a 3 x 3 window at stride 1 (its own
+// step, a convolution on the chip), a stride-2 convolution, global average pooling.
+nn::Model ThirdCnn() {
+  nn::Model m;
+  m.name = "third";
+  m.input = {10, 9, 3};
+  nn::Layer dw = MakeLayer(LayerType::kConv2d, 3, 3, 2, "explicit", Activation::kRelu6);
+  dw.depthwise = true;
+  dw.pad_top = 1, dw.pad_left = 0, dw.pad_bottom = 2, dw.pad_right = 1;  // 6 x 5 x 3
+  nn::Layer avg = MakeLayer(LayerType::kAvgPool2d);
+  avg.pool_h = avg.pool_w = 3, avg.pool_stride = 1;  // 4 x 3 x 18
+  nn::Layer gap = MakeLayer(LayerType::kAvgPool2d);
+  gap.global_pool = true;                           // 1 x 1 x 21
+  m.layers = {MakeLayer(LayerType::kConv2d, 3, 1),  // 10 x 9 x 3
+              dw,
+              MakeLayer(LayerType::kConv2d, 18, 1, 1, "valid", Activation::kNone),
+              avg,
+              MakeLayer(LayerType::kConv2d, 21, 2, 1, "same"),
+              gap,
+              MakeLayer(LayerType::kFlatten),
+              MakeLayer(LayerType::kDense, 10, 1, 1, "valid", Activation::kSoftmax)};
+  m = test::Randomize(m, 8);
+  nn::Quantize(&m, test::RandomImages(m, 64, 9), 64);
+  return m;
+}
+
+// The steps, and the CPU references agreeing layer by layer (the scalar one and the batched
+// one), then the chip agreeing with them on a preset (one SystemC chip per test process).
+void ExpectThirdCnnBitExact(const char* preset, engine::EngineKind kind) {
+  const nn::Model m = ThirdCnn();
+  const auto steps = PlanSteps(m);
+  std::vector<std::string> names;
+  for (const auto& s : steps) names.push_back(s.Name(m));
+  EXPECT_EQ(names, (std::vector<std::string>{"l0", "l1", "l2", "l3", "l4", "l5", "l7"}));
+  EXPECT_TRUE(steps[3].lowered && steps[5].lowered);
+  const data::MnistSet images = test::RandomImages(m, 12, 10);
+  const nn::Int8Net net(m);
+  for (int64_t i = 0; i < images.count; ++i) {
+    const auto ref = nn::ReferenceInt8(m, images.Image(i));
+    const auto batched = net.Forward(images.Image(i), 1);
+    for (size_t l = 0; l < ref.size(); ++l) {
+      ASSERT_TRUE(std::equal(ref[l].begin(), ref[l].end(), batched[l].data())) << "layer " << l;
+    }
+  }
+  const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), {});
+  const TpuRunResult r = RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 5);
+  EXPECT_EQ(r.mismatches, 0);
+  int differing = 0;
+  for (size_t i = 1; i < r.logits.size(); ++i) differing += r.logits[i] != r.logits[0];
+  EXPECT_GT(differing, 5);
+}
+
+TEST_P(CompilerEngineTest, ImportedLayerKindsAreBitExactOnTeach4) {
+  ExpectThirdCnnBitExact("teach-4", GetParam());
+}
+TEST_P(CompilerEngineTest, ImportedLayerKindsAreBitExactOnSmall16) {
+  ExpectThirdCnnBitExact("small-16", GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, CompilerEngineTest,

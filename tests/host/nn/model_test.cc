@@ -89,6 +89,50 @@ TEST_F(ModelTest, Int8RoundTrip) {
   }
 }
 
+// The layer kinds of imported models survive the files: depthwise kernels stored compact
+// (kh x kw x c x 1) and expanded again, per-side padding, pooling windows and strides,
+// global pooling, ReLU6; fp32 and int8.
+TEST_F(ModelTest, ImportedLayerKindsRoundTrip) {
+  Model m;
+  m.name = "kinds";
+  m.input = {9, 8, 2};
+  Layer dw = test::MakeLayer(LayerType::kConv2d, 2, 3, 2, "explicit", Activation::kRelu6);
+  dw.depthwise = true;
+  dw.pad_top = 2, dw.pad_bottom = 0, dw.pad_left = 1, dw.pad_right = 1;  // 5 x 4 x 2
+  Layer pool = test::MakeLayer(LayerType::kMaxPool2d);
+  pool.pool_h = 2, pool.pool_w = 3, pool.pool_stride = 1;  // 4 x 2 x 2
+  Layer gap = test::MakeLayer(LayerType::kAvgPool2d);
+  gap.global_pool = true;
+  m.layers = {dw, pool, gap, test::MakeLayer(LayerType::kFlatten),
+              test::MakeLayer(LayerType::kDense, 3, 1, 1, "valid", Activation::kNone)};
+  m = test::Randomize(m, 9);
+  Quantize(&m, test::RandomImages(m, 20, 5), 20);
+  EXPECT_EQ(m.layers[0].out, (Shape3{5, 4, 2}));
+  EXPECT_EQ(m.layers[1].out, (Shape3{4, 2, 2}));
+  EXPECT_EQ(m.layers[2].out, (Shape3{1, 1, 2}));
+  EXPECT_EQ(m.layers[0].ParamCount(), 3 * 3 * 2 + 2);
+  SaveModel(m, dir_);
+  EXPECT_EQ(ReadNpyTensor<float>(dir_ + "/l0.weights.npy").shape,
+            (std::vector<int64_t>{3, 3, 2, 1}));
+  const Model back = LoadModel(dir_);
+  ASSERT_EQ(back.layers.size(), m.layers.size());
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const Layer &a = m.layers[i], &b = back.layers[i];
+    EXPECT_EQ(b.TypeName(), a.TypeName());
+    EXPECT_EQ(b.out, a.out);
+    EXPECT_EQ(b.activation, a.activation);
+    EXPECT_EQ(b.weights.data, a.weights.data);
+    EXPECT_EQ(b.q.weights.data, a.q.weights.data);
+    EXPECT_EQ((std::vector<int>{b.pad_top, b.pad_left, b.pad_bottom, b.pad_right}),
+              (std::vector<int>{a.pad_top, a.pad_left, a.pad_bottom, a.pad_right}));
+    EXPECT_EQ((std::vector<int>{b.pool_h, b.pool_w, b.pool_stride}),
+              (std::vector<int>{a.pool_h, a.pool_w, a.pool_stride}));
+  }
+  const std::string s = Summary(back);
+  EXPECT_NE(s.find("depthwise_conv2d"), std::string::npos) << s;
+  EXPECT_NE(s.find("relu6"), std::string::npos) << s;
+}
+
 TEST_F(ModelTest, MissingModel) { EXPECT_NE(ErrorOf().find("cannot open"), std::string::npos); }
 
 TEST_F(ModelTest, MissingTensorFile) {

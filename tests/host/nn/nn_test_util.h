@@ -16,7 +16,6 @@ inline nn::Layer MakeLayer(nn::LayerType type, int out_c = 0, int k = 3, int str
   l.kernel_h = l.kernel_w = k;
   l.stride = stride;
   l.padding = padding;
-  l.pool = 2;
   // Only conv and dense layers carry an activation.
   const bool weighted = type == nn::LayerType::kConv2d || type == nn::LayerType::kDense;
   l.activation = weighted ? act : nn::Activation::kNone;
@@ -39,6 +38,7 @@ inline nn::Model Randomize(nn::Model m, uint64_t seed) {
     }
     l.weights.data.resize(static_cast<size_t>(l.weights.Size()));
     for (float& v : l.weights.data) v = dist(rng);
+    if (l.depthwise) l.weights = nn::ExpandDepthwise(nn::CompactDepthwise(l.weights));
     l.bias.shape = {l.out.c};
     l.bias.data.resize(static_cast<size_t>(l.out.c));
     for (float& v : l.bias.data) v = 0.2f * dist(rng);

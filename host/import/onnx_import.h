@@ -1,0 +1,34 @@
+// Importing an fp32 ONNX model as a tpusim model (docs/import.md).
+//
+// The graph is read with Debian's ONNX library (libonnx-dev: the protobuf classes of
+// onnx.proto). It must be a chain of supported operators from one image input to one
+// output: Conv (groups 1 or depthwise), Gemm, MatMul (+ Add as bias), Relu, Clip(0, 6),
+// MaxPool, AveragePool, GlobalAveragePool, Flatten/Reshape before a dense layer,
+// BatchNormalization after a Conv/Gemm (folded into its weights); Dropout and Identity pass
+// through and a final Softmax/LogSoftmax marks the last layer. NCHW tensors become
+// tpusim's channels-last layout here, once: conv weights O x I x kh x kw become
+// kh x kw x I x O, and the rows of a dense layer that follows a flatten of a C x H x W map
+// are reordered from (c, h, w) to (h, w, c).
+#pragma once
+
+#include <string>
+
+#include "host/nn/model.h"
+
+namespace tpu::import {
+
+struct OnnxImportOptions {
+  std::string name;               // model name (default: the file's stem)
+  std::string dataset = "mnist";  // what it classifies (recorded in model.json)
+  std::string preprocess = "mnist32";
+};
+
+// Reads `path` and returns the equivalent fp32 tpusim model (shapes inferred and checked).
+// Throws UsageError naming the file, and the node and operator where one is the cause, with
+// what to do, for anything it cannot represent exactly.
+nn::Model ImportOnnx(const std::string& path, const OnnxImportOptions& options);
+// The same from the bytes of a file (`path` only names it in messages).
+nn::Model ImportOnnxBytes(const std::string& bytes, const std::string& path,
+                          const OnnxImportOptions& options);
+
+}  // namespace tpu::import

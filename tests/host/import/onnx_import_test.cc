@@ -1,0 +1,306 @@
+// tpusim import (host/import/): the PyTorch-exported CNN (models/onnx/) gives PyTorch's own
+// predictions in fp32 and runs bit-exact on the chip in int8; graphs built here check the
+// layout conversions against a direct NCHW computation; bad files are clear errors.
+#include "host/import/onnx_import.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "host/common/errors.h"
+#include "host/common/npy.h"
+#include "host/compiler/tpu_runner.h"
+#include "host/data/mnist.h"
+#include "host/nn/fp32_net.h"
+#include "host/nn/quantize.h"
+#include "tests/mnist_test_util.h"
+
+namespace tpu::import {
+namespace {
+
+const std::string kTorchCnn = TPUSIM_SOURCE_DIR "/models/onnx/torch_cnn.onnx";
+
+// ---- graphs built by hand -------------------------------------------------------------
+
+struct Graph {
+  onnx::ModelProto m;
+  onnx::GraphProto* g = m.mutable_graph();
+  std::mt19937_64 rng{3};
+
+  explicit Graph(std::vector<int64_t> input = {1, 1, 32, 32}) {
+    m.set_ir_version(7);
+    m.add_opset_import()->set_version(13);
+    auto* in = g->add_input();
+    in->set_name("x");
+    auto* t = in->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : input) t->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  // A random float initializer.
+  std::string Weights(const std::string& name, std::vector<int64_t> dims) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) t->add_dims(d), n *= d;
+    std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+    for (int64_t i = 0; i < n; ++i) t->add_float_data(u(rng));
+    return name;
+  }
+  std::string Ints(const std::string& name, std::vector<int64_t> v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+    return name;
+  }
+  onnx::NodeProto* Node(const std::string& op, std::vector<std::string> in,
+                        const std::string& out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(op + "_" + out);
+    for (const auto& s : in) n->add_input(s);
+    n->add_output(out);
+    return n;
+  }
+  static void Ints(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  static void Int(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  void Output(const std::string& name) { g->add_output()->set_name(name); }
+  std::string Bytes() const { return m.SerializeAsString(); }
+  const onnx::TensorProto& Init(const std::string& name) const {
+    for (const auto& t : g->initializer())
+      if (t.name() == name) return t;
+    throw std::logic_error(name);
+  }
+};
+
+nn::Model Import(const Graph& g) { return ImportOnnxBytes(g.Bytes(), "test.onnx", {}); }
+
+// The error importing `bytes`, or "" when they import.
+std::string ImportErrorOf(const std::string& bytes) {
+  try {
+    ImportOnnxBytes(bytes, "bad.onnx", {});
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string ImportError(const Graph& g) {
+  try {
+    Import(g);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// conv (uneven pads, stride 2) -> relu -> flatten of a C x H x W map -> gemm (transB):
+// the imported model's fp32 output equals the same network computed in NCHW here, which
+// checks the weight transposition and the (c, h, w) -> (h, w, c) reordering of the rows.
+TEST(OnnxImportTest, LayoutsConvertToChannelsLast) {
+  Graph g;
+  g.Weights("W", {4, 1, 3, 2});
+  g.Weights("B", {4});
+  auto* conv = g.Node("Conv", {"x", "W", "B"}, "c");
+  Graph::Ints(conv, "pads", {1, 0, 2, 1});
+  Graph::Ints(conv, "strides", {2, 2});
+  g.Node("Relu", {"c"}, "r");
+  g.Node("Flatten", {"r"}, "f");
+  // 32 + 1 + 2 - 3 = 32 -> 17 rows; 32 + 0 + 1 - 2 = 31 -> 16 columns
+  const int oh = 17, ow = 16, oc = 4, units = 5;
+  g.Weights("G", {units, oc * oh * ow});
+  g.Weights("GB", {units});
+  Graph::Int(g.Node("Gemm", {"f", "G", "GB"}, "y"), "transB", 1);
+  g.Output("y");
+  const nn::Model m = Import(g);
+  ASSERT_EQ(m.layers.size(), 3u);
+  EXPECT_EQ(m.layers[0].out, (nn::Shape3{oh, ow, oc}));
+  EXPECT_EQ(m.layers[0].padding, "explicit");
+
+  std::mt19937_64 rng(5);
+  std::vector<uint8_t> pixels(32 * 32);
+  for (auto& p : pixels) p = static_cast<uint8_t>(rng());
+  nn::ForwardCache cache;
+  nn::Forward(m, nn::Fp32Input(pixels.data(), 1, m.input), &cache);
+
+  const auto& W = g.Init("W").float_data();
+  const auto& B = g.Init("B").float_data();
+  const auto& G = g.Init("G").float_data();
+  const auto& GB = g.Init("GB").float_data();
+  std::vector<float> act(oc * oh * ow);  // NCHW
+  for (int o = 0; o < oc; ++o)
+    for (int y = 0; y < oh; ++y)
+      for (int x = 0; x < ow; ++x) {
+        float s = B[o];
+        for (int ky = 0; ky < 3; ++ky)
+          for (int kx = 0; kx < 2; ++kx) {
+            const int iy = y * 2 + ky - 1, ix = x * 2 + kx - 0;
+            if (iy < 0 || iy >= 32 || ix < 0 || ix >= 32) continue;
+            s += W[(o * 3 + ky) * 2 + kx] * (pixels[iy * 32 + ix] / 255.0f);
+          }
+        act[(o * oh + y) * ow + x] = std::max(s, 0.0f);
+      }
+  for (int u = 0; u < units; ++u) {
+    double s = GB[u];
+    for (size_t k = 0; k < act.size(); ++k) s += G[u * static_cast<int>(act.size()) + k] * act[k];
+    EXPECT_NEAR(cache.acts.back()(0, u), s, 1e-4) << u;
+  }
+}
+
+// Depthwise + BatchNormalization + Clip(0, 6) + GlobalAveragePool + MatMul + Add: the
+// layers they become.
+TEST(OnnxImportTest, DepthwiseBatchNormClipGlobalPoolMatMul) {
+  Graph g({1, 1, 32, 32});
+  g.Weights("W1", {3, 1, 1, 1});
+  g.Node("Conv", {"x", "W1"}, "c1");
+  g.Weights("Wd", {3, 1, 3, 3});
+  auto* dw = g.Node("Conv", {"c1", "Wd"}, "c2");
+  Graph::Int(dw, "group", 3);
+  Graph::Ints(dw, "strides", {2, 2});
+  for (const char* p : {"s", "b", "mean"}) g.Weights(p, {3});
+  auto* var = g.g->add_initializer();
+  *var = g.Init("s");
+  var->set_name("var");
+  for (auto& v : *var->mutable_float_data()) v = std::fabs(v) + 0.1f;
+  g.Node("BatchNormalization", {"c2", "s", "b", "mean", "var"}, "bn");
+  auto* lo = g.g->add_initializer();
+  lo->set_name("lo");
+  lo->set_data_type(onnx::TensorProto::FLOAT);
+  lo->add_float_data(0.0f);
+  auto* hi = g.g->add_initializer();
+  *hi = *lo;
+  hi->set_name("hi");
+  hi->set_float_data(0, 6.0f);
+  g.Node("Clip", {"bn", "lo", "hi"}, "r6");
+  g.Node("GlobalAveragePool", {"r6"}, "gap");
+  g.Node("Reshape", {"gap", g.Ints("shape", {-1, 3})}, "v");
+  g.Node("MatMul", {"v", g.Weights("M", {3, 10})}, "mm");
+  g.Node("Add", {g.Weights("MB", {10}), "mm"}, "y");
+  g.Node("Softmax", {"y"}, "p");
+  g.Output("p");
+  const nn::Model m = Import(g);
+  std::vector<std::string> types;
+  for (const auto& l : m.layers) types.push_back(l.TypeName());
+  EXPECT_EQ(types, (std::vector<std::string>{"conv2d", "depthwise_conv2d", "global_avgpool2d",
+                                             "flatten", "dense"}));
+  const nn::Layer& d = m.layers[1];
+  EXPECT_EQ(d.activation, nn::Activation::kRelu6);
+  EXPECT_EQ(d.out, (nn::Shape3{15, 15, 3}));
+  // BatchNorm folded: weight * s / sqrt(var + eps), bias (0 - mean) * that + b.
+  const float s0 = g.Init("s").float_data(0) / std::sqrt(var->float_data(0) + 1e-5f);
+  EXPECT_NEAR(d.weights.data[0], g.Init("Wd").float_data(0) * s0, 1e-6);
+  EXPECT_EQ(d.weights.data[1], 0.0f);  // off the diagonal
+  EXPECT_NEAR(d.bias.data[0], -g.Init("mean").float_data(0) * s0 + g.Init("b").float_data(0), 1e-5);
+  EXPECT_EQ(m.layers.back().activation, nn::Activation::kSoftmax);
+  EXPECT_NEAR(m.layers.back().bias.data[3], g.Init("MB").float_data(3), 0);
+}
+
+TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {
+  // Not ONNX, empty, truncated.
+  EXPECT_NE(ImportErrorOf("hello, world"), "");
+  Graph ok;
+  ok.Node("Relu", {"x"}, "y");  // Relu with nothing to fuse into
+  ok.Output("y");
+  EXPECT_NE(ImportError(ok).find("node 'Relu_y' (Relu): Relu must directly follow a Conv"),
+            std::string::npos)
+      << ImportError(ok);
+  Graph un;
+  un.Node("Sigmoid", {"x"}, "y");
+  un.Output("y");
+  EXPECT_NE(ImportError(un).find("node 'Sigmoid_y' (Sigmoid): not supported; tpusim imports Conv"),
+            std::string::npos)
+      << ImportError(un);
+  Graph grouped;
+  Graph::Int(grouped.Node("Conv", {"x", grouped.Weights("W", {4, 1, 3, 3})}, "y"), "group", 2);
+  grouped.Output("y");
+  EXPECT_NE(ImportError(grouped).find("groups = 2 (4 filters of 1 channels on 1 channels): tpusim "
+                                      "imports groups = 1 and depthwise"),
+            std::string::npos)
+      << ImportError(grouped);
+  Graph mismatch;
+  mismatch.Node("Flatten", {"x"}, "f");
+  mismatch.Node("Gemm", {"f", mismatch.Weights("G", {100, 10})}, "y");
+  mismatch.Output("y");
+  EXPECT_NE(ImportError(mismatch).find("(Gemm): weights expect 100 inputs; the input has 1024"),
+            std::string::npos)
+      << ImportError(mismatch);
+  Graph q;
+  q.Node("QLinearConv", {"x"}, "y");
+  q.Output("y");
+  EXPECT_NE(ImportError(q).find("export the fp32 model"), std::string::npos) << ImportError(q);
+  Graph size({1, 3, 28, 28});
+  size.Node("Flatten", {"x"}, "y");
+  size.Output("y");
+  EXPECT_NE(ImportError(size).find("export the model for a 1 x 32 x 32 input"), std::string::npos)
+      << ImportError(size);
+}
+
+TEST(OnnxImportTest, NonOnnxAndTruncatedFiles) {
+  EXPECT_NE(ImportErrorOf("").find("bad.onnx: not an ONNX model"), std::string::npos);
+  std::ifstream in(kTorchCnn, std::ios::binary);
+  const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(whole.size(), 1000u);
+  const std::string cut = ImportErrorOf(whole.substr(0, whole.size() / 2));
+  EXPECT_NE(cut.find("bad.onnx: "), std::string::npos) << cut;
+  EXPECT_EQ(ImportErrorOf(whole), "");
+}
+
+// The model PyTorch made (models/onnx/make_torch_cnn.py): tpusim's fp32 network predicts
+// what PyTorch predicted for the first 100 test images, with logits within float rounding.
+TEST(OnnxImportTest, TorchCnnPredictsWhatPyTorchPredicted) {
+  TPUSIM_MNIST_DIR_OR_SKIP(dir)
+  const nn::Model m = ImportOnnx(kTorchCnn, {});
+  const data::MnistSet set = data::LoadMnist(dir, /*train=*/false, 100);
+  nn::Model logits_model = m;
+  logits_model.layers.back().activation = nn::Activation::kNone;
+  nn::ForwardCache cache;
+  nn::Forward(logits_model, nn::Fp32Input(set.pixels.data(), 100, m.input), &cache);
+  const auto expect =
+      ReadNpyTensor<int32_t>(TPUSIM_SOURCE_DIR "/models/onnx/torch_cnn.predictions.npy");
+  const auto logits = ReadNpyTensor<float>(TPUSIM_SOURCE_DIR "/models/onnx/torch_cnn.logits.npy");
+  ASSERT_EQ(expect.data.size(), 100u);
+  const auto got = nn::ArgMax(cache.acts.back());
+  float worst = 0;
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(got[static_cast<size_t>(i)], expect.data[static_cast<size_t>(i)]) << "image " << i;
+    for (int c = 0; c < 10; ++c) {
+      worst = std::max(
+          worst, std::fabs(cache.acts.back()(i, c) - logits.data[static_cast<size_t>(i * 10 + c)]));
+    }
+  }
+  EXPECT_LT(worst, 1e-3f);
+}
+
+// Its int8 version on the chip: both engines bit-exact against the CPU int8 reference.
+TEST(OnnxImportTest, TorchCnnInInt8IsBitExactOnBothEngines) {
+  TPUSIM_MNIST_DIR_OR_SKIP(dir)
+  nn::Model m = ImportOnnx(kTorchCnn, {});
+  nn::Quantize(&m, data::LoadMnist(dir, /*train=*/true, 500), 500);
+  const data::MnistSet set = data::LoadMnist(dir, /*train=*/false, 32);
+  for (auto kind : {engine::EngineKind::kRtl, engine::EngineKind::kFast}) {
+    const auto chip = engine::MakeChipEngine(kind, config::LoadConfig("small-16"), {});
+    const compiler::TpuRunResult r =
+        compiler::RunModelOnTpu(m, *chip, set.pixels.data(), set.labels.data(), 32, 16);
+    EXPECT_EQ(r.mismatches, 0) << engine::EngineKindName(kind);
+    EXPECT_GE(r.correct, 30) << engine::EngineKindName(kind);
+  }
+}
+
+}  // namespace
+}  // namespace tpu::import
