@@ -63,8 +63,11 @@ class LayerCompiler {
   int64_t K() const { return k_; }
   int64_t RowsPerImage() const { return rows_per_image_; }
   int64_t OutRowsPerImage() const { return pooled_ ? rows_per_image_ / 4 : rows_per_image_; }
-  // Useful multiply-accumulates per image (padding excluded).
-  int64_t MacsPerImage() const { return rows_per_image_ * k_ * out_.c; }
+  // Useful multiply-accumulates per image (padding excluded; a depthwise layer's, or a
+  // lowered average pooling's, zeros off the diagonal excluded too).
+  int64_t MacsPerImage() const {
+    return rows_per_image_ * (layer_.depthwise ? k_ / in_.c : k_) * out_.c;
+  }
 
   // The job for `batch` images whose int8 input activations (h x w x c each) are in `act`.
   LayerJob Build(const std::vector<int8_t>& act, int batch) const;

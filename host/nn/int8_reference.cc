@@ -1,6 +1,7 @@
 // The scalar int8 reference (see int8_reference.h).
 #include "host/nn/int8_reference.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "host/nn/int8_ops.h"
@@ -8,6 +9,22 @@
 namespace tpu::nn {
 
 void PoolInt8(const Layer& l, const int8_t* x, int8_t* y) {
+  const bool avg = l.type == LayerType::kAvgPool2d;
+  if (l.pool_h == 2 && l.pool_w == 2 && l.pool_stride == 2) {  // LeNet's: the common case
+    const int64_t row = int64_t{l.in.w} * l.in.c, c_n = l.in.c;
+    for (int oh = 0; oh < l.out.h; ++oh)
+      for (int ow = 0; ow < l.out.w; ++ow) {
+        const int8_t* p = x + 2 * oh * row + 2 * ow * c_n;
+        int8_t* o = y + (int64_t{oh} * l.out.w + ow) * c_n;
+        for (int64_t c = 0; c < c_n; ++c) {
+          const int8_t a = p[c], b = p[c + c_n], d = p[row + c], e = p[row + c_n + c];
+          // floor((sum + 2) / 4), the 2 x 2 average (AveragePool with n = 4), exactly
+          o[c] = avg ? static_cast<int8_t>((int32_t{a} + b + d + e + 2) >> 2)
+                     : std::max(std::max(a, b), std::max(d, e));
+        }
+      }
+    return;
+  }
   uint32_t multiplier = 0, shift = 0;  // once per layer: AverageMultiplier divides
   AverageMultiplier(l.pool_h * l.pool_w, &multiplier, &shift);
   for (int oh = 0; oh < l.out.h; ++oh)

@@ -215,6 +215,8 @@ void ExpectThirdCnnBitExact(const char* preset, engine::EngineKind kind) {
   int differing = 0;
   for (size_t i = 1; i < r.logits.size(); ++i) differing += r.logits[i] != r.logits[0];
   EXPECT_GT(differing, 5);
+  // The depthwise layer's useful MACs: 6 x 4 outputs x 9 taps x 3 channels, not the zeros.
+  EXPECT_EQ(r.layers[1].macs, images.count * 6 * 4 * 9 * 3);
 }
 
 TEST_P(CompilerEngineTest, ImportedLayerKindsAreBitExactOnTeach4) {
