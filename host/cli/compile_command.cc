@@ -31,7 +31,7 @@ void Compile(const CompileArgs& a) {
   if (a.images < 1) throw UsageError("--images and --batch must be at least 1");
   const config::TpuConfig config = ResolveConfig(a.chip);
   const nn::Model model = nn::LoadModel(a.model);
-  const auto steps = compiler::PlanSteps(model);
+  const auto steps = compiler::PlanSteps(model, config);
   const data::MnistSet set = LoadTestSet(a, model, a.images);
   const int batch = static_cast<int>(std::min<int64_t>(a.images, set.count));
   // Each layer's input for the batch: the CPU int8 reference's activations, which the chip

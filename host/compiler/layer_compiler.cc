@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "host/common/errors.h"
 #include "host/compiler/packing.h"
@@ -16,6 +17,7 @@ namespace tpu::compiler {
 std::string LayerStep::Name(const nn::Model& m) const {
   std::string s = m.layers[static_cast<size_t>(layer)].name;
   if (pool_layer >= 0) s += "+" + m.layers[static_cast<size_t>(pool_layer)].name;
+  if (channels > 0) s += fmt::format(".ch{}-{}", channel_first, channel_first + channels - 1);
   return s;
 }
 
@@ -54,6 +56,60 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
   return steps;
 }
 
+std::vector<LayerStep> PlanSteps(const nn::Model& model, const config::TpuConfig& config) {
+  const int64_t n = config.array_dim;
+  std::vector<LayerStep> out;
+  for (const LayerStep& s : PlanSteps(model)) {
+    const nn::Layer& l = s.lowered ? *s.lowered : model.layers[static_cast<size_t>(s.layer)];
+    const int64_t k =
+        l.type == nn::LayerType::kConv2d ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
+    const int64_t kt = (k + n - 1) / n, nt = (l.out.c + n - 1) / n;
+    // Output tiles per job: the parameter sets, and the weight tiles weight memory holds.
+    const int64_t fit =
+        std::min<int64_t>(config.param_sets, config.weight_mem_bytes / (kt * n * n));
+    if (nt <= fit || fit < 1) {
+      out.push_back(s);
+      continue;
+    }
+    for (int64_t first = 0; first < l.out.c; first += fit * n) {
+      LayerStep g = s;
+      g.channel_first = static_cast<int>(first);
+      g.channels = static_cast<int>(std::min<int64_t>(fit * n, l.out.c - first));
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The output channels [first, first + count) of a quantized conv or dense layer.
+nn::Layer ChannelGroup(const nn::Layer& l, int first, int count) {
+  nn::Layer g = l;
+  g.out.c = count;
+  g.weights = {};
+  g.bias = {};
+  const int64_t k = l.q.weights.Size() / l.out.c;
+  g.q.weights.shape = {k, count};
+  g.q.weights.data.resize(static_cast<size_t>(k * count));
+  for (int64_t r = 0; r < k; ++r) {
+    std::copy_n(&l.q.weights.data[static_cast<size_t>(r * l.out.c + first)], count,
+                &g.q.weights.data[static_cast<size_t>(r * count)]);
+  }
+  auto slice = [&](const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    return V(v.begin() + first, v.begin() + first + count);
+  };
+  g.q.bias.shape = {count};
+  g.q.bias.data = slice(l.q.bias.data);
+  g.q.multiplier = slice(l.q.multiplier);
+  g.q.shift = slice(l.q.shift);
+  if (!l.q.weight_scales.empty()) g.q.weight_scales = slice(l.q.weight_scales);
+  return g;
+}
+
+}  // namespace
+
 nn::Layer AveragePoolAsConv(const nn::Layer& pool) {
   nn::Layer l;
   l.name = pool.name;
@@ -83,21 +139,39 @@ LayerCompiler::LayerCompiler(const nn::Model& model, const LayerStep& step,
     : layer_(step.lowered ? *step.lowered : model.layers[static_cast<size_t>(step.layer)]),
       config_(config),
       n_(config.array_dim) {
+  const nn::Layer* pool =
+      step.pool_layer >= 0 ? &model.layers[static_cast<size_t>(step.pool_layer)] : nullptr;
+  layer_out_ = pool ? pool->out : layer_.out;
+  if (step.channels > 0) {
+    if (step.channel_first < 0 || step.channel_first + step.channels > layer_.out.c) {
+      throw UsageError(fmt::format("layer '{}': channel group {}..{} outside its {} channels",
+                                   layer_.name, step.channel_first,
+                                   step.channel_first + step.channels, layer_.out.c));
+    }
+    layer_ = ChannelGroup(layer_, step.channel_first, step.channels);
+    channel_first_ = step.channel_first;
+  }
   const nn::Layer& l = layer_;
   conv_ = l.type == nn::LayerType::kConv2d;
-  pooled_ = step.pool_layer >= 0;
-  const nn::Layer* pool = pooled_ ? &model.layers[static_cast<size_t>(step.pool_layer)] : nullptr;
+  pooled_ = pool != nullptr;
   max_pool_ = pooled_ && pool->type == nn::LayerType::kMaxPool2d;
   relu_ = nn::ClampsAtZero(l.activation);
   in_ = l.in;
   conv_out_ = l.out;
-  out_ = pooled_ ? pool->out : l.out;
+  out_ = pooled_ ? nn::Shape3{pool->out.h, pool->out.w, l.out.c} : l.out;
   k_ = conv_ ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
   kt_ = (k_ + n_ - 1) / n_;
   nt_ = (l.out.c + n_ - 1) / n_;
   rows_per_image_ = !conv_    ? 1
                     : pooled_ ? int64_t{out_.h} * out_.w * 4
                               : int64_t{l.out.h} * l.out.w;
+  const int64_t tile_bytes = kt_ * n_ * n_;
+  if (tile_bytes > config.weight_mem_bytes) {
+    throw UsageError(fmt::format(
+        "layer '{}': one output tile needs {} bytes of weights ({} K-tiles of {} x {}); the "
+        "config has {} (weight_mem_bytes): raise it",
+        l.name, tile_bytes, kt_, n_, n_, config.weight_mem_bytes));
+  }
   if (nt_ > config.param_sets) {
     throw UsageError(
         fmt::format("layer '{}': {} output channels need {} VPU parameter sets on a "

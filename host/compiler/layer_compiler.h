@@ -28,6 +28,11 @@ struct LayerStep {
   // What the chip runs in place of an average pooling layer: the convolution with weights 1
   // on each channel's own window, requantized by 1/n (AveragePoolAsConv).
   std::shared_ptr<const nn::Layer> lowered;
+  // A layer too wide for one job (more output tiles than the VPU has parameter sets, or
+  // weights larger than weight memory) runs as several, each computing the output channels
+  // [channel_first, channel_first + channels) of the same input; channels 0: all of them.
+  int channel_first = 0, channels = 0;
+  // "conv1+pool1", "fc1.ch0-127" (a channel group)
   std::string Name(const nn::Model& m) const;
 };
 
@@ -37,6 +42,11 @@ struct LayerStep {
 // convolution. Throws UsageError naming the layer the chip cannot run (max pooling other
 // than 2 x 2 / 2 after a convolution, an unquantized model).
 std::vector<LayerStep> PlanSteps(const nn::Model& model);
+// The same for a chip: each step split into output-channel groups of as many tiles as the
+// chip's parameter sets and weight memory hold (the groups run one after another on the
+// same input and their outputs are put together). A layer whose single output tile does not
+// fit stays whole, and LayerCompiler names the field to raise.
+std::vector<LayerStep> PlanSteps(const nn::Model& model, const config::TpuConfig& config);
 
 // A job ready for a chip engine (program, memory images, where the outputs land) and what
 // it does, in a line for people.
@@ -59,7 +69,10 @@ class LayerCompiler {
   LayerCompiler(const nn::Model& model, const LayerStep& step, const config::TpuConfig& config);
 
   const nn::Shape3& InShape() const { return in_; }
+  // The output this job computes (its channel group), and the layer's whole output.
   const nn::Shape3& OutShape() const { return out_; }
+  const nn::Shape3& LayerOutShape() const { return layer_out_; }
+  int ChannelFirst() const { return channel_first_; }
   int64_t K() const { return k_; }
   int64_t RowsPerImage() const { return rows_per_image_; }
   int64_t OutRowsPerImage() const { return pooled_ ? rows_per_image_ / 4 : rows_per_image_; }
@@ -86,7 +99,8 @@ class LayerCompiler {
   config::TpuConfig config_;
   int n_;
   bool conv_, pooled_, max_pool_, relu_;
-  nn::Shape3 in_, conv_out_, out_;
+  nn::Shape3 in_, conv_out_, out_, layer_out_;
+  int channel_first_ = 0;
   int64_t k_, kt_, nt_, rows_per_image_;
   std::vector<uint8_t> weights_, params_;
 };

@@ -31,7 +31,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   const bool values = engine.ComputesValues();
   if (batch < 1) throw UsageError("--batch must be at least 1");
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<LayerStep> steps = PlanSteps(model);
+  const std::vector<LayerStep> steps = PlanSteps(model, config);
   std::vector<LayerCompiler> compilers;
   TpuRunResult r;
   r.images = images;
@@ -51,8 +51,10 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
     for (size_t i = 0; i < act.size(); ++i) {
       act[i] = nn::QuantizePixel(pixels[static_cast<size_t>(first * in_size) + i]);
     }
+    std::vector<int8_t> next;  // a layer's output, put together from its channel groups
     for (size_t s = 0; s < compilers.size(); ++s) {
-      const engine::ExecResult e = engine.Run(compilers[s].Build(act, b).exec);
+      const LayerCompiler& lc = compilers[s];
+      const engine::ExecResult e = engine.Run(lc.Build(act, b).exec);
       if (!e.ok) {
         throw RuntimeError("layer '" + r.layers[s].name + "' failed on the chip: " + e.message);
       }
@@ -60,9 +62,21 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
       st.macs += compilers[s].MacsPerImage() * b;
       ++st.jobs;
       st.counters += e.counters;
-      act = values
-                ? compilers[s].Decode(e.host_out, b)
-                : std::vector<int8_t>(static_cast<size_t>(b * compilers[s].OutShape().Size()), 0);
+      std::vector<int8_t> out =
+          values ? lc.Decode(e.host_out, b)
+                 : std::vector<int8_t>(static_cast<size_t>(b * lc.OutShape().Size()), 0);
+      if (steps[s].channels == 0) {
+        act = std::move(out);
+        continue;
+      }
+      const nn::Shape3 whole = lc.LayerOutShape();
+      const int64_t group = lc.OutShape().c, pixels_out = b * int64_t{whole.h} * whole.w;
+      if (lc.ChannelFirst() == 0) next.assign(static_cast<size_t>(b * whole.Size()), 0);
+      for (int64_t p = 0; p < pixels_out; ++p) {
+        std::copy_n(&out[static_cast<size_t>(p * group)], group,
+                    &next[static_cast<size_t>(p * whole.c + lc.ChannelFirst())]);
+      }
+      if (lc.ChannelFirst() + group == whole.c) act = std::move(next);
     }
     if (!values) {
       if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));

@@ -106,6 +106,81 @@ TEST(CompilerTest, UnsupportedLayersAndSizesAreClearErrors) {
   }
 }
 
+// Layers wider than a chip's parameter sets or weight memory are split into output-channel
+// groups; a config that cannot hold even one output tile is an error naming the field.
+TEST(CompilerTest, WideLayersSplitIntoChannelGroups) {
+  nn::Model wide;
+  wide.name = "wide";
+  wide.input = {2, 2, 1};
+  wide.layers = {MakeLayer(LayerType::kFlatten), MakeLayer(LayerType::kDense, 200)};
+  wide = test::Randomize(wide, 3);
+  nn::Quantize(&wide, test::RandomImages(wide, 8, 4), 8);
+  config::TpuConfig c = config::LoadConfig("teach-4");  // 32 parameter sets: 128 channels
+  std::vector<std::string> names;
+  for (const auto& s : PlanSteps(wide, c)) names.push_back(s.Name(wide));
+  EXPECT_EQ(names, (std::vector<std::string>{"l1.ch0-127", "l1.ch128-199"}));
+  c.weight_mem_bytes = 16 * 10;  // K = 4: one K-tile of 16 bytes per output tile: 10 tiles
+  EXPECT_EQ(PlanSteps(wide, c).size(), 5u);
+  c.weight_mem_bytes = 15;  // not even one tile
+  const auto steps = PlanSteps(wide, c);
+  ASSERT_EQ(steps.size(), 1u);
+  try {
+    LayerCompiler(wide, steps[0], c);
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("weight_mem_bytes"), std::string::npos) << e.what();
+  }
+}
+
+// Awkward shapes: a 5 x 5 stride-2 same conv of 150 filters with fused max pooling of an
+// odd map, a 1 x 1 conv, a 3 x 3 same conv of 7 filters, a dense layer of 300; on teach-4
+// the first and the dense layer need more parameter sets than it has.
+nn::Model AwkwardCnn() {
+  nn::Model m;
+  m.name = "awkward";
+  m.input = {13, 11, 3};
+  m.layers = {MakeLayer(LayerType::kConv2d, 150, 5, 2, "same"),  // 7 x 6 x 150
+              MakeLayer(LayerType::kMaxPool2d),                  // 3 x 3 x 150
+              MakeLayer(LayerType::kConv2d, 40, 1),              // 3 x 3 x 40
+              MakeLayer(LayerType::kConv2d, 7, 3, 1, "same"),    // 3 x 3 x 7
+              MakeLayer(LayerType::kFlatten),
+              MakeLayer(LayerType::kDense, 300),
+              MakeLayer(LayerType::kDense, 10, 1, 1, "valid", Activation::kSoftmax)};
+  m = test::Randomize(m, 12);
+  nn::Quantize(&m, test::RandomImages(m, 64, 13), 64);
+  return m;
+}
+
+void ExpectAwkwardBitExact(const config::TpuConfig& c, engine::EngineKind kind, size_t steps) {
+  const nn::Model m = AwkwardCnn();
+  EXPECT_EQ(PlanSteps(m, c).size(), steps) << c.name;
+  const data::MnistSet images = test::RandomImages(m, 9, 14);
+  const auto chip = engine::MakeChipEngine(kind, c, {});
+  const TpuRunResult r = RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 4);
+  EXPECT_EQ(r.mismatches, 0) << c.name;
+  int differing = 0;
+  for (size_t i = 1; i < r.logits.size(); ++i) differing += r.logits[i] != r.logits[0];
+  EXPECT_GT(differing, 3) << c.name;
+}
+
+TEST(CompilerTest, AwkwardCnnIsBitExactOnEveryPresetFastEngine) {
+  // teach-4: conv1 and the 300-unit layer split (2 and 3 groups); lab-8: the 300 (2).
+  const std::vector<std::pair<const char*, size_t>> presets = {
+      {"teach-4", 8}, {"lab-8", 6}, {"small-16", 5}, {"edge-32", 5}, {"tpu-v1", 5}};
+  for (const auto& [preset, steps] : presets) {
+    ExpectAwkwardBitExact(config::LoadConfig(preset), engine::EngineKind::kFast, steps);
+  }
+  config::TpuConfig tight = config::LoadConfig("teach-4");
+  // 4 KB of weight memory: conv1 has 19 K-tiles of 16 bytes per output tile, so 13 tiles
+  // (52 channels) per job, 3 jobs; then 2, 1, 5 and 1 jobs for the other layers.
+  tight.weight_mem_bytes = 4096;
+  ExpectAwkwardBitExact(tight, engine::EngineKind::kFast, 12);
+}
+
+TEST(CompilerTest, AwkwardCnnIsBitExactOnTeach4Rtl) {
+  ExpectAwkwardBitExact(config::LoadConfig("teach-4"), engine::EngineKind::kRtl, 8);
+}
+
 // A CNN unlike LeNet: 5 x 5 kernels with stride 2 and same padding, 20 channels (more than
 // one output tile), max pooling of an odd-sized map, a 3 x 3 same conv without pooling.
 nn::Model SecondCnn() {
