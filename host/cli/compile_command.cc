@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -40,10 +42,12 @@ void Compile(const CompileArgs& a) {
   for (int i = 0; i < batch; ++i) outs.push_back(nn::ReferenceInt8(model, set.Image(i)));
   std::filesystem::create_directories(a.out);
   nlohmann::json manifest = nlohmann::json::array();
+  std::map<int, std::vector<int8_t>> pass_out;  // max pooling passes' outputs, by pass
   for (const compiler::LayerStep& s : steps) {
     const compiler::LayerCompiler lc(model, s, config);
     std::vector<int8_t> act;
-    for (int i = 0; i < batch; ++i) {
+    if (s.pass > 1) act = pass_out[s.pass - 1];
+    for (int i = 0; i < batch && s.pass <= 1; ++i) {
       if (s.layer == 0) {
         for (int64_t p = 0; p < model.input.Size(); ++p)
           act.push_back(nn::QuantizePixel(set.Image(i)[p]));
@@ -51,6 +55,22 @@ void Compile(const CompileArgs& a) {
         const auto& in = outs[static_cast<size_t>(i)][static_cast<size_t>(s.layer - 1)];
         act.insert(act.end(), in.begin(), in.end());
       }
+    }
+    if (s.gather && !pass_out.count(s.pass)) {  // what this pass computes, for the next
+      const int64_t c = lc.InShape().c, in_px = lc.InShape().Size() / c;
+      const int64_t out_px = static_cast<int64_t>(s.gather->size() / 4);
+      std::vector<int8_t>& o = pass_out[s.pass];
+      o.assign(static_cast<size_t>(batch * out_px * c), 0);
+      for (int64_t i = 0; i < batch; ++i)
+        for (int64_t j = 0; j < out_px; ++j)
+          for (int64_t ch = 0; ch < c; ++ch) {
+            int8_t m = -128;
+            for (int q = 0; q < 4; ++q) {
+              const int64_t px = (*s.gather)[static_cast<size_t>(4 * j + q)];
+              m = std::max(m, act[static_cast<size_t>((i * in_px + px) * c + ch)]);
+            }
+            o[static_cast<size_t>((i * out_px + j) * c + ch)] = m;
+          }
     }
     const compiler::LayerJob lj = lc.Build(act, batch);
     const engine::ExecJob& job = lj.exec;

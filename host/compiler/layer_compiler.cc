@@ -17,6 +17,7 @@ namespace tpu::compiler {
 std::string LayerStep::Name(const nn::Model& m) const {
   std::string s = m.layers[static_cast<size_t>(layer)].name;
   if (pool_layer >= 0) s += "+" + m.layers[static_cast<size_t>(pool_layer)].name;
+  if (pass > 0) s += fmt::format(".pass{}", pass);
   if (channels > 0) s += fmt::format(".ch{}-{}", channel_first, channel_first + channels - 1);
   return s;
 }
@@ -33,12 +34,8 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
     LayerStep s;
     s.layer = static_cast<int>(i);
     if (l.type == nn::LayerType::kMaxPool2d) {
-      throw UsageError(fmt::format(
-          "layer '{}': the VPU max-pools 2 x 2 windows of stride 2 right after a conv layer; "
-          "this max pooling ({} x {}, stride {}{}) cannot run on the chip (average pooling of "
-          "any window can)",
-          l.name, l.pool_h, l.pool_w, l.pool_stride,
-          i > 0 && ls[i - 1].type == nn::LayerType::kConv2d ? "" : ", not after a conv layer"));
+      for (const LayerStep& p : MaxPoolPasses(l, static_cast<int>(i))) steps.push_back(p);
+      continue;
     }
     if (l.type == nn::LayerType::kAvgPool2d) {
       s.lowered = std::make_shared<const nn::Layer>(AveragePoolAsConv(l));
@@ -110,6 +107,58 @@ nn::Layer ChannelGroup(const nn::Layer& l, int first, int count) {
 
 }  // namespace
 
+std::vector<LayerStep> MaxPoolPasses(const nn::Layer& pool, int layer_index) {
+  const int c = pool.in.c;
+  const int64_t outs = int64_t{pool.out.h} * pool.out.w;
+  // The values still to be reduced for each output pixel: input pixel indices of the pass.
+  std::vector<std::vector<int32_t>> sets(static_cast<size_t>(outs));
+  for (int oh = 0; oh < pool.out.h; ++oh)
+    for (int ow = 0; ow < pool.out.w; ++ow)
+      for (int i = 0; i < pool.pool_h; ++i)
+        for (int j = 0; j < pool.pool_w; ++j) {
+          sets[static_cast<size_t>(int64_t{oh} * pool.out.w + ow)].push_back(
+              static_cast<int32_t>((int64_t{oh} * pool.pool_stride + i) * pool.in.w +
+                                   int64_t{ow} * pool.pool_stride + j));
+        }
+  std::vector<LayerStep> passes;
+  int64_t in_pixels = int64_t{pool.in.h} * pool.in.w;
+  while (true) {
+    auto gather = std::make_shared<std::vector<int32_t>>();
+    std::vector<std::vector<int32_t>> next(sets.size());
+    for (size_t o = 0; o < sets.size(); ++o) {
+      const std::vector<int32_t>& taps = sets[o];
+      for (size_t t = 0; t < taps.size(); t += 4) {
+        next[o].push_back(static_cast<int32_t>(gather->size() / 4));
+        for (size_t q = 0; q < 4; ++q) gather->push_back(taps[std::min(t + q, taps.size() - 1)]);
+      }
+    }
+    const int64_t out_pixels = static_cast<int64_t>(gather->size() / 4);
+    nn::Layer id;
+    id.name = pool.name;
+    id.type = nn::LayerType::kConv2d;
+    id.in = {1, static_cast<int>(in_pixels), c};
+    id.out = {1, static_cast<int>(out_pixels), c};
+    id.quantized = true;
+    id.q.weights.shape = {c, c};
+    id.q.weights.data.assign(static_cast<size_t>(c) * c, 0);
+    for (int k = 0; k < c; ++k) id.q.weights.data[static_cast<size_t>(k) * c + k] = 1;
+    id.q.bias.shape = {c};
+    id.q.bias.data.assign(static_cast<size_t>(c), 0);
+    id.q.multiplier.assign(static_cast<size_t>(c), int32_t{1} << 30);  // x * 2^30 >> 30 = x
+    id.q.shift.assign(static_cast<size_t>(c), 30);
+    LayerStep s;
+    s.layer = layer_index;
+    s.lowered = std::make_shared<const nn::Layer>(std::move(id));
+    s.gather = gather;
+    s.pass = static_cast<int>(passes.size()) + 1;
+    passes.push_back(s);
+    if (out_pixels == outs) break;  // one value per output pixel: done
+    sets = std::move(next);
+    in_pixels = out_pixels;
+  }
+  return passes;
+}
+
 nn::Layer AveragePoolAsConv(const nn::Layer& pool) {
   nn::Layer l;
   l.name = pool.name;
@@ -153,16 +202,19 @@ LayerCompiler::LayerCompiler(const nn::Model& model, const LayerStep& step,
   }
   const nn::Layer& l = layer_;
   conv_ = l.type == nn::LayerType::kConv2d;
-  pooled_ = pool != nullptr;
-  max_pool_ = pooled_ && pool->type == nn::LayerType::kMaxPool2d;
+  gather_ = step.gather;
+  pooled_ = pool != nullptr || gather_ != nullptr;
+  max_pool_ = gather_ != nullptr || (pooled_ && pool->type == nn::LayerType::kMaxPool2d);
   relu_ = nn::ClampsAtZero(l.activation);
   in_ = l.in;
   conv_out_ = l.out;
-  out_ = pooled_ ? nn::Shape3{pool->out.h, pool->out.w, l.out.c} : l.out;
+  out_ = pool ? nn::Shape3{pool->out.h, pool->out.w, l.out.c} : l.out;
+  if (gather_) layer_out_ = {1, static_cast<int>(gather_->size() / 4), layer_out_.c};
   k_ = conv_ ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
   kt_ = (k_ + n_ - 1) / n_;
   nt_ = (l.out.c + n_ - 1) / n_;
   rows_per_image_ = !conv_    ? 1
+                    : gather_ ? static_cast<int64_t>(gather_->size())
                     : pooled_ ? int64_t{out_.h} * out_.w * 4
                               : int64_t{l.out.h} * l.out.w;
   const int64_t tile_bytes = kt_ * n_ * n_;
@@ -202,6 +254,11 @@ void LayerCompiler::RowPixel(int64_t r, int* oh, int* ow) const {
 }
 
 void LayerCompiler::FillRow(const int8_t* image, int64_t r, int8_t* row) const {
+  if (gather_) {  // a max pooling pass: the row is one input pixel's channels
+    const int64_t pixel = (*gather_)[static_cast<size_t>(r)];
+    std::memcpy(row, image + pixel * in_.c, static_cast<size_t>(in_.c));
+    return;
+  }
   if (!conv_) {
     std::memcpy(row, image, static_cast<size_t>(k_));
     return;

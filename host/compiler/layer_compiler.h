@@ -32,7 +32,13 @@ struct LayerStep {
   // weights larger than weight memory) runs as several, each computing the output channels
   // [channel_first, channel_first + channels) of the same input; channels 0: all of them.
   int channel_first = 0, channels = 0;
-  // "conv1+pool1", "fc1.ch0-127" (a channel group)
+  // Max pooling of any other window runs as passes of the VPU's 4-row maximum: `lowered` is
+  // then the identity 1 x 1 convolution of the pass's input (1 x pixels x c), and output
+  // pixel j of an image is the maximum of its input pixels gather[4j .. 4j + 3]
+  // (MaxPoolPasses); pass counts them from 1 (0: not a pass).
+  std::shared_ptr<const std::vector<int32_t>> gather;
+  int pass = 0;
+  // "conv1+pool1", "fc1.ch0-127" (a channel group), "pool3.pass2"
   std::string Name(const nn::Model& m) const;
 };
 
@@ -56,6 +62,14 @@ struct LayerJob {
   int64_t rows = 0;    // input rows of the batch (each streamed once per K-tile)
   int64_t chunks = 0;  // pieces of at most half the accumulator rows
 };
+
+// A max pooling layer (kh x kw windows, stride s, in the map) as passes of the VPU's
+// maximum of 4 rows over identity convolutions (weights 1 on the diagonal, requantization
+// multiplier 2^30 and shift 30, which gives every int8 back unchanged): the first pass
+// takes each window's taps in fours (the last four padded by repeating a tap, harmless to a
+// maximum), each later pass the previous pass's results in fours, until one value is left
+// per output pixel and channel. A 2 x 2 window is one pass; 3 x 3 is two (9 -> 3 -> 1).
+std::vector<LayerStep> MaxPoolPasses(const nn::Layer& pool, int layer_index);
 
 // An average pooling layer as the quantized convolution that computes it exactly: each
 // channel's window times 1 (depthwise weights), no bias, requantized by the multiplier and
@@ -96,6 +110,7 @@ class LayerCompiler {
   void RowPixel(int64_t r, int* oh, int* ow) const;
 
   nn::Layer layer_;  // the model's layer, or the step's lowered one
+  std::shared_ptr<const std::vector<int32_t>> gather_;  // a max pooling pass's rows
   config::TpuConfig config_;
   int n_;
   bool conv_, pooled_, max_pool_, relu_;
