@@ -136,6 +136,7 @@ std::vector<LayerStep> MaxPoolPasses(const nn::Layer& pool, int layer_index) {
     nn::Layer id;
     id.name = pool.name;
     id.type = nn::LayerType::kConv2d;
+    id.depthwise = true;  // channel c reads only channel c (MACs counted without the zeros)
     id.in = {1, static_cast<int>(in_pixels), c};
     id.out = {1, static_cast<int>(out_pixels), c};
     id.quantized = true;
