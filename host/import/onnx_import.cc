@@ -535,6 +535,14 @@ class Importer {
   }
 
   void Activate(const onnx::NodeProto& n, nn::Activation a) {
+    // ReLU and ReLU6 are monotonic, so after a max pooling they equal the same activation
+    // before it: Conv -> MaxPool -> Relu becomes a conv with ReLU, then the pooling.
+    const auto& ls = model_.layers;
+    if (fusable_ < 0 && ls.size() >= 2 && ls.back().type == nn::LayerType::kMaxPool2d &&
+        ls[ls.size() - 2].HasWeights() && ls[ls.size() - 2].activation == nn::Activation::kNone) {
+      model_.layers[ls.size() - 2].activation = a;
+      return;
+    }
     nn::Layer& l = Fusable(n, n.op_type());
     if (l.activation != nn::Activation::kNone) FailNode(n, "a second activation");
     l.activation = a;

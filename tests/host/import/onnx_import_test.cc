@@ -211,6 +211,22 @@ TEST(OnnxImportTest, DepthwiseBatchNormClipGlobalPoolMatMul) {
   EXPECT_NEAR(m.layers.back().bias.data[3], g.Init("MB").float_data(3), 0);
 }
 
+// Conv -> MaxPool -> Relu (as some exporters order them): the ReLU moves before the max
+// pooling, where it gives the same result.
+TEST(OnnxImportTest, ReluAfterMaxPoolingJoinsTheConv) {
+  Graph g;
+  g.Node("Conv", {"x", g.Weights("W", {2, 1, 3, 3})}, "c");
+  auto* pool = g.Node("MaxPool", {"c"}, "p");
+  Graph::Ints(pool, "kernel_shape", {2, 2});
+  Graph::Ints(pool, "strides", {2, 2});
+  g.Node("Relu", {"p"}, "y");
+  g.Output("y");
+  const nn::Model m = Import(g);
+  ASSERT_EQ(m.layers.size(), 2u);
+  EXPECT_EQ(m.layers[0].activation, nn::Activation::kRelu);
+  EXPECT_EQ(m.layers[1].type, nn::LayerType::kMaxPool2d);
+}
+
 TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {
   // Not ONNX, empty, truncated.
   EXPECT_NE(ImportErrorOf("hello, world"), "");
