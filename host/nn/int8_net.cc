@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "host/nn/int8_gemm.h"
 #include "host/nn/int8_ops.h"
@@ -13,45 +14,21 @@ namespace {
 
 using MatrixI32 = RowMatrix<int32_t>;
 
-// The requantization of one row with ReLU, for shifts in [1, 62] and non-negative
-// multipliers (every model's, checked on load): a sum <= 0 gives 0 whatever the multiplier,
-// so the sum is clamped at 0 first and everything after is unsigned, which vectorizes
-// (32 x 32 -> 64-bit products, per-lane shifts with AVX2); equal to Requantize, lo = 0.
-__attribute__((target_clones("avx2", "default"))) void RequantReluRow(const int32_t* acc,
-                                                                      const int32_t* bias,
-                                                                      const int32_t* mult,
-                                                                      const int32_t* shift,
-                                                                      int64_t cols, int8_t* out) {
-  for (int64_t c = 0; c < cols; ++c) {
-    const int32_t v = std::max(acc[c] + bias[c], 0);
-    const uint64_t product = uint64_t{static_cast<uint32_t>(v)} * static_cast<uint32_t>(mult[c]);
-    const uint64_t s = static_cast<uint32_t>(shift[c]);
-    const uint64_t q = (product + (uint64_t{1} << (s - 1))) >> s;
-    out[c] = static_cast<int8_t>(q < 127 ? q : 127);
-  }
-}
-
-// acc (rows x c_out, bias not yet added) -> int8 with the layer's requantization, into
-// `out` (rows x c_out).
-void Requant(const Layer& l, const MatrixI32& acc, int8_t* out) {
-  const int32_t lo = ClampsAtZero(l.activation) ? 0 : -128;
-  const int32_t* bias = l.q.bias.data.data();
-  const int32_t* mult = l.q.multiplier.data();
-  const int32_t* shift = l.q.shift.data();
-  const int64_t cols = l.out.c;
-  bool plain = lo == 0;
-  for (int64_t c = 0; c < cols; ++c) plain &= shift[c] >= 1 && shift[c] <= 62 && mult[c] >= 0;
-  for (int64_t r = 0; r < acc.rows(); ++r) {
-    const int32_t* a = acc.data() + r * cols;
-    int8_t* o = out + r * cols;
-    if (plain) {
-      RequantReluRow(a, bias, mult, shift, cols, o);
-      continue;
-    }
-    for (int64_t c = 0; c < cols; ++c) {
-      o[c] = Requantize(a[c] + bias[c], static_cast<uint32_t>(mult[c]),
-                        static_cast<uint32_t>(shift[c]), lo);
-    }
+// The requantization with ReLU of n values whose per-value multiplier, rounding term and
+// shift are given (the channels' parameters repeated along a run of rows), for shifts in
+// [32, 62] and multipliers in [0, 2^31) (every calibrated model's): a sum <= 0 gives 0
+// whatever the multiplier, so the sum is clamped at 0 first and everything after is
+// unsigned; and floor(x / 2^s) = floor(floor(x / 2^32) / 2^(s - 32)), so the 64-bit
+// product is only shifted by 32 and the rest is a 32-bit shift per value. Equal to
+// Requantize with lo = 0, and it vectorizes (AVX2 clone).
+__attribute__((target_clones("avx2", "default"))) void RequantReluRun(
+    const int32_t* acc, const int32_t* bias, const uint32_t* mult, const uint64_t* round,
+    const uint32_t* shift_hi, int64_t n, int8_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t v = static_cast<uint32_t>(std::max(acc[i] + bias[i], 0));
+    const uint64_t rounded = uint64_t{v} * mult[i] + round[i];
+    const uint32_t q = static_cast<uint32_t>(rounded >> 32) >> shift_hi[i];
+    out[i] = static_cast<int8_t>(std::min(q, 127u));
   }
 }
 
@@ -61,8 +38,51 @@ Int8Net::Int8Net(const Model& m) : model_(m) {
   if (!m.quantized) throw std::invalid_argument("Int8Net: the model is not quantized");
   for (const Layer& l : m.layers) {
     weights_.emplace_back();
+    requant_.emplace_back();
     if (!l.HasWeights()) continue;
     weights_.back().assign(l.q.weights.data.begin(), l.q.weights.data.end());
+    RequantRun& rr = requant_.back();
+    const int64_t cols = l.out.c;
+    rr.fast = ClampsAtZero(l.activation);
+    for (int64_t c = 0; c < cols; ++c) {
+      rr.fast &= l.q.shift[c] >= 32 && l.q.shift[c] <= 62 && l.q.multiplier[c] >= 0;
+    }
+    if (!rr.fast) continue;
+    rr.reps = std::max<int64_t>(1, 64 / cols);  // long enough runs for the vector loop
+    for (int64_t i = 0; i < rr.reps * cols; ++i) {
+      const size_t c = static_cast<size_t>(i % cols);
+      rr.bias.push_back(l.q.bias.data[c]);
+      rr.multiplier.push_back(static_cast<uint32_t>(l.q.multiplier[c]));
+      rr.shift_hi.push_back(static_cast<uint32_t>(l.q.shift[c] - 32));
+      rr.round.push_back(uint64_t{1} << (l.q.shift[c] - 1));
+    }
+  }
+}
+
+// acc (rows x c_out, bias not yet added) -> int8 with the layer's requantization, into
+// `out` (rows x c_out).
+void Int8Net::Requant(size_t layer, const MatrixI32& acc, int8_t* out) const {
+  const Layer& l = model_.layers[layer];
+  const RequantRun& rr = requant_[layer];
+  const int64_t cols = l.out.c, rows = acc.rows();
+  int64_t r = 0;
+  if (rr.fast) {
+    for (; r < rows; r += rr.reps) {
+      const int64_t n = std::min(rr.reps, rows - r) * cols;
+      RequantReluRun(acc.data() + r * cols, rr.bias.data(), rr.multiplier.data(), rr.round.data(),
+                     rr.shift_hi.data(), n, out + r * cols);
+    }
+    return;
+  }
+  const int32_t lo = ClampsAtZero(l.activation) ? 0 : -128;
+  for (; r < rows; ++r) {
+    const int32_t* a = acc.data() + r * cols;
+    int8_t* o = out + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      o[c] = Requantize(a[c] + l.q.bias.data[static_cast<size_t>(c)],
+                        static_cast<uint32_t>(l.q.multiplier[static_cast<size_t>(c)]),
+                        static_cast<uint32_t>(l.q.shift[static_cast<size_t>(c)]), lo);
+    }
   }
 }
 
@@ -95,10 +115,10 @@ std::vector<MatrixI8> Int8Net::Forward(const uint8_t* pixels, int64_t count) con
       case LayerType::kConv2d:
         // The windows are formed in float, as the fp32 network forms them, so that the
         // exact GEMM takes them as they are; rows (image, oh, ow) x c_out are y's layout.
-        Requant(l, Product(l, Im2Col<float>(l, x), weights_[i]), y.data());
+        Requant(i, Product(l, Im2Col<float>(l, MatrixF(x.cast<float>())), weights_[i]), y.data());
         break;
       case LayerType::kDense:
-        Requant(l, Product(l, x.cast<float>(), weights_[i]), y.data());
+        Requant(i, Product(l, x.cast<float>(), weights_[i]), y.data());
         break;
       case LayerType::kAvgPool2d:
       case LayerType::kMaxPool2d:

@@ -27,8 +27,20 @@ class Int8Net {
   std::vector<MatrixI8> Forward(const uint8_t* pixels, int64_t count) const;
 
  private:
+  // A layer's requantization parameters repeated along a run of rows (`reps` rows of c_out),
+  // for the vectorized ReLU requantization; `fast` false: the scalar Requantize instead.
+  struct RequantRun {
+    bool fast = false;
+    int64_t reps = 0;
+    std::vector<int32_t> bias;
+    std::vector<uint32_t> multiplier, shift_hi;
+    std::vector<uint64_t> round;
+  };
+  void Requant(size_t layer, const RowMatrix<int32_t>& acc, int8_t* out) const;
+
   const Model& model_;
   std::vector<std::vector<float>> weights_;  // per layer, K x c_out; empty without weights
+  std::vector<RequantRun> requant_;          // per layer
 };
 
 // Index of the first largest logit of each row.
