@@ -36,6 +36,23 @@ void GemmScalar(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, c
   }
 }
 
+// The float product's rows into int32 C (exact: they hold integers below 2^24), or added
+// to it with two's-complement wrap-around.
+void Store(const FloatMat& cf, int32_t* c, int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < cf.rows(); ++i) {
+    int32_t* ci = c + i * ldc;
+    const float* src = cf.data() + i * cf.cols();
+    if (accumulate) {
+      for (int64_t j = 0; j < cf.cols(); ++j) {
+        ci[j] = static_cast<int32_t>(static_cast<uint32_t>(ci[j]) +
+                                     static_cast<uint32_t>(static_cast<int32_t>(src[j])));
+      }
+    } else {
+      for (int64_t j = 0; j < cf.cols(); ++j) ci[j] = static_cast<int32_t>(src[j]);
+    }
+  }
+}
+
 // C (+)= A x Bf for k <= kExactK.
 void GemmBlock(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, const float* bf,
                int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
@@ -53,18 +70,7 @@ void GemmBlock(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, co
       for (int64_t p = 0; p < k; ++p) dst[p] = ai[p];
     }
     cf.noalias() = af * eb;
-    for (int64_t i = 0; i < rows; ++i) {
-      int32_t* ci = c + (i0 + i) * ldc;
-      const float* src = cf.data() + i * n;
-      if (accumulate) {
-        for (int64_t j = 0; j < n; ++j) {
-          ci[j] = static_cast<int32_t>(static_cast<uint32_t>(ci[j]) +
-                                       static_cast<uint32_t>(static_cast<int32_t>(src[j])));
-        }
-      } else {
-        for (int64_t j = 0; j < n; ++j) ci[j] = static_cast<int32_t>(src[j]);
-      }
-    }
+    Store(cf, c + i0 * ldc, ldc, accumulate);
   }
 }
 
@@ -73,18 +79,23 @@ void GemmBlockFF(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, c
                  int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
   Eigen::Map<const FloatMat, 0, Stride> ea(a, m, k, Stride(lda));
   Eigen::Map<const FloatMat, 0, Stride> eb(bf, k, n, Stride(ldb));
-  const FloatMat cf = ea * eb;
-  for (int64_t i = 0; i < m; ++i) {
-    int32_t* ci = c + i * ldc;
-    const float* src = cf.data() + i * n;
-    if (accumulate) {
-      for (int64_t j = 0; j < n; ++j) {
-        ci[j] = static_cast<int32_t>(static_cast<uint32_t>(ci[j]) +
-                                     static_cast<uint32_t>(static_cast<int32_t>(src[j])));
-      }
-    } else {
-      for (int64_t j = 0; j < n; ++j) ci[j] = static_cast<int32_t>(src[j]);
-    }
+  Store(ea * eb, c, ldc, accumulate);
+}
+
+// C (+)= A x B for any k: blocks of kExactK summed exactly in float by `block`, then
+// added in int32 (wrapping, as the accumulators do).
+template <typename A, typename Block>
+void ByKBlocks(int64_t m, int64_t n, int64_t k, const A* a, int64_t lda, const float* b,
+               int64_t ldb, int32_t* c, int64_t ldc, bool accumulate, Block block) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0);
+    return;
+  }
+  for (int64_t p0 = 0; p0 < k; p0 += kExactK) {
+    const int64_t kb = std::min(kExactK, k - p0);
+    block(m, n, kb, a + p0, lda, b + p0 * ldb, ldb, c, ldc, accumulate || p0 > 0);
   }
 }
 
@@ -92,30 +103,12 @@ void GemmBlockFF(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, c
 
 void GemmInt8FF(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                 int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0);
-    return;
-  }
-  for (int64_t p0 = 0; p0 < k; p0 += kExactK) {
-    const int64_t kb = std::min(kExactK, k - p0);
-    GemmBlockFF(m, n, kb, a + p0, lda, b + p0 * ldb, ldb, c, ldc, accumulate || p0 > 0);
-  }
+  ByKBlocks(m, n, k, a, lda, b, ldb, c, ldc, accumulate, GemmBlockFF);
 }
 
 void GemmInt8F(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, const float* b,
                int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0);
-    return;
-  }
-  for (int64_t p0 = 0; p0 < k; p0 += kExactK) {
-    const int64_t kb = std::min(kExactK, k - p0);
-    GemmBlock(m, n, kb, a + p0, lda, b + p0 * ldb, ldb, c, ldc, accumulate || p0 > 0);
-  }
+  ByKBlocks(m, n, k, a, lda, b, ldb, c, ldc, accumulate, GemmBlock);
 }
 
 void GemmInt8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, const int8_t* b,

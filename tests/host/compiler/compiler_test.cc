@@ -24,6 +24,15 @@ using nn::Activation;
 using nn::LayerType;
 using test::MakeLayer;
 
+// The run agreed with the CPU int8 reference on every image, and the logits vary between
+// images (at least `varied` differ from the first), so agreement means something.
+void ExpectExactAndVaried(const TpuRunResult& r, int varied) {
+  EXPECT_EQ(r.mismatches, 0);
+  int differing = 0;
+  for (size_t i = 1; i < r.logits.size(); ++i) differing += r.logits[i] != r.logits[0];
+  EXPECT_GT(differing, varied);
+}
+
 int Count(const std::string& text, const std::string& mnemonic) {
   int n = 0;
   std::istringstream in(text);
@@ -142,15 +151,13 @@ nn::Model AwkwardCnn() {
 }
 
 void ExpectAwkwardBitExact(const config::TpuConfig& c, engine::EngineKind kind, size_t steps) {
+  SCOPED_TRACE(c.name);
   const nn::Model m = AwkwardCnn();
-  EXPECT_EQ(PlanSteps(m, c).size(), steps) << c.name;
+  EXPECT_EQ(PlanSteps(m, c).size(), steps);
   const data::MnistSet images = test::RandomImages(m, 9, 14);
   const auto chip = engine::MakeChipEngine(kind, c, {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 4);
-  EXPECT_EQ(r.mismatches, 0) << c.name;
-  int differing = 0;
-  for (size_t i = 1; i < r.logits.size(); ++i) differing += r.logits[i] != r.logits[0];
-  EXPECT_GT(differing, 3) << c.name;
+  ExpectExactAndVaried(r, 3);
 }
 
 TEST(CompilerTest, AwkwardCnnIsBitExactOnEveryPresetFastEngine) {
@@ -194,12 +201,8 @@ void ExpectBitExact(const char* preset, int batch, engine::EngineKind kind) {
   const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), {});
   const TpuRunResult r =
       RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, batch);
-  EXPECT_EQ(r.mismatches, 0);
   ASSERT_EQ(r.logits.size(), 20u);
-  // The logits vary between images, so agreement means something.
-  int differing = 0;
-  for (size_t i = 1; i < r.logits.size(); ++i) differing += r.logits[i] != r.logits[0];
-  EXPECT_GT(differing, 10);
+  ExpectExactAndVaried(r, 10);
   EXPECT_EQ(r.layers.size(), 4u);
   EXPECT_EQ(r.layers[0].name, "l0+l1");
 }
@@ -276,10 +279,7 @@ void ExpectThirdCnnBitExact(const char* preset, engine::EngineKind kind) {
   }
   const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 5);
-  EXPECT_EQ(r.mismatches, 0);
-  int differing = 0;
-  for (size_t i = 1; i < r.logits.size(); ++i) differing += r.logits[i] != r.logits[0];
-  EXPECT_GT(differing, 5);
+  ExpectExactAndVaried(r, 5);
   // The depthwise layer's useful MACs: 6 x 4 outputs x 9 taps x 3 channels, not the zeros.
   EXPECT_EQ(r.layers[1].macs, images.count * 6 * 4 * 9 * 3);
 }
@@ -323,10 +323,7 @@ TEST_P(CompilerEngineTest, MaxPoolingOfAnyWindowIsBitExact) {
   const data::MnistSet images = test::RandomImages(m, 10, 17);
   const auto chip = engine::MakeChipEngine(GetParam(), config::LoadConfig("teach-4"), {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 3);
-  EXPECT_EQ(r.mismatches, 0);
-  int differing = 0;
-  for (size_t i = 1; i < r.logits.size(); ++i) differing += r.logits[i] != r.logits[0];
-  EXPECT_GT(differing, 3);
+  ExpectExactAndVaried(r, 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, CompilerEngineTest,
