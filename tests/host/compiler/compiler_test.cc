@@ -24,6 +24,13 @@ using nn::Activation;
 using nn::LayerType;
 using test::MakeLayer;
 
+// Random weights (seed), quantized with the project's quantizer on 64 random images.
+nn::Model RandomQuantized(nn::Model m, uint64_t seed) {
+  m = test::Randomize(m, seed);
+  nn::Quantize(&m, test::RandomImages(m, 64, seed + 1), 64);
+  return m;
+}
+
 // The run agreed with the CPU int8 reference on every image, and the logits vary between
 // images (at least `varied` differ from the first), so agreement means something.
 void ExpectExactAndVaried(const TpuRunResult& r, int varied) {
@@ -145,9 +152,7 @@ nn::Model AwkwardCnn() {
               MakeLayer(LayerType::kFlatten),
               MakeLayer(LayerType::kDense, 300),
               MakeLayer(LayerType::kDense, 10, 1, 1, "valid", Activation::kSoftmax)};
-  m = test::Randomize(m, 12);
-  nn::Quantize(&m, test::RandomImages(m, 64, 13), 64);
-  return m;
+  return RandomQuantized(m, 12);
 }
 
 void ExpectAwkwardBitExact(const config::TpuConfig& c, engine::EngineKind kind, size_t steps) {
@@ -190,9 +195,7 @@ nn::Model SecondCnn() {
               MakeLayer(LayerType::kFlatten),
               MakeLayer(LayerType::kDense, 33),
               MakeLayer(LayerType::kDense, 10, 1, 1, "valid", Activation::kSoftmax)};
-  m = test::Randomize(m, 5);
-  nn::Quantize(&m, test::RandomImages(m, 64, 6), 64);
-  return m;
+  return RandomQuantized(m, 5);
 }
 
 void ExpectBitExact(const char* preset, int batch, engine::EngineKind kind) {
@@ -254,9 +257,7 @@ nn::Model ThirdCnn() {
               gap,
               MakeLayer(LayerType::kFlatten),
               MakeLayer(LayerType::kDense, 10, 1, 1, "valid", Activation::kSoftmax)};
-  m = test::Randomize(m, 8);
-  nn::Quantize(&m, test::RandomImages(m, 64, 9), 64);
-  return m;
+  return RandomQuantized(m, 8);
 }
 
 // The steps, and the CPU references agreeing layer by layer (the scalar one and the batched
@@ -309,9 +310,7 @@ nn::Model MaxPoolCnn() {
               p33,                                              // 2 x 1 x 5
               MakeLayer(LayerType::kFlatten),
               MakeLayer(LayerType::kDense, 10, 1, 1, "valid", Activation::kSoftmax)};
-  m = test::Randomize(m, 15);
-  nn::Quantize(&m, test::RandomImages(m, 64, 16), 64);
-  return m;
+  return RandomQuantized(m, 15);
 }
 
 TEST_P(CompilerEngineTest, MaxPoolingOfAnyWindowIsBitExact) {
