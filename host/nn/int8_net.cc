@@ -20,16 +20,35 @@ using MatrixI32 = RowMatrix<int32_t>;
 // whatever the multiplier, so the sum is clamped at 0 first and everything after is
 // unsigned; and floor(x / 2^s) = floor(floor(x / 2^32) / 2^(s - 32)), so the 64-bit
 // product is only shifted by 32 and the rest is a 32-bit shift per value. Equal to
-// Requantize with lo = 0, and it vectorizes (AVX2 clone).
-__attribute__((target_clones("avx2", "default"))) void RequantReluRun(
-    const int32_t* acc, const int32_t* bias, const uint32_t* mult, const uint64_t* round,
-    const uint32_t* shift_hi, int64_t n, int8_t* out) {
+// Requantize with lo = 0, and it vectorizes.
+inline __attribute__((always_inline)) void RequantReluLoop(const int32_t* acc, const int32_t* bias,
+                                                           const uint32_t* mult,
+                                                           const uint64_t* round,
+                                                           const uint32_t* shift_hi, int64_t n,
+                                                           int8_t* out) {
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t v = static_cast<uint32_t>(std::max(acc[i] + bias[i], 0));
     const uint64_t rounded = uint64_t{v} * mult[i] + round[i];
     const uint32_t q = static_cast<uint32_t>(rounded >> 32) >> shift_hi[i];
     out[i] = static_cast<int8_t>(std::min(q, 127u));
   }
+}
+__attribute__((target("avx2"))) void RequantReluAvx2(const int32_t* acc, const int32_t* bias,
+                                                     const uint32_t* mult, const uint64_t* round,
+                                                     const uint32_t* shift_hi, int64_t n,
+                                                     int8_t* out) {
+  RequantReluLoop(acc, bias, mult, round, shift_hi, n, out);
+}
+void RequantReluBase(const int32_t* acc, const int32_t* bias, const uint32_t* mult,
+                     const uint64_t* round, const uint32_t* shift_hi, int64_t n, int8_t* out) {
+  RequantReluLoop(acc, bias, mult, round, shift_hi, n, out);
+}
+// The AVX2 version where the CPU has it (chosen here rather than with target_clones, whose
+// ifunc resolver crashes under ThreadSanitizer).
+void RequantReluRun(const int32_t* acc, const int32_t* bias, const uint32_t* mult,
+                    const uint64_t* round, const uint32_t* shift_hi, int64_t n, int8_t* out) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  (avx2 ? RequantReluAvx2 : RequantReluBase)(acc, bias, mult, round, shift_hi, n, out);
 }
 
 }  // namespace
