@@ -40,8 +40,7 @@ class MxuProbe {
     const std::string arr = kTop + "u_matrix.u_mxu.u_array.";
     for (int r = 0; r < dim; ++r) {
       for (int c = 0; c < dim; ++c) {
-        const std::string pe =
-            arr + vpi::Index("gen_row", r) + "." + vpi::Index("gen_col", c) + ".u_pe.";
+        const std::string pe = vpi::PePath(arr, r, c);
         pes_.push_back({handles_.Find(pe + "weight_active_q"),
                         handles_.Find(pe + "weight_shadow_q"), handles_.Find(pe + "act_q"),
                         handles_.Find(pe + "psum_q"), handles_.Find(pe + "switch_q")});

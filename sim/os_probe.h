@@ -34,8 +34,7 @@ class OsProbe {
   explicit OsProbe(int dim) : dim_(dim) {
     for (int r = 0; r < dim; ++r) {
       for (int c = 0; c < dim; ++c) {
-        const std::string pe = kTop + "u_array." + vpi::Index("gen_row", r) + "." +
-                               vpi::Index("gen_col", c) + ".u_pe.";
+        const std::string pe = vpi::PePath(kTop + "u_array.", r, c);
         pes_.push_back({handles_.Find(pe + "a_q"), handles_.Find(pe + "b_q"),
                         handles_.Find(pe + "a_valid_q"), handles_.Find(pe + "acc_q")});
       }

@@ -16,6 +16,14 @@ namespace tpu::sim::vpi {
 // Verilator's VPI spells generate-loop scopes either as its generated code does,
 // gen_row__BRA__0__KET__ for gen_row[0], or with the brackets (Verilator 5.006 does both,
 // depending on how the scope was flattened); Find tries both.
+inline std::string Index(const std::string& scope, int i);
+
+// The hierarchical prefix of PE (r, c) of an array generated as gen_row[r].gen_col[c].u_pe
+// (both teaching arrays): "ARRAY.gen_row[r].gen_col[c].u_pe."
+inline std::string PePath(const std::string& array, int r, int c) {
+  return array + Index("gen_row", r) + "." + Index("gen_col", c) + ".u_pe.";
+}
+
 inline std::string Index(const std::string& scope, int i) {
   return scope + "__BRA__" + std::to_string(i) + "__KET__";
 }

@@ -53,14 +53,22 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
   return steps;
 }
 
+namespace {
+
+// K, the length of the rows a conv or dense layer multiplies: kh x kw x c_in (im2col) or
+// the flattened input.
+int64_t RowLength(const nn::Layer& l) {
+  return l.type == nn::LayerType::kConv2d ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
+}
+
+}  // namespace
+
 std::vector<LayerStep> PlanSteps(const nn::Model& model, const config::TpuConfig& config) {
   const int64_t n = config.array_dim;
   std::vector<LayerStep> out;
   for (const LayerStep& s : PlanSteps(model)) {
     const nn::Layer& l = s.lowered ? *s.lowered : model.layers[static_cast<size_t>(s.layer)];
-    const int64_t k =
-        l.type == nn::LayerType::kConv2d ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
-    const int64_t kt = (k + n - 1) / n, nt = (l.out.c + n - 1) / n;
+    const int64_t kt = (RowLength(l) + n - 1) / n, nt = (l.out.c + n - 1) / n;
     // Output tiles per job: the parameter sets, and the weight tiles weight memory holds.
     const int64_t fit =
         std::min<int64_t>(config.param_sets, config.weight_mem_bytes / (kt * n * n));
@@ -210,8 +218,7 @@ LayerCompiler::LayerCompiler(const nn::Model& model, const LayerStep& step,
   in_ = l.in;
   conv_out_ = l.out;
   out_ = pool ? nn::Shape3{pool->out.h, pool->out.w, l.out.c} : l.out;
-  if (gather_) layer_out_ = {1, static_cast<int>(gather_->size() / 4), layer_out_.c};
-  k_ = conv_ ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
+  k_ = RowLength(l);
   kt_ = (k_ + n_ - 1) / n_;
   nt_ = (l.out.c + n_ - 1) / n_;
   rows_per_image_ = !conv_    ? 1

@@ -469,13 +469,11 @@ class Importer {
         l.bias.data = c;
       }
     }
-    if (model_.layers.empty() || model_.layers.back().type != nn::LayerType::kFlatten) {
-      if (flow_.map) {  // a 1 x 1 map: tpusim's dense layers read a flattened vector
-        nn::Layer f;
-        f.type = nn::LayerType::kFlatten;
-        f.name = NextName("flatten");
-        model_.layers.push_back(f);
-      }
+    if (flow_.map) {  // a 1 x 1 map: tpusim's dense layers read a flattened vector
+      nn::Layer f;
+      f.type = nn::LayerType::kFlatten;
+      f.name = NextName("flatten");
+      model_.layers.push_back(f);
     }
     flow_.chw = {1, 1, 1};
     Add(n, std::move(l));

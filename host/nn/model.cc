@@ -253,36 +253,27 @@ Layer Flatten() {
   return l;
 }
 
+// Two 3 x 3 ReLU convolutions of c1 and c2 filters on a 32 x 32 x 1 input, each followed by
+// 2 x 2 average pooling, then ReLU dense layers of `hidden` units and the 10 softmax outputs.
+Model TwoConvCnn(const std::string& name, int c1, int c2, const std::vector<int>& hidden,
+                 uint64_t seed) {
+  Model m;
+  m.name = name;
+  m.input = {32, 32, 1};
+  m.layers = {Conv("conv1", c1, 3, Activation::kRelu), Pool("pool1"),
+              Conv("conv2", c2, 3, Activation::kRelu), Pool("pool2"), Flatten()};
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    m.layers.push_back(Dense("fc" + std::to_string(i + 1), hidden[i], Activation::kRelu));
+  }
+  m.layers.push_back(Dense("fc" + std::to_string(hidden.size() + 1), 10, Activation::kSoftmax));
+  return Initialised(m, seed);
+}
+
 }  // namespace
 
-Model MakeLenet5(uint64_t seed) {
-  Model m;
-  m.name = "lenet5";
-  m.input = {32, 32, 1};
-  m.layers = {Conv("conv1", 6, 3, Activation::kRelu),
-              Pool("pool1"),
-              Conv("conv2", 16, 3, Activation::kRelu),
-              Pool("pool2"),
-              Flatten(),
-              Dense("fc1", 120, Activation::kRelu),
-              Dense("fc2", 84, Activation::kRelu),
-              Dense("fc3", 10, Activation::kSoftmax)};
-  return Initialised(m, seed);
-}
+Model MakeLenet5(uint64_t seed) { return TwoConvCnn("lenet5", 6, 16, {120, 84}, seed); }
 
-Model MakeWideCnn(uint64_t seed) {
-  Model m;
-  m.name = "cnn-wide";
-  m.input = {32, 32, 1};
-  m.layers = {Conv("conv1", 16, 3, Activation::kRelu),
-              Pool("pool1"),
-              Conv("conv2", 32, 3, Activation::kRelu),
-              Pool("pool2"),
-              Flatten(),
-              Dense("fc1", 128, Activation::kRelu),
-              Dense("fc2", 10, Activation::kSoftmax)};
-  return Initialised(m, seed);
-}
+Model MakeWideCnn(uint64_t seed) { return TwoConvCnn("cnn-wide", 16, 32, {128}, seed); }
 
 // ------------------------------------------------------------------ files
 

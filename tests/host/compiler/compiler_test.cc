@@ -89,6 +89,17 @@ TEST(CompilerTest, TilingLayoutAndInstructionCountsOfConv2) {
   EXPECT_NE(lj.summary.find("conv2"), std::string::npos) << lj.summary;
 }
 
+// A dense layer of 200 outputs on 2 x 2 inputs: 50 output tiles on teach-4.
+nn::Model WideDense() {
+  nn::Model wide;
+  wide.name = "wide";
+  wide.input = {2, 2, 1};
+  wide.layers = {MakeLayer(LayerType::kFlatten), MakeLayer(LayerType::kDense, 200)};
+  wide = test::Randomize(wide, 3);
+  nn::Quantize(&wide, test::RandomImages(wide, 8, 4), 8);
+  return wide;
+}
+
 TEST(CompilerTest, UnsupportedLayersAndSizesAreClearErrors) {
   nn::Model m;
   m.name = "badpool";
@@ -97,12 +108,7 @@ TEST(CompilerTest, UnsupportedLayersAndSizesAreClearErrors) {
               MakeLayer(LayerType::kDense, 3)};
   m = test::Randomize(m, 1);
   EXPECT_THROW(PlanSteps(m), UsageError) << "not quantized";
-  nn::Model wide;
-  wide.name = "wide";
-  wide.input = {2, 2, 1};
-  wide.layers = {MakeLayer(LayerType::kFlatten), MakeLayer(LayerType::kDense, 200)};
-  wide = test::Randomize(wide, 3);
-  nn::Quantize(&wide, test::RandomImages(wide, 8, 4), 8);
+  const nn::Model wide = WideDense();
   try {
     LayerCompiler(wide, PlanSteps(wide)[0], config::LoadConfig("teach-4"));
     FAIL();
@@ -115,12 +121,7 @@ TEST(CompilerTest, UnsupportedLayersAndSizesAreClearErrors) {
 // Layers wider than a chip's parameter sets or weight memory are split into output-channel
 // groups; a config that cannot hold even one output tile is an error naming the field.
 TEST(CompilerTest, WideLayersSplitIntoChannelGroups) {
-  nn::Model wide;
-  wide.name = "wide";
-  wide.input = {2, 2, 1};
-  wide.layers = {MakeLayer(LayerType::kFlatten), MakeLayer(LayerType::kDense, 200)};
-  wide = test::Randomize(wide, 3);
-  nn::Quantize(&wide, test::RandomImages(wide, 8, 4), 8);
+  const nn::Model wide = WideDense();
   config::TpuConfig c = config::LoadConfig("teach-4");  // 32 parameter sets: 128 channels
   std::vector<std::string> names;
   for (const auto& s : PlanSteps(wide, c)) names.push_back(s.Name(wide));
