@@ -32,6 +32,19 @@ struct Footprint {
   uint32_t par_lo = 0, par_hi = 0;
 };
 
+// The window geometry set_window sets (rtl/tpu_pkg.sv window_t, docs/isa.md).
+struct Window {
+  bool valid = false, pooled = false;
+  uint32_t in_h = 0, in_w = 0, out_h = 0, out_w = 0, kh = 0, kw = 0, stride_y = 0, stride_x = 0,
+           pad_top = 0, pad_left = 0, channels = 0, pixel_bytes = 0;
+  // Rows of the map from the matmul's first row, K-tiles of the receptive field, pixels.
+  uint64_t Rows(uint64_t n) const {
+    return ((uint64_t{in_h} * in_w - 1) * pixel_bytes + channels + n - 1) / n;
+  }
+  uint64_t Tiles(uint64_t n) const { return (uint64_t{kh} * kw * channels + n - 1) / n; }
+  uint64_t Pixels() const { return uint64_t{out_h} * out_w; }
+};
+
 struct Decoded {
   uint8_t op = 0, flags = 0;
   uint32_t len = 0, src = 0, dst = 0, aux = 0;
@@ -40,12 +53,15 @@ struct Decoded {
   bool sync = false;                   // sync or halt: waits for every unit
   bool pooled = false;
   uint32_t out_rows = 0;  // activate: rows written (len / 4 with pooling)
+  uint32_t step = 1;      // matmul: rows between rows read; activate: between rows written
+  Window window;          // matmul window: the geometry it walks; set_window: the new one
   Footprint fp;
 };
 
 // Decodes one instruction word exactly as the controller does (the same checks in the
-// same order, 64-bit range arithmetic, 32-bit footprint bounds).
-inline Decoded Decode(const uint8_t* w, const ChipParams& p) {
+// same order, 64-bit range arithmetic, 32-bit footprint bounds). `window` is the
+// controller's window register: decode a program in order, and a good set_window updates it.
+inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
   auto get32 = [&](int off) {
     return uint32_t{w[off]} | uint32_t{w[off + 1]} << 8 | uint32_t{w[off + 2]} << 16 |
            uint32_t{w[off + 3]} << 24;
@@ -57,8 +73,7 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p) {
   d.src = get32(hw::kSrcOffset);
   d.dst = get32(hw::kDstOffset);
   d.aux = get32(hw::kAuxOffset);
-  const uint64_t n = static_cast<uint64_t>(p.array_dim), len = d.len, src = d.src, dst = d.dst,
-                 aux = d.aux;
+  const uint64_t n = static_cast<uint64_t>(p.array_dim), len = d.len, src = d.src, dst = d.dst;
   const uint64_t hm = p.host_mem_bytes < 0xffffffffu ? p.host_mem_bytes : 0xffffffffu;
   const uint64_t wm = p.weight_mem_bytes < 0xffffffffu ? p.weight_mem_bytes : 0xffffffffu;
   auto range = [](uint64_t start, uint64_t count, uint64_t size) {
@@ -81,6 +96,37 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p) {
       if (f != 0) d.check = Status::kBadOperand;
       d.sync = d.op != static_cast<uint8_t>(Opcode::kNop);
       break;
+    case Opcode::kSetWindow: {
+      Window& nw = d.window;
+      nw.valid = true;
+      nw.pooled = f & hw::kFlagPooled;
+      nw.in_h = d.src & 0xfff;
+      nw.in_w = d.src >> 12 & 0xfff;
+      nw.kh = d.src >> 24 & 0xf;
+      nw.kw = d.src >> 28;
+      nw.out_h = d.dst & 0xfff;
+      nw.out_w = d.dst >> 12 & 0xfff;
+      nw.stride_y = d.dst >> 24 & 0xf;
+      nw.stride_x = d.dst >> 28;
+      nw.channels = d.aux & 0xffff;
+      nw.pad_top = d.aux >> 16 & 0xf;
+      nw.pad_left = d.aux >> 20 & 0xf;
+      nw.pixel_bytes = d.len;
+      const bool bad = nw.in_h == 0 || nw.in_w == 0 || nw.kh == 0 || nw.kw == 0 || nw.out_h == 0 ||
+                       nw.out_w == 0 || nw.stride_y == 0 || nw.stride_x == 0 || nw.channels == 0 ||
+                       nw.pixel_bytes < nw.channels || nw.pad_top >= nw.kh ||
+                       nw.pad_left >= nw.kw ||
+                       (nw.out_h - 1) * nw.stride_y > nw.in_h - 1 + nw.pad_top ||
+                       (nw.out_w - 1) * nw.stride_x > nw.in_w - 1 + nw.pad_left ||
+                       (nw.pooled && ((nw.out_h & 1) || (nw.out_w & 1))) || (d.aux >> 24) != 0;
+      if ((f & ~hw::kFlagPooled) != 0 || len == 0)
+        d.check = Status::kBadOperand;
+      else if (bad)
+        d.check = Status::kBadWindow;
+      else
+        window = nw;
+      break;
+    }
     case Opcode::kReadHost: {
       const bool params = f & hw::kFlagParams;
       if ((f & ~hw::kFlagParams) != 0 || len == 0) {
@@ -110,40 +156,52 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p) {
         d.check = range(src, len * n * n, wm);
       d.unit = hw::kUnitWeightDma;
       break;
-    case Opcode::kMatmul:
-      if ((f & ~(hw::kFlagAccumulate | hw::kFlagSwitch)) != 0 || len == 0) {
+    case Opcode::kMatmul: {
+      const bool win = f & hw::kFlagWindow;
+      d.step = win || (d.aux & 0xffff) == 0 ? 1 : d.aux & 0xffff;
+      d.window = window;
+      const uint64_t rows = win ? window.Rows(n) : (len - 1) * d.step + 1;
+      if ((f & ~(hw::kFlagAccumulate | hw::kFlagSwitch | hw::kFlagWindow)) != 0 || len == 0 ||
+          (!win && (d.aux >> 16) != 0)) {
         d.check = Status::kBadOperand;
+      } else if (win && (!window.valid || (d.aux >> 16) >= window.Tiles(n) ||
+                         (d.aux & 0xffff) + len > window.Pixels())) {
+        d.check = Status::kBadWindow;
       } else {
-        d.check = first(range(src, len, static_cast<uint64_t>(p.ub_depth)),
+        d.check = first(range(src, rows, static_cast<uint64_t>(p.ub_depth)),
                         range(dst, len, static_cast<uint64_t>(p.acc_depth)));
       }
       fp.ub_use = true;
       fp.ub_lo = d.src;
-      fp.ub_hi = static_cast<uint32_t>(src + len);
+      fp.ub_hi = static_cast<uint32_t>(src + rows);
       fp.acc_use = fp.acc_wr = true;
       fp.acc_lo = d.dst;
       fp.acc_hi = static_cast<uint32_t>(dst + len);
       d.unit = hw::kUnitMatrix;
       break;
-    case Opcode::kActivate:
+    }
+    case Opcode::kActivate: {
+      d.step = (d.aux >> 16) == 0 ? 1 : d.aux >> 16;
+      const uint64_t set = d.aux & 0xffff, span = (uint64_t{d.out_rows} - 1) * d.step + 1;
       if ((f & ~7u) != 0 || (pool_avg && pool_max) || len == 0 || (d.pooled && (len & 3) != 0)) {
         d.check = Status::kBadOperand;
       } else {
         d.check = first(first(range(src, len, static_cast<uint64_t>(p.acc_depth)),
-                              range(dst, d.out_rows, static_cast<uint64_t>(p.ub_depth))),
-                        range(aux, 1, static_cast<uint64_t>(p.param_sets)));
+                              range(dst, span, static_cast<uint64_t>(p.ub_depth))),
+                        range(set, 1, static_cast<uint64_t>(p.param_sets)));
       }
       fp.acc_use = true;
       fp.acc_lo = d.src;
       fp.acc_hi = static_cast<uint32_t>(src + len);
       fp.ub_use = fp.ub_wr = true;
       fp.ub_lo = d.dst;
-      fp.ub_hi = static_cast<uint32_t>(dst + d.out_rows);
+      fp.ub_hi = static_cast<uint32_t>(dst + span);
       fp.par_use = true;
-      fp.par_lo = d.aux;
-      fp.par_hi = static_cast<uint32_t>(aux + 1);
+      fp.par_lo = static_cast<uint32_t>(set);
+      fp.par_hi = static_cast<uint32_t>(set + 1);
       d.unit = hw::kUnitActivate;
       break;
+    }
     case Opcode::kWriteHost:
       if (f != 0 || len == 0)
         d.check = Status::kBadOperand;

@@ -109,6 +109,16 @@ void ChipValues::Matmul(const Decoded& d) {
   const int64_t rows = d.len;
   int32_t* acc = &acc_[static_cast<size_t>(d.dst) * n_];
   const int8_t* x = &ub_[static_cast<size_t>(d.src) * n_];
+  if (d.flags & hw::kFlagWindow) {
+    FormWindowRows(d);
+    x = formed_.data();
+  } else if (d.step != 1) {
+    formed_.resize(static_cast<size_t>(rows * n_));
+    for (int64_t i = 0; i < rows; ++i)
+      std::memcpy(&formed_[static_cast<size_t>(i * n_)], x + i * d.step * n_,
+                  static_cast<size_t>(n_));
+    x = formed_.data();
+  }
   // Outside the box of non-zero weights every product is zero: the accumulators keep their
   // value (accumulate) or become zero (overwrite).
   if (!accumulate) {
@@ -135,9 +145,50 @@ void ChipValues::Matmul(const Decoded& d) {
   }
 }
 
+// The window-gather stage (rtl/tpu_mxu_feeder.sv): lane l of the row of output pixel
+// (oy, ox) is element ktile x N + l of its receptive field in (ky, kx, c) order.
+void ChipValues::FormWindowRows(const Decoded& d) {
+  const Window& w = d.window;
+  const int64_t n = n_, rows = d.len;
+  const int64_t fields = int64_t{w.kh} * w.kw * w.channels, first = d.aux & 0xffff,
+                tile = d.aux >> 16;
+  formed_.assign(static_cast<size_t>(rows * n), 0);
+  // Per lane: (ky, kx, c), or -1 past the field's end.
+  std::vector<int64_t> ky(static_cast<size_t>(n), -1), kx(ky), ch(ky);
+  for (int64_t l = 0; l < n; ++l) {
+    const int64_t e = tile * n + l;
+    if (e >= fields) continue;
+    ch[l] = e % w.channels;
+    kx[l] = e / w.channels % w.kw;
+    ky[l] = e / (int64_t{w.channels} * w.kw);
+  }
+  const int8_t* map = &ub_[static_cast<size_t>(d.src) * n];
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t px = first + i;
+    int64_t oy, ox;
+    if (w.pooled) {
+      const int64_t win = px / 4, q = px % 4, pw = w.out_w / 2;
+      oy = win / pw * 2 + q / 2;
+      ox = win % pw * 2 + q % 2;
+    } else {
+      oy = px / w.out_w;
+      ox = px % w.out_w;
+    }
+    const int64_t y0 = oy * w.stride_y - w.pad_top, x0 = ox * w.stride_x - w.pad_left;
+    int8_t* row = &formed_[static_cast<size_t>(i * n)];
+    for (int64_t l = 0; l < n; ++l) {
+      if (ky[l] < 0) continue;
+      const int64_t y = y0 + ky[l], x = x0 + kx[l];
+      if (y < 0 || y >= w.in_h || x < 0 || x >= w.in_w) continue;
+      row[l] = map[(y * w.in_w + x) * w.pixel_bytes + ch[l]];
+    }
+  }
+}
+
 void ChipValues::Activate(const Decoded& d) {
   const int64_t n = n_;
-  const uint8_t* set = &params_[static_cast<size_t>(d.aux) * hw::kParamRows * n];
+  const uint8_t* set = &params_[static_cast<size_t>(d.aux & 0xffff) * hw::kParamRows * n];
+  const int64_t step = d.step;
   const bool relu = d.flags & hw::kFlagRelu;
   const int32_t lo = relu ? 0 : -128;
   const bool pool_max = d.flags & hw::kFlagPoolMax, pooled = d.pooled;
@@ -165,7 +216,7 @@ void ChipValues::Activate(const Decoded& d) {
   };
   if (!pooled) {
     for (uint32_t i = 0; i < d.len; ++i) {
-      int8_t* y = out + i * n;
+      int8_t* y = out + i * step * n;
       std::memcpy(y, constant.data(), static_cast<size_t>(n));
       const int32_t* row = acc + i * n;
       for (const int32_t l : live) y[l] = requant(row, l);
@@ -173,7 +224,7 @@ void ChipValues::Activate(const Decoded& d) {
     return;
   }
   for (uint32_t w = 0; w < d.out_rows; ++w) {
-    int8_t* y = out + w * n;
+    int8_t* y = out + w * step * n;
     std::memcpy(y, constant.data(), static_cast<size_t>(n));
     const int32_t* rows = acc + 4 * w * n;
     for (const int32_t l : live) {

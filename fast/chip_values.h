@@ -39,6 +39,8 @@ class ChipValues {
  private:
   void Matmul(const Decoded& d);
   void Activate(const Decoded& d);
+  // Fills formed_ with the rows a matmul window forms.
+  void FormWindowRows(const Decoded& d);
   // Loads the next tile from the FIFO's order into the active weights.
   void SwitchTile();
 
@@ -58,6 +60,8 @@ class ChipValues {
   size_t next_tile_ = 0;
   // Matmuls waiting for a tile that no read_weights has brought yet (and those after them).
   std::deque<Decoded> waiting_;
+  // Rows formed by the window stage or gathered with a stride, for the product.
+  std::vector<int8_t> formed_;
 };
 
 }  // namespace tpu::fast

@@ -58,7 +58,9 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
   const bool values = !o.timing_only;
 
   std::vector<Decoded> prog(count);
-  for (size_t i = 0; i < count; ++i) prog[i] = Decode(words + hw::kInstructionBytes * i, p_);
+  Window window;  // the controller's window register, as set_window leaves it
+  for (size_t i = 0; i < count; ++i)
+    prog[i] = Decode(words + hw::kInstructionBytes * i, p_, window);
   if (values) values_.BeginRun();
   host_.Reset();
   weight_.Reset();
@@ -76,6 +78,9 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
   hw::Status status = hw::Status::kOk;
   uint64_t error_pc = 0, retired = 0, fed = 0;
   Footprint hdma_fp, act_fp, mxu_fp;
+  // The accumulator rows of finished matmuls whose last row is still in the array.
+  Footprint drain_fp;
+  uint64_t drain_left = 0;
   // ---- host DMA (rtl/tpu_host_dma.sv) and its two-row write buffer
   bool h_write = false, h_params = false, h_rd_pending = false;
   uint32_t h_req_addr = 0, h_req_left = 0, h_resp_left = 0, h_rd_left = 0, h_obuf = 0;
@@ -85,7 +90,8 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
   // ---- matrix feeder (rtl/tpu_mxu_feeder.sv): only the switch bit of a row shapes timing
   uint32_t f_left = 0, f_buf = 0, f_buf_head = 0;
   bool f_first = false, f_switch = false, f_pending = false, f_pending_sw = false;
-  bool f_buf_sw[2] = {false, false};
+  bool f_pending_last = false;
+  bool f_buf_sw[2] = {false, false}, f_buf_last[2] = {false, false};
   // ---- matrix unit (rtl/tpu_mxu.sv): shadow control and the rows in flight (the cycles in
   // which they entered; each leaves `latency` cycles later)
   bool shadow_full = false;
@@ -117,6 +123,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     const uint64_t iq_count = fed - retired;
     const bool a_valid = f_buf != 0;
     const bool a_switch = a_valid && f_buf_sw[f_buf_head];
+    const bool a_last = a_valid && f_buf_last[f_buf_head];
     const bool a_ready = !a_switch || shadow_full;
 
     // ---- how the run ends (sim/tpu_system.cc checks these before anything else)
@@ -214,7 +221,8 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
         if (hdma_busy) check(hdma_fp);
         if (act_busy) check(act_fp);
         // A unit's own matmuls run in order.
-        if (mxu_busy && d->unit != hw::kUnitMatrix) check(mxu_fp);
+        if (feed_busy && d->unit != hw::kUnitMatrix) check(mxu_fp);
+        if (drain_left != 0 && d->unit != hw::kUnitMatrix) check(drain_fp);
         if (ub_h)
           issue = kUbHazard;
         else if (acc_h)
@@ -297,9 +305,9 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     // Nothing changes but time: the registers hold, so the cycles up to the next event
     // (a memory port becoming ready or answering, a row leaving the array, the watchdog)
     // repeat this one exactly.
-    const bool steady = !progress_d && !progress_q && issue_q == issue && !h_ub_read &&
-                        !h_rd_pending && !f_rd && !f_pending && !acc_rd_valid && !s1_valid &&
-                        !s2_valid && !pool_valid && issue != kHalted;
+    const bool steady = !progress_d && !progress_q && issue_q == issue && drain_left == 0 &&
+                        !h_ub_read && !h_rd_pending && !f_rd && !f_pending && !acc_rd_valid &&
+                        !s1_valid && !s2_valid && !pool_valid && issue != kHalted;
 
     // ---- the clock edge
     if (d != nullptr && d->check != hw::Status::kOk) {
@@ -312,15 +320,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
       if (d->op == static_cast<uint8_t>(hw::Opcode::kHalt)) halted = true;
       if (hdma_start) hdma_fp = d->fp;
       if (act_start) act_fp = d->fp;
-      if (feed_start) {
-        const Footprint old = mxu_fp;
-        mxu_fp = d->fp;
-        // Rows of earlier matmuls may still be on their way to the accumulators.
-        if (mxu_busy) {
-          mxu_fp.acc_lo = std::min(d->fp.acc_lo, old.acc_lo);
-          mxu_fp.acc_hi = std::max(d->fp.acc_hi, old.acc_hi);
-        }
-      }
+      if (feed_start) mxu_fp = d->fp;
       ++retired;
     }
     if (instr_push) ++fed;
@@ -360,8 +360,21 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     }
     fifo_count = fifo_count + (w_take && fifo_count != fifo_rows) - (mw_fire && fifo_count != 0);
 
+    // the drain footprint (rtl/tpu_controller.sv): a matmul's rows after its last entered
+    if (a_fire && a_last) {
+      Footprint nd;
+      nd.acc_use = nd.acc_wr = true;
+      nd.acc_lo = drain_left != 0 ? std::min(drain_fp.acc_lo, mxu_fp.acc_lo) : mxu_fp.acc_lo;
+      nd.acc_hi = drain_left != 0 ? std::max(drain_fp.acc_hi, mxu_fp.acc_hi) : mxu_fp.acc_hi;
+      drain_fp = nd;
+      drain_left = 2 * n;
+    } else if (drain_left != 0) {
+      --drain_left;
+    }
+
     // matrix feeder: a two-row buffer in front of the matrix unit
     const bool pending_sw_next = f_first && f_switch;
+    const bool pending_last_next = f_left == 1;
     const bool f_buf_push = f_pending && f_buf != 2;
     if (feed_start) {
       f_left = d->len;
@@ -377,10 +390,12 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     }
     if (f_buf_push) {
       f_buf_sw[(f_buf_head + f_buf) & 1] = f_pending_sw;
+      f_buf_last[(f_buf_head + f_buf) & 1] = f_pending_last;
       ++f_buf;
     }
     f_pending = f_rd && !feed_start;
     f_pending_sw = pending_sw_next;
+    f_pending_last = pending_last_next;
 
     // matrix unit: shadow registers and the rows in flight
     if (switch_fire) shadow_full = false;

@@ -55,7 +55,7 @@ module tpu_activate_unit
 
   logic [4*ArrayDim-1:0][7:0] bias_bytes, mult_bytes;
   logic [31:0]                set_base;
-  assign set_base = cmd_i.aux * ParamRows;
+  assign set_base = 32'(cmd_i.aux[15:0]) * ParamRows;
 
   always_comb begin
     for (int k = 0; k < 4; k++) begin
@@ -80,13 +80,14 @@ module tpu_activate_unit
   logic                    vpu_out_valid;
   operand_t [ArrayDim-1:0] vpu_out_data;
 
-  logic [31:0] acc_row_q, rd_left_q, ub_row_q, out_left_q;
+  logic [31:0] acc_row_q, rd_left_q, ub_row_q, out_left_q, ub_step_q;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       acc_row_q  <= '0;
       rd_left_q  <= '0;
       ub_row_q   <= '0;
+      ub_step_q  <= 32'd1;
       out_left_q <= '0;
       relu_q     <= 1'b0;
       pool_q     <= VpuPoolNone;
@@ -94,6 +95,8 @@ module tpu_activate_unit
       acc_row_q  <= cmd_i.src;
       rd_left_q  <= 32'(cmd_i.length);
       ub_row_q   <= cmd_i.dst;
+      // aux bits 16-31: rows between the rows written (0 meaning 1).
+      ub_step_q  <= (cmd_i.aux[31:16] == '0) ? 32'd1 : 32'(cmd_i.aux[31:16]);
       out_left_q <= (cmd_i.flags[FlagPoolAvg] || cmd_i.flags[FlagPoolMax])
                     ? 32'(cmd_i.length) >> 2 : 32'(cmd_i.length);
       relu_q     <= cmd_i.flags[FlagRelu];
@@ -105,7 +108,7 @@ module tpu_activate_unit
         rd_left_q <= rd_left_q - 1'b1;
       end
       if (vpu_out_valid) begin
-        ub_row_q   <= ub_row_q + 1'b1;
+        ub_row_q   <= ub_row_q + ub_step_q;
         out_left_q <= out_left_q - 1'b1;
       end
     end

@@ -34,9 +34,11 @@ module tpu_controller
   input  logic        wdma_busy_i,
   input  logic        feed_busy_i,  // matrix feeder still has rows to hand over
   input  logic        mxu_busy_i,   // ... or rows are still in the matrix unit
+  input  logic        mxu_last_i,   // the last row of a matmul entered the array
   input  logic        act_busy_i,
   // dispatch: the head instruction and one start pulse per unit
   output instr_t      cmd_o,
+  output window_t     window_o,  // the window set by the last set_window (the feeder's)
   output logic        hdma_start_o,
   output logic        wdma_start_o,
   output logic        feed_start_o,
@@ -107,6 +109,53 @@ module tpu_controller
   status_e     check;
   footprint_t  fp;
 
+  // The window geometry: set by set_window when it issues, used by matmul window.
+  window_t     win_q, win_new;
+  logic [63:0] step, win_rows, win_tiles, win_pixels, act_step;
+  logic        win_bad;
+
+  // set_window's fields (docs/isa.md).
+  always_comb begin
+    win_new             = '0;
+    win_new.valid       = 1'b1;
+    win_new.pooled      = head.flags[FlagPooled];
+    win_new.in_h        = head.src[11:0];
+    win_new.in_w        = head.src[23:12];
+    win_new.kh          = head.src[27:24];
+    win_new.kw          = head.src[31:28];
+    win_new.out_h       = head.dst[11:0];
+    win_new.out_w       = head.dst[23:12];
+    win_new.stride_y    = head.dst[27:24];
+    win_new.stride_x    = head.dst[31:28];
+    win_new.channels    = head.aux[15:0];
+    win_new.pad_top     = head.aux[19:16];
+    win_new.pad_left    = head.aux[23:20];
+    win_new.pixel_bytes = head.length;
+    // Consistent: nothing zero, the padding inside the kernel, every output window
+    // starting inside the padded map, whole pooling windows, no reserved bits.
+    win_bad = win_new.in_h == '0 || win_new.in_w == '0 || win_new.kh == '0 ||
+              win_new.kw == '0 || win_new.out_h == '0 || win_new.out_w == '0 ||
+              win_new.stride_y == '0 || win_new.stride_x == '0 || win_new.channels == '0 ||
+              win_new.pixel_bytes < win_new.channels || win_new.pad_top >= win_new.kh ||
+              win_new.pad_left >= win_new.kw ||
+              (32'(win_new.out_h) - 32'd1) * 32'(win_new.stride_y) >
+                  32'(win_new.in_h) - 32'd1 + 32'(win_new.pad_top) ||
+              (32'(win_new.out_w) - 32'd1) * 32'(win_new.stride_x) >
+                  32'(win_new.in_w) - 32'd1 + 32'(win_new.pad_left) ||
+              (win_new.pooled && (win_new.out_h[0] || win_new.out_w[0])) ||
+              head.aux[31:24] != '0;
+  end
+
+  // matmul: rows between the rows read (aux, 0 meaning 1); with window, the rows of the
+  // map, its K-tiles and its output pixels.
+  assign step       = (aux[15:0] == '0) ? 64'd1 : 64'(aux[15:0]);
+  assign win_rows   = ((64'(win_q.in_h) * 64'(win_q.in_w) - 64'd1) * 64'(win_q.pixel_bytes) +
+                       64'(win_q.channels) + N - 64'd1) / N;
+  assign win_tiles  = (64'(win_q.kh) * 64'(win_q.kw) * 64'(win_q.channels) + N - 64'd1) / N;
+  assign win_pixels = 64'(win_q.out_h) * 64'(win_q.out_w);
+  // activate: rows between the rows written (aux bits 16-31, 0 meaning 1).
+  assign act_step   = (aux[31:16] == '0) ? 64'd1 : 64'(aux[31:16]);
+
   assign op     = head.opcode;
   assign flags  = head.flags;
   assign len    = 64'(head.length);
@@ -122,6 +171,10 @@ module tpu_controller
     unique case (op)
       OpNop, OpSync, OpHalt: begin
         if (flags != '0) check = StatusBadOperand;
+      end
+      OpSetWindow: begin
+        if ((flags & ~8'(1 << FlagPooled)) != '0 || len == '0) check = StatusBadOperand;
+        else if (win_bad) check = StatusBadWindow;
       end
       OpReadHost: begin
         if ((flags & ~8'(1 << FlagParams)) != '0 || len == '0) check = StatusBadOperand;
@@ -146,15 +199,22 @@ module tpu_controller
         else check = range_check(src, len * N * N, 64'(wm_size_i));
       end
       OpMatmul: begin
-        if ((flags & ~8'((1 << FlagAccumulate) | (1 << FlagSwitch))) != '0 || len == '0) begin
+        if ((flags & ~8'((1 << FlagAccumulate) | (1 << FlagSwitch) | (1 << FlagWindow))) != '0 ||
+            len == '0 || (!flags[FlagWindow] && aux[31:16] != '0)) begin
           check = StatusBadOperand;
+        end else if (flags[FlagWindow]) begin
+          if (!win_q.valid || 64'(aux[31:16]) >= win_tiles || 64'(aux[15:0]) + len > win_pixels)
+            check = StatusBadWindow;
+          else
+            check = first_error(range_check(src, win_rows, 64'(UbDepth)),
+                                range_check(dst, len, 64'(AccDepth)));
         end else begin
-          check = first_error(range_check(src, len, 64'(UbDepth)),
+          check = first_error(range_check(src, (len - 64'd1) * step + 64'd1, 64'(UbDepth)),
                               range_check(dst, len, 64'(AccDepth)));
         end
         fp.ub_use  = 1'b1;
         fp.ub_lo   = 32'(src);
-        fp.ub_hi   = 32'(src + len);
+        fp.ub_hi   = flags[FlagWindow] ? 32'(src + win_rows) : 32'(src + (len - 64'd1) * step + 64'd1);
         fp.acc_use = 1'b1;
         fp.acc_wr  = 1'b1;
         fp.acc_lo  = 32'(dst);
@@ -166,8 +226,9 @@ module tpu_controller
           check = StatusBadOperand;
         end else begin
           check = first_error(first_error(range_check(src, len, 64'(AccDepth)),
-                                          range_check(dst, out_rows, 64'(UbDepth))),
-                              range_check(aux, 1, 64'(ParamSets)));
+                                          range_check(dst, (out_rows - 64'd1) * act_step + 64'd1,
+                                                      64'(UbDepth))),
+                              range_check(64'(aux[15:0]), 1, 64'(ParamSets)));
         end
         fp.acc_use = 1'b1;
         fp.acc_lo  = 32'(src);
@@ -175,10 +236,10 @@ module tpu_controller
         fp.ub_use  = 1'b1;
         fp.ub_wr   = 1'b1;
         fp.ub_lo   = 32'(dst);
-        fp.ub_hi   = 32'(dst + out_rows);
+        fp.ub_hi   = 32'(dst + (out_rows - 64'd1) * act_step + 64'd1);
         fp.par_use = 1'b1;
-        fp.par_lo  = 32'(aux);
-        fp.par_hi  = 32'(aux + 1);
+        fp.par_lo  = 32'(aux[15:0]);
+        fp.par_hi  = 32'(aux[15:0]) + 32'd1;
       end
       OpWriteHost: begin
         if (flags != '0 || len == '0) check = StatusBadOperand;
@@ -192,21 +253,26 @@ module tpu_controller
     endcase
   end
 
-  // Footprints of the instructions the units are running (valid while a unit is busy).
-  footprint_t hdma_fp_q, act_fp_q, mxu_fp_q;
+  // Footprints of the instructions the units are running (valid while a unit is busy),
+  // and the accumulator rows of finished matmuls whose last rows are still in the array
+  // (for 2 N cycles after the last row entered: then it has landed).
+  footprint_t hdma_fp_q, act_fp_q, mxu_fp_q, drain_fp_q;
+  logic [31:0] drain_left_q;
+  logic        draining;
+  assign draining = drain_left_q != '0;
 
   logic ub_hazard, acc_hazard, par_hazard;
   always_comb begin
     ub_hazard  = 1'b0;
     acc_hazard = 1'b0;
     par_hazard = 1'b0;
-    for (int u = 0; u < 3; u++) begin
+    for (int u = 0; u < 4; u++) begin
       footprint_t o;
       logic       busy, same;
-      o    = (u == 0) ? hdma_fp_q : (u == 1) ? act_fp_q : mxu_fp_q;
-      busy = (u == 0) ? hdma_busy_i : (u == 1) ? act_busy_i : mxu_busy_i;
+      o    = (u == 0) ? hdma_fp_q : (u == 1) ? act_fp_q : (u == 2) ? mxu_fp_q : drain_fp_q;
+      busy = (u == 0) ? hdma_busy_i : (u == 1) ? act_busy_i : (u == 2) ? feed_busy_i : draining;
       // A unit's own earlier instructions run in order (matmul after matmul).
-      same = (u == 2) && (op == OpMatmul);
+      same = (u >= 2) && (op == OpMatmul);
       if (busy && !same) begin
         if (fp.ub_use && o.ub_use && (fp.ub_wr || o.ub_wr) &&
             overlaps(fp.ub_lo, fp.ub_hi, o.ub_lo, o.ub_hi)) ub_hazard = 1'b1;
@@ -256,6 +322,7 @@ module tpu_controller
 
   assign pop          = go;
   assign cmd_o        = head;
+  assign window_o     = win_q;
   assign hdma_start_o = go && (op == OpReadHost || op == OpWriteHost);
   assign wdma_start_o = go && (op == OpReadWeights);
   assign feed_start_o = go && (op == OpMatmul);
@@ -266,7 +333,9 @@ module tpu_controller
   logic        halted_d;
   status_e     status_d;
   logic [31:0] error_pc_d, retired_d;
-  footprint_t  hdma_fp_d, act_fp_d, mxu_fp_d;
+  footprint_t  hdma_fp_d, act_fp_d, mxu_fp_d, drain_fp_d;
+  logic [31:0] drain_left_d;
+  window_t     win_d;
 
   always_comb begin
     halted_d   = halted_q;
@@ -281,19 +350,28 @@ module tpu_controller
       status_d   = check;
       error_pc_d = retired_q;
     end
+    win_d = win_q;
     if (go) begin
       retired_d = retired_q + 1'b1;
       if (op == OpHalt) halted_d = 1'b1;
+      if (op == OpSetWindow) win_d = win_new;
     end
     if (hdma_start_o) hdma_fp_d = fp;
     if (act_start_o) act_fp_d = fp;
-    if (feed_start_o) begin
-      mxu_fp_d = fp;
-      // Rows of earlier matmuls may still be on their way to the accumulators.
-      if (mxu_busy_i) begin
-        mxu_fp_d.acc_lo = (fp.acc_lo < mxu_fp_q.acc_lo) ? fp.acc_lo : mxu_fp_q.acc_lo;
-        mxu_fp_d.acc_hi = (fp.acc_hi > mxu_fp_q.acc_hi) ? fp.acc_hi : mxu_fp_q.acc_hi;
-      end
+    if (feed_start_o) mxu_fp_d = fp;
+    // When a matmul's last row enters the array, its accumulator rows pass to the drain
+    // footprint (put together with those of earlier matmuls still draining).
+    drain_fp_d   = drain_fp_q;
+    drain_left_d = draining ? drain_left_q - 32'd1 : '0;
+    if (mxu_last_i) begin
+      drain_fp_d         = '0;
+      drain_fp_d.acc_use = 1'b1;
+      drain_fp_d.acc_wr  = 1'b1;
+      drain_fp_d.acc_lo  = (draining && drain_fp_q.acc_lo < mxu_fp_q.acc_lo) ? drain_fp_q.acc_lo
+                                                                            : mxu_fp_q.acc_lo;
+      drain_fp_d.acc_hi  = (draining && drain_fp_q.acc_hi > mxu_fp_q.acc_hi) ? drain_fp_q.acc_hi
+                                                                            : mxu_fp_q.acc_hi;
+      drain_left_d       = 32'(2 * ArrayDim);
     end
   end
 
@@ -306,6 +384,9 @@ module tpu_controller
       hdma_fp_q  <= '0;
       act_fp_q   <= '0;
       mxu_fp_q   <= '0;
+      drain_fp_q <= '0;
+      drain_left_q <= '0;
+      win_q      <= '0;
     end else begin
       halted_q   <= halted_d;
       status_q   <= status_d;
@@ -314,6 +395,9 @@ module tpu_controller
       hdma_fp_q  <= hdma_fp_d;
       act_fp_q   <= act_fp_d;
       mxu_fp_q   <= mxu_fp_d;
+      drain_fp_q <= drain_fp_d;
+      drain_left_q <= drain_left_d;
+      win_q      <= win_d;
     end
   end
 
@@ -329,6 +413,6 @@ module tpu_controller
   assign idle_o     = iq_empty && all_idle && !halted_q;
 
   logic unused;
-  assign unused = ^iq_count;
+  assign unused = ^iq_count ^ (^aux[63:32]);
 
 endmodule

@@ -29,6 +29,19 @@ package tpu_pkg;
     MxuIdle   = 3'd4   // none of these
   } mxu_cycle_e;
 
+  // The convolution window that `set_window` sets and `matmul window` walks (docs/isa.md):
+  // an in_h x in_w input map of `channels` bytes per pixel, pixel_bytes apart, starting at
+  // byte 0 of the matmul's unified-buffer row; kh x kw kernels at stride (stride_y,
+  // stride_x), pad_top / pad_left zero rows and columns before the map; out_h x out_w
+  // output pixels, in raster order or, `pooled`, 2 x 2 window by 2 x 2 window.
+  typedef struct packed {
+    logic        valid;  // a good set_window has issued since reset
+    logic        pooled;
+    logic [11:0] in_h, in_w, out_h, out_w;
+    logic [3:0]  kh, kw, stride_y, stride_x, pad_top, pad_left;
+    logic [15:0] channels, pixel_bytes;
+  } window_t;
+
   // The instruction word, opcodes, flags, VPU parameter-set layout, status and issue
   // codes, units, register map and counters: generated from contract/tpu_contract.toml
   // (the one home of those facts) into build/generated/rtl/.

@@ -61,6 +61,7 @@ module tpu_top
 
   // ---------------------------------------------------------------- controller
   instr_t  cmd;
+  window_t window;
   logic    hdma_start, wdma_start, feed_start, act_start;
   logic    hdma_busy, wdma_busy, feed_busy, mxu_busy, act_busy;
   logic    halted;
@@ -86,8 +87,10 @@ module tpu_top
     .wdma_busy_i  (wdma_busy),
     .feed_busy_i  (feed_busy),
     .mxu_busy_i   (mxu_busy),
+    .mxu_last_i   (a_fire && a_last),
     .act_busy_i   (act_busy),
     .cmd_o        (cmd),
+    .window_o     (window),
     .hdma_start_o (hdma_start),
     .wdma_start_o (wdma_start),
     .feed_start_o (feed_start),
@@ -104,6 +107,11 @@ module tpu_top
   logic                    ub_rd0_en, ub_rd1_en, ub_wr0_en, ub_wr1_en;
   logic [UbAddrWidth-1:0]  ub_rd0_addr, ub_rd1_addr, ub_wr0_addr, ub_wr1_addr;
   operand_t [ArrayDim-1:0] ub_rd0_data, ub_rd1_data, ub_wr0_data, ub_wr1_data;
+  logic                    ub_g_en;
+  logic [ArrayDim-1:0][UbAddrWidth-1:0]       ub_g_row;
+  logic [ArrayDim-1:0][$clog2(ArrayDim)-1:0] ub_g_lane;
+  logic [ArrayDim-1:0]     ub_g_zero;
+  operand_t [ArrayDim-1:0] ub_g_data;
 
   tpu_unified_buffer #(
     .ArrayDim(ArrayDim),
@@ -116,6 +124,11 @@ module tpu_top
     .rd1_en_i  (ub_rd1_en),
     .rd1_addr_i(ub_rd1_addr),
     .rd1_data_o(ub_rd1_data),
+    .g_en_i    (ub_g_en),
+    .g_row_i   (ub_g_row),
+    .g_lane_i  (ub_g_lane),
+    .g_zero_i  (ub_g_zero),
+    .g_data_o  (ub_g_data),
     .wr0_en_i  (ub_wr0_en),
     .wr0_addr_i(ub_wr0_addr),
     .wr0_data_i(ub_wr0_data),
@@ -208,6 +221,7 @@ module tpu_top
 
   // ---------------------------------------------------------------- matrix unit
   logic                    a_valid, a_ready, a_switch, a_accumulate, a_fire, mxu_in_flight;
+  logic                    a_last;
   logic [AccAddrWidth-1:0] a_acc_addr;
   operand_t [ArrayDim-1:0] a_data;
   logic                    out_valid, switch_fire;
@@ -221,14 +235,21 @@ module tpu_top
     .rst_ni,
     .start_i       (feed_start),
     .cmd_i         (cmd),
+    .window_i      (window),
     .busy_o        (feed_busy),
     .ub_rd_en_o    (ub_rd0_en),
     .ub_rd_addr_o  (ub_rd0_addr),
     .ub_rd_data_i  (ub_rd0_data),
+    .g_en_o        (ub_g_en),
+    .g_row_o       (ub_g_row),
+    .g_lane_o      (ub_g_lane),
+    .g_zero_o      (ub_g_zero),
+    .g_data_i      (ub_g_data),
     .a_valid_o     (a_valid),
     .a_ready_i     (a_ready),
     .a_data_o      (a_data),
     .a_switch_o    (a_switch),
+    .a_last_o      (a_last),
     .a_acc_addr_o  (a_acc_addr),
     .a_accumulate_o(a_accumulate)
   );
@@ -343,7 +364,7 @@ module tpu_top
     inc[CntWeightDmaStallFifoFull] = 32'(wdma_fifo_stall);
     inc[CntHostMemStall]           = 32'(hm_stall);
     inc[CntWeightMemStall]         = 32'(wm_stall);
-    inc[CntUbReads]                = 32'(ub_rd0_en) + 32'(ub_rd1_en);
+    inc[CntUbReads]                = 32'(ub_rd0_en) + 32'(ub_rd1_en) + 32'(ub_g_en);
     inc[CntUbWrites]               = 32'(ub_wr0_en) + 32'(ub_wr1_en);
     inc[CntAccReads]               = 32'(acc_rd_en);
     inc[CntAccWrites]              = 32'(out_valid);

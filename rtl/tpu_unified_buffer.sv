@@ -1,14 +1,17 @@
 // Unified buffer: Depth rows of ArrayDim int8 values, the on-chip home of activations.
 // Two read ports (the matrix feeder; the host DMA writing results out) and two write
 // ports (the host DMA reading inputs in; the VPU), each one row per cycle; reads have
-// one cycle of latency. The controller's interlocks keep concurrent users on disjoint
+// one cycle of latency. The gather port (the feeder's window stage) reads one byte per
+// lane from any row and lane, also with one cycle of latency: in silicon, a line buffer
+// in front of the buffer that holds the rows the current windows touch (docs/isa.md). The controller's interlocks keep concurrent users on disjoint
 // rows and its range checks keep addresses inside the buffer, so there is no arbitration.
 module tpu_unified_buffer
   import tpu_pkg::*;
 #(
   parameter int unsigned ArrayDim = 4,
   parameter int unsigned Depth = 1024,  // rows, 2 .. 2^24
-  localparam int unsigned AddrWidth = $clog2(Depth)
+  localparam int unsigned AddrWidth = $clog2(Depth),
+  localparam int unsigned LaneWidth = $clog2(ArrayDim)
 ) (
   input  logic                    clk_i,
   // read port 0: matrix feeder
@@ -19,6 +22,12 @@ module tpu_unified_buffer
   input  logic                    rd1_en_i,
   input  logic [AddrWidth-1:0]    rd1_addr_i,
   output operand_t [ArrayDim-1:0] rd1_data_o,
+  // gather port: the matrix feeder's window stage
+  input  logic                    g_en_i,
+  input  logic [ArrayDim-1:0][AddrWidth-1:0] g_row_i,
+  input  logic [ArrayDim-1:0][LaneWidth-1:0] g_lane_i,
+  input  logic [ArrayDim-1:0]     g_zero_i,
+  output operand_t [ArrayDim-1:0] g_data_o,
   // write port 0: host DMA (read_host)
   input  logic                    wr0_en_i,
   input  logic [AddrWidth-1:0]    wr0_addr_i,
@@ -43,6 +52,11 @@ module tpu_unified_buffer
     if (wr1_en_i) mem_q[wr1_addr_i] <= wr1_data_i;
     if (rd0_en_i) rd0_data_o <= mem_q[rd0_addr_i];
     if (rd1_en_i) rd1_data_o <= mem_q[rd1_addr_i];
+    if (g_en_i) begin
+      for (int l = 0; l < int'(ArrayDim); l++) begin
+        g_data_o[l] <= g_zero_i[l] ? '0 : mem_q[g_row_i[l]][g_lane_i[l]];
+      end
+    end
   end
 
 endmodule

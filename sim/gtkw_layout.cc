@@ -329,6 +329,12 @@ std::vector<LayoutFile> ChipLayouts(const VcdSignals& t, const std::string& trac
     b.EndGroup();
     b.Group("Matrix unit");
     b.Add(top + "u_feeder.busy_o", Fmt::kBin, "feeder busy");
+    b.Add(top + "u_feeder.win_mode_q", Fmt::kBin, "window stage on (matmul window)");
+    b.Add(top + "u_feeder.g_en_o", Fmt::kBin, "window row gathered");
+    b.Add(top + "u_feeder.oy_q", Fmt::kUDec, "window output row (raster)");
+    b.Add(top + "u_feeder.ox_q", Fmt::kUDec, "window output column (raster)");
+    b.Add(top + "u_feeder.q_q", Fmt::kUDec, "pixel in pooling window (pooled)");
+    b.Add(ctl + "drain_left_q", Fmt::kUDec, "cycles until the last matmul's rows land");
     b.Add(mxu + "a_valid_i", Fmt::kBin, "activation row valid");
     b.Add(mxu + "a_ready_o", Fmt::kBin, "activation row ready");
     b.Add(mxu + "a_switch_i", Fmt::kBin, "switch to next tile");

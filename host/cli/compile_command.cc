@@ -16,6 +16,7 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
+#include "host/compiler/network_compiler.h"
 #include "host/data/mnist.h"
 #include "host/isa/assembler.h"
 #include "host/nn/int8_ops.h"
@@ -27,6 +28,7 @@ namespace {
 struct CompileArgs : WorkloadOptions {
   ChipOptions chip;
   std::string out;
+  bool host_im2col = false;
 };
 
 void Compile(const CompileArgs& a) {
@@ -42,6 +44,46 @@ void Compile(const CompileArgs& a) {
   for (int i = 0; i < batch; ++i) outs.push_back(nn::ReferenceInt8(model, set.Image(i)));
   std::filesystem::create_directories(a.out);
   nlohmann::json manifest = nlohmann::json::array();
+  auto write_job = [&](const std::string& name, const compiler::LayerJob& lj) {
+    const engine::ExecJob& job = lj.exec;
+    const std::string base = (std::filesystem::path(a.out) / name).string();
+    WriteFileAtomically(base + ".asm", "; " + lj.summary + "\n" + isa::Disassemble(job.program));
+    WriteFileAtomically(base + ".host.bin",
+                        std::string(job.host_image.begin(), job.host_image.end()));
+    WriteFileAtomically(base + ".weights.bin",
+                        std::string(job.weight_image.begin(), job.weight_image.end()));
+    manifest.push_back({{"name", name},
+                        {"program", name + ".asm"},
+                        {"host_in", name + ".host.bin"},
+                        {"weights_in", name + ".weights.bin"},
+                        {"instructions", job.program.words.size()},
+                        {"host_out_addr", job.host_out_addr},
+                        {"host_out_bytes", job.host_out_bytes}});
+    std::cout << fmt::format(
+        "{}: {} instructions -> {}.asm (+ .host.bin, .weights.bin; outputs "
+        "at host 0x{:x}, {} bytes)\n",
+        name, job.program.words.size(), base, job.host_out_addr, job.host_out_bytes);
+  };
+  auto write_manifest = [&]() {
+    WriteFileAtomically(
+        (std::filesystem::path(a.out) / "jobs.json").string(),
+        nlohmann::json{
+            {"model", model.name}, {"config", config.name}, {"images", batch}, {"jobs", manifest}}
+                .dump(2) +
+            "\n");
+  };
+  // The whole network as one program, as tpusim run runs it where it fits.
+  const compiler::NetworkCompiler network(model, config, batch);
+  if (!a.host_im2col && network.Fits()) {
+    std::vector<int8_t> act;
+    for (int i = 0; i < batch; ++i)
+      for (int64_t p = 0; p < model.input.Size(); ++p)
+        act.push_back(nn::QuantizePixel(set.Image(i)[p]));
+    write_job("network", network.Build(act, batch));
+    write_manifest();
+    return;
+  }
+  if (!a.host_im2col) std::cout << "layer jobs: " << network.WhyNot() << "\n";
   std::map<int, std::vector<int8_t>> pass_out;  // max pooling passes' outputs, by pass
   for (const compiler::LayerStep& s : steps) {
     const compiler::LayerCompiler lc(model, s, config);
@@ -72,33 +114,9 @@ void Compile(const CompileArgs& a) {
             o[static_cast<size_t>((i * out_px + j) * c + ch)] = m;
           }
     }
-    const compiler::LayerJob lj = lc.Build(act, batch);
-    const engine::ExecJob& job = lj.exec;
-    const std::string name = s.Name(model);
-    const std::string base = (std::filesystem::path(a.out) / name).string();
-    WriteFileAtomically(base + ".asm", "; " + lj.summary + "\n" + isa::Disassemble(job.program));
-    WriteFileAtomically(base + ".host.bin",
-                        std::string(job.host_image.begin(), job.host_image.end()));
-    WriteFileAtomically(base + ".weights.bin",
-                        std::string(job.weight_image.begin(), job.weight_image.end()));
-    manifest.push_back({{"name", name},
-                        {"program", name + ".asm"},
-                        {"host_in", name + ".host.bin"},
-                        {"weights_in", name + ".weights.bin"},
-                        {"instructions", job.program.words.size()},
-                        {"host_out_addr", job.host_out_addr},
-                        {"host_out_bytes", job.host_out_bytes}});
-    std::cout << fmt::format(
-        "{}: {} instructions -> {}.asm (+ .host.bin, .weights.bin; outputs "
-        "at host 0x{:x}, {} bytes)\n",
-        name, job.program.words.size(), base, job.host_out_addr, job.host_out_bytes);
+    write_job(s.Name(model), lc.Build(act, batch));
   }
-  WriteFileAtomically(
-      (std::filesystem::path(a.out) / "jobs.json").string(),
-      nlohmann::json{
-          {"model", model.name}, {"config", config.name}, {"images", batch}, {"jobs", manifest}}
-              .dump(2) +
-          "\n");
+  write_manifest();
 }
 
 }  // namespace
@@ -108,19 +126,25 @@ void AddCompileCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "compile", "Lower a model to TPU jobs (assembly and memory images) for tpusim exec.");
   cmd->footer(R"(
-Writes one job per conv or dense layer (2 x 2 pooling fused into the conv before it) for the
-first --images MNIST test images: NAME.asm (readable assembly), NAME.host.bin and
-NAME.weights.bin (memory images), and jobs.json (where each job leaves its outputs). The
-host lays out each layer's input rows (im2col; docs/compiler.md says why), so the jobs run
-one after another with the host in between, as tpusim run does.
+Writes the program of the first --images MNIST test images as tpusim run runs them: the
+whole network as one job where it fits (network.asm: windows formed on the chip,
+activations kept in the unified buffer; docs/compiler.md), else, or with --host-im2col,
+one job per conv or dense layer (2 x 2 pooling fused into the conv before it) whose input
+rows the host lays out (im2col), run one after another with the host in between. Each job
+is NAME.asm (readable assembly), NAME.host.bin and NAME.weights.bin (memory images), and
+jobs.json says where each leaves its outputs.
 
-Example:
-  tpusim compile --config small-16 --images 4 --out lenet-jobs
-  tpusim exec lenet-jobs/conv1+pool1.asm --host-in lenet-jobs/conv1+pool1.host.bin \
-      --weights-in lenet-jobs/conv1+pool1.weights.bin)");
+Examples:
+  tpusim compile --config small-16 --images 4 --out lenet
+  tpusim exec lenet/network.asm --host-in lenet/network.host.bin \
+      --weights-in lenet/network.weights.bin
+  tpusim compile --config small-16 --images 4 --out lenet-jobs --host-im2col)");
   AddWorkloadOptions(cmd, a.get(), 1);
   AddChipOptions(cmd, &a->chip, /*engine=*/false);
   cmd->add_option("--out", a->out, "folder to write the jobs to")->required();
+  cmd->add_flag("--host-im2col", a->host_im2col,
+                "one job per layer with its rows formed on the host (the lowering before "
+                "on-chip windows)");
   cmd->callback([a] { Compile(*a); });
 }
 

@@ -34,6 +34,7 @@ struct RunArgs {
   std::string topology;
   uint64_t seed = 1;
   int batch = 16;
+  bool host_im2col = false;
 };
 
 // --topology: every layer of a SCALE-Sim topology file with random int8 data.
@@ -45,8 +46,8 @@ void RunTopology(const RunArgs& a) {
   const std::vector<compiler::TopologyLayer> layers = compiler::ReadTopologyCsv(a.topology);
   ChipSession session(a.chip, a.trace, /*progress=*/false);
   ProgressBar bar("run", !a.out.quiet);
-  const compiler::TpuRunResult r = compiler::RunTopologyOnTpu(layers, session.engine(), a.seed,
-                                                              [&](double f) { bar.Update(f); });
+  const compiler::TpuRunResult r = compiler::RunTopologyOnTpu(
+      layers, session.engine(), a.seed, [&](double f) { bar.Update(f); }, a.host_im2col);
   bar.Finish();
   session.Finish();
   report::RunReport report =
@@ -79,9 +80,9 @@ void Run(const RunArgs& a) {
         fmt::format("--images {} is more than the {} test images", a.work.images, test.count));
   }
   ProgressBar bar("run", !a.out.quiet);
-  const compiler::TpuRunResult r =
-      compiler::RunModelOnTpu(model, session.engine(), test.pixels.data(), test.labels.data(),
-                              a.work.images, a.batch, [&](double f) { bar.Update(f); });
+  const compiler::TpuRunResult r = compiler::RunModelOnTpu(
+      model, session.engine(), test.pixels.data(), test.labels.data(), a.work.images, a.batch,
+      [&](double f) { bar.Update(f); }, a.host_im2col);
   bar.Finish();
   session.Finish();
 
@@ -105,16 +106,22 @@ void AddRunCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "run", "Run the quantized MNIST CNN on the cycle-accurate TPU, checked against the CPU.");
   cmd->footer(R"(
-Lowers every conv and dense layer (with the 2 x 2 pooling after a conv fused into the VPU)
-to a TPU program, runs it on the whole chip in batches, checks every image's int8 logits
-against the CPU int8 reference, and prints accuracy and a per-layer table of the chip's
-counters and the energy estimated from them (docs/energy.md). --engine fast runs the C++
+Compiles the whole network into one TPU program per batch (docs/compiler.md): the images,
+weights and parameters move in once, every activation stays in the unified buffer, the
+chip forms each convolution's windows itself, and only the logits move out. A model or
+chip that does not fit one program (the reason is printed) runs layer by layer instead:
+each conv and dense layer (with the 2 x 2 pooling after a conv fused into the VPU) its own
+job, its rows formed on the host (im2col). --host-im2col forces that lowering, to compare.
+Every image's int8 logits are checked against the CPU int8 reference; the table shows the
+chip's counters and the energy estimated from them (docs/energy.md), per program. --engine fast runs the C++
 model of the chip (same counters as the RTL, any array size); --timing-only skips the
 values for cycle and energy studies.
 
 --topology FILE.csv runs a network given as layer shapes instead (SCALE-Sim's topology
-format, models/topologies/): every layer as a GEMM with random int8 data, checked against
-the CPU unless --timing-only, with the same per-layer table (batch 1).
+format, models/topologies/): every layer as a convolution with random int8 data, its map
+moved in once and its windows formed on the chip where it fits (rows marked windows),
+else as a GEMM of its im2col rows; checked against the CPU unless --timing-only, with the
+same per-layer table (batch 1).
 
 Examples:
   tpusim run --images 200 --batch 16 --json r.json
@@ -122,7 +129,11 @@ Examples:
   tpusim run --topology models/topologies/darknet19.csv --config tpu-v1 --engine fast --timing-only)");
   AddWorkloadOptions(cmd, &a->work, 100);
   AddChipOptions(cmd, &a->chip);
-  cmd->add_option("--batch", a->batch, "images per weight tile")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "images per program (each weight tile streams them all)")
+      ->capture_default_str();
+  cmd->add_flag("--host-im2col", a->host_im2col,
+                "run each layer as its own job with its rows formed on the host (the lowering "
+                "before on-chip windows), to compare");
   AddTraceOptions(cmd, &a->trace,
                   "waveform of the chip (.fst/.vcd; rtl engine), cycles counted across all layer "
                   "jobs");

@@ -5,16 +5,59 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 
 #include "host/common/errors.h"
 #include "host/compiler/gemm_program.h"
+#include "host/compiler/network_compiler.h"
 #include "host/gemm/gemm_runner.h"
+#include "host/nn/int8_net.h"
+#include "host/nn/int8_ops.h"
 
 namespace tpu::compiler {
+namespace {
+
+// The layer as a one-layer quantized model with random int8 weights and biases (the
+// requantization keeps outputs spread over the int8 range).
+nn::Model ConvModel(const TopologyLayer& l, std::mt19937_64& rng) {
+  nn::Model m;
+  m.name = l.name;
+  m.preprocess = "none";
+  m.input = {static_cast<int>(l.ifmap_h), static_cast<int>(l.ifmap_w),
+             static_cast<int>(l.channels)};
+  nn::Layer c;
+  c.name = l.name;
+  c.type = nn::LayerType::kConv2d;
+  c.in = m.input;
+  c.out = {static_cast<int>(l.OfmapH()), static_cast<int>(l.OfmapW()), static_cast<int>(l.filters)};
+  c.kernel_h = static_cast<int>(l.filter_h);
+  c.kernel_w = static_cast<int>(l.filter_w);
+  c.stride = static_cast<int>(l.stride);
+  c.quantized = true;
+  const int64_t k = l.filter_h * l.filter_w * l.channels;
+  c.q.weights.shape = {l.filter_h, l.filter_w, l.channels, l.filters};
+  c.q.weights.data.resize(static_cast<size_t>(k * l.filters));
+  for (auto& w : c.q.weights.data) w = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  c.q.bias.shape = {l.filters};
+  c.q.bias.data.resize(static_cast<size_t>(l.filters));
+  for (auto& b : c.q.bias.data) b = static_cast<int32_t>(rng() % 2001) - 1000;
+  // Sums of k products of about 64 x 64 each: scale by about 1 / (64 sqrt(k)).
+  int shift = 30;
+  while ((int64_t{1} << (shift - 30)) < 64 * static_cast<int64_t>(std::sqrt(double(k)) + 1))
+    ++shift;
+  c.q.multiplier.assign(static_cast<size_t>(l.filters), int32_t{1} << 30);
+  c.q.shift.assign(static_cast<size_t>(l.filters), shift);
+  m.layers = {c};
+  m.quantized = true;
+  return m;
+}
+
+}  // namespace
 
 TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
-                              uint64_t seed, const std::function<void(double)>& progress) {
+                              uint64_t seed, const std::function<void(double)>& progress,
+                              bool host_im2col) {
   const auto start = std::chrono::steady_clock::now();
   const config::TpuConfig& c = engine.Config();
   const int64_t n = c.array_dim;
@@ -30,6 +73,36 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
   }
   for (const TopologyLayer& l : layers) {
     const gemm::GemmShape g = l.Gemm();
+    if (!host_im2col) {
+      const nn::Model m = ConvModel(l, rng);
+      const NetworkCompiler nc(m, c, 1);
+      if (nc.Fits()) {
+        std::vector<uint8_t> pixels(static_cast<size_t>(m.input.Size()));
+        for (auto& p : pixels) p = static_cast<uint8_t>(rng());
+        std::vector<int8_t> act(pixels.size());
+        for (size_t i = 0; i < act.size(); ++i) act[i] = nn::QuantizePixel(pixels[i]);
+        LayerJob job = nc.Build(act, 1);
+        job.exec.name = l.name;
+        const engine::ExecResult r = engine.Run(job.exec);
+        if (!r.ok) {
+          throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", l.name, r.message));
+        }
+        LayerStats stats;
+        stats.name = l.name + " (windows)";
+        stats.macs = g.m * g.k * g.n;
+        stats.counters = r.counters;
+        stats.jobs = 1;
+        if (values) {
+          const nn::MatrixI8 want = nn::Int8Net(m).Forward(pixels.data(), 1).back();
+          const std::vector<int8_t> got = nc.Decode(r.host_out, 1);
+          result.mismatches += !std::equal(got.begin(), got.end(), want.data());
+        }
+        result.layers.push_back(std::move(stats));
+        done_macs += static_cast<double>(g.m * g.k * g.n);
+        if (progress) progress(total_macs > 0 ? done_macs / total_macs : 1.0);
+        continue;
+      }
+    }
     const int64_t kt = (g.k + n - 1) / n, nt_all = (g.n + n - 1) / n;
     // Output columns in groups of at most param_sets tiles (one VPU parameter set each).
     const int64_t ntg = std::min<int64_t>(nt_all, c.param_sets);

@@ -11,13 +11,17 @@
 
 namespace tpu::compiler {
 
-// Runs every layer on the chip with random int8 data (seeded), as GEMM programs
-// (compiler/gemm_program.h) split into pieces that fit the chip: rows of the output in
-// chunks that fit the accumulators (two buffers) and the unified buffer, output columns
-// in groups of at most param_sets tiles. When the engine computes values, every output is
-// checked against the CPU reference (TpuRunResult::mismatches counts layers that differ).
-// Throws UsageError when a layer cannot fit even one row of one piece, naming the field.
+// Runs every layer on the chip with random int8 data (seeded). A layer runs as a
+// convolution whose windows the chip forms from its input map (a one-layer
+// NetworkCompiler program: the map moves in once, packed) where it fits the chip; otherwise,
+// or with `host_im2col`, as GEMM programs of its im2col rows (compiler/gemm_program.h)
+// split into pieces that fit the chip: rows of the output in chunks that fit the
+// accumulators (two buffers) and the unified buffer, output columns in groups of at most
+// param_sets tiles. When the engine computes values, every output is checked against the
+// CPU reference (TpuRunResult::mismatches counts layers that differ). Throws UsageError
+// when a layer cannot fit even one row of one piece, naming the field.
 TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
-                              uint64_t seed, const std::function<void(double)>& progress);
+                              uint64_t seed, const std::function<void(double)>& progress,
+                              bool host_im2col = false);
 
 }  // namespace tpu::compiler

@@ -7,6 +7,7 @@
 
 #include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
+#include "host/compiler/network_compiler.h"
 #include "host/nn/int8_net.h"
 #include "host/nn/int8_ops.h"
 
@@ -26,21 +27,34 @@ int64_t TpuRunResult::TotalMacs() const {
 
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const uint8_t* pixels, const uint8_t* labels, int64_t images, int batch,
-                           const std::function<void(double)>& progress) {
+                           const std::function<void(double)>& progress, bool layer_jobs) {
   const config::TpuConfig& config = engine.Config();
   const bool values = engine.ComputesValues();
   if (batch < 1) throw UsageError("--batch must be at least 1");
   const auto start = std::chrono::steady_clock::now();
   const std::vector<LayerStep> steps = PlanSteps(model, config);
+  // The whole network as one program per batch where it fits, else layer jobs.
+  const NetworkCompiler network(
+      model, config, static_cast<int>(std::min<int64_t>(batch, std::max<int64_t>(images, 1))));
   std::vector<LayerCompiler> compilers;
   TpuRunResult r;
   r.images = images;
   r.checked = values;
-  for (const LayerStep& s : steps) {
-    compilers.emplace_back(model, s, config);
+  const bool whole = !layer_jobs && network.Fits();
+  r.plan = whole        ? "whole network, one program per batch: " + network.Name()
+           : layer_jobs ? "layer jobs (--host-im2col)"
+                        : "layer jobs (" + network.WhyNot() + ")";
+  if (whole) {
     LayerStats st;
-    st.name = s.Name(model);
+    st.name = "network";
     r.layers.push_back(st);
+  } else {
+    for (const LayerStep& s : steps) {
+      compilers.emplace_back(model, s, config);
+      LayerStats st;
+      st.name = s.Name(model);
+      r.layers.push_back(st);
+    }
   }
   const int64_t in_size = model.input.Size();
   // The CPU int8 reference, batched (bit-exact with the scalar ReferenceInt8, tested).
@@ -50,6 +64,18 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
     std::vector<int8_t> act(static_cast<size_t>(b * in_size));
     for (size_t i = 0; i < act.size(); ++i) {
       act[i] = nn::QuantizePixel(pixels[static_cast<size_t>(first * in_size) + i]);
+    }
+    if (whole) {
+      const LayerJob job = network.Build(act, b);
+      const engine::ExecResult e = engine.Run(job.exec);
+      if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
+      LayerStats& st = r.layers.front();
+      st.macs += network.MacsPerImage() * b;
+      ++st.jobs;
+      st.counters += e.counters;
+      act = values
+                ? network.Decode(e.host_out, b)
+                : std::vector<int8_t>(static_cast<size_t>(b * model.layers.back().out.Size()), 0);
     }
     std::vector<int8_t> next;  // a layer's output, put together from its channel groups
     for (size_t s = 0; s < compilers.size(); ++s) {

@@ -58,7 +58,57 @@ class Builder {
       flags |= hw::kFlagSwitch;
       ++switched_;
     }
-    Emit(Opcode::kMatmul, flags, rows, Uniform(0, ub_rows_ - rows), Uniform(0, acc_rows_ - rows));
+    // Some read every k-th row (a dense layer's K-tile across a batch of images).
+    const int64_t step = Chance(0.2) ? Uniform(2, 5) : 1;
+    const int64_t span = (rows - 1) * step + 1;
+    if (span > ub_rows_) {
+      Emit(Opcode::kMatmul, flags, rows, Uniform(0, ub_rows_ - rows), Uniform(0, acc_rows_ - rows));
+      return;
+    }
+    Emit(Opcode::kMatmul, flags, rows, Uniform(0, ub_rows_ - span), Uniform(0, acc_rows_ - rows),
+         step == 1 && Chance(0.5) ? 0 : step);
+  }
+  // A convolution window over a small map that fits the rows the program uses.
+  void SetWindow() {
+    for (int tries = 0; tries < 50; ++tries) {
+      Win w;
+      w.c = Chance(0.3) ? Uniform(1, 3) : Uniform(1, 2 * n_);
+      w.p = Chance(0.5) ? (w.c + n_ - 1) / n_ * n_ : w.c + (Chance(0.7) ? 0 : Uniform(1, 5));
+      w.kh = Uniform(1, 5);
+      w.kw = Uniform(1, 5);
+      w.sy = Uniform(1, 3);
+      w.sx = Uniform(1, 3);
+      w.pt = Uniform(0, w.kh - 1);
+      w.pl = Uniform(0, w.kw - 1);
+      w.h = Uniform(1, 12);
+      w.w = Uniform(1, 12);
+      const int64_t pb = Uniform(0, w.kh - 1), pr = Uniform(0, w.kw - 1);
+      if (w.h + w.pt + pb < w.kh || w.w + w.pl + pr < w.kw) continue;
+      w.oh = (w.h + w.pt + pb - w.kh) / w.sy + 1;
+      w.ow = (w.w + w.pl + pr - w.kw) / w.sx + 1;
+      w.pooled = Chance(0.4) && w.oh >= 2 && w.ow >= 2;
+      if (w.pooled) {
+        w.oh &= ~int64_t{1};
+        w.ow &= ~int64_t{1};
+      }
+      if (w.Rows(n_) > ub_rows_) continue;
+      EmitWindow(w);
+      win_ = w;
+      return;
+    }
+  }
+  void WindowMatmul(bool do_switch) {
+    if (win_.h == 0) return;
+    const int64_t pixels = win_.oh * win_.ow;
+    const int64_t rows = Uniform(1, std::min<int64_t>({pixels, acc_rows_, 64}));
+    uint8_t flags = hw::kFlagWindow | (Chance(0.5) ? hw::kFlagAccumulate : 0);
+    if (do_switch) {
+      flags |= hw::kFlagSwitch;
+      ++switched_;
+    }
+    const int64_t tiles = (win_.kh * win_.kw * win_.c + n_ - 1) / n_;
+    Emit(Opcode::kMatmul, flags, rows, Uniform(0, ub_rows_ - win_.Rows(n_)),
+         Uniform(0, acc_rows_ - rows), Uniform(0, pixels - rows) | Uniform(0, tiles - 1) << 16);
   }
   void Activate() {
     const bool pooled = acc_rows_ >= 4 && Chance(0.4);
@@ -67,8 +117,14 @@ class Builder {
     const int64_t out = pooled ? rows / 4 : rows;
     uint8_t flags = Chance(0.5) ? hw::kFlagRelu : 0;
     if (pooled) flags |= Chance(0.5) ? hw::kFlagPoolAvg : hw::kFlagPoolMax;
-    Emit(Opcode::kActivate, flags, rows, Uniform(0, acc_rows_ - rows), Uniform(0, ub_rows_ - out),
-         Uniform(0, sets_ - 1));
+    const int64_t step = Chance(0.2) ? Uniform(2, 4) : 1, span = (out - 1) * step + 1;
+    if (span > ub_rows_) {
+      Emit(Opcode::kActivate, flags, rows, Uniform(0, acc_rows_ - rows), Uniform(0, ub_rows_ - out),
+           Uniform(0, sets_ - 1));
+      return;
+    }
+    Emit(Opcode::kActivate, flags, rows, Uniform(0, acc_rows_ - rows), Uniform(0, ub_rows_ - span),
+         Uniform(0, sets_ - 1) | (step == 1 ? 0 : step) << 16);
   }
   void WriteHost() {
     const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, out_bytes_ / n_));
@@ -80,6 +136,19 @@ class Builder {
   // otherwise the DMA never finishes, since the matmuls that would make room issue later.
   bool TilesFit() const { return brought_ - switched_ <= c_.weight_fifo_tiles + 1; }
   void Invalid(const std::string& kind);
+
+  struct Win {
+    int64_t h = 0, w = 0, c = 0, p = 0, kh = 0, kw = 0, sy = 0, sx = 0, pt = 0, pl = 0, oh = 0,
+            ow = 0;
+    bool pooled = false;
+    int64_t Rows(int64_t n) const { return ((h * w - 1) * p + c + n - 1) / n; }
+  };
+  void EmitWindow(const Win& w, int64_t reserved = 0) {
+    Emit(Opcode::kSetWindow, w.pooled ? hw::kFlagPooled : 0, w.p,
+         w.h | w.w << 12 | w.kh << 24 | w.kw << 28, w.oh | w.ow << 12 | w.sy << 24 | w.sx << 28,
+         w.c | w.pt << 16 | w.pl << 20 | reserved << 24);
+  }
+  Win win_;  // the last window set (h == 0: none yet)
 
   config::TpuConfig c_;
   int64_t n_;
@@ -141,13 +210,55 @@ void Builder::Invalid(const std::string& kind) {
         Emit(Opcode::kWriteHost, 0, 2, 0, host - n_);
         break;
     }
+  } else if (kind == "bad-window") {
+    Win w;
+    w.h = w.w = 6;
+    w.c = w.p = 2;
+    w.kh = w.kw = 3;
+    w.sy = w.sx = 1;
+    w.pt = w.pl = 1;
+    w.oh = w.ow = 6;
+    switch (which) {
+      case 0:  // padding as large as the kernel
+        w.pt = 3;
+        EmitWindow(w);
+        break;
+      case 1:  // the output walks past the input
+        w.oh = 8;
+        EmitWindow(w);
+        break;
+      case 2:  // pooling order of an odd size
+        w.pooled = true;
+        w.ow = 5;
+        EmitWindow(w);
+        break;
+      case 3:  // a pixel stride shorter than the pixel, or reserved bits
+        if (Chance(0.5))
+          w.p = 1;
+        else
+          w.sy = 0;
+        EmitWindow(w, Chance(0.5) ? 0 : Uniform(1, 255));
+        break;
+      case 4:  // a K-tile past the receptive field
+        EmitWindow(w);
+        Emit(Opcode::kMatmul, hw::kFlagWindow, 1, 0, 0, (w.kh * w.kw * w.c + n_ - 1) / n_ << 16);
+        break;
+      default:  // pixels past the output, or no window set yet
+        if (win_.h == 0 && Chance(0.5)) {
+          Emit(Opcode::kMatmul, hw::kFlagWindow, 1, 0, 0);
+        } else {
+          EmitWindow(w);
+          Emit(Opcode::kMatmul, hw::kFlagWindow, 2, 0, 0, w.oh * w.ow - 1);
+        }
+        break;
+    }
   } else {  // bad-operand
     switch (which) {
       case 0:
         Emit(Opcode::kReadHost, 0, 0, 0, 0);
         break;
       case 1:
-        Emit(Opcode::kMatmul, 0x04, 1, 0, 0);
+        Emit(Opcode::kMatmul, 0x08, 1, 0, 0);
         break;
       case 2:
         Emit(Opcode::kActivate, hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0);
@@ -209,10 +320,10 @@ GeneratedProgram Builder::Build() {
   }
 
   // How the program is meant to end.
-  static const char* kKinds[] = {"invalid-opcode",  "address-out-of-range",
-                                 "buffer-overflow", "bad-operand",
-                                 "watchdog",        "no-halt"};
-  g.kind = Chance(0.7) ? "valid" : kKinds[Uniform(0, 5)];
+  static const char* kKinds[] = {"invalid-opcode", "address-out-of-range", "buffer-overflow",
+                                 "bad-operand",    "bad-window",           "watchdog",
+                                 "no-halt"};
+  g.kind = Chance(0.7) ? "valid" : kKinds[Uniform(0, 6)];
 
   // Prologue: every row, set and the active tile the body may read.
   Emit(Opcode::kReadHost, 0, ub_rows_, 0, 0);
@@ -234,6 +345,10 @@ GeneratedProgram Builder::Build() {
       ReadParams();
     else if (pick < 34 && TilesFit())
       ReadWeights(Uniform(1, 3));
+    else if (pick < 40)
+      SetWindow();
+    else if (pick < 50 && win_.h != 0)
+      WindowMatmul(brought_ > switched_ && Chance(0.5));
     else if (pick < 58)
       Matmul(brought_ > switched_ && Chance(0.5));
     else if (pick < 78)

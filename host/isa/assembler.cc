@@ -21,6 +21,10 @@ struct OperandSpec {
   uint64_t min, max;
   uint8_t sets_flag = 0;        // present -> this flag bit is set (read_host params=)
   const char* group = nullptr;  // exactly one operand of a group is given
+  int shift = 0;                // the operand's lowest bit in its field (packed operands)
+  bool optional = false;        // may be left out (zero); printed only when not zero
+  uint8_t when_flag = 0;        // only with this flag (matmul window: first=, ktile=)
+  uint8_t unless_flag = 0;      // only without this flag (matmul stride=)
 };
 
 struct FlagSpec {
@@ -52,13 +56,17 @@ const std::vector<OpSpec>& Specs() {
       {Opcode::kMatmul,
        {{"ub", Field::kSrc, 0, kU16},
         {"acc", Field::kDst, 0, kU16},
-        {"rows", Field::kLength, 1, kU16}},
-       {{"switch", kFlagSwitch}, {"accumulate", kFlagAccumulate}}},
+        {"rows", Field::kLength, 1, kU16},
+        {"stride", Field::kAux, 0, kU16, 0, nullptr, 0, true, 0, kFlagWindow},
+        {"first", Field::kAux, 0, kU16, 0, nullptr, 0, true, kFlagWindow},
+        {"ktile", Field::kAux, 0, kU16, 0, nullptr, 16, true, kFlagWindow}},
+       {{"window", kFlagWindow}, {"switch", kFlagSwitch}, {"accumulate", kFlagAccumulate}}},
       {Opcode::kActivate,
        {{"acc", Field::kSrc, 0, kU16},
         {"ub", Field::kDst, 0, kU16},
         {"rows", Field::kLength, 1, kU16},
-        {"params", Field::kAux, 0, kU16}},
+        {"params", Field::kAux, 0, kU16},
+        {"stride", Field::kAux, 0, kU16, 0, nullptr, 16, true}},
        {{"relu", kFlagRelu}, {"pool=avg", kFlagPoolAvg}, {"pool=max", kFlagPoolMax}}},
       {Opcode::kWriteHost,
        {{"ub", Field::kSrc, 0, kU16},
@@ -67,6 +75,20 @@ const std::vector<OpSpec>& Specs() {
        {}},
       {Opcode::kSync, {}, {}},
       {Opcode::kHalt, {}, {}},
+      {Opcode::kSetWindow,
+       {{"in_h", Field::kSrc, 1, 0xfff},
+        {"in_w", Field::kSrc, 1, 0xfff, 0, nullptr, 12},
+        {"kh", Field::kSrc, 1, 0xf, 0, nullptr, 24},
+        {"kw", Field::kSrc, 1, 0xf, 0, nullptr, 28},
+        {"out_h", Field::kDst, 1, 0xfff},
+        {"out_w", Field::kDst, 1, 0xfff, 0, nullptr, 12},
+        {"stride_y", Field::kDst, 1, 0xf, 0, nullptr, 24},
+        {"stride_x", Field::kDst, 1, 0xf, 0, nullptr, 28},
+        {"channels", Field::kAux, 1, kU16},
+        {"pad_top", Field::kAux, 0, 0xf, 0, nullptr, 16, true},
+        {"pad_left", Field::kAux, 0, 0xf, 0, nullptr, 20, true},
+        {"pixel_bytes", Field::kLength, 1, kU16}},
+       {{"pooled", kFlagPooled}}},
   };
   return specs;
 }
@@ -77,24 +99,7 @@ const OpSpec* FindSpec(Opcode op) {
   return nullptr;
 }
 
-void SetField(Instruction& in, Field f, uint64_t v) {
-  switch (f) {
-    case Field::kSrc:
-      in.src = static_cast<uint32_t>(v);
-      break;
-    case Field::kDst:
-      in.dst = static_cast<uint32_t>(v);
-      break;
-    case Field::kAux:
-      in.aux = static_cast<uint32_t>(v);
-      break;
-    case Field::kLength:
-      in.length = static_cast<uint16_t>(v);
-      break;
-  }
-}
-
-uint64_t GetField(const Instruction& in, Field f) {
+uint64_t WholeField(const Instruction& in, Field f) {
   switch (f) {
     case Field::kSrc:
       return in.src;
@@ -106,6 +111,36 @@ uint64_t GetField(const Instruction& in, Field f) {
       return in.length;
   }
   return 0;
+}
+
+// Operands are bit ranges of a field: [shift, shift + bits of max).
+void SetField(Instruction& in, const OperandSpec& o, uint64_t v) {
+  const uint64_t whole = WholeField(in, o.field) | v << o.shift;
+  switch (o.field) {
+    case Field::kSrc:
+      in.src = static_cast<uint32_t>(whole);
+      break;
+    case Field::kDst:
+      in.dst = static_cast<uint32_t>(whole);
+      break;
+    case Field::kAux:
+      in.aux = static_cast<uint32_t>(whole);
+      break;
+    case Field::kLength:
+      in.length = static_cast<uint16_t>(whole);
+      break;
+  }
+}
+
+uint64_t GetField(const Instruction& in, const OperandSpec& o) {
+  uint64_t mask = 1;
+  while (mask <= o.max) mask <<= 1;
+  return WholeField(in, o.field) >> o.shift & (mask - 1);
+}
+
+// Whether an operand belongs to the instruction with these flags.
+bool Applies(const OperandSpec& o, uint8_t flags) {
+  return (!o.when_flag || (flags & o.when_flag)) && !(flags & o.unless_flag);
 }
 
 std::string Known() {
@@ -210,8 +245,14 @@ Program Assemble(const std::string& text, const std::string& name) {
       if (v < op->min || v > op->max) {
         Fail(where, fmt::format("{}={} is out of range ({}..{})", key, v, op->min, op->max));
       }
-      SetField(in, op->field, v);
+      SetField(in, *op, v);
       in.flags |= op->sets_flag;
+    }
+    for (const OperandSpec& o : spec->operands) {
+      if (seen[o.key] && !Applies(o, in.flags)) {
+        Fail(where, std::string(o.key) + "= " + (o.when_flag ? "needs" : "does not go with") +
+                        " the flag window");
+      }
     }
     if ((in.flags & kFlagPoolAvg) && (in.flags & kFlagPoolMax) && spec->op == Opcode::kActivate) {
       Fail(where, "pool=avg and pool=max together");
@@ -220,7 +261,7 @@ Program Assemble(const std::string& text, const std::string& name) {
     for (const OperandSpec& o : spec->operands) {
       if (o.group) {
         groups[o.group] += seen[o.key] ? 1 : 0;
-      } else if (!seen[o.key]) {
+      } else if (!seen[o.key] && !o.optional) {
         Fail(where, std::string(Mnemonic(spec->op)) + " needs " + o.key + "=");
       }
     }
@@ -258,11 +299,13 @@ std::string Disassemble(const Program& program) {
               other = true;
           if (other) continue;
         }
-        const uint64_t v = GetField(in, o.field);
+        if (!Applies(o, in.flags)) continue;
+        const uint64_t v = GetField(in, o);
+        if (o.optional && v == 0) continue;
         if (v < o.min) rebuilt.opcode = Opcode::kNop;  // not expressible: falls back to raw
         const bool address = o.max == kU32;
         line += address ? fmt::format(" {}=0x{:x}", o.key, v) : fmt::format(" {}={}", o.key, v);
-        SetField(rebuilt, o.field, v);
+        SetField(rebuilt, o, v);
         rebuilt.flags |= o.sets_flag;
       }
       for (const FlagSpec& f : spec->flags) {

@@ -15,9 +15,11 @@ namespace tpu::isa {
 using hw::kFlagAccumulate;
 using hw::kFlagParams;
 using hw::kFlagPoolAvg;
+using hw::kFlagPooled;
 using hw::kFlagPoolMax;
 using hw::kFlagRelu;
 using hw::kFlagSwitch;
+using hw::kFlagWindow;
 using hw::Opcode;
 
 // One decoded instruction. Field use per opcode is in docs/isa.md.

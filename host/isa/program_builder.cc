@@ -41,18 +41,55 @@ void ProgramBuilder::ReadWeights(uint64_t weight_addr, uint64_t tiles) {
 }
 
 void ProgramBuilder::Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bool switch_tile,
-                            bool accumulate) {
+                            bool accumulate, uint64_t stride) {
+  if (stride < 1 || stride > 0xffff) throw std::invalid_argument("matmul: stride out of range");
   Add(Opcode::kMatmul,
       static_cast<uint8_t>((switch_tile ? kFlagSwitch : 0) | (accumulate ? kFlagAccumulate : 0)),
-      rows, ub_row, acc_row, 0);
+      rows, ub_row, acc_row, stride == 1 ? 0 : stride);
+}
+
+void ProgramBuilder::SetWindow(const WindowGeometry& g) {
+  auto fits = [](const char* what, uint64_t v, uint64_t max) {
+    if (v > max)
+      throw std::invalid_argument(std::string("set_window: ") + what + " " + std::to_string(v) +
+                                  " does not fit the instruction word");
+  };
+  fits("in_h", g.in_h, 0xfff);
+  fits("in_w", g.in_w, 0xfff);
+  fits("out_h", g.out_h, 0xfff);
+  fits("out_w", g.out_w, 0xfff);
+  fits("kh", g.kh, 0xf);
+  fits("kw", g.kw, 0xf);
+  fits("stride_y", g.stride_y, 0xf);
+  fits("stride_x", g.stride_x, 0xf);
+  fits("pad_top", g.pad_top, 0xf);
+  fits("pad_left", g.pad_left, 0xf);
+  fits("channels", g.channels, 0xffff);
+  Add(Opcode::kSetWindow, g.pooled ? kFlagPooled : 0, g.pixel_bytes,
+      g.in_h | g.in_w << 12 | g.kh << 24 | g.kw << 28,
+      g.out_h | g.out_w << 12 | g.stride_y << 24 | g.stride_x << 28,
+      g.channels | g.pad_top << 16 | g.pad_left << 20);
+}
+
+void ProgramBuilder::MatmulWindow(uint64_t ub_row, uint64_t acc_row, uint64_t rows, uint64_t first,
+                                  uint64_t ktile, bool switch_tile, bool accumulate) {
+  if (first > 0xffff || ktile > 0xffff)
+    throw std::invalid_argument("matmul window: first or ktile does not fit the instruction word");
+  Add(Opcode::kMatmul,
+      static_cast<uint8_t>(kFlagWindow | (switch_tile ? kFlagSwitch : 0) |
+                           (accumulate ? kFlagAccumulate : 0)),
+      rows, ub_row, acc_row, first | ktile << 16);
 }
 
 void ProgramBuilder::Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows, uint64_t param_set,
-                              bool relu, Pool pool) {
+                              bool relu, Pool pool, uint64_t stride) {
   const uint8_t flags =
       static_cast<uint8_t>((relu ? kFlagRelu : 0) | (pool == Pool::kAvg ? kFlagPoolAvg : 0) |
                            (pool == Pool::kMax ? kFlagPoolMax : 0));
-  Add(Opcode::kActivate, flags, rows, acc_row, ub_row, param_set);
+  if (param_set > 0xffff || stride < 1 || stride > 0xffff)
+    throw std::invalid_argument("activate: parameter set or stride out of range");
+  Add(Opcode::kActivate, flags, rows, acc_row, ub_row,
+      param_set | (stride == 1 ? 0 : stride) << 16);
 }
 
 void ProgramBuilder::WriteHost(uint64_t ub_row, uint64_t host_addr, uint64_t rows) {

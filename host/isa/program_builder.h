@@ -11,14 +11,30 @@ namespace tpu::isa {
 
 enum class Pool { kNone, kAvg, kMax };
 
+// The geometry of set_window (docs/isa.md).
+struct WindowGeometry {
+  uint64_t in_h = 0, in_w = 0, channels = 0, pixel_bytes = 0;
+  uint64_t kh = 1, kw = 1, stride_y = 1, stride_x = 1, pad_top = 0, pad_left = 0;
+  uint64_t out_h = 0, out_w = 0;
+  bool pooled = false;
+};
+
 class ProgramBuilder {
  public:
   void ReadHost(uint64_t host_addr, uint64_t ub_row, uint64_t rows);
   void ReadParams(uint64_t host_addr, uint64_t first_set, uint64_t sets);
   void ReadWeights(uint64_t weight_addr, uint64_t tiles);
-  void Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bool switch_tile, bool accumulate);
+  // `stride`: rows between the rows read (1: contiguous).
+  void Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bool switch_tile, bool accumulate,
+              uint64_t stride = 1);
+  void SetWindow(const WindowGeometry& g);
+  // Rows formed by the window stage: output pixels [first, first + rows) of the window set
+  // last, K-tile `ktile` of their receptive fields, from the map starting at `ub_row`.
+  void MatmulWindow(uint64_t ub_row, uint64_t acc_row, uint64_t rows, uint64_t first,
+                    uint64_t ktile, bool switch_tile, bool accumulate);
+  // `stride`: rows between the rows written (1: contiguous).
   void Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows, uint64_t param_set, bool relu,
-                Pool pool);
+                Pool pool, uint64_t stride = 1);
   void WriteHost(uint64_t ub_row, uint64_t host_addr, uint64_t rows);
   void Sync();
   void Halt();

@@ -55,6 +55,7 @@ RunReport BuildRunReport(const compiler::TpuRunResult& r, const std::string& mod
   rep.config = config;
   rep.table = table;
   rep.images = r.images;
+  rep.plan = r.plan;
   rep.batch = batch;
   rep.checked = r.checked;
   rep.correct = r.correct;
@@ -110,6 +111,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"engine", r.engine},
       {"images", r.images},
       {"batch", r.batch},
+      {"plan", r.plan},
       {"checked", r.checked},
       {"cycles", t.Cycles()},
       {"macs", t.macs},
@@ -159,6 +161,7 @@ std::string FormatRunText(const RunReport& r) {
                 "of {}\n",
                 r.model, r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz,
                 r.engine, r.images, r.batch);
+  if (!r.plan.empty()) s += "  plan       " + r.plan + "\n";
   if (r.topology && r.checked) {
     s += fmt::format(
         "  bit-exact  {} (every layer's int8 outputs, random data, against the CPU reference; "

@@ -38,6 +38,7 @@ struct RunReport {
   EnergyTable table;
   int64_t images = 0;
   int batch = 0;
+  std::string plan;     // how the model was lowered (compiler::TpuRunResult::plan)
   bool checked = true;  // values checked against the CPU int8 reference
   // A topology file's layers with random data (compiler/topology.h), not a model: no
   // accuracy; `mismatches` counts layers whose outputs differ from the CPU reference.

@@ -14,10 +14,12 @@ class RunCliTest : public CliFixture {};
 
 TEST_F(RunCliTest, ReportLayersAddUpToTheTotals) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
-  const Outcome o =
-      Run("run --images 40 --batch 20 --json " + P("r.json") + " --csv " + P("r.csv"));
+  // Layer jobs, so that there are rows to add up (the whole network is one row).
+  const Outcome o = Run("run --images 40 --batch 20 --host-im2col --json " + P("r.json") +
+                        " --csv " + P("r.csv"));
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("bit-exact  yes"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("plan       layer jobs (--host-im2col)"), std::string::npos) << o.out;
   const auto j = nlohmann::json::parse(Slurp(P("r.json")));
   for (const char* key : {"accuracy", "images", "bit_exact", "cycles", "macs", "ops_per_cycle",
                           "utilization", "energy_pj", "layers"}) {
@@ -76,14 +78,27 @@ TEST_F(RunCliTest, TraceWindowSpansTheLayerJobs) {
 
 TEST_F(RunCliTest, CompiledLayerRunsWithExec) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
-  const Outcome c = Run("compile --config teach-4 --images 2 --out " + P("prog"));
+  // The whole network as one job (what run runs), and with --host-im2col one job per layer.
+  const Outcome n = Run("compile --config small-16 --images 2 --out " + P("net"));
+  ASSERT_EQ(n.exit_code, 0) << n.err;
+  for (const char* f : {"network.asm", "network.host.bin", "network.weights.bin", "jobs.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(P("net/") + f)) << f;
+  }
+  EXPECT_NE(Slurp(P("net/network.asm")).find("set_window"), std::string::npos);
+  const Outcome ne =
+      Run("exec " + P("net/network.asm") + " --config small-16 --host-in " +
+          P("net/network.host.bin") + " --weights-in " + P("net/network.weights.bin"));
+  ASSERT_EQ(ne.exit_code, 0) << ne.err;
+  EXPECT_NE(ne.out.find("status    halted (chip status: ok)"), std::string::npos);
+  const Outcome c = Run("compile --config teach-4 --images 2 --host-im2col --out " + P("prog"));
   ASSERT_EQ(c.exit_code, 0) << c.err;
   for (const char* f :
        {"conv1+pool1.asm", "conv1+pool1.host.bin", "conv1+pool1.weights.bin", "fc3.asm"}) {
     EXPECT_TRUE(std::filesystem::exists(P("prog/") + f)) << f;
   }
   // Deterministic: compiling again gives the same bytes.
-  ASSERT_EQ(Run("compile --config teach-4 --images 2 --out " + P("prog2")).exit_code, 0);
+  ASSERT_EQ(Run("compile --config teach-4 --images 2 --host-im2col --out " + P("prog2")).exit_code,
+            0);
   for (const char* f :
        {"conv1+pool1.asm", "conv2+pool2.host.bin", "fc1.weights.bin", "jobs.json"}) {
     EXPECT_EQ(Slurp(P("prog/") + f), Slurp(P("prog2/") + f)) << f;

@@ -203,12 +203,18 @@ void ExpectBitExact(const char* preset, int batch, engine::EngineKind kind) {
   const nn::Model m = SecondCnn();
   const data::MnistSet images = test::RandomImages(m, 20, 7);
   const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), {});
+  // Layer jobs (host im2col), then the whole network as one program per batch.
   const TpuRunResult r =
-      RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, batch);
+      RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, batch, {}, true);
   ASSERT_EQ(r.logits.size(), 20u);
   ExpectExactAndVaried(r, 10);
   EXPECT_EQ(r.layers.size(), 4u);
   EXPECT_EQ(r.layers[0].name, "l0+l1");
+  const TpuRunResult w =
+      RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, batch);
+  EXPECT_EQ(w.plan.rfind("whole network", 0), 0u) << w.plan;
+  EXPECT_EQ(w.logits, r.logits);
+  ExpectExactAndVaried(w, 10);
 }
 
 class CompilerEngineTest : public ::testing::TestWithParam<engine::EngineKind> {};
@@ -280,10 +286,17 @@ void ExpectThirdCnnBitExact(const char* preset, engine::EngineKind kind) {
     }
   }
   const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), {});
-  const TpuRunResult r = RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 5);
+  const TpuRunResult r =
+      RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 5, {}, true);
   ExpectExactAndVaried(r, 5);
   // The depthwise layer's useful MACs: 6 x 4 outputs x 9 taps x 3 channels, not the zeros.
   EXPECT_EQ(r.layers[1].macs, images.count * 6 * 4 * 9 * 3);
+  // The whole network in one program: windows of every kind (uneven padding, stride 2, the
+  // average poolings as convolutions, a window of the whole map).
+  const TpuRunResult w = RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 5);
+  EXPECT_EQ(w.plan.rfind("whole network", 0), 0u) << w.plan;
+  ExpectExactAndVaried(w, 5);
+  EXPECT_EQ(w.TotalMacs(), r.TotalMacs());
 }
 
 TEST_P(CompilerEngineTest, ImportedLayerKindsAreBitExactOnTeach4) {

@@ -306,6 +306,65 @@ TEST_P(ChipTest, PoolingRowsNotAMultipleOfFourAreABadOperand) {
   EXPECT_EQ(r.chip_status, "bad-operand");
 }
 
+// A window whose map reaches past the unified buffer: like every other range.
+TEST_P(ChipTest, WindowPastTheUnifiedBufferIsReported) {
+  // teach-4: 16,384 rows of 4 bytes; a 10 x 10 map of 4-byte pixels is 100 rows.
+  const std::string window =
+      "set_window in_h=10 in_w=10 kh=3 kw=3 out_h=8 out_w=8 stride_y=1 stride_x=1 channels=4 "
+      "pixel_bytes=4\n";
+  const auto chip = Make(config::LoadConfig("teach-4"));  // one SystemC chip per process
+  auto r = chip->Run(Job(window + "matmul ub=16300 acc=0 rows=4 window\nhalt\n"));
+  EXPECT_EQ(r.chip_status, "buffer-overflow");
+  EXPECT_EQ(r.error_pc, 1u);
+  EXPECT_EQ(r.counters.macs, 0u);
+  r = chip->Run(Job(window + "matmul ub=16384 acc=0 rows=4 window\nhalt\n"));
+  EXPECT_EQ(r.chip_status, "address-out-of-range");
+  r = chip->Run(Job(window + "matmul ub=16284 acc=0 rows=4 window\nhalt\n"));
+  EXPECT_EQ(r.chip_status, "ok");  // the last 100 rows
+}
+
+// Inconsistent geometry, or a matmul outside the window, stops the chip with bad-window
+// before anything moves.
+TEST_P(ChipTest, InconsistentWindowsAreABadWindow) {
+  const std::string ok_geometry =
+      "in_h=6 in_w=6 kh=3 kw=3 stride_y=1 stride_x=1 channels=2 pixel_bytes=2";
+  const std::vector<std::pair<std::string, uint64_t>> programs = {
+      // padding as large as the kernel
+      {"set_window " + ok_geometry + " out_h=6 out_w=6 pad_top=3\n", 0},
+      // the last output window starts below the (padded) map
+      {"set_window " + ok_geometry + " out_h=8 out_w=6 pad_top=1\n", 0},
+      // pooling order of an odd size
+      {"set_window " + ok_geometry + " out_h=4 out_w=3 pooled\n", 0},
+      // a pixel shorter than its channels
+      {"set_window in_h=6 in_w=6 kh=3 kw=3 stride_y=1 stride_x=1 channels=4 pixel_bytes=2 "
+       "out_h=4 out_w=4\n",
+       0},
+      // reserved bits (aux 24-31)
+      {"raw 0x1000002110040043300600600020008\n", 0},
+      // a matmul window with no window set
+      {"nop\nmatmul ub=0 acc=0 rows=1 window\n", 1},
+      // a K-tile past the receptive field (3 x 3 x 2 = 18 values: 5 tiles of 4)
+      {"set_window " + ok_geometry + " out_h=4 out_w=4\nmatmul ub=0 acc=0 rows=1 ktile=5 window\n",
+       1},
+      // pixels past the output (16 of them)
+      {"set_window " + ok_geometry + " out_h=4 out_w=4\nmatmul ub=0 acc=0 rows=2 first=15 window\n",
+       1},
+  };
+  const auto chip = Make(config::LoadConfig("teach-4"));  // one SystemC chip per process
+  for (const auto& [program, pc] : programs) {
+    const auto r = chip->Run(Job(program + "halt\n"));
+    EXPECT_EQ(r.state, "error") << program;
+    EXPECT_EQ(r.chip_status, "bad-window") << program;
+    EXPECT_EQ(r.error_pc, pc) << program;
+    EXPECT_EQ(r.counters.macs, 0u);
+  }
+  // The same geometry, consistent, runs.
+  const auto r =
+      chip->Run(Job("set_window " + ok_geometry +
+                    " out_h=4 out_w=4\nmatmul ub=0 acc=0 rows=16 ktile=4 window\nhalt\n"));
+  EXPECT_EQ(r.chip_status, "ok");
+}
+
 TEST_P(ChipTest, ParameterSetOutOfRangeIsReported) {
   const auto r = RunChip(GetParam(), "teach-4", "activate acc=0 ub=0 rows=4 params=32\nhalt\n");
   EXPECT_EQ(r.chip_status, "address-out-of-range");

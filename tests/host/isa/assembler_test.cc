@@ -62,9 +62,35 @@ TEST(IsaTest, EveryFlagAndOperandRoundTrips) {
       "nop\nread_host host=0xffffffff ub=65535 rows=65535\nread_weights addr=0x10 tiles=1\n"
       "matmul ub=1 acc=2 rows=3\nactivate acc=1 ub=2 rows=4 params=9 pool=max\n"
       "activate acc=1 ub=2 rows=4 params=9 relu pool=avg\nwrite_host ub=5 host=0x40 rows=2\n"
-      "sync\nhalt\n";
+      "sync\nhalt\n"
+      "matmul ub=1 acc=2 rows=3 stride=36 switch\n"
+      "activate acc=1 ub=2 rows=4 params=9 stride=3 pool=max\n"
+      "set_window in_h=28 in_w=27 kh=5 kw=3 out_h=12 out_w=14 stride_y=2 stride_x=1 "
+      "channels=6 pad_top=2 pad_left=1 pixel_bytes=16 pooled\n"
+      "matmul ub=7 acc=8 rows=9 first=4 ktile=3 window accumulate\n";
   const Program p = Assemble(text, "t.asm");
   EXPECT_EQ(Assemble(Disassemble(p), "again").words, p.words) << Disassemble(p);
+}
+
+// The packed operands land in their bits (docs/isa.md).
+TEST(IsaTest, WindowOperandsAreEncodedInTheirBits) {
+  const Program p = Assemble(
+      "set_window in_h=28 in_w=27 kh=5 kw=3 out_h=12 out_w=14 stride_y=2 stride_x=1 "
+      "channels=6 pad_top=2 pad_left=1 pixel_bytes=16 pooled\n"
+      "matmul ub=7 acc=8 rows=9 first=4 ktile=3 window\nmatmul ub=7 acc=8 rows=9 stride=5\n"
+      "activate acc=0 ub=0 rows=4 params=2 stride=3\n",
+      "t.asm");
+  const Instruction w = Decode(p.words[0]);
+  EXPECT_EQ(w.opcode, Opcode::kSetWindow);
+  EXPECT_EQ(w.flags, kFlagPooled);
+  EXPECT_EQ(w.length, 16);
+  EXPECT_EQ(w.src, 28u | 27u << 12 | 5u << 24 | 3u << 28);
+  EXPECT_EQ(w.dst, 12u | 14u << 12 | 2u << 24 | 1u << 28);
+  EXPECT_EQ(w.aux, 6u | 2u << 16 | 1u << 20);
+  EXPECT_EQ(Decode(p.words[1]).aux, 4u | 3u << 16);
+  EXPECT_EQ(Decode(p.words[1]).flags, kFlagWindow);
+  EXPECT_EQ(Decode(p.words[2]).aux, 5u);
+  EXPECT_EQ(Decode(p.words[3]).aux, 2u | 3u << 16);
 }
 
 TEST(IsaTest, UnknownOpcodesAndReservedBitsBecomeRaw) {
@@ -79,7 +105,7 @@ TEST(IsaTest, UnknownOpcodesAndReservedBitsBecomeRaw) {
 TEST(IsaTest, AssemblerErrorsNameTheLine) {
   EXPECT_EQ(ErrorOf("nop\n\nmatmull ub=1"),
             "t.asm:3: unknown instruction 'matmull' (known: nop, read_host, read_weights, "
-            "matmul, activate, write_host, sync, halt, raw)");
+            "matmul, activate, write_host, sync, halt, set_window, raw)");
   EXPECT_EQ(ErrorOf("matmul ub=1 rows=2"), "t.asm:1: matmul needs acc=");
   EXPECT_NE(ErrorOf("matmul ub=1 acc=0 rows=2 fast").find("'fast' is not an operand of matmul"),
             std::string::npos);
@@ -96,6 +122,12 @@ TEST(IsaTest, AssemblerErrorsNameTheLine) {
   EXPECT_EQ(ErrorOf("read_weights addr=1 addr=2 tiles=1"), "t.asm:1: addr= given twice");
   EXPECT_EQ(ErrorOf("activate acc=0 ub=0 rows=4 params=0 pool=avg pool=max"),
             "t.asm:1: pool=avg and pool=max together");
+  EXPECT_EQ(ErrorOf("matmul ub=1 acc=0 rows=2 first=3"), "t.asm:1: first= needs the flag window");
+  EXPECT_EQ(ErrorOf("matmul ub=1 acc=0 rows=2 stride=3 window"),
+            "t.asm:1: stride= does not go with the flag window");
+  EXPECT_EQ(ErrorOf("set_window in_h=4 in_w=4 kh=16 kw=3 out_h=2 out_w=2 stride_y=1 stride_x=1 "
+                    "channels=1 pixel_bytes=1"),
+            "t.asm:1: kh=16 is out of range (1..15)");
   EXPECT_EQ(ErrorOf("raw 12"),
             "t.asm:1: raw needs one hex value of up to 32 digits, like raw 0x07");
   EXPECT_EQ(ErrorOf("; only a comment\n  # another\n"), "");

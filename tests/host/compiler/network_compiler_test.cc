@@ -1,0 +1,120 @@
+// Whole networks as one program per batch (host/compiler/network_compiler.h): every prefix
+// of LeNet agrees with the CPU int8 reference's output of that layer, on both engines.
+#include "host/compiler/network_compiler.h"
+
+#include <gtest/gtest.h>
+
+#include "host/common/errors.h"
+#include "host/compiler/tpu_runner.h"
+#include "host/data/mnist.h"
+#include "host/nn/int8_net.h"
+#include "host/nn/int8_ops.h"
+#include "tests/host/nn/nn_test_util.h"
+
+namespace tpu::compiler {
+namespace {
+
+// The model up to layer `last` (inclusive).
+nn::Model Prefix(const nn::Model& m, size_t last) {
+  nn::Model p = m;
+  p.layers.resize(last + 1);
+  return p;
+}
+
+// Random 32 x 32 images with the zero border of preprocess mnist32 (28 x 28 inside).
+data::MnistSet MnistLike(const nn::Model& m, int count, uint64_t seed) {
+  data::MnistSet set = test::RandomImages(m, count, seed);
+  for (int64_t i = 0; i < set.count; ++i)
+    for (int y = 0; y < 32; ++y)
+      for (int x = 0; x < 32; ++x)
+        if (y < 2 || y >= 30 || x < 2 || x >= 30)
+          set.pixels[static_cast<size_t>(i * 1024 + y * 32 + x)] = 0;
+  return set;
+}
+
+// Runs the network program on `kind` and compares every image's output with the reference.
+void ExpectPrefixesExact(const nn::Model& m, const char* preset, engine::EngineKind kind,
+                         int images, int batch) {
+  const data::MnistSet set = MnistLike(m, images, 3);
+  const nn::Int8Net net(m);
+  const auto ref = net.Forward(set.pixels.data(), images);
+  for (size_t last = 0; last < m.layers.size(); ++last) {
+    if (m.layers[last].type == nn::LayerType::kFlatten) continue;
+    if (last + 1 < m.layers.size() && (m.layers[last + 1].type == nn::LayerType::kMaxPool2d ||
+                                       m.layers[last + 1].type == nn::LayerType::kAvgPool2d))
+      continue;  // fused with the next layer
+    const nn::Model p = Prefix(m, last);
+    const NetworkCompiler nc(p, config::LoadConfig(preset), batch);
+    if (!nc.Fits() && last + 1 < m.layers.size()) continue;  // a prefix's whole-batch output
+    ASSERT_TRUE(nc.Fits()) << nc.WhyNot();
+    std::vector<int8_t> act(static_cast<size_t>(batch * m.input.Size()));
+    for (size_t i = 0; i < act.size(); ++i) act[i] = nn::QuantizePixel(set.pixels[i]);
+    const LayerJob job = nc.Build(act, batch);
+    // A fresh chip each time: memories left by an earlier run could hide a read too early.
+    const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), {});
+    const engine::ExecResult e = chip->Run(job.exec);
+    ASSERT_TRUE(e.ok) << e.message;
+    const std::vector<int8_t> got = nc.Decode(e.host_out, batch);
+    const nn::MatrixI8& want = ref[last];
+    ASSERT_EQ(static_cast<int64_t>(got.size()), want.rows() * want.cols() * batch / images);
+    int64_t bad = 0;
+    for (int b = 0; b < batch; ++b)
+      for (int64_t c = 0; c < want.cols(); ++c)
+        bad += got[static_cast<size_t>(b * want.cols() + c)] != want(b, c);
+    EXPECT_EQ(bad, 0) << "up to layer " << last << " (" << nc.Name() << ")";
+  }
+}
+
+TEST(NetworkCompilerTest, LenetPrefixesAreBitExactFast) {
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  ExpectPrefixesExact(m, "small-16", engine::EngineKind::kFast, 64, 64);
+}
+
+// The RTL runs the whole LeNet program bit-exact (one SystemC chip per test process).
+TEST(NetworkCompilerTest, LenetIsBitExactOnTheRtl) {
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  const data::MnistSet set = MnistLike(m, 8, 4);
+  const auto chip =
+      engine::MakeChipEngine(engine::EngineKind::kRtl, config::LoadConfig("small-16"), {});
+  const TpuRunResult r = RunModelOnTpu(m, *chip, set.pixels.data(), nullptr, 8, 8);
+  EXPECT_EQ(r.plan.rfind("whole network", 0), 0u) << r.plan;
+  EXPECT_EQ(r.mismatches, 0);
+  ASSERT_EQ(r.layers.size(), 1u);
+  EXPECT_EQ(r.layers[0].jobs, 1);
+}
+
+// The zero border of mnist32 is the first convolution's padding: the host sends 28 x 28, and
+// an image whose border is not zero is refused, not computed wrong.
+TEST(NetworkCompilerTest, TheMnistBorderIsPaddingOnTheChip) {
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  const NetworkCompiler nc(m, config::LoadConfig("small-16"), 2);
+  std::vector<int8_t> act(2 * 1024, 0);
+  act[5 * 32 + 5] = 7;
+  const LayerJob job = nc.Build(act, 2);
+  EXPECT_EQ(job.exec.program.words.size() > 0, true);
+  // Image rows: 28 x 28 bytes = 49 rows of 16 per image, then the parameters.
+  EXPECT_EQ(job.exec.host_image[(5 - 2) * 28 + (5 - 2)], 7);
+  act[1 * 32 + 5] = 1;
+  try {
+    nc.Build(act, 2);
+    ADD_FAILURE() << "a nonzero border was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("border"), std::string::npos) << e.what();
+  }
+}
+
+// What does not fit one program runs as layer jobs, and says why.
+TEST(NetworkCompilerTest, WhatDoesNotFitSaysWhy) {
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  config::TpuConfig c = config::LoadConfig("small-16");
+  c.ub_depth_rows = 4096;
+  const NetworkCompiler nc(m, c, 64);
+  EXPECT_FALSE(nc.Fits());
+  EXPECT_NE(nc.WhyNot().find("unified-buffer rows"), std::string::npos) << nc.WhyNot();
+  EXPECT_TRUE(NetworkCompiler(m, c, 8).Fits());
+  c.param_sets = 8;
+  EXPECT_NE(NetworkCompiler(m, c, 8).WhyNot().find("parameter sets"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpu::compiler
