@@ -33,7 +33,7 @@ struct RunArgs {
   std::string energy = report::DefaultEnergyTablePath();
   std::string topology;
   uint64_t seed = 1;
-  int batch = 16;
+  int batch = 64;
   bool host_im2col = false;
 };
 

@@ -66,7 +66,7 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
       if (l.kernel_h > kWindowSmall || l.kernel_w > kWindowSmall || l.stride > kWindowSmall ||
           l.pad_top >= l.kernel_h || l.pad_left >= l.kernel_w || l.in.h > kWindowSize ||
           l.in.w > kWindowSize || s.out_h > kWindowSize || s.out_w > kWindowSize ||
-          s.rows > kField16 || s.kt > kField16 || in_pixel > kField16 || l.in.c > kField16) {
+          s.rows > kField16 + 1 || s.kt > kField16 || in_pixel > kField16 || l.in.c > kField16) {
         no("layer '" + step.Name(model) + "' does not fit the window registers");
       }
     } else {
@@ -253,14 +253,13 @@ LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const
     const int64_t slot = s.slots >= batch_ ? i : i % s.slots;
     return s.ub + slot * image_rows(s);
   };
-  auto read_images = [&](int64_t k) {
+  auto read_images = [&](int64_t k) {  // the group's images: contiguous rows, in pieces
     const int64_t i0 = k * group_, count = std::min<int64_t>(group_, b - i0);
-    for (int64_t i = i0; i < i0 + count;) {
-      const int64_t m =
-          std::max<int64_t>(1, std::min<int64_t>(i0 + count - i, kField16 / in_rows_));
-      p.ReadHost(static_cast<uint64_t>(i * in_rows_ * n),
-                 static_cast<uint64_t>(ub_in_ + i * in_rows_), static_cast<uint64_t>(m * in_rows_));
-      i += m;
+    const int64_t first = i0 * in_rows_, rows = count * in_rows_;
+    for (int64_t r0 = 0; r0 < rows; r0 += kField16) {
+      p.ReadHost(static_cast<uint64_t>((first + r0) * n),
+                 static_cast<uint64_t>(ub_in_ + first + r0),
+                 static_cast<uint64_t>(std::min(kField16, rows - r0)));
     }
   };
   // One convolution for the images of group k.
@@ -402,7 +401,10 @@ LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const
     }
   }
   end_pass();
-  p.WriteHost(static_cast<uint64_t>(last.ub), y_addr, static_cast<uint64_t>(out_rows));
+  for (int64_t r0 = 0; r0 < out_rows; r0 += kField16) {
+    p.WriteHost(static_cast<uint64_t>(last.ub + r0), y_addr + static_cast<uint64_t>(r0 * n),
+                static_cast<uint64_t>(std::min(kField16, out_rows - r0)));
+  }
   p.Halt();
   ex.program = p.Take();
   job.rows = b;
