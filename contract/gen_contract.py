@@ -59,6 +59,12 @@ def load():
     for fl in c["flag"]:
         if fl["opcode"] not in opnames:
             sys.exit(f"{TABLE}: flag {fl['name']} names unknown opcode {fl['opcode']}")
+    widths = {w["field"]: 8 * w["bytes"] for w in c["word"]}
+    for od in c["operand"]:
+        if od["opcode"] not in opnames or od["field"] not in widths or \
+                od["lsb"] + od["bits"] > widths[od["field"]]:
+            sys.exit(f"{TABLE}: operand {od['opcode']} {od['name']} names an unknown opcode or "
+                     f"field, or does not fit it")
     if c["counters"]["first_register"] <= max(r["index"] for r in c["register"]):
         sys.exit(f"{TABLE}: counters must start after the last register")
     return c
@@ -94,6 +100,12 @@ def gen_sv(c):
     for fl in c["flag"]:
         out.append(f"localparam int unsigned Flag{camel(fl['name'])} = {fl['bit']};  "
                    f"// {fl['opcode']}")
+    out.append("")
+    out.append("// Packed operands: bits [Lsb, Lsb + Bits) of their field (docs/isa.md).")
+    for od in c["operand"]:
+        n = f"Opd{camel(od['opcode'])}{camel(od['name'])}"
+        out.append(f"localparam int unsigned {n}Lsb = {od['lsb']};  // {od['field']}")
+        out.append(f"localparam int unsigned {n}Bits = {od['bits']};")
     out.append("")
     p = c["param_set"]
     out.append("// A VPU parameter set: ParamRows rows of ArrayDim bytes.")
@@ -158,6 +170,19 @@ def gen_cpp(c):
     for fl in c["flag"]:
         o.append(f"inline constexpr uint8_t kFlag{camel(fl['name'])} = 1u << {fl['bit']};  "
                  f"// {fl['opcode']}: {fl['doc']}")
+    o.append("")
+    o.append("// Packed operands: bits [lsb, lsb + bits) of a field of the word (docs/isa.md).")
+    o.append("struct Operand {")
+    o.append("  int lsb, bits;")
+    o.append("  constexpr uint32_t Get(uint32_t field) const {")
+    o.append("    return bits == 32 ? field : field >> lsb & ((1u << bits) - 1);")
+    o.append("  }")
+    o.append("  constexpr uint32_t Put(uint64_t v) const { return static_cast<uint32_t>(v << lsb); }")
+    o.append("  constexpr uint64_t Max() const { return (uint64_t{1} << bits) - 1; }")
+    o.append("};")
+    for od in c["operand"]:
+        o.append(f"inline constexpr Operand kOpd{camel(od['opcode'])}{camel(od['name'])} = "
+                 f"{{{od['lsb']}, {od['bits']}}};  // {od['field']}: {od['doc']}")
     o.append("")
     p = c["param_set"]
     o.append("// A VPU parameter set: kParamRows rows of N bytes (docs/isa.md).")
@@ -281,6 +306,10 @@ def doc_blocks(c):
                      op["length"], flags, op["doc"]))
     blocks["opcodes"] = md_table(("opcode", "mnemonic", "src", "dst", "length", "flags",
                                   "what it does"), rows)
+    blocks["operands"] = md_table(("instruction", "operand", "bits", "meaning"), [
+        (f"`{od['opcode']}`", f"`{od['name']}=`",
+         f"{od['field']} {od['lsb']}-{od['lsb'] + od['bits'] - 1}", od["doc"])
+        for od in c["operand"]])
     p = c["param_set"]
     blocks["param-set"] = md_table(("rows", "what"), [
         (f"{p['bias_row']} .. {p['bias_row'] + 3}", "N int32 biases, little-endian, lane 0 first"),

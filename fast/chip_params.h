@@ -52,9 +52,11 @@ struct Decoded {
   int unit = -1;                       // hw::kUnit*, or -1 (retired by the controller)
   bool sync = false;                   // sync or halt: waits for every unit
   bool pooled = false;
-  uint32_t out_rows = 0;  // activate: rows written (len / 4 with pooling)
-  uint32_t step = 1;      // matmul: rows between rows read; activate: between rows written
-  Window window;          // matmul window: the geometry it walks; set_window: the new one
+  uint32_t out_rows = 0;          // activate: rows written (len / 4 with pooling)
+  uint32_t step = 1;              // matmul: rows between rows read; activate: between rows written
+  uint32_t first = 0, ktile = 0;  // matmul window: the first output pixel, the K-tile
+  uint32_t param_set = 0;         // activate
+  Window window;                  // matmul window: the geometry it walks; set_window: the new one
   Footprint fp;
 };
 
@@ -100,25 +102,26 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
       Window& nw = d.window;
       nw.valid = true;
       nw.pooled = f & hw::kFlagPooled;
-      nw.in_h = d.src & 0xfff;
-      nw.in_w = d.src >> 12 & 0xfff;
-      nw.kh = d.src >> 24 & 0xf;
-      nw.kw = d.src >> 28;
-      nw.out_h = d.dst & 0xfff;
-      nw.out_w = d.dst >> 12 & 0xfff;
-      nw.stride_y = d.dst >> 24 & 0xf;
-      nw.stride_x = d.dst >> 28;
-      nw.channels = d.aux & 0xffff;
-      nw.pad_top = d.aux >> 16 & 0xf;
-      nw.pad_left = d.aux >> 20 & 0xf;
-      nw.pixel_bytes = d.len;
-      const bool bad = nw.in_h == 0 || nw.in_w == 0 || nw.kh == 0 || nw.kw == 0 || nw.out_h == 0 ||
-                       nw.out_w == 0 || nw.stride_y == 0 || nw.stride_x == 0 || nw.channels == 0 ||
-                       nw.pixel_bytes < nw.channels || nw.pad_top >= nw.kh ||
-                       nw.pad_left >= nw.kw ||
-                       (nw.out_h - 1) * nw.stride_y > nw.in_h - 1 + nw.pad_top ||
-                       (nw.out_w - 1) * nw.stride_x > nw.in_w - 1 + nw.pad_left ||
-                       (nw.pooled && ((nw.out_h & 1) || (nw.out_w & 1))) || (d.aux >> 24) != 0;
+      nw.in_h = hw::kOpdSetWindowInH.Get(d.src);
+      nw.in_w = hw::kOpdSetWindowInW.Get(d.src);
+      nw.kh = hw::kOpdSetWindowKh.Get(d.src);
+      nw.kw = hw::kOpdSetWindowKw.Get(d.src);
+      nw.out_h = hw::kOpdSetWindowOutH.Get(d.dst);
+      nw.out_w = hw::kOpdSetWindowOutW.Get(d.dst);
+      nw.stride_y = hw::kOpdSetWindowStrideY.Get(d.dst);
+      nw.stride_x = hw::kOpdSetWindowStrideX.Get(d.dst);
+      nw.channels = hw::kOpdSetWindowChannels.Get(d.aux);
+      nw.pad_top = hw::kOpdSetWindowPadTop.Get(d.aux);
+      nw.pad_left = hw::kOpdSetWindowPadLeft.Get(d.aux);
+      nw.pixel_bytes = hw::kOpdSetWindowPixelBytes.Get(d.len);
+      const bool bad =
+          nw.in_h == 0 || nw.in_w == 0 || nw.kh == 0 || nw.kw == 0 || nw.out_h == 0 ||
+          nw.out_w == 0 || nw.stride_y == 0 || nw.stride_x == 0 || nw.channels == 0 ||
+          nw.pixel_bytes < nw.channels || nw.pad_top >= nw.kh || nw.pad_left >= nw.kw ||
+          (nw.out_h - 1) * nw.stride_y > nw.in_h - 1 + nw.pad_top ||
+          (nw.out_w - 1) * nw.stride_x > nw.in_w - 1 + nw.pad_left ||
+          (nw.pooled && ((nw.out_h & 1) || (nw.out_w & 1))) ||
+          (d.aux >> (hw::kOpdSetWindowPadLeft.lsb + hw::kOpdSetWindowPadLeft.bits)) != 0;
       if ((f & ~hw::kFlagPooled) != 0 || len == 0)
         d.check = Status::kBadOperand;
       else if (bad)
@@ -158,14 +161,16 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
       break;
     case Opcode::kMatmul: {
       const bool win = f & hw::kFlagWindow;
-      d.step = win || (d.aux & 0xffff) == 0 ? 1 : d.aux & 0xffff;
+      d.first = hw::kOpdMatmulFirst.Get(d.aux);
+      d.ktile = hw::kOpdMatmulKtile.Get(d.aux);
+      d.step = win || hw::kOpdMatmulStride.Get(d.aux) == 0 ? 1 : hw::kOpdMatmulStride.Get(d.aux);
       d.window = window;
       const uint64_t rows = win ? window.Rows(n) : (len - 1) * d.step + 1;
       if ((f & ~(hw::kFlagAccumulate | hw::kFlagSwitch | hw::kFlagWindow)) != 0 || len == 0 ||
-          (!win && (d.aux >> 16) != 0)) {
+          (!win && (d.aux >> hw::kOpdMatmulStride.bits) != 0)) {
         d.check = Status::kBadOperand;
-      } else if (win && (!window.valid || (d.aux >> 16) >= window.Tiles(n) ||
-                         (d.aux & 0xffff) + len > window.Pixels())) {
+      } else if (win &&
+                 (!window.valid || d.ktile >= window.Tiles(n) || d.first + len > window.Pixels())) {
         d.check = Status::kBadWindow;
       } else {
         d.check = first(range(src, rows, static_cast<uint64_t>(p.ub_depth)),
@@ -181,8 +186,9 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
       break;
     }
     case Opcode::kActivate: {
-      d.step = (d.aux >> 16) == 0 ? 1 : d.aux >> 16;
-      const uint64_t set = d.aux & 0xffff, span = (uint64_t{d.out_rows} - 1) * d.step + 1;
+      d.step = hw::kOpdActivateStride.Get(d.aux) == 0 ? 1 : hw::kOpdActivateStride.Get(d.aux);
+      d.param_set = hw::kOpdActivateParams.Get(d.aux);
+      const uint64_t set = d.param_set, span = (uint64_t{d.out_rows} - 1) * d.step + 1;
       if ((f & ~7u) != 0 || (pool_avg && pool_max) || len == 0 || (d.pooled && (len & 3) != 0)) {
         d.check = Status::kBadOperand;
       } else {

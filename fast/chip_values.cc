@@ -150,8 +150,7 @@ void ChipValues::Matmul(const Decoded& d) {
 void ChipValues::FormWindowRows(const Decoded& d) {
   const Window& w = d.window;
   const int64_t n = n_, rows = d.len;
-  const int64_t fields = int64_t{w.kh} * w.kw * w.channels, first = d.aux & 0xffff,
-                tile = d.aux >> 16;
+  const int64_t fields = int64_t{w.kh} * w.kw * w.channels, first = d.first, tile = d.ktile;
   formed_.assign(static_cast<size_t>(rows * n), 0);
   // Per lane: (ky, kx, c), or -1 past the field's end.
   std::vector<int64_t> ky(static_cast<size_t>(n), -1), kx(ky), ch(ky);
@@ -187,7 +186,7 @@ void ChipValues::FormWindowRows(const Decoded& d) {
 
 void ChipValues::Activate(const Decoded& d) {
   const int64_t n = n_;
-  const uint8_t* set = &params_[static_cast<size_t>(d.aux & 0xffff) * hw::kParamRows * n];
+  const uint8_t* set = &params_[static_cast<size_t>(d.param_set) * hw::kParamRows * n];
   const int64_t step = d.step;
   const bool relu = d.flags & hw::kFlagRelu;
   const int32_t lo = relu ? 0 : -128;

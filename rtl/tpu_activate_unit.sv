@@ -55,7 +55,7 @@ module tpu_activate_unit
 
   logic [4*ArrayDim-1:0][7:0] bias_bytes, mult_bytes;
   logic [31:0]                set_base;
-  assign set_base = 32'(cmd_i.aux[15:0]) * ParamRows;
+  assign set_base = 32'(cmd_i.aux[OpdActivateParamsLsb+:OpdActivateParamsBits]) * ParamRows;
 
   always_comb begin
     for (int k = 0; k < 4; k++) begin
@@ -95,8 +95,9 @@ module tpu_activate_unit
       acc_row_q  <= cmd_i.src;
       rd_left_q  <= 32'(cmd_i.length);
       ub_row_q   <= cmd_i.dst;
-      // aux bits 16-31: rows between the rows written (0 meaning 1).
-      ub_step_q  <= (cmd_i.aux[31:16] == '0) ? 32'd1 : 32'(cmd_i.aux[31:16]);
+      // `stride=`: rows between the rows written (0 meaning 1).
+      ub_step_q  <= (cmd_i.aux[OpdActivateStrideLsb+:OpdActivateStrideBits] == '0) ? 32'd1
+                  : 32'(cmd_i.aux[OpdActivateStrideLsb+:OpdActivateStrideBits]);
       out_left_q <= (cmd_i.flags[FlagPoolAvg] || cmd_i.flags[FlagPoolMax])
                     ? 32'(cmd_i.length) >> 2 : 32'(cmd_i.length);
       relu_q     <= cmd_i.flags[FlagRelu];

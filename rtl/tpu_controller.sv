@@ -119,17 +119,17 @@ module tpu_controller
     win_new             = '0;
     win_new.valid       = 1'b1;
     win_new.pooled      = head.flags[FlagPooled];
-    win_new.in_h        = head.src[11:0];
-    win_new.in_w        = head.src[23:12];
-    win_new.kh          = head.src[27:24];
-    win_new.kw          = head.src[31:28];
-    win_new.out_h       = head.dst[11:0];
-    win_new.out_w       = head.dst[23:12];
-    win_new.stride_y    = head.dst[27:24];
-    win_new.stride_x    = head.dst[31:28];
-    win_new.channels    = head.aux[15:0];
-    win_new.pad_top     = head.aux[19:16];
-    win_new.pad_left    = head.aux[23:20];
+    win_new.in_h        = head.src[OpdSetWindowInHLsb+:OpdSetWindowInHBits];
+    win_new.in_w        = head.src[OpdSetWindowInWLsb+:OpdSetWindowInWBits];
+    win_new.kh          = head.src[OpdSetWindowKhLsb+:OpdSetWindowKhBits];
+    win_new.kw          = head.src[OpdSetWindowKwLsb+:OpdSetWindowKwBits];
+    win_new.out_h       = head.dst[OpdSetWindowOutHLsb+:OpdSetWindowOutHBits];
+    win_new.out_w       = head.dst[OpdSetWindowOutWLsb+:OpdSetWindowOutWBits];
+    win_new.stride_y    = head.dst[OpdSetWindowStrideYLsb+:OpdSetWindowStrideYBits];
+    win_new.stride_x    = head.dst[OpdSetWindowStrideXLsb+:OpdSetWindowStrideXBits];
+    win_new.channels    = head.aux[OpdSetWindowChannelsLsb+:OpdSetWindowChannelsBits];
+    win_new.pad_top     = head.aux[OpdSetWindowPadTopLsb+:OpdSetWindowPadTopBits];
+    win_new.pad_left    = head.aux[OpdSetWindowPadLeftLsb+:OpdSetWindowPadLeftBits];
     win_new.pixel_bytes = head.length;
     // Consistent: nothing zero, the padding inside the kernel, every output window
     // starting inside the padded map, whole pooling windows, no reserved bits.
@@ -143,18 +143,20 @@ module tpu_controller
               (32'(win_new.out_w) - 32'd1) * 32'(win_new.stride_x) >
                   32'(win_new.in_w) - 32'd1 + 32'(win_new.pad_left) ||
               (win_new.pooled && (win_new.out_h[0] || win_new.out_w[0])) ||
-              head.aux[31:24] != '0;
+              (head.aux >> (OpdSetWindowPadLeftLsb + OpdSetWindowPadLeftBits)) != '0;
   end
 
   // matmul: rows between the rows read (aux, 0 meaning 1); with window, the rows of the
   // map, its K-tiles and its output pixels.
-  assign step       = (aux[15:0] == '0) ? 64'd1 : 64'(aux[15:0]);
+  assign step       = (aux[OpdMatmulStrideLsb+:OpdMatmulStrideBits] == '0) ? 64'd1
+                    : 64'(aux[OpdMatmulStrideLsb+:OpdMatmulStrideBits]);
   assign win_rows   = ((64'(win_q.in_h) * 64'(win_q.in_w) - 64'd1) * 64'(win_q.pixel_bytes) +
                        64'(win_q.channels) + N - 64'd1) / N;
   assign win_tiles  = (64'(win_q.kh) * 64'(win_q.kw) * 64'(win_q.channels) + N - 64'd1) / N;
   assign win_pixels = 64'(win_q.out_h) * 64'(win_q.out_w);
   // activate: rows between the rows written (aux bits 16-31, 0 meaning 1).
-  assign act_step   = (aux[31:16] == '0) ? 64'd1 : 64'(aux[31:16]);
+  assign act_step   = (aux[OpdActivateStrideLsb+:OpdActivateStrideBits] == '0) ? 64'd1
+                    : 64'(aux[OpdActivateStrideLsb+:OpdActivateStrideBits]);
 
   assign op     = head.opcode;
   assign flags  = head.flags;
@@ -200,10 +202,11 @@ module tpu_controller
       end
       OpMatmul: begin
         if ((flags & ~8'((1 << FlagAccumulate) | (1 << FlagSwitch) | (1 << FlagWindow))) != '0 ||
-            len == '0 || (!flags[FlagWindow] && aux[31:16] != '0)) begin
+            len == '0 || (!flags[FlagWindow] && (aux[31:0] >> OpdMatmulStrideBits) != '0)) begin
           check = StatusBadOperand;
         end else if (flags[FlagWindow]) begin
-          if (!win_q.valid || 64'(aux[31:16]) >= win_tiles || 64'(aux[15:0]) + len > win_pixels)
+          if (!win_q.valid || 64'(aux[OpdMatmulKtileLsb+:OpdMatmulKtileBits]) >= win_tiles ||
+              64'(aux[OpdMatmulFirstLsb+:OpdMatmulFirstBits]) + len > win_pixels)
             check = StatusBadWindow;
           else
             check = first_error(range_check(src, win_rows, 64'(UbDepth)),
@@ -228,7 +231,8 @@ module tpu_controller
           check = first_error(first_error(range_check(src, len, 64'(AccDepth)),
                                           range_check(dst, (out_rows - 64'd1) * act_step + 64'd1,
                                                       64'(UbDepth))),
-                              range_check(64'(aux[15:0]), 1, 64'(ParamSets)));
+                              range_check(64'(aux[OpdActivateParamsLsb+:OpdActivateParamsBits]), 1,
+                                          64'(ParamSets)));
         end
         fp.acc_use = 1'b1;
         fp.acc_lo  = 32'(src);
@@ -238,8 +242,8 @@ module tpu_controller
         fp.ub_lo   = 32'(dst);
         fp.ub_hi   = 32'(dst + (out_rows - 64'd1) * act_step + 64'd1);
         fp.par_use = 1'b1;
-        fp.par_lo  = 32'(aux[15:0]);
-        fp.par_hi  = 32'(aux[15:0]) + 32'd1;
+        fp.par_lo  = 32'(aux[OpdActivateParamsLsb+:OpdActivateParamsBits]);
+        fp.par_hi  = 32'(aux[OpdActivateParamsLsb+:OpdActivateParamsBits]) + 32'd1;
       end
       OpWriteHost: begin
         if (flags != '0 || len == '0) check = StatusBadOperand;

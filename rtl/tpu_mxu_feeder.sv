@@ -69,7 +69,7 @@ module tpu_mxu_feeder
     fields = 32'(window_i.kh) * 32'(window_i.kw) * 32'(window_i.channels);
     for (int l = 0; l < int'(ArrayDim); l++) begin
       logic [31:0] e;
-      e            = 32'(cmd_i.aux[31:16]) * ArrayDim + 32'(l);
+      e            = 32'(cmd_i.aux[OpdMatmulKtileLsb+:OpdMatmulKtileBits]) * ArrayDim + 32'(l);
       lane_on_d[l] = e < fields;
       lane_c_d[l]  = (window_i.channels == '0) ? '0 : e % 32'(window_i.channels);
       lane_kx_d[l] = (window_i.channels == '0 || window_i.kw == '0) ? '0
@@ -77,7 +77,7 @@ module tpu_mxu_feeder
       lane_ky_d[l] = (window_i.channels == '0 || window_i.kw == '0) ? '0
                    : e / (32'(window_i.channels) * 32'(window_i.kw));
     end
-    first_px = 32'(cmd_i.aux[15:0]);
+    first_px = 32'(cmd_i.aux[OpdMatmulFirstLsb+:OpdMatmulFirstBits]);
     pool_w   = 32'(window_i.out_w) >> 1;
   end
 
@@ -136,8 +136,9 @@ module tpu_mxu_feeder
       switch_d     = cmd_i.flags[FlagSwitch];
       accumulate_d = cmd_i.flags[FlagAccumulate];
       win_mode_d   = cmd_i.flags[FlagWindow];
-      step_d       = (cmd_i.flags[FlagWindow] || cmd_i.aux[15:0] == '0) ? 32'd1
-                   : 32'(cmd_i.aux[15:0]);
+      step_d       = (cmd_i.flags[FlagWindow] ||
+                      cmd_i.aux[OpdMatmulStrideLsb+:OpdMatmulStrideBits] == '0)
+                   ? 32'd1 : 32'(cmd_i.aux[OpdMatmulStrideLsb+:OpdMatmulStrideBits]);
     end else if (rd) begin
       ub_row_d  = ub_row_q + step_q;
       acc_row_d = acc_row_q + 1'b1;
@@ -197,7 +198,7 @@ module tpu_mxu_feeder
       lane_ky_q <= lane_ky_d;
       lane_kx_q <= lane_kx_d;
       lane_c_q  <= lane_c_d;
-      // The first pixel (aux bits 0-15); the controller has checked it lies in the output.
+      // The first pixel (`first=`); the controller has checked it lies in the output.
       oy_q      <= (window_i.out_w == '0) ? '0 : first_px / 32'(window_i.out_w);
       ox_q      <= (window_i.out_w == '0) ? '0 : first_px % 32'(window_i.out_w);
       wy_q      <= (pool_w == '0) ? '0 : (first_px >> 2) / pool_w;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "contract/tpu_contract.h"
 #include "host/common/errors.h"
 #include "host/compiler/packing.h"
 #include "host/isa/program_builder.h"
@@ -13,10 +14,11 @@
 namespace tpu::compiler {
 namespace {
 
-constexpr int64_t kWindowSize = 0xfff;  // set_window: in_h, in_w, out_h, out_w
-constexpr int64_t kWindowSmall = 0xf;   // set_window: kernel, stride, padding
-constexpr int64_t kField16 = 0xffff;    // rows, first pixel, K-tile, pixel bytes, stride
-constexpr int64_t kRingGroups = 3;      // groups alive in a convolution's output ring
+// What the window registers and the instruction word hold (contract/tpu_contract.toml).
+constexpr int64_t kWindowSize = hw::kOpdSetWindowInH.Max();  // map and output sides
+constexpr int64_t kWindowSmall = hw::kOpdSetWindowKh.Max();  // kernel, stride, padding
+constexpr int64_t kField16 = hw::kOpdMatmulFirst.Max();      // first pixel, K-tile, transfer rows
+constexpr int64_t kRingGroups = 3;  // groups alive in a convolution's output ring
 
 }  // namespace
 

@@ -108,7 +108,9 @@ class Builder {
     }
     const int64_t tiles = (win_.kh * win_.kw * win_.c + n_ - 1) / n_;
     Emit(Opcode::kMatmul, flags, rows, Uniform(0, ub_rows_ - win_.Rows(n_)),
-         Uniform(0, acc_rows_ - rows), Uniform(0, pixels - rows) | Uniform(0, tiles - 1) << 16);
+         Uniform(0, acc_rows_ - rows),
+         hw::kOpdMatmulFirst.Put(Uniform(0, pixels - rows)) |
+             hw::kOpdMatmulKtile.Put(Uniform(0, tiles - 1)));
   }
   void Activate() {
     const bool pooled = acc_rows_ >= 4 && Chance(0.4);
@@ -124,7 +126,8 @@ class Builder {
       return;
     }
     Emit(Opcode::kActivate, flags, rows, Uniform(0, acc_rows_ - rows), Uniform(0, ub_rows_ - span),
-         Uniform(0, sets_ - 1) | (step == 1 ? 0 : step) << 16);
+         hw::kOpdActivateParams.Put(Uniform(0, sets_ - 1)) |
+             hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
   }
   void WriteHost() {
     const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, out_bytes_ / n_));
@@ -144,9 +147,16 @@ class Builder {
     int64_t Rows(int64_t n) const { return ((h * w - 1) * p + c + n - 1) / n; }
   };
   void EmitWindow(const Win& w, int64_t reserved = 0) {
-    Emit(Opcode::kSetWindow, w.pooled ? hw::kFlagPooled : 0, w.p,
-         w.h | w.w << 12 | w.kh << 24 | w.kw << 28, w.oh | w.ow << 12 | w.sy << 24 | w.sx << 28,
-         w.c | w.pt << 16 | w.pl << 20 | reserved << 24);
+    using namespace hw;                          // the kOpdSetWindow* operands
+    const Operand& last = kOpdSetWindowPadLeft;  // reserved bits follow it
+    Emit(Opcode::kSetWindow, w.pooled ? kFlagPooled : 0, w.p,
+         kOpdSetWindowInH.Put(w.h) | kOpdSetWindowInW.Put(w.w) | kOpdSetWindowKh.Put(w.kh) |
+             kOpdSetWindowKw.Put(w.kw),
+         kOpdSetWindowOutH.Put(w.oh) | kOpdSetWindowOutW.Put(w.ow) |
+             kOpdSetWindowStrideY.Put(w.sy) | kOpdSetWindowStrideX.Put(w.sx),
+         kOpdSetWindowChannels.Put(w.c) | kOpdSetWindowPadTop.Put(w.pt) |
+             kOpdSetWindowPadLeft.Put(w.pl) |
+             static_cast<uint32_t>(reserved << (last.lsb + last.bits)));
   }
   Win win_;  // the last window set (h == 0: none yet)
 
@@ -241,14 +251,15 @@ void Builder::Invalid(const std::string& kind) {
         break;
       case 4:  // a K-tile past the receptive field
         EmitWindow(w);
-        Emit(Opcode::kMatmul, hw::kFlagWindow, 1, 0, 0, (w.kh * w.kw * w.c + n_ - 1) / n_ << 16);
+        Emit(Opcode::kMatmul, hw::kFlagWindow, 1, 0, 0,
+             hw::kOpdMatmulKtile.Put((w.kh * w.kw * w.c + n_ - 1) / n_));
         break;
       default:  // pixels past the output, or no window set yet
         if (win_.h == 0 && Chance(0.5)) {
           Emit(Opcode::kMatmul, hw::kFlagWindow, 1, 0, 0);
         } else {
           EmitWindow(w);
-          Emit(Opcode::kMatmul, hw::kFlagWindow, 2, 0, 0, w.oh * w.ow - 1);
+          Emit(Opcode::kMatmul, hw::kFlagWindow, 2, 0, 0, hw::kOpdMatmulFirst.Put(w.oh * w.ow - 1));
         }
         break;
     }

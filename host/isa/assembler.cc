@@ -39,6 +39,12 @@ struct OpSpec {
 };
 
 constexpr uint64_t kU32 = 0xffffffffull;
+
+// An operand that is a bit range of its field (contract/tpu_contract.toml, [[operand]]).
+OperandSpec Packed(const char* key, Field field, uint64_t min, const hw::Operand& o,
+                   bool optional = false, uint8_t when_flag = 0, uint8_t unless_flag = 0) {
+  return {key, field, min, o.Max(), 0, nullptr, o.lsb, optional, when_flag, unless_flag};
+}
 constexpr uint64_t kU16 = 0xffff;
 
 const std::vector<OpSpec>& Specs() {
@@ -57,16 +63,16 @@ const std::vector<OpSpec>& Specs() {
        {{"ub", Field::kSrc, 0, kU16},
         {"acc", Field::kDst, 0, kU16},
         {"rows", Field::kLength, 1, kU16},
-        {"stride", Field::kAux, 0, kU16, 0, nullptr, 0, true, 0, kFlagWindow},
-        {"first", Field::kAux, 0, kU16, 0, nullptr, 0, true, kFlagWindow},
-        {"ktile", Field::kAux, 0, kU16, 0, nullptr, 16, true, kFlagWindow}},
+        Packed("stride", Field::kAux, 0, hw::kOpdMatmulStride, true, 0, kFlagWindow),
+        Packed("first", Field::kAux, 0, hw::kOpdMatmulFirst, true, kFlagWindow),
+        Packed("ktile", Field::kAux, 0, hw::kOpdMatmulKtile, true, kFlagWindow)},
        {{"window", kFlagWindow}, {"switch", kFlagSwitch}, {"accumulate", kFlagAccumulate}}},
       {Opcode::kActivate,
        {{"acc", Field::kSrc, 0, kU16},
         {"ub", Field::kDst, 0, kU16},
         {"rows", Field::kLength, 1, kU16},
-        {"params", Field::kAux, 0, kU16},
-        {"stride", Field::kAux, 0, kU16, 0, nullptr, 16, true}},
+        Packed("params", Field::kAux, 0, hw::kOpdActivateParams),
+        Packed("stride", Field::kAux, 0, hw::kOpdActivateStride, true)},
        {{"relu", kFlagRelu}, {"pool=avg", kFlagPoolAvg}, {"pool=max", kFlagPoolMax}}},
       {Opcode::kWriteHost,
        {{"ub", Field::kSrc, 0, kU16},
@@ -76,18 +82,18 @@ const std::vector<OpSpec>& Specs() {
       {Opcode::kSync, {}, {}},
       {Opcode::kHalt, {}, {}},
       {Opcode::kSetWindow,
-       {{"in_h", Field::kSrc, 1, 0xfff},
-        {"in_w", Field::kSrc, 1, 0xfff, 0, nullptr, 12},
-        {"kh", Field::kSrc, 1, 0xf, 0, nullptr, 24},
-        {"kw", Field::kSrc, 1, 0xf, 0, nullptr, 28},
-        {"out_h", Field::kDst, 1, 0xfff},
-        {"out_w", Field::kDst, 1, 0xfff, 0, nullptr, 12},
-        {"stride_y", Field::kDst, 1, 0xf, 0, nullptr, 24},
-        {"stride_x", Field::kDst, 1, 0xf, 0, nullptr, 28},
-        {"channels", Field::kAux, 1, kU16},
-        {"pad_top", Field::kAux, 0, 0xf, 0, nullptr, 16, true},
-        {"pad_left", Field::kAux, 0, 0xf, 0, nullptr, 20, true},
-        {"pixel_bytes", Field::kLength, 1, kU16}},
+       {Packed("in_h", Field::kSrc, 1, hw::kOpdSetWindowInH),
+        Packed("in_w", Field::kSrc, 1, hw::kOpdSetWindowInW),
+        Packed("kh", Field::kSrc, 1, hw::kOpdSetWindowKh),
+        Packed("kw", Field::kSrc, 1, hw::kOpdSetWindowKw),
+        Packed("out_h", Field::kDst, 1, hw::kOpdSetWindowOutH),
+        Packed("out_w", Field::kDst, 1, hw::kOpdSetWindowOutW),
+        Packed("stride_y", Field::kDst, 1, hw::kOpdSetWindowStrideY),
+        Packed("stride_x", Field::kDst, 1, hw::kOpdSetWindowStrideX),
+        Packed("channels", Field::kAux, 1, hw::kOpdSetWindowChannels),
+        Packed("pad_top", Field::kAux, 0, hw::kOpdSetWindowPadTop, true),
+        Packed("pad_left", Field::kAux, 0, hw::kOpdSetWindowPadLeft, true),
+        Packed("pixel_bytes", Field::kLength, 1, hw::kOpdSetWindowPixelBytes)},
        {{"pooled", kFlagPooled}}},
   };
   return specs;

@@ -42,43 +42,43 @@ void ProgramBuilder::ReadWeights(uint64_t weight_addr, uint64_t tiles) {
 
 void ProgramBuilder::Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bool switch_tile,
                             bool accumulate, uint64_t stride) {
-  if (stride < 1 || stride > 0xffff) throw std::invalid_argument("matmul: stride out of range");
+  if (stride < 1 || stride > hw::kOpdMatmulStride.Max())
+    throw std::invalid_argument("matmul: stride out of range");
   Add(Opcode::kMatmul,
       static_cast<uint8_t>((switch_tile ? kFlagSwitch : 0) | (accumulate ? kFlagAccumulate : 0)),
-      rows, ub_row, acc_row, stride == 1 ? 0 : stride);
+      rows, ub_row, acc_row, stride == 1 ? 0 : hw::kOpdMatmulStride.Put(stride));
 }
 
 void ProgramBuilder::SetWindow(const WindowGeometry& g) {
-  auto fits = [](const char* what, uint64_t v, uint64_t max) {
-    if (v > max)
+  uint64_t src = 0, dst = 0, aux = 0;
+  auto put = [](uint64_t* field, const char* what, const hw::Operand& o, uint64_t v) {
+    if (v > o.Max())
       throw std::invalid_argument(std::string("set_window: ") + what + " " + std::to_string(v) +
                                   " does not fit the instruction word");
+    *field |= o.Put(v);
   };
-  fits("in_h", g.in_h, 0xfff);
-  fits("in_w", g.in_w, 0xfff);
-  fits("out_h", g.out_h, 0xfff);
-  fits("out_w", g.out_w, 0xfff);
-  fits("kh", g.kh, 0xf);
-  fits("kw", g.kw, 0xf);
-  fits("stride_y", g.stride_y, 0xf);
-  fits("stride_x", g.stride_x, 0xf);
-  fits("pad_top", g.pad_top, 0xf);
-  fits("pad_left", g.pad_left, 0xf);
-  fits("channels", g.channels, 0xffff);
-  Add(Opcode::kSetWindow, g.pooled ? kFlagPooled : 0, g.pixel_bytes,
-      g.in_h | g.in_w << 12 | g.kh << 24 | g.kw << 28,
-      g.out_h | g.out_w << 12 | g.stride_y << 24 | g.stride_x << 28,
-      g.channels | g.pad_top << 16 | g.pad_left << 20);
+  put(&src, "in_h", hw::kOpdSetWindowInH, g.in_h);
+  put(&src, "in_w", hw::kOpdSetWindowInW, g.in_w);
+  put(&src, "kh", hw::kOpdSetWindowKh, g.kh);
+  put(&src, "kw", hw::kOpdSetWindowKw, g.kw);
+  put(&dst, "out_h", hw::kOpdSetWindowOutH, g.out_h);
+  put(&dst, "out_w", hw::kOpdSetWindowOutW, g.out_w);
+  put(&dst, "stride_y", hw::kOpdSetWindowStrideY, g.stride_y);
+  put(&dst, "stride_x", hw::kOpdSetWindowStrideX, g.stride_x);
+  put(&aux, "channels", hw::kOpdSetWindowChannels, g.channels);
+  put(&aux, "pad_top", hw::kOpdSetWindowPadTop, g.pad_top);
+  put(&aux, "pad_left", hw::kOpdSetWindowPadLeft, g.pad_left);
+  Add(Opcode::kSetWindow, g.pooled ? kFlagPooled : 0, g.pixel_bytes, src, dst, aux);
 }
 
 void ProgramBuilder::MatmulWindow(uint64_t ub_row, uint64_t acc_row, uint64_t rows, uint64_t first,
                                   uint64_t ktile, bool switch_tile, bool accumulate) {
-  if (first > 0xffff || ktile > 0xffff)
+  if (first > hw::kOpdMatmulFirst.Max() || ktile > hw::kOpdMatmulKtile.Max())
     throw std::invalid_argument("matmul window: first or ktile does not fit the instruction word");
   Add(Opcode::kMatmul,
       static_cast<uint8_t>(kFlagWindow | (switch_tile ? kFlagSwitch : 0) |
                            (accumulate ? kFlagAccumulate : 0)),
-      rows, ub_row, acc_row, first | ktile << 16);
+      rows, ub_row, acc_row, hw::kOpdMatmulFirst.Put(first) | hw::kOpdMatmulKtile.Put(ktile));
 }
 
 void ProgramBuilder::Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows, uint64_t param_set,
