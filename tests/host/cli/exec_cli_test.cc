@@ -38,6 +38,20 @@ TEST_F(ExecCliTest, ShippedExampleComputesTheDenseLayerAndPrintsCounters) {
   EXPECT_EQ(j["instructions"], 9);
 }
 
+// The window stage against an independent reference: examples/make_conv_window.py computes
+// the convolution (padding 1, the map's fourth byte of noise skipped) in numpy.
+TEST_F(ExecCliTest, ShippedWindowExampleFormsItsConvolutionOnTheChip) {
+  for (const char* engine : {"rtl", "fast"}) {
+    const Outcome o =
+        Run("exec " + kExamples + "conv_window.asm --config teach-4 --engine " + engine +
+            " --host-in " + kExamples + "conv_window.host.bin --weights-in " + kExamples +
+            "conv_window.weights.bin --host-out " + P("y.bin") + " --host-out-range 0x200:36");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(Slurp(P("y.bin")), Slurp(kExamples + "conv_window.expected.bin")) << engine;
+    EXPECT_NE(o.out.find("mxu_stream_cycles 252"), std::string::npos) << o.out;  // 7 x 36 rows
+  }
+}
+
 TEST_F(ExecCliTest, ShippedPoolingExampleComputesItsLayerOnTheFourByFourChip) {
   const Outcome o =
       Run("exec " + kExamples + "pool_layer.asm --config teach-4 --host-in " + kExamples +
