@@ -135,10 +135,12 @@ Examples:
                 "run each layer as its own job with its rows formed on the host (the lowering "
                 "before on-chip windows), to compare");
   AddTraceOptions(cmd, &a->trace,
-                  "waveform of the chip (.fst/.vcd; rtl engine), cycles counted across all layer "
-                  "jobs");
+                  "waveform of the chip (.fst/.vcd; rtl engine), cycles counted across all the "
+                  "run's programs");
   AddOutputOptions(cmd, &a->out, "write the results as JSON to this file");
-  cmd->add_option("--csv", a->csv, "write one row per layer as CSV to this file");
+  cmd->add_option("--csv", a->csv,
+                  "write one row per program (the whole network, or each layer job) as CSV to "
+                  "this file");
   cmd->add_option("--energy", a->energy, "energy table (JSON, docs/energy.md)")
       ->capture_default_str();
   cmd->add_option("--topology", a->topology,

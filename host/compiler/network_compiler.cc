@@ -68,7 +68,9 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
       if (l.kernel_h > kWindowSmall || l.kernel_w > kWindowSmall || l.stride > kWindowSmall ||
           l.pad_top >= l.kernel_h || l.pad_left >= l.kernel_w || l.in.h > kWindowSize ||
           l.in.w > kWindowSize || s.out_h > kWindowSize || s.out_w > kWindowSize ||
-          s.rows > kField16 + 1 || s.kt > kField16 || in_pixel > kField16 || l.in.c > kField16) {
+          s.rows > kField16 + 1 || s.kt > kField16 || in_pixel > kField16 || l.in.c > kField16 ||
+          (s.out_h - 1) * l.stride > l.in.h - 1 + l.pad_top ||
+          (s.out_w - 1) * l.stride > l.in.w - 1 + l.pad_left) {
         no("layer '" + step.Name(model) + "' does not fit the window registers");
       }
     } else {
@@ -109,19 +111,21 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
   for (const Stage& s : stages_)
     if (s.conv && s.rows <= acc_half) group = std::min(group, acc_half / s.rows);
   group_ = static_cast<int>(std::max<int64_t>(1, group));
-  // The unified buffer: the batch's images, each convolution's outputs (a ring of groups,
-  // or the whole batch before a dense layer or at the end), each dense layer's outputs.
   // The 2-pixel zero border of mnist32 becomes padding of the first convolution where its
-  // window allows (padding smaller than the kernel).
-  Stage& first = stages_.front();
+  // window allows: padding smaller than the kernel, every window starting inside the map.
+  const Stage& first = stages_.front();
+  const nn::Layer& fl = first.layer;
   if (model.preprocess == "mnist32" && first.conv && first.in == nn::Shape3{32, 32, 1} &&
-      first.layer.pad_top + 2 < first.layer.kernel_h &&
-      first.layer.pad_left + 2 < first.layer.kernel_w) {
+      fl.pad_top + 2 < fl.kernel_h && fl.pad_left + 2 < fl.kernel_w &&
+      (first.out_h - 1) * fl.stride <= 28 - 1 + fl.pad_top + 2 &&
+      (first.out_w - 1) * fl.stride <= 28 - 1 + fl.pad_left + 2) {
     border_ = 2;
   }
   sent_ = {first.in.h - 2 * border_, first.in.w - 2 * border_, first.in.c};
   in_pixel_bytes_ = sent_.c;
   in_rows_ = (sent_.Size() + n - 1) / n;
+  // The unified buffer: the batch's images, each convolution's outputs (a ring of groups,
+  // or the whole batch before a dense layer or at the end), each dense layer's outputs.
   int64_t ub = static_cast<int64_t>(batch) * in_rows_;
   ub_in_ = 0;
   for (size_t i = 0; i < stages_.size(); ++i) {
