@@ -34,6 +34,13 @@ nn::Model ConvModel(const TopologyLayer& l, std::mt19937_64& rng) {
   c.kernel_h = static_cast<int>(l.filter_h);
   c.kernel_w = static_cast<int>(l.filter_w);
   c.stride = static_cast<int>(l.stride);
+  // SCALE-Sim's output size rounds up: the last window may reach past the map, into zero
+  // padding at the bottom and right.
+  c.padding = "explicit";
+  c.pad_bottom =
+      static_cast<int>(std::max<int64_t>(0, (l.OfmapH() - 1) * l.stride + l.filter_h - l.ifmap_h));
+  c.pad_right =
+      static_cast<int>(std::max<int64_t>(0, (l.OfmapW() - 1) * l.stride + l.filter_w - l.ifmap_w));
   c.quantized = true;
   const int64_t k = l.filter_h * l.filter_w * l.channels;
   c.q.weights.shape = {l.filter_h, l.filter_w, l.channels, l.filters};
