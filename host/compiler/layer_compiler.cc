@@ -63,6 +63,11 @@ int64_t RowLength(const nn::Layer& l) {
 
 }  // namespace
 
+int64_t UsefulMacsPerImage(const nn::Layer& l, int64_t rows_per_image) {
+  const int64_t k = RowLength(l);
+  return rows_per_image * (l.depthwise ? k / l.in.c : k) * l.out.c;
+}
+
 std::vector<LayerStep> PlanSteps(const nn::Model& model, const config::TpuConfig& config) {
   const int64_t n = config.array_dim;
   std::vector<LayerStep> out;

@@ -76,6 +76,11 @@ std::vector<LayerStep> MaxPoolPasses(const nn::Layer& pool, int layer_index);
 // shift of 1/n (nn::AverageMultiplier), no ReLU; so AveragePool(sum, n) of int8_ops.h.
 nn::Layer AveragePoolAsConv(const nn::Layer& pool);
 
+// Useful multiply-accumulates per image of a conv or dense layer whose rows (one per
+// output pixel computed, or one per image) are `rows_per_image`: K x output channels per
+// row, without a depthwise layer's (or a lowered average pooling's) zeros off the diagonal.
+int64_t UsefulMacsPerImage(const nn::Layer& l, int64_t rows_per_image);
+
 class LayerCompiler {
  public:
   // Throws UsageError when the layer does not fit the chip (too many output tiles for its
@@ -92,9 +97,7 @@ class LayerCompiler {
   int64_t OutRowsPerImage() const { return pooled_ ? rows_per_image_ / 4 : rows_per_image_; }
   // Useful multiply-accumulates per image (padding excluded; a depthwise layer's, or a
   // lowered average pooling's, zeros off the diagonal excluded too).
-  int64_t MacsPerImage() const {
-    return rows_per_image_ * (layer_.depthwise ? k_ / in_.c : k_) * out_.c;
-  }
+  int64_t MacsPerImage() const { return UsefulMacsPerImage(layer_, rows_per_image_); }
 
   // The job for `batch` images whose int8 input activations (h x w x c each) are in `act`.
   LayerJob Build(const std::vector<int8_t>& act, int batch) const;

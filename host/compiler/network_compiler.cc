@@ -23,7 +23,7 @@ constexpr int64_t kRingGroups = 3;  // groups alive in a convolution's output ri
 }  // namespace
 
 NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig& config, int batch)
-    : model_(model), config_(config), n_(config.array_dim), batch_(batch) {
+    : preprocess_(model.preprocess), config_(config), n_(config.array_dim), batch_(batch) {
   const int64_t n = n_, acc_half = config.acc_depth_rows / 2;
   auto no = [&](const std::string& why) {
     if (why_not_.empty()) why_not_ = why;
@@ -37,8 +37,13 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
     if (step.gather) no("max pooling '" + step.Name(model) + "' runs as gather passes");
     if (!why_not_.empty()) break;
     Stage s;
-    s.layer = step.lowered ? *step.lowered : model.layers[static_cast<size_t>(step.layer)];
-    const nn::Layer& l = s.layer;
+    const nn::Layer& l =
+        step.lowered ? *step.lowered : model.layers[static_cast<size_t>(step.layer)];
+    s.kh = l.kernel_h;
+    s.kw = l.kernel_w;
+    s.stride = l.stride;
+    s.pad_top = l.pad_top;
+    s.pad_left = l.pad_left;
     const nn::Layer* pool =
         step.pool_layer >= 0 ? &model.layers[static_cast<size_t>(step.pool_layer)] : nullptr;
     s.conv = l.type == nn::LayerType::kConv2d;
@@ -85,6 +90,7 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
         }
       }
     }
+    macs_per_image_ += UsefulMacsPerImage(l, s.rows);
     stages_.push_back(s);
   }
   if (!why_not_.empty()) return;
@@ -114,11 +120,10 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
   // The 2-pixel zero border of mnist32 becomes padding of the first convolution where its
   // window allows: padding smaller than the kernel, every window starting inside the map.
   const Stage& first = stages_.front();
-  const nn::Layer& fl = first.layer;
   if (model.preprocess == "mnist32" && first.conv && first.in == nn::Shape3{32, 32, 1} &&
-      fl.pad_top + 2 < fl.kernel_h && fl.pad_left + 2 < fl.kernel_w &&
-      (first.out_h - 1) * fl.stride <= 28 - 1 + fl.pad_top + 2 &&
-      (first.out_w - 1) * fl.stride <= 28 - 1 + fl.pad_left + 2) {
+      first.pad_top + 2 < first.kh && first.pad_left + 2 < first.kw &&
+      (first.out_h - 1) * first.stride <= 28 - 1 + first.pad_top + 2 &&
+      (first.out_w - 1) * first.stride <= 28 - 1 + first.pad_left + 2) {
     border_ = 2;
   }
   sent_ = {first.in.h - 2 * border_, first.in.w - 2 * border_, first.in.c};
@@ -144,8 +149,6 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
                    config.ub_depth_rows));
     return;
   }
-  for (const LayerStep& step : steps)
-    macs_per_image_ += LayerCompiler(model, step, config).MacsPerImage();
 }
 
 LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const {
@@ -189,7 +192,7 @@ LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const
           throw UsageError(fmt::format(
               "image {} of the batch has a pixel other than 0 in the border that preprocess "
               "{} pads with zeros ({}, {})",
-              i, model_.preprocess, y, x / in.c));
+              i, preprocess_, y, x / in.c));
         }
       }
     }
@@ -239,17 +242,13 @@ LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const
     ++seq;
   };
   auto acc_of = [&]() { return static_cast<uint64_t>((seq % 2) * acc_half); };
-  isa::WindowGeometry shown{};  // the window set last (in_h 0: none)
-  auto window = [&](const isa::WindowGeometry& g) {
-    if (g.in_h == shown.in_h && g.in_w == shown.in_w && g.channels == shown.channels &&
-        g.pixel_bytes == shown.pixel_bytes && g.kh == shown.kh && g.kw == shown.kw &&
-        g.stride_y == shown.stride_y && g.stride_x == shown.stride_x &&
-        g.pad_top == shown.pad_top && g.pad_left == shown.pad_left && g.out_h == shown.out_h &&
-        g.out_w == shown.out_w && g.pooled == shown.pooled)
-      return;
+  isa::WindowGeometry shown{};                       // the window set last (in_h 0: none)
+  auto window = [&](const isa::WindowGeometry& g) {  // set only when it changes
+    if (g == shown) return;
     p.SetWindow(g);
     shown = g;
   };
+
   const uint64_t tile_bytes = static_cast<uint64_t>(n * n);
   const int64_t groups = (b + group_ - 1) / group_;
   auto image_rows = [&](const Stage& s) { return int64_t{s.out.h} * s.out.w * s.nt; };
@@ -271,7 +270,6 @@ LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const
   // One convolution for the images of group k.
   auto conv_pass = [&](size_t l, int64_t k) {
     const Stage& s = stages_[l];
-    const nn::Layer& ly = s.layer;
     const int64_t i0 = k * group_, count = std::min<int64_t>(group_, b - i0);
     isa::WindowGeometry g;
     const int64_t border = l == 0 ? border_ : 0;
@@ -279,11 +277,11 @@ LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const
     g.in_w = static_cast<uint64_t>(s.in.w - 2 * border);
     g.channels = static_cast<uint64_t>(s.in.c);
     g.pixel_bytes = static_cast<uint64_t>(l == 0 ? in_pixel_bytes_ : stages_[l - 1].nt * n);
-    g.kh = static_cast<uint64_t>(ly.kernel_h);
-    g.kw = static_cast<uint64_t>(ly.kernel_w);
-    g.stride_y = g.stride_x = static_cast<uint64_t>(ly.stride);
-    g.pad_top = static_cast<uint64_t>(ly.pad_top + border);
-    g.pad_left = static_cast<uint64_t>(ly.pad_left + border);
+    g.kh = static_cast<uint64_t>(s.kh);
+    g.kw = static_cast<uint64_t>(s.kw);
+    g.stride_y = g.stride_x = static_cast<uint64_t>(s.stride);
+    g.pad_top = static_cast<uint64_t>(s.pad_top + border);
+    g.pad_left = static_cast<uint64_t>(s.pad_left + border);
     g.out_h = static_cast<uint64_t>(s.out_h);
     g.out_w = static_cast<uint64_t>(s.out_w);
     g.pooled = s.pooled;

@@ -43,7 +43,7 @@ class NetworkCompiler {
 
  private:
   struct Stage {
-    nn::Layer layer;  // the step's layer (or the lowered average pooling)
+    int kh = 1, kw = 1, stride = 1, pad_top = 0, pad_left = 0;  // a convolution's window
     bool conv = false, pooled = false, max_pool = false, relu = false;
     nn::Shape3 in, out;            // input map, output map (after fused pooling)
     int64_t kt = 0, nt = 0;        // K-tiles, output tiles
@@ -54,7 +54,7 @@ class NetworkCompiler {
     int64_t slots = 0;  // conv output: image slots (a ring of groups, or the whole batch)
   };
 
-  nn::Model model_;
+  std::string preprocess_;  // the model's (mnist32: a zero border the chip pads instead)
   config::TpuConfig config_;
   int n_, batch_, group_ = 1;
   std::vector<Stage> stages_;

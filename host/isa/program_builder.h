@@ -17,6 +17,13 @@ struct WindowGeometry {
   uint64_t kh = 1, kw = 1, stride_y = 1, stride_x = 1, pad_top = 0, pad_left = 0;
   uint64_t out_h = 0, out_w = 0;
   bool pooled = false;
+
+  bool operator==(const WindowGeometry& o) const {
+    return in_h == o.in_h && in_w == o.in_w && channels == o.channels &&
+           pixel_bytes == o.pixel_bytes && kh == o.kh && kw == o.kw && stride_y == o.stride_y &&
+           stride_x == o.stride_x && pad_top == o.pad_top && pad_left == o.pad_left &&
+           out_h == o.out_h && out_w == o.out_w && pooled == o.pooled;
+  }
 };
 
 class ProgramBuilder {
