@@ -22,10 +22,13 @@ struct ChipParams {
   uint64_t weight_latency_cycles = 50, weight_bytes_per_cycle = 16;
 };
 
-// The rows an instruction reads or writes, kept by the controller while its unit runs.
+// The rows an instruction reads or writes, kept by the controller while its unit runs;
+// ub2 is a second unified-buffer range that is only read (activate residual).
 struct Footprint {
   bool ub_use = false, ub_wr = false;
   uint32_t ub_lo = 0, ub_hi = 0;
+  bool ub2_use = false;
+  uint32_t ub2_lo = 0, ub2_hi = 0;
   bool acc_use = false, acc_wr = false;
   uint32_t acc_lo = 0, acc_hi = 0;
   bool par_use = false, par_wr = false;
@@ -34,7 +37,7 @@ struct Footprint {
 
 // The window geometry set_window sets (rtl/tpu_pkg.sv window_t, docs/isa.md).
 struct Window {
-  bool valid = false, pooled = false;
+  bool valid = false, pooled = false, pad_min = false;
   uint32_t in_h = 0, in_w = 0, out_h = 0, out_w = 0, kh = 0, kw = 0, stride_y = 0, stride_x = 0,
            pad_top = 0, pad_left = 0, channels = 0, pixel_bytes = 0;
   // Rows of the map from the matmul's first row, K-tiles of the receptive field, pixels.
@@ -45,9 +48,16 @@ struct Window {
   uint64_t Pixels() const { return uint64_t{out_h} * out_w; }
 };
 
+// The residual set_residual sets (rtl/tpu_pkg.sv residual_t, docs/isa.md).
+struct Residual {
+  bool valid = false, relu = false;
+  uint32_t shift = 0, mul_a = 0, mul_b = 0, ub = 0;
+};
+
 struct Decoded {
   uint8_t op = 0, flags = 0;
   uint32_t len = 0, src = 0, dst = 0, aux = 0;
+  uint64_t weight_addr = 0;            // read_weights: the 48-bit address (src, aux bits 0-15)
   hw::Status check = hw::Status::kOk;  // what the controller's checks say
   int unit = -1;                       // hw::kUnit*, or -1 (retired by the controller)
   bool sync = false;                   // sync or halt: waits for every unit
@@ -57,13 +67,15 @@ struct Decoded {
   uint32_t first = 0, ktile = 0;  // matmul window: the first output pixel, the K-tile
   uint32_t param_set = 0;         // activate
   Window window;                  // matmul window: the geometry it walks; set_window: the new one
+  Residual residual;              // activate residual: what it adds; set_residual: the new one
   Footprint fp;
 };
 
 // Decodes one instruction word exactly as the controller does (the same checks in the
-// same order, 64-bit range arithmetic, 32-bit footprint bounds). `window` is the
-// controller's window register: decode a program in order, and a good set_window updates it.
-inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
+// same order, 64-bit range arithmetic, 32-bit footprint bounds). `window` and `residual`
+// are the controller's registers: decode a program in order, and a good set_window or
+// set_residual updates them.
+inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Residual& residual) {
   auto get32 = [&](int off) {
     return uint32_t{w[off]} | uint32_t{w[off + 1]} << 8 | uint32_t{w[off + 2]} << 16 |
            uint32_t{w[off + 3]} << 24;
@@ -77,7 +89,7 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
   d.aux = get32(hw::kAuxOffset);
   const uint64_t n = static_cast<uint64_t>(p.array_dim), len = d.len, src = d.src, dst = d.dst;
   const uint64_t hm = p.host_mem_bytes < 0xffffffffu ? p.host_mem_bytes : 0xffffffffu;
-  const uint64_t wm = p.weight_mem_bytes < 0xffffffffu ? p.weight_mem_bytes : 0xffffffffu;
+  const uint64_t wm = p.weight_mem_bytes;
   auto range = [](uint64_t start, uint64_t count, uint64_t size) {
     if (start >= size) return hw::Status::kAddressOutOfRange;
     if (start + count > size) return hw::Status::kBufferOverflow;
@@ -102,6 +114,7 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
       Window& nw = d.window;
       nw.valid = true;
       nw.pooled = f & hw::kFlagPooled;
+      nw.pad_min = f & hw::kFlagPadMin;
       nw.in_h = hw::kOpdSetWindowInH.Get(d.src);
       nw.in_w = hw::kOpdSetWindowInW.Get(d.src);
       nw.kh = hw::kOpdSetWindowKh.Get(d.src);
@@ -122,12 +135,29 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
           (nw.out_w - 1) * nw.stride_x > nw.in_w - 1 + nw.pad_left ||
           (nw.pooled && ((nw.out_h & 1) || (nw.out_w & 1))) ||
           (d.aux >> (hw::kOpdSetWindowPadLeft.lsb + hw::kOpdSetWindowPadLeft.bits)) != 0;
-      if ((f & ~hw::kFlagPooled) != 0 || len == 0)
+      if ((f & ~(hw::kFlagPooled | hw::kFlagPadMin)) != 0 || len == 0)
         d.check = Status::kBadOperand;
       else if (bad)
         d.check = Status::kBadWindow;
       else
         window = nw;
+      break;
+    }
+    case Opcode::kSetResidual: {
+      Residual& nr = d.residual;
+      nr.valid = true;
+      nr.relu = f & hw::kFlagResidualRelu;
+      nr.shift = hw::kOpdSetResidualShift.Get(d.len);
+      nr.mul_a = d.src;
+      nr.mul_b = d.aux;
+      nr.ub = d.dst;
+      const bool bad = nr.shift == 0 || nr.shift > 62 ||
+                       (d.len >> hw::kOpdSetResidualShift.bits) != 0 || (d.src >> 31) != 0 ||
+                       (d.aux >> 31) != 0;
+      if ((f & ~hw::kFlagResidualRelu) != 0 || bad)
+        d.check = Status::kBadOperand;
+      else
+        residual = nr;
       break;
     }
     case Opcode::kReadHost: {
@@ -153,10 +183,12 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
       break;
     }
     case Opcode::kReadWeights:
-      if (f != 0 || len == 0)
+      d.weight_addr = uint64_t{hw::kOpdReadWeightsAddrHi.Get(d.aux)} << 32 | d.src;
+      if (f != 0 || len == 0 ||
+          (d.aux >> (hw::kOpdReadWeightsAddrHi.lsb + hw::kOpdReadWeightsAddrHi.bits)) != 0)
         d.check = Status::kBadOperand;
       else
-        d.check = range(src, len * n * n, wm);
+        d.check = range(d.weight_addr, len * n * n, wm);
       d.unit = hw::kUnitWeightDma;
       break;
     case Opcode::kMatmul: {
@@ -166,7 +198,8 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
       d.step = win || hw::kOpdMatmulStride.Get(d.aux) == 0 ? 1 : hw::kOpdMatmulStride.Get(d.aux);
       d.window = window;
       const uint64_t rows = win ? window.Rows(n) : (len - 1) * d.step + 1;
-      if ((f & ~(hw::kFlagAccumulate | hw::kFlagSwitch | hw::kFlagWindow)) != 0 || len == 0 ||
+      if ((f & ~(hw::kFlagAccumulate | hw::kFlagSwitch | hw::kFlagWindow | hw::kFlagMax)) != 0 ||
+          ((f & hw::kFlagMax) && (f & hw::kFlagAccumulate)) || len == 0 ||
           (!win && (d.aux >> hw::kOpdMatmulStride.bits) != 0)) {
         d.check = Status::kBadOperand;
       } else if (win &&
@@ -189,13 +222,22 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window) {
       d.step = hw::kOpdActivateStride.Get(d.aux) == 0 ? 1 : hw::kOpdActivateStride.Get(d.aux);
       d.param_set = hw::kOpdActivateParams.Get(d.aux);
       const uint64_t set = d.param_set, span = (uint64_t{d.out_rows} - 1) * d.step + 1;
-      if ((f & ~7u) != 0 || (pool_avg && pool_max) || len == 0 || (d.pooled && (len & 3) != 0)) {
+      const bool res = f & hw::kFlagResidual;
+      d.residual = residual;
+      if ((f & ~(hw::kFlagRelu | hw::kFlagPoolAvg | hw::kFlagPoolMax | hw::kFlagResidual)) != 0 ||
+          (pool_avg && pool_max) || len == 0 || (d.pooled && (len & 3) != 0) ||
+          (res && (d.pooled || !residual.valid))) {
         d.check = Status::kBadOperand;
       } else {
         d.check = first(first(range(src, len, static_cast<uint64_t>(p.acc_depth)),
                               range(dst, span, static_cast<uint64_t>(p.ub_depth))),
                         range(set, 1, static_cast<uint64_t>(p.param_sets)));
+        if (res)
+          d.check = first(d.check, range(residual.ub, span, static_cast<uint64_t>(p.ub_depth)));
       }
+      fp.ub2_use = res;
+      fp.ub2_lo = residual.ub;
+      fp.ub2_hi = static_cast<uint32_t>(residual.ub + span);
       fp.acc_use = true;
       fp.acc_lo = d.src;
       fp.acc_hi = static_cast<uint32_t>(src + len);

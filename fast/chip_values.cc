@@ -56,7 +56,7 @@ void ChipValues::Issue(const Decoded& d) {
       }
       break;
     case Opcode::kReadWeights:
-      for (uint32_t t = 0; t < d.len; ++t) tiles_.push_back(d.src + uint64_t{t} * n_ * n_);
+      for (uint32_t t = 0; t < d.len; ++t) tiles_.push_back(d.weight_addr + uint64_t{t} * n_ * n_);
       while (!waiting_.empty()) {
         const bool needs_tile = waiting_.front().flags & hw::kFlagSwitch;
         if (needs_tile && next_tile_ == tiles_.size()) break;
@@ -105,20 +105,11 @@ void ChipValues::SwitchTile() {
 
 void ChipValues::Matmul(const Decoded& d) {
   if (d.flags & hw::kFlagSwitch) SwitchTile();
+  if (d.flags & hw::kFlagMax) return MatmulMax(d);
   const bool accumulate = d.flags & hw::kFlagAccumulate;
   const int64_t rows = d.len;
   int32_t* acc = &acc_[static_cast<size_t>(d.dst) * n_];
-  const int8_t* x = &ub_[static_cast<size_t>(d.src) * n_];
-  if (d.flags & hw::kFlagWindow) {
-    FormWindowRows(d);
-    x = formed_.data();
-  } else if (d.step != 1) {
-    formed_.resize(static_cast<size_t>(rows * n_));
-    for (int64_t i = 0; i < rows; ++i)
-      std::memcpy(&formed_[static_cast<size_t>(i * n_)], x + i * d.step * n_,
-                  static_cast<size_t>(n_));
-    x = formed_.data();
-  }
+  const int8_t* x = Rows(d);
   // Outside the box of non-zero weights every product is zero: the accumulators keep their
   // value (accumulate) or become zero (overwrite).
   if (!accumulate) {
@@ -143,6 +134,39 @@ void ChipValues::Matmul(const Decoded& d) {
                   &active_f_[static_cast<size_t>(row_lo_ * n_ + col_lo_)], n_, acc + col_lo_, n_,
                   accumulate);
   }
+}
+
+// The rows the matmul multiplies: formed by the window stage, gathered with a stride, or
+// the unified buffer's own.
+const int8_t* ChipValues::Rows(const Decoded& d) {
+  const int8_t* x = &ub_[static_cast<size_t>(d.src) * n_];
+  if (d.flags & hw::kFlagWindow) {
+    FormWindowRows(d);
+    return formed_.data();
+  }
+  if (d.step == 1) return x;
+  formed_.resize(static_cast<size_t>(int64_t{d.len} * n_));
+  for (int64_t i = 0; i < d.len; ++i)
+    std::memcpy(&formed_[static_cast<size_t>(i * n_)], x + i * d.step * n_,
+                static_cast<size_t>(n_));
+  return formed_.data();
+}
+
+// matmul max: each accumulator keeps the larger of its value and the product's. The
+// product is the full tile's (zeros outside the box of non-zero weights included).
+void ChipValues::MatmulMax(const Decoded& d) {
+  const int64_t rows = d.len, n = n_;
+  const int8_t* x = Rows(d);
+  product_.assign(static_cast<size_t>(rows * n), 0);
+  const int64_t cols = col_hi_ - col_lo_, k = row_hi_ - row_lo_;
+  if (cols > 0) {
+    nn::GemmInt8F(rows, cols, k, x + row_lo_, n,
+                  &active_f_[static_cast<size_t>(row_lo_ * n + col_lo_)], n,
+                  product_.data() + col_lo_, n, /*accumulate=*/false);
+  }
+  int32_t* acc = &acc_[static_cast<size_t>(d.dst) * n];
+  for (int64_t i = 0; i < rows * n; ++i)
+    acc[i] = std::max(acc[i], product_[static_cast<size_t>(i)]);
 }
 
 // The window-gather stage (rtl/tpu_mxu_feeder.sv): lane l of the row of output pixel
@@ -178,7 +202,10 @@ void ChipValues::FormWindowRows(const Decoded& d) {
     for (int64_t l = 0; l < n; ++l) {
       if (ky[l] < 0) continue;
       const int64_t y = y0 + ky[l], x = x0 + kx[l];
-      if (y < 0 || y >= w.in_h || x < 0 || x >= w.in_w) continue;
+      if (y < 0 || y >= w.in_h || x < 0 || x >= w.in_w) {
+        if (w.pad_min) row[l] = -128;
+        continue;
+      }
       row[l] = map[(y * w.in_w + x) * w.pixel_bytes + ch[l]];
     }
   }
@@ -213,6 +240,13 @@ void ChipValues::Activate(const Decoded& d) {
         static_cast<int32_t>(static_cast<uint32_t>(row[l]) + static_cast<uint32_t>(bias[l]));
     return nn::Requantize(sum, mult[l], shift[l], lo);
   };
+  if (d.flags & hw::kFlagResidual) {
+    ActivateResidual(d, [&](uint32_t i, int8_t* y) {
+      std::memcpy(y, constant.data(), static_cast<size_t>(n));
+      for (const int32_t l : live) y[l] = requant(acc + i * n, l);
+    });
+    return;
+  }
   if (!pooled) {
     for (uint32_t i = 0; i < d.len; ++i) {
       int8_t* y = out + i * step * n;
@@ -236,6 +270,36 @@ void ChipValues::Activate(const Decoded& d) {
       y[l] = pool_max ? static_cast<int8_t>(mx) : nn::AveragePool(sum, 4);
     }
   }
+}
+
+// activate residual, row by row in the order the hardware moves them: row k's residual
+// row is read in the cycle two after its accumulator row, and row j is written four
+// after, so the read of row k sees the rows written up to row k - 3 (an activate may
+// write onto its own residual rows).
+void ChipValues::ActivateResidual(const Decoded& d,
+                                  const std::function<void(uint32_t, int8_t*)>& requant) {
+  const int64_t n = n_, step = d.step;
+  const Residual& r = d.residual;
+  const int32_t lo = r.relu ? 0 : -128;
+  const int64_t round = int64_t{1} << (r.shift - 1);
+  std::vector<int8_t> rows(static_cast<size_t>(d.len) * static_cast<size_t>(n));
+  auto write = [&](uint32_t j) {
+    std::memcpy(&ub_[static_cast<size_t>((d.dst + j * step) * n)], &rows[size_t{j} * n],
+                static_cast<size_t>(n));
+  };
+  std::vector<int8_t> y(static_cast<size_t>(n));
+  for (uint32_t k = 0; k < d.len; ++k) {
+    if (k >= 3) write(k - 3);
+    requant(k, y.data());
+    const int8_t* res = &ub_[static_cast<size_t>((r.ub + k * step) * n)];
+    int8_t* out = &rows[size_t{k} * n];
+    for (int64_t l = 0; l < n; ++l) {
+      const int64_t sum = int64_t{y[l]} * r.mul_a + int64_t{res[l]} * r.mul_b + round;
+      const int64_t v = sum >> r.shift;
+      out[l] = static_cast<int8_t>(v < lo ? lo : v > 127 ? 127 : v);
+    }
+  }
+  for (uint32_t k = d.len >= 3 ? d.len - 3 : 0; k < d.len; ++k) write(k);
 }
 
 }  // namespace tpu::fast

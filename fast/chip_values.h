@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -38,7 +39,12 @@ class ChipValues {
 
  private:
   void Matmul(const Decoded& d);
+  void MatmulMax(const Decoded& d);
+  // The rows a matmul multiplies (formed, gathered with a stride, or in place).
+  const int8_t* Rows(const Decoded& d);
   void Activate(const Decoded& d);
+  // activate residual: `requant(i, y)` gives output row i before the residual add.
+  void ActivateResidual(const Decoded& d, const std::function<void(uint32_t, int8_t*)>& requant);
   // Fills formed_ with the rows a matmul window forms.
   void FormWindowRows(const Decoded& d);
   // Loads the next tile from the FIFO's order into the active weights.
@@ -62,6 +68,7 @@ class ChipValues {
   std::deque<Decoded> waiting_;
   // Rows formed by the window stage or gathered with a stride, for the product.
   std::vector<int8_t> formed_;
+  std::vector<int32_t> product_;  // matmul max: the product before the comparison
 };
 
 }  // namespace tpu::fast

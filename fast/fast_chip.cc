@@ -58,9 +58,10 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
   const bool values = !o.timing_only;
 
   std::vector<Decoded> prog(count);
-  Window window;  // the controller's window register, as set_window leaves it
+  Window window;      // the controller's window register, as set_window leaves it
+  Residual residual;  // and its residual register, as set_residual leaves it
   for (size_t i = 0; i < count; ++i)
-    prog[i] = Decode(words + hw::kInstructionBytes * i, p_, window);
+    prog[i] = Decode(words + hw::kInstructionBytes * i, p_, window, residual);
   if (values) values_.BeginRun();
   host_.Reset();
   weight_.Reset();
@@ -101,7 +102,9 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
   // ---- activation unit (rtl/tpu_activate_unit.sv) and VPU pipeline (rtl/tpu_vpu.sv)
   uint32_t a_rd_left = 0, a_out_left = 0, pool_count = 0;
   uint8_t a_pool = kPoolNone;
+  bool a_residual = false;
   bool acc_rd_valid = false, s1_valid = false, s2_valid = false, pool_valid = false;
+  bool s3_valid = false;  // the residual stage
   // ---- chip status registers (rtl/tpu_top.sv)
   bool progress_q = false;
   uint8_t issue_q = kWait;
@@ -211,6 +214,11 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
           if (f.ub_use && u.ub_use && (f.ub_wr || u.ub_wr) &&
               Overlaps(f.ub_lo, f.ub_hi, u.ub_lo, u.ub_hi))
             ub_h = true;
+          // The read-only second ranges (activate residual) against the other side's writes.
+          if (f.ub2_use && u.ub_use && u.ub_wr && Overlaps(f.ub2_lo, f.ub2_hi, u.ub_lo, u.ub_hi))
+            ub_h = true;
+          if (f.ub_use && f.ub_wr && u.ub2_use && Overlaps(f.ub_lo, f.ub_hi, u.ub2_lo, u.ub2_hi))
+            ub_h = true;
           if (f.acc_use && u.acc_use && (f.acc_wr || u.acc_wr) &&
               Overlaps(f.acc_lo, f.acc_hi, u.acc_lo, u.acc_hi))
             acc_h = true;
@@ -253,14 +261,15 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     const bool ub_rd0 = f_rd && !feed_start;
     const bool out_valid = in_flight && flight[fl_head] + latency == cycle;
     const bool acc_rd_en = a_rd_left != 0 && !act_start;
-    const bool vpu_out = a_pool == kPoolNone ? s2_valid : pool_valid;
+    const bool vpu_out = a_residual ? s3_valid : a_pool == kPoolNone ? s2_valid : pool_valid;
+    const bool res_read = s1_valid && a_residual;  // the residual row of the row in stage 1
 
     // ---- the counters (rtl/tpu_top.sv): this cycle's increments, `k` times (more than
     // once for the cycles that repeat this one, below).
     // (Only values of this cycle, fixed before the clock edge below changes the registers.)
     const bool fifo_stall = w_req_left != 0 && !room;
     const bool host_stall = h_valid && !hm_ready, weight_stall = w_req_valid && !wm_ready;
-    const uint64_t ub_reads = uint64_t{ub_rd0} + h_ub_read;
+    const uint64_t ub_reads = uint64_t{ub_rd0} + h_ub_read + res_read;
     const uint64_t ub_writes = uint64_t{h_resp_take && !h_params} + vpu_out;
     const bool param_write = h_resp_take && h_params, vpu_in = acc_rd_valid;
     const uint64_t host_read = hm_fire && !h_write ? n : 0,
@@ -307,7 +316,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     // repeat this one exactly.
     const bool steady = !progress_d && !progress_q && issue_q == issue && drain_left == 0 &&
                         !h_ub_read && !h_rd_pending && !f_rd && !f_pending && !acc_rd_valid &&
-                        !s1_valid && !s2_valid && !pool_valid && issue != kHalted;
+                        !s1_valid && !s2_valid && !pool_valid && !s3_valid && issue != kHalted;
 
     // ---- the clock edge
     if (d != nullptr && d->check != hw::Status::kOk) {
@@ -425,6 +434,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     } else {
       pool_valid = false;
     }
+    s3_valid = s2_valid && a_residual;
     s2_valid = s1_valid;
     s1_valid = acc_rd_valid;
     acc_rd_valid = acc_rd_en;
@@ -434,6 +444,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
       a_pool = (d->flags & hw::kFlagPoolMax)   ? kPoolMax
                : (d->flags & hw::kFlagPoolAvg) ? kPoolAvg
                                                : kPoolNone;
+      a_residual = d->flags & hw::kFlagResidual;
     } else {
       if (a_rd_left != 0) --a_rd_left;
       if (vpu_out) --a_out_left;

@@ -1,7 +1,8 @@
 // Accumulator memory after the matrix unit: AccDepth rows of ArrayDim int32 values.
 //
-// A result row is written to, or added into, the row at its address (K larger than the
-// array is done as several K-folds accumulated at the same address). When the final
+// A result row is written to, added into, or compared with (max: each value keeps the
+// larger) the row at its address (K larger than the array is done as several K-folds
+// accumulated at the same address; max pooling as taps compared at the same address). When the final
 // fold of a row has been written, final_valid_o/final_addr_o say so one cycle later,
 // so a reader can take rows as they complete. The read port has one cycle of latency.
 // An address beyond AccDepth is never written; it sets the sticky error_o instead.
@@ -18,6 +19,7 @@ module tpu_accumulators
   input  logic                     wr_valid_i,
   input  logic [AddrWidth-1:0]     wr_addr_i,
   input  logic                     wr_accumulate_i,
+  input  logic                     wr_max_i,
   input  logic                     wr_final_i,
   input  acc_t [ArrayDim-1:0]      wr_data_i,
   // read port
@@ -46,7 +48,9 @@ module tpu_accumulators
   always_comb begin
     old_row = wr_in_range ? mem_q[wr_addr_i] : '0;
     for (int c = 0; c < int'(ArrayDim); c++) begin
-      new_row[c] = wr_accumulate_i ? old_row[c] + wr_data_i[c] : wr_data_i[c];
+      if (wr_accumulate_i) new_row[c] = old_row[c] + wr_data_i[c];
+      else if (wr_max_i) new_row[c] = (old_row[c] > wr_data_i[c]) ? old_row[c] : wr_data_i[c];
+      else new_row[c] = wr_data_i[c];
     end
   end
 

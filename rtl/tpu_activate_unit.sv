@@ -1,8 +1,10 @@
 // Activation unit: runs activate. Reads accumulator rows one per cycle, passes them
-// through the VPU (bias, requantize, ReLU, optional 2 x 2 pooling) with one of the VPU
-// parameter sets, and writes the int8 rows to the unified buffer. Also holds the
-// parameter sets themselves (ParamSets x ParamRows rows of ArrayDim bytes, written by
-// the host DMA; layout in tpu_pkg).
+// through the VPU (bias, requantize, ReLU, then optional 2 x 2 pooling or the residual
+// add) with one of the VPU parameter sets, and writes the int8 rows to the unified buffer.
+// With `residual` it reads the residual rows (set_residual's, `stride` apart like the rows
+// it writes) through its own unified-buffer read port, each in time for its row's stage 3.
+// Also holds the parameter sets themselves (ParamSets x ParamRows rows of ArrayDim bytes,
+// written by the host DMA; layout in tpu_pkg).
 module tpu_activate_unit
   import tpu_pkg::*;
 #(
@@ -19,6 +21,7 @@ module tpu_activate_unit
   input  logic                     rst_ni,
   input  logic                     start_i,
   input  instr_t                   cmd_i,
+  input  residual_t                residual_i,  // the controller's set_residual register
   output logic                     busy_o,
   // parameter rows (from the host DMA)
   input  logic                     par_wr_en_i,
@@ -29,6 +32,10 @@ module tpu_activate_unit
   output logic [AccAddrWidth-1:0]  acc_rd_addr_o,
   input  logic                     acc_rd_valid_i,
   input  acc_t [ArrayDim-1:0]      acc_rd_data_i,
+  // unified buffer read port (residual rows)
+  output logic                     ub_rd_en_o,
+  output logic [UbAddrWidth-1:0]   ub_rd_addr_o,
+  input  operand_t [ArrayDim-1:0]  ub_rd_data_i,
   // unified buffer write port
   output logic                     ub_wr_en_o,
   output logic [UbAddrWidth-1:0]   ub_wr_addr_o,
@@ -52,6 +59,8 @@ module tpu_activate_unit
   logic [ArrayDim-1:0][5:0]  shift_q;
   logic                      relu_q;
   vpu_pool_e                 pool_q;
+  logic                      residual_q;  // this activate adds the residual
+  residual_t                 res_q;       // the residual, latched when it starts
 
   logic [4*ArrayDim-1:0][7:0] bias_bytes, mult_bytes;
   logic [31:0]                set_base;
@@ -80,7 +89,10 @@ module tpu_activate_unit
   logic                    vpu_out_valid;
   operand_t [ArrayDim-1:0] vpu_out_data;
 
-  logic [31:0] acc_row_q, rd_left_q, ub_row_q, out_left_q, ub_step_q;
+  logic [31:0] acc_row_q, rd_left_q, ub_row_q, out_left_q, ub_step_q, res_row_q;
+  // A row read from the accumulators two cycles ago is in the VPU's stage 1 now: read its
+  // residual row, which arrives with it in stage 2.
+  logic        stage1_q;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -91,6 +103,10 @@ module tpu_activate_unit
       out_left_q <= '0;
       relu_q     <= 1'b0;
       pool_q     <= VpuPoolNone;
+      residual_q <= 1'b0;
+      res_q      <= '0;
+      res_row_q  <= '0;
+      stage1_q   <= 1'b0;
     end else if (start_i) begin
       acc_row_q  <= cmd_i.src;
       rd_left_q  <= 32'(cmd_i.length);
@@ -103,7 +119,13 @@ module tpu_activate_unit
       relu_q     <= cmd_i.flags[FlagRelu];
       pool_q     <= cmd_i.flags[FlagPoolMax] ? VpuPoolMax
                   : cmd_i.flags[FlagPoolAvg] ? VpuPoolAvg : VpuPoolNone;
+      residual_q <= cmd_i.flags[FlagResidual];
+      res_q      <= residual_i;
+      res_row_q  <= residual_i.ub;
+      stage1_q   <= 1'b0;
     end else begin
+      stage1_q <= acc_rd_valid_i;
+      if (ub_rd_en_o) res_row_q <= res_row_q + ub_step_q;
       if (rd_left_q != '0) begin
         acc_row_q <= acc_row_q + 1'b1;
         rd_left_q <= rd_left_q - 1'b1;
@@ -125,6 +147,9 @@ module tpu_activate_unit
     .shift_i     (shift_q),
     .relu_i      (relu_q),
     .pool_i      (pool_q),
+    .residual_i  (residual_q),
+    .res_i       (res_q),
+    .res_data_i  (ub_rd_data_i),
     .in_valid_i  (acc_rd_valid_i),
     .in_data_i   (acc_rd_data_i),
     .out_valid_o (vpu_out_valid),
@@ -133,6 +158,8 @@ module tpu_activate_unit
 
   assign acc_rd_en_o   = (rd_left_q != '0) && !start_i;
   assign acc_rd_addr_o = AccAddrWidth'(acc_row_q);
+  assign ub_rd_en_o    = stage1_q && residual_q;
+  assign ub_rd_addr_o  = UbAddrWidth'(res_row_q);
   assign ub_wr_en_o    = vpu_out_valid;
   assign ub_wr_addr_o  = UbAddrWidth'(ub_row_q);
   assign ub_wr_data_o  = vpu_out_data;

@@ -28,7 +28,7 @@ module tpu_controller
   input  instr_t      instr_i,
   // sizes of the external memories in bytes (set by the system around the chip)
   input  logic [31:0] hm_size_i,
-  input  logic [31:0] wm_size_i,
+  input  logic [63:0] wm_size_i,
   // unit status
   input  logic        hdma_busy_i,
   input  logic        wdma_busy_i,
@@ -39,6 +39,7 @@ module tpu_controller
   // dispatch: the head instruction and one start pulse per unit
   output instr_t      cmd_o,
   output window_t     window_o,  // the window set by the last set_window (the feeder's)
+  output residual_t   residual_o,  // the residual set by the last set_residual (the VPU's)
   output logic        hdma_start_o,
   output logic        wdma_start_o,
   output logic        feed_start_o,
@@ -75,9 +76,12 @@ module tpu_controller
   assign instr_ready_o = !iq_full;
 
   // ---------------------------------------------------------------- footprints
+  // ub2: a second range of unified-buffer rows that is only read (activate residual).
   typedef struct packed {
     logic        ub_use, ub_wr;
     logic [31:0] ub_lo, ub_hi;
+    logic        ub2_use;
+    logic [31:0] ub2_lo, ub2_hi;
     logic        acc_use, acc_wr;
     logic [31:0] acc_lo, acc_hi;
     logic        par_use, par_wr;
@@ -104,7 +108,7 @@ module tpu_controller
   localparam logic [63:0] N = 64'(ArrayDim);
 
   logic [7:0]  op, flags;
-  logic [63:0] len, src, dst, aux, out_rows;
+  logic [63:0] len, src, dst, aux, out_rows, wm_addr;
   logic        pooled;
   status_e     check;
   footprint_t  fp;
@@ -114,11 +118,28 @@ module tpu_controller
   logic [63:0] step, win_rows, win_tiles, win_pixels, act_step;
   logic        win_bad;
 
+  // The residual: set by set_residual when it issues, used by activate residual.
+  residual_t   res_q, res_new;
+  logic        res_bad;
+  always_comb begin
+    res_new       = '0;
+    res_new.valid = 1'b1;
+    res_new.relu  = head.flags[FlagResidualRelu];
+    res_new.shift = head.length[OpdSetResidualShiftLsb+:OpdSetResidualShiftBits];
+    res_new.mul_a = head.src;
+    res_new.mul_b = head.aux;
+    res_new.ub    = head.dst;
+    // The shift in 1..62, no bits above it, multipliers below 2^31.
+    res_bad = res_new.shift == '0 || res_new.shift > 6'd62 ||
+              (head.length >> OpdSetResidualShiftBits) != '0 || head.src[31] || head.aux[31];
+  end
+
   // set_window's fields (docs/isa.md).
   always_comb begin
     win_new             = '0;
     win_new.valid       = 1'b1;
     win_new.pooled      = head.flags[FlagPooled];
+    win_new.pad_min     = head.flags[FlagPadMin];
     win_new.in_h        = head.src[OpdSetWindowInHLsb+:OpdSetWindowInHBits];
     win_new.in_w        = head.src[OpdSetWindowInWLsb+:OpdSetWindowInWBits];
     win_new.kh          = head.src[OpdSetWindowKhLsb+:OpdSetWindowKhBits];
@@ -166,6 +187,8 @@ module tpu_controller
   assign aux    = 64'(head.aux);
   assign pooled = flags[FlagPoolAvg] || flags[FlagPoolMax];
   assign out_rows = pooled ? len >> 2 : len;
+  // read_weights: the weight-memory address, bits 32-47 from aux.
+  assign wm_addr  = {16'd0, aux[OpdReadWeightsAddrHiLsb+:OpdReadWeightsAddrHiBits], src[31:0]};
 
   always_comb begin
     check = StatusOk;
@@ -175,8 +198,12 @@ module tpu_controller
         if (flags != '0) check = StatusBadOperand;
       end
       OpSetWindow: begin
-        if ((flags & ~8'(1 << FlagPooled)) != '0 || len == '0) check = StatusBadOperand;
+        if ((flags & ~8'((1 << FlagPooled) | (1 << FlagPadMin))) != '0 || len == '0)
+          check = StatusBadOperand;
         else if (win_bad) check = StatusBadWindow;
+      end
+      OpSetResidual: begin
+        if ((flags & ~8'(1 << FlagResidualRelu)) != '0 || res_bad) check = StatusBadOperand;
       end
       OpReadHost: begin
         if ((flags & ~8'(1 << FlagParams)) != '0 || len == '0) check = StatusBadOperand;
@@ -197,11 +224,15 @@ module tpu_controller
         fp.par_hi  = 32'(dst + len);
       end
       OpReadWeights: begin
-        if (flags != '0 || len == '0) check = StatusBadOperand;
-        else check = range_check(src, len * N * N, 64'(wm_size_i));
+        if (flags != '0 || len == '0 ||
+            (aux >> (OpdReadWeightsAddrHiLsb + OpdReadWeightsAddrHiBits)) != '0)
+          check = StatusBadOperand;
+        else check = range_check(wm_addr, len * N * N, wm_size_i);
       end
       OpMatmul: begin
-        if ((flags & ~8'((1 << FlagAccumulate) | (1 << FlagSwitch) | (1 << FlagWindow))) != '0 ||
+        if ((flags & ~8'((1 << FlagAccumulate) | (1 << FlagSwitch) | (1 << FlagWindow) |
+                         (1 << FlagMax))) != '0 ||
+            (flags[FlagMax] && flags[FlagAccumulate]) ||
             len == '0 || (!flags[FlagWindow] && (aux[31:0] >> OpdMatmulStrideBits) != '0)) begin
           check = StatusBadOperand;
         end else if (flags[FlagWindow]) begin
@@ -224,8 +255,11 @@ module tpu_controller
         fp.acc_hi  = 32'(dst + len);
       end
       OpActivate: begin
-        if ((flags & ~8'(7)) != '0 || (flags[FlagPoolAvg] && flags[FlagPoolMax]) ||
-            len == '0 || (pooled && len[1:0] != 2'd0)) begin
+        if ((flags & ~8'((1 << FlagRelu) | (1 << FlagPoolAvg) | (1 << FlagPoolMax) |
+                         (1 << FlagResidual))) != '0 ||
+            (flags[FlagPoolAvg] && flags[FlagPoolMax]) || len == '0 ||
+            (pooled && len[1:0] != 2'd0) ||
+            (flags[FlagResidual] && (pooled || !res_q.valid))) begin
           check = StatusBadOperand;
         end else begin
           check = first_error(first_error(range_check(src, len, 64'(AccDepth)),
@@ -233,6 +267,10 @@ module tpu_controller
                                                       64'(UbDepth))),
                               range_check(64'(aux[OpdActivateParamsLsb+:OpdActivateParamsBits]), 1,
                                           64'(ParamSets)));
+          if (flags[FlagResidual])
+            check = first_error(check, range_check(64'(res_q.ub),
+                                                   (out_rows - 64'd1) * act_step + 64'd1,
+                                                   64'(UbDepth)));
         end
         fp.acc_use = 1'b1;
         fp.acc_lo  = 32'(src);
@@ -241,6 +279,9 @@ module tpu_controller
         fp.ub_wr   = 1'b1;
         fp.ub_lo   = 32'(dst);
         fp.ub_hi   = 32'(dst + (out_rows - 64'd1) * act_step + 64'd1);
+        fp.ub2_use = flags[FlagResidual];
+        fp.ub2_lo  = res_q.ub;
+        fp.ub2_hi  = 32'(64'(res_q.ub) + (out_rows - 64'd1) * act_step + 64'd1);
         fp.par_use = 1'b1;
         fp.par_lo  = 32'(aux[OpdActivateParamsLsb+:OpdActivateParamsBits]);
         fp.par_hi  = 32'(aux[OpdActivateParamsLsb+:OpdActivateParamsBits]) + 32'd1;
@@ -280,6 +321,11 @@ module tpu_controller
       if (busy && !same) begin
         if (fp.ub_use && o.ub_use && (fp.ub_wr || o.ub_wr) &&
             overlaps(fp.ub_lo, fp.ub_hi, o.ub_lo, o.ub_hi)) ub_hazard = 1'b1;
+        // The read-only second ranges against the other side's writes.
+        if (fp.ub2_use && o.ub_use && o.ub_wr &&
+            overlaps(fp.ub2_lo, fp.ub2_hi, o.ub_lo, o.ub_hi)) ub_hazard = 1'b1;
+        if (fp.ub_use && fp.ub_wr && o.ub2_use &&
+            overlaps(fp.ub_lo, fp.ub_hi, o.ub2_lo, o.ub2_hi)) ub_hazard = 1'b1;
         if (fp.acc_use && o.acc_use && (fp.acc_wr || o.acc_wr) &&
             overlaps(fp.acc_lo, fp.acc_hi, o.acc_lo, o.acc_hi)) acc_hazard = 1'b1;
         if (fp.par_use && o.par_use && (fp.par_wr || o.par_wr) &&
@@ -327,6 +373,7 @@ module tpu_controller
   assign pop          = go;
   assign cmd_o        = head;
   assign window_o     = win_q;
+  assign residual_o   = res_q;
   assign hdma_start_o = go && (op == OpReadHost || op == OpWriteHost);
   assign wdma_start_o = go && (op == OpReadWeights);
   assign feed_start_o = go && (op == OpMatmul);
@@ -340,6 +387,7 @@ module tpu_controller
   footprint_t  hdma_fp_d, act_fp_d, mxu_fp_d, drain_fp_d;
   logic [31:0] drain_left_d;
   window_t     win_d;
+  residual_t   res_d;
 
   always_comb begin
     halted_d   = halted_q;
@@ -355,10 +403,12 @@ module tpu_controller
       error_pc_d = retired_q;
     end
     win_d = win_q;
+    res_d = res_q;
     if (go) begin
       retired_d = retired_q + 1'b1;
       if (op == OpHalt) halted_d = 1'b1;
       if (op == OpSetWindow) win_d = win_new;
+      if (op == OpSetResidual) res_d = res_new;
     end
     if (hdma_start_o) hdma_fp_d = fp;
     if (act_start_o) act_fp_d = fp;
@@ -391,6 +441,7 @@ module tpu_controller
       drain_fp_q <= '0;
       drain_left_q <= '0;
       win_q      <= '0;
+      res_q      <= '0;
     end else begin
       halted_q   <= halted_d;
       status_q   <= status_d;
@@ -402,6 +453,7 @@ module tpu_controller
       drain_fp_q <= drain_fp_d;
       drain_left_q <= drain_left_d;
       win_q      <= win_d;
+      res_q      <= res_d;
     end
   end
 

@@ -24,6 +24,7 @@ module tpu_matrix_unit
   input  logic                    a_switch_i,      // the first row of a tile
   input  logic [AddrWidth-1:0]    a_acc_addr_i,
   input  logic                    a_accumulate_i,  // add into the row instead of overwriting
+  input  logic                    a_max_i,         // keep the larger of the two instead
   input  logic                    a_final_i,       // this write completes the row
   // accumulator read port (one cycle of latency)
   input  logic                    rd_en_i,
@@ -46,7 +47,7 @@ module tpu_matrix_unit
   output mxu_cycle_e              cycle_o
 );
 
-  localparam int unsigned TagWidth = AddrWidth + 2;  // {addr, accumulate, final}
+  localparam int unsigned TagWidth = AddrWidth + 3;  // {addr, accumulate, max, final}
 
   logic                out_valid;
   acc_t [ArrayDim-1:0] out_data;
@@ -66,7 +67,7 @@ module tpu_matrix_unit
     .a_ready_o,
     .a_data_i,
     .a_switch_i,
-    .a_tag_i      ({a_acc_addr_i, a_accumulate_i, a_final_i}),
+    .a_tag_i      ({a_acc_addr_i, a_accumulate_i, a_max_i, a_final_i}),
     .out_valid_o  (out_valid),
     .out_data_o   (out_data),
     .out_tag_o    (out_tag),
@@ -83,8 +84,9 @@ module tpu_matrix_unit
     .clk_i,
     .rst_ni,
     .wr_valid_i     (out_valid),
-    .wr_addr_i      (out_tag[TagWidth-1:2]),
-    .wr_accumulate_i(out_tag[1]),
+    .wr_addr_i      (out_tag[TagWidth-1:3]),
+    .wr_accumulate_i(out_tag[2]),
+    .wr_max_i       (out_tag[1]),
     .wr_final_i     (out_tag[0]),
     .wr_data_i      (out_data),
     .rd_en_i,

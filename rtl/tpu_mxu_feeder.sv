@@ -3,7 +3,8 @@
 // apart; with `window` each row is formed instead by the window-gather stage: lane l of
 // the row for output pixel (oy, ox) is element ktile x N + l of that pixel's receptive
 // field in (ky, kx, c) order, read from the feature map through the unified buffer's
-// gather port, zero in the padding and past the field's end (docs/isa.md). The first row of a matmul with
+// gather port, zero in the padding (-128 with the window's pad_min) and past the field's
+// end (docs/isa.md). The first row of a matmul with
 // `switch` starts the next weight tile and waits (in a two-row buffer) until that tile
 // is in the shadow registers; the buffer keeps one row per cycle flowing otherwise.
 module tpu_mxu_feeder
@@ -39,15 +40,16 @@ module tpu_mxu_feeder
   output logic                    a_switch_o,
   output logic                    a_last_o,  // the last row of its matmul
   output logic [AccAddrWidth-1:0] a_acc_addr_o,
-  output logic                    a_accumulate_o
+  output logic                    a_accumulate_o,
+  output logic                    a_max_o  // keep the larger value instead (matmul max)
 );
 
-  // {last, switch, accumulate, accumulator row}: what travels with a row read.
-  localparam int unsigned MetaWidth = 3 + AccAddrWidth;
+  // {last, switch, accumulate, max, accumulator row}: what travels with a row read.
+  localparam int unsigned MetaWidth = 4 + AccAddrWidth;
   localparam int unsigned BufDepth = 2;
 
   logic [31:0]          ub_row_q, acc_row_q, left_q, step_q;
-  logic                 first_q, switch_q, accumulate_q;
+  logic                 first_q, switch_q, accumulate_q, max_q;
   logic                 pending_q, win_mode_q, pending_win_q;
 
   // ---------------------------------------------------------------- window-gather stage
@@ -61,6 +63,8 @@ module tpu_mxu_feeder
   // (wy, wx) and its pixel q (oy = 2 wy + q / 2, ox = 2 wx + q % 2) in pooled order.
   logic [31:0] oy_q, ox_q, wy_q, wx_q;
   logic [1:0]  q_q;
+  // The lanes of the row gathered last cycle that fell outside the map (pad_min: -128).
+  logic [ArrayDim-1:0] pad_q;
 
   logic [ArrayDim-1:0]       lane_on_d;
   logic [ArrayDim-1:0][31:0] lane_ky_d, lane_kx_d, lane_c_d;
@@ -89,14 +93,16 @@ module tpu_mxu_feeder
   assign y0 = $signed(oy * 32'(win_q.stride_y)) - $signed(32'(win_q.pad_top));
   assign x0 = $signed(ox * 32'(win_q.stride_x)) - $signed(32'(win_q.pad_left));
 
+  logic [ArrayDim-1:0] outside;
   always_comb begin
     for (int l = 0; l < int'(ArrayDim); l++) begin
       logic signed [31:0] y, x;
       logic [31:0] byte_addr;
       y           = y0 + $signed(lane_ky_q[l]);
       x           = x0 + $signed(lane_kx_q[l]);
-      g_zero_o[l] = !lane_on_q[l] || y < 0 || y >= $signed(32'(win_q.in_h)) || x < 0 ||
-                    x >= $signed(32'(win_q.in_w));
+      outside[l]  = lane_on_q[l] && (y < 0 || y >= $signed(32'(win_q.in_h)) || x < 0 ||
+                                     x >= $signed(32'(win_q.in_w)));
+      g_zero_o[l] = !lane_on_q[l] || outside[l];
       byte_addr   = g_zero_o[l] ? '0
                   : (32'(y) * 32'(win_q.in_w) + 32'(x)) * 32'(win_q.pixel_bytes) + lane_c_q[l];
       g_row_o[l]  = UbAddrWidth'(base_q + byte_addr / ArrayDim);
@@ -116,7 +122,7 @@ module tpu_mxu_feeder
   // Next state: a start loads the matmul; each read moves to the next row; what travels
   // with the row read this cycle waits a cycle for its data (pending).
   logic [31:0]          ub_row_d, acc_row_d, left_d, step_d;
-  logic                 first_d, switch_d, accumulate_d, pending_d, win_mode_d;
+  logic                 first_d, switch_d, accumulate_d, max_d, pending_d, win_mode_d;
   logic [MetaWidth-1:0] pending_meta_d;
 
   always_comb begin
@@ -126,6 +132,7 @@ module tpu_mxu_feeder
     first_d      = first_q;
     switch_d     = switch_q;
     accumulate_d = accumulate_q;
+    max_d        = max_q;
     step_d       = step_q;
     win_mode_d   = win_mode_q;
     if (start_i) begin
@@ -135,6 +142,7 @@ module tpu_mxu_feeder
       first_d      = 1'b1;
       switch_d     = cmd_i.flags[FlagSwitch];
       accumulate_d = cmd_i.flags[FlagAccumulate];
+      max_d        = cmd_i.flags[FlagMax];
       win_mode_d   = cmd_i.flags[FlagWindow];
       step_d       = (cmd_i.flags[FlagWindow] ||
                       cmd_i.aux[OpdMatmulStrideLsb+:OpdMatmulStrideBits] == '0)
@@ -146,7 +154,8 @@ module tpu_mxu_feeder
       first_d   = 1'b0;
     end
     pending_d      = rd && !start_i;
-    pending_meta_d = {left_q == 32'd1, first_q && switch_q, accumulate_q, AccAddrWidth'(acc_row_q)};
+    pending_meta_d = {left_q == 32'd1, first_q && switch_q, accumulate_q, max_q,
+                      AccAddrWidth'(acc_row_q)};
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -157,6 +166,7 @@ module tpu_mxu_feeder
       first_q        <= 1'b0;
       switch_q       <= 1'b0;
       accumulate_q   <= 1'b0;
+      max_q          <= 1'b0;
       pending_q      <= 1'b0;
       pending_meta_q <= '0;
       step_q         <= 32'd1;
@@ -169,6 +179,7 @@ module tpu_mxu_feeder
       first_q        <= first_d;
       switch_q       <= switch_d;
       accumulate_q   <= accumulate_d;
+      max_q          <= max_d;
       pending_q      <= pending_d;
       pending_meta_q <= pending_meta_d;
       step_q         <= step_d;
@@ -191,6 +202,7 @@ module tpu_mxu_feeder
       wy_q      <= '0;
       wx_q      <= '0;
       q_q       <= '0;
+      pad_q     <= '0;
     end else if (start_i && cmd_i.flags[FlagWindow]) begin
       win_q     <= window_i;
       base_q    <= cmd_i.src;
@@ -205,6 +217,7 @@ module tpu_mxu_feeder
       wx_q      <= (pool_w == '0) ? '0 : (first_px >> 2) % pool_w;
       q_q       <= first_px[1:0];
     end else if (rd && !start_i && win_mode_q) begin
+      pad_q <= win_q.pad_min ? outside : '0;
       if (ox_q + 1 == 32'(win_q.out_w)) begin
         ox_q <= '0;
         oy_q <= oy_q + 1'b1;
@@ -223,6 +236,12 @@ module tpu_mxu_feeder
     end
   end
 
+  // The gathered row, with -128 where pad_min pads.
+  operand_t [ArrayDim-1:0] gathered;
+  always_comb begin
+    for (int l = 0; l < int'(ArrayDim); l++) gathered[l] = pad_q[l] ? -8'sd128 : g_data_i[l];
+  end
+
   tpu_fifo #(
     .Width(MetaWidth + ArrayDim * InputWidth),
     .Depth(BufDepth)
@@ -230,7 +249,7 @@ module tpu_mxu_feeder
     .clk_i,
     .rst_ni,
     .push_i     (pending_q),
-    .push_data_i({pending_meta_q, pending_win_q ? g_data_i : ub_rd_data_i}),
+    .push_data_i({pending_meta_q, pending_win_q ? gathered : ub_rd_data_i}),
     .pop_i      (pop),
     .head_o     (buf_head),
     .full_o     (buf_full),
@@ -243,7 +262,7 @@ module tpu_mxu_feeder
   assign g_en_o         = rd && !start_i && win_mode_q;
   assign a_valid_o      = !buf_empty;
   assign a_data_o       = buf_head[ArrayDim*InputWidth-1:0];
-  assign {a_last_o, a_switch_o, a_accumulate_o, a_acc_addr_o} =
+  assign {a_last_o, a_switch_o, a_accumulate_o, a_max_o, a_acc_addr_o} =
       buf_head[ArrayDim*InputWidth+:MetaWidth];
   assign busy_o         = (left_q != '0) || pending_q || !buf_empty;
 

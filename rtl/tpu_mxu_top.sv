@@ -68,6 +68,7 @@ module tpu_mxu_top
     .a_switch_i,
     .a_acc_addr_i,
     .a_accumulate_i,
+    .a_max_i      (1'b0),  // max pooling is the chip's (tpu_top)
     .a_final_i,
     .rd_en_i,
     .rd_addr_i,

@@ -33,14 +33,26 @@ package tpu_pkg;
   // an in_h x in_w input map of `channels` bytes per pixel, pixel_bytes apart, starting at
   // byte 0 of the matmul's unified-buffer row; kh x kw kernels at stride (stride_y,
   // stride_x), pad_top / pad_left zero rows and columns before the map; out_h x out_w
-  // output pixels, in raster order or, `pooled`, 2 x 2 window by 2 x 2 window.
+  // output pixels, in raster order or, `pooled`, 2 x 2 window by 2 x 2 window; positions
+  // outside the map read 0, or -128 with `pad_min`.
   typedef struct packed {
     logic        valid;  // a good set_window has issued since reset
     logic        pooled;
+    logic        pad_min;
     logic [11:0] in_h, in_w, out_h, out_w;
     logic [3:0]  kh, kw, stride_y, stride_x, pad_top, pad_left;
     logic [15:0] channels, pixel_bytes;
   } window_t;
+
+  // The residual that `set_residual` sets and `activate residual` adds (docs/isa.md): row
+  // k of the activate's output becomes clamp((y * mul_a + r * mul_b + 2^(shift-1)) >>>
+  // shift) with y its int8 value and r the int8 lane of unified-buffer row ub + k x stride.
+  typedef struct packed {
+    logic        valid;  // a good set_residual has issued since reset
+    logic        relu;
+    logic [5:0]  shift;
+    logic [31:0] mul_a, mul_b, ub;
+  } residual_t;
 
   // The instruction word, opcodes, flags, VPU parameter-set layout, status and issue
   // codes, units, register map and counters: generated from contract/tpu_contract.toml

@@ -26,7 +26,7 @@ module tpu_top
   input  logic [InstrWidth-1:0]   instr_i,
   // external memory sizes in bytes
   input  logic [31:0]             hm_size_i,
-  input  logic [31:0]             wm_size_i,
+  input  logic [63:0]             wm_size_i,
   // host memory port
   output logic                    hm_req_valid_o,
   input  logic                    hm_req_ready_i,
@@ -38,7 +38,7 @@ module tpu_top
   // weight memory port (read only)
   output logic                    wm_req_valid_o,
   input  logic                    wm_req_ready_i,
-  output logic [31:0]             wm_req_addr_o,
+  output logic [63:0]             wm_req_addr_o,
   input  logic                    wm_resp_valid_i,
   input  logic [RowWidth-1:0]     wm_resp_data_i,
   // status
@@ -62,6 +62,7 @@ module tpu_top
   // ---------------------------------------------------------------- controller
   instr_t  cmd;
   window_t window;
+  residual_t residual;
   logic    hdma_start, wdma_start, feed_start, act_start;
   logic    hdma_busy, wdma_busy, feed_busy, mxu_busy, act_busy;
   logic    halted;
@@ -91,6 +92,7 @@ module tpu_top
     .act_busy_i   (act_busy),
     .cmd_o        (cmd),
     .window_o     (window),
+    .residual_o   (residual),
     .hdma_start_o (hdma_start),
     .wdma_start_o (wdma_start),
     .feed_start_o (feed_start),
@@ -104,9 +106,9 @@ module tpu_top
   );
 
   // ---------------------------------------------------------------- unified buffer
-  logic                    ub_rd0_en, ub_rd1_en, ub_wr0_en, ub_wr1_en;
-  logic [UbAddrWidth-1:0]  ub_rd0_addr, ub_rd1_addr, ub_wr0_addr, ub_wr1_addr;
-  operand_t [ArrayDim-1:0] ub_rd0_data, ub_rd1_data, ub_wr0_data, ub_wr1_data;
+  logic                    ub_rd0_en, ub_rd1_en, ub_rd2_en, ub_wr0_en, ub_wr1_en;
+  logic [UbAddrWidth-1:0]  ub_rd0_addr, ub_rd1_addr, ub_rd2_addr, ub_wr0_addr, ub_wr1_addr;
+  operand_t [ArrayDim-1:0] ub_rd0_data, ub_rd1_data, ub_rd2_data, ub_wr0_data, ub_wr1_data;
   logic                    ub_g_en;
   logic [ArrayDim-1:0][UbAddrWidth-1:0]       ub_g_row;
   logic [ArrayDim-1:0][$clog2(ArrayDim)-1:0] ub_g_lane;
@@ -124,6 +126,9 @@ module tpu_top
     .rd1_en_i  (ub_rd1_en),
     .rd1_addr_i(ub_rd1_addr),
     .rd1_data_o(ub_rd1_data),
+    .rd2_en_i  (ub_rd2_en),
+    .rd2_addr_i(ub_rd2_addr),
+    .rd2_data_o(ub_rd2_data),
     .g_en_i    (ub_g_en),
     .g_row_i   (ub_g_row),
     .g_lane_i  (ub_g_lane),
@@ -220,7 +225,7 @@ module tpu_top
   );
 
   // ---------------------------------------------------------------- matrix unit
-  logic                    a_valid, a_ready, a_switch, a_accumulate, a_fire, mxu_in_flight;
+  logic                    a_valid, a_ready, a_switch, a_accumulate, a_max, a_fire, mxu_in_flight;
   logic                    a_last;
   logic [AccAddrWidth-1:0] a_acc_addr;
   operand_t [ArrayDim-1:0] a_data;
@@ -251,7 +256,8 @@ module tpu_top
     .a_switch_o    (a_switch),
     .a_last_o      (a_last),
     .a_acc_addr_o  (a_acc_addr),
-    .a_accumulate_o(a_accumulate)
+    .a_accumulate_o(a_accumulate),
+    .a_max_o       (a_max)
   );
 
   logic                    acc_rd_en, acc_rd_valid, acc_final_valid, acc_error;
@@ -275,6 +281,7 @@ module tpu_top
     .a_switch_i    (a_switch),
     .a_acc_addr_i  (a_acc_addr),
     .a_accumulate_i(a_accumulate),
+    .a_max_i       (a_max),
     .a_final_i     (1'b1),
     .rd_en_i       (acc_rd_en),
     .rd_addr_i     (acc_rd_addr),
@@ -317,6 +324,7 @@ module tpu_top
     .rst_ni,
     .start_i       (act_start),
     .cmd_i         (cmd),
+    .residual_i    (residual),
     .busy_o        (act_busy),
     .par_wr_en_i   (par_wr_en),
     .par_wr_addr_i (par_wr_addr),
@@ -325,6 +333,9 @@ module tpu_top
     .acc_rd_addr_o (acc_rd_addr),
     .acc_rd_valid_i(acc_rd_valid),
     .acc_rd_data_i (acc_rd_data),
+    .ub_rd_en_o    (ub_rd2_en),
+    .ub_rd_addr_o  (ub_rd2_addr),
+    .ub_rd_data_i  (ub_rd2_data),
     .ub_wr_en_o    (ub_wr1_en),
     .ub_wr_addr_o  (ub_wr1_addr),
     .ub_wr_data_o  (ub_wr1_data),
@@ -364,7 +375,8 @@ module tpu_top
     inc[CntWeightDmaStallFifoFull] = 32'(wdma_fifo_stall);
     inc[CntHostMemStall]           = 32'(hm_stall);
     inc[CntWeightMemStall]         = 32'(wm_stall);
-    inc[CntUbReads]                = 32'(ub_rd0_en) + 32'(ub_rd1_en) + 32'(ub_g_en);
+    inc[CntUbReads]                = 32'(ub_rd0_en) + 32'(ub_rd1_en) + 32'(ub_rd2_en) +
+                                     32'(ub_g_en);
     inc[CntUbWrites]               = 32'(ub_wr0_en) + 32'(ub_wr1_en);
     inc[CntAccReads]               = 32'(acc_rd_en);
     inc[CntAccWrites]              = 32'(out_valid);

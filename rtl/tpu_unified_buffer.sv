@@ -1,7 +1,7 @@
 // Unified buffer: Depth rows of ArrayDim int8 values, the on-chip home of activations.
-// Two read ports (the matrix feeder; the host DMA writing results out) and two write
-// ports (the host DMA reading inputs in; the VPU), each one row per cycle; reads have
-// one cycle of latency. The gather port (the feeder's window stage) reads one byte per
+// Three read ports (the matrix feeder; the host DMA writing results out; the activation
+// unit reading residual rows) and two write ports (the host DMA reading inputs in; the
+// VPU), each one row per cycle; reads have one cycle of latency. The gather port (the feeder's window stage) reads one byte per
 // lane from any row and lane, also with one cycle of latency: in silicon, a line buffer
 // in front of the buffer that holds the rows the current windows touch (docs/isa.md). The controller's interlocks keep concurrent users on disjoint
 // rows and its range checks keep addresses inside the buffer, so there is no arbitration.
@@ -22,6 +22,10 @@ module tpu_unified_buffer
   input  logic                    rd1_en_i,
   input  logic [AddrWidth-1:0]    rd1_addr_i,
   output operand_t [ArrayDim-1:0] rd1_data_o,
+  // read port 2: activation unit (residual rows of activate residual)
+  input  logic                    rd2_en_i,
+  input  logic [AddrWidth-1:0]    rd2_addr_i,
+  output operand_t [ArrayDim-1:0] rd2_data_o,
   // gather port: the matrix feeder's window stage
   input  logic                    g_en_i,
   input  logic [ArrayDim-1:0][AddrWidth-1:0] g_row_i,
@@ -43,6 +47,7 @@ module tpu_unified_buffer
   // The controller's range checks keep every row an instruction names inside the buffer.
   assert property (@(posedge clk_i) !(rd0_en_i && 32'(rd0_addr_i) >= Depth) &&
                                     !(rd1_en_i && 32'(rd1_addr_i) >= Depth) &&
+                                    !(rd2_en_i && 32'(rd2_addr_i) >= Depth) &&
                                     !(wr0_en_i && 32'(wr0_addr_i) >= Depth) &&
                                     !(wr1_en_i && 32'(wr1_addr_i) >= Depth))
     else $error("tpu_unified_buffer: a row address at or beyond %0d", Depth);
@@ -52,6 +57,7 @@ module tpu_unified_buffer
     if (wr1_en_i) mem_q[wr1_addr_i] <= wr1_data_i;
     if (rd0_en_i) rd0_data_o <= mem_q[rd0_addr_i];
     if (rd1_en_i) rd1_data_o <= mem_q[rd1_addr_i];
+    if (rd2_en_i) rd2_data_o <= mem_q[rd2_addr_i];
     if (g_en_i) begin
       for (int l = 0; l < int'(ArrayDim); l++) begin
         g_data_o[l] <= g_zero_i[l] ? '0 : mem_q[g_row_i[l]][g_lane_i[l]];

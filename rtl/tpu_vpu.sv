@@ -4,11 +4,15 @@
 //   stage 1  sum = acc + bias[lane]                                   (int32)
 //   stage 2  y   = (sum * multiplier[lane] + 2^(shift[lane]-1)) >>> shift[lane]   (64-bit)
 //            out = clamp(y, relu ? 0 : -128, 127)                     (int8)
-//   stage 3  optional 2 x 2 pooling over PoolRows consecutive rows (the controller sends the
-//            four pixels of a window back to back): average = (sum + 2) >>> 2, or maximum.
+//   stage 3  either optional 2 x 2 pooling over PoolRows consecutive rows (the controller
+//            sends the four pixels of a window back to back): average = (sum + 2) >>> 2,
+//            or maximum;
+//            or, with residual_i, the residual add of an int8 row r (res_data_i, valid with
+//            the row in stage 2): out = clamp((out * mul_a + r * mul_b + 2^(shift-1))
+//            >>> shift, res_relu ? 0 : -128, 127)                    (64-bit)
 //
 // One row per cycle in, fully pipelined; out_valid_o follows in_valid_i by 2 cycles
-// without pooling, and once per PoolRows input rows with pooling.
+// without pooling, 3 with the residual, and once per PoolRows input rows with pooling.
 module tpu_vpu
   import tpu_pkg::*;
 #(
@@ -22,6 +26,9 @@ module tpu_vpu
   input  logic     [ArrayDim-1:0][5:0]   shift_i,       // in [1, 62]
   input  logic                           relu_i,
   input  vpu_pool_e                      pool_i,
+  input  logic                           residual_i,  // add res_data_i (not with pooling)
+  input  residual_t                      res_i,       // its multipliers, shift and ReLU
+  input  operand_t [ArrayDim-1:0]        res_data_i,  // the residual row of the stage-2 row
   // accumulator rows in
   input  logic                           in_valid_i,
   input  acc_t     [ArrayDim-1:0]        in_data_i,
@@ -108,8 +115,36 @@ module tpu_vpu
     end
   end
 
-  assign out_valid_o = (pool_i == VpuPoolNone) ? s2_valid_q : pool_valid_q;
-  assign out_data_o  = (pool_i == VpuPoolNone) ? s2_data_q : pool_data_q;
+  // ---------------------------------------------------------------- stage 3: residual
+  operand_t [ArrayDim-1:0] added;
+  always_comb begin
+    for (int l = 0; l < int'(ArrayDim); l++) begin
+      logic signed [63:0] sum, shifted;
+      sum     = 64'(s2_data_q[l]) * $signed({32'd0, res_i.mul_a}) +
+                64'(res_data_i[l]) * $signed({32'd0, res_i.mul_b}) +
+                (64'sd1 <<< (res_i.shift - 6'd1));
+      shifted = sum >>> res_i.shift;
+      if (shifted > 64'sd127) added[l] = 8'sd127;
+      else if (res_i.relu && shifted < 64'sd0) added[l] = 8'sd0;
+      else if (shifted < -64'sd128) added[l] = -8'sd128;
+      else added[l] = operand_t'(shifted[7:0]);
+    end
+  end
+
+  logic                    s3_valid_q;
+  operand_t [ArrayDim-1:0] s3_data_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) s3_valid_q <= 1'b0;
+    else s3_valid_q <= s2_valid_q && residual_i;
+  end
+
+  always_ff @(posedge clk_i) s3_data_q <= added;
+
+  assign out_valid_o = residual_i ? s3_valid_q
+                     : (pool_i == VpuPoolNone) ? s2_valid_q : pool_valid_q;
+  assign out_data_o  = residual_i ? s3_data_q
+                     : (pool_i == VpuPoolNone) ? s2_data_q : pool_data_q;
 
   // Per-lane views of the packed configuration and pipeline registers, for waveforms
   // (traces/vpu.gtkw): a viewer shows a packed array as one wide vector.
@@ -118,15 +153,19 @@ module tpu_vpu
     acc_t        acc_in, bias, sum;
     logic [31:0] multiplier;
     logic [5:0]  shift;
-    operand_t    requantized, out;
+    operand_t    requantized, residual, out;
     assign acc_in      = in_data_i[l];
     assign bias        = bias_i[l];
     assign multiplier  = multiplier_i[l];
     assign shift       = shift_i[l];
     assign sum         = s1_sum_q[l];
     assign requantized = s2_data_q[l];
+    assign residual    = res_data_i[l];
     assign out         = out_data_o[l];
   end
   /* verilator lint_on UNUSEDSIGNAL */
+
+  logic unused_res;
+  assign unused_res = res_i.valid ^ (^res_i.ub);
 
 endmodule

@@ -1,5 +1,6 @@
 // Weight-memory DMA engine: runs read_weights, fetching tiles (ArrayDim rows of ArrayDim
-// int8 weights) row by row into the weight FIFO. It only asks for a row when the FIFO
+// int8 weights) row by row into the weight FIFO, from a 48-bit byte address (src, and aux
+// for bits 32-47). It only asks for a row when the FIFO
 // will have room for it, counting rows still on their way, so the FIFO never overflows
 // however long the memory takes. Memory-side outputs depend on registers only.
 module tpu_weight_dma
@@ -17,7 +18,7 @@ module tpu_weight_dma
   // weight memory (read only)
   output logic                    mem_req_valid_o,
   input  logic                    mem_req_ready_i,
-  output logic [31:0]             mem_req_addr_o,
+  output logic [63:0]             mem_req_addr_o,
   input  logic                    mem_resp_valid_i,
   input  operand_t [ArrayDim-1:0] mem_resp_data_i,
   output logic                    mem_stall_o,
@@ -28,7 +29,7 @@ module tpu_weight_dma
   output logic                    fifo_stall_o  // rows left to fetch, but no room for them
 );
 
-  logic [31:0]           req_addr_q;
+  logic [63:0]           req_addr_q;
   logic [31:0]           req_left_q, resp_left_q;
   logic [CountWidth-1:0] outstanding_q;  // requested rows not yet back
   logic                  room, req_fire, resp_take;
@@ -48,12 +49,13 @@ module tpu_weight_dma
       resp_left_q   <= '0;
       outstanding_q <= '0;
     end else if (start_i) begin
-      req_addr_q  <= cmd_i.src;
+      req_addr_q  <= {16'd0, cmd_i.aux[OpdReadWeightsAddrHiLsb+:OpdReadWeightsAddrHiBits],
+                      cmd_i.src};
       req_left_q  <= 32'(cmd_i.length) * ArrayDim;
       resp_left_q <= 32'(cmd_i.length) * ArrayDim;
     end else begin
       if (req_fire) begin
-        req_addr_q <= req_addr_q + 32'(ArrayDim);
+        req_addr_q <= req_addr_q + 64'(ArrayDim);
         req_left_q <= req_left_q - 1'b1;
       end
       if (resp_take) resp_left_q <= resp_left_q - 1'b1;

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 namespace tpu::sim {
@@ -13,7 +14,9 @@ MemoryModel::MemoryModel(std::string name, uint64_t size_bytes, MemoryTiming tim
   if (timing.bytes_per_cycle == 0) {
     throw std::invalid_argument(name_ + ": bandwidth must be at least 1 byte per cycle");
   }
-  bytes_.assign(size_bytes, 0);
+  size_ = size_bytes;
+  bytes_.reset(static_cast<uint8_t*>(std::calloc(size_bytes, 1)));
+  if (!bytes_) throw std::bad_alloc();
 }
 
 namespace {
@@ -29,8 +32,7 @@ std::string Hex(uint64_t v) {
 void MemoryModel::Check(uint64_t addr, uint64_t len, const char* what) const {
   if (!InRange(addr, len)) {
     throw std::out_of_range(name_ + ": " + what + " of " + std::to_string(len) + " bytes at " +
-                            Hex(addr) + " is outside its " + std::to_string(bytes_.size()) +
-                            " bytes");
+                            Hex(addr) + " is outside its " + std::to_string(size_) + " bytes");
   }
 }
 

@@ -5,8 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
-#include <vector>
 
 namespace tpu::sim {
 
@@ -22,15 +23,16 @@ struct MemoryTiming {
 
 class MemoryModel {
  public:
-  // Throws std::invalid_argument for a zero size or bandwidth.
+  // Throws std::invalid_argument for a zero size or bandwidth, std::bad_alloc when the
+  // address space cannot be reserved. The bytes are zero and take memory only once
+  // written (the allocator maps large blocks lazily), so an 8 GiB weight memory that a job
+  // fills with 30 MB costs 30 MB.
   MemoryModel(std::string name, uint64_t size_bytes, MemoryTiming timing);
 
   const std::string& Name() const { return name_; }
-  uint64_t SizeBytes() const { return bytes_.size(); }
+  uint64_t SizeBytes() const { return size_; }
   const MemoryTiming& Timing() const { return timing_; }
-  bool InRange(uint64_t addr, uint64_t len) const {
-    return addr <= bytes_.size() && len <= bytes_.size() - addr;
-  }
+  bool InRange(uint64_t addr, uint64_t len) const { return addr <= size_ && len <= size_ - addr; }
 
   // Throw std::out_of_range naming the memory and the range when it does not fit.
   void Write(uint64_t addr, const uint8_t* data, uint64_t len);
@@ -46,7 +48,8 @@ class MemoryModel {
 
   std::string name_;
   MemoryTiming timing_;
-  std::vector<uint8_t> bytes_;
+  uint64_t size_ = 0;
+  std::unique_ptr<uint8_t[], void (*)(void*)> bytes_{nullptr, &std::free};
   uint64_t bytes_read_ = 0, bytes_written_ = 0;
 };
 

@@ -44,8 +44,8 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, int array_dim,
       weight_("weight memory", config.weight_mem_bytes, config.weight_timing),
       host_port_(host_, array_dim),
       weight_port_(weight_, array_dim) {
-  if (config.host_mem_bytes > kGiB || config.weight_mem_bytes > kGiB) {
-    throw std::invalid_argument("host and weight memories hold at most 1 GiB each");
+  if (config.host_mem_bytes > kGiB || config.weight_mem_bytes > kWeightRegionSize) {
+    throw std::invalid_argument("host memory holds at most 1 GiB and weight memory at most 64 GiB");
   }
   socket.register_b_transport(this, &TpuSystemBase::BTransport);
   socket.register_transport_dbg(this, &TpuSystemBase::TransportDbg);
@@ -80,7 +80,7 @@ void TpuSystemBase::RunProgram() {
   cycles_ = 0;
   Inputs in;
   in.hm_size = static_cast<uint32_t>(std::min<uint64_t>(host_.SizeBytes(), 0xffffffffu));
-  in.wm_size = static_cast<uint32_t>(std::min<uint64_t>(weight_.SizeBytes(), 0xffffffffu));
+  in.wm_size = weight_.SizeBytes();
   WriteInputs(in);
   SetReset(false);
   wait(clk.negedge_event());
@@ -208,7 +208,7 @@ bool TpuSystemBase::Access(uint64_t addr, uint8_t* data, uint64_t len, bool writ
   if (addr >= kHostMemBase && addr < kHostMemBase + kRegionSize) {
     return mem_access(host_, addr - kHostMemBase);
   }
-  if (addr >= kWeightMemBase && addr < kWeightMemBase + kRegionSize) {
+  if (addr >= kWeightMemBase && addr < kWeightMemBase + kWeightRegionSize) {
     return mem_access(weight_, addr - kWeightMemBase);
   }
   if (addr >= kProgramBase && addr < kProgramBase + kRegionSize) {

@@ -4,8 +4,7 @@
 // A watchdog stops a run that makes no progress and names the unit that is stuck.
 //
 // TLM address map (docs/architecture.md):
-//   0x0000_0000  host memory      (host_mem_bytes)
-//   0x4000_0000  weight memory    (weight_mem_bytes)
+//   0x0000_0000  host memory      (host_mem_bytes, at most 1 GiB)
 //   0x8000_0000  program          (16-byte instruction words, word 0 first)
 //   0xC000_0000  control and status registers, 64 bits each:
 //     +0x000 START  write n: reset the chip and run program words 0 .. n-1
@@ -14,6 +13,9 @@
 //     +0x018 FED    instruction words handed to the chip
 //     +0x100 + 8 i  tpu_top register i (status, parameters, counters; the register map of
 //                   contract/tpu_contract.toml)
+//   0x10_0000_0000  weight memory (weight_mem_bytes, at most 64 GiB: TPU v1's 8 GiB of DDR3
+//                   fits; both memories are allocated as they are written, so a large
+//                   one costs only what a job puts in it)
 // When a run ends the system notifies DoneEvent() (its interrupt line). The chip's
 // registers are read once, in the cycle the run ends, and register reads return those
 // values until the next START: a run that did not halt leaves a chip whose counters would
@@ -36,7 +38,8 @@
 namespace tpu::sim {
 
 inline constexpr uint64_t kHostMemBase = 0x0000'0000ull;
-inline constexpr uint64_t kWeightMemBase = 0x4000'0000ull;
+inline constexpr uint64_t kWeightMemBase = 0x10'0000'0000ull;
+inline constexpr uint64_t kWeightRegionSize = 0x10'0000'0000ull;
 inline constexpr uint64_t kProgramBase = 0x8000'0000ull;
 inline constexpr uint64_t kCsrBase = 0xC000'0000ull;
 inline constexpr uint64_t kRegionSize = 0x4000'0000ull;
@@ -60,6 +63,7 @@ const char* RunStateName(RunState s);
 
 struct TpuSystemConfig {
   uint64_t host_mem_bytes = 16ull << 20;  // at most 1 GiB (the TLM region)
+  // at most 64 GiB (kWeightRegionSize)
   MemoryTiming host_timing{100, 16};
   uint64_t weight_mem_bytes = 16ull << 20;
   MemoryTiming weight_timing{50, 16};
@@ -114,14 +118,15 @@ class TpuSystemBase : public sc_core::sc_module {
     uint32_t hm_req_addr = 0;
     std::vector<uint8_t> hm_req_data;
     bool wm_req_valid = false;
-    uint32_t wm_req_addr = 0;
+    uint64_t wm_req_addr = 0;
     bool halted = false, idle = false, progress = false, wait_weights = false;
     uint32_t status = 0, unit_busy = 0, issue = 0;
   };
   struct Inputs {
     bool instr_valid = false;
     const uint8_t* instr = nullptr;  // 16 bytes
-    uint32_t hm_size = 0, wm_size = 0;
+    uint32_t hm_size = 0;
+    uint64_t wm_size = 0;
     bool hm_req_ready = false, hm_resp_valid = false;
     const uint8_t* hm_resp_data = nullptr;  // ArrayDim bytes
     bool wm_req_ready = false, wm_resp_valid = false;

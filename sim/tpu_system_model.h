@@ -84,7 +84,7 @@ class TpuSystemModel final : public TpuSystemBase {
     sc_detail::FromScValue(hm_req_data_.read(), words_.data());
     UnpackLanes(words_.data(), ArrayDim(), out->hm_req_data.data());
     out->wm_req_valid = wm_req_valid_.read();
-    out->wm_req_addr = static_cast<uint32_t>(wm_req_addr_.read());
+    out->wm_req_addr = static_cast<uint64_t>(wm_req_addr_.read());
     out->halted = halted_.read();
     out->status = static_cast<uint32_t>(status_.read());
     out->idle = idle_.read();
@@ -135,11 +135,12 @@ class TpuSystemModel final : public TpuSystemBase {
   sc_core::sc_signal<bool> rst_n_{"rst_n", true};
   sc_core::sc_signal<bool> instr_valid_{"instr_valid"}, instr_ready_{"instr_ready"};
   Sig<decltype(std::declval<M&>().instr_i)> instr_{"instr"};
-  Sig<decltype(std::declval<M&>().hm_size_i)> hm_size_{"hm_size"}, wm_size_{"wm_size"};
+  Sig<decltype(std::declval<M&>().hm_size_i)> hm_size_{"hm_size"};
+  Sig<decltype(std::declval<M&>().wm_size_i)> wm_size_{"wm_size"};
   sc_core::sc_signal<bool> hm_req_valid_{"hm_req_valid"}, hm_req_ready_{"hm_req_ready"},
       hm_req_write_{"hm_req_write"}, hm_resp_valid_{"hm_resp_valid"};
-  Sig<decltype(std::declval<M&>().hm_req_addr_o)> hm_req_addr_{"hm_req_addr"},
-      wm_req_addr_{"wm_req_addr"};
+  Sig<decltype(std::declval<M&>().hm_req_addr_o)> hm_req_addr_{"hm_req_addr"};
+  Sig<decltype(std::declval<M&>().wm_req_addr_o)> wm_req_addr_{"wm_req_addr"};
   Sig<decltype(std::declval<M&>().hm_req_data_o)> hm_req_data_{"hm_req_data"};
   Sig<decltype(std::declval<M&>().hm_resp_data_i)> hm_resp_data_{"hm_resp_data"},
       wm_resp_data_{"wm_resp_data"};

@@ -1,4 +1,4 @@
-// `tpusim compare`: the same MNIST test images on the CPU (fp32 and int8, measured) and on
+// `tpusim compare`: the same inputs on the CPU (fp32 and int8, measured) and on
 // the simulated TPU at each requested preset (cycles turned into time at the preset's
 // clock, energy from the energy model), in one table.
 #include "host/cli/compare_command.h"
@@ -50,16 +50,17 @@ std::optional<double> RaplJoules() {
   return uj * 1e-6;
 }
 
-report::CompareRow CpuRow(const nn::Model& m, const data::MnistSet& set, const CompareArgs& a,
+report::CompareRow CpuRow(const nn::Model& m, const nn::InputSet& set, const CompareArgs& a,
                           nn::CpuBackend b) {
   report::CompareRow r;
   r.backend = nn::CpuBackendName(b);
   const auto e0 = RaplJoules();
-  const nn::InferResult res = nn::InferCpu(m, set, a.images, b, a.batch, a.threads);
+  const nn::InferResult res = nn::InferCpu(m, set, set.count, b, a.batch, a.threads);
   const auto e1 = RaplJoules();
-  r.accuracy = static_cast<double>(res.correct) / static_cast<double>(res.images);
+  if (set.HasLabels())
+    r.accuracy = static_cast<double>(res.correct) / static_cast<double>(res.images);
   r.images_per_s = static_cast<double>(res.images) / res.seconds;
-  r.latency_us = 1000 * nn::LatencyBatch1Ms(m, set, std::min<int64_t>(a.images, 200), b);
+  r.latency_us = 1000 * nn::LatencyBatch1Ms(m, set, std::min<int64_t>(set.count, 200), b);
   if (e0 && e1 && *e1 > *e0) {
     r.energy_uj = (*e1 - *e0) / static_cast<double>(res.images) * 1e6;
     r.energy_source = "measured (RAPL package)";
@@ -86,34 +87,36 @@ nlohmann::json RunChild(const std::string& args, const std::string& json_path) {
 // `tpusim run`'s JSON for the preset: the fast engine runs here; the rtl engine in a child
 // process, as the SystemC kernel elaborates one system per process.
 nlohmann::json RunJson(const std::string& preset, const std::string& engine_name,
-                       const nn::Model& model, const data::MnistSet& set, int64_t images, int batch,
+                       const nn::Model& model, const nn::InputSet& set, int64_t images, int batch,
                        const CompareArgs& a, const std::string& json_path) {
   if (engine_name == "fast") {
     const config::TpuConfig config = config::LoadConfig(preset);
     const report::EnergyTable table = report::LoadEnergyTable(a.energy);
     const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, config, {});
-    const compiler::TpuRunResult r =
-        compiler::RunModelOnTpu(model, *chip, set.pixels.data(), set.labels.data(), images, batch);
+    const compiler::TpuRunResult r = compiler::RunModelOnTpu(model, *chip, set, images, batch);
     return report::RunReportJson(
         report::BuildRunReport(r, model.name, "fast", config, table, batch));
   }
-  const std::string common = "--model '" + a.model + "' --energy '" + a.energy + "'" +
-                             (a.data.empty() ? "" : " --data '" + a.data + "'") +
-                             (a.dataset.empty() ? "" : " --dataset " + a.dataset) + " --config '" +
-                             preset + "' --engine " + engine_name;
+  const std::string common =
+      "--model '" + a.model + "' --energy '" + a.energy + "'" +
+      (a.data.empty() ? "" : " --data '" + a.data + "'") +
+      (a.dataset.empty() ? "" : " --dataset " + a.dataset) +
+      (a.inputs.empty() ? "" : " --inputs '" + a.inputs + "'") +
+      (a.synthetic > 0 ? fmt::format(" --synthetic {} --seed {}", a.synthetic, a.seed) : "") +
+      " --config '" + preset + "' --engine " + engine_name;
   return RunChild(common + fmt::format(" --images {} --batch {}", images, batch), json_path);
 }
 
 report::CompareRow TpuRow(const std::string& preset, const std::string& engine_name,
-                          const nn::Model& model, const data::MnistSet& set, const CompareArgs& a,
+                          const nn::Model& model, const nn::InputSet& set, const CompareArgs& a,
                           const std::string& scratch) {
   const nlohmann::json j =
-      RunJson(preset, engine_name, model, set, a.images, a.batch, a, scratch + "/run.json");
+      RunJson(preset, engine_name, model, set, set.count, a.batch, a, scratch + "/run.json");
   const nlohmann::json one =
       RunJson(preset, engine_name, model, set, 1, 1, a, scratch + "/one.json");
   report::CompareRow r;
   r.backend = "tpu " + preset + (a.engines.size() > 1 ? " (" + engine_name + ")" : "");
-  r.accuracy = j["accuracy"].get<double>();
+  if (!j["accuracy"].is_null()) r.accuracy = j["accuracy"].get<double>();
   r.images_per_s = j["images_per_second"].get<double>();
   r.latency_us = one["us_per_image"].get<double>();
   r.energy_uj = j["energy_per_image_pj"].get<double>() * 1e-6;
@@ -140,13 +143,8 @@ void Compare(const CompareArgs& a) {
   for (const std::string& c : a.configs) config::LoadConfig(c);
   for (const std::string& e : a.engines) engine::ParseEngineKind(e);
   const nn::Model model = nn::LoadModel(a.model);
-  const data::MnistSet set = LoadTestSet(a, model, a.images);
-  if (a.images > set.count) {
-    throw UsageError(
-        fmt::format("--images {} is more than the {} test images", a.images, set.count));
-  }
-
-  report::CompareReport report{model.name, a.images, {}, {}};
+  const nn::InputSet set = LoadInputs(a, model);
+  report::CompareReport report{model.name, set.count, set.source, {}, {}};
   std::vector<report::CompareRow>& rows = report.rows;
   if (!a.quiet) std::cerr << "compare: cpu-fp32 ...\n";
   rows.push_back(CpuRow(model, set, a, nn::CpuBackend::kFp32));
@@ -173,13 +171,16 @@ void Compare(const CompareArgs& a) {
     gpu_note = "GPU: this build has no CUDA backends (nvcc was not found), so no GPU rows.";
   } else if (!cuda::Available(&why)) {
     gpu_note = "GPU: no usable NVIDIA GPU here (" + why + "), so no GPU rows.";
+  } else if (set.pixels.empty() || model.IsGraph()) {
+    gpu_note = "GPU: the CUDA backends run chains of layers on MNIST images, so no GPU rows.";
   } else {
+    const data::MnistSet mnist = LoadTestSet(a, model, set.count);
     for (const bool int8 : {true, false}) {
       if (!a.quiet) std::cerr << "compare: " << (int8 ? "cuda-int8" : "cuda-fp32") << " ...\n";
-      const cuda::GpuResult g = int8 ? cuda::InferCudaInt8(model, set, a.images, a.batch)
-                                     : cuda::InferCudaFp32(model, set, a.images, a.batch);
+      const cuda::GpuResult g = int8 ? cuda::InferCudaInt8(model, mnist, set.count, a.batch)
+                                     : cuda::InferCudaFp32(model, mnist, set.count, a.batch);
       const cuda::GpuResult one =
-          int8 ? cuda::InferCudaInt8(model, set, 1, 1) : cuda::InferCudaFp32(model, set, 1, 1);
+          int8 ? cuda::InferCudaInt8(model, mnist, 1, 1) : cuda::InferCudaFp32(model, mnist, 1, 1);
       report::CompareRow r;
       r.backend = int8 ? "cuda-int8" : "cuda-fp32";
       r.accuracy = static_cast<double>(g.correct) / static_cast<double>(g.images);
@@ -206,11 +207,11 @@ void AddCompareCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "compare", "Compare CPU and simulated TPU (and GPU, when available) on the same images.");
   cmd->footer(R"(
-Classifies the same MNIST test images with the CPU backends (Eigen fp32 and int8, measured
-wall time) and on the simulated TPU at each preset (tpusim run: cycles at the preset's
-clock, energy from the RTL's event counts), and prints accuracy, images/s, latency per image
-(batch 1), energy per image (measured, modelled or unavailable: the table says which) and
-ops/cycle.
+Runs the same inputs (test images, --inputs FILE.npy or --synthetic N) with the CPU backends
+(Eigen fp32 and int8, measured wall time) and on the simulated TPU at each preset (tpusim
+run: cycles at the preset's clock, energy from the RTL's event counts), and prints accuracy
+(where there are labels), inputs/s, latency per input (batch 1), energy per input (measured,
+modelled or unavailable: the table says which) and ops/cycle.
 
 Examples:
   tpusim compare --images 1000 --configs small-16,lab-8 --markdown table.md

@@ -1,5 +1,5 @@
-// `tpusim compile`: the TPU jobs of a model for the first images of the MNIST test set,
-// written as assembly plus the host and weight memory images `tpusim exec` loads.
+// `tpusim compile`: the TPU jobs of a model for its first inputs, written as assembly plus
+// the host and weight memory images `tpusim exec` loads.
 #include "host/cli/compile_command.h"
 
 #include <fmt/format.h>
@@ -19,6 +19,8 @@
 #include "host/compiler/network_compiler.h"
 #include "host/data/mnist.h"
 #include "host/isa/assembler.h"
+#include "host/nn/inputs.h"
+#include "host/nn/int8_net.h"
 #include "host/nn/int8_ops.h"
 #include "host/nn/int8_reference.h"
 
@@ -35,13 +37,12 @@ void Compile(const CompileArgs& a) {
   if (a.images < 1) throw UsageError("--images and --batch must be at least 1");
   const config::TpuConfig config = ResolveConfig(a.chip);
   const nn::Model model = nn::LoadModel(a.model);
-  const auto steps = compiler::PlanSteps(model, config);
-  const data::MnistSet set = LoadTestSet(a, model, a.images);
-  const int batch = static_cast<int>(std::min<int64_t>(a.images, set.count));
-  // Each layer's input for the batch: the CPU int8 reference's activations, which the chip
-  // reproduces bit for bit (tpusim run checks that).
-  std::vector<std::vector<std::vector<int8_t>>> outs;  // image -> layer -> activations
-  for (int i = 0; i < batch; ++i) outs.push_back(nn::ReferenceInt8(model, set.Image(i)));
+  if (!model.quantized) {
+    throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
+  }
+  const nn::InputSet set = LoadInputs(a, model);
+  const int batch = static_cast<int>(set.count);
+  const nn::MatrixI8 x = nn::Int8Inputs(model, set, 0, batch);
   std::filesystem::create_directories(a.out);
   nlohmann::json manifest = nlohmann::json::array();
   auto write_job = [&](const std::string& name, const compiler::LayerJob& lj) {
@@ -75,15 +76,16 @@ void Compile(const CompileArgs& a) {
   // The whole network as one program, as tpusim run runs it where it fits.
   const compiler::NetworkCompiler network(model, config, batch);
   if (!a.host_im2col && network.Fits()) {
-    std::vector<int8_t> act;
-    for (int i = 0; i < batch; ++i)
-      for (int64_t p = 0; p < model.input.Size(); ++p)
-        act.push_back(nn::QuantizePixel(set.Image(i)[p]));
-    write_job("network", network.Build(act, batch));
+    write_job("network", network.Build(std::vector<int8_t>(x.data(), x.data() + x.size()), batch));
     write_manifest();
     return;
   }
   if (!a.host_im2col) std::cout << "layer jobs: " << network.WhyNot() << "\n";
+  const auto steps = compiler::PlanSteps(model, config);
+  // Each layer's input for the batch: the CPU int8 reference's activations, which the chip
+  // reproduces bit for bit (tpusim run checks that).
+  std::vector<std::vector<std::vector<int8_t>>> outs;  // image -> layer -> activations
+  for (int i = 0; i < batch; ++i) outs.push_back(nn::ReferenceInt8(model, x.row(i).data()));
   std::map<int, std::vector<int8_t>> pass_out;  // max pooling passes' outputs, by pass
   for (const compiler::LayerStep& s : steps) {
     const compiler::LayerCompiler lc(model, s, config);
@@ -91,8 +93,7 @@ void Compile(const CompileArgs& a) {
     if (s.pass > 1) act = pass_out[s.pass - 1];
     for (int i = 0; i < batch && s.pass <= 1; ++i) {
       if (s.layer == 0) {
-        for (int64_t p = 0; p < model.input.Size(); ++p)
-          act.push_back(nn::QuantizePixel(set.Image(i)[p]));
+        act.insert(act.end(), x.row(i).data(), x.row(i).data() + x.cols());
       } else {
         const auto& in = outs[static_cast<size_t>(i)][static_cast<size_t>(s.layer - 1)];
         act.insert(act.end(), in.begin(), in.end());
@@ -126,7 +127,8 @@ void AddCompileCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "compile", "Lower a model to TPU jobs (assembly and memory images) for tpusim exec.");
   cmd->footer(R"(
-Writes the program of the first --images MNIST test images as tpusim run runs them: the
+Writes the program of the first --images inputs (test images, --inputs or --synthetic) as
+tpusim run runs them: the
 whole network as one job where it fits (network.asm: windows formed on the chip,
 activations kept in the unified buffer; docs/compiler.md), else, or with --host-im2col,
 one job per conv or dense layer (2 x 2 pooling fused into the conv before it) whose input

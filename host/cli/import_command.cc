@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "host/cli/nn_commands.h"
+#include "host/cli/options.h"
 #include "host/common/errors.h"
 #include "host/data/mnist.h"
 #include "host/import/onnx_import.h"
@@ -14,21 +15,23 @@ namespace tpu::cli {
 namespace {
 
 struct ImportArgs {
-  std::string onnx, out, name, data, dataset = "mnist";
+  std::string onnx, out, name;
+  CalibrationOptions cal;
   bool quantize = false, quiet = false;
-  int64_t calibration = 2000;
 };
 
 void Run(const ImportArgs& a) {
-  if (a.calibration < 1) throw UsageError("--calibration must be at least 1 image");
-  const data::Dataset dataset = data::ParseDataset(a.dataset);
   import::OnnxImportOptions opt;
   opt.name = a.name;
-  opt.dataset = data::DatasetName(dataset);
+  if (!a.cal.dataset.empty()) {
+    opt.dataset =
+        a.cal.dataset == "none" ? "none" : data::DatasetName(data::ParseDataset(a.cal.dataset));
+  }
   nn::Model m = import::ImportOnnx(a.onnx, opt);
   if (a.quantize) {
-    const std::string dir = data::FindDatasetDir(dataset, a.data);
-    nn::Quantize(&m, data::LoadMnist(dir, /*train=*/true, a.calibration), a.calibration);
+    CalibrationOptions cal = a.cal;
+    if (cal.dataset == "none") cal.dataset.clear();
+    nn::Quantize(&m, LoadCalibration(cal, m), cal.calibration);
   }
   nn::SaveModel(m, a.out);
   if (a.quiet) return;
@@ -36,7 +39,8 @@ void Run(const ImportArgs& a) {
   std::cout << fmt::format("wrote {} ({}) from {}\n", a.out, a.quantize ? "fp32 + int8" : "fp32",
                            a.onnx);
   if (!a.quantize) {
-    std::cout << fmt::format("next: tpusim quantize --model {} --out {}-int8\n", a.out, a.out);
+    std::cout << fmt::format("next: tpusim quantize --model {} --out {}-int8{}\n", a.out, a.out,
+                             m.dataset == "none" ? " --synthetic 16" : "");
   }
 }
 
@@ -52,27 +56,27 @@ one .npy per tensor, docs/model-format.md) that every tpusim command runs: infer
 CPU, quantize, run on the simulated TPU, compare.
 
 Supported: Conv (stride, padding, groups 1 or depthwise), Gemm and MatMul (+ Add as a
-bias), Relu, Clip(0, 6), MaxPool, AveragePool, GlobalAveragePool, Flatten/Reshape before
-a dense layer, BatchNormalization after a Conv/Gemm (folded into its weights); Dropout and
-Identity are dropped and a final Softmax/LogSoftmax is kept as the last layer's softmax.
-The graph must be one chain from a 1 x 32 x 32 image input (28 x 28 images padded by 2,
-pixel / 255) to the output. Anything else stops with the node, the operator and what is
-supported; nothing is written then.
+bias), Add of two activations (residual), Concat of channels, Relu, Clip(0, 6), MaxPool
+and AveragePool (with padding), GlobalAveragePool, Flatten/Reshape before a dense layer,
+BatchNormalization after a Conv/Gemm (folded into its weights); Dropout and Identity are
+dropped and a final Softmax/LogSoftmax is kept as the last layer's softmax. The graph is a
+directed acyclic graph from one N x C x H x W input to one output: torchvision's resnet18,
+resnet50 and mobilenet_v2 import unmodified. A 1 x 32 x 32 input is taken for an MNIST
+model (28 x 28 images padded by 2, pixel / 255) unless --dataset none; any other input takes
+float values (run --inputs FILE.npy or --synthetic N). Anything else stops with the node,
+the operator and what is supported; nothing is written then.
 
 Examples:
-  tpusim import models/onnx/torch_cnn.onnx --out torch-cnn
-  tpusim import models/onnx/torch_cnn.onnx --out torch-cnn-int8 --quantize
-  tpusim run --model torch-cnn-int8 --images 100 --engine fast)");
+  tpusim import models/onnx/torch_cnn.onnx --out torch-cnn --quantize
+  tpusim import resnet18.onnx --out resnet18-int8 --quantize --synthetic 16
+  tpusim run --model resnet18-int8 --synthetic 8 --config tpu-v1 --engine fast)");
   cmd->add_option("onnx", a->onnx, "the .onnx file")->required();
   cmd->add_option("--out", a->out, "model folder to write")->required();
   cmd->add_option("--name", a->name, "model name (default: the file's name)");
-  cmd->add_option("--dataset", a->dataset, "what the model classifies: mnist or fashion-mnist")
-      ->capture_default_str();
   cmd->add_flag("--quantize", a->quantize,
-                "also quantize to int8 (as tpusim quantize) with --calibration training images");
-  cmd->add_option("--calibration", a->calibration, "training images for --quantize")
-      ->capture_default_str();
-  cmd->add_option("--data", a->data, "folder with the data set's IDX files (--quantize)");
+                "also quantize to int8 (as tpusim quantize), calibrated on --calibration "
+                "training images, --inputs or --synthetic inputs");
+  AddCalibrationOptions(cmd, &a->cal);
   cmd->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
   cmd->callback([a] { Run(*a); });
 }

@@ -1,4 +1,4 @@
-// `tpusim infer`: classify MNIST test images on a CPU backend (see nn_commands.h).
+// `tpusim infer`: run a model's inputs on a CPU (or GPU) backend (see nn_commands.h).
 #include <fmt/format.h>
 
 #include <iostream>
@@ -19,6 +19,7 @@ namespace {
 
 struct InferArgs : WorkloadOptions, OutputOptions {
   std::string backend = "cpu-int8";
+  std::string logits;
   int batch = 64;
   int threads = 2;
   int64_t latency_images = 500;
@@ -28,7 +29,16 @@ struct InferArgs : WorkloadOptions, OutputOptions {
 void RunGpu(const InferArgs& a) {
   if (a.images < 1 || a.batch < 1) throw UsageError("--images and --batch must be at least 1");
   if (!a.json.empty()) CheckWritable(a.json);
+  if (!a.inputs.empty() || a.synthetic > 0 || !a.logits.empty()) {
+    throw UsageError(
+        "the GPU backends run the MNIST test images; --inputs, --synthetic and "
+        "--logits are for cpu-fp32 and cpu-int8");
+  }
   const nn::Model m = nn::LoadModel(a.model);
+  if (m.IsGraph() || m.preprocess != "mnist32") {
+    throw UsageError("the GPU backends run chains of layers on MNIST images; model '" + m.name +
+                     "' is not one: use cpu-fp32 or cpu-int8");
+  }
   const data::MnistSet test = LoadTestSet(a, m, 0);
   if (a.images > test.count) {
     throw UsageError(
@@ -72,32 +82,43 @@ void Run(const InferArgs& a) {
   if (a.images < 1 || a.batch < 1 || a.threads < 1) {
     throw UsageError("--images, --batch and --threads must be at least 1");
   }
-  if (!a.json.empty()) CheckWritable(a.json);
+  for (const std::string* p : {&a.json, &a.logits})
+    if (!p->empty()) CheckWritable(*p);
   const nn::Model m = nn::LoadModel(a.model);
-  const data::MnistSet test = LoadTestSet(a, m, 0);
-  if (a.images > test.count) {
-    throw UsageError(
-        fmt::format("--images {} is more than the {} test images", a.images, test.count));
-  }
-  const nn::InferResult r = nn::InferCpu(m, test, a.images, backend, a.batch, a.threads);
-  const double latency_ms =
-      nn::LatencyBatch1Ms(m, test, std::min(a.images, a.latency_images), backend);
+  const nn::InputSet in = LoadInputs(a, m);
+  const bool keep = !a.logits.empty();
+  const nn::InferResult r = nn::InferCpu(m, in, in.count, backend, a.batch, a.threads, keep);
+  const int64_t latency_images = std::min(in.count, a.latency_images);
+  const double latency_ms = nn::LatencyBatch1Ms(m, in, latency_images, backend);
   const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
   const double ips = static_cast<double>(r.images) / r.seconds;
-  if (!a.quiet)
+  if (keep) {
+    const int64_t outputs = m.layers.back().out.Size();
+    if (backend == nn::CpuBackend::kInt8)
+      WriteLogits(a.logits, outputs, r.int8_outputs, nn::OutputScale(m));
+    else
+      WriteLogits(a.logits, outputs, r.fp32_outputs);
+  }
+  if (!a.quiet) {
+    std::cout << fmt::format("tpusim infer: {} on {} {} ({})\n", a.backend, r.images, in.source,
+                             a.model);
+    if (in.HasLabels()) {
+      std::cout << fmt::format("  accuracy      {:.2f} %  ({} of {} correct)\n", 100 * accuracy,
+                               r.correct, r.images);
+    }
     std::cout << fmt::format(
-        "tpusim infer: {} on {} MNIST test images ({})\n"
-        "  accuracy      {:.2f} %  ({} of {} correct)\n"
         "  throughput    {:.0f} images/s  (batch {}, {} thread(s), {:.3f} s)\n"
         "  latency       {:.3f} ms per image at batch 1 (1 thread, mean of {} images)\n",
-        a.backend, r.images, a.model, 100 * accuracy, r.correct, r.images, ips, a.batch, a.threads,
-        r.seconds, latency_ms, std::min(a.images, a.latency_images));
+        ips, a.batch, a.threads, r.seconds, latency_ms, latency_images);
+    if (keep) std::cout << "  outputs       " << a.logits << "\n";
+  }
   if (!a.json.empty()) {
     nlohmann::json j = {
         {"tool", "tpusim infer"}, {"revision", kGitRevision}, {"backend", a.backend},
-        {"model", a.model},       {"images", r.images},       {"correct", r.correct},
-        {"accuracy", accuracy},   {"images_per_second", ips}, {"seconds", r.seconds},
+        {"model", a.model},       {"inputs", in.source},      {"images", r.images},
+        {"correct", r.correct},   {"images_per_second", ips}, {"seconds", r.seconds},
         {"batch", a.batch},       {"threads", a.threads},     {"latency_ms_batch1", latency_ms}};
+    j["accuracy"] = in.HasLabels() ? nlohmann::json(accuracy) : nlohmann::json(nullptr);
     WriteFileAtomically(a.json, j.dump(2) + "\n");
   }
 }
@@ -106,14 +127,17 @@ void Run(const InferArgs& a) {
 
 void AddInferCommand(CLI::App& app) {
   auto a = std::make_shared<InferArgs>();
-  CLI::App* cmd = app.add_subcommand("infer", "Classify MNIST test images on a CPU backend.");
+  CLI::App* cmd = app.add_subcommand("infer", "Run a model's inputs on a CPU backend.");
   cmd->footer(R"(
 Backends: cpu-fp32 (Eigen, float) and cpu-int8 (Eigen, integer; bit-exact with the scalar
-reference of docs/quantization.md). Reports accuracy, images/s of the batched run and the
-latency per image at batch 1.
+reference of docs/quantization.md). Reports accuracy (where the inputs have labels),
+inputs/s of the batched run and the latency per input at batch 1. --logits writes every
+input's outputs (float32 for cpu-fp32; int8 and their scale for cpu-int8) to compare with
+the framework the model came from.
 
-Example:
-  tpusim infer --backend cpu-int8 --model models/lenet5 --images 10000 --json r.json)");
+Examples:
+  tpusim infer --backend cpu-int8 --model models/lenet5 --images 10000 --json r.json
+  tpusim infer --backend cpu-fp32 --model resnet18 --inputs images.npy --logits y.npy)");
   cmd->add_option("--backend", a->backend,
                   "cpu-fp32, cpu-int8, or on an NVIDIA GPU cuda-int8, cuda-fp32")
       ->capture_default_str();
@@ -121,6 +145,9 @@ Example:
   AddOutputOptions(cmd, a.get(), "write the results as JSON to this file");
   cmd->add_option("--batch", a->batch, "images per batch")->capture_default_str();
   cmd->add_option("--threads", a->threads, "worker threads")->capture_default_str();
+  cmd->add_option("--logits", a->logits,
+                  "write every input's outputs as N x outputs .npy (int8 backends: with their "
+                  "scale in NAME.scale.npy)");
   cmd->callback([a] { Run(*a); });
 }
 

@@ -37,6 +37,7 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddExecCommand(app);
   tpu::cli::AddTeachCommand(app);
   tpu::cli::AddRunCommand(app);
+  tpu::cli::AddMergeCommand(app);
   tpu::cli::AddCompareCommand(app);
   tpu::cli::AddCompileCommand(app);
   tpu::cli::AddCosimCommand(app);

@@ -9,6 +9,7 @@
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
+#include "host/common/npy.h"
 #include "sim/gtkw_layout.h"
 #include "sim/wave_file.h"
 
@@ -77,8 +78,40 @@ data::Dataset DatasetFor(const std::string& flag, const nn::Model& model) {
 }
 
 data::MnistSet LoadTestSet(const WorkloadOptions& o, const nn::Model& model, int64_t limit) {
+  if (model.dataset == "none") {
+    throw UsageError("model '" + model.name +
+                     "' has no data set: give its inputs with --inputs FILE.npy (N x C x H x W "
+                     "float32) or --synthetic N");
+  }
   const data::Dataset d = DatasetFor(o.dataset, model);
   return data::LoadMnist(data::FindDatasetDir(d, o.data), /*train=*/false, limit);
+}
+
+nn::InputSet LoadInputs(const WorkloadOptions& o, const nn::Model& model) {
+  const bool given = o.images_option != nullptr && o.images_option->count() > 0;
+  if (!o.inputs.empty() && o.synthetic > 0) {
+    throw UsageError("--inputs and --synthetic both name the inputs; give one");
+  }
+  if ((!o.inputs.empty() || o.synthetic > 0) && (!o.data.empty() || !o.dataset.empty())) {
+    throw UsageError("--data and --dataset choose a data set; --inputs and --synthetic replace it");
+  }
+  if (o.synthetic < 0) throw UsageError("--synthetic must be at least 1");
+  if (given && o.images < 1) throw UsageError("--images must be at least 1");
+  nn::InputSet in;
+  if (!o.inputs.empty()) {
+    in = nn::ReadInputsNpy(o.inputs, model);
+  } else if (o.synthetic > 0) {
+    in = nn::SyntheticInputs(model, o.synthetic, o.seed);
+  } else {
+    in = nn::InputsFromMnist(LoadTestSet(o, model, 0));
+  }
+  if (given && o.images > in.count) {
+    throw UsageError(
+        fmt::format("--images {} is more than the {} {}", o.images, in.count, in.source));
+  }
+  const int64_t n =
+      given || (o.inputs.empty() && o.synthetic == 0) ? std::min(o.images, in.count) : in.count;
+  return n == in.count ? in : nn::SliceInputs(in, 0, n);
 }
 
 void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t> images) {
@@ -89,10 +122,80 @@ void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t
                   "$TPUSIM_FASHION_DATA, then /usr/share/datasets/fashion-mnist)");
   cmd->add_option("--dataset", o->dataset,
                   "mnist or fashion-mnist (default: the one the model was trained on)");
+  cmd->add_option("--inputs", o->inputs,
+                  "run on the inputs of this .npy file (float32 N x C x H x W, what the exported "
+                  "model takes) instead of the data set");
+  cmd->add_option("--synthetic", o->synthetic,
+                  "run on N seeded synthetic inputs (docs/quantization.md) instead of the data "
+                  "set: for models without one");
+  cmd->add_option("--seed", o->seed, "seed of --synthetic")->capture_default_str();
   if (images) {
     o->images = *images;
-    cmd->add_option("--images", o->images, "first N of the test images")->capture_default_str();
+    o->images_option =
+        cmd->add_option("--images", o->images,
+                        "first N of the inputs (default: that many test images, or every input "
+                        "of --inputs and --synthetic)")
+            ->capture_default_str();
   }
+}
+
+void AddCalibrationOptions(CLI::App* cmd, CalibrationOptions* o) {
+  cmd->add_option("--calibration", o->calibration,
+                  "inputs to calibrate the activation scales on (the first of the training set, "
+                  "of --inputs, or of --synthetic)")
+      ->capture_default_str();
+  cmd->add_option("--data", o->data, "folder with the data set's IDX files");
+  cmd->add_option("--dataset", o->dataset,
+                  "mnist or fashion-mnist (default: the one the model was trained on)");
+  cmd->add_option("--inputs", o->inputs,
+                  "calibrate on the inputs of this .npy file (float32 N x C x H x W)");
+  cmd->add_option("--synthetic", o->synthetic,
+                  "calibrate on N seeded synthetic inputs (docs/quantization.md)");
+  cmd->add_option("--seed", o->seed, "seed of --synthetic")->capture_default_str();
+}
+
+nn::InputSet LoadCalibration(const CalibrationOptions& o, const nn::Model& model) {
+  if (o.calibration < 1) throw UsageError("--calibration must be at least 1 input");
+  if (!o.inputs.empty() && o.synthetic > 0) {
+    throw UsageError("--inputs and --synthetic both name the calibration inputs; give one");
+  }
+  if (!o.inputs.empty()) return nn::ReadInputsNpy(o.inputs, model);
+  if (o.synthetic > 0) return nn::SyntheticInputs(model, o.synthetic, o.seed);
+  if (model.dataset == "none") {
+    throw UsageError("model '" + model.name +
+                     "' has no data set to calibrate on: give --inputs FILE.npy (N x C x H x W "
+                     "float32) or --synthetic N");
+  }
+  const std::string dir = data::FindDatasetDir(DatasetFor(o.dataset, model), o.data);
+  nn::InputSet s = nn::InputsFromMnist(data::LoadMnist(dir, /*train=*/true, o.calibration));
+  s.source = "training images";
+  return s;
+}
+
+std::string LogitsScalePath(const std::string& path) {
+  const std::string ext = ".npy";
+  const bool npy =
+      path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  return (npy ? path.substr(0, path.size() - ext.size()) : path) + ".scale.npy";
+}
+
+void WriteLogits(const std::string& path, int64_t outputs, const std::vector<float>& fp32) {
+  Tensor<float> t;
+  t.shape = {static_cast<int64_t>(fp32.size()) / outputs, outputs};
+  t.data = fp32;
+  WriteNpyTensor(path, t);
+}
+
+void WriteLogits(const std::string& path, int64_t outputs, const std::vector<int8_t>& int8,
+                 float scale) {
+  Tensor<int8_t> t;
+  t.shape = {static_cast<int64_t>(int8.size()) / outputs, outputs};
+  t.data = int8;
+  Tensor<float> s;
+  s.shape = {1};
+  s.data = {scale};
+  WriteNpyTensor(LogitsScalePath(path), s);
+  WriteNpyTensor(path, t);
 }
 
 void AddTraceOptions(CLI::App* cmd, TraceOptions* o, const std::string& wave_help, bool timeline) {

@@ -15,6 +15,7 @@
 #include "host/data/mnist.h"
 #include "host/engine/chip_engine.h"
 #include "host/engine/timeline.h"
+#include "host/nn/inputs.h"
 #include "host/nn/model.h"
 
 namespace tpu::cli {
@@ -37,12 +38,16 @@ config::TpuConfig ResolveConfig(const ChipOptions& o);
 engine::EngineKind ResolveEngine(const ChipOptions& o);
 engine::EngineOptions EngineOptionsFrom(const ChipOptions& o);
 
-// ---- the network and its images ---------------------------------------------------------
+// ---- the network and its inputs ---------------------------------------------------------
 struct WorkloadOptions {
   std::string model = TPUSIM_SOURCE_DIR "/models/lenet5";
   std::string data;     // folder with the IDX files; empty: the usual places
   std::string dataset;  // mnist or fashion-mnist; empty: the one the model was trained on
   int64_t images = 100;
+  std::string inputs;                    // --inputs FILE.npy instead of the data set
+  int64_t synthetic = 0;                 // --synthetic N seeded inputs instead of the data set
+  uint64_t seed = 1;                     // --seed of --synthetic (and of run --topology's data)
+  CLI::Option* images_option = nullptr;  // to tell a given --images from its default
 };
 
 // The test images of the model's data set (--dataset must agree with the model's, when
@@ -50,9 +55,37 @@ struct WorkloadOptions {
 data::MnistSet LoadTestSet(const WorkloadOptions& o, const nn::Model& model, int64_t limit);
 // The data set to use for a model: --dataset (checked against the model) or the model's.
 data::Dataset DatasetFor(const std::string& flag, const nn::Model& model);
+// What to run the model on: --inputs, --synthetic, or the test images of its data set; the
+// first --images of them (all of a file or of --synthetic when --images is not given).
+// Throws UsageError for a combination that makes no sense or a model without a data set and
+// neither flag.
+nn::InputSet LoadInputs(const WorkloadOptions& o, const nn::Model& model);
 
-// --model, --data, --dataset and (when `images` is given, as its default) --images.
+// --model, --data, --dataset, --inputs, --synthetic, --seed and (when `images` is given, as
+// its default) --images.
 void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t> images);
+
+// ---- calibration inputs (quantize, import --quantize) ------------------------------------
+struct CalibrationOptions {
+  std::string data, dataset, inputs;
+  int64_t calibration = 2000;  // inputs to calibrate on (at most)
+  int64_t synthetic = 0;
+  uint64_t seed = 1;
+};
+// --calibration, --data, --dataset, --inputs, --synthetic, --seed.
+void AddCalibrationOptions(CLI::App* cmd, CalibrationOptions* o);
+// The first --calibration training images of the model's data set, or of --inputs, or
+// --synthetic ones. Throws UsageError for a model without a data set and neither flag.
+nn::InputSet LoadCalibration(const CalibrationOptions& o, const nn::Model& model);
+
+// --logits FILE.npy: every input's output, N x outputs: float32 for an fp32 network; int8
+// for an int8 one, with their scale (a float32 array of one value) in FILE.scale.npy (for
+// FILE = NAME.npy, NAME.scale.npy). Each file is written under a temporary name, then renamed.
+void WriteLogits(const std::string& path, int64_t outputs, const std::vector<float>& fp32);
+void WriteLogits(const std::string& path, int64_t outputs, const std::vector<int8_t>& int8,
+                 float scale);
+// The scale file beside an int8 --logits file.
+std::string LogitsScalePath(const std::string& path);
 
 // ---- tracing ----------------------------------------------------------------------------
 struct TraceOptions {

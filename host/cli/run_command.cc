@@ -1,14 +1,19 @@
-// `tpusim run`: the quantized MNIST CNN on the simulated TPU, checked image by image
-// against the CPU int8 reference, with a per-layer report (host/report/run_report.h).
+// `tpusim run`: a quantized model on the simulated TPU, checked input by input against the
+// CPU int8 reference, with a per-program report (host/report/run_report.h); and `tpusim
+// merge`, which puts the reports of slices of one run (run --shard) together.
 #include "host/cli/run_command.h"
 
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
@@ -16,7 +21,6 @@
 #include "host/common/progress_bar.h"
 #include "host/compiler/topology.h"
 #include "host/compiler/tpu_runner.h"
-#include "host/data/mnist.h"
 #include "host/nn/model.h"
 #include "host/report/energy.h"
 #include "host/report/run_report.h"
@@ -29,13 +33,27 @@ struct RunArgs {
   ChipOptions chip;
   TraceOptions trace;
   OutputOptions out;
-  std::string csv;
+  std::string csv, logits, shard;
   std::string energy = report::DefaultEnergyTablePath();
   std::string topology;
-  uint64_t seed = 1;
   int batch = 64;
   bool host_im2col = false;
 };
+
+// --shard I/K: the I-th of K slices of `count` inputs, cut at whole batches so that the
+// slices run the same programs the whole run does.
+void ShardRange(const std::string& spec, int64_t count, int batch, int64_t* first, int64_t* n) {
+  int64_t i = 0, k = 0;
+  char slash = 0, rest = 0;
+  if (std::sscanf(spec.c_str(), "%ld%c%ld%c", &i, &slash, &k, &rest) != 3 || slash != '/' ||
+      k < 1 || i < 0 || i >= k) {
+    throw UsageError("--shard " + spec + ": give I/K, the I-th (0 to K - 1) of K slices");
+  }
+  const int64_t batches = (count + batch - 1) / batch;
+  const int64_t b0 = batches * i / k, b1 = batches * (i + 1) / k;
+  *first = std::min(count, b0 * batch);
+  *n = std::min(count, b1 * batch) - *first;
+}
 
 // --topology: every layer of a SCALE-Sim topology file with random int8 data.
 void RunTopology(const RunArgs& a) {
@@ -47,13 +65,15 @@ void RunTopology(const RunArgs& a) {
   ChipSession session(a.chip, a.trace, /*progress=*/false);
   ProgressBar bar("run", !a.out.quiet);
   const compiler::TpuRunResult r = compiler::RunTopologyOnTpu(
-      layers, session.engine(), a.seed, [&](double f) { bar.Update(f); }, a.host_im2col);
+      layers, session.engine(), a.work.seed, [&](double f) { bar.Update(f); }, a.host_im2col);
   bar.Finish();
   session.Finish();
   report::RunReport report =
       report::BuildRunReport(r, std::filesystem::path(a.topology).filename().string(),
                              session.engine().Name(), session.config(), table, /*batch=*/1);
   report.topology = true;
+  report.inputs = fmt::format("random data, seed {}", a.work.seed);
+  report.labelled = false;
   if (!a.out.json.empty()) {
     WriteFileAtomically(a.out.json, report::RunReportJson(report).dump(2) + "\n");
   }
@@ -65,37 +85,57 @@ void RunTopology(const RunArgs& a) {
   }
 }
 
-void Run(const RunArgs& a) {
-  if (!a.topology.empty()) return RunTopology(a);
-  if (a.work.images < 1 || a.batch < 1) throw UsageError("--images and --batch must be at least 1");
-  for (const std::string* p : {&a.out.json, &a.csv}) {
-    if (!p->empty()) CheckWritable(*p);
+// Writes the report (and --logits) of a run.
+void Report(const RunArgs& a, const report::RunReport& report, const compiler::TpuRunResult& r,
+            int64_t outputs) {
+  if (!a.logits.empty()) {
+    if (!r.checked) throw UsageError("--logits needs values; drop --timing-only");
+    std::vector<int8_t> all;
+    for (const auto& y : r.logits) all.insert(all.end(), y.begin(), y.end());
+    WriteLogits(a.logits, outputs, all, r.output_scale);
   }
-  const report::EnergyTable table = report::LoadEnergyTable(a.energy);
-  ChipSession session(a.chip, a.trace, /*progress=*/false);
-  const nn::Model model = nn::LoadModel(a.work.model);
-  const data::MnistSet test = LoadTestSet(a.work, model, a.work.images);
-  if (a.work.images > test.count) {
-    throw UsageError(
-        fmt::format("--images {} is more than the {} test images", a.work.images, test.count));
-  }
-  ProgressBar bar("run", !a.out.quiet);
-  const compiler::TpuRunResult r = compiler::RunModelOnTpu(
-      model, session.engine(), test.pixels.data(), test.labels.data(), a.work.images, a.batch,
-      [&](double f) { bar.Update(f); }, a.host_im2col);
-  bar.Finish();
-  session.Finish();
-
-  const report::RunReport report = report::BuildRunReport(r, model.name, session.engine().Name(),
-                                                          session.config(), table, a.batch);
   if (!a.out.json.empty()) {
     WriteFileAtomically(a.out.json, report::RunReportJson(report).dump(2) + "\n");
   }
   if (!a.csv.empty()) WriteFileAtomically(a.csv, report::RunReportCsv(report));
   if (!a.out.quiet) std::cout << report::FormatRunText(report);
+}
+
+void Run(const RunArgs& a) {
+  if (!a.topology.empty()) return RunTopology(a);
+  if (a.batch < 1) throw UsageError("--batch must be at least 1");
+  for (const std::string* p : {&a.out.json, &a.csv, &a.logits}) {
+    if (!p->empty()) CheckWritable(*p);
+  }
+  if (!a.logits.empty()) CheckWritable(LogitsScalePath(a.logits));
+  const report::EnergyTable table = report::LoadEnergyTable(a.energy);
+  ChipSession session(a.chip, a.trace, /*progress=*/false);
+  const nn::Model model = nn::LoadModel(a.work.model);
+  nn::InputSet inputs = LoadInputs(a.work, model);
+  int64_t first = 0, count = inputs.count;
+  if (!a.shard.empty()) {
+    ShardRange(a.shard, inputs.count, a.batch, &first, &count);
+    if (count == 0) {
+      throw UsageError(fmt::format("--shard {} is empty: {} inputs make {} batches of {}", a.shard,
+                                   inputs.count, (inputs.count + a.batch - 1) / a.batch, a.batch));
+    }
+    inputs = nn::SliceInputs(inputs, first, count);
+  }
+  ProgressBar bar("run", !a.out.quiet);
+  const compiler::TpuRunResult r = compiler::RunModelOnTpu(
+      model, session.engine(), inputs, inputs.count, a.batch, [&](double f) { bar.Update(f); },
+      a.host_im2col);
+  bar.Finish();
+  session.Finish();
+  report::RunReport report = report::BuildRunReport(r, model.name, session.engine().Name(),
+                                                    session.config(), table, a.batch);
+  report.inputs = inputs.source;
+  report.shard = a.shard;
+  report.first_input = first;
+  Report(a, report, r, model.layers.back().out.Size());
   if (r.checked && r.mismatches != 0) {
     throw RuntimeError(
-        fmt::format("{} of {} images differ from the CPU int8 reference", r.mismatches, r.images));
+        fmt::format("{} of {} inputs differ from the CPU int8 reference", r.mismatches, r.images));
   }
 }
 
@@ -104,18 +144,27 @@ void Run(const RunArgs& a) {
 void AddRunCommand(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "run", "Run the quantized MNIST CNN on the cycle-accurate TPU, checked against the CPU.");
+      "run", "Run a quantized model on the cycle-accurate TPU, checked against the CPU.");
   cmd->footer(R"(
 Compiles the whole network into one TPU program per batch (docs/compiler.md): the images,
-weights and parameters move in once, every activation stays in the unified buffer, the
-chip forms each convolution's windows itself, and only the logits move out. A model or
-chip that does not fit one program (the reason is printed) runs layer by layer instead:
-each conv and dense layer (with the 2 x 2 pooling after a conv fused into the VPU) its own
-job, its rows formed on the host (im2col). --host-im2col forces that lowering, to compare.
-Every image's int8 logits are checked against the CPU int8 reference; the table shows the
-chip's counters and the energy estimated from them (docs/energy.md), per program. --engine fast runs the C++
-model of the chip (same counters as the RTL, any array size); --timing-only skips the
+weights and parameters move in once, activations stay in the unified buffer (the plan line
+says how: segments of the network run in groups of images; what does not fit is spilled to
+host memory and named), the chip forms each convolution's windows itself, residual adds run
+in the VPU, and only the outputs move out. A chain of layers that does not fit one program
+(the reason is printed) runs layer by layer instead: each conv and dense layer its own job,
+its rows formed on the host (im2col). --host-im2col forces that lowering, to compare.
+Every input's int8 outputs are checked against the CPU int8 reference; the table shows the
+chip's counters and the energy estimated from them (docs/energy.md). --engine fast runs the
+C++ model of the chip (same counters as the RTL, any array size); --timing-only skips the
 values for cycle and energy studies.
+
+Inputs: the test images of the model's data set (MNIST, Fashion-MNIST), or --inputs
+FILE.npy (float32 N x C x H x W, what the exported model takes), or --synthetic N (seeded,
+docs/quantization.md) for models without a data set. Accuracy only where there are labels.
+
+--shard I/K runs the I-th of K slices of the inputs (cut at whole batches, so each slice runs
+the programs the whole run would); `tpusim merge` puts their --json reports together into
+the whole run's report.
 
 --topology FILE.csv runs a network given as layer shapes instead (SCALE-Sim's topology
 format, models/topologies/): every layer as a convolution with random int8 data, its map
@@ -126,14 +175,16 @@ same per-layer table (batch 1).
 Examples:
   tpusim run --images 200 --batch 16 --json r.json
   tpusim run --config tpu-v1 --engine fast --images 10000 --batch 64
+  tpusim run --model resnet18-int8 --config tpu-v1 --engine fast --synthetic 8 --batch 8
+  tpusim run --model resnet18-int8 --inputs images.npy --logits y.npy --engine fast
   tpusim run --topology models/topologies/darknet19.csv --config tpu-v1 --engine fast --timing-only)");
   AddWorkloadOptions(cmd, &a->work, 100);
   AddChipOptions(cmd, &a->chip);
-  cmd->add_option("--batch", a->batch, "images per program (each weight tile streams them all)")
+  cmd->add_option("--batch", a->batch, "inputs per program (each weight tile streams them all)")
       ->capture_default_str();
   cmd->add_flag("--host-im2col", a->host_im2col,
                 "run each layer as its own job with its rows formed on the host (the lowering "
-                "before on-chip windows), to compare");
+                "before on-chip windows; chains only), to compare");
   AddTraceOptions(cmd, &a->trace,
                   "waveform of the chip (.fst/.vcd; rtl engine), cycles counted across all the "
                   "run's programs");
@@ -141,15 +192,18 @@ Examples:
   cmd->add_option("--csv", a->csv,
                   "write one row per program (the whole network, or each layer job) as CSV to "
                   "this file");
+  cmd->add_option("--logits", a->logits,
+                  "write every input's int8 outputs (N x outputs .npy) and their scale "
+                  "(NAME.scale.npy) to compare with your framework");
+  cmd->add_option("--shard", a->shard, "run only slice I of K of the inputs (I/K, from 0)");
   cmd->add_option("--energy", a->energy, "energy table (JSON, docs/energy.md)")
       ->capture_default_str();
   cmd->add_option("--topology", a->topology,
                   "run the layers of a topology file (SCALE-Sim CSV) instead of the model");
-  cmd->add_option("--seed", a->seed, "seed of the random data of --topology")
-      ->capture_default_str();
   cmd->callback([a, cmd] {
     if (!a->topology.empty()) {
-      for (const char* flag : {"--model", "--data", "--dataset", "--images", "--batch"}) {
+      for (const char* flag : {"--model", "--data", "--dataset", "--images", "--batch", "--inputs",
+                               "--synthetic", "--logits", "--shard"}) {
         if (cmd->count(flag) > 0) {
           throw UsageError(std::string(flag) +
                            " does not apply with --topology (its layers run on random data, "
@@ -159,6 +213,97 @@ Examples:
     }
     Run(*a);
   });
+}
+
+namespace {
+
+struct MergeArgs {
+  std::vector<std::string> reports;
+  OutputOptions out;
+  std::string csv;
+};
+
+// The run reports to merge: the files named, and the .json files in folders named (a
+// sweep's points/ folder, say), in name order.
+std::vector<std::string> ReportFiles(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& a : args) {
+    if (!fs::is_directory(a)) {
+      files.push_back(a);
+      continue;
+    }
+    std::vector<std::string> in;
+    for (const auto& e : fs::recursive_directory_iterator(a))
+      if (e.is_regular_file() && e.path().extension() == ".json") in.push_back(e.path().string());
+    std::sort(in.begin(), in.end());
+    files.insert(files.end(), in.begin(), in.end());
+  }
+  if (files.empty()) throw UsageError("no run reports (.json) found in what was named");
+  return files;
+}
+
+void Merge(const MergeArgs& a) {
+  for (const std::string* p : {&a.out.json, &a.csv})
+    if (!p->empty()) CheckWritable(*p);
+  std::vector<report::RunReport> shards;
+  for (const std::string& f : ReportFiles(a.reports)) {
+    std::ifstream in(f);
+    if (!in) throw UsageError("cannot open run report '" + f + "'");
+    nlohmann::json j;
+    try {
+      in >> j;
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(f + " is not valid JSON: " + e.what());
+    }
+    if (!j.contains("shard")) continue;  // not a slice (a sweep's other files)
+    shards.push_back(report::RunReportFromJson(j, f));
+  }
+  if (shards.empty()) throw UsageError("none of the reports is a slice of a run (run --shard)");
+  // Every slice of one split, each once.
+  const std::string total = shards.front().shard.substr(shards.front().shard.find('/') + 1);
+  std::sort(shards.begin(), shards.end(),
+            [](const auto& x, const auto& y) { return x.first_input < y.first_input; });
+  std::set<std::string> seen;
+  for (const report::RunReport& s : shards) {
+    if (s.shard.substr(s.shard.find('/') + 1) != total) {
+      throw UsageError("slices of different splits: " + shards.front().shard + " and " + s.shard);
+    }
+    if (!seen.insert(s.shard).second) throw UsageError("slice " + s.shard + " is there twice");
+  }
+  if (seen.size() != static_cast<size_t>(std::stoll(total))) {
+    throw UsageError(
+        fmt::format("{} of the {} slices are there; run the others first", seen.size(), total));
+  }
+  const report::RunReport m = report::MergeRunReports(shards);
+  if (!a.out.json.empty()) WriteFileAtomically(a.out.json, report::RunReportJson(m).dump(2) + "\n");
+  if (!a.csv.empty()) WriteFileAtomically(a.csv, report::RunReportCsv(m));
+  if (!a.out.quiet) std::cout << report::FormatRunText(m);
+  if (m.checked && m.mismatches != 0) {
+    throw RuntimeError(
+        fmt::format("{} of {} inputs differ from the CPU int8 reference", m.mismatches, m.images));
+  }
+}
+
+}  // namespace
+
+void AddMergeCommand(CLI::App& app) {
+  auto a = std::make_shared<MergeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "merge", "Put the reports of the slices of one run (run --shard I/K) together.");
+  cmd->footer(R"(
+Reads the --json reports of `tpusim run --shard I/K` (files, or folders searched for .json
+files) and writes the report the whole run gives: images, accuracy, bit-exactness and every
+counter and per-layer sum. Refuses slices of different runs, a slice given twice, and a
+split with slices missing.
+
+Example:
+  for i in 0 1 2 3; do tpusim run --shard $i/4 --json s$i.json ...; done
+  tpusim merge s0.json s1.json s2.json s3.json --json whole.json)");
+  cmd->add_option("reports", a->reports, "run reports (.json) or folders of them")->required();
+  AddOutputOptions(cmd, &a->out, "write the merged report as JSON to this file");
+  cmd->add_option("--csv", a->csv, "write the merged per-program rows as CSV to this file");
+  cmd->callback([a] { Merge(*a); });
 }
 
 }  // namespace tpu::cli

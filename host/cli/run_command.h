@@ -1,4 +1,4 @@
-// `tpusim run`.
+// `tpusim run` and `tpusim merge`.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -6,5 +6,6 @@
 namespace tpu::cli {
 
 void AddRunCommand(CLI::App& app);
+void AddMergeCommand(CLI::App& app);
 
 }  // namespace tpu::cli

@@ -101,7 +101,7 @@ GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, in
         p.ReadWeights(u((j * g.kt + kb) * n * n), 1);
         p.Sync();
       }
-      p.Matmul(u(kb * m), u(acc), u(m), /*switch_tile=*/true, /*accumulate=*/kb > 0);
+      p.Matmul(u(kb * m), u(acc), u(m), /*switch_tile=*/true, isa::AddIf(kb > 0));
       if (!overlap) p.Sync();
     }
     p.Activate(u(acc), u(out_ub + j * m), u(m), u(j), /*relu=*/false, isa::Pool::kNone);

@@ -26,6 +26,10 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
   if (!model.quantized) {
     throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
   }
+  if (model.IsGraph()) {
+    throw UsageError("model '" + model.name +
+                     "' is a graph (residual adds or concats); layer jobs run chains of layers");
+  }
   std::vector<LayerStep> steps;
   const auto& ls = model.layers;
   for (size_t i = 0; i < ls.size(); ++i) {
@@ -43,8 +47,8 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
       continue;
     }
     if (i + 1 < ls.size() && l.type == nn::LayerType::kConv2d && ls[i + 1].IsPool() &&
-        !ls[i + 1].global_pool && ls[i + 1].pool_h == 2 && ls[i + 1].pool_w == 2 &&
-        ls[i + 1].pool_stride == 2) {
+        !ls[i + 1].global_pool && !ls[i + 1].Padded() && ls[i + 1].pool_h == 2 &&
+        ls[i + 1].pool_w == 2 && ls[i + 1].pool_stride == 2) {
       s.pool_layer = static_cast<int>(i + 1);
       ++i;
     }
@@ -129,9 +133,12 @@ std::vector<LayerStep> MaxPoolPasses(const nn::Layer& pool, int layer_index) {
     for (int ow = 0; ow < pool.out.w; ++ow)
       for (int i = 0; i < pool.pool_h; ++i)
         for (int j = 0; j < pool.pool_w; ++j) {
+          // Taps in the padding take no part in a maximum.
+          const int64_t y = int64_t{oh} * pool.pool_stride + i - pool.pad_top;
+          const int64_t x = int64_t{ow} * pool.pool_stride + j - pool.pad_left;
+          if (y < 0 || y >= pool.in.h || x < 0 || x >= pool.in.w) continue;
           sets[static_cast<size_t>(int64_t{oh} * pool.out.w + ow)].push_back(
-              static_cast<int32_t>((int64_t{oh} * pool.pool_stride + i) * pool.in.w +
-                                   int64_t{ow} * pool.pool_stride + j));
+              static_cast<int32_t>(y * pool.in.w + x));
         }
   std::vector<LayerStep> passes;
   int64_t in_pixels = int64_t{pool.in.h} * pool.in.w;
@@ -178,6 +185,13 @@ nn::Layer AveragePoolAsConv(const nn::Layer& pool) {
   l.name = pool.name;
   l.type = nn::LayerType::kConv2d;
   l.depthwise = true;
+  l.inputs = pool.inputs;
+  // Padding counts in the average (PyTorch's count_include_pad): zeros in the window.
+  l.padding = "explicit";
+  l.pad_top = pool.pad_top;
+  l.pad_left = pool.pad_left;
+  l.pad_bottom = pool.pad_bottom;
+  l.pad_right = pool.pad_right;
   l.in = pool.in;
   l.out = pool.out;
   l.kernel_h = pool.pool_h;
@@ -401,7 +415,7 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
     for (int64_t j = 0; j < nt_; ++j, ++seq) {
       for (int64_t kb = 0; kb < kt_; ++kb) {
         p.Matmul(static_cast<uint64_t>(xb + kb * rows), static_cast<uint64_t>(acc_of(seq)),
-                 static_cast<uint64_t>(rows), /*switch_tile=*/true, /*accumulate=*/kb > 0);
+                 static_cast<uint64_t>(rows), /*switch_tile=*/true, isa::AddIf(kb > 0));
       }
       if (prev_ch >= 0) activate(prev_ch, prev_j, seq - 1);
       if (j == 0 && ch > 0) write_back(ch - 1);  // its last group was just activated

@@ -58,6 +58,7 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model, const config::TpuConfig
 // it does, in a line for people.
 struct LayerJob {
   engine::ExecJob exec;
+  std::vector<int32_t> op_of;  // whole networks: per instruction, its operation (-1: none)
   std::string summary;
   int64_t rows = 0;    // input rows of the batch (each streamed once per K-tile)
   int64_t chunks = 0;  // pieces of at most half the accumulator rows

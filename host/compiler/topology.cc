@@ -29,6 +29,7 @@ nn::Model ConvModel(const TopologyLayer& l, std::mt19937_64& rng) {
   nn::Layer c;
   c.name = l.name;
   c.type = nn::LayerType::kConv2d;
+  c.inputs = {nn::kModelInput};
   c.in = m.input;
   c.out = {static_cast<int>(l.OfmapH()), static_cast<int>(l.OfmapW()), static_cast<int>(l.filters)};
   c.kernel_h = static_cast<int>(l.filter_h);

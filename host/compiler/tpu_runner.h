@@ -1,5 +1,6 @@
-// Runs a quantized model on the simulated TPU, layer job by layer job, batch by batch
-// (host/compiler/layer_compiler.h), and checks every image against the CPU int8 reference.
+// Runs a quantized model on the simulated TPU, batch by batch, and checks every input
+// against the CPU int8 reference: the whole network as one program per batch
+// (network_compiler.h), or each layer as its own job (layer_compiler.h: chains only).
 #pragma once
 
 #include <cstdint>
@@ -8,8 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "host/compiler/network_compiler.h"
 #include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
+#include "host/nn/inputs.h"
 #include "host/nn/model.h"
 
 namespace tpu::compiler {
@@ -23,12 +26,16 @@ struct LayerStats {
 
 struct TpuRunResult {
   int64_t images = 0;
-  std::vector<std::vector<int8_t>> logits;  // per image, the last layer's int8 outputs
+  std::vector<std::vector<int8_t>> logits;  // per input, the model's int8 outputs
+  float output_scale = 0;                   // their scale
   std::vector<LayerStats> layers;           // one entry for a whole-network program
-  std::string plan;        // "whole network, one program per batch: ...", or "layer jobs (why)"
-  bool checked = true;     // false in timing-only runs: no values to check
-  int64_t mismatches = 0;  // images whose logits differ from the CPU int8 reference
-  int64_t correct = 0;     // argmax == label
+  std::string plan;  // "whole network, one program per batch: ...", or "layer jobs (why)"
+  std::vector<SpilledTensor> spilled;  // tensors the plan keeps in host memory
+  int64_t ub_rows = 0;                 // unified-buffer rows the plan uses (whole networks)
+  bool checked = true;                 // false in timing-only runs: no values to check
+  int64_t mismatches = 0;              // inputs whose outputs differ from the CPU int8 reference
+  int64_t correct = 0;                 // argmax == label
+  bool labelled = false;               // the inputs had labels
   double wall_seconds = 0;
 
   hw::ChipCounters Total() const;
@@ -36,10 +43,15 @@ struct TpuRunResult {
 };
 
 // The whole network runs as one program per batch where it fits (NetworkCompiler), else
-// (or with `layer_jobs`) each layer as its own job (LayerCompiler: host im2col).
-// `pixels`: `images` raw images of model.input.Size() bytes; `labels` may be empty. With a
-// timing-only engine the images still flow (the host decodes zeros) but nothing is checked:
-// mismatches and correct stay 0.
+// (or with `layer_jobs`) each layer as its own job (LayerCompiler: host im2col; chains
+// only). Runs the first `images` of `inputs`. With a timing-only engine the inputs still
+// flow (the host decodes zeros) but nothing is checked: mismatches and correct stay 0.
+TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
+                           const nn::InputSet& inputs, int64_t images, int batch,
+                           const std::function<void(double)>& progress = {},
+                           bool layer_jobs = false);
+
+// The same on raw images of a preprocess-mnist32 model (`labels` may be null).
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const uint8_t* pixels, const uint8_t* labels, int64_t images, int batch,
                            const std::function<void(double)>& progress = {},

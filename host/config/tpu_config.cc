@@ -39,7 +39,7 @@ void TpuConfig::Validate() const {
   range("host_mem_bytes", host_mem_bytes, 1, int64_t{1} << 30);
   range("host_mem_latency_cycles", host_mem_latency_cycles, 0, 1000000);
   range("host_mem_bytes_per_cycle", host_mem_bytes_per_cycle, 1, 1 << 20);
-  range("weight_mem_bytes", weight_mem_bytes, 1, int64_t{1} << 30);
+  range("weight_mem_bytes", weight_mem_bytes, 1, int64_t{1} << 36);  // 64 GiB
   range("weight_mem_latency_cycles", weight_mem_latency_cycles, 0, 1000000);
   range("weight_mem_bytes_per_cycle", weight_mem_bytes_per_cycle, 1, 1 << 20);
 }

@@ -51,9 +51,14 @@ class Builder {
     Emit(Opcode::kReadWeights, 0, tiles, Uniform(0, weight_bytes_ - bytes), 0);
     brought_ += tiles;
   }
+  // Overwrite, add, or keep the larger (max pooling).
+  uint8_t AccFlags() {
+    const int64_t r = Uniform(0, 99);
+    return r < 45 ? hw::kFlagAccumulate : r < 60 ? hw::kFlagMax : 0;
+  }
   void Matmul(bool do_switch) {
     const int64_t rows = Uniform(1, std::min<int64_t>({acc_rows_, ub_rows_, 64}));
-    uint8_t flags = Chance(0.5) ? hw::kFlagAccumulate : 0;
+    uint8_t flags = AccFlags();
     if (do_switch) {
       flags |= hw::kFlagSwitch;
       ++switched_;
@@ -87,6 +92,7 @@ class Builder {
       w.oh = (w.h + w.pt + pb - w.kh) / w.sy + 1;
       w.ow = (w.w + w.pl + pr - w.kw) / w.sx + 1;
       w.pooled = Chance(0.4) && w.oh >= 2 && w.ow >= 2;
+      w.pad_min = Chance(0.3);
       if (w.pooled) {
         w.oh &= ~int64_t{1};
         w.ow &= ~int64_t{1};
@@ -101,7 +107,7 @@ class Builder {
     if (win_.h == 0) return;
     const int64_t pixels = win_.oh * win_.ow;
     const int64_t rows = Uniform(1, std::min<int64_t>({pixels, acc_rows_, 64}));
-    uint8_t flags = hw::kFlagWindow | (Chance(0.5) ? hw::kFlagAccumulate : 0);
+    uint8_t flags = hw::kFlagWindow | AccFlags();
     if (do_switch) {
       flags |= hw::kFlagSwitch;
       ++switched_;
@@ -112,7 +118,17 @@ class Builder {
          hw::kOpdMatmulFirst.Put(Uniform(0, pixels - rows)) |
              hw::kOpdMatmulKtile.Put(Uniform(0, tiles - 1)));
   }
+  // The residual of later activates: rows, multipliers, shift, ReLU.
+  void SetResidual() {
+    const int64_t shift = Chance(0.9) ? Uniform(28, 34) : Uniform(1, 62);
+    residual_ub_ = Uniform(0, ub_rows_ - 1);
+    residual_set_ = true;
+    Emit(Opcode::kSetResidual, Chance(0.5) ? hw::kFlagResidualRelu : 0,
+         hw::kOpdSetResidualShift.Put(shift), Uniform(0, 0x7fffffff), residual_ub_,
+         Chance(0.1) ? 0 : Uniform(1 << 28, 0x7fffffff));
+  }
   void Activate() {
+    if (residual_set_ && Chance(0.3)) return ResidualActivate();
     const bool pooled = acc_rows_ >= 4 && Chance(0.4);
     const int64_t rows = pooled ? 4 * Uniform(1, std::min<int64_t>(acc_rows_ / 4, 16))
                                 : Uniform(1, std::min<int64_t>(acc_rows_, 64));
@@ -126,6 +142,18 @@ class Builder {
       return;
     }
     Emit(Opcode::kActivate, flags, rows, Uniform(0, acc_rows_ - rows), Uniform(0, ub_rows_ - span),
+         hw::kOpdActivateParams.Put(Uniform(0, sets_ - 1)) |
+             hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
+  }
+  // An activate that adds the residual: its rows inside the program's, some written onto
+  // the residual rows themselves.
+  void ResidualActivate() {
+    const int64_t step = Chance(0.2) ? Uniform(2, 4) : 1;
+    const int64_t most = std::min<int64_t>((ub_rows_ - 1 - residual_ub_) / step + 1, acc_rows_);
+    const int64_t rows = Uniform(1, std::min<int64_t>(most, 64)), span = (rows - 1) * step + 1;
+    const int64_t dst = Chance(0.3) ? residual_ub_ : Uniform(0, ub_rows_ - span);
+    Emit(Opcode::kActivate, hw::kFlagResidual | (Chance(0.5) ? hw::kFlagRelu : 0), rows,
+         Uniform(0, acc_rows_ - rows), dst,
          hw::kOpdActivateParams.Put(Uniform(0, sets_ - 1)) |
              hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
   }
@@ -143,13 +171,14 @@ class Builder {
   struct Win {
     int64_t h = 0, w = 0, c = 0, p = 0, kh = 0, kw = 0, sy = 0, sx = 0, pt = 0, pl = 0, oh = 0,
             ow = 0;
-    bool pooled = false;
+    bool pooled = false, pad_min = false;
     int64_t Rows(int64_t n) const { return ((h * w - 1) * p + c + n - 1) / n; }
   };
   void EmitWindow(const Win& w, int64_t reserved = 0) {
     using namespace hw;                          // the kOpdSetWindow* operands
     const Operand& last = kOpdSetWindowPadLeft;  // reserved bits follow it
-    Emit(Opcode::kSetWindow, w.pooled ? kFlagPooled : 0, w.p,
+    Emit(Opcode::kSetWindow,
+         static_cast<uint8_t>((w.pooled ? kFlagPooled : 0) | (w.pad_min ? kFlagPadMin : 0)), w.p,
          kOpdSetWindowInH.Put(w.h) | kOpdSetWindowInW.Put(w.w) | kOpdSetWindowKh.Put(w.kh) |
              kOpdSetWindowKw.Put(w.kw),
          kOpdSetWindowOutH.Put(w.oh) | kOpdSetWindowOutW.Put(w.ow) |
@@ -159,6 +188,8 @@ class Builder {
              static_cast<uint32_t>(reserved << (last.lsb + last.bits)));
   }
   Win win_;  // the last window set (h == 0: none yet)
+  bool residual_set_ = false;
+  int64_t residual_ub_ = 0;  // the residual's first row
 
   config::TpuConfig c_;
   int64_t n_;
@@ -269,7 +300,10 @@ void Builder::Invalid(const std::string& kind) {
         Emit(Opcode::kReadHost, 0, 0, 0, 0);
         break;
       case 1:
-        Emit(Opcode::kMatmul, 0x08, 1, 0, 0);
+        if (Chance(0.5))
+          Emit(Opcode::kMatmul, static_cast<uint8_t>(Chance(0.5) ? 0x10 : 0x80), 1, 0, 0);
+        else
+          Emit(Opcode::kMatmul, hw::kFlagMax | hw::kFlagAccumulate, 1, 0, 0);
         break;
       case 2:
         Emit(Opcode::kActivate, hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0);
@@ -278,7 +312,17 @@ void Builder::Invalid(const std::string& kind) {
         Emit(Opcode::kActivate, hw::kFlagPoolAvg, 6, 0, 0);
         break;
       case 4:
-        Emit(Opcode::kSync, 1, 0, 0, 0);
+        if (Chance(0.5)) {
+          Emit(Opcode::kSync, 1, 0, 0, 0);
+        } else if (Chance(0.5)) {  // a shift outside 1..62, or a multiplier of 2^31
+          const bool shift = Chance(0.5);
+          Emit(Opcode::kSetResidual, 0, shift ? (Chance(0.5) ? 0 : 63) : 30,
+               shift ? 1 : 0x80000000u, 0, 1);
+        } else if (residual_set_) {  // the residual with pooling
+          Emit(Opcode::kActivate, hw::kFlagResidual | hw::kFlagPoolMax, 4, 0, 0);
+        } else {  // the residual before any set_residual
+          Emit(Opcode::kActivate, hw::kFlagResidual, 1, 0, 0);
+        }
         break;
       default:
         Emit(Opcode::kReadWeights, 0x80, 1, 0, 0);
@@ -356,8 +400,10 @@ GeneratedProgram Builder::Build() {
       ReadParams();
     else if (pick < 34 && TilesFit())
       ReadWeights(Uniform(1, 3));
-    else if (pick < 40)
+    else if (pick < 37)
       SetWindow();
+    else if (pick < 40)
+      SetResidual();
     else if (pick < 50 && win_.h != 0)
       WindowMatmul(brought_ > switched_ && Chance(0.5));
     else if (pick < 58)

@@ -142,7 +142,7 @@ class HostInitiator : public sc_core::sc_module {
       params_checked_ = true;
     }
     WriteBlock(sim::kHostMemBase, job.host_image);
-    WriteBlock(sim::kWeightMemBase, job.weight_image);
+    WriteBlock(sim::kWeightMemBase + job.weight_image_addr, job.weight_image);
     std::vector<uint8_t> words;
     words.reserve(job.program.words.size() * sim::kInstructionBytes);
     for (const auto& w : job.program.words) words.insert(words.end(), w.begin(), w.end());

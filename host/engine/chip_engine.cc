@@ -70,11 +70,12 @@ void CheckJobFits(const ExecJob& job, const config::TpuConfig& c) {
                     "host_mem_bytes)",
                     job.host_image.size(), host));
   }
-  if (job.weight_image.size() > weights) {
+  if (job.weight_image_addr > weights ||
+      job.weight_image.size() > weights - job.weight_image_addr) {
     throw UsageError(
-        fmt::format("the weight image ({} bytes) does not fit weight memory ({} "
+        fmt::format("the weight image ({} bytes at {}) does not fit weight memory ({} "
                     "bytes, weight_mem_bytes)",
-                    job.weight_image.size(), weights));
+                    job.weight_image.size(), job.weight_image_addr, weights));
   }
   if (job.program.words.size() > kMaxProgramWords) {
     throw UsageError(

@@ -34,8 +34,9 @@ struct ExecJob {
   std::string name;  // for people and timelines: the program file, the layer, ...
   isa::Program program;
   std::vector<uint8_t> host_image;    // written to host memory at address 0
-  std::vector<uint8_t> weight_image;  // written to weight memory at address 0
-  uint64_t host_out_addr = 0;         // host memory read back after the run
+  std::vector<uint8_t> weight_image;  // written to weight memory at weight_image_addr
+  uint64_t weight_image_addr = 0;
+  uint64_t host_out_addr = 0;  // host memory read back after the run
   uint64_t host_out_bytes = 0;
 };
 

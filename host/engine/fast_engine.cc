@@ -48,7 +48,8 @@ ExecResult FastEngine::Run(const ExecJob& job) {
     std::memcpy(chip_->HostMemory(), job.host_image.data(), job.host_image.size());
   }
   if (!job.weight_image.empty()) {
-    std::memcpy(chip_->WeightMemory(), job.weight_image.data(), job.weight_image.size());
+    std::memcpy(chip_->WeightMemory() + job.weight_image_addr, job.weight_image.data(),
+                job.weight_image.size());
   }
   fast::RunOptions ro;
   ro.watchdog_cycles = options_.watchdog_cycles;

@@ -17,17 +17,19 @@ namespace tpu::import {
 namespace {
 
 constexpr const char* kSupported =
-    "Conv (groups 1 or depthwise), Gemm, MatMul, Add (as a bias), Relu, Clip(0, 6), MaxPool, "
-    "AveragePool, GlobalAveragePool, Flatten, Reshape (to [batch, features]), "
-    "BatchNormalization (after Conv/Gemm), Dropout, Identity, Pad of zero, and a final "
-    "Softmax/LogSoftmax";
+    "Conv (groups 1 or depthwise), Gemm, MatMul, Add (a bias, or two activations: a residual "
+    "add), Concat (of channels), Relu, Clip(0, 6), MaxPool, AveragePool, GlobalAveragePool, "
+    "Flatten, Reshape (to [batch, features]), BatchNormalization (after Conv/Gemm), Dropout, "
+    "Identity, Pad of zero, and a final Softmax/LogSoftmax";
 
 constexpr int64_t kMaxElements = int64_t{1} << 31;
 
-// What flows between nodes: an image map (NCHW in ONNX, h x w x c in tpusim) or a vector
-// (N x features). A vector made by flattening a C x H x W map is in (c, h, w) order in ONNX
-// and (h, w, c) order in tpusim; `chw` remembers the map for the dense layer that reads it.
-struct Flow {
+// A tensor the graph computes: the output of a tpusim layer (or the model's input), an
+// image map (NCHW in ONNX, h x w x c in tpusim) or a vector (N x features). A vector made by
+// flattening a C x H x W map is in (c, h, w) order in ONNX and (h, w, c) order in tpusim;
+// `chw` remembers the map for the dense layer that reads it.
+struct Value {
+  int layer = nn::kModelInput;
   bool map = true;
   nn::Shape3 shape;         // the map's h, w, c; a vector: 1 x 1 x features
   nn::Shape3 chw{1, 1, 1};  // the map a vector was flattened from (h * w > 1: reorder)
@@ -45,6 +47,7 @@ class Importer {
     const onnx::GraphProto& g = proto_.graph();
     for (const onnx::TensorProto& t : g.initializer()) constants_[t.name()] = &t;
     ReadInput(g);
+    CountUses(g);
     for (int i = 0; i < g.node_size(); ++i) {
       const onnx::NodeProto& n = g.node(i);
       node_index_ = i;
@@ -52,16 +55,10 @@ class Importer {
         AddConstant(n);
         continue;
       }
-      Node(n, LastComputeNode(g, i));
+      Node(n);
     }
     if (model_.layers.empty()) Fail("the graph has no layers tpusim can run");
-    bool is_output = false;
-    for (const onnx::ValueInfoProto& o : g.output()) is_output |= o.name() == cur_;
-    if (!is_output) {
-      Fail("the chain of layers ends in '" + cur_ +
-           "', which is not a graph output; tpusim imports one chain from the input to the "
-           "output");
-    }
+    CheckOutput(g);
     Infer("the last node");
     return model_;
   }
@@ -75,12 +72,32 @@ class Importer {
     return n.name().empty() ? fmt::format("#{}", node_index_) : n.name();
   }
 
-  static bool LastComputeNode(const onnx::GraphProto& g, int i) {
-    for (int j = i + 1; j < g.node_size(); ++j) {
-      const std::string& op = g.node(j).op_type();
-      if (op != "Constant" && op != "Identity" && op != "Dropout") return false;
+  // How many nodes (and graph outputs) read each tensor: an activation, bias or BatchNorm
+  // joins the layer before it only when nothing else reads that layer's output.
+  void CountUses(const onnx::GraphProto& g) {
+    for (const onnx::NodeProto& n : g.node())
+      for (const std::string& in : n.input()) ++uses_[in];
+    for (const onnx::ValueInfoProto& o : g.output()) ++uses_[o.name()];
+  }
+
+  // The graph's one output must be the last layer's (tpusim's model output).
+  void CheckOutput(const onnx::GraphProto& g) {
+    if (g.output_size() != 1) {
+      Fail(
+          fmt::format("the graph has {} outputs; tpusim imports models with one", g.output_size()));
     }
-    return true;
+    const std::string& name = g.output(0).name();
+    const auto it = values_.find(name);
+    if (it == values_.end() || it->second.layer != static_cast<int>(model_.layers.size()) - 1) {
+      Fail("the graph's output '" + name + "' is not what its last layer computes");
+    }
+    const std::vector<std::vector<int>> consumers = model_.Consumers();
+    for (size_t i = 0; i + 1 < model_.layers.size(); ++i) {
+      if (consumers[i].empty()) {
+        Fail("layer '" + model_.layers[i].name +
+             "' computes a value that nothing reads; tpusim models have one output");
+      }
+    }
   }
 
   void ReadInput(const onnx::GraphProto& g) {
@@ -89,7 +106,7 @@ class Importer {
       if (constants_.count(v.name())) continue;  // older exporters list weights as inputs
       if (input) {
         Fail("the graph has more than one input ('" + input->name() + "', '" + v.name() +
-             "'); tpusim imports single-input image classifiers");
+             "'); tpusim imports single-input models");
       }
       input = &v;
     }
@@ -101,22 +118,32 @@ class Importer {
     const auto& shape = type.tensor_type().shape();
     std::vector<int64_t> dims;
     for (const auto& d : shape.dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    std::string text;
+    for (int64_t d : dims) text += (text.empty() ? "" : " x ") + (d < 0 ? "?" : std::to_string(d));
     if (dims.size() != 4 || dims[1] <= 0 || dims[2] <= 0 || dims[3] <= 0 || dims[1] > 65536 ||
         dims[2] > 65536 || dims[3] > 65536) {
-      Fail("input '" + input->name() + "' must be an N x C x H x W image batch with C, H and W " +
-           "fixed; export with a fixed image size");
+      Fail(
+          fmt::format("input '{}' is {} ({} dimensions); tpusim imports an N x C x H x W image "
+                      "batch with C, H and W fixed: export with a fixed input size",
+                      input->name(), text.empty() ? "a scalar" : text, dims.size()));
     }
     model_.input = {static_cast<int>(dims[2]), static_cast<int>(dims[3]),
                     static_cast<int>(dims[1])};
-    if (opt_.preprocess == "mnist32" && !(model_.input == nn::Shape3{32, 32, 1})) {
+    // No data set given: a 1 x 32 x 32 input is an MNIST model, anything else takes float
+    // inputs (--inputs, --synthetic).
+    const bool mnist_shape = model_.input == nn::Shape3{32, 32, 1};
+    model_.dataset = !opt_.dataset.empty() ? opt_.dataset : mnist_shape ? "mnist" : "none";
+    model_.preprocess = model_.dataset == "none" ? "none" : "mnist32";
+    if (model_.preprocess == "mnist32" && !mnist_shape) {
       Fail(fmt::format(
-          "input '{}' is {} x {} x {} (C x H x W); tpusim feeds 28 x 28 grey images padded to "
-          "1 x 32 x 32 (pixel / 255; preprocess mnist32): export the model for a 1 x 32 x 32 "
-          "input",
-          input->name(), dims[1], dims[2], dims[3]));
+          "input '{}' is {} x {} x {} (C x H x W); a model for {} takes 28 x 28 grey images "
+          "padded to 1 x 32 x 32 (pixel / 255; preprocess mnist32): export it for that input, "
+          "or import it without --dataset to run it on --inputs or --synthetic data",
+          input->name(), dims[1], dims[2], dims[3], model_.dataset));
     }
-    flow_.shape = model_.input;
-    cur_ = input->name();
+    Value v;
+    v.shape = model_.input;
+    values_[input->name()] = v;
   }
 
   void AddConstant(const onnx::NodeProto& n) {
@@ -234,9 +261,23 @@ class Importer {
     }
   }
 
-  // ---- the chain ------------------------------------------------------------------------
+  // ---- the graph ------------------------------------------------------------------------
 
-  void Node(const onnx::NodeProto& n, bool last) {
+  // The value a node reads as its input `i` (a computed tensor, not a constant).
+  const Value& In(const onnx::NodeProto& n, int i) const {
+    if (n.input_size() <= i || n.input(i).empty()) FailNode(n, "an input is missing");
+    const auto it = values_.find(n.input(i));
+    if (it == values_.end()) {
+      FailNode(n, "reads '" + n.input(i) +
+                      "', which no node before it computes (the graph must list nodes in order)");
+    }
+    return it->second;
+  }
+  bool IsConstant(const onnx::NodeProto& n, int i) const {
+    return n.input_size() > i && constants_.count(n.input(i)) != 0;
+  }
+
+  void Node(const onnx::NodeProto& n) {
     const std::string& op = n.op_type();
     if (!n.domain().empty() && n.domain() != "ai.onnx") {
       FailNode(n, "operators of domain '" + n.domain() + "' are not supported");
@@ -247,32 +288,33 @@ class Importer {
                "quantized ONNX graphs are not imported (their rounding is not the chip's); "
                "export the fp32 model and quantize it with tpusim quantize");
     }
-    const int data_input = op == "Add" && n.input_size() == 2 && n.input(1) == cur_ ? 1 : 0;
-    if (n.input_size() <= data_input || n.input(data_input) != cur_) {
-      FailNode(n, fmt::format("reads '{}', not '{}' (the output of the node before it); tpusim "
-                              "imports a chain of layers from the input to the output",
-                              n.input_size() > 0 ? n.input(data_input) : "", cur_));
-    }
     if (n.output_size() < 1 || n.output(0).empty()) FailNode(n, "has no output");
+    if (op == "Identity" && IsConstant(n, 0)) {  // an exporter's alias of a weight
+      constants_[n.output(0)] = constants_.at(n.input(0));
+      return;
+    }
+    Value out;
     if (op == "Conv") {
-      Conv(n);
+      out = Conv(n);
     } else if (op == "Gemm" || op == "MatMul") {
-      Dense(n);
+      out = Dense(n);
     } else if (op == "Add") {
-      AddBias(n, 1 - data_input);
+      out = AddNode(n);
+    } else if (op == "Concat") {
+      out = ConcatNode(n);
     } else if (op == "BatchNormalization") {
-      BatchNorm(n);
+      out = BatchNorm(n);
     } else if (op == "Relu") {
       OnlyAttrs(n, {});
-      Activate(n, nn::Activation::kRelu);
+      out = Activate(n, nn::Activation::kRelu);
     } else if (op == "Clip") {
-      Clip(n);
+      out = Clip(n);
     } else if (op == "MaxPool" || op == "AveragePool") {
-      Pool(n);
+      out = Pool(n);
     } else if (op == "GlobalAveragePool") {
-      GlobalPool(n);
+      out = GlobalPool(n);
     } else if (op == "Flatten" || op == "Reshape") {
-      Flatten(n);
+      out = Flatten(n);
     } else if (op == "Pad") {
       // PyTorch writes an empty Pad before some AveragePools; a real one is not supported.
       OnlyAttrs(n, {"mode", "pads", "value"});
@@ -281,6 +323,7 @@ class Importer {
       for (int64_t p : pads) {
         if (p != 0) FailNode(n, "padding as its own node is not supported; pad in the Conv");
       }
+      out = In(n, 0);
     } else if (op == "Dropout" || op == "Identity") {
       if (op == "Dropout" && n.input_size() > 2 && !n.input(2).empty()) {
         const onnx::TensorProto* training = Constant(n, 2);  // a bool
@@ -288,18 +331,13 @@ class Importer {
         for (int v : training->int32_data()) on |= v != 0;
         if (on) FailNode(n, "dropout in training mode; export the model in eval() mode");
       }
+      out = In(n, 0);
     } else if (op == "Softmax" || op == "LogSoftmax") {
-      if (!last) FailNode(n, "only a final Softmax/LogSoftmax is supported");
-      if (fusable_ < 0 ||
-          model_.layers[static_cast<size_t>(fusable_)].type != nn::LayerType::kDense) {
-        FailNode(n, "a final Softmax must follow a dense layer (Gemm/MatMul)");
-      }
-      model_.layers[static_cast<size_t>(fusable_)].activation = nn::Activation::kSoftmax;
-      fusable_ = -1;
+      out = Softmax(n);
     } else {
       FailNode(n, std::string("not supported; tpusim imports ") + kSupported);
     }
-    cur_ = n.output(0);
+    values_[n.output(0)] = out;
   }
 
   void Infer(const std::string& what) {
@@ -310,28 +348,43 @@ class Importer {
     }
   }
 
-  // Adds `l` (weights set), infers its shape and makes it the current flow.
-  void Add(const onnx::NodeProto& n, nn::Layer l) {
+  // Adds `l` reading `inputs`, infers its shape and returns its output.
+  Value Add(const onnx::NodeProto& n, nn::Layer l, std::vector<int> inputs) {
+    l.inputs = std::move(inputs);
     model_.layers.push_back(std::move(l));
     Infer(fmt::format("node '{}' ({})", NodeName(n), n.op_type()));
     const nn::Layer& added = model_.layers.back();
-    flow_.map = added.type != nn::LayerType::kFlatten && added.type != nn::LayerType::kDense;
-    flow_.shape = added.out;
-    fusable_ = added.HasWeights() ? static_cast<int>(model_.layers.size()) - 1 : -1;
+    Value v;
+    v.layer = static_cast<int>(model_.layers.size()) - 1;
+    v.map = added.type != nn::LayerType::kFlatten && added.type != nn::LayerType::kDense;
+    v.shape = added.out;
+    return v;
   }
 
   std::string NextName(const std::string& base) { return base + std::to_string(++count_[base]); }
 
-  void Conv(const onnx::NodeProto& n) {
+  // The layer whose output node n's input 0 is, when n may join it: a conv, dense or add
+  // layer (or, with `weighted`, only conv and dense) without an activation yet, whose
+  // output nothing else reads. nullptr otherwise.
+  nn::Layer* Joinable(const onnx::NodeProto& n, bool weighted) {
+    const Value& v = In(n, 0);
+    if (v.layer == nn::kModelInput || uses_[n.input(0)] != 1) return nullptr;
+    nn::Layer& l = model_.layers[static_cast<size_t>(v.layer)];
+    const bool kind = l.HasWeights() || (!weighted && l.type == nn::LayerType::kAdd);
+    return kind && l.activation == nn::Activation::kNone ? &l : nullptr;
+  }
+
+  Value Conv(const onnx::NodeProto& n) {
     OnlyAttrs(n, {"group", "kernel_shape", "strides", "pads", "dilations", "auto_pad"});
-    if (!flow_.map) FailNode(n, "a convolution needs an image map, not a flattened vector");
+    const Value& x = In(n, 0);
+    if (!x.map) FailNode(n, "a convolution needs an image map, not a flattened vector");
     const onnx::TensorProto* wt = Constant(n, 1);
     if (!wt) FailNode(n, "has no weights");
     const std::vector<float> w = Floats(n, *wt);
     if (wt->dims_size() != 4) FailNode(n, "weights must be O x I x kh x kw (2-D convolutions)");
     const int64_t o = wt->dims(0), i = wt->dims(1), kh = wt->dims(2), kw = wt->dims(3);
     const int64_t group = IntAttr(n, "group", 1);
-    const int c = flow_.shape.c;
+    const int c = x.shape.c;
     nn::Layer l;
     l.type = nn::LayerType::kConv2d;
     if (group == 1) {
@@ -366,9 +419,9 @@ class Importer {
     for (int64_t a = 0; a < o; ++a)
       for (int64_t b = 0; b < i; ++b)
         for (int64_t y = 0; y < kh; ++y)
-          for (int64_t x = 0; x < kw; ++x)
-            t.data[static_cast<size_t>(((y * kw + x) * i + b) * o + a)] =
-                w[static_cast<size_t>(((a * i + b) * kh + y) * kw + x)];
+          for (int64_t xx = 0; xx < kw; ++xx)
+            t.data[static_cast<size_t>(((y * kw + xx) * i + b) * o + a)] =
+                w[static_cast<size_t>(((a * i + b) * kh + y) * kw + xx)];
     if (l.depthwise) {  // kh x kw x 1 x c -> kh x kw x c x 1 (same order), then expanded
       t.shape = {kh, kw, o, 1};
       t = nn::ExpandDepthwise(t);
@@ -381,7 +434,7 @@ class Importer {
       if (static_cast<int64_t>(b.size()) != o) FailNode(n, "bias size is not the output channels");
       l.bias.data = b;
     }
-    Add(n, std::move(l));
+    return Add(n, std::move(l), {x.layer});
   }
 
   int Stride(const onnx::NodeProto& n) const {
@@ -415,13 +468,14 @@ class Importer {
     }
   }
 
-  void Dense(const onnx::NodeProto& n) {
+  Value Dense(const onnx::NodeProto& n) {
     const bool gemm = n.op_type() == "Gemm";
     if (gemm)
       OnlyAttrs(n, {"alpha", "beta", "transA", "transB"});
     else
       OnlyAttrs(n, {});
-    if (flow_.map && (flow_.shape.h != 1 || flow_.shape.w != 1)) {
+    const Value x = In(n, 0);
+    if (x.map && (x.shape.h != 1 || x.shape.w != 1)) {
       FailNode(n, "needs a flattened input; put Flatten before it");
     }
     const onnx::TensorProto* bt = Constant(n, 1);
@@ -435,7 +489,7 @@ class Importer {
     }
     const int64_t k = trans_b ? bt->dims(1) : bt->dims(0);
     const int64_t units = trans_b ? bt->dims(0) : bt->dims(1);
-    const int64_t features = flow_.shape.Size();
+    const int64_t features = x.shape.Size();
     if (k != features) {
       FailNode(n, fmt::format("weights expect {} inputs; the input has {} features", k, features));
     }
@@ -446,10 +500,10 @@ class Importer {
     l.out = {1, 1, static_cast<int>(units)};
     l.weights.shape = {k, units};
     l.weights.data.resize(static_cast<size_t>(k * units));
-    const nn::Shape3 m = flow_.chw;  // ONNX row (c, h, w) -> tpusim row (h, w, c)
+    const nn::Shape3 m = x.chw;  // ONNX row (c, h, w) -> tpusim row (h, w, c)
     for (int64_t r = 0; r < k; ++r) {
       int64_t row = r;
-      if (!flow_.map && m.h * m.w > 1) {
+      if (!x.map && m.h * m.w > 1) {
         const int64_t c = r / (int64_t{m.h} * m.w), hw = r % (int64_t{m.h} * m.w);
         row = hw * m.c + c;
       }
@@ -469,46 +523,89 @@ class Importer {
         l.bias.data = c;
       }
     }
-    if (flow_.map) {  // a 1 x 1 map: tpusim's dense layers read a flattened vector
+    int input = x.layer;
+    if (x.map) {  // a 1 x 1 map: tpusim's dense layers read a flattened vector
       nn::Layer f;
       f.type = nn::LayerType::kFlatten;
       f.name = NextName("flatten");
-      model_.layers.push_back(f);
+      input = Add(n, std::move(f), {x.layer}).layer;
     }
-    flow_.chw = {1, 1, 1};
-    Add(n, std::move(l));
+    return Add(n, std::move(l), {input});
   }
 
-  nn::Layer& Fusable(const onnx::NodeProto& n, const std::string& what) {
-    if (fusable_ < 0) {
-      FailNode(n, what +
-                      " must directly follow a Conv, Gemm or MatMul (tpusim fuses it into "
-                      "that layer)");
-    }
-    return model_.layers[static_cast<size_t>(fusable_)];
-  }
-
-  void AddBias(const onnx::NodeProto& n, int constant_input) {
+  // Add: a bias (one input a constant) joins the layer before it; two activations make a
+  // residual add.
+  Value AddNode(const onnx::NodeProto& n) {
     OnlyAttrs(n, {});
-    nn::Layer& l = Fusable(n, "Add");
-    if (l.activation != nn::Activation::kNone) FailNode(n, "a bias after an activation");
+    if (n.input_size() != 2) FailNode(n, "Add takes two inputs");
+    if (IsConstant(n, 0) || IsConstant(n, 1)) return AddBias(n, IsConstant(n, 1) ? 1 : 0);
+    const Value a = In(n, 0), b = In(n, 1);
+    if (a.map != b.map || !(a.shape == b.shape)) {
+      FailNode(n, fmt::format("adds a {} x {} x {} {} to a {} x {} x {} {}; tpusim adds two "
+                              "activations of one shape (no broadcast)",
+                              b.shape.h, b.shape.w, b.shape.c, b.map ? "map" : "vector", a.shape.h,
+                              a.shape.w, a.shape.c, a.map ? "map" : "vector"));
+    }
+    nn::Layer l;
+    l.type = nn::LayerType::kAdd;
+    l.name = NextName("add");
+    Value v = Add(n, std::move(l), {a.layer, b.layer});
+    v.map = a.map;
+    v.chw = a.chw;
+    return v;
+  }
+
+  Value AddBias(const onnx::NodeProto& n, int constant_input) {
+    const onnx::NodeProto* node = &n;
+    const int data_input = 1 - constant_input;
+    const Value& x = In(n, data_input);
+    const bool alone = uses_[n.input(data_input)] == 1;
+    nn::Layer* l = x.layer == nn::kModelInput || !alone
+                       ? nullptr
+                       : &model_.layers[static_cast<size_t>(x.layer)];
+    if (!l || !l->HasWeights() || l->activation != nn::Activation::kNone) {
+      FailNode(*node,
+               "an Add of a constant must directly follow a Conv, Gemm or MatMul whose "
+               "output nothing else reads (tpusim adds it to that layer's bias)");
+    }
     const onnx::TensorProto* t = Constant(n, constant_input);
     const std::vector<float> b = Floats(n, *t);
-    if (static_cast<int64_t>(b.size()) != l.out.c) {
-      FailNode(n, fmt::format("adds {} values to {} output channels; tpusim imports Add as a "
-                              "per-channel bias",
-                              b.size(), l.out.c));
+    if (static_cast<int64_t>(b.size()) != l->out.c) {
+      FailNode(n, fmt::format("adds {} values to {} output channels; tpusim imports Add of a "
+                              "constant as a per-channel bias",
+                              b.size(), l->out.c));
     }
-    for (size_t c = 0; c < b.size(); ++c) l.bias.data[c] += b[c];
+    for (size_t c = 0; c < b.size(); ++c) l->bias.data[c] += b[c];
+    return x;
   }
 
-  void BatchNorm(const onnx::NodeProto& n) {
+  Value ConcatNode(const onnx::NodeProto& n) {
+    OnlyAttrs(n, {"axis"});
+    if (IntAttr(n, "axis", 0) != 1) FailNode(n, "tpusim concatenates channels (axis = 1) only");
+    if (n.input_size() < 2) FailNode(n, "Concat needs two or more inputs");
+    std::vector<int> inputs;
+    for (int i = 0; i < n.input_size(); ++i) {
+      if (IsConstant(n, i)) FailNode(n, "concatenates a constant; tpusim concatenates activations");
+      const Value& v = In(n, i);
+      if (!v.map) FailNode(n, "concatenates flattened vectors; tpusim concatenates maps");
+      inputs.push_back(v.layer);
+    }
+    nn::Layer l;
+    l.type = nn::LayerType::kConcat;
+    l.name = NextName("concat");
+    return Add(n, std::move(l), inputs);
+  }
+
+  Value BatchNorm(const onnx::NodeProto& n) {
     OnlyAttrs(n, {"epsilon", "momentum", "training_mode", "spatial"});
     if (IntAttr(n, "training_mode", 0) != 0) FailNode(n, "export the model in eval() mode");
-    nn::Layer& l = Fusable(n, "BatchNormalization");
-    if (l.activation != nn::Activation::kNone) {
-      FailNode(n, "BatchNormalization after an activation cannot be folded into the layer");
+    nn::Layer* joined = Joinable(n, /*weighted=*/true);
+    if (!joined) {
+      FailNode(n,
+               "BatchNormalization must directly follow a Conv, Gemm or MatMul whose output "
+               "nothing else reads, before any activation (tpusim folds it into its weights)");
     }
+    nn::Layer& l = *joined;
     const float eps = FloatAttr(n, "epsilon", 1e-5f);
     std::vector<std::vector<float>> p;
     for (int i = 1; i <= 4; ++i) {
@@ -530,23 +627,35 @@ class Importer {
       }
       l.bias.data[ci] = static_cast<float>((l.bias.data[ci] - p[2][ci]) * s + p[1][ci]);
     }
+    return In(n, 0);
   }
 
-  void Activate(const onnx::NodeProto& n, nn::Activation a) {
+  Value Activate(const onnx::NodeProto& n, nn::Activation a) {
+    if (nn::Layer* l = Joinable(n, /*weighted=*/false)) {
+      l->activation = a;
+      return In(n, 0);
+    }
     // ReLU and ReLU6 are monotonic, so after a max pooling they equal the same activation
     // before it: Conv -> MaxPool -> Relu becomes a conv with ReLU, then the pooling.
-    const auto& ls = model_.layers;
-    if (fusable_ < 0 && ls.size() >= 2 && ls.back().type == nn::LayerType::kMaxPool2d &&
-        ls[ls.size() - 2].HasWeights() && ls[ls.size() - 2].activation == nn::Activation::kNone) {
-      model_.layers[ls.size() - 2].activation = a;
-      return;
+    const Value& x = In(n, 0);
+    if (x.layer != nn::kModelInput && uses_[n.input(0)] == 1) {
+      const nn::Layer& pool = model_.layers[static_cast<size_t>(x.layer)];
+      if (pool.type == nn::LayerType::kMaxPool2d && pool.inputs[0] != nn::kModelInput) {
+        nn::Layer& before = model_.layers[static_cast<size_t>(pool.inputs[0])];
+        const std::vector<std::vector<int>> readers = model_.Consumers();
+        if (before.HasWeights() && before.activation == nn::Activation::kNone &&
+            readers[static_cast<size_t>(pool.inputs[0])].size() == 1) {
+          before.activation = a;
+          return x;
+        }
+      }
     }
-    nn::Layer& l = Fusable(n, n.op_type());
-    if (l.activation != nn::Activation::kNone) FailNode(n, "a second activation");
-    l.activation = a;
+    FailNode(n, n.op_type() +
+                    " must follow a Conv, Gemm, MatMul or a residual Add whose output nothing "
+                    "else reads (tpusim applies it in that layer), or a MaxPool of one");
   }
 
-  void Clip(const onnx::NodeProto& n) {
+  Value Clip(const onnx::NodeProto& n) {
     OnlyAttrs(n, {"min", "max"});
     float lo = FloatAttr(n, "min", -INFINITY), hi = FloatAttr(n, "max", INFINITY);
     if (const onnx::TensorProto* t = Constant(n, 1)) {
@@ -559,29 +668,22 @@ class Importer {
       if (v.size() != 1) FailNode(n, "max must be a scalar");
       hi = v[0];
     }
-    if (lo == 0.0f && hi == 6.0f) {
-      Activate(n, nn::Activation::kRelu6);
-    } else if (lo == 0.0f && std::isinf(hi)) {
-      Activate(n, nn::Activation::kRelu);
-    } else {
-      FailNode(n, fmt::format("Clip({}, {}): tpusim imports Clip(0, 6) (ReLU6) and Clip(0) "
-                              "(ReLU)",
-                              lo, hi));
-    }
+    if (lo == 0.0f && hi == 6.0f) return Activate(n, nn::Activation::kRelu6);
+    if (lo == 0.0f && std::isinf(hi)) return Activate(n, nn::Activation::kRelu);
+    FailNode(n, fmt::format("Clip({}, {}): tpusim imports Clip(0, 6) (ReLU6) and Clip(0) (ReLU)",
+                            lo, hi));
   }
 
-  void Pool(const onnx::NodeProto& n) {
+  Value Pool(const onnx::NodeProto& n) {
     OnlyAttrs(n, {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations",
                   "storage_order", "count_include_pad"});
-    if (!flow_.map) FailNode(n, "pooling needs an image map");
+    const Value& x = In(n, 0);
+    if (!x.map) FailNode(n, "pooling needs an image map");
     if (n.output_size() > 1 && !n.output(1).empty())
       FailNode(n, "the Indices output is not supported");
     const auto k = IntsAttr(n, "kernel_shape", {});
     if (k.size() != 2 || k[0] < 1 || k[1] < 1 || k[0] > 4096 || k[1] > 4096) {
       FailNode(n, "kernel_shape must be [kh, kw]");
-    }
-    for (int64_t p : IntsAttr(n, "pads", {0, 0, 0, 0})) {
-      if (p != 0) FailNode(n, "padded pooling is not supported (tpusim pools inside the map)");
     }
     const std::string auto_pad = StringAttr(n, "auto_pad", "NOTSET");
     if (auto_pad != "NOTSET" && auto_pad != "VALID") FailNode(n, "auto_pad '" + auto_pad + "'");
@@ -596,21 +698,40 @@ class Importer {
     l.pool_h = static_cast<int>(k[0]);
     l.pool_w = static_cast<int>(k[1]);
     l.pool_stride = Stride(n);
-    Add(n, std::move(l));
+    const auto pads = IntsAttr(n, "pads", {0, 0, 0, 0});
+    if (pads.size() != 4) FailNode(n, "pads must have 4 values (top, left, bottom, right)");
+    if (pads != std::vector<int64_t>(4, 0)) {
+      if (avg && IntAttr(n, "count_include_pad", 0) == 0) {
+        FailNode(n,
+                 "average pooling with padding that the average does not count "
+                 "(count_include_pad = 0) is not supported; tpusim averages over the whole "
+                 "window (PyTorch's default, count_include_pad=True)");
+      }
+      for (int64_t p : pads)
+        if (p < 0 || p > 1024) FailNode(n, "pads must lie in 0..1024");
+      l.padding = "explicit";
+      l.pad_top = static_cast<int>(pads[0]);
+      l.pad_left = static_cast<int>(pads[1]);
+      l.pad_bottom = static_cast<int>(pads[2]);
+      l.pad_right = static_cast<int>(pads[3]);
+    }
+    return Add(n, std::move(l), {x.layer});
   }
 
-  void GlobalPool(const onnx::NodeProto& n) {
+  Value GlobalPool(const onnx::NodeProto& n) {
     OnlyAttrs(n, {});
-    if (!flow_.map) FailNode(n, "pooling needs an image map");
+    const Value& x = In(n, 0);
+    if (!x.map) FailNode(n, "pooling needs an image map");
     nn::Layer l;
     l.type = nn::LayerType::kAvgPool2d;
     l.global_pool = true;
     l.name = NextName("gap");
-    Add(n, std::move(l));
+    return Add(n, std::move(l), {x.layer});
   }
 
-  void Flatten(const onnx::NodeProto& n) {
-    const int64_t features = flow_.shape.Size();
+  Value Flatten(const onnx::NodeProto& n) {
+    const Value x = In(n, 0);
+    const int64_t features = x.shape.Size();
     if (n.op_type() == "Flatten") {
       OnlyAttrs(n, {"axis"});
       if (IntAttr(n, "axis", 1) != 1) FailNode(n, "only axis = 1 (batch x features) is supported");
@@ -623,13 +744,25 @@ class Importer {
                       (s[0] == -1 || s[0] == 0 || s[0] >= 1);
       if (!ok) FailNode(n, fmt::format("tpusim imports Reshape to [batch, {}] only", features));
     }
-    if (!flow_.map) return;  // already a vector
-    const nn::Shape3 m = flow_.shape;
+    if (!x.map) return x;  // already a vector
     nn::Layer l;
     l.type = nn::LayerType::kFlatten;
     l.name = NextName("flatten");
-    Add(n, std::move(l));
-    flow_.chw = m;
+    Value v = Add(n, std::move(l), {x.layer});
+    v.chw = x.shape;
+    return v;
+  }
+
+  Value Softmax(const onnx::NodeProto& n) {
+    nn::Layer* l = Joinable(n, /*weighted=*/true);
+    if (!l || l->type != nn::LayerType::kDense || uses_[n.output(0)] != 1 ||
+        In(n, 0).layer != static_cast<int>(model_.layers.size()) - 1) {
+      FailNode(n,
+               "only a final Softmax/LogSoftmax after a dense layer (Gemm/MatMul) is "
+               "supported");
+    }
+    l->activation = nn::Activation::kSoftmax;
+    return In(n, 0);
   }
 
   const onnx::ModelProto& proto_;
@@ -638,9 +771,8 @@ class Importer {
   nn::Model model_;
   std::map<std::string, const onnx::TensorProto*> constants_;
   std::map<std::string, int> count_;
-  std::string cur_;
-  Flow flow_;
-  int fusable_ = -1;  // the conv/dense layer an activation, bias or BatchNorm would join
+  std::map<std::string, Value> values_;  // every tensor computed so far
+  std::map<std::string, int> uses_;      // how many nodes (and outputs) read each tensor
   int node_index_ = 0;
 };
 
@@ -656,8 +788,6 @@ nn::Model ImportOnnxBytes(const std::string& bytes, const std::string& path,
   }
   nn::Model m = Importer(proto, path, options).Run();
   m.name = options.name.empty() ? std::filesystem::path(path).stem().string() : options.name;
-  m.dataset = options.dataset;
-  m.preprocess = options.preprocess;
   return m;
 }
 

@@ -13,7 +13,8 @@
 namespace tpu::isa {
 namespace {
 
-enum class Field { kSrc, kDst, kAux, kLength };
+// kWide: a 48-bit address, bits 0-31 in src and 32-47 in aux (read_weights addr=).
+enum class Field { kSrc, kDst, kAux, kLength, kWide };
 
 struct OperandSpec {
   const char* key;
@@ -39,6 +40,10 @@ struct OpSpec {
 };
 
 constexpr uint64_t kU32 = 0xffffffffull;
+constexpr uint64_t kU31 = 0x7fffffffull;
+// Unified-buffer and accumulator rows: the RTL's buffers hold up to 2^24 rows.
+constexpr uint64_t kRows = 0xffffffull;
+constexpr uint64_t kWeightAddr = (uint64_t{1} << (32 + hw::kOpdReadWeightsAddrHi.bits)) - 1;
 
 // An operand that is a bit range of its field (contract/tpu_contract.toml, [[operand]]).
 OperandSpec Packed(const char* key, Field field, uint64_t min, const hw::Operand& o,
@@ -52,30 +57,36 @@ const std::vector<OpSpec>& Specs() {
       {Opcode::kNop, {}, {}},
       {Opcode::kReadHost,
        {{"host", Field::kSrc, 0, kU32},
-        {"ub", Field::kDst, 0, kU16, 0, "destination"},
+        {"ub", Field::kDst, 0, kRows, 0, "destination"},
         {"params", Field::kDst, 0, kU16, kFlagParams, "destination"},
         {"rows", Field::kLength, 1, kU16}},
        {}},
       {Opcode::kReadWeights,
-       {{"addr", Field::kSrc, 0, kU32}, {"tiles", Field::kLength, 1, kU16}},
+       {{"addr", Field::kWide, 0, kWeightAddr}, {"tiles", Field::kLength, 1, kU16}},
        {}},
       {Opcode::kMatmul,
-       {{"ub", Field::kSrc, 0, kU16},
-        {"acc", Field::kDst, 0, kU16},
+       {{"ub", Field::kSrc, 0, kRows},
+        {"acc", Field::kDst, 0, kRows},
         {"rows", Field::kLength, 1, kU16},
         Packed("stride", Field::kAux, 0, hw::kOpdMatmulStride, true, 0, kFlagWindow),
         Packed("first", Field::kAux, 0, hw::kOpdMatmulFirst, true, kFlagWindow),
         Packed("ktile", Field::kAux, 0, hw::kOpdMatmulKtile, true, kFlagWindow)},
-       {{"window", kFlagWindow}, {"switch", kFlagSwitch}, {"accumulate", kFlagAccumulate}}},
+       {{"window", kFlagWindow},
+        {"switch", kFlagSwitch},
+        {"accumulate", kFlagAccumulate},
+        {"max", hw::kFlagMax}}},
       {Opcode::kActivate,
-       {{"acc", Field::kSrc, 0, kU16},
-        {"ub", Field::kDst, 0, kU16},
+       {{"acc", Field::kSrc, 0, kRows},
+        {"ub", Field::kDst, 0, kRows},
         {"rows", Field::kLength, 1, kU16},
         Packed("params", Field::kAux, 0, hw::kOpdActivateParams),
         Packed("stride", Field::kAux, 0, hw::kOpdActivateStride, true)},
-       {{"relu", kFlagRelu}, {"pool=avg", kFlagPoolAvg}, {"pool=max", kFlagPoolMax}}},
+       {{"relu", kFlagRelu},
+        {"pool=avg", kFlagPoolAvg},
+        {"pool=max", kFlagPoolMax},
+        {"residual", hw::kFlagResidual}}},
       {Opcode::kWriteHost,
-       {{"ub", Field::kSrc, 0, kU16},
+       {{"ub", Field::kSrc, 0, kRows},
         {"host", Field::kDst, 0, kU32},
         {"rows", Field::kLength, 1, kU16}},
        {}},
@@ -94,7 +105,13 @@ const std::vector<OpSpec>& Specs() {
         Packed("pad_top", Field::kAux, 0, hw::kOpdSetWindowPadTop, true),
         Packed("pad_left", Field::kAux, 0, hw::kOpdSetWindowPadLeft, true),
         Packed("pixel_bytes", Field::kLength, 1, hw::kOpdSetWindowPixelBytes)},
-       {{"pooled", kFlagPooled}}},
+       {{"pooled", kFlagPooled}, {"pad_min", hw::kFlagPadMin}}},
+      {Opcode::kSetResidual,
+       {{"ub", Field::kDst, 0, kRows},
+        {"mul_a", Field::kSrc, 0, kU31},
+        {"mul_b", Field::kAux, 0, kU31},
+        {"shift", Field::kLength, 1, 62}},
+       {{"relu", hw::kFlagResidualRelu}}},
   };
   return specs;
 }
@@ -115,6 +132,8 @@ uint64_t WholeField(const Instruction& in, Field f) {
       return in.aux;
     case Field::kLength:
       return in.length;
+    case Field::kWide:
+      return in.src | uint64_t{in.aux} << 32;
   }
   return 0;
 }
@@ -134,6 +153,10 @@ void SetField(Instruction& in, const OperandSpec& o, uint64_t v) {
       break;
     case Field::kLength:
       in.length = static_cast<uint16_t>(whole);
+      break;
+    case Field::kWide:
+      in.src = static_cast<uint32_t>(whole);
+      in.aux = static_cast<uint32_t>(whole >> 32);
       break;
   }
 }
@@ -309,7 +332,7 @@ std::string Disassemble(const Program& program) {
         const uint64_t v = GetField(in, o);
         if (o.optional && v == 0) continue;
         if (v < o.min) rebuilt.opcode = Opcode::kNop;  // not expressible: falls back to raw
-        const bool address = o.max == kU32;
+        const bool address = o.max == kU32 || o.field == Field::kWide;
         line += address ? fmt::format(" {}=0x{:x}", o.key, v) : fmt::format(" {}={}", o.key, v);
         SetField(rebuilt, o, v);
         rebuilt.flags |= o.sets_flag;

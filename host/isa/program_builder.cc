@@ -36,17 +36,30 @@ void ProgramBuilder::ReadParams(uint64_t host_addr, uint64_t first_set, uint64_t
   Add(Opcode::kReadHost, kFlagParams, sets, host_addr, first_set, 0);
 }
 
+namespace {
+
+uint8_t MatmulFlags(bool switch_tile, Acc mode) {
+  return static_cast<uint8_t>((switch_tile ? kFlagSwitch : 0) |
+                              (mode == Acc::kAdd ? kFlagAccumulate : 0) |
+                              (mode == Acc::kMax ? hw::kFlagMax : 0));
+}
+
+}  // namespace
+
 void ProgramBuilder::ReadWeights(uint64_t weight_addr, uint64_t tiles) {
-  Add(Opcode::kReadWeights, 0, tiles, weight_addr, 0, 0);
+  const uint64_t hi = weight_addr >> 32;
+  if (hi > hw::kOpdReadWeightsAddrHi.Max())
+    throw std::invalid_argument("read_weights: address beyond 48 bits");
+  Add(Opcode::kReadWeights, 0, tiles, weight_addr & 0xffffffffu, 0,
+      hw::kOpdReadWeightsAddrHi.Put(hi));
 }
 
 void ProgramBuilder::Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bool switch_tile,
-                            bool accumulate, uint64_t stride) {
+                            Acc mode, uint64_t stride) {
   if (stride < 1 || stride > hw::kOpdMatmulStride.Max())
     throw std::invalid_argument("matmul: stride out of range");
-  Add(Opcode::kMatmul,
-      static_cast<uint8_t>((switch_tile ? kFlagSwitch : 0) | (accumulate ? kFlagAccumulate : 0)),
-      rows, ub_row, acc_row, stride == 1 ? 0 : hw::kOpdMatmulStride.Put(stride));
+  Add(Opcode::kMatmul, MatmulFlags(switch_tile, mode), rows, ub_row, acc_row,
+      stride == 1 ? 0 : hw::kOpdMatmulStride.Put(stride));
 }
 
 void ProgramBuilder::SetWindow(const WindowGeometry& g) {
@@ -68,24 +81,32 @@ void ProgramBuilder::SetWindow(const WindowGeometry& g) {
   put(&aux, "channels", hw::kOpdSetWindowChannels, g.channels);
   put(&aux, "pad_top", hw::kOpdSetWindowPadTop, g.pad_top);
   put(&aux, "pad_left", hw::kOpdSetWindowPadLeft, g.pad_left);
-  Add(Opcode::kSetWindow, g.pooled ? kFlagPooled : 0, g.pixel_bytes, src, dst, aux);
+  Add(Opcode::kSetWindow,
+      static_cast<uint8_t>((g.pooled ? kFlagPooled : 0) | (g.pad_min ? hw::kFlagPadMin : 0)),
+      g.pixel_bytes, src, dst, aux);
+}
+
+void ProgramBuilder::SetResidual(const Residual& r) {
+  if (r.shift < 1 || r.shift > 62 || r.mul_a >= (uint64_t{1} << 31) ||
+      r.mul_b >= (uint64_t{1} << 31))
+    throw std::invalid_argument("set_residual: shift or multiplier out of range");
+  Add(Opcode::kSetResidual, r.relu ? hw::kFlagResidualRelu : 0,
+      hw::kOpdSetResidualShift.Put(r.shift), r.mul_a, r.ub, r.mul_b);
 }
 
 void ProgramBuilder::MatmulWindow(uint64_t ub_row, uint64_t acc_row, uint64_t rows, uint64_t first,
-                                  uint64_t ktile, bool switch_tile, bool accumulate) {
+                                  uint64_t ktile, bool switch_tile, Acc mode) {
   if (first > hw::kOpdMatmulFirst.Max() || ktile > hw::kOpdMatmulKtile.Max())
     throw std::invalid_argument("matmul window: first or ktile does not fit the instruction word");
-  Add(Opcode::kMatmul,
-      static_cast<uint8_t>(kFlagWindow | (switch_tile ? kFlagSwitch : 0) |
-                           (accumulate ? kFlagAccumulate : 0)),
-      rows, ub_row, acc_row, hw::kOpdMatmulFirst.Put(first) | hw::kOpdMatmulKtile.Put(ktile));
+  Add(Opcode::kMatmul, static_cast<uint8_t>(kFlagWindow | MatmulFlags(switch_tile, mode)), rows,
+      ub_row, acc_row, hw::kOpdMatmulFirst.Put(first) | hw::kOpdMatmulKtile.Put(ktile));
 }
 
 void ProgramBuilder::Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows, uint64_t param_set,
-                              bool relu, Pool pool, uint64_t stride) {
-  const uint8_t flags =
-      static_cast<uint8_t>((relu ? kFlagRelu : 0) | (pool == Pool::kAvg ? kFlagPoolAvg : 0) |
-                           (pool == Pool::kMax ? kFlagPoolMax : 0));
+                              bool relu, Pool pool, uint64_t stride, bool residual) {
+  const uint8_t flags = static_cast<uint8_t>(
+      (relu ? kFlagRelu : 0) | (pool == Pool::kAvg ? kFlagPoolAvg : 0) |
+      (pool == Pool::kMax ? kFlagPoolMax : 0) | (residual ? hw::kFlagResidual : 0));
   if (param_set > 0xffff || stride < 1 || stride > 0xffff)
     throw std::invalid_argument("activate: parameter set or stride out of range");
   Add(Opcode::kActivate, flags, rows, acc_row, ub_row,

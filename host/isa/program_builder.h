@@ -10,6 +10,10 @@
 namespace tpu::isa {
 
 enum class Pool { kNone, kAvg, kMax };
+// What a matmul does with the accumulator rows: overwrite, add (`accumulate`), or keep the
+// larger value (`max`).
+enum class Acc { kOverwrite, kAdd, kMax };
+inline Acc AddIf(bool accumulate) { return accumulate ? Acc::kAdd : Acc::kOverwrite; }
 
 // The geometry of set_window (docs/isa.md).
 struct WindowGeometry {
@@ -17,12 +21,25 @@ struct WindowGeometry {
   uint64_t kh = 1, kw = 1, stride_y = 1, stride_x = 1, pad_top = 0, pad_left = 0;
   uint64_t out_h = 0, out_w = 0;
   bool pooled = false;
+  bool pad_min = false;  // positions outside the map read -128 (max pooling)
 
   bool operator==(const WindowGeometry& o) const {
     return in_h == o.in_h && in_w == o.in_w && channels == o.channels &&
            pixel_bytes == o.pixel_bytes && kh == o.kh && kw == o.kw && stride_y == o.stride_y &&
            stride_x == o.stride_x && pad_top == o.pad_top && pad_left == o.pad_left &&
-           out_h == o.out_h && out_w == o.out_w && pooled == o.pooled;
+           out_h == o.out_h && out_w == o.out_w && pooled == o.pooled && pad_min == o.pad_min;
+  }
+};
+
+// The residual of set_residual (docs/isa.md): `activate ... residual` turns its output y
+// into clamp((y * mul_a + r * mul_b + 2^(shift-1)) >> shift) with r the residual row's lane.
+struct Residual {
+  uint64_t ub = 0;  // the first residual row; row k of the activate adds row ub + k x stride
+  uint64_t mul_a = 0, mul_b = 0, shift = 1;
+  bool relu = false;
+
+  bool operator==(const Residual& o) const {
+    return ub == o.ub && mul_a == o.mul_a && mul_b == o.mul_b && shift == o.shift && relu == o.relu;
   }
 };
 
@@ -30,18 +47,21 @@ class ProgramBuilder {
  public:
   void ReadHost(uint64_t host_addr, uint64_t ub_row, uint64_t rows);
   void ReadParams(uint64_t host_addr, uint64_t first_set, uint64_t sets);
+  // `weight_addr`: a 48-bit byte address.
   void ReadWeights(uint64_t weight_addr, uint64_t tiles);
   // `stride`: rows between the rows read (1: contiguous).
-  void Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bool switch_tile, bool accumulate,
+  void Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bool switch_tile, Acc mode,
               uint64_t stride = 1);
   void SetWindow(const WindowGeometry& g);
   // Rows formed by the window stage: output pixels [first, first + rows) of the window set
   // last, K-tile `ktile` of their receptive fields, from the map starting at `ub_row`.
   void MatmulWindow(uint64_t ub_row, uint64_t acc_row, uint64_t rows, uint64_t first,
-                    uint64_t ktile, bool switch_tile, bool accumulate);
-  // `stride`: rows between the rows written (1: contiguous).
+                    uint64_t ktile, bool switch_tile, Acc mode);
+  void SetResidual(const Residual& r);
+  // `stride`: rows between the rows written (1: contiguous); `residual`: add the residual
+  // set last.
   void Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows, uint64_t param_set, bool relu,
-                Pool pool, uint64_t stride = 1);
+                Pool pool, uint64_t stride = 1, bool residual = false);
   void WriteHost(uint64_t ub_row, uint64_t host_addr, uint64_t rows);
   void Sync();
   void Halt();

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "host/data/mnist.h"
+#include "host/nn/inputs.h"
 #include "host/nn/model.h"
 
 namespace tpu::nn {
@@ -19,18 +19,31 @@ const char* CpuBackendName(CpuBackend b);
 
 struct InferResult {
   int64_t images = 0;
-  int64_t correct = 0;
+  int64_t correct = 0;           // argmax == label (0 without labels)
   double seconds = 0;            // wall time of the batched run
   std::vector<int> predictions;  // per image
+  // With `keep_outputs`: every image's last-layer output, images x outputs (fp32: the
+  // values; int8: the int8 values, of scale model.layers.back()'s output scale).
+  std::vector<float> fp32_outputs;
+  std::vector<int8_t> int8_outputs;
 };
 
-// Classifies the first `images` images of `set` in batches of `batch` on `threads` threads.
-InferResult InferCpu(const Model& model, const data::MnistSet& set, int64_t images,
-                     CpuBackend backend, int batch, int threads);
+// Classifies the first `images` inputs in batches of `batch` on `threads` threads.
+InferResult InferCpu(const Model& model, const InputSet& inputs, int64_t images, CpuBackend backend,
+                     int batch, int threads, bool keep_outputs = false);
 
-// Mean wall time per image, in milliseconds, classifying `images` images one at a time on
+// The same on a data set's images.
+inline InferResult InferCpu(const Model& model, const data::MnistSet& set, int64_t images,
+                            CpuBackend backend, int batch, int threads) {
+  return InferCpu(model, InputsFromMnist(set, 0, model.input), images, backend, batch, threads);
+}
+
+// Mean wall time per image, in milliseconds, classifying `images` inputs one at a time on
 // one thread.
-double LatencyBatch1Ms(const Model& model, const data::MnistSet& set, int64_t images,
+double LatencyBatch1Ms(const Model& model, const InputSet& inputs, int64_t images,
                        CpuBackend backend);
+
+// The int8 scale of a quantized model's output (its last layer's).
+float OutputScale(const Model& model);
 
 }  // namespace tpu::nn

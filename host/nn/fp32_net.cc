@@ -18,12 +18,17 @@ ConstMapF WeightMatrix(const Layer& l) {
   return ConstMapF(l.weights.data.data(), l.weights.Size() / l.out.c, l.out.c);
 }
 
-// The input index of tap (i, j) of output pixel (oh, ow), channel c, of a pooling layer.
+// The input index of tap (i, j) of output pixel (oh, ow), channel c, of a pooling layer,
+// or -1 in the padding.
 int64_t PoolTap(const Layer& l, int oh, int ow, int i, int j, int c) {
-  return ((int64_t{oh} * l.pool_stride + i) * l.in.w + int64_t{ow} * l.pool_stride + j) * l.in.c +
-         c;
+  const int64_t y = int64_t{oh} * l.pool_stride + i - l.pad_top;
+  const int64_t x = int64_t{ow} * l.pool_stride + j - l.pad_left;
+  if (y < 0 || y >= l.in.h || x < 0 || x >= l.in.w) return -1;
+  return (y * l.in.w + x) * l.in.c + c;
 }
 
+// Max pooling ignores the padding (-infinity); average pooling counts it as zeros
+// (PyTorch's count_include_pad).
 void Pool(const Layer& l, const MatrixF& x, MatrixF* y) {
   const bool avg = l.type == LayerType::kAvgPool2d;
   const float inv = 1.0f / static_cast<float>(l.pool_h * l.pool_w);
@@ -36,11 +41,27 @@ void Pool(const Layer& l, const MatrixF& x, MatrixF* y) {
           float acc = avg ? 0.0f : -INFINITY;
           for (int i = 0; i < l.pool_h; ++i)
             for (int j = 0; j < l.pool_w; ++j) {
-              const float v = in[PoolTap(l, oh, ow, i, j, c)];
-              acc = avg ? acc + v : std::max(acc, v);
+              const int64_t t = PoolTap(l, oh, ow, i, j, c);
+              if (t < 0) continue;
+              acc = avg ? acc + in[t] : std::max(acc, in[t]);
             }
           out[(int64_t{oh} * l.out.w + ow) * l.out.c + c] = avg ? acc * inv : acc;
         }
+  }
+}
+
+// Channel concatenation: each pixel's channels of input 0, then of input 1, ...
+void Concat(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* y) {
+  const int64_t pixels = int64_t{l.out.h} * l.out.w;
+  y->resize(xs[0]->rows(), l.out.Size());
+  for (int64_t b = 0; b < y->rows(); ++b) {
+    int64_t c0 = 0;
+    for (const MatrixF* x : xs) {
+      const int64_t c = x->cols() / pixels;
+      for (int64_t p = 0; p < pixels; ++p)
+        std::copy_n(&(*x)(b, p * c), c, &(*y)(b, p * l.out.c + c0));
+      c0 += c;
+    }
   }
 }
 
@@ -58,6 +79,7 @@ void PoolBackward(const Layer& l, const MatrixF& x, const MatrixF& y, const Matr
           for (int i = 0; i < l.pool_h; ++i)
             for (int j = 0; j < l.pool_w; ++j) {
               const int64_t in = PoolTap(l, oh, ow, i, j, c);
+              if (in < 0) continue;  // padding
               if (avg) {
                 (*dx)(b, in) += dy(b, o) * inv;
               } else if (!routed && x(b, in) == y(b, o)) {  // the first maximum takes it all
@@ -103,9 +125,11 @@ void Forward(const Model& m, const MatrixF& x, ForwardCache* cache) {
   cache->cols.resize(n);
   cache->acts[0] = x;
   const int64_t batch = x.rows();
+  // acts[in + 1] is what input `in` (a layer, or kModelInput = -1) produced.
+  auto act = [&](int in) -> const MatrixF& { return cache->acts[static_cast<size_t>(in + 1)]; };
   for (size_t i = 0; i < n; ++i) {
     const Layer& l = m.layers[i];
-    const MatrixF& in = cache->acts[i];
+    const MatrixF& in = act(l.inputs.empty() ? static_cast<int>(i) - 1 : l.inputs[0]);
     MatrixF& out = cache->acts[i + 1];
     switch (l.type) {
       case LayerType::kConv2d: {
@@ -127,6 +151,15 @@ void Forward(const Model& m, const MatrixF& x, ForwardCache* cache) {
       case LayerType::kFlatten:
         out = in;
         break;
+      case LayerType::kAdd:
+        out = in + act(l.inputs[1]);
+        break;
+      case LayerType::kConcat: {
+        std::vector<const MatrixF*> xs;
+        for (int k : l.inputs) xs.push_back(&act(k));
+        Concat(l, xs, &out);
+        break;
+      }
     }
     if (l.activation == Activation::kRelu) {
       out = out.cwiseMax(0.0f);
@@ -148,6 +181,7 @@ double Backward(const Model& m, const ForwardCache& cache, const uint8_t* labels
   if (m.layers.back().activation != Activation::kSoftmax) {
     throw std::invalid_argument("Backward: the last layer must end in softmax");
   }
+  if (m.IsGraph()) throw std::invalid_argument("Backward: graphs are not trained, only chains");
   const MatrixF& probs = cache.acts[n];
   const int64_t batch = probs.rows();
   double loss = 0;
@@ -198,6 +232,9 @@ double Backward(const Model& m, const ForwardCache& cache, const uint8_t* labels
       case LayerType::kFlatten:
         dx = grad;
         break;
+      case LayerType::kAdd:
+      case LayerType::kConcat:
+        throw std::invalid_argument("Backward: add and concat layers are not trained");
     }
     if (need_dx) grad.swap(dx);
   }

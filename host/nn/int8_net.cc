@@ -121,14 +121,22 @@ MatrixI32 Product(const Layer& l, const MatrixF& x, const std::vector<float>& w)
 }  // namespace
 
 std::vector<MatrixI8> Int8Net::Forward(const uint8_t* pixels, int64_t count) const {
+  MatrixI8 input(count, model_.input.Size());
+  for (int64_t i = 0; i < input.size(); ++i) input.data()[i] = QuantizePixel(pixels[i]);
+  return Forward(input);
+}
+
+std::vector<MatrixI8> Int8Net::Forward(const MatrixI8& input) const {
   const Model& m = model_;
-  MatrixI8 input(count, m.input.Size());
-  for (int64_t i = 0; i < count * m.input.Size(); ++i) input.data()[i] = QuantizePixel(pixels[i]);
+  const int64_t count = input.rows();
   std::vector<MatrixI8> outs;
   outs.reserve(m.layers.size());
+  auto out_of = [&](int in) -> const MatrixI8& {
+    return in == kModelInput ? input : outs[static_cast<size_t>(in)];
+  };
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
-    const MatrixI8& x = i == 0 ? input : outs.back();
+    const MatrixI8& x = out_of(l.inputs[0]);
     MatrixI8 y(count, l.out.Size());
     switch (l.type) {
       case LayerType::kConv2d:
@@ -145,6 +153,21 @@ std::vector<MatrixI8> Int8Net::Forward(const uint8_t* pixels, int64_t count) con
         break;
       case LayerType::kFlatten:
         y = x;
+        break;
+      case LayerType::kAdd:
+        for (int64_t b = 0; b < count; ++b)
+          AddInt8(l, x.row(b).data(), out_of(l.inputs[1]).row(b).data(), y.row(b).data());
+        break;
+      case LayerType::kConcat:
+        for (int64_t b = 0; b < count; ++b) {
+          std::vector<const int8_t*> xs;
+          std::vector<int> channels;
+          for (int k : l.inputs) {
+            xs.push_back(out_of(k).row(b).data());
+            channels.push_back(m.OutputOf(k).c);
+          }
+          ConcatInt8(l, xs, channels, y.row(b).data());
+        }
         break;
     }
     outs.push_back(std::move(y));

@@ -23,7 +23,10 @@ class Int8Net {
   // to `model`, which must outlive the Int8Net.
   explicit Int8Net(const Model& model);
 
-  // `count` images of raw pixels in, every layer's int8 output out (one row per image).
+  // The int8 inputs (one row per input, h x w x c) in, every layer's int8 output out (one
+  // row per input), in the order of model.layers.
+  std::vector<MatrixI8> Forward(const MatrixI8& input) const;
+  // `count` raw images of a preprocess-mnist32 model (QuantizePixel first).
   std::vector<MatrixI8> Forward(const uint8_t* pixels, int64_t count) const;
 
  private:

@@ -19,6 +19,16 @@ TPU_HOST_DEVICE inline int8_t QuantizePixel(uint8_t p) {
   return static_cast<int8_t>((int32_t{p} * 127 + 127) / 255);
 }
 
+// An fp32 input value to int8 with the model's input scale (preprocess none): x / scale
+// rounded to the nearest integer, halves away from zero, clamped to [-128, 127]. In double
+// precision, so every compiler gives the same value.
+TPU_HOST_DEVICE inline int8_t QuantizeInput(float x, float scale) {
+  const double q = static_cast<double>(x) / static_cast<double>(scale);
+  const double r = q < 0 ? -static_cast<double>(static_cast<int64_t>(-q + 0.5))
+                         : static_cast<double>(static_cast<int64_t>(q + 0.5));
+  return static_cast<int8_t>(r < -128 ? -128 : r > 127 ? 127 : r);
+}
+
 // Requantization of an int32 accumulator: (acc * multiplier + 2^(shift-1)) >> shift in
 // 64-bit arithmetic (>> rounds toward minus infinity, so ties round up), then clamp to
 // [lo, 127]: lo = 0 fuses ReLU, lo = -128 is a plain int8. This is also exactly what the
@@ -32,6 +42,17 @@ TPU_HOST_DEVICE inline int8_t Requantize(int32_t acc, uint32_t multiplier, uint3
   const auto product = static_cast<uint64_t>(int64_t{acc} * int64_t{multiplier});  // < 2^63
   const auto rounded = static_cast<int64_t>(product + (uint64_t{1} << ((s - 1u) & 63u)));
   const int64_t scaled = rounded >> s;
+  return static_cast<int8_t>(scaled < lo ? lo : scaled > 127 ? 127 : scaled);
+}
+
+// The residual add of two int8 activations a and b to a common scale (docs/quantization.md):
+// (a * ma + b * mb + 2^(shift-1)) >> shift in 64-bit arithmetic, clamped to [lo, 127];
+// ma, mb in [0, 2^31), shift in [1, 62]. Exactly what the VPU's residual stage computes
+// (rtl/tpu_vpu.sv), with a the value its requantization stage made.
+TPU_HOST_DEVICE inline int8_t AddRequantize(int8_t a, int8_t b, uint32_t ma, uint32_t mb,
+                                            uint32_t shift, int32_t lo) {
+  const int64_t sum = int64_t{a} * ma + int64_t{b} * mb + (int64_t{1} << (shift - 1));
+  const int64_t scaled = sum >> shift;
   return static_cast<int8_t>(scaled < lo ? lo : scaled > 127 ? 127 : scaled);
 }
 

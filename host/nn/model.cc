@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -20,6 +21,10 @@ namespace tpu::nn {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+constexpr int kModelVersion = 2;  // graphs, float inputs, add, concat, padded pooling
+}  // namespace
+
 const char* LayerTypeName(LayerType t) {
   switch (t) {
     case LayerType::kConv2d:
@@ -32,6 +37,10 @@ const char* LayerTypeName(LayerType t) {
       return "flatten";
     case LayerType::kDense:
       return "dense";
+    case LayerType::kAdd:
+      return "add";
+    case LayerType::kConcat:
+      return "concat";
   }
   return "?";
 }
@@ -54,8 +63,9 @@ namespace {
 
 // Sets l's type (and the depthwise / global flags the two derived types carry).
 void ParseType(const std::string& s, const std::string& where, Layer* l) {
-  for (LayerType t : {LayerType::kConv2d, LayerType::kAvgPool2d, LayerType::kMaxPool2d,
-                      LayerType::kFlatten, LayerType::kDense}) {
+  for (LayerType t :
+       {LayerType::kConv2d, LayerType::kAvgPool2d, LayerType::kMaxPool2d, LayerType::kFlatten,
+        LayerType::kDense, LayerType::kAdd, LayerType::kConcat}) {
     if (s == LayerTypeName(t)) {
       l->type = t;
       return;
@@ -70,7 +80,7 @@ void ParseType(const std::string& s, const std::string& where, Layer* l) {
   } else {
     throw UsageError(where + ": unknown layer type '" + s +
                      "' (known: conv2d, depthwise_conv2d, avgpool2d, maxpool2d, "
-                     "global_avgpool2d, flatten, dense)");
+                     "global_avgpool2d, flatten, dense, add, concat)");
   }
 }
 
@@ -137,14 +147,87 @@ int64_t Model::ParamCount() const {
   return n;
 }
 
-void InferShapes(Model* m) {
-  Shape3 cur = m->input;
-  for (Layer& l : m->layers) {
-    const std::string where = "layer '" + l.name + "'";
-    l.in = cur;
-    if (!l.HasWeights() && l.activation != Activation::kNone) {
-      throw UsageError(where + ": only conv2d and dense layers take an activation");
+bool Model::IsGraph() const {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::vector<int> chain = {static_cast<int>(i) - 1};
+    if (!layers[i].inputs.empty() && layers[i].inputs != chain) return true;
+  }
+  return false;
+}
+
+std::vector<std::vector<int>> Model::Consumers() const {
+  std::vector<std::vector<int>> c(layers.size() + 1);
+  for (size_t i = 0; i < layers.size(); ++i)
+    for (int in : layers[i].inputs)
+      c[in == kModelInput ? layers.size() : static_cast<size_t>(in)].push_back(static_cast<int>(i));
+  return c;
+}
+
+namespace {
+
+// Sets l's inputs (the layer before, where not given) and checks their number and order.
+void CheckInputs(const Model& m, int index, Layer* l) {
+  const std::string where = "layer '" + l->name + "'";
+  if (l->inputs.empty()) l->inputs = {index - 1};
+  for (int in : l->inputs) {
+    if (in < kModelInput || in >= index) {
+      throw UsageError(where + ": an input must be the model's input or a layer listed before it");
     }
+  }
+  const size_t n = l->inputs.size();
+  if (l->type == LayerType::kAdd && n != 2) throw UsageError(where + ": add reads two inputs");
+  if (l->type == LayerType::kConcat && n < 2) {
+    throw UsageError(where + ": concat reads two or more inputs");
+  }
+  if (l->type != LayerType::kAdd && l->type != LayerType::kConcat && n != 1) {
+    throw UsageError(where + ": a " + LayerTypeName(l->type) + " layer reads one input");
+  }
+  for (int in : l->inputs) {
+    if (in != kModelInput && m.layers[static_cast<size_t>(in)].activation == Activation::kSoftmax) {
+      throw UsageError(where + ": reads '" + m.layers[static_cast<size_t>(in)].name +
+                       "', whose softmax is only for the model's output");
+    }
+  }
+}
+
+// The output shape of an add or a concat from its inputs' shapes.
+Shape3 JoinShape(const Model& m, const Layer& l) {
+  const std::string where = "layer '" + l.name + "'";
+  Shape3 out = l.in;
+  for (size_t k = 1; k < l.inputs.size(); ++k) {
+    const Shape3& s = m.OutputOf(l.inputs[k]);
+    if (l.type == LayerType::kAdd && !(s == l.in)) {
+      throw UsageError(fmt::format("{}: adds a {} x {} x {} map to a {} x {} x {} one", where, s.h,
+                                   s.w, s.c, l.in.h, l.in.w, l.in.c));
+    }
+    if (l.type == LayerType::kConcat) {
+      if (s.h != l.in.h || s.w != l.in.w) {
+        throw UsageError(fmt::format("{}: concatenates a {} x {} map with a {} x {} one", where,
+                                     s.h, s.w, l.in.h, l.in.w));
+      }
+      out.c += s.c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void InferShapes(Model* m) {
+  for (size_t index = 0; index < m->layers.size(); ++index) {
+    Layer& l = m->layers[index];
+    const std::string where = "layer '" + l.name + "'";
+    CheckInputs(*m, static_cast<int>(index), &l);
+    const Shape3 cur = m->OutputOf(l.inputs[0]);
+    l.in = cur;
+    if (!l.HasWeights() && l.type != LayerType::kAdd && l.activation != Activation::kNone) {
+      throw UsageError(where + ": only conv2d, dense and add layers take an activation");
+    }
+    if (l.type == LayerType::kAdd && l.activation == Activation::kSoftmax) {
+      throw UsageError(where + ": an add takes relu, relu6 or no activation");
+    }
+    if (l.IsPool() && l.padding != "explicit")
+      l.pad_top = l.pad_left = l.pad_bottom = l.pad_right = 0;
     switch (l.type) {
       case LayerType::kConv2d: {
         if (l.kernel_h < 1 || l.kernel_w < 1 || l.stride < 1 || l.kernel_h > 1024 ||
@@ -198,13 +281,21 @@ void InferShapes(Model* m) {
         if (int64_t{l.pool_h} * l.pool_w > (1 << 20)) {
           throw UsageError(where + ": a pooling window may hold at most 2^20 values");
         }
-        if (l.pool_h > cur.h || l.pool_w > cur.w) {
+        if (l.global_pool && l.Padded())
+          throw UsageError(where + ": global pooling has no padding");
+        if (l.pad_top < 0 || l.pad_left < 0 || l.pad_bottom < 0 || l.pad_right < 0 ||
+            l.pad_top >= l.pool_h || l.pad_bottom >= l.pool_h || l.pad_left >= l.pool_w ||
+            l.pad_right >= l.pool_w) {
+          throw UsageError(where + ": pooling padding must be smaller than the window");
+        }
+        if (l.pool_h > cur.h + l.pad_top + l.pad_bottom ||
+            l.pool_w > cur.w + l.pad_left + l.pad_right) {
           throw UsageError(where + ": a " + std::to_string(l.pool_h) + " x " +
                            std::to_string(l.pool_w) + " window does not fit a " +
                            std::to_string(cur.h) + " x " + std::to_string(cur.w) + " input");
         }
-        l.out = {(cur.h - l.pool_h) / l.pool_stride + 1, (cur.w - l.pool_w) / l.pool_stride + 1,
-                 cur.c};
+        l.out = {(cur.h + l.pad_top + l.pad_bottom - l.pool_h) / l.pool_stride + 1,
+                 (cur.w + l.pad_left + l.pad_right - l.pool_w) / l.pool_stride + 1, cur.c};
         break;
       case LayerType::kFlatten:
         l.out = {1, 1, static_cast<int>(cur.Size())};
@@ -216,8 +307,11 @@ void InferShapes(Model* m) {
                            "; put a flatten layer before it");
         }
         break;
+      case LayerType::kAdd:
+      case LayerType::kConcat:
+        l.out = JoinShape(*m, l);
+        break;
     }
-    cur = l.out;
   }
 }
 
@@ -329,6 +423,21 @@ void CheckNumbers(const json& j, const std::string& where, const std::string& pa
   }
 }
 
+// The int8 section of an add or a concat (see QuantizedLayer).
+void LoadJoinInt8(const json& qj, const std::string& where, Layer* l) {
+  const size_t n = l->inputs.size();
+  const size_t shifts = l->type == LayerType::kAdd ? 1 : n;
+  l->quantized = true;
+  l->q.output_scale = qj.at("output_scale").get<float>();
+  l->q.input_scales = VectorOf<float>(qj, "input_scales", n, where);
+  l->q.multiplier = VectorOf<int32_t>(qj, "multiplier", n, where);
+  l->q.shift = VectorOf<int32_t>(qj, "shift", shifts, where);
+  for (int32_t v : l->q.multiplier)
+    if (v < 0) throw UsageError(where + ": a multiplier is negative (they lie in [0, 2^31))");
+  for (int32_t v : l->q.shift)
+    if (v < 1 || v > 62) throw UsageError(where + ": a shift lies outside [1, 62]");
+}
+
 }  // namespace
 
 Model LoadModel(const std::string& dir) {
@@ -347,28 +456,46 @@ Model LoadModel(const std::string& dir) {
   CheckNumbers(j, "model", path);
   Model m;
   try {
-    if (j.value("format", "") != "tpusim-model" || j.value("version", 0) != 1) {
+    const int version = j.value("version", 0);
+    if (j.value("format", "") != "tpusim-model" || version < 1 || version > kModelVersion) {
       throw UsageError(path +
-                       ": not a tpusim model (needs \"format\": \"tpusim-model\", "
-                       "\"version\": 1)");
+                       ": not a tpusim model tpusim can read (needs \"format\": "
+                       "\"tpusim-model\", \"version\": 1 or 2)");
     }
     m.name = j.value("name", "model");
     const auto shape = j.at("input").at("shape").get<std::vector<int>>();
     if (shape.size() != 3) throw UsageError(path + ": input.shape must be [h, w, c]");
     m.input = {shape[0], shape[1], shape[2]};
     m.preprocess = j.at("input").value("preprocess", "mnist32");
+    if (m.preprocess != "mnist32" && m.preprocess != "none") {
+      throw UsageError(path + ": input.preprocess is '" + m.preprocess +
+                       "'; it must be mnist32 or none");
+    }
     m.dataset = j.value("dataset", "mnist");
-    if (m.dataset != "mnist" && m.dataset != "fashion-mnist") {
+    if (m.dataset != "mnist" && m.dataset != "fashion-mnist" && m.dataset != "none") {
       throw UsageError(path + ": \"dataset\" is '" + m.dataset +
-                       "'; it must be mnist or fashion-mnist");
+                       "'; it must be mnist, fashion-mnist or none");
     }
     m.quantized = j.value("quantized", false);
     if (m.quantized) m.input_scale = j.at("input").at("scale").get<float>();
+    std::map<std::string, int> index_of = {{"input", kModelInput}};
     for (const json& lj : j.at("layers")) {
       Layer l;
       l.name = lj.at("name").get<std::string>();
       const std::string where = path + ": layer '" + l.name + "'";
+      if (index_of.count(l.name)) {
+        throw UsageError(where + ": the name is taken (by the model's input or another layer)");
+      }
       ParseType(lj.at("type").get<std::string>(), where, &l);
+      for (const json& in : lj.value("inputs", json::array())) {
+        const std::string name = in.get<std::string>();
+        if (!index_of.count(name)) {
+          throw UsageError(where + ": input '" + name +
+                           "' is not 'input' or a layer listed before it");
+        }
+        l.inputs.push_back(index_of[name]);
+      }
+      index_of[l.name] = static_cast<int>(m.layers.size());
       l.activation = ParseActivation(lj.value("activation", "none"), where);
       if (l.type == LayerType::kConv2d) {
         const auto k = lj.at("kernel").get<std::vector<int>>();
@@ -408,6 +535,16 @@ Model LoadModel(const std::string& dir) {
           throw UsageError(where + ": a " + std::to_string(l.pool_h) + " x " +
                            std::to_string(l.pool_w) + " window needs a 'stride'");
         }
+        if (lj.contains("padding")) {
+          const auto p = lj["padding"].get<std::vector<int>>();
+          if (p.size() != 4)
+            throw UsageError(where + ": padding must be [top, left, bottom, right]");
+          l.padding = "explicit";
+          l.pad_top = p[0];
+          l.pad_left = p[1];
+          l.pad_bottom = p[2];
+          l.pad_right = p[3];
+        }
       }
       m.layers.push_back(l);
     }
@@ -423,6 +560,10 @@ Model LoadModel(const std::string& dir) {
                            std::to_string(l.out.h) + ", " + std::to_string(l.out.w) + ", " +
                            std::to_string(l.out.c) + ")");
         }
+      }
+      if ((l.type == LayerType::kAdd || l.type == LayerType::kConcat) && m.quantized) {
+        LoadJoinInt8(lj.at("int8"), where, &l);
+        continue;
       }
       if (!l.HasWeights()) continue;
       l.weights = LoadTensor<float>(dir, lj, "weights", WeightShape(l), where);
@@ -531,7 +672,11 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
   TempModelFolder out(dir);
   json j;
   j["format"] = "tpusim-model";
-  j["version"] = 1;
+  // Version 1 readers know chains only; graphs (and the new layer kinds) are version 2.
+  bool v2 = m.IsGraph() || m.preprocess != "mnist32";
+  for (const Layer& l : m.layers)
+    v2 |= l.type == LayerType::kAdd || l.type == LayerType::kConcat || (l.IsPool() && l.Padded());
+  j["version"] = v2 ? kModelVersion : 1;
   j["name"] = m.name;
   j["dataset"] = m.dataset;
   j["input"] = {{"shape", ShapeJson(m.input)}, {"preprocess", m.preprocess}};
@@ -542,6 +687,12 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
     json lj;
     lj["name"] = l.name;
     lj["type"] = l.TypeName();
+    if (m.IsGraph()) {
+      lj["inputs"] = json::array();
+      for (int in : l.inputs)
+        lj["inputs"].push_back(in == kModelInput ? "input"
+                                                 : m.layers[static_cast<size_t>(in)].name);
+    }
     if (l.type == LayerType::kConv2d) {
       if (!l.depthwise) lj["filters"] = l.out.c;
       lj["kernel"] = {l.kernel_h, l.kernel_w};
@@ -560,8 +711,16 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
         lj["size"] = {l.pool_h, l.pool_w};
       }
       lj["stride"] = l.pool_stride;
+      if (l.Padded()) lj["padding"] = {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right};
     }
-    if (l.HasWeights()) lj["activation"] = ActivationName(l.activation);
+    if (l.HasWeights() || l.type == LayerType::kAdd)
+      lj["activation"] = ActivationName(l.activation);
+    if ((l.type == LayerType::kAdd || l.type == LayerType::kConcat) && m.quantized) {
+      lj["int8"] = {{"input_scales", l.q.input_scales},
+                    {"output_scale", l.q.output_scale},
+                    {"multiplier", l.q.multiplier},
+                    {"shift", l.q.shift}};
+    }
     lj["in_shape"] = ShapeJson(l.in);
     lj["out_shape"] = ShapeJson(l.out);
     if (l.HasWeights()) {
@@ -593,18 +752,49 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
 
 }  // namespace
 
+int64_t Layer::Macs() const {
+  const int64_t pixels = int64_t{out.h} * out.w;
+  switch (type) {
+    case LayerType::kConv2d:
+      return pixels * out.c * kernel_h * kernel_w * (depthwise ? 1 : in.c);
+    case LayerType::kDense:
+      return int64_t{in.c} * out.c;
+    default:
+      return 0;
+  }
+}
+
 std::string Summary(const Model& m) {
   std::string out =
-      fmt::format("Model '{}'{}: input {} x {} x {}\n", m.name,
-                  m.quantized ? " (fp32 + int8)" : " (fp32)", m.input.h, m.input.w, m.input.c);
-  out += fmt::format("  {:<10} {:<16} {:<14} {:<10} {:>10}\n", "layer", "type", "output shape",
-                     "activation", "params");
+      fmt::format("Model '{}'{}: input {} x {} x {} (h x w x c, {}){}\n", m.name,
+                  m.quantized ? " (fp32 + int8)" : " (fp32)", m.input.h, m.input.w, m.input.c,
+                  m.preprocess == "mnist32" ? "28 x 28 images padded to 32 x 32" : "float values",
+                  m.IsGraph() ? ", a graph" : "");
+  size_t w = 10;
+  for (const Layer& l : m.layers) w = std::max(w, l.name.size());
+  const bool graph = m.IsGraph();
+  out += fmt::format("  {:<{}} {:<16} {:<16} {:<10} {:>11} {:>15}{}\n", "layer", w, "type",
+                     "output shape", "activation", "params", "MACs per image",
+                     graph ? "  inputs" : "");
+  int64_t macs = 0;
   for (const Layer& l : m.layers) {
-    out += fmt::format("  {:<10} {:<16} {:<14} {:<10} {:>10}\n", l.name, l.TypeName(),
-                       fmt::format("{} x {} x {}", l.out.h, l.out.w, l.out.c),
-                       l.HasWeights() ? ActivationName(l.activation) : "", Grouped(l.ParamCount()));
+    std::string inputs;
+    for (int in : l.inputs) {
+      inputs += (inputs.empty() ? "  " : ", ") +
+                (in == kModelInput ? std::string("input") : m.layers[static_cast<size_t>(in)].name);
+    }
+    macs += l.Macs();
+    const bool act = l.HasWeights() || l.type == LayerType::kAdd;
+    std::string line =
+        fmt::format("  {:<{}} {:<16} {:<16} {:<10} {:>11} {:>15}{}", l.name, w, l.TypeName(),
+                    fmt::format("{} x {} x {}", l.out.h, l.out.w, l.out.c),
+                    act ? ActivationName(l.activation) : "", Grouped(l.ParamCount()),
+                    l.Macs() ? Grouped(l.Macs()) : "", graph ? inputs : "");
+    line.erase(line.find_last_not_of(' ') + 1);
+    out += line + "\n";
   }
-  out += fmt::format("  total parameters: {}\n", Grouped(m.ParamCount()));
+  out += fmt::format("  total: {} parameters, {} MACs per image\n", Grouped(m.ParamCount()),
+                     Grouped(macs));
   return out;
 }
 

@@ -1,6 +1,7 @@
-// A neural network as tpusim stores it: a list of conv / pool / flatten / dense layers
-// with fp32 tensors and, once quantized, their int8 versions. On disk: model.json plus one
-// NumPy .npy file per tensor (docs/model-format.md).
+// A neural network as tpusim stores it: a directed acyclic graph of conv / pool / flatten /
+// dense / add / concat layers, listed in an order where every layer comes after the layers
+// it reads, with fp32 tensors and, once quantized, their int8 versions. On disk: model.json
+// plus one NumPy .npy file per tensor (docs/model-format.md).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 
 namespace tpu::nn {
 
-enum class LayerType { kConv2d, kAvgPool2d, kMaxPool2d, kFlatten, kDense };
+enum class LayerType { kConv2d, kAvgPool2d, kMaxPool2d, kFlatten, kDense, kAdd, kConcat };
 enum class Activation { kNone, kRelu, kRelu6, kSoftmax };
 
 // Whether the int8 form clamps at zero. ReLU6 too: the quantizer gives a ReLU6 layer an
@@ -26,23 +27,31 @@ struct Shape3 {
   bool operator==(const Shape3& o) const { return h == o.h && w == o.w && c == o.c; }
 };
 
-// The int8 form of a conv or dense layer (docs/quantization.md):
+// The int8 form of a layer (docs/quantization.md). A conv or dense layer:
 // acc = sum(q_in * q_w) + q_bias (int32);
 // q_out = clamp((acc * multiplier[c] + 2^(shift[c]-1)) >> shift[c]) (int64 arithmetic).
+// An add: q_out = clamp((q_a * multiplier[0] + q_b * multiplier[1] + 2^(shift[0]-1)) >>
+// shift[0]). A concat: channel c of input i becomes Requantize(q, multiplier[i], shift[i]).
 struct QuantizedLayer {
-  float input_scale = 0;             // real = scale * q for the layer's int8 input
+  float input_scale = 0;             // real = scale * q for the layer's (first) int8 input
   float output_scale = 0;            // and for its int8 output
+  std::vector<float> input_scales;   // add, concat: the scale of each input
   std::vector<float> weight_scales;  // per output channel
   Tensor<int8_t> weights;            // same shape as the fp32 weights
   Tensor<int32_t> bias;              // per output channel
-  std::vector<int32_t> multiplier;   // per output channel, in [2^30, 2^31) (0: output 0)
-  std::vector<int32_t> shift;        // per output channel, in [1, 62]
+  // Conv, dense: per output channel, in [2^30, 2^31) (0: output 0); add, concat: per input.
+  std::vector<int32_t> multiplier;
+  std::vector<int32_t> shift;  // conv, dense: per output channel; add: one; concat: per input
 };
 
 struct Layer {
   std::string name;
   LayerType type = LayerType::kDense;
-  Shape3 in, out;
+  // The layers whose outputs it reads, by index in Model::layers (kModelInput: the model's
+  // input); empty until InferShapes, which makes it {the layer before} for a chain. Add
+  // reads two, concat two or more (their channels one after another), the rest one.
+  std::vector<int> inputs;
+  Shape3 in, out;  // in: the (first) input's shape
   // conv2d: kernel and stride; padding "valid", "same" (pads derived) or "explicit"
   // (pads given per side).
   int kernel_h = 1, kernel_w = 1, stride = 1;
@@ -53,36 +62,56 @@ struct Layer {
   // its kernels expanded to kh x kw x c x c with zeros off the diagonal (ExpandDepthwise),
   // so every backend, the quantizer and the compiler run it as a convolution, exactly.
   bool depthwise = false;
-  // pooling: pool_h x pool_w windows every pool_stride pixels, inside the map (no padding);
-  // global_pool: one window of the whole map (pool_h, pool_w set from the input).
+  // pooling: pool_h x pool_w windows every pool_stride pixels, with the padding above
+  // (pad_*; max pooling pads with -infinity, average pooling with zeros that count in the
+  // average, as PyTorch's count_include_pad); global_pool: one window of the whole map
+  // (pool_h, pool_w set from the input).
   int pool_h = 2, pool_w = 2, pool_stride = 2;
   bool global_pool = false;
-  Activation activation = Activation::kNone;
-  Tensor<float> weights;  // conv: kh x kw x c_in x c_out; dense: in x out
-  Tensor<float> bias;     // c_out
+  Activation activation = Activation::kNone;  // conv2d, dense and add
+  Tensor<float> weights;                      // conv: kh x kw x c_in x c_out; dense: in x out
+  Tensor<float> bias;                         // c_out
   bool quantized = false;
   QuantizedLayer q;
 
   bool HasWeights() const { return type == LayerType::kConv2d || type == LayerType::kDense; }
   bool IsPool() const { return type == LayerType::kAvgPool2d || type == LayerType::kMaxPool2d; }
+  bool Padded() const { return pad_top || pad_left || pad_bottom || pad_right; }
   // The name of its type in model.json ("depthwise_conv2d", "global_avgpool2d", ...).
   std::string TypeName() const;
   int64_t ParamCount() const;
+  // Multiply-accumulates per image of a conv or dense layer (a depthwise one without the
+  // zeros of its expanded kernels); 0 for the rest.
+  int64_t Macs() const;
 };
+
+// Layer::inputs entry for the model's input.
+inline constexpr int kModelInput = -1;
 
 struct Model {
   std::string name;
   Shape3 input;
-  // How to turn a raw image into the input: "mnist32" = 28 x 28 bytes padded to 32 x 32,
-  // x = pixel / 255 (fp32) and q = (pixel * 127 + 127) / 255 with scale 1/127 (int8).
+  // How the input is given: "mnist32" = 28 x 28 bytes padded to 32 x 32, x = pixel / 255
+  // (fp32) and q = (pixel * 127 + 127) / 255 with scale 1/127 (int8); "none" = float
+  // values as the exported model takes them (tpusim run --inputs FILE.npy), quantized with
+  // the calibrated input_scale (docs/quantization.md).
   std::string preprocess = "mnist32";
-  // The data set it was trained on (host/data/mnist.h): "mnist" or "fashion-mnist".
+  // The data set it was trained on (host/data/mnist.h): "mnist", "fashion-mnist", or
+  // "none" (inputs come from --inputs or --synthetic).
   std::string dataset = "mnist";
-  std::vector<Layer> layers;
+  std::vector<Layer> layers;  // every layer after the layers it reads; the last is the output
   bool quantized = false;
   float input_scale = 1.0f / 127.0f;
 
   int64_t ParamCount() const;
+  // Whether some layer reads anything but the layer before it (residual adds, concats).
+  bool IsGraph() const;
+  // The shape of what `input` (a layer index, or kModelInput) produces.
+  const Shape3& OutputOf(int input) const {
+    return input == kModelInput ? this->input : layers[static_cast<size_t>(input)].out;
+  }
+  // For each layer, the layers that read its output (kModelInput's readers last).
+  std::vector<std::vector<int>> Consumers() const;
 };
 
 // The LeNet-5-like MNIST CNN (81,194 parameters), with weights drawn from the seeded
@@ -92,8 +121,9 @@ Model MakeLenet5(uint64_t seed);
 // and 32 filters, each followed by 2 x 2 pooling, a dense layer of 128 and the 10 outputs.
 Model MakeWideCnn(uint64_t seed);
 
-// Completes a layer list from layer types and hyperparameters: each layer's in/out shape
-// and padding. Throws UsageError naming the layer when shapes do not work out.
+// Completes a layer list from layer types and hyperparameters: each layer's inputs (the
+// layer before, where not given), in/out shape and padding. Throws UsageError naming the
+// layer when shapes do not work out or an input is not an earlier layer.
 void InferShapes(Model* model);
 
 // Loads DIR/model.json and its tensors; checks every tensor's shape against the layer.

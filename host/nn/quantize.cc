@@ -29,68 +29,133 @@ void QuantizeMultiplier(double real, int32_t* multiplier, int32_t* shift) {
   *shift = s;
 }
 
-void Quantize(Model* m, const data::MnistSet& calibration, int64_t calibration_images) {
-  if (m->quantized) throw UsageError("model '" + m->name + "' is already quantized");
-  const int64_t n = std::min(calibration_images, calibration.count);
-  if (n < 1) throw UsageError("quantization needs at least one calibration image");
+void QuantizeAddMultipliers(double real_a, double real_b, int32_t* ma, int32_t* mb,
+                            int32_t* shift) {
+  int32_t m = 0;
+  QuantizeMultiplier(std::max(real_a, real_b), &m, shift);  // the larger in [2^30, 2^31)
+  if (m == 0) {
+    *ma = *mb = 0;
+    return;
+  }
+  const double unit = std::ldexp(1.0, *shift);
+  *ma =
+      static_cast<int32_t>(std::min<int64_t>(std::llround(real_a * unit), (int64_t{1} << 31) - 1));
+  *mb =
+      static_cast<int32_t>(std::min<int64_t>(std::llround(real_b * unit), (int64_t{1} << 31) - 1));
+}
 
-  // Per-tensor ranges of every layer's fp32 output over the calibration images.
-  std::vector<float> max_abs(m->layers.size(), 0.0f);
-  Model logits = *m;  // calibrate the last layer on logits, not probabilities
+namespace {
+
+// Per-tensor ranges over the calibration inputs: the largest |value| of the input (first)
+// and of every layer's fp32 output (logits for a softmax layer, not probabilities).
+std::vector<float> CalibratedRanges(const Model& m, const InputSet& calibration, int64_t n) {
+  std::vector<float> max_abs(m.layers.size() + 1, 0.0f);
+  Model logits = m;
   for (Layer& l : logits.layers)
     if (l.activation == Activation::kSoftmax) l.activation = Activation::kNone;
-  constexpr int64_t kChunk = 500;
-  for (int64_t b = 0; b < n; b += kChunk) {
-    const int64_t count = std::min(kChunk, n - b);
+  const int64_t chunk =
+      std::max<int64_t>(1, (int64_t{1} << 24) / std::max<int64_t>(1, m.input.Size()));
+  for (int64_t b = 0; b < n; b += chunk) {
+    const int64_t count = std::min(chunk, n - b);
     ForwardCache cache;
-    Forward(logits, Fp32Input(calibration.Image(b), count, m->input), &cache);
-    for (size_t i = 0; i < m->layers.size(); ++i) {
-      max_abs[i] = std::max(max_abs[i], cache.acts[i + 1].cwiseAbs().maxCoeff());
+    Forward(logits, Fp32Inputs(calibration, b, count), &cache);
+    for (size_t i = 0; i < cache.acts.size(); ++i) {
+      max_abs[i] = std::max(max_abs[i], cache.acts[i].cwiseAbs().maxCoeff());
     }
   }
+  return max_abs;
+}
 
+// A conv or dense layer's int8 form for an input of `scale` and an output range `max_abs`.
+void QuantizeWeighted(Layer* layer, float scale, float max_abs) {
+  Layer& l = *layer;
+  QuantizedLayer& q = l.q;
+  q.input_scale = scale;
+  // ReLU6 outputs lie in [0, 6], so the scale is at most 6 / 127 and the int8 clamp at 127
+  // is at or below 6 (ClampsAtZero in model.h).
+  const float empty_scale = l.activation == Activation::kRelu6 ? 6.0f / 127.0f : 1.0f;
+  q.output_scale = max_abs > 0 ? max_abs / 127.0f : empty_scale;
+  const int64_t fan_in = l.weights.Size() / l.out.c;
+  q.weights.shape = l.weights.shape;
+  q.weights.data.assign(l.weights.data.size(), 0);
+  q.bias.shape = {l.out.c};
+  q.bias.data.assign(static_cast<size_t>(l.out.c), 0);
+  q.weight_scales.assign(static_cast<size_t>(l.out.c), 1.0f);
+  q.multiplier.assign(static_cast<size_t>(l.out.c), 0);
+  q.shift.assign(static_cast<size_t>(l.out.c), 62);
+  for (int c = 0; c < l.out.c; ++c) {
+    float wmax = 0;
+    for (int64_t k = 0; k < fan_in; ++k) {
+      wmax = std::max(wmax, std::fabs(l.weights.data[static_cast<size_t>(k * l.out.c + c)]));
+    }
+    const float ws = wmax > 0 ? wmax / 127.0f : 1.0f;
+    q.weight_scales[static_cast<size_t>(c)] = ws;
+    for (int64_t k = 0; k < fan_in; ++k) {
+      const size_t idx = static_cast<size_t>(k * l.out.c + c);
+      q.weights.data[idx] =
+          static_cast<int8_t>(std::clamp<long>(std::lround(l.weights.data[idx] / ws), -127, 127));
+    }
+    const double acc_scale = double{scale} * ws;
+    const double qb = std::round(l.bias.data[static_cast<size_t>(c)] / acc_scale);
+    q.bias.data[static_cast<size_t>(c)] = static_cast<int32_t>(std::clamp<double>(
+        qb, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
+    QuantizeMultiplier(acc_scale / q.output_scale, &q.multiplier[static_cast<size_t>(c)],
+                       &q.shift[static_cast<size_t>(c)]);
+  }
+  l.quantized = true;
+}
+
+}  // namespace
+
+void Quantize(Model* m, const InputSet& calibration, int64_t calibration_inputs) {
+  if (m->quantized) throw UsageError("model '" + m->name + "' is already quantized");
+  const int64_t n = std::min(calibration_inputs, calibration.count);
+  if (n < 1) throw UsageError("quantization needs at least one calibration input");
+  const std::vector<float> max_abs = CalibratedRanges(*m, calibration, n);
   m->quantized = true;
-  m->input_scale = 1.0f / 127.0f;
-  float scale = m->input_scale;  // the scale of the current int8 activation
+  m->input_scale =
+      m->preprocess == "mnist32" || max_abs[0] == 0 ? 1.0f / 127.0f : max_abs[0] / 127.0f;
+  // The scale of what each input (a layer, or the model's input at -1) produced.
+  std::vector<float> scale(m->layers.size() + 1, 0.0f);
+  scale[0] = m->input_scale;
+  auto scale_of = [&](int in) { return scale[static_cast<size_t>(in + 1)]; };
   for (size_t i = 0; i < m->layers.size(); ++i) {
     Layer& l = m->layers[i];
-    if (!l.HasWeights()) continue;  // pooling and flatten keep the scale
-    QuantizedLayer& q = l.q;
-    q.input_scale = scale;
-    // ReLU6 outputs lie in [0, 6], so the scale is at most 6 / 127 and the int8 clamp at 127
-    // is at or below 6 (ClampsAtZero in model.h).
-    const float empty_scale = l.activation == Activation::kRelu6 ? 6.0f / 127.0f : 1.0f;
-    q.output_scale = max_abs[i] > 0 ? max_abs[i] / 127.0f : empty_scale;
-    const int64_t fan_in = l.weights.Size() / l.out.c;
-    q.weights.shape = l.weights.shape;
-    q.weights.data.assign(l.weights.data.size(), 0);
-    q.bias.shape = {l.out.c};
-    q.bias.data.assign(static_cast<size_t>(l.out.c), 0);
-    q.weight_scales.assign(static_cast<size_t>(l.out.c), 1.0f);
-    q.multiplier.assign(static_cast<size_t>(l.out.c), 0);
-    q.shift.assign(static_cast<size_t>(l.out.c), 62);
-    for (int c = 0; c < l.out.c; ++c) {
-      float wmax = 0;
-      for (int64_t k = 0; k < fan_in; ++k) {
-        wmax = std::max(wmax, std::fabs(l.weights.data[static_cast<size_t>(k * l.out.c + c)]));
+    const float range = max_abs[i + 1];
+    float out = scale_of(l.inputs[0]);  // pooling and flatten keep the scale
+    if (l.HasWeights()) {
+      QuantizeWeighted(&l, out, range);
+      out = l.q.output_scale;
+    } else if (l.type == LayerType::kAdd || l.type == LayerType::kConcat) {
+      QuantizedLayer& q = l.q;
+      q.input_scales.clear();
+      for (int k : l.inputs) q.input_scales.push_back(scale_of(k));
+      // A concat keeps the largest input scale (its range is the largest input range), so
+      // every input's multiplier is at most 1; an add is calibrated like a layer output.
+      const float empty = l.activation == Activation::kRelu6 ? 6.0f / 127.0f : 1.0f;
+      q.output_scale = l.type == LayerType::kConcat
+                           ? *std::max_element(q.input_scales.begin(), q.input_scales.end())
+                           : (range > 0 ? range / 127.0f : empty);
+      q.multiplier.assign(l.inputs.size(), 0);
+      q.shift.assign(l.type == LayerType::kAdd ? 1 : l.inputs.size(), 62);
+      if (l.type == LayerType::kAdd) {
+        QuantizeAddMultipliers(double{q.input_scales[0]} / q.output_scale,
+                               double{q.input_scales[1]} / q.output_scale, &q.multiplier[0],
+                               &q.multiplier[1], &q.shift[0]);
+      } else {
+        for (size_t k = 0; k < l.inputs.size(); ++k)
+          QuantizeMultiplier(double{q.input_scales[k]} / q.output_scale, &q.multiplier[k],
+                             &q.shift[k]);
       }
-      const float ws = wmax > 0 ? wmax / 127.0f : 1.0f;
-      q.weight_scales[static_cast<size_t>(c)] = ws;
-      for (int64_t k = 0; k < fan_in; ++k) {
-        const size_t idx = static_cast<size_t>(k * l.out.c + c);
-        q.weights.data[idx] =
-            static_cast<int8_t>(std::clamp<long>(std::lround(l.weights.data[idx] / ws), -127, 127));
-      }
-      const double acc_scale = double{scale} * ws;
-      const double qb = std::round(l.bias.data[static_cast<size_t>(c)] / acc_scale);
-      q.bias.data[static_cast<size_t>(c)] = static_cast<int32_t>(std::clamp<double>(
-          qb, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
-      QuantizeMultiplier(acc_scale / q.output_scale, &q.multiplier[static_cast<size_t>(c)],
-                         &q.shift[static_cast<size_t>(c)]);
+      l.quantized = true;
+      out = q.output_scale;
     }
-    l.quantized = true;
-    scale = q.output_scale;
+    scale[i + 1] = out;
   }
+}
+
+void Quantize(Model* model, const data::MnistSet& calibration, int64_t calibration_images) {
+  Quantize(model, InputsFromMnist(calibration, 0, model->input), calibration_images);
 }
 
 }  // namespace tpu::nn

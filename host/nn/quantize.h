@@ -1,11 +1,11 @@
 // Post-training int8 quantization (docs/quantization.md): symmetric per-output-channel
-// weights, int32 biases, per-tensor activation scales calibrated on training images, and
-// each layer's requantization as an integer multiplier and shift.
+// weights, int32 biases, per-tensor activation scales calibrated on inputs, and each layer's
+// requantization as integer multipliers and a shift.
 #pragma once
 
 #include <cstdint>
 
-#include "host/data/mnist.h"
+#include "host/nn/inputs.h"
 #include "host/nn/model.h"
 
 namespace tpu::nn {
@@ -14,10 +14,17 @@ namespace tpu::nn {
 // m = 0, s = 62 for a real too small to represent (every output rounds to 0).
 void QuantizeMultiplier(double real, int32_t* multiplier, int32_t* shift);
 
-// Adds the int8 form to every conv/dense layer of an fp32 model. Activation scales are
-// max(fp32 output) / 127 over the first `calibration_images` images of `calibration`
-// (for a softmax layer: max |logit| / 127). Throws UsageError for an already quantized
-// model or an empty calibration set.
+// The two multipliers of an add with one shift: the larger real's multiplier in
+// [2^30, 2^31) as QuantizeMultiplier makes it, the other round(real * 2^shift).
+void QuantizeAddMultipliers(double real_a, double real_b, int32_t* ma, int32_t* mb, int32_t* shift);
+
+// Adds the int8 form to every conv, dense, add and concat layer of an fp32 model.
+// Activation scales are max |fp32 output| / 127 over the first `calibration_inputs` of
+// `calibration` (for a softmax layer: max |logit| / 127; a concat takes its largest input's
+// scale); the input's scale is 1/127 for preprocess mnist32, else max |input| / 127. Throws
+// UsageError for an already quantized model or an empty calibration set.
+void Quantize(Model* model, const InputSet& calibration, int64_t calibration_inputs);
+// The same on the images of a data set.
 void Quantize(Model* model, const data::MnistSet& calibration, int64_t calibration_images);
 
 }  // namespace tpu::nn

@@ -11,7 +11,8 @@ namespace tpu::report {
 
 struct CompareRow {
   std::string backend;
-  double accuracy = 0, images_per_s = 0, latency_us = 0;
+  std::optional<double> accuracy;  // where the inputs have labels
+  double images_per_s = 0, latency_us = 0;
   std::optional<double> energy_uj;  // per image
   std::string energy_source;        // measured (RAPL), modelled, unavailable
   std::optional<double> ops_per_cycle;
@@ -21,6 +22,7 @@ struct CompareRow {
 struct CompareReport {
   std::string model;
   int64_t images = 0;
+  std::string inputs = "test images";  // where they came from
   std::vector<CompareRow> rows;
   std::string gpu_note;  // why there are (no) GPU rows
 };

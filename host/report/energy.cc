@@ -44,6 +44,12 @@ EnergyTable LoadEnergyTable(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw UsageError("energy table '" + path + "' is not valid JSON: " + e.what());
   }
+  EnergyTable t = EnergyTableFromJson(j, path);
+  if (!j.contains("name")) t.name = path;
+  return t;
+}
+
+EnergyTable EnergyTableFromJson(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw UsageError("energy table '" + path + "' must be a JSON object");
   const nlohmann::json known = EnergyTable().ToJson();
   for (const auto& [key, value] : j.items()) {
@@ -56,7 +62,7 @@ EnergyTable LoadEnergyTable(const std::string& path) {
   }
   EnergyTable t;
   try {
-    t.name = j.value("name", path);
+    t.name = j.value("name", "");
     t.description = j.value("description", "");
     t.mult_int8_pj = j.value("mult_int8_pj", t.mult_int8_pj);
     t.add_int32_pj = j.value("add_int32_pj", t.add_int32_pj);

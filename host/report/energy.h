@@ -33,6 +33,8 @@ std::string DefaultEnergyTablePath();
 // Throws UsageError naming the file and the field for a missing file, bad JSON, unknown
 // keys or a negative energy.
 EnergyTable LoadEnergyTable(const std::string& path);
+// The same from a JSON object (ToJson's form); `where` names its origin in messages.
+EnergyTable EnergyTableFromJson(const nlohmann::json& j, const std::string& where);
 
 // Energy of counted activity, by component, in pJ.
 struct EnergyBreakdown {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "host/common/errors.h"
 #include "host/common/revision.h"
 #include "host/common/text.h"
 
@@ -24,6 +25,40 @@ nlohmann::json ComponentsJson(const EnergyBreakdown& e) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : e.components) j[k] = v;
   return j;
+}
+
+nlohmann::json CountersJson(const hw::ChipCounters& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < hw::kNumCounters; ++i) j[hw::kCounterNames[static_cast<size_t>(i)]] = c[i];
+  return j;
+}
+
+hw::ChipCounters CountersFromJson(const nlohmann::json& j) {
+  hw::ChipCounters c;
+  for (int i = 0; i < hw::kNumCounters; ++i)
+    c[i] = j.at(hw::kCounterNames[static_cast<size_t>(i)]).get<uint64_t>();
+  return c;
+}
+
+// The rows' energies from their counters, and the total as their sum.
+void FinishRows(RunReport* rep) {
+  rep->total = RunRow();
+  rep->total.name = "total";
+  for (RunRow& row : rep->layers) {
+    row.energy = ComputeEnergy(row.counters, rep->config, rep->table);
+    rep->total.macs += row.macs;
+    rep->total.counters += row.counters;
+  }
+  // The total's energy is the sum of the layers', component by component.
+  if (!rep->layers.empty()) {
+    rep->total.energy.components = rep->layers.front().energy.components;
+    for (auto& [k, v] : rep->total.energy.components) v = 0;
+    for (const RunRow& row : rep->layers) {
+      for (size_t i = 0; i < row.energy.components.size(); ++i) {
+        rep->total.energy.components[i].second += row.energy.components[i].second;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -58,31 +93,94 @@ RunReport BuildRunReport(const compiler::TpuRunResult& r, const std::string& mod
   rep.plan = r.plan;
   rep.batch = batch;
   rep.checked = r.checked;
+  rep.labelled = r.labelled;
   rep.correct = r.correct;
   rep.mismatches = r.mismatches;
   rep.wall_seconds = r.wall_seconds;
-  rep.total.name = "total";
+  rep.spilled = r.spilled;
+  rep.ub_rows = r.ub_rows;
   for (const compiler::LayerStats& l : r.layers) {
     RunRow row;
     row.name = l.name;
     row.macs = l.macs;
     row.counters = l.counters;
-    row.energy = ComputeEnergy(l.counters, config, table);
-    rep.total.macs += row.macs;
-    rep.total.counters += row.counters;
     rep.layers.push_back(row);
   }
-  // The total's energy is the sum of the layers', component by component.
-  if (!rep.layers.empty()) {
-    rep.total.energy.components = rep.layers.front().energy.components;
-    for (auto& [k, v] : rep.total.energy.components) v = 0;
-    for (const RunRow& row : rep.layers) {
-      for (size_t i = 0; i < row.energy.components.size(); ++i) {
-        rep.total.energy.components[i].second += row.energy.components[i].second;
-      }
-    }
-  }
+  FinishRows(&rep);
   return rep;
+}
+
+RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
+  RunReport r;
+  try {
+    r.model = j.at("model").get<std::string>();
+    r.engine = j.at("engine").get<std::string>();
+    r.images = j.at("images").get<int64_t>();
+    r.batch = j.at("batch").get<int>();
+    r.inputs = j.value("inputs", "");
+    r.labelled = j.value("labelled", true);
+    r.shard = j.value("shard", "");
+    r.first_input = j.value("first_input", int64_t{0});
+    r.plan = j.at("plan").get<std::string>();
+    r.checked = j.at("checked").get<bool>();
+    r.topology = j.value("topology", false);
+    r.correct = j.value("correct", int64_t{0});
+    r.mismatches = j.at("mismatches").is_null() ? 0 : j.at("mismatches").get<int64_t>();
+    r.wall_seconds = j.at("wall_seconds").get<double>();
+    r.ub_rows = j.value("ub_rows", int64_t{0});
+    for (const auto& s : j.value("spilled", nlohmann::json::array()))
+      r.spilled.push_back({s.at("name").get<std::string>(), s.at("bytes_per_image").get<int64_t>(),
+                           s.at("readers").get<int64_t>()});
+    r.config = config::FromJson(j.at("config"), "run", where + ": config");
+    r.table = EnergyTableFromJson(j.at("energy_table"), where + ": energy_table");
+    for (const auto& l : j.at("layers")) {
+      RunRow row;
+      row.name = l.at("name").get<std::string>();
+      row.macs = l.at("macs").get<int64_t>();
+      row.counters = CountersFromJson(l.at("counters"));
+      r.layers.push_back(row);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(where + ": not a tpusim run report with counters (" + e.what() + ")");
+  }
+  FinishRows(&r);
+  return r;
+}
+
+RunReport MergeRunReports(const std::vector<RunReport>& shards) {
+  if (shards.empty()) throw UsageError("no run reports to merge");
+  RunReport m = shards.front();
+  auto same = [&](const RunReport& s, const std::string& what, bool ok) {
+    if (!ok) {
+      throw UsageError(
+          fmt::format("slice {} differs from slice {} in its {}; merge only the "
+                      "slices of one run",
+                      s.shard, m.shard, what));
+    }
+  };
+  for (size_t k = 1; k < shards.size(); ++k) {
+    const RunReport& s = shards[k];
+    same(s, "model", s.model == m.model);
+    same(s, "engine", s.engine == m.engine);
+    same(s, "inputs", s.inputs == m.inputs);
+    same(s, "chip", s.config.ToJson() == m.config.ToJson());
+    same(s, "batch", s.batch == m.batch);
+    same(s, "checking", s.checked == m.checked && s.labelled == m.labelled);
+    same(s, "layers", s.layers.size() == m.layers.size());
+    for (size_t i = 0; i < s.layers.size(); ++i) {
+      same(s, "layers", s.layers[i].name == m.layers[i].name);
+      m.layers[i].macs += s.layers[i].macs;
+      m.layers[i].counters += s.layers[i].counters;
+    }
+    m.images += s.images;
+    m.correct += s.correct;
+    m.mismatches += s.mismatches;
+    m.wall_seconds += s.wall_seconds;
+  }
+  m.shard.clear();
+  m.first_input = 0;
+  FinishRows(&m);
+  return m;
 }
 
 nlohmann::json RunReportJson(const RunReport& r) {
@@ -91,6 +189,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
   nlohmann::json layers = nlohmann::json::array();
   for (const RunRow& row : r.layers) {
     layers.push_back({{"name", row.name},
+                      {"counters", CountersJson(row.counters)},
                       {"macs", row.macs},
                       {"cycles", row.Cycles()},
                       {"ops_per_cycle", row.OpsPerCycle()},
@@ -111,7 +210,10 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"engine", r.engine},
       {"images", r.images},
       {"batch", r.batch},
+      {"inputs", r.inputs},
+      {"labelled", r.labelled},
       {"plan", r.plan},
+      {"ub_rows", r.ub_rows},
       {"checked", r.checked},
       {"cycles", t.Cycles()},
       {"macs", t.macs},
@@ -132,8 +234,18 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"wall_seconds", r.wall_seconds},
       {"revision", kGitRevision}};
   j["topology"] = r.topology;
+  j["counters"] = CountersJson(t.counters);
+  j["correct"] = r.correct;
+  j["spilled"] = nlohmann::json::array();
+  for (const compiler::SpilledTensor& s : r.spilled)
+    j["spilled"].push_back(
+        {{"name", s.name}, {"bytes_per_image", s.bytes_per_image}, {"readers", s.readers}});
+  if (!r.shard.empty()) {
+    j["shard"] = r.shard;
+    j["first_input"] = r.first_input;
+  }
   if (r.checked && !r.topology) {
-    j["accuracy"] = r.Accuracy();
+    j["accuracy"] = r.labelled ? nlohmann::json(r.Accuracy()) : nlohmann::json(nullptr);
     j["bit_exact"] = r.mismatches == 0;
     j["mismatches"] = r.mismatches;
   } else if (r.checked) {
@@ -157,10 +269,12 @@ std::string FormatRunText(const RunReport& r) {
                         r.model, r.layers.size(), r.config.name, r.config.array_dim,
                         r.config.array_dim, r.config.clock_mhz, r.engine)
           : fmt::format(
-                "tpusim run: {} on {} ({} x {}, {} MHz), {} engine, {} test images in batches "
-                "of {}\n",
+                "tpusim run: {} on {} ({} x {}, {} MHz), {} engine, {} {}{} in batches of {}\n",
                 r.model, r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz,
-                r.engine, r.images, r.batch);
+                r.engine, r.images, r.inputs,
+                r.shard.empty() ? ""
+                                : fmt::format(" (slice {} from input {})", r.shard, r.first_input),
+                r.batch);
   if (!r.plan.empty()) s += "  plan       " + r.plan + "\n";
   if (r.topology && r.checked) {
     s += fmt::format(
@@ -168,9 +282,12 @@ std::string FormatRunText(const RunReport& r) {
         "{} layers differ)\n",
         r.mismatches == 0 ? "yes" : "NO", r.mismatches);
   } else if (r.checked) {
-    s += fmt::format("  accuracy   {:.2f} % ({} of {})\n", 100 * r.Accuracy(), r.correct, r.images);
+    if (r.labelled) {
+      s += fmt::format("  accuracy   {:.2f} % ({} of {})\n", 100 * r.Accuracy(), r.correct,
+                       r.images);
+    }
     s += fmt::format(
-        "  bit-exact  {} (int8 logits of every image against the CPU int8 "
+        "  bit-exact  {} (int8 outputs of every input against the CPU int8 "
         "reference; {} differ)\n",
         r.mismatches == 0 ? "yes" : "NO", r.mismatches);
   } else {

@@ -1,6 +1,8 @@
 // What `tpusim run` reports about a model run on the chip: a row per layer job and the
 // total (MACs, cycles, rates, mapping efficiency, stalls by reason, traffic, energy), as a
-// text table, JSON and CSV. The rows are built once here; the CLI only prints them.
+// text table, JSON and CSV. The rows are built once here; the CLI only prints them. The
+// JSON keeps every raw counter, so reports of slices of the inputs (run --shard) merge
+// into the report of the whole run (MergeRunReports).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -38,8 +40,14 @@ struct RunReport {
   EnergyTable table;
   int64_t images = 0;
   int batch = 0;
-  std::string plan;     // how the model was lowered (compiler::TpuRunResult::plan)
-  bool checked = true;  // values checked against the CPU int8 reference
+  std::string inputs;       // where the inputs came from ("test images", a file, synthetic)
+  bool labelled = true;     // the inputs had labels: accuracy is known
+  std::string shard;        // "I/K" for a slice of the inputs (run --shard); empty: all
+  int64_t first_input = 0;  // the slice's first input
+  std::string plan;         // how the model was lowered (compiler::TpuRunResult::plan)
+  std::vector<compiler::SpilledTensor> spilled;  // tensors the plan keeps in host memory
+  int64_t ub_rows = 0;                           // unified-buffer rows the whole-network plan uses
+  bool checked = true;                           // values checked against the CPU int8 reference
   // A topology file's layers with random data (compiler/topology.h), not a model: no
   // accuracy; `mismatches` counts layers whose outputs differ from the CPU reference.
   bool topology = false;
@@ -56,6 +64,14 @@ struct RunReport {
 RunReport BuildRunReport(const compiler::TpuRunResult& r, const std::string& model,
                          const std::string& engine, const config::TpuConfig& config,
                          const EnergyTable& table, int batch);
+// A report back from its JSON (RunReportJson's); throws UsageError naming `where` and the
+// field when something is missing or of the wrong type.
+RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where);
+// The report of slices of one run (run --shard I/K of the same model, inputs, chip, batch
+// and engine), as the single run would give it: counters, MACs, images, correct inputs and
+// mismatches summed layer by layer. Throws UsageError when the slices do not belong
+// together (naming what differs) or one is missing.
+RunReport MergeRunReports(const std::vector<RunReport>& shards);
 std::string FormatRunText(const RunReport& r);
 nlohmann::json RunReportJson(const RunReport& r);
 std::string RunReportCsv(const RunReport& r);

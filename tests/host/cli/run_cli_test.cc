@@ -130,7 +130,8 @@ TEST_F(RunCliTest, CompareTableHasCpuAndTpuRows) {
 }
 
 TEST_F(RunCliTest, BadInputsAreUsageErrors) {
-  ExpectError("run --batch 0", 2, "--images and --batch must be at least 1");
+  ExpectError("run --batch 0", 2, "--batch must be at least 1");
+  ExpectError("run --images 0", 2, "--images must be at least 1");
   ExpectError("run --config nosuch", 2, "unknown preset 'nosuch'");
   ExpectError("run --energy " + P("missing.json"), 2, "energy table");
   std::ofstream(P("bad.json")) << R"({"dram_pj": 1})";

@@ -101,9 +101,9 @@ std::string ImportErrorOf(const std::string& bytes) {
   return "";
 }
 
-std::string ImportError(const Graph& g) {
+std::string ImportError(const Graph& g, const std::string& dataset = "") {
   try {
-    Import(g);
+    ImportOnnxBytes(g.Bytes(), "test.onnx", {"", dataset});
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -233,7 +233,8 @@ TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {
   Graph ok;
   ok.Node("Relu", {"x"}, "y");  // Relu with nothing to fuse into
   ok.Output("y");
-  EXPECT_NE(ImportError(ok).find("node 'Relu_y' (Relu): Relu must directly follow a Conv"),
+  EXPECT_NE(ImportError(ok).find("node 'Relu_y' (Relu): Relu must follow a Conv, Gemm, MatMul or a "
+                                 "residual Add whose output nothing else reads"),
             std::string::npos)
       << ImportError(ok);
   Graph un;
@@ -260,11 +261,23 @@ TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {
   q.Node("QLinearConv", {"x"}, "y");
   q.Output("y");
   EXPECT_NE(ImportError(q).find("export the fp32 model"), std::string::npos) << ImportError(q);
+  // An MNIST model takes 1 x 32 x 32; other inputs are float-input models (dataset none).
   Graph size({1, 3, 28, 28});
-  size.Node("Flatten", {"x"}, "y");
+  size.Node("Flatten", {"x"}, "f");
+  size.Node("Gemm", {"f", size.Weights("G", {3 * 28 * 28, 4})}, "y");
   size.Output("y");
-  EXPECT_NE(ImportError(size).find("export the model for a 1 x 32 x 32 input"), std::string::npos)
-      << ImportError(size);
+  EXPECT_NE(ImportError(size, "mnist").find("export it for that input"), std::string::npos)
+      << ImportError(size, "mnist");
+  const nn::Model m = Import(size);
+  EXPECT_EQ(m.preprocess, "none");
+  EXPECT_EQ(m.dataset, "none");
+  Graph dynamic({1, 3, -1, 28});
+  dynamic.Node("Relu", {"x"}, "y");
+  dynamic.Output("y");
+  EXPECT_NE(ImportError(dynamic).find("input 'x' is 1 x 3 x ? x 28 (4 dimensions); tpusim imports "
+                                      "an N x C x H x W image batch with C, H and W fixed"),
+            std::string::npos)
+      << ImportError(dynamic);
 }
 
 TEST(OnnxImportTest, NonOnnxAndTruncatedFiles) {

@@ -1,0 +1,443 @@
+// Emitting a planned network's program (see graph_emitter.h).
+#include "host/compiler/graph_emitter.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "contract/tpu_contract.h"
+#include "host/isa/program_builder.h"
+
+namespace tpu::compiler {
+namespace {
+
+constexpr int64_t kMaxRows = hw::kOpdMatmulFirst.Max();  // rows in one transfer (16 bits)
+
+struct Range {
+  int64_t lo = 0, hi = 0;  // [lo, hi)
+  bool Overlaps(const Range& o) const { return lo < o.hi && o.lo < hi && lo < hi && o.lo < o.hi; }
+};
+
+// An activate waiting for the next pass's first matmul, and what it touches.
+struct Act {
+  int op = -1;
+  uint64_t acc = 0, ub = 0, rows = 0, set = 0, stride = 1;
+  bool relu = false;
+  isa::Pool pool = isa::Pool::kNone;
+  std::optional<isa::Residual> residual;
+  Range acc_rows, writes, reads;  // accumulator rows; unified-buffer rows written and read
+};
+
+// Where the rows of one tensor lie for the images the current group or band works on.
+struct View {
+  int64_t ub = -1;    // row of image `first`
+  int64_t first = 0;  // the first image it holds
+  int64_t pitch = 0;  // rows from one image to the next
+  int64_t lines = 0;  // pixel rows of the map it holds (a band: fewer than the map's)
+  int64_t line0 = 0;  // the map's pixel row it starts at
+  int64_t Row(int64_t image) const { return ub + (image - first) * pitch; }
+};
+
+class Emitter {
+ public:
+  Emitter(const LoweredGraph& g, const Plan& plan, const config::TpuConfig& c, int batch)
+      : g_(g), plan_(plan), c_(c), n_(c.array_dim), b_(batch), half_(c.acc_depth_rows / 2) {}
+
+  EmittedProgram Run() {
+    const int64_t sets = static_cast<int64_t>(g_.params.size()) / (int64_t{hw::kParamRows} * n_);
+    all_params_ = sets <= c_.param_sets;
+    if (all_params_) {
+      p_.ReadParams(plan_.params_addr, 0, static_cast<uint64_t>(sets));
+      Rec(-1);
+    }
+    for (size_t s = 0; s < plan_.segments.size(); ++s) Segment(static_cast<int>(s));
+    Flush();
+    p_.Halt();
+    Rec(-1);
+    EmittedProgram out;
+    out.program = p_.Take();
+    out.op_of = std::move(op_of_);
+    return out;
+  }
+
+ private:
+  // ---- bookkeeping
+
+  void Rec(int op) { op_of_.resize(p_.program().words.size(), op); }
+  const GraphTensor& T(int t) const { return g_.tensors[static_cast<size_t>(t)]; }
+  int64_t Tiles(int t) const { return T(t).T(n_); }
+
+  // Emits the waiting activates when an instruction about to be emitted touches what they
+  // do (reads: unified-buffer rows it reads; writes: rows it writes; acc: accumulator rows).
+  void Touch(const Range& reads, const Range& writes, const Range& acc = {}, int64_t set = -1) {
+    for (const Act& a : pending_) {
+      if (a.writes.Overlaps(reads) || a.writes.Overlaps(writes) || a.reads.Overlaps(writes) ||
+          a.acc_rows.Overlaps(acc) || static_cast<int64_t>(a.set) == set) {
+        Flush();
+        return;
+      }
+    }
+  }
+  void Flush() {
+    for (const Act& a : pending_) {
+      if (a.residual) p_.SetResidual(*a.residual);
+      p_.Activate(a.acc, a.ub, a.rows, a.set, a.relu, a.pool, a.stride, a.residual.has_value());
+      Rec(a.op);
+    }
+    pending_.clear();
+  }
+
+  // ---- host transfers
+
+  void ReadHost(uint64_t host, int64_t ub, int64_t rows, int op) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
+      const int64_t r = std::min(kMaxRows, rows - r0);
+      Touch({}, {ub + r0, ub + r0 + r});
+      p_.ReadHost(host + static_cast<uint64_t>(r0 * n_), static_cast<uint64_t>(ub + r0),
+                  static_cast<uint64_t>(r));
+      Rec(op);
+    }
+  }
+  void WriteHost(int64_t ub, uint64_t host, int64_t rows, int op) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
+      const int64_t r = std::min(kMaxRows, rows - r0);
+      Touch({ub + r0, ub + r0 + r}, {});
+      p_.WriteHost(static_cast<uint64_t>(ub + r0), host + static_cast<uint64_t>(r0 * n_),
+                   static_cast<uint64_t>(r));
+      Rec(op);
+    }
+  }
+  uint64_t HostRow(int t, int64_t image) const {
+    return plan_.places[static_cast<size_t>(t)].host_addr +
+           static_cast<uint64_t>(image * T(t).rows * n_);
+  }
+
+  // ---- parameter sets
+
+  // The parameter-set slot that holds set `set` (loaded now if it is not there).
+  uint64_t Slot(int64_t set, int op) {
+    if (all_params_) return static_cast<uint64_t>(set);
+    const auto it = slot_of_.find(set);
+    if (it != slot_of_.end()) return static_cast<uint64_t>(it->second);
+    const int64_t slot = next_slot_;
+    next_slot_ = (next_slot_ + 1) % c_.param_sets;
+    if (const auto old = set_in_.find(slot); old != set_in_.end()) slot_of_.erase(old->second);
+    Touch({}, {}, {}, slot);
+    p_.ReadParams(plan_.params_addr + static_cast<uint64_t>(set * hw::kParamRows * n_),
+                  static_cast<uint64_t>(slot), 1);
+    Rec(op);
+    slot_of_[set] = slot;
+    set_in_[slot] = set;
+    return static_cast<uint64_t>(slot);
+  }
+
+  // ---- segments and groups
+
+  void Segment(int s) {
+    const PlanSegment& seg = plan_.segments[static_cast<size_t>(s)];
+    if (seg.banded) return Banded(s);
+    const auto& staging = plan_.staging[static_cast<size_t>(s)];
+    auto stage = [&](int64_t g0, int buffer) {
+      const int64_t count = std::min<int64_t>(seg.group, b_ - g0);
+      for (const Staging& st : staging)
+        ReadHost(HostRow(st.tensor, g0), st.ub[buffer], count * T(st.tensor).rows, seg.first);
+    };
+    int buffer = 0;
+    if (!staging.empty()) stage(0, 0);
+    for (int64_t g0 = 0; g0 < b_; g0 += seg.group, buffer ^= 1) {
+      const int64_t count = std::min<int64_t>(seg.group, b_ - g0);
+      if (!staging.empty() && g0 + seg.group < b_) stage(g0 + seg.group, buffer ^ 1);
+      views_.clear();
+      for (const Staging& st : staging)
+        views_[st.tensor] = {st.ub[buffer], g0, T(st.tensor).rows, T(st.tensor).h, 0};
+      for (int i = seg.first; i < seg.end; ++i) {
+        Op(i, g0, count);
+        const int out = g_.ops[static_cast<size_t>(i)].output;
+        if (plan_.places[static_cast<size_t>(out)].host) {  // spilled, or the model's output
+          WriteHost(ViewOf(out).Row(g0), HostRow(out, g0), count * T(out).rows, i);
+        }
+      }
+    }
+  }
+
+  // Where tensor t's rows are for the current group: staged, or its own area.
+  View ViewOf(int t) const {
+    const auto it = views_.find(t);
+    if (it != views_.end()) return it->second;
+    const TensorPlace& place = plan_.places[static_cast<size_t>(t)];
+    const int64_t first = place.images >= b_ ? 0 : group0_;
+    return {place.ub, first, T(t).rows, T(t).h, 0};
+  }
+
+  // Operation i for images [g0, g0 + count).
+  void Op(int i, int64_t g0, int64_t count) {
+    group0_ = g0;
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const int64_t rows = op.rows, most = op.window.pooled ? half_ - half_ % 4 : half_;
+    if (rows <= most && !op.stacked) {  // whole images, as many per pass as the half holds
+      const int64_t per = std::max<int64_t>(1, most / rows);
+      for (int64_t j = 0; j < op.nt; ++j)
+        for (int64_t i0 = g0; i0 < g0 + count; i0 += per)
+          Pass(i, j, i0, std::min(per, g0 + count - i0), 0, rows);
+      return;
+    }
+    if (op.stacked) {  // one row per image: images in pieces of at most half the rows
+      for (int64_t j = 0; j < op.nt; ++j)
+        for (int64_t i0 = g0; i0 < g0 + count; i0 += most)
+          Pass(i, j, i0, std::min(most, g0 + count - i0), 0, 1);
+      return;
+    }
+    // An image's rows are more than half the accumulators hold: chunks of equal size, so an
+    // activate ends about when the next chunk's rows do.
+    const int64_t pieces = (rows + most - 1) / most;
+    int64_t chunk = (rows + pieces - 1) / pieces;
+    if (op.window.pooled) chunk = (chunk + 3) / 4 * 4;
+    for (int64_t j = 0; j < op.nt; ++j)
+      for (int64_t im = g0; im < g0 + count; ++im)
+        for (int64_t r0 = 0; r0 < rows; r0 += chunk)
+          Pass(i, j, im, 1, r0, std::min(chunk, rows - r0));
+  }
+
+  // The window of op over map view v (its lines), for images stacked or one at a time.
+  isa::WindowGeometry Window(const GraphOp& op, const View& v, int64_t stack, int64_t pad_top,
+                             int64_t out_h) const {
+    const GraphTensor& in = T(op.inputs[0]);
+    isa::WindowGeometry w = op.window;
+    w.in_h = static_cast<uint64_t>(stack * v.lines);
+    w.in_w = static_cast<uint64_t>(in.w);
+    w.pad_top = static_cast<uint64_t>(pad_top);
+    if (op.stacked) {  // one window per image: the images' maps on top of each other
+      w.stride_y = static_cast<uint64_t>(in.h);
+      w.out_h = static_cast<uint64_t>(stack);
+    } else {
+      w.out_h = static_cast<uint64_t>(out_h);
+    }
+    return w;
+  }
+
+  // One pass: output tile j of images [i0, i0 + count), accumulator rows [r0, r0 + rows) of
+  // each (window pixels, or pixels), through every term of tile j. `band` gives the window
+  // of a band (its lines, top padding, output rows) when the op runs in bands, and `first`
+  // where the band's first window pixel is in that window's walk.
+  void Pass(int i, int64_t j, int64_t i0, int64_t count, int64_t r0, int64_t rows,
+            const isa::WindowGeometry* band = nullptr, int64_t first_pixel = 0) {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const uint64_t acc = static_cast<uint64_t>((seq_ % 2) * half_);
+    const int64_t acc_rows = count * rows;
+    const auto& terms = op.terms[static_cast<size_t>(j)];
+    const std::vector<int64_t> reads = TileReads(terms);
+    const uint64_t slot = Slot(op.first_param + j, i);
+    bool first = true;
+    for (size_t k = 0; k < terms.size(); ++k) {
+      const OpTerm& t = terms[k];
+      if (reads[k] > 0) {  // the tiles of this term and the next ones, as one read
+        p_.ReadWeights(static_cast<uint64_t>(t.tile) * static_cast<uint64_t>(n_ * n_),
+                       static_cast<uint64_t>(reads[k]));
+        Rec(i);
+      }
+      const bool sw = t.tile != active_;
+      active_ = t.tile;
+      const isa::Acc mode = k == 0 ? isa::Acc::kOverwrite : op.acc;
+      const int in = op.inputs[static_cast<size_t>(t.input)];
+      const View v = ViewOf(in);
+      const GraphTensor& tt = T(in);
+      if (!t.window) {  // one row per pixel, tile column t.ktile, `T` rows apart
+        const int64_t step = Tiles(in);
+        const int64_t src = v.Row(i0) + r0 * step + t.ktile;
+        Matmul(
+            i, src, (acc_rows - 1) * step + 1,
+            [&] {
+              p_.Matmul(static_cast<uint64_t>(src), acc, static_cast<uint64_t>(acc_rows), sw, mode,
+                        static_cast<uint64_t>(step));
+            },
+            acc, acc_rows, &first);
+        continue;
+      }
+      const isa::WindowGeometry w =
+          band ? *band
+               : Window(op, v, op.stacked ? count : 1, static_cast<int64_t>(op.window.pad_top),
+                        static_cast<int64_t>(op.window.out_h));
+      SetWindow(w, i);
+      const int64_t map_rows = ((static_cast<int64_t>(w.in_h) * tt.w - 1) * tt.pixel_bytes +
+                                static_cast<int64_t>(w.channels) + n_ - 1) /
+                               n_;
+      const int64_t per = op.stacked ? 1 : count;
+      for (int64_t im = 0; im < per; ++im) {
+        const int64_t src = v.Row(i0 + im);
+        const int64_t n_rows = op.stacked ? count : rows;
+        Matmul(
+            i, src, map_rows,
+            [&] {
+              p_.MatmulWindow(static_cast<uint64_t>(src), acc + static_cast<uint64_t>(im * rows),
+                              static_cast<uint64_t>(n_rows),
+                              static_cast<uint64_t>(op.stacked ? 0 : first_pixel + r0),
+                              static_cast<uint64_t>(t.ktile), sw && im == 0, mode);
+            },
+            acc + static_cast<uint64_t>(im * rows), n_rows, &first);
+      }
+    }
+    QueueActivate(i, j, i0, count, r0, rows, acc, slot);
+    ++seq_;
+  }
+
+  // A matmul (emitted by `emit`) reading unified-buffer rows [src, src + span) into
+  // accumulator rows [acc, acc + rows); the waiting activates go after the pass's first.
+  template <typename F>
+  void Matmul(int op, int64_t src, int64_t span, F&& emit, uint64_t acc, int64_t rows,
+              bool* first) {
+    Touch({src, src + span}, {}, {static_cast<int64_t>(acc), static_cast<int64_t>(acc) + rows});
+    emit();
+    Rec(op);
+    if (*first) Flush();
+    *first = false;
+  }
+
+  void SetWindow(const isa::WindowGeometry& w, int op) {
+    if (window_ && *window_ == w) return;
+    p_.SetWindow(w);
+    Rec(op);
+    window_ = w;
+  }
+
+  // Where the pass reads its tiles: for each term, the tiles one read_weights brings from
+  // there (0: none starts there). A term whose tile is the one before it switches nothing and
+  // reads nothing; the others' tiles are read in runs that lie one after another in weight
+  // memory. Each read goes right before the matmuls that take its tiles, so that a read
+  // waiting for FIFO room never stands in front of the matmuls that would make it.
+  std::vector<int64_t> TileReads(const std::vector<OpTerm>& terms) const {
+    std::vector<int64_t> reads(terms.size(), 0);
+    int prev = active_;
+    size_t start = 0;
+    int64_t run = 0;
+    for (size_t k = 0; k < terms.size(); ++k) {
+      const int tile = terms[k].tile;
+      if (tile == prev) continue;
+      if (run > 0 && terms[start].tile + run == tile && run < kMaxRows) {
+        ++run;
+      } else {
+        if (run > 0) reads[start] = run;
+        start = k;
+        run = 1;
+      }
+      prev = tile;
+    }
+    if (run > 0) reads[start] = run;
+    return reads;
+  }
+
+  // The pass's activate: accumulator rows to output tile j of the images' output rows.
+  void QueueActivate(int i, int64_t j, int64_t i0, int64_t count, int64_t r0, int64_t rows,
+                     uint64_t acc, uint64_t slot) {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const int64_t tiles = Tiles(op.output), pooled = op.window.pooled ? 4 : 1;
+    const int64_t outs = count * rows / pooled, o0 = r0 / pooled;
+    const View out = ViewOf(op.output);
+    Act a;
+    a.op = i;
+    a.acc = acc;
+    a.ub = static_cast<uint64_t>(out.Row(i0) + o0 * tiles + j);
+    a.rows = static_cast<uint64_t>(count * rows);
+    a.set = slot;
+    a.stride = static_cast<uint64_t>(tiles);
+    a.relu = op.relu;
+    a.pool = op.pool;
+    a.acc_rows = {static_cast<int64_t>(acc), static_cast<int64_t>(acc) + count * rows};
+    a.writes = {static_cast<int64_t>(a.ub), static_cast<int64_t>(a.ub) + (outs - 1) * tiles + 1};
+    if (op.residual >= 0) {
+      isa::Residual r = op.residual_mul;
+      r.ub = static_cast<uint64_t>(ViewOf(op.residual).Row(i0) + o0 * tiles + j);
+      a.residual = r;
+      a.reads = {static_cast<int64_t>(r.ub), static_cast<int64_t>(r.ub) + (outs - 1) * tiles + 1};
+    }
+    pending_.push_back(a);
+  }
+
+  // ---- one operation in bands of output rows, every tensor staged through the buffer
+
+  bool Windowed(const GraphOp& op) const {
+    return op.kind == OpKind::kConv || op.kind == OpKind::kMaxPool;
+  }
+
+  void Banded(int s) {
+    const PlanSegment& seg = plan_.segments[static_cast<size_t>(s)];
+    const int i = seg.first;
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const GraphTensor& out = T(op.output);
+    const int64_t k = op.window.pooled ? 2 : 1;  // window rows (and columns) per output row
+    int buffer = 0;
+    for (int64_t im = 0; im < b_; ++im) {
+      for (int64_t y0 = 0; y0 < out.h; y0 += seg.band, buffer ^= 1) {
+        const int64_t y1 = std::min(out.h, y0 + seg.band);
+        views_.clear();
+        isa::WindowGeometry w = op.window;
+        int64_t first = 0;  // the band's first window pixel in the staged map's walk
+        for (const Staging& st : plan_.staging[static_cast<size_t>(s)]) {
+          const GraphTensor& t = T(st.tensor);
+          views_[st.tensor] = {st.ub[buffer], im, 0, 0, 0};
+          if (st.tensor == op.output) continue;
+          int64_t row0 = y0 * t.w * Tiles(st.tensor), rows = (y1 - y0) * t.w * Tiles(st.tensor);
+          if (st.tensor == op.inputs[0] && Windowed(op)) {
+            const int64_t sy = static_cast<int64_t>(op.window.stride_y);
+            const int64_t pt = static_cast<int64_t>(op.window.pad_top);
+            const int64_t kh = static_cast<int64_t>(op.window.kh);
+            if (t.packed) {  // the model's packed input: the whole map (planned so)
+              row0 = 0;
+              rows = t.rows;
+              w.in_h = static_cast<uint64_t>(t.h);
+              first = y0 * out.w * k * k;
+            } else {  // the lines the band's windows read, with the padding above them
+              const int64_t l0 = std::max<int64_t>(0, k * y0 * sy - pt);
+              const int64_t l1 = std::min<int64_t>(t.h, (k * y1 - 1) * sy - pt + kh);
+              row0 = l0 * t.w * Tiles(st.tensor);
+              rows = (l1 - l0) * t.w * Tiles(st.tensor);
+              w.in_h = static_cast<uint64_t>(l1 - l0);
+              w.pad_top = static_cast<uint64_t>(std::max<int64_t>(0, pt - k * y0 * sy));
+              w.out_h = static_cast<uint64_t>(k * (y1 - y0));
+            }
+            w.in_w = static_cast<uint64_t>(t.w);
+          }
+          ReadHost(HostRow(st.tensor, im) + static_cast<uint64_t>(row0 * n_), st.ub[buffer], rows,
+                   i);
+        }
+        const int64_t rows = (y1 - y0) * out.w * k * k;
+        const int64_t most = op.window.pooled ? half_ - half_ % 4 : half_;
+        const int64_t pieces = (rows + most - 1) / most;
+        int64_t chunk = (rows + pieces - 1) / pieces;
+        if (op.window.pooled) chunk = (chunk + 3) / 4 * 4;
+        for (int64_t j = 0; j < op.nt; ++j)
+          for (int64_t r0 = 0; r0 < rows; r0 += chunk)
+            Pass(i, j, im, 1, r0, std::min(chunk, rows - r0), Windowed(op) ? &w : nullptr, first);
+        const int64_t out_rows = (y1 - y0) * out.w * Tiles(op.output);
+        WriteHost(
+            views_[op.output].ub,
+            HostRow(op.output, im) + static_cast<uint64_t>(y0 * out.w * Tiles(op.output) * n_),
+            out_rows, i);
+      }
+    }
+  }
+
+  const LoweredGraph& g_;
+  const Plan& plan_;
+  const config::TpuConfig& c_;
+  const int64_t n_, b_, half_;
+  isa::ProgramBuilder p_;
+  std::vector<int32_t> op_of_;
+  std::vector<Act> pending_;
+  std::map<int, View> views_;                  // staged tensors of the current group or band
+  int64_t group0_ = 0;                         // the current group's first image
+  int64_t seq_ = 0;                            // passes so far (the accumulator half alternates)
+  int active_ = -1;                            // the weight tile in the array
+  std::optional<isa::WindowGeometry> window_;  // the window set last
+  bool all_params_ = true;
+  std::map<int64_t, int64_t> slot_of_, set_in_;  // parameter set <-> slot (when streamed)
+  int64_t next_slot_ = 0;
+};
+
+}  // namespace
+
+EmittedProgram EmitGraph(const LoweredGraph& graph, const Plan& plan,
+                         const config::TpuConfig& config, int batch) {
+  return Emitter(graph, plan, config, batch).Run();
+}
+
+}  // namespace tpu::compiler

@@ -1,0 +1,31 @@
+// The program of one batch for a planned network (docs/compiler.md, "Whole networks: the
+// schedule"): segment by segment, group by group, operation by operation, pass by pass.
+//
+// A pass streams the rows of one output tile of some images (or of a chunk of one image's
+// rows) through the terms of that tile into one half of the accumulators; its activates
+// wait until the next pass's first matmul has been emitted, so the VPU empties one half
+// while the matrix unit fills the other. Instructions issue in order and the controller
+// interlocks only see issued ones, so before any instruction that touches rows a waiting
+// activate reads or writes (unified buffer, accumulators or parameter set), the waiting
+// activates are emitted first.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "host/compiler/graph_lowering.h"
+#include "host/compiler/graph_plan.h"
+#include "host/config/tpu_config.h"
+#include "host/isa/isa.h"
+
+namespace tpu::compiler {
+
+struct EmittedProgram {
+  isa::Program program;
+  std::vector<int32_t> op_of;  // per instruction, the operation it belongs to (-1: none)
+};
+
+EmittedProgram EmitGraph(const LoweredGraph& graph, const Plan& plan,
+                         const config::TpuConfig& config, int batch);
+
+}  // namespace tpu::compiler

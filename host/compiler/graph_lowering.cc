@@ -1,0 +1,426 @@
+// Lowering a model graph to chip operations (see graph_lowering.h).
+#include "host/compiler/graph_lowering.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "contract/tpu_contract.h"
+#include "host/compiler/layer_compiler.h"
+#include "host/compiler/packing.h"
+#include "host/nn/int8_ops.h"
+
+namespace tpu::compiler {
+namespace {
+
+// What the window registers and the instruction word hold (contract/tpu_contract.toml).
+constexpr int64_t kWindowSize = hw::kOpdSetWindowInH.Max();  // map and output sides
+constexpr int64_t kWindowSmall = hw::kOpdSetWindowKh.Max();  // kernel, stride, padding
+constexpr int64_t kField16 = hw::kOpdMatmulFirst.Max();      // pixels, K-tiles, bytes
+
+class Lowering {
+ public:
+  Lowering(const nn::Model& m, int n) : m_(m), n_(n), consumers_(m.Consumers()) {}
+
+  LoweredGraph Run() {
+    GraphTensor in;
+    in.h = m_.input.h;
+    in.w = m_.input.w;
+    in.c = m_.input.c;
+    in.packed = true;
+    in.pixel_bytes = in.c;
+    in.rows = (in.Pixels() * in.c + n_ - 1) / n_;
+    in.nonnegative = m_.preprocess == "mnist32";
+    g_.tensors.push_back(in);
+    tensor_of_.assign(m_.layers.size(), -1);
+    for (size_t i = 0; i < m_.layers.size() && g_.why_not.empty(); ++i) Layer(static_cast<int>(i));
+    if (!g_.why_not.empty()) return std::move(g_);
+    g_.output = TensorOf(static_cast<int>(m_.layers.size()) - 1);
+    if (g_.tensors[static_cast<size_t>(g_.output)].packed)
+      No("the model computes nothing on the chip");
+    Border();
+    return std::move(g_);
+  }
+
+ private:
+  void No(const std::string& why) {
+    if (g_.why_not.empty()) g_.why_not = why;
+  }
+  const nn::Layer& L(int i) const { return m_.layers[static_cast<size_t>(i)]; }
+  int TensorOf(int layer) const {
+    return layer == nn::kModelInput ? 0 : tensor_of_[static_cast<size_t>(layer)];
+  }
+  const std::vector<int>& Readers(int layer) const {
+    return consumers_[layer == nn::kModelInput ? m_.layers.size() : static_cast<size_t>(layer)];
+  }
+  // The one layer that reads `layer`'s output, or -1.
+  int OnlyReader(int layer) const {
+    const std::vector<int>& r = Readers(layer);
+    return r.size() == 1 ? r[0] : -1;
+  }
+
+  int NewTensor(int64_t h, int64_t w, int64_t c, bool nonnegative) {
+    GraphTensor t;
+    t.h = h;
+    t.w = w;
+    t.c = c;
+    t.pixel_bytes = (c + n_ - 1) / n_ * n_;
+    t.rows = t.Pixels() * t.T(n_);
+    t.producer = static_cast<int>(g_.ops.size());
+    t.nonnegative = nonnegative;
+    g_.tensors.push_back(t);
+    return static_cast<int>(g_.tensors.size()) - 1;
+  }
+
+  // The index of weight tile `t` (N*N bytes), shared with an equal one seen before.
+  int Tile(const std::vector<uint8_t>& t) {
+    const auto it = tile_index_.find(t);
+    if (it != tile_index_.end()) return it->second;
+    g_.tiles.push_back(t);
+    return tile_index_[t] = static_cast<int>(g_.tiles.size()) - 1;
+  }
+  static bool Zero(const std::vector<uint8_t>& t) {
+    return std::all_of(t.begin(), t.end(), [](uint8_t v) { return v == 0; });
+  }
+
+  void Layer(int i) {
+    const nn::Layer& l = L(i);
+    switch (l.type) {
+      case nn::LayerType::kFlatten:
+        tensor_of_[static_cast<size_t>(i)] = TensorOf(l.inputs[0]);  // the same rows
+        return;
+      case nn::LayerType::kConv2d:
+      case nn::LayerType::kDense:
+        return Weighted(i, l);
+      case nn::LayerType::kAvgPool2d:
+        if (fused_.count(i)) return;
+        return Weighted(i, AveragePoolAsConv(l));
+      case nn::LayerType::kMaxPool2d:
+        if (fused_.count(i)) return;
+        return MaxPool(i);
+      case nn::LayerType::kAdd:
+        if (fused_.count(i)) return;
+        return Add(i);
+      case nn::LayerType::kConcat:
+        return Concat(i);
+    }
+  }
+
+  // A 2 x 2 pooling of stride 2 that only reads this convolution runs in its activate.
+  int FusablePool(int i) const {
+    const int r = OnlyReader(i);
+    if (r < 0 || L(i).type != nn::LayerType::kConv2d) return -1;
+    const nn::Layer& p = L(r);
+    const bool fits = p.IsPool() && !p.global_pool && !p.Padded() && p.pool_h == 2 &&
+                      p.pool_w == 2 && p.pool_stride == 2;
+    return fits ? r : -1;
+  }
+
+  // An add that only reads this layer (and a tensor computed before it) runs in its
+  // activate: the other input is the residual.
+  int FusableAdd(int i) const {
+    const int r = OnlyReader(i);
+    if (r < 0 || L(r).type != nn::LayerType::kAdd || L(r).inputs[0] == L(r).inputs[1]) return -1;
+    const int other = L(r).inputs[0] == i ? L(r).inputs[1] : L(r).inputs[0];
+    if (other > i) return -1;  // computed later: the add fuses into that one instead
+    const int t = TensorOf(other);
+    return t > 0 && !g_.tensors[static_cast<size_t>(t)].packed ? r : -1;
+  }
+
+  // Fills the window of `op` for a kh x kw kernel over `in` (the emitter adds the map's
+  // size per image or stack of images).
+  void SetWindow(GraphOp* op, const GraphTensor& in, int64_t kh, int64_t kw, int64_t stride,
+                 int64_t pad_top, int64_t pad_left, int64_t out_h, int64_t out_w,
+                 int64_t channels) {
+    isa::WindowGeometry& g = op->window;
+    g.channels = static_cast<uint64_t>(channels);
+    g.pixel_bytes = static_cast<uint64_t>(in.pixel_bytes);
+    g.kh = static_cast<uint64_t>(kh);
+    g.kw = static_cast<uint64_t>(kw);
+    g.stride_y = g.stride_x = static_cast<uint64_t>(stride);
+    g.pad_top = static_cast<uint64_t>(pad_top);
+    g.pad_left = static_cast<uint64_t>(pad_left);
+    g.out_h = static_cast<uint64_t>(out_h);
+    g.out_w = static_cast<uint64_t>(out_w);
+    if (kh > kWindowSmall || kw > kWindowSmall || stride > kWindowSmall || pad_top >= kh ||
+        pad_left >= kw || in.h > kWindowSize || in.w > kWindowSize || out_h > kWindowSize ||
+        out_w > kWindowSize || channels > kField16 || in.pixel_bytes > kField16 ||
+        (kh * kw * channels + n_ - 1) / n_ > kField16 + 1 || op->rows > kField16 + 1 ||
+        (out_h - 1) * stride > in.h - 1 + pad_top || (out_w - 1) * stride > in.w - 1 + pad_left) {
+      No(
+          fmt::format("layer '{}' does not fit the window registers (kernels and strides up to "
+                      "{}, maps up to {} pixels a side, {} pixels per image)",
+                      op->name, kWindowSmall, kWindowSize, kField16 + 1));
+    }
+  }
+
+  // A conv or dense layer (or an average pooling as its convolution).
+  void Weighted(int i, const nn::Layer& l) {
+    GraphOp op;
+    op.kind = l.type == nn::LayerType::kDense ? OpKind::kDense : OpKind::kConv;
+    op.name = l.name;
+    op.layers = {i};
+    const int in_t = TensorOf(l.inputs[0]);
+    const GraphTensor in = g_.tensors[static_cast<size_t>(in_t)];
+    op.inputs = {in_t};
+    op.relu = nn::ClampsAtZero(l.activation);
+    const int pool = FusablePool(i);
+    const int add = pool < 0 ? FusableAdd(i) : -1;
+    int64_t out_h = l.out.h, out_w = l.out.w, kt = 0;
+    if (op.kind == OpKind::kConv) {
+      if (pool >= 0) {
+        const nn::Layer& p = L(pool);
+        op.name += "+" + p.name;
+        op.layers.push_back(pool);
+        op.pool = p.type == nn::LayerType::kMaxPool2d ? isa::Pool::kMax : isa::Pool::kAvg;
+        op.window.pooled = true;
+        fused_[pool] = true;
+        out_h = p.out.h;
+        out_w = p.out.w;
+      }
+      const int64_t wh = op.window.pooled ? 2 * out_h : out_h,
+                    ww = op.window.pooled ? 2 * out_w : out_w;
+      op.stacked = wh == 1 && ww == 1 && l.kernel_h == in.h && l.kernel_w == in.w;
+      op.rows = wh * ww;
+      SetWindow(&op, in, l.kernel_h, l.kernel_w, l.stride, l.pad_top, l.pad_left, wh, ww, in.c);
+      kt = (int64_t{l.kernel_h} * l.kernel_w * in.c + n_ - 1) / n_;
+    } else if (in.Pixels() > 1 || in.packed) {  // a dense layer over a map: one window
+      op.stacked = !in.packed || in.rows * n_ == in.Pixels() * in.c;
+      op.rows = 1;
+      SetWindow(&op, in, in.h, in.w, 1, 0, 0, 1, 1, in.c);
+      kt = (in.Pixels() * in.c + n_ - 1) / n_;
+    } else {  // a dense layer over a vector: tile column kb of each image's row(s)
+      op.rows = 1;
+      kt = in.T(n_);
+    }
+    const bool window = op.kind == OpKind::kConv || in.Pixels() > 1 || in.packed;
+    op.macs = UsefulMacsPerImage(l, op.rows);
+    op.nt = (l.out.c + n_ - 1) / n_;
+    const int64_t k = window ? (op.kind == OpKind::kConv ? int64_t{l.kernel_h} * l.kernel_w * in.c
+                                                         : in.Pixels() * in.c)
+                             : l.in.c;
+    const std::vector<uint8_t> packed = PackWeightTiles(l.q.weights.data.data(), k, l.out.c, n_);
+    const size_t nn2 = static_cast<size_t>(n_) * n_;
+    op.terms.resize(static_cast<size_t>(op.nt));
+    for (int64_t j = 0; j < op.nt; ++j) {
+      for (int64_t kb = 0; kb < kt; ++kb) {
+        const auto at = packed.begin() + static_cast<std::ptrdiff_t>((j * kt + kb) * nn2);
+        const std::vector<uint8_t> tile(at, at + static_cast<std::ptrdiff_t>(nn2));
+        // A tile of zeros adds nothing (a depthwise layer's off-diagonal blocks): skipped,
+        // unless the whole column is zeros (then one term overwrites the accumulators).
+        if (Zero(tile) && !(kb == kt - 1 && op.terms[static_cast<size_t>(j)].empty())) continue;
+        op.terms[static_cast<size_t>(j)].push_back({0, window, kb, Tile(tile)});
+      }
+    }
+    Params(op, l.q.bias.data, l.q.multiplier, l.q.shift, l.out.c);
+    bool nonneg = op.relu;
+    int64_t oc = l.out.c;
+    if (add >= 0) Fuse(&op, i, add, &nonneg, &oc);
+    op.output = NewTensor(out_h, out_w, oc, nonneg);
+    Finish(std::move(op), i, pool, add);
+  }
+
+  // The add `add` runs in op's activate: op's value times mul_a plus the other input's.
+  void Fuse(GraphOp* op, int i, int add, bool* nonneg, int64_t* c) {
+    const nn::Layer& a = L(add);
+    const int k = a.inputs[0] == i ? 0 : 1;  // which input of the add this layer is
+    op->name += "+" + a.name;
+    op->layers.push_back(add);
+    op->residual = TensorOf(a.inputs[1 - k]);
+    op->residual_mul.mul_a = static_cast<uint64_t>(a.q.multiplier[static_cast<size_t>(k)]);
+    op->residual_mul.mul_b = static_cast<uint64_t>(a.q.multiplier[static_cast<size_t>(1 - k)]);
+    op->residual_mul.shift = static_cast<uint64_t>(a.q.shift[0]);
+    op->residual_mul.relu = nn::ClampsAtZero(a.activation);
+    *nonneg = op->residual_mul.relu;
+    *c = a.out.c;
+    fused_[add] = true;
+  }
+
+  void Finish(GraphOp op, int i, int pool, int add) {
+    const int out = op.output;
+    for (int t : op.inputs)
+      g_.tensors[static_cast<size_t>(t)].readers.push_back(static_cast<int>(g_.ops.size()));
+    if (op.residual >= 0)
+      g_.tensors[static_cast<size_t>(op.residual)].readers.push_back(
+          static_cast<int>(g_.ops.size()));
+    g_.ops.push_back(std::move(op));
+    tensor_of_[static_cast<size_t>(i)] = out;
+    if (pool >= 0) tensor_of_[static_cast<size_t>(pool)] = out;
+    if (add >= 0) tensor_of_[static_cast<size_t>(add)] = out;
+  }
+
+  void Params(GraphOp& op, const std::vector<int32_t>& bias, const std::vector<int32_t>& mult,
+              const std::vector<int32_t>& shift, int64_t channels) {
+    op.first_param =
+        static_cast<int>(g_.params.size() / (static_cast<size_t>(hw::kParamRows) * n_));
+    const std::vector<uint8_t> p =
+        PackParamSets(bias.data(), mult.data(), shift.data(), channels, n_);
+    g_.params.insert(g_.params.end(), p.begin(), p.end());
+  }
+  // Parameter sets that give each value back (bias 0, multiplier 2^30, shift 30).
+  void IdentityParams(GraphOp& op, int64_t channels) {
+    const auto c = static_cast<size_t>(channels);
+    Params(op, std::vector<int32_t>(c, 0), std::vector<int32_t>(c, int32_t{1} << 30),
+           std::vector<int32_t>(c, 30), channels);
+  }
+  // The tile that maps input lane r to output lane r - shift for r in [lo, hi).
+  int ShiftTile(int64_t lo, int64_t hi, int64_t shift) {
+    std::vector<uint8_t> t(static_cast<size_t>(n_) * n_, 0);
+    for (int64_t r = lo; r < hi; ++r) t[static_cast<size_t>(r * n_ + r - shift)] = 1;
+    return Tile(t);
+  }
+
+  // Max pooling: for each tap, the window stage reads that tap's tile of every pixel
+  // (channels = the whole T x N-byte pixel, so each K-tile is one tap's tile), and the
+  // accumulators keep the maximum (matmul max) through the identity tile.
+  void MaxPool(int i) {
+    const nn::Layer& l = L(i);
+    const int in_t = TensorOf(l.inputs[0]);
+    const GraphTensor in = g_.tensors[static_cast<size_t>(in_t)];
+    GraphOp op;
+    op.kind = OpKind::kMaxPool;
+    op.name = l.name;
+    op.layers = {i};
+    op.inputs = {in_t};
+    op.acc = isa::Acc::kMax;
+    if (in.packed) {
+      No("max pooling '" + l.name +
+         "' reads the model's input directly; the chip pools maps "
+         "that an operation wrote");
+      return;
+    }
+    const int64_t t = in.T(n_);
+    op.rows = int64_t{l.out.h} * l.out.w;
+    op.nt = t;
+    SetWindow(&op, in, l.pool_h, l.pool_w, l.pool_stride, l.pad_top, l.pad_left, l.out.h, l.out.w,
+              in.pixel_bytes);
+    op.window.pad_min = l.Padded() && !in.nonnegative;
+    const int id = ShiftTile(0, n_, 0);
+    op.terms.resize(static_cast<size_t>(t));
+    for (int64_t j = 0; j < t; ++j)
+      for (int64_t tap = 0; tap < int64_t{l.pool_h} * l.pool_w; ++tap)
+        op.terms[static_cast<size_t>(j)].push_back({0, true, tap * t + j, id});
+    op.macs = op.rows * l.out.c * l.pool_h * l.pool_w;
+    IdentityParams(op, l.out.c);
+    op.output = NewTensor(l.out.h, l.out.w, l.out.c, in.nonnegative);
+    Finish(std::move(op), i, -1, -1);
+  }
+
+  // An add of two tensors that no single layer's activate can take: the first through the
+  // identity tile, the second as the residual.
+  void Add(int i) {
+    const nn::Layer& l = L(i);
+    GraphOp op;
+    op.kind = OpKind::kAdd;
+    op.name = l.name;
+    op.layers = {i};
+    const int a = TensorOf(l.inputs[0]), b = TensorOf(l.inputs[1]);
+    if (g_.tensors[static_cast<size_t>(a)].packed || g_.tensors[static_cast<size_t>(b)].packed) {
+      No("add '" + l.name +
+         "' reads the model's input directly; the chip adds maps that an "
+         "operation wrote");
+      return;
+    }
+    const GraphTensor in = g_.tensors[static_cast<size_t>(a)];
+    op.inputs = {a};
+    op.residual = b;
+    op.residual_mul = {0, static_cast<uint64_t>(l.q.multiplier[0]),
+                       static_cast<uint64_t>(l.q.multiplier[1]),
+                       static_cast<uint64_t>(l.q.shift[0]), nn::ClampsAtZero(l.activation)};
+    op.rows = in.Pixels();
+    op.nt = in.T(n_);
+    const int id = ShiftTile(0, n_, 0);
+    op.terms.resize(static_cast<size_t>(op.nt));
+    for (int64_t j = 0; j < op.nt; ++j)
+      op.terms[static_cast<size_t>(j)].push_back({0, false, j, id});
+    op.macs = in.Pixels() * in.c;
+    IdentityParams(op, in.c);
+    op.output = NewTensor(in.h, in.w, in.c, op.residual_mul.relu);
+    Finish(std::move(op), i, -1, -1);
+  }
+
+  // A concatenation of channels: each output tile gathers the lanes of the input tiles it
+  // holds through tiles that move lanes (weights 1), and the VPU requantizes each lane with
+  // its input's multiplier and shift.
+  void Concat(int i) {
+    const nn::Layer& l = L(i);
+    GraphOp op;
+    op.kind = OpKind::kConcat;
+    op.name = l.name;
+    op.layers = {i};
+    const GraphTensor& first = g_.tensors[static_cast<size_t>(TensorOf(l.inputs[0]))];
+    op.rows = first.Pixels();
+    op.nt = (l.out.c + n_ - 1) / n_;
+    op.terms.resize(static_cast<size_t>(op.nt));
+    std::vector<int32_t> bias(static_cast<size_t>(l.out.c), 0), mult(bias.size()),
+        shift(bias.size());
+    bool nonneg = true;
+    int64_t c0 = 0;
+    for (size_t k = 0; k < l.inputs.size(); ++k) {
+      const int t = TensorOf(l.inputs[k]);
+      const GraphTensor in = g_.tensors[static_cast<size_t>(t)];
+      if (in.packed) {
+        No("concat '" + l.name + "' reads the model's input directly");
+        return;
+      }
+      nonneg = nonneg && in.nonnegative;
+      op.inputs.push_back(t);
+      for (int64_t ch = 0; ch < in.c; ++ch) {
+        mult[static_cast<size_t>(c0 + ch)] = l.q.multiplier[k];
+        shift[static_cast<size_t>(c0 + ch)] = l.q.shift[k];
+      }
+      // Input tile s holds channels c0 + s*N .. of the output; it lands in output tiles
+      // (c0 + s*N) / N and the next.
+      for (int64_t s = 0; s < in.T(n_); ++s) {
+        const int64_t lo = c0 + s * n_, hi = c0 + std::min<int64_t>((s + 1) * n_, in.c);
+        for (int64_t j = lo / n_; j <= (hi - 1) / n_; ++j) {
+          const int64_t a = std::max(lo, j * n_) - lo, b = std::min(hi, (j + 1) * n_) - lo;
+          // Lane r of input tile s is output channel lo + r, lane lo + r - j*N of tile j.
+          op.terms[static_cast<size_t>(j)].push_back(
+              {static_cast<int>(k), false, s, ShiftTile(a, b, j * n_ - lo)});
+        }
+      }
+      c0 += in.c;
+    }
+    op.macs = op.rows * l.out.c;
+    Params(op, bias, mult, shift, l.out.c);
+    op.output = NewTensor(first.h, first.w, l.out.c, nonneg);
+    Finish(std::move(op), i, -1, -1);
+  }
+
+  // The 2-pixel zero border of mnist32 becomes padding of the first convolution where its
+  // window allows it: the only reader of the input, padding smaller than the kernel, every
+  // window starting inside the map.
+  void Border() {
+    GraphTensor& in = g_.tensors[0];
+    if (m_.preprocess != "mnist32" || in.readers.size() != 1 || in.h != 32 || in.w != 32) return;
+    GraphOp& op = g_.ops[static_cast<size_t>(in.readers[0])];
+    isa::WindowGeometry& w = op.window;
+    if (op.kind != OpKind::kConv || op.stacked) return;
+    if (w.pad_top + 2 < w.kh && w.pad_left + 2 < w.kw &&
+        (w.out_h - 1) * w.stride_y <= 28 - 1 + w.pad_top + 2 &&
+        (w.out_w - 1) * w.stride_x <= 28 - 1 + w.pad_left + 2) {
+      g_.border = 2;
+      in.h = in.w = 28;
+      in.rows = (in.Pixels() * in.c + n_ - 1) / n_;
+      w.pad_top += 2;
+      w.pad_left += 2;
+    }
+  }
+
+  const nn::Model& m_;
+  const int n_;
+  const std::vector<std::vector<int>> consumers_;
+  LoweredGraph g_;
+  std::vector<int> tensor_of_;  // per layer, the tensor holding its output
+  std::map<int, bool> fused_;   // layers that run inside another layer's operation
+  std::map<std::vector<uint8_t>, int> tile_index_;
+};
+
+}  // namespace
+
+LoweredGraph LowerGraph(const nn::Model& model, int n) { return Lowering(model, n).Run(); }
+
+}  // namespace tpu::compiler

@@ -1,0 +1,375 @@
+// Planning a lowered network on a chip (see graph_plan.h).
+#include "host/compiler/graph_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "contract/tpu_contract.h"
+
+namespace tpu::compiler {
+namespace {
+
+constexpr double kInfinite = std::numeric_limits<double>::infinity();
+
+// The segments of one mode, found by dynamic programming.
+struct Segmentation {
+  std::vector<PlanSegment> segments;
+  double cost = kInfinite;
+};
+
+class Planner {
+ public:
+  Planner(const LoweredGraph& g, const config::TpuConfig& c, int batch)
+      : g_(g), c_(c), n_(c.array_dim), b_(batch), ops_(static_cast<int>(g.ops.size())) {
+    last_.assign(g.tensors.size(), -1);
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+      for (int r : g.tensors[t].readers) last_[t] = std::max(last_[t], r);
+    last_[static_cast<size_t>(g.output)] = ops_;  // written to host memory at the end
+    for (int64_t k = 1; k <= b_; ++k) {
+      const int64_t group = (b_ + k - 1) / k;
+      if (groups_.empty() || groups_.back() != group) groups_.push_back(group);
+    }
+    for (int i = 0; i < ops_; ++i) {
+      const GraphOp& op = g.ops[static_cast<size_t>(i)];
+      int64_t terms = 0, tiles = 0;
+      for (const auto& ts : op.terms) {
+        terms += static_cast<int64_t>(ts.size());
+        int prev = -1;
+        for (const OpTerm& t : ts) tiles += t.tile != prev, prev = t.tile;
+      }
+      stream_.push_back(static_cast<double>(op.rows * terms));
+      const double tile =
+          std::max<double>(n_, static_cast<double>(n_) * n_ / c.weight_mem_bytes_per_cycle);
+      wload_.push_back(static_cast<double>(tiles) * tile);
+      wbytes_.push_back(static_cast<double>(tiles) * n_ * n_);
+    }
+  }
+
+  Plan Run() {
+    Plan p;
+    Segmentation ub = Segment(/*spill=*/false), host = Segment(/*spill=*/true);
+    p.spill = !(ub.cost <= host.cost);
+    p.segments = p.spill ? host.segments : ub.segments;
+    if ((p.spill ? host.cost : ub.cost) == kInfinite) {
+      p.why_not = why_not_.empty() ? "the network does not fit the unified buffer" : why_not_;
+      return p;
+    }
+    for (int tries = 0; tries < 64; ++tries) {
+      if (Allocate(&p)) return Layout(std::move(p));
+      // Fragmentation: a smaller group for the segment that did not fit.
+      PlanSegment& s = p.segments[static_cast<size_t>(failed_)];
+      if (s.banded || s.group == 1) break;
+      s.group =
+          *std::find_if(groups_.begin(), groups_.end(), [&](int64_t x) { return x < s.group; });
+    }
+    p.why_not = fmt::format(
+        "the unified buffer ({} rows) cannot hold what operation '{}' needs", c_.ub_depth_rows,
+        g_.ops[static_cast<size_t>(p.segments[static_cast<size_t>(failed_)].first)].name);
+    return p;
+  }
+
+ private:
+  int64_t Rows(int t) const { return g_.tensors[static_cast<size_t>(t)].rows; }
+  int Producer(int t) const { return g_.tensors[static_cast<size_t>(t)].producer; }
+  // Tensors produced before position q and read at or after it (not the model's input).
+  std::vector<int> Cross(int q) const {
+    std::vector<int> out;
+    for (size_t t = 1; t < g_.tensors.size(); ++t)
+      if (Producer(static_cast<int>(t)) < q && last_[t] >= q && Producer(static_cast<int>(t)) >= 0)
+        out.push_back(static_cast<int>(t));
+    return out;
+  }
+  // The tensors operation i reads.
+  std::vector<int> Reads(int i) const {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    std::vector<int> r = op.inputs;
+    if (op.residual >= 0) r.push_back(op.residual);
+    return r;
+  }
+
+  // The tensors from before p (or the model's input) that operations [p, q) read.
+  std::set<int> Outside(int p, int q) const {
+    std::set<int> outside;
+    for (int i = p; i < q; ++i)
+      for (int t : Reads(i))
+        if (t == 0 || Producer(t) < p) outside.insert(t);
+    return outside;
+  }
+
+  // Unified-buffer rows segment [p, q) needs for groups of g: B-image crossing tensors (or
+  // staging areas for them when spilled), and the group's own tensors at their peak.
+  int64_t Need(int p, int q, int64_t g, bool spill) const {
+    int64_t need = 0;
+    for (int t : Outside(p, q)) {
+      if (t == 0 || spill) need += 2 * g * Rows(t);  // staged per group, double-buffered
+    }
+    if (!spill) {
+      std::set<int> crossing;
+      for (int q2 : {p, q})
+        if (q2 > 0 && q2 < ops_)
+          for (int t : Cross(q2)) crossing.insert(t);
+      for (int t : crossing) need += b_ * Rows(t);
+    }
+    int64_t peak = 0;
+    for (int i = p; i < q; ++i) {
+      int64_t live = 0;
+      for (int j = p; j <= i; ++j) {
+        const int t = g_.ops[static_cast<size_t>(j)].output;
+        const bool leaves = last_[static_cast<size_t>(t)] >= q;
+        if (leaves && !spill && t != g_.output) continue;  // a B-image crossing tensor
+        if (leaves || last_[static_cast<size_t>(t)] >= i) live += Rows(t);
+      }
+      peak = std::max(peak, live);
+    }
+    return need + g * peak;
+  }
+
+  double Cost(int p, int q, int64_t g, bool spill) const {
+    double cost = 0;
+    const double groups = static_cast<double>((b_ + g - 1) / g);
+    // Cycles: each operation streams its rows or reads its weights once per group, whichever
+    // takes longer; and, to choose between plans of equal time, a hundredth of a cycle per
+    // byte read from weight memory (energy).
+    for (int i = p; i < q; ++i) {
+      cost +=
+          std::max(b_ * stream_[static_cast<size_t>(i)], groups * wload_[static_cast<size_t>(i)]);
+      cost += 0.01 * groups * wbytes_[static_cast<size_t>(i)];
+    }
+    if (spill) {
+      double bytes = 0;
+      for (int t : Outside(p, q))
+        if (t != 0) bytes += static_cast<double>(Rows(t));  // read in
+      for (int t : Cross(q))
+        if (Producer(t) >= p) bytes += static_cast<double>(Rows(t));  // written out
+      cost += bytes * b_ * n_ / c_.host_mem_bytes_per_cycle;
+    }
+    return cost;
+  }
+
+  // Output rows per band so that one op's band (double-buffered staging of its inputs,
+  // residual and output) fits the unified buffer; 0 when not even one row does.
+  int64_t Band(int i) const {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const GraphTensor& out = g_.tensors[static_cast<size_t>(op.output)];
+    if (op.stacked || op.kind == OpKind::kDense) return 0;
+    for (int64_t band = out.h; band >= 1; band = band > 1 ? (band + 1) / 2 : 0) {
+      int64_t rows = 2 * band * out.w * out.T(n_);
+      for (int t : Reads(i)) rows += 2 * BandRows(op, band, t);
+      if (rows <= c_.ub_depth_rows) return band;
+    }
+    return 0;
+  }
+
+  Segmentation Segment(bool spill) {
+    std::vector<double> f(static_cast<size_t>(ops_) + 1, kInfinite);
+    std::vector<PlanSegment> choice(static_cast<size_t>(ops_) + 1);
+    f[0] = 0;
+    for (int q = 1; q <= ops_; ++q) {
+      for (int p = q - 1; p >= 0; --p) {
+        if (f[static_cast<size_t>(p)] == kInfinite) continue;
+        bool any = false;
+        for (int64_t g : groups_) {
+          if (Need(p, q, g, spill) > c_.ub_depth_rows) continue;
+          any = true;
+          // (A segment costs a cycle more: of equal plans, the one with fewer segments.)
+          const double cost = f[static_cast<size_t>(p)] + Cost(p, q, g, spill) + 1;
+          if (cost < f[static_cast<size_t>(q)]) {
+            f[static_cast<size_t>(q)] = cost;
+            choice[static_cast<size_t>(q)] = {p, q, g, false, 0};
+          }
+          break;  // the largest group that fits (smaller ones only cost more)
+        }
+        if (!any && q == p + 1 && spill) {  // one operation: bands of output rows
+          const int64_t band = Band(p);
+          if (band == 0) {
+            why_not_ = fmt::format("not even one output row of '{}' fits the unified buffer",
+                                   g_.ops[static_cast<size_t>(p)].name);
+            continue;
+          }
+          const double cost = f[static_cast<size_t>(p)] + Cost(p, q, 1, true) +
+                              static_cast<double>(b_ - 1) * wload_[static_cast<size_t>(p)];
+          if (cost < f[static_cast<size_t>(q)]) {
+            f[static_cast<size_t>(q)] = cost;
+            choice[static_cast<size_t>(q)] = {p, q, 1, true, band};
+          }
+        }
+      }
+    }
+    Segmentation s;
+    s.cost = f[static_cast<size_t>(ops_)];
+    if (s.cost == kInfinite) return s;
+    for (int q = ops_; q > 0; q = choice[static_cast<size_t>(q)].first)
+      s.segments.insert(s.segments.begin(), choice[static_cast<size_t>(q)]);
+    return s;
+  }
+
+  // ---- unified-buffer allocation: first fit over lifetimes (operation indices)
+
+  struct Request {
+    int64_t start = 0, end = 0, rows = 0;  // alive for operations [start, end]
+    int64_t* where = nullptr;              // the row it gets
+    int segment = 0;
+  };
+
+  bool Allocate(Plan* p) {
+    const size_t nt = g_.tensors.size();
+    p->places.assign(nt, TensorPlace{});
+    p->staging.assign(p->segments.size(), {});
+    std::vector<int> seg_of(static_cast<size_t>(ops_));
+    for (size_t s = 0; s < p->segments.size(); ++s)
+      for (int i = p->segments[s].first; i < p->segments[s].end; ++i)
+        seg_of[static_cast<size_t>(i)] = static_cast<int>(s);
+    std::vector<Request> reqs;
+    p->places[0].host = true;  // the model's input
+    p->places[static_cast<size_t>(g_.output)].host = true;
+    for (size_t t = 1; t < nt; ++t) {
+      const int prod = Producer(static_cast<int>(t));
+      const PlanSegment& ps = p->segments[static_cast<size_t>(seg_of[static_cast<size_t>(prod)])];
+      const int64_t last = std::min<int64_t>(last_[t], ops_ - 1);
+      const bool crosses = last_[t] >= ps.end;
+      TensorPlace& place = p->places[t];
+      if (crosses && p->spill) place.host = true;
+      if (ps.banded) continue;  // staged band by band
+      if (crosses && !p->spill && static_cast<int>(t) != g_.output) {
+        place.images = b_;
+        reqs.push_back(
+            {ps.first, p->segments[static_cast<size_t>(seg_of[static_cast<size_t>(last)])].end - 1,
+             b_ * Rows(static_cast<int>(t)), &place.ub, seg_of[static_cast<size_t>(prod)]});
+      } else {
+        place.images = ps.group;
+        const int64_t end = crosses ? ps.end - 1 : last;
+        reqs.push_back({prod, end, ps.group * Rows(static_cast<int>(t)), &place.ub,
+                        seg_of[static_cast<size_t>(prod)]});
+      }
+    }
+    StagingRequests(p, &reqs);
+    return FirstFit(p, &reqs);
+  }
+
+  // The staging areas: host tensors each segment reads (a group of images, or bands), and
+  // a banded operation's output bands.
+  void StagingRequests(Plan* p, std::vector<Request>* reqs) {
+    for (size_t s = 0; s < p->segments.size(); ++s) {
+      const PlanSegment& seg = p->segments[s];
+      std::set<int> outside;
+      for (int i = seg.first; i < seg.end; ++i)
+        for (int t : Reads(i))
+          if (p->places[static_cast<size_t>(t)].host && (t == 0 || Producer(t) < seg.first))
+            outside.insert(t);
+      if (seg.banded) outside.insert(g_.ops[static_cast<size_t>(seg.first)].output);
+      for (int t : outside) {
+        Staging st;
+        st.tensor = t;
+        st.rows = seg.banded ? BandRows(g_.ops[static_cast<size_t>(seg.first)], seg.band, t)
+                             : seg.group * Rows(t);
+        p->staging[s].push_back(st);
+      }
+    }
+    for (size_t s = 0; s < p->segments.size(); ++s)
+      for (Staging& st : p->staging[s])
+        for (int k = 0; k < 2; ++k)
+          reqs->push_back({p->segments[s].first, p->segments[s].end - 1, st.rows, &st.ub[k],
+                           static_cast<int>(s)});
+  }
+
+  // Rows of one band of `band` output rows of tensor t for op: an input's lines with their
+  // halo (the packed model input: all of it), the band's own pixels otherwise.
+  int64_t BandRows(const GraphOp& op, int64_t band, int t) const {
+    const GraphTensor& tt = g_.tensors[static_cast<size_t>(t)];
+    if (tt.packed) return tt.rows;
+    int64_t lines = band;
+    if (t == op.inputs[0] && (op.kind == OpKind::kConv || op.kind == OpKind::kMaxPool)) {
+      const int64_t k = op.window.pooled ? 2 : 1;
+      lines = std::min<int64_t>(tt.h, (k * band - 1) * static_cast<int64_t>(op.window.stride_y) +
+                                          static_cast<int64_t>(op.window.kh));
+    }
+    return lines * tt.w * tt.T(n_);
+  }
+
+  bool FirstFit(Plan* p, std::vector<Request>* reqs) {
+    std::stable_sort(reqs->begin(), reqs->end(), [](const Request& a, const Request& b) {
+      return a.start != b.start ? a.start < b.start : a.rows > b.rows;
+    });
+    std::vector<const Request*> placed;
+    int64_t top = 0;
+    for (Request& r : *reqs) {
+      // The intervals of rows already taken by requests alive at the same time.
+      std::vector<std::pair<int64_t, int64_t>> taken;
+      for (const Request* o : placed)
+        if (o->start <= r.end && r.start <= o->end)
+          taken.push_back({*o->where, *o->where + o->rows});
+      std::sort(taken.begin(), taken.end());
+      int64_t at = 0;
+      for (const auto& [lo, hi] : taken) {
+        if (at + r.rows <= lo) break;
+        at = std::max(at, hi);
+      }
+      if (at + r.rows > c_.ub_depth_rows) {
+        failed_ = r.segment;
+        return false;
+      }
+      *r.where = at;
+      top = std::max(top, at + r.rows);
+      placed.push_back(&r);
+    }
+    p->ub_rows = top;
+    return true;
+  }
+
+  // Host memory: the images, the parameter sets, the spilled tensors, the output.
+  Plan Layout(Plan p) {
+    const auto row = static_cast<uint64_t>(n_);
+    auto align = [](uint64_t a) { return (a + 63) / 64 * 64; };
+    uint64_t at = static_cast<uint64_t>(b_ * Rows(0)) * row;
+    p.places[0].host_addr = 0;
+    p.params_addr = align(at);
+    at = p.params_addr + g_.params.size();
+    for (size_t t = 1; t < g_.tensors.size(); ++t) {
+      if (!p.places[t].host || static_cast<int>(t) == g_.output) continue;
+      p.places[t].host_addr = align(at);
+      at = p.places[t].host_addr + static_cast<uint64_t>(b_ * Rows(static_cast<int>(t))) * row;
+    }
+    p.output_addr = align(at);
+    p.places[static_cast<size_t>(g_.output)].host_addr = p.output_addr;
+    p.host_bytes = p.output_addr + static_cast<uint64_t>(b_ * Rows(g_.output)) * row;
+    p.weights_bytes = static_cast<uint64_t>(g_.tiles.size()) * row * row;
+    if (p.host_bytes > static_cast<uint64_t>(c_.host_mem_bytes)) {
+      p.why_not = fmt::format(
+          "a batch of {} needs {} bytes of host memory; the config has {} (host_mem_bytes): use "
+          "a smaller --batch",
+          b_, p.host_bytes, c_.host_mem_bytes);
+    } else if (p.weights_bytes > static_cast<uint64_t>(c_.weight_mem_bytes)) {
+      p.why_not =
+          fmt::format("the weights need {} bytes; weight memory holds {} (weight_mem_bytes)",
+                      p.weights_bytes, c_.weight_mem_bytes);
+    }
+    return p;
+  }
+
+  const LoweredGraph& g_;
+  const config::TpuConfig& c_;
+  const int64_t n_, b_;
+  const int ops_;
+  std::vector<int> last_;        // per tensor, its last reader (ops_: the host)
+  std::vector<int64_t> groups_;  // group sizes worth trying, largest first
+  // Per operation: rows per image, weight cycles and bytes per group.
+  std::vector<double> stream_, wload_, wbytes_;
+  std::string why_not_;
+  int failed_ = 0;
+};
+
+}  // namespace
+
+Plan PlanGraph(const LoweredGraph& graph, const config::TpuConfig& config, int batch) {
+  if (!graph.why_not.empty()) {
+    Plan p;
+    p.why_not = graph.why_not;
+    return p;
+  }
+  return Planner(graph, config, batch).Run();
+}
+
+}  // namespace tpu::compiler

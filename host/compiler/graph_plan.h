@@ -1,0 +1,66 @@
+// Where a lowered network's tensors live and in which order its operations run, for a batch
+// of B images on one chip (docs/compiler.md, "Whole networks: the plan").
+//
+// The operations are cut into segments. A segment runs its images in groups of g (g <= B):
+// every operation of the segment for the first g images, then for the next g, so a group's
+// tensors inside the segment stay in the unified buffer (g images each) while weights are
+// read once per group. Large maps early in a network want small groups; the weight-heavy
+// late layers want the whole batch. The cut is chosen by dynamic programming over where
+// segments end and how large their groups are, minimizing an estimate of the cycles
+// (each operation's rows streamed, or its weight tiles read once per group, whichever is
+// more, plus the host traffic of spills).
+//
+// Tensors that cross a segment boundary are kept for the whole batch: in the unified buffer
+// when they fit (mode "unified buffer"), else in host memory ("spilled": written by their
+// producer group by group, read back by each reader). When not even one image of one
+// operation fits, that operation runs in bands of output rows, its inputs and output
+// staged through the unified buffer band by band.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "host/compiler/graph_lowering.h"
+#include "host/config/tpu_config.h"
+
+namespace tpu::compiler {
+
+struct PlanSegment {
+  int first = 0, end = 0;  // operations [first, end)
+  int64_t group = 1;       // images per group
+  bool banded = false;     // one operation, run in bands of `band` output rows per image
+  int64_t band = 0;
+};
+
+struct TensorPlace {
+  bool host = false;       // lives in host memory (spilled, or the model's input / output)
+  int64_t ub = -1;         // the first unified-buffer row of its area (-1: none)
+  int64_t images = 0;      // images its unified-buffer area holds (a group, or the batch)
+  uint64_t host_addr = 0;  // host-memory byte address of image 0 (host tensors)
+};
+
+// Unified-buffer areas through which a segment moves host tensors (images of a group, or
+// bands), two of each so that the next one loads while this one is used.
+struct Staging {
+  int tensor = -1;
+  int64_t ub[2] = {-1, -1};
+  int64_t rows = 0;  // rows each holds
+};
+
+struct Plan {
+  std::vector<PlanSegment> segments;
+  std::vector<TensorPlace> places;            // per tensor
+  std::vector<std::vector<Staging>> staging;  // per segment
+  bool spill = false;                         // crossing tensors live in host memory
+  int64_t ub_rows = 0;                        // the unified-buffer rows it uses
+  uint64_t host_bytes = 0;                    // host memory it uses
+  uint64_t params_addr = 0, output_addr = 0;  // host addresses of the parameter sets, output
+  uint64_t weights_bytes = 0;
+  std::string why_not;  // empty: it fits the chip
+};
+
+// Plans `graph` for batches of `batch` images on `config`.
+Plan PlanGraph(const LoweredGraph& graph, const config::TpuConfig& config, int batch);
+
+}  // namespace tpu::compiler

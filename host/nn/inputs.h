@@ -1,0 +1,58 @@
+// What a model runs on: a set of inputs (test images with labels, an .npy file of the
+// exact tensors an exported model takes, or seeded synthetic ones), and each input as the
+// fp32 values the fp32 network takes and the int8 values the int8 network and the chip take
+// (docs/quantization.md, "The input").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "host/data/mnist.h"
+#include "host/nn/im2col.h"
+#include "host/nn/model.h"
+
+namespace tpu::nn {
+
+struct InputSet {
+  Shape3 shape;  // one input, h x w x c
+  int64_t count = 0;
+  // One of the two, count x shape.Size() each, h x w x c per input:
+  std::vector<uint8_t> pixels;  // raw images of a preprocess-mnist32 model
+  std::vector<float> values;    // float values (preprocess none)
+  std::vector<uint8_t> labels;  // the class of each input; empty: none known
+  // For reports, after a count: "test images", "inputs in x.npy", "synthetic inputs (seed 1)".
+  std::string source;
+
+  bool HasLabels() const { return !labels.empty(); }
+};
+
+// The fp32 network's input rows [first, first + count): pixel / 255, or the values.
+RowMatrix<float> Fp32Inputs(const InputSet& inputs, int64_t first, int64_t count);
+// The int8 input rows: QuantizePixel of each pixel, or QuantizeInput(value,
+// model.input_scale) (the model must be quantized).
+RowMatrix<int8_t> Int8Inputs(const Model& model, const InputSet& inputs, int64_t first,
+                             int64_t count);
+
+// The first `limit` images of a data set (0: all), labelled, each of `shape` (the padded
+// 32 x 32 x 1 of MNIST and Fashion-MNIST, or a test's own images).
+InputSet InputsFromMnist(const data::MnistSet& set, int64_t limit = 0,
+                         const Shape3& shape = {data::kPaddedSide, data::kPaddedSide, 1});
+
+// An .npy file of float32 N x C x H x W: exactly what the exported model takes (NCHW),
+// stored h x w x c. For a preprocess-mnist32 model the values must be pixel / 255 (as the
+// ONNX model took them) and are stored as the pixels. Throws UsageError naming the file and
+// both shapes when they do not match the model's input, and for anything else wrong.
+InputSet ReadInputsNpy(const std::string& path, const Model& model);
+
+// `count` seeded inputs for a model without a data set (docs/quantization.md, "Synthetic
+// inputs"): each value an independent standard normal from Box-Muller over the top 53 bits
+// of std::mt19937_64's words; for a preprocess-mnist32 model, uniform pixels in 0..255
+// inside the 28 x 28 image and zero in the border. The same seed gives the same inputs
+// everywhere. No labels.
+InputSet SyntheticInputs(const Model& model, int64_t count, uint64_t seed);
+
+// The slice [first, first + count) of a set (--shard).
+InputSet SliceInputs(const InputSet& inputs, int64_t first, int64_t count);
+
+}  // namespace tpu::nn

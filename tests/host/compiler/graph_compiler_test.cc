@@ -1,0 +1,192 @@
+// Graph models on the chip (host/compiler/graph_*.h, network_compiler.h): a network with
+// every kind of layer and join the compiler lowers (residual adds fused into a layer's
+// activate and standalone, concatenations of channels that straddle tiles, max pooling with
+// padding of maps with and without negative values, depthwise and average pooling with
+// padding, global pooling, a dense layer over a map and over a concatenation of vectors)
+// runs bit-exact against the CPU int8 reference on every preset and on the RTL; and the
+// plan keeps working when the unified buffer, the parameter sets or the accumulators are
+// small: groups of images, spilled tensors, bands of rows, parameter sets streamed.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <regex>
+
+#include "host/common/errors.h"
+#include "host/compiler/network_compiler.h"
+#include "host/compiler/tpu_runner.h"
+#include "host/nn/int8_net.h"
+#include "host/nn/int8_reference.h"
+#include "host/nn/quantize.h"
+#include "tests/host/nn/nn_test_util.h"
+
+namespace tpu::compiler {
+namespace {
+
+using nn::Activation;
+using nn::LayerType;
+
+nn::Layer L(LayerType type, std::vector<int> inputs, int out_c = 0, int k = 3, int stride = 1,
+            int pad = 0, Activation act = Activation::kNone) {
+  nn::Layer l = test::MakeLayer(type, out_c, k, stride, pad ? "explicit" : "valid", act);
+  l.activation = act;
+  l.inputs = std::move(inputs);
+  l.pad_top = l.pad_left = l.pad_bottom = l.pad_right = pad;
+  if (l.IsPool()) {
+    l.pool_h = l.pool_w = k;
+    l.pool_stride = stride;
+  }
+  return l;
+}
+
+// 12 x 12 x 3 float inputs through every join and layer kind the compiler lowers.
+nn::Model GraphModel(uint64_t seed) {
+  nn::Model m;
+  m.name = "graph";
+  m.preprocess = "none";
+  m.dataset = "none";
+  m.input = {12, 12, 3};
+  nn::Layer dw = L(LayerType::kConv2d, {7}, 0, 3, 2, 1, Activation::kRelu);
+  dw.depthwise = true;
+  nn::Layer gap = L(LayerType::kAvgPool2d, {11});
+  gap.global_pool = true;
+  m.layers = {
+      L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),  // 0
+      L(LayerType::kMaxPool2d, {0}, 0, 3, 2, 1),                   // 1: 6 x 6 x 8, >= 0
+      L(LayerType::kConv2d, {1}, 8, 3, 1, 1),                      // 2
+      L(LayerType::kAdd, {2, 1}, 0, 0, 1, 0, Activation::kRelu),   // 3: into 2
+      L(LayerType::kConv2d, {3}, 5, 1),                            // 4: negatives
+      L(LayerType::kConv2d, {3}, 7, 3, 1, 1, Activation::kRelu6),  // 5
+      L(LayerType::kConcat, {4, 5}),                               // 6: 12 channels
+      L(LayerType::kMaxPool2d, {6}, 0, 3, 1, 1),                   // 7: pads -128
+      dw,                                                          // 8: 3 x 3 x 12
+      L(LayerType::kFlatten, {8}),                                 // 9
+      L(LayerType::kAdd, {1, 3}),                                  // 10: standalone
+      L(LayerType::kAvgPool2d, {10}, 0, 3, 1, 1),                  // 11: with padding
+      gap,                                                         // 12: 1 x 1 x 8
+      L(LayerType::kDense, {9}, 6, 1, 1, 0, Activation::kRelu),    // 13: over a map
+      L(LayerType::kConcat, {12, 13}),                             // 14: 1 x 1 x 14
+      L(LayerType::kDense, {14}, 4),                               // 15
+  };
+  return test::Randomize(m, seed);
+}
+
+nn::Model QuantizedGraph(uint64_t seed) {
+  nn::Model m = GraphModel(seed);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 16, seed), 16);
+  return m;
+}
+
+// Runs `images` synthetic inputs in batches of `batch` on the chip and expects every output
+// equal to the CPU int8 reference (RunModelOnTpu counts the ones that differ).
+TpuRunResult RunExact(const nn::Model& m, const config::TpuConfig& c, engine::EngineKind kind,
+                      int images, int batch) {
+  const auto chip = engine::MakeChipEngine(kind, c, {});
+  const nn::InputSet in = nn::SyntheticInputs(m, images, 9);
+  const TpuRunResult r = RunModelOnTpu(m, *chip, in, images, batch);
+  EXPECT_EQ(r.plan.rfind("whole network", 0), 0u) << r.plan;
+  EXPECT_EQ(r.mismatches, 0) << c.name << ": " << r.plan;
+  EXPECT_EQ(static_cast<int64_t>(r.logits.size()), images);
+  return r;
+}
+
+TEST(GraphCompilerTest, TheBatchedInt8NetworkEqualsTheScalarReference) {
+  const nn::Model m = QuantizedGraph(1);
+  const nn::InputSet in = nn::SyntheticInputs(m, 4, 2);
+  const nn::MatrixI8 x = nn::Int8Inputs(m, in, 0, 4);
+  const std::vector<nn::MatrixI8> batched = nn::Int8Net(m).Forward(x);
+  for (int i = 0; i < 4; ++i) {
+    const auto scalar = nn::ReferenceInt8(m, x.row(i).data());
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+      const auto& b = batched[l];
+      EXPECT_TRUE(std::equal(scalar[l].begin(), scalar[l].end(), b.row(i).data()))
+          << "layer " << m.layers[l].name;
+    }
+  }
+}
+
+class GraphPresetTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GraphPresetTest, EveryJoinAndLayerKindIsBitExact) {
+  const nn::Model m = QuantizedGraph(1);
+  RunExact(m, config::LoadConfig(GetParam()), engine::EngineKind::kFast, 7, 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, GraphPresetTest,
+                         ::testing::Values("teach-4", "lab-8", "small-16", "edge-32", "tpu-v1"));
+
+// The RTL runs the same program with the same result (one SystemC chip per test process).
+TEST(GraphCompilerTest, EveryJoinAndLayerKindIsBitExactOnTheRtl) {
+  const nn::Model m = QuantizedGraph(1);
+  RunExact(m, config::LoadConfig("lab-8"), engine::EngineKind::kRtl, 3, 3);
+}
+
+// The plan adapts to a small unified buffer: groups smaller than the batch, tensors kept in
+// host memory (and said so), operations in bands of rows; every output still exact.
+TEST(GraphCompilerTest, SmallUnifiedBuffersGroupSpillAndBand) {
+  const nn::Model m = QuantizedGraph(3);
+  config::TpuConfig c = config::LoadConfig("lab-8");
+
+  for (int rows : {16384, 700, 400, 160}) {
+    c.ub_depth_rows = rows;
+    const TpuRunResult r = RunExact(m, c, engine::EngineKind::kFast, 6, 6);
+    if (rows == 16384) EXPECT_NE(r.plan.find("groups of 6"), std::string::npos) << r.plan;
+    if (rows == 700) {  // a segment runs groups smaller than the batch
+      EXPECT_TRUE(std::regex_search(r.plan, std::regex("in groups of [1-5][;)]"))) << r.plan;
+    }
+    if (rows <= 400) EXPECT_FALSE(r.spilled.empty()) << r.plan;
+    if (rows == 160) EXPECT_NE(r.plan.find("in bands of"), std::string::npos) << r.plan;
+  }
+  // Not even a band of one row of the first convolution (with its whole packed input).
+  c.ub_depth_rows = 100;
+  const NetworkCompiler nc(m, c, 1);
+  EXPECT_FALSE(nc.Fits());
+  EXPECT_NE(nc.WhyNot().find("not even one output row of 'l0' fits the unified buffer"),
+            std::string::npos)
+      << nc.WhyNot();
+}
+
+// Fewer parameter sets than the network has: they stream in as the passes need them.
+TEST(GraphCompilerTest, ParameterSetsStreamWhenTheyDoNotFit) {
+  const nn::Model m = QuantizedGraph(4);
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.param_sets = 2;
+  RunExact(m, c, engine::EngineKind::kFast, 4, 2);
+  c.acc_depth_rows = 16;  // passes of at most 8 rows: images in chunks
+  RunExact(m, c, engine::EngineKind::kFast, 2, 2);
+}
+
+// What the window registers cannot hold is said, and a chain then runs as layer jobs.
+TEST(GraphCompilerTest, WhatDoesNotFitSaysWhy) {
+  nn::Model m;
+  m.name = "big-kernel";
+  m.preprocess = "none";
+  m.dataset = "none";
+  m.input = {20, 20, 2};
+  m.layers = {L(LayerType::kConv2d, {}, 3, 16, 1, 0, Activation::kRelu), L(LayerType::kFlatten, {}),
+              L(LayerType::kDense, {}, 4)};
+  m = test::Randomize(m, 5);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 4, 1), 4);
+  const NetworkCompiler nc(m, config::LoadConfig("small-16"), 2);
+  EXPECT_FALSE(nc.Fits());
+  EXPECT_NE(nc.WhyNot().find("window registers"), std::string::npos) << nc.WhyNot();
+  const auto chip =
+      engine::MakeChipEngine(engine::EngineKind::kFast, config::LoadConfig("small-16"), {});
+  const TpuRunResult r = RunModelOnTpu(m, *chip, nn::SyntheticInputs(m, 2, 2), 2, 2);
+  EXPECT_EQ(r.plan.rfind("layer jobs (layer", 0), 0u) << r.plan;
+  EXPECT_EQ(r.mismatches, 0);
+  // A graph that does not fit is an error that names why.
+  nn::Model g = GraphModel(2);
+  g.layers[0].kernel_h = g.layers[0].kernel_w = 17;
+  g.layers[0].pad_top = g.layers[0].pad_left = g.layers[0].pad_bottom = g.layers[0].pad_right = 8;
+  g = test::Randomize(g, 2);
+  nn::Quantize(&g, nn::SyntheticInputs(g, 4, 1), 4);
+  try {
+    RunModelOnTpu(g, *chip, nn::SyntheticInputs(g, 1, 2), 1, 1);
+    ADD_FAILURE() << "a graph that does not fit ran";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("window registers"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tpu::compiler
