@@ -256,7 +256,9 @@ void Merge(const MergeArgs& a) {
     } catch (const nlohmann::json::exception& e) {
       throw UsageError(f + " is not valid JSON: " + e.what());
     }
-    if (!j.contains("shard")) continue;  // not a slice (a sweep's other files)
+    // A sweep's point record holds its run's report.
+    if (j.is_object() && j.contains("report") && j["report"].is_object()) j = j["report"];
+    if (!j.is_object() || !j.contains("shard")) continue;  // not a slice (a sweep's other files)
     shards.push_back(report::RunReportFromJson(j, f));
   }
   if (shards.empty()) throw UsageError("none of the reports is a slice of a run (run --shard)");
@@ -293,13 +295,14 @@ void AddMergeCommand(CLI::App& app) {
       "merge", "Put the reports of the slices of one run (run --shard I/K) together.");
   cmd->footer(R"(
 Reads the --json reports of `tpusim run --shard I/K` (files, or folders searched for .json
-files) and writes the report the whole run gives: images, accuracy, bit-exactness and every
-counter and per-layer sum. Refuses slices of different runs, a slice given twice, and a
-split with slices missing.
+files: a sweep's points/ folder holds its points' reports) and writes the report the whole
+run gives: images, accuracy, bit-exactness and every counter and per-layer sum. Refuses
+slices of different runs, a slice given twice, and a split with slices missing.
 
 Example:
   for i in 0 1 2 3; do tpusim run --shard $i/4 --json s$i.json ...; done
-  tpusim merge s0.json s1.json s2.json s3.json --json whole.json)");
+  tpusim merge s0.json s1.json s2.json s3.json --json whole.json
+  tpusim merge sweeps/shards/points --json whole.json   # a sweep with a "shard" axis)");
   cmd->add_option("reports", a->reports, "run reports (.json) or folders of them")->required();
   AddOutputOptions(cmd, &a->out, "write the merged report as JSON to this file");
   cmd->add_option("--csv", a->csv, "write the merged per-program rows as CSV to this file");

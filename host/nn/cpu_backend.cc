@@ -45,6 +45,7 @@ void Classify(const Model& m, const Int8Net* int8, const InputSet& in, int64_t f
     if (keep) std::copy_n(y.data(), y.size(), r->int8_outputs.begin() + first * outputs);
   } else {
     ForwardCache cache;
+    cache.keep_cols = false;
     Forward(m, Fp32Inputs(in, first, count), &cache);
     p = ArgMax(cache.acts.back());
     if (keep)

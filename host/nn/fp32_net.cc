@@ -133,6 +133,19 @@ void Forward(const Model& m, const MatrixF& x, ForwardCache* cache) {
     MatrixF& out = cache->acts[i + 1];
     switch (l.type) {
       case LayerType::kConv2d: {
+        if (!cache->keep_cols) {  // inference: a few images at a time, small windows
+          out.resize(batch, l.out.Size());
+          const int64_t per = std::max<int64_t>(
+              1, (int64_t{1} << 22) / std::max<int64_t>(1, l.out.Size() / l.out.c * l.kernel_h *
+                                                               l.kernel_w * l.in.c));
+          for (int64_t b = 0; b < batch; b += per) {
+            const int64_t n = std::min(per, batch - b);
+            MatrixF y = Im2Col<float>(l, MatrixF(in.middleRows(b, n))) * WeightMatrix(l);
+            y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(l.bias.data.data(), l.out.c);
+            out.middleRows(b, n) = MapF(y.data(), n, l.out.Size());
+          }
+          break;
+        }
         cache->cols[i] = Im2Col<float>(l, in);
         MatrixF y = cache->cols[i] * WeightMatrix(l);
         y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(l.bias.data.data(), l.out.c);

@@ -25,6 +25,7 @@ struct ParamSet {
 struct ForwardCache {
   std::vector<MatrixF> acts;  // acts[0] = input, acts[i + 1] = output of layer i
   std::vector<MatrixF> cols;  // im2col matrices of conv layers (empty for others)
+  bool keep_cols = true;      // false for inference: nothing needs them after the layer
 };
 
 // Images (uint8, h x w x c each, `count` of them) to the fp32 input: pixel / 255.

@@ -139,11 +139,20 @@ std::vector<MatrixI8> Int8Net::Forward(const MatrixI8& input) const {
     const MatrixI8& x = out_of(l.inputs[0]);
     MatrixI8 y(count, l.out.Size());
     switch (l.type) {
-      case LayerType::kConv2d:
+      case LayerType::kConv2d: {
         // The windows are formed in float, as the fp32 network forms them, so that the
         // exact GEMM takes them as they are; rows (image, oh, ow) x c_out are y's layout.
-        Requant(i, Product(l, Im2Col<float>(l, MatrixF(x.cast<float>())), weights_[i]), y.data());
+        // A few images at a time, so that the windows stay small (about 16 MB).
+        const int64_t per = std::max<int64_t>(
+            1, (int64_t{1} << 22) / std::max<int64_t>(1, int64_t{l.out.h} * l.out.w * l.kernel_h *
+                                                             l.kernel_w * l.in.c));
+        for (int64_t b = 0; b < count; b += per) {
+          const int64_t n = std::min(per, count - b);
+          const MatrixF xb = x.middleRows(b, n).cast<float>();
+          Requant(i, Product(l, Im2Col<float>(l, xb), weights_[i]), y.row(b).data());
+        }
         break;
+      }
       case LayerType::kDense:
         Requant(i, Product(l, x.cast<float>(), weights_[i]), y.data());
         break;

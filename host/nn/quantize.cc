@@ -58,6 +58,7 @@ std::vector<float> CalibratedRanges(const Model& m, const InputSet& calibration,
   for (int64_t b = 0; b < n; b += chunk) {
     const int64_t count = std::min(chunk, n - b);
     ForwardCache cache;
+    cache.keep_cols = false;
     Forward(logits, Fp32Inputs(calibration, b, count), &cache);
     for (size_t i = 0; i < cache.acts.size(); ++i) {
       max_abs[i] = std::max(max_abs[i], cache.acts[i].cwiseAbs().maxCoeff());

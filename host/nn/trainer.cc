@@ -136,6 +136,7 @@ double EvaluateFp32(const Model& model, const data::MnistSet& set, int threads) 
     for (int64_t b = begin; b < end; b += kChunk) {
       const int64_t n = std::min(kChunk, end - b);
       ForwardCache cache;
+      cache.keep_cols = false;
       Forward(model, Fp32Input(set.Image(b), n, model.input), &cache);
       const std::vector<int> pred = ArgMax(cache.acts.back());
       for (int64_t k = 0; k < n; ++k) {

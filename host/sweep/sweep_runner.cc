@@ -133,6 +133,12 @@ void RunPoint(const SweepPoint& p, const SweepOptions& o) {
   if (!p.job.data.empty()) args.insert(args.end(), {"--data", p.job.data});
   if (!p.job.energy.empty()) args.insert(args.end(), {"--energy", p.job.energy});
   if (p.job.timing_only) args.push_back("--timing-only");
+  if (!p.job.inputs.empty()) args.insert(args.end(), {"--inputs", p.job.inputs});
+  if (p.job.synthetic > 0) {
+    args.insert(args.end(), {"--synthetic", std::to_string(p.job.synthetic), "--seed",
+                             std::to_string(p.job.seed)});
+  }
+  if (!p.job.shard.empty()) args.insert(args.end(), {"--shard", p.job.shard});
   const int rc = RunProcess(args, log);
 
   nlohmann::json record = {{"key", key}, {"job", p.job.ToJson()}};

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -138,6 +139,20 @@ void ApplySetting(const std::string& spec_path, const std::string& key, const nl
     job->timing_only = v.get<bool>();
   } else if (key == "energy") {
     job->energy = SpecRelative(spec_path, str());
+  } else if (key == "inputs") {
+    job->inputs = SpecRelative(spec_path, str());
+  } else if (key == "synthetic") {
+    job->synthetic = integer(1, 1 << 20);
+  } else if (key == "seed") {
+    job->seed = static_cast<uint64_t>(integer(0, int64_t{1} << 53));
+  } else if (key == "shard") {
+    job->shard = str();
+    int64_t i = -1, k = 0;
+    char slash = 0, rest = 0;
+    if (std::sscanf(job->shard.c_str(), "%ld%c%ld%c", &i, &slash, &k, &rest) != 3 || slash != '/' ||
+        k < 1 || i < 0 || i >= k) {
+      throw UsageError(fmt::format("'shard' must be \"I/K\" with 0 <= I < K, not {}", v.dump()));
+    }
   } else {
     sets->emplace_back(key, v);
   }
@@ -160,9 +175,15 @@ nlohmann::json PointJob::ToJson() const {
   nlohmann::json cfg = config.ToJson();
   cfg.erase("name");  // where the config came from does not change the result
   cfg.erase("description");
-  return {{"config", cfg},    {"model", model}, {"dataset", dataset}, {"data", data},
-          {"images", images}, {"batch", batch}, {"engine", engine},   {"timing_only", timing_only},
-          {"energy", energy}};
+  nlohmann::json j = {
+      {"config", cfg},    {"model", model}, {"dataset", dataset}, {"data", data},
+      {"images", images}, {"batch", batch}, {"engine", engine},   {"timing_only", timing_only},
+      {"energy", energy}};
+  // Only when given, so that the points of sweeps without them keep their keys.
+  if (!inputs.empty()) j["inputs"] = inputs;
+  if (synthetic > 0) j["synthetic"] = synthetic, j["seed"] = seed;
+  if (!shard.empty()) j["shard"] = shard;
+  return j;
 }
 
 int64_t SweepSpec::NumPoints() const {
@@ -172,8 +193,9 @@ int64_t SweepSpec::NumPoints() const {
 }
 
 const std::vector<std::string>& RunAxes() {
-  static const std::vector<std::string> k = {"config", "model",  "dataset",     "data",  "images",
-                                             "batch",  "engine", "timing_only", "energy"};
+  static const std::vector<std::string> k = {
+      "config",      "model",  "dataset", "data",      "images", "batch", "engine",
+      "timing_only", "energy", "inputs",  "synthetic", "seed",   "shard"};
   return k;
 }
 

@@ -24,7 +24,11 @@ struct PointJob {
   int batch = 16;
   std::string engine = "fast";
   bool timing_only = false;
-  std::string energy;  // energy table file; empty: the default table
+  std::string energy;     // energy table file; empty: the default table
+  std::string inputs;     // --inputs FILE.npy instead of the data set (empty: none)
+  int64_t synthetic = 0;  // --synthetic N (0: none)
+  uint64_t seed = 1;      // --seed of --synthetic
+  std::string shard;      // --shard I/K (empty: all the inputs)
 
   // The identity of the point's result: a hash of everything above.
   std::string Key() const;

@@ -46,8 +46,20 @@ class VpuHarness {
     vpu_.pool_i = p.pool;
   }
 
-  // One clock cycle with `row` (or nothing) at the input; returns the output row if valid.
-  bool Cycle(const int32_t* row, std::vector<int8_t>* out) {
+  // The residual stage: on, with multipliers, shift and ReLU (rtl/tpu_pkg.sv residual_t:
+  // ub, mul_b, mul_a, then shift, relu and valid in the top word).
+  void Residual(uint32_t mul_a, uint32_t mul_b, uint32_t shift, bool relu) {
+    const uint32_t words[4] = {0, mul_b, mul_a, shift | uint32_t{relu} << 6 | 1u << 7};
+    sim::WritePort(vpu_.res_i, words);
+    vpu_.residual_i = 1;
+  }
+
+  // One clock cycle with `row` (or nothing) at the input and `res` (or zeros) as the
+  // residual row; returns the output row if valid.
+  bool Cycle(const int32_t* row, std::vector<int8_t>* out, const int8_t* res = nullptr) {
+    uint32_t res_words[2] = {0, 0};
+    if (res) sim::PackLanes(res, kLanes, res_words);
+    sim::WritePort(vpu_.res_data_i, res_words);
     vpu_.in_valid_i = row != nullptr;
     if (row) {
       uint32_t words[kLanes];
@@ -143,6 +155,45 @@ TEST(TpuVpuTest, RequantizeWithReluMatchesSpec) { RunCase(true, kNone, 2); }
 TEST(TpuVpuTest, AveragePoolMatchesSpec) { RunCase(true, kAvg, 3); }
 TEST(TpuVpuTest, AveragePoolWithoutReluMatchesSpec) { RunCase(false, kAvg, 4); }
 TEST(TpuVpuTest, MaxPoolMatchesSpec) { RunCase(true, kMax, 5); }
+
+// The residual add (activate residual): the row's residual arrives with it in stage 2 (two
+// cycles after the row), and the sum leaves a cycle later than a plain row would.
+TEST(TpuVpuTest, ResidualAddMatchesSpec) {
+  VpuHarness vpu;
+  std::mt19937_64 rng(7);
+  const Params p = RandomParams(rng, true, kNone);
+  vpu.Configure(p);
+  const uint32_t ma = 1518000000u, mb = 900000000u, shift = 31;
+  vpu.Residual(ma, mb, shift, /*relu=*/false);
+  constexpr int kRows = 200;
+  std::vector<std::vector<int32_t>> rows(kRows, std::vector<int32_t>(kLanes));
+  std::vector<std::vector<int8_t>> res(kRows, std::vector<int8_t>(kLanes)), expected;
+  for (int r = 0; r < kRows; ++r) {
+    std::vector<int8_t> want(kLanes);
+    for (int l = 0; l < kLanes; ++l) {
+      rows[r][l] = static_cast<int32_t>(rng() % (1u << 23)) - (1 << 22);
+      res[r][l] = static_cast<int8_t>(rng());
+      const int8_t y = nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], 0);
+      want[l] = nn::AddRequantize(y, res[r][l], ma, mb, shift, -128);
+    }
+    expected.push_back(want);
+  }
+  std::vector<std::vector<int8_t>> got;
+  std::vector<int8_t> out;
+  for (int c = 0; c < kRows + 3; ++c) {  // row c in call c, its residual in call c + 2
+    const int8_t* r = c >= 2 && c - 2 < kRows ? res[c - 2].data() : nullptr;
+    if (vpu.Cycle(c < kRows ? rows[c].data() : nullptr, &out, r)) got.push_back(out);
+    if (c == 1) EXPECT_EQ(got.size(), 0u) << "no sum before the third edge";
+    if (c == 2) EXPECT_EQ(got.size(), 1u) << "the first sum after the third edge";
+  }
+  ASSERT_EQ(got.size(), expected.size());
+  int changed = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], expected[i]) << "row " << i;
+    for (int l = 0; l < kLanes; ++l) changed += got[i][l] != 127 && got[i][l] != -128;
+  }
+  EXPECT_GT(changed, kRows * kLanes / 2);  // most sums are not clamped
+}
 
 TEST(TpuVpuTest, LatencyIsTwoCycles) {
   VpuHarness vpu;

@@ -1,10 +1,17 @@
 // `tpusim run`, `tpusim compile` and `tpusim compare` as a user runs them: reports whose
 // per-layer numbers add up to the totals, CSV, bad inputs.
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "host/common/errors.h"
+#include "host/common/npy.h"
 #include "host/data/mnist.h"
+#include "host/nn/inputs.h"
+#include "host/nn/int8_net.h"
+#include "host/nn/quantize.h"
 #include "tests/host/cli/cli_fixture.h"
+#include "tests/host/nn/nn_test_util.h"
 #include "tests/mnist_test_util.h"
 
 namespace tpu::test {
@@ -173,6 +180,99 @@ TEST_F(RunCliTest, TimingOnlyRunsReportCyclesWithoutValues) {
   EXPECT_EQ(t["cycles"], v["cycles"]);
   EXPECT_EQ(t["layers"], v["layers"]);
   EXPECT_EQ(t["energy_pj"], v["energy_pj"]);
+}
+
+// A small graph that takes float values: conv, a residual add, global pooling, dense.
+nn::Model FloatGraph() {
+  nn::Model m;
+  m.name = "g";
+  m.preprocess = "none";
+  m.dataset = "none";
+  m.input = {6, 6, 3};
+  nn::Layer c1 = MakeLayer(nn::LayerType::kConv2d, 4, 3, 1, "same");
+  nn::Layer c2 = MakeLayer(nn::LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone);
+  nn::Layer add = MakeLayer(nn::LayerType::kAdd);
+  add.inputs = {1, 0};
+  add.activation = nn::Activation::kRelu;
+  nn::Layer gap = MakeLayer(nn::LayerType::kAvgPool2d);
+  gap.global_pool = true;
+  m.layers = {c1,
+              c2,
+              add,
+              gap,
+              MakeLayer(nn::LayerType::kFlatten),
+              MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kNone)};
+  m = Randomize(m, 3);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 8, 1), 8);
+  return m;
+}
+
+// --inputs, --synthetic, --logits, --shard and merge, as a user of an imported network uses
+// them; a file of the wrong shape is one line naming both shapes, exit 2, nothing written.
+TEST_F(RunCliTest, FloatInputsLogitsShardsAndMerge) {
+  const nn::Model m = FloatGraph();
+  nn::SaveModel(m, P("g"));
+  Tensor<float> x;
+  x.shape = {5, 3, 6, 6};
+  std::mt19937 rng(4);
+  std::normal_distribution<float> d;
+  for (int64_t i = 0; i < x.Size(); ++i) x.data.push_back(d(rng));
+  WriteNpyTensor(P("in.npy"), x);
+  const std::string model = " --model " + P("g") + " --engine fast";
+  Outcome o = Run("run" + model + " --inputs " + P("in.npy") + " --batch 2 --logits " + P("y.npy") +
+                  " --json " + P("r.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("5 inputs in " + P("in.npy")), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("accuracy"), std::string::npos) << o.out;  // no labels
+  const auto j = nlohmann::json::parse(Slurp(P("r.json")));
+  EXPECT_TRUE(j["accuracy"].is_null());
+  EXPECT_TRUE(j["bit_exact"].get<bool>());
+  // The logits are the CPU int8 network's, with its output scale.
+  const Tensor<int8_t> y = ReadNpyTensor<int8_t>(P("y.npy"));
+  ASSERT_EQ(y.shape, (std::vector<int64_t>{5, 5}));
+  const nn::InputSet in = nn::ReadInputsNpy(P("in.npy"), m);
+  const nn::MatrixI8 want = nn::Int8Net(m).Forward(nn::Int8Inputs(m, in, 0, 5)).back();
+  EXPECT_TRUE(std::equal(y.data.begin(), y.data.end(), want.data()));
+  EXPECT_EQ(ReadNpyTensor<float>(P("y.scale.npy")).data,
+            std::vector<float>{m.layers.back().q.output_scale});
+  o = Run("infer --backend cpu-fp32" + std::string(" --model ") + P("g") + " --inputs " +
+          P("in.npy") + " --logits " + P("f.npy"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(ReadNpyTensor<float>(P("f.npy")).shape, (std::vector<int64_t>{5, 5}));
+  o = Run("run" + model + " --synthetic 3 --seed 7 -q --json " + P("s.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(nlohmann::json::parse(Slurp(P("s.json")))["images"], 3);
+  // Slices of whole batches, merged: the single run's report.
+  for (int i = 0; i < 3; ++i) {
+    o = Run("run" + model + " --inputs " + P("in.npy") + " --batch 2 --shard " + std::to_string(i) +
+            "/3 -q --json " + P("s" + std::to_string(i) + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+  }
+  o = Run("merge " + P("s0.json") + " " + P("s1.json") + " " + P("s2.json") + " -q --json " +
+          P("m.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  auto merged = nlohmann::json::parse(Slurp(P("m.json"))), single = j;
+  for (auto* r : {&merged, &single}) r->erase("wall_seconds");
+  EXPECT_EQ(merged, single);
+  ExpectError("merge " + P("s0.json") + " " + P("s2.json"), 2, "2 of the 3 slices are there");
+  ExpectError("merge " + P("s0.json") + " " + P("s0.json") + " " + P("s1.json"), 2,
+              "slice 0/3 is there twice");
+  // Bad inputs.
+  ExpectError("run" + model, 2, "has no data set: give its inputs with --inputs FILE.npy");
+  Tensor<float> bad;
+  bad.shape = {2, 3, 8, 8};
+  bad.data.assign(2 * 3 * 64, 0.5f);
+  WriteNpyTensor(P("bad.npy"), bad);
+  ExpectError("run" + model + " --inputs " + P("bad.npy") + " --json " + P("no.json"), 2,
+              "the inputs are 2 x 3 x 8 x 8; model 'g' takes N x 3 x 6 x 6");
+  EXPECT_FALSE(std::filesystem::exists(P("no.json")));
+  ExpectError("run" + model + " --inputs " + P("in.npy") + " --synthetic 2", 2,
+              "--inputs and --synthetic both name the inputs");
+  ExpectError("run" + model + " --inputs " + P("in.npy") + " --images 9", 2,
+              "--images 9 is more than the 5 inputs in");
+  ExpectError("run" + model + " --synthetic 4 --shard 4/4", 2, "--shard 4/4: give I/K");
+  ExpectError("run --host-im2col" + model + " --synthetic 2", 2,
+              "--host-im2col runs chains of layers; model 'g' is a graph");
 }
 
 }  // namespace

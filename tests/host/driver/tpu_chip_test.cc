@@ -248,6 +248,148 @@ INSTANTIATE_TEST_SUITE_P(Modes, ActivateTest,
                                             ::testing::Values(EngineKind::kRtl,
                                                               EngineKind::kFast)));
 
+// ------------------------------------------------------------------ residual, max, pad_min
+
+// activate residual: each output row becomes AddRequantize(its value, the residual row's,
+// mul_a, mul_b, shift), ReLU from set_residual; also written onto the residual rows
+// themselves. One more unified-buffer read per row, and the rows land a cycle later.
+class ResidualTest : public ::testing::TestWithParam<std::tuple<bool, EngineKind>> {};
+
+TEST_P(ResidualTest, ActivateAddsTheResidualRows) {
+  const bool in_place = std::get<0>(GetParam());
+  const int n = 8;
+  const int64_t m = 40;
+  const Matrix<int8_t> a = gemm::RandomInt8(m, n, 71);
+  const Matrix<int8_t> b = gemm::RandomInt8(n, n, 72);
+  const std::vector<uint8_t> res = RandomBytes(static_cast<size_t>(2 * m * n), 73);
+  std::mt19937 rng(74);
+  const GemmParams p = RandomGemmParams(n, rng, 38, 42);
+  std::vector<uint8_t> host;
+  Put(&host, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
+  Put(&host, 0x400, res);
+  Put(&host, 0x1000, ParamBytes(p, n));
+  const uint32_t ma = 1342177280u, mb = 805306368u, shift = 30;  // 1.25 and 0.75
+  const int64_t dst = in_place ? 100 : 300;
+  const std::string text = fmt::format(
+      "read_host host=0 ub=0 rows={m}\nread_host host=0x400 ub=100 rows={r}\n"
+      "read_host host=0x1000 params=1 rows=1\nread_weights addr=0 tiles=1\n"
+      "matmul ub=0 acc=0 rows={m} switch\n"
+      "set_residual ub=100 mul_a={ma} mul_b={mb} shift={s} relu\n"
+      "activate acc=0 ub={dst} rows={m} params=1 stride=2 residual\n"
+      "write_host ub={dst} host=0x2000 rows={r}\nhalt\n",
+      fmt::arg("m", m), fmt::arg("r", 2 * m), fmt::arg("ma", ma), fmt::arg("mb", mb),
+      fmt::arg("s", shift), fmt::arg("dst", dst));
+  const auto r = RunChip(std::get<1>(GetParam()), "lab-8", text, host,
+                         std::vector<uint8_t>(b.data.begin(), b.data.end()), 0x2000,
+                         static_cast<uint64_t>(2 * m * n));
+  ASSERT_TRUE(r.ok) << r.message;
+  const Matrix<int32_t> c = gemm::ReferenceGemm(a, b);
+  int mid = 0;
+  for (int64_t o = 0; o < m; ++o) {
+    for (int l = 0; l < n; ++l) {
+      const int8_t y = nn::Requantize(c.at(o, l) + p.bias[l], p.multiplier[l], p.shift[l], -128);
+      const auto rr = static_cast<int8_t>(res[static_cast<size_t>(2 * o * n + l)]);
+      const int8_t want = nn::AddRequantize(y, rr, ma, mb, shift, 0);
+      ASSERT_EQ(static_cast<int8_t>(r.host_out[static_cast<size_t>(2 * o * n + l)]), want)
+          << "row " << o << " lane " << l;
+      mid += want > 0 && want < 127;
+      // Rows between the stride's rows keep what they held.
+      const size_t gap = static_cast<size_t>((2 * o + 1) * n + l);
+      if (in_place) EXPECT_EQ(r.host_out[gap], res[gap]);
+    }
+  }
+  EXPECT_GT(mid, m * n / 4);
+  EXPECT_EQ(r.counters.ub_reads, static_cast<uint64_t>(m + m + 2 * m));  // matmul, residual, out
+  EXPECT_EQ(r.counters.vpu_rows_out, static_cast<uint64_t>(m));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    InPlace, ResidualTest,
+    ::testing::Combine(::testing::Bool(), ::testing::Values(EngineKind::kRtl, EngineKind::kFast)));
+
+// matmul max: each accumulator keeps the larger of its value and the product (max pooling
+// through the identity tile); with the window's pad_min, positions outside the map read
+// -128, which a maximum ignores.
+TEST_P(ChipTest, MatmulMaxAndPadMinPoolThroughTheAccumulators) {
+  const int n = 4;
+  // A 4 x 4 map of 4 channels (one row per pixel), values from -100 to 100.
+  std::vector<uint8_t> map(16 * n);
+  std::mt19937 rng(81);
+  for (auto& v : map)
+    v = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(rng() % 201) - 100));
+  std::vector<uint8_t> weights(16, 0);
+  for (int i = 0; i < n; ++i) weights[static_cast<size_t>(i * n + i)] = 1;  // the identity
+  GemmParams p;
+  p.bias.assign(n, 0);
+  p.multiplier.assign(n, 1 << 30);
+  p.shift.assign(n, 30);
+  std::vector<uint8_t> host = map;
+  Put(&host, 0x200, ParamBytes(p, n));
+  // 3 x 3 windows of stride 2 with padding 1: 2 x 2 outputs; one matmul per tap.
+  std::string text =
+      "read_host host=0 ub=0 rows=16\nread_host host=0x200 params=0 rows=1\n"
+      "read_weights addr=0 tiles=1\n"
+      "set_window in_h=4 in_w=4 kh=3 kw=3 out_h=2 out_w=2 stride_y=2 stride_x=2 channels=4 "
+      "pad_top=1 pad_left=1 pixel_bytes=4 pad_min\n";
+  for (int tap = 0; tap < 9; ++tap) {
+    text += fmt::format("matmul ub=0 acc=0 rows=4 ktile={} window{}\n", tap,
+                        tap == 0 ? " switch" : " max");
+  }
+  text += "activate acc=0 ub=32 rows=4 params=0\nwrite_host ub=32 host=0x400 rows=4\nhalt\n";
+  const auto r = Make(config::LoadConfig("teach-4"))->Run(Job(text, host, weights, 0x400, 16));
+  ASSERT_TRUE(r.ok) << r.message;
+  for (int oy = 0; oy < 2; ++oy)
+    for (int ox = 0; ox < 2; ++ox)
+      for (int c = 0; c < n; ++c) {
+        int want = -128;
+        for (int ky = 0; ky < 3; ++ky)
+          for (int kx = 0; kx < 3; ++kx) {
+            const int y = oy * 2 + ky - 1, x = ox * 2 + kx - 1;
+            if (y < 0 || y >= 4 || x < 0 || x >= 4) continue;
+            want = std::max<int>(
+                want, static_cast<int8_t>(map[static_cast<size_t>((y * 4 + x) * n + c)]));
+          }
+        EXPECT_EQ(static_cast<int8_t>(r.host_out[static_cast<size_t>((oy * 2 + ox) * n + c)]), want)
+            << oy << "," << ox << " channel " << c;
+      }
+  EXPECT_EQ(r.counters.mxu_stream_cycles, 9u * 4u);
+}
+
+// Weights above 4 GiB (tpu-v1 has 8 GiB of weight memory): the address's bits 32-47 in aux.
+TEST_P(ChipTest, ReadWeightsFromAboveFourGiB) {
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.weight_mem_bytes = int64_t{8} << 30;
+  const Matrix<int8_t> a = gemm::RandomInt8(6, 4, 91);
+  const Matrix<int8_t> b = gemm::RandomInt8(4, 4, 92);
+  engine::ExecJob job =
+      Job("read_host host=0 ub=0 rows=6\nread_weights addr=0x140000010 tiles=1\n"
+          "matmul ub=0 acc=0 rows=6 switch\nhalt\n",
+          std::vector<uint8_t>(a.data.begin(), a.data.end()),
+          std::vector<uint8_t>(b.data.begin(), b.data.end()));
+  job.weight_image_addr = 0x140000010ull;
+  const auto chip = Make(c);  // one chip: the SystemC kernel elaborates once per process
+  const auto r = chip->Run(job);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.counters.weight_bytes_read, 16u);
+  EXPECT_EQ(r.counters.weight_tiles, 1u);
+  // Past the end of the memory: the range check sees all 48 bits.
+  const auto bad = chip->Run(Job("read_weights addr=0x200000000 tiles=1\nhalt\n"));
+  EXPECT_EQ(bad.chip_status, "address-out-of-range");
+}
+
+TEST_P(ChipTest, BadResidualsAndMaxesAreBadOperands) {
+  const auto chip = Make(config::LoadConfig("teach-4"));
+  for (const char* text :
+       {"set_residual ub=0 mul_a=1 mul_b=1 shift=30\n"
+        "activate acc=0 ub=0 rows=4 params=0 pool=max residual\nhalt\n",
+        "activate acc=0 ub=0 rows=1 params=0 residual\nhalt\n",
+        "matmul ub=0 acc=0 rows=1 max accumulate\nhalt\n", "raw 0x3f0009\nhalt\n"}) {
+    const auto r = chip->Run(Job(text));
+    EXPECT_EQ(r.chip_status, "bad-operand") << text;
+    EXPECT_EQ(r.error_pc, std::string(text).rfind("set_residual", 0) == 0 ? 1u : 0u) << text;
+  }
+}
+
 // ------------------------------------------------------------------ bad programs
 
 TEST_P(ChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {

@@ -16,6 +16,7 @@
 #include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
 #include "host/nn/fp32_net.h"
+#include "host/nn/inputs.h"
 #include "host/nn/quantize.h"
 #include "tests/mnist_test_util.h"
 
@@ -225,6 +226,85 @@ TEST(OnnxImportTest, ReluAfterMaxPoolingJoinsTheConv) {
   ASSERT_EQ(m.layers.size(), 2u);
   EXPECT_EQ(m.layers[0].activation, nn::Activation::kRelu);
   EXPECT_EQ(m.layers[1].type, nn::LayerType::kMaxPool2d);
+}
+
+// A residual block, a concat and padded pooling, as PyTorch exports them: the layers name
+// the layers they read, the ReLUs join the layers (and the add) before them, the block's
+// input feeds both branches; the fp32 network computes the add and the concat.
+TEST(OnnxImportTest, GraphsWithResidualAddsAndConcats) {
+  Graph g({1, 3, 16, 16});
+  auto* c1 = g.Node("Conv", {"x", g.Weights("W1", {8, 3, 3, 3})}, "c1");
+  Graph::Ints(c1, "pads", {1, 1, 1, 1});
+  g.Node("Relu", {"c1"}, "r1");
+  auto* mp = g.Node("MaxPool", {"r1"}, "p");
+  Graph::Ints(mp, "kernel_shape", {3, 3});
+  Graph::Ints(mp, "strides", {2, 2});
+  Graph::Ints(mp, "pads", {1, 1, 1, 1});
+  auto* c2 = g.Node("Conv", {"p", g.Weights("W2", {8, 8, 3, 3})}, "c2");
+  Graph::Ints(c2, "pads", {1, 1, 1, 1});
+  g.Node("Add", {"c2", "p"}, "s");
+  g.Node("Relu", {"s"}, "r2");
+  g.Node("Conv", {"r2", g.Weights("W3", {3, 8, 1, 1})}, "a");
+  g.Node("Conv", {"r2", g.Weights("W4", {5, 8, 1, 1})}, "b");
+  Graph::Int(g.Node("Concat", {"a", "b"}, "cat"), "axis", 1);
+  auto* ap = g.Node("AveragePool", {"cat"}, "ap");
+  Graph::Ints(ap, "kernel_shape", {3, 3});
+  Graph::Ints(ap, "pads", {1, 1, 1, 1});
+  Graph::Int(ap, "count_include_pad", 1);
+  g.Node("GlobalAveragePool", {"ap"}, "gap");
+  g.Node("Flatten", {"gap"}, "f");
+  Graph::Int(g.Node("Gemm", {"f", g.Weights("G", {4, 8})}, "y"), "transB", 1);
+  g.Output("y");
+  const nn::Model m = Import(g);
+  EXPECT_TRUE(m.IsGraph());
+  EXPECT_EQ(m.preprocess, "none");
+  std::vector<std::string> got;
+  for (const nn::Layer& l : m.layers) {
+    std::string in;
+    for (int i : l.inputs) in += (in.empty() ? "" : ",") + (i < 0 ? "input" : m.layers[i].name);
+    got.push_back(l.name + "<" + in);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"conv1<input", "maxpool1<conv1", "conv2<maxpool1",
+                                           "add1<conv2,maxpool1", "conv3<add1", "conv4<add1",
+                                           "concat1<conv3,conv4", "avgpool1<concat1",
+                                           "gap1<avgpool1", "flatten1<gap1", "fc1<flatten1"}));
+  EXPECT_EQ(m.layers[0].activation, nn::Activation::kRelu);
+  EXPECT_EQ(m.layers[2].activation, nn::Activation::kNone);  // the ReLU is the add's
+  EXPECT_EQ(m.layers[3].activation, nn::Activation::kRelu);
+  EXPECT_EQ(m.layers[1].out, (nn::Shape3{8, 8, 8}));
+  EXPECT_EQ(m.layers[6].out, (nn::Shape3{8, 8, 8}));
+  // The add and the concat, in the fp32 network: the concat's channels are its inputs'.
+  nn::ForwardCache cache;
+  nn::InputSet in = nn::SyntheticInputs(m, 1, 3);
+  nn::Forward(m, nn::Fp32Inputs(in, 0, 1), &cache);
+  const auto& a = cache.acts;
+  for (int64_t px = 0; px < 64; ++px) {
+    for (int c = 0; c < 8; ++c) {
+      const float sum = a[3](0, px * 8 + c) + a[2](0, px * 8 + c);
+      EXPECT_NEAR(a[4](0, px * 8 + c), std::max(sum, 0.0f), 1e-5);
+    }
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(a[7](0, px * 8 + c), a[5](0, px * 3 + c));
+    for (int c = 0; c < 5; ++c) EXPECT_EQ(a[7](0, px * 8 + 3 + c), a[6](0, px * 5 + c));
+  }
+  // Refused: padding the average does not count, a concat of another axis, a broadcast add.
+  Graph avg({1, 1, 8, 8});
+  auto* bad = avg.Node("AveragePool", {"x"}, "y");
+  Graph::Ints(bad, "kernel_shape", {3, 3});
+  Graph::Ints(bad, "pads", {1, 1, 1, 1});
+  avg.Output("y");
+  EXPECT_NE(ImportError(avg).find("count_include_pad = 0"), std::string::npos) << ImportError(avg);
+  Graph axis({1, 1, 8, 8});
+  Graph::Int(axis.Node("Concat", {"x", "x"}, "y"), "axis", 2);
+  axis.Output("y");
+  EXPECT_NE(ImportError(axis).find("channels (axis = 1) only"), std::string::npos)
+      << ImportError(axis);
+  Graph bcast({1, 2, 8, 8});
+  bcast.Node("Conv", {"x", bcast.Weights("W", {2, 2, 1, 1})}, "c");
+  bcast.Node("GlobalAveragePool", {"c"}, "gp");
+  bcast.Node("Add", {"c", "gp"}, "y");
+  bcast.Output("y");
+  EXPECT_NE(ImportError(bcast).find("adds a 1 x 1 x 2 map to a 8 x 8 x 2 map"), std::string::npos)
+      << ImportError(bcast);
 }
 
 TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One ImageNet network end to end, as a user runs it: `tpusim import` of the unmodified
+# PyTorch export; the fp32 network's outputs against PyTorch's on the same inputs (largest
+# difference over the largest output: at most 1e-3); `tpusim quantize` on synthetic
+# calibration inputs; `tpusim run` of both inputs on tpu-v1 (fast engine, batch 2):
+# bit-exact against the CPU int8 reference, the whole network as one program.
+#
+#   tests/imagenet/network_test.sh BUILD/tpusim EXPORT_DIR NAME
+set -euo pipefail
+tpusim=$(readlink -f "$1")
+dir=$2
+name=$3
+[ -f "$dir/$name.onnx" ] || { echo "SKIP: no $dir/$name.onnx (the export was skipped)"; exit 77; }
+work=$(mktemp -d /tmp/tpusim-imagenet.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$tpusim" import "$dir/$name.onnx" --out "$work/fp32" -q || fail "import"
+"$tpusim" infer --backend cpu-fp32 --model "$work/fp32" --inputs "$dir/inputs.npy" \
+  --logits "$work/fp32.npy" -q || fail "infer"
+/usr/bin/python3 - "$work/fp32.npy" "$dir/$name.torch.npy" <<'PY' || fail "fp32 outputs differ from PyTorch's"
+import sys
+import numpy as np
+ours, torch = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert ours.shape == torch.shape, (ours.shape, torch.shape)
+rel = np.abs(ours - torch).max() / np.abs(torch).max()
+print(f"fp32 against PyTorch: largest difference {rel:.2e} of the largest output")
+assert rel <= 1e-3
+assert (ours.argmax(1) == torch.argmax(1)).all()
+PY
+"$tpusim" quantize --model "$work/fp32" --out "$work/int8" --synthetic 4 -q || fail "quantize"
+"$tpusim" run --model "$work/int8" --inputs "$dir/inputs.npy" --config tpu-v1 --engine fast \
+  --batch 2 --json "$work/run.json" -q || fail "run"
+/usr/bin/python3 - "$work/run.json" <<'PY' || fail "not bit-exact, or not one program"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["bit_exact"] is True and r["mismatches"] == 0, r["mismatches"]
+assert r["plan"].startswith("whole network"), r["plan"]
+assert r["images"] == 2
+print(f"tpu-v1, fast engine: bit-exact, {r['cycles'] / 2:,.0f} cycles per image")
+PY
+echo "PASS: $name"
