@@ -36,6 +36,7 @@ struct RunArgs {
   std::string csv, logits, shard;
   std::string energy = report::DefaultEnergyTablePath();
   std::string topology;
+  std::string maps = "chip";  // --topology: where each layer's maps start and end
   int batch = 64;
   bool host_im2col = false;
 };
@@ -56,23 +57,29 @@ void ShardRange(const std::string& spec, int64_t count, int batch, int64_t* firs
 }
 
 // --topology: every layer of a SCALE-Sim topology file with random int8 data.
-void RunTopology(const RunArgs& a) {
+void RunTopology(const RunArgs& a, int batch) {
+  if (batch < 1) throw UsageError("--batch must be at least 1");
   for (const std::string* p : {&a.out.json, &a.csv}) {
     if (!p->empty()) CheckWritable(*p);
   }
+  compiler::TopologyRunOptions options;
+  options.host_im2col = a.host_im2col;
+  options.batch = batch;
+  options.maps_on_chip = a.maps == "chip";
   const report::EnergyTable table = report::LoadEnergyTable(a.energy);
   const std::vector<compiler::TopologyLayer> layers = compiler::ReadTopologyCsv(a.topology);
   ChipSession session(a.chip, a.trace, /*progress=*/false);
   ProgressBar bar("run", !a.out.quiet);
   const compiler::TpuRunResult r = compiler::RunTopologyOnTpu(
-      layers, session.engine(), a.work.seed, [&](double f) { bar.Update(f); }, a.host_im2col);
+      layers, session.engine(), a.work.seed, [&](double f) { bar.Update(f); }, options);
   bar.Finish();
   session.Finish();
   report::RunReport report =
       report::BuildRunReport(r, std::filesystem::path(a.topology).filename().string(),
-                             session.engine().Name(), session.config(), table, /*batch=*/1);
+                             session.engine().Name(), session.config(), table, batch);
   report.topology = true;
-  report.inputs = fmt::format("random data, seed {}", a.work.seed);
+  report.inputs = fmt::format("random data, seed {}; maps {}", a.work.seed,
+                              a.maps == "chip" ? "on chip where they fit" : "over the host link");
   report.labelled = false;
   if (!a.out.json.empty()) {
     WriteFileAtomically(a.out.json, report::RunReportJson(report).dump(2) + "\n");
@@ -101,8 +108,8 @@ void Report(const RunArgs& a, const report::RunReport& report, const compiler::T
   if (!a.out.quiet) std::cout << report::FormatRunText(report);
 }
 
-void Run(const RunArgs& a) {
-  if (!a.topology.empty()) return RunTopology(a);
+void Run(const RunArgs& a, bool batch_given) {
+  if (!a.topology.empty()) return RunTopology(a, batch_given ? a.batch : 1);
   if (a.batch < 1) throw UsageError("--batch must be at least 1");
   for (const std::string* p : {&a.out.json, &a.csv, &a.logits}) {
     if (!p->empty()) CheckWritable(*p);
@@ -167,10 +174,13 @@ the programs the whole run would); `tpusim merge` puts their --json reports toge
 the whole run's report.
 
 --topology FILE.csv runs a network given as layer shapes instead (SCALE-Sim's topology
-format, models/topologies/): every layer as a convolution with random int8 data, its map
-moved in once and its windows formed on the chip where it fits (rows marked windows),
-else as a GEMM of its im2col rows; checked against the CPU unless --timing-only, with the
-same per-layer table (batch 1).
+format, models/topologies/): every layer as a convolution with random int8 data, its
+windows formed on the chip where it fits (rows marked windows), else as a GEMM of its
+im2col rows; checked against the CPU unless --timing-only, with the same per-layer table.
+--batch B (default 1 there) streams B maps through each weight tile; --maps chip (the
+default) starts each layer's input maps in the unified buffer and leaves its outputs there
+where they fit, as inside a whole network (programs outside the layer's, not counted, move
+them), --maps host moves them over the host link in the layer's program.
 
 Examples:
   tpusim run --images 200 --batch 16 --json r.json
@@ -200,18 +210,25 @@ Examples:
       ->capture_default_str();
   cmd->add_option("--topology", a->topology,
                   "run the layers of a topology file (SCALE-Sim CSV) instead of the model");
+  cmd->add_option("--maps", a->maps,
+                  "--topology: chip (each layer's maps start and stay in the unified buffer "
+                  "where they fit) or host (they cross the host link)")
+      ->check(CLI::IsMember({"chip", "host"}))
+      ->capture_default_str();
   cmd->callback([a, cmd] {
     if (!a->topology.empty()) {
-      for (const char* flag : {"--model", "--data", "--dataset", "--images", "--batch", "--inputs",
+      for (const char* flag : {"--model", "--data", "--dataset", "--images", "--inputs",
                                "--synthetic", "--logits", "--shard"}) {
         if (cmd->count(flag) > 0) {
           throw UsageError(std::string(flag) +
-                           " does not apply with --topology (its layers run on random data, "
-                           "batch 1)");
+                           " does not apply with --topology (its layers run on random data; "
+                           "--batch sets how many maps)");
         }
       }
+    } else if (cmd->count("--maps") > 0) {
+      throw UsageError("--maps applies with --topology only (a model's maps stay on chip)");
     }
-    Run(*a);
+    Run(*a, cmd->count("--batch") > 0);
   });
 }
 

@@ -182,9 +182,13 @@ class Emitter {
       return;
     }
     if (op.stacked) {  // one row per image: images in pieces of at most half the rows
+      // The images form one tall map only where each fills whole rows: a packed input of
+      // c x pixels bytes that does not (84 bytes on 8 lanes) goes one image per pass.
+      const GraphTensor& in = T(op.inputs[0]);
+      const int64_t piece = in.packed && in.rows * n_ != in.Pixels() * in.c ? 1 : most;
       for (int64_t j = 0; j < op.nt; ++j)
-        for (int64_t i0 = g0; i0 < g0 + count; i0 += most)
-          Pass(i, j, i0, std::min(most, g0 + count - i0), 0, 1);
+        for (int64_t i0 = g0; i0 < g0 + count; i0 += piece)
+          Pass(i, j, i0, std::min(piece, g0 + count - i0), 0, 1);
       return;
     }
     // An image's rows are more than half the accumulators hold: chunks of equal size, so an

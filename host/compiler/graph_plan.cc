@@ -23,8 +23,13 @@ struct Segmentation {
 
 class Planner {
  public:
-  Planner(const LoweredGraph& g, const config::TpuConfig& c, int batch)
-      : g_(g), c_(c), n_(c.array_dim), b_(batch), ops_(static_cast<int>(g.ops.size())) {
+  Planner(const LoweredGraph& g, const config::TpuConfig& c, int batch, MapsOnChip maps)
+      : g_(g),
+        c_(c),
+        n_(c.array_dim),
+        b_(batch),
+        ops_(static_cast<int>(g.ops.size())),
+        maps_(maps) {
     last_.assign(g.tensors.size(), -1);
     for (size_t t = 0; t < g.tensors.size(); ++t)
       for (int r : g.tensors[t].readers) last_[t] = std::max(last_[t], r);
@@ -51,6 +56,7 @@ class Planner {
 
   Plan Run() {
     Plan p;
+    p.maps = maps_;
     Segmentation ub = Segment(/*spill=*/false), host = Segment(/*spill=*/true);
     p.spill = !(ub.cost <= host.cost);
     p.segments = p.spill ? host.segments : ub.segments;
@@ -103,9 +109,12 @@ class Planner {
   // Unified-buffer rows segment [p, q) needs for groups of g: B-image crossing tensors (or
   // staging areas for them when spilled), and the group's own tensors at their peak.
   int64_t Need(int p, int q, int64_t g, bool spill) const {
-    int64_t need = 0;
+    // With the maps on chip, the batch's input and output stay in the buffer throughout.
+    int64_t need = b_ * ((maps_.input ? Rows(0) : 0) + (maps_.output ? Rows(g_.output) : 0));
     for (int t : Outside(p, q)) {
-      if (t == 0 || spill) need += 2 * g * Rows(t);  // staged per group, double-buffered
+      if ((t == 0 && !maps_.input) || (t != 0 && spill)) {
+        need += 2 * g * Rows(t);  // staged per group, double-buffered
+      }
     }
     if (!spill) {
       std::set<int> crossing;
@@ -121,6 +130,7 @@ class Planner {
         const int t = g_.ops[static_cast<size_t>(j)].output;
         const bool leaves = last_[static_cast<size_t>(t)] >= q;
         if (leaves && !spill && t != g_.output) continue;  // a B-image crossing tensor
+        if (maps_.output && t == g_.output) continue;      // counted above
         if (leaves || last_[static_cast<size_t>(t)] >= i) live += Rows(t);
       }
       peak = std::max(peak, live);
@@ -155,7 +165,7 @@ class Planner {
   int64_t Band(int i) const {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
     const GraphTensor& out = g_.tensors[static_cast<size_t>(op.output)];
-    if (op.stacked || op.kind == OpKind::kDense) return 0;
+    if (op.stacked || op.kind == OpKind::kDense || maps_.Any()) return 0;
     for (int64_t band = out.h; band >= 1; band = band > 1 ? (band + 1) / 2 : 0) {
       int64_t rows = 2 * band * out.w * out.T(n_);
       for (int t : Reads(i)) rows += 2 * BandRows(op, band, t);
@@ -224,11 +234,21 @@ class Planner {
       for (int i = p->segments[s].first; i < p->segments[s].end; ++i)
         seg_of[static_cast<size_t>(i)] = static_cast<int>(s);
     std::vector<Request> reqs;
-    p->places[0].host = true;  // the model's input
-    p->places[static_cast<size_t>(g_.output)].host = true;
+    p->places[0].host = !maps_.input;  // the model's input
+    p->places[static_cast<size_t>(g_.output)].host = !maps_.output;
+    if (maps_.input) {  // the batch's input, in the buffer from the start
+      p->places[0].images = b_;
+      reqs.push_back({0, ops_ - 1, b_ * Rows(0), &p->places[0].ub, 0});
+    }
     for (size_t t = 1; t < nt; ++t) {
       const int prod = Producer(static_cast<int>(t));
       const PlanSegment& ps = p->segments[static_cast<size_t>(seg_of[static_cast<size_t>(prod)])];
+      if (maps_.output && static_cast<int>(t) == g_.output) {  // the batch's output, left there
+        p->places[t].images = b_;
+        reqs.push_back({prod, ops_ - 1, b_ * Rows(static_cast<int>(t)), &p->places[t].ub,
+                        seg_of[static_cast<size_t>(prod)]});
+        continue;
+      }
       const int64_t last = std::min<int64_t>(last_[t], ops_ - 1);
       const bool crosses = last_[t] >= ps.end;
       TensorPlace& place = p->places[t];
@@ -360,17 +380,19 @@ class Planner {
   std::vector<double> stream_, wload_, wbytes_;
   std::string why_not_;
   int failed_ = 0;
+  MapsOnChip maps_;
 };
 
 }  // namespace
 
-Plan PlanGraph(const LoweredGraph& graph, const config::TpuConfig& config, int batch) {
+Plan PlanGraph(const LoweredGraph& graph, const config::TpuConfig& config, int batch,
+               MapsOnChip maps) {
   if (!graph.why_not.empty()) {
     Plan p;
     p.why_not = graph.why_not;
     return p;
   }
-  return Planner(graph, config, batch).Run();
+  return Planner(graph, config, batch, maps).Run();
 }
 
 }  // namespace tpu::compiler

@@ -48,19 +48,30 @@ struct Staging {
   int64_t rows = 0;  // rows each holds
 };
 
+// Which of the model's input and output stay in the unified buffer (not moved by the program).
+struct MapsOnChip {
+  bool input = false, output = false;
+  bool Any() const { return input || output; }
+};
+
 struct Plan {
   std::vector<PlanSegment> segments;
   std::vector<TensorPlace> places;            // per tensor
   std::vector<std::vector<Staging>> staging;  // per segment
   bool spill = false;                         // crossing tensors live in host memory
-  int64_t ub_rows = 0;                        // the unified-buffer rows it uses
-  uint64_t host_bytes = 0;                    // host memory it uses
+  MapsOnChip maps;          // the input or output stays in the unified buffer (PlanGraph)
+  int64_t ub_rows = 0;      // the unified-buffer rows it uses
+  uint64_t host_bytes = 0;  // host memory it uses
   uint64_t params_addr = 0, output_addr = 0;  // host addresses of the parameter sets, output
   uint64_t weights_bytes = 0;
   std::string why_not;  // empty: it fits the chip
 };
 
-// Plans `graph` for batches of `batch` images on `config`.
-Plan PlanGraph(const LoweredGraph& graph, const config::TpuConfig& config, int batch);
+// Plans `graph` for batches of `batch` images on `config`. With maps on chip, the model's
+// input starts in the unified buffer (the whole batch), or its output stays there, as a
+// layer's would inside a network (`tpusim run --topology --maps chip`): the program does
+// not move that tensor, and nothing is banded.
+Plan PlanGraph(const LoweredGraph& graph, const config::TpuConfig& config, int batch,
+               MapsOnChip maps = {});
 
 }  // namespace tpu::compiler

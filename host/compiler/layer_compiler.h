@@ -58,6 +58,10 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model, const config::TpuConfig
 // it does, in a line for people.
 struct LayerJob {
   engine::ExecJob exec;
+  // Maps on chip (NetworkCompiler): programs run just before exec, putting the batch's
+  // input into the unified buffer, and just after, taking the output out to host memory
+  // (its host_out); they are not the layer's work, and their counters are not its.
+  std::vector<engine::ExecJob> before, after;
   std::vector<int32_t> op_of;  // whole networks: per instruction, its operation (-1: none)
   std::string summary;
   int64_t rows = 0;    // input rows of the batch (each streamed once per K-tile)

@@ -6,16 +6,20 @@
 #include <algorithm>
 #include <cstring>
 
+#include "contract/tpu_contract.h"
 #include "host/common/errors.h"
 #include "host/common/text.h"
 #include "host/compiler/graph_emitter.h"
+#include "host/isa/program_builder.h"
 
 namespace tpu::compiler {
 
-NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig& config, int batch)
+NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig& config, int batch,
+                                 bool maps_on_chip)
     : config_(config),
       n_(config.array_dim),
       batch_(std::max(1, batch)),
+
       preprocess_(model.preprocess),
       input_(model.input),
       graph_(LowerGraph(model, config.array_dim)) {
@@ -26,6 +30,16 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
   if (!graph_.why_not.empty()) {
     why_not_ = graph_.why_not;
     return;
+  }
+  if (maps_on_chip) {  // both maps on chip, else the input, else the output, else neither
+    for (MapsOnChip m :
+         {MapsOnChip{true, true}, MapsOnChip{true, false}, MapsOnChip{false, true}}) {
+      maps_ = m;
+      plans_.clear();
+      if (PlanFor(batch_).why_not.empty()) break;
+      maps_ = {};
+      plans_.clear();
+    }
   }
   const Plan& plan = PlanFor(batch_);
   if (!plan.why_not.empty()) {
@@ -49,7 +63,8 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
 
 const Plan& NetworkCompiler::PlanFor(int batch) const {
   auto it = plans_.find(batch);
-  if (it == plans_.end()) it = plans_.emplace(batch, PlanGraph(graph_, config_, batch)).first;
+  if (it == plans_.end())
+    it = plans_.emplace(batch, PlanGraph(graph_, config_, batch, maps_)).first;
   return it->second;
 }
 
@@ -120,10 +135,49 @@ LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const
   EmittedProgram e = EmitGraph(graph_, plan, config_, batch);
   ex.program = std::move(e.program);
   job.op_of = std::move(e.op_of);
+  if (maps_.Any()) MoveMaps(plan, batch, &job);
   job.rows = batch;
   job.chunks = static_cast<int64_t>(plan.segments.size());
   job.summary = fmt::format("{}: one program for {} images ({})", name_, batch, PlanText());
   return job;
+}
+
+// The programs around a maps-on-chip job: the input rows into their unified-buffer area
+// before it, the output rows out to host memory after it.
+void NetworkCompiler::MoveMaps(const Plan& plan, int batch, LayerJob* job) const {
+  const int64_t most = hw::kOpdMatmulFirst.Max();  // rows in one transfer
+  auto program = [&](bool in) {
+    engine::ExecJob ex;
+    ex.name = in ? "maps in" : "maps out";
+    const int t = in ? 0 : graph_.output;
+    const int64_t rows = batch * graph_.tensors[static_cast<size_t>(t)].rows;
+    const auto ub = static_cast<uint64_t>(plan.places[static_cast<size_t>(t)].ub);
+    const uint64_t host = plan.places[static_cast<size_t>(t)].host_addr;
+    isa::ProgramBuilder p;
+    for (int64_t r0 = 0; r0 < rows; r0 += most) {
+      const auto r = static_cast<uint64_t>(std::min(most, rows - r0));
+      const uint64_t h = host + static_cast<uint64_t>(r0 * n_), u = ub + static_cast<uint64_t>(r0);
+      if (in) {
+        p.ReadHost(h, u, r);
+      } else {
+        p.WriteHost(u, h, r);
+      }
+    }
+    p.Halt();
+    ex.program = p.Take();
+    if (in) {
+      ex.host_image = job->exec.host_image;
+    } else {
+      ex.host_out_addr = host;
+      ex.host_out_bytes = static_cast<uint64_t>(rows * n_);
+    }
+    return ex;
+  };
+  if (maps_.input) job->before = {program(true)};
+  if (maps_.output) {
+    job->after = {program(false)};
+    job->exec.host_out_bytes = 0;
+  }
 }
 
 std::vector<int8_t> NetworkCompiler::Decode(const std::vector<uint8_t>& bytes, int batch) const {

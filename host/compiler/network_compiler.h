@@ -32,10 +32,16 @@ struct SpilledTensor {
 
 class NetworkCompiler {
  public:
-  // Lowers and plans `model` on `config` for batches of up to `batch` images.
-  NetworkCompiler(const nn::Model& model, const config::TpuConfig& config, int batch);
+  // Lowers and plans `model` on `config` for batches of up to `batch` images. With
+  // `maps_on_chip`, the batch's input starts in the unified buffer and its output stays there
+  // where they fit (both, else the input, else the output; what does not fit moves over the
+  // host link as usual; Maps() says which): the job's `before` and `after` programs move
+  // them, outside the counted program.
+  NetworkCompiler(const nn::Model& model, const config::TpuConfig& config, int batch,
+                  bool maps_on_chip = false);
 
   bool Fits() const { return why_not_.empty(); }
+  MapsOnChip Maps() const { return maps_; }
   const std::string& WhyNot() const { return why_not_; }
   int64_t MacsPerImage() const { return macs_per_image_; }
   // "conv1+pool1 > conv2+pool2 > fc1 > fc2 > fc3"
@@ -54,9 +60,11 @@ class NetworkCompiler {
 
  private:
   const Plan& PlanFor(int batch) const;
+  void MoveMaps(const Plan& plan, int batch, LayerJob* job) const;
 
   config::TpuConfig config_;
   int n_, batch_;
+  MapsOnChip maps_;
   std::string preprocess_;
   nn::Shape3 input_;  // the model's input, h x w x c
   LoweredGraph graph_;

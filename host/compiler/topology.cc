@@ -61,62 +61,104 @@ nn::Model ConvModel(const TopologyLayer& l, std::mt19937_64& rng) {
   return m;
 }
 
+// Maps on chip: the largest group of images (at most the batch) whose input and output
+// maps both fit the unified buffer beside the layer's work, as a network's segment runs its
+// images in groups; the batch when none does (its maps then cross the host link).
+int MapsGroup(const nn::Model& m, const config::TpuConfig& c, int batch, bool maps_on_chip) {
+  if (!maps_on_chip) return batch;
+  for (int g = batch; g >= 1; --g) {
+    const MapsOnChip maps = NetworkCompiler(m, c, g, true).Maps();
+    if (maps.input && maps.output) return g;
+  }
+  return batch;
+}
+
+// Runs a job's programs: the maps in, the layer (whose result it returns), the maps out (whose
+// output bytes it returns in the layer's result).
+engine::ExecResult RunJob(engine::ChipEngine& engine, const LayerJob& job,
+                          const std::string& name) {
+  auto run = [&](const engine::ExecJob& ex) {
+    engine::ExecResult r = engine.Run(ex);
+    if (!r.ok)
+      throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", name, r.message));
+    return r;
+  };
+  for (const engine::ExecJob& ex : job.before) run(ex);
+  engine::ExecResult r = run(job.exec);
+  for (const engine::ExecJob& ex : job.after) r.host_out = run(ex).host_out;
+  return r;
+}
+
 }  // namespace
 
 TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
                               uint64_t seed, const std::function<void(double)>& progress,
-                              bool host_im2col) {
+                              const TopologyRunOptions& options) {
+  const bool host_im2col = options.host_im2col;
+  const int batch = std::max(1, options.batch);
   const auto start = std::chrono::steady_clock::now();
   const config::TpuConfig& c = engine.Config();
   const int64_t n = c.array_dim;
   const bool values = engine.ComputesValues();
   TpuRunResult result;
-  result.images = 1;
+  result.images = batch;
   result.checked = values;
   std::mt19937_64 rng(seed);
   double total_macs = 0, done_macs = 0;
   for (const auto& l : layers) {
     const gemm::GemmShape g = l.Gemm();
-    total_macs += static_cast<double>(g.m) * static_cast<double>(g.k) * static_cast<double>(g.n);
+    total_macs +=
+        static_cast<double>(g.m * batch) * static_cast<double>(g.k) * static_cast<double>(g.n);
   }
   for (const TopologyLayer& l : layers) {
     const gemm::GemmShape g = l.Gemm();
     if (!host_im2col) {
       const nn::Model m = ConvModel(l, rng);
-      const NetworkCompiler nc(m, c, 1);
+      const int group = MapsGroup(m, c, batch, options.maps_on_chip);
+      const NetworkCompiler nc(m, c, group, options.maps_on_chip);
       if (nc.Fits()) {
-        std::vector<uint8_t> pixels(static_cast<size_t>(m.input.Size()));
+        std::vector<uint8_t> pixels(static_cast<size_t>(m.input.Size() * batch));
         for (auto& p : pixels) p = static_cast<uint8_t>(rng());
         std::vector<int8_t> act(pixels.size());
         for (size_t i = 0; i < act.size(); ++i) act[i] = nn::QuantizePixel(pixels[i]);
-        LayerJob job = nc.Build(act, 1);
-        job.exec.name = l.name;
-        const engine::ExecResult r = engine.Run(job.exec);
-        if (!r.ok) {
-          throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", l.name, r.message));
-        }
         LayerStats stats;
-        stats.name = l.name + " (windows)";
-        stats.macs = g.m * g.k * g.n;
-        stats.counters = r.counters;
-        stats.jobs = 1;
-        if (values) {
-          const nn::MatrixI8 want = nn::Int8Net(m).Forward(pixels.data(), 1).back();
-          const std::vector<int8_t> got = nc.Decode(r.host_out, 1);
-          result.mismatches += !std::equal(got.begin(), got.end(), want.data());
+        const MapsOnChip maps = nc.Maps();
+        stats.name = l.name + (maps.input && maps.output ? " (windows, maps on chip)"
+                               : maps.input              ? " (windows, input on chip)"
+                               : maps.output             ? " (windows, output on chip)"
+                                                         : " (windows)");
+        stats.macs = g.m * g.k * g.n * batch;
+        bool exact = true;
+        for (int i0 = 0; i0 < batch; i0 += group) {  // the batch in groups whose maps fit
+          const int count = std::min(group, batch - i0);
+          const std::vector<int8_t> in(act.begin() + i0 * m.input.Size(),
+                                       act.begin() + (i0 + count) * m.input.Size());
+          LayerJob job = nc.Build(in, count);
+          job.exec.name = l.name;
+          const engine::ExecResult r = RunJob(engine, job, l.name);
+          stats.counters += r.counters;
+          ++stats.jobs;
+          if (values) {
+            const nn::MatrixI8 want =
+                nn::Int8Net(m).Forward(pixels.data() + i0 * m.input.Size(), count).back();
+            const std::vector<int8_t> got = nc.Decode(r.host_out, count);
+            exact = exact && std::equal(got.begin(), got.end(), want.data());
+          }
         }
+        result.mismatches += !exact;
         result.layers.push_back(std::move(stats));
-        done_macs += static_cast<double>(g.m * g.k * g.n);
+        done_macs += static_cast<double>(g.m * g.k * g.n * batch);
         if (progress) progress(total_macs > 0 ? done_macs / total_macs : 1.0);
         continue;
       }
     }
+    const int64_t gm = g.m * batch;  // the im2col rows of the batch's maps
     const int64_t kt = (g.k + n - 1) / n, nt_all = (g.n + n - 1) / n;
     // Output columns in groups of at most param_sets tiles (one VPU parameter set each).
     const int64_t ntg = std::min<int64_t>(nt_all, c.param_sets);
     // Rows in chunks: two accumulator buffers of mc rows; A's kt blocks and the outputs'
     // ntg blocks of mc rows in the unified buffer.
-    const int64_t mc = std::min({g.m, static_cast<int64_t>(c.acc_depth_rows) / 2,
+    const int64_t mc = std::min({gm, static_cast<int64_t>(c.acc_depth_rows) / 2,
                                  static_cast<int64_t>(c.ub_depth_rows) / (kt + ntg)});
     if (mc < 1) {
       throw UsageError(fmt::format(
@@ -127,9 +169,9 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
     }
     LayerStats stats;
     stats.name = l.name;
-    stats.macs = g.m * g.k * g.n;
+    stats.macs = gm * g.k * g.n;
     bool exact = true;
-    const Matrix<int8_t> a = gemm::RandomInt8(g.m, g.k, rng());
+    const Matrix<int8_t> a = gemm::RandomInt8(gm, g.k, rng());
     const Matrix<int8_t> b = gemm::RandomInt8(g.k, g.n, rng());
     for (int64_t col0 = 0; col0 < g.n; col0 += ntg * n) {
       const int64_t cols = std::min(ntg * n, g.n - col0);
@@ -137,8 +179,8 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
       for (int64_t p = 0; p < g.k; ++p) {
         std::copy_n(b.data.begin() + p * g.n + col0, cols, bg.data.begin() + p * cols);
       }
-      for (int64_t row0 = 0; row0 < g.m; row0 += mc) {
-        const int64_t rows = std::min(mc, g.m - row0);
+      for (int64_t row0 = 0; row0 < gm; row0 += mc) {
+        const int64_t rows = std::min(mc, gm - row0);
         Matrix<int8_t> ac{
             rows, g.k,
             std::vector<int8_t>(a.data.begin() + row0 * g.k, a.data.begin() + (row0 + rows) * g.k)};

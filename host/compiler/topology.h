@@ -20,8 +20,20 @@ namespace tpu::compiler {
 // param_sets tiles. When the engine computes values, every output is checked against the
 // CPU reference (TpuRunResult::mismatches counts layers that differ). Throws UsageError
 // when a layer cannot fit even one row of one piece, naming the field.
+//
+// `batch` maps stream through every weight tile of a layer. With `maps_on_chip`, a layer
+// run with windows starts with its input maps in the unified buffer and leaves its outputs
+// there, as inside a whole network: programs outside the layer's (not counted) move them in
+// and out; where they do not fit, or with im2col, they cross the host link in the layer's
+// program, as `maps_on_chip = false` does for every layer.
+struct TopologyRunOptions {
+  bool host_im2col = false;
+  int batch = 1;
+  bool maps_on_chip = true;
+};
+
 TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
                               uint64_t seed, const std::function<void(double)>& progress,
-                              bool host_im2col = false);
+                              const TopologyRunOptions& options);
 
 }  // namespace tpu::compiler

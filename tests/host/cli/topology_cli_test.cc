@@ -74,6 +74,40 @@ TEST_F(TopologyCliTest, RunsBitExactWithTheSameCountersOnBothEngines) {
   EXPECT_TRUE(c["bit_exact"].is_null());
 }
 
+// --batch streams B maps through each layer's weight tiles; --maps chip (the default) keeps
+// each layer's maps in the unified buffer, so the host link carries only weights' parameters
+// and nothing of the maps; both engines agree and every output is checked.
+TEST_F(TopologyCliTest, BatchesAndMapsOnChip) {
+  const std::string lenet = TPUSIM_SOURCE_DIR "/models/topologies/lenet.csv";
+  auto run = [&](const std::string& args, const std::string& json) {
+    const Outcome o =
+        Run("run --topology " + lenet + " --config lab-8 " + args + " --json " + json);
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    return nlohmann::json::parse(Slurp(json));
+  };
+  auto rtl = run("--batch 3", P("rtl.json"));
+  auto fast = run("--batch 3 --engine fast", P("fast.json"));
+  auto host = run("--batch 3 --engine fast --maps host", P("host.json"));
+  auto one = run("--engine fast", P("one.json"));
+  EXPECT_TRUE(rtl["bit_exact"].get<bool>());
+  EXPECT_TRUE(host["bit_exact"].get<bool>());
+  EXPECT_EQ(rtl["images"], 3);
+  EXPECT_EQ(rtl["macs"], 3 * one["macs"].get<int64_t>());
+  for (const auto& l : rtl["layers"])
+    EXPECT_NE(l["name"].get<std::string>().find("maps on chip"), std::string::npos) << l["name"];
+  // On chip, the maps never cross the host link: what it reads is the parameter sets.
+  EXPECT_LT(fast["counters"]["host_bytes_read"].get<int64_t>(),
+            host["counters"]["host_bytes_read"].get<int64_t>() - 3 * 28 * 28);
+  EXPECT_EQ(fast["counters"]["host_bytes_written"], 0);
+  EXPECT_LT(fast["cycles"].get<int64_t>(), host["cycles"].get<int64_t>());
+  for (auto* j : {&rtl, &fast}) {
+    for (const char* k : {"engine", "wall_seconds", "revision"}) j->erase(k);
+  }
+  EXPECT_EQ(rtl, fast) << "the engines disagree with the maps on chip";
+  ExpectError("run --maps host --images 2", 2, "--maps applies with --topology only");
+  ExpectError("run --topology " + lenet + " --maps disk", 2, "--maps");
+}
+
 TEST_F(TopologyCliTest, LayersLargerThanTheBuffersAreSplit) {
   // On teach-4 (1,024 accumulator rows, 16,384 unified-buffer rows, 32 parameter sets):
   // 300 filters are 75 column tiles, run in 3 groups of at most 32; with K = 18 (5 row

@@ -129,12 +129,18 @@ TEST(GraphCompilerTest, SmallUnifiedBuffersGroupSpillAndBand) {
   for (int rows : {16384, 700, 400, 160}) {
     c.ub_depth_rows = rows;
     const TpuRunResult r = RunExact(m, c, engine::EngineKind::kFast, 6, 6);
-    if (rows == 16384) EXPECT_NE(r.plan.find("groups of 6"), std::string::npos) << r.plan;
+    if (rows == 16384) {
+      EXPECT_NE(r.plan.find("groups of 6"), std::string::npos) << r.plan;
+    }
     if (rows == 700) {  // a segment runs groups smaller than the batch
       EXPECT_TRUE(std::regex_search(r.plan, std::regex("in groups of [1-5][;)]"))) << r.plan;
     }
-    if (rows <= 400) EXPECT_FALSE(r.spilled.empty()) << r.plan;
-    if (rows == 160) EXPECT_NE(r.plan.find("in bands of"), std::string::npos) << r.plan;
+    if (rows <= 400) {
+      EXPECT_FALSE(r.spilled.empty()) << r.plan;
+    }
+    if (rows == 160) {
+      EXPECT_NE(r.plan.find("in bands of"), std::string::npos) << r.plan;
+    }
   }
   // Not even a band of one row of the first convolution (with its whole packed input).
   c.ub_depth_rows = 100;
