@@ -247,6 +247,11 @@ def gen_cpp(c):
     o.append("// Counters of cycles in which something waited (the stall reasons of reports).")
     o.append(f"inline constexpr std::array<bool, {n}> kCounterIsStall = {{"
              + ", ".join("true" if k.get("stall") else "false" for k in ks) + "};")
+    index = {k["name"]: i for i, k in enumerate(ks)}
+    iss = by(c["issue"], "value")
+    o.append("// The counter each issue state counts in, in hw::Issue order (-1: none).")
+    o.append(f"inline constexpr std::array<int, {len(iss)}> kIssueCounter = {{"
+             + ", ".join(str(index[i["counter"]]) if i["counter"] else "-1" for i in iss) + "};")
     o.append("")
     o.append("// The chip's performance counters, in register order (docs/architecture.md).")
     o.append("struct ChipCounters {")

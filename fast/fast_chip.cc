@@ -67,12 +67,6 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
   weight_.Reset();
 
   uint64_t cnt[hw::kNumCounters] = {};
-  // What the issue state of a cycle counts in (hw::Issue order; halted counts nowhere).
-  static constexpr int kIssueCounter[8] = {
-      hw::kCounterIssueWaitInstruction, hw::kCounterInstructions,
-      hw::kCounterIssueStallUnitBusy,   hw::kCounterIssueStallUbHazard,
-      hw::kCounterIssueStallAccHazard,  hw::kCounterIssueStallParamHazard,
-      hw::kCounterIssueStallDrain,      -1};
 
   // ---- controller (rtl/tpu_controller.sv)
   bool halted = false;
@@ -287,7 +281,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
                       : in_flight ? hw::kCounterMxuDrainCycles
                                   : hw::kCounterMxuIdleCycles;
       cnt[mxu] += k;
-      if (issue != kHalted) cnt[kIssueCounter[issue]] += k;
+      if (issue != kHalted) cnt[hw::kIssueCounter[issue]] += k;
       cnt[hw::kCounterWeightDmaStallFifoFull] += k * fifo_stall;
       cnt[hw::kCounterHostMemStall] += k * host_stall;
       cnt[hw::kCounterWeightMemStall] += k * weight_stall;
@@ -307,7 +301,14 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
       cnt[hw::kCounterVpuRowsOut] += k * vpu_out;
     };
     add_counts(1);
-    if (o.on_cycles) o.on_cycles(cycle, 1, issue, busy);
+    // obs_o (rtl/tpu_top.sv): the matrix unit's cycle as mxu_cycle_e, then the stalls.
+    const uint8_t obs = static_cast<uint8_t>((a_fire      ? 0
+                                              : mw_fire   ? 1
+                                              : a_valid   ? 2
+                                              : in_flight ? 3
+                                                          : 4) |
+                                             host_stall << 3 | weight_stall << 4 | fifo_stall << 5);
+    if (o.on_cycles) o.on_cycles(cycle, 1, issue, busy, obs);
 
     const bool progress_d = issue == kFire || instr_push || hm_fire || hm_resp || wm_fire ||
                             wm_resp || a_fire || mw_fire || out_valid || acc_rd_en || vpu_out;
@@ -460,7 +461,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
       if (next > cycle + 1 && next != kNever) {
         const uint64_t k = next - cycle - 1;  // cycles cycle+1 .. next-1 repeat this one
         add_counts(k);
-        if (o.on_cycles) o.on_cycles(cycle + 1, k, issue, busy);
+        if (o.on_cycles) o.on_cycles(cycle + 1, k, issue, busy, obs);
         quiet += k;
         cycle += k;
       }

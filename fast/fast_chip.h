@@ -45,7 +45,11 @@ struct RunOptions {
   bool timing_only = false;  // skip the values: counters only
   // Cycles [first, first + count) had issue state `issue` (hw::Issue) and busy units
   // `busy` (bits hw::kUnit*); called for every cycle that ends in a clock edge.
-  std::function<void(uint64_t first, uint64_t count, uint8_t issue, uint8_t busy)> on_cycles;
+  // Cycles [first, first + count): the issue state, the busy units and obs_o
+  // (rtl/tpu_top.sv: the matrix unit's cycle, bits 2:0; host memory, weight memory and
+  // weight FIFO stalls, bits 3 to 5).
+  std::function<void(uint64_t first, uint64_t count, uint8_t issue, uint8_t busy, uint8_t obs)>
+      on_cycles;
   // Called about every 65,536 cycles with the fraction of instructions handed over.
   std::function<void(double)> progress;
 };

@@ -49,6 +49,10 @@ module tpu_top
   output logic [NumUnits-1:0]     unit_busy_o,
   output logic [2:0]              issue_o,     // issue_e of the last cycle
   output logic                    wait_weights_o,  // a matmul waits for its weight tile
+  // This cycle, for the per-layer attribution of the counters (docs/timing.md): what the
+  // matrix unit did (mxu_cycle_e, bits 2:0), a host memory stall (3), a weight memory stall
+  // (4), the weight DMA waiting for FIFO room (5).
+  output logic [5:0]              obs_o,
   // register file (combinational read)
   input  logic [7:0]              reg_addr_i,
   output logic [63:0]             reg_data_o
@@ -425,6 +429,7 @@ module tpu_top
   assign unit_busy_o[UnitMatrix]    = mxu_busy;
   assign unit_busy_o[UnitActivate]  = act_busy;
   assign wait_weights_o = a_valid && !a_ready;
+  assign obs_o          = {wdma_fifo_stall, wm_stall, hm_stall, mxu_cycle};
 
   always_comb begin
     unique case (32'(reg_addr_i))

@@ -88,7 +88,7 @@ void TpuSystemBase::RunProgram() {
 
   Outputs out;
   uint64_t quiet = 0;
-  uint8_t last_busy = 0;
+  uint8_t last_busy = 0, last_obs = 0;
   // When the run ends the chip is still clocked (while the host reads its memories back):
   // from then on it sees no responses, no instructions and memories that accept nothing,
   // rather than the last cycle's inputs held forever (a held response would push rows into
@@ -109,8 +109,9 @@ void TpuSystemBase::RunProgram() {
     ReadOutputs(&out);
     // issue_o is the issue stage's state of the last cycle; unit_busy_o is this cycle's.
     if (cycle_hook_ && cycle > 0)
-      cycle_hook_(cycle - 1, static_cast<uint8_t>(out.issue), last_busy);
+      cycle_hook_(cycle - 1, static_cast<uint8_t>(out.issue), last_busy, last_obs);
     last_busy = static_cast<uint8_t>(out.unit_busy);
+    last_obs = static_cast<uint8_t>(out.obs);
     if (out.halted) {
       cycles_ = cycle;
       state_ = out.status == 0 ? RunState::kHalted : RunState::kError;

@@ -91,8 +91,10 @@ class TpuSystemBase : public sc_core::sc_module {
   // Called every 65,536 cycles of a run with the fraction of instructions handed over.
   void SetProgress(std::function<void(double)> progress) { progress_ = std::move(progress); }
   // Called for every cycle of a run that ends in a clock edge, with what the controller's
-  // issue stage did in it (hw::Issue) and the units that had work (bits hw::kUnit*).
-  void SetCycleHook(std::function<void(uint64_t cycle, uint8_t issue, uint8_t busy)> hook) {
+  // issue stage did in it (hw::Issue), the units that had work (bits hw::kUnit*) and the
+  // chip's obs_o (what the matrix unit did, which memories stalled: rtl/tpu_top.sv).
+  void SetCycleHook(
+      std::function<void(uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs)> hook) {
     cycle_hook_ = std::move(hook);
   }
 
@@ -120,7 +122,7 @@ class TpuSystemBase : public sc_core::sc_module {
     bool wm_req_valid = false;
     uint64_t wm_req_addr = 0;
     bool halted = false, idle = false, progress = false, wait_weights = false;
-    uint32_t status = 0, unit_busy = 0, issue = 0;
+    uint32_t status = 0, unit_busy = 0, issue = 0, obs = 0;
   };
   struct Inputs {
     bool instr_valid = false;
@@ -162,7 +164,7 @@ class TpuSystemBase : public sc_core::sc_module {
   std::string message_;
   sc_core::sc_event start_event_, done_event_;
   std::function<void(double)> progress_;
-  std::function<void(uint64_t, uint8_t, uint8_t)> cycle_hook_;
+  std::function<void(uint64_t, uint8_t, uint8_t, uint8_t)> cycle_hook_;
   StallInfo stall_;
   std::vector<uint64_t> registers_;  // read when the last run ended
   bool tracing_ = false;

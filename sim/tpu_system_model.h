@@ -50,6 +50,7 @@ class TpuSystemModel final : public TpuSystemBase {
     model_.unit_busy_o(unit_busy_);
     model_.issue_o(issue_);
     model_.wait_weights_o(wait_weights_);
+    model_.obs_o(obs_);
     model_.reg_addr_i(reg_addr_);
     model_.reg_data_o(reg_data_);
   }
@@ -92,6 +93,7 @@ class TpuSystemModel final : public TpuSystemBase {
     out->unit_busy = static_cast<uint32_t>(unit_busy_.read());
     out->issue = static_cast<uint32_t>(issue_.read());
     out->wait_weights = wait_weights_.read();
+    out->obs = static_cast<uint32_t>(obs_.read());
   }
 
   void WriteInputs(const Inputs& in) override {
@@ -151,6 +153,7 @@ class TpuSystemModel final : public TpuSystemBase {
   Sig<decltype(std::declval<M&>().status_o)> status_{"status"};
   Sig<decltype(std::declval<M&>().unit_busy_o)> unit_busy_{"unit_busy"};
   Sig<decltype(std::declval<M&>().issue_o)> issue_{"issue"};
+  Sig<decltype(std::declval<M&>().obs_o)> obs_{"obs"};
   // Set by the engine thread (watchdog messages) and by TLM reads from the host.
   sc_core::sc_signal<
       typename std::remove_reference_t<decltype(std::declval<M&>().reg_addr_i)>::data_type,

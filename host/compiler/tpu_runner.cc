@@ -7,6 +7,7 @@
 
 #include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
+#include "host/engine/cycle_attribution.h"
 #include "host/nn/cpu_backend.h"
 #include "host/nn/int8_net.h"
 
@@ -96,10 +97,16 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                         : "layer jobs (" + network.WhyNot() + ")";
   std::vector<LayerStep> steps;
   std::vector<LayerCompiler> compilers;
+  // Whole networks: a row per operation of the program, its counters attributed cycle by
+  // cycle (host/engine/cycle_attribution.h).
+  engine::CycleAttribution attribution(static_cast<int>(network.Graph().ops.size()),
+                                       config.array_dim);
   if (whole) {
-    LayerStats st;
-    st.name = "network";
-    r.layers.push_back(st);
+    for (const GraphOp& op : network.Graph().ops) {
+      LayerStats st;
+      st.name = op.name;
+      r.layers.push_back(st);
+    }
     r.spilled = network.Spilled();
     r.ub_rows = network.UbRows();
   } else {
@@ -120,12 +127,20 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
     std::vector<int8_t> act(in.data(), in.data() + in.size());
     if (whole) {
       const LayerJob job = network.Build(act, b);
+      attribution.SetRowOf(job.op_of);
+      engine.SetObserver(&attribution);
+      struct Unset {
+        engine::ChipEngine& e;
+        ~Unset() { e.SetObserver(nullptr); }
+      } unset{engine};
       const engine::ExecResult e = engine.Run(job.exec);
       if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
-      LayerStats& st = r.layers.front();
-      st.macs += network.MacsPerImage() * b;
-      ++st.jobs;
-      st.counters += e.counters;
+      attribution.Check(e.counters);
+      for (size_t i = 0; i < r.layers.size(); ++i) {
+        r.layers[i].macs += network.Graph().ops[i].macs * b;
+        ++r.layers[i].jobs;
+        r.layers[i].counters = attribution.Rows()[i];
+      }
       act = values ? network.Decode(e.host_out, b)
                    : std::vector<int8_t>(static_cast<size_t>(b * out_size), 0);
     } else {

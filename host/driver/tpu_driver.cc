@@ -270,11 +270,11 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   ++im.runs;
   ProgressBar bar("exec", im.options.progress);
   if (im.options.progress) im.system->SetProgress([&](double f) { bar.Update(f); });
-  engine::Timeline* timeline = timeline_;
-  if (timeline) {
-    timeline->BeginRun(job.program, job.name);
-    im.system->SetCycleHook([timeline](uint64_t cycle, uint8_t issue, uint8_t busy) {
-      timeline->Cycles(cycle, 1, issue, busy);
+  const std::vector<engine::CycleObserver*> observers = Observers();
+  for (engine::CycleObserver* o : observers) o->BeginRun(job.program, job.name);
+  if (!observers.empty()) {
+    im.system->SetCycleHook([&observers](uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs) {
+      for (engine::CycleObserver* o : observers) o->Cycles(cycle, 1, {issue, busy, obs});
     });
   }
   im.host->Submit(job);
@@ -285,7 +285,7 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   bar.Finish();
   if (im.host->Failure()) std::rethrow_exception(im.host->Failure());
   ExecResult r = std::move(*im.host->Result());
-  if (timeline) timeline->EndRun(r.cycles);
+  for (engine::CycleObserver* o : observers) o->EndRun(r.cycles);
   return r;
 }
 

@@ -23,12 +23,12 @@
 
 #include "contract/tpu_contract.h"
 #include "host/config/tpu_config.h"
+#include "host/engine/cycle_observer.h"
+#include "host/engine/timeline.h"
 #include "host/isa/isa.h"
 #include "sim/stall_info.h"
 
 namespace tpu::engine {
-
-class Timeline;
 
 struct ExecJob {
   std::string name;  // for people and timelines: the program file, the layer, ...
@@ -78,9 +78,20 @@ class ChipEngine {
   virtual void Finish() {}
   // Records the instruction timeline of the runs that follow (nullptr: stop recording).
   void SetTimeline(Timeline* timeline) { timeline_ = timeline; }
+  // Shows the runs that follow, cycle by cycle, to `observer` too (nullptr: to none).
+  void SetObserver(CycleObserver* observer) { observer_ = observer; }
 
  protected:
+  // The observers of the next run (the timeline and the observer, where set).
+  std::vector<CycleObserver*> Observers() const {
+    std::vector<CycleObserver*> v;
+    if (timeline_) v.push_back(timeline_);
+    if (observer_) v.push_back(observer_);
+    return v;
+  }
+
   Timeline* timeline_ = nullptr;
+  CycleObserver* observer_ = nullptr;
 };
 
 enum class EngineKind { kRtl, kFast };

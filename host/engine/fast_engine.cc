@@ -54,11 +54,12 @@ ExecResult FastEngine::Run(const ExecJob& job) {
   fast::RunOptions ro;
   ro.watchdog_cycles = options_.watchdog_cycles;
   ro.timing_only = options_.timing_only;
-  Timeline* timeline = timeline_;
-  if (timeline) {
-    timeline->BeginRun(job.program, job.name);
-    ro.on_cycles = [timeline](uint64_t first, uint64_t count, uint8_t issue, uint8_t busy) {
-      timeline->Cycles(first, count, issue, busy);
+  const std::vector<CycleObserver*> observers = Observers();
+  for (CycleObserver* o : observers) o->BeginRun(job.program, job.name);
+  if (!observers.empty()) {
+    ro.on_cycles = [&observers](uint64_t first, uint64_t count, uint8_t issue, uint8_t busy,
+                                uint8_t obs) {
+      for (CycleObserver* o : observers) o->Cycles(first, count, {issue, busy, obs});
     };
   }
   ProgressBar bar("exec", options_.progress);
@@ -92,7 +93,7 @@ ExecResult FastEngine::Run(const ExecJob& job) {
       r.message = NoHaltMessage(job.program.words.size());
       break;
   }
-  if (timeline) timeline->EndRun(r.cycles);
+  for (CycleObserver* o : observers) o->EndRun(r.cycles);
   if (job.host_out_bytes > 0 && !options_.timing_only) {
     const uint8_t* src = chip_->HostMemory() + job.host_out_addr;
     r.host_out.assign(src, src + job.host_out_bytes);

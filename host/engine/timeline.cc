@@ -60,7 +60,8 @@ void Timeline::CloseIssueRun(uint64_t end) {
   issue_state_ = -1;
 }
 
-void Timeline::Cycles(uint64_t first, uint64_t count, uint8_t issue, uint8_t busy) {
+void Timeline::Cycles(uint64_t first, uint64_t count, const CycleObs& obs) {
+  const uint8_t issue = obs.issue, busy = obs.busy;
   // A unit that has no more work ends its instruction.
   for (int u = 0; u < hw::kNumUnits; ++u) {
     const Open& o = units_[static_cast<size_t>(u)];

@@ -16,20 +16,19 @@
 #include <string>
 #include <vector>
 
+#include "host/engine/cycle_observer.h"
 #include "host/isa/isa.h"
 
 namespace tpu::engine {
 
-class Timeline {
+class Timeline : public CycleObserver {
  public:
   explicit Timeline(double clock_mhz) : clock_mhz_(clock_mhz) {}
 
-  // A run starts; `label` names it (e.g. the layer).
-  void BeginRun(const isa::Program& program, const std::string& label);
-  // Cycles [first, first + count) of the run: hw::Issue state and busy units (hw::kUnit*).
-  void Cycles(uint64_t first, uint64_t count, uint8_t issue, uint8_t busy);
-  // The run ended after `cycles` cycles.
-  void EndRun(uint64_t cycles);
+  void BeginRun(const isa::Program& program, const std::string& label) override;
+  // Uses the issue state and the busy units.
+  void Cycles(uint64_t first, uint64_t count, const CycleObs& obs) override;
+  void EndRun(uint64_t cycles) override;
 
   // Adds `key` to the file's metadata (otherData): the engine, the config, ...
   void Note(const std::string& key, nlohmann::json value) { notes_[key] = std::move(value); }

@@ -70,17 +70,34 @@ TEST(NetworkCompilerTest, LenetPrefixesAreBitExactFast) {
   ExpectPrefixesExact(m, "small-16", engine::EngineKind::kFast, 64, 64);
 }
 
-// The RTL runs the whole LeNet program bit-exact (one SystemC chip per test process).
-TEST(NetworkCompilerTest, LenetIsBitExactOnTheRtl) {
+// The RTL runs the whole LeNet program bit-exact (one SystemC chip per test process), with a
+// row per layer whose counters equal the fast engine's (docs/timing.md, "Per-layer
+// attribution"; the runner checks that the rows add up to the chip's counters).
+TEST(NetworkCompilerTest, LenetIsBitExactOnTheRtlWithARowPerLayer) {
   const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
   const data::MnistSet set = MnistLike(m, 8, 4);
-  const auto chip =
-      engine::MakeChipEngine(engine::EngineKind::kRtl, config::LoadConfig("small-16"), {});
+  const config::TpuConfig c = config::LoadConfig("small-16");
+  const auto chip = engine::MakeChipEngine(engine::EngineKind::kRtl, c, {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, set.pixels.data(), nullptr, 8, 8);
   EXPECT_EQ(r.plan.rfind("whole network", 0), 0u) << r.plan;
   EXPECT_EQ(r.mismatches, 0);
-  ASSERT_EQ(r.layers.size(), 1u);
-  EXPECT_EQ(r.layers[0].jobs, 1);
+  std::vector<std::string> names;
+  for (const LayerStats& l : r.layers) names.push_back(l.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"conv1+pool1", "conv2+pool2", "fc1", "fc2", "fc3"}));
+  const auto fast = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
+  const TpuRunResult f = RunModelOnTpu(m, *fast, set.pixels.data(), nullptr, 8, 8);
+  ASSERT_EQ(f.layers.size(), r.layers.size());
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    SCOPED_TRACE(r.layers[i].name);
+    EXPECT_EQ(r.layers[i].jobs, 1);
+    EXPECT_EQ(r.layers[i].macs, f.layers[i].macs);
+    const int d = r.layers[i].counters.FirstDifference(f.layers[i].counters);
+    EXPECT_EQ(d, -1) << (d >= 0 ? hw::kCounterNames[static_cast<size_t>(d)] : "");
+    // Each layer's useful MACs fit in the MACs its streamed rows did, which it owns.
+    EXPECT_LE(r.layers[i].macs, static_cast<int64_t>(r.layers[i].counters.macs));
+    EXPECT_EQ(r.layers[i].counters.macs,
+              r.layers[i].counters.mxu_stream_cycles * static_cast<uint64_t>(16 * 16));
+  }
 }
 
 // The zero border of mnist32 is the first convolution's padding: the host sends 28 x 28, and

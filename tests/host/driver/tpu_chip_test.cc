@@ -295,7 +295,9 @@ TEST_P(ResidualTest, ActivateAddsTheResidualRows) {
       mid += want > 0 && want < 127;
       // Rows between the stride's rows keep what they held.
       const size_t gap = static_cast<size_t>((2 * o + 1) * n + l);
-      if (in_place) EXPECT_EQ(r.host_out[gap], res[gap]);
+      if (in_place) {
+        EXPECT_EQ(r.host_out[gap], res[gap]);
+      }
     }
   }
   EXPECT_GT(mid, m * n / 4);

@@ -1,0 +1,175 @@
+// Per-layer attribution of a run's counters (see cycle_attribution.h).
+#include "host/engine/cycle_attribution.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "host/common/errors.h"
+
+namespace tpu::engine {
+
+CycleAttribution::CycleAttribution(int rows, int n)
+    : n_(n), rows_(static_cast<size_t>(std::max(rows, 1))) {}
+
+void CycleAttribution::SetRowOf(std::vector<int32_t> row_of) {
+  // Instructions without a row take the next one's (the parameter loads before a layer),
+  // the last ones the row before them (the final halt).
+  int32_t next = -1;
+  for (auto it = row_of.rbegin(); it != row_of.rend(); ++it) {
+    if (*it >= 0) next = *it;
+    if (*it < 0) *it = next;
+  }
+  int32_t prev = 0;
+  for (int32_t& r : row_of) {
+    if (r < 0) r = prev;
+    prev = r;
+  }
+  row_of_ = std::move(row_of);
+}
+
+int CycleAttribution::RowOf(uint64_t pc) const {
+  if (row_of_.empty()) return 0;
+  const uint64_t i = std::min<uint64_t>(pc, row_of_.size() - 1);
+  return std::clamp(row_of_[i], 0, static_cast<int>(rows_.size()) - 1);
+}
+
+void CycleAttribution::BeginRun(const isa::Program& program, const std::string&) {
+  run_.assign(rows_.size(), hw::ChipCounters{});
+  opcodes_.clear();
+  for (const isa::Word& w : program.words) opcodes_.push_back(w[hw::kOpcodeOffset]);
+  fired_ = 0;
+  units_.assign(hw::kNumUnits, Open());
+  AddEvents(program);
+}
+
+// The events of each instruction, from its operands (docs/architecture.md's counters; the
+// rtl's and the fast engine's counts are these summed).
+void CycleAttribution::AddEvents(const isa::Program& program) {
+  const auto n = static_cast<uint64_t>(n_);
+  for (size_t pc = 0; pc < program.words.size(); ++pc) {
+    const isa::Instruction in = isa::Decode(program.words[pc]);
+    hw::ChipCounters& c = At(pc);
+    const uint64_t len = in.length;
+    c.instructions += 1;
+    switch (in.opcode) {
+      case hw::Opcode::kReadHost:
+        if (in.flags & hw::kFlagParams) {
+          c.param_writes += len * hw::kParamRows;
+          c.host_bytes_read += len * hw::kParamRows * n;
+        } else {
+          c.ub_writes += len;
+          c.host_bytes_read += len * n;
+        }
+        break;
+      case hw::Opcode::kWriteHost:
+        c.ub_reads += len;
+        c.host_bytes_written += len * n;
+        break;
+      case hw::Opcode::kReadWeights:
+        c.weight_bytes_read += len * n * n;
+        c.weight_fifo_pushes += len * n;
+        break;
+      case hw::Opcode::kMatmul:
+        c.ub_reads += len;
+        c.acc_writes += len;
+        c.macs += len * n * n;
+        if (in.flags & hw::kFlagSwitch) {
+          c.weight_tiles += 1;
+          c.weight_fifo_pops += n;
+        }
+        break;
+      case hw::Opcode::kActivate: {
+        const bool pooled = in.flags & (hw::kFlagPoolAvg | hw::kFlagPoolMax);
+        const uint64_t out = pooled ? len / 4 : len;
+        c.acc_reads += len;
+        c.vpu_rows_in += len;
+        c.vpu_rows_out += out;
+        c.ub_writes += out;
+        if (in.flags & hw::kFlagResidual) c.ub_reads += len;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& obs) {
+  // A unit that has no more work ends its instruction (as the timeline sees it).
+  for (int u = 0; u < hw::kNumUnits; ++u) {
+    Open& o = units_[static_cast<size_t>(u)];
+    if (o.open && !(obs.busy & (1u << u)) && first >= o.start) o.open = false;
+  }
+  auto working = [&](int unit) {
+    const Open& o = units_[static_cast<size_t>(unit)];
+    return o.open && o.start <= first;
+  };
+  // The cycle's instruction: the matrix unit's, the activation unit's, the oldest DMA's,
+  // or the one the issue stage is at.
+  uint64_t owner = fired_;
+  if (working(hw::kUnitMatrix)) {
+    owner = units_[hw::kUnitMatrix].pc;
+  } else if (working(hw::kUnitActivate)) {
+    owner = units_[hw::kUnitActivate].pc;
+  } else {
+    for (int u : {hw::kUnitHostDma, hw::kUnitWeightDma})
+      if (working(u)) owner = std::min(owner, units_[static_cast<size_t>(u)].pc);
+  }
+  auto unit_pc = [&](int unit) { return working(unit) ? units_[unit].pc : owner; };
+  At(owner).cycles += count;
+  At(unit_pc(hw::kUnitHostDma)).busy_host_dma += count * ((obs.busy >> hw::kUnitHostDma) & 1);
+  At(unit_pc(hw::kUnitWeightDma)).busy_weight_dma += count * ((obs.busy >> hw::kUnitWeightDma) & 1);
+  At(unit_pc(hw::kUnitMatrix)).busy_matrix += count * ((obs.busy >> hw::kUnitMatrix) & 1);
+  At(unit_pc(hw::kUnitActivate)).busy_activate += count * ((obs.busy >> hw::kUnitActivate) & 1);
+  hw::ChipCounters& mxu = At(unit_pc(hw::kUnitMatrix));
+  switch (obs.obs & kObsMxuMask) {
+    case kMxuStream:
+      mxu.mxu_stream_cycles += count;
+      break;
+    case kMxuLoad:
+      mxu.mxu_load_cycles += count;
+      break;
+    case kMxuStall:
+      mxu.mxu_stall_weights += count;
+      break;
+    case kMxuDrain:
+      mxu.mxu_drain_cycles += count;
+      break;
+    default:
+      mxu.mxu_idle_cycles += count;
+      break;
+  }
+  if (obs.obs & kObsHostMemStall) At(unit_pc(hw::kUnitHostDma)).host_mem_stall += count;
+  if (obs.obs & kObsWeightMemStall) At(unit_pc(hw::kUnitWeightDma)).weight_mem_stall += count;
+  if (obs.obs & kObsFifoFull) At(unit_pc(hw::kUnitWeightDma)).weight_dma_stall_fifo_full += count;
+  const int issue_counter =
+      obs.issue < hw::kIssueCounter.size() ? hw::kIssueCounter[obs.issue] : -1;
+  if (obs.issue != static_cast<uint8_t>(hw::Issue::kFire)) {
+    if (issue_counter >= 0) At(fired_)[issue_counter] += count;
+    return;
+  }
+  for (uint64_t c = first; c < first + count; ++c) {  // instructions counted by AddEvents
+    const uint64_t pc = fired_++;
+    const uint8_t op = pc < opcodes_.size() ? opcodes_[pc] : 0;
+    const int unit = op < hw::kOpcodeUnit.size() ? hw::kOpcodeUnit[op] : -1;
+    if (unit >= 0) units_[static_cast<size_t>(unit)] = {true, pc, c + 1};
+  }
+}
+
+void CycleAttribution::EndRun(uint64_t) {
+  for (size_t r = 0; r < rows_.size(); ++r) rows_[r] += run_[r];
+}
+
+void CycleAttribution::Check(const hw::ChipCounters& total) const {
+  hw::ChipCounters sum;
+  for (const hw::ChipCounters& r : run_) sum += r;
+  const int i = sum.FirstDifference(total);
+  if (i >= 0) {
+    throw RuntimeError(
+        fmt::format("the per-layer attribution of counter '{}' adds up to {}, the chip counted {}",
+                    hw::kCounterNames[static_cast<size_t>(i)], sum[i], total[i]));
+  }
+}
+
+}  // namespace tpu::engine
