@@ -16,6 +16,7 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/cosim/program_generator.h"
+#include "host/engine/cycle_attribution.h"
 #include "host/engine/timeline.h"
 #include "host/isa/assembler.h"
 #include "host/report/exec_report.h"
@@ -80,6 +81,17 @@ Outcome RunBoth(engine::ChipEngine& rtl, engine::ChipEngine& fast, const engine:
   engine::Timeline trtl(mhz), tfast(mhz);
   rtl.SetTimeline(&trtl);
   fast.SetTimeline(&tfast);
+  // Every counter attributed to each instruction (a row per instruction: the finest rows
+  // the per-layer attribution can have) must agree too.
+  const int words = static_cast<int>(job.program.words.size());
+  const int n = rtl.Config().array_dim;
+  engine::CycleAttribution artl(words, n), afast(words, n);
+  std::vector<int32_t> each(static_cast<size_t>(words));
+  for (int i = 0; i < words; ++i) each[static_cast<size_t>(i)] = i;
+  artl.SetRowOf(each);
+  afast.SetRowOf(each);
+  rtl.SetObserver(&artl);
+  fast.SetObserver(&afast);
   Outcome o;
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -90,7 +102,17 @@ Outcome RunBoth(engine::ChipEngine& rtl, engine::ChipEngine& fast, const engine:
   o.fast_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   rtl.SetTimeline(nullptr);
   fast.SetTimeline(nullptr);
+  rtl.SetObserver(nullptr);
+  fast.SetObserver(nullptr);
   o.difference = Compare(o.rtl, o.fast);
+  for (int i = 0; o.difference.empty() && i < words; ++i) {
+    const auto& x = artl.Rows()[static_cast<size_t>(i)];
+    const auto& y = afast.Rows()[static_cast<size_t>(i)];
+    if (const int k = x.FirstDifference(y); k >= 0) {
+      o.difference = fmt::format("counter {} attributed to instruction {} is {} on rtl, {} on fast",
+                                 hw::kCounterNames[static_cast<size_t>(k)], i, x[k], y[k]);
+    }
+  }
   if (o.difference.empty() && trtl.Events() != tfast.Events()) {
     const auto& x = trtl.Events();
     const auto& y = tfast.Events();
