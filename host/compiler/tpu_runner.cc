@@ -136,6 +136,10 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
       const engine::ExecResult e = engine.Run(job.exec);
       if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
       attribution.Check(e.counters);
+      if (engine::Timeline* t = engine.GetTimeline()) {
+        for (const auto& s : attribution.Spans())
+          t->LayerSlice(r.layers[static_cast<size_t>(s.row)].name, s.start, s.end);
+      }
       for (size_t i = 0; i < r.layers.size(); ++i) {
         r.layers[i].macs += network.Graph().ops[i].macs * b;
         ++r.layers[i].jobs;

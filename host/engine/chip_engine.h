@@ -78,6 +78,7 @@ class ChipEngine {
   virtual void Finish() {}
   // Records the instruction timeline of the runs that follow (nullptr: stop recording).
   void SetTimeline(Timeline* timeline) { timeline_ = timeline; }
+  Timeline* GetTimeline() const { return timeline_; }
   // Shows the runs that follow, cycle by cycle, to `observer` too (nullptr: to none).
   void SetObserver(CycleObserver* observer) { observer_ = observer; }
 

@@ -40,6 +40,7 @@ void CycleAttribution::BeginRun(const isa::Program& program, const std::string&)
   for (const isa::Word& w : program.words) opcodes_.push_back(w[hw::kOpcodeOffset]);
   fired_ = 0;
   units_.assign(hw::kNumUnits, Open());
+  spans_.clear();
   AddEvents(program);
 }
 
@@ -118,6 +119,12 @@ void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& ob
   }
   auto unit_pc = [&](int unit) { return working(unit) ? units_[unit].pc : owner; };
   At(owner).cycles += count;
+  const int row = RowOf(owner);
+  if (!spans_.empty() && spans_.back().row == row && spans_.back().end == first) {
+    spans_.back().end = first + count;
+  } else {
+    spans_.push_back({row, first, first + count});
+  }
   At(unit_pc(hw::kUnitHostDma)).busy_host_dma += count * ((obs.busy >> hw::kUnitHostDma) & 1);
   At(unit_pc(hw::kUnitWeightDma)).busy_weight_dma += count * ((obs.busy >> hw::kUnitWeightDma) & 1);
   At(unit_pc(hw::kUnitMatrix)).busy_matrix += count * ((obs.busy >> hw::kUnitMatrix) & 1);

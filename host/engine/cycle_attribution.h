@@ -36,6 +36,12 @@ class CycleAttribution : public CycleObserver {
 
   // Per row, over every run observed.
   const std::vector<hw::ChipCounters>& Rows() const { return rows_; }
+  // The last run's cycles as spans of one row each, in order (for the timeline).
+  struct Span {
+    int row = 0;
+    uint64_t start = 0, end = 0;
+  };
+  const std::vector<Span>& Spans() const { return spans_; }
   // Throws RuntimeError unless the rows of the last run add up to `total` (its counters),
   // naming the first counter that differs.
   void Check(const hw::ChipCounters& total) const;
@@ -55,6 +61,7 @@ class CycleAttribution : public CycleObserver {
     uint64_t pc = 0, start = 0;
   };
   std::vector<Open> units_;
+  std::vector<Span> spans_;
 };
 
 }  // namespace tpu::engine

@@ -11,8 +11,9 @@ namespace tpu::engine {
 namespace {
 
 constexpr int kControllerTrack = 0;
-// Unit u is on track u + 1.
+// Unit u is on track u + 1; the layers come after the units.
 int UnitTrack(int unit) { return unit + 1; }
+constexpr int kLayerTrack = hw::kNumUnits + 1;
 
 }  // namespace
 
@@ -96,7 +97,15 @@ void Timeline::EndRun(uint64_t cycles) {
   for (int u = 0; u < hw::kNumUnits; ++u) CloseUnit(u, cycles);
   CloseIssueRun(cycles);
   if (!runs_.empty()) runs_.back()["cycles"] = cycles;
+  last_base_ = base_;
   base_ += cycles;
+}
+
+void Timeline::LayerSlice(const std::string& layer, uint64_t start, uint64_t end) {
+  const uint64_t base = base_;
+  base_ = last_base_;  // Slice() places cycles on the current run's axis
+  Slice(kLayerTrack, layer, start, end, {{"layer", layer}});
+  base_ = base;
 }
 
 nlohmann::json Timeline::ToJson() const {
@@ -105,6 +114,7 @@ nlohmann::json Timeline::ToJson() const {
       {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "tpusim chip"}}}});
   std::vector<std::string> tracks = {"controller (issue)"};
   for (int u = 0; u < hw::kNumUnits; ++u) tracks.push_back(hw::kUnitText[static_cast<size_t>(u)]);
+  tracks.push_back("layers (whole-network programs)");
   for (size_t t = 0; t < tracks.size(); ++t) {
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},

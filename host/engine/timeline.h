@@ -30,6 +30,10 @@ class Timeline : public CycleObserver {
   void Cycles(uint64_t first, uint64_t count, const CycleObs& obs) override;
   void EndRun(uint64_t cycles) override;
 
+  // A slice on the layers track: cycles [start, end) of the last run that ended belong to
+  // `layer` (host/engine/cycle_attribution.h).
+  void LayerSlice(const std::string& layer, uint64_t start, uint64_t end);
+
   // Adds `key` to the file's metadata (otherData): the engine, the config, ...
   void Note(const std::string& key, nlohmann::json value) { notes_[key] = std::move(value); }
 
@@ -54,6 +58,7 @@ class Timeline : public CycleObserver {
   nlohmann::json runs_ = nlohmann::json::array();
   nlohmann::json notes_ = nlohmann::json::object();
   uint64_t base_ = 0;              // the first cycle of the current run on the common time axis
+  uint64_t last_base_ = 0;         // ... of the last run that ended
   std::vector<std::string> text_;  // the current run's instructions, disassembled
   std::vector<uint8_t> opcodes_;
   uint64_t fired_ = 0;  // instructions issued so far in this run

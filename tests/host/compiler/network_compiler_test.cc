@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "host/common/errors.h"
 #include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
+#include "host/engine/timeline.h"
 #include "host/nn/int8_net.h"
 #include "host/nn/int8_ops.h"
 #include "tests/host/nn/nn_test_util.h"
@@ -85,8 +88,15 @@ TEST(NetworkCompilerTest, LenetIsBitExactOnTheRtlWithARowPerLayer) {
   for (const LayerStats& l : r.layers) names.push_back(l.name);
   EXPECT_EQ(names, (std::vector<std::string>{"conv1+pool1", "conv2+pool2", "fc1", "fc2", "fc3"}));
   const auto fast = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
+  engine::Timeline timeline(c.clock_mhz);
+  fast->SetTimeline(&timeline);
   const TpuRunResult f = RunModelOnTpu(m, *fast, set.pixels.data(), nullptr, 8, 8);
   ASSERT_EQ(f.layers.size(), r.layers.size());
+  // The timeline's layers track: each layer's slices hold its cycles.
+  std::map<std::string, uint64_t> sliced;
+  for (const auto& e : timeline.Events())
+    if (e["tid"] == hw::kNumUnits + 1) sliced[e["name"]] += e["args"]["cycles"].get<uint64_t>();
+  for (const LayerStats& l : f.layers) EXPECT_EQ(sliced[l.name], l.counters.cycles) << l.name;
   for (size_t i = 0; i < r.layers.size(); ++i) {
     SCOPED_TRACE(r.layers[i].name);
     EXPECT_EQ(r.layers[i].jobs, 1);

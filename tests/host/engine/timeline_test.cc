@@ -71,8 +71,9 @@ TEST(TimelineTest, EveryInstructionIssuesOnceAndRunsOnItsUnit) {
       tracks[tid].emplace_back(e["ts"], e["ts"].get<double>() + e["dur"].get<double>());
     }
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"controller (issue)", "host DMA", "weight DMA",
-                                             "matrix unit", "activation unit"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"controller (issue)", "host DMA", "weight DMA", "matrix unit",
+                                      "activation unit", "layers (whole-network programs)"}));
   EXPECT_EQ(issues, static_cast<int>(r.counters.instructions));
   // examples/dense_layer.asm: 2 read_host, 1 read_weights, 2 matmul, 1 activate,
   // 1 write_host (sync and halt are the controller's).
