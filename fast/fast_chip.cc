@@ -281,6 +281,14 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
                       : in_flight ? hw::kCounterMxuDrainCycles
                                   : hw::kCounterMxuIdleCycles;
       cnt[mxu] += k;
+      // TPU v1's categories of the cycles the matrix unit does not work (rtl/tpu_top.sv).
+      if (mxu == hw::kCounterMxuDrainCycles || mxu == hw::kCounterMxuIdleCycles) {
+        const bool raw =
+            issue == kUbHazard || issue == kAccHazard || issue == kParamHazard || issue == kDrain;
+        cnt[hdma_busy ? hw::kCounterWaitInput
+            : raw     ? hw::kCounterWaitRaw
+                      : hw::kCounterWaitNonMatrix] += k;
+      }
       if (issue != kHalted) cnt[hw::kIssueCounter[issue]] += k;
       cnt[hw::kCounterWeightDmaStallFifoFull] += k * fifo_stall;
       cnt[hw::kCounterHostMemStall] += k * host_stall;

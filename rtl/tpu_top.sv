@@ -351,6 +351,11 @@ module tpu_top
   logic [NumCounters-1:0][31:0] inc;
   counter_t                     cnt_q[NumCounters];
   logic                         hm_fire, wm_fire;
+  // TPU v1's categories of the cycles the matrix unit does not work (docs/timing.md).
+  logic                         mxu_waits, raw_wait;
+  assign mxu_waits = mxu_cycle == MxuDrain || mxu_cycle == MxuIdle;
+  assign raw_wait  = issue == IssueUbHazard || issue == IssueAccHazard ||
+                     issue == IssueParamHazard || issue == IssueDrain;
 
   assign hm_fire = hm_req_valid_o && hm_req_ready_i;
   assign wm_fire = wm_req_valid_o && wm_req_ready_i;
@@ -370,6 +375,9 @@ module tpu_top
       MxuDrain:  inc[CntMxuDrainCycles]  = 32'd1;
       default:   inc[CntMxuIdleCycles]   = 32'd1;
     endcase
+    inc[CntWaitInput]              = 32'(mxu_waits && hdma_busy);
+    inc[CntWaitRaw]                = 32'(mxu_waits && !hdma_busy && raw_wait);
+    inc[CntWaitNonMatrix]          = 32'(mxu_waits && !hdma_busy && !raw_wait);
     inc[CntIssueWaitInstruction]   = 32'(issue == IssueWaitInstruction);
     inc[CntIssueStallUnitBusy]     = 32'(issue == IssueUnitBusy);
     inc[CntIssueStallUbHazard]     = 32'(issue == IssueUbHazard);

@@ -26,6 +26,12 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
   for (const GraphOp& op : graph_.ops) {
     name_ += (name_.empty() ? "" : " > ") + op.name;
     macs_per_image_ += op.macs;
+    const nn::Layer& l = model.layers[static_cast<size_t>(op.layers.front())];
+    const bool gemm = l.type == nn::LayerType::kConv2d || l.type == nn::LayerType::kDense;
+    const int64_t k = l.type == nn::LayerType::kDense ? l.in.Size()
+                      : l.depthwise                   ? int64_t{l.kernel_h} * l.kernel_w
+                                                      : int64_t{l.kernel_h} * l.kernel_w * l.in.c;
+    kn_.emplace_back(gemm ? k : 0, l.out.c);
   }
   if (!graph_.why_not.empty()) {
     why_not_ = graph_.why_not;
@@ -59,6 +65,10 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
       for (const Staging& x : st) s.readers += x.tensor == static_cast<int>(t);
     spilled_.push_back(s);
   }
+}
+
+std::pair<int64_t, int64_t> NetworkCompiler::KN(int op) const {
+  return kn_.at(static_cast<size_t>(op));
 }
 
 const Plan& NetworkCompiler::PlanFor(int batch) const {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "host/compiler/graph_bound.h"
 #include "host/compiler/graph_lowering.h"
 #include "host/compiler/graph_plan.h"
 #include "host/compiler/layer_compiler.h"
@@ -51,6 +52,13 @@ class NetworkCompiler {
   const std::vector<SpilledTensor>& Spilled() const { return spilled_; }
   int64_t UbRows() const { return plans_.at(batch_).ub_rows; }
   const LoweredGraph& Graph() const { return graph_; }
+  // The attainable bound of each operation for `batch` images (graph_bound.h).
+  std::vector<Bound> Bounds(int batch) const {
+    return BoundGraph(graph_, PlanFor(batch), config_, batch);
+  }
+  // An operation as a GEMM per image: k and n of its convolution or dense layer (0 and the
+  // output channels otherwise).
+  std::pair<int64_t, int64_t> KN(int op) const;
 
   // The job for `batch` images (at most the planned batch) whose int8 inputs (h x w x c
   // each) are in `act`.
@@ -66,7 +74,8 @@ class NetworkCompiler {
   int n_, batch_;
   MapsOnChip maps_;
   std::string preprocess_;
-  nn::Shape3 input_;  // the model's input, h x w x c
+  nn::Shape3 input_;                             // the model's input, h x w x c
+  std::vector<std::pair<int64_t, int64_t>> kn_;  // per operation (KN())
   LoweredGraph graph_;
   mutable std::map<int, Plan> plans_;  // per batch size
   std::vector<uint8_t> weights_;

@@ -128,6 +128,9 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
                                : maps.output             ? " (windows, output on chip)"
                                                          : " (windows)");
         stats.macs = g.m * g.k * g.n * batch;
+        stats.m = g.m * batch;
+        stats.k = g.k;
+        stats.n = g.n;
         bool exact = true;
         for (int i0 = 0; i0 < batch; i0 += group) {  // the batch in groups whose maps fit
           const int count = std::min(group, batch - i0);
@@ -138,6 +141,7 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
           const engine::ExecResult r = RunJob(engine, job, l.name);
           stats.counters += r.counters;
           ++stats.jobs;
+          for (const Bound& b : nc.Bounds(count)) stats.bound += b;
           if (values) {
             const nn::MatrixI8 want =
                 nn::Int8Net(m).Forward(pixels.data() + i0 * m.input.Size(), count).back();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <tuple>
 
 #include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
@@ -140,10 +141,16 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
         for (const auto& s : attribution.Spans())
           t->LayerSlice(r.layers[static_cast<size_t>(s.row)].name, s.start, s.end);
       }
+      const std::vector<Bound> bounds = network.Bounds(b);
       for (size_t i = 0; i < r.layers.size(); ++i) {
-        r.layers[i].macs += network.Graph().ops[i].macs * b;
-        ++r.layers[i].jobs;
-        r.layers[i].counters = attribution.Rows()[i];
+        LayerStats& l = r.layers[i];
+        const GraphOp& op = network.Graph().ops[i];
+        l.macs += op.macs * b;
+        ++l.jobs;
+        l.counters = attribution.Rows()[i];
+        l.bound += bounds[i];
+        l.m += b * (op.stacked ? 1 : op.rows);
+        std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
       }
       act = values ? network.Decode(e.host_out, b)
                    : std::vector<int8_t>(static_cast<size_t>(b * out_size), 0);

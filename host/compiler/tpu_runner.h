@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "host/compiler/graph_bound.h"
 #include "host/compiler/network_compiler.h"
 #include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
@@ -22,6 +23,11 @@ struct LayerStats {
   int64_t macs = 0;  // useful MACs (the layer's arithmetic, no padding)
   int64_t jobs = 0;
   hw::ChipCounters counters;  // summed over the batches
+  // Whole-network and topology rows: the attainable bound (graph_bound.h), summed over the
+  // batches, and the layer as a GEMM: m rows (output pixels of every image), k, n (0: not a
+  // convolution or dense layer).
+  Bound bound;
+  int64_t m = 0, k = 0, n = 0;
 };
 
 struct TpuRunResult {

@@ -147,6 +147,21 @@ void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& ob
       mxu.mxu_idle_cycles += count;
       break;
   }
+  // TPU v1's categories of the cycles the matrix unit does not work (rtl/tpu_top.sv).
+  const uint8_t cls = obs.obs & kObsMxuMask;
+  if (cls == kMxuDrain || cls == kMxuIdle) {
+    using hw::Issue;
+    const auto issue = static_cast<Issue>(obs.issue);
+    const bool raw = issue == Issue::kUbHazard || issue == Issue::kAccHazard ||
+                     issue == Issue::kParamHazard || issue == Issue::kDrain;
+    if ((obs.busy >> hw::kUnitHostDma) & 1) {
+      mxu.wait_input += count;
+    } else if (raw) {
+      mxu.wait_raw += count;
+    } else {
+      mxu.wait_non_matrix += count;
+    }
+  }
   if (obs.obs & kObsHostMemStall) At(unit_pc(hw::kUnitHostDma)).host_mem_stall += count;
   if (obs.obs & kObsWeightMemStall) At(unit_pc(hw::kUnitWeightDma)).weight_mem_stall += count;
   if (obs.obs & kObsFifoFull) At(unit_pc(hw::kUnitWeightDma)).weight_dma_stall_fifo_full += count;

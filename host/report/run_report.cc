@@ -48,6 +48,7 @@ void FinishRows(RunReport* rep) {
     row.energy = ComputeEnergy(row.counters, rep->config, rep->table);
     rep->total.macs += row.macs;
     rep->total.counters += row.counters;
+    rep->total.bound += row.bound;  // the network's: the largest of the sums
   }
   // The total's energy is the sum of the layers', component by component.
   if (!rep->layers.empty()) {
@@ -70,6 +71,20 @@ double RunRow::OpsPerCycle() const {
 
 double RunRow::MappingEfficiency() const {
   return counters.macs ? static_cast<double>(macs) / static_cast<double>(counters.macs) : 0.0;
+}
+
+std::vector<std::pair<std::string, double>> RunRow::Categories(int64_t n) const {
+  const hw::ChipCounters& c = counters;
+  const double cycles = c.cycles ? static_cast<double>(c.cycles) : 1.0;
+  // Useful MACs in cycles of the whole array; the rest of the streaming cycles is unused.
+  const double useful = static_cast<double>(macs) / static_cast<double>(n * n);
+  return {{"active_useful", useful / cycles},
+          {"active_unused", (static_cast<double>(c.mxu_stream_cycles) - useful) / cycles},
+          {"weight_stall", static_cast<double>(c.mxu_stall_weights) / cycles},
+          {"weight_shift", static_cast<double>(c.mxu_load_cycles) / cycles},
+          {"non_matrix", static_cast<double>(c.wait_non_matrix) / cycles},
+          {"raw_stall", static_cast<double>(c.wait_raw) / cycles},
+          {"input_stall", static_cast<double>(c.wait_input) / cycles}};
 }
 
 double RunReport::Accuracy() const {
@@ -104,6 +119,10 @@ RunReport BuildRunReport(const compiler::TpuRunResult& r, const std::string& mod
     row.name = l.name;
     row.macs = l.macs;
     row.counters = l.counters;
+    row.bound = l.bound;
+    row.m = l.m;
+    row.k = l.k;
+    row.n = l.n;
     rep.layers.push_back(row);
   }
   FinishRows(&rep);
@@ -138,6 +157,14 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
       row.name = l.at("name").get<std::string>();
       row.macs = l.at("macs").get<int64_t>();
       row.counters = CountersFromJson(l.at("counters"));
+      if (l.contains("bound")) {
+        const auto& b = l.at("bound");
+        row.bound = {b.at("array").get<double>(), b.at("weights").get<double>(),
+                     b.at("host").get<double>(), b.at("vector").get<double>()};
+        row.m = l.at("m").get<int64_t>();
+        row.k = l.at("k").get<int64_t>();
+        row.n = l.at("n").get<int64_t>();
+      }
       r.layers.push_back(row);
     }
   } catch (const nlohmann::json::exception& e) {
@@ -171,6 +198,8 @@ RunReport MergeRunReports(const std::vector<RunReport>& shards) {
       same(s, "layers", s.layers[i].name == m.layers[i].name);
       m.layers[i].macs += s.layers[i].macs;
       m.layers[i].counters += s.layers[i].counters;
+      m.layers[i].bound += s.layers[i].bound;
+      m.layers[i].m += s.layers[i].m;
     }
     m.images += s.images;
     m.correct += s.correct;
@@ -182,6 +211,27 @@ RunReport MergeRunReports(const std::vector<RunReport>& shards) {
   FinishRows(&m);
   return m;
 }
+
+namespace {
+
+nlohmann::json CategoriesJson(const RunRow& row, int64_t n) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : row.Categories(n)) j[k] = v;
+  return j;
+}
+
+// The bound's fields of a row (none where no bound was computed).
+void AddBound(const RunRow& row, nlohmann::json* j) {
+  if (!row.HasBound()) return;
+  const compiler::Bound& b = row.bound;
+  (*j)["bound"] = {
+      {"array", b.array}, {"weights", b.weights}, {"host", b.host}, {"vector", b.vector}};
+  (*j)["bound_cycles"] = b.Cycles();
+  (*j)["cycles_over_bound"] = static_cast<double>(row.Cycles()) / b.Cycles();
+  (*j)["binds"] = b.Binds();
+}
+
+}  // namespace
 
 nlohmann::json RunReportJson(const RunReport& r) {
   const double images = static_cast<double>(r.images);
@@ -202,7 +252,14 @@ nlohmann::json RunReportJson(const RunReport& r) {
                       {"acc_accesses", row.AccAccesses()},
                       {"dram_bytes", row.DramBytes()},
                       {"energy_pj", row.energy.Total()},
-                      {"energy_components_pj", ComponentsJson(row.energy)}});
+                      {"energy_components_pj", ComponentsJson(row.energy)},
+                      {"tpu_v1_categories", CategoriesJson(row, r.config.array_dim)}});
+    if (row.HasBound()) {
+      layers.back()["m"] = row.m;
+      layers.back()["k"] = row.k;
+      layers.back()["n"] = row.n;
+    }
+    AddBound(row, &layers.back());
   }
   const RunRow& t = r.total;
   nlohmann::json j = {
@@ -235,6 +292,8 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"revision", kGitRevision}};
   j["topology"] = r.topology;
   j["counters"] = CountersJson(t.counters);
+  j["tpu_v1_categories"] = CategoriesJson(t, r.config.array_dim);
+  AddBound(t, &j);
   j["correct"] = r.correct;
   j["spilled"] = nlohmann::json::array();
   for (const compiler::SpilledTensor& s : r.spilled)
@@ -293,9 +352,11 @@ std::string FormatRunText(const RunReport& r) {
   } else {
     s += "  values     not computed (--timing-only): cycles, traffic and energy only\n";
   }
-  s += fmt::format("  per image     {:>10}{:>10}{:>9}{:>7}{:>7}{:>10}{:>10}{:>10}{:>11}{:>11}\n",
+  const bool bounds = r.total.HasBound();
+  s += fmt::format("  per image     {:>10}{:>10}{:>9}{:>7}{:>7}{:>10}{:>10}{:>10}{:>11}{:>11}{}\n",
                    "MACs", "cycles", "ops/cyc", "util", "map", "MXU idle", "UB rd+wr", "acc rd+wr",
-                   "DRAM B", "energy nJ");
+                   "DRAM B", "energy nJ",
+                   bounds ? fmt::format("{:>10}{:>8}  {}", "bound", "x bound", "binds") : "");
   auto line = [&](const RunRow& row) {
     auto per = [&](double v) { return Grouped(static_cast<int64_t>(v / images + 0.5)); };
     s += fmt::format(
@@ -305,6 +366,11 @@ std::string FormatRunText(const RunReport& r) {
         per(static_cast<double>(row.NotStreaming())), per(static_cast<double>(row.UbAccesses())),
         per(static_cast<double>(row.AccAccesses())), per(static_cast<double>(row.DramBytes())),
         row.energy.Total() / images / 1000);
+    if (bounds && row.HasBound()) {
+      s.pop_back();
+      s += fmt::format("{:>10}{:>8.2f}  {}\n", per(row.bound.Cycles()),
+                       static_cast<double>(row.Cycles()) / row.bound.Cycles(), row.bound.Binds());
+    }
   };
   for (const RunRow& row : r.layers) line(row);
   line(r.total);
@@ -317,6 +383,11 @@ std::string FormatRunText(const RunReport& r) {
     }
   }
   s += "  stalls     per image (counters of docs/architecture.md): " + waits + "\n";
+  std::string shares;
+  for (const auto& [k, v] : r.total.Categories(r.config.array_dim)) {
+    shares += fmt::format("{} {:.1f}%  ", k, 100 * v);
+  }
+  s += "  cycles     TPU v1's categories (docs/timing.md): " + shares + "\n";
   std::string parts;
   for (const auto& [k, v] : r.total.energy.components) {
     parts += fmt::format("{} {:.1f}  ", k, v / images / 1000);

@@ -20,6 +20,11 @@ struct RunRow {
   int64_t macs = 0;  // useful MACs
   hw::ChipCounters counters;
   EnergyBreakdown energy;
+  // The attainable bound (host/compiler/graph_bound.h; zero where none was computed) and the
+  // layer as a GEMM (m rows over the run, k, n; 0 where it is not one).
+  compiler::Bound bound;
+  int64_t m = 0, k = 0, n = 0;
+  bool HasBound() const { return bound.Cycles() > 0; }
 
   uint64_t Cycles() const { return counters.cycles; }
   // Cycles in which the matrix unit did not stream a row.
@@ -32,6 +37,10 @@ struct RunRow {
   double OpsPerCycle() const;
   // Useful MACs over the MACs the array issued.
   double MappingEfficiency() const;
+  // TPU v1's cycle categories (Jouppi et al., ISCA 2017, Table 3; docs/timing.md) as
+  // shares of the row's cycles, adding up to 1: array active with useful MACs, array active
+  // with unused MACs, weight stall, weight shift, non-matrix, RAW stall, input stall.
+  std::vector<std::pair<std::string, double>> Categories(int64_t n) const;
 };
 
 struct RunReport {

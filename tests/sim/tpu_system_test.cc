@@ -130,7 +130,7 @@ struct Host : sc_core::sc_module {
     sc_core::wait(system.DoneEvent());
     state_after = Csr(kCsrState);
     fed = Csr(kCsrFed);
-    instructions = Csr(kCsrRegBase + 8 * (hw::kRegFirstCounter + 33));
+    instructions = Csr(kCsrRegBase + 8 * (hw::kRegFirstCounter + hw::kCounterInstructions));
     status = Csr(kCsrRegBase + 8 * hw::kRegStatus);
     array_dim = Csr(kCsrRegBase + 8 * hw::kRegArrayDim);
     Transport(tlm::TLM_READ_COMMAND, kHostMemBase + 0x80, back.data(), 12);

@@ -182,6 +182,35 @@ TEST_F(RunCliTest, TimingOnlyRunsReportCyclesWithoutValues) {
   EXPECT_EQ(t["energy_pj"], v["energy_pj"]);
 }
 
+// A row per layer of the whole-network program, each with TPU v1's cycle categories (adding
+// up to 100 %; the three wait_ counters split the matrix unit's drain and idle cycles) and
+// the attainable bound, which the network's cycles never beat.
+TEST_F(RunCliTest, LayerRowsHaveCategoriesAndBounds) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const Outcome o = Run("run --images 128 --batch 64 --engine fast --json " + P("r.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("TPU v1's categories"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("x bound"), std::string::npos) << o.out;
+  const auto j = nlohmann::json::parse(Slurp(P("r.json")));
+  ASSERT_EQ(j["layers"].size(), 5u);
+  uint64_t cycles = 0;
+  for (const auto& l : j["layers"]) {
+    SCOPED_TRACE(l["name"].get<std::string>());
+    double sum = 0;
+    for (const auto& [k, v] : l["tpu_v1_categories"].items()) sum += v.get<double>();
+    EXPECT_NEAR(sum, 1.0, 1e-9);
+    const auto& c = l["counters"];
+    EXPECT_EQ(c["wait_input"].get<uint64_t>() + c["wait_raw"].get<uint64_t>() +
+                  c["wait_non_matrix"].get<uint64_t>(),
+              c["mxu_drain_cycles"].get<uint64_t>() + c["mxu_idle_cycles"].get<uint64_t>());
+    EXPECT_GT(l["bound_cycles"].get<double>(), 0);
+    EXPECT_GT(l["k"].get<int64_t>(), 0);
+    cycles += l["cycles"].get<uint64_t>();
+  }
+  EXPECT_EQ(cycles, j["cycles"].get<uint64_t>());
+  EXPECT_GE(j["cycles_over_bound"].get<double>(), 1.0);
+}
+
 // A small graph that takes float values: conv, a residual add, global pooling, dense.
 nn::Model FloatGraph() {
   nn::Model m;

@@ -3,6 +3,7 @@
 // engines, and clear errors for bad files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -106,6 +107,39 @@ TEST_F(TopologyCliTest, BatchesAndMapsOnChip) {
   EXPECT_EQ(rtl, fast) << "the engines disagree with the maps on chip";
   ExpectError("run --maps host --images 2", 2, "--maps applies with --topology only");
   ExpectError("run --topology " + lenet + " --maps disk", 2, "--maps");
+}
+
+// The attainable bound of each layer (host/compiler/graph_bound.h) against the
+// weight-stationary mapping's count derived here from the file alone: every K-tile x
+// N-tile pair of a layer streams the batch's M rows, and no tile streams fewer than N
+// cycles. With the maps on chip and 8 maps, Darknet-19 is array-bound at 168,960 cycles per
+// image, and the chip's cycles are never below the bound.
+TEST_F(TopologyCliTest, TheBoundIsTheWeightStationaryMapping) {
+  const std::string dark = TPUSIM_SOURCE_DIR "/models/topologies/darknet19.csv";
+  const Outcome o =
+      Run("run --topology " + dark +
+          " --config tpu-v1 --engine fast --timing-only --batch 8 -q --json " + P("d.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("d.json")));
+  const auto layers = compiler::ReadTopologyCsv(dark);
+  ASSERT_EQ(j["layers"].size(), layers.size());
+  double array = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const gemm::GemmShape g = layers[i].Gemm();
+    const double mapped = static_cast<double>(((g.k + 255) / 256) * ((g.n + 255) / 256)) *
+                          std::max<double>(static_cast<double>(g.m * 8), 256);
+    const auto& l = j["layers"][i];
+    EXPECT_EQ(l["bound"]["array"].get<double>(), mapped) << l["name"];
+    EXPECT_EQ(l["m"], g.m * 8);
+    EXPECT_EQ(l["k"], g.k);
+    EXPECT_EQ(l["n"], g.n);
+    EXPECT_GE(l["cycles_over_bound"].get<double>(), 1.0) << l["name"];
+    array += mapped;
+  }
+  EXPECT_EQ(array / 8, 168960);
+  EXPECT_EQ(j["bound"]["array"].get<double>(), array);
+  EXPECT_EQ(j["binds"], "array");
+  EXPECT_GE(j["cycles"].get<double>(), j["bound_cycles"].get<double>());
 }
 
 TEST_F(TopologyCliTest, LayersLargerThanTheBuffersAreSplit) {
