@@ -407,12 +407,23 @@ std::string RunReportCsv(const RunReport& r) {
   const double peak = r.Peak();
   std::string csv =
       "layer,macs,cycles,ops_per_cycle,utilization,mapping_efficiency,"
-      "mxu_not_streaming_cycles,ub_accesses,acc_accesses,dram_bytes,energy_pj\n";
+      "mxu_not_streaming_cycles,ub_accesses,acc_accesses,dram_bytes,energy_pj,"
+      "m,k,n,bound_cycles,cycles_over_bound,binds";
+  for (const auto& [k, v] : r.total.Categories(r.config.array_dim)) csv += "," + k;
+  csv += "\n";
   for (const RunRow& row : r.layers) {
-    csv += fmt::format("{},{},{},{:.4f},{:.6f},{:.6f},{},{},{},{},{:.1f}\n", row.name, row.macs,
+    csv += fmt::format("{},{},{},{:.4f},{:.6f},{:.6f},{},{},{},{},{:.1f}", row.name, row.macs,
                        row.Cycles(), row.OpsPerCycle(), row.OpsPerCycle() / peak,
                        row.MappingEfficiency(), row.NotStreaming(), row.UbAccesses(),
                        row.AccAccesses(), row.DramBytes(), row.energy.Total());
+    if (row.HasBound()) {
+      csv += fmt::format(",{},{},{},{:.1f},{:.4f},{}", row.m, row.k, row.n, row.bound.Cycles(),
+                         static_cast<double>(row.Cycles()) / row.bound.Cycles(), row.bound.Binds());
+    } else {
+      csv += ",,,,,,";
+    }
+    for (const auto& [k, v] : row.Categories(r.config.array_dim)) csv += fmt::format(",{:.6f}", v);
+    csv += "\n";
   }
   return csv;
 }
