@@ -438,6 +438,17 @@ void LoadJoinInt8(const json& qj, const std::string& where, Layer* l) {
     if (v < 1 || v > 62) throw UsageError(where + ": a shift lies outside [1, 62]");
 }
 
+// "padding": [top, left, bottom, right] of a convolution or a pooling layer.
+void ReadExplicitPadding(const json& pad, const std::string& where, Layer* l) {
+  const auto p = pad.get<std::vector<int>>();
+  if (p.size() != 4) throw UsageError(where + ": padding must be [top, left, bottom, right]");
+  l->padding = "explicit";
+  l->pad_top = p[0];
+  l->pad_left = p[1];
+  l->pad_bottom = p[2];
+  l->pad_right = p[3];
+}
+
 }  // namespace
 
 Model LoadModel(const std::string& dir) {
@@ -505,14 +516,7 @@ Model LoadModel(const std::string& dir) {
         l.stride = lj.value("stride", 1);
         const json pad = lj.value("padding", json("valid"));
         if (pad.is_array()) {
-          const auto p = pad.get<std::vector<int>>();
-          if (p.size() != 4)
-            throw UsageError(where + ": padding must be [top, left, bottom, right]");
-          l.padding = "explicit";
-          l.pad_top = p[0];
-          l.pad_left = p[1];
-          l.pad_bottom = p[2];
-          l.pad_right = p[3];
+          ReadExplicitPadding(pad, where, &l);
         } else {
           l.padding = pad.get<std::string>();
           if (l.padding == "explicit") throw UsageError(where + ": padding 'explicit' is a list");
@@ -536,14 +540,7 @@ Model LoadModel(const std::string& dir) {
                            std::to_string(l.pool_w) + " window needs a 'stride'");
         }
         if (lj.contains("padding")) {
-          const auto p = lj["padding"].get<std::vector<int>>();
-          if (p.size() != 4)
-            throw UsageError(where + ": padding must be [top, left, bottom, right]");
-          l.padding = "explicit";
-          l.pad_top = p[0];
-          l.pad_left = p[1];
-          l.pad_bottom = p[2];
-          l.pad_right = p[3];
+          ReadExplicitPadding(lj["padding"], where, &l);
         }
       }
       m.layers.push_back(l);
