@@ -173,7 +173,7 @@ class Emitter {
   void Op(int i, int64_t g0, int64_t count) {
     group0_ = g0;
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
-    const int64_t rows = op.rows, most = op.window.pooled ? half_ - half_ % 4 : half_;
+    const int64_t rows = op.rows, most = Most(op);
     if (rows <= most && !op.stacked) {  // whole images, as many per pass as the half holds
       const int64_t per = std::max<int64_t>(1, most / rows);
       for (int64_t j = 0; j < op.nt; ++j)
@@ -202,6 +202,22 @@ class Emitter {
           Pass(i, j, im, 1, r0, std::min(chunk, rows - r0));
   }
 
+  // The accumulators hold the rows of two passes (one fills while the VPU empties the other),
+  // or of three for an operation whose passes each stream one tile: a pass then need not
+  // wait for the activate two passes back to finish reading, which ends 2N cycles after the
+  // rows it reads arrived (more passes cost nothing there: the tile stays in the array).
+  int Regions(const GraphOp& op) const {
+    for (const auto& ts : op.terms)
+      for (const OpTerm& t : ts)
+        if (t.tile != ts.front().tile) return 2;
+    return 3;
+  }
+  // The rows of one pass.
+  int64_t Most(const GraphOp& op) const {
+    const int64_t size = 2 * half_ / Regions(op);
+    return op.window.pooled ? size - size % 4 : size;
+  }
+
   // The window of op over map view v (its lines), for images stacked or one at a time.
   isa::WindowGeometry Window(const GraphOp& op, const View& v, int64_t stack, int64_t pad_top,
                              int64_t out_h) const {
@@ -226,7 +242,7 @@ class Emitter {
   void Pass(int i, int64_t j, int64_t i0, int64_t count, int64_t r0, int64_t rows,
             const isa::WindowGeometry* band = nullptr, int64_t first_pixel = 0) {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
-    const uint64_t acc = static_cast<uint64_t>((seq_ % 2) * half_);
+    const uint64_t acc = static_cast<uint64_t>((seq_ % Regions(op)) * (2 * half_ / Regions(op)));
     const int64_t acc_rows = count * rows;
     const auto& terms = op.terms[static_cast<size_t>(j)];
     const std::vector<int64_t> reads = TileReads(terms);
@@ -404,7 +420,7 @@ class Emitter {
                    i);
         }
         const int64_t rows = (y1 - y0) * out.w * k * k;
-        const int64_t most = op.window.pooled ? half_ - half_ % 4 : half_;
+        const int64_t most = Most(op);
         const int64_t pieces = (rows + most - 1) / most;
         int64_t chunk = (rows + pieces - 1) / pieces;
         if (op.window.pooled) chunk = (chunk + 3) / 4 * 4;
