@@ -38,7 +38,7 @@ wait_for "$array"
 wait_for "$finish"
 status=$("$tpusim" sweep "$work/spec.json" --out "$work/sweep" --status)
 echo "$status"
-echo "$status" | grep -qE '^9 points: [0-9]+ done, 0 failed, [1-9] to run' || fail "no points were left by the killed task"
+echo "$status" | grep -qE '^9 points: [0-9]+ done, 0 failed, [1-9] to run' || fail "no points were left by the killed task ($status)"
 [ -f "$work/sweep/results.csv" ] || fail "the plot job wrote no table"
 
 # Rerun on Slurm: only the missing points run; then the whole table.
