@@ -29,6 +29,11 @@ enum : uint8_t {
 
 enum Pool : uint8_t { kPoolNone, kPoolAvg, kPoolMax };
 
+// The counter of each matrix-unit cycle class, in mxu_cycle_e order (rtl/tpu_pkg.sv).
+constexpr int kMxuCounter[5] = {hw::kCounterMxuStreamCycles, hw::kCounterMxuLoadCycles,
+                                hw::kCounterMxuStallWeights, hw::kCounterMxuDrainCycles,
+                                hw::kCounterMxuIdleCycles};
+
 }  // namespace
 
 FastChip::FastChip(const ChipParams& p)
@@ -263,6 +268,8 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     // (Only values of this cycle, fixed before the clock edge below changes the registers.)
     const bool fifo_stall = w_req_left != 0 && !room;
     const bool host_stall = h_valid && !hm_ready, weight_stall = w_req_valid && !wm_ready;
+    // What the matrix unit did (mxu_cycle_e of rtl/tpu_pkg.sv: stream, load, stall, drain, idle).
+    const int mxu_cycle = a_fire ? 0 : mw_fire ? 1 : a_valid ? 2 : in_flight ? 3 : 4;
     const uint64_t ub_reads = uint64_t{ub_rd0} + h_ub_read + res_read;
     const uint64_t ub_writes = uint64_t{h_resp_take && !h_params} + vpu_out;
     const bool param_write = h_resp_take && h_params, vpu_in = acc_rd_valid;
@@ -275,11 +282,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
       cnt[hw::kCounterBusyMatrix] += k * mxu_busy;
       cnt[hw::kCounterBusyActivate] += k * act_busy;
       // Every cycle of the matrix unit is exactly one of these five.
-      const int mxu = a_fire      ? hw::kCounterMxuStreamCycles
-                      : mw_fire   ? hw::kCounterMxuLoadCycles
-                      : a_valid   ? hw::kCounterMxuStallWeights
-                      : in_flight ? hw::kCounterMxuDrainCycles
-                                  : hw::kCounterMxuIdleCycles;
+      const int mxu = kMxuCounter[mxu_cycle];
       cnt[mxu] += k;
       // TPU v1's categories of the cycles the matrix unit does not work (rtl/tpu_top.sv).
       if (mxu == hw::kCounterMxuDrainCycles || mxu == hw::kCounterMxuIdleCycles) {
@@ -309,13 +312,9 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
       cnt[hw::kCounterVpuRowsOut] += k * vpu_out;
     };
     add_counts(1);
-    // obs_o (rtl/tpu_top.sv): the matrix unit's cycle as mxu_cycle_e, then the stalls.
-    const uint8_t obs = static_cast<uint8_t>((a_fire      ? 0
-                                              : mw_fire   ? 1
-                                              : a_valid   ? 2
-                                              : in_flight ? 3
-                                                          : 4) |
-                                             host_stall << 3 | weight_stall << 4 | fifo_stall << 5);
+    // obs_o (rtl/tpu_top.sv): the matrix unit's cycle, then the stalls.
+    const uint8_t obs =
+        static_cast<uint8_t>(mxu_cycle | host_stall << 3 | weight_stall << 4 | fifo_stall << 5);
     if (o.on_cycles) o.on_cycles(cycle, 1, issue, busy, obs);
 
     const bool progress_d = issue == kFire || instr_push || hm_fire || hm_resp || wm_fire ||

@@ -242,7 +242,8 @@ class Emitter {
   void Pass(int i, int64_t j, int64_t i0, int64_t count, int64_t r0, int64_t rows,
             const isa::WindowGeometry* band = nullptr, int64_t first_pixel = 0) {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
-    const uint64_t acc = static_cast<uint64_t>((seq_ % Regions(op)) * (2 * half_ / Regions(op)));
+    const int regions = Regions(op);
+    const uint64_t acc = static_cast<uint64_t>((seq_ % regions) * (2 * half_ / regions));
     const int64_t acc_rows = count * rows;
     const auto& terms = op.terms[static_cast<size_t>(j)];
     const std::vector<int64_t> reads = TileReads(terms);

@@ -19,7 +19,6 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
     : config_(config),
       n_(config.array_dim),
       batch_(std::max(1, batch)),
-
       preprocess_(model.preprocess),
       input_(model.input),
       graph_(LowerGraph(model, config.array_dim)) {
@@ -40,11 +39,12 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
   if (maps_on_chip) {  // both maps on chip, else the input, else the output, else neither
     for (MapsOnChip m :
          {MapsOnChip{true, true}, MapsOnChip{true, false}, MapsOnChip{false, true}}) {
-      maps_ = m;
-      plans_.clear();
-      if (PlanFor(batch_).why_not.empty()) break;
-      maps_ = {};
-      plans_.clear();
+      Plan p = PlanGraph(graph_, config_, batch_, m);
+      if (p.why_not.empty()) {
+        maps_ = m;
+        plans_.emplace(batch_, std::move(p));
+        break;
+      }
     }
   }
   const Plan& plan = PlanFor(batch_);

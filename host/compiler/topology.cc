@@ -66,10 +66,9 @@ nn::Model ConvModel(const TopologyLayer& l, std::mt19937_64& rng) {
 // images in groups; the batch when none does (its maps then cross the host link).
 int MapsGroup(const nn::Model& m, const config::TpuConfig& c, int batch, bool maps_on_chip) {
   if (!maps_on_chip) return batch;
-  for (int g = batch; g >= 1; --g) {
-    const MapsOnChip maps = NetworkCompiler(m, c, g, true).Maps();
-    if (maps.input && maps.output) return g;
-  }
+  const LoweredGraph graph = LowerGraph(m, c.array_dim);
+  for (int g = batch; g >= 1; --g)
+    if (PlanGraph(graph, c, g, {true, true}).why_not.empty()) return g;
   return batch;
 }
 

@@ -130,25 +130,13 @@ void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& ob
   At(unit_pc(hw::kUnitMatrix)).busy_matrix += count * ((obs.busy >> hw::kUnitMatrix) & 1);
   At(unit_pc(hw::kUnitActivate)).busy_activate += count * ((obs.busy >> hw::kUnitActivate) & 1);
   hw::ChipCounters& mxu = At(unit_pc(hw::kUnitMatrix));
-  switch (obs.obs & kObsMxuMask) {
-    case kMxuStream:
-      mxu.mxu_stream_cycles += count;
-      break;
-    case kMxuLoad:
-      mxu.mxu_load_cycles += count;
-      break;
-    case kMxuStall:
-      mxu.mxu_stall_weights += count;
-      break;
-    case kMxuDrain:
-      mxu.mxu_drain_cycles += count;
-      break;
-    default:
-      mxu.mxu_idle_cycles += count;
-      break;
-  }
+  // The matrix unit's cycle class (kMxu*, in mxu_cycle_e order) and its counter.
+  const uint8_t cls = std::min<uint8_t>(obs.obs & kObsMxuMask, kMxuIdle);
+  static constexpr int kMxuCounter[] = {hw::kCounterMxuStreamCycles, hw::kCounterMxuLoadCycles,
+                                        hw::kCounterMxuStallWeights, hw::kCounterMxuDrainCycles,
+                                        hw::kCounterMxuIdleCycles};
+  mxu[kMxuCounter[cls]] += count;
   // TPU v1's categories of the cycles the matrix unit does not work (rtl/tpu_top.sv).
-  const uint8_t cls = obs.obs & kObsMxuMask;
   if (cls == kMxuDrain || cls == kMxuIdle) {
     using hw::Issue;
     const auto issue = static_cast<Issue>(obs.issue);
