@@ -7,12 +7,15 @@
 
 namespace tpu::compiler {
 
-double Bound::Cycles() const { return std::max({array, weights, host, vector}); }
+double Bound::Cycles() const {
+  return std::max({array, weights, host, vector, network ? pipeline : 0.0});
+}
 
 std::string Bound::Binds() const {
   const double c = Cycles();
   if (c == array) return "array";
   if (c == weights) return "weights";
+  if (network && c == pipeline) return "array+weights";
   if (c == host) return "host link";
   return "vector unit";
 }
@@ -22,8 +25,72 @@ Bound& Bound::operator+=(const Bound& o) {
   weights += o.weights;
   host += o.host;
   vector += o.vector;
+  pipeline += o.pipeline;
   return *this;
 }
+
+std::vector<double> WeightPipeline(const std::vector<TileRun>& runs, size_t ops, double load,
+                                   double n, int fifo) {
+  std::vector<double> share(ops, 0.0);
+  std::vector<double> start(runs.size(), 0.0);  // S_i
+  double arrived = 0, end = 0;                  // D_{i-1}, S_{i-1} + R_{i-1}
+  for (size_t i = 0; i < runs.size(); ++i) {
+    arrived += load;
+    if (i > static_cast<size_t>(fifo)) arrived = std::max(arrived, start[i - fifo - 1]);
+    start[i] = arrived;
+    if (i > 0) start[i] = std::max(start[i], start[i - 1] + std::max(runs[i - 1].rows, n));
+    const double now = start[i] + runs[i].rows;
+    share[static_cast<size_t>(runs[i].op)] += now - end;
+    end = now;
+  }
+  return share;
+}
+
+namespace {
+
+// An operation's runs of terms through one tile, as counts of terms: a tile loads once per
+// run (consecutive terms of one tile, as an average pooling's or an identity's, keep it in
+// the array).
+std::vector<int64_t> Runs(const GraphOp& op) {
+  std::vector<int64_t> runs;
+  int prev = -1;
+  for (const auto& ts : op.terms) {
+    for (const OpTerm& t : ts) {
+      if (t.tile != prev || runs.empty()) runs.push_back(0);
+      ++runs.back();
+      prev = t.tile;
+    }
+  }
+  return runs;
+}
+
+// Every run of the batch's program in the order the emitter makes them: segment by
+// segment, group by group, operation by operation (an operation outside every segment
+// takes the whole batch at once).
+std::vector<TileRun> ProgramRuns(const LoweredGraph& g, const Plan& plan, int batch) {
+  std::vector<TileRun> out;
+  const auto add = [&](int first, int end, int64_t group) {
+    for (int64_t i0 = 0; i0 < batch; i0 += group) {
+      const int64_t images = std::min<int64_t>(group, batch - i0);
+      for (int i = first; i < end; ++i) {
+        const GraphOp& op = g.ops[static_cast<size_t>(i)];
+        const int64_t rows = op.stacked ? 1 : op.rows;
+        for (const int64_t terms : Runs(op))
+          out.push_back({static_cast<double>(terms * images * rows), i});
+      }
+    }
+  };
+  int next = 0;
+  for (const PlanSegment& s : plan.segments) {
+    for (; next < s.first; ++next) add(next, next + 1, batch);
+    add(s.first, s.end, s.banded ? 1 : s.group);
+    next = s.end;
+  }
+  for (; next < static_cast<int>(g.ops.size()); ++next) add(next, next + 1, batch);
+  return out;
+}
+
+}  // namespace
 
 std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const config::TpuConfig& c,
                               int batch) {
@@ -39,17 +106,7 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
   std::vector<Bound> out;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const GraphOp& op = g.ops[i];
-    // Runs of terms through one tile: a tile loads once per run (consecutive terms of one
-    // tile, as an average pooling's or an identity's, keep it in the array).
-    std::vector<int64_t> runs;
-    int prev = -1;
-    for (const auto& ts : op.terms) {
-      for (const OpTerm& t : ts) {
-        if (t.tile != prev || runs.empty()) runs.push_back(0);
-        ++runs.back();
-        prev = t.tile;
-      }
-    }
+    const std::vector<int64_t> runs = Runs(op);
     Bound b;
     const int64_t rows = op.stacked ? 1 : op.rows;
     for (int64_t i0 = 0; i0 < batch; i0 += group[i]) {
@@ -68,6 +125,9 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
     b.host = static_cast<double>(host_rows) * row_cycles;
     out.push_back(b);
   }
+  const std::vector<double> share = WeightPipeline(ProgramRuns(g, plan, batch), g.ops.size(),
+                                                   tile_cycles, n, c.weight_fifo_tiles);
+  for (size_t i = 0; i < out.size(); ++i) out[i].pipeline = share[i];
   return out;
 }
 

@@ -12,8 +12,14 @@
 //           the plan keeps them on chip), and its parameter sets, over the host link (rows of
 //           N bytes at host bytes per cycle)
 //   vector  every accumulator row it activates, one per cycle
-// The operation's bound is the largest; the network's is the largest of the sums (every
-// resource busy all the time). Spills are the plan's choice, not the shape's, and are not in.
+//   pipeline the array and the weights together, through a FIFO of F tiles: the runs in
+//           program order, each tile loaded after the one before and no earlier than the
+//           FIFO has room for it (WeightPipeline); each operation holds the cycles by which
+//           it moves the pipeline's end
+// The operation's bound is the largest of its own terms (the pipeline's share aside: the FIFO
+// may prefetch its first tiles during the operation before); the network's is the largest of
+// the sums, the pipeline's being the time the array and the weights together need. Spills
+// are the plan's choice, not the shape's, and are not in.
 #pragma once
 
 #include <cstdint>
@@ -28,11 +34,38 @@ namespace tpu::compiler {
 
 struct Bound {
   double array = 0, weights = 0, host = 0, vector = 0;
+  double pipeline = 0;   // the operation's share of the array-and-weights pipeline
+  bool network = false;  // a network's sum: the pipeline counts
   double Cycles() const;
-  // What binds: "array", "weights", "host link" or "vector unit".
+  // What binds: "array", "weights", "array+weights" (the pipeline: the FIFO too shallow to
+  // hide the weights of one layer behind the array time of another), "host link" or
+  // "vector unit".
   std::string Binds() const;
   Bound& operator+=(const Bound& o);
 };
+
+// One run of consecutive terms through one weight tile: the rows it streams.
+struct TileRun {
+  double rows = 0;
+  int op = 0;  // the operation it belongs to
+};
+
+// The array and the weight memory as a pipeline, for runs in program order, each of whose
+// tiles takes `load` cycles from weight memory into a FIFO of `fifo` tiles, N rows shifting
+// into the array's shadow registers: with D_i the cycle run i's tile has arrived and S_i the
+// cycle its first row enters,
+//   D_i = max(D_{i-1} + load, S_{i-fifo-1})   the memory sends one tile at a time, and the
+//                                             last row of tile i finds room in the FIFO only
+//                                             once tile i-fifo has left it for the shadow
+//                                             registers, which are free from S_{i-fifo-1}
+//   S_i = max(D_i, S_{i-1} + max(R_{i-1}, N)) its tile is complete, the run before has
+//                                             streamed its rows, and its own N rows have
+//                                             shifted in since the shadow registers freed
+// and the end is S_last + R_last. Every constraint is one the chip has, so no program of
+// these runs ends sooner. Returns, per operation of `ops`, the cycles by which its runs move
+// the end (their sum is the end).
+std::vector<double> WeightPipeline(const std::vector<TileRun>& runs, size_t ops, double load,
+                                   double n, int fifo);
 
 // Per operation of `graph` for a batch of `batch` images planned as `plan`.
 std::vector<Bound> BoundGraph(const LoweredGraph& graph, const Plan& plan,

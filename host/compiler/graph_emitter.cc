@@ -12,6 +12,7 @@ namespace tpu::compiler {
 namespace {
 
 constexpr int64_t kMaxRows = hw::kOpdMatmulFirst.Max();  // rows in one transfer (16 bits)
+constexpr int64_t kBackgroundRows = 512;                 // rows per transfer between matmuls
 
 struct Range {
   int64_t lo = 0, hi = 0;  // [lo, hi)
@@ -146,7 +147,14 @@ class Emitter {
     if (!staging.empty()) stage(0, 0);
     for (int64_t g0 = 0; g0 < b_; g0 += seg.group, buffer ^= 1) {
       const int64_t count = std::min<int64_t>(seg.group, b_ - g0);
-      if (!staging.empty() && g0 + seg.group < b_) stage(g0 + seg.group, buffer ^ 1);
+      if (!staging.empty() && g0 + seg.group < b_) {  // the next group's, between the matmuls
+        const int64_t next = std::min<int64_t>(seg.group, b_ - g0 - seg.group);
+        for (const Staging& st : staging)
+          background_.push_back({HostRow(st.tensor, g0 + seg.group), st.ub[buffer ^ 1],
+                                 next * T(st.tensor).rows, seg.first});
+        streamed_ = 0;
+        due_ = 0;
+      }
       views_.clear();
       for (const Staging& st : staging)
         views_[st.tensor] = {st.ub[buffer], g0, T(st.tensor).rows, T(st.tensor).h, 0};
@@ -157,6 +165,7 @@ class Emitter {
           WriteHost(ViewOf(out).Row(g0), HostRow(out, g0), count * T(out).rows, i);
         }
       }
+      while (!background_.empty()) Background(background_.front().rows);
     }
   }
 
@@ -200,6 +209,18 @@ class Emitter {
       for (int64_t im = g0; im < g0 + count; ++im)
         for (int64_t r0 = 0; r0 < rows; r0 += chunk)
           Pass(i, j, im, 1, r0, std::min(chunk, rows - r0));
+  }
+
+  // The tile of column j + 1, read right after this pass's first matmul when every term of
+  // column j is one tile that this pass switches in (the FIFO then holds nothing else; the
+  // read would otherwise wait until column j's last matmul issued), else -1. (Reading the
+  // next operation's first tile so early too was measured and gained nothing.)
+  int NextTile(const GraphOp& op, int64_t j, const std::vector<OpTerm>& terms) const {
+    if (terms.front().tile == active_ || j + 1 >= op.nt) return -1;
+    for (const OpTerm& t : terms)
+      if (t.tile != terms.front().tile) return -1;
+    const int next = op.terms[static_cast<size_t>(j + 1)].front().tile;
+    return next == terms.front().tile ? -1 : next;
   }
 
   // The accumulators hold the rows of two passes (one fills while the VPU empties the other),
@@ -247,6 +268,8 @@ class Emitter {
     const int64_t acc_rows = count * rows;
     const auto& terms = op.terms[static_cast<size_t>(j)];
     const std::vector<int64_t> reads = TileReads(terms);
+    if (terms.front().tile == prefetched_) prefetched_ = -1;  // this pass takes it
+    ahead_ = prefetched_ < 0 ? NextTile(op, j, terms) : -1;
     const uint64_t slot = Slot(op.first_param + j, i);
     bool first = true;
     for (size_t k = 0; k < terms.size(); ++k) {
@@ -309,8 +332,34 @@ class Emitter {
     Touch({src, src + span}, {}, {static_cast<int64_t>(acc), static_cast<int64_t>(acc) + rows});
     emit();
     Rec(op);
+    if (*first && ahead_ >= 0) {  // the next pass's tile, while this one streams
+      p_.ReadWeights(static_cast<uint64_t>(ahead_) * static_cast<uint64_t>(n_ * n_), 1);
+      Rec(op);
+      prefetched_ = ahead_;
+      ahead_ = -1;
+    }
     if (*first) Flush();
     *first = false;
+    streamed_ += rows;
+    if (!background_.empty() && streamed_ >= due_) Background(kBackgroundRows);
+  }
+
+  // The next `rows` rows (at most) of the waiting transfers. The host DMA takes one transfer
+  // at a time, and the chip issues in order: a read_host emitted while the DMA is busy holds
+  // back every instruction after it. So a group's transfers for the next group go between
+  // its matmuls, each once the matmuls emitted since the one before have streamed as many
+  // rows as that one takes cycles (its latency and rows; a stalled matmul only takes longer).
+  void Background(int64_t rows) {
+    Transfer& t = background_.front();
+    const int64_t r = std::min(rows, t.rows);
+    ReadHost(t.host, t.ub, r, t.op);
+    due_ = c_.host_mem_latency_cycles +
+           r * ((n_ + c_.host_mem_bytes_per_cycle - 1) / c_.host_mem_bytes_per_cycle);
+    streamed_ = 0;
+    t.host += static_cast<uint64_t>(r * n_);
+    t.ub += r;
+    t.rows -= r;
+    if (t.rows == 0) background_.erase(background_.begin());
   }
 
   void SetWindow(const isa::WindowGeometry& w, int op) {
@@ -332,6 +381,7 @@ class Emitter {
     int64_t run = 0;
     for (size_t k = 0; k < terms.size(); ++k) {
       const int tile = terms[k].tile;
+      if (k == 0 && tile == prefetched_) prev = tile;  // read while the pass before streamed
       if (tile == prev) continue;
       if (run > 0 && terms[start].tile + run == tile && run < kMaxRows) {
         ++run;
@@ -444,10 +494,18 @@ class Emitter {
   isa::ProgramBuilder p_;
   std::vector<int32_t> op_of_;
   std::vector<Act> pending_;
+  struct Transfer {
+    uint64_t host = 0;
+    int64_t ub = 0, rows = 0;
+    int op = -1;
+  };
+  std::vector<Transfer> background_;           // host reads for the next group, not yet emitted
+  int64_t streamed_ = 0, due_ = 0;             // rows streamed since the last of them; its cycles
   std::map<int, View> views_;                  // staged tensors of the current group or band
   int64_t group0_ = 0;                         // the current group's first image
   int64_t seq_ = 0;                            // passes so far (the accumulator half alternates)
   int active_ = -1;                            // the weight tile in the array
+  int ahead_ = -1, prefetched_ = -1;           // a tile to read ahead; the tile read ahead
   std::optional<isa::WindowGeometry> window_;  // the window set last
   bool all_params_ = true;
   std::map<int64_t, int64_t> slot_of_, set_in_;  // parameter set <-> slot (when streamed)

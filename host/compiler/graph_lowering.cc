@@ -201,25 +201,97 @@ class Lowering {
     const int64_t k = window ? (op.kind == OpKind::kConv ? int64_t{l.kernel_h} * l.kernel_w * in.c
                                                          : in.Pixels() * in.c)
                              : l.in.c;
-    const std::vector<uint8_t> packed = PackWeightTiles(l.q.weights.data.data(), k, l.out.c, n_);
-    const size_t nn2 = static_cast<size_t>(n_) * n_;
-    op.terms.resize(static_cast<size_t>(op.nt));
-    for (int64_t j = 0; j < op.nt; ++j) {
-      for (int64_t kb = 0; kb < kt; ++kb) {
-        const auto at = packed.begin() + static_cast<std::ptrdiff_t>((j * kt + kb) * nn2);
-        const std::vector<uint8_t> tile(at, at + static_cast<std::ptrdiff_t>(nn2));
-        // A tile of zeros adds nothing (a depthwise layer's off-diagonal blocks): skipped,
-        // unless the whole column is zeros (then one term overwrites the accumulators).
-        if (Zero(tile) && !(kb == kt - 1 && op.terms[static_cast<size_t>(j)].empty())) continue;
-        op.terms[static_cast<size_t>(j)].push_back({0, window, kb, Tile(tile)});
+    Terms terms = DenseTerms(l, k, kt, op.nt, window);
+    // Each tap's channels start a K-tile only in maps an operation wrote (T x N-byte pixels).
+    if (l.depthwise && op.kind == OpKind::kConv && !in.packed &&
+        int64_t{l.kernel_h} * l.kernel_w * in.T(n_) <= kField16 + 1) {
+      Terms aligned = TapAlignedTerms(l, in);
+      if (aligned.Cost() <= terms.Cost()) {
+        terms = std::move(aligned);
+        op.window.channels = static_cast<uint64_t>(in.pixel_bytes);
       }
     }
+    op.terms = Intern(std::move(terms));
     Params(op, l.q.bias.data, l.q.multiplier, l.q.shift, l.out.c);
     bool nonneg = op.relu;
     int64_t oc = l.out.c;
     if (add >= 0) Fuse(&op, i, add, &nonneg, &oc);
     op.output = NewTensor(out_h, out_w, oc, nonneg);
     Finish(std::move(op), i, pool, add);
+  }
+
+  // Terms whose tile indices point into `tiles` (equal tiles share one), before the
+  // lowering chooses among ways of laying the weights out and adds the chosen tiles.
+  struct Terms {
+    std::vector<std::vector<OpTerm>> columns;
+    std::vector<std::vector<uint8_t>> tiles;
+    std::map<std::vector<uint8_t>, int> index;
+    void Add(size_t column, OpTerm term, const std::vector<uint8_t>& tile) {
+      const auto [it, added] = index.emplace(tile, static_cast<int>(tiles.size()));
+      if (added) tiles.push_back(tile);
+      term.tile = it->second;
+      columns[column].push_back(term);
+    }
+    // Weight tiles loaded (a run of one tile loads it once), then passes through the array.
+    std::pair<int64_t, int64_t> Cost() const {
+      int64_t loads = 0, passes = 0;
+      for (const std::vector<OpTerm>& column : columns)
+        for (size_t i = 0; i < column.size(); ++i) {
+          ++passes;
+          if (i == 0 || column[i].tile != column[i - 1].tile) ++loads;
+        }
+      return {loads, passes};
+    }
+  };
+  std::vector<std::vector<OpTerm>> Intern(Terms terms) {
+    for (std::vector<OpTerm>& column : terms.columns)
+      for (OpTerm& term : column) term.tile = Tile(terms.tiles[static_cast<size_t>(term.tile)]);
+    return std::move(terms.columns);
+  }
+
+  // The tile of each (column j, K-tile kb) of the weights packed densely: K is the
+  // receptive field (or the flattened input), k long.
+  Terms DenseTerms(const nn::Layer& l, int64_t k, int64_t kt, int64_t nt, bool window) const {
+    const std::vector<uint8_t> packed = PackWeightTiles(l.q.weights.data.data(), k, l.out.c, n_);
+    const size_t nn2 = static_cast<size_t>(n_) * n_;
+    Terms terms;
+    terms.columns.resize(static_cast<size_t>(nt));
+    for (int64_t j = 0; j < nt; ++j) {
+      for (int64_t kb = 0; kb < kt; ++kb) {
+        const auto at = packed.begin() + static_cast<std::ptrdiff_t>((j * kt + kb) * nn2);
+        const std::vector<uint8_t> tile(at, at + static_cast<std::ptrdiff_t>(nn2));
+        // A tile of zeros adds nothing (a depthwise layer's off-diagonal blocks): skipped,
+        // unless the whole column is zeros (then one term overwrites the accumulators).
+        if (Zero(tile) && !(kb == kt - 1 && terms.columns[static_cast<size_t>(j)].empty()))
+          continue;
+        terms.Add(static_cast<size_t>(j), {0, window, kb, 0}, tile);
+      }
+    }
+    return terms;
+  }
+
+  // A depthwise convolution (or an average pooling) with each tap's channels starting on a
+  // K-tile, as max pooling reads them (window channels = the whole T x N-byte pixel): column
+  // j sums, per tap, the diagonal tile of that tap's weights for channels j*N .. j*N + N-1.
+  // Taps with equal weights (every average pooling) share one tile, which stays in the array.
+  Terms TapAlignedTerms(const nn::Layer& l, const GraphTensor& in) const {
+    const int64_t t = in.T(n_), taps = int64_t{l.kernel_h} * l.kernel_w, c = in.c;
+    Terms terms;
+    terms.columns.resize(static_cast<size_t>(t));
+    for (int64_t j = 0; j < t; ++j) {
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        std::vector<uint8_t> tile(static_cast<size_t>(n_) * n_, 0);
+        for (int64_t r = 0; r < n_ && j * n_ + r < c; ++r) {
+          const int64_t ch = j * n_ + r;
+          tile[static_cast<size_t>(r * n_ + r)] =
+              static_cast<uint8_t>(l.q.weights.data[static_cast<size_t>((tap * c + ch) * c + ch)]);
+        }
+        if (Zero(tile) && !(tap == taps - 1 && terms.columns[static_cast<size_t>(j)].empty()))
+          continue;
+        terms.Add(static_cast<size_t>(j), {0, true, tap * t + j, 0}, tile);
+      }
+    }
+    return terms;
   }
 
   // The add `add` runs in op's activate: op's value times mul_a plus the other input's.

@@ -48,8 +48,9 @@ void FinishRows(RunReport* rep) {
     row.energy = ComputeEnergy(row.counters, rep->config, rep->table);
     rep->total.macs += row.macs;
     rep->total.counters += row.counters;
-    rep->total.bound += row.bound;  // the network's: the largest of the sums
+    rep->total.bound += row.bound;
   }
+  rep->total.bound.network = true;  // the largest of the sums, the pipeline's included
   // The total's energy is the sum of the layers', component by component.
   if (!rep->layers.empty()) {
     rep->total.energy.components = rep->layers.front().energy.components;
@@ -160,7 +161,8 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
       if (l.contains("bound")) {
         const auto& b = l.at("bound");
         row.bound = {b.at("array").get<double>(), b.at("weights").get<double>(),
-                     b.at("host").get<double>(), b.at("vector").get<double>()};
+                     b.at("host").get<double>(), b.at("vector").get<double>(),
+                     b.at("pipeline").get<double>()};
         row.m = l.at("m").get<int64_t>();
         row.k = l.at("k").get<int64_t>();
         row.n = l.at("n").get<int64_t>();
@@ -224,8 +226,11 @@ nlohmann::json CategoriesJson(const RunRow& row, int64_t n) {
 void AddBound(const RunRow& row, nlohmann::json* j) {
   if (!row.HasBound()) return;
   const compiler::Bound& b = row.bound;
-  (*j)["bound"] = {
-      {"array", b.array}, {"weights", b.weights}, {"host", b.host}, {"vector", b.vector}};
+  (*j)["bound"] = {{"array", b.array},
+                   {"weights", b.weights},
+                   {"host", b.host},
+                   {"vector", b.vector},
+                   {"pipeline", b.pipeline}};
   (*j)["bound_cycles"] = b.Cycles();
   (*j)["cycles_over_bound"] = static_cast<double>(row.Cycles()) / b.Cycles();
   (*j)["binds"] = b.Binds();

@@ -3,7 +3,9 @@
 # PyTorch export; the fp32 network's outputs against PyTorch's on the same inputs (largest
 # difference over the largest output: at most 1e-3); `tpusim quantize` on synthetic
 # calibration inputs; `tpusim run` of both inputs on tpu-v1 (fast engine, batch 2):
-# bit-exact against the CPU int8 reference, the whole network as one program.
+# bit-exact against the CPU int8 reference, the whole network as one program; and at batch 8
+# (timing only) within issue 26's goal of its attainable bound: bound <= cycles <= 1.15 x
+# bound, the layers' cycles adding up to the network's.
 #
 #   tests/imagenet/network_test.sh BUILD/tpusim EXPORT_DIR NAME
 set -euo pipefail
@@ -38,5 +40,15 @@ assert r["bit_exact"] is True and r["mismatches"] == 0, r["mismatches"]
 assert r["plan"].startswith("whole network"), r["plan"]
 assert r["images"] == 2
 print(f"tpu-v1, fast engine: bit-exact, {r['cycles'] / 2:,.0f} cycles per image")
+PY
+"$tpusim" run --model "$work/int8" --synthetic 8 --batch 8 --timing-only --config tpu-v1 \
+  --engine fast --json "$work/b8.json" -q || fail "run at batch 8"
+/usr/bin/python3 - "$work/b8.json" <<'PY' || fail "not within 1.15 x the bound at batch 8"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert sum(l["cycles"] for l in r["layers"]) == r["cycles"]
+ratio = r["cycles_over_bound"]
+print(f"tpu-v1, batch 8: {r['cycles'] / 8:,.0f} cycles per image, {ratio:.3f} x the bound ({r['binds']})")
+assert 1.0 <= ratio <= 1.15, ratio
 PY
 echo "PASS: $name"

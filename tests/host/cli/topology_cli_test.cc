@@ -112,7 +112,7 @@ TEST_F(TopologyCliTest, BatchesAndMapsOnChip) {
 // The attainable bound of each layer (host/compiler/graph_bound.h) against the
 // weight-stationary mapping's count derived here from the file alone: every K-tile x
 // N-tile pair of a layer streams the batch's M rows, and no tile streams fewer than N
-// cycles. With the maps on chip and 8 maps, Darknet-19 is array-bound at 168,960 cycles per
+// cycles. With the maps on chip and 8 maps, Darknet-19's array term is 168,960 cycles per
 // image, and the chip's cycles are never below the bound.
 TEST_F(TopologyCliTest, TheBoundIsTheWeightStationaryMapping) {
   const std::string dark = TPUSIM_SOURCE_DIR "/models/topologies/darknet19.csv";
@@ -138,7 +138,11 @@ TEST_F(TopologyCliTest, TheBoundIsTheWeightStationaryMapping) {
   }
   EXPECT_EQ(array / 8, 168960);
   EXPECT_EQ(j["bound"]["array"].get<double>(), array);
-  EXPECT_EQ(j["binds"], "array");
+  // The 4-tile FIFO cannot hide the weight-bound layers' loads (conv14 .. conv19) behind the
+  // array-bound ones: the array and the weights as one pipeline take longer than either.
+  EXPECT_EQ(j["binds"], "array+weights");
+  EXPECT_GT(j["bound"]["pipeline"].get<double>(), j["bound"]["weights"].get<double>());
+  EXPECT_GT(j["bound"]["pipeline"].get<double>(), array);
   EXPECT_GE(j["cycles"].get<double>(), j["bound_cycles"].get<double>());
 }
 

@@ -12,6 +12,8 @@
 #include <regex>
 
 #include "host/common/errors.h"
+#include "host/compiler/graph_bound.h"
+#include "host/compiler/graph_lowering.h"
 #include "host/compiler/network_compiler.h"
 #include "host/compiler/tpu_runner.h"
 #include "host/nn/int8_net.h"
@@ -38,17 +40,30 @@ nn::Layer L(LayerType type, std::vector<int> inputs, int out_c = 0, int k = 3, i
   return l;
 }
 
-// 12 x 12 x 3 float inputs through every join and layer kind the compiler lowers.
-nn::Model GraphModel(uint64_t seed) {
+// A model of no data set taking `input` (its layers still to come).
+nn::Model NewModel(const std::string& name, const decltype(nn::Model::input)& input) {
   nn::Model m;
-  m.name = "graph";
+  m.name = name;
   m.preprocess = "none";
   m.dataset = "none";
-  m.input = {12, 12, 3};
-  nn::Layer dw = L(LayerType::kConv2d, {7}, 0, 3, 2, 1, Activation::kRelu);
-  dw.depthwise = true;
-  nn::Layer gap = L(LayerType::kAvgPool2d, {11});
-  gap.global_pool = true;
+  m.input = input;
+  return m;
+}
+nn::Layer Depthwise(int input, int stride) {
+  nn::Layer l = L(LayerType::kConv2d, {input}, 0, 3, stride, 1, Activation::kRelu);
+  l.depthwise = true;
+  return l;
+}
+nn::Layer GlobalPool(int input) {
+  nn::Layer l = L(LayerType::kAvgPool2d, {input});
+  l.global_pool = true;
+  return l;
+}
+
+// 12 x 12 x 3 float inputs through every join and layer kind the compiler lowers.
+nn::Model GraphModel(uint64_t seed) {
+  nn::Model m = NewModel("graph", {12, 12, 3});
+  const nn::Layer dw = Depthwise(7, 2), gap = GlobalPool(11);
   m.layers = {
       L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),  // 0
       L(LayerType::kMaxPool2d, {0}, 0, 3, 2, 1),                   // 1: 6 x 6 x 8, >= 0
@@ -161,13 +176,59 @@ TEST(GraphCompilerTest, ParameterSetsStreamWhenTheyDoNotFit) {
   RunExact(m, c, engine::EngineKind::kFast, 2, 2);
 }
 
+// A depthwise layer or an average pooling lowers with each tap's channels on a K-tile of
+// their own (one diagonal tile per tap and channel tile; equal taps share it, and it stays
+// in the array) where that loads fewer tiles than packing the receptive field densely, and
+// densely where not: 10 channels on lab-8 pool through 2 tiles (dense: 32 K-tiles, most
+// straddling two taps), while a 3-channel depthwise 3 x 3 fits 27 rows into 4 dense K-tiles
+// (9 diagonal tiles tap by tap). Both run bit-exact.
+TEST(GraphCompilerTest, DepthwiseAndPoolingLayTheirTapsOutTheCheaperWay) {
+  nn::Model m = NewModel("taps", {5, 5, 3});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 3, 1, 1, 0, Activation::kRelu),  // 0
+              Depthwise(0, 1),                                                          // 1
+              L(LayerType::kConv2d, {1}, 10, 1, 1, 0, Activation::kRelu),               // 2
+              GlobalPool(2),                                                            // 3
+              L(LayerType::kDense, {3}, 4)};
+  m = test::Randomize(m, 6);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 8, 1), 8);
+  const LoweredGraph g = LowerGraph(m, 8);
+  ASSERT_TRUE(g.why_not.empty()) << g.why_not;
+  ASSERT_EQ(g.ops.size(), 5u);
+  const GraphOp& depthwise = g.ops[1];
+  EXPECT_EQ(depthwise.window.channels, 3u);  // dense: the 27-byte receptive field
+  ASSERT_EQ(depthwise.terms.size(), 1u);
+  EXPECT_EQ(depthwise.terms[0].size(), 4u);
+  const GraphOp& pool = g.ops[3];
+  EXPECT_EQ(pool.window.channels, 16u);  // tap by tap: the whole 2-tile pixel
+  ASSERT_EQ(pool.terms.size(), 2u);
+  for (const auto& column : pool.terms) {
+    ASSERT_EQ(column.size(), 25u);
+    for (const OpTerm& t : column) EXPECT_EQ(t.tile, column.front().tile);
+  }
+  RunExact(m, config::LoadConfig("lab-8"), engine::EngineKind::kFast, 5, 5);
+}
+
+// The array and the weights as a pipeline through the FIFO (graph_bound.h), by hand:
+// S_i = max(D_i, S_{i-1} + max(R_{i-1}, N)), D_i = max(D_{i-1} + load, S_{i-fifo-1}).
+TEST(GraphBoundTest, TheWeightPipelineFollowsItsRecurrence) {
+  // Array-bound: D = 100, 200, 300; S = 100, 1100, 2100; the end 3100, split by operation.
+  EXPECT_EQ(WeightPipeline({{1000, 0}, {1000, 1}, {1000, 2}}, 3, 100, 10, 4),
+            (std::vector<double>{1100, 1000, 1000}));
+  // Weight-bound: every tile waits for the memory; the end is 4 loads and the last run.
+  EXPECT_EQ(WeightPipeline({{10, 0}, {10, 0}, {10, 0}, {10, 0}}, 1, 100, 10, 1),
+            (std::vector<double>{410}));
+  // A long run, then six short ones: with room for 2 tiles the memory stops at tile 4 until
+  // S_1 = 1100 (D_4 = 1100, D_5 = 1200, D_6 = 1300): the end is 1301, where a deeper FIFO
+  // would have every tile by 700 and end at 1106.
+  std::vector<TileRun> runs = {{1000, 0}};
+  for (int i = 0; i < 6; ++i) runs.push_back({1, 1});
+  EXPECT_EQ(WeightPipeline(runs, 2, 100, 1, 2), (std::vector<double>{1100, 201}));
+  EXPECT_EQ(WeightPipeline(runs, 2, 100, 1, 8), (std::vector<double>{1100, 6}));
+}
+
 // What the window registers cannot hold is said, and a chain then runs as layer jobs.
 TEST(GraphCompilerTest, WhatDoesNotFitSaysWhy) {
-  nn::Model m;
-  m.name = "big-kernel";
-  m.preprocess = "none";
-  m.dataset = "none";
-  m.input = {20, 20, 2};
+  nn::Model m = NewModel("big-kernel", {20, 20, 2});
   m.layers = {L(LayerType::kConv2d, {}, 3, 16, 1, 0, Activation::kRelu), L(LayerType::kFlatten, {}),
               L(LayerType::kDense, {}, 4)};
   m = test::Randomize(m, 5);
