@@ -19,7 +19,7 @@ namespace {
 
 struct InferArgs : WorkloadOptions, OutputOptions {
   std::string backend = "cpu-int8";
-  std::string logits;
+  std::string logits, predictions;
   int batch = 64;
   int threads = 2;
   int64_t latency_images = 500;
@@ -29,10 +29,10 @@ struct InferArgs : WorkloadOptions, OutputOptions {
 void RunGpu(const InferArgs& a) {
   if (a.images < 1 || a.batch < 1) throw UsageError("--images and --batch must be at least 1");
   if (!a.json.empty()) CheckWritable(a.json);
-  if (!a.inputs.empty() || a.synthetic > 0 || !a.logits.empty()) {
+  if (!a.inputs.empty() || a.synthetic > 0 || !a.logits.empty() || !a.predictions.empty()) {
     throw UsageError(
-        "the GPU backends run the MNIST test images; --inputs, --synthetic and "
-        "--logits are for cpu-fp32 and cpu-int8");
+        "the GPU backends run the MNIST test images; --inputs, --synthetic, --logits and "
+        "--predictions are for cpu-fp32 and cpu-int8");
   }
   const nn::Model m = nn::LoadModel(a.model);
   if (m.IsGraph() || m.preprocess != "mnist32") {
@@ -82,22 +82,29 @@ void Run(const InferArgs& a) {
   if (a.images < 1 || a.batch < 1 || a.threads < 1) {
     throw UsageError("--images, --batch and --threads must be at least 1");
   }
-  for (const std::string* p : {&a.json, &a.logits})
+  for (const std::string* p : {&a.json, &a.logits, &a.predictions})
     if (!p->empty()) CheckWritable(*p);
   const nn::Model m = nn::LoadModel(a.model);
   const nn::InputSet in = LoadInputs(a, m);
-  const bool keep = !a.logits.empty();
+  const bool keep = !a.logits.empty() || !a.predictions.empty();
   const nn::InferResult r = nn::InferCpu(m, in, in.count, backend, a.batch, a.threads, keep);
   const int64_t latency_images = std::min(in.count, a.latency_images);
   const double latency_ms = nn::LatencyBatch1Ms(m, in, latency_images, backend);
   const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
   const double ips = static_cast<double>(r.images) / r.seconds;
-  if (keep) {
-    const int64_t outputs = m.layers.back().out.Size();
-    if (backend == nn::CpuBackend::kInt8)
+  const int64_t outputs = m.layers.back().out.Size();
+  const bool int8 = backend == nn::CpuBackend::kInt8;
+  if (!a.logits.empty()) {
+    if (int8)
       WriteLogits(a.logits, outputs, r.int8_outputs, nn::OutputScale(m));
     else
       WriteLogits(a.logits, outputs, r.fp32_outputs);
+  }
+  if (!a.predictions.empty()) {
+    if (int8)
+      WritePredictions(a.predictions, outputs, r.int8_outputs, in.labels);
+    else
+      WritePredictions(a.predictions, outputs, r.fp32_outputs, in.labels);
   }
   if (!a.quiet) {
     std::cout << fmt::format("tpusim infer: {} on {} {} ({})\n", a.backend, r.images, in.source,
@@ -110,7 +117,8 @@ void Run(const InferArgs& a) {
         "  throughput    {:.0f} images/s  (batch {}, {} thread(s), {:.3f} s)\n"
         "  latency       {:.3f} ms per image at batch 1 (1 thread, mean of {} images)\n",
         ips, a.batch, a.threads, r.seconds, latency_ms, latency_images);
-    if (keep) std::cout << "  outputs       " << a.logits << "\n";
+    if (!a.logits.empty()) std::cout << "  outputs       " << a.logits << "\n";
+    if (!a.predictions.empty()) std::cout << "  predictions   " << a.predictions << "\n";
   }
   if (!a.json.empty()) {
     nlohmann::json j = {
@@ -133,7 +141,7 @@ Backends: cpu-fp32 (Eigen, float) and cpu-int8 (Eigen, integer; bit-exact with t
 reference of docs/quantization.md). Reports accuracy (where the inputs have labels),
 inputs/s of the batched run and the latency per input at batch 1. --logits writes every
 input's outputs (float32 for cpu-fp32; int8 and their scale for cpu-int8) to compare with
-the framework the model came from.
+the framework the model came from; --predictions each input's class as CSV.
 
 Examples:
   tpusim infer --backend cpu-int8 --model models/lenet5 --images 10000 --json r.json
@@ -148,6 +156,9 @@ Examples:
   cmd->add_option("--logits", a->logits,
                   "write every input's outputs as N x outputs .npy (int8 backends: with their "
                   "scale in NAME.scale.npy)");
+  cmd->add_option("--predictions", a->predictions,
+                  "write each input's predicted class (and its label, where known) as CSV: "
+                  "input,predicted,label");
   cmd->callback([a] { Run(*a); });
 }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
@@ -196,6 +197,34 @@ void WriteLogits(const std::string& path, int64_t outputs, const std::vector<int
   s.data = {scale};
   WriteNpyTensor(LogitsScalePath(path), s);
   WriteNpyTensor(path, t);
+}
+
+namespace {
+
+template <typename T>
+void WritePredictionsOf(const std::string& path, int64_t outputs, const std::vector<T>& values,
+                        const std::vector<uint8_t>& labels, int64_t first) {
+  std::string csv = "input,predicted,label\n";
+  const int64_t n = static_cast<int64_t>(values.size()) / outputs;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto row = values.begin() + i * outputs;
+    const int64_t best = std::max_element(row, row + outputs) - row;
+    const auto label = static_cast<size_t>(i);
+    csv += fmt::format("{},{},{}\n", first + i, best,
+                       label < labels.size() ? std::to_string(labels[label]) : "");
+  }
+  WriteFileAtomically(path, csv);
+}
+
+}  // namespace
+
+void WritePredictions(const std::string& path, int64_t outputs, const std::vector<float>& values,
+                      const std::vector<uint8_t>& labels, int64_t first) {
+  WritePredictionsOf(path, outputs, values, labels, first);
+}
+void WritePredictions(const std::string& path, int64_t outputs, const std::vector<int8_t>& values,
+                      const std::vector<uint8_t>& labels, int64_t first) {
+  WritePredictionsOf(path, outputs, values, labels, first);
 }
 
 void AddTraceOptions(CLI::App* cmd, TraceOptions* o, const std::string& wave_help, bool timeline) {

@@ -84,6 +84,14 @@ nn::InputSet LoadCalibration(const CalibrationOptions& o, const nn::Model& model
 void WriteLogits(const std::string& path, int64_t outputs, const std::vector<float>& fp32);
 void WriteLogits(const std::string& path, int64_t outputs, const std::vector<int8_t>& int8,
                  float scale);
+// --predictions FILE.csv: one line per input, "input,predicted,label": its index (`first`
+// for the first of `values`), the class of its largest output (the first of equal ones),
+// and its label (`labels` from the first of `values`; empty where there are none). Written under a
+// temporary name, then renamed.
+void WritePredictions(const std::string& path, int64_t outputs, const std::vector<float>& values,
+                      const std::vector<uint8_t>& labels, int64_t first = 0);
+void WritePredictions(const std::string& path, int64_t outputs, const std::vector<int8_t>& values,
+                      const std::vector<uint8_t>& labels, int64_t first = 0);
 // The scale file beside an int8 --logits file.
 std::string LogitsScalePath(const std::string& path);
 

@@ -33,7 +33,7 @@ struct RunArgs {
   ChipOptions chip;
   TraceOptions trace;
   OutputOptions out;
-  std::string csv, logits, shard;
+  std::string csv, logits, predictions, shard;
   std::string energy = report::DefaultEnergyTablePath();
   std::string topology;
   std::string maps = "chip";  // --topology: where each layer's maps start and end
@@ -92,15 +92,14 @@ void RunTopology(const RunArgs& a, int batch) {
   }
 }
 
-// Writes the report (and --logits) of a run.
+// Writes the report (and --logits, --predictions) of a run of `inputs`.
 void Report(const RunArgs& a, const report::RunReport& report, const compiler::TpuRunResult& r,
-            int64_t outputs) {
-  if (!a.logits.empty()) {
-    if (!r.checked) throw UsageError("--logits needs values; drop --timing-only");
-    std::vector<int8_t> all;
-    for (const auto& y : r.logits) all.insert(all.end(), y.begin(), y.end());
-    WriteLogits(a.logits, outputs, all, r.output_scale);
-  }
+            int64_t outputs, const nn::InputSet& inputs) {
+  std::vector<int8_t> all;
+  for (const auto& y : r.logits) all.insert(all.end(), y.begin(), y.end());
+  if (!a.logits.empty()) WriteLogits(a.logits, outputs, all, r.output_scale);
+  if (!a.predictions.empty())
+    WritePredictions(a.predictions, outputs, all, inputs.labels, report.first_input);
   if (!a.out.json.empty()) {
     WriteFileAtomically(a.out.json, report::RunReportJson(report).dump(2) + "\n");
   }
@@ -111,35 +110,41 @@ void Report(const RunArgs& a, const report::RunReport& report, const compiler::T
 void Run(const RunArgs& a, bool batch_given) {
   if (!a.topology.empty()) return RunTopology(a, batch_given ? a.batch : 1);
   if (a.batch < 1) throw UsageError("--batch must be at least 1");
-  for (const std::string* p : {&a.out.json, &a.csv, &a.logits}) {
+  for (const std::string* p : {&a.out.json, &a.csv, &a.logits, &a.predictions}) {
     if (!p->empty()) CheckWritable(*p);
   }
   if (!a.logits.empty()) CheckWritable(LogitsScalePath(a.logits));
+  if (a.chip.timing_only && !(a.logits.empty() && a.predictions.empty()))
+    throw UsageError("--logits and --predictions need values; drop --timing-only");
   const report::EnergyTable table = report::LoadEnergyTable(a.energy);
   ChipSession session(a.chip, a.trace, /*progress=*/false);
   const nn::Model model = nn::LoadModel(a.work.model);
+  // Not given: the most, up to the default, that the chip's memories take at once.
+  const int batch = batch_given || a.host_im2col
+                        ? a.batch
+                        : compiler::LargestBatchThatFits(model, session.config(), a.batch);
   nn::InputSet inputs = LoadInputs(a.work, model);
   int64_t first = 0, count = inputs.count;
   if (!a.shard.empty()) {
-    ShardRange(a.shard, inputs.count, a.batch, &first, &count);
+    ShardRange(a.shard, inputs.count, batch, &first, &count);
     if (count == 0) {
       throw UsageError(fmt::format("--shard {} is empty: {} inputs make {} batches of {}", a.shard,
-                                   inputs.count, (inputs.count + a.batch - 1) / a.batch, a.batch));
+                                   inputs.count, (inputs.count + batch - 1) / batch, batch));
     }
     inputs = nn::SliceInputs(inputs, first, count);
   }
   ProgressBar bar("run", !a.out.quiet);
   const compiler::TpuRunResult r = compiler::RunModelOnTpu(
-      model, session.engine(), inputs, inputs.count, a.batch, [&](double f) { bar.Update(f); },
+      model, session.engine(), inputs, inputs.count, batch, [&](double f) { bar.Update(f); },
       a.host_im2col);
   bar.Finish();
   session.Finish();
   report::RunReport report = report::BuildRunReport(r, model.name, session.engine().Name(),
-                                                    session.config(), table, a.batch);
+                                                    session.config(), table, batch);
   report.inputs = inputs.source;
   report.shard = a.shard;
   report.first_input = first;
-  Report(a, report, r, model.layers.back().out.Size());
+  Report(a, report, r, model.layers.back().out.Size(), inputs);
   if (r.checked && r.mismatches != 0) {
     throw RuntimeError(
         fmt::format("{} of {} inputs differ from the CPU int8 reference", r.mismatches, r.images));
@@ -190,8 +195,9 @@ Examples:
   tpusim run --topology models/topologies/darknet19.csv --config tpu-v1 --engine fast --timing-only)");
   AddWorkloadOptions(cmd, &a->work, 100);
   AddChipOptions(cmd, &a->chip);
-  cmd->add_option("--batch", a->batch, "inputs per program (each weight tile streams them all)")
-      ->capture_default_str();
+  cmd->add_option("--batch", a->batch,
+                  "inputs per program (each weight tile streams them all); default 64, or the "
+                  "most that fit the chip's memories");
   cmd->add_flag("--host-im2col", a->host_im2col,
                 "run each layer as its own job with its rows formed on the host (the lowering "
                 "before on-chip windows; chains only), to compare");
@@ -205,6 +211,9 @@ Examples:
   cmd->add_option("--logits", a->logits,
                   "write every input's int8 outputs (N x outputs .npy) and their scale "
                   "(NAME.scale.npy) to compare with your framework");
+  cmd->add_option("--predictions", a->predictions,
+                  "write each input's predicted class (and its label, where known) as CSV: "
+                  "input,predicted,label");
   cmd->add_option("--shard", a->shard, "run only slice I of K of the inputs (I/K, from 0)");
   cmd->add_option("--energy", a->energy, "energy table (JSON, docs/energy.md)")
       ->capture_default_str();
@@ -218,7 +227,7 @@ Examples:
   cmd->callback([a, cmd] {
     if (!a->topology.empty()) {
       for (const char* flag : {"--model", "--data", "--dataset", "--images", "--inputs",
-                               "--synthetic", "--logits", "--shard"}) {
+                               "--synthetic", "--logits", "--predictions", "--shard"}) {
         if (cmd->count(flag) > 0) {
           throw UsageError(std::string(flag) +
                            " does not apply with --topology (its layers run on random data; "

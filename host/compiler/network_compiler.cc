@@ -71,6 +71,19 @@ std::pair<int64_t, int64_t> NetworkCompiler::KN(int op) const {
   return kn_.at(static_cast<size_t>(op));
 }
 
+int NetworkCompiler::LargestBatch(int most) const {
+  if (!graph_.why_not.empty()) return 0;
+  const auto fits = [&](int b) { return PlanFor(b).why_not.empty(); };
+  if (fits(most)) return most;
+  if (most <= 1 || !fits(1)) return 0;
+  int lo = 1, hi = most;  // fits(lo), !fits(hi): what a plan needs grows with the batch
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 const Plan& NetworkCompiler::PlanFor(int batch) const {
   auto it = plans_.find(batch);
   if (it == plans_.end())

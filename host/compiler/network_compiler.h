@@ -42,6 +42,8 @@ class NetworkCompiler {
                   bool maps_on_chip = false);
 
   bool Fits() const { return why_not_.empty(); }
+  // The largest batch up to `most` whose plan fits (0: none, or the graph does not lower).
+  int LargestBatch(int most) const;
   MapsOnChip Maps() const { return maps_; }
   const std::string& WhyNot() const { return why_not_; }
   int64_t MacsPerImage() const { return macs_per_image_; }

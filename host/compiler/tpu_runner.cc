@@ -175,6 +175,11 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   return r;
 }
 
+int LargestBatchThatFits(const nn::Model& model, const config::TpuConfig& config, int most) {
+  const int b = NetworkCompiler(model, config, 1).LargestBatch(most);
+  return b > 0 ? b : most;
+}
+
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const uint8_t* pixels, const uint8_t* labels, int64_t images, int batch,
                            const std::function<void(double)>& progress, bool layer_jobs) {

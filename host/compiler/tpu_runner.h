@@ -57,6 +57,11 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const std::function<void(double)>& progress = {},
                            bool layer_jobs = false);
 
+// The largest batch, up to `most`, whose whole-network program fits `config`'s memories (the
+// default batch of `tpusim run`); `most` where no batch does for another reason (the window
+// registers, one image's maps), so that the run says why.
+int LargestBatchThatFits(const nn::Model& model, const config::TpuConfig& config, int most);
+
 // The same on raw images of a preprocess-mnist32 model (`labels` may be null).
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const uint8_t* pixels, const uint8_t* labels, int64_t images, int batch,

@@ -329,8 +329,8 @@ std::string FormatRunText(const RunReport& r) {
   const double peak = r.Peak();
   std::string s =
       r.topology
-          ? fmt::format("tpusim run: {} ({} layers, batch 1) on {} ({} x {}, {} MHz), {} engine\n",
-                        r.model, r.layers.size(), r.config.name, r.config.array_dim,
+          ? fmt::format("tpusim run: {} ({} layers, batch {}) on {} ({} x {}, {} MHz), {} engine\n",
+                        r.model, r.layers.size(), r.batch, r.config.name, r.config.array_dim,
                         r.config.array_dim, r.config.clock_mhz, r.engine)
           : fmt::format(
                 "tpusim run: {} on {} ({} x {}, {} MHz), {} engine, {} {}{} in batches of {}\n",

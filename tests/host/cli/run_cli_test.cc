@@ -1,5 +1,6 @@
 // `tpusim run`, `tpusim compile` and `tpusim compare` as a user runs them: reports whose
 // per-layer numbers add up to the totals, CSV, bad inputs.
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -147,6 +148,46 @@ TEST_F(RunCliTest, BadInputsAreUsageErrors) {
   ExpectError("compare --configs small-16,nosuch", 2, "unknown preset 'nosuch'");
   ExpectError("compile --out " + P("x") + " --images 0", 2,
               "--images and --batch must be at least 1");
+}
+
+// Without --batch, a run takes the most inputs per program that the chip's memories hold
+// (64 at most); a --batch that does not fit still says so. 30,000 bytes of host memory on
+// teach-4 hold 34 LeNet images with the network's weights, parameters and outputs.
+TEST_F(RunCliTest, TheDefaultBatchIsTheMostThatFits) {
+  const std::string small = "run --config teach-4 --set host_mem_bytes=30000 --engine fast -q ";
+  const Outcome o = Run(small + "--images 64 --json " + P("r.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("r.json")));
+  EXPECT_EQ(j["batch"], 34);
+  EXPECT_EQ(j["images"], 64);
+  EXPECT_EQ(j["bit_exact"], true);
+  ExpectError(small + "--images 64 --batch 35", 2, "a batch of 35 needs");
+  ExpectError(small + "--images 64 --batch 35", 2, "use a smaller --batch");
+  EXPECT_EQ(Run("run --config teach-4 --engine fast -q --images 8 --json " + P("d.json")).exit_code,
+            0);
+  EXPECT_EQ(nlohmann::json::parse(Slurp(P("d.json")))["batch"], 64);
+}
+
+// --predictions: each input's class and label as CSV. The chip is bit-exact with the CPU
+// int8 reference, so `run` and `infer --backend cpu-int8` write the same file; a shard
+// numbers its inputs from its first; values are needed.
+TEST_F(RunCliTest, PredictionsAreOneCsvLinePerInput) {
+  ASSERT_EQ(Run("run --engine fast --images 20 -q --predictions " + P("run.csv")).exit_code, 0);
+  ASSERT_EQ(Run("infer --images 20 -q --predictions " + P("infer.csv")).exit_code, 0);
+  const std::string csv = Slurp(P("run.csv"));
+  EXPECT_EQ(csv, Slurp(P("infer.csv")));
+  EXPECT_EQ(csv.rfind("input,predicted,label\n0,7,7\n1,2,2\n", 0), 0u) << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 21);
+  ASSERT_EQ(
+      Run("run --engine fast --images 20 --batch 8 --shard 1/3 -q --predictions " + P("shard.csv"))
+          .exit_code,
+      0);
+  const std::string shard = Slurp(P("shard.csv"));
+  const size_t from = csv.find("\n8,") + 1, to = csv.find("\n16,") + 1;  // inputs 8 .. 15
+  EXPECT_EQ(shard.substr(shard.find('\n') + 1), csv.substr(from, to - from)) << shard;
+  ExpectError("run --timing-only --engine fast --images 2 --predictions " + P("t.csv"), 2,
+              "need values; drop --timing-only");
+  EXPECT_FALSE(std::filesystem::exists(P("t.csv")));
 }
 
 // The same run on both engines: the same JSON but for the engine and the wall time.
