@@ -20,6 +20,7 @@
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
+#include "host/common/subprocess.h"
 #include "host/compiler/tpu_runner.h"
 #include "host/cuda/cuda_backend.h"
 #include "host/data/mnist.h"
@@ -71,13 +72,15 @@ report::CompareRow CpuRow(const nn::Model& m, const nn::InputSet& set, const Com
   return r;
 }
 
-// Runs `tpusim run` in a child process (the SystemC kernel elaborates one system per
+// Runs `tpusim run ARGS` in a child process (the SystemC kernel elaborates one system per
 // process) and reads its JSON.
-nlohmann::json RunChild(const std::string& args, const std::string& json_path) {
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string cmd = "'" + self + "' run -q " + args + " --json '" + json_path + "'";
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) throw RuntimeError("'tpusim run " + args + "' failed (see above)");
+nlohmann::json RunJsonChild(const std::vector<std::string>& args, const std::string& json_path) {
+  std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "run",
+                                   "-q"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--json", json_path});
+  if (!RunChild(argv).Ok())
+    throw RuntimeError("'" + tpu::CommandLine(argv) + "' failed (its message is above)");
   std::ifstream in(json_path);
   nlohmann::json j;
   in >> j;
@@ -97,14 +100,17 @@ nlohmann::json RunJson(const std::string& preset, const std::string& engine_name
     return report::RunReportJson(
         report::BuildRunReport(r, model.name, "fast", config, table, batch));
   }
-  const std::string common =
-      "--model '" + a.model + "' --energy '" + a.energy + "'" +
-      (a.data.empty() ? "" : " --data '" + a.data + "'") +
-      (a.dataset.empty() ? "" : " --dataset " + a.dataset) +
-      (a.inputs.empty() ? "" : " --inputs '" + a.inputs + "'") +
-      (a.synthetic > 0 ? fmt::format(" --synthetic {} --seed {}", a.synthetic, a.seed) : "") +
-      " --config '" + preset + "' --engine " + engine_name;
-  return RunChild(common + fmt::format(" --images {} --batch {}", images, batch), json_path);
+  std::vector<std::string> args = {"--model", a.model, "--energy", a.energy};
+  if (!a.data.empty()) args.insert(args.end(), {"--data", a.data});
+  if (!a.dataset.empty()) args.insert(args.end(), {"--dataset", a.dataset});
+  if (!a.inputs.empty()) args.insert(args.end(), {"--inputs", a.inputs});
+  if (a.synthetic > 0) {
+    args.insert(args.end(),
+                {"--synthetic", std::to_string(a.synthetic), "--seed", std::to_string(a.seed)});
+  }
+  args.insert(args.end(), {"--config", preset, "--engine", engine_name, "--images",
+                           std::to_string(images), "--batch", std::to_string(batch)});
+  return RunJsonChild(args, json_path);
 }
 
 report::CompareRow TpuRow(const std::string& preset, const std::string& engine_name,

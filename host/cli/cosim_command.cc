@@ -3,7 +3,6 @@
 #include "host/cli/cosim_command.h"
 
 #include <fmt/format.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +18,7 @@
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
 #include "host/common/revision.h"
+#include "host/common/subprocess.h"
 #include "host/config/tpu_config.h"
 #include "host/cosim/cosim.h"
 #include "host/engine/chip_engine.h"
@@ -95,17 +95,27 @@ nlohmann::json RunOne(const CosimArgs& a, const std::string& config_name) {
 }
 
 // One config in a child process; its summary comes back as JSON.
-nlohmann::json RunChild(const CosimArgs& a, const std::string& config_name,
-                        const std::string& json_path) {
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
-  std::string cmd = fmt::format(
-      "'{}' cosim -q --config '{}' --programs {} --seed {} --watchdog {} "
-      "--out '{}' --json '{}'",
-      self, config_name, a.programs, a.seed, a.watchdog, a.out, json_path);
-  for (const std::string& kv : a.sets) cmd += " --set '" + kv + "'";
-  if (a.program) cmd += fmt::format(" --program {}", *a.program);
-  if (!a.save.empty()) cmd += " --save '" + a.save + "'";
-  const int rc = std::system(cmd.c_str());
+nlohmann::json CosimChild(const CosimArgs& a, const std::string& config_name,
+                          const std::string& json_path) {
+  std::vector<std::string> argv = {fs::read_symlink("/proc/self/exe").string(),
+                                   "cosim",
+                                   "-q",
+                                   "--config",
+                                   config_name,
+                                   "--programs",
+                                   std::to_string(a.programs),
+                                   "--seed",
+                                   std::to_string(a.seed),
+                                   "--watchdog",
+                                   std::to_string(a.watchdog),
+                                   "--out",
+                                   a.out,
+                                   "--json",
+                                   json_path};
+  for (const std::string& kv : a.sets) argv.insert(argv.end(), {"--set", kv});
+  if (a.program) argv.insert(argv.end(), {"--program", std::to_string(*a.program)});
+  if (!a.save.empty()) argv.insert(argv.end(), {"--save", a.save});
+  const int rc = tpu::RunChild(argv).status;
   nlohmann::json j;
   try {
     std::ifstream in(json_path);
@@ -117,7 +127,7 @@ nlohmann::json RunChild(const CosimArgs& a, const std::string& config_name,
     throw RuntimeError(fmt::format(
         "cosim of config '{}' stopped in its child process (exit status {}); its message is "
         "above",
-        config_name, WIFEXITED(rc) ? WEXITSTATUS(rc) : rc));
+        config_name, rc));
   }
   return j["configs"][0];
 }
@@ -158,7 +168,7 @@ void Cosim(const CosimArgs& a) {
     try {
       for (size_t i = 0; i < configs.size(); ++i) {
         if (!a.quiet) std::cerr << "cosim: " << configs[i] << " ...\n";
-        results.push_back(RunChild(a, configs[i], scratch + "/" + std::to_string(i) + ".json"));
+        results.push_back(CosimChild(a, configs[i], scratch + "/" + std::to_string(i) + ".json"));
       }
     } catch (...) {
       fs::remove_all(scratch);

@@ -4,8 +4,6 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,29 +11,18 @@
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
+#include "host/common/subprocess.h"
 
 namespace tpu::sweep {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A word for the shell, in single quotes.
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs a shell command; returns its exit status and its output (stdout and stderr).
-int Capture(const std::string& command, std::string* output) {
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  std::array<char, 4096> buf;
-  output->clear();
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) output->append(buf.data(), n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+// Runs a command; returns its exit status and its output (stdout and stderr).
+int Capture(const std::vector<std::string>& argv, std::string* output) {
+  ChildResult r = RunChild(argv, {ChildOptions::Output::kCapture, ""});
+  *output = std::move(r.output);
+  return r.status;
 }
 
 std::string Trim(std::string s) {
@@ -53,7 +40,7 @@ void WriteScript(const std::string& path, const std::string& text) {
 SlurmJobs SubmitSweep(const std::string& tpusim, const std::string& spec_path,
                       const std::string& dir, const SlurmOptions& o) {
   std::string out;
-  if (Capture("command -v sbatch", &out) != 0) {
+  if (FindOnPath("sbatch").empty()) {
     throw UsageError(
         "--slurm needs Slurm's sbatch on PATH (Debian: apt-get install slurm-client); run "
         "without --slurm to use this machine's cores");
@@ -76,20 +63,21 @@ SlurmJobs SubmitSweep(const std::string& tpusim, const std::string& spec_path,
                                    "#SBATCH --output={}/task-%a.log\n"
                                    "exec {} sweep {} --out {} --shard \"$SLURM_ARRAY_TASK_ID/{}\" "
                                    "--jobs {} -q\n",
-                                   o.array_size - 1, o.cpus_per_task, sd.string(), Quote(exe),
-                                   Quote(spec), Quote(d.string()), o.array_size, o.cpus_per_task));
+                                   o.array_size - 1, o.cpus_per_task, sd.string(), ShellQuote(exe),
+                                   ShellQuote(spec), ShellQuote(d.string()), o.array_size,
+                                   o.cpus_per_task));
   WriteScript((sd / "finish.sh").string(),
               header + fmt::format("#SBATCH --job-name=tpusim-sweep-plot\n"
                                    "#SBATCH --output={}/finish.log\n"
                                    "exec {} plot {}\n",
-                                   sd.string(), Quote(exe), Quote(d.string())));
+                                   sd.string(), ShellQuote(exe), ShellQuote(d.string())));
   SlurmJobs jobs;
-  if (Capture("sbatch --parsable " + Quote((sd / "task.sh").string()), &out) != 0) {
+  if (Capture({"sbatch", "--parsable", (sd / "task.sh").string()}, &out) != 0) {
     throw RuntimeError("sbatch refused the sweep's job array: " + Trim(out));
   }
   jobs.array_job = Trim(out.substr(0, out.find(';')));
-  if (Capture(fmt::format("sbatch --parsable --dependency=afterany:{} {}", jobs.array_job,
-                          Quote((sd / "finish.sh").string())),
+  if (Capture({"sbatch", "--parsable", "--dependency=afterany:" + jobs.array_job,
+               (sd / "finish.sh").string()},
               &out) != 0) {
     throw RuntimeError("sbatch refused the sweep's plot job: " + Trim(out));
   }
@@ -118,9 +106,9 @@ std::string SlurmJobStates(const std::string& dir) {
     if (id.empty()) continue;
     std::string out;
     std::string states;
-    if (Capture("squeue -h -j " + Quote(id) + " -o '%i %T'", &out) == 0 && !Trim(out).empty()) {
+    if (Capture({"squeue", "-h", "-j", id, "-o", "%i %T"}, &out) == 0 && !Trim(out).empty()) {
       states = Trim(out);
-    } else if (Capture("sacct -n -X -P -j " + Quote(id) + " -o JobID,State", &out) == 0 &&
+    } else if (Capture({"sacct", "-n", "-X", "-P", "-j", id, "-o", "JobID,State"}, &out) == 0 &&
                !Trim(out).empty()) {
       states = Trim(out);
     } else {

@@ -1,16 +1,11 @@
 // Running a sweep point by point, each as a `tpusim run` process (see sweep_runner.h).
 #include "host/sweep/sweep_runner.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,10 +16,8 @@
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
-#include "host/common/interrupt.h"
 #include "host/common/progress_bar.h"
-
-extern char** environ;
+#include "host/common/subprocess.h"
 
 namespace tpu::sweep {
 namespace {
@@ -87,31 +80,6 @@ std::string LastLine(const std::string& text) {
   return last.empty() ? "no output" : last;
 }
 
-// Runs argv with stdout and stderr into `log`; returns the exit status (128 + signal when
-// killed, -1 when it could not start).
-int RunProcess(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return -1;
-  const StopOnInterrupt stop(pid);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
-}
-
 // Runs one point and writes its record.
 void RunPoint(const SweepPoint& p, const SweepOptions& o) {
   const std::string& key = p.key;
@@ -139,7 +107,7 @@ void RunPoint(const SweepPoint& p, const SweepOptions& o) {
                              std::to_string(p.job.seed)});
   }
   if (!p.job.shard.empty()) args.insert(args.end(), {"--shard", p.job.shard});
-  const int rc = RunProcess(args, log);
+  const int rc = RunChild(args, {ChildOptions::Output::kFile, log}).status;
 
   nlohmann::json record = {{"key", key}, {"job", p.job.ToJson()}};
   if (rc == 0) {
@@ -353,8 +321,9 @@ SweepStatus WriteResults(const SweepSpec& spec, const std::vector<SweepPoint>& p
 
 void DrawPlots(const std::string& dir) {
   const std::string log = (fs::path(dir) / "plots.log").string();
-  const int rc =
-      RunProcess({"/usr/bin/python3", TPUSIM_SOURCE_DIR "/scripts/plot-sweep", dir}, log);
+  const int rc = RunChild({"/usr/bin/python3", TPUSIM_SOURCE_DIR "/scripts/plot-sweep", dir},
+                          {ChildOptions::Output::kFile, log})
+                     .status;
   const std::string text = ReadText(log);
   std::error_code ec;
   fs::remove(log, ec);
