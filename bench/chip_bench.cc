@@ -15,6 +15,7 @@
 #include "host/compiler/gemm_program.h"
 #include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
+#include "host/engine/engine_factory.h"
 #include "host/gemm/gemm_runner.h"
 
 namespace tpu {

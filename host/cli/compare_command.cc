@@ -25,6 +25,7 @@
 #include "host/cuda/cuda_backend.h"
 #include "host/data/mnist.h"
 #include "host/engine/chip_engine.h"
+#include "host/engine/engine_factory.h"
 #include "host/nn/cpu_backend.h"
 #include "host/nn/model.h"
 #include "host/report/compare_report.h"

@@ -22,6 +22,7 @@
 #include "host/config/tpu_config.h"
 #include "host/cosim/cosim.h"
 #include "host/engine/chip_engine.h"
+#include "host/engine/engine_factory.h"
 
 namespace tpu::cli {
 namespace {

@@ -11,6 +11,7 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
+#include "host/engine/engine_factory.h"
 #include "sim/gtkw_layout.h"
 #include "sim/wave_file.h"
 

@@ -4,9 +4,6 @@
 #include <fmt/format.h>
 
 #include "host/common/errors.h"
-#include "host/driver/tpu_driver.h"
-#include "host/engine/fast_engine.h"
-#include "sim/tpu_registry.h"
 
 namespace tpu::engine {
 
@@ -19,14 +16,6 @@ EngineKind ParseEngineKind(const std::string& name) {
 }
 
 const char* EngineKindName(EngineKind kind) { return kind == EngineKind::kRtl ? "rtl" : "fast"; }
-
-std::vector<int> RtlBuiltDims() { return sim::BuiltTpuDims(); }
-
-std::unique_ptr<ChipEngine> MakeChipEngine(EngineKind kind, const config::TpuConfig& config,
-                                           const EngineOptions& options) {
-  if (kind == EngineKind::kFast) return std::make_unique<FastEngine>(config, options);
-  return std::make_unique<driver::TpuDriver>(config, options);
-}
 
 std::string ErrorMessage(uint64_t pc, uint64_t status) {
   return fmt::format("the chip stopped at instruction {}: {}", pc,

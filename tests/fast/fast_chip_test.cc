@@ -10,6 +10,7 @@
 #include "host/common/errors.h"
 #include "host/compiler/gemm_program.h"
 #include "host/engine/chip_engine.h"
+#include "host/engine/engine_factory.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/isa/assembler.h"
 

@@ -16,6 +16,7 @@
 #include "host/report/energy.h"
 #include "tests/host/nn/nn_test_util.h"
 #include "tests/mnist_test_util.h"
+#include "tests/test_engines.h"
 
 namespace tpu::compiler {
 namespace {
@@ -161,7 +162,7 @@ void ExpectAwkwardBitExact(const config::TpuConfig& c, engine::EngineKind kind, 
   const nn::Model m = AwkwardCnn();
   EXPECT_EQ(PlanSteps(m, c).size(), steps);
   const data::MnistSet images = test::RandomImages(m, 9, 14);
-  const auto chip = engine::MakeChipEngine(kind, c, {});
+  const auto chip = test::TestEngine(kind, c, {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 4);
   ExpectExactAndVaried(r, 3);
 }
@@ -202,7 +203,7 @@ nn::Model SecondCnn() {
 void ExpectBitExact(const char* preset, int batch, engine::EngineKind kind) {
   const nn::Model m = SecondCnn();
   const data::MnistSet images = test::RandomImages(m, 20, 7);
-  const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), {});
+  const auto chip = test::TestEngine(kind, config::LoadConfig(preset), {});
   // Layer jobs (host im2col), then the whole network as one program per batch.
   const TpuRunResult r =
       RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, batch, {}, true);
@@ -230,7 +231,7 @@ TEST_P(CompilerEngineTest, LenetOn200MnistImagesIsBitExact) {
   TPUSIM_MNIST_DIR_OR_SKIP(dir)
   const nn::Model m = Lenet();
   const data::MnistSet set = data::LoadMnist(dir, false, 200);
-  const auto chip = engine::MakeChipEngine(GetParam(), config::LoadConfig("small-16"), {});
+  const auto chip = test::TestEngine(GetParam(), config::LoadConfig("small-16"), {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, set.pixels.data(), set.labels.data(), 200, 64);
   EXPECT_EQ(r.mismatches, 0);
   EXPECT_GE(r.correct, 194);  // the committed model gets 98.9 % of all 10,000 right
@@ -285,7 +286,7 @@ void ExpectThirdCnnBitExact(const char* preset, engine::EngineKind kind) {
       ASSERT_TRUE(std::equal(ref[l].begin(), ref[l].end(), batched[l].data())) << "layer " << l;
     }
   }
-  const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), {});
+  const auto chip = test::TestEngine(kind, config::LoadConfig(preset), {});
   const TpuRunResult r =
       RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 5, {}, true);
   ExpectExactAndVaried(r, 5);
@@ -334,13 +335,12 @@ TEST_P(CompilerEngineTest, MaxPoolingOfAnyWindowIsBitExact) {
   EXPECT_EQ(names, (std::vector<std::string>{"l0.pass1", "l1", "l2.pass1", "l2.pass2", "l3",
                                              "l4.pass1", "l4.pass2", "l6"}));
   const data::MnistSet images = test::RandomImages(m, 10, 17);
-  const auto chip = engine::MakeChipEngine(GetParam(), config::LoadConfig("teach-4"), {});
+  const auto chip = test::TestEngine(GetParam(), config::LoadConfig("teach-4"), {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, images.pixels.data(), nullptr, images.count, 3);
   ExpectExactAndVaried(r, 3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, CompilerEngineTest,
-                         ::testing::Values(engine::EngineKind::kRtl, engine::EngineKind::kFast),
+INSTANTIATE_TEST_SUITE_P(Engines, CompilerEngineTest, ::testing::ValuesIn(test::TestEngineKinds()),
                          [](const auto& info) { return engine::EngineKindName(info.param); });
 
 TEST(EnergyTest, TotalsAreTheSumOfComponentsAndTheTableDrivesThem) {

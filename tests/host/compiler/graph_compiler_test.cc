@@ -20,6 +20,7 @@
 #include "host/nn/int8_reference.h"
 #include "host/nn/quantize.h"
 #include "tests/host/nn/nn_test_util.h"
+#include "tests/test_engines.h"
 
 namespace tpu::compiler {
 namespace {
@@ -95,7 +96,7 @@ nn::Model QuantizedGraph(uint64_t seed) {
 // equal to the CPU int8 reference (RunModelOnTpu counts the ones that differ).
 TpuRunResult RunExact(const nn::Model& m, const config::TpuConfig& c, engine::EngineKind kind,
                       int images, int batch) {
-  const auto chip = engine::MakeChipEngine(kind, c, {});
+  const auto chip = test::TestEngine(kind, c, {});
   const nn::InputSet in = nn::SyntheticInputs(m, images, 9);
   const TpuRunResult r = RunModelOnTpu(m, *chip, in, images, batch);
   EXPECT_EQ(r.plan.rfind("whole network", 0), 0u) << r.plan;
@@ -236,8 +237,7 @@ TEST(GraphCompilerTest, WhatDoesNotFitSaysWhy) {
   const NetworkCompiler nc(m, config::LoadConfig("small-16"), 2);
   EXPECT_FALSE(nc.Fits());
   EXPECT_NE(nc.WhyNot().find("window registers"), std::string::npos) << nc.WhyNot();
-  const auto chip =
-      engine::MakeChipEngine(engine::EngineKind::kFast, config::LoadConfig("small-16"), {});
+  const auto chip = test::TestEngine(engine::EngineKind::kFast, config::LoadConfig("small-16"), {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, nn::SyntheticInputs(m, 2, 2), 2, 2);
   EXPECT_EQ(r.plan.rfind("layer jobs (layer", 0), 0u) << r.plan;
   EXPECT_EQ(r.mismatches, 0);

@@ -4,6 +4,7 @@
 #include "host/common/errors.h"
 #include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
+#include "host/engine/engine_factory.h"
 #include "tests/mnist_test_util.h"
 
 namespace tpu::compiler {

@@ -13,6 +13,7 @@
 #include "host/nn/int8_net.h"
 #include "host/nn/int8_ops.h"
 #include "tests/host/nn/nn_test_util.h"
+#include "tests/test_engines.h"
 
 namespace tpu::compiler {
 namespace {
@@ -54,7 +55,7 @@ void ExpectPrefixesExact(const nn::Model& m, const char* preset, engine::EngineK
     for (size_t i = 0; i < act.size(); ++i) act[i] = nn::QuantizePixel(set.pixels[i]);
     const LayerJob job = nc.Build(act, batch);
     // A fresh chip each time: memories left by an earlier run could hide a read too early.
-    const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), {});
+    const auto chip = test::TestEngine(kind, config::LoadConfig(preset), {});
     const engine::ExecResult e = chip->Run(job.exec);
     ASSERT_TRUE(e.ok) << e.message;
     const std::vector<int8_t> got = nc.Decode(e.host_out, batch);
@@ -80,14 +81,14 @@ TEST(NetworkCompilerTest, LenetIsBitExactOnTheRtlWithARowPerLayer) {
   const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
   const data::MnistSet set = MnistLike(m, 8, 4);
   const config::TpuConfig c = config::LoadConfig("small-16");
-  const auto chip = engine::MakeChipEngine(engine::EngineKind::kRtl, c, {});
+  const auto chip = test::TestEngine(engine::EngineKind::kRtl, c, {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, set.pixels.data(), nullptr, 8, 8);
   EXPECT_EQ(r.plan.rfind("whole network", 0), 0u) << r.plan;
   EXPECT_EQ(r.mismatches, 0);
   std::vector<std::string> names;
   for (const LayerStats& l : r.layers) names.push_back(l.name);
   EXPECT_EQ(names, (std::vector<std::string>{"conv1+pool1", "conv2+pool2", "fc1", "fc2", "fc3"}));
-  const auto fast = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
+  const auto fast = test::TestEngine(engine::EngineKind::kFast, c, {});
   engine::Timeline timeline(c.clock_mhz);
   fast->SetTimeline(&timeline);
   const TpuRunResult f = RunModelOnTpu(m, *fast, set.pixels.data(), nullptr, 8, 8);
@@ -143,7 +144,7 @@ TEST(NetworkCompilerTest, SmallBuffersRunInSmallerGroups) {
   EXPECT_NE(nc.PlanText().find("fc1 .. fc3 in groups of 64"), std::string::npos) << nc.PlanText();
   EXPECT_LE(nc.UbRows(), 4096);
   const data::MnistSet set = MnistLike(m, 64, 5);
-  const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
+  const auto chip = test::TestEngine(engine::EngineKind::kFast, c, {});
   const TpuRunResult r = RunModelOnTpu(m, *chip, set.pixels.data(), nullptr, 64, 64);
   EXPECT_EQ(r.mismatches, 0) << r.plan;
 }

@@ -17,6 +17,7 @@
 #include "host/cosim/program_generator.h"
 #include "host/data/mnist.h"
 #include "host/engine/chip_engine.h"
+#include "host/engine/engine_factory.h"
 #include "host/engine/timeline.h"
 #include "host/isa/assembler.h"
 #include "host/nn/int8_ops.h"

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "host/engine/chip_engine.h"
+#include "host/engine/engine_factory.h"
 #include "host/isa/assembler.h"
 
 namespace tpu::engine {

@@ -15,6 +15,7 @@
 #include "host/common/npy.h"
 #include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
+#include "host/engine/engine_factory.h"
 #include "host/nn/fp32_net.h"
 #include "host/nn/inputs.h"
 #include "host/nn/quantize.h"

@@ -16,6 +16,7 @@
 #include "host/compiler/packing.h"
 #include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
+#include "host/engine/engine_factory.h"
 #include "host/isa/assembler.h"
 
 namespace tpu::test {

@@ -1,5 +1,5 @@
-// The TLM-2.0 host initiator that runs jobs on the simulated TPU (see tpu_driver.h).
-#include "host/driver/tpu_driver.h"
+// The TLM-2.0 host initiator that runs jobs on the simulated TPU (see rtl_engine.h).
+#include "host/engine/rtl_engine.h"
 
 #include <tlm_utils/simple_initiator_socket.h>
 
@@ -19,11 +19,9 @@
 #include "sim/tpu_registry.h"
 #include "sim/wave_file.h"
 
-namespace tpu::driver {
+namespace tpu::engine {
 namespace {
 
-using engine::ExecJob;
-using engine::ExecResult;
 using sim::kCsrBase;
 
 // Host software: an SC_THREAD that performs one job each time the driver resumes the
@@ -164,10 +162,9 @@ class HostInitiator : public sc_core::sc_module {
     r.ok = state == sim::RunState::kHalted;
     for (int i = 0; i < hw::kNumCounters; ++i) r.counters[i] = ReadReg(hw::kRegFirstCounter + i);
     r.cycles = r.counters.cycles;
-    if (state == sim::RunState::kError) r.message = engine::ErrorMessage(r.error_pc, status);
-    if (state == sim::RunState::kNoHalt)
-      r.message = engine::NoHaltMessage(job.program.words.size());
-    if (state == sim::RunState::kWatchdog) r.message = engine::WatchdogMessage(system_.Stall());
+    if (state == sim::RunState::kError) r.message = ErrorMessage(r.error_pc, status);
+    if (state == sim::RunState::kNoHalt) r.message = NoHaltMessage(job.program.words.size());
+    if (state == sim::RunState::kWatchdog) r.message = WatchdogMessage(system_.Stall());
     if (job.host_out_bytes > 0) {
       r.host_out = ReadBlock(sim::kHostMemBase + job.host_out_addr, job.host_out_bytes);
     }
@@ -184,9 +181,9 @@ class HostInitiator : public sc_core::sc_module {
 
 }  // namespace
 
-struct TpuDriver::Impl {
+struct RtlEngine::Impl {
   config::TpuConfig config;
-  engine::EngineOptions options;
+  EngineOptions options;
   std::unique_ptr<sim::TpuSystemBase> system;
   std::unique_ptr<HostInitiator> host;
   std::unique_ptr<sim::WaveFile> wave;
@@ -194,7 +191,7 @@ struct TpuDriver::Impl {
   int runs = 0;
 };
 
-TpuDriver::TpuDriver(const config::TpuConfig& config, const engine::EngineOptions& options)
+RtlEngine::RtlEngine(const config::TpuConfig& config, const EngineOptions& options)
     : impl_(std::make_unique<Impl>()) {
   if (options.timing_only) {
     throw UsageError(
@@ -222,7 +219,7 @@ TpuDriver::TpuDriver(const config::TpuConfig& config, const engine::EngineOption
   sc.weight_timing = {static_cast<uint32_t>(config.weight_mem_latency_cycles),
                       static_cast<uint32_t>(config.weight_mem_bytes_per_cycle)};
   sc.watchdog_cycles = options.watchdog_cycles;
-  sc.max_program_words = engine::kMaxProgramWords;
+  sc.max_program_words = kMaxProgramWords;
   try {
     impl_->system = sim::MakeTpuSystem(config.array_dim, "tpu_system", sc);
   } catch (const std::invalid_argument& e) {
@@ -235,13 +232,13 @@ TpuDriver::TpuDriver(const config::TpuConfig& config, const engine::EngineOption
                                           sc_core::SC_DO_NOTHING);
 }
 
-TpuDriver::~TpuDriver() {
+RtlEngine::~RtlEngine() {
   if (impl_->system) impl_->system->StopTrace();
 }
 
-const config::TpuConfig& TpuDriver::Config() const { return impl_->config; }
+const config::TpuConfig& RtlEngine::Config() const { return impl_->config; }
 
-void TpuDriver::Finish() {
+void RtlEngine::Finish() {
   if (!impl_->wave) return;
   impl_->system->StopTrace();
   try {
@@ -252,9 +249,9 @@ void TpuDriver::Finish() {
   impl_->wave.reset();
 }
 
-ExecResult TpuDriver::Run(const ExecJob& job) {
+ExecResult RtlEngine::Run(const ExecJob& job) {
   auto& im = *impl_;
-  engine::CheckJobFits(job, im.config);
+  CheckJobFits(job, im.config);
   if (!im.started) {
     sc_core::sc_start(sc_core::SC_ZERO_TIME);
     sim::ResetSanitizerStack();
@@ -270,11 +267,11 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   ++im.runs;
   ProgressBar bar("exec", im.options.progress);
   if (im.options.progress) im.system->SetProgress([&](double f) { bar.Update(f); });
-  const std::vector<engine::CycleObserver*> observers = Observers();
-  for (engine::CycleObserver* o : observers) o->BeginRun(job.program, job.name);
+  const std::vector<CycleObserver*> observers = Observers();
+  for (CycleObserver* o : observers) o->BeginRun(job.program, job.name);
   if (!observers.empty()) {
     im.system->SetCycleHook([&observers](uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs) {
-      for (engine::CycleObserver* o : observers) o->Cycles(cycle, 1, {issue, busy, obs});
+      for (CycleObserver* o : observers) o->Cycles(cycle, 1, {issue, busy, obs});
     });
   }
   im.host->Submit(job);
@@ -285,8 +282,8 @@ ExecResult TpuDriver::Run(const ExecJob& job) {
   bar.Finish();
   if (im.host->Failure()) std::rethrow_exception(im.host->Failure());
   ExecResult r = std::move(*im.host->Result());
-  for (engine::CycleObserver* o : observers) o->EndRun(r.cycles);
+  for (CycleObserver* o : observers) o->EndRun(r.cycles);
   return r;
 }
 
-}  // namespace tpu::driver
+}  // namespace tpu::engine

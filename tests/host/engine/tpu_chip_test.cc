@@ -9,10 +9,11 @@
 #include <random>
 
 #include "host/common/errors.h"
-#include "host/driver/tpu_driver.h"
+#include "host/engine/engine_factory.h"
+#include "host/engine/rtl_engine.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/nn/int8_ops.h"
-#include "tests/host/driver/chip_test_util.h"
+#include "tests/host/engine/chip_test_util.h"
 #include "tests/test_util.h"
 
 namespace tpu::test {
@@ -542,7 +543,7 @@ TEST_P(ChipTest, WatchdogNamesTheStuckUnit) {
 TEST(TpuChipTest, BuiltParametersAreCheckedAgainstTheConfig) {
   config::TpuConfig c = config::LoadConfig("teach-4");
   c.ub_depth_rows = 1000;
-  driver::TpuDriver d(c, {});
+  engine::RtlEngine d(c, {});
   try {
     d.Run(Job("halt\n"));
     FAIL() << "no error";

@@ -1,0 +1,59 @@
+// What a job for a chip engine holds and what running it gives (data only; the engines are
+// behind host/engine/chip_engine.h): a program plus memory images in; the status, every
+// counter and the host memory read back out.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "contract/tpu_contract.h"
+#include "host/isa/isa.h"
+
+namespace tpu::engine {
+
+class Timeline;
+
+struct ExecJob {
+  std::string name;  // for people and timelines: the program file, the layer, ...
+  isa::Program program;
+  std::vector<uint8_t> host_image;    // written to host memory at address 0
+  std::vector<uint8_t> weight_image;  // written to weight memory at weight_image_addr
+  uint64_t weight_image_addr = 0;
+  uint64_t host_out_addr = 0;  // host memory read back after the run
+  uint64_t host_out_bytes = 0;
+};
+
+struct ExecResult {
+  std::string engine;       // rtl or fast
+  std::string state;        // halted, error, watchdog, no-halt
+  std::string chip_status;  // the status register: ok, invalid-opcode, ...
+  bool ok = false;          // halted by HALT with status ok
+  std::string message;      // why it did not end cleanly; empty when ok
+  uint64_t error_pc = 0;    // the failing instruction (chip errors)
+  uint64_t cycles = 0;      // the chip's cycle counter
+  hw::ChipCounters counters;
+  std::vector<uint8_t> host_out;  // empty in timing-only runs
+};
+
+struct EngineOptions {
+  uint64_t watchdog_cycles = 100000;  // stop a run that makes no progress this long
+  bool progress = false;              // a progress bar on stderr for long runs
+  bool timing_only = false;           // fast only: counters without values
+  // rtl only: a waveform (*.fst or *.vcd) of a window of cycles, counted across all runs.
+  std::string trace_path;
+  uint64_t trace_start = 0;
+  uint64_t trace_end = std::numeric_limits<uint64_t>::max();
+  // Both: records every run's instruction timeline (host/engine/timeline.h).
+  Timeline* timeline = nullptr;
+};
+
+enum class EngineKind { kRtl, kFast };
+// "rtl" / "fast" (also how tests print it).
+inline std::ostream& operator<<(std::ostream& os, EngineKind k) {
+  return os << (k == EngineKind::kRtl ? "rtl" : "fast");
+}
+
+}  // namespace tpu::engine
