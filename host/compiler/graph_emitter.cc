@@ -183,8 +183,9 @@ class Emitter {
     group0_ = g0;
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
     const int64_t rows = op.rows, most = Most(op);
-    if (rows <= most && !op.stacked) {  // whole images, as many per pass as the half holds
-      const int64_t per = std::max<int64_t>(1, most / rows);
+    if (rows <= most && !op.stacked) {  // whole images, in the fewest passes a region holds
+      const int64_t fit = std::max<int64_t>(1, most / rows), passes = (count + fit - 1) / fit;
+      const int64_t per = (count + passes - 1) / passes;  // passes of equal size
       for (int64_t j = 0; j < op.nt; ++j)
         for (int64_t i0 = g0; i0 < g0 + count; i0 += per)
           Pass(i, j, i0, std::min(per, g0 + count - i0), 0, rows);
