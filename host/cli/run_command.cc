@@ -95,11 +95,13 @@ void RunTopology(const RunArgs& a, int batch) {
 // Writes the report (and --logits, --predictions) of a run of `inputs`.
 void Report(const RunArgs& a, const report::RunReport& report, const compiler::TpuRunResult& r,
             int64_t outputs, const nn::InputSet& inputs) {
-  std::vector<int8_t> all;
-  for (const auto& y : r.logits) all.insert(all.end(), y.begin(), y.end());
-  if (!a.logits.empty()) WriteLogits(a.logits, outputs, all, r.output_scale);
-  if (!a.predictions.empty())
-    WritePredictions(a.predictions, outputs, all, inputs.labels, report.first_input);
+  if (!a.logits.empty() || !a.predictions.empty()) {
+    std::vector<int8_t> all;
+    for (const auto& y : r.logits) all.insert(all.end(), y.begin(), y.end());
+    if (!a.logits.empty()) WriteLogits(a.logits, outputs, all, r.output_scale);
+    if (!a.predictions.empty())
+      WritePredictions(a.predictions, outputs, all, inputs.labels, report.first_input);
+  }
   if (!a.out.json.empty()) {
     WriteFileAtomically(a.out.json, report::RunReportJson(report).dump(2) + "\n");
   }
@@ -119,10 +121,12 @@ void Run(const RunArgs& a, bool batch_given) {
   const report::EnergyTable table = report::LoadEnergyTable(a.energy);
   ChipSession session(a.chip, a.trace, /*progress=*/false);
   const nn::Model model = nn::LoadModel(a.work.model);
-  // Not given: the most, up to the default, that the chip's memories take at once.
-  const int batch = batch_given || a.host_im2col
-                        ? a.batch
-                        : compiler::LargestBatchThatFits(model, session.config(), a.batch);
+  // Not given: the most, up to the default, that the chip's memories take at once (the run
+  // finds it; a shard finds it first, as its slice is cut at whole batches).
+  const bool fit = !batch_given && !a.host_im2col;
+  const int batch = fit && !a.shard.empty()
+                        ? compiler::LargestBatchThatFits(model, session.config(), a.batch)
+                        : a.batch;
   nn::InputSet inputs = LoadInputs(a.work, model);
   int64_t first = 0, count = inputs.count;
   if (!a.shard.empty()) {
@@ -136,11 +140,11 @@ void Run(const RunArgs& a, bool batch_given) {
   ProgressBar bar("run", !a.out.quiet);
   const compiler::TpuRunResult r = compiler::RunModelOnTpu(
       model, session.engine(), inputs, inputs.count, batch, [&](double f) { bar.Update(f); },
-      a.host_im2col);
+      a.host_im2col, fit && a.shard.empty());
   bar.Finish();
   session.Finish();
   report::RunReport report = report::BuildRunReport(r, model.name, session.engine().Name(),
-                                                    session.config(), table, batch);
+                                                    session.config(), table, r.batch);
   report.inputs = inputs.source;
   report.shard = a.shard;
   report.first_input = first;

@@ -18,9 +18,8 @@ extern char** environ;
 namespace tpu {
 namespace {
 
-// Waits for `pid` (stopping it on an interrupt); its status as ChildResult::status has it.
+// Waits for `pid`; its status as ChildResult::status has it.
 int Wait(pid_t pid) {
-  const StopOnInterrupt stop(pid);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return -1;
@@ -68,10 +67,12 @@ ChildResult RunChild(const std::vector<std::string>& args, const ChildOptions& o
   const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (pipe_fds[1] >= 0) ::close(pipe_fds[1]);
-  if (rc == 0 && pipe_fds[0] >= 0) ReadAll(pipe_fds[0], &r.output);
+  if (rc == 0) {
+    const StopOnInterrupt stop(pid);  // from the start: reading its output is waiting too
+    if (pipe_fds[0] >= 0) ReadAll(pipe_fds[0], &r.output);
+    r.status = Wait(pid);
+  }
   if (pipe_fds[0] >= 0) ::close(pipe_fds[0]);
-  if (rc != 0) return r;
-  r.status = Wait(pid);
   return r;
 }
 

@@ -48,26 +48,12 @@ std::vector<double> WeightPipeline(const std::vector<TileRun>& runs, size_t ops,
 
 namespace {
 
-// An operation's runs of terms through one tile, as counts of terms: a tile loads once per
-// run (consecutive terms of one tile, as an average pooling's or an identity's, keep it in
-// the array).
-std::vector<int64_t> Runs(const GraphOp& op) {
-  std::vector<int64_t> runs;
-  int prev = -1;
-  for (const auto& ts : op.terms) {
-    for (const OpTerm& t : ts) {
-      if (t.tile != prev || runs.empty()) runs.push_back(0);
-      ++runs.back();
-      prev = t.tile;
-    }
-  }
-  return runs;
-}
-
 // Every run of the batch's program in the order the emitter makes them: segment by
 // segment, group by group, operation by operation (an operation outside every segment
 // takes the whole batch at once).
 std::vector<TileRun> ProgramRuns(const LoweredGraph& g, const Plan& plan, int batch) {
+  std::vector<std::vector<int64_t>> op_runs;  // each operation's, computed once
+  for (const GraphOp& op : g.ops) op_runs.push_back(TileRuns(op.terms));
   std::vector<TileRun> out;
   const auto add = [&](int first, int end, int64_t group) {
     for (int64_t i0 = 0; i0 < batch; i0 += group) {
@@ -75,7 +61,7 @@ std::vector<TileRun> ProgramRuns(const LoweredGraph& g, const Plan& plan, int ba
       for (int i = first; i < end; ++i) {
         const GraphOp& op = g.ops[static_cast<size_t>(i)];
         const int64_t rows = op.stacked ? 1 : op.rows;
-        for (const int64_t terms : Runs(op))
+        for (const int64_t terms : op_runs[static_cast<size_t>(i)])
           out.push_back({static_cast<double>(terms * images * rows), i});
       }
     }
@@ -95,26 +81,19 @@ std::vector<TileRun> ProgramRuns(const LoweredGraph& g, const Plan& plan, int ba
 std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const config::TpuConfig& c,
                               int batch) {
   const auto n = static_cast<double>(c.array_dim);
-  const double tile_cycles =
-      n * static_cast<double>((c.array_dim + c.weight_mem_bytes_per_cycle - 1) /
-                              c.weight_mem_bytes_per_cycle);
-  const double row_cycles = static_cast<double>((c.array_dim + c.host_mem_bytes_per_cycle - 1) /
-                                                c.host_mem_bytes_per_cycle);
-  std::vector<int64_t> group(g.ops.size(), batch);
-  for (const PlanSegment& s : plan.segments)
-    for (int i = s.first; i < s.end; ++i) group[static_cast<size_t>(i)] = s.banded ? 1 : s.group;
-  std::vector<Bound> out;
+  const double tile_cycles = n * static_cast<double>(c.WeightRowCycles());
+  const double row_cycles = static_cast<double>(c.HostRowCycles());
+  const std::vector<TileRun> runs = ProgramRuns(g, plan, batch);
+  std::vector<Bound> out(g.ops.size());
+  for (const TileRun& run : runs) {
+    Bound& b = out[static_cast<size_t>(run.op)];
+    b.array += std::max(run.rows, n);
+    b.weights += tile_cycles;
+  }
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const GraphOp& op = g.ops[i];
-    const std::vector<int64_t> runs = Runs(op);
-    Bound b;
+    Bound& b = out[i];
     const int64_t rows = op.stacked ? 1 : op.rows;
-    for (int64_t i0 = 0; i0 < batch; i0 += group[i]) {
-      const int64_t images = std::min<int64_t>(group[i], batch - i0);
-      for (const int64_t terms : runs)
-        b.array += std::max(static_cast<double>(terms * images * rows), n);
-      b.weights += static_cast<double>(runs.size()) * tile_cycles;
-    }
     b.vector = static_cast<double>(batch * rows * op.nt);
     int64_t host_rows = op.nt * hw::kParamRows;  // its parameter sets
     for (int t : op.inputs)
@@ -123,10 +102,9 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
       host_rows += batch * g.tensors[static_cast<size_t>(op.output)].rows;
     }
     b.host = static_cast<double>(host_rows) * row_cycles;
-    out.push_back(b);
   }
-  const std::vector<double> share = WeightPipeline(ProgramRuns(g, plan, batch), g.ops.size(),
-                                                   tile_cycles, n, c.weight_fifo_tiles);
+  const std::vector<double> share =
+      WeightPipeline(runs, g.ops.size(), tile_cycles, n, c.weight_fifo_tiles);
   for (size_t i = 0; i < out.size(); ++i) out[i].pipeline = share[i];
   return out;
 }

@@ -354,8 +354,7 @@ class Emitter {
     Transfer& t = background_.front();
     const int64_t r = std::min(rows, t.rows);
     ReadHost(t.host, t.ub, r, t.op);
-    due_ = c_.host_mem_latency_cycles +
-           r * ((n_ + c_.host_mem_bytes_per_cycle - 1) / c_.host_mem_bytes_per_cycle);
+    due_ = c_.host_mem_latency_cycles + r * c_.HostRowCycles();
     streamed_ = 0;
     t.host += static_cast<uint64_t>(r * n_);
     t.ub += r;

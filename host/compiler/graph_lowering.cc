@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <numeric>
 
 #include "contract/tpu_contract.h"
 #include "host/compiler/layer_compiler.h"
@@ -232,15 +233,10 @@ class Lowering {
       term.tile = it->second;
       columns[column].push_back(term);
     }
-    // Weight tiles loaded (a run of one tile loads it once), then passes through the array.
+    // Weight tiles loaded (TileRuns), then passes through the array.
     std::pair<int64_t, int64_t> Cost() const {
-      int64_t loads = 0, passes = 0;
-      for (const std::vector<OpTerm>& column : columns)
-        for (size_t i = 0; i < column.size(); ++i) {
-          ++passes;
-          if (i == 0 || column[i].tile != column[i - 1].tile) ++loads;
-        }
-      return {loads, passes};
+      const std::vector<int64_t> runs = TileRuns(columns);
+      return {static_cast<int64_t>(runs.size()), std::accumulate(runs.begin(), runs.end(), 0L)};
     }
   };
   std::vector<std::vector<OpTerm>> Intern(Terms terms) {
@@ -492,6 +488,19 @@ class Lowering {
 };
 
 }  // namespace
+
+std::vector<int64_t> TileRuns(const std::vector<std::vector<OpTerm>>& columns) {
+  std::vector<int64_t> runs;
+  int prev = -1;
+  for (const std::vector<OpTerm>& column : columns) {
+    for (const OpTerm& t : column) {
+      if (t.tile != prev || runs.empty()) runs.push_back(0);
+      ++runs.back();
+      prev = t.tile;
+    }
+  }
+  return runs;
+}
 
 LoweredGraph LowerGraph(const nn::Model& model, int n) { return Lowering(model, n).Run(); }
 

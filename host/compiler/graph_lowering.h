@@ -45,6 +45,11 @@ struct OpTerm {
   int tile = 0;        // index into the weight tiles (LoweredGraph::tiles)
 };
 
+// The runs of consecutive terms through one tile, over an operation's output tiles in
+// order, as counts of terms: the emitter loads a tile once per run (consecutive terms of one
+// tile, as an average pooling's or an identity's, keep it in the array).
+std::vector<int64_t> TileRuns(const std::vector<std::vector<OpTerm>>& columns);
+
 struct GraphOp {
   OpKind kind = OpKind::kConv;
   std::string name;            // for people: "conv1+pool1", "add3", "maxpool1"

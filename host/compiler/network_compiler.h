@@ -42,6 +42,7 @@ class NetworkCompiler {
                   bool maps_on_chip = false);
 
   bool Fits() const { return why_not_.empty(); }
+  int Batch() const { return batch_; }  // the most images a job holds
   // The largest batch up to `most` whose plan fits (0: none, or the graph does not lower).
   int LargestBatch(int most) const;
   MapsOnChip Maps() const { return maps_; }

@@ -69,7 +69,8 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
 
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const nn::InputSet& inputs, int64_t images, int batch,
-                           const std::function<void(double)>& progress, bool layer_jobs) {
+                           const std::function<void(double)>& progress, bool layer_jobs,
+                           bool fit_batch) {
   const config::TpuConfig& config = engine.Config();
   const bool values = engine.ComputesValues();
   if (batch < 1) throw UsageError("--batch must be at least 1");
@@ -79,10 +80,20 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   images = std::min(images, inputs.count);
   const auto start = std::chrono::steady_clock::now();
   // The whole network as one program per batch where it fits, else layer jobs.
-  const NetworkCompiler network(
-      model, config, static_cast<int>(std::min<int64_t>(batch, std::max<int64_t>(images, 1))));
+  const auto planned = [&] {
+    return static_cast<int>(std::min<int64_t>(batch, std::max<int64_t>(images, 1)));
+  };
+  NetworkCompiler network(model, config, planned());
+  if (fit_batch && !layer_jobs) {  // the plans of other batches reuse the lowered graph
+    const int most = network.LargestBatch(batch);
+    if (most > 0 && most < batch) {
+      batch = most;
+      if (planned() != network.Batch()) network = NetworkCompiler(model, config, planned());
+    }
+  }
   TpuRunResult r;
   r.images = images;
+  r.batch = batch;
   r.checked = values;
   r.labelled = inputs.HasLabels();
   r.output_scale = nn::OutputScale(model);

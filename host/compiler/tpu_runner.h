@@ -32,6 +32,7 @@ struct LayerStats {
 
 struct TpuRunResult {
   int64_t images = 0;
+  int batch = 0;                            // inputs per program
   std::vector<std::vector<int8_t>> logits;  // per input, the model's int8 outputs
   float output_scale = 0;                   // their scale
   std::vector<LayerStats> layers;           // one entry for a whole-network program
@@ -52,14 +53,18 @@ struct TpuRunResult {
 // (or with `layer_jobs`) each layer as its own job (LayerCompiler: host im2col; chains
 // only). Runs the first `images` of `inputs`. With a timing-only engine the inputs still
 // flow (the host decodes zeros) but nothing is checked: mismatches and correct stay 0.
+// With `fit_batch`, `batch` is the most: the run takes the largest batch up to it whose
+// whole-network program fits the chip's memories (LargestBatchThatFits, without lowering
+// the network twice).
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const nn::InputSet& inputs, int64_t images, int batch,
                            const std::function<void(double)>& progress = {},
-                           bool layer_jobs = false);
+                           bool layer_jobs = false, bool fit_batch = false);
 
 // The largest batch, up to `most`, whose whole-network program fits `config`'s memories (the
-// default batch of `tpusim run`); `most` where no batch does for another reason (the window
-// registers, one image's maps), so that the run says why.
+// default batch of a sharded `tpusim run`, whose slices are cut at whole batches); `most`
+// where no batch does for another reason (the window registers, one image's maps), so that
+// the run says why.
 int LargestBatchThatFits(const nn::Model& model, const config::TpuConfig& config, int most);
 
 // The same on raw images of a preprocess-mnist32 model (`labels` may be null).

@@ -29,6 +29,15 @@ struct TpuConfig {
   int weight_mem_latency_cycles = 50;
   int weight_mem_bytes_per_cycle = 16;
 
+  // Cycles one N-byte row keeps the host (weight) memory's port busy: ceil(N / bytes per
+  // cycle), as the DMA engines request rows (docs/timing.md).
+  int64_t HostRowCycles() const {
+    return (array_dim + host_mem_bytes_per_cycle - 1) / host_mem_bytes_per_cycle;
+  }
+  int64_t WeightRowCycles() const {
+    return (array_dim + weight_mem_bytes_per_cycle - 1) / weight_mem_bytes_per_cycle;
+  }
+
   // Throws UsageError saying which field is wrong and what would be valid.
   void Validate() const;
   nlohmann::json ToJson() const;
