@@ -47,9 +47,11 @@ set(TPU_TOP_RTL_SOURCES
   ${TPU_RTL_DIR}/tpu_top.sv)
 
 # The buffer sizes of each RTL model come from the presets in configs/ (their one home):
-# the model of array size N has the unified-buffer, accumulator, FIFO and parameter-set
-# sizes of the preset with array_dim N; a size without a preset gets small-16's. tpusim
-# reads them back from the model at run time and checks them against the config.
+# the model of array size N has the parameters of the preset with array_dim N (which ones,
+# and their tpu_top names, come from contract/tpu_contract.toml through the generated
+# tpu_params.cmake); a size without a preset gets small-16's. tpusim reads them back from
+# the model at run time and checks them against the config.
+include(${TPUSIM_GENERATED_DIR}/cmake/tpu_params.cmake)
 file(GLOB TPUSIM_PRESET_FILES ${CMAKE_SOURCE_DIR}/configs/*.json)
 set_property(DIRECTORY ${CMAKE_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
              ${TPUSIM_PRESET_FILES})
@@ -58,13 +60,14 @@ foreach(file ${TPUSIM_PRESET_FILES})
   file(READ ${file} json)
   string(JSON n GET "${json}" array_dim)
   set(params "")
-  foreach(key acc_depth_rows ub_depth_rows weight_fifo_tiles param_sets)
+  foreach(key ${TPUSIM_RTL_PARAM_FIELDS})
     string(JSON value GET "${json}" ${key})
     list(APPEND params ${value})
   endforeach()
   if(DEFINED TPUSIM_PRESET_PARAMS_${n} AND NOT "${TPUSIM_PRESET_PARAMS_${n}}" STREQUAL "${params}")
-    message(FATAL_ERROR "${file}: two presets of array size ${n} ask for different buffer sizes "
-                        "(${TPUSIM_PRESET_PARAMS_${n}} and ${params}); one RTL model is built per size")
+    message(FATAL_ERROR "${file}: two presets of array size ${n} ask for different RTL parameters "
+                        "(${TPUSIM_RTL_PARAM_FIELDS}: ${TPUSIM_PRESET_PARAMS_${n}} and ${params}); "
+                        "one RTL model is built per size")
   endif()
   set(TPUSIM_PRESET_PARAMS_${n} ${params})
   list(APPEND TPUSIM_PRESET_DIMS ${n})
@@ -72,21 +75,26 @@ endforeach()
 list(REMOVE_DUPLICATES TPUSIM_PRESET_DIMS)
 list(SORT TPUSIM_PRESET_DIMS COMPARE NATURAL)
 
-# tpusim_rtl_params(N ACC UB FIFO SETS): the buffer sizes of the model of size N.
-function(tpusim_rtl_params N OUT_ACC OUT_UB OUT_FIFO OUT_SETS)
+# tpusim_rtl_param(N FIELD OUT): the value of config field FIELD in the model of size N.
+function(tpusim_rtl_param N FIELD OUT)
   if(DEFINED TPUSIM_PRESET_PARAMS_${N})
     set(p ${TPUSIM_PRESET_PARAMS_${N}})
   else()
     set(p ${TPUSIM_PRESET_PARAMS_16})
   endif()
-  list(GET p 0 acc)
-  list(GET p 1 ub)
-  list(GET p 2 fifo)
-  list(GET p 3 sets)
-  set(${OUT_ACC} ${acc} PARENT_SCOPE)
-  set(${OUT_UB} ${ub} PARENT_SCOPE)
-  set(${OUT_FIFO} ${fifo} PARENT_SCOPE)
-  set(${OUT_SETS} ${sets} PARENT_SCOPE)
+  list(FIND TPUSIM_RTL_PARAM_FIELDS ${FIELD} i)
+  list(GET p ${i} value)
+  set(${OUT} ${value} PARENT_SCOPE)
+endfunction()
+
+# tpusim_rtl_params(N OUT): the -G flags of every tpu_top parameter of the model of size N.
+function(tpusim_rtl_params N OUT)
+  set(flags -GArrayDim=${N})
+  foreach(field name IN ZIP_LISTS TPUSIM_RTL_PARAM_FIELDS TPUSIM_RTL_PARAM_NAMES)
+    tpusim_rtl_param(${N} ${field} value)
+    list(APPEND flags -G${name}=${value})
+  endforeach()
+  set(${OUT} ${flags} PARENT_SCOPE)
 endfunction()
 
 # Arrays of TPUSIM_COMPACT_FROM and more PEs a side use the compact array form
@@ -105,7 +113,7 @@ endfunction()
 # Vtpu_mxu_teach_n<N>, whose every signal is readable by name through VPI (tpusim teach).
 function(tpusim_verilate_mxu TARGET N)
   cmake_parse_arguments(ARG "SYSTEMC;NOTRACE;TEACH;COMPACT;PER_PE" "PREFIX" "" ${ARGN})
-  tpusim_rtl_params(${N} depth ub fifo sets)
+  tpusim_rtl_param(${N} acc_depth_rows depth)
   tpusim_array_form(${N} form)
   if(ARG_COMPACT)
     set(form "-GCompactArray=1'b1")
@@ -136,13 +144,12 @@ endfunction()
 # tpusim_verilate_tpu(TARGET N): adds class Vtpu_top_sc_n<N>, tpu_top as a SystemC module
 # with FST tracing, to TARGET.
 function(tpusim_verilate_tpu TARGET N)
-  tpusim_rtl_params(${N} acc ub fifo sets)
+  tpusim_rtl_params(${N} gflags)
   tpusim_array_form(${N} form)
   verilate(${TARGET} SYSTEMC TRACE_FST PREFIX Vtpu_top_sc_n${N} TOP_MODULE tpu_top
            SOURCES ${TPU_TOP_RTL_SOURCES}
            VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
-                          ${TPU_RTL_INCLUDE} -GArrayDim=${N} -GAccDepth=${acc} -GUbDepth=${ub}
-                          -GWfifoTiles=${fifo} -GParamSets=${sets} ${form}
+                          ${TPU_RTL_INCLUDE} ${gflags} ${form}
            ${TPUSIM_VERILATED_OPTS})
 endfunction()
 

@@ -1,25 +1,18 @@
-// What the fast engine needs to know about the chip it models (the fields of TpuConfig
-// that shape the hardware), and each instruction decoded once, with the checks and the
-// footprint that rtl/tpu_controller.sv computes for it every cycle.
+// What the fast engine needs to know about the chip it models, and each instruction decoded once,
+// with the checks and the footprint that rtl/tpu_controller.sv computes for it every cycle.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "contract/tpu_contract.h"
 
 namespace tpu::fast {
 
-struct ChipParams {
-  int array_dim = 16;    // N, 2 .. 512
-  int acc_depth = 1024;  // accumulator rows
-  int ub_depth = 16384;  // unified-buffer rows
-  int fifo_tiles = 4;    // weight FIFO depth in tiles
-  int param_sets = 32;   // VPU parameter sets
-  int iq_depth = 16;     // instruction queue entries (tpu_top's IqDepth)
-  uint64_t host_mem_bytes = 16u << 20;
-  uint64_t host_latency_cycles = 100, host_bytes_per_cycle = 16;
-  uint64_t weight_mem_bytes = 16u << 20;
-  uint64_t weight_latency_cycles = 50, weight_bytes_per_cycle = 16;
+// The config's chip fields (hw::ChipParams, generated from contract/tpu_contract.toml)
+// and what the config does not set: the instruction queue's depth, tpu_top's IqDepth.
+struct ChipParams : hw::ChipParams {
+  int iq_depth = 16;
 };
 
 // The rows an instruction reads or writes, kept by the controller while its unit runs;
@@ -88,8 +81,8 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Res
   d.dst = get32(hw::kDstOffset);
   d.aux = get32(hw::kAuxOffset);
   const uint64_t n = static_cast<uint64_t>(p.array_dim), len = d.len, src = d.src, dst = d.dst;
-  const uint64_t hm = p.host_mem_bytes < 0xffffffffu ? p.host_mem_bytes : 0xffffffffu;
-  const uint64_t wm = p.weight_mem_bytes;
+  const uint64_t hm = std::min<uint64_t>(static_cast<uint64_t>(p.host_mem_bytes), 0xffffffffu);
+  const uint64_t wm = static_cast<uint64_t>(p.weight_mem_bytes);
   auto range = [](uint64_t start, uint64_t count, uint64_t size) {
     if (start >= size) return hw::Status::kAddressOutOfRange;
     if (start + count > size) return hw::Status::kBufferOverflow;
@@ -169,7 +162,7 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Res
                         range(dst, len, static_cast<uint64_t>(p.param_sets)));
       } else {
         d.check =
-            first(range(src, len * n, hm), range(dst, len, static_cast<uint64_t>(p.ub_depth)));
+            first(range(src, len * n, hm), range(dst, len, static_cast<uint64_t>(p.ub_depth_rows)));
       }
       fp.ub_use = !params;
       fp.ub_wr = true;
@@ -206,8 +199,8 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Res
                  (!window.valid || d.ktile >= window.Tiles(n) || d.first + len > window.Pixels())) {
         d.check = Status::kBadWindow;
       } else {
-        d.check = first(range(src, rows, static_cast<uint64_t>(p.ub_depth)),
-                        range(dst, len, static_cast<uint64_t>(p.acc_depth)));
+        d.check = first(range(src, rows, static_cast<uint64_t>(p.ub_depth_rows)),
+                        range(dst, len, static_cast<uint64_t>(p.acc_depth_rows)));
       }
       fp.ub_use = true;
       fp.ub_lo = d.src;
@@ -229,11 +222,12 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Res
           (res && (d.pooled || !residual.valid))) {
         d.check = Status::kBadOperand;
       } else {
-        d.check = first(first(range(src, len, static_cast<uint64_t>(p.acc_depth)),
-                              range(dst, span, static_cast<uint64_t>(p.ub_depth))),
+        d.check = first(first(range(src, len, static_cast<uint64_t>(p.acc_depth_rows)),
+                              range(dst, span, static_cast<uint64_t>(p.ub_depth_rows))),
                         range(set, 1, static_cast<uint64_t>(p.param_sets)));
         if (res)
-          d.check = first(d.check, range(residual.ub, span, static_cast<uint64_t>(p.ub_depth)));
+          d.check =
+              first(d.check, range(residual.ub, span, static_cast<uint64_t>(p.ub_depth_rows)));
       }
       fp.ub2_use = res;
       fp.ub2_lo = residual.ub;
@@ -255,7 +249,7 @@ inline Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Res
         d.check = Status::kBadOperand;
       else
         d.check =
-            first(range(src, len, static_cast<uint64_t>(p.ub_depth)), range(dst, len * n, hm));
+            first(range(src, len, static_cast<uint64_t>(p.ub_depth_rows)), range(dst, len * n, hm));
       fp.ub_use = true;
       fp.ub_lo = d.src;
       fp.ub_hi = static_cast<uint32_t>(src + len);

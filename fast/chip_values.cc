@@ -29,10 +29,10 @@ uint32_t Get32(const uint8_t* p) {
 ChipValues::ChipValues(const ChipParams& p)
     : p_(p),
       n_(p.array_dim),
-      host_(Zeroed<uint8_t>(p.host_mem_bytes)),
-      weight_(Zeroed<uint8_t>(p.weight_mem_bytes)),
-      ub_(Zeroed<int8_t>(static_cast<uint64_t>(p.ub_depth) * p.array_dim)),
-      acc_(Zeroed<int32_t>(static_cast<uint64_t>(p.acc_depth) * p.array_dim)),
+      host_(Zeroed<uint8_t>(static_cast<uint64_t>(p.host_mem_bytes))),
+      weight_(Zeroed<uint8_t>(static_cast<uint64_t>(p.weight_mem_bytes))),
+      ub_(Zeroed<int8_t>(static_cast<uint64_t>(p.ub_depth_rows) * p.array_dim)),
+      acc_(Zeroed<int32_t>(static_cast<uint64_t>(p.acc_depth_rows) * p.array_dim)),
       params_(static_cast<size_t>(p.param_sets) * hw::kParamRows * p.array_dim, 0),
       active_(static_cast<size_t>(n_ * n_), 0),
       active_f_(static_cast<size_t>(n_ * n_), 0.0f) {}

@@ -11,7 +11,7 @@ namespace tpu::sim {
 // The array sizes N whose tpu_top models are in this build (CMake TPUSIM_TPU_DIMS).
 std::vector<int> BuiltTpuDims();
 // Throws std::invalid_argument naming the built sizes and how to add N when it was not built.
-std::unique_ptr<TpuSystemBase> MakeTpuSystem(int array_dim, const char* name,
-                                             const TpuSystemConfig& config);
+// The array size is config.chip.array_dim.
+std::unique_ptr<TpuSystemBase> MakeTpuSystem(const char* name, const TpuSystemConfig& config);
 
 }  // namespace tpu::sim

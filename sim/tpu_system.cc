@@ -33,18 +33,22 @@ namespace {
 constexpr uint64_t kGiB = 1ull << 30;
 }
 
-TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, int array_dim,
-                             const TpuSystemConfig& config)
+TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig& config)
     : sc_core::sc_module(name),
       socket("socket"),
       clk("clk", 10, sc_core::SC_NS),
-      array_dim_(array_dim),
+      array_dim_(config.chip.array_dim),
       config_(config),
-      host_("host memory", config.host_mem_bytes, config.host_timing),
-      weight_("weight memory", config.weight_mem_bytes, config.weight_timing),
-      host_port_(host_, array_dim),
-      weight_port_(weight_, array_dim) {
-  if (config.host_mem_bytes > kGiB || config.weight_mem_bytes > kWeightRegionSize) {
+      host_("host memory", static_cast<uint64_t>(config.chip.host_mem_bytes),
+            {static_cast<uint32_t>(config.chip.host_mem_latency_cycles),
+             static_cast<uint32_t>(config.chip.host_mem_bytes_per_cycle)}),
+      weight_("weight memory", static_cast<uint64_t>(config.chip.weight_mem_bytes),
+              {static_cast<uint32_t>(config.chip.weight_mem_latency_cycles),
+               static_cast<uint32_t>(config.chip.weight_mem_bytes_per_cycle)}),
+      host_port_(host_, array_dim_),
+      weight_port_(weight_, array_dim_) {
+  if (static_cast<uint64_t>(config.chip.host_mem_bytes) > kGiB ||
+      static_cast<uint64_t>(config.chip.weight_mem_bytes) > kWeightRegionSize) {
     throw std::invalid_argument("host memory holds at most 1 GiB and weight memory at most 64 GiB");
   }
   socket.register_b_transport(this, &TpuSystemBase::BTransport);
@@ -111,7 +115,6 @@ void TpuSystemBase::RunProgram() {
     if (cycle_hook_ && cycle > 0)
       cycle_hook_(cycle - 1, static_cast<uint8_t>(out.issue), last_busy, last_obs);
     last_busy = static_cast<uint8_t>(out.unit_busy);
-    last_obs = static_cast<uint8_t>(out.obs);
     if (out.halted) {
       cycles_ = cycle;
       state_ = out.status == 0 ? RunState::kHalted : RunState::kError;
@@ -146,6 +149,7 @@ void TpuSystemBase::RunProgram() {
       moved = true;
     }
     WriteInputs(in);
+    last_obs = CycleObs(out, in);
     quiet = moved ? 0 : quiet + 1;
     if (quiet >= config_.watchdog_cycles) {
       cycles_ = cycle;
@@ -177,6 +181,18 @@ void TpuSystemBase::RunProgram() {
     }
     wait(clk.negedge_event());
   }
+}
+
+// obs_o as the chip's counters see it at the clock edge. Its memory-stall bits are a
+// request that is not ready, and the ready inputs of this cycle are written after the
+// outputs were read: so they are formed here from this cycle's inputs, as the chip forms
+// them once its inputs settle (the request valids are registers, not inputs' functions).
+uint8_t TpuSystemBase::CycleObs(const Outputs& out, const Inputs& in) {
+  constexpr uint8_t kHostStall = 1u << 3, kWeightStall = 1u << 4;  // obs_o, rtl/tpu_top.sv
+  uint8_t obs = static_cast<uint8_t>(out.obs) & ~(kHostStall | kWeightStall);
+  if (out.hm_req_valid && !in.hm_req_ready) obs |= kHostStall;
+  if (out.wm_req_valid && !in.wm_req_ready) obs |= kWeightStall;
+  return obs;
 }
 
 void TpuSystemBase::SnapshotRegisters() {

@@ -31,6 +31,7 @@
 #include <tlm>
 #include <vector>
 
+#include "contract/tpu_contract.h"
 #include "sim/memory_model.h"
 #include "sim/memory_port.h"
 #include "sim/stall_info.h"
@@ -61,12 +62,11 @@ enum class RunState : uint64_t {
 };
 const char* RunStateName(RunState s);
 
+// The chip (hw::ChipParams: the array size picks the model; the memories' sizes, at most
+// 1 GiB of host memory (the TLM region) and 64 GiB of weight memory (kWeightRegionSize),
+// latencies and bandwidths) and the system's own limits.
 struct TpuSystemConfig {
-  uint64_t host_mem_bytes = 16ull << 20;  // at most 1 GiB (the TLM region)
-  // at most 64 GiB (kWeightRegionSize)
-  MemoryTiming host_timing{100, 16};
-  uint64_t weight_mem_bytes = 16ull << 20;
-  MemoryTiming weight_timing{50, 16};
+  hw::ChipParams chip;
   uint64_t watchdog_cycles = 100000;
   uint64_t max_program_words = 1u << 20;
 };
@@ -76,7 +76,7 @@ class TpuSystemBase : public sc_core::sc_module {
   tlm_utils::simple_target_socket<TpuSystemBase> socket;
   sc_core::sc_clock clk;
 
-  TpuSystemBase(sc_core::sc_module_name name, int array_dim, const TpuSystemConfig& config);
+  TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig& config);
 
   int ArrayDim() const { return array_dim_; }
   // Notified when a run ends (halt, error, watchdog).
@@ -148,6 +148,7 @@ class TpuSystemBase : public sc_core::sc_module {
   void RunProgram();
   // From a thread: lets the combinational read settle (delta cycles, no clock edge).
   uint64_t ReadRegister(int addr);
+  static uint8_t CycleObs(const Outputs& out, const Inputs& in);
   void SnapshotRegisters();
   void BTransport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned int TransportDbg(tlm::tlm_generic_payload& trans);

@@ -20,10 +20,10 @@ namespace tpu::sim {
 template <class Model>
 class TpuSystemModel final : public TpuSystemBase {
  public:
-  TpuSystemModel(sc_core::sc_module_name name, int array_dim, const TpuSystemConfig& config)
-      : TpuSystemBase(name, array_dim, config),
+  TpuSystemModel(sc_core::sc_module_name name, const TpuSystemConfig& config)
+      : TpuSystemBase(name, config),
         model_((Verilated::traceEverOn(true), "tpu")),
-        words_(static_cast<size_t>(array_dim) / 4 + 8) {
+        words_(static_cast<size_t>(config.chip.array_dim) / 4 + 8) {
     model_.clk_i(clk);
     model_.rst_ni(rst_n_);
     model_.instr_valid_i(instr_valid_);

@@ -14,51 +14,33 @@
 namespace tpu::config {
 namespace fs = std::filesystem;
 
+namespace {
+
+// A number as people write it: an integer without ".0".
+std::string Number(double v) {
+  if (v == static_cast<double>(static_cast<int64_t>(v)))
+    return std::to_string(static_cast<int64_t>(v));
+  return nlohmann::json(v).dump();
+}
+
+}  // namespace
+
 void TpuConfig::Validate() const {
-  const std::string where = "config '" + name + "': ";
-  if (array_dim < 2 || array_dim > 512) {
-    throw UsageError(where + "array_dim " + std::to_string(array_dim) +
-                     " is out of range; use 2 to 512 (the RTL: the sizes built in)");
-  }
-  if (acc_depth_rows < 2 || acc_depth_rows > 65536) {
-    throw UsageError(where + "acc_depth_rows " + std::to_string(acc_depth_rows) +
-                     " is out of range; use 2 to 65536");
-  }
-  if (!(clock_mhz > 0.0 && clock_mhz <= 10000.0)) {
-    throw UsageError(where + "clock_mhz must be in (0, 10000]");
-  }
-  auto range = [&](const char* key, int64_t v, int64_t lo, int64_t hi) {
-    if (v < lo || v > hi) {
-      throw UsageError(where + key + " " + std::to_string(v) + " is out of range; use " +
-                       std::to_string(lo) + " to " + std::to_string(hi));
-    }
-  };
-  range("ub_depth_rows", ub_depth_rows, 2, 1 << 24);
-  range("weight_fifo_tiles", weight_fifo_tiles, 1, 64);
-  range("param_sets", param_sets, 1, 4096);
-  range("host_mem_bytes", host_mem_bytes, 1, int64_t{1} << 30);
-  range("host_mem_latency_cycles", host_mem_latency_cycles, 0, 1000000);
-  range("host_mem_bytes_per_cycle", host_mem_bytes_per_cycle, 1, 1 << 20);
-  range("weight_mem_bytes", weight_mem_bytes, 1, int64_t{1} << 36);  // 64 GiB
-  range("weight_mem_latency_cycles", weight_mem_latency_cycles, 0, 1000000);
-  range("weight_mem_bytes_per_cycle", weight_mem_bytes_per_cycle, 1, 1 << 20);
+  const hw::ParamInfo* bad = hw::FirstOutOfRange(*this);
+  if (!bad) return;
+  hw::ForEachParam(*this, [&](const hw::ParamInfo& info, auto value) {
+    if (&info != bad) return;
+    throw UsageError("config '" + name + "': " + info.name + " " +
+                     Number(static_cast<double>(value)) + " is out of range; use " +
+                     (info.lo_open ? "more than " : "") + Number(info.lo) + " to " +
+                     Number(info.hi) + " (" + info.unit + ": " + info.doc + ")");
+  });
 }
 
 nlohmann::json TpuConfig::ToJson() const {
-  return {{"name", name},
-          {"description", description},
-          {"array_dim", array_dim},
-          {"acc_depth_rows", acc_depth_rows},
-          {"clock_mhz", clock_mhz},
-          {"ub_depth_rows", ub_depth_rows},
-          {"weight_fifo_tiles", weight_fifo_tiles},
-          {"param_sets", param_sets},
-          {"host_mem_bytes", host_mem_bytes},
-          {"host_mem_latency_cycles", host_mem_latency_cycles},
-          {"host_mem_bytes_per_cycle", host_mem_bytes_per_cycle},
-          {"weight_mem_bytes", weight_mem_bytes},
-          {"weight_mem_latency_cycles", weight_mem_latency_cycles},
-          {"weight_mem_bytes_per_cycle", weight_mem_bytes_per_cycle}};
+  nlohmann::json j = {{"name", name}, {"description", description}};
+  hw::ForEachParam(*this, [&](const hw::ParamInfo& info, auto value) { j[info.name] = value; });
+  return j;
 }
 
 std::string ConfigDir() {
@@ -144,18 +126,7 @@ TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
   };
   get("name", &c.name);
   get("description", &c.description);
-  get("array_dim", &c.array_dim);
-  get("acc_depth_rows", &c.acc_depth_rows);
-  get("clock_mhz", &c.clock_mhz);
-  get("ub_depth_rows", &c.ub_depth_rows);
-  get("weight_fifo_tiles", &c.weight_fifo_tiles);
-  get("param_sets", &c.param_sets);
-  get("host_mem_bytes", &c.host_mem_bytes);
-  get("host_mem_latency_cycles", &c.host_mem_latency_cycles);
-  get("host_mem_bytes_per_cycle", &c.host_mem_bytes_per_cycle);
-  get("weight_mem_bytes", &c.weight_mem_bytes);
-  get("weight_mem_latency_cycles", &c.weight_mem_latency_cycles);
-  get("weight_mem_bytes_per_cycle", &c.weight_mem_bytes_per_cycle);
+  hw::ForEachParam(c, [&](const hw::ParamInfo& info, auto& field) { get(info.name, &field); });
   c.Validate();
   return c;
 }

@@ -8,26 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "contract/tpu_contract.h"
+
 namespace tpu::config {
 
-struct TpuConfig {
-  std::string name;           // preset name, or the file it came from
-  std::string description;    // one line for people
-  int array_dim = 16;         // N of the N x N systolic array
-  int acc_depth_rows = 1024;  // accumulator rows of N int32 values
-  double clock_mhz = 700.0;   // used to turn cycles into time in reports
-  // The whole chip (tpusim exec): on-chip buffers, as built into the RTL model of this
-  // array size (cmake/TpusimRtl.cmake) and checked against it.
-  int ub_depth_rows = 16384;  // unified buffer rows of N int8 values
-  int weight_fifo_tiles = 4;  // weight FIFO depth in N x N tiles
-  int param_sets = 32;        // VPU parameter sets (bias, multiplier, shift per lane)
-  // External memories: size, latency (cycles to the first byte) and bandwidth.
-  int64_t host_mem_bytes = 16 << 20;
-  int host_mem_latency_cycles = 100;
-  int host_mem_bytes_per_cycle = 16;
-  int64_t weight_mem_bytes = 16 << 20;
-  int weight_mem_latency_cycles = 50;
-  int weight_mem_bytes_per_cycle = 16;
+// The chip's numeric fields (array size, buffer depths, clock, memories) are
+// hw::ChipParams, generated from contract/tpu_contract.toml with their ranges, units and
+// docs (docs/architecture.md, "Configuration and the models built"); a config adds its name.
+struct TpuConfig : hw::ChipParams {
+  std::string name;         // preset name, or the file it came from
+  std::string description;  // one line for people
 
   // Cycles one N-byte row keeps the host (weight) memory's port busy: ceil(N / bytes per
   // cycle), as the DMA engines request rows (docs/timing.md).

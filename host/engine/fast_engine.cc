@@ -12,17 +12,7 @@ namespace tpu::engine {
 
 fast::ChipParams FastEngine::ParamsFor(const config::TpuConfig& c) {
   fast::ChipParams p;
-  p.array_dim = c.array_dim;
-  p.acc_depth = c.acc_depth_rows;
-  p.ub_depth = c.ub_depth_rows;
-  p.fifo_tiles = c.weight_fifo_tiles;
-  p.param_sets = c.param_sets;
-  p.host_mem_bytes = static_cast<uint64_t>(c.host_mem_bytes);
-  p.host_latency_cycles = static_cast<uint64_t>(c.host_mem_latency_cycles);
-  p.host_bytes_per_cycle = static_cast<uint64_t>(c.host_mem_bytes_per_cycle);
-  p.weight_mem_bytes = static_cast<uint64_t>(c.weight_mem_bytes);
-  p.weight_latency_cycles = static_cast<uint64_t>(c.weight_mem_latency_cycles);
-  p.weight_bytes_per_cycle = static_cast<uint64_t>(c.weight_mem_bytes_per_cycle);
+  static_cast<hw::ChipParams&>(p) = c;
   return p;
 }
 

@@ -113,25 +113,19 @@ class HostInitiator : public sc_core::sc_module {
   }
   uint64_t ReadReg(int reg) { return ReadCsr(sim::kCsrRegBase + 8 * static_cast<uint64_t>(reg)); }
 
-  // The RTL parameters of the model must be the ones the config describes.
+  // The RTL parameters of the model must be the ones the config describes: every chip
+  // parameter that a register reads back (contract/tpu_contract.toml).
   void CheckParams() {
-    const std::pair<int, std::pair<const char*, int64_t>> expected[] = {
-        {hw::kRegArrayDim, {"array_dim", config_.array_dim}},
-        {hw::kRegAccDepth, {"acc_depth_rows", config_.acc_depth_rows}},
-        {hw::kRegUbDepth, {"ub_depth_rows", config_.ub_depth_rows}},
-        {hw::kRegWfifoTiles, {"weight_fifo_tiles", config_.weight_fifo_tiles}},
-        {hw::kRegParamSets, {"param_sets", config_.param_sets}},
-    };
-    for (const auto& [reg, field] : expected) {
-      const uint64_t built = ReadReg(reg);
-      if (built != static_cast<uint64_t>(field.second)) {
-        throw RuntimeError("config '" + config_.name + "' says " + field.first + " = " +
-                           std::to_string(field.second) + ", but the RTL model of the " +
-                           std::to_string(config_.array_dim) + " x " +
-                           std::to_string(config_.array_dim) + " chip is built with " +
-                           std::to_string(built) + " (see cmake/TpusimRtl.cmake)");
-      }
-    }
+    hw::ForEachParam(config_, [&](const hw::ParamInfo& info, auto value) {
+      if (info.reg < 0) return;
+      const uint64_t built = ReadReg(info.reg);
+      if (built == static_cast<uint64_t>(value)) return;
+      throw RuntimeError("config '" + config_.name + "' says " + info.name + " = " +
+                         std::to_string(value) + ", but the RTL model of the " +
+                         std::to_string(config_.array_dim) + " x " +
+                         std::to_string(config_.array_dim) + " chip is built with " +
+                         std::to_string(built) + " (see cmake/TpusimRtl.cmake)");
+    });
   }
 
   ExecResult RunJob(const ExecJob& job) {
@@ -212,16 +206,11 @@ RtlEngine::RtlEngine(const config::TpuConfig& config, const EngineOptions& optio
     }
   }
   sim::TpuSystemConfig sc;
-  sc.host_mem_bytes = static_cast<uint64_t>(config.host_mem_bytes);
-  sc.host_timing = {static_cast<uint32_t>(config.host_mem_latency_cycles),
-                    static_cast<uint32_t>(config.host_mem_bytes_per_cycle)};
-  sc.weight_mem_bytes = static_cast<uint64_t>(config.weight_mem_bytes);
-  sc.weight_timing = {static_cast<uint32_t>(config.weight_mem_latency_cycles),
-                      static_cast<uint32_t>(config.weight_mem_bytes_per_cycle)};
+  sc.chip = config;
   sc.watchdog_cycles = options.watchdog_cycles;
   sc.max_program_words = kMaxProgramWords;
   try {
-    impl_->system = sim::MakeTpuSystem(config.array_dim, "tpu_system", sc);
+    impl_->system = sim::MakeTpuSystem("tpu_system", sc);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("config '") + config.name + "': " + e.what());
   }

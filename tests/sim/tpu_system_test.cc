@@ -164,9 +164,11 @@ struct Host : sc_core::sc_module {
 
 TEST(TpuSystemTest, LoadRunAndReadBackThroughTheTlmSocket) {
   TpuSystemConfig config;
-  config.host_mem_bytes = 1 << 20;
-  config.host_timing = {10, 4};
-  auto system = MakeTpuSystem(4, "tpu_system", config);
+  config.chip.array_dim = 4;
+  config.chip.host_mem_bytes = 1 << 20;
+  config.chip.host_mem_latency_cycles = 10;
+  config.chip.host_mem_bytes_per_cycle = 4;
+  auto system = MakeTpuSystem("tpu_system", config);
   Host host("host", *system);
   host.socket.bind(system->socket);
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO,

@@ -77,5 +77,30 @@ TEST(TpuConfigTest, JsonEchoesEveryField) {
   }
 }
 
+// Every chip parameter of the contract table is a config key, read, written and checked
+// against its range: one past each end is refused with the field's name.
+TEST(TpuConfigTest, EveryContractParameterIsReadWrittenAndRangeChecked) {
+  const TpuConfig base = LoadConfig("small-16");
+  const nlohmann::json j = base.ToJson();
+  EXPECT_EQ(j.size(), 2u + hw::kParams.size());  // name, description and the parameters
+  for (const hw::ParamInfo& info : hw::kParams) {
+    SCOPED_TRACE(info.name);
+    ASSERT_TRUE(j.contains(info.name));
+    EXPECT_EQ(FromJson(j, "x", "test").ToJson()[info.name], j[info.name]);  // round trip
+    const double below = info.lo_open ? info.lo : info.lo - 1;
+    for (double bad : {below, info.hi + 1}) {
+      nlohmann::json k = j;
+      k[info.name] = info.lo_open ? nlohmann::json(bad) : nlohmann::json(static_cast<int64_t>(bad));
+      try {
+        FromJson(k, "x", "test");
+        ADD_FAILURE() << "accepted " << bad;
+      } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string(info.name) + " "), std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpu::config

@@ -1,0 +1,170 @@
+// The fast engine's controller, register for register as rtl/tpu_controller.sv: the
+// instruction queue, the issue stage (the decoded instruction's checks, its unit's
+// busy bit, and the interlocks on the rows the busy units use) and the footprints it
+// keeps for them, including the accumulator rows of matmuls still draining from the array.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "fast/chip_params.h"
+
+namespace tpu::fast {
+
+// Whether row ranges [a_lo, a_hi) and [b_lo, b_hi) share a row.
+inline bool Overlaps(uint32_t a_lo, uint32_t a_hi, uint32_t b_lo, uint32_t b_hi) {
+  return a_lo < b_hi && b_lo < a_hi;
+}
+
+// The issue stage's states (hw::Issue), as bytes.
+enum IssueState : uint8_t {
+  kWait = static_cast<uint8_t>(hw::Issue::kWaitInstruction),
+  kFire = static_cast<uint8_t>(hw::Issue::kFire),
+  kUnitBusy = static_cast<uint8_t>(hw::Issue::kUnitBusy),
+  kUbHazard = static_cast<uint8_t>(hw::Issue::kUbHazard),
+  kAccHazard = static_cast<uint8_t>(hw::Issue::kAccHazard),
+  kParamHazard = static_cast<uint8_t>(hw::Issue::kParamHazard),
+  kDrain = static_cast<uint8_t>(hw::Issue::kDrain),
+  kHalted = static_cast<uint8_t>(hw::Issue::kHalted),
+};
+
+// Which units have work this cycle (unit_busy_o; the feeder is the matrix unit's issue side).
+struct UnitsBusy {
+  bool host_dma = false, weight_dma = false, feeder = false, matrix = false, activate = false;
+  uint8_t Bits() const {
+    return static_cast<uint8_t>((host_dma << hw::kUnitHostDma) |
+                                (weight_dma << hw::kUnitWeightDma) | (matrix << hw::kUnitMatrix) |
+                                (activate << hw::kUnitActivate));
+  }
+  bool AllIdle() const { return !host_dma && !weight_dma && !matrix && !activate; }
+};
+
+class Controller {
+ public:
+  // What the issue stage does this cycle: the instruction at the head of the queue (or
+  // null), the state, and whether it issues.
+  struct Decision {
+    const Decoded* d = nullptr;
+    uint8_t issue = kWait;
+    bool go = false;
+    // The unit that starts this cycle, or false for each.
+    bool Starts(int unit) const { return go && d->unit == unit; }
+  };
+
+  bool Halted() const { return halted_; }
+  hw::Status Status() const { return status_; }
+  uint64_t ErrorPc() const { return error_pc_; }
+  uint64_t Retired() const { return retired_; }
+  uint64_t Fed() const { return fed_; }
+  uint64_t Queued() const { return fed_ - retired_; }
+  bool Draining() const { return drain_left_ != 0; }
+  bool ProgressQ() const { return progress_q_; }
+  uint8_t IssueQ() const { return issue_q_; }
+
+  Decision Decide(const std::vector<Decoded>& prog, const UnitsBusy& busy) const {
+    Decision s;
+    s.d = Queued() != 0 ? &prog[retired_] : nullptr;
+    if (s.d == nullptr) {
+      s.issue = kWait;
+    } else if (s.d->check != hw::Status::kOk) {
+      s.issue = kHalted;
+    } else if (s.d->sync) {
+      s.go = busy.AllIdle();
+      s.issue = s.go ? kFire : kDrain;
+    } else if (UnitBusy(s.d->unit, busy)) {
+      s.issue = kUnitBusy;
+    } else {
+      s.issue = Hazard(*s.d, busy);
+      s.go = s.issue == kFire;
+    }
+    return s;
+  }
+
+  // The clock edge: the decision taken, an instruction pushed into the queue, the last
+  // row of a matmul entering the array, and whether anything moved this cycle.
+  void Edge(const Decision& s, bool push, bool matmul_done, uint64_t n, bool progress) {
+    if (s.d != nullptr && s.d->check != hw::Status::kOk) {
+      halted_ = true;
+      status_ = s.d->check;
+      error_pc_ = retired_;
+    }
+    if (s.go) {
+      if (s.d->op == static_cast<uint8_t>(hw::Opcode::kHalt)) halted_ = true;
+      if (s.Starts(hw::kUnitHostDma)) hdma_fp_ = s.d->fp;
+      if (s.Starts(hw::kUnitActivate)) act_fp_ = s.d->fp;
+      if (s.Starts(hw::kUnitMatrix)) mxu_fp_ = s.d->fp;
+      ++retired_;
+    }
+    if (push) ++fed_;
+    // The drain footprint: a matmul's accumulator rows after its last row entered.
+    if (matmul_done) {
+      Footprint nd;
+      nd.acc_use = nd.acc_wr = true;
+      nd.acc_lo = drain_left_ != 0 ? std::min(drain_fp_.acc_lo, mxu_fp_.acc_lo) : mxu_fp_.acc_lo;
+      nd.acc_hi = drain_left_ != 0 ? std::max(drain_fp_.acc_hi, mxu_fp_.acc_hi) : mxu_fp_.acc_hi;
+      drain_fp_ = nd;
+      drain_left_ = 2 * n;
+    } else if (drain_left_ != 0) {
+      --drain_left_;
+    }
+    progress_q_ = progress;
+    issue_q_ = s.issue;
+  }
+
+ private:
+  static bool UnitBusy(int unit, const UnitsBusy& b) {
+    switch (unit) {
+      case hw::kUnitHostDma:
+        return b.host_dma;
+      case hw::kUnitWeightDma:
+        return b.weight_dma;
+      case hw::kUnitMatrix:
+        return b.feeder;
+      case hw::kUnitActivate:
+        return b.activate;
+      default:
+        return false;
+    }
+  }
+
+  // kFire, or the first hazard (unified buffer, accumulators, parameter sets) between the
+  // instruction's rows and those of the units still working.
+  uint8_t Hazard(const Decoded& d, const UnitsBusy& busy) const {
+    bool ub = false, acc = false, par = false;
+    const Footprint& f = d.fp;
+    auto check = [&](const Footprint& u) {
+      if (f.ub_use && u.ub_use && (f.ub_wr || u.ub_wr) &&
+          Overlaps(f.ub_lo, f.ub_hi, u.ub_lo, u.ub_hi))
+        ub = true;
+      // The read-only second ranges (activate residual) against the other side's writes.
+      if (f.ub2_use && u.ub_use && u.ub_wr && Overlaps(f.ub2_lo, f.ub2_hi, u.ub_lo, u.ub_hi))
+        ub = true;
+      if (f.ub_use && f.ub_wr && u.ub2_use && Overlaps(f.ub_lo, f.ub_hi, u.ub2_lo, u.ub2_hi))
+        ub = true;
+      if (f.acc_use && u.acc_use && (f.acc_wr || u.acc_wr) &&
+          Overlaps(f.acc_lo, f.acc_hi, u.acc_lo, u.acc_hi))
+        acc = true;
+      if (f.par_use && u.par_use && (f.par_wr || u.par_wr) &&
+          Overlaps(f.par_lo, f.par_hi, u.par_lo, u.par_hi))
+        par = true;
+    };
+    if (busy.host_dma) check(hdma_fp_);
+    if (busy.activate) check(act_fp_);
+    // A unit's own matmuls run in order.
+    if (busy.feeder && d.unit != hw::kUnitMatrix) check(mxu_fp_);
+    if (drain_left_ != 0 && d.unit != hw::kUnitMatrix) check(drain_fp_);
+    return ub ? kUbHazard : acc ? kAccHazard : par ? kParamHazard : kFire;
+  }
+
+  bool halted_ = false;
+  hw::Status status_ = hw::Status::kOk;
+  uint64_t error_pc_ = 0, retired_ = 0, fed_ = 0;
+  Footprint hdma_fp_, act_fp_, mxu_fp_;
+  Footprint drain_fp_;  // the accumulator rows of matmuls whose last row is in the array
+  uint64_t drain_left_ = 0;
+  bool progress_q_ = false;  // rtl/tpu_top.sv's progress register
+  uint8_t issue_q_ = kWait;
+};
+
+}  // namespace tpu::fast

@@ -1,0 +1,113 @@
+// The fast engine's DMA engines and weight FIFO, register for register as in the RTL:
+// rtl/tpu_host_dma.sv (with its two-row write buffer), rtl/tpu_weight_dma.sv and
+// rtl/tpu_fifo.sv. Each unit is its state, the signals it drives in a cycle (from that
+// state and the memory port's answer) and Edge(), the clock edge that ends the cycle.
+#pragma once
+
+#include <cstdint>
+
+#include "fast/chip_params.h"
+
+namespace tpu::fast {
+
+class HostDma {
+ public:
+  bool Busy() const { return req_left_ || resp_left_ || rd_left_ || rd_pending_ || obuf_; }
+  // A request to the host memory: a read row, or a buffered row to write.
+  bool ReqValid() const { return write_ ? obuf_ != 0 : req_left_ != 0; }
+  bool Writing() const { return write_; }
+  bool Params() const { return params_; }
+  bool RowsPending() const { return rd_pending_; }
+  uint32_t ReqAddr() const { return req_addr_; }
+  uint32_t WriteRow() const { return write_row_; }
+
+  // What the unit does in a cycle in which the memory accepted a request (`fire`) and
+  // presented a read row (`resp`).
+  struct Signals {
+    bool resp_take = false;  // a read row into the unified buffer (or a parameter set)
+    bool obuf_pop = false;   // a buffered row to the memory
+    bool ub_read = false;    // a unified-buffer row into the write buffer
+  };
+  Signals Cycle(bool fire, bool resp) const {
+    Signals s;
+    s.resp_take = !write_ && resp && resp_left_ != 0;
+    s.obuf_pop = fire && write_;
+    s.ub_read = write_ && rd_left_ != 0 && (obuf_ - s.obuf_pop + rd_pending_ < 2);
+    return s;
+  }
+
+  // `start`: the read_host or write_host the controller issues in this cycle, or null.
+  void Edge(const Decoded* start, const Signals& s, bool fire, uint32_t n) {
+    const bool obuf_push = rd_pending_ && obuf_ != 2;
+    if (start) {
+      const bool write = start->op == static_cast<uint8_t>(hw::Opcode::kWriteHost);
+      const bool params = !write && (start->flags & hw::kFlagParams);
+      const uint32_t rows = params ? start->len * hw::kParamRows : start->len;
+      write_ = write;
+      params_ = params;
+      req_left_ = rows;
+      req_addr_ = write ? start->dst : start->src;
+      rd_left_ = write ? rows : 0;
+      resp_left_ = write ? 0 : rows;
+      write_row_ = start->src;
+    } else {
+      if (fire) {
+        req_addr_ += n;
+        --req_left_;
+        if (write_) ++write_row_;
+      }
+      if (s.resp_take) --resp_left_;
+      if (s.ub_read) --rd_left_;
+      rd_pending_ = s.ub_read;
+    }
+    obuf_ = obuf_ + obuf_push - s.obuf_pop;
+  }
+
+ private:
+  bool write_ = false, params_ = false, rd_pending_ = false;
+  uint32_t req_addr_ = 0, req_left_ = 0, resp_left_ = 0, rd_left_ = 0, obuf_ = 0;
+  uint32_t write_row_ = 0;  // the unified-buffer row of the next accepted write
+};
+
+// The weight FIFO: rows in from the weight DMA, out into the matrix unit's shadow registers.
+class WeightFifo {
+ public:
+  explicit WeightFifo(uint32_t rows) : rows_(rows) {}
+  uint32_t Rows() const { return rows_; }
+  uint32_t Count() const { return count_; }
+  bool NotEmpty() const { return count_ != 0; }
+  void Edge(bool push, bool pop) {
+    count_ = count_ + (push && count_ != rows_) - (pop && count_ != 0);
+  }
+
+ private:
+  uint32_t rows_, count_ = 0;
+};
+
+// Requests weight rows while the FIFO has room for them and the rows still on their way.
+class WeightDma {
+ public:
+  bool Busy() const { return req_left_ || resp_left_; }
+  bool Room(const WeightFifo& fifo) const { return outstanding_ + fifo.Count() < fifo.Rows(); }
+  bool ReqValid(const WeightFifo& fifo) const { return req_left_ != 0 && Room(fifo); }
+  // Rows to request, but the FIFO (with the rows on their way) is full.
+  bool FifoFull(const WeightFifo& fifo) const { return req_left_ != 0 && !Room(fifo); }
+  // A row the memory presents goes into the FIFO.
+  bool Take(bool resp) const { return resp && resp_left_ != 0; }
+
+  // `start`: the read_weights the controller issues in this cycle, or null.
+  void Edge(const Decoded* start, bool fire, bool take, uint32_t n) {
+    if (start) {
+      req_left_ = resp_left_ = start->len * n;
+    } else {
+      if (fire) --req_left_;
+      if (take) --resp_left_;
+      outstanding_ = outstanding_ + fire - take;
+    }
+  }
+
+ private:
+  uint32_t req_left_ = 0, resp_left_ = 0, outstanding_ = 0;
+};
+
+}  // namespace tpu::fast

@@ -1,0 +1,107 @@
+// The fast engine's matrix side, register for register as in the RTL: the feeder that
+// reads unified-buffer rows into a two-row buffer in front of the array
+// (rtl/tpu_mxu_feeder.sv; only a row's switch and last bits shape timing, the values are
+// computed in bulk by ChipValues) and the matrix unit's shadow-register control and rows
+// in flight (rtl/tpu_mxu.sv; a row entering in cycle c reaches the accumulators in cycle
+// c + 2N, where the accumulators (rtl/tpu_accumulators.sv) add it in the same cycle).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fast/chip_params.h"
+#include "fast/memory_timing.h"
+
+namespace tpu::fast {
+
+class Feeder {
+ public:
+  bool Busy() const { return left_ || pending_ || buf_; }
+  bool Valid() const { return buf_ != 0; }  // a row stands at the array's input
+  bool Switch() const { return Valid() && buf_sw_[head_]; }
+  bool Last() const { return Valid() && buf_last_[head_]; }
+  bool Pending() const { return pending_; }
+  // Reads a unified-buffer row this cycle, when the array takes one (`fire`) or has room.
+  bool Read(bool fire) const { return left_ != 0 && (buf_ - fire + pending_ < 2); }
+
+  // `start`: the matmul the controller issues in this cycle, or null; `read`: Read(fire).
+  void Edge(const Decoded* start, bool read, bool fire) {
+    const bool pending_sw_next = first_ && switch_;
+    const bool pending_last_next = left_ == 1;
+    const bool buf_push = pending_ && buf_ != 2;
+    if (start) {
+      left_ = start->len;
+      first_ = true;
+      switch_ = start->flags & hw::kFlagSwitch;
+    } else if (read) {
+      --left_;
+      first_ = false;
+    }
+    if (fire) {
+      head_ ^= 1;
+      --buf_;
+    }
+    if (buf_push) {
+      buf_sw_[(head_ + buf_) & 1] = pending_sw_;
+      buf_last_[(head_ + buf_) & 1] = pending_last_;
+      ++buf_;
+    }
+    pending_ = read && !start;
+    pending_sw_ = pending_sw_next;
+    pending_last_ = pending_last_next;
+  }
+
+ private:
+  uint32_t left_ = 0, buf_ = 0, head_ = 0;
+  bool first_ = false, switch_ = false, pending_ = false, pending_sw_ = false;
+  bool pending_last_ = false;
+  bool buf_sw_[2] = {false, false}, buf_last_[2] = {false, false};
+};
+
+class MatrixUnit {
+ public:
+  explicit MatrixUnit(uint64_t n) : n_(n), latency_(2 * n), flight_(2 * n + 1) {}
+
+  bool InFlight() const { return count_ != 0; }
+  bool ShadowFull() const { return shadow_full_; }
+  // The oldest row in flight reaches the accumulators this cycle.
+  bool Out(uint64_t cycle) const { return count_ != 0 && flight_[head_] + latency_ == cycle; }
+  // The cycle the oldest row in flight reaches the accumulators (kNever: none in flight).
+  uint64_t NextOut() const { return count_ != 0 ? flight_[head_] + latency_ : kNever; }
+  // The shadow registers take a weight row: they have room, or the tile in them is being
+  // switched into the array this cycle.
+  bool WeightReady(bool switch_fire) const { return !shadow_full_ || switch_fire; }
+
+  // `load`: a weight row from the FIFO into the shadow registers; `switch_fire`: the
+  // shadow tile becomes the array's; `out`: Out(cycle); `fire`: a row enters the array.
+  void Edge(uint64_t cycle, bool load, bool switch_fire, bool out, bool fire) {
+    if (switch_fire) shadow_full_ = false;
+    if (load) {
+      if (wr_row_ == n_ - 1) {
+        wr_row_ = 0;
+        shadow_full_ = true;
+      } else {
+        ++wr_row_;
+      }
+    }
+    if (out) {
+      head_ = head_ + 1 == flight_.size() ? 0 : head_ + 1;
+      --count_;
+    }
+    if (fire) {
+      size_t tail = head_ + count_;
+      if (tail >= flight_.size()) tail -= flight_.size();
+      flight_[tail] = cycle;
+      ++count_;
+    }
+  }
+
+ private:
+  uint64_t n_, latency_;
+  bool shadow_full_ = false;
+  uint64_t wr_row_ = 0;
+  std::vector<uint64_t> flight_;  // the cycles in which the rows in flight entered
+  size_t head_ = 0, count_ = 0;
+};
+
+}  // namespace tpu::fast
