@@ -58,8 +58,8 @@ RTL_GEN := $(BUILD_DIR)/generated/rtl
 RTL_SOURCES := rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv rtl/tpu_top.sv,$(wildcard rtl/*.sv))
 lint: deps
 	/usr/bin/python3 contract/gen_contract.py --sv $(RTL_GEN)/tpu_contract.svh
-	verilator --lint-only -Wall --assert -I$(RTL_GEN) $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top
-	verilator --lint-only -Wall --assert -I$(RTL_GEN) $(RTL_SOURCES) --top-module tpu_mxu_top
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) --top-module tpu_mxu_top
 
 format:
 	find bench fast host sim tests \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | xargs -0 clang-format -i

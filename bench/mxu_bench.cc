@@ -8,7 +8,7 @@
 #include "fast/fast_mxu_engine.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/gemm/gemm_workload.h"
-#include "sim/verilated_mxu_engine.h"
+#include "sim/mxu/verilated_mxu_engine.h"
 
 namespace tpu {
 

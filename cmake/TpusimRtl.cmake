@@ -2,7 +2,7 @@
 
 set(TPU_RTL_DIR ${CMAKE_SOURCE_DIR}/rtl)
 # Where rtl/tpu_pkg.sv finds the generated contract (tpu_contract.svh).
-set(TPU_RTL_INCLUDE -I${TPUSIM_GENERATED_DIR}/rtl)
+set(TPU_RTL_INCLUDE -I${TPUSIM_GENERATED_DIR}/rtl -I${CMAKE_SOURCE_DIR}/rtl)
 # Compile order matters for the package; the top goes last.
 # The matrix unit and its accumulators, shared by both tops.
 set(TPU_MATRIX_RTL_SOURCES

@@ -164,7 +164,8 @@ def cstr(s):
 def gen_cpp(c):
     o = [f"// {HEADER}", "// The chip's contract for C++: instruction word, opcodes, flags, status, issue",
          "// states, units, registers and the typed performance counters.", "#pragma once",
-         "", "#include <array>", "#include <cstdint>", "", "namespace tpu::hw {", ""]
+         "", "#include <array>", "#include <cstddef>", "#include <cstdint>", "",
+         "namespace tpu::hw {", ""]
     o.append("inline constexpr int kInstructionBytes = 16;")
     off = 0
     for w in c["word"]:

@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "fast/chip_params.h"
+#include "fast/decode.h"
 
 namespace tpu::fast {
 

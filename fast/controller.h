@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "fast/chip_params.h"
+#include "fast/decode.h"
 
 namespace tpu::fast {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "fast/chip_params.h"
+#include "fast/decode.h"
 
 namespace tpu::fast {
 

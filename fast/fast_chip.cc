@@ -1,7 +1,7 @@
 // The fast engine's cycle loop (see fast_chip.h). Each unit is a class shaped like its RTL
 // module (fast/controller.h, dma.h, matrix_unit.h, activate_unit.h). A cycle is computed in
 // three steps, as the SystemC system does it: the system answers the memory ports and
-// hands over an instruction (sim/tpu_system.cc), every unit computes its combinational
+// hands over an instruction (sim/system/tpu_system.cc), every unit computes its combinational
 // signals from its registers, then the clock edge updates every register at once.
 #include "fast/fast_chip.h"
 
@@ -126,7 +126,7 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n) const {
   cnt[hw::kCounterVpuRowsOut] += k * vpu_out;
 }
 
-// The system's side of a cycle (sim/tpu_system.cc): the memory ports accept a request and
+// The system's side of a cycle (sim/system/tpu_system.cc): the memory ports accept a request and
 // present a response, and the instruction port hands over a word while the queue has room.
 Cycle Ports(Units& u, const UnitsBusy& busy, MemoryTiming& host, MemoryTiming& weight,
             ChipValues* values, uint64_t cycle, size_t count, uint64_t iq_depth) {
@@ -242,7 +242,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
   uint64_t quiet = 0, next_progress = 0xffff;
   for (uint64_t cycle = 0;; ++cycle) {
     const UnitsBusy busy = u.Busy();
-    // How the run ends (sim/tpu_system.cc checks these before anything else).
+    // How the run ends (sim/system/tpu_system.cc checks these before anything else).
     const bool no_halt = u.ctl.Fed() == count && u.ctl.Queued() == 0 && busy.AllIdle();
     if (u.ctl.Halted() || no_halt) {
       r.end = no_halt && !u.ctl.Halted()          ? RunEnd::kNoHalt

@@ -24,7 +24,7 @@
 #include "fast/chip_params.h"
 #include "fast/chip_values.h"
 #include "fast/memory_timing.h"
-#include "sim/stall_info.h"
+#include "sim/system/stall_info.h"
 
 namespace tpu::fast {
 

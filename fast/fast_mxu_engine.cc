@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "sim/mxu_sequencer.h"
+#include "sim/mxu/mxu_sequencer.h"
 
 namespace tpu::fast {
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "sim/mxu_engine.h"
+#include "sim/mxu/mxu_engine.h"
 
 namespace tpu::fast {
 

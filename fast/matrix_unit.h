@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "fast/chip_params.h"
+#include "fast/decode.h"
 #include "fast/memory_timing.h"
 
 namespace tpu::fast {

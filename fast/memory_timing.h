@@ -1,5 +1,5 @@
 // The timing of one external-memory port as the fast engine sees it: the same rules as the
-// SystemC system's MemoryPort (sim/memory_port.h), without the bytes, which the fast
+// SystemC system's MemoryPort (sim/system/memory_port.h), without the bytes, which the fast
 // engine moves per instruction instead. A request is accepted when the channel is free;
 // a row keeps the channel busy for ceil(row_bytes / bytes_per_cycle) cycles; read data
 // comes back latency_cycles after that, in order, at most one row per cycle.

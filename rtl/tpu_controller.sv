@@ -11,6 +11,8 @@
 // data allows (weights stream into the FIFO while a matmul runs, the next matmul runs
 // while the previous tile is activated) and nobody ever reads stale data. The matrix
 // unit counts as busy until its last row has landed in the accumulators.
+`include "tpu_assert.svh"
+
 module tpu_controller
   import tpu_pkg::*;
 #(
@@ -458,9 +460,8 @@ module tpu_controller
   end
 
   // An instruction starts one unit, and only one instruction issues per cycle.
-  assert property (@(posedge clk_i)
-                   $onehot0({hdma_start_o, wdma_start_o, feed_start_o, act_start_o}))
-    else $error("tpu_controller: two units started in one cycle");
+  `TPU_ASSERT(OneUnitStarts, $onehot0({hdma_start_o, wdma_start_o, feed_start_o, act_start_o}),
+              $error("tpu_controller: two units started in one cycle"))
 
   assign halted_o   = halted_q;
   assign status_o   = status_q;

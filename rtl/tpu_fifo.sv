@@ -1,6 +1,8 @@
 // A first-in first-out queue of Depth entries of Width bits: the instruction queue, the
 // weight FIFO and the small row buffers of the DMA engines and the matrix feeder.
 // A push when full and a pop when empty are ignored; the users never do either (asserted).
+`include "tpu_assert.svh"
+
 module tpu_fifo #(
   parameter int unsigned Width = 8,
   parameter int unsigned Depth = 2,  // 1 .. 2^20
@@ -46,10 +48,9 @@ module tpu_fifo #(
     if (push) mem_q[wr_q] <= push_data_i;
   end
 
-  assert property (@(posedge clk_i) !(push_i && full_o))
-    else $error("tpu_fifo: push into a full FIFO (%0d entries)", Depth);
-  assert property (@(posedge clk_i) !(pop_i && empty_o))
-    else $error("tpu_fifo: pop from an empty FIFO");
+  `TPU_ASSERT(NoPushWhenFull, !(push_i && full_o),
+              $error("tpu_fifo: push into a full FIFO (%0d entries)", Depth))
+  `TPU_ASSERT(NoPopWhenEmpty, !(pop_i && empty_o), $error("tpu_fifo: pop from an empty FIFO"))
 
   assign head_o  = mem_q[rd_q];
   assign full_o  = (count_q == CountWidth'(Depth));

@@ -15,6 +15,8 @@
 // from cycle f+r on: its write lands no earlier than the copy that retires the old
 // shadow value. Hence the next tile's weights start loading in the very cycle the
 // switch row enters, and tiles stream back to back with one row per cycle.
+`include "tpu_assert.svh"
+
 module tpu_mxu
   import tpu_pkg::*;
 #(
@@ -90,8 +92,8 @@ module tpu_mxu
   end
 
   // A full shadow tile is only written again from the cycle its switch row enters.
-  assert property (@(posedge clk_i) w_fire |-> !shadow_full_q || switch_fire)
-    else $error("tpu_mxu: a weight row overwrote a shadow tile that was not switched in");
+  `TPU_ASSERT(ShadowTileKept, w_fire |-> !shadow_full_q || switch_fire,
+              $error("tpu_mxu: a weight row overwrote a shadow tile that was not switched in"))
 
   // ---------------------------------------------------------------- input skew
   localparam int unsigned ActLaneWidth = InputWidth + 1;  // {switch, activation}

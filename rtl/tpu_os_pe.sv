@@ -6,6 +6,8 @@
 // accumulator. When the tile is done the accumulators drain downwards, one row per
 // cycle (shift_i): each PE takes the value of the PE above (zero at the top row), so the
 // bottom row leaves the array and, after ArrayDim shifts, every accumulator is zero again.
+`include "tpu_assert.svh"
+
 module tpu_os_pe
   import tpu_pkg::*;
 (
@@ -53,10 +55,10 @@ module tpu_os_pe
 
   // The skews line A and B up: a valid A value always meets a valid B value; and
   // draining never overlaps a product.
-  assert property (@(posedge clk_i) a_valid_i == b_valid_i)
-    else $error("tpu_os_pe: A and B arrive out of step");
-  assert property (@(posedge clk_i) !(shift_i && a_valid_i))
-    else $error("tpu_os_pe: a product arrives while the accumulators drain");
+  `TPU_ASSERT(OperandsInStep, a_valid_i == b_valid_i,
+              $error("tpu_os_pe: A and B arrive out of step"))
+  `TPU_ASSERT(NoProductWhileDraining, !(shift_i && a_valid_i),
+              $error("tpu_os_pe: a product arrives while the accumulators drain"))
 
   assign a_o       = a_q;
   assign a_valid_o = a_valid_q;

@@ -15,7 +15,10 @@ module tpu_os_top
   parameter int unsigned ArrayDim = 4
 ) (
   input  logic                        clk_i,
+  // rst_ni also disables the assertions (tpu_assert.svh), a use Verilator counts as synchronous.
+  /* verilator lint_off SYNCASYNCNET */
   input  logic                        rst_ni,
+  /* verilator lint_on SYNCASYNCNET */
   // input beats
   input  logic                        in_valid_i,
   output logic                        in_ready_o,

@@ -2,10 +2,12 @@
 // matrix unit with its feeder and accumulators, activation unit (VPU and parameter
 // sets), and the performance counters. docs/architecture.md has the block diagram.
 //
-// The system around it (sim/tpu_system.h) pushes instruction words into instr_*, answers
+// The system around it (sim/system/tpu_system.h) pushes instruction words into instr_*, answers
 // the two memory ports (one request moves one row of ArrayDim bytes; read data returns
 // in order on *_resp_*), and reads status and counters through reg_addr_i/reg_data_o
 // (register map in tpu_pkg). All outputs except reg_data_o come from registers.
+`include "tpu_assert.svh"
+
 module tpu_top
   import tpu_pkg::*;
 #(
@@ -19,7 +21,10 @@ module tpu_top
   localparam int unsigned RowWidth = ArrayDim * InputWidth
 ) (
   input  logic                    clk_i,
+  // rst_ni also disables the assertions (tpu_assert.svh), a use Verilator counts as synchronous.
+  /* verilator lint_off SYNCASYNCNET */
   input  logic                    rst_ni,
+  /* verilator lint_on SYNCASYNCNET */
   // instructions
   input  logic                    instr_valid_i,
   output logic                    instr_ready_o,
@@ -124,6 +129,7 @@ module tpu_top
     .Depth   (UbDepth)
   ) u_unified_buffer (
     .clk_i,
+    .rst_ni,
     .rd0_en_i  (ub_rd0_en),
     .rd0_addr_i(ub_rd0_addr),
     .rd0_data_o(ub_rd0_data),
@@ -307,13 +313,11 @@ module tpu_top
 
   // The controller's range checks keep every accumulator row an instruction names inside
   // the accumulators.
-  assert property (@(posedge clk_i)
-                   a_fire |-> 32'(a_acc_addr) < AccDepth)
-    else $error("tpu_top: a row went to accumulator row %0d of %0d", a_acc_addr, AccDepth);
-  assert property (@(posedge clk_i)
-                   acc_rd_en |-> 32'(acc_rd_addr) < AccDepth)
-    else $error("tpu_top: the activation unit read accumulator row %0d of %0d", acc_rd_addr,
-                AccDepth);
+  `TPU_ASSERT(AccWriteInRange, a_fire |-> 32'(a_acc_addr) < AccDepth,
+              $error("tpu_top: a row went to accumulator row %0d of %0d", a_acc_addr, AccDepth))
+  `TPU_ASSERT(AccReadInRange, acc_rd_en |-> 32'(acc_rd_addr) < AccDepth,
+              $error("tpu_top: the activation unit read accumulator row %0d of %0d",
+                     acc_rd_addr, AccDepth))
 
   // ---------------------------------------------------------------- activation unit
   logic vpu_in, vpu_out;

@@ -5,6 +5,8 @@
 // lane from any row and lane, also with one cycle of latency: in silicon, a line buffer
 // in front of the buffer that holds the rows the current windows touch (docs/isa.md). The controller's interlocks keep concurrent users on disjoint
 // rows and its range checks keep addresses inside the buffer, so there is no arbitration.
+`include "tpu_assert.svh"
+
 module tpu_unified_buffer
   import tpu_pkg::*;
 #(
@@ -14,6 +16,7 @@ module tpu_unified_buffer
   localparam int unsigned LaneWidth = $clog2(ArrayDim)
 ) (
   input  logic                    clk_i,
+  input  logic                    rst_ni,  // only for the assertion's reset disable
   // read port 0: matrix feeder
   input  logic                    rd0_en_i,
   input  logic [AddrWidth-1:0]    rd0_addr_i,
@@ -45,12 +48,12 @@ module tpu_unified_buffer
   operand_t [ArrayDim-1:0] mem_q[Depth];
 
   // The controller's range checks keep every row an instruction names inside the buffer.
-  assert property (@(posedge clk_i) !(rd0_en_i && 32'(rd0_addr_i) >= Depth) &&
-                                    !(rd1_en_i && 32'(rd1_addr_i) >= Depth) &&
-                                    !(rd2_en_i && 32'(rd2_addr_i) >= Depth) &&
-                                    !(wr0_en_i && 32'(wr0_addr_i) >= Depth) &&
-                                    !(wr1_en_i && 32'(wr1_addr_i) >= Depth))
-    else $error("tpu_unified_buffer: a row address at or beyond %0d", Depth);
+  `TPU_ASSERT(RowsInRange, !(rd0_en_i && 32'(rd0_addr_i) >= Depth) &&
+                          !(rd1_en_i && 32'(rd1_addr_i) >= Depth) &&
+                          !(rd2_en_i && 32'(rd2_addr_i) >= Depth) &&
+                          !(wr0_en_i && 32'(wr0_addr_i) >= Depth) &&
+                          !(wr1_en_i && 32'(wr1_addr_i) >= Depth),
+              $error("tpu_unified_buffer: a row address at or beyond %0d", Depth))
 
   always_ff @(posedge clk_i) begin
     if (wr0_en_i) mem_q[wr0_addr_i] <= wr0_data_i;

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "host/gemm/gemm_runner.h"
-#include "sim/mxu_registry.h"
+#include "sim/mxu/mxu_registry.h"
 
 namespace tpu::test {
 

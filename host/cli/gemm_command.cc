@@ -16,7 +16,7 @@
 #include "host/config/tpu_config.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/report/gemm_report.h"
-#include "sim/mxu_registry.h"
+#include "sim/mxu/mxu_registry.h"
 
 namespace tpu::cli {
 namespace {

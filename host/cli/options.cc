@@ -12,8 +12,8 @@
 #include "host/common/errors.h"
 #include "host/common/npy.h"
 #include "host/engine/engine_factory.h"
-#include "sim/gtkw_layout.h"
-#include "sim/wave_file.h"
+#include "sim/wave/gtkw_layout.h"
+#include "sim/wave/wave_file.h"
 
 namespace tpu::cli {
 

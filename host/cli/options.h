@@ -114,7 +114,7 @@ void CheckTraceOptions(const TraceOptions& o);
 // written beside traces: "tpusim ARGS", with the --trace file's directory left out.
 void RememberCommandLine(int argc, const char* const* argv);
 const std::string& CommandLine();
-// Writes the GTKWave layouts for a finished trace beside it (sim/gtkw_layout.h) and says
+// Writes the GTKWave layouts for a finished trace beside it (sim/wave/gtkw_layout.h) and says
 // where they are; a layout that cannot be written is a warning, not an error (the trace is).
 void WriteTraceLayouts(const std::string& trace_path, bool chip, bool quiet);
 

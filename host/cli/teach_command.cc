@@ -32,21 +32,34 @@ struct TeachOptions {
   int array = 4;
   std::optional<int64_t> m, k, n;
   std::string a_path, b_path, html_path;
-  std::string dataflow = "ws";
+  std::string dataflow = "ws";  // a dataflow's name, or "both"
   std::vector<std::string> answers;
   uint64_t seed = 1;
   bool step = false;
 };
 
+// The dataflows an option names: one (teach::DataflowName), or "both".
+struct Dataflows {
+  bool ws = false, os = false;
+  bool Both() const { return ws && os; }
+  bool Has(teach::Dataflow d) const { return d == teach::Dataflow::kWeightStationary ? ws : os; }
+};
+Dataflows ParseDataflows(const std::string& name) {
+  Dataflows d;
+  d.ws = name == "both" || name == teach::DataflowName(teach::Dataflow::kWeightStationary);
+  d.os = name == "both" || name == teach::DataflowName(teach::Dataflow::kOutputStationary);
+  return d;
+}
+
 struct Answer {
-  std::string dataflow;  // "ws" or "os"
+  teach::Dataflow dataflow = teach::Dataflow::kWeightStationary;
   std::string key;
   double value = 0;
   std::string text;  // as given
 };
 
 // --answer KEY=VALUE (one dataflow) or ws.KEY=VALUE / os.KEY=VALUE (--dataflow both).
-Answer ParseAnswer(const std::string& text, const std::string& dataflow) {
+Answer ParseAnswer(const std::string& text, const Dataflows& dataflows) {
   const auto keys = teach::AnswerKeys();
   std::string known;
   for (const auto& k : keys) known += (known.empty() ? "" : ", ") + k;
@@ -57,21 +70,28 @@ Answer ParseAnswer(const std::string& text, const std::string& dataflow) {
   Answer a;
   a.text = text;
   a.key = text.substr(0, eq);
-  a.dataflow = dataflow;
-  for (const char* prefix : {"ws.", "os."}) {
+  bool named = false;
+  for (teach::Dataflow d : teach::kDataflows) {
+    const std::string prefix = std::string(teach::DataflowName(d)) + ".";
     if (a.key.rfind(prefix, 0) == 0) {
-      a.dataflow = std::string(prefix, 2);
-      a.key = a.key.substr(3);
+      a.dataflow = d;
+      a.key = a.key.substr(prefix.size());
+      named = true;
     }
   }
-  if (a.dataflow == "both") {
+  if (!named && dataflows.Both()) {
     throw UsageError(
         fmt::format("--answer '{}': with --dataflow both say which dataflow, as ws.{} or os.{}",
                     text, a.key, a.key));
   }
-  if (dataflow != "both" && a.dataflow != dataflow) {
-    throw UsageError(
-        fmt::format("--answer '{}' is about {}, but --dataflow is {}", text, a.dataflow, dataflow));
+  if (!named)
+    a.dataflow =
+        dataflows.ws ? teach::Dataflow::kWeightStationary : teach::Dataflow::kOutputStationary;
+  if (!dataflows.Has(a.dataflow)) {
+    throw UsageError(fmt::format(
+        "--answer '{}' is about {}, but --dataflow is {}", text, teach::DataflowName(a.dataflow),
+        teach::DataflowName(dataflows.ws ? teach::Dataflow::kWeightStationary
+                                         : teach::Dataflow::kOutputStationary)));
   }
   if (std::find(keys.begin(), keys.end(), a.key) == keys.end()) {
     throw UsageError(
@@ -122,10 +142,11 @@ void RunTeach(const TeachOptions& o) {
       for (auto& v : mat->data) v = static_cast<int8_t>(v % 10);
     }
   }
-  const bool ws = o.dataflow != "os", os = o.dataflow != "ws";
+  const Dataflows dataflows = ParseDataflows(o.dataflow);
+  const bool ws = dataflows.ws, os = dataflows.os;
   std::vector<Answer> answers;
-  for (const auto& text : o.answers) answers.push_back(ParseAnswer(text, o.dataflow));
-  if (o.step && o.dataflow == "both") {
+  for (const auto& text : o.answers) answers.push_back(ParseAnswer(text, dataflows));
+  if (o.step && dataflows.Both()) {
     throw UsageError(
         "--step shows one dataflow at a time; use --dataflow ws or os, or --html "
         "for both side by side");
@@ -142,7 +163,7 @@ void RunTeach(const TeachOptions& o) {
   }
   const int columns = TerminalColumns();
   const int needed = teach::TeachFrameWidth(o.array);
-  if (o.html_path.empty() && answers.empty() && o.dataflow != "both" && columns > 0 &&
+  if (o.html_path.empty() && answers.empty() && !dataflows.Both() && columns > 0 &&
       columns < needed) {
     throw UsageError(
         fmt::format("a {} x {} array needs {} terminal columns and this terminal has "
@@ -161,13 +182,14 @@ void RunTeach(const TeachOptions& o) {
   if (!answers.empty()) {
     int wrong = 0;
     for (const Answer& ans : answers) {
-      const double truth = ans.dataflow == "ws" ? teach::AnswerValue(*ws_run, ans.key)
-                                                : teach::AnswerValue(*os_run, ans.key);
+      const double truth = ans.dataflow == teach::Dataflow::kWeightStationary
+                               ? teach::AnswerValue(*ws_run, ans.key)
+                               : teach::AnswerValue(*os_run, ans.key);
       // Utilization is a percentage given to one decimal; the counts are exact.
       const bool right =
           ans.key == "utilization" ? std::abs(truth - ans.value) < 0.05 + 1e-9 : truth == ans.value;
       wrong += !right;
-      std::cout << fmt::format("{}.{} = {}: {}\n", ans.dataflow, ans.key,
+      std::cout << fmt::format("{}.{} = {}: {}\n", teach::DataflowName(ans.dataflow), ans.key,
                                ans.text.substr(ans.text.find('=') + 1),
                                right ? "right" : "not right, try again");
     }

@@ -29,7 +29,7 @@
 #include "host/engine/cycle_observer.h"
 #include "host/engine/exec_job.h"
 #include "host/engine/timeline.h"
-#include "sim/stall_info.h"
+#include "sim/system/stall_info.h"
 
 namespace tpu::engine {
 
@@ -73,7 +73,7 @@ std::string NoHaltMessage(uint64_t instructions);
 using sim::StallInfo;
 std::string WatchdogMessage(const StallInfo& stall);
 
-// The longest program a job can hold (the system's program region, sim/tpu_system.h).
+// The longest program a job can hold (the system's program region, sim/system/tpu_system.h).
 inline constexpr uint64_t kMaxProgramWords = uint64_t{1} << 20;
 
 // Checks that the program, the images and the read-back range fit the config's memories (both

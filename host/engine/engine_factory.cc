@@ -3,7 +3,7 @@
 
 #include "host/engine/fast_engine.h"
 #include "host/engine/rtl_engine.h"
-#include "sim/tpu_registry.h"
+#include "sim/system/tpu_registry.h"
 
 namespace tpu::engine {
 

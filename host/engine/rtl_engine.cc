@@ -15,9 +15,9 @@
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
 #include "host/engine/timeline.h"
-#include "sim/sanitizer_stack.h"
-#include "sim/tpu_registry.h"
-#include "sim/wave_file.h"
+#include "sim/system/sanitizer_stack.h"
+#include "sim/system/tpu_registry.h"
+#include "sim/wave/wave_file.h"
 
 namespace tpu::engine {
 namespace {

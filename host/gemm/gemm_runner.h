@@ -6,8 +6,8 @@
 
 #include "host/common/npy.h"
 #include "host/gemm/gemm_plan.h"
-#include "sim/mxu_counters.h"
-#include "sim/mxu_engine.h"
+#include "sim/mxu/mxu_counters.h"
+#include "sim/mxu/mxu_engine.h"
 
 namespace tpu::gemm {
 

@@ -6,7 +6,7 @@
 
 #include "host/common/npy.h"
 #include "host/gemm/gemm_plan.h"
-#include "sim/mxu_workload.h"
+#include "sim/mxu/mxu_workload.h"
 
 namespace tpu::gemm {
 

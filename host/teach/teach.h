@@ -1,8 +1,8 @@
 // `tpusim teach`: a systolic matrix multiply shown cycle by cycle from the RTL's own
 // signals, in two dataflows. Weight-stationary (the chip's): RecordTeachRun runs the GEMM
 // on a teaching model of the matrix subsystem and samples every PE through VPI in every
-// cycle (sim/mxu_probe.h). Output-stationary (rtl/tpu_os_top.sv, teaching only):
-// RecordOsTeachRun does the same on the OS array (sim/os_probe.h). The formatters turn
+// cycle (sim/teach/mxu_probe.h). Output-stationary (rtl/tpu_os_top.sv, teaching only):
+// RecordOsTeachRun does the same on the OS array (sim/teach/os_probe.h). The formatters turn
 // the recordings into terminal frames, a comparison, or a self-contained HTML page.
 #pragma once
 
@@ -12,12 +12,21 @@
 
 #include "host/common/npy.h"
 #include "host/gemm/gemm_plan.h"
-#include "sim/mxu_counters.h"
-#include "sim/mxu_probe.h"
-#include "sim/os_array_engine.h"
-#include "sim/os_probe.h"
+#include "sim/mxu/mxu_counters.h"
+#include "sim/teach/mxu_probe.h"
+#include "sim/teach/os_array_engine.h"
+#include "sim/teach/os_probe.h"
 
 namespace tpu::teach {
+
+// The two dataflows tpusim teaches: weight-stationary (the chip's: B stays in the PEs) and
+// output-stationary (C stays in the PEs).
+enum class Dataflow { kWeightStationary, kOutputStationary };
+inline constexpr Dataflow kDataflows[] = {Dataflow::kWeightStationary, Dataflow::kOutputStationary};
+// "ws" and "os": the names on the command line, in answers (ws.cycles) and in the JSON.
+inline const char* DataflowName(Dataflow d) {
+  return d == Dataflow::kWeightStationary ? "ws" : "os";
+}
 
 // The data a dataflow moves, counted over the run from the RTL's signals (docs/teaching.md
 // "Two dataflows" says how each is counted).

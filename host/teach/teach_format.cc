@@ -235,7 +235,7 @@ nlohmann::json TeachJson(const TeachRun& run) {
                       {"c", ProgressJson(t.c)}});
   }
   const int64_t useful = run.plan.UsefulMacs();
-  return {{"dataflow", "ws"},
+  return {{"dataflow", DataflowName(Dataflow::kWeightStationary)},
           {"dim", run.dim},
           {"m", run.plan.shape.m},
           {"k", run.plan.shape.k},
@@ -275,7 +275,7 @@ nlohmann::json OsTeachJson(const OsTeachRun& run) {
                       {"c", ProgressJson(t.c)}});
   }
   const uint64_t useful = static_cast<uint64_t>(run.a.rows * run.a.cols * run.b.cols);
-  return {{"dataflow", "os"},
+  return {{"dataflow", DataflowName(Dataflow::kOutputStationary)},
           {"dim", run.dim},
           {"m", run.a.rows},
           {"k", run.a.cols},

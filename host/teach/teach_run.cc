@@ -6,7 +6,7 @@
 #include "host/common/errors.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/teach/teach.h"
-#include "sim/teach_registry.h"
+#include "sim/teach/teach_registry.h"
 
 namespace tpu::teach {
 namespace {

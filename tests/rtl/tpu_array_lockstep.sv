@@ -10,7 +10,11 @@ module tpu_array_lockstep
   localparam int unsigned TagWidth = 8
 ) (
   input  logic                                   clk_i,
+  // rst_ni also disables the assertions (rtl/tpu_assert.svh), a use Verilator counts as
+  // synchronous.
+  /* verilator lint_off SYNCASYNCNET */
   input  logic                                   rst_ni,
+  /* verilator lint_on SYNCASYNCNET */
   // the arrays
   input  operand_t [ArrayDim-1:0]                act_i,
   input  logic     [ArrayDim-1:0]                switch_i,

@@ -16,7 +16,7 @@
 #include "Vtpu_array_lockstep_n3.h"
 #include "Vtpu_array_lockstep_n5.h"
 #include "Vtpu_array_lockstep_n8.h"
-#include "sim/port_packing.h"
+#include "sim/mxu/port_packing.h"
 
 namespace tpu::test {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "host/gemm/gemm_plan.h"
 #include "host/gemm/gemm_runner.h"
-#include "sim/teach_registry.h"
+#include "sim/teach/teach_registry.h"
 
 namespace tpu {
 namespace {

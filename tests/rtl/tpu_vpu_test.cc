@@ -9,7 +9,7 @@
 
 #include "Vtpu_vpu_n8.h"
 #include "host/nn/int8_ops.h"
-#include "sim/port_packing.h"
+#include "sim/mxu/port_packing.h"
 
 namespace tpu {
 namespace {

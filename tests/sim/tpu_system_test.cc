@@ -1,8 +1,8 @@
-// The TPU system's TLM-2.0 target socket (sim/tpu_system.h), used the way another SystemC
+// The TPU system's TLM-2.0 target socket (sim/system/tpu_system.h), used the way another SystemC
 // virtual platform would: load memories and a program, start, wait for the interrupt,
 // read status and counters, and get the standard TLM error responses for bad accesses.
-// Also the external memories' timing (sim/memory_model.h, sim/memory_port.h).
-#include "sim/tpu_system.h"
+// Also the external memories' timing (sim/system/memory_model.h, sim/system/memory_port.h).
+#include "sim/system/tpu_system.h"
 
 #include <gtest/gtest.h>
 #include <tlm_utils/simple_initiator_socket.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "contract/tpu_contract.h"
-#include "sim/tpu_registry.h"
+#include "sim/system/tpu_registry.h"
 
 namespace tpu::sim {
 namespace {

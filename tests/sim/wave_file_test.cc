@@ -1,7 +1,7 @@
-// Waveform traces (sim/wave_file.cc and the engines' tracing): the file is a real FST or
+// Waveform traces (sim/wave/wave_file.cc and the engines' tracing): the file is a real FST or
 // VCD that GTKWave's tools parse, holds the matrix unit's signals, and only the requested
 // cycle window.
-#include "sim/wave_file.h"
+#include "sim/wave/wave_file.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

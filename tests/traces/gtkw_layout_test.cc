@@ -3,7 +3,7 @@
 // Xvfb (traces/check_layout.tcl) against that trace, every signal it names exists and is
 // displayed, every PE line carries its coordinates, its markers lie inside the trace, its
 // zoom shows the whole trace, and a screenshot of it is taken.
-#include "sim/gtkw_layout.h"
+#include "sim/wave/gtkw_layout.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "host/gemm/gemm_runner.h"
-#include "sim/vcd_signals.h"
+#include "sim/wave/vcd_signals.h"
 #include "tests/host/cli/cli_fixture.h"
 #include "tests/test_util.h"
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/os_array_engine.h"
-#include "sim/port_packing.h"
+#include "sim/mxu/port_packing.h"
+#include "sim/teach/os_array_engine.h"
 
 namespace tpu::sim {
 

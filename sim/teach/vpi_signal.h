@@ -1,6 +1,6 @@
 // Reading a Verilated model's signals by hierarchical name through VPI (models built with
-// --vpi --public-flat-rw: the teaching models). Shared by sim/mxu_probe.h and
-// sim/os_probe.h.
+// --vpi --public-flat-rw: the teaching models). Shared by sim/teach/mxu_probe.h and
+// sim/teach/os_probe.h.
 #pragma once
 
 #include <verilated_vpi.h>

@@ -1,5 +1,5 @@
 // Cycle-level driver policy of the matrix subsystem (see mxu_sequencer.h).
-#include "sim/mxu_sequencer.h"
+#include "sim/mxu/mxu_sequencer.h"
 
 #include <stdexcept>
 #include <string>

@@ -1,5 +1,5 @@
 // The TPU system's run loop, watchdog and TLM-2.0 target (see tpu_system.h).
-#include "sim/tpu_system.h"
+#include "sim/system/tpu_system.h"
 
 #include <algorithm>
 #include <cstring>

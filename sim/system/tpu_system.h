@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "contract/tpu_contract.h"
-#include "sim/memory_model.h"
-#include "sim/memory_port.h"
-#include "sim/stall_info.h"
+#include "sim/system/memory_model.h"
+#include "sim/system/memory_port.h"
+#include "sim/system/stall_info.h"
 
 namespace tpu::sim {
 

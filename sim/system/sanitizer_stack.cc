@@ -1,4 +1,4 @@
-#include "sim/sanitizer_stack.h"
+#include "sim/system/sanitizer_stack.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <pthread.h>

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "sim/mxu_engine.h"
-#include "sim/mxu_port_driver.h"
-#include "sim/wave_file.h"
+#include "sim/mxu/mxu_engine.h"
+#include "sim/mxu/mxu_port_driver.h"
+#include "sim/wave/wave_file.h"
 
 namespace tpu::sim {
 

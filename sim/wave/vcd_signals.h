@@ -1,7 +1,7 @@
 // Reads the value changes of a waveform (VCD text, or FST through GTKWave's fst2vcd) by
 // full signal name ("TOP.tpu_mxu_top.a_valid_i"), for the signals a caller names, and lists
 // every signal the trace has with its width. The layouts written beside traces
-// (sim/gtkw_layout.h) and the waveform tests read traces with it.
+// (sim/wave/gtkw_layout.h) and the waveform tests read traces with it.
 #pragma once
 
 #include <cstdint>

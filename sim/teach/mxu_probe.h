@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/vpi_signal.h"
+#include "sim/teach/vpi_signal.h"
 
 namespace tpu::sim {
 

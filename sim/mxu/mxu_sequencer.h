@@ -8,7 +8,7 @@
 #include <deque>
 #include <vector>
 
-#include "sim/mxu_workload.h"
+#include "sim/mxu/mxu_workload.h"
 
 namespace tpu::sim {
 

@@ -1,5 +1,5 @@
 // External memory model (see memory_model.h).
-#include "sim/memory_model.h"
+#include "sim/system/memory_model.h"
 
 #include <cstdio>
 #include <cstring>

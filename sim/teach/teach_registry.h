@@ -1,13 +1,13 @@
 // Picks the teaching models built for an array size: the weight-stationary matrix
-// subsystem (every signal readable through VPI, sim/mxu_probe.h) and the
-// output-stationary array (sim/os_array_engine.h, sim/os_probe.h).
+// subsystem (every signal readable through VPI, sim/teach/mxu_probe.h) and the
+// output-stationary array (sim/teach/os_array_engine.h, sim/teach/os_probe.h).
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "sim/mxu_engine.h"
-#include "sim/os_array_engine.h"
+#include "sim/mxu/mxu_engine.h"
+#include "sim/teach/os_array_engine.h"
 
 namespace tpu::sim {
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "sim/mxu_counters.h"
-#include "sim/mxu_workload.h"
+#include "sim/mxu/mxu_counters.h"
+#include "sim/mxu/mxu_workload.h"
 
 namespace tpu::sim {
 

@@ -1,5 +1,5 @@
 // Waveform output files (see wave_file.h).
-#include "sim/wave_file.h"
+#include "sim/wave/wave_file.h"
 
 #include <unistd.h>
 

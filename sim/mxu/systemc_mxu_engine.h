@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "sim/mxu_engine.h"
-#include "sim/mxu_port_driver.h"
-#include "sim/sanitizer_stack.h"
-#include "sim/sc_port_values.h"
+#include "sim/mxu/mxu_engine.h"
+#include "sim/mxu/mxu_port_driver.h"
+#include "sim/system/sanitizer_stack.h"
+#include "sim/system/sc_port_values.h"
 
 namespace tpu::sim {
 

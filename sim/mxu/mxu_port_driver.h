@@ -1,7 +1,7 @@
 // The MxuSequencer on the ports of the matrix subsystem (rtl/tpu_mxu_top.sv), one cycle at
 // a time, for both ways of reaching those ports: the fields of a C++ Verilated model
-// (ModelPortAccess, sim/verilated_mxu_engine.h) and SystemC signals bound to a Verilator
-// --sc model (ScSignalAccess, sim/systemc_mxu_engine.h). Ports is any object with members
+// (ModelPortAccess, sim/mxu/verilated_mxu_engine.h) and SystemC signals bound to a Verilator
+// --sc model (ScSignalAccess, sim/mxu/systemc_mxu_engine.h). Ports is any object with members
 // named like the RTL's ports (w_valid_i, rd_data_o, cnt_cycles_o, ...); Access says how to
 // read and write one of them. The engines differ only in how they clock the model.
 #pragma once
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/mxu_engine.h"
-#include "sim/mxu_sequencer.h"
-#include "sim/port_packing.h"
+#include "sim/mxu/mxu_engine.h"
+#include "sim/mxu/mxu_sequencer.h"
+#include "sim/mxu/port_packing.h"
 
 namespace tpu::sim {
 

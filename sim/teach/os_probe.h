@@ -1,12 +1,12 @@
 // Reads the state of every PE of the output-stationary teaching model (rtl/tpu_os_top.sv)
-// by hierarchical name through VPI, as sim/mxu_probe.h does for the weight-stationary one.
+// by hierarchical name through VPI, as sim/teach/mxu_probe.h does for the weight-stationary one.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "sim/vpi_signal.h"
+#include "sim/teach/vpi_signal.h"
 
 namespace tpu::sim {
 

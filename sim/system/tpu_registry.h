@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "sim/tpu_system.h"
+#include "sim/system/tpu_system.h"
 
 namespace tpu::sim {
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "sim/mxu_engine.h"
+#include "sim/mxu/mxu_engine.h"
 
 namespace tpu::sim {
 

@@ -1,5 +1,5 @@
 // Reading waveforms by signal name (see vcd_signals.h).
-#include "sim/vcd_signals.h"
+#include "sim/wave/vcd_signals.h"
 
 #include <cstdio>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "sim/wave_file.h"
+#include "sim/wave/wave_file.h"
 
 namespace tpu::sim {
 namespace {

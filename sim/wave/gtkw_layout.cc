@@ -1,5 +1,5 @@
 // GTKWave layouts for tpusim's traces (see gtkw_layout.h).
-#include "sim/gtkw_layout.h"
+#include "sim/wave/gtkw_layout.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "sim/vcd_signals.h"
+#include "sim/wave/vcd_signals.h"
 
 namespace tpu::sim {
 namespace {

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "sim/port_packing.h"
-#include "sim/sc_port_values.h"
-#include "sim/tpu_system.h"
+#include "sim/mxu/port_packing.h"
+#include "sim/system/sc_port_values.h"
+#include "sim/system/tpu_system.h"
 
 namespace tpu::sim {
 

@@ -1,5 +1,5 @@
 // Where a run that stopped making progress was stuck: what the watchdog reports. Both
-// engines fill it (sim/tpu_system.cc for the RTL, fast/fast_chip.cc), and the host turns
+// engines fill it (sim/system/tpu_system.cc for the RTL, fast/fast_chip.cc), and the host turns
 // it into one message (host/engine/chip_engine.h, WatchdogMessage).
 #pragma once
 

@@ -9,7 +9,7 @@
 #include <deque>
 #include <vector>
 
-#include "sim/memory_model.h"
+#include "sim/system/memory_model.h"
 
 namespace tpu::sim {
 

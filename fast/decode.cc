@@ -1,0 +1,238 @@
+// Decoding an instruction as rtl/tpu_controller.sv does (see decode.h): one function per
+// opcode, each with the controller's checks in its order.
+#include "fast/decode.h"
+
+#include <algorithm>
+
+namespace tpu::fast {
+namespace {
+
+using hw::Opcode;
+using hw::Status;
+
+// The sizes the checks compare against: N, the memories in bytes, the buffers in rows.
+struct Sizes {
+  uint64_t n, host, weight, ub, acc, sets;
+};
+
+Status Range(uint64_t start, uint64_t count, uint64_t size) {
+  if (start >= size) return Status::kAddressOutOfRange;
+  if (start + count > size) return Status::kBufferOverflow;
+  return Status::kOk;
+}
+
+Status First(Status a, Status b) { return a != Status::kOk ? a : b; }
+
+uint32_t Get32(const uint8_t* w, int off) {
+  return uint32_t{w[off]} | uint32_t{w[off + 1]} << 8 | uint32_t{w[off + 2]} << 16 |
+         uint32_t{w[off + 3]} << 24;
+}
+
+void SetWindow(Decoded& d, Window& window) {
+  Window& nw = d.window;
+  nw.valid = true;
+  nw.pooled = d.flags & hw::kFlagPooled;
+  nw.pad_min = d.flags & hw::kFlagPadMin;
+  nw.in_h = hw::kOpdSetWindowInH.Get(d.src);
+  nw.in_w = hw::kOpdSetWindowInW.Get(d.src);
+  nw.kh = hw::kOpdSetWindowKh.Get(d.src);
+  nw.kw = hw::kOpdSetWindowKw.Get(d.src);
+  nw.out_h = hw::kOpdSetWindowOutH.Get(d.dst);
+  nw.out_w = hw::kOpdSetWindowOutW.Get(d.dst);
+  nw.stride_y = hw::kOpdSetWindowStrideY.Get(d.dst);
+  nw.stride_x = hw::kOpdSetWindowStrideX.Get(d.dst);
+  nw.channels = hw::kOpdSetWindowChannels.Get(d.aux);
+  nw.pad_top = hw::kOpdSetWindowPadTop.Get(d.aux);
+  nw.pad_left = hw::kOpdSetWindowPadLeft.Get(d.aux);
+  nw.pixel_bytes = hw::kOpdSetWindowPixelBytes.Get(d.len);
+  const bool bad = nw.in_h == 0 || nw.in_w == 0 || nw.kh == 0 || nw.kw == 0 || nw.out_h == 0 ||
+                   nw.out_w == 0 || nw.stride_y == 0 || nw.stride_x == 0 || nw.channels == 0 ||
+                   nw.pixel_bytes < nw.channels || nw.pad_top >= nw.kh || nw.pad_left >= nw.kw ||
+                   (nw.out_h - 1) * nw.stride_y > nw.in_h - 1 + nw.pad_top ||
+                   (nw.out_w - 1) * nw.stride_x > nw.in_w - 1 + nw.pad_left ||
+                   (nw.pooled && ((nw.out_h & 1) || (nw.out_w & 1))) ||
+                   (d.aux >> (hw::kOpdSetWindowPadLeft.lsb + hw::kOpdSetWindowPadLeft.bits)) != 0;
+  if ((d.flags & ~(hw::kFlagPooled | hw::kFlagPadMin)) != 0 || d.len == 0)
+    d.check = Status::kBadOperand;
+  else if (bad)
+    d.check = Status::kBadWindow;
+  else
+    window = nw;
+}
+
+void SetResidual(Decoded& d, Residual& residual) {
+  Residual& nr = d.residual;
+  nr.valid = true;
+  nr.relu = d.flags & hw::kFlagResidualRelu;
+  nr.shift = hw::kOpdSetResidualShift.Get(d.len);
+  nr.mul_a = d.src;
+  nr.mul_b = d.aux;
+  nr.ub = d.dst;
+  const bool bad = nr.shift == 0 || nr.shift > 62 ||
+                   (d.len >> hw::kOpdSetResidualShift.bits) != 0 || (d.src >> 31) != 0 ||
+                   (d.aux >> 31) != 0;
+  if ((d.flags & ~hw::kFlagResidualRelu) != 0 || bad)
+    d.check = Status::kBadOperand;
+  else
+    residual = nr;
+}
+
+void ReadHost(Decoded& d, const Sizes& s) {
+  const bool params = d.flags & hw::kFlagParams;
+  const uint64_t len = d.len;
+  if ((d.flags & ~hw::kFlagParams) != 0 || len == 0) {
+    d.check = Status::kBadOperand;
+  } else if (params) {
+    d.check = First(Range(d.src, len * hw::kParamRows * s.n, s.host), Range(d.dst, len, s.sets));
+  } else {
+    d.check = First(Range(d.src, len * s.n, s.host), Range(d.dst, len, s.ub));
+  }
+  Footprint& fp = d.fp;
+  fp.ub_use = !params;
+  fp.ub_wr = true;
+  fp.ub_lo = d.dst;
+  fp.ub_hi = static_cast<uint32_t>(d.dst + len);
+  fp.par_use = params;
+  fp.par_wr = true;
+  fp.par_lo = d.dst;
+  fp.par_hi = static_cast<uint32_t>(d.dst + len);
+  d.unit = hw::kUnitHostDma;
+}
+
+void ReadWeights(Decoded& d, const Sizes& s) {
+  d.weight_addr = uint64_t{hw::kOpdReadWeightsAddrHi.Get(d.aux)} << 32 | d.src;
+  if (d.flags != 0 || d.len == 0 ||
+      (d.aux >> (hw::kOpdReadWeightsAddrHi.lsb + hw::kOpdReadWeightsAddrHi.bits)) != 0)
+    d.check = Status::kBadOperand;
+  else
+    d.check = Range(d.weight_addr, uint64_t{d.len} * s.n * s.n, s.weight);
+  d.unit = hw::kUnitWeightDma;
+}
+
+void Matmul(Decoded& d, const Sizes& s, const Window& window) {
+  const uint8_t f = d.flags;
+  const bool win = f & hw::kFlagWindow;
+  d.first = hw::kOpdMatmulFirst.Get(d.aux);
+  d.ktile = hw::kOpdMatmulKtile.Get(d.aux);
+  d.step = win || hw::kOpdMatmulStride.Get(d.aux) == 0 ? 1 : hw::kOpdMatmulStride.Get(d.aux);
+  d.window = window;
+  const uint64_t len = d.len, rows = win ? window.Rows(s.n) : (len - 1) * d.step + 1;
+  if ((f & ~(hw::kFlagAccumulate | hw::kFlagSwitch | hw::kFlagWindow | hw::kFlagMax)) != 0 ||
+      ((f & hw::kFlagMax) && (f & hw::kFlagAccumulate)) || len == 0 ||
+      (!win && (d.aux >> hw::kOpdMatmulStride.bits) != 0)) {
+    d.check = Status::kBadOperand;
+  } else if (win &&
+             (!window.valid || d.ktile >= window.Tiles(s.n) || d.first + len > window.Pixels())) {
+    d.check = Status::kBadWindow;
+  } else {
+    d.check = First(Range(d.src, rows, s.ub), Range(d.dst, len, s.acc));
+  }
+  Footprint& fp = d.fp;
+  fp.ub_use = true;
+  fp.ub_lo = d.src;
+  fp.ub_hi = static_cast<uint32_t>(d.src + rows);
+  fp.acc_use = fp.acc_wr = true;
+  fp.acc_lo = d.dst;
+  fp.acc_hi = static_cast<uint32_t>(d.dst + len);
+  d.unit = hw::kUnitMatrix;
+}
+
+void Activate(Decoded& d, const Sizes& s, const Residual& residual) {
+  const uint8_t f = d.flags;
+  d.step = hw::kOpdActivateStride.Get(d.aux) == 0 ? 1 : hw::kOpdActivateStride.Get(d.aux);
+  d.param_set = hw::kOpdActivateParams.Get(d.aux);
+  const uint64_t len = d.len, set = d.param_set, span = (uint64_t{d.out_rows} - 1) * d.step + 1;
+  const bool res = f & hw::kFlagResidual;
+  d.residual = residual;
+  if ((f & ~(hw::kFlagRelu | hw::kFlagPoolAvg | hw::kFlagPoolMax | hw::kFlagResidual)) != 0 ||
+      ((f & hw::kFlagPoolAvg) && (f & hw::kFlagPoolMax)) || len == 0 ||
+      (d.pooled && (len & 3) != 0) || (res && (d.pooled || !residual.valid))) {
+    d.check = Status::kBadOperand;
+  } else {
+    d.check =
+        First(First(Range(d.src, len, s.acc), Range(d.dst, span, s.ub)), Range(set, 1, s.sets));
+    if (res) d.check = First(d.check, Range(residual.ub, span, s.ub));
+  }
+  Footprint& fp = d.fp;
+  fp.ub2_use = res;
+  fp.ub2_lo = residual.ub;
+  fp.ub2_hi = static_cast<uint32_t>(residual.ub + span);
+  fp.acc_use = true;
+  fp.acc_lo = d.src;
+  fp.acc_hi = static_cast<uint32_t>(d.src + len);
+  fp.ub_use = fp.ub_wr = true;
+  fp.ub_lo = d.dst;
+  fp.ub_hi = static_cast<uint32_t>(d.dst + span);
+  fp.par_use = true;
+  fp.par_lo = static_cast<uint32_t>(set);
+  fp.par_hi = static_cast<uint32_t>(set + 1);
+  d.unit = hw::kUnitActivate;
+}
+
+void WriteHost(Decoded& d, const Sizes& s) {
+  const uint64_t len = d.len;
+  if (d.flags != 0 || len == 0)
+    d.check = Status::kBadOperand;
+  else
+    d.check = First(Range(d.src, len, s.ub), Range(d.dst, len * s.n, s.host));
+  Footprint& fp = d.fp;
+  fp.ub_use = true;
+  fp.ub_lo = d.src;
+  fp.ub_hi = static_cast<uint32_t>(d.src + len);
+  d.unit = hw::kUnitHostDma;
+}
+
+}  // namespace
+
+Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Residual& residual) {
+  Decoded d;
+  d.op = w[hw::kOpcodeOffset];
+  d.flags = w[hw::kFlagsOffset];
+  d.len = uint32_t{w[hw::kLengthOffset]} | uint32_t{w[hw::kLengthOffset + 1]} << 8;
+  d.src = Get32(w, hw::kSrcOffset);
+  d.dst = Get32(w, hw::kDstOffset);
+  d.aux = Get32(w, hw::kAuxOffset);
+  d.pooled = d.flags & (hw::kFlagPoolAvg | hw::kFlagPoolMax);
+  d.out_rows = d.pooled ? d.len >> 2 : d.len;
+  const Sizes s{static_cast<uint64_t>(p.array_dim),
+                std::min<uint64_t>(static_cast<uint64_t>(p.host_mem_bytes), 0xffffffffu),
+                static_cast<uint64_t>(p.weight_mem_bytes),
+                static_cast<uint64_t>(p.ub_depth_rows),
+                static_cast<uint64_t>(p.acc_depth_rows),
+                static_cast<uint64_t>(p.param_sets)};
+  switch (static_cast<Opcode>(d.op)) {
+    case Opcode::kNop:
+    case Opcode::kSync:
+    case Opcode::kHalt:
+      if (d.flags != 0) d.check = Status::kBadOperand;
+      d.sync = d.op != static_cast<uint8_t>(Opcode::kNop);
+      break;
+    case Opcode::kSetWindow:
+      SetWindow(d, window);
+      break;
+    case Opcode::kSetResidual:
+      SetResidual(d, residual);
+      break;
+    case Opcode::kReadHost:
+      ReadHost(d, s);
+      break;
+    case Opcode::kReadWeights:
+      ReadWeights(d, s);
+      break;
+    case Opcode::kMatmul:
+      Matmul(d, s, window);
+      break;
+    case Opcode::kActivate:
+      Activate(d, s, residual);
+      break;
+    case Opcode::kWriteHost:
+      WriteHost(d, s);
+      break;
+    default:
+      d.check = Status::kInvalidOpcode;
+      break;
+  }
+  return d;
+}
+
+}  // namespace tpu::fast
