@@ -21,7 +21,6 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/subprocess.h"
-#include "host/compiler/tpu_runner.h"
 #include "host/cuda/cuda_backend.h"
 #include "host/data/mnist.h"
 #include "host/engine/chip_engine.h"
@@ -31,6 +30,7 @@
 #include "host/report/compare_report.h"
 #include "host/report/energy.h"
 #include "host/report/run_report.h"
+#include "host/run/tpu_runner.h"
 
 namespace tpu::cli {
 namespace {
@@ -97,7 +97,7 @@ nlohmann::json RunJson(const std::string& preset, const std::string& engine_name
     const config::TpuConfig config = config::LoadConfig(preset);
     const report::EnergyTable table = report::LoadEnergyTable(a.energy);
     const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, config, {});
-    const compiler::TpuRunResult r = compiler::RunModelOnTpu(model, *chip, set, images, batch);
+    const run::TpuRunResult r = run::RunModelOnTpu(model, *chip, set, images, batch);
     return report::RunReportJson(
         report::BuildRunReport(r, model.name, "fast", config, table, batch));
   }

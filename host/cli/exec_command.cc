@@ -85,7 +85,7 @@ isa::Program LoadProgram(const std::string& path) {
 }
 
 void RunExec(const ExecOptions& o) {
-  ChipSession session(o.chip, o.trace, /*progress=*/!o.out.quiet);
+  run::ChipSession session(SessionSpecFrom(o.chip, o.trace, /*progress=*/!o.out.quiet));
   const config::TpuConfig& config = session.config();
   const isa::Program program = LoadProgram(o.program_path);
 

@@ -86,7 +86,8 @@ void Run(const GemmOptions& o) {
 
   const gemm::GemmRunResult r = gemm::RunGemm(plan, a, b, *engine, run);
   bar.Finish();
-  if (!o.trace.wave.empty()) WriteTraceLayouts(o.trace.wave, /*chip=*/false, o.out.quiet);
+  if (!o.trace.wave.empty())
+    run::WriteTraceLayouts(o.trace.wave, /*chip=*/false, CommandLine(), o.out.quiet);
 
   if (!o.out_path.empty()) WriteNpyInt32(o.out_path, r.c);
   if (!o.out.json.empty()) {

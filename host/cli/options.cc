@@ -11,8 +11,8 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
+#include "host/common/subprocess.h"
 #include "host/engine/engine_factory.h"
-#include "sim/wave/gtkw_layout.h"
 #include "sim/wave/wave_file.h"
 
 namespace tpu::cli {
@@ -277,56 +277,28 @@ void RememberCommandLine(int argc, const char* const* argv) {
       arg = "--trace=" + std::filesystem::path(arg.substr(8)).filename().string();
     }
     const bool plain = !arg.empty() && arg.find_first_of(" \t'\"$&|;<>()*?") == std::string::npos;
-    line += " " + (plain ? arg : sim::ShellQuote(arg));
+    line += " " + (plain ? arg : ShellQuote(arg));
   }
   CommandLineStore() = line;
 }
 
 const std::string& CommandLine() { return CommandLineStore(); }
 
-void WriteTraceLayouts(const std::string& trace_path, bool chip, bool quiet) {
-  try {
-    const auto written = sim::WriteLayoutsForTrace(
-        trace_path, chip ? sim::TraceKind::kChip : sim::TraceKind::kMxu, CommandLine());
-    if (quiet) return;
-    std::string list;
-    for (const auto& p : written) list += (list.empty() ? "" : ", ") + p;
-    std::cerr << "tpusim: wrote " << trace_path << " and its GTKWave layout"
-              << (written.size() > 1 ? "s " : " ") << list << " (open with: gtkwave " << trace_path
-              << " " << written.front() << ")\n";
-  } catch (const std::exception& e) {
-    std::cerr << "tpusim: warning: wrote " << trace_path
-              << " but no GTKWave layout for it: " << e.what() << "\n";
-  }
-}
-
-ChipSession::ChipSession(const ChipOptions& chip, const TraceOptions& trace, bool progress)
-    : config_(ResolveConfig(chip)),
-      trace_path_(trace.wave),
-      quiet_(!progress),
-      timeline_path_(trace.timeline) {
-  const engine::EngineKind kind = ResolveEngine(chip);
+run::SessionSpec SessionSpecFrom(const ChipOptions& chip, const TraceOptions& trace,
+                                 bool progress) {
+  run::SessionSpec s;
+  s.config = ResolveConfig(chip);
+  s.engine = ResolveEngine(chip);
   CheckTraceOptions(trace);
-  engine::EngineOptions e = EngineOptionsFrom(chip);
-  e.progress = progress;
-  e.trace_path = trace.wave;
-  e.trace_start = trace.start;
-  if (trace.end) e.trace_end = *trace.end;
-  if (!timeline_path_.empty()) {
-    timeline_ = std::make_unique<engine::Timeline>(config_.clock_mhz);
-    e.timeline = timeline_.get();
-  }
-  engine_ = engine::MakeChipEngine(kind, config_, e);
-}
-
-void ChipSession::Finish() {
-  engine_->Finish();
-  if (!trace_path_.empty()) WriteTraceLayouts(trace_path_, /*chip=*/true, quiet_);
-  if (timeline_) {
-    timeline_->Note("engine", engine_->Name());
-    timeline_->Note("config", config_.ToJson());
-    timeline_->Write(timeline_path_);
-  }
+  s.options = EngineOptionsFrom(chip);
+  s.options.progress = progress;
+  s.options.trace_path = trace.wave;
+  s.options.trace_start = trace.start;
+  if (trace.end) s.options.trace_end = *trace.end;
+  s.timeline_path = trace.timeline;
+  s.command_line = CommandLine();
+  s.quiet = !progress;
+  return s;
 }
 
 }  // namespace tpu::cli

@@ -17,6 +17,7 @@
 #include "host/engine/timeline.h"
 #include "host/nn/inputs.h"
 #include "host/nn/model.h"
+#include "host/run/session.h"
 
 namespace tpu::cli {
 
@@ -114,9 +115,6 @@ void CheckTraceOptions(const TraceOptions& o);
 // written beside traces: "tpusim ARGS", with the --trace file's directory left out.
 void RememberCommandLine(int argc, const char* const* argv);
 const std::string& CommandLine();
-// Writes the GTKWave layouts for a finished trace beside it (sim/wave/gtkw_layout.h) and says
-// where they are; a layout that cannot be written is a warning, not an error (the trace is).
-void WriteTraceLayouts(const std::string& trace_path, bool chip, bool quiet);
 
 // ---- what to print ----------------------------------------------------------------------
 struct OutputOptions {
@@ -127,23 +125,8 @@ struct OutputOptions {
 void AddOutputOptions(CLI::App* cmd, OutputOptions* o, const std::string& json_help);
 
 // ---- a chip set up from the options above -------------------------------------------------
-// The engine the flags ask for, with its waveform window and timeline; Finish() closes the
-// waveform and writes the timeline (a failed run's are the most useful ones, so callers
-// finish before they report).
-class ChipSession {
- public:
-  ChipSession(const ChipOptions& chip, const TraceOptions& trace, bool progress);
-  const config::TpuConfig& config() const { return config_; }
-  engine::ChipEngine& engine() { return *engine_; }
-  void Finish();
-
- private:
-  config::TpuConfig config_;
-  std::string trace_path_;
-  bool quiet_;
-  std::string timeline_path_;
-  std::unique_ptr<engine::Timeline> timeline_;
-  std::unique_ptr<engine::ChipEngine> engine_;
-};
+// The session (host/run/session.h) the chip and trace options ask for; progress bars and
+// notes on stderr with `progress`.
+run::SessionSpec SessionSpecFrom(const ChipOptions& chip, const TraceOptions& trace, bool progress);
 
 }  // namespace tpu::cli

@@ -19,11 +19,11 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
-#include "host/compiler/topology.h"
-#include "host/compiler/tpu_runner.h"
 #include "host/nn/model.h"
 #include "host/report/energy.h"
 #include "host/report/run_report.h"
+#include "host/run/topology.h"
+#include "host/run/tpu_runner.h"
 
 namespace tpu::cli {
 namespace {
@@ -62,15 +62,15 @@ void RunTopology(const RunArgs& a, int batch) {
   for (const std::string* p : {&a.out.json, &a.csv}) {
     if (!p->empty()) CheckWritable(*p);
   }
-  compiler::TopologyRunOptions options;
+  run::TopologyRunOptions options;
   options.host_im2col = a.host_im2col;
   options.batch = batch;
   options.maps_on_chip = a.maps == "chip";
   const report::EnergyTable table = report::LoadEnergyTable(a.energy);
   const std::vector<compiler::TopologyLayer> layers = compiler::ReadTopologyCsv(a.topology);
-  ChipSession session(a.chip, a.trace, /*progress=*/false);
+  run::ChipSession session(SessionSpecFrom(a.chip, a.trace, /*progress=*/false));
   ProgressBar bar("run", !a.out.quiet);
-  const compiler::TpuRunResult r = compiler::RunTopologyOnTpu(
+  const run::TpuRunResult r = run::RunTopologyOnTpu(
       layers, session.engine(), a.work.seed, [&](double f) { bar.Update(f); }, options);
   bar.Finish();
   session.Finish();
@@ -93,7 +93,7 @@ void RunTopology(const RunArgs& a, int batch) {
 }
 
 // Writes the report (and --logits, --predictions) of a run of `inputs`.
-void Report(const RunArgs& a, const report::RunReport& report, const compiler::TpuRunResult& r,
+void Report(const RunArgs& a, const report::RunReport& report, const run::TpuRunResult& r,
             int64_t outputs, const nn::InputSet& inputs) {
   if (!a.logits.empty() || !a.predictions.empty()) {
     std::vector<int8_t> all;
@@ -119,13 +119,13 @@ void Run(const RunArgs& a, bool batch_given) {
   if (a.chip.timing_only && !(a.logits.empty() && a.predictions.empty()))
     throw UsageError("--logits and --predictions need values; drop --timing-only");
   const report::EnergyTable table = report::LoadEnergyTable(a.energy);
-  ChipSession session(a.chip, a.trace, /*progress=*/false);
+  run::ChipSession session(SessionSpecFrom(a.chip, a.trace, /*progress=*/false));
   const nn::Model model = nn::LoadModel(a.work.model);
   // Not given: the most, up to the default, that the chip's memories take at once (the run
   // finds it; a shard finds it first, as its slice is cut at whole batches).
   const bool fit = !batch_given && !a.host_im2col;
   const int batch = fit && !a.shard.empty()
-                        ? compiler::LargestBatchThatFits(model, session.config(), a.batch)
+                        ? run::LargestBatchThatFits(model, session.config(), a.batch)
                         : a.batch;
   nn::InputSet inputs = LoadInputs(a.work, model);
   int64_t first = 0, count = inputs.count;
@@ -138,7 +138,7 @@ void Run(const RunArgs& a, bool batch_given) {
     inputs = nn::SliceInputs(inputs, first, count);
   }
   ProgressBar bar("run", !a.out.quiet);
-  const compiler::TpuRunResult r = compiler::RunModelOnTpu(
+  const run::TpuRunResult r = run::RunModelOnTpu(
       model, session.engine(), inputs, inputs.count, batch, [&](double f) { bar.Update(f); },
       a.host_im2col, fit && a.shard.empty());
   bar.Finish();

@@ -1,6 +1,6 @@
 // Topology files: a network as a list of layer shapes, in SCALE-Sim's topology CSV format
 // (the common currency of accelerator papers). The reader on its own, so that the fuzzers
-// link it without the chip (host/compiler/topology.h runs the layers).
+// link it without the chip (host/run/topology.h runs the layers).
 //
 //   Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter,
 //   Strides, conv1, 224, 224, 3, 3, 3, 32, 1,

@@ -97,7 +97,7 @@ double RunReport::UsPerImage() const {
          static_cast<double>(images);
 }
 
-RunReport BuildRunReport(const compiler::TpuRunResult& r, const std::string& model,
+RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
                          const std::string& engine, const config::TpuConfig& config,
                          const EnergyTable& table, int batch) {
   RunReport rep;
@@ -115,7 +115,7 @@ RunReport BuildRunReport(const compiler::TpuRunResult& r, const std::string& mod
   rep.wall_seconds = r.wall_seconds;
   rep.spilled = r.spilled;
   rep.ub_rows = r.ub_rows;
-  for (const compiler::LayerStats& l : r.layers) {
+  for (const run::LayerStats& l : r.layers) {
     RunRow row;
     row.name = l.name;
     row.macs = l.macs;

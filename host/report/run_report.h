@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "host/compiler/tpu_runner.h"
 #include "host/config/tpu_config.h"
 #include "host/report/energy.h"
+#include "host/run/tpu_runner.h"
 
 namespace tpu::report {
 
@@ -53,11 +53,11 @@ struct RunReport {
   bool labelled = true;     // the inputs had labels: accuracy is known
   std::string shard;        // "I/K" for a slice of the inputs (run --shard); empty: all
   int64_t first_input = 0;  // the slice's first input
-  std::string plan;         // how the model was lowered (compiler::TpuRunResult::plan)
+  std::string plan;         // how the model was lowered (run::TpuRunResult::plan)
   std::vector<compiler::SpilledTensor> spilled;  // tensors the plan keeps in host memory
   int64_t ub_rows = 0;                           // unified-buffer rows the whole-network plan uses
   bool checked = true;                           // values checked against the CPU int8 reference
-  // A topology file's layers with random data (compiler/topology.h), not a model: no
+  // A topology file's layers with random data (run/topology.h), not a model: no
   // accuracy; `mismatches` counts layers whose outputs differ from the CPU reference.
   bool topology = false;
   int64_t correct = 0, mismatches = 0;
@@ -70,7 +70,7 @@ struct RunReport {
   double UsPerImage() const;
 };
 
-RunReport BuildRunReport(const compiler::TpuRunResult& r, const std::string& model,
+RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
                          const std::string& engine, const config::TpuConfig& config,
                          const EnergyTable& table, int batch);
 // A report back from its JSON (RunReportJson's); throws UsageError naming `where` and the

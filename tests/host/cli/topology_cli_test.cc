@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "host/common/errors.h"
-#include "host/compiler/topology.h"
+#include "host/run/topology.h"
 #include "tests/host/cli/cli_fixture.h"
 
 namespace tpu::test {

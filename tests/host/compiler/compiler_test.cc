@@ -7,18 +7,21 @@
 
 #include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
-#include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
 #include "host/isa/assembler.h"
 #include "host/nn/int8_net.h"
 #include "host/nn/int8_reference.h"
 #include "host/nn/quantize.h"
 #include "host/report/energy.h"
+#include "host/run/tpu_runner.h"
 #include "tests/host/nn/nn_test_util.h"
 #include "tests/mnist_test_util.h"
 #include "tests/test_engines.h"
 
 namespace tpu::compiler {
+
+using run::RunModelOnTpu;
+using run::TpuRunResult;
 namespace {
 
 using nn::Activation;

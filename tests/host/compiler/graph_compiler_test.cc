@@ -15,14 +15,17 @@
 #include "host/compiler/graph_bound.h"
 #include "host/compiler/graph_lowering.h"
 #include "host/compiler/network_compiler.h"
-#include "host/compiler/tpu_runner.h"
 #include "host/nn/int8_net.h"
 #include "host/nn/int8_reference.h"
 #include "host/nn/quantize.h"
+#include "host/run/tpu_runner.h"
 #include "tests/host/nn/nn_test_util.h"
 #include "tests/test_engines.h"
 
 namespace tpu::compiler {
+
+using run::RunModelOnTpu;
+using run::TpuRunResult;
 namespace {
 
 using nn::Activation;

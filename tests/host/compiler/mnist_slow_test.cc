@@ -2,12 +2,15 @@
 #include <gtest/gtest.h>
 
 #include "host/common/errors.h"
-#include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
 #include "host/engine/engine_factory.h"
+#include "host/run/tpu_runner.h"
 #include "tests/mnist_test_util.h"
 
 namespace tpu::compiler {
+
+using run::RunModelOnTpu;
+using run::TpuRunResult;
 namespace {
 
 TEST(MnistSlowTest, AllTenThousandTestImagesAreBitExactOnSmall16) {

@@ -7,15 +7,19 @@
 #include <map>
 
 #include "host/common/errors.h"
-#include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
 #include "host/engine/timeline.h"
 #include "host/nn/int8_net.h"
 #include "host/nn/int8_ops.h"
+#include "host/run/tpu_runner.h"
 #include "tests/host/nn/nn_test_util.h"
 #include "tests/test_engines.h"
 
 namespace tpu::compiler {
+
+using run::LayerStats;
+using run::RunModelOnTpu;
+using run::TpuRunResult;
 namespace {
 
 // The model up to layer `last` (inclusive).

@@ -13,12 +13,12 @@
 
 #include "host/common/errors.h"
 #include "host/common/npy.h"
-#include "host/compiler/tpu_runner.h"
 #include "host/data/mnist.h"
 #include "host/engine/engine_factory.h"
 #include "host/nn/fp32_net.h"
 #include "host/nn/inputs.h"
 #include "host/nn/quantize.h"
+#include "host/run/tpu_runner.h"
 #include "tests/mnist_test_util.h"
 
 namespace tpu::import {
@@ -405,8 +405,8 @@ TEST(OnnxImportTest, TorchCnnInInt8IsBitExactOnBothEngines) {
   const data::MnistSet set = data::LoadMnist(dir, /*train=*/false, 32);
   for (auto kind : {engine::EngineKind::kRtl, engine::EngineKind::kFast}) {
     const auto chip = engine::MakeChipEngine(kind, config::LoadConfig("small-16"), {});
-    const compiler::TpuRunResult r =
-        compiler::RunModelOnTpu(m, *chip, set.pixels.data(), set.labels.data(), 32, 16);
+    const run::TpuRunResult r =
+        run::RunModelOnTpu(m, *chip, set.pixels.data(), set.labels.data(), 32, 16);
     EXPECT_EQ(r.mismatches, 0) << engine::EngineKindName(kind);
     EXPECT_GE(r.correct, 30) << engine::EngineKindName(kind);
   }

@@ -1,5 +1,5 @@
 // Running topology files' layers on the chip (see topology.h).
-#include "host/compiler/topology.h"
+#include "host/run/topology.h"
 
 #include <fmt/format.h>
 
@@ -15,7 +15,18 @@
 #include "host/nn/int8_net.h"
 #include "host/nn/int8_ops.h"
 
-namespace tpu::compiler {
+namespace tpu::run {
+
+using compiler::Bound;
+using compiler::GemmProgram;
+using compiler::LayerJob;
+using compiler::LoweredGraph;
+using compiler::LowerGraph;
+using compiler::MakeGemmProgram;
+using compiler::MapsOnChip;
+using compiler::NetworkCompiler;
+using compiler::PlanGraph;
+using compiler::TopologyLayer;
 namespace {
 
 // The layer as a one-layer quantized model with random int8 weights and biases (the
@@ -211,4 +222,4 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
   return result;
 }
 
-}  // namespace tpu::compiler
+}  // namespace tpu::run

@@ -1,5 +1,5 @@
 // Running a model on the TPU, batch by batch (see tpu_runner.h).
-#include "host/compiler/tpu_runner.h"
+#include "host/run/tpu_runner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +12,15 @@
 #include "host/nn/cpu_backend.h"
 #include "host/nn/int8_net.h"
 
-namespace tpu::compiler {
+namespace tpu::run {
+
+using compiler::Bound;
+using compiler::GraphOp;
+using compiler::LayerCompiler;
+using compiler::LayerJob;
+using compiler::LayerStep;
+using compiler::NetworkCompiler;
+using compiler::PlanSteps;
 
 hw::ChipCounters TpuRunResult::Total() const {
   hw::ChipCounters t;
@@ -202,4 +210,4 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   return RunModelOnTpu(model, engine, in, images, batch, progress, layer_jobs);
 }
 
-}  // namespace tpu::compiler
+}  // namespace tpu::run

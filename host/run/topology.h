@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "host/compiler/topology_csv.h"
-#include "host/compiler/tpu_runner.h"
 #include "host/engine/chip_engine.h"
+#include "host/run/tpu_runner.h"
 
-namespace tpu::compiler {
+namespace tpu::run {
 
 // Runs every layer on the chip with random int8 data (seeded). A layer runs as a
 // convolution whose windows the chip forms from its input map (a one-layer
@@ -32,8 +32,9 @@ struct TopologyRunOptions {
   bool maps_on_chip = true;
 };
 
-TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
-                              uint64_t seed, const std::function<void(double)>& progress,
+TpuRunResult RunTopologyOnTpu(const std::vector<compiler::TopologyLayer>& layers,
+                              engine::ChipEngine& engine, uint64_t seed,
+                              const std::function<void(double)>& progress,
                               const TopologyRunOptions& options);
 
-}  // namespace tpu::compiler
+}  // namespace tpu::run

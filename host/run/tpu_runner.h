@@ -16,7 +16,7 @@
 #include "host/nn/inputs.h"
 #include "host/nn/model.h"
 
-namespace tpu::compiler {
+namespace tpu::run {
 
 struct LayerStats {
   std::string name;
@@ -26,7 +26,7 @@ struct LayerStats {
   // Whole-network and topology rows: the attainable bound (graph_bound.h), summed over the
   // batches, and the layer as a GEMM: m rows (output pixels of every image), k, n (0: not a
   // convolution or dense layer).
-  Bound bound;
+  compiler::Bound bound;
   int64_t m = 0, k = 0, n = 0;
 };
 
@@ -37,12 +37,12 @@ struct TpuRunResult {
   float output_scale = 0;                   // their scale
   std::vector<LayerStats> layers;           // one entry for a whole-network program
   std::string plan;  // "whole network, one program per batch: ...", or "layer jobs (why)"
-  std::vector<SpilledTensor> spilled;  // tensors the plan keeps in host memory
-  int64_t ub_rows = 0;                 // unified-buffer rows the plan uses (whole networks)
-  bool checked = true;                 // false in timing-only runs: no values to check
-  int64_t mismatches = 0;              // inputs whose outputs differ from the CPU int8 reference
-  int64_t correct = 0;                 // argmax == label
-  bool labelled = false;               // the inputs had labels
+  std::vector<compiler::SpilledTensor> spilled;  // tensors the plan keeps in host memory
+  int64_t ub_rows = 0;     // unified-buffer rows the plan uses (whole networks)
+  bool checked = true;     // false in timing-only runs: no values to check
+  int64_t mismatches = 0;  // inputs whose outputs differ from the CPU int8 reference
+  int64_t correct = 0;     // argmax == label
+  bool labelled = false;   // the inputs had labels
   double wall_seconds = 0;
 
   hw::ChipCounters Total() const;
@@ -73,4 +73,4 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const std::function<void(double)>& progress = {},
                            bool layer_jobs = false);
 
-}  // namespace tpu::compiler
+}  // namespace tpu::run
