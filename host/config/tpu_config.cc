@@ -2,6 +2,7 @@
 #include "host/config/tpu_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,8 +19,7 @@ namespace {
 
 // A number as people write it: an integer without ".0".
 std::string Number(double v) {
-  if (v == static_cast<double>(static_cast<int64_t>(v)))
-    return std::to_string(static_cast<int64_t>(v));
+  if (std::abs(v) < 1e15 && v == std::floor(v)) return std::to_string(static_cast<int64_t>(v));
   return nlohmann::json(v).dump();
 }
 
@@ -30,10 +30,11 @@ void TpuConfig::Validate() const {
   if (!bad) return;
   hw::ForEachParam(*this, [&](const hw::ParamInfo& info, auto value) {
     if (&info != bad) return;
+    const std::string range =
+        info.lo_open ? "more than " + Number(info.lo) + " and at most " : Number(info.lo) + " to ";
     throw UsageError("config '" + name + "': " + info.name + " " +
-                     Number(static_cast<double>(value)) + " is out of range; use " +
-                     (info.lo_open ? "more than " : "") + Number(info.lo) + " to " +
-                     Number(info.hi) + " (" + info.unit + ": " + info.doc + ")");
+                     Number(static_cast<double>(value)) + " is out of range; use " + range +
+                     Number(info.hi) + " " + info.unit + " (" + info.name + ": " + info.doc + ")");
   });
 }
 
