@@ -78,6 +78,11 @@ def load():
                      f"and the default within [min, max]")
         if pa.get("register", "") and pa["register"] not in regs:
             sys.exit(f"{TABLE}: param {pa['name']} names unknown register {pa['register']}")
+    for it in c["mxu_cycle"] + c["obs_stall"]:
+        if it["counter"] not in counters:
+            sys.exit(f"{TABLE}: the observation port names unknown counter {it['counter']}")
+    if sorted(m["value"] for m in c["mxu_cycle"]) != list(range(len(c["mxu_cycle"]))):
+        sys.exit(f"{TABLE}: mxu_cycle values must be 0..{len(c['mxu_cycle']) - 1}")
     if c["counters"]["first_register"] <= max(r["index"] for r in c["register"]):
         sys.exit(f"{TABLE}: counters must start after the last register")
     return c
@@ -297,9 +302,28 @@ def gen_cpp(c):
     o.append("  };")
     o.append("};")
     o.append("")
+    o += gen_cpp_obs(c)
     o += gen_cpp_params(c)
     o.append("}  // namespace tpu::hw")
     return "\n".join(o) + "\n"
+
+
+def gen_cpp_obs(c):
+    mc = by(c["mxu_cycle"], "value")
+    mask = (1 << bits_for(len(mc))) - 1
+    o = ["// obs_o of tpu_top: bits 2:0 the matrix unit's cycle class, then one bit per stall.",
+         "enum MxuCycle : uint8_t {"]
+    o += [f"  kMxu{camel(m['name'])} = {m['value']}," for m in mc]
+    o.append("};")
+    o.append(f"inline constexpr uint8_t kObsMxuMask = 0x{mask:x};")
+    o.append("// The counter each matrix-unit cycle class is counted in, in MxuCycle order.")
+    o.append(f"inline constexpr std::array<int, {len(mc)}> kMxuCycleCounter = {{"
+             + ", ".join(f"kCounter{camel(m['counter'])}" for m in mc) + "};")
+    for st in c["obs_stall"]:
+        o.append(f"inline constexpr uint8_t kObs{camel(st['counter'])} = 1u << {st['bit']};  "
+                 f"// counted in {st['counter']}")
+    o.append("")
+    return o
 
 
 def cnum(pa, key):
@@ -346,12 +370,15 @@ def gen_cpp_params(c):
     for i, pa in enumerate(ps):
         o.append(f"  f(kParams[{i}], p.{pa['name']});")
     o.append("}")
+    o.append("// Whether v is within the parameter's range.")
+    o.append("inline bool InRange(const ParamInfo& info, double v) {")
+    o.append("  return (info.lo_open ? v > info.lo : v >= info.lo) && v <= info.hi;")
+    o.append("}")
     o.append("// The first parameter of p outside its range, or nullptr.")
     o.append("inline const ParamInfo* FirstOutOfRange(const ChipParams& p) {")
     o.append("  const ParamInfo* bad = nullptr;")
     o.append("  ForEachParam(p, [&bad](const ParamInfo& info, auto value) {")
-    o.append("    const double v = static_cast<double>(value);")
-    o.append("    if (!bad && !((info.lo_open ? v > info.lo : v >= info.lo) && v <= info.hi)) bad = &info;")
+    o.append("    if (!bad && !InRange(info, static_cast<double>(value))) bad = &info;")
     o.append("  });")
     o.append("  return bad;")
     o.append("}")

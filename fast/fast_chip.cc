@@ -17,11 +17,6 @@
 namespace tpu::fast {
 namespace {
 
-// The counter of each matrix-unit cycle class, in mxu_cycle_e order (rtl/tpu_pkg.sv).
-constexpr int kMxuCounter[5] = {hw::kCounterMxuStreamCycles, hw::kCounterMxuLoadCycles,
-                                hw::kCounterMxuStallWeights, hw::kCounterMxuDrainCycles,
-                                hw::kCounterMxuIdleCycles};
-
 // The parameters' ranges are the contract's (the same check a config makes); the queue
 // holds at least one instruction.
 void CheckParams(const ChipParams& p) {
@@ -60,22 +55,23 @@ struct Cycle {
   bool moved = false;  // anything changed (the watchdog's progress)
   bool hm_valid = false, hm_ready = false, hm_fire = false, hm_resp = false;
   bool wm_valid = false, wm_ready = false, wm_fire = false, wm_resp = false;
-  bool push = false;  // an instruction into the queue
+  bool push = false;                             // an instruction into the queue
+  bool host_write = false, host_params = false;  // the host DMA's direction, parameter rows
   Controller::Decision issue;
   HostDma::Signals h;
   bool w_take = false, fifo_full = false;
-  bool a_valid = false, a_fire = false, a_last = false, switch_fire = false, load = false;
-  bool f_rd = false, in_flight = false, out = false;
+  bool a_fire = false, a_last = false, switch_fire = false, load = false;
+  bool f_rd = false, out = false;
   bool acc_rd = false, vpu_in = false, vpu_out = false, res_read = false;
+  uint8_t mxu_cycle = hw::kMxuIdle;  // what the matrix unit did (hw::MxuCycle)
 
-  // What the matrix unit did (mxu_cycle_e of rtl/tpu_pkg.sv: stream, load, stall, drain, idle).
-  int MxuCycle() const { return a_fire ? 0 : load ? 1 : a_valid ? 2 : in_flight ? 3 : 4; }
   bool HostStall() const { return hm_valid && !hm_ready; }
   bool WeightStall() const { return wm_valid && !wm_ready; }
-  // obs_o (rtl/tpu_top.sv): the matrix unit's cycle, then the stalls.
+  // obs_o (rtl/tpu_top.sv; its layout is the contract's): the matrix unit's cycle, the stalls.
   uint8_t Obs() const {
-    return static_cast<uint8_t>(MxuCycle() | HostStall() << 3 | WeightStall() << 4 |
-                                fifo_full << 5);
+    return static_cast<uint8_t>(mxu_cycle | (HostStall() ? hw::kObsHostMemStall : 0) |
+                                (WeightStall() ? hw::kObsWeightMemStall : 0) |
+                                (fifo_full ? hw::kObsWeightDmaStallFifoFull : 0));
   }
   // rtl/tpu_top.sv's progress: anything fired or moved.
   bool Progress() const {
@@ -83,7 +79,6 @@ struct Cycle {
            load || out || acc_rd || vpu_out;
   }
   void Count(uint64_t* cnt, uint64_t k, uint64_t n) const;
-  bool host_write = false, host_params = false;  // the host DMA's direction, parameter rows
 };
 
 // This cycle's increments of every counter, `k` times (more than once for the cycles that
@@ -96,10 +91,9 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n) const {
   cnt[hw::kCounterBusyMatrix] += k * busy.matrix;
   cnt[hw::kCounterBusyActivate] += k * busy.activate;
   // Every cycle of the matrix unit is exactly one of these five.
-  const int mxu = kMxuCounter[MxuCycle()];
-  cnt[mxu] += k;
+  cnt[hw::kMxuCycleCounter[mxu_cycle]] += k;
   // TPU v1's categories of the cycles the matrix unit does not work (rtl/tpu_top.sv).
-  if (mxu == hw::kCounterMxuDrainCycles || mxu == hw::kCounterMxuIdleCycles) {
+  if (mxu_cycle == hw::kMxuDrain || mxu_cycle == hw::kMxuIdle) {
     const bool raw = is == kUbHazard || is == kAccHazard || is == kParamHazard || is == kDrain;
     cnt[busy.host_dma ? hw::kCounterWaitInput
         : raw         ? hw::kCounterWaitRaw
@@ -163,14 +157,17 @@ Cycle Ports(Units& u, const UnitsBusy& busy, MemoryTiming& host, MemoryTiming& w
 void Signals(const Units& u, uint64_t cycle, Cycle* c) {
   c->h = u.hdma.Cycle(c->hm_fire, c->hm_resp);
   c->w_take = u.wdma.Take(c->wm_resp);
-  c->a_valid = u.feed.Valid();
-  const bool a_switch = u.feed.Switch();
+  const bool a_valid = u.feed.Valid(), a_switch = u.feed.Switch();
   c->a_last = u.feed.Last();
-  c->a_fire = c->a_valid && (!a_switch || u.mxu.ShadowFull());
+  c->a_fire = a_valid && (!a_switch || u.mxu.ShadowFull());
   c->switch_fire = c->a_fire && a_switch;
   c->load = u.fifo.NotEmpty() && u.mxu.WeightReady(c->switch_fire);
   c->f_rd = u.feed.Read(c->a_fire);
-  c->in_flight = u.mxu.InFlight();
+  c->mxu_cycle = c->a_fire          ? hw::kMxuStream
+                 : c->load          ? hw::kMxuLoad
+                 : a_valid          ? hw::kMxuStall
+                 : u.mxu.InFlight() ? hw::kMxuDrain
+                                    : hw::kMxuIdle;
   c->out = u.mxu.Out(cycle);
   c->acc_rd = u.act.AccRead(c->issue.Starts(hw::kUnitActivate));
   c->vpu_in = u.act.RowIn();
@@ -243,9 +240,8 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
   for (uint64_t cycle = 0;; ++cycle) {
     const UnitsBusy busy = u.Busy();
     // How the run ends (sim/system/tpu_system.cc checks these before anything else).
-    const bool no_halt = u.ctl.Fed() == count && u.ctl.Queued() == 0 && busy.AllIdle();
-    if (u.ctl.Halted() || no_halt) {
-      r.end = no_halt && !u.ctl.Halted()          ? RunEnd::kNoHalt
+    if (u.ctl.Halted() || (u.ctl.Fed() == count && u.ctl.Queued() == 0 && busy.AllIdle())) {
+      r.end = !u.ctl.Halted()                     ? RunEnd::kNoHalt
               : u.ctl.Status() == hw::Status::kOk ? RunEnd::kHalted
                                                   : RunEnd::kError;
       r.cycles = cycle;

@@ -43,6 +43,10 @@ struct Dataflows {
   bool ws = false, os = false;
   bool Both() const { return ws && os; }
   bool Has(teach::Dataflow d) const { return d == teach::Dataflow::kWeightStationary ? ws : os; }
+  // The dataflow when only one is named.
+  teach::Dataflow One() const {
+    return ws ? teach::Dataflow::kWeightStationary : teach::Dataflow::kOutputStationary;
+  }
 };
 Dataflows ParseDataflows(const std::string& name) {
   Dataflows d;
@@ -84,14 +88,11 @@ Answer ParseAnswer(const std::string& text, const Dataflows& dataflows) {
         fmt::format("--answer '{}': with --dataflow both say which dataflow, as ws.{} or os.{}",
                     text, a.key, a.key));
   }
-  if (!named)
-    a.dataflow =
-        dataflows.ws ? teach::Dataflow::kWeightStationary : teach::Dataflow::kOutputStationary;
+  if (!named) a.dataflow = dataflows.One();
   if (!dataflows.Has(a.dataflow)) {
-    throw UsageError(fmt::format(
-        "--answer '{}' is about {}, but --dataflow is {}", text, teach::DataflowName(a.dataflow),
-        teach::DataflowName(dataflows.ws ? teach::Dataflow::kWeightStationary
-                                         : teach::Dataflow::kOutputStationary)));
+    throw UsageError(fmt::format("--answer '{}' is about {}, but --dataflow is {}", text,
+                                 teach::DataflowName(a.dataflow),
+                                 teach::DataflowName(dataflows.One())));
   }
   if (std::find(keys.begin(), keys.end(), a.key) == keys.end()) {
     throw UsageError(

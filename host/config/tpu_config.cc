@@ -26,10 +26,8 @@ std::string Number(double v) {
 }  // namespace
 
 void TpuConfig::Validate() const {
-  const hw::ParamInfo* bad = hw::FirstOutOfRange(*this);
-  if (!bad) return;
   hw::ForEachParam(*this, [&](const hw::ParamInfo& info, auto value) {
-    if (&info != bad) return;
+    if (hw::InRange(info, static_cast<double>(value))) return;
     const std::string range =
         info.lo_open ? "more than " + Number(info.lo) + " and at most " : Number(info.lo) + " to ";
     throw UsageError("config '" + name + "': " + info.name + " " +

@@ -130,14 +130,11 @@ void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& ob
   At(unit_pc(hw::kUnitMatrix)).busy_matrix += count * ((obs.busy >> hw::kUnitMatrix) & 1);
   At(unit_pc(hw::kUnitActivate)).busy_activate += count * ((obs.busy >> hw::kUnitActivate) & 1);
   hw::ChipCounters& mxu = At(unit_pc(hw::kUnitMatrix));
-  // The matrix unit's cycle class (kMxu*, in mxu_cycle_e order) and its counter.
-  const uint8_t cls = std::min<uint8_t>(obs.obs & kObsMxuMask, kMxuIdle);
-  static constexpr int kMxuCounter[] = {hw::kCounterMxuStreamCycles, hw::kCounterMxuLoadCycles,
-                                        hw::kCounterMxuStallWeights, hw::kCounterMxuDrainCycles,
-                                        hw::kCounterMxuIdleCycles};
-  mxu[kMxuCounter[cls]] += count;
+  // The matrix unit's cycle class (hw::MxuCycle) and its counter.
+  const uint8_t cls = std::min<uint8_t>(obs.obs & hw::kObsMxuMask, hw::kMxuIdle);
+  mxu[hw::kMxuCycleCounter[cls]] += count;
   // TPU v1's categories of the cycles the matrix unit does not work (rtl/tpu_top.sv).
-  if (cls == kMxuDrain || cls == kMxuIdle) {
+  if (cls == hw::kMxuDrain || cls == hw::kMxuIdle) {
     using hw::Issue;
     const auto issue = static_cast<Issue>(obs.issue);
     const bool raw = issue == Issue::kUbHazard || issue == Issue::kAccHazard ||
@@ -150,9 +147,10 @@ void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& ob
       mxu.wait_non_matrix += count;
     }
   }
-  if (obs.obs & kObsHostMemStall) At(unit_pc(hw::kUnitHostDma)).host_mem_stall += count;
-  if (obs.obs & kObsWeightMemStall) At(unit_pc(hw::kUnitWeightDma)).weight_mem_stall += count;
-  if (obs.obs & kObsFifoFull) At(unit_pc(hw::kUnitWeightDma)).weight_dma_stall_fifo_full += count;
+  if (obs.obs & hw::kObsHostMemStall) At(unit_pc(hw::kUnitHostDma)).host_mem_stall += count;
+  if (obs.obs & hw::kObsWeightMemStall) At(unit_pc(hw::kUnitWeightDma)).weight_mem_stall += count;
+  if (obs.obs & hw::kObsWeightDmaStallFifoFull)
+    At(unit_pc(hw::kUnitWeightDma)).weight_dma_stall_fifo_full += count;
   const int issue_counter =
       obs.issue < hw::kIssueCounter.size() ? hw::kIssueCounter[obs.issue] : -1;
   if (obs.issue != static_cast<uint8_t>(hw::Issue::kFire)) {

@@ -15,15 +15,10 @@ namespace tpu::engine {
 struct CycleObs {
   uint8_t issue = 0;  // what the issue stage did (hw::Issue)
   uint8_t busy = 0;   // the units that had work (bits hw::kUnit*)
-  uint8_t obs = 0;    // obs_o: what the matrix unit did (bits 2:0, kMxu*) and the stalls below
+  // obs_o: what the matrix unit did (bits 2:0, hw::MxuCycle) and the stalls (hw::kObs*),
+  // as the contract lays it out (contract/tpu_contract.toml, "observation port")
+  uint8_t obs = 0;
 };
-
-// obs bits 2:0: the matrix unit's cycle (rtl/tpu_pkg.sv, mxu_cycle_e; the mxu_* counters).
-inline constexpr uint8_t kMxuStream = 0, kMxuLoad = 1, kMxuStall = 2, kMxuDrain = 3, kMxuIdle = 4;
-inline constexpr uint8_t kObsMxuMask = 0x7;
-inline constexpr uint8_t kObsHostMemStall = 1u << 3;    // host_mem_stall
-inline constexpr uint8_t kObsWeightMemStall = 1u << 4;  // weight_mem_stall
-inline constexpr uint8_t kObsFifoFull = 1u << 5;        // weight_dma_stall_fifo_full
 
 class CycleObserver {
  public:

@@ -188,10 +188,9 @@ void TpuSystemBase::RunProgram() {
 // outputs were read: so they are formed here from this cycle's inputs, as the chip forms
 // them once its inputs settle (the request valids are registers, not inputs' functions).
 uint8_t TpuSystemBase::CycleObs(const Outputs& out, const Inputs& in) {
-  constexpr uint8_t kHostStall = 1u << 3, kWeightStall = 1u << 4;  // obs_o, rtl/tpu_top.sv
-  uint8_t obs = static_cast<uint8_t>(out.obs) & ~(kHostStall | kWeightStall);
-  if (out.hm_req_valid && !in.hm_req_ready) obs |= kHostStall;
-  if (out.wm_req_valid && !in.wm_req_ready) obs |= kWeightStall;
+  uint8_t obs = static_cast<uint8_t>(out.obs) & ~(hw::kObsHostMemStall | hw::kObsWeightMemStall);
+  if (out.hm_req_valid && !in.hm_req_ready) obs |= hw::kObsHostMemStall;
+  if (out.wm_req_valid && !in.wm_req_ready) obs |= hw::kObsWeightMemStall;
   return obs;
 }
 
