@@ -12,6 +12,8 @@
 
 namespace tpu::sim {
 
+namespace probe_mxu = hw::signals::probe_mxu;
+
 // One PE during a cycle (its registers, set by the previous clock edge).
 struct PeState {
   int8_t weight = 0;  // active (stationary) weight
@@ -36,65 +38,56 @@ struct ArrayState {
 
 class MxuProbe {
  public:
-  explicit MxuProbe(int dim) : dim_(dim) {
-    const std::string arr = kTop + "u_matrix.u_mxu.u_array.";
-    for (int r = 0; r < dim; ++r) {
-      for (int c = 0; c < dim; ++c) {
-        const std::string pe = vpi::PePath(arr, r, c);
-        pes_.push_back({handles_.Find(pe + "weight_active_q"),
-                        handles_.Find(pe + "weight_shadow_q"), handles_.Find(pe + "act_q"),
-                        handles_.Find(pe + "psum_q"), handles_.Find(pe + "switch_q")});
-      }
-    }
-    array_act_ = handles_.Find(kTop + "u_matrix.u_mxu.array_act");
-    array_switch_ = handles_.Find(kTop + "u_matrix.u_mxu.array_switch");
-    col_wr_valid_ = handles_.Find(kTop + "u_matrix.u_mxu.col_wr_valid");
-    col_wr_row_ = handles_.Find(kTop + "u_matrix.u_mxu.col_wr_row");
-    col_wr_data_ = handles_.Find(kTop + "u_matrix.u_mxu.col_wr_data");
-    out_valid_ = handles_.Find(kTop + "u_matrix.u_mxu.out_valid_o");
-    out_data_ = handles_.Find(kTop + "u_matrix.u_mxu.out_data_o");
-    a_fire_ = handles_.Find(kTop + "u_matrix.u_mxu.a_fire");
-    w_fire_ = handles_.Find(kTop + "u_matrix.u_mxu.w_fire");
-    row_bits_ = vpi::BitsFor(dim);
-  }
+  explicit MxuProbe(int dim)
+      : p_(dim, probe_mxu::kScope, probe_mxu::kPe,
+           {probe_mxu::kPeWeight, probe_mxu::kPeShadow, probe_mxu::kPeAct, probe_mxu::kPePsum,
+            probe_mxu::kPeSwitch},
+           {probe_mxu::kArrayAct, probe_mxu::kArraySwitch, probe_mxu::kColWrValid,
+            probe_mxu::kColWrRow, probe_mxu::kColWrData, probe_mxu::kOutValid, probe_mxu::kOutData,
+            probe_mxu::kAFire, probe_mxu::kWFire}),
+        row_bits_(vpi::BitsFor(dim)) {}
 
   ArrayState Sample() const {
     ArrayState s;
-    s.pe.resize(pes_.size());
-    for (size_t i = 0; i < pes_.size(); ++i) {
-      s.pe[i].weight = static_cast<int8_t>(vpi::Bits(pes_[i].weight, 0, 8));
-      s.pe[i].shadow = static_cast<int8_t>(vpi::Bits(pes_[i].shadow, 0, 8));
-      s.pe[i].act = static_cast<int8_t>(vpi::Bits(pes_[i].act, 0, 8));
-      s.pe[i].psum = static_cast<int32_t>(vpi::Bits(pes_[i].psum, 0, 32));
-      s.pe[i].sw = vpi::Bits(pes_[i].sw, 0, 1) != 0;
+    const size_t pes = static_cast<size_t>(p_.dim()) * p_.dim();
+    s.pe.resize(pes);
+    for (size_t i = 0; i < pes; ++i) {
+      s.pe[i].weight = static_cast<int8_t>(p_.Pe(i, kWeight, 8));
+      s.pe[i].shadow = static_cast<int8_t>(p_.Pe(i, kShadow, 8));
+      s.pe[i].act = static_cast<int8_t>(p_.Pe(i, kAct, 8));
+      s.pe[i].psum = static_cast<int32_t>(p_.Pe(i, kPsum, 32));
+      s.pe[i].sw = p_.Pe(i, kSwitch, 1) != 0;
     }
-    for (int r = 0; r < dim_; ++r) {
-      s.act_in.push_back(static_cast<int8_t>(vpi::Bits(array_act_, 8 * r, 8)));
-      s.switch_in.push_back(vpi::Bits(array_switch_, r, 1) != 0);
-      s.w_write.push_back(vpi::Bits(col_wr_valid_, r, 1) != 0);
-      s.w_row.push_back(static_cast<int>(vpi::Bits(col_wr_row_, row_bits_ * r, row_bits_)));
-      s.w_data.push_back(static_cast<int8_t>(vpi::Bits(col_wr_data_, 8 * r, 8)));
-      s.out.push_back(static_cast<int32_t>(vpi::Bits(out_data_, 32 * r, 32)));
+    for (int r = 0; r < p_.dim(); ++r) {
+      s.act_in.push_back(static_cast<int8_t>(p_.Signal(kArrayAct, 8 * r, 8)));
+      s.switch_in.push_back(p_.Signal(kArraySwitch, r, 1) != 0);
+      s.w_write.push_back(p_.Signal(kColWrValid, r, 1) != 0);
+      s.w_row.push_back(static_cast<int>(p_.Signal(kColWrRow, row_bits_ * r, row_bits_)));
+      s.w_data.push_back(static_cast<int8_t>(p_.Signal(kColWrData, 8 * r, 8)));
+      s.out.push_back(static_cast<int32_t>(p_.Signal(kOutData, 32 * r, 32)));
     }
-    s.out_valid = vpi::Bits(out_valid_, 0, 1) != 0;
-    s.a_fire = vpi::Bits(a_fire_, 0, 1) != 0;
-    s.w_fire = vpi::Bits(w_fire_, 0, 1) != 0;
+    s.out_valid = p_.Signal(kOutValid, 0, 1) != 0;
+    s.a_fire = p_.Signal(kAFire, 0, 1) != 0;
+    s.w_fire = p_.Signal(kWFire, 0, 1) != 0;
     return s;
   }
 
  private:
-  vpi::HandleSet handles_;  // first: released after the probe is done
-  inline static const std::string kTop = "TOP.tpu_mxu_top.";
-
-  struct PeHandles {
-    vpiHandle weight, shadow, act, psum, sw;
+  // The places of the registers and signals given to the ArrayProbe above.
+  enum PeReg { kWeight, kShadow, kAct, kPsum, kSwitch };
+  enum Sig {
+    kArrayAct,
+    kArraySwitch,
+    kColWrValid,
+    kColWrRow,
+    kColWrData,
+    kOutValid,
+    kOutData,
+    kAFire,
+    kWFire
   };
-
-  int dim_;
-  int row_bits_ = 1;
-  std::vector<PeHandles> pes_;
-  vpiHandle array_act_, array_switch_, col_wr_valid_, col_wr_row_, col_wr_data_, out_valid_,
-      out_data_, a_fire_, w_fire_;
+  vpi::ArrayProbe p_;
+  int row_bits_;
 };
 
 }  // namespace tpu::sim

@@ -10,6 +10,8 @@
 
 namespace tpu::sim {
 
+namespace probe_os = hw::signals::probe_os;
+
 // One PE during a cycle (its registers, set by the previous clock edge).
 struct OsPeState {
   int8_t a = 0, b = 0;  // the A and B values it holds, passed right and down next cycle
@@ -31,53 +33,39 @@ struct OsArrayState {
 
 class OsProbe {
  public:
-  explicit OsProbe(int dim) : dim_(dim) {
-    for (int r = 0; r < dim; ++r) {
-      for (int c = 0; c < dim; ++c) {
-        const std::string pe = vpi::PePath(kTop + "u_array.", r, c);
-        pes_.push_back({handles_.Find(pe + "a_q"), handles_.Find(pe + "b_q"),
-                        handles_.Find(pe + "a_valid_q"), handles_.Find(pe + "acc_q")});
-      }
-    }
-    array_a_ = handles_.Find(kTop + "array_a");
-    array_b_ = handles_.Find(kTop + "array_b");
-    array_a_valid_ = handles_.Find(kTop + "array_a_valid");
-    fire_ = handles_.Find(kTop + "fire");
-    out_valid_ = handles_.Find(kTop + "out_valid_o");
-    out_row_ = handles_.Find(kTop + "out_row_o");
-    out_data_ = handles_.Find(kTop + "out_data_o");
-  }
+  explicit OsProbe(int dim)
+      : p_(dim, probe_os::kScope, probe_os::kPe,
+           {probe_os::kPeA, probe_os::kPeB, probe_os::kPeValid, probe_os::kPeAcc},
+           {probe_os::kArrayA, probe_os::kArrayB, probe_os::kArrayAValid, probe_os::kFire,
+            probe_os::kOutValid, probe_os::kOutRow, probe_os::kOutData}) {}
 
   OsArrayState Sample() const {
     OsArrayState s;
-    s.pe.resize(pes_.size());
-    for (size_t i = 0; i < pes_.size(); ++i) {
-      s.pe[i].a = static_cast<int8_t>(vpi::Bits(pes_[i].a, 0, 8));
-      s.pe[i].b = static_cast<int8_t>(vpi::Bits(pes_[i].b, 0, 8));
-      s.pe[i].valid = vpi::Bits(pes_[i].valid, 0, 1) != 0;
-      s.pe[i].acc = static_cast<int32_t>(vpi::Bits(pes_[i].acc, 0, 32));
+    const int dim = p_.dim();
+    s.pe.resize(static_cast<size_t>(dim) * dim);
+    for (size_t i = 0; i < s.pe.size(); ++i) {
+      s.pe[i].a = static_cast<int8_t>(p_.Pe(i, kA, 8));
+      s.pe[i].b = static_cast<int8_t>(p_.Pe(i, kB, 8));
+      s.pe[i].valid = p_.Pe(i, kValid, 1) != 0;
+      s.pe[i].acc = static_cast<int32_t>(p_.Pe(i, kAcc, 32));
     }
-    for (int i = 0; i < dim_; ++i) {
-      s.a_in.push_back(static_cast<int8_t>(vpi::Bits(array_a_, 8 * i, 8)));
-      s.b_in.push_back(static_cast<int8_t>(vpi::Bits(array_b_, 8 * i, 8)));
-      s.in_valid.push_back(vpi::Bits(array_a_valid_, i, 1) != 0);
-      s.out.push_back(static_cast<int32_t>(vpi::Bits(out_data_, 32 * i, 32)));
+    for (int i = 0; i < dim; ++i) {
+      s.a_in.push_back(static_cast<int8_t>(p_.Signal(kArrayA, 8 * i, 8)));
+      s.b_in.push_back(static_cast<int8_t>(p_.Signal(kArrayB, 8 * i, 8)));
+      s.in_valid.push_back(p_.Signal(kArrayAValid, i, 1) != 0);
+      s.out.push_back(static_cast<int32_t>(p_.Signal(kOutData, 32 * i, 32)));
     }
-    s.fire = vpi::Bits(fire_, 0, 1) != 0;
-    s.draining = vpi::Bits(out_valid_, 0, 1) != 0;
-    s.out_row = static_cast<int>(vpi::Bits(out_row_, 0, vpi::BitsFor(dim_)));
+    s.fire = p_.Signal(kFire, 0, 1) != 0;
+    s.draining = p_.Signal(kOutValid, 0, 1) != 0;
+    s.out_row = static_cast<int>(p_.Signal(kOutRow, 0, vpi::BitsFor(dim)));
     return s;
   }
 
  private:
-  vpi::HandleSet handles_;  // first: released after the probe is done
-  inline static const std::string kTop = "TOP.tpu_os_top.";
-  struct PeHandles {
-    vpiHandle a, b, valid, acc;
-  };
-  int dim_;
-  std::vector<PeHandles> pes_;
-  vpiHandle array_a_, array_b_, array_a_valid_, fire_, out_valid_, out_row_, out_data_;
+  // The places of the registers and signals given to the ArrayProbe above.
+  enum PeReg { kA, kB, kValid, kAcc };
+  enum Sig { kArrayA, kArrayB, kArrayAValid, kFire, kOutValid, kOutRow, kOutData };
+  vpi::ArrayProbe p_;
 };
 
 }  // namespace tpu::sim

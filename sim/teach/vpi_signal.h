@@ -6,42 +6,30 @@
 #include <verilated_vpi.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
-#include <utility>
+#include <string_view>
 #include <vector>
+
+#include "contract/tpu_signals.h"
 
 namespace tpu::sim::vpi {
 
-// Verilator's VPI spells generate-loop scopes either as its generated code does,
-// gen_row__BRA__0__KET__ for gen_row[0], or with the brackets (Verilator 5.006 does both,
-// depending on how the scope was flattened); Find tries both.
-inline std::string Index(const std::string& scope, int i);
-
-// The hierarchical prefix of PE (r, c) of an array generated as gen_row[r].gen_col[c].u_pe
-// (both teaching arrays): "ARRAY.gen_row[r].gen_col[c].u_pe."
-inline std::string PePath(const std::string& array, int r, int c) {
-  return array + Index("gen_row", r) + "." + Index("gen_col", c) + ".u_pe.";
-}
-
-inline std::string Index(const std::string& scope, int i) {
-  return scope + "__BRA__" + std::to_string(i) + "__KET__";
-}
-
-inline std::string WithBrackets(std::string name) {
-  for (const auto& [from, to] :
-       {std::pair<std::string, std::string>{"__BRA__", "["}, {"__KET__", "]"}}) {
-    for (size_t at = 0; (at = name.find(from, at)) != std::string::npos;)
-      name.replace(at, from.size(), to);
-  }
+// Verilator's VPI spells generate-loop scopes either with the brackets, gen_row[0], or as
+// its generated code does, gen_row__BRA__0__KET__ (Verilator 5.006 does both, depending on
+// how the scope was flattened); Find tries both.
+inline std::string Replace(std::string name, const std::string& from, const std::string& to) {
+  for (size_t at = 0; (at = name.find(from, at)) != std::string::npos; at += to.size())
+    name.replace(at, from.size(), to);
   return name;
 }
 
 inline vpiHandle Find(const std::string& name) {
   vpiHandle h = vpi_handle_by_name(const_cast<PLI_BYTE8*>(name.c_str()), nullptr);
   if (!h) {
-    const std::string bracketed = WithBrackets(name);
-    h = vpi_handle_by_name(const_cast<PLI_BYTE8*>(bracketed.c_str()), nullptr);
+    const std::string mangled = Replace(Replace(name, "[", "__BRA__"), "]", "__KET__");
+    h = vpi_handle_by_name(const_cast<PLI_BYTE8*>(mangled.c_str()), nullptr);
   }
   if (!h) {
     throw std::runtime_error("the teaching model has no signal " + name +
@@ -88,5 +76,40 @@ inline int BitsFor(int n) {
   while ((1 << b) < n) ++b;
   return b > 0 ? b : 1;
 }
+
+// The registers of every PE and the array-level signals of a teaching model, looked up
+// once by the names of a probe in contract/tpu_signals.toml (checked against the RTL at
+// build time): `pe` is a PE's scope with {r} and {c}, `regs` its registers, `signals`
+// paths below the top.
+class ArrayProbe {
+ public:
+  ArrayProbe(int dim, std::string_view scope, std::string_view pe,
+             std::initializer_list<std::string_view> regs,
+             std::initializer_list<std::string_view> signals)
+      : dim_(dim), regs_(regs.size()) {
+    const std::string top(scope);
+    for (int r = 0; r < dim; ++r) {
+      for (int c = 0; c < dim; ++c) {
+        const std::string at = top + hw::signals::Fill(hw::signals::Fill(pe, 'r', r), 'c', c);
+        for (std::string_view reg : regs) pe_.push_back(handles_.Find(at + std::string(reg)));
+      }
+    }
+    for (std::string_view s : signals) signals_.push_back(handles_.Find(top + std::string(s)));
+  }
+
+  int dim() const { return dim_; }
+  // `width` bits of register `reg` (its place in `regs`) of the PE at row-major index i.
+  uint32_t Pe(size_t i, size_t reg, int width) const {
+    return Bits(pe_[i * regs_ + reg], 0, width);
+  }
+  // `width` bits from bit `lsb` of signal `i` (its place in `signals`).
+  uint32_t Signal(size_t i, int lsb, int width) const { return Bits(signals_[i], lsb, width); }
+
+ private:
+  HandleSet handles_;  // first: released after the handles below are dropped
+  int dim_;
+  size_t regs_;
+  std::vector<vpiHandle> pe_, signals_;
+};
 
 }  // namespace tpu::sim::vpi

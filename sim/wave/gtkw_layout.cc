@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "contract/tpu_signals.h"
 #include "sim/wave/vcd_signals.h"
 
 namespace tpu::sim {
@@ -21,7 +22,8 @@ constexpr int kWindowHeight = 900;
 constexpr int kNamedMarkers = 26;    // A to Z
 constexpr uint64_t kCycleTime = 10;  // ns: the clock is low from 10c, high from 10c + 5
 
-enum class Fmt { kBin, kHex, kUDec, kSDec };
+using hw::signals::Fmt;
+constexpr int kShownMax = 8;  // PE rows and columns, VPU lanes: 0 to 7 at most
 
 const char* Flags(Fmt f) {
   switch (f) {
@@ -114,15 +116,18 @@ std::vector<uint64_t> PerCycle(const VcdSignals& t, const std::string& name, uin
   return t.Sample(name, c0 * kCycleTime, kCycleTime, static_cast<size_t>(c1 - c0 + 1));
 }
 
-// First row in, each weight-tile switch and the last result out of the matrix unit whose
-// signals start with `mxu` (tpu_mxu's ports: a_valid_i, a_ready_o, a_switch_i,
-// out_valid_o). Markers sit on the clock edge that takes the row (10c + 5).
-std::vector<Marker> MxuMarkers(const VcdSignals& t, const std::string& mxu, uint64_t c0,
-                               uint64_t c1) {
-  const auto valid = PerCycle(t, mxu + "a_valid_i", c0, c1);
-  const auto ready = PerCycle(t, mxu + "a_ready_o", c0, c1);
-  const auto sw = PerCycle(t, mxu + "a_switch_i", c0, c1);
-  const auto out = PerCycle(t, mxu + "out_valid_o", c0, c1);
+// The matrix unit's row handshake and result valid, by full name in the trace.
+struct MxuPorts {
+  std::string valid, ready, sw, out;
+};
+
+// First row in, each weight-tile switch and the last result out of the matrix unit.
+// Markers sit on the clock edge that takes the row (10c + 5).
+std::vector<Marker> MxuMarkers(const VcdSignals& t, const MxuPorts& p, uint64_t c0, uint64_t c1) {
+  const auto valid = PerCycle(t, p.valid, c0, c1);
+  const auto ready = PerCycle(t, p.ready, c0, c1);
+  const auto sw = PerCycle(t, p.sw, c0, c1);
+  const auto out = PerCycle(t, p.out, c0, c1);
   std::vector<Marker> m;
   if (valid.empty() || ready.empty() || sw.empty() || out.empty()) return m;
   int tiles = 0;
@@ -216,196 +221,74 @@ std::string Base(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
 
-// The array size: one int8 lane per row in the matrix unit's activation input.
-int ArrayDim(const VcdSignals& t, const std::string& mxu) {
-  const std::string name = mxu + "a_data_i";
-  return t.Has(name) ? t.Width(name) / 8 : 0;
+// The array size: the int8 lanes of the bus `dim` names.
+int ArrayDim(const VcdSignals& t, const std::string& dim) {
+  return t.Has(dim) ? t.Width(dim) / 8 : 0;
 }
 
-std::vector<LayoutFile> MxuLayouts(const VcdSignals& t, const std::string& trace_path,
-                                   const std::string& command, uint64_t c0, uint64_t c1) {
-  const std::string top = "TOP.tpu_mxu_top.", mxu = top + "u_matrix.u_mxu.";
-  const int n = ArrayDim(t, mxu);
+// Adds one signal of the table: each index of its `each` up to `shown`, with `var` of the
+// group filled in.
+void AddSignal(Body& b, const std::string& scope, const hw::signals::Signal& s, char var, int value,
+               int shown) {
+  const int count = s.each ? shown : 1;
+  for (int i = 0; i < count; ++i) {
+    std::string path = hw::signals::Fill(s.path, var, value);
+    std::string label = hw::signals::Fill(s.label, var, value);
+    if (s.each) {
+      path = hw::signals::Fill(path, s.each, i);
+      label = hw::signals::Fill(label, s.each, i);
+    }
+    if (s.lane_bits > 0) {
+      b.Lanes(scope + path, s.lane_bits, label, s.max_lanes);
+    } else {
+      b.Add(scope + path, s.fmt, label);
+    }
+  }
+}
+
+std::vector<Marker> LayoutMarkers(const VcdSignals& t, const hw::signals::Layout& lay, uint64_t c0,
+                                  uint64_t c1) {
+  const std::string scope(lay.scope);
+  const hw::signals::Markers& m = lay.markers;
+  if (m.kind == hw::signals::Markers::kPulses) {
+    return Pulses(t, scope + std::string(m.signal), std::string(m.label), c0, c1);
+  }
+  return MxuMarkers(t,
+                    {scope + std::string(m.valid), scope + std::string(m.ready),
+                     scope + std::string(m.sw), scope + std::string(m.out)},
+                    c0, c1);
+}
+
+// One layout of contract/tpu_signals.toml for this trace. An optional group whose first
+// signal the trace lacks is left out (and the title says so).
+LayoutFile MakeLayout(const VcdSignals& t, const hw::signals::Layout& lay,
+                      const std::string& trace_path, const std::string& command, uint64_t c0,
+                      uint64_t c1) {
+  const std::string scope(lay.scope);
+  const int n = ArrayDim(t, scope + std::string(lay.dim));
+  const int shown = std::min(n, kShownMax);
   Body b(t);
-  b.Group("Handshakes (int8 lanes)");
-  b.Add(top + "clk_i", Fmt::kBin, "clock");
-  b.Add(top + "w_valid_i", Fmt::kBin, "weight row valid");
-  b.Add(top + "w_ready_o", Fmt::kBin, "weight row ready");
-  b.Lanes(top + "w_data_i", 8, "weight row col ", 16);
-  b.Add(top + "a_valid_i", Fmt::kBin, "activation row valid");
-  b.Add(top + "a_ready_o", Fmt::kBin, "activation row ready");
-  b.Add(top + "a_switch_i", Fmt::kBin, "switch to next tile");
-  b.Lanes(top + "a_data_i", 8, "activation k", 16);
-  b.EndGroup();
-  const std::string arr = mxu + "u_array.";
-  const bool per_pe = t.Has(arr + "gen_row[0].gen_col[0].u_pe.psum_q");
-  const int shown = std::min(n, 8);
-  for (int r = 0; per_pe && r < shown; ++r) {
-    b.Group("PE row " + std::to_string(r));
-    for (int c = 0; c < shown; ++c) {
-      const std::string pe =
-          arr + "gen_row[" + std::to_string(r) + "].gen_col[" + std::to_string(c) + "].u_pe.";
-      b.Add(pe + "switch_q", Fmt::kBin,
-            "PE(" + std::to_string(r) + "," + std::to_string(c) + ") switch");
+  bool skipped = false, repeated = false;
+  for (const hw::signals::Group& g : lay.groups) {
+    const std::string first = hw::signals::Fill(
+        hw::signals::Fill(hw::signals::Fill(g.signals.front().path, 'r', 0), 'c', 0), 'l', 0);
+    if (g.optional && !t.Has(scope + first)) {
+      skipped = true;
+      continue;
     }
-    for (int c = 0; c < shown; ++c) {
-      const std::string pe =
-          arr + "gen_row[" + std::to_string(r) + "].gen_col[" + std::to_string(c) + "].u_pe.";
-      b.Add(pe + "weight_active_q", Fmt::kSDec,
-            "PE(" + std::to_string(r) + "," + std::to_string(c) + ") weight");
-    }
-    for (int c = 0; c < shown; ++c) {
-      const std::string pe =
-          arr + "gen_row[" + std::to_string(r) + "].gen_col[" + std::to_string(c) + "].u_pe.";
-      b.Add(pe + "psum_q", Fmt::kSDec,
-            "PE(" + std::to_string(r) + "," + std::to_string(c) + ") psum");
-    }
-    b.EndGroup();
-  }
-  b.Group("Results (int32 lanes)");
-  b.Add(mxu + "out_valid_o", Fmt::kBin, "row out of array");
-  b.Lanes(mxu + "out_data_o", 32, "out col ", 16);
-  b.Add(top + "final_valid_o", Fmt::kBin, "final sum written");
-  b.Add(top + "rd_en_i", Fmt::kBin, "accumulator read");
-  b.Add(top + "rd_valid_o", Fmt::kBin, "accumulator read valid");
-  b.Lanes(top + "rd_data_o", 32, "read col ", 16);
-  b.EndGroup();
-  b.Group("Counters");
-  for (const char* c : {"cycles", "stream_cycles", "load_cycles", "stall_cycles", "drain_cycles"}) {
-    b.Add(top + "cnt_" + c + "_o", Fmt::kUDec);
-  }
-  b.EndGroup();
-  const std::string path = Stem(trace_path) + ".gtkw";
-  const std::string title = "the matrix unit's wavefront on a " + std::to_string(n) + " x " +
-                            std::to_string(n) + " array" +
-                            (per_pe ? "" : " (compact array form: no per-PE signals)") +
-                            (n > 8 && per_pe ? "; PE rows and columns 0 to 7" : "");
-  return {{path, Render(title, command, Base(trace_path), Base(path), c0, c1,
-                        MxuMarkers(t, mxu, c0, c1), b)}};
-}
-
-std::vector<LayoutFile> ChipLayouts(const VcdSignals& t, const std::string& trace_path,
-                                    const std::string& command, uint64_t c0, uint64_t c1) {
-  const std::string top = "tpu_system.tpu.tpu_top.", ctl = top + "u_controller.";
-  const std::string mxu = top + "u_matrix.u_mxu.", act = top + "u_activate.";
-  const int n = ArrayDim(t, mxu);
-  const std::string size = std::to_string(n) + " x " + std::to_string(n);
-  std::vector<LayoutFile> files;
-  {
-    Body b(t);
-    b.Group("Controller");
-    b.Add(top + "clk_i", Fmt::kBin, "clock");
-    b.Add(top + "rst_ni", Fmt::kBin, "reset (low)");
-    b.Add(top + "instr_valid_i", Fmt::kBin, "instruction valid");
-    b.Add(top + "instr_ready_o", Fmt::kBin, "instruction ready");
-    b.Add(ctl + "iq_count", Fmt::kUDec, "queue occupancy");
-    b.Add(ctl + "head", Fmt::kHex, "head instruction");
-    b.Add(ctl + "issue_o", Fmt::kUDec, "issue code");
-    b.Add(ctl + "retired_q", Fmt::kUDec, "retired");
-    b.Add(ctl + "hdma_start_o", Fmt::kBin, "start host DMA");
-    b.Add(ctl + "wdma_start_o", Fmt::kBin, "start weight DMA");
-    b.Add(ctl + "feed_start_o", Fmt::kBin, "start matmul feed");
-    b.Add(ctl + "act_start_o", Fmt::kBin, "start activate");
-    b.Add(top + "unit_busy_o", Fmt::kBin, "units busy");
-    b.Add(top + "halted_o", Fmt::kBin, "halted");
-    b.Add(top + "status_o", Fmt::kUDec, "status");
-    b.EndGroup();
-    b.Group("Host DMA");
-    b.Add(top + "u_host_dma.busy_o", Fmt::kBin, "host DMA busy");
-    b.Add(top + "hm_req_valid_o", Fmt::kBin, "request valid");
-    b.Add(top + "hm_req_ready_i", Fmt::kBin, "request ready");
-    b.Add(top + "hm_req_write_o", Fmt::kBin, "request is a write");
-    b.Add(top + "hm_req_addr_o", Fmt::kHex, "request address");
-    b.Add(top + "hm_resp_valid_i", Fmt::kBin, "response valid");
-    b.Lanes(top + "hm_resp_data_i", 8, "response byte ", 8);
-    b.EndGroup();
-    b.Group("Weight DMA and FIFO");
-    b.Add(top + "u_weight_dma.busy_o", Fmt::kBin, "weight DMA busy");
-    b.Add(top + "wm_req_valid_o", Fmt::kBin, "request valid");
-    b.Add(top + "wm_req_ready_i", Fmt::kBin, "request ready");
-    b.Add(top + "wm_req_addr_o", Fmt::kHex, "request address");
-    b.Add(top + "wm_resp_valid_i", Fmt::kBin, "response valid");
-    b.Add(top + "u_weight_fifo.count_o", Fmt::kUDec, "weight FIFO rows");
-    b.EndGroup();
-    b.Group("Matrix unit");
-    b.Add(top + "u_feeder.busy_o", Fmt::kBin, "feeder busy");
-    b.Add(top + "u_feeder.win_mode_q", Fmt::kBin, "window stage on (matmul window)");
-    b.Add(top + "u_feeder.g_en_o", Fmt::kBin, "window row gathered");
-    b.Add(top + "u_feeder.oy_q", Fmt::kUDec, "window output row (raster)");
-    b.Add(top + "u_feeder.ox_q", Fmt::kUDec, "window output column (raster)");
-    b.Add(top + "u_feeder.q_q", Fmt::kUDec, "pixel in pooling window (pooled)");
-    b.Add(ctl + "drain_left_q", Fmt::kUDec, "cycles until the last matmul's rows land");
-    b.Add(mxu + "a_valid_i", Fmt::kBin, "activation row valid");
-    b.Add(mxu + "a_ready_o", Fmt::kBin, "activation row ready");
-    b.Add(mxu + "a_switch_i", Fmt::kBin, "switch to next tile");
-    b.Add(mxu + "a_fire_o", Fmt::kBin, "row enters");
-    b.Add(mxu + "busy_o", Fmt::kBin, "matrix unit busy");
-    b.Add(mxu + "out_valid_o", Fmt::kBin, "row out of array");
-    b.Add(top + "u_matrix.u_accumulators.wr_valid_i", Fmt::kBin, "accumulator write");
-    b.Add(top + "u_matrix.u_accumulators.wr_addr_i", Fmt::kUDec, "accumulator address");
-    b.EndGroup();
-    b.Group("Activation unit");
-    b.Add(act + "busy_o", Fmt::kBin, "activate busy");
-    b.Add(act + "acc_rd_en_o", Fmt::kBin, "accumulator read");
-    b.Add(act + "acc_rd_addr_o", Fmt::kUDec, "accumulator address");
-    b.Add(act + "u_vpu.in_valid_i", Fmt::kBin, "VPU in");
-    b.Add(act + "u_vpu.out_valid_o", Fmt::kBin, "VPU out");
-    b.Add(act + "ub_wr_en_o", Fmt::kBin, "unified buffer write");
-    b.Add(act + "ub_wr_addr_o", Fmt::kUDec, "unified buffer address");
-    b.EndGroup();
-    const std::string path = Stem(trace_path) + ".flow.gtkw";
-    files.push_back({path, Render("the controller's instruction flow on the " + size +
-                                      " chip: queue, issue, DMA, weight FIFO, matrix unit, "
-                                      "activation unit",
-                                  command, Base(trace_path), Base(path), c0, c1,
-                                  MxuMarkers(t, mxu, c0, c1), b)});
-  }
-  {
-    Body b(t);
-    b.Group("Activate");
-    b.Add(top + "clk_i", Fmt::kBin, "clock");
-    b.Add(act + "start_i", Fmt::kBin, "start");
-    b.Add(act + "busy_o", Fmt::kBin, "busy");
-    b.Add(act + "relu_q", Fmt::kBin, "ReLU");
-    b.Add(act + "pool_q", Fmt::kUDec, "pooling");
-    b.Add(act + "acc_rd_en_o", Fmt::kBin, "accumulator read");
-    b.Add(act + "acc_rd_addr_o", Fmt::kUDec, "accumulator address");
-    b.Add(act + "out_left_q", Fmt::kUDec, "rows left");
-    b.EndGroup();
-    for (int l = 0; l < std::min(n, 8); ++l) {
-      const std::string lane = act + "u_vpu.gen_lane[" + std::to_string(l) + "].";
-      const std::string L = "lane " + std::to_string(l) + " ";
-      b.Group("Lane " + std::to_string(l));
-      b.Add(lane + "acc_in", Fmt::kSDec, L + "accumulator");
-      b.Add(lane + "bias", Fmt::kSDec, L + "bias");
-      b.Add(lane + "multiplier", Fmt::kSDec, L + "multiplier");
-      b.Add(lane + "shift", Fmt::kUDec, L + "shift");
-      b.Add(lane + "sum", Fmt::kSDec, L + "acc+bias");
-      b.Add(lane + "requantized", Fmt::kSDec, L + "requantized");
-      b.Add(lane + "out", Fmt::kSDec, L + "out");
+    repeated = repeated || g.each;
+    for (int i = 0; i < (g.each ? shown : 1); ++i) {
+      b.Group(hw::signals::Fill(g.title, g.each, i));
+      for (const hw::signals::Signal& s : g.signals) AddSignal(b, scope, s, g.each, i, shown);
       b.EndGroup();
     }
-    b.Group("VPU pipeline");
-    b.Add(act + "u_vpu.in_valid_i", Fmt::kBin, "in valid");
-    b.Add(act + "u_vpu.s1_valid_q", Fmt::kBin, "stage 1 valid");
-    b.Add(act + "u_vpu.s2_valid_q", Fmt::kBin, "stage 2 valid");
-    b.Add(act + "u_vpu.pool_count_q", Fmt::kUDec, "pooling count");
-    b.Add(act + "u_vpu.pool_last", Fmt::kBin, "pooling window complete");
-    b.Add(act + "u_vpu.pool_valid_q", Fmt::kBin, "pooled valid");
-    b.Add(act + "u_vpu.out_valid_o", Fmt::kBin, "out valid");
-    b.EndGroup();
-    b.Group("Write-back (int8 lanes)");
-    b.Add(act + "ub_wr_en_o", Fmt::kBin, "write");
-    b.Add(act + "ub_wr_addr_o", Fmt::kUDec, "address");
-    b.Lanes(act + "ub_wr_data_o", 8, "written lane ", 16);
-    b.EndGroup();
-    const std::string path = Stem(trace_path) + ".vpu.gtkw";
-    files.push_back({path, Render("the VPU of the " + size +
-                                      " chip, lane by lane: bias, requantization, ReLU, pooling",
-                                  command, Base(trace_path), Base(path), c0, c1,
-                                  Pulses(t, act + "start_i", "activate", c0, c1), b)});
   }
-  return files;
+  std::string title = hw::signals::Fill(lay.title, 'n', n);
+  if (skipped) title += lay.title_if_missing;
+  if (n > kShownMax && repeated) title += lay.title_if_cut;
+  const std::string path = Stem(trace_path) + std::string(lay.file) + ".gtkw";
+  return {path, Render(title, command, Base(trace_path), Base(path), c0, c1,
+                       LayoutMarkers(t, lay, c0, c1), b)};
 }
 
 }  // namespace
@@ -418,8 +301,12 @@ std::vector<LayoutFile> LayoutsForTrace(const std::string& trace_path, TraceKind
                                         const std::string& command) {
   const VcdSignals t = VcdSignals::FromFile(trace_path, {});
   const uint64_t c0 = t.FirstTime() / kCycleTime, c1 = t.LastTime() / kCycleTime;
-  return kind == TraceKind::kMxu ? MxuLayouts(t, trace_path, command, c0, c1)
-                                 : ChipLayouts(t, trace_path, command, c0, c1);
+  const std::string_view trace = kind == TraceKind::kMxu ? "mxu" : "chip";
+  std::vector<LayoutFile> files;
+  for (const hw::signals::Layout& lay : hw::signals::Layouts()) {
+    if (lay.trace == trace) files.push_back(MakeLayout(t, lay, trace_path, command, c0, c1));
+  }
+  return files;
 }
 
 std::vector<std::string> WriteLayoutsForTrace(const std::string& trace_path, TraceKind kind,

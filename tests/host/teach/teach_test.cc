@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "contract/tpu_signals.h"
 #include "host/gemm/gemm_runner.h"
 #include "sim/wave/vcd_signals.h"
 #include "tests/host/cli/cli_fixture.h"
@@ -19,6 +20,7 @@ namespace tpu::test {
 namespace {
 
 class TeachTest : public CliFixture {};
+namespace probe = hw::signals::probe_mxu;  // the names the teaching probe reads
 
 TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
   const int n = 4;
@@ -41,19 +43,22 @@ TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
     for (int r = 0; r < n; ++r) {
       for (int c = 0; c < n; ++c) {
         SCOPED_TRACE(::testing::Message() << "cycle " << t.cycle << " PE " << r << "," << c);
-        const std::string pe = "TOP.tpu_mxu_top.u_matrix.u_mxu.u_array.gen_row[" +
-                               std::to_string(r) + "].gen_col[" + std::to_string(c) + "].u_pe.";
+        const std::string pe = std::string(probe::kScope) +
+                               hw::signals::Fill(hw::signals::Fill(probe::kPe, 'r', r), 'c', c);
+        const auto reg = [&](std::string_view name) {
+          return vcd.Signed(pe + std::string(name), time);
+        };
         const sim::PeState& s = t.state.pe[static_cast<size_t>(r * n + c)];
-        ASSERT_EQ(s.psum, vcd.Signed(pe + "psum_q", time));
-        ASSERT_EQ(s.act, vcd.Signed(pe + "act_q", time));
-        ASSERT_EQ(s.weight, vcd.Signed(pe + "weight_active_q", time));
-        ASSERT_EQ(s.shadow, vcd.Signed(pe + "weight_shadow_q", time));
-        ASSERT_EQ(s.sw, vcd.Signed(pe + "switch_q", time) != 0);
+        ASSERT_EQ(s.psum, reg(probe::kPePsum));
+        ASSERT_EQ(s.act, reg(probe::kPeAct));
+        ASSERT_EQ(s.weight, reg(probe::kPeWeight));
+        ASSERT_EQ(s.shadow, reg(probe::kPeShadow));
+        ASSERT_EQ(s.sw, reg(probe::kPeSwitch) != 0);
         nonzero += s.psum != 0;
       }
     }
     ASSERT_EQ(t.state.out_valid,
-              vcd.Signed("TOP.tpu_mxu_top.u_matrix.u_mxu.out_valid_o", time) != 0);
+              vcd.Signed(std::string(probe::kScope) + std::string(probe::kOutValid), time) != 0);
   }
   EXPECT_GT(nonzero, 20) << "the comparison saw activity";
 }
