@@ -13,13 +13,13 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
-#include "host/gemm/gemm_plan.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/teach/teach.h"
 
@@ -126,6 +126,70 @@ bool UseColour() {
          !(term && std::string(term) == "dumb");
 }
 
+// The recording of a dataflow among those run.
+const teach::Recording& Of(const std::vector<std::unique_ptr<teach::Recording>>& runs,
+                           teach::Dataflow d) {
+  for (const auto& r : runs) {
+    if (r->dataflow == d) return *r;
+  }
+  throw std::logic_error("no recording of that dataflow");
+}
+
+// Says whether each answer is right; throws when one is not.
+void CheckAnswers(const std::vector<Answer>& answers,
+                  const std::vector<std::unique_ptr<teach::Recording>>& runs) {
+  int wrong = 0;
+  for (const Answer& ans : answers) {
+    const double truth = teach::AnswerValue(Of(runs, ans.dataflow), ans.key);
+    // Utilization is a percentage given to one decimal; the counts are exact.
+    const bool right =
+        ans.key == "utilization" ? std::abs(truth - ans.value) < 0.05 + 1e-9 : truth == ans.value;
+    wrong += !right;
+    std::cout << fmt::format("{}.{} = {}: {}\n", teach::DataflowName(ans.dataflow), ans.key,
+                             ans.text.substr(ans.text.find('=') + 1),
+                             right ? "right" : "not right, try again");
+  }
+  const bool exact =
+      std::all_of(runs.begin(), runs.end(), [](const auto& r) { return r->matches_reference; });
+  if (!exact) throw RuntimeError("the RTL result differs from Eigen");
+  if (wrong) {
+    throw RuntimeError(
+        fmt::format("{} of {} answers are not right (tpusim teach without "
+                    "--answer shows the run)",
+                    wrong, answers.size()));
+  }
+}
+
+void WriteHtml(const std::string& path, const std::vector<std::unique_ptr<teach::Recording>>& runs,
+               int array) {
+  std::vector<const teach::Recording*> shown;
+  std::string what;
+  for (const auto& r : runs) {
+    shown.push_back(r.get());
+    what += fmt::format("{}{}", what.empty() ? "" : " and ", r->Frames());
+    if (runs.size() > 1) what += fmt::format(" ({})", teach::DataflowTitle(r->dataflow));
+  }
+  WriteFileAtomically(path, teach::TeachHtml(shown));
+  std::cout << fmt::format("wrote {}: {} cycles of a {} x {} array; open it in a browser\n", path,
+                           what, array, array);
+}
+
+// The introduction, every cycle (waiting for Enter with --step), the summary.
+void ShowFrames(const teach::Recording& run, bool step) {
+  const bool colour = UseColour();
+  std::cout << run.Intro(colour);
+  bool waiting = step;
+  for (size_t i = 0; i < run.Frames(); ++i) {
+    std::cout << run.Frame(i, colour) << std::flush;
+    if (waiting && i + 1 < run.Frames()) {
+      std::cout << "[Enter: next cycle, q then Enter: to the end] " << std::flush;
+      std::string line;
+      if (!std::getline(std::cin, line) || line == "q") waiting = false;
+    }
+  }
+  std::cout << teach::FormatSummary(run, colour);
+}
+
 void RunTeach(const TeachOptions& o) {
   if (o.array < 2 || o.array > 256) {
     throw UsageError(fmt::format("--array {} is out of range; use 2 to 8 for teaching", o.array));
@@ -144,7 +208,6 @@ void RunTeach(const TeachOptions& o) {
     }
   }
   const Dataflows dataflows = ParseDataflows(o.dataflow);
-  const bool ws = dataflows.ws, os = dataflows.os;
   std::vector<Answer> answers;
   for (const auto& text : o.answers) answers.push_back(ParseAnswer(text, dataflows));
   if (o.step && dataflows.Both()) {
@@ -152,10 +215,12 @@ void RunTeach(const TeachOptions& o) {
         "--step shows one dataflow at a time; use --dataflow ws or os, or --html "
         "for both side by side");
   }
-  const gemm::GemmPlan plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, o.array, 1024);
-  const uint64_t cycles =
-      std::max(ws ? gemm::PredictCycles(plan).total : 0,
-               os ? gemm::PredictOsCycles(a.rows, a.cols, b.cols, o.array).total : 0);
+  uint64_t cycles = 0;
+  for (teach::Dataflow d : teach::kDataflows) {
+    if (dataflows.Has(d)) {
+      cycles = std::max(cycles, teach::PredictTeachCycles(d, a.rows, a.cols, b.cols, o.array));
+    }
+  }
   if (cycles > kMaxCycles) {
     throw UsageError(
         fmt::format("this product takes {} cycles on a {} x {} array; teach shows "
@@ -173,72 +238,22 @@ void RunTeach(const TeachOptions& o) {
   }
   if (!o.html_path.empty()) CheckWritable(o.html_path);
 
-  std::optional<teach::TeachRun> ws_run;
-  std::optional<teach::OsTeachRun> os_run;
-  if (ws) ws_run = teach::RecordTeachRun(a, b, o.array);
-  if (os) os_run = teach::RecordOsTeachRun(a, b, o.array);
+  std::vector<std::unique_ptr<teach::Recording>> runs;
+  for (teach::Dataflow d : teach::kDataflows) {
+    if (dataflows.Has(d)) runs.push_back(teach::Record(d, a, b, o.array));
+  }
   const bool exact =
-      (!ws_run || ws_run->matches_reference) && (!os_run || os_run->matches_reference);
-
+      std::all_of(runs.begin(), runs.end(), [](const auto& r) { return r->matches_reference; });
   if (!answers.empty()) {
-    int wrong = 0;
-    for (const Answer& ans : answers) {
-      const double truth = ans.dataflow == teach::Dataflow::kWeightStationary
-                               ? teach::AnswerValue(*ws_run, ans.key)
-                               : teach::AnswerValue(*os_run, ans.key);
-      // Utilization is a percentage given to one decimal; the counts are exact.
-      const bool right =
-          ans.key == "utilization" ? std::abs(truth - ans.value) < 0.05 + 1e-9 : truth == ans.value;
-      wrong += !right;
-      std::cout << fmt::format("{}.{} = {}: {}\n", teach::DataflowName(ans.dataflow), ans.key,
-                               ans.text.substr(ans.text.find('=') + 1),
-                               right ? "right" : "not right, try again");
-    }
-    if (!exact) throw RuntimeError("the RTL result differs from Eigen");
-    if (wrong) {
-      throw RuntimeError(
-          fmt::format("{} of {} answers are not right (tpusim teach without "
-                      "--answer shows the run)",
-                      wrong, answers.size()));
-    }
-    return;
-  }
-  if (!o.html_path.empty()) {
-    WriteFileAtomically(o.html_path,
-                        teach::TeachHtml(ws_run ? &*ws_run : nullptr, os_run ? &*os_run : nullptr));
-    std::cout << fmt::format(
-        "wrote {}: {} of a {} x {} array; open it in a browser\n", o.html_path,
-        ws_run && os_run
-            ? fmt::format("{} (weight-stationary) and {} (output-stationary) "
-                          "cycles",
-                          ws_run->cycles.size(), os_run->cycles.size())
-            : fmt::format("{} cycles", ws_run ? ws_run->cycles.size() : os_run->cycles.size()),
-        o.array, o.array);
-    if (!exact) throw RuntimeError("the RTL result differs from Eigen");
-    return;
-  }
-  const bool colour = UseColour();
-  if (ws_run && os_run) {
-    std::cout << teach::FormatComparison(*ws_run, *os_run, colour)
+    CheckAnswers(answers, runs);
+  } else if (!o.html_path.empty()) {
+    WriteHtml(o.html_path, runs, o.array);
+  } else if (runs.size() == 2) {
+    std::cout << teach::FormatComparison(*runs[0], *runs[1], UseColour())
               << "(tpusim teach --dataflow ws|os shows either cycle by cycle; --html FILE shows "
                  "both side by side)\n";
   } else {
-    const size_t frames = ws_run ? ws_run->cycles.size() : os_run->cycles.size();
-    std::cout << (ws_run ? teach::FormatTeachIntro(*ws_run, colour)
-                         : teach::FormatOsIntro(*os_run, colour));
-    bool waiting = o.step;
-    for (size_t i = 0; i < frames; ++i) {
-      std::cout << (ws_run ? teach::FormatTeachCycle(*ws_run, i, colour)
-                           : teach::FormatOsCycle(*os_run, i, colour))
-                << std::flush;
-      if (waiting && i + 1 < frames) {
-        std::cout << "[Enter: next cycle, q then Enter: to the end] " << std::flush;
-        std::string line;
-        if (!std::getline(std::cin, line) || line == "q") waiting = false;
-      }
-    }
-    std::cout << (ws_run ? teach::FormatTeachSummary(*ws_run, colour)
-                         : teach::FormatOsSummary(*os_run, colour));
+    ShowFrames(*runs[0], o.step);
   }
   if (!exact) throw RuntimeError("the RTL result differs from Eigen");
 }

@@ -254,11 +254,10 @@ for (let s = 0; s < Number(q.get("step") || 0); s++) $("next").click();
 
 }  // namespace
 
-std::string TeachHtml(const TeachRun* ws, const OsTeachRun* os) {
-  nlohmann::json runs = nlohmann::json::array();
-  if (ws) runs.push_back(TeachJson(*ws));
-  if (os) runs.push_back(OsTeachJson(*os));
-  std::string data = runs.dump();
+std::string TeachHtml(const std::vector<const Recording*>& runs) {
+  nlohmann::json data_json = nlohmann::json::array();
+  for (const Recording* run : runs) data_json.push_back(TeachJson(*run));
+  std::string data = data_json.dump();
   // Keep the data from closing its script element early.
   for (size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3) {
     data.replace(at, 2, "<\\/");

@@ -26,11 +26,11 @@ TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
   const int n = 4;
   const Matrix<int8_t> a = gemm::RandomInt8(5, 6, 3);  // K > N: two tiles, a weight switch
   const Matrix<int8_t> b = gemm::RandomInt8(6, 3, 4);
-  const teach::TeachRun run = teach::RecordTeachRun(a, b, n);
+  const teach::WsRecording run = teach::RecordWeightStationary(a, b, n);
   ASSERT_TRUE(run.matches_reference);
-  ASSERT_EQ(run.cycles.size(), run.counters.cycles);
-  EXPECT_EQ(run.cycles.back().tiles, 2u);
-  EXPECT_EQ(run.cycles.back().rows_in, 10u);
+  ASSERT_EQ(run.frames.size(), run.counters.cycles);
+  EXPECT_EQ(run.frames.back().tiles, 2u);
+  EXPECT_EQ(run.frames.back().rows_in, 10u);
 
   sim::RunOptions opts;
   opts.trace.path = P("run.vcd");
@@ -38,7 +38,7 @@ TEST_F(TeachTest, EveryPeValueEqualsTheWaveformOfTheSameRun) {
   ASSERT_EQ(traced.counters.cycles, run.counters.cycles);
   const sim::VcdSignals vcd = sim::VcdSignals::FromFile(P("run.vcd"), {});
   int nonzero = 0;
-  for (const teach::TeachCycle& t : run.cycles) {
+  for (const teach::WsCycle& t : run.frames) {
     const uint64_t time = t.cycle * 10;  // the trace's dump before the clock edge
     for (int r = 0; r < n; ++r) {
       for (int c = 0; c < n; ++c) {
@@ -157,6 +157,7 @@ TEST_F(TeachTest, BadInputsAreUsageErrors) {
   ExpectError("teach --array 1", 2, "--array 1 is out of range");
   ExpectError("teach --m 0", 2, "--m 0 must be at least 1");
   ExpectError("teach --m 400 --k 40 --n 40", 2, "teach shows at most 2000");
+  ExpectError("teach --dataflow os --m 400 --k 40 --n 40", 2, "teach shows at most 2000");
   ExpectError("teach --a " + P("missing.npy") + " --b " + P("missing.npy"), 2, "missing.npy");
   ExpectError("teach --a " + P("x.npy"), 2, "--a was given without --b");
   ExpectError("teach --a " + P("x.npy") + " --b " + P("y.npy") + " --m 3", 2, "not both");
@@ -188,10 +189,10 @@ TEST_F(TeachTest, NumpyOperandsAreShownAndMultiplied) {
 TEST_F(TeachTest, WeightStationaryWavefrontAndCFillingAgreeWithTheRtl) {
   const int n = 4;
   const Matrix<int8_t> a = gemm::RandomInt8(5, 6, 3), b = gemm::RandomInt8(6, 7, 4);
-  const teach::TeachRun run = teach::RecordTeachRun(a, b, n);
+  const teach::WsRecording run = teach::RecordWeightStationary(a, b, n);
   ASSERT_TRUE(run.matches_reference);
   uint64_t active = 0;
-  for (const teach::TeachCycle& t : run.cycles) {
+  for (const teach::WsCycle& t : run.frames) {
     for (size_t i = 0; i < t.state.pe.size(); ++i) {
       active += t.active[i];
       if (t.state.pe[i].act != 0) {
@@ -199,13 +200,13 @@ TEST_F(TeachTest, WeightStationaryWavefrontAndCFillingAgreeWithTheRtl) {
       }
     }
   }
-  EXPECT_EQ(active, run.cycles.back().rows_in * n * n);
-  const teach::CProgress& c = run.cycles.back().c;
+  EXPECT_EQ(active, run.frames.back().rows_in * n * n);
+  const teach::CProgress& c = run.frames.back().c;
   EXPECT_EQ(c.value, run.c.data);
   EXPECT_TRUE(std::all_of(c.seen.begin(), c.seen.end(), [](uint8_t s) { return s == 2; }));
   // K = 6 > N: the first fold's partial sums show before the final ones.
   bool partial = false;
-  for (const auto& t : run.cycles) partial |= std::count(t.c.seen.begin(), t.c.seen.end(), 1) > 0;
+  for (const auto& t : run.frames) partial |= std::count(t.c.seen.begin(), t.c.seen.end(), 1) > 0;
   EXPECT_TRUE(partial);
 }
 
@@ -216,10 +217,10 @@ TEST_F(TeachTest, OutputStationaryRunCountsWhatItMoves) {
   for (int n : {2, 4}) {
     const int64_t m = 5, k = 3, nn = 7;
     const Matrix<int8_t> a = gemm::RandomInt8(m, k, 8), b = gemm::RandomInt8(k, nn, 9);
-    const teach::OsTeachRun run = teach::RecordOsTeachRun(a, b, n);
+    const teach::OsRecording run = teach::RecordOutputStationary(a, b, n);
     SCOPED_TRACE(n);
     ASSERT_TRUE(run.matches_reference);
-    EXPECT_EQ(run.cycles.size(), run.counters.cycles);
+    EXPECT_EQ(run.frames.size(), run.counters.cycles);
     EXPECT_EQ(run.counters.cycles, run.predicted.total);
     const uint64_t tiles = run.predicted.tiles, nu = static_cast<uint64_t>(n);
     EXPECT_EQ(tiles, static_cast<uint64_t>(((m + n - 1) / n) * ((nn + n - 1) / n)));
@@ -229,8 +230,8 @@ TEST_F(TeachTest, OutputStationaryRunCountsWhatItMoves) {
     EXPECT_EQ(run.moved.sum_writes, run.macs + tiles * nu * nu * nu);
     EXPECT_EQ(run.moved.passes, 2 * tiles * k * nu * (nu - 1) + tiles * nu * nu * (nu - 1));
     EXPECT_EQ(run.moved.writes_out, tiles * nu * nu);
-    EXPECT_EQ(run.cycles.back().c.value, run.c.data);
-    EXPECT_EQ(run.cycles.back().macs, run.macs);
+    EXPECT_EQ(run.frames.back().c.value, run.c.data);
+    EXPECT_EQ(run.frames.back().macs, run.macs);
   }
 }
 
