@@ -23,7 +23,8 @@ FastMxuEngine::FastMxuEngine(int array_dim, int acc_depth) {
 
 sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunOptions& options) {
   if (!options.trace.path.empty()) {
-    throw std::invalid_argument("waveforms come from the RTL; run with --engine rtl");
+    throw std::invalid_argument(
+        "the fast matrix engine writes no waveforms: they come from the RTL engines");
   }
   const int64_t n = params_.array_dim;
   if (workload.ArrayDim() != n) throw std::invalid_argument("workload and engine sizes differ");

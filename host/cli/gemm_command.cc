@@ -37,7 +37,7 @@ void Run(const GemmOptions& o) {
 
   // Operands.
   Matrix<int8_t> a, b;
-  const bool from_files = gemm::ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b);
+  const bool from_files = ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b);
   const gemm::GemmShape shape =
       from_files ? gemm::GemmShape{a.rows, a.cols, b.cols}
                  : gemm::GemmShape{o.m.value_or(64), o.k.value_or(64), o.n.value_or(64)};

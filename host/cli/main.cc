@@ -7,6 +7,7 @@
 #include "host/cli/compare_command.h"
 #include "host/cli/compile_command.h"
 #include "host/cli/cosim_command.h"
+#include "host/cli/flags.h"
 #include "host/cli/gemm_command.h"
 #include "host/cli/isa_commands.h"
 #include "host/cli/nn_commands.h"
@@ -55,8 +56,11 @@ extern "C" int sc_main(int argc, char** argv) {
     std::cerr << "tpusim: error: " << e.what() << " (see 'tpusim COMMAND --help')\n";
     return 2;
   } catch (const tpu::UsageError& e) {
-    std::cerr << "tpusim: error: " << e.what() << "\n";
+    std::cerr << "tpusim: error: " << tpu::cli::InFlagTerms(e.marked()) << "\n";
     return 2;
+  } catch (const tpu::Error& e) {
+    std::cerr << "tpusim: error: " << tpu::cli::InFlagTerms(e.marked()) << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";
     return 1;

@@ -301,4 +301,25 @@ run::SessionSpec SessionSpecFrom(const ChipOptions& chip, const TraceOptions& tr
   return s;
 }
 
+bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
+                      Matrix<int8_t>* a, Matrix<int8_t>* b) {
+  if (a_path.empty() && b_path.empty()) return false;
+  if (random_dims_given) {
+    throw UsageError("give either --a/--b files or --m/--k/--n for random operands, not both");
+  }
+  if (a_path.empty() || b_path.empty()) {
+    throw UsageError(a_path.empty() ? "--b was given without --a; pass both operands"
+                                    : "--a was given without --b; pass both operands");
+  }
+  *a = ReadNpyInt8(a_path);
+  *b = ReadNpyInt8(b_path);
+  if (a->cols != b->rows) {
+    throw UsageError(
+        fmt::format("inner dimensions differ: A ({}) is {} x {} but B ({}) is {} x "
+                    "{}; A's columns must equal B's rows",
+                    a_path, a->rows, a->cols, b_path, b->rows, b->cols));
+  }
+  return true;
+}
+
 }  // namespace tpu::cli

@@ -1,7 +1,8 @@
 // The option groups the commands share, declared once so that the commands cannot drift:
 // which chip (--config, --set, --array) and engine (--engine, --timing-only, --watchdog);
-// which network and images (--model, --data, --images); what to trace (--trace,
-// --trace-start, --trace-end, --timeline); and what to print (--json, -q/--quiet).
+// which network and images (--model, --data, --images); GEMM operands (--a, --b); what to
+// trace (--trace, --trace-start, --trace-end, --timeline); and what to print (--json,
+// -q/--quiet).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "host/common/npy.h"
 #include "host/config/tpu_config.h"
 #include "host/data/mnist.h"
 #include "host/engine/chip_engine.h"
@@ -95,6 +97,14 @@ void WritePredictions(const std::string& path, int64_t outputs, const std::vecto
                       const std::vector<uint8_t>& labels, int64_t first = 0);
 // The scale file beside an int8 --logits file.
 std::string LogitsScalePath(const std::string& path);
+
+// ---- GEMM operands ---------------------------------------------------------------------
+// The --a/--b operand files of a command that can also make random operands from
+// --m/--k/--n: false when neither file was given; else loads both into *a and *b. Throws
+// UsageError when only one is given, when random dimensions were given too, or when
+// A's columns differ from B's rows.
+bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
+                      Matrix<int8_t>* a, Matrix<int8_t>* b);
 
 // ---- tracing ----------------------------------------------------------------------------
 struct TraceOptions {

@@ -58,7 +58,7 @@ void ShardRange(const std::string& spec, int64_t count, int batch, int64_t* firs
 
 // --topology: every layer of a SCALE-Sim topology file with random int8 data.
 void RunTopology(const RunArgs& a, int batch) {
-  if (batch < 1) throw UsageError("--batch must be at least 1");
+  run::CheckBatch(batch);
   for (const std::string* p : {&a.out.json, &a.csv}) {
     if (!p->empty()) CheckWritable(*p);
   }
@@ -111,7 +111,7 @@ void Report(const RunArgs& a, const report::RunReport& report, const run::TpuRun
 
 void Run(const RunArgs& a, bool batch_given) {
   if (!a.topology.empty()) return RunTopology(a, batch_given ? a.batch : 1);
-  if (a.batch < 1) throw UsageError("--batch must be at least 1");
+  run::CheckBatch(a.batch);
   for (const std::string* p : {&a.out.json, &a.csv, &a.logits, &a.predictions}) {
     if (!p->empty()) CheckWritable(*p);
   }

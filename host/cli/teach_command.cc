@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
@@ -195,7 +196,7 @@ void RunTeach(const TeachOptions& o) {
     throw UsageError(fmt::format("--array {} is out of range; use 2 to 8 for teaching", o.array));
   }
   Matrix<int8_t> a, b;
-  if (!gemm::ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b)) {
+  if (!ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b)) {
     for (const auto& [name, v] : {std::pair{"--m", o.m}, {"--k", o.k}, {"--n", o.n}}) {
       if (v && *v < 1) throw UsageError(fmt::format("{} {} must be at least 1", name, *v));
     }

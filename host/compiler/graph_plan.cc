@@ -8,6 +8,7 @@
 #include <set>
 
 #include "contract/tpu_contract.h"
+#include "host/common/errors.h"
 #include "host/common/text.h"
 
 namespace tpu::compiler {
@@ -360,8 +361,9 @@ class Planner {
     if (p.host_bytes > static_cast<uint64_t>(c_.host_mem_bytes)) {
       p.why_not = fmt::format(
           "a batch of {} needs {} bytes of host memory; the config has {} (host_mem_bytes): use "
-          "a smaller --batch or --set host_mem_bytes=...",
-          b_, Grouped(static_cast<int64_t>(p.host_bytes)), Grouped(c_.host_mem_bytes));
+          "a smaller {} or {} host_mem_bytes=...",
+          b_, Grouped(static_cast<int64_t>(p.host_bytes)), Grouped(c_.host_mem_bytes),
+          Field("batch"), Field("set"));
     } else if (p.weights_bytes > static_cast<uint64_t>(c_.weight_mem_bytes)) {
       p.why_not =
           fmt::format("the weights need {} bytes; weight memory holds {} (weight_mem_bytes)",

@@ -350,10 +350,10 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
   ex.host_out_addr = y_addr;
   ex.host_out_bytes = static_cast<uint64_t>(out_rows * nt_ * n);
   if (y_addr + ex.host_out_bytes > static_cast<uint64_t>(config_.host_mem_bytes)) {
-    throw UsageError(
-        fmt::format("layer '{}': a batch of {} needs {} bytes of host memory; the "
-                    "config has {} (host_mem_bytes): use a smaller --batch",
-                    layer_.name, batch, y_addr + ex.host_out_bytes, config_.host_mem_bytes));
+    throw UsageError(fmt::format(
+        "layer '{}': a batch of {} needs {} bytes of host memory; the "
+        "config has {} (host_mem_bytes): use a smaller {}",
+        layer_.name, batch, y_addr + ex.host_out_bytes, config_.host_mem_bytes, Field("batch")));
   }
   ex.host_image.assign(static_cast<size_t>(y_addr), 0);
   for (int64_t ch = 0; ch < chunks; ++ch) {

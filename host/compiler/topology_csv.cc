@@ -55,8 +55,8 @@ std::vector<TopologyLayer> ReadTopologyCsv(const std::string& path) {
       if (fields.size() < kNumColumns || Lower(fields[0]) != "layer name") {
         throw UsageError(fmt::format(
             "{}: not a SCALE-Sim topology file: the first line must be the header '{},' (a "
-            "GEMM list 'Layer Name, M, N, K' is not supported by --topology)",
-            where, expected));
+            "GEMM list 'Layer Name, M, N, K' is not supported by {})",
+            where, expected, Field("topology")));
       }
       for (int i = 0; i < kNumColumns; ++i) {
         if (Lower(fields[static_cast<size_t>(i)]) != Lower(kColumns[i])) {

@@ -133,7 +133,7 @@ TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
 void ApplyOverride(TpuConfig* config, const std::string& key_value) {
   const size_t eq = key_value.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw UsageError("--set '" + key_value +
+    throw UsageError(Field("set") + " '" + key_value +
                      "' must be KEY=VALUE, e.g. host_mem_latency_cycles=200");
   }
   const std::string key = key_value.substr(0, eq);
@@ -147,7 +147,7 @@ void ApplyOverride(TpuConfig* config, const std::string& key_value) {
   }
   const std::string name = config->name;
   j[key] = value;
-  *config = FromJson(j, name, "--set " + key_value);
+  *config = FromJson(j, name, Field("set") + " " + key_value);
 }
 
 }  // namespace tpu::config

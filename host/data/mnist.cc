@@ -36,7 +36,7 @@ std::string PathOf(const std::string& dir, const std::string& name) {
 std::string FindMnistDir(const std::string& flag) {
   if (!flag.empty()) {
     if (!HasMnist(flag)) {
-      throw UsageError("--data " + flag + ": no MNIST there (need " + kFiles[0] +
+      throw UsageError(Field("data") + " " + flag + ": no MNIST there (need " + kFiles[0] +
                        "[.gz] and the three others); get them with scripts/fetch-mnist " + flag);
     }
     return flag;
@@ -53,8 +53,10 @@ std::string FindMnistDir(const std::string& flag) {
   const std::string fetched = TPUSIM_SOURCE_DIR "/data/mnist";
   if (HasMnist(fetched)) return fetched;
   throw UsageError(
-      "MNIST not found (looked at --data, $TPUSIM_DATA, ../shared/data/mnist and data/mnist); "
-      "download it with scripts/fetch-mnist (writes data/mnist) or pass --data DIR");
+      "MNIST not found (looked at " + Field("data") +
+      ", $TPUSIM_DATA, ../shared/data/mnist and data/mnist); download it with scripts/fetch-mnist "
+      "(writes data/mnist) or pass " +
+      Field("data") + " DIR");
 }
 
 std::string DatasetName(Dataset d) { return d == Dataset::kMnist ? "mnist" : "fashion-mnist"; }
@@ -68,10 +70,11 @@ Dataset ParseDataset(const std::string& name) {
 std::string FindDatasetDir(Dataset d, const std::string& flag) {
   if (d == Dataset::kMnist) return FindMnistDir(flag);
   const std::string how =
-      "install Debian's dataset-fashion-mnist (scripts/install-deps does) or pass --data DIR";
+      "install Debian's dataset-fashion-mnist (scripts/install-deps does) or pass " +
+      Field("data") + " DIR";
   if (!flag.empty()) {
     if (!HasMnist(flag)) {
-      throw UsageError("--data " + flag + ": no Fashion-MNIST there (need " + kFiles[0] +
+      throw UsageError(Field("data") + " " + flag + ": no Fashion-MNIST there (need " + kFiles[0] +
                        "[.gz] and the three others); " + how);
     }
     return flag;
@@ -85,8 +88,8 @@ std::string FindDatasetDir(Dataset d, const std::string& flag) {
   }
   const std::string debian = "/usr/share/datasets/fashion-mnist";
   if (HasMnist(debian)) return debian;
-  throw UsageError("Fashion-MNIST not found (looked at --data, $TPUSIM_FASHION_DATA and " + debian +
-                   "); " + how);
+  throw UsageError("Fashion-MNIST not found (looked at " + Field("data") +
+                   ", $TPUSIM_FASHION_DATA and " + debian + "); " + how);
 }
 
 MnistSet LoadMnist(const std::string& dir, bool train, int64_t limit) {

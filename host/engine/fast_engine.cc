@@ -21,9 +21,9 @@ FastEngine::FastEngine(const config::TpuConfig& config, const EngineOptions& opt
   SetTimeline(options.timeline);
   config_.Validate();
   if (!options.trace_path.empty()) {
-    throw UsageError(
-        "waveforms (--trace) come from the RTL; run with --engine rtl, or use "
-        "--timeline for the fast engine's instruction timeline");
+    throw UsageError("waveforms (" + Field("trace") + ") come from the RTL; run with " +
+                     Field("engine") + " rtl, or use " + Field("timeline") +
+                     " for the fast engine's instruction timeline");
   }
   try {
     chip_ = std::make_unique<fast::FastChip>(ParamsFor(config_));

@@ -188,9 +188,9 @@ struct RtlEngine::Impl {
 RtlEngine::RtlEngine(const config::TpuConfig& config, const EngineOptions& options)
     : impl_(std::make_unique<Impl>()) {
   if (options.timing_only) {
-    throw UsageError(
-        "--timing-only is a mode of the fast engine; the RTL always computes "
-        "values (use --engine fast)");
+    throw UsageError(Field("timing_only") +
+                     " is a mode of the fast engine; the RTL always computes values (use " +
+                     Field("engine") + " fast)");
   }
   static bool elaborated = false;
   if (elaborated) throw std::logic_error("the SystemC kernel elaborates once per process");
@@ -246,8 +246,9 @@ ExecResult RtlEngine::Run(const ExecJob& job) {
     sim::ResetSanitizerStack();
     if (im.wave) {
       if (im.options.trace_end < im.options.trace_start) {
-        throw UsageError("--trace-end " + std::to_string(im.options.trace_end) +
-                         " is before --trace-start " + std::to_string(im.options.trace_start));
+        throw UsageError(Field("trace_end") + " " + std::to_string(im.options.trace_end) +
+                         " is before " + Field("trace_start") + " " +
+                         std::to_string(im.options.trace_start));
       }
       im.system->StartTrace(im.wave->FstPath(), im.options.trace_start, im.options.trace_end);
     }

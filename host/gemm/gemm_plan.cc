@@ -58,8 +58,8 @@ GemmPlan PlanGemm(const GemmShape& s, int array_dim, int acc_depth_rows) {
   if (cycles > kMaxCycles) {
     throw UsageError("this GEMM would take " + std::to_string(cycles) +
                      " simulated cycles; the limit is " + std::to_string(kMaxCycles) +
-                     " (about an hour on a 16 x 16 array). Use a larger --array or smaller "
-                     "shapes");
+                     " (about an hour on a 16 x 16 array). Use a larger " + Field("array") +
+                     " or smaller shapes");
   }
   return p;
 }

@@ -30,27 +30,6 @@ Matrix<int32_t> ReferenceGemm(const Matrix<int8_t>& a, const Matrix<int8_t>& b) 
   return c;
 }
 
-bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
-                      Matrix<int8_t>* a, Matrix<int8_t>* b) {
-  if (a_path.empty() && b_path.empty()) return false;
-  if (random_dims_given) {
-    throw UsageError("give either --a/--b files or --m/--k/--n for random operands, not both");
-  }
-  if (a_path.empty() || b_path.empty()) {
-    throw UsageError(a_path.empty() ? "--b was given without --a; pass both operands"
-                                    : "--a was given without --b; pass both operands");
-  }
-  *a = ReadNpyInt8(a_path);
-  *b = ReadNpyInt8(b_path);
-  if (a->cols != b->rows) {
-    throw UsageError(
-        fmt::format("inner dimensions differ: A ({}) is {} x {} but B ({}) is {} x "
-                    "{}; A's columns must equal B's rows",
-                    a_path, a->rows, a->cols, b_path, b->rows, b->cols));
-  }
-  return true;
-}
-
 Matrix<int8_t> RandomInt8(int64_t rows, int64_t cols, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> dist(-128, 127);

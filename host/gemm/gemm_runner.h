@@ -35,13 +35,6 @@ Matrix<int32_t> ReferenceGemm(const Matrix<int8_t>& a, const Matrix<int8_t>& b);
 // Random int8 matrix, uniform over [-128, 127], reproducible from the seed.
 Matrix<int8_t> RandomInt8(int64_t rows, int64_t cols, uint64_t seed);
 
-// The --a/--b operand files of a command that can also make random operands from
-// --m/--k/--n: false when neither file was given; else loads both into *a and *b. Throws
-// UsageError when only one is given, when random dimensions were given too, or when
-// A's columns differ from B's rows.
-bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
-                      Matrix<int8_t>* a, Matrix<int8_t>* b);
-
 // Runs the plan on the engine. Throws RuntimeError when the model's built parameters
 // disagree with the plan or the run fails.
 GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matrix<int8_t>& b,

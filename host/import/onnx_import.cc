@@ -138,8 +138,9 @@ class Importer {
       Fail(fmt::format(
           "input '{}' is {} x {} x {} (C x H x W); a model for {} takes 28 x 28 grey images "
           "padded to 1 x 32 x 32 (pixel / 255; preprocess mnist32): export it for that input, "
-          "or import it without --dataset to run it on --inputs or --synthetic data",
-          input->name(), dims[1], dims[2], dims[3], model_.dataset));
+          "or import it without {} to run it on {} or {} data",
+          input->name(), dims[1], dims[2], dims[3], model_.dataset, Field("dataset"),
+          Field("inputs"), Field("synthetic")));
     }
     Value v;
     v.shape = model_.input;

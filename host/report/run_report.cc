@@ -355,7 +355,7 @@ std::string FormatRunText(const RunReport& r) {
         "reference; {} differ)\n",
         r.mismatches == 0 ? "yes" : "NO", r.mismatches);
   } else {
-    s += "  values     not computed (--timing-only): cycles, traffic and energy only\n";
+    s += "  values     not computed (timing only): cycles, traffic and energy only\n";
   }
   const bool bounds = r.total.HasBound();
   s += fmt::format("  per image     {:>10}{:>10}{:>9}{:>7}{:>7}{:>10}{:>10}{:>10}{:>11}{:>11}{}\n",

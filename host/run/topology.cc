@@ -105,7 +105,8 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
                               uint64_t seed, const std::function<void(double)>& progress,
                               const TopologyRunOptions& options) {
   const bool host_im2col = options.host_im2col;
-  const int batch = std::max(1, options.batch);
+  CheckBatch(options.batch);
+  const int batch = options.batch;
   const auto start = std::chrono::steady_clock::now();
   const config::TpuConfig& c = engine.Config();
   const int64_t n = c.array_dim;

@@ -75,13 +75,17 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
 
 }  // namespace
 
+void CheckBatch(int batch) {
+  if (batch < 1) throw UsageError(Field("batch") + " must be at least 1");
+}
+
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const nn::InputSet& inputs, int64_t images, int batch,
                            const std::function<void(double)>& progress, bool layer_jobs,
                            bool fit_batch) {
   const config::TpuConfig& config = engine.Config();
   const bool values = engine.ComputesValues();
-  if (batch < 1) throw UsageError("--batch must be at least 1");
+  CheckBatch(batch);
   if (!model.quantized) {
     throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
   }
@@ -107,14 +111,14 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   r.output_scale = nn::OutputScale(model);
   const bool whole = !layer_jobs && network.Fits();
   if (!whole && model.IsGraph()) {
-    throw UsageError(layer_jobs ? "--host-im2col runs chains of layers; model '" + model.name +
-                                      "' is a graph (it has residual adds or concats)"
+    throw UsageError(layer_jobs ? Field("host_im2col") + " runs chains of layers; model '" +
+                                      model.name + "' is a graph (it has residual adds or concats)"
                                 : "model '" + model.name +
                                       "' does not run on this chip: " + network.WhyNot());
   }
   r.plan = whole        ? "whole network, one program per batch: " + network.PlanText()
-           : layer_jobs ? "layer jobs (--host-im2col)"
-                        : "layer jobs (" + network.WhyNot() + ")";
+           : layer_jobs ? "layer jobs (im2col on the host)"
+                        : "layer jobs (" + PlainText(network.WhyNot()) + ")";
   std::vector<LayerStep> steps;
   std::vector<LayerCompiler> compilers;
   // Whole networks: a row per operation of the program, its counters attributed cycle by

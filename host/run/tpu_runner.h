@@ -49,6 +49,9 @@ struct TpuRunResult {
   int64_t TotalMacs() const;
 };
 
+// Throws UsageError naming the field when a batch is less than one input.
+void CheckBatch(int batch);
+
 // The whole network runs as one program per batch where it fits (NetworkCompiler), else
 // (or with `layer_jobs`) each layer as its own job (LayerCompiler: host im2col; chains
 // only). Runs the first `images` of `inputs`. With a timing-only engine the inputs still

@@ -40,7 +40,7 @@ class SystemCMxuEngine final : public MxuEngine {
     kernel_used = true;
     if (!options.trace.path.empty()) {
       throw std::invalid_argument(
-          "tracing is done by the C++ engine; drop --engine systemc to write a trace");
+          "tracing is done by the C++ (Verilator) engine, not the SystemC one");
     }
     Harness h(workload, options);
     // The driver ends the run with sc_stop(); that is no news worth printing.

@@ -27,7 +27,7 @@ TEST_F(RunCliTest, ReportLayersAddUpToTheTotals) {
                         " --csv " + P("r.csv"));
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("bit-exact  yes"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("plan       layer jobs (--host-im2col)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("plan       layer jobs (im2col on the host)"), std::string::npos) << o.out;
   const auto j = nlohmann::json::parse(Slurp(P("r.json")));
   for (const char* key : {"accuracy", "images", "bit_exact", "cycles", "macs", "ops_per_cycle",
                           "utilization", "energy_pj", "layers"}) {
@@ -213,7 +213,7 @@ TEST_F(RunCliTest, TimingOnlyRunsReportCyclesWithoutValues) {
   ASSERT_EQ(Run("run --images 32 --engine fast -q --json " + P("v.json")).exit_code, 0);
   const Outcome o = Run("run --images 32 --engine fast --timing-only --json " + P("t.json"));
   ASSERT_EQ(o.exit_code, 0) << o.err;
-  EXPECT_NE(o.out.find("not computed (--timing-only)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("not computed (timing only)"), std::string::npos) << o.out;
   const auto v = nlohmann::json::parse(Slurp(P("v.json")));
   const auto t = nlohmann::json::parse(Slurp(P("t.json")));
   EXPECT_FALSE(t["checked"].get<bool>());
