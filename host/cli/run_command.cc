@@ -78,6 +78,8 @@ void RunTopology(const RunArgs& a, int batch) {
       report::BuildRunReport(r, std::filesystem::path(a.topology).filename().string(),
                              session.engine().Name(), session.config(), table, batch);
   report.topology = true;
+  report.gemm_list = std::any_of(layers.begin(), layers.end(),
+                                 [](const compiler::TopologyLayer& l) { return l.batch > 0; });
   report.inputs = fmt::format("random data, seed {}; maps {}", a.work.seed,
                               a.maps == "chip" ? "on chip where they fit" : "over the host link");
   report.labelled = false;
@@ -222,7 +224,8 @@ Examples:
   cmd->add_option("--energy", a->energy, "energy table (JSON, docs/energy.md)")
       ->capture_default_str();
   cmd->add_option("--topology", a->topology,
-                  "run the layers of a topology file (SCALE-Sim CSV) instead of the model");
+                  "run the layers of a topology file (SCALE-Sim CSV: convolutions, or GEMMs 'Layer "
+                  "name, M, N, K' each on a batch of its M) instead of the model");
   cmd->add_option("--maps", a->maps,
                   "--topology: chip (each layer's maps start and stay in the unified buffer "
                   "where they fit) or host (they cross the host link)")

@@ -144,6 +144,7 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
     r.plan = j.at("plan").get<std::string>();
     r.checked = j.at("checked").get<bool>();
     r.topology = j.value("topology", false);
+    r.gemm_list = j.value("gemm_list", false);
     r.correct = j.value("correct", int64_t{0});
     r.mismatches = j.at("mismatches").is_null() ? 0 : j.at("mismatches").get<int64_t>();
     r.wall_seconds = j.at("wall_seconds").get<double>();
@@ -296,6 +297,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"wall_seconds", r.wall_seconds},
       {"revision", kGitRevision}};
   j["topology"] = r.topology;
+  j["gemm_list"] = r.gemm_list;
   j["counters"] = CountersJson(t.counters);
   j["tpu_v1_categories"] = CategoriesJson(t, r.config.array_dim);
   AddBound(t, &j);
@@ -329,9 +331,12 @@ std::string FormatRunText(const RunReport& r) {
   const double peak = r.Peak();
   std::string s =
       r.topology
-          ? fmt::format("tpusim run: {} ({} layers, batch {}) on {} ({} x {}, {} MHz), {} engine\n",
-                        r.model, r.layers.size(), r.batch, r.config.name, r.config.array_dim,
-                        r.config.array_dim, r.config.clock_mhz, r.engine)
+          ? fmt::format("tpusim run: {} ({} {}) on {} ({} x {}, {} MHz), {} engine\n", r.model,
+                        r.layers.size(),
+                        r.gemm_list ? "GEMMs, each on a batch of its M"
+                                    : fmt::format("layers, batch {}", r.batch),
+                        r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz,
+                        r.engine)
           : fmt::format(
                 "tpusim run: {} on {} ({} x {}, {} MHz), {} engine, {} {}{} in batches of {}\n",
                 r.model, r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz,

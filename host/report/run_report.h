@@ -60,6 +60,9 @@ struct RunReport {
   // A topology file's layers with random data (run/topology.h), not a model: no
   // accuracy; `mismatches` counts layers whose outputs differ from the CPU reference.
   bool topology = false;
+  // A list of GEMMs (compiler/topology_csv.h): each runs on its own batch, its M; the list
+  // runs once, so "per image" is per run of the list.
+  bool gemm_list = false;
   int64_t correct = 0, mismatches = 0;
   double wall_seconds = 0;
   std::vector<RunRow> layers;

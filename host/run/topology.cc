@@ -29,46 +29,56 @@ using compiler::PlanGraph;
 using compiler::TopologyLayer;
 namespace {
 
-// The layer as a one-layer quantized model with random int8 weights and biases (the
-// requantization keeps outputs spread over the int8 range).
-nn::Model ConvModel(const TopologyLayer& l, std::mt19937_64& rng) {
-  nn::Model m;
-  m.name = l.name;
-  m.preprocess = "none";
-  m.input = {static_cast<int>(l.ifmap_h), static_cast<int>(l.ifmap_w),
-             static_cast<int>(l.channels)};
-  nn::Layer c;
-  c.name = l.name;
-  c.type = nn::LayerType::kConv2d;
-  c.inputs = {nn::kModelInput};
-  c.in = m.input;
-  c.out = {static_cast<int>(l.OfmapH()), static_cast<int>(l.OfmapW()), static_cast<int>(l.filters)};
-  c.kernel_h = static_cast<int>(l.filter_h);
-  c.kernel_w = static_cast<int>(l.filter_w);
-  c.stride = static_cast<int>(l.stride);
-  // SCALE-Sim's output size rounds up: the last window may reach past the map, into zero
-  // padding at the bottom and right.
-  c.padding = "explicit";
-  c.pad_bottom =
-      static_cast<int>(std::max<int64_t>(0, (l.OfmapH() - 1) * l.stride + l.filter_h - l.ifmap_h));
-  c.pad_right =
-      static_cast<int>(std::max<int64_t>(0, (l.OfmapW() - 1) * l.stride + l.filter_w - l.ifmap_w));
+// Random int8 weights and biases for a layer of `k` inputs per output and `filters` outputs,
+// its weights' shape already set (the requantization keeps outputs spread over the int8
+// range).
+void FillRandom(nn::Layer& c, int64_t k, int64_t filters, std::mt19937_64& rng) {
   c.quantized = true;
-  const int64_t k = l.filter_h * l.filter_w * l.channels;
-  c.q.weights.shape = {l.filter_h, l.filter_w, l.channels, l.filters};
-  c.q.weights.data.resize(static_cast<size_t>(k * l.filters));
+  c.q.weights.data.resize(static_cast<size_t>(k * filters));
   for (auto& w : c.q.weights.data) w = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
-  c.q.bias.shape = {l.filters};
-  c.q.bias.data.resize(static_cast<size_t>(l.filters));
+  c.q.bias.shape = {filters};
+  c.q.bias.data.resize(static_cast<size_t>(filters));
   for (auto& b : c.q.bias.data) b = static_cast<int32_t>(rng() % 2001) - 1000;
   // Sums of k products of about 64 x 64 each: scale by about 1 / (64 sqrt(k)).
   int shift = 30;
   while ((int64_t{1} << (shift - 30)) < 64 * static_cast<int64_t>(std::sqrt(double(k)) + 1))
     ++shift;
-  c.q.multiplier.assign(static_cast<size_t>(l.filters), int32_t{1} << 30);
-  c.q.shift.assign(static_cast<size_t>(l.filters), shift);
-  m.layers = {c};
+  c.q.multiplier.assign(static_cast<size_t>(filters), int32_t{1} << 30);
+  c.q.shift.assign(static_cast<size_t>(filters), shift);
+}
+
+// The layer as a one-layer quantized model: a dense layer where it is one (a 1 x 1 IFMAP
+// and filter: its batch's rows are one GEMM's M), else a convolution.
+nn::Model LayerModel(const TopologyLayer& l, std::mt19937_64& rng) {
+  nn::Model m;
+  m.name = l.name;
+  m.preprocess = "none";
+  m.input = {static_cast<int>(l.ifmap_h), static_cast<int>(l.ifmap_w),
+             static_cast<int>(l.channels)};
   m.quantized = true;
+  nn::Layer c;
+  c.name = l.name;
+  c.type = l.IsDense() ? nn::LayerType::kDense : nn::LayerType::kConv2d;
+  c.inputs = {nn::kModelInput};
+  c.in = m.input;
+  c.out = {static_cast<int>(l.OfmapH()), static_cast<int>(l.OfmapW()), static_cast<int>(l.filters)};
+  c.q.weights.shape = l.IsDense()
+                          ? std::vector<int64_t>{l.channels, l.filters}
+                          : std::vector<int64_t>{l.filter_h, l.filter_w, l.channels, l.filters};
+  FillRandom(c, l.filter_h * l.filter_w * l.channels, l.filters, rng);
+  if (!l.IsDense()) {
+    c.kernel_h = static_cast<int>(l.filter_h);
+    c.kernel_w = static_cast<int>(l.filter_w);
+    c.stride = static_cast<int>(l.stride);
+    // SCALE-Sim's output size rounds up: the last window may reach past the map, into zero
+    // padding at the bottom and right.
+    c.padding = "explicit";
+    c.pad_bottom = static_cast<int>(
+        std::max<int64_t>(0, (l.OfmapH() - 1) * l.stride + l.filter_h - l.ifmap_h));
+    c.pad_right = static_cast<int>(
+        std::max<int64_t>(0, (l.OfmapW() - 1) * l.stride + l.filter_w - l.ifmap_w));
+  }
+  m.layers = {c};
   return m;
 }
 
@@ -99,32 +109,43 @@ engine::ExecResult RunJob(engine::ChipEngine& engine, const LayerJob& job,
   return r;
 }
 
+// A layer's batch: its own (a GEMM row's M) or the run's.
+int LayerBatch(const TopologyLayer& l, int batch) {
+  CheckBatch(batch);
+  if (l.batch == 0) return batch;
+  if (batch != 1) {
+    throw UsageError(fmt::format("{} {} does not apply to layer '{}': a GEMM's batch is its M ({})",
+                                 Field("batch"), batch, l.name, l.batch));
+  }
+  return static_cast<int>(l.batch);
+}
+
 }  // namespace
 
 TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
                               uint64_t seed, const std::function<void(double)>& progress,
                               const TopologyRunOptions& options) {
   const bool host_im2col = options.host_im2col;
-  CheckBatch(options.batch);
-  const int batch = options.batch;
   const auto start = std::chrono::steady_clock::now();
   const config::TpuConfig& c = engine.Config();
   const int64_t n = c.array_dim;
   const bool values = engine.ComputesValues();
   TpuRunResult result;
-  result.images = batch;
   result.checked = values;
   std::mt19937_64 rng(seed);
   double total_macs = 0, done_macs = 0;
   for (const auto& l : layers) {
     const gemm::GemmShape g = l.Gemm();
+    const int batch = LayerBatch(l, options.batch);
+    result.images = l.batch ? 1 : batch;  // a GEMM list runs once
     total_macs +=
         static_cast<double>(g.m * batch) * static_cast<double>(g.k) * static_cast<double>(g.n);
   }
   for (const TopologyLayer& l : layers) {
     const gemm::GemmShape g = l.Gemm();
+    const int batch = LayerBatch(l, options.batch);
     if (!host_im2col) {
-      const nn::Model m = ConvModel(l, rng);
+      const nn::Model m = LayerModel(l, rng);
       const int group = MapsGroup(m, c, batch, options.maps_on_chip);
       const NetworkCompiler nc(m, c, group, options.maps_on_chip);
       if (nc.Fits()) {
@@ -134,10 +155,12 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
         for (size_t i = 0; i < act.size(); ++i) act[i] = nn::QuantizePixel(pixels[i]);
         LayerStats stats;
         const MapsOnChip maps = nc.Maps();
-        stats.name = l.name + (maps.input && maps.output ? " (windows, maps on chip)"
-                               : maps.input              ? " (windows, input on chip)"
-                               : maps.output             ? " (windows, output on chip)"
-                                                         : " (windows)");
+        const std::string how = l.IsDense() ? "dense" : "windows";
+        stats.name = l.name + " (" + how +
+                     (maps.input && maps.output ? ", maps on chip)"
+                      : maps.input              ? ", input on chip)"
+                      : maps.output             ? ", output on chip)"
+                                                : ")");
         stats.macs = g.m * g.k * g.n * batch;
         stats.m = g.m * batch;
         stats.k = g.k;

@@ -21,7 +21,9 @@ namespace tpu::run {
 // CPU reference (TpuRunResult::mismatches counts layers that differ). Throws UsageError
 // when a layer cannot fit even one row of one piece, naming the field.
 //
-// `batch` maps stream through every weight tile of a layer. With `maps_on_chip`, a layer
+// `batch` maps stream through every weight tile of a layer; a GEMM row's layer takes its M
+// as its batch (UsageError when `batch` is not 1 then), and the list runs once: the result's
+// `images` is 1. With `maps_on_chip`, a layer
 // run with windows starts with its input maps in the unified buffer and leaves its outputs
 // there, as inside a whole network: programs outside the layer's (not counted) move them in
 // and out; where they do not fit, or with im2col, they cross the host link in the layer's

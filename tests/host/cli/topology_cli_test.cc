@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "host/common/errors.h"
@@ -42,6 +43,38 @@ TEST_F(TopologyCliTest, LayersBecomeTheGemmsScaleSimUses) {
   ASSERT_EQ(dark.size(), 19u);
   EXPECT_EQ(dark[0].Gemm().m, 256 * 256);
   EXPECT_EQ(dark.back().Gemm().n, 1000);
+}
+
+TEST_F(TopologyCliTest, GemmListsRunEachRowAsADenseLayerOnABatchOfItsM) {
+  // SCALE-Sim v2's rows are name, M, N, K (topology_utils.py load_arrays_gemm): C (M x N) =
+  // A (M x K) x B (K x N); its gemm_shapes.csv names this row after M x K x N.
+  const std::string topo =
+      Write("g.csv", "Layer Name, M, N, K,\ngemm_100x150x16, 100, 16, 150,\nfc, 7, 5, 16,\n");
+  const auto layers = compiler::ReadTopologyCsv(topo);
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_TRUE(layers[0].IsDense());
+  EXPECT_EQ(layers[0].batch, 100);
+  const auto g = layers[0].Gemm();  // one row of the batch
+  EXPECT_EQ((std::array<int64_t, 3>{g.m * layers[0].batch, g.k, g.n}),
+            (std::array<int64_t, 3>{100, 150, 16}));
+  std::map<std::string, nlohmann::json> runs;
+  for (const std::string engine : {"rtl", "fast"}) {
+    const Outcome o = Run("run --topology " + topo + " --config teach-4 --engine " + engine +
+                          " --json " + P(engine + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("(2 GEMMs, each on a batch of its M)"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("gemm_100x150x16 (dense, maps on chip)"), std::string::npos) << o.out;
+    runs[engine] = nlohmann::json::parse(Slurp(P(engine + ".json")));
+    for (const char* k : {"engine", "wall_seconds", "revision"}) runs[engine].erase(k);
+  }
+  const nlohmann::json& j = runs["rtl"];
+  EXPECT_TRUE(j["bit_exact"].get<bool>());
+  EXPECT_TRUE(j["gemm_list"].get<bool>());
+  EXPECT_EQ(j["images"], 1);  // the list runs once
+  EXPECT_EQ(j["macs"], 100 * 150 * 16 + 7 * 16 * 5);
+  EXPECT_EQ(runs["rtl"], runs["fast"]) << "the engines disagree on the GEMM list";
+  ExpectError("run --topology " + topo + " --batch 2", 2,
+              "--batch 2 does not apply to layer 'gemm_100x150x16': a GEMM's batch is its M (100)");
 }
 
 TEST_F(TopologyCliTest, RunsBitExactWithTheSameCountersOnBothEngines) {
@@ -169,7 +202,13 @@ TEST_F(TopologyCliTest, BadFilesGetOneClearLineAndNoOutput) {
                 fragment);
     EXPECT_FALSE(std::ifstream(json).good()) << "no output file after an error";
   };
-  bad("gemm.csv", "Layer Name, M, N, K,\ng, 1, 2, 3,\n", "gemm.csv:1: not a SCALE-Sim topology");
+  bad("other.csv", "Name, M, N, K,\ng, 1, 2, 3,\n", "other.csv:1: not a SCALE-Sim topology");
+  bad("gemmhead.csv", "Layer Name, M, N, X,\ng, 1, 2, 3,\n",
+      "gemmhead.csv:1: column 4 of the header is 'X', expected 'K'");
+  bad("gemmrow.csv", "Layer Name, M, N, K,\ng, 1, 2,\n",
+      "gemmrow.csv:2: the row has 3 fields; column 'K' is missing");
+  bad("gemmzero.csv", "Layer Name, M, N, K,\ng, 0, 2, 3,\n",
+      "gemmzero.csv:2: '0' in column 'M' of layer 'g' is not a positive integer");
   bad("missing.csv", std::string(kHeader) + "c1, 8, 8, 3, 3, 1,\n",
       "missing.csv:2: the row has 6 fields; column 'Num Filter' is missing");
   bad("word.csv", std::string(kHeader) + "c1, 8, eight, 3, 3, 1, 4, 1,\n",
