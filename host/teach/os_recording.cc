@@ -52,16 +52,8 @@ void Tally(const sim::OsArrayState& s, int dim, int64_t m_rows, int64_t n_cols, 
 }  // namespace
 
 OsRecording RecordOutputStationary(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim) {
-  std::unique_ptr<sim::OsArrayEngine> engine;
-  try {
-    engine = sim::MakeOsTeachEngine(dim);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  OsRecording run;
-  run.dim = dim;
-  run.a = a;
-  run.b = b;
+  const auto engine = TeachingModel([&] { return sim::MakeOsTeachEngine(dim); });
+  OsRecording run(a, b, dim);
   std::optional<sim::OsProbe> probe;
   uint64_t beats = 0, rows_out = 0;
   CProgress c(a.rows, b.cols);
@@ -117,7 +109,7 @@ namespace {
 // One row of PEs: the A and B values passing, the accumulator; A entering on the left.
 std::string PeRow(const sim::OsArrayState& st, int r, int n, const Paint& p) {
   const std::string in = fmt::format("r{:<2}{:>5}  > ", r, st.a_in[r]);
-  std::string lines[2] = {st.in_valid[r] ? p(in, kGreen) : p(in, kDim), Margin()};
+  std::vector<std::string> lines = {st.in_valid[r] ? p(in, kGreen) : p(in, kDim), Margin()};
   for (int c = 0; c < n; ++c) {
     const sim::OsPeState& pe = st.pe[static_cast<size_t>(r * n + c)];
     const std::string ab = fmt::format("a{:>4} b{:>4}", pe.a, pe.b);
@@ -125,9 +117,7 @@ std::string PeRow(const sim::OsArrayState& st, int r, int n, const Paint& p) {
     const std::string acc = fmt::format("c{:>11}", pe.acc);
     lines[1] += Cell(pe.acc != 0 ? p(acc, kCyan) : acc, 12);
   }
-  std::string s;
-  for (auto& l : lines) s += l + "|\n";
-  return s + Border(n);
+  return LinesOfCells(lines, n);
 }
 
 }  // namespace

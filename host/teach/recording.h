@@ -6,9 +6,11 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "host/common/errors.h"
 #include "host/common/npy.h"
 
 namespace tpu::teach {
@@ -59,7 +61,8 @@ struct SummaryParts {
 };
 
 struct Recording {
-  explicit Recording(Dataflow d) : dataflow(d) {}
+  Recording(Dataflow d, const Matrix<int8_t>& a_in, const Matrix<int8_t>& b_in, int array)
+      : dataflow(d), dim(array), a(a_in), b(b_in) {}
   virtual ~Recording() = default;
   // One frame per cycle: Frames() == rtl_cycles.
   virtual size_t Frames() const = 0;
@@ -73,7 +76,7 @@ struct Recording {
   int64_t UsefulMacs() const { return a.rows * a.cols * b.cols; }  // M x K x N
 
   Dataflow dataflow;
-  int dim = 0;
+  int dim;
   Matrix<int8_t> a, b;
   Matrix<int32_t> c;  // what the RTL computed
   bool matches_reference = false;
@@ -81,5 +84,15 @@ struct Recording {
   uint64_t formula_cycles = 0;  // by the dataflow's formula (docs/teaching.md)
   Movement moved;
 };
+
+// The teaching model `make` builds; UsageError where none of that size is built.
+template <class Make>
+auto TeachingModel(const Make& make) {
+  try {
+    return make();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
 
 }  // namespace tpu::teach

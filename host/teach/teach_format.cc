@@ -67,6 +67,12 @@ std::string Cell(const std::string& painted, size_t width) {
   return "|" + painted + std::string(kCell - 1 - width, ' ');
 }
 
+std::string LinesOfCells(const std::vector<std::string>& lines, int dim) {
+  std::string s;
+  for (const std::string& l : lines) s += l + "|\n";
+  return s + Border(dim);
+}
+
 std::string FrameTitle(uint64_t cycle, size_t frames, const std::string& counts, const Paint& p) {
   return p(fmt::format("cycle {} of {}", cycle + 1, frames), kBold) + counts + "\n";
 }

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "host/common/npy.h"
 
@@ -45,6 +46,8 @@ std::string ColumnHeads(int dim, const std::function<std::string(int)>& entering
                         const char* code);
 // The cell text padded to the cell's width, with its left border.
 std::string Cell(const std::string& painted, size_t width);
+// A row of PEs: its lines of cells, each closed, then the border below.
+std::string LinesOfCells(const std::vector<std::string>& lines, int dim);
 // The frame's first line: "cycle i of n" and the counts so far.
 std::string FrameTitle(uint64_t cycle, size_t frames, const std::string& counts, const Paint& p);
 

@@ -93,16 +93,8 @@ Movement Moved(const WsTally& t, uint64_t n) {
 }  // namespace
 
 WsRecording RecordWeightStationary(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim) {
-  std::unique_ptr<sim::MxuEngine> engine;
-  try {
-    engine = sim::MakeTeachEngine(dim);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  WsRecording run;
-  run.dim = dim;
-  run.a = a;
-  run.b = b;
+  const auto engine = TeachingModel([&] { return sim::MakeTeachEngine(dim); });
+  WsRecording run(a, b, dim);
   run.plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, dim, engine->Params().acc_depth);
   const std::vector<RowTarget> targets = RowTargets(run.plan);
   std::optional<sim::MxuProbe> probe;  // the model exists only while it runs
@@ -166,8 +158,8 @@ namespace {
 std::string PeRow(const sim::ArrayState& st, int r, int n, const Paint& p) {
   const bool in_sw = st.switch_in[r];
   const std::string in = fmt::format("k{:<2}{:>5}{} > ", r, st.act_in[r], in_sw ? "*" : " ");
-  std::string lines[3] = {(st.act_in[r] != 0 || in_sw) ? p(in, kGreen) : p(in, kDim), Margin(),
-                          Margin()};
+  std::vector<std::string> lines = {(st.act_in[r] != 0 || in_sw) ? p(in, kGreen) : p(in, kDim),
+                                    Margin(), Margin()};
   for (int c = 0; c < n; ++c) {
     const sim::PeState& pe = st.pe[static_cast<size_t>(r * n + c)];
     const std::string sh = fmt::format(" s{:>4} ", pe.shadow);
@@ -179,9 +171,7 @@ std::string PeRow(const sim::ArrayState& st, int r, int n, const Paint& p) {
     const std::string ps = fmt::format("p{:>11}", pe.psum);
     lines[2] += Cell(pe.psum != 0 ? p(ps, kCyan) : ps, 12);
   }
-  std::string s;
-  for (auto& l : lines) s += l + "|\n";
-  return s + Border(n);
+  return LinesOfCells(lines, n);
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ struct WsCycle {
 };
 
 struct WsRecording final : Recording {
-  WsRecording() : Recording(Dataflow::kWeightStationary) {}
+  WsRecording(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim)
+      : Recording(Dataflow::kWeightStationary, a, b, dim) {}
   size_t Frames() const override { return frames.size(); }
   std::string Intro(bool color) const override;
   std::string Frame(size_t index, bool color) const override;
