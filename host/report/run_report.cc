@@ -297,7 +297,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"wall_seconds", r.wall_seconds},
       {"revision", kGitRevision}};
   j["topology"] = r.topology;
-  j["gemm_list"] = r.gemm_list;
+  if (r.topology) j["gemm_list"] = r.gemm_list;
   j["counters"] = CountersJson(t.counters);
   j["tpu_v1_categories"] = CategoriesJson(t, r.config.array_dim);
   AddBound(t, &j);
