@@ -30,8 +30,8 @@ class Lowering {
     in.h = m_.input.h;
     in.w = m_.input.w;
     in.c = m_.input.c;
-    in.packed = true;
-    in.pixel_bytes = in.c;
+    in.packed = in.Pixels() > 1;  // one pixel: c bytes from a row boundary are its T rows
+    in.pixel_bytes = in.packed ? in.c : in.T(n_) * n_;
     in.rows = (in.Pixels() * in.c + n_ - 1) / n_;
     in.nonnegative = m_.preprocess == "mnist32";
     g_.tensors.push_back(in);
@@ -39,8 +39,7 @@ class Lowering {
     for (size_t i = 0; i < m_.layers.size() && g_.why_not.empty(); ++i) Layer(static_cast<int>(i));
     if (!g_.why_not.empty()) return std::move(g_);
     g_.output = TensorOf(static_cast<int>(m_.layers.size()) - 1);
-    if (g_.tensors[static_cast<size_t>(g_.output)].packed)
-      No("the model computes nothing on the chip");
+    if (g_.output == 0) No("the model computes nothing on the chip");
     Border();
     return std::move(g_);
   }

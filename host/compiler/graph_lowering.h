@@ -5,7 +5,9 @@
 // Layout: a tensor is a map of h x w pixels; each pixel takes T = ceil(c / N) rows of N
 // lanes (channel ch in row ch / N, lane ch % N, the lanes past c zero), pixels in raster
 // order, images one after another (`rows` rows each). The model's input is packed instead:
-// c bytes per pixel, each image from a row boundary.
+// c bytes per pixel, each image from a row boundary; an input of one pixel (a vector: a
+// dense layer's, a GEMM's row) is the same bytes either way and counts as a map of T rows,
+// so that a batch of vectors streams through each weight tile as one matmul.
 //
 // An operation computes, for each output tile j (N channels), a sum (or maximum) of terms:
 // a term is one weight tile times rows of an input, those rows either formed by the window

@@ -73,6 +73,15 @@ TEST_F(TopologyCliTest, GemmListsRunEachRowAsADenseLayerOnABatchOfItsM) {
   EXPECT_EQ(j["images"], 1);  // the list runs once
   EXPECT_EQ(j["macs"], 100 * 150 * 16 + 7 * 16 * 5);
   EXPECT_EQ(runs["rtl"], runs["fast"]) << "the engines disagree on the GEMM list";
+  // The batch's rows stream through each weight tile as one matmul: on small-16 the 100 x
+  // 150 x 16 GEMM is 10 weight tiles, so its program holds 10 matmuls besides the reads and
+  // activates; a matmul per row (the model's input laid out as packed pixels) would be 1,000.
+  const Outcome s16 =
+      Run("run --topology " + topo + " --config small-16 --engine fast --json " + P("s16.json"));
+  ASSERT_EQ(s16.exit_code, 0) << s16.err;
+  const auto l0 = nlohmann::json::parse(Slurp(P("s16.json")))["layers"][0];
+  EXPECT_EQ(l0["counters"]["weight_tiles"], 10);
+  EXPECT_LT(l0["counters"]["instructions"].get<int>(), 100) << l0["counters"];
   ExpectError("run --topology " + topo + " --batch 2", 2,
               "--batch 2 does not apply to layer 'gemm_100x150x16': a GEMM's batch is its M (100)");
 }
