@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "host/common/errors.h"
@@ -343,7 +344,7 @@ std::string FormatRunText(const RunReport& r) {
                 r.engine, r.images, r.inputs,
                 r.shard.empty() ? ""
                                 : fmt::format(" (slice {} from input {})", r.shard, r.first_input),
-                r.batch);
+                std::min<int64_t>(r.batch, std::max<int64_t>(r.images, 1)));  // as they ran
   if (!r.plan.empty()) s += "  plan       " + r.plan + "\n";
   if (r.topology && r.checked) {
     s += fmt::format(

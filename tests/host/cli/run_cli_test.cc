@@ -163,9 +163,11 @@ TEST_F(RunCliTest, TheDefaultBatchIsTheMostThatFits) {
   EXPECT_EQ(j["bit_exact"], true);
   ExpectError(small + "--images 64 --batch 35", 2, "a batch of 35 needs");
   ExpectError(small + "--images 64 --batch 35", 2, "use a smaller --batch");
-  EXPECT_EQ(Run("run --config teach-4 --engine fast -q --images 8 --json " + P("d.json")).exit_code,
-            0);
+  const Outcome few = Run("run --config teach-4 --engine fast --images 8 --json " + P("d.json"));
+  EXPECT_EQ(few.exit_code, 0) << few.err;
   EXPECT_EQ(nlohmann::json::parse(Slurp(P("d.json")))["batch"], 64);
+  // The text says the batches as they ran: 8 inputs are one batch of 8.
+  EXPECT_NE(few.out.find("8 test images in batches of 8\n"), std::string::npos) << few.out;
 }
 
 // --predictions: each input's class and label as CSV. The chip is bit-exact with the CPU
