@@ -364,9 +364,10 @@ std::string FormatRunText(const RunReport& r) {
     s += "  values     not computed (timing only): cycles, traffic and energy only\n";
   }
   const bool bounds = r.total.HasBound();
-  s += fmt::format("  per image     {:>10}{:>10}{:>9}{:>7}{:>7}{:>10}{:>10}{:>10}{:>11}{:>11}{}\n",
-                   "MACs", "cycles", "ops/cyc", "util", "map", "MXU idle", "UB rd+wr", "acc rd+wr",
-                   "DRAM B", "energy nJ",
+  const char* unit = r.gemm_list ? "run" : "image";  // a GEMM list runs once
+  s += fmt::format("  per {:<10}{:>10}{:>10}{:>9}{:>7}{:>7}{:>10}{:>10}{:>10}{:>11}{:>11}{}\n",
+                   unit, "MACs", "cycles", "ops/cyc", "util", "map", "MXU idle", "UB rd+wr",
+                   "acc rd+wr", "DRAM B", "energy nJ",
                    bounds ? fmt::format("{:>10}{:>8}  {}", "bound", "x bound", "binds") : "");
   auto line = [&](const RunRow& row) {
     auto per = [&](double v) { return Grouped(static_cast<int64_t>(v / images + 0.5)); };
@@ -393,7 +394,7 @@ std::string FormatRunText(const RunReport& r) {
                            Grouped(static_cast<int64_t>(static_cast<double>(v) / images + 0.5)));
     }
   }
-  s += "  stalls     per image (counters of docs/architecture.md): " + waits + "\n";
+  s += fmt::format("  stalls     per {} (counters of docs/architecture.md): {}\n", unit, waits);
   std::string shares;
   for (const auto& [k, v] : r.total.Categories(r.config.array_dim)) {
     shares += fmt::format("{} {:.1f}%  ", k, 100 * v);
@@ -403,14 +404,14 @@ std::string FormatRunText(const RunReport& r) {
   for (const auto& [k, v] : r.total.energy.components) {
     parts += fmt::format("{} {:.1f}  ", k, v / images / 1000);
   }
-  s += fmt::format("  energy     {:.1f} nJ per image (table {}): {}\n",
-                   r.total.energy.Total() / images / 1000, r.table.name, parts);
+  s += fmt::format("  energy     {:.1f} nJ per {} (table {}): {}\n",
+                   r.total.energy.Total() / images / 1000, unit, r.table.name, parts);
   s += fmt::format("  efficiency {:.2f} TOPS/W (2 x MACs / energy)\n",
                    2.0 * static_cast<double>(r.total.macs) / r.total.energy.Total());
   s += fmt::format(
-      "  time       {:.1f} us per image at {} MHz = {:.0f} images/s "
+      "  time       {:.1f} us per {} at {} MHz = {:.0f} {}s/s "
       "(simulated); {:.1f} s wall\n",
-      r.UsPerImage(), r.config.clock_mhz, 1e6 / r.UsPerImage(), r.wall_seconds);
+      r.UsPerImage(), unit, r.config.clock_mhz, 1e6 / r.UsPerImage(), unit, r.wall_seconds);
   return s;
 }
 

@@ -64,6 +64,7 @@ TEST_F(TopologyCliTest, GemmListsRunEachRowAsADenseLayerOnABatchOfItsM) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_NE(o.out.find("(2 GEMMs, each on a batch of its M)"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("gemm_100x150x16 (dense, maps on chip)"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("\n  per run "), std::string::npos) << o.out;  // not per image
     runs[engine] = nlohmann::json::parse(Slurp(P(engine + ".json")));
     for (const char* k : {"engine", "wall_seconds", "revision"}) runs[engine].erase(k);
   }
