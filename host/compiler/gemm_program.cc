@@ -1,6 +1,7 @@
 // The GEMM program (see gemm_program.h).
 #include "host/compiler/gemm_program.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "contract/tpu_contract.h"
@@ -90,13 +91,19 @@ GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, in
 
   isa::ProgramBuilder p;
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  const int64_t out_ub = g.kt * m;
-  p.ReadHost(0, 0, u(g.kt * m));
+  const int64_t out_ub = g.kt * m, tiles = g.kt * g.nt;
+  constexpr auto kMost = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
+  for (int64_t r0 = 0; r0 < g.kt * m; r0 += kMost)  // A, in transfers a length field holds
+    p.ReadHost(u(r0 * n), u(r0), u(std::min(kMost, g.kt * m - r0)));
   p.ReadParams(params_addr, 0, u(g.nt));
-  if (overlap) p.ReadWeights(0, u(g.kt * g.nt));
   for (int64_t j = 0; j < g.nt; ++j) {
     const int64_t acc = (j % 2) * m;  // two accumulator buffers: tile j+1 overlaps activate j
     for (int64_t kb = 0; kb < g.kt; ++kb) {
+      const int64_t t = j * g.kt + kb;
+      // Overlapped: the weights in reads as long as a length field holds, each right before
+      // the matmul of its first tile (a read waiting for FIFO room never stands in front of
+      // the matmuls that would make it).
+      if (overlap && t % kMost == 0) p.ReadWeights(u(t * n * n), u(std::min(kMost, tiles - t)));
       if (!overlap) {
         p.ReadWeights(u((j * g.kt + kb) * n * n), 1);
         p.Sync();
@@ -106,7 +113,8 @@ GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, in
     }
     p.Activate(u(acc), u(out_ub + j * m), u(m), u(j), /*relu=*/false, isa::Pool::kNone);
   }
-  p.WriteHost(u(out_ub), job.host_out_addr, u(g.nt * m));
+  for (int64_t r0 = 0; r0 < g.nt * m; r0 += kMost)
+    p.WriteHost(u(out_ub + r0), job.host_out_addr + u(r0 * n), u(std::min(kMost, g.nt * m - r0)));
   p.Halt();
   job.program = p.Take();
   return g;

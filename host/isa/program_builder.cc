@@ -14,7 +14,7 @@ void ProgramBuilder::Add(Opcode op, uint8_t flags, uint64_t length, uint64_t src
                                   std::to_string(v) + " does not fit the instruction word");
     }
   };
-  check("length", length, 0xffff);
+  check("length", length, kMaxLength);
   check("src", src, 0xffffffffu);
   check("dst", dst, 0xffffffffu);
   check("aux", aux, 0xffffffffu);

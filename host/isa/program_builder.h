@@ -45,6 +45,9 @@ struct Residual {
 
 class ProgramBuilder {
  public:
+  // The most a length operand holds (rows, tiles or sets): 16 bits.
+  static constexpr uint64_t kMaxLength = 0xffff;
+
   void ReadHost(uint64_t host_addr, uint64_t ub_row, uint64_t rows);
   void ReadParams(uint64_t host_addr, uint64_t first_set, uint64_t sets);
   // `weight_addr`: a 48-bit byte address.

@@ -88,9 +88,16 @@ nn::Model LayerModel(const TopologyLayer& l, std::mt19937_64& rng) {
 int MapsGroup(const nn::Model& m, const config::TpuConfig& c, int batch, bool maps_on_chip) {
   if (!maps_on_chip) return batch;
   const LoweredGraph graph = LowerGraph(m, c.array_dim);
-  for (int g = batch; g >= 1; --g)
-    if (PlanGraph(graph, c, g, {true, true}).why_not.empty()) return g;
-  return batch;
+  const auto fits = [&](int g) { return PlanGraph(graph, c, g, {true, true}).why_not.empty(); };
+  if (fits(batch)) return batch;
+  // A larger group only needs more rows, so the groups that fit are 1 to some g: bisect
+  // (a GEMM row's batch is its M, up to millions).
+  int lo = 0, hi = batch;  // lo fits (0: none known), hi does not
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo > 0 ? lo : batch;
 }
 
 // Runs a job's programs: the maps in, the layer (whose result it returns), the maps out (whose
@@ -192,8 +199,17 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
     }
     const int64_t gm = g.m * batch;  // the im2col rows of the batch's maps
     const int64_t kt = (g.k + n - 1) / n, nt_all = (g.n + n - 1) / n;
-    // Output columns in groups of at most param_sets tiles (one VPU parameter set each).
-    const int64_t ntg = std::min<int64_t>(nt_all, c.param_sets);
+    // Output columns in groups of at most param_sets tiles (one VPU parameter set each)
+    // whose weights fit the weight memory.
+    const int64_t column_bytes = kt * n * n;
+    const int64_t ntg =
+        std::min<int64_t>({nt_all, c.param_sets, c.weight_mem_bytes / column_bytes});
+    if (ntg < 1) {
+      throw UsageError(fmt::format(
+          "layer '{}' (K = {}) does not fit the chip: one column of its weight tiles is {} bytes "
+          "and the weight memory holds {}; raise weight_mem_bytes",
+          l.name, g.k, column_bytes, c.weight_mem_bytes));
+    }
     // Rows in chunks: two accumulator buffers of mc rows; A's kt blocks and the outputs'
     // ntg blocks of mc rows in the unified buffer.
     const int64_t mc = std::min({gm, static_cast<int64_t>(c.acc_depth_rows) / 2,

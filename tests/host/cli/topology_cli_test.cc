@@ -204,6 +204,23 @@ TEST_F(TopologyCliTest, LayersLargerThanTheBuffersAreSplit) {
   EXPECT_EQ(j["macs"], 1444 * 18 * 300);
 }
 
+TEST_F(TopologyCliTest, WeightsLargerThanTheWeightMemoryAreSplit) {
+  // K = 400 on teach-4 is 100 weight tiles of 16 bytes per column of 4 outputs: 8,192 bytes
+  // of weight memory hold 5 such columns, so the 16 columns run in 4 groups (they ran as one
+  // and stopped on the weight image before); 1,024 bytes cannot hold one column.
+  const std::string topo = Write("fc.csv", std::string(kHeader) + "fc, 1, 1, 1, 1, 400, 64, 1,\n");
+  const std::string run = "run --topology " + topo + " --config teach-4 --host-im2col ";
+  const Outcome o = Run(run + "--set weight_mem_bytes=8192 --json " + P("w.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("w.json")));
+  EXPECT_TRUE(j["bit_exact"].get<bool>());
+  EXPECT_EQ(j["macs"], 400 * 64);
+  EXPECT_EQ(j["layers"][0]["counters"]["weight_bytes_read"], 400 * 64);  // each tile once
+  ExpectError(run + "--set weight_mem_bytes=1024", 2,
+              "layer 'fc' (K = 400) does not fit the chip: one column of its weight tiles is 1600 "
+              "bytes and the weight memory holds 1024; raise weight_mem_bytes");
+}
+
 TEST_F(TopologyCliTest, BadFilesGetOneClearLineAndNoOutput) {
   const std::string json = P("never.json");
   auto bad = [&](const std::string& name, const std::string& text, const std::string& fragment) {
