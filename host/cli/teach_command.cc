@@ -136,6 +136,11 @@ const teach::Recording& Of(const std::vector<std::unique_ptr<teach::Recording>>&
   throw std::logic_error("no recording of that dataflow");
 }
 
+// Whether every recording's C equals Eigen's.
+bool AllExact(const std::vector<std::unique_ptr<teach::Recording>>& runs) {
+  return std::all_of(runs.begin(), runs.end(), [](const auto& r) { return r->matches_reference; });
+}
+
 // Says whether each answer is right; throws when one is not.
 void CheckAnswers(const std::vector<Answer>& answers,
                   const std::vector<std::unique_ptr<teach::Recording>>& runs) {
@@ -150,9 +155,7 @@ void CheckAnswers(const std::vector<Answer>& answers,
                              ans.text.substr(ans.text.find('=') + 1),
                              right ? "right" : "not right, try again");
   }
-  const bool exact =
-      std::all_of(runs.begin(), runs.end(), [](const auto& r) { return r->matches_reference; });
-  if (!exact) throw RuntimeError("the RTL result differs from Eigen");
+  if (!AllExact(runs)) throw RuntimeError("the RTL result differs from Eigen");
   if (wrong) {
     throw RuntimeError(
         fmt::format("{} of {} answers are not right (tpusim teach without "
@@ -243,8 +246,7 @@ void RunTeach(const TeachOptions& o) {
   for (teach::Dataflow d : teach::kDataflows) {
     if (dataflows.Has(d)) runs.push_back(teach::Record(d, a, b, o.array));
   }
-  const bool exact =
-      std::all_of(runs.begin(), runs.end(), [](const auto& r) { return r->matches_reference; });
+  const bool exact = AllExact(runs);
   if (!answers.empty()) {
     CheckAnswers(answers, runs);
   } else if (!o.html_path.empty()) {

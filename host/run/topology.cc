@@ -118,7 +118,6 @@ engine::ExecResult RunJob(engine::ChipEngine& engine, const LayerJob& job,
 
 // A layer's batch: its own (a GEMM row's M) or the run's.
 int LayerBatch(const TopologyLayer& l, int batch) {
-  CheckBatch(batch);
   if (l.batch == 0) return batch;
   if (batch != 1) {
     throw UsageError(fmt::format("{} {} does not apply to layer '{}': a GEMM's batch is its M ({})",
@@ -133,6 +132,7 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
                               uint64_t seed, const std::function<void(double)>& progress,
                               const TopologyRunOptions& options) {
   const bool host_im2col = options.host_im2col;
+  CheckBatch(options.batch);
   const auto start = std::chrono::steady_clock::now();
   const config::TpuConfig& c = engine.Config();
   const int64_t n = c.array_dim;
