@@ -1,13 +1,14 @@
-// The timing of one external-memory port as the fast engine sees it: the same rules as the
-// SystemC system's MemoryPort (sim/system/memory_port.h), without the bytes, which the fast
-// engine moves per instruction instead. A request is accepted when the channel is free;
-// a row keeps the channel busy for ceil(row_bytes / bytes_per_cycle) cycles; read data
-// comes back latency_cycles after that, in order, at most one row per cycle.
+// The timing of one external-memory port as the fast engine sees it: the channel rule both
+// engines share (contract/memory_channel.h) and the rows in flight, without the bytes, which
+// the fast engine moves per instruction instead. Read rows come back in order, at most one
+// row per cycle.
 #pragma once
 
 #include <cstdint>
 #include <limits>
 #include <vector>
+
+#include "contract/memory_channel.h"
 
 namespace tpu::fast {
 
@@ -16,19 +17,19 @@ inline constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 class MemoryTiming {
  public:
   MemoryTiming(uint64_t row_bytes, uint64_t bytes_per_cycle, uint64_t latency_cycles)
-      : occupancy_((row_bytes + bytes_per_cycle - 1) / bytes_per_cycle), latency_(latency_cycles) {}
+      : channel_(row_bytes, bytes_per_cycle, latency_cycles) {}
 
   void Reset() {
-    busy_until_ = 0;
+    channel_.Reset();
     head_ = tail_ = 0;
   }
-  bool Ready(uint64_t cycle) const { return cycle >= busy_until_; }
+  bool Ready(uint64_t cycle) const { return channel_.Ready(cycle); }
   // A request accepted at the clock edge that ends `cycle`.
   void Accept(uint64_t cycle, bool read) {
-    busy_until_ = cycle + occupancy_;
+    const uint64_t due = channel_.Accept(cycle);
     if (!read) return;
     if (tail_ - head_ == due_.size()) Grow();
-    due_[tail_++ & (due_.size() - 1)] = cycle + occupancy_ + latency_;
+    due_[tail_++ & (due_.size() - 1)] = due;
   }
   // Whether a read row is presented to the chip during `cycle` (once per cycle).
   bool Respond(uint64_t cycle) {
@@ -38,7 +39,8 @@ class MemoryTiming {
   }
   // The first cycle after `cycle` in which Ready() or Respond() can change.
   uint64_t NextEvent(uint64_t cycle) const {
-    uint64_t next = busy_until_ > cycle ? busy_until_ : kNever;
+    const uint64_t free = channel_.FreeFrom();
+    uint64_t next = free > cycle ? free : kNever;
     if (head_ != tail_) {
       const uint64_t due = due_[head_ & (due_.size() - 1)];
       if (due < next) next = due;
@@ -55,8 +57,7 @@ class MemoryTiming {
     due_.swap(bigger);
   }
 
-  uint64_t occupancy_, latency_;
-  uint64_t busy_until_ = 0;
+  hw::MemoryChannel channel_;
   std::vector<uint64_t> due_ = std::vector<uint64_t>(64);  // a power of two
   uint64_t head_ = 0, tail_ = 0;
 };

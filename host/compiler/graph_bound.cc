@@ -81,8 +81,8 @@ std::vector<TileRun> ProgramRuns(const LoweredGraph& g, const Plan& plan, int ba
 std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const config::TpuConfig& c,
                               int batch) {
   const auto n = static_cast<double>(c.array_dim);
-  const double tile_cycles = n * static_cast<double>(c.WeightRowCycles());
-  const double row_cycles = static_cast<double>(c.HostRowCycles());
+  const double tile_cycles = n * c.WeightRowCycles();
+  const double row_cycles = c.HostRowCycles();
   const std::vector<TileRun> runs = ProgramRuns(g, plan, batch);
   std::vector<Bound> out(g.ops.size());
   for (const TileRun& run : runs) {

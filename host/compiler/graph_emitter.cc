@@ -2,6 +2,7 @@
 #include "host/compiler/graph_emitter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 
@@ -354,7 +355,8 @@ class Emitter {
     Transfer& t = background_.front();
     const int64_t r = std::min(rows, t.rows);
     ReadHost(t.host, t.ub, r, t.op);
-    due_ = c_.host_mem_latency_cycles + r * c_.HostRowCycles();
+    due_ = c_.host_mem_latency_cycles +
+           static_cast<int64_t>(std::ceil(static_cast<double>(r) * c_.HostRowCycles()));
     streamed_ = 0;
     t.host += static_cast<uint64_t>(r * n_);
     t.ub += r;

@@ -48,8 +48,7 @@ class Planner {
         for (const OpTerm& t : ts) tiles += t.tile != prev, prev = t.tile;
       }
       stream_.push_back(static_cast<double>(op.rows * terms));
-      const double tile =
-          std::max<double>(n_, static_cast<double>(n_) * n_ / c.weight_mem_bytes_per_cycle);
+      const double tile = n_ * c.WeightRowCycles();
       wload_.push_back(static_cast<double>(tiles) * tile);
       wbytes_.push_back(static_cast<double>(tiles) * n_ * n_);
     }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/memory_channel.h"
 #include "contract/tpu_contract.h"
 
 namespace tpu::config {
@@ -19,13 +20,15 @@ struct TpuConfig : hw::ChipParams {
   std::string name;         // preset name, or the file it came from
   std::string description;  // one line for people
 
-  // Cycles one N-byte row keeps the host (weight) memory's port busy: ceil(N / bytes per
-  // cycle), as the DMA engines request rows (docs/timing.md).
-  int64_t HostRowCycles() const {
-    return (array_dim + host_mem_bytes_per_cycle - 1) / host_mem_bytes_per_cycle;
+  // Cycles per N-byte row of the host (weight) memory while the DMA engines stream rows:
+  // N / bytes per cycle, at least one (contract/memory_channel.h, docs/timing.md).
+  double HostRowCycles() const {
+    return hw::MemoryChannel::RowCycles(static_cast<uint64_t>(array_dim),
+                                        static_cast<uint64_t>(host_mem_bytes_per_cycle));
   }
-  int64_t WeightRowCycles() const {
-    return (array_dim + weight_mem_bytes_per_cycle - 1) / weight_mem_bytes_per_cycle;
+  double WeightRowCycles() const {
+    return hw::MemoryChannel::RowCycles(static_cast<uint64_t>(array_dim),
+                                        static_cast<uint64_t>(weight_mem_bytes_per_cycle));
   }
 
   // Throws UsageError saying which field is wrong and what would be valid.

@@ -1,14 +1,15 @@
 // Timing of one DMA port of an external memory, cycle by cycle. The chip asks for one row
-// (row_bytes) per request. The port accepts a request when its channel is free; a row
-// keeps the channel busy for ceil(row_bytes / bytes_per_cycle) cycles (the bandwidth);
-// read data comes back latency_cycles after that, in order, one row per cycle at most.
-// Writes are posted: the bytes land in memory when the request is accepted.
+// (row_bytes) per request. The port accepts a request when its channel can (the rule both
+// engines share, contract/memory_channel.h: bytes_per_cycle bytes each cycle, fractions
+// carried); read data comes back latency_cycles after its last byte, in order, one row per
+// cycle at most. Writes are posted: the bytes land in memory when the request is accepted.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <vector>
 
+#include "contract/memory_channel.h"
 #include "sim/system/memory_model.h"
 
 namespace tpu::sim {
@@ -18,26 +19,26 @@ class MemoryPort {
   MemoryPort(MemoryModel& memory, int row_bytes)
       : memory_(memory),
         row_bytes_(row_bytes),
-        occupancy_((static_cast<uint64_t>(row_bytes) + memory.Timing().bytes_per_cycle - 1) /
-                   memory.Timing().bytes_per_cycle) {}
+        channel_(static_cast<uint64_t>(row_bytes), memory.Timing().bytes_per_cycle,
+                 memory.Timing().latency_cycles) {}
 
   void Reset() {
-    busy_until_ = 0;
+    channel_.Reset();
     pending_.clear();
   }
 
-  bool Ready(uint64_t cycle) const { return cycle >= busy_until_; }
+  bool Ready(uint64_t cycle) const { return channel_.Ready(cycle); }
 
   // A request accepted at the clock edge that ends `cycle`. Throws std::out_of_range (from
   // the memory) for an address outside it.
   void Accept(uint64_t cycle, bool write, uint64_t addr, const uint8_t* data) {
-    busy_until_ = cycle + occupancy_;
+    const uint64_t due = channel_.Accept(cycle);
     if (write) {
       memory_.Write(addr, data, static_cast<uint64_t>(row_bytes_));
       return;
     }
     Pending p;
-    p.due = cycle + occupancy_ + memory_.Timing().latency_cycles;
+    p.due = due;
     p.data.resize(static_cast<size_t>(row_bytes_));
     memory_.Read(addr, p.data.data(), static_cast<uint64_t>(row_bytes_));
     pending_.push_back(std::move(p));
@@ -61,8 +62,7 @@ class MemoryPort {
   };
   MemoryModel& memory_;
   int row_bytes_;
-  uint64_t occupancy_;
-  uint64_t busy_until_ = 0;
+  hw::MemoryChannel channel_;
   std::deque<Pending> pending_;
   std::vector<uint8_t> current_;
 };
