@@ -12,6 +12,7 @@
 #include "host/compiler/gemm_program.h"
 #include "host/compiler/network_compiler.h"
 #include "host/gemm/gemm_runner.h"
+#include "host/nn/inputs.h"
 #include "host/nn/int8_net.h"
 #include "host/nn/int8_ops.h"
 
@@ -126,6 +127,50 @@ int LayerBatch(const TopologyLayer& l, int batch) {
   return static_cast<int>(l.batch);
 }
 
+// Whether a GEMM list is one network: every row a GEMM of one M, each row's K the previous
+// row's N (its input is the previous row's output).
+bool IsChain(const std::vector<TopologyLayer>& layers) {
+  if (layers.size() < 2) return false;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const TopologyLayer& l = layers[i];
+    if (l.batch == 0 || l.batch != layers[0].batch) return false;
+    if (i > 0 && l.channels != layers[i - 1].filters) return false;
+  }
+  return true;
+}
+
+// The chain as one model of dense layers (random int8 weights, ReLU between them), each
+// layer reading the one before.
+nn::Model ChainModel(const std::vector<TopologyLayer>& layers, std::mt19937_64& rng) {
+  nn::Model m;
+  m.name = "gemm-chain";
+  m.preprocess = "none";
+  m.input = {1, 1, static_cast<int>(layers[0].channels)};
+  m.quantized = true;
+  for (const TopologyLayer& l : layers) {
+    nn::Layer c = LayerModel(l, rng).layers[0];
+    c.inputs = {m.layers.empty() ? nn::kModelInput : static_cast<int>(m.layers.size()) - 1};
+    if (&l != &layers.back()) c.activation = nn::Activation::kRelu;
+    m.layers.push_back(std::move(c));
+  }
+  return m;
+}
+
+// A chained GEMM list runs as the application it describes: one whole-network program for
+// the batch of M (NetworkCompiler), its input over the host link once, the activations in
+// the unified buffer from layer to layer, the output back to the host; per-layer rows from
+// the program's attribution (docs/timing.md).
+TpuRunResult RunChain(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
+                      uint64_t seed, const std::function<void(double)>& progress) {
+  std::mt19937_64 rng(seed);
+  const nn::Model model = ChainModel(layers, rng);
+  const auto m = static_cast<int>(layers[0].batch);
+  const nn::InputSet inputs = nn::SyntheticInputs(model, m, seed);
+  TpuRunResult r = RunModelOnTpu(model, engine, inputs, m, m, progress);
+  r.images = 1;  // the list runs once
+  return r;
+}
+
 }  // namespace
 
 TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
@@ -133,6 +178,9 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
                               const TopologyRunOptions& options) {
   const bool host_im2col = options.host_im2col;
   CheckBatch(options.batch);
+  for (const TopologyLayer& l : layers) LayerBatch(l, options.batch);
+  if (options.maps_on_chip && !host_im2col && IsChain(layers))
+    return RunChain(layers, engine, seed, progress);
   const auto start = std::chrono::steady_clock::now();
   const config::TpuConfig& c = engine.Config();
   const int64_t n = c.array_dim;
@@ -161,6 +209,7 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
         std::vector<int8_t> act(pixels.size());
         for (size_t i = 0; i < act.size(); ++i) act[i] = nn::QuantizePixel(pixels[i]);
         LayerStats stats;
+        result.ub_rows = std::max(result.ub_rows, nc.UbRows());
         const MapsOnChip maps = nc.Maps();
         const std::string how = l.IsDense() ? "dense" : "windows";
         stats.name = l.name + " (" + how +

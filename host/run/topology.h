@@ -23,7 +23,10 @@ namespace tpu::run {
 //
 // `batch` maps stream through every weight tile of a layer; a GEMM row's layer takes its M
 // as its batch (UsageError when `batch` is not 1 then), and the list runs once: the result's
-// `images` is 1. With `maps_on_chip`, a layer
+// `images` is 1. A GEMM list that chains (one M, each row's K the previous row's N) is one
+// network: with `maps_on_chip` it runs as a whole-network program of dense layers (ReLU
+// between them), its input and output crossing the host link, its activations kept in the
+// unified buffer, as the application runs. With `maps_on_chip`, a layer
 // run with windows starts with its input maps in the unified buffer and leaves its outputs
 // there, as inside a whole network: programs outside the layer's (not counted) move them in
 // and out; where they do not fit, or with im2col, they cross the host link in the layer's

@@ -38,7 +38,8 @@ struct TpuRunResult {
   std::vector<LayerStats> layers;           // one entry for a whole-network program
   std::string plan;  // "whole network, one program per batch: ...", or "layer jobs (why)"
   std::vector<compiler::SpilledTensor> spilled;  // tensors the plan keeps in host memory
-  int64_t ub_rows = 0;     // unified-buffer rows the plan uses (whole networks)
+  int64_t ub_rows = 0;     // unified-buffer rows the plan uses (whole networks; topology
+                           // layers with windows: the most any layer's program uses)
   bool checked = true;     // false in timing-only runs: no values to check
   int64_t mismatches = 0;  // inputs whose outputs differ from the CPU int8 reference
   int64_t correct = 0;     // argmax == label

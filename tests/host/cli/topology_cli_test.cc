@@ -87,6 +87,38 @@ TEST_F(TopologyCliTest, GemmListsRunEachRowAsADenseLayerOnABatchOfItsM) {
               "--batch 2 does not apply to layer 'gemm_100x150x16': a GEMM's batch is its M (100)");
 }
 
+// A list whose rows chain (one M, each K the previous N) is one application, like TPU v1's
+// MLPs (models/tpu-v1-apps): one whole-network program, its input over the host link once,
+// its activations kept in the unified buffer, a row per layer; bit-exact on both engines.
+TEST_F(TopologyCliTest, ChainedGemmListsRunAsOneNetworkProgram) {
+  const std::string topo = Write("chain.csv",
+                                 "Layer name, M, N, K,\nfc1, 24, 20, 30,\n"
+                                 "fc2, 24, 12, 20,\nfc3, 24, 6, 12,\n");
+  std::map<std::string, nlohmann::json> runs;
+  for (const std::string engine : {"rtl", "fast"}) {
+    const Outcome o = Run("run --topology " + topo + " --config teach-4 --engine " + engine +
+                          " --json " + P(engine + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("whole network, one program per batch: fc1 .. fc3"), std::string::npos)
+        << o.out;
+    runs[engine] = nlohmann::json::parse(Slurp(P(engine + ".json")));
+    for (const char* k : {"engine", "wall_seconds", "revision"}) runs[engine].erase(k);
+  }
+  const nlohmann::json& j = runs["rtl"];
+  EXPECT_TRUE(j["bit_exact"].get<bool>());
+  EXPECT_EQ(j["images"], 1);
+  EXPECT_EQ(j["macs"], 24 * (30 * 20 + 20 * 12 + 12 * 6));
+  ASSERT_EQ(j["layers"].size(), 3u);
+  EXPECT_EQ(j["layers"][2]["name"], "fc3");
+  EXPECT_GT(j["counters"]["host_bytes_written"].get<int64_t>(), 0) << "the output goes back";
+  EXPECT_EQ(runs["rtl"], runs["fast"]) << "the engines disagree on the chained list";
+  // With --maps host each row runs on its own, as a list that does not chain does.
+  const Outcome host =
+      Run("run --topology " + topo + " --config teach-4 --engine fast --maps host");
+  ASSERT_EQ(host.exit_code, 0) << host.err;
+  EXPECT_EQ(host.out.find("whole network"), std::string::npos) << host.out;
+}
+
 TEST_F(TopologyCliTest, RunsBitExactWithTheSameCountersOnBothEngines) {
   const std::string topo = Write("t.csv", std::string(kHeader) +
                                               "wide, 6, 7, 3, 2, 5, 11, 2,\n"
