@@ -21,6 +21,7 @@
 #include "host/common/subprocess.h"
 #include "host/config/tpu_config.h"
 #include "host/cosim/cosim.h"
+#include "host/cosim/network_generator.h"
 #include "host/engine/chip_engine.h"
 #include "host/engine/engine_factory.h"
 
@@ -31,6 +32,7 @@ namespace fs = std::filesystem;
 struct CosimArgs {
   std::vector<std::string> configs, sets;
   uint64_t programs = 200, seed = 1, watchdog = 20000;
+  uint64_t networks = 0, rtl_every = 10;  // networks > 0: random networks, not programs
   std::string json, out = "cosim-mismatches", replay, save;
   std::optional<uint64_t> program;
   bool quiet = false;
@@ -62,7 +64,36 @@ nlohmann::json SummaryJson(const cosim::CosimSummary& s) {
           {"first_mismatch", s.first_mismatch}};
 }
 
+nlohmann::json NetworkSummaryJson(const cosim::NetworkCosimSummary& s) {
+  return {{"config", s.config},
+          {"array_dim", s.array_dim},
+          {"networks", s.networks},
+          {"layers", s.layers},
+          {"rtl_networks", s.rtl_networks},
+          {"unsupported", s.unsupported},
+          {"mismatches", s.mismatches},
+          {"rtl_seconds", s.rtl_seconds},
+          {"fast_seconds", s.fast_seconds},
+          {"first_mismatch", s.first_mismatch}};
+}
+
 std::string SummaryLine(const nlohmann::json& s) {
+  if (s.contains("networks")) {
+    std::string refused;
+    uint64_t refusals = 0;
+    for (const auto& [why, n] : s["unsupported"].items()) {
+      refused += fmt::format("      {} refused: {}\n", n.get<uint64_t>(), why);
+      refusals += n.get<uint64_t>();
+    }
+    return fmt::format(
+        "  {:<24} {:>6} networks ({} layers), {} refused by the compiler, {} mismatches; {} also "
+        "on the rtl engine; rtl {:.2f} s, fast {:.2f} s\n{}",
+        fmt::format("{} ({} x {})", s["config"].get<std::string>(), s["array_dim"].get<int>(),
+                    s["array_dim"].get<int>()),
+        s["networks"].get<uint64_t>(), s["layers"].get<uint64_t>(), refusals,
+        s["mismatches"].get<uint64_t>(), s["rtl_networks"].get<uint64_t>(),
+        s["rtl_seconds"].get<double>(), s["fast_seconds"].get<double>(), refused);
+  }
   std::string endings;
   for (const auto& [k, v] : s["endings"].items()) {
     endings += (endings.empty() ? "" : ", ") + fmt::format("{} {}", k, v.get<uint64_t>());
@@ -83,6 +114,18 @@ nlohmann::json RunOne(const CosimArgs& a, const std::string& config_name) {
   const auto rtl = engine::MakeChipEngine(engine::EngineKind::kRtl, config, eo);
   const auto fast = engine::MakeChipEngine(engine::EngineKind::kFast, config, eo);
   ProgressBar bar("cosim " + config.name, !a.quiet);
+  if (a.networks > 0) {
+    cosim::NetworkCosimOptions no;
+    no.networks = a.networks;
+    no.seed = a.seed;
+    no.rtl_every = a.rtl_every;
+    no.mismatch_dir = a.out;
+    no.progress = [&bar](double f) { bar.Update(f); };
+    const cosim::NetworkCosimSummary s =
+        cosim::RunNetworkCosim(a.rtl_every > 0 ? rtl.get() : nullptr, *fast, no);
+    bar.Finish();
+    return NetworkSummaryJson(s);
+  }
   cosim::CosimOptions o;
   o.programs = a.program ? 1 : a.programs;
   o.first_program = a.program.value_or(0);
@@ -114,6 +157,10 @@ nlohmann::json CosimChild(const CosimArgs& a, const std::string& config_name,
                                    "--json",
                                    json_path};
   for (const std::string& kv : a.sets) argv.insert(argv.end(), {"--set", kv});
+  if (a.networks > 0) {
+    argv.insert(argv.end(), {"--networks", std::to_string(a.networks), "--rtl-every",
+                             std::to_string(a.rtl_every)});
+  }
   if (a.program) argv.insert(argv.end(), {"--program", std::to_string(*a.program)});
   if (!a.save.empty()) argv.insert(argv.end(), {"--save", a.save});
   const int rc = tpu::RunChild(argv).status;
@@ -151,6 +198,11 @@ void Replay(const CosimArgs& a) {
 void Cosim(const CosimArgs& a) {
   if (!a.replay.empty()) return Replay(a);
   if (a.programs < 1) throw UsageError("--programs must be at least 1");
+  if (a.networks > 0 && (a.program || !a.save.empty())) {
+    throw UsageError(
+        "--program and --save choose random programs; with --networks a failing "
+        "network is saved under --out with the command that replays it");
+  }
   if (a.watchdog < 1) throw UsageError("--watchdog must be at least 1 cycle");
   if (!a.json.empty()) CheckWritable(a.json);
   const std::vector<std::string> configs = a.configs.empty() ? DefaultConfigs() : a.configs;
@@ -177,17 +229,21 @@ void Cosim(const CosimArgs& a) {
     }
     fs::remove_all(scratch);
   }
-  uint64_t programs = 0, mismatches = 0;
-  std::string text =
-      fmt::format("tpusim cosim: random programs on the rtl and fast engines, seed {}\n", a.seed);
+  const char* what = a.networks > 0 ? "networks" : "programs";
+  uint64_t count = 0, mismatches = 0;
+  std::string text = fmt::format(
+      a.networks > 0 ? "tpusim cosim: random networks on the fast engine against the CPU int8 "
+                       "reference, every {}th on the rtl engine too, seed {}\n"
+                     : "tpusim cosim: random programs on the rtl and fast engines{}, seed {}\n",
+      a.networks > 0 ? std::to_string(a.rtl_every) : "", a.seed);
   for (const auto& r : results) {
-    programs += r["programs"].get<uint64_t>();
+    count += r[what].get<uint64_t>();
     mismatches += r["mismatches"].get<uint64_t>();
     text += SummaryLine(r);
   }
-  text += fmt::format("  total: {} programs, {} mismatches\n", programs, mismatches);
+  text += fmt::format("  total: {} {}, {} mismatches\n", count, what, mismatches);
   if (!a.json.empty()) {
-    WriteFileAtomically(a.json, nlohmann::json{{"programs", programs},
+    WriteFileAtomically(a.json, nlohmann::json{{what, count},
                                                {"mismatches", mismatches},
                                                {"seed", a.seed},
                                                {"configs", results},
@@ -221,8 +277,17 @@ the instruction timeline cycle by cycle. A mismatch writes the program and its m
 images to a folder under --out and names the command that replays it. Each config runs
 in its own process (one SystemC system per process). Exit 1 on any mismatch.
 
+--networks N tests the compiler instead: N random networks per config (every layer kind
+and option: convolutions of any kernel, stride and padding, depthwise ones, max, average
+and global pooling, residual adds, concats, dense layers, each activation; random input
+shapes and batches), each quantized on synthetic inputs, compiled, run on the fast engine
+and checked bit-exact against the CPU int8 reference; every --rtl-every-th also runs on the
+RTL with every counter equal. A failing network is saved as a model folder under --out with
+the `tpusim run` command that replays it.
+
 Examples:
   tpusim cosim                                   every built RTL size, 200 programs each
+  tpusim cosim --networks 300 --seed 5 --json networks.json
   tpusim cosim --config small-16 --programs 2000 --seed 7 --json cosim.json
   tpusim cosim --config teach-4 --set host_mem_latency_cycles=500 --set host_mem_bytes_per_cycle=1
   tpusim cosim --replay cosim-mismatches/small-16-seed7-program42)");
@@ -230,11 +295,17 @@ Examples:
                   "preset or .json config (repeatable; default: one per built RTL size)");
   cmd->add_option("--set", a->sets, "override a config field in every config (repeatable)");
   cmd->add_option("--programs", a->programs, "random programs per config")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "seed of the program generator")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of the program (network) generator")
+      ->capture_default_str();
+  cmd->add_option("--networks", a->networks,
+                  "random networks per config instead of programs (the compiler's test)");
+  cmd->add_option("--rtl-every", a->rtl_every,
+                  "with --networks: every k-th network also on the RTL (0: none)")
+      ->capture_default_str();
   cmd->add_option("--watchdog", a->watchdog, "cycles without progress that stop a program")
       ->capture_default_str();
   cmd->add_option("--json", a->json,
-                  "write the summary as JSON (keys programs, mismatches, configs)");
+                  "write the summary as JSON (keys programs or networks, mismatches, configs)");
   cmd->add_option("--out", a->out, "folder for the jobs that mismatch")->capture_default_str();
   cmd->add_option("--replay", a->replay, "run a mismatch folder again on both engines");
   cmd->add_option("--program", a->program,

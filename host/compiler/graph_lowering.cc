@@ -182,7 +182,12 @@ class Lowering {
       }
       const int64_t wh = op.window.pooled ? 2 * out_h : out_h,
                     ww = op.window.pooled ? 2 * out_w : out_w;
-      op.stacked = wh == 1 && ww == 1 && l.kernel_h == in.h && l.kernel_w == in.w;
+      // Stacked: each image's one window is its whole map, so the images' maps can sit on top
+      // of each other as one tall map. Not with padding above or left: the window would start
+      // inside the previous image's map (found by `tpusim cosim --networks`: a padded 2 x 1
+      // average pooling of a 2 x 1 map read the image before's last row for its zeros).
+      op.stacked = wh == 1 && ww == 1 && l.kernel_h == in.h && l.kernel_w == in.w &&
+                   l.pad_top == 0 && l.pad_left == 0;
       op.rows = wh * ww;
       SetWindow(&op, in, l.kernel_h, l.kernel_w, l.stride, l.pad_top, l.pad_left, wh, ww, in.c);
       kt = (int64_t{l.kernel_h} * l.kernel_w * in.c + n_ - 1) / n_;

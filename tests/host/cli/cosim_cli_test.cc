@@ -38,6 +38,31 @@ TEST_F(CosimCliTest, SeveralConfigsRunInChildProcesses) {
   EXPECT_EQ(j["configs"][1]["array_dim"], 8);
 }
 
+// --networks tests the compiler: random networks of every layer kind, bit-exact against the
+// CPU int8 reference on the fast engine, a sample on the RTL with every counter equal.
+TEST_F(CosimCliTest, RandomNetworksRunBitExactAndTheJsonSaysSo) {
+  const Outcome o = Run("cosim --config lab-8 --networks 40 --seed 5 --rtl-every 4 --json " +
+                        P("n.json") + " --out " + P("mm"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("total: 40 networks, 0 mismatches"), std::string::npos) << o.out;
+  const auto j = nlohmann::json::parse(Slurp(P("n.json")));
+  EXPECT_EQ(j["networks"], 40);
+  EXPECT_EQ(j["mismatches"], 0);
+  const auto& c = j["configs"][0];
+  EXPECT_EQ(c["rtl_networks"], 10);  // networks 0, 4, ..., 36
+  uint64_t refused = 0;
+  for (const auto& [why, n] : c["unsupported"].items()) refused += n.get<uint64_t>();
+  EXPECT_LT(refused, 10u) << c["unsupported"];
+  EXPECT_GT(c["layers"].get<int>(), 40 * 2) << "networks of several layers";
+  EXPECT_FALSE(std::filesystem::exists(P("mm")));
+  // The same seed draws the same networks.
+  const Outcome again = Run("cosim --config lab-8 --networks 40 --seed 5 --rtl-every 4");
+  EXPECT_EQ(again.out, o.out);
+  ExpectError("cosim --networks 5 --program 3", 2,
+              "--program and --save choose random programs; with --networks a failing network "
+              "is saved under --out");
+}
+
 TEST_F(CosimCliTest, BadInputsAreUsageErrors) {
   ExpectError("cosim --config nosuch", 2, "unknown preset 'nosuch'");
   ExpectError("cosim --config teach-4 --programs 0", 2, "--programs must be at least 1");

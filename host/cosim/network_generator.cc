@@ -1,0 +1,376 @@
+// Random networks and their co-simulation (see network_generator.h).
+#include "host/cosim/network_generator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "host/common/errors.h"
+#include "host/nn/inputs.h"
+#include "host/nn/quantize.h"
+#include "host/report/exec_report.h"
+#include "host/run/tpu_runner.h"
+
+namespace tpu::cosim {
+namespace {
+
+using nn::Activation;
+using nn::Layer;
+using nn::LayerType;
+
+// Draws a network block by block; every layer is checked by InferShapes as it is added, and
+// a block whose shapes do not work out is taken back (so every network is valid).
+class Builder {
+ public:
+  explicit Builder(uint64_t seed) : rng_(seed) {}
+
+  int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
+
+  nn::Model Build(const std::string& name) {
+    m_.name = name;
+    m_.preprocess = "none";
+    m_.dataset = "none";
+    m_.input = {Uniform(1, 14), Uniform(1, 14), Uniform(1, 16)};
+    shape_ = fmt::format("{}x{}x{}", m_.input.h, m_.input.w, m_.input.c);
+    const int blocks = Uniform(1, 5);
+    for (int b = 0; b < blocks; ++b) Block();
+    if (Chance(0.5)) Dense();
+    if (m_.layers.empty()) Dense();
+    return m_;
+  }
+  std::string Shape() const { return shape_; }
+
+ private:
+  nn::Shape3 Cur() const { return m_.OutputOf(cur_); }
+  Activation RandomActivation() {
+    const int a = Uniform(0, 2);
+    return a == 0 ? Activation::kNone : a == 1 ? Activation::kRelu : Activation::kRelu6;
+  }
+  static const char* Act(Activation a) {
+    return a == Activation::kNone ? "" : a == Activation::kRelu ? " relu" : " relu6";
+  }
+
+  // Adds the layers (reading `cur_` or their own inputs) if their shapes work out.
+  bool TryAdd(std::vector<Layer> layers, const std::string& text) {
+    const size_t before = m_.layers.size();
+    for (Layer& l : layers) {
+      l.name = fmt::format("l{}", m_.layers.size());
+      m_.layers.push_back(std::move(l));
+    }
+    try {
+      nn::InferShapes(&m_);
+    } catch (const UsageError&) {
+      m_.layers.resize(before);
+      return false;
+    }
+    cur_ = static_cast<int>(m_.layers.size()) - 1;
+    shape_ += " -> " + text;
+    return true;
+  }
+
+  Layer Conv(int input, int filters, int kh, int kw, int stride, const std::string& padding) {
+    Layer l;
+    l.type = LayerType::kConv2d;
+    l.inputs = {input};
+    l.kernel_h = kh;
+    l.kernel_w = kw;
+    l.stride = stride;
+    l.padding = padding;
+    l.out.c = filters;
+    return l;
+  }
+
+  void Block() {
+    if (dense_) return Dense();
+    const int kind = Uniform(0, 9);
+    if (kind < 4) return RandomConv();
+    if (kind < 6) return Pool();
+    if (kind < 7) return Residual();
+    if (kind < 8) return Concat();
+    Dense();
+  }
+
+  void RandomConv() {
+    const nn::Shape3 in = Cur();
+    Layer l = Conv(cur_, Uniform(1, 40), Uniform(1, std::min(5, in.h + 2)),
+                   Uniform(1, std::min(5, in.w + 2)), Uniform(1, 3), "valid");
+    const int pad = Uniform(0, 2);
+    l.padding = pad == 0 ? "valid" : pad == 1 ? "same" : "explicit";
+    if (pad == 2) {
+      l.pad_top = Uniform(0, l.kernel_h - 1);
+      l.pad_bottom = Uniform(0, l.kernel_h - 1);
+      l.pad_left = Uniform(0, l.kernel_w - 1);
+      l.pad_right = Uniform(0, l.kernel_w - 1);
+    }
+    l.depthwise = Chance(0.2);
+    if (l.depthwise) l.out.c = in.c;
+    l.activation = RandomActivation();
+    const std::string text =
+        fmt::format("{}conv{}x{}/{} {} {}{}", l.depthwise ? "dw" : "", l.kernel_h, l.kernel_w,
+                    l.stride, l.padding, l.out.c, Act(l.activation));
+    TryAdd({l}, text);
+  }
+
+  void Pool() {
+    const nn::Shape3 in = Cur();
+    Layer l;
+    l.type = Chance(0.5) ? LayerType::kMaxPool2d : LayerType::kAvgPool2d;
+    l.inputs = {cur_};
+    if (l.type == LayerType::kAvgPool2d && Chance(0.25)) {
+      l.global_pool = true;
+      TryAdd({l}, "global avgpool");
+      return;
+    }
+    l.pool_h = Uniform(1, std::min(3, in.h));
+    l.pool_w = Uniform(1, std::min(3, in.w));
+    l.pool_stride = Uniform(1, 3);
+    if (Chance(0.3)) {
+      l.padding = "explicit";
+      l.pad_top = Uniform(0, l.pool_h - 1);
+      l.pad_left = Uniform(0, l.pool_w - 1);
+      l.pad_bottom = Uniform(0, l.pool_h - 1);
+      l.pad_right = Uniform(0, l.pool_w - 1);
+    }
+    const char* kind = l.type == LayerType::kMaxPool2d ? "maxpool" : "avgpool";
+    TryAdd({l}, fmt::format("{}{}x{}/{}{}", kind, l.pool_h, l.pool_w, l.pool_stride,
+                            l.Padded() ? " padded" : ""));
+  }
+
+  // x + conv(x): a "same" convolution of stride 1 keeping the channels, then the add.
+  void Residual() {
+    const int x = cur_, k = 2 * Uniform(0, 1) + 1;
+    const int n = static_cast<int>(m_.layers.size());
+    Layer c = Conv(x, Cur().c, k, k, 1, "same");
+    c.activation = RandomActivation();
+    Layer add;
+    add.type = LayerType::kAdd;
+    add.inputs = {x, n};
+    add.activation = Chance(0.5) ? Activation::kRelu : Activation::kNone;
+    TryAdd({c, add}, fmt::format("residual(conv{}x{}){}", k, k, Act(add.activation)));
+  }
+
+  // concat(conv1x1(x), conv3x3(x)), both "same" and of stride 1.
+  void Concat() {
+    const int x = cur_, n = static_cast<int>(m_.layers.size());
+    Layer a = Conv(x, Uniform(1, 20), 1, 1, 1, "same");
+    Layer b = Conv(x, Uniform(1, 20), 3, 3, 1, "same");
+    a.activation = RandomActivation();
+    b.activation = RandomActivation();
+    Layer cat;
+    cat.type = LayerType::kConcat;
+    cat.inputs = {n, n + 1};
+    TryAdd({a, b, cat}, fmt::format("concat({}, {})", a.out.c, b.out.c));
+  }
+
+  void Dense() {
+    std::vector<Layer> layers;
+    std::string text;
+    const int n = static_cast<int>(m_.layers.size());
+    if (Cur().h != 1 || Cur().w != 1) {
+      Layer f;
+      f.type = LayerType::kFlatten;
+      f.inputs = {cur_};
+      layers.push_back(f);
+      text = "flatten -> ";
+    }
+    Layer d;
+    d.type = LayerType::kDense;
+    d.inputs = {layers.empty() ? cur_ : n};
+    d.out = {1, 1, Uniform(1, 40)};
+    d.activation = RandomActivation();
+    text += fmt::format("dense {}{}", d.out.c, Act(d.activation));
+    layers.push_back(d);
+    if (TryAdd(layers, text)) dense_ = true;
+  }
+
+  std::mt19937_64 rng_;
+  nn::Model m_;
+  int cur_ = nn::kModelInput;
+  bool dense_ = false;  // after a dense layer only dense layers follow
+  std::string shape_;
+};
+
+// Weights drawn N(0, 2 / fan-in) (He), biases N(0, 0.1): activations stay in range.
+void FillWeights(nn::Model* m, std::mt19937_64& rng) {
+  for (Layer& l : m->layers) {
+    if (!l.HasWeights()) continue;
+    const int64_t taps = int64_t{l.kernel_h} * l.kernel_w;
+    const int64_t fan_in = l.type == LayerType::kDense ? l.in.Size()
+                           : l.depthwise               ? taps
+                                                       : taps * l.in.c;
+    std::normal_distribution<float> w(0.0f, static_cast<float>(std::sqrt(2.0 / fan_in)));
+    std::normal_distribution<float> b(0.0f, 0.1f);
+    Tensor<float> t;
+    t.shape = l.type == LayerType::kDense
+                  ? std::vector<int64_t>{l.in.Size(), l.out.c}
+                  : std::vector<int64_t>{l.kernel_h, l.kernel_w, l.in.c, l.out.c};
+    if (l.depthwise) t.shape.back() = 1;  // kh x kw x c x 1, expanded below
+    t.data.resize(static_cast<size_t>(t.Size()));
+    for (float& v : t.data) v = w(rng);
+    l.weights = l.depthwise ? nn::ExpandDepthwise(t) : t;
+    l.bias.shape = {l.out.c};
+    l.bias.data.resize(static_cast<size_t>(l.out.c));
+    for (float& v : l.bias.data) v = b(rng);
+  }
+}
+
+}  // namespace
+
+// A draw whose calibration leaves some layer without a representable scale (every output of
+// a ReLU zero, say) is drawn again: the case is the first draw that quantizes.
+NetworkCase RandomNetwork(uint64_t seed, uint64_t index) {
+  for (uint64_t attempt = 0;; ++attempt) {
+    const uint64_t case_seed = (seed * 1000003u + index) * 64 + attempt;
+    Builder builder(case_seed);
+    NetworkCase c;
+    c.model = builder.Build(fmt::format("random-{}-{}", seed, index));
+    c.shape = builder.Shape();
+    std::mt19937_64 rng(case_seed ^ 0x9e3779b97f4a7c15u);
+    FillWeights(&c.model, rng);
+    c.seed = case_seed;
+    c.images = std::uniform_int_distribution<int>(1, 12)(rng);
+    c.batch = std::uniform_int_distribution<int>(1, c.images)(rng);
+    try {
+      nn::Quantize(&c.model, nn::SyntheticInputs(c.model, 8, case_seed + 1), 8);
+    } catch (const UsageError&) {
+      if (attempt == 63) throw;
+      continue;
+    }
+    return c;
+  }
+}
+
+namespace {
+
+// "" when the two runs agree on every output and counter (the rtl engine's run against the
+// fast engine's), else the first difference.
+std::string CompareRuns(const run::TpuRunResult& rtl, const run::TpuRunResult& fast) {
+  if (rtl.logits != fast.logits) return "the rtl engine's outputs differ from the fast engine's";
+  if (rtl.plan != fast.plan) return "the plans differ: '" + rtl.plan + "' and '" + fast.plan + "'";
+  if (rtl.layers.size() != fast.layers.size()) return "the engines ran different layer rows";
+  for (size_t i = 0; i < rtl.layers.size(); ++i) {
+    const run::LayerStats &a = rtl.layers[i], &b = fast.layers[i];
+    if (a.name != b.name || a.macs != b.macs || !(a.counters == b.counters)) {
+      return fmt::format("layer row '{}': rtl counters {} and fast counters {}", a.name,
+                         report::CountersJson(a.counters).dump(),
+                         report::CountersJson(b.counters).dump());
+    }
+  }
+  return "";
+}
+
+// Writes the failing network as a model folder and returns what to tell people.
+std::string SaveFailure(const NetworkCase& c, const std::string& what, const std::string& config,
+                        const std::string& dir, uint64_t seed, uint64_t index) {
+  const std::string folder = fmt::format("{}/{}-seed{}-network{}", dir, config, seed, index);
+  std::string saved;
+  try {
+    std::filesystem::create_directories(folder);
+    nn::SaveModel(c.model, folder);
+    saved = fmt::format(
+        "; saved in {}: replay with tpusim run --model {} --config {} --engine "
+        "fast --synthetic {} --seed {} --batch {}",
+        folder, folder, config, c.images, c.seed, c.batch);
+  } catch (const std::exception& e) {
+    saved = fmt::format(" (could not save it in {}: {})", folder, e.what());
+  }
+  return fmt::format("network {} ({}, {} inputs, batch {}): {}{}", index, c.shape, c.images,
+                     c.batch, what, saved);
+}
+
+// A refusal's reason without the names of the network's layers and sizes, so that refusals
+// of one kind count together: "add 'l4' reads the model's input directly" -> "add '*' reads
+// the model's input directly".
+std::string Reason(const std::string& message) {
+  std::string out;
+  for (size_t i = 0; i < message.size(); ++i) {
+    const char ch = message[i];
+    if (ch == '\'' && (i == 0 || message[i - 1] == ' ')) {  // a quoted name: 'l4'
+      const size_t close = message.find('\'', i + 1);
+      if (close != std::string::npos && message.find(' ', i) > close) {
+        out += "'*'";
+        i = close;
+        continue;
+      }
+    }
+    if (std::isdigit(static_cast<unsigned char>(ch))) {
+      if (out.empty() || out.back() != '#') out += '#';
+      continue;
+    }
+    out += ch;
+  }
+  return out;
+}
+
+// Each config draws its own networks from the seed (FNV-1a of its name mixed in), so a run
+// over several sizes covers more shapes; the same seed and config give the same networks.
+uint64_t ConfigSeed(uint64_t seed, const std::string& config) {
+  uint64_t h = 1469598103934665603u;
+  for (const char ch : config) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211u;
+  return seed ^ (h & 0xffffffffu);
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+NetworkCosimSummary RunNetworkCosim(engine::ChipEngine* rtl, engine::ChipEngine& fast,
+                                    const NetworkCosimOptions& o) {
+  NetworkCosimSummary s;
+  s.config = fast.Config().name;
+  s.array_dim = fast.Config().array_dim;
+  for (uint64_t k = 0; k < o.networks; ++k) {
+    const uint64_t index = o.first + k;
+    const NetworkCase c = RandomNetwork(ConfigSeed(o.seed, s.config), index);
+    const nn::InputSet inputs = nn::SyntheticInputs(c.model, c.images, c.seed);
+    std::string what;
+    run::TpuRunResult f;
+    auto start = std::chrono::steady_clock::now();
+    try {
+      f = run::RunModelOnTpu(c.model, fast, inputs, c.images, c.batch);
+      if (f.mismatches > 0) {
+        what = fmt::format("{} of {} inputs differ from the CPU int8 reference", f.mismatches,
+                           c.images);
+      }
+    } catch (const UsageError& e) {  // the chip or the compiler does not take this network
+      s.fast_seconds += Seconds(start);
+      ++s.unsupported[Reason(e.what())];
+      ++s.networks;
+      s.layers += c.model.layers.size();
+      if (o.progress) o.progress(static_cast<double>(k + 1) / static_cast<double>(o.networks));
+      continue;
+    } catch (const std::exception& e) {
+      what = std::string("the fast engine's run stopped: ") + e.what();
+    }
+    s.fast_seconds += Seconds(start);
+    if (what.empty() && rtl != nullptr && o.rtl_every > 0 && index % o.rtl_every == 0) {
+      start = std::chrono::steady_clock::now();
+      try {
+        what = CompareRuns(run::RunModelOnTpu(c.model, *rtl, inputs, c.images, c.batch), f);
+      } catch (const std::exception& e) {
+        what = std::string("the rtl engine's run stopped: ") + e.what();
+      }
+      s.rtl_seconds += Seconds(start);
+      ++s.rtl_networks;
+    }
+    ++s.networks;
+    s.layers += c.model.layers.size();
+    if (!what.empty()) {
+      ++s.mismatches;
+      const std::string text = SaveFailure(c, what, s.config, o.mismatch_dir, o.seed, index);
+      if (s.first_mismatch.empty()) s.first_mismatch = text;
+    }
+    if (o.progress) o.progress(static_cast<double>(k + 1) / static_cast<double>(o.networks));
+  }
+  return s;
+}
+
+}  // namespace tpu::cosim

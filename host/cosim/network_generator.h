@@ -1,0 +1,58 @@
+// Random networks for differential testing of the compiler (docs/reliability.md, "Random
+// networks"): each a small fp32 model drawn from every layer kind and option the compiler
+// takes (convolutions of any kernel, stride and padding, depthwise ones, max and average
+// pooling, global pooling, residual adds, concats, flatten and dense layers, each activation),
+// a random input shape and batch, quantized on seeded synthetic inputs. The compiled program
+// runs on the fast engine against the CPU int8 reference (bit-exact), and a sample on the
+// RTL as well, every counter equal (RunNetworkCosim).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "host/engine/chip_engine.h"
+#include "host/nn/model.h"
+
+namespace tpu::cosim {
+
+struct NetworkCase {
+  nn::Model model;    // quantized
+  int images = 1;     // synthetic inputs (seeded with the case's seed)
+  int batch = 1;      // inputs per program
+  uint64_t seed = 0;  // of the inputs: `tpusim run --synthetic images --seed seed`
+  std::string shape;  // for people: "8x8x3 conv3x3/2 same relu -> maxpool2 -> dense 10"
+};
+
+// Network `index` of `seed`'s sequence: the same case on every machine.
+NetworkCase RandomNetwork(uint64_t seed, uint64_t index);
+
+struct NetworkCosimOptions {
+  uint64_t networks = 100;
+  uint64_t first = 0;  // runs networks first .. first + networks - 1
+  uint64_t seed = 1;
+  uint64_t rtl_every = 10;                        // every k-th network also on the RTL (0: none)
+  std::string mismatch_dir = "cosim-mismatches";  // where failing networks are written
+  std::function<void(double)> progress;
+};
+
+struct NetworkCosimSummary {
+  std::string config;
+  int array_dim = 0;
+  uint64_t networks = 0, mismatches = 0, rtl_networks = 0, layers = 0;
+  // Networks the compiler refuses with a clear error (a UsageError: a limitation it states),
+  // by reason, names and numbers masked; not mismatches, but shown so the reach is visible.
+  std::map<std::string, uint64_t> unsupported;
+  double fast_seconds = 0, rtl_seconds = 0;
+  std::string first_mismatch;  // what differed, the folder and the command that replays it
+};
+
+// Runs the networks on `fast` (values, against the CPU int8 reference) and every
+// rtl_every-th on `rtl` too (may be null), whose report must equal the fast engine's in
+// every counter and output. A failing network is saved as a model folder under
+// mismatch_dir with the `tpusim run` command that replays it.
+NetworkCosimSummary RunNetworkCosim(engine::ChipEngine* rtl, engine::ChipEngine& fast,
+                                    const NetworkCosimOptions& o);
+
+}  // namespace tpu::cosim
