@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -20,7 +22,7 @@ constexpr const char* kSupported =
     "Conv (groups 1 or depthwise), Gemm, MatMul, Add (a bias, or two activations: a residual "
     "add), Concat (of channels), Relu, Clip(0, 6), MaxPool, AveragePool, GlobalAveragePool, "
     "Flatten, Reshape (to [batch, features]), BatchNormalization (after Conv/Gemm), Dropout, "
-    "Identity, Pad of zero, and a final Softmax/LogSoftmax";
+    "Identity, Pad (zeros, read by a Conv or AveragePool), and a final Softmax/LogSoftmax";
 
 constexpr int64_t kMaxElements = int64_t{1} << 31;
 
@@ -294,6 +296,13 @@ class Importer {
       constants_[n.output(0)] = constants_.at(n.input(0));
       return;
     }
+    for (int k = 0; k < n.input_size(); ++k) {
+      if (zero_pads_.count(n.input(k)) && !(k == 0 && (op == "Conv" || op == "AveragePool"))) {
+        FailNode(n,
+                 "reads the output of a Pad node; a Pad is imported as the padding of the "
+                 "Conv or AveragePool that reads it, and only so");
+      }
+    }
     Value out;
     if (op == "Conv") {
       out = Conv(n);
@@ -317,14 +326,7 @@ class Importer {
     } else if (op == "Flatten" || op == "Reshape") {
       out = Flatten(n);
     } else if (op == "Pad") {
-      // PyTorch writes an empty Pad before some AveragePools; a real one is not supported.
-      OnlyAttrs(n, {"mode", "pads", "value"});
-      std::vector<int64_t> pads = IntsAttr(n, "pads", {});
-      if (const onnx::TensorProto* t = Constant(n, 1)) pads = Ints(n, *t);
-      for (int64_t p : pads) {
-        if (p != 0) FailNode(n, "padding as its own node is not supported; pad in the Conv");
-      }
-      out = In(n, 0);
+      out = PadNode(n);
     } else if (op == "Dropout" || op == "Identity") {
       if (op == "Dropout" && n.input_size() > 2 && !n.input(2).empty()) {
         const onnx::TensorProto* training = Constant(n, 2);  // a bool
@@ -409,6 +411,7 @@ class Importer {
     }
     l.stride = Stride(n);
     SetPadding(n, &l);
+    ZeroPads(n, &l);
     l.name = NextName(l.depthwise ? "dwconv" : "conv");
     l.kernel_h = static_cast<int>(kh);
     l.kernel_w = static_cast<int>(kw);
@@ -675,6 +678,48 @@ class Importer {
                             lo, hi));
   }
 
+  // PyTorch writes a Pad of zeros before an AveragePool with padding (count_include_pad,
+  // its default) and sometimes an empty one. Zeros around the map's height and width become
+  // the padding of the Conv or AveragePool that reads them (ZeroPads), which pad with zeros
+  // that count; anything else is refused.
+  Value PadNode(const onnx::NodeProto& n) {
+    OnlyAttrs(n, {"mode", "pads", "value"});
+    if (StringAttr(n, "mode", "constant") != "constant")
+      FailNode(n, "only constant padding (with zeros) is supported");
+    std::vector<int64_t> pads = IntsAttr(n, "pads", {});
+    if (const onnx::TensorProto* t = Constant(n, 1)) pads = Ints(n, *t);
+    bool zero_value = FloatAttr(n, "value", 0.0f) == 0.0f;
+    if (n.input_size() > 2 && !n.input(2).empty()) {
+      const onnx::TensorProto* v = Constant(n, 2);
+      if (!v) FailNode(n, "the padding value must be a constant");
+      for (float f : Floats(n, *v)) zero_value = zero_value && f == 0.0f;
+    }
+    const Value& x = In(n, 0);
+    if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; })) return x;
+    if (!zero_value) FailNode(n, "padding with a value other than 0 is not supported");
+    if (!x.map || pads.size() != 8 || pads[0] || pads[1] || pads[4] || pads[5]) {
+      FailNode(n,
+               "only padding of an image map's height and width is supported (pads [0, 0, "
+               "top, left, 0, 0, bottom, right])");
+    }
+    for (int64_t p : pads)
+      if (p < 0 || p > 1024) FailNode(n, "pads must lie in 0..1024");
+    zero_pads_[n.output(0)] = {pads[2], pads[3], pads[6], pads[7]};
+    return x;
+  }
+
+  // Adds the zeros of a Pad node that `n` reads (PadNode) to the layer's padding.
+  void ZeroPads(const onnx::NodeProto& n, nn::Layer* l) const {
+    const auto it = zero_pads_.find(n.input(0));
+    if (it == zero_pads_.end()) return;
+    if (l->padding == "same") FailNode(n, "a Pad node before auto_pad SAME_UPPER");
+    l->padding = "explicit";
+    l->pad_top += static_cast<int>(it->second[0]);
+    l->pad_left += static_cast<int>(it->second[1]);
+    l->pad_bottom += static_cast<int>(it->second[2]);
+    l->pad_right += static_cast<int>(it->second[3]);
+  }
+
   Value Pool(const onnx::NodeProto& n) {
     OnlyAttrs(n, {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations",
                   "storage_order", "count_include_pad"});
@@ -716,6 +761,7 @@ class Importer {
       l.pad_bottom = static_cast<int>(pads[2]);
       l.pad_right = static_cast<int>(pads[3]);
     }
+    ZeroPads(n, &l);
     return Add(n, std::move(l), {x.layer});
   }
 
@@ -773,7 +819,9 @@ class Importer {
   std::map<std::string, const onnx::TensorProto*> constants_;
   std::map<std::string, int> count_;
   std::map<std::string, Value> values_;  // every tensor computed so far
-  std::map<std::string, int> uses_;      // how many nodes (and outputs) read each tensor
+  // Outputs of Pad nodes of zeros: their top, left, bottom, right (PadNode).
+  std::map<std::string, std::array<int64_t, 4>> zero_pads_;
+  std::map<std::string, int> uses_;  // how many nodes (and outputs) read each tensor
   int node_index_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -306,6 +307,52 @@ TEST(OnnxImportTest, GraphsWithResidualAddsAndConcats) {
   bcast.Output("y");
   EXPECT_NE(ImportError(bcast).find("adds a 1 x 1 x 2 map to a 8 x 8 x 2 map"), std::string::npos)
       << ImportError(bcast);
+}
+
+// PyTorch exports AvgPool2d(padding=p) (count_include_pad) as a Pad of zeros and an
+// unpadded AveragePool: the zeros become the pooling's padding (a Conv's too), whose zeros
+// count in the average as they did in PyTorch. A Pad that anything else reads is refused.
+// (Found by tests/import/random_torch_graphs.py: such graphs were refused before.)
+TEST(OnnxImportTest, PadNodesOfZerosBecomeThePaddingOfWhatReadsThem) {
+  Graph g({1, 2, 5, 5});
+  g.Node("Pad", {"x", g.Ints("P", {0, 0, 1, 2, 0, 0, 1, 0})}, "p");
+  Graph::Ints(g.Node("AveragePool", {"p"}, "a"), "kernel_shape", {3, 3});
+  g.Node("Pad", {"a", g.Ints("Q", {0, 0, 0, 1, 0, 0, 1, 1})}, "q");
+  g.Node("Conv", {"q", g.Weights("W", {3, 2, 2, 2})}, "y");
+  g.Output("y");
+  const nn::Model m = Import(g);
+  ASSERT_EQ(m.layers.size(), 2u);
+  const nn::Layer& pool = m.layers[0];
+  EXPECT_EQ(pool.type, nn::LayerType::kAvgPool2d);
+  EXPECT_EQ((std::array<int, 4>{pool.pad_top, pool.pad_left, pool.pad_bottom, pool.pad_right}),
+            (std::array<int, 4>{1, 2, 1, 0}));
+  EXPECT_EQ(pool.out, (nn::Shape3{5, 5, 2}));  // (5 + 2 - 3) / 1 + 1 by (5 + 2 - 3) / 1 + 1
+  const nn::Layer& conv = m.layers[1];
+  EXPECT_EQ((std::array<int, 4>{conv.pad_top, conv.pad_left, conv.pad_bottom, conv.pad_right}),
+            (std::array<int, 4>{0, 1, 1, 1}));
+  // The fp32 network averages the zeros in: the corner output of channel 0 is the sum of
+  // the 3 x 3 window's map values (2 x 1 of them inside the map) over 9.
+  nn::InputSet in;
+  in.shape = {5, 5, 2};
+  in.count = 1;
+  in.values.assign(50, 0.0f);
+  for (int y = 0; y < 5; ++y)
+    for (int x = 0; x < 5; ++x) in.values[static_cast<size_t>((y * 5 + x) * 2)] = 1.0f + y * 5 + x;
+  nn::Model first = m;
+  first.layers.resize(1);
+  nn::ForwardCache cache;
+  cache.keep_cols = false;
+  nn::Forward(first, nn::Fp32Inputs(in, 0, 1), &cache);
+  // Output (0, 0): window rows -1..1 and columns -2..0 hold the map's (0, 0) and (1, 0).
+  EXPECT_FLOAT_EQ(cache.acts.back()(0, 0), (1.0f + 6.0f) / 9.0f);
+  Graph maxpool({1, 2, 5, 5});
+  maxpool.Node("Pad", {"x", maxpool.Ints("P", {0, 0, 1, 1, 0, 0, 1, 1})}, "p");
+  Graph::Ints(maxpool.Node("MaxPool", {"p"}, "y"), "kernel_shape", {3, 3});
+  maxpool.Output("y");
+  EXPECT_NE(ImportError(maxpool).find("(MaxPool): reads the output of a Pad node; a Pad is "
+                                      "imported as the padding of the Conv or AveragePool"),
+            std::string::npos)
+      << ImportError(maxpool);
 }
 
 TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {
