@@ -8,9 +8,12 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <random>
 
 #include "host/common/errors.h"
+#include "host/config/tpu_config.h"
+#include "host/engine/fast_engine.h"
 #include "host/nn/inputs.h"
 #include "host/nn/quantize.h"
 #include "host/report/exec_report.h"
@@ -275,8 +278,8 @@ std::string SaveFailure(const NetworkCase& c, const std::string& what, const std
     nn::SaveModel(c.model, folder);
     saved = fmt::format(
         "; saved in {}: replay with tpusim run --model {} --config {} --engine "
-        "fast --synthetic {} --seed {} --batch {}",
-        folder, folder, config, c.images, c.seed, c.batch);
+        "fast --synthetic {} --seed {} --batch {}{}",
+        folder, folder, config, c.images, c.seed, c.batch, c.sets.empty() ? "" : " " + c.sets);
   } catch (const std::exception& e) {
     saved = fmt::format(" (could not save it in {}: {})", folder, e.what());
   }
@@ -316,6 +319,28 @@ uint64_t ConfigSeed(uint64_t seed, const std::string& config) {
   return seed ^ (h & 0xffffffffu);
 }
 
+// The config with memory timings and a FIFO depth drawn from the case's seed; the fields
+// drawn, as `--set` flags, into `sets`.
+config::TpuConfig RandomFields(const config::TpuConfig& base, uint64_t seed, std::string* sets) {
+  std::mt19937_64 rng(seed ^ 0x5bd1e995u);
+  const auto draw = [&rng](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  config::TpuConfig c = base;
+  c.host_mem_bytes_per_cycle = draw(1, 2 * c.array_dim);
+  c.weight_mem_bytes_per_cycle = draw(1, 2 * c.array_dim);
+  c.host_mem_latency_cycles = draw(0, 400);
+  c.weight_mem_latency_cycles = draw(0, 400);
+  c.weight_fifo_tiles = draw(1, 8);
+  c.Validate();
+  *sets = fmt::format(
+      "--set host_mem_bytes_per_cycle={} --set weight_mem_bytes_per_cycle={} --set "
+      "host_mem_latency_cycles={} --set weight_mem_latency_cycles={} --set weight_fifo_tiles={}",
+      c.host_mem_bytes_per_cycle, c.weight_mem_bytes_per_cycle, c.host_mem_latency_cycles,
+      c.weight_mem_latency_cycles, c.weight_fifo_tiles);
+  return c;
+}
+
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
@@ -329,13 +354,20 @@ NetworkCosimSummary RunNetworkCosim(engine::ChipEngine* rtl, engine::ChipEngine&
   s.array_dim = fast.Config().array_dim;
   for (uint64_t k = 0; k < o.networks; ++k) {
     const uint64_t index = o.first + k;
-    const NetworkCase c = RandomNetwork(ConfigSeed(o.seed, s.config), index);
+    NetworkCase c = RandomNetwork(ConfigSeed(o.seed, s.config), index);
+    const bool on_rtl = rtl != nullptr && o.rtl_every > 0 && index % o.rtl_every == 0;
+    std::unique_ptr<engine::ChipEngine> own;  // a fast engine with fields of its own
+    if (o.random_fields && !on_rtl) {
+      own = std::make_unique<engine::FastEngine>(RandomFields(fast.Config(), c.seed, &c.sets),
+                                                 engine::EngineOptions{});
+    }
+    engine::ChipEngine& chip = own ? *own : fast;
     const nn::InputSet inputs = nn::SyntheticInputs(c.model, c.images, c.seed);
     std::string what;
     run::TpuRunResult f;
     auto start = std::chrono::steady_clock::now();
     try {
-      f = run::RunModelOnTpu(c.model, fast, inputs, c.images, c.batch);
+      f = run::RunModelOnTpu(c.model, chip, inputs, c.images, c.batch);
       if (f.mismatches > 0) {
         what = fmt::format("{} of {} inputs differ from the CPU int8 reference", f.mismatches,
                            c.images);
@@ -351,7 +383,7 @@ NetworkCosimSummary RunNetworkCosim(engine::ChipEngine* rtl, engine::ChipEngine&
       what = std::string("the fast engine's run stopped: ") + e.what();
     }
     s.fast_seconds += Seconds(start);
-    if (what.empty() && rtl != nullptr && o.rtl_every > 0 && index % o.rtl_every == 0) {
+    if (what.empty() && on_rtl) {
       start = std::chrono::steady_clock::now();
       try {
         what = CompareRuns(run::RunModelOnTpu(c.model, *rtl, inputs, c.images, c.batch), f);

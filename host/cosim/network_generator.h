@@ -18,7 +18,10 @@
 namespace tpu::cosim {
 
 struct NetworkCase {
-  nn::Model model;    // quantized
+  nn::Model model;  // quantized
+  // Config fields drawn for the network ("" when it runs on the config as given), as
+  // `tpusim run` takes them: "--set host_mem_bytes_per_cycle=3 --set ...".
+  std::string sets;
   int images = 1;     // synthetic inputs (seeded with the case's seed)
   int batch = 1;      // inputs per program
   uint64_t seed = 0;  // of the inputs: `tpusim run --synthetic images --seed seed`
@@ -32,7 +35,11 @@ struct NetworkCosimOptions {
   uint64_t networks = 100;
   uint64_t first = 0;  // runs networks first .. first + networks - 1
   uint64_t seed = 1;
-  uint64_t rtl_every = 10;                        // every k-th network also on the RTL (0: none)
+  uint64_t rtl_every = 10;  // every k-th network also on the RTL (0: none)
+  // The other networks run on a fast engine of their own whose memories (bandwidths of 1 to
+  // 2N bytes per cycle, latencies of 0 to 400 cycles) and weight FIFO (1 to 8 tiles) are
+  // drawn for the network: timing must never change a value.
+  bool random_fields = true;
   std::string mismatch_dir = "cosim-mismatches";  // where failing networks are written
   std::function<void(double)> progress;
 };
