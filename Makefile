@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_report_aggregates_only
 
-.PHONY: all deps configure build demo test test-slow test-all bench lint format docs cosim fuzz test-asan test-tsan clean help
+.PHONY: all deps configure build demo test test-slow test-all bench lint format docs cosim coverage fuzz test-asan test-tsan clean help
 
 all: build
 
@@ -19,6 +19,7 @@ help:
 	@echo "make format     clang-format every C++ source in place (.clang-format; the fast suite checks it)"
 	@echo "make docs       rewrite the tables in docs/ generated from contract/tpu_contract.toml"
 	@echo "make cosim      the rtl and fast engines on 10,000 random programs per built size up to 32, 25 on tpu-v1, extreme memories"
+	@echo "make coverage   line and toggle coverage of the chip's RTL from cosim and random networks (build-coverage/coverage/coverage.json)"
 	@echo "make fuzz       libFuzzer on every file reader, FUZZ_SECONDS each (default 180; FUZZ_RUNS=N to stop at N runs)"
 	@echo "make test-asan  the fast suite built with AddressSanitizer + UBSan (build-asan/)"
 	@echo "make test-tsan  the threaded code's tests built with ThreadSanitizer (build-tsan/)"
@@ -105,6 +106,17 @@ docs:
 
 cosim: build
 	cd $(BUILD_DIR) && ctest -R '^cosim_slow' --output-on-failure
+
+# The chip's RTL built with Verilator's line and toggle coverage (build-coverage/, the sizes
+# up to 32), run on random programs and random networks; scripts/rtl-coverage writes
+# build-coverage/coverage/coverage.json and the annotated sources (docs/reliability.md).
+COVERAGE_ARGS ?=
+coverage: deps
+	cmake -S . -B build-coverage -DCMAKE_BUILD_TYPE=Release -DTPUSIM_CUDA=OFF \
+	  -DTPUSIM_BUILD_TESTS=OFF -DTPUSIM_TPU_DIMS="4;8;16;32" -DTPUSIM_ARRAY_DIMS="4;8;16" \
+	  -DTPUSIM_TEACH_DIMS=4 -DTPUSIM_RTL_COVERAGE=ON
+	cmake --build build-coverage -j $(JOBS) --target tpusim
+	scripts/rtl-coverage build-coverage $(COVERAGE_ARGS)
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -146,7 +146,11 @@ endfunction()
 function(tpusim_verilate_tpu TARGET N)
   tpusim_rtl_params(${N} gflags)
   tpusim_array_form(${N} form)
-  verilate(${TARGET} SYSTEMC TRACE_FST PREFIX Vtpu_top_sc_n${N} TOP_MODULE tpu_top
+  set(coverage "")
+  if(TPUSIM_RTL_COVERAGE)
+    set(coverage COVERAGE)
+  endif()
+  verilate(${TARGET} SYSTEMC TRACE_FST ${coverage} PREFIX Vtpu_top_sc_n${N} TOP_MODULE tpu_top
            SOURCES ${TPU_TOP_RTL_SOURCES}
            VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
                           ${TPU_RTL_INCLUDE} ${gflags} ${form}

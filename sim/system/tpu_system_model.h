@@ -6,8 +6,13 @@
 #include <verilated.h>
 #include <verilated_fst_c.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
+#if VM_COVERAGE
+#include <unistd.h>
+#include <verilated_cov.h>
+#endif
 #include <utility>
 #include <vector>
 
@@ -55,7 +60,12 @@ class TpuSystemModel final : public TpuSystemBase {
     model_.reg_data_o(reg_data_);
   }
 
-  ~TpuSystemModel() override { CloseTrace(); }
+  ~TpuSystemModel() override {
+    CloseTrace();
+#if VM_COVERAGE
+    WriteCoverage();
+#endif
+  }
 
   void OpenTrace(const std::string& fst_path) override {
     trace_ = std::make_unique<VerilatedFstC>();
@@ -126,6 +136,17 @@ class TpuSystemModel final : public TpuSystemBase {
   uint64_t RegData() override { return static_cast<uint64_t>(reg_data_.read()); }
 
  private:
+#if VM_COVERAGE
+  // A coverage build (TPUSIM_RTL_COVERAGE, make coverage): the points the chip reached in
+  // this process, into $TPUSIM_COVERAGE_DIR/rtl-PID.dat for verilator_coverage to merge.
+  static void WriteCoverage() {
+    const char* dir = std::getenv("TPUSIM_COVERAGE_DIR");
+    if (dir == nullptr || *dir == '\0') return;
+    const std::string path = std::string(dir) + "/rtl-" + std::to_string(::getpid()) + ".dat";
+    Verilated::threadContextp()->coveragep()->write(path.c_str());
+  }
+#endif
+
   using M = Model;
   template <class Port>
   using Sig = sc_detail::SignalFor<Port>;
