@@ -364,6 +364,7 @@ NetworkCosimSummary RunNetworkCosim(engine::ChipEngine* rtl, engine::ChipEngine&
     engine::ChipEngine& chip = own ? *own : fast;
     const nn::InputSet inputs = nn::SyntheticInputs(c.model, c.images, c.seed);
     std::string what;
+    bool refused = false;
     run::TpuRunResult f;
     auto start = std::chrono::steady_clock::now();
     try {
@@ -373,17 +374,13 @@ NetworkCosimSummary RunNetworkCosim(engine::ChipEngine* rtl, engine::ChipEngine&
                            c.images);
       }
     } catch (const UsageError& e) {  // the chip or the compiler does not take this network
-      s.fast_seconds += Seconds(start);
       ++s.unsupported[Reason(e.what())];
-      ++s.networks;
-      s.layers += c.model.layers.size();
-      if (o.progress) o.progress(static_cast<double>(k + 1) / static_cast<double>(o.networks));
-      continue;
+      refused = true;
     } catch (const std::exception& e) {
       what = std::string("the fast engine's run stopped: ") + e.what();
     }
     s.fast_seconds += Seconds(start);
-    if (what.empty() && on_rtl) {
+    if (!refused && what.empty() && on_rtl) {
       start = std::chrono::steady_clock::now();
       try {
         what = CompareRuns(run::RunModelOnTpu(c.model, *rtl, inputs, c.images, c.batch), f);

@@ -178,9 +178,10 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
                               const TopologyRunOptions& options) {
   const bool host_im2col = options.host_im2col;
   CheckBatch(options.batch);
-  for (const TopologyLayer& l : layers) LayerBatch(l, options.batch);
-  if (options.maps_on_chip && !host_im2col && IsChain(layers))
+  if (options.maps_on_chip && !host_im2col && IsChain(layers)) {
+    LayerBatch(layers[0], options.batch);  // a GEMM's batch is its M: refuses --batch
     return RunChain(layers, engine, seed, progress);
+  }
   const auto start = std::chrono::steady_clock::now();
   const config::TpuConfig& c = engine.Config();
   const int64_t n = c.array_dim;
