@@ -12,6 +12,7 @@ committed so that they read well on their own, and the test contract_docs holds 
 the table. Outputs are written only when their text changes, so builds stay incremental.
 """
 import argparse
+import math
 import os
 import re
 import sys
@@ -85,7 +86,22 @@ def load():
         sys.exit(f"{TABLE}: mxu_cycle values must be 0..{len(c['mxu_cycle']) - 1}")
     if c["counters"]["first_register"] <= max(r["index"] for r in c["register"]):
         sys.exit(f"{TABLE}: counters must start after the last register")
+    act_flags = [fl["name"] for fl in c["flag"] if fl["opcode"] == "activate"]
+    for fn in c["vpu_function"]:
+        if fn["flag"] not in act_flags:
+            sys.exit(f"{TABLE}: vpu_function {fn['name']} names unknown activate flag {fn['flag']}")
+        fn["table"] = vpu_table(fn)
     return c
+
+
+def vpu_table(fn):
+    """The 256 int8 outputs of a VPU function, for q = -128 .. 127 (entry q + 128)."""
+    f = eval("lambda x: " + fn["formula"], {"math": math})
+    out = []
+    for q in range(-128, 128):
+        v = math.floor(fn["output_scale"] * f(q / fn["input_step"]) + 0.5)
+        out.append(max(-128, min(127, v)))
+    return out
 
 
 def by(items, key):
@@ -131,6 +147,11 @@ def gen_sv(c):
     out.append(f"localparam int unsigned ParamBiasRow = {p['bias_row']};")
     out.append(f"localparam int unsigned ParamMultiplierRow = {p['multiplier_row']};")
     out.append(f"localparam int unsigned ParamShiftRow = {p['shift_row']};")
+    out.append("")
+    out.append("// The VPU's function tables (activate fn=): entry q + 128 for the int8 value q.")
+    for fn in c["vpu_function"]:
+        vals = ", ".join(f"8'h{v & 0xff:02x}" for v in reversed(fn["table"]))
+        out.append(f"localparam logic [255:0][7:0] VpuTable{camel(fn['name'])} = {{{vals}}};")
     out.append("")
     st = by(c["status"], "value")
     sb = 4  # the width of status_o and the status register field
@@ -209,6 +230,18 @@ def gen_cpp(c):
     o.append(f"inline constexpr int kParamBiasRow = {p['bias_row']};")
     o.append(f"inline constexpr int kParamMultiplierRow = {p['multiplier_row']};")
     o.append(f"inline constexpr int kParamShiftRow = {p['shift_row']};")
+    o.append("")
+    o.append("// The VPU's function tables (activate fn=, docs/vpu.md): entry q + 128 gives the output")
+    o.append("// for the requantized int8 value q, which stands for x = q / input_step.")
+    for fn in c["vpu_function"]:
+        n = camel(fn["name"])
+        o.append(f"inline constexpr int kVpuTable{n}InputStep = {fn['input_step']};")
+        o.append(f"inline constexpr int kVpuTable{n}OutputScale = {fn['output_scale']};")
+        o.append(f"inline constexpr std::array<int8_t, 256> kVpuTable{n} = {{")
+        t = fn["table"]
+        for i in range(0, 256, 16):
+            o.append("    " + ", ".join(str(v) for v in t[i:i + 16]) + ",")
+        o.append("};")
     o.append("")
     st = by(c["status"], "value")
     o.append("enum class Status : uint8_t {")
@@ -432,6 +465,14 @@ def doc_blocks(c):
          "N int32 multipliers in [0, 2^31), little-endian"),
         (f"{p['shift_row']}", "N uint8 shifts in [1, 62] (the hardware uses the low 6 bits)"),
     ]) + f"\n\nA set is {p['rows']} rows of N bytes ({p['rows']}N bytes)."
+    samples = (-128, -64, -32, -16, -8, 0, 8, 16, 32, 64, 127)
+    blocks["vpu-functions"] = md_table(
+        ("`fn=`", "flag", "q stands for", "output", "f(x)") +
+        tuple(f"q = {q}" for q in samples),
+        [(f"`{fn['name']}`", f"bit {next(fl['bit'] for fl in c['flag'] if fl['name'] == fn['flag'] and fl['opcode'] == 'activate')}",
+          f"x = q / {fn['input_step']}", f"floor({fn['output_scale']} f(x) + 1/2)",
+          f"`{fn['formula']}`") + tuple(fn["table"][q + 128] for q in samples)
+         for fn in c["vpu_function"]])
     blocks["status"] = md_table(("status", "name", "cause"),
                                 [(s["value"], f"`{s['name']}`", s["doc"])
                                  for s in by(c["status"], "value")])

@@ -8,6 +8,7 @@
 
 #include "host/nn/int8_gemm.h"
 #include "host/nn/int8_ops.h"
+#include "host/nn/vpu_functions.h"
 
 namespace tpu::fast {
 namespace {
@@ -218,6 +219,7 @@ void ChipValues::Activate(const Decoded& d) {
   const bool relu = d.flags & hw::kFlagRelu;
   const int32_t lo = relu ? 0 : -128;
   const bool pool_max = d.flags & hw::kFlagPoolMax, pooled = d.pooled;
+  const nn::VpuFunction fn = nn::VpuFunctionOfFlags(d.flags);
   // Per lane: bias, multiplier, shift. A lane whose multiplier is zero outputs a constant
   // (its requantized rounding term), whatever the accumulator holds, pooled or not.
   std::vector<int32_t> bias(static_cast<size_t>(n)), live;
@@ -228,7 +230,7 @@ void ChipValues::Activate(const Decoded& d) {
     mult[l] = Get32(set + (hw::kParamMultiplierRow * n + 4 * l));
     shift[l] = set[hw::kParamShiftRow * n + l];
     if (mult[l] == 0) {
-      constant[l] = nn::Requantize(0, 0, shift[l], lo);
+      constant[l] = nn::ApplyVpuFunction(fn, nn::Requantize(0, 0, shift[l], lo));
     } else {
       live.push_back(static_cast<int32_t>(l));
     }
@@ -238,7 +240,7 @@ void ChipValues::Activate(const Decoded& d) {
   auto requant = [&](const int32_t* row, int64_t l) {
     const auto sum =
         static_cast<int32_t>(static_cast<uint32_t>(row[l]) + static_cast<uint32_t>(bias[l]));
-    return nn::Requantize(sum, mult[l], shift[l], lo);
+    return nn::ApplyVpuFunction(fn, nn::Requantize(sum, mult[l], shift[l], lo));
   };
   if (d.flags & hw::kFlagResidual) {
     ActivateResidual(d, [&](uint32_t i, int8_t* y) {
@@ -281,7 +283,6 @@ void ChipValues::ActivateResidual(const Decoded& d,
   const int64_t n = n_, step = d.step;
   const Residual& r = d.residual;
   const int32_t lo = r.relu ? 0 : -128;
-  const int64_t round = int64_t{1} << (r.shift - 1);
   std::vector<int8_t> rows(static_cast<size_t>(d.len) * static_cast<size_t>(n));
   auto write = [&](uint32_t j) {
     std::memcpy(&ub_[static_cast<size_t>((d.dst + j * step) * n)], &rows[size_t{j} * n],
@@ -294,9 +295,8 @@ void ChipValues::ActivateResidual(const Decoded& d,
     const int8_t* res = &ub_[static_cast<size_t>((r.ub + k * step) * n)];
     int8_t* out = &rows[size_t{k} * n];
     for (int64_t l = 0; l < n; ++l) {
-      const int64_t sum = int64_t{y[l]} * r.mul_a + int64_t{res[l]} * r.mul_b + round;
-      const int64_t v = sum >> r.shift;
-      out[l] = static_cast<int8_t>(v < lo ? lo : v > 127 ? 127 : v);
+      out[l] = r.product ? nn::MulRequantize(y[l], res[l], r.mul_a, r.shift, lo)
+                         : nn::AddRequantize(y[l], res[l], r.mul_a, r.mul_b, r.shift, lo);
     }
   }
   for (uint32_t k = d.len >= 3 ? d.len - 3 : 0; k < d.len; ++k) write(k);

@@ -64,14 +64,15 @@ void SetResidual(Decoded& d, Residual& residual) {
   Residual& nr = d.residual;
   nr.valid = true;
   nr.relu = d.flags & hw::kFlagResidualRelu;
+  nr.product = d.flags & hw::kFlagProduct;
   nr.shift = hw::kOpdSetResidualShift.Get(d.len);
   nr.mul_a = d.src;
   nr.mul_b = d.aux;
   nr.ub = d.dst;
   const bool bad = nr.shift == 0 || nr.shift > 62 ||
                    (d.len >> hw::kOpdSetResidualShift.bits) != 0 || (d.src >> 31) != 0 ||
-                   (d.aux >> 31) != 0;
-  if ((d.flags & ~hw::kFlagResidualRelu) != 0 || bad)
+                   (d.aux >> 31) != 0 || (nr.product && d.aux != 0);
+  if ((d.flags & ~(hw::kFlagResidualRelu | hw::kFlagProduct)) != 0 || bad)
     d.check = Status::kBadOperand;
   else
     residual = nr;
@@ -144,9 +145,11 @@ void Activate(Decoded& d, const Sizes& s, const Residual& residual) {
   const uint64_t len = d.len, set = d.param_set, span = (uint64_t{d.out_rows} - 1) * d.step + 1;
   const bool res = f & hw::kFlagResidual;
   d.residual = residual;
-  if ((f & ~(hw::kFlagRelu | hw::kFlagPoolAvg | hw::kFlagPoolMax | hw::kFlagResidual)) != 0 ||
-      ((f & hw::kFlagPoolAvg) && (f & hw::kFlagPoolMax)) || len == 0 ||
-      (d.pooled && (len & 3) != 0) || (res && (d.pooled || !residual.valid))) {
+  if ((f & ~(hw::kFlagRelu | hw::kFlagPoolAvg | hw::kFlagPoolMax | hw::kFlagResidual |
+             hw::kFlagSigmoid | hw::kFlagTanh)) != 0 ||
+      ((f & hw::kFlagPoolAvg) && (f & hw::kFlagPoolMax)) ||
+      ((f & hw::kFlagSigmoid) && (f & hw::kFlagTanh)) || len == 0 || (d.pooled && (len & 3) != 0) ||
+      (res && (d.pooled || !residual.valid))) {
     d.check = Status::kBadOperand;
   } else {
     d.check =

@@ -36,7 +36,7 @@ struct Window {
 
 // The residual set_residual sets (rtl/tpu_pkg.sv residual_t, docs/isa.md).
 struct Residual {
-  bool valid = false, relu = false;
+  bool valid = false, relu = false, product = false;
   uint32_t shift = 0, mul_a = 0, mul_b = 0, ub = 0;
 };
 

@@ -1,6 +1,6 @@
 // Activation unit: runs activate. Reads accumulator rows one per cycle, passes them
-// through the VPU (bias, requantize, ReLU, then optional 2 x 2 pooling or the residual
-// add) with one of the VPU parameter sets, and writes the int8 rows to the unified buffer.
+// through the VPU (bias, requantize, ReLU, an optional sigmoid or tanh table, then optional
+// 2 x 2 pooling or the residual add or product) with one of the VPU parameter sets, and writes the int8 rows to the unified buffer.
 // With `residual` it reads the residual rows (set_residual's, `stride` apart like the rows
 // it writes) through its own unified-buffer read port, each in time for its row's stage 3.
 // Also holds the parameter sets themselves (ParamSets x ParamRows rows of ArrayDim bytes,
@@ -58,6 +58,7 @@ module tpu_activate_unit
   logic [ArrayDim-1:0][31:0] mult_q;
   logic [ArrayDim-1:0][5:0]  shift_q;
   logic                      relu_q;
+  vpu_fn_e                   fn_q;
   vpu_pool_e                 pool_q;
   logic                      residual_q;  // this activate adds the residual
   residual_t                 res_q;       // the residual, latched when it starts
@@ -102,6 +103,7 @@ module tpu_activate_unit
       ub_step_q  <= 32'd1;
       out_left_q <= '0;
       relu_q     <= 1'b0;
+      fn_q       <= VpuFnNone;
       pool_q     <= VpuPoolNone;
       residual_q <= 1'b0;
       res_q      <= '0;
@@ -117,6 +119,8 @@ module tpu_activate_unit
       out_left_q <= (cmd_i.flags[FlagPoolAvg] || cmd_i.flags[FlagPoolMax])
                     ? 32'(cmd_i.length) >> 2 : 32'(cmd_i.length);
       relu_q     <= cmd_i.flags[FlagRelu];
+      fn_q       <= cmd_i.flags[FlagSigmoid] ? VpuFnSigmoid
+                  : cmd_i.flags[FlagTanh] ? VpuFnTanh : VpuFnNone;
       pool_q     <= cmd_i.flags[FlagPoolMax] ? VpuPoolMax
                   : cmd_i.flags[FlagPoolAvg] ? VpuPoolAvg : VpuPoolNone;
       residual_q <= cmd_i.flags[FlagResidual];
@@ -146,6 +150,7 @@ module tpu_activate_unit
     .multiplier_i(mult_q),
     .shift_i     (shift_q),
     .relu_i      (relu_q),
+    .fn_i        (fn_q),
     .pool_i      (pool_q),
     .residual_i  (residual_q),
     .res_i       (res_q),

@@ -127,13 +127,15 @@ module tpu_controller
     res_new       = '0;
     res_new.valid = 1'b1;
     res_new.relu  = head.flags[FlagResidualRelu];
+    res_new.product = head.flags[FlagProduct];
     res_new.shift = head.length[OpdSetResidualShiftLsb+:OpdSetResidualShiftBits];
     res_new.mul_a = head.src;
     res_new.mul_b = head.aux;
     res_new.ub    = head.dst;
-    // The shift in 1..62, no bits above it, multipliers below 2^31.
+    // The shift in 1..62, no bits above it, multipliers below 2^31, no mul_b with product.
     res_bad = res_new.shift == '0 || res_new.shift > 6'd62 ||
-              (head.length >> OpdSetResidualShiftBits) != '0 || head.src[31] || head.aux[31];
+              (head.length >> OpdSetResidualShiftBits) != '0 || head.src[31] || head.aux[31] ||
+              (res_new.product && head.aux != '0);
   end
 
   // set_window's fields (docs/isa.md).
@@ -205,7 +207,8 @@ module tpu_controller
         else if (win_bad) check = StatusBadWindow;
       end
       OpSetResidual: begin
-        if ((flags & ~8'(1 << FlagResidualRelu)) != '0 || res_bad) check = StatusBadOperand;
+        if ((flags & ~8'((1 << FlagResidualRelu) | (1 << FlagProduct))) != '0 || res_bad)
+          check = StatusBadOperand;
       end
       OpReadHost: begin
         if ((flags & ~8'(1 << FlagParams)) != '0 || len == '0) check = StatusBadOperand;
@@ -258,8 +261,9 @@ module tpu_controller
       end
       OpActivate: begin
         if ((flags & ~8'((1 << FlagRelu) | (1 << FlagPoolAvg) | (1 << FlagPoolMax) |
-                         (1 << FlagResidual))) != '0 ||
-            (flags[FlagPoolAvg] && flags[FlagPoolMax]) || len == '0 ||
+                         (1 << FlagResidual) | (1 << FlagSigmoid) | (1 << FlagTanh))) != '0 ||
+            (flags[FlagPoolAvg] && flags[FlagPoolMax]) || (flags[FlagSigmoid] && flags[FlagTanh]) ||
+            len == '0 ||
             (pooled && len[1:0] != 2'd0) ||
             (flags[FlagResidual] && (pooled || !res_q.valid))) begin
           check = StatusBadOperand;

@@ -19,6 +19,13 @@ package tpu_pkg;
     VpuPoolMax  = 2'd2   // 2 x 2 maximum
   } vpu_pool_e;
 
+  // A function table the VPU applies after requantization (activate fn=, docs/vpu.md).
+  typedef enum logic [1:0] {
+    VpuFnNone    = 2'd0,
+    VpuFnSigmoid = 2'd1,
+    VpuFnTanh    = 2'd2
+  } vpu_fn_e;
+
   // What the matrix unit did in a cycle (tpu_matrix_unit): every cycle is exactly one of
   // these, counted by the mxu_*_cycles counters.
   typedef enum logic [2:0] {
@@ -46,10 +53,12 @@ package tpu_pkg;
 
   // The residual that `set_residual` sets and `activate residual` adds (docs/isa.md): row
   // k of the activate's output becomes clamp((y * mul_a + r * mul_b + 2^(shift-1)) >>>
-  // shift) with y its int8 value and r the int8 lane of unified-buffer row ub + k x stride.
+  // shift) with y its int8 value and r the int8 lane of unified-buffer row ub + k x stride;
+  // with `product`, clamp((y * r * mul_a + 2^(shift-1)) >>> shift).
   typedef struct packed {
     logic        valid;  // a good set_residual has issued since reset
     logic        relu;
+    logic        product;
     logic [5:0]  shift;
     logic [31:0] mul_a, mul_b, ub;
   } residual_t;

@@ -4,12 +4,16 @@
 //   stage 1  sum = acc + bias[lane]                                   (int32)
 //   stage 2  y   = (sum * multiplier[lane] + 2^(shift[lane]-1)) >>> shift[lane]   (64-bit)
 //            out = clamp(y, relu ? 0 : -128, 127)                     (int8)
+//            then, with fn_i, out = table[out + 128], the sigmoid or tanh table of the
+//            contract (VpuTable*, docs/vpu.md)
 //   stage 3  either optional 2 x 2 pooling over PoolRows consecutive rows (the controller
 //            sends the four pixels of a window back to back): average = (sum + 2) >>> 2,
 //            or maximum;
 //            or, with residual_i, the residual add of an int8 row r (res_data_i, valid with
 //            the row in stage 2): out = clamp((out * mul_a + r * mul_b + 2^(shift-1))
-//            >>> shift, res_relu ? 0 : -128, 127)                    (64-bit)
+//            >>> shift, res_relu ? 0 : -128, 127)                    (64-bit),
+//            or its product, with res_i.product: out = clamp((out * r * mul_a +
+//            2^(shift-1)) >>> shift, ...)
 //
 // One row per cycle in, fully pipelined; out_valid_o follows in_valid_i by 2 cycles
 // without pooling, 3 with the residual, and once per PoolRows input rows with pooling.
@@ -25,6 +29,7 @@ module tpu_vpu
   input  logic     [ArrayDim-1:0][31:0]  multiplier_i,  // in [0, 2^31)
   input  logic     [ArrayDim-1:0][5:0]   shift_i,       // in [1, 62]
   input  logic                           relu_i,
+  input  vpu_fn_e                        fn_i,
   input  vpu_pool_e                      pool_i,
   input  logic                           residual_i,  // add res_data_i (not with pooling)
   input  residual_t                      res_i,       // its multipliers, shift and ReLU
@@ -53,17 +58,24 @@ module tpu_vpu
   end
 
   // ---------------------------------------------------------------- stage 2: requantize
-  operand_t [ArrayDim-1:0] requant;
+  operand_t [ArrayDim-1:0] requant, clamped;
   always_comb begin
     for (int l = 0; l < int'(ArrayDim); l++) begin
       logic signed [63:0] product, rounded, shifted;
+      logic [7:0]         entry;  // the table entry of the clamped value: q + 128
       product = 64'(s1_sum_q[l]) * $signed({32'd0, multiplier_i[l]});
       rounded = product + (64'sd1 <<< (shift_i[l] - 6'd1));
       shifted = rounded >>> shift_i[l];
-      if (shifted > 64'sd127) requant[l] = 8'sd127;
-      else if (relu_i && shifted < 64'sd0) requant[l] = 8'sd0;
-      else if (shifted < -64'sd128) requant[l] = -8'sd128;
-      else requant[l] = operand_t'(shifted[7:0]);
+      if (shifted > 64'sd127) clamped[l] = 8'sd127;
+      else if (relu_i && shifted < 64'sd0) clamped[l] = 8'sd0;
+      else if (shifted < -64'sd128) clamped[l] = -8'sd128;
+      else clamped[l] = operand_t'(shifted[7:0]);
+      entry = {~clamped[l][7], clamped[l][6:0]};
+      unique case (fn_i)
+        VpuFnSigmoid: requant[l] = operand_t'(VpuTableSigmoid[entry]);
+        VpuFnTanh:    requant[l] = operand_t'(VpuTableTanh[entry]);
+        default:      requant[l] = clamped[l];
+      endcase
     end
   end
 
@@ -120,9 +132,13 @@ module tpu_vpu
   always_comb begin
     for (int l = 0; l < int'(ArrayDim); l++) begin
       logic signed [63:0] sum, shifted;
-      sum     = 64'(s2_data_q[l]) * $signed({32'd0, res_i.mul_a}) +
-                64'(res_data_i[l]) * $signed({32'd0, res_i.mul_b}) +
-                (64'sd1 <<< (res_i.shift - 6'd1));
+      if (res_i.product)
+        sum = 64'(s2_data_q[l]) * 64'(res_data_i[l]) * $signed({32'd0, res_i.mul_a}) +
+              (64'sd1 <<< (res_i.shift - 6'd1));
+      else
+        sum = 64'(s2_data_q[l]) * $signed({32'd0, res_i.mul_a}) +
+              64'(res_data_i[l]) * $signed({32'd0, res_i.mul_b}) +
+              (64'sd1 <<< (res_i.shift - 6'd1));
       shifted = sum >>> res_i.shift;
       if (shifted > 64'sd127) added[l] = 8'sd127;
       else if (res_i.relu && shifted < 64'sd0) added[l] = 8'sd0;

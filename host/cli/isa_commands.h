@@ -7,5 +7,6 @@ namespace tpu::cli {
 
 void AddIsaCommands(CLI::App& app);
 void AddExecCommand(CLI::App& app);
+void AddLstmCommand(CLI::App& app);
 
 }  // namespace tpu::cli

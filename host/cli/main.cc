@@ -36,6 +36,7 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddImportCommand(app);
   tpu::cli::AddIsaCommands(app);
   tpu::cli::AddExecCommand(app);
+  tpu::cli::AddLstmCommand(app);
   tpu::cli::AddTeachCommand(app);
   tpu::cli::AddRunCommand(app);
   tpu::cli::AddMergeCommand(app);

@@ -118,22 +118,27 @@ class Builder {
          hw::kOpdMatmulFirst.Put(Uniform(0, pixels - rows)) |
              hw::kOpdMatmulKtile.Put(Uniform(0, tiles - 1)));
   }
-  // The residual of later activates: rows, multipliers, shift, ReLU.
+  // The residual of later activates: rows, multipliers, shift, ReLU, a sum or a product
+  // (whose products of two int8 values need about 14 more bits of shift to stay in range).
   void SetResidual() {
-    const int64_t shift = Chance(0.9) ? Uniform(28, 34) : Uniform(1, 62);
+    const bool product = Chance(0.3);
+    const int64_t shift = Chance(0.9) ? Uniform(28, 34) + (product ? 12 : 0) : Uniform(1, 62);
     residual_ub_ = Uniform(0, ub_rows_ - 1);
     residual_set_ = true;
-    Emit(Opcode::kSetResidual, Chance(0.5) ? hw::kFlagResidualRelu : 0,
-         hw::kOpdSetResidualShift.Put(shift), Uniform(0, 0x7fffffff), residual_ub_,
-         Chance(0.1) ? 0 : Uniform(1 << 28, 0x7fffffff));
+    const uint8_t flags = static_cast<uint8_t>((Chance(0.5) ? hw::kFlagResidualRelu : 0) |
+                                               (product ? hw::kFlagProduct : 0));
+    Emit(Opcode::kSetResidual, flags, hw::kOpdSetResidualShift.Put(shift), Uniform(0, 0x7fffffff),
+         residual_ub_, product || Chance(0.1) ? 0 : Uniform(1 << 28, 0x7fffffff));
   }
+  // An activate's function table: none mostly, sigmoid or tanh.
+  uint8_t FnFlag() { return Chance(0.6) ? 0 : Chance(0.5) ? hw::kFlagSigmoid : hw::kFlagTanh; }
   void Activate() {
     if (residual_set_ && Chance(0.3)) return ResidualActivate();
     const bool pooled = acc_rows_ >= 4 && Chance(0.4);
     const int64_t rows = pooled ? 4 * Uniform(1, std::min<int64_t>(acc_rows_ / 4, 16))
                                 : Uniform(1, std::min<int64_t>(acc_rows_, 64));
     const int64_t out = pooled ? rows / 4 : rows;
-    uint8_t flags = Chance(0.5) ? hw::kFlagRelu : 0;
+    auto flags = static_cast<uint8_t>((Chance(0.5) ? hw::kFlagRelu : 0) | FnFlag());
     if (pooled) flags |= Chance(0.5) ? hw::kFlagPoolAvg : hw::kFlagPoolMax;
     const int64_t step = Chance(0.2) ? Uniform(2, 4) : 1, span = (out - 1) * step + 1;
     if (span > ub_rows_) {
@@ -152,7 +157,7 @@ class Builder {
     const int64_t most = std::min<int64_t>((ub_rows_ - 1 - residual_ub_) / step + 1, acc_rows_);
     const int64_t rows = Uniform(1, std::min<int64_t>(most, 64)), span = (rows - 1) * step + 1;
     const int64_t dst = Chance(0.3) ? residual_ub_ : Uniform(0, ub_rows_ - span);
-    Emit(Opcode::kActivate, hw::kFlagResidual | (Chance(0.5) ? hw::kFlagRelu : 0), rows,
+    Emit(Opcode::kActivate, hw::kFlagResidual | (Chance(0.5) ? hw::kFlagRelu : 0) | FnFlag(), rows,
          Uniform(0, acc_rows_ - rows), dst,
          hw::kOpdActivateParams.Put(Uniform(0, sets_ - 1)) |
              hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
@@ -306,7 +311,10 @@ void Builder::Invalid(const std::string& kind) {
           Emit(Opcode::kMatmul, hw::kFlagMax | hw::kFlagAccumulate, 1, 0, 0);
         break;
       case 2:
-        Emit(Opcode::kActivate, hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0);
+        if (Chance(0.5))
+          Emit(Opcode::kActivate, hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0);
+        else
+          Emit(Opcode::kActivate, hw::kFlagSigmoid | hw::kFlagTanh, 4, 0, 0);
         break;
       case 3:
         Emit(Opcode::kActivate, hw::kFlagPoolAvg, 6, 0, 0);
@@ -314,10 +322,11 @@ void Builder::Invalid(const std::string& kind) {
       case 4:
         if (Chance(0.5)) {
           Emit(Opcode::kSync, 1, 0, 0, 0);
-        } else if (Chance(0.5)) {  // a shift outside 1..62, or a multiplier of 2^31
-          const bool shift = Chance(0.5);
-          Emit(Opcode::kSetResidual, 0, shift ? (Chance(0.5) ? 0 : 63) : 30,
-               shift ? 1 : 0x80000000u, 0, 1);
+        } else if (Chance(0.5)) {  // a shift outside 1..62, a multiplier of 2^31, or a
+                                   // product with a second multiplier
+          const bool shift = Chance(0.5), product = !shift && Chance(0.3);
+          Emit(Opcode::kSetResidual, product ? hw::kFlagProduct : 0,
+               shift ? (Chance(0.5) ? 0 : 63) : 30, shift || product ? 1 : 0x80000000u, 0, 1);
         } else if (residual_set_) {  // the residual with pooling
           Emit(Opcode::kActivate, hw::kFlagResidual | hw::kFlagPoolMax, 4, 0, 0);
         } else {  // the residual before any set_residual

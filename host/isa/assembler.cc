@@ -84,6 +84,8 @@ const std::vector<OpSpec>& Specs() {
        {{"relu", kFlagRelu},
         {"pool=avg", kFlagPoolAvg},
         {"pool=max", kFlagPoolMax},
+        {"fn=sigmoid", hw::kFlagSigmoid},
+        {"fn=tanh", hw::kFlagTanh},
         {"residual", hw::kFlagResidual}}},
       {Opcode::kWriteHost,
        {{"ub", Field::kSrc, 0, kRows},
@@ -111,7 +113,7 @@ const std::vector<OpSpec>& Specs() {
         {"mul_a", Field::kSrc, 0, kU31},
         {"mul_b", Field::kAux, 0, kU31},
         {"shift", Field::kLength, 1, 62}},
-       {{"relu", hw::kFlagResidualRelu}}},
+       {{"relu", hw::kFlagResidualRelu}, {"product", hw::kFlagProduct}}},
   };
   return specs;
 }
@@ -285,6 +287,13 @@ Program Assemble(const std::string& text, const std::string& name) {
     }
     if ((in.flags & kFlagPoolAvg) && (in.flags & kFlagPoolMax) && spec->op == Opcode::kActivate) {
       Fail(where, "pool=avg and pool=max together");
+    }
+    if ((in.flags & hw::kFlagSigmoid) && (in.flags & hw::kFlagTanh) &&
+        spec->op == Opcode::kActivate) {
+      Fail(where, "fn=sigmoid and fn=tanh together");
+    }
+    if ((in.flags & hw::kFlagProduct) && in.aux != 0 && spec->op == Opcode::kSetResidual) {
+      Fail(where, "set_residual product takes mul_b=0 (a product has one multiplier, mul_a=)");
     }
     std::map<std::string, int> groups;
     for (const OperandSpec& o : spec->operands) {

@@ -88,9 +88,11 @@ void ProgramBuilder::SetWindow(const WindowGeometry& g) {
 
 void ProgramBuilder::SetResidual(const Residual& r) {
   if (r.shift < 1 || r.shift > 62 || r.mul_a >= (uint64_t{1} << 31) ||
-      r.mul_b >= (uint64_t{1} << 31))
+      r.mul_b >= (uint64_t{1} << 31) || (r.product && r.mul_b != 0))
     throw std::invalid_argument("set_residual: shift or multiplier out of range");
-  Add(Opcode::kSetResidual, r.relu ? hw::kFlagResidualRelu : 0,
+  Add(Opcode::kSetResidual,
+      static_cast<uint8_t>((r.relu ? hw::kFlagResidualRelu : 0) |
+                           (r.product ? hw::kFlagProduct : 0)),
       hw::kOpdSetResidualShift.Put(r.shift), r.mul_a, r.ub, r.mul_b);
 }
 
@@ -103,10 +105,11 @@ void ProgramBuilder::MatmulWindow(uint64_t ub_row, uint64_t acc_row, uint64_t ro
 }
 
 void ProgramBuilder::Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows, uint64_t param_set,
-                              bool relu, Pool pool, uint64_t stride, bool residual) {
+                              bool relu, Pool pool, uint64_t stride, bool residual, Fn fn) {
   const uint8_t flags = static_cast<uint8_t>(
       (relu ? kFlagRelu : 0) | (pool == Pool::kAvg ? kFlagPoolAvg : 0) |
-      (pool == Pool::kMax ? kFlagPoolMax : 0) | (residual ? hw::kFlagResidual : 0));
+      (pool == Pool::kMax ? kFlagPoolMax : 0) | (residual ? hw::kFlagResidual : 0) |
+      (fn == Fn::kSigmoid ? hw::kFlagSigmoid : 0) | (fn == Fn::kTanh ? hw::kFlagTanh : 0));
   if (param_set > 0xffff || stride < 1 || stride > 0xffff)
     throw std::invalid_argument("activate: parameter set or stride out of range");
   Add(Opcode::kActivate, flags, rows, acc_row, ub_row,

@@ -10,6 +10,8 @@
 namespace tpu::isa {
 
 enum class Pool { kNone, kAvg, kMax };
+// The function table an activate applies after requantizing (`fn=`, docs/vpu.md).
+enum class Fn { kNone, kSigmoid, kTanh };
 // What a matmul does with the accumulator rows: overwrite, add (`accumulate`), or keep the
 // larger value (`max`).
 enum class Acc { kOverwrite, kAdd, kMax };
@@ -32,14 +34,17 @@ struct WindowGeometry {
 };
 
 // The residual of set_residual (docs/isa.md): `activate ... residual` turns its output y
-// into clamp((y * mul_a + r * mul_b + 2^(shift-1)) >> shift) with r the residual row's lane.
+// into clamp((y * mul_a + r * mul_b + 2^(shift-1)) >> shift) with r the residual row's lane,
+// or with `product` into clamp((y * r * mul_a + 2^(shift-1)) >> shift) (mul_b 0).
 struct Residual {
   uint64_t ub = 0;  // the first residual row; row k of the activate adds row ub + k x stride
   uint64_t mul_a = 0, mul_b = 0, shift = 1;
   bool relu = false;
+  bool product = false;
 
   bool operator==(const Residual& o) const {
-    return ub == o.ub && mul_a == o.mul_a && mul_b == o.mul_b && shift == o.shift && relu == o.relu;
+    return ub == o.ub && mul_a == o.mul_a && mul_b == o.mul_b && shift == o.shift &&
+           relu == o.relu && product == o.product;
   }
 };
 
@@ -61,10 +66,10 @@ class ProgramBuilder {
   void MatmulWindow(uint64_t ub_row, uint64_t acc_row, uint64_t rows, uint64_t first,
                     uint64_t ktile, bool switch_tile, Acc mode);
   void SetResidual(const Residual& r);
-  // `stride`: rows between the rows written (1: contiguous); `residual`: add the residual
-  // set last.
+  // `stride`: rows between the rows written (1: contiguous); `residual`: add (or multiply
+  // by) the residual set last; `fn`: a function table after requantizing.
   void Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows, uint64_t param_set, bool relu,
-                Pool pool, uint64_t stride = 1, bool residual = false);
+                Pool pool, uint64_t stride = 1, bool residual = false, Fn fn = Fn::kNone);
   void WriteHost(uint64_t ub_row, uint64_t host_addr, uint64_t rows);
   void Sync();
   void Halt();

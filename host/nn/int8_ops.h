@@ -21,9 +21,11 @@ TPU_HOST_DEVICE inline int8_t QuantizePixel(uint8_t p) {
 
 // An fp32 input value to int8 with the model's input scale (preprocess none): x / scale
 // rounded to the nearest integer, halves away from zero, clamped to [-128, 127]. In double
-// precision, so every compiler gives the same value.
+// precision, so every compiler gives the same value. Values far outside the range are
+// clamped before rounding (a cast of a double beyond int64 is undefined behaviour).
 TPU_HOST_DEVICE inline int8_t QuantizeInput(float x, float scale) {
-  const double q = static_cast<double>(x) / static_cast<double>(scale);
+  const double v = static_cast<double>(x) / static_cast<double>(scale);
+  const double q = v < -129 ? -129 : v > 128 ? 128 : v;
   const double r = q < 0 ? -static_cast<double>(static_cast<int64_t>(-q + 0.5))
                          : static_cast<double>(static_cast<int64_t>(q + 0.5));
   return static_cast<int8_t>(r < -128 ? -128 : r > 127 ? 127 : r);
@@ -52,6 +54,17 @@ TPU_HOST_DEVICE inline int8_t Requantize(int32_t acc, uint32_t multiplier, uint3
 TPU_HOST_DEVICE inline int8_t AddRequantize(int8_t a, int8_t b, uint32_t ma, uint32_t mb,
                                             uint32_t shift, int32_t lo) {
   const int64_t sum = int64_t{a} * ma + int64_t{b} * mb + (int64_t{1} << (shift - 1));
+  const int64_t scaled = sum >> shift;
+  return static_cast<int8_t>(scaled < lo ? lo : scaled > 127 ? 127 : scaled);
+}
+
+// The residual product of two int8 activations (activate residual after a set_residual
+// with `product`, docs/isa.md): (a * b * m + 2^(shift-1)) >> shift in 64-bit arithmetic,
+// clamped to [lo, 127]; m in [0, 2^31), shift in [1, 62]. The elementwise products of an
+// LSTM cell (docs/quantization.md).
+TPU_HOST_DEVICE inline int8_t MulRequantize(int8_t a, int8_t b, uint32_t m, uint32_t shift,
+                                            int32_t lo) {
+  const int64_t sum = int64_t{a} * int64_t{b} * m + (int64_t{1} << (shift - 1));
   const int64_t scaled = sum >> shift;
   return static_cast<int8_t>(scaled < lo ? lo : scaled > 127 ? 127 : scaled);
 }

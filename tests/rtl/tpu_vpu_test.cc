@@ -1,14 +1,17 @@
 // The VPU RTL (rtl/tpu_vpu.sv) against the int8 arithmetic of docs/quantization.md
 // (host/nn/int8_ops.h), on random rows with random per-lane parameters, with and without
-// ReLU, with average, max and no pooling.
+// ReLU, with average, max and no pooling, with the sigmoid and tanh tables, and the
+// residual's sum and product.
 #include <gtest/gtest.h>
 #include <verilated.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
 #include "Vtpu_vpu_n8.h"
 #include "host/nn/int8_ops.h"
+#include "host/nn/vpu_functions.h"
 #include "sim/mxu/port_packing.h"
 
 namespace tpu {
@@ -21,6 +24,7 @@ struct Params {
   int32_t bias[kLanes], multiplier[kLanes], shift[kLanes];
   bool relu = false;
   Pool pool = kNone;
+  nn::VpuFunction fn = nn::VpuFunction::kNone;  // rtl/tpu_pkg.sv vpu_fn_e has the same order
 };
 
 class VpuHarness {
@@ -44,12 +48,14 @@ class VpuHarness {
     vpu_.shift_i = shifts;
     vpu_.relu_i = p.relu;
     vpu_.pool_i = p.pool;
+    vpu_.fn_i = static_cast<uint8_t>(p.fn);
   }
 
-  // The residual stage: on, with multipliers, shift and ReLU (rtl/tpu_pkg.sv residual_t:
-  // ub, mul_b, mul_a, then shift, relu and valid in the top word).
-  void Residual(uint32_t mul_a, uint32_t mul_b, uint32_t shift, bool relu) {
-    const uint32_t words[4] = {0, mul_b, mul_a, shift | uint32_t{relu} << 6 | 1u << 7};
+  // The residual stage: on, with multipliers, shift, ReLU and product (rtl/tpu_pkg.sv
+  // residual_t: ub, mul_b, mul_a, then shift, product, relu and valid in the top word).
+  void Residual(uint32_t mul_a, uint32_t mul_b, uint32_t shift, bool relu, bool product = false) {
+    const uint32_t words[4] = {0, mul_b, mul_a,
+                               shift | uint32_t{product} << 6 | uint32_t{relu} << 7 | 1u << 8};
     sim::WritePort(vpu_.res_i, words);
     vpu_.residual_i = 1;
   }
@@ -101,10 +107,11 @@ Params RandomParams(std::mt19937_64& rng, bool relu, Pool pool) {
   return p;
 }
 
-void RunCase(bool relu, Pool pool, uint64_t seed) {
+void RunCase(bool relu, Pool pool, uint64_t seed, nn::VpuFunction fn = nn::VpuFunction::kNone) {
   std::mt19937_64 rng(seed);
   VpuHarness vpu;
-  const Params p = RandomParams(rng, relu, pool);
+  Params p = RandomParams(rng, relu, pool);
+  p.fn = fn;
   vpu.Configure(p);
   constexpr int kRows = 400;  // a multiple of the 4-row pooling window
   std::vector<std::vector<int32_t>> rows(kRows, std::vector<int32_t>(kLanes));
@@ -114,8 +121,8 @@ void RunCase(bool relu, Pool pool, uint64_t seed) {
       // Mostly values near the requantized range, sometimes large ones that saturate.
       const int32_t span = (rng() % 4 == 0) ? (1 << 30) : (1 << 22);
       rows[r][l] = static_cast<int32_t>(rng() % (2u * span + 1)) - span;
-      requant[r][l] =
-          nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], relu ? 0 : -128);
+      requant[r][l] = nn::ApplyVpuFunction(
+          fn, nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], relu ? 0 : -128));
     }
   }
   std::vector<std::vector<int8_t>> expected;
@@ -155,6 +162,30 @@ TEST(TpuVpuTest, RequantizeWithReluMatchesSpec) { RunCase(true, kNone, 2); }
 TEST(TpuVpuTest, AveragePoolMatchesSpec) { RunCase(true, kAvg, 3); }
 TEST(TpuVpuTest, AveragePoolWithoutReluMatchesSpec) { RunCase(false, kAvg, 4); }
 TEST(TpuVpuTest, MaxPoolMatchesSpec) { RunCase(true, kMax, 5); }
+TEST(TpuVpuTest, SigmoidTableMatchesSpec) { RunCase(false, kNone, 8, nn::VpuFunction::kSigmoid); }
+TEST(TpuVpuTest, TanhTableMatchesSpec) { RunCase(false, kNone, 9, nn::VpuFunction::kTanh); }
+TEST(TpuVpuTest, TanhTableThenAveragePoolMatchesSpec) {
+  RunCase(false, kAvg, 10, nn::VpuFunction::kTanh);
+}
+TEST(TpuVpuTest, ReluThenSigmoidTableMatchesSpec) {
+  RunCase(true, kNone, 11, nn::VpuFunction::kSigmoid);
+}
+
+// The tables themselves, against their definition (contract/tpu_contract.toml): x = q /
+// input_step, out = floor(127 f(x) + 1/2), the ends saturated and the middle as expected.
+TEST(TpuVpuTest, FunctionTablesAreTheirDefinition) {
+  for (int q = -128; q < 128; ++q) {
+    const double s = 1 / (1 + std::exp(-q / double{hw::kVpuTableSigmoidInputStep}));
+    const double t = std::tanh(q / double{hw::kVpuTableTanhInputStep});
+    EXPECT_EQ(hw::kVpuTableSigmoid[q + 128], std::floor(127 * s + 0.5)) << q;
+    EXPECT_EQ(hw::kVpuTableTanh[q + 128], std::floor(127 * t + 0.5)) << q;
+  }
+  EXPECT_EQ(hw::kVpuTableSigmoid[128], 64);  // sigmoid(0) = 1/2: 63.5 rounds up
+  EXPECT_EQ(hw::kVpuTableTanh[128], 0);
+  EXPECT_EQ(hw::kVpuTableSigmoid[0], 0);
+  EXPECT_EQ(hw::kVpuTableTanh[0], -127);
+  EXPECT_EQ(hw::kVpuTableTanh[255], 127);
+}
 
 // The residual add (activate residual): the row's residual arrives with it in stage 2 (two
 // cycles after the row), and the sum leaves a cycle later than a plain row would.
@@ -193,6 +224,45 @@ TEST(TpuVpuTest, ResidualAddMatchesSpec) {
     for (int l = 0; l < kLanes; ++l) changed += got[i][l] != 127 && got[i][l] != -128;
   }
   EXPECT_GT(changed, kRows * kLanes / 2);  // most sums are not clamped
+}
+
+// The residual product (set_residual product): y * r * mul_a, rounded and shifted, with the
+// sigmoid table before it (an LSTM gate times a row); the same timing as the sum.
+TEST(TpuVpuTest, ResidualProductMatchesSpec) {
+  VpuHarness vpu;
+  std::mt19937_64 rng(12);
+  Params p = RandomParams(rng, false, kNone);
+  p.fn = nn::VpuFunction::kSigmoid;
+  vpu.Configure(p);
+  const uint32_t ma = 1100000000u, shift = 37;
+  vpu.Residual(ma, 0, shift, /*relu=*/false, /*product=*/true);
+  constexpr int kRows = 200;
+  std::vector<std::vector<int32_t>> rows(kRows, std::vector<int32_t>(kLanes));
+  std::vector<std::vector<int8_t>> res(kRows, std::vector<int8_t>(kLanes)), expected;
+  for (int r = 0; r < kRows; ++r) {
+    std::vector<int8_t> want(kLanes);
+    for (int l = 0; l < kLanes; ++l) {
+      rows[r][l] = static_cast<int32_t>(rng() % (1u << 23)) - (1 << 22);
+      res[r][l] = static_cast<int8_t>(rng());
+      const int8_t y = nn::ApplyVpuFunction(
+          p.fn, nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], -128));
+      want[l] = nn::MulRequantize(y, res[r][l], ma, shift, -128);
+    }
+    expected.push_back(want);
+  }
+  std::vector<std::vector<int8_t>> got;
+  std::vector<int8_t> out;
+  for (int c = 0; c < kRows + 3; ++c) {
+    const int8_t* r = c >= 2 && c - 2 < kRows ? res[c - 2].data() : nullptr;
+    if (vpu.Cycle(c < kRows ? rows[c].data() : nullptr, &out, r)) got.push_back(out);
+  }
+  ASSERT_EQ(got.size(), expected.size());
+  int inside = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], expected[i]) << "row " << i;
+    for (int l = 0; l < kLanes; ++l) inside += got[i][l] > -128 && got[i][l] < 127 && got[i][l];
+  }
+  EXPECT_GT(inside, kRows * kLanes / 4);  // many products are neither clamped nor zero
 }
 
 TEST(TpuVpuTest, LatencyIsTwoCycles) {

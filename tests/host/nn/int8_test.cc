@@ -45,6 +45,28 @@ TEST(Int8OpsTest, PixelQuantization) {
   EXPECT_EQ(QuantizePixel(2), 1);     // 0.996
 }
 
+// Halves away from zero, clamped; values far beyond int64 clamp too (fuzzing found a cast
+// of 6.5e31 to int64, undefined behaviour: tests/fuzz/regressions/inputs/).
+TEST(Int8OpsTest, InputQuantizationRoundsAwayFromZeroAndClampsAnyValue) {
+  EXPECT_EQ(QuantizeInput(0.5f, 1.0f), 1);
+  EXPECT_EQ(QuantizeInput(-0.5f, 1.0f), -1);
+  EXPECT_EQ(QuantizeInput(1.25f, 0.5f), 3);  // 2.5
+  EXPECT_EQ(QuantizeInput(126.6f, 1.0f), 127);
+  EXPECT_EQ(QuantizeInput(-128.4f, 1.0f), -128);
+  EXPECT_EQ(QuantizeInput(3e38f, 1e-30f), 127);
+  EXPECT_EQ(QuantizeInput(-3e38f, 1e-30f), -128);
+  EXPECT_EQ(QuantizeInput(6.5e31f, 1.0f), 127);
+}
+
+TEST(Int8OpsTest, ResidualProductRoundsHalfUpAndClamps) {
+  EXPECT_EQ(MulRequantize(127, 127, 1, 7, -128), 126);    // 16129 / 128 = 126.0
+  EXPECT_EQ(MulRequantize(3, 1, 1, 1, -128), 2);          // 1.5 rounds up
+  EXPECT_EQ(MulRequantize(-3, 1, 1, 1, -128), -1);        // -1.5 rounds up
+  EXPECT_EQ(MulRequantize(-128, -128, 1, 6, -128), 127);  // 256 clamps
+  EXPECT_EQ(MulRequantize(-100, 100, 1, 6, 0), 0);        // ReLU
+  EXPECT_EQ(MulRequantize(100, 100, 0x7fffffff, 62, -128), 0);
+}
+
 TEST(QuantizeTest, MultiplierIsAccurate) {
   for (double real : {0.5, 0.999999, 1e-3, 0.0123456, 3.0, 1e-9, 123.456}) {
     int32_t m = 0, s = 0;

@@ -1,0 +1,275 @@
+#include "host/compiler/lstm_program.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "host/common/errors.h"
+#include "host/compiler/packing.h"
+#include "host/isa/program_builder.h"
+#include "host/nn/int8_ops.h"
+
+namespace tpu::compiler {
+namespace {
+
+// The layout of one LSTM layer on an N-lane chip. Padding: X and H to whole tiles (xt, ht);
+// the gate columns of hidden tile j are column j of each gate's block.
+struct Layout {
+  int64_t n, x, h, b, xt, ht, kt;
+  // Unified buffer: two [x; h] buffers (batch b's K-tile t at row b kt + t), the cell state
+  // (tile j, batch b at row c + j B + b), and scratch rows.
+  int64_t xh[2], c, g, ig, fc, tc, ub_rows;
+  // Accumulators: the four gates (gate k at k B), then two rows blocks for the identity
+  // passes.
+  int64_t acc_rows;
+  int64_t sets;  // 0: identity, 1: c' to tanh input, 2 + 4 j + k: gate k of hidden tile j
+
+  Layout(const nn::QuantizedLstm& q, int64_t batch, int lanes)
+      : n(lanes), x(q.inputs), h(q.hidden), b(batch) {
+    xt = (x + n - 1) / n;
+    ht = (h + n - 1) / n;
+    kt = xt + ht;
+    xh[0] = 0;
+    xh[1] = b * kt;
+    c = 2 * b * kt;
+    g = c + ht * b;
+    ig = g + b;
+    fc = ig + b;
+    tc = fc + b;  // b rows kt apart, like the h rows they multiply
+    ub_rows = tc + (b - 1) * kt + 1;
+    acc_rows = 6 * b;
+    sets = 2 + 4 * ht;
+  }
+  int64_t TilesPerStep() const { return ht * (4 * kt + 2); }
+};
+
+void CheckFits(const Layout& l, const config::TpuConfig& chip) {
+  auto fail = [&](const std::string& what) {
+    throw UsageError(
+        fmt::format("an LSTM of {} inputs and {} hidden units at batch {} does not "
+                    "fit chip '{}': {}",
+                    l.x, l.h, l.b, chip.name, what));
+  };
+  if (l.acc_rows > chip.acc_depth_rows)
+    fail(fmt::format("it needs {} accumulator rows (6 x batch), the chip has {}", l.acc_rows,
+                     chip.acc_depth_rows));
+  if (l.ub_rows > chip.ub_depth_rows)
+    fail(fmt::format("it needs {} unified-buffer rows, the chip has {}", l.ub_rows,
+                     chip.ub_depth_rows));
+  if (l.sets > chip.param_sets)
+    fail(fmt::format("it needs {} VPU parameter sets (2 + 4 per hidden tile), the chip has {}",
+                     l.sets, chip.param_sets));
+  if (l.TilesPerStep() > static_cast<int64_t>(isa::ProgramBuilder::kMaxLength))
+    fail("a step's weight tiles do not fit one read_weights");
+}
+
+// The weight tiles of one step in the order its matmuls take them: for each hidden tile j,
+// gates i, f, g, o, each K-tile of [x; h], then two identity tiles.
+std::vector<uint8_t> WeightImage(const nn::QuantizedLstm& q, const Layout& l) {
+  const int64_t n = l.n, G = q.Gates(), tile = n * n;
+  std::vector<uint8_t> image(static_cast<size_t>(l.TilesPerStep() * tile), 0);
+  int64_t t = 0;
+  for (int64_t j = 0; j < l.ht; ++j) {
+    for (int64_t k = 0; k < 4; ++k) {
+      for (int64_t kb = 0; kb < l.kt; ++kb, ++t) {
+        for (int64_t r = 0; r < n; ++r) {
+          // Tile row r multiplies lane r of K-tile kb: an input row or an h row.
+          const int64_t row = kb < l.xt ? kb * n + r : q.inputs + (kb - l.xt) * n + r;
+          if ((kb < l.xt && row >= q.inputs) || (kb >= l.xt && row >= q.Rows())) continue;
+          for (int64_t c = 0; c < n && j * n + c < q.hidden; ++c) {
+            image[static_cast<size_t>(t * tile + r * n + c)] =
+                static_cast<uint8_t>(q.weights[row * G + k * q.hidden + j * n + c]);
+          }
+        }
+      }
+    }
+    for (int64_t i = 0; i < 2; ++i, ++t)
+      for (int64_t r = 0; r < n; ++r) image[static_cast<size_t>(t * tile + r * n + r)] = 1;
+  }
+  return image;
+}
+
+// The parameter sets: identity, c' to the tanh table's input, then each tile's gates.
+std::vector<uint8_t> ParamImage(const nn::QuantizedLstm& q, const Layout& l) {
+  const int64_t n = l.n, lanes = l.sets * n;
+  std::vector<int32_t> bias(static_cast<size_t>(lanes), 0), mult(static_cast<size_t>(lanes), 0),
+      shift(static_cast<size_t>(lanes), 1);
+  for (int64_t c = 0; c < n; ++c) {
+    mult[c] = 1 << 30;  // identity: (v 2^30 + 2^29) >> 30 = v
+    shift[c] = 30;
+    mult[n + c] = q.tanh_mul;
+    shift[n + c] = q.tanh_shift;
+  }
+  for (int64_t j = 0; j < l.ht; ++j) {
+    for (int64_t k = 0; k < 4; ++k) {
+      for (int64_t c = 0; c < n && j * n + c < q.hidden; ++c) {
+        const int64_t lane = (2 + 4 * j + k) * n + c, col = k * q.hidden + j * n + c;
+        bias[lane] = q.bias[col];
+        mult[lane] = q.multiplier[col];
+        shift[lane] = q.shift[col];
+      }
+    }
+  }
+  return PackParamSets(bias.data(), mult.data(), shift.data(), lanes, static_cast<int>(n));
+}
+
+// One hidden tile of one step: the gate matmuls, then the cell (docs/quantization.md).
+void EmitTile(isa::ProgramBuilder& p, const nn::QuantizedLstm& q, const Layout& l, int64_t j,
+              int64_t cur, int64_t next) {
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  const int64_t b = l.b, set = 2 + 4 * j;
+  for (int64_t k = 0; k < 4; ++k)
+    for (int64_t kb = 0; kb < l.kt; ++kb)
+      p.Matmul(u(cur + kb), u(k * b), u(b), true, isa::AddIf(kb > 0), u(l.kt));
+  using isa::Fn;
+  using isa::Pool;
+  auto product = [&](int64_t ub, int32_t mul, int32_t shift) {
+    p.SetResidual({u(ub), u(mul), 0, u(shift), false, true});
+  };
+  p.Activate(u(2 * b), u(l.g), u(b), u(set + 2), false, Pool::kNone, 1, false, Fn::kTanh);
+  product(l.g, q.ig_mul, q.ig_shift);  // i * g
+  p.Activate(0, u(l.ig), u(b), u(set), false, Pool::kNone, 1, true, Fn::kSigmoid);
+  const int64_t cell = l.c + j * b;
+  product(cell, q.fc_mul, q.fc_shift);  // f * c
+  p.Activate(u(b), u(l.fc), u(b), u(set + 1), false, Pool::kNone, 1, true, Fn::kSigmoid);
+  // c' = f c + i g: f c through the identity tile into the accumulators, i g added to it.
+  p.Matmul(u(l.fc), u(4 * b), u(b), true, isa::Acc::kOverwrite);
+  p.SetResidual({u(l.ig), 2, 2, 1, false, false});
+  p.Activate(u(4 * b), u(cell), u(b), 0, false, Pool::kNone, 1, true);
+  // h' = o * tanh(c'), written where the next step's matmuls read h.
+  p.Matmul(u(cell), u(5 * b), u(b), true, isa::Acc::kOverwrite);
+  p.Activate(u(5 * b), u(l.tc), u(b), 1, false, Pool::kNone, u(l.kt), false, Fn::kTanh);
+  product(l.tc, q.h_mul, q.h_shift);
+  p.Activate(u(3 * b), u(next + l.xt + j), u(b), u(set + 3), false, Pool::kNone, u(l.kt), true,
+             Fn::kSigmoid);
+}
+
+}  // namespace
+
+LstmProgram MakeLstmProgram(const nn::QuantizedLstm& q, const std::vector<int8_t>& x,
+                            const std::vector<int8_t>& h0, const std::vector<int8_t>& c0,
+                            int64_t batch, int64_t steps, const config::TpuConfig& chip) {
+  if (batch < 1 || steps < 1) throw UsageError("an LSTM run needs a batch and steps of at least 1");
+  if (static_cast<int64_t>(x.size()) != steps * batch * q.inputs ||
+      static_cast<int64_t>(h0.size()) != batch * q.hidden ||
+      static_cast<int64_t>(c0.size()) != batch * q.hidden)
+    throw UsageError("the LSTM's inputs, h0 and c0 do not match its sizes");
+  const Layout l(q, batch, chip.array_dim);
+  CheckFits(l, chip);
+  const int64_t n = l.n, b = l.b;
+  LstmProgram out;
+  out.batch = batch;
+  out.steps = steps;
+  out.hidden = q.hidden;
+  out.n = n;
+  out.ht = l.ht;
+  engine::ExecJob& job = out.job;
+  job.name = "lstm";
+  // Host memory: x (step s, batch b: xt rows), h0 (batch b: ht rows), c0 (ht x B rows),
+  // the parameter sets, then the outputs h and c in the same layouts.
+  std::vector<uint8_t>& host = job.host_image;
+  auto rows = [&](int64_t count) {
+    const size_t at = host.size();
+    host.resize(at + static_cast<size_t>(count * n), 0);
+    return static_cast<int64_t>(at);
+  };
+  const int64_t x_at = rows(steps * b * l.xt), h_at = rows(b * l.ht), c_at = rows(l.ht * b);
+  for (int64_t s = 0; s < steps; ++s)
+    for (int64_t i = 0; i < b; ++i)
+      std::memcpy(&host[static_cast<size_t>(x_at + (s * b + i) * l.xt * n)],
+                  &x[static_cast<size_t>((s * b + i) * q.inputs)], static_cast<size_t>(q.inputs));
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t v = 0; v < q.hidden; ++v) {
+      host[static_cast<size_t>(h_at + i * l.ht * n + v)] =
+          static_cast<uint8_t>(h0[i * q.hidden + v]);
+      host[static_cast<size_t>(c_at + ((v / n) * b + i) * n + v % n)] =
+          static_cast<uint8_t>(c0[i * q.hidden + v]);
+    }
+  const auto params = ParamImage(q, l);
+  const auto params_at = static_cast<int64_t>(host.size());
+  host.insert(host.end(), params.begin(), params.end());
+  job.host_out_addr = host.size();
+  const int64_t hout_at = rows(b * l.ht), cout_at = rows(l.ht * b);
+  job.host_out_bytes = host.size() - job.host_out_addr;
+  job.weight_image = WeightImage(q, l);
+
+  isa::ProgramBuilder p;
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  p.ReadParams(u(params_at), 0, u(l.sets));
+  for (int64_t i = 0; i < b; ++i)
+    p.ReadHost(u(h_at + i * l.ht * n), u(l.xh[0] + i * l.kt + l.xt), u(l.ht));
+  p.ReadHost(u(c_at), u(l.c), u(l.ht * b));
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t cur = l.xh[s % 2], next = l.xh[(s + 1) % 2];
+    for (int64_t i = 0; i < b; ++i)
+      p.ReadHost(u(x_at + (s * b + i) * l.xt * n), u(cur + i * l.kt), u(l.xt));
+    p.ReadWeights(0, u(l.TilesPerStep()));
+    for (int64_t j = 0; j < l.ht; ++j) EmitTile(p, q, l, j, cur, next);
+  }
+  const int64_t last = l.xh[steps % 2];
+  for (int64_t i = 0; i < b; ++i)
+    p.WriteHost(u(last + i * l.kt + l.xt), u(hout_at + i * l.ht * n), u(l.ht));
+  p.WriteHost(u(l.c), u(cout_at), u(l.ht * b));
+  p.Halt();
+  job.program = p.Take();
+  return out;
+}
+
+void LstmProgram::Unpack(const std::vector<uint8_t>& out, std::vector<int8_t>* h,
+                         std::vector<int8_t>* c) const {
+  h->assign(static_cast<size_t>(batch * hidden), 0);
+  c->assign(static_cast<size_t>(batch * hidden), 0);
+  const int64_t c_at = batch * ht * n;
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t v = 0; v < hidden; ++v) {
+      (*h)[i * hidden + v] = static_cast<int8_t>(out[static_cast<size_t>(i * ht * n + v)]);
+      (*c)[i * hidden + v] =
+          static_cast<int8_t>(out[static_cast<size_t>(c_at + ((v / n) * batch + i) * n + v % n)]);
+    }
+}
+
+LstmCase MakeLstmCase(int64_t inputs, int64_t hidden, int64_t batch, int64_t steps, uint64_t seed,
+                      const config::TpuConfig& chip) {
+  LstmCase k;
+  k.inputs = inputs;
+  const nn::Lstm fp = nn::RandomLstm(inputs, hidden, seed);
+  std::mt19937_64 rng(seed + 1);
+  std::uniform_real_distribution<float> unit(-1, 1);
+  std::vector<float> xf(static_cast<size_t>(steps * batch * inputs));
+  for (float& v : xf) v = unit(rng);
+  k.h_fp32.assign(static_cast<size_t>(batch * hidden), 0);
+  std::vector<float> cf = k.h_fp32;
+  float most = 0;
+  for (int64_t s = 0; s < steps; ++s) {
+    nn::Fp32LstmStep(fp, &xf[static_cast<size_t>(s * batch * inputs)], k.h_fp32.data(), cf.data(),
+                     batch);
+    for (const float v : cf) most = std::max(most, std::fabs(v));
+  }
+  k.cell_scale = most > 0 ? most / 127 : 1.0f / 127;
+  const nn::QuantizedLstm q = nn::QuantizeLstm(fp, k.cell_scale);
+  std::vector<int8_t> x(xf.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = nn::QuantizeInput(xf[i], 1.0f / 127);
+  k.h.assign(static_cast<size_t>(batch * hidden), 0);
+  k.c = k.h;
+  k.program = MakeLstmProgram(q, x, k.h, k.c, batch, steps, chip);
+  for (int64_t s = 0; s < steps; ++s)
+    nn::Int8LstmStep(q, &x[static_cast<size_t>(s * batch * inputs)], k.h.data(), k.c.data(), batch);
+  return k;
+}
+
+int64_t LstmCase::Macs() const {
+  const LstmProgram& p = program;
+  return (inputs + p.hidden) * 4 * p.hidden * p.batch * p.steps;
+}
+
+float LstmCase::WorstHError(const std::vector<int8_t>& h_int8) const {
+  float worst = 0;
+  for (size_t i = 0; i < h_int8.size() && i < h_fp32.size(); ++i)
+    worst = std::max(worst, std::fabs(h_int8[i] / 127.0f - h_fp32[i]));
+  return worst;
+}
+
+}  // namespace tpu::compiler
