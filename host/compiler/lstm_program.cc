@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "contract/tpu_contract.h"
 #include "host/common/errors.h"
 #include "host/compiler/packing.h"
 #include "host/isa/program_builder.h"
@@ -25,9 +26,13 @@ struct Layout {
   // Accumulators: the four gates (gate k at k B), then two rows blocks for the identity
   // passes.
   int64_t acc_rows;
-  int64_t sets;  // 0: identity, 1: c' to tanh input, 2 + 4 j + k: gate k of hidden tile j
+  // Parameter sets in host memory: 0 identity, 1 c' to the tanh input, 2 + 4 j + k gate k
+  // of hidden tile j. All of them stay on chip when the chip has room; otherwise sets 2..5
+  // are loaded again before each hidden tile (`reload`).
+  int64_t sets;
+  bool reload = false;
 
-  Layout(const nn::QuantizedLstm& q, int64_t batch, int lanes)
+  Layout(const nn::QuantizedLstm& q, int64_t batch, int lanes, int64_t chip_sets)
       : n(lanes), x(q.inputs), h(q.hidden), b(batch) {
     xt = (x + n - 1) / n;
     ht = (h + n - 1) / n;
@@ -42,7 +47,9 @@ struct Layout {
     ub_rows = tc + (b - 1) * kt + 1;
     acc_rows = 6 * b;
     sets = 2 + 4 * ht;
+    reload = sets > chip_sets;
   }
+  int64_t GateSet(int64_t j) const { return reload ? 2 : 2 + 4 * j; }
   int64_t TilesPerStep() const { return ht * (4 * kt + 2); }
 };
 
@@ -59,9 +66,8 @@ void CheckFits(const Layout& l, const config::TpuConfig& chip) {
   if (l.ub_rows > chip.ub_depth_rows)
     fail(fmt::format("it needs {} unified-buffer rows, the chip has {}", l.ub_rows,
                      chip.ub_depth_rows));
-  if (l.sets > chip.param_sets)
-    fail(fmt::format("it needs {} VPU parameter sets (2 + 4 per hidden tile), the chip has {}",
-                     l.sets, chip.param_sets));
+  if (chip.param_sets < 6)
+    fail(fmt::format("it needs 6 VPU parameter sets, the chip has {}", chip.param_sets));
   if (l.TilesPerStep() > static_cast<int64_t>(isa::ProgramBuilder::kMaxLength))
     fail("a step's weight tiles do not fit one read_weights");
 }
@@ -118,9 +124,10 @@ std::vector<uint8_t> ParamImage(const nn::QuantizedLstm& q, const Layout& l) {
 
 // One hidden tile of one step: the gate matmuls, then the cell (docs/quantization.md).
 void EmitTile(isa::ProgramBuilder& p, const nn::QuantizedLstm& q, const Layout& l, int64_t j,
-              int64_t cur, int64_t next) {
+              int64_t cur, int64_t next, int64_t params_at) {
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  const int64_t b = l.b, set = 2 + 4 * j;
+  const int64_t b = l.b, set = l.GateSet(j);
+  if (l.reload) p.ReadParams(u(params_at + (2 + 4 * j) * hw::kParamRows * l.n), 2, 4);
   for (int64_t k = 0; k < 4; ++k)
     for (int64_t kb = 0; kb < l.kt; ++kb)
       p.Matmul(u(cur + kb), u(k * b), u(b), true, isa::AddIf(kb > 0), u(l.kt));
@@ -157,7 +164,7 @@ LstmProgram MakeLstmProgram(const nn::QuantizedLstm& q, const std::vector<int8_t
       static_cast<int64_t>(h0.size()) != batch * q.hidden ||
       static_cast<int64_t>(c0.size()) != batch * q.hidden)
     throw UsageError("the LSTM's inputs, h0 and c0 do not match its sizes");
-  const Layout l(q, batch, chip.array_dim);
+  const Layout l(q, batch, chip.array_dim, chip.param_sets);
   CheckFits(l, chip);
   const int64_t n = l.n, b = l.b;
   LstmProgram out;
@@ -198,7 +205,7 @@ LstmProgram MakeLstmProgram(const nn::QuantizedLstm& q, const std::vector<int8_t
 
   isa::ProgramBuilder p;
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  p.ReadParams(u(params_at), 0, u(l.sets));
+  p.ReadParams(u(params_at), 0, u(l.reload ? 2 : l.sets));
   for (int64_t i = 0; i < b; ++i)
     p.ReadHost(u(h_at + i * l.ht * n), u(l.xh[0] + i * l.kt + l.xt), u(l.ht));
   p.ReadHost(u(c_at), u(l.c), u(l.ht * b));
@@ -207,7 +214,7 @@ LstmProgram MakeLstmProgram(const nn::QuantizedLstm& q, const std::vector<int8_t
     for (int64_t i = 0; i < b; ++i)
       p.ReadHost(u(x_at + (s * b + i) * l.xt * n), u(cur + i * l.kt), u(l.xt));
     p.ReadWeights(0, u(l.TilesPerStep()));
-    for (int64_t j = 0; j < l.ht; ++j) EmitTile(p, q, l, j, cur, next);
+    for (int64_t j = 0; j < l.ht; ++j) EmitTile(p, q, l, j, cur, next, params_at);
   }
   const int64_t last = l.xh[steps % 2];
   for (int64_t i = 0; i < b; ++i)

@@ -227,5 +227,37 @@ TEST_F(ExecCliTest, EngineOptionsThatDoNotFitAreUsageErrors) {
   EXPECT_FALSE(std::filesystem::exists(P("y.bin")));
 }
 
+// `tpusim lstm`: an LSTM layer with values on both engines, the same report, and its errors.
+TEST_F(ExecCliTest, LstmRunsBitExactWithTheSameCountersOnBothEngines) {
+  const std::string args = "lstm --config teach-4 --inputs 5 --hidden 6 --batch 3 --steps 2";
+  nlohmann::json j[2];
+  int i = 0;
+  for (const char* engine : {"rtl", "fast"}) {
+    const Outcome o = Run(args + " --engine " + engine + " --json " + P(std::string(engine)));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("bit-exact against the int8 reference"), std::string::npos) << o.out;
+    j[i++] = nlohmann::json::parse(Slurp(P(engine)));
+  }
+  EXPECT_TRUE(j[0]["lstm"]["bit_exact"].get<bool>());
+  EXPECT_EQ(j[0]["lstm"], j[1]["lstm"]);
+  EXPECT_EQ(j[0]["counters"], j[1]["counters"]);
+  EXPECT_GT(j[0]["counters"]["vpu_rows_out"].get<int64_t>(), 0);
+  const Outcome t = Run(args + " --engine fast --timing-only");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("not computed (--timing-only)"), std::string::npos) << t.out;
+}
+
+TEST_F(ExecCliTest, LstmBadInputsAreUsageErrors) {
+  ExpectError("lstm --hidden 0", 2, "--hidden 0 must be 1 to 65535");
+  ExpectError("lstm --steps 70000", 2, "--steps 70000 must be 1 to 65535");
+  ExpectError("lstm --config teach-4 --engine fast --set param_sets=5", 2,
+              "it needs 6 VPU parameter sets, the chip has 5");
+  ExpectError("lstm --config teach-4 --engine fast --batch 200 --hidden 4", 2,
+              "it needs 1200 accumulator rows (6 x batch), the chip has 1024");
+  ExpectError(
+      "lstm --config teach-4 --engine fast --inputs 5 --hidden 6 --json " + P("no/such/dir/r.json"),
+      1, "r.json");
+}
+
 }  // namespace
 }  // namespace tpu::test

@@ -614,6 +614,11 @@ TEST_P(ChipTest, LstmStepsOnTheFourByFourChipEqualTheInt8Reference) {
 TEST_P(ChipTest, LstmStepsEqualTheInt8ReferenceAndStayNearFp32) {
   RunLstm(GetParam(), "small-16", 20, 24, 4, 5);
 }
+// 9 hidden tiles need 38 parameter sets, teach-4 has 32: each tile's gate sets are loaded
+// again before it.
+TEST_P(ChipTest, LstmReloadsGateParametersWhenTheChipHasTooFewSets) {
+  RunLstm(GetParam(), "teach-4", 3, 33, 2, 2);
+}
 
 INSTANTIATE_TEST_SUITE_P(Engines, ChipTest, ::testing::Values(EngineKind::kRtl, EngineKind::kFast),
                          EngineParamName);

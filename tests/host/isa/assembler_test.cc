@@ -67,7 +67,10 @@ TEST(IsaTest, EveryFlagAndOperandRoundTrips) {
       "activate acc=1 ub=2 rows=4 params=9 stride=3 pool=max\n"
       "set_window in_h=28 in_w=27 kh=5 kw=3 out_h=12 out_w=14 stride_y=2 stride_x=1 "
       "channels=6 pad_top=2 pad_left=1 pixel_bytes=16 pooled\n"
-      "matmul ub=7 acc=8 rows=9 first=4 ktile=3 window accumulate\n";
+      "matmul ub=7 acc=8 rows=9 first=4 ktile=3 window accumulate\n"
+      "activate acc=1 ub=2 rows=4 params=9 fn=sigmoid residual\n"
+      "activate acc=1 ub=2 rows=4 params=9 relu fn=tanh pool=avg\n"
+      "set_residual ub=3 mul_a=7 mul_b=0 shift=40 product relu\n";
   const Program p = Assemble(text, "t.asm");
   EXPECT_EQ(Assemble(Disassemble(p), "again").words, p.words) << Disassemble(p);
 }
@@ -122,6 +125,10 @@ TEST(IsaTest, AssemblerErrorsNameTheLine) {
   EXPECT_EQ(ErrorOf("read_weights addr=1 addr=2 tiles=1"), "t.asm:1: addr= given twice");
   EXPECT_EQ(ErrorOf("activate acc=0 ub=0 rows=4 params=0 pool=avg pool=max"),
             "t.asm:1: pool=avg and pool=max together");
+  EXPECT_EQ(ErrorOf("activate acc=0 ub=0 rows=4 params=0 fn=sigmoid fn=tanh"),
+            "t.asm:1: fn=sigmoid and fn=tanh together");
+  EXPECT_EQ(ErrorOf("set_residual ub=0 mul_a=1 mul_b=2 shift=3 product"),
+            "t.asm:1: set_residual product takes mul_b=0 (a product has one multiplier, mul_a=)");
   EXPECT_EQ(ErrorOf("matmul ub=1 acc=0 rows=2 first=3"), "t.asm:1: first= needs the flag window");
   EXPECT_EQ(ErrorOf("matmul ub=1 acc=0 rows=2 stride=3 window"),
             "t.asm:1: stride= does not go with the flag window");
