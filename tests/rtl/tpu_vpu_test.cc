@@ -6,6 +6,7 @@
 #include <verilated.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -187,15 +188,13 @@ TEST(TpuVpuTest, FunctionTablesAreTheirDefinition) {
   EXPECT_EQ(hw::kVpuTableTanh[255], 127);
 }
 
-// The residual add (activate residual): the row's residual arrives with it in stage 2 (two
-// cycles after the row), and the sum leaves a cycle later than a plain row would.
-TEST(TpuVpuTest, ResidualAddMatchesSpec) {
-  VpuHarness vpu;
-  std::mt19937_64 rng(7);
-  const Params p = RandomParams(rng, true, kNone);
-  vpu.Configure(p);
-  const uint32_t ma = 1518000000u, mb = 900000000u, shift = 31;
-  vpu.Residual(ma, mb, shift, /*relu=*/false);
+// Random accumulator rows and residual rows through the residual stage, each residual row
+// arriving with its row in stage 2 (two cycles after the row); `combine(y, r)` is what the
+// stage must make of the row's requantized (and looked-up) value y and the residual lane r.
+// The result leaves a cycle later than a plain row would.
+std::vector<std::pair<std::vector<int8_t>, std::vector<int8_t>>> RunResidual(
+    VpuHarness& vpu, const Params& p, std::mt19937_64& rng,
+    const std::function<int8_t(int8_t, int8_t)>& combine) {
   constexpr int kRows = 200;
   std::vector<std::vector<int32_t>> rows(kRows, std::vector<int32_t>(kLanes));
   std::vector<std::vector<int8_t>> res(kRows, std::vector<int8_t>(kLanes)), expected;
@@ -204,8 +203,10 @@ TEST(TpuVpuTest, ResidualAddMatchesSpec) {
     for (int l = 0; l < kLanes; ++l) {
       rows[r][l] = static_cast<int32_t>(rng() % (1u << 23)) - (1 << 22);
       res[r][l] = static_cast<int8_t>(rng());
-      const int8_t y = nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], 0);
-      want[l] = nn::AddRequantize(y, res[r][l], ma, mb, shift, -128);
+      const int8_t y = nn::ApplyVpuFunction(
+          p.fn,
+          nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], p.relu ? 0 : -128));
+      want[l] = combine(y, res[r][l]);
     }
     expected.push_back(want);
   }
@@ -214,16 +215,33 @@ TEST(TpuVpuTest, ResidualAddMatchesSpec) {
   for (int c = 0; c < kRows + 3; ++c) {  // row c in call c, its residual in call c + 2
     const int8_t* r = c >= 2 && c - 2 < kRows ? res[c - 2].data() : nullptr;
     if (vpu.Cycle(c < kRows ? rows[c].data() : nullptr, &out, r)) got.push_back(out);
-    if (c == 1) EXPECT_EQ(got.size(), 0u) << "no sum before the third edge";
-    if (c == 2) EXPECT_EQ(got.size(), 1u) << "the first sum after the third edge";
+    if (c == 1) EXPECT_EQ(got.size(), 0u) << "no result before the third edge";
+    if (c == 2) EXPECT_EQ(got.size(), 1u) << "the first result after the third edge";
   }
-  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(got.size(), expected.size());
+  std::vector<std::pair<std::vector<int8_t>, std::vector<int8_t>>> pairs;
+  for (size_t i = 0; i < got.size() && i < expected.size(); ++i)
+    pairs.emplace_back(got[i], expected[i]);
+  return pairs;
+}
+
+// The residual add (activate residual).
+TEST(TpuVpuTest, ResidualAddMatchesSpec) {
+  VpuHarness vpu;
+  std::mt19937_64 rng(7);
+  const Params p = RandomParams(rng, true, kNone);
+  vpu.Configure(p);
+  const uint32_t ma = 1518000000u, mb = 900000000u, shift = 31;
+  vpu.Residual(ma, mb, shift, /*relu=*/false);
+  const auto rows = RunResidual(vpu, p, rng, [&](int8_t y, int8_t r) {
+    return nn::AddRequantize(y, r, ma, mb, shift, -128);
+  });
   int changed = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i], expected[i]) << "row " << i;
-    for (int l = 0; l < kLanes; ++l) changed += got[i][l] != 127 && got[i][l] != -128;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].first, rows[i].second) << "row " << i;
+    for (const int8_t v : rows[i].first) changed += v != 127 && v != -128;
   }
-  EXPECT_GT(changed, kRows * kLanes / 2);  // most sums are not clamped
+  EXPECT_GT(changed, static_cast<int>(rows.size()) * kLanes / 2);  // most sums are not clamped
 }
 
 // The residual product (set_residual product): y * r * mul_a, rounded and shifted, with the
@@ -236,33 +254,14 @@ TEST(TpuVpuTest, ResidualProductMatchesSpec) {
   vpu.Configure(p);
   const uint32_t ma = 1100000000u, shift = 37;
   vpu.Residual(ma, 0, shift, /*relu=*/false, /*product=*/true);
-  constexpr int kRows = 200;
-  std::vector<std::vector<int32_t>> rows(kRows, std::vector<int32_t>(kLanes));
-  std::vector<std::vector<int8_t>> res(kRows, std::vector<int8_t>(kLanes)), expected;
-  for (int r = 0; r < kRows; ++r) {
-    std::vector<int8_t> want(kLanes);
-    for (int l = 0; l < kLanes; ++l) {
-      rows[r][l] = static_cast<int32_t>(rng() % (1u << 23)) - (1 << 22);
-      res[r][l] = static_cast<int8_t>(rng());
-      const int8_t y = nn::ApplyVpuFunction(
-          p.fn, nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], -128));
-      want[l] = nn::MulRequantize(y, res[r][l], ma, shift, -128);
-    }
-    expected.push_back(want);
-  }
-  std::vector<std::vector<int8_t>> got;
-  std::vector<int8_t> out;
-  for (int c = 0; c < kRows + 3; ++c) {
-    const int8_t* r = c >= 2 && c - 2 < kRows ? res[c - 2].data() : nullptr;
-    if (vpu.Cycle(c < kRows ? rows[c].data() : nullptr, &out, r)) got.push_back(out);
-  }
-  ASSERT_EQ(got.size(), expected.size());
+  const auto rows = RunResidual(
+      vpu, p, rng, [&](int8_t y, int8_t r) { return nn::MulRequantize(y, r, ma, shift, -128); });
   int inside = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i], expected[i]) << "row " << i;
-    for (int l = 0; l < kLanes; ++l) inside += got[i][l] > -128 && got[i][l] < 127 && got[i][l];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].first, rows[i].second) << "row " << i;
+    for (const int8_t v : rows[i].first) inside += v > -128 && v < 127 && v;
   }
-  EXPECT_GT(inside, kRows * kLanes / 4);  // many products are neither clamped nor zero
+  EXPECT_GT(inside, static_cast<int>(rows.size()) * kLanes / 4);  // many neither clamped nor 0
 }
 
 TEST(TpuVpuTest, LatencyIsTwoCycles) {
