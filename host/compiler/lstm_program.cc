@@ -20,9 +20,10 @@ namespace {
 // the gate columns of hidden tile j are column j of each gate's block.
 struct Layout {
   int64_t n, x, h, b, xt, ht, kt;
-  // Unified buffer: two [x; h] buffers (batch b's K-tile t at row b kt + t), the cell state
-  // (tile j, batch b at row c + j B + b), and scratch rows.
-  int64_t xh[2], c, g, ig, fc, tc, ub_rows;
+  // Unified buffer: two x buffers (batch i's K-tile t at row i xt + t, as host memory holds
+  // a step's inputs, so one read_host brings them), two h buffers (batch i's tile j at row
+  // i ht + j), the cell state (tile j, batch i at row c + j B + i), and scratch rows.
+  int64_t xb[2], hb[2], c, g, ig, fc, tc, ub_rows;
   // Accumulators: the four gates (gate k at k B), then two rows blocks for the identity
   // passes.
   int64_t acc_rows;
@@ -37,14 +38,16 @@ struct Layout {
     xt = (x + n - 1) / n;
     ht = (h + n - 1) / n;
     kt = xt + ht;
-    xh[0] = 0;
-    xh[1] = b * kt;
-    c = 2 * b * kt;
+    xb[0] = 0;
+    xb[1] = b * xt;
+    hb[0] = 2 * b * xt;
+    hb[1] = hb[0] + b * ht;
+    c = hb[1] + b * ht;
     g = c + ht * b;
     ig = g + b;
     fc = ig + b;
-    tc = fc + b;  // b rows kt apart, like the h rows they multiply
-    ub_rows = tc + (b - 1) * kt + 1;
+    tc = fc + b;  // b rows ht apart, like the h rows they multiply
+    ub_rows = tc + (b - 1) * ht + 1;
     acc_rows = 6 * b;
     sets = 2 + 4 * ht;
     reload = sets > chip_sets;
@@ -68,8 +71,10 @@ void CheckFits(const Layout& l, const config::TpuConfig& chip) {
                      chip.ub_depth_rows));
   if (chip.param_sets < 6)
     fail(fmt::format("it needs 6 VPU parameter sets, the chip has {}", chip.param_sets));
-  if (l.TilesPerStep() > static_cast<int64_t>(isa::ProgramBuilder::kMaxLength))
-    fail("a step's weight tiles do not fit one read_weights");
+  constexpr auto kMost = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
+  if (l.TilesPerStep() > kMost) fail("a step's weight tiles do not fit one read_weights");
+  if (std::max(l.b * l.xt, l.b * l.ht) > kMost)
+    fail("a step's inputs or its h do not fit one read_host (65,535 rows)");
 }
 
 // The weight tiles of one step in the order its matmuls take them: for each hidden tile j,
@@ -124,13 +129,16 @@ std::vector<uint8_t> ParamImage(const nn::QuantizedLstm& q, const Layout& l) {
 
 // One hidden tile of one step: the gate matmuls, then the cell (docs/quantization.md).
 void EmitTile(isa::ProgramBuilder& p, const nn::QuantizedLstm& q, const Layout& l, int64_t j,
-              int64_t cur, int64_t next, int64_t params_at) {
+              int64_t s, int64_t params_at) {
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   const int64_t b = l.b, set = l.GateSet(j);
   if (l.reload) p.ReadParams(u(params_at + (2 + 4 * j) * hw::kParamRows * l.n), 2, 4);
   for (int64_t k = 0; k < 4; ++k)
-    for (int64_t kb = 0; kb < l.kt; ++kb)
-      p.Matmul(u(cur + kb), u(k * b), u(b), true, isa::AddIf(kb > 0), u(l.kt));
+    for (int64_t kb = 0; kb < l.kt; ++kb) {  // K-tile kb: x's tiles, then h's
+      const bool x = kb < l.xt;
+      p.Matmul(u(x ? l.xb[s % 2] + kb : l.hb[s % 2] + kb - l.xt), u(k * b), u(b), true,
+               isa::AddIf(kb > 0), u(x ? l.xt : l.ht));
+    }
   using isa::Fn;
   using isa::Pool;
   auto product = [&](int64_t ub, int32_t mul, int32_t shift) {
@@ -148,9 +156,9 @@ void EmitTile(isa::ProgramBuilder& p, const nn::QuantizedLstm& q, const Layout& 
   p.Activate(u(4 * b), u(cell), u(b), 0, false, Pool::kNone, 1, true);
   // h' = o * tanh(c'), written where the next step's matmuls read h.
   p.Matmul(u(cell), u(5 * b), u(b), true, isa::Acc::kOverwrite);
-  p.Activate(u(5 * b), u(l.tc), u(b), 1, false, Pool::kNone, u(l.kt), false, Fn::kTanh);
+  p.Activate(u(5 * b), u(l.tc), u(b), 1, false, Pool::kNone, u(l.ht), false, Fn::kTanh);
   product(l.tc, q.h_mul, q.h_shift);
-  p.Activate(u(3 * b), u(next + l.xt + j), u(b), u(set + 3), false, Pool::kNone, u(l.kt), true,
+  p.Activate(u(3 * b), u(l.hb[(s + 1) % 2] + j), u(b), u(set + 3), false, Pool::kNone, u(l.ht), true,
              Fn::kSigmoid);
 }
 
@@ -206,19 +214,14 @@ LstmProgram MakeLstmProgram(const nn::QuantizedLstm& q, const std::vector<int8_t
   isa::ProgramBuilder p;
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   p.ReadParams(u(params_at), 0, u(l.reload ? 2 : l.sets));
-  for (int64_t i = 0; i < b; ++i)
-    p.ReadHost(u(h_at + i * l.ht * n), u(l.xh[0] + i * l.kt + l.xt), u(l.ht));
+  p.ReadHost(u(h_at), u(l.hb[0]), u(b * l.ht));
   p.ReadHost(u(c_at), u(l.c), u(l.ht * b));
   for (int64_t s = 0; s < steps; ++s) {
-    const int64_t cur = l.xh[s % 2], next = l.xh[(s + 1) % 2];
-    for (int64_t i = 0; i < b; ++i)
-      p.ReadHost(u(x_at + (s * b + i) * l.xt * n), u(cur + i * l.kt), u(l.xt));
+    p.ReadHost(u(x_at + s * b * l.xt * n), u(l.xb[s % 2]), u(b * l.xt));
     p.ReadWeights(0, u(l.TilesPerStep()));
-    for (int64_t j = 0; j < l.ht; ++j) EmitTile(p, q, l, j, cur, next, params_at);
+    for (int64_t j = 0; j < l.ht; ++j) EmitTile(p, q, l, j, s, params_at);
   }
-  const int64_t last = l.xh[steps % 2];
-  for (int64_t i = 0; i < b; ++i)
-    p.WriteHost(u(last + i * l.kt + l.xt), u(hout_at + i * l.ht * n), u(l.ht));
+  p.WriteHost(u(l.hb[steps % 2]), u(hout_at), u(b * l.ht));
   p.WriteHost(u(l.c), u(cout_at), u(l.ht * b));
   p.Halt();
   job.program = p.Take();
