@@ -158,8 +158,8 @@ void EmitTile(isa::ProgramBuilder& p, const nn::QuantizedLstm& q, const Layout& 
   p.Matmul(u(cell), u(5 * b), u(b), true, isa::Acc::kOverwrite);
   p.Activate(u(5 * b), u(l.tc), u(b), 1, false, Pool::kNone, u(l.ht), false, Fn::kTanh);
   product(l.tc, q.h_mul, q.h_shift);
-  p.Activate(u(3 * b), u(l.hb[(s + 1) % 2] + j), u(b), u(set + 3), false, Pool::kNone, u(l.ht), true,
-             Fn::kSigmoid);
+  p.Activate(u(3 * b), u(l.hb[(s + 1) % 2] + j), u(b), u(set + 3), false, Pool::kNone, u(l.ht),
+             true, Fn::kSigmoid);
 }
 
 }  // namespace

@@ -45,6 +45,8 @@ class Builder {
     const int64_t first = Uniform(0, sets_ - sets);
     Emit(Opcode::kReadHost, hw::kFlagParams, sets, params_addr_ + first * hw::kParamRows * n_,
          first);
+    // Sometimes an activate of a set still on its way: the parameter-set hazard.
+    if (Chance(0.3)) Activate(Uniform(first, first + sets - 1));
   }
   void ReadWeights(int64_t tiles) {
     const int64_t bytes = tiles * n_ * n_;
@@ -132,8 +134,10 @@ class Builder {
   }
   // An activate's function table: none mostly, sigmoid or tanh.
   uint8_t FnFlag() { return Chance(0.6) ? 0 : Chance(0.5) ? hw::kFlagSigmoid : hw::kFlagTanh; }
-  void Activate() {
-    if (residual_set_ && Chance(0.3)) return ResidualActivate();
+  // `set`: the parameter set to use (-1: any).
+  void Activate(int64_t set = -1) {
+    if (set < 0) set = Uniform(0, sets_ - 1);
+    if (residual_set_ && Chance(0.3)) return ResidualActivate(set);
     const bool pooled = acc_rows_ >= 4 && Chance(0.4);
     const int64_t rows = pooled ? 4 * Uniform(1, std::min<int64_t>(acc_rows_ / 4, 16))
                                 : Uniform(1, std::min<int64_t>(acc_rows_, 64));
@@ -143,24 +147,22 @@ class Builder {
     const int64_t step = Chance(0.2) ? Uniform(2, 4) : 1, span = (out - 1) * step + 1;
     if (span > ub_rows_) {
       Emit(Opcode::kActivate, flags, rows, Uniform(0, acc_rows_ - rows), Uniform(0, ub_rows_ - out),
-           Uniform(0, sets_ - 1));
+           set);
       return;
     }
     Emit(Opcode::kActivate, flags, rows, Uniform(0, acc_rows_ - rows), Uniform(0, ub_rows_ - span),
-         hw::kOpdActivateParams.Put(Uniform(0, sets_ - 1)) |
-             hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
+         hw::kOpdActivateParams.Put(set) | hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
   }
   // An activate that adds the residual: its rows inside the program's, some written onto
   // the residual rows themselves.
-  void ResidualActivate() {
+  void ResidualActivate(int64_t set) {
     const int64_t step = Chance(0.2) ? Uniform(2, 4) : 1;
     const int64_t most = std::min<int64_t>((ub_rows_ - 1 - residual_ub_) / step + 1, acc_rows_);
     const int64_t rows = Uniform(1, std::min<int64_t>(most, 64)), span = (rows - 1) * step + 1;
     const int64_t dst = Chance(0.3) ? residual_ub_ : Uniform(0, ub_rows_ - span);
     Emit(Opcode::kActivate, hw::kFlagResidual | (Chance(0.5) ? hw::kFlagRelu : 0) | FnFlag(), rows,
          Uniform(0, acc_rows_ - rows), dst,
-         hw::kOpdActivateParams.Put(Uniform(0, sets_ - 1)) |
-             hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
+         hw::kOpdActivateParams.Put(set) | hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
   }
   void WriteHost() {
     const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, out_bytes_ / n_));
