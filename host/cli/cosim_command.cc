@@ -111,7 +111,11 @@ nlohmann::json RunOne(const CosimArgs& a, const std::string& config_name) {
   for (const std::string& kv : a.sets) config::ApplyOverride(&config, kv);
   engine::EngineOptions eo;
   eo.watchdog_cycles = a.watchdog;
-  const auto rtl = engine::MakeChipEngine(engine::EngineKind::kRtl, config, eo);
+  // Networks with --rtl-every 0 run on the fast engine alone: a build without this size's
+  // RTL model runs them too.
+  const bool with_rtl = a.networks == 0 || a.rtl_every > 0;
+  const auto rtl =
+      with_rtl ? engine::MakeChipEngine(engine::EngineKind::kRtl, config, eo) : nullptr;
   const auto fast = engine::MakeChipEngine(engine::EngineKind::kFast, config, eo);
   ProgressBar bar("cosim " + config.name, !a.quiet);
   if (a.networks > 0) {
@@ -121,8 +125,7 @@ nlohmann::json RunOne(const CosimArgs& a, const std::string& config_name) {
     no.rtl_every = a.rtl_every;
     no.mismatch_dir = a.out;
     no.progress = [&bar](double f) { bar.Update(f); };
-    const cosim::NetworkCosimSummary s =
-        cosim::RunNetworkCosim(a.rtl_every > 0 ? rtl.get() : nullptr, *fast, no);
+    const cosim::NetworkCosimSummary s = cosim::RunNetworkCosim(rtl.get(), *fast, no);
     bar.Finish();
     return NetworkSummaryJson(s);
   }
