@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "host/nn/int8_gemm.h"
 #include "host/nn/int8_ops.h"
@@ -12,14 +11,6 @@
 
 namespace tpu::fast {
 namespace {
-
-// Zeroed memory from the allocator: large memories cost nothing until they are touched.
-template <class T>
-std::unique_ptr<T[], void (*)(void*)> Zeroed(uint64_t count) {
-  void* p = std::calloc(count == 0 ? 1 : count, sizeof(T));
-  if (p == nullptr) throw std::bad_alloc();
-  return {static_cast<T*>(p), &std::free};
-}
 
 uint32_t Get32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
@@ -30,10 +21,10 @@ uint32_t Get32(const uint8_t* p) {
 ChipValues::ChipValues(const ChipParams& p)
     : p_(p),
       n_(p.array_dim),
-      host_(Zeroed<uint8_t>(static_cast<uint64_t>(p.host_mem_bytes))),
-      weight_(Zeroed<uint8_t>(static_cast<uint64_t>(p.weight_mem_bytes))),
-      ub_(Zeroed<int8_t>(static_cast<uint64_t>(p.ub_depth_rows) * p.array_dim)),
-      acc_(Zeroed<int32_t>(static_cast<uint64_t>(p.acc_depth_rows) * p.array_dim)),
+      host_(static_cast<uint64_t>(p.host_mem_bytes)),
+      weight_(static_cast<uint64_t>(p.weight_mem_bytes)),
+      ub_(static_cast<uint64_t>(p.ub_depth_rows) * p.array_dim),
+      acc_(static_cast<uint64_t>(p.acc_depth_rows) * p.array_dim),
       params_(static_cast<size_t>(p.param_sets) * hw::kParamRows * p.array_dim, 0),
       active_(static_cast<size_t>(n_ * n_), 0),
       active_f_(static_cast<size_t>(n_ * n_), 0.0f) {}

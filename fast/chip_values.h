@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fast/decode.h"
+#include "host/common/zeroed_memory.h"
 
 namespace tpu::fast {
 
@@ -52,9 +53,9 @@ class ChipValues {
 
   ChipParams p_;
   int64_t n_;
-  std::unique_ptr<uint8_t[], void (*)(void*)> host_, weight_;
-  std::unique_ptr<int8_t[], void (*)(void*)> ub_;
-  std::unique_ptr<int32_t[], void (*)(void*)> acc_;
+  ZeroedMemory<uint8_t> host_, weight_;
+  ZeroedMemory<int8_t> ub_;
+  ZeroedMemory<int32_t> acc_;
   std::vector<uint8_t> params_;
   // The active tile (row r multiplies activation lane r), as int8 and widened to float for
   // the product, and the bounding box of its non-zero weights.

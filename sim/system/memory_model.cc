@@ -3,21 +3,27 @@
 
 #include <cstdio>
 #include <cstring>
-#include <new>
 #include <stdexcept>
 
 namespace tpu::sim {
 
-MemoryModel::MemoryModel(std::string name, uint64_t size_bytes, MemoryTiming timing)
-    : name_(std::move(name)), timing_(timing) {
-  if (size_bytes == 0) throw std::invalid_argument(name_ + ": memory size must be at least 1 byte");
+namespace {
+
+uint64_t CheckedSize(const std::string& name, uint64_t size_bytes, const MemoryTiming& timing) {
+  if (size_bytes == 0) throw std::invalid_argument(name + ": memory size must be at least 1 byte");
   if (timing.bytes_per_cycle == 0) {
-    throw std::invalid_argument(name_ + ": bandwidth must be at least 1 byte per cycle");
+    throw std::invalid_argument(name + ": bandwidth must be at least 1 byte per cycle");
   }
-  size_ = size_bytes;
-  bytes_.reset(static_cast<uint8_t*>(std::calloc(size_bytes, 1)));
-  if (!bytes_) throw std::bad_alloc();
+  return size_bytes;
 }
+
+}  // namespace
+
+MemoryModel::MemoryModel(std::string name, uint64_t size_bytes, MemoryTiming timing)
+    : name_(std::move(name)),
+      timing_(timing),
+      size_(CheckedSize(name_, size_bytes, timing)),
+      bytes_(size_bytes) {}
 
 namespace {
 

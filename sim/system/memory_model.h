@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "host/common/zeroed_memory.h"
+
 namespace tpu::sim {
 
 struct MemoryTiming {
@@ -49,7 +51,7 @@ class MemoryModel {
   std::string name_;
   MemoryTiming timing_;
   uint64_t size_ = 0;
-  std::unique_ptr<uint8_t[], void (*)(void*)> bytes_{nullptr, &std::free};
+  ZeroedMemory<uint8_t> bytes_;
   uint64_t bytes_read_ = 0, bytes_written_ = 0;
 };
 
