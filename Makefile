@@ -61,6 +61,7 @@ lint: deps
 	/usr/bin/python3 contract/gen_contract.py --sv $(RTL_GEN)/tpu_contract.svh
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) --top-module tpu_mxu_top
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) --top-module tpu_mxu_top +define+TPU_BF16
 
 format:
 	find bench fast host sim tests \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | xargs -0 clang-format -i

@@ -108,11 +108,13 @@ function(tpusim_array_form N OUT)
   endif()
 endfunction()
 
-# tpusim_verilate_mxu(TARGET N [SYSTEMC] [NOTRACE] [TEACH] [COMPACT|PER_PE] [PREFIX P]): adds class
-# Vtpu_mxu_n<N> (C++, with FST tracing) or Vtpu_mxu_sc_n<N> (SystemC) to TARGET; TEACH adds
-# Vtpu_mxu_teach_n<N>, whose every signal is readable by name through VPI (tpusim teach).
+# tpusim_verilate_mxu(TARGET N [SYSTEMC] [NOTRACE] [TEACH] [BF16] [COMPACT|PER_PE] [PREFIX P]):
+# adds class Vtpu_mxu_n<N> (C++, with FST tracing) or Vtpu_mxu_sc_n<N> (SystemC) to TARGET;
+# TEACH adds Vtpu_mxu_teach_n<N>, whose every signal is readable by name through VPI (tpusim
+# teach); BF16 builds the bfloat16 matrix unit (TPU_BF16, docs/bf16.md) as Vtpu_mxu_bf16_n<N>
+# or Vtpu_mxu_bf16_sc_n<N>.
 function(tpusim_verilate_mxu TARGET N)
-  cmake_parse_arguments(ARG "SYSTEMC;NOTRACE;TEACH;COMPACT;PER_PE" "PREFIX" "" ${ARGN})
+  cmake_parse_arguments(ARG "SYSTEMC;NOTRACE;TEACH;BF16;COMPACT;PER_PE" "PREFIX" "" ${ARGN})
   tpusim_rtl_param(${N} acc_depth_rows depth)
   tpusim_array_form(${N} form)
   if(ARG_COMPACT)
@@ -122,8 +124,13 @@ function(tpusim_verilate_mxu TARGET N)
   endif()
   set(args -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert ${TPU_RTL_INCLUDE}
       -GArrayDim=${N} -GAccDepth=${depth} ${form})
+  set(kind "")
+  if(ARG_BF16)
+    list(APPEND args +define+TPU_BF16)
+    set(kind "bf16_")
+  endif()
   if(ARG_SYSTEMC)
-    verilate(${TARGET} SYSTEMC PREFIX Vtpu_mxu_sc_n${N} TOP_MODULE tpu_mxu_top
+    verilate(${TARGET} SYSTEMC PREFIX Vtpu_mxu_${kind}sc_n${N} TOP_MODULE tpu_mxu_top
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
              ${TPUSIM_VERILATED_OPTS})
   elseif(ARG_TEACH)
@@ -135,7 +142,7 @@ function(tpusim_verilate_mxu TARGET N)
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
              ${TPUSIM_VERILATED_OPTS})
   else()
-    verilate(${TARGET} TRACE_FST PREFIX Vtpu_mxu_n${N} TOP_MODULE tpu_mxu_top
+    verilate(${TARGET} TRACE_FST PREFIX Vtpu_mxu_${kind}n${N} TOP_MODULE tpu_mxu_top
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
              ${TPUSIM_VERILATED_OPTS})
   endif()

@@ -7,18 +7,47 @@
 #include <stdexcept>
 #include <vector>
 
+#include "host/nn/bf16.h"
 #include "sim/mxu/mxu_sequencer.h"
 
 namespace tpu::fast {
+namespace {
 
-FastMxuEngine::FastMxuEngine(int array_dim, int acc_depth) {
+// The result row of an activation row x entering the array with weights w: each column's
+// sum down all N rows, in the PEs' order (for int8 the order does not matter; for bf16 it
+// does: docs/bf16.md).
+void RowProduct(int64_t n, bool bf16, const int8_t* x, const int8_t* w, int32_t* row) {
+  if (bf16) {
+    nn::Bf16TileProduct(1, n, n, n, reinterpret_cast<const uint16_t*>(x), n,
+                        reinterpret_cast<const uint16_t*>(w), n, reinterpret_cast<uint32_t*>(row),
+                        n, /*accumulate=*/false);
+    return;
+  }
+  std::fill(row, row + n, 0);
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t xr = x[r];
+    if (xr == 0) continue;
+    const int8_t* wr = &w[r * n];
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = static_cast<int32_t>(static_cast<uint32_t>(row[j]) +
+                                    static_cast<uint32_t>(xr * int32_t{wr[j]}));
+    }
+  }
+}
+
+}  // namespace
+
+FastMxuEngine::FastMxuEngine(int array_dim, int acc_depth, int input_bits) {
   if (array_dim < 2 || array_dim > 512) {
     throw std::invalid_argument("array size " + std::to_string(array_dim) +
                                 " is out of range for the fast engine; use 2 to 512");
   }
   if (acc_depth < 2) throw std::invalid_argument("the accumulators need at least 2 rows");
+  if (input_bits != 8 && input_bits != 16)
+    throw std::invalid_argument("operands are 8 (int8) or 16 (bf16) bits wide");
   params_.array_dim = array_dim;
   params_.acc_depth = acc_depth;
+  params_.input_bits = input_bits;
 }
 
 sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunOptions& options) {
@@ -28,6 +57,13 @@ sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunO
   }
   const int64_t n = params_.array_dim;
   if (workload.ArrayDim() != n) throw std::invalid_argument("workload and engine sizes differ");
+  const bool bf16 = params_.input_bits == 16;
+  if (workload.OperandBytes() != params_.input_bits / 8) {
+    throw std::invalid_argument(std::string("the workload's operands are ") +
+                                (workload.OperandBytes() == 2 ? "bf16" : "int8") +
+                                " but this engine was made for " + (bf16 ? "bf16" : "int8"));
+  }
+  const int64_t eb = workload.OperandBytes();
   const uint64_t latency = 2 * static_cast<uint64_t>(n);
   const auto depth = static_cast<uint32_t>(params_.acc_depth);
   // Addresses are clog2(depth) bits wide in the RTL: wider values wrap.
@@ -37,7 +73,7 @@ sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunO
   // tpu_mxu.sv: shadow control and weights; tpu_accumulators.sv: the memory and read port.
   bool shadow_full = false;
   int64_t wr_row = 0;
-  std::vector<int8_t> shadow(static_cast<size_t>(n * n), 0), active(shadow);
+  std::vector<int8_t> shadow(static_cast<size_t>(n * n * eb), 0), active(shadow);
   std::vector<int32_t> acc(static_cast<size_t>(depth) * n, 0);
   bool rd_valid_q = false, final_valid_q = false, error_q = false;
   uint32_t final_addr_q = 0;
@@ -110,9 +146,9 @@ sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunO
       if (addr < depth) {
         int32_t* dst = &acc[static_cast<size_t>(addr) * n];
         for (int64_t j = 0; j < n; ++j) {
-          dst[j] = tag.accumulate ? static_cast<int32_t>(static_cast<uint32_t>(dst[j]) +
-                                                         static_cast<uint32_t>(row[j]))
-                                  : row[j];
+          const auto old_v = static_cast<uint32_t>(dst[j]), v = static_cast<uint32_t>(row[j]);
+          const uint32_t sum = bf16 ? nn::Fp32Add(old_v, v) : old_v + v;
+          dst[j] = static_cast<int32_t>(tag.accumulate ? sum : v);
         }
         final_valid_q = tag.final_fold;
       } else {
@@ -133,22 +169,12 @@ sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunO
       size_t tail = head + count;
       if (tail >= slots) tail -= slots;
       flight[tail] = {cycle, in.a_tag};
-      int32_t* row = &results[tail * static_cast<size_t>(n)];
-      std::fill(row, row + n, 0);
-      for (int64_t r = 0; r < n; ++r) {
-        const int32_t x = in.a_data[static_cast<size_t>(r)];
-        if (x == 0) continue;
-        const int8_t* w = &active[static_cast<size_t>(r * n)];
-        for (int64_t j = 0; j < n; ++j) {
-          row[j] = static_cast<int32_t>(static_cast<uint32_t>(row[j]) +
-                                        static_cast<uint32_t>(x * int32_t{w[j]}));
-        }
-      }
+      RowProduct(n, bf16, in.a_data.data(), active.data(), &results[tail * static_cast<size_t>(n)]);
       ++count;
     }
     if (w_fire) {
-      std::memcpy(&shadow[static_cast<size_t>(wr_row * n)], in.w_data.data(),
-                  static_cast<size_t>(n));
+      std::memcpy(&shadow[static_cast<size_t>(wr_row * n * eb)], in.w_data.data(),
+                  static_cast<size_t>(n * eb));
       if (wr_row == n - 1) {
         wr_row = 0;
         shadow_full = true;

@@ -15,7 +15,9 @@ namespace tpu::fast {
 class FastMxuEngine final : public sim::MxuEngine {
  public:
   // Throws std::invalid_argument for an array size outside 2..512 or a depth below 2.
-  FastMxuEngine(int array_dim, int acc_depth);
+  // input_bits: 8 (int8 operands, int32 sums) or 16 (bfloat16 operands, float32 sums,
+  // docs/bf16.md).
+  FastMxuEngine(int array_dim, int acc_depth, int input_bits = 8);
 
   std::string Name() const override { return "fast"; }
   sim::MxuParams Params() override { return params_; }

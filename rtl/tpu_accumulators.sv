@@ -1,4 +1,5 @@
-// Accumulator memory after the matrix unit: AccDepth rows of ArrayDim int32 values.
+// Accumulator memory after the matrix unit: AccDepth rows of ArrayDim int32 values (float32
+// in a bf16 chip: tpu_pkg's AccAdd and AccMax).
 //
 // A result row is written to, added into, or compared with (max: each value keeps the
 // larger) the row at its address (K larger than the array is done as several K-folds
@@ -48,8 +49,8 @@ module tpu_accumulators
   always_comb begin
     old_row = wr_in_range ? mem_q[wr_addr_i] : '0;
     for (int c = 0; c < int'(ArrayDim); c++) begin
-      if (wr_accumulate_i) new_row[c] = old_row[c] + wr_data_i[c];
-      else if (wr_max_i) new_row[c] = (old_row[c] > wr_data_i[c]) ? old_row[c] : wr_data_i[c];
+      if (wr_accumulate_i) new_row[c] = AccAdd(old_row[c], wr_data_i[c]);
+      else if (wr_max_i) new_row[c] = AccMax(old_row[c], wr_data_i[c]);
       else new_row[c] = wr_data_i[c];
     end
   end

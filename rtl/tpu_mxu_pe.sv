@@ -1,5 +1,6 @@
-// One processing element of the weight-stationary systolic array: an int8 x int8
-// multiply-accumulate with an active and a shadow weight register.
+// One processing element of the weight-stationary systolic array: a multiply-accumulate
+// (int8 x int8 into int32, or bfloat16 x bfloat16 into float32: tpu_pkg's Mac) with an
+// active and a shadow weight register.
 //
 // Activations travel left to right, partial sums top to bottom, one PE per cycle.
 // The shadow register is written from the column's weight bus while the active one
@@ -30,9 +31,6 @@ module tpu_mxu_pe
   logic     switch_q;
   acc_t     psum_q;
 
-  acc_t product;
-  assign product = acc_t'(act_i) * acc_t'(weight_active_q);
-
   // No reset in the PE. The array's left-edge registers are reset, so after reset only
   // zeros enter; whatever the PE registers held at power-up moves right and leaves the
   // array within ArrayDim cycles, before the first tile's switch row (which waits
@@ -44,7 +42,7 @@ module tpu_mxu_pe
   always_ff @(posedge clk_i) begin
     act_q           <= act_i;
     switch_q        <= switch_i;
-    psum_q          <= psum_i + product;  // wraps modulo 2^32, as two's complement does
+    psum_q          <= Mac(psum_i, act_i, weight_active_q);
     weight_active_q <= switch_next_i ? weight_shadow_q : weight_active_q;
     weight_shadow_q <= wr_en_i ? wr_data_i : weight_shadow_q;
   end

@@ -39,6 +39,7 @@ module tpu_mxu_top
   output logic                   error_o,
   output logic [31:0]            param_array_dim_o,
   output logic [31:0]            param_acc_depth_o,
+  output logic [31:0]            param_input_width_o,  // operand bits: 8 int8, 16 bf16
   // performance counters
   output counter_t               cnt_cycles_o,
   output counter_t               cnt_stream_cycles_o,
@@ -114,5 +115,6 @@ module tpu_mxu_top
 
   assign param_array_dim_o = 32'(ArrayDim);
   assign param_acc_depth_o = 32'(AccDepth);
+  assign param_input_width_o = 32'(InputWidth);
 
 endmodule

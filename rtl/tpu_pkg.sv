@@ -1,9 +1,20 @@
 // Shared widths and types of the tpusim hardware.
 package tpu_pkg;
 
-  // Operands of the matrix unit are signed 8-bit integers (TPU v1: int8 x int8).
+  // The number format, one per built model (docs/bf16.md): int8 operands with int32 partial
+  // sums and accumulators (TPU v1), or, built with TPU_BF16 defined, bfloat16 operands with
+  // float32 partial sums and accumulators (TPU v2/v3). The format changes the widths and the
+  // arithmetic below (Mac, AccAdd, AccMax), nothing else: the same registers, handshakes and
+  // cycles. A define rather than a parameter because the widths are the package's types,
+  // which every module shares.
+`ifdef TPU_BF16
+  localparam bit Bf16 = 1'b1;
+  localparam int unsigned InputWidth = 16;
+`else
+  localparam bit Bf16 = 1'b0;
   localparam int unsigned InputWidth = 8;
-  // Partial sums and accumulators are signed 32-bit integers.
+`endif
+  // Partial sums and accumulators are 32 bits: int32, or float32 bit patterns.
   localparam int unsigned AccWidth = 32;
   // Performance counters are 64 bits wide so that they never wrap in practice.
   localparam int unsigned CounterWidth = 64;
@@ -62,6 +73,134 @@ package tpu_pkg;
     logic [5:0]  shift;
     logic [31:0] mul_a, mul_b, ub;
   } residual_t;
+
+  // ---------------------------------------------------------------- arithmetic
+  // bfloat16 and float32 as the chip computes them (docs/bf16.md; host/nn/bf16.h is the same
+  // in C++): subnormal inputs are zeros of their sign, subnormal results become zeros of
+  // their sign, rounding is to nearest even, every NaN is 0x7fc00000.
+  localparam logic [31:0] Fp32Nan = 32'h7fc0_0000;
+
+  // (Of the sign-less magnitude, bits 30:0.)
+  function automatic logic Fp32IsNan(logic [30:0] x);
+    return x[30:23] == 8'hff && x[22:0] != '0;
+  endfunction
+
+  function automatic logic Fp32IsInf(logic [30:0] x);
+    return x[30:23] == 8'hff && x[22:0] == '0;
+  endfunction
+
+  // A subnormal becomes a zero of its sign.
+  function automatic logic [31:0] Fp32Daz(logic [31:0] x);
+    return x[30:23] == 8'h00 ? {x[31], 31'h0} : x;
+  endfunction
+
+  // The exact product of two bfloat16 values (8-bit significands: 16 bits, which float32
+  // holds); out of float32's normal range it is an infinity or a zero of its sign.
+  function automatic logic [31:0] Bf16Mul(logic [15:0] a, logic [15:0] b);
+    logic        sign, a_zero, b_zero, a_inf, b_inf, a_nan, b_nan;
+    logic [15:0] p;
+    logic [9:0]  e;  // biased exponent of the product, two's complement
+    sign   = a[15] ^ b[15];
+    a_zero = a[14:7] == 8'h00;
+    b_zero = b[14:7] == 8'h00;
+    a_inf  = a[14:7] == 8'hff && a[6:0] == '0;
+    b_inf  = b[14:7] == 8'hff && b[6:0] == '0;
+    a_nan  = a[14:7] == 8'hff && a[6:0] != '0;
+    b_nan  = b[14:7] == 8'hff && b[6:0] != '0;
+    if (a_nan || b_nan || (a_inf && b_zero) || (b_inf && a_zero)) return Fp32Nan;
+    if (a_inf || b_inf) return {sign, 8'hff, 23'h0};
+    if (a_zero || b_zero) return {sign, 31'h0};
+    p = {8'h01, a[6:0]} * {8'h01, b[6:0]};  // in [2^14, 2^16)
+    e = {2'b00, a[14:7]} + {2'b00, b[14:7]} - 10'd127 + {9'h0, p[15]};
+    if ($signed(e) <= 0) return {sign, 31'h0};
+    if ($signed(e) >= 255) return {sign, 8'hff, 23'h0};
+    return {sign, e[7:0], p[15] ? {p[14:0], 8'h0} : {p[13:0], 9'h0}};
+  endfunction
+
+  // float32 addition, rounded to nearest even.
+  function automatic logic [31:0] Fp32Add(logic [31:0] a_in, logic [31:0] b_in);
+    logic [31:0] a, b, t;
+    logic [26:0] ma, mb, m;  // 1.fraction, then guard, round and sticky bits
+    logic [27:0] sum;
+    logic [24:0] r;          // the rounded significand and its carry
+    logic [7:0]  d;
+    logic [9:0]  e;          // biased exponent, two's complement
+    logic [4:0]  lz;
+    logic        round_up;
+    a = Fp32Daz(a_in);
+    b = Fp32Daz(b_in);
+    if (Fp32IsNan(a[30:0]) || Fp32IsNan(b[30:0])) return Fp32Nan;
+    if (Fp32IsInf(a[30:0]) && Fp32IsInf(b[30:0])) return a[31] == b[31] ? a : Fp32Nan;
+    if (Fp32IsInf(a[30:0])) return a;
+    if (Fp32IsInf(b[30:0])) return b;
+    if (a[30:0] == '0 && b[30:0] == '0) return {a[31] & b[31], 31'h0};
+    if (a[30:0] == '0) return b;
+    if (b[30:0] == '0) return a;
+    if (b[30:0] > a[30:0]) begin  // a is the larger in magnitude and gives the sign
+      t = a;
+      a = b;
+      b = t;
+    end
+    d  = a[30:23] - b[30:23];
+    ma = {1'b1, a[22:0], 3'b000};
+    mb = {1'b1, b[22:0], 3'b000};
+    if (d >= 8'd27) mb = 27'd1;  // all of b is below the sticky bit
+    else mb = (mb >> d) | 27'(|(mb & ((27'd1 << d) - 27'd1)));
+    e = {2'b00, a[30:23]};
+    if (a[31] == b[31]) begin
+      sum = {1'b0, ma} + {1'b0, mb};
+      if (sum[27]) begin
+        m = sum[27:1] | 27'(sum[0]);
+        e = e + 10'd1;
+      end else begin
+        m = sum[26:0];
+      end
+    end else begin
+      m = ma - mb;
+      if (m == '0) return 32'h0;  // x + (-x) is +0
+      lz = '0;
+      for (int i = 0; i < 27; i++) if (m[i]) lz = 5'(26 - i);
+      m = m << lz;
+      e = e - {5'h0, lz};
+    end
+    if ($signed(e) <= 0) return {a[31], 31'h0};
+    round_up = m[2] && (m[1] || m[0] || m[3]);
+    r = {1'b0, m[26:3]} + 25'(round_up);
+    if (r[24]) begin
+      r = r >> 1;
+      e = e + 10'd1;
+    end
+    if ($signed(e) >= 255) return {a[31], 8'hff, 23'h0};
+    return {a[31], e[7:0], r[22:0]};
+  endfunction
+
+  // The larger of two float32 values: NaN when either is; +0 is larger than -0.
+  function automatic logic [31:0] Fp32Max(logic [31:0] a_in, logic [31:0] b_in);
+    logic [31:0] a, b, ka, kb;
+    a = Fp32Daz(a_in);
+    b = Fp32Daz(b_in);
+    if (Fp32IsNan(a[30:0]) || Fp32IsNan(b[30:0])) return Fp32Nan;
+    ka = a[31] ? ~a : {1'b1, a[30:0]};  // ordered as the numbers are
+    kb = b[31] ? ~b : {1'b1, b[30:0]};
+    return ka >= kb ? a : b;
+  endfunction
+
+  // A processing element's step: the partial sum from above plus activation x weight.
+  function automatic acc_t Mac(acc_t psum, operand_t act, operand_t w);
+    if (Bf16) return Fp32Add(psum, Bf16Mul(16'(act), 16'(w)));
+    return psum + acc_t'(act) * acc_t'(w);  // wraps modulo 2^32, as two's complement does
+  endfunction
+
+  // The accumulators' add and max.
+  function automatic acc_t AccAdd(acc_t x, acc_t y);
+    if (Bf16) return Fp32Add(x, y);
+    return x + y;
+  endfunction
+
+  function automatic acc_t AccMax(acc_t x, acc_t y);
+    if (Bf16) return Fp32Max(x, y);
+    return x > y ? x : y;
+  endfunction
 
   // The instruction word, opcodes, flags, VPU parameter-set layout, status and issue
   // codes, units, register map and counters: generated from contract/tpu_contract.toml

@@ -75,11 +75,11 @@ module tpu_systolic_array_compact
         // partial sum from the row above (as it was before this edge: that row is updated
         // after this one).
         if (r == int'(N) - 1) begin
-          psum_out[!out_phase_q][c] = (r == 0 ? '0 : psum[r-1][c]) +
-              acc_t'(act_hist[r][now_q - HistWidth'(c)]) * acc_t'(w_active[r][c]);
+          psum_out[!out_phase_q][c] = Mac(r == 0 ? '0 : psum[r-1][c],
+              act_hist[r][now_q - HistWidth'(c)], w_active[r][c]);
         end else begin
-          psum[r][c] = (r == 0 ? '0 : psum[r-1][c]) +
-              acc_t'(act_hist[r][now_q - HistWidth'(c)]) * acc_t'(w_active[r][c]);
+          psum[r][c] = Mac(r == 0 ? '0 : psum[r-1][c],
+              act_hist[r][now_q - HistWidth'(c)], w_active[r][c]);
         end
         // The switch bit the PE receives next cycle is the one its left neighbour holds now
         // (c - 1 cycles back at the edge; the row's input itself for column 0).

@@ -301,8 +301,8 @@ run::SessionSpec SessionSpecFrom(const ChipOptions& chip, const TraceOptions& tr
   return s;
 }
 
-bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
-                      Matrix<int8_t>* a, Matrix<int8_t>* b) {
+bool CheckOperandFiles(const std::string& a_path, const std::string& b_path,
+                       bool random_dims_given) {
   if (a_path.empty() && b_path.empty()) return false;
   if (random_dims_given) {
     throw UsageError("give either --a/--b files or --m/--k/--n for random operands, not both");
@@ -311,14 +311,24 @@ bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool
     throw UsageError(a_path.empty() ? "--b was given without --a; pass both operands"
                                     : "--a was given without --b; pass both operands");
   }
+  return true;
+}
+
+void CheckInnerDimensions(const std::string& a_path, int64_t a_rows, int64_t a_cols,
+                          const std::string& b_path, int64_t b_rows, int64_t b_cols) {
+  if (a_cols == b_rows) return;
+  throw UsageError(fmt::format(
+      "inner dimensions differ: A ({}) is {} x {} but B ({}) is {} x {}; A's columns must "
+      "equal B's rows",
+      a_path, a_rows, a_cols, b_path, b_rows, b_cols));
+}
+
+bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
+                      Matrix<int8_t>* a, Matrix<int8_t>* b) {
+  if (!CheckOperandFiles(a_path, b_path, random_dims_given)) return false;
   *a = ReadNpyInt8(a_path);
   *b = ReadNpyInt8(b_path);
-  if (a->cols != b->rows) {
-    throw UsageError(
-        fmt::format("inner dimensions differ: A ({}) is {} x {} but B ({}) is {} x "
-                    "{}; A's columns must equal B's rows",
-                    a_path, a->rows, a->cols, b_path, b->rows, b->cols));
-  }
+  CheckInnerDimensions(a_path, a->rows, a->cols, b_path, b->rows, b->cols);
   return true;
 }
 

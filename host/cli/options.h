@@ -105,6 +105,13 @@ std::string LogitsScalePath(const std::string& path);
 // A's columns differ from B's rows.
 bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
                       Matrix<int8_t>* a, Matrix<int8_t>* b);
+// The checks of ReadOperandFiles for a caller that reads the files itself: false when
+// neither file was given; UsageError when only one is, or random dimensions were given too.
+bool CheckOperandFiles(const std::string& a_path, const std::string& b_path,
+                       bool random_dims_given);
+// UsageError naming both files when A's columns differ from B's rows.
+void CheckInnerDimensions(const std::string& a_path, int64_t a_rows, int64_t a_cols,
+                          const std::string& b_path, int64_t b_rows, int64_t b_cols);
 
 // ---- tracing ----------------------------------------------------------------------------
 struct TraceOptions {

@@ -5,11 +5,13 @@
 
 #include <Eigen/Core>
 #include <chrono>
+#include <functional>
 #include <random>
 #include <stdexcept>
 
 #include "host/common/errors.h"
 #include "host/gemm/gemm_workload.h"
+#include "host/nn/bf16.h"
 
 namespace tpu::gemm {
 
@@ -41,8 +43,35 @@ Matrix<int8_t> RandomInt8(int64_t rows, int64_t cols, uint64_t seed) {
   return m;
 }
 
-GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
-                      sim::MxuEngine& engine, const sim::RunOptions& options) {
+Matrix<int32_t> ReferenceGemmBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b,
+                                  int array_dim) {
+  Matrix<int32_t> c;
+  c.rows = a.rows;
+  c.cols = b.cols;
+  c.data.resize(static_cast<size_t>(c.rows * c.cols));
+  nn::Bf16Gemm(a.rows, b.cols, a.cols, array_dim, a.data.data(), b.data.data(),
+               reinterpret_cast<uint32_t*>(c.data.data()));
+  return c;
+}
+
+Matrix<uint16_t> RandomBf16(int64_t rows, int64_t cols, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  Matrix<uint16_t> m;
+  m.rows = rows;
+  m.cols = cols;
+  m.data.resize(static_cast<size_t>(rows * cols));
+  for (auto& v : m.data) v = nn::Bf16OfFp32(nn::BitsOfFloat(dist(rng)));
+  return m;
+}
+
+namespace {
+
+// Runs the workload and compares C with `want`.
+template <class T>
+GemmRunResult RunAndCheck(const GemmPlan& plan, const Matrix<T>& a, const Matrix<T>& b,
+                          sim::MxuEngine& engine, const sim::RunOptions& options,
+                          const std::function<Matrix<int32_t>()>& reference) {
   if (a.rows != plan.shape.m || a.cols != plan.shape.k || b.rows != plan.shape.k ||
       b.cols != plan.shape.n) {
     throw std::invalid_argument("RunGemm: operands do not match the plan's shape");
@@ -51,7 +80,8 @@ GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matri
   r.plan = plan;
   r.engine = engine.Name();
   r.predicted = PredictCycles(plan);
-  GemmWorkload workload(plan, a, b, &r.c);
+  r.bf16 = sizeof(T) == 2;
+  GemmWorkloadOf<T> workload(plan, a, b, &r.c);
   const auto start = std::chrono::steady_clock::now();
   sim::MxuRunResult run;
   try {
@@ -70,7 +100,7 @@ GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matri
         ", AccDepth=" + std::to_string(run.params.acc_depth) + " but the configuration asks for " +
         std::to_string(plan.array_dim) + " and " + std::to_string(plan.acc_depth_rows));
   }
-  const Matrix<int32_t> want = ReferenceGemm(a, b);
+  const Matrix<int32_t> want = reference();
   for (int64_t i = 0; i < want.rows * want.cols; ++i) {
     if (r.c.data[i] != want.data[i]) {
       if (r.mismatches == 0) {
@@ -81,6 +111,20 @@ GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matri
   }
   r.matches_reference = (r.mismatches == 0);
   return r;
+}
+
+}  // namespace
+
+GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
+                      sim::MxuEngine& engine, const sim::RunOptions& options) {
+  return RunAndCheck(plan, a, b, engine, options, [&] { return ReferenceGemm(a, b); });
+}
+
+GemmRunResult RunGemmBf16(const GemmPlan& plan, const Matrix<uint16_t>& a,
+                          const Matrix<uint16_t>& b, sim::MxuEngine& engine,
+                          const sim::RunOptions& options) {
+  return RunAndCheck(plan, a, b, engine, options,
+                     [&] { return ReferenceGemmBf16(a, b, plan.array_dim); });
 }
 
 }  // namespace tpu::gemm

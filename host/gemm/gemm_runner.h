@@ -13,7 +13,7 @@ namespace tpu::gemm {
 
 struct GemmMismatch {
   int64_t row = 0, col = 0;
-  int32_t got = 0, want = 0;
+  int32_t got = 0, want = 0;  // bf16: float32 bit patterns
 };
 
 struct GemmRunResult {
@@ -22,6 +22,7 @@ struct GemmRunResult {
   sim::MxuCounters counters;
   sim::MxuParams params;
   PredictedCycles predicted;
+  bool bf16 = false;  // bfloat16 operands; c holds float32 bit patterns
   Matrix<int32_t> c;
   bool matches_reference = false;
   int64_t mismatches = 0;
@@ -39,5 +40,19 @@ Matrix<int8_t> RandomInt8(int64_t rows, int64_t cols, uint64_t seed);
 // disagree with the plan or the run fails.
 GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
                       sim::MxuEngine& engine, const sim::RunOptions& options);
+
+// The same in bfloat16 (bit patterns in, float32 bit patterns out), checked against
+// nn::Bf16Gemm with the plan's array size as the tile (docs/bf16.md).
+GemmRunResult RunGemmBf16(const GemmPlan& plan, const Matrix<uint16_t>& a,
+                          const Matrix<uint16_t>& b, sim::MxuEngine& engine,
+                          const sim::RunOptions& options);
+
+// The reference of RunGemmBf16.
+Matrix<int32_t> ReferenceGemmBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b,
+                                  int array_dim);
+
+// Random bfloat16 matrix: normal values of mean 0 and deviation 1 rounded to bfloat16,
+// reproducible from the seed.
+Matrix<uint16_t> RandomBf16(int64_t rows, int64_t cols, uint64_t seed);
 
 }  // namespace tpu::gemm

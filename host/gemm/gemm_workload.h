@@ -1,5 +1,6 @@
 // A GEMM as a matrix-unit workload: weight tiles of B, activation rows of A, result
-// rows scattered into C, following a GemmPlan.
+// rows scattered into C, following a GemmPlan. T is the operand: int8_t, or uint16_t for
+// bfloat16 bit patterns (C then holds float32 bit patterns).
 #pragma once
 
 #include <cstdint>
@@ -10,13 +11,14 @@
 
 namespace tpu::gemm {
 
-class GemmWorkload final : public sim::MxuWorkload {
+template <class T>
+class GemmWorkloadOf final : public sim::MxuWorkload {
  public:
   // a: M x K, b: K x N; c is resized to M x N and filled as results arrive.
-  GemmWorkload(const GemmPlan& plan, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
-               Matrix<int32_t>* c);
+  GemmWorkloadOf(const GemmPlan& plan, const Matrix<T>& a, const Matrix<T>& b, Matrix<int32_t>* c);
 
   int ArrayDim() const override { return plan_.array_dim; }
+  int OperandBytes() const override { return sizeof(T); }
   int64_t NumTiles() const override { return plan_.tiles; }
   int RowsInTile(int64_t tile) const override;
   void WeightRow(int64_t tile, int r, int8_t* out) const override;
@@ -31,9 +33,12 @@ class GemmWorkload final : public sim::MxuWorkload {
   TileIndex Index(int64_t tile) const;
 
   GemmPlan plan_;
-  const Matrix<int8_t>& a_;
-  const Matrix<int8_t>& b_;
+  const Matrix<T>& a_;
+  const Matrix<T>& b_;
   Matrix<int32_t>* c_;
 };
+
+using GemmWorkload = GemmWorkloadOf<int8_t>;
+using Bf16GemmWorkload = GemmWorkloadOf<uint16_t>;
 
 }  // namespace tpu::gemm

@@ -5,6 +5,7 @@
 
 #include "host/common/revision.h"
 #include "host/common/text.h"
+#include "host/nn/bf16.h"
 
 namespace tpu::report {
 namespace {
@@ -35,16 +36,25 @@ std::string FormatGemmReport(const gemm::GemmRunResult& r, const config::TpuConf
   const auto& c = r.counters;
   const int n = r.plan.array_dim;
   std::string out;
-  out += fmt::format("tpusim gemm: C[{} x {}] = A[{} x {}] x B[{} x {}] on a {} x {} array ({})\n",
-                     s.m, s.n, s.m, s.k, s.k, s.n, n, n, config.name);
+  out +=
+      fmt::format("tpusim gemm: C[{} x {}] = A[{} x {}] x B[{} x {}] on a {} x {} array ({}, {})\n",
+                  s.m, s.n, s.m, s.k, s.k, s.n, n, n, config.name,
+                  r.bf16 ? "bf16 x bf16 -> float32" : "int8 x int8 -> int32");
+  const char* reference = r.bf16 ? "the bf16 reference in the array's order (docs/bf16.md)"
+                                 : "the Eigen int32 reference";
   if (r.matches_reference) {
-    out += "  result        bit-exact with the Eigen int32 reference\n";
+    out += fmt::format("  result        bit-exact with {}\n", reference);
   } else {
     const auto& m = r.first_mismatch;
+    const auto value = [&](int32_t v) {
+      return r.bf16 ? fmt::format("{} (0x{:08x})", nn::FloatOfBits(static_cast<uint32_t>(v)),
+                                  static_cast<uint32_t>(v))
+                    : std::to_string(v);
+    };
     out += fmt::format(
-        "  result        MISMATCH: {} of {} values differ from Eigen; first at C[{}][{}]: "
-        "RTL {} vs Eigen {}\n",
-        r.mismatches, s.m * s.n, m.row, m.col, m.got, m.want);
+        "  result        MISMATCH: {} of {} values differ from {}; first at C[{}][{}]: "
+        "{} {} vs reference {}\n",
+        r.mismatches, s.m * s.n, reference, m.row, m.col, r.engine, value(m.got), value(m.want));
   }
   out += fmt::format(
       "  tiles         {} = {} M-chunk(s) x {} N-tile(s) x {} K-fold(s), {} row(s) per tile\n",
@@ -87,6 +97,7 @@ nlohmann::json GemmReportJson(const gemm::GemmRunResult& r, const config::TpuCon
   j["k"] = r.plan.shape.k;
   j["n"] = r.plan.shape.n;
   j["array_dim"] = r.plan.array_dim;
+  j["dtype"] = r.bf16 ? "bf16" : "int8";
   j["matches_reference"] = r.matches_reference;
   j["mismatches"] = r.mismatches;
   j["cycles"] = c.cycles;

@@ -22,6 +22,7 @@ struct MxuCounters {
 struct MxuParams {
   int array_dim = 0;
   int acc_depth = 0;
+  int input_bits = 8;  // operand width: 8 (int8 x int8 into int32) or 16 (bf16 into float32)
 };
 
 }  // namespace tpu::sim

@@ -43,12 +43,14 @@ class MxuPortDriver {
   MxuPortDriver(MxuWorkload& workload, uint64_t watchdog_cycles)
       : seq_(workload, watchdog_cycles),
         dim_(workload.ArrayDim()),
+        row_bytes_(workload.ArrayDim() * workload.OperandBytes()),
         words_(static_cast<size_t>(dim_) + 2),
         rd_row_(static_cast<size_t>(dim_)) {}
 
   // Takes the registered outputs of the last clock edge and drives this cycle's inputs.
   // Returns false, driving nothing, once every result row has been read.
   bool Present(Ports& p) {
+    if (cycle_ == 0) CheckOperandWidth(static_cast<int>(Access::Get(p.param_input_width_o)));
     out_.rd_valid = Access::Get(p.rd_valid_o);
     if (out_.rd_valid) {
       Access::GetWords(p.rd_data_o, words_.data());
@@ -62,10 +64,10 @@ class MxuPortDriver {
     if (seq_.Done()) return false;
 
     Access::Set(p.w_valid_i, in_.w_valid);
-    PackLanes(in_.w_data.data(), dim_, words_.data());
+    PackLanes(in_.w_data.data(), row_bytes_, words_.data());
     Access::SetWords(p.w_data_i, words_.data());
     Access::Set(p.a_valid_i, in_.a_valid);
-    PackLanes(in_.a_data.data(), dim_, words_.data());
+    PackLanes(in_.a_data.data(), row_bytes_, words_.data());
     Access::SetWords(p.a_data_i, words_.data());
     Access::Set(p.a_switch_i, in_.a_switch);
     Access::Set(p.a_acc_addr_i, in_.a_tag.acc_addr);
@@ -84,11 +86,22 @@ class MxuPortDriver {
   }
 
   uint64_t Cycle() const { return cycle_; }
+
+  // A workload of one number format on a model built for the other is a usage error.
+  void CheckOperandWidth(int model_bits) const {
+    const int want = 8 * row_bytes_ / dim_;
+    if (model_bits == want) return;
+    throw std::invalid_argument(std::string("the workload's operands are ") +
+                                (want == 16 ? "bf16" : "int8") +
+                                " but this RTL model was built for " +
+                                (model_bits == 16 ? "bf16" : "int8") + " (docs/bf16.md)");
+  }
   double Progress() const { return seq_.Progress(); }
 
  private:
   MxuSequencer seq_;
   int dim_;
+  int row_bytes_;  // an operand row: ArrayDim x OperandBytes()
   MxuInputs in_;
   MxuRegisteredOutputs out_;
   std::vector<uint32_t> words_;
@@ -104,6 +117,7 @@ MxuRunResult ReadMxuResult(Ports& p, uint64_t driven_cycles) {
   MxuRunResult r;
   r.params.array_dim = static_cast<int>(Access::Get(p.param_array_dim_o));
   r.params.acc_depth = static_cast<int>(Access::Get(p.param_acc_depth_o));
+  r.params.input_bits = static_cast<int>(Access::Get(p.param_input_width_o));
   MxuCounters& c = r.counters;
   c.cycles = Access::Get(p.cnt_cycles_o);
   c.stream_cycles = Access::Get(p.cnt_stream_cycles_o);

@@ -9,6 +9,7 @@ namespace tpu::sim {
 MxuSequencer::MxuSequencer(MxuWorkload& workload, uint64_t watchdog_cycles)
     : workload_(workload),
       dim_(workload.ArrayDim()),
+      row_bytes_(workload.ArrayDim() * workload.OperandBytes()),
       num_tiles_(workload.NumTiles()),
       watchdog_cycles_(watchdog_cycles) {}
 
@@ -36,8 +37,8 @@ void MxuSequencer::Present(const MxuRegisteredOutputs& out, MxuInputs* in) {
     progressed_ = true;
   }
 
-  in->w_data.resize(dim_);
-  in->a_data.resize(dim_);
+  in->w_data.resize(static_cast<size_t>(row_bytes_));
+  in->a_data.resize(static_cast<size_t>(row_bytes_));
   in->w_valid = w_tile_ < num_tiles_;
   if (in->w_valid) workload_.WeightRow(w_tile_, w_row_, in->w_data.data());
   in->a_valid = a_tile_ < num_tiles_;

@@ -15,7 +15,7 @@ namespace tpu::sim {
 // Values for the input ports during one cycle.
 struct MxuInputs {
   bool w_valid = false;
-  std::vector<int8_t> w_data;
+  std::vector<int8_t> w_data;  // ArrayDim operands of OperandBytes() each
   bool a_valid = false;
   std::vector<int8_t> a_data;
   bool a_switch = false;
@@ -53,6 +53,7 @@ class MxuSequencer {
 
   MxuWorkload& workload_;
   int dim_;
+  int row_bytes_;
   int64_t num_tiles_;
   int64_t w_tile_ = 0;
   int w_row_ = 0;

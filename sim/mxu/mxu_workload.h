@@ -19,11 +19,15 @@ class MxuWorkload {
  public:
   virtual ~MxuWorkload() = default;
   virtual int ArrayDim() const = 0;
+  // Bytes of one operand: 1 for int8, 2 for bfloat16 (docs/bf16.md). Rows are ArrayDim
+  // operands of this many bytes, little-endian, lane 0 first; results are int32 or float32
+  // bit patterns.
+  virtual int OperandBytes() const { return 1; }
   virtual int64_t NumTiles() const = 0;
   virtual int RowsInTile(int64_t tile) const = 0;
-  // Row r (0 = top of the array) of tile's weights; writes ArrayDim values.
+  // Row r (0 = top of the array) of tile's weights; writes ArrayDim operands.
   virtual void WeightRow(int64_t tile, int r, int8_t* out) const = 0;
-  // Activation row m of tile; writes ArrayDim values and the row's tag.
+  // Activation row m of tile; writes ArrayDim operands and the row's tag.
   virtual void ActRow(int64_t tile, int m, int8_t* out, RowTag* tag) const = 0;
   // A completed accumulator row (ArrayDim values) for a row tagged final_fold.
   virtual void TakeResult(int64_t result_id, const int32_t* row) = 0;

@@ -81,8 +81,8 @@ class SystemCMxuEngine final : public MxuEngine {
   X(w_valid_i) X(w_ready_o) X(w_data_i) X(a_valid_i) X(a_ready_o) X(a_data_i)                 \
   X(a_switch_i) X(a_acc_addr_i) X(a_accumulate_i) X(a_final_i) X(rd_en_i) X(rd_addr_i)        \
   X(rd_valid_o) X(rd_data_o) X(final_valid_o) X(final_addr_o) X(error_o)                      \
-  X(param_array_dim_o) X(param_acc_depth_o) X(cnt_cycles_o) X(cnt_stream_cycles_o)            \
-  X(cnt_load_cycles_o) X(cnt_stall_cycles_o) X(cnt_drain_cycles_o) X(cnt_idle_cycles_o)       \
+  X(param_array_dim_o) X(param_acc_depth_o) X(param_input_width_o) X(cnt_cycles_o)           \
+  X(cnt_stream_cycles_o) X(cnt_load_cycles_o) X(cnt_stall_cycles_o) X(cnt_drain_cycles_o) X(cnt_idle_cycles_o)       \
   X(cnt_weight_rows_o) X(cnt_tiles_o) X(cnt_acc_writes_o) X(cnt_acc_reads_o)
   // clang-format on
 

@@ -84,6 +84,7 @@ class VerilatedMxuEngine final : public MxuEngine {
     MxuParams p;
     p.array_dim = static_cast<int>(model.param_array_dim_o);
     p.acc_depth = static_cast<int>(model.param_acc_depth_o);
+    p.input_bits = static_cast<int>(model.param_input_width_o);
     model.final();
     return p;
   }

@@ -2,7 +2,8 @@
 // skews and tag line it comes with in rtl/tpu_mxu.sv) is the per-PE array in every cycle:
 // tests/rtl/tpu_array_lockstep.sv feeds both the same random stimulus (weights written to
 // random rows, switch bits, activations with gaps, handshakes, resets at random moments)
-// and every output is compared after every edge, for several array sizes, odd ones too.
+// and every output is compared after every edge, for several array sizes, odd ones too, in
+// both number formats (int8, and bfloat16 with float32 sums: docs/bf16.md).
 #include <gtest/gtest.h>
 #include <verilated.h>
 
@@ -11,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "Vtpu_array_lockstep_bf16_n3.h"
+#include "Vtpu_array_lockstep_bf16_n8.h"
 #include "Vtpu_array_lockstep_n16.h"
 #include "Vtpu_array_lockstep_n2.h"
 #include "Vtpu_array_lockstep_n3.h"
@@ -47,13 +50,22 @@ std::vector<uint32_t> Read(const Port& p) {
   return w;
 }
 
+// `bits`: the operand width the model was built with, 8 (int8) or 16 (bf16).
 template <class Model>
-void Lockstep(int n, int cycles, uint32_t seed) {
+void Lockstep(int n, int cycles, uint32_t seed, int bits = 8) {
   VerilatedContext context;
   Model m(&context);
   std::mt19937 rng(seed);
   auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
   auto byte = [&] { return static_cast<uint64_t>(static_cast<uint8_t>(rng())); };
+  // An operand: any int8; for bf16, mostly numbers near 1 (so sums keep their low bits and
+  // cancel now and then), sometimes any bit pattern (zeros, subnormals, infinities, NaN).
+  auto operand = [&]() -> uint64_t {
+    if (bits == 8) return byte();
+    if (chance(0.2)) return static_cast<uint16_t>(rng());
+    const uint64_t exponent = 120 + rng() % 14;
+    return (rng() & 1u) << 15 | exponent << 7 | (rng() & 0x7fu);
+  };
   int row_bits = 0;
   while ((1 << row_bits) < n) ++row_bits;
   m.clk_i = 0;
@@ -67,11 +79,11 @@ void Lockstep(int n, int cycles, uint32_t seed) {
     // The arrays: any stimulus at all on their ports.
     Bits act, sw, wv, wr, wd;
     for (int i = 0; i < n; ++i) {
-      act.Add(chance(0.3) ? 0 : byte(), 8);
+      act.Add(chance(0.3) ? 0 : operand(), bits);
       sw.Add(chance(0.05), 1);
       wv.Add(chance(0.3), 1);
       wr.Add(rng() % static_cast<uint32_t>(n), row_bits);
-      wd.Add(byte(), 8);
+      wd.Add(operand(), bits);
     }
     sim::WritePort(m.act_i, act.Words());
     sim::WritePort(m.switch_i, sw.Words());
@@ -81,8 +93,8 @@ void Lockstep(int n, int cycles, uint32_t seed) {
     // The matrix units: rows and weights offered with gaps, tiles switched now and then.
     Bits w_data, a_data;
     for (int i = 0; i < n; ++i) {
-      w_data.Add(byte(), 8);
-      a_data.Add(chance(0.2) ? 0 : byte(), 8);
+      w_data.Add(operand(), bits);
+      a_data.Add(chance(0.2) ? 0 : operand(), bits);
     }
     m.w_valid_i = chance(0.6);
     sim::WritePort(m.w_data_i, w_data.Words());
@@ -120,6 +132,12 @@ TEST(ArrayLockstepTest, ThreeByThree) { Lockstep<Vtpu_array_lockstep_n3>(3, 2000
 TEST(ArrayLockstepTest, FiveByFive) { Lockstep<Vtpu_array_lockstep_n5>(5, 20000, 3); }
 TEST(ArrayLockstepTest, EightByEight) { Lockstep<Vtpu_array_lockstep_n8>(8, 20000, 4); }
 TEST(ArrayLockstepTest, SixteenBySixteen) { Lockstep<Vtpu_array_lockstep_n16>(16, 20000, 5); }
+TEST(ArrayLockstepTest, Bf16ThreeByThree) {
+  Lockstep<Vtpu_array_lockstep_bf16_n3>(3, 20000, 6, /*bits=*/16);
+}
+TEST(ArrayLockstepTest, Bf16EightByEight) {
+  Lockstep<Vtpu_array_lockstep_bf16_n8>(8, 20000, 7, /*bits=*/16);
+}
 
 }  // namespace
 }  // namespace tpu::test

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -137,6 +138,59 @@ TEST_F(GemmCliTest, UnwritableOutputFailsBeforeRunningAndLeavesNothing) {
   const Outcome d = Run("gemm --m 3 --k 3 --n 3 --out " + dir_.string());
   EXPECT_EQ(d.exit_code, 1);
   EXPECT_NE(d.err.find("it is a folder"), std::string::npos) << d.err;
+}
+
+// bfloat16 (docs/bf16.md): float32 files in and out, both engines the same, bad input.
+TEST_F(GemmCliTest, Bf16TakesAndGivesFloat32Arrays) {
+  // Small integers: every sum exact in float32 whatever the order, so C is the exact product.
+  const auto ia = gemm::RandomInt8(13, 21, 8), ib = gemm::RandomInt8(21, 6, 9);
+  Tensor<float> a{{13, 21}, {}}, b{{21, 6}, {}};
+  for (int8_t v : ia.data) a.data.push_back(static_cast<float>(v % 16));
+  for (int8_t v : ib.data) b.data.push_back(static_cast<float>(v % 16));
+  WriteNpyTensor(P("A.npy"), a);
+  WriteNpyTensor(P("B.npy"), b);
+  const std::string ab = " --a " + P("A.npy") + " --b " + P("B.npy");
+  const Outcome o =
+      Run("gemm --dtype bf16 --array 4" + ab + " --out " + P("C.npy") + " --json " + P("rtl.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("bf16 x bf16 -> float32"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("bit-exact with the bf16 reference"), std::string::npos) << o.out;
+  const auto c = ReadNpyTensor<float>(P("C.npy"));
+  ASSERT_EQ(c.shape, (std::vector<int64_t>{13, 6}));
+  for (int64_t i = 0; i < 13; ++i) {
+    for (int64_t j = 0; j < 6; ++j) {
+      float want = 0;
+      for (int64_t r = 0; r < 21; ++r) want += a.data[i * 21 + r] * b.data[r * 6 + j];
+      ASSERT_EQ(c.data[i * 6 + j], want) << i << ", " << j;
+    }
+  }
+  const Outcome f =
+      Run("gemm --dtype bf16 --array 4 --engine fast" + ab + " --json " + P("fast.json"));
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  const auto jr = nlohmann::json::parse(Slurp(P("rtl.json")));
+  const auto jf = nlohmann::json::parse(Slurp(P("fast.json")));
+  EXPECT_EQ(jr["dtype"], "bf16");
+  EXPECT_EQ(jr["cycles"], jf["cycles"]);
+  EXPECT_EQ(jr["cycle_breakdown"], jf["cycle_breakdown"]);
+  EXPECT_EQ(jr["cycles"], jr["predicted_cycles"]);
+}
+
+TEST_F(GemmCliTest, Bf16BadInputs) {
+  Tensor<float> a{{2, 3}, {1, 2, 3, 4, 5, 6}}, b{{3, 2}, {1, 2, 3, 4, 5, 6}};
+  WriteNpyTensor(P("A.npy"), a);
+  a.data[4] = std::numeric_limits<float>::quiet_NaN();
+  WriteNpyTensor(P("Anan.npy"), a);
+  a.data[4] = -std::numeric_limits<float>::infinity();
+  WriteNpyTensor(P("Ainf.npy"), a);
+  WriteNpyTensor(P("B.npy"), b);
+  WriteNpyInt8(P("I8.npy"), gemm::RandomInt8(3, 2, 1));
+  const std::string b_arg = " --b " + P("B.npy");
+  ExpectError("gemm --dtype bf16 --a " + P("Anan.npy") + b_arg, 2, "element [1][1] is nan");
+  ExpectError("gemm --dtype bf16 --a " + P("Ainf.npy") + b_arg, 2, "element [1][1] is -inf");
+  ExpectError("gemm --dtype bf16 --a " + P("A.npy") + " --b " + P("I8.npy"), 2, "dtype is int8");
+  ExpectError("gemm --dtype fp8 --m 2 --k 2 --n 2", 2, "unknown --dtype 'fp8'");
+  ExpectError("gemm --dtype bf16 --array 8 --m 2 --k 2 --n 2", 2,
+              "no bf16 RTL model for a 8 x 8 array");
 }
 
 // The fast matrix engine: the RTL's counters, and sizes that are not built.

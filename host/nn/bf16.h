@@ -1,0 +1,103 @@
+// The bfloat16 arithmetic of a bf16 chip (docs/bf16.md), bit for bit as the RTL does it:
+// values are bit patterns (uint16_t for bfloat16, uint32_t for float32), so that every
+// rule about rounding, zeros, subnormals, infinities and NaN is explicit and the reference
+// cannot drift with compiler flags.
+//
+// The rules, in short: subnormal inputs count as zeros of their sign, subnormal results
+// become zeros of their sign (flush to zero); every rounding is IEEE round to nearest,
+// ties to even; a NaN result is always the one quiet NaN 0x7fc00000 (bf16 0x7fc0).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace tpu::nn {
+
+inline constexpr uint32_t kFp32Nan = 0x7fc00000u;
+inline constexpr uint16_t kBf16Nan = 0x7fc0u;
+
+inline float FloatOfBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline uint32_t BitsOfFloat(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+inline bool Fp32IsNan(uint32_t x) { return (x & 0x7fffffffu) > 0x7f800000u; }
+
+// A float32 as the chip holds it: subnormals become zeros of their sign, every NaN the
+// canonical one.
+inline uint32_t Fp32Canonical(uint32_t x) {
+  if (Fp32IsNan(x)) return kFp32Nan;
+  if ((x & 0x7f800000u) == 0) return x & 0x80000000u;
+  return x;
+}
+
+// A bfloat16 widened to float32 (exact), subnormals flushed.
+inline uint32_t Fp32OfBf16(uint16_t b) { return Fp32Canonical(uint32_t{b} << 16); }
+
+// float32 to bfloat16: round to nearest even; a result below the smallest normal bfloat16
+// becomes a zero of its sign; above the largest, an infinity; NaN the canonical one.
+inline uint16_t Bf16OfFp32(uint32_t x) {
+  x = Fp32Canonical(x);
+  if (Fp32IsNan(x)) return kBf16Nan;
+  if ((x & 0x7f800000u) == 0x7f800000u) return static_cast<uint16_t>(x >> 16);  // infinity
+  const uint32_t lsb = (x >> 16) & 1u;
+  const uint32_t rounded = x + 0x7fffu + lsb;  // carries into the exponent when it must
+  // Rounding cannot make a normal value subnormal; it may reach infinity (exponent 0xff,
+  // fraction 0), which is the right answer there.
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+// The exact product of two bfloat16 values as a float32 (16 significant bits always fit):
+// overflow gives an infinity, a product below the smallest normal float32 a zero of its
+// sign; 0 x infinity and any NaN give NaN.
+inline uint32_t Bf16Mul(uint16_t a, uint16_t b) {
+  const float p = FloatOfBits(Fp32OfBf16(a)) * FloatOfBits(Fp32OfBf16(b));
+  return Fp32Canonical(BitsOfFloat(p));
+}
+
+// float32 addition, round to nearest even, with the chip's zero, subnormal and NaN rules
+// (x + (-x) is +0; -0 + -0 is -0; infinity - infinity is NaN).
+inline uint32_t Fp32Add(uint32_t a, uint32_t b) {
+  const float s = FloatOfBits(Fp32Canonical(a)) + FloatOfBits(Fp32Canonical(b));
+  return Fp32Canonical(BitsOfFloat(s));
+}
+
+// The larger of two float32 values (matmul max): NaN when either is NaN; +0 is larger
+// than -0.
+inline uint32_t Fp32Max(uint32_t a, uint32_t b) {
+  a = Fp32Canonical(a);
+  b = Fp32Canonical(b);
+  if (Fp32IsNan(a) || Fp32IsNan(b)) return kFp32Nan;
+  // Order the bit patterns as the numbers they stand for.
+  auto key = [](uint32_t x) { return (x & 0x80000000u) ? ~x : x | 0x80000000u; };
+  return key(a) >= key(b) ? a : b;
+}
+
+// One processing element's step: psum + a x w, the product exact, one rounding.
+inline uint32_t Bf16Mac(uint32_t psum, uint16_t a, uint16_t w) {
+  return Fp32Add(psum, Bf16Mul(a, w));
+}
+
+// The matrix unit's product of one tile, in its order: C[i][j] = the sum over the array's
+// `array_rows` rows of A[i][r] x B[r][j], added down the column from r = 0 starting at +0,
+// one rounding per add (docs/bf16.md); rows k and below hold zero weights and see zero
+// activations (their +0 products still pass the sum: -0 + +0 is +0). A: m x k, B: k x n,
+// C: m x n float32 bit patterns, row-major with the given row strides. With `accumulate`,
+// the column sum is then added to C (the accumulators' add); otherwise it replaces C.
+void Bf16TileProduct(int64_t m, int64_t n, int64_t k, int64_t array_rows, const uint16_t* a,
+                     int64_t lda, const uint16_t* b, int64_t ldb, uint32_t* c, int64_t ldc,
+                     bool accumulate);
+
+// C = A x B as a chip with an array of `tile` x `tile` computes it: K in tiles of `tile`
+// rows, each tile's column sums (Bf16TileProduct) added into C tile by tile, from the
+// first K tile to the last. A: m x k, B: k x n, C: m x n, all dense row-major.
+void Bf16Gemm(int64_t m, int64_t n, int64_t k, int64_t tile, const uint16_t* a, const uint16_t* b,
+              uint32_t* c);
+
+}  // namespace tpu::nn

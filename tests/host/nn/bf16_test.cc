@@ -1,0 +1,124 @@
+// The bfloat16 reference (host/nn/bf16.h) against values worked out by hand from the rules
+// of docs/bf16.md, and its tile product against a plain loop of single MACs.
+#include "host/nn/bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace tpu::nn {
+namespace {
+
+uint32_t F(float f) { return BitsOfFloat(f); }
+uint16_t B(float f) { return static_cast<uint16_t>(BitsOfFloat(f) >> 16); }  // exact ones only
+
+TEST(Bf16Test, RoundsToNearestEvenAndOverflowsToInfinity) {
+  EXPECT_EQ(Bf16OfFp32(0x3f808000u), 0x3f80u);  // 1 + 2^-8: a tie, to even (down)
+  EXPECT_EQ(Bf16OfFp32(0x3f818000u), 0x3f82u);  // 1 + 3 x 2^-8: a tie, to even (up)
+  EXPECT_EQ(Bf16OfFp32(0x3f808001u), 0x3f81u);  // just above the tie: up
+  EXPECT_EQ(Bf16OfFp32(0xbf808001u), 0xbf81u);  // the same magnitude, negative
+  EXPECT_EQ(Bf16OfFp32(0x3fffffffu), 0x4000u);  // carries into the exponent
+  EXPECT_EQ(Bf16OfFp32(0x7f7fffffu), 0x7f80u);  // the largest float32: infinity
+  EXPECT_EQ(Bf16OfFp32(0xff7f8000u), 0xff80u);  // a tie above the largest bfloat16
+  EXPECT_EQ(Bf16OfFp32(0x7f7f7fffu), 0x7f7fu);  // below the tie: the largest bfloat16
+}
+
+TEST(Bf16Test, SubnormalsAreZerosOfTheirSign) {
+  EXPECT_EQ(Bf16OfFp32(0x00000001u), 0x0000u);
+  EXPECT_EQ(Bf16OfFp32(0x807fffffu), 0x8000u);
+  EXPECT_EQ(Fp32OfBf16(0x0001u), 0x00000000u);
+  EXPECT_EQ(Fp32OfBf16(0x8040u), 0x80000000u);
+  // 2^-100 x 2^-30 = 2^-130: below the smallest normal, a zero of the product's sign.
+  EXPECT_EQ(Bf16Mul(B(0x1p-100f), B(-0x1p-30f)), 0x80000000u);
+  // 1.5 x 2^-126 - 2^-126 = 2^-127: subnormal, flushed.
+  EXPECT_EQ(Fp32Add(F(0x1.8p-126f), F(-0x1p-126f)), 0x00000000u);
+  EXPECT_EQ(Fp32Add(F(-0x1.8p-126f), F(0x1p-126f)), 0x80000000u);
+  // A subnormal input counts as zero: 2^-149 + 0 is +0, not 2^-149.
+  EXPECT_EQ(Fp32Add(0x00000001u, 0x00000000u), 0x00000000u);
+}
+
+TEST(Bf16Test, ProductsAreExact) {
+  // (1 + 127/128)^2 needs 16 significant bits, which float32 holds.
+  const uint16_t x = 0x3fffu;  // 1.9921875
+  EXPECT_EQ(FloatOfBits(Bf16Mul(x, x)), 1.9921875f * 1.9921875f);
+  EXPECT_EQ(Bf16Mul(B(3.0f), B(-0.5f)), F(-1.5f));
+  EXPECT_EQ(Bf16Mul(B(0x1p100f), B(0x1p100f)), 0x7f800000u);  // overflow: infinity
+}
+
+TEST(Bf16Test, ZerosInfinitiesAndNan) {
+  EXPECT_EQ(Fp32Add(F(1.0f), F(-1.0f)), 0x00000000u);         // x + (-x) = +0
+  EXPECT_EQ(Fp32Add(0x80000000u, 0x80000000u), 0x80000000u);  // -0 + -0 = -0
+  EXPECT_EQ(Fp32Add(0x80000000u, 0x00000000u), 0x00000000u);  // -0 + +0 = +0
+  EXPECT_EQ(Bf16Mul(B(-2.0f), 0x0000u), 0x80000000u);         // -2 x +0 = -0
+  EXPECT_EQ(Fp32Add(0x7f800000u, 0xff800000u), kFp32Nan);     // inf - inf
+  EXPECT_EQ(Bf16Mul(0x7f80u, 0x0000u), kFp32Nan);             // inf x 0
+  EXPECT_EQ(Bf16Mul(0x7f80u, B(-1.0f)), 0xff800000u);         // inf x -1 = -inf
+  EXPECT_EQ(Fp32Add(0xffc12345u, F(1.0f)), kFp32Nan);         // any NaN: the canonical one
+  EXPECT_EQ(Bf16OfFp32(0xffc12345u), kBf16Nan);
+  EXPECT_EQ(Fp32Add(F(3.0e38f), F(3.0e38f)), 0x7f800000u);  // overflow: infinity
+}
+
+TEST(Bf16Test, MaxOrdersSignedZerosAndPropagatesNan) {
+  EXPECT_EQ(Fp32Max(0x80000000u, 0x00000000u), 0x00000000u);
+  EXPECT_EQ(Fp32Max(F(-3.0f), F(-2.0f)), F(-2.0f));
+  EXPECT_EQ(Fp32Max(F(-3.0f), F(2.0f)), F(2.0f));
+  EXPECT_EQ(Fp32Max(0xff800000u, F(-1e30f)), F(-1e30f));
+  EXPECT_EQ(Fp32Max(F(1.0f), 0x7fc00001u), kFp32Nan);
+}
+
+TEST(Bf16Test, AdditionOrderIsDownTheColumn) {
+  // 1 + 2^-24 + 2^-24: added in order, each 2^-24 is a tie that rounds back to 1; added the
+  // other way round, 2^-23 survives. The column order is the first.
+  const std::vector<uint16_t> a = {B(1.0f), B(0x1p-24f), B(0x1p-24f)};
+  const std::vector<uint16_t> w = {B(1.0f), B(1.0f), B(1.0f)};
+  uint32_t c = 0;
+  Bf16TileProduct(1, 1, 3, 3, a.data(), 3, w.data(), 1, &c, 1, /*accumulate=*/false);
+  EXPECT_EQ(c, F(1.0f));
+  const std::vector<uint16_t> reversed = {B(0x1p-24f), B(0x1p-24f), B(1.0f)};
+  Bf16TileProduct(1, 1, 3, 3, reversed.data(), 3, w.data(), 1, &c, 1, false);
+  EXPECT_EQ(c, F(1.0f + 0x1p-23f));
+}
+
+TEST(Bf16Test, PaddingRowsTurnANegativeZeroSumPositive) {
+  // -2^-126 x 1.5 + 2^-126 x 1 ... is -2^-127 exactly: flushed to -0. A K-short tile's
+  // zero rows then add +0, and -0 + +0 = +0.
+  const std::vector<uint16_t> a = {B(-0x1.8p-126f), B(0x1p-126f)};
+  const std::vector<uint16_t> w = {B(1.0f), B(1.0f)};
+  uint32_t c = 1;
+  Bf16TileProduct(1, 1, 2, 2, a.data(), 2, w.data(), 1, &c, 1, false);
+  EXPECT_EQ(c, 0x80000000u);  // the full tile: the sum stays -0
+  Bf16TileProduct(1, 1, 2, 4, a.data(), 2, w.data(), 1, &c, 1, false);
+  EXPECT_EQ(c, 0x00000000u);  // two padding rows below
+}
+
+// The tile product and the GEMM against one MAC at a time, in the order of docs/bf16.md.
+TEST(Bf16Test, GemmEqualsScalarMacsInTheArraysOrder) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t m = 5, k = 23, n = 7, tile = 8;
+  std::vector<uint16_t> a(m * k), b(k * n);
+  for (auto& v : a) v = Bf16OfFp32(F(normal(rng)));
+  for (auto& v : b) v = Bf16OfFp32(F(normal(rng)));
+  a[3] = 0x7f80u;  // an infinity, and a NaN in B: they must travel the same way
+  b[40] = 0x7fc1u;
+  std::vector<uint32_t> c(m * n);
+  Bf16Gemm(m, n, k, tile, a.data(), b.data(), c.data());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      uint32_t acc = 0;
+      for (int64_t k0 = 0; k0 < k; k0 += tile) {
+        uint32_t psum = 0;
+        for (int64_t r = 0; r < tile; ++r) {
+          const bool in = k0 + r < k;
+          psum = Bf16Mac(psum, in ? a[i * k + k0 + r] : 0, in ? b[(k0 + r) * n + j] : 0);
+        }
+        acc = k0 == 0 ? psum : Fp32Add(acc, psum);
+      }
+      ASSERT_EQ(c[i * n + j], acc) << i << ", " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tpu::nn
