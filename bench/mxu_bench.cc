@@ -2,12 +2,15 @@
 // second (cycles x N x N) on one core, for several array sizes, while the array streams a
 // large GEMM (every cycle a row enters; the steady state). BM_MxuStream runs the Verilated
 // RTL in both array forms (Vtpu_mxu_bench_nN: per-PE; Vtpu_mxu_bench_compact_nN: compact),
-// BM_MxuStreamFast the fast engine's matrix subsystem on the same work.
+// BM_MxuStreamFast the fast engine's matrix subsystem on the same work; the Bf16 ones the
+// same in bfloat16 (docs/bf16.md): the rtl engine's bf16 models (TPUSIM_BF16_ARRAY_DIMS) and
+// the fast engine.
 #include <benchmark/benchmark.h>
 
 #include "fast/fast_mxu_engine.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/gemm/gemm_workload.h"
+#include "sim/mxu/mxu_registry.h"
 #include "sim/mxu/verilated_mxu_engine.h"
 
 namespace tpu {
@@ -32,6 +35,40 @@ void Stream(benchmark::State& state, Engine& engine) {
   state.counters["pe_cycles_per_s"] =
       benchmark::Counter(static_cast<double>(cycles) * dim * dim, benchmark::Counter::kIsRate);
 }
+
+// The same stream in bfloat16.
+void StreamBf16(benchmark::State& state, sim::MxuEngine& engine) {
+  const int dim = static_cast<int>(state.range(0));
+  const gemm::GemmPlan plan = gemm::PlanGemm({1024, 4 * dim, 4 * dim}, dim, 1024);
+  const auto a = gemm::RandomBf16(plan.shape.m, plan.shape.k, 1);
+  const auto b = gemm::RandomBf16(plan.shape.k, plan.shape.n, 2);
+  Matrix<int32_t> c;
+  gemm::Bf16GemmWorkload workload(plan, a, b, &c);
+  uint64_t cycles = 0;
+  for (auto _ : state) {
+    cycles += engine.Run(workload, {}).counters.cycles;
+  }
+  if (c.data != gemm::ReferenceGemmBf16(a, b, dim).data) {
+    state.SkipWithError("result differs from the bf16 reference");
+  }
+  state.counters["cycles_per_s"] =
+      benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
+  state.counters["pe_cycles_per_s"] =
+      benchmark::Counter(static_cast<double>(cycles) * dim * dim, benchmark::Counter::kIsRate);
+}
+
+void BM_MxuStreamBf16(benchmark::State& state) {
+  auto engine =
+      sim::MakeMxuEngine(static_cast<int>(state.range(0)), sim::EngineKind::kVerilator, 16);
+  StreamBf16(state, *engine);
+}
+BENCHMARK(BM_MxuStreamBf16)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond);
+
+void BM_MxuStreamFastBf16(benchmark::State& state) {
+  fast::FastMxuEngine engine(static_cast<int>(state.range(0)), 1024, 16);
+  StreamBf16(state, engine);
+}
+BENCHMARK(BM_MxuStreamFastBf16)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond);
 
 template <class Model>
 void BM_MxuStream(benchmark::State& state) {

@@ -13,14 +13,14 @@
 namespace tpu::fast {
 namespace {
 
-// The result row of an activation row x entering the array with weights w: each column's
-// sum down all N rows, in the PEs' order (for int8 the order does not matter; for bf16 it
-// does: docs/bf16.md).
-void RowProduct(int64_t n, bool bf16, const int8_t* x, const int8_t* w, int32_t* row) {
+// The result row of an activation row x entering the array with weights w (int8), or w_f
+// (bf16, widened): each column's sum down all N rows, in the PEs' order (for int8 the order
+// does not matter; for bf16 it does: docs/bf16.md).
+void RowProduct(int64_t n, bool bf16, const int8_t* x, const int8_t* w, const float* w_f,
+                int32_t* row) {
   if (bf16) {
-    nn::Bf16TileProduct(1, n, n, n, reinterpret_cast<const uint16_t*>(x), n,
-                        reinterpret_cast<const uint16_t*>(w), n, reinterpret_cast<uint32_t*>(row),
-                        n, /*accumulate=*/false);
+    nn::Bf16TileProductF(1, n, n, n, reinterpret_cast<const uint16_t*>(x), n, w_f, n,
+                         reinterpret_cast<uint32_t*>(row), n, /*accumulate=*/false);
     return;
   }
   std::fill(row, row + n, 0);
@@ -74,6 +74,7 @@ sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunO
   bool shadow_full = false;
   int64_t wr_row = 0;
   std::vector<int8_t> shadow(static_cast<size_t>(n * n * eb), 0), active(shadow);
+  std::vector<float> active_f(bf16 ? static_cast<size_t>(n * n) : 0);  // bf16: widened once
   std::vector<int32_t> acc(static_cast<size_t>(depth) * n, 0);
   bool rd_valid_q = false, final_valid_q = false, error_q = false;
   uint32_t final_addr_q = 0;
@@ -163,13 +164,16 @@ sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunO
     // which the next tile's rows can only overwrite from this edge on.
     if (switch_fire) {
       active = shadow;
+      if (bf16)
+        nn::WidenBf16(n, n, reinterpret_cast<const uint16_t*>(active.data()), n, active_f.data());
       shadow_full = false;
     }
     if (a_fire) {
       size_t tail = head + count;
       if (tail >= slots) tail -= slots;
       flight[tail] = {cycle, in.a_tag};
-      RowProduct(n, bf16, in.a_data.data(), active.data(), &results[tail * static_cast<size_t>(n)]);
+      RowProduct(n, bf16, in.a_data.data(), active.data(), active_f.data(),
+                 &results[tail * static_cast<size_t>(n)]);
       ++count;
     }
     if (w_fire) {

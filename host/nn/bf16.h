@@ -94,6 +94,15 @@ void Bf16TileProduct(int64_t m, int64_t n, int64_t k, int64_t array_rows, const 
                      int64_t lda, const uint16_t* b, int64_t ldb, uint32_t* c, int64_t ldc,
                      bool accumulate);
 
+// B (k x n, row stride ldb) widened to float32 values, subnormals flushed: out is k x n,
+// dense. A tile that many rows multiply is widened once (Bf16TileProductF).
+void WidenBf16(int64_t k, int64_t n, const uint16_t* b, int64_t ldb, float* out);
+
+// Bf16TileProduct with B already widened (WidenBf16; row stride ldb in floats).
+void Bf16TileProductF(int64_t m, int64_t n, int64_t k, int64_t array_rows, const uint16_t* a,
+                      int64_t lda, const float* b, int64_t ldb, uint32_t* c, int64_t ldc,
+                      bool accumulate);
+
 // C = A x B as a chip with an array of `tile` x `tile` computes it: K in tiles of `tile`
 // rows, each tile's column sums (Bf16TileProduct) added into C tile by tile, from the
 // first K tile to the last. A: m x k, B: k x n, C: m x n, all dense row-major.
