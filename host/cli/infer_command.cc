@@ -23,6 +23,7 @@ struct InferArgs : WorkloadOptions, OutputOptions {
   int batch = 64;
   int threads = 2;
   int64_t latency_images = 500;
+  int array = nn::kDefaultBf16ArrayDim;  // cpu-bf16: the array whose K tiles it adds in
 };
 
 // cuda-int8 / cuda-fp32: the GPU backends, timed as kernels and as wall time with copies.
@@ -82,14 +83,18 @@ void Run(const InferArgs& a) {
   if (a.images < 1 || a.batch < 1 || a.threads < 1) {
     throw UsageError("--images, --batch and --threads must be at least 1");
   }
+  if (a.array < 2 || a.array > 512) {
+    throw UsageError("--array " + std::to_string(a.array) + " is out of range; use 2 to 512");
+  }
   for (const std::string* p : {&a.json, &a.logits, &a.predictions})
     if (!p->empty()) CheckWritable(*p);
   const nn::Model m = nn::LoadModel(a.model);
   const nn::InputSet in = LoadInputs(a, m);
   const bool keep = !a.logits.empty() || !a.predictions.empty();
-  const nn::InferResult r = nn::InferCpu(m, in, in.count, backend, a.batch, a.threads, keep);
+  const nn::InferResult r =
+      nn::InferCpu(m, in, in.count, backend, a.batch, a.threads, keep, a.array);
   const int64_t latency_images = std::min(in.count, a.latency_images);
-  const double latency_ms = nn::LatencyBatch1Ms(m, in, latency_images, backend);
+  const double latency_ms = nn::LatencyBatch1Ms(m, in, latency_images, backend, a.array);
   const double accuracy = static_cast<double>(r.correct) / static_cast<double>(r.images);
   const double ips = static_cast<double>(r.images) / r.seconds;
   const int64_t outputs = m.layers.back().out.Size();
@@ -107,8 +112,11 @@ void Run(const InferArgs& a) {
       WritePredictions(a.predictions, outputs, r.fp32_outputs, in.labels);
   }
   if (!a.quiet) {
-    std::cout << fmt::format("tpusim infer: {} on {} {} ({})\n", a.backend, r.images, in.source,
-                             a.model);
+    std::cout << fmt::format("tpusim infer: {} on {} {} ({}{})\n", a.backend, r.images, in.source,
+                             a.model,
+                             backend == nn::CpuBackend::kBf16
+                                 ? fmt::format(", K tiles of a {} x {} array", a.array, a.array)
+                                 : "");
     if (in.HasLabels()) {
       std::cout << fmt::format("  accuracy      {:.2f} %  ({} of {} correct)\n", 100 * accuracy,
                                r.correct, r.images);
@@ -127,6 +135,7 @@ void Run(const InferArgs& a) {
         {"correct", r.correct},   {"images_per_second", ips}, {"seconds", r.seconds},
         {"batch", a.batch},       {"threads", a.threads},     {"latency_ms_batch1", latency_ms}};
     j["accuracy"] = in.HasLabels() ? nlohmann::json(accuracy) : nlohmann::json(nullptr);
+    if (backend == nn::CpuBackend::kBf16) j["array_dim"] = a.array;
     WriteFileAtomically(a.json, j.dump(2) + "\n");
   }
 }
@@ -137,17 +146,23 @@ void AddInferCommand(CLI::App& app) {
   auto a = std::make_shared<InferArgs>();
   CLI::App* cmd = app.add_subcommand("infer", "Run a model's inputs on a CPU backend.");
   cmd->footer(R"(
-Backends: cpu-fp32 (Eigen, float) and cpu-int8 (Eigen, integer; bit-exact with the scalar
-reference of docs/quantization.md). Reports accuracy (where the inputs have labels),
+Backends: cpu-fp32 (Eigen, float), cpu-int8 (Eigen, integer; bit-exact with the scalar
+reference of docs/quantization.md) and cpu-bf16 (the fp32 model in bfloat16 with float32
+sums, added in the order an --array N x N bf16 chip adds them: docs/bf16.md; no
+quantization; one input at a time, slow). Reports accuracy (where the inputs have labels),
 inputs/s of the batched run and the latency per input at batch 1. --logits writes every
-input's outputs (float32 for cpu-fp32; int8 and their scale for cpu-int8) to compare with
+input's outputs (float32 for cpu-fp32 and cpu-bf16; int8 and their scale for cpu-int8) to compare with
 the framework the model came from; --predictions each input's class as CSV.
 
 Examples:
   tpusim infer --backend cpu-int8 --model models/lenet5 --images 10000 --json r.json
-  tpusim infer --backend cpu-fp32 --model resnet18 --inputs images.npy --logits y.npy)");
+  tpusim infer --backend cpu-fp32 --model resnet18 --inputs images.npy --logits y.npy
+  tpusim infer --backend cpu-bf16 --model models/lenet5 --images 10000)");
   cmd->add_option("--backend", a->backend,
-                  "cpu-fp32, cpu-int8, or on an NVIDIA GPU cuda-int8, cuda-fp32")
+                  "cpu-fp32, cpu-int8, cpu-bf16, or on an NVIDIA GPU cuda-int8, cuda-fp32")
+      ->capture_default_str();
+  cmd->add_option("--array", a->array,
+                  "cpu-bf16: the array size N whose N-row K tiles the sums are added in")
       ->capture_default_str();
   AddWorkloadOptions(cmd, a.get(), 10000);
   AddOutputOptions(cmd, a.get(), "write the results as JSON to this file");

@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "host/common/errors.h"
+#include "host/nn/bf16.h"
+#include "host/nn/bf16_net.h"
 #include "host/nn/fp32_net.h"
 #include "host/nn/int8_net.h"
 
@@ -15,12 +17,14 @@ namespace tpu::nn {
 CpuBackend ParseCpuBackend(const std::string& name) {
   if (name == "cpu-fp32") return CpuBackend::kFp32;
   if (name == "cpu-int8") return CpuBackend::kInt8;
+  if (name == "cpu-bf16") return CpuBackend::kBf16;
   throw UsageError("unknown backend '" + name +
-                   "' (known: cpu-fp32, cpu-int8, and on an NVIDIA GPU cuda-int8, cuda-fp32)");
+                   "' (known: cpu-fp32, cpu-int8, cpu-bf16, and on an NVIDIA GPU cuda-int8, "
+                   "cuda-fp32)");
 }
 
 const char* CpuBackendName(CpuBackend b) {
-  return b == CpuBackend::kFp32 ? "cpu-fp32" : "cpu-int8";
+  return b == CpuBackend::kFp32 ? "cpu-fp32" : b == CpuBackend::kInt8 ? "cpu-int8" : "cpu-bf16";
 }
 
 float OutputScale(const Model& m) {
@@ -33,16 +37,53 @@ float OutputScale(const Model& m) {
 
 namespace {
 
+// What a backend prepares once per model: the int8 network, or the bf16 one.
+struct Prepared {
+  std::optional<Int8Net> int8;
+  std::optional<Bf16Net> bf16;
+};
+
+Prepared Prepare(const Model& m, CpuBackend b, int bf16_array_dim) {
+  Prepared p;
+  if (b == CpuBackend::kInt8) {
+    if (!m.quantized) {
+      throw UsageError("model '" + m.name + "' has no int8 version; make one with tpusim quantize");
+    }
+    p.int8.emplace(m);
+  } else if (b == CpuBackend::kBf16) {
+    p.bf16.emplace(m, bf16_array_dim);
+  }
+  return p;
+}
+
+// Inputs [first, first + count) through the bf16 network, one at a time.
+std::vector<int> ClassifyBf16(const Bf16Net& net, const Model& m, const InputSet& in, int64_t first,
+                              int64_t count, float* outputs) {
+  const RowMatrix<float> x = Fp32Inputs(in, first, count);
+  const int64_t n_out = m.layers.back().out.Size();
+  std::vector<int> p;
+  for (int64_t i = 0; i < count; ++i) {
+    const std::vector<uint16_t> y = net.Forward(x.row(i).data()).back();
+    p.push_back(ArgMaxBf16(y));
+    if (outputs)
+      for (int64_t j = 0; j < n_out; ++j)
+        outputs[i * n_out + j] = FloatOfBits(Fp32OfBf16(y[static_cast<size_t>(j)]));
+  }
+  return p;
+}
+
 // Runs inputs [first, first + count) and stores their predictions (and outputs) in `r`.
-// int8 is set for the int8 backend, null for fp32.
-void Classify(const Model& m, const Int8Net* int8, const InputSet& in, int64_t first, int64_t count,
+void Classify(const Model& m, const Prepared& net, const InputSet& in, int64_t first, int64_t count,
               bool keep, InferResult* r) {
   const int64_t outputs = m.layers.back().out.Size();
   std::vector<int> p;
-  if (int8) {
-    const MatrixI8 y = int8->Forward(Int8Inputs(m, in, first, count)).back();
+  if (net.int8) {
+    const MatrixI8 y = net.int8->Forward(Int8Inputs(m, in, first, count)).back();
     p = ArgMaxInt8(y);
     if (keep) std::copy_n(y.data(), y.size(), r->int8_outputs.begin() + first * outputs);
+  } else if (net.bf16) {
+    p = ClassifyBf16(*net.bf16, m, in, first, count,
+                     keep ? &r->fp32_outputs[static_cast<size_t>(first * outputs)] : nullptr);
   } else {
     ForwardCache cache;
     cache.keep_cols = false;
@@ -55,26 +96,17 @@ void Classify(const Model& m, const Int8Net* int8, const InputSet& in, int64_t f
   std::copy(p.begin(), p.end(), r->predictions.begin() + first);
 }
 
-// The prepared int8 network for the int8 backend; nothing for fp32.
-std::optional<Int8Net> MakeInt8(const Model& m, CpuBackend b) {
-  if (b != CpuBackend::kInt8) return std::nullopt;
-  if (!m.quantized) {
-    throw UsageError("model '" + m.name + "' has no int8 version; make one with tpusim quantize");
-  }
-  return std::optional<Int8Net>(std::in_place, m);
-}
-
 }  // namespace
 
 InferResult InferCpu(const Model& m, const InputSet& in, int64_t images, CpuBackend b, int batch,
-                     int threads, bool keep) {
-  const std::optional<Int8Net> int8 = MakeInt8(m, b);
+                     int threads, bool keep, int bf16_array_dim) {
+  const Prepared net = Prepare(m, b, bf16_array_dim);
   InferResult r;
   r.images = std::min(images, in.count);
   r.predictions.assign(static_cast<size_t>(r.images), -1);
   if (keep) {
     const auto size = static_cast<size_t>(r.images * m.layers.back().out.Size());
-    (int8 ? r.int8_outputs.resize(size) : r.fp32_outputs.resize(size));
+    (net.int8 ? r.int8_outputs.resize(size) : r.fp32_outputs.resize(size));
   }
   const auto start = std::chrono::steady_clock::now();
   const int64_t chunks = (r.images + batch - 1) / batch;
@@ -84,7 +116,7 @@ InferResult InferCpu(const Model& m, const InputSet& in, int64_t images, CpuBack
     pool.emplace_back([&, t] {
       for (int64_t c = t; c < chunks; c += threads) {  // batches dealt out round robin
         const int64_t b0 = c * batch, n = std::min<int64_t>(batch, r.images - b0);
-        Classify(m, int8 ? &*int8 : nullptr, in, b0, n, keep, &r);
+        Classify(m, net, in, b0, n, keep, &r);
       }
     });
   }
@@ -98,14 +130,14 @@ InferResult InferCpu(const Model& m, const InputSet& in, int64_t images, CpuBack
   return r;
 }
 
-double LatencyBatch1Ms(const Model& m, const InputSet& in, int64_t images, CpuBackend b) {
+double LatencyBatch1Ms(const Model& m, const InputSet& in, int64_t images, CpuBackend b,
+                       int bf16_array_dim) {
   images = std::max<int64_t>(1, std::min(images, in.count));
-  const std::optional<Int8Net> int8 = MakeInt8(m, b);
+  const Prepared net = Prepare(m, b, bf16_array_dim);
   InferResult scratch;
   scratch.predictions.resize(static_cast<size_t>(images));
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < images; ++i)
-    Classify(m, int8 ? &*int8 : nullptr, in, i, 1, /*keep=*/false, &scratch);
+  for (int64_t i = 0; i < images; ++i) Classify(m, net, in, i, 1, /*keep=*/false, &scratch);
   return 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
          static_cast<double>(images);
 }

@@ -64,6 +64,31 @@ TEST_F(NnCliTest, InferReportsAccuracyAndWritesJson) {
   }
 }
 
+// cpu-bf16 (docs/bf16.md): the fp32 model in bfloat16 classifies as the fp32 one does on
+// nearly every image, and the array size it adds in is reported.
+TEST_F(NnCliTest, InferBf16AgreesWithFp32) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const std::string common = " --images 300 --predictions ";
+  ASSERT_EQ(Run("infer --backend cpu-fp32" + common + P("fp32.csv")).exit_code, 0);
+  const Outcome o =
+      Run("infer --backend cpu-bf16 --array 16 --json " + P("r.json") + common + P("bf16.csv"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("K tiles of a 16 x 16 array"), std::string::npos) << o.out;
+  const auto j = nlohmann::json::parse(Slurp(P("r.json")));
+  EXPECT_EQ(j["backend"], "cpu-bf16");
+  EXPECT_EQ(j["array_dim"], 16);
+  std::istringstream a(Slurp(P("fp32.csv"))), b(Slurp(P("bf16.csv")));
+  std::string la, lb;
+  int same = 0, lines = 0;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    same += la == lb;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 301);  // a header and 300 images
+  EXPECT_GE(same, 297) << "bf16 and fp32 predictions differ on more than 1 % of the images";
+  ExpectError("infer --backend cpu-bf16 --array 1 --images 3", 2, "--array 1 is out of range");
+}
+
 TEST_F(NnCliTest, TrainThenQuantizeMakesALoadableInt8Model) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
   const Outcome t = Run("train --epochs 1 --limit 640 --out " + P("m") + " -q");

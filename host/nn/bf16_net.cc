@@ -1,0 +1,138 @@
+// The bfloat16 network reference (see bf16_net.h, docs/bf16.md).
+#include "host/nn/bf16_net.h"
+
+#include <algorithm>
+
+#include "host/common/errors.h"
+#include "host/nn/bf16.h"
+
+namespace tpu::nn {
+namespace {
+
+uint32_t Activate(Activation a, uint32_t x) {
+  if (a != Activation::kRelu && a != Activation::kRelu6) return x;
+  if (Fp32IsNan(x)) return kFp32Nan;
+  if ((x & 0x80000000u) || (x & 0x7fffffffu) == 0) return 0;  // negative or zero: +0
+  const uint32_t six = BitsOfFloat(6.0f);
+  return a == Activation::kRelu6 && x > six ? six : x;  // positive floats order as integers
+}
+
+// A 2 x 2, stride 2 pooling of bf16 values: the maximum, or the float32 sum in window order
+// (top left, top right, bottom left, bottom right) times 1/4, rounded to bfloat16.
+std::vector<uint16_t> Pool(const Layer& l, const std::vector<uint16_t>& x) {
+  std::vector<uint16_t> y(static_cast<size_t>(l.out.Size()));
+  const bool avg = l.type == LayerType::kAvgPool2d;
+  for (int oh = 0; oh < l.out.h; ++oh)
+    for (int ow = 0; ow < l.out.w; ++ow)
+      for (int c = 0; c < l.out.c; ++c) {
+        uint32_t acc = 0;
+        for (int q = 0; q < 4; ++q) {
+          const int64_t ih = 2 * oh + q / 2, iw = 2 * ow + q % 2;
+          const uint32_t v = Fp32OfBf16(x[static_cast<size_t>((ih * l.in.w + iw) * l.in.c + c)]);
+          acc = q == 0 ? v : avg ? Fp32Add(acc, v) : Fp32Max(acc, v);
+        }
+        if (avg) acc = Fp32Canonical(BitsOfFloat(FloatOfBits(acc) * 0.25f));  // exact, or flushed
+        y[static_cast<size_t>((int64_t{oh} * l.out.w + ow) * l.out.c + c)] = Bf16OfFp32(acc);
+      }
+  return y;
+}
+
+}  // namespace
+
+Bf16Net::Bf16Net(const Model& model, int array_dim) : model_(model), n_(array_dim) {
+  for (const Layer& l : model.layers) {
+    const bool plain_pool =
+        l.pool_h == 2 && l.pool_w == 2 && l.pool_stride == 2 && !l.Padded() && !l.global_pool;
+    if (l.type == LayerType::kAdd || l.type == LayerType::kConcat || (l.IsPool() && !plain_pool)) {
+      throw UsageError("layer '" + l.name + "' (" + l.TypeName() +
+                       ") does not run in bf16 yet: the bf16 path runs convolutions, dense "
+                       "layers, flatten and 2 x 2 pooling at stride 2 (docs/bf16.md)");
+    }
+    std::vector<uint16_t> w;
+    std::vector<uint32_t> b;
+    if (l.HasWeights()) {
+      for (float v : l.weights.data) w.push_back(Bf16OfFp32(BitsOfFloat(v)));
+      for (float v : l.bias.data) b.push_back(Fp32Canonical(BitsOfFloat(v)));
+    }
+    weights_.push_back(std::move(w));
+    bias_.push_back(std::move(b));
+  }
+}
+
+// The layer's input in im2col order (one row per output pixel, K = kh x kw x c_in in
+// (kernel row, kernel column, channel) order, zeros where the window leaves the map), times
+// its weights on the array, then bias and activation on the vector unit.
+std::vector<uint16_t> Bf16Net::ConvOrDense(size_t i, const std::vector<uint16_t>& x) const {
+  const Layer& l = model_.layers[i];
+  const bool dense = l.type == LayerType::kDense;
+  const int64_t pixels = dense ? 1 : int64_t{l.out.h} * l.out.w;
+  const int64_t k = dense ? l.in.Size() : int64_t{l.kernel_h} * l.kernel_w * l.in.c;
+  const int64_t oc = l.out.c;
+  std::vector<uint16_t> cols;
+  if (dense) {
+    cols = x;
+  } else {
+    cols.assign(static_cast<size_t>(pixels * k), 0);
+    for (int oh = 0; oh < l.out.h; ++oh)
+      for (int ow = 0; ow < l.out.w; ++ow)
+        for (int kh = 0; kh < l.kernel_h; ++kh)
+          for (int kw = 0; kw < l.kernel_w; ++kw) {
+            const int ih = oh * l.stride + kh - l.pad_top, iw = ow * l.stride + kw - l.pad_left;
+            if (ih < 0 || ih >= l.in.h || iw < 0 || iw >= l.in.w) continue;
+            std::copy_n(&x[static_cast<size_t>((int64_t{ih} * l.in.w + iw) * l.in.c)], l.in.c,
+                        &cols[static_cast<size_t>((int64_t{oh} * l.out.w + ow) * k +
+                                                  (int64_t{kh} * l.kernel_w + kw) * l.in.c)]);
+          }
+  }
+  std::vector<uint32_t> acc(static_cast<size_t>(pixels * oc));
+  Bf16Gemm(pixels, oc, k, n_, cols.data(), weights_[i].data(), acc.data());
+  std::vector<uint16_t> y(acc.size());
+  for (size_t j = 0; j < acc.size(); ++j) {
+    const uint32_t v = Fp32Add(acc[j], bias_[i][j % static_cast<size_t>(oc)]);
+    y[j] = Bf16OfFp32(Activate(l.activation, v));
+  }
+  return y;
+}
+
+std::vector<std::vector<uint16_t>> Bf16Net::Forward(const float* input) const {
+  std::vector<uint16_t> x(static_cast<size_t>(model_.input.Size()));
+  for (size_t j = 0; j < x.size(); ++j) x[j] = Bf16OfFp32(BitsOfFloat(input[j]));
+  std::vector<std::vector<uint16_t>> outs;
+  for (size_t i = 0; i < model_.layers.size(); ++i) {
+    const Layer& l = model_.layers[i];
+    const int from = l.inputs.empty() ? static_cast<int>(i) - 1 : l.inputs[0];
+    const std::vector<uint16_t>& in = from < 0 ? x : outs[static_cast<size_t>(from)];
+    if (l.HasWeights()) {
+      outs.push_back(ConvOrDense(i, in));
+    } else if (l.IsPool()) {
+      outs.push_back(Pool(l, in));
+    } else {
+      outs.push_back(in);  // flatten: the same values in the same order
+    }
+  }
+  return outs;
+}
+
+NonFinite FirstNonFinite(const std::vector<std::vector<uint16_t>>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t j = 0; j < outputs[i].size(); ++j)
+      if ((outputs[i][j] & 0x7f80u) == 0x7f80u)
+        return {static_cast<int>(i), static_cast<int64_t>(j)};
+  return {};
+}
+
+int ArgMaxBf16(const std::vector<uint16_t>& values) {
+  int best = -1;
+  float best_v = 0;
+  for (size_t j = 0; j < values.size(); ++j) {
+    const float v = FloatOfBits(Fp32OfBf16(values[j]));
+    if (v != v) continue;  // NaN
+    if (best < 0 || v > best_v) {
+      best = static_cast<int>(j);
+      best_v = v;
+    }
+  }
+  return best < 0 ? 0 : best;
+}
+
+}  // namespace tpu::nn

@@ -1,0 +1,133 @@
+// The bfloat16 network reference (host/nn/bf16_net.h) against one multiply-add at a time in
+// the order of docs/bf16.md, and its refusals and NaN reporting.
+#include "host/nn/bf16_net.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "host/common/errors.h"
+#include "host/nn/bf16.h"
+
+namespace tpu::nn {
+namespace {
+
+// Output channel `oc` of pixel (oh, ow) of a conv layer, MAC by MAC: K in (kernel row,
+// kernel column, channel) order, tiles of n rows each summed from +0 down the column (zero
+// rows past K included), tile sums added in order, then the bias, ReLU and one rounding.
+uint16_t ConvByHand(const Layer& l, const std::vector<uint16_t>& x, int oh, int ow, int oc, int n) {
+  std::vector<uint16_t> col, w;
+  for (int kh = 0; kh < l.kernel_h; ++kh)
+    for (int kw = 0; kw < l.kernel_w; ++kw)
+      for (int ic = 0; ic < l.in.c; ++ic) {
+        const int ih = oh * l.stride + kh - l.pad_top, iw = ow * l.stride + kw - l.pad_left;
+        const bool in = ih >= 0 && ih < l.in.h && iw >= 0 && iw < l.in.w;
+        col.push_back(in ? x[static_cast<size_t>((ih * l.in.w + iw) * l.in.c + ic)] : 0);
+        w.push_back(Bf16OfFp32(BitsOfFloat(l.weights.data[static_cast<size_t>(
+            ((kh * l.kernel_w + kw) * l.in.c + ic) * l.out.c + oc)])));
+      }
+  uint32_t acc = 0;
+  for (size_t k0 = 0; k0 < col.size(); k0 += static_cast<size_t>(n)) {
+    uint32_t psum = 0;
+    for (size_t r = k0; r < k0 + static_cast<size_t>(n); ++r)
+      psum = r < col.size() ? Bf16Mac(psum, col[r], w[r]) : Bf16Mac(psum, 0, 0);
+    acc = k0 == 0 ? psum : Fp32Add(acc, psum);
+  }
+  uint32_t y = Fp32Add(acc, BitsOfFloat(l.bias.data[static_cast<size_t>(oc)]));
+  if (Fp32IsNan(y)) return kBf16Nan;
+  if ((y & 0x80000000u) || (y & 0x7fffffffu) == 0) y = 0;
+  return Bf16OfFp32(y);
+}
+
+TEST(Bf16NetTest, LenetLayersEqualMacsByHand) {
+  Model m = MakeLenet5(3);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  for (Layer& l : m.layers)
+    for (float& b : l.bias.data) b = normal(rng);  // non-zero biases
+  std::vector<float> input(static_cast<size_t>(m.input.Size()));
+  for (float& v : input) v = std::uniform_real_distribution<float>(0, 1)(rng);
+  for (int n : {4, 16, 128}) {
+    const Bf16Net net(m, n);
+    const auto outs = net.Forward(input.data());
+    ASSERT_EQ(outs.size(), m.layers.size());
+    std::vector<uint16_t> x;
+    for (float v : input) x.push_back(Bf16OfFp32(BitsOfFloat(v)));
+    const Layer& conv1 = m.layers[0];
+    ASSERT_EQ(conv1.type, LayerType::kConv2d);
+    for (int oh : {0, 7, conv1.out.h - 1})
+      for (int oc = 0; oc < conv1.out.c; ++oc) {
+        const auto at = static_cast<size_t>((oh * conv1.out.w + 5) * conv1.out.c + oc);
+        ASSERT_EQ(outs[0][at], ConvByHand(conv1, x, oh, 5, oc, n)) << n << " " << oh << " " << oc;
+      }
+    // The second conv reads the first pooling's output.
+    const Layer& conv2 = m.layers[2];
+    for (int oc = 0; oc < conv2.out.c; ++oc) {
+      const auto at = static_cast<size_t>((2 * conv2.out.w + 3) * conv2.out.c + oc);
+      ASSERT_EQ(outs[2][at], ConvByHand(conv2, outs[1], 2, 3, oc, n)) << n << " " << oc;
+    }
+    // Average pooling: the float32 sum in window order, times 1/4, rounded once.
+    const Layer& pool = m.layers[1];
+    const auto v = [&](int h, int w) {
+      return Fp32OfBf16(outs[0][static_cast<size_t>((h * pool.in.w + w) * pool.in.c)]);
+    };
+    const uint32_t sum = Fp32Add(Fp32Add(Fp32Add(v(2, 4), v(2, 5)), v(3, 4)), v(3, 5));
+    EXPECT_EQ(outs[1][static_cast<size_t>((1 * pool.out.w + 2) * pool.out.c)],
+              Bf16OfFp32(BitsOfFloat(FloatOfBits(sum) * 0.25f)));
+  }
+}
+
+// Where the K tiles split a sum reaches the bfloat16 output: x = (1, 2^-8, six 2^-24) times
+// ones. Added in one column, each 2^-24 is half an ulp of 1 + 2^-8 and rounds back (to even),
+// leaving 1 + 2^-8, a bf16 tie that rounds to 1. In tiles of 2 or 4 rows, the small ones
+// first sum to 2^-23 or more, which survives, and the result rounds up to 1 + 2^-7.
+TEST(Bf16NetTest, TileBoundariesReachTheOutput) {
+  Model m;
+  m.name = "dot";
+  m.preprocess = "none";
+  m.input = {1, 1, 8};
+  Layer dense;
+  dense.name = "dot";
+  dense.type = LayerType::kDense;
+  dense.inputs = {kModelInput};
+  dense.in = {1, 1, 8};
+  dense.out = {1, 1, 1};
+  dense.weights.shape = {8, 1};
+  dense.weights.data.assign(8, 1.0f);
+  dense.bias.shape = {1};
+  dense.bias.data = {0.0f};
+  m.layers.push_back(dense);
+  const std::vector<float> x = {1.0f,     0x1p-8f,  0x1p-24f, 0x1p-24f,
+                                0x1p-24f, 0x1p-24f, 0x1p-24f, 0x1p-24f};
+  const std::vector<std::pair<int, uint16_t>> want = {
+      {2, 0x3f81}, {4, 0x3f81}, {8, 0x3f80}, {16, 0x3f80}};
+  for (const auto& [n, bits] : want) {
+    EXPECT_EQ(Bf16Net(m, n).Forward(x.data()).back()[0], bits) << "N = " << n;
+  }
+}
+
+TEST(Bf16NetTest, FirstNonFiniteNamesLayerAndIndex) {
+  Model m = MakeLenet5(6);
+  m.layers[2].weights.data[0] = std::numeric_limits<float>::infinity();
+  std::vector<float> input(static_cast<size_t>(m.input.Size()), 0.5f);
+  const auto outs = Bf16Net(m, 16).Forward(input.data());
+  const NonFinite f = FirstNonFinite(outs);
+  EXPECT_EQ(f.layer, 2);
+  EXPECT_EQ(f.index, 0);  // channel 0 of pixel (0, 0) reads the infinite weight first
+  EXPECT_EQ(FirstNonFinite(Bf16Net(MakeLenet5(6), 16).Forward(input.data())).layer, -1);
+}
+
+TEST(Bf16NetTest, UnsupportedLayersAreRefused) {
+  Model m = MakeLenet5(7);
+  m.layers[1].pool_h = m.layers[1].pool_w = 3;
+  try {
+    Bf16Net net(m, 16);
+    FAIL() << "expected an error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not run in bf16 yet"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tpu::nn
