@@ -15,41 +15,45 @@
 
 namespace tpu {
 
-template <class Engine>
-void Stream(benchmark::State& state, Engine& engine) {
+// A's and B's random operands and C's reference, per operand type.
+template <class T>
+struct Operands;
+template <>
+struct Operands<int8_t> {
+  static Matrix<int8_t> Random(int64_t r, int64_t c, uint64_t s) {
+    return gemm::RandomInt8(r, c, s);
+  }
+  static Matrix<int32_t> Reference(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int) {
+    return gemm::ReferenceGemm(a, b);
+  }
+};
+template <>
+struct Operands<uint16_t> {
+  static Matrix<uint16_t> Random(int64_t r, int64_t c, uint64_t s) {
+    return gemm::RandomBf16(r, c, s);
+  }
+  static Matrix<int32_t> Reference(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int dim) {
+    return gemm::ReferenceGemmBf16(a, b, dim);
+  }
+};
+
+// T: int8_t, or uint16_t for bfloat16.
+template <class T = int8_t>
+void Stream(benchmark::State& state, sim::MxuEngine& engine) {
   const int dim = static_cast<int>(state.range(0));
   // 1024 rows per tile, 4 x 4 tiles: weight loads hide behind streaming and the run
   // (about 16,000 cycles) dwarfs building and resetting the model.
   const gemm::GemmPlan plan = gemm::PlanGemm({1024, 4 * dim, 4 * dim}, dim, 1024);
-  const auto a = gemm::RandomInt8(plan.shape.m, plan.shape.k, 1);
-  const auto b = gemm::RandomInt8(plan.shape.k, plan.shape.n, 2);
+  const auto a = Operands<T>::Random(plan.shape.m, plan.shape.k, 1);
+  const auto b = Operands<T>::Random(plan.shape.k, plan.shape.n, 2);
   Matrix<int32_t> c;
-  gemm::GemmWorkload workload(plan, a, b, &c);
+  gemm::GemmWorkloadOf<T> workload(plan, a, b, &c);
   uint64_t cycles = 0;
   for (auto _ : state) {
     cycles += engine.Run(workload, {}).counters.cycles;
   }
-  if (c.data != gemm::ReferenceGemm(a, b).data) state.SkipWithError("result differs from Eigen");
-  state.counters["cycles_per_s"] =
-      benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
-  state.counters["pe_cycles_per_s"] =
-      benchmark::Counter(static_cast<double>(cycles) * dim * dim, benchmark::Counter::kIsRate);
-}
-
-// The same stream in bfloat16.
-void StreamBf16(benchmark::State& state, sim::MxuEngine& engine) {
-  const int dim = static_cast<int>(state.range(0));
-  const gemm::GemmPlan plan = gemm::PlanGemm({1024, 4 * dim, 4 * dim}, dim, 1024);
-  const auto a = gemm::RandomBf16(plan.shape.m, plan.shape.k, 1);
-  const auto b = gemm::RandomBf16(plan.shape.k, plan.shape.n, 2);
-  Matrix<int32_t> c;
-  gemm::Bf16GemmWorkload workload(plan, a, b, &c);
-  uint64_t cycles = 0;
-  for (auto _ : state) {
-    cycles += engine.Run(workload, {}).counters.cycles;
-  }
-  if (c.data != gemm::ReferenceGemmBf16(a, b, dim).data) {
-    state.SkipWithError("result differs from the bf16 reference");
+  if (c.data != Operands<T>::Reference(a, b, dim).data) {
+    state.SkipWithError("result differs from the reference");
   }
   state.counters["cycles_per_s"] =
       benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
@@ -60,13 +64,13 @@ void StreamBf16(benchmark::State& state, sim::MxuEngine& engine) {
 void BM_MxuStreamBf16(benchmark::State& state) {
   auto engine =
       sim::MakeMxuEngine(static_cast<int>(state.range(0)), sim::EngineKind::kVerilator, 16);
-  StreamBf16(state, *engine);
+  Stream<uint16_t>(state, *engine);
 }
 BENCHMARK(BM_MxuStreamBf16)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond);
 
 void BM_MxuStreamFastBf16(benchmark::State& state) {
   fast::FastMxuEngine engine(static_cast<int>(state.range(0)), 1024, 16);
-  StreamBf16(state, engine);
+  Stream<uint16_t>(state, engine);
 }
 BENCHMARK(BM_MxuStreamFastBf16)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond);
 
