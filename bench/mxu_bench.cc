@@ -15,28 +15,6 @@
 
 namespace tpu {
 
-// A's and B's random operands and C's reference, per operand type.
-template <class T>
-struct Operands;
-template <>
-struct Operands<int8_t> {
-  static Matrix<int8_t> Random(int64_t r, int64_t c, uint64_t s) {
-    return gemm::RandomInt8(r, c, s);
-  }
-  static Matrix<int32_t> Reference(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int) {
-    return gemm::ReferenceGemm(a, b);
-  }
-};
-template <>
-struct Operands<uint16_t> {
-  static Matrix<uint16_t> Random(int64_t r, int64_t c, uint64_t s) {
-    return gemm::RandomBf16(r, c, s);
-  }
-  static Matrix<int32_t> Reference(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int dim) {
-    return gemm::ReferenceGemmBf16(a, b, dim);
-  }
-};
-
 // T: int8_t, or uint16_t for bfloat16.
 template <class T = int8_t>
 void Stream(benchmark::State& state, sim::MxuEngine& engine) {
@@ -44,15 +22,22 @@ void Stream(benchmark::State& state, sim::MxuEngine& engine) {
   // 1024 rows per tile, 4 x 4 tiles: weight loads hide behind streaming and the run
   // (about 16,000 cycles) dwarfs building and resetting the model.
   const gemm::GemmPlan plan = gemm::PlanGemm({1024, 4 * dim, 4 * dim}, dim, 1024);
-  const auto a = Operands<T>::Random(plan.shape.m, plan.shape.k, 1);
-  const auto b = Operands<T>::Random(plan.shape.k, plan.shape.n, 2);
+  const auto a = gemm::RandomOperand<T>(plan.shape.m, plan.shape.k, 1);
+  const auto b = gemm::RandomOperand<T>(plan.shape.k, plan.shape.n, 2);
   Matrix<int32_t> c;
   gemm::GemmWorkloadOf<T> workload(plan, a, b, &c);
   uint64_t cycles = 0;
   for (auto _ : state) {
     cycles += engine.Run(workload, {}).counters.cycles;
   }
-  if (c.data != Operands<T>::Reference(a, b, dim).data) {
+  const Matrix<int32_t> want = [&] {
+    if constexpr (sizeof(T) == 1) {
+      return gemm::ReferenceGemm(a, b);
+    } else {
+      return gemm::ReferenceGemmBf16(a, b, dim);
+    }
+  }();
+  if (c.data != want.data) {
     state.SkipWithError("result differs from the reference");
   }
   state.counters["cycles_per_s"] =

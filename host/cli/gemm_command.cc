@@ -78,13 +78,8 @@ gemm::GemmPlan Operands(const GemmOptions& o, const config::TpuConfig& config, M
   }
   const gemm::GemmShape shape{o.m.value_or(64), o.k.value_or(64), o.n.value_or(64)};
   const gemm::GemmPlan p = plan(shape);
-  if constexpr (sizeof(T) == 1) {
-    *a = gemm::RandomInt8(shape.m, shape.k, o.seed);
-    *b = gemm::RandomInt8(shape.k, shape.n, o.seed + 1);
-  } else {
-    *a = gemm::RandomBf16(shape.m, shape.k, o.seed);
-    *b = gemm::RandomBf16(shape.k, shape.n, o.seed + 1);
-  }
+  *a = gemm::RandomOperand<T>(shape.m, shape.k, o.seed);
+  *b = gemm::RandomOperand<T>(shape.k, shape.n, o.seed + 1);
   return p;
 }
 

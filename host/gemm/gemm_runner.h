@@ -55,4 +55,14 @@ Matrix<int32_t> ReferenceGemmBf16(const Matrix<uint16_t>& a, const Matrix<uint16
 // reproducible from the seed.
 Matrix<uint16_t> RandomBf16(int64_t rows, int64_t cols, uint64_t seed);
 
+// RandomInt8 or RandomBf16, by operand type (int8_t or uint16_t), for callers of both.
+template <class T>
+Matrix<T> RandomOperand(int64_t rows, int64_t cols, uint64_t seed) {
+  if constexpr (sizeof(T) == 1) {
+    return RandomInt8(rows, cols, seed);
+  } else {
+    return RandomBf16(rows, cols, seed);
+  }
+}
+
 }  // namespace tpu::gemm
