@@ -62,6 +62,7 @@ lint: deps
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) --top-module tpu_mxu_top
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) --top-module tpu_mxu_top +define+TPU_BF16
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top +define+TPU_BF16
 
 format:
 	find bench fast host sim tests \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | xargs -0 clang-format -i
@@ -81,7 +82,8 @@ fuzz:
 # ThreadSanitizer cannot follow, so the RTL tests are not run under it, and its build has
 # only the smallest RTL models.) The ASan build leaves out the 256 x 256 models and the
 # 128 x 128 bf16 ones, whose instrumented build alone would take longer than the rest.
-SAN_DIMS := -DTPUSIM_TPU_DIMS="4;8;16;32" -DTPUSIM_ARRAY_DIMS="4;8;16" -DTPUSIM_BF16_ARRAY_DIMS="4;16"
+SAN_DIMS := -DTPUSIM_TPU_DIMS="4;8;16;32" -DTPUSIM_TPU_BF16_DIMS=4 -DTPUSIM_ARRAY_DIMS="4;8;16" \
+  -DTPUSIM_BF16_ARRAY_DIMS="4;16"
 # -g1: file and line in every report, without the variable tracking that makes the
 # Verilated models' huge functions slow to compile.
 SAN_FLAGS_asan := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g1
@@ -96,7 +98,7 @@ test-asan: deps
 	  ctest -L fast -j $(JOBS) --output-on-failure
 test-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DTPUSIM_CUDA=OFF \
-	  -DTPUSIM_TPU_DIMS=4 -DTPUSIM_ARRAY_DIMS=4 -DTPUSIM_TEACH_DIMS=4 \
+	  -DTPUSIM_TPU_DIMS=4 -DTPUSIM_TPU_BF16_DIMS=4 -DTPUSIM_ARRAY_DIMS=4 -DTPUSIM_TEACH_DIMS=4 \
 	  "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS_tsan)" "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_FLAGS_tsan)"
 	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
@@ -114,7 +116,8 @@ cosim: build
 COVERAGE_ARGS ?=
 coverage: deps
 	cmake -S . -B build-coverage -DCMAKE_BUILD_TYPE=Release -DTPUSIM_CUDA=OFF \
-	  -DTPUSIM_BUILD_TESTS=OFF -DTPUSIM_TPU_DIMS="4;8;16;32" -DTPUSIM_ARRAY_DIMS="4;8;16" \
+	  -DTPUSIM_BUILD_TESTS=OFF -DTPUSIM_TPU_DIMS="4;8;16;32" -DTPUSIM_TPU_BF16_DIMS=4 \
+	  -DTPUSIM_ARRAY_DIMS="4;8;16" \
 	  -DTPUSIM_TEACH_DIMS=4 -DTPUSIM_RTL_COVERAGE=ON
 	cmake --build build-coverage -j $(JOBS) --target tpusim
 	scripts/rtl-coverage build-coverage $(COVERAGE_ARGS)

@@ -47,53 +47,67 @@ set(TPU_TOP_RTL_SOURCES
   ${TPU_RTL_DIR}/tpu_top.sv)
 
 # The buffer sizes of each RTL model come from the presets in configs/ (their one home):
-# the model of array size N has the parameters of the preset with array_dim N (which ones,
-# and their tpu_top names, come from contract/tpu_contract.toml through the generated
-# tpu_params.cmake); a size without a preset gets small-16's. tpusim reads them back from
-# the model at run time and checks them against the config.
+# the model of array size N and number format D (the config field dtype) has the
+# parameters of the preset with array_dim N and dtype D (which ones, and their tpu_top
+# names, come from contract/tpu_contract.toml through the generated tpu_params.cmake); a
+# model without a preset gets small-16's. tpusim reads them back from the model at run time
+# and checks them against the config.
 include(${TPUSIM_GENERATED_DIR}/cmake/tpu_params.cmake)
 file(GLOB TPUSIM_PRESET_FILES ${CMAKE_SOURCE_DIR}/configs/*.json)
 set_property(DIRECTORY ${CMAKE_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
              ${TPUSIM_PRESET_FILES})
-set(TPUSIM_PRESET_DIMS "")
+set(TPUSIM_PRESET_DIMS_int8 "")
+set(TPUSIM_PRESET_DIMS_bf16 "")
 foreach(file ${TPUSIM_PRESET_FILES})
   file(READ ${file} json)
   string(JSON n GET "${json}" array_dim)
+  string(JSON dtype ERROR_VARIABLE no_dtype GET "${json}" dtype)
+  if(no_dtype)
+    set(dtype ${TPUSIM_RTL_DEFAULT_dtype})
+  endif()
   set(params "")
   foreach(key ${TPUSIM_RTL_PARAM_FIELDS})
     string(JSON value GET "${json}" ${key})
     list(APPEND params ${value})
   endforeach()
-  if(DEFINED TPUSIM_PRESET_PARAMS_${n} AND NOT "${TPUSIM_PRESET_PARAMS_${n}}" STREQUAL "${params}")
-    message(FATAL_ERROR "${file}: two presets of array size ${n} ask for different RTL parameters "
-                        "(${TPUSIM_RTL_PARAM_FIELDS}: ${TPUSIM_PRESET_PARAMS_${n}} and ${params}); "
-                        "one RTL model is built per size")
+  set(key ${dtype}_${n})
+  if(DEFINED TPUSIM_PRESET_PARAMS_${key} AND NOT "${TPUSIM_PRESET_PARAMS_${key}}" STREQUAL "${params}")
+    message(FATAL_ERROR "${file}: two ${dtype} presets of array size ${n} ask for different RTL "
+                        "parameters (${TPUSIM_RTL_PARAM_FIELDS}: ${TPUSIM_PRESET_PARAMS_${key}} and "
+                        "${params}); one RTL model is built per size and format")
   endif()
-  set(TPUSIM_PRESET_PARAMS_${n} ${params})
-  list(APPEND TPUSIM_PRESET_DIMS ${n})
+  set(TPUSIM_PRESET_PARAMS_${key} ${params})
+  list(APPEND TPUSIM_PRESET_DIMS_${dtype} ${n})
 endforeach()
-list(REMOVE_DUPLICATES TPUSIM_PRESET_DIMS)
-list(SORT TPUSIM_PRESET_DIMS COMPARE NATURAL)
+foreach(dtype int8 bf16)
+  list(REMOVE_DUPLICATES TPUSIM_PRESET_DIMS_${dtype})
+  list(SORT TPUSIM_PRESET_DIMS_${dtype} COMPARE NATURAL)
+endforeach()
 
-# tpusim_rtl_param(N FIELD OUT): the value of config field FIELD in the model of size N.
-function(tpusim_rtl_param N FIELD OUT)
-  if(DEFINED TPUSIM_PRESET_PARAMS_${N})
-    set(p ${TPUSIM_PRESET_PARAMS_${N}})
+# tpusim_rtl_param(N DTYPE FIELD OUT): the value of config field FIELD in the model of size
+# N and format DTYPE.
+function(tpusim_rtl_param N DTYPE FIELD OUT)
+  if(DEFINED TPUSIM_PRESET_PARAMS_${DTYPE}_${N})
+    set(p ${TPUSIM_PRESET_PARAMS_${DTYPE}_${N}})
   else()
-    set(p ${TPUSIM_PRESET_PARAMS_16})
+    set(p ${TPUSIM_PRESET_PARAMS_int8_16})
   endif()
   list(FIND TPUSIM_RTL_PARAM_FIELDS ${FIELD} i)
   list(GET p ${i} value)
   set(${OUT} ${value} PARENT_SCOPE)
 endfunction()
 
-# tpusim_rtl_params(N OUT): the -G flags of every tpu_top parameter of the model of size N.
-function(tpusim_rtl_params N OUT)
+# tpusim_rtl_params(N DTYPE OUT): the -G flags of every tpu_top parameter of the model of
+# size N and format DTYPE, and the define of the format.
+function(tpusim_rtl_params N DTYPE OUT)
   set(flags -GArrayDim=${N})
   foreach(field name IN ZIP_LISTS TPUSIM_RTL_PARAM_FIELDS TPUSIM_RTL_PARAM_NAMES)
-    tpusim_rtl_param(${N} ${field} value)
+    tpusim_rtl_param(${N} ${DTYPE} ${field} value)
     list(APPEND flags -G${name}=${value})
   endforeach()
+  if(DEFINED TPUSIM_RTL_DEFINE_dtype_${DTYPE})
+    list(APPEND flags +define+${TPUSIM_RTL_DEFINE_dtype_${DTYPE}})
+  endif()
   set(${OUT} ${flags} PARENT_SCOPE)
 endfunction()
 
@@ -115,7 +129,7 @@ endfunction()
 # or Vtpu_mxu_bf16_sc_n<N>.
 function(tpusim_verilate_mxu TARGET N)
   cmake_parse_arguments(ARG "SYSTEMC;NOTRACE;TEACH;BF16;COMPACT;PER_PE" "PREFIX" "" ${ARGN})
-  tpusim_rtl_param(${N} acc_depth_rows depth)
+  tpusim_rtl_param(${N} int8 acc_depth_rows depth)
   tpusim_array_form(${N} form)
   if(ARG_COMPACT)
     set(form "-GCompactArray=1'b1")
@@ -148,16 +162,20 @@ function(tpusim_verilate_mxu TARGET N)
   endif()
 endfunction()
 
-# tpusim_verilate_tpu(TARGET N): adds class Vtpu_top_sc_n<N>, tpu_top as a SystemC module
-# with FST tracing, to TARGET.
-function(tpusim_verilate_tpu TARGET N)
-  tpusim_rtl_params(${N} gflags)
+# tpusim_verilate_tpu(TARGET N DTYPE): adds class Vtpu_top_sc_n<N> (int8) or
+# Vtpu_top_bf16_sc_n<N> (bf16), tpu_top as a SystemC module with FST tracing, to TARGET.
+function(tpusim_verilate_tpu TARGET N DTYPE)
+  tpusim_rtl_params(${N} ${DTYPE} gflags)
+  set(kind "")
+  if(NOT DTYPE STREQUAL "int8")
+    set(kind "${DTYPE}_")
+  endif()
   tpusim_array_form(${N} form)
   set(coverage "")
   if(TPUSIM_RTL_COVERAGE)
     set(coverage COVERAGE)
   endif()
-  verilate(${TARGET} SYSTEMC TRACE_FST ${coverage} PREFIX Vtpu_top_sc_n${N} TOP_MODULE tpu_top
+  verilate(${TARGET} SYSTEMC TRACE_FST ${coverage} PREFIX Vtpu_top_${kind}sc_n${N} TOP_MODULE tpu_top
            SOURCES ${TPU_TOP_RTL_SOURCES}
            VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
                           ${TPU_RTL_INCLUDE} ${gflags} ${form}

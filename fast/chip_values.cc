@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "host/nn/bf16.h"
 #include "host/nn/int8_gemm.h"
 #include "host/nn/int8_ops.h"
 #include "host/nn/vpu_functions.h"
@@ -21,12 +22,15 @@ uint32_t Get32(const uint8_t* p) {
 ChipValues::ChipValues(const ChipParams& p)
     : p_(p),
       n_(p.array_dim),
+      bf16_(p.dtype == hw::Dtype::kBf16),
+      row_bytes_(hw::RowBytes(p)),
+      set_bytes_(int64_t{hw::ParamRows(hw::ElementBytes(p.dtype))} * row_bytes_),
       host_(static_cast<uint64_t>(p.host_mem_bytes)),
       weight_(static_cast<uint64_t>(p.weight_mem_bytes)),
-      ub_(static_cast<uint64_t>(p.ub_depth_rows) * p.array_dim),
+      ub_(static_cast<uint64_t>(p.ub_depth_rows) * static_cast<uint64_t>(row_bytes_)),
       acc_(static_cast<uint64_t>(p.acc_depth_rows) * p.array_dim),
-      params_(static_cast<size_t>(p.param_sets) * hw::kParamRows * p.array_dim, 0),
-      active_(static_cast<size_t>(n_ * n_), 0),
+      params_(static_cast<size_t>(p.param_sets) * static_cast<size_t>(set_bytes_), 0),
+      active_(static_cast<size_t>(n_ * row_bytes_), 0),
       active_f_(static_cast<size_t>(n_ * n_), 0.0f) {}
 
 void ChipValues::BeginRun() {
@@ -40,15 +44,15 @@ void ChipValues::Issue(const Decoded& d) {
   switch (static_cast<Opcode>(d.op)) {
     case Opcode::kReadHost:
       if (d.flags & hw::kFlagParams) {
-        std::memcpy(&params_[static_cast<size_t>(d.dst) * hw::kParamRows * n_], &host_[d.src],
-                    static_cast<size_t>(d.len) * hw::kParamRows * n_);
+        std::memcpy(&params_[static_cast<size_t>(d.dst * set_bytes_)], &host_[d.src],
+                    static_cast<size_t>(d.len * set_bytes_));
       } else {
-        std::memcpy(&ub_[static_cast<size_t>(d.dst) * n_], &host_[d.src],
-                    static_cast<size_t>(d.len) * n_);
+        std::memcpy(Ub<uint8_t>(d.dst), &host_[d.src], static_cast<size_t>(d.len * row_bytes_));
       }
       break;
     case Opcode::kReadWeights:
-      for (uint32_t t = 0; t < d.len; ++t) tiles_.push_back(d.weight_addr + uint64_t{t} * n_ * n_);
+      for (uint32_t t = 0; t < d.len; ++t)
+        tiles_.push_back(d.weight_addr + uint64_t{t} * static_cast<uint64_t>(n_ * row_bytes_));
       while (!waiting_.empty()) {
         const bool needs_tile = waiting_.front().flags & hw::kFlagSwitch;
         if (needs_tile && next_tile_ == tiles_.size()) break;
@@ -64,7 +68,11 @@ void ChipValues::Issue(const Decoded& d) {
       }
       break;
     case Opcode::kActivate:
-      Activate(d);
+      if (bf16_) {
+        ActivateBf16(d);
+      } else {
+        Activate(d);
+      }
       break;
     default:  // write_host moves rows as the memory accepts them; the rest move nothing
       break;
@@ -72,17 +80,21 @@ void ChipValues::Issue(const Decoded& d) {
 }
 
 void ChipValues::HostWrite(uint64_t host_addr, uint32_t ub_row) {
-  std::memcpy(&host_[host_addr], &ub_[static_cast<size_t>(ub_row) * n_], static_cast<size_t>(n_));
+  std::memcpy(&host_[host_addr], Ub<uint8_t>(ub_row), static_cast<size_t>(row_bytes_));
 }
 
 void ChipValues::SwitchTile() {
   const uint8_t* w = &weight_[tiles_[next_tile_++]];
-  std::memcpy(active_.data(), w, static_cast<size_t>(n_ * n_));
+  std::memcpy(active_.data(), w, static_cast<size_t>(n_ * row_bytes_));
+  if (bf16_) {  // every row takes part in bf16 (their +0 products change a -0 sum)
+    nn::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(active_.data()), n_, active_f_.data());
+    return;
+  }
   row_lo_ = col_lo_ = n_;
   row_hi_ = col_hi_ = 0;
   for (int64_t r = 0; r < n_; ++r) {
     for (int64_t c = 0; c < n_; ++c) {
-      const int8_t v = active_[static_cast<size_t>(r * n_ + c)];
+      const auto v = static_cast<int8_t>(active_[static_cast<size_t>(r * n_ + c)]);
       active_f_[static_cast<size_t>(r * n_ + c)] = v;
       if (v != 0) {
         row_lo_ = std::min(row_lo_, r);
@@ -97,11 +109,13 @@ void ChipValues::SwitchTile() {
 
 void ChipValues::Matmul(const Decoded& d) {
   if (d.flags & hw::kFlagSwitch) SwitchTile();
+  if (bf16_) return MatmulBf16(d);
   if (d.flags & hw::kFlagMax) return MatmulMax(d);
   const bool accumulate = d.flags & hw::kFlagAccumulate;
   const int64_t rows = d.len;
   int32_t* acc = &acc_[static_cast<size_t>(d.dst) * n_];
-  const int8_t* x = Rows(d);
+  const int8_t* x = MatmulRows<int8_t>(d);
+  const auto* active = reinterpret_cast<const int8_t*>(active_.data());
   // Outside the box of non-zero weights every product is zero: the accumulators keep their
   // value (accumulate) or become zero (overwrite).
   if (!accumulate) {
@@ -118,9 +132,8 @@ void ChipValues::Matmul(const Decoded& d) {
     return;
   }
   if (rows * cols * k < 4096) {
-    nn::GemmInt8(rows, cols, k, x + row_lo_, n_,
-                 &active_[static_cast<size_t>(row_lo_ * n_ + col_lo_)], n_, acc + col_lo_, n_,
-                 accumulate);
+    nn::GemmInt8(rows, cols, k, x + row_lo_, n_, &active[row_lo_ * n_ + col_lo_], n_, acc + col_lo_,
+                 n_, accumulate);
   } else {
     nn::GemmInt8F(rows, cols, k, x + row_lo_, n_,
                   &active_f_[static_cast<size_t>(row_lo_ * n_ + col_lo_)], n_, acc + col_lo_, n_,
@@ -130,25 +143,44 @@ void ChipValues::Matmul(const Decoded& d) {
 
 // The rows the matmul multiplies: formed by the window stage, gathered with a stride, or
 // the unified buffer's own.
-const int8_t* ChipValues::Rows(const Decoded& d) {
-  const int8_t* x = &ub_[static_cast<size_t>(d.src) * n_];
+template <class T>
+const T* ChipValues::MatmulRows(const Decoded& d) {
+  const T* x = Ub<T>(d.src);
   if (d.flags & hw::kFlagWindow) {
-    FormWindowRows(d);
-    return formed_.data();
+    // pad_min pads with the most negative operand (rtl/tpu_pkg.sv PadMin).
+    FormWindowRows<T>(d, static_cast<T>(sizeof(T) == 1 ? 0x80 : 0xff7f));
+    return reinterpret_cast<const T*>(formed_.data());
   }
   if (d.step == 1) return x;
-  formed_.resize(static_cast<size_t>(int64_t{d.len} * n_));
+  formed_.resize(static_cast<size_t>(int64_t{d.len} * row_bytes_));
   for (int64_t i = 0; i < d.len; ++i)
-    std::memcpy(&formed_[static_cast<size_t>(i * n_)], x + i * d.step * n_,
-                static_cast<size_t>(n_));
-  return formed_.data();
+    std::memcpy(&formed_[static_cast<size_t>(i * row_bytes_)], x + i * d.step * n_,
+                static_cast<size_t>(row_bytes_));
+  return reinterpret_cast<const T*>(formed_.data());
+}
+
+// bf16: the tile's product in the array's order (nn::Bf16TileProductF, every row of the
+// array taking part); the accumulators store it, add it or keep the larger (matmul max).
+void ChipValues::MatmulBf16(const Decoded& d) {
+  const int64_t rows = d.len, n = n_;
+  const uint16_t* x = MatmulRows<uint16_t>(d);
+  auto* acc = reinterpret_cast<uint32_t*>(&acc_[static_cast<size_t>(d.dst) * n]);
+  if (!(d.flags & hw::kFlagMax)) {
+    nn::Bf16TileProductF(rows, n, n, n, x, n, active_f_.data(), n, acc, n,
+                         d.flags & hw::kFlagAccumulate);
+    return;
+  }
+  product_.assign(static_cast<size_t>(rows * n), 0);
+  auto* p = reinterpret_cast<uint32_t*>(product_.data());
+  nn::Bf16TileProductF(rows, n, n, n, x, n, active_f_.data(), n, p, n, /*accumulate=*/false);
+  for (int64_t i = 0; i < rows * n; ++i) acc[i] = nn::Fp32Max(acc[i], p[i]);
 }
 
 // matmul max: each accumulator keeps the larger of its value and the product's. The
 // product is the full tile's (zeros outside the box of non-zero weights included).
 void ChipValues::MatmulMax(const Decoded& d) {
   const int64_t rows = d.len, n = n_;
-  const int8_t* x = Rows(d);
+  const int8_t* x = MatmulRows<int8_t>(d);
   product_.assign(static_cast<size_t>(rows * n), 0);
   const int64_t cols = col_hi_ - col_lo_, k = row_hi_ - row_lo_;
   if (cols > 0) {
@@ -162,12 +194,14 @@ void ChipValues::MatmulMax(const Decoded& d) {
 }
 
 // The window-gather stage (rtl/tpu_mxu_feeder.sv): lane l of the row of output pixel
-// (oy, ox) is element ktile x N + l of its receptive field in (ky, kx, c) order.
-void ChipValues::FormWindowRows(const Decoded& d) {
+// (oy, ox) is element ktile x N + l of its receptive field in (ky, kx, c) order; T is the
+// operand (int8_t, or uint16_t in bf16).
+template <class T>
+void ChipValues::FormWindowRows(const Decoded& d, T pad_min) {
   const Window& w = d.window;
   const int64_t n = n_, rows = d.len;
   const int64_t fields = int64_t{w.kh} * w.kw * w.channels, first = d.first, tile = d.ktile;
-  formed_.assign(static_cast<size_t>(rows * n), 0);
+  formed_.assign(static_cast<size_t>(rows * row_bytes_), 0);
   // Per lane: (ky, kx, c), or -1 past the field's end.
   std::vector<int64_t> ky(static_cast<size_t>(n), -1), kx(ky), ch(ky);
   for (int64_t l = 0; l < n; ++l) {
@@ -177,7 +211,7 @@ void ChipValues::FormWindowRows(const Decoded& d) {
     kx[l] = e / w.channels % w.kw;
     ky[l] = e / (int64_t{w.channels} * w.kw);
   }
-  const int8_t* map = &ub_[static_cast<size_t>(d.src) * n];
+  const T* map = Ub<T>(d.src);
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t px = first + i;
     int64_t oy, ox;
@@ -190,12 +224,12 @@ void ChipValues::FormWindowRows(const Decoded& d) {
       ox = px % w.out_w;
     }
     const int64_t y0 = oy * w.stride_y - w.pad_top, x0 = ox * w.stride_x - w.pad_left;
-    int8_t* row = &formed_[static_cast<size_t>(i * n)];
+    T* row = reinterpret_cast<T*>(&formed_[static_cast<size_t>(i * row_bytes_)]);
     for (int64_t l = 0; l < n; ++l) {
       if (ky[l] < 0) continue;
       const int64_t y = y0 + ky[l], x = x0 + kx[l];
       if (y < 0 || y >= w.in_h || x < 0 || x >= w.in_w) {
-        if (w.pad_min) row[l] = -128;
+        if (w.pad_min) row[l] = pad_min;
         continue;
       }
       row[l] = map[(y * w.in_w + x) * w.pixel_bytes + ch[l]];
@@ -205,7 +239,7 @@ void ChipValues::FormWindowRows(const Decoded& d) {
 
 void ChipValues::Activate(const Decoded& d) {
   const int64_t n = n_;
-  const uint8_t* set = &params_[static_cast<size_t>(d.param_set) * hw::kParamRows * n];
+  const uint8_t* set = ParamSet(d.param_set);
   const int64_t step = d.step;
   const bool relu = d.flags & hw::kFlagRelu;
   const int32_t lo = relu ? 0 : -128;
@@ -227,7 +261,7 @@ void ChipValues::Activate(const Decoded& d) {
     }
   }
   const int32_t* acc = &acc_[static_cast<size_t>(d.src) * n];
-  int8_t* out = &ub_[static_cast<size_t>(d.dst) * n];
+  int8_t* out = Ub<int8_t>(d.dst);
   auto requant = [&](const int32_t* row, int64_t l) {
     const auto sum =
         static_cast<int32_t>(static_cast<uint32_t>(row[l]) + static_cast<uint32_t>(bias[l]));
@@ -276,14 +310,13 @@ void ChipValues::ActivateResidual(const Decoded& d,
   const int32_t lo = r.relu ? 0 : -128;
   std::vector<int8_t> rows(static_cast<size_t>(d.len) * static_cast<size_t>(n));
   auto write = [&](uint32_t j) {
-    std::memcpy(&ub_[static_cast<size_t>((d.dst + j * step) * n)], &rows[size_t{j} * n],
-                static_cast<size_t>(n));
+    std::memcpy(Ub<int8_t>(d.dst + j * step), &rows[size_t{j} * n], static_cast<size_t>(n));
   };
   std::vector<int8_t> y(static_cast<size_t>(n));
   for (uint32_t k = 0; k < d.len; ++k) {
     if (k >= 3) write(k - 3);
     requant(k, y.data());
-    const int8_t* res = &ub_[static_cast<size_t>((r.ub + k * step) * n)];
+    const int8_t* res = Ub<int8_t>(r.ub + k * step);
     int8_t* out = &rows[size_t{k} * n];
     for (int64_t l = 0; l < n; ++l) {
       out[l] = r.product ? nn::MulRequantize(y[l], res[l], r.mul_a, r.shift, lo)
@@ -291,6 +324,36 @@ void ChipValues::ActivateResidual(const Decoded& d,
     }
   }
   for (uint32_t k = d.len >= 3 ? d.len - 3 : 0; k < d.len; ++k) write(k);
+}
+
+// The float32 vector unit (docs/bf16.md; rtl/tpu_vpu.sv): per lane the float32 bias and
+// upper bound of the parameter set, ReLU, rounding to bfloat16, then 2 x 2 pooling. (The
+// controller refuses tables and the residual on a bf16 chip.)
+void ChipValues::ActivateBf16(const Decoded& d) {
+  const int64_t n = n_;
+  const uint8_t* set = ParamSet(d.param_set);
+  std::vector<uint32_t> bias(static_cast<size_t>(n)), hi(static_cast<size_t>(n));
+  for (int64_t l = 0; l < n; ++l) {
+    bias[l] = Get32(set + (hw::kParamBiasByte * n + 4 * l));
+    hi[l] = Get32(set + (hw::kParamMultiplierByte * n + 4 * l));
+  }
+  const bool relu = d.flags & hw::kFlagRelu, avg = d.flags & hw::kFlagPoolAvg;
+  const auto* acc = reinterpret_cast<const uint32_t*>(&acc_[static_cast<size_t>(d.src) * n]);
+  auto value = [&](const uint32_t* row, int64_t l) {
+    return nn::Bf16Activate(nn::Fp32Add(row[l], bias[l]), relu, hi[l]);
+  };
+  for (uint32_t i = 0; i < d.out_rows; ++i) {
+    uint16_t* y = Ub<uint16_t>(d.dst + i * d.step);
+    if (!d.pooled) {
+      for (int64_t l = 0; l < n; ++l) y[l] = value(acc + i * n, l);
+      continue;
+    }
+    for (int64_t l = 0; l < n; ++l) {
+      uint16_t v[4];
+      for (int q = 0; q < 4; ++q) v[q] = value(acc + (4 * i + q) * n, l);
+      y[l] = nn::Bf16Pool(v, avg);
+    }
+  }
 }
 
 }  // namespace tpu::fast

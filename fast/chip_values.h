@@ -41,25 +41,39 @@ class ChipValues {
  private:
   void Matmul(const Decoded& d);
   void MatmulMax(const Decoded& d);
-  // The rows a matmul multiplies (formed, gathered with a stride, or in place).
-  const int8_t* Rows(const Decoded& d);
+
   void Activate(const Decoded& d);
   // activate residual: `requant(i, y)` gives output row i before the residual add.
   void ActivateResidual(const Decoded& d, const std::function<void(uint32_t, int8_t*)>& requant);
-  // Fills formed_ with the rows a matmul window forms.
-  void FormWindowRows(const Decoded& d);
+
   // Loads the next tile from the FIFO's order into the active weights.
   void SwitchTile();
 
+  // The bfloat16 chip's matmul, its matmul max and its float32 vector unit (docs/bf16.md).
+  void MatmulBf16(const Decoded& d);
+  void ActivateBf16(const Decoded& d);
+  // The operands of unified-buffer row `row` (int8_t or uint16_t), and the accumulators.
+  template <class T>
+  T* Ub(uint64_t row) {
+    return reinterpret_cast<T*>(&ub_[row * static_cast<uint64_t>(row_bytes_)]);
+  }
+  template <class T>
+  const T* MatmulRows(const Decoded& d);
+  template <class T>
+  void FormWindowRows(const Decoded& d, T pad_min);
+  const uint8_t* ParamSet(uint32_t set) const { return &params_[size_t{set} * set_bytes_]; }
+
   ChipParams p_;
   int64_t n_;
+  bool bf16_;
+  int64_t row_bytes_, set_bytes_;  // a unified-buffer row, a VPU parameter set
   ZeroedMemory<uint8_t> host_, weight_;
-  ZeroedMemory<int8_t> ub_;
-  ZeroedMemory<int32_t> acc_;
+  ZeroedMemory<uint8_t> ub_;
+  ZeroedMemory<int32_t> acc_;  // int32, or float32 bit patterns
   std::vector<uint8_t> params_;
   // The active tile (row r multiplies activation lane r), as int8 and widened to float for
   // the product, and the bounding box of its non-zero weights.
-  std::vector<int8_t> active_;
+  std::vector<uint8_t> active_;  // N x N operands: int8, or bfloat16
   std::vector<float> active_f_;
   int64_t row_lo_ = 0, row_hi_ = 0, col_lo_ = 0, col_hi_ = 0;
   // Weight-memory addresses of the tiles read_weights brought this run, in FIFO order.
@@ -67,8 +81,8 @@ class ChipValues {
   size_t next_tile_ = 0;
   // Matmuls waiting for a tile that no read_weights has brought yet (and those after them).
   std::deque<Decoded> waiting_;
-  // Rows formed by the window stage or gathered with a stride, for the product.
-  std::vector<int8_t> formed_;
+  // Rows formed by the window stage or gathered with a stride, for the product (operands).
+  std::vector<uint8_t> formed_;
   std::vector<int32_t> product_;  // matmul max: the product before the comparison
 };
 

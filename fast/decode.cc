@@ -10,9 +10,10 @@ namespace {
 using hw::Opcode;
 using hw::Status;
 
-// The sizes the checks compare against: N, the memories in bytes, the buffers in rows.
+// The sizes the checks compare against: N, the memories in bytes, the buffers in rows, a
+// row's bytes and a parameter set's rows.
 struct Sizes {
-  uint64_t n, host, weight, ub, acc, sets;
+  uint64_t n, host, weight, ub, acc, sets, row, param_rows;
 };
 
 Status Range(uint64_t start, uint64_t count, uint64_t size) {
@@ -84,9 +85,9 @@ void ReadHost(Decoded& d, const Sizes& s) {
   if ((d.flags & ~hw::kFlagParams) != 0 || len == 0) {
     d.check = Status::kBadOperand;
   } else if (params) {
-    d.check = First(Range(d.src, len * hw::kParamRows * s.n, s.host), Range(d.dst, len, s.sets));
+    d.check = First(Range(d.src, len * s.param_rows * s.row, s.host), Range(d.dst, len, s.sets));
   } else {
-    d.check = First(Range(d.src, len * s.n, s.host), Range(d.dst, len, s.ub));
+    d.check = First(Range(d.src, len * s.row, s.host), Range(d.dst, len, s.ub));
   }
   Footprint& fp = d.fp;
   fp.ub_use = !params;
@@ -106,7 +107,7 @@ void ReadWeights(Decoded& d, const Sizes& s) {
       (d.aux >> (hw::kOpdReadWeightsAddrHi.lsb + hw::kOpdReadWeightsAddrHi.bits)) != 0)
     d.check = Status::kBadOperand;
   else
-    d.check = Range(d.weight_addr, uint64_t{d.len} * s.n * s.n, s.weight);
+    d.check = Range(d.weight_addr, uint64_t{d.len} * s.n * s.row, s.weight);
   d.unit = hw::kUnitWeightDma;
 }
 
@@ -177,7 +178,7 @@ void WriteHost(Decoded& d, const Sizes& s) {
   if (d.flags != 0 || len == 0)
     d.check = Status::kBadOperand;
   else
-    d.check = First(Range(d.src, len, s.ub), Range(d.dst, len * s.n, s.host));
+    d.check = First(Range(d.src, len, s.ub), Range(d.dst, len * s.row, s.host));
   Footprint& fp = d.fp;
   fp.ub_use = true;
   fp.ub_lo = d.src;
@@ -185,9 +186,33 @@ void WriteHost(Decoded& d, const Sizes& s) {
   d.unit = hw::kUnitHostDma;
 }
 
+void SetFormat(Decoded& d, bool chip_bf16, bool& bf16) {
+  const bool want = d.flags & hw::kFlagBf16;
+  if ((d.flags & ~hw::kFlagBf16) != 0)
+    d.check = Status::kBadOperand;
+  else if (want != chip_bf16)
+    d.check = Status::kWrongFormat;
+  else
+    bf16 = want;
+}
+
+// The number format (docs/bf16.md): a bf16 chip runs what set_format dtype=bf16 declared,
+// and its float32 vector unit has no tables and no residual.
+void CheckFormat(Decoded& d, bool chip_bf16, bool bf16) {
+  const auto op = static_cast<Opcode>(d.op);
+  if (!chip_bf16 || d.check == Status::kInvalidOpcode || op == Opcode::kNop ||
+      op == Opcode::kSync || op == Opcode::kHalt || op == Opcode::kSetFormat)
+    return;
+  const bool vpu_extra =
+      op == Opcode::kActivate && (d.flags & (hw::kFlagSigmoid | hw::kFlagTanh | hw::kFlagResidual));
+  if (!bf16 || op == Opcode::kSetResidual || vpu_extra) d.check = Status::kWrongFormat;
+}
+
 }  // namespace
 
-Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Residual& residual) {
+Decoded Decode(const uint8_t* w, const ChipParams& p, Registers& regs) {
+  Window& window = regs.window;
+  Residual& residual = regs.residual;
   Decoded d;
   d.op = w[hw::kOpcodeOffset];
   d.flags = w[hw::kFlagsOffset];
@@ -202,7 +227,10 @@ Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Residual& 
                 static_cast<uint64_t>(p.weight_mem_bytes),
                 static_cast<uint64_t>(p.ub_depth_rows),
                 static_cast<uint64_t>(p.acc_depth_rows),
-                static_cast<uint64_t>(p.param_sets)};
+                static_cast<uint64_t>(p.param_sets),
+                static_cast<uint64_t>(hw::RowBytes(p)),
+                static_cast<uint64_t>(hw::ParamRows(hw::ElementBytes(p.dtype)))};
+  const bool chip_bf16 = p.dtype == hw::Dtype::kBf16;
   switch (static_cast<Opcode>(d.op)) {
     case Opcode::kNop:
     case Opcode::kSync:
@@ -231,10 +259,14 @@ Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Residual& 
     case Opcode::kWriteHost:
       WriteHost(d, s);
       break;
+    case Opcode::kSetFormat:
+      SetFormat(d, chip_bf16, regs.bf16);
+      break;
     default:
       d.check = Status::kInvalidOpcode;
       break;
   }
+  CheckFormat(d, chip_bf16, regs.bf16);
   return d;
 }
 

@@ -57,10 +57,17 @@ struct Decoded {
   Footprint fp;
 };
 
+// The controller's registers that instructions set: the window (set_window), the residual
+// (set_residual) and the program's number format (set_format).
+struct Registers {
+  Window window;
+  Residual residual;
+  bool bf16 = false;
+};
+
 // Decodes one instruction word exactly as the controller does (the same checks in the
-// same order, 64-bit range arithmetic, 32-bit footprint bounds). `window` and `residual`
-// are the controller's registers: decode a program in order, and a good set_window or
-// set_residual updates them.
-Decoded Decode(const uint8_t* w, const ChipParams& p, Window& window, Residual& residual);
+// same order, 64-bit range arithmetic, 32-bit footprint bounds). Decode a program in order:
+// a good set_window, set_residual or set_format updates `regs`.
+Decoded Decode(const uint8_t* w, const ChipParams& p, Registers& regs);
 
 }  // namespace tpu::fast

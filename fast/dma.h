@@ -36,13 +36,15 @@ class HostDma {
     return s;
   }
 
-  // `start`: the read_host or write_host the controller issues in this cycle, or null.
-  void Edge(const Decoded* start, const Signals& s, bool fire, uint32_t n) {
+  // `start`: the read_host or write_host the controller issues in this cycle, or null;
+  // a row is `row_bytes` bytes, a parameter set `param_rows` rows.
+  void Edge(const Decoded* start, const Signals& s, bool fire, uint32_t row_bytes,
+            uint32_t param_rows) {
     const bool obuf_push = rd_pending_ && obuf_ != 2;
     if (start) {
       const bool write = start->op == static_cast<uint8_t>(hw::Opcode::kWriteHost);
       const bool params = !write && (start->flags & hw::kFlagParams);
-      const uint32_t rows = params ? start->len * hw::kParamRows : start->len;
+      const uint32_t rows = params ? start->len * param_rows : start->len;
       write_ = write;
       params_ = params;
       req_left_ = rows;
@@ -52,7 +54,7 @@ class HostDma {
       write_row_ = start->src;
     } else {
       if (fire) {
-        req_addr_ += n;
+        req_addr_ += row_bytes;
         --req_left_;
         if (write_) ++write_row_;
       }

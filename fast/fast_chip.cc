@@ -29,7 +29,9 @@ void CheckParams(const ChipParams& p) {
 struct Units {
   explicit Units(const ChipParams& p)
       : fifo(static_cast<uint32_t>(p.weight_fifo_tiles) * static_cast<uint32_t>(p.array_dim)),
-        mxu(static_cast<uint64_t>(p.array_dim)) {}
+        mxu(static_cast<uint64_t>(p.array_dim)),
+        row_bytes(static_cast<uint32_t>(hw::RowBytes(p))),
+        param_rows(static_cast<uint32_t>(hw::ParamRows(hw::ElementBytes(p.dtype)))) {}
   UnitsBusy Busy() const {
     UnitsBusy b;
     b.host_dma = hdma.Busy();
@@ -46,6 +48,7 @@ struct Units {
   Feeder feed;
   MatrixUnit mxu;
   ActivateUnit act;
+  uint32_t row_bytes, param_rows;  // a row's bytes, a parameter set's rows
 };
 
 // One cycle before its clock edge: what the ports did, what the issue stage decided, and
@@ -78,12 +81,13 @@ struct Cycle {
     return issue.issue == kFire || push || hm_fire || hm_resp || wm_fire || wm_resp || a_fire ||
            load || out || acc_rd || vpu_out;
   }
-  void Count(uint64_t* cnt, uint64_t k, uint64_t n) const;
+  // n: the array size; row: a row's bytes.
+  void Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const;
 };
 
 // This cycle's increments of every counter, `k` times (more than once for the cycles that
 // repeat this one).
-void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n) const {
+void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
   const uint8_t is = issue.issue;
   cnt[hw::kCounterCycles] += k;
   cnt[hw::kCounterBusyHostDma] += k * busy.host_dma;
@@ -112,9 +116,9 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n) const {
   cnt[hw::kCounterWeightFifoPops] += k * load;
   cnt[hw::kCounterWeightTiles] += k * switch_fire;
   cnt[hw::kCounterParamWrites] += k * (h.resp_take && host_params);
-  cnt[hw::kCounterHostBytesRead] += k * (hm_fire && !host_write ? n : 0);
-  cnt[hw::kCounterHostBytesWritten] += k * (hm_fire && host_write ? n : 0);
-  cnt[hw::kCounterWeightBytesRead] += k * (wm_fire ? n : 0);
+  cnt[hw::kCounterHostBytesRead] += k * (hm_fire && !host_write ? row : 0);
+  cnt[hw::kCounterHostBytesWritten] += k * (hm_fire && host_write ? row : 0);
+  cnt[hw::kCounterWeightBytesRead] += k * (wm_fire ? row : 0);
   cnt[hw::kCounterMacs] += k * (a_fire ? n * n : 0);
   cnt[hw::kCounterVpuRowsIn] += k * vpu_in;
   cnt[hw::kCounterVpuRowsOut] += k * vpu_out;
@@ -182,7 +186,7 @@ void Edge(Units& u, const Cycle& c, uint64_t cycle, uint64_t n, ChipValues* valu
   if (s.go && values) values->Issue(*s.d);
   auto start = [&s](int unit) { return s.Starts(unit) ? s.d : nullptr; };
   u.ctl.Edge(s, c.push, c.a_fire && c.a_last, n, c.Progress());
-  u.hdma.Edge(start(hw::kUnitHostDma), c.h, c.hm_fire, static_cast<uint32_t>(n));
+  u.hdma.Edge(start(hw::kUnitHostDma), c.h, c.hm_fire, u.row_bytes, u.param_rows);
   u.wdma.Edge(start(hw::kUnitWeightDma), c.wm_fire, c.w_take, static_cast<uint32_t>(n));
   u.fifo.Edge(c.w_take, c.load);
   u.feed.Edge(start(hw::kUnitMatrix), c.f_rd, c.a_fire);
@@ -216,19 +220,18 @@ bool Steady(const Units& u, const Cycle& c) {
 FastChip::FastChip(const ChipParams& p)
     : p_(p),
       values_((CheckParams(p), p)),
-      host_(static_cast<uint64_t>(p.array_dim), static_cast<uint64_t>(p.host_mem_bytes_per_cycle),
+      host_(static_cast<uint64_t>(hw::RowBytes(p)),
+            static_cast<uint64_t>(p.host_mem_bytes_per_cycle),
             static_cast<uint64_t>(p.host_mem_latency_cycles)),
-      weight_(static_cast<uint64_t>(p.array_dim),
+      weight_(static_cast<uint64_t>(hw::RowBytes(p)),
               static_cast<uint64_t>(p.weight_mem_bytes_per_cycle),
               static_cast<uint64_t>(p.weight_mem_latency_cycles)) {}
 
 RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o) {
   const uint64_t n = static_cast<uint64_t>(p_.array_dim);
   std::vector<Decoded> prog(count);
-  Window window;      // the controller's window register, as set_window leaves it
-  Residual residual;  // and its residual register, as set_residual leaves it
-  for (size_t i = 0; i < count; ++i)
-    prog[i] = Decode(words + hw::kInstructionBytes * i, p_, window, residual);
+  Registers regs;  // the controller's registers, as the instructions leave them
+  for (size_t i = 0; i < count; ++i) prog[i] = Decode(words + hw::kInstructionBytes * i, p_, regs);
   ChipValues* values = o.timing_only ? nullptr : &values_;
   if (values) values->BeginRun();
   host_.Reset();
@@ -258,7 +261,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
     }
     c.issue = u.ctl.Decide(prog, busy);
     Signals(u, cycle, &c);
-    c.Count(cnt, 1, n);
+    c.Count(cnt, 1, n, u.row_bytes);
     if (o.on_cycles) o.on_cycles(cycle, 1, c.issue.issue, busy.Bits(), c.Obs());
     const bool steady = Steady(u, c);
     Edge(u, c, cycle, n, values);
@@ -267,7 +270,7 @@ RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o)
                                 cycle + (o.watchdog_cycles - quiet)});
       if (next > cycle + 1 && next != kNever) {
         const uint64_t k = next - cycle - 1;  // cycles cycle+1 .. next-1 repeat this one
-        c.Count(cnt, k, n);
+        c.Count(cnt, k, n, u.row_bytes);
         if (o.on_cycles) o.on_cycles(cycle + 1, k, c.issue.issue, busy.Bits(), c.Obs());
         quiet += k;
         cycle += k;

@@ -63,30 +63,28 @@ module tpu_activate_unit
   logic                      residual_q;  // this activate adds the residual
   residual_t                 res_q;       // the residual, latched when it starts
 
-  logic [4*ArrayDim-1:0][7:0] bias_bytes, mult_bytes;
-  logic [31:0]                set_base;
+  // The set's rows side by side: block b (bias, multiplier, shift) starts at byte b x N
+  // (docs/isa.md, "VPU parameter sets"), whatever the width of a row.
+  localparam int unsigned RowBits = ArrayDim * InputWidth;
+  logic [ParamRows*RowBits-1:0] set_bits;
+  logic [31:0]                  set_base;
   assign set_base = 32'(cmd_i.aux[OpdActivateParamsLsb+:OpdActivateParamsBits]) * ParamRows;
 
   always_comb begin
-    for (int k = 0; k < 4; k++) begin
-      for (int l = 0; l < int'(ArrayDim); l++) begin
-        bias_bytes[k*ArrayDim+l] = par_q[ParAddrWidth'(set_base + ParamBiasRow + 32'(k))][l];
-        mult_bytes[k*ArrayDim+l] = par_q[ParAddrWidth'(set_base + ParamMultiplierRow + 32'(k))][l];
-      end
-    end
+    for (int r = 0; r < int'(ParamRows); r++)
+      set_bits[r*RowBits+:RowBits] = par_q[ParAddrWidth'(set_base + 32'(r))];
   end
 
   always_ff @(posedge clk_i) begin
     if (start_i) begin
-      bias_q <= bias_bytes;
-      mult_q <= mult_bytes;
+      bias_q <= set_bits[ParamBiasByte*8*ArrayDim+:32*ArrayDim];
+      mult_q <= set_bits[ParamMultiplierByte*8*ArrayDim+:32*ArrayDim];
       for (int l = 0; l < int'(ArrayDim); l++) begin
-        shift_q[l] <= par_q[ParAddrWidth'(set_base + ParamShiftRow)][l][5:0];
+        shift_q[l] <= set_bits[(ParamShiftByte*ArrayDim+l)*8+:6];
       end
     end
   end
 
-  // ---------------------------------------------------------------- sequencing
   logic                    vpu_out_valid;
   operand_t [ArrayDim-1:0] vpu_out_data;
 

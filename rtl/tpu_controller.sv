@@ -108,6 +108,7 @@ module tpu_controller
   endfunction
 
   localparam logic [63:0] N = 64'(ArrayDim);
+  localparam logic [63:0] RowBytes = 64'(ArrayDim * InputWidth / 8);
 
   logic [7:0]  op, flags;
   logic [63:0] len, src, dst, aux, out_rows, wm_addr;
@@ -119,6 +120,9 @@ module tpu_controller
   window_t     win_q, win_new;
   logic [63:0] step, win_rows, win_tiles, win_pixels, act_step;
   logic        win_bad;
+
+  // The program's format: int8 from reset, bf16 once a set_format dtype=bf16 has issued.
+  logic        bf16_q;
 
   // The residual: set by set_residual when it issues, used by activate residual.
   residual_t   res_q, res_new;
@@ -210,13 +214,17 @@ module tpu_controller
         if ((flags & ~8'((1 << FlagResidualRelu) | (1 << FlagProduct))) != '0 || res_bad)
           check = StatusBadOperand;
       end
+      OpSetFormat: begin
+        if ((flags & ~8'(1 << FlagBf16)) != '0) check = StatusBadOperand;
+        else if (flags[FlagBf16] != Bf16) check = StatusWrongFormat;
+      end
       OpReadHost: begin
         if ((flags & ~8'(1 << FlagParams)) != '0 || len == '0) check = StatusBadOperand;
         else if (flags[FlagParams]) begin
-          check = first_error(range_check(src, len * ParamRows * N, 64'(hm_size_i)),
+          check = first_error(range_check(src, len * ParamRows * RowBytes, 64'(hm_size_i)),
                               range_check(dst, len, 64'(ParamSets)));
         end else begin
-          check = first_error(range_check(src, len * N, 64'(hm_size_i)),
+          check = first_error(range_check(src, len * RowBytes, 64'(hm_size_i)),
                               range_check(dst, len, 64'(UbDepth)));
         end
         fp.ub_use  = !flags[FlagParams];
@@ -232,7 +240,7 @@ module tpu_controller
         if (flags != '0 || len == '0 ||
             (aux >> (OpdReadWeightsAddrHiLsb + OpdReadWeightsAddrHiBits)) != '0)
           check = StatusBadOperand;
-        else check = range_check(wm_addr, len * N * N, wm_size_i);
+        else check = range_check(wm_addr, len * N * RowBytes, wm_size_i);
       end
       OpMatmul: begin
         if ((flags & ~8'((1 << FlagAccumulate) | (1 << FlagSwitch) | (1 << FlagWindow) |
@@ -295,13 +303,20 @@ module tpu_controller
       OpWriteHost: begin
         if (flags != '0 || len == '0) check = StatusBadOperand;
         else check = first_error(range_check(src, len, 64'(UbDepth)),
-                                 range_check(dst, len * N, 64'(hm_size_i)));
+                                 range_check(dst, len * RowBytes, 64'(hm_size_i)));
         fp.ub_use = 1'b1;
         fp.ub_lo  = 32'(src);
         fp.ub_hi  = 32'(src + len);
       end
       default: check = StatusInvalidOpcode;
     endcase
+    // The number format (docs/bf16.md): a bf16 chip runs what a set_format dtype=bf16 has
+    // declared, and its float32 vector unit has no tables and no residual.
+    if (Bf16 && check != StatusInvalidOpcode && op != OpNop && op != OpSync && op != OpHalt &&
+        op != OpSetFormat &&
+        (!bf16_q || op == OpSetResidual ||
+         (op == OpActivate && (flags[FlagSigmoid] || flags[FlagTanh] || flags[FlagResidual]))))
+      check = StatusWrongFormat;
   end
 
   // Footprints of the instructions the units are running (valid while a unit is busy),
@@ -448,6 +463,7 @@ module tpu_controller
       drain_left_q <= '0;
       win_q      <= '0;
       res_q      <= '0;
+      bf16_q     <= 1'b0;
     end else begin
       halted_q   <= halted_d;
       status_q   <= status_d;
@@ -460,6 +476,7 @@ module tpu_controller
       drain_left_q <= drain_left_d;
       win_q      <= win_d;
       res_q      <= res_d;
+      if (go && op == OpSetFormat) bf16_q <= flags[FlagBf16];
     end
   end
 

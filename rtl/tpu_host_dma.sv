@@ -104,7 +104,7 @@ module tpu_host_dma
       end
     end else begin
       if (req_fire) begin
-        req_addr_q <= req_addr_q + 32'(ArrayDim);
+        req_addr_q <= req_addr_q + 32'(ArrayDim * InputWidth / 8);  // a row's bytes
         req_left_q <= req_left_q - 1'b1;
       end
       if (!write_q && mem_resp_valid_i && resp_left_q != '0) begin

@@ -236,10 +236,10 @@ module tpu_mxu_feeder
     end
   end
 
-  // The gathered row, with -128 where pad_min pads.
+  // The gathered row, with PadMin (-128 in int8) where pad_min pads.
   operand_t [ArrayDim-1:0] gathered;
   always_comb begin
-    for (int l = 0; l < int'(ArrayDim); l++) gathered[l] = pad_q[l] ? -8'sd128 : g_data_i[l];
+    for (int l = 0; l < int'(ArrayDim); l++) gathered[l] = pad_q[l] ? PadMin : g_data_i[l];
   end
 
   tpu_fifo #(

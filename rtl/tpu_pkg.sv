@@ -174,16 +174,67 @@ package tpu_pkg;
     return {a[31], e[7:0], r[22:0]};
   endfunction
 
-  // The larger of two float32 values: NaN when either is; +0 is larger than -0.
-  function automatic logic [31:0] Fp32Max(logic [31:0] a_in, logic [31:0] b_in);
+  // The larger (`larger`) or the smaller of two float32 values: NaN when either is; +0 is
+  // larger than -0.
+  function automatic logic [31:0] Fp32Pick(logic [31:0] a_in, logic [31:0] b_in, logic larger);
     logic [31:0] a, b, ka, kb;
     a = Fp32Daz(a_in);
     b = Fp32Daz(b_in);
     if (Fp32IsNan(a[30:0]) || Fp32IsNan(b[30:0])) return Fp32Nan;
     ka = a[31] ? ~a : {1'b1, a[30:0]};  // ordered as the numbers are
     kb = b[31] ? ~b : {1'b1, b[30:0]};
-    return ka >= kb ? a : b;
+    if (ka == kb) return a;
+    return (ka > kb) == larger ? a : b;
   endfunction
+
+  function automatic logic [31:0] Fp32Max(logic [31:0] a, logic [31:0] b);
+    return Fp32Pick(a, b, 1'b1);
+  endfunction
+
+  function automatic logic [31:0] Fp32Min(logic [31:0] a, logic [31:0] b);
+    return Fp32Pick(a, b, 1'b0);
+  endfunction
+
+  // x / 4, exact unless it falls below the smallest normal, where it is a zero of its sign.
+  function automatic logic [31:0] Fp32Quarter(logic [31:0] x_in);
+    logic [31:0] x;
+    x = Fp32Daz(x_in);
+    if (Fp32IsNan(x[30:0])) return Fp32Nan;
+    if (x[30:23] == 8'hff) return x;  // an infinity
+    if (x[30:23] <= 8'd2) return {x[31], 31'h0};
+    return {x[31], x[30:23] - 8'd2, x[22:0]};
+  endfunction
+
+  // A float32 rounded to bfloat16 (nearest even): a carry may reach infinity, never a
+  // subnormal; NaN gives the one NaN, 0x7fc0.
+  function automatic logic [15:0] Bf16Round(logic [31:0] x_in);
+    logic [31:0] x;
+    x = Fp32Daz(x_in);
+    if (Fp32IsNan(x[30:0])) return 16'h7fc0;
+    if (x[30:23] == 8'hff) return x[31:16];
+    return 16'((x + 32'h7fff + 32'(x[16])) >> 16);
+  endfunction
+
+  // Stage 2 of the float32 vector unit (tpu_vpu): ReLU (y > 0 ? y : +0; NaN stays NaN),
+  // then the lane's upper bound hi, then rounding to bfloat16.
+  function automatic logic [15:0] Bf16Activate(logic [31:0] sum_in, logic relu,
+                                               logic [31:0] hi);
+    logic [31:0] y;
+    y = Fp32Daz(sum_in);
+    if (relu && !Fp32IsNan(y[30:0]) && (y[31] || y[30:0] == '0)) y = 32'h0;
+    return Bf16Round(Fp32Min(y, hi));
+  endfunction
+
+  // What `set_window pad_min` pads with: the most negative operand, -128 in int8; in bf16
+  // the most negative finite value, -(2 - 2^-7) x 2^127 (not -infinity, whose product with
+  // a 0 weight would be NaN).
+  /* verilator lint_off UNUSEDPARAM */
+`ifdef TPU_BF16
+  localparam operand_t PadMin = 16'hff7f;
+`else
+  localparam operand_t PadMin = -8'sd128;
+`endif
+  /* verilator lint_on UNUSEDPARAM */
 
   // A processing element's step: the partial sum from above plus activation x weight.
   function automatic acc_t Mac(acc_t psum, operand_t act, operand_t w);

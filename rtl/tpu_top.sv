@@ -400,9 +400,9 @@ module tpu_top
     inc[CntWeightFifoPops]         = 32'(w_fire);
     inc[CntWeightTiles]            = 32'(switch_fire);
     inc[CntParamWrites]            = 32'(par_wr_en);
-    inc[CntHostBytesRead]          = (hm_fire && !hm_req_write_o) ? 32'(ArrayDim) : 32'd0;
-    inc[CntHostBytesWritten]       = (hm_fire && hm_req_write_o) ? 32'(ArrayDim) : 32'd0;
-    inc[CntWeightBytesRead]        = wm_fire ? 32'(ArrayDim) : 32'd0;
+    inc[CntHostBytesRead]          = (hm_fire && !hm_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
+    inc[CntHostBytesWritten]       = (hm_fire && hm_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
+    inc[CntWeightBytesRead]        = wm_fire ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
     inc[CntMacs]                   = a_fire ? 32'(ArrayDim * ArrayDim) : 32'd0;
     inc[CntVpuRowsIn]              = 32'(vpu_in);
     inc[CntVpuRowsOut]             = 32'(vpu_out);
@@ -455,6 +455,7 @@ module tpu_top
       RegWfifoTiles: reg_data_o = 64'(WfifoTiles);
       RegParamSets:  reg_data_o = 64'(ParamSets);
       RegIqDepth:    reg_data_o = 64'(IqDepth);
+      RegDtype:      reg_data_o = Bf16 ? 64'(DtypeBf16) : 64'(DtypeInt8);
       default: begin
         if (32'(reg_addr_i) >= RegFirstCounter &&
             32'(reg_addr_i) < RegFirstCounter + NumCounters) begin

@@ -15,6 +15,15 @@
 //            or its product, with res_i.product: out = clamp((out * r * mul_a +
 //            2^(shift-1)) >>> shift, ...)
 //
+// On a bf16 chip (TPU_BF16, docs/bf16.md) the lanes are float32 and the outputs bfloat16:
+//
+//   stage 1  sum = Fp32Add(acc, bias[lane])                           (bias: float32)
+//   stage 2  y = relu ? (sum > 0 ? sum : +0) : sum  (NaN stays NaN);
+//            out = Bf16Round(Fp32Min(y, hi[lane]))  (hi: float32, the multiplier's bits)
+//   stage 3  optional 2 x 2 pooling: the maximum (Fp32Max), or
+//            Bf16Round(Fp32Quarter(((a + b) + c) + d)) with the adds in float32
+//   (no tables and no residual: the controller refuses them on a bf16 chip)
+//
 // One row per cycle in, fully pipelined; out_valid_o follows in_valid_i by 2 cycles
 // without pooling, 3 with the residual, and once per PoolRows input rows with pooling.
 module tpu_vpu
@@ -54,7 +63,7 @@ module tpu_vpu
   end
 
   always_ff @(posedge clk_i) begin
-    for (int l = 0; l < int'(ArrayDim); l++) s1_sum_q[l] <= in_data_i[l] + bias_i[l];
+    for (int l = 0; l < int'(ArrayDim); l++) s1_sum_q[l] <= AccAdd(in_data_i[l], bias_i[l]);
   end
 
   // ---------------------------------------------------------------- stage 2: requantize
@@ -66,9 +75,9 @@ module tpu_vpu
       product = 64'(s1_sum_q[l]) * $signed({32'd0, multiplier_i[l]});
       rounded = product + (64'sd1 <<< (shift_i[l] - 6'd1));
       shifted = rounded >>> shift_i[l];
-      if (shifted > 64'sd127) clamped[l] = 8'sd127;
-      else if (relu_i && shifted < 64'sd0) clamped[l] = 8'sd0;
-      else if (shifted < -64'sd128) clamped[l] = -8'sd128;
+      if (shifted > 64'sd127) clamped[l] = operand_t'(127);
+      else if (relu_i && shifted < 64'sd0) clamped[l] = operand_t'(0);
+      else if (shifted < -64'sd128) clamped[l] = operand_t'(-128);
       else clamped[l] = operand_t'(shifted[7:0]);
       entry = {~clamped[l][7], clamped[l][6:0]};
       unique case (fn_i)
@@ -76,6 +85,7 @@ module tpu_vpu
         VpuFnTanh:    requant[l] = operand_t'(VpuTableTanh[entry]);
         default:      requant[l] = clamped[l];
       endcase
+      if (Bf16) requant[l] = operand_t'(Bf16Activate(s1_sum_q[l], relu_i, multiplier_i[l]));
     end
   end
 
@@ -90,9 +100,11 @@ module tpu_vpu
   always_ff @(posedge clk_i) s2_data_q <= requant;
 
   // ---------------------------------------------------------------- stage 3: pooling
-  // Running sum (10 bits hold four int8 values) and maximum of the window so far.
-  logic [1:0]                      pool_count_q;
-  logic signed [ArrayDim-1:0][9:0] pool_sum_q;
+  // Running sum (int8: 10 bits hold four values; bf16: float32) and maximum of the window
+  // so far.
+  localparam int unsigned SumWidth = Bf16 ? 32 : 10;
+  logic [1:0]                             pool_count_q;
+  logic signed [ArrayDim-1:0][SumWidth-1:0] pool_sum_q;
   operand_t [ArrayDim-1:0]         pool_max_q;
   logic                            pool_last;
   assign pool_last = (pool_count_q == 2'(PoolRows - 1));
@@ -113,16 +125,25 @@ module tpu_vpu
   always_ff @(posedge clk_i) begin
     if (s2_valid_q) begin
       for (int l = 0; l < int'(ArrayDim); l++) begin
-        logic signed [9:0] sum;
+        logic signed [SumWidth-1:0] sum;
         operand_t mx;
-        sum = (pool_count_q == 2'd0) ? 10'(s2_data_q[l]) : pool_sum_q[l] + 10'(s2_data_q[l]);
-        mx = (pool_count_q == 2'd0 || s2_data_q[l] > pool_max_q[l]) ? s2_data_q[l]
-                                                                      : pool_max_q[l];
+        if (Bf16) begin
+          sum = (pool_count_q == 2'd0) ? SumWidth'(32'({s2_data_q[l], 16'h0}))
+              : SumWidth'(Fp32Add(32'(pool_sum_q[l]), 32'({s2_data_q[l], 16'h0})));
+          mx = (pool_count_q == 2'd0) ? s2_data_q[l]
+             : operand_t'(Fp32Max(32'({s2_data_q[l], 16'h0}), 32'({pool_max_q[l], 16'h0})) >> 16);
+        end else begin
+          sum = (pool_count_q == 2'd0) ? SumWidth'(s2_data_q[l])
+              : pool_sum_q[l] + SumWidth'(s2_data_q[l]);
+          mx = (pool_count_q == 2'd0 || s2_data_q[l] > pool_max_q[l]) ? s2_data_q[l]
+                                                                        : pool_max_q[l];
+        end
         pool_sum_q[l] <= sum;
         pool_max_q[l] <= mx;
-        // floor((sum + 2) / 4) is an arithmetic shift by 2.
+        // int8: floor((sum + 2) / 4) is an arithmetic shift by 2.
         if (pool_i == VpuPoolMax) pool_data_q[l] <= mx;
-        else pool_data_q[l] <= operand_t'((sum + 10'sd2) >>> 2);
+        else if (Bf16) pool_data_q[l] <= operand_t'(Bf16Round(Fp32Quarter(32'(sum))));
+        else pool_data_q[l] <= operand_t'((sum + SumWidth'(2)) >>> 2);
       end
     end
   end
@@ -140,9 +161,9 @@ module tpu_vpu
               64'(res_data_i[l]) * $signed({32'd0, res_i.mul_b}) +
               (64'sd1 <<< (res_i.shift - 6'd1));
       shifted = sum >>> res_i.shift;
-      if (shifted > 64'sd127) added[l] = 8'sd127;
-      else if (res_i.relu && shifted < 64'sd0) added[l] = 8'sd0;
-      else if (shifted < -64'sd128) added[l] = -8'sd128;
+      if (shifted > 64'sd127) added[l] = operand_t'(127);
+      else if (res_i.relu && shifted < 64'sd0) added[l] = operand_t'(0);
+      else if (shifted < -64'sd128) added[l] = operand_t'(-128);
       else added[l] = operand_t'(shifted[7:0]);
     end
   end

@@ -55,7 +55,7 @@ module tpu_weight_dma
       resp_left_q <= 32'(cmd_i.length) * ArrayDim;
     end else begin
       if (req_fire) begin
-        req_addr_q <= req_addr_q + 64'(ArrayDim);
+        req_addr_q <= req_addr_q + 64'(ArrayDim * InputWidth / 8);  // a row's bytes
         req_left_q <= req_left_q - 1'b1;
       end
       if (resp_take) resp_left_q <= resp_left_q - 1'b1;

@@ -56,6 +56,7 @@ std::vector<std::string> DefaultConfigs() {
 nlohmann::json SummaryJson(const cosim::CosimSummary& s) {
   return {{"config", s.config},
           {"array_dim", s.array_dim},
+          {"dtype", s.dtype},
           {"programs", s.programs},
           {"mismatches", s.mismatches},
           {"endings", s.endings},
@@ -98,9 +99,10 @@ std::string SummaryLine(const nlohmann::json& s) {
   for (const auto& [k, v] : s["endings"].items()) {
     endings += (endings.empty() ? "" : ", ") + fmt::format("{} {}", k, v.get<uint64_t>());
   }
+  const std::string format = s["dtype"] == "int8" ? "" : ", " + s["dtype"].get<std::string>();
   return fmt::format("  {:<24} {:>6} programs, {} mismatches ({}); rtl {:.2f} s, fast {:.2f} s\n",
-                     fmt::format("{} ({} x {})", s["config"].get<std::string>(),
-                                 s["array_dim"].get<int>(), s["array_dim"].get<int>()),
+                     fmt::format("{} ({} x {}{})", s["config"].get<std::string>(),
+                                 s["array_dim"].get<int>(), s["array_dim"].get<int>(), format),
                      s["programs"].get<uint64_t>(), s["mismatches"].get<uint64_t>(), endings,
                      s["rtl_seconds"].get<double>(), s["fast_seconds"].get<double>());
 }

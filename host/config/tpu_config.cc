@@ -30,6 +30,8 @@ void TpuConfig::Validate() const {
     if (hw::InRange(info, static_cast<double>(value))) return;
     const std::string range =
         info.lo_open ? "more than " + Number(info.lo) + " and at most " : Number(info.lo) + " to ";
+    if (info.names)
+      throw UsageError("config '" + name + "': " + info.name + " is not a known value");
     throw UsageError("config '" + name + "': " + info.name + " " +
                      Number(static_cast<double>(value)) + " is out of range; use " + range +
                      Number(info.hi) + " " + info.unit + " (" + info.name + ": " + info.doc + ")");
@@ -38,7 +40,13 @@ void TpuConfig::Validate() const {
 
 nlohmann::json TpuConfig::ToJson() const {
   nlohmann::json j = {{"name", name}, {"description", description}};
-  hw::ForEachParam(*this, [&](const hw::ParamInfo& info, auto value) { j[info.name] = value; });
+  hw::ForEachParam(*this, [&](const hw::ParamInfo& info, auto value) {
+    if constexpr (std::is_enum_v<decltype(value)>) {
+      j[info.name] = FieldText(info, value);
+    } else {
+      j[info.name] = value;
+    }
+  });
   return j;
 }
 
@@ -98,7 +106,8 @@ TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
   c.name = default_name;
   // Each field with its type checked: a fraction or a number beyond the field's type is an
   // error, never a silent truncation (2^32 + 16 is not 16).
-  auto get = [&](const char* key, auto* field) {
+  auto get = [&](const char* key, auto* field, const char* const* names = nullptr,
+                 int num_names = 0) {
     using T = std::remove_pointer_t<decltype(field)>;
     if (!j.contains(key)) return;
     const nlohmann::json& v = j[key];
@@ -109,6 +118,16 @@ TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
     if constexpr (std::is_same_v<T, std::string>) {
       if (!v.is_string()) throw wrong("a string");
       *field = v.get<std::string>();
+    } else if constexpr (std::is_enum_v<T>) {
+      std::string one_of;
+      for (int i = 0; i < num_names; ++i) {
+        if (v.is_string() && v.get<std::string>() == names[i]) {
+          *field = static_cast<T>(i);
+          return;
+        }
+        one_of += std::string(i ? (i + 1 == num_names ? " or " : ", ") : "") + names[i];
+      }
+      throw wrong(one_of);
     } else if constexpr (std::is_floating_point_v<T>) {
       if (!v.is_number()) throw wrong("a number");
       *field = static_cast<T>(v.get<double>());
@@ -125,7 +144,9 @@ TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
   };
   get("name", &c.name);
   get("description", &c.description);
-  hw::ForEachParam(c, [&](const hw::ParamInfo& info, auto& field) { get(info.name, &field); });
+  hw::ForEachParam(c, [&](const hw::ParamInfo& info, auto& field) {
+    get(info.name, &field, info.names, static_cast<int>(info.hi) + 1);
+  });
   c.Validate();
   return c;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "contract/memory_channel.h"
@@ -20,14 +21,15 @@ struct TpuConfig : hw::ChipParams {
   std::string name;         // preset name, or the file it came from
   std::string description;  // one line for people
 
-  // Cycles per N-byte row of the host (weight) memory while the DMA engines stream rows:
-  // N / bytes per cycle, at least one (contract/memory_channel.h, docs/timing.md).
+  // Cycles per row (N operands: hw::RowBytes) of the host (weight) memory while the DMA
+  // engines stream rows: bytes / bytes per cycle, at least one (contract/memory_channel.h,
+  // docs/timing.md).
   double HostRowCycles() const {
-    return hw::MemoryChannel::RowCycles(static_cast<uint64_t>(array_dim),
+    return hw::MemoryChannel::RowCycles(static_cast<uint64_t>(hw::RowBytes(*this)),
                                         static_cast<uint64_t>(host_mem_bytes_per_cycle));
   }
   double WeightRowCycles() const {
-    return hw::MemoryChannel::RowCycles(static_cast<uint64_t>(array_dim),
+    return hw::MemoryChannel::RowCycles(static_cast<uint64_t>(hw::RowBytes(*this)),
                                         static_cast<uint64_t>(weight_mem_bytes_per_cycle));
   }
 
@@ -35,6 +37,17 @@ struct TpuConfig : hw::ChipParams {
   void Validate() const;
   nlohmann::json ToJson() const;
 };
+
+// A field's value as a config file writes it: the number, or an enum field's name
+// ("bf16").
+template <class T>
+std::string FieldText(const hw::ParamInfo& info, T value) {
+  if constexpr (std::is_enum_v<T>) {
+    return info.names[static_cast<int>(value)];
+  } else {
+    return std::to_string(value);
+  }
+}
 
 // The folder that holds the presets: $TPUSIM_CONFIG_DIR, else the source tree's configs/.
 std::string ConfigDir();

@@ -84,8 +84,8 @@ Outcome RunBoth(engine::ChipEngine& rtl, engine::ChipEngine& fast, const engine:
   // Every counter attributed to each instruction (a row per instruction: the finest rows
   // the per-layer attribution can have) must agree too.
   const int words = static_cast<int>(job.program.words.size());
-  const int n = rtl.Config().array_dim;
-  engine::CycleAttribution artl(words, n), afast(words, n);
+  const int n = rtl.Config().array_dim, eb = hw::ElementBytes(rtl.Config().dtype);
+  engine::CycleAttribution artl(words, n, eb), afast(words, n, eb);
   std::vector<int32_t> each(static_cast<size_t>(words));
   for (int i = 0; i < words; ++i) each[static_cast<size_t>(i)] = i;
   artl.SetRowOf(each);
@@ -187,6 +187,7 @@ CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const C
   CosimSummary s;
   s.config = config.name;
   s.array_dim = config.array_dim;
+  s.dtype = hw::Name(config.dtype);
   const ProgramGenerator gen(config, o.seed);
   std::string safe = config.name;
   for (char& ch : safe)

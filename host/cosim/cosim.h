@@ -39,6 +39,7 @@ struct CosimOptions {
 struct CosimSummary {
   std::string config;
   int array_dim = 0;
+  std::string dtype = "int8";  // the chip's number format
   uint64_t programs = 0, mismatches = 0;
   std::map<std::string, uint64_t> endings;  // halted, error: <status>, watchdog, no-halt
   double rtl_seconds = 0, fast_seconds = 0;

@@ -2,6 +2,7 @@
 #include "host/cosim/program_generator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "contract/tpu_contract.h"
@@ -15,7 +16,13 @@ using isa::Opcode;
 
 class Builder {
  public:
-  Builder(const config::TpuConfig& c, uint64_t seed) : c_(c), n_(c.array_dim), rng_(seed) {}
+  Builder(const config::TpuConfig& c, uint64_t seed)
+      : c_(c),
+        n_(c.array_dim),
+        bf16_(c.dtype == hw::Dtype::kBf16),
+        row_(hw::RowBytes(c)),
+        set_bytes_(int64_t{hw::ParamRows(hw::ElementBytes(c.dtype))} * row_),
+        rng_(seed) {}
 
   GeneratedProgram Build();
 
@@ -37,19 +44,18 @@ class Builder {
   }
   void ReadHost() {
     const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, 48));
-    Emit(Opcode::kReadHost, 0, rows, Uniform(0, in_bytes_ - rows * n_),
+    Emit(Opcode::kReadHost, 0, rows, Uniform(0, in_bytes_ - rows * row_),
          Uniform(0, ub_rows_ - rows));
   }
   void ReadParams() {
     const int64_t sets = Uniform(1, sets_);
     const int64_t first = Uniform(0, sets_ - sets);
-    Emit(Opcode::kReadHost, hw::kFlagParams, sets, params_addr_ + first * hw::kParamRows * n_,
-         first);
+    Emit(Opcode::kReadHost, hw::kFlagParams, sets, params_addr_ + first * set_bytes_, first);
     // Sometimes an activate of a set still on its way: the parameter-set hazard.
     if (Chance(0.3)) Activate(Uniform(first, first + sets - 1));
   }
   void ReadWeights(int64_t tiles) {
-    const int64_t bytes = tiles * n_ * n_;
+    const int64_t bytes = tiles * n_ * row_;
     Emit(Opcode::kReadWeights, 0, tiles, Uniform(0, weight_bytes_ - bytes), 0);
     brought_ += tiles;
   }
@@ -133,7 +139,11 @@ class Builder {
          residual_ub_, product || Chance(0.1) ? 0 : Uniform(1 << 28, 0x7fffffff));
   }
   // An activate's function table: none mostly, sigmoid or tanh.
-  uint8_t FnFlag() { return Chance(0.6) ? 0 : Chance(0.5) ? hw::kFlagSigmoid : hw::kFlagTanh; }
+  // (The bf16 chip has no tables.)
+  uint8_t FnFlag() {
+    if (bf16_) return 0;
+    return Chance(0.6) ? 0 : Chance(0.5) ? hw::kFlagSigmoid : hw::kFlagTanh;
+  }
   // `set`: the parameter set to use (-1: any).
   void Activate(int64_t set = -1) {
     if (set < 0) set = Uniform(0, sets_ - 1);
@@ -165,9 +175,9 @@ class Builder {
          hw::kOpdActivateParams.Put(set) | hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
   }
   void WriteHost() {
-    const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, out_bytes_ / n_));
+    const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, out_bytes_ / row_));
     Emit(Opcode::kWriteHost, 0, rows, Uniform(0, ub_rows_ - rows),
-         out_addr_ + Uniform(0, out_bytes_ - rows * n_));
+         out_addr_ + Uniform(0, out_bytes_ - rows * row_));
   }
   // Tiles brought and not yet switched in must fit the FIFO and the shadow registers before
   // anything waits for every unit (sync, halt) or for the weight DMA (the next read_weights):
@@ -198,8 +208,32 @@ class Builder {
   bool residual_set_ = false;
   int64_t residual_ub_ = 0;  // the residual's first row
 
+  // An operand of the data: random bytes (int8), or on a bf16 chip mostly normal values of
+  // moderate size (so that sums round, cancel and carry rather than overflow) with some of
+  // every special: zeros of both signs, subnormals, infinities, NaNs, the largest values.
+  void PutData(uint8_t* p, int64_t bytes) {
+    if (!bf16_) {
+      for (int64_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(rng_());
+      return;
+    }
+    static const uint16_t kSpecial[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x7f80,
+                                        0xff80, 0x7fc0, 0xffff, 0x7f7f, 0xff7f};
+    for (int64_t i = 0; i + 1 < bytes; i += 2) {
+      const auto sign = static_cast<uint16_t>(Chance(0.5) ? 0x8000 : 0);
+      const auto v = Chance(0.02)
+                         ? kSpecial[Uniform(0, 9)]
+                         : static_cast<uint16_t>(sign | Uniform(118, 136) << 7 | Uniform(0, 127));
+      std::memcpy(p + i, &v, 2);
+    }
+  }
+  // One lane of a parameter set: int8 bias, multiplier and shift; or bf16's float32 bias
+  // and upper bound (mostly none, sometimes 6 or a random bound).
+  void PutParams(uint8_t* p, int64_t l);
+
   config::TpuConfig c_;
   int64_t n_;
+  bool bf16_;
+  int64_t row_, set_bytes_;  // a row's bytes, a parameter set's
   std::mt19937_64 rng_;
   std::vector<isa::Word> words_;
   int64_t ub_rows_ = 0, acc_rows_ = 0, sets_ = 0;
@@ -240,13 +274,13 @@ void Builder::Invalid(const std::string& kind) {
   } else if (kind == "buffer-overflow") {
     switch (which) {
       case 0:
-        Emit(Opcode::kReadHost, 0, 2, host - n_, 0);
+        Emit(Opcode::kReadHost, 0, 2, host - row_, 0);
         break;
       case 1:
         Emit(Opcode::kReadHost, 0, 3, 0, ub - 1);
         break;
       case 2:
-        Emit(Opcode::kReadWeights, 0, 2, wm - n_ * n_, 0);
+        Emit(Opcode::kReadWeights, 0, 2, wm - n_ * row_, 0);
         break;
       case 3:
         Emit(Opcode::kMatmul, 0, 5, ub - 2, 0);
@@ -255,7 +289,7 @@ void Builder::Invalid(const std::string& kind) {
         Emit(Opcode::kActivate, hw::kFlagPoolMax, 8, acc - 4, 0);
         break;
       default:
-        Emit(Opcode::kWriteHost, 0, 2, 0, host - n_);
+        Emit(Opcode::kWriteHost, 0, 2, 0, host - row_);
         break;
     }
   } else if (kind == "bad-window") {
@@ -301,6 +335,13 @@ void Builder::Invalid(const std::string& kind) {
         }
         break;
     }
+  } else if (kind == "wrong-format") {  // (a bf16 chip's)
+    if (which < 2)
+      Emit(Opcode::kSetFormat, 0, 0, 0, 0);
+    else if (which < 4)
+      Emit(Opcode::kSetResidual, 0, 30, 1, 0, 1);
+    else
+      Emit(Opcode::kActivate, which == 4 ? hw::kFlagTanh : hw::kFlagSigmoid, 1, 0, 0);
   } else {  // bad-operand
     switch (which) {
       case 0:
@@ -342,6 +383,30 @@ void Builder::Invalid(const std::string& kind) {
   }
 }
 
+void Builder::PutParams(uint8_t* p, int64_t l) {
+  if (bf16_) {
+    const float bias = Chance(0.95)  ? std::normal_distribution<float>(0.0f, 2.0f)(rng_)
+                       : Chance(0.5) ? INFINITY
+                                     : NAN;
+    const float hi = Chance(0.6)   ? INFINITY
+                     : Chance(0.5) ? 6.0f
+                                   : static_cast<float>(Uniform(-4, 4));
+    std::memcpy(p + hw::kParamBiasByte * n_ + 4 * l, &bias, 4);
+    std::memcpy(p + hw::kParamMultiplierByte * n_ + 4 * l, &hi, 4);
+    p[hw::kParamShiftByte * n_ + l] = static_cast<uint8_t>(rng_());
+    return;
+  }
+  const auto bias = static_cast<int32_t>(Chance(0.9) ? Uniform(-(1 << 16), 1 << 16)
+                                                     : static_cast<int64_t>(rng_()));
+  uint32_t mult = static_cast<uint32_t>(Uniform(1 << 30, 0x7fffffff));
+  if (Chance(0.1)) mult = 0;
+  if (Chance(0.1)) mult = static_cast<uint32_t>(rng_());
+  const auto shift = static_cast<uint8_t>(Chance(0.85) ? Uniform(34, 46) : Uniform(0, 255));
+  std::memcpy(p + hw::kParamBiasByte * n_ + 4 * l, &bias, 4);
+  std::memcpy(p + hw::kParamMultiplierByte * n_ + 4 * l, &mult, 4);
+  p[hw::kParamShiftByte * n_ + l] = shift;
+}
+
 GeneratedProgram Builder::Build() {
   GeneratedProgram g;
   // What the program touches: a window of unified-buffer and accumulator rows, some
@@ -349,49 +414,38 @@ GeneratedProgram Builder::Build() {
   ub_rows_ = Uniform(8, std::min<int64_t>(c_.ub_depth_rows, 256));
   acc_rows_ = Uniform(8, std::min<int64_t>({c_.acc_depth_rows, ub_rows_, 128}));
   sets_ = Uniform(1, std::min<int64_t>(c_.param_sets, 6));
-  in_bytes_ = (ub_rows_ + Uniform(0, ub_rows_)) * n_ + Uniform(0, n_);
+  in_bytes_ = (ub_rows_ + Uniform(0, ub_rows_)) * row_ + Uniform(0, row_);
   params_addr_ = in_bytes_ + Uniform(0, 64);
-  out_addr_ = params_addr_ + sets_ * hw::kParamRows * n_ + Uniform(0, 64);
-  out_bytes_ = (ub_rows_ + Uniform(0, ub_rows_)) * n_;
+  out_addr_ = params_addr_ + sets_ * set_bytes_ + Uniform(0, 64);
+  out_bytes_ = (ub_rows_ + Uniform(0, ub_rows_)) * row_;
   const int64_t tiles = Uniform(2, 12);
-  weight_bytes_ = tiles * n_ * n_ + Uniform(0, n_);
+  weight_bytes_ = tiles * n_ * row_ + Uniform(0, row_);
 
   std::vector<uint8_t>& host = g.job.host_image;
   host.assign(static_cast<size_t>(out_addr_ + out_bytes_), 0);
-  for (int64_t i = 0; i < in_bytes_; ++i)
-    host[static_cast<size_t>(i)] = static_cast<uint8_t>(rng_());
-  for (int64_t s = 0; s < sets_; ++s) {
-    uint8_t* p = &host[static_cast<size_t>(params_addr_ + s * hw::kParamRows * n_)];
-    for (int64_t l = 0; l < n_; ++l) {
-      const auto bias = static_cast<int32_t>(Chance(0.9) ? Uniform(-(1 << 16), 1 << 16)
-                                                         : static_cast<int64_t>(rng_()));
-      uint32_t mult = static_cast<uint32_t>(Uniform(1 << 30, 0x7fffffff));
-      if (Chance(0.1)) mult = 0;
-      if (Chance(0.1)) mult = static_cast<uint32_t>(rng_());
-      const auto shift = static_cast<uint8_t>(Chance(0.85) ? Uniform(34, 46) : Uniform(0, 255));
-      std::memcpy(p + hw::kParamBiasRow * n_ + 4 * l, &bias, 4);
-      std::memcpy(p + hw::kParamMultiplierRow * n_ + 4 * l, &mult, 4);
-      p[hw::kParamShiftRow * n_ + l] = shift;
-    }
-  }
+  PutData(host.data(), in_bytes_);
+  for (int64_t s = 0; s < sets_; ++s)
+    for (int64_t l = 0; l < n_; ++l)
+      PutParams(&host[static_cast<size_t>(params_addr_ + s * set_bytes_)], l);
   std::vector<uint8_t>& w = g.job.weight_image;
   w.assign(static_cast<size_t>(weight_bytes_), 0);
+  const int64_t eb = row_ / n_;  // an operand's bytes
   for (int64_t t = 0; t < tiles; ++t) {
     // Some tiles use only part of the array (a layer narrower than N), as compilers make.
     const int64_t rows = Chance(0.3) ? Uniform(1, n_) : n_,
                   cols = Chance(0.3) ? Uniform(1, n_) : n_;
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t cc = 0; cc < cols; ++cc)
-        w[static_cast<size_t>(t * n_ * n_ + r * n_ + cc)] = static_cast<uint8_t>(rng_());
+      PutData(&w[static_cast<size_t>(t * n_ * row_ + r * row_)], cols * eb);
   }
 
-  // How the program is meant to end.
+  // How the program is meant to end (a bf16 chip also refuses programs of the other format).
   static const char* kKinds[] = {"invalid-opcode", "address-out-of-range", "buffer-overflow",
                                  "bad-operand",    "bad-window",           "watchdog",
-                                 "no-halt"};
-  g.kind = Chance(0.7) ? "valid" : kKinds[Uniform(0, 6)];
+                                 "no-halt",        "wrong-format"};
+  g.kind = Chance(0.7) ? "valid" : kKinds[Uniform(0, bf16_ ? 7 : 6)];
 
-  // Prologue: every row, set and the active tile the body may read.
+  // Prologue: the format; every row, set and the active tile the body may read.
+  if (bf16_) Emit(Opcode::kSetFormat, hw::kFlagBf16, 0, 0, 0);
   Emit(Opcode::kReadHost, 0, ub_rows_, 0, 0);
   Emit(Opcode::kReadHost, hw::kFlagParams, sets_, params_addr_, 0);
   ReadWeights(1);
@@ -413,7 +467,7 @@ GeneratedProgram Builder::Build() {
       ReadWeights(Uniform(1, 3));
     else if (pick < 37)
       SetWindow();
-    else if (pick < 40)
+    else if (pick < 40 && !bf16_)  // (the bf16 chip has no residual)
       SetResidual();
     else if (pick < 50 && win_.h != 0)
       WindowMatmul(brought_ > switched_ && Chance(0.5));

@@ -9,8 +9,8 @@
 
 namespace tpu::engine {
 
-CycleAttribution::CycleAttribution(int rows, int n)
-    : n_(n), rows_(static_cast<size_t>(std::max(rows, 1))) {}
+CycleAttribution::CycleAttribution(int rows, int n, int element_bytes)
+    : n_(n), element_bytes_(element_bytes), rows_(static_cast<size_t>(std::max(rows, 1))) {}
 
 void CycleAttribution::SetRowOf(std::vector<int32_t> row_of) {
   // Instructions without a row take the next one's (the parameter loads before a layer),
@@ -48,6 +48,8 @@ void CycleAttribution::BeginRun(const isa::Program& program, const std::string&)
 // rtl's and the fast engine's counts are these summed).
 void CycleAttribution::AddEvents(const isa::Program& program) {
   const auto n = static_cast<uint64_t>(n_);
+  const uint64_t row = n * static_cast<uint64_t>(element_bytes_);  // a row's bytes
+  const auto param_rows = static_cast<uint64_t>(hw::ParamRows(element_bytes_));
   for (size_t pc = 0; pc < program.words.size(); ++pc) {
     const isa::Instruction in = isa::Decode(program.words[pc]);
     hw::ChipCounters& c = At(pc);
@@ -56,19 +58,19 @@ void CycleAttribution::AddEvents(const isa::Program& program) {
     switch (in.opcode) {
       case hw::Opcode::kReadHost:
         if (in.flags & hw::kFlagParams) {
-          c.param_writes += len * hw::kParamRows;
-          c.host_bytes_read += len * hw::kParamRows * n;
+          c.param_writes += len * param_rows;
+          c.host_bytes_read += len * param_rows * row;
         } else {
           c.ub_writes += len;
-          c.host_bytes_read += len * n;
+          c.host_bytes_read += len * row;
         }
         break;
       case hw::Opcode::kWriteHost:
         c.ub_reads += len;
-        c.host_bytes_written += len * n;
+        c.host_bytes_written += len * row;
         break;
       case hw::Opcode::kReadWeights:
-        c.weight_bytes_read += len * n * n;
+        c.weight_bytes_read += len * n * row;
         c.weight_fifo_pushes += len * n;
         break;
       case hw::Opcode::kMatmul:

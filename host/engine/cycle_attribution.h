@@ -25,7 +25,8 @@ namespace tpu::engine {
 class CycleAttribution : public CycleObserver {
  public:
   // `rows` rows on an N x N chip.
-  CycleAttribution(int rows, int n);
+  // n: the array size; element_bytes: an operand's bytes (1 int8, 2 bf16).
+  CycleAttribution(int rows, int n, int element_bytes = 1);
   // The rows of the next run's instructions, one per instruction (-1: the row of the next
   // instruction that has one, else of the last one before it).
   void SetRowOf(std::vector<int32_t> row_of);
@@ -52,6 +53,7 @@ class CycleAttribution : public CycleObserver {
   hw::ChipCounters& At(uint64_t pc) { return run_[static_cast<size_t>(RowOf(pc))]; }
 
   int n_;
+  int element_bytes_;
   std::vector<hw::ChipCounters> rows_, run_;
   std::vector<int32_t> row_of_;
   std::vector<uint8_t> opcodes_;

@@ -121,10 +121,11 @@ class HostInitiator : public sc_core::sc_module {
       const uint64_t built = ReadReg(info.reg);
       if (built == static_cast<uint64_t>(value)) return;
       throw RuntimeError("config '" + config_.name + "' says " + info.name + " = " +
-                         std::to_string(value) + ", but the RTL model of the " +
+                         config::FieldText(info, value) + ", but the RTL model of the " +
                          std::to_string(config_.array_dim) + " x " +
                          std::to_string(config_.array_dim) + " chip is built with " +
-                         std::to_string(built) + " (see cmake/TpusimRtl.cmake)");
+                         config::FieldText(info, static_cast<decltype(value)>(built)) +
+                         " (see cmake/TpusimRtl.cmake)");
     });
   }
 

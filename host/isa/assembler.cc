@@ -114,6 +114,7 @@ const std::vector<OpSpec>& Specs() {
         {"mul_b", Field::kAux, 0, kU31},
         {"shift", Field::kLength, 1, 62}},
        {{"relu", hw::kFlagResidualRelu}, {"product", hw::kFlagProduct}}},
+      {Opcode::kSetFormat, {}, {{"dtype=bf16", hw::kFlagBf16}}},
   };
   return specs;
 }

@@ -121,6 +121,10 @@ void ProgramBuilder::WriteHost(uint64_t ub_row, uint64_t host_addr, uint64_t row
 }
 
 void ProgramBuilder::Sync() { Add(Opcode::kSync, 0, 0, 0, 0, 0); }
+void ProgramBuilder::SetFormat(bool bf16) {
+  Add(Opcode::kSetFormat, bf16 ? hw::kFlagBf16 : 0, 0, 0, 0, 0);
+}
+
 void ProgramBuilder::Halt() { Add(Opcode::kHalt, 0, 0, 0, 0, 0); }
 
 }  // namespace tpu::isa

@@ -73,6 +73,8 @@ class ProgramBuilder {
   void WriteHost(uint64_t ub_row, uint64_t host_addr, uint64_t rows);
   void Sync();
   void Halt();
+  // set_format: the program's number format (docs/bf16.md); without it a program is int8.
+  void SetFormat(bool bf16);
 
   const Program& program() const { return program_; }
   Program Take() { return std::move(program_); }

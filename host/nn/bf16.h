@@ -79,6 +79,39 @@ inline uint32_t Fp32Max(uint32_t a, uint32_t b) {
   return key(a) >= key(b) ? a : b;
 }
 
+// The smaller of two float32 values: NaN when either is NaN; -0 is smaller than +0.
+inline uint32_t Fp32Min(uint32_t a, uint32_t b) {
+  a = Fp32Canonical(a);
+  b = Fp32Canonical(b);
+  if (Fp32IsNan(a) || Fp32IsNan(b)) return kFp32Nan;
+  auto key = [](uint32_t x) { return (x & 0x80000000u) ? ~x : x | 0x80000000u; };
+  return key(a) <= key(b) ? a : b;
+}
+
+// x / 4: exact, or a zero of its sign below the smallest normal (average pooling).
+inline uint32_t Fp32Quarter(uint32_t x) {
+  return Fp32Canonical(BitsOfFloat(FloatOfBits(Fp32Canonical(x)) * 0.25f));
+}
+
+// The float32 vector unit's value step (docs/bf16.md, "Networks"; rtl/tpu_pkg.sv
+// Bf16Activate): the biased sum, ReLU (y > 0 ? y : +0, NaN stays NaN) when `relu`, then at
+// most `hi` (float32 bits: +infinity for no bound, 6 for ReLU6), rounded to bfloat16.
+inline uint16_t Bf16Activate(uint32_t sum, bool relu, uint32_t hi) {
+  uint32_t y = Fp32Canonical(sum);
+  if (relu && !Fp32IsNan(y) && ((y & 0x80000000u) || (y & 0x7fffffffu) == 0)) y = 0;
+  return Bf16OfFp32(Fp32Min(y, hi));
+}
+inline constexpr uint32_t kFp32Inf = 0x7f800000u;
+
+// 2 x 2 pooling of four bfloat16 values in window order (top left, top right, bottom left,
+// bottom right): the maximum, or the float32 sum in that order times 1/4, rounded.
+inline uint16_t Bf16Pool(const uint16_t v[4], bool avg) {
+  uint32_t acc = Fp32OfBf16(v[0]);
+  for (int q = 1; q < 4; ++q)
+    acc = avg ? Fp32Add(acc, Fp32OfBf16(v[q])) : Fp32Max(acc, Fp32OfBf16(v[q]));
+  return Bf16OfFp32(avg ? Fp32Quarter(acc) : acc);
+}
+
 // One processing element's step: psum + a x w, the product exact, one rounding.
 inline uint32_t Bf16Mac(uint32_t psum, uint16_t a, uint16_t w) {
   return Fp32Add(psum, Bf16Mul(a, w));

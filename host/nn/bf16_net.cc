@@ -9,30 +9,26 @@
 namespace tpu::nn {
 namespace {
 
-uint32_t Activate(Activation a, uint32_t x) {
-  if (a != Activation::kRelu && a != Activation::kRelu6) return x;
-  if (Fp32IsNan(x)) return kFp32Nan;
-  if ((x & 0x80000000u) || (x & 0x7fffffffu) == 0) return 0;  // negative or zero: +0
-  const uint32_t six = BitsOfFloat(6.0f);
-  return a == Activation::kRelu6 && x > six ? six : x;  // positive floats order as integers
+// The vector unit's ReLU and ReLU6: ReLU6 is ReLU with the upper bound 6.
+uint16_t Activate(Activation a, uint32_t x) {
+  const bool relu = a == Activation::kRelu || a == Activation::kRelu6;
+  return Bf16Activate(x, relu, a == Activation::kRelu6 ? BitsOfFloat(6.0f) : kFp32Inf);
 }
 
-// A 2 x 2, stride 2 pooling of bf16 values: the maximum, or the float32 sum in window order
-// (top left, top right, bottom left, bottom right) times 1/4, rounded to bfloat16.
+// A 2 x 2, stride 2 pooling of bf16 values (Bf16Pool: the maximum, or the float32 sum in
+// window order times 1/4).
 std::vector<uint16_t> Pool(const Layer& l, const std::vector<uint16_t>& x) {
   std::vector<uint16_t> y(static_cast<size_t>(l.out.Size()));
   const bool avg = l.type == LayerType::kAvgPool2d;
   for (int oh = 0; oh < l.out.h; ++oh)
     for (int ow = 0; ow < l.out.w; ++ow)
       for (int c = 0; c < l.out.c; ++c) {
-        uint32_t acc = 0;
+        uint16_t v[4];
         for (int q = 0; q < 4; ++q) {
           const int64_t ih = 2 * oh + q / 2, iw = 2 * ow + q % 2;
-          const uint32_t v = Fp32OfBf16(x[static_cast<size_t>((ih * l.in.w + iw) * l.in.c + c)]);
-          acc = q == 0 ? v : avg ? Fp32Add(acc, v) : Fp32Max(acc, v);
+          v[q] = x[static_cast<size_t>((ih * l.in.w + iw) * l.in.c + c)];
         }
-        if (avg) acc = Fp32Canonical(BitsOfFloat(FloatOfBits(acc) * 0.25f));  // exact, or flushed
-        y[static_cast<size_t>((int64_t{oh} * l.out.w + ow) * l.out.c + c)] = Bf16OfFp32(acc);
+        y[static_cast<size_t>((int64_t{oh} * l.out.w + ow) * l.out.c + c)] = Bf16Pool(v, avg);
       }
   return y;
 }
@@ -89,7 +85,7 @@ std::vector<uint16_t> Bf16Net::ConvOrDense(size_t i, const std::vector<uint16_t>
   std::vector<uint16_t> y(acc.size());
   for (size_t j = 0; j < acc.size(); ++j) {
     const uint32_t v = Fp32Add(acc[j], bias_[i][j % static_cast<size_t>(oc)]);
-    y[j] = Bf16OfFp32(Activate(l.activation, v));
+    y[j] = Activate(l.activation, v);
   }
   return y;
 }

@@ -8,10 +8,11 @@
 
 namespace tpu::sim {
 
-// The array sizes N whose tpu_top models are in this build (CMake TPUSIM_TPU_DIMS).
-std::vector<int> BuiltTpuDims();
+// The array sizes N whose tpu_top models in number format dtype are in this build (CMake
+// TPUSIM_TPU_DIMS, TPUSIM_TPU_BF16_DIMS).
+std::vector<int> BuiltTpuDims(hw::Dtype dtype = hw::Dtype::kInt8);
 // Throws std::invalid_argument naming the built sizes and how to add N when it was not built.
-// The array size is config.chip.array_dim.
+// The model is the one of config.chip.array_dim and config.chip.dtype.
 std::unique_ptr<TpuSystemBase> MakeTpuSystem(const char* name, const TpuSystemConfig& config);
 
 }  // namespace tpu::sim

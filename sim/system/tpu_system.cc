@@ -38,6 +38,7 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig
       socket("socket"),
       clk("clk", 10, sc_core::SC_NS),
       array_dim_(config.chip.array_dim),
+      row_bytes_(hw::RowBytes(config.chip)),
       config_(config),
       host_("host memory", static_cast<uint64_t>(config.chip.host_mem_bytes),
             {static_cast<uint32_t>(config.chip.host_mem_latency_cycles),
@@ -45,8 +46,8 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig
       weight_("weight memory", static_cast<uint64_t>(config.chip.weight_mem_bytes),
               {static_cast<uint32_t>(config.chip.weight_mem_latency_cycles),
                static_cast<uint32_t>(config.chip.weight_mem_bytes_per_cycle)}),
-      host_port_(host_, array_dim_),
-      weight_port_(weight_, array_dim_) {
+      host_port_(host_, row_bytes_),
+      weight_port_(weight_, row_bytes_) {
   if (static_cast<uint64_t>(config.chip.host_mem_bytes) > kGiB ||
       static_cast<uint64_t>(config.chip.weight_mem_bytes) > kWeightRegionSize) {
     throw std::invalid_argument("host memory holds at most 1 GiB and weight memory at most 64 GiB");

@@ -79,6 +79,8 @@ class TpuSystemBase : public sc_core::sc_module {
   TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig& config);
 
   int ArrayDim() const { return array_dim_; }
+  // Bytes of a row: N operands of the chip's format (hw::RowBytes).
+  int RowBytes() const { return row_bytes_; }
   // Notified when a run ends (halt, error, watchdog).
   const sc_core::sc_event& DoneEvent() const { return done_event_; }
   RunState State() const { return state_; }
@@ -156,6 +158,7 @@ class TpuSystemBase : public sc_core::sc_module {
   bool Access(uint64_t addr, uint8_t* data, uint64_t len, bool write, bool debug, uint64_t* cycles);
 
   int array_dim_;
+  int row_bytes_;
   TpuSystemConfig config_;
   MemoryModel host_, weight_;
   MemoryPort host_port_, weight_port_;

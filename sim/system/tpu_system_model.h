@@ -28,7 +28,7 @@ class TpuSystemModel final : public TpuSystemBase {
   TpuSystemModel(sc_core::sc_module_name name, const TpuSystemConfig& config)
       : TpuSystemBase(name, config),
         model_((Verilated::traceEverOn(true), "tpu")),
-        words_(static_cast<size_t>(config.chip.array_dim) / 4 + 8) {
+        words_(static_cast<size_t>(hw::RowBytes(config.chip)) / 4 + 8) {
     model_.clk_i(clk);
     model_.rst_ni(rst_n_);
     model_.instr_valid_i(instr_valid_);
@@ -91,9 +91,9 @@ class TpuSystemModel final : public TpuSystemBase {
     out->hm_req_valid = hm_req_valid_.read();
     out->hm_req_write = hm_req_write_.read();
     out->hm_req_addr = static_cast<uint32_t>(hm_req_addr_.read());
-    out->hm_req_data.resize(static_cast<size_t>(ArrayDim()));
+    out->hm_req_data.resize(static_cast<size_t>(RowBytes()));
     sc_detail::FromScValue(hm_req_data_.read(), words_.data());
-    UnpackLanes(words_.data(), ArrayDim(), out->hm_req_data.data());
+    UnpackLanes(words_.data(), RowBytes(), out->hm_req_data.data());
     out->wm_req_valid = wm_req_valid_.read();
     out->wm_req_addr = static_cast<uint64_t>(wm_req_addr_.read());
     out->halted = halted_.read();
@@ -117,13 +117,13 @@ class TpuSystemModel final : public TpuSystemBase {
     hm_req_ready_.write(in.hm_req_ready);
     hm_resp_valid_.write(in.hm_resp_valid);
     if (in.hm_resp_valid) {
-      PackLanes(in.hm_resp_data, ArrayDim(), words_.data());
+      PackLanes(in.hm_resp_data, RowBytes(), words_.data());
       hm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
     }
     wm_req_ready_.write(in.wm_req_ready);
     wm_resp_valid_.write(in.wm_resp_valid);
     if (in.wm_resp_valid) {
-      PackLanes(in.wm_resp_data, ArrayDim(), words_.data());
+      PackLanes(in.wm_resp_data, RowBytes(), words_.data());
       wm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
     }
   }

@@ -95,11 +95,39 @@ TEST(TpuConfigTest, EveryContractParameterIsReadWrittenAndRangeChecked) {
         FromJson(k, "x", "test");
         ADD_FAILURE() << "accepted " << bad;
       } catch (const UsageError& e) {
-        EXPECT_NE(std::string(e.what()).find(std::string(info.name) + " "), std::string::npos)
-            << e.what();
+        // (An enum field: "'dtype' must be int8 or bf16, not 2".)
+        const std::string named =
+            info.names ? "'" + std::string(info.name) + "' must be " : std::string(info.name) + " ";
+        EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
       }
     }
   }
+}
+
+// An enum field (dtype) is written by name and refuses other names and numbers, listing the
+// names it takes.
+TEST(TpuConfigTest, DtypeIsANamedChoice) {
+  nlohmann::json j = LoadConfig("small-16").ToJson();
+  EXPECT_EQ(j["dtype"], "int8");
+  j["dtype"] = "bf16";
+  const TpuConfig c = FromJson(j, "x", "test");
+  EXPECT_EQ(c.dtype, hw::Dtype::kBf16);
+  EXPECT_EQ(c.ToJson()["dtype"], "bf16");
+  for (const nlohmann::json& bad :
+       {nlohmann::json("fp8"), nlohmann::json(1), nlohmann::json("BF16")}) {
+    j["dtype"] = bad;
+    try {
+      FromJson(j, "x", "test");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("'dtype' must be int8 or bf16, not " + bad.dump()),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  TpuConfig o = LoadConfig("small-16");
+  ApplyOverride(&o, "dtype=bf16");  // --set dtype=bf16: a bare word
+  EXPECT_EQ(o.dtype, hw::Dtype::kBf16);
 }
 
 }  // namespace

@@ -67,6 +67,47 @@ TEST(Bf16Test, MaxOrdersSignedZerosAndPropagatesNan) {
   EXPECT_EQ(Fp32Max(F(1.0f), 0x7fc00001u), kFp32Nan);
 }
 
+TEST(Bf16Test, MinOrdersSignedZerosAndPropagatesNan) {
+  EXPECT_EQ(Fp32Min(0x80000000u, 0u), 0x80000000u);  // -0 < +0
+  EXPECT_EQ(Fp32Min(F(7.0f), F(6.0f)), F(6.0f));
+  EXPECT_EQ(Fp32Min(F(-7.0f), F(6.0f)), F(-7.0f));
+  EXPECT_EQ(Fp32Min(F(5.0f), kFp32Inf), F(5.0f));
+  EXPECT_EQ(Fp32Min(0x7fc00001u, F(1.0f)), kFp32Nan);
+}
+
+TEST(Bf16Test, QuarterIsExactOrFlushed) {
+  EXPECT_EQ(Fp32Quarter(F(10.0f)), F(2.5f));
+  EXPECT_EQ(Fp32Quarter(0x01800000u), 0x00800000u);  // 2^-124 / 4: the smallest normal
+  EXPECT_EQ(Fp32Quarter(0x01000000u), 0x00000000u);  // 2^-125 / 4: subnormal, so +0
+  EXPECT_EQ(Fp32Quarter(0x80800000u), 0x80000000u);  // -2^-126 / 4: subnormal, so -0
+  EXPECT_EQ(Fp32Quarter(0xff800000u), 0xff800000u);
+}
+
+// The vector unit's step (docs/bf16.md, "The chip in bf16"): ReLU, the bound, one rounding.
+TEST(Bf16Test, VectorUnitStep) {
+  EXPECT_EQ(Bf16Activate(0x80000000u, true, kFp32Inf), 0x0000u);  // ReLU(-0) = +0
+  EXPECT_EQ(Bf16Activate(0x80000000u, false, kFp32Inf), 0x8000u);
+  EXPECT_EQ(Bf16Activate(F(-3.0f), true, kFp32Inf), 0x0000u);
+  EXPECT_EQ(Bf16Activate(0xffc00000u, true, kFp32Inf), kBf16Nan);  // NaN stays NaN
+  EXPECT_EQ(Bf16Activate(F(7.0f), true, F(6.0f)), B(6.0f));        // ReLU6
+  EXPECT_EQ(Bf16Activate(0x3f808001u, false, kFp32Inf), 0x3f81u);  // rounded once, up
+  EXPECT_EQ(Bf16Activate(F(-7.0f), false, F(6.0f)), B(-7.0f));
+}
+
+TEST(Bf16Test, PoolingAddsInWindowOrderThenQuarters) {
+  const uint16_t v[4] = {B(1.0f), B(2.0f), B(3.0f), B(4.0f)};
+  EXPECT_EQ(Bf16Pool(v, true), B(2.5f));
+  EXPECT_EQ(Bf16Pool(v, false), B(4.0f));
+  // 256 + 1 + 1 + 1 = 259 exactly in float32, / 4 = 64.75: bfloat16's step at 64 is 0.5,
+  // so a tie between 64.5 (odd fraction) and 65 (even): 65. (Rounding each partial sum to
+  // bfloat16 would give 256 + 1 = 256 three times, 64.)
+  const uint16_t w[4] = {B(256.0f), B(1.0f), B(1.0f), B(1.0f)};
+  EXPECT_EQ(Bf16Pool(w, true), B(65.0f));
+  const uint16_t nan[4] = {B(1.0f), kBf16Nan, B(3.0f), B(4.0f)};
+  EXPECT_EQ(Bf16Pool(nan, false), kBf16Nan);
+  EXPECT_EQ(Bf16Pool(nan, true), kBf16Nan);
+}
+
 TEST(Bf16Test, AdditionOrderIsDownTheColumn) {
   // 1 + 2^-24 + 2^-24: added in order, each 2^-24 is a tie that rounds back to 1; added the
   // other way round, 2^-23 survives. The column order is the first.
