@@ -122,7 +122,9 @@ report::CompareRow TpuRow(const std::string& preset, const std::string& engine_n
   const nlohmann::json one =
       RunJson(preset, engine_name, model, set, 1, 1, a, scratch + "/one.json");
   report::CompareRow r;
-  r.backend = "tpu " + preset + (a.engines.size() > 1 ? " (" + engine_name + ")" : "");
+  const std::string dtype = j["config"]["dtype"].get<std::string>();
+  r.backend = "tpu " + preset + (dtype == "int8" ? "" : " " + dtype) +
+              (a.engines.size() > 1 ? " (" + engine_name + ")" : "");
   if (!j["accuracy"].is_null()) r.accuracy = j["accuracy"].get<double>();
   r.images_per_s = j["images_per_second"].get<double>();
   r.latency_us = one["us_per_image"].get<double>();
@@ -147,7 +149,9 @@ void Compare(const CompareArgs& a) {
   }
   // Every argument is checked before the data set is read.
   report::LoadEnergyTable(a.energy);
-  for (const std::string& c : a.configs) config::LoadConfig(c);
+  bool any_bf16 = false;  // a bf16 chip among the presets: its CPU reference gets a row too
+  for (const std::string& c : a.configs)
+    any_bf16 = config::LoadConfig(c).dtype == hw::Dtype::kBf16 || any_bf16;
   for (const std::string& e : a.engines) engine::ParseEngineKind(e);
   const nn::Model model = nn::LoadModel(a.model);
   const nn::InputSet set = LoadInputs(a, model);
@@ -157,6 +161,10 @@ void Compare(const CompareArgs& a) {
   rows.push_back(CpuRow(model, set, a, nn::CpuBackend::kFp32));
   if (!a.quiet) std::cerr << "compare: cpu-int8 ...\n";
   rows.push_back(CpuRow(model, set, a, nn::CpuBackend::kInt8));
+  if (any_bf16) {
+    if (!a.quiet) std::cerr << "compare: cpu-bf16 ...\n";
+    rows.push_back(CpuRow(model, set, a, nn::CpuBackend::kBf16));
+  }
   const std::string scratch =
       (std::filesystem::temp_directory_path() / ("tpusim_compare_" + std::to_string(::getpid())))
           .string();

@@ -27,8 +27,8 @@ struct GemmOptions {
   std::string a_path, b_path, out_path;
   std::optional<int64_t> m, k, n;
   uint64_t seed = 1;
-  std::string dtype = "int8";
-  ChipOptions chip;  // the matrix unit's engine is its own (--engine below)
+  std::string dtype;  // empty: the config's (int8 unless it is a bf16 chip)
+  ChipOptions chip;   // the matrix unit's engine is its own (--engine below)
   std::string engine = "rtl";
   TraceOptions trace;  // no timeline: the matrix unit has no instructions
   OutputOptions out;
@@ -164,8 +164,9 @@ void RunAs(const GemmOptions& o, const config::TpuConfig& config) {
 void Run(const GemmOptions& o) {
   const config::TpuConfig config = ResolveConfig(o.chip);
   CheckTraceOptions(o.trace);
-  if (o.dtype == "int8") return RunAs<int8_t>(o, config);
-  if (o.dtype == "bf16") return RunAs<uint16_t>(o, config);
+  const std::string dtype = o.dtype.empty() ? hw::Name(config.dtype) : o.dtype;
+  if (dtype == "int8") return RunAs<int8_t>(o, config);
+  if (dtype == "bf16") return RunAs<uint16_t>(o, config);
   throw UsageError("unknown --dtype '" + o.dtype +
                    "'; use int8 (int8 x int8 into int32, TPU v1) or bf16 (bfloat16 x bfloat16 "
                    "into float32, TPU v2/v3: docs/bf16.md)");
@@ -184,7 +185,8 @@ Tiles any M x K by K x N product onto the N x N weight-stationary array (folds o
 and N, streams M), runs the Verilated RTL, checks C bit for bit against a CPU reference and
 prints the RTL's cycle counters next to the closed-form count of docs/mxu.md.
 
---dtype int8 (the default): int8 operands, int32 C, checked against Eigen.
+--dtype int8 (the default, unless the config is a bf16 chip such as tpu-v2): int8
+operands, int32 C, checked against Eigen.
 --dtype bf16: float32 .npy operands rounded to bfloat16 (random ones: normal, mean 0,
 deviation 1), float32 sums and C, checked against the bf16 reference that adds in the
 array's order (docs/bf16.md). The rtl engine has the sizes of TPUSIM_BF16_ARRAY_DIMS.
@@ -202,8 +204,8 @@ Exit status: 0 success, 1 runtime error or mismatch, 2 bad usage or input.)");
   cmd->add_option("--out", opts->out_path,
                   "write C (M x N; int32, float32 with bf16) to this .npy file");
   cmd->add_option("--dtype", opts->dtype,
-                  "number format: int8 (int32 sums) or bf16 (float32 sums, docs/bf16.md)")
-      ->capture_default_str();
+                  "number format: int8 (int32 sums) or bf16 (float32 sums, docs/bf16.md); "
+                  "default: the config's dtype");
   cmd->add_option("--m", opts->m, "rows of A, for random operands (default 64)");
   cmd->add_option("--k", opts->k, "columns of A = rows of B, for random operands (default 64)");
   cmd->add_option("--n", opts->n, "columns of B, for random operands (default 64)");

@@ -19,6 +19,7 @@
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
+#include "host/nn/bf16.h"
 #include "host/nn/model.h"
 #include "host/report/energy.h"
 #include "host/report/run_report.h"
@@ -97,7 +98,14 @@ void RunTopology(const RunArgs& a, int batch) {
 // Writes the report (and --logits, --predictions) of a run of `inputs`.
 void Report(const RunArgs& a, const report::RunReport& report, const run::TpuRunResult& r,
             int64_t outputs, const nn::InputSet& inputs) {
-  if (!a.logits.empty() || !a.predictions.empty()) {
+  if (!r.logits_bf16.empty() && (!a.logits.empty() || !a.predictions.empty())) {
+    std::vector<float> all;  // a bf16 chip's outputs, exactly, as float32
+    for (const auto& y : r.logits_bf16)
+      for (uint16_t v : y) all.push_back(nn::FloatOfBits(nn::Fp32OfBf16(v)));
+    if (!a.logits.empty()) WriteLogits(a.logits, outputs, all);
+    if (!a.predictions.empty())
+      WritePredictions(a.predictions, outputs, all, inputs.labels, report.first_input);
+  } else if (!a.logits.empty() || !a.predictions.empty()) {
     std::vector<int8_t> all;
     for (const auto& y : r.logits) all.insert(all.end(), y.begin(), y.end());
     if (!a.logits.empty()) WriteLogits(a.logits, outputs, all, r.output_scale);

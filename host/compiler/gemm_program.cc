@@ -7,6 +7,7 @@
 #include "contract/tpu_contract.h"
 #include "host/compiler/packing.h"
 #include "host/isa/program_builder.h"
+#include "host/nn/bf16.h"
 #include "host/nn/int8_ops.h"
 
 namespace tpu::compiler {
@@ -57,55 +58,49 @@ Matrix<int8_t> GemmProgram::Unpack(const std::vector<uint8_t>& out) const {
   });
 }
 
-GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
-                            uint64_t seed) {
-  GemmProgram g;
-  g.m = a.rows;
-  g.k = a.cols;
-  g.cols = b.cols;
-  g.n = n;
-  g.kt = (g.k + n - 1) / n;
-  g.nt = (g.cols + n - 1) / n;
-  const int64_t m = g.m;
-  engine::ExecJob& job = g.job;
+namespace {
+
+// The program and memory images of C = A x B, for either format: A's column blocks in the
+// unified buffer, B's tiles (`weights`, packed) through the FIFO, the parameter sets
+// (`sets`, packed) after A in host memory; T is the operand (int8_t, or uint16_t in bf16).
+template <class T>
+void BuildGemm(GemmProgram* g, const Matrix<T>& a, int n, bool overlap,
+               const std::vector<uint8_t>& sets, std::vector<uint8_t> weights) {
+  const bool bf16 = sizeof(T) == 2;
+  const int64_t m = g->m, row = int64_t{n} * int64_t{sizeof(T)};  // a row's bytes
+  engine::ExecJob& job = g->job;
   job.name = "gemm";
-  // Host memory: A's column blocks, then the parameter sets, then room for the outputs.
   std::vector<uint8_t>& host = job.host_image;
-  host.assign(static_cast<size_t>(g.kt * m * n), 0);
-  for (int64_t kb = 0; kb < g.kt; ++kb) {
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t c = 0; c < n && kb * n + c < g.k; ++c) {
-        host[static_cast<size_t>((kb * m + i) * n + c)] = static_cast<uint8_t>(a.at(i, kb * n + c));
-      }
-    }
-  }
+  host.assign(static_cast<size_t>(g->kt * m * row), 0);
+  for (int64_t kb = 0; kb < g->kt; ++kb)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t c = 0; c < n && kb * n + c < g->k; ++c)
+        std::memcpy(&host[static_cast<size_t>((kb * m + i) * row + c * int64_t{sizeof(T)})],
+                    &a.at(i, kb * n + c), sizeof(T));
   const uint64_t params_addr = host.size();
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  g.params = RandomGemmParams(g.nt * n, rng, 39, 43);
-  const std::vector<uint8_t> sets = PackParamSets(g.params.bias.data(), g.params.multiplier.data(),
-                                                  g.params.shift.data(), g.nt * n, n);
   host.insert(host.end(), sets.begin(), sets.end());
   job.host_out_addr = host.size();
-  job.host_out_bytes = static_cast<uint64_t>(g.nt * m * n);
-  job.weight_image = PackWeightTiles(b.data.data(), g.k, g.cols, n);
+  job.host_out_bytes = static_cast<uint64_t>(g->nt * m * row);
+  job.weight_image = std::move(weights);
 
   isa::ProgramBuilder p;
+  if (bf16) p.SetFormat(true);
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  const int64_t out_ub = g.kt * m, tiles = g.kt * g.nt;
+  const int64_t out_ub = g->kt * m, tiles = g->kt * g->nt, tile = n * row;
   constexpr auto kMost = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
-  for (int64_t r0 = 0; r0 < g.kt * m; r0 += kMost)  // A, in transfers a length field holds
-    p.ReadHost(u(r0 * n), u(r0), u(std::min(kMost, g.kt * m - r0)));
-  p.ReadParams(params_addr, 0, u(g.nt));
-  for (int64_t j = 0; j < g.nt; ++j) {
+  for (int64_t r0 = 0; r0 < g->kt * m; r0 += kMost)  // A, in transfers a length field holds
+    p.ReadHost(u(r0 * row), u(r0), u(std::min(kMost, g->kt * m - r0)));
+  p.ReadParams(params_addr, 0, u(g->nt));
+  for (int64_t j = 0; j < g->nt; ++j) {
     const int64_t acc = (j % 2) * m;  // two accumulator buffers: tile j+1 overlaps activate j
-    for (int64_t kb = 0; kb < g.kt; ++kb) {
-      const int64_t t = j * g.kt + kb;
+    for (int64_t kb = 0; kb < g->kt; ++kb) {
+      const int64_t t = j * g->kt + kb;
       // Overlapped: the weights in reads as long as a length field holds, each right before
       // the matmul of its first tile (a read waiting for FIFO room never stands in front of
       // the matmuls that would make it).
-      if (overlap && t % kMost == 0) p.ReadWeights(u(t * n * n), u(std::min(kMost, tiles - t)));
+      if (overlap && t % kMost == 0) p.ReadWeights(u(t * tile), u(std::min(kMost, tiles - t)));
       if (!overlap) {
-        p.ReadWeights(u((j * g.kt + kb) * n * n), 1);
+        p.ReadWeights(u(t * tile), 1);
         p.Sync();
       }
       p.Matmul(u(kb * m), u(acc), u(m), /*switch_tile=*/true, isa::AddIf(kb > 0));
@@ -113,11 +108,67 @@ GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, in
     }
     p.Activate(u(acc), u(out_ub + j * m), u(m), u(j), /*relu=*/false, isa::Pool::kNone);
   }
-  for (int64_t r0 = 0; r0 < g.nt * m; r0 += kMost)
-    p.WriteHost(u(out_ub + r0), job.host_out_addr + u(r0 * n), u(std::min(kMost, g.nt * m - r0)));
+  for (int64_t r0 = 0; r0 < g->nt * m; r0 += kMost)
+    p.WriteHost(u(out_ub + r0), job.host_out_addr + u(r0 * row),
+                u(std::min(kMost, g->nt * m - r0)));
   p.Halt();
   job.program = p.Take();
+}
+
+template <class T>
+GemmProgram Shape(const Matrix<T>& a, const Matrix<T>& b, int n) {
+  GemmProgram g;
+  g.m = a.rows;
+  g.k = a.cols;
+  g.cols = b.cols;
+  g.n = n;
+  g.kt = (g.k + n - 1) / n;
+  g.nt = (g.cols + n - 1) / n;
   return g;
+}
+
+}  // namespace
+
+GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
+                            uint64_t seed) {
+  GemmProgram g = Shape(a, b, n);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  g.params = RandomGemmParams(g.nt * n, rng, 39, 43);
+  const std::vector<uint8_t> sets = PackParamSets(g.params.bias.data(), g.params.multiplier.data(),
+                                                  g.params.shift.data(), g.nt * n, n);
+  BuildGemm(&g, a, n, overlap, sets, PackWeightTiles(b.data.data(), g.k, g.cols, n));
+  return g;
+}
+
+GemmProgram MakeGemmProgramBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int n,
+                                bool overlap, uint64_t seed) {
+  GemmProgram g = Shape(a, b, n);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (int64_t c = 0; c < g.nt * n; ++c) g.bias_bf16.push_back(nn::BitsOfFloat(d(rng)));
+  const std::vector<uint32_t> hi(g.bias_bf16.size(), nn::kFp32Inf);
+  const std::vector<uint8_t> sets = PackParamSetsBf16(g.bias_bf16.data(), hi.data(), g.nt * n, n);
+  BuildGemm(&g, a, n, overlap, sets, PackWeightTilesBf16(b.data.data(), g.k, g.cols, n));
+  return g;
+}
+
+std::vector<uint16_t> GemmProgram::ExpectedBf16(const std::vector<uint32_t>& c) const {
+  std::vector<uint16_t> y(static_cast<size_t>(m * cols));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      y[static_cast<size_t>(i * cols + j)] = nn::Bf16Activate(
+          nn::Fp32Add(c[static_cast<size_t>(i * cols + j)], bias_bf16[static_cast<size_t>(j)]),
+          false, nn::kFp32Inf);
+  return y;
+}
+
+std::vector<uint16_t> GemmProgram::UnpackBf16(const std::vector<uint8_t>& out) const {
+  std::vector<uint16_t> y(static_cast<size_t>(m * cols));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      std::memcpy(&y[static_cast<size_t>(i * cols + j)],
+                  &out[static_cast<size_t>((((j / n) * m + i) * n + j % n) * 2)], 2);
+  return y;
 }
 
 }  // namespace tpu::compiler

@@ -22,11 +22,16 @@ struct GemmProgram {
   engine::ExecJob job;  // program, memory images, the output range to read back
   int64_t m = 0, k = 0, cols = 0, n = 0, kt = 0, nt = 0;
   GemmParams params;
+  std::vector<uint32_t> bias_bf16;  // a bf16 program's float32 biases, one per output column
 
   // The int8 outputs the program must produce, from int32 products.
   Matrix<int8_t> Expected(const Matrix<int32_t>& c) const;
   // The outputs read back from host memory, as an m x cols matrix.
   Matrix<int8_t> Unpack(const std::vector<uint8_t>& out) const;
+  // A bf16 program's: the bfloat16 outputs (m x cols, row-major) from the float32 products
+  // (nn::Bf16Gemm with n-row K tiles), and those read back.
+  std::vector<uint16_t> ExpectedBf16(const std::vector<uint32_t>& c) const;
+  std::vector<uint16_t> UnpackBf16(const std::vector<uint8_t>& out) const;
 };
 
 // Random parameters for `columns` lanes: biases in +-2^15, multipliers in [2^30, 2^31),
@@ -40,5 +45,9 @@ GemmParams RandomGemmParams(int64_t columns, std::mt19937& rng, int shift_lo, in
 // with a sync on either side.
 GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
                             uint64_t seed = 7);
+// The same on a bf16 chip: bfloat16 operands, random float32 biases (normal), no bound, the
+// outputs rounded to bfloat16 (docs/bf16.md).
+GemmProgram MakeGemmProgramBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int n,
+                                bool overlap, uint64_t seed = 7);
 
 }  // namespace tpu::compiler

@@ -95,7 +95,7 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
     Bound& b = out[i];
     const int64_t rows = op.stacked ? 1 : op.rows;
     b.vector = static_cast<double>(batch * rows * op.nt);
-    int64_t host_rows = op.nt * hw::kParamRows;  // its parameter sets
+    int64_t host_rows = op.nt * hw::ParamRows(hw::ElementBytes(c.dtype));  // its sets
     for (int t : op.inputs)
       if (t == 0 && !plan.maps.input) host_rows += batch * g.tensors[0].rows;
     if (op.output == g.output && !plan.maps.output) {

@@ -43,10 +43,21 @@ struct View {
 class Emitter {
  public:
   Emitter(const LoweredGraph& g, const Plan& plan, const config::TpuConfig& c, int batch)
-      : g_(g), plan_(plan), c_(c), n_(c.array_dim), b_(batch), half_(c.acc_depth_rows / 2) {}
+      : g_(g),
+        plan_(plan),
+        c_(c),
+        n_(c.array_dim),
+        row_(hw::RowBytes(c)),
+        set_bytes_(int64_t{hw::ParamRows(hw::ElementBytes(c.dtype))} * row_),
+        b_(batch),
+        half_(c.acc_depth_rows / 2) {}
 
   EmittedProgram Run() {
-    const int64_t sets = static_cast<int64_t>(g_.params.size()) / (int64_t{hw::kParamRows} * n_);
+    if (c_.dtype == hw::Dtype::kBf16) {
+      p_.SetFormat(true);
+      Rec(-1);
+    }
+    const int64_t sets = static_cast<int64_t>(g_.params.size()) / set_bytes_;
     all_params_ = sets <= c_.param_sets;
     if (all_params_) {
       p_.ReadParams(plan_.params_addr, 0, static_cast<uint64_t>(sets));
@@ -95,7 +106,7 @@ class Emitter {
     for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
       const int64_t r = std::min(kMaxRows, rows - r0);
       Touch({}, {ub + r0, ub + r0 + r});
-      p_.ReadHost(host + static_cast<uint64_t>(r0 * n_), static_cast<uint64_t>(ub + r0),
+      p_.ReadHost(host + static_cast<uint64_t>(r0 * row_), static_cast<uint64_t>(ub + r0),
                   static_cast<uint64_t>(r));
       Rec(op);
     }
@@ -104,14 +115,14 @@ class Emitter {
     for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
       const int64_t r = std::min(kMaxRows, rows - r0);
       Touch({ub + r0, ub + r0 + r}, {});
-      p_.WriteHost(static_cast<uint64_t>(ub + r0), host + static_cast<uint64_t>(r0 * n_),
+      p_.WriteHost(static_cast<uint64_t>(ub + r0), host + static_cast<uint64_t>(r0 * row_),
                    static_cast<uint64_t>(r));
       Rec(op);
     }
   }
   uint64_t HostRow(int t, int64_t image) const {
     return plan_.places[static_cast<size_t>(t)].host_addr +
-           static_cast<uint64_t>(image * T(t).rows * n_);
+           static_cast<uint64_t>(image * T(t).rows * row_);
   }
 
   // ---- parameter sets
@@ -125,7 +136,7 @@ class Emitter {
     next_slot_ = (next_slot_ + 1) % c_.param_sets;
     if (const auto old = set_in_.find(slot); old != set_in_.end()) slot_of_.erase(old->second);
     Touch({}, {}, {}, slot);
-    p_.ReadParams(plan_.params_addr + static_cast<uint64_t>(set * hw::kParamRows * n_),
+    p_.ReadParams(plan_.params_addr + static_cast<uint64_t>(set * set_bytes_),
                   static_cast<uint64_t>(slot), 1);
     Rec(op);
     slot_of_[set] = slot;
@@ -277,7 +288,7 @@ class Emitter {
     for (size_t k = 0; k < terms.size(); ++k) {
       const OpTerm& t = terms[k];
       if (reads[k] > 0) {  // the tiles of this term and the next ones, as one read
-        p_.ReadWeights(static_cast<uint64_t>(t.tile) * static_cast<uint64_t>(n_ * n_),
+        p_.ReadWeights(static_cast<uint64_t>(t.tile) * static_cast<uint64_t>(n_ * row_),
                        static_cast<uint64_t>(reads[k]));
         Rec(i);
       }
@@ -335,7 +346,7 @@ class Emitter {
     emit();
     Rec(op);
     if (*first && ahead_ >= 0) {  // the next pass's tile, while this one streams
-      p_.ReadWeights(static_cast<uint64_t>(ahead_) * static_cast<uint64_t>(n_ * n_), 1);
+      p_.ReadWeights(static_cast<uint64_t>(ahead_) * static_cast<uint64_t>(n_ * row_), 1);
       Rec(op);
       prefetched_ = ahead_;
       ahead_ = -1;
@@ -358,7 +369,7 @@ class Emitter {
     due_ = c_.host_mem_latency_cycles +
            static_cast<int64_t>(std::ceil(static_cast<double>(r) * c_.HostRowCycles()));
     streamed_ = 0;
-    t.host += static_cast<uint64_t>(r * n_);
+    t.host += static_cast<uint64_t>(r * row_);
     t.ub += r;
     t.rows -= r;
     if (t.rows == 0) background_.erase(background_.begin());
@@ -469,7 +480,7 @@ class Emitter {
             }
             w.in_w = static_cast<uint64_t>(t.w);
           }
-          ReadHost(HostRow(st.tensor, im) + static_cast<uint64_t>(row0 * n_), st.ub[buffer], rows,
+          ReadHost(HostRow(st.tensor, im) + static_cast<uint64_t>(row0 * row_), st.ub[buffer], rows,
                    i);
         }
         const int64_t rows = (y1 - y0) * out.w * k * k;
@@ -483,7 +494,7 @@ class Emitter {
         const int64_t out_rows = (y1 - y0) * out.w * Tiles(op.output);
         WriteHost(
             views_[op.output].ub,
-            HostRow(op.output, im) + static_cast<uint64_t>(y0 * out.w * Tiles(op.output) * n_),
+            HostRow(op.output, im) + static_cast<uint64_t>(y0 * out.w * Tiles(op.output) * row_),
             out_rows, i);
       }
     }
@@ -492,7 +503,9 @@ class Emitter {
   const LoweredGraph& g_;
   const Plan& plan_;
   const config::TpuConfig& c_;
-  const int64_t n_, b_, half_;
+  const int64_t n_;
+  const int64_t row_, set_bytes_;  // a row's bytes (N, or 2N in bf16), a parameter set's
+  const int64_t b_, half_;
   isa::ProgramBuilder p_;
   std::vector<int32_t> op_of_;
   std::vector<Act> pending_;

@@ -11,6 +11,7 @@
 #include "contract/tpu_contract.h"
 #include "host/compiler/layer_compiler.h"
 #include "host/compiler/packing.h"
+#include "host/nn/bf16.h"
 #include "host/nn/int8_ops.h"
 
 namespace tpu::compiler {
@@ -23,7 +24,12 @@ constexpr int64_t kField16 = hw::kOpdMatmulFirst.Max();      // pixels, K-tiles,
 
 class Lowering {
  public:
-  Lowering(const nn::Model& m, int n) : m_(m), n_(n), consumers_(m.Consumers()) {}
+  Lowering(const nn::Model& m, int n, hw::Dtype dtype)
+      : m_(m),
+        n_(n),
+        bf16_(dtype == hw::Dtype::kBf16),
+        set_bytes_(int64_t{hw::ParamRows(hw::ElementBytes(dtype))} * n * hw::ElementBytes(dtype)),
+        consumers_(m.Consumers()) {}
 
   LoweredGraph Run() {
     GraphTensor in;
@@ -87,6 +93,7 @@ class Lowering {
 
   void Layer(int i) {
     const nn::Layer& l = L(i);
+    if (bf16_ && !RunsInBf16(i)) return;
     switch (l.type) {
       case nn::LayerType::kFlatten:
         tensor_of_[static_cast<size_t>(i)] = TensorOf(l.inputs[0]);  // the same rows
@@ -106,6 +113,23 @@ class Lowering {
       case nn::LayerType::kConcat:
         return Concat(i);
     }
+  }
+
+  // The bf16 chip (docs/bf16.md) runs convolutions and dense layers, each with the 2 x 2
+  // pooling of stride 2 that only reads it fused into its activate, and flatten: the layers
+  // of nn::Bf16Net, whose order of additions and roundings it then follows exactly.
+  bool RunsInBf16(int i) {
+    const nn::Layer& l = L(i);
+    const bool runs = l.type == nn::LayerType::kConv2d || l.type == nn::LayerType::kDense ||
+                      l.type == nn::LayerType::kFlatten || (l.IsPool() && fused_.count(i));
+    if (!runs) {
+      No(
+          fmt::format("layer '{}' ({}) does not run on a bf16 chip yet: it runs convolutions and "
+                      "dense layers, each with a 2 x 2 pooling of stride 2 right after a "
+                      "convolution, and flatten (docs/bf16.md)",
+                      l.name, l.TypeName()));
+    }
+    return runs;
   }
 
   // A 2 x 2 pooling of stride 2 that only reads this convolution runs in its activate.
@@ -167,7 +191,7 @@ class Lowering {
     op.inputs = {in_t};
     op.relu = nn::ClampsAtZero(l.activation);
     const int pool = FusablePool(i);
-    const int add = pool < 0 ? FusableAdd(i) : -1;
+    const int add = pool < 0 && !bf16_ ? FusableAdd(i) : -1;
     int64_t out_h = l.out.h, out_w = l.out.w, kt = 0;
     if (op.kind == OpKind::kConv) {
       if (pool >= 0) {
@@ -208,7 +232,8 @@ class Lowering {
                              : l.in.c;
     Terms terms = DenseTerms(l, k, kt, op.nt, window);
     // Each tap's channels start a K-tile only in maps an operation wrote (T x N-byte pixels).
-    if (l.depthwise && op.kind == OpKind::kConv && !in.packed &&
+    // (Not in bf16, whose K-tiles must split K where nn::Bf16Net splits it.)
+    if (!bf16_ && l.depthwise && op.kind == OpKind::kConv && !in.packed &&
         int64_t{l.kernel_h} * l.kernel_w * in.T(n_) <= kField16 + 1) {
       Terms aligned = TapAlignedTerms(l, in);
       if (aligned.Cost() <= terms.Cost()) {
@@ -217,7 +242,10 @@ class Lowering {
       }
     }
     op.terms = Intern(std::move(terms));
-    Params(op, l.q.bias.data, l.q.multiplier, l.q.shift, l.out.c);
+    if (bf16_)
+      ParamsBf16(op, l);
+    else
+      Params(op, l.q.bias.data, l.q.multiplier, l.q.shift, l.out.c);
     bool nonneg = op.relu;
     int64_t oc = l.out.c;
     if (add >= 0) Fuse(&op, i, add, &nonneg, &oc);
@@ -252,8 +280,15 @@ class Lowering {
   // The tile of each (column j, K-tile kb) of the weights packed densely: K is the
   // receptive field (or the flattened input), k long.
   Terms DenseTerms(const nn::Layer& l, int64_t k, int64_t kt, int64_t nt, bool window) const {
-    const std::vector<uint8_t> packed = PackWeightTiles(l.q.weights.data.data(), k, l.out.c, n_);
-    const size_t nn2 = static_cast<size_t>(n_) * n_;
+    std::vector<uint8_t> packed;
+    if (bf16_) {
+      std::vector<uint16_t> w;
+      for (float v : l.weights.data) w.push_back(nn::Bf16OfFp32(nn::BitsOfFloat(v)));
+      packed = PackWeightTilesBf16(w.data(), k, l.out.c, n_);
+    } else {
+      packed = PackWeightTiles(l.q.weights.data.data(), k, l.out.c, n_);
+    }
+    const size_t nn2 = static_cast<size_t>(n_) * n_ * (bf16_ ? 2 : 1);
     Terms terms;
     terms.columns.resize(static_cast<size_t>(nt));
     for (int64_t j = 0; j < nt; ++j) {
@@ -261,8 +296,10 @@ class Lowering {
         const auto at = packed.begin() + static_cast<std::ptrdiff_t>((j * kt + kb) * nn2);
         const std::vector<uint8_t> tile(at, at + static_cast<std::ptrdiff_t>(nn2));
         // A tile of zeros adds nothing (a depthwise layer's off-diagonal blocks): skipped,
-        // unless the whole column is zeros (then one term overwrites the accumulators).
-        if (Zero(tile) && !(kb == kt - 1 && terms.columns[static_cast<size_t>(j)].empty()))
+        // unless the whole column is zeros (then one term overwrites the accumulators). In
+        // bf16 it may: an infinite activation times its zeros is NaN, as in nn::Bf16Net.
+        if (!bf16_ && Zero(tile) &&
+            !(kb == kt - 1 && terms.columns[static_cast<size_t>(j)].empty()))
           continue;
         terms.Add(static_cast<size_t>(j), {0, window, kb, 0}, tile);
       }
@@ -325,10 +362,21 @@ class Lowering {
 
   void Params(GraphOp& op, const std::vector<int32_t>& bias, const std::vector<int32_t>& mult,
               const std::vector<int32_t>& shift, int64_t channels) {
-    op.first_param =
-        static_cast<int>(g_.params.size() / (static_cast<size_t>(hw::kParamRows) * n_));
+    op.first_param = static_cast<int>(static_cast<int64_t>(g_.params.size()) / set_bytes_);
     const std::vector<uint8_t> p =
         PackParamSets(bias.data(), mult.data(), shift.data(), channels, n_);
+    g_.params.insert(g_.params.end(), p.begin(), p.end());
+  }
+  // The bf16 chip's: the layer's float32 biases, and the upper bound 6 for ReLU6 (the
+  // activate's ReLU flag does the clamp at zero).
+  void ParamsBf16(GraphOp& op, const nn::Layer& l) {
+    op.first_param = static_cast<int>(static_cast<int64_t>(g_.params.size()) / set_bytes_);
+    std::vector<uint32_t> bias, hi;
+    for (float v : l.bias.data) bias.push_back(nn::Fp32Canonical(nn::BitsOfFloat(v)));
+    const uint32_t bound =
+        l.activation == nn::Activation::kRelu6 ? nn::BitsOfFloat(6.0f) : nn::kFp32Inf;
+    hi.assign(bias.size(), bound);
+    const std::vector<uint8_t> p = PackParamSetsBf16(bias.data(), hi.data(), l.out.c, n_);
     g_.params.insert(g_.params.end(), p.begin(), p.end());
   }
   // Parameter sets that give each value back (bias 0, multiplier 2^30, shift 30).
@@ -484,6 +532,8 @@ class Lowering {
 
   const nn::Model& m_;
   const int n_;
+  const bool bf16_;          // a bf16 chip: bfloat16 weights, float32 parameter sets
+  const int64_t set_bytes_;  // a parameter set's bytes
   const std::vector<std::vector<int>> consumers_;
   LoweredGraph g_;
   std::vector<int> tensor_of_;  // per layer, the tensor holding its output
@@ -506,6 +556,8 @@ std::vector<int64_t> TileRuns(const std::vector<std::vector<OpTerm>>& columns) {
   return runs;
 }
 
-LoweredGraph LowerGraph(const nn::Model& model, int n) { return Lowering(model, n).Run(); }
+LoweredGraph LowerGraph(const nn::Model& model, int n, hw::Dtype dtype) {
+  return Lowering(model, n, dtype).Run();
+}
 
 }  // namespace tpu::compiler

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/tpu_contract.h"
 #include "host/isa/program_builder.h"
 #include "host/nn/model.h"
 
@@ -78,14 +79,17 @@ struct LoweredGraph {
   std::vector<GraphTensor> tensors;  // tensor 0 is the model's input
   std::vector<GraphOp> ops;          // in an order where every op follows its inputs' writers
   int output = -1;                   // the tensor that holds the model's output
-  std::vector<std::vector<uint8_t>> tiles;  // distinct N x N weight tiles (rows = input lanes)
-  std::vector<uint8_t> params;              // every op's parameter sets, first_param order
+  std::vector<std::vector<uint8_t>>
+      tiles;                    // distinct N x N weight tiles (rows = input lanes; bytes)
+  std::vector<uint8_t> params;  // every op's parameter sets, first_param order
   int border = 0;       // preprocess mnist32: the zero border the first convolution pads instead
   std::string why_not;  // what the chip cannot run (empty: everything lowered)
 };
 
-// Lowers a quantized model for an N x N array. What the chip cannot run (a window larger
-// than the registers hold, max pooling of the packed input, ...) is said in why_not.
-LoweredGraph LowerGraph(const nn::Model& model, int n);
+// Lowers a quantized model for an N x N int8 array, or an fp32 model for a bf16 one (its
+// weights rounded to bfloat16, float32 biases: docs/bf16.md). What the chip cannot run (a
+// window larger than the registers hold, max pooling of the packed input, ...) is said in
+// why_not.
+LoweredGraph LowerGraph(const nn::Model& model, int n, hw::Dtype dtype = hw::Dtype::kInt8);
 
 }  // namespace tpu::compiler

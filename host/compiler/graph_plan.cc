@@ -50,7 +50,7 @@ class Planner {
       stream_.push_back(static_cast<double>(op.rows * terms));
       const double tile = n_ * c.WeightRowCycles();
       wload_.push_back(static_cast<double>(tiles) * tile);
-      wbytes_.push_back(static_cast<double>(tiles) * n_ * n_);
+      wbytes_.push_back(static_cast<double>(tiles) * n_ * hw::RowBytes(c));
     }
   }
 
@@ -155,7 +155,7 @@ class Planner {
         if (t != 0) bytes += static_cast<double>(Rows(t));  // read in
       for (int t : Cross(q))
         if (Producer(t) >= p) bytes += static_cast<double>(Rows(t));  // written out
-      cost += bytes * b_ * n_ / c_.host_mem_bytes_per_cycle;
+      cost += bytes * b_ * hw::RowBytes(c_) / c_.host_mem_bytes_per_cycle;
     }
     return cost;
   }
@@ -342,7 +342,7 @@ class Planner {
 
   // Host memory: the images, the parameter sets, the spilled tensors, the output.
   Plan Layout(Plan p) {
-    const auto row = static_cast<uint64_t>(n_);
+    const auto row = static_cast<uint64_t>(hw::RowBytes(c_));  // a row's bytes
     auto align = [](uint64_t a) { return (a + 63) / 64 * 64; };
     uint64_t at = static_cast<uint64_t>(b_ * Rows(0)) * row;
     p.places[0].host_addr = 0;
@@ -356,7 +356,7 @@ class Planner {
     p.output_addr = align(at);
     p.places[static_cast<size_t>(g_.output)].host_addr = p.output_addr;
     p.host_bytes = p.output_addr + static_cast<uint64_t>(b_ * Rows(g_.output)) * row;
-    p.weights_bytes = static_cast<uint64_t>(g_.tiles.size()) * row * row;
+    p.weights_bytes = static_cast<uint64_t>(g_.tiles.size()) * static_cast<uint64_t>(n_) * row;
     if (p.host_bytes > static_cast<uint64_t>(c_.host_mem_bytes)) {
       p.why_not = fmt::format(
           "a batch of {} needs {} bytes of host memory; the config has {} (host_mem_bytes): use "

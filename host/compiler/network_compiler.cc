@@ -19,9 +19,10 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
     : config_(config),
       n_(config.array_dim),
       batch_(std::max(1, batch)),
+      row_(hw::RowBytes(config)),
       preprocess_(model.preprocess),
       input_(model.input),
-      graph_(LowerGraph(model, config.array_dim)) {
+      graph_(LowerGraph(model, config.array_dim, config.dtype)) {
   for (const GraphOp& op : graph_.ops) {
     name_ += (name_.empty() ? "" : " > ") + op.name;
     macs_per_image_ += op.macs;
@@ -60,7 +61,7 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
     const GraphTensor& tt = graph_.tensors[t];
     SpilledTensor s;
     s.name = graph_.ops[static_cast<size_t>(tt.producer)].name;
-    s.bytes_per_image = tt.rows * n_;
+    s.bytes_per_image = tt.rows * row_;
     for (const auto& st : plan.staging)
       for (const Staging& x : st) s.readers += x.tensor == static_cast<int>(t);
     spilled_.push_back(s);
@@ -119,6 +120,19 @@ std::string NetworkCompiler::PlanText() const {
 }
 
 LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const {
+  if (config_.dtype != hw::Dtype::kInt8)
+    throw UsageError("int8 inputs for a " + std::string(hw::Name(config_.dtype)) + " chip");
+  return BuildOf(act, batch);
+}
+
+LayerJob NetworkCompiler::BuildBf16(const std::vector<uint16_t>& act, int batch) const {
+  if (config_.dtype != hw::Dtype::kBf16)
+    throw UsageError("bf16 inputs for a " + std::string(hw::Name(config_.dtype)) + " chip");
+  return BuildOf(act, batch);
+}
+
+template <class T>
+LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch) const {
   if (!Fits()) throw UsageError("the network does not run as one program: " + why_not_);
   if (batch < 1 || batch > batch_) {
     throw UsageError(fmt::format("a batch of {} images; the plan is for 1 to {}", batch, batch_));
@@ -132,16 +146,17 @@ LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const
   ex.host_image.assign(static_cast<size_t>(plan.output_addr), 0);
   const int b = graph_.border;  // mnist32: the zero border the first convolution pads
   for (int64_t i = 0; i < batch; ++i) {
-    const int8_t* image = &act[static_cast<size_t>(i * input_.Size())];
-    uint8_t* sent = &ex.host_image[static_cast<size_t>(i * in.rows * n_)];
+    const T* image = &act[static_cast<size_t>(i * input_.Size())];
+    uint8_t* sent = &ex.host_image[static_cast<size_t>(i * in.rows * row_)];
     for (int64_t y = 0; y < input_.h; ++y)
       for (int64_t x = 0; x < input_.w; ++x)
         for (int64_t c = 0; c < input_.c; ++c) {
-          const int8_t v = image[(y * input_.w + x) * input_.c + c];
+          const T v = image[(y * input_.w + x) * input_.c + c];
           const bool inner = y >= b && y < input_.h - b && x >= b && x < input_.w - b;
           if (inner) {
-            sent[((y - b) * in.w + x - b) * input_.c + c] = static_cast<uint8_t>(v);
-          } else if (v != 0) {
+            std::memcpy(&sent[(((y - b) * in.w + x - b) * input_.c + c) * int64_t{sizeof(T)}], &v,
+                        sizeof(T));
+          } else if (v != 0 && !(sizeof(T) == 2 && v == 0x8000)) {  // (bf16 -0: a zero too)
             throw UsageError(fmt::format(
                 "image {} of the batch has a pixel other than 0 in the border that preprocess "
                 "{} pads with zeros ({}, {})",
@@ -154,7 +169,7 @@ LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const
   ex.weight_image = weights_;
   const GraphTensor& out = graph_.tensors[static_cast<size_t>(graph_.output)];
   ex.host_out_addr = plan.output_addr;
-  ex.host_out_bytes = static_cast<uint64_t>(batch * out.rows * n_);
+  ex.host_out_bytes = static_cast<uint64_t>(batch * out.rows * row_);
   EmittedProgram e = EmitGraph(graph_, plan, config_, batch);
   ex.program = std::move(e.program);
   job.op_of = std::move(e.op_of);
@@ -177,9 +192,11 @@ void NetworkCompiler::MoveMaps(const Plan& plan, int batch, LayerJob* job) const
     const auto ub = static_cast<uint64_t>(plan.places[static_cast<size_t>(t)].ub);
     const uint64_t host = plan.places[static_cast<size_t>(t)].host_addr;
     isa::ProgramBuilder p;
+    if (config_.dtype == hw::Dtype::kBf16) p.SetFormat(true);
     for (int64_t r0 = 0; r0 < rows; r0 += most) {
       const auto r = static_cast<uint64_t>(std::min(most, rows - r0));
-      const uint64_t h = host + static_cast<uint64_t>(r0 * n_), u = ub + static_cast<uint64_t>(r0);
+      const uint64_t h = host + static_cast<uint64_t>(r0 * row_),
+                     u = ub + static_cast<uint64_t>(r0);
       if (in) {
         p.ReadHost(h, u, r);
       } else {
@@ -192,7 +209,7 @@ void NetworkCompiler::MoveMaps(const Plan& plan, int batch, LayerJob* job) const
       ex.host_image = job->exec.host_image;
     } else {
       ex.host_out_addr = host;
-      ex.host_out_bytes = static_cast<uint64_t>(rows * n_);
+      ex.host_out_bytes = static_cast<uint64_t>(rows * row_);
     }
     return ex;
   };
@@ -203,18 +220,29 @@ void NetworkCompiler::MoveMaps(const Plan& plan, int batch, LayerJob* job) const
   }
 }
 
-std::vector<int8_t> NetworkCompiler::Decode(const std::vector<uint8_t>& bytes, int batch) const {
+template <class T>
+std::vector<T> NetworkCompiler::DecodeOf(const std::vector<uint8_t>& bytes, int batch) const {
   const GraphTensor& out = graph_.tensors[static_cast<size_t>(graph_.output)];
   const int64_t t = out.T(n_), size = out.Pixels() * out.c;
-  std::vector<int8_t> y(static_cast<size_t>(batch * size));
+  std::vector<T> y(static_cast<size_t>(batch * size));
   for (int64_t i = 0; i < batch; ++i)
     for (int64_t p = 0; p < out.Pixels(); ++p)
       for (int64_t c = 0; c < out.c; ++c) {
         const int64_t row = (i * out.Pixels() + p) * t + c / n_;
-        y[static_cast<size_t>(i * size + p * out.c + c)] =
-            static_cast<int8_t>(bytes[static_cast<size_t>(row * n_ + c % n_)]);
+        std::memcpy(&y[static_cast<size_t>(i * size + p * out.c + c)],
+                    &bytes[static_cast<size_t>(row * row_ + (c % n_) * int64_t{sizeof(T)})],
+                    sizeof(T));
       }
   return y;
+}
+
+std::vector<int8_t> NetworkCompiler::Decode(const std::vector<uint8_t>& bytes, int batch) const {
+  return DecodeOf<int8_t>(bytes, batch);
+}
+
+std::vector<uint16_t> NetworkCompiler::DecodeBf16(const std::vector<uint8_t>& bytes,
+                                                  int batch) const {
+  return DecodeOf<uint16_t>(bytes, batch);
 }
 
 }  // namespace tpu::compiler

@@ -64,17 +64,24 @@ class NetworkCompiler {
   std::pair<int64_t, int64_t> KN(int op) const;
 
   // The job for `batch` images (at most the planned batch) whose int8 inputs (h x w x c
-  // each) are in `act`.
+  // each) are in `act`; on a bf16 chip, whose bfloat16 inputs are.
   LayerJob Build(const std::vector<int8_t>& act, int batch) const;
-  // The model's int8 outputs (batch x its output size) from the job's output bytes.
+  LayerJob BuildBf16(const std::vector<uint16_t>& act, int batch) const;
+  // The model's int8 (bf16) outputs (batch x its output size) from the job's output bytes.
   std::vector<int8_t> Decode(const std::vector<uint8_t>& out, int batch) const;
+  std::vector<uint16_t> DecodeBf16(const std::vector<uint8_t>& out, int batch) const;
 
  private:
   const Plan& PlanFor(int batch) const;
+  template <class T>
+  LayerJob BuildOf(const std::vector<T>& act, int batch) const;
+  template <class T>
+  std::vector<T> DecodeOf(const std::vector<uint8_t>& out, int batch) const;
   void MoveMaps(const Plan& plan, int batch, LayerJob* job) const;
 
   config::TpuConfig config_;
   int n_, batch_;
+  int64_t row_;  // a row's bytes: N, or 2N on a bf16 chip
   MapsOnChip maps_;
   std::string preprocess_;
   nn::Shape3 input_;                             // the model's input, h x w x c

@@ -7,17 +7,48 @@
 
 namespace tpu::compiler {
 
-std::vector<uint8_t> PackWeightTiles(const int8_t* w, int64_t k, int64_t cols, int n) {
+namespace {
+
+// The tiles of operands of type T, as the bytes of weight memory (little-endian).
+template <class T>
+std::vector<uint8_t> PackTiles(const T* w, int64_t k, int64_t cols, int n) {
   const int64_t kt = (k + n - 1) / n, nt = (cols + n - 1) / n, nn = int64_t{n} * n;
-  std::vector<uint8_t> tiles(static_cast<size_t>(kt * nt * nn), 0);
+  std::vector<T> tiles(static_cast<size_t>(kt * nt * nn), 0);
   for (int64_t j = 0; j < nt; ++j)
     for (int64_t kb = 0; kb < kt; ++kb)
       for (int64_t r = 0; r < n && kb * n + r < k; ++r)
-        for (int64_t c = 0; c < n && j * n + c < cols; ++c) {
+        for (int64_t c = 0; c < n && j * n + c < cols; ++c)
           tiles[static_cast<size_t>((j * kt + kb) * nn + r * n + c)] =
-              static_cast<uint8_t>(w[(kb * n + r) * cols + j * n + c]);
-        }
-  return tiles;
+              w[(kb * n + r) * cols + j * n + c];
+  std::vector<uint8_t> bytes(tiles.size() * sizeof(T));
+  std::memcpy(bytes.data(), tiles.data(), bytes.size());
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<uint8_t> PackWeightTiles(const int8_t* w, int64_t k, int64_t cols, int n) {
+  return PackTiles(w, k, cols, n);
+}
+
+std::vector<uint8_t> PackWeightTilesBf16(const uint16_t* w, int64_t k, int64_t cols, int n) {
+  return PackTiles(w, k, cols, n);
+}
+
+std::vector<uint8_t> PackParamSetsBf16(const uint32_t* bias, const uint32_t* hi, int64_t channels,
+                                       int n) {
+  const int64_t sets = (channels + n - 1) / n, set_bytes = int64_t{hw::ParamRows(2)} * 2 * n;
+  std::vector<uint8_t> out(static_cast<size_t>(sets * set_bytes), 0);
+  for (int64_t j = 0; j < sets; ++j) {
+    uint8_t* p = &out[static_cast<size_t>(j * set_bytes)];
+    for (int64_t l = 0; l < n; ++l) {
+      const int64_t ch = j * n + l;
+      const uint32_t b = ch < channels ? bias[ch] : 0, h = ch < channels ? hi[ch] : 0;
+      std::memcpy(p + hw::kParamBiasByte * n + 4 * l, &b, 4);
+      std::memcpy(p + hw::kParamMultiplierByte * n + 4 * l, &h, 4);
+    }
+  }
+  return out;
 }
 
 std::vector<uint8_t> PackParamSets(const int32_t* bias, const int32_t* multiplier,

@@ -6,8 +6,37 @@
 #include <cmath>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
+
 namespace tpu::nn {
 namespace {
+
+#if defined(__SSE2__)
+// Flush-to-zero and denormals-are-zero in this thread's SSE control register for a scope:
+// the CPU then turns subnormal results and inputs into zeros of their sign, rule 1 of
+// docs/bf16.md, and the tile product's inner loop is a plain multiply and add (the product
+// of two bfloat16 values is exact, and a product below 2^-126 is flushed before the add,
+// as the chip does: the two are separate instructions, never fused; the build compiles
+// this file with -ffp-contract=off). On x86 a result is flushed when it is below 2^-126
+// after rounding; no sum of normal floats and no bf16 product rounds up to 2^-126 from
+// below, so that is the chip's rule exactly.
+class FlushMode {
+ public:
+  FlushMode() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }  // FTZ | DAZ
+  ~FlushMode() { _mm_setcsr(saved_); }
+  FlushMode(const FlushMode&) = delete;
+  FlushMode& operator=(const FlushMode&) = delete;
+
+ private:
+  unsigned saved_;
+};
+constexpr bool kHardwareFlush = true;
+#else
+struct FlushMode {};
+constexpr bool kHardwareFlush = false;
+#endif
 
 // Flush to zero as the chip does (a subnormal becomes a zero of its sign), written so that
 // the compiler vectorizes it: NaN and the normal values pass, NaN payloads are made
@@ -25,14 +54,20 @@ void Bf16TileProductF(int64_t m, int64_t n, int64_t k, int64_t array_rows, const
                       int64_t lda, const float* b, int64_t ldb, uint32_t* c, int64_t ldc,
                       bool accumulate) {
   // Each row's column sums in float, added in the array's order (down the column, r = 0
-  // first), every product and sum flushed.
+  // first), every product and sum flushed: by the CPU where it can, else by Flush.
   std::vector<float> psum(static_cast<size_t>(n));
+  const FlushMode flush_mode;
   for (int64_t i = 0; i < m; ++i) {
     std::fill(psum.begin(), psum.end(), 0.0f);
+    float* p = psum.data();
     for (int64_t r = 0; r < k; ++r) {
       const float x = FloatOfBits(Fp32OfBf16(a[i * lda + r]));
       const float* w = b + r * ldb;
-      for (int64_t j = 0; j < n; ++j) psum[j] = Flush(psum[j] + Flush(x * w[j]));
+      if (kHardwareFlush) {
+        for (int64_t j = 0; j < n; ++j) p[j] += x * w[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j) p[j] = Flush(p[j] + Flush(x * w[j]));
+      }
     }
     // The rows below K add +0 (only a -0 sum changes).
     if (k < array_rows)

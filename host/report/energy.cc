@@ -27,8 +27,11 @@ nlohmann::json EnergyTable::ToJson() const {
           {"description", description},
           {"mult_int8_pj", mult_int8_pj},
           {"add_int32_pj", add_int32_pj},
+          {"mult_bf16_pj", mult_bf16_pj},
+          {"add_fp32_pj", add_fp32_pj},
           {"weight_register_write_pj", weight_register_write_pj},
           {"vpu_lane_pj", vpu_lane_pj},
+          {"vpu_lane_bf16_pj", vpu_lane_bf16_pj},
           {"sram_64bit_access_pj", sram},
           {"dram_64bit_access_pj", dram_64bit_access_pj}};
 }
@@ -66,8 +69,11 @@ EnergyTable EnergyTableFromJson(const nlohmann::json& j, const std::string& path
     t.description = j.value("description", "");
     t.mult_int8_pj = j.value("mult_int8_pj", t.mult_int8_pj);
     t.add_int32_pj = j.value("add_int32_pj", t.add_int32_pj);
+    t.mult_bf16_pj = j.value("mult_bf16_pj", t.mult_bf16_pj);
+    t.add_fp32_pj = j.value("add_fp32_pj", t.add_fp32_pj);
     t.weight_register_write_pj = j.value("weight_register_write_pj", t.weight_register_write_pj);
     t.vpu_lane_pj = j.value("vpu_lane_pj", t.vpu_lane_pj);
+    t.vpu_lane_bf16_pj = j.value("vpu_lane_bf16_pj", t.vpu_lane_bf16_pj);
     t.dram_64bit_access_pj = j.value("dram_64bit_access_pj", t.dram_64bit_access_pj);
     if (j.contains("sram_64bit_access_pj")) {
       for (const auto& p : j["sram_64bit_access_pj"]) {
@@ -79,8 +85,9 @@ EnergyTable EnergyTableFromJson(const nlohmann::json& j, const std::string& path
   } catch (const nlohmann::json::exception& e) {
     throw UsageError("energy table '" + path + "': a field has the wrong type: " + e.what());
   }
-  for (double v : {t.mult_int8_pj, t.add_int32_pj, t.weight_register_write_pj, t.vpu_lane_pj,
-                   t.dram_64bit_access_pj}) {
+  for (double v :
+       {t.mult_int8_pj, t.add_int32_pj, t.mult_bf16_pj, t.add_fp32_pj, t.weight_register_write_pj,
+        t.vpu_lane_pj, t.vpu_lane_bf16_pj, t.dram_64bit_access_pj}) {
     if (!(v >= 0)) throw UsageError("energy table '" + path + "': energies must be >= 0 pJ");
   }
   for (const auto& [b, pj] : t.sram_64bit_access_pj) {
@@ -101,22 +108,25 @@ double EnergyBreakdown::Total() const {
 EnergyBreakdown ComputeEnergy(const hw::ChipCounters& k, const config::TpuConfig& config,
                               const EnergyTable& t) {
   const double n = config.array_dim;
+  const bool bf16 = config.dtype == hw::Dtype::kBf16;
+  const double eb = hw::ElementBytes(config.dtype), row = n * eb;  // an operand's, a row's bytes
   auto c = [&](uint64_t hw::ChipCounters::*field) { return static_cast<double>(k.*field); };
   using C = hw::ChipCounters;
   // SRAM energy per byte of each on-chip memory, from its size.
-  const double ub_bytes = static_cast<double>(config.ub_depth_rows) * n;
+  const double ub_bytes = static_cast<double>(config.ub_depth_rows) * row;
   const double acc_bytes = static_cast<double>(config.acc_depth_rows) * n * 4;
-  const double fifo_bytes = static_cast<double>(config.weight_fifo_tiles) * n * n;
+  const double fifo_bytes = static_cast<double>(config.weight_fifo_tiles) * n * row;
   const double ub_pj_b = t.SramAccessPj(ub_bytes) / 8, acc_pj_b = t.SramAccessPj(acc_bytes) / 8,
                fifo_pj_b = t.SramAccessPj(fifo_bytes) / 8;
+  const double mac_pj = bf16 ? t.mult_bf16_pj + t.add_fp32_pj : t.mult_int8_pj + t.add_int32_pj;
   EnergyBreakdown e;
   e.components = {
-      {"mac", c(&C::macs) * (t.mult_int8_pj + t.add_int32_pj)},
-      {"weight_load", c(&C::weight_fifo_pops) * n * t.weight_register_write_pj},
-      {"unified_buffer", (c(&C::ub_reads) + c(&C::ub_writes)) * n * ub_pj_b},
+      {"mac", c(&C::macs) * mac_pj},
+      {"weight_load", c(&C::weight_fifo_pops) * row * t.weight_register_write_pj},
+      {"unified_buffer", (c(&C::ub_reads) + c(&C::ub_writes)) * row * ub_pj_b},
       {"accumulators", (c(&C::acc_reads) + c(&C::acc_writes)) * n * 4 * acc_pj_b},
-      {"weight_fifo", (c(&C::weight_fifo_pushes) + c(&C::weight_fifo_pops)) * n * fifo_pj_b},
-      {"vpu", c(&C::vpu_rows_in) * n * t.vpu_lane_pj},
+      {"weight_fifo", (c(&C::weight_fifo_pushes) + c(&C::weight_fifo_pops)) * row * fifo_pj_b},
+      {"vpu", c(&C::vpu_rows_in) * n * (bf16 ? t.vpu_lane_bf16_pj : t.vpu_lane_pj)},
       {"dram", (c(&C::host_bytes_read) + c(&C::host_bytes_written) + c(&C::weight_bytes_read)) *
                    t.dram_64bit_access_pj / 8},
   };

@@ -17,8 +17,11 @@ struct EnergyTable {
   std::string name, description;
   double mult_int8_pj = 0.2;
   double add_int32_pj = 0.1;
-  double weight_register_write_pj = 0.03;
+  double mult_bf16_pj = 1.1;  // a bf16 chip's MAC: this multiply and a float32 add
+  double add_fp32_pj = 0.9;
+  double weight_register_write_pj = 0.03;  // per byte of weight register
   double vpu_lane_pj = 3.3;
+  double vpu_lane_bf16_pj = 1.1;                                // a bf16 chip's float32 vector unit
   std::vector<std::pair<double, double>> sram_64bit_access_pj;  // (bytes, pJ) by memory size
   double dram_64bit_access_pj = 1300.0;
 

@@ -113,6 +113,7 @@ RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
   rep.labelled = r.labelled;
   rep.correct = r.correct;
   rep.mismatches = r.mismatches;
+  rep.non_finite = r.non_finite;
   rep.wall_seconds = r.wall_seconds;
   rep.spilled = r.spilled;
   rep.ub_rows = r.ub_rows;
@@ -315,6 +316,9 @@ nlohmann::json RunReportJson(const RunReport& r) {
     j["accuracy"] = r.labelled ? nlohmann::json(r.Accuracy()) : nlohmann::json(nullptr);
     j["bit_exact"] = r.mismatches == 0;
     j["mismatches"] = r.mismatches;
+    if (r.config.dtype == hw::Dtype::kBf16)  // where the first NaN or infinity appeared
+      j["non_finite"] =
+          r.non_finite.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.non_finite);
   } else if (r.checked) {
     j["accuracy"] = nullptr;
     j["bit_exact"] = r.mismatches == 0;
@@ -339,9 +343,10 @@ std::string FormatRunText(const RunReport& r) {
                         r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz,
                         r.engine)
           : fmt::format(
-                "tpusim run: {} on {} ({} x {}, {} MHz), {} engine, {} {}{} in batches of {}\n",
-                r.model, r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz,
-                r.engine, r.images, r.inputs,
+                "tpusim run: {} on {} ({} x {}{}, {} MHz), {} engine, {} {}{} in batches of {}\n",
+                r.model, r.config.name, r.config.array_dim, r.config.array_dim,
+                r.config.dtype == hw::Dtype::kBf16 ? ", bf16" : "", r.config.clock_mhz, r.engine,
+                r.images, r.inputs,
                 r.shard.empty() ? ""
                                 : fmt::format(" (slice {} from input {})", r.shard, r.first_input),
                 std::min<int64_t>(r.batch, std::max<int64_t>(r.images, 1)));  // as they ran
@@ -356,10 +361,18 @@ std::string FormatRunText(const RunReport& r) {
       s += fmt::format("  accuracy   {:.2f} % ({} of {})\n", 100 * r.Accuracy(), r.correct,
                        r.images);
     }
-    s += fmt::format(
-        "  bit-exact  {} (int8 outputs of every input against the CPU int8 "
-        "reference; {} differ)\n",
-        r.mismatches == 0 ? "yes" : "NO", r.mismatches);
+    if (r.config.dtype == hw::Dtype::kBf16) {
+      s += fmt::format(
+          "  bit-exact  {} (bf16 outputs of every input against the CPU bf16 reference, "
+          "docs/bf16.md; {} differ)\n",
+          r.mismatches == 0 ? "yes" : "NO", r.mismatches);
+      if (!r.non_finite.empty()) s += "  NaN/inf    " + r.non_finite + "\n";
+    } else {
+      s += fmt::format(
+          "  bit-exact  {} (int8 outputs of every input against the CPU int8 "
+          "reference; {} differ)\n",
+          r.mismatches == 0 ? "yes" : "NO", r.mismatches);
+    }
   } else {
     s += "  values     not computed (timing only): cycles, traffic and energy only\n";
   }

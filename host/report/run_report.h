@@ -64,6 +64,7 @@ struct RunReport {
   // runs once, so "per image" is per run of the list.
   bool gemm_list = false;
   int64_t correct = 0, mismatches = 0;
+  std::string non_finite;  // bf16: where the first NaN or infinity appeared (empty: none)
   double wall_seconds = 0;
   std::vector<RunRow> layers;
   RunRow total;

@@ -178,6 +178,11 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
                               const TopologyRunOptions& options) {
   const bool host_im2col = options.host_im2col;
   CheckBatch(options.batch);
+  if (engine.Config().dtype != hw::Dtype::kInt8) {
+    throw UsageError("topology runs are random int8 layers; run them on an int8 chip (config '" +
+                     engine.Config().name + "' is " + hw::Name(engine.Config().dtype) +
+                     "; a bf16 chip runs fp32 models: docs/bf16.md)");
+  }
   if (options.maps_on_chip && !host_im2col && IsChain(layers)) {
     LayerBatch(layers[0], options.batch);  // a GEMM's batch is its M: refuses --batch
     return RunChain(layers, engine, seed, progress);

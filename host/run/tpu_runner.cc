@@ -1,14 +1,19 @@
 // Running a model on the TPU, batch by batch (see tpu_runner.h).
 #include "host/run/tpu_runner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 
 #include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
 #include "host/engine/cycle_attribution.h"
+#include "host/nn/bf16.h"
+#include "host/nn/bf16_net.h"
 #include "host/nn/cpu_backend.h"
 #include "host/nn/int8_net.h"
 
@@ -73,6 +78,69 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
   return act;
 }
 
+// One whole-network job on the chip, its counters attributed to the operations (rows of
+// `r`) cycle by cycle and their bounds added.
+engine::ExecResult RunWhole(const NetworkCompiler& network, const LayerJob& job, int b,
+                            engine::ChipEngine& engine, engine::CycleAttribution& attribution,
+                            TpuRunResult* r) {
+  attribution.SetRowOf(job.op_of);
+  engine.SetObserver(&attribution);
+  struct Unset {
+    engine::ChipEngine& e;
+    ~Unset() { e.SetObserver(nullptr); }
+  } unset{engine};
+  const engine::ExecResult e = engine.Run(job.exec);
+  if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
+  attribution.Check(e.counters);
+  if (engine::Timeline* t = engine.GetTimeline()) {
+    for (const auto& s : attribution.Spans())
+      t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
+  }
+  const std::vector<Bound> bounds = network.Bounds(b);
+  for (size_t i = 0; i < r->layers.size(); ++i) {
+    LayerStats& l = r->layers[i];
+    const GraphOp& op = network.Graph().ops[i];
+    l.macs += op.macs * b;
+    ++l.jobs;
+    l.counters = attribution.Rows()[i];
+    l.bound += bounds[i];
+    l.m += b * (op.stacked ? 1 : op.rows);
+    std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
+  }
+  return e;
+}
+
+// A batch on a bf16 chip (docs/bf16.md): the fp32 inputs rounded to bfloat16, the outputs
+// compared with nn::Bf16Net's bit for bit; the first NaN or infinity the reference meets is
+// named (image, layer, value).
+void RunBf16Batch(const nn::Model& model, const NetworkCompiler& network, const nn::Bf16Net& ref,
+                  const nn::InputSet& inputs, int64_t first, int b, engine::ChipEngine& engine,
+                  engine::CycleAttribution& attribution, TpuRunResult* r) {
+  const nn::RowMatrix<float> x = nn::Fp32Inputs(inputs, first, b);
+  std::vector<uint16_t> act(static_cast<size_t>(x.size()));
+  for (size_t i = 0; i < act.size(); ++i) act[i] = nn::Bf16OfFp32(nn::BitsOfFloat(x.data()[i]));
+  const engine::ExecResult e =
+      RunWhole(network, network.BuildBf16(act, b), b, engine, attribution, r);
+  if (!engine.ComputesValues()) return;
+  const std::vector<uint16_t> y = network.DecodeBf16(e.host_out, b);
+  const auto out_size = static_cast<size_t>(model.layers.back().out.Size());
+  for (int i = 0; i < b; ++i) {
+    const std::vector<std::vector<uint16_t>> want = ref.Forward(x.row(i).data());
+    std::vector<uint16_t> got(y.begin() + static_cast<std::ptrdiff_t>(i * out_size),
+                              y.begin() + static_cast<std::ptrdiff_t>((i + 1) * out_size));
+    if (got != want.back()) ++r->mismatches;
+    if (r->labelled)
+      r->correct += nn::ArgMaxBf16(got) == inputs.labels[static_cast<size_t>(first + i)];
+    const nn::NonFinite nf = nn::FirstNonFinite(want);
+    if (nf.layer >= 0 && r->non_finite.empty()) {
+      r->non_finite =
+          fmt::format("input {}: first in layer '{}', value {} of its output", first + i,
+                      model.layers[static_cast<size_t>(nf.layer)].name, nf.index);
+    }
+    r->logits_bf16.push_back(std::move(got));
+  }
+}
+
 }  // namespace
 
 void CheckBatch(int batch) {
@@ -86,7 +154,16 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   const config::TpuConfig& config = engine.Config();
   const bool values = engine.ComputesValues();
   CheckBatch(batch);
-  if (!model.quantized) {
+  const bool bf16 = config.dtype == hw::Dtype::kBf16;
+  if (bf16) {
+    for (const nn::Layer& l : model.layers) {
+      if (l.HasWeights() && l.weights.data.empty()) {
+        throw UsageError("model '" + model.name + "' has no fp32 weights in layer '" + l.name +
+                         "'; a bf16 chip runs a model's fp32 weights (docs/bf16.md)");
+      }
+    }
+  }
+  if (!model.quantized && !bf16) {
     throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
   }
   images = std::min(images, inputs.count);
@@ -110,6 +187,11 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   r.labelled = inputs.HasLabels();
   r.output_scale = nn::OutputScale(model);
   const bool whole = !layer_jobs && network.Fits();
+  if (!whole && bf16) {  // the layer jobs are int8
+    throw UsageError(
+        "model '" + model.name + "' does not run on this bf16 chip: " +
+        (layer_jobs ? Field("host_im2col") + " runs on int8 chips" : network.WhyNot()));
+  }
   if (!whole && model.IsGraph()) {
     throw UsageError(layer_jobs ? Field("host_im2col") + " runs chains of layers; model '" +
                                       model.name + "' is a graph (it has residual adds or concats)"
@@ -124,7 +206,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   // Whole networks: a row per operation of the program, its counters attributed cycle by
   // cycle (host/engine/cycle_attribution.h).
   engine::CycleAttribution attribution(static_cast<int>(network.Graph().ops.size()),
-                                       config.array_dim);
+                                       config.array_dim, hw::ElementBytes(config.dtype));
   if (whole) {
     for (const GraphOp& op : network.Graph().ops) {
       LayerStats st;
@@ -143,45 +225,35 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
     }
   }
   const int64_t out_size = model.layers.back().out.Size();
-  // The CPU int8 reference, batched (bit-exact with the scalar ReferenceInt8, tested).
-  const nn::Int8Net reference(model);
+  // The reference: the CPU int8 one, batched (bit-exact with the scalar ReferenceInt8,
+  // tested), or on a bf16 chip nn::Bf16Net.
+  std::optional<nn::Int8Net> int8_reference;
+  std::optional<nn::Bf16Net> bf16_reference;
+  if (bf16) {
+    bf16_reference.emplace(model, config.array_dim);
+  } else {
+    int8_reference.emplace(model);
+  }
+  r.dtype = hw::Name(config.dtype);
   for (int64_t first = 0; first < images; first += batch) {
     const int b = static_cast<int>(std::min<int64_t>(batch, images - first));
+    if (bf16) {
+      RunBf16Batch(model, network, *bf16_reference, inputs, first, b, engine, attribution, &r);
+      if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
+      continue;
+    }
     const nn::MatrixI8 in = nn::Int8Inputs(model, inputs, first, b);
     std::vector<int8_t> act(in.data(), in.data() + in.size());
     if (whole) {
-      const LayerJob job = network.Build(act, b);
-      attribution.SetRowOf(job.op_of);
-      engine.SetObserver(&attribution);
-      struct Unset {
-        engine::ChipEngine& e;
-        ~Unset() { e.SetObserver(nullptr); }
-      } unset{engine};
-      const engine::ExecResult e = engine.Run(job.exec);
-      if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
-      attribution.Check(e.counters);
-      if (engine::Timeline* t = engine.GetTimeline()) {
-        for (const auto& s : attribution.Spans())
-          t->LayerSlice(r.layers[static_cast<size_t>(s.row)].name, s.start, s.end);
-      }
-      const std::vector<Bound> bounds = network.Bounds(b);
-      for (size_t i = 0; i < r.layers.size(); ++i) {
-        LayerStats& l = r.layers[i];
-        const GraphOp& op = network.Graph().ops[i];
-        l.macs += op.macs * b;
-        ++l.jobs;
-        l.counters = attribution.Rows()[i];
-        l.bound += bounds[i];
-        l.m += b * (op.stacked ? 1 : op.rows);
-        std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
-      }
+      const engine::ExecResult e =
+          RunWhole(network, network.Build(act, b), b, engine, attribution, &r);
       act = values ? network.Decode(e.host_out, b)
                    : std::vector<int8_t>(static_cast<size_t>(b * out_size), 0);
     } else {
       act = RunLayerJobs(steps, compilers, engine, std::move(act), b, &r);
     }
     if (values) {
-      const nn::MatrixI8 want = reference.Forward(in).back();
+      const nn::MatrixI8 want = int8_reference->Forward(in).back();
       for (int i = 0; i < b; ++i) {
         std::vector<int8_t> y(act.begin() + i * out_size, act.begin() + (i + 1) * out_size);
         if (!std::equal(y.begin(), y.end(), want.row(i).data())) ++r.mismatches;

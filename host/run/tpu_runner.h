@@ -32,16 +32,19 @@ struct LayerStats {
 
 struct TpuRunResult {
   int64_t images = 0;
-  int batch = 0;                            // inputs per program
-  std::vector<std::vector<int8_t>> logits;  // per input, the model's int8 outputs
-  float output_scale = 0;                   // their scale
-  std::vector<LayerStats> layers;           // one entry for a whole-network program
+  int batch = 0;                                   // inputs per program
+  std::string dtype = "int8";                      // the chip's number format
+  std::vector<std::vector<int8_t>> logits;         // per input, the model's int8 outputs
+  std::vector<std::vector<uint16_t>> logits_bf16;  // on a bf16 chip: bfloat16 outputs
+  std::string non_finite;          // bf16: where the first NaN or infinity appeared (empty: none)
+  float output_scale = 0;          // their scale
+  std::vector<LayerStats> layers;  // one entry for a whole-network program
   std::string plan;  // "whole network, one program per batch: ...", or "layer jobs (why)"
   std::vector<compiler::SpilledTensor> spilled;  // tensors the plan keeps in host memory
   int64_t ub_rows = 0;     // unified-buffer rows the plan uses (whole networks; topology
                            // layers with windows: the most any layer's program uses)
   bool checked = true;     // false in timing-only runs: no values to check
-  int64_t mismatches = 0;  // inputs whose outputs differ from the CPU int8 reference
+  int64_t mismatches = 0;  // inputs whose outputs differ from the CPU int8 (bf16) reference
   int64_t correct = 0;     // argmax == label
   bool labelled = false;   // the inputs had labels
   double wall_seconds = 0;

@@ -1,6 +1,8 @@
 // `tpusim run`, `tpusim compile` and `tpusim compare` as a user runs them: reports whose
 // per-layer numbers add up to the totals, CSV, bad inputs.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -10,6 +12,7 @@
 #include "host/data/mnist.h"
 #include "host/nn/inputs.h"
 #include "host/nn/int8_net.h"
+#include "host/nn/model.h"
 #include "host/nn/quantize.h"
 #include "tests/host/cli/cli_fixture.h"
 #include "tests/host/nn/nn_test_util.h"
@@ -345,6 +348,66 @@ TEST_F(RunCliTest, FloatInputsLogitsShardsAndMerge) {
   ExpectError("run" + model + " --synthetic 4 --shard 4/4", 2, "--shard 4/4: give I/K");
   ExpectError("run --host-im2col" + model + " --synthetic 2", 2,
               "--host-im2col runs chains of layers; model 'g' is a graph");
+}
+
+// An fp32 model on a bf16 chip (docs/bf16.md): no quantization, bit-exact against the bf16
+// reference on both engines, which agree on every number of the report.
+TEST_F(RunCliTest, Bf16LenetIsBitExactAndTheEnginesAgree) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const std::string chip = " --config small-16 --set array_dim=4 --set dtype=bf16 --images 12";
+  nlohmann::json j[2];
+  for (int e = 0; e < 2; ++e) {
+    const std::string engine = e == 0 ? "rtl" : "fast";
+    const Outcome o = Run("run --engine " + engine + chip + " --json " + P(engine + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("(4 x 4, bf16, 700 MHz)"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("bit-exact  yes (bf16 outputs"), std::string::npos) << o.out;
+    j[e] = nlohmann::json::parse(Slurp(P(engine + ".json")));
+    EXPECT_TRUE(j[e]["bit_exact"].get<bool>());
+    EXPECT_TRUE(j[e]["non_finite"].is_null());
+    EXPECT_EQ(j[e]["config"]["dtype"], "bf16");
+    for (const char* key : {"engine", "wall_seconds", "images_per_second_wall"}) j[e].erase(key);
+  }
+  EXPECT_EQ(j[0].dump(), j[1].dump());
+}
+
+// NaN or infinity in the weights: the run names the layer and the value where it first
+// appeared.
+TEST_F(RunCliTest, Bf16RunNamesTheFirstNonFiniteValue) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  m.layers[5].weights.data[0] = INFINITY;  // fc1, the first weight
+  nn::SaveModel(m, P("inf"));
+  const Outcome o = Run("run --engine fast --config small-16 --set dtype=bf16 --images 3 --model " +
+                        P("inf") + " --json " + P("r.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("r.json")));
+  EXPECT_TRUE(j["bit_exact"].get<bool>());
+  EXPECT_EQ(j["non_finite"],
+            "input 0: first in layer '" + m.layers[5].name + "', value 0 of its output")
+      << o.out;
+  EXPECT_NE(o.out.find("NaN/inf    input 0: first in layer"), std::string::npos) << o.out;
+}
+
+// A layer the bf16 chip does not run yet (a residual add) stops the run with its name, exit
+// 2; the logits of a bf16 run are written as float32, exactly the chip's bfloat16 values.
+TEST_F(RunCliTest, Bf16RefusesLayersItDoesNotRunAndWritesFloatLogits) {
+  nn::SaveModel(FloatGraph(), P("g"));
+  ExpectError("run --model " + P("g") +
+                  " --engine fast --config small-16 --set dtype=bf16 "
+                  "--synthetic 2",
+              2, "does not run on a bf16 chip yet");
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const Outcome o =
+      Run("run --engine fast --config small-16 --set dtype=bf16 --images 3 --logits " + P("y.npy"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const Tensor<float> y = ReadNpyTensor<float>(P("y.npy"));
+  ASSERT_EQ(y.shape, (std::vector<int64_t>{3, 10}));
+  for (float v : y.data) {  // bfloat16 values: the low 16 bits of each float are zero
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    EXPECT_EQ(bits & 0xffffu, 0u) << v;
+  }
 }
 
 }  // namespace

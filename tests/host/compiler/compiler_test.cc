@@ -373,6 +373,22 @@ TEST(EnergyTest, TotalsAreTheSumOfComponentsAndTheTableDrivesThem) {
   doubled.dram_64bit_access_pj *= 2;
   const report::EnergyBreakdown e2 = report::ComputeEnergy(get, c, doubled);
   EXPECT_DOUBLE_EQ(e2.Total() - e.Total(), e.components.back().second);
+  // The same counts on a bf16 chip (docs/energy.md): float MACs and vector lanes, two bytes
+  // an operand in the unified buffer, the FIFO and the weight registers.
+  config::TpuConfig b = c;
+  b.dtype = hw::Dtype::kBf16;
+  const report::EnergyBreakdown eb = report::ComputeEnergy(get, b, t);
+  auto at = [](const report::EnergyBreakdown& x, const std::string& name) {
+    for (const auto& [k, v] : x.components)
+      if (k == name) return v;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(at(eb, "mac"), 1000 * (1.1 + 0.9));
+  EXPECT_DOUBLE_EQ(at(eb, "vpu"), 4 * 16 * 1.1);
+  EXPECT_DOUBLE_EQ(at(eb, "weight_load"), 2 * at(e, "weight_load"));
+  EXPECT_DOUBLE_EQ(at(eb, "accumulators"), at(e, "accumulators"));  // float32 as int32
+  EXPECT_GT(at(eb, "unified_buffer"),
+            2 * at(e, "unified_buffer"));  // twice the bytes, a larger SRAM
 }
 
 }  // namespace
