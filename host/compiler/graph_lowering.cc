@@ -115,18 +115,20 @@ class Lowering {
     }
   }
 
-  // The bf16 chip (docs/bf16.md) runs convolutions and dense layers, each with the 2 x 2
-  // pooling of stride 2 that only reads it fused into its activate, and flatten: the layers
-  // of nn::Bf16Net, whose order of additions and roundings it then follows exactly.
+  // The bf16 chip (docs/bf16.md) runs convolutions, dense layers, average pooling (as a
+  // depthwise convolution), flatten and the 2 x 2 pooling of stride 2 that only reads a
+  // convolution, fused into its activate: the layers of nn::Bf16Net, whose order of
+  // additions and roundings it then follows exactly.
   bool RunsInBf16(int i) {
     const nn::Layer& l = L(i);
     const bool runs = l.type == nn::LayerType::kConv2d || l.type == nn::LayerType::kDense ||
-                      l.type == nn::LayerType::kFlatten || (l.IsPool() && fused_.count(i));
+                      l.type == nn::LayerType::kFlatten || l.type == nn::LayerType::kAvgPool2d ||
+                      (l.IsPool() && fused_.count(i));
     if (!runs) {
       No(
-          fmt::format("layer '{}' ({}) does not run on a bf16 chip yet: it runs convolutions and "
-                      "dense layers, each with a 2 x 2 pooling of stride 2 right after a "
-                      "convolution, and flatten (docs/bf16.md)",
+          fmt::format("layer '{}' ({}) does not run on a bf16 chip yet: it runs convolutions, "
+                      "dense layers, average pooling, flatten and max pooling fused into the "
+                      "convolution before it (2 x 2, stride 2; docs/bf16.md)",
                       l.name, l.TypeName()));
     }
     return runs;

@@ -208,6 +208,13 @@ nn::Layer AveragePoolAsConv(const nn::Layer& pool) {
   nn::AverageMultiplier(pool.pool_h * pool.pool_w, &multiplier, &shift);
   l.q.multiplier.assign(static_cast<size_t>(l.out.c), static_cast<int32_t>(multiplier));
   l.q.shift.assign(static_cast<size_t>(l.out.c), static_cast<int32_t>(shift));
+  // fp32 weights 1 / (kh x kw), for a bf16 chip (docs/bf16.md, "Networks").
+  Tensor<float> avg;
+  avg.shape = ones.shape;
+  avg.data.assign(ones.data.size(), 1.0f / static_cast<float>(pool.pool_h * pool.pool_w));
+  l.weights = nn::ExpandDepthwise(avg);
+  l.bias.shape = {l.out.c};
+  l.bias.data.assign(static_cast<size_t>(l.out.c), 0.0f);
   return l;
 }
 

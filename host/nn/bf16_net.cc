@@ -2,6 +2,7 @@
 #include "host/nn/bf16_net.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "host/common/errors.h"
 #include "host/nn/bf16.h"
@@ -33,25 +34,66 @@ std::vector<uint16_t> Pool(const Layer& l, const std::vector<uint16_t>& x) {
   return y;
 }
 
+// Whether the chip pools layer `i` in the vector unit, fused into the convolution before it
+// (host/compiler/graph_lowering.cc, FusablePool): a 2 x 2 pooling of stride 2 without
+// padding whose input is a convolution that nothing else reads.
+bool FusedPool(const Model& m, const std::vector<std::vector<int>>& consumers, size_t i) {
+  const Layer& p = m.layers[i];
+  const int from = p.inputs.empty() ? static_cast<int>(i) - 1 : p.inputs[0];
+  if (!p.IsPool() || p.global_pool || p.Padded() || p.pool_h != 2 || p.pool_w != 2 ||
+      p.pool_stride != 2 || from < 0)
+    return false;
+  return m.layers[static_cast<size_t>(from)].type == LayerType::kConv2d &&
+         consumers[static_cast<size_t>(from)].size() == 1;
+}
+
+// Any other average pooling as the chip runs it: a depthwise convolution whose weights are
+// bfloat16(1 / (kh x kw)) (and zeros off the diagonal), no bias, no activation.
+Layer AverageAsConvolution(const Layer& p) {
+  Layer l = p;
+  l.type = LayerType::kConv2d;
+  l.depthwise = true;
+  l.kernel_h = p.pool_h;
+  l.kernel_w = p.pool_w;
+  l.stride = p.pool_stride;
+  l.activation = Activation::kNone;
+  const int64_t c = p.in.c, taps = int64_t{p.pool_h} * p.pool_w;
+  l.weights.shape = {p.pool_h, p.pool_w, c, c};
+  l.weights.data.assign(static_cast<size_t>(taps * c * c), 0.0f);
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t ch = 0; ch < c; ++ch)
+      l.weights.data[static_cast<size_t>((t * c + ch) * c + ch)] = 1.0f / static_cast<float>(taps);
+  l.bias.shape = {c};
+  l.bias.data.assign(static_cast<size_t>(c), 0.0f);
+  return l;
+}
+
 }  // namespace
 
 Bf16Net::Bf16Net(const Model& model, int array_dim) : model_(model), n_(array_dim) {
-  for (const Layer& l : model.layers) {
-    const bool plain_pool =
-        l.pool_h == 2 && l.pool_w == 2 && l.pool_stride == 2 && !l.Padded() && !l.global_pool;
-    if (l.type == LayerType::kAdd || l.type == LayerType::kConcat || (l.IsPool() && !plain_pool)) {
+  const std::vector<std::vector<int>> consumers = model.Consumers();
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const Layer& l = model.layers[i];
+    const bool fused = FusedPool(model, consumers, i);
+    if (l.type == LayerType::kAdd || l.type == LayerType::kConcat ||
+        (l.type == LayerType::kMaxPool2d && !fused)) {
       throw UsageError("layer '" + l.name + "' (" + l.TypeName() +
                        ") does not run in bf16 yet: the bf16 path runs convolutions, dense "
-                       "layers, flatten and 2 x 2 pooling at stride 2 (docs/bf16.md)");
+                       "layers, average pooling, flatten and max pooling fused into the "
+                       "convolution before it (2 x 2, stride 2; docs/bf16.md)");
     }
-    std::vector<uint16_t> w;
+    std::optional<Layer> conv;
+    if (l.type == LayerType::kAvgPool2d && !fused) conv = AverageAsConvolution(l);
+    const Layer& w = conv ? *conv : l;
+    std::vector<uint16_t> wb;
     std::vector<uint32_t> b;
-    if (l.HasWeights()) {
-      for (float v : l.weights.data) w.push_back(Bf16OfFp32(BitsOfFloat(v)));
-      for (float v : l.bias.data) b.push_back(Fp32Canonical(BitsOfFloat(v)));
+    if (w.HasWeights()) {
+      for (float v : w.weights.data) wb.push_back(Bf16OfFp32(BitsOfFloat(v)));
+      for (float v : w.bias.data) b.push_back(Fp32Canonical(BitsOfFloat(v)));
     }
-    weights_.push_back(std::move(w));
+    weights_.push_back(std::move(wb));
     bias_.push_back(std::move(b));
+    conv_.push_back(std::move(conv));
   }
 }
 
@@ -59,7 +101,7 @@ Bf16Net::Bf16Net(const Model& model, int array_dim) : model_(model), n_(array_di
 // (kernel row, kernel column, channel) order, zeros where the window leaves the map), times
 // its weights on the array, then bias and activation on the vector unit.
 std::vector<uint16_t> Bf16Net::ConvOrDense(size_t i, const std::vector<uint16_t>& x) const {
-  const Layer& l = model_.layers[i];
+  const Layer& l = conv_[i] ? *conv_[i] : model_.layers[i];
   const bool dense = l.type == LayerType::kDense;
   const int64_t pixels = dense ? 1 : int64_t{l.out.h} * l.out.w;
   const int64_t k = dense ? l.in.Size() : int64_t{l.kernel_h} * l.kernel_w * l.in.c;
@@ -98,7 +140,7 @@ std::vector<std::vector<uint16_t>> Bf16Net::Forward(const float* input) const {
     const Layer& l = model_.layers[i];
     const int from = l.inputs.empty() ? static_cast<int>(i) - 1 : l.inputs[0];
     const std::vector<uint16_t>& in = from < 0 ? x : outs[static_cast<size_t>(from)];
-    if (l.HasWeights()) {
+    if (l.HasWeights() || conv_[i]) {
       outs.push_back(ConvOrDense(i, in));
     } else if (l.IsPool()) {
       outs.push_back(Pool(l, in));

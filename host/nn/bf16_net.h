@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ struct NonFinite {
 class Bf16Net {
  public:
   // Throws UsageError for a layer kind the bf16 path does not run yet (adds, concats, and
-  // pooling other than 2 x 2 windows at stride 2 without padding).
+  // max pooling other than 2 x 2 windows at stride 2 right after the convolution it reads).
+  // Average pooling that the chip does not fuse into a convolution runs as the chip runs
+  // it: a depthwise convolution with weights bfloat16(1 / window).
   Bf16Net(const Model& model, int array_dim);
 
   // One input (model.input.Size() float values, h x w x c) through the network: every
@@ -41,6 +44,7 @@ class Bf16Net {
   int n_;
   std::vector<std::vector<uint16_t>> weights_;  // per layer: K x c_out, bf16
   std::vector<std::vector<uint32_t>> bias_;     // per layer: float32 bit patterns
+  std::vector<std::optional<Layer>> conv_;      // per layer: an average pooling's convolution
 };
 
 // The first NaN or infinity in a Forward's outputs (layer -1: none).

@@ -131,8 +131,15 @@ void RunBf16Batch(const nn::Model& model, const NetworkCompiler& network, const 
     if (got != want.back()) ++r->mismatches;
     if (r->labelled)
       r->correct += nn::ArgMaxBf16(got) == inputs.labels[static_cast<size_t>(first + i)];
+    // A finite input beyond the largest bfloat16 rounds to an infinity: the input itself.
+    const nn::NonFinite in = nn::FirstNonFinite(
+        {std::vector<uint16_t>(act.begin() + static_cast<std::ptrdiff_t>(i * x.cols()),
+                               act.begin() + static_cast<std::ptrdiff_t>((i + 1) * x.cols()))});
     const nn::NonFinite nf = nn::FirstNonFinite(want);
-    if (nf.layer >= 0 && r->non_finite.empty()) {
+    if (in.layer >= 0 && r->non_finite.empty()) {
+      r->non_finite = fmt::format(
+          "input {}: first in the input, value {} (beyond bfloat16's range)", first + i, in.index);
+    } else if (nf.layer >= 0 && r->non_finite.empty()) {
       r->non_finite =
           fmt::format("input {}: first in layer '{}', value {} of its output", first + i,
                       model.layers[static_cast<size_t>(nf.layer)].name, nf.index);

@@ -387,6 +387,21 @@ TEST_F(RunCliTest, Bf16RunNamesTheFirstNonFiniteValue) {
             "input 0: first in layer '" + m.layers[5].name + "', value 0 of its output")
       << o.out;
   EXPECT_NE(o.out.find("NaN/inf    input 0: first in layer"), std::string::npos) << o.out;
+  // A finite input beyond bfloat16's range: an infinity in the input itself.
+  nn::Model plain = nn::MakeLenet5(3);
+  plain.preprocess = "none";  // float inputs as they are
+  plain.dataset = "none";
+  nn::SaveModel(plain, P("plain"));
+  Tensor<float> x;
+  x.shape = {2, 1, 32, 32};
+  x.data.assign(2 * 32 * 32, 0.25f);
+  x.data[32 * 32 + 70] = 3.3999e38f;
+  WriteNpyTensor(P("big.npy"), x);
+  const Outcome big = Run("run --engine fast --config small-16 --set dtype=bf16 --model " +
+                          P("plain") + " --inputs " + P("big.npy") + " --json " + P("b.json"));
+  ASSERT_EQ(big.exit_code, 0) << big.err;
+  EXPECT_EQ(nlohmann::json::parse(Slurp(P("b.json")))["non_finite"],
+            "input 1: first in the input, value 70 (beyond bfloat16's range)");
 }
 
 // A layer the bf16 chip does not run yet (a residual add) stops the run with its name, exit
@@ -408,6 +423,28 @@ TEST_F(RunCliTest, Bf16RefusesLayersItDoesNotRunAndWritesFloatLogits) {
     std::memcpy(&bits, &v, 4);
     EXPECT_EQ(bits & 0xffffu, 0u) << v;
   }
+}
+
+// An imported ONNX network (depthwise convolution with ReLU6, max pooling fused into a
+// convolution, a 2 x 2 average pooling of stride 1 run as a depthwise convolution, softmax)
+// on a bf16 chip, without quantization: bit-exact on both engines, which agree.
+TEST_F(RunCliTest, Bf16RunsAnImportedOnnxNetwork) {
+  const Outcome imp = Run("import " + std::string(TPUSIM_SOURCE_DIR) +
+                          "/models/onnx/torch_cnn.onnx --out " + P("cnn") + " -q");
+  ASSERT_EQ(imp.exit_code, 0) << imp.err;
+  nlohmann::json j[2];
+  for (int e = 0; e < 2; ++e) {
+    const std::string engine = e == 0 ? "rtl" : "fast";
+    const Outcome o = Run("run --model " + P("cnn") + " --engine " + engine +
+                          " --config small-16 --set array_dim=4 --set dtype=bf16 --synthetic 3 "
+                          "--json " +
+                          P(engine + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    j[e] = nlohmann::json::parse(Slurp(P(engine + ".json")));
+    EXPECT_TRUE(j[e]["bit_exact"].get<bool>()) << o.out;
+    for (const char* key : {"engine", "wall_seconds"}) j[e].erase(key);
+  }
+  EXPECT_EQ(j[0].dump(), j[1].dump());
 }
 
 }  // namespace

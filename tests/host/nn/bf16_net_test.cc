@@ -117,9 +117,14 @@ TEST(Bf16NetTest, FirstNonFiniteNamesLayerAndIndex) {
   EXPECT_EQ(FirstNonFinite(Bf16Net(MakeLenet5(6), 16).Forward(input.data())).layer, -1);
 }
 
+// Max pooling other than the 2 x 2 one fused into a convolution is refused; an average
+// pooling of any window runs (as a depthwise convolution, as the chip runs it).
 TEST(Bf16NetTest, UnsupportedLayersAreRefused) {
   Model m = MakeLenet5(7);
   m.layers[1].pool_h = m.layers[1].pool_w = 3;
+  m.layers[1].type = LayerType::kAvgPool2d;
+  EXPECT_NO_THROW(Bf16Net(m, 16));
+  m.layers[1].type = LayerType::kMaxPool2d;
   try {
     Bf16Net net(m, 16);
     FAIL() << "expected an error";
