@@ -184,6 +184,12 @@ class Builder {
   // otherwise the DMA never finishes, since the matmuls that would make room issue later.
   bool TilesFit() const { return brought_ - switched_ <= c_.weight_fifo_tiles + 1; }
   void Invalid(const std::string& kind);
+  // The invalid instructions of each ending, `which` picking one of its kinds.
+  void OutOfRange(int which);
+  void Overflow(int which);
+  void BadWindow(int which);
+  void WrongFormat(int which);
+  void BadOperand(int which);
 
   struct Win {
     int64_t h = 0, w = 0, c = 0, p = 0, kh = 0, kw = 0, sy = 0, sx = 0, pt = 0, pl = 0, oh = 0,
@@ -242,8 +248,6 @@ class Builder {
 };
 
 void Builder::Invalid(const std::string& kind) {
-  const int64_t ub = c_.ub_depth_rows, acc = c_.acc_depth_rows, sets = c_.param_sets;
-  const int64_t host = c_.host_mem_bytes, wm = c_.weight_mem_bytes;
   const int which = static_cast<int>(Uniform(0, 5));
   if (kind == "invalid-opcode") {
     Instruction in;
@@ -251,135 +255,164 @@ void Builder::Invalid(const std::string& kind) {
     in.length = static_cast<uint16_t>(Uniform(0, 9));
     words_.push_back(isa::Encode(in));
   } else if (kind == "address-out-of-range") {
-    switch (which) {
-      case 0:
-        Emit(Opcode::kReadHost, 0, 1, host + Uniform(0, 99), 0);
-        break;
-      case 1:
-        Emit(Opcode::kReadHost, 0, 1, 0, ub + Uniform(0, 9));
-        break;
-      case 2:
-        Emit(Opcode::kReadWeights, 0, 1, wm + Uniform(0, 9), 0);
-        break;
-      case 3:
-        Emit(Opcode::kMatmul, 0, 1, 0, acc + Uniform(0, 9));
-        break;
-      case 4:
-        Emit(Opcode::kActivate, 0, 1, 0, 0, sets + Uniform(0, 9));
-        break;
-      default:
-        Emit(Opcode::kWriteHost, 0, 1, ub + Uniform(0, 9), 0);
-        break;
-    }
+    OutOfRange(which);
   } else if (kind == "buffer-overflow") {
-    switch (which) {
-      case 0:
-        Emit(Opcode::kReadHost, 0, 2, host - row_, 0);
-        break;
-      case 1:
-        Emit(Opcode::kReadHost, 0, 3, 0, ub - 1);
-        break;
-      case 2:
-        Emit(Opcode::kReadWeights, 0, 2, wm - n_ * row_, 0);
-        break;
-      case 3:
-        Emit(Opcode::kMatmul, 0, 5, ub - 2, 0);
-        break;
-      case 4:
-        Emit(Opcode::kActivate, hw::kFlagPoolMax, 8, acc - 4, 0);
-        break;
-      default:
-        Emit(Opcode::kWriteHost, 0, 2, 0, host - row_);
-        break;
-    }
+    Overflow(which);
   } else if (kind == "bad-window") {
-    Win w;
-    w.h = w.w = 6;
-    w.c = w.p = 2;
-    w.kh = w.kw = 3;
-    w.sy = w.sx = 1;
-    w.pt = w.pl = 1;
-    w.oh = w.ow = 6;
-    switch (which) {
-      case 0:  // padding as large as the kernel
-        w.pt = 3;
+    BadWindow(which);
+  } else if (kind == "wrong-format") {
+    WrongFormat(which);
+  } else {
+    BadOperand(which);
+  }
+}
+
+// A start address outside its memory, by `which` of six instructions.
+void Builder::OutOfRange(int which) {
+  const int64_t ub = c_.ub_depth_rows, acc = c_.acc_depth_rows, sets = c_.param_sets;
+  const int64_t host = c_.host_mem_bytes, wm = c_.weight_mem_bytes;
+  switch (which) {
+    case 0:
+      Emit(Opcode::kReadHost, 0, 1, host + Uniform(0, 99), 0);
+      break;
+    case 1:
+      Emit(Opcode::kReadHost, 0, 1, 0, ub + Uniform(0, 9));
+      break;
+    case 2:
+      Emit(Opcode::kReadWeights, 0, 1, wm + Uniform(0, 9), 0);
+      break;
+    case 3:
+      Emit(Opcode::kMatmul, 0, 1, 0, acc + Uniform(0, 9));
+      break;
+    case 4:
+      Emit(Opcode::kActivate, 0, 1, 0, 0, sets + Uniform(0, 9));
+      break;
+    default:
+      Emit(Opcode::kWriteHost, 0, 1, ub + Uniform(0, 9), 0);
+      break;
+  }
+}
+
+// A transfer that starts inside its memory and runs past the end.
+void Builder::Overflow(int which) {
+  const int64_t ub = c_.ub_depth_rows, acc = c_.acc_depth_rows;
+  const int64_t host = c_.host_mem_bytes, wm = c_.weight_mem_bytes;
+  switch (which) {
+    case 0:
+      Emit(Opcode::kReadHost, 0, 2, host - row_, 0);
+      break;
+    case 1:
+      Emit(Opcode::kReadHost, 0, 3, 0, ub - 1);
+      break;
+    case 2:
+      Emit(Opcode::kReadWeights, 0, 2, wm - n_ * row_, 0);
+      break;
+    case 3:
+      Emit(Opcode::kMatmul, 0, 5, ub - 2, 0);
+      break;
+    case 4:
+      Emit(Opcode::kActivate, hw::kFlagPoolMax, 8, acc - 4, 0);
+      break;
+    default:
+      Emit(Opcode::kWriteHost, 0, 2, 0, host - row_);
+      break;
+  }
+}
+
+// An inconsistent window, or a window matmul outside the window.
+void Builder::BadWindow(int which) {
+  Win w;
+  w.h = w.w = 6;
+  w.c = w.p = 2;
+  w.kh = w.kw = 3;
+  w.sy = w.sx = 1;
+  w.pt = w.pl = 1;
+  w.oh = w.ow = 6;
+  switch (which) {
+    case 0:  // padding as large as the kernel
+      w.pt = 3;
+      EmitWindow(w);
+      break;
+    case 1:  // the output walks past the input
+      w.oh = 8;
+      EmitWindow(w);
+      break;
+    case 2:  // pooling order of an odd size
+      w.pooled = true;
+      w.ow = 5;
+      EmitWindow(w);
+      break;
+    case 3:  // a pixel stride shorter than the pixel, or reserved bits
+      if (Chance(0.5))
+        w.p = 1;
+      else
+        w.sy = 0;
+      EmitWindow(w, Chance(0.5) ? 0 : Uniform(1, 255));
+      break;
+    case 4:  // a K-tile past the receptive field
+      EmitWindow(w);
+      Emit(Opcode::kMatmul, hw::kFlagWindow, 1, 0, 0,
+           hw::kOpdMatmulKtile.Put((w.kh * w.kw * w.c + n_ - 1) / n_));
+      break;
+    default:  // pixels past the output, or no window set yet
+      if (win_.h == 0 && Chance(0.5)) {
+        Emit(Opcode::kMatmul, hw::kFlagWindow, 1, 0, 0);
+      } else {
         EmitWindow(w);
-        break;
-      case 1:  // the output walks past the input
-        w.oh = 8;
-        EmitWindow(w);
-        break;
-      case 2:  // pooling order of an odd size
-        w.pooled = true;
-        w.ow = 5;
-        EmitWindow(w);
-        break;
-      case 3:  // a pixel stride shorter than the pixel, or reserved bits
-        if (Chance(0.5))
-          w.p = 1;
-        else
-          w.sy = 0;
-        EmitWindow(w, Chance(0.5) ? 0 : Uniform(1, 255));
-        break;
-      case 4:  // a K-tile past the receptive field
-        EmitWindow(w);
-        Emit(Opcode::kMatmul, hw::kFlagWindow, 1, 0, 0,
-             hw::kOpdMatmulKtile.Put((w.kh * w.kw * w.c + n_ - 1) / n_));
-        break;
-      default:  // pixels past the output, or no window set yet
-        if (win_.h == 0 && Chance(0.5)) {
-          Emit(Opcode::kMatmul, hw::kFlagWindow, 1, 0, 0);
-        } else {
-          EmitWindow(w);
-          Emit(Opcode::kMatmul, hw::kFlagWindow, 2, 0, 0, hw::kOpdMatmulFirst.Put(w.oh * w.ow - 1));
-        }
-        break;
-    }
-  } else if (kind == "wrong-format") {  // (a bf16 chip's)
-    if (which < 2)
-      Emit(Opcode::kSetFormat, 0, 0, 0, 0);
-    else if (which < 4)
-      Emit(Opcode::kSetResidual, 0, 30, 1, 0, 1);
-    else
-      Emit(Opcode::kActivate, which == 4 ? hw::kFlagTanh : hw::kFlagSigmoid, 1, 0, 0);
-  } else {  // bad-operand
-    switch (which) {
-      case 0:
-        Emit(Opcode::kReadHost, 0, 0, 0, 0);
-        break;
-      case 1:
-        if (Chance(0.5))
-          Emit(Opcode::kMatmul, static_cast<uint8_t>(Chance(0.5) ? 0x10 : 0x80), 1, 0, 0);
-        else
-          Emit(Opcode::kMatmul, hw::kFlagMax | hw::kFlagAccumulate, 1, 0, 0);
-        break;
-      case 2:
-        if (Chance(0.5))
-          Emit(Opcode::kActivate, hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0);
-        else
-          Emit(Opcode::kActivate, hw::kFlagSigmoid | hw::kFlagTanh, 4, 0, 0);
-        break;
-      case 3:
-        Emit(Opcode::kActivate, hw::kFlagPoolAvg, 6, 0, 0);
-        break;
-      case 4:
-        if (Chance(0.5)) {
-          Emit(Opcode::kSync, 1, 0, 0, 0);
-        } else if (Chance(0.5)) {  // a shift outside 1..62, a multiplier of 2^31, or a
-                                   // product with a second multiplier
-          const bool shift = Chance(0.5), product = !shift && Chance(0.3);
-          Emit(Opcode::kSetResidual, product ? hw::kFlagProduct : 0,
-               shift ? (Chance(0.5) ? 0 : 63) : 30, shift || product ? 1 : 0x80000000u, 0, 1);
-        } else if (residual_set_) {  // the residual with pooling
-          Emit(Opcode::kActivate, hw::kFlagResidual | hw::kFlagPoolMax, 4, 0, 0);
-        } else {  // the residual before any set_residual
-          Emit(Opcode::kActivate, hw::kFlagResidual, 1, 0, 0);
-        }
-        break;
-      default:
-        Emit(Opcode::kReadWeights, 0x80, 1, 0, 0);
-        break;
-    }
+        Emit(Opcode::kMatmul, hw::kFlagWindow, 2, 0, 0, hw::kOpdMatmulFirst.Put(w.oh * w.ow - 1));
+      }
+      break;
+  }
+}
+
+// An instruction a bf16 chip refuses as another format's.
+void Builder::WrongFormat(int which) {
+  if (which < 2)
+    Emit(Opcode::kSetFormat, 0, 0, 0, 0);
+  else if (which < 4)
+    Emit(Opcode::kSetResidual, 0, 30, 1, 0, 1);
+  else
+    Emit(Opcode::kActivate, which == 4 ? hw::kFlagTanh : hw::kFlagSigmoid, 1, 0, 0);
+}
+
+// A bad operand: a zero length, reserved flags, conflicting modes.
+void Builder::BadOperand(int which) {
+  switch (which) {
+    case 0:
+      Emit(Opcode::kReadHost, 0, 0, 0, 0);
+      break;
+    case 1:
+      if (Chance(0.5))
+        Emit(Opcode::kMatmul, static_cast<uint8_t>(Chance(0.5) ? 0x10 : 0x80), 1, 0, 0);
+      else
+        Emit(Opcode::kMatmul, hw::kFlagMax | hw::kFlagAccumulate, 1, 0, 0);
+      break;
+    case 2:
+      if (Chance(0.5))
+        Emit(Opcode::kActivate, hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0);
+      else
+        Emit(Opcode::kActivate, hw::kFlagSigmoid | hw::kFlagTanh, 4, 0, 0);
+      break;
+    case 3:
+      Emit(Opcode::kActivate, hw::kFlagPoolAvg, 6, 0, 0);
+      break;
+    case 4:
+      if (Chance(0.5)) {
+        Emit(Opcode::kSync, 1, 0, 0, 0);
+      } else if (Chance(0.5)) {  // a shift outside 1..62, a multiplier of 2^31, or a
+                                 // product with a second multiplier
+        const bool shift = Chance(0.5), product = !shift && Chance(0.3);
+        Emit(Opcode::kSetResidual, product ? hw::kFlagProduct : 0,
+             shift ? (Chance(0.5) ? 0 : 63) : 30, shift || product ? 1 : 0x80000000u, 0, 1);
+      } else if (residual_set_) {  // the residual with pooling
+        Emit(Opcode::kActivate, hw::kFlagResidual | hw::kFlagPoolMax, 4, 0, 0);
+      } else {  // the residual before any set_residual
+        Emit(Opcode::kActivate, hw::kFlagResidual, 1, 0, 0);
+      }
+      break;
+    default:
+      Emit(Opcode::kReadWeights, 0x80, 1, 0, 0);
+      break;
   }
 }
 

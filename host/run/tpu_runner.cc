@@ -148,6 +148,36 @@ void RunBf16Batch(const nn::Model& model, const NetworkCompiler& network, const 
   }
 }
 
+// A bf16 chip runs the fp32 weights, an int8 one the quantized ones.
+void CheckWeightsFor(const nn::Model& model, bool bf16) {
+  if (bf16) {
+    for (const nn::Layer& l : model.layers) {
+      if (l.HasWeights() && l.weights.data.empty()) {
+        throw UsageError("model '" + model.name + "' has no fp32 weights in layer '" + l.name +
+                         "'; a bf16 chip runs a model's fp32 weights (docs/bf16.md)");
+      }
+    }
+  } else if (!model.quantized) {
+    throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
+  }
+}
+
+// A model that is not one program runs as layer jobs: int8 chains only.
+void CheckLayerJobs(const nn::Model& model, const NetworkCompiler& network, bool bf16,
+                    bool layer_jobs) {
+  if (bf16) {
+    throw UsageError(
+        "model '" + model.name + "' does not run on this bf16 chip: " +
+        (layer_jobs ? Field("host_im2col") + " runs on int8 chips" : network.WhyNot()));
+  }
+  if (model.IsGraph()) {
+    throw UsageError(layer_jobs ? Field("host_im2col") + " runs chains of layers; model '" +
+                                      model.name + "' is a graph (it has residual adds or concats)"
+                                : "model '" + model.name +
+                                      "' does not run on this chip: " + network.WhyNot());
+  }
+}
+
 }  // namespace
 
 void CheckBatch(int batch) {
@@ -162,17 +192,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   const bool values = engine.ComputesValues();
   CheckBatch(batch);
   const bool bf16 = config.dtype == hw::Dtype::kBf16;
-  if (bf16) {
-    for (const nn::Layer& l : model.layers) {
-      if (l.HasWeights() && l.weights.data.empty()) {
-        throw UsageError("model '" + model.name + "' has no fp32 weights in layer '" + l.name +
-                         "'; a bf16 chip runs a model's fp32 weights (docs/bf16.md)");
-      }
-    }
-  }
-  if (!model.quantized && !bf16) {
-    throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
-  }
+  CheckWeightsFor(model, bf16);
   images = std::min(images, inputs.count);
   const auto start = std::chrono::steady_clock::now();
   // The whole network as one program per batch where it fits, else layer jobs.
@@ -194,17 +214,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   r.labelled = inputs.HasLabels();
   r.output_scale = nn::OutputScale(model);
   const bool whole = !layer_jobs && network.Fits();
-  if (!whole && bf16) {  // the layer jobs are int8
-    throw UsageError(
-        "model '" + model.name + "' does not run on this bf16 chip: " +
-        (layer_jobs ? Field("host_im2col") + " runs on int8 chips" : network.WhyNot()));
-  }
-  if (!whole && model.IsGraph()) {
-    throw UsageError(layer_jobs ? Field("host_im2col") + " runs chains of layers; model '" +
-                                      model.name + "' is a graph (it has residual adds or concats)"
-                                : "model '" + model.name +
-                                      "' does not run on this chip: " + network.WhyNot());
-  }
+  if (!whole) CheckLayerJobs(model, network, bf16, layer_jobs);
   r.plan = whole        ? "whole network, one program per batch: " + network.PlanText()
            : layer_jobs ? "layer jobs (im2col on the host)"
                         : "layer jobs (" + PlainText(network.WhyNot()) + ")";
