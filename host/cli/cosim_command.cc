@@ -68,6 +68,7 @@ nlohmann::json SummaryJson(const cosim::CosimSummary& s) {
 nlohmann::json NetworkSummaryJson(const cosim::NetworkCosimSummary& s) {
   return {{"config", s.config},
           {"array_dim", s.array_dim},
+          {"dtype", s.dtype},
           {"networks", s.networks},
           {"layers", s.layers},
           {"rtl_networks", s.rtl_networks},
@@ -79,6 +80,7 @@ nlohmann::json NetworkSummaryJson(const cosim::NetworkCosimSummary& s) {
 }
 
 std::string SummaryLine(const nlohmann::json& s) {
+  const std::string format = s["dtype"] == "int8" ? "" : ", " + s["dtype"].get<std::string>();
   if (s.contains("networks")) {
     std::string refused;
     uint64_t refusals = 0;
@@ -89,8 +91,8 @@ std::string SummaryLine(const nlohmann::json& s) {
     return fmt::format(
         "  {:<24} {:>6} networks ({} layers), {} refused by the compiler, {} mismatches; {} also "
         "on the rtl engine; rtl {:.2f} s, fast {:.2f} s\n{}",
-        fmt::format("{} ({} x {})", s["config"].get<std::string>(), s["array_dim"].get<int>(),
-                    s["array_dim"].get<int>()),
+        fmt::format("{} ({} x {}{})", s["config"].get<std::string>(), s["array_dim"].get<int>(),
+                    s["array_dim"].get<int>(), format),
         s["networks"].get<uint64_t>(), s["layers"].get<uint64_t>(), refusals,
         s["mismatches"].get<uint64_t>(), s["rtl_networks"].get<uint64_t>(),
         s["rtl_seconds"].get<double>(), s["fast_seconds"].get<double>(), refused);
@@ -99,7 +101,6 @@ std::string SummaryLine(const nlohmann::json& s) {
   for (const auto& [k, v] : s["endings"].items()) {
     endings += (endings.empty() ? "" : ", ") + fmt::format("{} {}", k, v.get<uint64_t>());
   }
-  const std::string format = s["dtype"] == "int8" ? "" : ", " + s["dtype"].get<std::string>();
   return fmt::format("  {:<24} {:>6} programs, {} mismatches ({}); rtl {:.2f} s, fast {:.2f} s\n",
                      fmt::format("{} ({} x {}{})", s["config"].get<std::string>(),
                                  s["array_dim"].get<int>(), s["array_dim"].get<int>(), format),
@@ -237,8 +238,8 @@ void Cosim(const CosimArgs& a) {
   const char* what = a.networks > 0 ? "networks" : "programs";
   uint64_t count = 0, mismatches = 0;
   std::string text = fmt::format(
-      a.networks > 0 ? "tpusim cosim: random networks on the fast engine against the CPU int8 "
-                       "reference, every {}th on the rtl engine too, seed {}\n"
+      a.networks > 0 ? "tpusim cosim: random networks on the fast engine against the CPU "
+                       "reference of the chip's format, every {}th on the rtl engine too, seed {}\n"
                      : "tpusim cosim: random programs on the rtl and fast engines{}, seed {}\n",
       a.networks > 0 ? std::to_string(a.rtl_every) : "", a.seed);
   for (const auto& r : results) {
@@ -288,7 +289,8 @@ in its own process (one SystemC system per process). Exit 1 on any mismatch.
 and option: convolutions of any kernel, stride and padding, depthwise ones, max, average
 and global pooling, residual adds, concats, dense layers, each activation; random input
 shapes and batches), each quantized on synthetic inputs, compiled, run on the fast engine
-and checked bit-exact against the CPU int8 reference; every --rtl-every-th also runs on the
+and checked bit-exact against the CPU int8 reference (on a bf16 chip, the bf16 reference of
+docs/bf16.md, with the layers it does not run yet refused); every --rtl-every-th also runs on the
 RTL with every counter equal, and the others on a fast engine whose memory bandwidths,
 latencies and weight FIFO depth are drawn for the network. A failing network is saved as a
 model folder under --out with the `tpusim run` command that replays it. (The 256 x 256 RTL

@@ -254,7 +254,8 @@ namespace {
 // "" when the two runs agree on every output and counter (the rtl engine's run against the
 // fast engine's), else the first difference.
 std::string CompareRuns(const run::TpuRunResult& rtl, const run::TpuRunResult& fast) {
-  if (rtl.logits != fast.logits) return "the rtl engine's outputs differ from the fast engine's";
+  if (rtl.logits != fast.logits || rtl.logits_bf16 != fast.logits_bf16)
+    return "the rtl engine's outputs differ from the fast engine's";
   if (rtl.plan != fast.plan) return "the plans differ: '" + rtl.plan + "' and '" + fast.plan + "'";
   if (rtl.layers.size() != fast.layers.size()) return "the engines ran different layer rows";
   for (size_t i = 0; i < rtl.layers.size(); ++i) {
@@ -352,6 +353,7 @@ NetworkCosimSummary RunNetworkCosim(engine::ChipEngine* rtl, engine::ChipEngine&
   NetworkCosimSummary s;
   s.config = fast.Config().name;
   s.array_dim = fast.Config().array_dim;
+  s.dtype = hw::Name(fast.Config().dtype);
   for (uint64_t k = 0; k < o.networks; ++k) {
     const uint64_t index = o.first + k;
     NetworkCase c = RandomNetwork(ConfigSeed(o.seed, s.config), index);
@@ -370,8 +372,8 @@ NetworkCosimSummary RunNetworkCosim(engine::ChipEngine* rtl, engine::ChipEngine&
     try {
       f = run::RunModelOnTpu(c.model, chip, inputs, c.images, c.batch);
       if (f.mismatches > 0) {
-        what = fmt::format("{} of {} inputs differ from the CPU int8 reference", f.mismatches,
-                           c.images);
+        what = fmt::format("{} of {} inputs differ from the CPU {} reference", f.mismatches,
+                           c.images, f.dtype);
       }
     } catch (const UsageError& e) {  // the chip or the compiler does not take this network
       ++s.unsupported[Reason(e.what())];

@@ -47,6 +47,7 @@ struct NetworkCosimOptions {
 struct NetworkCosimSummary {
   std::string config;
   int array_dim = 0;
+  std::string dtype = "int8";  // the chip's number format
   uint64_t networks = 0, mismatches = 0, rtl_networks = 0, layers = 0;
   // Networks the compiler refuses with a clear error (a UsageError: a limitation it states),
   // by reason, names and numbers masked; not mismatches, but shown so the reach is visible.
