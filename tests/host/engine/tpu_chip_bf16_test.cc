@@ -198,6 +198,8 @@ void ExpectStatus(engine::ChipEngine& chip, const FormatCase& c) {
   EXPECT_EQ(r.state, "error") << c.text;
   EXPECT_EQ(r.error_pc, c.pc) << c.text;
   EXPECT_EQ(r.counters.host_bytes_read, 0u) << c.text;
+  if (std::string(c.status) == "wrong-format")  // the message says what a program needs
+    EXPECT_NE(r.message.find("start with set_format dtype=bf16"), std::string::npos) << r.message;
 }
 
 TEST_P(Bf16ChipTest, ProgramsOfTheOtherFormatStopWithWrongFormat) {
