@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "fast/fast_mxu_engine.h"
+#include "host/config/tpu_config.h"
 #include "host/nn/bf16.h"
 #include "tests/test_util.h"
 
@@ -128,9 +129,18 @@ TEST(MxuBf16Test, TheOtherFormatIsRefused) {
   }
 }
 
-TEST(MxuBf16Test, BuiltSizesAreListed) {
+// Each bf16 model has the accumulator depth of the bf16 preset of its size (tpu-v2's at
+// 128), else small-16's, so that `tpusim gemm --config tpu-v2` runs on the RTL.
+TEST(MxuBf16Test, BuiltSizesAreListedWithTheirPresetsDepths) {
   for (int dim : sim::BuiltArrayDims(16)) {
-    EXPECT_EQ(Rtl(dim)->Params().input_bits, 16) << dim;
+    int want = config::LoadConfig("small-16").acc_depth_rows;
+    for (const std::string& name : config::PresetNames()) {
+      const config::TpuConfig c = config::LoadConfig(name);
+      if (c.array_dim == dim && c.dtype == hw::Dtype::kBf16) want = c.acc_depth_rows;
+    }
+    const auto p = Rtl(dim)->Params();
+    EXPECT_EQ(p.input_bits, 16) << dim;
+    EXPECT_EQ(p.acc_depth, want) << dim;
   }
   EXPECT_EQ(sim::MakeMxuEngine(4, sim::EngineKind::kVerilator)->Params().input_bits, 8);
 }
