@@ -145,7 +145,8 @@ TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
   get("name", &c.name);
   get("description", &c.description);
   hw::ForEachParam(c, [&](const hw::ParamInfo& info, auto& field) {
-    get(info.name, &field, info.names, static_cast<int>(info.hi) + 1);
+    // (The names of an enum field: hi + 1 of them; a numeric field has none.)
+    get(info.name, &field, info.names, info.names ? static_cast<int>(info.hi) + 1 : 0);
   });
   c.Validate();
   return c;
