@@ -148,7 +148,7 @@ const T* ChipValues::MatmulRows(const Decoded& d) {
   const T* x = Ub<T>(d.src);
   if (d.flags & hw::kFlagWindow) {
     // pad_min pads with the most negative operand (rtl/tpu_pkg.sv PadMin).
-    FormWindowRows<T>(d, static_cast<T>(sizeof(T) == 1 ? 0x80 : 0xff7f));
+    FormWindowRows<T>(d, static_cast<T>(sizeof(T) == 1 ? 0x80 : nn::kBf16Lowest));
     return reinterpret_cast<const T*>(formed_.data());
   }
   if (d.step == 1) return x;

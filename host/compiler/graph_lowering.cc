@@ -137,11 +137,7 @@ class Lowering {
   // A 2 x 2 pooling of stride 2 that only reads this convolution runs in its activate.
   int FusablePool(int i) const {
     const int r = OnlyReader(i);
-    if (r < 0 || L(i).type != nn::LayerType::kConv2d) return -1;
-    const nn::Layer& p = L(r);
-    const bool fits = p.IsPool() && !p.global_pool && !p.Padded() && p.pool_h == 2 &&
-                      p.pool_w == 2 && p.pool_stride == 2;
-    return fits ? r : -1;
+    return r >= 0 && nn::FusedPool(m_, consumers_, static_cast<size_t>(r)) ? r : -1;
   }
 
   // An add that only reads this layer (and a tensor computed before it) runs in its

@@ -15,6 +15,9 @@ namespace tpu::nn {
 
 inline constexpr uint32_t kFp32Nan = 0x7fc00000u;
 inline constexpr uint16_t kBf16Nan = 0x7fc0u;
+// The most negative finite bfloat16, -(2 - 2^-7) x 2^127: what `set_window pad_min` pads
+// with on a bf16 chip (rtl/tpu_pkg.sv PadMin).
+inline constexpr uint16_t kBf16Lowest = 0xff7fu;
 
 inline float FloatOfBits(uint32_t bits) {
   float f;

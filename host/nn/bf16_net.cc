@@ -34,19 +34,6 @@ std::vector<uint16_t> Pool(const Layer& l, const std::vector<uint16_t>& x) {
   return y;
 }
 
-// Whether the chip pools layer `i` in the vector unit, fused into the convolution before it
-// (host/compiler/graph_lowering.cc, FusablePool): a 2 x 2 pooling of stride 2 without
-// padding whose input is a convolution that nothing else reads.
-bool FusedPool(const Model& m, const std::vector<std::vector<int>>& consumers, size_t i) {
-  const Layer& p = m.layers[i];
-  const int from = p.inputs.empty() ? static_cast<int>(i) - 1 : p.inputs[0];
-  if (!p.IsPool() || p.global_pool || p.Padded() || p.pool_h != 2 || p.pool_w != 2 ||
-      p.pool_stride != 2 || from < 0)
-    return false;
-  return m.layers[static_cast<size_t>(from)].type == LayerType::kConv2d &&
-         consumers[static_cast<size_t>(from)].size() == 1;
-}
-
 // Any other average pooling as the chip runs it: a depthwise convolution whose weights are
 // bfloat16(1 / (kh x kw)) (and zeros off the diagonal), no bias, no activation.
 Layer AverageAsConvolution(const Layer& p) {

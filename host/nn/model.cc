@@ -795,4 +795,14 @@ std::string Summary(const Model& m) {
   return out;
 }
 
+bool FusedPool(const Model& model, const std::vector<std::vector<int>>& consumers, size_t pool) {
+  const Layer& p = model.layers[pool];
+  const int from = p.inputs.empty() ? static_cast<int>(pool) - 1 : p.inputs[0];
+  if (!p.IsPool() || p.global_pool || p.Padded() || p.pool_h != 2 || p.pool_w != 2 ||
+      p.pool_stride != 2 || from < 0)
+    return false;
+  return model.layers[static_cast<size_t>(from)].type == LayerType::kConv2d &&
+         consumers[static_cast<size_t>(from)].size() == 1;
+}
+
 }  // namespace tpu::nn

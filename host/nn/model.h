@@ -114,6 +114,12 @@ struct Model {
   std::vector<std::vector<int>> Consumers() const;
 };
 
+// Whether the chip pools layer `pool` in the vector unit, fused into the activate of the
+// convolution it reads (host/compiler/graph_lowering.cc; nn::Bf16Net follows it): a 2 x 2
+// pooling of stride 2 without padding whose input is a convolution nothing else reads.
+// `consumers` is model.Consumers().
+bool FusedPool(const Model& model, const std::vector<std::vector<int>>& consumers, size_t pool);
+
 // The LeNet-5-like MNIST CNN (81,194 parameters), with weights drawn from the seeded
 // Glorot-uniform initialiser (biases zero).
 Model MakeLenet5(uint64_t seed);
