@@ -268,9 +268,16 @@ void ChipValues::Activate(const Decoded& d) {
     return nn::ApplyVpuFunction(fn, nn::Requantize(sum, mult[l], shift[l], lo));
   };
   if (d.flags & hw::kFlagResidual) {
-    ActivateResidual(d, [&](uint32_t i, int8_t* y) {
-      std::memcpy(y, constant.data(), static_cast<size_t>(n));
-      for (const int32_t l : live) y[l] = requant(acc + i * n, l);
+    const Residual& r = d.residual;
+    const int32_t res_lo = r.relu ? 0 : -128;
+    std::vector<int8_t> y(static_cast<size_t>(n));
+    InResidualOrder<int8_t>(d, [&](uint32_t k, const int8_t* res, int8_t* to) {
+      std::memcpy(y.data(), constant.data(), static_cast<size_t>(n));
+      for (const int32_t l : live) y[l] = requant(acc + k * n, l);
+      for (int64_t l = 0; l < n; ++l) {
+        to[l] = r.product ? nn::MulRequantize(y[l], res[l], r.mul_a, r.shift, res_lo)
+                          : nn::AddRequantize(y[l], res[l], r.mul_a, r.mul_b, r.shift, res_lo);
+      }
     });
     return;
   }
@@ -303,32 +310,25 @@ void ChipValues::Activate(const Decoded& d) {
 // row is read in the cycle two after its accumulator row, and row j is written four
 // after, so the read of row k sees the rows written up to row k - 3 (an activate may
 // write onto its own residual rows).
-void ChipValues::ActivateResidual(const Decoded& d,
-                                  const std::function<void(uint32_t, int8_t*)>& requant) {
+template <class T>
+void ChipValues::InResidualOrder(const Decoded& d,
+                                 const std::function<void(uint32_t, const T*, T*)>& row) {
   const int64_t n = n_, step = d.step;
-  const Residual& r = d.residual;
-  const int32_t lo = r.relu ? 0 : -128;
-  std::vector<int8_t> rows(static_cast<size_t>(d.len) * static_cast<size_t>(n));
+  std::vector<T> rows(static_cast<size_t>(d.len) * static_cast<size_t>(n));
   auto write = [&](uint32_t j) {
-    std::memcpy(Ub<int8_t>(d.dst + j * step), &rows[size_t{j} * n], static_cast<size_t>(n));
+    std::memcpy(Ub<T>(d.dst + j * step), &rows[size_t{j} * n], static_cast<size_t>(row_bytes_));
   };
-  std::vector<int8_t> y(static_cast<size_t>(n));
   for (uint32_t k = 0; k < d.len; ++k) {
     if (k >= 3) write(k - 3);
-    requant(k, y.data());
-    const int8_t* res = Ub<int8_t>(r.ub + k * step);
-    int8_t* out = &rows[size_t{k} * n];
-    for (int64_t l = 0; l < n; ++l) {
-      out[l] = r.product ? nn::MulRequantize(y[l], res[l], r.mul_a, r.shift, lo)
-                         : nn::AddRequantize(y[l], res[l], r.mul_a, r.mul_b, r.shift, lo);
-    }
+    row(k, Ub<T>(d.residual.ub + k * step), &rows[size_t{k} * n]);
   }
   for (uint32_t k = d.len >= 3 ? d.len - 3 : 0; k < d.len; ++k) write(k);
 }
 
 // The float32 vector unit (docs/bf16.md; rtl/tpu_vpu.sv): per lane the float32 bias and
-// upper bound of the parameter set, ReLU, rounding to bfloat16, then 2 x 2 pooling. (The
-// controller refuses tables and the residual on a bf16 chip.)
+// upper bound of the parameter set, ReLU, rounding to bfloat16, then 2 x 2 pooling or the
+// residual add (nn::Bf16ResidualAdd). (The controller refuses tables and the residual
+// product on a bf16 chip.)
 void ChipValues::ActivateBf16(const Decoded& d) {
   const int64_t n = n_;
   const uint8_t* set = ParamSet(d.param_set);
@@ -342,6 +342,13 @@ void ChipValues::ActivateBf16(const Decoded& d) {
   auto value = [&](const uint32_t* row, int64_t l) {
     return nn::Bf16Activate(nn::Fp32Add(row[l], bias[l]), relu, hi[l]);
   };
+  if (d.flags & hw::kFlagResidual) {
+    InResidualOrder<uint16_t>(d, [&](uint32_t k, const uint16_t* res, uint16_t* to) {
+      for (int64_t l = 0; l < n; ++l)
+        to[l] = nn::Bf16ResidualAdd(value(acc + k * n, l), res[l], d.residual.relu);
+    });
+    return;
+  }
   for (uint32_t i = 0; i < d.out_rows; ++i) {
     uint16_t* y = Ub<uint16_t>(d.dst + i * d.step);
     if (!d.pooled) {

@@ -43,8 +43,10 @@ class ChipValues {
   void MatmulMax(const Decoded& d);
 
   void Activate(const Decoded& d);
-  // activate residual: `requant(i, y)` gives output row i before the residual add.
-  void ActivateResidual(const Decoded& d, const std::function<void(uint32_t, int8_t*)>& requant);
+  // activate residual, in the order the hardware moves the rows: `row(k, res, out)` writes
+  // output row k from residual row `res` (T: int8_t, or uint16_t in bf16).
+  template <class T>
+  void InResidualOrder(const Decoded& d, const std::function<void(uint32_t, const T*, T*)>& row);
 
   // Loads the next tile from the FIFO's order into the active weights.
   void SwitchTile();

@@ -197,15 +197,16 @@ void SetFormat(Decoded& d, bool chip_bf16, bool& bf16) {
 }
 
 // The number format (docs/bf16.md): a bf16 chip runs what set_format dtype=bf16 declared,
-// and its float32 vector unit has no tables and no residual.
+// and its float32 vector unit has no tables and no residual product.
 void CheckFormat(Decoded& d, bool chip_bf16, bool bf16) {
   const auto op = static_cast<Opcode>(d.op);
   if (!chip_bf16 || d.check == Status::kInvalidOpcode || op == Opcode::kNop ||
       op == Opcode::kSync || op == Opcode::kHalt || op == Opcode::kSetFormat)
     return;
   const bool vpu_extra =
-      op == Opcode::kActivate && (d.flags & (hw::kFlagSigmoid | hw::kFlagTanh | hw::kFlagResidual));
-  if (!bf16 || op == Opcode::kSetResidual || vpu_extra) d.check = Status::kWrongFormat;
+      (op == Opcode::kActivate && (d.flags & (hw::kFlagSigmoid | hw::kFlagTanh))) ||
+      (op == Opcode::kSetResidual && (d.flags & hw::kFlagProduct));
+  if (!bf16 || vpu_extra) d.check = Status::kWrongFormat;
 }
 
 }  // namespace

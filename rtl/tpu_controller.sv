@@ -311,11 +311,11 @@ module tpu_controller
       default: check = StatusInvalidOpcode;
     endcase
     // The number format (docs/bf16.md): a bf16 chip runs what a set_format dtype=bf16 has
-    // declared, and its float32 vector unit has no tables and no residual.
+    // declared, and its float32 vector unit has no tables and no residual product.
     if (Bf16 && check != StatusInvalidOpcode && op != OpNop && op != OpSync && op != OpHalt &&
         op != OpSetFormat &&
-        (!bf16_q || op == OpSetResidual ||
-         (op == OpActivate && (flags[FlagSigmoid] || flags[FlagTanh] || flags[FlagResidual]))))
+        (!bf16_q || (op == OpSetResidual && flags[FlagProduct]) ||
+         (op == OpActivate && (flags[FlagSigmoid] || flags[FlagTanh]))))
       check = StatusWrongFormat;
   end
 

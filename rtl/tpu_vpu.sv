@@ -21,8 +21,13 @@
 //   stage 2  y = relu ? (sum > 0 ? sum : +0) : sum  (NaN stays NaN);
 //            out = Bf16Round(Fp32Min(y, hi[lane]))  (hi: float32, the multiplier's bits)
 //   stage 3  optional 2 x 2 pooling: the maximum (Fp32Max), or
-//            Bf16Round(Fp32Quarter(((a + b) + c) + d)) with the adds in float32
-//   (no tables and no residual: the controller refuses them on a bf16 chip)
+//            Bf16Round(Fp32Quarter(((a + b) + c) + d)) with the adds in float32;
+//            or, with residual_i, the residual add of a bf16 row r:
+//            out = Bf16Round(ReLU(Fp32Add(PlusZero(out), r)))  (res_i.relu; mul_a,
+//            mul_b and shift unused); PlusZero makes a zero or subnormal +0, as the
+//            array's columns do, so the sum is the same whichever input came through the
+//            array (docs/bf16.md, "Networks")
+//   (no tables and no product: the controller refuses them on a bf16 chip)
 //
 // One row per cycle in, fully pipelined; out_valid_o follows in_valid_i by 2 cycles
 // without pooling, 3 with the residual, and once per PoolRows input rows with pooling.
@@ -149,6 +154,12 @@ module tpu_vpu
   end
 
   // ---------------------------------------------------------------- stage 3: residual
+  // A float32 zero or subnormal as +0, anything else as it is: Fp32Add(+0, x) but for
+  // NaN's payload (the sum that follows makes any NaN the canonical one).
+  function automatic logic [31:0] PlusZero(logic [31:0] x);
+    return (x[30:23] == 8'h00) ? 32'h0 : x;
+  endfunction
+
   operand_t [ArrayDim-1:0] added;
   always_comb begin
     for (int l = 0; l < int'(ArrayDim); l++) begin
@@ -165,6 +176,10 @@ module tpu_vpu
       else if (res_i.relu && shifted < 64'sd0) added[l] = operand_t'(0);
       else if (shifted < -64'sd128) added[l] = operand_t'(-128);
       else added[l] = operand_t'(shifted[7:0]);
+      if (Bf16)
+        added[l] = operand_t'(Bf16Activate(Fp32Add(PlusZero(32'({s2_data_q[l], 16'h0})),
+                                                   32'({res_data_i[l], 16'h0})),
+                                           res_i.relu, 32'h7f80_0000));
     end
   end
 

@@ -115,23 +115,18 @@ class Lowering {
     }
   }
 
-  // The bf16 chip (docs/bf16.md) runs convolutions, dense layers, average pooling (as a
-  // depthwise convolution), flatten and the 2 x 2 pooling of stride 2 that only reads a
-  // convolution, fused into its activate: the layers of nn::Bf16Net, whose order of
-  // additions and roundings it then follows exactly.
+  // The bf16 chip (docs/bf16.md, "Networks") runs every layer of nn::Bf16Net but for an add
+  // with ReLU6: its vector unit's residual add has ReLU only.
   bool RunsInBf16(int i) {
     const nn::Layer& l = L(i);
-    const bool runs = l.type == nn::LayerType::kConv2d || l.type == nn::LayerType::kDense ||
-                      l.type == nn::LayerType::kFlatten || l.type == nn::LayerType::kAvgPool2d ||
-                      (l.IsPool() && fused_.count(i));
-    if (!runs) {
+    if (l.type == nn::LayerType::kAdd && l.activation == nn::Activation::kRelu6) {
       No(
-          fmt::format("layer '{}' ({}) does not run on a bf16 chip yet: it runs convolutions, "
-                      "dense layers, average pooling, flatten and max pooling fused into the "
-                      "convolution before it (2 x 2, stride 2; docs/bf16.md)",
-                      l.name, l.TypeName()));
+          fmt::format("add '{}' ends in ReLU6, which a bf16 chip's residual add does not apply "
+                      "(it applies ReLU or nothing; docs/bf16.md)",
+                      l.name));
+      return false;
     }
-    return runs;
+    return true;
   }
 
   // A 2 x 2 pooling of stride 2 that only reads this convolution runs in its activate.
@@ -189,7 +184,7 @@ class Lowering {
     op.inputs = {in_t};
     op.relu = nn::ClampsAtZero(l.activation);
     const int pool = FusablePool(i);
-    const int add = pool < 0 && !bf16_ ? FusableAdd(i) : -1;
+    const int add = pool < 0 ? FusableAdd(i) : -1;
     int64_t out_h = l.out.h, out_w = l.out.w, kt = 0;
     if (op.kind == OpKind::kConv) {
       if (pool >= 0) {
@@ -336,13 +331,25 @@ class Lowering {
     op->name += "+" + a.name;
     op->layers.push_back(add);
     op->residual = TensorOf(a.inputs[1 - k]);
-    op->residual_mul.mul_a = static_cast<uint64_t>(a.q.multiplier[static_cast<size_t>(k)]);
-    op->residual_mul.mul_b = static_cast<uint64_t>(a.q.multiplier[static_cast<size_t>(1 - k)]);
-    op->residual_mul.shift = static_cast<uint64_t>(a.q.shift[0]);
-    op->residual_mul.relu = nn::ClampsAtZero(a.activation);
+    op->residual_mul = ResidualOf(a, k);
     *nonneg = op->residual_mul.relu;
     *c = a.out.c;
     fused_[add] = true;
+  }
+
+  // The residual of add `a` whose input k comes through the array: int8, its multipliers and
+  // shift; bf16, a float32 sum (the multipliers and shift, valid and unused: docs/isa.md).
+  isa::Residual ResidualOf(const nn::Layer& a, int k) const {
+    isa::Residual r;
+    r.relu = nn::ClampsAtZero(a.activation);
+    if (bf16_) {
+      r.mul_a = r.mul_b = r.shift = 1;
+      return r;
+    }
+    r.mul_a = static_cast<uint64_t>(a.q.multiplier[static_cast<size_t>(k)]);
+    r.mul_b = static_cast<uint64_t>(a.q.multiplier[static_cast<size_t>(1 - k)]);
+    r.shift = static_cast<uint64_t>(a.q.shift[0]);
+    return r;
   }
 
   void Finish(GraphOp op, int i, int pool, int add) {
@@ -377,16 +384,34 @@ class Lowering {
     const std::vector<uint8_t> p = PackParamSetsBf16(bias.data(), hi.data(), l.out.c, n_);
     g_.params.insert(g_.params.end(), p.begin(), p.end());
   }
-  // Parameter sets that give each value back (bias 0, multiplier 2^30, shift 30).
+  // Parameter sets that give each value back: int8 bias 0, multiplier 2^30, shift 30; bf16
+  // bias +0, no upper bound.
   void IdentityParams(GraphOp& op, int64_t channels) {
     const auto c = static_cast<size_t>(channels);
+    if (bf16_) {
+      op.first_param = static_cast<int>(static_cast<int64_t>(g_.params.size()) / set_bytes_);
+      const std::vector<uint32_t> bias(c, 0), hi(c, nn::kFp32Inf);
+      const std::vector<uint8_t> p = PackParamSetsBf16(bias.data(), hi.data(), channels, n_);
+      g_.params.insert(g_.params.end(), p.begin(), p.end());
+      return;
+    }
     Params(op, std::vector<int32_t>(c, 0), std::vector<int32_t>(c, int32_t{1} << 30),
            std::vector<int32_t>(c, 30), channels);
   }
-  // The tile that maps input lane r to output lane r - shift for r in [lo, hi).
+  // The tile that maps input lane r to output lane r - shift for r in [lo, hi): weights 1
+  // (bf16 0x3f80, little-endian) there, zeros elsewhere.
   int ShiftTile(int64_t lo, int64_t hi, int64_t shift) {
-    std::vector<uint8_t> t(static_cast<size_t>(n_) * n_, 0);
-    for (int64_t r = lo; r < hi; ++r) t[static_cast<size_t>(r * n_ + r - shift)] = 1;
+    const size_t eb = bf16_ ? 2 : 1;
+    std::vector<uint8_t> t(static_cast<size_t>(n_) * n_ * eb, 0);
+    for (int64_t r = lo; r < hi; ++r) {
+      const size_t at = static_cast<size_t>(r * n_ + r - shift) * eb;
+      if (bf16_) {
+        t[at] = 0x80;
+        t[at + 1] = 0x3f;
+      } else {
+        t[at] = 1;
+      }
+    }
     return Tile(t);
   }
 
@@ -444,9 +469,7 @@ class Lowering {
     const GraphTensor in = g_.tensors[static_cast<size_t>(a)];
     op.inputs = {a};
     op.residual = b;
-    op.residual_mul = {0, static_cast<uint64_t>(l.q.multiplier[0]),
-                       static_cast<uint64_t>(l.q.multiplier[1]),
-                       static_cast<uint64_t>(l.q.shift[0]), nn::ClampsAtZero(l.activation)};
+    op.residual_mul = ResidualOf(l, 0);
     op.rows = in.Pixels();
     op.nt = in.T(n_);
     const int id = ShiftTile(0, n_, 0);
@@ -485,7 +508,7 @@ class Lowering {
       }
       nonneg = nonneg && in.nonnegative;
       op.inputs.push_back(t);
-      for (int64_t ch = 0; ch < in.c; ++ch) {
+      for (int64_t ch = 0; ch < in.c && !bf16_; ++ch) {  // (bf16: IdentityParams)
         mult[static_cast<size_t>(c0 + ch)] = l.q.multiplier[k];
         shift[static_cast<size_t>(c0 + ch)] = l.q.shift[k];
       }
@@ -503,7 +526,10 @@ class Lowering {
       c0 += in.c;
     }
     op.macs = op.rows * l.out.c;
-    Params(op, bias, mult, shift, l.out.c);
+    if (bf16_)
+      IdentityParams(op, l.out.c);
+    else
+      Params(op, bias, mult, shift, l.out.c);
     op.output = NewTensor(first.h, first.w, l.out.c, nonneg);
     Finish(std::move(op), i, -1, -1);
   }

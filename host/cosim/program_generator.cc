@@ -128,8 +128,9 @@ class Builder {
   }
   // The residual of later activates: rows, multipliers, shift, ReLU, a sum or a product
   // (whose products of two int8 values need about 14 more bits of shift to stay in range).
+  // (The bf16 chip adds only: no product.)
   void SetResidual() {
-    const bool product = Chance(0.3);
+    const bool product = !bf16_ && Chance(0.3);
     const int64_t shift = Chance(0.9) ? Uniform(28, 34) + (product ? 12 : 0) : Uniform(1, 62);
     residual_ub_ = Uniform(0, ub_rows_ - 1);
     residual_set_ = true;
@@ -370,7 +371,7 @@ void Builder::WrongFormat(int which) {
   if (which < 2)
     Emit(Opcode::kSetFormat, 0, 0, 0, 0);
   else if (which < 4)
-    Emit(Opcode::kSetResidual, 0, 30, 1, 0, 1);
+    Emit(Opcode::kSetResidual, hw::kFlagProduct, 30, 1, 0, 0);
   else
     Emit(Opcode::kActivate, which == 4 ? hw::kFlagTanh : hw::kFlagSigmoid, 1, 0, 0);
 }
@@ -401,7 +402,7 @@ void Builder::BadOperand(int which) {
         Emit(Opcode::kSync, 1, 0, 0, 0);
       } else if (Chance(0.5)) {  // a shift outside 1..62, a multiplier of 2^31, or a
                                  // product with a second multiplier
-        const bool shift = Chance(0.5), product = !shift && Chance(0.3);
+        const bool shift = Chance(0.5), product = !shift && !bf16_ && Chance(0.3);
         Emit(Opcode::kSetResidual, product ? hw::kFlagProduct : 0,
              shift ? (Chance(0.5) ? 0 : 63) : 30, shift || product ? 1 : 0x80000000u, 0, 1);
       } else if (residual_set_) {  // the residual with pooling
@@ -500,7 +501,7 @@ GeneratedProgram Builder::Build() {
       ReadWeights(Uniform(1, 3));
     else if (pick < 37)
       SetWindow();
-    else if (pick < 40 && !bf16_)  // (the bf16 chip has no residual)
+    else if (pick < 40)
       SetResidual();
     else if (pick < 50 && win_.h != 0)
       WindowMatmul(brought_ > switched_ && Chance(0.5));

@@ -21,8 +21,9 @@ std::string ErrorMessage(uint64_t pc, uint64_t status) {
   std::string m = fmt::format("the chip stopped at instruction {}: {}", pc,
                               status < hw::kStatusText.size() ? hw::kStatusText[status] : "?");
   if (status == static_cast<uint64_t>(hw::Status::kWrongFormat)) {
-    m += "; a bf16 chip runs programs that start with set_format dtype=bf16, an int8 chip "
-         "programs without it (docs/isa.md, \"Number format\")";
+    m += "; a bf16 chip runs programs that start with set_format dtype=bf16 (without fn= "
+         "tables or set_residual product), an int8 chip programs without it (docs/isa.md, "
+         "\"Number format\")";
   }
   return m;
 }

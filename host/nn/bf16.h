@@ -115,6 +115,14 @@ inline uint16_t Bf16Pool(const uint16_t v[4], bool avg) {
   return Bf16OfFp32(avg ? Fp32Quarter(acc) : acc);
 }
 
+// The float32 vector unit's residual add (stage 3, docs/bf16.md "Networks"; rtl/tpu_vpu.sv):
+// the layer's bfloat16 output y plus the residual r in float32, y's zero (or subnormal)
+// taken as +0 as the array's columns give it, ReLU when `relu`, rounded to bfloat16. With
+// y's zero made +0 the sum is the same whichever input came through the array.
+inline uint16_t Bf16ResidualAdd(uint16_t y, uint16_t r, bool relu) {
+  return Bf16Activate(Fp32Add(Fp32Add(0, Fp32OfBf16(y)), Fp32OfBf16(r)), relu, kFp32Inf);
+}
+
 // One processing element's step: psum + a x w, the product exact, one rounding.
 inline uint32_t Bf16Mac(uint32_t psum, uint16_t a, uint16_t w) {
   return Fp32Add(psum, Bf16Mul(a, w));

@@ -34,6 +34,35 @@ std::vector<uint16_t> Pool(const Layer& l, const std::vector<uint16_t>& x) {
   return y;
 }
 
+// A bfloat16 value as the array passes it through a tile of ones and zeros (+0 plus the
+// product, plus +0 for every other row): a zero or subnormal becomes +0, any other value
+// stays.
+uint16_t ThroughArray(uint16_t x) { return Bf16OfFp32(Fp32Add(0, Fp32OfBf16(x))); }
+
+// Max pooling as the chip runs it where it is not fused (docs/bf16.md, "Networks"): each
+// tap through the identity tile, the accumulators keeping the larger (Fp32Max); padding
+// never wins.
+std::vector<uint16_t> MaxPool(const Layer& l, const std::vector<uint16_t>& x) {
+  std::vector<uint16_t> y(static_cast<size_t>(l.out.Size()));
+  for (int oh = 0; oh < l.out.h; ++oh)
+    for (int ow = 0; ow < l.out.w; ++ow)
+      for (int c = 0; c < l.out.c; ++c) {
+        std::optional<uint32_t> m;
+        for (int kh = 0; kh < l.pool_h; ++kh)
+          for (int kw = 0; kw < l.pool_w; ++kw) {
+            const int ih = oh * l.pool_stride + kh - l.pad_top,
+                      iw = ow * l.pool_stride + kw - l.pad_left;
+            if (ih < 0 || ih >= l.in.h || iw < 0 || iw >= l.in.w) continue;
+            const uint32_t v = Fp32OfBf16(
+                ThroughArray(x[static_cast<size_t>((int64_t{ih} * l.in.w + iw) * l.in.c + c)]));
+            m = m ? Fp32Max(*m, v) : v;
+          }
+        y[static_cast<size_t>((int64_t{oh} * l.out.w + ow) * l.out.c + c)] =
+            Bf16OfFp32(m.value_or(0));
+      }
+  return y;
+}
+
 // Any other average pooling as the chip runs it: a depthwise convolution whose weights are
 // bfloat16(1 / (kh x kw)) (and zeros off the diagonal), no bias, no activation.
 Layer AverageAsConvolution(const Layer& p) {
@@ -62,13 +91,12 @@ Bf16Net::Bf16Net(const Model& model, int array_dim) : model_(model), n_(array_di
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const Layer& l = model.layers[i];
     const bool fused = FusedPool(model, consumers, i);
-    if (l.type == LayerType::kAdd || l.type == LayerType::kConcat ||
-        (l.type == LayerType::kMaxPool2d && !fused)) {
-      throw UsageError("layer '" + l.name + "' (" + l.TypeName() +
-                       ") does not run in bf16 yet: the bf16 path runs convolutions, dense "
-                       "layers, average pooling, flatten and max pooling fused into the "
-                       "convolution before it (2 x 2, stride 2; docs/bf16.md)");
+    if (l.type == LayerType::kAdd && l.activation == Activation::kRelu6) {
+      throw UsageError("add '" + l.name +
+                       "' ends in ReLU6, which the bf16 chip's residual add does not apply "
+                       "(it applies ReLU or nothing; docs/bf16.md)");
     }
+    fused_.push_back(fused);
     std::optional<Layer> conv;
     if (l.type == LayerType::kAvgPool2d && !fused) conv = AverageAsConvolution(l);
     const Layer& w = conv ? *conv : l;
@@ -119,16 +147,49 @@ std::vector<uint16_t> Bf16Net::ConvOrDense(size_t i, const std::vector<uint16_t>
   return y;
 }
 
+// An add (the vector unit's residual add, nn::Bf16ResidualAdd) or a concatenation of
+// channels (each value through a tile of ones and zeros, then the vector unit's +0 bias).
+std::vector<uint16_t> Bf16Net::Join(size_t i,
+                                    const std::vector<const std::vector<uint16_t>*>& in) const {
+  const Layer& l = model_.layers[i];
+  std::vector<uint16_t> y(static_cast<size_t>(l.out.Size()));
+  if (l.type == LayerType::kAdd) {
+    const bool relu = l.activation == Activation::kRelu;
+    for (size_t j = 0; j < y.size(); ++j) y[j] = Bf16ResidualAdd((*in[0])[j], (*in[1])[j], relu);
+    return y;
+  }
+  const int64_t pixels = int64_t{l.out.h} * l.out.w;
+  int64_t c0 = 0;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const int64_t c = l.inputs[k] == kModelInput
+                          ? model_.input.c
+                          : model_.layers[static_cast<size_t>(l.inputs[k])].out.c;
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t ch = 0; ch < c; ++ch)
+        y[static_cast<size_t>(p * l.out.c + c0 + ch)] =
+            ThroughArray((*in[k])[static_cast<size_t>(p * c + ch)]);
+    c0 += c;
+  }
+  return y;
+}
+
 std::vector<std::vector<uint16_t>> Bf16Net::Forward(const float* input) const {
   std::vector<uint16_t> x(static_cast<size_t>(model_.input.Size()));
   for (size_t j = 0; j < x.size(); ++j) x[j] = Bf16OfFp32(BitsOfFloat(input[j]));
   std::vector<std::vector<uint16_t>> outs;
   for (size_t i = 0; i < model_.layers.size(); ++i) {
     const Layer& l = model_.layers[i];
-    const int from = l.inputs.empty() ? static_cast<int>(i) - 1 : l.inputs[0];
-    const std::vector<uint16_t>& in = from < 0 ? x : outs[static_cast<size_t>(from)];
+    std::vector<const std::vector<uint16_t>*> ins;
+    if (l.inputs.empty()) ins.push_back(i == 0 ? &x : &outs[i - 1]);
+    for (int from : l.inputs)
+      ins.push_back(from == kModelInput ? &x : &outs[static_cast<size_t>(from)]);
+    const std::vector<uint16_t>& in = *ins[0];
     if (l.HasWeights() || conv_[i]) {
       outs.push_back(ConvOrDense(i, in));
+    } else if (l.type == LayerType::kAdd || l.type == LayerType::kConcat) {
+      outs.push_back(Join(i, ins));
+    } else if (l.type == LayerType::kMaxPool2d && !fused_[i]) {
+      outs.push_back(MaxPool(l, in));
     } else if (l.IsPool()) {
       outs.push_back(Pool(l, in));
     } else {

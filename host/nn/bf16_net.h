@@ -25,10 +25,10 @@ struct NonFinite {
 
 class Bf16Net {
  public:
-  // Throws UsageError for a layer kind the bf16 path does not run yet (adds, concats, and
-  // max pooling other than 2 x 2 windows at stride 2 right after the convolution it reads).
+  // Throws UsageError for an add with ReLU6 (the chip's residual add has ReLU only).
   // Average pooling that the chip does not fuse into a convolution runs as the chip runs
-  // it: a depthwise convolution with weights bfloat16(1 / window).
+  // it: a depthwise convolution with weights bfloat16(1 / window); max pooling, adds and
+  // concatenations as docs/bf16.md ("Networks") says.
   Bf16Net(const Model& model, int array_dim);
 
   // One input (model.input.Size() float values, h x w x c) through the network: every
@@ -39,12 +39,14 @@ class Bf16Net {
 
  private:
   std::vector<uint16_t> ConvOrDense(size_t i, const std::vector<uint16_t>& x) const;
+  std::vector<uint16_t> Join(size_t i, const std::vector<const std::vector<uint16_t>*>& in) const;
 
   const Model& model_;
   int n_;
   std::vector<std::vector<uint16_t>> weights_;  // per layer: K x c_out, bf16
   std::vector<std::vector<uint32_t>> bias_;     // per layer: float32 bit patterns
   std::vector<std::optional<Layer>> conv_;      // per layer: an average pooling's convolution
+  std::vector<bool> fused_;                     // per layer: a pooling fused into a conv
 };
 
 // The first NaN or infinity in a Forward's outputs (layer -1: none).

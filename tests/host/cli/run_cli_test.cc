@@ -404,14 +404,32 @@ TEST_F(RunCliTest, Bf16RunNamesTheFirstNonFiniteValue) {
             "input 1: first in the input, value 70 (beyond bfloat16's range)");
 }
 
-// A layer the bf16 chip does not run yet (a residual add) stops the run with its name, exit
-// 2; the logits of a bf16 run are written as float32, exactly the chip's bfloat16 values.
-TEST_F(RunCliTest, Bf16RefusesLayersItDoesNotRunAndWritesFloatLogits) {
-  nn::SaveModel(FloatGraph(), P("g"));
-  ExpectError("run --model " + P("g") +
+// A graph (a residual add fused into a convolution, global average pooling) runs on a bf16
+// chip bit-exact on both engines, which agree; an add ending in ReLU6, which the chip's
+// residual add does not apply, stops the run with its name, exit 2; the logits of a bf16
+// run are written as float32, exactly the chip's bfloat16 values.
+TEST_F(RunCliTest, Bf16RunsGraphsRefusesAnAddWithRelu6AndWritesFloatLogits) {
+  nn::Model g = FloatGraph();
+  nn::SaveModel(g, P("g"));
+  nlohmann::json j[2];
+  for (int e = 0; e < 2; ++e) {
+    const std::string engine = e == 0 ? "rtl" : "fast";
+    const Outcome o = Run("run --model " + P("g") + " --engine " + engine +
+                          " --config small-16 --set array_dim=4 --set dtype=bf16 --synthetic 3 "
+                          "--json " +
+                          P(engine + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    j[e] = nlohmann::json::parse(Slurp(P(engine + ".json")));
+    EXPECT_TRUE(j[e]["bit_exact"].get<bool>()) << o.out;
+    for (const char* key : {"engine", "wall_seconds"}) j[e].erase(key);
+  }
+  EXPECT_EQ(j[0], j[1]);
+  g.layers[2].activation = nn::Activation::kRelu6;
+  nn::SaveModel(g, P("g6"));
+  ExpectError("run --model " + P("g6") +
                   " --engine fast --config small-16 --set dtype=bf16 "
                   "--synthetic 2",
-              2, "does not run on a bf16 chip yet");
+              2, "add 'l2' ends in ReLU6");
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
   const Outcome o =
       Run("run --engine fast --config small-16 --set dtype=bf16 --images 3 --logits " + P("y.npy"));

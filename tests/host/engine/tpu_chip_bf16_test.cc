@@ -154,6 +154,52 @@ TEST_P(Bf16ChipTest, PoolingEqualsTheReference) {
     }
 }
 
+// activate residual in float32 (nn::Bf16ResidualAdd): the vector unit's value y of each
+// accumulator row plus the residual row, set_residual's ReLU, one rounding. A y of -0 (a
+// subnormal sum, flushed) plus a residual -0 is +0: PlusZero. The second activate writes
+// onto its own residual rows (each read before it is written).
+TEST_P(Bf16ChipTest, ResidualAddEqualsTheReference) {
+  const int m = 8;
+  std::vector<uint16_t> x = RandomBf16(static_cast<size_t>(m * kN), 4);
+  const std::vector<uint16_t> res = RandomBf16(static_cast<size_t>(m * kN), 5);
+  x[0] = 0x80c0;  // -1.5 x 2^-126: plus the bias 2^-126 a subnormal, flushed to -0
+  std::vector<uint16_t> rows = x;
+  rows.insert(rows.end(), res.begin(), res.end());
+  rows[static_cast<size_t>(m * kN)] = 0x8000;  // the residual of lane 0, row 0: -0
+  std::vector<uint16_t> identity(static_cast<size_t>(kN * kN), 0);
+  for (int i = 0; i < kN; ++i) identity[static_cast<size_t>(i * kN + i)] = 0x3f80;
+  const std::vector<float> bias = {0x1p-126f, 0.25f, -0.5f, 0.0f};
+  std::vector<uint8_t> host = Bytes(rows);
+  Put(&host, 0x400, ParamSet(bias, {INFINITY, INFINITY, INFINITY, INFINITY}));
+  const auto r = Run(Bf16Chip(),
+                     fmt::format("set_format dtype=bf16\nread_host host=0 ub=0 rows={0}\n"
+                                 "read_host host={2} ub=60 rows={1}\n"
+                                 "read_host host=0x400 params=0 rows=1\n"
+                                 "read_weights addr=0 tiles=1\nmatmul ub=0 acc=0 rows={1} switch\n"
+                                 "set_residual ub={1} mul_a=1 mul_b=1 shift=1\n"
+                                 "activate acc=0 ub=40 rows={1} params=0 residual\n"
+                                 "set_residual ub=60 mul_a=1 mul_b=1 shift=1 relu\n"
+                                 "activate acc=0 ub=60 rows={1} params=0 residual\n"
+                                 "write_host ub=40 host=0x1000 rows={1}\n"
+                                 "write_host ub=60 host={3} rows={1}\nhalt\n",
+                                 2 * m, m, m * kN * 2, 0x1000 + m * kN * 2),
+                     host, Bytes(identity), 0x1000, static_cast<uint64_t>(2 * m * kN * 2));
+  ASSERT_TRUE(r.ok) << r.message;
+  std::vector<uint32_t> acc(static_cast<size_t>(m * kN));
+  nn::Bf16TileProduct(m, kN, kN, kN, x.data(), kN, identity.data(), kN, acc.data(), kN, false);
+  const std::vector<uint16_t> got = Elements(r.host_out);
+  for (int relu = 0; relu < 2; ++relu)
+    for (int i = 0; i < m * kN; ++i) {
+      const size_t j = static_cast<size_t>(i);
+      const uint16_t y =
+          nn::Bf16Activate(nn::Fp32Add(acc[j], BitsOfFloat(bias[j % kN])), false, nn::kFp32Inf);
+      EXPECT_EQ(got[static_cast<size_t>(relu * m * kN) + j],
+                nn::Bf16ResidualAdd(y, rows[static_cast<size_t>(m * kN) + j], relu == 1))
+          << "relu " << relu << " value " << i;
+    }
+  EXPECT_EQ(got[0], 0x0000);  // -0 + -0 as +0, not -0
+}
+
 // Max pooling through the accumulators with pad_min: the padding reads the most negative
 // finite bf16, so a window of negative values keeps its own maximum (an -infinity padding
 // would make NaN of its products with the identity's zeros).
@@ -198,8 +244,9 @@ void ExpectStatus(engine::ChipEngine& chip, const FormatCase& c) {
   EXPECT_EQ(r.state, "error") << c.text;
   EXPECT_EQ(r.error_pc, c.pc) << c.text;
   EXPECT_EQ(r.counters.host_bytes_read, 0u) << c.text;
-  if (std::string(c.status) == "wrong-format")  // the message says what a program needs
+  if (std::string(c.status) == "wrong-format") {  // the message says what a program needs
     EXPECT_NE(r.message.find("start with set_format dtype=bf16"), std::string::npos) << r.message;
+  }
 }
 
 TEST_P(Bf16ChipTest, ProgramsOfTheOtherFormatStopWithWrongFormat) {
@@ -208,8 +255,9 @@ TEST_P(Bf16ChipTest, ProgramsOfTheOtherFormatStopWithWrongFormat) {
       {"set_format\nhalt\n", "wrong-format", 0},
       {"set_format dtype=bf16\nactivate acc=0 ub=0 rows=1 params=0 fn=tanh\nhalt\n", "wrong-format",
        1},
-      {"set_format dtype=bf16\nset_residual ub=0 mul_a=1 mul_b=1 shift=1\nhalt\n", "wrong-format",
-       1},
+      {"set_format dtype=bf16\nset_residual ub=0 mul_a=1 mul_b=0 shift=1 product\nhalt\n",
+       "wrong-format", 1},
+      {"set_format dtype=bf16\nset_residual ub=0 mul_a=1 mul_b=1 shift=1\nhalt\n", "ok", 0},
       {"set_format dtype=bf16\nnop\nsync\nread_host host=0 ub=0 rows=1\nhalt\n", "ok", 0},
   };
   const auto chip = engine::MakeChipEngine(GetParam(), Bf16Chip(), {});

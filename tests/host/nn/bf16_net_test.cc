@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "host/common/errors.h"
 #include "host/nn/bf16.h"
+#include "tests/host/nn/nn_test_util.h"
 
 namespace tpu::nn {
 namespace {
@@ -117,20 +120,72 @@ TEST(Bf16NetTest, FirstNonFiniteNamesLayerAndIndex) {
   EXPECT_EQ(FirstNonFinite(Bf16Net(MakeLenet5(6), 16).Forward(input.data())).layer, -1);
 }
 
-// Max pooling other than the 2 x 2 one fused into a convolution is refused; an average
+// Max pooling of any window, an add and a concatenation, value by value as docs/bf16.md
+// ("Networks", items 6 to 8) says: the maximum of the window's values with padding never
+// winning, the residual add, and each value as it leaves the array (a -0 becomes +0).
+TEST(Bf16NetTest, MaxPoolAddAndConcatFollowTheChip) {
+  Model m;
+  m.name = "joins";
+  m.input = {4, 4, 2};
+  Layer pool = test::MakeLayer(LayerType::kMaxPool2d);
+  pool.pool_h = pool.pool_w = 3;
+  pool.pool_stride = 1;
+  pool.padding = "explicit";
+  pool.pad_top = pool.pad_left = pool.pad_bottom = pool.pad_right = 1;
+  pool.inputs = {kModelInput};
+  Layer add = test::MakeLayer(LayerType::kAdd);
+  add.inputs = {0, kModelInput};
+  Layer cat = test::MakeLayer(LayerType::kConcat);
+  cat.inputs = {1, kModelInput};
+  m.layers = {pool, add, cat};
+  m = test::Randomize(m, 1);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d;
+  std::vector<float> x(32);
+  for (float& v : x) v = -std::abs(d(rng));  // all negative: padding must not win
+  x[0] = -0.0f;
+  const auto outs = Bf16Net(m, 4).Forward(x.data());
+  auto bf = [](float v) { return Bf16OfFp32(BitsOfFloat(v)); };
+  for (int h = 0; h < 4; ++h)
+    for (int w = 0; w < 4; ++w)
+      for (int c = 0; c < 2; ++c) {
+        float mx = -INFINITY;
+        for (int y = std::max(h - 1, 0); y <= std::min(h + 1, 3); ++y)
+          for (int z = std::max(w - 1, 0); z <= std::min(w + 1, 3); ++z)
+            mx = std::max(mx,
+                          FloatOfBits(Fp32OfBf16(bf(x[static_cast<size_t>((y * 4 + z) * 2 + c)]))));
+        const size_t j = static_cast<size_t>((h * 4 + w) * 2 + c);
+        const uint16_t want_pool = mx == 0.0f ? 0 : bf(mx);
+        EXPECT_EQ(outs[0][j], want_pool) << h << " " << w << " " << c;
+        EXPECT_EQ(outs[1][j], Bf16ResidualAdd(want_pool, bf(x[j]), false));
+        const size_t p = static_cast<size_t>(h * 4 + w);
+        EXPECT_EQ(outs[2][p * 4 + static_cast<size_t>(c)], outs[1][j]);
+        EXPECT_EQ(outs[2][p * 4 + 2 + static_cast<size_t>(c)], x[j] == 0.0f ? 0 : bf(x[j]));
+      }
+  EXPECT_EQ(outs[0][0], 0);  // the window of pixel (0, 0) has the -0: its maximum, as +0
+  EXPECT_EQ(outs[2][2], 0);  // the -0 itself, concatenated
+}
+
+// An add ending in ReLU6 is refused (the chip's residual add has ReLU only); an average
 // pooling of any window runs (as a depthwise convolution, as the chip runs it).
-TEST(Bf16NetTest, UnsupportedLayersAreRefused) {
+TEST(Bf16NetTest, AnAddWithRelu6IsRefused) {
   Model m = MakeLenet5(7);
   m.layers[1].pool_h = m.layers[1].pool_w = 3;
   m.layers[1].type = LayerType::kAvgPool2d;
   EXPECT_NO_THROW(Bf16Net(m, 16));
-  m.layers[1].type = LayerType::kMaxPool2d;
+  Model g;
+  g.name = "g";
+  g.input = {4, 4, 2};
+  Layer add = test::MakeLayer(LayerType::kAdd);
+  add.inputs = {kModelInput, kModelInput};
+  add.activation = Activation::kRelu6;
+  g.layers = {add};
+  g = test::Randomize(g, 1);
   try {
-    Bf16Net net(m, 16);
+    Bf16Net net(g, 16);
     FAIL() << "expected an error";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("does not run in bf16 yet"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("ends in ReLU6"), std::string::npos) << e.what();
   }
 }
 
