@@ -125,8 +125,8 @@ endfunction()
 # tpusim_verilate_mxu(TARGET N [SYSTEMC] [NOTRACE] [TEACH] [BF16] [COMPACT|PER_PE] [PREFIX P]):
 # adds class Vtpu_mxu_n<N> (C++, with FST tracing) or Vtpu_mxu_sc_n<N> (SystemC) to TARGET;
 # TEACH adds Vtpu_mxu_teach_n<N>, whose every signal is readable by name through VPI (tpusim
-# teach); BF16 builds the bfloat16 matrix unit (TPU_BF16, docs/bf16.md) as Vtpu_mxu_bf16_n<N>
-# or Vtpu_mxu_bf16_sc_n<N>.
+# teach); BF16 builds the bfloat16 matrix unit (TPU_BF16, docs/bf16.md) as Vtpu_mxu_bf16_n<N>,
+# Vtpu_mxu_bf16_sc_n<N> or Vtpu_mxu_teach_bf16_n<N>.
 function(tpusim_verilate_mxu TARGET N)
   cmake_parse_arguments(ARG "SYSTEMC;NOTRACE;TEACH;BF16;COMPACT;PER_PE" "PREFIX" "" ${ARGN})
   set(dtype int8)
@@ -152,7 +152,7 @@ function(tpusim_verilate_mxu TARGET N)
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
              ${TPUSIM_VERILATED_OPTS})
   elseif(ARG_TEACH)
-    verilate(${TARGET} PREFIX Vtpu_mxu_teach_n${N} TOP_MODULE tpu_mxu_top
+    verilate(${TARGET} PREFIX Vtpu_mxu_teach_${kind}n${N} TOP_MODULE tpu_mxu_top
              SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args} --vpi --public-flat-rw
              ${TPUSIM_VERILATED_OPTS})
   elseif(ARG_NOTRACE)

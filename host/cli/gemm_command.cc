@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -33,28 +32,6 @@ struct GemmOptions {
   TraceOptions trace;  // no timeline: the matrix unit has no instructions
   OutputOptions out;
 };
-
-// A float32 .npy operand rounded to bfloat16 (docs/bf16.md); NaN and infinity are bad input.
-Matrix<uint16_t> ReadBf16Operand(const std::string& path) {
-  const Tensor<float> t = ReadNpyTensor<float>(path);
-  if (t.shape.size() != 2) {
-    throw UsageError(fmt::format("{}: a GEMM operand must be a 2-D float32 array, not {}-D", path,
-                                 t.shape.size()));
-  }
-  Matrix<uint16_t> m;
-  m.rows = t.shape[0];
-  m.cols = t.shape[1];
-  m.data.resize(t.data.size());
-  for (size_t i = 0; i < t.data.size(); ++i) {
-    if (!std::isfinite(t.data[i])) {
-      throw UsageError(fmt::format("{}: element [{}][{}] is {}; operands must be finite numbers",
-                                   path, static_cast<int64_t>(i) / m.cols,
-                                   static_cast<int64_t>(i) % m.cols, t.data[i]));
-    }
-    m.data[i] = nn::Bf16OfFp32(nn::BitsOfFloat(t.data[i]));
-  }
-  return m;
-}
 
 // The operands, from files or random of the given (or default) shape, and their plan (which
 // checks the shape before any random operand is made).

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include "host/common/npy.h"
 #include "host/common/subprocess.h"
 #include "host/engine/engine_factory.h"
+#include "host/nn/bf16.h"
 #include "sim/wave/wave_file.h"
 
 namespace tpu::cli {
@@ -330,6 +332,36 @@ bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool
   *b = ReadNpyInt8(b_path);
   CheckInnerDimensions(a_path, a->rows, a->cols, b_path, b->rows, b->cols);
   return true;
+}
+
+bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
+                      Matrix<uint16_t>* a, Matrix<uint16_t>* b) {
+  if (!CheckOperandFiles(a_path, b_path, random_dims_given)) return false;
+  *a = ReadBf16Operand(a_path);
+  *b = ReadBf16Operand(b_path);
+  CheckInnerDimensions(a_path, a->rows, a->cols, b_path, b->rows, b->cols);
+  return true;
+}
+
+Matrix<uint16_t> ReadBf16Operand(const std::string& path) {
+  const Tensor<float> t = ReadNpyTensor<float>(path);
+  if (t.shape.size() != 2) {
+    throw UsageError(fmt::format("{}: a GEMM operand must be a 2-D float32 array, not {}-D", path,
+                                 t.shape.size()));
+  }
+  Matrix<uint16_t> m;
+  m.rows = t.shape[0];
+  m.cols = t.shape[1];
+  m.data.resize(t.data.size());
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    if (!std::isfinite(t.data[i])) {
+      throw UsageError(fmt::format("{}: element [{}][{}] is {}; operands must be finite numbers",
+                                   path, static_cast<int64_t>(i) / m.cols,
+                                   static_cast<int64_t>(i) % m.cols, t.data[i]));
+    }
+    m.data[i] = nn::Bf16OfFp32(nn::BitsOfFloat(t.data[i]));
+  }
+  return m;
 }
 
 }  // namespace tpu::cli

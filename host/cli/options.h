@@ -105,6 +105,12 @@ std::string LogitsScalePath(const std::string& path);
 // A's columns differ from B's rows.
 bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
                       Matrix<int8_t>* a, Matrix<int8_t>* b);
+// The same for bfloat16 operands (ReadBf16Operand).
+bool ReadOperandFiles(const std::string& a_path, const std::string& b_path, bool random_dims_given,
+                      Matrix<uint16_t>* a, Matrix<uint16_t>* b);
+// A float32 .npy operand rounded to bfloat16 (docs/bf16.md) as bit patterns; UsageError for
+// another rank, or naming the first NaN or infinity.
+Matrix<uint16_t> ReadBf16Operand(const std::string& path);
 // The checks of ReadOperandFiles for a caller that reads the files itself: false when
 // neither file was given; UsageError when only one is, or random dimensions were given too.
 bool CheckOperandFiles(const std::string& a_path, const std::string& b_path,

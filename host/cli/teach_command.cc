@@ -22,6 +22,7 @@
 #include "host/common/errors.h"
 #include "host/common/npy.h"
 #include "host/gemm/gemm_runner.h"
+#include "host/nn/bf16.h"
 #include "host/teach/teach.h"
 
 namespace tpu::cli {
@@ -34,6 +35,7 @@ struct TeachOptions {
   std::optional<int64_t> m, k, n;
   std::string a_path, b_path, html_path;
   std::string dataflow = "ws";  // a dataflow's name, or "both"
+  std::string dtype = "int8";   // the operands' format: int8 or bf16
   std::vector<std::string> answers;
   uint64_t seed = 1;
   bool step = false;
@@ -194,23 +196,62 @@ void ShowFrames(const teach::Recording& run, bool step) {
   std::cout << teach::FormatSummary(run, colour);
 }
 
+// The operands: from --a/--b, or random small, readable numbers whose products stay easy to
+// check by hand: int8 -9..9, or bfloat16 halves -4.5..4.5 (T: int8_t or uint16_t).
+template <class T>
+void Operands(const TeachOptions& o, Matrix<T>* a, Matrix<T>* b) {
+  if (ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, a, b)) return;
+  for (const auto& [name, v] : {std::pair{"--m", o.m}, {"--k", o.k}, {"--n", o.n}}) {
+    if (v && *v < 1) throw UsageError(fmt::format("{} {} must be at least 1", name, *v));
+  }
+  const int64_t m = o.m.value_or(3), k = o.k.value_or(2), n = o.n.value_or(3);
+  const Matrix<int8_t> ra = gemm::RandomInt8(m, k, o.seed), rb = gemm::RandomInt8(k, n, o.seed + 1);
+  for (const auto& [from, to] : {std::pair{&ra, a}, {&rb, b}}) {
+    *to = {from->rows, from->cols, std::vector<T>(from->data.size())};
+    for (size_t i = 0; i < from->data.size(); ++i) {
+      const int v = from->data[i] % 10;
+      if constexpr (sizeof(T) == 1) {
+        to->data[i] = static_cast<T>(v);
+      } else {
+        to->data[i] = nn::Bf16OfFp32(nn::BitsOfFloat(static_cast<float>(v) / 2));
+      }
+    }
+  }
+}
+
+// The lesson's recordings, one per dataflow asked for.
+template <class T>
+std::vector<std::unique_ptr<teach::Recording>> RecordAll(const TeachOptions& o,
+                                                         const Dataflows& dataflows,
+                                                         const Matrix<T>& a, const Matrix<T>& b) {
+  std::vector<std::unique_ptr<teach::Recording>> runs;
+  for (teach::Dataflow d : teach::kDataflows) {
+    if (dataflows.Has(d)) runs.push_back(teach::Record(d, a, b, o.array));
+  }
+  return runs;
+}
+
 void RunTeach(const TeachOptions& o) {
   if (o.array < 2 || o.array > 256) {
     throw UsageError(fmt::format("--array {} is out of range; use 2 to 8 for teaching", o.array));
   }
-  Matrix<int8_t> a, b;
-  if (!ReadOperandFiles(o.a_path, o.b_path, o.m || o.k || o.n, &a, &b)) {
-    for (const auto& [name, v] : {std::pair{"--m", o.m}, {"--k", o.k}, {"--n", o.n}}) {
-      if (v && *v < 1) throw UsageError(fmt::format("{} {} must be at least 1", name, *v));
-    }
-    // Small, readable numbers: the products stay easy to check by hand.
-    const int64_t m = o.m.value_or(3), k = o.k.value_or(2), n = o.n.value_or(3);
-    a = gemm::RandomInt8(m, k, o.seed);
-    b = gemm::RandomInt8(k, n, o.seed + 1);
-    for (auto* mat : {&a, &b}) {
-      for (auto& v : mat->data) v = static_cast<int8_t>(v % 10);
-    }
+  const bool bf16 = o.dtype == "bf16";
+  if (bf16 && o.dataflow != "ws") {
+    throw UsageError(
+        "--dtype bf16 shows the chip's weight-stationary array; the output-stationary "
+        "teaching array is int8 only (use --dataflow ws)");
   }
+  Matrix<int8_t> a;
+  Matrix<int8_t> b;
+  Matrix<uint16_t> a16;
+  Matrix<uint16_t> b16;
+  if (bf16) {
+    Operands(o, &a16, &b16);
+  } else {
+    Operands(o, &a, &b);
+  }
+  const int64_t rows = bf16 ? a16.rows : a.rows, inner = bf16 ? a16.cols : a.cols,
+                cols = bf16 ? b16.cols : b.cols;
   const Dataflows dataflows = ParseDataflows(o.dataflow);
   std::vector<Answer> answers;
   for (const auto& text : o.answers) answers.push_back(ParseAnswer(text, dataflows));
@@ -222,7 +263,7 @@ void RunTeach(const TeachOptions& o) {
   uint64_t cycles = 0;
   for (teach::Dataflow d : teach::kDataflows) {
     if (dataflows.Has(d)) {
-      cycles = std::max(cycles, teach::PredictTeachCycles(d, a.rows, a.cols, b.cols, o.array));
+      cycles = std::max(cycles, teach::PredictTeachCycles(d, rows, inner, cols, o.array));
     }
   }
   if (cycles > kMaxCycles) {
@@ -242,10 +283,8 @@ void RunTeach(const TeachOptions& o) {
   }
   if (!o.html_path.empty()) CheckWritable(o.html_path);
 
-  std::vector<std::unique_ptr<teach::Recording>> runs;
-  for (teach::Dataflow d : teach::kDataflows) {
-    if (dataflows.Has(d)) runs.push_back(teach::Record(d, a, b, o.array));
-  }
+  const std::vector<std::unique_ptr<teach::Recording>> runs =
+      bf16 ? RecordAll(o, dataflows, a16, b16) : RecordAll(o, dataflows, a, b);
   const bool exact = AllExact(runs);
   if (!answers.empty()) {
     CheckAnswers(answers, runs);
@@ -258,7 +297,7 @@ void RunTeach(const TeachOptions& o) {
   } else {
     ShowFrames(*runs[0], o.step);
   }
-  if (!exact) throw RuntimeError("the RTL result differs from Eigen");
+  if (!exact) throw RuntimeError("the RTL result differs from the reference");
 }
 
 }  // namespace
@@ -286,14 +325,26 @@ utilization and the data each moves, counted from the RTL; with --html, side by 
   tpusim teach --dataflow both --array 4 --m 3 --k 2 --n 3 --html both.html
   tpusim teach --dataflow os --m 3 --k 2 --n 3 --answer cycles=12   # check an exercise
 
+In bfloat16 (--dtype bf16: the Cloud TPU's matrix unit, docs/bf16.md) each PE multiplies two
+bfloat16 values exactly and adds into a float32 partial sum; random operands are halves
+(-4.5..4.5), --a/--b take float32 .npy files (rounded to bfloat16). Weight-stationary only.
+  tpusim teach --dtype bf16 --m 3 --k 5 --n 3 --array 4
+
 The lesson that goes with it, with exercises: docs/teaching.md.)");
   cmd->add_option("--array", o->array, "array size N (teaching builds: 2, 3, 4, 6, 8)")
       ->capture_default_str();
   cmd->add_option("--m", o->m, "rows of A (default 3)");
   cmd->add_option("--k", o->k, "columns of A = rows of B (default 2)");
   cmd->add_option("--n", o->n, "columns of B (default 3)");
-  cmd->add_option("--a", o->a_path, "A from a .npy file (int8, M x K)");
-  cmd->add_option("--b", o->b_path, "B from a .npy file (int8, K x N)");
+  cmd->add_option("--a", o->a_path,
+                  "A from a .npy file (int8, or float32 with --dtype bf16; M x K)");
+  cmd->add_option("--b", o->b_path,
+                  "B from a .npy file (int8, or float32 with --dtype bf16; K x N)");
+  cmd->add_option("--dtype", o->dtype,
+                  "the operands' format: int8, or bf16 (bfloat16 with float32 partial sums; "
+                  "weight-stationary)")
+      ->check(CLI::IsMember({"int8", "bf16"}))
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the random operands")->capture_default_str();
   cmd->add_flag("--step", o->step, "wait for Enter after each cycle");
   cmd->add_option("--html", o->html_path, "write a self-contained HTML player instead");

@@ -20,7 +20,7 @@ struct OsCycle {
 
 struct OsRecording final : Recording {
   OsRecording(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim)
-      : Recording(Dataflow::kOutputStationary, a, b, dim) {}
+      : Recording(Dataflow::kOutputStationary, a, b, dim, hw::Dtype::kInt8) {}
   size_t Frames() const override { return frames.size(); }
   std::string Intro(bool color) const override;
   std::string Frame(size_t index, bool color) const override;

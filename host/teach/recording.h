@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/tpu_contract.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
 
@@ -38,16 +39,28 @@ struct Movement {
   uint64_t writes_out = 0;      // result values leaving the array
 };
 
+// How a recording's values are written: int8 operands and int32 sums as numbers; bfloat16
+// operands and float32 sums (held as bit patterns) as the shortest decimal that reads back
+// as the same float32.
+struct Values {
+  hw::Dtype dtype = hw::Dtype::kInt8;
+  std::string Operand(int32_t raw) const;
+  std::string Sum(int32_t raw) const;
+  nlohmann::json OperandJson(int32_t raw) const;
+  nlohmann::json SumJson(int32_t raw) const;
+};
+
 // C as it fills in: each element's value so far (what has left the array for it), and
 // whether it is final.
 struct CProgress {
-  std::vector<int32_t> value;  // m x n
+  std::vector<int32_t> value;  // m x n: int32 values, or float32 bit patterns
   std::vector<uint8_t> seen;   // 0 nothing yet, 1 partial, 2 final
+  Values values;
 
   CProgress() = default;
-  CProgress(int64_t m, int64_t n);  // nothing yet
-  // Adds a value that left the array to element `at`'s running sum (wrapping, as the
-  // accumulators do).
+  CProgress(int64_t m, int64_t n, Values v = {});  // nothing yet
+  // Adds a value that left the array to element `at`'s running sum as the accumulators do
+  // (int32: wrapping; float32: Fp32Add, the first value taken as it is).
   void Add(size_t at, int32_t v, bool final);
   // null where nothing has left the array yet, else [value, final].
   nlohmann::json Json() const;
@@ -60,9 +73,16 @@ struct SummaryParts {
   std::string macs;     // the MACs the array issued or did
 };
 
+// An operand matrix with its values (int8) or bit patterns (bfloat16) as int32.
+template <class T>
+Matrix<int32_t> Widen(const Matrix<T>& m) {
+  return {m.rows, m.cols, std::vector<int32_t>(m.data.begin(), m.data.end())};
+}
+
 struct Recording {
-  Recording(Dataflow d, const Matrix<int8_t>& a_in, const Matrix<int8_t>& b_in, int array)
-      : dataflow(d), dim(array), a(a_in), b(b_in) {}
+  template <class T>
+  Recording(Dataflow d, const Matrix<T>& a_in, const Matrix<T>& b_in, int array, hw::Dtype dt)
+      : dataflow(d), dim(array), values{dt}, a(Widen(a_in)), b(Widen(b_in)) {}
   virtual ~Recording() = default;
   // One frame per cycle: Frames() == rtl_cycles.
   virtual size_t Frames() const = 0;
@@ -77,8 +97,9 @@ struct Recording {
 
   Dataflow dataflow;
   int dim;
-  Matrix<int8_t> a, b;
-  Matrix<int32_t> c;  // what the RTL computed
+  Values values;         // the number format and how its values are written
+  Matrix<int32_t> a, b;  // int8 values, or bfloat16 bit patterns
+  Matrix<int32_t> c;     // what the RTL computed: int32 values, or float32 bit patterns
   bool matches_reference = false;
   uint64_t rtl_cycles = 0;      // counted by the RTL
   uint64_t formula_cycles = 0;  // by the dataflow's formula (docs/teaching.md)

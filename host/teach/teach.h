@@ -15,8 +15,11 @@
 
 namespace tpu::teach {
 
-// Throws UsageError when no teaching model of this size is built.
+// Throws UsageError when no teaching model of this size is built. bfloat16 operands (bit
+// patterns) run on the weight-stationary array only.
 std::unique_ptr<Recording> Record(Dataflow d, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
+                                  int dim);
+std::unique_ptr<Recording> Record(Dataflow d, const Matrix<uint16_t>& a, const Matrix<uint16_t>& b,
                                   int dim);
 // The cycles a dataflow's formula predicts, without running it (to refuse long lessons).
 uint64_t PredictTeachCycles(Dataflow d, int64_t m, int64_t k, int64_t n, int dim);

@@ -8,23 +8,56 @@
 #include <stdexcept>
 
 #include "host/common/text.h"
+#include "host/nn/bf16.h"
 #include "host/teach/teach.h"
 #include "host/teach/teach_text.h"
 
 namespace tpu::teach {
 
-CProgress::CProgress(int64_t m, int64_t n)
-    : value(static_cast<size_t>(m * n), 0), seen(static_cast<size_t>(m * n), 0) {}
+namespace {
+
+bool Bf16(const Values& v) { return v.dtype == hw::Dtype::kBf16; }
+
+}  // namespace
+
+std::string Values::Operand(int32_t raw) const {
+  if (!Bf16(*this)) return fmt::format("{}", raw);
+  // As a float32: the shortest decimal that reads back as that float, exact for the values
+  // a lesson uses (3.625, not the 3.62 that would also round to it in bfloat16).
+  return fmt::format("{}", nn::FloatOfBits(nn::Fp32OfBf16(static_cast<uint16_t>(raw))));
+}
+
+std::string Values::Sum(int32_t raw) const {
+  if (!Bf16(*this)) return fmt::format("{}", raw);
+  return fmt::format("{}", nn::FloatOfBits(static_cast<uint32_t>(raw)));  // shortest, exact
+}
+
+nlohmann::json Values::OperandJson(int32_t raw) const {
+  return Bf16(*this) ? nlohmann::json(std::stod(Operand(raw))) : nlohmann::json(raw);
+}
+
+nlohmann::json Values::SumJson(int32_t raw) const {
+  return Bf16(*this) ? nlohmann::json(std::stod(Sum(raw))) : nlohmann::json(raw);
+}
+
+CProgress::CProgress(int64_t m, int64_t n, Values v)
+    : value(static_cast<size_t>(m * n), 0), seen(static_cast<size_t>(m * n), 0), values(v) {}
 
 void CProgress::Add(size_t at, int32_t v, bool final) {
-  value[at] = static_cast<int32_t>(static_cast<uint32_t>(value[at]) + static_cast<uint32_t>(v));
+  if (Bf16(values)) {
+    value[at] = seen[at] ? static_cast<int32_t>(nn::Fp32Add(static_cast<uint32_t>(value[at]),
+                                                            static_cast<uint32_t>(v)))
+                         : v;
+  } else {
+    value[at] = static_cast<int32_t>(static_cast<uint32_t>(value[at]) + static_cast<uint32_t>(v));
+  }
   seen[at] = final ? 2 : 1;
 }
 
 nlohmann::json CProgress::Json() const {
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < value.size(); ++i) {
-    out.push_back(seen[i] ? nlohmann::json{value[i], seen[i] == 2 ? 1 : 0}
+    out.push_back(seen[i] ? nlohmann::json{values.SumJson(value[i]), seen[i] == 2 ? 1 : 0}
                           : nlohmann::json(nullptr));
   }
   return out;
@@ -33,7 +66,7 @@ nlohmann::json CProgress::Json() const {
 namespace text {
 
 std::string MatrixText(const std::string& name, int64_t rows, int64_t cols,
-                       const std::function<int64_t(int64_t, int64_t)>& at) {
+                       const std::function<std::string(int64_t, int64_t)>& at) {
   std::string s = fmt::format("  {} ({} x {}):\n", name, rows, cols);
   for (int64_t r = 0; r < rows; ++r) {
     s += "    ";
@@ -64,7 +97,8 @@ std::string ColumnHeads(int dim, const std::function<std::string(int)>& entering
 }
 
 std::string Cell(const std::string& painted, size_t width) {
-  return "|" + painted + std::string(kCell - 1 - width, ' ');
+  const size_t room = kCell - 1;
+  return "|" + painted + std::string(width < room ? room - width : 0, ' ');
 }
 
 std::string LinesOfCells(const std::vector<std::string>& lines, int dim) {
@@ -99,19 +133,23 @@ std::string MovementText(const Movement& m) {
       m.reads_in, m.operand_writes, m.sum_writes, m.passes, m.writes_out);
 }
 
-// C as the RTL computed it, and whether it equals Eigen's.
-std::string ResultText(const Matrix<int32_t>& c, bool exact, const Paint& p) {
-  return MatrixText("C = A x B from the RTL", c) +
-         (exact ? "  bit-exact with the Eigen int32 reference\n"
-                : p("  DIFFERS from the Eigen reference\n", "1;31"));
+// C as the RTL computed it, and whether it equals the reference's.
+std::string ResultText(const Recording& run, const Paint& p) {
+  const bool bf16 = run.values.dtype == hw::Dtype::kBf16;
+  const std::string ref =
+      bf16 ? "the CPU bf16 reference (nn::Bf16Gemm, docs/bf16.md)" : "the Eigen int32 reference";
+  return MatrixText("C = A x B from the RTL", run.c.rows, run.c.cols,
+                    [&](int64_t r, int64_t c) { return run.values.Sum(run.c.at(r, c)); }) +
+         (run.matches_reference ? "  bit-exact with " + ref + "\n"
+                                : p("  DIFFERS from " + ref + "\n", "1;31"));
 }
 
-template <class M>
-nlohmann::json MatJson(const M& m) {
+nlohmann::json MatJson(const Matrix<int32_t>& m,
+                       const std::function<nlohmann::json(int32_t)>& value) {
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t r = 0; r < m.rows; ++r) {
     nlohmann::json row = nlohmann::json::array();
-    for (int64_t c = 0; c < m.cols; ++c) row.push_back(static_cast<int64_t>(m.at(r, c)));
+    for (int64_t c = 0; c < m.cols; ++c) row.push_back(value(m.at(r, c)));
     rows.push_back(row);
   }
   return rows;
@@ -135,6 +173,16 @@ std::unique_ptr<Recording> Record(Dataflow d, const Matrix<int8_t>& a, const Mat
   return std::make_unique<OsRecording>(RecordOutputStationary(a, b, dim));
 }
 
+std::unique_ptr<Recording> Record(Dataflow d, const Matrix<uint16_t>& a, const Matrix<uint16_t>& b,
+                                  int dim) {
+  if (d != Dataflow::kWeightStationary) {
+    throw UsageError(
+        "the output-stationary teaching array is int8 only; --dtype bf16 shows the chip's "
+        "weight-stationary array (--dataflow ws)");
+  }
+  return std::make_unique<WsRecording>(RecordWeightStationary(a, b, dim));
+}
+
 uint64_t PredictTeachCycles(Dataflow d, int64_t m, int64_t k, int64_t n, int dim) {
   if (d == Dataflow::kWeightStationary) {
     return gemm::PredictCycles(gemm::PlanGemm({m, k, n}, dim, kTeachAccDepth)).total;
@@ -153,7 +201,7 @@ std::string FormatSummary(const Recording& run, bool color) {
   s += fmt::format("  MACs: {} useful (M x K x N), {}; utilization {:.1f} %\n", run.UsefulMacs(),
                    own.macs, Utilization(run.UsefulMacs(), run.rtl_cycles, run.dim));
   s += MovementText(run.moved);
-  return s + ResultText(run.c, run.matches_reference, p);
+  return s + ResultText(run, p);
 }
 
 std::string FormatComparison(const Recording& left, const Recording& right, bool color) {
@@ -208,14 +256,18 @@ double AnswerValue(const Recording& run, const std::string& key) {
 }
 
 nlohmann::json TeachJson(const Recording& run) {
+  const Values& v = run.values;
+  auto op = [&](int32_t x) { return v.OperandJson(x); };
+  auto sum = [&](int32_t x) { return v.SumJson(x); };
   return {{"dataflow", DataflowName(run.dataflow)},
+          {"dtype", hw::kDtypeNames[static_cast<size_t>(v.dtype)]},
           {"dim", run.dim},
           {"m", run.a.rows},
           {"k", run.a.cols},
           {"n", run.b.cols},
-          {"a", MatJson(run.a)},
-          {"b", MatJson(run.b)},
-          {"c", MatJson(run.c)},
+          {"a", MatJson(run.a, op)},
+          {"b", MatJson(run.b, op)},
+          {"c", MatJson(run.c, sum)},
           {"bit_exact", run.matches_reference},
           {"cycles", run.rtl_cycles},
           {"formula_cycles", run.formula_cycles},

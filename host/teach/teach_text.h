@@ -29,12 +29,13 @@ inline constexpr const char* kMagenta = "35";
 inline constexpr const char* kBold = "1";
 inline constexpr const char* kDim = "2";
 
-// "  NAME (R x C):" and the values, one row per line.
+// "  NAME (R x C):" and the values as written, one row per line.
 std::string MatrixText(const std::string& name, int64_t rows, int64_t cols,
-                       const std::function<int64_t(int64_t, int64_t)>& at);
+                       const std::function<std::string(int64_t, int64_t)>& at);
 template <class T>
 std::string MatrixText(const std::string& name, const Matrix<T>& m) {
-  return MatrixText(name, m.rows, m.cols, [&](int64_t r, int64_t c) { return m.at(r, c); });
+  return MatrixText(name, m.rows, m.cols,
+                    [&](int64_t r, int64_t c) { return fmt::format("{}", m.at(r, c)); });
 }
 // The line between rows of cells.
 std::string Border(int dim);

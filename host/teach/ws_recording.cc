@@ -90,19 +90,21 @@ Movement Moved(const WsTally& t, uint64_t n) {
   return m;
 }
 
-}  // namespace
-
-WsRecording RecordWeightStationary(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim) {
-  const auto engine = TeachingModel([&] { return sim::MakeTeachEngine(dim); });
-  WsRecording run(a, b, dim);
+// The run on the teaching model of T's format: int8_t, or uint16_t for bfloat16.
+template <class T>
+WsRecording Record(const Matrix<T>& a, const Matrix<T>& b, int dim) {
+  constexpr bool kBf16 = sizeof(T) == 2;
+  const hw::Dtype dtype = kBf16 ? hw::Dtype::kBf16 : hw::Dtype::kInt8;
+  const auto engine = TeachingModel([&] { return sim::MakeTeachEngine(dim, dtype); });
+  WsRecording run(a, b, dim, dtype);
   run.plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, dim, engine->Params().acc_depth);
   const std::vector<RowTarget> targets = RowTargets(run.plan);
   std::optional<sim::MxuProbe> probe;  // the model exists only while it runs
   WsTally tally;
-  CProgress c(a.rows, b.cols);
+  CProgress c(a.rows, b.cols, run.values);
   sim::RunOptions options;
   options.on_cycle = [&](uint64_t cycle) {
-    if (!probe) probe.emplace(dim);
+    if (!probe) probe.emplace(dim, 8 * static_cast<int>(sizeof(T)));
     WsCycle t;
     t.cycle = cycle;
     t.state = probe->Sample();
@@ -114,7 +116,12 @@ WsRecording RecordWeightStationary(const Matrix<int8_t>& a, const Matrix<int8_t>
     t.c = c;
     run.frames.push_back(std::move(t));
   };
-  const gemm::GemmRunResult r = gemm::RunGemm(run.plan, a, b, *engine, options);
+  gemm::GemmRunResult r;
+  if constexpr (kBf16) {
+    r = gemm::RunGemmBf16(run.plan, a, b, *engine, options);
+  } else {
+    r = gemm::RunGemm(run.plan, a, b, *engine, options);
+  }
   run.c = r.c;
   run.matches_reference = r.matches_reference;
   run.predicted = r.predicted;
@@ -125,6 +132,16 @@ WsRecording RecordWeightStationary(const Matrix<int8_t>& a, const Matrix<int8_t>
   return run;
 }
 
+}  // namespace
+
+WsRecording RecordWeightStationary(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim) {
+  return Record(a, b, dim);
+}
+
+WsRecording RecordWeightStationary(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int dim) {
+  return Record(a, b, dim);
+}
+
 std::string WsRecording::Intro(bool color) const {
   const Paint p{color};
   std::string s;
@@ -133,8 +150,16 @@ std::string WsRecording::Intro(bool color) const {
                     "systolic array (the RTL, cycle by cycle)\n",
                     plan.shape.m, plan.shape.k, plan.shape.k, plan.shape.n, dim, dim),
         kBold);
-  s += MatrixText("A: activations, one row per cycle", a);
-  s += MatrixText("B: weights, held still in the PEs", b);
+  auto operands = [&](const char* name, const Matrix<int32_t>& m) {
+    return MatrixText(name, m.rows, m.cols,
+                      [&](int64_t r, int64_t c) { return values.Operand(m.at(r, c)); });
+  };
+  s += operands("A: activations, one row per cycle", a);
+  s += operands("B: weights, held still in the PEs", b);
+  if (values.dtype == hw::Dtype::kBf16) {
+    s += "bfloat16: each PE multiplies two bfloat16 values exactly and adds the product into\n"
+         "its float32 partial sum, rounding to nearest even (docs/bf16.md).\n";
+  }
   s += fmt::format(
       "Mapping: {} weight tile(s) = {} K-fold(s) x {} N-tile(s); PE (r, c) holds B[k0 + r][n0 + "
       "c].\n"
@@ -155,21 +180,22 @@ std::string WsRecording::Intro(bool color) const {
 namespace {
 
 // One row of PEs: weights, activations, partial sums; the activation entering on the left.
-std::string PeRow(const sim::ArrayState& st, int r, int n, const Paint& p) {
+std::string PeRow(const sim::ArrayState& st, int r, int n, const Values& v, const Paint& p) {
   const bool in_sw = st.switch_in[r];
-  const std::string in = fmt::format("k{:<2}{:>5}{} > ", r, st.act_in[r], in_sw ? "*" : " ");
+  const std::string in =
+      fmt::format("k{:<2}{:>5}{} > ", r, v.Operand(st.act_in[r]), in_sw ? "*" : " ");
   std::vector<std::string> lines = {(st.act_in[r] != 0 || in_sw) ? p(in, kGreen) : p(in, kDim),
                                     Margin(), Margin()};
   for (int c = 0; c < n; ++c) {
     const sim::PeState& pe = st.pe[static_cast<size_t>(r * n + c)];
-    const std::string sh = fmt::format(" s{:>4} ", pe.shadow);
-    lines[0] += Cell(p(fmt::format("w{:>4}", pe.weight), kBold) +
-                         (st.w_write[c] && st.w_row[c] == r ? p(sh, kMagenta) : sh),
-                     12);
-    const std::string a = fmt::format("a{:>4}{}", pe.act, pe.sw ? "*" : " ");
-    lines[1] += Cell(pe.act != 0 || pe.sw ? p(a, pe.sw ? kYellow : kGreen) : a, 6);
-    const std::string ps = fmt::format("p{:>11}", pe.psum);
-    lines[2] += Cell(pe.psum != 0 ? p(ps, kCyan) : ps, 12);
+    const std::string w = fmt::format("w{:>4}", v.Operand(pe.weight));
+    const std::string sh = fmt::format(" s{:>4} ", v.Operand(pe.shadow));
+    lines[0] += Cell(p(w, kBold) + (st.w_write[c] && st.w_row[c] == r ? p(sh, kMagenta) : sh),
+                     w.size() + sh.size());
+    const std::string a = fmt::format("a{:>4}{}", v.Operand(pe.act), pe.sw ? "*" : " ");
+    lines[1] += Cell(pe.act != 0 || pe.sw ? p(a, pe.sw ? kYellow : kGreen) : a, a.size());
+    const std::string ps = fmt::format("p{:>11}", v.Sum(pe.psum));
+    lines[2] += Cell(pe.psum != 0 ? p(ps, kCyan) : ps, ps.size());
   }
   return LinesOfCells(lines, n);
 }
@@ -189,19 +215,20 @@ std::string WsRecording::Frame(size_t index, bool color) const {
   s += ColumnHeads(
       n,
       [&](int c) {
-        return st.w_write[c] ? fmt::format("v w{}:{}", st.w_row[c], st.w_data[c]) : std::string();
+        return st.w_write[c] ? fmt::format("v w{}:{}", st.w_row[c], values.Operand(st.w_data[c]))
+                             : std::string();
       },
       p, kMagenta);
-  for (int r = 0; r < n; ++r) s += PeRow(st, r, n, p);
+  for (int r = 0; r < n; ++r) s += PeRow(st, r, n, values, p);
   std::string bottom = Margin();
   for (int c = 0; c < n; ++c) {
     const int32_t v = st.pe[static_cast<size_t>((n - 1) * n + c)].psum;
-    bottom += " " + fmt::format("{:<{}}", fmt::format("v {}", v), kCell - 1);
+    bottom += " " + fmt::format("{:<{}}", "v " + values.Sum(v), kCell - 1);
   }
   s += bottom + "\n";
   if (st.out_valid) {
     std::string row;
-    for (int c = 0; c < n; ++c) row += fmt::format(" {}", st.out[c]);
+    for (int c = 0; c < n; ++c) row += " " + values.Sum(st.out[c]);
     s += p("  result row out (de-skewed, to the accumulators):" + row, kCyan) + "\n";
   }
   return s + "\n";
@@ -216,19 +243,26 @@ SummaryParts WsRecording::Summary() const {
 
 nlohmann::json WsRecording::FramesJson() const {
   using nlohmann::json;
+  auto Outs = [&](const std::vector<int32_t>& out) {
+    json o = json::array();
+    for (int32_t v : out) o.push_back(values.SumJson(v));
+    return o;
+  };
   json out = json::array();
   for (const WsCycle& t : frames) {
     const sim::ArrayState& st = t.state;
     json pe = json::array();
     for (size_t i = 0; i < st.pe.size(); ++i) {
       const sim::PeState& e = st.pe[i];
-      pe.push_back({e.weight, e.shadow, e.act, e.psum, e.sw ? 1 : 0, t.active[i]});
+      pe.push_back({values.OperandJson(e.weight), values.OperandJson(e.shadow),
+                    values.OperandJson(e.act), values.SumJson(e.psum), e.sw ? 1 : 0, t.active[i]});
     }
     json in = json::array(), sw = json::array(), wr = json::array();
     for (size_t r = 0; r < st.act_in.size(); ++r) {
-      in.push_back(st.act_in[r]);
+      in.push_back(values.OperandJson(st.act_in[r]));
       sw.push_back(st.switch_in[r] ? 1 : 0);
-      wr.push_back(st.w_write[r] ? json{st.w_row[r], st.w_data[r]} : json(nullptr));
+      wr.push_back(st.w_write[r] ? json{st.w_row[r], values.OperandJson(st.w_data[r])}
+                                 : json(nullptr));
     }
     out.push_back({{"cycle", t.cycle + 1},
                    {"fire", st.a_fire ? 1 : 0},
@@ -239,7 +273,7 @@ nlohmann::json WsRecording::FramesJson() const {
                    {"act_in", in},
                    {"switch_in", sw},
                    {"w_write", wr},
-                   {"out", st.out_valid ? json(st.out) : json(nullptr)},
+                   {"out", st.out_valid ? Outs(st.out) : json(nullptr)},
                    {"c", t.c.Json()}});
   }
   return out;

@@ -21,8 +21,9 @@ struct WsCycle {
 };
 
 struct WsRecording final : Recording {
-  WsRecording(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim)
-      : Recording(Dataflow::kWeightStationary, a, b, dim) {}
+  template <class T>
+  WsRecording(const Matrix<T>& a, const Matrix<T>& b, int dim, hw::Dtype dtype)
+      : Recording(Dataflow::kWeightStationary, a, b, dim, dtype) {}
   size_t Frames() const override { return frames.size(); }
   std::string Intro(bool color) const override;
   std::string Frame(size_t index, bool color) const override;
@@ -35,7 +36,9 @@ struct WsRecording final : Recording {
   std::vector<WsCycle> frames;  // one per cycle
 };
 
-// Throws UsageError when no teaching model of this size is built.
+// Throws UsageError when no teaching model of this size is built. int8 operands, or
+// bfloat16 bit patterns on the bf16 teaching model (float32 partial sums).
 WsRecording RecordWeightStationary(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int dim);
+WsRecording RecordWeightStationary(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int dim);
 
 }  // namespace tpu::teach

@@ -16,6 +16,7 @@
 
 #include "sim/mxu/mxu_engine.h"
 #include "sim/mxu/mxu_port_driver.h"
+#include "sim/mxu/thread_context.h"
 #include "sim/wave/wave_file.h"
 
 namespace tpu::sim {
@@ -78,7 +79,8 @@ class VerilatedMxuEngine final : public MxuEngine {
   std::string Name() const override { return "rtl"; }
 
   MxuParams Params() override {
-    VerilatedContext context;
+    ThreadContext thread;
+    VerilatedContext& context = thread.context;
     Model model(&context);
     model.eval();
     MxuParams p;
@@ -90,7 +92,8 @@ class VerilatedMxuEngine final : public MxuEngine {
   }
 
   MxuRunResult Run(MxuWorkload& workload, const RunOptions& options) override {
-    VerilatedContext context;
+    ThreadContext thread;
+    VerilatedContext& context = thread.context;
     const bool tracing = !options.trace.path.empty();
     context.traceEverOn(tracing);
     Model m(&context);

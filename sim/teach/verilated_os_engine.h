@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/mxu/port_packing.h"
+#include "sim/mxu/thread_context.h"
 #include "sim/teach/os_array_engine.h"
 
 namespace tpu::sim {
@@ -20,7 +21,8 @@ class VerilatedOsEngine final : public OsArrayEngine {
  public:
   OsRunResult Run(const OsOperands& op, const std::function<void(uint64_t)>& on_cycle) override {
     if (op.m < 1 || op.k < 1 || op.n < 1) throw std::invalid_argument("empty product");
-    VerilatedContext context;
+    ThreadContext thread;
+    VerilatedContext& context = thread.context;
     Model m(&context);
     m.clk_i = 0;
     m.rst_ni = 0;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "contract/tpu_signals.h"
 #include "host/gemm/gemm_runner.h"
@@ -343,6 +344,73 @@ TEST_F(TeachTest, BothSideBySideInABrowser) {
           << cell("os-pe-" + rc);
     }
   }
+}
+
+// In bfloat16 (--dtype bf16) the teaching model is the bf16 matrix unit: the same cycles as
+// int8 for the same shape, C bit-exact with nn::Bf16Gemm and filled in to exactly the
+// RTL's result (float32 adds of the folds), and the PEs' registers read as 16-bit values:
+// in the last cycle every PE holds B's last tile as bfloat16.
+TEST_F(TeachTest, Bf16RecordsTheBf16MatrixUnit) {
+  const int n = 4;
+  const Matrix<uint16_t> a = gemm::RandomBf16(5, 6, 3), b = gemm::RandomBf16(6, 3, 4);
+  const teach::WsRecording run = teach::RecordWeightStationary(a, b, n);
+  ASSERT_TRUE(run.matches_reference);
+  EXPECT_EQ(run.values.dtype, hw::Dtype::kBf16);
+  const teach::WsRecording int8 =
+      teach::RecordWeightStationary(gemm::RandomInt8(5, 6, 3), gemm::RandomInt8(6, 3, 4), n);
+  EXPECT_EQ(run.frames.size(), int8.frames.size());
+  EXPECT_EQ(run.c.data, gemm::ReferenceGemmBf16(a, b, n).data);
+  EXPECT_EQ(run.frames.back().c.value, run.c.data);  // two K folds added in float32
+  const sim::ArrayState& last = run.frames.back().state;
+  for (int r = 0; r < 2; ++r)  // K = 6: the second tile holds rows 4 and 5 of B
+    for (int c = 0; c < 3; ++c)
+      EXPECT_EQ(last.pe[static_cast<size_t>(r * n + c)].weight, b.at(4 + r, c)) << r << "," << c;
+  EXPECT_EQ(run.values.Operand(0x3fc0), "1.5");
+  EXPECT_EQ(run.values.Operand(0x4068), "3.625");       // exact, not the shorter 3.62
+  EXPECT_EQ(run.values.Operand(0x3eab), "0.33398438");  // bfloat16(1/3) as a float32
+  EXPECT_EQ(run.values.Sum(static_cast<int32_t>(0x3eaaaaab)), "0.33333334");
+}
+
+// The CLI in bf16: float32 .npy operands shown and multiplied, C exact; the page's data in
+// float values; the output-stationary array and unbuilt sizes refused with what to do.
+TEST_F(TeachTest, Bf16FromTheCommandLine) {
+  const std::string py =
+      "/usr/bin/python3 -c \"import numpy as np; "
+      "np.save('" +
+      P("A.npy") +
+      "', np.array([[0.5,-1.25],[2,3]], dtype=np.float32)); "
+      "np.save('" +
+      P("B.npy") + "', np.array([[1.5,0],[0.25,-2]], dtype=np.float32))\"";
+  if (std::system(py.c_str()) != 0) GTEST_SKIP() << "python3-numpy missing";
+  const Outcome o = Run("teach --dtype bf16 --array 2 --a " + P("A.npy") + " --b " + P("B.npy"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  // C = [[0.75 - 0.3125, 2.5], [3 + 0.75, -6]]
+  EXPECT_NE(o.out.find("     0.4375    2.5\n       3.75     -6\n"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("        0.5  -1.25\n"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("bit-exact with the CPU bf16 reference"), std::string::npos) << o.out;
+  ASSERT_EQ(Run("teach --dtype bf16 --array 2 --a " + P("A.npy") + " --b " + P("B.npy") +
+                " --html " + P("t.html"))
+                .exit_code,
+            0);
+  const std::string html = Slurp(P("t.html"));
+  const std::string open = "<script type=\"application/json\" id=\"data\">";
+  const size_t at = html.find(open);
+  ASSERT_NE(at, std::string::npos);
+  const auto runs = nlohmann::json::parse(
+      html.substr(at + open.size(), html.find("</script>", at) - at - open.size()));
+  EXPECT_EQ(runs[0]["dtype"], "bf16");
+  // Every register of every cycle is one of the operands (or 0): read from the live model
+  // (a thread context left dangling by an earlier model made them garbage).
+  const std::set<double> operands = {0, 0.5, -1.25, 2, 3, 1.5, 0.25, -2};
+  for (const auto& f : runs[0]["frames"])
+    for (const auto& pe : f["pe"])
+      for (int reg = 0; reg < 3; ++reg)
+        EXPECT_TRUE(pe[reg].is_number() && operands.count(pe[reg].get<double>())) << pe;
+  EXPECT_EQ(runs[0]["c"][0][0].get<double>(), 0.4375);
+  EXPECT_EQ(runs[0]["a"][0][1].get<double>(), -1.25);
+  ExpectError("teach --dtype bf16 --dataflow os", 2, "output-stationary teaching array is int8");
+  ExpectError("teach --dtype bf16 --array 3", 2, "TPUSIM_TEACH_BF16_DIMS");
+  ExpectError("teach --dtype fp8", 2, "--dtype");
 }
 
 }  // namespace
