@@ -7,17 +7,16 @@
 #include <memory>
 #include <optional>
 
-#include "fast/fast_mxu_engine.h"
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
 #include "host/common/progress_bar.h"
 #include "host/config/tpu_config.h"
+#include "host/gemm/gemm_engines.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/nn/bf16.h"
 #include "host/report/gemm_report.h"
-#include "sim/mxu/mxu_registry.h"
 
 namespace tpu::cli {
 namespace {
@@ -60,26 +59,6 @@ gemm::GemmPlan Operands(const GemmOptions& o, const config::TpuConfig& config, M
   return p;
 }
 
-std::unique_ptr<sim::MxuEngine> MakeEngine(const GemmOptions& o, const config::TpuConfig& config,
-                                           int input_bits) {
-  try {
-    if (o.engine == "fast") {
-      return std::make_unique<fast::FastMxuEngine>(config.array_dim, config.acc_depth_rows,
-                                                   input_bits);
-    }
-    if (o.engine == "rtl" || o.engine == "systemc") {
-      return sim::MakeMxuEngine(
-          config.array_dim,
-          o.engine == "rtl" ? sim::EngineKind::kVerilator : sim::EngineKind::kSystemC, input_bits);
-    }
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  throw UsageError("unknown --engine '" + o.engine +
-                   "'; use rtl (the Verilated RTL), systemc (the same RTL under the SystemC "
-                   "kernel) or fast (the C++ model, any size)");
-}
-
 // C as the user gets it: int32, or float32 for bf16.
 void WriteResult(const std::string& path, const gemm::GemmRunResult& r) {
   if (!r.bf16) return WriteNpyInt32(path, r.c);
@@ -106,7 +85,8 @@ void RunAs(const GemmOptions& o, const config::TpuConfig& config) {
   for (const std::string* p : {&o.out_path, &o.out.json}) {
     if (!p->empty()) CheckWritable(*p);
   }
-  const std::unique_ptr<sim::MxuEngine> engine = MakeEngine(o, config, 8 * sizeof(T));
+  const std::unique_ptr<sim::MxuEngine> engine =
+      gemm::MakeGemmEngine(o.engine, config, 8 * sizeof(T), "--engine");
   if (o.engine == "fast" && !o.trace.wave.empty()) {
     throw UsageError("waveforms (--trace) come from the RTL; use --engine rtl");
   }

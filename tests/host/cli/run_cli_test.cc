@@ -21,7 +21,26 @@
 namespace tpu::test {
 namespace {
 
-class RunCliTest : public CliFixture {};
+class RunCliTest : public CliFixture {
+ protected:
+  // The model on the 4 x 4 bf16 chip, 3 synthetic inputs: bit-exact on the rtl and fast
+  // engines, whose JSON reports are the same apart from the engine and the wall time.
+  void ExpectBf16EnginesAgree(const std::string& model) {
+    nlohmann::json j[2];
+    for (int e = 0; e < 2; ++e) {
+      const std::string engine = e == 0 ? "rtl" : "fast";
+      const Outcome o = Run("run --model " + model + " --engine " + engine +
+                            " --config small-16 --set array_dim=4 --set dtype=bf16 --synthetic 3 "
+                            "--json " +
+                            P(engine + ".json"));
+      ASSERT_EQ(o.exit_code, 0) << o.err;
+      j[e] = nlohmann::json::parse(Slurp(P(engine + ".json")));
+      EXPECT_TRUE(j[e]["bit_exact"].get<bool>()) << o.out;
+      for (const char* key : {"engine", "wall_seconds"}) j[e].erase(key);
+    }
+    EXPECT_EQ(j[0].dump(), j[1].dump());
+  }
+};
 
 TEST_F(RunCliTest, ReportLayersAddUpToTheTotals) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
@@ -411,19 +430,7 @@ TEST_F(RunCliTest, Bf16RunNamesTheFirstNonFiniteValue) {
 TEST_F(RunCliTest, Bf16RunsGraphsRefusesAnAddWithRelu6AndWritesFloatLogits) {
   nn::Model g = FloatGraph();
   nn::SaveModel(g, P("g"));
-  nlohmann::json j[2];
-  for (int e = 0; e < 2; ++e) {
-    const std::string engine = e == 0 ? "rtl" : "fast";
-    const Outcome o = Run("run --model " + P("g") + " --engine " + engine +
-                          " --config small-16 --set array_dim=4 --set dtype=bf16 --synthetic 3 "
-                          "--json " +
-                          P(engine + ".json"));
-    ASSERT_EQ(o.exit_code, 0) << o.err;
-    j[e] = nlohmann::json::parse(Slurp(P(engine + ".json")));
-    EXPECT_TRUE(j[e]["bit_exact"].get<bool>()) << o.out;
-    for (const char* key : {"engine", "wall_seconds"}) j[e].erase(key);
-  }
-  EXPECT_EQ(j[0], j[1]);
+  ExpectBf16EnginesAgree(P("g"));
   g.layers[2].activation = nn::Activation::kRelu6;
   nn::SaveModel(g, P("g6"));
   ExpectError("run --model " + P("g6") +
@@ -450,19 +457,7 @@ TEST_F(RunCliTest, Bf16RunsAnImportedOnnxNetwork) {
   const Outcome imp = Run("import " + std::string(TPUSIM_SOURCE_DIR) +
                           "/models/onnx/torch_cnn.onnx --out " + P("cnn") + " -q");
   ASSERT_EQ(imp.exit_code, 0) << imp.err;
-  nlohmann::json j[2];
-  for (int e = 0; e < 2; ++e) {
-    const std::string engine = e == 0 ? "rtl" : "fast";
-    const Outcome o = Run("run --model " + P("cnn") + " --engine " + engine +
-                          " --config small-16 --set array_dim=4 --set dtype=bf16 --synthetic 3 "
-                          "--json " +
-                          P(engine + ".json"));
-    ASSERT_EQ(o.exit_code, 0) << o.err;
-    j[e] = nlohmann::json::parse(Slurp(P(engine + ".json")));
-    EXPECT_TRUE(j[e]["bit_exact"].get<bool>()) << o.out;
-    for (const char* key : {"engine", "wall_seconds"}) j[e].erase(key);
-  }
-  EXPECT_EQ(j[0].dump(), j[1].dump());
+  ExpectBf16EnginesAgree(P("cnn"));
 }
 
 }  // namespace
