@@ -49,6 +49,7 @@ test-all: build
 	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure
 
 bench: configure
+	cmake -S . -B $(BUILD_DIR) -DTPUSIM_BENCH=ON
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target tpusim_bench tpusim_nn_bench tpusim_chip_bench
 	$(BUILD_DIR)/bench/tpusim_bench $(BENCH_ARGS)
 	$(BUILD_DIR)/bench/tpusim_nn_bench $(BENCH_ARGS)
