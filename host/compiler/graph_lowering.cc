@@ -365,53 +365,44 @@ class Lowering {
     if (add >= 0) tensor_of_[static_cast<size_t>(add)] = out;
   }
 
+  // Packed parameter sets appended to the program's, the first of them op's.
+  void AddParams(GraphOp& op, const std::vector<uint8_t>& packed) {
+    op.first_param = static_cast<int>(static_cast<int64_t>(g_.params.size()) / set_bytes_);
+    g_.params.insert(g_.params.end(), packed.begin(), packed.end());
+  }
   void Params(GraphOp& op, const std::vector<int32_t>& bias, const std::vector<int32_t>& mult,
               const std::vector<int32_t>& shift, int64_t channels) {
-    op.first_param = static_cast<int>(static_cast<int64_t>(g_.params.size()) / set_bytes_);
-    const std::vector<uint8_t> p =
-        PackParamSets(bias.data(), mult.data(), shift.data(), channels, n_);
-    g_.params.insert(g_.params.end(), p.begin(), p.end());
+    AddParams(op, PackParamSets(bias.data(), mult.data(), shift.data(), channels, n_));
   }
   // The bf16 chip's: the layer's float32 biases, and the upper bound 6 for ReLU6 (the
   // activate's ReLU flag does the clamp at zero).
   void ParamsBf16(GraphOp& op, const nn::Layer& l) {
-    op.first_param = static_cast<int>(static_cast<int64_t>(g_.params.size()) / set_bytes_);
     std::vector<uint32_t> bias, hi;
     for (float v : l.bias.data) bias.push_back(nn::Fp32Canonical(nn::BitsOfFloat(v)));
     const uint32_t bound =
         l.activation == nn::Activation::kRelu6 ? nn::BitsOfFloat(6.0f) : nn::kFp32Inf;
     hi.assign(bias.size(), bound);
-    const std::vector<uint8_t> p = PackParamSetsBf16(bias.data(), hi.data(), l.out.c, n_);
-    g_.params.insert(g_.params.end(), p.begin(), p.end());
+    AddParams(op, PackParamSetsBf16(bias.data(), hi.data(), l.out.c, n_));
   }
   // Parameter sets that give each value back: int8 bias 0, multiplier 2^30, shift 30; bf16
   // bias +0, no upper bound.
   void IdentityParams(GraphOp& op, int64_t channels) {
     const auto c = static_cast<size_t>(channels);
     if (bf16_) {
-      op.first_param = static_cast<int>(static_cast<int64_t>(g_.params.size()) / set_bytes_);
       const std::vector<uint32_t> bias(c, 0), hi(c, nn::kFp32Inf);
-      const std::vector<uint8_t> p = PackParamSetsBf16(bias.data(), hi.data(), channels, n_);
-      g_.params.insert(g_.params.end(), p.begin(), p.end());
-      return;
+      return AddParams(op, PackParamSetsBf16(bias.data(), hi.data(), channels, n_));
     }
     Params(op, std::vector<int32_t>(c, 0), std::vector<int32_t>(c, int32_t{1} << 30),
            std::vector<int32_t>(c, 30), channels);
   }
   // The tile that maps input lane r to output lane r - shift for r in [lo, hi): weights 1
-  // (bf16 0x3f80, little-endian) there, zeros elsewhere.
+  // (in bf16 two bytes, little-endian) there, zeros elsewhere.
   int ShiftTile(int64_t lo, int64_t hi, int64_t shift) {
     const size_t eb = bf16_ ? 2 : 1;
+    const uint16_t one = bf16_ ? nn::Bf16OfFp32(nn::BitsOfFloat(1.0f)) : 1;
     std::vector<uint8_t> t(static_cast<size_t>(n_) * n_ * eb, 0);
-    for (int64_t r = lo; r < hi; ++r) {
-      const size_t at = static_cast<size_t>(r * n_ + r - shift) * eb;
-      if (bf16_) {
-        t[at] = 0x80;
-        t[at + 1] = 0x3f;
-      } else {
-        t[at] = 1;
-      }
-    }
+    for (int64_t r = lo; r < hi; ++r)
+      std::memcpy(&t[static_cast<size_t>(r * n_ + r - shift) * eb], &one, eb);
     return Tile(t);
   }
 

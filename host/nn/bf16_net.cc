@@ -161,9 +161,7 @@ std::vector<uint16_t> Bf16Net::Join(size_t i,
   const int64_t pixels = int64_t{l.out.h} * l.out.w;
   int64_t c0 = 0;
   for (size_t k = 0; k < in.size(); ++k) {
-    const int64_t c = l.inputs[k] == kModelInput
-                          ? model_.input.c
-                          : model_.layers[static_cast<size_t>(l.inputs[k])].out.c;
+    const int64_t c = static_cast<int64_t>(in[k]->size()) / pixels;  // its channels
     for (int64_t p = 0; p < pixels; ++p)
       for (int64_t ch = 0; ch < c; ++ch)
         y[static_cast<size_t>(p * l.out.c + c0 + ch)] =
