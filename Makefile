@@ -66,7 +66,7 @@ lint: deps
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top +define+TPU_BF16
 
 format:
-	find bench fast host sim tests \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | xargs -0 clang-format -i
+	find bench fast host python sim tests \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | xargs -0 clang-format -i
 
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 180

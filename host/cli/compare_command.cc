@@ -189,7 +189,7 @@ void Compare(const CompareArgs& a) {
   } else if (set.pixels.empty() || model.IsGraph()) {
     gpu_note = "GPU: the CUDA backends run chains of layers on MNIST images, so no GPU rows.";
   } else {
-    const data::MnistSet mnist = LoadTestSet(a, model, set.count);
+    const data::MnistSet mnist = nn::LoadTestSet(model, a.dataset, a.data, set.count);
     for (const bool int8 : {true, false}) {
       if (!a.quiet) std::cerr << "compare: " << (int8 ? "cuda-int8" : "cuda-fp32") << " ...\n";
       const cuda::GpuResult g = int8 ? cuda::InferCudaInt8(model, mnist, set.count, a.batch)

@@ -5,24 +5,19 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
-#include "host/compiler/layer_compiler.h"
-#include "host/compiler/network_compiler.h"
+#include "host/compiler/compile_jobs.h"
 #include "host/data/mnist.h"
 #include "host/isa/assembler.h"
 #include "host/nn/inputs.h"
-#include "host/nn/int8_net.h"
 #include "host/nn/int8_ops.h"
-#include "host/nn/int8_reference.h"
 
 namespace tpu::cli {
 namespace {
@@ -42,7 +37,7 @@ void Compile(const CompileArgs& a) {
   }
   const nn::InputSet set = LoadInputs(a, model);
   const int batch = static_cast<int>(set.count);
-  const nn::MatrixI8 x = nn::Int8Inputs(model, set, 0, batch);
+  const nn::RowMatrix<int8_t> x = nn::Int8Inputs(model, set, 0, batch);
   std::filesystem::create_directories(a.out);
   nlohmann::json manifest = nlohmann::json::array();
   auto write_job = [&](const std::string& name, const compiler::LayerJob& lj) {
@@ -65,59 +60,16 @@ void Compile(const CompileArgs& a) {
         "at host 0x{:x}, {} bytes)\n",
         name, job.program.words.size(), base, job.host_out_addr, job.host_out_bytes);
   };
-  auto write_manifest = [&]() {
-    WriteFileAtomically(
-        (std::filesystem::path(a.out) / "jobs.json").string(),
-        nlohmann::json{
-            {"model", model.name}, {"config", config.name}, {"images", batch}, {"jobs", manifest}}
-                .dump(2) +
-            "\n");
-  };
-  // The whole network as one program, as tpusim run runs it where it fits.
-  const compiler::NetworkCompiler network(model, config, batch);
-  if (!a.host_im2col && network.Fits()) {
-    write_job("network", network.Build(std::vector<int8_t>(x.data(), x.data() + x.size()), batch));
-    write_manifest();
-    return;
-  }
-  if (!a.host_im2col) std::cout << "layer jobs: " << network.WhyNot() << "\n";
-  const auto steps = compiler::PlanSteps(model, config);
-  // Each layer's input for the batch: the CPU int8 reference's activations, which the chip
-  // reproduces bit for bit (tpusim run checks that).
-  std::vector<std::vector<std::vector<int8_t>>> outs;  // image -> layer -> activations
-  for (int i = 0; i < batch; ++i) outs.push_back(nn::ReferenceInt8(model, x.row(i).data()));
-  std::map<int, std::vector<int8_t>> pass_out;  // max pooling passes' outputs, by pass
-  for (const compiler::LayerStep& s : steps) {
-    const compiler::LayerCompiler lc(model, s, config);
-    std::vector<int8_t> act;
-    if (s.pass > 1) act = pass_out[s.pass - 1];
-    for (int i = 0; i < batch && s.pass <= 1; ++i) {
-      if (s.layer == 0) {
-        act.insert(act.end(), x.row(i).data(), x.row(i).data() + x.cols());
-      } else {
-        const auto& in = outs[static_cast<size_t>(i)][static_cast<size_t>(s.layer - 1)];
-        act.insert(act.end(), in.begin(), in.end());
-      }
-    }
-    if (s.gather && !pass_out.count(s.pass)) {  // what this pass computes, for the next
-      const int64_t c = lc.InShape().c, in_px = lc.InShape().Size() / c;
-      const int64_t out_px = static_cast<int64_t>(s.gather->size() / 4);
-      std::vector<int8_t>& o = pass_out[s.pass];
-      o.assign(static_cast<size_t>(batch * out_px * c), 0);
-      for (int64_t i = 0; i < batch; ++i)
-        for (int64_t j = 0; j < out_px; ++j)
-          for (int64_t ch = 0; ch < c; ++ch) {
-            int8_t m = -128;
-            for (int q = 0; q < 4; ++q) {
-              const int64_t px = (*s.gather)[static_cast<size_t>(4 * j + q)];
-              m = std::max(m, act[static_cast<size_t>((i * in_px + px) * c + ch)]);
-            }
-            o[static_cast<size_t>((i * out_px + j) * c + ch)] = m;
-          }
-    }
-    write_job(s.Name(model), lc.Build(act, batch));
-  }
-  write_manifest();
+  const compiler::CompiledJobs c = compiler::CompileJobs(
+      model, config, std::vector<int8_t>(x.data(), x.data() + x.size()), batch, a.host_im2col);
+  if (!c.layer_jobs_why.empty()) std::cout << "layer jobs: " << c.layer_jobs_why << "\n";
+  for (const compiler::NamedJob& j : c.jobs) write_job(j.name, j.job);
+  WriteFileAtomically(
+      (std::filesystem::path(a.out) / "jobs.json").string(),
+      nlohmann::json{
+          {"model", model.name}, {"config", config.name}, {"images", batch}, {"jobs", manifest}}
+              .dump(2) +
+          "\n");
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ void RunGpu(const InferArgs& a) {
     throw UsageError("the GPU backends run chains of layers on MNIST images; model '" + m.name +
                      "' is not one: use cpu-fp32 or cpu-int8");
   }
-  const data::MnistSet test = LoadTestSet(a, m, 0);
+  const data::MnistSet test = nn::LoadTestSet(m, a.dataset, a.data, 0);
   if (a.images > test.count) {
     throw UsageError(
         fmt::format("--images {} is more than the {} test images", a.images, test.count));

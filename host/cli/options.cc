@@ -68,29 +68,6 @@ engine::EngineOptions EngineOptionsFrom(const ChipOptions& o) {
   return e;
 }
 
-data::Dataset DatasetFor(const std::string& flag, const nn::Model& model) {
-  const data::Dataset trained = data::ParseDataset(model.dataset);
-  if (flag.empty()) return trained;
-  const data::Dataset d = data::ParseDataset(flag);
-  if (d != trained) {
-    throw UsageError(fmt::format(
-        "--dataset {}, but model '{}' was trained on {}; drop --dataset, or use a model "
-        "trained on {}",
-        flag, model.name, model.dataset, flag));
-  }
-  return d;
-}
-
-data::MnistSet LoadTestSet(const WorkloadOptions& o, const nn::Model& model, int64_t limit) {
-  if (model.dataset == "none") {
-    throw UsageError("model '" + model.name +
-                     "' has no data set: give its inputs with --inputs FILE.npy (N x C x H x W "
-                     "float32) or --synthetic N");
-  }
-  const data::Dataset d = DatasetFor(o.dataset, model);
-  return data::LoadMnist(data::FindDatasetDir(d, o.data), /*train=*/false, limit);
-}
-
 nn::InputSet LoadInputs(const WorkloadOptions& o, const nn::Model& model) {
   const bool given = o.images_option != nullptr && o.images_option->count() > 0;
   if (!o.inputs.empty() && o.synthetic > 0) {
@@ -107,7 +84,7 @@ nn::InputSet LoadInputs(const WorkloadOptions& o, const nn::Model& model) {
   } else if (o.synthetic > 0) {
     in = nn::SyntheticInputs(model, o.synthetic, o.seed);
   } else {
-    in = nn::InputsFromMnist(LoadTestSet(o, model, 0));
+    in = nn::InputsFromMnist(nn::LoadTestSet(model, o.dataset, o.data, 0));
   }
   if (given && o.images > in.count) {
     throw UsageError(
@@ -170,7 +147,7 @@ nn::InputSet LoadCalibration(const CalibrationOptions& o, const nn::Model& model
                      "' has no data set to calibrate on: give --inputs FILE.npy (N x C x H x W "
                      "float32) or --synthetic N");
   }
-  const std::string dir = data::FindDatasetDir(DatasetFor(o.dataset, model), o.data);
+  const std::string dir = data::FindDatasetDir(nn::DatasetFor(o.dataset, model), o.data);
   nn::InputSet s = nn::InputsFromMnist(data::LoadMnist(dir, /*train=*/true, o.calibration));
   s.source = "training images";
   return s;

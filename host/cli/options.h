@@ -53,11 +53,6 @@ struct WorkloadOptions {
   CLI::Option* images_option = nullptr;  // to tell a given --images from its default
 };
 
-// The test images of the model's data set (--dataset must agree with the model's, when
-// given), at most `limit` (0: all). Throws UsageError.
-data::MnistSet LoadTestSet(const WorkloadOptions& o, const nn::Model& model, int64_t limit);
-// The data set to use for a model: --dataset (checked against the model) or the model's.
-data::Dataset DatasetFor(const std::string& flag, const nn::Model& model);
 // What to run the model on: --inputs, --synthetic, or the test images of its data set; the
 // first --images of them (all of a file or of --synthetic when --images is not given).
 // Throws UsageError for a combination that makes no sense or a model without a data set and

@@ -31,7 +31,7 @@ void Run(const QuantizeArgs& a) {
                            used, cal.count, cal.source, a.out);
   if (m.dataset != "none" && a.cal.inputs.empty() && a.cal.synthetic == 0) {
     const data::MnistSet test =
-        data::LoadMnist(data::FindDatasetDir(DatasetFor(a.cal.dataset, m), a.cal.data), false);
+        data::LoadMnist(data::FindDatasetDir(nn::DatasetFor(a.cal.dataset, m), a.cal.data), false);
     const auto fp32 = nn::InferCpu(m, test, test.count, nn::CpuBackend::kFp32, 256, 2);
     const auto int8 = nn::InferCpu(m, test, test.count, nn::CpuBackend::kInt8, 256, 2);
     std::cout << fmt::format(

@@ -28,8 +28,6 @@
 namespace tpu::cli {
 namespace {
 
-constexpr uint64_t kMaxCycles = 2000;  // a lesson, not a benchmark
-
 struct TeachOptions {
   int array = 4;
   std::optional<int64_t> m, k, n;
@@ -266,11 +264,11 @@ void RunTeach(const TeachOptions& o) {
       cycles = std::max(cycles, teach::PredictTeachCycles(d, rows, inner, cols, o.array));
     }
   }
-  if (cycles > kMaxCycles) {
+  if (cycles > teach::kMaxTeachCycles) {
     throw UsageError(
         fmt::format("this product takes {} cycles on a {} x {} array; teach shows "
                     "at most {}: use smaller --m/--k/--n (tpusim gemm runs any size)",
-                    cycles, o.array, o.array, kMaxCycles));
+                    cycles, o.array, o.array, teach::kMaxTeachCycles));
   }
   const int columns = TerminalColumns();
   const int needed = teach::TeachFrameWidth(o.array);

@@ -53,14 +53,18 @@ Instruction Decode(const Word& w) {
   return in;
 }
 
-void WriteProgram(const std::string& path, const Program& p) {
+std::string ProgramBytes(const Program& p) {
   std::string bytes(kMagic, 8);
   uint8_t header[8];
   Put32(header, kVersion);
   Put32(header + 4, static_cast<uint32_t>(p.words.size()));
   bytes.append(reinterpret_cast<const char*>(header), 8);
   for (const Word& w : p.words) bytes.append(reinterpret_cast<const char*>(w.data()), w.size());
-  WriteFileAtomically(path, bytes);
+  return bytes;
+}
+
+void WriteProgram(const std::string& path, const Program& p) {
+  WriteFileAtomically(path, ProgramBytes(p));
 }
 
 Program ReadProgram(const std::string& path) {

@@ -46,6 +46,8 @@ struct Program {
   std::vector<Word> words;
 };
 
+// The file's bytes.
+std::string ProgramBytes(const Program& p);
 // Throws RuntimeError when the file cannot be written (atomically, see atomic_file.h).
 void WriteProgram(const std::string& path, const Program& p);
 // Throws UsageError naming the file when it is missing, not a program, or truncated.

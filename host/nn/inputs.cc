@@ -60,8 +60,7 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-InputSet ReadInputsNpy(const std::string& path, const Model& m) {
-  const Tensor<float> t = ReadNpyTensor<float>(path);
+InputSet InputsFromTensor(const Tensor<float>& t, const Model& m, const std::string& path) {
   const Shape3& in = m.input;
   const std::vector<int64_t> want = {in.c, in.h, in.w};
   if (t.shape.size() != 4 || std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()) != want ||
@@ -74,7 +73,6 @@ InputSet ReadInputsNpy(const std::string& path, const Model& m) {
   InputSet s;
   s.shape = in;
   s.count = t.shape[0];
-  s.source = "inputs in " + path;
   const int64_t plane = int64_t{in.h} * in.w, size = in.Size();
   std::vector<float> hwc(t.data.size());
   for (int64_t n = 0; n < s.count; ++n)
@@ -104,6 +102,36 @@ InputSet ReadInputsNpy(const std::string& path, const Model& m) {
     s.pixels[i] = static_cast<uint8_t>(p);
   }
   return s;
+}
+
+InputSet ReadInputsNpy(const std::string& path, const Model& m) {
+  InputSet s = InputsFromTensor(ReadNpyTensor<float>(path), m, path);
+  s.source = "inputs in " + path;
+  return s;
+}
+
+data::Dataset DatasetFor(const std::string& flag, const Model& model) {
+  const data::Dataset trained = data::ParseDataset(model.dataset);
+  if (flag.empty()) return trained;
+  const data::Dataset d = data::ParseDataset(flag);
+  if (d != trained) {
+    throw UsageError(fmt::format(
+        "--dataset {}, but model '{}' was trained on {}; drop --dataset, or use a model "
+        "trained on {}",
+        flag, model.name, model.dataset, flag));
+  }
+  return d;
+}
+
+data::MnistSet LoadTestSet(const Model& model, const std::string& dataset,
+                           const std::string& data_dir, int64_t limit) {
+  if (model.dataset == "none") {
+    throw UsageError("model '" + model.name +
+                     "' has no data set: give its inputs with --inputs FILE.npy (N x C x H x W "
+                     "float32) or --synthetic N");
+  }
+  const data::Dataset d = DatasetFor(dataset, model);
+  return data::LoadMnist(data::FindDatasetDir(d, data_dir), /*train=*/false, limit);
 }
 
 InputSet SyntheticInputs(const Model& m, int64_t count, uint64_t seed) {

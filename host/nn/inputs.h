@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "host/common/npy.h"
 #include "host/data/mnist.h"
 #include "host/nn/im2col.h"
 #include "host/nn/model.h"
@@ -44,6 +45,17 @@ InputSet InputsFromMnist(const data::MnistSet& set, int64_t limit = 0,
 // ONNX model took them) and are stored as the pixels. Throws UsageError naming the file and
 // both shapes when they do not match the model's input, and for anything else wrong.
 InputSet ReadInputsNpy(const std::string& path, const Model& model);
+// The same for a tensor already in memory (a NumPy array from Python); `where` names it in
+// the messages. The source is left for the caller to say.
+InputSet InputsFromTensor(const Tensor<float>& t, const Model& model, const std::string& where);
+
+// The data set a model runs on: `flag` (--dataset; must agree with the model's), or, empty,
+// the one the model was trained on. Throws UsageError.
+data::Dataset DatasetFor(const std::string& flag, const Model& model);
+// The first `limit` test images (0: all) of that data set, from `data_dir` or the usual
+// places (data::FindDatasetDir). Throws UsageError for a model without a data set.
+data::MnistSet LoadTestSet(const Model& model, const std::string& dataset,
+                           const std::string& data_dir, int64_t limit);
 
 // `count` seeded inputs for a model without a data set (docs/quantization.md, "Synthetic
 // inputs"): each value an independent standard normal from Box-Muller over the top 53 bits

@@ -21,6 +21,8 @@ std::unique_ptr<Recording> Record(Dataflow d, const Matrix<int8_t>& a, const Mat
                                   int dim);
 std::unique_ptr<Recording> Record(Dataflow d, const Matrix<uint16_t>& a, const Matrix<uint16_t>& b,
                                   int dim);
+// The longest lesson: a lesson, not a benchmark.
+constexpr uint64_t kMaxTeachCycles = 2000;
 // The cycles a dataflow's formula predicts, without running it (to refuse long lessons).
 uint64_t PredictTeachCycles(Dataflow d, int64_t m, int64_t k, int64_t n, int dim);
 

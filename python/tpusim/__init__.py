@@ -1,21 +1,37 @@
-"""tpusim from Python: the cycle-accurate TPU simulator with NumPy arrays.
+"""tpusim from Python: the cycle-accurate TPU simulator with NumPy arrays and PyTorch modules.
 
     import numpy as np, tpusim
     c, report = tpusim.gemm(np.ones((64, 64), np.int8), np.ones((64, 64), np.int8),
                             config=tpusim.Config("small-16"), engine="fast")
+    outputs, report = tpusim.run("models/lenet5", images=1000, config="small-16")
+    outputs, report = tpusim.from_torch(torchvision.models.resnet18(), x, config="tpu-v1")
 
 Bad input raises ValueError or TypeError naming the argument, with the messages of the
-tpusim CLI; a chip that disagrees with its reference raises RuntimeError. docs/python.md
-lists what is here and what is still to come.
+tpusim CLI; a chip that disagrees with its reference raises RuntimeError (MismatchError from
+run, with the report). docs/python.md describes every call.
 """
 
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 
 from . import _core
 
-__all__ = ["Config", "gemm"]
+__all__ = ["Config", "Model", "MismatchError", "gemm", "run", "import_onnx", "import_torch",
+           "from_torch", "compile", "sweep", "teach"]
 
 ENGINES = ("fast", "rtl")
+
+
+class MismatchError(RuntimeError):
+    """A run whose chip outputs differ from the CPU reference; .report and .outputs hold it."""
+
+    def __init__(self, message, outputs, report):
+        super().__init__(message)
+        self.outputs = outputs
+        self.report = report
 
 
 class Config:
@@ -34,6 +50,7 @@ class Config:
         except TypeError as e:
             raise TypeError(f"config fields must be numbers, strings or booleans: {e}") from None
         self._core = _core.Config(name, overrides)
+        self._overrides = fields
         self.fields = json.loads(self._core.json())
 
     @property
@@ -49,6 +66,58 @@ class Config:
     def __repr__(self):
         return f"tpusim.Config({self.name!r}, array_dim={self.fields['array_dim']}, dtype={self.fields['dtype']!r})"
 
+    def _cli_args(self):
+        """The CLI's --config and --set flags for this config."""
+        args = ["--config", self.name]
+        for key, value in self._overrides.items():
+            text = json.dumps(value) if not isinstance(value, str) else value
+            args += ["--set", f"{key}={text}"]
+        return args
+
+
+class Model:
+    """A tpusim model: a model folder (docs/model-format.md) loaded, or one imported in memory.
+
+    Model("models/lenet5") (a relative path not found here is looked for in tpusim's source
+    folder and its models/: Model("lenet5") works anywhere). .name, .quantized, .dataset, .input_chw, .outputs, .summary(),
+    .save(folder).
+    """
+
+    def __init__(self, path):
+        path = os.fspath(path)
+        if not os.path.isdir(path) and not os.path.isabs(path):
+            for ours in (os.path.join(_core.source_dir(), path),
+                         os.path.join(_core.source_dir(), "models", path)):
+                if os.path.isdir(ours):
+                    path = ours
+                    break
+        self._core = _core.Model(path)
+        self.path = path
+
+    @classmethod
+    def _of(cls, core):
+        m = cls.__new__(cls)
+        m._core, m.path = core, None
+        return m
+
+    name = property(lambda self: self._core.name)
+    quantized = property(lambda self: self._core.quantized)
+    dataset = property(lambda self: self._core.dataset)
+    input_chw = property(lambda self: self._core.input_chw)
+    outputs = property(lambda self: self._core.outputs)
+
+    def summary(self):
+        return self._core.summary()
+
+    def save(self, folder):
+        """Writes the model folder (model.json and its tensors); later runs may name it."""
+        self._core.save(os.fspath(folder))
+        self.path = os.fspath(folder)
+
+    def __repr__(self):
+        kind = "int8" if self.quantized else "fp32"
+        return f"tpusim.Model({self.name!r}, {kind}, input {self.input_chw}, {self.outputs} outputs)"
+
 
 def _config(config):
     if config is None:
@@ -58,6 +127,40 @@ def _config(config):
     if isinstance(config, Config):
         return config
     raise TypeError(f"config must be a tpusim.Config or a preset name, not {type(config).__name__}")
+
+
+def _model(model):
+    if model is None:
+        return Model("lenet5")
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return Model(model)
+    raise TypeError(f"model must be a tpusim.Model or a model folder, not {type(model).__name__}")
+
+
+def _engine(engine):
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+
+
+def _count(value, name):
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return value
+
+
+def _inputs(inputs, images, synthetic, seed, dataset, data):
+    import numpy as np
+
+    if inputs is not None and not isinstance(inputs, np.ndarray):
+        raise TypeError(f"inputs must be a NumPy array (float32 N x C x H x W), not {type(inputs).__name__}")
+    if inputs is not None and synthetic:
+        raise ValueError("inputs and synthetic both name the inputs; give one")
+    return _core.Inputs(inputs, _count(images, "images"), _count(synthetic, "synthetic"), seed,
+                        dataset or "", data or "")
 
 
 def gemm(a, b, config=None, engine="fast"):
@@ -72,10 +175,269 @@ def gemm(a, b, config=None, engine="fast"):
     import numpy as np
 
     cfg = _config(config)
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    _engine(engine)
     for name, x in (("a", a), ("b", b)):
         if not isinstance(x, np.ndarray):
             raise TypeError(f"{name} must be a NumPy array, not {type(x).__name__}")
     c, report = _core.gemm(a, b, cfg._core, engine)
     return c, json.loads(report)
+
+
+def run(model=None, inputs=None, images=None, config=None, engine="fast", batch=None,
+        timing_only=False, synthetic=None, seed=1, dataset=None, data=None, host_im2col=False,
+        raw=False, progress=True):
+    """A model on the whole chip, every input checked against the CPU reference.
+
+    Returns (outputs, report): outputs N x outputs (float32: an int8 chip's int8 outputs
+    times their scale, or with raw=True the int8 values themselves; a bf16 chip's bfloat16
+    outputs exactly), None with timing_only; report is the dict `tpusim run --json` writes,
+    with its per-layer rows in report["layers"].
+
+    model: a tpusim.Model or a model folder (default models/lenet5). inputs: a float32
+    N x C x H x W array (what the exported model takes); else synthetic=N seeded inputs, else
+    the test images of the model's data set (dataset=, data= as the CLI's --dataset, --data);
+    images=N takes the first N. batch: inputs per program (default: the most, up to 64, that
+    fit the chip's memories). engine "fast" runs in this process; "rtl" runs the whole
+    chip's RTL under SystemC in a worker process (the tpusim CLI: SystemC elaborates once
+    per process), with the same report. Outputs that differ from the reference raise
+    MismatchError (RuntimeError) carrying the outputs and the report.
+    """
+    m, cfg = _model(model), _config(config)
+    _engine(engine)
+    spec = _inputs(inputs, images, synthetic, seed, dataset, data)
+    if batch is not None:
+        _count(batch, "batch")
+    if engine == "fast":
+        y, scale, text = _core.run_fast(m._core, cfg._core, spec, batch or 0, timing_only,
+                                        host_im2col, progress)
+        report = json.loads(text)
+    else:
+        y, scale, report = _run_worker(m, cfg, inputs, images, synthetic, seed, dataset, data,
+                                       batch, timing_only, host_im2col)
+    outputs = _outputs(y, scale, raw)
+    if report["checked"] and report["mismatches"]:
+        raise MismatchError(f"{report['mismatches']} of {report['images']} inputs differ from "
+                            f"the CPU {'bf16' if cfg.dtype == 'bf16' else 'int8'} reference",
+                            outputs, report)
+    return outputs, report
+
+
+def _outputs(y, scale, raw):
+    import numpy as np
+
+    if y is None or raw or y.dtype != np.int8:
+        return y
+    return y.astype(np.float32) * np.float32(scale)
+
+
+def _cli():
+    """The tpusim CLI: $TPUSIM_CLI, the build tree's, or the one on PATH."""
+    for path in (os.environ.get("TPUSIM_CLI"), _core.cli_path(), shutil.which("tpusim")):
+        if path and os.access(path, os.X_OK):
+            return path
+    raise RuntimeError("the tpusim CLI (the rtl engine's worker) is not built: build the target "
+                       "tpusim, install it, or set TPUSIM_CLI")
+
+
+def _cli_call(args):
+    """Runs the CLI; its errors as Python's: usage (exit 2) ValueError, others RuntimeError."""
+    done = subprocess.run([_cli()] + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    message = done.stderr.strip()
+    if message.startswith("tpusim: error: "):
+        message = message[len("tpusim: error: "):]
+    if done.returncode == 2:
+        raise ValueError(message)
+    return done.returncode, message
+
+
+def _run_worker(m, cfg, inputs, images, synthetic, seed, dataset, data, batch, timing_only,
+                host_im2col):
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="tpusim-") as tmp:
+        path = m.path
+        if path is None:
+            path = os.path.join(tmp, "model")
+            m._core.save(path)
+        args = ["run", "--model", path, "--engine", "rtl", "--json", os.path.join(tmp, "r.json"),
+                "--quiet"] + cfg._cli_args()
+        if inputs is not None:
+            np.save(os.path.join(tmp, "inputs.npy"), inputs)
+            args += ["--inputs", os.path.join(tmp, "inputs.npy")]
+        for flag, value in (("--images", images), ("--synthetic", synthetic), ("--batch", batch),
+                            ("--dataset", dataset), ("--data", data)):
+            if value:
+                args += [flag, str(value)]
+        if synthetic:
+            args += ["--seed", str(seed)]
+        if timing_only:
+            args.append("--timing-only")
+        else:
+            args += ["--logits", os.path.join(tmp, "y.npy")]
+        if host_im2col:
+            args.append("--host-im2col")
+        rc, message = _cli_call(args)
+        if not os.path.exists(os.path.join(tmp, "r.json")):
+            raise RuntimeError(message or f"tpusim run exited with {rc}")
+        with open(os.path.join(tmp, "r.json")) as f:
+            report = json.load(f)
+        if inputs is not None:
+            report["inputs"] = "inputs from Python"
+        y = scale = None
+        if not timing_only:
+            y = np.load(os.path.join(tmp, "y.npy"))
+            scale_path = os.path.join(tmp, "y.scale.npy")
+            scale = float(np.load(scale_path)) if os.path.exists(scale_path) else 0.0
+        return y, scale, report
+
+
+def import_onnx(path, name=None, quantize=False, calibration=None, synthetic=None, seed=1,
+                calibration_inputs=2000, dataset=None):
+    """An fp32 ONNX model as a tpusim.Model (tpusim import); quantize=True quantizes it for
+    int8 chips on calibration inputs: a float32 N x C x H x W array, or synthetic=N seeded
+    ones. bf16 chips run the fp32 model as it is. Not written anywhere until .save()."""
+    path = os.fspath(path)
+    spec = _inputs(calibration, None, synthetic, seed, None, None)
+    return Model._of(_core.import_onnx(path, name or "", dataset or "", quantize, spec,
+                                       calibration_inputs))
+
+
+def import_torch(module, example_input, quantize=True, calibration=None, name=None):
+    """A torch.nn.Module as a tpusim.Model: exported with torch.onnx.export (opset 13) to a
+    temporary file and imported; quantize=True (for int8 chips) calibrates on `calibration`
+    (default: example_input)."""
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, not {type(module).__name__}")
+    if not isinstance(example_input, torch.Tensor):
+        raise TypeError(f"example_input must be a torch.Tensor (N x C x H x W), not {type(example_input).__name__}")
+    module.eval()
+    with tempfile.TemporaryDirectory(prefix="tpusim-") as tmp:
+        onnx_path = os.path.join(tmp, "model.onnx")
+        with torch.no_grad():
+            torch.onnx.export(module, example_input, onnx_path, opset_version=13,
+                              input_names=["input"], output_names=["output"])
+        cal = calibration if calibration is not None else example_input
+        cal = cal.detach().cpu().numpy().astype("float32") if isinstance(cal, torch.Tensor) else cal
+        return import_onnx(onnx_path, name=name or type(module).__name__.lower(),
+                           quantize=quantize, calibration=cal if quantize else None,
+                           dataset="none" if tuple(example_input.shape[1:]) != (1, 32, 32) else None)
+
+
+def from_torch(module, example_input, config=None, engine="fast", batch=None, calibration=None,
+               timing_only=False):
+    """A torch.nn.Module on the chip in one call: imported (import_torch; quantized for an
+    int8 chip, calibrated on `calibration` or example_input; fp32 for a bf16 chip), run on
+    example_input, checked bit for bit against the CPU reference. Returns (outputs, report);
+    report["torch"] compares the outputs with the module's own: top-1 agreement and the
+    largest difference."""
+    import numpy as np
+    import torch
+
+    cfg = _config(config)
+    model = import_torch(module, example_input, quantize=cfg.dtype != "bf16",
+                         calibration=calibration)
+    x = example_input.detach().cpu().numpy().astype(np.float32)
+    outputs, report = run(model, inputs=x, config=cfg, engine=engine, batch=batch,
+                          timing_only=timing_only)
+    if outputs is not None:
+        with torch.no_grad():
+            ref = module(example_input).detach().cpu().numpy().reshape(outputs.shape)
+        report["torch"] = {
+            "top1_agree": int((ref.argmax(1) == outputs.argmax(1)).sum()),
+            "inputs": int(outputs.shape[0]),
+            "max_abs_diff": float(np.abs(ref - outputs).max()),
+            "max_abs_output": float(np.abs(ref).max()),
+        }
+    return outputs, report
+
+
+def compile(model=None, inputs=None, images=1, config=None, synthetic=None, seed=1,
+            dataset=None, data=None, host_im2col=False):
+    """The TPU jobs of a quantized model for its first inputs, as tpusim run runs them
+    (tpusim compile): a list of dicts, one per job ("network" where the whole network is one
+    program, else one per layer): program (bytes of a program file, which tpusim exec
+    runs), disassembly (text), host_image and weight_image (bytes), instructions,
+    host_out_addr, host_out_bytes, summary, layer_jobs_why."""
+    m, cfg = _model(model), _config(config)
+    spec = _inputs(inputs, images if inputs is None else None, synthetic, seed, dataset, data)
+    return _core.compile(m._core, cfg._core, spec, host_im2col)
+
+
+_SPEC_PATHS = ("model", "config", "inputs", "topology", "data", "energy")
+
+
+def _absolute_paths(spec):
+    """A dict spec's relative paths (model, config files, ...) as this process sees them."""
+    def fix(key, value):
+        if key in _SPEC_PATHS and isinstance(value, str) and os.path.exists(value):
+            return os.path.abspath(value)
+        return value
+
+    out = json.loads(json.dumps(spec))
+    base = out.get("base", {})
+    for key in list(base):
+        base[key] = fix(key, base[key])
+    for key, axis in out.get("axes", {}).items():
+        if isinstance(axis, list):
+            out["axes"][key] = [fix(key, v) for v in axis]
+    return out
+
+
+def sweep(spec, out=None, jobs=2):
+    """A design-space sweep (tpusim sweep, docs/sweeps.md): spec is a dict or a spec file;
+    each point runs as its own tpusim run, `jobs` at once. Returns the table as a list of
+    dicts, one per point, as results.csv has it: the point's index and status, its axis
+    values and metrics (a failed point: its error). out: the sweep's folder, kept (with
+    results.json: every point's per-layer rows; resumed when run again); default a temporary
+    one."""
+    with tempfile.TemporaryDirectory(prefix="tpusim-sweep-") as tmp:
+        if isinstance(spec, dict):
+            spec_path = os.path.join(tmp, "spec.json")
+            with open(spec_path, "w") as f:
+                json.dump(_absolute_paths(spec), f)
+        elif isinstance(spec, (str, os.PathLike)):
+            spec_path = os.fspath(spec)
+        else:
+            raise TypeError(f"spec must be a dict or a spec file, not {type(spec).__name__}")
+        folder = os.fspath(out) if out is not None else os.path.join(tmp, "sweep")
+        rc, message = _cli_call(["sweep", spec_path, "--out", folder, "--jobs", str(jobs),
+                                 "--no-plots", "--quiet"])
+        results = os.path.join(folder, "results.json")
+        if rc != 0 and not os.path.exists(results):
+            raise RuntimeError(message or f"tpusim sweep exited with {rc}")
+        with open(results) as f:
+            points = json.load(f)["points"]
+        if rc != 0:
+            raise RuntimeError(f"{message} (the points that ran are in {folder})")
+        return [_row(p) for p in points]
+
+
+def _row(point):
+    row = {k: v for k, v in point.items() if not isinstance(v, (dict, list)) and k != "key"}
+    row.update(point.get("values", {}))
+    row.update(point.get("metrics", {}))
+    return row
+
+
+def teach(a, b, array=4, dataflow="ws", html=None):
+    """C = A x B on a teaching build of the matrix unit, every PE read from the RTL in every
+    cycle (tpusim teach): returns the lesson's data, the dict the HTML page shows (frames:
+    one per cycle, with each PE's weight, activation and partial sum; the summary, C). int8
+    a and b, or float32 ones for the bfloat16 lesson. dataflow "ws" (the chip's), "os" or
+    "both" (then a list of two). html: also write the page to this file."""
+    import numpy as np
+
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{name} must be a NumPy array, not {type(x).__name__}")
+    data, page = _core.teach(a, b, array, dataflow)
+    if html is not None:
+        tmp = f"{os.fspath(html)}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(page)
+        os.replace(tmp, html)
+    lessons = json.loads(data)
+    return lessons if dataflow == "both" else lessons[0]
