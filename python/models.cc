@@ -49,7 +49,12 @@ nn::InputSet Inputs(const nn::Model& model, const InputSpec& s, const char* what
       throw py::type_error(fmt::format("{} must be a float32 NumPy array (N x C x H x W), not {}",
                                        what, std::string(py::str(s.array.get_type()))));
     }
-    const auto a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(s.array);
+    const auto a = py::array_t<float>::ensure(s.array);
+    if (!(a.flags() & py::array::c_style)) {
+      throw py::value_error(fmt::format(
+          "{} is not C-contiguous (a transposed or sliced view?); pass np.ascontiguousarray({})",
+          what, what));
+    }
     Tensor<float> t;
     t.shape.assign(a.shape(), a.shape() + a.ndim());
     t.data.assign(a.data(), a.data() + a.size());

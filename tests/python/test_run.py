@@ -153,6 +153,8 @@ def test_teach_records_every_cycle_of_the_rtl(tmp_path):
     (lambda: tpusim.run(inputs=np.zeros((2, 1, 32, 32))), TypeError, "inputs must be a float32"),
     (lambda: tpusim.run(inputs=np.zeros((2, 3, 32, 32), np.float32)), ValueError,
      "inputs: the inputs are 2 x 3 x 32 x 32; model 'lenet5' takes N x 1 x 32 x 32"),
+    (lambda: tpusim.run(inputs=np.zeros((2, 1, 32, 64), np.float32)[:, :, :, ::2]), ValueError,
+     "inputs is not C-contiguous"),
     (lambda: tpusim.run(inputs=np.zeros((2, 1, 32, 32), np.float32), synthetic=2), ValueError,
      "give one"),
     (lambda: tpusim.run(model="no-such-model"), ValueError, "cannot open no-such-model/model.json"),
