@@ -102,9 +102,14 @@ py::tuple RunFast(const nn::Model& model, const config::TpuConfig& config, const
   {
     py::gil_scoped_release release;
     ProgressBar bar("run", progress);
-    r = run::RunModelOnTpu(
-        model, engine, inputs, inputs.count, batch, [&](double f) { bar.Update(f); }, host_im2col,
-        fit);
+    // After each batch: the bar, and Ctrl-C (KeyboardInterrupt) seen by Python.
+    const auto after_batch = [&](double f) {
+      bar.Update(f);
+      py::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    };
+    r = run::RunModelOnTpu(model, engine, inputs, inputs.count, batch, after_batch, host_im2col,
+                           fit);
     bar.Finish();
   }
   report::RunReport rep =

@@ -5,6 +5,7 @@ ValueError/TypeError naming the argument."""
 import json
 import os
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -63,6 +64,19 @@ def test_run_on_an_array_and_timing_only():
     np.testing.assert_array_equal(rtl_y, y)
     none, timing = tpusim.run(model, inputs=x, config="small-16", batch=3, timing_only=True)
     assert none is None and timing["cycles"] == report["cycles"] and not timing["checked"]
+
+
+def test_ctrl_c_stops_a_long_run_between_batches():
+    import _thread
+    import threading
+
+    timer = threading.Timer(0.3, _thread.interrupt_main)  # Ctrl-C, 0.3 s into the run
+    timer.start()
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        tpusim.run(images=10000, batch=8, config="small-16")  # about 3 s to the end
+    assert time.perf_counter() - start < 2
+    timer.join()
 
 
 def test_run_in_bf16_takes_the_fp32_model():
