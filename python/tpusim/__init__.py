@@ -19,8 +19,9 @@ import tempfile
 
 from . import _core
 
+# tpusim.compile is left out of `from tpusim import *`, which would hide Python's compile.
 __all__ = ["Config", "Model", "MismatchError", "gemm", "run", "import_onnx", "import_torch",
-           "from_torch", "compile", "sweep", "teach"]
+           "from_torch", "sweep", "teach"]
 
 ENGINES = ("fast", "rtl")
 
@@ -303,10 +304,13 @@ def import_onnx(path, name=None, quantize=False, calibration=None, synthetic=Non
                                        calibration_inputs))
 
 
-def import_torch(module, example_input, quantize=True, calibration=None, name=None):
+def import_torch(module, example_input, quantize=True, calibration=None, name=None,
+                 dataset="none"):
     """A torch.nn.Module as a tpusim.Model: exported with torch.onnx.export (opset 13) to a
     temporary file and imported; quantize=True (for int8 chips) calibrates on `calibration`
-    (default: example_input)."""
+    (default: example_input). The model takes float inputs as the module does (dataset
+    "none"); dataset="mnist" or "fashion-mnist" marks a 1 x 32 x 32 classifier of that data
+    set, whose inputs are pixel / 255 in a zero border (docs/import.md)."""
     import torch
 
     if not isinstance(module, torch.nn.Module):
@@ -323,7 +327,7 @@ def import_torch(module, example_input, quantize=True, calibration=None, name=No
         cal = cal.detach().cpu().numpy().astype("float32") if isinstance(cal, torch.Tensor) else cal
         return import_onnx(onnx_path, name=name or type(module).__name__.lower(),
                            quantize=quantize, calibration=cal if quantize else None,
-                           dataset="none" if tuple(example_input.shape[1:]) != (1, 32, 32) else None)
+                           dataset=dataset)
 
 
 def from_torch(module, example_input, config=None, engine="fast", batch=None, calibration=None,

@@ -120,6 +120,11 @@ def test_from_torch_runs_a_module_bit_exact_on_both_formats():
         y, report = tpusim.from_torch(net, x, config=config)
         assert report["bit_exact"] and report["cycles"] > 0 and y.shape == (4, 6)
         assert report["torch"]["inputs"] == 4 and report["torch"]["top1_agree"] >= 3
+    # A module on 1 x 32 x 32 inputs takes any floats, as in PyTorch (not MNIST's pixels).
+    net1 = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 5, stride=4), torch.nn.ReLU(),
+                               torch.nn.Flatten(), torch.nn.Linear(4 * 7 * 7, 3))
+    _, report = tpusim.from_torch(net1, torch.randn(2, 1, 32, 32), config="small-16")
+    assert report["bit_exact"]
 
 
 def test_sweep_returns_one_row_per_point(tmp_path):
