@@ -106,6 +106,9 @@ def test_import_onnx_and_compile(tmp_path):
         (tmp_path / name).write_bytes(job[name])
     cli("exec", str(tmp_path / "program"), "--host-in", str(tmp_path / "host_image"),
         "--weights-in", str(tmp_path / "weight_image"), "--config", "small-16", "--quiet")
+    layer_jobs = tpusim.compile(model, synthetic=2, config="small-16", host_im2col=True)
+    assert [j["name"] for j in layer_jobs] == ["conv1", "fc1"]
+    assert all(j["program"][:8] == b"TPUSIMP1" for j in layer_jobs)
     model.save(tmp_path / "saved")
     assert tpusim.Model(tmp_path / "saved").quantized
 
