@@ -113,6 +113,9 @@ TPU_HOST_DEVICE inline int8_t LayerOutInt8(const LayerDesc& d, const int8_t* x, 
     }
     case nn::LayerType::kFlatten:
       return x[o];
+    case nn::LayerType::kAdd:
+    case nn::LayerType::kConcat:
+      break;  // graph layers: the GPU backends run chains only (infer refuses graphs)
   }
   return 0;
 }
@@ -156,6 +159,9 @@ TPU_HOST_DEVICE inline float LayerOutFp32(const LayerDesc& d, const float* x, co
     }
     case nn::LayerType::kFlatten:
       return x[o];
+    case nn::LayerType::kAdd:
+    case nn::LayerType::kConcat:
+      break;  // as in LayerOutInt8
   }
   return 0;
 }
