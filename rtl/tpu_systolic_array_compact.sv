@@ -62,35 +62,58 @@ module tpu_systolic_array_compact
   acc_t     psum_out[2][N];
   logic     out_phase_q;
 
+  // Settled: the array's inputs have not changed for Quiet edges (the activations entering
+  // the rows the same, no switch bit, no weight write), so every register of the loop below
+  // is at the fixed point of its inputs: each row's history holds one value (Hist edges),
+  // the partial sums have passed down all N rows, both halves of psum_out are written, and
+  // no weight moves. An edge that finds it settled and brings no switch bit and no weight
+  // write would write every register with the value it holds, so the loop is skipped: the
+  // same behaviour in every cycle, and an idle 128 x 128 array costs a compare, not 16,384
+  // multiply-adds (docs/architecture.md, "The array at TPU v1's size"). As a clock gate
+  // would; the lockstep test holds the inputs still for long stretches to check it.
+  localparam int unsigned Quiet = 2 * Hist + N + 4;
+  localparam int unsigned QuietWidth = $clog2(Quiet + 1);
+  logic [QuietWidth-1:0] quiet_q;
+  wire still = act_i == act_edge_q && switch_i == '0 && wr_valid_i == '0;
+  wire settled = quiet_q == QuietWidth'(Quiet) && switch_i == '0 && wr_valid_i == '0;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) quiet_q <= '0;
+    else if (!still) quiet_q <= '0;
+    else if (quiet_q != QuietWidth'(Quiet)) quiet_q <= quiet_q + 1'b1;
+  end
+
   // Blocking assignments to arrays no other process reads (see above).
   /* verilator lint_off BLKSEQ */
   always_ff @(posedge clk_i) begin
-    for (int r = 0; r < int'(N); r++) begin
-      act_hist[r][now_q] = act_edge_q[r];
-      sw_hist[r][now_q]  = sw_edge_q[r];
-    end
-    for (int r = int'(N) - 1; r >= 0; r--) begin
-      for (int c = 0; c < int'(N); c++) begin
-        // PE (r, c) multiplies what entered its row c cycles ago; the product joins the
-        // partial sum from the row above (as it was before this edge: that row is updated
-        // after this one).
-        if (r == int'(N) - 1) begin
-          psum_out[!out_phase_q][c] = Mac(r == 0 ? '0 : psum[r-1][c],
-              act_hist[r][now_q - HistWidth'(c)], w_active[r][c]);
-        end else begin
-          psum[r][c] = Mac(r == 0 ? '0 : psum[r-1][c],
-              act_hist[r][now_q - HistWidth'(c)], w_active[r][c]);
-        end
-        // The switch bit the PE receives next cycle is the one its left neighbour holds now
-        // (c - 1 cycles back at the edge; the row's input itself for column 0).
-        if (c == 0 ? switch_i[r] : sw_hist[r][now_q - HistWidth'(c - 1)]) begin
-          w_active[r][c] = w_shadow[r][c];
+    if (!settled) begin
+      for (int r = 0; r < int'(N); r++) begin
+        act_hist[r][now_q] = act_edge_q[r];
+        sw_hist[r][now_q]  = sw_edge_q[r];
+      end
+      for (int r = int'(N) - 1; r >= 0; r--) begin
+        for (int c = 0; c < int'(N); c++) begin
+          // PE (r, c) multiplies what entered its row c cycles ago; the product joins the
+          // partial sum from the row above (as it was before this edge: that row is updated
+          // after this one).
+          if (r == int'(N) - 1) begin
+            psum_out[!out_phase_q][c] = Mac(r == 0 ? '0 : psum[r-1][c],
+                act_hist[r][now_q - HistWidth'(c)], w_active[r][c]);
+          end else begin
+            psum[r][c] = Mac(r == 0 ? '0 : psum[r-1][c],
+                act_hist[r][now_q - HistWidth'(c)], w_active[r][c]);
+          end
+          // The switch bit the PE receives next cycle is the one its left neighbour holds now
+          // (c - 1 cycles back at the edge; the row's input itself for column 0).
+          if (c == 0 ? switch_i[r] : sw_hist[r][now_q - HistWidth'(c - 1)]) begin
+            w_active[r][c] = w_shadow[r][c];
+          end
         end
       end
-    end
-    // The column buses write the shadow weights after every PE has read its own.
-    for (int c = 0; c < int'(N); c++) begin
-      if (wr_valid_i[c]) w_shadow[wr_row_i[c]][c] = wr_data_i[c];
+      // The column buses write the shadow weights after every PE has read its own.
+      for (int c = 0; c < int'(N); c++) begin
+        if (wr_valid_i[c]) w_shadow[wr_row_i[c]][c] = wr_data_i[c];
+      end
     end
     now_q = now_q + 1'b1;
   end

@@ -1,7 +1,8 @@
 // Proof that the compact array form (rtl/tpu_systolic_array_compact.sv, and the ring-buffer
 // skews and tag line it comes with in rtl/tpu_mxu.sv) is the per-PE array in every cycle:
 // tests/rtl/tpu_array_lockstep.sv feeds both the same random stimulus (weights written to
-// random rows, switch bits, activations with gaps, handshakes, resets at random moments)
+// random rows, switch bits, activations with gaps, handshakes, resets at random moments,
+// stretches with the inputs held still, in which the compact array skips its settled loop)
 // and every output is compared after every edge, for several array sizes, odd ones too, in
 // both number formats (int8, and bfloat16 with float32 sums: docs/bf16.md).
 #include <gtest/gtest.h>
@@ -74,35 +75,53 @@ void Lockstep(int n, int cycles, uint32_t seed, int bits = 8) {
   m.clk_i = 1;
   m.eval();
   m.rst_ni = 1;
-  uint64_t compared = 0, switches = 0, results = 0;
+  uint64_t compared = 0, switches = 0, results = 0, quiet_cycles = 0;
+  int quiet_left = 0;  // cycles left of a stretch with the inputs held still
   for (int cycle = 0; cycle < cycles; ++cycle) {
-    // The arrays: any stimulus at all on their ports.
-    Bits act, sw, wv, wr, wd;
-    for (int i = 0; i < n; ++i) {
-      act.Add(chance(0.3) ? 0 : operand(), bits);
-      sw.Add(chance(0.05), 1);
-      wv.Add(chance(0.3), 1);
-      wr.Add(rng() % static_cast<uint32_t>(n), row_bits);
-      wd.Add(operand(), bits);
+    // Now and then the inputs stay as they are for up to 10 N cycles: long enough for the
+    // compact array to skip its settled loop (tpu_systolic_array_compact.sv), which must
+    // not show.
+    if (quiet_left == 0 && chance(0.01)) quiet_left = static_cast<int>(rng() % (10u * n + 20));
+    if (quiet_left > 0) {  // activations, rows and data as they were; nothing valid
+      --quiet_left;
+      ++quiet_cycles;
+      Bits none;
+      for (int i = 0; i < n; ++i) none.Add(0, 1);
+      sim::WritePort(m.switch_i, none.Words());
+      sim::WritePort(m.wr_valid_i, none.Words());
+      m.w_valid_i = 0;
+      m.a_valid_i = 0;
+      m.a_switch_i = 0;
+      m.rst_ni = 1;
+    } else {
+      // The arrays: any stimulus at all on their ports.
+      Bits act, sw, wv, wr, wd;
+      for (int i = 0; i < n; ++i) {
+        act.Add(chance(0.3) ? 0 : operand(), bits);
+        sw.Add(chance(0.05), 1);
+        wv.Add(chance(0.3), 1);
+        wr.Add(rng() % static_cast<uint32_t>(n), row_bits);
+        wd.Add(operand(), bits);
+      }
+      sim::WritePort(m.act_i, act.Words());
+      sim::WritePort(m.switch_i, sw.Words());
+      sim::WritePort(m.wr_valid_i, wv.Words());
+      sim::WritePort(m.wr_row_i, wr.Words());
+      sim::WritePort(m.wr_data_i, wd.Words());
+      // The matrix units: rows and weights offered with gaps, tiles switched now and then.
+      Bits w_data, a_data;
+      for (int i = 0; i < n; ++i) {
+        w_data.Add(operand(), bits);
+        a_data.Add(chance(0.2) ? 0 : operand(), bits);
+      }
+      m.w_valid_i = chance(0.6);
+      sim::WritePort(m.w_data_i, w_data.Words());
+      m.a_valid_i = chance(0.7);
+      sim::WritePort(m.a_data_i, a_data.Words());
+      m.a_switch_i = chance(0.15);
+      m.a_tag_i = static_cast<uint8_t>(rng());
+      m.rst_ni = chance(0.002) ? 0 : 1;
     }
-    sim::WritePort(m.act_i, act.Words());
-    sim::WritePort(m.switch_i, sw.Words());
-    sim::WritePort(m.wr_valid_i, wv.Words());
-    sim::WritePort(m.wr_row_i, wr.Words());
-    sim::WritePort(m.wr_data_i, wd.Words());
-    // The matrix units: rows and weights offered with gaps, tiles switched now and then.
-    Bits w_data, a_data;
-    for (int i = 0; i < n; ++i) {
-      w_data.Add(operand(), bits);
-      a_data.Add(chance(0.2) ? 0 : operand(), bits);
-    }
-    m.w_valid_i = chance(0.6);
-    sim::WritePort(m.w_data_i, w_data.Words());
-    m.a_valid_i = chance(0.7);
-    sim::WritePort(m.a_data_i, a_data.Words());
-    m.a_switch_i = chance(0.15);
-    m.a_tag_i = static_cast<uint8_t>(rng());
-    m.rst_ni = chance(0.002) ? 0 : 1;
     m.clk_i = 0;
     m.eval();
     auto same = [&](const char* what) {
@@ -124,6 +143,7 @@ void Lockstep(int n, int cycles, uint32_t seed, int bits = 8) {
   EXPECT_GT(switches, 10u) << n;
   EXPECT_GT(results, 100u) << n;
   EXPECT_EQ(compared, 2u * static_cast<uint64_t>(cycles));
+  EXPECT_GT(quiet_cycles, static_cast<uint64_t>(cycles) / 10) << n;  // still for long
   m.final();
 }
 
