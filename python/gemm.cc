@@ -30,11 +30,7 @@ py::tuple Gemm(const py::array& a_in, const py::array& b_in, const config::TpuCo
                   bf16 ? "bf16" : "int8", bf16 ? "float32" : "int8",
                   bf16 ? "" : " (a bf16 chip such as Config('tpu-v2') takes float32)");
   const Matrix<T> a = Operand<T>(a_in, "a", takes), b = Operand<T>(b_in, "b", takes);
-  if (a.cols != b.rows) {
-    throw py::value_error(
-        fmt::format("a is {} x {} but b is {} x {}: a's columns must equal b's rows", a.rows,
-                    a.cols, b.rows, b.cols));
-  }
+  CheckInner(a, b);
   if (engine_name == "systemc") {
     throw py::value_error(
         "engine 'systemc' elaborates a SystemC system once per process; use 'rtl' (the same "

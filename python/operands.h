@@ -56,4 +56,14 @@ Matrix<T> Operand(const py::array& x, const char* arg, const std::string& takes)
   return m;
 }
 
+// ValueError unless a's columns equal b's rows (C = A x B).
+template <class T>
+void CheckInner(const Matrix<T>& a, const Matrix<T>& b) {
+  if (a.cols != b.rows) {
+    throw py::value_error(
+        fmt::format("a is {} x {} but b is {} x {}: a's columns must equal b's rows", a.rows,
+                    a.cols, b.rows, b.cols));
+  }
+}
+
 }  // namespace tpu::python

@@ -35,11 +35,7 @@ std::vector<std::unique_ptr<teach::Recording>> Record(const py::array& a_in, con
   const bool bf16 = sizeof(T) == 2;
   const std::string takes = "tpusim.teach takes int8 arrays, or float32 ones (bfloat16 lesson)";
   const Matrix<T> a = Operand<T>(a_in, "a", takes), b = Operand<T>(b_in, "b", takes);
-  if (a.cols != b.rows) {
-    throw py::value_error(
-        fmt::format("a is {} x {} but b is {} x {}: a's columns must equal b's rows", a.rows,
-                    a.cols, b.rows, b.cols));
-  }
+  CheckInner(a, b);
   if (bf16 && dataflow != "ws") {
     throw py::value_error(
         "a bfloat16 lesson (float32 a and b) shows the chip's weight-stationary array; the "
