@@ -2,6 +2,7 @@
 #include "host/sweep/sweep_runner.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -108,6 +109,14 @@ void RunPoint(const SweepPoint& p, const SweepOptions& o) {
   }
   if (!p.job.shard.empty()) args.insert(args.end(), {"--shard", p.job.shard});
   const int rc = RunChild(args, {ChildOptions::Output::kFile, log}).status;
+  std::error_code ec;
+  if (rc == 128 + SIGINT || rc == 128 + SIGTERM) {
+    // Stopped from outside (Ctrl-C, scancel, a job's time limit), not failed: no record, so
+    // the point stays to run; the sweep stops too.
+    for (const std::string& f : {config, report, log}) fs::remove(f, ec);
+    throw RuntimeError(fmt::format("{} was stopped by {} before it finished; it stays to run",
+                                   Describe(p), rc == 128 + SIGINT ? "SIGINT" : "SIGTERM"));
+  }
 
   nlohmann::json record = {{"key", key}, {"job", p.job.ToJson()}};
   if (rc == 0) {
@@ -124,7 +133,6 @@ void RunPoint(const SweepPoint& p, const SweepOptions& o) {
     record["error"] = rc < 0 ? "could not start " + o.tpusim : LastLine(ReadText(log));
   }
   WriteFileAtomically(RecordPath(o.dir, key), record.dump(1) + "\n");
-  std::error_code ec;
   for (const std::string& f : {config, report, log}) fs::remove(f, ec);
 }
 
