@@ -64,6 +64,8 @@ lint: deps
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) --top-module tpu_mxu_top
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) --top-module tpu_mxu_top +define+TPU_BF16
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top +define+TPU_BF16
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_chip
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_chip +define+TPU_BF16
 
 format:
 	find bench fast host python sim tests \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | xargs -0 clang-format -i

@@ -46,6 +46,13 @@ set(TPU_TOP_RTL_SOURCES
   ${TPU_RTL_DIR}/tpu_controller.sv
   ${TPU_RTL_DIR}/tpu_top.sv)
 
+# A chip of several cores sharing the external memories (issue 29: not yet built into a
+# system; linted at several sizes by the fast suite).
+set(TPU_CHIP_RTL_SOURCES
+  ${TPU_TOP_RTL_SOURCES}
+  ${TPU_RTL_DIR}/tpu_mem_arbiter.sv
+  ${TPU_RTL_DIR}/tpu_chip.sv)
+
 # The buffer sizes of each RTL model come from the presets in configs/ (their one home):
 # the model of array size N and number format D (the config field dtype) has the
 # parameters of the preset with array_dim N and dtype D (which ones, and their tpu_top
