@@ -52,6 +52,10 @@ module tpu_chip
   input  logic                                wm_resp_valid_i,
   input  logic [IdWidth-1:0]                  wm_resp_id_i,
   input  logic [RowWidth-1:0]                 wm_resp_data_i,
+  // the cores' own requests (before arbitration): the system forms each core's memory
+  // stalls (obs) from them, as it does for one core's ports
+  output logic [Cores-1:0]                    hm_core_valid_o,
+  output logic [Cores-1:0]                    wm_core_valid_o,
   // status, per core (tpu_top's)
   output logic [Cores-1:0]                    halted_o,
   output logic [Cores-1:0][3:0]               status_o,
@@ -157,6 +161,9 @@ module tpu_chip
     .mem_resp_id_i   (wm_resp_id_i),
     .resp_valid_o    (wm_resp_valid)
   );
+
+  assign hm_core_valid_o = hm_valid;
+  assign wm_core_valid_o = wm_valid;
 
   // A core number past the last reads zeros.
   assign reg_data_o = (32'(reg_core_i) < Cores) ? reg_data[reg_core_i] : '0;

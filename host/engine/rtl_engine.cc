@@ -261,9 +261,10 @@ ExecResult RtlEngine::Run(const ExecJob& job) {
   const std::vector<CycleObserver*> observers = Observers();
   for (CycleObserver* o : observers) o->BeginRun(job.program, job.name);
   if (!observers.empty()) {
-    im.system->SetCycleHook([&observers](uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs) {
-      for (CycleObserver* o : observers) o->Cycles(cycle, 1, {issue, busy, obs});
-    });
+    im.system->SetCycleHook(
+        [&observers](int, uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs) {
+          for (CycleObserver* o : observers) o->Cycles(cycle, 1, {issue, busy, obs});
+        });
   }
   im.host->Submit(job);
   while (!im.host->Done()) sc_core::sc_start();

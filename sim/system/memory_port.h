@@ -2,7 +2,8 @@
 // (row_bytes) per request. The port accepts a request when its channel can (the rule both
 // engines share, contract/memory_channel.h: bytes_per_cycle bytes each cycle, fractions
 // carried); read data comes back latency_cycles after its last byte, in order, one row per
-// cycle at most. Writes are posted: the bytes land in memory when the request is accepted.
+// cycle at most, with the tag of its request (the core that asked, on a chip of several).
+// Writes are posted: the bytes land in memory when the request is accepted.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,7 @@ class MemoryPort {
 
   // A request accepted at the clock edge that ends `cycle`. Throws std::out_of_range (from
   // the memory) for an address outside it.
-  void Accept(uint64_t cycle, bool write, uint64_t addr, const uint8_t* data) {
+  void Accept(uint64_t cycle, bool write, uint64_t addr, const uint8_t* data, int tag = 0) {
     const uint64_t due = channel_.Accept(cycle);
     if (write) {
       memory_.Write(addr, data, static_cast<uint64_t>(row_bytes_));
@@ -39,15 +40,18 @@ class MemoryPort {
     }
     Pending p;
     p.due = due;
+    p.tag = tag;
     p.data.resize(static_cast<size_t>(row_bytes_));
     memory_.Read(addr, p.data.data(), static_cast<uint64_t>(row_bytes_));
     pending_.push_back(std::move(p));
   }
 
-  // The read row presented to the chip during `cycle`, or nullptr. Call once per cycle.
-  const uint8_t* Respond(uint64_t cycle) {
+  // The read row presented to the chip during `cycle`, or nullptr; its request's tag into
+  // *tag. Call once per cycle.
+  const uint8_t* Respond(uint64_t cycle, int* tag = nullptr) {
     if (!current_.empty()) current_.clear();
     if (pending_.empty() || pending_.front().due > cycle) return nullptr;
+    if (tag != nullptr) *tag = pending_.front().tag;
     current_ = std::move(pending_.front().data);
     pending_.pop_front();
     return current_.data();
@@ -58,6 +62,7 @@ class MemoryPort {
  private:
   struct Pending {
     uint64_t due = 0;
+    int tag = 0;
     std::vector<uint8_t> data;
   };
   MemoryModel& memory_;

@@ -14,6 +14,7 @@ struct StallInfo {
   uint8_t issue = 0;          // hw::Issue of the last cycle
   uint8_t busy = 0;           // units with work, bits hw::kUnit*
   bool wait_weights = false;  // a matmul with switch waits for its weight tile
+  int core = 0;               // the core (on a chip of several)
 };
 
 }  // namespace tpu::sim

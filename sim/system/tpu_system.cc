@@ -47,7 +47,15 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig
               {static_cast<uint32_t>(config.chip.weight_mem_latency_cycles),
                static_cast<uint32_t>(config.chip.weight_mem_bytes_per_cycle)}),
       host_port_(host_, row_bytes_),
-      weight_port_(weight_, row_bytes_) {
+      weight_port_(weight_, row_bytes_),
+      programs_(static_cast<size_t>(std::clamp(config.cores, 1, kMaxCores))),
+      core_(programs_.size()) {
+  if (config.cores < 1 || config.cores > kMaxCores) {
+    throw std::invalid_argument("a chip has 1 to 16 cores");
+  }
+  if (config.cores > 1 && config.max_program_words * kInstructionBytes > kCoreProgramStride) {
+    throw std::invalid_argument("a core's program holds at most 4 Mi words on a chip of several");
+  }
   if (static_cast<uint64_t>(config.chip.host_mem_bytes) > kGiB ||
       static_cast<uint64_t>(config.chip.weight_mem_bytes) > kWeightRegionSize) {
     throw std::invalid_argument("host memory holds at most 1 GiB and weight memory at most 64 GiB");
@@ -81,9 +89,16 @@ void TpuSystemBase::RunProgram() {
   using sc_core::wait;
   host_port_.Reset();
   weight_port_.Reset();
-  fed_ = 0;
+  for (size_t i = 0; i < core_.size(); ++i) {
+    // Core 0 runs what START said, even nothing; another core runs only when given words.
+    CoreRun& c = core_[i];
+    c.fed = c.cycles = 0;
+    c.state = i == 0 || c.words > 0 ? RunState::kRunning : RunState::kIdle;
+  }
   cycles_ = 0;
+  const size_t cores = core_.size();
   Inputs in;
+  in.instr.assign(cores, nullptr);
   in.hm_size = static_cast<uint32_t>(std::min<uint64_t>(host_.SizeBytes(), 0xffffffffu));
   in.wm_size = weight_.SizeBytes();
   WriteInputs(in);
@@ -93,7 +108,7 @@ void TpuSystemBase::RunProgram() {
 
   Outputs out;
   uint64_t quiet = 0;
-  uint8_t last_busy = 0, last_obs = 0;
+  std::vector<uint8_t> last_busy(cores, 0), last_obs(cores, 0);
   // When the run ends the chip is still clocked (while the host reads its memories back):
   // from then on it sees no responses, no instructions and memories that accept nothing,
   // rather than the last cycle's inputs held forever (a held response would push rows into
@@ -105,63 +120,41 @@ void TpuSystemBase::RunProgram() {
       in->hm_req_ready = in->wm_req_ready = false;
       in->hm_resp_valid = in->wm_resp_valid = false;
       in->hm_resp_data = in->wm_resp_data = nullptr;
-      in->instr_valid = false;
-      in->instr = nullptr;
+      in->instr.assign(in->instr.size(), nullptr);
       system->WriteInputs(*in);
     }
   } quiet_at_end{this, &in};
   for (uint64_t cycle = 0;; ++cycle) {
     ReadOutputs(&out);
-    // issue_o is the issue stage's state of the last cycle; unit_busy_o is this cycle's.
-    if (cycle_hook_ && cycle > 0)
-      cycle_hook_(cycle - 1, static_cast<uint8_t>(out.issue), last_busy, last_obs);
-    last_busy = static_cast<uint8_t>(out.unit_busy);
-    if (out.halted) {
-      cycles_ = cycle;
-      state_ = out.status == 0 ? RunState::kHalted : RunState::kError;
-      SnapshotRegisters();
-      return;
+    for (size_t c = 0; c < cores; ++c) {
+      // issue_o is the issue stage's state of the last cycle; unit_busy_o is this cycle's.
+      if (cycle_hook_ && cycle > 0) {
+        cycle_hook_(static_cast<int>(c), cycle - 1, static_cast<uint8_t>(out.core[c].issue),
+                    last_busy[c], last_obs[c]);
+      }
+      last_busy[c] = static_cast<uint8_t>(out.core[c].unit_busy);
     }
-    if (fed_ == words_to_run_ && out.idle) {
-      cycles_ = cycle;
-      state_ = RunState::kNoHalt;
-      SnapshotRegisters();
-      return;
-    }
-    bool moved = out.progress;
-    in.hm_req_ready = host_port_.Ready(cycle);
-    if (out.hm_req_valid && in.hm_req_ready) {
-      host_port_.Accept(cycle, out.hm_req_write, out.hm_req_addr, out.hm_req_data.data());
-      moved = true;
-    }
-    in.hm_resp_data = host_port_.Respond(cycle);
-    in.hm_resp_valid = in.hm_resp_data != nullptr;
-    in.wm_req_ready = weight_port_.Ready(cycle);
-    if (out.wm_req_valid && in.wm_req_ready) {
-      weight_port_.Accept(cycle, false, out.wm_req_addr, nullptr);
-      moved = true;
-    }
-    in.wm_resp_data = weight_port_.Respond(cycle);
-    in.wm_resp_valid = in.wm_resp_data != nullptr;
-    in.instr_valid = fed_ < words_to_run_;
-    in.instr = in.instr_valid ? &program_[fed_ * kInstructionBytes] : nullptr;
-    if (in.instr_valid && out.instr_ready) {
-      ++fed_;
-      moved = true;
+    if (EndCores(out, cycle)) return;
+    bool moved = AnswerMemories(out, cycle, &in);
+    uint64_t fed = 0, words = 0;
+    for (size_t c = 0; c < cores; ++c) {
+      CoreRun& r = core_[c];
+      in.instr[c] = r.state == RunState::kRunning && r.fed < r.words
+                        ? &programs_[c][r.fed * kInstructionBytes]
+                        : nullptr;
+      if (in.instr[c] != nullptr && out.core[c].instr_ready) {
+        ++r.fed;
+        moved = true;
+      }
+      moved = moved || out.core[c].progress;
+      fed += r.fed;
+      words += r.words;
     }
     WriteInputs(in);
-    last_obs = CycleObs(out, in);
+    for (size_t c = 0; c < cores; ++c) last_obs[c] = CycleObs(out, in, static_cast<int>(c));
     quiet = moved ? 0 : quiet + 1;
     if (quiet >= config_.watchdog_cycles) {
-      cycles_ = cycle;
-      state_ = RunState::kWatchdog;
-      SnapshotRegisters();
-      stall_.quiet_cycles = quiet;
-      stall_.pc = registers_[hw::kRegRetired];
-      stall_.opcode = stall_.pc < fed_ ? program_[stall_.pc * kInstructionBytes] : -1;
-      stall_.issue = static_cast<uint8_t>(out.issue);
-      stall_.busy = static_cast<uint8_t>(out.unit_busy);
-      stall_.wait_weights = out.wait_weights;
+      StopOnWatchdog(out, cycle, quiet);
       return;
     }
     if (tracing_) {
@@ -177,33 +170,112 @@ void TpuSystemBase::RunProgram() {
         DumpTrace(g * 10 + 5);
       }
     }
-    if (progress_ && (cycle & 0xffff) == 0xffff && words_to_run_ > 0) {
-      progress_(static_cast<double>(fed_) / static_cast<double>(words_to_run_));
+    if (progress_ && (cycle & 0xffff) == 0xffff && words > 0) {
+      progress_(static_cast<double>(fed) / static_cast<double>(words));
     }
     wait(clk.negedge_event());
   }
 }
 
-// obs_o as the chip's counters see it at the clock edge. Its memory-stall bits are a
-// request that is not ready, and the ready inputs of this cycle are written after the
+bool TpuSystemBase::EndCores(const Outputs& out, uint64_t cycle) {
+  bool running = false;
+  for (size_t c = 0; c < core_.size(); ++c) {
+    CoreRun& r = core_[c];
+    if (r.state != RunState::kRunning) continue;
+    if (out.core[c].halted) {
+      r.state = out.core[c].status == 0 ? RunState::kHalted : RunState::kError;
+    } else if (r.fed == r.words && out.core[c].idle) {
+      r.state = RunState::kNoHalt;
+    } else {
+      running = true;
+      continue;
+    }
+    r.cycles = cycle;
+  }
+  if (running) return false;
+  // The run's state: an error on any core, else a core without halt, else halted.
+  cycles_ = cycle;
+  state_ = RunState::kHalted;
+  for (const CoreRun& r : core_) {
+    if (r.state == RunState::kError) state_ = RunState::kError;
+    if (r.state == RunState::kNoHalt && state_ != RunState::kError) state_ = RunState::kNoHalt;
+  }
+  SnapshotRegisters();
+  return true;
+}
+
+bool TpuSystemBase::AnswerMemories(const Outputs& out, uint64_t cycle, Inputs* in) {
+  bool moved = false;
+  in->hm_req_ready = host_port_.Ready(cycle);
+  if (out.hm_req_valid && in->hm_req_ready) {
+    host_port_.Accept(cycle, out.hm_req_write, out.hm_req_addr, out.hm_req_data.data(),
+                      out.hm_req_id);
+    moved = true;
+  }
+  in->hm_resp_data = host_port_.Respond(cycle, &in->hm_resp_id);
+  in->hm_resp_valid = in->hm_resp_data != nullptr;
+  in->wm_req_ready = weight_port_.Ready(cycle);
+  if (out.wm_req_valid && in->wm_req_ready) {
+    weight_port_.Accept(cycle, false, out.wm_req_addr, nullptr, out.wm_req_id);
+    moved = true;
+  }
+  in->wm_resp_data = weight_port_.Respond(cycle, &in->wm_resp_id);
+  in->wm_resp_valid = in->wm_resp_data != nullptr;
+  return moved;
+}
+
+void TpuSystemBase::StopOnWatchdog(const Outputs& out, uint64_t cycle, uint64_t quiet) {
+  cycles_ = cycle;
+  state_ = RunState::kWatchdog;
+  size_t stuck = 0;
+  while (stuck + 1 < core_.size() && core_[stuck].state != RunState::kRunning) ++stuck;
+  for (CoreRun& r : core_) {
+    if (r.state == RunState::kRunning) {
+      r.state = RunState::kWatchdog;
+      r.cycles = cycle;
+    }
+  }
+  SnapshotRegisters();
+  const CoreRun& r = core_[stuck];
+  const CoreOutputs& o = out.core[stuck];
+  stall_.quiet_cycles = quiet;
+  stall_.core = static_cast<int>(stuck);
+  stall_.pc = r.registers[hw::kRegRetired];
+  stall_.opcode = stall_.pc < r.fed ? programs_[stuck][stall_.pc * kInstructionBytes] : -1;
+  stall_.issue = static_cast<uint8_t>(o.issue);
+  stall_.busy = static_cast<uint8_t>(o.unit_busy);
+  stall_.wait_weights = o.wait_weights;
+}
+
+// A core's obs_o as its counters see it at the clock edge. Its memory-stall bits are a
+// request that is not taken, and the ready inputs of this cycle are written after the
 // outputs were read: so they are formed here from this cycle's inputs, as the chip forms
-// them once its inputs settle (the request valids are registers, not inputs' functions).
-uint8_t TpuSystemBase::CycleObs(const Outputs& out, const Inputs& in) {
-  uint8_t obs = static_cast<uint8_t>(out.obs) & ~(hw::kObsHostMemStall | hw::kObsWeightMemStall);
-  if (out.hm_req_valid && !in.hm_req_ready) obs |= hw::kObsHostMemStall;
-  if (out.wm_req_valid && !in.wm_req_ready) obs |= hw::kObsWeightMemStall;
+// them once its inputs settle (the request valids are registers, not inputs' functions; a
+// core's request is taken when the arbiter grants it and the memory is ready).
+uint8_t TpuSystemBase::CycleObs(const Outputs& out, const Inputs& in, int core) {
+  const CoreOutputs& o = out.core[static_cast<size_t>(core)];
+  uint8_t obs = static_cast<uint8_t>(o.obs) & ~(hw::kObsHostMemStall | hw::kObsWeightMemStall);
+  const bool hm_taken = out.hm_req_valid && out.hm_req_id == core && in.hm_req_ready;
+  const bool wm_taken = out.wm_req_valid && out.wm_req_id == core && in.wm_req_ready;
+  if (o.hm_valid && !hm_taken) obs |= hw::kObsHostMemStall;
+  if (o.wm_valid && !wm_taken) obs |= hw::kObsWeightMemStall;
   return obs;
 }
 
 void TpuSystemBase::SnapshotRegisters() {
-  registers_.assign(static_cast<size_t>(hw::kRegFirstCounter + hw::kNumCounters), 0);
-  for (size_t i = 0; i < registers_.size(); ++i) registers_[i] = ReadRegister(static_cast<int>(i));
+  for (size_t c = 0; c < core_.size(); ++c) {
+    std::vector<uint64_t>& regs = core_[c].registers;
+    regs.assign(static_cast<size_t>(hw::kRegFirstCounter + hw::kNumCounters), 0);
+    for (size_t i = 0; i < regs.size(); ++i) {
+      regs[i] = ReadRegister(static_cast<int>(c), static_cast<int>(i));
+    }
+  }
 }
 
-uint64_t TpuSystemBase::ReadRegister(int addr) {
+uint64_t TpuSystemBase::ReadRegister(int core, int addr) {
   // The register file is combinational: the new address reaches the model in one delta
   // cycle, its answer the signal in the next. No time passes, so no clock edge either.
-  SetRegAddr(addr);
+  SetRegAddr(core, addr);
   for (int i = 0; i < 3; ++i) sc_core::wait(sc_core::SC_ZERO_TIME);
   return RegData();
 }
@@ -229,20 +301,86 @@ bool TpuSystemBase::Access(uint64_t addr, uint8_t* data, uint64_t len, bool writ
     return mem_access(weight_, addr - kWeightMemBase);
   }
   if (addr >= kProgramBase && addr < kProgramBase + kRegionSize) {
-    const uint64_t off = addr - kProgramBase;
+    const uint64_t core = (addr - kProgramBase) / kCoreProgramStride;
+    const uint64_t off = (addr - kProgramBase) % kCoreProgramStride;
     const uint64_t limit = config_.max_program_words * kInstructionBytes;
-    if (off > limit || len > limit - off) return false;
+    if (core >= programs_.size() || off > limit || len > limit - off) return false;
+    std::vector<uint8_t>& program = programs_[core];
     if (write) {
-      if (program_.size() < off + len) program_.resize(off + len);
-      std::memcpy(&program_[off], data, len);
+      if (program.size() < off + len) program.resize(off + len);
+      std::memcpy(&program[off], data, len);
     } else {
-      for (uint64_t i = 0; i < len; ++i)
-        data[i] = off + i < program_.size() ? program_[off + i] : 0;
+      for (uint64_t i = 0; i < len; ++i) data[i] = off + i < program.size() ? program[off + i] : 0;
     }
     *cycles = (len + kInstructionBytes - 1) / kInstructionBytes;
     return true;
   }
   return false;
+}
+
+// START, or a core's WORDS; false for anything else, during a run, or past the program.
+bool TpuSystemBase::CsrWrite(uint64_t off, uint64_t value) {
+  if (state_ == RunState::kRunning) return false;
+  size_t core = 0;
+  if (off == kCsrStart) {
+    core = 0;
+  } else if (off >= kCsrCoreBase && (off - kCsrCoreBase) % kCsrCoreStride == kCsrCoreWords &&
+             (off - kCsrCoreBase) / kCsrCoreStride < core_.size()) {
+    core = static_cast<size_t>((off - kCsrCoreBase) / kCsrCoreStride);
+  } else {
+    return false;
+  }
+  if (value > programs_[core].size() / kInstructionBytes) return false;
+  core_[core].words = value;
+  if (off == kCsrStart) {
+    state_ = RunState::kRunning;
+    start_event_.notify(sc_core::SC_ZERO_TIME);
+  }
+  return true;
+}
+
+// The run's and the cores' states, and the cores' registers: live before the first run and
+// during one, as the last run left them otherwise.
+bool TpuSystemBase::CsrRead(uint64_t off, uint64_t* value, sc_core::sc_time* delay) {
+  const uint64_t cores = core_.size();
+  if (off == kCsrState) {
+    *value = static_cast<uint64_t>(state_);
+  } else if (off == kCsrCycles) {
+    *value = cycles_;
+  } else if (off == kCsrFed) {
+    *value = 0;
+    for (const CoreRun& r : core_) *value += r.fed;
+  } else if (off >= kCsrRegBase && off < kCsrRegBase + kCsrCoreRegStride * cores) {
+    const auto core = static_cast<int>((off - kCsrRegBase) / kCsrCoreRegStride);
+    const auto reg = static_cast<size_t>((off - kCsrRegBase) % kCsrCoreRegStride / 8);
+    const std::vector<uint64_t>& regs = core_[static_cast<size_t>(core)].registers;
+    if (state_ == RunState::kIdle || state_ == RunState::kRunning) {
+      sc_core::wait(*delay);
+      *delay = sc_core::SC_ZERO_TIME;
+      *value = ReadRegister(core, static_cast<int>(reg));
+    } else {
+      *value = reg < regs.size() ? regs[reg] : 0;
+    }
+  } else if (off >= kCsrCoreBase && off < kCsrCoreBase + kCsrCoreStride * cores) {
+    const CoreRun& r = core_[(off - kCsrCoreBase) / kCsrCoreStride];
+    switch ((off - kCsrCoreBase) % kCsrCoreStride) {
+      case kCsrCoreWords:
+        *value = r.words;
+        break;
+      case kCsrCoreState:
+        *value = static_cast<uint64_t>(r.state);
+        break;
+      case kCsrCoreCycles:
+        *value = r.cycles;
+        break;
+      default:
+        *value = r.fed;
+        break;
+    }
+  } else {
+    return false;
+  }
+  return true;
 }
 
 void TpuSystemBase::BTransport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
@@ -271,32 +409,12 @@ void TpuSystemBase::BTransport(tlm::tlm_generic_payload& trans, sc_core::sc_time
     uint64_t value = 0;
     if (trans.is_write()) {
       std::memcpy(&value, data, 8);
-      if (off != kCsrStart || state_ == RunState::kRunning ||
-          value * kInstructionBytes > program_.size()) {
+      if (!CsrWrite(off, value)) {
         trans.set_response_status(tlm::TLM_GENERIC_ERROR_RESPONSE);
         return;
       }
-      words_to_run_ = value;
-      state_ = RunState::kRunning;
-      start_event_.notify(sc_core::SC_ZERO_TIME);
     } else {
-      if (off == kCsrState) {
-        value = static_cast<uint64_t>(state_);
-      } else if (off == kCsrCycles) {
-        value = cycles_;
-      } else if (off == kCsrFed) {
-        value = fed_;
-      } else if (off >= kCsrRegBase && off < kCsrRegBase + 8 * 256) {
-        const auto reg = static_cast<size_t>((off - kCsrRegBase) / 8);
-        if (state_ == RunState::kIdle || state_ == RunState::kRunning) {
-          // The live register file (the build parameters before the first run).
-          sc_core::wait(delay);
-          delay = sc_core::SC_ZERO_TIME;
-          value = ReadRegister(static_cast<int>(reg));
-        } else {
-          value = reg < registers_.size() ? registers_[reg] : 0;  // read when the run ended
-        }
-      } else {
+      if (!CsrRead(off, &value, &delay)) {
         trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
         return;
       }

@@ -5,14 +5,18 @@
 //
 // TLM address map (docs/architecture.md):
 //   0x0000_0000  host memory      (host_mem_bytes, at most 1 GiB)
-//   0x8000_0000  program          (16-byte instruction words, word 0 first)
+//   0x8000_0000  program          (16-byte instruction words, word 0 first); core c's at
+//                + c * 0x0400_0000 on a chip of several cores
 //   0xC000_0000  control and status registers, 64 bits each:
-//     +0x000 START  write n: reset the chip and run program words 0 .. n-1
+//     +0x000 START  write n: reset the chip and run program words 0 .. n-1 (on core 0; each
+//                   other core runs the WORDS it was given, 0: none)
 //     +0x008 STATE  RunState of the last run
 //     +0x010 CYCLES clock cycles of the last run
-//     +0x018 FED    instruction words handed to the chip
-//     +0x100 + 8 i  tpu_top register i (status, parameters, counters; the register map of
-//                   contract/tpu_contract.toml)
+//     +0x018 FED    instruction words handed to the chip (all cores)
+//     +0x100 + 0x800 c + 8 i   core c's register i (status, parameters, counters; the
+//                   register map of contract/tpu_contract.toml)
+//     +0x10000 + 0x20 c + 0, 8, 0x10, 0x18: core c's WORDS (write before START), STATE,
+//                   CYCLES (the cycle it ended in) and FED
 //   0x10_0000_0000  weight memory (weight_mem_bytes, at most 64 GiB: TPU v1's 8 GiB of DDR3
 //                   fits; both memories are allocated as they are written, so a large
 //                   one costs only what a job puts in it)
@@ -49,6 +53,15 @@ inline constexpr uint64_t kCsrState = 0x008;
 inline constexpr uint64_t kCsrCycles = 0x010;
 inline constexpr uint64_t kCsrFed = 0x018;
 inline constexpr uint64_t kCsrRegBase = 0x100;
+inline constexpr uint64_t kCsrCoreRegStride = 0x800;
+inline constexpr uint64_t kCsrCoreBase = 0x10000;
+inline constexpr uint64_t kCsrCoreStride = 0x20;
+inline constexpr uint64_t kCsrCoreWords = 0x00;
+inline constexpr uint64_t kCsrCoreState = 0x08;
+inline constexpr uint64_t kCsrCoreCycles = 0x10;
+inline constexpr uint64_t kCsrCoreFed = 0x18;
+inline constexpr uint64_t kCoreProgramStride = 0x0400'0000ull;
+inline constexpr int kMaxCores = 16;
 inline constexpr int kInstructionBytes = 16;
 
 enum class RunState : uint64_t {
@@ -67,6 +80,7 @@ const char* RunStateName(RunState s);
 // latencies and bandwidths) and the system's own limits.
 struct TpuSystemConfig {
   hw::ChipParams chip;
+  int cores = 1;  // 1: tpu_top; more: tpu_chip, its cores sharing the memories
   uint64_t watchdog_cycles = 100000;
   uint64_t max_program_words = 1u << 20;
 };
@@ -79,6 +93,9 @@ class TpuSystemBase : public sc_core::sc_module {
   TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig& config);
 
   int ArrayDim() const { return array_dim_; }
+  int Cores() const { return static_cast<int>(core_.size()); }
+  // Core c's state and the cycle it ended in, for the last run.
+  RunState CoreState(int c) const { return core_[static_cast<size_t>(c)].state; }
   // Bytes of a row: N operands of the chip's format (hw::RowBytes).
   int RowBytes() const { return row_bytes_; }
   // Notified when a run ends (halt, error, watchdog).
@@ -86,19 +103,19 @@ class TpuSystemBase : public sc_core::sc_module {
   RunState State() const { return state_; }
   // Why the simulation itself failed (state kInternal); empty otherwise.
   const std::string& Message() const { return message_; }
-  // Where a run that the watchdog stopped was stuck.
+  // Where a run that the watchdog stopped was stuck (the first core that had not ended).
   const StallInfo& Stall() const { return stall_; }
   MemoryModel& HostMemory() { return host_; }
   MemoryModel& WeightMemory() { return weight_; }
   // Called every 65,536 cycles of a run with the fraction of instructions handed over.
   void SetProgress(std::function<void(double)> progress) { progress_ = std::move(progress); }
-  // Called for every cycle of a run that ends in a clock edge, with what the controller's
-  // issue stage did in it (hw::Issue), the units that had work (bits hw::kUnit*) and the
-  // chip's obs_o (what the matrix unit did, which memories stalled: rtl/tpu_top.sv).
-  void SetCycleHook(
-      std::function<void(uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs)> hook) {
-    cycle_hook_ = std::move(hook);
-  }
+  // Called for every cycle of a run that ends in a clock edge, for each core, with what its
+  // controller's issue stage did in it (hw::Issue), the units that had work (bits
+  // hw::kUnit*) and its obs_o (what the matrix unit did, which memories stalled:
+  // rtl/tpu_top.sv).
+  using CycleHook =
+      std::function<void(int core, uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs)>;
+  void SetCycleHook(CycleHook hook) { cycle_hook_ = std::move(hook); }
 
   // FST tracing of every signal of the chip over a window of cycles, counted across all
   // runs of this system (run 2's cycle 0 follows run 1's last). Call after elaboration
@@ -116,42 +133,64 @@ class TpuSystemBase : public sc_core::sc_module {
   }
 
  protected:
-  struct Outputs {
-    bool instr_ready = false;
-    bool hm_req_valid = false, hm_req_write = false;
-    uint32_t hm_req_addr = 0;
-    std::vector<uint8_t> hm_req_data;
-    bool wm_req_valid = false;
-    uint64_t wm_req_addr = 0;
+  // A core's own outputs; hm_valid and wm_valid are its requests before arbitration.
+  struct CoreOutputs {
+    bool instr_ready = false, hm_valid = false, wm_valid = false;
     bool halted = false, idle = false, progress = false, wait_weights = false;
     uint32_t status = 0, unit_busy = 0, issue = 0, obs = 0;
   };
+  // The chip's outputs: its cores', and the memory requests (tagged with their core).
+  struct Outputs {
+    std::vector<CoreOutputs> core;
+    bool hm_req_valid = false, hm_req_write = false;
+    uint32_t hm_req_addr = 0;
+    std::vector<uint8_t> hm_req_data;
+    int hm_req_id = 0;
+    bool wm_req_valid = false;
+    uint64_t wm_req_addr = 0;
+    int wm_req_id = 0;
+  };
   struct Inputs {
-    bool instr_valid = false;
-    const uint8_t* instr = nullptr;  // 16 bytes
+    std::vector<const uint8_t*> instr;  // per core: the 16-byte word offered, or nullptr
     uint32_t hm_size = 0;
     uint64_t wm_size = 0;
     bool hm_req_ready = false, hm_resp_valid = false;
+    int hm_resp_id = 0;
     const uint8_t* hm_resp_data = nullptr;  // ArrayDim bytes
     bool wm_req_ready = false, wm_resp_valid = false;
+    int wm_resp_id = 0;
     const uint8_t* wm_resp_data = nullptr;
   };
   virtual void SetReset(bool rst_n) = 0;
   virtual void ReadOutputs(Outputs* out) = 0;
   virtual void WriteInputs(const Inputs& in) = 0;
-  virtual void SetRegAddr(int addr) = 0;
+  virtual void SetRegAddr(int core, int addr) = 0;
   virtual void OpenTrace(const std::string& fst_path) = 0;
   virtual void DumpTrace(uint64_t time) = 0;
   virtual void CloseTrace() = 0;
   virtual uint64_t RegData() = 0;
 
  private:
+  // A core's part of a run.
+  struct CoreRun {
+    uint64_t words = 0, fed = 0, cycles = 0;
+    RunState state = RunState::kIdle;
+    std::vector<uint64_t> registers;  // read when the run ended
+  };
+
   void EngineThread();
   void RunProgram();
+  // Ends the cores that halted or ran out of program; true when none is left running.
+  bool EndCores(const Outputs& out, uint64_t cycle);
+  // The memory ports' side of a cycle: accepts a request, presents a response.
+  bool AnswerMemories(const Outputs& out, uint64_t cycle, Inputs* in);
+  void StopOnWatchdog(const Outputs& out, uint64_t cycle, uint64_t quiet);
   // From a thread: lets the combinational read settle (delta cycles, no clock edge).
-  uint64_t ReadRegister(int addr);
-  static uint8_t CycleObs(const Outputs& out, const Inputs& in);
+  uint64_t ReadRegister(int core, int addr);
+  static uint8_t CycleObs(const Outputs& out, const Inputs& in, int core);
   void SnapshotRegisters();
+  bool CsrWrite(uint64_t off, uint64_t value);
+  bool CsrRead(uint64_t off, uint64_t* value, sc_core::sc_time* delay);
   void BTransport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned int TransportDbg(tlm::tlm_generic_payload& trans);
   // Memory-mapped access to host, weight or program memory; false when unmapped.
@@ -162,15 +201,15 @@ class TpuSystemBase : public sc_core::sc_module {
   TpuSystemConfig config_;
   MemoryModel host_, weight_;
   MemoryPort host_port_, weight_port_;
-  std::vector<uint8_t> program_;
-  uint64_t words_to_run_ = 0, fed_ = 0, cycles_ = 0;
+  std::vector<std::vector<uint8_t>> programs_;  // per core
+  std::vector<CoreRun> core_;
+  uint64_t cycles_ = 0;
   RunState state_ = RunState::kIdle;
   std::string message_;
   sc_core::sc_event start_event_, done_event_;
   std::function<void(double)> progress_;
-  std::function<void(uint64_t, uint8_t, uint8_t, uint8_t)> cycle_hook_;
+  CycleHook cycle_hook_;
   StallInfo stall_;
-  std::vector<uint64_t> registers_;  // read when the last run ended
   bool tracing_ = false;
   uint64_t trace_start_ = 0, trace_end_ = 0, trace_base_ = 0;
 };

@@ -22,14 +22,76 @@
 
 namespace tpu::sim {
 
+// The part of a system bound to a Verilated chip that does not depend on its ports: the
+// model, FST tracing and coverage.
 template <class Model>
-class TpuSystemModel final : public TpuSystemBase {
+class VerilatedSystem : public TpuSystemBase {
+ public:
+  VerilatedSystem(sc_core::sc_module_name name, const TpuSystemConfig& config)
+      : TpuSystemBase(name, config), model_((Verilated::traceEverOn(true), "tpu")) {}
+
+  ~VerilatedSystem() override {
+    CloseTrace();
+#if VM_COVERAGE
+    WriteCoverage();
+#endif
+  }
+
+  void OpenTrace(const std::string& fst_path) override {
+    trace_ = std::make_unique<VerilatedFstC>();
+    model_.trace(trace_.get(), 99);
+    trace_->set_time_unit("1ns");
+    trace_->set_time_resolution("1ns");
+    trace_->open(fst_path.c_str());
+    if (!trace_->isOpen()) throw std::runtime_error("cannot open trace file '" + fst_path + "'");
+  }
+
+  void CloseTrace() override {
+    if (trace_) {
+      trace_->close();
+      trace_.reset();
+    }
+  }
+
+ protected:
+  void DumpTrace(uint64_t time) override {
+    if (trace_) trace_->dump(time);
+  }
+
+  using M = Model;
+  template <class Port>
+  using Sig = sc_detail::SignalFor<Port>;
+  M model_;
+
+ private:
+#if VM_COVERAGE
+  // A coverage build (TPUSIM_RTL_COVERAGE, make coverage): the points the chip reached in
+  // this process, into $TPUSIM_COVERAGE_DIR/rtl-PID.dat for verilator_coverage to merge.
+  static void WriteCoverage() {
+    const char* dir = std::getenv("TPUSIM_COVERAGE_DIR");
+    if (dir == nullptr || *dir == '\0') return;
+    const std::string path = std::string(dir) + "/rtl-" + std::to_string(::getpid()) + ".dat";
+    Verilated::threadContextp()->coveragep()->write(path.c_str());
+  }
+#endif
+  std::unique_ptr<VerilatedFstC> trace_;
+};
+
+// One core: tpu_top's ports.
+template <class Model>
+class TpuSystemModel final : public VerilatedSystem<Model> {
+  using Base = VerilatedSystem<Model>;
+  using Base::model_;
+  using typename Base::M;
+  template <class Port>
+  using Sig = typename Base::template Sig<Port>;
+  using typename Base::Inputs;
+  using typename Base::Outputs;
+
  public:
   TpuSystemModel(sc_core::sc_module_name name, const TpuSystemConfig& config)
-      : TpuSystemBase(name, config),
-        model_((Verilated::traceEverOn(true), "tpu")),
-        words_(static_cast<size_t>(hw::RowBytes(config.chip)) / 4 + 8) {
-    model_.clk_i(clk);
+      : Base(name, config), words_(static_cast<size_t>(hw::RowBytes(config.chip)) / 4 + 8) {
+    model_.clk_i(this->clk);
     model_.rst_ni(rst_n_);
     model_.instr_valid_i(instr_valid_);
     model_.instr_ready_o(instr_ready_);
@@ -60,56 +122,36 @@ class TpuSystemModel final : public TpuSystemBase {
     model_.reg_data_o(reg_data_);
   }
 
-  ~TpuSystemModel() override {
-    CloseTrace();
-#if VM_COVERAGE
-    WriteCoverage();
-#endif
-  }
-
-  void OpenTrace(const std::string& fst_path) override {
-    trace_ = std::make_unique<VerilatedFstC>();
-    model_.trace(trace_.get(), 99);
-    trace_->set_time_unit("1ns");
-    trace_->set_time_resolution("1ns");
-    trace_->open(fst_path.c_str());
-    if (!trace_->isOpen()) throw std::runtime_error("cannot open trace file '" + fst_path + "'");
-  }
-
-  void CloseTrace() override {
-    if (trace_) {
-      trace_->close();
-      trace_.reset();
-    }
-  }
-
  protected:
   void SetReset(bool rst_n) override { rst_n_.write(rst_n); }
 
   void ReadOutputs(Outputs* out) override {
-    out->instr_ready = instr_ready_.read();
-    out->hm_req_valid = hm_req_valid_.read();
+    out->core.resize(1);
+    typename Base::CoreOutputs& c = out->core[0];
+    c.instr_ready = instr_ready_.read();
+    out->hm_req_valid = c.hm_valid = hm_req_valid_.read();
     out->hm_req_write = hm_req_write_.read();
     out->hm_req_addr = static_cast<uint32_t>(hm_req_addr_.read());
-    out->hm_req_data.resize(static_cast<size_t>(RowBytes()));
+    out->hm_req_data.resize(static_cast<size_t>(this->RowBytes()));
     sc_detail::FromScValue(hm_req_data_.read(), words_.data());
-    UnpackLanes(words_.data(), RowBytes(), out->hm_req_data.data());
-    out->wm_req_valid = wm_req_valid_.read();
+    UnpackLanes(words_.data(), this->RowBytes(), out->hm_req_data.data());
+    out->wm_req_valid = c.wm_valid = wm_req_valid_.read();
     out->wm_req_addr = static_cast<uint64_t>(wm_req_addr_.read());
-    out->halted = halted_.read();
-    out->status = static_cast<uint32_t>(status_.read());
-    out->idle = idle_.read();
-    out->progress = progress_.read();
-    out->unit_busy = static_cast<uint32_t>(unit_busy_.read());
-    out->issue = static_cast<uint32_t>(issue_.read());
-    out->wait_weights = wait_weights_.read();
-    out->obs = static_cast<uint32_t>(obs_.read());
+    c.halted = halted_.read();
+    c.status = static_cast<uint32_t>(status_.read());
+    c.idle = idle_.read();
+    c.progress = progress_.read();
+    c.unit_busy = static_cast<uint32_t>(unit_busy_.read());
+    c.issue = static_cast<uint32_t>(issue_.read());
+    c.wait_weights = wait_weights_.read();
+    c.obs = static_cast<uint32_t>(obs_.read());
   }
 
   void WriteInputs(const Inputs& in) override {
-    instr_valid_.write(in.instr_valid);
-    if (in.instr_valid) {
-      PackLanes(in.instr, 16, words_.data());
+    const uint8_t* instr = in.instr.empty() ? nullptr : in.instr[0];
+    instr_valid_.write(instr != nullptr);
+    if (instr != nullptr) {
+      PackLanes(instr, 16, words_.data());
       instr_.write(sc_detail::ToScValue<InstrT>(words_.data()));
     }
     hm_size_.write(in.hm_size);
@@ -117,44 +159,25 @@ class TpuSystemModel final : public TpuSystemBase {
     hm_req_ready_.write(in.hm_req_ready);
     hm_resp_valid_.write(in.hm_resp_valid);
     if (in.hm_resp_valid) {
-      PackLanes(in.hm_resp_data, RowBytes(), words_.data());
+      PackLanes(in.hm_resp_data, this->RowBytes(), words_.data());
       hm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
     }
     wm_req_ready_.write(in.wm_req_ready);
     wm_resp_valid_.write(in.wm_resp_valid);
     if (in.wm_resp_valid) {
-      PackLanes(in.wm_resp_data, RowBytes(), words_.data());
+      PackLanes(in.wm_resp_data, this->RowBytes(), words_.data());
       wm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
     }
   }
 
-  void DumpTrace(uint64_t time) override {
-    if (trace_) trace_->dump(time);
-  }
-
-  void SetRegAddr(int addr) override { reg_addr_.write(static_cast<uint32_t>(addr)); }
+  void SetRegAddr(int, int addr) override { reg_addr_.write(static_cast<uint32_t>(addr)); }
   uint64_t RegData() override { return static_cast<uint64_t>(reg_data_.read()); }
 
  private:
-#if VM_COVERAGE
-  // A coverage build (TPUSIM_RTL_COVERAGE, make coverage): the points the chip reached in
-  // this process, into $TPUSIM_COVERAGE_DIR/rtl-PID.dat for verilator_coverage to merge.
-  static void WriteCoverage() {
-    const char* dir = std::getenv("TPUSIM_COVERAGE_DIR");
-    if (dir == nullptr || *dir == '\0') return;
-    const std::string path = std::string(dir) + "/rtl-" + std::to_string(::getpid()) + ".dat";
-    Verilated::threadContextp()->coveragep()->write(path.c_str());
-  }
-#endif
-
-  using M = Model;
-  template <class Port>
-  using Sig = sc_detail::SignalFor<Port>;
   using InstrT = typename std::remove_reference_t<decltype(std::declval<M&>().instr_i)>::data_type;
   using RowT =
       typename std::remove_reference_t<decltype(std::declval<M&>().hm_resp_data_i)>::data_type;
 
-  M model_;
   sc_core::sc_signal<bool> rst_n_{"rst_n", true};
   sc_core::sc_signal<bool> instr_valid_{"instr_valid"}, instr_ready_{"instr_ready"};
   Sig<decltype(std::declval<M&>().instr_i)> instr_{"instr"};
@@ -182,7 +205,6 @@ class TpuSystemModel final : public TpuSystemBase {
       reg_addr_{"reg_addr"};
   Sig<decltype(std::declval<M&>().reg_data_o)> reg_data_{"reg_data"};
   std::vector<uint32_t> words_;
-  std::unique_ptr<VerilatedFstC> trace_;
 };
 
 }  // namespace tpu::sim
