@@ -193,6 +193,22 @@ function(tpusim_verilate_tpu TARGET N DTYPE)
            ${TPUSIM_VERILATED_OPTS})
 endfunction()
 
+# tpusim_verilate_chip(TARGET C N DTYPE): adds class Vtpu_chip_c<C>_sc_n<N> (int8) or
+# Vtpu_chip_c<C>_bf16_sc_n<N>, tpu_chip of C cores as a SystemC module with FST tracing.
+function(tpusim_verilate_chip TARGET C N DTYPE)
+  tpusim_rtl_params(${N} ${DTYPE} gflags)
+  set(kind "")
+  if(NOT DTYPE STREQUAL "int8")
+    set(kind "${DTYPE}_")
+  endif()
+  tpusim_array_form(${N} form)
+  verilate(${TARGET} SYSTEMC TRACE_FST PREFIX Vtpu_chip_c${C}_${kind}sc_n${N} TOP_MODULE tpu_chip
+           SOURCES ${TPU_CHIP_RTL_SOURCES}
+           VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
+                          ${TPU_RTL_INCLUDE} ${gflags} ${form} -GCores=${C}
+           ${TPUSIM_VERILATED_OPTS})
+endfunction()
+
 # tpusim_verilate_os(TARGET N): adds class Vtpu_os_teach_n<N>, the output-stationary array
 # with every signal readable through VPI, to TARGET.
 function(tpusim_verilate_os TARGET N)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sim/system/tpu_system.h"
@@ -11,8 +12,10 @@ namespace tpu::sim {
 // The array sizes N whose tpu_top models in number format dtype are in this build (CMake
 // TPUSIM_TPU_DIMS, TPUSIM_TPU_BF16_DIMS).
 std::vector<int> BuiltTpuDims(hw::Dtype dtype = hw::Dtype::kInt8);
+// The chips of several cores in this build, as "CxN" or "CxNbf16" (CMake TPUSIM_TPU_CHIPS).
+std::vector<std::string> BuiltTpuChips();
 // Throws std::invalid_argument naming the built sizes and how to add N when it was not built.
-// The model is the one of config.chip.array_dim and config.chip.dtype.
+// The model is the one of config.chip.array_dim and config.chip.dtype (and config.cores).
 std::unique_ptr<TpuSystemBase> MakeTpuSystem(const char* name, const TpuSystemConfig& config);
 
 }  // namespace tpu::sim
