@@ -19,14 +19,14 @@ uint32_t Get32(const uint8_t* p) {
 
 }  // namespace
 
-ChipValues::ChipValues(const ChipParams& p)
+ChipValues::ChipValues(const ChipParams& p, ExternalMemories& external)
     : p_(p),
       n_(p.array_dim),
       bf16_(p.dtype == hw::Dtype::kBf16),
       row_bytes_(hw::RowBytes(p)),
       set_bytes_(int64_t{hw::ParamRows(hw::ElementBytes(p.dtype))} * row_bytes_),
-      host_(static_cast<uint64_t>(p.host_mem_bytes)),
-      weight_(static_cast<uint64_t>(p.weight_mem_bytes)),
+      host_(external.host),
+      weight_(external.weight),
       ub_(static_cast<uint64_t>(p.ub_depth_rows) * static_cast<uint64_t>(row_bytes_)),
       acc_(static_cast<uint64_t>(p.acc_depth_rows) * p.array_dim),
       params_(static_cast<size_t>(p.param_sets) * static_cast<size_t>(set_bytes_), 0),

@@ -22,12 +22,20 @@
 
 namespace tpu::fast {
 
+// The memories outside the chip: host memory and weight memory, shared by its cores.
+struct ExternalMemories {
+  explicit ExternalMemories(const ChipParams& p)
+      : host(static_cast<uint64_t>(p.host_mem_bytes)),
+        weight(static_cast<uint64_t>(p.weight_mem_bytes)) {}
+  ZeroedMemory<uint8_t> host, weight;
+};
+
+// One core's memories and what its instructions do to them and to the external ones.
 class ChipValues {
  public:
-  explicit ChipValues(const ChipParams& p);
-
-  uint8_t* HostMemory() { return host_.get(); }
-  uint8_t* WeightMemory() { return weight_.get(); }
+  ChipValues(const ChipParams& p, ExternalMemories& external);
+  ChipValues(const ChipValues&) = delete;
+  ChipValues& operator=(const ChipValues&) = delete;
 
   // A new run: the weight FIFO and the matrix unit's shadow registers start empty (the
   // chip is reset); the memories and the active weights keep what they hold, as in the RTL.
@@ -69,7 +77,8 @@ class ChipValues {
   int64_t n_;
   bool bf16_;
   int64_t row_bytes_, set_bytes_;  // a unified-buffer row, a VPU parameter set
-  ZeroedMemory<uint8_t> host_, weight_;
+  ZeroedMemory<uint8_t>& host_;
+  ZeroedMemory<uint8_t>& weight_;
   ZeroedMemory<uint8_t> ub_;
   ZeroedMemory<int32_t> acc_;  // int32, or float32 bit patterns
   std::vector<uint8_t> params_;

@@ -64,8 +64,10 @@ class Controller {
 
   Decision Decide(const std::vector<Decoded>& prog, const UnitsBusy& busy) const {
     Decision s;
-    s.d = Queued() != 0 ? &prog[retired_] : nullptr;
-    if (s.d == nullptr) {
+    s.d = Queued() != 0 && !halted_ ? &prog[retired_] : nullptr;
+    if (halted_) {
+      s.issue = kHalted;  // a halted core issues nothing more (its units finish their work)
+    } else if (s.d == nullptr) {
       s.issue = kWait;
     } else if (s.d->check != hw::Status::kOk) {
       s.issue = kHalted;

@@ -13,6 +13,7 @@
 #include "fast/controller.h"
 #include "fast/dma.h"
 #include "fast/matrix_unit.h"
+#include "fast/mem_arbiter.h"
 
 namespace tpu::fast {
 namespace {
@@ -124,34 +125,37 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
   cnt[hw::kCounterVpuRowsOut] += k * vpu_out;
 }
 
-// The system's side of a cycle (sim/system/tpu_system.cc): the memory ports accept a request and
-// present a response, and the instruction port hands over a word while the queue has room.
-Cycle Ports(Units& u, const UnitsBusy& busy, MemoryTiming& host, MemoryTiming& weight,
-            ChipValues* values, uint64_t cycle, size_t count, uint64_t iq_depth) {
+// What the shared memories did for a core in a cycle: whether its request was taken (the
+// arbiter granted it and the memory was ready) and whether a read row came back for it.
+struct PortAnswer {
+  bool hm_ready = false, hm_resp = false, wm_ready = false, wm_resp = false;
+};
+
+// The system's side of a cycle for one core (sim/system/tpu_system.cc): its memory
+// requests taken or not, a read row presented, and an instruction handed over while the
+// queue has room (`feed`: the core still has words to take).
+Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* values, bool feed,
+            uint64_t iq_depth) {
   Cycle c;
   c.busy = busy;
   c.moved = u.ctl.ProgressQ();
   c.host_write = u.hdma.Writing();
   c.host_params = u.hdma.Params();
   c.hm_valid = u.hdma.ReqValid();
-  c.hm_ready = host.Ready(cycle);
+  c.hm_ready = a.hm_ready;
   c.hm_fire = c.hm_valid && c.hm_ready;
   if (c.hm_fire) {
-    host.Accept(cycle, !c.host_write);
     if (c.host_write && values) values->HostWrite(u.hdma.ReqAddr(), u.hdma.WriteRow());
     c.moved = true;
   }
-  c.hm_resp = host.Respond(cycle);
+  c.hm_resp = a.hm_resp;
   c.fifo_full = u.wdma.FifoFull(u.fifo);
   c.wm_valid = u.wdma.ReqValid(u.fifo);
-  c.wm_ready = weight.Ready(cycle);
+  c.wm_ready = a.wm_ready;
   c.wm_fire = c.wm_valid && c.wm_ready;
-  if (c.wm_fire) {
-    weight.Accept(cycle, true);
-    c.moved = true;
-  }
-  c.wm_resp = weight.Respond(cycle);
-  c.push = u.ctl.Fed() < count && u.ctl.Queued() < iq_depth;
+  c.moved = c.moved || c.wm_fire;
+  c.wm_resp = a.wm_resp;
+  c.push = feed && u.ctl.Queued() < iq_depth;
   c.moved = c.moved || c.push;
   return c;
 }
@@ -210,82 +214,235 @@ sim::StallInfo Stuck(const Units& u, const UnitsBusy& busy, const uint8_t* words
 // event (a memory port becoming ready or answering, a row leaving the array, the
 // watchdog) repeat it exactly.
 bool Steady(const Units& u, const Cycle& c) {
+  // An instruction failing its checks halts the chip at this edge; a halted controller
+  // stays so.
   return !c.Progress() && !u.ctl.ProgressQ() && u.ctl.IssueQ() == c.issue.issue &&
          !u.ctl.Draining() && !c.h.ub_read && !u.hdma.RowsPending() && !c.f_rd &&
-         !u.feed.Pending() && u.act.PipeEmpty() && c.issue.issue != kHalted;
+         !u.feed.Pending() && u.act.PipeEmpty() && (c.issue.issue != kHalted || u.ctl.Halted());
 }
 
 }  // namespace
 
-FastChip::FastChip(const ChipParams& p)
+// A core's state in a run: its units, its program and its counters.
+struct FastChip::Core {
+  Core(const ChipParams& p, ChipValues* v) : u(p), values(v) {}
+  Units u;
+  ChipValues* values;  // null: timing only
+  std::vector<Decoded> prog;
+  const uint8_t* words = nullptr;
+  size_t count = 0;
+  uint64_t cnt[hw::kNumCounters] = {};
+  bool ended = false;
+  RunResult r;
+  // This cycle.
+  UnitsBusy busy;
+  Cycle c;
+};
+
+FastChip::FastChip(const ChipParams& p, int cores)
     : p_(p),
-      values_((CheckParams(p), p)),
+      external_((CheckParams(p), p)),
       host_(static_cast<uint64_t>(hw::RowBytes(p)),
             static_cast<uint64_t>(p.host_mem_bytes_per_cycle),
             static_cast<uint64_t>(p.host_mem_latency_cycles)),
       weight_(static_cast<uint64_t>(hw::RowBytes(p)),
               static_cast<uint64_t>(p.weight_mem_bytes_per_cycle),
-              static_cast<uint64_t>(p.weight_mem_latency_cycles)) {}
+              static_cast<uint64_t>(p.weight_mem_latency_cycles)) {
+  if (cores < 1 || cores > MemArbiter::kMaxCores) {
+    throw std::invalid_argument("a chip has 1 to 16 cores");
+  }
+  for (int i = 0; i < cores; ++i) values_.push_back(std::make_unique<ChipValues>(p, external_));
+}
+
+FastChip::~FastChip() = default;
 
 RunResult FastChip::Run(const uint8_t* words, size_t count, const RunOptions& o) {
-  const uint64_t n = static_cast<uint64_t>(p_.array_dim);
-  std::vector<Decoded> prog(count);
-  Registers regs;  // the controller's registers, as the instructions leave them
-  for (size_t i = 0; i < count; ++i) prog[i] = Decode(words + hw::kInstructionBytes * i, p_, regs);
-  ChipValues* values = o.timing_only ? nullptr : &values_;
-  if (values) values->BeginRun();
-  host_.Reset();
-  weight_.Reset();
-  Units u(p_);
-  uint64_t cnt[hw::kNumCounters] = {};
-  RunResult r;
-  uint64_t quiet = 0, next_progress = 0xffff;
-  for (uint64_t cycle = 0;; ++cycle) {
-    const UnitsBusy busy = u.Busy();
-    // How the run ends (sim/system/tpu_system.cc checks these before anything else).
-    if (u.ctl.Halted() || (u.ctl.Fed() == count && u.ctl.Queued() == 0 && busy.AllIdle())) {
-      r.end = !u.ctl.Halted()                     ? RunEnd::kNoHalt
-              : u.ctl.Status() == hw::Status::kOk ? RunEnd::kHalted
-                                                  : RunEnd::kError;
-      r.cycles = cycle;
-      break;
-    }
-    Cycle c =
-        Ports(u, busy, host_, weight_, values, cycle, count, static_cast<uint64_t>(p_.iq_depth));
-    quiet = c.moved ? 0 : quiet + 1;
-    if (quiet >= o.watchdog_cycles) {
-      r.end = RunEnd::kWatchdog;
-      r.cycles = cycle;
-      r.stall = Stuck(u, busy, words, quiet);
-      break;
-    }
-    c.issue = u.ctl.Decide(prog, busy);
-    Signals(u, cycle, &c);
-    c.Count(cnt, 1, n, u.row_bytes);
-    if (o.on_cycles) o.on_cycles(cycle, 1, c.issue.issue, busy.Bits(), c.Obs());
-    const bool steady = Steady(u, c);
-    Edge(u, c, cycle, n, values);
-    if (steady) {
-      uint64_t next = std::min({host_.NextEvent(cycle), weight_.NextEvent(cycle), u.mxu.NextOut(),
-                                cycle + (o.watchdog_cycles - quiet)});
-      if (next > cycle + 1 && next != kNever) {
-        const uint64_t k = next - cycle - 1;  // cycles cycle+1 .. next-1 repeat this one
-        c.Count(cnt, k, n, u.row_bytes);
-        if (o.on_cycles) o.on_cycles(cycle + 1, k, c.issue.issue, busy.Bits(), c.Obs());
-        quiet += k;
-        cycle += k;
-      }
-    }
-    if (o.progress && cycle >= next_progress && count > 0) {
-      next_progress = cycle + 0x10000;
-      o.progress(static_cast<double>(u.ctl.Fed()) / static_cast<double>(count));
+  ChipRunResult r = RunCores({{words, count}}, o);
+  return r.cores[0];
+}
+
+namespace {
+
+// A core's end (sim/system/tpu_system.cc checks these before anything else in a cycle):
+// halted, or its program fed and every unit idle. Core 0 always runs; another core only
+// with a program.
+bool Ends(const Units& u, const UnitsBusy& busy, size_t count, RunResult* r) {
+  if (!u.ctl.Halted() && !(u.ctl.Fed() == count && u.ctl.Queued() == 0 && busy.AllIdle())) {
+    return false;
+  }
+  r->end = !u.ctl.Halted()                     ? RunEnd::kNoHalt
+           : u.ctl.Status() == hw::Status::kOk ? RunEnd::kHalted
+                                               : RunEnd::kError;
+  return true;
+}
+
+// The run's end from its cores': an error on any, else the watchdog, else no halt.
+RunEnd ChipEnd(const std::vector<RunResult>& cores) {
+  RunEnd end = RunEnd::kHalted;
+  for (const RunResult& r : cores) {
+    if (r.end == RunEnd::kError) return RunEnd::kError;
+    if (r.end == RunEnd::kWatchdog || (r.end == RunEnd::kNoHalt && end != RunEnd::kWatchdog)) {
+      end = r.end;
     }
   }
-  r.status = u.ctl.Status();
-  r.error_pc = u.ctl.ErrorPc();
-  r.fed = u.ctl.Fed();
-  for (int i = 0; i < hw::kNumCounters; ++i) r.counters[i] = cnt[i];
-  return r;
+  return end;
+}
+
+}  // namespace
+
+bool FastChip::EndCores(std::vector<Core>* cores, uint64_t cycle) {
+  bool all = true;
+  for (Core& k : *cores) {
+    k.busy = k.u.Busy();
+    if (!k.ended && Ends(k.u, k.busy, k.count, &k.r)) {
+      k.ended = true;
+      k.r.cycles = cycle;
+    }
+    all = all && k.ended;
+  }
+  return all;
+}
+
+// The memories' side of a cycle: each port's arbiter grants one core's request, which the
+// memory takes when ready; a read row comes back to the core that asked; then each core's
+// ports (Ports). Whether anything moved.
+bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, MemArbiter* weight_arb,
+                         uint64_t cycle, uint64_t iq_depth) {
+  uint32_t host_valid = 0, weight_valid = 0;
+  for (size_t i = 0; i < cores->size(); ++i) {
+    const Units& u = (*cores)[i].u;
+    host_valid |= uint32_t{u.hdma.ReqValid()} << i;
+    weight_valid |= uint32_t{u.wdma.ReqValid(u.fifo)} << i;
+  }
+  const int hg = host_arb->Grant(host_valid), wg = weight_arb->Grant(weight_valid);
+  const bool h_ready = host_.Ready(cycle), w_ready = weight_.Ready(cycle);
+  if (hg >= 0 && h_ready) {
+    host_.Accept(cycle, !(*cores)[static_cast<size_t>(hg)].u.hdma.Writing(), hg);
+  }
+  const int h_resp = host_.Respond(cycle);
+  if (wg >= 0 && w_ready) weight_.Accept(cycle, true, wg);
+  const int w_resp = weight_.Respond(cycle);
+  host_arb->Edge(hg, h_ready);
+  weight_arb->Edge(wg, w_ready);
+  bool moved = false;
+  for (size_t i = 0; i < cores->size(); ++i) {
+    Core& k = (*cores)[i];
+    const int core = static_cast<int>(i);
+    const PortAnswer a{hg == core && h_ready, h_resp == core, wg == core && w_ready,
+                       w_resp == core};
+    k.c = Ports(k.u, k.busy, a, k.values, !k.ended && k.u.ctl.Fed() < k.count, iq_depth);
+    moved = moved || k.c.moved;
+  }
+  return moved;
+}
+
+// Every core still running stops; the first is where the run was stuck.
+void FastChip::StopOnWatchdog(std::vector<Core>* cores, uint64_t cycle, uint64_t quiet) {
+  bool first = true;
+  for (size_t i = 0; i < cores->size(); ++i) {
+    Core& k = (*cores)[i];
+    if (k.ended) continue;
+    k.ended = true;
+    k.r.end = RunEnd::kWatchdog;
+    k.r.cycles = cycle;
+    if (first) {
+      k.r.stall = Stuck(k.u, k.busy, k.words, quiet);
+      k.r.stall.core = static_cast<int>(i);
+      first = false;
+    }
+  }
+}
+
+ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const RunOptions& o) {
+  if (programs.empty() || programs.size() > values_.size()) {
+    throw std::invalid_argument("RunCores takes one program per core, at most " +
+                                std::to_string(values_.size()));
+  }
+  const uint64_t n = static_cast<uint64_t>(p_.array_dim);
+  const uint64_t iq_depth = static_cast<uint64_t>(p_.iq_depth);
+  std::vector<Core> cores;
+  cores.reserve(values_.size());
+  uint64_t total_words = 0;
+  for (size_t i = 0; i < values_.size(); ++i) {
+    cores.emplace_back(p_, o.timing_only ? nullptr : values_[i].get());
+    Core& k = cores.back();
+    if (i < programs.size()) {
+      k.words = programs[i].words;
+      k.count = programs[i].count;
+    }
+    k.ended = i > 0 && k.count == 0;  // not started: idle throughout
+    Registers regs;                   // the controller's registers, as the instructions leave them
+    k.prog.resize(k.count);
+    for (size_t w = 0; w < k.count; ++w) {
+      k.prog[w] = Decode(k.words + hw::kInstructionBytes * w, p_, regs);
+    }
+    if (k.values) k.values->BeginRun();
+    total_words += k.count;
+  }
+  host_.Reset();
+  weight_.Reset();
+  MemArbiter host_arb(Cores()), weight_arb(Cores());
+  ChipRunResult result;
+  uint64_t quiet = 0, next_progress = 0xffff;
+  for (uint64_t cycle = 0;; ++cycle) {
+    if (EndCores(&cores, cycle)) {
+      result.cycles = cycle;
+      break;
+    }
+    const bool moved = StepPorts(&cores, &host_arb, &weight_arb, cycle, iq_depth);
+    quiet = moved ? 0 : quiet + 1;
+    if (quiet >= o.watchdog_cycles) {
+      result.cycles = cycle;
+      StopOnWatchdog(&cores, cycle, quiet);
+      break;
+    }
+    bool steady = true;
+    for (size_t i = 0; i < cores.size(); ++i) {
+      Core& k = cores[i];
+      k.c.issue = k.u.ctl.Decide(k.prog, k.busy);
+      Signals(k.u, cycle, &k.c);
+      steady = steady && Steady(k.u, k.c);
+      if (!k.u.ctl.Halted()) k.c.Count(k.cnt, 1, n, k.u.row_bytes);
+      if (o.on_cycles) {
+        o.on_cycles(static_cast<int>(i), cycle, 1, k.c.issue.issue, k.busy.Bits(), k.c.Obs());
+      }
+    }
+    for (Core& k : cores) Edge(k.u, k.c, cycle, n, k.values);
+    if (steady) {
+      uint64_t next = std::min(
+          {host_.NextEvent(cycle), weight_.NextEvent(cycle), cycle + (o.watchdog_cycles - quiet)});
+      for (const Core& k : cores) next = std::min(next, k.u.mxu.NextOut());
+      if (next > cycle + 1 && next != kNever) {
+        const uint64_t skip = next - cycle - 1;  // cycles cycle+1 .. next-1 repeat this one
+        for (size_t i = 0; i < cores.size(); ++i) {
+          Core& k = cores[i];
+          if (!k.u.ctl.Halted()) k.c.Count(k.cnt, skip, n, k.u.row_bytes);
+          if (o.on_cycles) {
+            o.on_cycles(static_cast<int>(i), cycle + 1, skip, k.c.issue.issue, k.busy.Bits(),
+                        k.c.Obs());
+          }
+        }
+        quiet += skip;
+        cycle += skip;
+      }
+    }
+    if (o.progress && cycle >= next_progress && total_words > 0) {
+      next_progress = cycle + 0x10000;
+      uint64_t fed = 0;
+      for (const Core& k : cores) fed += k.u.ctl.Fed();
+      o.progress(static_cast<double>(fed) / static_cast<double>(total_words));
+    }
+  }
+  for (Core& k : cores) {
+    k.r.status = k.u.ctl.Status();
+    k.r.error_pc = k.u.ctl.ErrorPc();
+    k.r.fed = k.u.ctl.Fed();
+    for (int i = 0; i < hw::kNumCounters; ++i) k.r.counters[i] = k.cnt[i];
+    result.cores.push_back(k.r);
+  }
+  result.cores.resize(programs.size());
+  result.end = ChipEnd(result.cores);
+  return result;
 }
 
 }  // namespace tpu::fast

@@ -17,12 +17,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "contract/tpu_contract.h"
 #include "fast/chip_params.h"
 #include "fast/chip_values.h"
+#include "fast/mem_arbiter.h"
 #include "fast/memory_timing.h"
 #include "sim/system/stall_info.h"
 
@@ -40,15 +42,30 @@ struct RunResult {
   sim::StallInfo stall;  // where a watchdog stop was stuck
 };
 
+// A run of a chip of several cores: how it ended (an error on any core, else the watchdog,
+// else a core without halt, else halted), the cycle it ended in (the last core's end), and
+// each core's own result (its end, the cycle it ended in, its counters).
+struct ChipRunResult {
+  RunEnd end = RunEnd::kHalted;
+  uint64_t cycles = 0;
+  std::vector<RunResult> cores;
+};
+
+// A core's program: `count` instruction words (16 bytes each); none for a core not started.
+struct CoreProgram {
+  const uint8_t* words = nullptr;
+  size_t count = 0;
+};
+
 struct RunOptions {
   uint64_t watchdog_cycles = 100000;
   bool timing_only = false;  // skip the values: counters only
-  // Cycles [first, first + count) had issue state `issue` (hw::Issue) and busy units
-  // `busy` (bits hw::kUnit*); called for every cycle that ends in a clock edge.
-  // Cycles [first, first + count): the issue state, the busy units and obs_o
-  // (rtl/tpu_top.sv: the matrix unit's cycle, bits 2:0; host memory, weight memory and
-  // weight FIFO stalls, bits 3 to 5).
-  std::function<void(uint64_t first, uint64_t count, uint8_t issue, uint8_t busy, uint8_t obs)>
+  // Cycles [first, first + count) of core `core`: the issue state (hw::Issue), the busy
+  // units (bits hw::kUnit*) and obs_o (rtl/tpu_top.sv: the matrix unit's cycle, bits 2:0;
+  // host memory, weight memory and weight FIFO stalls, bits 3 to 5); called for every
+  // cycle that ends in a clock edge.
+  std::function<void(int core, uint64_t first, uint64_t count, uint8_t issue, uint8_t busy,
+                     uint8_t obs)>
       on_cycles;
   // Called about every 65,536 cycles with the fraction of instructions handed over.
   std::function<void(double)> progress;
@@ -56,20 +73,34 @@ struct RunOptions {
 
 class FastChip {
  public:
-  // Throws std::invalid_argument for parameters the model cannot honour.
-  explicit FastChip(const ChipParams& params);
+  // A chip of `cores` cores (rtl/tpu_chip.sv; 1: rtl/tpu_top.sv). Throws
+  // std::invalid_argument for parameters the model cannot honour.
+  explicit FastChip(const ChipParams& params, int cores = 1);
+  ~FastChip();
 
   const ChipParams& Params() const { return p_; }
-  uint8_t* HostMemory() { return values_.HostMemory(); }
-  uint8_t* WeightMemory() { return values_.WeightMemory(); }
+  int Cores() const { return static_cast<int>(values_.size()); }
+  uint8_t* HostMemory() { return external_.host.get(); }
+  uint8_t* WeightMemory() { return external_.weight.get(); }
 
-  // Resets the chip and runs `count` instruction words (16 bytes each) to the end: halt,
-  // a chip error, no progress for watchdog_cycles, or the program ending without halt.
+  // Resets the chip and runs `count` instruction words (16 bytes each) on core 0 to the
+  // end: halt, a chip error, no progress for watchdog_cycles, or the program ending
+  // without halt.
   RunResult Run(const uint8_t* words, size_t count, const RunOptions& options);
+  // Resets the chip and runs each core's program (at most Cores()) until every core has
+  // ended; a core ends as Run's does, and keeps being clocked until the last one has.
+  ChipRunResult RunCores(const std::vector<CoreProgram>& programs, const RunOptions& options);
 
  private:
+  struct Core;
+  bool EndCores(std::vector<Core>* cores, uint64_t cycle);
+  bool StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, MemArbiter* weight_arb,
+                 uint64_t cycle, uint64_t iq_depth);
+  static void StopOnWatchdog(std::vector<Core>* cores, uint64_t cycle, uint64_t quiet);
+
   ChipParams p_;
-  ChipValues values_;
+  ExternalMemories external_;
+  std::vector<std::unique_ptr<ChipValues>> values_;
   MemoryTiming host_, weight_;
 };
 

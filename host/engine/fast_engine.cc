@@ -47,7 +47,7 @@ ExecResult FastEngine::Run(const ExecJob& job) {
   const std::vector<CycleObserver*> observers = Observers();
   for (CycleObserver* o : observers) o->BeginRun(job.program, job.name);
   if (!observers.empty()) {
-    ro.on_cycles = [&observers](uint64_t first, uint64_t count, uint8_t issue, uint8_t busy,
+    ro.on_cycles = [&observers](int, uint64_t first, uint64_t count, uint8_t issue, uint8_t busy,
                                 uint8_t obs) {
       for (CycleObserver* o : observers) o->Cycles(first, count, {issue, busy, obs});
     };

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "fast/fast_chip.h"
 #include "sim/system/tpu_registry.h"
 
 namespace tpu::sim {
@@ -63,6 +64,7 @@ struct Host : sc_core::sc_module {
 
   struct RunResult {
     uint64_t state = 99, cycles = 0, fed = 0;
+    std::vector<uint64_t> counters[2];
     uint64_t core_state[2] = {99, 99}, core_cycles[2] = {}, instructions[2] = {},
              host_stalls[2] = {};
     bool copied[2] = {false, false};
@@ -89,6 +91,9 @@ struct Host : sc_core::sc_module {
       r.core_cycles[c] = Csr(CoreCsr(c, kCsrCoreCycles));
       r.instructions[c] = Csr(CoreReg(c, hw::kRegFirstCounter + hw::kCounterInstructions));
       r.host_stalls[c] = Csr(CoreReg(c, hw::kRegFirstCounter + hw::kCounterHostMemStall));
+      for (int i = 0; i < hw::kNumCounters; ++i) {
+        r.counters[c].push_back(Csr(CoreReg(c, hw::kRegFirstCounter + i)));
+      }
     }
     // Core 0 copied 0x40.. to 0x80.., core 1 0x60.. to 0xa0..
     std::vector<uint8_t> back(48);
@@ -156,6 +161,35 @@ TEST(TpuChipSystemTest, TwoCoresRunTheirProgramsAndShareTheHostMemory) {
   std::printf("alone %lu cycles; both %lu (%lu, %lu), host stalls %lu, %lu\n", host.alone.cycles,
               host.both.cycles, host.both.core_cycles[0], host.both.core_cycles[1],
               host.both.host_stalls[0], host.both.host_stalls[1]);
+  // The fast engine's chip of two cores: the same cycles and every counter of each core.
+  fast::ChipParams params;
+  static_cast<hw::ChipParams&>(params) = config.chip;
+  fast::FastChip chip(params, 2);
+  std::vector<uint8_t> data(64);
+  std::iota(data.begin(), data.end(), 1);
+  std::copy(data.begin(), data.end(), chip.HostMemory() + 0x40);
+  const std::vector<uint8_t> p0 = Host::Copy(4, 0x40, 0x80), p1 = Host::Copy(4, 0x60, 0xa0);
+  for (const bool second : {false, true}) {
+    const Host::RunResult& rtl = second ? host.both : host.alone;
+    std::vector<fast::CoreProgram> programs = {{p0.data(), 3}};
+    if (second) programs.push_back({p1.data(), 3});
+    const fast::ChipRunResult f = chip.RunCores(programs, {});
+    SCOPED_TRACE(second ? "both cores" : "core 0 alone");
+    EXPECT_EQ(f.end, fast::RunEnd::kHalted);
+    EXPECT_EQ(f.cycles, rtl.cycles);
+    for (size_t c = 0; c < f.cores.size(); ++c) {
+      EXPECT_EQ(f.cores[c].cycles, rtl.core_cycles[c]) << "core " << c;
+      for (int i = 0; i < hw::kNumCounters; ++i) {
+        EXPECT_EQ(f.cores[c].counters[i], rtl.counters[c][static_cast<size_t>(i)])
+            << "core " << c << ", counter " << hw::kCounterNames[i];
+      }
+    }
+    EXPECT_TRUE(std::equal(data.begin(), data.begin() + 16, chip.HostMemory() + 0x80));
+    if (second) {
+      EXPECT_TRUE(std::equal(data.begin() + 32, data.begin() + 48, chip.HostMemory() + 0xa0));
+    }
+  }
+
   EXPECT_EQ(host.past_cores, tlm::TLM_ADDRESS_ERROR_RESPONSE);
   EXPECT_EQ(host.too_many_words, tlm::TLM_GENERIC_ERROR_RESPONSE);
 }
