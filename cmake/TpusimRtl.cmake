@@ -173,9 +173,12 @@ function(tpusim_verilate_mxu TARGET N)
   endif()
 endfunction()
 
-# tpusim_verilate_tpu(TARGET N DTYPE): adds class Vtpu_top_sc_n<N> (int8) or
-# Vtpu_top_bf16_sc_n<N> (bf16), tpu_top as a SystemC module with FST tracing, to TARGET.
+# tpusim_verilate_tpu(TARGET N DTYPE [CORES C]): adds class Vtpu_top_sc_n<N> (int8) or
+# Vtpu_top_bf16_sc_n<N> (bf16), tpu_top as a SystemC module with FST tracing, to TARGET;
+# with CORES, tpu_chip of C cores instead, as Vtpu_chip_c<C>_sc_n<N> or
+# Vtpu_chip_c<C>_bf16_sc_n<N>.
 function(tpusim_verilate_tpu TARGET N DTYPE)
+  cmake_parse_arguments(ARG "" "CORES" "" ${ARGN})
   tpusim_rtl_params(${N} ${DTYPE} gflags)
   set(kind "")
   if(NOT DTYPE STREQUAL "int8")
@@ -186,26 +189,19 @@ function(tpusim_verilate_tpu TARGET N DTYPE)
   if(TPUSIM_RTL_COVERAGE)
     set(coverage COVERAGE)
   endif()
-  verilate(${TARGET} SYSTEMC TRACE_FST ${coverage} PREFIX Vtpu_top_${kind}sc_n${N} TOP_MODULE tpu_top
-           SOURCES ${TPU_TOP_RTL_SOURCES}
+  set(top tpu_top)
+  set(prefix Vtpu_top_${kind}sc_n${N})
+  set(sources ${TPU_TOP_RTL_SOURCES})
+  if(ARG_CORES)
+    set(top tpu_chip)
+    set(prefix Vtpu_chip_c${ARG_CORES}_${kind}sc_n${N})
+    set(sources ${TPU_CHIP_RTL_SOURCES})
+    list(APPEND gflags -GCores=${ARG_CORES})
+  endif()
+  verilate(${TARGET} SYSTEMC TRACE_FST ${coverage} PREFIX ${prefix} TOP_MODULE ${top}
+           SOURCES ${sources}
            VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
                           ${TPU_RTL_INCLUDE} ${gflags} ${form}
-           ${TPUSIM_VERILATED_OPTS})
-endfunction()
-
-# tpusim_verilate_chip(TARGET C N DTYPE): adds class Vtpu_chip_c<C>_sc_n<N> (int8) or
-# Vtpu_chip_c<C>_bf16_sc_n<N>, tpu_chip of C cores as a SystemC module with FST tracing.
-function(tpusim_verilate_chip TARGET C N DTYPE)
-  tpusim_rtl_params(${N} ${DTYPE} gflags)
-  set(kind "")
-  if(NOT DTYPE STREQUAL "int8")
-    set(kind "${DTYPE}_")
-  endif()
-  tpusim_array_form(${N} form)
-  verilate(${TARGET} SYSTEMC TRACE_FST PREFIX Vtpu_chip_c${C}_${kind}sc_n${N} TOP_MODULE tpu_chip
-           SOURCES ${TPU_CHIP_RTL_SOURCES}
-           VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
-                          ${TPU_RTL_INCLUDE} ${gflags} ${form} -GCores=${C}
            ${TPUSIM_VERILATED_OPTS})
 endfunction()
 

@@ -14,6 +14,7 @@
 #include "contract/tpu_contract.h"
 #include "fast/memory_timing.h"
 #include "sim/system/tpu_registry.h"
+#include "tests/sim/tlm_transport.h"
 
 namespace tpu::sim {
 namespace {
@@ -110,16 +111,7 @@ struct Host : sc_core::sc_module {
   tlm::tlm_response_status Transport(tlm::tlm_command cmd, uint64_t addr, void* data, unsigned len,
                                      sc_core::sc_time* delay = nullptr) {
     sc_core::sc_time local = sc_core::SC_ZERO_TIME;
-    tlm::tlm_generic_payload t;
-    t.set_command(cmd);
-    t.set_address(addr);
-    t.set_data_ptr(static_cast<unsigned char*>(data));
-    t.set_data_length(len);
-    t.set_streaming_width(len);
-    t.set_byte_enable_ptr(nullptr);
-    t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-    socket->b_transport(t, delay ? *delay : local);
-    return t.get_response_status();
+    return TlmTransport(socket, cmd, addr, data, len, delay ? delay : &local);
   }
   uint64_t Csr(uint64_t off) {
     uint64_t v = ~uint64_t{0};
