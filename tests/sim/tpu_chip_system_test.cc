@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <string>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "fast/fast_chip.h"
