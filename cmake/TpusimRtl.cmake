@@ -84,12 +84,26 @@ foreach(file ${TPUSIM_PRESET_FILES})
                         "${params}); one RTL model is built per size and format")
   endif()
   set(TPUSIM_PRESET_PARAMS_${key} ${params})
+  if(NOT DEFINED TPUSIM_PRESET_NAME_${key})
+    string(JSON name GET "${json}" name)
+    set(TPUSIM_PRESET_NAME_${key} ${name})
+  endif()
   list(APPEND TPUSIM_PRESET_DIMS_${dtype} ${n})
 endforeach()
 foreach(dtype int8 bf16)
   list(REMOVE_DUPLICATES TPUSIM_PRESET_DIMS_${dtype})
   list(SORT TPUSIM_PRESET_DIMS_${dtype} COMPARE NATURAL)
 endforeach()
+
+# tpusim_rtl_config_args(N DTYPE OUT): tpusim's config flags for the chip the model of size N
+# and format DTYPE is built for: its preset, else small-16 at that size and format.
+function(tpusim_rtl_config_args N DTYPE OUT)
+  if(DEFINED TPUSIM_PRESET_NAME_${DTYPE}_${N})
+    set(${OUT} -c ${TPUSIM_PRESET_NAME_${DTYPE}_${N}} PARENT_SCOPE)
+  else()
+    set(${OUT} -c small-16 --set array_dim=${N} --set dtype=${DTYPE} PARENT_SCOPE)
+  endif()
+endfunction()
 
 # tpusim_rtl_param(N DTYPE FIELD OUT): the value of config field FIELD in the model of size
 # N and format DTYPE.

@@ -239,7 +239,7 @@ struct FastChip::Core {
   Cycle c;
 };
 
-FastChip::FastChip(const ChipParams& p, int cores)
+FastChip::FastChip(const ChipParams& p)
     : p_(p),
       external_((CheckParams(p), p)),
       host_(static_cast<uint64_t>(hw::RowBytes(p)),
@@ -248,10 +248,10 @@ FastChip::FastChip(const ChipParams& p, int cores)
       weight_(static_cast<uint64_t>(hw::RowBytes(p)),
               static_cast<uint64_t>(p.weight_mem_bytes_per_cycle),
               static_cast<uint64_t>(p.weight_mem_latency_cycles)) {
-  if (cores < 1 || cores > MemArbiter::kMaxCores) {
+  if (p.cores < 1 || p.cores > MemArbiter::kMaxCores) {
     throw std::invalid_argument("a chip has 1 to 16 cores");
   }
-  for (int i = 0; i < cores; ++i) values_.push_back(std::make_unique<ChipValues>(p, external_));
+  for (int i = 0; i < p.cores; ++i) values_.push_back(std::make_unique<ChipValues>(p, external_));
 }
 
 FastChip::~FastChip() = default;
@@ -276,7 +276,8 @@ bool Ends(const Units& u, const UnitsBusy& busy, size_t count, RunResult* r) {
   return true;
 }
 
-// The run's end from its cores': an error on any, else the watchdog, else no halt.
+// The run's end from its cores': an error on any, else the watchdog, else no halt, else
+// halted (sim::TpuSystemBase::ChipState is the same rule).
 RunEnd ChipEnd(const std::vector<RunResult>& cores) {
   RunEnd end = RunEnd::kHalted;
   for (const RunResult& r : cores) {
@@ -403,7 +404,7 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
       Signals(k.u, cycle, &k.c);
       steady = steady && Steady(k.u, k.c);
       if (!k.u.ctl.Halted()) k.c.Count(k.cnt, 1, n, k.u.row_bytes);
-      if (o.on_cycles) {
+      if (o.on_cycles && !k.ended) {
         o.on_cycles(static_cast<int>(i), cycle, 1, k.c.issue.issue, k.busy.Bits(), k.c.Obs());
       }
     }
@@ -417,7 +418,7 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
         for (size_t i = 0; i < cores.size(); ++i) {
           Core& k = cores[i];
           if (!k.u.ctl.Halted()) k.c.Count(k.cnt, skip, n, k.u.row_bytes);
-          if (o.on_cycles) {
+          if (o.on_cycles && !k.ended) {
             o.on_cycles(static_cast<int>(i), cycle + 1, skip, k.c.issue.issue, k.busy.Bits(),
                         k.c.Obs());
           }

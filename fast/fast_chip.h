@@ -63,7 +63,8 @@ struct RunOptions {
   // Cycles [first, first + count) of core `core`: the issue state (hw::Issue), the busy
   // units (bits hw::kUnit*) and obs_o (rtl/tpu_top.sv: the matrix unit's cycle, bits 2:0;
   // host memory, weight memory and weight FIFO stalls, bits 3 to 5); called for every
-  // cycle that ends in a clock edge.
+  // cycle that ends in a clock edge while the core runs (a core's cycles 0 .. its end - 1;
+  // none for a core not started).
   std::function<void(int core, uint64_t first, uint64_t count, uint8_t issue, uint8_t busy,
                      uint8_t obs)>
       on_cycles;
@@ -73,9 +74,9 @@ struct RunOptions {
 
 class FastChip {
  public:
-  // A chip of `cores` cores (rtl/tpu_chip.sv; 1: rtl/tpu_top.sv). Throws
+  // A chip of params.cores cores (rtl/tpu_chip.sv; 1: rtl/tpu_top.sv). Throws
   // std::invalid_argument for parameters the model cannot honour.
-  explicit FastChip(const ChipParams& params, int cores = 1);
+  explicit FastChip(const ChipParams& params);
   ~FastChip();
 
   const ChipParams& Params() const { return p_; }

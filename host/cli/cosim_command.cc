@@ -56,6 +56,7 @@ std::vector<std::string> DefaultConfigs() {
 nlohmann::json SummaryJson(const cosim::CosimSummary& s) {
   return {{"config", s.config},
           {"array_dim", s.array_dim},
+          {"cores", s.cores},
           {"dtype", s.dtype},
           {"programs", s.programs},
           {"mismatches", s.mismatches},
@@ -80,7 +81,8 @@ nlohmann::json NetworkSummaryJson(const cosim::NetworkCosimSummary& s) {
 }
 
 std::string SummaryLine(const nlohmann::json& s) {
-  const std::string format = s["dtype"] == "int8" ? "" : ", " + s["dtype"].get<std::string>();
+  std::string format = s["dtype"] == "int8" ? "" : ", " + s["dtype"].get<std::string>();
+  if (s.value("cores", 1) > 1) format += fmt::format(", {} cores", s["cores"].get<int>());
   if (s.contains("networks")) {
     std::string refused;
     uint64_t refusals = 0;

@@ -25,7 +25,7 @@ namespace tpu::cli {
 namespace {
 
 struct ExecOptions {
-  std::string program_path;
+  std::vector<std::string> program_paths;  // core 0's first
   ChipOptions chip;
   std::vector<std::string> host_in, weights_in;
   std::string host_out, host_out_range;
@@ -87,11 +87,15 @@ isa::Program LoadProgram(const std::string& path) {
 void RunExec(const ExecOptions& o) {
   run::ChipSession session(SessionSpecFrom(o.chip, o.trace, /*progress=*/!o.out.quiet));
   const config::TpuConfig& config = session.config();
-  const isa::Program program = LoadProgram(o.program_path);
+  const std::string& program_path = o.program_paths.front();
+  const isa::Program program = LoadProgram(program_path);
 
   engine::ExecJob job;
-  job.name = o.program_path;
+  job.name = program_path;
   job.program = program;
+  for (size_t c = 1; c < o.program_paths.size(); ++c) {
+    job.other_programs.push_back(LoadProgram(o.program_paths[c]));
+  }
   PlaceFiles(o.host_in, "--host-in", static_cast<uint64_t>(config.host_mem_bytes), "host_mem_bytes",
              &job.host_image);
   PlaceFiles(o.weights_in, "--weights-in", static_cast<uint64_t>(config.weight_mem_bytes),
@@ -122,12 +126,12 @@ void RunExec(const ExecOptions& o) {
   if (!o.out.json.empty()) {
     WriteFileAtomically(
         o.out.json,
-        report::ExecReportJson(r, config, o.program_path, program.words.size()).dump(2) + "\n");
+        report::ExecReportJson(r, config, program_path, program.words.size()).dump(2) + "\n");
   }
   if (!o.out.quiet) {
-    std::cout << report::FormatExecReport(r, config, o.program_path, program.words.size());
+    std::cout << report::FormatExecReport(r, config, program_path, program.words.size());
   }
-  if (!r.ok) throw RuntimeError(o.program_path + ": " + r.message);
+  if (!r.ok) throw RuntimeError(program_path + ": " + r.message);
   if (!o.host_out.empty()) {
     WriteFileAtomically(o.host_out, std::string(r.host_out.begin(), r.host_out.end()));
   }
@@ -155,9 +159,15 @@ Examples:
   tpusim exec prog.asm --config tpu-v1 --engine fast --timeline run.trace.json
   tpusim exec prog.asm --set host_mem_latency_cycles=400 --host-out out.bin \
       --host-out-range 0x2000:1024
+  tpusim exec core0.asm core1.asm --config teach-4 --set cores=2
+
+On a chip of several cores each core runs its own program, all sharing host and weight
+memory; the run ends when the last core has, and the report shows each core's end.
 
 Docs: docs/isa.md (instructions), docs/architecture.md (units, counters, memory map).)");
-  cmd->add_option("FILE", o->program_path, "program: assembly (.asm) or binary (tpusim asm)")
+  cmd->add_option("FILE", o->program_paths,
+                  "program: assembly (.asm) or binary (tpusim asm); on a chip of several cores "
+                  "(--set cores=C) one per core, core 0's first (a core without one stays idle)")
       ->required();
   AddChipOptions(cmd, &o->chip);
   cmd->add_option("--host-in", o->host_in,

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "host/common/atomic_file.h"
@@ -43,6 +44,9 @@ void SetAbortNote(const std::string& note) {
   g_abort_note[n] = '\0';
 }
 
+// Core c's program in a mismatch folder (core 0's is program.asm).
+std::string CoreProgramFile(size_t core) { return fmt::format("program-core{}.asm", core); }
+
 }  // namespace
 
 namespace fs = std::filesystem;
@@ -60,6 +64,26 @@ std::string Compare(const engine::ExecResult& a, const engine::ExecResult& b) {
     return fmt::format("counter {} is {} on rtl, {} on fast",
                        hw::kCounterNames[static_cast<size_t>(i)], a.counters[i], b.counters[i]);
   }
+  if (a.cores.size() != b.cores.size()) {
+    return fmt::format("{} cores reported on rtl, {} on fast", a.cores.size(), b.cores.size());
+  }
+  for (size_t c = 0; c < a.cores.size(); ++c) {
+    const engine::CoreResult &x = a.cores[c], &y = b.cores[c];
+    const std::string d =
+        x.state != y.state ? fmt::format("ended as {} on rtl, {} on fast", x.state, y.state)
+        : x.chip_status != y.chip_status
+            ? fmt::format("status {} on rtl, {} on fast", x.chip_status, y.chip_status)
+        : x.error_pc != y.error_pc
+            ? fmt::format("error_pc {} on rtl, {} on fast", x.error_pc, y.error_pc)
+        : x.cycles != y.cycles
+            ? fmt::format("ended in cycle {} on rtl, {} on fast", x.cycles, y.cycles)
+            : "";
+    if (!d.empty()) return fmt::format("core {} {}", c, d);
+    if (const int i = x.counters.FirstDifference(y.counters); i >= 0) {
+      return fmt::format("core {}'s counter {} is {} on rtl, {} on fast", c,
+                         hw::kCounterNames[static_cast<size_t>(i)], x.counters[i], y.counters[i]);
+    }
+  }
   if (a.message != b.message) {
     return fmt::format("message '{}' on rtl, '{}' on fast", a.message, b.message);
   }
@@ -76,22 +100,68 @@ std::string Compare(const engine::ExecResult& a, const engine::ExecResult& b) {
   return "";
 }
 
+namespace {
+
+// What cosim follows of a core: its instruction timeline and every counter attributed to
+// each of its instructions (a row per instruction: the finest rows the per-layer
+// attribution can have).
+class CoreWatch final : public engine::CycleObserver {
+ public:
+  CoreWatch(const config::TpuConfig& c, int words)
+      : timeline_(c.clock_mhz), attribution_(words, c.array_dim, hw::ElementBytes(c.dtype)) {
+    std::vector<int32_t> each(static_cast<size_t>(words));
+    for (int i = 0; i < words; ++i) each[static_cast<size_t>(i)] = i;
+    attribution_.SetRowOf(each);
+  }
+  void BeginRun(const isa::Program& program, const std::string& label) override {
+    timeline_.BeginRun(program, label);
+    attribution_.BeginRun(program, label);
+  }
+  void Cycles(uint64_t first, uint64_t count, const engine::CycleObs& obs) override {
+    timeline_.Cycles(first, count, obs);
+    attribution_.Cycles(first, count, obs);
+  }
+  void EndRun(uint64_t cycles) override {
+    timeline_.EndRun(cycles);
+    attribution_.EndRun(cycles);
+  }
+  // "" when they agree.
+  std::string Difference(const CoreWatch& fast) const {
+    const auto& rows = attribution_.Rows();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const hw::ChipCounters &x = rows[i], &y = fast.attribution_.Rows()[i];
+      if (const int k = x.FirstDifference(y); k >= 0) {
+        return fmt::format("counter {} attributed to instruction {} is {} on rtl, {} on fast",
+                           hw::kCounterNames[static_cast<size_t>(k)], i, x[k], y[k]);
+      }
+    }
+    const auto& x = timeline_.Events();
+    const auto& y = fast.timeline_.Events();
+    if (x == y) return "";
+    size_t i = 0;
+    while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
+    return fmt::format("the instruction timelines differ at event {}: rtl {}, fast {}", i,
+                       i < x.size() ? x[i].dump() : "(none)",
+                       i < y.size() ? y[i].dump() : "(none)");
+  }
+
+ private:
+  engine::Timeline timeline_;
+  engine::CycleAttribution attribution_;
+};
+
+}  // namespace
+
 Outcome RunBoth(engine::ChipEngine& rtl, engine::ChipEngine& fast, const engine::ExecJob& job) {
-  const double mhz = rtl.Config().clock_mhz;
-  engine::Timeline trtl(mhz), tfast(mhz);
-  rtl.SetTimeline(&trtl);
-  fast.SetTimeline(&tfast);
-  // Every counter attributed to each instruction (a row per instruction: the finest rows
-  // the per-layer attribution can have) must agree too.
-  const int words = static_cast<int>(job.program.words.size());
-  const int n = rtl.Config().array_dim, eb = hw::ElementBytes(rtl.Config().dtype);
-  engine::CycleAttribution artl(words, n, eb), afast(words, n, eb);
-  std::vector<int32_t> each(static_cast<size_t>(words));
-  for (int i = 0; i < words; ++i) each[static_cast<size_t>(i)] = i;
-  artl.SetRowOf(each);
-  afast.SetRowOf(each);
-  rtl.SetObserver(&artl);
-  fast.SetObserver(&afast);
+  const config::TpuConfig& config = rtl.Config();
+  std::vector<std::unique_ptr<CoreWatch>> wrtl, wfast;
+  for (int c = 0; c < config.cores; ++c) {
+    const int words = static_cast<int>(job.ProgramOf(c).words.size());
+    wrtl.push_back(std::make_unique<CoreWatch>(config, words));
+    wfast.push_back(std::make_unique<CoreWatch>(config, words));
+    rtl.SetObserver(wrtl.back().get(), c);
+    fast.SetObserver(wfast.back().get(), c);
+  }
   Outcome o;
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -100,27 +170,15 @@ Outcome RunBoth(engine::ChipEngine& rtl, engine::ChipEngine& fast, const engine:
   o.fast = fast.Run(job);
   o.rtl_seconds = std::chrono::duration<double>(t1 - t0).count();
   o.fast_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
-  rtl.SetTimeline(nullptr);
-  fast.SetTimeline(nullptr);
-  rtl.SetObserver(nullptr);
-  fast.SetObserver(nullptr);
-  o.difference = Compare(o.rtl, o.fast);
-  for (int i = 0; o.difference.empty() && i < words; ++i) {
-    const auto& x = artl.Rows()[static_cast<size_t>(i)];
-    const auto& y = afast.Rows()[static_cast<size_t>(i)];
-    if (const int k = x.FirstDifference(y); k >= 0) {
-      o.difference = fmt::format("counter {} attributed to instruction {} is {} on rtl, {} on fast",
-                                 hw::kCounterNames[static_cast<size_t>(k)], i, x[k], y[k]);
-    }
+  for (int c = 0; c < config.cores; ++c) {
+    rtl.SetObserver(nullptr, c);
+    fast.SetObserver(nullptr, c);
   }
-  if (o.difference.empty() && trtl.Events() != tfast.Events()) {
-    const auto& x = trtl.Events();
-    const auto& y = tfast.Events();
-    size_t i = 0;
-    while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
-    o.difference =
-        fmt::format("the instruction timelines differ at event {}: rtl {}, fast {}", i,
-                    i < x.size() ? x[i].dump() : "(none)", i < y.size() ? y[i].dump() : "(none)");
+  o.difference = Compare(o.rtl, o.fast);
+  for (size_t c = 0; o.difference.empty() && c < wrtl.size(); ++c) {
+    o.difference = wrtl[c]->Difference(*wfast[c]);
+    if (!o.difference.empty() && wrtl.size() > 1)
+      o.difference = fmt::format("core {}: {}", c, o.difference);
   }
   return o;
 }
@@ -132,6 +190,10 @@ void WriteMismatch(const std::string& dir, const engine::ExecJob& job, const Out
   if (ec) throw RuntimeError("cannot create '" + dir + "': " + ec.message());
   const fs::path d(dir);
   WriteFileAtomically((d / "program.asm").string(), isa::Disassemble(job.program));
+  for (size_t c = 1; c <= job.other_programs.size(); ++c) {
+    WriteFileAtomically((d / CoreProgramFile(c)).string(),
+                        isa::Disassemble(job.other_programs[c - 1]));
+  }
   WriteFileAtomically((d / "host.bin").string(),
                       std::string(job.host_image.begin(), job.host_image.end()));
   WriteFileAtomically((d / "weights.bin").string(),
@@ -140,6 +202,7 @@ void WriteMismatch(const std::string& dir, const engine::ExecJob& job, const Out
   WriteFileAtomically((d / "job.json").string(),
                       nlohmann::json{{"host_out_addr", job.host_out_addr},
                                      {"host_out_bytes", job.host_out_bytes},
+                                     {"programs", job.other_programs.size() + 1},
                                      {"difference", outcome.difference}}
                               .dump(2) +
                           "\n");
@@ -176,6 +239,11 @@ engine::ExecJob ReadMismatch(const std::string& dir, config::TpuConfig* config) 
     const nlohmann::json meta = nlohmann::json::parse(j.begin(), j.end());
     job.host_out_addr = meta.at("host_out_addr").get<uint64_t>();
     job.host_out_bytes = meta.at("host_out_bytes").get<uint64_t>();
+    for (size_t c = 1; c < meta.value("programs", size_t{1}); ++c) {
+      const std::vector<uint8_t> core = bytes(CoreProgramFile(c).c_str());
+      job.other_programs.push_back(
+          isa::Assemble(std::string(core.begin(), core.end()), (d / CoreProgramFile(c)).string()));
+    }
   } catch (const nlohmann::json::exception& e) {
     throw UsageError((d / "job.json").string() + ": " + e.what());
   }
@@ -187,6 +255,7 @@ CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const C
   CosimSummary s;
   s.config = config.name;
   s.array_dim = config.array_dim;
+  s.cores = config.cores;
   s.dtype = hw::Name(config.dtype);
   const ProgramGenerator gen(config, o.seed);
   std::string safe = config.name;

@@ -39,6 +39,7 @@ struct CosimOptions {
 struct CosimSummary {
   std::string config;
   int array_dim = 0;
+  int cores = 1;
   std::string dtype = "int8";  // the chip's number format
   uint64_t programs = 0, mismatches = 0;
   std::map<std::string, uint64_t> endings;  // halted, error: <status>, watchdog, no-halt
@@ -50,7 +51,8 @@ struct CosimSummary {
 // for the engines' config.
 CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const CosimOptions& o);
 
-// Writes a job and both results to `dir` (program.asm, host.bin, weights.bin, config.json,
+// Writes a job and both results to `dir` (program.asm, and program-core1.asm ... for the other
+// cores of a chip of several cores, host.bin, weights.bin, config.json,
 // job.json, rtl.json, fast.json). Throws RuntimeError when it cannot.
 void WriteMismatch(const std::string& dir, const engine::ExecJob& job, const Outcome& outcome,
                    const config::TpuConfig& config);

@@ -16,8 +16,12 @@ using isa::Opcode;
 
 class Builder {
  public:
-  Builder(const config::TpuConfig& c, uint64_t seed)
-      : c_(c),
+  // Its host memory addresses start at host_base, its weight memory addresses at
+  // weight_base (a core's window on a chip of several cores).
+  Builder(const config::TpuConfig& c, uint64_t seed, int64_t host_base = 0, int64_t weight_base = 0)
+      : host_base_(host_base),
+        weight_base_(weight_base),
+        c_(c),
         n_(c.array_dim),
         bf16_(c.dtype == hw::Dtype::kBf16),
         row_(hw::RowBytes(c)),
@@ -33,6 +37,9 @@ class Builder {
   }
   bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
   void Emit(Opcode op, uint8_t flags, int64_t len, int64_t src, int64_t dst, int64_t aux = 0) {
+    if (op == Opcode::kReadHost) src += host_base_;
+    if (op == Opcode::kWriteHost) dst += host_base_;
+    if (op == Opcode::kReadWeights) src += weight_base_;
     Instruction in;
     in.opcode = op;
     in.flags = flags;
@@ -237,6 +244,7 @@ class Builder {
   // and upper bound (mostly none, sometimes 6 or a random bound).
   void PutParams(uint8_t* p, int64_t l);
 
+  int64_t host_base_, weight_base_;
   config::TpuConfig c_;
   int64_t n_;
   bool bf16_;
@@ -537,7 +545,43 @@ ProgramGenerator::ProgramGenerator(const config::TpuConfig& config, uint64_t see
     : config_(config), seed_(seed) {}
 
 GeneratedProgram ProgramGenerator::Make(uint64_t index) const {
-  return Builder(config_, seed_ * 0x9E3779B97F4A7C15ull + index).Build();
+  const uint64_t seed = seed_ * 0x9E3779B97F4A7C15ull + index;
+  if (config_.cores == 1) return Builder(config_, seed).Build();
+  // A chip of several cores: a program for each core, each in its own window of host and
+  // weight memory (so no core reads rows another writes), except that a core after the
+  // first sometimes gets none and stays idle. Core 0's program is the one a chip of one core
+  // would get.
+  GeneratedProgram g;
+  std::mt19937_64 pick(seed ^ 0xC0DEC0DEC0DEC0DEull);
+  constexpr int64_t kAlign = 64;
+  int64_t host_base = 0, weight_base = 0;
+  for (int c = 0; c < config_.cores; ++c) {
+    if (c > 0 && pick() % 8 == 0) {
+      g.job.other_programs.emplace_back();
+      g.kind += ", idle";
+      continue;
+    }
+    const uint64_t core_seed =
+        c == 0 ? seed : seed + 0x51ED270B0B2F7E1Dull * static_cast<uint64_t>(c);
+    GeneratedProgram p = Builder(config_, core_seed, host_base, weight_base).Build();
+    auto place = [](std::vector<uint8_t>* image, int64_t base, const std::vector<uint8_t>& part) {
+      image->resize(static_cast<size_t>(base), 0);
+      image->insert(image->end(), part.begin(), part.end());
+    };
+    place(&g.job.host_image, host_base, p.job.host_image);
+    place(&g.job.weight_image, weight_base, p.job.weight_image);
+    host_base = (static_cast<int64_t>(g.job.host_image.size()) + kAlign - 1) / kAlign * kAlign;
+    weight_base = (static_cast<int64_t>(g.job.weight_image.size()) + kAlign - 1) / kAlign * kAlign;
+    g.kind += (c == 0 ? "" : ", ") + p.kind;
+    if (c == 0) {
+      g.job.program = std::move(p.job.program);
+    } else {
+      g.job.other_programs.push_back(std::move(p.job.program));
+    }
+  }
+  g.job.host_out_addr = 0;
+  g.job.host_out_bytes = g.job.host_image.size();
+  return g;
 }
 
 }  // namespace tpu::cosim

@@ -18,13 +18,17 @@ namespace tpu::cosim {
 
 struct GeneratedProgram {
   engine::ExecJob job;  // program, images, and the host range to compare (all of it)
-  std::string kind;     // valid, or the way it is meant to end: invalid-opcode, watchdog, ...
+  // valid, or the way it is meant to end: invalid-opcode, watchdog, ...; on a chip of several
+  // cores each core's, in core order ("valid, idle, watchdog")
+  std::string kind;
 };
 
 class ProgramGenerator {
  public:
   ProgramGenerator(const config::TpuConfig& config, uint64_t seed);
-  // The i-th program of the seed's sequence (the same i and seed give the same program).
+  // The i-th program of the seed's sequence (the same i and seed give the same program); on
+  // a chip of several cores (config `cores`), a program for each core, each in its own window
+  // of host and weight memory, core 0's the one a chip of one core gets.
   GeneratedProgram Make(uint64_t index) const;
 
  private:

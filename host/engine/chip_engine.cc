@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "host/common/errors.h"
 
 namespace tpu::engine {
@@ -56,7 +58,76 @@ std::string WatchdogMessage(const StallInfo& s) {
   return m;
 }
 
+void ChipEngine::SetObserver(CycleObserver* observer, int core) {
+  if (core < 0) throw std::invalid_argument("SetObserver: a core is 0 or more");
+  if (static_cast<size_t>(core) >= observers_.size()) observers_.resize(core + 1u, nullptr);
+  observers_[static_cast<size_t>(core)] = observer;
+}
+
+std::vector<CycleObserver*> ChipEngine::Observers(int core) const {
+  std::vector<CycleObserver*> v;
+  if (core == 0 && timeline_) v.push_back(timeline_);
+  if (static_cast<size_t>(core) < observers_.size() && observers_[static_cast<size_t>(core)]) {
+    v.push_back(observers_[static_cast<size_t>(core)]);
+  }
+  return v;
+}
+
+CoreObservers::CoreObservers(const ChipEngine& engine, const ExecJob& job, int cores) {
+  for (int c = 0; c < cores; ++c) {
+    by_core_.push_back(engine.Observers(c));
+    for (CycleObserver* o : by_core_.back()) o->BeginRun(job.ProgramOf(c), job.name);
+    empty_ = empty_ && by_core_.back().empty();
+  }
+}
+
+void CoreObservers::EndRun(const ExecResult& r) const {
+  for (size_t c = 0; c < by_core_.size(); ++c) {
+    const uint64_t cycles = r.cores.empty() ? r.cycles : r.cores[c].cycles;
+    for (CycleObserver* o : by_core_[c]) o->EndRun(cycles);
+  }
+}
+
+void SummarizeCores(ExecResult* r, uint64_t cycles, const std::vector<std::string>& messages) {
+  auto has = [&](const char* state) {
+    for (const CoreResult& c : r->cores)
+      if (c.state == state) return true;
+    return false;
+  };
+  r->state = has("error")      ? "error"
+             : has("watchdog") ? "watchdog"
+             : has("no-halt")  ? "no-halt"
+                               : "halted";
+  r->ok = r->state == "halted";
+  r->counters = hw::ChipCounters();
+  for (const CoreResult& c : r->cores) r->counters += c.counters;
+  r->counters.cycles = r->cycles = cycles;
+  for (size_t i = 0; i < r->cores.size(); ++i) {
+    const CoreResult& c = r->cores[i];
+    if (c.state != r->state) continue;
+    r->chip_status = c.chip_status;
+    r->error_pc = c.error_pc;
+    r->message =
+        r->ok || r->cores.size() == 1 ? messages[i] : fmt::format("core {}: {}", i, messages[i]);
+    break;
+  }
+  if (r->cores.size() == 1) r->cores.clear();
+}
+
 void CheckJobFits(const ExecJob& job, const config::TpuConfig& c) {
+  if (job.other_programs.size() + 1 > static_cast<size_t>(c.cores)) {
+    throw UsageError(fmt::format(
+        "the job has programs for {} cores; config '{}' has {} (cores); run it with --set "
+        "cores={}",
+        job.other_programs.size() + 1, c.name, c.cores, job.other_programs.size() + 1));
+  }
+  for (size_t i = 0; i < job.other_programs.size(); ++i) {
+    if (job.other_programs[i].words.size() > kMaxProgramWords) {
+      throw UsageError(fmt::format(
+          "core {}'s program has {} instructions; a core's program region holds at most {}", i + 1,
+          job.other_programs[i].words.size(), kMaxProgramWords));
+    }
+  }
   const auto host = static_cast<uint64_t>(c.host_mem_bytes);
   const auto weights = static_cast<uint64_t>(c.weight_mem_bytes);
   if (job.host_image.size() > host) {

@@ -17,7 +17,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -48,20 +47,31 @@ class ChipEngine {
   // Records the instruction timeline of the runs that follow (nullptr: stop recording).
   void SetTimeline(Timeline* timeline) { timeline_ = timeline; }
   Timeline* GetTimeline() const { return timeline_; }
-  // Shows the runs that follow, cycle by cycle, to `observer` too (nullptr: to none).
-  void SetObserver(CycleObserver* observer) { observer_ = observer; }
+  // Shows the runs that follow, cycle by cycle, to `observer` too (nullptr: to none): the
+  // cycles of core `core` while it runs (on a chip of one core, core 0: the run).
+  void SetObserver(CycleObserver* observer, int core = 0);
+  // The observers of core `core` in the next run (core 0: the timeline too, where set).
+  std::vector<CycleObserver*> Observers(int core = 0) const;
 
  protected:
-  // The observers of the next run (the timeline and the observer, where set).
-  std::vector<CycleObserver*> Observers() const {
-    std::vector<CycleObserver*> v;
-    if (timeline_) v.push_back(timeline_);
-    if (observer_) v.push_back(observer_);
-    return v;
-  }
-
   Timeline* timeline_ = nullptr;
-  CycleObserver* observer_ = nullptr;
+  std::vector<CycleObserver*> observers_;  // by core; nullptr: none
+};
+
+// An engine's observers for one run, by core: BeginRun with each core's program when made,
+// each core's cycles while it runs, EndRun with the cycle each core ended in.
+class CoreObservers {
+ public:
+  CoreObservers(const ChipEngine& engine, const ExecJob& job, int cores);
+  bool Empty() const { return empty_; }
+  void Cycles(int core, uint64_t first, uint64_t count, const CycleObs& obs) const {
+    for (CycleObserver* o : by_core_[static_cast<size_t>(core)]) o->Cycles(first, count, obs);
+  }
+  void EndRun(const ExecResult& r) const;
+
+ private:
+  std::vector<std::vector<CycleObserver*>> by_core_;
+  bool empty_ = true;
 };
 
 // "rtl" or "fast"; throws UsageError for anything else.
@@ -76,8 +86,13 @@ std::string WatchdogMessage(const StallInfo& stall);
 // The longest program a job can hold (the system's program region, sim/system/tpu_system.h).
 inline constexpr uint64_t kMaxProgramWords = uint64_t{1} << 20;
 
-// Checks that the program, the images and the read-back range fit the config's memories (both
-// engines apply the same checks). Throws UsageError naming the config field.
+// Checks that the programs, the images and the read-back range fit the config's cores and
+// memories (both engines apply the same checks). Throws UsageError naming the config field.
 void CheckJobFits(const ExecJob& job, const config::TpuConfig& config);
+
+// The run's state, ok, chip_status, error_pc, message and counters from its cores'
+// (`r->cores`, filled: exec_job.h says how), its cycles `cycles`; messages[c] is core c's
+// message for its state. A chip of one core keeps no `cores` (its fields are the core's).
+void SummarizeCores(ExecResult* r, uint64_t cycles, const std::vector<std::string>& messages);
 
 }  // namespace tpu::engine

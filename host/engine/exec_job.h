@@ -17,8 +17,18 @@ namespace tpu::engine {
 class Timeline;
 
 struct ExecJob {
-  std::string name;  // for people and timelines: the program file, the layer, ...
-  isa::Program program;
+  std::string name;      // for people and timelines: the program file, the layer, ...
+  isa::Program program;  // core 0's
+  // On a chip of several cores (config `cores`): the programs of cores 1, 2, ...; a core
+  // without one, or with an empty one, does not start. The memories are the chip's, shared.
+  std::vector<isa::Program> other_programs;
+  // Core `core`'s program (an empty one for a core without a program).
+  const isa::Program& ProgramOf(int core) const {
+    static const isa::Program kNone;
+    if (core == 0) return program;
+    const auto i = static_cast<size_t>(core) - 1;
+    return core > 0 && i < other_programs.size() ? other_programs[i] : kNone;
+  }
   std::vector<uint8_t> host_image;    // written to host memory at address 0
   std::vector<uint8_t> weight_image;  // written to weight memory at weight_image_addr
   uint64_t weight_image_addr = 0;
@@ -26,6 +36,20 @@ struct ExecJob {
   uint64_t host_out_bytes = 0;
 };
 
+// How one core's part of a run ended.
+struct CoreResult {
+  std::string state;        // halted, error, watchdog, no-halt; idle: not started
+  std::string chip_status;  // its status register: ok, invalid-opcode, ...
+  uint64_t error_pc = 0;    // the failing instruction (chip errors)
+  uint64_t cycles = 0;      // the cycle it ended in (0: not started)
+  hw::ChipCounters counters;
+};
+
+// A run's result. On a chip of several cores the run ends when the last core has, and its
+// state is an error on any core, else the watchdog, else a core without halt, else halted
+// (docs/timing.md); chip_status, error_pc and message are those of the first core whose
+// state is the run's; counters are the sum of the cores' (idle ones included) except
+// `cycles`, the run's cycles.
 struct ExecResult {
   std::string engine;       // rtl or fast
   std::string state;        // halted, error, watchdog, no-halt
@@ -35,6 +59,7 @@ struct ExecResult {
   uint64_t error_pc = 0;    // the failing instruction (chip errors)
   uint64_t cycles = 0;      // the chip's cycle counter
   hw::ChipCounters counters;
+  std::vector<CoreResult> cores;  // each core's, on a chip of several cores (else empty)
   std::vector<uint8_t> host_out;  // empty in timing-only runs
 };
 

@@ -9,6 +9,43 @@
 #include "host/engine/timeline.h"
 
 namespace tpu::engine {
+namespace {
+
+// How a core ended, and the message for it (as the rtl engine words it).
+CoreResult ToCoreResult(const fast::RunResult& f, bool started, const isa::Program& program,
+                        std::string* message) {
+  CoreResult c;
+  const auto status = static_cast<uint64_t>(f.status);
+  c.chip_status = hw::kStatusNames[status];
+  c.error_pc = f.error_pc;
+  c.counters = f.counters;
+  c.cycles = f.cycles;
+  message->clear();
+  if (!started) {
+    c.state = "idle";
+    return c;
+  }
+  switch (f.end) {
+    case fast::RunEnd::kHalted:
+      c.state = "halted";
+      break;
+    case fast::RunEnd::kError:
+      c.state = "error";
+      *message = ErrorMessage(f.error_pc, status);
+      break;
+    case fast::RunEnd::kWatchdog:
+      c.state = "watchdog";
+      *message = WatchdogMessage(f.stall);
+      break;
+    case fast::RunEnd::kNoHalt:
+      c.state = "no-halt";
+      *message = NoHaltMessage(program.words.size());
+      break;
+  }
+  return c;
+}
+
+}  // namespace
 
 fast::ChipParams FastEngine::ParamsFor(const config::TpuConfig& c) {
   fast::ChipParams p;
@@ -44,46 +81,33 @@ ExecResult FastEngine::Run(const ExecJob& job) {
   fast::RunOptions ro;
   ro.watchdog_cycles = options_.watchdog_cycles;
   ro.timing_only = options_.timing_only;
-  const std::vector<CycleObserver*> observers = Observers();
-  for (CycleObserver* o : observers) o->BeginRun(job.program, job.name);
-  if (!observers.empty()) {
-    ro.on_cycles = [&observers](int, uint64_t first, uint64_t count, uint8_t issue, uint8_t busy,
-                                uint8_t obs) {
-      for (CycleObserver* o : observers) o->Cycles(first, count, {issue, busy, obs});
+  const CoreObservers observers(*this, job, config_.cores);
+  if (!observers.Empty()) {
+    ro.on_cycles = [&observers](int core, uint64_t first, uint64_t count, uint8_t issue,
+                                uint8_t busy, uint8_t obs) {
+      observers.Cycles(core, first, count, {issue, busy, obs});
     };
   }
   ProgressBar bar("exec", options_.progress);
   if (options_.progress) ro.progress = [&bar](double f) { bar.Update(f); };
-  const auto* words = reinterpret_cast<const uint8_t*>(job.program.words.data());
-  const fast::RunResult f = chip_->Run(words, job.program.words.size(), ro);
+  std::vector<fast::CoreProgram> programs;
+  for (int c = 0; c < config_.cores; ++c) {
+    const isa::Program& p = job.ProgramOf(c);
+    programs.push_back({reinterpret_cast<const uint8_t*>(p.words.data()), p.words.size()});
+  }
+  const fast::ChipRunResult f = chip_->RunCores(programs, ro);
   bar.Finish();
 
   ExecResult r;
   r.engine = "fast";
-  const auto status = static_cast<uint64_t>(f.status);
-  r.chip_status = hw::kStatusNames[status];
-  r.error_pc = f.error_pc;
-  r.counters = f.counters;
-  r.cycles = f.counters.cycles;
-  switch (f.end) {
-    case fast::RunEnd::kHalted:
-      r.state = "halted";
-      r.ok = true;
-      break;
-    case fast::RunEnd::kError:
-      r.state = "error";
-      r.message = ErrorMessage(f.error_pc, status);
-      break;
-    case fast::RunEnd::kWatchdog:
-      r.state = "watchdog";
-      r.message = WatchdogMessage(f.stall);
-      break;
-    case fast::RunEnd::kNoHalt:
-      r.state = "no-halt";
-      r.message = NoHaltMessage(job.program.words.size());
-      break;
+  std::vector<std::string> messages(programs.size());
+  for (size_t c = 0; c < programs.size(); ++c) {
+    const bool started = c == 0 || programs[c].count > 0;
+    r.cores.push_back(
+        ToCoreResult(f.cores[c], started, job.ProgramOf(static_cast<int>(c)), &messages[c]));
   }
-  for (CycleObserver* o : observers) o->EndRun(r.cycles);
+  SummarizeCores(&r, programs.size() == 1 ? f.cores[0].counters.cycles : f.cycles, messages);
+  observers.EndRun(r);
   if (job.host_out_bytes > 0 && !options_.timing_only) {
     const uint8_t* src = chip_->HostMemory() + job.host_out_addr;
     r.host_out.assign(src, src + job.host_out_bytes);

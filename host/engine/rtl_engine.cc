@@ -111,7 +111,10 @@ class HostInitiator : public sc_core::sc_module {
     Transfer(tlm::TLM_READ_COMMAND, kCsrBase + off, reinterpret_cast<uint8_t*>(&v), 8);
     return v;
   }
-  uint64_t ReadReg(int reg) { return ReadCsr(sim::kCsrRegBase + 8 * static_cast<uint64_t>(reg)); }
+  uint64_t ReadReg(int reg, int core = 0) {
+    return ReadCsr(sim::kCsrRegBase + sim::kCsrCoreRegStride * static_cast<uint64_t>(core) +
+                   8 * static_cast<uint64_t>(reg));
+  }
 
   // The RTL parameters of the model must be the ones the config describes: every chip
   // parameter that a register reads back (contract/tpu_contract.toml).
@@ -129,6 +132,40 @@ class HostInitiator : public sc_core::sc_module {
     });
   }
 
+  // Core c's program into its region and, for c > 0, its WORDS (0: it does not start).
+  void LoadProgram(int core, const isa::Program& program) {
+    std::vector<uint8_t> words;
+    words.reserve(program.words.size() * sim::kInstructionBytes);
+    for (const auto& w : program.words) words.insert(words.end(), w.begin(), w.end());
+    WriteBlock(sim::kProgramBase + static_cast<uint64_t>(core) * sim::kCoreProgramStride, words);
+    if (core == 0) return;
+    uint64_t n = program.words.size();
+    Transfer(tlm::TLM_WRITE_COMMAND, kCsrBase + CoreCsr(core, sim::kCsrCoreWords),
+             reinterpret_cast<uint8_t*>(&n), 8);
+  }
+
+  static uint64_t CoreCsr(int core, uint64_t field) {
+    return sim::kCsrCoreBase + static_cast<uint64_t>(core) * sim::kCsrCoreStride + field;
+  }
+
+  // How core `core` ended (its registers), and the message for its state.
+  CoreResult ReadCore(int core, sim::RunState state, const isa::Program& program,
+                      std::string* message) {
+    CoreResult c;
+    c.state = sim::RunStateName(state);
+    const uint64_t status = ReadReg(hw::kRegStatus, core);
+    c.chip_status = status < hw::kStatusNames.size() ? hw::kStatusNames[status] : "unknown";
+    c.error_pc = ReadReg(hw::kRegErrorPc, core);
+    for (int i = 0; i < hw::kNumCounters; ++i) {
+      c.counters[i] = ReadReg(hw::kRegFirstCounter + i, core);
+    }
+    message->clear();
+    if (state == sim::RunState::kError) *message = ErrorMessage(c.error_pc, status);
+    if (state == sim::RunState::kNoHalt) *message = NoHaltMessage(program.words.size());
+    if (state == sim::RunState::kWatchdog) *message = WatchdogMessage(system_.Stall());
+    return c;
+  }
+
   ExecResult RunJob(const ExecJob& job) {
     if (!params_checked_) {
       CheckParams();
@@ -136,10 +173,8 @@ class HostInitiator : public sc_core::sc_module {
     }
     WriteBlock(sim::kHostMemBase, job.host_image);
     WriteBlock(sim::kWeightMemBase + job.weight_image_addr, job.weight_image);
-    std::vector<uint8_t> words;
-    words.reserve(job.program.words.size() * sim::kInstructionBytes);
-    for (const auto& w : job.program.words) words.insert(words.end(), w.begin(), w.end());
-    WriteBlock(sim::kProgramBase, words);
+    const int cores = config_.cores;
+    for (int c = 0; c < cores; ++c) LoadProgram(c, job.ProgramOf(c));
     uint64_t n = job.program.words.size();
     Transfer(tlm::TLM_WRITE_COMMAND, kCsrBase + sim::kCsrStart, reinterpret_cast<uint8_t*>(&n), 8);
     sc_core::wait(system_.DoneEvent());  // the interrupt
@@ -150,16 +185,16 @@ class HostInitiator : public sc_core::sc_module {
     if (state == sim::RunState::kInternal) {
       throw RuntimeError("simulation failed: " + system_.Message());
     }
-    r.state = sim::RunStateName(state);
-    const uint64_t status = ReadReg(hw::kRegStatus);
-    r.chip_status = status < hw::kStatusNames.size() ? hw::kStatusNames[status] : "unknown";
-    r.error_pc = ReadReg(hw::kRegErrorPc);
-    r.ok = state == sim::RunState::kHalted;
-    for (int i = 0; i < hw::kNumCounters; ++i) r.counters[i] = ReadReg(hw::kRegFirstCounter + i);
-    r.cycles = r.counters.cycles;
-    if (state == sim::RunState::kError) r.message = ErrorMessage(r.error_pc, status);
-    if (state == sim::RunState::kNoHalt) r.message = NoHaltMessage(job.program.words.size());
-    if (state == sim::RunState::kWatchdog) r.message = WatchdogMessage(system_.Stall());
+    std::vector<std::string> messages(static_cast<size_t>(cores));
+    for (int c = 0; c < cores; ++c) {
+      // A chip of one core has no per-core CSRs: its state is the run's.
+      const auto s =
+          cores == 1 ? state : static_cast<sim::RunState>(ReadCsr(CoreCsr(c, sim::kCsrCoreState)));
+      r.cores.push_back(ReadCore(c, s, job.ProgramOf(c), &messages[static_cast<size_t>(c)]));
+      r.cores.back().cycles =
+          cores == 1 ? r.cores.back().counters.cycles : ReadCsr(CoreCsr(c, sim::kCsrCoreCycles));
+    }
+    SummarizeCores(&r, cores == 1 ? r.cores[0].cycles : ReadCsr(sim::kCsrCycles), messages);
     if (job.host_out_bytes > 0) {
       r.host_out = ReadBlock(sim::kHostMemBase + job.host_out_addr, job.host_out_bytes);
     }
@@ -258,12 +293,11 @@ ExecResult RtlEngine::Run(const ExecJob& job) {
   ++im.runs;
   ProgressBar bar("exec", im.options.progress);
   if (im.options.progress) im.system->SetProgress([&](double f) { bar.Update(f); });
-  const std::vector<CycleObserver*> observers = Observers();
-  for (CycleObserver* o : observers) o->BeginRun(job.program, job.name);
-  if (!observers.empty()) {
+  const CoreObservers observers(*this, job, im.config.cores);
+  if (!observers.Empty()) {
     im.system->SetCycleHook(
-        [&observers](int, uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs) {
-          for (CycleObserver* o : observers) o->Cycles(cycle, 1, {issue, busy, obs});
+        [&observers](int core, uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs) {
+          observers.Cycles(core, cycle, 1, {issue, busy, obs});
         });
   }
   im.host->Submit(job);
@@ -274,7 +308,7 @@ ExecResult RtlEngine::Run(const ExecJob& job) {
   bar.Finish();
   if (im.host->Failure()) std::rethrow_exception(im.host->Failure());
   ExecResult r = std::move(*im.host->Result());
-  for (CycleObserver* o : observers) o->EndRun(r.cycles);
+  observers.EndRun(r);
   return r;
 }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "host/common/revision.h"
@@ -27,7 +28,7 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
                              const std::string& program_name, size_t instructions) {
   const uint64_t cycles = r.cycles;
   const uint64_t macs = r.counters.macs;
-  const double peak = 2.0 * config.array_dim * config.array_dim;
+  const double peak = 2.0 * config.array_dim * config.array_dim * config.cores;
   const double ops = cycles ? 2.0 * static_cast<double>(macs) / static_cast<double>(cycles) : 0;
   std::string s;
   s += fmt::format("program   {} ({} instructions) on {} ({} x {}, {} MHz), {} engine\n",
@@ -40,7 +41,18 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
                    static_cast<double>(cycles) / config.clock_mhz, config.clock_mhz);
   s += fmt::format("matrix    {} MACs, {:.1f} ops/cycle of {:.0f} peak ({:.1f}% utilization)\n",
                    Grouped(static_cast<int64_t>(macs)), ops, peak, 100.0 * ops / peak);
-  // One line per counter group of the contract; cycle counts also as a share of cycles.
+  // Each core's end, on a chip of several cores (the counters below are their sums).
+  for (size_t c = 0; c < r.cores.size(); ++c) {
+    const engine::CoreResult& k = r.cores[c];
+    s +=
+        fmt::format("core {:<5}{} (chip status: {}), ended in cycle {}; instructions {}, MACs {}\n",
+                    c, k.state, k.chip_status, Grouped(static_cast<int64_t>(k.cycles)),
+                    Grouped(static_cast<int64_t>(k.counters.instructions)),
+                    Grouped(static_cast<int64_t>(k.counters.macs)));
+  }
+  // One line per counter group of the contract; cycle counts also as a share of cycles (of
+  // all cores' cycles on a chip of several cores).
+  const uint64_t core_cycles = cycles * static_cast<uint64_t>(std::max<size_t>(1, r.cores.size()));
   for (const char* group : {"busy", "mxu", "issue", "stalls", "on-chip", "off-chip"}) {
     const bool pct = std::string(group) == "busy" || std::string(group) == "mxu";
     std::string l = fmt::format("{:<10}", group);
@@ -49,7 +61,7 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
       const uint64_t v = r.counters[i];
       const char* name = hw::kCounterNames[static_cast<size_t>(i)];
       l += pct ? fmt::format("{} {} ({:.0f}%)  ", name, Grouped(static_cast<int64_t>(v)),
-                             Pct(v, cycles))
+                             Pct(v, core_cycles))
                : fmt::format("{} {}  ", name, Grouped(static_cast<int64_t>(v)));
     }
     while (!l.empty() && l.back() == ' ') l.pop_back();
@@ -60,7 +72,7 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
 
 nlohmann::json ExecReportJson(const engine::ExecResult& r, const config::TpuConfig& config,
                               const std::string& program_name, size_t instructions) {
-  const double peak = 2.0 * config.array_dim * config.array_dim;
+  const double peak = 2.0 * config.array_dim * config.array_dim * config.cores;
   const double ops =
       r.cycles ? 2.0 * static_cast<double>(r.counters.macs) / static_cast<double>(r.cycles) : 0.0;
   nlohmann::json j = {{"program", program_name},
@@ -80,6 +92,14 @@ nlohmann::json ExecReportJson(const engine::ExecResult& r, const config::TpuConf
                       {"config", config.ToJson()},
                       {"revision", kGitRevision}};
   if (r.chip_status != "ok") j["error_pc"] = r.error_pc;
+  for (const engine::CoreResult& c : r.cores) {
+    nlohmann::json core = {{"status", c.state},
+                           {"chip_status", c.chip_status},
+                           {"cycles", c.cycles},
+                           {"counters", CountersJson(c.counters)}};
+    if (c.chip_status != "ok") core["error_pc"] = c.error_pc;
+    j["cores"].push_back(std::move(core));
+  }
   return j;
 }
 

@@ -15,7 +15,7 @@ std::vector<int> BuiltTpuDims(hw::Dtype dtype = hw::Dtype::kInt8);
 // The chips of several cores in this build, as "CxN" or "CxNbf16" (CMake TPUSIM_TPU_CHIPS).
 std::vector<std::string> BuiltTpuChips();
 // Throws std::invalid_argument naming the built sizes and how to add N when it was not built.
-// The model is the one of config.chip.array_dim and config.chip.dtype (and config.cores).
+// The model is the one of config.chip.array_dim and config.chip.dtype (and config.chip.cores).
 std::unique_ptr<TpuSystemBase> MakeTpuSystem(const char* name, const TpuSystemConfig& config);
 
 }  // namespace tpu::sim

@@ -48,12 +48,12 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig
                static_cast<uint32_t>(config.chip.weight_mem_bytes_per_cycle)}),
       host_port_(host_, row_bytes_),
       weight_port_(weight_, row_bytes_),
-      programs_(static_cast<size_t>(std::clamp(config.cores, 1, kMaxCores))),
+      programs_(static_cast<size_t>(std::clamp(config.chip.cores, 1, kMaxCores))),
       core_(programs_.size()) {
-  if (config.cores < 1 || config.cores > kMaxCores) {
+  if (config.chip.cores < 1 || config.chip.cores > kMaxCores) {
     throw std::invalid_argument("a chip has 1 to 16 cores");
   }
-  if (config.cores > 1 && config.max_program_words * kInstructionBytes > kCoreProgramStride) {
+  if (config.chip.cores > 1 && config.max_program_words * kInstructionBytes > kCoreProgramStride) {
     throw std::invalid_argument("a core's program holds at most 4 Mi words on a chip of several");
   }
   if (static_cast<uint64_t>(config.chip.host_mem_bytes) > kGiB ||
@@ -128,7 +128,7 @@ void TpuSystemBase::RunProgram() {
     ReadOutputs(&out);
     for (size_t c = 0; c < cores; ++c) {
       // issue_o is the issue stage's state of the last cycle; unit_busy_o is this cycle's.
-      if (cycle_hook_ && cycle > 0) {
+      if (cycle_hook_ && cycle > 0 && core_[c].state == RunState::kRunning) {
         cycle_hook_(static_cast<int>(c), cycle - 1, static_cast<uint8_t>(out.core[c].issue),
                     last_busy[c], last_obs[c]);
       }
@@ -193,15 +193,24 @@ bool TpuSystemBase::EndCores(const Outputs& out, uint64_t cycle) {
     r.cycles = cycle;
   }
   if (running) return false;
-  // The run's state: an error on any core, else a core without halt, else halted.
   cycles_ = cycle;
-  state_ = RunState::kHalted;
-  for (const CoreRun& r : core_) {
-    if (r.state == RunState::kError) state_ = RunState::kError;
-    if (r.state == RunState::kNoHalt && state_ != RunState::kError) state_ = RunState::kNoHalt;
-  }
+  state_ = ChipState();
   SnapshotRegisters();
   return true;
+}
+
+// The run's state: an error on any core, else the watchdog, else a core without halt, else
+// halted (fast::ChipEnd is the same rule).
+RunState TpuSystemBase::ChipState() const {
+  RunState s = RunState::kHalted;
+  for (const CoreRun& r : core_) {
+    if (r.state == RunState::kError) return RunState::kError;
+    if (r.state == RunState::kWatchdog ||
+        (r.state == RunState::kNoHalt && s != RunState::kWatchdog)) {
+      s = r.state;
+    }
+  }
+  return s;
 }
 
 bool TpuSystemBase::AnswerMemories(const Outputs& out, uint64_t cycle, Inputs* in) {
@@ -226,7 +235,6 @@ bool TpuSystemBase::AnswerMemories(const Outputs& out, uint64_t cycle, Inputs* i
 
 void TpuSystemBase::StopOnWatchdog(const Outputs& out, uint64_t cycle, uint64_t quiet) {
   cycles_ = cycle;
-  state_ = RunState::kWatchdog;
   size_t stuck = 0;
   while (stuck + 1 < core_.size() && core_[stuck].state != RunState::kRunning) ++stuck;
   for (CoreRun& r : core_) {
@@ -235,6 +243,7 @@ void TpuSystemBase::StopOnWatchdog(const Outputs& out, uint64_t cycle, uint64_t 
       r.cycles = cycle;
     }
   }
+  state_ = ChipState();
   SnapshotRegisters();
   const CoreRun& r = core_[stuck];
   const CoreOutputs& o = out.core[stuck];

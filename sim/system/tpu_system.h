@@ -80,7 +80,6 @@ const char* RunStateName(RunState s);
 // latencies and bandwidths) and the system's own limits.
 struct TpuSystemConfig {
   hw::ChipParams chip;
-  int cores = 1;  // 1: tpu_top; more: tpu_chip, its cores sharing the memories
   uint64_t watchdog_cycles = 100000;
   uint64_t max_program_words = 1u << 20;
 };
@@ -109,7 +108,8 @@ class TpuSystemBase : public sc_core::sc_module {
   MemoryModel& WeightMemory() { return weight_; }
   // Called every 65,536 cycles of a run with the fraction of instructions handed over.
   void SetProgress(std::function<void(double)> progress) { progress_ = std::move(progress); }
-  // Called for every cycle of a run that ends in a clock edge, for each core, with what its
+  // Called for every cycle of a run that ends in a clock edge, for each core while it runs
+  // (its cycles 0 .. its end - 1; none for a core not started), with what its
   // controller's issue stage did in it (hw::Issue), the units that had work (bits
   // hw::kUnit*) and its obs_o (what the matrix unit did, which memories stalled:
   // rtl/tpu_top.sv).
@@ -182,6 +182,7 @@ class TpuSystemBase : public sc_core::sc_module {
   void RunProgram();
   // Ends the cores that halted or ran out of program; true when none is left running.
   bool EndCores(const Outputs& out, uint64_t cycle);
+  RunState ChipState() const;
   // The memory ports' side of a cycle: accepts a request, presents a response.
   bool AnswerMemories(const Outputs& out, uint64_t cycle, Inputs* in);
   void StopOnWatchdog(const Outputs& out, uint64_t cycle, uint64_t quiet);

@@ -117,7 +117,7 @@ TEST(TpuChipSystemTest, TwoCoresRunTheirProgramsAndShareTheHostMemory) {
     GTEST_SKIP() << "no 2 x 4 chip in this build (TPUSIM_TPU_CHIPS)";
   }
   TpuSystemConfig config;
-  config.cores = 2;
+  config.chip.cores = 2;
   config.chip.array_dim = 4;
   config.chip.host_mem_bytes = 1 << 20;
   config.chip.host_mem_latency_cycles = 10;
@@ -162,7 +162,7 @@ TEST(TpuChipSystemTest, TwoCoresRunTheirProgramsAndShareTheHostMemory) {
   // The fast engine's chip of two cores: the same cycles and every counter of each core.
   fast::ChipParams params;
   static_cast<hw::ChipParams&>(params) = config.chip;
-  fast::FastChip chip(params, 2);
+  fast::FastChip chip(params);
   std::vector<uint8_t> data(64);
   std::iota(data.begin(), data.end(), 1);
   std::copy(data.begin(), data.end(), chip.HostMemory() + 0x40);

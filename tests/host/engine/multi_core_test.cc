@@ -1,0 +1,119 @@
+// A job for a chip of several cores through the ChipEngine seam (config `cores`): a program
+// per core, each core's result, the run's state, message and summed counters, on both
+// engines (the rtl engine's 2 x 4 chip, CMake TPUSIM_TPU_CHIPS). Each test is its own process
+// (the SystemC kernel elaborates once per process).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "host/common/errors.h"
+#include "host/engine/engine_factory.h"
+#include "sim/system/tpu_registry.h"
+#include "tests/host/engine/chip_test_util.h"
+
+namespace tpu::test {
+namespace {
+
+config::TpuConfig TwoCores() {
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.cores = 2;
+  return c;
+}
+
+// Both engines' results of a job on the 2-core chip (rtl only where it is built).
+std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job) {
+  std::vector<engine::ExecResult> out;
+  const std::vector<std::string> built = sim::BuiltTpuChips();
+  const bool rtl = std::find(built.begin(), built.end(), "2x4") != built.end();
+  for (const EngineKind k : {EngineKind::kRtl, EngineKind::kFast}) {
+    if (k == EngineKind::kRtl && !rtl) continue;
+    out.push_back(engine::MakeChipEngine(k, TwoCores(), {})->Run(job));
+  }
+  return out;
+}
+
+// Core c copies 5 rows from host 0x100 * (c + 1) to 0x1000 + 0x100 * c.
+std::string Copy(int c) {
+  return fmt::format("read_host host={} ub=0 rows=5\nwrite_host ub=0 host={} rows=5\nhalt\n",
+                     0x100 * (c + 1), 0x1000 + 0x100 * c);
+}
+
+std::vector<uint8_t> HostImage() {
+  std::vector<uint8_t> host(0x1200, 0);
+  std::iota(host.begin() + 0x100, host.begin() + 0x300, uint8_t{1});
+  return host;
+}
+
+TEST(MultiCoreTest, EachCoreRunsItsProgramAndTheCountersAddUp) {
+  engine::ExecJob job = Job(Copy(0), HostImage(), {}, 0, 0x1200);
+  job.other_programs.push_back(isa::Assemble(Copy(1), "core1.asm"));
+  for (const engine::ExecResult& r : RunBoth(job)) {
+    SCOPED_TRACE(r.engine);
+    ASSERT_TRUE(r.ok) << r.message;
+    ASSERT_EQ(r.cores.size(), 2u);
+    for (int c = 0; c < 2; ++c) {
+      const engine::CoreResult& k = r.cores[static_cast<size_t>(c)];
+      EXPECT_EQ(k.state, "halted");
+      EXPECT_EQ(k.counters.instructions, 3u);
+      EXPECT_EQ(k.counters.host_bytes_written, 20u);
+      EXPECT_GT(k.cycles, 0u);
+      EXPECT_LE(k.cycles, r.cycles);
+      // Each copy arrived where its core wrote it.
+      EXPECT_TRUE(std::equal(r.host_out.begin() + 0x1000 + 0x100 * c,
+                             r.host_out.begin() + 0x1000 + 0x100 * c + 20,
+                             r.host_out.begin() + 0x100 * (c + 1)));
+    }
+    EXPECT_EQ(r.cycles, std::max(r.cores[0].cycles, r.cores[1].cycles));
+    EXPECT_EQ(r.counters.cycles, r.cycles);
+    EXPECT_EQ(r.counters.instructions, 6u);
+    EXPECT_EQ(r.counters.host_bytes_read, 40u);
+  }
+}
+
+TEST(MultiCoreTest, ACoreWithoutAProgramStaysIdle) {
+  for (const engine::ExecResult& r : RunBoth(Job(Copy(0), HostImage()))) {
+    SCOPED_TRACE(r.engine);
+    ASSERT_TRUE(r.ok) << r.message;
+    ASSERT_EQ(r.cores.size(), 2u);
+    EXPECT_EQ(r.cores[1].state, "idle");
+    EXPECT_EQ(r.cores[1].cycles, 0u);
+    EXPECT_EQ(r.cores[1].counters.instructions, 0u);
+    EXPECT_EQ(r.counters.instructions, 3u);
+  }
+}
+
+TEST(MultiCoreTest, AnErrorOnOneCoreIsTheRunsAndNamesTheCore) {
+  engine::ExecJob job = Job(Copy(0), HostImage());
+  job.other_programs.push_back(isa::Assemble("nop\nread_host host=0 ub=16384 rows=1\nhalt\n", "x"));
+  const std::vector<engine::ExecResult> rs = RunBoth(job);
+  for (const engine::ExecResult& r : rs) {
+    SCOPED_TRACE(r.engine);
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.state, "error");
+    EXPECT_EQ(r.cores[0].state, "halted");
+    EXPECT_EQ(r.cores[1].state, "error");
+    EXPECT_EQ(r.chip_status, r.cores[1].chip_status);
+    EXPECT_EQ(r.error_pc, 1u);
+    EXPECT_EQ(r.message.rfind("core 1: the chip stopped at instruction 1", 0), 0u) << r.message;
+  }
+  if (rs.size() == 2) {
+    EXPECT_EQ(rs[0].message, rs[1].message);
+  }
+}
+
+TEST(MultiCoreTest, MoreProgramsThanCoresIsAUsageError) {
+  engine::ExecJob job = Job("halt\n");
+  job.other_programs.assign(2, isa::Assemble("halt\n", "x"));
+  auto chip = engine::MakeChipEngine(EngineKind::kFast, TwoCores(), {});
+  try {
+    chip->Run(job);
+    FAIL() << "a job of 3 programs ran on 2 cores";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("programs for 3 cores"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cores=3"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tpu::test
