@@ -6,6 +6,7 @@
 //   BM_ChipGemm/fast/256       the fast engine at TPU v1's size, values on
 //   BM_ChipGemm/timing/256     the same, timing only
 //   BM_ChipGemmBf16/fast/128   the fast engine on tpu-v2 (bfloat16, 128 x 128), values on
+//   BM_ChipGemmCores/timing/256/C  the timing/256 GEMM split over C cores (their scaling)
 // Every run's int8 result is checked against Eigen (outside the timed region for the
 // first run only). The RTL benchmark is the only SystemC system of the process.
 #include <benchmark/benchmark.h>
@@ -130,6 +131,39 @@ void BM_ChipGemmBf16(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(cycles) * dim * dim, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_ChipGemmBf16)->Name("BM_ChipGemmBf16/fast/128")->Unit(benchmark::kMillisecond);
+
+// The tpu-v1 GEMM of BM_ChipGemm/timing/256 split by rows over C cores (config `cores`,
+// compiler::MakeGemmOnCores), timing only: the chip's cycles, its utilization of C x N^2
+// and the cycles its cores waited for weight memory show how the cores scale and why
+// (docs/performance.md, "Several cores").
+void BM_ChipGemmCores(benchmark::State& state) {
+  const int cores = static_cast<int>(state.range(0));
+  Setup s = MakeSetup(256);
+  s.config.cores = cores;
+  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(s.a, s.b, 256, true, cores);
+  engine::EngineOptions o;
+  o.timing_only = true;
+  const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, s.config, o);
+  engine::ExecResult r;
+  for (auto _ : state) {
+    r = chip->Run(g.jobs.job);
+    if (!r.ok) {
+      state.SkipWithError(r.message.c_str());
+      return;
+    }
+  }
+  const double c = static_cast<double>(r.cycles);
+  state.counters["chip_cycles"] = c;
+  state.counters["utilization"] = static_cast<double>(r.counters.macs) / (c * 256 * 256 * cores);
+  state.counters["weight_mem_stall_per_core"] =
+      static_cast<double>(r.counters.weight_mem_stall) / cores / c;
+}
+BENCHMARK(BM_ChipGemmCores)
+    ->Name("BM_ChipGemmCores/timing/256")
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(BM_ChipGemm, rtl / 16, engine::EngineKind::kRtl, 16, false)
     ->Unit(benchmark::kMillisecond);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "contract/tpu_contract.h"
 #include "host/compiler/packing.h"
@@ -150,6 +151,43 @@ GemmProgram MakeGemmProgramBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t
   const std::vector<uint8_t> sets = PackParamSetsBf16(g.bias_bf16.data(), hi.data(), g.nt * n, n);
   BuildGemm(&g, a, n, overlap, sets, PackWeightTilesBf16(b.data.data(), g.k, g.cols, n));
   return g;
+}
+
+GemmOnCores MakeGemmOnCores(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
+                            int cores, uint64_t seed) {
+  if (cores < 1) throw std::invalid_argument("MakeGemmOnCores: cores must be at least 1");
+  GemmOnCores g;
+  std::vector<engine::ExecJob> jobs;
+  for (int c = 0; c < cores; ++c) {
+    const int64_t first = a.rows * c / cores, last = a.rows * (c + 1) / cores;
+    if (last == first) continue;
+    Matrix<int8_t> block;
+    block.rows = last - first;
+    block.cols = a.cols;
+    block.data.assign(a.data.begin() + static_cast<std::ptrdiff_t>(first * a.cols),
+                      a.data.begin() + static_cast<std::ptrdiff_t>(last * a.cols));
+    g.parts.push_back(MakeGemmProgram(block, b, n, overlap, seed));
+    jobs.push_back(g.parts.back().job);
+  }
+  g.jobs = CombineCoreJobs(std::move(jobs));
+  return g;
+}
+
+Matrix<int8_t> GemmOnCores::Expected(const Matrix<int32_t>& c) const {
+  GemmProgram whole = parts.at(0);  // every part has the same parameter sets
+  whole.m = c.rows;
+  return whole.Expected(c);
+}
+
+Matrix<int8_t> GemmOnCores::Unpack(const std::vector<uint8_t>& out) const {
+  Matrix<int8_t> y;
+  y.cols = parts.at(0).cols;
+  for (size_t c = 0; c < parts.size(); ++c) {
+    const Matrix<int8_t> part = parts[c].Unpack(jobs.HostOut(out, c));
+    y.rows += part.rows;
+    y.data.insert(y.data.end(), part.data.begin(), part.data.end());
+  }
+  return y;
 }
 
 std::vector<uint16_t> GemmProgram::ExpectedBf16(const std::vector<uint32_t>& c) const {

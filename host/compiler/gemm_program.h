@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "host/common/npy.h"
+#include "host/compiler/core_split.h"
 #include "host/engine/chip_engine.h"
 
 namespace tpu::compiler {
@@ -49,5 +50,20 @@ GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, in
 // outputs rounded to bfloat16 (docs/bf16.md).
 GemmProgram MakeGemmProgramBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int n,
                                 bool overlap, uint64_t seed = 7);
+
+// The int8 GEMM on a chip of several cores, data parallel: core c computes a block of A's
+// rows (blocks as even as whole rows allow, in core order) with all of B, each block a
+// GemmProgram of its own (the same parameter sets), combined by CombineCoreJobs: the cores
+// share B's tiles in weight memory and each streams all of them.
+struct GemmOnCores {
+  CoreJobs jobs;
+  std::vector<GemmProgram> parts;  // per core (a core without rows has none)
+  // The outputs of the whole, m x cols, from the job's read-back.
+  Matrix<int8_t> Unpack(const std::vector<uint8_t>& out) const;
+  // The int8 outputs the job must produce, from the whole's int32 products.
+  Matrix<int8_t> Expected(const Matrix<int32_t>& c) const;
+};
+GemmOnCores MakeGemmOnCores(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
+                            int cores, uint64_t seed = 7);
 
 }  // namespace tpu::compiler

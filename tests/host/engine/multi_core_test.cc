@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "host/common/errors.h"
+#include "host/compiler/core_split.h"
 #include "host/engine/engine_factory.h"
+#include "host/gemm/gemm_runner.h"
+#include "host/isa/assembler.h"
 #include "sim/system/tpu_registry.h"
 #include "tests/host/engine/chip_test_util.h"
 
@@ -113,6 +117,52 @@ TEST(MultiCoreTest, MoreProgramsThanCoresIsAUsageError) {
     EXPECT_NE(std::string(e.what()).find("programs for 3 cores"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("cores=3"), std::string::npos) << e.what();
   }
+}
+
+// A GEMM split by rows over the two cores (compiler::MakeGemmOnCores): right on both engines,
+// the engines equal on every core's cycles and counters, and faster than one core.
+TEST(MultiCoreTest, AGemmSplitByRowsOverTwoCoresIsRightAndFaster) {
+  const Matrix<int8_t> a = gemm::RandomInt8(61, 20, 1), b = gemm::RandomInt8(20, 9, 2);
+  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(a, b, 4, /*overlap=*/true, 2);
+  ASSERT_EQ(g.parts.size(), 2u);
+  EXPECT_EQ(g.parts[0].m + g.parts[1].m, 61);
+  const Matrix<int8_t> want = g.Expected(gemm::ReferenceGemm(a, b));
+  const std::vector<engine::ExecResult> rs = RunBoth(g.jobs.job);
+  for (const engine::ExecResult& r : rs) {
+    SCOPED_TRACE(r.engine);
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(g.Unpack(r.host_out).data, want.data);
+    // Both cores stream all of B: twice the weight traffic of one core.
+    EXPECT_EQ(r.cores[0].counters.weight_bytes_read, r.cores[1].counters.weight_bytes_read);
+  }
+  if (rs.size() == 2) {
+    for (size_t c = 0; c < 2; ++c) {
+      EXPECT_EQ(rs[0].cores[c].cycles, rs[1].cores[c].cycles);
+      EXPECT_EQ(rs[0].cores[c].counters.FirstDifference(rs[1].cores[c].counters), -1);
+    }
+  }
+  const GemmProgram one = MakeGemmProgram(a, b, 4, true);
+  const engine::ExecResult alone =
+      engine::MakeChipEngine(EngineKind::kFast, config::LoadConfig("teach-4"), {})->Run(one.job);
+  ASSERT_TRUE(alone.ok);
+  EXPECT_EQ(one.Unpack(alone.host_out).data, want.data);
+  EXPECT_LT(rs.back().cycles, alone.cycles);
+  std::printf("one core %lu cycles, two cores %lu\n", alone.cycles, rs.back().cycles);
+}
+
+TEST(MultiCoreTest, RelocatingMovesHostAndWeightAddressesAcrossFourGiB) {
+  isa::Program p = isa::Assemble(
+      "read_host host=0x10 ub=0 rows=1\nread_weights addr=0xfffffff0 tiles=1\n"
+      "write_host ub=0 host=0x20 rows=1\nmatmul ub=0 acc=0 rows=1\nhalt\n",
+      "p.asm");
+  const isa::Program q = compiler::Relocate(p, 0x1000, 0x20);
+  EXPECT_EQ(isa::Disassemble(q),
+            isa::Disassemble(isa::Assemble("read_host host=0x1010 ub=0 rows=1\n"
+                                           "read_weights addr=0x100000010 tiles=1\n"
+                                           "write_host ub=0 host=0x1020 rows=1\n"
+                                           "matmul ub=0 acc=0 rows=1\nhalt\n",
+                                           "q.asm")));
+  EXPECT_THROW(compiler::Relocate(p, 0xffffffffu, 0), std::invalid_argument);
 }
 
 }  // namespace
