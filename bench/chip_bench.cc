@@ -6,7 +6,8 @@
 //   BM_ChipGemm/fast/256       the fast engine at TPU v1's size, values on
 //   BM_ChipGemm/timing/256     the same, timing only
 //   BM_ChipGemmBf16/fast/128   the fast engine on tpu-v2 (bfloat16, 128 x 128), values on
-//   BM_ChipGemmCores/timing/256/C  the timing/256 GEMM split over C cores (their scaling)
+//   BM_ChipGemmCores/timing/256/cores:C/by_columns:0|1  the timing/256 GEMM split over C
+//                              cores by rows or by columns (their scaling)
 // Every run's int8 result is checked against Eigen (outside the timed region for the
 // first run only). The RTL benchmark is the only SystemC system of the process.
 #include <benchmark/benchmark.h>
@@ -132,15 +133,16 @@ void BM_ChipGemmBf16(benchmark::State& state) {
 }
 BENCHMARK(BM_ChipGemmBf16)->Name("BM_ChipGemmBf16/fast/128")->Unit(benchmark::kMillisecond);
 
-// The tpu-v1 GEMM of BM_ChipGemm/timing/256 split by rows over C cores (config `cores`,
-// compiler::MakeGemmOnCores), timing only: the chip's cycles, its utilization of C x N^2
+// The tpu-v1 GEMM of BM_ChipGemm/timing/256 split by rows or by columns over C cores (config
+// `cores`, compiler::MakeGemmOnCores), timing only: the chip's cycles, its utilization of C x N^2
 // and the cycles its cores waited for weight memory show how the cores scale and why
 // (docs/performance.md, "Several cores").
 void BM_ChipGemmCores(benchmark::State& state) {
   const int cores = static_cast<int>(state.range(0));
+  const auto split = state.range(1) ? compiler::CoreSplit::kColumns : compiler::CoreSplit::kRows;
   Setup s = MakeSetup(256);
   s.config.cores = cores;
-  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(s.a, s.b, 256, true, cores);
+  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(s.a, s.b, 256, true, cores, split);
   engine::EngineOptions o;
   o.timing_only = true;
   const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, s.config, o);
@@ -160,9 +162,8 @@ void BM_ChipGemmCores(benchmark::State& state) {
 }
 BENCHMARK(BM_ChipGemmCores)
     ->Name("BM_ChipGemmCores/timing/256")
-    ->Arg(1)
-    ->Arg(2)
-    ->Arg(4)
+    ->ArgNames({"cores", "by_columns"})
+    ->ArgsProduct({{1, 2, 4}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(BM_ChipGemm, rtl / 16, engine::EngineKind::kRtl, 16, false)

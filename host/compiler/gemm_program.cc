@@ -130,15 +130,53 @@ GemmProgram Shape(const Matrix<T>& a, const Matrix<T>& b, int n) {
 
 }  // namespace
 
-GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
-                            uint64_t seed) {
+namespace {
+
+// Columns [first, last) of m.
+Matrix<int8_t> Columns(const Matrix<int8_t>& m, int64_t first, int64_t last) {
+  Matrix<int8_t> y;
+  y.rows = m.rows;
+  y.cols = last - first;
+  for (int64_t i = 0; i < m.rows; ++i)
+    for (int64_t j = first; j < last; ++j) y.data.push_back(m.at(i, j));
+  return y;
+}
+
+// Rows [first, last) of m.
+Matrix<int8_t> Rows(const Matrix<int8_t>& m, int64_t first, int64_t last) {
+  Matrix<int8_t> y;
+  y.rows = last - first;
+  y.cols = m.cols;
+  y.data.assign(m.data.begin() + static_cast<std::ptrdiff_t>(first * m.cols),
+                m.data.begin() + static_cast<std::ptrdiff_t>(last * m.cols));
+  return y;
+}
+
+// The part of `whole` that computes a x b: b is whole's columns from `col` on (a multiple of
+// n), so its parameter sets are those columns'.
+GemmProgram Part(const GemmProgram& whole, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
+                 int64_t col, bool overlap) {
+  const int n = static_cast<int>(whole.n);
   GemmProgram g = Shape(a, b, n);
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  g.params = RandomGemmParams(g.nt * n, rng, 39, 43);
+  const auto from = static_cast<std::ptrdiff_t>(col), to = from + g.nt * n;
+  g.params.bias.assign(whole.params.bias.begin() + from, whole.params.bias.begin() + to);
+  g.params.multiplier.assign(whole.params.multiplier.begin() + from,
+                             whole.params.multiplier.begin() + to);
+  g.params.shift.assign(whole.params.shift.begin() + from, whole.params.shift.begin() + to);
   const std::vector<uint8_t> sets = PackParamSets(g.params.bias.data(), g.params.multiplier.data(),
                                                   g.params.shift.data(), g.nt * n, n);
   BuildGemm(&g, a, n, overlap, sets, PackWeightTiles(b.data.data(), g.k, g.cols, n));
   return g;
+}
+
+}  // namespace
+
+GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
+                            uint64_t seed) {
+  GemmProgram whole = Shape(a, b, n);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  whole.params = RandomGemmParams(whole.nt * n, rng, 39, 43);
+  return Part(whole, a, b, 0, overlap);
 }
 
 GemmProgram MakeGemmProgramBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int n,
@@ -154,38 +192,44 @@ GemmProgram MakeGemmProgramBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t
 }
 
 GemmOnCores MakeGemmOnCores(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
-                            int cores, uint64_t seed) {
+                            int cores, CoreSplit split, uint64_t seed) {
   if (cores < 1) throw std::invalid_argument("MakeGemmOnCores: cores must be at least 1");
   GemmOnCores g;
+  g.split = split;
+  g.whole = Shape(a, b, n);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  g.whole.params = RandomGemmParams(g.whole.nt * n, rng, 39, 43);
   std::vector<engine::ExecJob> jobs;
   for (int c = 0; c < cores; ++c) {
-    const int64_t first = a.rows * c / cores, last = a.rows * (c + 1) / cores;
-    if (last == first) continue;
-    Matrix<int8_t> block;
-    block.rows = last - first;
-    block.cols = a.cols;
-    block.data.assign(a.data.begin() + static_cast<std::ptrdiff_t>(first * a.cols),
-                      a.data.begin() + static_cast<std::ptrdiff_t>(last * a.cols));
-    g.parts.push_back(MakeGemmProgram(block, b, n, overlap, seed));
+    if (split == CoreSplit::kRows) {
+      const int64_t first = a.rows * c / cores, last = a.rows * (c + 1) / cores;
+      if (last == first) continue;
+      g.parts.push_back(Part(g.whole, Rows(a, first, last), b, 0, overlap));
+      g.first.push_back(first);
+    } else {
+      const int64_t nt = g.whole.nt, first = nt * c / cores * n,
+                    last = std::min<int64_t>(nt * (c + 1) / cores * n, b.cols);
+      if (last <= first) continue;
+      g.parts.push_back(Part(g.whole, a, Columns(b, first, last), first, overlap));
+      g.first.push_back(first);
+    }
     jobs.push_back(g.parts.back().job);
   }
   g.jobs = CombineCoreJobs(std::move(jobs));
   return g;
 }
 
-Matrix<int8_t> GemmOnCores::Expected(const Matrix<int32_t>& c) const {
-  GemmProgram whole = parts.at(0);  // every part has the same parameter sets
-  whole.m = c.rows;
-  return whole.Expected(c);
-}
-
 Matrix<int8_t> GemmOnCores::Unpack(const std::vector<uint8_t>& out) const {
   Matrix<int8_t> y;
-  y.cols = parts.at(0).cols;
+  y.rows = whole.m;
+  y.cols = whole.cols;
+  y.data.assign(static_cast<size_t>(y.rows * y.cols), 0);
   for (size_t c = 0; c < parts.size(); ++c) {
     const Matrix<int8_t> part = parts[c].Unpack(jobs.HostOut(out, c));
-    y.rows += part.rows;
-    y.data.insert(y.data.end(), part.data.begin(), part.data.end());
+    const bool rows = split == CoreSplit::kRows;
+    for (int64_t i = 0; i < part.rows; ++i)
+      for (int64_t j = 0; j < part.cols; ++j)
+        y.at(rows ? first[c] + i : i, rows ? j : first[c] + j) = part.at(i, j);
   }
   return y;
 }

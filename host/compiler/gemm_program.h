@@ -51,19 +51,27 @@ GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, in
 GemmProgram MakeGemmProgramBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int n,
                                 bool overlap, uint64_t seed = 7);
 
-// The int8 GEMM on a chip of several cores, data parallel: core c computes a block of A's
-// rows (blocks as even as whole rows allow, in core order) with all of B, each block a
-// GemmProgram of its own (the same parameter sets), combined by CombineCoreJobs: the cores
-// share B's tiles in weight memory and each streams all of them.
+// How a GEMM is spread over the cores: A's rows (data parallel: every core uses all of B)
+// or B's columns in whole N-column tiles (model parallel: every core reads all of A, and
+// only its own weight tiles).
+enum class CoreSplit { kRows, kColumns };
+
+// The int8 GEMM on a chip of several cores: core c computes a block of rows or of columns
+// (blocks as even as whole rows, or whole N-column tiles, allow; in core order), each block
+// a GemmProgram of its own with the parameter sets of its columns, combined by
+// CombineCoreJobs (split by rows, the cores share B's tiles in weight memory).
 struct GemmOnCores {
+  CoreSplit split = CoreSplit::kRows;
   CoreJobs jobs;
-  std::vector<GemmProgram> parts;  // per core (a core without rows has none)
+  std::vector<GemmProgram> parts;  // per core (a core without a block has none)
+  std::vector<int64_t> first;      // the first row (column) of each part
+  GemmProgram whole;               // the shape and parameter sets of the whole (no job)
   // The outputs of the whole, m x cols, from the job's read-back.
   Matrix<int8_t> Unpack(const std::vector<uint8_t>& out) const;
   // The int8 outputs the job must produce, from the whole's int32 products.
-  Matrix<int8_t> Expected(const Matrix<int32_t>& c) const;
+  Matrix<int8_t> Expected(const Matrix<int32_t>& c) const { return whole.Expected(c); }
 };
 GemmOnCores MakeGemmOnCores(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
-                            int cores, uint64_t seed = 7);
+                            int cores, CoreSplit split = CoreSplit::kRows, uint64_t seed = 7);
 
 }  // namespace tpu::compiler

@@ -119,21 +119,36 @@ TEST(MultiCoreTest, MoreProgramsThanCoresIsAUsageError) {
   }
 }
 
-// A GEMM split by rows over the two cores (compiler::MakeGemmOnCores): right on both engines,
-// the engines equal on every core's cycles and counters, and faster than one core.
-TEST(MultiCoreTest, AGemmSplitByRowsOverTwoCoresIsRightAndFaster) {
-  const Matrix<int8_t> a = gemm::RandomInt8(61, 20, 1), b = gemm::RandomInt8(20, 9, 2);
-  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(a, b, 4, /*overlap=*/true, 2);
+// A GEMM split over the two cores by rows and by columns (compiler::MakeGemmOnCores): right
+// on both engines, the engines equal on every core's cycles and counters, and faster than one
+// core on teach-4's memories.
+class MultiCoreGemmTest : public ::testing::TestWithParam<compiler::CoreSplit> {};
+
+TEST_P(MultiCoreGemmTest, IsRightOnBothEnginesAndFasterThanOneCore) {
+  const bool rows = GetParam() == compiler::CoreSplit::kRows;
+  const Matrix<int8_t> a = gemm::RandomInt8(61, 20, 1), b = gemm::RandomInt8(20, 11, 2);
+  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(a, b, 4, true, 2, GetParam());
   ASSERT_EQ(g.parts.size(), 2u);
-  EXPECT_EQ(g.parts[0].m + g.parts[1].m, 61);
+  if (rows) {
+    EXPECT_EQ(g.parts[0].m + g.parts[1].m, 61);
+  } else {
+    EXPECT_EQ(g.parts[0].cols, 4);  // 3 column tiles: 1 and 2
+    EXPECT_EQ(g.parts[1].cols, 7);
+  }
   const Matrix<int8_t> want = g.Expected(gemm::ReferenceGemm(a, b));
   const std::vector<engine::ExecResult> rs = RunBoth(g.jobs.job);
   for (const engine::ExecResult& r : rs) {
     SCOPED_TRACE(r.engine);
     ASSERT_TRUE(r.ok) << r.message;
     EXPECT_EQ(g.Unpack(r.host_out).data, want.data);
-    // Both cores stream all of B: twice the weight traffic of one core.
-    EXPECT_EQ(r.cores[0].counters.weight_bytes_read, r.cores[1].counters.weight_bytes_read);
+    // By rows, both cores stream all of B; by columns, each its own tiles.
+    const uint64_t w0 = r.cores[0].counters.weight_bytes_read,
+                   w1 = r.cores[1].counters.weight_bytes_read;
+    if (rows) {
+      EXPECT_EQ(w0, w1);
+    } else {
+      EXPECT_EQ(w0 * 2, w1);
+    }
   }
   if (rs.size() == 2) {
     for (size_t c = 0; c < 2; ++c) {
@@ -149,6 +164,13 @@ TEST(MultiCoreTest, AGemmSplitByRowsOverTwoCoresIsRightAndFaster) {
   EXPECT_LT(rs.back().cycles, alone.cycles);
   std::printf("one core %lu cycles, two cores %lu\n", alone.cycles, rs.back().cycles);
 }
+
+INSTANTIATE_TEST_SUITE_P(Splits, MultiCoreGemmTest,
+                         ::testing::Values(compiler::CoreSplit::kRows,
+                                           compiler::CoreSplit::kColumns),
+                         [](const ::testing::TestParamInfo<compiler::CoreSplit>& i) {
+                           return i.param == compiler::CoreSplit::kRows ? "Rows" : "Columns";
+                         });
 
 TEST(MultiCoreTest, RelocatingMovesHostAndWeightAddressesAcrossFourGiB) {
   isa::Program p = isa::Assemble(
