@@ -54,31 +54,46 @@ class Planner {
     }
   }
 
+  // The cheaper segmentation (in the unified buffer, or spilling to host memory) that can be
+  // allocated; where fragmentation defeats the cheaper one, the other.
   Plan Run() {
+    const Segmentation ub = Segment(/*spill=*/false), host = Segment(/*spill=*/true);
+    const bool spill_first = !(ub.cost <= host.cost);
+    std::string failed;
+    for (const bool spill : {spill_first, !spill_first}) {
+      const Segmentation& seg = spill ? host : ub;
+      if (seg.cost == kInfinite) continue;
+      Plan p;
+      p.maps = maps_;
+      p.spill = spill;
+      p.segments = seg.segments;
+      if (AllocateShrinking(&p, &failed)) return Layout(std::move(p));
+    }
     Plan p;
     p.maps = maps_;
-    Segmentation ub = Segment(/*spill=*/false), host = Segment(/*spill=*/true);
-    p.spill = !(ub.cost <= host.cost);
-    p.segments = p.spill ? host.segments : ub.segments;
-    if ((p.spill ? host.cost : ub.cost) == kInfinite) {
-      p.why_not = why_not_.empty() ? "the network does not fit the unified buffer" : why_not_;
-      return p;
-    }
-    for (int tries = 0; tries < 64; ++tries) {
-      if (Allocate(&p)) return Layout(std::move(p));
-      // Fragmentation: a smaller group for the segment that did not fit.
-      PlanSegment& s = p.segments[static_cast<size_t>(failed_)];
-      if (s.banded || s.group == 1) break;
-      s.group =
-          *std::find_if(groups_.begin(), groups_.end(), [&](int64_t x) { return x < s.group; });
-    }
-    p.why_not = fmt::format(
-        "the unified buffer ({} rows) cannot hold what operation '{}' needs", c_.ub_depth_rows,
-        g_.ops[static_cast<size_t>(p.segments[static_cast<size_t>(failed_)].first)].name);
+    p.why_not = !failed.empty()     ? failed
+                : !why_not_.empty() ? why_not_
+                                    : "the network does not fit the unified buffer";
     return p;
   }
 
  private:
+  // Allocates p, giving the segment that did not fit (fragmentation) a smaller group each
+  // time; false, with *why, when it cannot.
+  bool AllocateShrinking(Plan* p, std::string* why) {
+    for (int tries = 0; tries < 64; ++tries) {
+      if (Allocate(p)) return true;
+      PlanSegment& s = p->segments[static_cast<size_t>(failed_)];
+      if (s.banded || s.group == 1) break;
+      s.group =
+          *std::find_if(groups_.begin(), groups_.end(), [&](int64_t x) { return x < s.group; });
+    }
+    *why = fmt::format(
+        "the unified buffer ({} rows) cannot hold what operation '{}' needs", c_.ub_depth_rows,
+        g_.ops[static_cast<size_t>(p->segments[static_cast<size_t>(failed_)].first)].name);
+    return false;
+  }
+
   int64_t Rows(int t) const { return g_.tensors[static_cast<size_t>(t)].rows; }
   int Producer(int t) const { return g_.tensors[static_cast<size_t>(t)].producer; }
   // Tensors produced before position q and read at or after it (not the model's input).

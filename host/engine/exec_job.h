@@ -61,6 +61,11 @@ struct ExecResult {
   hw::ChipCounters counters;
   std::vector<CoreResult> cores;  // each core's, on a chip of several cores (else empty)
   std::vector<uint8_t> host_out;  // empty in timing-only runs
+
+  // Core `core`'s counters (on a chip of one core, the run's).
+  const hw::ChipCounters& CountersOf(int core) const {
+    return cores.empty() ? counters : cores.at(static_cast<size_t>(core)).counters;
+  }
 };
 
 struct EngineOptions {

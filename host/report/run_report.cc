@@ -94,8 +94,7 @@ double RunReport::Accuracy() const {
 }
 
 double RunReport::UsPerImage() const {
-  return static_cast<double>(total.counters.cycles) / config.clock_mhz /
-         static_cast<double>(images);
+  return static_cast<double>(ElapsedCycles()) / config.clock_mhz / static_cast<double>(images);
 }
 
 RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
@@ -115,6 +114,7 @@ RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
   rep.mismatches = r.mismatches;
   rep.non_finite = r.non_finite;
   rep.wall_seconds = r.wall_seconds;
+  rep.chip_cycles = r.chip_cycles;
   rep.spilled = r.spilled;
   rep.ub_rows = r.ub_rows;
   for (const run::LayerStats& l : r.layers) {
@@ -151,6 +151,7 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
     r.mismatches = j.at("mismatches").is_null() ? 0 : j.at("mismatches").get<int64_t>();
     r.wall_seconds = j.at("wall_seconds").get<double>();
     r.ub_rows = j.value("ub_rows", int64_t{0});
+    r.chip_cycles = j.value("chip_cycles", uint64_t{0});
     for (const auto& s : j.value("spilled", nlohmann::json::array()))
       r.spilled.push_back({s.at("name").get<std::string>(), s.at("bytes_per_image").get<int64_t>(),
                            s.at("readers").get<int64_t>()});
@@ -182,6 +183,7 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
 RunReport MergeRunReports(const std::vector<RunReport>& shards) {
   if (shards.empty()) throw UsageError("no run reports to merge");
   RunReport m = shards.front();
+  m.chip_cycles = m.ElapsedCycles();
   auto same = [&](const RunReport& s, const std::string& what, bool ok) {
     if (!ok) {
       throw UsageError(
@@ -210,6 +212,7 @@ RunReport MergeRunReports(const std::vector<RunReport>& shards) {
     m.correct += s.correct;
     m.mismatches += s.mismatches;
     m.wall_seconds += s.wall_seconds;
+    m.chip_cycles += s.ElapsedCycles();
   }
   m.shard.clear();
   m.first_input = 0;
@@ -281,6 +284,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"ub_rows", r.ub_rows},
       {"checked", r.checked},
       {"cycles", t.Cycles()},
+      {"chip_cycles", r.ElapsedCycles()},
       {"macs", t.macs},
       {"mapping_efficiency", t.MappingEfficiency()},
       {"mxu_stream_cycles_per_image", static_cast<double>(t.counters.mxu_stream_cycles) / images},
@@ -421,6 +425,13 @@ std::string FormatRunText(const RunReport& r) {
                    r.total.energy.Total() / images / 1000, unit, r.table.name, parts);
   s += fmt::format("  efficiency {:.2f} TOPS/W (2 x MACs / energy)\n",
                    2.0 * static_cast<double>(r.total.macs) / r.total.energy.Total());
+  if (r.config.cores > 1) {
+    s += fmt::format(
+        "  cores      {} cores, each a share of every batch: {} chip cycles; the rows count "
+        "each core's cycles ({} in all)\n",
+        r.config.cores, Grouped(static_cast<int64_t>(r.ElapsedCycles())),
+        Grouped(static_cast<int64_t>(r.total.Cycles())));
+  }
   s += fmt::format(
       "  time       {:.1f} us per {} at {} MHz = {:.0f} {}s/s "
       "(simulated); {:.1f} s wall\n",

@@ -235,7 +235,7 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
           LayerJob job = nc.Build(in, count);
           job.exec.name = l.name;
           const engine::ExecResult r = RunJob(engine, job, l.name);
-          stats.counters += r.counters;
+          stats.counters += r.CountersOf(0);  // core 0 runs it
           ++stats.jobs;
           for (const Bound& b : nc.Bounds(count)) stats.bound += b;
           if (values) {
@@ -299,7 +299,7 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
         if (!r.ok) {
           throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", l.name, r.message));
         }
-        stats.counters += r.counters;
+        stats.counters += r.CountersOf(0);  // core 0 runs it
         ++stats.jobs;
         if (values &&
             prog.Unpack(r.host_out).data != prog.Expected(gemm::ReferenceGemm(ac, bg)).data) {

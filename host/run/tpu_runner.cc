@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "host/common/errors.h"
+#include "host/compiler/core_split.h"
 #include "host/compiler/layer_compiler.h"
 #include "host/engine/cycle_attribution.h"
 #include "host/nn/bf16.h"
@@ -58,7 +59,8 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
     LayerStats& st = r->layers[s];
     st.macs += lc.MacsPerImage() * b;
     ++st.jobs;
-    st.counters += e.counters;
+    st.counters += e.CountersOf(0);  // layer jobs run on core 0
+    r->chip_cycles += e.cycles;
     std::vector<int8_t> out =
         values ? lc.Decode(e.host_out, b)
                : std::vector<int8_t>(static_cast<size_t>(b * lc.OutShape().Size()), 0);
@@ -78,36 +80,88 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
   return act;
 }
 
-// One whole-network job on the chip, its counters attributed to the operations (rows of
-// `r`) cycle by cycle and their bounds added.
-engine::ExecResult RunWhole(const NetworkCompiler& network, const LayerJob& job, int b,
-                            engine::ChipEngine& engine, engine::CycleAttribution& attribution,
-                            TpuRunResult* r) {
-  attribution.SetRowOf(job.op_of);
-  engine.SetObserver(&attribution);
+// A batch of whole-network programs, one per core (docs/compiler.md, "Several cores"): core
+// c runs images [b c / C, b (c + 1) / C) of the batch, each core's program built for its
+// share and combined by CombineCoreJobs (one core: the job itself). Each core's counters are
+// attributed to the operations (rows of `r`, summed over cores: cycles are core-cycles)
+// cycle by cycle and their bounds added; r->chip_cycles gets the run's cycles. Returns the
+// model's outputs of the batch, in order (T: int8_t, or uint16_t on a bf16 chip); zeros in
+// timing-only runs.
+template <class T>
+std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& act, int b,
+                        engine::ChipEngine& engine,
+                        std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
+  const int cores = engine.Config().cores;
+  const size_t in_size = act.size() / static_cast<size_t>(b);
+  std::vector<int> first, share;
+  std::vector<LayerJob> jobs;
+  for (int c = 0; c < cores; ++c) {
+    const int f = b * c / cores, n = b * (c + 1) / cores - f;
+    if (n == 0) continue;
+    const std::vector<T> part(act.begin() + static_cast<std::ptrdiff_t>(f * in_size),
+                              act.begin() + static_cast<std::ptrdiff_t>((f + n) * in_size));
+    if constexpr (sizeof(T) == 1) {
+      jobs.push_back(network.Build(part, n));
+    } else {
+      jobs.push_back(network.BuildBf16(part, n));
+    }
+    first.push_back(f);
+    share.push_back(n);
+  }
+  std::vector<engine::ExecJob> execs;
+  for (const LayerJob& j : jobs) execs.push_back(j.exec);
+  const compiler::CoreJobs combined = compiler::CombineCoreJobs(std::move(execs));
+  for (size_t c = 0; c < jobs.size(); ++c) {
+    attributions[c].SetRowOf(jobs[c].op_of);
+    engine.SetObserver(&attributions[c], static_cast<int>(c));
+  }
   struct Unset {
     engine::ChipEngine& e;
-    ~Unset() { e.SetObserver(nullptr); }
-  } unset{engine};
-  const engine::ExecResult e = engine.Run(job.exec);
+    size_t cores;
+    ~Unset() {
+      for (size_t c = 0; c < cores; ++c) e.SetObserver(nullptr, static_cast<int>(c));
+    }
+  } unset{engine, jobs.size()};
+  const engine::ExecResult e = engine.Run(combined.job);
   if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
-  attribution.Check(e.counters);
-  if (engine::Timeline* t = engine.GetTimeline()) {
-    for (const auto& s : attribution.Spans())
+  r->chip_cycles += e.cycles;
+  for (size_t c = 0; c < jobs.size(); ++c) {
+    attributions[c].Check(e.CountersOf(static_cast<int>(c)));
+  }
+  if (engine::Timeline* t = engine.GetTimeline()) {  // core 0's
+    for (const auto& s : attributions[0].Spans())
       t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
   }
-  const std::vector<Bound> bounds = network.Bounds(b);
-  for (size_t i = 0; i < r->layers.size(); ++i) {
-    LayerStats& l = r->layers[i];
-    const GraphOp& op = network.Graph().ops[i];
-    l.macs += op.macs * b;
-    ++l.jobs;
-    l.counters = attribution.Rows()[i];
-    l.bound += bounds[i];
-    l.m += b * (op.stacked ? 1 : op.rows);
-    std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
+  for (size_t c = 0; c < jobs.size(); ++c) {
+    const std::vector<Bound> bounds = network.Bounds(share[c]);
+    for (size_t i = 0; i < r->layers.size(); ++i) {
+      LayerStats& l = r->layers[i];
+      const GraphOp& op = network.Graph().ops[i];
+      l.macs += op.macs * share[c];
+      ++l.jobs;
+      l.bound += bounds[i];
+      l.m += share[c] * (op.stacked ? 1 : op.rows);
+      std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
+    }
   }
-  return e;
+  for (size_t i = 0; i < r->layers.size(); ++i) {
+    hw::ChipCounters sum;
+    for (const engine::CycleAttribution& a : attributions) sum += a.Rows()[i];
+    r->layers[i].counters = sum;
+  }
+  std::vector<T> y;
+  if (!engine.ComputesValues()) return y;
+  for (size_t c = 0; c < jobs.size(); ++c) {
+    const std::vector<uint8_t> out = combined.HostOut(e.host_out, c);
+    std::vector<T> part;
+    if constexpr (sizeof(T) == 1) {
+      part = network.Decode(out, share[c]);
+    } else {
+      part = network.DecodeBf16(out, share[c]);
+    }
+    y.insert(y.end(), part.begin(), part.end());
+  }
+  return y;
 }
 
 // A batch on a bf16 chip (docs/bf16.md): the fp32 inputs rounded to bfloat16, the outputs
@@ -115,14 +169,12 @@ engine::ExecResult RunWhole(const NetworkCompiler& network, const LayerJob& job,
 // named (image, layer, value).
 void RunBf16Batch(const nn::Model& model, const NetworkCompiler& network, const nn::Bf16Net& ref,
                   const nn::InputSet& inputs, int64_t first, int b, engine::ChipEngine& engine,
-                  engine::CycleAttribution& attribution, TpuRunResult* r) {
+                  std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
   const nn::RowMatrix<float> x = nn::Fp32Inputs(inputs, first, b);
   std::vector<uint16_t> act(static_cast<size_t>(x.size()));
   for (size_t i = 0; i < act.size(); ++i) act[i] = nn::Bf16OfFp32(nn::BitsOfFloat(x.data()[i]));
-  const engine::ExecResult e =
-      RunWhole(network, network.BuildBf16(act, b), b, engine, attribution, r);
+  const std::vector<uint16_t> y = RunWhole(network, act, b, engine, attributions, r);
   if (!engine.ComputesValues()) return;
-  const std::vector<uint16_t> y = network.DecodeBf16(e.host_out, b);
   const auto out_size = static_cast<size_t>(model.layers.back().out.Size());
   for (int i = 0; i < b; ++i) {
     const std::vector<std::vector<uint16_t>> want = ref.Forward(x.row(i).data());
@@ -218,12 +270,20 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   r.plan = whole        ? "whole network, one program per batch: " + network.PlanText()
            : layer_jobs ? "layer jobs (im2col on the host)"
                         : "layer jobs (" + PlainText(network.WhyNot()) + ")";
+  if (config.cores > 1) {
+    r.plan += whole ? fmt::format("; on {} cores, each a share of every batch (data parallel)",
+                                  config.cores)
+                    : fmt::format("; on core 0 of {}", config.cores);
+  }
   std::vector<LayerStep> steps;
   std::vector<LayerCompiler> compilers;
-  // Whole networks: a row per operation of the program, its counters attributed cycle by
-  // cycle (host/engine/cycle_attribution.h).
-  engine::CycleAttribution attribution(static_cast<int>(network.Graph().ops.size()),
-                                       config.array_dim, hw::ElementBytes(config.dtype));
+  // Whole networks: a row per operation, its counters attributed cycle by cycle on each core
+  // (host/engine/cycle_attribution.h).
+  std::vector<engine::CycleAttribution> attributions;
+  for (int c = 0; c < config.cores; ++c) {
+    attributions.emplace_back(static_cast<int>(network.Graph().ops.size()), config.array_dim,
+                              hw::ElementBytes(config.dtype));
+  }
   if (whole) {
     for (const GraphOp& op : network.Graph().ops) {
       LayerStats st;
@@ -255,17 +315,15 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   for (int64_t first = 0; first < images; first += batch) {
     const int b = static_cast<int>(std::min<int64_t>(batch, images - first));
     if (bf16) {
-      RunBf16Batch(model, network, *bf16_reference, inputs, first, b, engine, attribution, &r);
+      RunBf16Batch(model, network, *bf16_reference, inputs, first, b, engine, attributions, &r);
       if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
       continue;
     }
     const nn::MatrixI8 in = nn::Int8Inputs(model, inputs, first, b);
     std::vector<int8_t> act(in.data(), in.data() + in.size());
     if (whole) {
-      const engine::ExecResult e =
-          RunWhole(network, network.Build(act, b), b, engine, attribution, &r);
-      act = values ? network.Decode(e.host_out, b)
-                   : std::vector<int8_t>(static_cast<size_t>(b * out_size), 0);
+      act = RunWhole(network, act, b, engine, attributions, &r);
+      if (!values) act.assign(static_cast<size_t>(b * out_size), 0);
     } else {
       act = RunLayerJobs(steps, compilers, engine, std::move(act), b, &r);
     }

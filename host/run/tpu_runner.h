@@ -48,6 +48,9 @@ struct TpuRunResult {
   int64_t correct = 0;     // argmax == label
   bool labelled = false;   // the inputs had labels
   double wall_seconds = 0;
+  // The chip's cycles over every job: on a chip of several cores fewer than the rows' cycles,
+  // which count each core's (docs/compiler.md, "Several cores"); 0 where not recorded.
+  uint64_t chip_cycles = 0;
 
   hw::ChipCounters Total() const;
   int64_t TotalMacs() const;

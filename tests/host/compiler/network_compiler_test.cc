@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 
 #include "host/common/errors.h"
@@ -113,6 +114,40 @@ TEST(NetworkCompilerTest, LenetIsBitExactOnTheRtlWithARowPerLayer) {
     EXPECT_EQ(r.layers[i].counters.macs,
               r.layers[i].counters.mxu_stream_cycles * static_cast<uint64_t>(16 * 16));
   }
+}
+
+// On a chip of two cores each core runs the whole-network program on its share of the batch
+// (docs/compiler.md, "Several cores"): bit-exact, the rows (each core's cycles attributed,
+// the runner checks that they add up) equal on the RTL of the 2 x 4 chip and the fast
+// engine, and the batch done in fewer chip cycles than on one core.
+TEST(NetworkCompilerTest, LenetOnTwoCoresSplitsTheBatchOnTheRtl) {
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  const data::MnistSet set = MnistLike(m, 8, 5);
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.cores = 2;
+  const auto chip = test::TestEngine(engine::EngineKind::kRtl, c, {});
+  const TpuRunResult r = RunModelOnTpu(m, *chip, set.pixels.data(), nullptr, 8, 8);
+  const auto fast = test::TestEngine(engine::EngineKind::kFast, c, {});
+  const TpuRunResult f = RunModelOnTpu(m, *fast, set.pixels.data(), nullptr, 8, 8);
+  c.cores = 1;
+  const auto one = test::TestEngine(engine::EngineKind::kFast, c, {});
+  const TpuRunResult o = RunModelOnTpu(m, *one, set.pixels.data(), nullptr, 8, 8);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(f.mismatches, 0);
+  EXPECT_EQ(r.logits, o.logits);
+  EXPECT_EQ(r.chip_cycles, f.chip_cycles);
+  ASSERT_EQ(r.layers.size(), f.layers.size());
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    SCOPED_TRACE(r.layers[i].name);
+    EXPECT_EQ(r.layers[i].jobs, 2);  // a program per core
+    EXPECT_EQ(r.layers[i].macs, o.layers[i].macs);
+    EXPECT_EQ(r.layers[i].counters.FirstDifference(f.layers[i].counters), -1);
+  }
+  // Each core counts its own cycles: the rows hold more than the chip took.
+  EXPECT_GT(r.Total().cycles, r.chip_cycles);
+  EXPECT_LT(r.chip_cycles, o.chip_cycles);
+  std::printf("LeNet, 8 images on teach-4: one core %lu cycles, two cores %lu\n", o.chip_cycles,
+              r.chip_cycles);
 }
 
 // The zero border of mnist32 is the first convolution's padding: the host sends 28 x 28, and
