@@ -201,6 +201,7 @@ const std::vector<std::string>& RunAxes() {
 
 const std::vector<std::string>& KnownMetrics() {
   static const std::vector<std::string> k = {"cycles",
+                                             "chip_cycles",
                                              "cycles_per_image",
                                              "us_per_image",
                                              "images_per_second",
