@@ -64,9 +64,15 @@ void ChipEngine::SetObserver(CycleObserver* observer, int core) {
   observers_[static_cast<size_t>(core)] = observer;
 }
 
+void ChipEngine::SetTimeline(Timeline* timeline, int core) {
+  if (core < 0) throw std::invalid_argument("SetTimeline: a core is 0 or more");
+  if (static_cast<size_t>(core) >= timelines_.size()) timelines_.resize(core + 1u, nullptr);
+  timelines_[static_cast<size_t>(core)] = timeline;
+}
+
 std::vector<CycleObserver*> ChipEngine::Observers(int core) const {
   std::vector<CycleObserver*> v;
-  if (core == 0 && timeline_) v.push_back(timeline_);
+  if (Timeline* t = GetTimeline(core)) v.push_back(t);
   if (static_cast<size_t>(core) < observers_.size() && observers_[static_cast<size_t>(core)]) {
     v.push_back(observers_[static_cast<size_t>(core)]);
   }
@@ -82,10 +88,9 @@ CoreObservers::CoreObservers(const ChipEngine& engine, const ExecJob& job, int c
 }
 
 void CoreObservers::EndRun(const ExecResult& r) const {
-  for (size_t c = 0; c < by_core_.size(); ++c) {
-    const uint64_t cycles = r.cores.empty() ? r.cycles : r.cores[c].cycles;
-    for (CycleObserver* o : by_core_[c]) o->EndRun(cycles);
-  }
+  // The run's cycles for every core: runs laid end to end stay aligned across the cores.
+  for (const auto& observers : by_core_)
+    for (CycleObserver* o : observers) o->EndRun(r.cycles);
 }
 
 void SummarizeCores(ExecResult* r, uint64_t cycles, const std::vector<std::string>& messages) {

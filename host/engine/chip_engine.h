@@ -45,21 +45,26 @@ class ChipEngine {
   // Writes what spans runs (the rtl engine's waveform). Throws RuntimeError on failure.
   virtual void Finish() {}
   // Records the instruction timeline of the runs that follow (nullptr: stop recording).
-  void SetTimeline(Timeline* timeline) { timeline_ = timeline; }
-  Timeline* GetTimeline() const { return timeline_; }
+  // On a chip of several cores, core `core`'s timeline (core 0's: GetTimeline()).
+  void SetTimeline(Timeline* timeline, int core = 0);
+  Timeline* GetTimeline(int core = 0) const {
+    return static_cast<size_t>(core) < timelines_.size() ? timelines_[static_cast<size_t>(core)]
+                                                         : nullptr;
+  }
   // Shows the runs that follow, cycle by cycle, to `observer` too (nullptr: to none): the
-  // cycles of core `core` while it runs (on a chip of one core, core 0: the run).
+  // cycles of core `core` while it runs (on a chip of one core, core 0: the run); EndRun
+  // gets the run's cycles.
   void SetObserver(CycleObserver* observer, int core = 0);
-  // The observers of core `core` in the next run (core 0: the timeline too, where set).
+  // The observers of core `core` in the next run (its timeline too, where set).
   std::vector<CycleObserver*> Observers(int core = 0) const;
 
  protected:
-  Timeline* timeline_ = nullptr;
+  std::vector<Timeline*> timelines_;       // by core; nullptr: none
   std::vector<CycleObserver*> observers_;  // by core; nullptr: none
 };
 
 // An engine's observers for one run, by core: BeginRun with each core's program when made,
-// each core's cycles while it runs, EndRun with the cycle each core ended in.
+// each core's cycles while it runs, EndRun with the run's cycles.
 class CoreObservers {
  public:
   CoreObservers(const ChipEngine& engine, const ExecJob& job, int cores);

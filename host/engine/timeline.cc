@@ -108,26 +108,38 @@ void Timeline::LayerSlice(const std::string& layer, uint64_t start, uint64_t end
   base_ = base;
 }
 
-nlohmann::json Timeline::ToJson() const {
+nlohmann::json Timeline::ToJson(const std::vector<const Timeline*>& other_cores) const {
   nlohmann::json events = nlohmann::json::array();
-  events.push_back(
-      {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "tpusim chip"}}}});
   std::vector<std::string> tracks = {"controller (issue)"};
   for (int u = 0; u < hw::kNumUnits; ++u) tracks.push_back(hw::kUnitText[static_cast<size_t>(u)]);
   tracks.push_back("layers (whole-network programs)");
-  for (size_t t = 0; t < tracks.size(); ++t) {
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", 1},
-                      {"tid", t},
-                      {"args", {{"name", tracks[t]}}}});
-    events.push_back({{"name", "thread_sort_index"},
-                      {"ph", "M"},
-                      {"pid", 1},
-                      {"tid", t},
-                      {"args", {{"sort_index", t}}}});
+  std::vector<const Timeline*> cores = {this};
+  cores.insert(cores.end(), other_cores.begin(), other_cores.end());
+  for (size_t c = 0; c < cores.size(); ++c) {
+    const int pid = static_cast<int>(c) + 1;
+    const std::string name =
+        cores.size() == 1 ? "tpusim chip" : "tpusim chip, core " + std::to_string(c);
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", name}}}});
+    for (size_t t = 0; t < tracks.size(); ++t) {
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", pid},
+                        {"tid", t},
+                        {"args", {{"name", tracks[t]}}}});
+      events.push_back({{"name", "thread_sort_index"},
+                        {"ph", "M"},
+                        {"pid", pid},
+                        {"tid", t},
+                        {"args", {{"sort_index", t}}}});
+    }
   }
-  for (const auto& e : events_) events.push_back(e);
+  for (size_t c = 0; c < cores.size(); ++c) {
+    for (nlohmann::json e : cores[c]->events_) {
+      e["pid"] = static_cast<int>(c) + 1;
+      events.push_back(std::move(e));
+    }
+  }
   nlohmann::json other = {
       {"generator", "tpusim"},
       {"time_unit", "microseconds at clock_mhz; args.cycle and args.cycles count cycles"},
@@ -137,8 +149,9 @@ nlohmann::json Timeline::ToJson() const {
   return {{"traceEvents", events}, {"displayTimeUnit", "ns"}, {"otherData", other}};
 }
 
-void Timeline::Write(const std::string& path) const {
-  WriteFileAtomically(path, ToJson().dump() + "\n");
+void Timeline::Write(const std::string& path,
+                     const std::vector<const Timeline*>& other_cores) const {
+  WriteFileAtomically(path, ToJson(other_cores).dump() + "\n");
 }
 
 }  // namespace tpu::engine

@@ -39,10 +39,11 @@ class Timeline : public CycleObserver {
 
   // The trace events, without anything that differs between engines.
   const nlohmann::json& Events() const { return events_; }
-  // The whole file: events plus metadata (track names, clock, runs).
-  nlohmann::json ToJson() const;
+  // The whole file: events plus metadata (track names, clock, runs). On a chip of several
+  // cores this is core 0's timeline and `other_cores` the others': core c is process c + 1.
+  nlohmann::json ToJson(const std::vector<const Timeline*>& other_cores = {}) const;
   // Writes ToJson() atomically. Throws RuntimeError when it cannot.
-  void Write(const std::string& path) const;
+  void Write(const std::string& path, const std::vector<const Timeline*>& other_cores = {}) const;
 
  private:
   struct Open {

@@ -14,6 +14,11 @@ ChipSession::ChipSession(const SessionSpec& spec) : spec_(spec) {
     e.timeline = timeline_.get();
   }
   engine_ = engine::MakeChipEngine(spec_.engine, spec_.config, e);
+  // A chip of several cores: a timeline per core, written as one file (a process per core).
+  for (int c = 1; timeline_ && c < spec_.config.cores; ++c) {
+    other_timelines_.push_back(std::make_unique<engine::Timeline>(spec_.config.clock_mhz));
+    engine_->SetTimeline(other_timelines_.back().get(), c);
+  }
 }
 
 void ChipSession::Finish() {
@@ -23,7 +28,9 @@ void ChipSession::Finish() {
   if (timeline_) {
     timeline_->Note("engine", engine_->Name());
     timeline_->Note("config", spec_.config.ToJson());
-    timeline_->Write(spec_.timeline_path);
+    std::vector<const engine::Timeline*> others;
+    for (const auto& t : other_timelines_) others.push_back(t.get());
+    timeline_->Write(spec_.timeline_path, others);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
@@ -34,7 +35,8 @@ class ChipSession {
 
  private:
   SessionSpec spec_;
-  std::unique_ptr<engine::Timeline> timeline_;
+  std::unique_ptr<engine::Timeline> timeline_;                      // core 0's
+  std::vector<std::unique_ptr<engine::Timeline>> other_timelines_;  // cores 1, 2, ...
   std::unique_ptr<engine::ChipEngine> engine_;
 };
 

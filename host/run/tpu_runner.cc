@@ -128,9 +128,11 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   for (size_t c = 0; c < jobs.size(); ++c) {
     attributions[c].Check(e.CountersOf(static_cast<int>(c)));
   }
-  if (engine::Timeline* t = engine.GetTimeline()) {  // core 0's
-    for (const auto& s : attributions[0].Spans())
-      t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
+  for (size_t c = 0; c < jobs.size(); ++c) {  // each core's layers on its timeline
+    if (engine::Timeline* t = engine.GetTimeline(static_cast<int>(c))) {
+      for (const auto& s : attributions[c].Spans())
+        t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
+    }
   }
   for (size_t c = 0; c < jobs.size(); ++c) {
     const std::vector<Bound> bounds = network.Bounds(share[c]);

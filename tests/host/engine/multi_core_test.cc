@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "host/common/errors.h"
 #include "host/compiler/core_split.h"
 #include "host/engine/engine_factory.h"
+#include "host/engine/timeline.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/isa/assembler.h"
 #include "sim/system/tpu_registry.h"
@@ -103,6 +106,38 @@ TEST(MultiCoreTest, AnErrorOnOneCoreIsTheRunsAndNamesTheCore) {
   }
   if (rs.size() == 2) {
     EXPECT_EQ(rs[0].message, rs[1].message);
+  }
+}
+
+// A timeline per core, written as one file with a process per core; runs laid end to end stay
+// aligned across the cores.
+TEST(MultiCoreTest, EachCoreHasItsTimelineInOneFile) {
+  engine::ExecJob job = Job(Copy(0), HostImage());
+  job.other_programs.push_back(isa::Assemble(Copy(1), "core1.asm"));
+  auto chip = engine::MakeChipEngine(EngineKind::kFast, TwoCores(), {});
+  engine::Timeline t0(700), t1(700);
+  chip->SetTimeline(&t0, 0);
+  chip->SetTimeline(&t1, 1);
+  const engine::ExecResult first = chip->Run(job);
+  const engine::ExecResult second = chip->Run(job);
+  ASSERT_TRUE(first.ok && second.ok);
+  const nlohmann::json j = t0.ToJson({&t1});
+  std::map<int, int> issues;                    // per process: instructions issued
+  std::map<int, std::vector<uint64_t>> starts;  // per process: the cycle of each run's first issue
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      EXPECT_EQ(e["args"]["name"], "tpusim chip, core " + std::to_string(e["pid"].get<int>() - 1));
+    }
+    if (e["ph"] != "X") continue;
+    const int pid = e["pid"].get<int>();
+    if (e["name"].get<std::string>().rfind("issue ", 0) == 0) ++issues[pid];
+    if (e["name"] == "issue read_host") starts[pid].push_back(e["args"]["cycle"].get<uint64_t>());
+  }
+  EXPECT_EQ(issues, (std::map<int, int>{{1, 6}, {2, 6}}));  // 3 instructions, 2 runs
+  // The second run starts the run's cycles after the first on both cores' axes.
+  for (const int pid : {1, 2}) {
+    ASSERT_EQ(starts[pid].size(), 2u) << pid;
+    EXPECT_EQ(starts[pid][1] - starts[pid][0], first.cycles) << pid;
   }
 }
 
