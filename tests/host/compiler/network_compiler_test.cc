@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include "host/common/errors.h"
 #include "host/data/mnist.h"
@@ -125,7 +126,12 @@ TEST(NetworkCompilerTest, LenetOnTwoCoresSplitsTheBatchOnTheRtl) {
   const data::MnistSet set = MnistLike(m, 8, 5);
   config::TpuConfig c = config::LoadConfig("teach-4");
   c.cores = 2;
-  const auto chip = test::TestEngine(engine::EngineKind::kRtl, c, {});
+  std::unique_ptr<engine::ChipEngine> chip;
+  try {
+    chip = test::TestEngine(engine::EngineKind::kRtl, c, {});
+  } catch (const UsageError& e) {  // a build without the 2 x 4 chip (TPUSIM_TPU_CHIPS)
+    GTEST_SKIP() << e.what();
+  }
   const TpuRunResult r = RunModelOnTpu(m, *chip, set.pixels.data(), nullptr, 8, 8);
   const auto fast = test::TestEngine(engine::EngineKind::kFast, c, {});
   const TpuRunResult f = RunModelOnTpu(m, *fast, set.pixels.data(), nullptr, 8, 8);
