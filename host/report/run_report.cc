@@ -115,6 +115,7 @@ RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
   rep.non_finite = r.non_finite;
   rep.wall_seconds = r.wall_seconds;
   rep.chip_cycles = r.chip_cycles;
+  rep.cores = r.core_counters;
   rep.spilled = r.spilled;
   rep.ub_rows = r.ub_rows;
   for (const run::LayerStats& l : r.layers) {
@@ -152,6 +153,8 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
     r.wall_seconds = j.at("wall_seconds").get<double>();
     r.ub_rows = j.value("ub_rows", int64_t{0});
     r.chip_cycles = j.value("chip_cycles", uint64_t{0});
+    for (const auto& c : j.value("cores", nlohmann::json::array()))
+      r.cores.push_back(CountersFromJson(c.at("counters")));
     for (const auto& s : j.value("spilled", nlohmann::json::array()))
       r.spilled.push_back({s.at("name").get<std::string>(), s.at("bytes_per_image").get<int64_t>(),
                            s.at("readers").get<int64_t>()});
@@ -213,6 +216,8 @@ RunReport MergeRunReports(const std::vector<RunReport>& shards) {
     m.mismatches += s.mismatches;
     m.wall_seconds += s.wall_seconds;
     m.chip_cycles += s.ElapsedCycles();
+    same(s, "cores", s.cores.size() == m.cores.size());
+    for (size_t c = 0; c < s.cores.size(); ++c) m.cores[c] += s.cores[c];
   }
   m.shard.clear();
   m.first_input = 0;
@@ -305,6 +310,14 @@ nlohmann::json RunReportJson(const RunReport& r) {
   j["topology"] = r.topology;
   if (r.topology) j["gemm_list"] = r.gemm_list;
   j["counters"] = CountersJson(t.counters);
+  for (const hw::ChipCounters& c : r.cores) {  // each core's, on a chip of several cores
+    const double cycles = c.cycles ? static_cast<double>(c.cycles) : 1.0;
+    j["cores"].push_back(
+        {{"counters", CountersJson(c)},
+         {"array_active", static_cast<double>(c.mxu_stream_cycles) / cycles},
+         {"host_mem_stall_share", static_cast<double>(c.host_mem_stall) / cycles},
+         {"weight_mem_stall_share", static_cast<double>(c.weight_mem_stall) / cycles}});
+  }
   j["tpu_v1_categories"] = CategoriesJson(t, r.config.array_dim);
   AddBound(t, &j);
   j["correct"] = r.correct;
@@ -431,6 +444,17 @@ std::string FormatRunText(const RunReport& r) {
         "each core's cycles ({} in all)\n",
         r.config.cores, Grouped(static_cast<int64_t>(r.ElapsedCycles())),
         Grouped(static_cast<int64_t>(r.total.Cycles())));
+    for (size_t c = 0; c < r.cores.size(); ++c) {
+      const hw::ChipCounters& k = r.cores[c];
+      const double cycles = k.cycles ? static_cast<double>(k.cycles) : 1.0;
+      s += fmt::format(
+          "    core {}   {} cycles, array active {:.1f}% (useful or not), {:.1f}% host-memory and "
+          "{:.1f}% weight-memory stall\n",
+          c, Grouped(static_cast<int64_t>(k.cycles)),
+          100.0 * static_cast<double>(k.mxu_stream_cycles) / cycles,
+          100.0 * static_cast<double>(k.host_mem_stall) / cycles,
+          100.0 * static_cast<double>(k.weight_mem_stall) / cycles);
+    }
   }
   s += fmt::format(
       "  time       {:.1f} us per {} at {} MHz = {:.0f} {}s/s "

@@ -71,6 +71,7 @@ struct RunReport {
   // The chip's cycles (run::TpuRunResult::chip_cycles; 0: the total's), the run's time: on a
   // chip of several cores the rows count each core's cycles.
   uint64_t chip_cycles = 0;
+  std::vector<hw::ChipCounters> cores;  // each core's counters (run::TpuRunResult::core_counters)
   uint64_t ElapsedCycles() const { return chip_cycles ? chip_cycles : total.counters.cycles; }
 
   double Peak() const { return 2.0 * config.array_dim * config.array_dim; }

@@ -125,6 +125,10 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   const engine::ExecResult e = engine.Run(combined.job);
   if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
   r->chip_cycles += e.cycles;
+  if (!e.cores.empty()) {
+    r->core_counters.resize(e.cores.size());
+    for (size_t c = 0; c < e.cores.size(); ++c) r->core_counters[c] += e.cores[c].counters;
+  }
   for (size_t c = 0; c < jobs.size(); ++c) {
     attributions[c].Check(e.CountersOf(static_cast<int>(c)));
   }

@@ -51,6 +51,9 @@ struct TpuRunResult {
   // The chip's cycles over every job: on a chip of several cores fewer than the rows' cycles,
   // which count each core's (docs/compiler.md, "Several cores"); 0 where not recorded.
   uint64_t chip_cycles = 0;
+  // On a chip of several cores, each core's counters over the run (its share of every
+  // batch); empty on one core.
+  std::vector<hw::ChipCounters> core_counters;
 
   hw::ChipCounters Total() const;
   int64_t TotalMacs() const;

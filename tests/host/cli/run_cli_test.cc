@@ -77,6 +77,44 @@ TEST_F(RunCliTest, ReportLayersAddUpToTheTotals) {
   EXPECT_EQ(csv.rfind("layer,macs,cycles,", 0), 0u);
 }
 
+// A chip of two cores (--set cores=2): each core a share of every batch; the report's rows
+// count both cores' cycles, chip_cycles the run's, each core's counters under "cores"; the
+// slices of the run merge into the same report.
+TEST_F(RunCliTest, TwoCoresReportEachCoreAndMergeFromSlices) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const std::string base = "run --engine fast --images 64 --batch 16 --set cores=2 -q --json ";
+  ASSERT_EQ(Run(base + P("two.json")).exit_code, 0);
+  ASSERT_EQ(Run("run --engine fast --images 64 --batch 16 -q --json " + P("one.json")).exit_code,
+            0);
+  const auto two = nlohmann::json::parse(Slurp(P("two.json")));
+  const auto one = nlohmann::json::parse(Slurp(P("one.json")));
+  EXPECT_TRUE(two["bit_exact"].get<bool>());
+  EXPECT_FALSE(one.contains("cores"));
+  EXPECT_EQ(one["chip_cycles"], one["cycles"]);
+  ASSERT_EQ(two["cores"].size(), 2u);
+  uint64_t sum = 0, most = 0;
+  for (const auto& c : two["cores"]) {
+    const uint64_t cycles = c["counters"]["cycles"].get<uint64_t>();
+    sum += cycles;
+    most = std::max(most, cycles);
+  }
+  EXPECT_EQ(sum, two["cycles"].get<uint64_t>());        // the rows count every core's cycles
+  EXPECT_LE(most, two["chip_cycles"].get<uint64_t>());  // each run ends with its last core
+  EXPECT_LT(two["chip_cycles"].get<uint64_t>(), one["chip_cycles"].get<uint64_t>());
+  EXPECT_NE(two["plan"].get<std::string>().find("on 2 cores"), std::string::npos);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(
+        Run(base + P("s" + std::to_string(i) + ".json") + " --shard " + std::to_string(i) + "/2")
+            .exit_code,
+        0);
+  }
+  ASSERT_EQ(
+      Run("merge " + P("s0.json") + " " + P("s1.json") + " -q --json " + P("m.json")).exit_code, 0);
+  auto merged = nlohmann::json::parse(Slurp(P("m.json"))), single = two;
+  for (auto* r : {&merged, &single}) r->erase("wall_seconds");
+  EXPECT_EQ(merged, single);
+}
+
 TEST_F(RunCliTest, EnergyTableOverrideChangesTheEnergy) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
   std::ofstream(P("zero-dram.json")) << R"({"name": "no-dram", "dram_64bit_access_pj": 0})";
