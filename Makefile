@@ -18,7 +18,7 @@ help:
 	@echo "make lint       verilator --lint-only -Wall over rtl/"
 	@echo "make format     clang-format every C++ source in place (.clang-format; the fast suite checks it)"
 	@echo "make docs       rewrite the tables in docs/ generated from contract/tpu_contract.toml"
-	@echo "make cosim      the rtl and fast engines on 10,000 random programs per built size up to 32, 25 on tpu-v1, extreme memories"
+	@echo "make cosim      the rtl and fast engines on 10,000 random programs per built size up to 32 and per chip of several cores, 25 on tpu-v1, extreme memories"
 	@echo "make coverage   line and toggle coverage of the chip's RTL from cosim and random networks (build-coverage/coverage/coverage.json)"
 	@echo "make fuzz       libFuzzer on every file reader, FUZZ_SECONDS each (default 180; FUZZ_RUNS=N to stop at N runs)"
 	@echo "make test-asan  the fast suite built with AddressSanitizer + UBSan (build-asan/)"
