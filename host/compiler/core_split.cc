@@ -58,6 +58,14 @@ isa::Program Relocate(const isa::Program& program, uint64_t host_delta, uint64_t
 CoreJobs CombineCoreJobs(std::vector<engine::ExecJob> jobs) {
   if (jobs.empty()) throw std::invalid_argument("CombineCoreJobs: no jobs");
   CoreJobs r;
+  if (jobs.size() == 1 && jobs[0].other_programs.empty()) {  // one core: the job as it is
+    r.job = std::move(jobs[0]);
+    r.host_base = {0};
+    r.weight_base = {r.job.weight_image_addr};
+    r.out_addr = {r.job.host_out_addr};
+    r.out_bytes = {r.job.host_out_bytes};
+    return r;
+  }
   engine::ExecJob& job = r.job;
   job.name = jobs[0].name;
   uint64_t out_end = 0, host_end = 0;  // host_end: past every window so far

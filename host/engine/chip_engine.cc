@@ -93,16 +93,9 @@ void CoreObservers::EndRun(const ExecResult& r) const {
     for (CycleObserver* o : observers) o->EndRun(r.cycles);
 }
 
-void SummarizeCores(ExecResult* r, uint64_t cycles, const std::vector<std::string>& messages) {
-  auto has = [&](const char* state) {
-    for (const CoreResult& c : r->cores)
-      if (c.state == state) return true;
-    return false;
-  };
-  r->state = has("error")      ? "error"
-             : has("watchdog") ? "watchdog"
-             : has("no-halt")  ? "no-halt"
-                               : "halted";
+void SummarizeCores(ExecResult* r, const std::string& state, uint64_t cycles,
+                    const std::vector<std::string>& messages) {
+  r->state = state;
   r->ok = r->state == "halted";
   r->counters = hw::ChipCounters();
   for (const CoreResult& c : r->cores) r->counters += c.counters;

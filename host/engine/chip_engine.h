@@ -95,9 +95,11 @@ inline constexpr uint64_t kMaxProgramWords = uint64_t{1} << 20;
 // memories (both engines apply the same checks). Throws UsageError naming the config field.
 void CheckJobFits(const ExecJob& job, const config::TpuConfig& config);
 
-// The run's state, ok, chip_status, error_pc, message and counters from its cores'
-// (`r->cores`, filled: exec_job.h says how), its cycles `cycles`; messages[c] is core c's
-// message for its state. A chip of one core keeps no `cores` (its fields are the core's).
-void SummarizeCores(ExecResult* r, uint64_t cycles, const std::vector<std::string>& messages);
+// The run's fields from its state `state` and cycles `cycles` (as the engine's chip ended
+// it) and its cores' (`r->cores`, filled): ok, chip_status, error_pc and message of the first
+// core whose state is the run's, counters summed (exec_job.h says how); messages[c] is core
+// c's message for its state. A chip of one core keeps no `cores` (its fields are the core's).
+void SummarizeCores(ExecResult* r, const std::string& state, uint64_t cycles,
+                    const std::vector<std::string>& messages);
 
 }  // namespace tpu::engine

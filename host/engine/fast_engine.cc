@@ -11,37 +11,36 @@
 namespace tpu::engine {
 namespace {
 
+// The name of a run's end, as the rtl engine's sim::RunStateName gives it.
+const char* EndName(fast::RunEnd end) {
+  switch (end) {
+    case fast::RunEnd::kHalted:
+      return "halted";
+    case fast::RunEnd::kError:
+      return "error";
+    case fast::RunEnd::kWatchdog:
+      return "watchdog";
+    case fast::RunEnd::kNoHalt:
+      return "no-halt";
+  }
+  return "?";
+}
+
 // How a core ended, and the message for it (as the rtl engine words it).
 CoreResult ToCoreResult(const fast::RunResult& f, bool started, const isa::Program& program,
                         std::string* message) {
   CoreResult c;
   const auto status = static_cast<uint64_t>(f.status);
+  c.state = started ? EndName(f.end) : "idle";
   c.chip_status = hw::kStatusNames[status];
   c.error_pc = f.error_pc;
   c.counters = f.counters;
   c.cycles = f.cycles;
   message->clear();
-  if (!started) {
-    c.state = "idle";
-    return c;
-  }
-  switch (f.end) {
-    case fast::RunEnd::kHalted:
-      c.state = "halted";
-      break;
-    case fast::RunEnd::kError:
-      c.state = "error";
-      *message = ErrorMessage(f.error_pc, status);
-      break;
-    case fast::RunEnd::kWatchdog:
-      c.state = "watchdog";
-      *message = WatchdogMessage(f.stall);
-      break;
-    case fast::RunEnd::kNoHalt:
-      c.state = "no-halt";
-      *message = NoHaltMessage(program.words.size());
-      break;
-  }
+  if (!started) return c;
+  if (f.end == fast::RunEnd::kError) *message = ErrorMessage(f.error_pc, status);
+  if (f.end == fast::RunEnd::kWatchdog) *message = WatchdogMessage(f.stall);
+  if (f.end == fast::RunEnd::kNoHalt) *message = NoHaltMessage(program.words.size());
   return c;
 }
 
@@ -106,7 +105,8 @@ ExecResult FastEngine::Run(const ExecJob& job) {
     r.cores.push_back(
         ToCoreResult(f.cores[c], started, job.ProgramOf(static_cast<int>(c)), &messages[c]));
   }
-  SummarizeCores(&r, programs.size() == 1 ? f.cores[0].counters.cycles : f.cycles, messages);
+  SummarizeCores(&r, EndName(f.end), programs.size() == 1 ? f.cores[0].counters.cycles : f.cycles,
+                 messages);
   observers.EndRun(r);
   if (job.host_out_bytes > 0 && !options_.timing_only) {
     const uint8_t* src = chip_->HostMemory() + job.host_out_addr;

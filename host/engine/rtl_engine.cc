@@ -194,7 +194,8 @@ class HostInitiator : public sc_core::sc_module {
       r.cores.back().cycles =
           cores == 1 ? r.cores.back().counters.cycles : ReadCsr(CoreCsr(c, sim::kCsrCoreCycles));
     }
-    SummarizeCores(&r, cores == 1 ? r.cores[0].cycles : ReadCsr(sim::kCsrCycles), messages);
+    SummarizeCores(&r, sim::RunStateName(state),
+                   cores == 1 ? r.cores[0].cycles : ReadCsr(sim::kCsrCycles), messages);
     if (job.host_out_bytes > 0) {
       r.host_out = ReadBlock(sim::kHostMemBase + job.host_out_addr, job.host_out_bytes);
     }

@@ -80,6 +80,21 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
   return act;
 }
 
+// A core's share of a batch (`images` of them) in the operations' rows: their MACs, bounds,
+// GEMM rows and shapes, one more job each.
+void AddShare(const NetworkCompiler& network, int images, TpuRunResult* r) {
+  const std::vector<Bound> bounds = network.Bounds(images);
+  for (size_t i = 0; i < r->layers.size(); ++i) {
+    LayerStats& l = r->layers[i];
+    const GraphOp& op = network.Graph().ops[i];
+    l.macs += op.macs * images;
+    ++l.jobs;
+    l.bound += bounds[i];
+    l.m += images * (op.stacked ? 1 : op.rows);
+    std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
+  }
+}
+
 // A batch of whole-network programs, one per core (docs/compiler.md, "Several cores"): core
 // c runs images [b c / C, b (c + 1) / C) of the batch, each core's program built for its
 // share and combined by CombineCoreJobs (one core: the job itself). Each core's counters are
@@ -93,7 +108,7 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
                         std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
   const int cores = engine.Config().cores;
   const size_t in_size = act.size() / static_cast<size_t>(b);
-  std::vector<int> first, share;
+  std::vector<int> share;
   std::vector<LayerJob> jobs;
   for (int c = 0; c < cores; ++c) {
     const int f = b * c / cores, n = b * (c + 1) / cores - f;
@@ -105,11 +120,10 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
     } else {
       jobs.push_back(network.BuildBf16(part, n));
     }
-    first.push_back(f);
     share.push_back(n);
   }
   std::vector<engine::ExecJob> execs;
-  for (const LayerJob& j : jobs) execs.push_back(j.exec);
+  for (LayerJob& j : jobs) execs.push_back(std::move(j.exec));  // jobs keep their op_of
   const compiler::CoreJobs combined = compiler::CombineCoreJobs(std::move(execs));
   for (size_t c = 0; c < jobs.size(); ++c) {
     attributions[c].SetRowOf(jobs[c].op_of);
@@ -131,24 +145,11 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   }
   for (size_t c = 0; c < jobs.size(); ++c) {
     attributions[c].Check(e.CountersOf(static_cast<int>(c)));
-  }
-  for (size_t c = 0; c < jobs.size(); ++c) {  // each core's layers on its timeline
-    if (engine::Timeline* t = engine.GetTimeline(static_cast<int>(c))) {
+    if (engine::Timeline* t = engine.GetTimeline(static_cast<int>(c))) {  // its layers
       for (const auto& s : attributions[c].Spans())
         t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
     }
-  }
-  for (size_t c = 0; c < jobs.size(); ++c) {
-    const std::vector<Bound> bounds = network.Bounds(share[c]);
-    for (size_t i = 0; i < r->layers.size(); ++i) {
-      LayerStats& l = r->layers[i];
-      const GraphOp& op = network.Graph().ops[i];
-      l.macs += op.macs * share[c];
-      ++l.jobs;
-      l.bound += bounds[i];
-      l.m += share[c] * (op.stacked ? 1 : op.rows);
-      std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
-    }
+    AddShare(network, share[c], r);
   }
   for (size_t i = 0; i < r->layers.size(); ++i) {
     hw::ChipCounters sum;
