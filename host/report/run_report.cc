@@ -41,12 +41,19 @@ hw::ChipCounters CountersFromJson(const nlohmann::json& j) {
   return c;
 }
 
-// The rows' energies from their counters, and the total as their sum.
+// The rows' energies from their counters (their cores' too), the total as their sum, and
+// each core's counters as the sums of its rows.
 void FinishRows(RunReport* rep) {
   rep->total = RunRow();
   rep->total.name = "total";
+  rep->cores.clear();
   for (RunRow& row : rep->layers) {
     row.energy = ComputeEnergy(row.counters, rep->config, rep->table);
+    rep->cores.resize(std::max(rep->cores.size(), row.cores.size()));
+    for (size_t c = 0; c < row.cores.size(); ++c) {
+      row.cores[c].energy = ComputeEnergy(row.cores[c].counters, rep->config, rep->table);
+      rep->cores[c] += row.cores[c].counters;
+    }
     rep->total.macs += row.macs;
     rep->total.counters += row.counters;
     rep->total.bound += row.bound;
@@ -115,7 +122,6 @@ RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
   rep.non_finite = r.non_finite;
   rep.wall_seconds = r.wall_seconds;
   rep.chip_cycles = r.chip_cycles;
-  rep.cores = r.core_counters;
   rep.spilled = r.spilled;
   rep.ub_rows = r.ub_rows;
   for (const run::LayerStats& l : r.layers) {
@@ -127,6 +133,13 @@ RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
     row.m = l.m;
     row.k = l.k;
     row.n = l.n;
+    for (size_t c = 0; c < l.cores.size(); ++c) {
+      RunRow core;
+      core.name = fmt::format("  core {}", c);
+      core.macs = l.cores[c].macs;
+      core.counters = l.cores[c].counters;
+      row.cores.push_back(core);
+    }
     rep.layers.push_back(row);
   }
   FinishRows(&rep);
@@ -153,8 +166,6 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
     r.wall_seconds = j.at("wall_seconds").get<double>();
     r.ub_rows = j.value("ub_rows", int64_t{0});
     r.chip_cycles = j.value("chip_cycles", uint64_t{0});
-    for (const auto& c : j.value("cores", nlohmann::json::array()))
-      r.cores.push_back(CountersFromJson(c.at("counters")));
     for (const auto& s : j.value("spilled", nlohmann::json::array()))
       r.spilled.push_back({s.at("name").get<std::string>(), s.at("bytes_per_image").get<int64_t>(),
                            s.at("readers").get<int64_t>()});
@@ -165,6 +176,13 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
       row.name = l.at("name").get<std::string>();
       row.macs = l.at("macs").get<int64_t>();
       row.counters = CountersFromJson(l.at("counters"));
+      for (const auto& c : l.value("cores", nlohmann::json::array())) {
+        RunRow core;
+        core.name = fmt::format("  core {}", row.cores.size());
+        core.macs = c.at("macs").get<int64_t>();
+        core.counters = CountersFromJson(c.at("counters"));
+        row.cores.push_back(core);
+      }
       if (l.contains("bound")) {
         const auto& b = l.at("bound");
         row.bound = {b.at("array").get<double>(), b.at("weights").get<double>(),
@@ -210,14 +228,17 @@ RunReport MergeRunReports(const std::vector<RunReport>& shards) {
       m.layers[i].counters += s.layers[i].counters;
       m.layers[i].bound += s.layers[i].bound;
       m.layers[i].m += s.layers[i].m;
+      same(s, "cores", s.layers[i].cores.size() == m.layers[i].cores.size());
+      for (size_t c = 0; c < s.layers[i].cores.size(); ++c) {
+        m.layers[i].cores[c].macs += s.layers[i].cores[c].macs;
+        m.layers[i].cores[c].counters += s.layers[i].cores[c].counters;
+      }
     }
     m.images += s.images;
     m.correct += s.correct;
     m.mismatches += s.mismatches;
     m.wall_seconds += s.wall_seconds;
     m.chip_cycles += s.ElapsedCycles();
-    same(s, "cores", s.cores.size() == m.cores.size());
-    for (size_t c = 0; c < s.cores.size(); ++c) m.cores[c] += s.cores[c];
   }
   m.shard.clear();
   m.first_input = 0;
@@ -276,6 +297,14 @@ nlohmann::json RunReportJson(const RunReport& r) {
       layers.back()["n"] = row.n;
     }
     AddBound(row, &layers.back());
+    for (const RunRow& core : row.cores) {  // on a chip of several cores
+      layers.back()["cores"].push_back({{"macs", core.macs},
+                                        {"counters", CountersJson(core.counters)},
+                                        {"cycles", core.Cycles()},
+                                        {"ops_per_cycle", core.OpsPerCycle()},
+                                        {"utilization", core.OpsPerCycle() / peak},
+                                        {"energy_pj", core.energy.Total()}});
+    }
   }
   const RunRow& t = r.total;
   nlohmann::json j = {
@@ -414,7 +443,10 @@ std::string FormatRunText(const RunReport& r) {
                        static_cast<double>(row.Cycles()) / row.bound.Cycles(), row.bound.Binds());
     }
   };
-  for (const RunRow& row : r.layers) line(row);
+  for (const RunRow& row : r.layers) {
+    line(row);
+    for (const RunRow& core : row.cores) line(core);  // on a chip of several cores
+  }
   line(r.total);
   std::string waits;
   for (int i = 0; i < hw::kNumCounters; ++i) {
@@ -440,8 +472,8 @@ std::string FormatRunText(const RunReport& r) {
                    2.0 * static_cast<double>(r.total.macs) / r.total.energy.Total());
   if (r.config.cores > 1) {
     s += fmt::format(
-        "  cores      {} cores, each a share of every batch: {} chip cycles; the rows count "
-        "each core's cycles ({} in all)\n",
+        "  cores      {} cores, each a share of every batch: {} chip cycles; a layer's row counts "
+        "each core's cycles ({} in all), its core rows each core's own\n",
         r.config.cores, Grouped(static_cast<int64_t>(r.ElapsedCycles())),
         Grouped(static_cast<int64_t>(r.total.Cycles())));
     for (size_t c = 0; c < r.cores.size(); ++c) {
@@ -470,9 +502,10 @@ std::string RunReportCsv(const RunReport& r) {
       "mxu_not_streaming_cycles,ub_accesses,acc_accesses,dram_bytes,energy_pj,"
       "m,k,n,bound_cycles,cycles_over_bound,binds";
   for (const auto& [k, v] : r.total.Categories(r.config.array_dim)) csv += "," + k;
-  csv += "\n";
-  for (const RunRow& row : r.layers) {
-    csv += fmt::format("{},{},{},{:.4f},{:.6f},{:.6f},{},{},{},{},{:.1f}", row.name, row.macs,
+  csv += ",core\n";
+  // A layer's row (core: empty), or one core's part of it (the layer's name, its number).
+  auto line = [&](const std::string& name, const RunRow& row, const std::string& core) {
+    csv += fmt::format("{},{},{},{:.4f},{:.6f},{:.6f},{},{},{},{},{:.1f}", name, row.macs,
                        row.Cycles(), row.OpsPerCycle(), row.OpsPerCycle() / peak,
                        row.MappingEfficiency(), row.NotStreaming(), row.UbAccesses(),
                        row.AccAccesses(), row.DramBytes(), row.energy.Total());
@@ -483,7 +516,11 @@ std::string RunReportCsv(const RunReport& r) {
       csv += ",,,,,,";
     }
     for (const auto& [k, v] : row.Categories(r.config.array_dim)) csv += fmt::format(",{:.6f}", v);
-    csv += "\n";
+    csv += "," + core + "\n";
+  };
+  for (const RunRow& row : r.layers) {
+    line(row.name, row, "");
+    for (size_t c = 0; c < row.cores.size(); ++c) line(row.name, row.cores[c], std::to_string(c));
   }
   return csv;
 }

@@ -25,6 +25,9 @@ struct RunRow {
   compiler::Bound bound;
   int64_t m = 0, k = 0, n = 0;
   bool HasBound() const { return bound.Cycles() > 0; }
+  // On a chip of several cores, the row per core (its MACs, counters and energy; no bound):
+  // they add up to this row. Empty on one core, and in the total.
+  std::vector<RunRow> cores;
 
   uint64_t Cycles() const { return counters.cycles; }
   // Cycles in which the matrix unit did not stream a row.
@@ -71,7 +74,8 @@ struct RunReport {
   // The chip's cycles (run::TpuRunResult::chip_cycles; 0: the total's), the run's time: on a
   // chip of several cores the rows count each core's cycles.
   uint64_t chip_cycles = 0;
-  std::vector<hw::ChipCounters> cores;  // each core's counters (run::TpuRunResult::core_counters)
+  // Each core's counters over the run: the sums of the layers' core rows (empty on one core).
+  std::vector<hw::ChipCounters> cores;
   uint64_t ElapsedCycles() const { return chip_cycles ? chip_cycles : total.counters.cycles; }
 
   double Peak() const { return 2.0 * config.array_dim * config.array_dim; }

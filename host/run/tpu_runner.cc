@@ -80,14 +80,18 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
   return act;
 }
 
-// A core's share of a batch (`images` of them) in the operations' rows: their MACs, bounds,
-// GEMM rows and shapes, one more job each.
-void AddShare(const NetworkCompiler& network, int images, TpuRunResult* r) {
+// Core `core`'s share of a batch (`images` of them) in the operations' rows: their MACs (the
+// row's and, on several cores, the core's), bounds, GEMM rows and shapes, one more job each.
+void AddShare(const NetworkCompiler& network, int images, int core, int cores, TpuRunResult* r) {
   const std::vector<Bound> bounds = network.Bounds(images);
   for (size_t i = 0; i < r->layers.size(); ++i) {
     LayerStats& l = r->layers[i];
     const GraphOp& op = network.Graph().ops[i];
     l.macs += op.macs * images;
+    if (cores > 1) {
+      l.cores.resize(static_cast<size_t>(cores));
+      l.cores[static_cast<size_t>(core)].macs += op.macs * images;
+    }
     ++l.jobs;
     l.bound += bounds[i];
     l.m += images * (op.stacked ? 1 : op.rows);
@@ -139,22 +143,21 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   const engine::ExecResult e = engine.Run(combined.job);
   if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
   r->chip_cycles += e.cycles;
-  if (!e.cores.empty()) {
-    r->core_counters.resize(e.cores.size());
-    for (size_t c = 0; c < e.cores.size(); ++c) r->core_counters[c] += e.cores[c].counters;
-  }
   for (size_t c = 0; c < jobs.size(); ++c) {
     attributions[c].Check(e.CountersOf(static_cast<int>(c)));
     if (engine::Timeline* t = engine.GetTimeline(static_cast<int>(c))) {  // its layers
       for (const auto& s : attributions[c].Spans())
         t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
     }
-    AddShare(network, share[c], r);
+    AddShare(network, share[c], static_cast<int>(c), cores, r);
   }
-  for (size_t i = 0; i < r->layers.size(); ++i) {
-    hw::ChipCounters sum;
-    for (const engine::CycleAttribution& a : attributions) sum += a.Rows()[i];
-    r->layers[i].counters = sum;
+  for (size_t i = 0; i < r->layers.size(); ++i) {  // the attributions hold every batch's
+    LayerStats& l = r->layers[i];
+    l.counters = hw::ChipCounters();
+    for (size_t c = 0; c < attributions.size(); ++c) {
+      l.counters += attributions[c].Rows()[i];
+      if (cores > 1) l.cores[c].counters = attributions[c].Rows()[i];
+    }
   }
   std::vector<T> y;
   if (!engine.ComputesValues()) return y;

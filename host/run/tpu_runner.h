@@ -28,6 +28,13 @@ struct LayerStats {
   // convolution or dense layer).
   compiler::Bound bound;
   int64_t m = 0, k = 0, n = 0;
+  // On a chip of several cores, each core's part of the row (its share of every batch: its
+  // MACs and the counters attributed on it); they add up to the row. Empty on one core.
+  struct CoreShare {
+    int64_t macs = 0;
+    hw::ChipCounters counters;
+  };
+  std::vector<CoreShare> cores;
 };
 
 struct TpuRunResult {
@@ -51,9 +58,6 @@ struct TpuRunResult {
   // The chip's cycles over every job: on a chip of several cores fewer than the rows' cycles,
   // which count each core's (docs/compiler.md, "Several cores"); 0 where not recorded.
   uint64_t chip_cycles = 0;
-  // On a chip of several cores, each core's counters over the run (its share of every
-  // batch); empty on one core.
-  std::vector<hw::ChipCounters> core_counters;
 
   hw::ChipCounters Total() const;
   int64_t TotalMacs() const;

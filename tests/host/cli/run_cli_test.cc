@@ -83,7 +83,7 @@ TEST_F(RunCliTest, ReportLayersAddUpToTheTotals) {
 TEST_F(RunCliTest, TwoCoresReportEachCoreAndMergeFromSlices) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
   const std::string base = "run --engine fast --images 64 --batch 16 --set cores=2 -q --json ";
-  ASSERT_EQ(Run(base + P("two.json")).exit_code, 0);
+  ASSERT_EQ(Run(base + P("two.json") + " --csv " + P("two.csv")).exit_code, 0);
   ASSERT_EQ(Run("run --engine fast --images 64 --batch 16 -q --json " + P("one.json")).exit_code,
             0);
   const auto two = nlohmann::json::parse(Slurp(P("two.json")));
@@ -102,6 +102,27 @@ TEST_F(RunCliTest, TwoCoresReportEachCoreAndMergeFromSlices) {
   EXPECT_LE(most, two["chip_cycles"].get<uint64_t>());  // each run ends with its last core
   EXPECT_LT(two["chip_cycles"].get<uint64_t>(), one["chip_cycles"].get<uint64_t>());
   EXPECT_NE(two["plan"].get<std::string>().find("on 2 cores"), std::string::npos);
+  // Each layer's row has a row per core: each core's half of the images' MACs, and counters
+  // that add up to the layer's, counter by counter; each core's totals are its rows' sums.
+  std::vector<nlohmann::json> core_sums(2, nlohmann::json::object());
+  for (const auto& layer : two["layers"]) {
+    ASSERT_EQ(layer["cores"].size(), 2u) << layer["name"];
+    EXPECT_EQ(layer["cores"][0]["macs"], layer["cores"][1]["macs"]) << layer["name"];
+    EXPECT_EQ(layer["cores"][0]["macs"].get<int64_t>() * 2, layer["macs"].get<int64_t>());
+    for (const auto& [name, value] : layer["counters"].items()) {
+      const uint64_t a = layer["cores"][0]["counters"][name].get<uint64_t>();
+      const uint64_t b = layer["cores"][1]["counters"][name].get<uint64_t>();
+      EXPECT_EQ(a + b, value.get<uint64_t>()) << layer["name"] << " " << name;
+      for (size_t c = 0; c < 2; ++c)
+        core_sums[c][name] = core_sums[c].value(name, uint64_t{0}) + (c == 0 ? a : b);
+    }
+    EXPECT_GT(layer["cores"][1]["cycles"].get<uint64_t>(), 0u) << layer["name"];
+  }
+  for (size_t c = 0; c < 2; ++c) EXPECT_EQ(two["cores"][c]["counters"], core_sums[c]);
+  const std::string csv = Slurp(P("two.csv"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 5 * 3);  // header, layers, cores
+  EXPECT_NE(csv.find(",core\n"), std::string::npos);
+  EXPECT_NE(csv.find(",1\n"), std::string::npos);
   for (int i = 0; i < 2; ++i) {
     ASSERT_EQ(
         Run(base + P("s" + std::to_string(i) + ".json") + " --shard " + std::to_string(i) + "/2")

@@ -148,6 +148,13 @@ TEST(NetworkCompilerTest, LenetOnTwoCoresSplitsTheBatchOnTheRtl) {
     EXPECT_EQ(r.layers[i].jobs, 2);  // a program per core
     EXPECT_EQ(r.layers[i].macs, o.layers[i].macs);
     EXPECT_EQ(r.layers[i].counters.FirstDifference(f.layers[i].counters), -1);
+    ASSERT_EQ(r.layers[i].cores.size(), 2u);  // each core's part, equal on both engines
+    ASSERT_EQ(f.layers[i].cores.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(r.layers[i].cores[k].macs, f.layers[i].cores[k].macs);
+      EXPECT_EQ(r.layers[i].cores[k].counters.FirstDifference(f.layers[i].cores[k].counters), -1)
+          << "core " << k;
+    }
   }
   // Each core counts its own cycles: the rows hold more than the chip took.
   EXPECT_GT(r.Total().cycles, r.chip_cycles);
