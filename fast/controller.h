@@ -62,7 +62,17 @@ class Controller {
   bool ProgressQ() const { return progress_q_; }
   uint8_t IssueQ() const { return issue_q_; }
 
-  Decision Decide(const std::vector<Decoded>& prog, const UnitsBusy& busy) const {
+  // Whether a good barrier is at the head with every unit idle (at_barrier_o).
+  bool AtBarrier(const std::vector<Decoded>& prog, const UnitsBusy& busy) const {
+    if (halted_ || Queued() == 0) return false;
+    const Decoded& d = prog[retired_];
+    return d.barrier && d.check == hw::Status::kOk && busy.AllIdle();
+  }
+
+  // `arrived`: the cores of the chip at a barrier or halted (bit c: core c; this core's bit
+  // set when it is at a barrier).
+  Decision Decide(const std::vector<Decoded>& prog, const UnitsBusy& busy,
+                  uint32_t arrived = 0) const {
     Decision s;
     s.d = Queued() != 0 && !halted_ ? &prog[retired_] : nullptr;
     if (halted_) {
@@ -73,6 +83,9 @@ class Controller {
       s.issue = kHalted;
     } else if (s.d->sync) {
       s.go = busy.AllIdle();
+      s.issue = s.go ? kFire : kDrain;
+    } else if (s.d->barrier) {  // waiting for the other cores counts as a drain
+      s.go = AtBarrier(prog, busy) && (s.d->cores & ~arrived) == 0;
       s.issue = s.go ? kFire : kDrain;
     } else if (UnitBusy(s.d->unit, busy)) {
       s.issue = kUnitBusy;

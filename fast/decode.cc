@@ -201,7 +201,8 @@ void SetFormat(Decoded& d, bool chip_bf16, bool& bf16) {
 void CheckFormat(Decoded& d, bool chip_bf16, bool bf16) {
   const auto op = static_cast<Opcode>(d.op);
   if (!chip_bf16 || d.check == Status::kInvalidOpcode || op == Opcode::kNop ||
-      op == Opcode::kSync || op == Opcode::kHalt || op == Opcode::kSetFormat)
+      op == Opcode::kSync || op == Opcode::kHalt || op == Opcode::kSetFormat ||
+      op == Opcode::kBarrier)
     return;
   const bool vpu_extra =
       (op == Opcode::kActivate && (d.flags & (hw::kFlagSigmoid | hw::kFlagTanh))) ||
@@ -238,6 +239,11 @@ Decoded Decode(const uint8_t* w, const ChipParams& p, Registers& regs) {
     case Opcode::kHalt:
       if (d.flags != 0) d.check = Status::kBadOperand;
       d.sync = d.op != static_cast<uint8_t>(Opcode::kNop);
+      break;
+    case Opcode::kBarrier:
+      if (d.flags != 0 || (uint64_t{d.src} >> p.cores) != 0) d.check = Status::kBadOperand;
+      d.barrier = true;
+      d.cores = static_cast<uint16_t>(d.src);
       break;
     case Opcode::kSetWindow:
       SetWindow(d, window);

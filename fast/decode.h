@@ -47,6 +47,8 @@ struct Decoded {
   hw::Status check = hw::Status::kOk;  // what the controller's checks say
   int unit = -1;                       // hw::kUnit*, or -1 (retired by the controller)
   bool sync = false;                   // sync or halt: waits for every unit
+  bool barrier = false;                // barrier: waits for every unit, then for the cores
+  uint16_t cores = 0;                  // barrier: the mask of cores it waits for
   bool pooled = false;
   uint32_t out_rows = 0;          // activate: rows written (len / 4 with pooling)
   uint32_t step = 1;              // matmul: rows between rows read; activate: between rows written

@@ -397,10 +397,15 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
       StopOnWatchdog(&cores, cycle, quiet);
       break;
     }
+    uint32_t arrived = 0;  // the cores at a barrier or halted (rtl/tpu_chip.sv)
+    for (size_t i = 0; i < cores.size(); ++i) {
+      const Core& k = cores[i];
+      if (k.u.ctl.Halted() || k.u.ctl.AtBarrier(k.prog, k.busy)) arrived |= uint32_t{1} << i;
+    }
     bool steady = true;
     for (size_t i = 0; i < cores.size(); ++i) {
       Core& k = cores[i];
-      k.c.issue = k.u.ctl.Decide(k.prog, k.busy);
+      k.c.issue = k.u.ctl.Decide(k.prog, k.busy, arrived);
       Signals(k.u, cycle, &k.c);
       steady = steady && Steady(k.u, k.c);
       if (!k.u.ctl.Halted()) k.c.Count(k.cnt, 1, n, k.u.row_bytes);

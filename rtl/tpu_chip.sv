@@ -9,6 +9,9 @@
 // register file (reg_core_i picks the core that reg_addr_i reads). A core sees a memory as
 // ready only in the cycles in which it is granted, so waiting for another core's turn
 // counts as a memory stall in its counters, as waiting for the memory itself does.
+//
+// Barriers (docs/isa.md, "Several cores"): every core sees which cores wait at a barrier
+// or have halted (arrived), and a core's barrier goes when every core of its mask has.
 module tpu_chip
   import tpu_pkg::*;
 #(
@@ -81,6 +84,11 @@ module tpu_chip
   logic [Cores-1:0]               wm_valid, wm_ready, wm_resp_valid;
   logic [Cores-1:0][63:0]         wm_addr;
   logic [Cores-1:0][63:0]         reg_data;
+  logic [Cores-1:0]               at_barrier, arrived_cores;
+  logic [15:0]                    arrived;
+
+  assign arrived_cores = at_barrier | halted_o;
+  assign arrived       = 16'(arrived_cores);
 
   for (genvar c = 0; c < Cores; c++) begin : gen_core
     tpu_top #(
@@ -90,7 +98,9 @@ module tpu_chip
       .WfifoTiles  (WfifoTiles),
       .ParamSets   (ParamSets),
       .IqDepth     (IqDepth),
-      .CompactArray(CompactArray)
+      .CompactArray(CompactArray),
+      .Cores       (Cores),
+      .CoreId      (c)
     ) u_core (
       .clk_i,
       .rst_ni,
@@ -119,6 +129,8 @@ module tpu_chip
       .issue_o        (issue_o[c]),
       .wait_weights_o (wait_weights_o[c]),
       .obs_o          (obs_o[c]),
+      .arrived_i      (arrived),
+      .at_barrier_o   (at_barrier[c]),
       .reg_addr_i,
       .reg_data_o     (reg_data[c])
     );

@@ -11,6 +11,11 @@
 // data allows (weights stream into the FIFO while a matmul runs, the next matmul runs
 // while the previous tile is activated) and nobody ever reads stale data. The matrix
 // unit counts as busy until its last row has landed in the accumulators.
+//
+// On a chip of several cores (tpu_chip) a `barrier` waits like `sync` and then until every
+// core of its mask waits at a barrier too or has halted (arrived_i, one bit per core of
+// the chip; this core's own bit is its at_barrier_o); the waiting cores see the same
+// condition in the same cycle and retire their barriers together.
 `include "tpu_assert.svh"
 
 module tpu_controller
@@ -20,7 +25,9 @@ module tpu_controller
   parameter int unsigned UbDepth = 1024,
   parameter int unsigned AccDepth = 1024,
   parameter int unsigned ParamSets = 8,
-  parameter int unsigned IqDepth = 16
+  parameter int unsigned IqDepth = 16,
+  parameter int unsigned Cores = 1,   // cores on the chip: a barrier's mask has Cores bits
+  parameter int unsigned CoreId = 0   // this core's bit of a barrier's mask
 ) (
   input  logic        clk_i,
   input  logic        rst_ni,
@@ -38,6 +45,9 @@ module tpu_controller
   input  logic        mxu_busy_i,   // ... or rows are still in the matrix unit
   input  logic        mxu_last_i,   // the last row of a matmul entered the array
   input  logic        act_busy_i,
+  // barriers: which cores of the chip wait at a barrier or have halted (bit c: core c)
+  input  logic [15:0] arrived_i,
+  output logic        at_barrier_o,  // a good barrier at the head, every unit idle
   // dispatch: the head instruction and one start pulse per unit
   output instr_t      cmd_o,
   output window_t     window_o,  // the window set by the last set_window (the feeder's)
@@ -205,6 +215,9 @@ module tpu_controller
       OpNop, OpSync, OpHalt: begin
         if (flags != '0) check = StatusBadOperand;
       end
+      OpBarrier: begin
+        if (flags != '0 || (src >> Cores) != '0) check = StatusBadOperand;
+      end
       OpSetWindow: begin
         if ((flags & ~8'((1 << FlagPooled) | (1 << FlagPadMin))) != '0 || len == '0)
           check = StatusBadOperand;
@@ -313,7 +326,7 @@ module tpu_controller
     // The number format (docs/bf16.md): a bf16 chip runs what a set_format dtype=bf16 has
     // declared, and its float32 vector unit has no tables and no residual product.
     if (Bf16 && check != StatusInvalidOpcode && op != OpNop && op != OpSync && op != OpHalt &&
-        op != OpSetFormat &&
+        op != OpSetFormat && op != OpBarrier &&
         (!bf16_q || (op == OpSetResidual && flags[FlagProduct]) ||
          (op == OpActivate && (flags[FlagSigmoid] || flags[FlagTanh]))))
       check = StatusWrongFormat;
@@ -363,6 +376,14 @@ module tpu_controller
 
   assign all_idle = !hdma_busy_i && !wdma_busy_i && !mxu_busy_i && !act_busy_i;
 
+  // A barrier goes when every core of its mask has arrived (this one included: it has).
+  logic [15:0] arrived;
+  logic        released;
+  assign at_barrier_o = !halted_q && !iq_empty && check == StatusOk && op == OpBarrier &&
+                        all_idle;
+  assign arrived      = arrived_i | (16'(at_barrier_o) << CoreId);
+  assign released     = (~arrived & src[15:0]) == '0;
+
   always_comb begin
     unique case (op)
       OpReadHost, OpWriteHost: unit_busy = hdma_busy_i;
@@ -381,6 +402,9 @@ module tpu_controller
     else if (op == OpSync || op == OpHalt) begin
       issue_o = all_idle ? IssueFire : IssueDrain;
       go      = all_idle;
+    end else if (op == OpBarrier) begin  // waiting for the other cores counts as a drain
+      issue_o = (at_barrier_o && released) ? IssueFire : IssueDrain;
+      go      = at_barrier_o && released;
     end else if (unit_busy) issue_o = IssueUnitBusy;
     else if (ub_hazard) issue_o = IssueUbHazard;
     else if (acc_hazard) issue_o = IssueAccHazard;

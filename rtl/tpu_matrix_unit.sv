@@ -12,7 +12,11 @@ module tpu_matrix_unit
   localparam int unsigned AddrWidth = $clog2(AccDepth)
 ) (
   input  logic                    clk_i,
+  // rst_ni also disables the assertions (tpu_assert.svh), a use Verilator counts as
+  // synchronous (flagged here when the module is not inlined, as in a chip of several cores).
+  /* verilator lint_off SYNCASYNCNET */
   input  logic                    rst_ni,
+  /* verilator lint_on SYNCASYNCNET */
   // weight rows of a tile, row 0 first
   input  logic                    w_valid_i,
   output logic                    w_ready_o,

@@ -5,7 +5,9 @@
 // The system around it (sim/system/tpu_system.h) pushes instruction words into instr_*, answers
 // the two memory ports (one request moves one row of ArrayDim bytes; read data returns
 // in order on *_resp_*), and reads status and counters through reg_addr_i/reg_data_o
-// (register map in tpu_pkg). All outputs except reg_data_o come from registers.
+// (register map in tpu_pkg). All outputs except reg_data_o and at_barrier_o come from
+// registers. On a chip of several cores (tpu_chip) each core's at_barrier_o and halted_o
+// come back to every core as arrived_i (tpu_controller: barrier); alone, arrived_i is 0.
 `include "tpu_assert.svh"
 
 module tpu_top
@@ -18,6 +20,8 @@ module tpu_top
   parameter int unsigned ParamSets = 32,    // VPU parameter sets
   parameter int unsigned IqDepth = 16,      // instruction queue entries
   parameter bit          CompactArray = 1'b0,  // the compact array form (see tpu_mxu)
+  parameter int unsigned Cores = 1,         // cores of the chip (a barrier's mask)
+  parameter int unsigned CoreId = 0,        // this core's number on it
   localparam int unsigned RowWidth = ArrayDim * InputWidth
 ) (
   input  logic                    clk_i,
@@ -58,6 +62,10 @@ module tpu_top
   // matrix unit did (mxu_cycle_e, bits 2:0), a host memory stall (3), a weight memory stall
   // (4), the weight DMA waiting for FIFO room (5).
   output logic [5:0]              obs_o,
+  // barriers: the cores of the chip waiting at one or halted (bit c: core c), and this
+  // core waiting at one (combinational)
+  input  logic [15:0]             arrived_i,
+  output logic                    at_barrier_o,
   // register file (combinational read)
   input  logic [7:0]              reg_addr_i,
   output logic [63:0]             reg_data_o
@@ -84,7 +92,9 @@ module tpu_top
     .UbDepth  (UbDepth),
     .AccDepth (AccDepth),
     .ParamSets(ParamSets),
-    .IqDepth  (IqDepth)
+    .IqDepth  (IqDepth),
+    .Cores    (Cores),
+    .CoreId   (CoreId)
   ) u_controller (
     .clk_i,
     .rst_ni,
@@ -99,6 +109,8 @@ module tpu_top
     .mxu_busy_i   (mxu_busy),
     .mxu_last_i   (a_fire && a_last),
     .act_busy_i   (act_busy),
+    .arrived_i,
+    .at_barrier_o,
     .cmd_o        (cmd),
     .window_o     (window),
     .residual_o   (residual),

@@ -406,8 +406,11 @@ void Builder::BadOperand(int which) {
       Emit(Opcode::kActivate, hw::kFlagPoolAvg, 6, 0, 0);
       break;
     case 4:
-      if (Chance(0.5)) {
-        Emit(Opcode::kSync, 1, 0, 0, 0);
+      if (Chance(0.5)) {  // sync with a flag, or a barrier waiting for a core past the last
+        if (Chance(0.5))
+          Emit(Opcode::kSync, 1, 0, 0, 0);
+        else
+          Emit(Opcode::kBarrier, 0, 0, int64_t{1} << Uniform(c_.cores, 15), 0);
       } else if (Chance(0.5)) {  // a shift outside 1..62, a multiplier of 2^31, or a
                                  // product with a second multiplier
         const bool shift = Chance(0.5), product = !shift && !bf16_ && Chance(0.3);
@@ -519,8 +522,9 @@ GeneratedProgram Builder::Build() {
       Activate();
     else if (pick < 92)
       WriteHost();
-    else if (pick < 96 && TilesFit())
-      Emit(Opcode::kSync, 0, 0, 0, 0);
+    else if (pick < 96 && TilesFit())  // sync, or a barrier for any of the chip's cores
+      Chance(0.5) ? Emit(Opcode::kSync, 0, 0, 0, 0)
+                  : Emit(Opcode::kBarrier, 0, 0, Uniform(0, (int64_t{1} << c_.cores) - 1), 0);
     else
       Emit(Opcode::kNop, 0, 0, 0, 0);
   }
@@ -549,8 +553,8 @@ GeneratedProgram ProgramGenerator::Make(uint64_t index) const {
   if (config_.cores == 1) return Builder(config_, seed).Build();
   // A chip of several cores: a program for each core, each in its own window of host and
   // weight memory (so no core reads rows another writes), except that a core after the
-  // first sometimes gets none and stays idle. Core 0's program is the one a chip of one core
-  // would get.
+  // first sometimes gets none and stays idle. Their barriers wait for random sets of cores:
+  // for one that is idle, ended without halt or waits for a weight tile, until the watchdog.
   GeneratedProgram g;
   std::mt19937_64 pick(seed ^ 0xC0DEC0DEC0DEC0DEull);
   constexpr int64_t kAlign = 64;

@@ -115,6 +115,7 @@ const std::vector<OpSpec>& Specs() {
         {"shift", Field::kLength, 1, 62}},
        {{"relu", hw::kFlagResidualRelu}, {"product", hw::kFlagProduct}}},
       {Opcode::kSetFormat, {}, {{"dtype=bf16", hw::kFlagBf16}}},
+      {Opcode::kBarrier, {{"cores", Field::kSrc, 0, kU16}}, {}},
   };
   return specs;
 }

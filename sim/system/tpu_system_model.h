@@ -118,6 +118,8 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
     model_.issue_o(issue_);
     model_.wait_weights_o(wait_weights_);
     model_.obs_o(obs_);
+    model_.arrived_i(arrived_);  // one core: no other core arrives (barrier acts as sync)
+    model_.at_barrier_o(at_barrier_);
     model_.reg_addr_i(reg_addr_);
     model_.reg_data_o(reg_data_);
   }
@@ -198,6 +200,8 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
   Sig<decltype(std::declval<M&>().unit_busy_o)> unit_busy_{"unit_busy"};
   Sig<decltype(std::declval<M&>().issue_o)> issue_{"issue"};
   Sig<decltype(std::declval<M&>().obs_o)> obs_{"obs"};
+  Sig<decltype(std::declval<M&>().arrived_i)> arrived_{"arrived"};  // stays 0
+  sc_core::sc_signal<bool> at_barrier_{"at_barrier"};
   // Set by the engine thread (watchdog messages) and by TLM reads from the host.
   sc_core::sc_signal<
       typename std::remove_reference_t<decltype(std::declval<M&>().reg_addr_i)>::data_type,

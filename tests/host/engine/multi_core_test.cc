@@ -28,15 +28,19 @@ config::TpuConfig TwoCores() {
   return c;
 }
 
-// Both engines' results of a job on the 2-core chip (rtl only where it is built).
+// Both engines' results of a job on the 2-core chip (rtl only where it is built). The engines
+// live as long as the process (one SystemC system per process).
 std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job) {
+  static const std::vector<std::unique_ptr<engine::ChipEngine>> engines = [] {
+    std::vector<std::unique_ptr<engine::ChipEngine>> e;
+    const std::vector<std::string> built = sim::BuiltTpuChips();
+    if (std::find(built.begin(), built.end(), "2x4") != built.end())
+      e.push_back(engine::MakeChipEngine(EngineKind::kRtl, TwoCores(), {}));
+    e.push_back(engine::MakeChipEngine(EngineKind::kFast, TwoCores(), {}));
+    return e;
+  }();
   std::vector<engine::ExecResult> out;
-  const std::vector<std::string> built = sim::BuiltTpuChips();
-  const bool rtl = std::find(built.begin(), built.end(), "2x4") != built.end();
-  for (const EngineKind k : {EngineKind::kRtl, EngineKind::kFast}) {
-    if (k == EngineKind::kRtl && !rtl) continue;
-    out.push_back(engine::MakeChipEngine(k, TwoCores(), {})->Run(job));
-  }
+  for (const auto& e : engines) out.push_back(e->Run(job));
   return out;
 }
 
@@ -106,6 +110,60 @@ TEST(MultiCoreTest, AnErrorOnOneCoreIsTheRunsAndNamesTheCore) {
   }
   if (rs.size() == 2) {
     EXPECT_EQ(rs[0].message, rs[1].message);
+  }
+}
+
+// A barrier (docs/isa.md, "Several cores"): core 1 reads the rows core 0 writes to host memory
+// only after both passed their barriers; with a nop in its place core 1 reads them before
+// they are written. Both engines give the same counters on each core.
+TEST(MultiCoreTest, ABarrierOrdersTheCoresThroughHostMemory) {
+  for (const char* wait : {"barrier cores=3", "nop"}) {
+    SCOPED_TRACE(wait);
+    engine::ExecJob job =
+        Job(fmt::format("read_host host=0x100 ub=0 rows=5\nwrite_host ub=0 host=0x1000 rows=5\n"
+                        "{}\nhalt\n",
+                        wait),
+            HostImage(), {}, 0, 0x1200);
+    job.other_programs.push_back(isa::Assemble(
+        fmt::format("{}\nread_host host=0x1000 ub=0 rows=5\nwrite_host ub=0 host=0x1100 "
+                    "rows=5\nhalt\n",
+                    wait),
+        "core1.asm"));
+    const std::vector<engine::ExecResult> rs = RunBoth(job);
+    for (const engine::ExecResult& r : rs) {
+      SCOPED_TRACE(r.engine);
+      ASSERT_TRUE(r.ok) << r.message;
+      const bool copied = std::equal(r.host_out.begin() + 0x1100, r.host_out.begin() + 0x1114,
+                                     r.host_out.begin() + 0x100);
+      EXPECT_EQ(copied, std::string(wait) != "nop");
+      if (std::string(wait) != "nop") {  // core 1 waited while core 0 moved its 10 rows
+        EXPECT_GT(r.cores[1].counters.issue_stall_drain, 10u);
+        EXPECT_GT(r.cores[1].cycles, r.cores[0].cycles);
+      }
+    }
+    if (rs.size() == 2) {
+      for (size_t c = 0; c < 2; ++c) {
+        EXPECT_EQ(rs[0].cores[c].counters.FirstDifference(rs[1].cores[c].counters), -1) << c;
+      }
+    }
+  }
+}
+
+// A barrier passes a core that has halted; one naming a core past the chip's last is a bad
+// operand, on both engines.
+TEST(MultiCoreTest, ABarrierPassesHaltedCoresAndRefusesCoresPastTheLast) {
+  engine::ExecJob job = Job("halt\n", HostImage());
+  job.other_programs.push_back(isa::Assemble("nop\nnop\nbarrier cores=3\nhalt\n", "core1.asm"));
+  for (const engine::ExecResult& r : RunBoth(job)) {
+    SCOPED_TRACE(r.engine);
+    EXPECT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.cores[1].counters.instructions, 4u);
+  }
+  engine::ExecJob bad = Job("barrier cores=4\nhalt\n", HostImage());
+  for (const engine::ExecResult& r : RunBoth(bad)) {
+    SCOPED_TRACE(r.engine);
+    EXPECT_EQ(r.cores[0].state, "error");
+    EXPECT_EQ(r.chip_status, "bad-operand");
   }
 }
 

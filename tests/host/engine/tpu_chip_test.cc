@@ -400,7 +400,7 @@ TEST_P(ChipTest, BadResidualsAndMaxesAreBadOperands) {
 
 TEST_P(ChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {
   const auto r = RunChip(GetParam(), "teach-4",
-                         "nop\nraw 0x0b\nread_host host=0 ub=0 rows=1\nhalt\n", RandomBytes(4, 5));
+                         "nop\nraw 0x0c\nread_host host=0 ub=0 rows=1\nhalt\n", RandomBytes(4, 5));
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.state, "error");
   EXPECT_EQ(r.chip_status, "invalid-opcode");
