@@ -41,8 +41,20 @@ hw::ChipCounters CountersFromJson(const nlohmann::json& j) {
   return c;
 }
 
-// The rows' energies from their counters (their cores' too), the total as their sum, and
-// each core's counters as the sums of its rows.
+// A core's cycles shared out: how much of them its array was active (useful or not) and it
+// waited for host and for weight memory.
+struct CoreShares {
+  double active, host_stall, weight_stall;
+};
+CoreShares SharesOf(const hw::ChipCounters& c) {
+  const double cycles = c.cycles ? static_cast<double>(c.cycles) : 1.0;
+  return {static_cast<double>(c.mxu_stream_cycles) / cycles,
+          static_cast<double>(c.host_mem_stall) / cycles,
+          static_cast<double>(c.weight_mem_stall) / cycles};
+}
+
+// The rows' energies from their counters (their cores' too, and the core rows' names), the
+// total as their sum, and each core's counters as the sums of its rows.
 void FinishRows(RunReport* rep) {
   rep->total = RunRow();
   rep->total.name = "total";
@@ -51,6 +63,7 @@ void FinishRows(RunReport* rep) {
     row.energy = ComputeEnergy(row.counters, rep->config, rep->table);
     rep->cores.resize(std::max(rep->cores.size(), row.cores.size()));
     for (size_t c = 0; c < row.cores.size(); ++c) {
+      row.cores[c].name = fmt::format("  core {}", c);
       row.cores[c].energy = ComputeEnergy(row.cores[c].counters, rep->config, rep->table);
       rep->cores[c] += row.cores[c].counters;
     }
@@ -135,7 +148,6 @@ RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
     row.n = l.n;
     for (size_t c = 0; c < l.cores.size(); ++c) {
       RunRow core;
-      core.name = fmt::format("  core {}", c);
       core.macs = l.cores[c].macs;
       core.counters = l.cores[c].counters;
       row.cores.push_back(core);
@@ -178,7 +190,6 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
       row.counters = CountersFromJson(l.at("counters"));
       for (const auto& c : l.value("cores", nlohmann::json::array())) {
         RunRow core;
-        core.name = fmt::format("  core {}", row.cores.size());
         core.macs = c.at("macs").get<int64_t>();
         core.counters = CountersFromJson(c.at("counters"));
         row.cores.push_back(core);
@@ -340,12 +351,11 @@ nlohmann::json RunReportJson(const RunReport& r) {
   if (r.topology) j["gemm_list"] = r.gemm_list;
   j["counters"] = CountersJson(t.counters);
   for (const hw::ChipCounters& c : r.cores) {  // each core's, on a chip of several cores
-    const double cycles = c.cycles ? static_cast<double>(c.cycles) : 1.0;
-    j["cores"].push_back(
-        {{"counters", CountersJson(c)},
-         {"array_active", static_cast<double>(c.mxu_stream_cycles) / cycles},
-         {"host_mem_stall_share", static_cast<double>(c.host_mem_stall) / cycles},
-         {"weight_mem_stall_share", static_cast<double>(c.weight_mem_stall) / cycles}});
+    const CoreShares k = SharesOf(c);
+    j["cores"].push_back({{"counters", CountersJson(c)},
+                          {"array_active", k.active},
+                          {"host_mem_stall_share", k.host_stall},
+                          {"weight_mem_stall_share", k.weight_stall}});
   }
   j["tpu_v1_categories"] = CategoriesJson(t, r.config.array_dim);
   AddBound(t, &j);
@@ -477,15 +487,12 @@ std::string FormatRunText(const RunReport& r) {
         r.config.cores, Grouped(static_cast<int64_t>(r.ElapsedCycles())),
         Grouped(static_cast<int64_t>(r.total.Cycles())));
     for (size_t c = 0; c < r.cores.size(); ++c) {
-      const hw::ChipCounters& k = r.cores[c];
-      const double cycles = k.cycles ? static_cast<double>(k.cycles) : 1.0;
+      const CoreShares k = SharesOf(r.cores[c]);
       s += fmt::format(
           "    core {}   {} cycles, array active {:.1f}% (useful or not), {:.1f}% host-memory and "
           "{:.1f}% weight-memory stall\n",
-          c, Grouped(static_cast<int64_t>(k.cycles)),
-          100.0 * static_cast<double>(k.mxu_stream_cycles) / cycles,
-          100.0 * static_cast<double>(k.host_mem_stall) / cycles,
-          100.0 * static_cast<double>(k.weight_mem_stall) / cycles);
+          c, Grouped(static_cast<int64_t>(r.cores[c].cycles)), 100.0 * k.active,
+          100.0 * k.host_stall, 100.0 * k.weight_stall);
     }
   }
   s += fmt::format(
