@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "contract/tpu_contract.h"
@@ -54,21 +55,31 @@ class Planner {
     }
   }
 
-  // The cheaper segmentation (in the unified buffer, or spilling to host memory) that can be
-  // allocated; where fragmentation defeats the cheaper one, the other.
+  // The cheaper plan (crossing tensors in the unified buffer, or spilled to host memory) that
+  // can be allocated. Each mode's segmentation is found for the whole unified buffer first;
+  // where first fit cannot place it (fragmentation), for a buffer a sixteenth smaller, and so
+  // on down to half, so that a plan that keeps its tensors on chip is not given up for one
+  // that spills merely because its rows did not pack.
   Plan Run() {
-    const Segmentation ub = Segment(/*spill=*/false), host = Segment(/*spill=*/true);
-    const bool spill_first = !(ub.cost <= host.cost);
     std::string failed;
-    for (const bool spill : {spill_first, !spill_first}) {
-      const Segmentation& seg = spill ? host : ub;
-      if (seg.cost == kInfinite) continue;
-      Plan p;
-      p.maps = maps_;
-      p.spill = spill;
-      p.segments = seg.segments;
-      if (AllocateShrinking(&p, &failed)) return Layout(std::move(p));
+    std::optional<Plan> best;
+    double best_cost = kInfinite;
+    for (const bool spill : {false, true}) {
+      for (int64_t k = 0; k <= 8; ++k) {
+        const Segmentation seg = Segment(spill, c_.ub_depth_rows - c_.ub_depth_rows * k / 16);
+        if (seg.cost == kInfinite || seg.cost >= best_cost) break;
+        Plan p;
+        p.maps = maps_;
+        p.spill = spill;
+        p.segments = seg.segments;
+        if (AllocateShrinking(&p, &failed)) {
+          best = std::move(p);
+          best_cost = seg.cost;
+          break;
+        }
+      }
     }
+    if (best) return Layout(std::move(*best));
     Plan p;
     p.maps = maps_;
     p.why_not = !failed.empty()     ? failed
@@ -189,7 +200,8 @@ class Planner {
     return 0;
   }
 
-  Segmentation Segment(bool spill) {
+  // The cheapest segments whose needs fit `budget` unified-buffer rows.
+  Segmentation Segment(bool spill, int64_t budget) {
     std::vector<double> f(static_cast<size_t>(ops_) + 1, kInfinite);
     std::vector<PlanSegment> choice(static_cast<size_t>(ops_) + 1);
     f[0] = 0;
@@ -198,7 +210,7 @@ class Planner {
         if (f[static_cast<size_t>(p)] == kInfinite) continue;
         bool any = false;
         for (int64_t g : groups_) {
-          if (Need(p, q, g, spill) > c_.ub_depth_rows) continue;
+          if (Need(p, q, g, spill) > budget) continue;
           any = true;
           // (A segment costs a cycle more: of equal plans, the one with fewer segments.)
           const double cost = f[static_cast<size_t>(p)] + Cost(p, q, g, spill) + 1;

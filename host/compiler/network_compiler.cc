@@ -55,7 +55,14 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
   }
   for (const std::vector<uint8_t>& t : graph_.tiles)
     weights_.insert(weights_.end(), t.begin(), t.end());
-  // The spilled tensors: the layer that computes each, and how often it is read back.
+}
+
+std::vector<SpilledTensor> NetworkCompiler::Spilled(int batch) const {
+  if (!Fits()) return {};
+  const Plan& plan = PlanFor(batch > 0 ? batch : batch_);
+  if (!plan.why_not.empty()) return {};
+  std::vector<SpilledTensor> spilled;
+  // The layer that computes each, and how often it is read back.
   for (size_t t = 1; t < graph_.tensors.size(); ++t) {
     if (!plan.places[t].host || static_cast<int>(t) == graph_.output) continue;
     const GraphTensor& tt = graph_.tensors[t];
@@ -64,8 +71,9 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
     s.bytes_per_image = tt.rows * row_;
     for (const auto& st : plan.staging)
       for (const Staging& x : st) s.readers += x.tensor == static_cast<int>(t);
-    spilled_.push_back(s);
+    spilled.push_back(s);
   }
+  return spilled;
 }
 
 std::pair<int64_t, int64_t> NetworkCompiler::KN(int op) const {
@@ -92,9 +100,9 @@ const Plan& NetworkCompiler::PlanFor(int batch) const {
   return it->second;
 }
 
-std::string NetworkCompiler::PlanText() const {
+std::string NetworkCompiler::PlanText(int batch) const {
   if (!Fits()) return "";
-  const Plan& plan = plans_.at(batch_);
+  const Plan& plan = PlanFor(batch > 0 ? batch : batch_);
   std::string s;
   for (const PlanSegment& seg : plan.segments) {
     const std::string& a = graph_.ops[static_cast<size_t>(seg.first)].name;
@@ -106,10 +114,10 @@ std::string NetworkCompiler::PlanText() const {
   }
   s += fmt::format("; {} of {} unified-buffer rows", Grouped(plan.ub_rows),
                    Grouped(config_.ub_depth_rows));
-  if (!spilled_.empty()) {
+  if (const std::vector<SpilledTensor> spilled = Spilled(batch); !spilled.empty()) {
     int64_t bytes = 0;
     std::string names;
-    for (const SpilledTensor& t : spilled_) {
+    for (const SpilledTensor& t : spilled) {
       bytes += t.bytes_per_image * (1 + t.readers);
       names += (names.empty() ? "" : ", ") + t.name;
     }

@@ -50,9 +50,11 @@ class NetworkCompiler {
   int64_t MacsPerImage() const { return macs_per_image_; }
   // "conv1+pool1 > conv2+pool2 > fc1 > fc2 > fc3"
   std::string Name() const { return name_; }
-  // How the batch runs: "segments: conv1..conv3 in groups of 4, fc1..fc3 in groups of 64"
-  std::string PlanText() const;
-  const std::vector<SpilledTensor>& Spilled() const { return spilled_; }
+  // How a batch of `batch` images (0: the planned batch) runs: "conv1 .. conv3 in groups of
+  // 4; fc1 .. fc3 in groups of 64; ..."
+  std::string PlanText(int batch = 0) const;
+  // The tensors the plan of `batch` images (0: the planned batch) keeps in host memory.
+  std::vector<SpilledTensor> Spilled(int batch = 0) const;
   int64_t UbRows() const { return plans_.at(batch_).ub_rows; }
   const LoweredGraph& Graph() const { return graph_; }
   // The attainable bound of each operation for `batch` images (graph_bound.h).
@@ -89,7 +91,6 @@ class NetworkCompiler {
   LoweredGraph graph_;
   mutable std::map<int, Plan> plans_;  // per batch size
   std::vector<uint8_t> weights_;
-  std::vector<SpilledTensor> spilled_;
   int64_t macs_per_image_ = 0;
   std::string why_not_, name_;
 };

@@ -277,12 +277,18 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   r.output_scale = nn::OutputScale(model);
   const bool whole = !layer_jobs && network.Fits();
   if (!whole) CheckLayerJobs(model, network, bf16, layer_jobs);
-  r.plan = whole        ? "whole network, one program per batch: " + network.PlanText()
+  // On several cores each runs the program of its share of a batch: the plan shown is the
+  // largest share's (RunWhole cuts the shares).
+  const int share =
+      static_cast<int>((std::min<int64_t>(batch, images) + config.cores - 1) / config.cores);
+  r.plan = whole        ? "whole network, one program per batch: " + network.PlanText(share)
            : layer_jobs ? "layer jobs (im2col on the host)"
                         : "layer jobs (" + PlainText(network.WhyNot()) + ")";
   if (config.cores > 1) {
-    r.plan += whole ? fmt::format("; on {} cores, each a share of every batch (data parallel)",
-                                  config.cores)
+    r.plan += whole ? fmt::format(
+                          "; on {} cores, each a share of every batch (data parallel; the plan is "
+                          "that of a share, {} images)",
+                          config.cores, share)
                     : fmt::format("; on core 0 of {}", config.cores);
   }
   std::vector<LayerStep> steps;
@@ -300,7 +306,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
       st.name = op.name;
       r.layers.push_back(st);
     }
-    r.spilled = network.Spilled();
+    r.spilled = network.Spilled(share);
     r.ub_rows = network.UbRows();
   } else {
     steps = PlanSteps(model, config);
