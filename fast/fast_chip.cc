@@ -247,7 +247,7 @@ FastChip::FastChip(const ChipParams& p)
             static_cast<uint64_t>(p.host_mem_latency_cycles)),
       weight_(static_cast<uint64_t>(hw::RowBytes(p)),
               static_cast<uint64_t>(p.weight_mem_bytes_per_cycle),
-              static_cast<uint64_t>(p.weight_mem_latency_cycles)) {
+              static_cast<uint64_t>(p.weight_mem_latency_cycles), std::clamp(p.cores, 1, 16)) {
   if (p.cores < 1 || p.cores > MemArbiter::kMaxCores) {
     throw std::invalid_argument("a chip has 1 to 16 cores");
   }
@@ -304,33 +304,32 @@ bool FastChip::EndCores(std::vector<Core>* cores, uint64_t cycle) {
   return all;
 }
 
-// The memories' side of a cycle: each port's arbiter grants one core's request, which the
-// memory takes when ready; a read row comes back to the core that asked; then each core's
-// ports (Ports). Whether anything moved.
-bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, MemArbiter* weight_arb,
-                         uint64_t cycle, uint64_t iq_depth) {
+// The memories' side of a cycle: the host port's arbiter grants one core's request, which
+// the memory takes when ready, and a read row comes back to the core that asked; the cores'
+// weight ports take turns at the weight memory's channel, each getting its own rows; then
+// each core's ports (Ports). Whether anything moved.
+bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t cycle,
+                         uint64_t iq_depth) {
   uint32_t host_valid = 0, weight_valid = 0;
   for (size_t i = 0; i < cores->size(); ++i) {
     const Units& u = (*cores)[i].u;
     host_valid |= uint32_t{u.hdma.ReqValid()} << i;
     weight_valid |= uint32_t{u.wdma.ReqValid(u.fifo)} << i;
   }
-  const int hg = host_arb->Grant(host_valid), wg = weight_arb->Grant(weight_valid);
-  const bool h_ready = host_.Ready(cycle), w_ready = weight_.Ready(cycle);
+  const int hg = host_arb->Grant(host_valid);
+  const bool h_ready = host_.Ready(cycle);
   if (hg >= 0 && h_ready) {
     host_.Accept(cycle, !(*cores)[static_cast<size_t>(hg)].u.hdma.Writing(), hg);
   }
   const int h_resp = host_.Respond(cycle);
-  if (wg >= 0 && w_ready) weight_.Accept(cycle, true, wg);
-  const int w_resp = weight_.Respond(cycle);
+  const uint32_t w_taken = weight_.AcceptReads(cycle, weight_valid);
   host_arb->Edge(hg, h_ready);
-  weight_arb->Edge(wg, w_ready);
   bool moved = false;
   for (size_t i = 0; i < cores->size(); ++i) {
     Core& k = (*cores)[i];
     const int core = static_cast<int>(i);
-    const PortAnswer a{hg == core && h_ready, h_resp == core, wg == core && w_ready,
-                       w_resp == core};
+    const PortAnswer a{hg == core && h_ready, h_resp == core, (w_taken >> i & 1u) != 0,
+                       weight_.Respond(cycle, core) >= 0};
     k.c = Ports(k.u, k.busy, a, k.values, !k.ended && k.u.ctl.Fed() < k.count, iq_depth);
     moved = moved || k.c.moved;
   }
@@ -382,7 +381,7 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
   }
   host_.Reset();
   weight_.Reset();
-  MemArbiter host_arb(Cores()), weight_arb(Cores());
+  MemArbiter host_arb(Cores());
   ChipRunResult result;
   uint64_t quiet = 0, next_progress = 0xffff;
   for (uint64_t cycle = 0;; ++cycle) {
@@ -390,7 +389,7 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
       result.cycles = cycle;
       break;
     }
-    const bool moved = StepPorts(&cores, &host_arb, &weight_arb, cycle, iq_depth);
+    const bool moved = StepPorts(&cores, &host_arb, cycle, iq_depth);
     quiet = moved ? 0 : quiet + 1;
     if (quiet >= o.watchdog_cycles) {
       result.cycles = cycle;

@@ -95,8 +95,7 @@ class FastChip {
  private:
   struct Core;
   bool EndCores(std::vector<Core>* cores, uint64_t cycle);
-  bool StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, MemArbiter* weight_arb,
-                 uint64_t cycle, uint64_t iq_depth);
+  bool StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t cycle, uint64_t iq_depth);
   static void StopOnWatchdog(std::vector<Core>* cores, uint64_t cycle, uint64_t quiet);
 
   ChipParams p_;

@@ -1,7 +1,7 @@
 // The timing of one external-memory port as the fast engine sees it: the channel rule both
 // engines share (contract/memory_channel.h) and the rows in flight, without the bytes, which
 // the fast engine moves per instruction instead. Read rows come back in order, at most one
-// row per cycle.
+// row per cycle (per port, where several ports share the channel).
 #pragma once
 
 #include <cstdint>
@@ -16,56 +16,78 @@ inline constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 
 class MemoryTiming {
  public:
-  MemoryTiming(uint64_t row_bytes, uint64_t bytes_per_cycle, uint64_t latency_cycles)
-      : channel_(row_bytes, bytes_per_cycle, latency_cycles) {}
+  // `ports` ports into the one channel (a port per core for the weight memory of a chip of
+  // several cores), each with its read rows in order.
+  MemoryTiming(uint64_t row_bytes, uint64_t bytes_per_cycle, uint64_t latency_cycles, int ports = 1)
+      : channel_(row_bytes, bytes_per_cycle, latency_cycles),
+        turns_(ports),
+        queues_(static_cast<size_t>(ports)) {}
 
   void Reset() {
     channel_.Reset();
-    head_ = tail_ = 0;
+    turns_.Reset();
+    for (Queue& q : queues_) q.head = q.tail = 0;
   }
   bool Ready(uint64_t cycle) const { return channel_.Ready(cycle); }
-  // A request accepted at the clock edge that ends `cycle`, tagged with the core that asked.
-  void Accept(uint64_t cycle, bool read, int tag = 0) {
+  // A request accepted at the clock edge that ends `cycle`, tagged with the core that asked;
+  // a read row goes to `port`'s rows.
+  void Accept(uint64_t cycle, bool read, int tag = 0, int port = 0) {
     const uint64_t due = channel_.Accept(cycle);
-    if (!read) return;
-    if (tail_ - head_ == due_.size()) Grow();
-    due_[tail_ & (due_.size() - 1)] = due;
-    tags_[tail_++ & (due_.size() - 1)] = tag;
+    if (read) queues_[static_cast<size_t>(port)].Push(due, tag);
   }
-  // The tag of the read row presented to the chip during `cycle`, or -1 (once per cycle).
-  int Respond(uint64_t cycle) {
-    if (head_ == tail_ || due_[head_ & (due_.size() - 1)] > cycle) return -1;
-    return tags_[head_++ & (due_.size() - 1)];
+  // The read requests of the asking ports (bit p: port p), taken in turn while the channel
+  // can (hw::PortTurns). Returns the ports taken.
+  uint32_t AcceptReads(uint64_t cycle, uint32_t asking) {
+    return turns_.Serve(
+        asking, [&] { return channel_.Ready(cycle); }, [&](int p) { Accept(cycle, true, p, p); });
+  }
+  // The tag of the read row `port` presents to the chip during `cycle`, or -1 (once per
+  // cycle and port).
+  int Respond(uint64_t cycle, int port = 0) {
+    Queue& q = queues_[static_cast<size_t>(port)];
+    if (q.head == q.tail || q.due[q.head & (q.due.size() - 1)] > cycle) return -1;
+    return q.tags[q.head++ & (q.due.size() - 1)];
   }
   // The first cycle after `cycle` in which Ready() or Respond() can change.
   uint64_t NextEvent(uint64_t cycle) const {
     const uint64_t free = channel_.FreeFrom();
     uint64_t next = free > cycle ? free : kNever;
-    if (head_ != tail_) {
-      const uint64_t due = due_[head_ & (due_.size() - 1)];
+    for (const Queue& q : queues_) {
+      if (q.head == q.tail) continue;
+      const uint64_t due = q.due[q.head & (q.due.size() - 1)];
       if (due < next) next = due;
     }
     return next;
   }
 
  private:
-  void Grow() {
-    std::vector<uint64_t> bigger(due_.size() * 2);
-    std::vector<int> bigger_tags(due_.size() * 2);
-    for (uint64_t i = head_; i < tail_; ++i) {
-      bigger[i - head_] = due_[i & (due_.size() - 1)];
-      bigger_tags[i - head_] = tags_[i & (due_.size() - 1)];
+  // A port's read rows in flight: a ring of due cycles and tags.
+  struct Queue {
+    std::vector<uint64_t> due = std::vector<uint64_t>(64);  // a power of two
+    std::vector<int> tags = std::vector<int>(64);
+    uint64_t head = 0, tail = 0;
+    void Push(uint64_t d, int tag) {
+      if (tail - head == due.size()) Grow();
+      due[tail & (due.size() - 1)] = d;
+      tags[tail++ & (due.size() - 1)] = tag;
     }
-    tail_ -= head_;
-    head_ = 0;
-    due_.swap(bigger);
-    tags_.swap(bigger_tags);
-  }
+    void Grow() {
+      std::vector<uint64_t> bigger(due.size() * 2);
+      std::vector<int> bigger_tags(due.size() * 2);
+      for (uint64_t i = head; i < tail; ++i) {
+        bigger[i - head] = due[i & (due.size() - 1)];
+        bigger_tags[i - head] = tags[i & (due.size() - 1)];
+      }
+      tail -= head;
+      head = 0;
+      due.swap(bigger);
+      tags.swap(bigger_tags);
+    }
+  };
 
   hw::MemoryChannel channel_;
-  std::vector<uint64_t> due_ = std::vector<uint64_t>(64);  // a power of two
-  std::vector<int> tags_ = std::vector<int>(64);
-  uint64_t head_ = 0, tail_ = 0;
+  hw::PortTurns turns_;
+  std::vector<Queue> queues_;  // per port
 };
 
 }  // namespace tpu::fast

@@ -1,14 +1,18 @@
 // A chip of Cores cores (tpu_top each: its own controller and instruction stream, unified
 // buffer, weight FIFO, matrix unit, accumulators and vector unit) that share the two
-// external memories: the host link and the weight (HBM) memory each have one port, and a
-// round-robin arbiter (tpu_mem_arbiter) gives it to one core's request per cycle. Requests
-// leave tagged with their core; read rows come back with the tag and go to that core
-// alone, the data wired to every core. Both memories are one address space for all cores.
+// external memories. The host link has one port, and a round-robin arbiter
+// (tpu_mem_arbiter) gives it to one core's request per cycle: requests leave tagged with
+// their core; read rows come back with the tag and go to that core alone, the data wired to
+// every core. The weight (HBM) memory has a port per core, whose requests take turns at the
+// memory's one channel outside the chip (contract/memory_channel.h, PortTurns: together the
+// cores move up to the memory's bytes per cycle, each at most a row a cycle). Both memories
+// are one address space for all cores.
 //
-// Per core, as tpu_top's own ports: the instruction stream, the status, obs_o and the
-// register file (reg_core_i picks the core that reg_addr_i reads). A core sees a memory as
-// ready only in the cycles in which it is granted, so waiting for another core's turn
-// counts as a memory stall in its counters, as waiting for the memory itself does.
+// Per core, as tpu_top's own ports: the instruction stream, the weight-memory port, the
+// status, obs_o and the register file (reg_core_i picks the core that reg_addr_i reads). A
+// core sees a memory as ready only in the cycles in which its request is taken, so waiting
+// for another core's turn counts as a memory stall in its counters, as waiting for the
+// memory itself does.
 //
 // Barriers (docs/isa.md, "Several cores"): every core sees which cores wait at a barrier
 // or have halted (arrived), and a core's barrier goes when every core of its mask has.
@@ -47,18 +51,15 @@ module tpu_chip
   input  logic                                hm_resp_valid_i,
   input  logic [IdWidth-1:0]                  hm_resp_id_i,
   input  logic [RowWidth-1:0]                 hm_resp_data_i,
-  // weight memory port (read only), requests tagged with their core
-  output logic                                wm_req_valid_o,
-  input  logic                                wm_req_ready_i,
-  output logic [63:0]                         wm_req_addr_o,
-  output logic [IdWidth-1:0]                  wm_req_id_o,
-  input  logic                                wm_resp_valid_i,
-  input  logic [IdWidth-1:0]                  wm_resp_id_i,
-  input  logic [RowWidth-1:0]                 wm_resp_data_i,
-  // the cores' own requests (before arbitration): the system forms each core's memory
+  // weight memory (read only): a port per core
+  output logic [Cores-1:0]                    wm_req_valid_o,
+  input  logic [Cores-1:0]                    wm_req_ready_i,
+  output logic [Cores-1:0][63:0]              wm_req_addr_o,
+  input  logic [Cores-1:0]                    wm_resp_valid_i,
+  input  logic [Cores-1:0][RowWidth-1:0]      wm_resp_data_i,
+  // the cores' own host requests (before arbitration): the system forms each core's memory
   // stalls (obs) from them, as it does for one core's ports
   output logic [Cores-1:0]                    hm_core_valid_o,
-  output logic [Cores-1:0]                    wm_core_valid_o,
   // status, per core (tpu_top's)
   output logic [Cores-1:0]                    halted_o,
   output logic [Cores-1:0][3:0]               status_o,
@@ -81,8 +82,6 @@ module tpu_chip
   logic [Cores-1:0][RowWidth-1:0] hm_data;
   logic [Cores-1:0][HmWidth-1:0]  hm_req;
   logic [HmWidth-1:0]             hm_mem_req;
-  logic [Cores-1:0]               wm_valid, wm_ready, wm_resp_valid;
-  logic [Cores-1:0][63:0]         wm_addr;
   logic [Cores-1:0][63:0]         reg_data;
   logic [Cores-1:0]               at_barrier, arrived_cores;
   logic [15:0]                    arrived;
@@ -116,11 +115,11 @@ module tpu_chip
       .hm_req_data_o  (hm_data[c]),
       .hm_resp_valid_i(hm_resp_valid[c]),
       .hm_resp_data_i,
-      .wm_req_valid_o (wm_valid[c]),
-      .wm_req_ready_i (wm_ready[c]),
-      .wm_req_addr_o  (wm_addr[c]),
-      .wm_resp_valid_i(wm_resp_valid[c]),
-      .wm_resp_data_i,
+      .wm_req_valid_o (wm_req_valid_o[c]),
+      .wm_req_ready_i (wm_req_ready_i[c]),
+      .wm_req_addr_o  (wm_req_addr_o[c]),
+      .wm_resp_valid_i(wm_resp_valid_i[c]),
+      .wm_resp_data_i (wm_resp_data_i[c]),
       .halted_o       (halted_o[c]),
       .status_o       (status_o[c]),
       .idle_o         (idle_o[c]),
@@ -156,26 +155,7 @@ module tpu_chip
   );
   assign {hm_req_write_o, hm_req_addr_o, hm_req_data_o} = hm_mem_req;
 
-  tpu_mem_arbiter #(
-    .Cores(Cores),
-    .Width(64)
-  ) u_weight_arbiter (
-    .clk_i,
-    .rst_ni,
-    .req_valid_i     (wm_valid),
-    .req_ready_o     (wm_ready),
-    .req_i           (wm_addr),
-    .mem_req_valid_o (wm_req_valid_o),
-    .mem_req_ready_i (wm_req_ready_i),
-    .mem_req_o       (wm_req_addr_o),
-    .mem_req_id_o    (wm_req_id_o),
-    .mem_resp_valid_i(wm_resp_valid_i),
-    .mem_resp_id_i   (wm_resp_id_i),
-    .resp_valid_o    (wm_resp_valid)
-  );
-
   assign hm_core_valid_o = hm_valid;
-  assign wm_core_valid_o = wm_valid;
 
   // A core number past the last reads zeros.
   assign reg_data_o = (32'(reg_core_i) < Cores) ? reg_data[reg_core_i] : '0;

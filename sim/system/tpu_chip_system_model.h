@@ -1,6 +1,6 @@
 // TpuSystemBase bound to one Verilated build of tpu_chip (rtl/tpu_chip.sv: Cores cores of
-// one array size sharing the memory ports): per-core fields are packed in its ports, core
-// 0 in the lowest bits.
+// one array size sharing the host-memory port, each with its own weight-memory port):
+// per-core fields are packed in its ports, core 0 in the lowest bits.
 #pragma once
 
 #include <array>
@@ -24,7 +24,8 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
  public:
   TpuChipSystemModel(sc_core::sc_module_name name, const TpuSystemConfig& config)
       : Base(name, config),
-        words_(static_cast<size_t>(hw::RowBytes(config.chip)) / 4 + 4 * kCores + 8) {
+        words_(static_cast<size_t>(hw::RowBytes(config.chip)) / 4 + 4 * kCores + 8),
+        wm_words_(static_cast<size_t>(hw::RowBytes(config.chip)) * kCores / 4 + 2 * kCores + 8) {
     model_.clk_i(this->clk);
     model_.rst_ni(rst_n_);
     model_.instr_valid_i(instr_valid_);
@@ -44,12 +45,9 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
     model_.wm_req_valid_o(wm_req_valid_);
     model_.wm_req_ready_i(wm_req_ready_);
     model_.wm_req_addr_o(wm_req_addr_);
-    model_.wm_req_id_o(wm_req_id_);
     model_.wm_resp_valid_i(wm_resp_valid_);
-    model_.wm_resp_id_i(wm_resp_id_);
     model_.wm_resp_data_i(wm_resp_data_);
     model_.hm_core_valid_o(hm_core_valid_);
-    model_.wm_core_valid_o(wm_core_valid_);
     model_.halted_o(halted_);
     model_.status_o(status_);
     model_.idle_o(idle_);
@@ -68,7 +66,7 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
 
   void ReadOutputs(Outputs* out) override {
     out->core.resize(kCores);
-    const Packed ready(instr_ready_), hm_valid(hm_core_valid_), wm_valid(wm_core_valid_),
+    const Packed ready(instr_ready_), hm_valid(hm_core_valid_), wm_valid(wm_req_valid_),
         halted(halted_), status(status_), idle(idle_), progress(progress_), busy(unit_busy_),
         issue(issue_), wait(wait_weights_), obs(obs_);
     for (int c = 0; c < kCores; ++c) {
@@ -85,6 +83,12 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
       o.wait_weights = wait.Field(c, 1);
       o.obs = static_cast<uint32_t>(obs.Field(c, 6));
     }
+    sc_detail::FromScValue(wm_req_addr_.read(), wm_words_.data());
+    for (int c = 0; c < kCores; ++c) {
+      out->core[static_cast<size_t>(c)].wm_addr =
+          wm_words_[static_cast<size_t>(2 * c)] |
+          static_cast<uint64_t>(wm_words_[static_cast<size_t>(2 * c + 1)]) << 32;
+    }
     out->hm_req_valid = hm_req_valid_.read();
     out->hm_req_write = hm_req_write_.read();
     out->hm_req_addr = static_cast<uint32_t>(hm_req_addr_.read());
@@ -92,9 +96,6 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
     sc_detail::FromScValue(hm_req_data_.read(), words_.data());
     UnpackLanes(words_.data(), this->RowBytes(), out->hm_req_data.data());
     out->hm_req_id = static_cast<int>(Packed(hm_req_id_).Field(0, 32));
-    out->wm_req_valid = wm_req_valid_.read();
-    out->wm_req_addr = static_cast<uint64_t>(wm_req_addr_.read());
-    out->wm_req_id = static_cast<int>(Packed(wm_req_id_).Field(0, 32));
   }
 
   void WriteInputs(const Inputs& in) override {
@@ -116,13 +117,25 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
       PackLanes(in.hm_resp_data, this->RowBytes(), words_.data());
       hm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
     }
-    wm_req_ready_.write(in.wm_req_ready);
-    wm_resp_valid_.write(in.wm_resp_valid);
-    WriteId(wm_resp_id_, in.wm_resp_id);
-    if (in.wm_resp_valid) {
-      PackLanes(in.wm_resp_data, this->RowBytes(), words_.data());
-      wm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
+    WriteWeightPorts(in);
+  }
+
+  // Each core's weight-memory port: ready and valid bits, and the rows presented, core c's
+  // at byte c x RowBytes of the data port (lanes little-endian, as PackLanes packs them).
+  void WriteWeightPorts(const Inputs& in) {
+    uint32_t ready = 0, valid = 0;
+    const auto row = static_cast<size_t>(this->RowBytes());
+    auto* bytes = reinterpret_cast<uint8_t*>(wm_words_.data());
+    for (int c = 0; c < kCores && static_cast<size_t>(c) < in.core.size(); ++c) {
+      const typename Base::CoreInputs& ci = in.core[static_cast<size_t>(c)];
+      ready |= uint32_t{ci.wm_req_ready} << c;
+      if (!ci.wm_resp_valid) continue;
+      valid |= 1u << c;
+      std::memcpy(bytes + static_cast<size_t>(c) * row, ci.wm_resp_data, row);
     }
+    wm_req_ready_.write(static_cast<ValidT>(ready));
+    wm_resp_valid_.write(static_cast<ValidT>(valid));
+    if (valid != 0) wm_resp_data_.write(sc_detail::ToScValue<WmRowsT>(wm_words_.data()));
   }
 
   void SetRegAddr(int core, int addr) override {
@@ -137,6 +150,8 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
   using InstrT = ValueOf<decltype(std::declval<M&>().instr_i)>;
   using InstrValidT = ValueOf<decltype(std::declval<M&>().instr_valid_i)>;
   using RowT = ValueOf<decltype(std::declval<M&>().hm_resp_data_i)>;
+  using WmRowsT = ValueOf<decltype(std::declval<M&>().wm_resp_data_i)>;
+  using ValidT = ValueOf<decltype(std::declval<M&>().wm_req_ready_i)>;
 
   // A port's value as bits: field c of `width` bits is core c's.
   struct Packed {
@@ -172,15 +187,13 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
   Sig<decltype(std::declval<M&>().hm_req_data_o)> hm_req_data_{"hm_req_data"};
   Sig<decltype(std::declval<M&>().hm_req_id_o)> hm_req_id_{"hm_req_id"};
   Sig<decltype(std::declval<M&>().hm_resp_id_i)> hm_resp_id_{"hm_resp_id"};
-  Sig<decltype(std::declval<M&>().hm_resp_data_i)> hm_resp_data_{"hm_resp_data"},
-      wm_resp_data_{"wm_resp_data"};
-  sc_core::sc_signal<bool> wm_req_valid_{"wm_req_valid"}, wm_req_ready_{"wm_req_ready"},
-      wm_resp_valid_{"wm_resp_valid"};
+  Sig<decltype(std::declval<M&>().hm_resp_data_i)> hm_resp_data_{"hm_resp_data"};
+  Sig<decltype(std::declval<M&>().wm_resp_data_i)> wm_resp_data_{"wm_resp_data"};
+  Sig<decltype(std::declval<M&>().wm_req_valid_o)> wm_req_valid_{"wm_req_valid"};
+  Sig<decltype(std::declval<M&>().wm_req_ready_i)> wm_req_ready_{"wm_req_ready"};
+  Sig<decltype(std::declval<M&>().wm_resp_valid_i)> wm_resp_valid_{"wm_resp_valid"};
   Sig<decltype(std::declval<M&>().wm_req_addr_o)> wm_req_addr_{"wm_req_addr"};
-  Sig<decltype(std::declval<M&>().wm_req_id_o)> wm_req_id_{"wm_req_id"};
-  Sig<decltype(std::declval<M&>().wm_resp_id_i)> wm_resp_id_{"wm_resp_id"};
   Sig<decltype(std::declval<M&>().hm_core_valid_o)> hm_core_valid_{"hm_core_valid"};
-  Sig<decltype(std::declval<M&>().wm_core_valid_o)> wm_core_valid_{"wm_core_valid"};
   Sig<decltype(std::declval<M&>().halted_o)> halted_{"halted"};
   Sig<decltype(std::declval<M&>().status_o)> status_{"status"};
   Sig<decltype(std::declval<M&>().idle_o)> idle_{"idle"};
@@ -195,7 +208,7 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
   sc_core::sc_signal<ValueOf<decltype(std::declval<M&>().reg_addr_i)>, sc_core::SC_MANY_WRITERS>
       reg_addr_{"reg_addr"};
   Sig<decltype(std::declval<M&>().reg_data_o)> reg_data_{"reg_data"};
-  std::vector<uint32_t> words_;
+  std::vector<uint32_t> words_, wm_words_;
 };
 
 }  // namespace tpu::sim

@@ -47,7 +47,7 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig
               {static_cast<uint32_t>(config.chip.weight_mem_latency_cycles),
                static_cast<uint32_t>(config.chip.weight_mem_bytes_per_cycle)}),
       host_port_(host_, row_bytes_),
-      weight_port_(weight_, row_bytes_),
+      weight_port_(weight_, row_bytes_, std::clamp(config.chip.cores, 1, kMaxCores)),
       programs_(static_cast<size_t>(std::clamp(config.chip.cores, 1, kMaxCores))),
       core_(programs_.size()) {
   if (config.chip.cores < 1 || config.chip.cores > kMaxCores) {
@@ -99,6 +99,7 @@ void TpuSystemBase::RunProgram() {
   const size_t cores = core_.size();
   Inputs in;
   in.instr.assign(cores, nullptr);
+  in.core.assign(cores, CoreInputs{});
   in.hm_size = static_cast<uint32_t>(std::min<uint64_t>(host_.SizeBytes(), 0xffffffffu));
   in.wm_size = weight_.SizeBytes();
   WriteInputs(in);
@@ -117,9 +118,9 @@ void TpuSystemBase::RunProgram() {
     TpuSystemBase* system;
     Inputs* in;
     ~QuietAtEnd() {
-      in->hm_req_ready = in->wm_req_ready = false;
-      in->hm_resp_valid = in->wm_resp_valid = false;
-      in->hm_resp_data = in->wm_resp_data = nullptr;
+      in->hm_req_ready = in->hm_resp_valid = false;
+      in->hm_resp_data = nullptr;
+      in->core.assign(in->core.size(), CoreInputs{});
       in->instr.assign(in->instr.size(), nullptr);
       system->WriteInputs(*in);
     }
@@ -223,13 +224,18 @@ bool TpuSystemBase::AnswerMemories(const Outputs& out, uint64_t cycle, Inputs* i
   }
   in->hm_resp_data = host_port_.Respond(cycle, &in->hm_resp_id);
   in->hm_resp_valid = in->hm_resp_data != nullptr;
-  in->wm_req_ready = weight_port_.Ready(cycle);
-  if (out.wm_req_valid && in->wm_req_ready) {
-    weight_port_.Accept(cycle, false, out.wm_req_addr, nullptr, out.wm_req_id);
-    moved = true;
+  // Each core's own weight-memory port; the ports take turns at the channel.
+  uint32_t asking = 0;
+  for (size_t c = 0; c < out.core.size(); ++c) asking |= uint32_t{out.core[c].wm_valid} << c;
+  const uint32_t taken = weight_port_.AcceptReads(
+      cycle, asking, [&](int c) { return out.core[static_cast<size_t>(c)].wm_addr; });
+  moved = moved || taken != 0;
+  for (size_t c = 0; c < out.core.size(); ++c) {
+    CoreInputs& ci = in->core[c];
+    ci.wm_req_ready = taken >> c & 1u;
+    ci.wm_resp_data = weight_port_.Respond(cycle, nullptr, static_cast<int>(c));
+    ci.wm_resp_valid = ci.wm_resp_data != nullptr;
   }
-  in->wm_resp_data = weight_port_.Respond(cycle, &in->wm_resp_id);
-  in->wm_resp_valid = in->wm_resp_data != nullptr;
   return moved;
 }
 
@@ -260,12 +266,13 @@ void TpuSystemBase::StopOnWatchdog(const Outputs& out, uint64_t cycle, uint64_t 
 // request that is not taken, and the ready inputs of this cycle are written after the
 // outputs were read: so they are formed here from this cycle's inputs, as the chip forms
 // them once its inputs settle (the request valids are registers, not inputs' functions; a
-// core's request is taken when the arbiter grants it and the memory is ready).
+// core's host request is taken when the arbiter grants it and the memory is ready, its
+// weight request when its port's turn comes while the channel can take it).
 uint8_t TpuSystemBase::CycleObs(const Outputs& out, const Inputs& in, int core) {
   const CoreOutputs& o = out.core[static_cast<size_t>(core)];
   uint8_t obs = static_cast<uint8_t>(o.obs) & ~(hw::kObsHostMemStall | hw::kObsWeightMemStall);
   const bool hm_taken = out.hm_req_valid && out.hm_req_id == core && in.hm_req_ready;
-  const bool wm_taken = out.wm_req_valid && out.wm_req_id == core && in.wm_req_ready;
+  const bool wm_taken = in.core[static_cast<size_t>(core)].wm_req_ready;
   if (o.hm_valid && !hm_taken) obs |= hw::kObsHostMemStall;
   if (o.wm_valid && !wm_taken) obs |= hw::kObsWeightMemStall;
   return obs;

@@ -133,33 +133,35 @@ class TpuSystemBase : public sc_core::sc_module {
   }
 
  protected:
-  // A core's own outputs; hm_valid and wm_valid are its requests before arbitration.
+  // A core's own outputs; hm_valid is its host-memory request before arbitration, wm_valid
+  // and wm_addr its own weight-memory port's request.
   struct CoreOutputs {
     bool instr_ready = false, hm_valid = false, wm_valid = false;
     bool halted = false, idle = false, progress = false, wait_weights = false;
     uint32_t status = 0, unit_busy = 0, issue = 0, obs = 0;
+    uint64_t wm_addr = 0;
   };
-  // The chip's outputs: its cores', and the memory requests (tagged with their core).
+  // The chip's outputs: its cores', and the host-memory request (tagged with its core).
   struct Outputs {
     std::vector<CoreOutputs> core;
     bool hm_req_valid = false, hm_req_write = false;
     uint32_t hm_req_addr = 0;
     std::vector<uint8_t> hm_req_data;
     int hm_req_id = 0;
-    bool wm_req_valid = false;
-    uint64_t wm_req_addr = 0;
-    int wm_req_id = 0;
+  };
+  // A core's weight-memory port: its request taken, a read row presented.
+  struct CoreInputs {
+    bool wm_req_ready = false, wm_resp_valid = false;
+    const uint8_t* wm_resp_data = nullptr;  // a row's bytes
   };
   struct Inputs {
     std::vector<const uint8_t*> instr;  // per core: the 16-byte word offered, or nullptr
+    std::vector<CoreInputs> core;
     uint32_t hm_size = 0;
     uint64_t wm_size = 0;
     bool hm_req_ready = false, hm_resp_valid = false;
     int hm_resp_id = 0;
-    const uint8_t* hm_resp_data = nullptr;  // ArrayDim bytes
-    bool wm_req_ready = false, wm_resp_valid = false;
-    int wm_resp_id = 0;
-    const uint8_t* wm_resp_data = nullptr;
+    const uint8_t* hm_resp_data = nullptr;  // a row's bytes
   };
   virtual void SetReset(bool rst_n) = 0;
   virtual void ReadOutputs(Outputs* out) = 0;

@@ -29,14 +29,16 @@ config::TpuConfig TwoCores() {
 }
 
 // Both engines' results of a job on the 2-core chip (rtl only where it is built). The engines
-// live as long as the process (one SystemC system per process).
-std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job) {
-  static const std::vector<std::unique_ptr<engine::ChipEngine>> engines = [] {
+// live as long as the process (one SystemC system per process), made for the config of the
+// process's first call (each test is its own process).
+std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job,
+                                        const config::TpuConfig& config = TwoCores()) {
+  static const std::vector<std::unique_ptr<engine::ChipEngine>> engines = [&] {
     std::vector<std::unique_ptr<engine::ChipEngine>> e;
     const std::vector<std::string> built = sim::BuiltTpuChips();
     if (std::find(built.begin(), built.end(), "2x4") != built.end())
-      e.push_back(engine::MakeChipEngine(EngineKind::kRtl, TwoCores(), {}));
-    e.push_back(engine::MakeChipEngine(EngineKind::kFast, TwoCores(), {}));
+      e.push_back(engine::MakeChipEngine(EngineKind::kRtl, config, {}));
+    e.push_back(engine::MakeChipEngine(EngineKind::kFast, config, {}));
     return e;
   }();
   std::vector<engine::ExecResult> out;
@@ -148,6 +150,46 @@ TEST(MultiCoreTest, ABarrierOrdersTheCoresThroughHostMemory) {
     }
   }
 }
+
+// Each core has its own weight-memory port, and the ports share the memory's channel
+// (docs/timing.md, "Chips of several cores"): both cores load two tiles (8 rows each) from the
+// same weights. At 8 bytes a cycle (two 4-byte rows) both are served in every cycle and never
+// wait; at teach-4's 4 bytes a cycle (one row) they take turns, each waiting while the other
+// is served. The engines agree on every counter of each core.
+void LoadTwoTilesOnEachCore(int weight_bytes_per_cycle, bool wait) {
+  config::TpuConfig c = TwoCores();
+  c.weight_mem_bytes_per_cycle = weight_bytes_per_cycle;
+  const std::string load = "read_weights addr=0 tiles=2\nsync\nhalt\n";
+  std::vector<uint8_t> weights(64);
+  std::iota(weights.begin(), weights.end(), uint8_t{1});
+  engine::ExecJob job = Job(load, {}, weights);
+  job.other_programs.push_back(isa::Assemble(load, "core1.asm"));
+  const std::vector<engine::ExecResult> rs = RunBoth(job, c);
+  for (const engine::ExecResult& r : rs) {
+    SCOPED_TRACE(r.engine);
+    ASSERT_TRUE(r.ok) << r.message;
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(r.cores[k].counters.weight_bytes_read, 32u) << k;
+      EXPECT_EQ(r.cores[k].counters.weight_mem_stall > 0, wait) << k;
+    }
+    // Taking turns, one core waits in each cycle in which both ask (8 rows each).
+    if (wait) {
+      EXPECT_GE(r.counters.weight_mem_stall, 8u);
+    }
+  }
+  if (rs.size() == 2) {
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(rs[0].cores[k].counters.FirstDifference(rs[1].cores[k].counters), -1) << k;
+      EXPECT_EQ(rs[0].cores[k].cycles, rs[1].cores[k].cycles) << k;
+    }
+  }
+}
+
+TEST(MultiCoreTest, TheWeightPortsShareTheChannelTwoRowsACycle) {
+  LoadTwoTilesOnEachCore(8, false);
+}
+
+TEST(MultiCoreTest, TheWeightPortsShareTheChannelOneRowACycle) { LoadTwoTilesOnEachCore(4, true); }
 
 // A barrier passes a core that has halted; one naming a core past the chip's last is a bad
 // operand, on both engines.
