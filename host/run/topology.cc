@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "host/common/errors.h"
+#include "host/compiler/core_split.h"
 #include "host/compiler/gemm_program.h"
 #include "host/compiler/network_compiler.h"
 #include "host/gemm/gemm_runner.h"
@@ -101,19 +103,56 @@ int MapsGroup(const nn::Model& m, const config::TpuConfig& c, int batch, bool ma
   return lo > 0 ? lo : batch;
 }
 
-// Runs a job's programs: the maps in, the layer (whose result it returns), the maps out (whose
-// output bytes it returns in the layer's result).
-engine::ExecResult RunJob(engine::ChipEngine& engine, const LayerJob& job,
-                          const std::string& name) {
-  auto run = [&](const engine::ExecJob& ex) {
-    engine::ExecResult r = engine.Run(ex);
-    if (!r.ok)
-      throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", name, r.message));
-    return r;
+// A group's images on the chip's cores (docs/compiler.md, "Several cores"): core c runs
+// images [n c / C, n (c + 1) / C) of the group's n (from `first`), each its own job for its
+// share, combined by CombineCoreJobs with the maps-in and maps-out programs combined the same
+// way. Returns the layer program's result and each core's output bytes (none in timing-only
+// runs; a share of none runs nothing; one core: the job as it is).
+struct CoresResult {
+  engine::ExecResult exec;
+  std::vector<int> share;                 // images per core that runs
+  std::vector<std::vector<uint8_t>> out;  // per core that runs: its output bytes
+};
+
+CoresResult RunOnCores(engine::ChipEngine& engine, const NetworkCompiler& nc,
+                       const std::vector<int8_t>& act, int64_t in_size, int n,
+                       const std::string& name) {
+  const int cores = engine.Config().cores;
+  CoresResult r;
+  std::vector<LayerJob> jobs;
+  for (int c = 0; c < cores; ++c) {
+    const int f = n * c / cores, k = n * (c + 1) / cores - f;
+    if (k == 0) continue;
+    jobs.push_back(nc.Build(
+        std::vector<int8_t>(act.begin() + f * in_size, act.begin() + (f + k) * in_size), k));
+    jobs.back().exec.name = name;
+    r.share.push_back(k);
+  }
+  auto combined = [&](auto pick) {
+    std::vector<engine::ExecJob> parts;
+    for (const LayerJob& j : jobs) parts.push_back(pick(j));
+    return compiler::CombineCoreJobs(std::move(parts));
   };
-  for (const engine::ExecJob& ex : job.before) run(ex);
-  engine::ExecResult r = run(job.exec);
-  for (const engine::ExecJob& ex : job.after) r.host_out = run(ex).host_out;
+  auto run = [&](const engine::ExecJob& ex) {
+    engine::ExecResult e = engine.Run(ex);
+    if (!e.ok)
+      throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", name, e.message));
+    return e;
+  };
+  for (size_t b = 0; b < jobs[0].before.size(); ++b)
+    run(combined([&](const LayerJob& j) { return j.before[b]; }).job);
+  const compiler::CoreJobs exec = combined([](const LayerJob& j) { return j.exec; });
+  r.exec = run(exec.job);
+  const compiler::CoreJobs* last = &exec;
+  std::vector<uint8_t> bytes = r.exec.host_out;
+  std::optional<compiler::CoreJobs> after;
+  for (size_t a = 0; a < jobs[0].after.size(); ++a) {
+    after = combined([&](const LayerJob& j) { return j.after[a]; });
+    bytes = run(after->job).host_out;
+    last = &*after;
+  }
+  if (!engine.ComputesValues()) return r;  // no bytes come back
+  for (size_t c = 0; c < jobs.size(); ++c) r.out.push_back(last->HostOut(bytes, c));
   return r;
 }
 
@@ -228,20 +267,34 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
         stats.k = g.k;
         stats.n = g.n;
         bool exact = true;
-        for (int i0 = 0; i0 < batch; i0 += group) {  // the batch in groups whose maps fit
-          const int count = std::min(group, batch - i0);
+        // The batch in groups whose maps fit a core, a group per core at a time, each core a
+        // share (data parallel).
+        const int round = group * c.cores;
+        if (c.cores > 1) stats.cores.resize(static_cast<size_t>(c.cores));
+        for (int i0 = 0; i0 < batch; i0 += round) {
+          const int count = std::min(round, batch - i0);
           const std::vector<int8_t> in(act.begin() + i0 * m.input.Size(),
                                        act.begin() + (i0 + count) * m.input.Size());
-          LayerJob job = nc.Build(in, count);
-          job.exec.name = l.name;
-          const engine::ExecResult r = RunJob(engine, job, l.name);
-          stats.counters += r.CountersOf(0);  // core 0 runs it
-          ++stats.jobs;
-          for (const Bound& b : nc.Bounds(count)) stats.bound += b;
+          const CoresResult r = RunOnCores(engine, nc, in, m.input.Size(), count, l.name);
+          result.chip_cycles += r.exec.cycles;
+          for (size_t k = 0; k < r.share.size(); ++k) {
+            const hw::ChipCounters counters = r.exec.CountersOf(static_cast<int>(k));
+            stats.counters += counters;
+            if (c.cores > 1) {
+              stats.cores[k].counters += counters;
+              stats.cores[k].macs += g.m * g.k * g.n * r.share[k];
+            }
+            ++stats.jobs;
+            for (const Bound& b : nc.Bounds(r.share[k])) stats.bound += b;
+          }
           if (values) {
             const nn::MatrixI8 want =
                 nn::Int8Net(m).Forward(pixels.data() + i0 * m.input.Size(), count).back();
-            const std::vector<int8_t> got = nc.Decode(r.host_out, count);
+            std::vector<int8_t> got;
+            for (size_t k = 0; k < r.share.size(); ++k) {
+              const std::vector<int8_t> part = nc.Decode(r.out[k], r.share[k]);
+              got.insert(got.end(), part.begin(), part.end());
+            }
             exact = exact && std::equal(got.begin(), got.end(), want.data());
           }
         }
@@ -300,6 +353,7 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
           throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", l.name, r.message));
         }
         stats.counters += r.CountersOf(0);  // core 0 runs it
+        result.chip_cycles += r.cycles;
         ++stats.jobs;
         if (values &&
             prog.Unpack(r.host_out).data != prog.Expected(gemm::ReferenceGemm(ac, bg)).data) {

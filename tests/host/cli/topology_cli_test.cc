@@ -150,6 +150,41 @@ TEST_F(TopologyCliTest, RunsBitExactWithTheSameCountersOnBothEngines) {
   EXPECT_TRUE(c["bit_exact"].is_null());
 }
 
+// On a chip of two cores each layer's batch is split between them (data parallel): bit-exact
+// on both engines with the same counters, each core's row with its share of the MACs (3
+// maps: 1 and 2), the core rows adding up to the layer's, and the run's time (chip_cycles)
+// shorter than the cores' cycles together.
+TEST_F(TopologyCliTest, TwoCoresSplitEachLayersBatch) {
+  const std::string topo = Write("t.csv", std::string(kHeader) +
+                                              "wide, 6, 7, 3, 2, 5, 11, 2,\n"
+                                              "dense, 1, 1, 1, 1, 40, 9, 1,\n");
+  std::map<std::string, nlohmann::json> runs;
+  for (const std::string engine : {"rtl", "fast"}) {
+    const Outcome o = Run("run --topology " + topo + " --config teach-4 --set cores=2 --batch 3" +
+                          " --engine " + engine + " --json " + P(engine + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("bit-exact  yes"), std::string::npos) << o.out;
+    runs[engine] = nlohmann::json::parse(Slurp(P(engine + ".json")));
+  }
+  const nlohmann::json& r = runs["rtl"];
+  ASSERT_EQ(r["layers"].size(), 2u);
+  const int64_t macs[2] = {12 * 30 * 11, 40 * 9};  // per map
+  for (size_t i = 0; i < 2; ++i) {
+    const nlohmann::json& l = r["layers"][i];
+    ASSERT_EQ(l["cores"].size(), 2u) << l["name"];
+    EXPECT_EQ(l["cores"][0]["macs"], macs[i]);
+    EXPECT_EQ(l["cores"][1]["macs"], 2 * macs[i]);
+    EXPECT_EQ(l["cores"][0]["counters"]["cycles"].get<int64_t>() +
+                  l["cores"][1]["counters"]["cycles"].get<int64_t>(),
+              l["counters"]["cycles"].get<int64_t>());
+  }
+  EXPECT_LT(r["chip_cycles"].get<int64_t>(), r["cycles"].get<int64_t>());
+  for (auto& [name, j] : runs) {
+    for (const char* k : {"engine", "wall_seconds", "revision"}) j.erase(k);
+  }
+  EXPECT_EQ(runs["rtl"], runs["fast"]) << "the engines disagree on two cores";
+}
+
 // --batch streams B maps through each layer's weight tiles; --maps chip (the default) keeps
 // each layer's maps in the unified buffer, so the host link carries only weights' parameters
 // and nothing of the maps; both engines agree and every output is checked.
