@@ -103,15 +103,15 @@ int MapsGroup(const nn::Model& m, const config::TpuConfig& c, int batch, bool ma
   return lo > 0 ? lo : batch;
 }
 
-// A group's images on the chip's cores (docs/compiler.md, "Several cores"): core c runs
-// images [n c / C, n (c + 1) / C) of the group's n (from `first`), each its own job for its
-// share, combined by CombineCoreJobs with the maps-in and maps-out programs combined the same
-// way. Returns the layer program's result and each core's output bytes (none in timing-only
-// runs; a share of none runs nothing; one core: the job as it is).
+// A round of n images on the chip's cores (docs/compiler.md, "Several cores"): shares of
+// images [n c / C, n (c + 1) / C), the shares that are not empty on cores 0, 1, ..., each
+// its own job for its share, combined by CombineCoreJobs with the maps-in and maps-out
+// programs combined the same way. Returns the layer program's result and each share's
+// output bytes (none in timing-only runs; one core: the job as it is).
 struct CoresResult {
   engine::ExecResult exec;
-  std::vector<int> share;                 // images per core that runs
-  std::vector<std::vector<uint8_t>> out;  // per core that runs: its output bytes
+  std::vector<int> share;                 // images of each core that runs (cores 0, 1, ...)
+  std::vector<std::vector<uint8_t>> out;  // each such core's output bytes
 };
 
 CoresResult RunOnCores(engine::ChipEngine& engine, const NetworkCompiler& nc,
