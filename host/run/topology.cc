@@ -103,9 +103,8 @@ int MapsGroup(const nn::Model& m, const config::TpuConfig& c, int batch, bool ma
   return lo > 0 ? lo : batch;
 }
 
-// A round of n images on the chip's cores (docs/compiler.md, "Several cores"): shares of
-// images [n c / C, n (c + 1) / C), the shares that are not empty on cores 0, 1, ..., each
-// its own job for its share, combined by CombineCoreJobs with the maps-in and maps-out
+// A round of n images on the chip's cores (BatchShares), each core its own job for its
+// share, combined by CombineCoreJobs with the maps-in and maps-out
 // programs combined the same way. Returns the layer program's result and each share's
 // output bytes (none in timing-only runs; one core: the job as it is).
 struct CoresResult {
@@ -117,12 +116,9 @@ struct CoresResult {
 CoresResult RunOnCores(engine::ChipEngine& engine, const NetworkCompiler& nc,
                        const std::vector<int8_t>& act, int64_t in_size, int n,
                        const std::string& name) {
-  const int cores = engine.Config().cores;
   CoresResult r;
   std::vector<LayerJob> jobs;
-  for (int c = 0; c < cores; ++c) {
-    const int f = n * c / cores, k = n * (c + 1) / cores - f;
-    if (k == 0) continue;
+  for (const auto [f, k] : BatchShares(n, engine.Config().cores)) {
     jobs.push_back(nc.Build(
         std::vector<int8_t>(act.begin() + f * in_size, act.begin() + (f + k) * in_size), k));
     jobs.back().exec.name = name;

@@ -114,9 +114,7 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   const size_t in_size = act.size() / static_cast<size_t>(b);
   std::vector<int> share;
   std::vector<LayerJob> jobs;
-  for (int c = 0; c < cores; ++c) {
-    const int f = b * c / cores, n = b * (c + 1) / cores - f;
-    if (n == 0) continue;
+  for (const auto [f, n] : BatchShares(b, cores)) {
     const std::vector<T> part(act.begin() + static_cast<std::ptrdiff_t>(f * in_size),
                               act.begin() + static_cast<std::ptrdiff_t>((f + n) * in_size));
     if constexpr (sizeof(T) == 1) {
@@ -246,6 +244,15 @@ void CheckBatch(int batch) {
   if (batch < 1) throw UsageError(Field("batch") + " must be at least 1");
 }
 
+std::vector<BatchShare> BatchShares(int b, int cores) {
+  std::vector<BatchShare> shares;
+  for (int c = 0; c < cores; ++c) {
+    const int first = b * c / cores, count = b * (c + 1) / cores - first;
+    if (count > 0) shares.push_back({first, count});
+  }
+  return shares;
+}
+
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const nn::InputSet& inputs, int64_t images, int batch,
                            const std::function<void(double)>& progress, bool layer_jobs,
@@ -278,9 +285,11 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   const bool whole = !layer_jobs && network.Fits();
   if (!whole) CheckLayerJobs(model, network, bf16, layer_jobs);
   // On several cores each runs the program of its share of a batch: the plan shown is the
-  // largest share's (RunWhole cuts the shares).
+  // largest share's.
   const int share =
-      static_cast<int>((std::min<int64_t>(batch, images) + config.cores - 1) / config.cores);
+      BatchShares(static_cast<int>(std::clamp<int64_t>(images, 1, batch)), config.cores)
+          .back()
+          .count;
   r.plan = whole        ? "whole network, one program per batch: " + network.PlanText(share)
            : layer_jobs ? "layer jobs (im2col on the host)"
                         : "layer jobs (" + PlainText(network.WhyNot()) + ")";

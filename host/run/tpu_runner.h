@@ -66,6 +66,14 @@ struct TpuRunResult {
 // Throws UsageError naming the field when a batch is less than one input.
 void CheckBatch(int batch);
 
+// A batch of b inputs on a chip of C cores (docs/compiler.md, "Several cores"): core c's
+// share is inputs [b c / C, b (c + 1) / C); the shares that are not empty, in order (they
+// run on cores 0, 1, ...). The largest is ceil(b / C).
+struct BatchShare {
+  int first = 0, count = 0;
+};
+std::vector<BatchShare> BatchShares(int b, int cores);
+
 // The whole network runs as one program per batch where it fits (NetworkCompiler), else
 // (or with `layer_jobs`) each layer as its own job (LayerCompiler: host im2col; chains
 // only). Runs the first `images` of `inputs`. With a timing-only engine the inputs still
