@@ -16,7 +16,7 @@ fi
 
 cat > "$work/spec.json" <<SPEC
 {"name": "slurm-test",
- "base": {"config": "small-16", "images": 10000, "batch": 16, "engine": "fast"},
+ "base": {"config": "small-16", "images": 2000, "batch": 16, "engine": "fast"},
  "axes": {"array_dim": [8, 16, 32], "host_mem_bytes_per_cycle": [8, 16, 64]},
  "metrics": ["cycles_per_image", "utilization", "energy_per_image_pj", "accuracy"]}
 SPEC
