@@ -42,7 +42,8 @@ struct View {
 
 class Emitter {
  public:
-  Emitter(const LoweredGraph& g, const Plan& plan, const config::TpuConfig& c, int batch)
+  Emitter(const LoweredGraph& g, const Plan& plan, const config::TpuConfig& c, int batch,
+          int sharers)
       : g_(g),
         plan_(plan),
         c_(c),
@@ -50,7 +51,8 @@ class Emitter {
         row_(hw::RowBytes(c)),
         set_bytes_(int64_t{hw::ParamRows(hw::ElementBytes(c.dtype))} * row_),
         b_(batch),
-        half_(c.acc_depth_rows / 2) {}
+        half_(c.acc_depth_rows / 2),
+        host_row_cycles_(c.HostRowCycles() * std::max(1, sharers)) {}
 
   EmittedProgram Run() {
     if (c_.dtype == hw::Dtype::kBf16) {
@@ -361,13 +363,16 @@ class Emitter {
   // at a time, and the chip issues in order: a read_host emitted while the DMA is busy holds
   // back every instruction after it. So a group's transfers for the next group go between
   // its matmuls, each once the matmuls emitted since the one before have streamed as many
-  // rows as that one takes cycles (its latency and rows; a stalled matmul only takes longer).
+  // rows as that one takes cycles (its latency and rows at this core's part of the link: on a
+  // chip whose cores run their shares at once, the link's rows a cycle divided among them;
+  // a transfer paced at the whole link would still be running when the next is emitted, and
+  // hold back the matmuls behind it. A stalled matmul only takes longer).
   void Background(int64_t rows) {
     Transfer& t = background_.front();
     const int64_t r = std::min(rows, t.rows);
     ReadHost(t.host, t.ub, r, t.op);
     due_ = c_.host_mem_latency_cycles +
-           static_cast<int64_t>(std::ceil(static_cast<double>(r) * c_.HostRowCycles()));
+           static_cast<int64_t>(std::ceil(static_cast<double>(r) * host_row_cycles_));
     streamed_ = 0;
     t.host += static_cast<uint64_t>(r * row_);
     t.ub += r;
@@ -515,6 +520,7 @@ class Emitter {
     int op = -1;
   };
   std::vector<Transfer> background_;           // host reads for the next group, not yet emitted
+  const double host_row_cycles_;               // a host row's cycles for this core (Background)
   int64_t streamed_ = 0, due_ = 0;             // rows streamed since the last of them; its cycles
   std::map<int, View> views_;                  // staged tensors of the current group or band
   int64_t group0_ = 0;                         // the current group's first image
@@ -530,8 +536,8 @@ class Emitter {
 }  // namespace
 
 EmittedProgram EmitGraph(const LoweredGraph& graph, const Plan& plan,
-                         const config::TpuConfig& config, int batch) {
-  return Emitter(graph, plan, config, batch).Run();
+                         const config::TpuConfig& config, int batch, int sharers) {
+  return Emitter(graph, plan, config, batch, sharers).Run();
 }
 
 }  // namespace tpu::compiler

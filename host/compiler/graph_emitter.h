@@ -25,7 +25,10 @@ struct EmittedProgram {
   std::vector<int32_t> op_of;  // per instruction, the operation it belongs to (-1: none)
 };
 
+// `sharers`: the cores that run their programs at once over the chip's one host link (a
+// batch's shares, docs/compiler.md, "Several cores"); the transfers for the next group are
+// paced at the link's bandwidth divided among them.
 EmittedProgram EmitGraph(const LoweredGraph& graph, const Plan& plan,
-                         const config::TpuConfig& config, int batch);
+                         const config::TpuConfig& config, int batch, int sharers = 1);
 
 }  // namespace tpu::compiler

@@ -288,11 +288,11 @@ class Lowering {
       for (int64_t kb = 0; kb < kt; ++kb) {
         const auto at = packed.begin() + static_cast<std::ptrdiff_t>((j * kt + kb) * nn2);
         const std::vector<uint8_t> tile(at, at + static_cast<std::ptrdiff_t>(nn2));
-        // A tile of zeros adds nothing (a depthwise layer's off-diagonal blocks): skipped,
-        // unless the whole column is zeros (then one term overwrites the accumulators). In
-        // bf16 it may: an infinite activation times its zeros is NaN, as in nn::Bf16Net.
-        if (!bf16_ && Zero(tile) &&
-            !(kb == kt - 1 && terms.columns[static_cast<size_t>(j)].empty()))
+        // A tile of zeros adds nothing (a depthwise layer's off-diagonal blocks, an average
+        // pooling's): skipped, unless the whole column is zeros (then one term overwrites
+        // the accumulators). In bf16 too: nn::Bf16Net skips the same tiles
+        // (Bf16GemmSkippingZeroTiles), so an infinity spreads only through the tiles taken.
+        if (Zero(tile) && !(kb == kt - 1 && terms.columns[static_cast<size_t>(j)].empty()))
           continue;
         terms.Add(static_cast<size_t>(j), {0, window, kb, 0}, tile);
       }

@@ -127,20 +127,21 @@ std::string NetworkCompiler::PlanText(int batch) const {
   return s;
 }
 
-LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch) const {
+LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch, int sharers) const {
   if (config_.dtype != hw::Dtype::kInt8)
     throw UsageError("int8 inputs for a " + std::string(hw::Name(config_.dtype)) + " chip");
-  return BuildOf(act, batch);
+  return BuildOf(act, batch, sharers);
 }
 
-LayerJob NetworkCompiler::BuildBf16(const std::vector<uint16_t>& act, int batch) const {
+LayerJob NetworkCompiler::BuildBf16(const std::vector<uint16_t>& act, int batch,
+                                    int sharers) const {
   if (config_.dtype != hw::Dtype::kBf16)
     throw UsageError("bf16 inputs for a " + std::string(hw::Name(config_.dtype)) + " chip");
-  return BuildOf(act, batch);
+  return BuildOf(act, batch, sharers);
 }
 
 template <class T>
-LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch) const {
+LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch, int sharers) const {
   if (!Fits()) throw UsageError("the network does not run as one program: " + why_not_);
   if (batch < 1 || batch > batch_) {
     throw UsageError(fmt::format("a batch of {} images; the plan is for 1 to {}", batch, batch_));
@@ -178,7 +179,7 @@ LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch) const {
   const GraphTensor& out = graph_.tensors[static_cast<size_t>(graph_.output)];
   ex.host_out_addr = plan.output_addr;
   ex.host_out_bytes = static_cast<uint64_t>(batch * out.rows * row_);
-  EmittedProgram e = EmitGraph(graph_, plan, config_, batch);
+  EmittedProgram e = EmitGraph(graph_, plan, config_, batch, sharers);
   ex.program = std::move(e.program);
   job.op_of = std::move(e.op_of);
   if (maps_.Any()) MoveMaps(plan, batch, &job);

@@ -66,9 +66,10 @@ class NetworkCompiler {
   std::pair<int64_t, int64_t> KN(int op) const;
 
   // The job for `batch` images (at most the planned batch) whose int8 inputs (h x w x c
-  // each) are in `act`; on a bf16 chip, whose bfloat16 inputs are.
-  LayerJob Build(const std::vector<int8_t>& act, int batch) const;
-  LayerJob BuildBf16(const std::vector<uint16_t>& act, int batch) const;
+  // each) are in `act`; on a bf16 chip, whose bfloat16 inputs are. `sharers`: the cores
+  // that run their shares at once over the one host link (EmitGraph).
+  LayerJob Build(const std::vector<int8_t>& act, int batch, int sharers = 1) const;
+  LayerJob BuildBf16(const std::vector<uint16_t>& act, int batch, int sharers = 1) const;
   // The model's int8 (bf16) outputs (batch x its output size) from the job's output bytes.
   std::vector<int8_t> Decode(const std::vector<uint8_t>& out, int batch) const;
   std::vector<uint16_t> DecodeBf16(const std::vector<uint8_t>& out, int batch) const;
@@ -76,7 +77,7 @@ class NetworkCompiler {
  private:
   const Plan& PlanFor(int batch) const;
   template <class T>
-  LayerJob BuildOf(const std::vector<T>& act, int batch) const;
+  LayerJob BuildOf(const std::vector<T>& act, int batch, int sharers) const;
   template <class T>
   std::vector<T> DecodeOf(const std::vector<uint8_t>& out, int batch) const;
   void MoveMaps(const Plan& plan, int batch, LayerJob* job) const;

@@ -97,4 +97,23 @@ void Bf16Gemm(int64_t m, int64_t n, int64_t k, int64_t tile, const uint16_t* a, 
   }
 }
 
+void Bf16GemmSkippingZeroTiles(int64_t m, int64_t n, int64_t k, int64_t tile, const uint16_t* a,
+                               const uint16_t* b, uint32_t* c) {
+  for (int64_t j0 = 0; j0 < n; j0 += tile) {
+    const int64_t nb = std::min(tile, n - j0);
+    bool taken = false;
+    for (int64_t k0 = 0; k0 < k; k0 += tile) {
+      const int64_t kt = std::min(tile, k - k0);
+      bool zero = !(k0 + kt == k && !taken);  // the block's last tile, none before: taken
+      for (int64_t r = 0; r < kt && zero; ++r) {
+        const uint16_t* w = b + (k0 + r) * n + j0;
+        zero = std::all_of(w, w + nb, [](uint16_t v) { return v == 0; });
+      }
+      if (zero) continue;
+      Bf16TileProduct(m, nb, kt, tile, a + k0, k, b + k0 * n + j0, n, c + j0, n, taken);
+      taken = true;
+    }
+  }
+}
+
 }  // namespace tpu::nn

@@ -153,4 +153,13 @@ void Bf16TileProductF(int64_t m, int64_t n, int64_t k, int64_t array_rows, const
 void Bf16Gemm(int64_t m, int64_t n, int64_t k, int64_t tile, const uint16_t* a, const uint16_t* b,
               uint32_t* c);
 
+// Bf16Gemm as a network's layer runs on the chip (docs/bf16.md, "Networks"): per block of
+// `tile` output columns, its K tiles in order, a tile whose weights are all +0 (bit pattern
+// 0) left out unless it is the block's last and none came before; the first tile taken
+// replaces C, the others add to it. With finite activations the result is Bf16Gemm's (a
+// tile of +0 weights adds +0, and no column sum is -0); an infinity or NaN spreads only
+// through the tiles taken.
+void Bf16GemmSkippingZeroTiles(int64_t m, int64_t n, int64_t k, int64_t tile, const uint16_t* a,
+                               const uint16_t* b, uint32_t* c);
+
 }  // namespace tpu::nn

@@ -138,7 +138,7 @@ std::vector<uint16_t> Bf16Net::ConvOrDense(size_t i, const std::vector<uint16_t>
           }
   }
   std::vector<uint32_t> acc(static_cast<size_t>(pixels * oc));
-  Bf16Gemm(pixels, oc, k, n_, cols.data(), weights_[i].data(), acc.data());
+  Bf16GemmSkippingZeroTiles(pixels, oc, k, n_, cols.data(), weights_[i].data(), acc.data());
   std::vector<uint16_t> y(acc.size());
   for (size_t j = 0; j < acc.size(); ++j) {
     const uint32_t v = Fp32Add(acc[j], bias_[i][j % static_cast<size_t>(oc)]);

@@ -118,9 +118,11 @@ CoresResult RunOnCores(engine::ChipEngine& engine, const NetworkCompiler& nc,
                        const std::string& name) {
   CoresResult r;
   std::vector<LayerJob> jobs;
-  for (const auto [f, k] : BatchShares(n, engine.Config().cores)) {
-    jobs.push_back(nc.Build(
-        std::vector<int8_t>(act.begin() + f * in_size, act.begin() + (f + k) * in_size), k));
+  const std::vector<BatchShare> shares = BatchShares(n, engine.Config().cores);
+  for (const auto [f, k] : shares) {
+    jobs.push_back(
+        nc.Build(std::vector<int8_t>(act.begin() + f * in_size, act.begin() + (f + k) * in_size), k,
+                 static_cast<int>(shares.size())));
     jobs.back().exec.name = name;
     r.share.push_back(k);
   }

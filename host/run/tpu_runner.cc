@@ -114,13 +114,15 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   const size_t in_size = act.size() / static_cast<size_t>(b);
   std::vector<int> share;
   std::vector<LayerJob> jobs;
-  for (const auto [f, n] : BatchShares(b, cores)) {
+  const std::vector<BatchShare> shares = BatchShares(b, cores);
+  const int sharers = static_cast<int>(shares.size());  // the cores sharing the host link
+  for (const auto [f, n] : shares) {
     const std::vector<T> part(act.begin() + static_cast<std::ptrdiff_t>(f * in_size),
                               act.begin() + static_cast<std::ptrdiff_t>((f + n) * in_size));
     if constexpr (sizeof(T) == 1) {
-      jobs.push_back(network.Build(part, n));
+      jobs.push_back(network.Build(part, n, sharers));
     } else {
-      jobs.push_back(network.BuildBf16(part, n));
+      jobs.push_back(network.BuildBf16(part, n, sharers));
     }
     share.push_back(n);
   }

@@ -482,6 +482,44 @@ TEST_F(RunCliTest, Bf16RunNamesTheFirstNonFiniteValue) {
             "input 1: first in the input, value 70 (beyond bfloat16's range)");
 }
 
+// A global average pooling of 8 channels on the 4 x 4 bf16 chip: two channel tiles, whose
+// off-diagonal weight tiles are zeros. An infinity in channel 0 makes NaN of its own tile's
+// outputs (channels 0 to 3: infinity x 0 inside the diagonal tile) and not of the other's,
+// whose terms skip the zero tiles on the chip and in nn::Bf16Net alike: bit-exact on both
+// engines, which agree.
+TEST_F(RunCliTest, Bf16AnInfinitySpreadsOnlyThroughTheTilesTaken) {
+  nn::Model m;
+  m.name = "gap";
+  m.preprocess = "none";
+  m.dataset = "none";
+  m.input = {3, 3, 8};
+  nn::Layer gap = MakeLayer(nn::LayerType::kAvgPool2d);
+  gap.global_pool = true;
+  m.layers = {gap, MakeLayer(nn::LayerType::kFlatten)};
+  m = Randomize(m, 3);
+  nn::SaveModel(m, P("gap"));
+  Tensor<float> x;
+  x.shape = {1, 8, 3, 3};
+  x.data.assign(8 * 9, 0.5f);
+  x.data[4] = 3.3999e38f;  // channel 0, pixel (1, 1): an infinity in bfloat16
+  WriteNpyTensor(P("x.npy"), x);
+  std::vector<float> logits[2];
+  for (int e = 0; e < 2; ++e) {
+    const std::string engine = e == 0 ? "rtl" : "fast";
+    const Outcome o =
+        Run("run --model " + P("gap") + " --engine " + engine +
+            " --config small-16 --set array_dim=4 --set dtype=bf16 --inputs " + P("x.npy") +
+            " --logits " + P(engine + ".npy") + " --json " + P(engine + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_TRUE(nlohmann::json::parse(Slurp(P(engine + ".json")))["bit_exact"].get<bool>())
+        << o.out;
+    logits[e] = ReadNpyTensor<float>(P(engine + ".npy")).data;
+    ASSERT_EQ(logits[e].size(), 8u);
+    for (int c = 0; c < 8; ++c) EXPECT_EQ(std::isfinite(logits[e][c]), c >= 4) << engine << c;
+  }
+  EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(), 8 * sizeof(float)));
+}
+
 // A graph (a residual add fused into a convolution, global average pooling) runs on a bf16
 // chip bit-exact on both engines, which agree; an add ending in ReLU6, which the chip's
 // residual add does not apply, stops the run with its name, exit 2; the logits of a bf16

@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "host/common/errors.h"
+#include "host/compiler/core_split.h"
 #include "host/compiler/graph_bound.h"
 #include "host/compiler/graph_lowering.h"
 #include "host/compiler/network_compiler.h"
@@ -210,6 +211,45 @@ TEST(GraphCompilerTest, DepthwiseAndPoolingLayTheirTapsOutTheCheaperWay) {
     for (const OpTerm& t : column) EXPECT_EQ(t.tile, column.front().tile);
   }
   RunExact(m, config::LoadConfig("lab-8"), engine::EngineKind::kFast, 5, 5);
+}
+
+// On two cores, each core's share streams the next group's input over a host link the two
+// share: the programs pace those transfers at half the link (EmitGraph's `sharers`), and a
+// run on two cores builds them so. Paced for the whole link instead, a transfer is still
+// running when the next is issued and holds back the matmuls queued behind it.
+TEST(GraphCompilerTest, SharesPaceTheirTransfersAtTheirPartOfTheHostLink) {
+  // Maps of 1,600 rows an image: a group's input takes several transfers.
+  nn::Model m = NewModel("wide", {40, 40, 3});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),
+              L(LayerType::kConv2d, {0}, 8, 3, 2, 1, Activation::kRelu),
+              L(LayerType::kMaxPool2d, {1}, 0, 2, 2), GlobalPool(2), L(LayerType::kDense, {3}, 4)};
+  m = test::Randomize(m, 3);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 16, 3), 16);
+  config::TpuConfig c = config::LoadConfig("lab-8");
+  c.cores = 2;
+  c.ub_depth_rows = 8000;
+  c.host_mem_bytes_per_cycle = 2;
+  const int batch = 12, share = batch / 2;
+  const nn::InputSet in = nn::SyntheticInputs(m, batch, 5);
+  const nn::MatrixI8 x = nn::Int8Inputs(m, in, 0, batch);
+  const NetworkCompiler nc(m, c, share);
+  ASSERT_NE(nc.PlanText(share).find("in groups of 2"), std::string::npos) << nc.PlanText(share);
+  auto run = [&](int sharers) {
+    std::vector<engine::ExecJob> jobs;
+    for (int core = 0; core < 2; ++core) {
+      const int8_t* first = x.data() + static_cast<std::ptrdiff_t>(core * share * x.cols());
+      jobs.push_back(
+          nc.Build(std::vector<int8_t>(first, first + share * x.cols()), share, sharers).exec);
+    }
+    const auto chip = test::TestEngine(engine::EngineKind::kFast, c, {});
+    const engine::ExecResult e = chip->Run(CombineCoreJobs(std::move(jobs)).job);
+    EXPECT_TRUE(e.ok) << e.message;
+    return e.cycles;
+  };
+  const uint64_t whole = run(1), half = run(2);
+  EXPECT_LT(half, whole);
+  const TpuRunResult r = RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+  EXPECT_EQ(r.chip_cycles, half);
 }
 
 // The array and the weights as a pipeline through the FIFO (graph_bound.h), by hand:

@@ -161,5 +161,36 @@ TEST(Bf16Test, GemmEqualsScalarMacsInTheArraysOrder) {
   }
 }
 
+// Layers skip their weight tiles of zeros (the blocks of 8 output columns and 8 K rows here):
+// with finite activations the result is the whole GEMM's, bit for bit; a column block of
+// zeros only keeps its last K tile; an infinity spreads only through the tiles taken.
+TEST(Bf16Test, SkippingZeroTilesKeepsFiniteResultsAndConfinesInfinities) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t m = 4, k = 20, n = 19, tile = 8;  // K tiles 8, 8, 4; column blocks 8, 8, 3
+  std::vector<uint16_t> a(m * k), b(k * n);
+  for (auto& v : a) v = Bf16OfFp32(F(normal(rng)));
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      // Block (K tile 0, columns 8-15) and the whole column block 16-18 are zeros.
+      const bool zero = (r < 8 && j >= 8 && j < 16) || j >= 16;
+      b[r * n + j] = zero ? 0 : Bf16OfFp32(F(normal(rng)));
+    }
+  std::vector<uint32_t> whole(m * n), skipping(m * n);
+  Bf16Gemm(m, n, k, tile, a.data(), b.data(), whole.data());
+  Bf16GemmSkippingZeroTiles(m, n, k, tile, a.data(), b.data(), skipping.data());
+  EXPECT_EQ(whole, skipping);
+  a[1] = 0x7f80u;  // row 0, K row 1 (tile 0): an infinity
+  Bf16Gemm(m, n, k, tile, a.data(), b.data(), whole.data());
+  Bf16GemmSkippingZeroTiles(m, n, k, tile, a.data(), b.data(), skipping.data());
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_TRUE(Fp32IsNan(whole[j]) || whole[j] == 0x7f800000u || whole[j] == 0xff800000u) << j;
+    // Columns 8-15 skip K tile 0, the zero block; 16-18 take only their last K tile.
+    EXPECT_EQ(j < 8, Fp32IsNan(skipping[j]) || (skipping[j] & 0x7fffffffu) == 0x7f800000u) << j;
+  }
+  for (int64_t i = 1; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) EXPECT_EQ(whole[i * n + j], skipping[i * n + j]);
+}
+
 }  // namespace
 }  // namespace tpu::nn
