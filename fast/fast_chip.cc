@@ -247,7 +247,8 @@ FastChip::FastChip(const ChipParams& p)
             static_cast<uint64_t>(p.host_mem_latency_cycles)),
       weight_(static_cast<uint64_t>(hw::RowBytes(p)),
               static_cast<uint64_t>(p.weight_mem_bytes_per_cycle),
-              static_cast<uint64_t>(p.weight_mem_latency_cycles), std::clamp(p.cores, 1, 16)) {
+              static_cast<uint64_t>(p.weight_mem_latency_cycles),
+              std::clamp(p.cores, 1, MemArbiter::kMaxCores)) {
   if (p.cores < 1 || p.cores > MemArbiter::kMaxCores) {
     throw std::invalid_argument("a chip has 1 to 16 cores");
   }
