@@ -12,8 +12,9 @@
 namespace tpu::compiler {
 namespace {
 
-constexpr int64_t kMaxRows = hw::kOpdMatmulFirst.Max();  // rows in one transfer (16 bits)
-constexpr int64_t kBackgroundRows = 512;                 // rows per transfer between matmuls
+constexpr int64_t kMaxRows = hw::kOpdMatmulFirst.Max();      // rows in one transfer (16 bits)
+constexpr int64_t kBackgroundRows = 512;                     // rows per transfer between matmuls
+constexpr int64_t kWindowSize = hw::kOpdSetWindowInH.Max();  // map lines a window holds
 
 struct Range {
   int64_t lo = 0, hi = 0;  // [lo, hi)
@@ -65,7 +66,10 @@ class Emitter {
       p_.ReadParams(plan_.params_addr, 0, static_cast<uint64_t>(sets));
       Rec(-1);
     }
-    for (size_t s = 0; s < plan_.segments.size(); ++s) Segment(static_cast<int>(s));
+    for (size_t s = 0; s < plan_.segments.size(); ++s) {
+      seg_end_ = plan_.segments[s].banded ? plan_.segments[s].first + 1 : plan_.segments[s].end;
+      Segment(static_cast<int>(s));
+    }
     Flush();
     p_.Halt();
     Rec(-1);
@@ -202,7 +206,7 @@ class Emitter {
       const int64_t per = (count + passes - 1) / passes;  // passes of equal size
       for (int64_t j = 0; j < op.nt; ++j)
         for (int64_t i0 = g0; i0 < g0 + count; i0 += per)
-          Pass(i, j, i0, std::min(per, g0 + count - i0), 0, rows);
+          Pass(i, j, i0, std::min(per, g0 + count - i0), 0, rows, i0 + per >= g0 + count);
       return;
     }
     if (op.stacked) {  // one row per image: images in pieces of at most half the rows
@@ -212,7 +216,7 @@ class Emitter {
       const int64_t piece = in.packed && in.rows * n_ != in.Pixels() * in.c ? 1 : most;
       for (int64_t j = 0; j < op.nt; ++j)
         for (int64_t i0 = g0; i0 < g0 + count; i0 += piece)
-          Pass(i, j, i0, std::min(piece, g0 + count - i0), 0, 1);
+          Pass(i, j, i0, std::min(piece, g0 + count - i0), 0, 1, i0 + piece >= g0 + count);
       return;
     }
     // An image's rows are more than half the accumulators hold: chunks of equal size, so an
@@ -223,31 +227,89 @@ class Emitter {
     for (int64_t j = 0; j < op.nt; ++j)
       for (int64_t im = g0; im < g0 + count; ++im)
         for (int64_t r0 = 0; r0 < rows; r0 += chunk)
-          Pass(i, j, im, 1, r0, std::min(chunk, rows - r0));
+          Pass(i, j, im, 1, r0, std::min(chunk, rows - r0),
+               im + 1 == g0 + count && r0 + chunk >= rows);
   }
 
-  // The tile of column j + 1, read right after this pass's first matmul when every term of
-  // column j is one tile that this pass switches in (the FIFO then holds nothing else; the
-  // read would otherwise wait until column j's last matmul issued), else -1. (Reading the
-  // next operation's first tile so early too was measured and gained nothing.)
-  int NextTile(const GraphOp& op, int64_t j, const std::vector<OpTerm>& terms) const {
-    if (terms.front().tile == active_ || j + 1 >= op.nt) return -1;
-    for (const OpTerm& t : terms)
-      if (t.tile != terms.front().tile) return -1;
-    const int next = op.terms[static_cast<size_t>(j + 1)].front().tile;
-    return next == terms.front().tile ? -1 : next;
+  // The tiles of the next pass's column (column j + 1, or the first column of the next
+  // operation of the group's segment), read while the last pass of column j streams: right
+  // after the matmul that switches in this pass's last tile (the FIFO then holds none of this
+  // pass's tiles and the weight DMA has brought them all, so the read neither waits for room
+  // nor holds back the matmuls behind it; otherwise it would go before the next pass, after
+  // column j's last matmul issued). A column of one tile keeps it in the array for its later
+  // passes, so its first pass reads ahead. Only when they are one run in weight memory that
+  // fits the FIFO, and when this pass switches a tile in at all. Sets next_pass_.
+  std::vector<int> NextTiles(int i, int64_t j, const std::vector<OpTerm>& terms, bool last) {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    next_pass_ = {i, j + 1};
+    if (j + 1 >= op.nt) {  // the next operation of the group's segment, if any
+      if (i + 1 >= seg_end_) return {};
+      next_pass_ = {i + 1, 0};
+    }
+    const GraphOp& next_op = g_.ops[static_cast<size_t>(next_pass_.first)];
+    bool switches = false, one = true;
+    int prev = active_;
+    for (const OpTerm& t : terms) {
+      switches = switches || t.tile != prev;
+      one = one && t.tile == terms.front().tile;
+      prev = t.tile;
+    }
+    if (!switches || !(last || one)) return {};
+    std::vector<int> next;
+    for (const OpTerm& t : next_op.terms[static_cast<size_t>(next_pass_.second)]) {
+      if (t.tile == prev) continue;
+      if (!next.empty() && t.tile != next.back() + 1) return {};
+      next.push_back(t.tile);
+      prev = t.tile;
+    }
+    if (static_cast<int64_t>(next.size()) > c_.weight_fifo_tiles) return {};
+    return next;
+  }
+  // The term whose first matmul switches in this pass's last tile (the read-ahead follows it).
+  static size_t LastSwitch(const std::vector<OpTerm>& terms, int active) {
+    size_t at = 0;
+    int prev = active;
+    for (size_t k = 0; k < terms.size(); ++k) {
+      if (terms[k].tile != prev) at = k;
+      prev = terms[k].tile;
+    }
+    return at;
   }
 
-  // The accumulators hold the rows of two passes (one fills while the VPU empties the other),
-  // or of three for an operation whose passes each stream one tile: a pass then need not
-  // wait for the activate two passes back to finish reading, which ends 2N cycles after the
-  // rows it reads arrived (more passes cost nothing there: the tile stays in the array).
+  // Passes are sized so that the accumulators hold the rows of two (one fills while the VPU
+  // empties the other), or of three for an operation whose passes each stream one tile: a
+  // pass then need not wait for the activate two passes back to finish reading, which ends 2N
+  // cycles after the rows it reads arrived (more passes cost nothing there: the tile stays in
+  // the array). Region() places them so that this holds across operations too.
   int Regions(const GraphOp& op) const {
     for (const auto& ts : op.terms)
       for (const OpTerm& t : ts)
         if (t.tile != ts.front().tile) return 2;
     return 3;
   }
+  // Where a pass of `rows` rows starts: the next region in turn that overlaps none of the
+  // last regions - 1 passes (whose activates may still wait or run), else the next in turn.
+  // (Regions in turn alone put the first pass of an operation of three regions on the rows of
+  // the last activate of one of two: resnet18's downsample waited 1,571 cycles for it.)
+  int64_t Region(int regions, int64_t rows) {
+    const int64_t size = 2 * half_ / regions;
+    int64_t k = seq_ % regions;
+    for (int t = 0; t < regions; ++t) {
+      const Range r{((seq_ + t) % regions) * size, ((seq_ + t) % regions) * size + rows};
+      bool free = true;
+      for (int b = 0; b < regions - 1 && b < static_cast<int>(recent_.size()); ++b)
+        free = free && !r.Overlaps(recent_[recent_.size() - 1 - static_cast<size_t>(b)]);
+      if (free) {
+        k = (seq_ + t) % regions;
+        break;
+      }
+    }
+    seq_ = k + 1;
+    recent_.push_back({k * size, k * size + rows});
+    if (recent_.size() > 2) recent_.erase(recent_.begin());
+    return k * size;
+  }
+
   // The rows of one pass.
   int64_t Most(const GraphOp& op) const {
     const int64_t size = 2 * half_ / Regions(op);
@@ -266,29 +328,38 @@ class Emitter {
       w.stride_y = static_cast<uint64_t>(in.h);
       w.out_h = static_cast<uint64_t>(stack);
     } else {
-      w.out_h = static_cast<uint64_t>(out_h);
+      w.out_h = static_cast<uint64_t>(stack * out_h);
     }
     return w;
+  }
+  // The images one window matmul of op streams at once: all of a pass's, stacked (a stacked
+  // or tall op, while the tall map fits the window registers), else one.
+  int64_t Stack(const GraphOp& op, int64_t count) const {
+    if (op.stacked) return count;
+    const int64_t lines = T(op.inputs[0]).h;
+    return op.tall && count * lines <= kWindowSize ? count : 1;
   }
 
   // One pass: output tile j of images [i0, i0 + count), accumulator rows [r0, r0 + rows) of
   // each (window pixels, or pixels), through every term of tile j. `band` gives the window
   // of a band (its lines, top padding, output rows) when the op runs in bands, and `first`
   // where the band's first window pixel is in that window's walk.
-  void Pass(int i, int64_t j, int64_t i0, int64_t count, int64_t r0, int64_t rows,
+  void Pass(int i, int64_t j, int64_t i0, int64_t count, int64_t r0, int64_t rows, bool last,
             const isa::WindowGeometry* band = nullptr, int64_t first_pixel = 0) {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
-    const int regions = Regions(op);
-    const uint64_t acc = static_cast<uint64_t>((seq_ % regions) * (2 * half_ / regions));
     const int64_t acc_rows = count * rows;
+    const uint64_t acc = static_cast<uint64_t>(Region(Regions(op), acc_rows));
     const auto& terms = op.terms[static_cast<size_t>(j)];
-    const std::vector<int64_t> reads = TileReads(terms);
-    if (terms.front().tile == prefetched_) prefetched_ = -1;  // this pass takes it
-    ahead_ = prefetched_ < 0 ? NextTile(op, j, terms) : -1;
+    const bool takes = std::make_pair(i, j) == prefetched_for_;  // the tiles read ahead
+    const std::vector<int64_t> reads = TileReads(terms, takes);
+    if (takes) prefetched_.clear();  // TileReads left them out
+    ahead_ = NextTiles(i, j, terms, last);
+    ahead_after_ = LastSwitch(terms, active_);
     const uint64_t slot = Slot(op.first_param + j, i);
     bool first = true;
     for (size_t k = 0; k < terms.size(); ++k) {
       const OpTerm& t = terms[k];
+      first = first || k == ahead_after_;
       if (reads[k] > 0) {  // the tiles of this term and the next ones, as one read
         p_.ReadWeights(static_cast<uint64_t>(t.tile) * static_cast<uint64_t>(n_ * row_),
                        static_cast<uint64_t>(reads[k]));
@@ -309,21 +380,22 @@ class Emitter {
               p_.Matmul(static_cast<uint64_t>(src), acc, static_cast<uint64_t>(acc_rows), sw, mode,
                         static_cast<uint64_t>(step));
             },
-            acc, acc_rows, &first);
+            acc, acc_rows, &first, k);
         continue;
       }
+      const int64_t stack = band ? 1 : Stack(op, count);
       const isa::WindowGeometry w =
           band ? *band
-               : Window(op, v, op.stacked ? count : 1, static_cast<int64_t>(op.window.pad_top),
+               : Window(op, v, stack, static_cast<int64_t>(op.window.pad_top),
                         static_cast<int64_t>(op.window.out_h));
       SetWindow(w, i);
       const int64_t map_rows = ((static_cast<int64_t>(w.in_h) * tt.w - 1) * tt.pixel_bytes +
                                 static_cast<int64_t>(w.channels) + n_ - 1) /
                                n_;
-      const int64_t per = op.stacked ? 1 : count;
+      const int64_t per = count / stack;
       for (int64_t im = 0; im < per; ++im) {
         const int64_t src = v.Row(i0 + im);
-        const int64_t n_rows = op.stacked ? count : rows;
+        const int64_t n_rows = op.stacked ? count : stack * rows;
         Matmul(
             i, src, map_rows,
             [&] {
@@ -332,28 +404,29 @@ class Emitter {
                               static_cast<uint64_t>(op.stacked ? 0 : first_pixel + r0),
                               static_cast<uint64_t>(t.ktile), sw && im == 0, mode);
             },
-            acc + static_cast<uint64_t>(im * rows), n_rows, &first);
+            acc + static_cast<uint64_t>(im * rows), n_rows, &first, k);
       }
     }
     QueueActivate(i, j, i0, count, r0, rows, acc, slot);
-    ++seq_;
   }
 
   // A matmul (emitted by `emit`) reading unified-buffer rows [src, src + span) into
   // accumulator rows [acc, acc + rows); the waiting activates go after the pass's first.
   template <typename F>
-  void Matmul(int op, int64_t src, int64_t span, F&& emit, uint64_t acc, int64_t rows,
-              bool* first) {
+  void Matmul(int op, int64_t src, int64_t span, F&& emit, uint64_t acc, int64_t rows, bool* first,
+              size_t term) {
     Touch({src, src + span}, {}, {static_cast<int64_t>(acc), static_cast<int64_t>(acc) + rows});
     emit();
     Rec(op);
-    if (*first && ahead_ >= 0) {  // the next pass's tile, while this one streams
-      p_.ReadWeights(static_cast<uint64_t>(ahead_) * static_cast<uint64_t>(n_ * row_), 1);
+    if (*first && term == ahead_after_ && !ahead_.empty()) {  // the next pass's tiles
+      p_.ReadWeights(static_cast<uint64_t>(ahead_.front()) * static_cast<uint64_t>(n_ * row_),
+                     ahead_.size());
       Rec(op);
-      prefetched_ = ahead_;
-      ahead_ = -1;
+      prefetched_ = std::move(ahead_);
+      prefetched_for_ = next_pass_;
+      ahead_.clear();
     }
-    if (*first) Flush();
+    if (*first && term == 0) Flush();
     *first = false;
     streamed_ += rows;
     if (!background_.empty() && streamed_ >= due_) Background(kBackgroundRows);
@@ -392,14 +465,19 @@ class Emitter {
   // reads nothing; the others' tiles are read in runs that lie one after another in weight
   // memory. Each read goes right before the matmuls that take its tiles, so that a read
   // waiting for FIFO room never stands in front of the matmuls that would make it.
-  std::vector<int64_t> TileReads(const std::vector<OpTerm>& terms) const {
+  std::vector<int64_t> TileReads(const std::vector<OpTerm>& terms, bool takes) const {
     std::vector<int64_t> reads(terms.size(), 0);
     int prev = active_;
     size_t start = 0;
     int64_t run = 0;
+    size_t taken = 0;  // of the tiles read while the pass before streamed
     for (size_t k = 0; k < terms.size(); ++k) {
       const int tile = terms[k].tile;
-      if (k == 0 && tile == prefetched_) prev = tile;  // read while the pass before streamed
+      if (takes && taken < prefetched_.size() && tile == prefetched_[taken]) {
+        ++taken;
+        prev = tile;
+        continue;
+      }
       if (tile == prev) continue;
       if (run > 0 && terms[start].tile + run == tile && run < kMaxRows) {
         ++run;
@@ -495,7 +573,8 @@ class Emitter {
         if (op.window.pooled) chunk = (chunk + 3) / 4 * 4;
         for (int64_t j = 0; j < op.nt; ++j)
           for (int64_t r0 = 0; r0 < rows; r0 += chunk)
-            Pass(i, j, im, 1, r0, std::min(chunk, rows - r0), Windowed(op) ? &w : nullptr, first);
+            Pass(i, j, im, 1, r0, std::min(chunk, rows - r0), r0 + chunk >= rows,
+                 Windowed(op) ? &w : nullptr, first);
         const int64_t out_rows = (y1 - y0) * out.w * Tiles(op.output);
         WriteHost(
             views_[op.output].ub,
@@ -519,15 +598,20 @@ class Emitter {
     int64_t ub = 0, rows = 0;
     int op = -1;
   };
-  std::vector<Transfer> background_;           // host reads for the next group, not yet emitted
-  const double host_row_cycles_;               // a host row's cycles for this core (Background)
-  int64_t streamed_ = 0, due_ = 0;             // rows streamed since the last of them; its cycles
-  std::map<int, View> views_;                  // staged tensors of the current group or band
-  int64_t group0_ = 0;                         // the current group's first image
-  int64_t seq_ = 0;                            // passes so far (the accumulator half alternates)
-  int active_ = -1;                            // the weight tile in the array
-  int ahead_ = -1, prefetched_ = -1;           // a tile to read ahead; the tile read ahead
-  std::optional<isa::WindowGeometry> window_;  // the window set last
+  std::vector<Transfer> background_;     // host reads for the next group, not yet emitted
+  const double host_row_cycles_;         // a host row's cycles for this core (Background)
+  int64_t streamed_ = 0, due_ = 0;       // rows streamed since the last of them; its cycles
+  std::map<int, View> views_;            // staged tensors of the current group or band
+  int64_t group0_ = 0;                   // the current group's first image
+  int64_t seq_ = 0;                      // the next pass's region, in turn
+  std::vector<Range> recent_;            // the accumulator rows of the last two passes
+  int active_ = -1;                      // the weight tile in the array
+  std::vector<int> ahead_, prefetched_;  // tiles to read ahead; the tiles read ahead
+  size_t ahead_after_ = 0;               // the term whose first matmul they follow
+  std::pair<int, int64_t> prefetched_for_{-1, 0};  // the operation and column that take them
+  std::pair<int, int64_t> next_pass_{-1, 0};       // the operation and column after this one
+  int seg_end_ = 0;                                // the current segment's end (operations)
+  std::optional<isa::WindowGeometry> window_;      // the window set last
   bool all_params_ = true;
   std::map<int64_t, int64_t> slot_of_, set_in_;  // parameter set <-> slot (when streamed)
   int64_t next_slot_ = 0;

@@ -65,8 +65,12 @@ struct GraphOp {
   // input's own sizes, which the emitter fills in per map.
   isa::WindowGeometry window;
   bool stacked = false;  // one output pixel per image from the whole map: images stacked
-  int64_t rows = 0;      // accumulator rows per image (output pixels, x 4 with 2 x 2 pooling)
-  int64_t nt = 0;        // output tiles
+  // A strided 1 x 1 window without padding over maps of a height its stride divides: the
+  // images of a pass stacked into one tall map give exactly their own windows, so one
+  // window matmul streams them all (docs/compiler.md).
+  bool tall = false;
+  int64_t rows = 0;  // accumulator rows per image (output pixels, x 4 with 2 x 2 pooling)
+  int64_t nt = 0;    // output tiles
   std::vector<std::vector<OpTerm>> terms;  // per output tile
   int first_param = 0;  // its parameter sets: first_param .. first_param + nt - 1
   bool relu = false;

@@ -10,12 +10,15 @@
 
 #include <random>
 #include <regex>
+#include <sstream>
 
 #include "host/common/errors.h"
 #include "host/compiler/core_split.h"
 #include "host/compiler/graph_bound.h"
+#include "host/compiler/graph_emitter.h"
 #include "host/compiler/graph_lowering.h"
 #include "host/compiler/network_compiler.h"
+#include "host/isa/assembler.h"
 #include "host/nn/int8_net.h"
 #include "host/nn/int8_reference.h"
 #include "host/nn/quantize.h"
@@ -211,6 +214,133 @@ TEST(GraphCompilerTest, DepthwiseAndPoolingLayTheirTapsOutTheCheaperWay) {
     for (const OpTerm& t : column) EXPECT_EQ(t.tile, column.front().tile);
   }
   RunExact(m, config::LoadConfig("lab-8"), engine::EngineKind::kFast, 5, 5);
+}
+
+// The instructions of operation `op` in program order, as assembly.
+std::vector<std::string> OpLines(const EmittedProgram& e, int op) {
+  std::vector<std::string> lines, all;
+  std::istringstream text(isa::Disassemble(e.program));
+  for (std::string line; std::getline(text, line);)
+    if (!line.empty() && line[0] != '#') all.push_back(line);
+  EXPECT_EQ(all.size(), e.op_of.size());
+  for (size_t i = 0; i < all.size() && i < e.op_of.size(); ++i)
+    if (e.op_of[i] == op) lines.push_back(all[i]);
+  return lines;
+}
+
+// A 3 x 3 convolution to `filters` channels, a 1 x 1 one of the same width and `stride`, a
+// global pooling and a dense layer, quantized.
+nn::Model ThenOneByOne(const std::string& name, const decltype(nn::Model::input)& input,
+                       int filters, int stride, uint64_t seed) {
+  nn::Model m = NewModel(name, input);
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, filters, 3, 1, 1, Activation::kRelu),
+              L(LayerType::kConv2d, {0}, filters, 1, stride, 0, Activation::kRelu), GlobalPool(1),
+              L(LayerType::kDense, {2}, 4)};
+  m = test::Randomize(m, seed);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 8, seed), 8);
+  return m;
+}
+
+// Two ways of keeping the array streaming (docs/compiler.md, "The program"): a pointwise
+// convolution reads its pixels in place, so one matmul streams a pass's eight images where
+// window matmuls would go image by image (and their 2N-cycle drains chain while an image has
+// fewer than 2N pixels); and a column of several K-tiles reads the next column's tiles right
+// after the matmul that switches in its own last tile, while that tile's images stream.
+TEST(GraphCompilerTest, PointwiseConvolutionsStreamInPlaceAndTilesAreReadAhead) {
+  const nn::Model m = ThenOneByOne("pointwise", {3, 3, 3}, 16, 1, 4);  // op 1: pointwise
+  const config::TpuConfig c = config::LoadConfig("lab-8");
+  const int batch = 8;
+  const LoweredGraph g = LowerGraph(m, c.array_dim);
+  ASSERT_TRUE(g.why_not.empty()) << g.why_not;
+  for (const auto& column : g.ops[1].terms)
+    for (const OpTerm& t : column) EXPECT_FALSE(t.window);
+  for (const auto& column : g.ops[0].terms) {
+    ASSERT_EQ(column.size(), 4u);  // K = 27 of the packed input: 4 tiles of 8 rows
+    for (const OpTerm& t : column) EXPECT_TRUE(t.window);
+  }
+  const EmittedProgram e = EmitGraph(g, PlanGraph(g, c, batch), c, batch);
+  // The pointwise convolution: two columns of two K-tiles, one matmul of 72 rows each.
+  const std::vector<std::string> pointwise = OpLines(e, 1);
+  int matmuls = 0;
+  for (const std::string& line : pointwise) {
+    if (line.rfind("matmul", 0) != 0) continue;
+    ++matmuls;
+    EXPECT_NE(line.find("rows=72"), std::string::npos) << line;
+    EXPECT_EQ(line.find("window"), std::string::npos) << line;
+  }
+  EXPECT_EQ(matmuls, 4);
+  // The first convolution: column 1's four tiles are read while the last K-tile of column 0
+  // streams its 8 images (7 window matmuls after the read), not after them; and so are the
+  // pointwise convolution's first two tiles while column 1's last K-tile streams.
+  const std::vector<std::string> first = OpLines(e, 0);
+  std::vector<size_t> reads;
+  for (size_t i = 0; i < first.size(); ++i)
+    if (first[i].rfind("read_weights", 0) == 0) reads.push_back(i);
+  ASSERT_EQ(reads.size(), 3u);
+  EXPECT_NE(first[reads[1]].find("tiles=4"), std::string::npos) << first[reads[1]];
+  EXPECT_NE(first[reads[2]].find("tiles=2"), std::string::npos) << first[reads[2]];
+  for (size_t r = 1; r < 3; ++r) {
+    int behind = 0;
+    for (size_t i = reads[r] + 1; i < first.size() && first[i].find("switch") == std::string::npos;
+         ++i)
+      behind += first[i].rfind("matmul", 0) == 0;
+    EXPECT_EQ(behind, batch - 1) << "read " << r;
+  }
+  EXPECT_EQ(pointwise.front().rfind("matmul", 0), 0u) << pointwise.front();  // nothing to read
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+}
+
+// A strided 1 x 1 convolution without padding over maps of a height its stride divides (a
+// ResNet downsample) streams a pass's images as one tall map: one window matmul, bit-exact.
+TEST(GraphCompilerTest, StridedPointwiseConvolutionsStackTheirImages) {
+  const nn::Model m = ThenOneByOne("downsample", {4, 4, 3}, 8, 2, 5);  // op 1: 2 x 2 x 8
+  const config::TpuConfig c = config::LoadConfig("lab-8");
+  const int batch = 8;
+  const LoweredGraph g = LowerGraph(m, c.array_dim);
+  ASSERT_TRUE(g.why_not.empty()) << g.why_not;
+  EXPECT_TRUE(g.ops[1].tall);
+  EXPECT_FALSE(g.ops[0].tall);
+  const EmittedProgram e = EmitGraph(g, PlanGraph(g, c, batch), c, batch);
+  std::vector<std::string> matmuls, windows;
+  for (const std::string& line : OpLines(e, 1)) {
+    if (line.rfind("matmul", 0) == 0) matmuls.push_back(line);
+    if (line.rfind("set_window", 0) == 0) windows.push_back(line);
+  }
+  ASSERT_EQ(matmuls.size(), 1u);  // 8 images x 4 output pixels, K and N one tile each
+  EXPECT_NE(matmuls[0].find("rows=32"), std::string::npos) << matmuls[0];
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_NE(windows[0].find("in_h=32"), std::string::npos) << windows[0];
+  EXPECT_NE(windows[0].find("out_h=16"), std::string::npos) << windows[0];
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+  RunExact(m, c, engine::EngineKind::kFast, 5, 3);  // passes of 3 and 2 images
+}
+
+// A pass's accumulator rows never overlap those of the pass before, whose activate waits for
+// this pass's first matmul: the region is the next in turn that is free. Here a 3 x 3
+// convolution of 4 K-tiles (two regions of 512 rows) fills the first with its one pass, and
+// the pointwise one after it (one tile: three regions of 341) would have taken rows 341 to
+// 597 in turn, and waited for that activate.
+TEST(GraphCompilerTest, APassTakesAccumulatorRowsThePassBeforeLeftAlone) {
+  const nn::Model m = ThenOneByOne("regions", {8, 8, 3}, 8, 1, 6);
+  const config::TpuConfig c = config::LoadConfig("lab-8");
+  const int batch = 8;
+  const LoweredGraph g = LowerGraph(m, c.array_dim);
+  ASSERT_TRUE(g.why_not.empty()) << g.why_not;
+  const EmittedProgram e = EmitGraph(g, PlanGraph(g, c, batch), c, batch);
+  std::istringstream text(isa::Disassemble(e.program));
+  const std::regex act(R"(^activate acc=(\d+) ub=\d+ rows=(\d+))");
+  int64_t lo = -1, hi = -1, activates = 0;
+  for (std::string line; std::getline(text, line);) {
+    std::smatch mt;
+    if (!std::regex_search(line, mt, act)) continue;
+    const int64_t acc = std::stoll(mt[1]), rows = std::stoll(mt[2]);
+    EXPECT_TRUE(acc >= hi || acc + rows <= lo) << line << " after [" << lo << ", " << hi << ")";
+    lo = acc;
+    hi = acc + rows;
+    ++activates;
+  }
+  EXPECT_GE(activates, 3);
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
 }
 
 // On two cores, each core's share streams the next group's input over a host link the two
