@@ -29,6 +29,7 @@ struct Act {
   isa::Pool pool = isa::Pool::kNone;
   std::optional<isa::Residual> residual;
   Range acc_rows, writes, reads;  // accumulator rows; unified-buffer rows written and read
+  bool split = false;             // one image of an operation's last pass
 };
 
 // Where the rows of one tensor lie for the images the current group or band works on.
@@ -86,24 +87,28 @@ class Emitter {
   const GraphTensor& T(int t) const { return g_.tensors[static_cast<size_t>(t)]; }
   int64_t Tiles(int t) const { return T(t).T(n_); }
 
-  // Emits the waiting activates when an instruction about to be emitted touches what they
-  // do (reads: unified-buffer rows it reads; writes: rows it writes; acc: accumulator rows).
+  // Emits the waiting activates, in order, up to the last one that an instruction about to be
+  // emitted touches (reads: unified-buffer rows it reads; writes: rows it writes; acc:
+  // accumulator rows; set: a parameter set).
   void Touch(const Range& reads, const Range& writes, const Range& acc = {}, int64_t set = -1) {
-    for (const Act& a : pending_) {
+    size_t upto = 0;
+    for (size_t k = 0; k < pending_.size(); ++k) {
+      const Act& a = pending_[k];
       if (a.writes.Overlaps(reads) || a.writes.Overlaps(writes) || a.reads.Overlaps(writes) ||
-          a.acc_rows.Overlaps(acc) || static_cast<int64_t>(a.set) == set) {
-        Flush();
-        return;
-      }
+          a.acc_rows.Overlaps(acc) || static_cast<int64_t>(a.set) == set)
+        upto = k + 1;
     }
+    Flush(upto);
   }
-  void Flush() {
-    for (const Act& a : pending_) {
+  void Flush(size_t upto = SIZE_MAX) {
+    upto = std::min(upto, pending_.size());
+    for (size_t k = 0; k < upto; ++k) {
+      const Act& a = pending_[k];
       if (a.residual) p_.SetResidual(*a.residual);
       p_.Activate(a.acc, a.ub, a.rows, a.set, a.relu, a.pool, a.stride, a.residual.has_value());
       Rec(a.op);
     }
-    pending_.clear();
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(upto));
   }
 
   // ---- host transfers
@@ -310,6 +315,18 @@ class Emitter {
     return k * size;
   }
 
+  // Whether the operation after op i in its segment reads op i's output through window
+  // matmuls of one image each: then op i's last pass activates image by image, and each of
+  // those matmuls waits only for its own image's rows.
+  bool NextReadsImageByImage(int i) const {
+    if (i + 1 >= seg_end_) return false;
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const GraphOp& next = g_.ops[static_cast<size_t>(i + 1)];
+    const OpTerm& t = next.terms.front().front();
+    return t.window && !next.stacked && !next.tall &&
+           next.inputs[static_cast<size_t>(t.input)] == op.output;
+  }
+
   // The rows of one pass.
   int64_t Most(const GraphOp& op) const {
     const int64_t size = 2 * half_ / Regions(op);
@@ -407,11 +424,21 @@ class Emitter {
             acc + static_cast<uint64_t>(im * rows), n_rows, &first, k);
       }
     }
-    QueueActivate(i, j, i0, count, r0, rows, acc, slot);
+    const bool split =
+        last && j + 1 == op.nt && count > 1 && !op.stacked && r0 == 0 && NextReadsImageByImage(i);
+    if (split) {
+      for (int64_t m = 0; m < count; ++m) {
+        QueueActivate(i, j, i0 + m, 1, r0, rows, acc + static_cast<uint64_t>(m * rows), slot);
+        pending_.back().split = true;
+      }
+    } else {
+      QueueActivate(i, j, i0, count, r0, rows, acc, slot);
+    }
   }
 
   // A matmul (emitted by `emit`) reading unified-buffer rows [src, src + span) into
-  // accumulator rows [acc, acc + rows); the waiting activates go after the pass's first.
+  // accumulator rows [acc, acc + rows); the waiting activates go after the pass's first,
+  // except an operation's last pass's activates of one image each, which go one per matmul.
   template <typename F>
   void Matmul(int op, int64_t src, int64_t span, F&& emit, uint64_t acc, int64_t rows, bool* first,
               size_t term) {
@@ -426,7 +453,13 @@ class Emitter {
       prefetched_for_ = next_pass_;
       ahead_.clear();
     }
-    if (*first && term == 0) Flush();
+    if (*first && term == 0) {  // the pass before's activates, but one image at a time
+      size_t upto = 0;
+      while (upto < pending_.size() && !pending_[upto].split) ++upto;
+      Flush(std::max<size_t>(upto, 1));
+    } else if (!pending_.empty() && pending_.front().split) {
+      Flush(1);
+    }
     *first = false;
     streamed_ += rows;
     if (!background_.empty() && streamed_ >= due_) Background(kBackgroundRows);

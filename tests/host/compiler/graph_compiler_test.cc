@@ -343,6 +343,41 @@ TEST(GraphCompilerTest, APassTakesAccumulatorRowsThePassBeforeLeftAlone) {
   RunExact(m, c, engine::EngineKind::kFast, batch, batch);
 }
 
+// An operation's last pass activates image by image, and the next operation's window
+// matmuls (one image each) go between those activates: each waits for its own image's rows,
+// not for the whole batch's (in-order issue: a matmul behind all the activates would wait for
+// all of them).
+TEST(GraphCompilerTest, TheLastPassActivatesImageByImageBetweenTheNextMatmuls) {
+  nn::Model m = NewModel("layers", {4, 4, 3});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),  // 0
+              L(LayerType::kConv2d, {0}, 8, 3, 1, 1, Activation::kRelu),                // 1
+              GlobalPool(1), L(LayerType::kDense, {2}, 4)};
+  m = test::Randomize(m, 7);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 8, 7), 8);
+  const config::TpuConfig c = config::LoadConfig("lab-8");
+  const int batch = 8;
+  const LoweredGraph g = LowerGraph(m, c.array_dim);
+  ASSERT_TRUE(g.why_not.empty()) << g.why_not;
+  const EmittedProgram e = EmitGraph(g, PlanGraph(g, c, batch), c, batch);
+  std::vector<std::string> all;
+  std::istringstream text(isa::Disassemble(e.program));
+  for (std::string line; std::getline(text, line);)
+    if (!line.empty() && line[0] != '#') all.push_back(line);
+  ASSERT_EQ(all.size(), e.op_of.size());
+  // After operation 1's first matmul: operation 0's activates, one per image but the first.
+  size_t first = all.size();
+  for (size_t i = 0; i < all.size() && first == all.size(); ++i)
+    if (e.op_of[i] == 1 && all[i].rfind("matmul", 0) == 0) first = i;
+  int after = 0;
+  for (size_t i = first; i < all.size(); ++i)
+    if (e.op_of[i] == 0 && all[i].rfind("activate", 0) == 0) {
+      ++after;
+      EXPECT_NE(all[i].find("rows=16"), std::string::npos) << all[i];  // one image: 4 x 4
+    }
+  EXPECT_EQ(after, batch - 1);
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+}
+
 // On two cores, each core's share streams the next group's input over a host link the two
 // share: the programs pace those transfers at half the link (EmitGraph's `sharers`), and a
 // run on two cores builds them so. Paced for the whole link instead, a transfer is still
