@@ -298,17 +298,18 @@ class Emitter {
   // the last activate of one of two: resnet18's downsample waited 1,571 cycles for it.)
   int64_t Region(int regions, int64_t rows) {
     const int64_t size = 2 * half_ / regions;
-    int64_t k = seq_ % regions;
-    for (int t = 0; t < regions; ++t) {
-      const Range r{((seq_ + t) % regions) * size, ((seq_ + t) % regions) * size + rows};
-      bool free = true;
+    auto free = [&](int64_t region) {
+      const Range r{region * size, region * size + rows};
       for (int b = 0; b < regions - 1 && b < static_cast<int>(recent_.size()); ++b)
-        free = free && !r.Overlaps(recent_[recent_.size() - 1 - static_cast<size_t>(b)]);
-      if (free) {
+        if (r.Overlaps(recent_[recent_.size() - 1 - static_cast<size_t>(b)])) return false;
+      return true;
+    };
+    int64_t k = seq_ % regions;
+    for (int t = 0; t < regions; ++t)
+      if (free((seq_ + t) % regions)) {
         k = (seq_ + t) % regions;
         break;
       }
-    }
     seq_ = k + 1;
     recent_.push_back({k * size, k * size + rows});
     if (recent_.size() > 2) recent_.erase(recent_.begin());

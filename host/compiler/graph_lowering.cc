@@ -221,13 +221,11 @@ class Lowering {
     // operation wrote is a dense layer per pixel: its terms read the pixels' rows in place,
     // so a pass of several images is one matmul. (Window matmuls go one image at a time,
     // and where an image has fewer than 2N pixels their drains chain: docs/compiler.md.)
-    const bool pointwise = op.kind == OpKind::kConv && pool < 0 && !op.stacked && !in.packed &&
-                           !l.depthwise && l.kernel_h == 1 && l.kernel_w == 1 && l.stride == 1 &&
-                           !l.Padded();
+    const bool one_by_one = op.kind == OpKind::kConv && pool < 0 && !op.stacked && !in.packed &&
+                            l.kernel_h == 1 && l.kernel_w == 1 && !l.Padded();
+    const bool pointwise = one_by_one && !l.depthwise && l.stride == 1;
     const bool window = op.kind == OpKind::kConv ? !pointwise : in.Pixels() > 1 || in.packed;
-    op.tall = op.kind == OpKind::kConv && window && pool < 0 && !op.stacked && !in.packed &&
-              l.kernel_h == 1 && l.kernel_w == 1 && l.stride > 1 && !l.Padded() &&
-              in.h % l.stride == 0;
+    op.tall = one_by_one && l.stride > 1 && in.h % l.stride == 0;  // (a window, not pointwise)
     op.macs = UsefulMacsPerImage(l, op.rows);
     op.nt = (l.out.c + n_ - 1) / n_;
     const int64_t k = window ? (op.kind == OpKind::kConv ? int64_t{l.kernel_h} * l.kernel_w * in.c
