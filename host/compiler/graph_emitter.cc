@@ -29,7 +29,7 @@ struct Act {
   isa::Pool pool = isa::Pool::kNone;
   std::optional<isa::Residual> residual;
   Range acc_rows, writes, reads;  // accumulator rows; unified-buffer rows written and read
-  bool split = false;             // one image of an operation's last pass
+  bool split = false;             // one image or run of an operation's last pass
 };
 
 // Where the rows of one tensor lie for the images the current group or band works on.
@@ -293,23 +293,28 @@ class Emitter {
     return 3;
   }
   // Where a pass of `rows` rows starts: the next region in turn that overlaps none of the
-  // last regions - 1 passes (whose activates may still wait or run), else the next in turn.
-  // (Regions in turn alone put the first pass of an operation of three regions on the rows of
-  // the last activate of one of two: resnet18's downsample waited 1,571 cycles for it.)
+  // last regions - 1 passes (whose activates may still wait or run), else the next that
+  // overlaps not the last pass, else the next in turn. (Regions in turn alone put the first
+  // pass of an operation of three regions on the rows of the last activate of one of two:
+  // resnet18's downsample waited 1,571 cycles for it. Where the two passes before fill both
+  // halves, as mobilenet_v2's depthwise and projection convolutions do, the last one's rows
+  // are the ones whose activates still wait.)
   int64_t Region(int regions, int64_t rows) {
     const int64_t size = 2 * half_ / regions;
-    auto free = [&](int64_t region) {
+    auto free = [&](int64_t region, int passes) {
       const Range r{region * size, region * size + rows};
-      for (int b = 0; b < regions - 1 && b < static_cast<int>(recent_.size()); ++b)
+      for (int b = 0; b < passes && b < static_cast<int>(recent_.size()); ++b)
         if (r.Overlaps(recent_[recent_.size() - 1 - static_cast<size_t>(b)])) return false;
       return true;
     };
     int64_t k = seq_ % regions;
-    for (int t = 0; t < regions; ++t)
-      if (free((seq_ + t) % regions)) {
-        k = (seq_ + t) % regions;
-        break;
-      }
+    bool found = false;
+    for (int passes = regions - 1; passes >= 1 && !found; --passes)
+      for (int t = 0; t < regions && !found; ++t)
+        if (free((seq_ + t) % regions, passes)) {
+          k = (seq_ + t) % regions;
+          found = true;
+        }
     seq_ = k + 1;
     recent_.push_back({k * size, k * size + rows});
     if (recent_.size() > 2) recent_.erase(recent_.begin());
@@ -326,6 +331,34 @@ class Emitter {
     const OpTerm& t = next.terms.front().front();
     return t.window && !next.stacked && !next.tall &&
            next.inputs[static_cast<size_t>(t.input)] == op.output;
+  }
+  // Whether the operation after op i in its segment reads op i's output in place (pointwise):
+  // then op i's last pass hands its images on in runs (Runs), each activated on its own.
+  bool NextReadsInPlace(int i) const {
+    if (i + 1 >= seg_end_) return false;
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const GraphOp& next = g_.ops[static_cast<size_t>(i + 1)];
+    const OpTerm& t = next.terms.front().front();
+    return !t.window && !next.stacked && next.inputs[static_cast<size_t>(t.input)] == op.output;
+  }
+  // The images of each matmul of the last in-place term of a pass that hands its images on:
+  // runs of at least 2N rows, a shorter rest joined to the run before, and where a term of
+  // the pass went before (`alone`), the first image alone before them (its activate then
+  // runs while the rest stream). A matmul whose last row enters while the one before still
+  // drains extends that one's draining footprint (timing.md), so the activate of the one
+  // before would wait for both: a lone image right after the pass before's last matmul would
+  // hold back that pass's activate. One run where no second reaches 2N.
+  std::vector<int64_t> Runs(int64_t count, int64_t rows, bool alone) const {
+    const int64_t need = (2 * n_ + rows - 1) / rows, lone = alone ? 1 : 0;
+    if (count - lone < need + (alone ? 0 : need)) return {count};
+    std::vector<int64_t> runs;
+    if (alone) runs.push_back(1);
+    for (int64_t rest = count - lone; rest > 0;) {
+      const int64_t run = rest - need < need ? rest : need;
+      runs.push_back(run);
+      rest -= run;
+    }
+    return runs;
   }
 
   // The rows of one pass.
@@ -374,6 +407,11 @@ class Emitter {
     ahead_ = NextTiles(i, j, terms, last);
     ahead_after_ = LastSwitch(terms, active_);
     const uint64_t slot = Slot(op.first_param + j, i);
+    const bool hands_on = last && j + 1 == op.nt && count > 1 && !op.stacked && r0 == 0;
+    const bool by_image = hands_on && NextReadsImageByImage(i);
+    const std::vector<int64_t> runs = hands_on && (by_image || NextReadsInPlace(i))
+                                          ? Runs(count, rows, terms.size() > 1)
+                                          : std::vector{count};
     bool first = true;
     for (size_t k = 0; k < terms.size(); ++k) {
       const OpTerm& t = terms[k];
@@ -390,15 +428,8 @@ class Emitter {
       const View v = ViewOf(in);
       const GraphTensor& tt = T(in);
       if (!t.window) {  // one row per pixel, tile column t.ktile, `T` rows apart
-        const int64_t step = Tiles(in);
-        const int64_t src = v.Row(i0) + r0 * step + t.ktile;
-        Matmul(
-            i, src, (acc_rows - 1) * step + 1,
-            [&] {
-              p_.Matmul(static_cast<uint64_t>(src), acc, static_cast<uint64_t>(acc_rows), sw, mode,
-                        static_cast<uint64_t>(step));
-            },
-            acc, acc_rows, &first, k);
+        InPlace(i, t, Tiles(in), v.Row(i0) + r0 * Tiles(in), rows,
+                k + 1 == terms.size() ? runs : std::vector{count}, acc, sw, mode, &first, k);
         continue;
       }
       const int64_t stack = band ? 1 : Stack(op, count);
@@ -425,21 +456,43 @@ class Emitter {
             acc + static_cast<uint64_t>(im * rows), n_rows, &first, k);
       }
     }
-    const bool split =
-        last && j + 1 == op.nt && count > 1 && !op.stacked && r0 == 0 && NextReadsImageByImage(i);
-    if (split) {
-      for (int64_t m = 0; m < count; ++m) {
-        QueueActivate(i, j, i0 + m, 1, r0, rows, acc + static_cast<uint64_t>(m * rows), slot);
+    if (by_image || runs.size() > 1) {  // one activate per image, or per run
+      const std::vector<int64_t> each = by_image ? std::vector<int64_t>(count, 1) : runs;
+      int64_t m = 0;
+      for (const int64_t c : each) {
+        QueueActivate(i, j, i0 + m, c, r0, rows, acc + static_cast<uint64_t>(m * rows), slot);
         pending_.back().split = true;
+        m += c;
       }
     } else {
       QueueActivate(i, j, i0, count, r0, rows, acc, slot);
     }
   }
 
+  // The matmuls of in-place term t (tile column t.ktile of rows `step` apart, from `src` on)
+  // into accumulator rows from `acc`: one per run of images of `rows` rows each.
+  void InPlace(int i, const OpTerm& t, int64_t step, int64_t src, int64_t rows,
+               const std::vector<int64_t>& runs, uint64_t acc, bool sw, isa::Acc mode, bool* first,
+               size_t k) {
+    int64_t m = 0;
+    for (const int64_t c : runs) {
+      const int64_t from = src + m * rows * step + t.ktile, n = c * rows;
+      const uint64_t to = acc + static_cast<uint64_t>(m * rows);
+      Matmul(
+          i, from, (n - 1) * step + 1,
+          [&] {
+            p_.Matmul(static_cast<uint64_t>(from), to, static_cast<uint64_t>(n), sw && m == 0, mode,
+                      static_cast<uint64_t>(step));
+          },
+          to, n, first, k);
+      m += c;
+    }
+  }
+
   // A matmul (emitted by `emit`) reading unified-buffer rows [src, src + span) into
   // accumulator rows [acc, acc + rows); the waiting activates go after the pass's first,
-  // except an operation's last pass's activates of one image each, which go one per matmul.
+  // except an operation's last pass's activates of one image or run each, which go one per
+  // matmul.
   template <typename F>
   void Matmul(int op, int64_t src, int64_t span, F&& emit, uint64_t acc, int64_t rows, bool* first,
               size_t term) {

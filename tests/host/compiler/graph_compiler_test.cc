@@ -378,6 +378,90 @@ TEST(GraphCompilerTest, TheLastPassActivatesImageByImageBetweenTheNextMatmuls) {
   RunExact(m, c, engine::EngineKind::kFast, batch, batch);
 }
 
+// A 3 x 3 convolution to 16 channels, a pointwise one to 8 (two K-tiles on lab-8) and two
+// more, each reading the one before in place, a global pooling and a dense layer, quantized;
+// and its program.
+struct PointwisePair {
+  nn::Model m;
+  std::vector<std::string> lines;
+  std::vector<int32_t> op_of;
+};
+PointwisePair PointwisePairOn(int side, const config::TpuConfig& c, int batch) {
+  PointwisePair p;
+  p.m = NewModel("pair", {side, side, 3});
+  p.m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 16, 3, 1, 1, Activation::kRelu),
+                L(LayerType::kConv2d, {0}, 8, 1, 1, 0, Activation::kRelu),
+                L(LayerType::kConv2d, {1}, 8, 1, 1, 0, Activation::kRelu),
+                L(LayerType::kConv2d, {2}, 8, 1, 1, 0, Activation::kRelu),
+                GlobalPool(3),
+                L(LayerType::kDense, {4}, 4)};
+  p.m = test::Randomize(p.m, 9);
+  nn::Quantize(&p.m, nn::SyntheticInputs(p.m, 8, 9), 8);
+  const LoweredGraph g = LowerGraph(p.m, c.array_dim);
+  EXPECT_TRUE(g.why_not.empty()) << g.why_not;
+  EXPECT_EQ(g.ops[1].terms.front().size(), 2u);
+  EXPECT_FALSE(g.ops[2].terms.front().front().window);
+  const EmittedProgram e = EmitGraph(g, PlanGraph(g, c, batch), c, batch);
+  std::istringstream text(isa::Disassemble(e.program));
+  for (std::string line; std::getline(text, line);)
+    if (!line.empty() && line[0] != '#') p.lines.push_back(line);
+  EXPECT_EQ(p.lines.size(), e.op_of.size());
+  p.op_of = e.op_of;
+  return p;
+}
+
+// A pointwise convolution whose output the next reads in place hands its last pass on in
+// runs: its last K-tile streams the first image alone, then runs of at least 2N rows (a
+// shorter rest joined to the run before), each activated on its own, so the first runs'
+// activates go while the later runs stream. (In one matmul and one activate, all eight
+// images' activate waited for the last row's drain.) And the next convolution's first pass
+// takes accumulator rows none of those activates read, also where no region is clear of the
+// last two passes (8 x 8 maps: the two before fill both halves): then one clear of the last.
+// A pass of one K-tile (operation 2) has no lone first image: right behind the pass before's
+// last matmul, its drain would extend that one's and hold back its activate.
+TEST(GraphCompilerTest, APointwiseConvolutionHandsItsLastPassOnInRuns) {
+  const config::TpuConfig c = config::LoadConfig("lab-8");
+  const int batch = 8;
+  const std::regex rows(R"(acc=(\d+) .*rows=(\d+))");
+  auto field = [&](const std::string& line, int k) {
+    std::smatch mt;
+    EXPECT_TRUE(std::regex_search(line, mt, rows)) << line;
+    return mt.size() > 2 ? std::stoll(mt[k]) : -1;
+  };
+  for (const int side : {3, 8}) {  // 9 pixels an image (2N = 16 rows take 2), and 64
+    const PointwisePair p = PointwisePairOn(side, c, batch);
+    std::vector<int64_t> matmuls, activates, one_tile;
+    size_t next = p.lines.size();  // operation 2's first matmul
+    for (size_t i = 0; i < p.lines.size() && i < p.op_of.size(); ++i) {
+      const bool matmul = p.lines[i].rfind("matmul", 0) == 0;
+      if (p.op_of[i] == 1 && matmul) matmuls.push_back(field(p.lines[i], 2));
+      if (p.op_of[i] == 2 && matmul) one_tile.push_back(field(p.lines[i], 2));
+      if (p.op_of[i] == 1 && p.lines[i].rfind("activate", 0) == 0)
+        activates.push_back(field(p.lines[i], 2));
+      if (p.op_of[i] == 2 && matmul && next == p.lines.size()) next = i;
+    }
+    const int64_t px = side * side;
+    const std::vector<int64_t> runs =
+        side == 3 ? std::vector<int64_t>{1, 2, 2, 3} : std::vector<int64_t>(batch, 1);
+    std::vector<int64_t> want{batch * px};
+    for (const int64_t r : runs) want.push_back(r * px);
+    EXPECT_EQ(matmuls, want) << side;
+    EXPECT_EQ(activates, std::vector<int64_t>(want.begin() + 1, want.end())) << side;
+    const std::vector<int64_t> one_pass{18, 18, 18, 18}, two{256, 64, 64, 64, 64};  // 2s; 4 + 1s
+    EXPECT_EQ(one_tile, side == 3 ? one_pass : two) << side;
+    ASSERT_LT(next, p.lines.size());
+    const int64_t lo = field(p.lines[next], 1), hi = lo + field(p.lines[next], 2);
+    for (size_t i = 0; i < next; ++i)
+      if (p.op_of[i] == 1 && p.lines[i].rfind("activate", 0) == 0) {
+        const int64_t acc = field(p.lines[i], 1);
+        EXPECT_TRUE(acc >= hi || acc + field(p.lines[i], 2) <= lo)
+            << p.lines[i] << " vs " << p.lines[next];
+      }
+    RunExact(p.m, c, engine::EngineKind::kFast, batch, batch);
+    RunExact(p.m, c, engine::EngineKind::kFast, 5, 5);
+  }
+}
+
 // On two cores, each core's share streams the next group's input over a host link the two
 // share: the programs pace those transfers at half the link (EmitGraph's `sharers`), and a
 // run on two cores builds them so. Paced for the whole link instead, a transfer is still
