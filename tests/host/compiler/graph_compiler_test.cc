@@ -216,6 +216,18 @@ TEST(GraphCompilerTest, DepthwiseAndPoolingLayTheirTapsOutTheCheaperWay) {
   RunExact(m, config::LoadConfig("lab-8"), engine::EngineKind::kFast, 5, 5);
 }
 
+// m with seeded random weights, quantized on 8 synthetic inputs, and its program for `batch`.
+EmittedProgram QuantizeAndEmit(nn::Model* m, uint64_t seed, const config::TpuConfig& c, int batch) {
+  *m = test::Randomize(*m, seed);
+  nn::Quantize(m, nn::SyntheticInputs(*m, 8, seed), 8);
+  const LoweredGraph g = LowerGraph(*m, c.array_dim);
+  if (!g.why_not.empty()) {
+    ADD_FAILURE() << g.why_not;
+    return {};
+  }
+  return EmitGraph(g, PlanGraph(g, c, batch), c, batch);
+}
+
 // The instructions of operation `op` in program order, as assembly.
 std::vector<std::string> OpLines(const EmittedProgram& e, int op) {
   std::vector<std::string> lines, all;
@@ -352,13 +364,9 @@ TEST(GraphCompilerTest, TheLastPassActivatesImageByImageBetweenTheNextMatmuls) {
   m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),  // 0
               L(LayerType::kConv2d, {0}, 8, 3, 1, 1, Activation::kRelu),                // 1
               GlobalPool(1), L(LayerType::kDense, {2}, 4)};
-  m = test::Randomize(m, 7);
-  nn::Quantize(&m, nn::SyntheticInputs(m, 8, 7), 8);
   const config::TpuConfig c = config::LoadConfig("lab-8");
   const int batch = 8;
-  const LoweredGraph g = LowerGraph(m, c.array_dim);
-  ASSERT_TRUE(g.why_not.empty()) << g.why_not;
-  const EmittedProgram e = EmitGraph(g, PlanGraph(g, c, batch), c, batch);
+  const EmittedProgram e = QuantizeAndEmit(&m, 7, c, batch);
   std::vector<std::string> all;
   std::istringstream text(isa::Disassemble(e.program));
   for (std::string line; std::getline(text, line);)
@@ -460,6 +468,36 @@ TEST(GraphCompilerTest, APointwiseConvolutionHandsItsLastPassOnInRuns) {
     RunExact(p.m, c, engine::EngineKind::kFast, batch, batch);
     RunExact(p.m, c, engine::EngineKind::kFast, 5, 5);
   }
+}
+
+// A pass of fewer rows than 2N (a global average pooling's: one row per image, 8 images)
+// takes the rows right after the pass before's, and the activates of such passes wait until
+// the operation's matmuls are done: after the next pass's first matmul, an activate would
+// wait for the drain of rows that pass's matmuls keep extending (timing.md) and hold back the
+// rest of them.
+TEST(GraphCompilerTest, ShortPassesLineUpAndTheirActivatesWait) {
+  nn::Model m = NewModel("short", {3, 3, 3});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
+              GlobalPool(0), L(LayerType::kDense, {1}, 4)};
+  const config::TpuConfig c = config::LoadConfig("lab-8");
+  const int batch = 8;
+  const EmittedProgram e = QuantizeAndEmit(&m, 11, c, batch);
+  const std::regex acc(R"(^matmul .*acc=(\d+) rows=8)");
+  std::vector<int64_t> firsts;  // each pass's first matmul (it overwrites: no `accumulate`)
+  size_t last_matmul = 0, first_activate = SIZE_MAX;
+  const std::vector<std::string> lines = OpLines(e, 1);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::smatch mt;
+    if (std::regex_search(lines[i], mt, acc)) {
+      last_matmul = i;
+      if (lines[i].find("accumulate") == std::string::npos) firsts.push_back(std::stoll(mt[1]));
+    }
+    if (lines[i].rfind("activate", 0) == 0) first_activate = std::min(first_activate, i);
+  }
+  ASSERT_EQ(firsts.size(), 4u);  // 32 channels: four output tiles of 8
+  for (size_t k = 1; k < firsts.size(); ++k) EXPECT_EQ(firsts[k], firsts[k - 1] + batch) << k;
+  EXPECT_GT(first_activate, last_matmul);
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
 }
 
 // On two cores, each core's share streams the next group's input over a host link the two
