@@ -303,24 +303,21 @@ class Emitter {
   // last two passes: its activate waits, so the short passes after it must not take its rows.
   int64_t Region(int regions, int64_t rows, bool short_pass) {
     const int64_t size = 2 * half_ / regions;
-    if (short_pass && !recent_.empty()) {
-      const int64_t after = recent_.back().hi, at = after + rows <= 2 * half_ ? after : 0;
+    auto clear = [&](int64_t at, int passes) {  // of the last `passes` passes' rows
       const Range r{at, at + rows};
-      if (std::none_of(recent_.begin(), recent_.end(),
-                       [&](const Range& q) { return r.Overlaps(q); }))
-        return Take(r);
-    }
-    auto free = [&](int64_t region, int passes) {
-      const Range r{region * size, region * size + rows};
       for (int b = 0; b < passes && b < static_cast<int>(recent_.size()); ++b)
         if (r.Overlaps(recent_[recent_.size() - 1 - static_cast<size_t>(b)])) return false;
       return true;
     };
+    if (short_pass && !recent_.empty()) {
+      const int64_t after = recent_.back().hi, at = after + rows <= 2 * half_ ? after : 0;
+      if (clear(at, 2)) return Take({at, at + rows});
+    }
     int64_t k = seq_ % regions;
     bool found = false;
     for (int passes = regions - 1; passes >= 1 && !found; --passes)
       for (int t = 0; t < regions && !found; ++t)
-        if (free((seq_ + t) % regions, passes)) {
+        if (clear((seq_ + t) % regions * size, passes)) {
           k = (seq_ + t) % regions;
           found = true;
         }
@@ -344,25 +341,20 @@ class Emitter {
     return Regions(op) == 3 && rows < 2 * n_;
   }
 
-  // Whether the operation after op i in its segment reads op i's output through window
-  // matmuls of one image each: then op i's last pass activates image by image, and each of
-  // those matmuls waits only for its own image's rows.
-  bool NextReadsImageByImage(int i) const {
-    if (i + 1 >= seg_end_) return false;
-    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+  // How the operation after op i in its segment reads op i's output with its first term:
+  // through window matmuls of one image each (then op i's last pass activates image by
+  // image, and each of those matmuls waits only for its own image's rows), in place (then op
+  // i's last pass hands its images on in runs, Runs, each activated on its own), or not.
+  enum class NextRead { kNot, kImageByImage, kInPlace };
+  NextRead NextReads(int i) const {
+    if (i + 1 >= seg_end_) return NextRead::kNot;
     const GraphOp& next = g_.ops[static_cast<size_t>(i + 1)];
     const OpTerm& t = next.terms.front().front();
-    return t.window && !next.stacked && !next.tall &&
-           next.inputs[static_cast<size_t>(t.input)] == op.output;
-  }
-  // Whether the operation after op i in its segment reads op i's output in place (pointwise):
-  // then op i's last pass hands its images on in runs (Runs), each activated on its own.
-  bool NextReadsInPlace(int i) const {
-    if (i + 1 >= seg_end_) return false;
-    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
-    const GraphOp& next = g_.ops[static_cast<size_t>(i + 1)];
-    const OpTerm& t = next.terms.front().front();
-    return !t.window && !next.stacked && next.inputs[static_cast<size_t>(t.input)] == op.output;
+    if (next.stacked ||
+        next.inputs[static_cast<size_t>(t.input)] != g_.ops[static_cast<size_t>(i)].output)
+      return NextRead::kNot;
+    if (!t.window) return NextRead::kInPlace;
+    return next.tall ? NextRead::kNot : NextRead::kImageByImage;
   }
   // The images of each matmul of the last in-place term of a pass that hands its images on:
   // runs of at least 2N rows, a shorter rest joined to the run before, and where a term of
@@ -372,11 +364,11 @@ class Emitter {
   // before would wait for both: a lone image right after the pass before's last matmul would
   // hold back that pass's activate. One run where no second reaches 2N.
   std::vector<int64_t> Runs(int64_t count, int64_t rows, bool alone) const {
-    const int64_t need = (2 * n_ + rows - 1) / rows, lone = alone ? 1 : 0;
-    if (count - lone < need + (alone ? 0 : need)) return {count};
+    const int64_t need = (2 * n_ + rows - 1) / rows, after = count - (alone ? 1 : 0);
+    if (after < (alone ? need : 2 * need)) return {count};  // no second run of 2N rows
     std::vector<int64_t> runs;
     if (alone) runs.push_back(1);
-    for (int64_t rest = count - lone; rest > 0;) {
+    for (int64_t rest = after; rest > 0;) {
       const int64_t run = rest - need < need ? rest : need;
       runs.push_back(run);
       rest -= run;
@@ -431,11 +423,12 @@ class Emitter {
     ahead_ = NextTiles(i, j, terms, last);
     ahead_after_ = LastSwitch(terms, active_);
     const uint64_t slot = Slot(op.first_param + j, i);
-    const bool hands_on = last && j + 1 == op.nt && count > 1 && !op.stacked && r0 == 0;
-    const bool by_image = hands_on && NextReadsImageByImage(i);
-    const std::vector<int64_t> runs = hands_on && (by_image || NextReadsInPlace(i))
-                                          ? Runs(count, rows, terms.size() > 1)
-                                          : std::vector{count};
+    const NextRead next = last && j + 1 == op.nt && count > 1 && !op.stacked && r0 == 0
+                              ? NextReads(i)
+                              : NextRead::kNot;
+    const bool by_image = next == NextRead::kImageByImage;
+    const std::vector<int64_t> runs =
+        next != NextRead::kNot ? Runs(count, rows, terms.size() > 1) : std::vector{count};
     bool first = true;
     for (size_t k = 0; k < terms.size(); ++k) {
       const OpTerm& t = terms[k];
