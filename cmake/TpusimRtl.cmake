@@ -187,12 +187,36 @@ function(tpusim_verilate_mxu TARGET N)
   endif()
 endfunction()
 
-# tpusim_verilate_tpu(TARGET N DTYPE [CORES C]): adds class Vtpu_top_sc_n<N> (int8) or
-# Vtpu_top_bf16_sc_n<N> (bf16), tpu_top as a SystemC module with FST tracing, to TARGET;
-# with CORES, tpu_chip of C cores instead, as Vtpu_chip_c<C>_sc_n<N> or
-# Vtpu_chip_c<C>_bf16_sc_n<N>.
+# tpusim_parse_chip(SPEC CORES MXUS N DTYPE): the parts of a TPUSIM_TPU_CHIPS entry, "CxN"
+# or "CxMxN" (C cores of M matrix units of N x N), "bf16" after N for that format.
+function(tpusim_parse_chip SPEC CORES MXUS N DTYPE)
+  if(NOT SPEC MATCHES "^([0-9]+)x(([0-9]+)x)?([0-9]+)(bf16)?$")
+    message(FATAL_ERROR "TPUSIM_TPU_CHIPS: '${SPEC}' is not CORESxN or CORESxMXUSxN, with bf16 "
+                        "after N for that format (as 2x4, 1x2x4, 2x128bf16)")
+  endif()
+  set(${CORES} ${CMAKE_MATCH_1} PARENT_SCOPE)
+  if(CMAKE_MATCH_3)
+    set(${MXUS} ${CMAKE_MATCH_3} PARENT_SCOPE)
+  else()
+    set(${MXUS} 1 PARENT_SCOPE)
+  endif()
+  set(${N} ${CMAKE_MATCH_4} PARENT_SCOPE)
+  if(CMAKE_MATCH_5)
+    set(${DTYPE} bf16 PARENT_SCOPE)
+  else()
+    set(${DTYPE} int8 PARENT_SCOPE)
+  endif()
+endfunction()
+
+# tpusim_verilate_tpu(TARGET N DTYPE [CORES C [MXUS M]]): adds class Vtpu_top_sc_n<N> (int8)
+# or Vtpu_top_bf16_sc_n<N> (bf16), tpu_top as a SystemC module with FST tracing, to TARGET;
+# with CORES, tpu_chip of C cores of M matrix units (default 1) instead, as
+# Vtpu_chip_c<C>_m<M>_sc_n<N> or Vtpu_chip_c<C>_m<M>_bf16_sc_n<N>.
 function(tpusim_verilate_tpu TARGET N DTYPE)
-  cmake_parse_arguments(ARG "" "CORES" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "CORES;MXUS" "" ${ARGN})
+  if(NOT ARG_MXUS)
+    set(ARG_MXUS 1)
+  endif()
   tpusim_rtl_params(${N} ${DTYPE} gflags)
   set(kind "")
   if(NOT DTYPE STREQUAL "int8")
@@ -208,9 +232,9 @@ function(tpusim_verilate_tpu TARGET N DTYPE)
   set(sources ${TPU_TOP_RTL_SOURCES})
   if(ARG_CORES)
     set(top tpu_chip)
-    set(prefix Vtpu_chip_c${ARG_CORES}_${kind}sc_n${N})
+    set(prefix Vtpu_chip_c${ARG_CORES}_m${ARG_MXUS}_${kind}sc_n${N})
     set(sources ${TPU_CHIP_RTL_SOURCES})
-    list(APPEND gflags -GCores=${ARG_CORES})
+    list(APPEND gflags -GCores=${ARG_CORES} -GMxus=${ARG_MXUS})
   endif()
   verilate(${TARGET} SYSTEMC TRACE_FST ${coverage} PREFIX ${prefix} TOP_MODULE ${top}
            SOURCES ${sources}

@@ -28,15 +28,20 @@ ChipValues::ChipValues(const ChipParams& p, ExternalMemories& external)
       host_(external.host),
       weight_(external.weight),
       ub_(static_cast<uint64_t>(p.ub_depth_rows) * static_cast<uint64_t>(row_bytes_)),
-      acc_(static_cast<uint64_t>(p.acc_depth_rows) * p.array_dim),
-      params_(static_cast<size_t>(p.param_sets) * static_cast<size_t>(set_bytes_), 0),
-      active_(static_cast<size_t>(n_ * row_bytes_), 0),
-      active_f_(static_cast<size_t>(n_ * n_), 0.0f) {}
+      params_(static_cast<size_t>(p.param_sets) * static_cast<size_t>(set_bytes_), 0) {
+  for (int i = 0; i < p.mxus_per_core; ++i) {
+    mxus_.push_back(std::make_unique<Mxu>(static_cast<uint64_t>(p.acc_depth_rows) * p.array_dim,
+                                          static_cast<size_t>(n_ * row_bytes_),
+                                          static_cast<size_t>(n_ * n_)));
+  }
+}
 
 void ChipValues::BeginRun() {
-  tiles_.clear();
-  next_tile_ = 0;
-  waiting_.clear();
+  for (auto& m : mxus_) {
+    m->tiles.clear();
+    m->next_tile = 0;
+    m->waiting.clear();
+  }
 }
 
 void ChipValues::Issue(const Decoded& d) {
@@ -50,23 +55,27 @@ void ChipValues::Issue(const Decoded& d) {
         std::memcpy(Ub<uint8_t>(d.dst), &host_[d.src], static_cast<size_t>(d.len * row_bytes_));
       }
       break;
-    case Opcode::kReadWeights:
+    case Opcode::kReadWeights: {
+      Mxu& m = *mxus_[d.mxu];
       for (uint32_t t = 0; t < d.len; ++t)
-        tiles_.push_back(d.weight_addr + uint64_t{t} * static_cast<uint64_t>(n_ * row_bytes_));
-      while (!waiting_.empty()) {
-        const bool needs_tile = waiting_.front().flags & hw::kFlagSwitch;
-        if (needs_tile && next_tile_ == tiles_.size()) break;
-        Matmul(waiting_.front());
-        waiting_.pop_front();
+        m.tiles.push_back(d.weight_addr + uint64_t{t} * static_cast<uint64_t>(n_ * row_bytes_));
+      while (!m.waiting.empty()) {
+        const bool needs_tile = m.waiting.front().flags & hw::kFlagSwitch;
+        if (needs_tile && m.next_tile == m.tiles.size()) break;
+        Matmul(m.waiting.front());
+        m.waiting.pop_front();
       }
       break;
-    case Opcode::kMatmul:
-      if (!waiting_.empty() || ((d.flags & hw::kFlagSwitch) && next_tile_ == tiles_.size())) {
-        waiting_.push_back(d);
+    }
+    case Opcode::kMatmul: {
+      Mxu& m = *mxus_[d.mxu];
+      if (!m.waiting.empty() || ((d.flags & hw::kFlagSwitch) && m.next_tile == m.tiles.size())) {
+        m.waiting.push_back(d);
       } else {
         Matmul(d);
       }
       break;
+    }
     case Opcode::kActivate:
       if (bf16_) {
         ActivateBf16(d);
@@ -83,61 +92,63 @@ void ChipValues::HostWrite(uint64_t host_addr, uint32_t ub_row) {
   std::memcpy(&host_[host_addr], Ub<uint8_t>(ub_row), static_cast<size_t>(row_bytes_));
 }
 
-void ChipValues::SwitchTile() {
-  const uint8_t* w = &weight_[tiles_[next_tile_++]];
-  std::memcpy(active_.data(), w, static_cast<size_t>(n_ * row_bytes_));
+void ChipValues::SwitchTile(Mxu& m) {
+  const uint8_t* w = &weight_[m.tiles[m.next_tile++]];
+  std::memcpy(m.active.data(), w, static_cast<size_t>(n_ * row_bytes_));
   if (bf16_) {  // every row takes part in bf16 (their +0 products change a -0 sum)
-    nn::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(active_.data()), n_, active_f_.data());
+    nn::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(m.active.data()), n_,
+                  m.active_f.data());
     return;
   }
-  row_lo_ = col_lo_ = n_;
-  row_hi_ = col_hi_ = 0;
+  m.row_lo = m.col_lo = n_;
+  m.row_hi = m.col_hi = 0;
   for (int64_t r = 0; r < n_; ++r) {
     for (int64_t c = 0; c < n_; ++c) {
-      const auto v = static_cast<int8_t>(active_[static_cast<size_t>(r * n_ + c)]);
-      active_f_[static_cast<size_t>(r * n_ + c)] = v;
+      const auto v = static_cast<int8_t>(m.active[static_cast<size_t>(r * n_ + c)]);
+      m.active_f[static_cast<size_t>(r * n_ + c)] = v;
       if (v != 0) {
-        row_lo_ = std::min(row_lo_, r);
-        row_hi_ = std::max(row_hi_, r + 1);
-        col_lo_ = std::min(col_lo_, c);
-        col_hi_ = std::max(col_hi_, c + 1);
+        m.row_lo = std::min(m.row_lo, r);
+        m.row_hi = std::max(m.row_hi, r + 1);
+        m.col_lo = std::min(m.col_lo, c);
+        m.col_hi = std::max(m.col_hi, c + 1);
       }
     }
   }
-  if (row_hi_ == 0) row_lo_ = col_lo_ = 0;  // an all-zero tile
+  if (m.row_hi == 0) m.row_lo = m.col_lo = 0;  // an all-zero tile
 }
 
 void ChipValues::Matmul(const Decoded& d) {
-  if (d.flags & hw::kFlagSwitch) SwitchTile();
+  Mxu& m = *mxus_[d.mxu];
+  if (d.flags & hw::kFlagSwitch) SwitchTile(*mxus_[d.mxu]);
   if (bf16_) return MatmulBf16(d);
   if (d.flags & hw::kFlagMax) return MatmulMax(d);
   const bool accumulate = d.flags & hw::kFlagAccumulate;
   const int64_t rows = d.len;
-  int32_t* acc = &acc_[static_cast<size_t>(d.dst) * n_];
+  int32_t* acc = &m.acc[static_cast<size_t>(d.dst) * n_];
   const int8_t* x = MatmulRows<int8_t>(d);
-  const auto* active = reinterpret_cast<const int8_t*>(active_.data());
+  const auto* active = reinterpret_cast<const int8_t*>(m.active.data());
   // Outside the box of non-zero weights every product is zero: the accumulators keep their
   // value (accumulate) or become zero (overwrite).
   if (!accumulate) {
     for (int64_t i = 0; i < rows; ++i) {
       int32_t* row = acc + i * n_;
-      std::fill(row, row + col_lo_, 0);
-      std::fill(row + col_hi_, row + n_, 0);
+      std::fill(row, row + m.col_lo, 0);
+      std::fill(row + m.col_hi, row + n_, 0);
     }
   }
-  const int64_t cols = col_hi_ - col_lo_, k = row_hi_ - row_lo_;
+  const int64_t cols = m.col_hi - m.col_lo, k = m.row_hi - m.row_lo;
   if (cols <= 0) {
     if (!accumulate)
       for (int64_t i = 0; i < rows; ++i) std::fill(acc + i * n_, acc + (i + 1) * n_, 0);
     return;
   }
   if (rows * cols * k < 4096) {
-    nn::GemmInt8(rows, cols, k, x + row_lo_, n_, &active[row_lo_ * n_ + col_lo_], n_, acc + col_lo_,
-                 n_, accumulate);
+    nn::GemmInt8(rows, cols, k, x + m.row_lo, n_, &active[m.row_lo * n_ + m.col_lo], n_,
+                 acc + m.col_lo, n_, accumulate);
   } else {
-    nn::GemmInt8F(rows, cols, k, x + row_lo_, n_,
-                  &active_f_[static_cast<size_t>(row_lo_ * n_ + col_lo_)], n_, acc + col_lo_, n_,
-                  accumulate);
+    nn::GemmInt8F(rows, cols, k, x + m.row_lo, n_,
+                  &m.active_f[static_cast<size_t>(m.row_lo * n_ + m.col_lo)], n_, acc + m.col_lo,
+                  n_, accumulate);
   }
 }
 
@@ -162,33 +173,35 @@ const T* ChipValues::MatmulRows(const Decoded& d) {
 // bf16: the tile's product in the array's order (nn::Bf16TileProductF, every row of the
 // array taking part); the accumulators store it, add it or keep the larger (matmul max).
 void ChipValues::MatmulBf16(const Decoded& d) {
+  Mxu& m = *mxus_[d.mxu];
   const int64_t rows = d.len, n = n_;
   const uint16_t* x = MatmulRows<uint16_t>(d);
-  auto* acc = reinterpret_cast<uint32_t*>(&acc_[static_cast<size_t>(d.dst) * n]);
+  auto* acc = reinterpret_cast<uint32_t*>(&m.acc[static_cast<size_t>(d.dst) * n]);
   if (!(d.flags & hw::kFlagMax)) {
-    nn::Bf16TileProductF(rows, n, n, n, x, n, active_f_.data(), n, acc, n,
+    nn::Bf16TileProductF(rows, n, n, n, x, n, m.active_f.data(), n, acc, n,
                          d.flags & hw::kFlagAccumulate);
     return;
   }
   product_.assign(static_cast<size_t>(rows * n), 0);
   auto* p = reinterpret_cast<uint32_t*>(product_.data());
-  nn::Bf16TileProductF(rows, n, n, n, x, n, active_f_.data(), n, p, n, /*accumulate=*/false);
+  nn::Bf16TileProductF(rows, n, n, n, x, n, m.active_f.data(), n, p, n, /*accumulate=*/false);
   for (int64_t i = 0; i < rows * n; ++i) acc[i] = nn::Fp32Max(acc[i], p[i]);
 }
 
 // matmul max: each accumulator keeps the larger of its value and the product's. The
 // product is the full tile's (zeros outside the box of non-zero weights included).
 void ChipValues::MatmulMax(const Decoded& d) {
+  Mxu& m = *mxus_[d.mxu];
   const int64_t rows = d.len, n = n_;
   const int8_t* x = MatmulRows<int8_t>(d);
   product_.assign(static_cast<size_t>(rows * n), 0);
-  const int64_t cols = col_hi_ - col_lo_, k = row_hi_ - row_lo_;
+  const int64_t cols = m.col_hi - m.col_lo, k = m.row_hi - m.row_lo;
   if (cols > 0) {
-    nn::GemmInt8F(rows, cols, k, x + row_lo_, n,
-                  &active_f_[static_cast<size_t>(row_lo_ * n + col_lo_)], n,
-                  product_.data() + col_lo_, n, /*accumulate=*/false);
+    nn::GemmInt8F(rows, cols, k, x + m.row_lo, n,
+                  &m.active_f[static_cast<size_t>(m.row_lo * n + m.col_lo)], n,
+                  product_.data() + m.col_lo, n, /*accumulate=*/false);
   }
-  int32_t* acc = &acc_[static_cast<size_t>(d.dst) * n];
+  int32_t* acc = &m.acc[static_cast<size_t>(d.dst) * n];
   for (int64_t i = 0; i < rows * n; ++i)
     acc[i] = std::max(acc[i], product_[static_cast<size_t>(i)]);
 }
@@ -238,6 +251,7 @@ void ChipValues::FormWindowRows(const Decoded& d, T pad_min) {
 }
 
 void ChipValues::Activate(const Decoded& d) {
+  Mxu& m = *mxus_[d.mxu];
   const int64_t n = n_;
   const uint8_t* set = ParamSet(d.param_set);
   const int64_t step = d.step;
@@ -260,7 +274,7 @@ void ChipValues::Activate(const Decoded& d) {
       live.push_back(static_cast<int32_t>(l));
     }
   }
-  const int32_t* acc = &acc_[static_cast<size_t>(d.src) * n];
+  const int32_t* acc = &m.acc[static_cast<size_t>(d.src) * n];
   int8_t* out = Ub<int8_t>(d.dst);
   auto requant = [&](const int32_t* row, int64_t l) {
     const auto sum =
@@ -330,6 +344,7 @@ void ChipValues::InResidualOrder(const Decoded& d,
 // residual add (nn::Bf16ResidualAdd). (The controller refuses tables and the residual
 // product on a bf16 chip.)
 void ChipValues::ActivateBf16(const Decoded& d) {
+  Mxu& m = *mxus_[d.mxu];
   const int64_t n = n_;
   const uint8_t* set = ParamSet(d.param_set);
   std::vector<uint32_t> bias(static_cast<size_t>(n)), hi(static_cast<size_t>(n));
@@ -338,7 +353,7 @@ void ChipValues::ActivateBf16(const Decoded& d) {
     hi[l] = Get32(set + (hw::kParamMultiplierByte * n + 4 * l));
   }
   const bool relu = d.flags & hw::kFlagRelu, avg = d.flags & hw::kFlagPoolAvg;
-  const auto* acc = reinterpret_cast<const uint32_t*>(&acc_[static_cast<size_t>(d.src) * n]);
+  const auto* acc = reinterpret_cast<const uint32_t*>(&m.acc[static_cast<size_t>(d.src) * n]);
   auto value = [&](const uint32_t* row, int64_t l) {
     return nn::Bf16Activate(nn::Fp32Add(row[l], bias[l]), relu, hi[l]);
   };

@@ -1,5 +1,6 @@
 // The data side of the fast engine: the chip's memories and what each instruction does to
-// them, applied in bulk when the instruction issues rather than row by row.
+// them, applied in bulk when the instruction issues rather than row by row. Each matrix unit
+// has its own accumulators, active tile and tile order.
 //
 // Why that is exact: the controller issues in program order and delays an instruction
 // while another unit still uses rows it reads or writes (docs/architecture.md), so every
@@ -56,8 +57,26 @@ class ChipValues {
   template <class T>
   void InResidualOrder(const Decoded& d, const std::function<void(uint32_t, const T*, T*)>& row);
 
-  // Loads the next tile from the FIFO's order into the active weights.
-  void SwitchTile();
+  // A matrix unit's values: its accumulators, its active tile and the tiles read_weights
+  // brought for it.
+  struct Mxu {
+    Mxu(uint64_t acc_values, size_t tile_bytes, size_t tile_values)
+        : acc(acc_values), active(tile_bytes, 0), active_f(tile_values, 0.0f) {}
+    ZeroedMemory<int32_t> acc;  // int32, or float32 bit patterns
+    // The active tile (row r multiplies activation lane r), as int8 and widened to float for
+    // the product, and the bounding box of its non-zero weights.
+    std::vector<uint8_t> active;  // N x N operands: int8, or bfloat16
+    std::vector<float> active_f;
+    int64_t row_lo = 0, row_hi = 0, col_lo = 0, col_hi = 0;
+    // Weight-memory addresses of the tiles read_weights brought this run, in FIFO order.
+    std::vector<uint64_t> tiles;
+    size_t next_tile = 0;
+    // Matmuls waiting for a tile that no read_weights has brought yet (and those after them).
+    std::deque<Decoded> waiting;
+  };
+
+  // Loads the next tile from the FIFO's order into unit m's active weights.
+  void SwitchTile(Mxu& m);
 
   // The bfloat16 chip's matmul, its matmul max and its float32 vector unit (docs/bf16.md).
   void MatmulBf16(const Decoded& d);
@@ -80,18 +99,8 @@ class ChipValues {
   ZeroedMemory<uint8_t>& host_;
   ZeroedMemory<uint8_t>& weight_;
   ZeroedMemory<uint8_t> ub_;
-  ZeroedMemory<int32_t> acc_;  // int32, or float32 bit patterns
   std::vector<uint8_t> params_;
-  // The active tile (row r multiplies activation lane r), as int8 and widened to float for
-  // the product, and the bounding box of its non-zero weights.
-  std::vector<uint8_t> active_;  // N x N operands: int8, or bfloat16
-  std::vector<float> active_f_;
-  int64_t row_lo_ = 0, row_hi_ = 0, col_lo_ = 0, col_hi_ = 0;
-  // Weight-memory addresses of the tiles read_weights brought this run, in FIFO order.
-  std::vector<uint64_t> tiles_;
-  size_t next_tile_ = 0;
-  // Matmuls waiting for a tile that no read_weights has brought yet (and those after them).
-  std::deque<Decoded> waiting_;
+  std::vector<std::unique_ptr<Mxu>> mxus_;  // one per matrix unit
   // Rows formed by the window stage or gathered with a stride, for the product (operands).
   std::vector<uint8_t> formed_;
   std::vector<int32_t> product_;  // matmul max: the product before the comparison

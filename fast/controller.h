@@ -1,10 +1,12 @@
 // The fast engine's controller, register for register as rtl/tpu_controller.sv: the
 // instruction queue, the issue stage (the decoded instruction's checks, its unit's
 // busy bit, and the interlocks on the rows the busy units use) and the footprints it
-// keeps for them, including the accumulator rows of matmuls still draining from the array.
+// keeps for them, including the accumulator rows of matmuls still draining from the array
+// (per matrix unit: each has its own feeder and accumulators).
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -29,9 +31,14 @@ enum IssueState : uint8_t {
   kHalted = static_cast<uint8_t>(hw::Issue::kHalted),
 };
 
-// Which units have work this cycle (unit_busy_o; the feeder is the matrix unit's issue side).
+// The most matrix units a core has (the contract's mxus_per_core).
+inline constexpr int kMaxMxus = 4;
+
+// Which units have work this cycle (unit_busy_o; a feeder is its matrix unit's issue side,
+// bit m of `feeders` matrix unit m's; `matrix`: any matrix unit).
 struct UnitsBusy {
-  bool host_dma = false, weight_dma = false, feeder = false, matrix = false, activate = false;
+  bool host_dma = false, weight_dma = false, matrix = false, activate = false;
+  uint8_t feeders = 0;
   uint8_t Bits() const {
     return static_cast<uint8_t>((host_dma << hw::kUnitHostDma) |
                                 (weight_dma << hw::kUnitWeightDma) | (matrix << hw::kUnitMatrix) |
@@ -58,7 +65,9 @@ class Controller {
   uint64_t Retired() const { return retired_; }
   uint64_t Fed() const { return fed_; }
   uint64_t Queued() const { return fed_ - retired_; }
-  bool Draining() const { return drain_left_ != 0; }
+  bool Draining() const {
+    return std::any_of(drain_left_.begin(), drain_left_.end(), [](uint64_t d) { return d != 0; });
+  }
   bool ProgressQ() const { return progress_q_; }
   uint8_t IssueQ() const { return issue_q_; }
 
@@ -87,7 +96,7 @@ class Controller {
     } else if (s.d->barrier) {  // waiting for the other cores counts as a drain
       s.go = AtBarrier(prog, busy) && (s.d->cores & ~arrived) == 0;
       s.issue = s.go ? kFire : kDrain;
-    } else if (UnitBusy(s.d->unit, busy)) {
+    } else if (UnitBusy(*s.d, busy)) {
       s.issue = kUnitBusy;
     } else {
       s.issue = Hazard(*s.d, busy);
@@ -97,8 +106,9 @@ class Controller {
   }
 
   // The clock edge: the decision taken, an instruction pushed into the queue, the last
-  // row of a matmul entering the array, and whether anything moved this cycle.
-  void Edge(const Decision& s, bool push, bool matmul_done, uint64_t n, bool progress) {
+  // row of a matmul entering each matrix unit's array (bit m: unit m), and whether anything
+  // moved this cycle.
+  void Edge(const Decision& s, bool push, uint8_t matmul_done, uint64_t n, bool progress) {
     if (s.d != nullptr && s.d->check != hw::Status::kOk) {
       halted_ = true;
       status_ = s.d->check;
@@ -108,34 +118,39 @@ class Controller {
       if (s.d->op == static_cast<uint8_t>(hw::Opcode::kHalt)) halted_ = true;
       if (s.Starts(hw::kUnitHostDma)) hdma_fp_ = s.d->fp;
       if (s.Starts(hw::kUnitActivate)) act_fp_ = s.d->fp;
-      if (s.Starts(hw::kUnitMatrix)) mxu_fp_ = s.d->fp;
       ++retired_;
     }
     if (push) ++fed_;
-    // The drain footprint: a matmul's accumulator rows after its last row entered.
-    if (matmul_done) {
-      Footprint nd;
-      nd.acc_use = nd.acc_wr = true;
-      nd.acc_lo = drain_left_ != 0 ? std::min(drain_fp_.acc_lo, mxu_fp_.acc_lo) : mxu_fp_.acc_lo;
-      nd.acc_hi = drain_left_ != 0 ? std::max(drain_fp_.acc_hi, mxu_fp_.acc_hi) : mxu_fp_.acc_hi;
-      drain_fp_ = nd;
-      drain_left_ = 2 * n;
-    } else if (drain_left_ != 0) {
-      --drain_left_;
+    // Per matrix unit, the drain footprint: a matmul's accumulator rows after its last row
+    // entered (the footprint it had before a matmul issuing now takes its place).
+    for (size_t m = 0; m < drain_left_.size(); ++m) {
+      const Footprint& mf = mxu_fp_[m];
+      if (matmul_done >> m & 1) {
+        Footprint nd;
+        nd.acc_use = nd.acc_wr = true;
+        nd.acc_mxu = mf.acc_mxu;
+        nd.acc_lo = drain_left_[m] != 0 ? std::min(drain_fp_[m].acc_lo, mf.acc_lo) : mf.acc_lo;
+        nd.acc_hi = drain_left_[m] != 0 ? std::max(drain_fp_[m].acc_hi, mf.acc_hi) : mf.acc_hi;
+        drain_fp_[m] = nd;
+        drain_left_[m] = 2 * n;
+      } else if (drain_left_[m] != 0) {
+        --drain_left_[m];
+      }
     }
+    if (s.Starts(hw::kUnitMatrix)) mxu_fp_[s.d->mxu] = s.d->fp;
     progress_q_ = progress;
     issue_q_ = s.issue;
   }
 
  private:
-  static bool UnitBusy(int unit, const UnitsBusy& b) {
-    switch (unit) {
+  static bool UnitBusy(const Decoded& d, const UnitsBusy& b) {
+    switch (d.unit) {
       case hw::kUnitHostDma:
         return b.host_dma;
       case hw::kUnitWeightDma:
         return b.weight_dma;
       case hw::kUnitMatrix:
-        return b.feeder;
+        return (b.feeders >> d.mxu & 1) != 0;
       case hw::kUnitActivate:
         return b.activate;
       default:
@@ -157,7 +172,7 @@ class Controller {
         ub = true;
       if (f.ub_use && f.ub_wr && u.ub2_use && Overlaps(f.ub_lo, f.ub_hi, u.ub2_lo, u.ub2_hi))
         ub = true;
-      if (f.acc_use && u.acc_use && (f.acc_wr || u.acc_wr) &&
+      if (f.acc_use && u.acc_use && (f.acc_wr || u.acc_wr) && f.acc_mxu == u.acc_mxu &&
           Overlaps(f.acc_lo, f.acc_hi, u.acc_lo, u.acc_hi))
         acc = true;
       if (f.par_use && u.par_use && (f.par_wr || u.par_wr) &&
@@ -166,18 +181,25 @@ class Controller {
     };
     if (busy.host_dma) check(hdma_fp_);
     if (busy.activate) check(act_fp_);
-    // A unit's own matmuls run in order.
-    if (busy.feeder && d.unit != hw::kUnitMatrix) check(mxu_fp_);
-    if (drain_left_ != 0 && d.unit != hw::kUnitMatrix) check(drain_fp_);
+    // A unit's own matmuls run in order; a matmul and another matrix unit's footprint share
+    // no accumulators and both only read the unified buffer.
+    if (d.unit != hw::kUnitMatrix) {
+      for (size_t m = 0; m < drain_left_.size(); ++m) {
+        if (busy.feeders >> m & 1) check(mxu_fp_[m]);
+        if (drain_left_[m] != 0) check(drain_fp_[m]);
+      }
+    }
     return ub ? kUbHazard : acc ? kAccHazard : par ? kParamHazard : kFire;
   }
 
   bool halted_ = false;
   hw::Status status_ = hw::Status::kOk;
   uint64_t error_pc_ = 0, retired_ = 0, fed_ = 0;
-  Footprint hdma_fp_, act_fp_, mxu_fp_;
-  Footprint drain_fp_;  // the accumulator rows of matmuls whose last row is in the array
-  uint64_t drain_left_ = 0;
+  Footprint hdma_fp_, act_fp_;
+  std::array<Footprint, kMaxMxus> mxu_fp_;
+  // Per matrix unit, the accumulator rows of matmuls whose last row is in the array.
+  std::array<Footprint, kMaxMxus> drain_fp_;
+  std::array<uint64_t, kMaxMxus> drain_left_ = {};
   bool progress_q_ = false;  // rtl/tpu_top.sv's progress register
   uint8_t issue_q_ = kWait;
 };

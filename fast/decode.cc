@@ -13,8 +13,17 @@ using hw::Status;
 // The sizes the checks compare against: N, the memories in bytes, the buffers in rows, a
 // row's bytes and a parameter set's rows.
 struct Sizes {
-  uint64_t n, host, weight, ub, acc, sets, row, param_rows;
+  uint64_t n, host, weight, ub, acc, sets, row, param_rows, mxus;
 };
+
+// mxu= sits at the same bits of read_weights, matmul and activate (rtl/tpu_controller.sv).
+constexpr uint8_t kMxuBits = static_cast<uint8_t>(hw::kOpdMatmulMxu.Max() << hw::kOpdMatmulMxu.lsb);
+
+// Reads mxu= into d.mxu and tells whether it is past the core's last matrix unit.
+bool MxuBad(Decoded& d, const Sizes& s) {
+  d.mxu = static_cast<uint8_t>(hw::kOpdMatmulMxu.Get(d.flags));
+  return d.mxu >= s.mxus;
+}
 
 Status Range(uint64_t start, uint64_t count, uint64_t size) {
   if (start >= size) return Status::kAddressOutOfRange;
@@ -103,7 +112,7 @@ void ReadHost(Decoded& d, const Sizes& s) {
 
 void ReadWeights(Decoded& d, const Sizes& s) {
   d.weight_addr = uint64_t{hw::kOpdReadWeightsAddrHi.Get(d.aux)} << 32 | d.src;
-  if (d.flags != 0 || d.len == 0 ||
+  if ((d.flags & ~kMxuBits) != 0 || MxuBad(d, s) || d.len == 0 ||
       (d.aux >> (hw::kOpdReadWeightsAddrHi.lsb + hw::kOpdReadWeightsAddrHi.bits)) != 0)
     d.check = Status::kBadOperand;
   else
@@ -119,8 +128,9 @@ void Matmul(Decoded& d, const Sizes& s, const Window& window) {
   d.step = win || hw::kOpdMatmulStride.Get(d.aux) == 0 ? 1 : hw::kOpdMatmulStride.Get(d.aux);
   d.window = window;
   const uint64_t len = d.len, rows = win ? window.Rows(s.n) : (len - 1) * d.step + 1;
-  if ((f & ~(hw::kFlagAccumulate | hw::kFlagSwitch | hw::kFlagWindow | hw::kFlagMax)) != 0 ||
-      ((f & hw::kFlagMax) && (f & hw::kFlagAccumulate)) || len == 0 ||
+  if ((f & ~(hw::kFlagAccumulate | hw::kFlagSwitch | hw::kFlagWindow | hw::kFlagMax | kMxuBits)) !=
+          0 ||
+      MxuBad(d, s) || ((f & hw::kFlagMax) && (f & hw::kFlagAccumulate)) || len == 0 ||
       (!win && (d.aux >> hw::kOpdMatmulStride.bits) != 0)) {
     d.check = Status::kBadOperand;
   } else if (win &&
@@ -134,6 +144,7 @@ void Matmul(Decoded& d, const Sizes& s, const Window& window) {
   fp.ub_lo = d.src;
   fp.ub_hi = static_cast<uint32_t>(d.src + rows);
   fp.acc_use = fp.acc_wr = true;
+  fp.acc_mxu = d.mxu;
   fp.acc_lo = d.dst;
   fp.acc_hi = static_cast<uint32_t>(d.dst + len);
   d.unit = hw::kUnitMatrix;
@@ -147,8 +158,8 @@ void Activate(Decoded& d, const Sizes& s, const Residual& residual) {
   const bool res = f & hw::kFlagResidual;
   d.residual = residual;
   if ((f & ~(hw::kFlagRelu | hw::kFlagPoolAvg | hw::kFlagPoolMax | hw::kFlagResidual |
-             hw::kFlagSigmoid | hw::kFlagTanh)) != 0 ||
-      ((f & hw::kFlagPoolAvg) && (f & hw::kFlagPoolMax)) ||
+             hw::kFlagSigmoid | hw::kFlagTanh | kMxuBits)) != 0 ||
+      MxuBad(d, s) || ((f & hw::kFlagPoolAvg) && (f & hw::kFlagPoolMax)) ||
       ((f & hw::kFlagSigmoid) && (f & hw::kFlagTanh)) || len == 0 || (d.pooled && (len & 3) != 0) ||
       (res && (d.pooled || !residual.valid))) {
     d.check = Status::kBadOperand;
@@ -162,6 +173,7 @@ void Activate(Decoded& d, const Sizes& s, const Residual& residual) {
   fp.ub2_lo = residual.ub;
   fp.ub2_hi = static_cast<uint32_t>(residual.ub + span);
   fp.acc_use = true;
+  fp.acc_mxu = d.mxu;
   fp.acc_lo = d.src;
   fp.acc_hi = static_cast<uint32_t>(d.src + len);
   fp.ub_use = fp.ub_wr = true;
@@ -231,7 +243,8 @@ Decoded Decode(const uint8_t* w, const ChipParams& p, Registers& regs) {
                 static_cast<uint64_t>(p.acc_depth_rows),
                 static_cast<uint64_t>(p.param_sets),
                 static_cast<uint64_t>(hw::RowBytes(p)),
-                static_cast<uint64_t>(hw::ParamRows(hw::ElementBytes(p.dtype)))};
+                static_cast<uint64_t>(hw::ParamRows(hw::ElementBytes(p.dtype))),
+                static_cast<uint64_t>(p.mxus_per_core)};
   const bool chip_bf16 = p.dtype == hw::Dtype::kBf16;
   switch (static_cast<Opcode>(d.op)) {
     case Opcode::kNop:

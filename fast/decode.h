@@ -16,6 +16,7 @@ struct Footprint {
   bool ub2_use = false;
   uint32_t ub2_lo = 0, ub2_hi = 0;
   bool acc_use = false, acc_wr = false;
+  uint8_t acc_mxu = 0;  // whose accumulators
   uint32_t acc_lo = 0, acc_hi = 0;
   bool par_use = false, par_wr = false;
   uint32_t par_lo = 0, par_hi = 0;
@@ -42,6 +43,7 @@ struct Residual {
 
 struct Decoded {
   uint8_t op = 0, flags = 0;
+  uint8_t mxu = 0;  // read_weights, matmul, activate: the matrix unit (mxu=)
   uint32_t len = 0, src = 0, dst = 0, aux = 0;
   uint64_t weight_addr = 0;            // read_weights: the 48-bit address (src, aux bits 0-15)
   hw::Status check = hw::Status::kOk;  // what the controller's checks say

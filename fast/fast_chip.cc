@@ -26,30 +26,51 @@ void CheckParams(const ChipParams& p) {
   if (p.iq_depth < 1) throw std::invalid_argument("iq_depth must be at least 1");
 }
 
+// A matrix unit with what only it uses: its weight FIFO and its feeder (rtl/tpu_top.sv g_mxu).
+struct Lane {
+  Lane(uint32_t fifo_rows, uint64_t n) : fifo(fifo_rows), mxu(n) {}
+  WeightFifo fifo;
+  Feeder feed;
+  MatrixUnit mxu;
+};
+
 // The chip's units as they are after reset.
 struct Units {
   explicit Units(const ChipParams& p)
-      : fifo(static_cast<uint32_t>(p.weight_fifo_tiles) * static_cast<uint32_t>(p.array_dim)),
-        mxu(static_cast<uint64_t>(p.array_dim)),
-        row_bytes(static_cast<uint32_t>(hw::RowBytes(p))),
-        param_rows(static_cast<uint32_t>(hw::ParamRows(hw::ElementBytes(p.dtype)))) {}
+      : row_bytes(static_cast<uint32_t>(hw::RowBytes(p))),
+        param_rows(static_cast<uint32_t>(hw::ParamRows(hw::ElementBytes(p.dtype)))) {
+    const auto n = static_cast<uint32_t>(p.array_dim);
+    for (int m = 0; m < p.mxus_per_core; ++m)
+      lanes.emplace_back(static_cast<uint32_t>(p.weight_fifo_tiles) * n, n);
+  }
   UnitsBusy Busy() const {
     UnitsBusy b;
     b.host_dma = hdma.Busy();
     b.weight_dma = wdma.Busy();
-    b.feeder = feed.Busy();
-    b.matrix = b.feeder || mxu.InFlight();
+    for (size_t m = 0; m < lanes.size(); ++m) {
+      const Lane& l = lanes[m];
+      b.feeders |= static_cast<uint8_t>(l.feed.Busy() << m);
+      b.matrix = b.matrix || l.feed.Busy() || l.mxu.InFlight();
+    }
     b.activate = act.Busy();
     return b;
   }
+  // The FIFO the weight DMA fills: its read_weights' matrix unit's.
+  const WeightFifo& DmaFifo() const { return lanes[wdma_mxu].fifo; }
   Controller ctl;
   HostDma hdma;
   WeightDma wdma;
-  WeightFifo fifo;
-  Feeder feed;
-  MatrixUnit mxu;
+  std::vector<Lane> lanes;
   ActivateUnit act;
-  uint32_t row_bytes, param_rows;  // a row's bytes, a parameter set's rows
+  uint8_t wdma_mxu = 0, act_mxu = 0;  // the matrix units of the last read_weights, activate
+  uint32_t row_bytes, param_rows;     // a row's bytes, a parameter set's rows
+};
+
+// A matrix unit's signals in a cycle (rtl/tpu_top.sv g_mxu).
+struct LaneCycle {
+  bool a_fire = false, a_last = false, switch_fire = false, load = false;
+  bool f_rd = false, out = false, wait = false;
+  uint8_t mxu_cycle = hw::kMxuIdle;  // what it did (hw::MxuCycle)
 };
 
 // One cycle before its clock edge: what the ports did, what the issue stage decided, and
@@ -64,10 +85,17 @@ struct Cycle {
   Controller::Decision issue;
   HostDma::Signals h;
   bool w_take = false, fifo_full = false;
-  bool a_fire = false, a_last = false, switch_fire = false, load = false;
-  bool f_rd = false, out = false;
+  std::array<LaneCycle, kMaxMxus> lane;
+  int lanes = 1;
   bool acc_rd = false, vpu_in = false, vpu_out = false, res_read = false;
-  uint8_t mxu_cycle = hw::kMxuIdle;  // what the matrix unit did (hw::MxuCycle)
+  uint8_t mxu_cycle = hw::kMxuIdle;  // what the matrix units did: the first of theirs
+  // How many matrix units did `what` this cycle.
+  template <class F>
+  uint64_t Lanes(F what) const {
+    uint64_t k = 0;
+    for (int m = 0; m < lanes; ++m) k += what(lane[static_cast<size_t>(m)]);
+    return k;
+  }
 
   bool HostStall() const { return hm_valid && !hm_ready; }
   bool WeightStall() const { return wm_valid && !wm_ready; }
@@ -79,8 +107,10 @@ struct Cycle {
   }
   // rtl/tpu_top.sv's progress: anything fired or moved.
   bool Progress() const {
-    return issue.issue == kFire || push || hm_fire || hm_resp || wm_fire || wm_resp || a_fire ||
-           load || out || acc_rd || vpu_out;
+    const uint64_t lanes_moved =
+        Lanes([](const LaneCycle& l) { return l.a_fire || l.load || l.out; });
+    return issue.issue == kFire || push || hm_fire || hm_resp || wm_fire || wm_resp ||
+           lanes_moved != 0 || acc_rd || vpu_out;
   }
   // n: the array size; row: a row's bytes.
   void Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const;
@@ -108,19 +138,22 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
   cnt[hw::kCounterWeightDmaStallFifoFull] += k * fifo_full;
   cnt[hw::kCounterHostMemStall] += k * HostStall();
   cnt[hw::kCounterWeightMemStall] += k * WeightStall();
-  cnt[hw::kCounterUbReads] +=
-      k * (uint64_t{f_rd && !issue.Starts(hw::kUnitMatrix)} + h.ub_read + res_read);
+  // A feeder's read in the cycle its matmul starts reads nothing (rtl/tpu_mxu_feeder.sv).
+  const int starting = issue.Starts(hw::kUnitMatrix) ? issue.d->mxu : -1;
+  uint64_t f_reads = 0;
+  for (int m = 0; m < lanes; ++m) f_reads += lane[static_cast<size_t>(m)].f_rd && m != starting;
+  cnt[hw::kCounterUbReads] += k * (f_reads + h.ub_read + res_read);
   cnt[hw::kCounterUbWrites] += k * (uint64_t{h.resp_take && !host_params} + vpu_out);
   cnt[hw::kCounterAccReads] += k * acc_rd;
-  cnt[hw::kCounterAccWrites] += k * out;
+  cnt[hw::kCounterAccWrites] += k * Lanes([](const LaneCycle& l) { return l.out; });
   cnt[hw::kCounterWeightFifoPushes] += k * w_take;
-  cnt[hw::kCounterWeightFifoPops] += k * load;
-  cnt[hw::kCounterWeightTiles] += k * switch_fire;
+  cnt[hw::kCounterWeightFifoPops] += k * Lanes([](const LaneCycle& l) { return l.load; });
+  cnt[hw::kCounterWeightTiles] += k * Lanes([](const LaneCycle& l) { return l.switch_fire; });
   cnt[hw::kCounterParamWrites] += k * (h.resp_take && host_params);
   cnt[hw::kCounterHostBytesRead] += k * (hm_fire && !host_write ? row : 0);
   cnt[hw::kCounterHostBytesWritten] += k * (hm_fire && host_write ? row : 0);
   cnt[hw::kCounterWeightBytesRead] += k * (wm_fire ? row : 0);
-  cnt[hw::kCounterMacs] += k * (a_fire ? n * n : 0);
+  cnt[hw::kCounterMacs] += k * n * n * Lanes([](const LaneCycle& l) { return l.a_fire; });
   cnt[hw::kCounterVpuRowsIn] += k * vpu_in;
   cnt[hw::kCounterVpuRowsOut] += k * vpu_out;
 }
@@ -149,8 +182,9 @@ Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* va
     c.moved = true;
   }
   c.hm_resp = a.hm_resp;
-  c.fifo_full = u.wdma.FifoFull(u.fifo);
-  c.wm_valid = u.wdma.ReqValid(u.fifo);
+  c.lanes = static_cast<int>(u.lanes.size());
+  c.fifo_full = u.wdma.FifoFull(u.DmaFifo());
+  c.wm_valid = u.wdma.ReqValid(u.DmaFifo());
   c.wm_ready = a.wm_ready;
   c.wm_fire = c.wm_valid && c.wm_ready;
   c.moved = c.moved || c.wm_fire;
@@ -165,18 +199,25 @@ Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* va
 void Signals(const Units& u, uint64_t cycle, Cycle* c) {
   c->h = u.hdma.Cycle(c->hm_fire, c->hm_resp);
   c->w_take = u.wdma.Take(c->wm_resp);
-  const bool a_valid = u.feed.Valid(), a_switch = u.feed.Switch();
-  c->a_last = u.feed.Last();
-  c->a_fire = a_valid && (!a_switch || u.mxu.ShadowFull());
-  c->switch_fire = c->a_fire && a_switch;
-  c->load = u.fifo.NotEmpty() && u.mxu.WeightReady(c->switch_fire);
-  c->f_rd = u.feed.Read(c->a_fire);
-  c->mxu_cycle = c->a_fire          ? hw::kMxuStream
-                 : c->load          ? hw::kMxuLoad
-                 : a_valid          ? hw::kMxuStall
-                 : u.mxu.InFlight() ? hw::kMxuDrain
-                                    : hw::kMxuIdle;
-  c->out = u.mxu.Out(cycle);
+  c->mxu_cycle = hw::kMxuIdle;
+  for (size_t m = 0; m < u.lanes.size(); ++m) {
+    const Lane& l = u.lanes[m];
+    LaneCycle& lc = c->lane[m];
+    const bool a_valid = l.feed.Valid(), a_switch = l.feed.Switch();
+    lc.a_last = l.feed.Last();
+    lc.a_fire = a_valid && (!a_switch || l.mxu.ShadowFull());
+    lc.wait = a_valid && !lc.a_fire;
+    lc.switch_fire = lc.a_fire && a_switch;
+    lc.load = l.fifo.NotEmpty() && l.mxu.WeightReady(lc.switch_fire);
+    lc.f_rd = l.feed.Read(lc.a_fire);
+    lc.mxu_cycle = lc.a_fire          ? hw::kMxuStream
+                   : lc.load          ? hw::kMxuLoad
+                   : a_valid          ? hw::kMxuStall
+                   : l.mxu.InFlight() ? hw::kMxuDrain
+                                      : hw::kMxuIdle;
+    c->mxu_cycle = std::min(c->mxu_cycle, lc.mxu_cycle);
+    lc.out = l.mxu.Out(cycle);
+  }
   c->acc_rd = u.act.AccRead(c->issue.Starts(hw::kUnitActivate));
   c->vpu_in = u.act.RowIn();
   c->vpu_out = u.act.Out();
@@ -189,12 +230,22 @@ void Edge(Units& u, const Cycle& c, uint64_t cycle, uint64_t n, ChipValues* valu
   const Controller::Decision& s = c.issue;
   if (s.go && values) values->Issue(*s.d);
   auto start = [&s](int unit) { return s.Starts(unit) ? s.d : nullptr; };
-  u.ctl.Edge(s, c.push, c.a_fire && c.a_last, n, c.Progress());
+  uint8_t last = 0;
+  for (size_t m = 0; m < u.lanes.size(); ++m)
+    last |= static_cast<uint8_t>((c.lane[m].a_fire && c.lane[m].a_last) << m);
+  u.ctl.Edge(s, c.push, last, n, c.Progress());
   u.hdma.Edge(start(hw::kUnitHostDma), c.h, c.hm_fire, u.row_bytes, u.param_rows);
   u.wdma.Edge(start(hw::kUnitWeightDma), c.wm_fire, c.w_take, static_cast<uint32_t>(n));
-  u.fifo.Edge(c.w_take, c.load);
-  u.feed.Edge(start(hw::kUnitMatrix), c.f_rd, c.a_fire);
-  u.mxu.Edge(cycle, c.load, c.switch_fire, c.out, c.a_fire);
+  for (size_t m = 0; m < u.lanes.size(); ++m) {
+    Lane& l = u.lanes[m];
+    const LaneCycle& lc = c.lane[m];
+    const Decoded* feed = start(hw::kUnitMatrix);
+    l.fifo.Edge(c.w_take && u.wdma_mxu == m, lc.load);
+    l.feed.Edge(feed && feed->mxu == m ? feed : nullptr, lc.f_rd, lc.a_fire);
+    l.mxu.Edge(cycle, lc.load, lc.switch_fire, lc.out, lc.a_fire);
+  }
+  if (s.Starts(hw::kUnitWeightDma)) u.wdma_mxu = s.d->mxu;
+  if (s.Starts(hw::kUnitActivate)) u.act_mxu = s.d->mxu;
   u.act.Edge(start(hw::kUnitActivate), c.acc_rd, c.vpu_out);
 }
 
@@ -206,7 +257,9 @@ sim::StallInfo Stuck(const Units& u, const UnitsBusy& busy, const uint8_t* words
   st.opcode = u.ctl.Retired() < u.ctl.Fed() ? words[hw::kInstructionBytes * u.ctl.Retired()] : -1;
   st.issue = u.ctl.IssueQ();
   st.busy = busy.Bits();
-  st.wait_weights = u.feed.Switch() && !u.mxu.ShadowFull();
+  st.wait_weights = false;
+  for (const Lane& l : u.lanes)
+    st.wait_weights = st.wait_weights || (l.feed.Switch() && !l.mxu.ShadowFull());
   return st;
 }
 
@@ -217,8 +270,11 @@ bool Steady(const Units& u, const Cycle& c) {
   // An instruction failing its checks halts the chip at this edge; a halted controller
   // stays so.
   return !c.Progress() && !u.ctl.ProgressQ() && u.ctl.IssueQ() == c.issue.issue &&
-         !u.ctl.Draining() && !c.h.ub_read && !u.hdma.RowsPending() && !c.f_rd &&
-         !u.feed.Pending() && u.act.PipeEmpty() && (c.issue.issue != kHalted || u.ctl.Halted());
+         !u.ctl.Draining() && !c.h.ub_read && !u.hdma.RowsPending() &&
+         c.Lanes([](const LaneCycle& l) { return l.f_rd; }) == 0 &&
+         std::none_of(u.lanes.begin(), u.lanes.end(),
+                      [](const Lane& l) { return l.feed.Pending(); }) &&
+         u.act.PipeEmpty() && (c.issue.issue != kHalted || u.ctl.Halted());
 }
 
 }  // namespace
@@ -315,7 +371,7 @@ bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_
   for (size_t i = 0; i < cores->size(); ++i) {
     const Units& u = (*cores)[i].u;
     host_valid |= uint32_t{u.hdma.ReqValid()} << i;
-    weight_valid |= uint32_t{u.wdma.ReqValid(u.fifo)} << i;
+    weight_valid |= uint32_t{u.wdma.ReqValid(u.DmaFifo())} << i;
   }
   const int hg = host_arb->Grant(host_valid);
   const bool h_ready = host_.Ready(cycle);
@@ -417,7 +473,8 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
     if (steady) {
       uint64_t next = std::min(
           {host_.NextEvent(cycle), weight_.NextEvent(cycle), cycle + (o.watchdog_cycles - quiet)});
-      for (const Core& k : cores) next = std::min(next, k.u.mxu.NextOut());
+      for (const Core& k : cores)
+        for (const Lane& l : k.u.lanes) next = std::min(next, l.mxu.NextOut());
       if (next > cycle + 1 && next != kNever) {
         const uint64_t skip = next - cycle - 1;  // cycles cycle+1 .. next-1 repeat this one
         for (size_t i = 0; i < cores.size(); ++i) {

@@ -1,5 +1,5 @@
 // A chip of Cores cores (tpu_top each: its own controller and instruction stream, unified
-// buffer, weight FIFO, matrix unit, accumulators and vector unit) that share the two
+// buffer, Mxus matrix units with their weight FIFOs and accumulators, and vector unit) that share the two
 // external memories. The host link has one port, and a round-robin arbiter
 // (tpu_mem_arbiter) gives it to one core's request per cycle: requests leave tagged with
 // their core; read rows come back with the tag and go to that core alone, the data wired to
@@ -27,6 +27,7 @@ module tpu_chip
   parameter int unsigned ParamSets = 32,
   parameter int unsigned IqDepth = 16,
   parameter bit          CompactArray = 1'b0,
+  parameter int unsigned Mxus = 1,          // matrix units per core, 1 .. 4
   localparam int unsigned RowWidth = ArrayDim * InputWidth,
   localparam int unsigned IdWidth = (Cores > 1) ? $clog2(Cores) : 1
 ) (
@@ -98,6 +99,7 @@ module tpu_chip
       .ParamSets   (ParamSets),
       .IqDepth     (IqDepth),
       .CompactArray(CompactArray),
+      .Mxus        (Mxus),
       .Cores       (Cores),
       .CoreId      (c)
     ) u_core (

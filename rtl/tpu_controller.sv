@@ -12,6 +12,10 @@
 // while the previous tile is activated) and nobody ever reads stale data. The matrix
 // unit counts as busy until its last row has landed in the accumulators.
 //
+// A core of several matrix units (Mxus) keeps a feeder footprint and a drain footprint per
+// unit: `read_weights`, `matmul` and `activate` name theirs (mxu=), a matmul issues when its
+// own feeder is free, and accumulator rows overlap only within one unit's accumulators.
+//
 // On a chip of several cores (tpu_chip) a `barrier` waits like `sync` and then until every
 // core of its mask waits at a barrier too or has halted (arrived_i, one bit per core of
 // the chip; this core's own bit is its at_barrier_o); the waiting cores see the same
@@ -26,6 +30,7 @@ module tpu_controller
   parameter int unsigned AccDepth = 1024,
   parameter int unsigned ParamSets = 8,
   parameter int unsigned IqDepth = 16,
+  parameter int unsigned Mxus = 1,    // matrix units, 1 .. 4 (each its own feeder)
   parameter int unsigned Cores = 1,   // cores on the chip: a barrier's mask has Cores bits
   parameter int unsigned CoreId = 0   // this core's bit of a barrier's mask
 ) (
@@ -41,9 +46,11 @@ module tpu_controller
   // unit status
   input  logic        hdma_busy_i,
   input  logic        wdma_busy_i,
-  input  logic        feed_busy_i,  // matrix feeder still has rows to hand over
-  input  logic        mxu_busy_i,   // ... or rows are still in the matrix unit
-  input  logic        mxu_last_i,   // the last row of a matmul entered the array
+  // per matrix unit: its feeder still has rows to hand over; ... or rows are still in the
+  // unit; the last row of a matmul entered its array
+  input  logic [Mxus-1:0] feed_busy_i,
+  input  logic [Mxus-1:0] mxu_busy_i,
+  input  logic [Mxus-1:0] mxu_last_i,
   input  logic        act_busy_i,
   // barriers: which cores of the chip wait at a barrier or have halted (bit c: core c)
   input  logic [15:0] arrived_i,
@@ -54,7 +61,7 @@ module tpu_controller
   output residual_t   residual_o,  // the residual set by the last set_residual (the VPU's)
   output logic        hdma_start_o,
   output logic        wdma_start_o,
-  output logic        feed_start_o,
+  output logic        feed_start_o,  // the matmul's unit: its mxu= (cmd_o)
   output logic        act_start_o,
   // status
   output logic        halted_o,
@@ -95,6 +102,7 @@ module tpu_controller
     logic        ub2_use;
     logic [31:0] ub2_lo, ub2_hi;
     logic        acc_use, acc_wr;
+    logic [1:0]  acc_mxu;  // whose accumulators
     logic [31:0] acc_lo, acc_hi;
     logic        par_use, par_wr;
     logic [31:0] par_lo, par_hi;
@@ -121,6 +129,9 @@ module tpu_controller
   localparam logic [63:0] RowBytes = 64'(ArrayDim * InputWidth / 8);
 
   logic [7:0]  op, flags;
+  logic [1:0]  mxu;       // read_weights, matmul, activate: the matrix unit (mxu=)
+  logic        mxu_bad;   // ... past the core's last
+  logic [7:0]  mxu_bits;  // the flag bits that hold it
   logic [63:0] len, src, dst, aux, out_rows, wm_addr;
   logic        pooled;
   status_e     check;
@@ -204,6 +215,10 @@ module tpu_controller
   assign dst    = 64'(head.dst);
   assign aux    = 64'(head.aux);
   assign pooled = flags[FlagPoolAvg] || flags[FlagPoolMax];
+  // mxu= sits at the same bits of read_weights, matmul and activate.
+  assign mxu_bits = 8'(((1 << OpdMatmulMxuBits) - 1) << OpdMatmulMxuLsb);
+  assign mxu      = flags[OpdMatmulMxuLsb+:OpdMatmulMxuBits];
+  assign mxu_bad  = 32'(mxu) >= Mxus;
   assign out_rows = pooled ? len >> 2 : len;
   // read_weights: the weight-memory address, bits 32-47 from aux.
   assign wm_addr  = {16'd0, aux[OpdReadWeightsAddrHiLsb+:OpdReadWeightsAddrHiBits], src[31:0]};
@@ -250,14 +265,14 @@ module tpu_controller
         fp.par_hi  = 32'(dst + len);
       end
       OpReadWeights: begin
-        if (flags != '0 || len == '0 ||
+        if ((flags & ~mxu_bits) != '0 || mxu_bad || len == '0 ||
             (aux >> (OpdReadWeightsAddrHiLsb + OpdReadWeightsAddrHiBits)) != '0)
           check = StatusBadOperand;
         else check = range_check(wm_addr, len * N * RowBytes, wm_size_i);
       end
       OpMatmul: begin
-        if ((flags & ~8'((1 << FlagAccumulate) | (1 << FlagSwitch) | (1 << FlagWindow) |
-                         (1 << FlagMax))) != '0 ||
+        if ((flags & ~(8'((1 << FlagAccumulate) | (1 << FlagSwitch) | (1 << FlagWindow) |
+                          (1 << FlagMax)) | mxu_bits)) != '0 || mxu_bad ||
             (flags[FlagMax] && flags[FlagAccumulate]) ||
             len == '0 || (!flags[FlagWindow] && (aux[31:0] >> OpdMatmulStrideBits) != '0)) begin
           check = StatusBadOperand;
@@ -277,12 +292,14 @@ module tpu_controller
         fp.ub_hi   = flags[FlagWindow] ? 32'(src + win_rows) : 32'(src + (len - 64'd1) * step + 64'd1);
         fp.acc_use = 1'b1;
         fp.acc_wr  = 1'b1;
+        fp.acc_mxu = mxu;
         fp.acc_lo  = 32'(dst);
         fp.acc_hi  = 32'(dst + len);
       end
       OpActivate: begin
-        if ((flags & ~8'((1 << FlagRelu) | (1 << FlagPoolAvg) | (1 << FlagPoolMax) |
-                         (1 << FlagResidual) | (1 << FlagSigmoid) | (1 << FlagTanh))) != '0 ||
+        if ((flags & ~(8'((1 << FlagRelu) | (1 << FlagPoolAvg) | (1 << FlagPoolMax) |
+                          (1 << FlagResidual) | (1 << FlagSigmoid) | (1 << FlagTanh)) |
+                       mxu_bits)) != '0 || mxu_bad ||
             (flags[FlagPoolAvg] && flags[FlagPoolMax]) || (flags[FlagSigmoid] && flags[FlagTanh]) ||
             len == '0 ||
             (pooled && len[1:0] != 2'd0) ||
@@ -300,6 +317,7 @@ module tpu_controller
                                                    64'(UbDepth)));
         end
         fp.acc_use = 1'b1;
+        fp.acc_mxu = mxu;
         fp.acc_lo  = 32'(src);
         fp.acc_hi  = 32'(src + len);
         fp.ub_use  = 1'b1;
@@ -333,24 +351,30 @@ module tpu_controller
   end
 
   // Footprints of the instructions the units are running (valid while a unit is busy),
-  // and the accumulator rows of finished matmuls whose last rows are still in the array
-  // (for 2 N cycles after the last row entered: then it has landed).
-  footprint_t hdma_fp_q, act_fp_q, mxu_fp_q, drain_fp_q;
-  logic [31:0] drain_left_q;
-  logic        draining;
-  assign draining = drain_left_q != '0;
+  // and, per matrix unit, the accumulator rows of finished matmuls whose last rows are still
+  // in the array (for 2 N cycles after the last row entered: then it has landed).
+  footprint_t hdma_fp_q, act_fp_q;
+  footprint_t [Mxus-1:0] mxu_fp_q, drain_fp_q;
+  logic [Mxus-1:0][31:0] drain_left_q;
+  logic [Mxus-1:0]       draining;
+  always_comb
+    for (int m = 0; m < int'(Mxus); m++) draining[m] = drain_left_q[m] != '0;
 
   logic ub_hazard, acc_hazard, par_hazard;
   always_comb begin
     ub_hazard  = 1'b0;
     acc_hazard = 1'b0;
     par_hazard = 1'b0;
-    for (int u = 0; u < 4; u++) begin
+    for (int u = 0; u < 2 + 2 * int'(Mxus); u++) begin
       footprint_t o;
       logic       busy, same;
-      o    = (u == 0) ? hdma_fp_q : (u == 1) ? act_fp_q : (u == 2) ? mxu_fp_q : drain_fp_q;
-      busy = (u == 0) ? hdma_busy_i : (u == 1) ? act_busy_i : (u == 2) ? feed_busy_i : draining;
-      // A unit's own earlier instructions run in order (matmul after matmul).
+      // 0: host DMA, 1: activation unit, then each matrix unit's feeder and drain.
+      o    = (u == 0) ? hdma_fp_q : (u == 1) ? act_fp_q
+           : (u % 2 == 0) ? mxu_fp_q[(u - 2) / 2] : drain_fp_q[(u - 2) / 2];
+      busy = (u == 0) ? hdma_busy_i : (u == 1) ? act_busy_i
+           : (u % 2 == 0) ? feed_busy_i[(u - 2) / 2] : draining[(u - 2) / 2];
+      // A unit's own earlier instructions run in order (matmul after matmul); a matmul
+      // and another unit's footprint share no accumulators and both only read the buffer.
       same = (u >= 2) && (op == OpMatmul);
       if (busy && !same) begin
         if (fp.ub_use && o.ub_use && (fp.ub_wr || o.ub_wr) &&
@@ -360,7 +384,7 @@ module tpu_controller
             overlaps(fp.ub2_lo, fp.ub2_hi, o.ub_lo, o.ub_hi)) ub_hazard = 1'b1;
         if (fp.ub_use && fp.ub_wr && o.ub2_use &&
             overlaps(fp.ub_lo, fp.ub_hi, o.ub2_lo, o.ub2_hi)) ub_hazard = 1'b1;
-        if (fp.acc_use && o.acc_use && (fp.acc_wr || o.acc_wr) &&
+        if (fp.acc_use && o.acc_use && (fp.acc_wr || o.acc_wr) && fp.acc_mxu == o.acc_mxu &&
             overlaps(fp.acc_lo, fp.acc_hi, o.acc_lo, o.acc_hi)) acc_hazard = 1'b1;
         if (fp.par_use && o.par_use && (fp.par_wr || o.par_wr) &&
             overlaps(fp.par_lo, fp.par_hi, o.par_lo, o.par_hi)) par_hazard = 1'b1;
@@ -374,7 +398,9 @@ module tpu_controller
   logic [31:0] error_pc_q, retired_q;
   logic    all_idle, unit_busy, go;
 
-  assign all_idle = !hdma_busy_i && !wdma_busy_i && !mxu_busy_i && !act_busy_i;
+  logic [3:0] feed_busy4;  // feed_busy_i, indexable by any mxu=
+  assign feed_busy4 = 4'(feed_busy_i);
+  assign all_idle = !hdma_busy_i && !wdma_busy_i && mxu_busy_i == '0 && !act_busy_i;
 
   // A barrier goes when every core of its mask has arrived (this one included: it has).
   logic [15:0] arrived;
@@ -388,7 +414,7 @@ module tpu_controller
     unique case (op)
       OpReadHost, OpWriteHost: unit_busy = hdma_busy_i;
       OpReadWeights:           unit_busy = wdma_busy_i;
-      OpMatmul:                unit_busy = feed_busy_i;
+      OpMatmul:                unit_busy = feed_busy4[mxu];
       OpActivate:              unit_busy = act_busy_i;
       default:                 unit_busy = 1'b0;
     endcase
@@ -429,8 +455,9 @@ module tpu_controller
   logic        halted_d;
   status_e     status_d;
   logic [31:0] error_pc_d, retired_d;
-  footprint_t  hdma_fp_d, act_fp_d, mxu_fp_d, drain_fp_d;
-  logic [31:0] drain_left_d;
+  footprint_t  hdma_fp_d, act_fp_d;
+  footprint_t [Mxus-1:0] mxu_fp_d, drain_fp_d;
+  logic [Mxus-1:0][31:0] drain_left_d;
   window_t     win_d;
   residual_t   res_d;
 
@@ -457,20 +484,23 @@ module tpu_controller
     end
     if (hdma_start_o) hdma_fp_d = fp;
     if (act_start_o) act_fp_d = fp;
-    if (feed_start_o) mxu_fp_d = fp;
-    // When a matmul's last row enters the array, its accumulator rows pass to the drain
-    // footprint (put together with those of earlier matmuls still draining).
-    drain_fp_d   = drain_fp_q;
-    drain_left_d = draining ? drain_left_q - 32'd1 : '0;
-    if (mxu_last_i) begin
-      drain_fp_d         = '0;
-      drain_fp_d.acc_use = 1'b1;
-      drain_fp_d.acc_wr  = 1'b1;
-      drain_fp_d.acc_lo  = (draining && drain_fp_q.acc_lo < mxu_fp_q.acc_lo) ? drain_fp_q.acc_lo
-                                                                            : mxu_fp_q.acc_lo;
-      drain_fp_d.acc_hi  = (draining && drain_fp_q.acc_hi > mxu_fp_q.acc_hi) ? drain_fp_q.acc_hi
-                                                                            : mxu_fp_q.acc_hi;
-      drain_left_d       = 32'(2 * ArrayDim);
+    // When a matmul's last row enters its array, its accumulator rows pass to that unit's
+    // drain footprint (put together with those of its earlier matmuls still draining).
+    drain_fp_d = drain_fp_q;
+    for (int m = 0; m < int'(Mxus); m++) begin
+      if (feed_start_o && 32'(mxu) == m) mxu_fp_d[m] = fp;
+      drain_left_d[m] = draining[m] ? drain_left_q[m] - 32'd1 : '0;
+      if (mxu_last_i[m]) begin
+        drain_fp_d[m]         = '0;
+        drain_fp_d[m].acc_use = 1'b1;
+        drain_fp_d[m].acc_wr  = 1'b1;
+        drain_fp_d[m].acc_mxu = mxu_fp_q[m].acc_mxu;
+        drain_fp_d[m].acc_lo  = (draining[m] && drain_fp_q[m].acc_lo < mxu_fp_q[m].acc_lo)
+                              ? drain_fp_q[m].acc_lo : mxu_fp_q[m].acc_lo;
+        drain_fp_d[m].acc_hi  = (draining[m] && drain_fp_q[m].acc_hi > mxu_fp_q[m].acc_hi)
+                              ? drain_fp_q[m].acc_hi : mxu_fp_q[m].acc_hi;
+        drain_left_d[m]       = 32'(2 * ArrayDim);
+      end
     end
   end
 

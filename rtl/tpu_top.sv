@@ -1,6 +1,7 @@
-// The whole chip: controller, host and weight DMA engines, unified buffer, weight FIFO,
-// matrix unit with its feeder and accumulators, activation unit (VPU and parameter
-// sets), and the performance counters. docs/architecture.md has the block diagram.
+// The whole chip: controller, host and weight DMA engines, unified buffer, and per matrix
+// unit (Mxus of them) a weight FIFO, a feeder and the unit with its accumulators; the
+// activation unit (VPU and parameter sets), and the performance counters.
+// docs/architecture.md has the block diagram.
 //
 // The system around it (sim/system/tpu_system.h) pushes instruction words into instr_*, answers
 // the two memory ports (one request moves one row of ArrayDim bytes; read data returns
@@ -20,6 +21,7 @@ module tpu_top
   parameter int unsigned ParamSets = 32,    // VPU parameter sets
   parameter int unsigned IqDepth = 16,      // instruction queue entries
   parameter bit          CompactArray = 1'b0,  // the compact array form (see tpu_mxu)
+  parameter int unsigned Mxus = 1,          // matrix units, 1 .. 4
   parameter int unsigned Cores = 1,         // cores of the chip (a barrier's mask)
   parameter int unsigned CoreId = 0,        // this core's number on it
   localparam int unsigned RowWidth = ArrayDim * InputWidth
@@ -59,7 +61,7 @@ module tpu_top
   output logic [2:0]              issue_o,     // issue_e of the last cycle
   output logic                    wait_weights_o,  // a matmul waits for its weight tile
   // This cycle, for the per-layer attribution of the counters (docs/timing.md): what the
-  // matrix unit did (mxu_cycle_e, bits 2:0), a host memory stall (3), a weight memory stall
+  // matrix units did (mxu_cycle_e, bits 2:0: the first of the units' in its order), a host memory stall (3), a weight memory stall
   // (4), the weight DMA waiting for FIFO room (5).
   output logic [5:0]              obs_o,
   // barriers: the cores of the chip waiting at one or halted (bit c: core c), and this
@@ -81,7 +83,8 @@ module tpu_top
   window_t window;
   residual_t residual;
   logic    hdma_start, wdma_start, feed_start, act_start;
-  logic    hdma_busy, wdma_busy, feed_busy, mxu_busy, act_busy;
+  logic    hdma_busy, wdma_busy, act_busy;
+  logic [Mxus-1:0] feed_busy, mxu_busy, mxu_last;
   logic    halted;
   status_e status;
   issue_e  issue;
@@ -93,6 +96,7 @@ module tpu_top
     .AccDepth (AccDepth),
     .ParamSets(ParamSets),
     .IqDepth  (IqDepth),
+    .Mxus     (Mxus),
     .Cores    (Cores),
     .CoreId   (CoreId)
   ) u_controller (
@@ -107,7 +111,7 @@ module tpu_top
     .wdma_busy_i  (wdma_busy),
     .feed_busy_i  (feed_busy),
     .mxu_busy_i   (mxu_busy),
-    .mxu_last_i   (a_fire && a_last),
+    .mxu_last_i   (mxu_last),
     .act_busy_i   (act_busy),
     .arrived_i,
     .at_barrier_o,
@@ -127,18 +131,21 @@ module tpu_top
   );
 
   // ---------------------------------------------------------------- unified buffer
-  logic                    ub_rd0_en, ub_rd1_en, ub_rd2_en, ub_wr0_en, ub_wr1_en;
-  logic [UbAddrWidth-1:0]  ub_rd0_addr, ub_rd1_addr, ub_rd2_addr, ub_wr0_addr, ub_wr1_addr;
-  operand_t [ArrayDim-1:0] ub_rd0_data, ub_rd1_data, ub_rd2_data, ub_wr0_data, ub_wr1_data;
-  logic                    ub_g_en;
-  logic [ArrayDim-1:0][UbAddrWidth-1:0]       ub_g_row;
-  logic [ArrayDim-1:0][$clog2(ArrayDim)-1:0] ub_g_lane;
-  logic [ArrayDim-1:0]     ub_g_zero;
-  operand_t [ArrayDim-1:0] ub_g_data;
+  // Read port 0 and the gather port: one each per matrix unit's feeder.
+  logic                    ub_rd1_en, ub_rd2_en, ub_wr0_en, ub_wr1_en;
+  logic [UbAddrWidth-1:0]  ub_rd1_addr, ub_rd2_addr, ub_wr0_addr, ub_wr1_addr;
+  operand_t [ArrayDim-1:0] ub_rd1_data, ub_rd2_data, ub_wr0_data, ub_wr1_data;
+  logic [Mxus-1:0]                          ub_rd0_en, ub_g_en;
+  logic [Mxus-1:0][UbAddrWidth-1:0]         ub_rd0_addr;
+  operand_t [Mxus-1:0][ArrayDim-1:0]        ub_rd0_data, ub_g_data;
+  logic [Mxus-1:0][ArrayDim-1:0][UbAddrWidth-1:0]       ub_g_row;
+  logic [Mxus-1:0][ArrayDim-1:0][$clog2(ArrayDim)-1:0] ub_g_lane;
+  logic [Mxus-1:0][ArrayDim-1:0]            ub_g_zero;
 
   tpu_unified_buffer #(
     .ArrayDim(ArrayDim),
-    .Depth   (UbDepth)
+    .Depth   (UbDepth),
+    .Feeders (Mxus)
   ) u_unified_buffer (
     .clk_i,
     .rst_ni,
@@ -199,11 +206,26 @@ module tpu_top
   );
   assign hm_req_data_o = hm_req_data;
 
-  // ---------------------------------------------------------------- weight DMA + FIFO
+  // ---------------------------------------------------------------- weight DMA + FIFOs
+  // One weight DMA fills the FIFO of the matrix unit its read_weights names (mxu=), kept
+  // from its start until the next.
   localparam int unsigned FifoCountWidth = $clog2(FifoRows + 1);
-  logic                      wfifo_push, wfifo_full, wfifo_empty, wm_stall, wdma_fifo_stall;
+  logic                      wfifo_push, wm_stall, wdma_fifo_stall;
   logic [FifoCountWidth-1:0] wfifo_count;
-  operand_t [ArrayDim-1:0]   wfifo_in, wfifo_head;
+  operand_t [ArrayDim-1:0]   wfifo_in;
+  logic [1:0]                wdma_mxu_q, act_mxu_q, cmd_mxu;
+  logic [Mxus-1:0][FifoCountWidth-1:0] lane_count;
+
+  assign cmd_mxu = cmd.flags[OpdMatmulMxuLsb+:OpdMatmulMxuBits];
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      wdma_mxu_q <= '0;
+      act_mxu_q  <= '0;
+    end else begin
+      if (wdma_start) wdma_mxu_q <= cmd_mxu;
+      if (act_start) act_mxu_q <= cmd_mxu;
+    end
+  end
 
   tpu_weight_dma #(
     .ArrayDim(ArrayDim),
@@ -226,110 +248,143 @@ module tpu_top
     .fifo_stall_o    (wdma_fifo_stall)
   );
 
-  logic w_valid, w_ready, w_fire;
-  assign w_valid = !wfifo_empty;
-  logic unused_w_ready;
-  assign unused_w_ready = w_ready;
-
-  tpu_fifo #(
-    .Width(RowWidth),
-    .Depth(FifoRows)
-  ) u_weight_fifo (
-    .clk_i,
-    .rst_ni,
-    .push_i     (wfifo_push),
-    .push_data_i(wfifo_in),
-    .pop_i      (w_fire),
-    .head_o     (wfifo_head),
-    .full_o     (wfifo_full),
-    .empty_o    (wfifo_empty),
-    .count_o    (wfifo_count)
-  );
-
-  // ---------------------------------------------------------------- matrix unit
-  logic                    a_valid, a_ready, a_switch, a_accumulate, a_max, a_fire, mxu_in_flight;
-  logic                    a_last;
-  logic [AccAddrWidth-1:0] a_acc_addr;
-  operand_t [ArrayDim-1:0] a_data;
-  logic                    out_valid, switch_fire;
-
-  tpu_mxu_feeder #(
-    .ArrayDim(ArrayDim),
-    .UbDepth (UbDepth),
-    .AccDepth(AccDepth)
-  ) u_feeder (
-    .clk_i,
-    .rst_ni,
-    .start_i       (feed_start),
-    .cmd_i         (cmd),
-    .window_i      (window),
-    .busy_o        (feed_busy),
-    .ub_rd_en_o    (ub_rd0_en),
-    .ub_rd_addr_o  (ub_rd0_addr),
-    .ub_rd_data_i  (ub_rd0_data),
-    .g_en_o        (ub_g_en),
-    .g_row_o       (ub_g_row),
-    .g_lane_o      (ub_g_lane),
-    .g_zero_o      (ub_g_zero),
-    .g_data_i      (ub_g_data),
-    .a_valid_o     (a_valid),
-    .a_ready_i     (a_ready),
-    .a_data_o      (a_data),
-    .a_switch_o    (a_switch),
-    .a_last_o      (a_last),
-    .a_acc_addr_o  (a_acc_addr),
-    .a_accumulate_o(a_accumulate),
-    .a_max_o       (a_max)
-  );
-
-  logic                    acc_rd_en, acc_rd_valid, acc_final_valid, acc_error;
-  logic [AccAddrWidth-1:0] acc_rd_addr, acc_final_addr;
+  // ---------------------------------------------------------------- matrix units
+  // Each: its weight FIFO, its feeder (on its own unified-buffer read and gather ports) and
+  // the matrix unit with its accumulators, which the activation unit reads for an
+  // activate naming it.
+  logic [Mxus-1:0]         a_fire, w_fire, switch_fire, out_valid, wait_w;
+  logic [Mxus-1:0]         acc_rd_valid_l;
+  acc_t [Mxus-1:0][ArrayDim-1:0] acc_rd_data_l;
+  mxu_cycle_e [Mxus-1:0]   lane_cycle;
+  logic                    acc_rd_en, acc_rd_valid;
+  logic [AccAddrWidth-1:0] acc_rd_addr;
   acc_t [ArrayDim-1:0]     acc_rd_data;
-  mxu_cycle_e              mxu_cycle;
 
-  tpu_matrix_unit #(
-    .ArrayDim    (ArrayDim),
-    .AccDepth    (AccDepth),
-    .CompactArray(CompactArray)
-  ) u_matrix (
-    .clk_i,
-    .rst_ni,
-    .w_valid_i     (w_valid),
-    .w_ready_o     (w_ready),
-    .w_data_i      (wfifo_head),
-    .a_valid_i     (a_valid),
-    .a_ready_o     (a_ready),
-    .a_data_i      (a_data),
-    .a_switch_i    (a_switch),
-    .a_acc_addr_i  (a_acc_addr),
-    .a_accumulate_i(a_accumulate),
-    .a_max_i       (a_max),
-    .a_final_i     (1'b1),
-    .rd_en_i       (acc_rd_en),
-    .rd_addr_i     (acc_rd_addr),
-    .rd_valid_o    (acc_rd_valid),
-    .rd_data_o     (acc_rd_data),
-    .final_valid_o (acc_final_valid),
-    .final_addr_o  (acc_final_addr),
-    .error_o       (acc_error),
-    .a_fire_o      (a_fire),
-    .w_fire_o      (w_fire),
-    .switch_fire_o (switch_fire),
-    .acc_write_o   (out_valid),
-    .in_flight_o   (mxu_in_flight),
-    .drain_reads_i (1'b0),  // the activation unit reads the accumulators, not the matrix unit
-    .cycle_o       (mxu_cycle)
-  );
+  for (genvar m = 0; m < int'(Mxus); m++) begin : g_mxu
+    logic                    w_valid, w_ready, wfifo_full, wfifo_empty;
+    operand_t [ArrayDim-1:0] wfifo_head;
+    logic                    a_valid, a_ready, a_switch, a_accumulate, a_max, a_last;
+    logic                    in_flight, final_valid, acc_error;
+    logic [AccAddrWidth-1:0] a_acc_addr, final_addr;
+    operand_t [ArrayDim-1:0] a_data;
 
-  assign mxu_busy = feed_busy || mxu_in_flight;
+    tpu_fifo #(
+      .Width(RowWidth),
+      .Depth(FifoRows)
+    ) u_weight_fifo (
+      .clk_i,
+      .rst_ni,
+      .push_i     (wfifo_push && 32'(wdma_mxu_q) == m),
+      .push_data_i(wfifo_in),
+      .pop_i      (w_fire[m]),
+      .head_o     (wfifo_head),
+      .full_o     (wfifo_full),
+      .empty_o    (wfifo_empty),
+      .count_o    (lane_count[m])
+    );
+    assign w_valid = !wfifo_empty;
 
-  // The controller's range checks keep every accumulator row an instruction names inside
-  // the accumulators.
-  `TPU_ASSERT(AccWriteInRange, a_fire |-> 32'(a_acc_addr) < AccDepth,
-              $error("tpu_top: a row went to accumulator row %0d of %0d", a_acc_addr, AccDepth))
+    tpu_mxu_feeder #(
+      .ArrayDim(ArrayDim),
+      .UbDepth (UbDepth),
+      .AccDepth(AccDepth)
+    ) u_feeder (
+      .clk_i,
+      .rst_ni,
+      .start_i       (feed_start && 32'(cmd_mxu) == m),
+      .cmd_i         (cmd),
+      .window_i      (window),
+      .busy_o        (feed_busy[m]),
+      .ub_rd_en_o    (ub_rd0_en[m]),
+      .ub_rd_addr_o  (ub_rd0_addr[m]),
+      .ub_rd_data_i  (ub_rd0_data[m]),
+      .g_en_o        (ub_g_en[m]),
+      .g_row_o       (ub_g_row[m]),
+      .g_lane_o      (ub_g_lane[m]),
+      .g_zero_o      (ub_g_zero[m]),
+      .g_data_i      (ub_g_data[m]),
+      .a_valid_o     (a_valid),
+      .a_ready_i     (a_ready),
+      .a_data_o      (a_data),
+      .a_switch_o    (a_switch),
+      .a_last_o      (a_last),
+      .a_acc_addr_o  (a_acc_addr),
+      .a_accumulate_o(a_accumulate),
+      .a_max_o       (a_max)
+    );
+
+    tpu_matrix_unit #(
+      .ArrayDim    (ArrayDim),
+      .AccDepth    (AccDepth),
+      .CompactArray(CompactArray)
+    ) u_matrix (
+      .clk_i,
+      .rst_ni,
+      .w_valid_i     (w_valid),
+      .w_ready_o     (w_ready),
+      .w_data_i      (wfifo_head),
+      .a_valid_i     (a_valid),
+      .a_ready_o     (a_ready),
+      .a_data_i      (a_data),
+      .a_switch_i    (a_switch),
+      .a_acc_addr_i  (a_acc_addr),
+      .a_accumulate_i(a_accumulate),
+      .a_max_i       (a_max),
+      .a_final_i     (1'b1),
+      .rd_en_i       (acc_rd_en && 32'(act_mxu_q) == m),
+      .rd_addr_i     (acc_rd_addr),
+      .rd_valid_o    (acc_rd_valid_l[m]),
+      .rd_data_o     (acc_rd_data_l[m]),
+      .final_valid_o (final_valid),
+      .final_addr_o  (final_addr),
+      .error_o       (acc_error),
+      .a_fire_o      (a_fire[m]),
+      .w_fire_o      (w_fire[m]),
+      .switch_fire_o (switch_fire[m]),
+      .acc_write_o   (out_valid[m]),
+      .in_flight_o   (in_flight),
+      .drain_reads_i (1'b0),  // the activation unit reads the accumulators, not the matrix unit
+      .cycle_o       (lane_cycle[m])
+    );
+
+    assign mxu_busy[m] = feed_busy[m] || in_flight;
+    assign mxu_last[m] = a_fire[m] && a_last;
+    assign wait_w[m]   = a_valid && !a_ready;
+
+    // The controller's range checks keep every accumulator row an instruction names inside
+    // the accumulators.
+    `TPU_ASSERT(AccWriteInRange, a_fire[m] |-> 32'(a_acc_addr) < AccDepth,
+                $error("tpu_top: a row went to accumulator row %0d of %0d", a_acc_addr, AccDepth))
+
+    logic unused_lane;
+    assign unused_lane = w_ready ^ wfifo_full ^ final_valid ^ acc_error ^ (^final_addr);
+  end
+
+  // The weight DMA sees its matrix unit's FIFO; the activation unit reads its unit's
+  // accumulators.
+  always_comb begin
+    wfifo_count  = '0;
+    acc_rd_valid = 1'b0;
+    acc_rd_data  = '0;
+    for (int m = 0; m < int'(Mxus); m++) begin
+      if (32'(wdma_mxu_q) == m) wfifo_count = lane_count[m];
+      if (32'(act_mxu_q) == m) begin
+        acc_rd_valid = acc_rd_valid_l[m];
+        acc_rd_data  = acc_rd_data_l[m];
+      end
+    end
+  end
   `TPU_ASSERT(AccReadInRange, acc_rd_en |-> 32'(acc_rd_addr) < AccDepth,
               $error("tpu_top: the activation unit read accumulator row %0d of %0d",
                      acc_rd_addr, AccDepth))
+
+  // What the matrix units did this cycle, for the counters and obs_o: the first of their
+  // cycles in mxu_cycle_e's order (a row entered one of them: stream; ...).
+  mxu_cycle_e mxu_cycle;
+  always_comb begin
+    mxu_cycle = MxuIdle;
+    for (int m = 0; m < int'(Mxus); m++) if (lane_cycle[m] < mxu_cycle) mxu_cycle = lane_cycle[m];
+  end
 
   // ---------------------------------------------------------------- activation unit
   logic vpu_in, vpu_out;
@@ -381,9 +436,9 @@ module tpu_top
     inc[CntCycles]                 = 32'd1;
     inc[CntBusyHostDma]            = 32'(hdma_busy);
     inc[CntBusyWeightDma]          = 32'(wdma_busy);
-    inc[CntBusyMatrix]             = 32'(mxu_busy);
+    inc[CntBusyMatrix]             = 32'(mxu_busy != '0);
     inc[CntBusyActivate]           = 32'(act_busy);
-    // Every cycle of the matrix unit is exactly one of these five (tpu_matrix_unit).
+    // Every cycle of the matrix units is exactly one of these five (mxu_cycle).
     unique case (mxu_cycle)
       MxuStream: inc[CntMxuStreamCycles] = 32'd1;
       MxuLoad:   inc[CntMxuLoadCycles]   = 32'd1;
@@ -403,19 +458,19 @@ module tpu_top
     inc[CntWeightDmaStallFifoFull] = 32'(wdma_fifo_stall);
     inc[CntHostMemStall]           = 32'(hm_stall);
     inc[CntWeightMemStall]         = 32'(wm_stall);
-    inc[CntUbReads]                = 32'(ub_rd0_en) + 32'(ub_rd1_en) + 32'(ub_rd2_en) +
-                                     32'(ub_g_en);
+    inc[CntUbReads]                = 32'($countones(ub_rd0_en)) + 32'(ub_rd1_en) +
+                                     32'(ub_rd2_en) + 32'($countones(ub_g_en));
     inc[CntUbWrites]               = 32'(ub_wr0_en) + 32'(ub_wr1_en);
     inc[CntAccReads]               = 32'(acc_rd_en);
-    inc[CntAccWrites]              = 32'(out_valid);
+    inc[CntAccWrites]              = 32'($countones(out_valid));
     inc[CntWeightFifoPushes]       = 32'(wfifo_push);
-    inc[CntWeightFifoPops]         = 32'(w_fire);
-    inc[CntWeightTiles]            = 32'(switch_fire);
+    inc[CntWeightFifoPops]         = 32'($countones(w_fire));
+    inc[CntWeightTiles]            = 32'($countones(switch_fire));
     inc[CntParamWrites]            = 32'(par_wr_en);
     inc[CntHostBytesRead]          = (hm_fire && !hm_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
     inc[CntHostBytesWritten]       = (hm_fire && hm_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
     inc[CntWeightBytesRead]        = wm_fire ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
-    inc[CntMacs]                   = a_fire ? 32'(ArrayDim * ArrayDim) : 32'd0;
+    inc[CntMacs]                   = 32'($countones(a_fire)) * 32'(ArrayDim * ArrayDim);
     inc[CntVpuRowsIn]              = 32'(vpu_in);
     inc[CntVpuRowsOut]             = 32'(vpu_out);
     inc[CntInstructions]           = 32'(issue == IssueFire);
@@ -438,8 +493,8 @@ module tpu_top
       issue_q    <= '0;
     end else begin
       progress_q <= (issue == IssueFire) || instr_valid_i && instr_ready_o || hm_fire ||
-                    hm_resp_valid_i || wm_fire || wm_resp_valid_i || a_fire || w_fire ||
-                    out_valid || acc_rd_en || vpu_out;
+                    hm_resp_valid_i || wm_fire || wm_resp_valid_i || a_fire != '0 ||
+                    w_fire != '0 || out_valid != '0 || acc_rd_en || vpu_out;
       issue_q    <= issue;
     end
   end
@@ -450,9 +505,9 @@ module tpu_top
   assign issue_o        = issue_q;
   assign unit_busy_o[UnitHostDma]   = hdma_busy;
   assign unit_busy_o[UnitWeightDma] = wdma_busy;
-  assign unit_busy_o[UnitMatrix]    = mxu_busy;
+  assign unit_busy_o[UnitMatrix]    = mxu_busy != '0;
   assign unit_busy_o[UnitActivate]  = act_busy;
-  assign wait_weights_o = a_valid && !a_ready;
+  assign wait_weights_o = wait_w != '0;
   assign obs_o          = {wdma_fifo_stall, wm_stall, hm_stall, mxu_cycle};
 
   always_comb begin
@@ -468,6 +523,7 @@ module tpu_top
       RegParamSets:  reg_data_o = 64'(ParamSets);
       RegIqDepth:    reg_data_o = 64'(IqDepth);
       RegDtype:      reg_data_o = Bf16 ? 64'(DtypeBf16) : 64'(DtypeInt8);
+      RegMxus:       reg_data_o = 64'(Mxus);
       default: begin
         if (32'(reg_addr_i) >= RegFirstCounter &&
             32'(reg_addr_i) < RegFirstCounter + NumCounters) begin
@@ -479,7 +535,5 @@ module tpu_top
     endcase
   end
 
-  logic unused;
-  assign unused = wfifo_full ^ acc_final_valid ^ acc_error ^ (^acc_final_addr);
 
 endmodule

@@ -1,7 +1,8 @@
 // Unified buffer: Depth rows of ArrayDim int8 values, the on-chip home of activations.
-// Three read ports (the matrix feeder; the host DMA writing results out; the activation
-// unit reading residual rows) and two write ports (the host DMA reading inputs in; the
-// VPU), each one row per cycle; reads have one cycle of latency. The gather port (the feeder's window stage) reads one byte per
+// Three kinds of read port (a matrix feeder's, one per matrix unit; the host DMA writing
+// results out; the activation unit reading residual rows) and two write ports (the host DMA reading inputs in; the
+// VPU), each one row per cycle; reads have one cycle of latency. A gather port (a feeder's
+// window stage, one per matrix unit) reads one byte per
 // lane from any row and lane, also with one cycle of latency: in silicon, a line buffer
 // in front of the buffer that holds the rows the current windows touch (docs/isa.md). The controller's interlocks keep concurrent users on disjoint
 // rows and its range checks keep addresses inside the buffer, so there is no arbitration.
@@ -12,15 +13,16 @@ module tpu_unified_buffer
 #(
   parameter int unsigned ArrayDim = 4,
   parameter int unsigned Depth = 1024,  // rows, 2 .. 2^24
+  parameter int unsigned Feeders = 1,   // read ports 0 and gather ports: one per matrix unit
   localparam int unsigned AddrWidth = $clog2(Depth),
   localparam int unsigned LaneWidth = $clog2(ArrayDim)
 ) (
   input  logic                    clk_i,
   input  logic                    rst_ni,  // only for the assertion's reset disable
-  // read port 0: matrix feeder
-  input  logic                    rd0_en_i,
-  input  logic [AddrWidth-1:0]    rd0_addr_i,
-  output operand_t [ArrayDim-1:0] rd0_data_o,
+  // read ports 0: the matrix feeders
+  input  logic [Feeders-1:0]                    rd0_en_i,
+  input  logic [Feeders-1:0][AddrWidth-1:0]     rd0_addr_i,
+  output operand_t [Feeders-1:0][ArrayDim-1:0]  rd0_data_o,
   // read port 1: host DMA (write_host)
   input  logic                    rd1_en_i,
   input  logic [AddrWidth-1:0]    rd1_addr_i,
@@ -29,12 +31,12 @@ module tpu_unified_buffer
   input  logic                    rd2_en_i,
   input  logic [AddrWidth-1:0]    rd2_addr_i,
   output operand_t [ArrayDim-1:0] rd2_data_o,
-  // gather port: the matrix feeder's window stage
-  input  logic                    g_en_i,
-  input  logic [ArrayDim-1:0][AddrWidth-1:0] g_row_i,
-  input  logic [ArrayDim-1:0][LaneWidth-1:0] g_lane_i,
-  input  logic [ArrayDim-1:0]     g_zero_i,
-  output operand_t [ArrayDim-1:0] g_data_o,
+  // gather ports: the matrix feeders' window stages
+  input  logic [Feeders-1:0]                              g_en_i,
+  input  logic [Feeders-1:0][ArrayDim-1:0][AddrWidth-1:0] g_row_i,
+  input  logic [Feeders-1:0][ArrayDim-1:0][LaneWidth-1:0] g_lane_i,
+  input  logic [Feeders-1:0][ArrayDim-1:0]                g_zero_i,
+  output operand_t [Feeders-1:0][ArrayDim-1:0]            g_data_o,
   // write port 0: host DMA (read_host)
   input  logic                    wr0_en_i,
   input  logic [AddrWidth-1:0]    wr0_addr_i,
@@ -48,8 +50,7 @@ module tpu_unified_buffer
   operand_t [ArrayDim-1:0] mem_q[Depth];
 
   // The controller's range checks keep every row an instruction names inside the buffer.
-  `TPU_ASSERT(RowsInRange, !(rd0_en_i && 32'(rd0_addr_i) >= Depth) &&
-                          !(rd1_en_i && 32'(rd1_addr_i) >= Depth) &&
+  `TPU_ASSERT(RowsInRange, !(rd1_en_i && 32'(rd1_addr_i) >= Depth) &&
                           !(rd2_en_i && 32'(rd2_addr_i) >= Depth) &&
                           !(wr0_en_i && 32'(wr0_addr_i) >= Depth) &&
                           !(wr1_en_i && 32'(wr1_addr_i) >= Depth),
@@ -58,12 +59,20 @@ module tpu_unified_buffer
   always_ff @(posedge clk_i) begin
     if (wr0_en_i) mem_q[wr0_addr_i] <= wr0_data_i;
     if (wr1_en_i) mem_q[wr1_addr_i] <= wr1_data_i;
-    if (rd0_en_i) rd0_data_o <= mem_q[rd0_addr_i];
     if (rd1_en_i) rd1_data_o <= mem_q[rd1_addr_i];
     if (rd2_en_i) rd2_data_o <= mem_q[rd2_addr_i];
-    if (g_en_i) begin
-      for (int l = 0; l < int'(ArrayDim); l++) begin
-        g_data_o[l] <= g_zero_i[l] ? '0 : mem_q[g_row_i[l]][g_lane_i[l]];
+  end
+
+  for (genvar f = 0; f < int'(Feeders); f++) begin : g_feeder
+    `TPU_ASSERT(FeederRowInRange, !(rd0_en_i[f] && 32'(rd0_addr_i[f]) >= Depth),
+                $error("tpu_unified_buffer: feeder %0d read row %0d of %0d", f, rd0_addr_i[f],
+                       Depth))
+    always_ff @(posedge clk_i) begin
+      if (rd0_en_i[f]) rd0_data_o[f] <= mem_q[rd0_addr_i[f]];
+      if (g_en_i[f]) begin
+        for (int l = 0; l < int'(ArrayDim); l++) begin
+          g_data_o[f][l] <= g_zero_i[f][l] ? '0 : mem_q[g_row_i[f][l]][g_lane_i[f][l]];
+        end
       end
     end
   end

@@ -2,6 +2,7 @@
 #include "host/cosim/program_generator.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -26,6 +27,7 @@ class Builder {
         bf16_(c.dtype == hw::Dtype::kBf16),
         row_(hw::RowBytes(c)),
         set_bytes_(int64_t{hw::ParamRows(hw::ElementBytes(c.dtype))} * row_),
+        mxus_(c.mxus_per_core),
         rng_(seed) {}
 
   GeneratedProgram Build();
@@ -36,6 +38,13 @@ class Builder {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
   }
   bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  // A matmul (window: with the window) on a random matrix unit, half of them switching to
+  // its next tile where it has one.
+  void LaneMatmul(bool window) {
+    const int64_t m = PickMxu();
+    const bool do_switch = brought_[m] > switched_[m] && Chance(0.5);
+    window ? WindowMatmul(m, do_switch) : Matmul(m, do_switch);
+  }
   void Emit(Opcode op, uint8_t flags, int64_t len, int64_t src, int64_t dst, int64_t aux = 0) {
     if (op == Opcode::kReadHost) src += host_base_;
     if (op == Opcode::kWriteHost) dst += host_base_;
@@ -61,22 +70,28 @@ class Builder {
     // Sometimes an activate of a set still on its way: the parameter-set hazard.
     if (Chance(0.3)) Activate(Uniform(first, first + sets - 1));
   }
-  void ReadWeights(int64_t tiles) {
+  // A random matrix unit (none drawn on a core of one); mxu= as flag bits.
+  int64_t PickMxu() { return mxus_ == 1 ? 0 : Uniform(0, mxus_ - 1); }
+  static uint8_t MxuFlags(int64_t m) { return static_cast<uint8_t>(hw::kOpdMatmulMxu.Put(m)); }
+  // Flag bits that make a matmul or read_weights a bad operand: an mxu= past the last (a
+  // reserved bit on a core of four).
+  uint8_t BadMxuBits() const { return mxus_ <= 2 ? 0x80 : mxus_ == 3 ? 0xC0 : 0x20; }
+  void ReadWeights(int64_t tiles, int64_t m) {
     const int64_t bytes = tiles * n_ * row_;
-    Emit(Opcode::kReadWeights, 0, tiles, Uniform(0, weight_bytes_ - bytes), 0);
-    brought_ += tiles;
+    Emit(Opcode::kReadWeights, MxuFlags(m), tiles, Uniform(0, weight_bytes_ - bytes), 0);
+    brought_[m] += tiles;
   }
   // Overwrite, add, or keep the larger (max pooling).
   uint8_t AccFlags() {
     const int64_t r = Uniform(0, 99);
     return r < 45 ? hw::kFlagAccumulate : r < 60 ? hw::kFlagMax : 0;
   }
-  void Matmul(bool do_switch) {
+  void Matmul(int64_t m, bool do_switch) {
     const int64_t rows = Uniform(1, std::min<int64_t>({acc_rows_, ub_rows_, 64}));
-    uint8_t flags = AccFlags();
+    uint8_t flags = AccFlags() | MxuFlags(m);
     if (do_switch) {
       flags |= hw::kFlagSwitch;
-      ++switched_;
+      ++switched_[m];
     }
     // Some read every k-th row (a dense layer's K-tile across a batch of images).
     const int64_t step = Chance(0.2) ? Uniform(2, 5) : 1;
@@ -118,14 +133,14 @@ class Builder {
       return;
     }
   }
-  void WindowMatmul(bool do_switch) {
+  void WindowMatmul(int64_t m, bool do_switch) {
     if (win_.h == 0) return;
     const int64_t pixels = win_.oh * win_.ow;
     const int64_t rows = Uniform(1, std::min<int64_t>({pixels, acc_rows_, 64}));
-    uint8_t flags = hw::kFlagWindow | AccFlags();
+    uint8_t flags = hw::kFlagWindow | AccFlags() | MxuFlags(m);
     if (do_switch) {
       flags |= hw::kFlagSwitch;
-      ++switched_;
+      ++switched_[m];
     }
     const int64_t tiles = (win_.kh * win_.kw * win_.c + n_ - 1) / n_;
     Emit(Opcode::kMatmul, flags, rows, Uniform(0, ub_rows_ - win_.Rows(n_)),
@@ -160,7 +175,8 @@ class Builder {
     const int64_t rows = pooled ? 4 * Uniform(1, std::min<int64_t>(acc_rows_ / 4, 16))
                                 : Uniform(1, std::min<int64_t>(acc_rows_, 64));
     const int64_t out = pooled ? rows / 4 : rows;
-    auto flags = static_cast<uint8_t>((Chance(0.5) ? hw::kFlagRelu : 0) | FnFlag());
+    auto flags =
+        static_cast<uint8_t>((Chance(0.5) ? hw::kFlagRelu : 0) | FnFlag() | MxuFlags(PickMxu()));
     if (pooled) flags |= Chance(0.5) ? hw::kFlagPoolAvg : hw::kFlagPoolMax;
     const int64_t step = Chance(0.2) ? Uniform(2, 4) : 1, span = (out - 1) * step + 1;
     if (span > ub_rows_) {
@@ -178,8 +194,9 @@ class Builder {
     const int64_t most = std::min<int64_t>((ub_rows_ - 1 - residual_ub_) / step + 1, acc_rows_);
     const int64_t rows = Uniform(1, std::min<int64_t>(most, 64)), span = (rows - 1) * step + 1;
     const int64_t dst = Chance(0.3) ? residual_ub_ : Uniform(0, ub_rows_ - span);
-    Emit(Opcode::kActivate, hw::kFlagResidual | (Chance(0.5) ? hw::kFlagRelu : 0) | FnFlag(), rows,
-         Uniform(0, acc_rows_ - rows), dst,
+    Emit(Opcode::kActivate,
+         hw::kFlagResidual | (Chance(0.5) ? hw::kFlagRelu : 0) | FnFlag() | MxuFlags(PickMxu()),
+         rows, Uniform(0, acc_rows_ - rows), dst,
          hw::kOpdActivateParams.Put(set) | hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
   }
   void WriteHost() {
@@ -190,7 +207,13 @@ class Builder {
   // Tiles brought and not yet switched in must fit the FIFO and the shadow registers before
   // anything waits for every unit (sync, halt) or for the weight DMA (the next read_weights):
   // otherwise the DMA never finishes, since the matmuls that would make room issue later.
-  bool TilesFit() const { return brought_ - switched_ <= c_.weight_fifo_tiles + 1; }
+  // Per matrix unit, as the weight DMA serves them in program order.
+  bool Fits(int64_t m) const { return brought_[m] - switched_[m] <= c_.weight_fifo_tiles + 1; }
+  bool TilesFit() const {
+    for (int64_t m = 0; m < mxus_; ++m)
+      if (!Fits(m)) return false;
+    return true;
+  }
   void Invalid(const std::string& kind);
   // The invalid instructions of each ending, `which` picking one of its kinds.
   void OutOfRange(int which);
@@ -249,11 +272,13 @@ class Builder {
   int64_t n_;
   bool bf16_;
   int64_t row_, set_bytes_;  // a row's bytes, a parameter set's
+  int64_t mxus_;             // matrix units
   std::mt19937_64 rng_;
   std::vector<isa::Word> words_;
   int64_t ub_rows_ = 0, acc_rows_ = 0, sets_ = 0;
   int64_t in_bytes_ = 0, params_addr_ = 0, out_addr_ = 0, out_bytes_ = 0, weight_bytes_ = 0;
-  int64_t brought_ = 0, switched_ = 0;
+  // Per matrix unit: tiles read_weights brought, tiles matmuls switched in.
+  std::array<int64_t, 4> brought_ = {}, switched_ = {};
 };
 
 void Builder::Invalid(const std::string& kind) {
@@ -392,7 +417,7 @@ void Builder::BadOperand(int which) {
       break;
     case 1:
       if (Chance(0.5))
-        Emit(Opcode::kMatmul, static_cast<uint8_t>(Chance(0.5) ? 0x10 : 0x80), 1, 0, 0);
+        Emit(Opcode::kMatmul, static_cast<uint8_t>(Chance(0.5) ? 0x10 : BadMxuBits()), 1, 0, 0);
       else
         Emit(Opcode::kMatmul, hw::kFlagMax | hw::kFlagAccumulate, 1, 0, 0);
       break;
@@ -423,7 +448,7 @@ void Builder::BadOperand(int which) {
       }
       break;
     default:
-      Emit(Opcode::kReadWeights, 0x80, 1, 0, 0);
+      Emit(Opcode::kReadWeights, BadMxuBits(), 1, 0, 0);
       break;
   }
 }
@@ -493,9 +518,11 @@ GeneratedProgram Builder::Build() {
   if (bf16_) Emit(Opcode::kSetFormat, hw::kFlagBf16, 0, 0, 0);
   Emit(Opcode::kReadHost, 0, ub_rows_, 0, 0);
   Emit(Opcode::kReadHost, hw::kFlagParams, sets_, params_addr_, 0);
-  ReadWeights(1);
-  Emit(Opcode::kMatmul, hw::kFlagSwitch, acc_rows_, 0, 0);
-  ++switched_;
+  for (int64_t m = 0; m < mxus_; ++m) {  // every matrix unit's tile and accumulators
+    ReadWeights(1, m);
+    Emit(Opcode::kMatmul, hw::kFlagSwitch | MxuFlags(m), acc_rows_, 0, 0);
+    ++switched_[m];
+  }
 
   const int64_t body = Uniform(3, 40);
   const int64_t bad_at = Uniform(0, body);
@@ -509,15 +536,15 @@ GeneratedProgram Builder::Build() {
     else if (pick < 22)
       ReadParams();
     else if (pick < 34 && TilesFit())
-      ReadWeights(Uniform(1, 3));
+      ReadWeights(Uniform(1, 3), PickMxu());
     else if (pick < 37)
       SetWindow();
     else if (pick < 40)
       SetResidual();
     else if (pick < 50 && win_.h != 0)
-      WindowMatmul(brought_ > switched_ && Chance(0.5));
+      LaneMatmul(true);
     else if (pick < 58)
-      Matmul(brought_ > switched_ && Chance(0.5));
+      LaneMatmul(false);
     else if (pick < 78)
       Activate();
     else if (pick < 92)
@@ -532,9 +559,10 @@ GeneratedProgram Builder::Build() {
     Invalid(g.kind);
   }
   // Epilogue: use the tiles that would not fit; a watchdog program waits for one too many.
-  while (!TilesFit()) Matmul(true);
+  for (int64_t m = 0; m < mxus_; ++m)
+    while (!Fits(m)) Matmul(m, true);
   if (g.kind == "watchdog")
-    while (switched_ <= brought_) Matmul(true);
+    while (switched_[0] <= brought_[0]) Matmul(0, true);
   if (Chance(0.5)) WriteHost();
   if (g.kind != "no-halt") Emit(Opcode::kHalt, 0, 0, 0, 0);
   g.job.program.words = words_;

@@ -13,8 +13,9 @@
 namespace tpu::isa {
 namespace {
 
-// kWide: a 48-bit address, bits 0-31 in src and 32-47 in aux (read_weights addr=).
-enum class Field { kSrc, kDst, kAux, kLength, kWide };
+// kWide: a 48-bit address, bits 0-31 in src and 32-47 in aux (read_weights addr=); kFlags:
+// bits of the flags byte (mxu=).
+enum class Field { kSrc, kDst, kAux, kLength, kWide, kFlags };
 
 struct OperandSpec {
   const char* key;
@@ -62,7 +63,9 @@ const std::vector<OpSpec>& Specs() {
         {"rows", Field::kLength, 1, kU16}},
        {}},
       {Opcode::kReadWeights,
-       {{"addr", Field::kWide, 0, kWeightAddr}, {"tiles", Field::kLength, 1, kU16}},
+       {{"addr", Field::kWide, 0, kWeightAddr},
+        {"tiles", Field::kLength, 1, kU16},
+        Packed("mxu", Field::kFlags, 0, hw::kOpdReadWeightsMxu, true)},
        {}},
       {Opcode::kMatmul,
        {{"ub", Field::kSrc, 0, kRows},
@@ -70,7 +73,8 @@ const std::vector<OpSpec>& Specs() {
         {"rows", Field::kLength, 1, kU16},
         Packed("stride", Field::kAux, 0, hw::kOpdMatmulStride, true, 0, kFlagWindow),
         Packed("first", Field::kAux, 0, hw::kOpdMatmulFirst, true, kFlagWindow),
-        Packed("ktile", Field::kAux, 0, hw::kOpdMatmulKtile, true, kFlagWindow)},
+        Packed("ktile", Field::kAux, 0, hw::kOpdMatmulKtile, true, kFlagWindow),
+        Packed("mxu", Field::kFlags, 0, hw::kOpdMatmulMxu, true)},
        {{"window", kFlagWindow},
         {"switch", kFlagSwitch},
         {"accumulate", kFlagAccumulate},
@@ -80,7 +84,8 @@ const std::vector<OpSpec>& Specs() {
         {"ub", Field::kDst, 0, kRows},
         {"rows", Field::kLength, 1, kU16},
         Packed("params", Field::kAux, 0, hw::kOpdActivateParams),
-        Packed("stride", Field::kAux, 0, hw::kOpdActivateStride, true)},
+        Packed("stride", Field::kAux, 0, hw::kOpdActivateStride, true),
+        Packed("mxu", Field::kFlags, 0, hw::kOpdActivateMxu, true)},
        {{"relu", kFlagRelu},
         {"pool=avg", kFlagPoolAvg},
         {"pool=max", kFlagPoolMax},
@@ -138,6 +143,8 @@ uint64_t WholeField(const Instruction& in, Field f) {
       return in.length;
     case Field::kWide:
       return in.src | uint64_t{in.aux} << 32;
+    case Field::kFlags:
+      return in.flags;
   }
   return 0;
 }
@@ -161,6 +168,9 @@ void SetField(Instruction& in, const OperandSpec& o, uint64_t v) {
     case Field::kWide:
       in.src = static_cast<uint32_t>(whole);
       in.aux = static_cast<uint32_t>(whole >> 32);
+      break;
+    case Field::kFlags:
+      in.flags = static_cast<uint8_t>(whole);
       break;
   }
 }

@@ -28,12 +28,15 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
                              const std::string& program_name, size_t instructions) {
   const uint64_t cycles = r.cycles;
   const uint64_t macs = r.counters.macs;
-  const double peak = 2.0 * config.array_dim * config.array_dim * config.cores;
+  const double peak =
+      2.0 * config.array_dim * config.array_dim * config.mxus_per_core * config.cores;
   const double ops = cycles ? 2.0 * static_cast<double>(macs) / static_cast<double>(cycles) : 0;
   std::string s;
-  s += fmt::format("program   {} ({} instructions) on {} ({} x {}, {} MHz), {} engine\n",
-                   program_name, instructions, config.name, config.array_dim, config.array_dim,
-                   config.clock_mhz, r.engine);
+  const std::string units =
+      config.mxus_per_core > 1 ? fmt::format("{} matrix units of ", config.mxus_per_core) : "";
+  s += fmt::format("program   {} ({} instructions) on {} ({}{} x {}, {} MHz), {} engine\n",
+                   program_name, instructions, config.name, units, config.array_dim,
+                   config.array_dim, config.clock_mhz, r.engine);
   s += fmt::format("status    {} (chip status: {}), {} instructions issued\n", r.state,
                    r.chip_status, Grouped(static_cast<int64_t>(r.counters.instructions)));
   if (!r.message.empty()) s += fmt::format("          {}\n", r.message);
@@ -72,7 +75,8 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
 
 nlohmann::json ExecReportJson(const engine::ExecResult& r, const config::TpuConfig& config,
                               const std::string& program_name, size_t instructions) {
-  const double peak = 2.0 * config.array_dim * config.array_dim * config.cores;
+  const double peak =
+      2.0 * config.array_dim * config.array_dim * config.mxus_per_core * config.cores;
   const double ops =
       r.cycles ? 2.0 * static_cast<double>(r.counters.macs) / static_cast<double>(r.cycles) : 0.0;
   nlohmann::json j = {{"program", program_name},

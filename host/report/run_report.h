@@ -78,7 +78,8 @@ struct RunReport {
   std::vector<hw::ChipCounters> cores;
   uint64_t ElapsedCycles() const { return chip_cycles ? chip_cycles : total.counters.cycles; }
 
-  double Peak() const { return 2.0 * config.array_dim * config.array_dim; }
+  // A core's peak ops per cycle: 2 N^2 per matrix unit.
+  double Peak() const { return 2.0 * config.array_dim * config.array_dim * config.mxus_per_core; }
   double Accuracy() const;
   double UsPerImage() const;
 };

@@ -1,0 +1,142 @@
+// A core of two matrix units (config `mxus_per_core`, docs/architecture.md "A core of several
+// matrix units") through the ChipEngine seam, on both engines (the rtl engine's 1 x 2 x 4 chip,
+// CMake TPUSIM_TPU_CHIPS): matmuls naming different units run at once, each unit keeps its own
+// weight tiles and accumulators, and an mxu= past the core's last is a bad operand. Each test
+// is its own process (the SystemC kernel elaborates once per process).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "host/common/errors.h"
+#include "host/engine/engine_factory.h"
+#include "host/isa/assembler.h"
+#include "sim/system/tpu_registry.h"
+#include "tests/host/engine/chip_test_util.h"
+
+namespace tpu::test {
+namespace {
+
+config::TpuConfig TwoMxus() {
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.mxus_per_core = 2;
+  return c;
+}
+
+// Both engines' results of a job on the core of two matrix units (rtl where it is built).
+std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job) {
+  static const std::vector<std::unique_ptr<engine::ChipEngine>> engines = [] {
+    std::vector<std::unique_ptr<engine::ChipEngine>> e;
+    const std::vector<std::string> built = sim::BuiltTpuChips();
+    if (std::find(built.begin(), built.end(), "1x2x4") != built.end())
+      e.push_back(engine::MakeChipEngine(EngineKind::kRtl, TwoMxus(), {}));
+    e.push_back(engine::MakeChipEngine(EngineKind::kFast, TwoMxus(), {}));
+    return e;
+  }();
+  std::vector<engine::ExecResult> out;
+  for (const auto& e : engines) out.push_back(e->Run(job));
+  return out;
+}
+
+constexpr int kRows = 64;       // activation rows, 4 int8 each, at host 0
+constexpr int kParams = 0x200;  // one VPU parameter set: bias 0, x 2^30 >> 30 (the identity)
+constexpr int kOut = 0x400;     // 2 x 64 result rows
+constexpr int kHostBytes = 0x600;
+
+std::vector<uint8_t> HostImage() {
+  std::vector<uint8_t> host(kHostBytes, 0);
+  for (int i = 0; i < kRows * 4; ++i) host[static_cast<size_t>(i)] = static_cast<uint8_t>(i % 3);
+  for (int l = 0; l < 4; ++l) {
+    const uint32_t mult = 1u << 30;
+    std::memcpy(&host[static_cast<size_t>(kParams + 16 + 4 * l)], &mult, 4);
+    host[static_cast<size_t>(kParams + 32 + l)] = 30;
+  }
+  return host;
+}
+
+// Two 4 x 4 tiles: weight w[t][r][c] = (t + 1) x (r + c) % 5 - 2.
+std::vector<uint8_t> WeightImage() {
+  std::vector<uint8_t> w(32);
+  for (int i = 0; i < 32; ++i)
+    w[static_cast<size_t>(i)] = static_cast<uint8_t>(((i / 16 + 1) * (i % 16 / 4 + i % 4)) % 5 - 2);
+  return w;
+}
+
+const char* kPrologue =
+    "read_host host=0 ub=0 rows=64\n"
+    "read_host host=0x200 params=0 rows=1\n";
+
+// Tile 0 times the rows into results 0-63, tile 1 into results 64-127.
+engine::ExecJob OnTwoUnits() {
+  return Job(std::string(kPrologue) +
+                 "read_weights addr=0 tiles=1\n"
+                 "read_weights addr=16 tiles=1 mxu=1\n"
+                 "matmul ub=0 acc=0 rows=64 switch\n"
+                 "matmul ub=0 acc=0 rows=64 switch mxu=1\n"
+                 "activate acc=0 ub=64 rows=64 params=0\n"
+                 "activate acc=0 ub=128 rows=64 params=0 mxu=1\n"
+                 "write_host ub=64 host=0x400 rows=128\n"
+                 "halt\n",
+             HostImage(), WeightImage(), 0, kHostBytes);
+}
+
+engine::ExecJob OnOneUnit() {
+  return Job(std::string(kPrologue) +
+                 "read_weights addr=0 tiles=2\n"
+                 "matmul ub=0 acc=0 rows=64 switch\n"
+                 "matmul ub=0 acc=64 rows=64 switch\n"
+                 "activate acc=0 ub=64 rows=128 params=0\n"
+                 "write_host ub=64 host=0x400 rows=128\n"
+                 "halt\n",
+             HostImage(), WeightImage(), 0, kHostBytes);
+}
+
+TEST(MultiMxuTest, TwoUnitsComputeWhatOneDoesInFewerCycles) {
+  const std::vector<engine::ExecResult> two = RunBoth(OnTwoUnits());
+  const std::vector<engine::ExecResult> one = RunBoth(OnOneUnit());
+  for (size_t e = 0; e < two.size(); ++e) {
+    SCOPED_TRACE(two[e].engine);
+    ASSERT_TRUE(two[e].ok) << two[e].message;
+    ASSERT_TRUE(one[e].ok) << one[e].message;
+    EXPECT_EQ(two[e].host_out, one[e].host_out);
+    // Not all zero: the tiles did multiply.
+    EXPECT_TRUE(std::any_of(two[e].host_out.begin() + kOut, two[e].host_out.end(),
+                            [](uint8_t v) { return v != 0; }));
+    EXPECT_EQ(two[e].counters.macs, one[e].counters.macs);
+    EXPECT_EQ(two[e].counters.weight_tiles, 2u);
+    // The second unit's 64 rows stream beside the first's instead of after them.
+    EXPECT_LT(two[e].cycles + 48, one[e].cycles) << two[e].cycles << " vs " << one[e].cycles;
+  }
+  if (two.size() == 2) {
+    EXPECT_EQ(two[0].cycles, two[1].cycles);
+    EXPECT_EQ(two[0].counters, two[1].counters);
+    EXPECT_EQ(one[0].counters, one[1].counters);
+  }
+}
+
+TEST(MultiMxuTest, AnMxuPastTheCoresLastIsABadOperand) {
+  for (const engine::ExecResult& r :
+       RunBoth(Job("nop\nmatmul ub=0 acc=0 rows=1 mxu=2\nhalt\n", {}, {}, 0, 0))) {
+    SCOPED_TRACE(r.engine);
+    EXPECT_EQ(r.state, "error");
+    EXPECT_EQ(r.chip_status, "bad-operand");
+    EXPECT_EQ(r.error_pc, 1u);
+  }
+}
+
+TEST(MultiMxuTest, TheAssemblerReadsAndWritesMxu) {
+  const isa::Program p = isa::Assemble(
+      "read_weights addr=0 tiles=1 mxu=3\nmatmul ub=0 acc=0 rows=1 switch mxu=1\n"
+      "activate acc=0 ub=0 rows=1 params=0 mxu=2\n",
+      "t.asm");
+  EXPECT_EQ(p.words[0][1], 0xc0);
+  EXPECT_EQ(isa::Disassemble(p),
+            "read_weights addr=0x0 tiles=1 mxu=3\nmatmul ub=0 acc=0 rows=1 mxu=1 switch\n"
+            "activate acc=0 ub=0 rows=1 params=0 mxu=2\n");
+  EXPECT_THROW(isa::Assemble("matmul ub=0 acc=0 rows=1 mxu=4\n", "t.asm"), UsageError);
+}
+
+}  // namespace
+}  // namespace tpu::test
