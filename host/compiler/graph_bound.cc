@@ -81,13 +81,14 @@ std::vector<TileRun> ProgramRuns(const LoweredGraph& g, const Plan& plan, int ba
 std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const config::TpuConfig& c,
                               int batch) {
   const auto n = static_cast<double>(c.array_dim);
+  const auto units = static_cast<double>(c.mxus_per_core);
   const double tile_cycles = n * c.WeightRowCycles();
   const double row_cycles = c.HostRowCycles();
   const std::vector<TileRun> runs = ProgramRuns(g, plan, batch);
   std::vector<Bound> out(g.ops.size());
   for (const TileRun& run : runs) {
     Bound& b = out[static_cast<size_t>(run.op)];
-    b.array += std::max(run.rows, n);
+    b.array += std::max(run.rows, n) / units;  // M matrix units stream M rows a cycle
     b.weights += tile_cycles;
   }
   for (size_t i = 0; i < g.ops.size(); ++i) {
@@ -103,6 +104,9 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
     }
     b.host = static_cast<double>(host_rows) * row_cycles;
   }
+  // The weight pipeline's recurrence is one array's; a core of several matrix units is held
+  // to the other terms (each a bound for it too).
+  if (c.mxus_per_core > 1) return out;
   const std::vector<double> share =
       WeightPipeline(runs, g.ops.size(), tile_cycles, n, c.weight_fifo_tiles);
   for (size_t i = 0; i < out.size(); ++i) out[i].pipeline = share[i];

@@ -5,7 +5,8 @@
 //   array   every term of every output tile streams its rows (one per cycle); a tile takes
 //           N cycles to shift in, hidden behind the previous tile's rows when they are at
 //           least N: for each group of g images, max(terms x g x rows, N) cycles per run of
-//           consecutive terms through one tile
+//           consecutive terms through one tile; on a core of M matrix units, that over M (the
+//           units stream side by side)
 //   weights each run's tile comes from weight memory once per group: N rows of
 //           ceil(N / weight bytes per cycle) cycles
 //   host    the model's input rows the operation reads and output rows it writes (unless
@@ -15,7 +16,7 @@
 //   pipeline the array and the weights together, through a FIFO of F tiles: the runs in
 //           program order, each tile loaded after the one before and no earlier than the
 //           FIFO has room for it (WeightPipeline); each operation holds the cycles by which
-//           it moves the pipeline's end
+//           it moves the pipeline's end (one array's recurrence: none on a core of several)
 // The operation's bound is the largest of its own terms (the pipeline's share aside: the FIFO
 // may prefetch its first tiles during the operation before); the network's is the largest of
 // the sums, the pipeline's being the time the array and the weights together need. Spills

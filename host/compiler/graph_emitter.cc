@@ -2,11 +2,13 @@
 #include "host/compiler/graph_emitter.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
 
 #include "contract/tpu_contract.h"
+#include "host/compiler/graph_bound.h"
 #include "host/isa/program_builder.h"
 
 namespace tpu::compiler {
@@ -15,6 +17,7 @@ namespace {
 constexpr int64_t kMaxRows = hw::kOpdMatmulFirst.Max();      // rows in one transfer (16 bits)
 constexpr int64_t kBackgroundRows = 512;                     // rows per transfer between matmuls
 constexpr int64_t kWindowSize = hw::kOpdSetWindowInH.Max();  // map lines a window holds
+constexpr size_t kAll = SIZE_MAX;                            // every matmul of a term (Term)
 
 struct Range {
   int64_t lo = 0, hi = 0;  // [lo, hi)
@@ -28,8 +31,16 @@ struct Act {
   bool relu = false;
   isa::Pool pool = isa::Pool::kNone;
   std::optional<isa::Residual> residual;
-  Range acc_rows, writes, reads;  // accumulator rows; unified-buffer rows written and read
-  bool split = false;             // one image or run of an operation's last pass
+  // Accumulator rows (those of unit u from u x acc_depth_rows on); unified-buffer rows
+  // written and read.
+  Range acc_rows, writes, reads;
+  bool split = false;  // one image or run of an operation's last pass
+  int mxu = 0;         // the matrix unit whose accumulators it reads
+};
+
+// A pass: output tile j of images [i0, i0 + count), rows [r0, r0 + rows) of each.
+struct PassSpec {
+  int64_t j = 0, i0 = 0, count = 0, r0 = 0, rows = 0;
 };
 
 // Where the rows of one tensor lie for the images the current group or band works on.
@@ -54,7 +65,8 @@ class Emitter {
         set_bytes_(int64_t{hw::ParamRows(hw::ElementBytes(c.dtype))} * row_),
         b_(batch),
         half_(c.acc_depth_rows / 2),
-        host_row_cycles_(c.HostRowCycles() * std::max(1, sharers)) {}
+        host_row_cycles_(c.HostRowCycles() * std::max(1, sharers)),
+        bounds_(c.mxus_per_core > 1 ? BoundGraph(g, plan, c, batch) : std::vector<Bound>{}) {}
 
   EmittedProgram Run() {
     if (c_.dtype == hw::Dtype::kBf16) {
@@ -105,11 +117,17 @@ class Emitter {
     for (size_t k = 0; k < upto; ++k) {
       const Act& a = pending_[k];
       if (a.residual) p_.SetResidual(*a.residual);
+      p_.SetUnit(static_cast<uint64_t>(a.mxu));
       p_.Activate(a.acc, a.ub, a.rows, a.set, a.relu, a.pool, a.stride, a.residual.has_value());
       Rec(a.op);
     }
+    p_.SetUnit(static_cast<uint64_t>(unit_));
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(upto));
   }
+
+  // Where the current matrix unit's accumulator rows start in the one space of every unit's
+  // rows that Touch compares.
+  int64_t AccBase() const { return int64_t{unit_} * c_.acc_depth_rows; }
 
   // ---- host transfers
 
@@ -201,9 +219,20 @@ class Emitter {
     return {place.ub, first, T(t).rows, T(t).h, 0};
   }
 
-  // Operation i for images [g0, g0 + count).
+  // Operation i for images [g0, g0 + count): its passes, on a core of several matrix units
+  // spread over them (Spread).
   void Op(int i, int64_t g0, int64_t count) {
     group0_ = g0;
+    if (Spreads(i)) {
+      collect_ = true;
+      passes_.clear();
+      OpPasses(i, g0, count);
+      collect_ = false;
+      return Spread(i);
+    }
+    OpPasses(i, g0, count);
+  }
+  void OpPasses(int i, int64_t g0, int64_t count) {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
     const int64_t rows = op.rows, most = Most(op);
     if (rows <= most && !op.stacked) {  // whole images, in the fewest passes a region holds
@@ -252,8 +281,9 @@ class Emitter {
       next_pass_ = {i + 1, 0};
     }
     const GraphOp& next_op = g_.ops[static_cast<size_t>(next_pass_.first)];
+    if (Spreads(next_pass_.first)) return {};  // its units read their own tiles (Lanes)
     bool switches = false, one = true;
-    int prev = active_;
+    int prev = active_[static_cast<size_t>(unit_)];
     for (const OpTerm& t : terms) {
       switches = switches || t.tile != prev;
       one = one && t.tile == terms.front().tile;
@@ -303,30 +333,33 @@ class Emitter {
   // last two passes: its activate waits, so the short passes after it must not take its rows.
   int64_t Region(int regions, int64_t rows, bool short_pass) {
     const int64_t size = 2 * half_ / regions;
+    std::vector<Range>& recent = recent_[static_cast<size_t>(unit_)];
+    int64_t& seq = seq_[static_cast<size_t>(unit_)];
     auto clear = [&](int64_t at, int passes) {  // of the last `passes` passes' rows
       const Range r{at, at + rows};
-      for (int b = 0; b < passes && b < static_cast<int>(recent_.size()); ++b)
-        if (r.Overlaps(recent_[recent_.size() - 1 - static_cast<size_t>(b)])) return false;
+      for (int b = 0; b < passes && b < static_cast<int>(recent.size()); ++b)
+        if (r.Overlaps(recent[recent.size() - 1 - static_cast<size_t>(b)])) return false;
       return true;
     };
-    if (short_pass && !recent_.empty()) {
-      const int64_t after = recent_.back().hi, at = after + rows <= 2 * half_ ? after : 0;
+    if (short_pass && !recent.empty()) {
+      const int64_t after = recent.back().hi, at = after + rows <= 2 * half_ ? after : 0;
       if (clear(at, 2)) return Take({at, at + rows});
     }
-    int64_t k = seq_ % regions;
+    int64_t k = seq % regions;
     bool found = false;
     for (int passes = regions - 1; passes >= 1 && !found; --passes)
       for (int t = 0; t < regions && !found; ++t)
-        if (clear((seq_ + t) % regions * size, passes)) {
-          k = (seq_ + t) % regions;
+        if (clear((seq + t) % regions * size, passes)) {
+          k = (seq + t) % regions;
           found = true;
         }
-    seq_ = k + 1;
+    seq = k + 1;
     return Take({k * size, k * size + rows});
   }
   int64_t Take(const Range& r) {
-    recent_.push_back(r);
-    if (recent_.size() > 2) recent_.erase(recent_.begin());
+    std::vector<Range>& recent = recent_[static_cast<size_t>(unit_)];
+    recent.push_back(r);
+    if (recent.size() > 2) recent.erase(recent.begin());
     return r.lo;
   }
   // A pass of fewer rows than the 2N cycles a matmul's rows take to drain, all through one
@@ -412,6 +445,10 @@ class Emitter {
   // where the band's first window pixel is in that window's walk.
   void Pass(int i, int64_t j, int64_t i0, int64_t count, int64_t r0, int64_t rows, bool last,
             const isa::WindowGeometry* band = nullptr, int64_t first_pixel = 0) {
+    if (collect_) {
+      passes_.push_back({j, i0, count, r0, rows});
+      return;
+    }
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
     const int64_t acc_rows = count * rows;
     short_pass_ = ShortPass(op, acc_rows);
@@ -421,7 +458,7 @@ class Emitter {
     const std::vector<int64_t> reads = TileReads(terms, takes);
     if (takes) prefetched_.clear();  // TileReads left them out
     ahead_ = NextTiles(i, j, terms, last);
-    ahead_after_ = LastSwitch(terms, active_);
+    ahead_after_ = LastSwitch(terms, active_[static_cast<size_t>(unit_)]);
     const uint64_t slot = Slot(op.first_param + j, i);
     const NextRead next = last && j + 1 == op.nt && count > 1 && !op.stacked && r0 == 0
                               ? NextReads(i)
@@ -438,40 +475,11 @@ class Emitter {
                        static_cast<uint64_t>(reads[k]));
         Rec(i);
       }
-      const bool sw = t.tile != active_;
-      active_ = t.tile;
+      const bool sw = t.tile != active_[static_cast<size_t>(unit_)];
+      active_[static_cast<size_t>(unit_)] = t.tile;
       const isa::Acc mode = k == 0 ? isa::Acc::kOverwrite : op.acc;
-      const int in = op.inputs[static_cast<size_t>(t.input)];
-      const View v = ViewOf(in);
-      const GraphTensor& tt = T(in);
-      if (!t.window) {  // one row per pixel, tile column t.ktile, `T` rows apart
-        InPlace(i, t, Tiles(in), v.Row(i0) + r0 * Tiles(in), rows,
-                k + 1 == terms.size() ? runs : std::vector{count}, acc, sw, mode, &first, k);
-        continue;
-      }
-      const int64_t stack = band ? 1 : Stack(op, count);
-      const isa::WindowGeometry w =
-          band ? *band
-               : Window(op, v, stack, static_cast<int64_t>(op.window.pad_top),
-                        static_cast<int64_t>(op.window.out_h));
-      SetWindow(w, i);
-      const int64_t map_rows = ((static_cast<int64_t>(w.in_h) * tt.w - 1) * tt.pixel_bytes +
-                                static_cast<int64_t>(w.channels) + n_ - 1) /
-                               n_;
-      const int64_t per = count / stack;
-      for (int64_t im = 0; im < per; ++im) {
-        const int64_t src = v.Row(i0 + im);
-        const int64_t n_rows = op.stacked ? count : stack * rows;
-        Matmul(
-            i, src, map_rows,
-            [&] {
-              p_.MatmulWindow(static_cast<uint64_t>(src), acc + static_cast<uint64_t>(im * rows),
-                              static_cast<uint64_t>(n_rows),
-                              static_cast<uint64_t>(op.stacked ? 0 : first_pixel + r0),
-                              static_cast<uint64_t>(t.ktile), sw && im == 0, mode);
-            },
-            acc + static_cast<uint64_t>(im * rows), n_rows, &first, k);
-      }
+      Term(i, t, {j, i0, count, r0, rows}, k + 1 == terms.size() ? runs : std::vector{count}, acc,
+           sw, mode, &first, k, band, first_pixel);
     }
     if (by_image || runs.size() > 1) {  // one activate per image, or per run
       const std::vector<int64_t> each = by_image ? std::vector<int64_t>(count, 1) : runs;
@@ -486,14 +494,60 @@ class Emitter {
     }
   }
 
+  // The matmuls of term t (the k-th of its pass `ps`) into accumulator rows from `acc`: in
+  // place, one per run of images (`runs`); through the window, one per image (all of a
+  // stacked or tall pass's at once), of `band` where the op runs in bands. Only the
+  // `only`-th of them where given (Lanes); returns how many there are.
+  size_t Term(int i, const OpTerm& t, const PassSpec& ps, const std::vector<int64_t>& runs,
+              uint64_t acc, bool sw, isa::Acc mode, bool* first, size_t k,
+              const isa::WindowGeometry* band = nullptr, int64_t first_pixel = 0,
+              size_t only = kAll) {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const int in = op.inputs[static_cast<size_t>(t.input)];
+    const View v = ViewOf(in);
+    const GraphTensor& tt = T(in);
+    if (!t.window) {  // one row per pixel, tile column t.ktile, `T` rows apart
+      InPlace(i, t, Tiles(in), v.Row(ps.i0) + ps.r0 * Tiles(in), ps.rows, runs, acc, sw, mode,
+              first, k, only);
+      return runs.size();
+    }
+    const int64_t stack = band ? 1 : Stack(op, ps.count);
+    const isa::WindowGeometry w =
+        band ? *band
+             : Window(op, v, stack, static_cast<int64_t>(op.window.pad_top),
+                      static_cast<int64_t>(op.window.out_h));
+    SetWindow(w, i);
+    const int64_t map_rows = ((static_cast<int64_t>(w.in_h) * tt.w - 1) * tt.pixel_bytes +
+                              static_cast<int64_t>(w.channels) + n_ - 1) /
+                             n_;
+    const int64_t per = ps.count / stack, rows = ps.rows;
+    for (int64_t im = 0; im < per; ++im) {
+      if (only != kAll && static_cast<size_t>(im) != only) continue;
+      const int64_t src = v.Row(ps.i0 + im);
+      const int64_t n_rows = op.stacked ? ps.count : stack * rows;
+      Matmul(
+          i, src, map_rows,
+          [&] {
+            p_.MatmulWindow(static_cast<uint64_t>(src), acc + static_cast<uint64_t>(im * rows),
+                            static_cast<uint64_t>(n_rows),
+                            static_cast<uint64_t>(op.stacked ? 0 : first_pixel + ps.r0),
+                            static_cast<uint64_t>(t.ktile), sw && im == 0, mode);
+          },
+          acc + static_cast<uint64_t>(im * rows), n_rows, first, k);
+    }
+    return static_cast<size_t>(per);
+  }
+
   // The matmuls of in-place term t (tile column t.ktile of rows `step` apart, from `src` on)
   // into accumulator rows from `acc`: one per run of images of `rows` rows each.
+  // Only the `only`-th of them, where given.
   void InPlace(int i, const OpTerm& t, int64_t step, int64_t src, int64_t rows,
                const std::vector<int64_t>& runs, uint64_t acc, bool sw, isa::Acc mode, bool* first,
-               size_t k) {
+               size_t k, size_t only) {
     int64_t m = 0;
-    for (const int64_t c : runs) {
-      const int64_t from = src + m * rows * step + t.ktile, n = c * rows;
+    for (size_t q = 0; q < runs.size(); m += runs[q++]) {
+      if (only != kAll && q != only) continue;
+      const int64_t from = src + m * rows * step + t.ktile, n = runs[q] * rows;
       const uint64_t to = acc + static_cast<uint64_t>(m * rows);
       Matmul(
           i, from, (n - 1) * step + 1,
@@ -502,7 +556,6 @@ class Emitter {
                       static_cast<uint64_t>(step));
           },
           to, n, first, k);
-      m += c;
     }
   }
 
@@ -513,7 +566,8 @@ class Emitter {
   template <typename F>
   void Matmul(int op, int64_t src, int64_t span, F&& emit, uint64_t acc, int64_t rows, bool* first,
               size_t term) {
-    Touch({src, src + span}, {}, {static_cast<int64_t>(acc), static_cast<int64_t>(acc) + rows});
+    Touch({src, src + span}, {},
+          {AccBase() + static_cast<int64_t>(acc), AccBase() + static_cast<int64_t>(acc) + rows});
     emit();
     Rec(op);
     if (*first && term == ahead_after_ && !ahead_.empty()) {  // the next pass's tiles
@@ -571,7 +625,7 @@ class Emitter {
   // waiting for FIFO room never stands in front of the matmuls that would make it.
   std::vector<int64_t> TileReads(const std::vector<OpTerm>& terms, bool takes) const {
     std::vector<int64_t> reads(terms.size(), 0);
-    int prev = active_;
+    int prev = active_[static_cast<size_t>(unit_)];
     size_t start = 0;
     int64_t run = 0;
     size_t taken = 0;  // of the tiles read while the pass before streamed
@@ -612,7 +666,9 @@ class Emitter {
     a.stride = static_cast<uint64_t>(tiles);
     a.relu = op.relu;
     a.pool = op.pool;
-    a.acc_rows = {static_cast<int64_t>(acc), static_cast<int64_t>(acc) + count * rows};
+    a.acc_rows = {AccBase() + static_cast<int64_t>(acc),
+                  AccBase() + static_cast<int64_t>(acc) + count * rows};
+    a.mxu = unit_;
     a.writes = {static_cast<int64_t>(a.ub), static_cast<int64_t>(a.ub) + (outs - 1) * tiles + 1};
     if (op.residual >= 0) {
       isa::Residual r = op.residual_mul;
@@ -621,6 +677,148 @@ class Emitter {
       a.reads = {static_cast<int64_t>(r.ub), static_cast<int64_t>(r.ub) + (outs - 1) * tiles + 1};
     }
     pending_.push_back(a);
+  }
+
+  // ---- several matrix units (docs/compiler.md, "Several matrix units")
+
+  // Whether op i's passes go to the core's several matrix units: where the array still binds
+  // its bound with the units streaming side by side (graph_bound.h: its rows over M at
+  // least its weight loads, its rows through the one vector unit and its host rows). Where
+  // another resource binds, more units cannot make it faster, and spreading the passes only
+  // gives up the one-unit schedule (Pass): its read-ahead across operations, its runs.
+  bool Spreads(int i) const {
+    if (c_.mxus_per_core == 1 || g_.ops[static_cast<size_t>(i)].stacked) return false;
+    const Bound& b = bounds_[static_cast<size_t>(i)];
+    return b.array >= std::max({b.weights, b.vector, b.host});
+  }
+
+  // The current matrix unit: the one the next read_weights, matmul and activate name, whose
+  // accumulator regions and tile Region and the passes use.
+  void Unit(size_t u) {
+    unit_ = static_cast<int>(u);
+    p_.SetUnit(u);
+  }
+
+  // Op i's passes (passes_, column by column) over the core's M matrix units, M at a time:
+  // an operation of at least M output tiles gives each unit a column of its own (the units
+  // read the same rows, each only its own tiles); one of fewer gives each unit its own
+  // images or rows (each reads the column's tiles).
+  void Spread(int i) {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const auto m = static_cast<size_t>(c_.mxus_per_core);
+    const auto nt = static_cast<size_t>(op.nt), per = passes_.size() / nt;
+    std::vector<std::vector<PassSpec>> groups;
+    if (nt >= m) {
+      for (size_t j0 = 0; j0 < nt; j0 += m)
+        for (size_t k = 0; k < per; ++k) {
+          std::vector<PassSpec> g;
+          for (size_t j = j0; j < std::min(nt, j0 + m); ++j) g.push_back(passes_[j * per + k]);
+          Together(i, g, &groups);
+        }
+    } else {
+      for (size_t k = 0; k < passes_.size(); k += m)
+        Together(i,
+                 {passes_.begin() + static_cast<std::ptrdiff_t>(k),
+                  passes_.begin() + static_cast<std::ptrdiff_t>(std::min(passes_.size(), k + m))},
+                 &groups);
+    }
+    for (size_t k = 0; k < groups.size(); ++k)
+      Lanes(i, groups[k], k + 1 < groups.size() ? &groups[k + 1] : nullptr);
+  }
+  // Passes g as one group where their terms line up (as many, each of the same kind), else
+  // each alone.
+  void Together(int i, const std::vector<PassSpec>& g, std::vector<std::vector<PassSpec>>* out) {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const auto& t0 = op.terms[static_cast<size_t>(g[0].j)];
+    for (const PassSpec& ps : g) {
+      const auto& t = op.terms[static_cast<size_t>(ps.j)];
+      bool same = t.size() == t0.size();
+      for (size_t k = 0; same && k < t.size(); ++k)
+        same = t[k].window == t0[k].window && t[k].input == t0[k].input;
+      if (!same) {
+        for (const PassSpec& one : g) out->push_back({one});
+        return;
+      }
+    }
+    out->push_back(g);
+  }
+  // The tiles pass `ps` switches in on a unit whose array holds tile `active`, in order.
+  std::vector<int> Switches(const GraphOp& op, const PassSpec& ps, int active) const {
+    std::vector<int> tiles;
+    for (const OpTerm& t : op.terms[static_cast<size_t>(ps.j)]) {
+      if (t.tile != active) tiles.push_back(t.tile);
+      active = t.tile;
+    }
+    return tiles;
+  }
+
+  // Passes g at once, pass l on unit l: each unit its accumulator region and tiles, the
+  // matmuls term by term in turn over the units (a matmul waits only for its own unit's
+  // feeder, so the units stream side by side), each unit's tiles read up to the FIFO's depth
+  // ahead of the matmul that switches them in (each read after the matmul that made its room,
+  // so none waits for a matmul behind it), the waiting activates once every unit streams.
+  // `next`: the operation's next group, whose first tiles each unit reads once its last
+  // tile of this group is in (they then fit its FIFO), or null.
+  void Lanes(int i, const std::vector<PassSpec>& g, const std::vector<PassSpec>* next) {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const size_t lanes = g.size();
+    std::vector<uint64_t> acc(lanes), slot(lanes);
+    std::vector<std::vector<int>> tiles(lanes);  // the tiles each unit switches in, in order
+    std::vector<size_t> read(lanes, 0);          // of them, those read (some ahead, before)
+    short_pass_ = false;
+    for (size_t l = 0; l < lanes; ++l) {
+      Unit(l);
+      acc[l] = static_cast<uint64_t>(Region(Regions(op), g[l].count * g[l].rows, false));
+      slot[l] = Slot(op.first_param + g[l].j, i);
+      tiles[l] = Switches(op, g[l], active_[l]);
+      read[l] = ahead_read_[l];
+      ahead_read_[l] = 0;
+    }
+    auto read_next = [&](size_t l) {
+      Unit(l);
+      p_.ReadWeights(static_cast<uint64_t>(tiles[l][read[l]++]) * static_cast<uint64_t>(n_ * row_),
+                     1);
+      Rec(i);
+    };
+    const auto fifo = static_cast<size_t>(c_.weight_fifo_tiles);
+    for (size_t q = 0; q < fifo; ++q)  // up to the FIFO's depth each, in turn
+      for (size_t l = 0; l < lanes; ++l)
+        if (read[l] < std::min(fifo, tiles[l].size())) read_next(l);
+    const size_t terms = op.terms[static_cast<size_t>(g[0].j)].size();
+    std::vector<bool> sw(lanes);
+    std::vector<size_t> count(lanes, 1);
+    for (size_t k = 0; k < terms; ++k) {
+      const isa::Acc mode = k == 0 ? isa::Acc::kOverwrite : op.acc;
+      // Matmul q of each unit's term k in turn.
+      for (size_t q = 0; q < *std::max_element(count.begin(), count.end()); ++q) {
+        for (size_t l = 0; l < lanes; ++l) {
+          if (q > 0 && q >= count[l]) continue;
+          Unit(l);
+          const OpTerm& t = op.terms[static_cast<size_t>(g[l].j)][k];
+          if (q == 0) {
+            sw[l] = t.tile != active_[l];
+            active_[l] = t.tile;
+          }
+          bool first = false;
+          count[l] = Term(i, t, g[l], {g[l].count}, acc[l], sw[l], mode, &first, k, nullptr, 0, q);
+          // The passes before's activates, one after each matmul once every unit streams.
+          if ((k > 0 || q > 0 || l + 1 == lanes) && !pending_.empty()) Flush(1);
+          if (q == 0 && sw[l] && read[l] < tiles[l].size()) read_next(l);
+        }
+      }
+    }
+    for (size_t l = 0; l < lanes && next != nullptr; ++l) {  // the next group's first tiles
+      if (l >= next->size()) break;
+      tiles[l] = Switches(op, (*next)[l], active_[l]);
+      read[l] = 0;
+      while (read[l] < std::min(fifo, tiles[l].size())) read_next(l);
+      ahead_read_[l] = read[l];
+    }
+    for (size_t l = 0; l < lanes; ++l) {
+      Unit(l);
+      QueueActivate(i, g[l].j, g[l].i0, g[l].count, g[l].r0, g[l].rows, acc[l], slot[l]);
+    }
+    Unit(0);
   }
 
   // ---- one operation in bands of output rows, every tensor staged through the buffer
@@ -702,21 +900,29 @@ class Emitter {
     int64_t ub = 0, rows = 0;
     int op = -1;
   };
-  std::vector<Transfer> background_;     // host reads for the next group, not yet emitted
-  const double host_row_cycles_;         // a host row's cycles for this core (Background)
-  int64_t streamed_ = 0, due_ = 0;       // rows streamed since the last of them; its cycles
-  std::map<int, View> views_;            // staged tensors of the current group or band
-  int64_t group0_ = 0;                   // the current group's first image
-  int64_t seq_ = 0;                      // the next pass's region, in turn
-  std::vector<Range> recent_;            // the accumulator rows of the last two passes
-  int active_ = -1;                      // the weight tile in the array
-  std::vector<int> ahead_, prefetched_;  // tiles to read ahead; the tiles read ahead
-  size_t ahead_after_ = 0;               // the term whose first matmul they follow
+  std::vector<Transfer> background_;  // host reads for the next group, not yet emitted
+  const double host_row_cycles_;      // a host row's cycles for this core (Background)
+  int64_t streamed_ = 0, due_ = 0;    // rows streamed since the last of them; its cycles
+  std::map<int, View> views_;         // staged tensors of the current group or band
+  int64_t group0_ = 0;                // the current group's first image
+  // Per matrix unit (unit_ the current one; docs/compiler.md, "Several matrix units"): the
+  // next pass's region in turn, the accumulator rows of its last two passes, the weight
+  // tile in its array.
+  int unit_ = 0;
+  std::array<int64_t, 4> seq_ = {};
+  std::array<std::vector<Range>, 4> recent_;
+  std::array<int, 4> active_ = {-1, -1, -1, -1};
+  std::vector<int> ahead_, prefetched_;            // tiles to read ahead; the tiles read ahead
+  size_t ahead_after_ = 0;                         // the term whose first matmul they follow
   std::pair<int, int64_t> prefetched_for_{-1, 0};  // the operation and column that take them
   std::pair<int, int64_t> next_pass_{-1, 0};       // the operation and column after this one
   bool short_pass_ = false;                        // the current pass is short (ShortPass)
-  int seg_end_ = 0;                                // the current segment's end (operations)
-  std::optional<isa::WindowGeometry> window_;      // the window set last
+  bool collect_ = false;                   // Pass records its pass in passes_ instead (Op, Spread)
+  std::array<size_t, 4> ahead_read_ = {};  // per unit, the next group's tiles read (Lanes)
+  const std::vector<Bound> bounds_;        // each operation's, on a core of several units
+  std::vector<PassSpec> passes_;           // an operation's passes, column by column
+  int seg_end_ = 0;                        // the current segment's end (operations)
+  std::optional<isa::WindowGeometry> window_;  // the window set last
   bool all_params_ = true;
   std::map<int64_t, int64_t> slot_of_, set_in_;  // parameter set <-> slot (when streamed)
   int64_t next_slot_ = 0;

@@ -18,9 +18,12 @@ void ProgramBuilder::Add(Opcode op, uint8_t flags, uint64_t length, uint64_t src
   check("src", src, 0xffffffffu);
   check("dst", dst, 0xffffffffu);
   check("aux", aux, 0xffffffffu);
+  check("mxu", unit_, hw::kOpdMatmulMxu.Max());
   Instruction in;
   in.opcode = op;
   in.flags = flags;
+  if (op == Opcode::kReadWeights || op == Opcode::kMatmul || op == Opcode::kActivate)
+    in.flags = static_cast<uint8_t>(flags | hw::kOpdMatmulMxu.Put(unit_));
   in.length = static_cast<uint16_t>(length);
   in.src = static_cast<uint32_t>(src);
   in.dst = static_cast<uint32_t>(dst);

@@ -76,6 +76,11 @@ class ProgramBuilder {
   // set_format: the program's number format (docs/bf16.md); without it a program is int8.
   void SetFormat(bool bf16);
 
+  // The matrix unit (mxu=, docs/isa.md) that the read_weights, matmul and activate added
+  // from now on name; 0 at first.
+  void SetUnit(uint64_t mxu) { unit_ = mxu; }
+  uint64_t Unit() const { return unit_; }
+
   const Program& program() const { return program_; }
   Program Take() { return std::move(program_); }
 
@@ -84,6 +89,7 @@ class ProgramBuilder {
   void Add(Opcode op, uint8_t flags, uint64_t length, uint64_t src, uint64_t dst, uint64_t aux);
 
   Program program_;
+  uint64_t unit_ = 0;
 };
 
 }  // namespace tpu::isa
