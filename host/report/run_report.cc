@@ -95,11 +95,12 @@ double RunRow::MappingEfficiency() const {
   return counters.macs ? static_cast<double>(macs) / static_cast<double>(counters.macs) : 0.0;
 }
 
-std::vector<std::pair<std::string, double>> RunRow::Categories(int64_t n) const {
+std::vector<std::pair<std::string, double>> RunRow::Categories(int64_t n, int64_t units) const {
   const hw::ChipCounters& c = counters;
   const double cycles = c.cycles ? static_cast<double>(c.cycles) : 1.0;
-  // Useful MACs in cycles of the whole array; the rest of the streaming cycles is unused.
-  const double useful = static_cast<double>(macs) / static_cast<double>(n * n);
+  // Useful MACs in cycles of every array of the core (a cycle in which some matrix unit
+  // streams counts as streaming); the rest of the streaming cycles is unused.
+  const double useful = static_cast<double>(macs) / static_cast<double>(n * n * units);
   return {{"active_useful", useful / cycles},
           {"active_unused", (static_cast<double>(c.mxu_stream_cycles) - useful) / cycles},
           {"weight_stall", static_cast<double>(c.mxu_stall_weights) / cycles},
@@ -259,9 +260,9 @@ RunReport MergeRunReports(const std::vector<RunReport>& shards) {
 
 namespace {
 
-nlohmann::json CategoriesJson(const RunRow& row, int64_t n) {
+nlohmann::json CategoriesJson(const RunRow& row, const config::TpuConfig& c) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : row.Categories(n)) j[k] = v;
+  for (const auto& [k, v] : row.Categories(c.array_dim, c.mxus_per_core)) j[k] = v;
   return j;
 }
 
@@ -301,7 +302,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
                       {"dram_bytes", row.DramBytes()},
                       {"energy_pj", row.energy.Total()},
                       {"energy_components_pj", ComponentsJson(row.energy)},
-                      {"tpu_v1_categories", CategoriesJson(row, r.config.array_dim)}});
+                      {"tpu_v1_categories", CategoriesJson(row, r.config)}});
     if (row.HasBound()) {
       layers.back()["m"] = row.m;
       layers.back()["k"] = row.k;
@@ -357,7 +358,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
                           {"host_mem_stall_share", k.host_stall},
                           {"weight_mem_stall_share", k.weight_stall}});
   }
-  j["tpu_v1_categories"] = CategoriesJson(t, r.config.array_dim);
+  j["tpu_v1_categories"] = CategoriesJson(t, r.config);
   AddBound(t, &j);
   j["correct"] = r.correct;
   j["spilled"] = nlohmann::json::array();
@@ -468,7 +469,7 @@ std::string FormatRunText(const RunReport& r) {
   }
   s += fmt::format("  stalls     per {} (counters of docs/architecture.md): {}\n", unit, waits);
   std::string shares;
-  for (const auto& [k, v] : r.total.Categories(r.config.array_dim)) {
+  for (const auto& [k, v] : r.total.Categories(r.config.array_dim, r.config.mxus_per_core)) {
     shares += fmt::format("{} {:.1f}%  ", k, 100 * v);
   }
   s += "  cycles     TPU v1's categories (docs/timing.md): " + shares + "\n";
@@ -508,7 +509,8 @@ std::string RunReportCsv(const RunReport& r) {
       "layer,macs,cycles,ops_per_cycle,utilization,mapping_efficiency,"
       "mxu_not_streaming_cycles,ub_accesses,acc_accesses,dram_bytes,energy_pj,"
       "m,k,n,bound_cycles,cycles_over_bound,binds";
-  for (const auto& [k, v] : r.total.Categories(r.config.array_dim)) csv += "," + k;
+  for (const auto& [k, v] : r.total.Categories(r.config.array_dim, r.config.mxus_per_core))
+    csv += "," + k;
   csv += ",core\n";
   // A layer's row (core: empty), or one core's part of it (the layer's name, its number).
   auto line = [&](const std::string& name, const RunRow& row, const std::string& core) {
@@ -522,7 +524,8 @@ std::string RunReportCsv(const RunReport& r) {
     } else {
       csv += ",,,,,,";
     }
-    for (const auto& [k, v] : row.Categories(r.config.array_dim)) csv += fmt::format(",{:.6f}", v);
+    for (const auto& [k, v] : row.Categories(r.config.array_dim, r.config.mxus_per_core))
+      csv += fmt::format(",{:.6f}", v);
     csv += "," + core + "\n";
   };
   for (const RunRow& row : r.layers) {

@@ -42,8 +42,9 @@ struct RunRow {
   double MappingEfficiency() const;
   // TPU v1's cycle categories (Jouppi et al., ISCA 2017, Table 3; docs/timing.md) as
   // shares of the row's cycles, adding up to 1: array active with useful MACs, array active
-  // with unused MACs, weight stall, weight shift, non-matrix, RAW stall, input stall.
-  std::vector<std::pair<std::string, double>> Categories(int64_t n) const;
+  // with unused MACs, weight stall, weight shift, non-matrix, RAW stall, input stall; `n`
+  // the array size, `units` the matrix units of a core.
+  std::vector<std::pair<std::string, double>> Categories(int64_t n, int64_t units) const;
 };
 
 struct RunReport {

@@ -40,6 +40,9 @@ class RunCliTest : public CliFixture {
     }
     EXPECT_EQ(j[0].dump(), j[1].dump());
   }
+  // `command` (LeNet, --json r.json) reports a row per layer with TPU v1's categories and
+  // the bound (LayerRowsHaveCategoriesAndBounds).
+  void ExpectCategoriesAndBounds(const std::string& command);
 };
 
 TEST_F(RunCliTest, ReportLayersAddUpToTheTotals) {
@@ -308,10 +311,19 @@ TEST_F(RunCliTest, TimingOnlyRunsReportCyclesWithoutValues) {
 
 // A row per layer of the whole-network program, each with TPU v1's cycle categories (adding
 // up to 100 %; the three wait_ counters split the matrix unit's drain and idle cycles) and
-// the attainable bound, which the network's cycles never beat.
+// the attainable bound, which the network's cycles never beat; on a core of one matrix unit
+// and of two (each category a share of the cycles in [0, 1]).
 TEST_F(RunCliTest, LayerRowsHaveCategoriesAndBounds) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
-  const Outcome o = Run("run --images 128 --batch 64 --engine fast --json " + P("r.json"));
+  for (const std::string units : {"1", "2"}) {
+    SCOPED_TRACE("mxus_per_core=" + units);
+    ExpectCategoriesAndBounds("run --images 128 --batch 64 --engine fast --set mxus_per_core=" +
+                              units + " --json " + P("r.json"));
+  }
+}
+
+void RunCliTest::ExpectCategoriesAndBounds(const std::string& command) {
+  const Outcome o = Run(command);
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("TPU v1's categories"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("x bound"), std::string::npos) << o.out;
@@ -321,7 +333,11 @@ TEST_F(RunCliTest, LayerRowsHaveCategoriesAndBounds) {
   for (const auto& l : j["layers"]) {
     SCOPED_TRACE(l["name"].get<std::string>());
     double sum = 0;
-    for (const auto& [k, v] : l["tpu_v1_categories"].items()) sum += v.get<double>();
+    for (const auto& [k, v] : l["tpu_v1_categories"].items()) {
+      sum += v.get<double>();
+      EXPECT_GE(v.get<double>(), 0.0) << k;
+      EXPECT_LE(v.get<double>(), 1.0) << k;
+    }
     EXPECT_NEAR(sum, 1.0, 1e-9);
     const auto& c = l["counters"];
     EXPECT_EQ(c["wait_input"].get<uint64_t>() + c["wait_raw"].get<uint64_t>() +
