@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "host/engine/chip_engine.h"
 #include "host/engine/engine_factory.h"
 #include "host/isa/assembler.h"
+#include "sim/system/tpu_registry.h"
 
 namespace tpu::test {
 
@@ -57,6 +60,18 @@ inline engine::ExecResult RunChip(EngineKind kind, const std::string& preset,
   const auto chip = engine::MakeChipEngine(kind, config::LoadConfig(preset), options);
   return chip->Run(
       Job(asm_text, std::move(host_image), std::move(weight_image), out_addr, out_bytes));
+}
+
+// The engines of a chip of several cores or matrix units: the rtl engine where the chip
+// `built` (an entry of CMake TPUSIM_TPU_CHIPS, as "2x4") is built, and the fast engine.
+inline std::vector<std::unique_ptr<engine::ChipEngine>> ChipEngines(const config::TpuConfig& config,
+                                                                    const std::string& built) {
+  std::vector<std::unique_ptr<engine::ChipEngine>> e;
+  const std::vector<std::string> chips = sim::BuiltTpuChips();
+  if (std::find(chips.begin(), chips.end(), built) != chips.end())
+    e.push_back(engine::MakeChipEngine(EngineKind::kRtl, config, {}));
+  e.push_back(engine::MakeChipEngine(EngineKind::kFast, config, {}));
+  return e;
 }
 
 // Names the engine in parameterized test names: .../rtl, .../fast.

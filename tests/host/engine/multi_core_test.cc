@@ -16,7 +16,6 @@
 #include "host/engine/timeline.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/isa/assembler.h"
-#include "sim/system/tpu_registry.h"
 #include "tests/host/engine/chip_test_util.h"
 
 namespace tpu::test {
@@ -33,14 +32,8 @@ config::TpuConfig TwoCores() {
 // process's first call (each test is its own process).
 std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job,
                                         const config::TpuConfig& config = TwoCores()) {
-  static const std::vector<std::unique_ptr<engine::ChipEngine>> engines = [&] {
-    std::vector<std::unique_ptr<engine::ChipEngine>> e;
-    const std::vector<std::string> built = sim::BuiltTpuChips();
-    if (std::find(built.begin(), built.end(), "2x4") != built.end())
-      e.push_back(engine::MakeChipEngine(EngineKind::kRtl, config, {}));
-    e.push_back(engine::MakeChipEngine(EngineKind::kFast, config, {}));
-    return e;
-  }();
+  static const std::vector<std::unique_ptr<engine::ChipEngine>> engines =
+      ChipEngines(config, "2x4");
   std::vector<engine::ExecResult> out;
   for (const auto& e : engines) out.push_back(e->Run(job));
   return out;

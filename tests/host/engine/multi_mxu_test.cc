@@ -13,7 +13,6 @@
 #include "host/common/errors.h"
 #include "host/engine/engine_factory.h"
 #include "host/isa/assembler.h"
-#include "sim/system/tpu_registry.h"
 #include "tests/host/engine/chip_test_util.h"
 
 namespace tpu::test {
@@ -27,14 +26,8 @@ config::TpuConfig TwoMxus() {
 
 // Both engines' results of a job on the core of two matrix units (rtl where it is built).
 std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job) {
-  static const std::vector<std::unique_ptr<engine::ChipEngine>> engines = [] {
-    std::vector<std::unique_ptr<engine::ChipEngine>> e;
-    const std::vector<std::string> built = sim::BuiltTpuChips();
-    if (std::find(built.begin(), built.end(), "1x2x4") != built.end())
-      e.push_back(engine::MakeChipEngine(EngineKind::kRtl, TwoMxus(), {}));
-    e.push_back(engine::MakeChipEngine(EngineKind::kFast, TwoMxus(), {}));
-    return e;
-  }();
+  static const std::vector<std::unique_ptr<engine::ChipEngine>> engines =
+      ChipEngines(TwoMxus(), "1x2x4");
   std::vector<engine::ExecResult> out;
   for (const auto& e : engines) out.push_back(e->Run(job));
   return out;
