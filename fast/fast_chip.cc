@@ -62,14 +62,14 @@ struct Units {
   WeightDma wdma;
   std::vector<Lane> lanes;
   ActivateUnit act;
-  uint8_t wdma_mxu = 0, act_mxu = 0;  // the matrix units of the last read_weights, activate
-  uint32_t row_bytes, param_rows;     // a row's bytes, a parameter set's rows
+  uint8_t wdma_mxu = 0;            // the matrix unit of the last read_weights
+  uint32_t row_bytes, param_rows;  // a row's bytes, a parameter set's rows
 };
 
 // A matrix unit's signals in a cycle (rtl/tpu_top.sv g_mxu).
 struct LaneCycle {
   bool a_fire = false, a_last = false, switch_fire = false, load = false;
-  bool f_rd = false, out = false, wait = false;
+  bool f_rd = false, out = false;
   uint8_t mxu_cycle = hw::kMxuIdle;  // what it did (hw::MxuCycle)
 };
 
@@ -206,7 +206,6 @@ void Signals(const Units& u, uint64_t cycle, Cycle* c) {
     const bool a_valid = l.feed.Valid(), a_switch = l.feed.Switch();
     lc.a_last = l.feed.Last();
     lc.a_fire = a_valid && (!a_switch || l.mxu.ShadowFull());
-    lc.wait = a_valid && !lc.a_fire;
     lc.switch_fire = lc.a_fire && a_switch;
     lc.load = l.fifo.NotEmpty() && l.mxu.WeightReady(lc.switch_fire);
     lc.f_rd = l.feed.Read(lc.a_fire);
@@ -245,7 +244,6 @@ void Edge(Units& u, const Cycle& c, uint64_t cycle, uint64_t n, ChipValues* valu
     l.mxu.Edge(cycle, lc.load, lc.switch_fire, lc.out, lc.a_fire);
   }
   if (s.Starts(hw::kUnitWeightDma)) u.wdma_mxu = s.d->mxu;
-  if (s.Starts(hw::kUnitActivate)) u.act_mxu = s.d->mxu;
   u.act.Edge(start(hw::kUnitActivate), c.acc_rd, c.vpu_out);
 }
 
