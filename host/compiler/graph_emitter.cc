@@ -681,16 +681,22 @@ class Emitter {
 
   // ---- several matrix units (docs/compiler.md, "Several matrix units")
 
-  // Whether op i's passes go to the core's several matrix units: where the array still binds
-  // its bound with the units streaming side by side (graph_bound.h: its rows over M at
-  // least its weight loads, its rows through the one vector unit and its host rows). Where
-  // another resource binds, more units cannot make it faster, and spreading the passes only
-  // gives up the one-unit schedule (Pass): its read-ahead across operations, its runs.
-  bool Spreads(int i) const {
-    if (c_.mxus_per_core == 1 || g_.ops[static_cast<size_t>(i)].stacked) return false;
+  // The matrix units op i's passes spread over: the most, up to the core's M, with which the
+  // array still binds its bound (graph_bound.h: its rows over the u units streaming side by
+  // side at least its weight loads, its rows through the one vector unit and its host rows;
+  // the bound's array term is over M, so over u it is M / u times that); 1, the one-unit
+  // schedule, where that is fewer than two. Past it another resource binds: more units
+  // cannot make the op faster, and spreading its passes thinner only gives up the one-unit
+  // schedule (Pass: its read-ahead across operations, its runs) for more of them.
+  int SpreadUnits(int i) const {
+    const int m = c_.mxus_per_core;
+    if (m == 1 || g_.ops[static_cast<size_t>(i)].stacked) return 1;
     const Bound& b = bounds_[static_cast<size_t>(i)];
-    return b.array >= std::max({b.weights, b.vector, b.host});
+    const double rest = std::max({b.weights, b.vector, b.host});
+    const double units = rest > 0 ? std::floor(b.array * m / rest) : m;
+    return units >= 2 ? static_cast<int>(std::min<double>(m, units)) : 1;
   }
+  bool Spreads(int i) const { return SpreadUnits(i) > 1; }
 
   // The current matrix unit: the one the next read_weights, matmul and activate name, whose
   // accumulator regions and tile Region and the passes use.
@@ -699,13 +705,13 @@ class Emitter {
     p_.SetUnit(u);
   }
 
-  // Op i's passes (passes_, column by column) over the core's M matrix units, M at a time:
-  // an operation of at least M output tiles gives each unit a column of its own (the units
-  // read the same rows, each only its own tiles); one of fewer gives each unit its own
-  // images or rows (each reads the column's tiles).
+  // Op i's passes (passes_, column by column) over m = SpreadUnits(i) of the core's matrix
+  // units, m at a time: an operation of at least m output tiles gives each unit a column of
+  // its own (the units read the same rows, each only its own tiles); one of fewer gives each
+  // unit its own images or rows (each reads the column's tiles).
   void Spread(int i) {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
-    const auto m = static_cast<size_t>(c_.mxus_per_core);
+    const auto m = static_cast<size_t>(SpreadUnits(i));
     const auto nt = static_cast<size_t>(op.nt), per = passes_.size() / nt;
     std::vector<std::vector<PassSpec>> groups;
     if (nt >= m) {

@@ -529,6 +529,52 @@ TEST(GraphCompilerTest, ConvolutionsSpreadOverTheMatrixUnits) {
       << two.layers[0].counters.cycles << " vs " << one.layers[0].counters.cycles;
 }
 
+// On a core of four units each operation spreads over the most units with which the array
+// still binds its bound (docs/compiler.md, "Several matrix units"): a 1 x 1 convolution
+// whose rows through the one vector unit allow two units, not four, goes to units 0 and 1
+// (with the rule of all units or one it ran on one). Bit-exact, and each convolution faster
+// than on one unit.
+TEST(GraphCompilerTest, OperationsSpreadOverAsManyUnitsAsTheArrayBinds) {
+  nn::Model m = NewModel("four", {8, 8, 16});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 16, 3, 1, 1, Activation::kRelu),
+              L(LayerType::kConv2d, {0}, 32, 1, 1, 0, Activation::kRelu), GlobalPool(1),
+              L(LayerType::kDense, {2}, 4)};
+  config::TpuConfig c = config::LoadConfig("lab-8");
+  c.mxus_per_core = 4;
+  const int batch = 4;
+  const EmittedProgram e = QuantizeAndEmit(&m, 17, c, batch);
+  const LoweredGraph g = LowerGraph(m, c.array_dim);
+  const std::vector<Bound> bounds = BoundGraph(g, PlanGraph(g, c, batch), c, batch);
+  std::vector<int> units, wants;  // per operation: the units its matmuls name, the rule's
+  for (int op = 0; op < 2; ++op) {
+    int most = 0;
+    for (const std::string& line : OpLines(e, op)) {
+      if (line.rfind("matmul", 0) != 0) continue;
+      const size_t at = line.find("mxu=");
+      most = std::max(most, at == std::string::npos ? 0 : std::stoi(line.substr(at + 4)));
+    }
+    units.push_back(most + 1);
+    // The most units u <= 4 with the array term over u (4 / u times the bound's, which is
+    // over four) at least the others.
+    const Bound& b = bounds[static_cast<size_t>(op)];
+    const double rest = std::max({b.weights, b.vector, b.host});
+    int want = 4;
+    while (want > 1 && b.array * 4 / want < rest) --want;
+    wants.push_back(want);
+  }
+  // The 3 x 3 convolution binds the array with four units, but its two output tiles of four
+  // images make two passes (a unit takes a pass; passes are not cut smaller to feed more
+  // units: docs/compiler.md); the 1 x 1 one's four output tiles make four passes, of which
+  // it takes two at a time, the two units its vector-unit rows allow.
+  EXPECT_EQ(wants, (std::vector<int>{4, 2}));
+  EXPECT_EQ(units, (std::vector<int>{2, 2}));
+  const TpuRunResult four = RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+  c.mxus_per_core = 1;
+  const TpuRunResult one = RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+  for (size_t op = 0; op < 2; ++op)
+    EXPECT_LT(four.layers[op].counters.cycles, one.layers[op].counters.cycles) << op;
+}
+
 // On two cores, each core's share streams the next group's input over a host link the two
 // share: the programs pace those transfers at half the link (EmitGraph's `sharers`), and a
 // run on two cores builds them so. Paced for the whole link instead, a transfer is still
