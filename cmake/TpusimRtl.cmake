@@ -89,6 +89,28 @@ foreach(file ${TPUSIM_PRESET_FILES})
     set(TPUSIM_PRESET_NAME_${key} ${name})
   endif()
   list(APPEND TPUSIM_PRESET_DIMS_${dtype} ${n})
+  # A preset of several cores or matrix units (tpu-v3, tpu-v4) runs on a tpu_chip model,
+  # named in TPUSIM_TPU_CHIPS by the preset's name or its shape (tpusim_chip_spec).
+  string(JSON cores ERROR_VARIABLE no_cores GET "${json}" cores)
+  string(JSON mxus ERROR_VARIABLE no_mxus GET "${json}" mxus_per_core)
+  if(no_cores)
+    set(cores 1)
+  endif()
+  if(no_mxus)
+    set(mxus 1)
+  endif()
+  if(cores GREATER 1 OR mxus GREATER 1)
+    set(chip "${cores}x")
+    if(mxus GREATER 1)
+      string(APPEND chip "${mxus}x")
+    endif()
+    string(APPEND chip "${n}")
+    if(NOT dtype STREQUAL "int8")
+      string(APPEND chip "${dtype}")
+    endif()
+    string(JSON name GET "${json}" name)
+    set(TPUSIM_PRESET_CHIP_${name} ${chip})
+  endif()
 endforeach()
 foreach(dtype int8 bf16)
   list(REMOVE_DUPLICATES TPUSIM_PRESET_DIMS_${dtype})
@@ -187,12 +209,25 @@ function(tpusim_verilate_mxu TARGET N)
   endif()
 endfunction()
 
-# tpusim_parse_chip(SPEC CORES MXUS N DTYPE): the parts of a TPUSIM_TPU_CHIPS entry, "CxN"
-# or "CxMxN" (C cores of M matrix units of N x N), "bf16" after N for that format.
-function(tpusim_parse_chip SPEC CORES MXUS N DTYPE)
+# tpusim_chip_spec(ENTRY OUT): a TPUSIM_TPU_CHIPS entry as a shape: the shape of the preset
+# ENTRY names (tpu-v3: "2x2x128bf16"), else ENTRY itself.
+function(tpusim_chip_spec ENTRY OUT)
+  if(DEFINED TPUSIM_PRESET_CHIP_${ENTRY})
+    set(${OUT} ${TPUSIM_PRESET_CHIP_${ENTRY}} PARENT_SCOPE)
+  else()
+    set(${OUT} ${ENTRY} PARENT_SCOPE)
+  endif()
+endfunction()
+
+# tpusim_parse_chip(ENTRY CORES MXUS N DTYPE): the parts of a TPUSIM_TPU_CHIPS entry, "CxN"
+# or "CxMxN" (C cores of M matrix units of N x N), "bf16" after N for that format, or the
+# name of a preset of several cores or units.
+function(tpusim_parse_chip ENTRY CORES MXUS N DTYPE)
+  tpusim_chip_spec(${ENTRY} SPEC)
   if(NOT SPEC MATCHES "^([0-9]+)x(([0-9]+)x)?([0-9]+)(bf16)?$")
     message(FATAL_ERROR "TPUSIM_TPU_CHIPS: '${SPEC}' is not CORESxN or CORESxMXUSxN, with bf16 "
-                        "after N for that format (as 2x4, 1x2x4, 2x128bf16)")
+                        "after N for that format (as 2x4, 1x2x4, 2x128bf16), nor a preset of "
+                        "several cores or matrix units (as tpu-v3)")
   endif()
   set(${CORES} ${CMAKE_MATCH_1} PARENT_SCOPE)
   if(CMAKE_MATCH_3)

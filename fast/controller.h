@@ -39,6 +39,7 @@ inline constexpr int kMaxMxus = 4;
 struct UnitsBusy {
   bool host_dma = false, weight_dma = false, matrix = false, activate = false;
   uint8_t feeders = 0;
+  uint8_t mxus = 0;  // the matrix units with work (mxu_busy_o, bit m: unit m)
   uint8_t Bits() const {
     return static_cast<uint8_t>((host_dma << hw::kUnitHostDma) |
                                 (weight_dma << hw::kUnitWeightDma) | (matrix << hw::kUnitMatrix) |

@@ -50,7 +50,9 @@ struct Units {
     for (size_t m = 0; m < lanes.size(); ++m) {
       const Lane& l = lanes[m];
       b.feeders |= static_cast<uint8_t>(l.feed.Busy() << m);
-      b.matrix = b.matrix || l.feed.Busy() || l.mxu.InFlight();
+      const bool busy = l.feed.Busy() || l.mxu.InFlight();
+      b.mxus |= static_cast<uint8_t>(busy << m);
+      b.matrix = b.matrix || busy;
     }
     b.activate = act.Busy();
     return b;
@@ -464,7 +466,8 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
       steady = steady && Steady(k.u, k.c);
       if (!k.u.ctl.Halted()) k.c.Count(k.cnt, 1, n, k.u.row_bytes);
       if (o.on_cycles && !k.ended) {
-        o.on_cycles(static_cast<int>(i), cycle, 1, k.c.issue.issue, k.busy.Bits(), k.c.Obs());
+        o.on_cycles(static_cast<int>(i), cycle, 1, k.c.issue.issue, k.busy.Bits(), k.c.Obs(),
+                    k.busy.mxus);
       }
     }
     for (Core& k : cores) Edge(k.u, k.c, cycle, n, k.values);
@@ -480,7 +483,7 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
           if (!k.u.ctl.Halted()) k.c.Count(k.cnt, skip, n, k.u.row_bytes);
           if (o.on_cycles && !k.ended) {
             o.on_cycles(static_cast<int>(i), cycle + 1, skip, k.c.issue.issue, k.busy.Bits(),
-                        k.c.Obs());
+                        k.c.Obs(), k.busy.mxus);
           }
         }
         quiet += skip;

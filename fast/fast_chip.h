@@ -62,11 +62,11 @@ struct RunOptions {
   bool timing_only = false;  // skip the values: counters only
   // Cycles [first, first + count) of core `core`: the issue state (hw::Issue), the busy
   // units (bits hw::kUnit*) and obs_o (rtl/tpu_top.sv: the matrix unit's cycle, bits 2:0;
-  // host memory, weight memory and weight FIFO stalls, bits 3 to 5); called for every
-  // cycle that ends in a clock edge while the core runs (a core's cycles 0 .. its end - 1;
-  // none for a core not started).
+  // host memory, weight memory and weight FIFO stalls, bits 3 to 5) and the busy matrix
+  // units (mxu_busy_o, bit m: unit m); called for every cycle that ends in a clock edge
+  // while the core runs (a core's cycles 0 .. its end - 1; none for a core not started).
   std::function<void(int core, uint64_t first, uint64_t count, uint8_t issue, uint8_t busy,
-                     uint8_t obs)>
+                     uint8_t obs, uint8_t mxus)>
       on_cycles;
   // Called about every 65,536 cycles with the fraction of instructions handed over.
   std::function<void(double)> progress;

@@ -58,6 +58,7 @@ module tpu_top
   output logic                    idle_o,      // waiting for instructions, all units idle
   output logic                    progress_o,  // something moved last cycle
   output logic [NumUnits-1:0]     unit_busy_o,
+  output logic [3:0]              mxu_busy_o,  // the matrix units with work (bit m: unit m)
   output logic [2:0]              issue_o,     // issue_e of the last cycle
   output logic                    wait_weights_o,  // a matmul waits for its weight tile
   // This cycle, for the per-layer attribution of the counters (docs/timing.md): what the
@@ -507,6 +508,7 @@ module tpu_top
   assign unit_busy_o[UnitWeightDma] = wdma_busy;
   assign unit_busy_o[UnitMatrix]    = mxu_busy != '0;
   assign unit_busy_o[UnitActivate]  = act_busy;
+  assign mxu_busy_o     = 4'(mxu_busy);  // Mxus <= 4: the bits above its units are 0
   assign wait_weights_o = wait_w != '0;
   assign obs_o          = {wdma_fifo_stall, wm_stall, hm_stall, mxu_cycle};
 

@@ -55,6 +55,15 @@ std::string ConfigDir() {
   return TPUSIM_SOURCE_DIR "/configs";
 }
 
+std::string ShapeText(const TpuConfig& c) {
+  std::string s;
+  if (c.cores > 1) s += std::to_string(c.cores) + " cores of ";
+  if (c.mxus_per_core > 1) s += std::to_string(c.mxus_per_core) + " matrix units of ";
+  s += std::to_string(c.array_dim) + " x " + std::to_string(c.array_dim);
+  if (c.dtype != hw::Dtype::kInt8) s += ", " + std::string(hw::Name(c.dtype));
+  return s;
+}
+
 std::vector<std::string> PresetNames() {
   std::vector<std::string> names;
   std::error_code ec;

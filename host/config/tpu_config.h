@@ -60,6 +60,9 @@ TpuConfig LoadConfig(const std::string& name_or_path);
 // A config from a JSON object; `where` names its origin in error messages.
 TpuConfig FromJson(const nlohmann::json& j, const std::string& default_name,
                    const std::string& where);
+// The chip's shape for reports: "128 x 128, bf16", "2 matrix units of 4 x 4", "2 cores of 2
+// matrix units of 128 x 128, bf16" (", bf16" only where the format is not int8).
+std::string ShapeText(const TpuConfig& config);
 // Applies "key=value" (a JSON value, e.g. host_mem_latency_cycles=200) and validates.
 // Throws UsageError for an unknown key, a wrong type or an invalid value.
 void ApplyOverride(TpuConfig* config, const std::string& key_value);

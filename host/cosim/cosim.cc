@@ -108,7 +108,8 @@ namespace {
 class CoreWatch final : public engine::CycleObserver {
  public:
   CoreWatch(const config::TpuConfig& c, int words)
-      : timeline_(c.clock_mhz), attribution_(words, c.array_dim, hw::ElementBytes(c.dtype)) {
+      : timeline_(c.clock_mhz, c.mxus_per_core),
+        attribution_(words, c.array_dim, hw::ElementBytes(c.dtype)) {
     std::vector<int32_t> each(static_cast<size_t>(words));
     for (int i = 0; i < words; ++i) each[static_cast<size_t>(i)] = i;
     attribution_.SetRowOf(each);

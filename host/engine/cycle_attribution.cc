@@ -10,7 +10,10 @@
 namespace tpu::engine {
 
 CycleAttribution::CycleAttribution(int rows, int n, int element_bytes)
-    : n_(n), element_bytes_(element_bytes), rows_(static_cast<size_t>(std::max(rows, 1))) {}
+    : n_(n),
+      element_bytes_(element_bytes),
+      rows_(static_cast<size_t>(std::max(rows, 1))),
+      mxu_rows_(rows_.size(), MxuCycles{}) {}
 
 void CycleAttribution::SetRowOf(std::vector<int32_t> row_of) {
   // Instructions without a row take the next one's (the parameter loads before a layer),
@@ -36,10 +39,11 @@ int CycleAttribution::RowOf(uint64_t pc) const {
 
 void CycleAttribution::BeginRun(const isa::Program& program, const std::string&) {
   run_.assign(rows_.size(), hw::ChipCounters{});
-  opcodes_.clear();
-  for (const isa::Word& w : program.words) opcodes_.push_back(w[hw::kOpcodeOffset]);
+  mxu_run_.assign(rows_.size(), MxuCycles{});
+  OpcodesAndUnits(program, &opcodes_, &units_of_);
   fired_ = 0;
   units_.assign(hw::kNumUnits, Open());
+  mxus_.assign(kMaxMxus, Open());
   spans_.clear();
   AddEvents(program);
 }
@@ -131,6 +135,7 @@ void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& ob
   At(unit_pc(hw::kUnitWeightDma)).busy_weight_dma += count * ((obs.busy >> hw::kUnitWeightDma) & 1);
   At(unit_pc(hw::kUnitMatrix)).busy_matrix += count * ((obs.busy >> hw::kUnitMatrix) & 1);
   At(unit_pc(hw::kUnitActivate)).busy_activate += count * ((obs.busy >> hw::kUnitActivate) & 1);
+  AddMxuBusy(first, count, obs.mxus, owner);
   hw::ChipCounters& mxu = At(unit_pc(hw::kUnitMatrix));
   // The matrix unit's cycle class (hw::MxuCycle) and its counter.
   const uint8_t cls = std::min<uint8_t>(obs.obs & hw::kObsMxuMask, hw::kMxuIdle);
@@ -164,11 +169,28 @@ void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& ob
     const uint8_t op = pc < opcodes_.size() ? opcodes_[pc] : 0;
     const int unit = op < hw::kOpcodeUnit.size() ? hw::kOpcodeUnit[op] : -1;
     if (unit >= 0) units_[static_cast<size_t>(unit)] = {true, pc, c + 1};
+    if (unit == hw::kUnitMatrix)
+      mxus_[std::min<size_t>(units_of_[pc], kMaxMxus - 1)] = {true, pc, c + 1};
+  }
+}
+
+// Each matrix unit's busy cycles (bits of `busy`) to the row of its matmul (else of `owner`,
+// the cycle's instruction).
+void CycleAttribution::AddMxuBusy(uint64_t first, uint64_t count, uint8_t busy, uint64_t owner) {
+  for (size_t m = 0; m < mxus_.size(); ++m) {
+    Open& o = mxus_[m];
+    if (o.open && !(busy & (1u << m)) && first >= o.start) o.open = false;
+    if (!(busy & (1u << m))) continue;
+    const uint64_t pc = o.open && o.start <= first ? o.pc : owner;
+    mxu_run_[static_cast<size_t>(RowOf(pc))][m] += count;
   }
 }
 
 void CycleAttribution::EndRun(uint64_t) {
-  for (size_t r = 0; r < rows_.size(); ++r) rows_[r] += run_[r];
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    rows_[r] += run_[r];
+    for (size_t m = 0; m < mxu_rows_[r].size(); ++m) mxu_rows_[r][m] += mxu_run_[r][m];
+  }
 }
 
 void CycleAttribution::Check(const hw::ChipCounters& total) const {

@@ -6,13 +6,15 @@
 //   - each cycle goes to one row: that of the matmul the matrix unit works on, else of the
 //     activate the activation unit works on, else of the oldest instruction a DMA unit works
 //     on, else of the instruction the issue stage is at;
-//   - a unit's busy cycles go to the instruction it works on; the issue stage's waits to the
+//   - a unit's busy cycles go to the instruction it works on (each matrix unit's to its own
+//     matmul: MxuBusy); the issue stage's waits to the
 //     instruction that waits; the matrix unit's cycle classes to its matmul (else to the
 //     cycle's row); memory stalls to the DMA instruction that waits.
 // Both engines report the same cycles (cycle_observer.h), so both give the same rows, and
 // the rows add up to the run's counters exactly (Check()).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,6 +39,10 @@ class CycleAttribution : public CycleObserver {
 
   // Per row, over every run observed.
   const std::vector<hw::ChipCounters>& Rows() const { return rows_; }
+  // Per row, over every run observed: the cycles each matrix unit had work (mxu_busy_o) on
+  // the row's matmuls.
+  using MxuCycles = std::array<uint64_t, kMaxMxus>;
+  const std::vector<MxuCycles>& MxuBusy() const { return mxu_rows_; }
   // The last run's cycles as spans of one row each, in order (for the timeline).
   struct Span {
     int row = 0;
@@ -50,19 +56,21 @@ class CycleAttribution : public CycleObserver {
  private:
   int RowOf(uint64_t pc) const;
   void AddEvents(const isa::Program& program);
+  void AddMxuBusy(uint64_t first, uint64_t count, uint8_t busy, uint64_t owner);
   hw::ChipCounters& At(uint64_t pc) { return run_[static_cast<size_t>(RowOf(pc))]; }
 
   int n_;
   int element_bytes_;
   std::vector<hw::ChipCounters> rows_, run_;
+  std::vector<MxuCycles> mxu_rows_, mxu_run_;
   std::vector<int32_t> row_of_;
-  std::vector<uint8_t> opcodes_;
+  std::vector<uint8_t> opcodes_, units_of_;  // each instruction's opcode, its matrix unit
   uint64_t fired_ = 0;
   struct Open {
     bool open = false;
     uint64_t pc = 0, start = 0;
   };
-  std::vector<Open> units_;
+  std::vector<Open> units_, mxus_;  // by unit (hw::kUnit*), by matrix unit
   std::vector<Span> spans_;
 };
 

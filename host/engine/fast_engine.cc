@@ -83,8 +83,8 @@ ExecResult FastEngine::Run(const ExecJob& job) {
   const CoreObservers observers(*this, job, config_.cores);
   if (!observers.Empty()) {
     ro.on_cycles = [&observers](int core, uint64_t first, uint64_t count, uint8_t issue,
-                                uint8_t busy, uint8_t obs) {
-      observers.Cycles(core, first, count, {issue, busy, obs});
+                                uint8_t busy, uint8_t obs, uint8_t mxus) {
+      observers.Cycles(core, first, count, {issue, busy, obs, mxus});
     };
   }
   ProgressBar bar("exec", options_.progress);

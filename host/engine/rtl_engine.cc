@@ -296,10 +296,10 @@ ExecResult RtlEngine::Run(const ExecJob& job) {
   if (im.options.progress) im.system->SetProgress([&](double f) { bar.Update(f); });
   const CoreObservers observers(*this, job, im.config.cores);
   if (!observers.Empty()) {
-    im.system->SetCycleHook(
-        [&observers](int core, uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs) {
-          observers.Cycles(core, cycle, 1, {issue, busy, obs});
-        });
+    im.system->SetCycleHook([&observers](int core, uint64_t cycle, uint8_t issue, uint8_t busy,
+                                         uint8_t obs, uint8_t mxus) {
+      observers.Cycles(core, cycle, 1, {issue, busy, obs, mxus});
+    });
   }
   im.host->Submit(job);
   while (!im.host->Done()) sc_core::sc_start();

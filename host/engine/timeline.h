@@ -1,9 +1,10 @@
 // An instruction timeline of chip runs in the Chrome trace-event format, which Perfetto
 // (ui.perfetto.dev) and chrome://tracing open: one track for the controller's issue stage
 // (every instruction's issue, and why it waited: its unit busy, a hazard, a drain) and
-// one per unit (host DMA, weight DMA, matrix unit, activation unit) with a slice per
-// instruction from the cycle the unit starts it to the cycle it is done (for the matrix
-// unit: until the next matmul starts or the last row has reached the accumulators).
+// one per unit (host DMA, weight DMA, matrix unit, activation unit; on a core of several
+// matrix units one per matrix unit) with a slice per instruction from the cycle the unit
+// starts it to the cycle it is done (for a matrix unit: until its next matmul starts or
+// its last row has reached its accumulators).
 //
 // Both engines feed it the same observations, cycle by cycle: what the issue stage did
 // and which units had work (ChipEngine's timeline option), so the same program gives the
@@ -23,7 +24,8 @@ namespace tpu::engine {
 
 class Timeline : public CycleObserver {
  public:
-  explicit Timeline(double clock_mhz) : clock_mhz_(clock_mhz) {}
+  // mxus: the core's matrix units (config mxus_per_core), each a track of its own.
+  explicit Timeline(double clock_mhz, int mxus = 1) : clock_mhz_(clock_mhz), mxus_(mxus) {}
 
   void BeginRun(const isa::Program& program, const std::string& label) override;
   // Uses the issue state and the busy units.
@@ -52,19 +54,23 @@ class Timeline : public CycleObserver {
   };
   void Slice(int track, const std::string& name, uint64_t start, uint64_t end, nlohmann::json args);
   void CloseUnit(int unit, uint64_t end);
+  void CloseMxu(int mxu, uint64_t end);
+  void CloseSlice(Open* o, int track, uint64_t end);
+  std::vector<std::string> TrackNames() const;
   void CloseIssueRun(uint64_t end);
 
   double clock_mhz_;
+  int mxus_;
   nlohmann::json events_ = nlohmann::json::array();
   nlohmann::json runs_ = nlohmann::json::array();
   nlohmann::json notes_ = nlohmann::json::object();
   uint64_t base_ = 0;              // the first cycle of the current run on the common time axis
   uint64_t last_base_ = 0;         // ... of the last run that ended
   std::vector<std::string> text_;  // the current run's instructions, disassembled
-  std::vector<uint8_t> opcodes_;
-  uint64_t fired_ = 0;  // instructions issued so far in this run
-  std::vector<Open> units_;
-  int issue_state_ = -1;  // the controller's current run of one state
+  std::vector<uint8_t> opcodes_, units_of_;  // each instruction's opcode, its matrix unit
+  uint64_t fired_ = 0;                       // instructions issued so far in this run
+  std::vector<Open> units_, mxu_;            // by unit (hw::kUnit*; the matrix units' in mxu_)
+  int issue_state_ = -1;                     // the controller's current run of one state
   uint64_t issue_start_ = 0;
 };
 

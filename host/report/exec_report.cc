@@ -32,11 +32,9 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
       2.0 * config.array_dim * config.array_dim * config.mxus_per_core * config.cores;
   const double ops = cycles ? 2.0 * static_cast<double>(macs) / static_cast<double>(cycles) : 0;
   std::string s;
-  const std::string units =
-      config.mxus_per_core > 1 ? fmt::format("{} matrix units of ", config.mxus_per_core) : "";
-  s += fmt::format("program   {} ({} instructions) on {} ({}{} x {}, {} MHz), {} engine\n",
-                   program_name, instructions, config.name, units, config.array_dim,
-                   config.array_dim, config.clock_mhz, r.engine);
+  s +=
+      fmt::format("program   {} ({} instructions) on {} ({}, {} MHz), {} engine\n", program_name,
+                  instructions, config.name, config::ShapeText(config), config.clock_mhz, r.engine);
   s += fmt::format("status    {} (chip status: {}), {} instructions issued\n", r.state,
                    r.chip_status, Grouped(static_cast<int64_t>(r.counters.instructions)));
   if (!r.message.empty()) s += fmt::format("          {}\n", r.message);

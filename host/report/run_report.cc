@@ -69,6 +69,8 @@ void FinishRows(RunReport* rep) {
     }
     rep->total.macs += row.macs;
     rep->total.counters += row.counters;
+    rep->total.mxu_busy.resize(std::max(rep->total.mxu_busy.size(), row.mxu_busy.size()));
+    for (size_t m = 0; m < row.mxu_busy.size(); ++m) rep->total.mxu_busy[m] += row.mxu_busy[m];
     rep->total.bound += row.bound;
   }
   rep->total.bound.network = true;  // the largest of the sums, the pipeline's included
@@ -147,6 +149,7 @@ RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
     row.m = l.m;
     row.k = l.k;
     row.n = l.n;
+    row.mxu_busy = l.mxu_busy;
     for (size_t c = 0; c < l.cores.size(); ++c) {
       RunRow core;
       core.macs = l.cores[c].macs;
@@ -189,6 +192,7 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
       row.name = l.at("name").get<std::string>();
       row.macs = l.at("macs").get<int64_t>();
       row.counters = CountersFromJson(l.at("counters"));
+      row.mxu_busy = l.value("mxu_busy_cycles", std::vector<uint64_t>{});
       for (const auto& c : l.value("cores", nlohmann::json::array())) {
         RunRow core;
         core.macs = c.at("macs").get<int64_t>();
@@ -240,6 +244,9 @@ RunReport MergeRunReports(const std::vector<RunReport>& shards) {
       m.layers[i].counters += s.layers[i].counters;
       m.layers[i].bound += s.layers[i].bound;
       m.layers[i].m += s.layers[i].m;
+      same(s, "matrix units", s.layers[i].mxu_busy.size() == m.layers[i].mxu_busy.size());
+      for (size_t u = 0; u < s.layers[i].mxu_busy.size(); ++u)
+        m.layers[i].mxu_busy[u] += s.layers[i].mxu_busy[u];
       same(s, "cores", s.layers[i].cores.size() == m.layers[i].cores.size());
       for (size_t c = 0; c < s.layers[i].cores.size(); ++c) {
         m.layers[i].cores[c].macs += s.layers[i].cores[c].macs;
@@ -309,6 +316,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
       layers.back()["n"] = row.n;
     }
     AddBound(row, &layers.back());
+    if (!row.mxu_busy.empty()) layers.back()["mxu_busy_cycles"] = row.mxu_busy;
     for (const RunRow& core : row.cores) {  // on a chip of several cores
       layers.back()["cores"].push_back({{"macs", core.macs},
                                         {"counters", CountersJson(core.counters)},
@@ -348,6 +356,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"config", r.config.ToJson()},
       {"wall_seconds", r.wall_seconds},
       {"revision", kGitRevision}};
+  if (!t.mxu_busy.empty()) j["mxu_busy_cycles"] = t.mxu_busy;
   j["topology"] = r.topology;
   if (r.topology) j["gemm_list"] = r.gemm_list;
   j["counters"] = CountersJson(t.counters);
@@ -393,20 +402,18 @@ std::string FormatRunText(const RunReport& r) {
   const double peak = r.Peak();
   std::string s =
       r.topology
-          ? fmt::format("tpusim run: {} ({} {}) on {} ({} x {}, {} MHz), {} engine\n", r.model,
+          ? fmt::format("tpusim run: {} ({} {}) on {} ({}, {} MHz), {} engine\n", r.model,
                         r.layers.size(),
                         r.gemm_list ? "GEMMs, each on a batch of its M"
                                     : fmt::format("layers, batch {}", r.batch),
-                        r.config.name, r.config.array_dim, r.config.array_dim, r.config.clock_mhz,
-                        r.engine)
-          : fmt::format(
-                "tpusim run: {} on {} ({} x {}{}, {} MHz), {} engine, {} {}{} in batches of {}\n",
-                r.model, r.config.name, r.config.array_dim, r.config.array_dim,
-                r.config.dtype == hw::Dtype::kBf16 ? ", bf16" : "", r.config.clock_mhz, r.engine,
-                r.images, r.inputs,
-                r.shard.empty() ? ""
-                                : fmt::format(" (slice {} from input {})", r.shard, r.first_input),
-                std::min<int64_t>(r.batch, std::max<int64_t>(r.images, 1)));  // as they ran
+                        r.config.name, config::ShapeText(r.config), r.config.clock_mhz, r.engine)
+          : fmt::format("tpusim run: {} on {} ({}, {} MHz), {} engine, {} {}{} in batches of {}\n",
+                        r.model, r.config.name, config::ShapeText(r.config), r.config.clock_mhz,
+                        r.engine, r.images, r.inputs,
+                        r.shard.empty()
+                            ? ""
+                            : fmt::format(" (slice {} from input {})", r.shard, r.first_input),
+                        std::min<int64_t>(r.batch, std::max<int64_t>(r.images, 1)));  // as they ran
   if (!r.plan.empty()) s += "  plan       " + r.plan + "\n";
   if (r.topology && r.checked) {
     s += fmt::format(
@@ -454,11 +461,22 @@ std::string FormatRunText(const RunReport& r) {
                        static_cast<double>(row.Cycles()) / row.bound.Cycles(), row.bound.Binds());
     }
   };
+  // On a core of several matrix units, each unit's busy cycles, a share of the row's.
+  auto units = [&](const RunRow& row) {
+    if (row.mxu_busy.empty()) return;
+    s += "    units busy";
+    for (const uint64_t b : row.mxu_busy)
+      s += fmt::format("{:>7.1f}%", 100.0 * static_cast<double>(b) /
+                                        static_cast<double>(std::max<uint64_t>(row.Cycles(), 1)));
+    s += "\n";
+  };
   for (const RunRow& row : r.layers) {
     line(row);
+    units(row);
     for (const RunRow& core : row.cores) line(core);  // on a chip of several cores
   }
   line(r.total);
+  units(r.total);
   std::string waits;
   for (int i = 0; i < hw::kNumCounters; ++i) {
     const uint64_t v = r.total.counters[i];

@@ -28,6 +28,9 @@ struct RunRow {
   // On a chip of several cores, the row per core (its MACs, counters and energy; no bound):
   // they add up to this row. Empty on one core, and in the total.
   std::vector<RunRow> cores;
+  // On a core of several matrix units, the cycles each had work on the row's matmuls, over
+  // every core (empty otherwise, and where no per-layer attribution ran).
+  std::vector<uint64_t> mxu_busy;
 
   uint64_t Cycles() const { return counters.cycles; }
   // Cycles in which the matrix unit did not stream a row.

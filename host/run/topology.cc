@@ -13,6 +13,7 @@
 #include "host/compiler/core_split.h"
 #include "host/compiler/gemm_program.h"
 #include "host/compiler/network_compiler.h"
+#include "host/engine/cycle_attribution.h"
 #include "host/gemm/gemm_runner.h"
 #include "host/nn/inputs.h"
 #include "host/nn/int8_net.h"
@@ -109,9 +110,36 @@ int MapsGroup(const nn::Model& m, const config::TpuConfig& c, int batch, bool ma
 // output bytes (none in timing-only runs; one core: the job as it is).
 struct CoresResult {
   engine::ExecResult exec;
+  // On a core of several matrix units, the cycles each had work in exec, over the cores
+  // (host/engine/cycle_attribution.h); empty otherwise.
+  std::vector<uint64_t> mxu_busy;
   std::vector<int> share;                 // images of each core that runs (cores 0, 1, ...)
   std::vector<std::vector<uint8_t>> out;  // each such core's output bytes
 };
+
+// run(job) on a chip of cores of several matrix units with each core observed: the cycles
+// each matrix unit had work, over the cores, into *mxu_busy (left empty on one unit).
+template <typename Run>
+engine::ExecResult RunObservingUnits(engine::ChipEngine& engine, const engine::ExecJob& job,
+                                     Run run, std::vector<uint64_t>* mxu_busy) {
+  const config::TpuConfig& c = engine.Config();
+  if (c.mxus_per_core == 1) return run(job);
+  std::vector<engine::CycleAttribution> units(static_cast<size_t>(c.cores),
+                                              engine::CycleAttribution(1, c.array_dim));
+  for (int k = 0; k < c.cores; ++k) engine.SetObserver(&units[static_cast<size_t>(k)], k);
+  struct Unset {
+    engine::ChipEngine& e;
+    int cores;
+    ~Unset() {
+      for (int k = 0; k < cores; ++k) e.SetObserver(nullptr, k);
+    }
+  } unset{engine, c.cores};
+  engine::ExecResult e = run(job);
+  mxu_busy->assign(static_cast<size_t>(c.mxus_per_core), 0);
+  for (const engine::CycleAttribution& a : units)
+    for (size_t m = 0; m < mxu_busy->size(); ++m) (*mxu_busy)[m] += a.MxuBusy()[0][m];
+  return e;
+}
 
 CoresResult RunOnCores(engine::ChipEngine& engine, const NetworkCompiler& nc,
                        const std::vector<int8_t>& act, int64_t in_size, int n,
@@ -140,7 +168,7 @@ CoresResult RunOnCores(engine::ChipEngine& engine, const NetworkCompiler& nc,
   for (size_t b = 0; b < jobs[0].before.size(); ++b)
     run(combined([&](const LayerJob& j) { return j.before[b]; }).job);
   const compiler::CoreJobs exec = combined([](const LayerJob& j) { return j.exec; });
-  r.exec = run(exec.job);
+  r.exec = RunObservingUnits(engine, exec.job, run, &r.mxu_busy);
   const compiler::CoreJobs* last = &exec;
   std::vector<uint8_t> bytes = r.exec.host_out;
   std::optional<compiler::CoreJobs> after;
@@ -275,6 +303,8 @@ TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::
                                        act.begin() + (i0 + count) * m.input.Size());
           const CoresResult r = RunOnCores(engine, nc, in, m.input.Size(), count, l.name);
           result.chip_cycles += r.exec.cycles;
+          stats.mxu_busy.resize(r.mxu_busy.size());
+          for (size_t u = 0; u < r.mxu_busy.size(); ++u) stats.mxu_busy[u] += r.mxu_busy[u];
           for (size_t k = 0; k < r.share.size(); ++k) {
             const hw::ChipCounters counters = r.exec.CountersOf(static_cast<int>(k));
             stats.counters += counters;

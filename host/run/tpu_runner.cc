@@ -154,9 +154,13 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   for (size_t i = 0; i < r->layers.size(); ++i) {  // the attributions hold every batch's
     LayerStats& l = r->layers[i];
     l.counters = hw::ChipCounters();
+    const int units = engine.Config().mxus_per_core;
+    l.mxu_busy.assign(units > 1 ? static_cast<size_t>(units) : 0, 0);
     for (size_t c = 0; c < attributions.size(); ++c) {
       l.counters += attributions[c].Rows()[i];
       if (cores > 1) l.cores[c].counters = attributions[c].Rows()[i];
+      for (size_t m = 0; m < l.mxu_busy.size(); ++m)
+        l.mxu_busy[m] += attributions[c].MxuBusy()[i][m];
     }
   }
   std::vector<T> y;

@@ -35,6 +35,9 @@ struct LayerStats {
     hw::ChipCounters counters;
   };
   std::vector<CoreShare> cores;
+  // On a core of several matrix units, the cycles each had work on the row's matmuls, over
+  // every core (host/engine/cycle_attribution.h: whole-network programs). Empty otherwise.
+  std::vector<uint64_t> mxu_busy;
 };
 
 struct TpuRunResult {

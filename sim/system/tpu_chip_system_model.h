@@ -53,6 +53,7 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
     model_.idle_o(idle_);
     model_.progress_o(progress_);
     model_.unit_busy_o(unit_busy_);
+    model_.mxu_busy_o(mxu_busy_);
     model_.issue_o(issue_);
     model_.wait_weights_o(wait_weights_);
     model_.obs_o(obs_);
@@ -68,7 +69,7 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
     out->core.resize(kCores);
     const Packed ready(instr_ready_), hm_valid(hm_core_valid_), wm_valid(wm_req_valid_),
         halted(halted_), status(status_), idle(idle_), progress(progress_), busy(unit_busy_),
-        issue(issue_), wait(wait_weights_), obs(obs_);
+        issue(issue_), wait(wait_weights_), obs(obs_), mxus(mxu_busy_);
     for (int c = 0; c < kCores; ++c) {
       typename Base::CoreOutputs& o = out->core[static_cast<size_t>(c)];
       o.instr_ready = ready.Field(c, 1);
@@ -79,6 +80,7 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
       o.idle = idle.Field(c, 1);
       o.progress = progress.Field(c, 1);
       o.unit_busy = static_cast<uint32_t>(busy.Field(c, hw::kNumUnits));
+      o.mxu_busy = static_cast<uint32_t>(mxus.Field(c, 4));
       o.issue = static_cast<uint32_t>(issue.Field(c, 3));
       o.wait_weights = wait.Field(c, 1);
       o.obs = static_cast<uint32_t>(obs.Field(c, 6));
@@ -199,6 +201,7 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
   Sig<decltype(std::declval<M&>().idle_o)> idle_{"idle"};
   Sig<decltype(std::declval<M&>().progress_o)> progress_{"progress"};
   Sig<decltype(std::declval<M&>().unit_busy_o)> unit_busy_{"unit_busy"};
+  Sig<decltype(std::declval<M&>().mxu_busy_o)> mxu_busy_{"mxu_busy"};
   Sig<decltype(std::declval<M&>().issue_o)> issue_{"issue"};
   Sig<decltype(std::declval<M&>().wait_weights_o)> wait_weights_{"wait_weights"};
   Sig<decltype(std::declval<M&>().obs_o)> obs_{"obs"};

@@ -109,7 +109,7 @@ void TpuSystemBase::RunProgram() {
 
   Outputs out;
   uint64_t quiet = 0;
-  std::vector<uint8_t> last_busy(cores, 0), last_obs(cores, 0);
+  std::vector<uint8_t> last_busy(cores, 0), last_obs(cores, 0), last_mxus(cores, 0);
   // When the run ends the chip is still clocked (while the host reads its memories back):
   // from then on it sees no responses, no instructions and memories that accept nothing,
   // rather than the last cycle's inputs held forever (a held response would push rows into
@@ -131,9 +131,10 @@ void TpuSystemBase::RunProgram() {
       // issue_o is the issue stage's state of the last cycle; unit_busy_o is this cycle's.
       if (cycle_hook_ && cycle > 0 && core_[c].state == RunState::kRunning) {
         cycle_hook_(static_cast<int>(c), cycle - 1, static_cast<uint8_t>(out.core[c].issue),
-                    last_busy[c], last_obs[c]);
+                    last_busy[c], last_obs[c], last_mxus[c]);
       }
       last_busy[c] = static_cast<uint8_t>(out.core[c].unit_busy);
+      last_mxus[c] = static_cast<uint8_t>(out.core[c].mxu_busy);
     }
     if (EndCores(out, cycle)) return;
     bool moved = AnswerMemories(out, cycle, &in);

@@ -111,10 +111,10 @@ class TpuSystemBase : public sc_core::sc_module {
   // Called for every cycle of a run that ends in a clock edge, for each core while it runs
   // (its cycles 0 .. its end - 1; none for a core not started), with what its
   // controller's issue stage did in it (hw::Issue), the units that had work (bits
-  // hw::kUnit*) and its obs_o (what the matrix unit did, which memories stalled:
-  // rtl/tpu_top.sv).
-  using CycleHook =
-      std::function<void(int core, uint64_t cycle, uint8_t issue, uint8_t busy, uint8_t obs)>;
+  // hw::kUnit*), its obs_o (what the matrix unit did, which memories stalled:
+  // rtl/tpu_top.sv) and the matrix units that had work (mxu_busy_o, bit m: unit m).
+  using CycleHook = std::function<void(int core, uint64_t cycle, uint8_t issue, uint8_t busy,
+                                       uint8_t obs, uint8_t mxus)>;
   void SetCycleHook(CycleHook hook) { cycle_hook_ = std::move(hook); }
 
   // FST tracing of every signal of the chip over a window of cycles, counted across all
@@ -138,7 +138,7 @@ class TpuSystemBase : public sc_core::sc_module {
   struct CoreOutputs {
     bool instr_ready = false, hm_valid = false, wm_valid = false;
     bool halted = false, idle = false, progress = false, wait_weights = false;
-    uint32_t status = 0, unit_busy = 0, issue = 0, obs = 0;
+    uint32_t status = 0, unit_busy = 0, mxu_busy = 0, issue = 0, obs = 0;
     uint64_t wm_addr = 0;
   };
   // The chip's outputs: its cores', and the host-memory request (tagged with its core).

@@ -115,6 +115,7 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
     model_.idle_o(idle_);
     model_.progress_o(progress_);
     model_.unit_busy_o(unit_busy_);
+    model_.mxu_busy_o(mxu_busy_);
     model_.issue_o(issue_);
     model_.wait_weights_o(wait_weights_);
     model_.obs_o(obs_);
@@ -144,6 +145,7 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
     c.idle = idle_.read();
     c.progress = progress_.read();
     c.unit_busy = static_cast<uint32_t>(unit_busy_.read());
+    c.mxu_busy = static_cast<uint32_t>(mxu_busy_.read());
     c.issue = static_cast<uint32_t>(issue_.read());
     c.wait_weights = wait_weights_.read();
     c.obs = static_cast<uint32_t>(obs_.read());
@@ -199,6 +201,7 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
       wait_weights_{"wait_weights"};
   Sig<decltype(std::declval<M&>().status_o)> status_{"status"};
   Sig<decltype(std::declval<M&>().unit_busy_o)> unit_busy_{"unit_busy"};
+  Sig<decltype(std::declval<M&>().mxu_busy_o)> mxu_busy_{"mxu_busy"};
   Sig<decltype(std::declval<M&>().issue_o)> issue_{"issue"};
   Sig<decltype(std::declval<M&>().obs_o)> obs_{"obs"};
   Sig<decltype(std::declval<M&>().arrived_i)> arrived_{"arrived"};  // stays 0

@@ -185,6 +185,33 @@ TEST_F(TopologyCliTest, TwoCoresSplitEachLayersBatch) {
   EXPECT_EQ(runs["rtl"], runs["fast"]) << "the engines disagree on two cores";
 }
 
+// On cores of two matrix units each layer's row has each unit's busy cycles (mxu_busy_o,
+// observed on each core), each at most the cycles any unit is busy; the same on both
+// engines (the rtl engine's 2 x 2 x 4 chip).
+TEST_F(TopologyCliTest, EachMatrixUnitsBusyCyclesPerLayer) {
+  const std::string topo = Write("t.csv", std::string(kHeader) + "wide, 6, 7, 3, 2, 5, 11, 2,\n");
+  std::map<std::string, nlohmann::json> runs;
+  for (const std::string engine : {"rtl", "fast"}) {
+    const Outcome o = Run("run --topology " + topo +
+                          " --config teach-4 --set cores=2 --set mxus_per_core=2 --batch 4" +
+                          " --engine " + engine + " --json " + P(engine + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("units busy"), std::string::npos) << o.out;
+    runs[engine] = nlohmann::json::parse(Slurp(P(engine + ".json")));
+  }
+  const nlohmann::json& l = runs["fast"]["layers"][0];
+  const auto busy = l["mxu_busy_cycles"].get<std::vector<uint64_t>>();
+  ASSERT_EQ(busy.size(), 2u);
+  const auto any = l["counters"]["busy_matrix"].get<uint64_t>();
+  EXPECT_GT(busy[0], 0u);
+  EXPECT_LE(std::max(busy[0], busy[1]), any);
+  EXPECT_GE(busy[0] + busy[1], any);
+  for (auto& [name, j] : runs) {
+    for (const char* k : {"engine", "wall_seconds", "revision"}) j.erase(k);
+  }
+  EXPECT_EQ(runs["rtl"], runs["fast"]) << "the engines disagree";
+}
+
 // --batch streams B maps through each layer's weight tiles; --maps chip (the default) keeps
 // each layer's maps in the unified buffer, so the host link carries only weights' parameters
 // and nothing of the maps; both engines agree and every output is checked.

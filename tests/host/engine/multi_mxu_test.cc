@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "host/common/errors.h"
 #include "host/engine/engine_factory.h"
+#include "host/engine/timeline.h"
 #include "host/isa/assembler.h"
 #include "tests/host/engine/chip_test_util.h"
 
@@ -24,12 +27,17 @@ config::TpuConfig TwoMxus() {
   return c;
 }
 
-// Both engines' results of a job on the core of two matrix units (rtl where it is built).
-std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job) {
+// Both engines on the core of two matrix units (rtl where it is built).
+const std::vector<std::unique_ptr<engine::ChipEngine>>& Engines() {
   static const std::vector<std::unique_ptr<engine::ChipEngine>> engines =
       ChipEngines(TwoMxus(), "1x2x4");
+  return engines;
+}
+
+// Both engines' results of a job.
+std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job) {
   std::vector<engine::ExecResult> out;
-  for (const auto& e : engines) out.push_back(e->Run(job));
+  for (const auto& e : Engines()) out.push_back(e->Run(job));
   return out;
 }
 
@@ -106,6 +114,43 @@ TEST(MultiMxuTest, TwoUnitsComputeWhatOneDoesInFewerCycles) {
     EXPECT_EQ(two[0].cycles, two[1].cycles);
     EXPECT_EQ(two[0].counters, two[1].counters);
     EXPECT_EQ(one[0].counters, one[1].counters);
+  }
+}
+
+// The timeline has a track per matrix unit, each with its own matmul, the two side by side
+// in time; the same on both engines (their mxu_busy_o).
+TEST(MultiMxuTest, TheTimelineHasATrackPerMatrixUnit) {
+  std::vector<nlohmann::json> events;
+  for (const auto& e : Engines()) {
+    SCOPED_TRACE(e->Name());
+    engine::Timeline t(700, 2);
+    e->SetTimeline(&t);
+    const engine::ExecResult r = e->Run(OnTwoUnits());
+    e->SetTimeline(nullptr);
+    ASSERT_TRUE(r.ok) << r.message;
+    const nlohmann::json j = t.ToJson();
+    std::map<std::string, int> track;  // name -> tid
+    for (const auto& ev : j["traceEvents"])
+      if (ev["name"] == "thread_name") track[ev["args"]["name"]] = ev["tid"];
+    ASSERT_EQ(track.count("matrix unit 0"), 1u);
+    ASSERT_EQ(track.count("matrix unit 1"), 1u);
+    std::vector<nlohmann::json> matmuls[2];
+    for (const auto& ev : t.Events())
+      for (int m = 0; m < 2; ++m)
+        if (ev["tid"] == track["matrix unit " + std::to_string(m)]) matmuls[m].push_back(ev);
+    ASSERT_EQ(matmuls[0].size(), 1u);
+    ASSERT_EQ(matmuls[1].size(), 1u);
+    const uint64_t start0 = matmuls[0][0]["args"]["cycle"], start1 = matmuls[1][0]["args"]["cycle"];
+    const uint64_t end0 = start0 + matmuls[0][0]["args"]["cycles"].get<uint64_t>();
+    EXPECT_EQ(matmuls[0][0]["name"], "matmul");
+    EXPECT_NE(matmuls[1][0]["args"]["instruction"].get<std::string>().find("mxu=1"),
+              std::string::npos);
+    EXPECT_LT(start1, end0);  // unit 1 starts while unit 0 streams
+    EXPECT_GT(end0 - start0, 64u);
+    events.push_back(t.Events());
+  }
+  if (events.size() == 2) {
+    EXPECT_EQ(events[0].dump(), events[1].dump());
   }
 }
 
