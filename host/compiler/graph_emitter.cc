@@ -89,6 +89,7 @@ class Emitter {
     EmittedProgram out;
     out.program = p_.Take();
     out.op_of = std::move(op_of_);
+    out.op_units = std::move(op_units_);
     return out;
   }
 
@@ -728,8 +729,11 @@ class Emitter {
                   passes_.begin() + static_cast<std::ptrdiff_t>(std::min(passes_.size(), k + m))},
                  &groups);
     }
-    for (size_t k = 0; k < groups.size(); ++k)
+    for (size_t k = 0; k < groups.size(); ++k) {
+      int& units = op_units_[static_cast<size_t>(i)];
+      units = std::max(units, static_cast<int>(groups[k].size()));
       Lanes(i, groups[k], k + 1 < groups.size() ? &groups[k + 1] : nullptr);
+    }
   }
   // Passes g as one group where their terms line up (as many, each of the same kind), else
   // each alone.
@@ -900,6 +904,7 @@ class Emitter {
   const int64_t b_, half_;
   isa::ProgramBuilder p_;
   std::vector<int32_t> op_of_;
+  std::vector<int> op_units_ = std::vector<int>(g_.ops.size(), 1);  // EmittedProgram::op_units
   std::vector<Act> pending_;
   struct Transfer {
     uint64_t host = 0;

@@ -23,6 +23,7 @@ namespace tpu::compiler {
 struct EmittedProgram {
   isa::Program program;
   std::vector<int32_t> op_of;  // per instruction, the operation it belongs to (-1: none)
+  std::vector<int> op_units;   // per operation, the matrix units its passes went to (1: one)
 };
 
 // `sharers`: the cores that run their programs at once over the chip's one host link (a

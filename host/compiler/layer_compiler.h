@@ -63,6 +63,7 @@ struct LayerJob {
   // (its host_out); they are not the layer's work, and their counters are not its.
   std::vector<engine::ExecJob> before, after;
   std::vector<int32_t> op_of;  // whole networks: per instruction, its operation (-1: none)
+  std::vector<int> op_units;   // whole networks: per operation, the matrix units it went to
   std::string summary;
   int64_t rows = 0;    // input rows of the batch (each streamed once per K-tile)
   int64_t chunks = 0;  // pieces of at most half the accumulator rows

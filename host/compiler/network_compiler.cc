@@ -182,6 +182,7 @@ LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch, int shar
   EmittedProgram e = EmitGraph(graph_, plan, config_, batch, sharers);
   ex.program = std::move(e.program);
   job.op_of = std::move(e.op_of);
+  job.op_units = std::move(e.op_units);
   if (maps_.Any()) MoveMaps(plan, batch, &job);
   job.rows = batch;
   job.chunks = static_cast<int64_t>(plan.segments.size());

@@ -150,6 +150,7 @@ RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
     row.k = l.k;
     row.n = l.n;
     row.mxu_busy = l.mxu_busy;
+    row.mxus = l.mxus;
     for (size_t c = 0; c < l.cores.size(); ++c) {
       RunRow core;
       core.macs = l.cores[c].macs;
@@ -193,6 +194,7 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
       row.macs = l.at("macs").get<int64_t>();
       row.counters = CountersFromJson(l.at("counters"));
       row.mxu_busy = l.value("mxu_busy_cycles", std::vector<uint64_t>{});
+      row.mxus = l.value("mxus", 0);
       for (const auto& c : l.value("cores", nlohmann::json::array())) {
         RunRow core;
         core.macs = c.at("macs").get<int64_t>();
@@ -247,6 +249,7 @@ RunReport MergeRunReports(const std::vector<RunReport>& shards) {
       same(s, "matrix units", s.layers[i].mxu_busy.size() == m.layers[i].mxu_busy.size());
       for (size_t u = 0; u < s.layers[i].mxu_busy.size(); ++u)
         m.layers[i].mxu_busy[u] += s.layers[i].mxu_busy[u];
+      m.layers[i].mxus = std::max(m.layers[i].mxus, s.layers[i].mxus);
       same(s, "cores", s.layers[i].cores.size() == m.layers[i].cores.size());
       for (size_t c = 0; c < s.layers[i].cores.size(); ++c) {
         m.layers[i].cores[c].macs += s.layers[i].cores[c].macs;
@@ -317,6 +320,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
     }
     AddBound(row, &layers.back());
     if (!row.mxu_busy.empty()) layers.back()["mxu_busy_cycles"] = row.mxu_busy;
+    if (row.mxus > 0) layers.back()["mxus"] = row.mxus;
     for (const RunRow& core : row.cores) {  // on a chip of several cores
       layers.back()["cores"].push_back({{"macs", core.macs},
                                         {"counters", CountersJson(core.counters)},
@@ -397,6 +401,29 @@ nlohmann::json RunReportJson(const RunReport& r) {
   return j;
 }
 
+// On a core of several matrix units, the compiler's choice per operation in one line: how
+// many went to several units (their rows say to how many); empty otherwise.
+std::string UnitsPlanText(const RunReport& r) {
+  int recorded = 0, spread = 0, most = 0;
+  for (const RunRow& row : r.layers) {
+    recorded += row.mxus > 0;
+    spread += row.mxus > 1;
+    most = std::max(most, row.mxus);
+  }
+  if (recorded == 0) return "";
+  if (spread == 0) {
+    return fmt::format(
+        "  units      every operation on one of the core's {} matrix units (none is bound by the "
+        "array with two: docs/compiler.md, \"Several matrix units\")\n",
+        r.config.mxus_per_core);
+  }
+  return fmt::format(
+      "  units      {} of {} operations spread over {} of the core's {} matrix units, the "
+      "others on one (each row's units busy line says which)\n",
+      spread, recorded, most > 2 ? fmt::format("2 to {}", most) : std::to_string(most),
+      r.config.mxus_per_core);
+}
+
 std::string FormatRunText(const RunReport& r) {
   const double images = static_cast<double>(r.images);
   const double peak = r.Peak();
@@ -415,6 +442,7 @@ std::string FormatRunText(const RunReport& r) {
                             : fmt::format(" (slice {} from input {})", r.shard, r.first_input),
                         std::min<int64_t>(r.batch, std::max<int64_t>(r.images, 1)));  // as they ran
   if (!r.plan.empty()) s += "  plan       " + r.plan + "\n";
+  s += UnitsPlanText(r);
   if (r.topology && r.checked) {
     s += fmt::format(
         "  bit-exact  {} (every layer's int8 outputs, random data, against the CPU reference; "
@@ -468,6 +496,8 @@ std::string FormatRunText(const RunReport& r) {
     for (const uint64_t b : row.mxu_busy)
       s += fmt::format("{:>7.1f}%", 100.0 * static_cast<double>(b) /
                                         static_cast<double>(std::max<uint64_t>(row.Cycles(), 1)));
+    if (row.mxus > 0)
+      s += row.mxus > 1 ? fmt::format("  (spread over {})", row.mxus) : "  (on one)";
     s += "\n";
   };
   for (const RunRow& row : r.layers) {

@@ -31,6 +31,7 @@ struct RunRow {
   // On a core of several matrix units, the cycles each had work on the row's matmuls, over
   // every core (empty otherwise, and where no per-layer attribution ran).
   std::vector<uint64_t> mxu_busy;
+  int mxus = 0;  // there, the most units the row's operation went to (0: not recorded)
 
   uint64_t Cycles() const { return counters.cycles; }
   // Cycles in which the matrix unit did not stream a row.

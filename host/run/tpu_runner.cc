@@ -156,6 +156,9 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
     l.counters = hw::ChipCounters();
     const int units = engine.Config().mxus_per_core;
     l.mxu_busy.assign(units > 1 ? static_cast<size_t>(units) : 0, 0);
+    if (units > 1)
+      for (const LayerJob& j : jobs)
+        l.mxus = std::max(l.mxus, i < j.op_units.size() ? j.op_units[i] : 1);
     for (size_t c = 0; c < attributions.size(); ++c) {
       l.counters += attributions[c].Rows()[i];
       if (cores > 1) l.cores[c].counters = attributions[c].Rows()[i];

@@ -38,6 +38,9 @@ struct LayerStats {
   // On a core of several matrix units, the cycles each had work on the row's matmuls, over
   // every core (host/engine/cycle_attribution.h: whole-network programs). Empty otherwise.
   std::vector<uint64_t> mxu_busy;
+  // There, the most matrix units the row's operation went to in a program (the compiler's
+  // choice, docs/compiler.md "Several matrix units"); 0 where not recorded.
+  int mxus = 0;
 };
 
 struct TpuRunResult {
