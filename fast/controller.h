@@ -31,8 +31,8 @@ enum IssueState : uint8_t {
   kHalted = static_cast<uint8_t>(hw::Issue::kHalted),
 };
 
-// The most matrix units a core has (the contract's mxus_per_core).
-inline constexpr int kMaxMxus = 4;
+// The most matrix units a core has: as many as the contract's mxu= operand names.
+inline constexpr int kMaxMxus = static_cast<int>(hw::kOpdMatmulMxu.Max()) + 1;
 
 // Which units have work this cycle (unit_busy_o; a feeder is its matrix unit's issue side,
 // bit m of `feeders` matrix unit m's; `matrix`: any matrix unit).

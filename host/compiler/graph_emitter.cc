@@ -9,6 +9,7 @@
 
 #include "contract/tpu_contract.h"
 #include "host/compiler/graph_bound.h"
+#include "host/engine/cycle_observer.h"
 #include "host/isa/program_builder.h"
 
 namespace tpu::compiler {
@@ -920,19 +921,24 @@ class Emitter {
   // next pass's region in turn, the accumulator rows of its last two passes, the weight
   // tile in its array.
   int unit_ = 0;
-  std::array<int64_t, 4> seq_ = {};
-  std::array<std::vector<Range>, 4> recent_;
-  std::array<int, 4> active_ = {-1, -1, -1, -1};
+  std::array<int64_t, engine::kMaxMxus> seq_ = {};
+  std::array<std::vector<Range>, engine::kMaxMxus> recent_;
+  std::array<int, engine::kMaxMxus> active_ = [] {
+    std::array<int, engine::kMaxMxus> a;
+    a.fill(-1);
+    return a;
+  }();
   std::vector<int> ahead_, prefetched_;            // tiles to read ahead; the tiles read ahead
   size_t ahead_after_ = 0;                         // the term whose first matmul they follow
   std::pair<int, int64_t> prefetched_for_{-1, 0};  // the operation and column that take them
   std::pair<int, int64_t> next_pass_{-1, 0};       // the operation and column after this one
   bool short_pass_ = false;                        // the current pass is short (ShortPass)
-  bool collect_ = false;                   // Pass records its pass in passes_ instead (Op, Spread)
-  std::array<size_t, 4> ahead_read_ = {};  // per unit, the next group's tiles read (Lanes)
-  const std::vector<Bound> bounds_;        // each operation's, on a core of several units
-  std::vector<PassSpec> passes_;           // an operation's passes, column by column
-  int seg_end_ = 0;                        // the current segment's end (operations)
+  bool collect_ = false;  // Pass records its pass in passes_ instead (Op, Spread)
+  std::array<size_t, engine::kMaxMxus> ahead_read_ =
+      {};                                      // per unit, the next group's tiles read (Lanes)
+  const std::vector<Bound> bounds_;            // each operation's, on a core of several units
+  std::vector<PassSpec> passes_;               // an operation's passes, column by column
+  int seg_end_ = 0;                            // the current segment's end (operations)
   std::optional<isa::WindowGeometry> window_;  // the window set last
   bool all_params_ = true;
   std::map<int64_t, int64_t> slot_of_, set_in_;  // parameter set <-> slot (when streamed)

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "contract/tpu_contract.h"
+#include "host/engine/cycle_observer.h"
 #include "host/isa/isa.h"
 
 namespace tpu::cosim {
@@ -278,7 +279,7 @@ class Builder {
   int64_t ub_rows_ = 0, acc_rows_ = 0, sets_ = 0;
   int64_t in_bytes_ = 0, params_addr_ = 0, out_addr_ = 0, out_bytes_ = 0, weight_bytes_ = 0;
   // Per matrix unit: tiles read_weights brought, tiles matmuls switched in.
-  std::array<int64_t, 4> brought_ = {}, switched_ = {};
+  std::array<int64_t, engine::kMaxMxus> brought_ = {}, switched_ = {};
 };
 
 void Builder::Invalid(const std::string& kind) {

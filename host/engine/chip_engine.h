@@ -63,6 +63,26 @@ class ChipEngine {
   std::vector<CycleObserver*> observers_;  // by core; nullptr: none
 };
 
+// Observer k of `observers` shows core k's cycles (ChipEngine::SetObserver), for cores 0 to
+// `cores` - 1, while this lives; then those cores have none again.
+template <class Observer>
+class ScopedCoreObservers {
+ public:
+  ScopedCoreObservers(ChipEngine& engine, std::vector<Observer>& observers, size_t cores)
+      : engine_(engine), cores_(cores) {
+    for (size_t k = 0; k < cores_; ++k) engine_.SetObserver(&observers[k], static_cast<int>(k));
+  }
+  ~ScopedCoreObservers() {
+    for (size_t k = 0; k < cores_; ++k) engine_.SetObserver(nullptr, static_cast<int>(k));
+  }
+  ScopedCoreObservers(const ScopedCoreObservers&) = delete;
+  ScopedCoreObservers& operator=(const ScopedCoreObservers&) = delete;
+
+ private:
+  ChipEngine& engine_;
+  size_t cores_;
+};
+
 // An engine's observers for one run, by core: BeginRun with each core's program when made,
 // each core's cycles while it runs, EndRun with the run's cycles.
 class CoreObservers {

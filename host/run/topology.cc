@@ -126,15 +126,11 @@ engine::ExecResult RunObservingUnits(engine::ChipEngine& engine, const engine::E
   if (c.mxus_per_core == 1) return run(job);
   std::vector<engine::CycleAttribution> units(static_cast<size_t>(c.cores),
                                               engine::CycleAttribution(1, c.array_dim));
-  for (int k = 0; k < c.cores; ++k) engine.SetObserver(&units[static_cast<size_t>(k)], k);
-  struct Unset {
-    engine::ChipEngine& e;
-    int cores;
-    ~Unset() {
-      for (int k = 0; k < cores; ++k) e.SetObserver(nullptr, k);
-    }
-  } unset{engine, c.cores};
-  engine::ExecResult e = run(job);
+  engine::ExecResult e;
+  {
+    const engine::ScopedCoreObservers observe(engine, units, units.size());
+    e = run(job);
+  }
   mxu_busy->assign(static_cast<size_t>(c.mxus_per_core), 0);
   for (const engine::CycleAttribution& a : units)
     for (size_t m = 0; m < mxu_busy->size(); ++m) (*mxu_busy)[m] += a.MxuBusy()[0][m];

@@ -129,17 +129,8 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   std::vector<engine::ExecJob> execs;
   for (LayerJob& j : jobs) execs.push_back(std::move(j.exec));  // jobs keep their op_of
   const compiler::CoreJobs combined = compiler::CombineCoreJobs(std::move(execs));
-  for (size_t c = 0; c < jobs.size(); ++c) {
-    attributions[c].SetRowOf(jobs[c].op_of);
-    engine.SetObserver(&attributions[c], static_cast<int>(c));
-  }
-  struct Unset {
-    engine::ChipEngine& e;
-    size_t cores;
-    ~Unset() {
-      for (size_t c = 0; c < cores; ++c) e.SetObserver(nullptr, static_cast<int>(c));
-    }
-  } unset{engine, jobs.size()};
+  for (size_t c = 0; c < jobs.size(); ++c) attributions[c].SetRowOf(jobs[c].op_of);
+  const engine::ScopedCoreObservers observe(engine, attributions, jobs.size());
   const engine::ExecResult e = engine.Run(combined.job);
   if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
   r->chip_cycles += e.cycles;
