@@ -57,7 +57,7 @@ void ShardRange(const std::string& spec, int64_t count, int batch, int64_t* firs
   *n = std::min(count, b1 * batch) - *first;
 }
 
-// --topology: every layer of a SCALE-Sim topology file with random int8 data.
+// --topology: every layer of a SCALE-Sim topology file with random data of the chip's type.
 void RunTopology(const RunArgs& a, int batch) {
   run::CheckBatch(batch);
   for (const std::string* p : {&a.out.json, &a.csv}) {
@@ -193,9 +193,10 @@ the programs the whole run would); `tpusim merge` puts their --json reports toge
 the whole run's report.
 
 --topology FILE.csv runs a network given as layer shapes instead (SCALE-Sim's topology
-format, models/topologies/): every layer as a convolution with random int8 data, its
-windows formed on the chip where it fits (rows marked windows), else as a GEMM of its
-im2col rows; checked against the CPU unless --timing-only, with the same per-layer table.
+format, models/topologies/): every layer as a convolution with random data (int8, or
+bfloat16 on a bf16 chip such as tpu-v3), its windows formed on the chip where it fits (rows
+marked windows), else as a GEMM of its im2col rows; checked against the CPU reference of the
+chip's type unless --timing-only, with the same per-layer table.
 --batch B (default 1 there) streams B maps through each weight tile; --maps chip (the
 default) starts each layer's input maps in the unified buffer and leaves its outputs there
 where they fit, as inside a whole network (programs outside the layer's, not counted, move

@@ -445,9 +445,10 @@ std::string FormatRunText(const RunReport& r) {
   s += UnitsPlanText(r);
   if (r.topology && r.checked) {
     s += fmt::format(
-        "  bit-exact  {} (every layer's int8 outputs, random data, against the CPU reference; "
+        "  bit-exact  {} (every layer's {} outputs, random data, against the CPU {} reference; "
         "{} layers differ)\n",
-        r.mismatches == 0 ? "yes" : "NO", r.mismatches);
+        r.mismatches == 0 ? "yes" : "NO", hw::Name(r.config.dtype), hw::Name(r.config.dtype),
+        r.mismatches);
   } else if (r.checked) {
     if (r.labelled) {
       s += fmt::format("  accuracy   {:.2f} % ({} of {})\n", 100 * r.Accuracy(), r.correct,

@@ -15,6 +15,8 @@
 #include "host/compiler/network_compiler.h"
 #include "host/engine/cycle_attribution.h"
 #include "host/gemm/gemm_runner.h"
+#include "host/nn/bf16.h"
+#include "host/nn/bf16_net.h"
 #include "host/nn/inputs.h"
 #include "host/nn/int8_net.h"
 #include "host/nn/int8_ops.h"
@@ -51,25 +53,40 @@ void FillRandom(nn::Layer& c, int64_t k, int64_t filters, std::mt19937_64& rng) 
   c.q.shift.assign(static_cast<size_t>(filters), shift);
 }
 
-// The layer as a one-layer quantized model: a dense layer where it is one (a 1 x 1 IFMAP
-// and filter: its batch's rows are one GEMM's M), else a convolution.
-nn::Model LayerModel(const TopologyLayer& l, std::mt19937_64& rng) {
+// Random float32 weights and biases for a bf16 chip, which runs a model's fp32 weights
+// rounded to bfloat16 (docs/bf16.md): weights normal of deviation 1 / sqrt(k), so that a
+// sum of k products of normal inputs stays about 1; biases normal of deviation 0.1.
+void FillRandomFloat(nn::Layer& c, int64_t k, int64_t filters, std::mt19937_64& rng) {
+  c.quantized = false;
+  std::normal_distribution<float> weight(0.0f, 1.0f / std::sqrt(static_cast<float>(k)));
+  std::normal_distribution<float> bias(0.0f, 0.1f);
+  c.weights.data.resize(static_cast<size_t>(k * filters));
+  for (float& w : c.weights.data) w = weight(rng);
+  c.bias.shape = {filters};
+  c.bias.data.resize(static_cast<size_t>(filters));
+  for (float& b : c.bias.data) b = bias(rng);
+}
+
+// The layer as a one-layer model, quantized (random int8 weights) or on a bf16 chip fp32
+// (random float weights): a dense layer where it is one (a 1 x 1 IFMAP and filter: its
+// batch's rows are one GEMM's M), else a convolution.
+nn::Model LayerModel(const TopologyLayer& l, std::mt19937_64& rng, bool bf16) {
   nn::Model m;
   m.name = l.name;
   m.preprocess = "none";
   m.input = {static_cast<int>(l.ifmap_h), static_cast<int>(l.ifmap_w),
              static_cast<int>(l.channels)};
-  m.quantized = true;
+  m.quantized = !bf16;
   nn::Layer c;
   c.name = l.name;
   c.type = l.IsDense() ? nn::LayerType::kDense : nn::LayerType::kConv2d;
   c.inputs = {nn::kModelInput};
   c.in = m.input;
   c.out = {static_cast<int>(l.OfmapH()), static_cast<int>(l.OfmapW()), static_cast<int>(l.filters)};
-  c.q.weights.shape = l.IsDense()
-                          ? std::vector<int64_t>{l.channels, l.filters}
-                          : std::vector<int64_t>{l.filter_h, l.filter_w, l.channels, l.filters};
-  FillRandom(c, l.filter_h * l.filter_w * l.channels, l.filters, rng);
+  (bf16 ? c.weights.shape : c.q.weights.shape) =
+      l.IsDense() ? std::vector<int64_t>{l.channels, l.filters}
+                  : std::vector<int64_t>{l.filter_h, l.filter_w, l.channels, l.filters};
+  (bf16 ? FillRandomFloat : FillRandom)(c, l.filter_h * l.filter_w * l.channels, l.filters, rng);
   if (!l.IsDense()) {
     c.kernel_h = static_cast<int>(l.filter_h);
     c.kernel_w = static_cast<int>(l.filter_w);
@@ -91,7 +108,7 @@ nn::Model LayerModel(const TopologyLayer& l, std::mt19937_64& rng) {
 // images in groups; the batch when none does (its maps then cross the host link).
 int MapsGroup(const nn::Model& m, const config::TpuConfig& c, int batch, bool maps_on_chip) {
   if (!maps_on_chip) return batch;
-  const LoweredGraph graph = LowerGraph(m, c.array_dim);
+  const LoweredGraph graph = LowerGraph(m, c.array_dim, c.dtype);
   const auto fits = [&](int g) { return PlanGraph(graph, c, g, {true, true}).why_not.empty(); };
   if (fits(batch)) return batch;
   // A larger group only needs more rows, so the groups that fit are 1 to some g: bisect
@@ -137,16 +154,21 @@ engine::ExecResult RunObservingUnits(engine::ChipEngine& engine, const engine::E
   return e;
 }
 
+// T: int8_t, or uint16_t (bfloat16 bit patterns) on a bf16 chip.
+template <class T>
 CoresResult RunOnCores(engine::ChipEngine& engine, const NetworkCompiler& nc,
-                       const std::vector<int8_t>& act, int64_t in_size, int n,
-                       const std::string& name) {
+                       const std::vector<T>& act, int64_t in_size, int n, const std::string& name) {
   CoresResult r;
   std::vector<LayerJob> jobs;
   const std::vector<BatchShare> shares = BatchShares(n, engine.Config().cores);
   for (const auto [f, k] : shares) {
-    jobs.push_back(
-        nc.Build(std::vector<int8_t>(act.begin() + f * in_size, act.begin() + (f + k) * in_size), k,
-                 static_cast<int>(shares.size())));
+    const std::vector<T> part(act.begin() + f * in_size, act.begin() + (f + k) * in_size);
+    const int sharers = static_cast<int>(shares.size());
+    if constexpr (sizeof(T) == 2) {
+      jobs.push_back(nc.BuildBf16(part, k, sharers));
+    } else {
+      jobs.push_back(nc.Build(part, k, sharers));
+    }
     jobs.back().exec.name = name;
     r.share.push_back(k);
   }
@@ -200,16 +222,16 @@ bool IsChain(const std::vector<TopologyLayer>& layers) {
   return true;
 }
 
-// The chain as one model of dense layers (random int8 weights, ReLU between them), each
-// layer reading the one before.
-nn::Model ChainModel(const std::vector<TopologyLayer>& layers, std::mt19937_64& rng) {
+// The chain as one model of dense layers (random int8 weights, or float ones on a bf16
+// chip; ReLU between them), each layer reading the one before.
+nn::Model ChainModel(const std::vector<TopologyLayer>& layers, std::mt19937_64& rng, bool bf16) {
   nn::Model m;
   m.name = "gemm-chain";
   m.preprocess = "none";
   m.input = {1, 1, static_cast<int>(layers[0].channels)};
-  m.quantized = true;
+  m.quantized = !bf16;
   for (const TopologyLayer& l : layers) {
-    nn::Layer c = LayerModel(l, rng).layers[0];
+    nn::Layer c = LayerModel(l, rng, bf16).layers[0];
     c.inputs = {m.layers.empty() ? nn::kModelInput : static_cast<int>(m.layers.size()) - 1};
     if (&l != &layers.back()) c.activation = nn::Activation::kRelu;
     m.layers.push_back(std::move(c));
@@ -224,7 +246,7 @@ nn::Model ChainModel(const std::vector<TopologyLayer>& layers, std::mt19937_64& 
 TpuRunResult RunChain(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
                       uint64_t seed, const std::function<void(double)>& progress) {
   std::mt19937_64 rng(seed);
-  const nn::Model model = ChainModel(layers, rng);
+  const nn::Model model = ChainModel(layers, rng, engine.Config().dtype == hw::Dtype::kBf16);
   const auto m = static_cast<int>(layers[0].batch);
   const nn::InputSet inputs = nn::SyntheticInputs(model, m, seed);
   TpuRunResult r = RunModelOnTpu(model, engine, inputs, m, m, progress);
@@ -232,167 +254,254 @@ TpuRunResult RunChain(const std::vector<TopologyLayer>& layers, engine::ChipEngi
   return r;
 }
 
+// A layer's random input maps as the chip takes them (int8 from random pixels, or bfloat16
+// from normal floats) and as its CPU reference takes them (the pixels, or the floats).
+template <class T>
+struct LayerInputs {
+  std::vector<T> act;
+  std::vector<uint8_t> pixels;
+  std::vector<float> x;
+};
+template <class T>
+LayerInputs<T> RandomInputs(size_t size, std::mt19937_64& rng) {
+  LayerInputs<T> in;
+  in.act.resize(size);
+  if constexpr (sizeof(T) == 2) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    in.x.resize(size);
+    for (size_t i = 0; i < size; ++i) {
+      in.x[i] = normal(rng);
+      in.act[i] = nn::Bf16OfFp32(nn::BitsOfFloat(in.x[i]));
+    }
+  } else {
+    in.pixels.resize(size);
+    for (auto& p : in.pixels) p = static_cast<uint8_t>(rng());
+    for (size_t i = 0; i < size; ++i) in.act[i] = nn::QuantizePixel(in.pixels[i]);
+  }
+  return in;
+}
+
+// Whether the cores' outputs of images [i0, i0 + count) are the CPU reference's.
+template <class T>
+bool OutputsExact(const nn::Model& m, const NetworkCompiler& nc, const CoresResult& r,
+                  const LayerInputs<T>& in, int64_t i0, int64_t count, int array_dim) {
+  std::vector<T> got;
+  for (size_t k = 0; k < r.share.size(); ++k) {
+    std::vector<T> part;
+    if constexpr (sizeof(T) == 2) {
+      part = nc.DecodeBf16(r.out[k], r.share[k]);
+    } else {
+      part = nc.Decode(r.out[k], r.share[k]);
+    }
+    got.insert(got.end(), part.begin(), part.end());
+  }
+  const int64_t size = m.input.Size();
+  if constexpr (sizeof(T) == 2) {
+    const nn::Bf16Net net(m, array_dim);
+    std::vector<uint16_t> want;
+    for (int64_t i = i0; i < i0 + count; ++i) {
+      const std::vector<uint16_t> y = net.Forward(in.x.data() + i * size).back();
+      want.insert(want.end(), y.begin(), y.end());
+    }
+    return got == want;
+  } else {
+    const nn::MatrixI8 want = nn::Int8Net(m).Forward(in.pixels.data() + i0 * size, count).back();
+    return std::equal(got.begin(), got.end(), want.data());
+  }
+}
+
+// Layer l as a one-layer network program (NetworkCompiler: the chip forms the windows),
+// the batch in groups whose maps fit a core, a group per core at a time, each core a share
+// (data parallel); nullopt where the layer does not fit that way. `exact` is cleared where
+// computed outputs differ from the CPU reference.
+template <class T>
+std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
+                                          engine::ChipEngine& engine, bool maps_on_chip,
+                                          std::mt19937_64& rng, TpuRunResult& result, bool& exact) {
+  const config::TpuConfig& c = engine.Config();
+  const nn::Model m = LayerModel(l, rng, sizeof(T) == 2);
+  const int group = MapsGroup(m, c, batch, maps_on_chip);
+  const NetworkCompiler nc(m, c, group, maps_on_chip);
+  if (!nc.Fits()) return std::nullopt;
+  const gemm::GemmShape g = l.Gemm();
+  const LayerInputs<T> in = RandomInputs<T>(static_cast<size_t>(m.input.Size() * batch), rng);
+  LayerStats stats;
+  result.ub_rows = std::max(result.ub_rows, nc.UbRows());
+  const MapsOnChip maps = nc.Maps();
+  const std::string how = l.IsDense() ? "dense" : "windows";
+  stats.name = l.name + " (" + how +
+               (maps.input && maps.output ? ", maps on chip)"
+                : maps.input              ? ", input on chip)"
+                : maps.output             ? ", output on chip)"
+                                          : ")");
+  stats.macs = g.m * g.k * g.n * batch;
+  stats.m = g.m * batch;
+  stats.k = g.k;
+  stats.n = g.n;
+  const int round = group * c.cores;
+  if (c.cores > 1) stats.cores.resize(static_cast<size_t>(c.cores));
+  for (int i0 = 0; i0 < batch; i0 += round) {
+    const int count = std::min(round, batch - i0);
+    const std::vector<T> act(in.act.begin() + i0 * m.input.Size(),
+                             in.act.begin() + (i0 + count) * m.input.Size());
+    const CoresResult r = RunOnCores(engine, nc, act, m.input.Size(), count, l.name);
+    result.chip_cycles += r.exec.cycles;
+    stats.mxu_busy.resize(r.mxu_busy.size());
+    for (size_t u = 0; u < r.mxu_busy.size(); ++u) stats.mxu_busy[u] += r.mxu_busy[u];
+    for (size_t k = 0; k < r.share.size(); ++k) {
+      const hw::ChipCounters counters = r.exec.CountersOf(static_cast<int>(k));
+      stats.counters += counters;
+      if (c.cores > 1) {
+        stats.cores[k].counters += counters;
+        stats.cores[k].macs += g.m * g.k * g.n * r.share[k];
+      }
+      ++stats.jobs;
+      for (const Bound& b : nc.Bounds(r.share[k])) stats.bound += b;
+    }
+    if (engine.ComputesValues())
+      exact = exact && OutputsExact(m, nc, r, in, i0, count, static_cast<int>(c.array_dim));
+  }
+  return stats;
+}
+
+// A piece of an im2col GEMM as a program (bfloat16 operands on a bf16 chip), and whether
+// the chip's outputs of it are the CPU reference's.
+template <class T>
+GemmProgram PieceProgram(const Matrix<T>& a, const Matrix<T>& b, int n, uint64_t seed) {
+  if constexpr (sizeof(T) == 2) {
+    return compiler::MakeGemmProgramBf16(a, b, n, /*overlap=*/true, seed);
+  } else {
+    return MakeGemmProgram(a, b, n, /*overlap=*/true, seed);
+  }
+}
+template <class T>
+bool PieceExact(const GemmProgram& prog, const engine::ExecResult& r, const Matrix<T>& a,
+                const Matrix<T>& b, int64_t n) {
+  if constexpr (sizeof(T) == 2) {
+    const Matrix<int32_t> c = gemm::ReferenceGemmBf16(a, b, static_cast<int>(n));
+    return prog.UnpackBf16(r.host_out) ==
+           prog.ExpectedBf16(std::vector<uint32_t>(c.data.begin(), c.data.end()));
+  } else {
+    return prog.Unpack(r.host_out).data == prog.Expected(gemm::ReferenceGemm(a, b)).data;
+  }
+}
+
+// Layer l as GEMM programs of its im2col rows, in pieces that fit the chip (topology.h).
+// `on_macs` is told the MACs of each piece done.
+template <class T>
+LayerStats RunLayerIm2col(const TopologyLayer& l, int batch, engine::ChipEngine& engine,
+                          std::mt19937_64& rng, bool& exact,
+                          const std::function<void(double)>& on_macs, TpuRunResult& result) {
+  const config::TpuConfig& c = engine.Config();
+  const int64_t n = c.array_dim;
+  const gemm::GemmShape g = l.Gemm();
+  const int64_t gm = g.m * batch;  // the im2col rows of the batch's maps
+  const int64_t kt = (g.k + n - 1) / n, nt_all = (g.n + n - 1) / n;
+  // Output columns in groups of at most param_sets tiles (one VPU parameter set each)
+  // whose weights fit the weight memory.
+  const int64_t column_bytes = kt * n * n * static_cast<int64_t>(sizeof(T));
+  const int64_t ntg = std::min<int64_t>({nt_all, c.param_sets, c.weight_mem_bytes / column_bytes});
+  if (ntg < 1) {
+    throw UsageError(fmt::format(
+        "layer '{}' (K = {}) does not fit the chip: one column of its weight tiles is {} bytes "
+        "and the weight memory holds {}; raise weight_mem_bytes",
+        l.name, g.k, column_bytes, c.weight_mem_bytes));
+  }
+  // Rows in chunks: two accumulator buffers of mc rows; A's kt blocks and the outputs'
+  // ntg blocks of mc rows in the unified buffer.
+  const int64_t mc = std::min({gm, static_cast<int64_t>(c.acc_depth_rows) / 2,
+                               static_cast<int64_t>(c.ub_depth_rows) / (kt + ntg)});
+  if (mc < 1) {
+    throw UsageError(
+        fmt::format("layer '{}' (K = {}, {} column tiles) does not fit the chip: one row needs {} "
+                    "unified-buffer rows and 2 accumulator rows; raise ub_depth_rows (now {}) or "
+                    "acc_depth_rows (now {})",
+                    l.name, g.k, nt_all, kt + ntg, c.ub_depth_rows, c.acc_depth_rows));
+  }
+  LayerStats stats;
+  stats.name = l.name;
+  stats.macs = gm * g.k * g.n;
+  const Matrix<T> a = gemm::RandomOperand<T>(gm, g.k, rng());
+  const Matrix<T> b = gemm::RandomOperand<T>(g.k, g.n, rng());
+  for (int64_t col0 = 0; col0 < g.n; col0 += ntg * n) {
+    const int64_t cols = std::min(ntg * n, g.n - col0);
+    Matrix<T> bg{g.k, cols, std::vector<T>(static_cast<size_t>(g.k * cols))};
+    for (int64_t p = 0; p < g.k; ++p)
+      std::copy_n(b.data.begin() + p * g.n + col0, cols, bg.data.begin() + p * cols);
+    for (int64_t row0 = 0; row0 < gm; row0 += mc) {
+      const int64_t rows = std::min(mc, gm - row0);
+      const Matrix<T> ac{
+          rows, g.k,
+          std::vector<T>(a.data.begin() + row0 * g.k, a.data.begin() + (row0 + rows) * g.k)};
+      GemmProgram prog = PieceProgram(ac, bg, static_cast<int>(n), rng());
+      prog.job.name = l.name;
+      const engine::ExecResult r = engine.Run(prog.job);
+      if (!r.ok) {
+        throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", l.name, r.message));
+      }
+      stats.counters += r.CountersOf(0);  // core 0 runs it
+      result.chip_cycles += r.cycles;
+      ++stats.jobs;
+      if (engine.ComputesValues()) exact = exact && PieceExact(prog, r, ac, bg, n);
+      on_macs(static_cast<double>(rows * g.k * cols));
+    }
+  }
+  return stats;
+}
+
+// The layers one after another (RunTopologyOnTpu), T the chip's operand type.
+template <class T>
+TpuRunResult RunLayers(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
+                       uint64_t seed, const std::function<void(double)>& progress,
+                       const TopologyRunOptions& options) {
+  CheckBatch(options.batch);
+  if (options.maps_on_chip && !options.host_im2col && IsChain(layers)) {
+    LayerBatch(layers[0], options.batch);  // a GEMM's batch is its M: refuses --batch
+    return RunChain(layers, engine, seed, progress);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  TpuRunResult result;
+  result.checked = engine.ComputesValues();
+  std::mt19937_64 rng(seed);
+  double total_macs = 0, done_macs = 0;
+  for (const auto& l : layers) {
+    const int batch = LayerBatch(l, options.batch);
+    result.images = l.batch ? 1 : batch;  // a GEMM list runs once
+    total_macs += static_cast<double>(l.Gemm().m * batch) * static_cast<double>(l.Gemm().k) *
+                  static_cast<double>(l.Gemm().n);
+  }
+  const auto on_macs = [&](double macs) {
+    done_macs += macs;
+    if (progress) progress(total_macs > 0 ? done_macs / total_macs : 1.0);
+  };
+  for (const TopologyLayer& l : layers) {
+    const gemm::GemmShape g = l.Gemm();
+    const int batch = LayerBatch(l, options.batch);
+    bool exact = true;
+    std::optional<LayerStats> stats;
+    if (!options.host_im2col)
+      stats = RunLayerProgram<T>(l, batch, engine, options.maps_on_chip, rng, result, exact);
+    if (stats) {
+      on_macs(static_cast<double>(g.m * g.k * g.n * batch));
+    } else {
+      stats = RunLayerIm2col<T>(l, batch, engine, rng, exact, on_macs, result);
+    }
+    result.mismatches += !exact;
+    result.layers.push_back(std::move(*stats));
+  }
+  result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
 }  // namespace
 
 TpuRunResult RunTopologyOnTpu(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
                               uint64_t seed, const std::function<void(double)>& progress,
                               const TopologyRunOptions& options) {
-  const bool host_im2col = options.host_im2col;
-  CheckBatch(options.batch);
-  if (engine.Config().dtype != hw::Dtype::kInt8) {
-    throw UsageError("topology runs are random int8 layers; run them on an int8 chip (config '" +
-                     engine.Config().name + "' is " + hw::Name(engine.Config().dtype) +
-                     "; a bf16 chip runs fp32 models: docs/bf16.md)");
-  }
-  if (options.maps_on_chip && !host_im2col && IsChain(layers)) {
-    LayerBatch(layers[0], options.batch);  // a GEMM's batch is its M: refuses --batch
-    return RunChain(layers, engine, seed, progress);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  const config::TpuConfig& c = engine.Config();
-  const int64_t n = c.array_dim;
-  const bool values = engine.ComputesValues();
-  TpuRunResult result;
-  result.checked = values;
-  std::mt19937_64 rng(seed);
-  double total_macs = 0, done_macs = 0;
-  for (const auto& l : layers) {
-    const gemm::GemmShape g = l.Gemm();
-    const int batch = LayerBatch(l, options.batch);
-    result.images = l.batch ? 1 : batch;  // a GEMM list runs once
-    total_macs +=
-        static_cast<double>(g.m * batch) * static_cast<double>(g.k) * static_cast<double>(g.n);
-  }
-  for (const TopologyLayer& l : layers) {
-    const gemm::GemmShape g = l.Gemm();
-    const int batch = LayerBatch(l, options.batch);
-    if (!host_im2col) {
-      const nn::Model m = LayerModel(l, rng);
-      const int group = MapsGroup(m, c, batch, options.maps_on_chip);
-      const NetworkCompiler nc(m, c, group, options.maps_on_chip);
-      if (nc.Fits()) {
-        std::vector<uint8_t> pixels(static_cast<size_t>(m.input.Size() * batch));
-        for (auto& p : pixels) p = static_cast<uint8_t>(rng());
-        std::vector<int8_t> act(pixels.size());
-        for (size_t i = 0; i < act.size(); ++i) act[i] = nn::QuantizePixel(pixels[i]);
-        LayerStats stats;
-        result.ub_rows = std::max(result.ub_rows, nc.UbRows());
-        const MapsOnChip maps = nc.Maps();
-        const std::string how = l.IsDense() ? "dense" : "windows";
-        stats.name = l.name + " (" + how +
-                     (maps.input && maps.output ? ", maps on chip)"
-                      : maps.input              ? ", input on chip)"
-                      : maps.output             ? ", output on chip)"
-                                                : ")");
-        stats.macs = g.m * g.k * g.n * batch;
-        stats.m = g.m * batch;
-        stats.k = g.k;
-        stats.n = g.n;
-        bool exact = true;
-        // The batch in groups whose maps fit a core, a group per core at a time, each core a
-        // share (data parallel).
-        const int round = group * c.cores;
-        if (c.cores > 1) stats.cores.resize(static_cast<size_t>(c.cores));
-        for (int i0 = 0; i0 < batch; i0 += round) {
-          const int count = std::min(round, batch - i0);
-          const std::vector<int8_t> in(act.begin() + i0 * m.input.Size(),
-                                       act.begin() + (i0 + count) * m.input.Size());
-          const CoresResult r = RunOnCores(engine, nc, in, m.input.Size(), count, l.name);
-          result.chip_cycles += r.exec.cycles;
-          stats.mxu_busy.resize(r.mxu_busy.size());
-          for (size_t u = 0; u < r.mxu_busy.size(); ++u) stats.mxu_busy[u] += r.mxu_busy[u];
-          for (size_t k = 0; k < r.share.size(); ++k) {
-            const hw::ChipCounters counters = r.exec.CountersOf(static_cast<int>(k));
-            stats.counters += counters;
-            if (c.cores > 1) {
-              stats.cores[k].counters += counters;
-              stats.cores[k].macs += g.m * g.k * g.n * r.share[k];
-            }
-            ++stats.jobs;
-            for (const Bound& b : nc.Bounds(r.share[k])) stats.bound += b;
-          }
-          if (values) {
-            const nn::MatrixI8 want =
-                nn::Int8Net(m).Forward(pixels.data() + i0 * m.input.Size(), count).back();
-            std::vector<int8_t> got;
-            for (size_t k = 0; k < r.share.size(); ++k) {
-              const std::vector<int8_t> part = nc.Decode(r.out[k], r.share[k]);
-              got.insert(got.end(), part.begin(), part.end());
-            }
-            exact = exact && std::equal(got.begin(), got.end(), want.data());
-          }
-        }
-        result.mismatches += !exact;
-        result.layers.push_back(std::move(stats));
-        done_macs += static_cast<double>(g.m * g.k * g.n * batch);
-        if (progress) progress(total_macs > 0 ? done_macs / total_macs : 1.0);
-        continue;
-      }
-    }
-    const int64_t gm = g.m * batch;  // the im2col rows of the batch's maps
-    const int64_t kt = (g.k + n - 1) / n, nt_all = (g.n + n - 1) / n;
-    // Output columns in groups of at most param_sets tiles (one VPU parameter set each)
-    // whose weights fit the weight memory.
-    const int64_t column_bytes = kt * n * n;
-    const int64_t ntg =
-        std::min<int64_t>({nt_all, c.param_sets, c.weight_mem_bytes / column_bytes});
-    if (ntg < 1) {
-      throw UsageError(fmt::format(
-          "layer '{}' (K = {}) does not fit the chip: one column of its weight tiles is {} bytes "
-          "and the weight memory holds {}; raise weight_mem_bytes",
-          l.name, g.k, column_bytes, c.weight_mem_bytes));
-    }
-    // Rows in chunks: two accumulator buffers of mc rows; A's kt blocks and the outputs'
-    // ntg blocks of mc rows in the unified buffer.
-    const int64_t mc = std::min({gm, static_cast<int64_t>(c.acc_depth_rows) / 2,
-                                 static_cast<int64_t>(c.ub_depth_rows) / (kt + ntg)});
-    if (mc < 1) {
-      throw UsageError(fmt::format(
-          "layer '{}' (K = {}, {} column tiles) does not fit the chip: one row needs {} "
-          "unified-buffer rows and 2 accumulator rows; raise ub_depth_rows (now {}) or "
-          "acc_depth_rows (now {})",
-          l.name, g.k, nt_all, kt + ntg, c.ub_depth_rows, c.acc_depth_rows));
-    }
-    LayerStats stats;
-    stats.name = l.name;
-    stats.macs = gm * g.k * g.n;
-    bool exact = true;
-    const Matrix<int8_t> a = gemm::RandomInt8(gm, g.k, rng());
-    const Matrix<int8_t> b = gemm::RandomInt8(g.k, g.n, rng());
-    for (int64_t col0 = 0; col0 < g.n; col0 += ntg * n) {
-      const int64_t cols = std::min(ntg * n, g.n - col0);
-      Matrix<int8_t> bg{g.k, cols, std::vector<int8_t>(static_cast<size_t>(g.k * cols))};
-      for (int64_t p = 0; p < g.k; ++p) {
-        std::copy_n(b.data.begin() + p * g.n + col0, cols, bg.data.begin() + p * cols);
-      }
-      for (int64_t row0 = 0; row0 < gm; row0 += mc) {
-        const int64_t rows = std::min(mc, gm - row0);
-        Matrix<int8_t> ac{
-            rows, g.k,
-            std::vector<int8_t>(a.data.begin() + row0 * g.k, a.data.begin() + (row0 + rows) * g.k)};
-        GemmProgram prog = MakeGemmProgram(ac, bg, static_cast<int>(n), /*overlap=*/true, rng());
-        prog.job.name = l.name;
-        const engine::ExecResult r = engine.Run(prog.job);
-        if (!r.ok) {
-          throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", l.name, r.message));
-        }
-        stats.counters += r.CountersOf(0);  // core 0 runs it
-        result.chip_cycles += r.cycles;
-        ++stats.jobs;
-        if (values &&
-            prog.Unpack(r.host_out).data != prog.Expected(gemm::ReferenceGemm(ac, bg)).data) {
-          exact = false;
-        }
-        done_macs += static_cast<double>(rows * g.k * cols);
-        if (progress) progress(total_macs > 0 ? done_macs / total_macs : 1.0);
-      }
-    }
-    result.mismatches += !exact;
-    result.layers.push_back(std::move(stats));
-  }
-  result.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return result;
+  const bool bf16 = engine.Config().dtype == hw::Dtype::kBf16;
+  return bf16 ? RunLayers<uint16_t>(layers, engine, seed, progress, options)
+              : RunLayers<int8_t>(layers, engine, seed, progress, options);
 }
 
 }  // namespace tpu::run

@@ -11,8 +11,10 @@
 
 namespace tpu::run {
 
-// Runs every layer on the chip with random int8 data (seeded). A layer runs as a
-// convolution whose windows the chip forms from its input map (a one-layer
+// Runs every layer on the chip with random data (seeded) of the chip's type: int8 weights
+// and inputs, or on a bf16 chip float weights and normal inputs rounded to bfloat16 (the
+// chip runs a model's fp32 weights, docs/bf16.md), checked against nn::Bf16Net. A layer
+// runs as a convolution whose windows the chip forms from its input map (a one-layer
 // NetworkCompiler program: the map moves in once, packed) where it fits the chip; otherwise,
 // or with `host_im2col`, as GEMM programs of its im2col rows (compiler/gemm_program.h)
 // split into pieces that fit the chip: rows of the output in chunks that fit the

@@ -150,6 +150,45 @@ TEST_F(TopologyCliTest, RunsBitExactWithTheSameCountersOnBothEngines) {
   EXPECT_TRUE(c["bit_exact"].is_null());
 }
 
+// On a bf16 chip a topology's layers run in bfloat16 (random float weights and inputs
+// rounded to bfloat16, as a bf16 chip runs a model's fp32 weights): each way a layer can run
+// (a network program forming its windows, im2col GEMM programs, a chained GEMM list as one
+// program) bit-exact against the CPU bf16 reference on both engines, with the same counters,
+// and the same tiles as on an int8 chip, each weight two bytes.
+TEST_F(TopologyCliTest, BfloatChipsRunTheLayersInBfloat16) {
+  const std::string conv = Write("t.csv", std::string(kHeader) +
+                                              "wide, 6, 7, 3, 2, 5, 11, 2,\n"
+                                              "dense, 1, 1, 1, 1, 40, 9, 1,\n");
+  const std::string chain =
+      Write("chain.csv", "Layer name, M, N, K,\nfc1, 24, 20, 30,\nfc2, 24, 12, 20,\n");
+  for (const auto& [topo, extra] : std::vector<std::pair<std::string, std::string>>{
+           {conv, ""}, {conv, " --host-im2col"}, {chain, ""}}) {
+    std::map<std::string, nlohmann::json> runs;
+    for (const std::string dtype : {"bf16", "int8"}) {
+      for (const std::string engine : {"rtl", "fast"}) {
+        const std::string json = P(dtype + engine + ".json");
+        const Outcome o =
+            Run("run --topology " + topo + extra + " --config teach-4 --set dtype=" + dtype +
+                " --engine " + engine + " --json " + json);
+        ASSERT_EQ(o.exit_code, 0) << extra << o.err;
+        EXPECT_NE(o.out.find("bit-exact  yes (every layer's " + dtype + " outputs"),
+                  std::string::npos)
+            << extra << o.out;
+        runs[dtype + engine] = nlohmann::json::parse(Slurp(json));
+        for (const char* k : {"engine", "wall_seconds", "revision"}) runs[dtype + engine].erase(k);
+      }
+    }
+    const nlohmann::json& bf = runs["bf16rtl"];
+    EXPECT_EQ(bf["config"]["dtype"], "bf16");
+    EXPECT_TRUE(bf["bit_exact"].get<bool>()) << topo << extra;
+    EXPECT_EQ(bf, runs["bf16fast"]) << "the engines disagree on the bf16 run" << extra;
+    const nlohmann::json& i8 = runs["int8fast"]["counters"];
+    EXPECT_EQ(bf["counters"]["weight_tiles"], i8["weight_tiles"]) << topo << extra;
+    EXPECT_EQ(bf["counters"]["weight_bytes_read"], 2 * i8["weight_bytes_read"].get<int64_t>())
+        << topo << extra;
+  }
+}
+
 // On a chip of two cores each layer's batch is split between them (data parallel): bit-exact
 // on both engines with the same counters, each core's row with its share of the MACs (3
 // maps: 1 and 2), the core rows adding up to the layer's, and the run's time (chip_cycles)
