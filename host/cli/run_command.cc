@@ -197,10 +197,12 @@ format, models/topologies/): every layer as a convolution with random data (int8
 bfloat16 on a bf16 chip such as tpu-v3), its windows formed on the chip where it fits (rows
 marked windows), else as a GEMM of its im2col rows; checked against the CPU reference of the
 chip's type unless --timing-only, with the same per-layer table.
---batch B (default 1 there) streams B maps through each weight tile; --maps chip (the
-default) starts each layer's input maps in the unified buffer and leaves its outputs there
-where they fit, as inside a whole network (programs outside the layer's, not counted, move
-them), --maps host moves them over the host link in the layer's program.
+--batch B (default 1 there) streams B maps through each weight tile (on several cores each
+core a share of them, or with fewer maps than cores a share of each layer's output
+channels); --maps chip (the default) starts each layer's input maps in the unified buffer
+and leaves its outputs there where they fit, as inside a whole network (programs outside
+the layer's, not counted, move them), --maps host moves them over the host link in the
+layer's program.
 
 Examples:
   tpusim run --images 200 --batch 16 --json r.json

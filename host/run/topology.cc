@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <random>
 
@@ -121,10 +122,10 @@ int MapsGroup(const nn::Model& m, const config::TpuConfig& c, int batch, bool ma
   return lo > 0 ? lo : batch;
 }
 
-// A round of n images on the chip's cores (BatchShares), each core its own job for its
-// share, combined by CombineCoreJobs with the maps-in and maps-out
-// programs combined the same way. Returns the layer program's result and each share's
-// output bytes (none in timing-only runs; one core: the job as it is).
+// A round of the layer on the chip's cores, each core its own job (a share of the images, or
+// of the output channels), combined by CombineCoreJobs with the maps-in and maps-out
+// programs combined the same way. Holds the layer program's result and each core's output
+// bytes (none in timing-only runs; one core: the job as it is).
 struct CoresResult {
   engine::ExecResult exec;
   // On a core of several matrix units, the cycles each had work in exec, over the cores
@@ -154,24 +155,23 @@ engine::ExecResult RunObservingUnits(engine::ChipEngine& engine, const engine::E
   return e;
 }
 
-// T: int8_t, or uint16_t (bfloat16 bit patterns) on a bf16 chip.
+// The job of `nc` for n images whose inputs are `act`, on a core beside sharers - 1 others
+// (T: int8_t, or uint16_t, bfloat16 bit patterns, on a bf16 chip).
 template <class T>
-CoresResult RunOnCores(engine::ChipEngine& engine, const NetworkCompiler& nc,
-                       const std::vector<T>& act, int64_t in_size, int n, const std::string& name) {
-  CoresResult r;
-  std::vector<LayerJob> jobs;
-  const std::vector<BatchShare> shares = BatchShares(n, engine.Config().cores);
-  for (const auto [f, k] : shares) {
-    const std::vector<T> part(act.begin() + f * in_size, act.begin() + (f + k) * in_size);
-    const int sharers = static_cast<int>(shares.size());
-    if constexpr (sizeof(T) == 2) {
-      jobs.push_back(nc.BuildBf16(part, k, sharers));
-    } else {
-      jobs.push_back(nc.Build(part, k, sharers));
-    }
-    jobs.back().exec.name = name;
-    r.share.push_back(k);
+LayerJob BuildJob(const NetworkCompiler& nc, const std::vector<T>& act, int n, int sharers) {
+  if constexpr (sizeof(T) == 2) {
+    return nc.BuildBf16(act, n, sharers);
+  } else {
+    return nc.Build(act, n, sharers);
   }
+}
+
+// The jobs on cores 0, 1, ... at once; `share`: each core's images.
+CoresResult RunOnCores(engine::ChipEngine& engine, std::vector<LayerJob> jobs,
+                       std::vector<int> share, const std::string& name) {
+  CoresResult r;
+  for (LayerJob& j : jobs) j.exec.name = name;
+  r.share = std::move(share);
   auto combined = [&](auto pick) {
     std::vector<engine::ExecJob> parts;
     for (const LayerJob& j : jobs) parts.push_back(pick(j));
@@ -281,85 +281,174 @@ LayerInputs<T> RandomInputs(size_t size, std::mt19937_64& rng) {
   return in;
 }
 
-// Whether the cores' outputs of images [i0, i0 + count) are the CPU reference's.
+// Whether a core's outputs (`out`, for images [first, first + count) of `in`) are the CPU
+// reference's for model m.
 template <class T>
-bool OutputsExact(const nn::Model& m, const NetworkCompiler& nc, const CoresResult& r,
-                  const LayerInputs<T>& in, int64_t i0, int64_t count, int array_dim) {
-  std::vector<T> got;
-  for (size_t k = 0; k < r.share.size(); ++k) {
-    std::vector<T> part;
-    if constexpr (sizeof(T) == 2) {
-      part = nc.DecodeBf16(r.out[k], r.share[k]);
-    } else {
-      part = nc.Decode(r.out[k], r.share[k]);
-    }
-    got.insert(got.end(), part.begin(), part.end());
-  }
+bool CoreExact(const nn::Model& m, const NetworkCompiler& nc, const std::vector<uint8_t>& out,
+               const LayerInputs<T>& in, int64_t first, int64_t count, int array_dim) {
   const int64_t size = m.input.Size();
   if constexpr (sizeof(T) == 2) {
     const nn::Bf16Net net(m, array_dim);
     std::vector<uint16_t> want;
-    for (int64_t i = i0; i < i0 + count; ++i) {
+    for (int64_t i = first; i < first + count; ++i) {
       const std::vector<uint16_t> y = net.Forward(in.x.data() + i * size).back();
       want.insert(want.end(), y.begin(), y.end());
     }
-    return got == want;
+    return nc.DecodeBf16(out, static_cast<int>(count)) == want;
   } else {
-    const nn::MatrixI8 want = nn::Int8Net(m).Forward(in.pixels.data() + i0 * size, count).back();
+    const std::vector<int8_t> got = nc.Decode(out, static_cast<int>(count));
+    const nn::MatrixI8 want = nn::Int8Net(m).Forward(in.pixels.data() + first * size, count).back();
     return std::equal(got.begin(), got.end(), want.data());
   }
 }
 
-// Layer l as a one-layer network program (NetworkCompiler: the chip forms the windows),
-// the batch in groups whose maps fit a core, a group per core at a time, each core a share
-// (data parallel); nullopt where the layer does not fit that way. `exact` is cleared where
-// computed outputs differ from the CPU reference.
+// How a layer's work is shared out over the cores: one model for them all (data parallel,
+// each core a share of the images), or a model per core (model parallel: each core a share
+// of the output channels, whole column tiles, for every image; each share's weights random
+// of their own, as a slice of the layer's would be). Empty `nc` where a share's program does
+// not fit the chip.
+struct LayerParts {
+  std::vector<nn::Model> models;                     // one, or one per core
+  std::vector<std::unique_ptr<NetworkCompiler>> nc;  // each model's program
+  std::vector<int64_t> filters;                      // each model's output channels
+  int group = 0;                                     // images a program takes at once
+};
+// The cores a layer's output channels could be shared out over: on a chip of more cores than
+// the batch has images, one per column tile up to the cores; 1 otherwise.
+int ColumnSplit(const TopologyLayer& l, int batch, const config::TpuConfig& c) {
+  const int64_t tiles = (l.filters + c.array_dim - 1) / c.array_dim;
+  return c.cores > batch ? static_cast<int>(std::min<int64_t>(c.cores, tiles)) : 1;
+}
+// The parts of `split` cores sharing the output channels (1: data parallel).
+LayerParts PartsOf(const TopologyLayer& l, int batch, const config::TpuConfig& c, bool maps_on_chip,
+                   bool bf16, int split, std::mt19937_64& rng) {
+  LayerParts parts;
+  const int64_t n = c.array_dim, tiles = (l.filters + n - 1) / n;
+  const std::vector<BatchShare> shares = BatchShares(static_cast<int>(tiles), split);
+  parts.models.reserve(shares.size());
+  for (const BatchShare& sh : shares) {
+    TopologyLayer part = l;
+    part.filters = std::min<int64_t>(l.filters, (sh.first + sh.count) * n) - sh.first * n;
+    parts.models.push_back(LayerModel(split > 1 ? part : l, rng, bf16));
+    parts.filters.push_back(split > 1 ? part.filters : l.filters);
+  }
+  parts.group = batch;
+  for (const nn::Model& m : parts.models)
+    parts.group = std::min(parts.group, MapsGroup(m, c, batch, maps_on_chip));
+  for (const nn::Model& m : parts.models) {
+    parts.nc.push_back(std::make_unique<NetworkCompiler>(m, c, parts.group, maps_on_chip));
+    const MapsOnChip a = parts.nc.back()->Maps(), b = parts.nc.front()->Maps();
+    if (!parts.nc.back()->Fits() || a.input != b.input || a.output != b.output) {
+      parts.nc.clear();
+      break;
+    }
+  }
+  return parts;
+}
+// The fewest cycles the parts could take for `batch` images (batch < cores) from the bound of
+// each core's program (graph_bound.h): the slowest core's array, weight or vector-unit term;
+// the host link's terms added over the cores, which share the one link; or the weight
+// channel's: the cores' weight bytes over its bytes a cycle (a core's weight term is its
+// rows times the cycles its port takes for a row, WeightRowCycles).
+double RoundBound(const LayerParts& parts, int batch, const config::TpuConfig& c) {
+  const bool columns = parts.models.size() > 1;
+  double slowest = 0, host = 0, weights = 0;
+  const std::vector<BatchShare> shares = BatchShares(batch, c.cores);
+  for (size_t k = 0; k < (columns ? parts.nc.size() : shares.size()); ++k) {
+    Bound b;
+    for (const Bound& op : parts.nc[columns ? k : 0]->Bounds(columns ? batch : shares[k].count))
+      b += op;
+    slowest = std::max({slowest, b.array, b.weights, b.vector});
+    host += b.host;
+    weights += b.weights / c.WeightRowCycles() * static_cast<double>(hw::RowBytes(c)) /
+               static_cast<double>(c.weight_mem_bytes_per_cycle);
+  }
+  return std::max({slowest, host, weights});
+}
+// The parts layer l runs as: its output channels shared out where that fits and its bound
+// (RoundBound) is below the batch split's, else the batch split.
+LayerParts ChooseParts(const TopologyLayer& l, int batch, const config::TpuConfig& c,
+                       bool maps_on_chip, bool bf16, std::mt19937_64& rng) {
+  LayerParts data = PartsOf(l, batch, c, maps_on_chip, bf16, 1, rng);
+  const int split = ColumnSplit(l, batch, c);
+  if (split == 1) return data;
+  LayerParts columns = PartsOf(l, batch, c, maps_on_chip, bf16, split, rng);
+  if (columns.nc.empty()) return data;
+  if (data.nc.empty() || RoundBound(columns, batch, c) < RoundBound(data, batch, c)) return columns;
+  return data;
+}
+
+// The layer's row name: how it runs, where its maps are, and how the cores share it.
+std::string LayerRowName(const TopologyLayer& l, const LayerParts& parts) {
+  const MapsOnChip maps = parts.nc.front()->Maps();
+  std::string how = l.IsDense() ? "dense" : "windows";
+  how += maps.input && maps.output ? ", maps on chip"
+         : maps.input              ? ", input on chip"
+         : maps.output             ? ", output on chip"
+                                   : "";
+  if (parts.models.size() > 1)
+    how += fmt::format(", output channels over {} cores", parts.models.size());
+  return l.name + " (" + how + ")";
+}
+
+// Layer l as one-layer network programs (NetworkCompiler: the chip forms the windows), the
+// batch in groups whose maps fit a core, shared out over the cores as LayerParts says;
+// nullopt where the layer does not fit that way. `exact` is cleared where computed outputs
+// differ from the CPU reference.
 template <class T>
 std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
                                           engine::ChipEngine& engine, bool maps_on_chip,
                                           std::mt19937_64& rng, TpuRunResult& result, bool& exact) {
   const config::TpuConfig& c = engine.Config();
-  const nn::Model m = LayerModel(l, rng, sizeof(T) == 2);
-  const int group = MapsGroup(m, c, batch, maps_on_chip);
-  const NetworkCompiler nc(m, c, group, maps_on_chip);
-  if (!nc.Fits()) return std::nullopt;
+  const LayerParts parts = ChooseParts(l, batch, c, maps_on_chip, sizeof(T) == 2, rng);
+  if (parts.nc.empty()) return std::nullopt;
+  const bool columns = parts.models.size() > 1;
+  const int64_t in_size = parts.models[0].input.Size();
   const gemm::GemmShape g = l.Gemm();
-  const LayerInputs<T> in = RandomInputs<T>(static_cast<size_t>(m.input.Size() * batch), rng);
+  const LayerInputs<T> in = RandomInputs<T>(static_cast<size_t>(in_size * batch), rng);
   LayerStats stats;
-  result.ub_rows = std::max(result.ub_rows, nc.UbRows());
-  const MapsOnChip maps = nc.Maps();
-  const std::string how = l.IsDense() ? "dense" : "windows";
-  stats.name = l.name + " (" + how +
-               (maps.input && maps.output ? ", maps on chip)"
-                : maps.input              ? ", input on chip)"
-                : maps.output             ? ", output on chip)"
-                                          : ")");
+  for (const auto& nc : parts.nc) result.ub_rows = std::max(result.ub_rows, nc->UbRows());
+  stats.name = LayerRowName(l, parts);
   stats.macs = g.m * g.k * g.n * batch;
   stats.m = g.m * batch;
   stats.k = g.k;
   stats.n = g.n;
-  const int round = group * c.cores;
+  const int round = parts.group * (columns ? 1 : c.cores);
   if (c.cores > 1) stats.cores.resize(static_cast<size_t>(c.cores));
   for (int i0 = 0; i0 < batch; i0 += round) {
     const int count = std::min(round, batch - i0);
-    const std::vector<T> act(in.act.begin() + i0 * m.input.Size(),
-                             in.act.begin() + (i0 + count) * m.input.Size());
-    const CoresResult r = RunOnCores(engine, nc, act, m.input.Size(), count, l.name);
+    std::vector<LayerJob> jobs;
+    std::vector<int> share, first;  // each core's images: how many, the first
+    const std::vector<BatchShare> shares =
+        columns ? std::vector<BatchShare>(parts.models.size(), BatchShare{0, count})
+                : BatchShares(count, c.cores);
+    for (size_t k = 0; k < shares.size(); ++k) {
+      const auto [f, n] = shares[k];
+      const std::vector<T> act(in.act.begin() + (i0 + f) * in_size,
+                               in.act.begin() + (i0 + f + n) * in_size);
+      jobs.push_back(BuildJob(*parts.nc[columns ? k : 0], act, n, static_cast<int>(shares.size())));
+      share.push_back(n);
+      first.push_back(i0 + f);
+    }
+    const CoresResult r = RunOnCores(engine, std::move(jobs), share, l.name);
     result.chip_cycles += r.exec.cycles;
     stats.mxu_busy.resize(r.mxu_busy.size());
     for (size_t u = 0; u < r.mxu_busy.size(); ++u) stats.mxu_busy[u] += r.mxu_busy[u];
     for (size_t k = 0; k < r.share.size(); ++k) {
+      const size_t part = columns ? k : 0;
       const hw::ChipCounters counters = r.exec.CountersOf(static_cast<int>(k));
       stats.counters += counters;
       if (c.cores > 1) {
         stats.cores[k].counters += counters;
-        stats.cores[k].macs += g.m * g.k * g.n * r.share[k];
+        stats.cores[k].macs += g.m * g.k * parts.filters[part] * r.share[k];
       }
       ++stats.jobs;
-      for (const Bound& b : nc.Bounds(r.share[k])) stats.bound += b;
+      for (const Bound& b : parts.nc[part]->Bounds(r.share[k])) stats.bound += b;
+      if (engine.ComputesValues()) {
+        exact = exact && CoreExact(parts.models[part], *parts.nc[part], r.out[k], in, first[k],
+                                   r.share[k], static_cast<int>(c.array_dim));
+      }
     }
-    if (engine.ComputesValues())
-      exact = exact && OutputsExact(m, nc, r, in, i0, count, static_cast<int>(c.array_dim));
   }
   return stats;
 }

@@ -23,6 +23,10 @@ namespace tpu::run {
 // CPU reference (TpuRunResult::mismatches counts layers that differ). Throws UsageError
 // when a layer cannot fit even one row of one piece, naming the field.
 //
+// On a chip of several cores a layer's batch is shared out over them (data parallel), or
+// where it has fewer maps than the chip has cores, its output-column tiles are (model
+// parallel: each core its channels of every map; the row's name says so).
+//
 // `batch` maps stream through every weight tile of a layer; a GEMM row's layer takes its M
 // as its batch (UsageError when `batch` is not 1 then), and the list runs once: the result's
 // `images` is 1. A GEMM list that chains (one M, each row's K the previous row's N) is one

@@ -189,6 +189,64 @@ TEST_F(TopologyCliTest, BfloatChipsRunTheLayersInBfloat16) {
   }
 }
 
+// A batch smaller than the cores (one map on two cores) shares each layer's output-column
+// tiles out over them (model parallel): bit-exact on both engines with equal reports, each
+// core's row with the MACs of its tiles (wide: 11 filters, 3 tiles of 4 columns: 4 and 7
+// filters), a layer of one tile on one core, and the chip's time shorter than the cores'
+// together; not where the split's bound is no lower (a layer bound by the weight channel or
+// the host link, which the cores share). With a map per core the batch is split
+// instead (data parallel); the same holds in bf16.
+TEST_F(TopologyCliTest, ABatchOfOneSharesTheOutputChannelsOutOverTheCores) {
+  const std::string topo = Write("t.csv", std::string(kHeader) +
+                                              "wide, 6, 7, 3, 2, 5, 11, 2,\n"
+                                              "dense, 1, 1, 1, 1, 40, 9, 1,\n"
+                                              "one, 5, 5, 3, 3, 3, 3, 1,\n");
+  std::map<std::string, nlohmann::json> runs;
+  for (const std::string engine : {"rtl", "fast"}) {
+    const Outcome o = Run("run --topology " + topo + " --config teach-4 --set cores=2 --engine " +
+                          engine + " --json " + P(engine + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("bit-exact  yes"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("wide (windows, maps on chip, output channels over 2 cores)"),
+              std::string::npos)
+        << o.out;
+    runs[engine] = nlohmann::json::parse(Slurp(P(engine + ".json")));
+    for (const char* k : {"engine", "wall_seconds", "revision"}) runs[engine].erase(k);
+  }
+  EXPECT_EQ(runs["rtl"], runs["fast"]) << "the engines disagree on the split layers";
+  const nlohmann::json& j = runs["rtl"];
+  EXPECT_TRUE(j["bit_exact"].get<bool>());
+  const nlohmann::json& wide = j["layers"][0];
+  ASSERT_EQ(wide["cores"].size(), 2u);
+  EXPECT_EQ(wide["cores"][0]["macs"], 12 * 30 * 4);
+  EXPECT_EQ(wide["cores"][1]["macs"], 12 * 30 * 7);
+  EXPECT_EQ(wide["macs"], 12 * 30 * 11);
+  // dense's 30 tiles are bound by the weight channel (a row a cycle), which the cores share:
+  // split, its bound is no lower, so it stays whole.
+  EXPECT_EQ(j["layers"][1]["cores"][1]["macs"], 0) << "bound by the shared weight channel";
+  EXPECT_EQ(j["layers"][2]["cores"][1]["macs"], 0) << "one tile: one core";
+  EXPECT_LT(j["chip_cycles"].get<int64_t>(), j["cycles"].get<int64_t>());
+  // A layer whose maps cross the one host link both ways (--maps host) is bound by it, and
+  // both cores would read its whole input: its bound split is no lower, so it stays whole.
+  const std::string flat =
+      Write("flat.csv", std::string(kHeader) + "flat, 32, 32, 1, 1, 4, 8, 1,\n");
+  for (const std::string maps : {"chip", "host"}) {
+    const Outcome o = Run("run --topology " + flat + " --config teach-4 --set cores=2 --maps " +
+                          maps + " --engine fast");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out.find("output channels over 2 cores") != std::string::npos, maps == "chip")
+        << o.out;
+  }
+  for (const std::string args : {" --batch 2", " --set dtype=bf16"}) {
+    const Outcome o =
+        Run("run --topology " + topo + " --config teach-4 --set cores=2" + args + " --engine fast");
+    ASSERT_EQ(o.exit_code, 0) << args << o.err;
+    EXPECT_NE(o.out.find("bit-exact  yes"), std::string::npos) << args << o.out;
+    EXPECT_EQ(o.out.find("output channels over") != std::string::npos, args != " --batch 2")
+        << args << o.out;
+  }
+}
+
 // On a chip of two cores each layer's batch is split between them (data parallel): bit-exact
 // on both engines with the same counters, each core's row with its share of the MACs (3
 // maps: 1 and 2), the core rows adding up to the layer's, and the run's time (chip_cycles)
