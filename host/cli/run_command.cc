@@ -223,8 +223,9 @@ Examples:
                   "run's programs");
   AddOutputOptions(cmd, &a->out, "write the results as JSON to this file");
   cmd->add_option("--csv", a->csv,
-                  "write one row per program (the whole network, or each layer job) as CSV to "
-                  "this file");
+                  "write the per-layer table as CSV to this file: a row per layer, on several "
+                  "cores a row per core after it (column core); names with commas quoted "
+                  "(RFC 4180)");
   cmd->add_option("--logits", a->logits,
                   "write every input's int8 outputs (N x outputs .npy) and their scale "
                   "(NAME.scale.npy) to compare with your framework");

@@ -16,4 +16,13 @@ inline std::string Grouped(int64_t v) {
   return s;
 }
 
+// A CSV field as RFC 4180 writes it: in double quotes (each quote doubled) where it holds a
+// comma, a quote or a line break, else as it is.
+inline std::string CsvQuoted(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 }  // namespace tpu

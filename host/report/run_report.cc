@@ -567,8 +567,8 @@ std::string RunReportCsv(const RunReport& r) {
   csv += ",core\n";
   // A layer's row (core: empty), or one core's part of it (the layer's name, its number).
   auto line = [&](const std::string& name, const RunRow& row, const std::string& core) {
-    csv += fmt::format("{},{},{},{:.4f},{:.6f},{:.6f},{},{},{},{},{:.1f}", name, row.macs,
-                       row.Cycles(), row.OpsPerCycle(), row.OpsPerCycle() / peak,
+    csv += fmt::format("{},{},{},{:.4f},{:.6f},{:.6f},{},{},{},{},{:.1f}", CsvQuoted(name),
+                       row.macs, row.Cycles(), row.OpsPerCycle(), row.OpsPerCycle() / peak,
                        row.MappingEfficiency(), row.NotStreaming(), row.UbAccesses(),
                        row.AccAccesses(), row.DramBytes(), row.energy.Total());
     if (row.HasBound()) {

@@ -19,6 +19,7 @@
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
 #include "host/common/subprocess.h"
+#include "host/common/text.h"
 
 namespace tpu::sweep {
 namespace {
@@ -155,11 +156,7 @@ nlohmann::ordered_json Metrics(const nlohmann::json& r, const std::vector<std::s
 }
 
 std::string CsvField(const nlohmann::json& v) {
-  std::string s = v.is_null() ? "" : v.is_string() ? v.get<std::string>() : v.dump();
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
+  return CsvQuoted(v.is_null() ? "" : v.is_string() ? v.get<std::string>() : v.dump());
 }
 
 }  // namespace

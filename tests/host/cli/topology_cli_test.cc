@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "host/common/errors.h"
 #include "host/run/topology.h"
@@ -226,6 +227,23 @@ TEST_F(TopologyCliTest, ABatchOfOneSharesTheOutputChannelsOutOverTheCores) {
   EXPECT_EQ(j["layers"][1]["cores"][1]["macs"], 0) << "bound by the shared weight channel";
   EXPECT_EQ(j["layers"][2]["cores"][1]["macs"], 0) << "one tile: one core";
   EXPECT_LT(j["chip_cycles"].get<int64_t>(), j["cycles"].get<int64_t>());
+  // The CSV quotes the names, which hold commas: every line has the header's fields.
+  const Outcome csv =
+      Run("run --topology " + topo + " --config teach-4 --set cores=2 --csv " + P("t.csv.out"));
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  std::istringstream lines(Slurp(P("t.csv.out")));
+  std::vector<size_t> fields;
+  for (std::string line; std::getline(lines, line);) {
+    size_t n = 1;
+    bool quoted = false;
+    for (char ch : line) {
+      if (ch == '"') quoted = !quoted;
+      n += ch == ',' && !quoted;
+    }
+    fields.push_back(n);
+  }
+  ASSERT_EQ(fields.size(), 1u + 3u * 3u) << "the header, and 3 layers of 2 core rows each";
+  for (size_t n : fields) EXPECT_EQ(n, fields[0]);
   // A layer whose maps cross the one host link both ways (--maps host) is bound by it, and
   // both cores would read its whole input: its bound split is no lower, so it stays whole.
   const std::string flat =
