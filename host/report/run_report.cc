@@ -533,7 +533,7 @@ std::string FormatRunText(const RunReport& r) {
   if (r.config.cores > 1) {
     bool columns = false;  // a topology layer split by output channels (topology.h)
     for (const RunRow& l : r.layers)
-      columns = columns || l.name.find("output channels over") != std::string::npos;
+      columns = columns || l.name.find(run::kOutputChannelsSplit) != std::string::npos;
     s += fmt::format(
         "  cores      {} cores, each a share of every batch{}: {} chip cycles; a layer's row "
         "counts each core's cycles ({} in all), its core rows each core's own\n",

@@ -310,8 +310,16 @@ bool CoreExact(const nn::Model& m, const NetworkCompiler& nc, const std::vector<
 struct LayerParts {
   std::vector<nn::Model> models;                     // one, or one per core
   std::vector<std::unique_ptr<NetworkCompiler>> nc;  // each model's program
-  std::vector<int64_t> filters;                      // each model's output channels
   int group = 0;                                     // images a program takes at once
+
+  bool Columns() const { return models.size() > 1; }
+  size_t PartOf(size_t core) const { return Columns() ? core : 0; }  // the model core k runs
+  // Each core's images of a round of `count`: every core all of them where each has a share
+  // of the output channels, else each a share of the images (BatchShares).
+  std::vector<BatchShare> Images(int count, int cores) const {
+    return Columns() ? std::vector<BatchShare>(models.size(), BatchShare{0, count})
+                     : BatchShares(count, cores);
+  }
 };
 // The cores a layer's output channels could be shared out over: on a chip of more cores than
 // the batch has images, one per column tile up to the cores; 1 otherwise.
@@ -326,11 +334,10 @@ LayerParts PartsOf(const TopologyLayer& l, int batch, const config::TpuConfig& c
   const int64_t n = c.array_dim, tiles = (l.filters + n - 1) / n;
   const std::vector<BatchShare> shares = BatchShares(static_cast<int>(tiles), split);
   parts.models.reserve(shares.size());
-  for (const BatchShare& sh : shares) {
+  for (const BatchShare& sh : shares) {  // one share of all the tiles where split is 1
     TopologyLayer part = l;
     part.filters = std::min<int64_t>(l.filters, (sh.first + sh.count) * n) - sh.first * n;
-    parts.models.push_back(LayerModel(split > 1 ? part : l, rng, bf16));
-    parts.filters.push_back(split > 1 ? part.filters : l.filters);
+    parts.models.push_back(LayerModel(part, rng, bf16));
   }
   parts.group = batch;
   for (const nn::Model& m : parts.models)
@@ -351,17 +358,17 @@ LayerParts PartsOf(const TopologyLayer& l, int batch, const config::TpuConfig& c
 // channel's: the cores' weight bytes over its bytes a cycle (a core's weight term is its
 // rows times the cycles its port takes for a row, WeightRowCycles).
 double RoundBound(const LayerParts& parts, int batch, const config::TpuConfig& c) {
-  const bool columns = parts.models.size() > 1;
+  // A core's weight term in cycles of the shared channel.
+  const double channel = static_cast<double>(hw::RowBytes(c)) /
+                         static_cast<double>(c.weight_mem_bytes_per_cycle) / c.WeightRowCycles();
   double slowest = 0, host = 0, weights = 0;
-  const std::vector<BatchShare> shares = BatchShares(batch, c.cores);
-  for (size_t k = 0; k < (columns ? parts.nc.size() : shares.size()); ++k) {
+  const std::vector<BatchShare> images = parts.Images(batch, c.cores);
+  for (size_t k = 0; k < images.size(); ++k) {
     Bound b;
-    for (const Bound& op : parts.nc[columns ? k : 0]->Bounds(columns ? batch : shares[k].count))
-      b += op;
+    for (const Bound& op : parts.nc[parts.PartOf(k)]->Bounds(images[k].count)) b += op;
     slowest = std::max({slowest, b.array, b.weights, b.vector});
     host += b.host;
-    weights += b.weights / c.WeightRowCycles() * static_cast<double>(hw::RowBytes(c)) /
-               static_cast<double>(c.weight_mem_bytes_per_cycle);
+    weights += b.weights * channel;
   }
   return std::max({slowest, host, weights});
 }
@@ -386,8 +393,8 @@ std::string LayerRowName(const TopologyLayer& l, const LayerParts& parts) {
          : maps.input              ? ", input on chip"
          : maps.output             ? ", output on chip"
                                    : "";
-  if (parts.models.size() > 1)
-    how += fmt::format(", output channels over {} cores", parts.models.size());
+  if (parts.Columns())
+    how += fmt::format(", {} {} cores", kOutputChannelsSplit, parts.models.size());
   return l.name + " (" + how + ")";
 }
 
@@ -402,7 +409,6 @@ std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
   const config::TpuConfig& c = engine.Config();
   const LayerParts parts = ChooseParts(l, batch, c, maps_on_chip, sizeof(T) == 2, rng);
   if (parts.nc.empty()) return std::nullopt;
-  const bool columns = parts.models.size() > 1;
   const int64_t in_size = parts.models[0].input.Size();
   const gemm::GemmShape g = l.Gemm();
   const LayerInputs<T> in = RandomInputs<T>(static_cast<size_t>(in_size * batch), rng);
@@ -413,40 +419,38 @@ std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
   stats.m = g.m * batch;
   stats.k = g.k;
   stats.n = g.n;
-  const int round = parts.group * (columns ? 1 : c.cores);
+  const int round = parts.group * (parts.Columns() ? 1 : c.cores);
   if (c.cores > 1) stats.cores.resize(static_cast<size_t>(c.cores));
   for (int i0 = 0; i0 < batch; i0 += round) {
     const int count = std::min(round, batch - i0);
     std::vector<LayerJob> jobs;
-    std::vector<int> share, first;  // each core's images: how many, the first
-    const std::vector<BatchShare> shares =
-        columns ? std::vector<BatchShare>(parts.models.size(), BatchShare{0, count})
-                : BatchShares(count, c.cores);
-    for (size_t k = 0; k < shares.size(); ++k) {
-      const auto [f, n] = shares[k];
+    std::vector<int> share;  // each core's images
+    const std::vector<BatchShare> images = parts.Images(count, c.cores);
+    for (size_t k = 0; k < images.size(); ++k) {
+      const auto [f, n] = images[k];
       const std::vector<T> act(in.act.begin() + (i0 + f) * in_size,
                                in.act.begin() + (i0 + f + n) * in_size);
-      jobs.push_back(BuildJob(*parts.nc[columns ? k : 0], act, n, static_cast<int>(shares.size())));
+      jobs.push_back(BuildJob(*parts.nc[parts.PartOf(k)], act, n, static_cast<int>(images.size())));
       share.push_back(n);
-      first.push_back(i0 + f);
     }
-    const CoresResult r = RunOnCores(engine, std::move(jobs), share, l.name);
+    const CoresResult r = RunOnCores(engine, std::move(jobs), std::move(share), l.name);
     result.chip_cycles += r.exec.cycles;
     stats.mxu_busy.resize(r.mxu_busy.size());
     for (size_t u = 0; u < r.mxu_busy.size(); ++u) stats.mxu_busy[u] += r.mxu_busy[u];
     for (size_t k = 0; k < r.share.size(); ++k) {
-      const size_t part = columns ? k : 0;
+      const nn::Model& model = parts.models[parts.PartOf(k)];
+      const NetworkCompiler& nc = *parts.nc[parts.PartOf(k)];
       const hw::ChipCounters counters = r.exec.CountersOf(static_cast<int>(k));
       stats.counters += counters;
       if (c.cores > 1) {
         stats.cores[k].counters += counters;
-        stats.cores[k].macs += g.m * g.k * parts.filters[part] * r.share[k];
+        stats.cores[k].macs += g.m * g.k * model.layers[0].out.c * r.share[k];
       }
       ++stats.jobs;
-      for (const Bound& b : parts.nc[part]->Bounds(r.share[k])) stats.bound += b;
+      for (const Bound& b : nc.Bounds(r.share[k])) stats.bound += b;
       if (engine.ComputesValues()) {
-        exact = exact && CoreExact(parts.models[part], *parts.nc[part], r.out[k], in, first[k],
-                                   r.share[k], static_cast<int>(c.array_dim));
+        exact = exact && CoreExact(model, nc, r.out[k], in, i0 + images[k].first, r.share[k],
+                                   static_cast<int>(c.array_dim));
       }
     }
   }
@@ -556,8 +560,9 @@ TpuRunResult RunLayers(const std::vector<TopologyLayer>& layers, engine::ChipEng
   for (const auto& l : layers) {
     const int batch = LayerBatch(l, options.batch);
     result.images = l.batch ? 1 : batch;  // a GEMM list runs once
-    total_macs += static_cast<double>(l.Gemm().m * batch) * static_cast<double>(l.Gemm().k) *
-                  static_cast<double>(l.Gemm().n);
+    const gemm::GemmShape g = l.Gemm();
+    total_macs +=
+        static_cast<double>(g.m * batch) * static_cast<double>(g.k) * static_cast<double>(g.n);
   }
   const auto on_macs = [&](double macs) {
     done_macs += macs;

@@ -18,6 +18,10 @@
 
 namespace tpu::run {
 
+// What a topology layer's row name holds where its output channels are shared out over the
+// cores (host/run/topology.h), followed by how many.
+inline constexpr const char* kOutputChannelsSplit = "output channels over";
+
 struct LayerStats {
   std::string name;
   int64_t macs = 0;  // useful MACs (the layer's arithmetic, no padding)
@@ -28,8 +32,10 @@ struct LayerStats {
   // convolution or dense layer).
   compiler::Bound bound;
   int64_t m = 0, k = 0, n = 0;
-  // On a chip of several cores, each core's part of the row (its share of every batch: its
-  // MACs and the counters attributed on it); they add up to the row. Empty on one core.
+  // On a chip of several cores, each core's part of the row (its share of every batch, or in
+  // a topology run where the name holds kOutputChannelsSplit its share of the output
+  // channels: its MACs and the counters attributed on it); they add up to the row. Empty on
+  // one core.
   struct CoreShare {
     int64_t macs = 0;
     hw::ChipCounters counters;
