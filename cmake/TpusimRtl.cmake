@@ -266,20 +266,20 @@ function(tpusim_verilate_mxu TARGET N)
   endif()
   if(ARG_SYSTEMC)
     tpusim_verilate(${TARGET} SYSTEMC PREFIX Vtpu_mxu_${kind}sc_n${N} TOP_MODULE tpu_mxu_top
-             SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
-             ${TPUSIM_VERILATED_OPTS})
+                    SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
+                    ${TPUSIM_VERILATED_OPTS})
   elseif(ARG_TEACH)
     tpusim_verilate(${TARGET} PREFIX Vtpu_mxu_teach_${kind}n${N} TOP_MODULE tpu_mxu_top
-             SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args} --vpi --public-flat-rw
-             ${TPUSIM_VERILATED_OPTS})
+                    SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args} --vpi --public-flat-rw
+                    ${TPUSIM_VERILATED_OPTS})
   elseif(ARG_NOTRACE)
     tpusim_verilate(${TARGET} PREFIX ${ARG_PREFIX} TOP_MODULE tpu_mxu_top
-             SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
-             ${TPUSIM_VERILATED_OPTS})
+                    SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
+                    ${TPUSIM_VERILATED_OPTS})
   else()
     tpusim_verilate(${TARGET} TRACE_FST PREFIX Vtpu_mxu_${kind}n${N} TOP_MODULE tpu_mxu_top
-             SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
-             ${TPUSIM_VERILATED_OPTS})
+                    SOURCES ${TPU_MXU_RTL_SOURCES} VERILATOR_ARGS ${args}
+                    ${TPUSIM_VERILATED_OPTS})
   endif()
 endfunction()
 
@@ -346,18 +346,18 @@ function(tpusim_verilate_tpu TARGET N DTYPE)
     list(APPEND gflags -GCores=${ARG_CORES} -GMxus=${ARG_MXUS})
   endif()
   tpusim_verilate(${TARGET} SYSTEMC TRACE_FST ${coverage} PREFIX ${prefix} TOP_MODULE ${top}
-           SOURCES ${sources}
-           VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
-                          ${TPU_RTL_INCLUDE} ${gflags} ${form}
-           ${TPUSIM_VERILATED_OPTS})
+                  SOURCES ${sources}
+                  VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
+                                 ${TPU_RTL_INCLUDE} ${gflags} ${form}
+                  ${TPUSIM_VERILATED_OPTS})
 endfunction()
 
 # tpusim_verilate_os(TARGET N): adds class Vtpu_os_teach_n<N>, the output-stationary array
 # with every signal readable through VPI, to TARGET.
 function(tpusim_verilate_os TARGET N)
   tpusim_verilate(${TARGET} PREFIX Vtpu_os_teach_n${N} TOP_MODULE tpu_os_top
-           SOURCES ${TPU_OS_RTL_SOURCES}
-           VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
-                          ${TPU_RTL_INCLUDE} -GArrayDim=${N} --vpi --public-flat-rw
-           ${TPUSIM_VERILATED_OPTS})
+                  SOURCES ${TPU_OS_RTL_SOURCES}
+                  VERILATOR_ARGS -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert
+                                 ${TPU_RTL_INCLUDE} -GArrayDim=${N} --vpi --public-flat-rw
+                  ${TPUSIM_VERILATED_OPTS})
 endfunction()
