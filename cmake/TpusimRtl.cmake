@@ -66,6 +66,11 @@ set(TPU_CHIP_RTL_SOURCES
 # on its own, so the large models keep their parallel compiles.
 set(TPUSIM_VERILATED_GROUP_BYTES 2000000 CACHE STRING
     "Verilator's generated files of one model are compiled in groups of at most this many bytes of source (0: each on its own)")
+if(NOT TPUSIM_VERILATED_GROUP_BYTES MATCHES "^[0-9]+$")
+  message(FATAL_ERROR "TPUSIM_VERILATED_GROUP_BYTES is '${TPUSIM_VERILATED_GROUP_BYTES}': give a "
+                      "number of bytes (2000000, the default; 0 compiles each generated file on "
+                      "its own), e.g. cmake -B build -DTPUSIM_VERILATED_GROUP_BYTES=2000000")
+endif()
 function(tpusim_verilate TARGET)
   verilate(${TARGET} ${ARGN})
   if(NOT TPUSIM_VERILATED_GROUP_BYTES)
