@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <optional>
 
@@ -161,18 +162,39 @@ class Emitter {
   // The parameter-set slot that holds set `set` (loaded now if it is not there).
   uint64_t Slot(int64_t set, int op) {
     if (all_params_) return static_cast<uint64_t>(set);
-    const auto it = slot_of_.find(set);
-    if (it != slot_of_.end()) return static_cast<uint64_t>(it->second);
-    const int64_t slot = next_slot_;
-    next_slot_ = (next_slot_ + 1) % c_.param_sets;
-    if (const auto old = set_in_.find(slot); old != set_in_.end()) slot_of_.erase(old->second);
-    Touch({}, {}, {}, slot);
-    p_.ReadParams(plan_.params_addr + static_cast<uint64_t>(set * set_bytes_),
-                  static_cast<uint64_t>(slot), 1);
+    if (slot_of_.count(set) == 0) Load(set, 1, op);
+    return static_cast<uint64_t>(slot_of_.at(set));
+  }
+  // Sets `sets` that are not in a slot, loaded with one read where they follow each other
+  // and their slots in turn do too (else Slot loads each when it is used): each read_host
+  // pays the host link's latency, and one emitted while the host DMA is busy holds back
+  // every instruction behind it. Not into slots `keep` (sets still to be used).
+  void Preload(const std::vector<int64_t>& sets, int op, const std::vector<uint64_t>& keep = {}) {
+    if (all_params_) return;
+    std::vector<int64_t> missing;
+    for (const int64_t set : sets)
+      if (slot_of_.count(set) == 0) missing.push_back(set);
+    for (size_t k = 1; k < missing.size(); ++k)
+      if (missing[k] != missing[0] + static_cast<int64_t>(k)) return;
+    const auto n = static_cast<int64_t>(missing.size());
+    for (const uint64_t slot : keep)
+      if (static_cast<int64_t>(slot) >= next_slot_ && static_cast<int64_t>(slot) < next_slot_ + n)
+        return;
+    if (n > 1 && next_slot_ + n <= c_.param_sets) Load(missing[0], n, op);
+  }
+  // Sets [first, first + n) into the next n slots in turn (which do not wrap).
+  void Load(int64_t first, int64_t n, int op) {
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t slot = next_slot_ + k;
+      if (const auto old = set_in_.find(slot); old != set_in_.end()) slot_of_.erase(old->second);
+      Touch({}, {}, {}, slot);
+      slot_of_[first + k] = slot;
+      set_in_[slot] = first + k;
+    }
+    p_.ReadParams(plan_.params_addr + static_cast<uint64_t>(first * set_bytes_),
+                  static_cast<uint64_t>(next_slot_), static_cast<uint64_t>(n));
     Rec(op);
-    slot_of_[set] = slot;
-    set_in_[slot] = set;
-    return static_cast<uint64_t>(slot);
+    next_slot_ = (next_slot_ + n) % c_.param_sets;
   }
 
   // ---- segments and groups
@@ -237,8 +259,12 @@ class Emitter {
   void OpPasses(int i, int64_t g0, int64_t count) {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
     const int64_t rows = op.rows, most = Most(op);
-    if (rows <= most && !op.stacked) {  // whole images, in the fewest passes a region holds
-      const int64_t fit = std::max<int64_t>(1, most / rows), passes = (count + fit - 1) / fit;
+    // Spread over units of their own images or rows (fewer output tiles than units): at
+    // least a pass per unit, by images where there are enough, else by rows.
+    const int64_t units = collect_ && op.nt < SpreadUnits(i) ? RowUnits(i, count * rows) : 1;
+    if (rows <= most && !op.stacked && (count >= units || rows < 2)) {  // whole images
+      const int64_t fit = std::max<int64_t>(1, most / rows);
+      const int64_t passes = std::max((count + fit - 1) / fit, std::min(count, units));
       const int64_t per = (count + passes - 1) / passes;  // passes of equal size
       for (int64_t j = 0; j < op.nt; ++j)
         for (int64_t i0 = g0; i0 < g0 + count; i0 += per)
@@ -257,7 +283,7 @@ class Emitter {
     }
     // An image's rows are more than half the accumulators hold: chunks of equal size, so an
     // activate ends about when the next chunk's rows do.
-    const int64_t pieces = (rows + most - 1) / most;
+    const int64_t pieces = std::max((rows + most - 1) / most, (units + count - 1) / count);
     int64_t chunk = (rows + pieces - 1) / pieces;
     if (op.window.pooled) chunk = (chunk + 3) / 4 * 4;
     for (int64_t j = 0; j < op.nt; ++j)
@@ -699,6 +725,25 @@ class Emitter {
     return units >= 2 ? static_cast<int>(std::min<double>(m, units)) : 1;
   }
   bool Spreads(int i) const { return SpreadUnits(i) > 1; }
+  // Over how many units operation i, of fewer output tiles than it spreads over, shares
+  // `rows` rows of a column (each unit its own images or rows, each reading every tile of
+  // the column): the fewest that make a tile's time least. On u units that is u tile reads
+  // (the weight DMA takes them one after another) against a unit's rows through the tile,
+  // at least N (a tile's shift hides behind N rows): max(u x load, max(rows / u, N)).
+  int64_t RowUnits(int i, int64_t rows) const {
+    const int64_t load = TileLoadCycles();
+    int64_t best = 1, least = INT64_MAX;
+    for (int64_t u = 1; u <= SpreadUnits(i); ++u) {
+      const int64_t t = std::max(u * load, std::max((rows + u - 1) / u, n_));
+      if (t < least) best = u, least = t;
+    }
+    return best;
+  }
+  // The cycles a read of one weight tile keeps the weight DMA busy (docs/timing.md).
+  int64_t TileLoadCycles() const {
+    return c_.weight_mem_latency_cycles +
+           static_cast<int64_t>(std::ceil(static_cast<double>(n_) * c_.WeightRowCycles()));
+  }
 
   // The current matrix unit: the one the next read_weights, matmul and activate name, whose
   // accumulator regions and tile Region and the passes use.
@@ -777,6 +822,12 @@ class Emitter {
     std::vector<std::vector<int>> tiles(lanes);  // the tiles each unit switches in, in order
     std::vector<size_t> read(lanes, 0);          // of them, those read (some ahead, before)
     short_pass_ = false;
+    auto sets = [&](const std::vector<PassSpec>& passes) {
+      std::vector<int64_t> v;
+      for (const PassSpec& ps : passes) v.push_back(op.first_param + ps.j);
+      return v;
+    };
+    Preload(sets(g), i);
     for (size_t l = 0; l < lanes; ++l) {
       Unit(l);
       acc[l] = static_cast<uint64_t>(Region(Regions(op), g[l].count * g[l].rows, false));
@@ -798,6 +849,26 @@ class Emitter {
     const size_t terms = op.terms[static_cast<size_t>(g[0].j)].size();
     std::vector<bool> sw(lanes);
     std::vector<size_t> count(lanes, 1);
+    // A unit's next tile is read after the matmul that made room for it, but not right after
+    // another unit's: the weight DMA takes one read at a time and the chip issues in order, so
+    // a read_weights emitted while the DMA is busy holds back every matmul behind it. The
+    // reads wait in turn and each goes once the units have streamed, since the read before,
+    // as many rows as that read takes cycles; a unit's own wait before its next switch.
+    std::deque<size_t> waiting;
+    const int64_t load = TileLoadCycles();
+    int64_t since = 0;           // rows each unit streamed since the last read
+    auto pace = [&](int only) {  // only: the waiting reads of this unit, all; -1: those due
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        if (only < 0 ? since < load : static_cast<int>(*it) != only) {
+          if (only < 0) break;
+          ++it;
+          continue;
+        }
+        read_next(*it);
+        it = waiting.erase(it);
+        since = 0;
+      }
+    };
     for (size_t k = 0; k < terms; ++k) {
       const isa::Acc mode = k == 0 ? isa::Acc::kOverwrite : op.acc;
       // Matmul q of each unit's term k in turn.
@@ -809,15 +880,20 @@ class Emitter {
           if (q == 0) {
             sw[l] = t.tile != active_[l];
             active_[l] = t.tile;
+            if (sw[l]) pace(static_cast<int>(l));
           }
           bool first = false;
           count[l] = Term(i, t, g[l], {g[l].count}, acc[l], sw[l], mode, &first, k, nullptr, 0, q);
           // The passes before's activates, one after each matmul once every unit streams.
           if ((k > 0 || q > 0 || l + 1 == lanes) && !pending_.empty()) Flush(1);
-          if (q == 0 && sw[l] && read[l] < tiles[l].size()) read_next(l);
+          const auto queued = static_cast<size_t>(std::count(waiting.begin(), waiting.end(), l));
+          if (q == 0 && sw[l] && read[l] + queued < tiles[l].size()) waiting.push_back(l);
+          since += g[l].count * g[l].rows / static_cast<int64_t>(count[l] * lanes);
+          pace(-1);
         }
       }
     }
+    while (!waiting.empty()) pace(static_cast<int>(waiting.front()));
     for (size_t l = 0; l < lanes && next != nullptr; ++l) {  // the next group's first tiles
       if (l >= next->size()) break;
       tiles[l] = Switches(op, (*next)[l], active_[l]);
@@ -825,6 +901,7 @@ class Emitter {
       while (read[l] < std::min(fifo, tiles[l].size())) read_next(l);
       ahead_read_[l] = read[l];
     }
+    if (next != nullptr) Preload(sets(*next), i, slot);  // while the last matmuls stream
     for (size_t l = 0; l < lanes; ++l) {
       Unit(l);
       QueueActivate(i, g[l].j, g[l].i0, g[l].count, g[l].r0, g[l].rows, acc[l], slot[l]);

@@ -502,8 +502,8 @@ TEST(GraphCompilerTest, ShortPassesLineUpAndTheirActivatesWait) {
 
 // On a core of two matrix units (docs/compiler.md, "Several matrix units") a convolution of
 // four output tiles gives each unit two columns, term by term in turn: matmuls and activates
-// on both units, bit-exact, in fewer cycles than on one. A 1 x 1 convolution of one K-tile
-// (fewer terms than units: the vector unit binds) stays on unit 0.
+// on both units, bit-exact, in fewer cycles than on one. A 1 x 1 convolution of one output
+// tile (and four K-tiles: the array binds it with two units) gives each unit its own images.
 TEST(GraphCompilerTest, ConvolutionsSpreadOverTheMatrixUnits) {
   nn::Model m = NewModel("units", {8, 8, 16});
   m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
@@ -513,20 +513,68 @@ TEST(GraphCompilerTest, ConvolutionsSpreadOverTheMatrixUnits) {
   c.mxus_per_core = 2;
   const int batch = 4;
   const EmittedProgram e = QuantizeAndEmit(&m, 13, c, batch);
-  int on_one[2] = {0, 0};  // conv0's matmuls, activates on unit 1
-  for (const std::string& line : OpLines(e, 0)) {
-    if (line.find("mxu=1") == std::string::npos) continue;
-    on_one[0] += line.rfind("matmul", 0) == 0;
-    on_one[1] += line.rfind("activate", 0) == 0;
+  for (int op = 0; op < 2; ++op) {
+    int on_one[2] = {0, 0};  // the operation's matmuls, activates on unit 1
+    for (const std::string& line : OpLines(e, op)) {
+      if (line.find("mxu=1") == std::string::npos) continue;
+      on_one[0] += line.rfind("matmul", 0) == 0;
+      on_one[1] += line.rfind("activate", 0) == 0;
+    }
+    EXPECT_GT(on_one[0], 0) << op;
+    EXPECT_GT(on_one[1], 0) << op;
   }
-  EXPECT_GT(on_one[0], 0);
-  EXPECT_GT(on_one[1], 0);
-  for (const std::string& line : OpLines(e, 1)) EXPECT_EQ(line.find("mxu="), std::string::npos);
   const TpuRunResult two = RunExact(m, c, engine::EngineKind::kFast, batch, batch);
   c.mxus_per_core = 1;
   const TpuRunResult one = RunExact(m, c, engine::EngineKind::kFast, batch, batch);
-  EXPECT_LT(two.layers[0].counters.cycles * 10, one.layers[0].counters.cycles * 8)
-      << two.layers[0].counters.cycles << " vs " << one.layers[0].counters.cycles;
+  for (size_t op = 0; op < 2; ++op)
+    EXPECT_LT(two.layers[op].counters.cycles * 10, one.layers[op].counters.cycles * 8)
+        << op << ": " << two.layers[op].counters.cycles << " vs " << one.layers[op].counters.cycles;
+}
+
+// The weight DMA takes one read at a time and the chip issues in order, so two units' tile
+// reads emitted one right after the other hold back every matmul behind the second until
+// the first is done. A spread convolution's reads go paced between its matmuls instead
+// (docs/compiler.md, "Several matrix units"), so slower reads cost only where no matmul can
+// hide them: the reads each group of passes starts with, the FIFO's 4 tiles for each of the
+// two units. Reads 90 cycles slower (a latency of 100 instead of 10: a tile's read 108
+// cycles against 64-row matmuls) may then cost at most 2 groups x 8 reads x 90 cycles.
+TEST(GraphCompilerTest, TheUnitsTileReadsGoPacedBetweenTheirMatmuls) {
+  nn::Model m = NewModel("paced", {8, 8, 16});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
+              GlobalPool(0), L(LayerType::kDense, {1}, 4)};
+  config::TpuConfig c = config::LoadConfig("lab-8");
+  c.mxus_per_core = 2;
+  const int batch = 4;
+  QuantizeAndEmit(&m, 13, c, batch);  // 4 output tiles: each unit two groups of passes
+  const int64_t fast =
+      RunExact(m, c, engine::EngineKind::kFast, batch, batch).layers[0].counters.cycles;
+  c.weight_mem_latency_cycles = 100;
+  const int64_t slow =
+      RunExact(m, c, engine::EngineKind::kFast, batch, batch).layers[0].counters.cycles;
+  EXPECT_LE(slow - fast, 2 * 8 * 90) << slow << " against " << fast;
+}
+
+// Each read_host pays the host link's latency and holds back every instruction behind it
+// while the host DMA is busy, so a spread operation loads the parameter sets of a group of
+// passes (one per unit) with one read, the next group's while this group's matmuls stream
+// (docs/compiler.md, "Several matrix units"): with 4 slots, too few for the network's sets,
+// the convolution's 4 output tiles on two units take two reads of two sets each.
+TEST(GraphCompilerTest, ASpreadGroupsParameterSetsComeInOneRead) {
+  nn::Model m = NewModel("sets", {8, 8, 16});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
+              GlobalPool(0), L(LayerType::kDense, {1}, 4)};
+  config::TpuConfig c = config::LoadConfig("lab-8");
+  c.mxus_per_core = 2;
+  c.param_sets = 4;
+  const int batch = 4;
+  const EmittedProgram e = QuantizeAndEmit(&m, 13, c, batch);
+  std::vector<std::string> reads;
+  for (const std::string& line : OpLines(e, 0))
+    if (line.rfind("read_host", 0) == 0 && line.find("params=") != std::string::npos)
+      reads.push_back(line);
+  ASSERT_EQ(reads.size(), 2u) << ::testing::PrintToString(reads);
+  for (const std::string& r : reads) EXPECT_NE(r.find("rows=2"), std::string::npos) << r;
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
 }
 
 // On a core of four units each operation spreads over the most units with which the array
@@ -562,12 +610,12 @@ TEST(GraphCompilerTest, OperationsSpreadOverAsManyUnitsAsTheArrayBinds) {
     while (want > 1 && b.array * 4 / want < rest) --want;
     wants.push_back(want);
   }
-  // The 3 x 3 convolution binds the array with four units, but its two output tiles of four
-  // images make two passes (a unit takes a pass; passes are not cut smaller to feed more
-  // units: docs/compiler.md); the 1 x 1 one's four output tiles make four passes, of which
-  // it takes two at a time, the two units its vector-unit rows allow.
+  // The 3 x 3 convolution binds the array with four units: its two output tiles (fewer than
+  // the units) are cut into passes of their images, one per unit (docs/compiler.md: as many
+  // as the weight DMA can feed, four here); the 1 x 1 one's four output tiles make four
+  // passes, of which it takes two at a time, the two units its vector-unit rows allow.
   EXPECT_EQ(wants, (std::vector<int>{4, 2}));
-  EXPECT_EQ(units, (std::vector<int>{2, 2}));
+  EXPECT_EQ(units, (std::vector<int>{4, 2}));
   const TpuRunResult four = RunExact(m, c, engine::EngineKind::kFast, batch, batch);
   c.mxus_per_core = 1;
   const TpuRunResult one = RunExact(m, c, engine::EngineKind::kFast, batch, batch);
