@@ -282,8 +282,13 @@ class Emitter {
       return;
     }
     // An image's rows are more than half the accumulators hold: chunks of equal size, so an
-    // activate ends about when the next chunk's rows do.
-    const int64_t pieces = std::max((rows + most - 1) / most, (units + count - 1) / count);
+    // activate ends about when the next chunk's rows do. Spread over u units, twice as many
+    // where each unit's chunk still hides the u tile reads of its group (u x load cycles of
+    // the weight DMA, RowUnits): the activates of an image's last group, one per unit on the
+    // one vector unit, then hold the next operation back half as long.
+    int64_t pieces = std::max((rows + most - 1) / most, (units + count - 1) / count);
+    const int64_t spread = collect_ ? std::min<int64_t>(SpreadUnits(i), pieces) : 1;
+    if (spread > 1 && rows > most && rows / (2 * pieces) >= spread * TileLoadCycles()) pieces *= 2;
     int64_t chunk = (rows + pieces - 1) / pieces;
     if (op.window.pooled) chunk = (chunk + 3) / 4 * 4;
     for (int64_t j = 0; j < op.nt; ++j)
@@ -819,8 +824,12 @@ class Emitter {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
     const size_t lanes = g.size();
     std::vector<uint64_t> acc(lanes), slot(lanes);
-    std::vector<std::vector<int>> tiles(lanes);  // the tiles each unit switches in, in order
-    std::vector<size_t> read(lanes, 0);          // of them, those read (some ahead, before)
+    // The tiles each unit switches in, in order: this group's `own`, then the next group's
+    // first, up to the FIFO's depth (read ahead as this group's switches make room); of
+    // them, those read (some ahead, by the group before).
+    std::vector<std::vector<int>> tiles(lanes);
+    std::vector<size_t> own(lanes), read(lanes, 0);
+    const auto fifo = static_cast<size_t>(c_.weight_fifo_tiles);
     short_pass_ = false;
     auto sets = [&](const std::vector<PassSpec>& passes) {
       std::vector<int64_t> v;
@@ -833,6 +842,13 @@ class Emitter {
       acc[l] = static_cast<uint64_t>(Region(Regions(op), g[l].count * g[l].rows, false));
       slot[l] = Slot(op.first_param + g[l].j, i);
       tiles[l] = Switches(op, g[l], active_[l]);
+      own[l] = tiles[l].size();
+      if (next != nullptr && l < next->size()) {
+        const std::vector<int> then =
+            Switches(op, (*next)[l], tiles[l].empty() ? active_[l] : tiles[l].back());
+        tiles[l].insert(tiles[l].end(), then.begin(),
+                        then.begin() + static_cast<std::ptrdiff_t>(std::min(fifo, then.size())));
+      }
       read[l] = ahead_read_[l];
       ahead_read_[l] = 0;
     }
@@ -842,7 +858,6 @@ class Emitter {
                      1);
       Rec(i);
     };
-    const auto fifo = static_cast<size_t>(c_.weight_fifo_tiles);
     for (size_t q = 0; q < fifo; ++q)  // up to the FIFO's depth each, in turn
       for (size_t l = 0; l < lanes; ++l)
         if (read[l] < std::min(fifo, tiles[l].size())) read_next(l);
@@ -894,12 +909,9 @@ class Emitter {
       }
     }
     while (!waiting.empty()) pace(static_cast<int>(waiting.front()));
-    for (size_t l = 0; l < lanes && next != nullptr; ++l) {  // the next group's first tiles
-      if (l >= next->size()) break;
-      tiles[l] = Switches(op, (*next)[l], active_[l]);
-      read[l] = 0;
-      while (read[l] < std::min(fifo, tiles[l].size())) read_next(l);
-      ahead_read_[l] = read[l];
+    for (size_t l = 0; l < lanes; ++l) {  // the next group's first tiles not read yet
+      while (read[l] < tiles[l].size()) read_next(l);
+      ahead_read_[l] = read[l] - own[l];
     }
     if (next != nullptr) Preload(sets(*next), i, slot);  // while the last matmuls stream
     for (size_t l = 0; l < lanes; ++l) {

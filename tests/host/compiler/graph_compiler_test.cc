@@ -533,11 +533,12 @@ TEST(GraphCompilerTest, ConvolutionsSpreadOverTheMatrixUnits) {
 
 // The weight DMA takes one read at a time and the chip issues in order, so two units' tile
 // reads emitted one right after the other hold back every matmul behind the second until
-// the first is done. A spread convolution's reads go paced between its matmuls instead
-// (docs/compiler.md, "Several matrix units"), so slower reads cost only where no matmul can
-// hide them: the reads each group of passes starts with, the FIFO's 4 tiles for each of the
-// two units. Reads 90 cycles slower (a latency of 100 instead of 10: a tile's read 108
-// cycles against 64-row matmuls) may then cost at most 2 groups x 8 reads x 90 cycles.
+// the first is done. A spread convolution's reads go paced between its matmuls instead, the
+// next group's first tiles among them as this group's switches make room (docs/compiler.md,
+// "Several matrix units"), so slower reads cost only where no matmul can hide them: the
+// reads the operation starts with, the FIFO's 4 tiles for each of the two units. Reads 90
+// cycles slower (a latency of 100 instead of 10: a tile's read 108 cycles against 64-row
+// matmuls) may then cost at most 8 reads x 90 cycles.
 TEST(GraphCompilerTest, TheUnitsTileReadsGoPacedBetweenTheirMatmuls) {
   nn::Model m = NewModel("paced", {8, 8, 16});
   m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
@@ -551,7 +552,35 @@ TEST(GraphCompilerTest, TheUnitsTileReadsGoPacedBetweenTheirMatmuls) {
   c.weight_mem_latency_cycles = 100;
   const int64_t slow =
       RunExact(m, c, engine::EngineKind::kFast, batch, batch).layers[0].counters.cycles;
-  EXPECT_LE(slow - fast, 2 * 8 * 90) << slow << " against " << fast;
+  EXPECT_LE(slow - fast, 8 * 90) << slow << " against " << fast;
+}
+
+// An image of more rows than half the accumulators runs in chunks; spread over the units, in
+// twice as many where each unit's chunk still hides its group's tile reads (the units' reads,
+// one after another, at most a chunk's rows: docs/compiler.md, "Several matrix units"), so
+// that an image's last activates, one per unit on the one vector unit, hold the next
+// operation back half as long. A 3 x 3 convolution of one output tile on 24 x 24 maps (576
+// rows an image, 512 the most a pass takes on lab-8) on two units: four chunks an image where
+// a tile's read takes 18 cycles (2 x 18 <= 144 rows), two where it takes 108 (2 x 108 > 144).
+TEST(GraphCompilerTest, SpreadImagesRunInFinerChunksWhereTheReadsHide) {
+  auto passes = [](int latency) {
+    nn::Model m = NewModel("chunks", {24, 24, 8});
+    m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),
+                L(LayerType::kMaxPool2d, {0}, 0, 2, 2), GlobalPool(1),
+                L(LayerType::kDense, {2}, 4)};
+    config::TpuConfig c = config::LoadConfig("lab-8");
+    c.mxus_per_core = 2;
+    c.weight_mem_latency_cycles = latency;
+    const int batch = 2;
+    const EmittedProgram e = QuantizeAndEmit(&m, 19, c, batch);
+    int first_terms = 0;  // each pass's first matmul overwrites its rows
+    for (const std::string& line : OpLines(e, 0))
+      first_terms += line.rfind("matmul", 0) == 0 && line.find("accumulate") == std::string::npos;
+    RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+    return first_terms;
+  };
+  EXPECT_EQ(passes(10), 2 * 4);
+  EXPECT_EQ(passes(100), 2 * 2);
 }
 
 // Each read_host pays the host link's latency and holds back every instruction behind it
