@@ -817,19 +817,13 @@ class Emitter {
   // matmuls term by term in turn over the units (a matmul waits only for its own unit's
   // feeder, so the units stream side by side), each unit's tiles read up to the FIFO's depth
   // ahead of the matmul that switches them in (each read after the matmul that made its room,
-  // so none waits for a matmul behind it), the waiting activates once every unit streams.
-  // `next`: the operation's next group, whose first tiles each unit reads once its last
-  // tile of this group is in (they then fit its FIFO), or null.
+  // so none waits for a matmul behind it; paced, PaceReads), the waiting activates once every
+  // unit streams. `next`: the operation's next group, whose first tiles each unit reads as
+  // this group's switches make room, or null.
   void Lanes(int i, const std::vector<PassSpec>& g, const std::vector<PassSpec>* next) {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
     const size_t lanes = g.size();
     std::vector<uint64_t> acc(lanes), slot(lanes);
-    // The tiles each unit switches in, in order: this group's `own`, then the next group's
-    // first, up to the FIFO's depth (read ahead as this group's switches make room); of
-    // them, those read (some ahead, by the group before).
-    std::vector<std::vector<int>> tiles(lanes);
-    std::vector<size_t> own(lanes), read(lanes, 0);
-    const auto fifo = static_cast<size_t>(c_.weight_fifo_tiles);
     short_pass_ = false;
     auto sets = [&](const std::vector<PassSpec>& passes) {
       std::vector<int64_t> v;
@@ -841,49 +835,12 @@ class Emitter {
       Unit(l);
       acc[l] = static_cast<uint64_t>(Region(Regions(op), g[l].count * g[l].rows, false));
       slot[l] = Slot(op.first_param + g[l].j, i);
-      tiles[l] = Switches(op, g[l], active_[l]);
-      own[l] = tiles[l].size();
-      if (next != nullptr && l < next->size()) {
-        const std::vector<int> then =
-            Switches(op, (*next)[l], tiles[l].empty() ? active_[l] : tiles[l].back());
-        tiles[l].insert(tiles[l].end(), then.begin(),
-                        then.begin() + static_cast<std::ptrdiff_t>(std::min(fifo, then.size())));
-      }
-      read[l] = ahead_read_[l];
-      ahead_read_[l] = 0;
     }
-    auto read_next = [&](size_t l) {
-      Unit(l);
-      p_.ReadWeights(static_cast<uint64_t>(tiles[l][read[l]++]) * static_cast<uint64_t>(n_ * row_),
-                     1);
-      Rec(i);
-    };
-    for (size_t q = 0; q < fifo; ++q)  // up to the FIFO's depth each, in turn
-      for (size_t l = 0; l < lanes; ++l)
-        if (read[l] < std::min(fifo, tiles[l].size())) read_next(l);
+    LaneTiles(i, g, next);
+    LaneReads& r = lane_reads_;
     const size_t terms = op.terms[static_cast<size_t>(g[0].j)].size();
     std::vector<bool> sw(lanes);
     std::vector<size_t> count(lanes, 1);
-    // A unit's next tile is read after the matmul that made room for it, but not right after
-    // another unit's: the weight DMA takes one read at a time and the chip issues in order, so
-    // a read_weights emitted while the DMA is busy holds back every matmul behind it. The
-    // reads wait in turn and each goes once the units have streamed, since the read before,
-    // as many rows as that read takes cycles; a unit's own wait before its next switch.
-    std::deque<size_t> waiting;
-    const int64_t load = TileLoadCycles();
-    int64_t since = 0;           // rows each unit streamed since the last read
-    auto pace = [&](int only) {  // only: the waiting reads of this unit, all; -1: those due
-      for (auto it = waiting.begin(); it != waiting.end();) {
-        if (only < 0 ? since < load : static_cast<int>(*it) != only) {
-          if (only < 0) break;
-          ++it;
-          continue;
-        }
-        read_next(*it);
-        it = waiting.erase(it);
-        since = 0;
-      }
-    };
     for (size_t k = 0; k < terms; ++k) {
       const isa::Acc mode = k == 0 ? isa::Acc::kOverwrite : op.acc;
       // Matmul q of each unit's term k in turn.
@@ -895,23 +852,24 @@ class Emitter {
           if (q == 0) {
             sw[l] = t.tile != active_[l];
             active_[l] = t.tile;
-            if (sw[l]) pace(static_cast<int>(l));
+            if (sw[l]) PaceReads(static_cast<int>(l));
           }
           bool first = false;
           count[l] = Term(i, t, g[l], {g[l].count}, acc[l], sw[l], mode, &first, k, nullptr, 0, q);
           // The passes before's activates, one after each matmul once every unit streams.
           if ((k > 0 || q > 0 || l + 1 == lanes) && !pending_.empty()) Flush(1);
-          const auto queued = static_cast<size_t>(std::count(waiting.begin(), waiting.end(), l));
-          if (q == 0 && sw[l] && read[l] + queued < tiles[l].size()) waiting.push_back(l);
-          since += g[l].count * g[l].rows / static_cast<int64_t>(count[l] * lanes);
-          pace(-1);
+          const auto queued =
+              static_cast<size_t>(std::count(r.waiting.begin(), r.waiting.end(), l));
+          if (q == 0 && sw[l] && r.read[l] + queued < r.tiles[l].size()) r.waiting.push_back(l);
+          r.since += g[l].count * g[l].rows / static_cast<int64_t>(count[l] * lanes);
+          PaceReads(-1);
         }
       }
     }
-    while (!waiting.empty()) pace(static_cast<int>(waiting.front()));
+    while (!r.waiting.empty()) PaceReads(static_cast<int>(r.waiting.front()));
     for (size_t l = 0; l < lanes; ++l) {  // the next group's first tiles not read yet
-      while (read[l] < tiles[l].size()) read_next(l);
-      ahead_read_[l] = read[l] - own[l];
+      while (r.read[l] < r.tiles[l].size()) ReadNext(l);
+      ahead_read_[l] = r.read[l] - r.own[l];
     }
     if (next != nullptr) Preload(sets(*next), i, slot);  // while the last matmuls stream
     for (size_t l = 0; l < lanes; ++l) {
@@ -919,6 +877,62 @@ class Emitter {
       QueueActivate(i, g[l].j, g[l].i0, g[l].count, g[l].r0, g[l].rows, acc[l], slot[l]);
     }
     Unit(0);
+  }
+  // The tiles each unit of group g switches in (lane_reads_), and the first of them read,
+  // up to the FIFO's depth each, in turn.
+  void LaneTiles(int i, const std::vector<PassSpec>& g, const std::vector<PassSpec>* next) {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const size_t lanes = g.size();
+    const auto fifo = static_cast<size_t>(c_.weight_fifo_tiles);
+    LaneReads& r = lane_reads_;
+    r = {std::vector<std::vector<int>>(lanes),
+         std::vector<size_t>(lanes),
+         std::vector<size_t>(lanes),
+         {},
+         0,
+         i};
+    for (size_t l = 0; l < lanes; ++l) {
+      r.tiles[l] = Switches(op, g[l], active_[l]);
+      r.own[l] = r.tiles[l].size();
+      if (next != nullptr && l < next->size()) {
+        const std::vector<int> then =
+            Switches(op, (*next)[l], r.tiles[l].empty() ? active_[l] : r.tiles[l].back());
+        r.tiles[l].insert(r.tiles[l].end(), then.begin(),
+                          then.begin() + static_cast<std::ptrdiff_t>(std::min(fifo, then.size())));
+      }
+      r.read[l] = ahead_read_[l];
+      ahead_read_[l] = 0;
+    }
+    for (size_t q = 0; q < fifo; ++q)
+      for (size_t l = 0; l < lanes; ++l)
+        if (r.read[l] < std::min(fifo, r.tiles[l].size())) ReadNext(l);
+  }
+  // Unit l's next tile of lane_reads_, read now.
+  void ReadNext(size_t l) {
+    LaneReads& r = lane_reads_;
+    Unit(l);
+    p_.ReadWeights(
+        static_cast<uint64_t>(r.tiles[l][r.read[l]++]) * static_cast<uint64_t>(n_ * row_), 1);
+    Rec(r.op);
+  }
+  // A unit's next tile is read after the matmul that made room for it, but not right after
+  // another unit's: the weight DMA takes one read at a time and the chip issues in order, so
+  // a read_weights emitted while the DMA is busy holds back every matmul behind it. The
+  // reads wait in turn and each goes once the units have streamed, since the read before,
+  // as many rows as a read takes cycles (only < 0), and a unit's own all go before its next
+  // switch (only = the unit).
+  void PaceReads(int only) {
+    LaneReads& r = lane_reads_;
+    for (auto it = r.waiting.begin(); it != r.waiting.end();) {
+      if (only < 0 ? r.since < TileLoadCycles() : static_cast<int>(*it) != only) {
+        if (only < 0) break;
+        ++it;
+        continue;
+      }
+      ReadNext(*it);
+      it = r.waiting.erase(it);
+      r.since = 0;
+    }
   }
 
   // ---- one operation in bands of output rows, every tensor staged through the buffer
@@ -1023,6 +1037,17 @@ class Emitter {
   std::pair<int, int64_t> next_pass_{-1, 0};       // the operation and column after this one
   bool short_pass_ = false;                        // the current pass is short (ShortPass)
   bool collect_ = false;  // Pass records its pass in passes_ instead (Op, Spread)
+  // The tiles of the group Lanes emits, per unit: this group's `own`, then the next group's
+  // first, up to the FIFO's depth (read ahead as this group's switches make room); how many
+  // are read (some ahead, by the group before); the reads waiting (PaceReads) and the rows
+  // each unit streamed since the last read.
+  struct LaneReads {
+    std::vector<std::vector<int>> tiles;
+    std::vector<size_t> own, read;
+    std::deque<size_t> waiting;
+    int64_t since = 0;
+    int op = -1;
+  } lane_reads_;
   std::array<size_t, engine::kMaxMxus> ahead_read_ =
       {};                                      // per unit, the next group's tiles read (Lanes)
   const std::vector<Bound> bounds_;            // each operation's, on a core of several units

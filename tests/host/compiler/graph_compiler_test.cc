@@ -539,12 +539,23 @@ TEST(GraphCompilerTest, ConvolutionsSpreadOverTheMatrixUnits) {
 // reads the operation starts with, the FIFO's 4 tiles for each of the two units. Reads 90
 // cycles slower (a latency of 100 instead of 10: a tile's read 108 cycles against 64-row
 // matmuls) may then cost at most 8 reads x 90 cycles.
-TEST(GraphCompilerTest, TheUnitsTileReadsGoPacedBetweenTheirMatmuls) {
-  nn::Model m = NewModel("paced", {8, 8, 16});
+// A 3 x 3 convolution of 16 -> 32 channels on 8 x 8 maps (4 output tiles on lab-8), then a
+// global pooling and a dense layer; and lab-8 with two matrix units.
+nn::Model FourTileConvolution(const std::string& name) {
+  nn::Model m = NewModel(name, {8, 8, 16});
   m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
               GlobalPool(0), L(LayerType::kDense, {1}, 4)};
+  return m;
+}
+config::TpuConfig TwoUnits() {
   config::TpuConfig c = config::LoadConfig("lab-8");
   c.mxus_per_core = 2;
+  return c;
+}
+
+TEST(GraphCompilerTest, TheUnitsTileReadsGoPacedBetweenTheirMatmuls) {
+  nn::Model m = FourTileConvolution("paced");
+  config::TpuConfig c = TwoUnits();
   const int batch = 4;
   QuantizeAndEmit(&m, 13, c, batch);  // 4 output tiles: each unit two groups of passes
   const int64_t fast =
@@ -568,8 +579,7 @@ TEST(GraphCompilerTest, SpreadImagesRunInFinerChunksWhereTheReadsHide) {
     m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),
                 L(LayerType::kMaxPool2d, {0}, 0, 2, 2), GlobalPool(1),
                 L(LayerType::kDense, {2}, 4)};
-    config::TpuConfig c = config::LoadConfig("lab-8");
-    c.mxus_per_core = 2;
+    config::TpuConfig c = TwoUnits();
     c.weight_mem_latency_cycles = latency;
     const int batch = 2;
     const EmittedProgram e = QuantizeAndEmit(&m, 19, c, batch);
@@ -589,11 +599,8 @@ TEST(GraphCompilerTest, SpreadImagesRunInFinerChunksWhereTheReadsHide) {
 // (docs/compiler.md, "Several matrix units"): with 4 slots, too few for the network's sets,
 // the convolution's 4 output tiles on two units take two reads of two sets each.
 TEST(GraphCompilerTest, ASpreadGroupsParameterSetsComeInOneRead) {
-  nn::Model m = NewModel("sets", {8, 8, 16});
-  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
-              GlobalPool(0), L(LayerType::kDense, {1}, 4)};
-  config::TpuConfig c = config::LoadConfig("lab-8");
-  c.mxus_per_core = 2;
+  nn::Model m = FourTileConvolution("sets");
+  config::TpuConfig c = TwoUnits();
   c.param_sets = 4;
   const int batch = 4;
   const EmittedProgram e = QuantizeAndEmit(&m, 13, c, batch);
