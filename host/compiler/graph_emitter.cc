@@ -725,11 +725,23 @@ class Emitter {
     const int m = c_.mxus_per_core;
     if (m == 1 || g_.ops[static_cast<size_t>(i)].stacked) return 1;
     const Bound& b = bounds_[static_cast<size_t>(i)];
-    const double rest = std::max({b.weights, b.vector, b.host});
+    const double rest = std::max({b.weights, b.vector, b.host - StagedHost(i)});
     const double units = rest > 0 ? std::floor(b.array * m / rest) : m;
     return units >= 2 ? static_cast<int>(std::min<double>(m, units)) : 1;
   }
   bool Spreads(int i) const { return SpreadUnits(i) > 1; }
+  // Of operation i's host-link cycles in its bound, those of the model's input that go while
+  // the group before computes (Segment stages each next group's input between its
+  // matmuls): every group's but the first, where its segment runs in several.
+  double StagedHost(int i) const {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    if (plan_.maps.input || std::find(op.inputs.begin(), op.inputs.end(), 0) == op.inputs.end())
+      return 0;
+    for (const PlanSegment& seg : plan_.segments)
+      if (i >= seg.first && i < seg.end && !seg.banded && seg.group < b_)
+        return static_cast<double>((b_ - seg.group) * T(0).rows) * c_.HostRowCycles();
+    return 0;
+  }
   // Over how many units operation i, of fewer output tiles than it spreads over, shares
   // `rows` rows of a column (each unit its own images or rows, each reading every tile of
   // the column): the fewest that make a tile's time least. On u units that is u tile reads

@@ -613,6 +613,38 @@ TEST(GraphCompilerTest, ASpreadGroupsParameterSetsComeInOneRead) {
   RunExact(m, c, engine::EngineKind::kFast, batch, batch);
 }
 
+// The host-link term of an operation's bound counts the model's input it reads, but where
+// its segment runs in several groups every group's input but the first is read while the
+// group before computes (staged between its matmuls), so only the first group's keeps the
+// operation from spreading over the units (docs/compiler.md, "Several matrix units"). On a
+// slow link (a byte a cycle) and a unified buffer of 8,000 rows the first convolution runs
+// in groups of 2 of the batch of 12: its whole input alone would bind it to one unit, the
+// first group's does not.
+TEST(GraphCompilerTest, AnInputReadBehindTheGroupBeforeLeavesItsOperationToSpread) {
+  nn::Model m = NewModel("staged", {40, 40, 3});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),
+              L(LayerType::kConv2d, {0}, 8, 3, 2, 1, Activation::kRelu),
+              L(LayerType::kMaxPool2d, {1}, 0, 2, 2), GlobalPool(2), L(LayerType::kDense, {3}, 4)};
+  config::TpuConfig c = TwoUnits();
+  c.ub_depth_rows = 8000;
+  c.host_mem_bytes_per_cycle = 1;
+  const int batch = 12;
+  const EmittedProgram e = QuantizeAndEmit(&m, 23, c, batch);
+  const LoweredGraph g = LowerGraph(m, c.array_dim);
+  const Plan plan = PlanGraph(g, c, batch);
+  ASSERT_EQ(plan.segments.front().group, 2);
+  const Bound b = BoundGraph(g, plan, c, batch)[0];
+  // Its array term over two units (the bound's, for the core) against the others: the whole
+  // input binds it, the first group's does not.
+  EXPECT_LT(b.array, b.host);
+  EXPECT_GT(b.array, std::max({b.weights, b.vector, b.host * 2 / batch}));
+  int on_one = 0;
+  for (const std::string& line : OpLines(e, 0))
+    on_one += line.rfind("matmul", 0) == 0 && line.find("mxu=1") != std::string::npos;
+  EXPECT_GT(on_one, 0);
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+}
+
 // On a core of four units each operation spreads over the most units with which the array
 // still binds its bound (docs/compiler.md, "Several matrix units"): a 1 x 1 convolution
 // whose rows through the one vector unit allow two units, not four, goes to units 0 and 1
