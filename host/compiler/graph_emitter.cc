@@ -261,7 +261,8 @@ class Emitter {
     const int64_t rows = op.rows, most = Most(op);
     // Spread over units of their own images or rows (fewer output tiles than units): at
     // least a pass per unit, by images where there are enough, else by rows.
-    const int64_t units = collect_ && op.nt < SpreadUnits(i) ? RowUnits(i, count * rows) : 1;
+    const int64_t units =
+        collect_ && (op.nt < SpreadUnits(i) || !LineUp(op)) ? RowUnits(i, count * rows) : 1;
     if (rows <= most && !op.stacked && (count >= units || rows < 2)) {  // whole images
       const int64_t fit = std::max<int64_t>(1, most / rows);
       const int64_t passes = std::max((count + fit - 1) / fit, std::min(count, units));
@@ -778,7 +779,7 @@ class Emitter {
     const auto m = static_cast<size_t>(SpreadUnits(i));
     const auto nt = static_cast<size_t>(op.nt), per = passes_.size() / nt;
     std::vector<std::vector<PassSpec>> groups;
-    if (nt >= m) {
+    if (nt >= m && LineUp(op)) {
       for (size_t j0 = 0; j0 < nt; j0 += m)
         for (size_t k = 0; k < per; ++k) {
           std::vector<PassSpec> g;
@@ -797,6 +798,17 @@ class Emitter {
       units = std::max(units, static_cast<int>(groups[k].size()));
       Lanes(i, groups[k], k + 1 < groups.size() ? &groups[k + 1] : nullptr);
     }
+  }
+  // Whether op's output tiles' terms line up (as many, each of the same kind), so that its
+  // columns can go to the units side by side; else each column's passes are spread.
+  bool LineUp(const GraphOp& op) const {
+    for (const auto& t : op.terms) {
+      bool same = t.size() == op.terms[0].size();
+      for (size_t k = 0; same && k < t.size(); ++k)
+        same = t[k].window == op.terms[0][k].window && t[k].input == op.terms[0][k].input;
+      if (!same) return false;
+    }
+    return true;
   }
   // Passes g as one group where their terms line up (as many, each of the same kind), else
   // each alone.

@@ -645,6 +645,31 @@ TEST(GraphCompilerTest, AnInputReadBehindTheGroupBeforeLeavesItsOperationToSprea
   RunExact(m, c, engine::EngineKind::kFast, batch, batch);
 }
 
+// Output tiles whose terms do not line up (as many, of the same kind) cannot go to the units
+// side by side, term by term; their passes are spread instead, each column's images over the
+// units (docs/compiler.md, "Several matrix units"). Until stop 55 such an operation ran on
+// one unit (mobilenet_v2's depthwise convolutions on 128 x 128 arrays lower with 10 and 9
+// terms in their two columns, 13 and 9 in others). The convolution of four output tiles,
+// lowered, with one term fewer in two of its columns: both units stream its matmuls.
+TEST(GraphCompilerTest, ColumnsThatDoNotLineUpSpreadTheirPasses) {
+  nn::Model m = FourTileConvolution("uneven");
+  const config::TpuConfig c = TwoUnits();
+  const int batch = 4;
+  m = test::Randomize(m, 29);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 8, 29), 8);
+  LoweredGraph g = LowerGraph(m, c.array_dim);
+  ASSERT_TRUE(g.why_not.empty()) << g.why_not;
+  ASSERT_EQ(g.ops[0].terms.size(), 4u);
+  g.ops[0].terms[1].pop_back();
+  g.ops[0].terms[3].pop_back();
+  const EmittedProgram e = EmitGraph(g, PlanGraph(g, c, batch), c, batch);
+  int on[2] = {0, 0};  // op 0's matmuls on each unit
+  for (const std::string& line : OpLines(e, 0))
+    if (line.rfind("matmul", 0) == 0) ++on[line.find("mxu=1") != std::string::npos];
+  EXPECT_GT(on[1], 0);
+  EXPECT_EQ(on[0], on[1]);
+}
+
 // On a core of four units each operation spreads over the most units with which the array
 // still binds its bound (docs/compiler.md, "Several matrix units"): a 1 x 1 convolution
 // whose rows through the one vector unit allow two units, not four, goes to units 0 and 1
