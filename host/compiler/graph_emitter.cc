@@ -749,9 +749,9 @@ class Emitter {
   // (the weight DMA takes them one after another) against a unit's rows through the tile,
   // at least N (a tile's shift hides behind N rows): max(u x load, max(rows / u, N)).
   int64_t RowUnits(int i, int64_t rows) const {
-    const int64_t load = TileLoadCycles();
+    const int64_t load = TileLoadCycles(), most = SpreadUnits(i);
     int64_t best = 1, least = INT64_MAX;
-    for (int64_t u = 1; u <= SpreadUnits(i); ++u) {
+    for (int64_t u = 1; u <= most; ++u) {
       const int64_t t = std::max(u * load, std::max((rows + u - 1) / u, n_));
       if (t < least) best = u, least = t;
     }
@@ -799,28 +799,26 @@ class Emitter {
       Lanes(i, groups[k], k + 1 < groups.size() ? &groups[k + 1] : nullptr);
     }
   }
-  // Whether op's output tiles' terms line up (as many, each of the same kind), so that its
-  // columns can go to the units side by side; else each column's passes are spread.
-  bool LineUp(const GraphOp& op) const {
-    for (const auto& t : op.terms) {
-      bool same = t.size() == op.terms[0].size();
-      for (size_t k = 0; same && k < t.size(); ++k)
-        same = t[k].window == op.terms[0][k].window && t[k].input == op.terms[0][k].input;
-      if (!same) return false;
-    }
+  // Whether two output tiles' terms line up (as many, each of the same kind), so that the
+  // units can stream them side by side, term by term.
+  static bool Aligned(const std::vector<OpTerm>& a, const std::vector<OpTerm>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t k = 0; k < a.size(); ++k)
+      if (a[k].window != b[k].window || a[k].input != b[k].input) return false;
     return true;
   }
-  // Passes g as one group where their terms line up (as many, each of the same kind), else
-  // each alone.
+  // Whether all of op's output tiles line up, so that its columns can go to the units side
+  // by side; else each column's passes are spread.
+  static bool LineUp(const GraphOp& op) {
+    return std::all_of(op.terms.begin(), op.terms.end(),
+                       [&](const std::vector<OpTerm>& t) { return Aligned(t, op.terms[0]); });
+  }
+  // Passes g as one group where their terms line up, else each alone.
   void Together(int i, const std::vector<PassSpec>& g, std::vector<std::vector<PassSpec>>* out) {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
     const auto& t0 = op.terms[static_cast<size_t>(g[0].j)];
     for (const PassSpec& ps : g) {
-      const auto& t = op.terms[static_cast<size_t>(ps.j)];
-      bool same = t.size() == t0.size();
-      for (size_t k = 0; same && k < t.size(); ++k)
-        same = t[k].window == t0[k].window && t[k].input == t0[k].input;
-      if (!same) {
+      if (!Aligned(op.terms[static_cast<size_t>(ps.j)], t0)) {
         for (const PassSpec& one : g) out->push_back({one});
         return;
       }
@@ -876,7 +874,7 @@ class Emitter {
           if (q == 0) {
             sw[l] = t.tile != active_[l];
             active_[l] = t.tile;
-            if (sw[l]) PaceReads(static_cast<int>(l));
+            if (sw[l]) ReadWaiting(l);
           }
           bool first = false;
           count[l] = Term(i, t, g[l], {g[l].count}, acc[l], sw[l], mode, &first, k, nullptr, 0, q);
@@ -886,11 +884,11 @@ class Emitter {
               static_cast<size_t>(std::count(r.waiting.begin(), r.waiting.end(), l));
           if (q == 0 && sw[l] && r.read[l] + queued < r.tiles[l].size()) r.waiting.push_back(l);
           r.since += g[l].count * g[l].rows / static_cast<int64_t>(count[l] * lanes);
-          PaceReads(-1);
+          PaceReads();
         }
       }
     }
-    while (!r.waiting.empty()) PaceReads(static_cast<int>(r.waiting.front()));
+    while (!r.waiting.empty()) ReadWaiting(r.waiting.front());
     for (size_t l = 0; l < lanes; ++l) {  // the next group's first tiles not read yet
       while (r.read[l] < r.tiles[l].size()) ReadNext(l);
       ahead_read_[l] = r.read[l] - r.own[l];
@@ -943,17 +941,24 @@ class Emitter {
   // another unit's: the weight DMA takes one read at a time and the chip issues in order, so
   // a read_weights emitted while the DMA is busy holds back every matmul behind it. The
   // reads wait in turn and each goes once the units have streamed, since the read before,
-  // as many rows as a read takes cycles (only < 0), and a unit's own all go before its next
-  // switch (only = the unit).
-  void PaceReads(int only) {
+  // as many rows as a read takes cycles.
+  void PaceReads() {
+    LaneReads& r = lane_reads_;
+    while (!r.waiting.empty() && r.since >= TileLoadCycles()) {
+      ReadNext(r.waiting.front());
+      r.waiting.pop_front();
+      r.since = 0;
+    }
+  }
+  // Unit l's waiting reads, all now (before its next switch).
+  void ReadWaiting(size_t l) {
     LaneReads& r = lane_reads_;
     for (auto it = r.waiting.begin(); it != r.waiting.end();) {
-      if (only < 0 ? r.since < TileLoadCycles() : static_cast<int>(*it) != only) {
-        if (only < 0) break;
+      if (*it != l) {
         ++it;
         continue;
       }
-      ReadNext(*it);
+      ReadNext(l);
       it = r.waiting.erase(it);
       r.since = 0;
     }
