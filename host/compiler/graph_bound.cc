@@ -7,8 +7,10 @@
 
 namespace tpu::compiler {
 
+double Bound::Host() const { return host + (network ? staged_host : 0.0); }
+
 double Bound::Cycles() const {
-  return std::max({array, weights, host, vector, network ? pipeline : 0.0});
+  return std::max({array, weights, Host(), vector, network ? pipeline : 0.0});
 }
 
 std::string Bound::Binds() const {
@@ -16,7 +18,7 @@ std::string Bound::Binds() const {
   if (c == array) return "array";
   if (c == weights) return "weights";
   if (network && c == pipeline) return "array+weights";
-  if (c == host) return "host link";
+  if (c == Host()) return "host link";
   return "vector unit";
 }
 
@@ -24,6 +26,7 @@ Bound& Bound::operator+=(const Bound& o) {
   array += o.array;
   weights += o.weights;
   host += o.host;
+  staged_host += o.staged_host;
   vector += o.vector;
   pipeline += o.pipeline;
   return *this;
@@ -76,6 +79,15 @@ std::vector<TileRun> ProgramRuns(const LoweredGraph& g, const Plan& plan, int ba
   return out;
 }
 
+// The images of the model's input operation i reads while the group before computes
+// (graph_emitter.cc stages each next group's input between the group's matmuls): every
+// group's but the first, where its segment runs in several.
+int64_t StagedImages(const Plan& plan, int i, int batch) {
+  for (const PlanSegment& seg : plan.segments)
+    if (i >= seg.first && i < seg.end && !seg.banded && seg.group < batch) return batch - seg.group;
+  return 0;
+}
+
 }  // namespace
 
 std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const config::TpuConfig& c,
@@ -97,8 +109,12 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
     const int64_t rows = op.stacked ? 1 : op.rows;
     b.vector = static_cast<double>(batch * rows * op.nt);
     int64_t host_rows = op.nt * hw::ParamRows(hw::ElementBytes(c.dtype));  // its sets
-    for (int t : op.inputs)
-      if (t == 0 && !plan.maps.input) host_rows += batch * g.tensors[0].rows;
+    const int64_t staged = StagedImages(plan, static_cast<int>(i), batch);
+    for (int t : op.inputs) {
+      if (t != 0 || plan.maps.input) continue;
+      host_rows += (batch - staged) * g.tensors[0].rows;
+      b.staged_host += static_cast<double>(staged * g.tensors[0].rows) * row_cycles;
+    }
     if (op.output == g.output && !plan.maps.output) {
       host_rows += batch * g.tensors[static_cast<size_t>(op.output)].rows;
     }

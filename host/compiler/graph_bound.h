@@ -11,7 +11,9 @@
 //           ceil(N / weight bytes per cycle) cycles
 //   host    the model's input rows the operation reads and output rows it writes (unless
 //           the plan keeps them on chip), and its parameter sets, over the host link (rows of
-//           N bytes at host bytes per cycle)
+//           N bytes at host bytes per cycle); the input of every group but the first of a
+//           segment run in several goes while the group before computes, so it is the
+//           network's (staged_host), not the operation's
 //   vector  every accumulator row it activates, one per cycle
 //   pipeline the array and the weights together, through a FIFO of F tiles: the runs in
 //           program order, each tile loaded after the one before and no earlier than the
@@ -35,8 +37,10 @@ namespace tpu::compiler {
 
 struct Bound {
   double array = 0, weights = 0, host = 0, vector = 0;
-  double pipeline = 0;   // the operation's share of the array-and-weights pipeline
-  bool network = false;  // a network's sum: the pipeline counts
+  double pipeline = 0;     // the operation's share of the array-and-weights pipeline
+  double staged_host = 0;  // host cycles of its input read while the group before computes
+  bool network = false;    // a network's sum: the pipeline and the staged input count
+  double Host() const;     // the host link's term: host, and for a network staged_host
   double Cycles() const;
   // What binds: "array", "weights", "array+weights" (the pipeline: the FIFO too shallow to
   // hide the weights of one layer behind the array time of another), "host link" or

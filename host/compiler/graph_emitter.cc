@@ -106,6 +106,11 @@ class Emitter {
   // emitted touches (reads: unified-buffer rows it reads; writes: rows it writes; acc:
   // accumulator rows; set: a parameter set).
   void Touch(const Range& reads, const Range& writes, const Range& acc = {}, int64_t set = -1) {
+    Flush(Touched(reads, writes, acc, set));
+  }
+  // How many of the waiting activates Touch would emit.
+  size_t Touched(const Range& reads, const Range& writes, const Range& acc = {},
+                 int64_t set = -1) const {
     size_t upto = 0;
     for (size_t k = 0; k < pending_.size(); ++k) {
       const Act& a = pending_[k];
@@ -113,7 +118,7 @@ class Emitter {
           a.acc_rows.Overlaps(acc) || static_cast<int64_t>(a.set) == set)
         upto = k + 1;
     }
-    Flush(upto);
+    return upto;
   }
   void Flush(size_t upto = SIZE_MAX) {
     upto = std::min(upto, pending_.size());
@@ -123,6 +128,8 @@ class Emitter {
       p_.SetUnit(static_cast<uint64_t>(a.mxu));
       p_.Activate(a.acc, a.ub, a.rows, a.set, a.relu, a.pool, a.stride, a.residual.has_value());
       Rec(a.op);
+      vpu_due_ = static_cast<int64_t>(a.rows) + (k > 0 ? vpu_due_ : 0);
+      vpu_since_ = 0;
     }
     p_.SetUnit(static_cast<uint64_t>(unit_));
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(upto));
@@ -265,7 +272,13 @@ class Emitter {
         collect_ && (op.nt < SpreadUnits(i) || !LineUp(op)) ? RowUnits(i, count * rows) : 1;
     if (rows <= most && !op.stacked && (count >= units || rows < 2)) {  // whole images
       const int64_t fit = std::max<int64_t>(1, most / rows);
-      const int64_t passes = std::max((count + fit - 1) / fit, std::min(count, units));
+      int64_t passes = std::max((count + fit - 1) / fit, std::min(count, units));
+      // Spread column by column with every image in one pass: two passes where each still
+      // hides the units' reads of its tiles, so that the first's activates run while the
+      // second streams (docs/compiler.md, "Two passes a column where the reads hide").
+      if (collect_ && passes == 1 && count >= 2 &&
+          count / 2 * rows >= SpreadUnits(i) * TileLoadCycles())
+        passes = 2;
       const int64_t per = (count + passes - 1) / passes;  // passes of equal size
       for (int64_t j = 0; j < op.nt; ++j)
         for (int64_t i0 = g0; i0 < g0 + count; i0 += per)
@@ -600,8 +613,13 @@ class Emitter {
   template <typename F>
   void Matmul(int op, int64_t src, int64_t span, F&& emit, uint64_t acc, int64_t rows, bool* first,
               size_t term) {
-    Touch({src, src + span}, {},
-          {AccBase() + static_cast<int64_t>(acc), AccBase() + static_cast<int64_t>(acc) + rows});
+    const Range acc_rows{AccBase() + static_cast<int64_t>(acc),
+                         AccBase() + static_cast<int64_t>(acc) + rows};
+    if (probing_) {
+      touched_ = std::max(touched_, Touched({src, src + span}, {}, acc_rows));
+      return;
+    }
+    Touch({src, src + span}, {}, acc_rows);
     emit();
     Rec(op);
     if (*first && term == ahead_after_ && !ahead_.empty()) {  // the next pass's tiles
@@ -616,11 +634,12 @@ class Emitter {
       size_t upto = 0;
       while (upto < pending_.size() && !pending_[upto].split) ++upto;
       Flush(std::max<size_t>(upto, 1));
-    } else if (!pending_.empty() && pending_.front().split) {
+    } else if (!pending_.empty() && pending_.front().split && side_by_side_ == 1) {
       Flush(1);
     }
     *first = false;
-    streamed_ += rows;
+    streamed_ += rows / side_by_side_;  // the units of a group stream at once (Lanes)
+    vpu_since_ += rows / side_by_side_;
     if (!background_.empty() && streamed_ >= due_) Background(kBackgroundRows);
   }
 
@@ -646,7 +665,7 @@ class Emitter {
   }
 
   void SetWindow(const isa::WindowGeometry& w, int op) {
-    if (window_ && *window_ == w) return;
+    if (probing_ || (window_ && *window_ == w)) return;
     p_.SetWindow(w);
     Rec(op);
     window_ = w;
@@ -726,23 +745,11 @@ class Emitter {
     const int m = c_.mxus_per_core;
     if (m == 1 || g_.ops[static_cast<size_t>(i)].stacked) return 1;
     const Bound& b = bounds_[static_cast<size_t>(i)];
-    const double rest = std::max({b.weights, b.vector, b.host - StagedHost(i)});
+    const double rest = std::max({b.weights, b.vector, b.host});
     const double units = rest > 0 ? std::floor(b.array * m / rest) : m;
     return units >= 2 ? static_cast<int>(std::min<double>(m, units)) : 1;
   }
   bool Spreads(int i) const { return SpreadUnits(i) > 1; }
-  // Of operation i's host-link cycles in its bound, those of the model's input that go while
-  // the group before computes (Segment stages each next group's input between its
-  // matmuls): every group's but the first, where its segment runs in several.
-  double StagedHost(int i) const {
-    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
-    if (plan_.maps.input || std::find(op.inputs.begin(), op.inputs.end(), 0) == op.inputs.end())
-      return 0;
-    for (const PlanSegment& seg : plan_.segments)
-      if (i >= seg.first && i < seg.end && !seg.banded && seg.group < b_)
-        return static_cast<double>((b_ - seg.group) * T(0).rows) * c_.HostRowCycles();
-    return 0;
-  }
   // Over how many units operation i, of fewer output tiles than it spreads over, shares
   // `rows` rows of a column (each unit its own images or rows, each reading every tile of
   // the column): the fewest that make a tile's time least. On u units that is u tile reads
@@ -858,11 +865,17 @@ class Emitter {
       acc[l] = static_cast<uint64_t>(Region(Regions(op), g[l].count * g[l].rows, false));
       slot[l] = Slot(op.first_param + g[l].j, i);
     }
-    LaneTiles(i, g, next);
+    LaneTiles(i, g, next, FirstTouch(i, g, acc));
     LaneReads& r = lane_reads_;
     const size_t terms = op.terms[static_cast<size_t>(g[0].j)].size();
     std::vector<bool> sw(lanes);
     std::vector<size_t> count(lanes, 1);
+    const NextRead hand = next == nullptr ? HandsOn(i, g) : NextRead::kNot;
+    std::vector<std::vector<int64_t>> runs(lanes);
+    for (size_t l = 0; l < lanes; ++l)
+      runs[l] =
+          hand != NextRead::kNot ? Runs(g[l].count, g[l].rows, terms > 1) : std::vector{g[l].count};
+    side_by_side_ = static_cast<int64_t>(lanes);
     for (size_t k = 0; k < terms; ++k) {
       const isa::Acc mode = k == 0 ? isa::Acc::kOverwrite : op.acc;
       // Matmul q of each unit's term k in turn.
@@ -877,9 +890,13 @@ class Emitter {
             if (sw[l]) ReadWaiting(l);
           }
           bool first = false;
-          count[l] = Term(i, t, g[l], {g[l].count}, acc[l], sw[l], mode, &first, k, nullptr, 0, q);
-          // The passes before's activates, one after each matmul once every unit streams.
-          if ((k > 0 || q > 0 || l + 1 == lanes) && !pending_.empty()) Flush(1);
+          count[l] = Term(i, t, g[l], k + 1 == terms ? runs[l] : std::vector{g[l].count}, acc[l],
+                          sw[l], mode, &first, k, nullptr, 0, q);
+          // The passes before's activates once every unit streams, each once the matmuls
+          // since the one before have streamed its rows (the vector unit takes one at a time,
+          // and an activate emitted while it is busy holds back every matmul behind it).
+          if ((k > 0 || q > 0 || l + 1 == lanes) && !pending_.empty() && vpu_since_ >= vpu_due_)
+            Flush(1);
           const auto queued =
               static_cast<size_t>(std::count(r.waiting.begin(), r.waiting.end(), l));
           if (q == 0 && sw[l] && r.read[l] + queued < r.tiles[l].size()) r.waiting.push_back(l);
@@ -888,21 +905,75 @@ class Emitter {
         }
       }
     }
+    side_by_side_ = 1;
     while (!r.waiting.empty()) ReadWaiting(r.waiting.front());
     for (size_t l = 0; l < lanes; ++l) {  // the next group's first tiles not read yet
       while (r.read[l] < r.tiles[l].size()) ReadNext(l);
       ahead_read_[l] = r.read[l] - r.own[l];
     }
     if (next != nullptr) Preload(sets(*next), i, slot);  // while the last matmuls stream
-    for (size_t l = 0; l < lanes; ++l) {
-      Unit(l);
-      QueueActivate(i, g[l].j, g[l].i0, g[l].count, g[l].r0, g[l].rows, acc[l], slot[l]);
-    }
+    if (hand == NextRead::kImageByImage)
+      for (size_t l = 0; l < lanes; ++l) runs[l].assign(static_cast<size_t>(g[l].count), 1);
+    LaneActivates(i, g, acc, slot, runs, hand != NextRead::kNot);
     Unit(0);
   }
+  // How the operation after op i reads the output of group g, op i's last (NextReads): where
+  // it reads it image by image or in place, the group hands its images on as Pass does an
+  // operation's last pass (its last term's matmuls in runs, an activate per image or run).
+  NextRead HandsOn(int i, const std::vector<PassSpec>& g) const {
+    if (g_.ops[static_cast<size_t>(i)].stacked) return NextRead::kNot;
+    for (const PassSpec& ps : g)
+      if (ps.r0 != 0 || ps.count < 2) return NextRead::kNot;
+    return NextReads(i);
+  }
+  // The activates of group g: each unit's pass in one, or (`split`) one per image run of
+  // `runs`, in the order of the images, so that the next operation starts on the first.
+  void LaneActivates(int i, const std::vector<PassSpec>& g, const std::vector<uint64_t>& acc,
+                     const std::vector<uint64_t>& slot,
+                     const std::vector<std::vector<int64_t>>& runs, bool split) {
+    struct Piece {
+      int64_t image, m, c;
+      size_t l;
+    };
+    std::vector<Piece> pieces;
+    for (size_t l = 0; l < g.size(); ++l) {
+      int64_t m = 0;
+      for (const int64_t c : split ? runs[l] : std::vector{g[l].count}) {
+        pieces.push_back({g[l].i0 + m, m, c, l});
+        m += c;
+      }
+    }
+    std::stable_sort(pieces.begin(), pieces.end(),
+                     [](const Piece& a, const Piece& b) { return a.image < b.image; });
+    for (const Piece& p : pieces) {
+      const PassSpec& ps = g[p.l];
+      Unit(p.l);
+      QueueActivate(i, ps.j, ps.i0 + p.m, p.c, ps.r0, ps.rows,
+                    acc[p.l] + static_cast<uint64_t>(p.m * ps.rows), slot[p.l]);
+      pending_.back().split = split;
+    }
+  }
+  // How many of the waiting activates the first matmuls of group g (into accumulator rows
+  // `acc` of each unit) touch, so that they go before them.
+  size_t FirstTouch(int i, const std::vector<PassSpec>& g, const std::vector<uint64_t>& acc) {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    probing_ = true;
+    touched_ = 0;
+    for (size_t l = 0; l < g.size(); ++l) {
+      Unit(l);
+      bool first = false;
+      Term(i, op.terms[static_cast<size_t>(g[l].j)][0], g[l], {g[l].count}, acc[l], false,
+           isa::Acc::kOverwrite, &first, 0, nullptr, 0, 0);
+    }
+    probing_ = false;
+    return touched_;
+  }
   // The tiles each unit of group g switches in (lane_reads_), and the first of them read,
-  // up to the FIFO's depth each, in turn.
-  void LaneTiles(int i, const std::vector<PassSpec>& g, const std::vector<PassSpec>* next) {
+  // up to the FIFO's depth each, in turn; between them the first `before` waiting activates
+  // (those the group's first matmuls touch): each after reads that take about as long as
+  // the activate before it, so that the weight DMA and the vector unit work side by side.
+  void LaneTiles(int i, const std::vector<PassSpec>& g, const std::vector<PassSpec>* next,
+                 size_t before) {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
     const size_t lanes = g.size();
     const auto fifo = static_cast<size_t>(c_.weight_fifo_tiles);
@@ -925,9 +996,20 @@ class Emitter {
       r.read[l] = ahead_read_[l];
       ahead_read_[l] = 0;
     }
+    int64_t covered = 0;  // read cycles since the last activate went
+    uint64_t last = 0;    // that activate's rows
     for (size_t q = 0; q < fifo; ++q)
-      for (size_t l = 0; l < lanes; ++l)
-        if (r.read[l] < std::min(fifo, r.tiles[l].size())) ReadNext(l);
+      for (size_t l = 0; l < lanes; ++l) {
+        if (r.read[l] >= std::min(fifo, r.tiles[l].size())) continue;
+        ReadNext(l);
+        covered += TileLoadCycles();
+        if (before > 0 && covered >= static_cast<int64_t>(last)) {
+          last = pending_.front().rows;
+          Flush(1);
+          --before;
+          covered = 0;
+        }
+      }
   }
   // Unit l's next tile of lane_reads_, read now.
   void ReadNext(size_t l) {
@@ -1044,11 +1126,13 @@ class Emitter {
     int64_t ub = 0, rows = 0;
     int op = -1;
   };
-  std::vector<Transfer> background_;  // host reads for the next group, not yet emitted
-  const double host_row_cycles_;      // a host row's cycles for this core (Background)
-  int64_t streamed_ = 0, due_ = 0;    // rows streamed since the last of them; its cycles
-  std::map<int, View> views_;         // staged tensors of the current group or band
-  int64_t group0_ = 0;                // the current group's first image
+  std::vector<Transfer> background_;     // host reads for the next group, not yet emitted
+  const double host_row_cycles_;         // a host row's cycles for this core (Background)
+  int64_t side_by_side_ = 1;             // units streaming at once (Lanes)
+  int64_t vpu_due_ = 0, vpu_since_ = 0;  // rows of the activates emitted last; rows streamed since
+  int64_t streamed_ = 0, due_ = 0;       // rows streamed since the last of them; its cycles
+  std::map<int, View> views_;            // staged tensors of the current group or band
+  int64_t group0_ = 0;                   // the current group's first image
   // Per matrix unit (unit_ the current one; docs/compiler.md, "Several matrix units"): the
   // next pass's region in turn, the accumulator rows of its last two passes, the weight
   // tile in its array.
@@ -1065,6 +1149,8 @@ class Emitter {
   std::pair<int, int64_t> prefetched_for_{-1, 0};  // the operation and column that take them
   std::pair<int, int64_t> next_pass_{-1, 0};       // the operation and column after this one
   bool short_pass_ = false;                        // the current pass is short (ShortPass)
+  bool probing_ = false;  // Matmul only finds the waiting activates it touches (FirstTouch)
+  size_t touched_ = 0;    // how many (FirstTouch)
   bool collect_ = false;  // Pass records its pass in passes_ instead (Op, Spread)
   // The tiles of the group Lanes emits, per unit: this group's `own`, then the next group's
   // first, up to the FIFO's depth (read ahead as this group's switches make room); how many

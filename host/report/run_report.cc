@@ -282,7 +282,7 @@ void AddBound(const RunRow& row, nlohmann::json* j) {
   const compiler::Bound& b = row.bound;
   (*j)["bound"] = {{"array", b.array},
                    {"weights", b.weights},
-                   {"host", b.host},
+                   {"host", b.Host()},
                    {"vector", b.vector},
                    {"pipeline", b.pipeline}};
   (*j)["bound_cycles"] = b.Cycles();

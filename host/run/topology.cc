@@ -367,7 +367,7 @@ double RoundBound(const LayerParts& parts, int batch, const config::TpuConfig& c
     Bound b;
     for (const Bound& op : parts.nc[parts.PartOf(k)]->Bounds(images[k].count)) b += op;
     slowest = std::max({slowest, b.array, b.weights, b.vector});
-    host += b.host;
+    host += b.host + b.staged_host;
     weights += b.weights * channel;
   }
   return std::max({slowest, host, weights});

@@ -8,9 +8,12 @@
 // small: groups of images, spilled tensors, bands of rows, parameter sets streamed.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <random>
 #include <regex>
 #include <sstream>
+#include <utility>
 
 #include "host/common/errors.h"
 #include "host/compiler/core_split.h"
@@ -228,17 +231,29 @@ EmittedProgram QuantizeAndEmit(nn::Model* m, uint64_t seed, const config::TpuCon
   return EmitGraph(g, PlanGraph(g, c, batch), c, batch);
 }
 
-// The instructions of operation `op` in program order, as assembly.
-std::vector<std::string> OpLines(const EmittedProgram& e, int op) {
-  std::vector<std::string> lines, all;
+// Every instruction of the program in order, as assembly.
+std::vector<std::string> Lines(const EmittedProgram& e) {
+  std::vector<std::string> all;
   std::istringstream text(isa::Disassemble(e.program));
   for (std::string line; std::getline(text, line);)
     if (!line.empty() && line[0] != '#') all.push_back(line);
   EXPECT_EQ(all.size(), e.op_of.size());
+  return all;
+}
+// The instructions of operation `op` in program order, as assembly.
+std::vector<std::string> OpLines(const EmittedProgram& e, int op) {
+  std::vector<std::string> lines;
+  const std::vector<std::string> all = Lines(e);
   for (size_t i = 0; i < all.size() && i < e.op_of.size(); ++i)
     if (e.op_of[i] == op) lines.push_back(all[i]);
   return lines;
 }
+// The number after `key=` in an instruction's line (`none` where it has no such field).
+int64_t Field(const std::string& line, const std::string& key, int64_t none = -1) {
+  const size_t at = line.find(" " + key + "=");
+  return at == std::string::npos ? none : std::stoll(line.substr(at + key.size() + 2));
+}
+bool Is(const std::string& line, const char* mnemonic) { return line.rfind(mnemonic, 0) == 0; }
 
 // A 3 x 3 convolution to `filters` channels, a 1 x 1 one of the same width and `stride`, a
 // global pooling and a dense layer, quantized.
@@ -613,36 +628,182 @@ TEST(GraphCompilerTest, ASpreadGroupsParameterSetsComeInOneRead) {
   RunExact(m, c, engine::EngineKind::kFast, batch, batch);
 }
 
+// Two convolutions on 40 x 40 x 3 inputs, a pooling, a global pooling and a dense layer; on
+// two units of lab-8 with a slow link (a byte a cycle) and a unified buffer of 8,000 rows.
+nn::Model StagedModel(const std::string& name) {
+  nn::Model m = NewModel(name, {40, 40, 3});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),
+              L(LayerType::kConv2d, {0}, 8, 3, 2, 1, Activation::kRelu),
+              L(LayerType::kMaxPool2d, {1}, 0, 2, 2), GlobalPool(2), L(LayerType::kDense, {3}, 4)};
+  return m;
+}
+config::TpuConfig StagedChip() {
+  config::TpuConfig c = TwoUnits();
+  c.ub_depth_rows = 8000;
+  c.host_mem_bytes_per_cycle = 1;
+  return c;
+}
+
 // The host-link term of an operation's bound counts the model's input it reads, but where
 // its segment runs in several groups every group's input but the first is read while the
-// group before computes (staged between its matmuls), so only the first group's keeps the
-// operation from spreading over the units (docs/compiler.md, "Several matrix units"). On a
+// group before computes (staged between its matmuls), so only the first group's is in the
+// operation's term (the rest in the network's, `staged_host`) and keeps the operation from
+// spreading over the units (docs/compiler.md, "Several matrix units"). On a
 // slow link (a byte a cycle) and a unified buffer of 8,000 rows the first convolution runs
 // in groups of 2 of the batch of 12: its whole input alone would bind it to one unit, the
 // first group's does not.
 TEST(GraphCompilerTest, AnInputReadBehindTheGroupBeforeLeavesItsOperationToSpread) {
-  nn::Model m = NewModel("staged", {40, 40, 3});
-  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),
-              L(LayerType::kConv2d, {0}, 8, 3, 2, 1, Activation::kRelu),
-              L(LayerType::kMaxPool2d, {1}, 0, 2, 2), GlobalPool(2), L(LayerType::kDense, {3}, 4)};
-  config::TpuConfig c = TwoUnits();
-  c.ub_depth_rows = 8000;
-  c.host_mem_bytes_per_cycle = 1;
+  nn::Model m = StagedModel("staged");
+  const config::TpuConfig c = StagedChip();
   const int batch = 12;
   const EmittedProgram e = QuantizeAndEmit(&m, 23, c, batch);
   const LoweredGraph g = LowerGraph(m, c.array_dim);
   const Plan plan = PlanGraph(g, c, batch);
   ASSERT_EQ(plan.segments.front().group, 2);
-  const Bound b = BoundGraph(g, plan, c, batch)[0];
+  const std::vector<Bound> bounds = BoundGraph(g, plan, c, batch);
+  const Bound& b = bounds[0];
   // Its array term over two units (the bound's, for the core) against the others: the whole
-  // input binds it, the first group's does not.
-  EXPECT_LT(b.array, b.host);
-  EXPECT_GT(b.array, std::max({b.weights, b.vector, b.host * 2 / batch}));
+  // input binds it, the first group's (its own host term: the others' are the network's,
+  // staged_host) does not.
+  EXPECT_LT(b.array, b.host + b.staged_host);
+  EXPECT_GT(b.array, std::max({b.weights, b.vector, b.host}));
+  const double input = static_cast<double>(batch * g.tensors[0].rows) * c.HostRowCycles();
+  EXPECT_DOUBLE_EQ(b.staged_host, input * (batch - 2) / batch);
+  Bound net;
+  net.network = true;
+  for (const Bound& o : bounds) net += o;
+  EXPECT_DOUBLE_EQ(net.Host(), net.host + b.staged_host);
   int on_one = 0;
   for (const std::string& line : OpLines(e, 0))
     on_one += line.rfind("matmul", 0) == 0 && line.find("mxu=1") != std::string::npos;
   EXPECT_GT(on_one, 0);
   RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+}
+
+// The next group's input goes over the host link between this group's matmuls, each transfer
+// once the matmuls since the one before have streamed as many rows as it takes cycles (the
+// host DMA takes one at a time, and a read_host emitted while it is busy holds back every
+// instruction behind it). Units streaming side by side take their rows at once: until stop 56
+// their rows were summed, so on two units each transfer went twice as early and held the
+// matmuls back (resnet50's conv1 on tpu-v3's core: 4,100 cycles an image). The model of the
+// test above: each transfer paced between the first convolution's matmuls comes after at
+// least its cycles of rows on a unit.
+TEST(GraphCompilerTest, TheNextGroupsInputIsPacedByTheUnitsTime) {
+  nn::Model m = StagedModel("paced-input");
+  const config::TpuConfig c = StagedChip();
+  const int batch = 12;
+  const EmittedProgram e = QuantizeAndEmit(&m, 23, c, batch);
+  const std::vector<std::string> lines = Lines(e);
+  int64_t due = -1, checked = 0;         // the cycles of the transfer before
+  bool first = true;                     // the first group's input, read before its matmuls
+  std::array<int64_t, 2> rows = {0, 0};  // each unit's matmul rows since it
+  bool other = false;                    // an instruction of another operation since it
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    if (e.op_of[i] != 0) other = true;
+    if (Is(l, "matmul")) rows[static_cast<size_t>(Field(l, "mxu", 0))] += Field(l, "rows");
+    if (!Is(l, "read_host") || Field(l, "params") >= 0 || e.op_of[i] != 0) continue;
+    if (std::exchange(first, false)) continue;
+    if (due >= 0 && !other && rows[0] + rows[1] > 0) {  // paced, not the group's last ones
+      EXPECT_GE(std::max(rows[0], rows[1]), due) << i << ": " << l;
+      ++checked;
+    }
+    due =
+        c.host_mem_latency_cycles +
+        static_cast<int64_t>(std::ceil(static_cast<double>(Field(l, "rows")) * c.HostRowCycles()));
+    rows = {0, 0};
+    other = false;
+  }
+  EXPECT_GT(checked, 0);
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+}
+
+// The 3 x 3 convolution of four output tiles, then one of `second` filters reading it, a
+// global pooling and a dense layer.
+nn::Model TwoConvolutions(const std::string& name, int second) {
+  nn::Model m = NewModel(name, {8, 8, 16});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
+              L(LayerType::kConv2d, {0}, second, 3, 1, 1, Activation::kRelu), GlobalPool(1),
+              L(LayerType::kDense, {2}, 4)};
+  return m;
+}
+
+// An operation whose first matmuls read rows the operation before still has to activate
+// lets those activates go between its first tile reads, each after reads that take about as
+// long as the activate before it, so that the weight DMA and the vector unit work side by
+// side (until stop 56 the reads, up to the FIFO's depth for each unit, went first, and the
+// vector unit waited for all of them: resnet50's conv6 -> conv7, 600 cycles an image). Two
+// spread 3 x 3 convolutions of four output tiles, the second reading the first, on one image
+// (the second's first matmul reads all of the first's output).
+TEST(GraphCompilerTest, TheActivatesAnOperationWaitsForGoBetweenItsTileReads) {
+  nn::Model m = TwoConvolutions("between", 32);
+  const config::TpuConfig c = TwoUnits();
+  const int batch = 1;
+  const EmittedProgram e = QuantizeAndEmit(&m, 31, c, batch);
+  const std::vector<std::string> lines = Lines(e);
+  size_t first_read = SIZE_MAX, between = 0;  // op 1's; op 0's activates among its reads
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (e.op_of[i] == 1 && Is(lines[i], "matmul")) break;
+    if (e.op_of[i] == 1 && Is(lines[i], "read_weights")) {
+      if (first_read == SIZE_MAX) first_read = i;
+      for (size_t k = first_read; k < i; ++k)
+        between += e.op_of[k] == 0 && Is(lines[k], "activate");
+      if (between > 0) break;
+    }
+  }
+  EXPECT_NE(first_read, SIZE_MAX);
+  EXPECT_GT(between, 0u);
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+}
+
+// A spread operation's last group hands its images on as one unit's last pass does when the
+// next operation reads its output image by image (through the window) or in place: an
+// activate per image (or run), in the order of the images, so that the next operation starts
+// on the first while the vector unit works through the rest (until stop 56 each unit's pass
+// in one activate: resnet50's conv29 -> conv30, 3,142 cycles of two activates before conv30
+// could start). The 3 x 3 convolution of four output tiles then another: each of op 0's
+// activates after its last matmul one image's 64 rows, the images in order.
+TEST(GraphCompilerTest, ASpreadOperationHandsItsImagesOnOneByOne) {
+  nn::Model m = TwoConvolutions("hand-on", 8);
+  const config::TpuConfig c = TwoUnits();
+  const int batch = 4;
+  const EmittedProgram e = QuantizeAndEmit(&m, 37, c, batch);
+  const std::vector<std::string> lines = OpLines(e, 0);
+  size_t last = 0;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (Is(lines[i], "matmul")) last = i;
+  std::vector<int64_t> rows;
+  for (size_t i = last; i < lines.size(); ++i)
+    if (Is(lines[i], "activate")) rows.push_back(Field(lines[i], "rows"));
+  EXPECT_GE(rows.size(), 4u);
+  EXPECT_EQ(rows, std::vector<int64_t>(rows.size(), 64)) << ::testing::PrintToString(rows);
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+}
+
+// A spread operation whose images all fit one pass a column runs in two where each still
+// hides its tile reads (the units' reads of a tile, one after another, at most half the
+// group's rows: docs/compiler.md, "Several matrix units"), so that the vector unit
+// activates the first pass while the second streams (until stop 56 all of each column's
+// activates came after its last matmul: resnet50's stage 3, 1.27 x its bound). A 1 x 1
+// convolution of four output tiles on two units, 4 images of 64 rows: two passes a column
+// where a tile's read takes 18 cycles (2 x 18 <= 128 rows), one where it takes 308.
+TEST(GraphCompilerTest, ASpreadColumnRunsInTwoPassesWhereTheReadsHide) {
+  auto passes = [](int latency) {
+    nn::Model m = NewModel("two-passes", {8, 8, 16});
+    m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 1, 1, 0, Activation::kRelu),
+                GlobalPool(0), L(LayerType::kDense, {1}, 4)};
+    config::TpuConfig c = TwoUnits();
+    c.weight_mem_latency_cycles = latency;
+    const int batch = 4;
+    const EmittedProgram e = QuantizeAndEmit(&m, 41, c, batch);
+    int first = 0;  // the first column's activates (parameter set 0): one a pass
+    for (const std::string& line : OpLines(e, 0))
+      first += Is(line, "activate") && Field(line, "params") == 0;
+    RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+    return first;
+  };
+  EXPECT_EQ(passes(10), 2);
+  EXPECT_EQ(passes(300), 1);
 }
 
 // Output tiles whose terms do not line up (as many, of the same kind) cannot go to the units
