@@ -581,6 +581,36 @@ TEST(GraphCompilerTest, TheUnitsTileReadsGoPacedBetweenTheirMatmuls) {
   EXPECT_LE(slow - fast, 8 * 90) << slow << " against " << fast;
 }
 
+// Between a spread group's matmuls the activates of the group before go one at a time, each
+// once the matmuls since the one before have streamed (per unit) that one's rows: the vector
+// unit takes one at a time, and an activate emitted while it is busy holds back every matmul
+// behind it (until stop 56 one after every matmul; docs/compiler.md, "Emitting a group").
+// The convolution of four output tiles in two passes a column on two units: each activate
+// among its matmuls comes at least the rows of the one before after it.
+TEST(GraphCompilerTest, ActivatesBetweenTheMatmulsWaitForTheOneBefore) {
+  nn::Model m = FourTileConvolution("vpu-paced");
+  const config::TpuConfig c = TwoUnits();
+  const int batch = 4;
+  const EmittedProgram e = QuantizeAndEmit(&m, 13, c, batch);
+  const std::vector<std::string> lines = OpLines(e, 0);
+  size_t last = 0;  // the operation's last matmul
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (Is(lines[i], "matmul")) last = i;
+  int64_t before = -1, streamed = 0, checked = 0;  // the activate before's rows; rows since
+  for (size_t i = 0; i < last; ++i) {
+    if (Is(lines[i], "matmul")) streamed += Field(lines[i], "rows");
+    if (!Is(lines[i], "activate")) continue;
+    if (before >= 0 && streamed > 0) {
+      EXPECT_GE(streamed / 2, before) << i << ": " << lines[i];
+      ++checked;
+    }
+    before = Field(lines[i], "rows");
+    streamed = 0;
+  }
+  EXPECT_GT(checked, 0);
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+}
+
 // An image of more rows than half the accumulators runs in chunks; spread over the units, in
 // twice as many where each unit's chunk still hides its group's tile reads (the units' reads,
 // one after another, at most a chunk's rows: docs/compiler.md, "Several matrix units"), so
