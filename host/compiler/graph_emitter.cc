@@ -507,9 +507,8 @@ class Emitter {
     ahead_ = NextTiles(i, j, terms, last);
     ahead_after_ = LastSwitch(terms, active_[static_cast<size_t>(unit_)]);
     const uint64_t slot = Slot(op.first_param + j, i);
-    const NextRead next = last && j + 1 == op.nt && count > 1 && !op.stacked && r0 == 0
-                              ? NextReads(i)
-                              : NextRead::kNot;
+    const NextRead next =
+        last && j + 1 == op.nt ? HandsOn(i, {{j, i0, count, r0, rows}}) : NextRead::kNot;
     const bool by_image = next == NextRead::kImageByImage;
     const std::vector<int64_t> runs =
         next != NextRead::kNot ? Runs(count, rows, terms.size() > 1) : std::vector{count};
@@ -917,9 +916,10 @@ class Emitter {
     LaneActivates(i, g, acc, slot, runs, hand != NextRead::kNot);
     Unit(0);
   }
-  // How the operation after op i reads the output of group g, op i's last (NextReads): where
-  // it reads it image by image or in place, the group hands its images on as Pass does an
-  // operation's last pass (its last term's matmuls in runs, an activate per image or run).
+  // How the operation after op i reads the output of its last pass, or group g of passes
+  // (NextReads), where they can hand their images on (whole images, several, not stacked):
+  // image by image or in place, their last term's matmuls then go in runs and their
+  // activates one per image or run.
   NextRead HandsOn(int i, const std::vector<PassSpec>& g) const {
     if (g_.ops[static_cast<size_t>(i)].stacked) return NextRead::kNot;
     for (const PassSpec& ps : g)

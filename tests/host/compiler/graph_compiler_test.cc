@@ -249,7 +249,7 @@ std::vector<std::string> OpLines(const EmittedProgram& e, int op) {
   return lines;
 }
 // The number after `key=` in an instruction's line (`none` where it has no such field).
-int64_t Field(const std::string& line, const std::string& key, int64_t none = -1) {
+int64_t Operand(const std::string& line, const std::string& key, int64_t none = -1) {
   const size_t at = line.find(" " + key + "=");
   return at == std::string::npos ? none : std::stoll(line.substr(at + key.size() + 2));
 }
@@ -598,13 +598,13 @@ TEST(GraphCompilerTest, ActivatesBetweenTheMatmulsWaitForTheOneBefore) {
     if (Is(lines[i], "matmul")) last = i;
   int64_t before = -1, streamed = 0, checked = 0;  // the activate before's rows; rows since
   for (size_t i = 0; i < last; ++i) {
-    if (Is(lines[i], "matmul")) streamed += Field(lines[i], "rows");
+    if (Is(lines[i], "matmul")) streamed += Operand(lines[i], "rows");
     if (!Is(lines[i], "activate")) continue;
     if (before >= 0 && streamed > 0) {
       EXPECT_GE(streamed / 2, before) << i << ": " << lines[i];
       ++checked;
     }
-    before = Field(lines[i], "rows");
+    before = Operand(lines[i], "rows");
     streamed = 0;
   }
   EXPECT_GT(checked, 0);
@@ -731,16 +731,16 @@ TEST(GraphCompilerTest, TheNextGroupsInputIsPacedByTheUnitsTime) {
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::string& l = lines[i];
     if (e.op_of[i] != 0) other = true;
-    if (Is(l, "matmul")) rows[static_cast<size_t>(Field(l, "mxu", 0))] += Field(l, "rows");
-    if (!Is(l, "read_host") || Field(l, "params") >= 0 || e.op_of[i] != 0) continue;
+    if (Is(l, "matmul")) rows[static_cast<size_t>(Operand(l, "mxu", 0))] += Operand(l, "rows");
+    if (!Is(l, "read_host") || Operand(l, "params") >= 0 || e.op_of[i] != 0) continue;
     if (std::exchange(first, false)) continue;
     if (due >= 0 && !other && rows[0] + rows[1] > 0) {  // paced, not the group's last ones
       EXPECT_GE(std::max(rows[0], rows[1]), due) << i << ": " << l;
       ++checked;
     }
-    due =
-        c.host_mem_latency_cycles +
-        static_cast<int64_t>(std::ceil(static_cast<double>(Field(l, "rows")) * c.HostRowCycles()));
+    due = c.host_mem_latency_cycles +
+          static_cast<int64_t>(
+              std::ceil(static_cast<double>(Operand(l, "rows")) * c.HostRowCycles()));
     rows = {0, 0};
     other = false;
   }
@@ -771,15 +771,15 @@ TEST(GraphCompilerTest, TheActivatesAnOperationWaitsForGoBetweenItsTileReads) {
   const int batch = 1;
   const EmittedProgram e = QuantizeAndEmit(&m, 31, c, batch);
   const std::vector<std::string> lines = Lines(e);
-  size_t first_read = SIZE_MAX, between = 0;  // op 1's; op 0's activates among its reads
+  // op 1's first read; op 0's activates since it; those followed by another read of op 1
+  size_t first_read = SIZE_MAX, since = 0, between = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (e.op_of[i] == 1 && Is(lines[i], "matmul")) break;
     if (e.op_of[i] == 1 && Is(lines[i], "read_weights")) {
       if (first_read == SIZE_MAX) first_read = i;
-      for (size_t k = first_read; k < i; ++k)
-        between += e.op_of[k] == 0 && Is(lines[k], "activate");
-      if (between > 0) break;
+      between = since;
     }
+    since += first_read != SIZE_MAX && e.op_of[i] == 0 && Is(lines[i], "activate");
   }
   EXPECT_NE(first_read, SIZE_MAX);
   EXPECT_GT(between, 0u);
@@ -804,7 +804,7 @@ TEST(GraphCompilerTest, ASpreadOperationHandsItsImagesOnOneByOne) {
     if (Is(lines[i], "matmul")) last = i;
   std::vector<int64_t> rows;
   for (size_t i = last; i < lines.size(); ++i)
-    if (Is(lines[i], "activate")) rows.push_back(Field(lines[i], "rows"));
+    if (Is(lines[i], "activate")) rows.push_back(Operand(lines[i], "rows"));
   EXPECT_GE(rows.size(), 4u);
   EXPECT_EQ(rows, std::vector<int64_t>(rows.size(), 64)) << ::testing::PrintToString(rows);
   RunExact(m, c, engine::EngineKind::kFast, batch, batch);
@@ -828,7 +828,7 @@ TEST(GraphCompilerTest, ASpreadColumnRunsInTwoPassesWhereTheReadsHide) {
     const EmittedProgram e = QuantizeAndEmit(&m, 41, c, batch);
     int first = 0;  // the first column's activates (parameter set 0): one a pass
     for (const std::string& line : OpLines(e, 0))
-      first += Is(line, "activate") && Field(line, "params") == 0;
+      first += Is(line, "activate") && Operand(line, "params") == 0;
     RunExact(m, c, engine::EngineKind::kFast, batch, batch);
     return first;
   };
