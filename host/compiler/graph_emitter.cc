@@ -16,8 +16,9 @@
 namespace tpu::compiler {
 namespace {
 
-constexpr int64_t kMaxRows = hw::kOpdMatmulFirst.Max();      // rows in one transfer (16 bits)
-constexpr int64_t kBackgroundRows = 512;                     // rows per transfer between matmuls
+constexpr int64_t kMaxRows = hw::kOpdMatmulFirst.Max();  // rows in one transfer (16 bits)
+constexpr int64_t kBackgroundRows = 512;                 // rows per transfer between matmuls
+constexpr size_t kRunTiles = 2;  // tiles a spread unit's read_weights takes where it can
 constexpr int64_t kWindowSize = hw::kOpdSetWindowInH.Max();  // map lines a window holds
 constexpr size_t kAll = SIZE_MAX;                            // every matmul of a term (Term)
 
@@ -733,20 +734,31 @@ class Emitter {
 
   // ---- several matrix units (docs/compiler.md, "Several matrix units")
 
-  // The matrix units op i's passes spread over: the most, up to the core's M, with which the
-  // array still binds its bound (graph_bound.h: its rows over the u units streaming side by
-  // side at least its weight loads, its rows through the one vector unit and its host rows;
-  // the bound's array term is over M, so over u it is M / u times that); 1, the one-unit
-  // schedule, where that is fewer than two. Past it another resource binds: more units
-  // cannot make the op faster, and spreading its passes thinner only gives up the one-unit
-  // schedule (Pass: its read-ahead across operations, its runs) for more of them.
+  // The matrix units op i's passes spread over: the u (up to the core's M) whose estimate
+  // is least, the fewest of equals (graph_bound.h's terms for the core, the array term A
+  // over M; docs/compiler.md, "Which operations, over how many units"). One unit: max(M x A,
+  // weights, vector, host). u units: their FIFOs' first f tiles read one by one before the
+  // group's first matmuls (LaneTiles; the one-unit schedule reads them while the operation
+  // before streams), then max(M / u x A, the other tiles' reads RunTiles at a time, vector,
+  // host).
   int SpreadUnits(int i) const {
     const int m = c_.mxus_per_core;
     if (m == 1 || g_.ops[static_cast<size_t>(i)].stacked) return 1;
     const Bound& b = bounds_[static_cast<size_t>(i)];
     const double rest = std::max({b.weights, b.vector, b.host});
-    const double units = rest > 0 ? std::floor(b.array * m / rest) : m;
-    return units >= 2 ? static_cast<int>(std::min<double>(m, units)) : 1;
+    int best = 1;
+    double least = std::max(b.array * m, rest);
+    const double tiles = b.weights / (static_cast<double>(n_) * c_.WeightRowCycles());
+    const double fifo = c_.weight_fifo_tiles;
+    for (int u = 2; u <= m; ++u) {
+      const double fill = std::min(tiles, u * fifo);
+      const double run =
+          static_cast<double>(ReadCycles(RunTiles())) / static_cast<double>(RunTiles());
+      const double t = fill * static_cast<double>(TileLoadCycles()) +
+                       std::max({b.array * m / u, (tiles - fill) * run, b.vector, b.host});
+      if (t < least) best = u, least = t;
+    }
+    return best;
   }
   bool Spreads(int i) const { return SpreadUnits(i) > 1; }
   // Over how many units operation i, of fewer output tiles than it spreads over, shares
@@ -764,9 +776,11 @@ class Emitter {
     return best;
   }
   // The cycles a read of one weight tile keeps the weight DMA busy (docs/timing.md).
-  int64_t TileLoadCycles() const {
+  int64_t TileLoadCycles() const { return ReadCycles(1); }
+  // ... and a read of `tiles` tiles (the memory's latency once).
+  int64_t ReadCycles(int64_t tiles) const {
     return c_.weight_mem_latency_cycles +
-           static_cast<int64_t>(std::ceil(static_cast<double>(n_) * c_.WeightRowCycles()));
+           static_cast<int64_t>(std::ceil(static_cast<double>(tiles * n_) * c_.WeightRowCycles()));
   }
 
   // The current matrix unit: the one the next read_weights, matmul and activate name, whose
@@ -886,7 +900,8 @@ class Emitter {
           if (q == 0) {
             sw[l] = t.tile != active_[l];
             active_[l] = t.tile;
-            if (sw[l]) ReadWaiting(l);
+            if (sw[l] && r.read[l] <= r.used[l]) ReadWaiting(l);  // its tile not read yet
+            if (sw[l]) ++r.used[l];
           }
           bool first = false;
           count[l] = Term(i, t, g[l], k + 1 == terms ? runs[l] : std::vector{g[l].count}, acc[l],
@@ -907,7 +922,7 @@ class Emitter {
     side_by_side_ = 1;
     while (!r.waiting.empty()) ReadWaiting(r.waiting.front());
     for (size_t l = 0; l < lanes; ++l) {  // the next group's first tiles not read yet
-      while (r.read[l] < r.tiles[l].size()) ReadNext(l);
+      while (r.read[l] < r.tiles[l].size()) ReadNext(l, Consecutive(l, r.tiles[l].size()));
       ahead_read_[l] = r.read[l] - r.own[l];
     }
     if (next != nullptr) Preload(sets(*next), i, slot);  // while the last matmuls stream
@@ -981,8 +996,10 @@ class Emitter {
     r = {std::vector<std::vector<int>>(lanes),
          std::vector<size_t>(lanes),
          std::vector<size_t>(lanes),
+         std::vector<size_t>(lanes),
          {},
          0,
+         TileLoadCycles(),
          i};
     for (size_t l = 0; l < lanes; ++l) {
       r.tiles[l] = Switches(op, g[l], active_[l]);
@@ -1011,39 +1028,75 @@ class Emitter {
         }
       }
   }
-  // Unit l's next tile of lane_reads_, read now.
-  void ReadNext(size_t l) {
+  // Unit l's next `n` tiles of lane_reads_ (one after another in weight memory), read now
+  // in one read_weights.
+  void ReadNext(size_t l, size_t n = 1) {
     LaneReads& r = lane_reads_;
     Unit(l);
-    p_.ReadWeights(
-        static_cast<uint64_t>(r.tiles[l][r.read[l]++]) * static_cast<uint64_t>(n_ * row_), 1);
+    p_.ReadWeights(static_cast<uint64_t>(r.tiles[l][r.read[l]]) * static_cast<uint64_t>(n_ * row_),
+                   n);
+    r.read[l] += n;
     Rec(r.op);
   }
-  // A unit's next tile is read after the matmul that made room for it, but not right after
-  // another unit's: the weight DMA takes one read at a time and the chip issues in order, so
-  // a read_weights emitted while the DMA is busy holds back every matmul behind it. The
-  // reads wait in turn and each goes once the units have streamed, since the read before,
-  // as many rows as a read takes cycles.
+  // How many of unit l's next tiles, at most `most`, lie one after another in weight memory.
+  size_t Consecutive(size_t l, size_t most) const {
+    const LaneReads& r = lane_reads_;
+    size_t n = 1;
+    while (n < most && r.read[l] + n < r.tiles[l].size() &&
+           r.tiles[l][r.read[l] + n] == r.tiles[l][r.read[l]] + static_cast<int>(n))
+      ++n;
+    return n;
+  }
+  // Unit l's read of as many of its waiting reads (each the room one switch made) as one
+  // read_weights can take (Consecutive), which leave the queue.
+  void ReadRun(size_t l, size_t most) {
+    LaneReads& r = lane_reads_;
+    const auto queued = static_cast<size_t>(std::count(r.waiting.begin(), r.waiting.end(), l));
+    const size_t n = Consecutive(l, std::min(most, queued));
+    size_t left = n;
+    for (auto it = r.waiting.begin(); it != r.waiting.end() && left > 0;)
+      if (*it == l) {
+        it = r.waiting.erase(it);
+        --left;
+      } else {
+        ++it;
+      }
+    ReadNext(l, n);
+    r.since = 0;
+    r.due = ReadCycles(static_cast<int64_t>(n));
+  }
+  // Whether unit l's waiting reads go now: it has room for a run of kRunTiles (or its last
+  // tiles), or at most one tile read ahead of its next switch.
+  bool RunReady(size_t l) const {
+    const LaneReads& r = lane_reads_;
+    const auto queued = static_cast<size_t>(std::count(r.waiting.begin(), r.waiting.end(), l));
+    const size_t run = std::min(RunTiles(), r.tiles[l].size() - r.read[l]);
+    return queued >= run || r.read[l] <= r.used[l] + 1;
+  }
+  size_t RunTiles() const {
+    return std::max<size_t>(1, std::min(kRunTiles, static_cast<size_t>(c_.weight_fifo_tiles) / 2));
+  }
+  // A unit's next tiles are read after the matmuls that made room for them, but not right
+  // after another unit's: the weight DMA takes one read at a time and the chip issues in
+  // order, so a read_weights emitted while the DMA is busy holds back every matmul behind
+  // it. The reads wait in turn and each goes once the units have streamed, since the read
+  // before, as many rows as that read takes cycles. A unit's reads go kRunTiles at a time
+  // where its tiles follow each other in weight memory (one read pays the memory's latency
+  // once), as long as it keeps more than one tile ahead of its switches.
   void PaceReads() {
     LaneReads& r = lane_reads_;
-    while (!r.waiting.empty() && r.since >= TileLoadCycles()) {
-      ReadNext(r.waiting.front());
-      r.waiting.pop_front();
-      r.since = 0;
+    while (r.since >= r.due) {
+      const auto it =
+          std::find_if(r.waiting.begin(), r.waiting.end(), [&](size_t l) { return RunReady(l); });
+      if (it == r.waiting.end()) return;
+      ReadRun(*it, RunTiles());
     }
   }
-  // Unit l's waiting reads, all now (before its next switch).
+  // Unit l's waiting reads, all now (before a switch whose tile is not read yet).
   void ReadWaiting(size_t l) {
     LaneReads& r = lane_reads_;
-    for (auto it = r.waiting.begin(); it != r.waiting.end();) {
-      if (*it != l) {
-        ++it;
-        continue;
-      }
-      ReadNext(l);
-      it = r.waiting.erase(it);
-      r.since = 0;
-    }
+    while (std::find(r.waiting.begin(), r.waiting.end(), l) != r.waiting.end())
+      ReadRun(l, SIZE_MAX);
   }
 
   // ---- one operation in bands of output rows, every tensor staged through the buffer
@@ -1158,9 +1211,9 @@ class Emitter {
   // each unit streamed since the last read.
   struct LaneReads {
     std::vector<std::vector<int>> tiles;
-    std::vector<size_t> own, read;
+    std::vector<size_t> own, read, used;
     std::deque<size_t> waiting;
-    int64_t since = 0;
+    int64_t since = 0, due = 0;
     int op = -1;
   } lane_reads_;
   std::array<size_t, engine::kMaxMxus> ahead_read_ =

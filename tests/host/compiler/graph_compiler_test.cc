@@ -581,6 +581,27 @@ TEST(GraphCompilerTest, TheUnitsTileReadsGoPacedBetweenTheirMatmuls) {
   EXPECT_LE(slow - fast, 8 * 90) << slow << " against " << fast;
 }
 
+// A spread unit's waiting tile reads go two at a time where its tiles follow each other in
+// weight memory: one read_weights of two tiles pays the memory's latency once
+// (docs/compiler.md, "Reads paced between the matmuls"). The four-tile convolution at a
+// read latency of 100 cycles (a tile's read 108 cycles, two tiles' 116) and 128-row
+// matmuls: two units would take a tile each per 128 rows, more than single reads give.
+TEST(GraphCompilerTest, ASpreadUnitReadsItsTilesTwoAtATime) {
+  config::TpuConfig c = TwoUnits();
+  c.weight_mem_latency_cycles = 100;
+  nn::Model m = FourTileConvolution("runs");
+  const EmittedProgram e = QuantizeAndEmit(&m, 13, c, 2);  // two images
+  int pairs = 0, spread = 0;
+  for (const std::string& line : OpLines(e, 0)) {
+    if (Is(line, "matmul") && Operand(line, "mxu", 0) == 1) ++spread;
+    if (Is(line, "read_weights") && Operand(line, "mxu", 0) == 1 && Operand(line, "tiles") == 2)
+      ++pairs;
+  }
+  EXPECT_GT(spread, 0);
+  EXPECT_GT(pairs, 8) << "unit 1 reads its tiles one at a time";
+  RunExact(m, c, engine::EngineKind::kFast, 2, 2);  // bit-exact
+}
+
 // Between a spread group's matmuls the activates of the group before go one at a time, each
 // once the matmuls since the one before have streamed (per unit) that one's rows: the vector
 // unit takes one at a time, and an activate emitted while it is busy holds back every matmul
@@ -861,12 +882,11 @@ TEST(GraphCompilerTest, ColumnsThatDoNotLineUpSpreadTheirPasses) {
   EXPECT_EQ(on[0], on[1]);
 }
 
-// On a core of four units each operation spreads over the most units with which the array
-// still binds its bound (docs/compiler.md, "Several matrix units"): a 1 x 1 convolution
-// whose rows through the one vector unit allow two units, not four, goes to units 0 and 1
-// (with the rule of all units or one it ran on one). Bit-exact, and each convolution faster
-// than on one unit.
-TEST(GraphCompilerTest, OperationsSpreadOverAsManyUnitsAsTheArrayBinds) {
+// On a core of four units each operation spreads over the units that make its estimate
+// least (docs/compiler.md, "Several matrix units"): a 1 x 1 convolution whose rows through
+// the one vector unit allow two units, not four, goes to units 0 and 1 (with the rule of all
+// units or one it ran on one). Bit-exact, and each convolution faster than on one unit.
+TEST(GraphCompilerTest, OperationsSpreadOverTheUnitsTheirEstimateFavours) {
   nn::Model m = NewModel("four", {8, 8, 16});
   m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 16, 3, 1, 1, Activation::kRelu),
               L(LayerType::kConv2d, {0}, 32, 1, 1, 0, Activation::kRelu), GlobalPool(1),
@@ -886,12 +906,21 @@ TEST(GraphCompilerTest, OperationsSpreadOverAsManyUnitsAsTheArrayBinds) {
       most = std::max(most, at == std::string::npos ? 0 : std::stoi(line.substr(at + 4)));
     }
     units.push_back(most + 1);
-    // The most units u <= 4 with the array term over u (4 / u times the bound's, which is
-    // over four) at least the others.
+    // The u <= 4 whose estimate is least (docs/compiler.md): on one unit the array term
+    // over one (4 times the bound's, which is over four) or another term; on u, the first
+    // reads of the units' FIFOs (4 tiles each, 18 cycles a read) before the array term over
+    // u, the other tiles' reads two at a time (10 + 16 cycles), the vector unit's or the
+    // host's rows.
     const Bound& b = bounds[static_cast<size_t>(op)];
-    const double rest = std::max({b.weights, b.vector, b.host});
-    int want = 4;
-    while (want > 1 && b.array * 4 / want < rest) --want;
+    const double tiles = b.weights / 8;
+    int want = 1;
+    double least = std::max({b.array * 4, b.weights, b.vector, b.host});
+    for (int u = 2; u <= 4; ++u) {
+      const double fill = std::min(tiles, 4.0 * u);
+      const double t =
+          fill * 18 + std::max({b.array * 4 / u, (tiles - fill) * 13, b.vector, b.host});
+      if (t < least) want = u, least = t;
+    }
     wants.push_back(want);
   }
   // The 3 x 3 convolution binds the array with four units: its two output tiles (fewer than
@@ -905,6 +934,37 @@ TEST(GraphCompilerTest, OperationsSpreadOverAsManyUnitsAsTheArrayBinds) {
   const TpuRunResult one = RunExact(m, c, engine::EngineKind::kFast, batch, batch);
   for (size_t op = 0; op < 2; ++op)
     EXPECT_LT(four.layers[op].counters.cycles, one.layers[op].counters.cycles) << op;
+}
+
+// Where the weights bind on two units but not on one (the bound's weights term between the
+// array term over two units and over one), two units still pay: the weight DMA reads their
+// tiles two at a time. But an operation whose tiles the units' FIFOs all take reads them
+// before its first matmuls, where one unit would have read them during the operation before
+// (docs/compiler.md, "Which operations, over how many units"). 8 x 12 maps on lab-8 with two
+// units and a weight memory of 1 B a cycle (a tile's 64 rows take 64 cycles, 96 rows stream
+// through it): the 3 x 3 convolution (72 tiles) spreads and is faster than on one unit; the
+// 1 x 1 one (8 tiles, the two FIFOs' depth) stays on one.
+TEST(GraphCompilerTest, AnOperationWhoseWeightsBindOnTwoUnitsStillSpreads) {
+  nn::Model m = NewModel("slow-weights", {8, 12, 16});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
+              L(LayerType::kConv2d, {0}, 16, 1, 1, 0, Activation::kRelu), GlobalPool(1),
+              L(LayerType::kDense, {2}, 4)};
+  config::TpuConfig c = TwoUnits();
+  c.weight_mem_bytes_per_cycle = 1;
+  const int batch = 1;
+  const EmittedProgram e = QuantizeAndEmit(&m, 19, c, batch);
+  int spread[2] = {0, 0};  // each operation's matmuls on unit 1
+  for (int op = 0; op < 2; ++op)
+    for (const std::string& line : OpLines(e, op))
+      if (Is(line, "matmul") && Operand(line, "mxu", 0) == 1) ++spread[op];
+  EXPECT_GT(spread[0], 0);
+  EXPECT_EQ(spread[1], 0);
+  const int64_t two =
+      RunExact(m, c, engine::EngineKind::kFast, batch, batch).layers[0].counters.cycles;
+  c.mxus_per_core = 1;
+  const int64_t one =
+      RunExact(m, c, engine::EngineKind::kFast, batch, batch).layers[0].counters.cycles;
+  EXPECT_LT(two, one);
 }
 
 // On two cores, each core's share streams the next group's input over a host link the two
