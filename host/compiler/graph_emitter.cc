@@ -754,8 +754,8 @@ class Emitter {
       const double fill = std::min(tiles, u * fifo);
       const double run =
           static_cast<double>(ReadCycles(RunTiles())) / static_cast<double>(RunTiles());
-      const double t = fill * static_cast<double>(TileLoadCycles()) +
-                       std::max({b.array * m / u, (tiles - fill) * run, b.vector, b.host});
+      const double t =
+          fill * run + std::max({b.array * m / u, (tiles - fill) * run, b.vector, b.host});
       if (t < least) best = u, least = t;
     }
     return best;
@@ -984,9 +984,11 @@ class Emitter {
     return touched_;
   }
   // The tiles each unit of group g switches in (lane_reads_), and the first of them read,
-  // up to the FIFO's depth each, in turn; between them the first `before` waiting activates
-  // (those the group's first matmuls touch): each after reads that take about as long as
-  // the activate before it, so that the weight DMA and the vector unit work side by side.
+  // up to the FIFO's depth each, in turn, RunTiles at a time where they follow each other in
+  // weight memory (one read, the latency once); between them the first `before` waiting
+  // activates (those the group's first matmuls touch): each after reads that take about as
+  // long as the activate before it, so that the weight DMA and the vector unit work side by
+  // side.
   void LaneTiles(int i, const std::vector<PassSpec>& g, const std::vector<PassSpec>* next,
                  size_t before) {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
@@ -1017,9 +1019,11 @@ class Emitter {
     uint64_t last = 0;    // that activate's rows
     for (size_t q = 0; q < fifo; ++q)
       for (size_t l = 0; l < lanes; ++l) {
-        if (r.read[l] >= std::min(fifo, r.tiles[l].size())) continue;
-        ReadNext(l);
-        covered += TileLoadCycles();
+        const size_t upto = std::min(fifo, r.tiles[l].size());
+        if (r.read[l] >= upto) continue;
+        const size_t n = Consecutive(l, std::min(RunTiles(), upto - r.read[l]));
+        ReadNext(l, n);
+        covered += ReadCycles(static_cast<int64_t>(n));
         if (before > 0 && covered >= static_cast<int64_t>(last)) {
           last = pending_.front().rows;
           Flush(1);

@@ -581,9 +581,10 @@ TEST(GraphCompilerTest, TheUnitsTileReadsGoPacedBetweenTheirMatmuls) {
   EXPECT_LE(slow - fast, 8 * 90) << slow << " against " << fast;
 }
 
-// A spread unit's waiting tile reads go two at a time where its tiles follow each other in
-// weight memory: one read_weights of two tiles pays the memory's latency once
-// (docs/compiler.md, "Reads paced between the matmuls"). The four-tile convolution at a
+// A spread unit's tile reads go two at a time where its tiles follow each other in weight
+// memory, the first ones that fill its FIFO and those that wait between the matmuls: one
+// read_weights of two tiles pays the memory's latency once (docs/compiler.md, "Reads paced
+// between the matmuls"). The four-tile convolution at a
 // read latency of 100 cycles (a tile's read 108 cycles, two tiles' 116) and 128-row
 // matmuls: two units would take a tile each per 128 rows, more than single reads give.
 TEST(GraphCompilerTest, ASpreadUnitReadsItsTilesTwoAtATime) {
@@ -591,14 +592,16 @@ TEST(GraphCompilerTest, ASpreadUnitReadsItsTilesTwoAtATime) {
   c.weight_mem_latency_cycles = 100;
   nn::Model m = FourTileConvolution("runs");
   const EmittedProgram e = QuantizeAndEmit(&m, 13, c, 2);  // two images
-  int pairs = 0, spread = 0;
+  int pairs = 0, spread = 0, matmuls = 0, first = 0;       // first: single reads before a matmul
   for (const std::string& line : OpLines(e, 0)) {
-    if (Is(line, "matmul") && Operand(line, "mxu", 0) == 1) ++spread;
-    if (Is(line, "read_weights") && Operand(line, "mxu", 0) == 1 && Operand(line, "tiles") == 2)
-      ++pairs;
+    if (Is(line, "matmul")) ++matmuls, spread += Operand(line, "mxu", 0) == 1;
+    if (!Is(line, "read_weights")) continue;
+    if (Operand(line, "mxu", 0) == 1 && Operand(line, "tiles") == 2) ++pairs;
+    if (matmuls == 0 && Operand(line, "tiles") == 1) ++first;
   }
   EXPECT_GT(spread, 0);
   EXPECT_GT(pairs, 8) << "unit 1 reads its tiles one at a time";
+  EXPECT_EQ(first, 0) << "the units' first tiles are read one at a time";
   RunExact(m, c, engine::EngineKind::kFast, 2, 2);  // bit-exact
 }
 
@@ -907,10 +910,10 @@ TEST(GraphCompilerTest, OperationsSpreadOverTheUnitsTheirEstimateFavours) {
     }
     units.push_back(most + 1);
     // The u <= 4 whose estimate is least (docs/compiler.md): on one unit the array term
-    // over one (4 times the bound's, which is over four) or another term; on u, the first
-    // reads of the units' FIFOs (4 tiles each, 18 cycles a read) before the array term over
-    // u, the other tiles' reads two at a time (10 + 16 cycles), the vector unit's or the
-    // host's rows.
+    // over one (4 times the bound's, which is over four) or another term; on u, the reads
+    // that fill the units' FIFOs (4 tiles each) before the array term over u, the other
+    // tiles' reads, the vector unit's or the host's rows; the reads two tiles at a time,
+    // 10 + 16 cycles.
     const Bound& b = bounds[static_cast<size_t>(op)];
     const double tiles = b.weights / 8;
     int want = 1;
@@ -918,7 +921,7 @@ TEST(GraphCompilerTest, OperationsSpreadOverTheUnitsTheirEstimateFavours) {
     for (int u = 2; u <= 4; ++u) {
       const double fill = std::min(tiles, 4.0 * u);
       const double t =
-          fill * 18 + std::max({b.array * 4 / u, (tiles - fill) * 13, b.vector, b.host});
+          fill * 13 + std::max({b.array * 4 / u, (tiles - fill) * 13, b.vector, b.host});
       if (t < least) want = u, least = t;
     }
     wants.push_back(want);
