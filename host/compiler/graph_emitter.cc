@@ -217,6 +217,7 @@ class Emitter {
         ReadHost(HostRow(st.tensor, g0), st.ub[buffer], count * T(st.tensor).rows, seg.first);
     };
     int buffer = 0;
+    if (!staging.empty()) LoadNext(seg.first - 1);  // not behind the group's input
     if (!staging.empty()) stage(0, 0);
     for (int64_t g0 = 0; g0 < b_; g0 += seg.group, buffer ^= 1) {
       const int64_t count = std::min<int64_t>(seg.group, b_ - g0);
@@ -278,7 +279,7 @@ class Emitter {
       // hides the units' reads of its tiles, so that the first's activates run while the
       // second streams (docs/compiler.md, "Two passes a column where the reads hide").
       if (collect_ && passes == 1 && count >= 2 &&
-          count / 2 * rows >= SpreadUnits(i) * TileLoadCycles())
+          count / 2 * rows >= SpreadUnits(i) * TileReadCycles())
         passes = 2;
       const int64_t per = (count + passes - 1) / passes;  // passes of equal size
       for (int64_t j = 0; j < op.nt; ++j)
@@ -303,7 +304,7 @@ class Emitter {
     // one vector unit, then hold the next operation back half as long.
     int64_t pieces = std::max((rows + most - 1) / most, (units + count - 1) / count);
     const int64_t spread = collect_ ? std::min<int64_t>(SpreadUnits(i), pieces) : 1;
-    if (spread > 1 && rows > most && rows / (2 * pieces) >= spread * TileLoadCycles()) pieces *= 2;
+    if (spread > 1 && rows > most && rows / (2 * pieces) >= spread * TileReadCycles()) pieces *= 2;
     int64_t chunk = (rows + pieces - 1) / pieces;
     if (op.window.pooled) chunk = (chunk + 3) / 4 * 4;
     for (int64_t j = 0; j < op.nt; ++j)
@@ -640,7 +641,22 @@ class Emitter {
     *first = false;
     streamed_ += rows / side_by_side_;  // the units of a group stream at once (Lanes)
     vpu_since_ += rows / side_by_side_;
-    if (!background_.empty() && streamed_ >= due_) Background(kBackgroundRows);
+    if (!background_.empty() && streamed_ >= due_) {
+      LoadNext(op);  // not behind the transfer
+      Background(kBackgroundRows);
+    }
+  }
+  // The parameter sets the first pass of the operation after op takes (one a unit it
+  // spreads over), loaded now where they are not in a slot: before a host transfer, which
+  // would hold back a read_host of them emitted behind it for all its rows.
+  void LoadNext(int op) {
+    if (all_params_ || op + 1 >= seg_end_) return;
+    const GraphOp& next = g_.ops[static_cast<size_t>(op + 1)];
+    std::vector<int64_t> sets;
+    for (int64_t j = 0; j < std::min<int64_t>(next.nt, SpreadUnits(op + 1)); ++j)
+      sets.push_back(next.first_param + j);
+    Preload(sets, op + 1);
+    for (const int64_t set : sets) Slot(set, op + 1);
   }
 
   // The next `rows` rows (at most) of the waiting transfers. The host DMA takes one transfer
@@ -743,7 +759,7 @@ class Emitter {
   // host).
   int SpreadUnits(int i) const {
     const int m = c_.mxus_per_core;
-    if (m == 1 || g_.ops[static_cast<size_t>(i)].stacked) return 1;
+    if (m == 1) return 1;
     const Bound& b = bounds_[static_cast<size_t>(i)];
     const double rest = std::max({b.weights, b.vector, b.host});
     int best = 1;
@@ -777,6 +793,12 @@ class Emitter {
   }
   // The cycles a read of one weight tile keeps the weight DMA busy (docs/timing.md).
   int64_t TileLoadCycles() const { return ReadCycles(1); }
+  // The cycles a tile keeps the weight DMA busy where a spread unit reads two at a time
+  // (RunTiles; PaceReads).
+  int64_t TileReadCycles() const {
+    const auto run = static_cast<int64_t>(RunTiles());
+    return (ReadCycles(run) + run - 1) / run;
+  }
   // ... and a read of `tiles` tiles (the memory's latency once).
   int64_t ReadCycles(int64_t tiles) const {
     return c_.weight_mem_latency_cycles +

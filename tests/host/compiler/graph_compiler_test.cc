@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cmath>
+#include <map>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -640,8 +641,10 @@ TEST(GraphCompilerTest, ActivatesBetweenTheMatmulsWaitForTheOneBefore) {
 // one after another, at most a chunk's rows: docs/compiler.md, "Several matrix units"), so
 // that an image's last activates, one per unit on the one vector unit, hold the next
 // operation back half as long. A 3 x 3 convolution of one output tile on 24 x 24 maps (576
-// rows an image, 512 the most a pass takes on lab-8) on two units: four chunks an image where
-// a tile's read takes 18 cycles (2 x 18 <= 144 rows), two where it takes 108 (2 x 108 > 144).
+// rows an image, 512 the most a pass takes on lab-8) on two units, each reading its K-tiles
+// two at a time: four chunks an image where a tile takes 13 cycles of a read of two (latency
+// 10: 2 x 13 <= 144 rows) or 58 (latency 100, where a read of one alone takes 108: 2 x 108
+// would not hide), two where it takes 108 (latency 200: 2 x 108 > 144).
 TEST(GraphCompilerTest, SpreadImagesRunInFinerChunksWhereTheReadsHide) {
   auto passes = [](int latency) {
     nn::Model m = NewModel("chunks", {24, 24, 8});
@@ -659,7 +662,8 @@ TEST(GraphCompilerTest, SpreadImagesRunInFinerChunksWhereTheReadsHide) {
     return first_terms;
   };
   EXPECT_EQ(passes(10), 2 * 4);
-  EXPECT_EQ(passes(100), 2 * 2);
+  EXPECT_EQ(passes(100), 2 * 4);
+  EXPECT_EQ(passes(200), 2 * 2);
 }
 
 // Each read_host pays the host link's latency and holds back every instruction behind it
@@ -839,8 +843,10 @@ TEST(GraphCompilerTest, ASpreadOperationHandsItsImagesOnOneByOne) {
 // group's rows: docs/compiler.md, "Several matrix units"), so that the vector unit
 // activates the first pass while the second streams (until stop 56 all of each column's
 // activates came after its last matmul: resnet50's stage 3, 1.27 x its bound). A 1 x 1
-// convolution of four output tiles on two units, 4 images of 64 rows: two passes a column
-// where a tile's read takes 18 cycles (2 x 18 <= 128 rows), one where it takes 308.
+// convolution of four output tiles on two units, 4 images of 64 rows, each unit reading its
+// K-tiles two at a time: two passes a column where a tile takes 13 cycles of a read of two
+// (latency 10: 2 x 13 <= 128 rows) or 58 (latency 100; a read of one alone, 108, would not
+// hide), one where it takes 158 (latency 300).
 TEST(GraphCompilerTest, ASpreadColumnRunsInTwoPassesWhereTheReadsHide) {
   auto passes = [](int latency) {
     nn::Model m = NewModel("two-passes", {8, 8, 16});
@@ -857,6 +863,7 @@ TEST(GraphCompilerTest, ASpreadColumnRunsInTwoPassesWhereTheReadsHide) {
     return first;
   };
   EXPECT_EQ(passes(10), 2);
+  EXPECT_EQ(passes(100), 2);
   EXPECT_EQ(passes(300), 1);
 }
 
@@ -968,6 +975,55 @@ TEST(GraphCompilerTest, AnOperationWhoseWeightsBindOnTwoUnitsStillSpreads) {
   const int64_t one =
       RunExact(m, c, engine::EngineKind::kFast, batch, batch).layers[0].counters.cycles;
   EXPECT_LT(two, one);
+}
+
+// A read_host emitted while the host DMA is busy holds back every instruction behind it, so
+// the parameter sets of the next operation's first pass are read before each transfer of the
+// next group's input (docs/compiler.md, "Reads paced between the matmuls"), and the first
+// operation's before the first group's input: none waits behind a transfer. The model of
+// the tests above with 2 parameter slots, too few for its sets: between a transfer among an
+// operation's matmuls and the next operation's first matmul, no parameter read of it.
+TEST(GraphCompilerTest, TheNextOperationsParametersGoBeforeTheInputTransfers) {
+  config::TpuConfig c = StagedChip();
+  c.param_sets = 2;  // too few: the sets stream
+  nn::Model m = StagedModel("sets-first");
+  const EmittedProgram e = QuantizeAndEmit(&m, 23, c, 12);  // in groups of two images
+  const std::vector<std::string> lines = Lines(e);
+  int after = -1;  // the operation a transfer went among, until the next one's first matmul
+  int transfers = 0, reads = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const int op = e.op_of[i];
+    if (Is(lines[i], "matmul") && op == after + 1) after = -1;
+    if (!Is(lines[i], "read_host")) continue;
+    if (Operand(lines[i], "params") >= 0) {
+      ++reads;
+      EXPECT_FALSE(after >= 0 && op == after + 1) << i << ": " << lines[i];
+    } else if (i > 1 && op >= 0) {
+      after = op;
+      ++transfers;
+    }
+  }
+  EXPECT_GT(transfers, 4);
+  EXPECT_GT(reads, 1);
+  EXPECT_TRUE(Is(lines[0], "read_host") && Operand(lines[0], "params") >= 0) << lines[0];
+  RunExact(m, c, engine::EngineKind::kFast, 12, 12);
+}
+
+// A global pooling stacks its images (one row each, the batch's maps on top of each other)
+// and streams short matmuls, one per tap and output tile; its output tiles spread over the
+// units like any operation's where the estimate says so (until stop 57 a stacked operation
+// stayed on one unit: resnet50's gap1 on one core of tpu-v3, 1,217 cycles per image, 800 on
+// two). The four-tile convolution's pooling on two units at batch 4: both units stream, and
+// bit-exact.
+TEST(GraphCompilerTest, AStackedOperationSpreadsItsColumns) {
+  nn::Model m = FourTileConvolution("stacked");
+  const EmittedProgram e = QuantizeAndEmit(&m, 13, TwoUnits(), 4);
+  int on[2] = {0, 0};  // the pooling's matmuls on each unit
+  for (const std::string& line : OpLines(e, 1))
+    if (Is(line, "matmul")) ++on[Operand(line, "mxu", 0)];
+  EXPECT_GT(on[1], 0);
+  EXPECT_EQ(on[0], on[1]);
+  RunExact(m, TwoUnits(), engine::EngineKind::kFast, 4, 4);
 }
 
 // On two cores, each core's share streams the next group's input over a host link the two
