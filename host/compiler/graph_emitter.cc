@@ -217,8 +217,10 @@ class Emitter {
         ReadHost(HostRow(st.tensor, g0), st.ub[buffer], count * T(st.tensor).rows, seg.first);
     };
     int buffer = 0;
-    if (!staging.empty()) LoadNext(seg.first - 1);  // not behind the group's input
-    if (!staging.empty()) stage(0, 0);
+    if (!staging.empty()) {
+      LoadNext(seg.first - 1);  // not behind the group's input
+      stage(0, 0);
+    }
     for (int64_t g0 = 0; g0 < b_; g0 += seg.group, buffer ^= 1) {
       const int64_t count = std::min<int64_t>(seg.group, b_ - g0);
       if (!staging.empty() && g0 + seg.group < b_) {  // the next group's, between the matmuls
@@ -753,10 +755,10 @@ class Emitter {
   // The matrix units op i's passes spread over: the u (up to the core's M) whose estimate
   // is least, the fewest of equals (graph_bound.h's terms for the core, the array term A
   // over M; docs/compiler.md, "Which operations, over how many units"). One unit: max(M x A,
-  // weights, vector, host). u units: their FIFOs' first f tiles read one by one before the
-  // group's first matmuls (LaneTiles; the one-unit schedule reads them while the operation
-  // before streams), then max(M / u x A, the other tiles' reads RunTiles at a time, vector,
-  // host).
+  // weights, vector, host). u units: the reads of the first f tiles, which their FIFOs take
+  // before the group's first matmuls (LaneTiles; the one-unit schedule reads them while the
+  // operation before streams), then max(M / u x A, the other tiles' reads, vector, host);
+  // the reads RunTiles at a time.
   int SpreadUnits(int i) const {
     const int m = c_.mxus_per_core;
     if (m == 1) return 1;
@@ -766,10 +768,10 @@ class Emitter {
     double least = std::max(b.array * m, rest);
     const double tiles = b.weights / (static_cast<double>(n_) * c_.WeightRowCycles());
     const double fifo = c_.weight_fifo_tiles;
+    const double run =  // a tile's share of a read
+        static_cast<double>(ReadCycles(RunTiles())) / static_cast<double>(RunTiles());
     for (int u = 2; u <= m; ++u) {
       const double fill = std::min(tiles, u * fifo);
-      const double run =
-          static_cast<double>(ReadCycles(RunTiles())) / static_cast<double>(RunTiles());
       const double t =
           fill * run + std::max({b.array * m / u, (tiles - fill) * run, b.vector, b.host});
       if (t < least) best = u, least = t;
@@ -1233,8 +1235,9 @@ class Emitter {
   bool collect_ = false;  // Pass records its pass in passes_ instead (Op, Spread)
   // The tiles of the group Lanes emits, per unit: this group's `own`, then the next group's
   // first, up to the FIFO's depth (read ahead as this group's switches make room); how many
-  // are read (some ahead, by the group before); the reads waiting (PaceReads) and the rows
-  // each unit streamed since the last read.
+  // are read (some ahead, by the group before) and how many switched in; the reads waiting
+  // (PaceReads, each the room one switch made), the rows each unit streamed since the last
+  // read and the cycles that read keeps the weight DMA busy.
   struct LaneReads {
     std::vector<std::vector<int>> tiles;
     std::vector<size_t> own, read, used;

@@ -585,9 +585,9 @@ TEST(GraphCompilerTest, TheUnitsTileReadsGoPacedBetweenTheirMatmuls) {
 // A spread unit's tile reads go two at a time where its tiles follow each other in weight
 // memory, the first ones that fill its FIFO and those that wait between the matmuls: one
 // read_weights of two tiles pays the memory's latency once (docs/compiler.md, "Reads paced
-// between the matmuls"). The four-tile convolution at a
-// read latency of 100 cycles (a tile's read 108 cycles, two tiles' 116) and 128-row
-// matmuls: two units would take a tile each per 128 rows, more than single reads give.
+// between the matmuls"). The four-tile convolution at a read latency of 100 cycles (a tile's
+// read 108 cycles, two tiles' 116) and 128-row matmuls: two units would take a tile each
+// per 128 rows, more than single reads give.
 TEST(GraphCompilerTest, ASpreadUnitReadsItsTilesTwoAtATime) {
   config::TpuConfig c = TwoUnits();
   c.weight_mem_latency_cycles = 100;
