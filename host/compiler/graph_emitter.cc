@@ -924,8 +924,10 @@ class Emitter {
           if (q == 0) {
             sw[l] = t.tile != active_[l];
             active_[l] = t.tile;
-            if (sw[l] && r.read[l] <= r.used[l]) ReadWaiting(l);  // its tile not read yet
-            if (sw[l]) ++r.used[l];
+            if (sw[l]) {
+              if (r.read[l] <= r.used[l]) ReadWaiting(l);  // its tile not read yet
+              ++r.used[l];
+            }
           }
           bool first = false;
           count[l] = Term(i, t, g[l], k + 1 == terms ? runs[l] : std::vector{g[l].count}, acc[l],
@@ -1019,14 +1021,13 @@ class Emitter {
     const size_t lanes = g.size();
     const auto fifo = static_cast<size_t>(c_.weight_fifo_tiles);
     LaneReads& r = lane_reads_;
-    r = {std::vector<std::vector<int>>(lanes),
-         std::vector<size_t>(lanes),
-         std::vector<size_t>(lanes),
-         std::vector<size_t>(lanes),
-         {},
-         0,
-         TileLoadCycles(),
-         i};
+    r = LaneReads{};
+    r.tiles.resize(lanes);
+    r.own.resize(lanes);
+    r.read.resize(lanes);
+    r.used.resize(lanes);
+    r.due = TileLoadCycles();
+    r.op = i;
     for (size_t l = 0; l < lanes; ++l) {
       r.tiles[l] = Switches(op, g[l], active_[l]);
       r.own[l] = r.tiles[l].size();
