@@ -20,7 +20,8 @@ constexpr int64_t kMaxRows = hw::kOpdMatmulFirst.Max();  // rows in one transfer
 constexpr int64_t kBackgroundRows = 512;                 // rows per transfer between matmuls
 constexpr size_t kRunTiles = 2;  // tiles a spread unit's read_weights takes where it can
 constexpr int64_t kWindowSize = hw::kOpdSetWindowInH.Max();  // map lines a window holds
-constexpr size_t kAll = SIZE_MAX;                            // every matmul of a term (Term)
+constexpr int64_t kMostPieces = 16;  // pieces of an image's first input (Pieces)
+constexpr size_t kAll = SIZE_MAX;    // every matmul of a term (Term)
 
 struct Range {
   int64_t lo = 0, hi = 0;  // [lo, hi)
@@ -211,15 +212,10 @@ class Emitter {
     const PlanSegment& seg = plan_.segments[static_cast<size_t>(s)];
     if (seg.banded) return Banded(s);
     const auto& staging = plan_.staging[static_cast<size_t>(s)];
-    auto stage = [&](int64_t g0, int buffer) {
-      const int64_t count = std::min<int64_t>(seg.group, b_ - g0);
-      for (const Staging& st : staging)
-        ReadHost(HostRow(st.tensor, g0), st.ub[buffer], count * T(st.tensor).rows, seg.first);
-    };
     int buffer = 0;
     if (!staging.empty()) {
       LoadNext(seg.first - 1);  // not behind the group's input
-      stage(0, 0);
+      StageFirst(s);
     }
     for (int64_t g0 = 0; g0 < b_; g0 += seg.group, buffer ^= 1) {
       const int64_t count = std::min<int64_t>(seg.group, b_ - g0);
@@ -236,6 +232,8 @@ class Emitter {
         views_[st.tensor] = {st.ub[buffer], g0, T(st.tensor).rows, T(st.tensor).h, 0};
       for (int i = seg.first; i < seg.end; ++i) {
         Op(i, g0, count);
+        while (!arriving_.empty()) ArriveNext();  // what the first operation left
+        piece_ahead_ = false;
         const int out = g_.ops[static_cast<size_t>(i)].output;
         if (plan_.places[static_cast<size_t>(out)].host) {  // spilled, or the model's output
           WriteHost(ViewOf(out).Row(g0), HostRow(out, g0), count * T(out).rows, i);
@@ -243,6 +241,86 @@ class Emitter {
       }
       while (!background_.empty()) Background(background_.front().rows);
     }
+  }
+
+  // The first group's staged input, which no group's matmuls hide: in pieces (arriving_)
+  // where the segment's first operation reads it through a window, so that its first
+  // matmuls start once the lines they read are in (docs/compiler.md, "The first input in
+  // pieces"); the rest whole.
+  void StageFirst(int s) {
+    const PlanSegment& seg = plan_.segments[static_cast<size_t>(s)];
+    const int64_t count = std::min<int64_t>(seg.group, b_);
+    for (const Staging& st : plan_.staging[static_cast<size_t>(s)]) {
+      const int64_t image = T(st.tensor).rows, rows = count * image;
+      const int64_t pieces = Pieces(seg.first, st.tensor, count);
+      if (pieces == 1) {
+        ReadHost(HostRow(st.tensor, 0), st.ub[0], rows, seg.first);
+        continue;
+      }
+      const int64_t size = (image + pieces - 1) / pieces;
+      for (int64_t r0 = 0; r0 < rows; r0 += size)
+        arriving_.push_back({HostRow(st.tensor, 0) + static_cast<uint64_t>(r0 * row_),
+                             st.ub[0] + r0, std::min(size, rows - r0), seg.first});
+    }
+    if (arriving_.empty()) return;
+    // The next operation's first sets too, where they fit beside the first's: read later,
+    // they would wait behind the pieces and hold back the matmuls behind them.
+    const GraphOp& first = g_.ops[static_cast<size_t>(seg.first)];
+    if (seg.first + 1 < seg_end_ &&
+        std::min<int64_t>(first.nt, SpreadUnits(seg.first)) +
+                std::min<int64_t>(g_.ops[static_cast<size_t>(seg.first + 1)].nt,
+                                  SpreadUnits(seg.first + 1)) <=
+            c_.param_sets)
+      LoadNext(seg.first);
+    ArriveNext();  // the first piece; the next goes with the first matmul that reads it
+  }
+  // The pieces of each image of tensor t that op i's first matmuls read: where a window
+  // over its lines can be cut to the lines a matmul reads (CutWindow), about sqrt(C / L),
+  // C the cycles the op's matmuls take per image and column, L the host link's latency,
+  // which a piece pays: the last lands about k x L later than one transfer would, and the
+  // matmuls on it take C / k after it (docs/compiler.md).
+  int64_t Pieces(int i, int t, int64_t count) const {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    if (!Windowed(op) || op.inputs[0] != t || op.stacked || op.window.pooled ||
+        Stack(op, count) != 1)
+      return 1;
+    const int64_t units = op.nt < SpreadUnits(i) ? SpreadUnits(i) : 1;
+    const double c =
+        static_cast<double>(op.rows * static_cast<int64_t>(op.terms[0].size()) / units);
+    const double k =
+        std::sqrt(c / static_cast<double>(std::max<int64_t>(1, c_.host_mem_latency_cycles)));
+    return std::clamp<int64_t>(std::llround(k), 1, kMostPieces);
+  }
+  // Emits, before a matmul that reads unified-buffer rows below `hi`, the pieces of
+  // arriving_ those rows lie in, and where the last piece emitted is one of them, the next
+  // piece too: its read_host issues once the DMA has brought the piece the matmul waits for
+  // anyway, and it streams while the matmuls on the pieces before run (the chip issues in
+  // order, so a read_host emitted while the DMA is busy holds back every instruction behind
+  // it: one piece ahead, and only of a matmul that waits for the one before).
+  void Arrive(int64_t hi) {
+    while (!arriving_.empty() && arriving_.front().ub < hi) ArriveNext();
+    if (arrived_ >= hi) return;
+    piece_ahead_ = false;
+    if (!arriving_.empty()) ArriveNext();
+  }
+  // Whether pieces are still to be emitted, or the last one emitted still streams in ahead
+  // of the matmuls that read it (no other transfer goes before they do).
+  bool Arriving() const { return !arriving_.empty() || piece_ahead_; }
+  void ArriveNext() {
+    const Transfer t = arriving_.front();
+    arriving_.pop_front();
+    ReadHost(t.host, t.ub, t.rows, t.op);
+    arrived_ = t.ub;
+    piece_ahead_ = true;
+  }
+  // Window w of op cut to the lines its output pixels up to `last` read: the same values
+  // (the lines below it are never read), a footprint that ends where those lines do.
+  isa::WindowGeometry CutWindow(const isa::WindowGeometry& w, int64_t last) const {
+    isa::WindowGeometry cut = w;
+    const auto y = static_cast<uint64_t>(last) / w.out_w;
+    cut.out_h = y + 1;
+    cut.in_h = std::min<uint64_t>(w.in_h, y * w.stride_y + w.kh - w.pad_top);
+    return cut;
   }
 
   // Where tensor t's rows are for the current group: staged, or its own area.
@@ -566,15 +644,19 @@ class Emitter {
         band ? *band
              : Window(op, v, stack, static_cast<int64_t>(op.window.pad_top),
                       static_cast<int64_t>(op.window.out_h));
-    SetWindow(w, i);
-    const int64_t map_rows = ((static_cast<int64_t>(w.in_h) * tt.w - 1) * tt.pixel_bytes +
-                              static_cast<int64_t>(w.channels) + n_ - 1) /
-                             n_;
+    // While the input arrives in pieces, each matmul's window cut to the lines it reads.
+    const bool cut = Arriving() && !band && stack == 1 && !op.stacked && !op.window.pooled;
+    if (!cut) SetWindow(w, i);
     const int64_t per = ps.count / stack, rows = ps.rows;
     for (int64_t im = 0; im < per; ++im) {
       if (only != kAll && static_cast<size_t>(im) != only) continue;
       const int64_t src = v.Row(ps.i0 + im);
       const int64_t n_rows = op.stacked ? ps.count : stack * rows;
+      const isa::WindowGeometry wm = cut ? CutWindow(w, first_pixel + ps.r0 + n_rows - 1) : w;
+      if (cut) SetWindow(wm, i);
+      const int64_t map_rows = ((static_cast<int64_t>(wm.in_h) * tt.w - 1) * tt.pixel_bytes +
+                                static_cast<int64_t>(wm.channels) + n_ - 1) /
+                               n_;
       Matmul(
           i, src, map_rows,
           [&] {
@@ -622,6 +704,7 @@ class Emitter {
       touched_ = std::max(touched_, Touched({src, src + span}, {}, acc_rows));
       return;
     }
+    if (Arriving()) Arrive(src + span);  // the pieces of its rows not read yet
     Touch({src, src + span}, {}, acc_rows);
     emit();
     Rec(op);
@@ -643,7 +726,7 @@ class Emitter {
     *first = false;
     streamed_ += rows / side_by_side_;  // the units of a group stream at once (Lanes)
     vpu_since_ += rows / side_by_side_;
-    if (!background_.empty() && streamed_ >= due_) {
+    if (!background_.empty() && !Arriving() && streamed_ >= due_) {
       LoadNext(op);  // not behind the transfer
       Background(kBackgroundRows);
     }
@@ -1209,6 +1292,9 @@ class Emitter {
     int op = -1;
   };
   std::vector<Transfer> background_;     // host reads for the next group, not yet emitted
+  std::deque<Transfer> arriving_;        // the first group's input pieces, not yet emitted
+  int64_t arrived_ = -1;                 // the first row of the last piece emitted
+  bool piece_ahead_ = false;             // which no matmul emitted since reads
   const double host_row_cycles_;         // a host row's cycles for this core (Background)
   int64_t side_by_side_ = 1;             // units streaming at once (Lanes)
   int64_t vpu_due_ = 0, vpu_since_ = 0;  // rows of the activates emitted last; rows streamed since
