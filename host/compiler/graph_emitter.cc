@@ -20,7 +20,7 @@ constexpr int64_t kMaxRows = hw::kOpdMatmulFirst.Max();  // rows in one transfer
 constexpr int64_t kBackgroundRows = 512;                 // rows per transfer between matmuls
 constexpr size_t kRunTiles = 2;  // tiles a spread unit's read_weights takes where it can
 constexpr int64_t kWindowSize = hw::kOpdSetWindowInH.Max();  // map lines a window holds
-constexpr int64_t kMostPieces = 16;  // pieces of an image's first input (Pieces)
+constexpr int64_t kMostPieces = 16;  // pieces of an image's first input at most (Pieces)
 constexpr size_t kAll = SIZE_MAX;    // every matmul of a term (Term)
 
 struct Range {
@@ -265,14 +265,14 @@ class Emitter {
     if (arriving_.empty()) return;
     // The next operation's first sets too, where they fit beside the first's: read later,
     // they would wait behind the pieces and hold back the matmuls behind them.
-    const GraphOp& first = g_.ops[static_cast<size_t>(seg.first)];
     if (seg.first + 1 < seg_end_ &&
-        std::min<int64_t>(first.nt, SpreadUnits(seg.first)) +
-                std::min<int64_t>(g_.ops[static_cast<size_t>(seg.first + 1)].nt,
-                                  SpreadUnits(seg.first + 1)) <=
-            c_.param_sets)
+        FirstSets(seg.first) + FirstSets(seg.first + 1) <= c_.param_sets)
       LoadNext(seg.first);
     ArriveNext();  // the first piece; the next goes with the first matmul that reads it
+  }
+  // The parameter sets of op i's first pass (one a unit it spreads over; LoadNext).
+  int64_t FirstSets(int i) const {
+    return std::min<int64_t>(g_.ops[static_cast<size_t>(i)].nt, SpreadUnits(i));
   }
   // The pieces of each image of tensor t that op i's first matmuls read: where a window
   // over its lines can be cut to the lines a matmul reads (CutWindow), about sqrt(C / L),
@@ -738,8 +738,7 @@ class Emitter {
     if (all_params_ || op + 1 >= seg_end_) return;
     const GraphOp& next = g_.ops[static_cast<size_t>(op + 1)];
     std::vector<int64_t> sets;
-    for (int64_t j = 0; j < std::min<int64_t>(next.nt, SpreadUnits(op + 1)); ++j)
-      sets.push_back(next.first_param + j);
+    for (int64_t j = 0; j < FirstSets(op + 1); ++j) sets.push_back(next.first_param + j);
     Preload(sets, op + 1);
     for (const int64_t set : sets) Slot(set, op + 1);
   }
@@ -1294,7 +1293,7 @@ class Emitter {
   std::vector<Transfer> background_;     // host reads for the next group, not yet emitted
   std::deque<Transfer> arriving_;        // the first group's input pieces, not yet emitted
   int64_t arrived_ = -1;                 // the first row of the last piece emitted
-  bool piece_ahead_ = false;             // which no matmul emitted since reads
+  bool piece_ahead_ = false;             // the last piece emitted, which no matmul reads yet
   const double host_row_cycles_;         // a host row's cycles for this core (Background)
   int64_t side_by_side_ = 1;             // units streaming at once (Lanes)
   int64_t vpu_due_ = 0, vpu_since_ = 0;  // rows of the activates emitted last; rows streamed since
