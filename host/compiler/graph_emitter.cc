@@ -233,7 +233,7 @@ class Emitter {
       for (int i = seg.first; i < seg.end; ++i) {
         Op(i, g0, count);
         while (!arriving_.empty()) ArriveNext();  // what the first operation left
-        piece_ahead_ = false;
+        arrived_ = -1;
         const int out = g_.ops[static_cast<size_t>(i)].output;
         if (plan_.places[static_cast<size_t>(out)].host) {  // spilled, or the model's output
           WriteHost(ViewOf(out).Row(g0), HostRow(out, g0), count * T(out).rows, i);
@@ -300,18 +300,17 @@ class Emitter {
   void Arrive(int64_t hi) {
     while (!arriving_.empty() && arriving_.front().ub < hi) ArriveNext();
     if (arrived_ >= hi) return;
-    piece_ahead_ = false;
+    arrived_ = -1;  // read now
     if (!arriving_.empty()) ArriveNext();
   }
   // Whether pieces are still to be emitted, or the last one emitted still streams in ahead
   // of the matmuls that read it (no other transfer goes before they do).
-  bool Arriving() const { return !arriving_.empty() || piece_ahead_; }
+  bool Arriving() const { return !arriving_.empty() || arrived_ >= 0; }
   void ArriveNext() {
     const Transfer t = arriving_.front();
     arriving_.pop_front();
     ReadHost(t.host, t.ub, t.rows, t.op);
     arrived_ = t.ub;
-    piece_ahead_ = true;
   }
   // Window w of op cut to the lines its output pixels up to `last` read: the same values
   // (the lines below it are never read), a footprint that ends where those lines do.
@@ -1290,10 +1289,9 @@ class Emitter {
     int64_t ub = 0, rows = 0;
     int op = -1;
   };
-  std::vector<Transfer> background_;     // host reads for the next group, not yet emitted
-  std::deque<Transfer> arriving_;        // the first group's input pieces, not yet emitted
-  int64_t arrived_ = -1;                 // the first row of the last piece emitted
-  bool piece_ahead_ = false;             // the last piece emitted, which no matmul reads yet
+  std::vector<Transfer> background_;  // host reads for the next group, not yet emitted
+  std::deque<Transfer> arriving_;     // the first group's input pieces, not yet emitted
+  int64_t arrived_ = -1;  // the first row of the last piece emitted, until a matmul reads it
   const double host_row_cycles_;         // a host row's cycles for this core (Background)
   int64_t side_by_side_ = 1;             // units streaming at once (Lanes)
   int64_t vpu_due_ = 0, vpu_since_ = 0;  // rows of the activates emitted last; rows streamed since
