@@ -9,10 +9,11 @@
 // the 6 cycles a whole-cycle rule would take), and at least one cycle (one request per
 // cycle). A read row is presented latency_cycles after the cycle its last byte arrives in.
 //
-// On a chip of several cores each core has its own port to the weight memory, and the ports
-// share the memory's one channel (PortTurns): in a cycle the asking ports are taken in turn
-// while the channel can take another request, so cores together move up to bytes_per_cycle
-// bytes a cycle, each at most one row a cycle.
+// Each matrix unit's weight DMA has its own port to the weight memory (a core of several
+// units has several, a chip of several cores each core's), and the ports share the memory's
+// one channel (PortTurns): in a cycle the asking ports are taken in turn while the channel
+// can take another request, so the DMAs together move up to bytes_per_cycle bytes a cycle,
+// each at most one row a cycle.
 #pragma once
 
 #include <algorithm>
@@ -45,7 +46,7 @@ class MemoryChannel {
   uint64_t end_ = 0;  // where the last accepted request's bytes end, in bytes of channel time
 };
 
-// The turns of several ports (a core's each) at one channel. In every cycle the ports that
+// The turns of several ports (a weight DMA's each, at most 64) at one channel. In every cycle the ports that
 // ask are taken in order, starting from the port after the one taken last and wrapping
 // round, for as long as the channel is ready; the first port the channel cannot take ends
 // the cycle's turns (it asks first in the next cycle). With one port: the port, alone.
@@ -56,13 +57,13 @@ class PortTurns {
   // Serves `asking` (bit p: port p asks) in the cycle: `ready()` says whether the channel
   // can take a request now, `take(p)` gives it port p's. Returns the ports taken.
   template <class Ready, class Take>
-  uint32_t Serve(uint32_t asking, Ready&& ready, Take&& take) {
-    uint32_t taken = 0;
+  uint64_t Serve(uint64_t asking, Ready&& ready, Take&& take) {
+    uint64_t taken = 0;
     for (int k = 0, p = next_; k < ports_; ++k, p = p + 1 == ports_ ? 0 : p + 1) {
       if (!(asking >> p & 1u)) continue;
       if (!ready()) break;
       take(p);
-      taken |= 1u << p;
+      taken |= uint64_t{1} << p;
       next_ = p + 1 == ports_ ? 0 : p + 1;
     }
     return taken;

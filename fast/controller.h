@@ -35,9 +35,11 @@ enum IssueState : uint8_t {
 inline constexpr int kMaxMxus = static_cast<int>(hw::kOpdMatmulMxu.Max()) + 1;
 
 // Which units have work this cycle (unit_busy_o; a feeder is its matrix unit's issue side,
-// bit m of `feeders` matrix unit m's; `matrix`: any matrix unit).
+// bit m of `feeders` matrix unit m's, as bit m of `weight_dmas` its weight DMA; `matrix`:
+// any matrix unit, `weight_dma`: any weight DMA).
 struct UnitsBusy {
   bool host_dma = false, weight_dma = false, matrix = false, activate = false;
+  uint8_t weight_dmas = 0;
   uint8_t feeders = 0;
   uint8_t mxus = 0;  // the matrix units with work (mxu_busy_o, bit m: unit m)
   uint8_t Bits() const {
@@ -149,7 +151,7 @@ class Controller {
       case hw::kUnitHostDma:
         return b.host_dma;
       case hw::kUnitWeightDma:
-        return b.weight_dma;
+        return (b.weight_dmas >> d.mxu & 1) != 0;
       case hw::kUnitMatrix:
         return (b.feeders >> d.mxu & 1) != 0;
       case hw::kUnitActivate:

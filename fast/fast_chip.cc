@@ -26,9 +26,11 @@ void CheckParams(const ChipParams& p) {
   if (p.iq_depth < 1) throw std::invalid_argument("iq_depth must be at least 1");
 }
 
-// A matrix unit with what only it uses: its weight FIFO and its feeder (rtl/tpu_top.sv g_mxu).
+// A matrix unit with what only it uses: its weight DMA and FIFO and its feeder
+// (rtl/tpu_top.sv g_mxu).
 struct Lane {
   Lane(uint32_t fifo_rows, uint64_t n) : fifo(fifo_rows), mxu(n) {}
+  WeightDma wdma;
   WeightFifo fifo;
   Feeder feed;
   MatrixUnit mxu;
@@ -46,30 +48,30 @@ struct Units {
   UnitsBusy Busy() const {
     UnitsBusy b;
     b.host_dma = hdma.Busy();
-    b.weight_dma = wdma.Busy();
     for (size_t m = 0; m < lanes.size(); ++m) {
       const Lane& l = lanes[m];
+      b.weight_dmas |= static_cast<uint8_t>(l.wdma.Busy() << m);
       b.feeders |= static_cast<uint8_t>(l.feed.Busy() << m);
       const bool busy = l.feed.Busy() || l.mxu.InFlight();
       b.mxus |= static_cast<uint8_t>(busy << m);
       b.matrix = b.matrix || busy;
     }
+    b.weight_dma = b.weight_dmas != 0;
     b.activate = act.Busy();
     return b;
   }
-  // The FIFO the weight DMA fills: its read_weights' matrix unit's.
-  const WeightFifo& DmaFifo() const { return lanes[wdma_mxu].fifo; }
   Controller ctl;
   HostDma hdma;
-  WeightDma wdma;
   std::vector<Lane> lanes;
   ActivateUnit act;
-  uint8_t wdma_mxu = 0;            // the matrix unit of the last read_weights
   uint32_t row_bytes, param_rows;  // a row's bytes, a parameter set's rows
 };
 
 // A matrix unit's signals in a cycle (rtl/tpu_top.sv g_mxu).
 struct LaneCycle {
+  // its weight DMA: a request asked for, taken, a row presented and into the FIFO, no room
+  bool wm_valid = false, wm_ready = false, wm_fire = false, wm_resp = false;
+  bool w_take = false, fifo_full = false;
   bool a_fire = false, a_last = false, switch_fire = false, load = false;
   bool f_rd = false, out = false;
   uint8_t mxu_cycle = hw::kMxuIdle;  // what it did (hw::MxuCycle)
@@ -81,12 +83,10 @@ struct Cycle {
   UnitsBusy busy;
   bool moved = false;  // anything changed (the watchdog's progress)
   bool hm_valid = false, hm_ready = false, hm_fire = false, hm_resp = false;
-  bool wm_valid = false, wm_ready = false, wm_fire = false, wm_resp = false;
   bool push = false;                             // an instruction into the queue
   bool host_write = false, host_params = false;  // the host DMA's direction, parameter rows
   Controller::Decision issue;
   HostDma::Signals h;
-  bool w_take = false, fifo_full = false;
   std::array<LaneCycle, kMaxMxus> lane;
   int lanes = 1;
   bool acc_rd = false, vpu_in = false, vpu_out = false, res_read = false;
@@ -100,19 +100,25 @@ struct Cycle {
   }
 
   bool HostStall() const { return hm_valid && !hm_ready; }
-  bool WeightStall() const { return wm_valid && !wm_ready; }
+  // Any weight DMA's request not taken; any with rows to ask for and no room for them.
+  bool WeightStall() const {
+    return Lanes([](const LaneCycle& l) { return l.wm_valid && !l.wm_ready; }) != 0;
+  }
+  bool FifoFull() const {
+    return Lanes([](const LaneCycle& l) { return l.fifo_full; }) != 0;
+  }
   // obs_o (rtl/tpu_top.sv; its layout is the contract's): the matrix unit's cycle, the stalls.
   uint8_t Obs() const {
     return static_cast<uint8_t>(mxu_cycle | (HostStall() ? hw::kObsHostMemStall : 0) |
                                 (WeightStall() ? hw::kObsWeightMemStall : 0) |
-                                (fifo_full ? hw::kObsWeightDmaStallFifoFull : 0));
+                                (FifoFull() ? hw::kObsWeightDmaStallFifoFull : 0));
   }
   // rtl/tpu_top.sv's progress: anything fired or moved.
   bool Progress() const {
-    const uint64_t lanes_moved =
-        Lanes([](const LaneCycle& l) { return l.a_fire || l.load || l.out; });
-    return issue.issue == kFire || push || hm_fire || hm_resp || wm_fire || wm_resp ||
-           lanes_moved != 0 || acc_rd || vpu_out;
+    const uint64_t lanes_moved = Lanes(
+        [](const LaneCycle& l) { return l.a_fire || l.load || l.out || l.wm_fire || l.wm_resp; });
+    return issue.issue == kFire || push || hm_fire || hm_resp || lanes_moved != 0 || acc_rd ||
+           vpu_out;
   }
   // n: the array size; row: a row's bytes.
   void Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const;
@@ -137,7 +143,7 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
                       : hw::kCounterWaitNonMatrix] += k;
   }
   if (is != kHalted) cnt[hw::kIssueCounter[is]] += k;
-  cnt[hw::kCounterWeightDmaStallFifoFull] += k * fifo_full;
+  cnt[hw::kCounterWeightDmaStallFifoFull] += k * FifoFull();
   cnt[hw::kCounterHostMemStall] += k * HostStall();
   cnt[hw::kCounterWeightMemStall] += k * WeightStall();
   // A feeder's read in the cycle its matmul starts reads nothing (rtl/tpu_mxu_feeder.sv).
@@ -148,22 +154,24 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
   cnt[hw::kCounterUbWrites] += k * (uint64_t{h.resp_take && !host_params} + vpu_out);
   cnt[hw::kCounterAccReads] += k * acc_rd;
   cnt[hw::kCounterAccWrites] += k * Lanes([](const LaneCycle& l) { return l.out; });
-  cnt[hw::kCounterWeightFifoPushes] += k * w_take;
+  cnt[hw::kCounterWeightFifoPushes] += k * Lanes([](const LaneCycle& l) { return l.w_take; });
   cnt[hw::kCounterWeightFifoPops] += k * Lanes([](const LaneCycle& l) { return l.load; });
   cnt[hw::kCounterWeightTiles] += k * Lanes([](const LaneCycle& l) { return l.switch_fire; });
   cnt[hw::kCounterParamWrites] += k * (h.resp_take && host_params);
   cnt[hw::kCounterHostBytesRead] += k * (hm_fire && !host_write ? row : 0);
   cnt[hw::kCounterHostBytesWritten] += k * (hm_fire && host_write ? row : 0);
-  cnt[hw::kCounterWeightBytesRead] += k * (wm_fire ? row : 0);
+  cnt[hw::kCounterWeightBytesRead] += k * row * Lanes([](const LaneCycle& l) { return l.wm_fire; });
   cnt[hw::kCounterMacs] += k * n * n * Lanes([](const LaneCycle& l) { return l.a_fire; });
   cnt[hw::kCounterVpuRowsIn] += k * vpu_in;
   cnt[hw::kCounterVpuRowsOut] += k * vpu_out;
 }
 
-// What the shared memories did for a core in a cycle: whether its request was taken (the
-// arbiter granted it and the memory was ready) and whether a read row came back for it.
+// What the shared memories did for a core in a cycle: whether its host request was taken
+// (the arbiter granted it and the memory was ready) and whether a read row came back for
+// it; the same for each of its weight DMAs' ports (bit m: matrix unit m's).
 struct PortAnswer {
-  bool hm_ready = false, hm_resp = false, wm_ready = false, wm_resp = false;
+  bool hm_ready = false, hm_resp = false;
+  uint32_t wm_ready = 0, wm_resp = 0;
 };
 
 // The system's side of a cycle for one core (sim/system/tpu_system.cc): its memory
@@ -185,12 +193,16 @@ Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* va
   }
   c.hm_resp = a.hm_resp;
   c.lanes = static_cast<int>(u.lanes.size());
-  c.fifo_full = u.wdma.FifoFull(u.DmaFifo());
-  c.wm_valid = u.wdma.ReqValid(u.DmaFifo());
-  c.wm_ready = a.wm_ready;
-  c.wm_fire = c.wm_valid && c.wm_ready;
-  c.moved = c.moved || c.wm_fire;
-  c.wm_resp = a.wm_resp;
+  for (size_t m = 0; m < u.lanes.size(); ++m) {
+    const Lane& l = u.lanes[m];
+    LaneCycle& lc = c.lane[m];
+    lc.fifo_full = l.wdma.FifoFull(l.fifo);
+    lc.wm_valid = l.wdma.ReqValid(l.fifo);
+    lc.wm_ready = (a.wm_ready >> m & 1u) != 0;
+    lc.wm_fire = lc.wm_valid && lc.wm_ready;
+    lc.wm_resp = (a.wm_resp >> m & 1u) != 0;
+    c.moved = c.moved || lc.wm_fire;
+  }
   c.push = feed && u.ctl.Queued() < iq_depth;
   c.moved = c.moved || c.push;
   return c;
@@ -200,11 +212,11 @@ Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* va
 // stage did.
 void Signals(const Units& u, uint64_t cycle, Cycle* c) {
   c->h = u.hdma.Cycle(c->hm_fire, c->hm_resp);
-  c->w_take = u.wdma.Take(c->wm_resp);
   c->mxu_cycle = hw::kMxuIdle;
   for (size_t m = 0; m < u.lanes.size(); ++m) {
     const Lane& l = u.lanes[m];
     LaneCycle& lc = c->lane[m];
+    lc.w_take = l.wdma.Take(lc.wm_resp);
     const bool a_valid = l.feed.Valid(), a_switch = l.feed.Switch();
     lc.a_last = l.feed.Last();
     lc.a_fire = a_valid && (!a_switch || l.mxu.ShadowFull());
@@ -236,16 +248,17 @@ void Edge(Units& u, const Cycle& c, uint64_t cycle, uint64_t n, ChipValues* valu
     last |= static_cast<uint8_t>((c.lane[m].a_fire && c.lane[m].a_last) << m);
   u.ctl.Edge(s, c.push, last, n, c.Progress());
   u.hdma.Edge(start(hw::kUnitHostDma), c.h, c.hm_fire, u.row_bytes, u.param_rows);
-  u.wdma.Edge(start(hw::kUnitWeightDma), c.wm_fire, c.w_take, static_cast<uint32_t>(n));
+  const Decoded* wdma = start(hw::kUnitWeightDma);
+  const Decoded* feed = start(hw::kUnitMatrix);
   for (size_t m = 0; m < u.lanes.size(); ++m) {
     Lane& l = u.lanes[m];
     const LaneCycle& lc = c.lane[m];
-    const Decoded* feed = start(hw::kUnitMatrix);
-    l.fifo.Edge(c.w_take && u.wdma_mxu == m, lc.load);
+    l.wdma.Edge(wdma && wdma->mxu == m ? wdma : nullptr, lc.wm_fire, lc.w_take,
+                static_cast<uint32_t>(n));
+    l.fifo.Edge(lc.w_take, lc.load);
     l.feed.Edge(feed && feed->mxu == m ? feed : nullptr, lc.f_rd, lc.a_fire);
     l.mxu.Edge(cycle, lc.load, lc.switch_fire, lc.out, lc.a_fire);
   }
-  if (s.Starts(hw::kUnitWeightDma)) u.wdma_mxu = s.d->mxu;
   u.act.Edge(start(hw::kUnitActivate), c.acc_rd, c.vpu_out);
 }
 
@@ -304,7 +317,8 @@ FastChip::FastChip(const ChipParams& p)
       weight_(static_cast<uint64_t>(hw::RowBytes(p)),
               static_cast<uint64_t>(p.weight_mem_bytes_per_cycle),
               static_cast<uint64_t>(p.weight_mem_latency_cycles),
-              std::clamp(p.cores, 1, MemArbiter::kMaxCores)) {
+              std::clamp(p.cores, 1, MemArbiter::kMaxCores) *
+                  std::clamp(p.mxus_per_core, 1, kMaxMxus)) {
   if (p.cores < 1 || p.cores > MemArbiter::kMaxCores) {
     throw std::invalid_argument("a chip has 1 to 16 cores");
   }
@@ -362,16 +376,21 @@ bool FastChip::EndCores(std::vector<Core>* cores, uint64_t cycle) {
 }
 
 // The memories' side of a cycle: the host port's arbiter grants one core's request, which
-// the memory takes when ready, and a read row comes back to the core that asked; the cores'
-// weight ports take turns at the weight memory's channel, each getting its own rows; then
-// each core's ports (Ports). Whether anything moved.
+// the memory takes when ready, and a read row comes back to the core that asked; the weight
+// DMAs' ports (core c's unit m: port c x units + m) take turns at the weight memory's
+// channel, each getting its own rows; then each core's ports (Ports). Whether anything moved.
 bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t cycle,
                          uint64_t iq_depth) {
-  uint32_t host_valid = 0, weight_valid = 0;
+  uint32_t host_valid = 0;
+  uint64_t weight_valid = 0;
+  const size_t units = (*cores)[0].u.lanes.size();
   for (size_t i = 0; i < cores->size(); ++i) {
     const Units& u = (*cores)[i].u;
     host_valid |= uint32_t{u.hdma.ReqValid()} << i;
-    weight_valid |= uint32_t{u.wdma.ReqValid(u.DmaFifo())} << i;
+    for (size_t m = 0; m < units; ++m) {
+      const Lane& l = u.lanes[m];
+      weight_valid |= uint64_t{l.wdma.ReqValid(l.fifo)} << (i * units + m);
+    }
   }
   const int hg = host_arb->Grant(host_valid);
   const bool h_ready = host_.Ready(cycle);
@@ -379,14 +398,18 @@ bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_
     host_.Accept(cycle, !(*cores)[static_cast<size_t>(hg)].u.hdma.Writing(), hg);
   }
   const int h_resp = host_.Respond(cycle);
-  const uint32_t w_taken = weight_.AcceptReads(cycle, weight_valid);
+  const uint64_t w_taken = weight_.AcceptReads(cycle, weight_valid);
   host_arb->Edge(hg, h_ready);
   bool moved = false;
   for (size_t i = 0; i < cores->size(); ++i) {
     Core& k = (*cores)[i];
     const int core = static_cast<int>(i);
-    const PortAnswer a{hg == core && h_ready, h_resp == core, (w_taken >> i & 1u) != 0,
-                       weight_.Respond(cycle, core) >= 0};
+    PortAnswer a{hg == core && h_ready, h_resp == core};
+    a.wm_ready = static_cast<uint32_t>(w_taken >> (i * units)) & ((1u << units) - 1);
+    for (size_t m = 0; m < units; ++m) {
+      const int port = static_cast<int>(i * units + m);
+      a.wm_resp |= uint32_t{weight_.Respond(cycle, port) >= 0} << m;
+    }
     k.c = Ports(k.u, k.busy, a, k.values, !k.ended && k.u.ctl.Fed() < k.count, iq_depth);
     moved = moved || k.c.moved;
   }

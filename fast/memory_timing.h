@@ -16,8 +16,8 @@ inline constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 
 class MemoryTiming {
  public:
-  // `ports` ports into the one channel (a port per core for the weight memory of a chip of
-  // several cores), each with its read rows in order.
+  // `ports` ports into the one channel (a port per weight DMA for the weight memory: one a
+  // matrix unit), each with its read rows in order.
   MemoryTiming(uint64_t row_bytes, uint64_t bytes_per_cycle, uint64_t latency_cycles, int ports = 1)
       : channel_(row_bytes, bytes_per_cycle, latency_cycles),
         turns_(ports),
@@ -29,7 +29,7 @@ class MemoryTiming {
     for (Queue& q : queues_) q.head = q.tail = 0;
   }
   bool Ready(uint64_t cycle) const { return channel_.Ready(cycle); }
-  // A request accepted at the clock edge that ends `cycle`, tagged with the core that asked;
+  // A request accepted at the clock edge that ends `cycle`, tagged with who asked;
   // a read row goes to `port`'s rows.
   void Accept(uint64_t cycle, bool read, int tag = 0, int port = 0) {
     const uint64_t due = channel_.Accept(cycle);
@@ -37,7 +37,7 @@ class MemoryTiming {
   }
   // The read requests of the asking ports (bit p: port p), taken in turn while the channel
   // can (hw::PortTurns). Returns the ports taken.
-  uint32_t AcceptReads(uint64_t cycle, uint32_t asking) {
+  uint64_t AcceptReads(uint64_t cycle, uint64_t asking) {
     return turns_.Serve(
         asking, [&] { return channel_.Ready(cycle); }, [&](int p) { Accept(cycle, true, p, p); });
   }

@@ -3,12 +3,13 @@
 // external memories. The host link has one port, and a round-robin arbiter
 // (tpu_mem_arbiter) gives it to one core's request per cycle: requests leave tagged with
 // their core; read rows come back with the tag and go to that core alone, the data wired to
-// every core. The weight (HBM) memory has a port per core, whose requests take turns at the
-// memory's one channel outside the chip (contract/memory_channel.h, PortTurns: together the
-// cores move up to the memory's bytes per cycle, each at most a row a cycle). Both memories
-// are one address space for all cores.
+// every core. The weight (HBM) memory has a port per weight DMA (a matrix unit's: core c's
+// unit m is port c x Mxus + m), whose requests take turns at the memory's one channel outside
+// the chip (contract/memory_channel.h, PortTurns: together the DMAs move up to the memory's
+// bytes per cycle, each at most a row a cycle). Both memories are one address space for all
+// cores.
 //
-// Per core, as tpu_top's own ports: the instruction stream, the weight-memory port, the
+// Per core, as tpu_top's own ports: the instruction stream, the weight-memory ports, the
 // status, obs_o and the register file (reg_core_i picks the core that reg_addr_i reads). A
 // core sees a memory as ready only in the cycles in which its request is taken, so waiting
 // for another core's turn counts as a memory stall in its counters, as waiting for the
@@ -52,12 +53,12 @@ module tpu_chip
   input  logic                                hm_resp_valid_i,
   input  logic [IdWidth-1:0]                  hm_resp_id_i,
   input  logic [RowWidth-1:0]                 hm_resp_data_i,
-  // weight memory (read only): a port per core
-  output logic [Cores-1:0]                    wm_req_valid_o,
-  input  logic [Cores-1:0]                    wm_req_ready_i,
-  output logic [Cores-1:0][63:0]              wm_req_addr_o,
-  input  logic [Cores-1:0]                    wm_resp_valid_i,
-  input  logic [Cores-1:0][RowWidth-1:0]      wm_resp_data_i,
+  // weight memory (read only): a port per core and matrix unit (core c's unit m: c x Mxus + m)
+  output logic [Cores*Mxus-1:0]               wm_req_valid_o,
+  input  logic [Cores*Mxus-1:0]               wm_req_ready_i,
+  output logic [Cores*Mxus-1:0][63:0]         wm_req_addr_o,
+  input  logic [Cores*Mxus-1:0]               wm_resp_valid_i,
+  input  logic [Cores*Mxus-1:0][RowWidth-1:0] wm_resp_data_i,
   // the cores' own host requests (before arbitration): the system forms each core's memory
   // stalls (obs) from them, as it does for one core's ports
   output logic [Cores-1:0]                    hm_core_valid_o,
@@ -118,11 +119,11 @@ module tpu_chip
       .hm_req_data_o  (hm_data[c]),
       .hm_resp_valid_i(hm_resp_valid[c]),
       .hm_resp_data_i,
-      .wm_req_valid_o (wm_req_valid_o[c]),
-      .wm_req_ready_i (wm_req_ready_i[c]),
-      .wm_req_addr_o  (wm_req_addr_o[c]),
-      .wm_resp_valid_i(wm_resp_valid_i[c]),
-      .wm_resp_data_i (wm_resp_data_i[c]),
+      .wm_req_valid_o (wm_req_valid_o[c*Mxus+:Mxus]),
+      .wm_req_ready_i (wm_req_ready_i[c*Mxus+:Mxus]),
+      .wm_req_addr_o  (wm_req_addr_o[c*Mxus+:Mxus]),
+      .wm_resp_valid_i(wm_resp_valid_i[c*Mxus+:Mxus]),
+      .wm_resp_data_i (wm_resp_data_i[c*Mxus+:Mxus]),
       .halted_o       (halted_o[c]),
       .status_o       (status_o[c]),
       .idle_o         (idle_o[c]),

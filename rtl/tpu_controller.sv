@@ -45,7 +45,7 @@ module tpu_controller
   input  logic [63:0] wm_size_i,
   // unit status
   input  logic        hdma_busy_i,
-  input  logic        wdma_busy_i,
+  input  logic [Mxus-1:0] wdma_busy_i,  // each matrix unit's weight DMA
   // per matrix unit: its feeder still has rows to hand over; ... or rows are still in the
   // unit; the last row of a matmul entered its array
   input  logic [Mxus-1:0] feed_busy_i,
@@ -398,9 +398,10 @@ module tpu_controller
   logic [31:0] error_pc_q, retired_q;
   logic    all_idle, unit_busy, go;
 
-  logic [3:0] feed_busy4;  // feed_busy_i, indexable by any mxu=
+  logic [3:0] feed_busy4, wdma_busy4;  // feed_busy_i and wdma_busy_i, indexable by any mxu=
   assign feed_busy4 = 4'(feed_busy_i);
-  assign all_idle = !hdma_busy_i && !wdma_busy_i && mxu_busy_i == '0 && !act_busy_i;
+  assign wdma_busy4 = 4'(wdma_busy_i);
+  assign all_idle = !hdma_busy_i && wdma_busy_i == '0 && mxu_busy_i == '0 && !act_busy_i;
 
   // A barrier goes when every core of its mask has arrived (this one included: it has).
   logic [15:0] arrived;
@@ -413,7 +414,7 @@ module tpu_controller
   always_comb begin
     unique case (op)
       OpReadHost, OpWriteHost: unit_busy = hdma_busy_i;
-      OpReadWeights:           unit_busy = wdma_busy_i;
+      OpReadWeights:           unit_busy = wdma_busy4[mxu];
       OpMatmul:                unit_busy = feed_busy4[mxu];
       OpActivate:              unit_busy = act_busy_i;
       default:                 unit_busy = 1'b0;

@@ -1,11 +1,11 @@
-// The whole chip: controller, host and weight DMA engines, unified buffer, and per matrix
-// unit (Mxus of them) a weight FIFO, a feeder and the unit with its accumulators; the
+// The whole chip: controller, host DMA engine, unified buffer, and per matrix unit (Mxus
+// of them) a weight DMA engine and FIFO, a feeder and the unit with its accumulators; the
 // activation unit (VPU and parameter sets), and the performance counters.
 // docs/architecture.md has the block diagram.
 //
 // The system around it (sim/system/tpu_system.h) pushes instruction words into instr_*, answers
-// the two memory ports (one request moves one row of ArrayDim bytes; read data returns
-// in order on *_resp_*), and reads status and counters through reg_addr_i/reg_data_o
+// the memory ports (the host port, and a weight-memory port per matrix unit's weight DMA;
+// one request moves one row of ArrayDim elements; read data returns in order on *_resp_*), and reads status and counters through reg_addr_i/reg_data_o
 // (register map in tpu_pkg). All outputs except reg_data_o and at_barrier_o come from
 // registers. On a chip of several cores (tpu_chip) each core's at_barrier_o and halted_o
 // come back to every core as arrived_i (tpu_controller: barrier); alone, arrived_i is 0.
@@ -46,12 +46,12 @@ module tpu_top
   output logic [RowWidth-1:0]     hm_req_data_o,
   input  logic                    hm_resp_valid_i,
   input  logic [RowWidth-1:0]     hm_resp_data_i,
-  // weight memory port (read only)
-  output logic                    wm_req_valid_o,
-  input  logic                    wm_req_ready_i,
-  output logic [63:0]             wm_req_addr_o,
-  input  logic                    wm_resp_valid_i,
-  input  logic [RowWidth-1:0]     wm_resp_data_i,
+  // weight memory ports (read only): one per matrix unit's weight DMA (bit or row m: unit m's)
+  output logic [Mxus-1:0]               wm_req_valid_o,
+  input  logic [Mxus-1:0]               wm_req_ready_i,
+  output logic [Mxus-1:0][63:0]         wm_req_addr_o,
+  input  logic [Mxus-1:0]               wm_resp_valid_i,
+  input  logic [Mxus-1:0][RowWidth-1:0] wm_resp_data_i,
   // status
   output logic                    halted_o,
   output logic [3:0]              status_o,
@@ -84,8 +84,8 @@ module tpu_top
   window_t window;
   residual_t residual;
   logic    hdma_start, wdma_start, feed_start, act_start;
-  logic    hdma_busy, wdma_busy, act_busy;
-  logic [Mxus-1:0] feed_busy, mxu_busy, mxu_last;
+  logic    hdma_busy, act_busy;
+  logic [Mxus-1:0] wdma_busy, feed_busy, mxu_busy, mxu_last;
   logic    halted;
   status_e status;
   issue_e  issue;
@@ -207,52 +207,21 @@ module tpu_top
   );
   assign hm_req_data_o = hm_req_data;
 
-  // ---------------------------------------------------------------- weight DMA + FIFOs
-  // One weight DMA fills the FIFO of the matrix unit its read_weights names (mxu=), kept
-  // from its start until the next.
+  // ---------------------------------------------------------------- matrix units
+  // Each: its weight DMA (on its own weight-memory port, started by a read_weights naming
+  // the unit: mxu=) filling its weight FIFO, its feeder (on its own unified-buffer read and
+  // gather ports) and the matrix unit with its accumulators, which the activation unit
+  // reads for an activate naming it.
   localparam int unsigned FifoCountWidth = $clog2(FifoRows + 1);
-  logic                      wfifo_push, wm_stall, wdma_fifo_stall;
-  logic [FifoCountWidth-1:0] wfifo_count;
-  operand_t [ArrayDim-1:0]   wfifo_in;
-  logic [1:0]                wdma_mxu_q, act_mxu_q, cmd_mxu;
-  logic [Mxus-1:0][FifoCountWidth-1:0] lane_count;
+  logic [1:0]              act_mxu_q, cmd_mxu;
+  logic [Mxus-1:0]         wfifo_push, wm_stall, wdma_fifo_stall;
 
   assign cmd_mxu = cmd.flags[OpdMatmulMxuLsb+:OpdMatmulMxuBits];
   always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) begin
-      wdma_mxu_q <= '0;
-      act_mxu_q  <= '0;
-    end else begin
-      if (wdma_start) wdma_mxu_q <= cmd_mxu;
-      if (act_start) act_mxu_q <= cmd_mxu;
-    end
+    if (!rst_ni) act_mxu_q <= '0;
+    else if (act_start) act_mxu_q <= cmd_mxu;
   end
 
-  tpu_weight_dma #(
-    .ArrayDim(ArrayDim),
-    .FifoRows(FifoRows)
-  ) u_weight_dma (
-    .clk_i,
-    .rst_ni,
-    .start_i         (wdma_start),
-    .cmd_i           (cmd),
-    .busy_o          (wdma_busy),
-    .mem_req_valid_o (wm_req_valid_o),
-    .mem_req_ready_i (wm_req_ready_i),
-    .mem_req_addr_o  (wm_req_addr_o),
-    .mem_resp_valid_i(wm_resp_valid_i),
-    .mem_resp_data_i (wm_resp_data_i),
-    .mem_stall_o     (wm_stall),
-    .fifo_count_i    (wfifo_count),
-    .fifo_push_o     (wfifo_push),
-    .fifo_data_o     (wfifo_in),
-    .fifo_stall_o    (wdma_fifo_stall)
-  );
-
-  // ---------------------------------------------------------------- matrix units
-  // Each: its weight FIFO, its feeder (on its own unified-buffer read and gather ports) and
-  // the matrix unit with its accumulators, which the activation unit reads for an
-  // activate naming it.
   logic [Mxus-1:0]         a_fire, w_fire, switch_fire, out_valid, wait_w;
   logic [Mxus-1:0]         acc_rd_valid_l;
   acc_t [Mxus-1:0][ArrayDim-1:0] acc_rd_data_l;
@@ -263,11 +232,33 @@ module tpu_top
 
   for (genvar m = 0; m < int'(Mxus); m++) begin : g_mxu
     logic                    w_valid, w_ready, wfifo_full, wfifo_empty;
-    operand_t [ArrayDim-1:0] wfifo_head;
+    operand_t [ArrayDim-1:0] wfifo_head, wfifo_in;
+    logic [FifoCountWidth-1:0] wfifo_count;
     logic                    a_valid, a_ready, a_switch, a_accumulate, a_max, a_last;
     logic                    in_flight, final_valid, acc_error;
     logic [AccAddrWidth-1:0] a_acc_addr, final_addr;
     operand_t [ArrayDim-1:0] a_data;
+
+    tpu_weight_dma #(
+      .ArrayDim(ArrayDim),
+      .FifoRows(FifoRows)
+    ) u_weight_dma (
+      .clk_i,
+      .rst_ni,
+      .start_i         (wdma_start && 32'(cmd_mxu) == m),
+      .cmd_i           (cmd),
+      .busy_o          (wdma_busy[m]),
+      .mem_req_valid_o (wm_req_valid_o[m]),
+      .mem_req_ready_i (wm_req_ready_i[m]),
+      .mem_req_addr_o  (wm_req_addr_o[m]),
+      .mem_resp_valid_i(wm_resp_valid_i[m]),
+      .mem_resp_data_i (wm_resp_data_i[m]),
+      .mem_stall_o     (wm_stall[m]),
+      .fifo_count_i    (wfifo_count),
+      .fifo_push_o     (wfifo_push[m]),
+      .fifo_data_o     (wfifo_in),
+      .fifo_stall_o    (wdma_fifo_stall[m])
+    );
 
     tpu_fifo #(
       .Width(RowWidth),
@@ -275,13 +266,13 @@ module tpu_top
     ) u_weight_fifo (
       .clk_i,
       .rst_ni,
-      .push_i     (wfifo_push && 32'(wdma_mxu_q) == m),
+      .push_i     (wfifo_push[m]),
       .push_data_i(wfifo_in),
       .pop_i      (w_fire[m]),
       .head_o     (wfifo_head),
       .full_o     (wfifo_full),
       .empty_o    (wfifo_empty),
-      .count_o    (lane_count[m])
+      .count_o    (wfifo_count)
     );
     assign w_valid = !wfifo_empty;
 
@@ -361,14 +352,11 @@ module tpu_top
     assign unused_lane = w_ready ^ wfifo_full ^ final_valid ^ acc_error ^ (^final_addr);
   end
 
-  // The weight DMA sees its matrix unit's FIFO; the activation unit reads its unit's
-  // accumulators.
+  // The activation unit reads its unit's accumulators.
   always_comb begin
-    wfifo_count  = '0;
     acc_rd_valid = 1'b0;
     acc_rd_data  = '0;
     for (int m = 0; m < int'(Mxus); m++) begin
-      if (32'(wdma_mxu_q) == m) wfifo_count = lane_count[m];
       if (32'(act_mxu_q) == m) begin
         acc_rd_valid = acc_rd_valid_l[m];
         acc_rd_data  = acc_rd_data_l[m];
@@ -422,7 +410,8 @@ module tpu_top
   // ---------------------------------------------------------------- counters
   logic [NumCounters-1:0][31:0] inc;
   counter_t                     cnt_q[NumCounters];
-  logic                         hm_fire, wm_fire;
+  logic                         hm_fire;
+  logic [Mxus-1:0]              wm_fire;
   // TPU v1's categories of the cycles the matrix unit does not work (docs/timing.md).
   logic                         mxu_waits, raw_wait;
   assign mxu_waits = mxu_cycle == MxuDrain || mxu_cycle == MxuIdle;
@@ -430,13 +419,13 @@ module tpu_top
                      issue == IssueParamHazard || issue == IssueDrain;
 
   assign hm_fire = hm_req_valid_o && hm_req_ready_i;
-  assign wm_fire = wm_req_valid_o && wm_req_ready_i;
+  assign wm_fire = wm_req_valid_o & wm_req_ready_i;
 
   always_comb begin
     inc = '0;
     inc[CntCycles]                 = 32'd1;
     inc[CntBusyHostDma]            = 32'(hdma_busy);
-    inc[CntBusyWeightDma]          = 32'(wdma_busy);
+    inc[CntBusyWeightDma]          = 32'(wdma_busy != '0);
     inc[CntBusyMatrix]             = 32'(mxu_busy != '0);
     inc[CntBusyActivate]           = 32'(act_busy);
     // Every cycle of the matrix units is exactly one of these five (mxu_cycle).
@@ -456,21 +445,23 @@ module tpu_top
     inc[CntIssueStallAccHazard]    = 32'(issue == IssueAccHazard);
     inc[CntIssueStallParamHazard]  = 32'(issue == IssueParamHazard);
     inc[CntIssueStallDrain]        = 32'(issue == IssueDrain);
-    inc[CntWeightDmaStallFifoFull] = 32'(wdma_fifo_stall);
+    inc[CntWeightDmaStallFifoFull] = 32'(wdma_fifo_stall != '0);
     inc[CntHostMemStall]           = 32'(hm_stall);
-    inc[CntWeightMemStall]         = 32'(wm_stall);
+    inc[CntWeightMemStall]         = 32'(wm_stall != '0);
     inc[CntUbReads]                = 32'($countones(ub_rd0_en)) + 32'(ub_rd1_en) +
                                      32'(ub_rd2_en) + 32'($countones(ub_g_en));
     inc[CntUbWrites]               = 32'(ub_wr0_en) + 32'(ub_wr1_en);
     inc[CntAccReads]               = 32'(acc_rd_en);
     inc[CntAccWrites]              = 32'($countones(out_valid));
-    inc[CntWeightFifoPushes]       = 32'(wfifo_push);
+    inc[CntWeightFifoPushes]       = 32'($countones(wfifo_push));
     inc[CntWeightFifoPops]         = 32'($countones(w_fire));
     inc[CntWeightTiles]            = 32'($countones(switch_fire));
     inc[CntParamWrites]            = 32'(par_wr_en);
     inc[CntHostBytesRead]          = (hm_fire && !hm_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
     inc[CntHostBytesWritten]       = (hm_fire && hm_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
-    inc[CntWeightBytesRead]        = wm_fire ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
+    inc[CntWeightBytesRead]        = '0;
+    for (int m = 0; m < int'(Mxus); m++)
+      if (wm_fire[m]) inc[CntWeightBytesRead] += 32'(ArrayDim * InputWidth / 8);
     inc[CntMacs]                   = 32'($countones(a_fire)) * 32'(ArrayDim * ArrayDim);
     inc[CntVpuRowsIn]              = 32'(vpu_in);
     inc[CntVpuRowsOut]             = 32'(vpu_out);
@@ -494,7 +485,7 @@ module tpu_top
       issue_q    <= '0;
     end else begin
       progress_q <= (issue == IssueFire) || instr_valid_i && instr_ready_o || hm_fire ||
-                    hm_resp_valid_i || wm_fire || wm_resp_valid_i || a_fire != '0 ||
+                    hm_resp_valid_i || wm_fire != '0 || wm_resp_valid_i != '0 || a_fire != '0 ||
                     w_fire != '0 || out_valid != '0 || acc_rd_en || vpu_out;
       issue_q    <= issue;
     end
@@ -505,12 +496,12 @@ module tpu_top
   assign progress_o     = progress_q;
   assign issue_o        = issue_q;
   assign unit_busy_o[UnitHostDma]   = hdma_busy;
-  assign unit_busy_o[UnitWeightDma] = wdma_busy;
+  assign unit_busy_o[UnitWeightDma] = wdma_busy != '0;
   assign unit_busy_o[UnitMatrix]    = mxu_busy != '0;
   assign unit_busy_o[UnitActivate]  = act_busy;
   assign mxu_busy_o     = 4'(mxu_busy);  // Mxus <= 4: the bits above its units are 0
   assign wait_weights_o = wait_w != '0;
-  assign obs_o          = {wdma_fifo_stall, wm_stall, hm_stall, mxu_cycle};
+  assign obs_o          = {wdma_fifo_stall != '0, wm_stall != '0, hm_stall, mxu_cycle};
 
   always_comb begin
     unique case (32'(reg_addr_i))

@@ -94,7 +94,7 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
                               int batch) {
   const auto n = static_cast<double>(c.array_dim);
   const auto units = static_cast<double>(c.mxus_per_core);
-  const double tile_cycles = n * c.WeightRowCycles();
+  const double tile_cycles = n * c.CoreWeightRowCycles();
   const double row_cycles = c.HostRowCycles();
   const std::vector<TileRun> runs = ProgramRuns(g, plan, batch);
   std::vector<Bound> out(g.ops.size());

@@ -358,7 +358,7 @@ class Emitter {
       // hides the units' reads of its tiles, so that the first's activates run while the
       // second streams (docs/compiler.md, "Two passes a column where the reads hide").
       if (collect_ && passes == 1 && count >= 2 &&
-          count / 2 * rows >= SpreadUnits(i) * TileReadCycles())
+          count / 2 * rows >= SideBySide(SpreadUnits(i), TileReadCycles()))
         passes = 2;
       const int64_t per = (count + passes - 1) / passes;  // passes of equal size
       for (int64_t j = 0; j < op.nt; ++j)
@@ -378,12 +378,13 @@ class Emitter {
     }
     // An image's rows are more than half the accumulators hold: chunks of equal size, so an
     // activate ends about when the next chunk's rows do. Spread over u units, twice as many
-    // where each unit's chunk still hides the u tile reads of its group (u x load cycles of
-    // the weight DMA, RowUnits): the activates of an image's last group, one per unit on the
-    // one vector unit, then hold the next operation back half as long.
+    // where each unit's chunk still hides the u units' tile reads of its group, side by side
+    // on their weight DMAs (SideBySide): the activates of an image's last group, one per unit
+    // on the one vector unit, then hold the next operation back half as long.
     int64_t pieces = std::max((rows + most - 1) / most, (units + count - 1) / count);
     const int64_t spread = collect_ ? std::min<int64_t>(SpreadUnits(i), pieces) : 1;
-    if (spread > 1 && rows > most && rows / (2 * pieces) >= spread * TileReadCycles()) pieces *= 2;
+    if (spread > 1 && rows > most && rows / (2 * pieces) >= SideBySide(spread, TileReadCycles()))
+      pieces *= 2;
     int64_t chunk = (rows + pieces - 1) / pieces;
     if (op.window.pooled) chunk = (chunk + 3) / 4 * 4;
     for (int64_t j = 0; j < op.nt; ++j)
@@ -839,22 +840,25 @@ class Emitter {
   // weights, vector, host). u units: the reads of the first f tiles, which their FIFOs take
   // before the group's first matmuls (LaneTiles; the one-unit schedule reads them while the
   // operation before streams), then max(M / u x A, the other tiles' reads, vector, host);
-  // the reads RunTiles at a time.
+  // the reads RunTiles at a time, the u units' side by side (SideBySide).
   int SpreadUnits(int i) const {
     const int m = c_.mxus_per_core;
     if (m == 1) return 1;
     const Bound& b = bounds_[static_cast<size_t>(i)];
-    const double rest = std::max({b.weights, b.vector, b.host});
     int best = 1;
-    double least = std::max(b.array * m, rest);
-    const double tiles = b.weights / (static_cast<double>(n_) * c_.WeightRowCycles());
+    const double tiles = b.weights / (static_cast<double>(n_) * c_.CoreWeightRowCycles());
     const double fifo = c_.weight_fifo_tiles;
     const double run =  // a tile's share of a read
         static_cast<double>(ReadCycles(RunTiles())) / static_cast<double>(RunTiles());
+    double least =  // one unit: its weight DMA reads every tile
+        std::max({b.array * m, tiles * static_cast<double>(n_) * c_.WeightRowCycles(), b.vector,
+                  b.host});
     for (int u = 2; u <= m; ++u) {
       const double fill = std::min(tiles, u * fifo);
+      const double share =  // a tile's, where the u weight DMAs read side by side
+          std::max(run, static_cast<double>(ChannelCycles(u))) / u;
       const double t =
-          fill * run + std::max({b.array * m / u, (tiles - fill) * run, b.vector, b.host});
+          fill * share + std::max({b.array * m / u, (tiles - fill) * share, b.vector, b.host});
       if (t < least) best = u, least = t;
     }
     return best;
@@ -862,20 +866,29 @@ class Emitter {
   bool Spreads(int i) const { return SpreadUnits(i) > 1; }
   // Over how many units operation i, of fewer output tiles than it spreads over, shares
   // `rows` rows of a column (each unit its own images or rows, each reading every tile of
-  // the column): the fewest that make a tile's time least. On u units that is u tile reads
-  // (the weight DMA takes them one after another) against a unit's rows through the tile,
-  // at least N (a tile's shift hides behind N rows): max(u x load, max(rows / u, N)).
+  // the column): the fewest that make a tile's time least. On u units that is u tile reads,
+  // side by side on the units' weight DMAs (SideBySide), against a unit's rows through the
+  // tile, at least N (a tile's shift hides behind N rows).
   int64_t RowUnits(int i, int64_t rows) const {
     const int64_t load = TileLoadCycles(), most = SpreadUnits(i);
     int64_t best = 1, least = INT64_MAX;
     for (int64_t u = 1; u <= most; ++u) {
-      const int64_t t = std::max(u * load, std::max((rows + u - 1) / u, n_));
+      const int64_t t = std::max(SideBySide(u, load), std::max((rows + u - 1) / u, n_));
       if (t < least) best = u, least = t;
     }
     return best;
   }
   // The cycles a read of one weight tile keeps the weight DMA busy (docs/timing.md).
   int64_t TileLoadCycles() const { return ReadCycles(1); }
+  // The cycles u units take to read a tile each, side by side on their own weight DMAs:
+  // one read's (`per`), or the channel's for the u tiles where it binds.
+  int64_t SideBySide(int64_t u, int64_t per) const { return std::max(per, ChannelCycles(u)); }
+  // The cycles the weight memory's channel takes to move `tiles` tiles' bytes, which the
+  // core's weight DMAs share (docs/timing.md, "Chips of several cores").
+  int64_t ChannelCycles(int64_t tiles) const {
+    const int64_t bytes = tiles * n_ * row_, bw = c_.weight_mem_bytes_per_cycle;
+    return (bytes + bw - 1) / bw;
+  }
   // The cycles a tile keeps the weight DMA busy where a spread unit reads two at a time
   // (RunTiles; PaceReads).
   int64_t TileReadCycles() const {
@@ -1021,7 +1034,7 @@ class Emitter {
           const auto queued =
               static_cast<size_t>(std::count(r.waiting.begin(), r.waiting.end(), l));
           if (q == 0 && sw[l] && r.read[l] + queued < r.tiles[l].size()) r.waiting.push_back(l);
-          r.since += g[l].count * g[l].rows / static_cast<int64_t>(count[l] * lanes);
+          r.clock += g[l].count * g[l].rows / static_cast<int64_t>(count[l] * lanes);
           PaceReads();
         }
       }
@@ -1094,7 +1107,7 @@ class Emitter {
   // up to the FIFO's depth each, in turn, RunTiles at a time where they follow each other in
   // weight memory (one read, the latency once); between them the first `before` waiting
   // activates (those the group's first matmuls touch): each after reads that take about as
-  // long as the activate before it, so that the weight DMA and the vector unit work side by
+  // long as the activate before it, so that the weight DMAs and the vector unit work side by
   // side.
   void LaneTiles(int i, const std::vector<PassSpec>& g, const std::vector<PassSpec>* next,
                  size_t before) {
@@ -1107,7 +1120,7 @@ class Emitter {
     r.own.resize(lanes);
     r.read.resize(lanes);
     r.used.resize(lanes);
-    r.due = TileLoadCycles();
+    r.free.assign(lanes, TileLoadCycles());
     r.op = i;
     for (size_t l = 0; l < lanes; ++l) {
       r.tiles[l] = Switches(op, g[l], active_[l]);
@@ -1172,8 +1185,8 @@ class Emitter {
         ++it;
       }
     ReadNext(l, n);
-    r.since = 0;
-    r.due = ReadCycles(static_cast<int64_t>(n));
+    r.free[l] = r.clock + ReadCycles(static_cast<int64_t>(n));
+    r.channel = r.clock + ChannelCycles(static_cast<int64_t>(n));
   }
   // Whether unit l's waiting reads go now: it has room for a run of kRunTiles (or its last
   // tiles), or at most one tile read ahead of its next switch.
@@ -1186,20 +1199,23 @@ class Emitter {
   size_t RunTiles() const {
     return std::max<size_t>(1, std::min(kRunTiles, static_cast<size_t>(c_.weight_fifo_tiles) / 2));
   }
-  // A unit's next tiles are read after the matmuls that made room for them, but not right
-  // after another unit's: the weight DMA takes one read at a time and the chip issues in
-  // order, so a read_weights emitted while the DMA is busy holds back every matmul behind
-  // it. The reads wait in turn and each goes once the units have streamed, since the read
-  // before, as many rows as that read takes cycles. A unit's reads go kRunTiles at a time
-  // where its tiles follow each other in weight memory (one read pays the memory's latency
-  // once), as long as it keeps more than one tile ahead of its switches.
+  // A unit's next tiles are read after the matmuls that made room for them, but not while
+  // its weight DMA still reads: the chip issues in order, so a read_weights emitted while
+  // its unit's DMA is busy holds back every matmul behind it. The reads wait in turn, and a
+  // unit's goes once the units have streamed, since that unit's read before, as many rows as
+  // that read takes cycles (each unit has its own DMA: docs/timing.md), and the weight
+  // memory's channel has moved the bytes of the read before (ChannelCycles). A unit's reads go
+  // kRunTiles at a time where its tiles follow each other in weight memory (one read pays
+  // the memory's latency once), as long as it keeps more than one tile ahead of its switches.
   void PaceReads() {
     LaneReads& r = lane_reads_;
-    while (r.since >= r.due) {
-      const auto it =
-          std::find_if(r.waiting.begin(), r.waiting.end(), [&](size_t l) { return RunReady(l); });
-      if (it == r.waiting.end()) return;
-      ReadRun(*it, RunTiles());
+    for (auto it = r.waiting.begin(); it != r.waiting.end();) {
+      if (r.clock >= r.free[*it] && r.clock >= r.channel && RunReady(*it)) {
+        ReadRun(*it, RunTiles());
+        it = r.waiting.begin();
+      } else {
+        ++it;
+      }
     }
   }
   // Unit l's waiting reads, all now (before a switch whose tile is not read yet).
@@ -1320,13 +1336,14 @@ class Emitter {
   // The tiles of the group Lanes emits, per unit: this group's `own`, then the next group's
   // first, up to the FIFO's depth (read ahead as this group's switches make room); how many
   // are read (some ahead, by the group before) and how many switched in; the reads waiting
-  // (PaceReads, each the room one switch made), the rows each unit streamed since the last
-  // read and the cycles that read keeps the weight DMA busy.
+  // (PaceReads, each the room one switch made), the rows the units streamed (a clock) and
+  // when each unit's weight DMA is free of its last read.
   struct LaneReads {
     std::vector<std::vector<int>> tiles;
     std::vector<size_t> own, read, used;
     std::deque<size_t> waiting;
-    int64_t since = 0, due = 0;
+    int64_t clock = 0, channel = 0;  // ... and when the channel is free of the last read
+    std::vector<int64_t> free;
     int op = -1;
   } lane_reads_;
   std::array<size_t, engine::kMaxMxus> ahead_read_ =

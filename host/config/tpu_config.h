@@ -3,6 +3,7 @@
 // every report.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -31,6 +32,14 @@ struct TpuConfig : hw::ChipParams {
   double WeightRowCycles() const {
     return hw::MemoryChannel::RowCycles(static_cast<uint64_t>(hw::RowBytes(*this)),
                                         static_cast<uint64_t>(weight_mem_bytes_per_cycle));
+  }
+  // ... of a core's weight DMAs together, one per matrix unit and each at most a row a
+  // cycle, sharing the channel: at least 1 / mxus_per_core, and the channel's time for a row
+  // (docs/timing.md, "Chips of several cores"). With one unit, WeightRowCycles.
+  double CoreWeightRowCycles() const {
+    return std::max(
+        1.0 / static_cast<double>(std::max(1, mxus_per_core)),
+        static_cast<double>(hw::RowBytes(*this)) / static_cast<double>(weight_mem_bytes_per_cycle));
   }
 
   // Throws UsageError saying which field is wrong and what would be valid.

@@ -356,11 +356,12 @@ LayerParts PartsOf(const TopologyLayer& l, int batch, const config::TpuConfig& c
 // each core's program (graph_bound.h): the slowest core's array, weight or vector-unit term;
 // the host link's terms added over the cores, which share the one link; or the weight
 // channel's: the cores' weight bytes over its bytes a cycle (a core's weight term is its
-// rows times the cycles its port takes for a row, WeightRowCycles).
+// rows times the cycles its weight DMAs take for a row, CoreWeightRowCycles).
 double RoundBound(const LayerParts& parts, int batch, const config::TpuConfig& c) {
   // A core's weight term in cycles of the shared channel.
   const double channel = static_cast<double>(hw::RowBytes(c)) /
-                         static_cast<double>(c.weight_mem_bytes_per_cycle) / c.WeightRowCycles();
+                         static_cast<double>(c.weight_mem_bytes_per_cycle) /
+                         c.CoreWeightRowCycles();
   double slowest = 0, host = 0, weights = 0;
   const std::vector<BatchShare> images = parts.Images(batch, c.cores);
   for (size_t k = 0; k < images.size(); ++k) {

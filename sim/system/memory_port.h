@@ -4,8 +4,8 @@
 // carried); read data comes back latency_cycles after its last byte, in order, one row per
 // cycle at most, with the tag of its request (the core that asked, on a chip of several).
 // Writes are posted: the bytes land in memory when the request is accepted. A port of
-// several (the weight memory of a chip of several cores: one per core) serves its ports in
-// turn from the one channel, each port's rows in order, one a cycle per port.
+// several (the weight memory: one per matrix unit's weight DMA) serves its ports in turn
+// from the one channel, each port's rows in order, one a cycle per port.
 #pragma once
 
 #include <algorithm>
@@ -20,8 +20,8 @@ namespace tpu::sim {
 
 class MemoryPort {
  public:
-  // `ports` ports into the one channel (a port per core for the weight memory of a chip of
-  // several cores; docs/timing.md), each with its read rows in order.
+  // `ports` ports into the one channel (a port per weight DMA for the weight memory: one a
+  // matrix unit of each core; docs/timing.md), each with its read rows in order.
   MemoryPort(MemoryModel& memory, int row_bytes, int ports = 1)
       : memory_(memory),
         row_bytes_(row_bytes),
@@ -59,7 +59,7 @@ class MemoryPort {
   // The read requests of the asking ports (bit p: port p, reading addr(p)), taken in turn
   // while the channel can (hw::PortTurns). Returns the ports taken.
   template <class Addr>
-  uint32_t AcceptReads(uint64_t cycle, uint32_t asking, Addr&& addr) {
+  uint64_t AcceptReads(uint64_t cycle, uint64_t asking, Addr&& addr) {
     return turns_.Serve(
         asking, [&] { return channel_.Ready(cycle); },
         [&](int p) { Accept(cycle, false, addr(p), nullptr, 0, p); });

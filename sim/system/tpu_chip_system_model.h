@@ -1,6 +1,7 @@
 // TpuSystemBase bound to one Verilated build of tpu_chip (rtl/tpu_chip.sv: Cores cores of
-// one array size sharing the host-memory port, each with its own weight-memory port):
-// per-core fields are packed in its ports, core 0 in the lowest bits.
+// kMxus matrix units of one array size sharing the host-memory port, each unit's weight DMA
+// with its own weight-memory port): per-core fields are packed in its ports, core 0 in the
+// lowest bits, and per-port fields likewise (core c's unit m: port c x kMxus + m).
 #pragma once
 
 #include <array>
@@ -11,7 +12,7 @@
 
 namespace tpu::sim {
 
-template <class Model, int kCores>
+template <class Model, int kCores, int kMxus>
 class TpuChipSystemModel final : public VerilatedSystem<Model> {
   using Base = VerilatedSystem<Model>;
   using Base::model_;
@@ -25,7 +26,7 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
   TpuChipSystemModel(sc_core::sc_module_name name, const TpuSystemConfig& config)
       : Base(name, config),
         words_(static_cast<size_t>(hw::RowBytes(config.chip)) / 4 + 4 * kCores + 8),
-        wm_words_(static_cast<size_t>(hw::RowBytes(config.chip)) * kCores / 4 + 2 * kCores + 8) {
+        wm_words_(static_cast<size_t>(hw::RowBytes(config.chip)) * kPorts / 4 + 2 * kPorts + 8) {
     model_.clk_i(this->clk);
     model_.rst_ni(rst_n_);
     model_.instr_valid_i(instr_valid_);
@@ -74,7 +75,6 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
       typename Base::CoreOutputs& o = out->core[static_cast<size_t>(c)];
       o.instr_ready = ready.Field(c, 1);
       o.hm_valid = hm_valid.Field(c, 1);
-      o.wm_valid = wm_valid.Field(c, 1);
       o.halted = halted.Field(c, 1);
       o.status = static_cast<uint32_t>(status.Field(c, 4));
       o.idle = idle.Field(c, 1);
@@ -86,10 +86,12 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
       o.obs = static_cast<uint32_t>(obs.Field(c, 6));
     }
     sc_detail::FromScValue(wm_req_addr_.read(), wm_words_.data());
-    for (int c = 0; c < kCores; ++c) {
-      out->core[static_cast<size_t>(c)].wm_addr =
-          wm_words_[static_cast<size_t>(2 * c)] |
-          static_cast<uint64_t>(wm_words_[static_cast<size_t>(2 * c + 1)]) << 32;
+    out->wm.resize(kPorts);
+    for (int p = 0; p < kPorts; ++p) {
+      out->wm[static_cast<size_t>(p)] = {
+          wm_valid.Field(p, 1) != 0,
+          wm_words_[static_cast<size_t>(2 * p)] |
+              static_cast<uint64_t>(wm_words_[static_cast<size_t>(2 * p + 1)]) << 32};
     }
     out->hm_req_valid = hm_req_valid_.read();
     out->hm_req_write = hm_req_write_.read();
@@ -122,18 +124,18 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
     WriteWeightPorts(in);
   }
 
-  // Each core's weight-memory port: ready and valid bits, and the rows presented, core c's
-  // at byte c x RowBytes of the data port (lanes little-endian, as PackLanes packs them).
+  // The weight-memory ports: ready and valid bits, and the rows presented, port p's at
+  // byte p x RowBytes of the data port (lanes little-endian, as PackLanes packs them).
   void WriteWeightPorts(const Inputs& in) {
-    uint32_t ready = 0, valid = 0;
+    uint64_t ready = 0, valid = 0;
     const auto row = static_cast<size_t>(this->RowBytes());
     auto* bytes = reinterpret_cast<uint8_t*>(wm_words_.data());
-    for (int c = 0; c < kCores && static_cast<size_t>(c) < in.core.size(); ++c) {
-      const typename Base::CoreInputs& ci = in.core[static_cast<size_t>(c)];
-      ready |= uint32_t{ci.wm_req_ready} << c;
-      if (!ci.wm_resp_valid) continue;
-      valid |= 1u << c;
-      std::memcpy(bytes + static_cast<size_t>(c) * row, ci.wm_resp_data, row);
+    for (int p = 0; p < kPorts && static_cast<size_t>(p) < in.wm.size(); ++p) {
+      const typename Base::WeightAnswer& a = in.wm[static_cast<size_t>(p)];
+      ready |= uint64_t{a.req_ready} << p;
+      if (!a.resp_valid) continue;
+      valid |= uint64_t{1} << p;
+      std::memcpy(bytes + static_cast<size_t>(p) * row, a.resp_data, row);
     }
     wm_req_ready_.write(static_cast<ValidT>(ready));
     wm_resp_valid_.write(static_cast<ValidT>(valid));
@@ -147,6 +149,7 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
   uint64_t RegData() override { return static_cast<uint64_t>(reg_data_.read()); }
 
  private:
+  static constexpr int kPorts = kCores * kMxus;  // weight-memory ports: one per weight DMA
   template <class Port>
   using ValueOf = typename std::remove_reference_t<Port>::data_type;
   using InstrT = ValueOf<decltype(std::declval<M&>().instr_i)>;

@@ -39,6 +39,7 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig
       clk("clk", 10, sc_core::SC_NS),
       array_dim_(config.chip.array_dim),
       row_bytes_(hw::RowBytes(config.chip)),
+      units_(std::clamp(config.chip.mxus_per_core, 1, 4)),
       config_(config),
       host_("host memory", static_cast<uint64_t>(config.chip.host_mem_bytes),
             {static_cast<uint32_t>(config.chip.host_mem_latency_cycles),
@@ -47,7 +48,7 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig
               {static_cast<uint32_t>(config.chip.weight_mem_latency_cycles),
                static_cast<uint32_t>(config.chip.weight_mem_bytes_per_cycle)}),
       host_port_(host_, row_bytes_),
-      weight_port_(weight_, row_bytes_, std::clamp(config.chip.cores, 1, kMaxCores)),
+      weight_port_(weight_, row_bytes_, std::clamp(config.chip.cores, 1, kMaxCores) * units_),
       programs_(static_cast<size_t>(std::clamp(config.chip.cores, 1, kMaxCores))),
       core_(programs_.size()) {
   if (config.chip.cores < 1 || config.chip.cores > kMaxCores) {
@@ -99,7 +100,7 @@ void TpuSystemBase::RunProgram() {
   const size_t cores = core_.size();
   Inputs in;
   in.instr.assign(cores, nullptr);
-  in.core.assign(cores, CoreInputs{});
+  in.wm.assign(cores * static_cast<size_t>(units_), WeightAnswer{});
   in.hm_size = static_cast<uint32_t>(std::min<uint64_t>(host_.SizeBytes(), 0xffffffffu));
   in.wm_size = weight_.SizeBytes();
   WriteInputs(in);
@@ -120,7 +121,7 @@ void TpuSystemBase::RunProgram() {
     ~QuietAtEnd() {
       in->hm_req_ready = in->hm_resp_valid = false;
       in->hm_resp_data = nullptr;
-      in->core.assign(in->core.size(), CoreInputs{});
+      in->wm.assign(in->wm.size(), WeightAnswer{});
       in->instr.assign(in->instr.size(), nullptr);
       system->WriteInputs(*in);
     }
@@ -225,17 +226,17 @@ bool TpuSystemBase::AnswerMemories(const Outputs& out, uint64_t cycle, Inputs* i
   }
   in->hm_resp_data = host_port_.Respond(cycle, &in->hm_resp_id);
   in->hm_resp_valid = in->hm_resp_data != nullptr;
-  // Each core's own weight-memory port; the ports take turns at the channel.
-  uint32_t asking = 0;
-  for (size_t c = 0; c < out.core.size(); ++c) asking |= uint32_t{out.core[c].wm_valid} << c;
-  const uint32_t taken = weight_port_.AcceptReads(
-      cycle, asking, [&](int c) { return out.core[static_cast<size_t>(c)].wm_addr; });
+  // Each weight DMA's own weight-memory port; the ports take turns at the channel.
+  uint64_t asking = 0;
+  for (size_t p = 0; p < out.wm.size(); ++p) asking |= uint64_t{out.wm[p].valid} << p;
+  const uint64_t taken = weight_port_.AcceptReads(
+      cycle, asking, [&](int p) { return out.wm[static_cast<size_t>(p)].addr; });
   moved = moved || taken != 0;
-  for (size_t c = 0; c < out.core.size(); ++c) {
-    CoreInputs& ci = in->core[c];
-    ci.wm_req_ready = taken >> c & 1u;
-    ci.wm_resp_data = weight_port_.Respond(cycle, nullptr, static_cast<int>(c));
-    ci.wm_resp_valid = ci.wm_resp_data != nullptr;
+  for (size_t p = 0; p < out.wm.size(); ++p) {
+    WeightAnswer& a = in->wm[p];
+    a.req_ready = (taken >> p & 1u) != 0;
+    a.resp_data = weight_port_.Respond(cycle, nullptr, static_cast<int>(p));
+    a.resp_valid = a.resp_data != nullptr;
   }
   return moved;
 }
@@ -267,15 +268,18 @@ void TpuSystemBase::StopOnWatchdog(const Outputs& out, uint64_t cycle, uint64_t 
 // request that is not taken, and the ready inputs of this cycle are written after the
 // outputs were read: so they are formed here from this cycle's inputs, as the chip forms
 // them once its inputs settle (the request valids are registers, not inputs' functions; a
-// core's host request is taken when the arbiter grants it and the memory is ready, its
-// weight request when its port's turn comes while the channel can take it).
-uint8_t TpuSystemBase::CycleObs(const Outputs& out, const Inputs& in, int core) {
+// core's host request is taken when the arbiter grants it and the memory is ready, a weight
+// DMA's request when its port's turn comes while the channel can take it; the weight bit is
+// any of the core's weight DMAs').
+uint8_t TpuSystemBase::CycleObs(const Outputs& out, const Inputs& in, int core) const {
   const CoreOutputs& o = out.core[static_cast<size_t>(core)];
   uint8_t obs = static_cast<uint8_t>(o.obs) & ~(hw::kObsHostMemStall | hw::kObsWeightMemStall);
   const bool hm_taken = out.hm_req_valid && out.hm_req_id == core && in.hm_req_ready;
-  const bool wm_taken = in.core[static_cast<size_t>(core)].wm_req_ready;
   if (o.hm_valid && !hm_taken) obs |= hw::kObsHostMemStall;
-  if (o.wm_valid && !wm_taken) obs |= hw::kObsWeightMemStall;
+  for (size_t p = static_cast<size_t>(core * units_); p < static_cast<size_t>((core + 1) * units_);
+       ++p) {
+    if (out.wm[p].valid && !in.wm[p].req_ready) obs |= hw::kObsWeightMemStall;
+  }
   return obs;
 }
 

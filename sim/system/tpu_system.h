@@ -133,30 +133,36 @@ class TpuSystemBase : public sc_core::sc_module {
   }
 
  protected:
-  // A core's own outputs; hm_valid is its host-memory request before arbitration, wm_valid
-  // and wm_addr its own weight-memory port's request.
+  // A core's own outputs; hm_valid is its host-memory request before arbitration.
   struct CoreOutputs {
-    bool instr_ready = false, hm_valid = false, wm_valid = false;
+    bool instr_ready = false, hm_valid = false;
     bool halted = false, idle = false, progress = false, wait_weights = false;
     uint32_t status = 0, unit_busy = 0, mxu_busy = 0, issue = 0, obs = 0;
-    uint64_t wm_addr = 0;
   };
-  // The chip's outputs: its cores', and the host-memory request (tagged with its core).
+  // A weight DMA's request on its own weight-memory port (one per matrix unit of each core:
+  // core c's unit m is port c x units + m).
+  struct WeightRequest {
+    bool valid = false;
+    uint64_t addr = 0;
+  };
+  // The chip's outputs: its cores', its weight DMAs' requests and the host-memory request
+  // (tagged with its core).
   struct Outputs {
     std::vector<CoreOutputs> core;
+    std::vector<WeightRequest> wm;
     bool hm_req_valid = false, hm_req_write = false;
     uint32_t hm_req_addr = 0;
     std::vector<uint8_t> hm_req_data;
     int hm_req_id = 0;
   };
-  // A core's weight-memory port: its request taken, a read row presented.
-  struct CoreInputs {
-    bool wm_req_ready = false, wm_resp_valid = false;
-    const uint8_t* wm_resp_data = nullptr;  // a row's bytes
+  // A weight-memory port: its request taken, a read row presented.
+  struct WeightAnswer {
+    bool req_ready = false, resp_valid = false;
+    const uint8_t* resp_data = nullptr;  // a row's bytes
   };
   struct Inputs {
     std::vector<const uint8_t*> instr;  // per core: the 16-byte word offered, or nullptr
-    std::vector<CoreInputs> core;
+    std::vector<WeightAnswer> wm;       // per weight-memory port (as Outputs::wm)
     uint32_t hm_size = 0;
     uint64_t wm_size = 0;
     bool hm_req_ready = false, hm_resp_valid = false;
@@ -190,7 +196,7 @@ class TpuSystemBase : public sc_core::sc_module {
   void StopOnWatchdog(const Outputs& out, uint64_t cycle, uint64_t quiet);
   // From a thread: lets the combinational read settle (delta cycles, no clock edge).
   uint64_t ReadRegister(int core, int addr);
-  static uint8_t CycleObs(const Outputs& out, const Inputs& in, int core);
+  uint8_t CycleObs(const Outputs& out, const Inputs& in, int core) const;
   void SnapshotRegisters();
   bool CsrWrite(uint64_t off, uint64_t value);
   bool CsrRead(uint64_t off, uint64_t* value, sc_core::sc_time* delay);
@@ -201,6 +207,7 @@ class TpuSystemBase : public sc_core::sc_module {
 
   int array_dim_;
   int row_bytes_;
+  int units_;  // matrix units per core: weight-memory ports per core
   TpuSystemConfig config_;
   MemoryModel host_, weight_;
   MemoryPort host_port_, weight_port_;

@@ -138,8 +138,8 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
     out->hm_req_data.resize(static_cast<size_t>(this->RowBytes()));
     sc_detail::FromScValue(hm_req_data_.read(), words_.data());
     UnpackLanes(words_.data(), this->RowBytes(), out->hm_req_data.data());
-    c.wm_valid = wm_req_valid_.read();
-    c.wm_addr = static_cast<uint64_t>(wm_req_addr_.read());
+    out->wm.resize(1);
+    out->wm[0] = {wm_req_valid_.read(), static_cast<uint64_t>(wm_req_addr_.read())};
     c.halted = halted_.read();
     c.status = static_cast<uint32_t>(status_.read());
     c.idle = idle_.read();
@@ -166,11 +166,11 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
       PackLanes(in.hm_resp_data, this->RowBytes(), words_.data());
       hm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
     }
-    const typename Base::CoreInputs wm = in.core.empty() ? typename Base::CoreInputs{} : in.core[0];
-    wm_req_ready_.write(wm.wm_req_ready);
-    wm_resp_valid_.write(wm.wm_resp_valid);
-    if (wm.wm_resp_valid) {
-      PackLanes(wm.wm_resp_data, this->RowBytes(), words_.data());
+    const typename Base::WeightAnswer wm = in.wm.empty() ? typename Base::WeightAnswer{} : in.wm[0];
+    wm_req_ready_.write(wm.req_ready);
+    wm_resp_valid_.write(wm.resp_valid);
+    if (wm.resp_valid) {
+      PackLanes(wm.resp_data, this->RowBytes(), words_.data());
       wm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
     }
   }

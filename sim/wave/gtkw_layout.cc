@@ -95,7 +95,13 @@ class Body {
 
  private:
   std::string Facility(const std::string& name) const {
+    // GTKWave names a vector with its range, a vector of one bit with its index ([0:0]: [0]).
     const int w = trace_.Width(name);
+    const std::string range = trace_.Range(name);
+    const size_t colon = range.find(':');
+    if (w == 1 && colon != std::string::npos &&
+        range.substr(1, colon - 1) == range.substr(colon + 1, range.size() - colon - 2))
+      return name + range.substr(0, colon) + "]";
     return w > 1 ? name + "[" + std::to_string(w - 1) + ":0]" : name;
   }
 

@@ -39,6 +39,8 @@ VcdSignals::VcdSignals(std::istream& in, const std::set<std::string>& wanted) {
       for (const auto& s : scope) full += s + ".";
       full += name;
       widths_[full] = std::stoi(width);
+      for (std::string rest; in >> rest && rest != "$end";)  // a declared range, as [0:0]
+        if (rest[0] == '[') ranges_[full] = rest;
       if (wanted.empty() || wanted.count(full)) names[id].push_back(full);
     } else if (tok[0] == '#') {
       time = std::stoull(tok.substr(1));

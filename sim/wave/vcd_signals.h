@@ -25,6 +25,12 @@ class VcdSignals {
   const std::map<std::string, int>& Widths() const { return widths_; }
   bool Has(const std::string& name) const { return widths_.count(name) != 0; }
   int Width(const std::string& name) const;
+  // The range the signal was declared with ("[63:0]", "[0:0]" for a vector of one bit), or
+  // empty for a plain bit.
+  std::string Range(const std::string& name) const {
+    const auto it = ranges_.find(name);
+    return it == ranges_.end() ? std::string() : it->second;
+  }
   // The signal's value at `time` (its last change at or before it) as an unsigned number of
   // up to 64 bits; Signed() sign-extends from the signal's width.
   uint64_t At(const std::string& name, uint64_t time) const;
@@ -38,6 +44,7 @@ class VcdSignals {
 
  private:
   std::map<std::string, int> widths_;
+  std::map<std::string, std::string> ranges_;
   std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> changes_;
   uint64_t first_time_ = 0, last_time_ = 0;
 };

@@ -547,9 +547,9 @@ TEST(GraphCompilerTest, ConvolutionsSpreadOverTheMatrixUnits) {
         << op << ": " << two.layers[op].counters.cycles << " vs " << one.layers[op].counters.cycles;
 }
 
-// The weight DMA takes one read at a time and the chip issues in order, so two units' tile
-// reads emitted one right after the other hold back every matmul behind the second until
-// the first is done. A spread convolution's reads go paced between its matmuls instead, the
+// A unit's weight DMA takes one read at a time and the chip issues in order, so a unit's
+// tile reads emitted one right after the other hold back every matmul behind the second
+// until the first is done. A spread convolution's reads go paced between its matmuls instead, the
 // next group's first tiles among them as this group's switches make room (docs/compiler.md,
 // "Several matrix units"), so slower reads cost only where no matmul can hide them: the
 // reads the operation starts with, the FIFO's 4 tiles for each of the two units. Reads 90
@@ -637,14 +637,14 @@ TEST(GraphCompilerTest, ActivatesBetweenTheMatmulsWaitForTheOneBefore) {
 }
 
 // An image of more rows than half the accumulators runs in chunks; spread over the units, in
-// twice as many where each unit's chunk still hides its group's tile reads (the units' reads,
-// one after another, at most a chunk's rows: docs/compiler.md, "Several matrix units"), so
-// that an image's last activates, one per unit on the one vector unit, hold the next
-// operation back half as long. A 3 x 3 convolution of one output tile on 24 x 24 maps (576
-// rows an image, 512 the most a pass takes on lab-8) on two units, each reading its K-tiles
-// two at a time: four chunks an image where a tile takes 13 cycles of a read of two (latency
-// 10: 2 x 13 <= 144 rows) or 58 (latency 100, where a read of one alone takes 108: 2 x 108
-// would not hide), two where it takes 108 (latency 200: 2 x 108 > 144).
+// twice as many where each unit's chunk still hides its group's tile reads (the units' reads
+// side by side, each on its own weight DMA, at most a chunk's rows: docs/compiler.md,
+// "Several matrix units"), so that an image's last activates, one per unit on the one vector
+// unit, hold the next operation back half as long. A 3 x 3 convolution of one output tile on
+// 24 x 24 maps (576 rows an image, 512 the most a pass takes on lab-8) on two units, each
+// reading its K-tiles two at a time: four chunks an image where a tile takes 13, 58 or 108
+// cycles of a read of two (latency 10, 100, 200: at most 144 rows; the channel moves the two
+// units' tiles in 16), two where it takes 158 (latency 300).
 TEST(GraphCompilerTest, SpreadImagesRunInFinerChunksWhereTheReadsHide) {
   auto passes = [](int latency) {
     nn::Model m = NewModel("chunks", {24, 24, 8});
@@ -663,7 +663,8 @@ TEST(GraphCompilerTest, SpreadImagesRunInFinerChunksWhereTheReadsHide) {
   };
   EXPECT_EQ(passes(10), 2 * 4);
   EXPECT_EQ(passes(100), 2 * 4);
-  EXPECT_EQ(passes(200), 2 * 2);
+  EXPECT_EQ(passes(200), 2 * 4);
+  EXPECT_EQ(passes(300), 2 * 2);
 }
 
 // Each read_host pays the host link's latency and holds back every instruction behind it
@@ -989,22 +990,24 @@ TEST(GraphCompilerTest, OperationsSpreadOverTheUnitsTheirEstimateFavours) {
     // over one (4 times the bound's, which is over four) or another term; on u, the reads
     // that fill the units' FIFOs (4 tiles each) before the array term over u, the other
     // tiles' reads, the vector unit's or the host's rows; the reads two tiles at a time,
-    // 10 + 16 cycles.
+    // 10 + 16 cycles, 13 a tile, the u units' side by side (the channel moves a tile of 8
+    // rows of 8 bytes in 8 cycles at 8 B a cycle).
     const Bound& b = bounds[static_cast<size_t>(op)];
     const double tiles = b.weights / 8;
     int want = 1;
     double least = std::max({b.array * 4, b.weights, b.vector, b.host});
     for (int u = 2; u <= 4; ++u) {
       const double fill = std::min(tiles, 4.0 * u);
+      const double share = std::max(13.0, 8.0 * u) / u;
       const double t =
-          fill * 13 + std::max({b.array * 4 / u, (tiles - fill) * 13, b.vector, b.host});
+          fill * share + std::max({b.array * 4 / u, (tiles - fill) * share, b.vector, b.host});
       if (t < least) want = u, least = t;
     }
     wants.push_back(want);
   }
   // The 3 x 3 convolution binds the array with four units: its two output tiles (fewer than
   // the units) are cut into passes of their images, one per unit (docs/compiler.md: as many
-  // as the weight DMA can feed, four here); the 1 x 1 one's four output tiles make four
+  // as the units' weight DMAs can feed, four here); the 1 x 1 one's four output tiles make four
   // passes, of which it takes two at a time, the two units its vector-unit rows allow.
   EXPECT_EQ(wants, (std::vector<int>{4, 2}));
   EXPECT_EQ(units, (std::vector<int>{4, 2}));
@@ -1016,7 +1019,7 @@ TEST(GraphCompilerTest, OperationsSpreadOverTheUnitsTheirEstimateFavours) {
 }
 
 // Where the weights bind on two units but not on one (the bound's weights term between the
-// array term over two units and over one), two units still pay: the weight DMA reads their
+// array term over two units and over one), two units still pay: each unit's weight DMA reads its
 // tiles two at a time. But an operation whose tiles the units' FIFOs all take reads them
 // before its first matmuls, where one unit would have read them during the operation before
 // (docs/compiler.md, "Which operations, over how many units"). 8 x 12 maps on lab-8 with two
@@ -1150,6 +1153,28 @@ TEST(GraphBoundTest, TheWeightPipelineFollowsItsRecurrence) {
   for (int i = 0; i < 6; ++i) runs.push_back({1, 1});
   EXPECT_EQ(WeightPipeline(runs, 2, 100, 1, 2), (std::vector<double>{1100, 201}));
   EXPECT_EQ(WeightPipeline(runs, 2, 100, 1, 8), (std::vector<double>{1100, 6}));
+}
+
+// A core's weight DMAs, one per matrix unit, read side by side, together up to the weight
+// memory's bytes a cycle (docs/timing.md, "Why a port per matrix unit"): the bound's weights
+// term on two units of lab-8 (8-byte rows) is half one unit's where the channel moves two
+// rows a cycle (16 B), and one unit's where it moves one (8 B).
+TEST(GraphBoundTest, TheWeightsTermCountsEveryUnitsDma) {
+  auto weights = [](int units, int bytes_per_cycle) {
+    nn::Model m = NewModel("dmas", {8, 8, 16});
+    m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
+                GlobalPool(0), L(LayerType::kDense, {1}, 4)};
+    config::TpuConfig c = config::LoadConfig("lab-8");
+    c.mxus_per_core = units;
+    c.weight_mem_bytes_per_cycle = bytes_per_cycle;
+    QuantizeAndEmit(&m, 17, c, 2);
+    const LoweredGraph g = LowerGraph(m, c.array_dim);
+    return BoundGraph(g, PlanGraph(g, c, 2), c, 2)[0].weights;
+  };
+  EXPECT_GT(weights(1, 16), 0);
+  EXPECT_DOUBLE_EQ(weights(2, 16) * 2, weights(1, 16));
+  EXPECT_DOUBLE_EQ(weights(2, 8), weights(1, 8));
+  EXPECT_DOUBLE_EQ(weights(1, 8), weights(1, 16));
 }
 
 // What the window registers cannot hold is said, and a chain then runs as layer jobs.

@@ -1,8 +1,8 @@
 // A core of two matrix units (config `mxus_per_core`, docs/architecture.md "A core of several
 // matrix units") through the ChipEngine seam, on both engines (the rtl engine's 1 x 2 x 4 chip,
-// CMake TPUSIM_TPU_CHIPS): matmuls naming different units run at once, each unit keeps its own
-// weight tiles and accumulators, and an mxu= past the core's last is a bad operand. Each test
-// is its own process (the SystemC kernel elaborates once per process).
+// CMake TPUSIM_TPU_CHIPS): matmuls naming different units run at once, as their weight DMAs do;
+// each unit keeps its own weight tiles and accumulators, and an mxu= past the core's last is
+// a bad operand. Each test is its own process (the SystemC kernel elaborates once per process).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -151,6 +151,43 @@ TEST(MultiMxuTest, TheTimelineHasATrackPerMatrixUnit) {
   }
   if (events.size() == 2) {
     EXPECT_EQ(events[0].dump(), events[1].dump());
+  }
+}
+
+// Each matrix unit has its own weight DMA (docs/timing.md, "Why a port per matrix unit"): a
+// read_weights for unit 1 issues while unit 0's is still reading, where a second read for
+// unit 0 waits for unit 0's DMA; the rows are the same, and both engines count the same.
+TEST(MultiMxuTest, EachUnitsWeightDmaReadsBesideTheOthers) {
+  const auto reads = [](const char* second) {
+    return Job(
+        std::string("read_weights addr=0 tiles=2\n") + second + "halt\n", {},
+        [] {
+          std::vector<uint8_t> w = WeightImage();
+          w.insert(w.end(), w.begin(), w.end());
+          return w;
+        }(),
+        0, 0);
+  };
+  const std::vector<engine::ExecResult> apart =
+      RunBoth(reads("read_weights addr=32 tiles=2 mxu=1\n"));
+  const std::vector<engine::ExecResult> after = RunBoth(reads("read_weights addr=32 tiles=2\n"));
+  for (size_t e = 0; e < apart.size(); ++e) {
+    SCOPED_TRACE(apart[e].engine);
+    ASSERT_TRUE(apart[e].ok) << apart[e].message;
+    ASSERT_TRUE(after[e].ok) << after[e].message;
+    EXPECT_EQ(apart[e].counters.issue_stall_unit_busy, 0u);
+    EXPECT_GT(after[e].counters.issue_stall_unit_busy, 0u);
+    EXPECT_LT(apart[e].cycles, after[e].cycles);
+    for (const engine::ExecResult* r : {&apart[e], &after[e]}) {
+      EXPECT_EQ(r->counters.weight_fifo_pushes, 16u);
+      EXPECT_EQ(r->counters.weight_bytes_read, 64u);
+    }
+    // The two reads overlap: some weight DMA is busy in fewer cycles than one after the other.
+    EXPECT_LT(apart[e].counters.busy_weight_dma, after[e].counters.busy_weight_dma);
+  }
+  if (apart.size() == 2) {
+    EXPECT_EQ(apart[0].counters, apart[1].counters);
+    EXPECT_EQ(after[0].counters, after[1].counters);
   }
 }
 
