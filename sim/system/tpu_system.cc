@@ -39,7 +39,8 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig
       clk("clk", 10, sc_core::SC_NS),
       array_dim_(config.chip.array_dim),
       row_bytes_(hw::RowBytes(config.chip)),
-      units_(std::clamp(config.chip.mxus_per_core, 1, 4)),
+      units_(
+          std::clamp(config.chip.mxus_per_core, 1, static_cast<int>(hw::kOpdMatmulMxu.Max()) + 1)),
       config_(config),
       host_("host memory", static_cast<uint64_t>(config.chip.host_mem_bytes),
             {static_cast<uint32_t>(config.chip.host_mem_latency_cycles),
@@ -276,8 +277,8 @@ uint8_t TpuSystemBase::CycleObs(const Outputs& out, const Inputs& in, int core) 
   uint8_t obs = static_cast<uint8_t>(o.obs) & ~(hw::kObsHostMemStall | hw::kObsWeightMemStall);
   const bool hm_taken = out.hm_req_valid && out.hm_req_id == core && in.hm_req_ready;
   if (o.hm_valid && !hm_taken) obs |= hw::kObsHostMemStall;
-  for (size_t p = static_cast<size_t>(core * units_); p < static_cast<size_t>((core + 1) * units_);
-       ++p) {
+  const size_t end = std::min(out.wm.size(), static_cast<size_t>((core + 1) * units_));
+  for (size_t p = static_cast<size_t>(core * units_); p < end; ++p) {
     if (out.wm[p].valid && !in.wm[p].req_ready) obs |= hw::kObsWeightMemStall;
   }
   return obs;
