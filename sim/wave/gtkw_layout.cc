@@ -99,9 +99,7 @@ class Body {
     const int w = trace_.Width(name);
     const std::string range = trace_.Range(name);
     const size_t colon = range.find(':');
-    if (w == 1 && colon != std::string::npos &&
-        range.substr(1, colon - 1) == range.substr(colon + 1, range.size() - colon - 2))
-      return name + range.substr(0, colon) + "]";
+    if (w == 1 && colon != std::string::npos) return name + "[" + range.substr(colon + 1);
     return w > 1 ? name + "[" + std::to_string(w - 1) + ":0]" : name;
   }
 
