@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "host/common/errors.h"
+#include "host/config/tpu_config.h"
 #include "host/run/topology.h"
 #include "tests/host/cli/cli_fixture.h"
 
@@ -396,6 +397,33 @@ TEST_F(TopologyCliTest, TheBoundIsTheWeightStationaryMapping) {
   EXPECT_GT(j["bound"]["pipeline"].get<double>(), j["bound"]["weights"].get<double>());
   EXPECT_GT(j["bound"]["pipeline"].get<double>(), array);
   EXPECT_GE(j["cycles"].get<double>(), j["bound_cycles"].get<double>());
+
+  // Whatever the order and the grouping of images, as long as each layer of an image runs
+  // after the layer before has finished for that image (docs/performance.md, "No
+  // layer-at-a-time schedule reaches 190,000"): the image whose layers before layer s finish
+  // last does so after every image's rows of those layers have streamed (one row a cycle),
+  // and then needs every tile of layers s .. 19, of which at most the FIFO's tiles, the
+  // shadow registers' and one on its way can already be on chip; each of the others takes
+  // 256 x 256 bytes over the weight memory's bytes per cycle.
+  const config::TpuConfig v1 = config::LoadConfig("tpu-v1");
+  const double load = 256.0 * 256.0 / static_cast<double>(v1.weight_mem_bytes_per_cycle);
+  const int on_chip = v1.weight_fifo_tiles + 2;
+  double schedule_free = 0;
+  for (size_t s = 0; s < layers.size(); ++s) {
+    double head = 0, tiles = 0;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const gemm::GemmShape g = layers[i].Gemm();
+      const double t = static_cast<double>(((g.k + 255) / 256) * ((g.n + 255) / 256));
+      if (i < s)
+        head += t * static_cast<double>(g.m * 8);
+      else
+        tiles += t;
+    }
+    schedule_free = std::max(schedule_free, head + std::max(0.0, tiles - on_chip) * load);
+  }
+  EXPECT_NEAR(schedule_free / 8, 194389.33, 0.01);  // split before conv14: 248 tiles
+  EXPECT_GE(j["cycles"].get<double>(), schedule_free);
+  EXPECT_GE(j["bound"]["pipeline"].get<double>(), schedule_free);
 }
 
 TEST_F(TopologyCliTest, LayersLargerThanTheBuffersAreSplit) {
