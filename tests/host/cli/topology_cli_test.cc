@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 
 #include "host/common/errors.h"
@@ -377,10 +378,12 @@ TEST_F(TopologyCliTest, TheBoundIsTheWeightStationaryMapping) {
   const auto layers = compiler::ReadTopologyCsv(dark);
   ASSERT_EQ(j["layers"].size(), layers.size());
   double array = 0;
+  std::vector<double> tiles, rows;  // each layer's weight tiles, and the rows each streams
   for (size_t i = 0; i < layers.size(); ++i) {
     const gemm::GemmShape g = layers[i].Gemm();
-    const double mapped = static_cast<double>(((g.k + 255) / 256) * ((g.n + 255) / 256)) *
-                          std::max<double>(static_cast<double>(g.m * 8), 256);
+    tiles.push_back(static_cast<double>(((g.k + 255) / 256) * ((g.n + 255) / 256)));
+    rows.push_back(static_cast<double>(g.m * 8));
+    const double mapped = tiles.back() * std::max(rows.back(), 256.0);
     const auto& l = j["layers"][i];
     EXPECT_EQ(l["bound"]["array"].get<double>(), mapped) << l["name"];
     EXPECT_EQ(l["m"], g.m * 8);
@@ -406,20 +409,14 @@ TEST_F(TopologyCliTest, TheBoundIsTheWeightStationaryMapping) {
   // shadow registers' and one on its way can already be on chip; each of the others takes
   // 256 x 256 bytes over the weight memory's bytes per cycle.
   const config::TpuConfig v1 = config::LoadConfig("tpu-v1");
-  const double load = 256.0 * 256.0 / static_cast<double>(v1.weight_mem_bytes_per_cycle);
+  const double load = v1.CoreWeightRowCycles() * v1.array_dim;  // a tile's 256 rows
   const int on_chip = v1.weight_fifo_tiles + 2;
-  double schedule_free = 0;
-  for (size_t s = 0; s < layers.size(); ++s) {
-    double head = 0, tiles = 0;
-    for (size_t i = 0; i < layers.size(); ++i) {
-      const gemm::GemmShape g = layers[i].Gemm();
-      const double t = static_cast<double>(((g.k + 255) / 256) * ((g.n + 255) / 256));
-      if (i < s)
-        head += t * static_cast<double>(g.m * 8);
-      else
-        tiles += t;
-    }
-    schedule_free = std::max(schedule_free, head + std::max(0.0, tiles - on_chip) * load);
+  double schedule_free = 0, head = 0;
+  double tail = std::accumulate(tiles.begin(), tiles.end(), 0.0);
+  for (size_t s = 0; s < layers.size(); ++s) {  // split before layer s
+    schedule_free = std::max(schedule_free, head + std::max(0.0, tail - on_chip) * load);
+    head += tiles[s] * rows[s];
+    tail -= tiles[s];
   }
   EXPECT_NEAR(schedule_free / 8, 194389.33, 0.01);  // split before conv14: 248 tiles
   EXPECT_GE(j["cycles"].get<double>(), schedule_free);
