@@ -25,7 +25,9 @@ class ActivateUnit {
   // `start`: the activate the controller issues in this cycle, or null; `acc_read`:
   // AccRead(start); `out`: Out().
   void Edge(const Decoded* start, bool acc_read, bool out) {
-    if (s2_ && pool_ != kPoolNone) {
+    if (s2_ && pool_ == kPoolLanes) {
+      pool_valid_ = true;  // a row out per row in
+    } else if (s2_ && pool_ != kPoolNone) {
       pool_valid_ = pool_count_ == 3;
       pool_count_ = (pool_count_ + 1) & 3;
     } else {
@@ -38,9 +40,8 @@ class ActivateUnit {
     if (start) {
       rd_left_ = start->len;
       out_left_ = start->out_rows;
-      pool_ = (start->flags & hw::kFlagPoolMax)   ? kPoolMax
-              : (start->flags & hw::kFlagPoolAvg) ? kPoolAvg
-                                                  : kPoolNone;
+      pool_ = static_cast<uint8_t>(((start->flags & hw::kFlagPoolMax) ? kPoolMax : kPoolNone) |
+                                   ((start->flags & hw::kFlagPoolAvg) ? kPoolAvg : kPoolNone));
       residual_ = start->flags & hw::kFlagResidual;
     } else {
       if (rd_left_ != 0) --rd_left_;
@@ -49,7 +50,7 @@ class ActivateUnit {
   }
 
  private:
-  enum Pool : uint8_t { kPoolNone, kPoolAvg, kPoolMax };
+  enum Pool : uint8_t { kPoolNone, kPoolAvg, kPoolMax, kPoolLanes };  // rtl's vpu_pool_e
   uint32_t rd_left_ = 0, out_left_ = 0, pool_count_ = 0;
   uint8_t pool_ = kPoolNone;
   bool residual_ = false;

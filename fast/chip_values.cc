@@ -250,6 +250,22 @@ void ChipValues::FormWindowRows(const Decoded& d, T pad_min) {
   }
 }
 
+namespace {
+
+// activate pool=lanes, in place (rtl/tpu_vpu.sv): lane l below n / 4 the maximum of lanes
+// 4l .. 4l + 3, in that order as max(max(max(4l, 4l + 1), 4l + 2), 4l + 3); the others 0.
+template <class T, class Max>
+void PoolLanes(T* y, int64_t n, Max max) {
+  for (int64_t l = 0; l < n / 4; ++l) {
+    T m = y[4 * l];
+    for (int q = 1; q < 4; ++q) m = max(m, y[4 * l + q]);
+    y[l] = m;  // lanes 4l and up are not read again
+  }
+  std::fill(y + n / 4, y + n, T{0});
+}
+
+}  // namespace
+
 void ChipValues::Activate(const Decoded& d) {
   Mxu& m = *mxus_[d.mxu];
   const int64_t n = n_;
@@ -296,11 +312,13 @@ void ChipValues::Activate(const Decoded& d) {
     return;
   }
   if (!pooled) {
+    const bool lanes = (d.flags & hw::kFlagPoolAvg) && pool_max;
     for (uint32_t i = 0; i < d.len; ++i) {
       int8_t* y = out + i * step * n;
       std::memcpy(y, constant.data(), static_cast<size_t>(n));
       const int32_t* row = acc + i * n;
       for (const int32_t l : live) y[l] = requant(row, l);
+      if (lanes) PoolLanes(y, n, [](int8_t a, int8_t b) { return std::max(a, b); });
     }
     return;
   }
@@ -368,6 +386,11 @@ void ChipValues::ActivateBf16(const Decoded& d) {
     uint16_t* y = Ub<uint16_t>(d.dst + i * d.step);
     if (!d.pooled) {
       for (int64_t l = 0; l < n; ++l) y[l] = value(acc + i * n, l);
+      if (avg && (d.flags & hw::kFlagPoolMax)) {
+        PoolLanes(y, n, [](uint16_t a, uint16_t b) {
+          return nn::Bf16OfFp32(nn::Fp32Max(nn::Fp32OfBf16(a), nn::Fp32OfBf16(b)));
+        });
+      }
       continue;
     }
     for (int64_t l = 0; l < n; ++l) {

@@ -159,9 +159,9 @@ void Activate(Decoded& d, const Sizes& s, const Residual& residual) {
   d.residual = residual;
   if ((f & ~(hw::kFlagRelu | hw::kFlagPoolAvg | hw::kFlagPoolMax | hw::kFlagResidual |
              hw::kFlagSigmoid | hw::kFlagTanh | kMxuBits)) != 0 ||
-      MxuBad(d, s) || ((f & hw::kFlagPoolAvg) && (f & hw::kFlagPoolMax)) ||
-      ((f & hw::kFlagSigmoid) && (f & hw::kFlagTanh)) || len == 0 || (d.pooled && (len & 3) != 0) ||
-      (res && (d.pooled || !residual.valid))) {
+      MxuBad(d, s) || ((f & hw::kFlagSigmoid) && (f & hw::kFlagTanh)) || len == 0 ||
+      (d.pooled && (len & 3) != 0) ||
+      (res && ((f & (hw::kFlagPoolAvg | hw::kFlagPoolMax)) || !residual.valid))) {
     d.check = Status::kBadOperand;
   } else {
     d.check =
@@ -234,7 +234,8 @@ Decoded Decode(const uint8_t* w, const ChipParams& p, Registers& regs) {
   d.src = Get32(w, hw::kSrcOffset);
   d.dst = Get32(w, hw::kDstOffset);
   d.aux = Get32(w, hw::kAuxOffset);
-  d.pooled = d.flags & (hw::kFlagPoolAvg | hw::kFlagPoolMax);
+  // activate: 2 x 2 pooling over rows with one pooling flag; over lanes with both.
+  d.pooled = bool(d.flags & hw::kFlagPoolAvg) != bool(d.flags & hw::kFlagPoolMax);
   d.out_rows = d.pooled ? d.len >> 2 : d.len;
   const Sizes s{static_cast<uint64_t>(p.array_dim),
                 std::min<uint64_t>(static_cast<uint64_t>(p.host_mem_bytes), 0xffffffffu),

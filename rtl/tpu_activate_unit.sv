@@ -114,13 +114,12 @@ module tpu_activate_unit
       // `stride=`: rows between the rows written (0 meaning 1).
       ub_step_q  <= (cmd_i.aux[OpdActivateStrideLsb+:OpdActivateStrideBits] == '0) ? 32'd1
                   : 32'(cmd_i.aux[OpdActivateStrideLsb+:OpdActivateStrideBits]);
-      out_left_q <= (cmd_i.flags[FlagPoolAvg] || cmd_i.flags[FlagPoolMax])
+      out_left_q <= (cmd_i.flags[FlagPoolAvg] != cmd_i.flags[FlagPoolMax])
                     ? 32'(cmd_i.length) >> 2 : 32'(cmd_i.length);
       relu_q     <= cmd_i.flags[FlagRelu];
       fn_q       <= cmd_i.flags[FlagSigmoid] ? VpuFnSigmoid
                   : cmd_i.flags[FlagTanh] ? VpuFnTanh : VpuFnNone;
-      pool_q     <= cmd_i.flags[FlagPoolMax] ? VpuPoolMax
-                  : cmd_i.flags[FlagPoolAvg] ? VpuPoolAvg : VpuPoolNone;
+      pool_q     <= vpu_pool_e'({cmd_i.flags[FlagPoolMax], cmd_i.flags[FlagPoolAvg]});
       residual_q <= cmd_i.flags[FlagResidual];
       res_q      <= residual_i;
       res_row_q  <= residual_i.ub;

@@ -214,7 +214,8 @@ module tpu_controller
   assign src    = 64'(head.src);
   assign dst    = 64'(head.dst);
   assign aux    = 64'(head.aux);
-  assign pooled = flags[FlagPoolAvg] || flags[FlagPoolMax];
+  // 2 x 2 pooling over rows: one of the pooling flags (both: over lanes, a row per row).
+  assign pooled = flags[FlagPoolAvg] != flags[FlagPoolMax];
   // mxu= sits at the same bits of read_weights, matmul and activate.
   assign mxu_bits = 8'(((1 << OpdMatmulMxuBits) - 1) << OpdMatmulMxuLsb);
   assign mxu      = flags[OpdMatmulMxuLsb+:OpdMatmulMxuBits];
@@ -300,10 +301,10 @@ module tpu_controller
         if ((flags & ~(8'((1 << FlagRelu) | (1 << FlagPoolAvg) | (1 << FlagPoolMax) |
                           (1 << FlagResidual) | (1 << FlagSigmoid) | (1 << FlagTanh)) |
                        mxu_bits)) != '0 || mxu_bad ||
-            (flags[FlagPoolAvg] && flags[FlagPoolMax]) || (flags[FlagSigmoid] && flags[FlagTanh]) ||
-            len == '0 ||
+            (flags[FlagSigmoid] && flags[FlagTanh]) || len == '0 ||
             (pooled && len[1:0] != 2'd0) ||
-            (flags[FlagResidual] && (pooled || !res_q.valid))) begin
+            (flags[FlagResidual] &&
+             (flags[FlagPoolAvg] || flags[FlagPoolMax] || !res_q.valid))) begin
           check = StatusBadOperand;
         end else begin
           check = first_error(first_error(range_check(src, len, 64'(AccDepth)),

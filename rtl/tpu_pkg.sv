@@ -27,7 +27,8 @@ package tpu_pkg;
   typedef enum logic [1:0] {
     VpuPoolNone = 2'd0,
     VpuPoolAvg  = 2'd1,  // 2 x 2 average, rounding half up
-    VpuPoolMax  = 2'd2   // 2 x 2 maximum
+    VpuPoolMax  = 2'd2,  // 2 x 2 maximum
+    VpuPoolLanes = 2'd3  // maximum of each four adjacent lanes (both pooling flags)
   } vpu_pool_e;
 
   // A function table the VPU applies after requantization (activate fn=, docs/vpu.md).

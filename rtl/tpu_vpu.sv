@@ -9,6 +9,9 @@
 //   stage 3  either optional 2 x 2 pooling over PoolRows consecutive rows (the controller
 //            sends the four pixels of a window back to back): average = (sum + 2) >>> 2,
 //            or maximum;
+//            or pooling over lanes (VpuPoolLanes, a row out per row in): lane l below
+//            ArrayDim / 4 the maximum of lanes 4l .. 4l + 3, the lanes above 0 (a row
+//            holding a 2 x 2 window's four pixels, channel c of pixel q in lane 4c + q);
 //            or, with residual_i, the residual add of an int8 row r (res_data_i, valid with
 //            the row in stage 2): out = clamp((out * mul_a + r * mul_b + 2^(shift-1))
 //            >>> shift, res_relu ? 0 : -128, 127)                    (64-bit),
@@ -21,7 +24,8 @@
 //   stage 2  y = relu ? (sum > 0 ? sum : +0) : sum  (NaN stays NaN);
 //            out = Bf16Round(Fp32Min(y, hi[lane]))  (hi: float32, the multiplier's bits)
 //   stage 3  optional 2 x 2 pooling: the maximum (Fp32Max), or
-//            Bf16Round(Fp32Quarter(((a + b) + c) + d)) with the adds in float32;
+//            Bf16Round(Fp32Quarter(((a + b) + c) + d)) with the adds in float32; over
+//            lanes, max(d, max(c, max(b, a))) with Fp32Max, as over rows;
 //            or, with residual_i, the residual add of a bf16 row r:
 //            out = Bf16Round(ReLU(Fp32Add(PlusZero(out), r)))  (res_i.relu; mul_a,
 //            mul_b and shift unused); PlusZero makes a zero or subnormal +0, as the
@@ -30,7 +34,8 @@
 //   (no tables and no product: the controller refuses them on a bf16 chip)
 //
 // One row per cycle in, fully pipelined; out_valid_o follows in_valid_i by 2 cycles
-// without pooling, 3 with the residual, and once per PoolRows input rows with pooling.
+// without pooling, 3 with the residual or pooling over lanes, and once per PoolRows input
+// rows with pooling over rows.
 module tpu_vpu
   import tpu_pkg::*;
 #(
@@ -117,13 +122,33 @@ module tpu_vpu
   logic                    pool_valid_q;
   operand_t [ArrayDim-1:0] pool_data_q;
 
+  // Over lanes: lane l (below ArrayDim / 4) the maximum of lanes 4l .. 4l + 3 of the row.
+  operand_t [ArrayDim-1:0] lanes_max;
+  for (genvar l = 0; l < int'(ArrayDim); l++) begin : gen_lanes_max
+    if (l < int'(ArrayDim / 4)) begin : gen_window
+      always_comb begin
+        operand_t m;
+        m = s2_data_q[4*l];
+        for (int q = 1; q < 4; q++) begin
+          if (Bf16) m = operand_t'(Fp32Max(32'({s2_data_q[4*l+q], 16'h0}), 32'({m, 16'h0})) >> 16);
+          else if (s2_data_q[4*l+q] > m) m = s2_data_q[4*l+q];
+        end
+        lanes_max[l] = m;
+      end
+    end else begin : gen_zero
+      assign lanes_max[l] = '0;
+    end
+  end
+
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       pool_count_q <= '0;
       pool_valid_q <= 1'b0;
     end else begin
-      pool_valid_q <= s2_valid_q && pool_last && (pool_i != VpuPoolNone);
-      if (s2_valid_q && pool_i != VpuPoolNone) pool_count_q <= pool_count_q + 2'd1;
+      pool_valid_q <= s2_valid_q && (pool_i == VpuPoolLanes ||
+                                     (pool_last && pool_i != VpuPoolNone));
+      if (s2_valid_q && pool_i != VpuPoolNone && pool_i != VpuPoolLanes)
+        pool_count_q <= pool_count_q + 2'd1;
     end
   end
 
@@ -146,7 +171,8 @@ module tpu_vpu
         pool_sum_q[l] <= sum;
         pool_max_q[l] <= mx;
         // int8: floor((sum + 2) / 4) is an arithmetic shift by 2.
-        if (pool_i == VpuPoolMax) pool_data_q[l] <= mx;
+        if (pool_i == VpuPoolLanes) pool_data_q[l] <= lanes_max[l];
+        else if (pool_i == VpuPoolMax) pool_data_q[l] <= mx;
         else if (Bf16) pool_data_q[l] <= operand_t'(Bf16Round(Fp32Quarter(32'(sum))));
         else pool_data_q[l] <= operand_t'((sum + SumWidth'(2)) >>> 2);
       end

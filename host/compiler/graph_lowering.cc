@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "contract/tpu_contract.h"
 #include "host/compiler/layer_compiler.h"
@@ -185,14 +186,19 @@ class Lowering {
     op.relu = nn::ClampsAtZero(l.activation);
     const int pool = FusablePool(i);
     const int add = pool < 0 ? FusableAdd(i) : -1;
+    // The layer the array computes: l, or its form of four output pixels a row.
+    const std::optional<nn::Layer> four = pool >= 0 ? FourPixelsARow(l, L(pool)) : std::nullopt;
+    const nn::Layer& a = four ? *four : l;
     int64_t out_h = l.out.h, out_w = l.out.w, kt = 0;
     if (op.kind == OpKind::kConv) {
       if (pool >= 0) {
         const nn::Layer& p = L(pool);
         op.name += "+" + p.name;
         op.layers.push_back(pool);
-        op.pool = p.type == nn::LayerType::kMaxPool2d ? isa::Pool::kMax : isa::Pool::kAvg;
-        op.window.pooled = true;
+        op.pool = four                                  ? isa::Pool::kLanes
+                  : p.type == nn::LayerType::kMaxPool2d ? isa::Pool::kMax
+                                                        : isa::Pool::kAvg;
+        op.window.pooled = !four;
         fused_[pool] = true;
         out_h = p.out.h;
         out_w = p.out.w;
@@ -206,8 +212,8 @@ class Lowering {
       op.stacked = wh == 1 && ww == 1 && l.kernel_h == in.h && l.kernel_w == in.w &&
                    l.pad_top == 0 && l.pad_left == 0;
       op.rows = wh * ww;
-      SetWindow(&op, in, l.kernel_h, l.kernel_w, l.stride, l.pad_top, l.pad_left, wh, ww, in.c);
-      kt = (int64_t{l.kernel_h} * l.kernel_w * in.c + n_ - 1) / n_;
+      SetWindow(&op, in, a.kernel_h, a.kernel_w, a.stride, a.pad_top, a.pad_left, wh, ww, in.c);
+      kt = (int64_t{a.kernel_h} * a.kernel_w * in.c + n_ - 1) / n_;
     } else if (in.Pixels() > 1 || in.packed) {  // a dense layer over a map: one window
       op.stacked = !in.packed || in.rows * n_ == in.Pixels() * in.c;
       op.rows = 1;
@@ -226,12 +232,12 @@ class Lowering {
     const bool pointwise = one_by_one && !l.depthwise && l.stride == 1;
     const bool window = op.kind == OpKind::kConv ? !pointwise : in.Pixels() > 1 || in.packed;
     op.tall = one_by_one && l.stride > 1 && in.h % l.stride == 0;  // (a window, not pointwise)
-    op.macs = UsefulMacsPerImage(l, op.rows);
-    op.nt = (l.out.c + n_ - 1) / n_;
-    const int64_t k = window ? (op.kind == OpKind::kConv ? int64_t{l.kernel_h} * l.kernel_w * in.c
+    op.macs = UsefulMacsPerImage(l, op.LayerRows());
+    op.nt = (a.out.c + n_ - 1) / n_;
+    const int64_t k = window ? (op.kind == OpKind::kConv ? int64_t{a.kernel_h} * a.kernel_w * in.c
                                                          : in.Pixels() * in.c)
                              : l.in.c;
-    Terms terms = DenseTerms(l, k, kt, op.nt, window);
+    Terms terms = DenseTerms(a, k, kt, op.nt, window);
     // Each tap's channels start a K-tile only in maps an operation wrote (T x N-byte pixels).
     // (Not in bf16, whose K-tiles must split K where nn::Bf16Net splits it.)
     if (!bf16_ && l.depthwise && op.kind == OpKind::kConv && !in.packed &&
@@ -246,12 +252,55 @@ class Lowering {
     if (bf16_)
       ParamsBf16(op, l);
     else
-      Params(op, l.q.bias.data, l.q.multiplier, l.q.shift, l.out.c);
+      Params(op, a.q.bias.data, a.q.multiplier, a.q.shift, a.out.c);
     bool nonneg = op.relu;
     int64_t oc = l.out.c;
     if (add >= 0) Fuse(&op, i, add, &nonneg, &oc);
     op.output = NewTensor(out_h, out_w, oc, nonneg);
     Finish(std::move(op), i, pool, add);
+  }
+
+  // A convolution of stride 1 whose 2 x 2 max pooling follows, computed a pooling window a
+  // row (docs/compiler.md, "Four pixels a row"): the (kh + 1) x (kw + 1) kernel of stride 2
+  // over the same input whose column 4 co + q is output channel co of the window's pixel q
+  // = 2 dy + dx (the weights at (ky + dy, kx + dx), zeros elsewhere), each column with its
+  // channel's VPU parameters; activate pool=lanes then keeps the largest of each four. Only
+  // where the 4 x C columns fit one tile and the K-tiles at most double (the rows streamed
+  // fall four times), and on an int8 chip: its sums are exact in any order, while a bf16
+  // column's would round where the K-tiles split (docs/bf16.md).
+  std::optional<nn::Layer> FourPixelsARow(const nn::Layer& l, const nn::Layer& p) const {
+    const int64_t kh = l.kernel_h, kw = l.kernel_w, c = l.in.c, co = l.out.c;
+    const auto tiles = [&](int64_t taps) { return (taps * c + n_ - 1) / n_; };
+    if (bf16_ || p.type != nn::LayerType::kMaxPool2d || l.stride != 1 || l.depthwise ||
+        4 * co > n_ || kh + 1 > kWindowSmall || kw + 1 > kWindowSmall ||
+        tiles((kh + 1) * (kw + 1)) > 2 * tiles(kh * kw))
+      return std::nullopt;
+    nn::Layer x = l;
+    x.kernel_h = static_cast<int>(kh + 1);
+    x.kernel_w = static_cast<int>(kw + 1);
+    x.stride = 2;
+    x.out = {p.out.h, p.out.w, static_cast<int>(4 * co)};
+    x.q.weights.shape = {kh + 1, kw + 1, c, 4 * co};
+    x.q.weights.data.assign(static_cast<size_t>((kh + 1) * (kw + 1) * c * 4 * co), 0);
+    for (int64_t q = 0; q < 4; ++q)
+      for (int64_t ky = 0; ky < kh; ++ky)
+        for (int64_t kx = 0; kx < kw; ++kx)
+          for (int64_t ci = 0; ci < c; ++ci)
+            for (int64_t o = 0; o < co; ++o) {
+              const int64_t to = (((ky + q / 2) * (kw + 1) + kx + q % 2) * c + ci) * 4 * co;
+              x.q.weights.data[static_cast<size_t>(to + 4 * o + q)] =
+                  l.q.weights.data[static_cast<size_t>(((ky * kw + kx) * c + ci) * co + o)];
+            }
+    const auto four = [](const std::vector<int32_t>& v) {
+      std::vector<int32_t> out;
+      for (int32_t x : v) out.insert(out.end(), 4, x);
+      return out;
+    };
+    x.q.bias.data = four(l.q.bias.data);
+    x.q.bias.shape = {4 * co};
+    x.q.multiplier = four(l.q.multiplier);
+    x.q.shift = four(l.q.shift);
+    return x;
   }
 
   // Terms whose tile indices point into `tiles` (equal tiles share one), before the

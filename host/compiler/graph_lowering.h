@@ -70,7 +70,9 @@ struct GraphOp {
   // window matmul streams them all (docs/compiler.md).
   bool tall = false;
   int64_t rows = 0;  // accumulator rows per image (output pixels, x 4 with 2 x 2 pooling)
-  int64_t nt = 0;    // output tiles
+  // The rows of the layer's GEMM per image: `rows`, or four pixels each with pool=lanes.
+  int64_t LayerRows() const { return pool == isa::Pool::kLanes ? 4 * rows : rows; }
+  int64_t nt = 0;                          // output tiles
   std::vector<std::vector<OpTerm>> terms;  // per output tile
   int first_param = 0;  // its parameter sets: first_param .. first_param + nt - 1
   bool relu = false;

@@ -92,7 +92,7 @@ class Builder {
   void Block() {
     if (dense_) return Dense();
     const int kind = Uniform(0, 9);
-    if (kind < 4) return RandomConv();
+    if (kind < 4) return Chance(0.3) ? ConvThenPool() : RandomConv();
     if (kind < 6) return Pool();
     if (kind < 7) return Residual();
     if (kind < 8) return Concat();
@@ -143,6 +143,22 @@ class Builder {
     const char* kind = l.type == LayerType::kMaxPool2d ? "maxpool" : "avgpool";
     TryAdd({l}, fmt::format("{}{}x{}/{}{}", kind, l.pool_h, l.pool_w, l.pool_stride,
                             l.Padded() ? " padded" : ""));
+  }
+
+  // A convolution of stride 1 and its 2 x 2 pooling of stride 2, as CNNs pair them (fused
+  // into one operation; with max pooling and few channels, four output pixels a row).
+  void ConvThenPool() {
+    const int n = static_cast<int>(m_.layers.size()), k = Uniform(1, 4);
+    Layer c = Conv(cur_, Chance(0.5) ? Uniform(1, 4) : Uniform(1, 40), k, k, 1,
+                   Chance(0.5) ? "same" : "valid");
+    c.activation = RandomActivation();
+    Layer p;
+    p.type = Chance(0.7) ? LayerType::kMaxPool2d : LayerType::kAvgPool2d;
+    p.inputs = {n};
+    p.pool_h = p.pool_w = p.pool_stride = 2;
+    TryAdd({c, p},
+           fmt::format("conv{}x{} {} {}{} + {}2x2/2", k, k, c.padding, c.out.c, Act(c.activation),
+                       p.type == LayerType::kMaxPool2d ? "maxpool" : "avgpool"));
   }
 
   // x + conv(x): a "same" convolution of stride 1 keeping the channels, then the add.

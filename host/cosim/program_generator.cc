@@ -179,6 +179,7 @@ class Builder {
     auto flags =
         static_cast<uint8_t>((Chance(0.5) ? hw::kFlagRelu : 0) | FnFlag() | MxuFlags(PickMxu()));
     if (pooled) flags |= Chance(0.5) ? hw::kFlagPoolAvg : hw::kFlagPoolMax;
+    if (!pooled && Chance(0.2)) flags |= hw::kFlagPoolAvg | hw::kFlagPoolMax;  // over lanes
     const int64_t step = Chance(0.2) ? Uniform(2, 4) : 1, span = (out - 1) * step + 1;
     if (span > ub_rows_) {
       Emit(Opcode::kActivate, flags, rows, Uniform(0, acc_rows_ - rows), Uniform(0, ub_rows_ - out),
@@ -424,7 +425,7 @@ void Builder::BadOperand(int which) {
       break;
     case 2:
       if (Chance(0.5))
-        Emit(Opcode::kActivate, hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0);
+        Emit(Opcode::kActivate, hw::kFlagResidual | hw::kFlagPoolAvg | hw::kFlagPoolMax, 4, 0, 0);
       else
         Emit(Opcode::kActivate, hw::kFlagSigmoid | hw::kFlagTanh, 4, 0, 0);
       break;

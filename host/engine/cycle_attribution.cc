@@ -87,7 +87,8 @@ void CycleAttribution::AddEvents(const isa::Program& program) {
         }
         break;
       case hw::Opcode::kActivate: {
-        const bool pooled = in.flags & (hw::kFlagPoolAvg | hw::kFlagPoolMax);
+        // 2 x 2 pooling over rows: one pooling flag (both: over lanes, a row per row).
+        const bool pooled = bool(in.flags & hw::kFlagPoolAvg) != bool(in.flags & hw::kFlagPoolMax);
         const uint64_t out = pooled ? len / 4 : len;
         c.acc_reads += len;
         c.vpu_rows_in += len;

@@ -87,6 +87,7 @@ const std::vector<OpSpec>& Specs() {
         Packed("stride", Field::kAux, 0, hw::kOpdActivateStride, true),
         Packed("mxu", Field::kFlags, 0, hw::kOpdActivateMxu, true)},
        {{"relu", kFlagRelu},
+        {"pool=lanes", kFlagPoolAvg | kFlagPoolMax},  // before its bits' words (Disassemble)
         {"pool=avg", kFlagPoolAvg},
         {"pool=max", kFlagPoolMax},
         {"fn=sigmoid", hw::kFlagSigmoid},
@@ -255,6 +256,7 @@ Program Assemble(const std::string& text, const std::string& name) {
     Instruction in;
     in.opcode = spec->op;
     std::map<std::string, bool> seen;
+    int pools = 0;  // pool= words
     for (const std::string& arg : args) {
       bool matched = false;
       for (const FlagSpec& f : spec->flags) {
@@ -263,7 +265,10 @@ Program Assemble(const std::string& text, const std::string& name) {
           matched = true;
         }
       }
-      if (matched) continue;
+      if (matched) {
+        if (arg.rfind("pool=", 0) == 0 && ++pools > 1) Fail(where, "more than one pool=");
+        continue;
+      }
       const size_t eq = arg.find('=');
       const std::string key = arg.substr(0, eq);
       const OperandSpec* op = nullptr;
@@ -296,9 +301,6 @@ Program Assemble(const std::string& text, const std::string& name) {
         Fail(where, std::string(o.key) + "= " + (o.when_flag ? "needs" : "does not go with") +
                         " the flag window");
       }
-    }
-    if ((in.flags & kFlagPoolAvg) && (in.flags & kFlagPoolMax) && spec->op == Opcode::kActivate) {
-      Fail(where, "pool=avg and pool=max together");
     }
     if ((in.flags & hw::kFlagSigmoid) && (in.flags & hw::kFlagTanh) &&
         spec->op == Opcode::kActivate) {
@@ -359,7 +361,7 @@ std::string Disassemble(const Program& program) {
         rebuilt.flags |= o.sets_flag;
       }
       for (const FlagSpec& f : spec->flags) {
-        if (in.flags & f.bit) {
+        if ((in.flags & f.bit) == f.bit && !(rebuilt.flags & f.bit)) {
           line += std::string(" ") + f.word;
           rebuilt.flags |= f.bit;
         }

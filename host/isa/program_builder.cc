@@ -110,9 +110,10 @@ void ProgramBuilder::MatmulWindow(uint64_t ub_row, uint64_t acc_row, uint64_t ro
 void ProgramBuilder::Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows, uint64_t param_set,
                               bool relu, Pool pool, uint64_t stride, bool residual, Fn fn) {
   const uint8_t flags = static_cast<uint8_t>(
-      (relu ? kFlagRelu : 0) | (pool == Pool::kAvg ? kFlagPoolAvg : 0) |
-      (pool == Pool::kMax ? kFlagPoolMax : 0) | (residual ? hw::kFlagResidual : 0) |
-      (fn == Fn::kSigmoid ? hw::kFlagSigmoid : 0) | (fn == Fn::kTanh ? hw::kFlagTanh : 0));
+      (relu ? kFlagRelu : 0) | (pool == Pool::kAvg || pool == Pool::kLanes ? kFlagPoolAvg : 0) |
+      (pool == Pool::kMax || pool == Pool::kLanes ? kFlagPoolMax : 0) |
+      (residual ? hw::kFlagResidual : 0) | (fn == Fn::kSigmoid ? hw::kFlagSigmoid : 0) |
+      (fn == Fn::kTanh ? hw::kFlagTanh : 0));
   if (param_set > 0xffff || stride < 1 || stride > 0xffff)
     throw std::invalid_argument("activate: parameter set or stride out of range");
   Add(Opcode::kActivate, flags, rows, acc_row, ub_row,

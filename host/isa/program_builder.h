@@ -9,7 +9,9 @@
 
 namespace tpu::isa {
 
-enum class Pool { kNone, kAvg, kMax };
+// An activate's pooling (docs/isa.md): none, 2 x 2 over rows (average, maximum), or the
+// maximum of each four adjacent lanes (`pool=lanes`).
+enum class Pool { kNone, kAvg, kMax, kLanes };
 // The function table an activate applies after requantizing (`fn=`, docs/vpu.md).
 enum class Fn { kNone, kSigmoid, kTanh };
 // What a matmul does with the accumulator rows: overwrite, add (`accumulate`), or keep the

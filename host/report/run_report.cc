@@ -471,19 +471,25 @@ std::string FormatRunText(const RunReport& r) {
   }
   const bool bounds = r.total.HasBound();
   const char* unit = r.gemm_list ? "run" : "image";  // a GEMM list runs once
-  s += fmt::format("  per {:<10}{:>10}{:>10}{:>9}{:>7}{:>7}{:>10}{:>10}{:>10}{:>11}{:>11}{}\n",
-                   unit, "MACs", "cycles", "ops/cyc", "util", "map", "MXU idle", "UB rd+wr",
-                   "acc rd+wr", "DRAM B", "energy nJ",
+  // The name column: 14 wide, or one more than the longest name (conv1+maxpool1 is 14).
+  size_t name_w = 14;
+  for (const RunRow& row : r.layers) {
+    name_w = std::max(name_w, row.name.size() + 1);
+    for (const RunRow& core : row.cores) name_w = std::max(name_w, core.name.size() + 1);
+  }
+  s += fmt::format("  {:<{}}{:>14}{:>10}{:>9}{:>7}{:>7}{:>10}{:>10}{:>10}{:>11}{:>11}{}\n",
+                   std::string("per ") + unit, name_w, "MACs", "cycles", "ops/cyc", "util", "map",
+                   "MXU idle", "UB rd+wr", "acc rd+wr", "DRAM B", "energy nJ",
                    bounds ? fmt::format("{:>10}{:>8}  {}", "bound", "x bound", "binds") : "");
   auto line = [&](const RunRow& row) {
     auto per = [&](double v) { return Grouped(static_cast<int64_t>(v / images + 0.5)); };
     s += fmt::format(
-        "  {:<14}{:>10}{:>10}{:>9.1f}{:>6.1f}%{:>6.0f}%{:>10}{:>10}{:>10}{:>11}{:>11.1f}\n",
-        row.name, per(static_cast<double>(row.macs)), per(static_cast<double>(row.Cycles())),
-        row.OpsPerCycle(), 100 * row.OpsPerCycle() / peak, 100 * row.MappingEfficiency(),
-        per(static_cast<double>(row.NotStreaming())), per(static_cast<double>(row.UbAccesses())),
-        per(static_cast<double>(row.AccAccesses())), per(static_cast<double>(row.DramBytes())),
-        row.energy.Total() / images / 1000);
+        "  {:<{}}{:>14}{:>10}{:>9.1f}{:>6.1f}%{:>6.0f}%{:>10}{:>10}{:>10}{:>11}{:>11.1f}\n",
+        row.name, name_w, per(static_cast<double>(row.macs)),
+        per(static_cast<double>(row.Cycles())), row.OpsPerCycle(), 100 * row.OpsPerCycle() / peak,
+        100 * row.MappingEfficiency(), per(static_cast<double>(row.NotStreaming())),
+        per(static_cast<double>(row.UbAccesses())), per(static_cast<double>(row.AccAccesses())),
+        per(static_cast<double>(row.DramBytes())), row.energy.Total() / images / 1000);
     if (bounds && row.HasBound()) {
       s.pop_back();
       s += fmt::format("{:>10}{:>8.2f}  {}\n", per(row.bound.Cycles()),

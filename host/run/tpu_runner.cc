@@ -94,7 +94,7 @@ void AddShare(const NetworkCompiler& network, int images, int core, int cores, T
     }
     ++l.jobs;
     l.bound += bounds[i];
-    l.m += images * (op.stacked ? 1 : op.rows);
+    l.m += images * (op.stacked ? 1 : op.LayerRows());
     std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
   }
 }

@@ -1,10 +1,11 @@
 // The VPU RTL (rtl/tpu_vpu.sv) against the int8 arithmetic of docs/quantization.md
 // (host/nn/int8_ops.h), on random rows with random per-lane parameters, with and without
-// ReLU, with average, max and no pooling, with the sigmoid and tanh tables, and the
-// residual's sum and product.
+// ReLU, with average, max and no pooling over rows and max pooling over lanes, with the
+// sigmoid and tanh tables, and the residual's sum and product.
 #include <gtest/gtest.h>
 #include <verilated.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -19,7 +20,7 @@ namespace tpu {
 namespace {
 
 constexpr int kLanes = 8;
-enum Pool { kNone = 0, kAvg = 1, kMax = 2 };
+enum Pool { kNone = 0, kAvg = 1, kMax = 2, kOverLanes = 3 };  // rtl/tpu_pkg.sv vpu_pool_e
 
 struct Params {
   int32_t bias[kLanes], multiplier[kLanes], shift[kLanes];
@@ -129,6 +130,13 @@ void RunCase(bool relu, Pool pool, uint64_t seed, nn::VpuFunction fn = nn::VpuFu
   std::vector<std::vector<int8_t>> expected;
   if (pool == kNone) {
     expected = requant;
+  } else if (pool == kOverLanes) {  // lane l < 2: the largest of lanes 4l .. 4l + 3; the rest 0
+    for (const std::vector<int8_t>& row : requant) {
+      std::vector<int8_t> out(kLanes, 0);
+      for (int l = 0; l < kLanes / 4; ++l)
+        out[l] = *std::max_element(row.begin() + 4 * l, row.begin() + 4 * l + 4);
+      expected.push_back(out);
+    }
   } else {
     for (int r = 0; r < kRows; r += 4) {
       std::vector<int8_t> out(kLanes);
@@ -163,6 +171,7 @@ TEST(TpuVpuTest, RequantizeWithReluMatchesSpec) { RunCase(true, kNone, 2); }
 TEST(TpuVpuTest, AveragePoolMatchesSpec) { RunCase(true, kAvg, 3); }
 TEST(TpuVpuTest, AveragePoolWithoutReluMatchesSpec) { RunCase(false, kAvg, 4); }
 TEST(TpuVpuTest, MaxPoolMatchesSpec) { RunCase(true, kMax, 5); }
+TEST(TpuVpuTest, MaxPoolOverLanesMatchesSpec) { RunCase(false, kOverLanes, 10); }
 TEST(TpuVpuTest, SigmoidTableMatchesSpec) { RunCase(false, kNone, 8, nn::VpuFunction::kSigmoid); }
 TEST(TpuVpuTest, TanhTableMatchesSpec) { RunCase(false, kNone, 9, nn::VpuFunction::kTanh); }
 TEST(TpuVpuTest, TanhTableThenAveragePoolMatchesSpec) {
@@ -264,15 +273,20 @@ TEST(TpuVpuTest, ResidualProductMatchesSpec) {
   EXPECT_GT(inside, static_cast<int>(rows.size()) * kLanes / 4);  // many neither clamped nor 0
 }
 
-TEST(TpuVpuTest, LatencyIsTwoCycles) {
-  VpuHarness vpu;
-  std::mt19937_64 rng(6);
-  vpu.Configure(RandomParams(rng, false, kNone));
-  const std::vector<int32_t> row(kLanes, 1000);
-  std::vector<int8_t> out;
-  EXPECT_FALSE(vpu.Cycle(row.data(), &out));  // edge 1: the row enters stage 1
-  EXPECT_TRUE(vpu.Cycle(nullptr, &out));      // edge 2: out of stage 2
-  EXPECT_FALSE(vpu.Cycle(nullptr, &out));
+// A row comes out two cycles after it goes in, three with pooling over lanes (one more
+// stage).
+TEST(TpuVpuTest, LatencyIsTwoCyclesThreeOverLanes) {
+  for (const Pool pool : {kNone, kOverLanes}) {
+    VpuHarness vpu;
+    std::mt19937_64 rng(6);
+    vpu.Configure(RandomParams(rng, false, pool));
+    const std::vector<int32_t> row(kLanes, 1000);
+    const int latency = pool == kNone ? 2 : 3;
+    std::vector<int8_t> out;
+    EXPECT_FALSE(vpu.Cycle(row.data(), &out));  // edge 1: the row enters stage 1
+    for (int edge = 2; edge <= latency + 1; ++edge)
+      EXPECT_EQ(vpu.Cycle(nullptr, &out), edge == latency) << "pool " << pool << ", edge " << edge;
+  }
 }
 
 }  // namespace

@@ -269,6 +269,57 @@ nn::Model ThenOneByOne(const std::string& name, const decltype(nn::Model::input)
   return m;
 }
 
+// Convolutions whose 2 x 2 max pooling follows, four output pixels a row (docs/compiler.md,
+// "Four pixels a row"): on lab-8 the first (3 to 2 channels, values of both signs, an odd
+// map whose pooling drops its last row and column) and the second (ReLU, an odd map again)
+// stream a quarter of the rows through 4 x 4 kernels of stride 2 and pool over lanes; the
+// third (3 channels: 12 columns do not fit 8) pools over rows as before.
+nn::Model FourPixelsModel() {
+  nn::Model m = NewModel("four-pixels", {11, 11, 3});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 2, 3, 1, 1),       // 0: 11 x 11 x 2
+              L(LayerType::kMaxPool2d, {0}, 0, 2, 2),                     // 1: 5 x 5
+              L(LayerType::kConv2d, {1}, 2, 3, 1, 1, Activation::kRelu),  // 2: 5 x 5 x 2
+              L(LayerType::kMaxPool2d, {2}, 0, 2, 2),                     // 3: 2 x 2
+              L(LayerType::kConv2d, {3}, 3, 3, 1, 1),                     // 4: 2 x 2 x 3
+              L(LayerType::kMaxPool2d, {4}, 0, 2, 2),                     // 5: 1 x 1
+              L(LayerType::kDense, {5}, 3)};
+  return m;
+}
+
+TEST(GraphCompilerTest, ConvolutionsBeforeMaxPoolingTakeFourPixelsARow) {
+  nn::Model m = FourPixelsModel();
+  const config::TpuConfig c = config::LoadConfig("lab-8");
+  const EmittedProgram e = QuantizeAndEmit(&m, 5, c, 2);
+  const LoweredGraph g = LowerGraph(m, c.array_dim);
+  ASSERT_GE(g.ops.size(), 3u);
+  for (int op = 0; op < 3; ++op) {
+    const GraphOp& o = g.ops[static_cast<size_t>(op)];
+    const bool four = op < 2;  // conv1+pool1, conv2+pool2; not conv4+pool5
+    EXPECT_EQ(o.pool, four ? isa::Pool::kLanes : isa::Pool::kMax) << o.name;
+    EXPECT_EQ(o.window.pooled, !four) << o.name;
+    EXPECT_EQ(o.rows, op == 0 ? 25 : 4) << o.name;  // output pixels (x 4 pooled over rows)
+    EXPECT_EQ(o.window.stride_y, four ? 2u : 1u) << o.name;
+    bool lanes = false;
+    for (const std::string& line : OpLines(e, op))
+      if (Is(line, "activate")) lanes = lanes || line.find("pool=lanes") != std::string::npos;
+    EXPECT_EQ(lanes, four) << o.name;
+  }
+  // The useful MACs and the rows of the GEMM stay the layer's: 3 x 3 x 3 x 2 for each of
+  // the 100 pixels pooled.
+  EXPECT_EQ(g.ops[0].macs, 100 * 27 * 2);
+  const TpuRunResult r = RunExact(m, c, engine::EngineKind::kFast, 5, 2);
+  ASSERT_FALSE(r.layers.empty());
+  EXPECT_EQ(r.layers[0].m, 5 * 100);
+  RunExact(m, config::LoadConfig("teach-4"), engine::EngineKind::kFast, 3, 3);
+}
+
+TEST(GraphCompilerTest, FourPixelsARowIsBitExactOnTheRtl) {
+  nn::Model m = FourPixelsModel();
+  m = test::Randomize(m, 5);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 8, 5), 8);
+  RunExact(m, config::LoadConfig("lab-8"), engine::EngineKind::kRtl, 3, 3);
+}
+
 // Two ways of keeping the array streaming (docs/compiler.md, "The program"): a pointwise
 // convolution reads its pixels in place, so one matmul streams a pass's eight images where
 // window matmuls would go image by image (and their 2N-cycle drains chain while an image has

@@ -120,10 +120,12 @@ TEST_P(Bf16ChipTest, GemmAndVectorUnitEqualTheReference) {
   EXPECT_EQ(r.counters.macs, static_cast<uint64_t>(2 * m * kN * kN));
 }
 
-// Pooled activates: four rows in, one out; the maximum and the float32 average.
+// Pooled activates: four rows in, one out; the maximum and the float32 average; and over
+// lanes (pool=lanes), a row per row, lane 0 the maximum of the four, the others 0.
 TEST_P(Bf16ChipTest, PoolingEqualsTheReference) {
   std::vector<uint16_t> x = RandomBf16(static_cast<size_t>(16 * kN), 3);
-  x[7] = 0x7f80;  // +infinity in one window
+  x[7] = 0x7f80;           // +infinity in one window
+  x[5 * kN + 3] = 0x4780;  // 65,536: lane 3 the largest of row 5 (pool=lanes)
   std::vector<uint16_t> identity(static_cast<size_t>(kN * kN), 0);
   for (int i = 0; i < kN; ++i) identity[static_cast<size_t>(i * kN + i)] = 0x3f80;  // 1.0
   std::vector<uint8_t> host = Bytes(x);
@@ -134,8 +136,9 @@ TEST_P(Bf16ChipTest, PoolingEqualsTheReference) {
                      "matmul ub=0 acc=0 rows=16 switch\n"
                      "activate acc=0 ub=40 rows=16 params=0 pool=max\n"
                      "activate acc=0 ub=44 rows=16 params=0 pool=avg\n"
-                     "write_host ub=40 host=0x1000 rows=8\nhalt\n",
-                     host, Bytes(identity), 0x1000, 8 * kN * 2);
+                     "activate acc=0 ub=48 rows=16 params=0 pool=lanes\n"
+                     "write_host ub=40 host=0x1000 rows=24\nhalt\n",
+                     host, Bytes(identity), 0x1000, 24 * kN * 2);
   ASSERT_TRUE(r.ok) << r.message;
   const std::vector<uint16_t> got = Elements(r.host_out);
   // Through the identity each value passes exactly (-0 becomes +0), but the infinity's row
@@ -152,6 +155,15 @@ TEST_P(Bf16ChipTest, PoolingEqualsTheReference) {
       EXPECT_EQ(got[static_cast<size_t>((4 + win) * kN + l)], nn::Bf16Pool(v, true))
           << "avg " << win;
     }
+  for (int row = 0; row < 16; ++row) {
+    uint16_t v[4];
+    for (int l = 0; l < 4; ++l)
+      v[l] = nn::Bf16Activate(nn::Fp32Add(acc[static_cast<size_t>(row * kN + l)], 0), false,
+                              nn::kFp32Inf);
+    for (int l = 0; l < kN; ++l)
+      EXPECT_EQ(got[static_cast<size_t>((8 + row) * kN + l)], l == 0 ? nn::Bf16Pool(v, false) : 0)
+          << "lanes " << row << " lane " << l;
+  }
 }
 
 // activate residual in float32 (nn::Bf16ResidualAdd): the vector unit's value y of each
