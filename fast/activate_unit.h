@@ -40,8 +40,10 @@ class ActivateUnit {
     if (start) {
       rd_left_ = start->len;
       out_left_ = start->out_rows;
-      pool_ = static_cast<uint8_t>(((start->flags & hw::kFlagPoolMax) ? kPoolMax : kPoolNone) |
-                                   ((start->flags & hw::kFlagPoolAvg) ? kPoolAvg : kPoolNone));
+      pool_ = start->lanes                        ? kPoolLanes
+              : !start->pooled                    ? kPoolNone
+              : (start->flags & hw::kFlagPoolMax) ? kPoolMax
+                                                  : kPoolAvg;
       residual_ = start->flags & hw::kFlagResidual;
     } else {
       if (rd_left_ != 0) --rd_left_;

@@ -312,13 +312,12 @@ void ChipValues::Activate(const Decoded& d) {
     return;
   }
   if (!pooled) {
-    const bool lanes = (d.flags & hw::kFlagPoolAvg) && pool_max;
     for (uint32_t i = 0; i < d.len; ++i) {
       int8_t* y = out + i * step * n;
       std::memcpy(y, constant.data(), static_cast<size_t>(n));
       const int32_t* row = acc + i * n;
       for (const int32_t l : live) y[l] = requant(row, l);
-      if (lanes) PoolLanes(y, n, [](int8_t a, int8_t b) { return std::max(a, b); });
+      if (d.lanes) PoolLanes(y, n, [](int8_t a, int8_t b) { return std::max(a, b); });
     }
     return;
   }
@@ -386,7 +385,7 @@ void ChipValues::ActivateBf16(const Decoded& d) {
     uint16_t* y = Ub<uint16_t>(d.dst + i * d.step);
     if (!d.pooled) {
       for (int64_t l = 0; l < n; ++l) y[l] = value(acc + i * n, l);
-      if (avg && (d.flags & hw::kFlagPoolMax)) {
+      if (d.lanes) {
         PoolLanes(y, n, [](uint16_t a, uint16_t b) {
           return nn::Bf16OfFp32(nn::Fp32Max(nn::Fp32OfBf16(a), nn::Fp32OfBf16(b)));
         });

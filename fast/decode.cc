@@ -160,8 +160,7 @@ void Activate(Decoded& d, const Sizes& s, const Residual& residual) {
   if ((f & ~(hw::kFlagRelu | hw::kFlagPoolAvg | hw::kFlagPoolMax | hw::kFlagResidual |
              hw::kFlagSigmoid | hw::kFlagTanh | kMxuBits)) != 0 ||
       MxuBad(d, s) || ((f & hw::kFlagSigmoid) && (f & hw::kFlagTanh)) || len == 0 ||
-      (d.pooled && (len & 3) != 0) ||
-      (res && ((f & (hw::kFlagPoolAvg | hw::kFlagPoolMax)) || !residual.valid))) {
+      (d.pooled && (len & 3) != 0) || (res && (d.pooled || d.lanes || !residual.valid))) {
     d.check = Status::kBadOperand;
   } else {
     d.check =
@@ -236,6 +235,7 @@ Decoded Decode(const uint8_t* w, const ChipParams& p, Registers& regs) {
   d.aux = Get32(w, hw::kAuxOffset);
   // activate: 2 x 2 pooling over rows with one pooling flag; over lanes with both.
   d.pooled = bool(d.flags & hw::kFlagPoolAvg) != bool(d.flags & hw::kFlagPoolMax);
+  d.lanes = (d.flags & hw::kFlagPoolAvg) && (d.flags & hw::kFlagPoolMax);
   d.out_rows = d.pooled ? d.len >> 2 : d.len;
   const Sizes s{static_cast<uint64_t>(p.array_dim),
                 std::min<uint64_t>(static_cast<uint64_t>(p.host_mem_bytes), 0xffffffffu),

@@ -51,7 +51,8 @@ struct Decoded {
   bool sync = false;                   // sync or halt: waits for every unit
   bool barrier = false;                // barrier: waits for every unit, then for the cores
   uint16_t cores = 0;                  // barrier: the mask of cores it waits for
-  bool pooled = false;                 // activate: 2 x 2 pooling over rows (not over lanes)
+  bool pooled = false;                 // activate: 2 x 2 pooling over rows (one pooling flag)
+  bool lanes = false;                  // activate: pooling over lanes (both pooling flags)
   uint32_t out_rows = 0;               // activate: rows written (len / 4 with 2 x 2 pooling)
   uint32_t step = 1;              // matmul: rows between rows read; activate: between rows written
   uint32_t first = 0, ktile = 0;  // matmul window: the first output pixel, the K-tile

@@ -293,7 +293,7 @@ class Lowering {
             }
     const auto four = [](const std::vector<int32_t>& v) {
       std::vector<int32_t> out;
-      for (int32_t x : v) out.insert(out.end(), 4, x);
+      for (int32_t e : v) out.insert(out.end(), 4, e);
       return out;
     };
     x.q.bias.data = four(l.q.bias.data);
