@@ -125,9 +125,7 @@ py::bytes Bytes(const void* p, size_t n) { return {static_cast<const char*>(p), 
 // tpusim compile: the jobs of the first inputs, each as a dict of bytes and text.
 py::list Compile(const nn::Model& model, const config::TpuConfig& config, const InputSpec& spec,
                  bool host_im2col) {
-  if (!model.quantized) {
-    throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
-  }
+  nn::RequireQuantized(model);
   const nn::InputSet set = Inputs(model, spec, "inputs");
   const int batch = static_cast<int>(set.count);
   const auto x = nn::Int8Inputs(model, set, 0, batch);

@@ -32,9 +32,7 @@ void Compile(const CompileArgs& a) {
   if (a.images < 1) throw UsageError("--images and --batch must be at least 1");
   const config::TpuConfig config = ResolveConfig(a.chip);
   const nn::Model model = nn::LoadModel(a.model);
-  if (!model.quantized) {
-    throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
-  }
+  nn::RequireQuantized(model);
   const nn::InputSet set = LoadInputs(a, model);
   const int batch = static_cast<int>(set.count);
   const nn::RowMatrix<int8_t> x = nn::Int8Inputs(model, set, 0, batch);

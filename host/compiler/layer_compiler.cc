@@ -23,9 +23,7 @@ std::string LayerStep::Name(const nn::Model& m) const {
 }
 
 std::vector<LayerStep> PlanSteps(const nn::Model& model) {
-  if (!model.quantized) {
-    throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
-  }
+  nn::RequireQuantized(model);
   if (model.IsGraph()) {
     throw UsageError("model '" + model.name +
                      "' is a graph (residual adds or concats); layer jobs run chains of layers");

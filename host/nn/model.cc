@@ -451,12 +451,29 @@ void ReadExplicitPadding(const json& pad, const std::string& where, Layer* l) {
 
 }  // namespace
 
+void RequireQuantized(const Model& model, const std::string& note) {
+  if (model.quantized) return;
+  throw UsageError("model '" + model.name +
+                   "' is not quantized: an int8 chip runs int8 weights; make them with "
+                   "'tpusim quantize --model DIR --out DIR-int8' and pass --model DIR-int8" +
+                   note);
+}
+
 Model LoadModel(const std::string& dir) {
   const std::string path = dir + "/model.json";
   std::ifstream in(path);
   if (!in) {
+    if (std::filesystem::is_regular_file(dir)) {  // an exported network, most likely
+      throw UsageError("model '" + dir +
+                       "' is a file; a model is a folder with model.json. An ONNX file is "
+                       "imported first: 'tpusim import " +
+                       dir +
+                       " --out DIR' (then 'tpusim quantize --model DIR --out DIR-int8' "
+                       "for an int8 chip), and --model names the folder");
+    }
     throw UsageError("model '" + dir + "': cannot open " + path +
-                     " (train one with 'tpusim train' or use models/lenet5)");
+                     " (train one with 'tpusim train', import one with 'tpusim import', or use "
+                     "models/lenet5)");
   }
   json j;
   try {

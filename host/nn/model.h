@@ -122,6 +122,10 @@ bool FusedPool(const Model& model, const std::vector<std::vector<int>>& consumer
 
 // The LeNet-5-like MNIST CNN (81,194 parameters), with weights drawn from the seeded
 // Glorot-uniform initialiser (biases zero).
+// Throws UsageError for a model without int8 weights, naming the command that makes them
+// and ending with `note`.
+void RequireQuantized(const Model& model, const std::string& note = "");
+
 Model MakeLenet5(uint64_t seed);
 // A wider CNN of the same shape for harder data (Fashion-MNIST): 3 x 3 convolutions of 16
 // and 32 filters, each followed by 2 x 2 pooling, a dense layer of 128 and the 10 outputs.

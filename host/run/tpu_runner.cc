@@ -217,8 +217,8 @@ void CheckWeightsFor(const nn::Model& model, bool bf16) {
                          "'; a bf16 chip runs a model's fp32 weights (docs/bf16.md)");
       }
     }
-  } else if (!model.quantized) {
-    throw UsageError("model '" + model.name + "' is not quantized; run tpusim quantize first");
+  } else {
+    nn::RequireQuantized(model, " (a bf16 chip, as tpu-v3, runs the fp32 model itself)");
   }
 }
 

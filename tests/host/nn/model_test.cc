@@ -135,6 +135,29 @@ TEST_F(ModelTest, ImportedLayerKindsRoundTrip) {
 
 TEST_F(ModelTest, MissingModel) { EXPECT_NE(ErrorOf().find("cannot open"), std::string::npos); }
 
+// A model without int8 weights is refused with the command that makes them.
+TEST_F(ModelTest, AnFp32ModelIsRefusedWithTheQuantizeCommand) {
+  Model m = MakeLenet5(1);
+  try {
+    RequireQuantized(m, " (note)");
+    ADD_FAILURE() << "an fp32 model passed";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("tpusim quantize --model DIR --out DIR-int8"), std::string::npos) << what;
+    EXPECT_EQ(what.substr(what.size() - 7), " (note)") << what;
+  }
+  m.quantized = true;
+  EXPECT_NO_THROW(RequireQuantized(m));
+}
+
+// A file given as the model (an ONNX export, say) is named as one, with the import to run.
+TEST_F(ModelTest, AFileIsNotAModelFolder) {
+  std::ofstream(dir_) << "not a folder";
+  const std::string e = ErrorOf();
+  EXPECT_NE(e.find("is a file"), std::string::npos) << e;
+  EXPECT_NE(e.find("tpusim import " + dir_ + " --out DIR"), std::string::npos) << e;
+}
+
 TEST_F(ModelTest, MissingTensorFile) {
   SaveModel(test::StridedSameModel(6), dir_);
   fs::remove(dir_ + "/l3.weights.npy");
