@@ -60,7 +60,7 @@ struct View {
 class Emitter {
  public:
   Emitter(const LoweredGraph& g, const Plan& plan, const config::TpuConfig& c, int batch,
-          int sharers)
+          int sharers, const CoreShare* share)
       : g_(g),
         plan_(plan),
         c_(c),
@@ -70,7 +70,8 @@ class Emitter {
         b_(batch),
         half_(c.acc_depth_rows / 2),
         host_row_cycles_(c.HostRowCycles() * std::max(1, sharers)),
-        bounds_(c.mxus_per_core > 1 ? BoundGraph(g, plan, c, batch) : std::vector<Bound>{}) {}
+        bounds_(c.mxus_per_core > 1 ? BoundGraph(g, plan, c, batch) : std::vector<Bound>{}),
+        share_(share) {}
 
   EmittedProgram Run() {
     if (c_.dtype == hw::Dtype::kBf16) {
@@ -161,6 +162,24 @@ class Emitter {
       Rec(op);
     }
   }
+  // Model parallel: the core's tiles of operation i's output map, pixel by pixel, to the next
+  // exchange area; a barrier of every core (their writes are posted, so they have landed
+  // once each core's DMA is idle); then the whole map back, the core's own tiles included
+  // (the same values), as one transfer. Two areas in turn: a core writes an area again only
+  // after the barrier of the exchange between, which every core passes with its reads of
+  // the area done.
+  void Exchange(int i, int64_t g0, int64_t count) {
+    const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+    const int64_t t = Tiles(op.output), rows = T(op.output).rows;
+    const int64_t ub = ViewOf(op.output).Row(g0);
+    const uint64_t area = share_->exchange[exchanges_++ % 2];
+    Flush();
+    for (int64_t r = op.tile0; r < count * rows; r += t)
+      WriteHost(ub + r, area + static_cast<uint64_t>(r * row_), op.nt, i);
+    p_.Barrier((uint64_t{1} << share_->cores) - 1);
+    Rec(i);
+    ReadHost(area, ub, count * rows, i);
+  }
   uint64_t HostRow(int t, int64_t image) const {
     return plan_.places[static_cast<size_t>(t)].host_addr +
            static_cast<uint64_t>(image * T(t).rows * row_);
@@ -235,9 +254,11 @@ class Emitter {
         while (!arriving_.empty()) ArriveNext();  // what the first operation left
         arrived_ = -1;
         const int out = g_.ops[static_cast<size_t>(i)].output;
-        if (plan_.places[static_cast<size_t>(out)].host) {  // spilled, or the model's output
+        const bool sends = !share_ || share_->core == 0 || out != g_.output;
+        if (plan_.places[static_cast<size_t>(out)].host && sends) {  // spilled, or the output
           WriteHost(ViewOf(out).Row(g0), HostRow(out, g0), count * T(out).rows, i);
         }
+        if (share_ && share_->split[static_cast<size_t>(i)]) Exchange(i, g0, count);
       }
       while (!background_.empty()) Background(background_.front().rows);
     }
@@ -813,7 +834,7 @@ class Emitter {
     Act a;
     a.op = i;
     a.acc = acc;
-    a.ub = static_cast<uint64_t>(out.Row(i0) + o0 * tiles + j);
+    a.ub = static_cast<uint64_t>(out.Row(i0) + o0 * tiles + op.tile0 + j);
     a.rows = static_cast<uint64_t>(count * rows);
     a.set = slot;
     a.stride = static_cast<uint64_t>(tiles);
@@ -825,7 +846,7 @@ class Emitter {
     a.writes = {static_cast<int64_t>(a.ub), static_cast<int64_t>(a.ub) + (outs - 1) * tiles + 1};
     if (op.residual >= 0) {
       isa::Residual r = op.residual_mul;
-      r.ub = static_cast<uint64_t>(ViewOf(op.residual).Row(i0) + o0 * tiles + j);
+      r.ub = static_cast<uint64_t>(ViewOf(op.residual).Row(i0) + o0 * tiles + op.tile0 + j);
       a.residual = r;
       a.reads = {static_cast<int64_t>(r.ub), static_cast<int64_t>(r.ub) + (outs - 1) * tiles + 1};
     }
@@ -1349,6 +1370,8 @@ class Emitter {
   std::array<size_t, engine::kMaxMxus> ahead_read_ =
       {};                                      // per unit, the next group's tiles read (Lanes)
   const std::vector<Bound> bounds_;            // each operation's, on a core of several units
+  const CoreShare* share_ = nullptr;           // model parallel: this core's part
+  int64_t exchanges_ = 0;                      // maps exchanged so far
   std::vector<PassSpec> passes_;               // an operation's passes, column by column
   int seg_end_ = 0;                            // the current segment's end (operations)
   std::optional<isa::WindowGeometry> window_;  // the window set last
@@ -1360,8 +1383,9 @@ class Emitter {
 }  // namespace
 
 EmittedProgram EmitGraph(const LoweredGraph& graph, const Plan& plan,
-                         const config::TpuConfig& config, int batch, int sharers) {
-  return Emitter(graph, plan, config, batch, sharers).Run();
+                         const config::TpuConfig& config, int batch, int sharers,
+                         const CoreShare* share) {
+  return Emitter(graph, plan, config, batch, sharers, share).Run();
 }
 
 }  // namespace tpu::compiler

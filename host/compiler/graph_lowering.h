@@ -75,6 +75,9 @@ struct GraphOp {
   int64_t nt = 0;                          // output tiles
   std::vector<std::vector<OpTerm>> terms;  // per output tile
   int first_param = 0;  // its parameter sets: first_param .. first_param + nt - 1
+  // The output tile its first column writes: 0, or where a core computes only some of the
+  // output tiles (model parallel, model_parallel.h), the first of its share.
+  int64_t tile0 = 0;
   bool relu = false;
   isa::Pool pool = isa::Pool::kNone;
   isa::Acc acc = isa::Acc::kAdd;  // how terms after the first combine (kMax: max pooling)

@@ -140,8 +140,67 @@ LayerJob NetworkCompiler::BuildBf16(const std::vector<uint16_t>& act, int batch,
   return BuildOf(act, batch, sharers);
 }
 
+const ModelSplit& NetworkCompiler::SplitOfOne() const {
+  if (split_) return *split_;
+  split_ = ModelSplit{config_.cores, std::vector<bool>(graph_.ops.size(), false)};
+  if (!Fits() || config_.cores < 2 || !PlanFor(1).why_not.empty()) return *split_;
+  const Plan& plan = PlanFor(1);
+  ModelSplit s = ChooseModelSplit(graph_, plan, config_);
+  // Two areas past everything the program uses, each the largest split map's rows.
+  uint64_t area = 0;
+  for (size_t i = 0; i < graph_.ops.size(); ++i)
+    if (s.split[i])
+      area = std::max(area,
+                      static_cast<uint64_t>(
+                          graph_.tensors[static_cast<size_t>(graph_.ops[i].output)].rows * row_));
+  const GraphTensor& out = graph_.tensors[static_cast<size_t>(graph_.output)];
+  const uint64_t end = std::max<uint64_t>(
+      plan.host_bytes, plan.output_addr + static_cast<uint64_t>(out.rows * row_));
+  const auto align = static_cast<uint64_t>(row_);
+  exchange_[0] = (end + align - 1) / align * align;
+  exchange_[1] = exchange_[0] + (area + align - 1) / align * align;
+  if (exchange_[1] + area <= static_cast<uint64_t>(config_.host_mem_bytes)) split_ = std::move(s);
+  return *split_;
+}
+
+std::vector<Bound> NetworkCompiler::CoreBounds(int core) const {
+  return BoundGraph(CoreGraph(graph_, SplitOfOne().split, core, config_.cores), PlanFor(1), config_,
+                    1);
+}
+
+std::vector<LayerJob> NetworkCompiler::BuildCores(const std::vector<int8_t>& act) const {
+  if (config_.dtype != hw::Dtype::kInt8)
+    throw UsageError("int8 inputs for a " + std::string(hw::Name(config_.dtype)) + " chip");
+  return BuildCoresOf(act);
+}
+
+std::vector<LayerJob> NetworkCompiler::BuildCoresBf16(const std::vector<uint16_t>& act) const {
+  if (config_.dtype != hw::Dtype::kBf16)
+    throw UsageError("bf16 inputs for a " + std::string(hw::Name(config_.dtype)) + " chip");
+  return BuildCoresOf(act);
+}
+
 template <class T>
-LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch, int sharers) const {
+std::vector<LayerJob> NetworkCompiler::BuildCoresOf(const std::vector<T>& act) const {
+  const ModelSplit& s = SplitOfOne();
+  if (!s.Any()) throw UsageError("the network has no operation to split over the cores");
+  CoreShare share;
+  share.cores = config_.cores;
+  share.split = s.split;
+  share.exchange[0] = exchange_[0];
+  share.exchange[1] = exchange_[1];
+  std::vector<LayerJob> jobs;
+  for (int c = 0; c < config_.cores; ++c) {
+    share.core = c;
+    const LoweredGraph g = CoreGraph(graph_, s.split, c, config_.cores);
+    jobs.push_back(BuildOf(act, 1, config_.cores, &share, &g));
+  }
+  return jobs;
+}
+
+template <class T>
+LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch, int sharers,
+                                  const CoreShare* share, const LoweredGraph* graph) const {
   if (!Fits()) throw UsageError("the network does not run as one program: " + why_not_);
   if (batch < 1 || batch > batch_) {
     throw UsageError(fmt::format("a batch of {} images; the plan is for 1 to {}", batch, batch_));
@@ -179,7 +238,7 @@ LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch, int shar
   const GraphTensor& out = graph_.tensors[static_cast<size_t>(graph_.output)];
   ex.host_out_addr = plan.output_addr;
   ex.host_out_bytes = static_cast<uint64_t>(batch * out.rows * row_);
-  EmittedProgram e = EmitGraph(graph_, plan, config_, batch, sharers);
+  EmittedProgram e = EmitGraph(graph ? *graph : graph_, plan, config_, batch, sharers, share);
   ex.program = std::move(e.program);
   job.op_of = std::move(e.op_of);
   job.op_units = std::move(e.op_units);

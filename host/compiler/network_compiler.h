@@ -12,13 +12,16 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "host/compiler/graph_bound.h"
+#include "host/compiler/graph_emitter.h"
 #include "host/compiler/graph_lowering.h"
 #include "host/compiler/graph_plan.h"
 #include "host/compiler/layer_compiler.h"
+#include "host/compiler/model_parallel.h"
 #include "host/config/tpu_config.h"
 #include "host/nn/model.h"
 
@@ -70,6 +73,15 @@ class NetworkCompiler {
   // that run their shares at once over the one host link (EmitGraph).
   LayerJob Build(const std::vector<int8_t>& act, int batch, int sharers = 1) const;
   LayerJob BuildBf16(const std::vector<uint16_t>& act, int batch, int sharers = 1) const;
+  // One image on the chip's cores (model_parallel.h): the operations that split (none on
+  // one core, or where the exchange areas would not fit host memory).
+  const ModelSplit& SplitOfOne() const;
+  // The jobs of one image where SplitOfOne().Any(): job c core c's program (its op_of and
+  // units), job 0 with the host and weight images every core shares.
+  std::vector<LayerJob> BuildCores(const std::vector<int8_t>& act) const;
+  std::vector<LayerJob> BuildCoresBf16(const std::vector<uint16_t>& act) const;
+  // Each operation's bound for one image on core `core` of a split (its share's).
+  std::vector<Bound> CoreBounds(int core) const;
   // The model's int8 (bf16) outputs (batch x its output size) from the job's output bytes.
   std::vector<int8_t> Decode(const std::vector<uint8_t>& out, int batch) const;
   std::vector<uint16_t> DecodeBf16(const std::vector<uint8_t>& out, int batch) const;
@@ -77,7 +89,10 @@ class NetworkCompiler {
  private:
   const Plan& PlanFor(int batch) const;
   template <class T>
-  LayerJob BuildOf(const std::vector<T>& act, int batch, int sharers) const;
+  LayerJob BuildOf(const std::vector<T>& act, int batch, int sharers,
+                   const CoreShare* share = nullptr, const LoweredGraph* graph = nullptr) const;
+  template <class T>
+  std::vector<LayerJob> BuildCoresOf(const std::vector<T>& act) const;
   template <class T>
   std::vector<T> DecodeOf(const std::vector<uint8_t>& out, int batch) const;
   void MoveMaps(const Plan& plan, int batch, LayerJob* job) const;
@@ -90,7 +105,9 @@ class NetworkCompiler {
   nn::Shape3 input_;                             // the model's input, h x w x c
   std::vector<std::pair<int64_t, int64_t>> kn_;  // per operation (KN())
   LoweredGraph graph_;
-  mutable std::map<int, Plan> plans_;  // per batch size
+  mutable std::map<int, Plan> plans_;        // per batch size
+  mutable std::optional<ModelSplit> split_;  // SplitOfOne()
+  mutable uint64_t exchange_[2] = {0, 0};    // its exchange areas in host memory
   std::vector<uint8_t> weights_;
   int64_t macs_per_image_ = 0;
   std::string why_not_, name_;

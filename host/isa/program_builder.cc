@@ -125,6 +125,7 @@ void ProgramBuilder::WriteHost(uint64_t ub_row, uint64_t host_addr, uint64_t row
 }
 
 void ProgramBuilder::Sync() { Add(Opcode::kSync, 0, 0, 0, 0, 0); }
+void ProgramBuilder::Barrier(uint64_t cores) { Add(Opcode::kBarrier, 0, 0, cores, 0, 0); }
 void ProgramBuilder::SetFormat(bool bf16) {
   Add(Opcode::kSetFormat, bf16 ? hw::kFlagBf16 : 0, 0, 0, 0, 0);
 }

@@ -74,6 +74,8 @@ class ProgramBuilder {
                 Pool pool, uint64_t stride = 1, bool residual = false, Fn fn = Fn::kNone);
   void WriteHost(uint64_t ub_row, uint64_t host_addr, uint64_t rows);
   void Sync();
+  // barrier: waits for the cores of bit mask `cores` (docs/isa.md, "Several cores").
+  void Barrier(uint64_t cores);
   void Halt();
   // set_format: the program's number format (docs/bf16.md); without it a program is int8.
   void SetFormat(bool bf16);

@@ -537,13 +537,19 @@ std::string FormatRunText(const RunReport& r) {
   s += fmt::format("  efficiency {:.2f} TOPS/W (2 x MACs / energy)\n",
                    2.0 * static_cast<double>(r.total.macs) / r.total.energy.Total());
   if (r.config.cores > 1) {
-    bool columns = false;  // a topology layer split by output channels (topology.h)
+    bool columns = false;  // a layer split by output channels (topology.h, model_parallel.h)
     for (const RunRow& l : r.layers)
       columns = columns || l.name.find(run::kOutputChannelsSplit) != std::string::npos;
+    // One image of a whole network: the layers not split run whole on every core.
+    const bool whole = r.plan.find(run::kModelParallel) != std::string::npos;
     s += fmt::format(
-        "  cores      {} cores, each a share of every batch{}: {} chip cycles; a layer's row "
+        "  cores      {} cores, {}: {} chip cycles; a layer's row "
         "counts each core's cycles ({} in all), its core rows each core's own\n",
-        r.config.cores, columns ? " (of the output channels where a layer says so)" : "",
+        r.config.cores,
+        whole     ? "each a share of the output channels where a layer says so, else the whole "
+                    "layer (one image)"
+        : columns ? "each a share of every batch (of the output channels where a layer says so)"
+                  : "each a share of every batch",
         Grouped(static_cast<int64_t>(r.ElapsedCycles())),
         Grouped(static_cast<int64_t>(r.total.Cycles())));
     for (size_t c = 0; c < r.cores.size(); ++c) {

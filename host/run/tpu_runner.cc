@@ -99,6 +99,97 @@ void AddShare(const NetworkCompiler& network, int images, int core, int cores, T
   }
 }
 
+// Core `core`'s part of one image split over the cores (model parallel, docs/compiler.md):
+// in the operations' rows its MACs (its share of a split operation's, a whole one's on core
+// 0 only: the other cores repeat it), its bounds, the GEMM rows and shapes once.
+void AddSplitShare(const NetworkCompiler& network, int core, int cores, TpuRunResult* r) {
+  const compiler::ModelSplit& s = network.SplitOfOne();
+  const std::vector<Bound> bounds = network.CoreBounds(core);
+  const compiler::LoweredGraph g = compiler::CoreGraph(network.Graph(), s.split, core, cores);
+  for (size_t i = 0; i < r->layers.size(); ++i) {
+    LayerStats& l = r->layers[i];
+    const GraphOp& op = network.Graph().ops[i];
+    const int64_t macs = s.split[i] ? g.ops[i].macs : core == 0 ? op.macs : 0;
+    l.macs += macs;
+    l.cores.resize(static_cast<size_t>(cores));
+    l.cores[static_cast<size_t>(core)].macs += macs;
+    ++l.jobs;
+    l.bound += bounds[i];
+    if (core == 0) l.m += op.stacked ? 1 : op.LayerRows();
+    std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
+  }
+}
+
+// Runs a job of a program per core (job c core c's, with its op_of), each core's counters
+// attributed to the operations cycle by cycle and checked against the core's, the layers'
+// slices in each core's timeline; r->chip_cycles gets the run's cycles.
+engine::ExecResult RunAttributed(const engine::ExecJob& job, const std::vector<LayerJob>& jobs,
+                                 engine::ChipEngine& engine,
+                                 std::vector<engine::CycleAttribution>& attributions,
+                                 TpuRunResult* r) {
+  for (size_t c = 0; c < jobs.size(); ++c) attributions[c].SetRowOf(jobs[c].op_of);
+  const engine::ScopedCoreObservers observe(engine, attributions, jobs.size());
+  engine::ExecResult e = engine.Run(job);
+  if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
+  r->chip_cycles += e.cycles;
+  for (size_t c = 0; c < jobs.size(); ++c) {
+    attributions[c].Check(e.CountersOf(static_cast<int>(c)));
+    if (engine::Timeline* t = engine.GetTimeline(static_cast<int>(c))) {  // its layers
+      for (const auto& s : attributions[c].Spans())
+        t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
+    }
+  }
+  return e;
+}
+
+// The rows' counters (summed over the cores, and each core's), matrix units and their busy
+// cycles from the attributions, which hold every batch's.
+void CollectRows(const std::vector<LayerJob>& jobs, const config::TpuConfig& config,
+                 const std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
+  for (size_t i = 0; i < r->layers.size(); ++i) {
+    LayerStats& l = r->layers[i];
+    l.counters = hw::ChipCounters();
+    const int units = config.mxus_per_core;
+    l.mxu_busy.assign(units > 1 ? static_cast<size_t>(units) : 0, 0);
+    if (units > 1)
+      for (const LayerJob& j : jobs)
+        l.mxus = std::max(l.mxus, i < j.op_units.size() ? j.op_units[i] : 1);
+    for (size_t c = 0; c < attributions.size(); ++c) {
+      l.counters += attributions[c].Rows()[i];
+      if (config.cores > 1) l.cores[c].counters = attributions[c].Rows()[i];
+      for (size_t m = 0; m < l.mxu_busy.size(); ++m)
+        l.mxu_busy[m] += attributions[c].MxuBusy()[i][m];
+    }
+  }
+}
+
+// One image on every core with the operations of SplitOfOne() split by output channels
+// (model parallel, docs/compiler.md): the cores' programs run at once on the one host and
+// weight image; core 0 sends the model's output. Returns it (zeros in timing-only runs).
+template <class T>
+std::vector<T> RunSplit(const NetworkCompiler& network, const std::vector<T>& act,
+                        engine::ChipEngine& engine,
+                        std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
+  const int cores = engine.Config().cores;
+  std::vector<LayerJob> jobs;
+  if constexpr (sizeof(T) == 1) {
+    jobs = network.BuildCores(act);
+  } else {
+    jobs = network.BuildCoresBf16(act);
+  }
+  engine::ExecJob job = jobs[0].exec;
+  for (size_t c = 1; c < jobs.size(); ++c) job.other_programs.push_back(jobs[c].exec.program);
+  const engine::ExecResult e = RunAttributed(job, jobs, engine, attributions, r);
+  for (int c = 0; c < cores; ++c) AddSplitShare(network, c, cores, r);
+  CollectRows(jobs, engine.Config(), attributions, r);
+  if (!engine.ComputesValues()) return {};
+  if constexpr (sizeof(T) == 1) {
+    return network.Decode(e.host_out, 1);
+  } else {
+    return network.DecodeBf16(e.host_out, 1);
+  }
+}
+
 // A batch of whole-network programs, one per core (docs/compiler.md, "Several cores"): core
 // c runs images [b c / C, b (c + 1) / C) of the batch, each core's program built for its
 // share and combined by CombineCoreJobs (one core: the job itself). Each core's counters are
@@ -111,6 +202,8 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
                         engine::ChipEngine& engine,
                         std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
   const int cores = engine.Config().cores;
+  if (b == 1 && r->batch == 1 && network.SplitOfOne().Any())
+    return RunSplit(network, act, engine, attributions, r);
   const size_t in_size = act.size() / static_cast<size_t>(b);
   std::vector<int> share;
   std::vector<LayerJob> jobs;
@@ -129,34 +222,10 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   std::vector<engine::ExecJob> execs;
   for (LayerJob& j : jobs) execs.push_back(std::move(j.exec));  // jobs keep their op_of
   const compiler::CoreJobs combined = compiler::CombineCoreJobs(std::move(execs));
-  for (size_t c = 0; c < jobs.size(); ++c) attributions[c].SetRowOf(jobs[c].op_of);
-  const engine::ScopedCoreObservers observe(engine, attributions, jobs.size());
-  const engine::ExecResult e = engine.Run(combined.job);
-  if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
-  r->chip_cycles += e.cycles;
-  for (size_t c = 0; c < jobs.size(); ++c) {
-    attributions[c].Check(e.CountersOf(static_cast<int>(c)));
-    if (engine::Timeline* t = engine.GetTimeline(static_cast<int>(c))) {  // its layers
-      for (const auto& s : attributions[c].Spans())
-        t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
-    }
+  const engine::ExecResult e = RunAttributed(combined.job, jobs, engine, attributions, r);
+  for (size_t c = 0; c < jobs.size(); ++c)
     AddShare(network, share[c], static_cast<int>(c), cores, r);
-  }
-  for (size_t i = 0; i < r->layers.size(); ++i) {  // the attributions hold every batch's
-    LayerStats& l = r->layers[i];
-    l.counters = hw::ChipCounters();
-    const int units = engine.Config().mxus_per_core;
-    l.mxu_busy.assign(units > 1 ? static_cast<size_t>(units) : 0, 0);
-    if (units > 1)
-      for (const LayerJob& j : jobs)
-        l.mxus = std::max(l.mxus, i < j.op_units.size() ? j.op_units[i] : 1);
-    for (size_t c = 0; c < attributions.size(); ++c) {
-      l.counters += attributions[c].Rows()[i];
-      if (cores > 1) l.cores[c].counters = attributions[c].Rows()[i];
-      for (size_t m = 0; m < l.mxu_busy.size(); ++m)
-        l.mxu_busy[m] += attributions[c].MxuBusy()[i][m];
-    }
-  }
+  CollectRows(jobs, engine.Config(), attributions, r);
   std::vector<T> y;
   if (!engine.ComputesValues()) return y;
   for (size_t c = 0; c < jobs.size(); ++c) {
@@ -293,7 +362,20 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   r.plan = whole        ? "whole network, one program per batch: " + network.PlanText(share)
            : layer_jobs ? "layer jobs (im2col on the host)"
                         : "layer jobs (" + PlainText(network.WhyNot()) + ")";
-  if (config.cores > 1) {
+  // A batch of one whose operations split over the cores (model parallel).
+  const bool split = whole && batch == 1 && network.SplitOfOne().Any();
+  if (split) {
+    r.plan += fmt::format(
+        "; one image on {} cores: the operations marked '{} {} cores' split by output "
+        "channels, each core its share, their maps exchanged through host memory; the others "
+        "whole on every core {}",
+        config.cores, kOutputChannelsSplit, config.cores, kModelParallel);
+  } else if (config.cores > 1 && whole && batch == 1) {
+    r.plan += fmt::format(
+        "; one image: on core 0 of {} (no operation gains from sharing its output channels "
+        "out over the cores: docs/compiler.md, \"Model parallel\")",
+        config.cores);
+  } else if (config.cores > 1) {
     r.plan += whole ? fmt::format(
                           "; on {} cores, each a share of every batch (data parallel; the plan is "
                           "that of a share, {} images)",
@@ -310,9 +392,11 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                               hw::ElementBytes(config.dtype));
   }
   if (whole) {
-    for (const GraphOp& op : network.Graph().ops) {
+    for (size_t i = 0; i < network.Graph().ops.size(); ++i) {
       LayerStats st;
-      st.name = op.name;
+      st.name = network.Graph().ops[i].name;
+      if (split && network.SplitOfOne().split[i])
+        st.name += fmt::format(" ({} {} cores)", kOutputChannelsSplit, config.cores);
       r.layers.push_back(st);
     }
     r.spilled = network.Spilled(share);

@@ -21,6 +21,8 @@ namespace tpu::run {
 // What a topology layer's row name holds where its output channels are shared out over the
 // cores (host/run/topology.h), followed by how many.
 inline constexpr const char* kOutputChannelsSplit = "output channels over";
+// The plan's words for one image of a whole network split over the cores (model_parallel.h).
+inline constexpr const char* kModelParallel = "(model parallel)";
 
 struct LayerStats {
   std::string name;

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "host/common/errors.h"
 #include "host/data/mnist.h"
@@ -117,27 +119,43 @@ TEST(NetworkCompilerTest, LenetIsBitExactOnTheRtlWithARowPerLayer) {
   }
 }
 
+// LeNet on teach-4's chip of two cores, on its RTL and the fast engine, and on one core (fast);
+// nullopt with `skip` set in a build without the 2 x 4 chip (TPUSIM_TPU_CHIPS).
+struct TwoCoreRuns {
+  TpuRunResult rtl, fast, one;
+};
+std::optional<TwoCoreRuns> LenetOnTwoCores(const data::MnistSet& set, int images, int batch,
+                                           std::string* skip) {
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.cores = 2;
+  std::unique_ptr<engine::ChipEngine> chip;
+  try {
+    chip = test::TestEngine(engine::EngineKind::kRtl, c, {});
+  } catch (const UsageError& e) {
+    *skip = e.what();
+    return std::nullopt;
+  }
+  TwoCoreRuns runs;
+  runs.rtl = RunModelOnTpu(m, *chip, set.pixels.data(), nullptr, images, batch);
+  const auto fast = test::TestEngine(engine::EngineKind::kFast, c, {});
+  runs.fast = RunModelOnTpu(m, *fast, set.pixels.data(), nullptr, images, batch);
+  c.cores = 1;
+  const auto one = test::TestEngine(engine::EngineKind::kFast, c, {});
+  runs.one = RunModelOnTpu(m, *one, set.pixels.data(), nullptr, images, batch);
+  return runs;
+}
+
 // On a chip of two cores each core runs the whole-network program on its share of the batch
 // (docs/compiler.md, "Several cores"): bit-exact, the rows (each core's cycles attributed,
 // the runner checks that they add up) equal on the RTL of the 2 x 4 chip and the fast
 // engine, and the batch done in fewer chip cycles than on one core.
 TEST(NetworkCompilerTest, LenetOnTwoCoresSplitsTheBatchOnTheRtl) {
   const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
-  const data::MnistSet set = MnistLike(m, 8, 5);
-  config::TpuConfig c = config::LoadConfig("teach-4");
-  c.cores = 2;
-  std::unique_ptr<engine::ChipEngine> chip;
-  try {
-    chip = test::TestEngine(engine::EngineKind::kRtl, c, {});
-  } catch (const UsageError& e) {  // a build without the 2 x 4 chip (TPUSIM_TPU_CHIPS)
-    GTEST_SKIP() << e.what();
-  }
-  const TpuRunResult r = RunModelOnTpu(m, *chip, set.pixels.data(), nullptr, 8, 8);
-  const auto fast = test::TestEngine(engine::EngineKind::kFast, c, {});
-  const TpuRunResult f = RunModelOnTpu(m, *fast, set.pixels.data(), nullptr, 8, 8);
-  c.cores = 1;
-  const auto one = test::TestEngine(engine::EngineKind::kFast, c, {});
-  const TpuRunResult o = RunModelOnTpu(m, *one, set.pixels.data(), nullptr, 8, 8);
+  std::string skip;
+  const std::optional<TwoCoreRuns> runs = LenetOnTwoCores(MnistLike(m, 8, 5), 8, 8, &skip);
+  if (!runs) GTEST_SKIP() << skip;
+  const TpuRunResult &r = runs->rtl, &f = runs->fast, &o = runs->one;
   EXPECT_EQ(r.mismatches, 0);
   EXPECT_EQ(f.mismatches, 0);
   EXPECT_EQ(r.logits, o.logits);
@@ -161,6 +179,68 @@ TEST(NetworkCompilerTest, LenetOnTwoCoresSplitsTheBatchOnTheRtl) {
   EXPECT_LT(r.chip_cycles, o.chip_cycles);
   std::printf("LeNet, 8 images on teach-4: one core %lu cycles, two cores %lu\n", o.chip_cycles,
               r.chip_cycles);
+}
+
+// One image on two cores (model parallel, docs/compiler.md): the operations the bounds choose
+// split by output channels, each core its share, the maps exchanged through host memory at
+// barriers. Bit-exact on the RTL of the 2 x 4 chip and the fast engine, every row and each
+// core's part equal on both, each split row's MACs shared out, and the image done in fewer
+// chip cycles than on one core.
+TEST(NetworkCompilerTest, OneImageSplitsOutputChannelsOverTwoCoresOnTheRtl) {
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.cores = 2;
+  const NetworkCompiler nc(m, c, 1);
+  const std::vector<bool> want = {true, true, true, true, false};  // fc3: the model's output
+  EXPECT_EQ(nc.SplitOfOne().split, want);
+  std::string skip;
+  const std::optional<TwoCoreRuns> runs = LenetOnTwoCores(MnistLike(m, 2, 6), 2, 1, &skip);
+  if (!runs) GTEST_SKIP() << skip;
+  const TpuRunResult &r = runs->rtl, &f = runs->fast, &o = runs->one;
+  EXPECT_NE(r.plan.find("model parallel"), std::string::npos) << r.plan;
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(f.mismatches, 0);
+  EXPECT_EQ(r.logits, o.logits);
+  EXPECT_EQ(r.chip_cycles, f.chip_cycles);
+  ASSERT_EQ(r.layers.size(), want.size());
+  ASSERT_EQ(f.layers.size(), want.size());
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    SCOPED_TRACE(r.layers[i].name);
+    EXPECT_EQ(r.layers[i].name.find(run::kOutputChannelsSplit) != std::string::npos, want[i]);
+    EXPECT_EQ(r.layers[i].macs, o.layers[i].macs);
+    EXPECT_EQ(r.layers[i].counters.FirstDifference(f.layers[i].counters), -1);
+    ASSERT_EQ(r.layers[i].cores.size(), 2u);
+    for (size_t k = 0; k < 2; ++k)
+      EXPECT_EQ(r.layers[i].cores[k].counters.FirstDifference(f.layers[i].cores[k].counters), -1)
+          << "core " << k;
+    // A split operation's MACs are shared out; a whole one's are core 0's (core 1 repeats it).
+    const int64_t core1 = r.layers[i].cores[1].macs;
+    EXPECT_EQ(r.layers[i].cores[0].macs + core1, r.layers[i].macs);
+    EXPECT_EQ(core1 > 0, want[i]);
+  }
+  EXPECT_LT(r.chip_cycles, o.chip_cycles);
+  std::printf("LeNet, 1 image at a time on teach-4: one core %lu cycles, two cores %lu\n",
+              o.chip_cycles / 2, r.chip_cycles / 2);
+}
+
+// Whether an operation splits is the bounds' choice (model_parallel.h): over a host link whose
+// reads return 100,000 cycles late the maps' exchange costs more than any split saves, and
+// nothing splits; on one core nothing splits either.
+TEST(NetworkCompilerTest, TheSplitIsTakenWhereTheBoundsSayItPays) {
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.cores = 2;
+  const NetworkCompiler nc(m, c, 1);
+  const ModelSplit& fast_link = nc.SplitOfOne();
+  EXPECT_TRUE(fast_link.Any());
+  EXPECT_LT(fast_link.shared, fast_link.one_core);
+  c.host_mem_latency_cycles = 100000;
+  EXPECT_FALSE(NetworkCompiler(m, c, 1).SplitOfOne().Any());
+  c = config::LoadConfig("teach-4");
+  EXPECT_FALSE(NetworkCompiler(m, c, 1).SplitOfOne().Any());  // one core
+  // Each core's share of a split operation: whole tiles, every tile once.
+  EXPECT_EQ(CoreTiles(5, 0, 2), std::make_pair(int64_t{0}, int64_t{2}));
+  EXPECT_EQ(CoreTiles(5, 1, 2), std::make_pair(int64_t{2}, int64_t{3}));
 }
 
 // The zero border of mnist32 is the first convolution's padding: the host sends 28 x 28, and
