@@ -629,7 +629,9 @@ std::vector<int64_t> TileRuns(const std::vector<std::vector<OpTerm>>& columns) {
 }
 
 LoweredGraph LowerGraph(const nn::Model& model, int n, hw::Dtype dtype) {
-  return Lowering(model, n, dtype).Run();
+  LoweredGraph g = Lowering(model, n, dtype).Run();
+  g.n = n;
+  return g;
 }
 
 }  // namespace tpu::compiler

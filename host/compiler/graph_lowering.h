@@ -91,6 +91,7 @@ struct LoweredGraph {
   std::vector<std::vector<uint8_t>>
       tiles;                    // distinct N x N weight tiles (rows = input lanes; bytes)
   std::vector<uint8_t> params;  // every op's parameter sets, first_param order
+  int n = 0;                    // the array's N: a tile's output channels
   int border = 0;       // preprocess mnist32: the zero border the first convolution pads instead
   std::string why_not;  // what the chip cannot run (empty: everything lowered)
 };

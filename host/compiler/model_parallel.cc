@@ -41,8 +41,7 @@ LoweredGraph CoreGraph(const LoweredGraph& g, const std::vector<bool>& split, in
     GraphOp& op = out.ops[i];
     const auto [first, count] = CoreTiles(op.nt, core, cores);
     const int64_t channels = g.tensors[static_cast<size_t>(op.output)].c;
-    const int64_t per = (channels + op.nt - 1) / op.nt;  // N channels a tile
-    const int64_t mine = std::min(channels, (first + count) * per) - first * per;
+    const int64_t mine = std::min<int64_t>(channels, (first + count) * g.n) - first * g.n;
     op.terms.assign(op.terms.begin() + first, op.terms.begin() + first + count);
     op.first_param += static_cast<int>(first);
     op.tile0 = first;

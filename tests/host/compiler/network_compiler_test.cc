@@ -238,9 +238,19 @@ TEST(NetworkCompilerTest, TheSplitIsTakenWhereTheBoundsSayItPays) {
   EXPECT_FALSE(NetworkCompiler(m, c, 1).SplitOfOne().Any());
   c = config::LoadConfig("teach-4");
   EXPECT_FALSE(NetworkCompiler(m, c, 1).SplitOfOne().Any());  // one core
-  // Each core's share of a split operation: whole tiles, every tile once.
+  // Each core's share of a split operation: whole tiles, every tile once; conv1's 6 channels
+  // are tiles of 4 and 2 on teach-4, and so are the cores' useful MACs.
   EXPECT_EQ(CoreTiles(5, 0, 2), std::make_pair(int64_t{0}, int64_t{2}));
   EXPECT_EQ(CoreTiles(5, 1, 2), std::make_pair(int64_t{2}, int64_t{3}));
+  const GraphOp& conv1 = nc.Graph().ops[0];
+  ASSERT_EQ(conv1.nt, 2);
+  const GraphOp a = CoreGraph(nc.Graph(), {true}, 0, 2).ops[0];
+  const GraphOp b = CoreGraph(nc.Graph(), {true}, 1, 2).ops[0];
+  EXPECT_EQ(a.macs, conv1.macs / 6 * 4);
+  EXPECT_EQ(b.macs, conv1.macs / 6 * 2);
+  EXPECT_EQ(std::make_pair(a.tile0, b.tile0), std::make_pair(int64_t{0}, int64_t{1}));
+  EXPECT_EQ(b.first_param, conv1.first_param + 1);
+  EXPECT_EQ(a.nt + b.nt, 2);
 }
 
 // The zero border of mnist32 is the first convolution's padding: the host sends 28 x 28, and
