@@ -459,8 +459,10 @@ void RequireQuantized(const Model& model, const std::string& note) {
                    note);
 }
 
-Model LoadModel(const std::string& dir) {
-  const std::string path = dir + "/model.json";
+namespace {
+
+// model.json of the folder DIR, parsed; a file given instead of a folder is named as such.
+json ReadModelJson(const std::string& dir, const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     if (std::filesystem::is_regular_file(dir)) {  // an exported network, most likely
@@ -482,127 +484,161 @@ Model LoadModel(const std::string& dir) {
     throw UsageError(path + " is not valid JSON: " + e.what());
   }
   CheckNumbers(j, "model", path);
+  return j;
+}
+
+// The format, name, input, preprocessing, data set and quantization of model.json.
+void ReadModelHeader(const json& j, const std::string& path, Model* m) {
+  const int version = j.value("version", 0);
+  if (j.value("format", "") != "tpusim-model" || version < 1 || version > kModelVersion) {
+    throw UsageError(path +
+                     ": not a tpusim model tpusim can read (needs \"format\": "
+                     "\"tpusim-model\", \"version\": 1 or 2)");
+  }
+  m->name = j.value("name", "model");
+  const auto shape = j.at("input").at("shape").get<std::vector<int>>();
+  if (shape.size() != 3) throw UsageError(path + ": input.shape must be [h, w, c]");
+  m->input = {shape[0], shape[1], shape[2]};
+  m->preprocess = j.at("input").value("preprocess", "mnist32");
+  if (m->preprocess != "mnist32" && m->preprocess != "none") {
+    throw UsageError(path + ": input.preprocess is '" + m->preprocess +
+                     "'; it must be mnist32 or none");
+  }
+  m->dataset = j.value("dataset", "mnist");
+  if (m->dataset != "mnist" && m->dataset != "fashion-mnist" && m->dataset != "none") {
+    throw UsageError(path + ": \"dataset\" is '" + m->dataset +
+                     "'; it must be mnist, fashion-mnist or none");
+  }
+  m->quantized = j.value("quantized", false);
+  if (m->quantized) m->input_scale = j.at("input").at("scale").get<float>();
+}
+
+// A pooling layer's window ("size": n or [h, w]), stride and padding.
+void ReadPoolWindow(const json& lj, const std::string& where, Layer* l) {
+  const json size = lj.value("size", json(2));
+  if (size.is_array()) {
+    const auto k = size.get<std::vector<int>>();
+    if (k.size() != 2) throw UsageError(where + ": size must be n or [h, w]");
+    l->pool_h = k[0];
+    l->pool_w = k[1];
+  } else {
+    l->pool_h = l->pool_w = size.get<int>();
+  }
+  l->pool_stride = lj.value("stride", l->pool_h == l->pool_w ? l->pool_h : 1);
+  if (l->pool_h != l->pool_w && !lj.contains("stride")) {
+    throw UsageError(where + ": a " + std::to_string(l->pool_h) + " x " +
+                     std::to_string(l->pool_w) + " window needs a 'stride'");
+  }
+  if (lj.contains("padding")) ReadExplicitPadding(lj["padding"], where, l);
+}
+
+// The fields of a layer's kind: a convolution's kernel, stride, padding and filters, a dense
+// layer's units, a pooling's window.
+void ReadLayerGeometry(const json& lj, const std::string& where, Layer* l) {
+  if (l->type == LayerType::kConv2d) {
+    const auto k = lj.at("kernel").get<std::vector<int>>();
+    if (k.size() != 2) throw UsageError(where + ": kernel must be [h, w]");
+    l->kernel_h = k[0];
+    l->kernel_w = k[1];
+    l->stride = lj.value("stride", 1);
+    const json pad = lj.value("padding", json("valid"));
+    if (pad.is_array()) {
+      ReadExplicitPadding(pad, where, l);
+    } else {
+      l->padding = pad.get<std::string>();
+      if (l->padding == "explicit") throw UsageError(where + ": padding 'explicit' is a list");
+    }
+    if (!l->depthwise) l->out.c = lj.at("filters").get<int>();
+  } else if (l->type == LayerType::kDense) {
+    l->out = {1, 1, lj.at("units").get<int>()};
+  } else if (l->IsPool() && !l->global_pool) {
+    ReadPoolWindow(lj, where, l);
+  }
+}
+
+// The layers of model.json in order, each input a layer listed before it (or the input).
+void ReadLayers(const json& j, const std::string& path, Model* m) {
+  std::map<std::string, int> index_of = {{"input", kModelInput}};
+  for (const json& lj : j.at("layers")) {
+    Layer l;
+    l.name = lj.at("name").get<std::string>();
+    const std::string where = path + ": layer '" + l.name + "'";
+    if (index_of.count(l.name)) {
+      throw UsageError(where + ": the name is taken (by the model's input or another layer)");
+    }
+    ParseType(lj.at("type").get<std::string>(), where, &l);
+    for (const json& in : lj.value("inputs", json::array())) {
+      const std::string name = in.get<std::string>();
+      if (!index_of.count(name)) {
+        throw UsageError(where + ": input '" + name +
+                         "' is not 'input' or a layer listed before it");
+      }
+      l.inputs.push_back(index_of[name]);
+    }
+    index_of[l.name] = static_cast<int>(m->layers.size());
+    l.activation = ParseActivation(lj.value("activation", "none"), where);
+    ReadLayerGeometry(lj, where, &l);
+    m->layers.push_back(l);
+  }
+}
+
+// A quantized layer's int8 weights, int32 bias and per-channel requantization.
+void LoadInt8Weights(const std::string& dir, const json& qj, const std::string& where, Layer* l) {
+  const size_t n = static_cast<size_t>(l->out.c);
+  l->quantized = true;
+  l->q.input_scale = qj.at("input_scale").get<float>();
+  l->q.output_scale = qj.at("output_scale").get<float>();
+  l->q.weight_scales = VectorOf<float>(qj, "weight_scales", n, where);
+  l->q.multiplier = VectorOf<int32_t>(qj, "multiplier", n, where);
+  l->q.shift = VectorOf<int32_t>(qj, "shift", n, where);
+  l->q.weights = LoadTensor<int8_t>(dir, qj, "weights", WeightShape(*l), where);
+  if (l->depthwise) l->q.weights = ExpandDepthwise(l->q.weights);
+  l->q.bias = LoadTensor<int32_t>(dir, qj, "bias", {l->out.c}, where);
+  for (size_t c = 0; c < n; ++c) {
+    if (l->q.shift[c] < 1 || l->q.shift[c] > 62 || l->q.multiplier[c] < 0) {
+      throw UsageError(where + ": multiplier/shift of channel " + std::to_string(c) +
+                       " out of range (multiplier in [0, 2^31), shift in [1, 62])");
+    }
+  }
+}
+
+// Each layer's declared out_shape checked, and its tensors (and int8 data) loaded.
+void LoadLayerData(const std::string& dir, const json& j, const std::string& path, Model* m) {
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    Layer& l = m->layers[i];
+    const json& lj = j["layers"][i];
+    const std::string where = "layer '" + l.name + "' of " + path;
+    if (lj.contains("out_shape")) {
+      const auto s = lj["out_shape"].get<std::vector<int>>();
+      if (s.size() != 3 || !(Shape3{s[0], s[1], s[2]} == l.out)) {
+        throw UsageError(where + ": out_shape disagrees with the shape the layers produce (" +
+                         std::to_string(l.out.h) + ", " + std::to_string(l.out.w) + ", " +
+                         std::to_string(l.out.c) + ")");
+      }
+    }
+    if ((l.type == LayerType::kAdd || l.type == LayerType::kConcat) && m->quantized) {
+      LoadJoinInt8(lj.at("int8"), where, &l);
+      continue;
+    }
+    if (!l.HasWeights()) continue;
+    l.weights = LoadTensor<float>(dir, lj, "weights", WeightShape(l), where);
+    if (l.depthwise) l.weights = ExpandDepthwise(l.weights);
+    l.bias = LoadTensor<float>(dir, lj, "bias", {l.out.c}, where);
+    if (m->quantized) LoadInt8Weights(dir, lj.at("int8"), where, &l);
+  }
+}
+
+}  // namespace
+
+Model LoadModel(const std::string& dir) {
+  const std::string path = dir + "/model.json";
+  const json j = ReadModelJson(dir, path);
   Model m;
   try {
-    const int version = j.value("version", 0);
-    if (j.value("format", "") != "tpusim-model" || version < 1 || version > kModelVersion) {
-      throw UsageError(path +
-                       ": not a tpusim model tpusim can read (needs \"format\": "
-                       "\"tpusim-model\", \"version\": 1 or 2)");
-    }
-    m.name = j.value("name", "model");
-    const auto shape = j.at("input").at("shape").get<std::vector<int>>();
-    if (shape.size() != 3) throw UsageError(path + ": input.shape must be [h, w, c]");
-    m.input = {shape[0], shape[1], shape[2]};
-    m.preprocess = j.at("input").value("preprocess", "mnist32");
-    if (m.preprocess != "mnist32" && m.preprocess != "none") {
-      throw UsageError(path + ": input.preprocess is '" + m.preprocess +
-                       "'; it must be mnist32 or none");
-    }
-    m.dataset = j.value("dataset", "mnist");
-    if (m.dataset != "mnist" && m.dataset != "fashion-mnist" && m.dataset != "none") {
-      throw UsageError(path + ": \"dataset\" is '" + m.dataset +
-                       "'; it must be mnist, fashion-mnist or none");
-    }
-    m.quantized = j.value("quantized", false);
-    if (m.quantized) m.input_scale = j.at("input").at("scale").get<float>();
-    std::map<std::string, int> index_of = {{"input", kModelInput}};
-    for (const json& lj : j.at("layers")) {
-      Layer l;
-      l.name = lj.at("name").get<std::string>();
-      const std::string where = path + ": layer '" + l.name + "'";
-      if (index_of.count(l.name)) {
-        throw UsageError(where + ": the name is taken (by the model's input or another layer)");
-      }
-      ParseType(lj.at("type").get<std::string>(), where, &l);
-      for (const json& in : lj.value("inputs", json::array())) {
-        const std::string name = in.get<std::string>();
-        if (!index_of.count(name)) {
-          throw UsageError(where + ": input '" + name +
-                           "' is not 'input' or a layer listed before it");
-        }
-        l.inputs.push_back(index_of[name]);
-      }
-      index_of[l.name] = static_cast<int>(m.layers.size());
-      l.activation = ParseActivation(lj.value("activation", "none"), where);
-      if (l.type == LayerType::kConv2d) {
-        const auto k = lj.at("kernel").get<std::vector<int>>();
-        if (k.size() != 2) throw UsageError(where + ": kernel must be [h, w]");
-        l.kernel_h = k[0];
-        l.kernel_w = k[1];
-        l.stride = lj.value("stride", 1);
-        const json pad = lj.value("padding", json("valid"));
-        if (pad.is_array()) {
-          ReadExplicitPadding(pad, where, &l);
-        } else {
-          l.padding = pad.get<std::string>();
-          if (l.padding == "explicit") throw UsageError(where + ": padding 'explicit' is a list");
-        }
-        if (!l.depthwise) l.out.c = lj.at("filters").get<int>();
-      } else if (l.type == LayerType::kDense) {
-        l.out = {1, 1, lj.at("units").get<int>()};
-      } else if (l.IsPool() && !l.global_pool) {
-        const json size = lj.value("size", json(2));
-        if (size.is_array()) {
-          const auto k = size.get<std::vector<int>>();
-          if (k.size() != 2) throw UsageError(where + ": size must be n or [h, w]");
-          l.pool_h = k[0];
-          l.pool_w = k[1];
-        } else {
-          l.pool_h = l.pool_w = size.get<int>();
-        }
-        l.pool_stride = lj.value("stride", l.pool_h == l.pool_w ? l.pool_h : 1);
-        if (l.pool_h != l.pool_w && !lj.contains("stride")) {
-          throw UsageError(where + ": a " + std::to_string(l.pool_h) + " x " +
-                           std::to_string(l.pool_w) + " window needs a 'stride'");
-        }
-        if (lj.contains("padding")) {
-          ReadExplicitPadding(lj["padding"], where, &l);
-        }
-      }
-      m.layers.push_back(l);
-    }
+    ReadModelHeader(j, path, &m);
+    ReadLayers(j, path, &m);
     InferShapes(&m);
-    for (size_t i = 0; i < m.layers.size(); ++i) {
-      Layer& l = m.layers[i];
-      const json& lj = j["layers"][i];
-      const std::string where = "layer '" + l.name + "' of " + path;
-      if (lj.contains("out_shape")) {
-        const auto s = lj["out_shape"].get<std::vector<int>>();
-        if (s.size() != 3 || !(Shape3{s[0], s[1], s[2]} == l.out)) {
-          throw UsageError(where + ": out_shape disagrees with the shape the layers produce (" +
-                           std::to_string(l.out.h) + ", " + std::to_string(l.out.w) + ", " +
-                           std::to_string(l.out.c) + ")");
-        }
-      }
-      if ((l.type == LayerType::kAdd || l.type == LayerType::kConcat) && m.quantized) {
-        LoadJoinInt8(lj.at("int8"), where, &l);
-        continue;
-      }
-      if (!l.HasWeights()) continue;
-      l.weights = LoadTensor<float>(dir, lj, "weights", WeightShape(l), where);
-      if (l.depthwise) l.weights = ExpandDepthwise(l.weights);
-      l.bias = LoadTensor<float>(dir, lj, "bias", {l.out.c}, where);
-      if (m.quantized) {
-        const json& qj = lj.at("int8");
-        const size_t n = static_cast<size_t>(l.out.c);
-        l.quantized = true;
-        l.q.input_scale = qj.at("input_scale").get<float>();
-        l.q.output_scale = qj.at("output_scale").get<float>();
-        l.q.weight_scales = VectorOf<float>(qj, "weight_scales", n, where);
-        l.q.multiplier = VectorOf<int32_t>(qj, "multiplier", n, where);
-        l.q.shift = VectorOf<int32_t>(qj, "shift", n, where);
-        l.q.weights = LoadTensor<int8_t>(dir, qj, "weights", WeightShape(l), where);
-        if (l.depthwise) l.q.weights = ExpandDepthwise(l.q.weights);
-        l.q.bias = LoadTensor<int32_t>(dir, qj, "bias", {l.out.c}, where);
-        for (size_t c = 0; c < n; ++c) {
-          if (l.q.shift[c] < 1 || l.q.shift[c] > 62 || l.q.multiplier[c] < 0) {
-            throw UsageError(where + ": multiplier/shift of channel " + std::to_string(c) +
-                             " out of range (multiplier in [0, 2^31), shift in [1, 62])");
-          }
-        }
-      }
-    }
+    LoadLayerData(dir, j, path, &m);
   } catch (const json::exception& e) {
     throw UsageError(path + ": " + e.what());
   }

@@ -424,25 +424,29 @@ std::string UnitsPlanText(const RunReport& r) {
       r.config.mxus_per_core);
 }
 
-std::string FormatRunText(const RunReport& r) {
-  const double images = static_cast<double>(r.images);
-  const double peak = r.Peak();
-  std::string s =
-      r.topology
-          ? fmt::format("tpusim run: {} ({} {}) on {} ({}, {} MHz), {} engine\n", r.model,
-                        r.layers.size(),
-                        r.gemm_list ? "GEMMs, each on a batch of its M"
-                                    : fmt::format("layers, batch {}", r.batch),
-                        r.config.name, config::ShapeText(r.config), r.config.clock_mhz, r.engine)
-          : fmt::format("tpusim run: {} on {} ({}, {} MHz), {} engine, {} {}{} in batches of {}\n",
-                        r.model, r.config.name, config::ShapeText(r.config), r.config.clock_mhz,
-                        r.engine, r.images, r.inputs,
-                        r.shard.empty()
-                            ? ""
-                            : fmt::format(" (slice {} from input {})", r.shard, r.first_input),
-                        std::min<int64_t>(r.batch, std::max<int64_t>(r.images, 1)));  // as they ran
-  if (!r.plan.empty()) s += "  plan       " + r.plan + "\n";
-  s += UnitsPlanText(r);
+namespace {
+
+// The run's first line: what ran, on which chip and engine.
+std::string RunHeaderText(const RunReport& r) {
+  return r.topology
+             ? fmt::format("tpusim run: {} ({} {}) on {} ({}, {} MHz), {} engine\n", r.model,
+                           r.layers.size(),
+                           r.gemm_list ? "GEMMs, each on a batch of its M"
+                                       : fmt::format("layers, batch {}", r.batch),
+                           r.config.name, config::ShapeText(r.config), r.config.clock_mhz, r.engine)
+             : fmt::format(
+                   "tpusim run: {} on {} ({}, {} MHz), {} engine, {} {}{} in batches of {}\n",
+                   r.model, r.config.name, config::ShapeText(r.config), r.config.clock_mhz,
+                   r.engine, r.images, r.inputs,
+                   r.shard.empty()
+                       ? ""
+                       : fmt::format(" (slice {} from input {})", r.shard, r.first_input),
+                   std::min<int64_t>(r.batch, std::max<int64_t>(r.images, 1)));  // as they ran
+}
+
+// Whether the values were checked, and how they came out.
+std::string CheckText(const RunReport& r) {
+  std::string s;
   if (r.topology && r.checked) {
     s += fmt::format(
         "  bit-exact  {} (every layer's {} outputs, random data, against the CPU {} reference; "
@@ -469,8 +473,15 @@ std::string FormatRunText(const RunReport& r) {
   } else {
     s += "  values     not computed (timing only): cycles, traffic and energy only\n";
   }
+  return s;
+}
+
+// The per-layer table, with each row's units busy and core rows, and the total.
+std::string LayerTableText(const RunReport& r, const char* unit) {
+  const double images = static_cast<double>(r.images);
+  const double peak = r.Peak();
+  std::string s;
   const bool bounds = r.total.HasBound();
-  const char* unit = r.gemm_list ? "run" : "image";  // a GEMM list runs once
   // The name column: 14 wide, or one more than the longest name (conv1+maxpool1 is 14).
   size_t name_w = 14;
   for (const RunRow& row : r.layers) {
@@ -514,6 +525,13 @@ std::string FormatRunText(const RunReport& r) {
   }
   line(r.total);
   units(r.total);
+  return s;
+}
+
+// The network's stalls, cycle categories, energy and efficiency.
+std::string TotalsText(const RunReport& r, const char* unit) {
+  const double images = static_cast<double>(r.images);
+  std::string s;
   std::string waits;
   for (int i = 0; i < hw::kNumCounters; ++i) {
     const uint64_t v = r.total.counters[i];
@@ -536,31 +554,50 @@ std::string FormatRunText(const RunReport& r) {
                    r.total.energy.Total() / images / 1000, unit, r.table.name, parts);
   s += fmt::format("  efficiency {:.2f} TOPS/W (2 x MACs / energy)\n",
                    2.0 * static_cast<double>(r.total.macs) / r.total.energy.Total());
-  if (r.config.cores > 1) {
-    bool columns = false;  // a layer split by output channels (topology.h, model_parallel.h)
-    for (const RunRow& l : r.layers)
-      columns = columns || l.name.find(run::kOutputChannelsSplit) != std::string::npos;
-    // One image of a whole network: the layers not split run whole on every core.
-    const bool whole = r.plan.find(run::kModelParallel) != std::string::npos;
+  return s;
+}
+
+// On a chip of several cores, how the work was shared and each core's cycles.
+std::string CoresText(const RunReport& r) {
+  if (r.config.cores <= 1) return "";
+  std::string s;
+  bool columns = false;  // a layer split by output channels (topology.h, model_parallel.h)
+  for (const RunRow& l : r.layers)
+    columns = columns || l.name.find(run::kOutputChannelsSplit) != std::string::npos;
+  // One image of a whole network: the layers not split run whole on every core.
+  const bool whole = r.plan.find(run::kModelParallel) != std::string::npos;
+  s += fmt::format(
+      "  cores      {} cores, {}: {} chip cycles; a layer's row "
+      "counts each core's cycles ({} in all), its core rows each core's own\n",
+      r.config.cores,
+      whole     ? "each a share of the output channels where a layer says so, else the whole "
+                  "layer (one image)"
+      : columns ? "each a share of every batch (of the output channels where a layer says so)"
+                : "each a share of every batch",
+      Grouped(static_cast<int64_t>(r.ElapsedCycles())),
+      Grouped(static_cast<int64_t>(r.total.Cycles())));
+  for (size_t c = 0; c < r.cores.size(); ++c) {
+    const CoreShares k = SharesOf(r.cores[c]);
     s += fmt::format(
-        "  cores      {} cores, {}: {} chip cycles; a layer's row "
-        "counts each core's cycles ({} in all), its core rows each core's own\n",
-        r.config.cores,
-        whole     ? "each a share of the output channels where a layer says so, else the whole "
-                    "layer (one image)"
-        : columns ? "each a share of every batch (of the output channels where a layer says so)"
-                  : "each a share of every batch",
-        Grouped(static_cast<int64_t>(r.ElapsedCycles())),
-        Grouped(static_cast<int64_t>(r.total.Cycles())));
-    for (size_t c = 0; c < r.cores.size(); ++c) {
-      const CoreShares k = SharesOf(r.cores[c]);
-      s += fmt::format(
-          "    core {}   {} cycles, array active {:.1f}% (useful or not), {:.1f}% host-memory and "
-          "{:.1f}% weight-memory stall\n",
-          c, Grouped(static_cast<int64_t>(r.cores[c].cycles)), 100.0 * k.active,
-          100.0 * k.host_stall, 100.0 * k.weight_stall);
-    }
+        "    core {}   {} cycles, array active {:.1f}% (useful or not), {:.1f}% host-memory and "
+        "{:.1f}% weight-memory stall\n",
+        c, Grouped(static_cast<int64_t>(r.cores[c].cycles)), 100.0 * k.active, 100.0 * k.host_stall,
+        100.0 * k.weight_stall);
   }
+  return s;
+}
+
+}  // namespace
+
+std::string FormatRunText(const RunReport& r) {
+  const char* unit = r.gemm_list ? "run" : "image";  // a GEMM list runs once
+  std::string s = RunHeaderText(r);
+  if (!r.plan.empty()) s += "  plan       " + r.plan + "\n";
+  s += UnitsPlanText(r);
+  s += CheckText(r);
+  s += LayerTableText(r, unit);
+  s += TotalsText(r, unit);
+  s += CoresText(r);
   s += fmt::format(
       "  time       {:.1f} us per {} at {} MHz = {:.0f} {}s/s "
       "(simulated); {:.1f} s wall\n",
