@@ -307,6 +307,49 @@ void CheckLayerJobs(const nn::Model& model, const NetworkCompiler& network, bool
   }
 }
 
+// The run's plan line: whole network or layer jobs, and how the cores share the work.
+std::string RunPlanText(NetworkCompiler& network, const config::TpuConfig& config, bool whole,
+                        bool layer_jobs, int share, bool one, bool split) {
+  std::string plan = whole ? "whole network, one program per batch: " + network.PlanText(share)
+                     : layer_jobs ? "layer jobs (im2col on the host)"
+                                  : "layer jobs (" + PlainText(network.WhyNot()) + ")";
+  if (split) {
+    plan += fmt::format(
+        "; one image on {} cores: the operations marked '{} {} cores' split by output "
+        "channels, each core its share, their maps exchanged through host memory; the others "
+        "whole on every core {}",
+        config.cores, kOutputChannelsSplit, config.cores, kModelParallel);
+  } else if (config.cores > 1 && whole && one) {
+    plan += fmt::format(
+        "; one image: on core 0 of {} (no operation gains from sharing its output channels "
+        "out over the cores: docs/compiler.md, \"Model parallel\")",
+        config.cores);
+  } else if (config.cores > 1) {
+    plan += whole ? fmt::format(
+                        "; on {} cores, each a share of every batch (data parallel; the plan is "
+                        "that of a share, {} images)",
+                        config.cores, share)
+                  : fmt::format("; on core 0 of {}", config.cores);
+  }
+  return plan;
+}
+
+// A batch's int8 outputs against the CPU int8 reference's, image by image, and their classes
+// against the labels where the inputs have them.
+void CheckInt8Outputs(const std::vector<int8_t>& act, const nn::MatrixI8& want,
+                      const nn::InputSet& inputs, int64_t first, TpuRunResult* r) {
+  const int64_t out_size = want.cols();
+  for (int64_t i = 0; i < want.rows(); ++i) {
+    std::vector<int8_t> y(act.begin() + i * out_size, act.begin() + (i + 1) * out_size);
+    if (!std::equal(y.begin(), y.end(), want.row(i).data())) ++r->mismatches;
+    if (r->labelled) {
+      const auto best = std::max_element(y.begin(), y.end()) - y.begin();
+      r->correct += best == inputs.labels[static_cast<size_t>(first + i)];
+    }
+    r->logits.push_back(std::move(y));
+  }
+}
+
 }  // namespace
 
 void CheckBatch(int batch) {
@@ -359,29 +402,9 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
       BatchShares(static_cast<int>(std::clamp<int64_t>(images, 1, batch)), config.cores)
           .back()
           .count;
-  r.plan = whole        ? "whole network, one program per batch: " + network.PlanText(share)
-           : layer_jobs ? "layer jobs (im2col on the host)"
-                        : "layer jobs (" + PlainText(network.WhyNot()) + ")";
   // A batch of one whose operations split over the cores (model parallel).
   const bool split = whole && batch == 1 && network.SplitOfOne().Any();
-  if (split) {
-    r.plan += fmt::format(
-        "; one image on {} cores: the operations marked '{} {} cores' split by output "
-        "channels, each core its share, their maps exchanged through host memory; the others "
-        "whole on every core {}",
-        config.cores, kOutputChannelsSplit, config.cores, kModelParallel);
-  } else if (config.cores > 1 && whole && batch == 1) {
-    r.plan += fmt::format(
-        "; one image: on core 0 of {} (no operation gains from sharing its output channels "
-        "out over the cores: docs/compiler.md, \"Model parallel\")",
-        config.cores);
-  } else if (config.cores > 1) {
-    r.plan += whole ? fmt::format(
-                          "; on {} cores, each a share of every batch (data parallel; the plan is "
-                          "that of a share, {} images)",
-                          config.cores, share)
-                    : fmt::format("; on core 0 of {}", config.cores);
-  }
+  r.plan = RunPlanText(network, config, whole, layer_jobs, share, batch == 1, split);
   std::vector<LayerStep> steps;
   std::vector<LayerCompiler> compilers;
   // Whole networks: a row per operation, its counters attributed cycle by cycle on each core
@@ -436,18 +459,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
     } else {
       act = RunLayerJobs(steps, compilers, engine, std::move(act), b, &r);
     }
-    if (values) {
-      const nn::MatrixI8 want = int8_reference->Forward(in).back();
-      for (int i = 0; i < b; ++i) {
-        std::vector<int8_t> y(act.begin() + i * out_size, act.begin() + (i + 1) * out_size);
-        if (!std::equal(y.begin(), y.end(), want.row(i).data())) ++r.mismatches;
-        if (r.labelled) {
-          const auto best = std::max_element(y.begin(), y.end()) - y.begin();
-          r.correct += best == inputs.labels[static_cast<size_t>(first + i)];
-        }
-        r.logits.push_back(std::move(y));
-      }
-    }
+    if (values) CheckInt8Outputs(act, int8_reference->Forward(in).back(), inputs, first, &r);
     if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
   }
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
