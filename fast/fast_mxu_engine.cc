@@ -50,6 +50,164 @@ FastMxuEngine::FastMxuEngine(int array_dim, int acc_depth, int input_bits) {
   params_.input_bits = input_bits;
 }
 
+namespace {
+
+// tpu_mxu_counters.sv: one cycle's category, and its events.
+void CountCycle(const sim::MxuInputs& in, bool a_fire, bool w_fire, bool switch_fire,
+                bool out_valid, bool in_flight, sim::MxuCounters* c) {
+  ++c->cycles;
+  if (a_fire)
+    ++c->stream_cycles;
+  else if (w_fire)
+    ++c->load_cycles;
+  else if (in.a_valid)
+    ++c->stall_cycles;
+  else if (in_flight || in.rd_en)
+    ++c->drain_cycles;
+  else
+    ++c->idle_cycles;
+  c->weight_rows += w_fire;
+  c->tiles += switch_fire;
+  c->acc_writes += out_valid;
+  c->acc_reads += in.rd_en;
+}
+
+// The registers of the matrix subsystem, edge by edge: tpu_mxu.sv's shadow control and
+// weights, the rows in flight through the array, and tpu_accumulators.sv's memory and read
+// port.
+class MxuState {
+ public:
+  explicit MxuState(const sim::MxuParams& p, int64_t eb)
+      : n_(p.array_dim),
+        eb_(eb),
+        bf16_(p.input_bits == 16),
+        latency_(2 * static_cast<uint64_t>(n_)),
+        depth_(static_cast<uint32_t>(p.acc_depth)),
+        shadow_(static_cast<size_t>(n_ * n_ * eb), 0),
+        active_(shadow_),
+        active_f_(bf16_ ? static_cast<size_t>(n_ * n_) : 0),
+        acc_(static_cast<size_t>(depth_) * n_, 0),
+        rd_data_(static_cast<size_t>(n_), 0),
+        slots_(static_cast<size_t>(latency_) + 1),
+        flight_(slots_),
+        results_(slots_ * static_cast<size_t>(n_)) {
+    // Addresses are clog2(depth) bits wide in the RTL: wider values wrap.
+    while (addr_mask_ < depth_ - 1) addr_mask_ = addr_mask_ * 2 + 1;
+  }
+
+  void Outputs(sim::MxuRegisteredOutputs* out) const {
+    out->rd_valid = rd_valid_q_;
+    out->rd_data = rd_data_.data();
+    out->final_valid = final_valid_q_;
+    out->final_addr = final_addr_q_;
+    out->error = error_q_;
+  }
+  bool ShadowFull() const { return shadow_full_; }
+  bool InFlight() const { return count_ != 0; }
+  // The oldest row in flight leaves the array this cycle.
+  bool OutValid(uint64_t cycle) const {
+    return count_ != 0 && flight_[head_].cycle + latency_ == cycle;
+  }
+  bool Error() const { return error_q_; }
+
+  // The clock edge ending this cycle.
+  void Edge(const sim::MxuInputs& in, bool a_fire, bool switch_fire, bool w_fire, bool out_valid,
+            uint64_t cycle) {
+    AccumulatorEdge(in, out_valid);
+    ArrayEdge(in, a_fire, switch_fire, w_fire, cycle);
+  }
+
+ private:
+  // The read port sees the memory before this edge's write.
+  void AccumulatorEdge(const sim::MxuInputs& in, bool out_valid) {
+    const uint32_t rd_addr = in.rd_addr & addr_mask_;
+    const bool rd_in_range = rd_addr < depth_;
+    rd_valid_q_ = in.rd_en && rd_in_range;
+    if (rd_valid_q_) {
+      std::memcpy(rd_data_.data(), &acc_[static_cast<size_t>(rd_addr) * n_], sizeof(int32_t) * n_);
+    }
+    bool wr_error = false;
+    final_valid_q_ = false;
+    if (out_valid) {
+      const sim::RowTag& tag = flight_[head_].tag;
+      const int32_t* row = &results_[head_ * static_cast<size_t>(n_)];
+      const uint32_t addr = tag.acc_addr & addr_mask_;
+      if (addr < depth_) {
+        int32_t* dst = &acc_[static_cast<size_t>(addr) * n_];
+        for (int64_t j = 0; j < n_; ++j) {
+          const auto old_v = static_cast<uint32_t>(dst[j]), v = static_cast<uint32_t>(row[j]);
+          const uint32_t sum = bf16_ ? nn::Fp32Add(old_v, v) : old_v + v;
+          dst[j] = static_cast<int32_t>(tag.accumulate ? sum : v);
+        }
+        final_valid_q_ = tag.final_fold;
+      } else {
+        wr_error = true;
+      }
+      final_addr_q_ = addr;
+      head_ = head_ + 1 == slots_ ? 0 : head_ + 1;
+      --count_;
+    }
+    if ((out_valid && wr_error) || (in.rd_en && !rd_in_range)) error_q_ = true;
+  }
+
+  // A row entering with the switch bit multiplies with the shadow tile, which the next
+  // tile's rows can only overwrite from this edge on.
+  void ArrayEdge(const sim::MxuInputs& in, bool a_fire, bool switch_fire, bool w_fire,
+                 uint64_t cycle) {
+    if (switch_fire) {
+      active_ = shadow_;
+      if (bf16_) {
+        nn::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(active_.data()), n_,
+                      active_f_.data());
+      }
+      shadow_full_ = false;
+    }
+    if (a_fire) {
+      size_t tail = head_ + count_;
+      if (tail >= slots_) tail -= slots_;
+      flight_[tail] = {cycle, in.a_tag};
+      RowProduct(n_, bf16_, in.a_data.data(), active_.data(), active_f_.data(),
+                 &results_[tail * static_cast<size_t>(n_)]);
+      ++count_;
+    }
+    if (w_fire) {
+      std::memcpy(&shadow_[static_cast<size_t>(wr_row_ * n_ * eb_)], in.w_data.data(),
+                  static_cast<size_t>(n_ * eb_));
+      if (wr_row_ == n_ - 1) {
+        wr_row_ = 0;
+        shadow_full_ = true;
+      } else {
+        ++wr_row_;
+      }
+    }
+  }
+
+  // A row in flight: the cycle it entered and its tag.
+  struct Flight {
+    uint64_t cycle = 0;
+    sim::RowTag tag;
+  };
+  const int64_t n_, eb_;
+  const bool bf16_;
+  const uint64_t latency_;
+  const uint32_t depth_;
+  uint32_t addr_mask_ = 1;
+  bool shadow_full_ = false;
+  int64_t wr_row_ = 0;
+  std::vector<int8_t> shadow_, active_;
+  std::vector<float> active_f_;  // bf16: the active tile widened once
+  std::vector<int32_t> acc_;
+  bool rd_valid_q_ = false, final_valid_q_ = false, error_q_ = false;
+  uint32_t final_addr_q_ = 0;
+  std::vector<int32_t> rd_data_;
+  const size_t slots_;
+  std::vector<Flight> flight_;  // in order, from head_: count_ of them
+  std::vector<int32_t> results_;
+  size_t head_ = 0, count_ = 0;
+};
+
+}  // namespace
+
 sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunOptions& options) {
   if (!options.trace.path.empty()) {
     throw std::invalid_argument(
@@ -63,133 +221,29 @@ sim::MxuRunResult FastMxuEngine::Run(sim::MxuWorkload& workload, const sim::RunO
                                 (workload.OperandBytes() == 2 ? "bf16" : "int8") +
                                 " but this engine was made for " + (bf16 ? "bf16" : "int8"));
   }
-  const int64_t eb = workload.OperandBytes();
-  const uint64_t latency = 2 * static_cast<uint64_t>(n);
-  const auto depth = static_cast<uint32_t>(params_.acc_depth);
-  // Addresses are clog2(depth) bits wide in the RTL: wider values wrap.
-  uint32_t addr_mask = 1;
-  while (addr_mask < depth - 1) addr_mask = addr_mask * 2 + 1;
-
-  // tpu_mxu.sv: shadow control and weights; tpu_accumulators.sv: the memory and read port.
-  bool shadow_full = false;
-  int64_t wr_row = 0;
-  std::vector<int8_t> shadow(static_cast<size_t>(n * n * eb), 0), active(shadow);
-  std::vector<float> active_f(bf16 ? static_cast<size_t>(n * n) : 0);  // bf16: widened once
-  std::vector<int32_t> acc(static_cast<size_t>(depth) * n, 0);
-  bool rd_valid_q = false, final_valid_q = false, error_q = false;
-  uint32_t final_addr_q = 0;
-  std::vector<int32_t> rd_data(static_cast<size_t>(n), 0);
-  // Rows in flight: entry cycle, tag and result, in order.
-  struct Flight {
-    uint64_t cycle = 0;
-    sim::RowTag tag;
-  };
-  const size_t slots = static_cast<size_t>(latency) + 1;
-  std::vector<Flight> flight(slots);
-  std::vector<int32_t> results(slots * static_cast<size_t>(n));
-  size_t head = 0, count = 0;
-
+  MxuState state(params_, workload.OperandBytes());
   sim::MxuSequencer seq(workload, options.watchdog_cycles);
   sim::MxuInputs in;
   sim::MxuRegisteredOutputs out;
   sim::MxuRunResult result;
-  sim::MxuCounters& c = result.counters;
   result.params = params_;
-  uint64_t cycle = 0;
-  for (;;) {
-    out.rd_valid = rd_valid_q;
-    out.rd_data = rd_data.data();
-    out.final_valid = final_valid_q;
-    out.final_addr = final_addr_q;
-    out.error = error_q;
+  for (uint64_t cycle = 0;; ++cycle) {
+    state.Outputs(&out);
     seq.Present(out, &in);
     if (seq.Done()) break;
-
-    const bool a_ready = !in.a_switch || shadow_full;
+    const bool a_ready = !in.a_switch || state.ShadowFull();
     const bool a_fire = in.a_valid && a_ready;
     const bool switch_fire = a_fire && in.a_switch;
-    const bool w_ready = !shadow_full || switch_fire;
+    const bool w_ready = !state.ShadowFull() || switch_fire;
     const bool w_fire = in.w_valid && w_ready;
-    const bool out_valid = count != 0 && flight[head].cycle + latency == cycle;
+    const bool out_valid = state.OutValid(cycle);
     if (options.on_cycle) options.on_cycle(cycle);
     seq.Commit(in, w_ready, a_ready);
-
-    // tpu_mxu_counters.sv
-    ++c.cycles;
-    if (a_fire)
-      ++c.stream_cycles;
-    else if (w_fire)
-      ++c.load_cycles;
-    else if (in.a_valid)
-      ++c.stall_cycles;
-    else if (count != 0 || in.rd_en)
-      ++c.drain_cycles;
-    else
-      ++c.idle_cycles;
-    c.weight_rows += w_fire;
-    c.tiles += switch_fire;
-    c.acc_writes += out_valid;
-    c.acc_reads += in.rd_en;
-
-    // The clock edge. Accumulators: the read port sees the memory before this edge's write.
-    const uint32_t rd_addr = in.rd_addr & addr_mask;
-    const bool rd_in_range = rd_addr < depth;
-    rd_valid_q = in.rd_en && rd_in_range;
-    if (rd_valid_q) {
-      std::memcpy(rd_data.data(), &acc[static_cast<size_t>(rd_addr) * n], sizeof(int32_t) * n);
-    }
-    bool wr_error = false;
-    final_valid_q = false;
-    if (out_valid) {
-      const sim::RowTag& tag = flight[head].tag;
-      const int32_t* row = &results[head * static_cast<size_t>(n)];
-      const uint32_t addr = tag.acc_addr & addr_mask;
-      if (addr < depth) {
-        int32_t* dst = &acc[static_cast<size_t>(addr) * n];
-        for (int64_t j = 0; j < n; ++j) {
-          const auto old_v = static_cast<uint32_t>(dst[j]), v = static_cast<uint32_t>(row[j]);
-          const uint32_t sum = bf16 ? nn::Fp32Add(old_v, v) : old_v + v;
-          dst[j] = static_cast<int32_t>(tag.accumulate ? sum : v);
-        }
-        final_valid_q = tag.final_fold;
-      } else {
-        wr_error = true;
-      }
-      final_addr_q = addr;
-      head = head + 1 == slots ? 0 : head + 1;
-      --count;
-    }
-    if ((out_valid && wr_error) || (in.rd_en && !rd_in_range)) error_q = true;
-    // The matrix unit: a row entering with the switch bit multiplies with the shadow tile,
-    // which the next tile's rows can only overwrite from this edge on.
-    if (switch_fire) {
-      active = shadow;
-      if (bf16)
-        nn::WidenBf16(n, n, reinterpret_cast<const uint16_t*>(active.data()), n, active_f.data());
-      shadow_full = false;
-    }
-    if (a_fire) {
-      size_t tail = head + count;
-      if (tail >= slots) tail -= slots;
-      flight[tail] = {cycle, in.a_tag};
-      RowProduct(n, bf16, in.a_data.data(), active.data(), active_f.data(),
-                 &results[tail * static_cast<size_t>(n)]);
-      ++count;
-    }
-    if (w_fire) {
-      std::memcpy(&shadow[static_cast<size_t>(wr_row * n * eb)], in.w_data.data(),
-                  static_cast<size_t>(n * eb));
-      if (wr_row == n - 1) {
-        wr_row = 0;
-        shadow_full = true;
-      } else {
-        ++wr_row;
-      }
-    }
-    ++cycle;
-    if (options.progress && (cycle & 0xffff) == 0) options.progress(seq.Progress());
+    CountCycle(in, a_fire, w_fire, switch_fire, out_valid, state.InFlight(), &result.counters);
+    state.Edge(in, a_fire, switch_fire, w_fire, out_valid, cycle);
+    if (options.progress && ((cycle + 1) & 0xffff) == 0) options.progress(seq.Progress());
   }
-  if (error_q) throw std::runtime_error("the matrix unit raised its error flag");
+  if (state.Error()) throw std::runtime_error("the matrix unit raised its error flag");
   if (options.progress) options.progress(1.0);
   return result;
 }
