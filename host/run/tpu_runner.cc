@@ -309,7 +309,7 @@ void CheckLayerJobs(const nn::Model& model, const NetworkCompiler& network, bool
 
 // The run's plan line: whole network or layer jobs, and how the cores share the work.
 std::string RunPlanText(NetworkCompiler& network, const config::TpuConfig& config, bool whole,
-                        bool layer_jobs, int share, bool one, bool split) {
+                        bool layer_jobs, int share, bool batch_of_one, bool split) {
   std::string plan = whole ? "whole network, one program per batch: " + network.PlanText(share)
                      : layer_jobs ? "layer jobs (im2col on the host)"
                                   : "layer jobs (" + PlainText(network.WhyNot()) + ")";
@@ -319,7 +319,7 @@ std::string RunPlanText(NetworkCompiler& network, const config::TpuConfig& confi
         "channels, each core its share, their maps exchanged through host memory; the others "
         "whole on every core {}",
         config.cores, kOutputChannelsSplit, config.cores, kModelParallel);
-  } else if (config.cores > 1 && whole && one) {
+  } else if (config.cores > 1 && whole && batch_of_one) {
     plan += fmt::format(
         "; one image: on core 0 of {} (no operation gains from sharing its output channels "
         "out over the cores: docs/compiler.md, \"Model parallel\")",
