@@ -211,6 +211,75 @@ Shape3 JoinShape(const Model& m, const Layer& l) {
   return out;
 }
 
+// A convolution's padding (valid, same or explicit) and output map.
+void ConvShape(const Shape3& cur, const std::string& where, Layer* l_ptr) {
+  Layer& l = *l_ptr;
+  if (l.kernel_h < 1 || l.kernel_w < 1 || l.stride < 1 || l.kernel_h > 1024 || l.kernel_w > 1024 ||
+      l.stride > 64) {
+    throw UsageError(where + ": kernel must be 1..1024 and stride 1..64");
+  }
+  if (l.depthwise) l.out.c = cur.c;  // one filter per input channel
+  if (l.padding == "valid") {
+    l.pad_top = l.pad_left = l.pad_bottom = l.pad_right = 0;
+  } else if (l.padding == "same") {
+    const int oh = (cur.h + l.stride - 1) / l.stride;
+    const int ow = (cur.w + l.stride - 1) / l.stride;
+    const int pad_h = std::max(0, (oh - 1) * l.stride + l.kernel_h - cur.h);
+    const int pad_w = std::max(0, (ow - 1) * l.stride + l.kernel_w - cur.w);
+    l.pad_top = pad_h / 2;  // as TensorFlow: the extra row/column goes bottom/right
+    l.pad_left = pad_w / 2;
+    l.pad_bottom = pad_h - l.pad_top;
+    l.pad_right = pad_w - l.pad_left;
+  } else if (l.padding == "explicit") {
+    for (int p : {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right}) {
+      if (p < 0 || p > 1024) throw UsageError(where + ": padding must lie in 0..1024");
+    }
+  } else {
+    throw UsageError(where + ": padding '" + l.padding +
+                     "' is not 'valid', 'same' or [top, left, bottom, right]");
+  }
+  const int64_t ph = int64_t{cur.h} + l.pad_top + l.pad_bottom - l.kernel_h;
+  const int64_t pw = int64_t{cur.w} + l.pad_left + l.pad_right - l.kernel_w;
+  l.out.h = ph < 0 ? 0 : static_cast<int>(ph / l.stride + 1);
+  l.out.w = pw < 0 ? 0 : static_cast<int>(pw / l.stride + 1);
+  if (l.out.h < 1 || l.out.w < 1) {
+    throw UsageError(where + ": a " + std::to_string(l.kernel_h) + " x " +
+                     std::to_string(l.kernel_w) + " kernel does not fit a " +
+                     std::to_string(cur.h) + " x " + std::to_string(cur.w) + " input");
+  }
+}
+
+// A pooling layer's window (the whole map for a global one), padding and output map.
+void PoolShape(const Shape3& cur, const std::string& where, Layer* l_ptr) {
+  Layer& l = *l_ptr;
+  if (l.global_pool) {
+    if (l.type != LayerType::kAvgPool2d) throw UsageError(where + ": global pooling averages");
+    l.pool_h = cur.h;
+    l.pool_w = cur.w;
+    l.pool_stride = 1;
+  }
+  if (l.pool_h < 1 || l.pool_w < 1 || l.pool_stride < 1 || l.pool_h > 4096 || l.pool_w > 4096 ||
+      l.pool_stride > 4096) {
+    throw UsageError(where + ": pool size and stride must lie in 1..4096");
+  }
+  if (int64_t{l.pool_h} * l.pool_w > (1 << 20)) {
+    throw UsageError(where + ": a pooling window may hold at most 2^20 values");
+  }
+  if (l.global_pool && l.Padded()) throw UsageError(where + ": global pooling has no padding");
+  if (l.pad_top < 0 || l.pad_left < 0 || l.pad_bottom < 0 || l.pad_right < 0 ||
+      l.pad_top >= l.pool_h || l.pad_bottom >= l.pool_h || l.pad_left >= l.pool_w ||
+      l.pad_right >= l.pool_w) {
+    throw UsageError(where + ": pooling padding must be smaller than the window");
+  }
+  if (l.pool_h > cur.h + l.pad_top + l.pad_bottom || l.pool_w > cur.w + l.pad_left + l.pad_right) {
+    throw UsageError(where + ": a " + std::to_string(l.pool_h) + " x " + std::to_string(l.pool_w) +
+                     " window does not fit a " + std::to_string(cur.h) + " x " +
+                     std::to_string(cur.w) + " input");
+  }
+  l.out = {(cur.h + l.pad_top + l.pad_bottom - l.pool_h) / l.pool_stride + 1,
+           (cur.w + l.pad_left + l.pad_right - l.pool_w) / l.pool_stride + 1, cur.c};
+}
+
 }  // namespace
 
 void InferShapes(Model* m) {
@@ -229,73 +298,12 @@ void InferShapes(Model* m) {
     if (l.IsPool() && l.padding != "explicit")
       l.pad_top = l.pad_left = l.pad_bottom = l.pad_right = 0;
     switch (l.type) {
-      case LayerType::kConv2d: {
-        if (l.kernel_h < 1 || l.kernel_w < 1 || l.stride < 1 || l.kernel_h > 1024 ||
-            l.kernel_w > 1024 || l.stride > 64) {
-          throw UsageError(where + ": kernel must be 1..1024 and stride 1..64");
-        }
-        if (l.depthwise) l.out.c = cur.c;  // one filter per input channel
-        if (l.padding == "valid") {
-          l.pad_top = l.pad_left = l.pad_bottom = l.pad_right = 0;
-        } else if (l.padding == "same") {
-          const int oh = (cur.h + l.stride - 1) / l.stride;
-          const int ow = (cur.w + l.stride - 1) / l.stride;
-          const int pad_h = std::max(0, (oh - 1) * l.stride + l.kernel_h - cur.h);
-          const int pad_w = std::max(0, (ow - 1) * l.stride + l.kernel_w - cur.w);
-          l.pad_top = pad_h / 2;  // as TensorFlow: the extra row/column goes bottom/right
-          l.pad_left = pad_w / 2;
-          l.pad_bottom = pad_h - l.pad_top;
-          l.pad_right = pad_w - l.pad_left;
-        } else if (l.padding == "explicit") {
-          for (int p : {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right}) {
-            if (p < 0 || p > 1024) throw UsageError(where + ": padding must lie in 0..1024");
-          }
-        } else {
-          throw UsageError(where + ": padding '" + l.padding +
-                           "' is not 'valid', 'same' or [top, left, bottom, right]");
-        }
-        const int64_t ph = int64_t{cur.h} + l.pad_top + l.pad_bottom - l.kernel_h;
-        const int64_t pw = int64_t{cur.w} + l.pad_left + l.pad_right - l.kernel_w;
-        l.out.h = ph < 0 ? 0 : static_cast<int>(ph / l.stride + 1);
-        l.out.w = pw < 0 ? 0 : static_cast<int>(pw / l.stride + 1);
-        if (l.out.h < 1 || l.out.w < 1) {
-          throw UsageError(where + ": a " + std::to_string(l.kernel_h) + " x " +
-                           std::to_string(l.kernel_w) + " kernel does not fit a " +
-                           std::to_string(cur.h) + " x " + std::to_string(cur.w) + " input");
-        }
+      case LayerType::kConv2d:
+        ConvShape(cur, where, &l);
         break;
-      }
       case LayerType::kAvgPool2d:
       case LayerType::kMaxPool2d:
-        if (l.global_pool) {
-          if (l.type != LayerType::kAvgPool2d)
-            throw UsageError(where + ": global pooling averages");
-          l.pool_h = cur.h;
-          l.pool_w = cur.w;
-          l.pool_stride = 1;
-        }
-        if (l.pool_h < 1 || l.pool_w < 1 || l.pool_stride < 1 || l.pool_h > 4096 ||
-            l.pool_w > 4096 || l.pool_stride > 4096) {
-          throw UsageError(where + ": pool size and stride must lie in 1..4096");
-        }
-        if (int64_t{l.pool_h} * l.pool_w > (1 << 20)) {
-          throw UsageError(where + ": a pooling window may hold at most 2^20 values");
-        }
-        if (l.global_pool && l.Padded())
-          throw UsageError(where + ": global pooling has no padding");
-        if (l.pad_top < 0 || l.pad_left < 0 || l.pad_bottom < 0 || l.pad_right < 0 ||
-            l.pad_top >= l.pool_h || l.pad_bottom >= l.pool_h || l.pad_left >= l.pool_w ||
-            l.pad_right >= l.pool_w) {
-          throw UsageError(where + ": pooling padding must be smaller than the window");
-        }
-        if (l.pool_h > cur.h + l.pad_top + l.pad_bottom ||
-            l.pool_w > cur.w + l.pad_left + l.pad_right) {
-          throw UsageError(where + ": a " + std::to_string(l.pool_h) + " x " +
-                           std::to_string(l.pool_w) + " window does not fit a " +
-                           std::to_string(cur.h) + " x " + std::to_string(cur.w) + " input");
-        }
-        l.out = {(cur.h + l.pad_top + l.pad_bottom - l.pool_h) / l.pool_stride + 1,
-                 (cur.w + l.pad_left + l.pad_right - l.pool_w) / l.pool_stride + 1, cur.c};
+        PoolShape(cur, where, &l);
         break;
       case LayerType::kFlatten:
         l.out = {1, 1, static_cast<int>(cur.Size())};
