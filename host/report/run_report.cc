@@ -290,14 +290,10 @@ void AddBound(const RunRow& row, nlohmann::json* j) {
   (*j)["binds"] = b.Binds();
 }
 
-}  // namespace
-
-nlohmann::json RunReportJson(const RunReport& r) {
-  const double images = static_cast<double>(r.images);
+// One row of the per-layer table, as RunReportJson writes it.
+nlohmann::json LayerJson(const RunRow& row, const RunReport& r) {
   const double peak = r.Peak();
-  nlohmann::json layers = nlohmann::json::array();
-  for (const RunRow& row : r.layers) {
-    layers.push_back({{"name", row.name},
+  nlohmann::json j = {{"name", row.name},
                       {"counters", CountersJson(row.counters)},
                       {"macs", row.macs},
                       {"cycles", row.Cycles()},
@@ -312,24 +308,44 @@ nlohmann::json RunReportJson(const RunReport& r) {
                       {"dram_bytes", row.DramBytes()},
                       {"energy_pj", row.energy.Total()},
                       {"energy_components_pj", ComponentsJson(row.energy)},
-                      {"tpu_v1_categories", CategoriesJson(row, r.config)}});
-    if (row.HasBound()) {
-      layers.back()["m"] = row.m;
-      layers.back()["k"] = row.k;
-      layers.back()["n"] = row.n;
-    }
-    AddBound(row, &layers.back());
-    if (!row.mxu_busy.empty()) layers.back()["mxu_busy_cycles"] = row.mxu_busy;
-    if (row.mxus > 0) layers.back()["mxus"] = row.mxus;
-    for (const RunRow& core : row.cores) {  // on a chip of several cores
-      layers.back()["cores"].push_back({{"macs", core.macs},
-                                        {"counters", CountersJson(core.counters)},
-                                        {"cycles", core.Cycles()},
-                                        {"ops_per_cycle", core.OpsPerCycle()},
-                                        {"utilization", core.OpsPerCycle() / peak},
-                                        {"energy_pj", core.energy.Total()}});
-    }
+                      {"tpu_v1_categories", CategoriesJson(row, r.config)}};
+  if (row.HasBound()) {
+    j["m"] = row.m;
+    j["k"] = row.k;
+    j["n"] = row.n;
   }
+  AddBound(row, &j);
+  if (!row.mxu_busy.empty()) j["mxu_busy_cycles"] = row.mxu_busy;
+  if (row.mxus > 0) j["mxus"] = row.mxus;
+  for (const RunRow& core : row.cores) {  // on a chip of several cores
+    j["cores"].push_back({{"macs", core.macs},
+                          {"counters", CountersJson(core.counters)},
+                          {"cycles", core.Cycles()},
+                          {"ops_per_cycle", core.OpsPerCycle()},
+                          {"utilization", core.OpsPerCycle() / peak},
+                          {"energy_pj", core.energy.Total()}});
+  }
+  return j;
+}
+
+// What the run's check found: accuracy, bit-exactness and mismatches (null where not checked).
+void AddCheck(const RunReport& r, nlohmann::json* j) {
+  const bool labels = r.checked && !r.topology && r.labelled;
+  (*j)["accuracy"] = labels ? nlohmann::json(r.Accuracy()) : nlohmann::json(nullptr);
+  (*j)["bit_exact"] = r.checked ? nlohmann::json(r.mismatches == 0) : nlohmann::json(nullptr);
+  (*j)["mismatches"] = r.checked ? nlohmann::json(r.mismatches) : nlohmann::json(nullptr);
+  if (r.checked && !r.topology && r.config.dtype == hw::Dtype::kBf16)  // the first NaN or inf
+    (*j)["non_finite"] =
+        r.non_finite.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.non_finite);
+}
+
+}  // namespace
+
+nlohmann::json RunReportJson(const RunReport& r) {
+  const double images = static_cast<double>(r.images);
+  const double peak = r.Peak();
+  nlohmann::json layers = nlohmann::json::array();
+  for (const RunRow& row : r.layers) layers.push_back(LayerJson(row, r));
   const RunRow& t = r.total;
   nlohmann::json j = {
       {"model", r.model},
@@ -382,22 +398,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
     j["shard"] = r.shard;
     j["first_input"] = r.first_input;
   }
-  if (r.checked && !r.topology) {
-    j["accuracy"] = r.labelled ? nlohmann::json(r.Accuracy()) : nlohmann::json(nullptr);
-    j["bit_exact"] = r.mismatches == 0;
-    j["mismatches"] = r.mismatches;
-    if (r.config.dtype == hw::Dtype::kBf16)  // where the first NaN or infinity appeared
-      j["non_finite"] =
-          r.non_finite.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.non_finite);
-  } else if (r.checked) {
-    j["accuracy"] = nullptr;
-    j["bit_exact"] = r.mismatches == 0;
-    j["mismatches"] = r.mismatches;
-  } else {
-    j["accuracy"] = nullptr;
-    j["bit_exact"] = nullptr;
-    j["mismatches"] = nullptr;
-  }
+  AddCheck(r, &j);
   return j;
 }
 
