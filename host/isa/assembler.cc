@@ -227,6 +227,113 @@ Word ParseRaw(const std::string& s, const std::string& where) {
   return w;
 }
 
+// The operands and flags spec takes, for an error message ("" where none).
+std::string Expected(const OpSpec& spec) {
+  std::string expected;
+  for (const OperandSpec& o : spec.operands)
+    expected += std::string(expected.empty() ? "" : " ") + o.key + "=N";
+  for (const FlagSpec& f : spec.flags)
+    expected += std::string(expected.empty() ? "" : " ") + f.word;
+  return expected;
+}
+
+// The words of one instruction's text as they are read: its flags and its operands.
+struct Reading {
+  Instruction in;
+  std::map<std::string, bool> seen;  // operand keys given
+  int pools = 0;                     // pool= words
+};
+
+// One argument of the instruction, a flag word or key=value, into r.
+void TakeArg(const OpSpec& spec, const std::string& arg, const std::string& where, Reading* r) {
+  bool matched = false;
+  for (const FlagSpec& f : spec.flags) {
+    if (arg == f.word) {
+      r->in.flags |= f.bit;
+      matched = true;
+    }
+  }
+  if (matched) {
+    if (arg.rfind("pool=", 0) == 0 && ++r->pools > 1) Fail(where, "more than one pool=");
+    return;
+  }
+  const size_t eq = arg.find('=');
+  const std::string key = arg.substr(0, eq);
+  const OperandSpec* op = nullptr;
+  for (const OperandSpec& o : spec.operands)
+    if (key == o.key) op = &o;
+  if (!op || eq == std::string::npos) {
+    const std::string expected = Expected(spec);
+    Fail(where, "'" + arg + "' is not an operand of " + std::string(Mnemonic(spec.op)) +
+                    (expected.empty() ? " (it takes none)" : " (it takes: " + expected + ")"));
+  }
+  if (r->seen[key]) Fail(where, key + "= given twice");
+  r->seen[key] = true;
+  uint64_t v = 0;
+  if (!ParseNumber(arg.substr(eq + 1), &v)) {
+    Fail(where,
+         "'" + arg.substr(eq + 1) + "' is not a number (decimal or 0x hex) for " + key + "=");
+  }
+  if (v < op->min || v > op->max) {
+    Fail(where, fmt::format("{}={} is out of range ({}..{})", key, v, op->min, op->max));
+  }
+  SetField(r->in, *op, v);
+  r->in.flags |= op->sets_flag;
+}
+
+// What the instruction's operands must be together: each with the flags it goes with, no
+// two that exclude each other, every one needed given, exactly one of each group.
+void CheckOperands(const OpSpec& spec, Reading* r, const std::string& where) {
+  const Instruction& in = r->in;
+  for (const OperandSpec& o : spec.operands) {
+    if (r->seen[o.key] && !Applies(o, in.flags)) {
+      Fail(where, std::string(o.key) + "= " + (o.when_flag ? "needs" : "does not go with") +
+                      " the flag window");
+    }
+  }
+  if ((in.flags & hw::kFlagSigmoid) && (in.flags & hw::kFlagTanh) && spec.op == Opcode::kActivate) {
+    Fail(where, "fn=sigmoid and fn=tanh together");
+  }
+  if ((in.flags & hw::kFlagProduct) && in.aux != 0 && spec.op == Opcode::kSetResidual) {
+    Fail(where, "set_residual product takes mul_b=0 (a product has one multiplier, mul_a=)");
+  }
+  std::map<std::string, int> groups;
+  for (const OperandSpec& o : spec.operands) {
+    if (o.group) {
+      groups[o.group] += r->seen[o.key] ? 1 : 0;
+    } else if (!r->seen[o.key] && !o.optional) {
+      Fail(where, std::string(Mnemonic(spec.op)) + " needs " + o.key + "=");
+    }
+  }
+  for (const auto& [group, count] : groups) {
+    if (count != 1) {
+      std::string options;
+      for (const OperandSpec& o : spec.operands)
+        if (o.group && group == o.group)
+          options += std::string(options.empty() ? "" : " or ") + o.key + "=";
+      Fail(where, std::string(Mnemonic(spec.op)) + " needs exactly one of " + options);
+    }
+  }
+}
+
+// One line's instruction: the mnemonic (lower case) and its arguments.
+Word AssembleLine(const std::string& mnemonic, const std::vector<std::string>& args,
+                  const std::string& where) {
+  if (mnemonic == "raw") {
+    if (args.size() != 1) Fail(where, "raw takes exactly one hex value");
+    return ParseRaw(args[0], where);
+  }
+  const OpSpec* spec = nullptr;
+  for (const OpSpec& s : Specs())
+    if (mnemonic == Mnemonic(s.op)) spec = &s;
+  if (!spec) Fail(where, "unknown instruction '" + mnemonic + "' (known: " + Known() + ")");
+  Reading r;
+  r.in.opcode = spec->op;
+  for (const std::string& arg : args) TakeArg(*spec, arg, where, &r);
+  CheckOperands(*spec, &r, where);
+  return Encode(r.in);
+}
+
 }  // namespace
 
 Program Assemble(const std::string& text, const std::string& name) {
@@ -242,91 +349,7 @@ Program Assemble(const std::string& text, const std::string& name) {
     for (char& ch : mnemonic) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     std::vector<std::string> args;
     for (std::string t; tokens >> t;) args.push_back(t);
-
-    if (mnemonic == "raw") {
-      if (args.size() != 1) Fail(where, "raw takes exactly one hex value");
-      p.words.push_back(ParseRaw(args[0], where));
-      continue;
-    }
-    const OpSpec* spec = nullptr;
-    for (const OpSpec& s : Specs())
-      if (mnemonic == Mnemonic(s.op)) spec = &s;
-    if (!spec) Fail(where, "unknown instruction '" + mnemonic + "' (known: " + Known() + ")");
-
-    Instruction in;
-    in.opcode = spec->op;
-    std::map<std::string, bool> seen;
-    int pools = 0;  // pool= words
-    for (const std::string& arg : args) {
-      bool matched = false;
-      for (const FlagSpec& f : spec->flags) {
-        if (arg == f.word) {
-          in.flags |= f.bit;
-          matched = true;
-        }
-      }
-      if (matched) {
-        if (arg.rfind("pool=", 0) == 0 && ++pools > 1) Fail(where, "more than one pool=");
-        continue;
-      }
-      const size_t eq = arg.find('=');
-      const std::string key = arg.substr(0, eq);
-      const OperandSpec* op = nullptr;
-      for (const OperandSpec& o : spec->operands)
-        if (key == o.key) op = &o;
-      if (!op || eq == std::string::npos) {
-        std::string expected;
-        for (const OperandSpec& o : spec->operands)
-          expected += std::string(expected.empty() ? "" : " ") + o.key + "=N";
-        for (const FlagSpec& f : spec->flags)
-          expected += std::string(expected.empty() ? "" : " ") + f.word;
-        Fail(where, "'" + arg + "' is not an operand of " + mnemonic +
-                        (expected.empty() ? " (it takes none)" : " (it takes: " + expected + ")"));
-      }
-      if (seen[key]) Fail(where, key + "= given twice");
-      seen[key] = true;
-      uint64_t v = 0;
-      if (!ParseNumber(arg.substr(eq + 1), &v)) {
-        Fail(where,
-             "'" + arg.substr(eq + 1) + "' is not a number (decimal or 0x hex) for " + key + "=");
-      }
-      if (v < op->min || v > op->max) {
-        Fail(where, fmt::format("{}={} is out of range ({}..{})", key, v, op->min, op->max));
-      }
-      SetField(in, *op, v);
-      in.flags |= op->sets_flag;
-    }
-    for (const OperandSpec& o : spec->operands) {
-      if (seen[o.key] && !Applies(o, in.flags)) {
-        Fail(where, std::string(o.key) + "= " + (o.when_flag ? "needs" : "does not go with") +
-                        " the flag window");
-      }
-    }
-    if ((in.flags & hw::kFlagSigmoid) && (in.flags & hw::kFlagTanh) &&
-        spec->op == Opcode::kActivate) {
-      Fail(where, "fn=sigmoid and fn=tanh together");
-    }
-    if ((in.flags & hw::kFlagProduct) && in.aux != 0 && spec->op == Opcode::kSetResidual) {
-      Fail(where, "set_residual product takes mul_b=0 (a product has one multiplier, mul_a=)");
-    }
-    std::map<std::string, int> groups;
-    for (const OperandSpec& o : spec->operands) {
-      if (o.group) {
-        groups[o.group] += seen[o.key] ? 1 : 0;
-      } else if (!seen[o.key] && !o.optional) {
-        Fail(where, std::string(Mnemonic(spec->op)) + " needs " + o.key + "=");
-      }
-    }
-    for (const auto& [group, count] : groups) {
-      if (count != 1) {
-        std::string options;
-        for (const OperandSpec& o : spec->operands)
-          if (o.group && group == o.group)
-            options += std::string(options.empty() ? "" : " or ") + o.key + "=";
-        Fail(where, std::string(Mnemonic(spec->op)) + " needs exactly one of " + options);
-      }
-    }
-    p.words.push_back(Encode(in));
+    p.words.push_back(AssembleLine(mnemonic, args, where));
   }
   return p;
 }
