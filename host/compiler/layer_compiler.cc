@@ -337,55 +337,68 @@ int64_t LayerCompiler::ChunkRows(int64_t m) const {
 
 LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
   const int64_t n = n_, m = batch * rows_per_image_;
-  const int64_t mc = ChunkRows(m);
-  const int64_t chunks = (m + mc - 1) / mc;
-  const int64_t mco = pooled_ ? mc / 4 : mc;
+  Chunking c;
+  c.m = m;
+  c.mc = ChunkRows(m);
+  c.chunks = (m + c.mc - 1) / c.mc;
+  c.mco = pooled_ ? c.mc / 4 : c.mc;
+  const uint64_t x_bytes = static_cast<uint64_t>(m * kt_ * n);
+  c.p_addr = (x_bytes + 63) / 64 * 64;
+  c.y_addr = (c.p_addr + params_.size() + 63) / 64 * 64;
 
   LayerJob job;
   job.rows = m;
-  job.chunks = chunks;
+  job.chunks = c.chunks;
   engine::ExecJob& ex = job.exec;
   ex.name = layer_.name;
   // Host memory: the row blocks chunk by chunk, the parameter sets, then the outputs.
-  std::vector<int8_t> row(static_cast<size_t>(k_));
-  const uint64_t x_bytes = static_cast<uint64_t>(m * kt_ * n);
-  const uint64_t p_addr = (x_bytes + 63) / 64 * 64;
-  const uint64_t y_addr = (p_addr + params_.size() + 63) / 64 * 64;
   const int64_t out_rows = pooled_ ? m / 4 : m;
-  ex.host_out_addr = y_addr;
+  ex.host_out_addr = c.y_addr;
   ex.host_out_bytes = static_cast<uint64_t>(out_rows * nt_ * n);
-  if (y_addr + ex.host_out_bytes > static_cast<uint64_t>(config_.host_mem_bytes)) {
+  if (c.y_addr + ex.host_out_bytes > static_cast<uint64_t>(config_.host_mem_bytes)) {
     throw UsageError(fmt::format(
         "layer '{}': a batch of {} needs {} bytes of host memory; the "
         "config has {} (host_mem_bytes): use a smaller {}",
-        layer_.name, batch, y_addr + ex.host_out_bytes, config_.host_mem_bytes, Field("batch")));
+        layer_.name, batch, c.y_addr + ex.host_out_bytes, config_.host_mem_bytes, Field("batch")));
   }
-  ex.host_image.assign(static_cast<size_t>(y_addr), 0);
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t r0 = ch * mc, rows = std::min(mc, m - r0);
+  ex.host_image = HostImage(act, c);
+  ex.weight_image = weights_;
+  job.summary = fmt::format(
+      "{}: {} rows of K = {} ({} K-tile(s)) x {} output channels ({} "
+      "N-tile(s)), {} chunk(s) of up to {} rows",
+      layer_.name, m, k_, kt_, layer_.out.c, nt_, c.chunks, c.mc);
+  ex.program = Emit(c);
+  return job;
+}
+
+std::vector<uint8_t> LayerCompiler::HostImage(const std::vector<int8_t>& act,
+                                              const Chunking& c) const {
+  const int64_t n = n_;
+  std::vector<uint8_t> host(static_cast<size_t>(c.y_addr), 0);
+  std::vector<int8_t> row(static_cast<size_t>(k_));
+  for (int64_t ch = 0; ch < c.chunks; ++ch) {
+    const int64_t r0 = ch * c.mc, rows = std::min(c.mc, c.m - r0);
     const uint64_t base = static_cast<uint64_t>(r0 * kt_ * n);
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t g = r0 + i, b = g / rows_per_image_;
       FillRow(&act[static_cast<size_t>(b * in_.Size())], g % rows_per_image_, row.data());
       for (int64_t kb = 0; kb < kt_; ++kb) {
-        uint8_t* dst = &ex.host_image[static_cast<size_t>(base + (kb * rows + i) * n)];
+        uint8_t* dst = &host[static_cast<size_t>(base + (kb * rows + i) * n)];
         const int64_t cols = std::min<int64_t>(n, k_ - kb * n);
         std::memcpy(dst, &row[static_cast<size_t>(kb * n)], static_cast<size_t>(cols));
       }
     }
   }
-  std::copy(params_.begin(), params_.end(),
-            ex.host_image.begin() + static_cast<std::ptrdiff_t>(p_addr));
-  ex.weight_image = weights_;
+  std::copy(params_.begin(), params_.end(), host.begin() + static_cast<std::ptrdiff_t>(c.p_addr));
+  return host;
+}
 
-  // The program.
+isa::Program LayerCompiler::Emit(const Chunking& c) const {
+  const int64_t n = n_, m = c.m, mc = c.mc, chunks = c.chunks, mco = c.mco;
+  const uint64_t p_addr = c.p_addr, y_addr = c.y_addr;
   const isa::Pool pool = !pooled_    ? isa::Pool::kNone
                          : max_pool_ ? isa::Pool::kMax
                                      : isa::Pool::kAvg;
-  job.summary = fmt::format(
-      "{}: {} rows of K = {} ({} K-tile(s)) x {} output channels ({} "
-      "N-tile(s)), {} chunk(s) of up to {} rows",
-      layer_.name, m, k_, kt_, layer_.out.c, nt_, chunks, mc);
   isa::ProgramBuilder p;
   // Software pipeline: chunk ch's rows go to unified-buffer half ch % 2 and are fetched
   // while chunk ch - 1 computes; each group of tiles (chunk, output tile j) accumulates in
@@ -431,8 +444,7 @@ LayerJob LayerCompiler::Build(const std::vector<int8_t>& act, int batch) const {
   activate(prev_ch, prev_j, seq - 1);
   write_back(chunks - 1);
   p.Halt();
-  ex.program = p.Take();
-  return job;
+  return p.Take();
 }
 
 std::vector<int8_t> LayerCompiler::Decode(const std::vector<uint8_t>& out, int batch) const {

@@ -111,6 +111,17 @@ class LayerCompiler {
   std::vector<int8_t> Decode(const std::vector<uint8_t>& out, int batch) const;
 
  private:
+  // How a batch's m rows go through the chip: chunks of mc rows (mco output rows), and
+  // where the parameter sets and the outputs lie in host memory.
+  struct Chunking {
+    int64_t m, mc, chunks, mco;
+    uint64_t p_addr, y_addr;
+  };
+  // The host memory image below c.y_addr: each chunk's row blocks (K-tile after K-tile),
+  // then the parameter sets.
+  std::vector<uint8_t> HostImage(const std::vector<int8_t>& act, const Chunking& c) const;
+  // The job's program: chunks double-buffered in the unified buffer and the accumulators.
+  isa::Program Emit(const Chunking& c) const;
   // The input row of image b for output row r (the im2col of one output pixel).
   void FillRow(const int8_t* image, int64_t r, int8_t* row) const;
   // Rows per chunk for m rows (throws UsageError when not even 4 fit).
