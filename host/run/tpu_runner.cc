@@ -350,6 +350,40 @@ void CheckInt8Outputs(const std::vector<int8_t>& act, const nn::MatrixI8& want,
   }
 }
 
+// The whole network's compiler for the run's first batch; where `fit` asks, *batch lowered
+// to the most that fit the chip's memories (the plans of other batches reuse the lowered
+// graph).
+NetworkCompiler PlanNetwork(const nn::Model& model, const config::TpuConfig& config, int64_t images,
+                            bool fit, int* batch) {
+  const auto planned = [&] {
+    return static_cast<int>(std::min<int64_t>(*batch, std::max<int64_t>(images, 1)));
+  };
+  NetworkCompiler network(model, config, planned());
+  if (fit) {
+    const int most = network.LargestBatch(*batch);
+    if (most > 0 && most < *batch) {
+      *batch = most;
+      if (planned() != network.Batch()) network = NetworkCompiler(model, config, planned());
+    }
+  }
+  return network;
+}
+
+// A row per operation of the whole network's program (an operation split over the cores
+// for a batch of one says so), and what the plan spills and uses of the unified buffer.
+void AddOperationRows(const NetworkCompiler& network, const config::TpuConfig& config, bool split,
+                      int share, TpuRunResult* r) {
+  for (size_t i = 0; i < network.Graph().ops.size(); ++i) {
+    LayerStats st;
+    st.name = network.Graph().ops[i].name;
+    if (split && network.SplitOfOne().split[i])
+      st.name += fmt::format(" ({} {} cores)", kOutputChannelsSplit, config.cores);
+    r->layers.push_back(st);
+  }
+  r->spilled = network.Spilled(share);
+  r->ub_rows = network.UbRows();
+}
+
 }  // namespace
 
 void CheckBatch(int batch) {
@@ -376,18 +410,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   CheckWeightsFor(model, bf16);
   images = std::min(images, inputs.count);
   const auto start = std::chrono::steady_clock::now();
-  // The whole network as one program per batch where it fits, else layer jobs.
-  const auto planned = [&] {
-    return static_cast<int>(std::min<int64_t>(batch, std::max<int64_t>(images, 1)));
-  };
-  NetworkCompiler network(model, config, planned());
-  if (fit_batch && !layer_jobs) {  // the plans of other batches reuse the lowered graph
-    const int most = network.LargestBatch(batch);
-    if (most > 0 && most < batch) {
-      batch = most;
-      if (planned() != network.Batch()) network = NetworkCompiler(model, config, planned());
-    }
-  }
+  NetworkCompiler network = PlanNetwork(model, config, images, fit_batch && !layer_jobs, &batch);
   TpuRunResult r;
   r.images = images;
   r.batch = batch;
@@ -415,15 +438,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                               hw::ElementBytes(config.dtype));
   }
   if (whole) {
-    for (size_t i = 0; i < network.Graph().ops.size(); ++i) {
-      LayerStats st;
-      st.name = network.Graph().ops[i].name;
-      if (split && network.SplitOfOne().split[i])
-        st.name += fmt::format(" ({} {} cores)", kOutputChannelsSplit, config.cores);
-      r.layers.push_back(st);
-    }
-    r.spilled = network.Spilled(share);
-    r.ub_rows = network.UbRows();
+    AddOperationRows(network, config, split, share, &r);
   } else {
     steps = PlanSteps(model, config);
     for (const LayerStep& s : steps) {
