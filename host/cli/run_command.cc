@@ -165,13 +165,8 @@ void Run(const RunArgs& a, bool batch_given) {
   }
 }
 
-}  // namespace
-
-void AddRunCommand(CLI::App& app) {
-  auto a = std::make_shared<RunArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "run", "Run a quantized model on the cycle-accurate TPU, checked against the CPU.");
-  cmd->footer(R"(
+// What `run --help` says after the options.
+constexpr const char* kRunFooter = R"(
 Compiles the whole network into one TPU program per batch (docs/compiler.md): the images,
 weights and parameters move in once, activations stay in the unified buffer (the plan line
 says how: segments of the network run in groups of images; what does not fit is spilled to
@@ -209,7 +204,32 @@ Examples:
   tpusim run --config tpu-v1 --engine fast --images 10000 --batch 64
   tpusim run --model resnet18-int8 --config tpu-v1 --engine fast --synthetic 8 --batch 8
   tpusim run --model resnet18-int8 --inputs images.npy --logits y.npy --engine fast
-  tpusim run --topology models/topologies/darknet19.csv --config tpu-v1 --engine fast --timing-only)");
+  tpusim run --topology models/topologies/darknet19.csv --config tpu-v1 --engine fast --timing-only)";
+
+// The flags that go with a model and not with --topology, and the one that goes only with it.
+void CheckTopologyFlags(const CLI::App& cmd, bool topology) {
+  if (!topology) {
+    if (cmd.count("--maps") > 0)
+      throw UsageError("--maps applies with --topology only (a model's maps stay on chip)");
+    return;
+  }
+  for (const char* flag : {"--model", "--data", "--dataset", "--images", "--inputs", "--synthetic",
+                           "--logits", "--predictions", "--shard"}) {
+    if (cmd.count(flag) > 0) {
+      throw UsageError(std::string(flag) +
+                       " does not apply with --topology (its layers run on random data; "
+                       "--batch sets how many maps)");
+    }
+  }
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run a quantized model on the cycle-accurate TPU, checked against the CPU.");
+  cmd->footer(kRunFooter);
   AddWorkloadOptions(cmd, &a->work, 100);
   AddChipOptions(cmd, &a->chip);
   cmd->add_option("--batch", a->batch,
@@ -244,18 +264,7 @@ Examples:
       ->check(CLI::IsMember({"chip", "host"}))
       ->capture_default_str();
   cmd->callback([a, cmd] {
-    if (!a->topology.empty()) {
-      for (const char* flag : {"--model", "--data", "--dataset", "--images", "--inputs",
-                               "--synthetic", "--logits", "--predictions", "--shard"}) {
-        if (cmd->count(flag) > 0) {
-          throw UsageError(std::string(flag) +
-                           " does not apply with --topology (its layers run on random data; "
-                           "--batch sets how many maps)");
-        }
-      }
-    } else if (cmd->count("--maps") > 0) {
-      throw UsageError("--maps applies with --topology only (a model's maps stay on chip)");
-    }
+    CheckTopologyFlags(*cmd, !a->topology.empty());
     Run(*a, cmd->count("--batch") > 0);
   });
 }
