@@ -90,10 +90,21 @@ const NAMES = { ws: "weight-stationary", os: "output-stationary" };
 
 // One array's figure. p: id prefix ("" for WS, "os-" for OS).
 function Panel(R) {
-  const N = R.dim, ws = R.dataflow === "ws", p = ws ? "" : "os-";
-  const W = Math.min(N + 2, 10);  // operands shown waiting, per lane
+  this.N = R.dim;
+  this.ws = R.dataflow === "ws";
+  this.p = this.ws ? "" : "os-";
+  this.W = Math.min(this.N + 2, 10);  // operands shown waiting, per lane
+  this.R = R;
+  this.F = R.frames;
   const el = document.createElement("div");
   el.className = "panel";
+  el.innerHTML = this.html();
+  $("panels").appendChild(el);
+}
+
+// The figure's cells: the queues and edges around the array, its PEs, C and the totals.
+Panel.prototype.html = function () {
+  const R = this.R, N = this.N, W = this.W, ws = this.ws, p = this.p;
   let h = "<h2>" + NAMES[R.dataflow] + ": " + R.cycles + " cycles (formula " + R.formula_cycles +
       "), utilization " + R.utilization.toFixed(1) + " %</h2><div class='status' id='" + p +
       "status'></div><table class='grid'>";
@@ -123,83 +134,102 @@ function Panel(R) {
     for (let j = 0; j < R.n; j++) h += "<td id='" + p + "c-" + i + "-" + j + "'></td>";
     h += "</tr>";
   }
-  h += "</table><div class='totals'>whole run, counted from the RTL: " + R.macs + " useful MACs; " +
+  return h + "</table><div class='totals'>whole run, counted from the RTL: " + R.macs + " useful MACs; " +
       R.moved.reads_in + " values read in; " + R.moved.operand_writes +
       " operand register writes; " + R.moved.sum_writes + " partial-sum writes; " +
       R.moved.passes + " values passed between PEs; " + R.moved.writes_out +
       " results written out</div>";
-  el.innerHTML = h;
-  $("panels").appendChild(el);
+};
 
-  // Is lane l's value entering at frame t a real operand? OS: the RTL's valid bit; WS: the
-  // row that fired at t - l (lane l is skewed by l cycles; the WS PE has no valid bit).
-  const F = R.frames;
-  const laneValid = (t, l) => ws ? (t - l >= 0 && t < F.length && F[t - l].fire === 1)
-                                 : (t < F.length && F[t].in_valid[l] === 1);
-  const laneA = (t, l) => ws ? F[t].act_in[l] : F[t].a_in[l];
+// Is lane l's value entering at frame t a real operand? OS: the RTL's valid bit; WS: the
+// row that fired at t - l (lane l is skewed by l cycles; the WS PE has no valid bit).
+Panel.prototype.laneValid = function (t, l) {
+  const F = this.F;
+  return this.ws ? (t - l >= 0 && t < F.length && F[t - l].fire === 1)
+                 : (t < F.length && F[t].in_valid[l] === 1);
+};
 
-  this.show = function (t) {
-    const done = t >= F.length;
-    const f = F[Math.min(t, F.length - 1)];
-    $(p + "status").textContent = (done ? "finished at cycle " + F.length + ": " : "") +
-        (ws ? "rows in " + f.rows_in + "   tiles " + f.tiles + "   MACs issued " + f.rows_in * N * N +
-              "   result rows out " + f.results_out
-            : "beats in " + f.beats_in + "   MACs done " + f.macs + "   result rows out " + f.results_out);
-    for (let r = 0; r < N; r++) {
+// Frame t (past the last: the finished run).
+Panel.prototype.show = function (t) {
+  const F = this.F, N = this.N, ws = this.ws;
+  const done = t >= F.length;
+  const f = F[Math.min(t, F.length - 1)];
+  $(this.p + "status").textContent = (done ? "finished at cycle " + F.length + ": " : "") +
+      (ws ? "rows in " + f.rows_in + "   tiles " + f.tiles + "   MACs issued " + f.rows_in * N * N +
+            "   result rows out " + f.results_out
+          : "beats in " + f.beats_in + "   MACs done " + f.macs + "   result rows out " + f.results_out);
+  this.showLanes(t, f, done);
+  this.showPes(f);
+  this.showC(t, f, done);
+};
+
+// The operands waiting at each lane, and the array's edges.
+Panel.prototype.showLanes = function (t, f, done) {
+  const F = this.F, N = this.N, W = this.W, ws = this.ws, p = this.p;
+  for (let r = 0; r < N; r++) {
+    for (let d = 0; d < W; d++) {
+      const q = $(p + "qa-" + r + "-" + d), tt = t + d, ok = !done && this.laneValid(tt, r);
+      q.textContent = ok ? esc(ws ? F[tt].act_in[r] : F[tt].a_in[r]) : "";
+      q.className = "q" + (ok ? (d === 0 ? " next" : "") : " empty");
+    }
+    if (!ws) {
       for (let d = 0; d < W; d++) {
-        const q = $(p + "qa-" + r + "-" + d), tt = t + d, ok = !done && laneValid(tt, r);
-        q.textContent = ok ? esc(laneA(tt, r)) : "";
-        q.className = "q" + (ok ? (d === 0 ? " next" : "") : " empty");
+        const q = $(p + "qb-" + d + "-" + r), tt = t + d, ok = !done && this.laneValid(tt, r);
+        q.textContent = ok ? esc(F[tt].b_in[r]) : "";
+        q.className = "q qb" + (ok ? (d === 0 ? " next" : "") : " empty");
       }
-      if (!ws) {
-        for (let d = 0; d < W; d++) {
-          const q = $(p + "qb-" + d + "-" + r), tt = t + d, ok = !done && laneValid(tt, r);
-          q.textContent = ok ? esc(F[tt].b_in[r]) : "";
-          q.className = "q qb" + (ok ? (d === 0 ? " next" : "") : " empty");
-        }
-      }
-      const e = $(p + "in-" + r);
-      e.textContent = ws ? "k" + r + (f.switch_in[r] ? "*" : " ") + ">" : "r" + r + " >";
     }
+    const e = $(p + "in-" + r);
+    e.textContent = ws ? "k" + r + (f.switch_in[r] ? "*" : " ") + ">" : "r" + r + " >";
+  }
+  for (let c = 0; c < N; c++) {
+    if (ws) {
+      const w = f.w_write[c];
+      $(p + "wr-" + c).textContent = w ? "v w" + w[0] + ":" + w[1] : "col " + c;
+      $(p + "bot-" + c).textContent = "v " + f.pe[(N - 1) * N + c][3];
+    } else {
+      $(p + "wr-" + c).textContent = "col " + c + " v";
+      $(p + "bot-" + c).textContent = f.out ? "v " + f.out[c] : "";
+    }
+  }
+};
+
+// Each PE's registers, and whether it works this cycle.
+Panel.prototype.showPes = function (f) {
+  const N = this.N, ws = this.ws, p = this.p;
+  for (let r = 0; r < N; r++) {
     for (let c = 0; c < N; c++) {
+      const v = f.pe[r * N + c], cell = $(p + "pe-" + r + "-" + c);
       if (ws) {
+        cell.innerHTML = "<span class='w'>w " + v[0] + "</span> <span class='s'>s " + v[1] +
+            "</span>\n<span class='a'>a " + v[2] + (v[4] ? "*" : "") + "</span>\n<span class='p" +
+            (v[3] !== 0 ? " nz" : "") + "'>p " + v[3] + "</span>";
         const w = f.w_write[c];
-        $(p + "wr-" + c).textContent = w ? "v w" + w[0] + ":" + w[1] : "col " + c;
-        $(p + "bot-" + c).textContent = "v " + f.pe[(N - 1) * N + c][3];
+        cell.className = "pe" + (v[4] ? " switch" : v[5] ? " active" : "") +
+            (w && w[0] === r ? " loading" : "");
       } else {
-        $(p + "wr-" + c).textContent = "col " + c + " v";
-        $(p + "bot-" + c).textContent = f.out ? "v " + f.out[c] : "";
+        cell.innerHTML = "<span class='a'>a " + v[0] + "</span> <span class='b'>b " + v[1] +
+            "</span>\n<span class='c" + (v[2] !== 0 ? " nz" : "") + "'>c " + v[2] + "</span>";
+        cell.className = "pe" + (v[3] ? " active" : "");
       }
     }
-    for (let r = 0; r < N; r++) {
-      for (let c = 0; c < N; c++) {
-        const v = f.pe[r * N + c], cell = $(p + "pe-" + r + "-" + c);
-        if (ws) {
-          cell.innerHTML = "<span class='w'>w " + v[0] + "</span> <span class='s'>s " + v[1] +
-              "</span>\n<span class='a'>a " + v[2] + (v[4] ? "*" : "") + "</span>\n<span class='p" +
-              (v[3] !== 0 ? " nz" : "") + "'>p " + v[3] + "</span>";
-          const w = f.w_write[c];
-          cell.className = "pe" + (v[4] ? " switch" : v[5] ? " active" : "") +
-              (w && w[0] === r ? " loading" : "");
-        } else {
-          cell.innerHTML = "<span class='a'>a " + v[0] + "</span> <span class='b'>b " + v[1] +
-              "</span>\n<span class='c" + (v[2] !== 0 ? " nz" : "") + "'>c " + v[2] + "</span>";
-          cell.className = "pe" + (v[3] ? " active" : "");
-        }
-      }
+  }
+};
+
+// C as far as results have left the array; the ones that changed this cycle marked.
+Panel.prototype.showC = function (t, f, done) {
+  const F = this.F, R = this.R, p = this.p;
+  const prev = t > 0 ? F[Math.min(t - 1, F.length - 1)].c : null;
+  for (let i = 0; i < R.m; i++) {
+    for (let j = 0; j < R.n; j++) {
+      const x = f.c[i * R.n + j], cell = $(p + "c-" + i + "-" + j);
+      cell.textContent = x ? x[0] : ".";
+      const changed = x && (!prev || !prev[i * R.n + j] || prev[i * R.n + j][0] !== x[0] ||
+                            prev[i * R.n + j][1] !== x[1]);
+      cell.className = (x ? (x[1] ? "fin" : "part") : "") + (changed && !done ? " new" : "");
     }
-    const prev = t > 0 ? F[Math.min(t - 1, F.length - 1)].c : null;
-    for (let i = 0; i < R.m; i++) {
-      for (let j = 0; j < R.n; j++) {
-        const x = f.c[i * R.n + j], cell = $(p + "c-" + i + "-" + j);
-        cell.textContent = x ? x[0] : ".";
-        const changed = x && (!prev || !prev[i * R.n + j] || prev[i * R.n + j][0] !== x[0] ||
-                              prev[i * R.n + j][1] !== x[1]);
-        cell.className = (x ? (x[1] ? "fin" : "part") : "") + (changed && !done ? " new" : "");
-      }
-    }
-  };
-}
+  }
+};
 
 const panels = RUNS.map((r) => new Panel(r));
 function show(i) {
