@@ -433,86 +433,118 @@ void FastChip::StopOnWatchdog(std::vector<Core>* cores, uint64_t cycle, uint64_t
   }
 }
 
-ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const RunOptions& o) {
-  if (programs.empty() || programs.size() > values_.size()) {
-    throw std::invalid_argument("RunCores takes one program per core, at most " +
-                                std::to_string(values_.size()));
-  }
-  const uint64_t n = static_cast<uint64_t>(p_.array_dim);
-  const uint64_t iq_depth = static_cast<uint64_t>(p_.iq_depth);
-  std::vector<Core> cores;
-  cores.reserve(values_.size());
-  uint64_t total_words = 0;
+// Each core's program decoded (the controller's registers as the instructions leave
+// them), its values' run begun; *total_words the instructions of all.
+void FastChip::LoadCores(const std::vector<CoreProgram>& programs, bool timing_only,
+                         std::vector<Core>* cores, uint64_t* total_words) {
+  cores->reserve(values_.size());
+  *total_words = 0;
   for (size_t i = 0; i < values_.size(); ++i) {
-    cores.emplace_back(p_, o.timing_only ? nullptr : values_[i].get());
-    Core& k = cores.back();
+    cores->emplace_back(p_, timing_only ? nullptr : values_[i].get());
+    Core& k = cores->back();
     if (i < programs.size()) {
       k.words = programs[i].words;
       k.count = programs[i].count;
     }
     k.ended = i > 0 && k.count == 0;  // not started: idle throughout
-    Registers regs;                   // the controller's registers, as the instructions leave them
+    Registers regs;
     k.prog.resize(k.count);
     for (size_t w = 0; w < k.count; ++w) {
       k.prog[w] = Decode(k.words + hw::kInstructionBytes * w, p_, regs);
     }
     if (k.values) k.values->BeginRun();
-    total_words += k.count;
+    *total_words += k.count;
   }
+}
+
+// Each core's controller decides this cycle (knowing which cores are at a barrier or
+// halted: rtl/tpu_chip.sv), its signals and counters follow; whether every core's state
+// would repeat unchanged next cycle.
+bool FastChip::DecideAndCount(std::vector<Core>* cores, uint64_t cycle, const RunOptions& o) {
+  const uint64_t n = static_cast<uint64_t>(p_.array_dim);
+  uint32_t arrived = 0;
+  for (size_t i = 0; i < cores->size(); ++i) {
+    const Core& k = (*cores)[i];
+    if (k.u.ctl.Halted() || k.u.ctl.AtBarrier(k.prog, k.busy)) arrived |= uint32_t{1} << i;
+  }
+  bool steady = true;
+  for (size_t i = 0; i < cores->size(); ++i) {
+    Core& k = (*cores)[i];
+    k.c.issue = k.u.ctl.Decide(k.prog, k.busy, arrived);
+    Signals(k.u, cycle, &k.c);
+    steady = steady && Steady(k.u, k.c);
+    if (!k.u.ctl.Halted()) k.c.Count(k.cnt, 1, n, k.u.row_bytes);
+    if (o.on_cycles && !k.ended) {
+      o.on_cycles(static_cast<int>(i), cycle, 1, k.c.issue.issue, k.busy.Bits(), k.c.Obs(),
+                  k.busy.mxus);
+    }
+  }
+  return steady;
+}
+
+// A steady chip repeats this cycle until the next event of a memory or a matrix unit, or
+// the watchdog: those cycles counted at once, *cycle and *quiet moved past them.
+void FastChip::SkipSteady(std::vector<Core>* cores, uint64_t* cycle, uint64_t* quiet,
+                          const RunOptions& o) {
+  const uint64_t n = static_cast<uint64_t>(p_.array_dim);
+  uint64_t next = std::min(
+      {host_.NextEvent(*cycle), weight_.NextEvent(*cycle), *cycle + (o.watchdog_cycles - *quiet)});
+  for (const Core& k : *cores)
+    for (const Lane& l : k.u.lanes) next = std::min(next, l.mxu.NextOut());
+  if (next <= *cycle + 1 || next == kNever) return;
+  const uint64_t skip = next - *cycle - 1;  // cycles cycle+1 .. next-1 repeat this one
+  for (size_t i = 0; i < cores->size(); ++i) {
+    Core& k = (*cores)[i];
+    if (!k.u.ctl.Halted()) k.c.Count(k.cnt, skip, n, k.u.row_bytes);
+    if (o.on_cycles && !k.ended) {
+      o.on_cycles(static_cast<int>(i), *cycle + 1, skip, k.c.issue.issue, k.busy.Bits(), k.c.Obs(),
+                  k.busy.mxus);
+    }
+  }
+  *quiet += skip;
+  *cycle += skip;
+}
+
+// Each core's end, status and counters; the programs' cores only.
+ChipRunResult FastChip::Results(std::vector<Core>* cores, size_t programs, uint64_t cycles) {
+  ChipRunResult result;
+  result.cycles = cycles;
+  for (Core& k : *cores) {
+    k.r.status = k.u.ctl.Status();
+    k.r.error_pc = k.u.ctl.ErrorPc();
+    k.r.fed = k.u.ctl.Fed();
+    for (int i = 0; i < hw::kNumCounters; ++i) k.r.counters[i] = k.cnt[i];
+    result.cores.push_back(k.r);
+  }
+  result.cores.resize(programs);
+  result.end = ChipEnd(result.cores);
+  return result;
+}
+
+ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const RunOptions& o) {
+  if (programs.empty() || programs.size() > values_.size()) {
+    throw std::invalid_argument("RunCores takes one program per core, at most " +
+                                std::to_string(values_.size()));
+  }
+  const uint64_t iq_depth = static_cast<uint64_t>(p_.iq_depth);
+  std::vector<Core> cores;
+  uint64_t total_words = 0;
+  LoadCores(programs, o.timing_only, &cores, &total_words);
   host_.Reset();
   weight_.Reset();
   MemArbiter host_arb(Cores());
-  ChipRunResult result;
-  uint64_t quiet = 0, next_progress = 0xffff;
-  for (uint64_t cycle = 0;; ++cycle) {
-    if (EndCores(&cores, cycle)) {
-      result.cycles = cycle;
-      break;
-    }
+  uint64_t quiet = 0, next_progress = 0xffff, cycle = 0;
+  for (;; ++cycle) {
+    if (EndCores(&cores, cycle)) break;
     const bool moved = StepPorts(&cores, &host_arb, cycle, iq_depth);
     quiet = moved ? 0 : quiet + 1;
     if (quiet >= o.watchdog_cycles) {
-      result.cycles = cycle;
       StopOnWatchdog(&cores, cycle, quiet);
       break;
     }
-    uint32_t arrived = 0;  // the cores at a barrier or halted (rtl/tpu_chip.sv)
-    for (size_t i = 0; i < cores.size(); ++i) {
-      const Core& k = cores[i];
-      if (k.u.ctl.Halted() || k.u.ctl.AtBarrier(k.prog, k.busy)) arrived |= uint32_t{1} << i;
-    }
-    bool steady = true;
-    for (size_t i = 0; i < cores.size(); ++i) {
-      Core& k = cores[i];
-      k.c.issue = k.u.ctl.Decide(k.prog, k.busy, arrived);
-      Signals(k.u, cycle, &k.c);
-      steady = steady && Steady(k.u, k.c);
-      if (!k.u.ctl.Halted()) k.c.Count(k.cnt, 1, n, k.u.row_bytes);
-      if (o.on_cycles && !k.ended) {
-        o.on_cycles(static_cast<int>(i), cycle, 1, k.c.issue.issue, k.busy.Bits(), k.c.Obs(),
-                    k.busy.mxus);
-      }
-    }
-    for (Core& k : cores) Edge(k.u, k.c, cycle, n, k.values);
-    if (steady) {
-      uint64_t next = std::min(
-          {host_.NextEvent(cycle), weight_.NextEvent(cycle), cycle + (o.watchdog_cycles - quiet)});
-      for (const Core& k : cores)
-        for (const Lane& l : k.u.lanes) next = std::min(next, l.mxu.NextOut());
-      if (next > cycle + 1 && next != kNever) {
-        const uint64_t skip = next - cycle - 1;  // cycles cycle+1 .. next-1 repeat this one
-        for (size_t i = 0; i < cores.size(); ++i) {
-          Core& k = cores[i];
-          if (!k.u.ctl.Halted()) k.c.Count(k.cnt, skip, n, k.u.row_bytes);
-          if (o.on_cycles && !k.ended) {
-            o.on_cycles(static_cast<int>(i), cycle + 1, skip, k.c.issue.issue, k.busy.Bits(),
-                        k.c.Obs(), k.busy.mxus);
-          }
-        }
-        quiet += skip;
-        cycle += skip;
-      }
-    }
+    const bool steady = DecideAndCount(&cores, cycle, o);
+    for (Core& k : cores) Edge(k.u, k.c, cycle, static_cast<uint64_t>(p_.array_dim), k.values);
+    if (steady) SkipSteady(&cores, &cycle, &quiet, o);
     if (o.progress && cycle >= next_progress && total_words > 0) {
       next_progress = cycle + 0x10000;
       uint64_t fed = 0;
@@ -520,16 +552,7 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
       o.progress(static_cast<double>(fed) / static_cast<double>(total_words));
     }
   }
-  for (Core& k : cores) {
-    k.r.status = k.u.ctl.Status();
-    k.r.error_pc = k.u.ctl.ErrorPc();
-    k.r.fed = k.u.ctl.Fed();
-    for (int i = 0; i < hw::kNumCounters; ++i) k.r.counters[i] = k.cnt[i];
-    result.cores.push_back(k.r);
-  }
-  result.cores.resize(programs.size());
-  result.end = ChipEnd(result.cores);
-  return result;
+  return Results(&cores, programs.size(), cycle);
 }
 
 }  // namespace tpu::fast

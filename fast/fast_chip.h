@@ -97,6 +97,11 @@ class FastChip {
   bool EndCores(std::vector<Core>* cores, uint64_t cycle);
   bool StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t cycle, uint64_t iq_depth);
   static void StopOnWatchdog(std::vector<Core>* cores, uint64_t cycle, uint64_t quiet);
+  void LoadCores(const std::vector<CoreProgram>& programs, bool timing_only,
+                 std::vector<Core>* cores, uint64_t* total_words);
+  bool DecideAndCount(std::vector<Core>* cores, uint64_t cycle, const RunOptions& o);
+  void SkipSteady(std::vector<Core>* cores, uint64_t* cycle, uint64_t* quiet, const RunOptions& o);
+  static ChipRunResult Results(std::vector<Core>* cores, size_t programs, uint64_t cycles);
 
   ChipParams p_;
   ExternalMemories external_;
