@@ -174,6 +174,35 @@ class Lowering {
     }
   }
 
+  // A convolution's window (with its pooling fused, where it has one: *out_h x *out_w
+  // becomes the pooling's output); the K-tiles of the layer the array computes, a.
+  int64_t ConvWindow(GraphOp* op, const nn::Layer& l, const nn::Layer& a, const GraphTensor& in,
+                     int pool, bool four, int64_t* out_h, int64_t* out_w) {
+    if (pool >= 0) {
+      const nn::Layer& p = L(pool);
+      op->name += "+" + p.name;
+      op->layers.push_back(pool);
+      op->pool = four                                  ? isa::Pool::kLanes
+                 : p.type == nn::LayerType::kMaxPool2d ? isa::Pool::kMax
+                                                       : isa::Pool::kAvg;
+      op->window.pooled = !four;
+      fused_[pool] = true;
+      *out_h = p.out.h;
+      *out_w = p.out.w;
+    }
+    const int64_t wh = op->window.pooled ? 2 * *out_h : *out_h,
+                  ww = op->window.pooled ? 2 * *out_w : *out_w;
+    // Stacked: each image's one window is its whole map, so the images' maps can sit on top
+    // of each other as one tall map. Not with padding above or left: the window would start
+    // inside the previous image's map (found by `tpusim cosim --networks`: a padded 2 x 1
+    // average pooling of a 2 x 1 map read the image before's last row for its zeros).
+    op->stacked = wh == 1 && ww == 1 && l.kernel_h == in.h && l.kernel_w == in.w &&
+                  l.pad_top == 0 && l.pad_left == 0;
+    op->rows = wh * ww;
+    SetWindow(op, in, a.kernel_h, a.kernel_w, a.stride, a.pad_top, a.pad_left, wh, ww, in.c);
+    return (int64_t{a.kernel_h} * a.kernel_w * in.c + n_ - 1) / n_;
+  }
+
   // A conv or dense layer (or an average pooling as its convolution).
   void Weighted(int i, const nn::Layer& l) {
     GraphOp op;
@@ -191,29 +220,7 @@ class Lowering {
     const nn::Layer& a = four ? *four : l;
     int64_t out_h = l.out.h, out_w = l.out.w, kt = 0;
     if (op.kind == OpKind::kConv) {
-      if (pool >= 0) {
-        const nn::Layer& p = L(pool);
-        op.name += "+" + p.name;
-        op.layers.push_back(pool);
-        op.pool = four                                  ? isa::Pool::kLanes
-                  : p.type == nn::LayerType::kMaxPool2d ? isa::Pool::kMax
-                                                        : isa::Pool::kAvg;
-        op.window.pooled = !four;
-        fused_[pool] = true;
-        out_h = p.out.h;
-        out_w = p.out.w;
-      }
-      const int64_t wh = op.window.pooled ? 2 * out_h : out_h,
-                    ww = op.window.pooled ? 2 * out_w : out_w;
-      // Stacked: each image's one window is its whole map, so the images' maps can sit on top
-      // of each other as one tall map. Not with padding above or left: the window would start
-      // inside the previous image's map (found by `tpusim cosim --networks`: a padded 2 x 1
-      // average pooling of a 2 x 1 map read the image before's last row for its zeros).
-      op.stacked = wh == 1 && ww == 1 && l.kernel_h == in.h && l.kernel_w == in.w &&
-                   l.pad_top == 0 && l.pad_left == 0;
-      op.rows = wh * ww;
-      SetWindow(&op, in, a.kernel_h, a.kernel_w, a.stride, a.pad_top, a.pad_left, wh, ww, in.c);
-      kt = (int64_t{a.kernel_h} * a.kernel_w * in.c + n_ - 1) / n_;
+      kt = ConvWindow(&op, l, a, in, pool, four.has_value(), &out_h, &out_w);
     } else if (in.Pixels() > 1 || in.packed) {  // a dense layer over a map: one window
       op.stacked = !in.packed || in.rows * n_ == in.Pixels() * in.c;
       op.rows = 1;
@@ -234,21 +241,7 @@ class Lowering {
     op.tall = one_by_one && l.stride > 1 && in.h % l.stride == 0;  // (a window, not pointwise)
     op.macs = UsefulMacsPerImage(l, op.LayerRows());
     op.nt = (a.out.c + n_ - 1) / n_;
-    const int64_t k = window ? (op.kind == OpKind::kConv ? int64_t{a.kernel_h} * a.kernel_w * in.c
-                                                         : in.Pixels() * in.c)
-                             : l.in.c;
-    Terms terms = DenseTerms(a, k, kt, op.nt, window);
-    // Each tap's channels start a K-tile only in maps an operation wrote (T x N-byte pixels).
-    // (Not in bf16, whose K-tiles must split K where nn::Bf16Net splits it.)
-    if (!bf16_ && l.depthwise && op.kind == OpKind::kConv && !in.packed &&
-        int64_t{l.kernel_h} * l.kernel_w * in.T(n_) <= kField16 + 1) {
-      Terms aligned = TapAlignedTerms(l, in);
-      if (aligned.Cost() <= terms.Cost()) {
-        terms = std::move(aligned);
-        op.window.channels = static_cast<uint64_t>(in.pixel_bytes);
-      }
-    }
-    op.terms = Intern(std::move(terms));
+    op.terms = Intern(ChooseTerms(&op, l, a, in, kt, window));
     if (bf16_)
       ParamsBf16(op, l);
     else
@@ -325,6 +318,28 @@ class Lowering {
     for (std::vector<OpTerm>& column : terms.columns)
       for (OpTerm& term : column) term.tile = Tile(terms.tiles[static_cast<size_t>(term.tile)]);
     return std::move(terms.columns);
+  }
+
+  // The terms of op (layer l, computed as a: l or its four-pixel form) over input in, kt
+  // K-tiles, through a window or not: the dense ones, or for a depthwise convolution the
+  // tap-aligned ones where they cost no more (op's window then steps a pixel's bytes).
+  Terms ChooseTerms(GraphOp* op, const nn::Layer& l, const nn::Layer& a, const GraphTensor& in,
+                    int64_t kt, bool window) {
+    const int64_t k = window ? (op->kind == OpKind::kConv ? int64_t{a.kernel_h} * a.kernel_w * in.c
+                                                          : in.Pixels() * in.c)
+                             : l.in.c;
+    Terms terms = DenseTerms(a, k, kt, op->nt, window);
+    // Each tap's channels start a K-tile only in maps an operation wrote (T x N-byte pixels).
+    // (Not in bf16, whose K-tiles must split K where nn::Bf16Net splits it.)
+    if (!bf16_ && l.depthwise && op->kind == OpKind::kConv && !in.packed &&
+        int64_t{l.kernel_h} * l.kernel_w * in.T(n_) <= kField16 + 1) {
+      Terms aligned = TapAlignedTerms(l, in);
+      if (aligned.Cost() <= terms.Cost()) {
+        terms = std::move(aligned);
+        op->window.channels = static_cast<uint64_t>(in.pixel_bytes);
+      }
+    }
+    return terms;
   }
 
   // The tile of each (column j, K-tile kb) of the weights packed densely: K is the
