@@ -726,6 +726,55 @@ void SaveModel(const Model& m, const std::string& dir) {
 
 namespace {
 
+// A layer's geometry in model.json: a convolution's filters, kernel, stride and padding, a
+// dense layer's units, a pooling's window.
+void AddGeometry(const Layer& l, json* lj) {
+  if (l.type == LayerType::kConv2d) {
+    if (!l.depthwise) (*lj)["filters"] = l.out.c;
+    (*lj)["kernel"] = {l.kernel_h, l.kernel_w};
+    (*lj)["stride"] = l.stride;
+    if (l.padding == "explicit") {
+      (*lj)["padding"] = {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right};
+    } else {
+      (*lj)["padding"] = l.padding;
+    }
+  } else if (l.type == LayerType::kDense) {
+    (*lj)["units"] = l.out.c;
+  } else if (l.IsPool() && !l.global_pool) {
+    if (l.pool_h == l.pool_w) {
+      (*lj)["size"] = l.pool_h;
+    } else {
+      (*lj)["size"] = {l.pool_h, l.pool_w};
+    }
+    (*lj)["stride"] = l.pool_stride;
+    if (l.Padded()) (*lj)["padding"] = {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right};
+  }
+}
+
+// A weighted layer's tensors: written to the folder as .npy files (the int8 ones too, with
+// their scales, in a quantized model) and named in model.json.
+void AddTensors(const Layer& l, bool quantized, TempModelFolder* out, json* lj) {
+  (*lj)["weights"] = l.name + ".weights.npy";
+  (*lj)["bias"] = l.name + ".bias.npy";
+  WriteNpyTensor(out->File(l.name + ".weights.npy"),
+                 l.depthwise ? CompactDepthwise(l.weights) : l.weights);
+  WriteNpyTensor(out->File(l.name + ".bias.npy"), l.bias);
+  if (quantized) {
+    json qj;
+    qj["input_scale"] = l.q.input_scale;
+    qj["output_scale"] = l.q.output_scale;
+    qj["weight_scales"] = l.q.weight_scales;
+    qj["multiplier"] = l.q.multiplier;
+    qj["shift"] = l.q.shift;
+    qj["weights"] = l.name + ".weights.int8.npy";
+    qj["bias"] = l.name + ".bias.int32.npy";
+    WriteNpyTensor(out->File(l.name + ".weights.int8.npy"),
+                   l.depthwise ? CompactDepthwise(l.q.weights) : l.q.weights);
+    WriteNpyTensor(out->File(l.name + ".bias.int32.npy"), l.q.bias);
+    (*lj)["int8"] = qj;
+  }
+}
+
 void SaveModelFolder(const Model& m, const std::string& dir) {
   TempModelFolder out(dir);
   json j;
@@ -751,26 +800,7 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
         lj["inputs"].push_back(in == kModelInput ? "input"
                                                  : m.layers[static_cast<size_t>(in)].name);
     }
-    if (l.type == LayerType::kConv2d) {
-      if (!l.depthwise) lj["filters"] = l.out.c;
-      lj["kernel"] = {l.kernel_h, l.kernel_w};
-      lj["stride"] = l.stride;
-      if (l.padding == "explicit") {
-        lj["padding"] = {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right};
-      } else {
-        lj["padding"] = l.padding;
-      }
-    } else if (l.type == LayerType::kDense) {
-      lj["units"] = l.out.c;
-    } else if (l.IsPool() && !l.global_pool) {
-      if (l.pool_h == l.pool_w) {
-        lj["size"] = l.pool_h;
-      } else {
-        lj["size"] = {l.pool_h, l.pool_w};
-      }
-      lj["stride"] = l.pool_stride;
-      if (l.Padded()) lj["padding"] = {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right};
-    }
+    AddGeometry(l, &lj);
     if (l.HasWeights() || l.type == LayerType::kAdd)
       lj["activation"] = ActivationName(l.activation);
     if ((l.type == LayerType::kAdd || l.type == LayerType::kConcat) && m.quantized) {
@@ -781,27 +811,7 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
     }
     lj["in_shape"] = ShapeJson(l.in);
     lj["out_shape"] = ShapeJson(l.out);
-    if (l.HasWeights()) {
-      lj["weights"] = l.name + ".weights.npy";
-      lj["bias"] = l.name + ".bias.npy";
-      WriteNpyTensor(out.File(l.name + ".weights.npy"),
-                     l.depthwise ? CompactDepthwise(l.weights) : l.weights);
-      WriteNpyTensor(out.File(l.name + ".bias.npy"), l.bias);
-      if (m.quantized) {
-        json qj;
-        qj["input_scale"] = l.q.input_scale;
-        qj["output_scale"] = l.q.output_scale;
-        qj["weight_scales"] = l.q.weight_scales;
-        qj["multiplier"] = l.q.multiplier;
-        qj["shift"] = l.q.shift;
-        qj["weights"] = l.name + ".weights.int8.npy";
-        qj["bias"] = l.name + ".bias.int32.npy";
-        WriteNpyTensor(out.File(l.name + ".weights.int8.npy"),
-                       l.depthwise ? CompactDepthwise(l.q.weights) : l.q.weights);
-        WriteNpyTensor(out.File(l.name + ".bias.int32.npy"), l.q.bias);
-        lj["int8"] = qj;
-      }
-    }
+    if (l.HasWeights()) AddTensors(l, m.quantized, &out, &lj);
     j["layers"].push_back(lj);
   }
   WriteFileAtomically(out.File("model.json"), j.dump(2) + "\n");
