@@ -44,6 +44,7 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddCompileCommand(app);
   tpu::cli::AddCosimCommand(app);
   tpu::cli::AddSweepCommand(app);
+  tpu::cli::RefuseNegativeUnsigned(&app);
   tpu::cli::RememberCommandLine(argc, argv);
   try {
     app.parse(argc, argv);

@@ -341,4 +341,19 @@ Matrix<uint16_t> ReadBf16Operand(const std::string& path) {
   return m;
 }
 
+void RefuseNegativeUnsigned(CLI::App* app) {
+  const CLI::Validator not_negative(
+      [](std::string& value) {
+        const auto first = value.find_first_not_of(" \t");
+        if (first == std::string::npos || value[first] != '-') return std::string();
+        return fmt::format("{} is negative; give a whole number of 0 or more", value);
+      },
+      "");
+  for (CLI::Option* option : app->get_options()) {
+    if (option->get_type_name().rfind("UINT", 0) == 0) option->check(not_negative);
+  }
+  for (CLI::App* command : app->get_subcommands([](CLI::App*) { return true; }))
+    RefuseNegativeUnsigned(command);
+}
+
 }  // namespace tpu::cli

@@ -62,6 +62,28 @@ TEST_F(FlagsCliTest, EveryFlagIsAnOptionOfACommand) {
   }
 }
 
+// CLI11 reads an unsigned option with strtoull, which takes "-1" as 2^64 - 1: every such
+// option of every command refuses a negative value instead (RefuseNegativeUnsigned).
+TEST_F(FlagsCliTest, EveryUnsignedOptionRefusesANegativeValue) {
+  const Outcome top = Run("--help");
+  ASSERT_EQ(top.exit_code, 0) << top.err;
+  static const std::regex kCommand(R"(\n  ([a-z][a-z-]*) )");
+  static const std::regex kUnsigned(R"((--[a-z-]+) UINT)");
+  int checked = 0;
+  for (std::sregex_iterator m(top.out.begin(), top.out.end(), kCommand), end; m != end; ++m) {
+    const std::string command = (*m)[1];
+    const std::string help = Run(command + " --help").out;
+    for (std::sregex_iterator o(help.begin(), help.end(), kUnsigned); o != end; ++o, ++checked) {
+      const std::string flag = (*o)[1];
+      // The stray flag ends a command that took the value (cosim would run 2^64 - 1
+      // programs) with another message at once; the negative value is refused first.
+      ExpectError(command + " " + flag + " -1 --not-a-flag", 2,
+                  "tpusim: error: " + flag + ": -1 is negative; give a whole number of 0 or more");
+    }
+  }
+  EXPECT_GE(checked, 20) << "the scan found the unsigned options (cosim --programs among them)";
+}
+
 TEST_F(FlagsCliTest, TheUserSeesFlagsTheLibrarySeesFields) {
   const Error e(Field("batch") + " must be at least 1 (" + Field("no_flag") + ")");
   EXPECT_STREQ(e.what(), "batch must be at least 1 (no_flag)");
