@@ -135,8 +135,8 @@ void RememberCommandLine(int argc, const char* const* argv);
 const std::string& CommandLine();
 
 // ---- every command ----------------------------------------------------------------------
-// Refuses a negative value for every unsigned option of `app` and its commands (UsageError
-// style: "--programs: -1 is negative ..."): CLI11 2.1.2 converts them with strtoull, which
+// Refuses a negative value for every unsigned option of `app` and its commands (a parse
+// error: "--programs: -1 is negative ..."): CLI11 2.1.2 converts them with strtoull, which
 // takes "-1" as 2^64 - 1 (a `cosim --programs -1` that never ends).
 void RefuseNegativeUnsigned(CLI::App* app);
 

@@ -8,6 +8,8 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "host/cli/flags.h"
 #include "host/common/errors.h"
@@ -17,7 +19,20 @@ namespace tpu::test {
 namespace {
 
 namespace fs = std::filesystem;
-class FlagsCliTest : public CliFixture {};
+class FlagsCliTest : public CliFixture {
+ protected:
+  // Each command that `tpusim --help` lists, with its `--help`.
+  std::vector<std::pair<std::string, std::string>> CommandHelps() const {
+    const Outcome top = Run("--help");
+    EXPECT_EQ(top.exit_code, 0) << top.err;
+    static const std::regex kCommand(R"(\n  ([a-z][a-z-]*) )");
+    std::vector<std::pair<std::string, std::string>> helps;
+    for (std::sregex_iterator m(top.out.begin(), top.out.end(), kCommand), end; m != end; ++m) {
+      helps.emplace_back((*m)[1], Run(std::string((*m)[1]) + " --help").out);
+    }
+    return helps;
+  }
+};
 
 // Every name in a Field("...") of the C++ sources under host/, fast/ and sim/.
 std::set<std::string> FieldsNamedInSources() {
@@ -49,14 +64,9 @@ TEST_F(FlagsCliTest, EveryFieldNamedInTheSourcesHasAFlag) {
 }
 
 TEST_F(FlagsCliTest, EveryFlagIsAnOptionOfACommand) {
-  const Outcome top = Run("--help");
-  ASSERT_EQ(top.exit_code, 0) << top.err;
   std::string helps;
-  static const std::regex kCommand(R"(\n  ([a-z][a-z-]*) )");
-  for (std::sregex_iterator m(top.out.begin(), top.out.end(), kCommand), end; m != end; ++m) {
-    helps += Run(std::string((*m)[1]) + " --help").out;
-  }
-  ASSERT_NE(helps.find("--engine"), std::string::npos) << top.out;
+  for (const auto& [command, help] : CommandHelps()) helps += help;
+  ASSERT_NE(helps.find("--engine"), std::string::npos) << helps;
   for (const auto& [field, flag] : cli::FieldFlags()) {
     EXPECT_NE(helps.find(flag + " "), std::string::npos) << field << ": no command has " << flag;
   }
@@ -65,15 +75,11 @@ TEST_F(FlagsCliTest, EveryFlagIsAnOptionOfACommand) {
 // CLI11 reads an unsigned option with strtoull, which takes "-1" as 2^64 - 1: every such
 // option of every command refuses a negative value instead (RefuseNegativeUnsigned).
 TEST_F(FlagsCliTest, EveryUnsignedOptionRefusesANegativeValue) {
-  const Outcome top = Run("--help");
-  ASSERT_EQ(top.exit_code, 0) << top.err;
-  static const std::regex kCommand(R"(\n  ([a-z][a-z-]*) )");
   static const std::regex kUnsigned(R"((--[a-z-]+) UINT)");
   int checked = 0;
-  for (std::sregex_iterator m(top.out.begin(), top.out.end(), kCommand), end; m != end; ++m) {
-    const std::string command = (*m)[1];
-    const std::string help = Run(command + " --help").out;
-    for (std::sregex_iterator o(help.begin(), help.end(), kUnsigned); o != end; ++o, ++checked) {
+  for (const auto& [command, help] : CommandHelps()) {
+    for (std::sregex_iterator o(help.begin(), help.end(), kUnsigned), end; o != end;
+         ++o, ++checked) {
       const std::string flag = (*o)[1];
       // The stray flag ends a command that took the value (cosim would run 2^64 - 1
       // programs) with another message at once; the negative value is refused first.
