@@ -54,7 +54,14 @@ struct View {
   int64_t pitch = 0;  // rows from one image to the next
   int64_t lines = 0;  // pixel rows of the map it holds (a band: fewer than the map's)
   int64_t line0 = 0;  // the map's pixel row it starts at
+  // 0: image by image (an image's rows, then the next image's); else tile by tile, the
+  // rows of one pixel's tile t of every image from ub + t x by_tile (Plan::output_by_tile)
+  int64_t by_tile = 0;
   int64_t Row(int64_t image) const { return ub + (image - first) * pitch; }
+  // The row of `image`'s one pixel's tile `tile`.
+  int64_t At(int64_t image, int64_t tile) const {
+    return by_tile > 0 ? ub + tile * by_tile + (image - first) : Row(image) + tile;
+  }
 };
 
 class Emitter {
@@ -133,6 +140,7 @@ class Emitter {
       Rec(a.op);
       vpu_due_ = static_cast<int64_t>(a.rows) + (k > 0 ? vpu_due_ : 0);
       vpu_since_ = 0;
+      after_acts_ = 0;
     }
     p_.SetUnit(static_cast<uint64_t>(unit_));
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(upto));
@@ -179,6 +187,32 @@ class Emitter {
     p_.Barrier((uint64_t{1} << share_->cores) - 1);
     Rec(i);
     ReadHost(area, ub, count * rows, i);
+  }
+  // Tiles [sent_, upto) of the model's output for images [g0, g0 + count), laid out tile by
+  // tile (View::by_tile): in host memory, tile t of image i is row t x B + i. One transfer
+  // where the tiles follow each other in both (a group of the whole batch, its area's size).
+  void SendTiles(int i, int64_t g0, int64_t count, int64_t upto) {
+    const View v = ViewOf(g_.output);
+    auto host = [&](int64_t tile) {
+      return plan_.output_addr + static_cast<uint64_t>((tile * b_ + g0) * row_);
+    };
+    if (sent_ < upto && count == b_ && count == v.by_tile) {
+      WriteHost(v.At(g0, sent_), host(sent_), (upto - sent_) * count, i);
+      sent_ = upto;
+    }
+    for (; sent_ < upto; ++sent_) WriteHost(v.At(g0, sent_), host(sent_), count, i);
+    unsent_.reset();
+  }
+  // The output's tiles whose passes are done (unsent_), sent where the transfer would hold
+  // back nothing behind it: their activates emitted and, by the rows the matmuls emitted
+  // after them stream, done (the transfer waits for them, and the chip issues in order), and
+  // no other host transfer under way or due.
+  void SendDone() {
+    if (!unsent_ || !background_.empty() || Arriving() || after_acts_ < vpu_due_) return;
+    const Unsent u = *unsent_;
+    const View v = ViewOf(g_.output);
+    if (Touched({v.At(u.g0, sent_), v.At(u.g0, u.upto - 1) + u.count}, {}) > 0) return;
+    SendTiles(u.op, u.g0, u.count, u.upto);
   }
   uint64_t HostRow(int t, int64_t image) const {
     return plan_.places[static_cast<size_t>(t)].host_addr +
@@ -247,6 +281,7 @@ class Emitter {
         due_ = 0;
       }
       views_.clear();
+      sent_ = 0;
       for (const Staging& st : staging)
         views_[st.tensor] = {st.ub[buffer], g0, T(st.tensor).rows, T(st.tensor).h, 0};
       for (int i = seg.first; i < seg.end; ++i) {
@@ -256,7 +291,11 @@ class Emitter {
         const int out = g_.ops[static_cast<size_t>(i)].output;
         const bool sends = !share_ || share_->core == 0 || out != g_.output;
         if (plan_.places[static_cast<size_t>(out)].host && sends) {  // spilled, or the output
-          WriteHost(ViewOf(out).Row(g0), HostRow(out, g0), count * T(out).rows, i);
+          if (ViewOf(out).by_tile > 0) {
+            SendTiles(i, g0, count, Tiles(out));
+          } else {
+            WriteHost(ViewOf(out).Row(g0), HostRow(out, g0), count * T(out).rows, i);
+          }
         }
         if (share_ && share_->split[static_cast<size_t>(i)]) Exchange(i, g0, count);
       }
@@ -349,7 +388,8 @@ class Emitter {
     if (it != views_.end()) return it->second;
     const TensorPlace& place = plan_.places[static_cast<size_t>(t)];
     const int64_t first = place.images >= b_ ? 0 : group0_;
-    return {place.ub, first, T(t).rows, T(t).h, 0};
+    const bool by_tile = t == g_.output && plan_.output_by_tile;
+    return {place.ub, first, T(t).rows, T(t).h, 0, by_tile ? place.images : 0};
   }
 
   // Operation i for images [g0, g0 + count): its passes, on a core of several matrix units
@@ -382,9 +422,14 @@ class Emitter {
           count / 2 * rows >= SideBySide(SpreadUnits(i), TileReadCycles()))
         passes = 2;
       const int64_t per = (count + passes - 1) / passes;  // passes of equal size
-      for (int64_t j = 0; j < op.nt; ++j)
+      for (int64_t j = 0; j < op.nt; ++j) {
         for (int64_t i0 = g0; i0 < g0 + count; i0 += per)
           Pass(i, j, i0, std::min(per, g0 + count - i0), 0, rows, i0 + per >= g0 + count);
+        // The model's output tile by tile: a tile goes after a later matmul once its activate
+        // is done (Matmul, SendDone), Segment sends the rest.
+        if (op.output == g_.output && ViewOf(op.output).by_tile > 0 && !collect_ && !share_)
+          unsent_ = Unsent{i, g0, count, op.tile0 + j + 1};
+      }
       return;
     }
     if (op.stacked) {  // one row per image: images in pieces of at most half the rows
@@ -729,6 +774,7 @@ class Emitter {
     Touch({src, src + span}, {}, acc_rows);
     emit();
     Rec(op);
+    after_acts_ += rows / side_by_side_;  // (Flush, below or in Touch, counts from 0)
     if (*first && term == ahead_after_ && !ahead_.empty()) {  // the next pass's tiles
       p_.ReadWeights(static_cast<uint64_t>(ahead_.front()) * static_cast<uint64_t>(n_ * row_),
                      ahead_.size());
@@ -747,6 +793,7 @@ class Emitter {
     *first = false;
     streamed_ += rows / side_by_side_;  // the units of a group stream at once (Lanes)
     vpu_since_ += rows / side_by_side_;
+    SendDone();
     if (!background_.empty() && !Arriving() && streamed_ >= due_) {
       LoadNext(op);  // not behind the transfer
       Background(kBackgroundRows);
@@ -834,16 +881,17 @@ class Emitter {
     Act a;
     a.op = i;
     a.acc = acc;
-    a.ub = static_cast<uint64_t>(out.Row(i0) + o0 * tiles + op.tile0 + j);
+    a.ub = static_cast<uint64_t>(out.At(i0, op.tile0 + j) + o0 * tiles);
     a.rows = static_cast<uint64_t>(count * rows);
     a.set = slot;
-    a.stride = static_cast<uint64_t>(tiles);
+    a.stride = static_cast<uint64_t>(out.by_tile > 0 ? 1 : tiles);
     a.relu = op.relu;
     a.pool = op.pool;
     a.acc_rows = {AccBase() + static_cast<int64_t>(acc),
                   AccBase() + static_cast<int64_t>(acc) + count * rows};
     a.mxu = unit_;
-    a.writes = {static_cast<int64_t>(a.ub), static_cast<int64_t>(a.ub) + (outs - 1) * tiles + 1};
+    a.writes = {static_cast<int64_t>(a.ub),
+                static_cast<int64_t>(a.ub) + (outs - 1) * static_cast<int64_t>(a.stride) + 1};
     if (op.residual >= 0) {
       isa::Residual r = op.residual_mul;
       r.ub = static_cast<uint64_t>(ViewOf(op.residual).Row(i0) + o0 * tiles + op.tile0 + j);
@@ -1331,10 +1379,19 @@ class Emitter {
   int64_t arrived_ = -1;  // the first row of the last piece emitted, until a matmul reads it
   const double host_row_cycles_;         // a host row's cycles for this core (Background)
   int64_t side_by_side_ = 1;             // units streaming at once (Lanes)
+  int64_t after_acts_ = 0;               // rows the matmuls emitted after the last activate stream
   int64_t vpu_due_ = 0, vpu_since_ = 0;  // rows of the activates emitted last; rows streamed since
   int64_t streamed_ = 0, due_ = 0;       // rows streamed since the last of them; its cycles
   std::map<int, View> views_;            // staged tensors of the current group or band
   int64_t group0_ = 0;                   // the current group's first image
+  int64_t sent_ = 0;                     // the output's tiles sent for the group (SendTiles)
+  // Output tiles [sent_, upto) of op's images [g0, g0 + count), done and to be sent after the
+  // next pass's first matmul.
+  struct Unsent {
+    int op = -1;
+    int64_t g0 = 0, count = 0, upto = 0;
+  };
+  std::optional<Unsent> unsent_;
   // Per matrix unit (unit_ the current one; docs/compiler.md, "Several matrix units"): the
   // next pass's region in turn, the accumulator rows of its last two passes, the weight
   // tile in its array.

@@ -383,6 +383,7 @@ class Planner {
     p.output_addr = align(at);
     p.places[static_cast<size_t>(g_.output)].host_addr = p.output_addr;
     p.host_bytes = p.output_addr + static_cast<uint64_t>(b_ * Rows(g_.output)) * row;
+    p.output_by_tile = OutputByTile(p);
     p.weights_bytes = static_cast<uint64_t>(g_.tiles.size()) * static_cast<uint64_t>(n_) * row;
     if (p.host_bytes > static_cast<uint64_t>(c_.host_mem_bytes)) {
       p.why_not = fmt::format(
@@ -396,6 +397,30 @@ class Planner {
                       Grouped(static_cast<int64_t>(p.weights_bytes)), Grouped(c_.weight_mem_bytes));
     }
     return p;
+  }
+
+  // Whether the output goes tile by tile (Plan::output_by_tile): where the program sends it
+  // (not left on chip), an operation writes it whole image rows at a time (not in bands, not
+  // pooled, no residual read in its layout), it has T > 1 tiles of one pixel, and a tile's
+  // rows take the host link at least its latency L. Sent whole after the last activate, the
+  // output takes L + T g r (g images of its group, r cycles a row); tile by tile, the first
+  // T - 1 go while the matrix unit computes the later tiles and the last takes L + g r: the
+  // end comes (T - 1) g r sooner, and the link is busy (T - 1) L longer, no more than that
+  // where g r >= L (docs/compiler.md, "The output tile by tile").
+  bool OutputByTile(const Plan& p) const {
+    const GraphTensor& out = g_.tensors[static_cast<size_t>(g_.output)];
+    const int op = out.producer;
+    if (p.maps.output || op < 0 || out.Pixels() != 1 || out.T(n_) < 2 ||
+        p.places[static_cast<size_t>(g_.output)].ub < 0)
+      return false;
+    const GraphOp& o = g_.ops[static_cast<size_t>(op)];
+    if (o.window.pooled || o.residual >= 0) return false;
+    for (const PlanSegment& s : p.segments) {
+      if (op < s.first || op >= s.end) continue;
+      const double tile = static_cast<double>(std::min(s.group, b_)) * c_.HostRowCycles();
+      return !s.banded && tile >= static_cast<double>(c_.host_mem_latency_cycles);
+    }
+    return false;
   }
 
   const LoweredGraph& g_;

@@ -65,6 +65,11 @@ struct Plan {
   uint64_t params_addr = 0, output_addr = 0;  // host addresses of the parameter sets, output
   uint64_t weights_bytes = 0;
   std::string why_not;  // empty: it fits the chip
+  // The model's output (one pixel of several N-lane tiles per image) lies tile by tile, in
+  // host memory and in its unified-buffer area: every image's tile 0, then every image's
+  // tile 1, ..., so the program sends each tile once its activate is done instead of all of
+  // them after the last (docs/compiler.md, "The output tile by tile"). Else image by image.
+  bool output_by_tile = false;
 };
 
 // Plans `graph` for batches of `batch` images on `config`. With maps on chip, the model's

@@ -293,11 +293,12 @@ template <class T>
 std::vector<T> NetworkCompiler::DecodeOf(const std::vector<uint8_t>& bytes, int batch) const {
   const GraphTensor& out = graph_.tensors[static_cast<size_t>(graph_.output)];
   const int64_t t = out.T(n_), size = out.Pixels() * out.c;
+  const bool by_tile = PlanFor(batch).output_by_tile;  // tile t of image i: row t x batch + i
   std::vector<T> y(static_cast<size_t>(batch * size));
   for (int64_t i = 0; i < batch; ++i)
     for (int64_t p = 0; p < out.Pixels(); ++p)
       for (int64_t c = 0; c < out.c; ++c) {
-        const int64_t row = (i * out.Pixels() + p) * t + c / n_;
+        const int64_t row = by_tile ? c / n_ * batch + i : (i * out.Pixels() + p) * t + c / n_;
         std::memcpy(&y[static_cast<size_t>(i * size + p * out.c + c)],
                     &bytes[static_cast<size_t>(row * row_ + (c % n_) * int64_t{sizeof(T)})],
                     sizeof(T));

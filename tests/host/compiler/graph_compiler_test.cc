@@ -1132,6 +1132,77 @@ TEST(GraphCompilerTest, TheNextOperationsParametersGoBeforeTheInputTransfers) {
   RunExact(m, c, engine::EngineKind::kFast, 12, 12);
 }
 
+// Two dense layers, the second to 19 outputs: on lab-8 (N = 8) an output of three tiles of
+// one pixel.
+nn::Model WideOutput(const std::string& name) {
+  nn::Model m = NewModel(name, {1, 1, 20});
+  m.layers = {L(LayerType::kDense, {nn::kModelInput}, 24, 1, 1, 0, Activation::kRelu),
+              L(LayerType::kDense, {0}, 19)};
+  return m;
+}
+// The output's write_host instructions of a program: (ub, host, rows) each.
+std::vector<std::array<int64_t, 3>> OutputWrites(const EmittedProgram& e, size_t* last_matmul) {
+  std::vector<std::array<int64_t, 3>> writes;
+  const std::vector<std::string> lines = Lines(e);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (Is(lines[i], "matmul")) *last_matmul = i;
+    if (Is(lines[i], "write_host"))
+      writes.push_back(
+          {Operand(lines[i], "ub"), static_cast<int64_t>(i), Operand(lines[i], "rows")});
+  }
+  return writes;
+}
+
+// The model's output, three tiles of one pixel, goes tile by tile where a tile's rows take
+// the host link at least its latency (Plan::output_by_tile; 24 images x 1 cycle a row on
+// lab-8, latency 20): every image's tile 0, then tile 1, ..., in host memory and in its
+// unified-buffer area, the first tiles sent while the matrix unit computes the last, which
+// alone is left to send after it; bit-exact on both engines (NetworkCompiler::Decode reads
+// the layout). With a latency of 25 cycles, more than a tile's 24, the output goes whole,
+// image by image, after the last matmul.
+TEST(GraphCompilerTest, TheOutputGoesTileByTileWhileTheLastTilesCompute) {
+  config::TpuConfig c = config::LoadConfig("lab-8");
+  const int batch = 24;
+  nn::Model m = WideOutput("by-tile");
+  const EmittedProgram e = QuantizeAndEmit(&m, 5, c, batch);
+  const LoweredGraph g = LowerGraph(m, c.array_dim);
+  const Plan plan = PlanGraph(g, c, batch);
+  ASSERT_TRUE(plan.output_by_tile) << plan.why_not;
+  ASSERT_EQ(g.tensors[static_cast<size_t>(g.output)].T(c.array_dim), 3);
+  size_t last_matmul = 0;
+  const auto writes = OutputWrites(e, &last_matmul);
+  ASSERT_EQ(writes.size(), 3u);
+  const int64_t area = plan.places[static_cast<size_t>(g.output)].ub;
+  for (size_t t = 0; t < 3; ++t) {
+    EXPECT_EQ(writes[t][0], area + static_cast<int64_t>(t) * batch) << "tile " << t;
+    EXPECT_EQ(writes[t][2], batch) << "tile " << t;
+  }
+  EXPECT_LT(writes[1][1], static_cast<int64_t>(last_matmul));  // tiles 0 and 1 before it
+  EXPECT_GT(writes[2][1], static_cast<int64_t>(last_matmul));
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+
+  c.host_mem_latency_cycles = 25;
+  ASSERT_FALSE(PlanGraph(g, c, batch).output_by_tile);
+  const EmittedProgram whole = EmitGraph(g, PlanGraph(g, c, batch), c, batch);
+  const auto one = OutputWrites(whole, &last_matmul);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0][2], 3 * batch);
+  EXPECT_GT(one[0][1], static_cast<int64_t>(last_matmul));
+  RunExact(m, c, engine::EngineKind::kFast, batch, batch);
+}
+// ... and on the RTL, with the same counters as the fast engine's.
+TEST(GraphCompilerTest, TheOutputTileByTileIsBitExactOnTheRtl) {
+  const config::TpuConfig c = config::LoadConfig("lab-8");
+  nn::Model m = WideOutput("by-tile-rtl");
+  QuantizeAndEmit(&m, 5, c, 24);
+  const TpuRunResult rtl = RunExact(m, c, engine::EngineKind::kRtl, 24, 24);
+  const TpuRunResult fast = RunExact(m, c, engine::EngineKind::kFast, 24, 24);
+  ASSERT_EQ(rtl.layers.size(), fast.layers.size());
+  for (size_t l = 0; l < rtl.layers.size(); ++l)
+    EXPECT_EQ(rtl.layers[l].counters, fast.layers[l].counters) << rtl.layers[l].name;
+  EXPECT_EQ(rtl.chip_cycles, fast.chip_cycles);
+}
+
 // A global pooling stacks its images (one row each, the batch's maps on top of each other)
 // and streams short matmuls, one per tap and output tile; its output tiles spread over the
 // units like any operation's where the estimate says so (until stop 57 a stacked operation
