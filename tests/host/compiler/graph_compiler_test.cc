@@ -1140,7 +1140,8 @@ nn::Model WideOutput(const std::string& name) {
               L(LayerType::kDense, {0}, 19)};
   return m;
 }
-// The output's write_host instructions of a program: (ub, host, rows) each.
+// The write_host instructions of a program: (ub, its index in the program, rows) each; the
+// index of its last matmul in *last_matmul.
 std::vector<std::array<int64_t, 3>> OutputWrites(const EmittedProgram& e, size_t* last_matmul) {
   std::vector<std::array<int64_t, 3>> writes;
   const std::vector<std::string> lines = Lines(e);
