@@ -291,10 +291,11 @@ class Emitter {
         const int out = g_.ops[static_cast<size_t>(i)].output;
         const bool sends = !share_ || share_->core == 0 || out != g_.output;
         if (plan_.places[static_cast<size_t>(out)].host && sends) {  // spilled, or the output
-          if (ViewOf(out).by_tile > 0) {
+          const View v = ViewOf(out);
+          if (v.by_tile > 0) {
             SendTiles(i, g0, count, Tiles(out));
           } else {
-            WriteHost(ViewOf(out).Row(g0), HostRow(out, g0), count * T(out).rows, i);
+            WriteHost(v.Row(g0), HostRow(out, g0), count * T(out).rows, i);
           }
         }
         if (share_ && share_->split[static_cast<size_t>(i)]) Exchange(i, g0, count);
@@ -1385,8 +1386,8 @@ class Emitter {
   std::map<int, View> views_;            // staged tensors of the current group or band
   int64_t group0_ = 0;                   // the current group's first image
   int64_t sent_ = 0;                     // the output's tiles sent for the group (SendTiles)
-  // Output tiles [sent_, upto) of op's images [g0, g0 + count), done and to be sent after the
-  // next pass's first matmul.
+  // Output tiles [sent_, upto) of op's images [g0, g0 + count) whose passes are emitted, sent
+  // after a later matmul once their activates are done (SendDone).
   struct Unsent {
     int op = -1;
     int64_t g0 = 0, count = 0, upto = 0;
