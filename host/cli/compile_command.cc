@@ -13,6 +13,7 @@
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
+#include "host/common/output_folder.h"
 #include "host/compiler/compile_jobs.h"
 #include "host/data/mnist.h"
 #include "host/isa/assembler.h"
@@ -28,23 +29,26 @@ struct CompileArgs : WorkloadOptions {
   bool host_im2col = false;
 };
 
+// compile's folder: jobs.json names every other file in it.
+const OutputKind kJobsFolder{"jobs folder", "jobs.json"};
+
 void Compile(const CompileArgs& a) {
   if (a.images < 1) throw UsageError("--images and --batch must be at least 1");
   const config::TpuConfig config = ResolveConfig(a.chip);
+  OutputFolder out(a.out, kJobsFolder);
   const nn::Model model = nn::LoadModel(a.model);
   nn::RequireQuantized(model);
   const nn::InputSet set = LoadInputs(a, model);
   const int batch = static_cast<int>(set.count);
   const nn::RowMatrix<int8_t> x = nn::Int8Inputs(model, set, 0, batch);
-  std::filesystem::create_directories(a.out);
   nlohmann::json manifest = nlohmann::json::array();
   auto write_job = [&](const std::string& name, const compiler::LayerJob& lj) {
     const engine::ExecJob& job = lj.exec;
-    const std::string base = (std::filesystem::path(a.out) / name).string();
-    WriteFileAtomically(base + ".asm", "; " + lj.summary + "\n" + isa::Disassemble(job.program));
-    WriteFileAtomically(base + ".host.bin",
+    WriteFileAtomically(out.File(name + ".asm"),
+                        "; " + lj.summary + "\n" + isa::Disassemble(job.program));
+    WriteFileAtomically(out.File(name + ".host.bin"),
                         std::string(job.host_image.begin(), job.host_image.end()));
-    WriteFileAtomically(base + ".weights.bin",
+    WriteFileAtomically(out.File(name + ".weights.bin"),
                         std::string(job.weight_image.begin(), job.weight_image.end()));
     manifest.push_back({{"name", name},
                         {"program", name + ".asm"},
@@ -56,18 +60,20 @@ void Compile(const CompileArgs& a) {
     std::cout << fmt::format(
         "{}: {} instructions -> {}.asm (+ .host.bin, .weights.bin; outputs "
         "at host 0x{:x}, {} bytes)\n",
-        name, job.program.words.size(), base, job.host_out_addr, job.host_out_bytes);
+        name, job.program.words.size(), (std::filesystem::path(a.out) / name).string(),
+        job.host_out_addr, job.host_out_bytes);
   };
   const compiler::CompiledJobs c = compiler::CompileJobs(
       model, config, std::vector<int8_t>(x.data(), x.data() + x.size()), batch, a.host_im2col);
   if (!c.layer_jobs_why.empty()) std::cout << "layer jobs: " << c.layer_jobs_why << "\n";
   for (const compiler::NamedJob& j : c.jobs) write_job(j.name, j.job);
   WriteFileAtomically(
-      (std::filesystem::path(a.out) / "jobs.json").string(),
+      out.File("jobs.json"),
       nlohmann::json{
           {"model", model.name}, {"config", config.name}, {"images", batch}, {"jobs", manifest}}
               .dump(2) +
           "\n");
+  out.Commit();
 }
 
 }  // namespace

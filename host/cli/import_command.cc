@@ -21,6 +21,7 @@ struct ImportArgs {
 };
 
 void Run(const ImportArgs& a) {
+  CheckOutputFolder(a.out, nn::kModelFolder);  // before the work, not after it
   import::OnnxImportOptions opt;
   opt.name = a.name;
   if (!a.cal.dataset.empty()) {

@@ -21,6 +21,7 @@ struct QuantizeArgs {
 };
 
 void Run(const QuantizeArgs& a) {
+  CheckOutputFolder(a.out, nn::kModelFolder);  // before the work, not after it
   nn::Model m = nn::LoadModel(a.model);
   const nn::InputSet cal = LoadCalibration(a.cal, m);
   const int64_t used = std::min(a.cal.calibration, cal.count);

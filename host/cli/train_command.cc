@@ -22,6 +22,7 @@ struct TrainArgs {
 };
 
 void Run(const TrainArgs& a) {
+  CheckOutputFolder(a.out, nn::kModelFolder);  // before the work, not after it
   if (a.opt.epochs < 1 || a.opt.batch < 1 || a.opt.threads < 1 || !(a.opt.learning_rate > 0)) {
     throw UsageError("--epochs, --batch and --threads must be at least 1 and --lr positive");
   }

@@ -14,7 +14,7 @@
 
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
-#include "host/common/interrupt.h"
+#include "host/common/output_folder.h"
 #include "host/common/text.h"
 
 namespace tpu::nn {
@@ -655,63 +655,11 @@ Model LoadModel(const std::string& dir) {
 
 namespace {
 
-// A model folder is written whole into a temporary folder beside it and moved into place
-// at the end, so that an interrupted or failed save (a full disk) leaves the old folder, or
-// none, never a mix. The files written are registered so that Ctrl-C removes them.
-class TempModelFolder {
- public:
-  explicit TempModelFolder(const std::string& dir)
-      : dir_(fs::path(dir).lexically_normal()),
-        tmp_(dir_.string() + ".tmp" + std::to_string(::getpid())),
-        guard_(std::make_unique<RemoveOnInterrupt>(tmp_.string())) {
-    std::error_code ec;
-    fs::remove_all(tmp_, ec);
-    fs::create_directories(tmp_, ec);
-    if (ec) {
-      throw RuntimeError("cannot create model folder '" + dir + "': " + ec.message());
-    }
-  }
-  ~TempModelFolder() {
-    std::error_code ec;
-    if (!committed_) fs::remove_all(tmp_, ec);
-  }
-  // The path of a file in the folder being written.
-  std::string File(const std::string& name) {
-    const std::string p = (tmp_ / name).string();
-    files_.push_back(std::make_unique<RemoveOnInterrupt>(p));
-    return p;
-  }
-  void Commit() {
-    std::error_code ec;
-    const fs::path old = dir_.string() + ".old" + std::to_string(::getpid());
-    const bool had = fs::exists(dir_);
-    if (had) fs::rename(dir_, old, ec);
-    if (!ec) fs::rename(tmp_, dir_, ec);
-    if (ec) {
-      if (had && !fs::exists(dir_)) fs::rename(old, dir_);
-      throw RuntimeError("cannot write model folder '" + dir_.string() + "': " + ec.message());
-    }
-    committed_ = true;
-    files_.clear();
-    guard_.reset();
-    if (had) fs::remove_all(old, ec);
-  }
-
- private:
-  fs::path dir_, tmp_;
-  std::unique_ptr<RemoveOnInterrupt> guard_;
-  std::vector<std::unique_ptr<RemoveOnInterrupt>> files_;
-  bool committed_ = false;
-};
-
 void SaveModelFolder(const Model& m, const std::string& dir);
 
 }  // namespace
 
 void SaveModel(const Model& m, const std::string& dir) {
-  if (fs::exists(dir) && !fs::is_directory(dir)) {
-    throw RuntimeError("cannot write model folder '" + dir + "': a file is in its place");
-  }
   try {
     SaveModelFolder(m, dir);
   } catch (const RuntimeError& e) {
@@ -753,7 +701,7 @@ void AddGeometry(const Layer& l, json* lj) {
 
 // A weighted layer's tensors: written to the folder as .npy files (the int8 ones too, with
 // their scales, in a quantized model) and named in model.json.
-void AddTensors(const Layer& l, bool quantized, TempModelFolder* out, json* lj) {
+void AddTensors(const Layer& l, bool quantized, OutputFolder* out, json* lj) {
   (*lj)["weights"] = l.name + ".weights.npy";
   (*lj)["bias"] = l.name + ".bias.npy";
   WriteNpyTensor(out->File(l.name + ".weights.npy"),
@@ -776,7 +724,7 @@ void AddTensors(const Layer& l, bool quantized, TempModelFolder* out, json* lj) 
 }
 
 void SaveModelFolder(const Model& m, const std::string& dir) {
-  TempModelFolder out(dir);
+  OutputFolder out(dir, kModelFolder);
   json j;
   j["format"] = "tpusim-model";
   // Version 1 readers know chains only; graphs (and the new layer kinds) are version 2.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "host/common/npy.h"
+#include "host/common/output_folder.h"
 
 namespace tpu::nn {
 
@@ -139,7 +140,11 @@ void InferShapes(Model* model);
 // Loads DIR/model.json and its tensors; checks every tensor's shape against the layer.
 // Throws UsageError naming the file and what is wrong.
 Model LoadModel(const std::string& dir);
-// Writes the model into DIR (created; files replaced one by one, each atomically).
+// A model folder to OutputFolder: model.json names every other file in it.
+inline const OutputKind kModelFolder{"model folder", "model.json"};
+// Writes the model as the folder DIR, whole or not at all (OutputFolder): DIR may be new,
+// empty or a previous model folder; a folder holding anything else is refused
+// (UsageError) and nothing in it is touched.
 void SaveModel(const Model& model, const std::string& dir);
 
 // The per-layer table of `tpusim model --summary`.
