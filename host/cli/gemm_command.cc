@@ -120,6 +120,7 @@ void RunAs(const GemmOptions& o, const config::TpuConfig& config) {
 
 void Run(const GemmOptions& o) {
   const config::TpuConfig config = ResolveConfig(o.chip);
+  RequireOneMatrixUnit(config, "gemm");
   CheckTraceOptions(o.trace);
   const std::string dtype = o.dtype.empty() ? hw::Name(config.dtype) : o.dtype;
   if (dtype == "int8") return RunAs<int8_t>(o, config);
@@ -152,7 +153,7 @@ Examples:
   tpusim gemm --m 128 --k 96 --n 80                      random operands, small-16
   tpusim gemm --array 8 --a A.npy --b B.npy --out C.npy --json r.json
   tpusim gemm --config teach-4 --m 3 --k 2 --n 3 --trace t.fst --trace-end 40
-  tpusim gemm --dtype bf16 --array 128 --m 512 --k 512 --n 512 --out C.npy
+  tpusim gemm --config tpu-v2 --m 512 --k 512 --n 512 --out C.npy
 
 Exit status: 0 success, 1 runtime error or mismatch, 2 bad usage or input.)");
 

@@ -56,6 +56,7 @@ std::string FormatLstm(const LstmOptions& o, const compiler::LstmCase& k, const 
 
 void RunLstm(const LstmOptions& o) {
   CheckSizes(o);
+  RequireOneMatrixUnit(ResolveConfig(o.chip), "lstm");
   run::ChipSession session(SessionSpecFrom(o.chip, o.trace, /*progress=*/!o.out.quiet));
   const config::TpuConfig& config = session.config();
   const compiler::LstmCase k =

@@ -18,6 +18,23 @@
 #include "sim/wave/wave_file.h"
 
 namespace tpu::cli {
+namespace {
+
+// A count that must be at least 1 (--synthetic 0 would otherwise fall back to the data set).
+CLI::Validator AtLeastOne() {
+  return CLI::Validator(
+      [](std::string& value) {
+        try {
+          if (std::stoll(value) >= 1) return std::string();
+        } catch (const std::exception&) {
+          return fmt::format("{} is not a whole number; give 1 or more", value);
+        }
+        return fmt::format("{} is not a count of inputs; give 1 or more", value);
+      },
+      "");
+}
+
+}  // namespace
 
 void AddChipOptions(CLI::App* cmd, ChipOptions* o, bool engine) {
   std::string presets;
@@ -52,6 +69,15 @@ config::TpuConfig ResolveConfig(const ChipOptions& o) {
   return config;
 }
 
+void RequireOneMatrixUnit(const config::TpuConfig& config, const std::string& command) {
+  if (config.cores == 1 && config.mxus_per_core == 1) return;
+  throw UsageError(fmt::format(
+      "tpusim {} runs on one matrix unit of one core, and '{}' has {} core(s) of {} matrix "
+      "unit(s); add --set cores=1 --set mxus_per_core=1 to run on one of them, or run a "
+      "network on the whole chip with tpusim run",
+      command, config.name, config.cores, config.mxus_per_core));
+}
+
 engine::EngineKind ResolveEngine(const ChipOptions& o) {
   const engine::EngineKind kind = engine::ParseEngineKind(o.engine);
   if (o.timing_only && kind != engine::EngineKind::kFast) {
@@ -76,7 +102,6 @@ nn::InputSet LoadInputs(const WorkloadOptions& o, const nn::Model& model) {
   if ((!o.inputs.empty() || o.synthetic > 0) && (!o.data.empty() || !o.dataset.empty())) {
     throw UsageError("--data and --dataset choose a data set; --inputs and --synthetic replace it");
   }
-  if (o.synthetic < 0) throw UsageError("--synthetic must be at least 1");
   if (given && o.images < 1) throw UsageError("--images must be at least 1");
   nn::InputSet in;
   if (!o.inputs.empty()) {
@@ -108,7 +133,8 @@ void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t
                   "model takes) instead of the data set");
   cmd->add_option("--synthetic", o->synthetic,
                   "run on N seeded synthetic inputs (docs/quantization.md) instead of the data "
-                  "set: for models without one");
+                  "set: for models without one")
+      ->check(AtLeastOne());
   cmd->add_option("--seed", o->seed, "seed of --synthetic")->capture_default_str();
   if (images) {
     o->images = *images;
@@ -131,7 +157,8 @@ void AddCalibrationOptions(CLI::App* cmd, CalibrationOptions* o) {
   cmd->add_option("--inputs", o->inputs,
                   "calibrate on the inputs of this .npy file (float32 N x C x H x W)");
   cmd->add_option("--synthetic", o->synthetic,
-                  "calibrate on N seeded synthetic inputs (docs/quantization.md)");
+                  "calibrate on N seeded synthetic inputs (docs/quantization.md)")
+      ->check(AtLeastOne());
   cmd->add_option("--seed", o->seed, "seed of --synthetic")->capture_default_str();
 }
 
@@ -339,6 +366,10 @@ Matrix<uint16_t> ReadBf16Operand(const std::string& path) {
     m.data[i] = nn::Bf16OfFp32(nn::BitsOfFloat(t.data[i]));
   }
   return m;
+}
+
+void Warn(const OutputOptions& o, const std::string& message) {
+  if (!o.quiet && !message.empty()) std::cerr << "tpusim: warning: " << message << "\n";
 }
 
 void RefuseNegativeUnsigned(CLI::App* app) {

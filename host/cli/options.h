@@ -37,6 +37,9 @@ struct ChipOptions {
 void AddChipOptions(CLI::App* cmd, ChipOptions* o, bool engine = true);
 // The preset or file, then every --set, then --array; validated (UsageError).
 config::TpuConfig ResolveConfig(const ChipOptions& o);
+// Commands that run one matrix unit of one core (gemm, lstm) refuse a configuration of more
+// (UsageError naming the --set that runs one), rather than ignore the others.
+void RequireOneMatrixUnit(const config::TpuConfig& config, const std::string& command);
 // The engine's kind and options from the flags (UsageError for a bad combination).
 engine::EngineKind ResolveEngine(const ChipOptions& o);
 engine::EngineOptions EngineOptionsFrom(const ChipOptions& o);
@@ -145,6 +148,9 @@ struct OutputOptions {
   std::string json;
   bool quiet = false;
 };
+
+// "tpusim: warning: MESSAGE" on stderr, unless the message is empty or `o` is quiet.
+void Warn(const OutputOptions& o, const std::string& message);
 
 void AddOutputOptions(CLI::App* cmd, OutputOptions* o, const std::string& json_help);
 

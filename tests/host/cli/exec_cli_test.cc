@@ -250,6 +250,8 @@ TEST_F(ExecCliTest, LstmRunsBitExactWithTheSameCountersOnBothEngines) {
 TEST_F(ExecCliTest, LstmBadInputsAreUsageErrors) {
   ExpectError("lstm --hidden 0", 2, "--hidden 0 must be 1 to 65535");
   ExpectError("lstm --steps 70000", 2, "--steps 70000 must be 1 to 65535");
+  ExpectError("lstm --config teach-4 --engine fast --set cores=2", 2,
+              "tpusim lstm runs on one matrix unit of one core");
   ExpectError("lstm --config teach-4 --engine fast --set param_sets=5", 2,
               "it needs 6 VPU parameter sets, the chip has 5");
   ExpectError("lstm --config teach-4 --engine fast --batch 200 --hidden 4", 2,

@@ -119,8 +119,15 @@ TEST_F(GemmCliTest, BadInputs) {
   ExpectError("gemm --m 3 --k 3 --n 99999999", 2, "too large");
   ExpectError("gemm --m -4 --k 3 --n 3", 2, "M = -4 is invalid");
   ExpectError("gemm --config nosuch" + ab, 2, "unknown preset 'nosuch'");
+  ExpectError("gemm --set cores=2" + ab, 2, "tpusim gemm runs on one matrix unit of one core");
+  ExpectError("gemm --set mxus_per_core=2" + ab, 2, "--set mxus_per_core=1 to run on one");
+  ExpectError("gemm --config tpu-v3" + ab, 2, "'tpu-v3' has 2 core(s) of 2 matrix unit(s)");
   ExpectError("gemm --array 12" + ab, 2, "no RTL model for a 12 x 12 array");
   ExpectError("gemm --array 1" + ab, 2, "array_dim 1 is out of range");
+  // The built 256 x 256 model is tpu-v1's, with 4,096 accumulator rows; small-16 has 1,024.
+  ExpectError("gemm --array 256 --m 8 --k 8 --n 8", 2,
+              "has 4096 accumulator rows, and 'small-16 with --array 256' asks for 1024: run it "
+              "with --config tpu-v1, --set acc_depth_rows=4096");
   ExpectError("gemm --engine magic" + ab, 2, "unknown --engine");
   ExpectError("gemm --trace " + P("t.txt") + ab, 2, "must end in .fst");
   ExpectError("gemm --trace " + P("t.fst") + " --trace-start 9 --trace-end 3" + ab, 2,
