@@ -138,7 +138,9 @@ void Run(const RunArgs& a, bool batch_given) {
                         ? run::LargestBatchThatFits(model, session.config(), a.batch)
                         : a.batch;
   nn::InputSet inputs = LoadInputs(a.work, model);
+  if (session.config().dtype == hw::Dtype::kInt8) Warn(a.out, nn::InputRangeWarning(model, inputs));
   int64_t first = 0, count = inputs.count;
+  const int64_t run_inputs = inputs.count;
   if (!a.shard.empty()) {
     ShardRange(a.shard, inputs.count, batch, &first, &count);
     if (count == 0) {
@@ -158,7 +160,13 @@ void Run(const RunArgs& a, bool batch_given) {
   report.inputs = inputs.source;
   report.shard = a.shard;
   report.first_input = first;
+  report.run_inputs = run_inputs;
   Report(a, report, r, model.layers.back().out.Size(), inputs);
+  if (r.non_finite_outputs > 0) {
+    Warn(a.out, fmt::format("the outputs of {} of {} inputs are NaN or infinite ({}): they "
+                            "equal the CPU reference bit for bit, but are no result",
+                            r.non_finite_outputs, r.images, r.non_finite));
+  }
   if (r.checked && r.mismatches != 0) {
     throw RuntimeError(
         fmt::format("{} of {} inputs differ from the CPU int8 reference", r.mismatches, r.images));

@@ -36,6 +36,25 @@ RowMatrix<int8_t> Int8Inputs(const Model& m, const InputSet& in, int64_t first, 
   return x;
 }
 
+std::string InputRangeWarning(const Model& m, const InputSet& in) {
+  if (!m.quantized || !in.pixels.empty()) return "";
+  const double range = 127.0 * m.input_scale;
+  int64_t far = 0;
+  double largest = 0;
+  for (const float v : in.values) {
+    const double a = std::fabs(static_cast<double>(v));
+    far += !(a <= 2 * range);  // NaN too
+    largest = std::isnan(a) || a > largest ? a : largest;
+  }
+  if (far == 0) return "";
+  return fmt::format(
+      "{} of the {} input values lie far outside the range [-{:.4g}, {:.4g}] that model '{}' "
+      "was calibrated for (the largest |x| is {:.4g}); the chip and the int8 reference clip "
+      "them to it, so the outputs say little about these inputs: quantize the model on inputs "
+      "like them (tpusim quantize --inputs)",
+      far, in.values.size(), range, range, m.name, largest);
+}
+
 InputSet InputsFromMnist(const data::MnistSet& set, int64_t limit, const Shape3& shape) {
   if (shape.Size() != set.image_size) {
     throw std::invalid_argument(

@@ -34,6 +34,11 @@ RowMatrix<float> Fp32Inputs(const InputSet& inputs, int64_t first, int64_t count
 // model.input_scale) (the model must be quantized).
 RowMatrix<int8_t> Int8Inputs(const Model& model, const InputSet& inputs, int64_t first,
                              int64_t count);
+// For a quantized model's float inputs: one sentence when some lie far outside the range
+// its input scale was calibrated for (beyond twice 127 x the scale, where clipping takes
+// more than half of a value away): how many, the largest, and what the chip does with them.
+// Empty otherwise (pixels always fit).
+std::string InputRangeWarning(const Model& model, const InputSet& inputs);
 
 // The first `limit` images of a data set (0: all), labelled, each of `shape` (the padded
 // 32 x 32 x 1 of MNIST and Fashion-MNIST, or a test's own images).

@@ -136,6 +136,7 @@ RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
   rep.correct = r.correct;
   rep.mismatches = r.mismatches;
   rep.non_finite = r.non_finite;
+  rep.non_finite_outputs = r.non_finite_outputs;
   rep.wall_seconds = r.wall_seconds;
   rep.chip_cycles = r.chip_cycles;
   rep.spilled = r.spilled;
@@ -174,11 +175,16 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
     r.labelled = j.value("labelled", true);
     r.shard = j.value("shard", "");
     r.first_input = j.value("first_input", int64_t{0});
+    r.run_inputs = j.value("run_inputs", int64_t{0});
     r.plan = j.at("plan").get<std::string>();
     r.checked = j.at("checked").get<bool>();
     r.topology = j.value("topology", false);
     r.gemm_list = j.value("gemm_list", false);
     r.correct = j.value("correct", int64_t{0});
+    r.non_finite = j.value("non_finite", nlohmann::json()).is_string()
+                       ? j["non_finite"].get<std::string>()
+                       : "";
+    r.non_finite_outputs = j.value("non_finite_outputs", int64_t{0});
     r.mismatches = j.at("mismatches").is_null() ? 0 : j.at("mismatches").get<int64_t>();
     r.wall_seconds = j.at("wall_seconds").get<double>();
     r.ub_rows = j.value("ub_rows", int64_t{0});
@@ -203,9 +209,9 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
       }
       if (l.contains("bound")) {
         const auto& b = l.at("bound");
-        row.bound = {b.at("array").get<double>(), b.at("weights").get<double>(),
-                     b.at("host").get<double>(), b.at("vector").get<double>(),
-                     b.at("pipeline").get<double>()};
+        row.bound = {b.at("array").get<double>(),    b.at("weights").get<double>(),
+                     b.at("host").get<double>(),     b.at("vector").get<double>(),
+                     b.at("pipeline").get<double>(), b.value("staged_host", 0.0)};
         row.m = l.at("m").get<int64_t>();
         row.k = l.at("k").get<int64_t>();
         row.n = l.at("n").get<int64_t>();
@@ -239,6 +245,13 @@ RunReport MergeRunReports(const std::vector<RunReport>& shards) {
     same(s, "chip", s.config.ToJson() == m.config.ToJson());
     same(s, "batch", s.batch == m.batch);
     same(s, "checking", s.checked == m.checked && s.labelled == m.labelled);
+    same(s, "whole run's number of inputs", s.run_inputs == m.run_inputs);
+    if (s.first_input != m.first_input + m.images) {
+      throw UsageError(fmt::format(
+          "slice {} starts at input {}, but the slices before it end at input {}; merge the "
+          "slices of one run, each once",
+          s.shard, s.first_input, m.first_input + m.images));
+    }
     same(s, "layers", s.layers.size() == m.layers.size());
     for (size_t i = 0; i < s.layers.size(); ++i) {
       same(s, "layers", s.layers[i].name == m.layers[i].name);
@@ -259,8 +272,15 @@ RunReport MergeRunReports(const std::vector<RunReport>& shards) {
     m.images += s.images;
     m.correct += s.correct;
     m.mismatches += s.mismatches;
+    m.non_finite_outputs += s.non_finite_outputs;
+    if (m.non_finite.empty()) m.non_finite = s.non_finite;
     m.wall_seconds += s.wall_seconds;
     m.chip_cycles += s.ElapsedCycles();
+  }
+  if (m.first_input != 0 || (m.run_inputs > 0 && m.images != m.run_inputs)) {
+    throw UsageError(
+        fmt::format("the slices hold inputs {} to {} of a run of {}; merge every slice of one run",
+                    m.first_input, m.first_input + m.images - 1, m.run_inputs));
   }
   m.shard.clear();
   m.first_input = 0;
@@ -280,11 +300,9 @@ nlohmann::json CategoriesJson(const RunRow& row, const config::TpuConfig& c) {
 void AddBound(const RunRow& row, nlohmann::json* j) {
   if (!row.HasBound()) return;
   const compiler::Bound& b = row.bound;
-  (*j)["bound"] = {{"array", b.array},
-                   {"weights", b.weights},
-                   {"host", b.Host()},
-                   {"vector", b.vector},
-                   {"pipeline", b.pipeline}};
+  (*j)["bound"] = {{"array", b.array},   {"weights", b.weights},
+                   {"host", b.Host()},   {"staged_host", b.staged_host},
+                   {"vector", b.vector}, {"pipeline", b.pipeline}};
   (*j)["bound_cycles"] = b.Cycles();
   (*j)["cycles_over_bound"] = static_cast<double>(row.Cycles()) / b.Cycles();
   (*j)["binds"] = b.Binds();
@@ -334,9 +352,11 @@ void AddCheck(const RunReport& r, nlohmann::json* j) {
   (*j)["accuracy"] = labels ? nlohmann::json(r.Accuracy()) : nlohmann::json(nullptr);
   (*j)["bit_exact"] = r.checked ? nlohmann::json(r.mismatches == 0) : nlohmann::json(nullptr);
   (*j)["mismatches"] = r.checked ? nlohmann::json(r.mismatches) : nlohmann::json(nullptr);
-  if (r.checked && !r.topology && r.config.dtype == hw::Dtype::kBf16)  // the first NaN or inf
+  if (r.checked && !r.topology && r.config.dtype == hw::Dtype::kBf16) {  // the first NaN or inf
     (*j)["non_finite"] =
         r.non_finite.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.non_finite);
+    (*j)["non_finite_outputs"] = r.non_finite_outputs;
+  }
 }
 
 }  // namespace
@@ -357,7 +377,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"plan", r.plan},
       {"ub_rows", r.ub_rows},
       {"checked", r.checked},
-      {"cycles", t.Cycles()},
+      {"cycles", r.ElapsedCycles()},  // the chip's time; on several cores, not their sum
       {"chip_cycles", r.ElapsedCycles()},
       {"macs", t.macs},
       {"mapping_efficiency", t.MappingEfficiency()},
@@ -377,6 +397,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"wall_seconds", r.wall_seconds},
       {"revision", kGitRevision}};
   if (!t.mxu_busy.empty()) j["mxu_busy_cycles"] = t.mxu_busy;
+  if (!r.cores.empty()) j["core_cycles"] = t.Cycles();  // every core's cycles, summed
   j["topology"] = r.topology;
   if (r.topology) j["gemm_list"] = r.gemm_list;
   j["counters"] = CountersJson(t.counters);
@@ -397,6 +418,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
   if (!r.shard.empty()) {
     j["shard"] = r.shard;
     j["first_input"] = r.first_input;
+    j["run_inputs"] = r.run_inputs;
   }
   AddCheck(r, &j);
   return j;
@@ -464,7 +486,12 @@ std::string CheckText(const RunReport& r) {
           "  bit-exact  {} (bf16 outputs of every input against the CPU bf16 reference, "
           "docs/bf16.md; {} differ)\n",
           r.mismatches == 0 ? "yes" : "NO", r.mismatches);
-      if (!r.non_finite.empty()) s += "  NaN/inf    " + r.non_finite + "\n";
+      if (!r.non_finite.empty()) {
+        s += fmt::format(
+            "  NaN/inf    {}; the outputs of {} of {} inputs are not finite: equal "
+            "to the reference, but no result\n",
+            r.non_finite, r.non_finite_outputs, r.images);
+      }
     } else {
       s += fmt::format(
           "  bit-exact  {} (int8 outputs of every input against the CPU int8 "

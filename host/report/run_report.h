@@ -61,6 +61,7 @@ struct RunReport {
   bool labelled = true;     // the inputs had labels: accuracy is known
   std::string shard;        // "I/K" for a slice of the inputs (run --shard); empty: all
   int64_t first_input = 0;  // the slice's first input
+  int64_t run_inputs = 0;   // a slice's: the inputs of the whole run it is a slice of
   std::string plan;         // how the model was lowered (run::TpuRunResult::plan)
   std::vector<compiler::SpilledTensor> spilled;  // tensors the plan keeps in host memory
   int64_t ub_rows = 0;                           // unified-buffer rows the whole-network plan uses
@@ -72,7 +73,8 @@ struct RunReport {
   // runs once, so "per image" is per run of the list.
   bool gemm_list = false;
   int64_t correct = 0, mismatches = 0;
-  std::string non_finite;  // bf16: where the first NaN or infinity appeared (empty: none)
+  std::string non_finite;          // bf16: where the first NaN or infinity appeared (empty: none)
+  int64_t non_finite_outputs = 0;  // bf16: inputs whose outputs hold a NaN or an infinity
   double wall_seconds = 0;
   std::vector<RunRow> layers;
   RunRow total;
@@ -96,9 +98,9 @@ RunReport BuildRunReport(const run::TpuRunResult& r, const std::string& model,
 // field when something is missing or of the wrong type.
 RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where);
 // The report of slices of one run (run --shard I/K of the same model, inputs, chip, batch
-// and engine), as the single run would give it: counters, MACs, images, correct inputs and
-// mismatches summed layer by layer. Throws UsageError when the slices do not belong
-// together (naming what differs) or one is missing.
+// and engine), in input order, as the single run would give it: counters, MACs, images,
+// correct inputs and mismatches summed layer by layer. Throws UsageError when the slices do
+// not belong together (naming what differs), overlap or leave inputs out.
 RunReport MergeRunReports(const std::vector<RunReport>& shards);
 std::string FormatRunText(const RunReport& r);
 nlohmann::json RunReportJson(const RunReport& r);

@@ -273,6 +273,7 @@ void RunBf16Batch(const nn::Model& model, const NetworkCompiler& network, const 
           fmt::format("input {}: first in layer '{}', value {} of its output", first + i,
                       model.layers[static_cast<size_t>(nf.layer)].name, nf.index);
     }
+    r->non_finite_outputs += nn::FirstNonFinite({got}).layer >= 0;
     r->logits_bf16.push_back(std::move(got));
   }
 }

@@ -58,6 +58,7 @@ struct TpuRunResult {
   std::vector<std::vector<int8_t>> logits;         // per input, the model's int8 outputs
   std::vector<std::vector<uint16_t>> logits_bf16;  // on a bf16 chip: bfloat16 outputs
   std::string non_finite;          // bf16: where the first NaN or infinity appeared (empty: none)
+  int64_t non_finite_outputs = 0;  // bf16: inputs whose outputs hold a NaN or an infinity
   float output_scale = 0;          // their scale
   std::vector<LayerStats> layers;  // one entry for a whole-network program
   std::string plan;  // "whole network, one program per batch: ...", or "layer jobs (why)"

@@ -101,7 +101,9 @@ TEST_F(RunCliTest, TwoCoresReportEachCoreAndMergeFromSlices) {
     sum += cycles;
     most = std::max(most, cycles);
   }
-  EXPECT_EQ(sum, two["cycles"].get<uint64_t>());        // the rows count every core's cycles
+  EXPECT_EQ(sum, two["core_cycles"].get<uint64_t>());  // the rows count every core's cycles
+  EXPECT_EQ(two["cycles"], two["chip_cycles"]);        // the headline is the chip's time
+  EXPECT_FALSE(one.contains("core_cycles"));
   EXPECT_LE(most, two["chip_cycles"].get<uint64_t>());  // each run ends with its last core
   EXPECT_LT(two["chip_cycles"].get<uint64_t>(), one["chip_cycles"].get<uint64_t>());
   EXPECT_NE(two["plan"].get<std::string>().find("on 2 cores"), std::string::npos);
@@ -402,6 +404,23 @@ nn::Model FloatGraph() {
   return m;
 }
 
+// Slices of several batches each: their merge keeps the bound's staged host reads (the
+// input of a batch read while the batch before computes), which the layer rows carry.
+TEST_F(RunCliTest, MergedSlicesKeepTheWholeRunsBound) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const std::string run = "run --engine fast --images 256 --batch 64 -q --json ";
+  ASSERT_EQ(Run(run + P("whole.json")).exit_code, 0);
+  for (const char* s : {"0", "1"})
+    ASSERT_EQ(Run(run + P(std::string("s") + s + ".json") + " --shard " + s + "/2").exit_code, 0);
+  const Outcome m = Run("merge " + P("s0.json") + " " + P("s1.json") + " -q --json " + P("m.json"));
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  const auto whole = nlohmann::json::parse(Slurp(P("whole.json")));
+  const auto merged = nlohmann::json::parse(Slurp(P("m.json")));
+  EXPECT_GT(whole["bound"]["staged_host"].get<double>(), 0);
+  EXPECT_EQ(merged["bound"], whole["bound"]);
+  EXPECT_EQ(merged["layers"], whole["layers"]);
+}
+
 // --inputs, --synthetic, --logits, --shard and merge, as a user of an imported network uses
 // them; a file of the wrong shape is one line naming both shapes, exit 2, nothing written.
 TEST_F(RunCliTest, FloatInputsLogitsShardsAndMerge) {
@@ -452,6 +471,15 @@ TEST_F(RunCliTest, FloatInputsLogitsShardsAndMerge) {
   ExpectError("merge " + P("s0.json") + " " + P("s2.json"), 2, "2 of the 3 slices are there");
   ExpectError("merge " + P("s0.json") + " " + P("s0.json") + " " + P("s1.json"), 2,
               "slice 0/3 is there twice");
+  // Slices of two runs of different lengths that happen to be split in as many slices.
+  for (const std::string& images : {"5", "4"}) {
+    o = Run("run" + model + " --inputs " + P("in.npy") + " --batch 2 --images " + images +
+            " --shard " + (images == "5" ? "0" : "1") + "/2 -q --json " +
+            P("h" + images + ".json"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+  }
+  ExpectError("merge " + P("h5.json") + " " + P("h4.json"), 2,
+              "differs from slice 0/2 in its whole run's number of inputs");
   // Bad inputs.
   ExpectError("run" + model, 2, "has no data set: give its inputs with --inputs FILE.npy");
   Tensor<float> bad;
@@ -466,8 +494,43 @@ TEST_F(RunCliTest, FloatInputsLogitsShardsAndMerge) {
   ExpectError("run" + model + " --inputs " + P("in.npy") + " --images 9", 2,
               "--images 9 is more than the 5 inputs in");
   ExpectError("run" + model + " --synthetic 4 --shard 4/4", 2, "--shard 4/4: give I/K");
+  ExpectError("run --synthetic 0", 2, "0 is not a count of inputs; give 1 or more");
+  ExpectError("quantize --model " + P("g") + " --out " + P("gq") + " --synthetic 0", 2,
+              "0 is not a count of inputs");
   ExpectError("run --host-im2col" + model + " --synthetic 2", 2,
               "--host-im2col runs chains of layers; model 'g' is a graph");
+}
+
+// Results that mean nothing are said to: int8 inputs far outside the calibrated range, and
+// bf16 outputs that are NaN or infinite, each a warning on stderr (the run still succeeds).
+TEST_F(RunCliTest, WarnsOfClippedInputsAndNonFiniteOutputs) {
+  const nn::Model m = FloatGraph();
+  nn::SaveModel(m, P("g"));
+  Tensor<float> x;
+  x.shape = {2, 3, 6, 6};
+  x.data.assign(2 * 3 * 36, 0.25f);
+  WriteNpyTensor(P("fine.npy"), x);
+  x.data[7] = 1e30f;
+  x.data[80] = -1e30f;
+  WriteNpyTensor(P("far.npy"), x);
+  const std::string run = "run --model " + P("g") + " --engine fast --inputs ";
+  Outcome o = Run(run + P("fine.npy"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.err, "");
+  o = Run(run + P("far.npy"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.err.rfind("tpusim: warning: 2 of the 216 input values lie far outside the range", 0),
+            0u)
+      << o.err;
+  EXPECT_NE(o.err.find("the largest |x| is 1e+30"), std::string::npos) << o.err;
+  x.data[7] = x.data[150] = 3.4e38f;  // beyond bfloat16's largest: an infinity in each input
+  WriteNpyTensor(P("huge.npy"), x);
+  o = Run(run + P("huge.npy") + " --config small-16 --set dtype=bf16");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.err.find("tpusim: warning: the outputs of 2 of 2 inputs are NaN or infinite"),
+            std::string::npos)
+      << o.err;
+  EXPECT_NE(o.out.find("the outputs of 2 of 2 inputs are not finite"), std::string::npos) << o.out;
 }
 
 // An fp32 model on a bf16 chip (docs/bf16.md): no quantization, bit-exact against the bf16
