@@ -40,10 +40,15 @@ bool Contains(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-// A path in the spec, relative to the spec's folder.
+// A path in the spec, relative to the spec's folder, as one absolute path whatever folder
+// the sweep runs from and however its spec was named: a point's key holds it, and
+// `tpusim plot` (which finds the spec by its absolute path) must find the same keys.
 std::string SpecRelative(const std::string& spec_path, const std::string& p) {
-  if (p.empty() || fs::path(p).is_absolute()) return p;
-  return (fs::path(spec_path).parent_path() / p).lexically_normal().string();
+  if (p.empty()) return p;
+  std::error_code ec;
+  const fs::path joined = fs::absolute(fs::path(spec_path).parent_path() / p, ec);
+  const fs::path canonical = fs::weakly_canonical(joined, ec);
+  return (ec ? joined.lexically_normal() : canonical).string();
 }
 
 // An axis's values: a list, or {"from", "to", and "step" or "times"} of integers.

@@ -90,6 +90,30 @@ TEST_F(SweepCliTest, WritesTheTableAndPlotsAndRerunsNothing) {
   EXPECT_TRUE(fs::exists(P("s/plots/pareto.svg")));
 }
 
+// A spec's relative paths name the same points whatever folder the sweep runs from and
+// however the spec is named: plot, run from elsewhere, finds every point done.
+TEST_F(SweepCliTest, RelativePathsKeepTheirPointsFromAnyFolder) {
+  const Outcome m = Run("import " TPUSIM_SOURCE_DIR "/models/onnx/torch_cnn.onnx --out " + P("m") +
+                        " --quantize --synthetic 4 -q");
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  fs::create_directories(dir_ / "specs");
+  Spec("specs/rel.json", R"({
+      "base": {"config": "small-16", "images": 2, "batch": 2, "engine": "fast", "model": "../m",
+               "synthetic": 2},
+      "axes": {"array_dim": [4, 8]}, "metrics": ["cycles_per_image"]})");
+  const std::string here = "cd " + dir_.string() + " && " + TPUSIM_BINARY;
+  ASSERT_EQ(std::system((here + " sweep specs/rel.json --out s --no-plots -q").c_str()), 0);
+  const Outcome plot = Run("plot " + P("s"));
+  ASSERT_EQ(plot.exit_code, 0) << plot.err;
+  const std::string csv = Slurp(P("s/results.csv"));
+  EXPECT_EQ(csv.find("missing"), std::string::npos) << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
+  const Outcome again =
+      Run("sweep " + P("specs/../specs/rel.json") + " --out " + P("s") + " --no-plots");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("2 points, 0 to run"), std::string::npos) << again.err;
+}
+
 TEST_F(SweepCliTest, AKilledSweepResumesToTheSameTable) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
   // Points of 1,000 images, long enough (about half a second each) to be cut.
