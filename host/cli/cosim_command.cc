@@ -36,6 +36,7 @@ struct CosimArgs {
   std::string json, out = "cosim-mismatches", replay, save;
   std::optional<uint64_t> program;
   bool quiet = false;
+  bool child = false;  // one config of a cosim of several: its progress bar, not its summary
 };
 
 // One preset for every array size whose RTL is built.
@@ -151,7 +152,7 @@ nlohmann::json CosimChild(const CosimArgs& a, const std::string& config_name,
                           const std::string& json_path) {
   std::vector<std::string> argv = {fs::read_symlink("/proc/self/exe").string(),
                                    "cosim",
-                                   "-q",
+                                   a.quiet ? "-q" : "--child",
                                    "--config",
                                    config_name,
                                    "--programs",
@@ -259,7 +260,7 @@ void Cosim(const CosimArgs& a) {
                                         .dump(2) +
                                     "\n");
   }
-  if (!a.quiet) std::cout << text;
+  if (!a.quiet && !a.child) std::cout << text;
   if (mismatches > 0) {
     for (const auto& r : results) {
       if (r["mismatches"].get<uint64_t>() > 0) {
@@ -327,6 +328,9 @@ Examples:
                   "write every program run to this folder first (as --out does for mismatches; "
                   "replay with --replay)");
   cmd->add_flag("-q,--quiet", a->quiet, "print nothing but errors");
+  // How a cosim of several configs runs each (in a process of its own): with its progress
+  // bar, which -q would hide, and without the summary, which the parent prints.
+  cmd->add_flag("--child", a->child)->group("");
   cmd->callback([a] { Cosim(*a); });
 }
 
