@@ -122,8 +122,16 @@ class Importer {
     for (const auto& d : shape.dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
     std::string text;
     for (int64_t d : dims) text += (text.empty() ? "" : " x ") + (d < 0 ? "?" : std::to_string(d));
-    if (dims.size() != 4 || dims[1] <= 0 || dims[2] <= 0 || dims[3] <= 0 || dims[1] > 65536 ||
-        dims[2] > 65536 || dims[3] > 65536) {
+    if (dims.size() != 4) {
+      Fail(fmt::format(
+          "input '{}' is {} ({} dimensions); tpusim imports image networks, whose input is an "
+          "N x C x H x W batch: a sequence (Conv1d, nn.LSTM, a transformer's tokens) or a flat "
+          "vector is not an input it takes (docs/import.md lists what it imports; tpusim lstm "
+          "runs LSTM layers)",
+          input->name(), text.empty() ? "a scalar" : text, dims.size()));
+    }
+    if (dims[1] <= 0 || dims[2] <= 0 || dims[3] <= 0 || dims[1] > 65536 || dims[2] > 65536 ||
+        dims[3] > 65536) {
       Fail(
           fmt::format("input '{}' is {} ({} dimensions); tpusim imports an N x C x H x W image "
                       "batch with C, H and W fixed: export with a fixed input size",

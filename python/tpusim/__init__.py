@@ -11,6 +11,7 @@ tpusim CLI; a chip that disagrees with its reference raises RuntimeError (Mismat
 run, with the report). docs/python.md describes every call.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -252,6 +253,17 @@ def _cli_call(args):
     return done.returncode, message
 
 
+@contextlib.contextmanager
+def _naming(path, what):
+    """Errors that name `path`, a temporary file the user never made, name `what` instead."""
+    try:
+        yield
+    except (ValueError, RuntimeError) as e:
+        if path not in str(e):
+            raise
+        raise type(e)(str(e).replace(path, what)) from None
+
+
 def _run_worker(m, cfg, inputs, images, synthetic, seed, dataset, data, batch, timing_only,
                 host_im2col):
     import numpy as np
@@ -325,9 +337,10 @@ def import_torch(module, example_input, quantize=True, calibration=None, name=No
                               input_names=["input"], output_names=["output"])
         cal = calibration if calibration is not None else example_input
         cal = cal.detach().cpu().numpy().astype("float32") if isinstance(cal, torch.Tensor) else cal
-        return import_onnx(onnx_path, name=name or type(module).__name__.lower(),
-                           quantize=quantize, calibration=cal if quantize else None,
-                           dataset=dataset)
+        with _naming(onnx_path, f"the ONNX export of {type(module).__name__}"):
+            return import_onnx(onnx_path, name=name or type(module).__name__.lower(),
+                               quantize=quantize, calibration=cal if quantize else None,
+                               dataset=dataset)
 
 
 def from_torch(module, example_input, config=None, engine="fast", batch=None, calibration=None,
@@ -407,16 +420,21 @@ def sweep(spec, out=None, jobs=2):
         else:
             raise TypeError(f"spec must be a dict or a spec file, not {type(spec).__name__}")
         folder = os.fspath(out) if out is not None else os.path.join(tmp, "sweep")
-        rc, message = _cli_call(["sweep", spec_path, "--out", folder, "--jobs", str(jobs),
-                                 "--no-plots", "--quiet"])
-        results = os.path.join(folder, "results.json")
-        if rc != 0 and not os.path.exists(results):
-            raise RuntimeError(message or f"tpusim sweep exited with {rc}")
-        with open(results) as f:
-            points = json.load(f)["points"]
-        if rc != 0:
-            raise RuntimeError(f"{message} (the points that ran are in {folder})")
-        return [_row(p) for p in points]
+        with _naming(spec_path, "the spec dict"):
+            return _sweep_in(spec_path, folder, jobs)
+
+
+def _sweep_in(spec_path, folder, jobs):
+    rc, message = _cli_call(["sweep", spec_path, "--out", folder, "--jobs", str(jobs),
+                             "--no-plots", "--quiet"])
+    results = os.path.join(folder, "results.json")
+    if rc != 0 and not os.path.exists(results):
+        raise RuntimeError(message or f"tpusim sweep exited with {rc}")
+    with open(results) as f:
+        points = json.load(f)["points"]
+    if rc != 0:
+        raise RuntimeError(f"{message} (the points that ran are in {folder})")
+    return [_row(p) for p in points]
 
 
 def _row(point):

@@ -130,6 +130,15 @@ def test_from_torch_runs_a_module_bit_exact_on_both_formats():
     assert report["bit_exact"]
 
 
+def test_from_torch_names_the_module_not_a_temporary_file():
+    torch = pytest.importorskip("torch")
+    net = torch.nn.Sequential(torch.nn.Conv1d(3, 4, 3), torch.nn.ReLU())
+    with pytest.raises(ValueError) as e:
+        tpusim.from_torch(net, torch.randn(2, 3, 16), config="small-16")
+    assert str(e.value).startswith("the ONNX export of Sequential: input 'input' is 2 x 3 x 16 "
+                                   "(3 dimensions); tpusim imports image networks"), str(e.value)
+
+
 def test_sweep_returns_one_row_per_point(tmp_path):
     spec = {"name": "py", "base": {"config": "small-16", "model": "models/lenet5", "images": 64,
                                    "batch": 64, "engine": "fast"},
@@ -187,6 +196,9 @@ def test_teach_records_every_cycle_of_the_rtl(tmp_path):
     (lambda: tpusim.import_onnx("missing.onnx"), ValueError, "missing.onnx"),
     (lambda: tpusim.teach(np.ones((2, 2)), np.ones((2, 2))), TypeError, "a is a float64 array"),
     (lambda: tpusim.sweep(3), TypeError, "spec must be a dict or a spec file"),
+    # Errors name what the user gave, never the temporary files made from it.
+    (lambda: tpusim.sweep({"axes": {"batch": [8]}, "nope": 1}), ValueError,
+     "^the spec dict: unknown key 'nope'"),
 ])
 def test_bad_input_names_what_is_wrong(call, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(")):

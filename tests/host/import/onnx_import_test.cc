@@ -406,6 +406,15 @@ TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {
                                       "an N x C x H x W image batch with C, H and W fixed"),
             std::string::npos)
       << ImportError(dynamic);
+  // A sequence (Conv1d, LSTM, tokens) is told it is not an image input, not to fix its size.
+  Graph sequence({1, 16, 32});
+  sequence.Node("Relu", {"x"}, "y");
+  sequence.Output("y");
+  const std::string why = ImportError(sequence);
+  EXPECT_NE(why.find("input 'x' is 1 x 16 x 32 (3 dimensions); tpusim imports image networks"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("fixed input size"), std::string::npos) << why;
 }
 
 TEST(OnnxImportTest, NonOnnxAndTruncatedFiles) {
