@@ -40,6 +40,24 @@ TEST_F(CosimCliTest, SeveralConfigsRunInChildProcesses) {
 
 // --networks tests the compiler: random networks of every layer kind, bit-exact against the
 // CPU int8 reference on the fast engine, a sample on the RTL with every counter equal.
+// On a terminal (script(1) gives it one), each config's child shows its progress bar; the
+// summary comes once, from the parent.
+TEST_F(CosimCliTest, SeveralConfigsShowTheirProgressOnATerminal) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1)";
+  const std::string cmd = std::string("script -qec '") + TPUSIM_BINARY +
+                          " cosim -c teach-4 -c small-16 --programs 300' " + P("tty.log") +
+                          " >/dev/null 2>&1 </dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << Slurp(P("tty.log"));
+  const std::string tty = Slurp(P("tty.log"));
+  EXPECT_NE(tty.find("cosim teach-4 ["), std::string::npos) << tty;
+  EXPECT_NE(tty.find("cosim small-16 ["), std::string::npos) << tty;
+  size_t totals = 0;
+  for (size_t at = tty.find("total: 600 programs"); at != std::string::npos;
+       at = tty.find("total: 600 programs", at + 1))
+    ++totals;
+  EXPECT_EQ(totals, 1u) << tty;
+}
+
 TEST_F(CosimCliTest, RandomNetworksRunBitExactAndTheJsonSaysSo) {
   const Outcome o = Run("cosim --config lab-8 --networks 40 --seed 5 --rtl-every 4 --json " +
                         P("n.json") + " --out " + P("mm"));
