@@ -2,11 +2,13 @@
 #include "host/run/topology.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <new>
 #include <optional>
 #include <random>
 
@@ -543,12 +545,60 @@ LayerStats RunLayerIm2col(const TopologyLayer& l, int batch, engine::ChipEngine&
   return stats;
 }
 
+// The bytes the simulation of layer l holds at the least: the batch's input and output maps
+// (the random inputs it makes, and what the chip writes back) and the weights, each value
+// `bytes` wide. In double: a topology's sizes may overflow an int64 product.
+double LayerHostBytes(const TopologyLayer& l, int batch, double bytes) {
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const double maps =
+      d(l.ifmap_h) * d(l.ifmap_w) * d(l.channels) + d(l.OfmapH()) * d(l.OfmapW()) * d(l.filters);
+  return bytes * (batch * maps + d(l.filter_h) * d(l.filter_w) * d(l.channels) * d(l.filters));
+}
+
+// Refuses, before anything runs, a layer whose simulation cannot fit this machine's memory
+// (it ended in std::bad_alloc, naming nothing).
+void CheckLayersFitThisMachine(const std::vector<TopologyLayer>& layers, int run_batch,
+                               double bytes) {
+  const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                     static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  for (const TopologyLayer& l : layers) {
+    const int batch = LayerBatch(l, run_batch);
+    const double need = LayerHostBytes(l, batch, bytes);
+    if (ram > 0 && need > ram) {
+      throw UsageError(fmt::format(
+          "layer '{}' ({} x {} x {} input, {} filters of {} x {}, batch {}) needs at least "
+          "{:.1f} GB to simulate (its input and output maps and its weights), more than this "
+          "machine's {:.1f} GB of memory: make the layer or the batch smaller",
+          l.name, l.ifmap_h, l.ifmap_w, l.channels, l.filters, l.filter_h, l.filter_w, batch,
+          need / 1e9, ram / 1e9));
+    }
+  }
+}
+
+// Layer l: as one-layer network programs where it fits them, else as im2col GEMM pieces.
+template <class T>
+LayerStats RunLayer(const TopologyLayer& l, int batch, engine::ChipEngine& engine,
+                    std::mt19937_64& rng, const TopologyRunOptions& options,
+                    const std::function<void(double)>& on_macs, TpuRunResult& result, bool& exact) {
+  if (!options.host_im2col) {
+    std::optional<LayerStats> stats =
+        RunLayerProgram<T>(l, batch, engine, options.maps_on_chip, rng, result, exact);
+    if (stats) {
+      const gemm::GemmShape g = l.Gemm();
+      on_macs(static_cast<double>(g.m * g.k * g.n * batch));
+      return std::move(*stats);
+    }
+  }
+  return RunLayerIm2col<T>(l, batch, engine, rng, exact, on_macs, result);
+}
+
 // The layers one after another (RunTopologyOnTpu), T the chip's operand type.
 template <class T>
 TpuRunResult RunLayers(const std::vector<TopologyLayer>& layers, engine::ChipEngine& engine,
                        uint64_t seed, const std::function<void(double)>& progress,
                        const TopologyRunOptions& options) {
   CheckBatch(options.batch);
+  CheckLayersFitThisMachine(layers, options.batch, sizeof(T));
   if (options.maps_on_chip && !options.host_im2col && IsChain(layers)) {
     LayerBatch(layers[0], options.batch);  // a GEMM's batch is its M: refuses --batch
     return RunChain(layers, engine, seed, progress);
@@ -570,19 +620,17 @@ TpuRunResult RunLayers(const std::vector<TopologyLayer>& layers, engine::ChipEng
     if (progress) progress(total_macs > 0 ? done_macs / total_macs : 1.0);
   };
   for (const TopologyLayer& l : layers) {
-    const gemm::GemmShape g = l.Gemm();
     const int batch = LayerBatch(l, options.batch);
     bool exact = true;
-    std::optional<LayerStats> stats;
-    if (!options.host_im2col)
-      stats = RunLayerProgram<T>(l, batch, engine, options.maps_on_chip, rng, result, exact);
-    if (stats) {
-      on_macs(static_cast<double>(g.m * g.k * g.n * batch));
-    } else {
-      stats = RunLayerIm2col<T>(l, batch, engine, rng, exact, on_macs, result);
+    try {
+      result.layers.push_back(RunLayer<T>(l, batch, engine, rng, options, on_macs, result, exact));
+    } catch (const std::bad_alloc&) {
+      throw RuntimeError(fmt::format(
+          "this machine ran out of memory simulating layer '{}' (at least {:.1f} GB of maps "
+          "and weights at batch {}): make the layer or the batch smaller",
+          l.name, LayerHostBytes(l, batch, sizeof(T)) / 1e9, batch));
     }
     result.mismatches += !exact;
-    result.layers.push_back(std::move(*stats));
   }
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
