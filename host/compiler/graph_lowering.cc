@@ -104,7 +104,7 @@ class Lowering {
         return Weighted(i, l);
       case nn::LayerType::kAvgPool2d:
         if (fused_.count(i)) return;
-        return Weighted(i, AveragePoolAsConv(l));
+        return Weighted(i, AveragePoolAsConv(l, bf16_));
       case nn::LayerType::kMaxPool2d:
         if (fused_.count(i)) return;
         return MaxPool(i);
@@ -345,21 +345,20 @@ class Lowering {
   // The tile of each (column j, K-tile kb) of the weights packed densely: K is the
   // receptive field (or the flattened input), k long.
   Terms DenseTerms(const nn::Layer& l, int64_t k, int64_t kt, int64_t nt, bool window) const {
-    std::vector<uint8_t> packed;
-    if (bf16_) {
-      std::vector<uint16_t> w;
-      for (float v : l.weights.data) w.push_back(nn::Bf16OfFp32(nn::BitsOfFloat(v)));
-      packed = PackWeightTilesBf16(w.data(), k, l.out.c, n_);
-    } else {
-      packed = PackWeightTiles(l.q.weights.data.data(), k, l.out.c, n_);
-    }
-    const size_t nn2 = static_cast<size_t>(n_) * n_ * (bf16_ ? 2 : 1);
+    // One tile at a time (packing.h's layout), never the whole matrix packed.
+    auto tile_at = [&](int64_t kb, int64_t j) {
+      if (!bf16_) {
+        return WeightTile(l.q.weights.data.data(), k, l.out.c, n_, kb, j,
+                          [](int8_t v) { return v; });
+      }
+      return WeightTile(l.weights.data.data(), k, l.out.c, n_, kb, j,
+                        [](float v) { return nn::Bf16OfFp32(nn::BitsOfFloat(v)); });
+    };
     Terms terms;
     terms.columns.resize(static_cast<size_t>(nt));
     for (int64_t j = 0; j < nt; ++j) {
       for (int64_t kb = 0; kb < kt; ++kb) {
-        const auto at = packed.begin() + static_cast<std::ptrdiff_t>((j * kt + kb) * nn2);
-        const std::vector<uint8_t> tile(at, at + static_cast<std::ptrdiff_t>(nn2));
+        const std::vector<uint8_t> tile = tile_at(kb, j);
         // A tile of zeros adds nothing (a depthwise layer's off-diagonal blocks, an average
         // pooling's): skipped, unless the whole column is zeros (then one term overwrites
         // the accumulators). In bf16 too: nn::Bf16Net skips the same tiles

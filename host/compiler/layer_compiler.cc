@@ -40,7 +40,7 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
       continue;
     }
     if (l.type == nn::LayerType::kAvgPool2d) {
-      s.lowered = std::make_shared<const nn::Layer>(AveragePoolAsConv(l));
+      s.lowered = std::make_shared<const nn::Layer>(AveragePoolAsConv(l, /*bf16=*/false));
       steps.push_back(s);
       continue;
     }
@@ -178,7 +178,7 @@ std::vector<LayerStep> MaxPoolPasses(const nn::Layer& pool, int layer_index) {
   return passes;
 }
 
-nn::Layer AveragePoolAsConv(const nn::Layer& pool) {
+nn::Layer AveragePoolAsConv(const nn::Layer& pool, bool bf16) {
   nn::Layer l;
   l.name = pool.name;
   l.type = nn::LayerType::kConv2d;
@@ -196,8 +196,19 @@ nn::Layer AveragePoolAsConv(const nn::Layer& pool) {
   l.kernel_w = pool.pool_w;
   l.stride = pool.pool_stride;
   l.quantized = true;
+  const std::vector<int64_t> shape = {l.kernel_h, l.kernel_w, l.in.c, 1};
+  if (bf16) {  // fp32 weights 1 / (kh x kw) (docs/bf16.md, "Networks")
+    Tensor<float> avg;
+    avg.shape = shape;
+    avg.data.assign(static_cast<size_t>(avg.Size()),
+                    1.0f / static_cast<float>(pool.pool_h * pool.pool_w));
+    l.weights = nn::ExpandDepthwise(avg);
+    l.bias.shape = {l.out.c};
+    l.bias.data.assign(static_cast<size_t>(l.out.c), 0.0f);
+    return l;
+  }
   Tensor<int8_t> ones;
-  ones.shape = {l.kernel_h, l.kernel_w, l.in.c, 1};
+  ones.shape = shape;
   ones.data.assign(static_cast<size_t>(ones.Size()), int8_t{1});
   l.q.weights = nn::ExpandDepthwise(ones);
   l.q.bias.shape = {l.out.c};
@@ -206,13 +217,6 @@ nn::Layer AveragePoolAsConv(const nn::Layer& pool) {
   nn::AverageMultiplier(pool.pool_h * pool.pool_w, &multiplier, &shift);
   l.q.multiplier.assign(static_cast<size_t>(l.out.c), static_cast<int32_t>(multiplier));
   l.q.shift.assign(static_cast<size_t>(l.out.c), static_cast<int32_t>(shift));
-  // fp32 weights 1 / (kh x kw), for a bf16 chip (docs/bf16.md, "Networks").
-  Tensor<float> avg;
-  avg.shape = ones.shape;
-  avg.data.assign(ones.data.size(), 1.0f / static_cast<float>(pool.pool_h * pool.pool_w));
-  l.weights = nn::ExpandDepthwise(avg);
-  l.bias.shape = {l.out.c};
-  l.bias.data.assign(static_cast<size_t>(l.out.c), 0.0f);
   return l;
 }
 

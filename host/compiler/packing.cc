@@ -9,19 +9,19 @@ namespace tpu::compiler {
 
 namespace {
 
-// The tiles of operands of type T, as the bytes of weight memory (little-endian).
+// The tiles of operands of type T, as the bytes of weight memory (little-endian), tile by
+// tile (WeightTile), so that no second copy of a large matrix is held.
 template <class T>
 std::vector<uint8_t> PackTiles(const T* w, int64_t k, int64_t cols, int n) {
-  const int64_t kt = (k + n - 1) / n, nt = (cols + n - 1) / n, nn = int64_t{n} * n;
-  std::vector<T> tiles(static_cast<size_t>(kt * nt * nn), 0);
-  for (int64_t j = 0; j < nt; ++j)
-    for (int64_t kb = 0; kb < kt; ++kb)
-      for (int64_t r = 0; r < n && kb * n + r < k; ++r)
-        for (int64_t c = 0; c < n && j * n + c < cols; ++c)
-          tiles[static_cast<size_t>((j * kt + kb) * nn + r * n + c)] =
-              w[(kb * n + r) * cols + j * n + c];
-  std::vector<uint8_t> bytes(tiles.size() * sizeof(T));
-  std::memcpy(bytes.data(), tiles.data(), bytes.size());
+  const int64_t kt = (k + n - 1) / n, nt = (cols + n - 1) / n;
+  std::vector<uint8_t> bytes;
+  bytes.reserve(static_cast<size_t>(kt * nt) * sizeof(T) * static_cast<size_t>(n) * n);
+  for (int64_t j = 0; j < nt; ++j) {
+    for (int64_t kb = 0; kb < kt; ++kb) {
+      const std::vector<uint8_t> tile = WeightTile(w, k, cols, n, kb, j, [](T v) { return v; });
+      bytes.insert(bytes.end(), tile.begin(), tile.end());
+    }
+  }
   return bytes;
 }
 

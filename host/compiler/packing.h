@@ -3,9 +3,28 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace tpu::compiler {
+
+// Tile (kb, j) of the layout below alone: N x N operands, zero-padded, each the bytes
+// (little-endian) of value(w[i]), an int8 or the bits of a bfloat16. For a caller that
+// needs a few tiles of a large matrix without the whole (an average pooling's, mostly
+// zeros: docs/performance.md, "Memory").
+template <class T, class Value>
+std::vector<uint8_t> WeightTile(const T* w, int64_t k, int64_t cols, int n, int64_t kb, int64_t j,
+                                Value value) {
+  using Operand = decltype(value(w[0]));
+  std::vector<uint8_t> tile(sizeof(Operand) * static_cast<size_t>(n) * static_cast<size_t>(n), 0);
+  for (int64_t r = 0; r < n && kb * n + r < k; ++r) {
+    for (int64_t c = 0; c < n && j * n + c < cols; ++c) {
+      const Operand v = value(w[(kb * n + r) * cols + j * n + c]);
+      std::memcpy(&tile[sizeof(Operand) * static_cast<size_t>(r * n + c)], &v, sizeof(Operand));
+    }
+  }
+  return tile;
+}
 
 // The N x N weight tiles of a K x cols int8 matrix W (row-major), zero-padded to whole
 // tiles. Tile (kb, j), rows kb*N .. and columns j*N .. of W, is the (j * kt + kb)-th tile
