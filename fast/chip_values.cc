@@ -215,14 +215,18 @@ void ChipValues::FormWindowRows(const Decoded& d, T pad_min) {
   const int64_t n = n_, rows = d.len;
   const int64_t fields = int64_t{w.kh} * w.kw * w.channels, first = d.first, tile = d.ktile;
   formed_.assign(static_cast<size_t>(rows * row_bytes_), 0);
-  // Per lane: (ky, kx, c), or -1 past the field's end.
-  std::vector<int64_t> ky(static_cast<size_t>(n), -1), kx(ky), ch(ky);
-  for (int64_t l = 0; l < n; ++l) {
+  // Per lane: (ky, kx, c) and its offset from the window's corner in the map; the lanes
+  // past the field's end (a suffix: [used, n)) stay zero.
+  std::vector<int64_t> ky(static_cast<size_t>(n), -1), kx(ky), ch(ky), off(ky);
+  int64_t used = 0, ky_max = 0, kx_max = 0;
+  for (int64_t l = 0; l < n && tile * n + l < fields; ++l, ++used) {
     const int64_t e = tile * n + l;
-    if (e >= fields) continue;
     ch[l] = e % w.channels;
     kx[l] = e / w.channels % w.kw;
     ky[l] = e / (int64_t{w.channels} * w.kw);
+    off[l] = (ky[l] * w.in_w + kx[l]) * w.pixel_bytes + ch[l];
+    ky_max = std::max(ky_max, ky[l]);
+    kx_max = std::max(kx_max, kx[l]);
   }
   const T* map = Ub<T>(d.src);
   for (int64_t i = 0; i < rows; ++i) {
@@ -238,8 +242,12 @@ void ChipValues::FormWindowRows(const Decoded& d, T pad_min) {
     }
     const int64_t y0 = oy * w.stride_y - w.pad_top, x0 = ox * w.stride_x - w.pad_left;
     T* row = reinterpret_cast<T*>(&formed_[static_cast<size_t>(i * row_bytes_)]);
-    for (int64_t l = 0; l < n; ++l) {
-      if (ky[l] < 0) continue;
+    if (y0 >= 0 && x0 >= 0 && y0 + ky_max < w.in_h && x0 + kx_max < w.in_w) {
+      const T* corner = map + (y0 * w.in_w + x0) * w.pixel_bytes;  // every lane in the map
+      for (int64_t l = 0; l < used; ++l) row[l] = corner[off[l]];
+      continue;
+    }
+    for (int64_t l = 0; l < used; ++l) {
       const int64_t y = y0 + ky[l], x = x0 + kx[l];
       if (y < 0 || y >= w.in_h || x < 0 || x >= w.in_w) {
         if (w.pad_min) row[l] = pad_min;

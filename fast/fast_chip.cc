@@ -306,6 +306,33 @@ struct FastChip::Core {
   // This cycle.
   UnitsBusy busy;
   Cycle c;
+  // Cycles observed but not yet reported (RunOptions::on_cycles): a run of alike cycles.
+  struct Observed {
+    uint64_t first = 0, count = 0;
+    uint8_t issue = 0, busy = 0, obs = 0, mxus = 0;
+  } observed;
+  // Reports cycles [first, first + count) as on_cycles does, joining them to the run before
+  // when they follow it and are alike. Cycles that issue an instruction are never joined:
+  // an observer sees each instruction's issue on its own (timeline.h, cycle_attribution.h
+  // open a unit on the edge after it). Calls on_cycles far less often than every cycle.
+  void Observe(const RunOptions& o, int core, uint64_t first, uint64_t count) {
+    Observed& p = observed;
+    const uint8_t issue = c.issue.issue, bits = busy.Bits(), obs = c.Obs(), mxus = busy.mxus;
+    const bool fire = issue == static_cast<uint8_t>(hw::Issue::kFire);
+    if (p.count > 0 && p.first + p.count == first && !fire && p.issue == issue && p.busy == bits &&
+        p.obs == obs && p.mxus == mxus) {
+      p.count += count;
+      return;
+    }
+    Flush(o, core);
+    p = {first, count, issue, bits, obs, mxus};
+    if (fire) Flush(o, core);
+  }
+  void Flush(const RunOptions& o, int core) {
+    Observed& p = observed;
+    if (p.count > 0) o.on_cycles(core, p.first, p.count, p.issue, p.busy, p.obs, p.mxus);
+    p.count = 0;
+  }
 };
 
 FastChip::FastChip(const ChipParams& p)
@@ -474,10 +501,7 @@ bool FastChip::DecideAndCount(std::vector<Core>* cores, uint64_t cycle, const Ru
     Signals(k.u, cycle, &k.c);
     steady = steady && Steady(k.u, k.c);
     if (!k.u.ctl.Halted()) k.c.Count(k.cnt, 1, n, k.u.row_bytes);
-    if (o.on_cycles && !k.ended) {
-      o.on_cycles(static_cast<int>(i), cycle, 1, k.c.issue.issue, k.busy.Bits(), k.c.Obs(),
-                  k.busy.mxus);
-    }
+    if (o.on_cycles && !k.ended) k.Observe(o, static_cast<int>(i), cycle, 1);
   }
   return steady;
 }
@@ -496,10 +520,7 @@ void FastChip::SkipSteady(std::vector<Core>* cores, uint64_t* cycle, uint64_t* q
   for (size_t i = 0; i < cores->size(); ++i) {
     Core& k = (*cores)[i];
     if (!k.u.ctl.Halted()) k.c.Count(k.cnt, skip, n, k.u.row_bytes);
-    if (o.on_cycles && !k.ended) {
-      o.on_cycles(static_cast<int>(i), *cycle + 1, skip, k.c.issue.issue, k.busy.Bits(), k.c.Obs(),
-                  k.busy.mxus);
-    }
+    if (o.on_cycles && !k.ended) k.Observe(o, static_cast<int>(i), *cycle + 1, skip);
   }
   *quiet += skip;
   *cycle += skip;
@@ -551,6 +572,9 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
       for (const Core& k : cores) fed += k.u.ctl.Fed();
       o.progress(static_cast<double>(fed) / static_cast<double>(total_words));
     }
+  }
+  if (o.on_cycles) {
+    for (size_t i = 0; i < cores.size(); ++i) cores[i].Flush(o, static_cast<int>(i));
   }
   return Results(&cores, programs.size(), cycle);
 }
