@@ -189,6 +189,11 @@ void AddModels(py::module_& m) {
       .def_property_readonly("outputs",
                              [](const nn::Model& x) { return x.layers.back().out.Size(); })
       .def_property_readonly("layers", [](const nn::Model& x) { return x.layers.size(); })
+      // The model ends in a softmax (an ONNX Softmax or LogSoftmax): the chip's outputs are
+      // the logits before it.
+      .def_property_readonly(
+          "final_softmax",
+          [](const nn::Model& x) { return x.layers.back().activation == nn::Activation::kSoftmax; })
       .def("summary", &nn::Summary)
       .def("save", [](const nn::Model& x, const std::string& dir) { nn::SaveModel(x, dir); });
   py::class_<InputSpec>(m, "Inputs")

@@ -107,6 +107,7 @@ class Model:
     dataset = property(lambda self: self._core.dataset)
     input_chw = property(lambda self: self._core.input_chw)
     outputs = property(lambda self: self._core.outputs)
+    final_softmax = property(lambda self: self._core.final_softmax)
 
     def summary(self):
         return self._core.summary()
@@ -362,13 +363,30 @@ def from_torch(module, example_input, config=None, engine="fast", batch=None, ca
     if outputs is not None:
         with torch.no_grad():
             ref = module(example_input).detach().cpu().numpy().reshape(outputs.shape)
-        report["torch"] = {
-            "top1_agree": int((ref.argmax(1) == outputs.argmax(1)).sum()),
-            "inputs": int(outputs.shape[0]),
-            "max_abs_diff": float(np.abs(ref - outputs).max()),
-            "max_abs_output": float(np.abs(ref).max()),
-        }
+        report["torch"] = _compare_with_torch(outputs, ref, model.final_softmax)
     return outputs, report
+
+
+def _compare_with_torch(outputs, ref, final_softmax):
+    """The chip's outputs against the module's. A model ending in a softmax gives the logits
+    before it, the module its probabilities (Softmax) or their logarithms (LogSoftmax, whose
+    values are all at most 0): both are compared as probabilities then."""
+    import numpy as np
+
+    compared = "outputs"
+    if final_softmax:
+        z = outputs.astype(np.float64)
+        z = np.exp(z - z.max(axis=1, keepdims=True))
+        outputs = z / z.sum(axis=1, keepdims=True)
+        ref = np.exp(ref.astype(np.float64)) if (ref <= 0).all() else ref
+        compared = "probabilities"
+    return {
+        "top1_agree": int((ref.argmax(1) == outputs.argmax(1)).sum()),
+        "inputs": int(outputs.shape[0]),
+        "compared": compared,
+        "max_abs_diff": float(np.abs(ref - outputs).max()),
+        "max_abs_output": float(np.abs(ref).max()),
+    }
 
 
 def compile(model=None, inputs=None, images=1, config=None, synthetic=None, seed=1,

@@ -130,6 +130,24 @@ def test_from_torch_runs_a_module_bit_exact_on_both_formats():
     assert report["bit_exact"]
 
 
+@pytest.mark.parametrize("last", ["Softmax", "LogSoftmax"])
+def test_from_torch_compares_a_final_softmax_as_probabilities(last):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(2)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 5),
+                              getattr(torch.nn, last)(dim=1))
+    x = torch.randn(4, 3, 8, 8)
+    # A softmax moves no probability by more than half the largest change of a logit (its
+    # Jacobian's rows sum to 2p(1 - p) in absolute value), so logits within 0.1 of PyTorch's
+    # give probabilities within 0.05; the logits against the probabilities were 0.718 apart.
+    for config in ("tpu-v2", "small-16"):
+        _, report = tpusim.from_torch(net, x, config=config)
+        t = report["torch"]
+        assert t["compared"] == "probabilities" and t["max_abs_output"] <= 1, t
+        assert t["max_abs_diff"] < 0.05 and t["top1_agree"] >= 3, (config, t)
+
+
 def test_from_torch_names_the_module_not_a_temporary_file():
     torch = pytest.importorskip("torch")
     net = torch.nn.Sequential(torch.nn.Conv1d(3, 4, 3), torch.nn.ReLU())
