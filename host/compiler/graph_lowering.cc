@@ -239,6 +239,9 @@ class Lowering {
     const bool pointwise = one_by_one && !l.depthwise && l.stride == 1;
     const bool window = op.kind == OpKind::kConv ? !pointwise : in.Pixels() > 1 || in.packed;
     op.tall = one_by_one && l.stride > 1 && in.h % l.stride == 0;  // (a window, not pointwise)
+    // A window the registers cannot hold ends the lowering (No): forming the terms of such a
+    // layer, a pooling over a large map, took seconds and gigabytes for nothing.
+    if (!g_.why_not.empty()) return;
     op.macs = UsefulMacsPerImage(l, op.LayerRows());
     op.nt = (a.out.c + n_ - 1) / n_;
     op.terms = Intern(ChooseTerms(&op, l, a, in, kt, window));

@@ -266,6 +266,7 @@ LayerCompiler::LayerCompiler(const nn::Model& model, const LayerStep& step,
                     "{} x {} array; the config has {} (param_sets)",
                     l.name, l.out.c, nt_, n_, n_, config.param_sets));
   }
+  ChunkRows(rows_per_image_);  // its K-tiles fit the unified buffer: refused before any layer runs
   const int64_t nn2 = int64_t{n_} * n_;
   if (kt_ * nt_ * nn2 > config.weight_mem_bytes) {
     throw UsageError(

@@ -122,6 +122,23 @@ TEST(CompilerTest, UnsupportedLayersAndSizesAreClearErrors) {
   }
 }
 
+// A layer whose K-tiles the unified buffer cannot hold is refused when its compiler is
+// made, before any layer of the network runs (it was refused only when its turn came).
+TEST(CompilerTest, KTilesBeyondTheUnifiedBufferAreRefusedUpFront) {
+  const nn::Model wide = WideDense();  // K = 4: one K-tile of a 16 x 16 array
+  config::TpuConfig c = config::LoadConfig("small-16");
+  EXPECT_NO_THROW(LayerCompiler(wide, PlanSteps(wide, c)[0], c));
+  c.ub_depth_rows = 3;  // two K-tiles of inputs and two output tiles need 4 at the least
+  try {
+    LayerCompiler(wide, PlanSteps(wide, c)[0], c);
+    FAIL() << "made a compiler for a layer the unified buffer cannot hold";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("1 K-tiles do not fit the unified buffer (3 rows)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Layers wider than a chip's parameter sets or weight memory are split into output-channel
 // groups; a config that cannot hold even one output tile is an error naming the field.
 TEST(CompilerTest, WideLayersSplitIntoChannelGroups) {
