@@ -21,8 +21,9 @@ void CheckRtlAccumulators(sim::MxuEngine& engine, const config::TpuConfig& confi
   std::string presets;
   for (const std::string& name : config::PresetNames()) {
     const config::TpuConfig c = config::LoadConfig(name);
+    // (A preset of several cores or matrix units is no gemm's: RequireOneMatrixUnit.)
     if (c.array_dim == p.array_dim && c.acc_depth_rows == p.acc_depth &&
-        hw::Name(c.dtype) == format)
+        hw::Name(c.dtype) == format && c.cores == 1 && c.mxus_per_core == 1)
       presets += fmt::format("{}--config {}", presets.empty() ? "" : " or ", name);
   }
   throw UsageError(fmt::format(

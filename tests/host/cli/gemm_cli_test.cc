@@ -125,6 +125,8 @@ TEST_F(GemmCliTest, BadInputs) {
   ExpectError("gemm --array 12" + ab, 2, "no RTL model for a 12 x 12 array");
   ExpectError("gemm --array 1" + ab, 2, "array_dim 1 is out of range");
   // The built 256 x 256 model is tpu-v1's, with 4,096 accumulator rows; small-16 has 1,024.
+  ExpectError("gemm --dtype bf16 --array 128 --m 8 --k 8 --n 8", 2,
+              "run it with --config tpu-v2, --set acc_depth_rows=4096");
   ExpectError("gemm --array 256 --m 8 --k 8 --n 8", 2,
               "has 4096 accumulator rows, and 'small-16 with --array 256' asks for 1024: run it "
               "with --config tpu-v1, --set acc_depth_rows=4096");
