@@ -472,7 +472,7 @@ TEST_F(RunCliTest, FloatInputsLogitsShardsAndMerge) {
   ExpectError("merge " + P("s0.json") + " " + P("s0.json") + " " + P("s1.json"), 2,
               "slice 0/3 is there twice");
   // Slices of two runs of different lengths that happen to be split in as many slices.
-  for (const std::string& images : {"5", "4"}) {
+  for (const std::string images : {"5", "4"}) {
     o = Run("run" + model + " --inputs " + P("in.npy") + " --batch 2 --images " + images +
             " --shard " + (images == "5" ? "0" : "1") + "/2 -q --json " +
             P("h" + images + ".json"));
