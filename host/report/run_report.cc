@@ -181,9 +181,8 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
     r.topology = j.value("topology", false);
     r.gemm_list = j.value("gemm_list", false);
     r.correct = j.value("correct", int64_t{0});
-    r.non_finite = j.value("non_finite", nlohmann::json()).is_string()
-                       ? j["non_finite"].get<std::string>()
-                       : "";
+    if (j.contains("non_finite") && j["non_finite"].is_string())
+      r.non_finite = j["non_finite"].get<std::string>();
     r.non_finite_outputs = j.value("non_finite_outputs", int64_t{0});
     r.mismatches = j.at("mismatches").is_null() ? 0 : j.at("mismatches").get<int64_t>();
     r.wall_seconds = j.at("wall_seconds").get<double>();
