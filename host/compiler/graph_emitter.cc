@@ -701,9 +701,11 @@ class Emitter {
     const int in = op.inputs[static_cast<size_t>(t.input)];
     const View v = ViewOf(in);
     const GraphTensor& tt = T(in);
-    if (!t.window) {  // one row per pixel, tile column t.ktile, `T` rows apart
-      InPlace(i, t, Tiles(in), v.Row(ps.i0) + ps.r0 * Tiles(in), ps.rows, runs, acc, sw, mode,
-              first, k, only);
+    if (!t.window) {  // one row per pixel, tile column t.ktile, `T` rows apart (or an image's
+                      // row t.ktile, images a pitch apart: image_rows)
+      const int64_t step = op.image_rows ? v.pitch : Tiles(in);
+      InPlace(i, t, step, v.Row(ps.i0) + ps.r0 * step, ps.rows, runs, acc, sw, mode, first, k,
+              only);
       return runs.size();
     }
     const int64_t stack = band ? 1 : Stack(op, ps.count);

@@ -162,16 +162,38 @@ class Lowering {
     g.pad_left = static_cast<uint64_t>(pad_left);
     g.out_h = static_cast<uint64_t>(out_h);
     g.out_w = static_cast<uint64_t>(out_w);
-    if (kh > kWindowSmall || kw > kWindowSmall || stride > kWindowSmall || pad_top >= kh ||
-        pad_left >= kw || in.h > kWindowSize || in.w > kWindowSize || out_h > kWindowSize ||
-        out_w > kWindowSize || channels > kField16 || in.pixel_bytes > kField16 ||
-        (kh * kw * channels + n_ - 1) / n_ > kField16 + 1 || op->rows > kField16 + 1 ||
-        (out_h - 1) * stride > in.h - 1 + pad_top || (out_w - 1) * stride > in.w - 1 + pad_left) {
-      No(
-          fmt::format("layer '{}' does not fit the window registers (kernels and strides up to "
-                      "{}, maps up to {} pixels a side, {} pixels per image)",
-                      op->name, kWindowSmall, kWindowSize, kField16 + 1));
+    const bool fits =
+        kh <= kWindowSmall && kw <= kWindowSmall && stride <= kWindowSmall && pad_top < kh &&
+        pad_left < kw && in.h <= kWindowSize && in.w <= kWindowSize && out_h <= kWindowSize &&
+        out_w <= kWindowSize && channels <= kField16 && in.pixel_bytes <= kField16 &&
+        (kh * kw * channels + n_ - 1) / n_ <= kField16 + 1 && op->rows <= kField16 + 1 &&
+        (out_h - 1) * stride <= in.h - 1 + pad_top && (out_w - 1) * stride <= in.w - 1 + pad_left;
+    if (!fits && !ImageRows(op, in)) {
+      No(fmt::format(
+          "layer '{}' does not fit the window registers (kernels and strides up to {}, maps up "
+          "to {} pixels a side, {} pixels per image){}",
+          op->name, kWindowSmall, kWindowSize, kField16 + 1,
+          op->stacked ? fmt::format("; a window over a whole map reads the image's rows instead "
+                                    "only off the model's input and, on a bf16 chip, where the "
+                                    "channels ({}) are a multiple of {}",
+                                    in.c, n_)
+                      : ""));
     }
+  }
+
+  // A window over each image's whole map (one output pixel per image) that the registers
+  // cannot hold, as a global average pooling of a 16 x 16 map, is a dense layer over the
+  // image's rows instead: K-tile r is row r of the image (pixel r / T's channels r % T),
+  // read in place, images a pitch apart (docs/compiler.md, "A window larger than the
+  // registers"). Not over the packed input (its pixels share rows), and on a bf16 chip only
+  // where a pixel's channels fill whole rows: its K-tiles must split K where nn::Bf16Net
+  // splits it.
+  bool ImageRows(GraphOp* op, const GraphTensor& in) const {
+    if (!op->stacked || in.packed || (bf16_ && in.c % n_ != 0) ||
+        in.rows > static_cast<int64_t>(hw::kOpdMatmulStride.Max()))
+      return false;
+    op->image_rows = true;
+    return true;
   }
 
   // A convolution's window (with its pooling fused, where it has one: *out_h x *out_w
@@ -328,6 +350,7 @@ class Lowering {
   // tap-aligned ones where they cost no more (op's window then steps a pixel's bytes).
   Terms ChooseTerms(GraphOp* op, const nn::Layer& l, const nn::Layer& a, const GraphTensor& in,
                     int64_t kt, bool window) {
+    if (op->image_rows) return ImageRowTerms(a, in, op->nt);
     const int64_t k = window ? (op->kind == OpKind::kConv ? int64_t{a.kernel_h} * a.kernel_w * in.c
                                                           : in.Pixels() * in.c)
                              : l.in.c;
@@ -347,28 +370,53 @@ class Lowering {
 
   // The tile of each (column j, K-tile kb) of the weights packed densely: K is the
   // receptive field (or the flattened input), k long.
+  // Output tile j's weight tile of `rows` rows of l's K x out.c weights from row `row0`
+  // (fewer than N: the rest zeros), in the chip's format. One tile at a time (packing.h's
+  // layout), never the whole matrix packed.
+  std::vector<uint8_t> TileAt(const nn::Layer& l, int64_t row0, int64_t rows, int64_t j) const {
+    const int64_t at = row0 * l.out.c;
+    if (!bf16_) {
+      return WeightTile(l.q.weights.data.data() + at, rows, l.out.c, n_, 0, j,
+                        [](int8_t v) { return v; });
+    }
+    return WeightTile(l.weights.data.data() + at, rows, l.out.c, n_, 0, j,
+                      [](float v) { return nn::Bf16OfFp32(nn::BitsOfFloat(v)); });
+  }
+  // A tile of zeros adds nothing (a depthwise layer's off-diagonal blocks, an average
+  // pooling's): skipped, unless the whole column is zeros (then one term overwrites the
+  // accumulators). In bf16 too: nn::Bf16Net skips the same tiles
+  // (Bf16GemmSkippingZeroTiles), so an infinity spreads only through the tiles taken.
+  static void AddUnlessZero(Terms* terms, size_t j, OpTerm term, bool last,
+                            const std::vector<uint8_t>& tile) {
+    if (Zero(tile) && !(last && terms->columns[j].empty())) return;
+    terms->Add(j, term, tile);
+  }
+
+  // The tile of each (column j, K-tile kb) of the weights packed densely: K is the
+  // receptive field (or the flattened input), k long.
   Terms DenseTerms(const nn::Layer& l, int64_t k, int64_t kt, int64_t nt, bool window) const {
-    // One tile at a time (packing.h's layout), never the whole matrix packed.
-    auto tile_at = [&](int64_t kb, int64_t j) {
-      if (!bf16_) {
-        return WeightTile(l.q.weights.data.data(), k, l.out.c, n_, kb, j,
-                          [](int8_t v) { return v; });
-      }
-      return WeightTile(l.weights.data.data(), k, l.out.c, n_, kb, j,
-                        [](float v) { return nn::Bf16OfFp32(nn::BitsOfFloat(v)); });
-    };
     Terms terms;
     terms.columns.resize(static_cast<size_t>(nt));
     for (int64_t j = 0; j < nt; ++j) {
       for (int64_t kb = 0; kb < kt; ++kb) {
-        const std::vector<uint8_t> tile = tile_at(kb, j);
-        // A tile of zeros adds nothing (a depthwise layer's off-diagonal blocks, an average
-        // pooling's): skipped, unless the whole column is zeros (then one term overwrites
-        // the accumulators). In bf16 too: nn::Bf16Net skips the same tiles
-        // (Bf16GemmSkippingZeroTiles), so an infinity spreads only through the tiles taken.
-        if (Zero(tile) && !(kb == kt - 1 && terms.columns[static_cast<size_t>(j)].empty()))
-          continue;
-        terms.Add(static_cast<size_t>(j), {0, window, kb, 0}, tile);
+        AddUnlessZero(&terms, static_cast<size_t>(j), {0, window, kb, 0}, kb == kt - 1,
+                      TileAt(l, kb * n_, std::min<int64_t>(n_, k - kb * n_), j));
+      }
+    }
+    return terms;
+  }
+
+  // The terms of an image-rows op (ImageRows): K-tile r, row r of the image, is pixel
+  // p = r / T's channels from (r % T) N, weight rows p C + (r % T) N on.
+  Terms ImageRowTerms(const nn::Layer& l, const GraphTensor& in, int64_t nt) const {
+    const int64_t t = in.T(n_);
+    Terms terms;
+    terms.columns.resize(static_cast<size_t>(nt));
+    for (int64_t j = 0; j < nt; ++j) {
+      for (int64_t r = 0; r < in.rows; ++r) {
+        const int64_t ch = r % t * n_;
+        AddUnlessZero(&terms, static_cast<size_t>(j), {0, false, r, 0}, r == in.rows - 1,
+                      TileAt(l, r / t * in.c + ch, std::min<int64_t>(n_, in.c - ch), j));
       }
     }
     return terms;
@@ -390,9 +438,8 @@ class Lowering {
           tile[static_cast<size_t>(r * n_ + r)] =
               static_cast<uint8_t>(l.q.weights.data[static_cast<size_t>((tap * c + ch) * c + ch)]);
         }
-        if (Zero(tile) && !(tap == taps - 1 && terms.columns[static_cast<size_t>(j)].empty()))
-          continue;
-        terms.Add(static_cast<size_t>(j), {0, true, tap * t + j, 0}, tile);
+        AddUnlessZero(&terms, static_cast<size_t>(j), {0, true, tap * t + j, 0}, tap == taps - 1,
+                      tile);
       }
     }
     return terms;

@@ -69,6 +69,9 @@ struct GraphOp {
   // images of a pass stacked into one tall map give exactly their own windows, so one
   // window matmul streams them all (docs/compiler.md).
   bool tall = false;
+  // A stacked op whose window the registers cannot hold: its terms read each image's rows
+  // in place, row ktile of every image, a pitch apart (graph_lowering.cc, ImageRows).
+  bool image_rows = false;
   int64_t rows = 0;  // accumulator rows per image (output pixels, x 4 with 2 x 2 pooling)
   // The rows of the layer's GEMM per image: `rows`, or four pixels each with pool=lanes.
   int64_t LayerRows() const { return pool == isa::Pool::kLanes ? 4 * rows : rows; }

@@ -112,7 +112,8 @@ TpuRunResult RunExact(const nn::Model& m, const config::TpuConfig& c, engine::En
   const TpuRunResult r = RunModelOnTpu(m, *chip, in, images, batch);
   EXPECT_EQ(r.plan.rfind("whole network", 0), 0u) << r.plan;
   EXPECT_EQ(r.mismatches, 0) << c.name << ": " << r.plan;
-  EXPECT_EQ(static_cast<int64_t>(r.logits.size()), images);
+  const bool bf16 = c.dtype == hw::Dtype::kBf16;
+  EXPECT_EQ(static_cast<int64_t>(bf16 ? r.logits_bf16.size() : r.logits.size()), images);
   return r;
 }
 
@@ -1298,6 +1299,71 @@ TEST(GraphBoundTest, TheWeightsTermCountsEveryUnitsDma) {
   EXPECT_DOUBLE_EQ(weights(2, 16) * 2, weights(1, 16));
   EXPECT_DOUBLE_EQ(weights(2, 8), weights(1, 8));
   EXPECT_DOUBLE_EQ(weights(1, 8), weights(1, 16));
+}
+
+// A side x side map of `channels`, then a window over the whole map larger than the
+// registers hold: a global average pooling, and a dense layer over the map (after a 1 x 1
+// convolution to `narrow` channels), joined.
+nn::Model WholeMapModel(int side, int channels, int narrow, uint64_t seed) {
+  nn::Model m = NewModel("whole-map", {side, side, 2});
+  m.layers = {
+      L(LayerType::kConv2d, {nn::kModelInput}, channels, 3, 1, 1, Activation::kRelu),  // 0
+      GlobalPool(0),                                                                   // 1
+      L(LayerType::kConv2d, {0}, narrow, 1),                                           // 2
+      L(LayerType::kFlatten, {2}),                                                     // 3
+      L(LayerType::kDense, {3}, 5, 1, 1, 0, Activation::kRelu),  // 4: over the map
+      L(LayerType::kFlatten, {1}),                               // 5
+      L(LayerType::kConcat, {5, 4}),                             // 6
+      L(LayerType::kDense, {6}, 4),                              // 7
+  };
+  return test::Randomize(m, seed);
+}
+
+// The whole-map model (quantized for an int8 chip) and the 4 x 4 chip of the dtype.
+std::pair<nn::Model, config::TpuConfig> WholeMapOn(bool bf16) {
+  nn::Model m = WholeMapModel(16, bf16 ? 8 : 6, bf16 ? 4 : 3, 4);
+  config::TpuConfig c = config::LoadConfig("small-16");
+  c.array_dim = 4;
+  if (bf16) {
+    c.dtype = hw::Dtype::kBf16;
+  } else {
+    nn::Quantize(&m, nn::SyntheticInputs(m, 8, 1), 8);
+  }
+  return {m, c};
+}
+
+// A window over a whole map that the registers cannot hold (16 x 16, kernels up to 15) reads
+// each image's rows in place instead (issue 70: a CNN with a 16 x 16 global average pooling
+// was refused): the network is one program, bit-exact, int8 (channels in part of a pixel's
+// rows) and bf16 (whole rows), with a term for each of the image's rows.
+TEST(GraphCompilerTest, AWindowLargerThanTheRegistersReadsEachImagesRows) {
+  for (const bool bf16 : {false, true}) {
+    const auto [m, c] = WholeMapOn(bf16);
+    const LoweredGraph g = LowerGraph(m, c.array_dim, c.dtype);
+    ASSERT_EQ(g.why_not, "");
+    const GraphOp& gap = g.ops[1];
+    EXPECT_EQ(gap.layers, std::vector<int>{1});
+    EXPECT_TRUE(gap.image_rows && gap.stacked);
+    EXPECT_EQ(static_cast<int64_t>(gap.terms[0].size()), 16 * 16);  // tile column 0's rows
+    EXPECT_TRUE(std::none_of(gap.terms[0].begin(), gap.terms[0].end(),
+                             [](const OpTerm& t) { return t.window; }));
+    RunExact(m, c, engine::EngineKind::kFast, 5, 3);
+  }
+}
+// ... and on the RTL, with the fast engine's counters (one chip a test: one SystemC system
+// per process).
+void WholeMapOnBothEngines(bool bf16) {
+  const auto [m, c] = WholeMapOn(bf16);
+  const TpuRunResult rtl = RunExact(m, c, engine::EngineKind::kRtl, 5, 3);
+  const TpuRunResult fast = RunExact(m, c, engine::EngineKind::kFast, 5, 3);
+  EXPECT_EQ(rtl.Total(), fast.Total());
+  EXPECT_EQ(rtl.chip_cycles, fast.chip_cycles);
+}
+TEST(GraphCompilerTest, AWindowLargerThanTheRegistersIsBitExactOnTheRtl) {
+  WholeMapOnBothEngines(false);
+}
+TEST(GraphCompilerTest, AWindowLargerThanTheRegistersIsBitExactInBf16OnTheRtl) {
+  WholeMapOnBothEngines(true);
 }
 
 // What the window registers cannot hold is said, and a chain then runs as layer jobs.
