@@ -177,8 +177,8 @@ struct PortAnswer {
 // The system's side of a cycle for one core (sim/system/tpu_system.cc): its memory
 // requests taken or not, a read row presented, and an instruction handed over while the
 // queue has room (`feed`: the core still has words to take).
-Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* values, bool feed,
-            uint64_t iq_depth) {
+Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* values,
+            ValueWorker& worker, bool feed, uint64_t iq_depth) {
   Cycle c;
   c.busy = busy;
   c.moved = u.ctl.ProgressQ();
@@ -188,7 +188,7 @@ Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* va
   c.hm_ready = a.hm_ready;
   c.hm_fire = c.hm_valid && c.hm_ready;
   if (c.hm_fire) {
-    if (c.host_write && values) values->HostWrite(u.hdma.ReqAddr(), u.hdma.WriteRow());
+    if (c.host_write && values) worker.HostWrite(values, u.hdma.ReqAddr(), u.hdma.WriteRow());
     c.moved = true;
   }
   c.hm_resp = a.hm_resp;
@@ -238,10 +238,11 @@ void Signals(const Units& u, uint64_t cycle, Cycle* c) {
 }
 
 // The clock edge that ends the cycle: every unit's registers at once; the instruction that
-// issues takes effect on the chip's memories (ChipValues).
-void Edge(Units& u, const Cycle& c, uint64_t cycle, uint64_t n, ChipValues* values) {
+// issues takes effect on the chip's memories (ChipValues, through the worker).
+void Edge(Units& u, const Cycle& c, uint64_t cycle, uint64_t n, ChipValues* values,
+          ValueWorker& worker) {
   const Controller::Decision& s = c.issue;
-  if (s.go && values) values->Issue(*s.d);
+  if (s.go && values) worker.Issue(values, s.d);
   auto start = [&s](int unit) { return s.Starts(unit) ? s.d : nullptr; };
   uint8_t last = 0;
   for (size_t m = 0; m < u.lanes.size(); ++m)
@@ -437,7 +438,7 @@ bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_
       const int port = static_cast<int>(i * units + m);
       a.wm_resp |= uint32_t{weight_.Respond(cycle, port) >= 0} << m;
     }
-    k.c = Ports(k.u, k.busy, a, k.values, !k.ended && k.u.ctl.Fed() < k.count, iq_depth);
+    k.c = Ports(k.u, k.busy, a, k.values, worker_, !k.ended && k.u.ctl.Fed() < k.count, iq_depth);
     moved = moved || k.c.moved;
   }
   return moved;
@@ -551,6 +552,17 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
   std::vector<Core> cores;
   uint64_t total_words = 0;
   LoadCores(programs, o.timing_only, &cores, &total_words);
+  // The values handed over refer to the cores' programs: applied before those go, whatever
+  // ends the run.
+  struct Drain {
+    ValueWorker& w;
+    ~Drain() {
+      try {
+        w.Finish();
+      } catch (...) {  // the run is ending with an exception of its own
+      }
+    }
+  } drain{worker_};
   host_.Reset();
   weight_.Reset();
   MemArbiter host_arb(Cores());
@@ -564,7 +576,8 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
       break;
     }
     const bool steady = DecideAndCount(&cores, cycle, o);
-    for (Core& k : cores) Edge(k.u, k.c, cycle, static_cast<uint64_t>(p_.array_dim), k.values);
+    for (Core& k : cores)
+      Edge(k.u, k.c, cycle, static_cast<uint64_t>(p_.array_dim), k.values, worker_);
     if (steady) SkipSteady(&cores, &cycle, &quiet, o);
     if (o.progress && cycle >= next_progress && total_words > 0) {
       next_progress = cycle + 0x10000;
@@ -576,6 +589,7 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
   if (o.on_cycles) {
     for (size_t i = 0; i < cores.size(); ++i) cores[i].Flush(o, static_cast<int>(i));
   }
+  worker_.Finish();
   return Results(&cores, programs.size(), cycle);
 }
 

@@ -6,13 +6,14 @@
 // (controller and instruction queue, host and weight DMA, weight FIFO, matrix feeder,
 // the matrix unit's shadow control and row pipeline, activation unit and VPU pipeline)
 // and the same memory-port timing as the system; the values are computed in bulk, one
-// instruction at a time (fast/chip_values.h). Stretches in which nothing but time moves
+// instruction at a time (fast/chip_values.h), on a second thread while the cycle loop goes
+// on (fast/value_worker.h). Stretches in which nothing but time moves
 // (everything waits for a memory or for rows in flight) are skipped in one step, with the
 // counters advanced by what each of those cycles adds. docs/timing.md states the rules;
 // `tpusim cosim` holds this model and the RTL equal on random programs.
 //
 // Thread-safe in the sense that matters: instances share nothing, so independent jobs run
-// in parallel on separate instances.
+// in parallel on separate instances (each with its own value worker).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include "fast/chip_values.h"
 #include "fast/mem_arbiter.h"
 #include "fast/memory_timing.h"
+#include "fast/value_worker.h"
 #include "sim/system/stall_info.h"
 
 namespace tpu::fast {
@@ -107,6 +109,7 @@ class FastChip {
   ExternalMemories external_;
   std::vector<std::unique_ptr<ChipValues>> values_;
   MemoryTiming host_, weight_;
+  ValueWorker worker_;  // declared last: joined before the values it applies go
 };
 
 }  // namespace tpu::fast
