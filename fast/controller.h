@@ -72,6 +72,14 @@ class Controller {
     return std::any_of(drain_left_.begin(), drain_left_.end(), [](uint64_t d) { return d != 0; });
   }
   bool ProgressQ() const { return progress_q_; }
+  // How many cycles after this one no matrix unit's drain ends (a hazard may end with it):
+  // the least of the drain counts that run, less one.
+  uint64_t DrainRepeats() const {
+    uint64_t k = ~uint64_t{0};
+    for (const uint64_t d : drain_left_)
+      if (d != 0) k = std::min(k, d - 1);
+    return k;
+  }
   uint8_t IssueQ() const { return issue_q_; }
 
   // Whether a good barrier is at the head with every unit idle (at_barrier_o).

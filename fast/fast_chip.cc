@@ -291,6 +291,28 @@ bool Steady(const Units& u, const Cycle& c) {
          u.act.PipeEmpty() && (c.issue.issue != kHalted || u.ctl.Halted());
 }
 
+// How many cycles after `cycle` repeat its signals while rows move (a matmul streaming a
+// row a cycle, an activate reading a row a cycle, rows leaving the array), but for whether
+// the vector unit writes a row (one in four with 2 x 2 pooling): the least that each unit
+// allows (Repeats), the memory ports' events aside (the caller's). None where anything else
+// happens: an instruction issuing or pushed, a memory port taking a request or answering, a row
+// into the host DMA's write buffer, a weight row moving. Every other register then holds, and the
+// units' edges move only their counts.
+uint64_t Repeats(const Units& u, const Cycle& c, uint64_t cycle) {
+  const Controller::Decision& s = c.issue;
+  if (s.go || c.push || !c.Progress() || (s.issue == kHalted && !u.ctl.Halted()) || c.hm_fire ||
+      c.hm_resp || c.h.resp_take || c.h.obuf_pop || c.h.ub_read || u.hdma.RowsPending())
+    return 0;
+  uint64_t k = std::min(u.ctl.DrainRepeats(), u.act.Repeats());
+  for (size_t m = 0; m < u.lanes.size() && k > 0; ++m) {
+    const Lane& l = u.lanes[m];
+    const LaneCycle& lc = c.lane[m];
+    if (lc.wm_fire || lc.wm_resp || lc.w_take || lc.load || lc.switch_fire) return 0;
+    k = std::min({k, l.feed.Repeats(lc.a_fire, lc.f_rd), l.mxu.Repeats(cycle, lc.out, lc.a_fire)});
+  }
+  return k;
+}
+
 }  // namespace
 
 // A core's state in a run: its units, its program and its counters.
@@ -488,7 +510,8 @@ void FastChip::LoadCores(const std::vector<CoreProgram>& programs, bool timing_o
 // Each core's controller decides this cycle (knowing which cores are at a barrier or
 // halted: rtl/tpu_chip.sv), its signals and counters follow; whether every core's state
 // would repeat unchanged next cycle.
-bool FastChip::DecideAndCount(std::vector<Core>* cores, uint64_t cycle, const RunOptions& o) {
+bool FastChip::DecideAndCount(std::vector<Core>* cores, uint64_t cycle, const RunOptions& o,
+                              uint64_t* repeats) {
   const uint64_t n = static_cast<uint64_t>(p_.array_dim);
   uint32_t arrived = 0;
   for (size_t i = 0; i < cores->size(); ++i) {
@@ -496,11 +519,13 @@ bool FastChip::DecideAndCount(std::vector<Core>* cores, uint64_t cycle, const Ru
     if (k.u.ctl.Halted() || k.u.ctl.AtBarrier(k.prog, k.busy)) arrived |= uint32_t{1} << i;
   }
   bool steady = true;
+  *repeats = kNever;
   for (size_t i = 0; i < cores->size(); ++i) {
     Core& k = (*cores)[i];
     k.c.issue = k.u.ctl.Decide(k.prog, k.busy, arrived);
     Signals(k.u, cycle, &k.c);
     steady = steady && Steady(k.u, k.c);
+    if (*repeats > 0) *repeats = std::min(*repeats, Repeats(k.u, k.c, cycle));
     if (!k.u.ctl.Halted()) k.c.Count(k.cnt, 1, n, k.u.row_bytes);
     if (o.on_cycles && !k.ended) k.Observe(o, static_cast<int>(i), cycle, 1);
   }
@@ -525,6 +550,39 @@ void FastChip::SkipSteady(std::vector<Core>* cores, uint64_t* cycle, uint64_t* q
   }
   *quiet += skip;
   *cycle += skip;
+}
+
+// A chip whose cores repeat this cycle's signals for up to `k` more cycles (Repeats) while
+// rows move: the memory ports' next event bounds them; their clock edges are taken one by
+// one (only the units' counts move, and whether the vector unit writes a row), their
+// counters and observations at once (the cycles that write a row and those that do not),
+// and *cycle moves past them. Whatever moves, the watchdog's count stays at zero.
+void FastChip::SkipRegular(std::vector<Core>* cores, uint64_t* cycle, uint64_t k,
+                           const RunOptions& o) {
+  const uint64_t next = std::min(host_.NextEvent(*cycle), weight_.NextEvent(*cycle));
+  if (next != kNever) k = std::min(k, next - *cycle - 1);
+  if (k == 0 || k == kNever) return;
+  const uint64_t n = static_cast<uint64_t>(p_.array_dim);
+  uint64_t outs[MemArbiter::kMaxCores] = {};  // each core's cycles that write a row
+  for (uint64_t i = 1; i <= k; ++i) {
+    for (size_t j = 0; j < cores->size(); ++j) {
+      Core& c = (*cores)[j];
+      c.c.vpu_out = c.u.act.Out();
+      outs[j] += c.c.vpu_out;
+      Edge(c.u, c.c, *cycle + i, n, c.values, worker_);
+    }
+  }
+  for (size_t i = 0; i < cores->size(); ++i) {
+    Core& c = (*cores)[i];
+    if (!c.u.ctl.Halted()) {
+      c.c.vpu_out = true;
+      c.c.Count(c.cnt, outs[i], n, c.u.row_bytes);
+      c.c.vpu_out = false;
+      c.c.Count(c.cnt, k - outs[i], n, c.u.row_bytes);
+    }
+    if (o.on_cycles && !c.ended) c.Observe(o, static_cast<int>(i), *cycle + 1, k);
+  }
+  *cycle += k;
 }
 
 // Each core's end, status and counters; the programs' cores only.
@@ -575,10 +633,15 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
       StopOnWatchdog(&cores, cycle, quiet);
       break;
     }
-    const bool steady = DecideAndCount(&cores, cycle, o);
+    uint64_t repeats = 0;
+    const bool steady = DecideAndCount(&cores, cycle, o, &repeats);
     for (Core& k : cores)
       Edge(k.u, k.c, cycle, static_cast<uint64_t>(p_.array_dim), k.values, worker_);
-    if (steady) SkipSteady(&cores, &cycle, &quiet, o);
+    if (steady) {
+      SkipSteady(&cores, &cycle, &quiet, o);
+    } else if (repeats > 0) {
+      SkipRegular(&cores, &cycle, repeats, o);
+    }
     if (o.progress && cycle >= next_progress && total_words > 0) {
       next_progress = cycle + 0x10000;
       uint64_t fed = 0;

@@ -9,7 +9,9 @@
 // instruction at a time (fast/chip_values.h), on a second thread while the cycle loop goes
 // on (fast/value_worker.h). Stretches in which nothing but time moves
 // (everything waits for a memory or for rows in flight) are skipped in one step, with the
-// counters advanced by what each of those cycles adds. docs/timing.md states the rules;
+// counters advanced by what each of those cycles adds; stretches in which rows move a row a
+// cycle (a matmul streaming, an activate, a drain) and nothing else changes take only the
+// units' clock edges, their counters advanced at once. docs/timing.md states the rules;
 // `tpusim cosim` holds this model and the RTL equal on random programs.
 //
 // Thread-safe in the sense that matters: instances share nothing, so independent jobs run
@@ -101,8 +103,10 @@ class FastChip {
   static void StopOnWatchdog(std::vector<Core>* cores, uint64_t cycle, uint64_t quiet);
   void LoadCores(const std::vector<CoreProgram>& programs, bool timing_only,
                  std::vector<Core>* cores, uint64_t* total_words);
-  bool DecideAndCount(std::vector<Core>* cores, uint64_t cycle, const RunOptions& o);
+  bool DecideAndCount(std::vector<Core>* cores, uint64_t cycle, const RunOptions& o,
+                      uint64_t* repeats);
   void SkipSteady(std::vector<Core>* cores, uint64_t* cycle, uint64_t* quiet, const RunOptions& o);
+  void SkipRegular(std::vector<Core>* cores, uint64_t* cycle, uint64_t k, const RunOptions& o);
   static ChipRunResult Results(std::vector<Core>* cores, size_t programs, uint64_t cycles);
 
   ChipParams p_;

@@ -6,6 +6,7 @@
 // c + 2N, where the accumulators (rtl/tpu_accumulators.sv) add it in the same cycle).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +24,17 @@ class Feeder {
   bool Pending() const { return pending_; }
   // Reads a unified-buffer row this cycle, when the array takes one (`fire`) or has room.
   bool Read(bool fire) const { return left_ != 0 && (buf_ - fire + pending_ < 2); }
+  // How many cycles after this one (in which the array takes a row, `fire`, and the feeder
+  // reads one, `read`) give the same signals, no matmul starting: all, idle; while it
+  // streams a row a cycle in the middle of a matmul (one row buffered, one read pending,
+  // neither the first nor the last, no switch), until its last row is read (the last
+  // flag reaches the array's input two cycles after); else none.
+  uint64_t Repeats(bool fire, bool read) const {
+    if (!Busy()) return kNever;
+    const bool middle = fire && read && buf_ == 1 && pending_ && !first_ && !pending_sw_ &&
+                        !pending_last_ && !buf_sw_[head_] && !buf_last_[head_];
+    return middle ? left_ - 1 : 0;
+  }
 
   // `start`: the matmul the controller issues in this cycle, or null; `read`: Read(fire).
   void Edge(const Decoded* start, bool read, bool fire) {
@@ -68,6 +80,19 @@ class MatrixUnit {
   bool Out(uint64_t cycle) const { return count_ != 0 && flight_[head_] + latency_ == cycle; }
   // The cycle the oldest row in flight reaches the accumulators (kNever: none in flight).
   uint64_t NextOut() const { return count_ != 0 ? flight_[head_] + latency_ : kNever; }
+  // How many cycles after `cycle` (in which a row leaves the array or not, `out`, and one
+  // enters or not, `fire`, as in each of those cycles) a row keeps leaving or not leaving
+  // in each. Rows leave in the cycles their entries plus the latency; a run of rows that
+  // entered in consecutive cycles leaves in consecutive cycles.
+  uint64_t Repeats(uint64_t cycle, bool out, bool fire) const {
+    if (count_ == 0) return fire ? latency_ - 1 : kNever;
+    size_t tail = head_ + count_ - 1;
+    if (tail >= flight_.size()) tail -= flight_.size();
+    const uint64_t first = flight_[head_], last = flight_[tail];
+    if (!out) return std::min(first + latency_, fire ? cycle + latency_ : kNever) - cycle - 1;
+    if (last - first + 1 != count_) return 0;  // a gap among them: not worth finding
+    return fire && last + 1 == cycle ? kNever : count_ - 1;
+  }
   // The shadow registers take a weight row: they have room, or the tile in them is being
   // switched into the array this cycle.
   bool WeightReady(bool switch_fire) const { return !shadow_full_ || switch_fire; }
