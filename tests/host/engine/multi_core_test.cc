@@ -34,6 +34,7 @@ std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job,
                                         const config::TpuConfig& config = TwoCores()) {
   static const std::vector<std::unique_ptr<engine::ChipEngine>> engines =
       ChipEngines(config, "2x4");
+  SayWhereTheRtlIsMissing(engines, "2x4");
   std::vector<engine::ExecResult> out;
   for (const auto& e : engines) out.push_back(e->Run(job));
   return out;

@@ -36,6 +36,7 @@ const std::vector<std::unique_ptr<engine::ChipEngine>>& Engines() {
 
 // Both engines' results of a job.
 std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job) {
+  SayWhereTheRtlIsMissing(Engines(), "1x2x4");
   std::vector<engine::ExecResult> out;
   for (const auto& e : Engines()) out.push_back(e->Run(job));
   return out;
@@ -121,6 +122,7 @@ TEST(MultiMxuTest, TwoUnitsComputeWhatOneDoesInFewerCycles) {
 // in time; the same on both engines (their mxu_busy_o).
 TEST(MultiMxuTest, TheTimelineHasATrackPerMatrixUnit) {
   std::vector<nlohmann::json> events;
+  SayWhereTheRtlIsMissing(Engines(), "1x2x4");
   for (const auto& e : Engines()) {
     SCOPED_TRACE(e->Name());
     engine::Timeline t(700, 2);
