@@ -265,25 +265,36 @@ NetworkCase RandomNetwork(uint64_t seed, uint64_t index) {
   }
 }
 
-namespace {
-
-// "" when the two runs agree on every output and counter (the rtl engine's run against the
-// fast engine's), else the first difference.
 std::string CompareRuns(const run::TpuRunResult& rtl, const run::TpuRunResult& fast) {
   if (rtl.logits != fast.logits || rtl.logits_bf16 != fast.logits_bf16)
     return "the rtl engine's outputs differ from the fast engine's";
   if (rtl.plan != fast.plan) return "the plans differ: '" + rtl.plan + "' and '" + fast.plan + "'";
+  if (rtl.chip_cycles != fast.chip_cycles) {
+    return fmt::format("the chip's cycles: rtl {}, fast {}", rtl.chip_cycles, fast.chip_cycles);
+  }
   if (rtl.layers.size() != fast.layers.size()) return "the engines ran different layer rows";
+  const auto differ = [](const std::string& what, const hw::ChipCounters& a,
+                         const hw::ChipCounters& b) {
+    return fmt::format("{}: rtl counters {} and fast counters {}", what,
+                       report::CountersJson(a).dump(), report::CountersJson(b).dump());
+  };
   for (size_t i = 0; i < rtl.layers.size(); ++i) {
     const run::LayerStats &a = rtl.layers[i], &b = fast.layers[i];
-    if (a.name != b.name || a.macs != b.macs || !(a.counters == b.counters)) {
-      return fmt::format("layer row '{}': rtl counters {} and fast counters {}", a.name,
-                         report::CountersJson(a.counters).dump(),
-                         report::CountersJson(b.counters).dump());
+    const std::string row = fmt::format("layer row '{}'", a.name);
+    if (a.name != b.name || a.macs != b.macs || !(a.counters == b.counters))
+      return differ(row, a.counters, b.counters);
+    if (a.cores.size() != b.cores.size()) return row + ": the engines split it over other cores";
+    for (size_t c = 0; c < a.cores.size(); ++c) {
+      if (a.cores[c].macs != b.cores[c].macs || !(a.cores[c].counters == b.cores[c].counters))
+        return differ(fmt::format("{}, core {}", row, c), a.cores[c].counters, b.cores[c].counters);
     }
+    if (a.mxu_busy != b.mxu_busy || a.mxus != b.mxus)
+      return row + ": the matrix units' busy cycles differ";
   }
   return "";
 }
+
+namespace {
 
 // Writes the failing network as a model folder and returns what to tell people.
 std::string SaveFailure(const NetworkCase& c, const std::string& what, const std::string& config,

@@ -14,6 +14,7 @@
 
 #include "host/engine/chip_engine.h"
 #include "host/nn/model.h"
+#include "host/run/tpu_runner.h"
 
 namespace tpu::cosim {
 
@@ -56,6 +57,10 @@ struct NetworkCosimSummary {
   std::string first_mismatch;  // what differed, the folder and the command that replays it
 };
 
+// "" when two runs of a network (the rtl engine's, the fast engine's) agree on every output,
+// the plan, the chip's cycles, and each layer row's counters, each core's share of them and
+// the matrix units' busy cycles; else the first difference.
+std::string CompareRuns(const run::TpuRunResult& rtl, const run::TpuRunResult& fast);
 // Runs the networks on `fast` (values, against the CPU int8 reference) and every
 // rtl_every-th on `rtl` too (may be null), whose report must equal the fast engine's in
 // every counter and output. A failing network is saved as a model folder under

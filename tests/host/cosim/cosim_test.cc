@@ -14,6 +14,7 @@
 #include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
 #include "host/compiler/network_compiler.h"
+#include "host/cosim/network_generator.h"
 #include "host/cosim/program_generator.h"
 #include "host/data/mnist.h"
 #include "host/engine/chip_engine.h"
@@ -207,6 +208,37 @@ TEST(CosimTest, GeneratedProgramsAreReproducible) {
   EXPECT_EQ(a.Make(17).job.program.words, b.Make(17).job.program.words);
   EXPECT_EQ(a.Make(17).job.host_image, b.Make(17).job.host_image);
   EXPECT_NE(a.Make(17).job.program.words, other.Make(17).job.program.words);
+}
+
+// Two runs of a network differ where any counter of the chip differs: the chip's cycles, a
+// layer row's counters, one core's share of them, the units' busy cycles (issue 71: the
+// random networks compared the rows' sums only).
+TEST(CosimTest, NetworkRunsDifferWhereAnyCounterDoes) {
+  run::TpuRunResult a;
+  a.plan = "whole network";
+  a.chip_cycles = 100;
+  run::LayerStats row;
+  row.name = "conv1";
+  row.counters.cycles = 180;
+  row.cores.resize(2);
+  row.cores[0].counters.cycles = 100;
+  row.cores[1].counters.cycles = 80;
+  row.mxu_busy = {60, 40};
+  a.layers.push_back(row);
+  EXPECT_EQ(CompareRuns(a, a), "");
+  run::TpuRunResult b = a;
+  b.chip_cycles = 101;
+  EXPECT_NE(CompareRuns(a, b).find("the chip's cycles"), std::string::npos);
+  b = a;
+  b.layers[0].cores[0].counters.cycles = 101;
+  b.layers[0].cores[1].counters.cycles = 79;  // the row's sum unchanged
+  EXPECT_NE(CompareRuns(a, b).find("core 0"), std::string::npos);
+  b = a;
+  b.layers[0].mxu_busy = {50, 50};
+  EXPECT_NE(CompareRuns(a, b).find("busy cycles"), std::string::npos);
+  b = a;
+  b.layers[0].counters.macs = 1;
+  EXPECT_NE(CompareRuns(a, b).find("layer row 'conv1'"), std::string::npos);
 }
 
 }  // namespace
