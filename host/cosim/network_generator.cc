@@ -369,6 +369,38 @@ config::TpuConfig RandomFields(const config::TpuConfig& base, uint64_t seed, std
   return c;
 }
 
+// Whether layer input `i` is the model's input itself (through flattens, which keep its
+// rows).
+bool IsModelInput(const nn::Model& m, int i) {
+  while (i != nn::kModelInput && m.layers[static_cast<size_t>(i)].type == nn::LayerType::kFlatten)
+    i = m.layers[static_cast<size_t>(i)].inputs[0];
+  return i == nn::kModelInput;
+}
+
+// Whether the compiler's refusal `message` of model m names a limit that docs/compiler.md
+// states and that m has: a layer it quotes reads the model's input directly (an add, a max
+// pooling or a concatenation: the chip reads maps that an operation wrote), or on a bf16
+// chip an add ending in ReLU6. The generator draws such layers; any other refusal, or one
+// whose layer does not have what it says, is a failure (issue 71: a compiler that refused
+// every network passed).
+bool DocumentedRefusal(const nn::Model& m, const std::string& message) {
+  for (const nn::Layer& l : m.layers) {
+    const auto says = [&](const char* kind, const char* what) {
+      return message.find(fmt::format("{} '{}' {}", kind, l.name, what)) != std::string::npos;
+    };
+    const bool direct =
+        std::any_of(l.inputs.begin(), l.inputs.end(), [&](int i) { return IsModelInput(m, i); });
+    const char* input = "reads the model's input directly";
+    if ((says("add", input) && l.type == nn::LayerType::kAdd && direct) ||
+        (says("max pooling", input) && l.type == nn::LayerType::kMaxPool2d && direct) ||
+        (says("concat", input) && l.type == nn::LayerType::kConcat && direct) ||
+        (says("add", "ends in ReLU6") && l.type == nn::LayerType::kAdd &&
+         l.activation == nn::Activation::kRelu6))
+      return true;
+  }
+  return false;
+}
+
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
@@ -405,6 +437,8 @@ NetworkCosimSummary RunNetworkCosim(engine::ChipEngine* rtl, engine::ChipEngine&
     } catch (const UsageError& e) {  // the chip or the compiler does not take this network
       ++s.unsupported[Reason(e.what())];
       refused = true;
+      if (!DocumentedRefusal(c.model, e.what()))
+        what = std::string("refused for a reason the network does not have: ") + e.what();
     } catch (const std::exception& e) {
       what = std::string("the fast engine's run stopped: ") + e.what();
     }

@@ -51,7 +51,9 @@ struct NetworkCosimSummary {
   std::string dtype = "int8";  // the chip's number format
   uint64_t networks = 0, mismatches = 0, rtl_networks = 0, layers = 0;
   // Networks the compiler refuses with a clear error (a UsageError: a limitation it states),
-  // by reason, names and numbers masked; not mismatches, but shown so the reach is visible.
+  // by reason, names and numbers masked; shown so the reach is visible. A refusal for a
+  // limit docs/compiler.md does not state, or that the network does not reach, is also a
+  // mismatch.
   std::map<std::string, uint64_t> unsupported;
   double fast_seconds = 0, rtl_seconds = 0;
   std::string first_mismatch;  // what differed, the folder and the command that replays it
