@@ -368,8 +368,6 @@ class Lowering {
     return terms;
   }
 
-  // The tile of each (column j, K-tile kb) of the weights packed densely: K is the
-  // receptive field (or the flattened input), k long.
   // Output tile j's weight tile of `rows` rows of l's K x out.c weights from row `row0`
   // (fewer than N: the rest zeros), in the chip's format. One tile at a time (packing.h's
   // layout), never the whole matrix packed.
