@@ -369,33 +369,46 @@ config::TpuConfig RandomFields(const config::TpuConfig& base, uint64_t seed, std
   return c;
 }
 
-// Whether layer input `i` is the model's input itself (through flattens, which keep its
-// rows).
-bool IsModelInput(const nn::Model& m, int i) {
+// The layer whose map layer input `i` is (through flattens, which keep its rows), or
+// nn::kModelInput.
+int MapOf(const nn::Model& m, int i) {
   while (i != nn::kModelInput && m.layers[static_cast<size_t>(i)].type == nn::LayerType::kFlatten)
     i = m.layers[static_cast<size_t>(i)].inputs[0];
-  return i == nn::kModelInput;
+  return i;
+}
+
+// Whether layer l's window is larger than the window registers hold (a kernel, a pooling
+// window or a stride above their largest; a dense layer's window is its input map).
+bool LargerThanTheWindowRegisters(const nn::Model& m, const nn::Layer& l) {
+  const int most = static_cast<int>(hw::kOpdSetWindowKh.Max());
+  const int map = MapOf(m, l.inputs[0]);
+  const nn::Shape3& in = map == nn::kModelInput ? m.input : m.layers[static_cast<size_t>(map)].out;
+  if (l.type == nn::LayerType::kDense) return in.h > most || in.w > most;
+  return std::max({l.kernel_h, l.kernel_w, l.stride}) > most ||
+         (l.IsPool() && std::max({l.pool_h, l.pool_w, l.pool_stride}) > most);
 }
 
 // Whether the compiler's refusal `message` of model m names a limit that docs/compiler.md
 // states and that m has: a layer it quotes reads the model's input directly (an add, a max
-// pooling or a concatenation: the chip reads maps that an operation wrote), or on a bf16
-// chip an add ending in ReLU6. The generator draws such layers; any other refusal, or one
-// whose layer does not have what it says, is a failure (issue 71: a compiler that refused
-// every network passed).
+// pooling or a concatenation: the chip reads maps that an operation wrote), has a window
+// larger than the window registers hold (which a window over a whole map escapes only where
+// docs/compiler.md says), or on a bf16 chip is an add ending in ReLU6. The generator draws such
+// layers; any other refusal, or one whose layer does not have what it says, is a failure (issue 71:
+// a compiler that refused every network passed).
 bool DocumentedRefusal(const nn::Model& m, const std::string& message) {
   for (const nn::Layer& l : m.layers) {
     const auto says = [&](const char* kind, const char* what) {
       return message.find(fmt::format("{} '{}' {}", kind, l.name, what)) != std::string::npos;
     };
-    const bool direct =
-        std::any_of(l.inputs.begin(), l.inputs.end(), [&](int i) { return IsModelInput(m, i); });
+    const bool direct = std::any_of(l.inputs.begin(), l.inputs.end(),
+                                    [&](int i) { return MapOf(m, i) == nn::kModelInput; });
     const char* input = "reads the model's input directly";
     if ((says("add", input) && l.type == nn::LayerType::kAdd && direct) ||
         (says("max pooling", input) && l.type == nn::LayerType::kMaxPool2d && direct) ||
         (says("concat", input) && l.type == nn::LayerType::kConcat && direct) ||
         (says("add", "ends in ReLU6") && l.type == nn::LayerType::kAdd &&
-         l.activation == nn::Activation::kRelu6))
+         l.activation == nn::Activation::kRelu6) ||
+        (says("layer", "does not fit the window registers") && LargerThanTheWindowRegisters(m, l)))
       return true;
   }
   return false;
