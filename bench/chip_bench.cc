@@ -15,12 +15,12 @@
 #include <map>
 #include <memory>
 
+#include "arith/bf16.h"
 #include "host/compiler/gemm_program.h"
 #include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
 #include "host/engine/engine_factory.h"
 #include "host/gemm/gemm_runner.h"
-#include "host/nn/bf16.h"
 
 namespace tpu {
 namespace {
@@ -96,7 +96,7 @@ void BM_ChipGemm(benchmark::State& state, engine::EngineKind kind, int dim, bool
 
 // tpu-v2 runs a 1024 x 1024 by 1024 x 1024 bf16 product (64 tiles of 1024 rows), with a
 // host link of 512 B/cycle so that the matrix unit, not the input DMA, sets the pace; the
-// result is checked against nn::Bf16Gemm and the vector unit's rounding (first run only).
+// result is checked against arith::Bf16Gemm and the vector unit's rounding (first run only).
 void BM_ChipGemmBf16(benchmark::State& state) {
   config::TpuConfig c = config::LoadConfig("tpu-v2");
   config::ApplyOverride(&c, "host_mem_bytes_per_cycle=512");
@@ -105,7 +105,7 @@ void BM_ChipGemmBf16(benchmark::State& state) {
   const compiler::GemmProgram g = compiler::MakeGemmProgramBf16(a, b, dim, /*overlap=*/true);
   const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
   std::vector<uint32_t> product(static_cast<size_t>(a.rows * b.cols));
-  nn::Bf16Gemm(a.rows, b.cols, a.cols, dim, a.data.data(), b.data.data(), product.data());
+  arith::Bf16Gemm(a.rows, b.cols, a.cols, dim, a.data.data(), b.data.data(), product.data());
   const std::vector<uint16_t> want = g.ExpectedBf16(product);
   uint64_t cycles = 0;
   bool checked = false;

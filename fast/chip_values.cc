@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "host/nn/bf16.h"
-#include "host/nn/int8_gemm.h"
-#include "host/nn/int8_ops.h"
-#include "host/nn/vpu_functions.h"
+#include "arith/bf16.h"
+#include "arith/int8.h"
+#include "arith/int8_gemm.h"
+#include "arith/vpu_tables.h"
 
 namespace tpu::fast {
 namespace {
@@ -96,8 +96,8 @@ void ChipValues::SwitchTile(Mxu& m) {
   const uint8_t* w = &weight_[m.tiles[m.next_tile++]];
   std::memcpy(m.active.data(), w, static_cast<size_t>(n_ * row_bytes_));
   if (bf16_) {  // every row takes part in bf16 (their +0 products change a -0 sum)
-    nn::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(m.active.data()), n_,
-                  m.active_f.data());
+    arith::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(m.active.data()), n_,
+                     m.active_f.data());
     return;
   }
   m.row_lo = m.col_lo = n_;
@@ -143,12 +143,12 @@ void ChipValues::Matmul(const Decoded& d) {
     return;
   }
   if (rows * cols * k < 4096) {
-    nn::GemmInt8(rows, cols, k, x + m.row_lo, n_, &active[m.row_lo * n_ + m.col_lo], n_,
-                 acc + m.col_lo, n_, accumulate);
+    arith::GemmInt8(rows, cols, k, x + m.row_lo, n_, &active[m.row_lo * n_ + m.col_lo], n_,
+                    acc + m.col_lo, n_, accumulate);
   } else {
-    nn::GemmInt8F(rows, cols, k, x + m.row_lo, n_,
-                  &m.active_f[static_cast<size_t>(m.row_lo * n_ + m.col_lo)], n_, acc + m.col_lo,
-                  n_, accumulate);
+    arith::GemmInt8F(rows, cols, k, x + m.row_lo, n_,
+                     &m.active_f[static_cast<size_t>(m.row_lo * n_ + m.col_lo)], n_, acc + m.col_lo,
+                     n_, accumulate);
   }
 }
 
@@ -159,7 +159,7 @@ const T* ChipValues::MatmulRows(const Decoded& d) {
   const T* x = Ub<T>(d.src);
   if (d.flags & hw::kFlagWindow) {
     // pad_min pads with the most negative operand (rtl/tpu_pkg.sv PadMin).
-    FormWindowRows<T>(d, static_cast<T>(sizeof(T) == 1 ? 0x80 : nn::kBf16Lowest));
+    FormWindowRows<T>(d, static_cast<T>(sizeof(T) == 1 ? 0x80 : arith::kBf16Lowest));
     return reinterpret_cast<const T*>(formed_.data());
   }
   if (d.step == 1) return x;
@@ -170,7 +170,7 @@ const T* ChipValues::MatmulRows(const Decoded& d) {
   return reinterpret_cast<const T*>(formed_.data());
 }
 
-// bf16: the tile's product in the array's order (nn::Bf16TileProductF, every row of the
+// bf16: the tile's product in the array's order (arith::Bf16TileProductF, every row of the
 // array taking part); the accumulators store it, add it or keep the larger (matmul max).
 void ChipValues::MatmulBf16(const Decoded& d) {
   Mxu& m = *mxus_[d.mxu];
@@ -178,14 +178,14 @@ void ChipValues::MatmulBf16(const Decoded& d) {
   const uint16_t* x = MatmulRows<uint16_t>(d);
   auto* acc = reinterpret_cast<uint32_t*>(&m.acc[static_cast<size_t>(d.dst) * n]);
   if (!(d.flags & hw::kFlagMax)) {
-    nn::Bf16TileProductF(rows, n, n, n, x, n, m.active_f.data(), n, acc, n,
-                         d.flags & hw::kFlagAccumulate);
+    arith::Bf16TileProductF(rows, n, n, n, x, n, m.active_f.data(), n, acc, n,
+                            d.flags & hw::kFlagAccumulate);
     return;
   }
   product_.assign(static_cast<size_t>(rows * n), 0);
   auto* p = reinterpret_cast<uint32_t*>(product_.data());
-  nn::Bf16TileProductF(rows, n, n, n, x, n, m.active_f.data(), n, p, n, /*accumulate=*/false);
-  for (int64_t i = 0; i < rows * n; ++i) acc[i] = nn::Fp32Max(acc[i], p[i]);
+  arith::Bf16TileProductF(rows, n, n, n, x, n, m.active_f.data(), n, p, n, /*accumulate=*/false);
+  for (int64_t i = 0; i < rows * n; ++i) acc[i] = arith::Fp32Max(acc[i], p[i]);
 }
 
 // matmul max: each accumulator keeps the larger of its value and the product's. The
@@ -197,9 +197,9 @@ void ChipValues::MatmulMax(const Decoded& d) {
   product_.assign(static_cast<size_t>(rows * n), 0);
   const int64_t cols = m.col_hi - m.col_lo, k = m.row_hi - m.row_lo;
   if (cols > 0) {
-    nn::GemmInt8F(rows, cols, k, x + m.row_lo, n,
-                  &m.active_f[static_cast<size_t>(m.row_lo * n + m.col_lo)], n,
-                  product_.data() + m.col_lo, n, /*accumulate=*/false);
+    arith::GemmInt8F(rows, cols, k, x + m.row_lo, n,
+                     &m.active_f[static_cast<size_t>(m.row_lo * n + m.col_lo)], n,
+                     product_.data() + m.col_lo, n, /*accumulate=*/false);
   }
   int32_t* acc = &m.acc[static_cast<size_t>(d.dst) * n];
   for (int64_t i = 0; i < rows * n; ++i)
@@ -282,7 +282,7 @@ void ChipValues::Activate(const Decoded& d) {
   const bool relu = d.flags & hw::kFlagRelu;
   const int32_t lo = relu ? 0 : -128;
   const bool pool_max = d.flags & hw::kFlagPoolMax, pooled = d.pooled;
-  const nn::VpuFunction fn = nn::VpuFunctionOfFlags(d.flags);
+  const arith::VpuFunction fn = arith::VpuFunctionOfFlags(d.flags);
   // Per lane: bias, multiplier, shift. A lane whose multiplier is zero outputs a constant
   // (its requantized rounding term), whatever the accumulator holds, pooled or not.
   std::vector<int32_t> bias(static_cast<size_t>(n)), live;
@@ -293,7 +293,7 @@ void ChipValues::Activate(const Decoded& d) {
     mult[l] = Get32(set + (hw::kParamMultiplierRow * n + 4 * l));
     shift[l] = set[hw::kParamShiftRow * n + l];
     if (mult[l] == 0) {
-      constant[l] = nn::ApplyVpuFunction(fn, nn::Requantize(0, 0, shift[l], lo));
+      constant[l] = arith::ApplyVpuFunction(fn, arith::Requantize(0, 0, shift[l], lo));
     } else {
       live.push_back(static_cast<int32_t>(l));
     }
@@ -303,7 +303,7 @@ void ChipValues::Activate(const Decoded& d) {
   auto requant = [&](const int32_t* row, int64_t l) {
     const auto sum =
         static_cast<int32_t>(static_cast<uint32_t>(row[l]) + static_cast<uint32_t>(bias[l]));
-    return nn::ApplyVpuFunction(fn, nn::Requantize(sum, mult[l], shift[l], lo));
+    return arith::ApplyVpuFunction(fn, arith::Requantize(sum, mult[l], shift[l], lo));
   };
   if (d.flags & hw::kFlagResidual) {
     const Residual& r = d.residual;
@@ -313,8 +313,8 @@ void ChipValues::Activate(const Decoded& d) {
       std::memcpy(y.data(), constant.data(), static_cast<size_t>(n));
       for (const int32_t l : live) y[l] = requant(acc + k * n, l);
       for (int64_t l = 0; l < n; ++l) {
-        to[l] = r.product ? nn::MulRequantize(y[l], res[l], r.mul_a, r.shift, res_lo)
-                          : nn::AddRequantize(y[l], res[l], r.mul_a, r.mul_b, r.shift, res_lo);
+        to[l] = r.product ? arith::MulRequantize(y[l], res[l], r.mul_a, r.shift, res_lo)
+                          : arith::AddRequantize(y[l], res[l], r.mul_a, r.mul_b, r.shift, res_lo);
       }
     });
     return;
@@ -340,7 +340,7 @@ void ChipValues::Activate(const Decoded& d) {
         sum += v;
         mx = std::max<int32_t>(mx, v);
       }
-      y[l] = pool_max ? static_cast<int8_t>(mx) : nn::AveragePool(sum, 4);
+      y[l] = pool_max ? static_cast<int8_t>(mx) : arith::AveragePool(sum, 4);
     }
   }
 }
@@ -366,7 +366,7 @@ void ChipValues::InResidualOrder(const Decoded& d,
 
 // The float32 vector unit (docs/bf16.md; rtl/tpu_vpu.sv): per lane the float32 bias and
 // upper bound of the parameter set, ReLU, rounding to bfloat16, then 2 x 2 pooling or the
-// residual add (nn::Bf16ResidualAdd). (The controller refuses tables and the residual
+// residual add (arith::Bf16ResidualAdd). (The controller refuses tables and the residual
 // product on a bf16 chip.)
 void ChipValues::ActivateBf16(const Decoded& d) {
   Mxu& m = *mxus_[d.mxu];
@@ -380,12 +380,12 @@ void ChipValues::ActivateBf16(const Decoded& d) {
   const bool relu = d.flags & hw::kFlagRelu, avg = d.flags & hw::kFlagPoolAvg;
   const auto* acc = reinterpret_cast<const uint32_t*>(&m.acc[static_cast<size_t>(d.src) * n]);
   auto value = [&](const uint32_t* row, int64_t l) {
-    return nn::Bf16Activate(nn::Fp32Add(row[l], bias[l]), relu, hi[l]);
+    return arith::Bf16Activate(arith::Fp32Add(row[l], bias[l]), relu, hi[l]);
   };
   if (d.flags & hw::kFlagResidual) {
     InResidualOrder<uint16_t>(d, [&](uint32_t k, const uint16_t* res, uint16_t* to) {
       for (int64_t l = 0; l < n; ++l)
-        to[l] = nn::Bf16ResidualAdd(value(acc + k * n, l), res[l], d.residual.relu);
+        to[l] = arith::Bf16ResidualAdd(value(acc + k * n, l), res[l], d.residual.relu);
     });
     return;
   }
@@ -395,7 +395,7 @@ void ChipValues::ActivateBf16(const Decoded& d) {
       for (int64_t l = 0; l < n; ++l) y[l] = value(acc + i * n, l);
       if (d.lanes) {
         PoolLanes(y, n, [](uint16_t a, uint16_t b) {
-          return nn::Bf16OfFp32(nn::Fp32Max(nn::Fp32OfBf16(a), nn::Fp32OfBf16(b)));
+          return arith::Bf16OfFp32(arith::Fp32Max(arith::Fp32OfBf16(a), arith::Fp32OfBf16(b)));
         });
       }
       continue;
@@ -403,7 +403,7 @@ void ChipValues::ActivateBf16(const Decoded& d) {
     for (int64_t l = 0; l < n; ++l) {
       uint16_t v[4];
       for (int q = 0; q < 4; ++q) v[q] = value(acc + (4 * i + q) * n, l);
-      y[l] = nn::Bf16Pool(v, avg);
+      y[l] = arith::Bf16Pool(v, avg);
     }
   }
 }

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "host/nn/bf16.h"
+#include "arith/bf16.h"
 #include "sim/mxu/mxu_sequencer.h"
 
 namespace tpu::fast {
@@ -19,8 +19,8 @@ namespace {
 void RowProduct(int64_t n, bool bf16, const int8_t* x, const int8_t* w, const float* w_f,
                 int32_t* row) {
   if (bf16) {
-    nn::Bf16TileProductF(1, n, n, n, reinterpret_cast<const uint16_t*>(x), n, w_f, n,
-                         reinterpret_cast<uint32_t*>(row), n, /*accumulate=*/false);
+    arith::Bf16TileProductF(1, n, n, n, reinterpret_cast<const uint16_t*>(x), n, w_f, n,
+                            reinterpret_cast<uint32_t*>(row), n, /*accumulate=*/false);
     return;
   }
   std::fill(row, row + n, 0);
@@ -136,7 +136,7 @@ class MxuState {
         int32_t* dst = &acc_[static_cast<size_t>(addr) * n_];
         for (int64_t j = 0; j < n_; ++j) {
           const auto old_v = static_cast<uint32_t>(dst[j]), v = static_cast<uint32_t>(row[j]);
-          const uint32_t sum = bf16_ ? nn::Fp32Add(old_v, v) : old_v + v;
+          const uint32_t sum = bf16_ ? arith::Fp32Add(old_v, v) : old_v + v;
           dst[j] = static_cast<int32_t>(tag.accumulate ? sum : v);
         }
         final_valid_q_ = tag.final_fold;
@@ -157,8 +157,8 @@ class MxuState {
     if (switch_fire) {
       active_ = shadow_;
       if (bf16_) {
-        nn::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(active_.data()), n_,
-                      active_f_.data());
+        arith::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(active_.data()), n_,
+                         active_f_.data());
       }
       shadow_full_ = false;
     }

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <string>
 
+#include "arith/bf16.h"
 #include "host/common/errors.h"
 #include "host/gemm/gemm_engines.h"
 #include "host/gemm/gemm_runner.h"
-#include "host/nn/bf16.h"
 #include "host/report/gemm_report.h"
 #include "python/core.h"
 #include "python/operands.h"
@@ -60,7 +60,7 @@ py::tuple Gemm(const py::array& a_in, const py::array& b_in, const config::TpuCo
     py::array_t<float> out({r.c.rows, r.c.cols});
     float* o = out.mutable_data();
     for (size_t i = 0; i < r.c.data.size(); ++i)
-      o[i] = nn::FloatOfBits(static_cast<uint32_t>(r.c.data[i]));
+      o[i] = arith::FloatOfBits(static_cast<uint32_t>(r.c.data[i]));
     return py::make_tuple(out, report);
   }
 }

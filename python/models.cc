@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "arith/bf16.h"
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
 #include "host/compiler/compile_jobs.h"
@@ -17,7 +18,6 @@
 #include "host/import/onnx_import.h"
 #include "host/isa/assembler.h"
 #include "host/isa/isa.h"
-#include "host/nn/bf16.h"
 #include "host/nn/inputs.h"
 #include "host/nn/model.h"
 #include "host/nn/quantize.h"
@@ -78,7 +78,7 @@ py::array Outputs(const run::TpuRunResult& r, int64_t outputs) {
     py::array_t<float> y({static_cast<int64_t>(r.logits_bf16.size()), outputs});
     float* p = y.mutable_data();
     for (const auto& row : r.logits_bf16)
-      for (uint16_t v : row) *p++ = nn::FloatOfBits(nn::Fp32OfBf16(v));
+      for (uint16_t v : row) *p++ = arith::FloatOfBits(arith::Fp32OfBf16(v));
     return std::move(y);
   }
   py::array_t<int8_t> y({static_cast<int64_t>(r.logits.size()), outputs});

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include "arith/bf16.h"
 #include "host/common/npy.h"
-#include "host/nn/bf16.h"
 
 namespace tpu::python {
 
@@ -50,7 +50,7 @@ Matrix<T> Operand(const py::array& x, const char* arg, const std::string& takes)
                                           static_cast<int64_t>(i) / m.cols,
                                           static_cast<int64_t>(i) % m.cols, f[i]));
       }
-      m.data[i] = nn::Bf16OfFp32(nn::BitsOfFloat(f[i]));
+      m.data[i] = arith::Bf16OfFp32(arith::BitsOfFloat(f[i]));
     }
   }
   return m;

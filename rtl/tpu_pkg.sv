@@ -76,7 +76,7 @@ package tpu_pkg;
   } residual_t;
 
   // ---------------------------------------------------------------- arithmetic
-  // bfloat16 and float32 as the chip computes them (docs/bf16.md; host/nn/bf16.h is the same
+  // bfloat16 and float32 as the chip computes them (docs/bf16.md; arith/bf16.h is the same
   // in C++): subnormal inputs are zeros of their sign, subnormal results become zeros of
   // their sign, rounding is to nearest even, every NaN is 0x7fc00000.
   localparam logic [31:0] Fp32Nan = 32'h7fc0_0000;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "arith/int8.h"
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
@@ -18,7 +19,6 @@
 #include "host/data/mnist.h"
 #include "host/isa/assembler.h"
 #include "host/nn/inputs.h"
-#include "host/nn/int8_ops.h"
 
 namespace tpu::cli {
 namespace {

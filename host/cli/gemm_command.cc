@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "arith/bf16.h"
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
@@ -15,7 +16,6 @@
 #include "host/config/tpu_config.h"
 #include "host/gemm/gemm_engines.h"
 #include "host/gemm/gemm_runner.h"
-#include "host/nn/bf16.h"
 #include "host/report/gemm_report.h"
 
 namespace tpu::cli {
@@ -66,7 +66,7 @@ void WriteResult(const std::string& path, const gemm::GemmRunResult& r) {
   t.shape = {r.c.rows, r.c.cols};
   t.data.resize(r.c.data.size());
   for (size_t i = 0; i < t.data.size(); ++i)
-    t.data[i] = nn::FloatOfBits(static_cast<uint32_t>(r.c.data[i]));
+    t.data[i] = arith::FloatOfBits(static_cast<uint32_t>(r.c.data[i]));
   WriteNpyTensor(path, t);
 }
 

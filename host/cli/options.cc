@@ -9,12 +9,12 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "arith/bf16.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
 #include "host/common/subprocess.h"
 #include "host/engine/engine_factory.h"
-#include "host/nn/bf16.h"
 #include "sim/wave/wave_file.h"
 
 namespace tpu::cli {
@@ -363,7 +363,7 @@ Matrix<uint16_t> ReadBf16Operand(const std::string& path) {
                                    path, static_cast<int64_t>(i) / m.cols,
                                    static_cast<int64_t>(i) % m.cols, t.data[i]));
     }
-    m.data[i] = nn::Bf16OfFp32(nn::BitsOfFloat(t.data[i]));
+    m.data[i] = arith::Bf16OfFp32(arith::BitsOfFloat(t.data[i]));
   }
   return m;
 }

@@ -15,11 +15,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "arith/bf16.h"
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
-#include "host/nn/bf16.h"
 #include "host/nn/model.h"
 #include "host/report/energy.h"
 #include "host/report/run_report.h"
@@ -101,7 +101,7 @@ void Report(const RunArgs& a, const report::RunReport& report, const run::TpuRun
   if (!r.logits_bf16.empty() && (!a.logits.empty() || !a.predictions.empty())) {
     std::vector<float> all;  // a bf16 chip's outputs, exactly, as float32
     for (const auto& y : r.logits_bf16)
-      for (uint16_t v : y) all.push_back(nn::FloatOfBits(nn::Fp32OfBf16(v)));
+      for (uint16_t v : y) all.push_back(arith::FloatOfBits(arith::Fp32OfBf16(v)));
     if (!a.logits.empty()) WriteLogits(a.logits, outputs, all);
     if (!a.predictions.empty())
       WritePredictions(a.predictions, outputs, all, inputs.labels, report.first_input);

@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "arith/bf16.h"
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
 #include "host/gemm/gemm_runner.h"
-#include "host/nn/bf16.h"
 #include "host/teach/teach.h"
 
 namespace tpu::cli {
@@ -211,7 +211,7 @@ void Operands(const TeachOptions& o, Matrix<T>* a, Matrix<T>* b) {
       if constexpr (sizeof(T) == 1) {
         to->data[i] = static_cast<T>(v);
       } else {
-        to->data[i] = nn::Bf16OfFp32(nn::BitsOfFloat(static_cast<float>(v) / 2));
+        to->data[i] = arith::Bf16OfFp32(arith::BitsOfFloat(static_cast<float>(v) / 2));
       }
     }
   }

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "arith/bf16.h"
+#include "arith/int8.h"
 #include "contract/tpu_contract.h"
 #include "host/compiler/packing.h"
 #include "host/isa/program_builder.h"
-#include "host/nn/bf16.h"
-#include "host/nn/int8_ops.h"
 
 namespace tpu::compiler {
 
@@ -46,10 +46,10 @@ Matrix<int8_t> MakeMatrix(int64_t m, int64_t cols, F&& value) {
 Matrix<int8_t> GemmProgram::Expected(const Matrix<int32_t>& c) const {
   return MakeMatrix(m, cols, [&](int64_t i, int64_t j) {
     const auto l = static_cast<size_t>(j);
-    return nn::Requantize(static_cast<int32_t>(static_cast<uint32_t>(c.at(i, j)) +
-                                               static_cast<uint32_t>(params.bias[l])),
-                          static_cast<uint32_t>(params.multiplier[l]),
-                          static_cast<uint32_t>(params.shift[l]), -128);
+    return arith::Requantize(static_cast<int32_t>(static_cast<uint32_t>(c.at(i, j)) +
+                                                  static_cast<uint32_t>(params.bias[l])),
+                             static_cast<uint32_t>(params.multiplier[l]),
+                             static_cast<uint32_t>(params.shift[l]), -128);
   });
 }
 
@@ -184,8 +184,8 @@ GemmProgram MakeGemmProgramBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t
   GemmProgram g = Shape(a, b, n);
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::normal_distribution<float> d(0.0f, 1.0f);
-  for (int64_t c = 0; c < g.nt * n; ++c) g.bias_bf16.push_back(nn::BitsOfFloat(d(rng)));
-  const std::vector<uint32_t> hi(g.bias_bf16.size(), nn::kFp32Inf);
+  for (int64_t c = 0; c < g.nt * n; ++c) g.bias_bf16.push_back(arith::BitsOfFloat(d(rng)));
+  const std::vector<uint32_t> hi(g.bias_bf16.size(), arith::kFp32Inf);
   const std::vector<uint8_t> sets = PackParamSetsBf16(g.bias_bf16.data(), hi.data(), g.nt * n, n);
   BuildGemm(&g, a, n, overlap, sets, PackWeightTilesBf16(b.data.data(), g.k, g.cols, n));
   return g;
@@ -238,9 +238,9 @@ std::vector<uint16_t> GemmProgram::ExpectedBf16(const std::vector<uint32_t>& c) 
   std::vector<uint16_t> y(static_cast<size_t>(m * cols));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < cols; ++j)
-      y[static_cast<size_t>(i * cols + j)] = nn::Bf16Activate(
-          nn::Fp32Add(c[static_cast<size_t>(i * cols + j)], bias_bf16[static_cast<size_t>(j)]),
-          false, nn::kFp32Inf);
+      y[static_cast<size_t>(i * cols + j)] = arith::Bf16Activate(
+          arith::Fp32Add(c[static_cast<size_t>(i * cols + j)], bias_bf16[static_cast<size_t>(j)]),
+          false, arith::kFp32Inf);
   return y;
 }
 

@@ -30,7 +30,7 @@ struct GemmProgram {
   // The outputs read back from host memory, as an m x cols matrix.
   Matrix<int8_t> Unpack(const std::vector<uint8_t>& out) const;
   // A bf16 program's: the bfloat16 outputs (m x cols, row-major) from the float32 products
-  // (nn::Bf16Gemm with n-row K tiles), and those read back.
+  // (arith::Bf16Gemm with n-row K tiles), and those read back.
   std::vector<uint16_t> ExpectedBf16(const std::vector<uint32_t>& c) const;
   std::vector<uint16_t> UnpackBf16(const std::vector<uint8_t>& out) const;
 };

@@ -9,11 +9,11 @@
 #include <numeric>
 #include <optional>
 
+#include "arith/bf16.h"
+#include "arith/int8.h"
 #include "contract/tpu_contract.h"
 #include "host/compiler/layer_compiler.h"
 #include "host/compiler/packing.h"
-#include "host/nn/bf16.h"
-#include "host/nn/int8_ops.h"
 
 namespace tpu::compiler {
 namespace {
@@ -378,7 +378,7 @@ class Lowering {
                         [](int8_t v) { return v; });
     }
     return WeightTile(l.weights.data.data() + at, rows, l.out.c, n_, 0, j,
-                      [](float v) { return nn::Bf16OfFp32(nn::BitsOfFloat(v)); });
+                      [](float v) { return arith::Bf16OfFp32(arith::BitsOfFloat(v)); });
   }
   // A tile of zeros adds nothing (a depthwise layer's off-diagonal blocks, an average
   // pooling's): skipped, unless the whole column is zeros (then one term overwrites the
@@ -497,9 +497,9 @@ class Lowering {
   // activate's ReLU flag does the clamp at zero).
   void ParamsBf16(GraphOp& op, const nn::Layer& l) {
     std::vector<uint32_t> bias, hi;
-    for (float v : l.bias.data) bias.push_back(nn::Fp32Canonical(nn::BitsOfFloat(v)));
+    for (float v : l.bias.data) bias.push_back(arith::Fp32Canonical(arith::BitsOfFloat(v)));
     const uint32_t bound =
-        l.activation == nn::Activation::kRelu6 ? nn::BitsOfFloat(6.0f) : nn::kFp32Inf;
+        l.activation == nn::Activation::kRelu6 ? arith::BitsOfFloat(6.0f) : arith::kFp32Inf;
     hi.assign(bias.size(), bound);
     AddParams(op, PackParamSetsBf16(bias.data(), hi.data(), l.out.c, n_));
   }
@@ -508,7 +508,7 @@ class Lowering {
   void IdentityParams(GraphOp& op, int64_t channels) {
     const auto c = static_cast<size_t>(channels);
     if (bf16_) {
-      const std::vector<uint32_t> bias(c, 0), hi(c, nn::kFp32Inf);
+      const std::vector<uint32_t> bias(c, 0), hi(c, arith::kFp32Inf);
       return AddParams(op, PackParamSetsBf16(bias.data(), hi.data(), channels, n_));
     }
     Params(op, std::vector<int32_t>(c, 0), std::vector<int32_t>(c, int32_t{1} << 30),
@@ -518,7 +518,7 @@ class Lowering {
   // (in bf16 two bytes, little-endian) there, zeros elsewhere.
   int ShiftTile(int64_t lo, int64_t hi, int64_t shift) {
     const size_t eb = bf16_ ? 2 : 1;
-    const uint16_t one = bf16_ ? nn::Bf16OfFp32(nn::BitsOfFloat(1.0f)) : 1;
+    const uint16_t one = bf16_ ? arith::Bf16OfFp32(arith::BitsOfFloat(1.0f)) : 1;
     std::vector<uint8_t> t(static_cast<size_t>(n_) * n_ * eb, 0);
     for (int64_t r = lo; r < hi; ++r)
       std::memcpy(&t[static_cast<size_t>(r * n_ + r - shift) * eb], &one, eb);

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <type_traits>
 
+#include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/compiler/packing.h"
 #include "host/isa/program_builder.h"
-#include "host/nn/int8_ops.h"
 
 namespace tpu::compiler {
 
@@ -214,7 +214,7 @@ nn::Layer AveragePoolAsConv(const nn::Layer& pool, bool bf16) {
   l.q.bias.shape = {l.out.c};
   l.q.bias.data.assign(static_cast<size_t>(l.out.c), 0);
   uint32_t multiplier = 0, shift = 0;
-  nn::AverageMultiplier(pool.pool_h * pool.pool_w, &multiplier, &shift);
+  arith::AverageMultiplier(pool.pool_h * pool.pool_w, &multiplier, &shift);
   l.q.multiplier.assign(static_cast<size_t>(l.out.c), static_cast<int32_t>(multiplier));
   l.q.shift.assign(static_cast<size_t>(l.out.c), static_cast<int32_t>(shift));
   return l;

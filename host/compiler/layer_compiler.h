@@ -79,7 +79,7 @@ std::vector<LayerStep> MaxPoolPasses(const nn::Layer& pool, int layer_index);
 
 // An average pooling layer as the quantized convolution that computes it exactly: each
 // channel's window times 1 (depthwise weights), no bias, requantized by the multiplier and
-// shift of 1/n (nn::AverageMultiplier), no ReLU; so AveragePool(sum, n) of int8_ops.h. For a
+// shift of 1/n (arith::AverageMultiplier), no ReLU; so arith::AveragePool(sum, n). For a
 // bf16 chip (`bf16`), fp32 weights 1/n instead. The weights are expanded as every depthwise
 // layer's (kh x kw x c x c), so only the chip's format is made: a global pooling of 7 x 7 x
 // 2048 (resnet50) holds 205 M of them.

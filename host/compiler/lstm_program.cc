@@ -7,11 +7,11 @@
 #include <cstring>
 #include <random>
 
+#include "arith/int8.h"
 #include "contract/tpu_contract.h"
 #include "host/common/errors.h"
 #include "host/compiler/packing.h"
 #include "host/isa/program_builder.h"
-#include "host/nn/int8_ops.h"
 
 namespace tpu::compiler {
 namespace {
@@ -261,7 +261,7 @@ LstmCase MakeLstmCase(int64_t inputs, int64_t hidden, int64_t batch, int64_t ste
   k.cell_scale = most > 0 ? most / 127 : 1.0f / 127;
   const nn::QuantizedLstm q = nn::QuantizeLstm(fp, k.cell_scale);
   std::vector<int8_t> x(xf.size());
-  for (size_t i = 0; i < x.size(); ++i) x[i] = nn::QuantizeInput(xf[i], 1.0f / 127);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = arith::QuantizeInput(xf[i], 1.0f / 127);
   k.h.assign(static_cast<size_t>(batch * hidden), 0);
   k.c = k.h;
   k.program = MakeLstmProgram(q, x, k.h, k.c, batch, steps, chip);

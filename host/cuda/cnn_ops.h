@@ -1,14 +1,14 @@
 // One output value of each layer of the CNN, int8 and fp32, as plain functions that run on
 // the host and on CUDA devices alike: the CUDA kernels (cuda_backend.cu) launch one thread
 // per output value, and tests/host/cuda/cnn_ops_test.cc runs the very same functions on
-// the CPU against the int8 reference. The int8 arithmetic is host/nn/int8_ops.h.
+// the CPU against the int8 reference. The int8 arithmetic is arith/int8.h.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include "host/nn/int8_ops.h"
+#include "arith/int8.h"
 #include "host/nn/model.h"
 
 namespace tpu::cuda {
@@ -93,11 +93,11 @@ TPU_HOST_DEVICE inline int8_t LayerOutInt8(const LayerDesc& d, const int8_t* x, 
           acc = DotInt8(x + (int64_t{ih} * d.in_w + iw) * d.in_c,
                         wo + (int64_t{kh} * d.kernel_w + kw) * d.in_c, d.in_c, acc);
         }
-      return nn::Requantize(acc, mult[oc], shift[oc], lo);
+      return arith::Requantize(acc, mult[oc], shift[oc], lo);
     }
     case nn::LayerType::kDense:
-      return nn::Requantize(DotInt8(x, w + int64_t{oc} * d.in_c, d.in_c, bias[oc]), mult[oc],
-                            shift[oc], lo);
+      return arith::Requantize(DotInt8(x, w + int64_t{oc} * d.in_c, d.in_c, bias[oc]), mult[oc],
+                               shift[oc], lo);
     case nn::LayerType::kAvgPool2d:
     case nn::LayerType::kMaxPool2d: {
       int32_t sum = 0, mx = -128;
@@ -108,7 +108,7 @@ TPU_HOST_DEVICE inline int8_t LayerOutInt8(const LayerDesc& d, const int8_t* x, 
           mx = v > mx ? v : mx;
         }
       return d.type == static_cast<int>(nn::LayerType::kAvgPool2d)
-                 ? nn::AveragePool(sum, d.pool_h * d.pool_w)
+                 ? arith::AveragePool(sum, d.pool_h * d.pool_w)
                  : static_cast<int8_t>(mx);
     }
     case nn::LayerType::kFlatten:

@@ -48,7 +48,7 @@ struct DeviceArray {
 
 __global__ void QuantizeKernel(const uint8_t* pixels, int8_t* x, int64_t n) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < n) x[i] = nn::QuantizePixel(pixels[i]);
+  if (i < n) x[i] = arith::QuantizePixel(pixels[i]);
 }
 
 __global__ void ScaleKernel(const uint8_t* pixels, float* x, int64_t n) {

@@ -9,9 +9,9 @@
 #include <random>
 #include <stdexcept>
 
+#include "arith/bf16.h"
 #include "host/common/errors.h"
 #include "host/gemm/gemm_workload.h"
-#include "host/nn/bf16.h"
 
 namespace tpu::gemm {
 
@@ -49,8 +49,8 @@ Matrix<int32_t> ReferenceGemmBf16(const Matrix<uint16_t>& a, const Matrix<uint16
   c.rows = a.rows;
   c.cols = b.cols;
   c.data.resize(static_cast<size_t>(c.rows * c.cols));
-  nn::Bf16Gemm(a.rows, b.cols, a.cols, array_dim, a.data.data(), b.data.data(),
-               reinterpret_cast<uint32_t*>(c.data.data()));
+  arith::Bf16Gemm(a.rows, b.cols, a.cols, array_dim, a.data.data(), b.data.data(),
+                  reinterpret_cast<uint32_t*>(c.data.data()));
   return c;
 }
 
@@ -61,7 +61,7 @@ Matrix<uint16_t> RandomBf16(int64_t rows, int64_t cols, uint64_t seed) {
   m.rows = rows;
   m.cols = cols;
   m.data.resize(static_cast<size_t>(rows * cols));
-  for (auto& v : m.data) v = nn::Bf16OfFp32(nn::BitsOfFloat(dist(rng)));
+  for (auto& v : m.data) v = arith::Bf16OfFp32(arith::BitsOfFloat(dist(rng)));
   return m;
 }
 

@@ -42,7 +42,7 @@ GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matri
                       sim::MxuEngine& engine, const sim::RunOptions& options);
 
 // The same in bfloat16 (bit patterns in, float32 bit patterns out), checked against
-// nn::Bf16Gemm with the plan's array size as the tile (docs/bf16.md).
+// arith::Bf16Gemm with the plan's array size as the tile (docs/bf16.md).
 GemmRunResult RunGemmBf16(const GemmPlan& plan, const Matrix<uint16_t>& a,
                           const Matrix<uint16_t>& b, sim::MxuEngine& engine,
                           const sim::RunOptions& options);

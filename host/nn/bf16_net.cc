@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "arith/bf16.h"
 #include "host/common/errors.h"
-#include "host/nn/bf16.h"
 
 namespace tpu::nn {
 namespace {
@@ -13,7 +13,8 @@ namespace {
 // The vector unit's ReLU and ReLU6: ReLU6 is ReLU with the upper bound 6.
 uint16_t Activate(Activation a, uint32_t x) {
   const bool relu = a == Activation::kRelu || a == Activation::kRelu6;
-  return Bf16Activate(x, relu, a == Activation::kRelu6 ? BitsOfFloat(6.0f) : kFp32Inf);
+  return arith::Bf16Activate(x, relu,
+                             a == Activation::kRelu6 ? arith::BitsOfFloat(6.0f) : arith::kFp32Inf);
 }
 
 // A 2 x 2, stride 2 pooling of bf16 values (Bf16Pool: the maximum, or the float32 sum in
@@ -29,7 +30,8 @@ std::vector<uint16_t> Pool(const Layer& l, const std::vector<uint16_t>& x) {
           const int64_t ih = 2 * oh + q / 2, iw = 2 * ow + q % 2;
           v[q] = x[static_cast<size_t>((ih * l.in.w + iw) * l.in.c + c)];
         }
-        y[static_cast<size_t>((int64_t{oh} * l.out.w + ow) * l.out.c + c)] = Bf16Pool(v, avg);
+        y[static_cast<size_t>((int64_t{oh} * l.out.w + ow) * l.out.c + c)] =
+            arith::Bf16Pool(v, avg);
       }
   return y;
 }
@@ -37,7 +39,9 @@ std::vector<uint16_t> Pool(const Layer& l, const std::vector<uint16_t>& x) {
 // A bfloat16 value as the array passes it through a tile of ones and zeros (+0 plus the
 // product, plus +0 for every other row): a zero or subnormal becomes +0, any other value
 // stays.
-uint16_t ThroughArray(uint16_t x) { return Bf16OfFp32(Fp32Add(0, Fp32OfBf16(x))); }
+uint16_t ThroughArray(uint16_t x) {
+  return arith::Bf16OfFp32(arith::Fp32Add(0, arith::Fp32OfBf16(x)));
+}
 
 // Max pooling as the chip runs it where it is not fused (docs/bf16.md, "Networks"): each
 // tap through the identity tile, the accumulators keeping the larger (Fp32Max); padding
@@ -53,12 +57,12 @@ std::vector<uint16_t> MaxPool(const Layer& l, const std::vector<uint16_t>& x) {
             const int ih = oh * l.pool_stride + kh - l.pad_top,
                       iw = ow * l.pool_stride + kw - l.pad_left;
             if (ih < 0 || ih >= l.in.h || iw < 0 || iw >= l.in.w) continue;
-            const uint32_t v = Fp32OfBf16(
+            const uint32_t v = arith::Fp32OfBf16(
                 ThroughArray(x[static_cast<size_t>((int64_t{ih} * l.in.w + iw) * l.in.c + c)]));
-            m = m ? Fp32Max(*m, v) : v;
+            m = m ? arith::Fp32Max(*m, v) : v;
           }
         y[static_cast<size_t>((int64_t{oh} * l.out.w + ow) * l.out.c + c)] =
-            Bf16OfFp32(m.value_or(0));
+            arith::Bf16OfFp32(m.value_or(0));
       }
   return y;
 }
@@ -103,8 +107,8 @@ Bf16Net::Bf16Net(const Model& model, int array_dim) : model_(model), n_(array_di
     std::vector<uint16_t> wb;
     std::vector<uint32_t> b;
     if (w.HasWeights()) {
-      for (float v : w.weights.data) wb.push_back(Bf16OfFp32(BitsOfFloat(v)));
-      for (float v : w.bias.data) b.push_back(Fp32Canonical(BitsOfFloat(v)));
+      for (float v : w.weights.data) wb.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(v)));
+      for (float v : w.bias.data) b.push_back(arith::Fp32Canonical(arith::BitsOfFloat(v)));
     }
     weights_.push_back(std::move(wb));
     bias_.push_back(std::move(b));
@@ -138,16 +142,16 @@ std::vector<uint16_t> Bf16Net::ConvOrDense(size_t i, const std::vector<uint16_t>
           }
   }
   std::vector<uint32_t> acc(static_cast<size_t>(pixels * oc));
-  Bf16GemmSkippingZeroTiles(pixels, oc, k, n_, cols.data(), weights_[i].data(), acc.data());
+  arith::Bf16GemmSkippingZeroTiles(pixels, oc, k, n_, cols.data(), weights_[i].data(), acc.data());
   std::vector<uint16_t> y(acc.size());
   for (size_t j = 0; j < acc.size(); ++j) {
-    const uint32_t v = Fp32Add(acc[j], bias_[i][j % static_cast<size_t>(oc)]);
+    const uint32_t v = arith::Fp32Add(acc[j], bias_[i][j % static_cast<size_t>(oc)]);
     y[j] = Activate(l.activation, v);
   }
   return y;
 }
 
-// An add (the vector unit's residual add, nn::Bf16ResidualAdd) or a concatenation of
+// An add (the vector unit's residual add, arith::Bf16ResidualAdd) or a concatenation of
 // channels (each value through a tile of ones and zeros, then the vector unit's +0 bias).
 std::vector<uint16_t> Bf16Net::Join(size_t i,
                                     const std::vector<const std::vector<uint16_t>*>& in) const {
@@ -155,7 +159,8 @@ std::vector<uint16_t> Bf16Net::Join(size_t i,
   std::vector<uint16_t> y(static_cast<size_t>(l.out.Size()));
   if (l.type == LayerType::kAdd) {
     const bool relu = l.activation == Activation::kRelu;
-    for (size_t j = 0; j < y.size(); ++j) y[j] = Bf16ResidualAdd((*in[0])[j], (*in[1])[j], relu);
+    for (size_t j = 0; j < y.size(); ++j)
+      y[j] = arith::Bf16ResidualAdd((*in[0])[j], (*in[1])[j], relu);
     return y;
   }
   const int64_t pixels = int64_t{l.out.h} * l.out.w;
@@ -173,7 +178,7 @@ std::vector<uint16_t> Bf16Net::Join(size_t i,
 
 std::vector<std::vector<uint16_t>> Bf16Net::Forward(const float* input) const {
   std::vector<uint16_t> x(static_cast<size_t>(model_.input.Size()));
-  for (size_t j = 0; j < x.size(); ++j) x[j] = Bf16OfFp32(BitsOfFloat(input[j]));
+  for (size_t j = 0; j < x.size(); ++j) x[j] = arith::Bf16OfFp32(arith::BitsOfFloat(input[j]));
   std::vector<std::vector<uint16_t>> outs;
   for (size_t i = 0; i < model_.layers.size(); ++i) {
     const Layer& l = model_.layers[i];
@@ -209,7 +214,7 @@ int ArgMaxBf16(const std::vector<uint16_t>& values) {
   int best = -1;
   float best_v = 0;
   for (size_t j = 0; j < values.size(); ++j) {
-    const float v = FloatOfBits(Fp32OfBf16(values[j]));
+    const float v = arith::FloatOfBits(arith::Fp32OfBf16(values[j]));
     if (v != v) continue;  // NaN
     if (best < 0 || v > best_v) {
       best = static_cast<int>(j);

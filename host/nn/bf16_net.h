@@ -1,6 +1,6 @@
 // A network in bfloat16, as a bf16 chip with an N x N array computes it (docs/bf16.md,
 // "Networks"): an fp32 model's weights and inputs rounded to bfloat16, every convolution
-// and dense layer a GEMM that adds in the array's order (nn::Bf16Gemm with N-row K tiles,
+// and dense layer a GEMM that adds in the array's order (arith::Bf16Gemm with N-row K tiles,
 // K in (kernel row, kernel column, input channel) order), then the vector unit's float32
 // bias add and activation and one rounding to bfloat16; pooling on those bf16 values. No
 // quantization. The reference the bf16 chip is compared with bit for bit; its accuracy is

@@ -6,8 +6,8 @@
 #include <optional>
 #include <thread>
 
+#include "arith/bf16.h"
 #include "host/common/errors.h"
-#include "host/nn/bf16.h"
 #include "host/nn/bf16_net.h"
 #include "host/nn/fp32_net.h"
 #include "host/nn/int8_net.h"
@@ -67,7 +67,7 @@ std::vector<int> ClassifyBf16(const Bf16Net& net, const Model& m, const InputSet
     p.push_back(ArgMaxBf16(y));
     if (outputs)
       for (int64_t j = 0; j < n_out; ++j)
-        outputs[i * n_out + j] = FloatOfBits(Fp32OfBf16(y[static_cast<size_t>(j)]));
+        outputs[i * n_out + j] = arith::FloatOfBits(arith::Fp32OfBf16(y[static_cast<size_t>(j)]));
   }
   return p;
 }

@@ -7,9 +7,9 @@
 #include <random>
 #include <stdexcept>
 
+#include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/common/npy.h"
-#include "host/nn/int8_ops.h"
 
 namespace tpu::nn {
 
@@ -29,9 +29,10 @@ RowMatrix<int8_t> Int8Inputs(const Model& m, const InputSet& in, int64_t first, 
   RowMatrix<int8_t> x(count, size);
   const auto base = static_cast<size_t>(first * size);
   for (int64_t i = 0; i < count * size; ++i) {
-    x.data()[i] = in.pixels.empty()
-                      ? QuantizeInput(in.values[base + static_cast<size_t>(i)], m.input_scale)
-                      : QuantizePixel(in.pixels[base + static_cast<size_t>(i)]);
+    x.data()[i] =
+        in.pixels.empty()
+            ? arith::QuantizeInput(in.values[base + static_cast<size_t>(i)], m.input_scale)
+            : arith::QuantizePixel(in.pixels[base + static_cast<size_t>(i)]);
   }
   return x;
 }

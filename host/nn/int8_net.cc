@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "host/nn/int8_gemm.h"
-#include "host/nn/int8_ops.h"
+#include "arith/int8.h"
+#include "arith/int8_gemm.h"
 #include "host/nn/int8_reference.h"
 
 namespace tpu::nn {
@@ -98,9 +98,9 @@ void Int8Net::Requant(size_t layer, const MatrixI32& acc, int8_t* out) const {
     const int32_t* a = acc.data() + r * cols;
     int8_t* o = out + r * cols;
     for (int64_t c = 0; c < cols; ++c) {
-      o[c] = Requantize(a[c] + l.q.bias.data[static_cast<size_t>(c)],
-                        static_cast<uint32_t>(l.q.multiplier[static_cast<size_t>(c)]),
-                        static_cast<uint32_t>(l.q.shift[static_cast<size_t>(c)]), lo);
+      o[c] = arith::Requantize(a[c] + l.q.bias.data[static_cast<size_t>(c)],
+                               static_cast<uint32_t>(l.q.multiplier[static_cast<size_t>(c)]),
+                               static_cast<uint32_t>(l.q.shift[static_cast<size_t>(c)]), lo);
     }
   }
 }
@@ -113,8 +113,8 @@ using MatrixF = RowMatrix<float>;
 // int32.
 MatrixI32 Product(const Layer& l, const MatrixF& x, const std::vector<float>& w) {
   MatrixI32 acc(x.rows(), l.out.c);
-  GemmInt8FF(x.rows(), l.out.c, x.cols(), x.data(), x.cols(), w.data(), l.out.c, acc.data(),
-             l.out.c, /*accumulate=*/false);
+  arith::GemmInt8FF(x.rows(), l.out.c, x.cols(), x.data(), x.cols(), w.data(), l.out.c, acc.data(),
+                    l.out.c, /*accumulate=*/false);
   return acc;
 }
 
@@ -122,7 +122,7 @@ MatrixI32 Product(const Layer& l, const MatrixF& x, const std::vector<float>& w)
 
 std::vector<MatrixI8> Int8Net::Forward(const uint8_t* pixels, int64_t count) const {
   MatrixI8 input(count, model_.input.Size());
-  for (int64_t i = 0; i < input.size(); ++i) input.data()[i] = QuantizePixel(pixels[i]);
+  for (int64_t i = 0; i < input.size(); ++i) input.data()[i] = arith::QuantizePixel(pixels[i]);
   return Forward(input);
 }
 

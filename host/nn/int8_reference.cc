@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "host/nn/int8_ops.h"
+#include "arith/int8.h"
 
 namespace tpu::nn {
 
@@ -25,8 +25,8 @@ void PoolInt8(const Layer& l, const int8_t* x, int8_t* y) {
       }
     return;
   }
-  uint32_t multiplier = 0, shift = 0;  // once per layer: AverageMultiplier divides
-  AverageMultiplier(l.pool_h * l.pool_w, &multiplier, &shift);
+  uint32_t multiplier = 0, shift = 0;  // once per layer: arith::AverageMultiplier divides
+  arith::AverageMultiplier(l.pool_h * l.pool_w, &multiplier, &shift);
   for (int oh = 0; oh < l.out.h; ++oh)
     for (int ow = 0; ow < l.out.w; ++ow)
       for (int c = 0; c < l.out.c; ++c) {
@@ -42,7 +42,7 @@ void PoolInt8(const Layer& l, const int8_t* x, int8_t* y) {
             mx = std::max<int32_t>(mx, v);
           }
         y[(size_t(oh) * l.out.w + ow) * l.out.c + c] =
-            avg ? Requantize(sum, multiplier, shift, -128) : static_cast<int8_t>(mx);
+            avg ? arith::Requantize(sum, multiplier, shift, -128) : static_cast<int8_t>(mx);
       }
 }
 
@@ -51,7 +51,8 @@ void AddInt8(const Layer& l, const int8_t* a, const int8_t* b, int8_t* y) {
   const auto ma = static_cast<uint32_t>(l.q.multiplier[0]),
              mb = static_cast<uint32_t>(l.q.multiplier[1]);
   const auto shift = static_cast<uint32_t>(l.q.shift[0]);
-  for (int64_t i = 0; i < l.out.Size(); ++i) y[i] = AddRequantize(a[i], b[i], ma, mb, shift, lo);
+  for (int64_t i = 0; i < l.out.Size(); ++i)
+    y[i] = arith::AddRequantize(a[i], b[i], ma, mb, shift, lo);
 }
 
 void ConcatInt8(const Layer& l, const std::vector<const int8_t*>& xs,
@@ -63,7 +64,7 @@ void ConcatInt8(const Layer& l, const std::vector<const int8_t*>& xs,
       const auto m = static_cast<uint32_t>(l.q.multiplier[k]);
       const auto s = static_cast<uint32_t>(l.q.shift[k]);
       for (int64_t c = 0; c < channels[k]; ++c)
-        y[p * l.out.c + c0 + c] = Requantize(xs[k][p * channels[k] + c], m, s, -128);
+        y[p * l.out.c + c0 + c] = arith::Requantize(xs[k][p * channels[k] + c], m, s, -128);
       c0 += channels[k];
     }
   }
@@ -80,7 +81,7 @@ void ConvOrDenseInt8(const Layer& l, const int8_t* x, int8_t* y) {
       int32_t acc = l.q.bias.data[oc];
       for (int ic = 0; ic < l.in.c; ++ic)
         acc += int32_t{x[ic]} * l.q.weights.data[size_t(ic) * l.out.c + oc];
-      y[oc] = Requantize(acc, l.q.multiplier[oc], l.q.shift[oc], lo);
+      y[oc] = arith::Requantize(acc, l.q.multiplier[oc], l.q.shift[oc], lo);
     }
     return;
   }
@@ -99,7 +100,7 @@ void ConvOrDenseInt8(const Layer& l, const int8_t* x, int8_t* y) {
               acc += int32_t{at(ih, iw, ic)} * w;
             }
         y[(size_t(oh) * l.out.w + ow) * l.out.c + oc] =
-            Requantize(acc, l.q.multiplier[oc], l.q.shift[oc], lo);
+            arith::Requantize(acc, l.q.multiplier[oc], l.q.shift[oc], lo);
       }
 }
 
@@ -150,7 +151,7 @@ std::vector<std::vector<int8_t>> ReferenceInt8(const Model& m, const int8_t* inp
 
 std::vector<std::vector<int8_t>> ReferenceInt8(const Model& m, const uint8_t* pixels) {
   std::vector<int8_t> x(static_cast<size_t>(m.input.Size()));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = QuantizePixel(pixels[i]);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = arith::QuantizePixel(pixels[i]);
   return ReferenceInt8(m, x.data());
 }
 

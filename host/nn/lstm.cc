@@ -4,10 +4,10 @@
 #include <cmath>
 #include <random>
 
+#include "arith/int8.h"
+#include "arith/vpu_tables.h"
 #include "host/common/errors.h"
-#include "host/nn/int8_ops.h"
 #include "host/nn/quantize.h"
-#include "host/nn/vpu_functions.h"
 
 namespace tpu::nn {
 namespace {
@@ -89,7 +89,7 @@ QuantizedLstm QuantizeLstm(const Lstm& l, float cell_scale) {
 
 void Int8LstmStep(const QuantizedLstm& q, const int8_t* x, int8_t* h, int8_t* c, int64_t batch) {
   const int64_t H = q.hidden, G = q.Gates();
-  const auto sig = VpuFunction::kSigmoid, tanh = VpuFunction::kTanh;
+  const auto sig = arith::VpuFunction::kSigmoid, tanh = arith::VpuFunction::kTanh;
   std::vector<int32_t> acc(static_cast<size_t>(G));
   std::vector<int8_t> h_new(static_cast<size_t>(H));
   for (int64_t b = 0; b < batch; ++b) {
@@ -99,26 +99,27 @@ void Int8LstmStep(const QuantizedLstm& q, const int8_t* x, int8_t* h, int8_t* c,
       for (int64_t j = 0; j < G; ++j) acc[j] += v * q.weights[r * G + j];
     }
     // The gate's table of its requantized pre-activation (the VPU's stage 2).
-    auto gate = [&](int64_t j, VpuFunction fn) {
+    auto gate = [&](int64_t j, arith::VpuFunction fn) {
       const auto sum =
           static_cast<int32_t>(static_cast<uint32_t>(acc[j]) + static_cast<uint32_t>(q.bias[j]));
-      return ApplyVpuFunction(fn, Requantize(sum, static_cast<uint32_t>(q.multiplier[j]),
-                                             static_cast<uint32_t>(q.shift[j]), -128));
+      return arith::ApplyVpuFunction(fn,
+                                     arith::Requantize(sum, static_cast<uint32_t>(q.multiplier[j]),
+                                                       static_cast<uint32_t>(q.shift[j]), -128));
     };
     for (int64_t u = 0; u < H; ++u) {
       const int8_t i = gate(u, sig), f = gate(H + u, sig), g = gate(2 * H + u, tanh),
                    o = gate(3 * H + u, sig);
       int8_t& cell = c[b * H + u];
-      const int8_t ig = MulRequantize(i, g, static_cast<uint32_t>(q.ig_mul),
-                                      static_cast<uint32_t>(q.ig_shift), -128);
-      const int8_t fc = MulRequantize(f, cell, static_cast<uint32_t>(q.fc_mul),
-                                      static_cast<uint32_t>(q.fc_shift), -128);
-      cell = AddRequantize(fc, ig, 2, 2, 1, -128);  // fc + ig, clamped
-      const int8_t t =
-          ApplyVpuFunction(tanh, Requantize(cell, static_cast<uint32_t>(q.tanh_mul),
-                                            static_cast<uint32_t>(q.tanh_shift), -128));
-      h_new[u] = MulRequantize(o, t, static_cast<uint32_t>(q.h_mul),
-                               static_cast<uint32_t>(q.h_shift), -128);
+      const int8_t ig = arith::MulRequantize(i, g, static_cast<uint32_t>(q.ig_mul),
+                                             static_cast<uint32_t>(q.ig_shift), -128);
+      const int8_t fc = arith::MulRequantize(f, cell, static_cast<uint32_t>(q.fc_mul),
+                                             static_cast<uint32_t>(q.fc_shift), -128);
+      cell = arith::AddRequantize(fc, ig, 2, 2, 1, -128);  // fc + ig, clamped
+      const int8_t t = arith::ApplyVpuFunction(
+          tanh, arith::Requantize(cell, static_cast<uint32_t>(q.tanh_mul),
+                                  static_cast<uint32_t>(q.tanh_shift), -128));
+      h_new[u] = arith::MulRequantize(o, t, static_cast<uint32_t>(q.h_mul),
+                                      static_cast<uint32_t>(q.h_shift), -128);
     }
     std::copy(h_new.begin(), h_new.end(), h + b * H);
   }

@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "arith/bf16.h"
 #include "host/common/revision.h"
 #include "host/common/text.h"
-#include "host/nn/bf16.h"
 
 namespace tpu::report {
 namespace {
@@ -47,7 +47,7 @@ std::string FormatGemmReport(const gemm::GemmRunResult& r, const config::TpuConf
   } else {
     const auto& m = r.first_mismatch;
     const auto value = [&](int32_t v) {
-      return r.bf16 ? fmt::format("{} (0x{:08x})", nn::FloatOfBits(static_cast<uint32_t>(v)),
+      return r.bf16 ? fmt::format("{} (0x{:08x})", arith::FloatOfBits(static_cast<uint32_t>(v)),
                                   static_cast<uint32_t>(v))
                     : std::to_string(v);
     };

@@ -12,17 +12,17 @@
 #include <optional>
 #include <random>
 
+#include "arith/bf16.h"
+#include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/compiler/core_split.h"
 #include "host/compiler/gemm_program.h"
 #include "host/compiler/network_compiler.h"
 #include "host/engine/cycle_attribution.h"
 #include "host/gemm/gemm_runner.h"
-#include "host/nn/bf16.h"
 #include "host/nn/bf16_net.h"
 #include "host/nn/inputs.h"
 #include "host/nn/int8_net.h"
-#include "host/nn/int8_ops.h"
 
 namespace tpu::run {
 
@@ -273,12 +273,12 @@ LayerInputs<T> RandomInputs(size_t size, std::mt19937_64& rng) {
     in.x.resize(size);
     for (size_t i = 0; i < size; ++i) {
       in.x[i] = normal(rng);
-      in.act[i] = nn::Bf16OfFp32(nn::BitsOfFloat(in.x[i]));
+      in.act[i] = arith::Bf16OfFp32(arith::BitsOfFloat(in.x[i]));
     }
   } else {
     in.pixels.resize(size);
     for (auto& p : in.pixels) p = static_cast<uint8_t>(rng());
-    for (size_t i = 0; i < size; ++i) in.act[i] = nn::QuantizePixel(in.pixels[i]);
+    for (size_t i = 0; i < size; ++i) in.act[i] = arith::QuantizePixel(in.pixels[i]);
   }
   return in;
 }

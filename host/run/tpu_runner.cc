@@ -10,11 +10,11 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "arith/bf16.h"
 #include "host/common/errors.h"
 #include "host/compiler/core_split.h"
 #include "host/compiler/layer_compiler.h"
 #include "host/engine/cycle_attribution.h"
-#include "host/nn/bf16.h"
 #include "host/nn/bf16_net.h"
 #include "host/nn/cpu_backend.h"
 #include "host/nn/int8_net.h"
@@ -250,7 +250,8 @@ void RunBf16Batch(const nn::Model& model, const NetworkCompiler& network, const 
                   std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
   const nn::RowMatrix<float> x = nn::Fp32Inputs(inputs, first, b);
   std::vector<uint16_t> act(static_cast<size_t>(x.size()));
-  for (size_t i = 0; i < act.size(); ++i) act[i] = nn::Bf16OfFp32(nn::BitsOfFloat(x.data()[i]));
+  for (size_t i = 0; i < act.size(); ++i)
+    act[i] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[i]));
   const std::vector<uint16_t> y = RunWhole(network, act, b, engine, attributions, r);
   if (!engine.ComputesValues()) return;
   const auto out_size = static_cast<size_t>(model.layers.back().out.Size());

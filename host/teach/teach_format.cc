@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "arith/bf16.h"
 #include "host/common/text.h"
-#include "host/nn/bf16.h"
 #include "host/teach/teach.h"
 #include "host/teach/teach_text.h"
 
@@ -24,12 +24,12 @@ std::string Values::Operand(int32_t raw) const {
   if (!Bf16(*this)) return fmt::format("{}", raw);
   // As a float32: the shortest decimal that reads back as that float, exact for the values
   // a lesson uses (3.625, not the 3.62 that would also round to it in bfloat16).
-  return fmt::format("{}", nn::FloatOfBits(nn::Fp32OfBf16(static_cast<uint16_t>(raw))));
+  return fmt::format("{}", arith::FloatOfBits(arith::Fp32OfBf16(static_cast<uint16_t>(raw))));
 }
 
 std::string Values::Sum(int32_t raw) const {
   if (!Bf16(*this)) return fmt::format("{}", raw);
-  return fmt::format("{}", nn::FloatOfBits(static_cast<uint32_t>(raw)));  // shortest, exact
+  return fmt::format("{}", arith::FloatOfBits(static_cast<uint32_t>(raw)));  // shortest, exact
 }
 
 nlohmann::json Values::OperandJson(int32_t raw) const {
@@ -45,8 +45,8 @@ CProgress::CProgress(int64_t m, int64_t n, Values v)
 
 void CProgress::Add(size_t at, int32_t v, bool final) {
   if (Bf16(values)) {
-    value[at] = seen[at] ? static_cast<int32_t>(nn::Fp32Add(static_cast<uint32_t>(value[at]),
-                                                            static_cast<uint32_t>(v)))
+    value[at] = seen[at] ? static_cast<int32_t>(arith::Fp32Add(static_cast<uint32_t>(value[at]),
+                                                               static_cast<uint32_t>(v)))
                          : v;
   } else {
     value[at] = static_cast<int32_t>(static_cast<uint32_t>(value[at]) + static_cast<uint32_t>(v));
@@ -137,7 +137,7 @@ std::string MovementText(const Movement& m) {
 std::string ResultText(const Recording& run, const Paint& p) {
   const bool bf16 = run.values.dtype == hw::Dtype::kBf16;
   const std::string ref =
-      bf16 ? "the CPU bf16 reference (nn::Bf16Gemm, docs/bf16.md)" : "the Eigen int32 reference";
+      bf16 ? "the CPU bf16 reference (arith::Bf16Gemm, docs/bf16.md)" : "the Eigen int32 reference";
   return MatrixText("C = A x B from the RTL", run.c.rows, run.c.cols,
                     [&](int64_t r, int64_t c) { return run.values.Sum(run.c.at(r, c)); }) +
          (run.matches_reference ? "  bit-exact with " + ref + "\n"

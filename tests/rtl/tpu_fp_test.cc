@@ -1,6 +1,6 @@
 // The RTL's bfloat16 and float32 arithmetic (rtl/tpu_pkg.sv: Bf16Mul, Fp32Add, Fp32Max,
 // Fp32Min, Fp32Quarter, Bf16Round, Bf16Activate)
-// against the C++ reference (host/nn/bf16.h), which uses the host's IEEE float hardware:
+// against the C++ reference (arith/bf16.h), which uses the host's IEEE float hardware:
 // every special case (zeros of both signs, subnormals, infinities, NaN, overflow,
 // cancellation, ties in rounding) and millions of random operands, bit for bit.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "Vtpu_fp_unit.h"
-#include "host/nn/bf16.h"
+#include "arith/bf16.h"
 
 namespace tpu::test {
 namespace {
@@ -30,15 +30,15 @@ class FpUnitTest : public ::testing::Test {
     const bool relu = (a ^ b ^ x) & 1u;
     m_.relu_i = relu;
     m_.eval();
-    ASSERT_EQ(m_.min_o, nn::Fp32Min(a, b)) << std::hex << "min 0x" << a << ", 0x" << b;
-    ASSERT_EQ(m_.quarter_o, nn::Fp32Quarter(a)) << std::hex << "quarter 0x" << a;
-    ASSERT_EQ(m_.round_o, nn::Bf16OfFp32(a)) << std::hex << "round 0x" << a;
-    ASSERT_EQ(m_.act_o, nn::Bf16Activate(a, relu, b))
+    ASSERT_EQ(m_.min_o, arith::Fp32Min(a, b)) << std::hex << "min 0x" << a << ", 0x" << b;
+    ASSERT_EQ(m_.quarter_o, arith::Fp32Quarter(a)) << std::hex << "quarter 0x" << a;
+    ASSERT_EQ(m_.round_o, arith::Bf16OfFp32(a)) << std::hex << "round 0x" << a;
+    ASSERT_EQ(m_.act_o, arith::Bf16Activate(a, relu, b))
         << std::hex << "activate 0x" << a << " relu " << relu << " hi 0x" << b;
-    ASSERT_EQ(m_.add_o, nn::Fp32Add(a, b)) << std::hex << "add 0x" << a << " + 0x" << b;
-    ASSERT_EQ(m_.max_o, nn::Fp32Max(a, b)) << std::hex << "max 0x" << a << ", 0x" << b;
-    ASSERT_EQ(m_.mul_o, nn::Bf16Mul(x, y)) << std::hex << "mul 0x" << x << " * 0x" << y;
-    ASSERT_EQ(m_.mac_o, nn::Bf16Mac(a, x, y))
+    ASSERT_EQ(m_.add_o, arith::Fp32Add(a, b)) << std::hex << "add 0x" << a << " + 0x" << b;
+    ASSERT_EQ(m_.max_o, arith::Fp32Max(a, b)) << std::hex << "max 0x" << a << ", 0x" << b;
+    ASSERT_EQ(m_.mul_o, arith::Bf16Mul(x, y)) << std::hex << "mul 0x" << x << " * 0x" << y;
+    ASSERT_EQ(m_.mac_o, arith::Bf16Mac(a, x, y))
         << std::hex << "mac 0x" << a << " + 0x" << x << " * 0x" << y;
   }
 };

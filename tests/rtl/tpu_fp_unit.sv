@@ -1,6 +1,6 @@
 // Test top: tpu_pkg's bfloat16 and float32 functions (the arithmetic of a bf16 chip's
 // processing elements, accumulators and vector unit, docs/bf16.md) on ports, combinationally, for
-// tests/rtl/tpu_fp_test.cc to compare with host/nn/bf16.h on many operands.
+// tests/rtl/tpu_fp_test.cc to compare with arith/bf16.h on many operands.
 module tpu_fp_unit
   import tpu_pkg::*;
 (

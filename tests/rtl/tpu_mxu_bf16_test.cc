@@ -5,9 +5,9 @@
 
 #include <tuple>
 
+#include "arith/bf16.h"
 #include "fast/fast_mxu_engine.h"
 #include "host/config/tpu_config.h"
-#include "host/nn/bf16.h"
 #include "tests/test_util.h"
 
 namespace tpu {
@@ -82,7 +82,7 @@ TEST(MxuBf16Test, SpecialValuesMatchTheReference) {
     fast::FastMxuEngine fast(dim, test::kAccDepth, 16);
     EXPECT_EQ(RunBf16(a, b, dim, fast).c.data, rtl.c.data);
     EXPECT_EQ(static_cast<uint32_t>(rtl.c.at(4, 3)), 0u);
-    EXPECT_EQ(static_cast<uint32_t>(rtl.c.at(0, 2)), nn::kFp32Nan);
+    EXPECT_EQ(static_cast<uint32_t>(rtl.c.at(0, 2)), arith::kFp32Nan);
   }
 }
 

@@ -1,5 +1,5 @@
 // The VPU RTL (rtl/tpu_vpu.sv) against the int8 arithmetic of docs/quantization.md
-// (host/nn/int8_ops.h), on random rows with random per-lane parameters, with and without
+// (arith/int8.h), on random rows with random per-lane parameters, with and without
 // ReLU, with average, max and no pooling over rows and max pooling over lanes, with the
 // sigmoid and tanh tables, and the residual's sum and product.
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "Vtpu_vpu_n8.h"
-#include "host/nn/int8_ops.h"
-#include "host/nn/vpu_functions.h"
+#include "arith/int8.h"
+#include "arith/vpu_tables.h"
 #include "sim/mxu/port_packing.h"
 
 namespace tpu {
@@ -26,7 +26,7 @@ struct Params {
   int32_t bias[kLanes], multiplier[kLanes], shift[kLanes];
   bool relu = false;
   Pool pool = kNone;
-  nn::VpuFunction fn = nn::VpuFunction::kNone;  // rtl/tpu_pkg.sv vpu_fn_e has the same order
+  arith::VpuFunction fn = arith::VpuFunction::kNone;  // rtl/tpu_pkg.sv vpu_fn_e has the same order
 };
 
 class VpuHarness {
@@ -109,7 +109,8 @@ Params RandomParams(std::mt19937_64& rng, bool relu, Pool pool) {
   return p;
 }
 
-void RunCase(bool relu, Pool pool, uint64_t seed, nn::VpuFunction fn = nn::VpuFunction::kNone) {
+void RunCase(bool relu, Pool pool, uint64_t seed,
+             arith::VpuFunction fn = arith::VpuFunction::kNone) {
   std::mt19937_64 rng(seed);
   VpuHarness vpu;
   Params p = RandomParams(rng, relu, pool);
@@ -123,8 +124,9 @@ void RunCase(bool relu, Pool pool, uint64_t seed, nn::VpuFunction fn = nn::VpuFu
       // Mostly values near the requantized range, sometimes large ones that saturate.
       const int32_t span = (rng() % 4 == 0) ? (1 << 30) : (1 << 22);
       rows[r][l] = static_cast<int32_t>(rng() % (2u * span + 1)) - span;
-      requant[r][l] = nn::ApplyVpuFunction(
-          fn, nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], relu ? 0 : -128));
+      requant[r][l] = arith::ApplyVpuFunction(
+          fn,
+          arith::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], relu ? 0 : -128));
     }
   }
   std::vector<std::vector<int8_t>> expected;
@@ -146,7 +148,7 @@ void RunCase(bool relu, Pool pool, uint64_t seed, nn::VpuFunction fn = nn::VpuFu
           sum += requant[r + k][l];
           mx = std::max<int32_t>(mx, requant[r + k][l]);
         }
-        out[l] = pool == kAvg ? nn::AveragePool(sum, 4) : static_cast<int8_t>(mx);
+        out[l] = pool == kAvg ? arith::AveragePool(sum, 4) : static_cast<int8_t>(mx);
       }
       expected.push_back(out);
     }
@@ -172,13 +174,15 @@ TEST(TpuVpuTest, AveragePoolMatchesSpec) { RunCase(true, kAvg, 3); }
 TEST(TpuVpuTest, AveragePoolWithoutReluMatchesSpec) { RunCase(false, kAvg, 4); }
 TEST(TpuVpuTest, MaxPoolMatchesSpec) { RunCase(true, kMax, 5); }
 TEST(TpuVpuTest, MaxPoolOverLanesMatchesSpec) { RunCase(false, kOverLanes, 10); }
-TEST(TpuVpuTest, SigmoidTableMatchesSpec) { RunCase(false, kNone, 8, nn::VpuFunction::kSigmoid); }
-TEST(TpuVpuTest, TanhTableMatchesSpec) { RunCase(false, kNone, 9, nn::VpuFunction::kTanh); }
+TEST(TpuVpuTest, SigmoidTableMatchesSpec) {
+  RunCase(false, kNone, 8, arith::VpuFunction::kSigmoid);
+}
+TEST(TpuVpuTest, TanhTableMatchesSpec) { RunCase(false, kNone, 9, arith::VpuFunction::kTanh); }
 TEST(TpuVpuTest, TanhTableThenAveragePoolMatchesSpec) {
-  RunCase(false, kAvg, 10, nn::VpuFunction::kTanh);
+  RunCase(false, kAvg, 10, arith::VpuFunction::kTanh);
 }
 TEST(TpuVpuTest, ReluThenSigmoidTableMatchesSpec) {
-  RunCase(true, kNone, 11, nn::VpuFunction::kSigmoid);
+  RunCase(true, kNone, 11, arith::VpuFunction::kSigmoid);
 }
 
 // The tables themselves, against their definition (contract/tpu_contract.toml): x = q /
@@ -212,9 +216,9 @@ std::vector<std::pair<std::vector<int8_t>, std::vector<int8_t>>> RunResidual(
     for (int l = 0; l < kLanes; ++l) {
       rows[r][l] = static_cast<int32_t>(rng() % (1u << 23)) - (1 << 22);
       res[r][l] = static_cast<int8_t>(rng());
-      const int8_t y = nn::ApplyVpuFunction(
-          p.fn,
-          nn::Requantize(rows[r][l] + p.bias[l], p.multiplier[l], p.shift[l], p.relu ? 0 : -128));
+      const int8_t y =
+          arith::ApplyVpuFunction(p.fn, arith::Requantize(rows[r][l] + p.bias[l], p.multiplier[l],
+                                                          p.shift[l], p.relu ? 0 : -128));
       want[l] = combine(y, res[r][l]);
     }
     expected.push_back(want);
@@ -243,7 +247,7 @@ TEST(TpuVpuTest, ResidualAddMatchesSpec) {
   const uint32_t ma = 1518000000u, mb = 900000000u, shift = 31;
   vpu.Residual(ma, mb, shift, /*relu=*/false);
   const auto rows = RunResidual(vpu, p, rng, [&](int8_t y, int8_t r) {
-    return nn::AddRequantize(y, r, ma, mb, shift, -128);
+    return arith::AddRequantize(y, r, ma, mb, shift, -128);
   });
   int changed = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -259,12 +263,12 @@ TEST(TpuVpuTest, ResidualProductMatchesSpec) {
   VpuHarness vpu;
   std::mt19937_64 rng(12);
   Params p = RandomParams(rng, false, kNone);
-  p.fn = nn::VpuFunction::kSigmoid;
+  p.fn = arith::VpuFunction::kSigmoid;
   vpu.Configure(p);
   const uint32_t ma = 1100000000u, shift = 37;
   vpu.Residual(ma, 0, shift, /*relu=*/false, /*product=*/true);
   const auto rows = RunResidual(
-      vpu, p, rng, [&](int8_t y, int8_t r) { return nn::MulRequantize(y, r, ma, shift, -128); });
+      vpu, p, rng, [&](int8_t y, int8_t r) { return arith::MulRequantize(y, r, ma, shift, -128); });
   int inside = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     ASSERT_EQ(rows[i].first, rows[i].second) << "row " << i;

@@ -10,11 +10,11 @@
 #include <optional>
 #include <string>
 
+#include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/data/mnist.h"
 #include "host/engine/timeline.h"
 #include "host/nn/int8_net.h"
-#include "host/nn/int8_ops.h"
 #include "host/run/tpu_runner.h"
 #include "tests/host/nn/nn_test_util.h"
 #include "tests/test_engines.h"
@@ -60,7 +60,7 @@ void ExpectPrefixesExact(const nn::Model& m, const char* preset, engine::EngineK
     if (!nc.Fits() && last + 1 < m.layers.size()) continue;  // a prefix's whole-batch output
     ASSERT_TRUE(nc.Fits()) << nc.WhyNot();
     std::vector<int8_t> act(static_cast<size_t>(batch * m.input.Size()));
-    for (size_t i = 0; i < act.size(); ++i) act[i] = nn::QuantizePixel(set.pixels[i]);
+    for (size_t i = 0; i < act.size(); ++i) act[i] = arith::QuantizePixel(set.pixels[i]);
     const LayerJob job = nc.Build(act, batch);
     // A fresh chip each time: memories left by an earlier run could hide a read too early.
     const auto chip = test::TestEngine(kind, config::LoadConfig(preset), {});

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <random>
 
+#include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/compiler/layer_compiler.h"
 #include "host/compiler/network_compiler.h"
@@ -21,7 +22,6 @@
 #include "host/engine/engine_factory.h"
 #include "host/engine/timeline.h"
 #include "host/isa/assembler.h"
-#include "host/nn/int8_ops.h"
 #include "tests/mnist_test_util.h"
 
 namespace tpu::cosim {
@@ -86,7 +86,7 @@ TEST(CosimTest, EveryJobOfACompiledMnistBatchAgrees) {
   Engines e = Make(c);
   std::vector<int8_t> act;
   for (int64_t i = 0; i < 16 * m.input.Size(); ++i)
-    act.push_back(nn::QuantizePixel(set.pixels[static_cast<size_t>(i)]));
+    act.push_back(arith::QuantizePixel(set.pixels[static_cast<size_t>(i)]));
   int jobs = 0;
   for (const compiler::LayerStep& step : compiler::PlanSteps(m)) {
     const compiler::LayerCompiler lc(m, step, c);

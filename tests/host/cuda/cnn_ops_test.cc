@@ -18,7 +18,7 @@ namespace {
 // The whole network for one image, value by value, as the kernels compute it.
 std::vector<std::vector<int8_t>> RunInt8(const nn::Model& m, const uint8_t* pixels) {
   std::vector<int8_t> x(static_cast<size_t>(m.input.Size()));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = nn::QuantizePixel(pixels[i]);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = arith::QuantizePixel(pixels[i]);
   std::vector<std::vector<int8_t>> outs;
   for (const nn::Layer& l : m.layers) {
     const LayerDesc d = Describe(l);

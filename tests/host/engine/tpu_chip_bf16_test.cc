@@ -1,21 +1,21 @@
 // The bfloat16 chip (docs/bf16.md, "The chip in bf16") on both engines: rows of 2N bytes
 // through the DMA engines and the unified buffer, the bf16 matrix unit, the float32 vector
 // unit (bias, ReLU, the upper bound, rounding, pooling), pad_min in bf16, and the format
-// checks (set_format, wrong-format). Each result is compared with host/nn/bf16.h computed
+// checks (set_format, wrong-format). Each result is compared with arith/bf16.h computed
 // here in the chip's order. Each test is its own process (one SystemC system per process).
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 
-#include "host/nn/bf16.h"
+#include "arith/bf16.h"
 #include "tests/host/engine/chip_test_util.h"
 
 namespace tpu::test {
 namespace {
 
-using nn::Bf16OfFp32;
-using nn::BitsOfFloat;
+using arith::Bf16OfFp32;
+using arith::BitsOfFloat;
 
 constexpr int kN = 4;
 
@@ -100,14 +100,14 @@ TEST_P(Bf16ChipTest, GemmAndVectorUnitEqualTheReference) {
   const auto r = Run(Bf16Chip(), text, host, Bytes(w), 0x1000, static_cast<uint64_t>(m * kN * 2));
   ASSERT_TRUE(r.ok) << r.message;
   std::vector<uint32_t> acc(static_cast<size_t>(m * kN));
-  nn::Bf16Gemm(m, kN, k, kN, a.data(), w.data(), acc.data());
+  arith::Bf16Gemm(m, kN, k, kN, a.data(), w.data(), acc.data());
   const std::vector<uint16_t> got = Elements(r.host_out);
   int clamped = 0;
   for (int i = 0; i < m; ++i)
     for (int l = 0; l < kN; ++l) {
       const size_t j = static_cast<size_t>(i * kN + l);
-      const uint16_t want =
-          nn::Bf16Activate(nn::Fp32Add(acc[j], BitsOfFloat(bias[l])), true, BitsOfFloat(hi[l]));
+      const uint16_t want = arith::Bf16Activate(arith::Fp32Add(acc[j], BitsOfFloat(bias[l])), true,
+                                                BitsOfFloat(hi[l]));
       EXPECT_EQ(got[j], want) << "row " << i << " lane " << l;
       clamped += want == Bf16OfFp32(BitsOfFloat(hi[l]));
     }
@@ -144,29 +144,31 @@ TEST_P(Bf16ChipTest, PoolingEqualsTheReference) {
   // Through the identity each value passes exactly (-0 becomes +0), but the infinity's row
   // is NaN in the other lanes (infinity x 0).
   std::vector<uint32_t> acc(static_cast<size_t>(16 * kN));
-  nn::Bf16TileProduct(16, kN, kN, kN, x.data(), kN, identity.data(), kN, acc.data(), kN, false);
+  arith::Bf16TileProduct(16, kN, kN, kN, x.data(), kN, identity.data(), kN, acc.data(), kN, false);
   for (int win = 0; win < 4; ++win)
     for (int l = 0; l < kN; ++l) {
       uint16_t v[4];
       for (int q = 0; q < 4; ++q)
-        v[q] = nn::Bf16Activate(nn::Fp32Add(acc[static_cast<size_t>((4 * win + q) * kN + l)], 0),
-                                false, nn::kFp32Inf);
-      EXPECT_EQ(got[static_cast<size_t>(win * kN + l)], nn::Bf16Pool(v, false)) << "max " << win;
-      EXPECT_EQ(got[static_cast<size_t>((4 + win) * kN + l)], nn::Bf16Pool(v, true))
+        v[q] =
+            arith::Bf16Activate(arith::Fp32Add(acc[static_cast<size_t>((4 * win + q) * kN + l)], 0),
+                                false, arith::kFp32Inf);
+      EXPECT_EQ(got[static_cast<size_t>(win * kN + l)], arith::Bf16Pool(v, false)) << "max " << win;
+      EXPECT_EQ(got[static_cast<size_t>((4 + win) * kN + l)], arith::Bf16Pool(v, true))
           << "avg " << win;
     }
   for (int row = 0; row < 16; ++row) {
     uint16_t v[4];
     for (int l = 0; l < 4; ++l)
-      v[l] = nn::Bf16Activate(nn::Fp32Add(acc[static_cast<size_t>(row * kN + l)], 0), false,
-                              nn::kFp32Inf);
+      v[l] = arith::Bf16Activate(arith::Fp32Add(acc[static_cast<size_t>(row * kN + l)], 0), false,
+                                 arith::kFp32Inf);
     for (int l = 0; l < kN; ++l)
-      EXPECT_EQ(got[static_cast<size_t>((8 + row) * kN + l)], l == 0 ? nn::Bf16Pool(v, false) : 0)
+      EXPECT_EQ(got[static_cast<size_t>((8 + row) * kN + l)],
+                l == 0 ? arith::Bf16Pool(v, false) : 0)
           << "lanes " << row << " lane " << l;
   }
 }
 
-// activate residual in float32 (nn::Bf16ResidualAdd): the vector unit's value y of each
+// activate residual in float32 (arith::Bf16ResidualAdd): the vector unit's value y of each
 // accumulator row plus the residual row, set_residual's ReLU, one rounding. A y of -0 (a
 // subnormal sum, flushed) plus a residual -0 is +0: PlusZero. The second activate writes
 // onto its own residual rows (each read before it is written).
@@ -198,15 +200,15 @@ TEST_P(Bf16ChipTest, ResidualAddEqualsTheReference) {
                      host, Bytes(identity), 0x1000, static_cast<uint64_t>(2 * m * kN * 2));
   ASSERT_TRUE(r.ok) << r.message;
   std::vector<uint32_t> acc(static_cast<size_t>(m * kN));
-  nn::Bf16TileProduct(m, kN, kN, kN, x.data(), kN, identity.data(), kN, acc.data(), kN, false);
+  arith::Bf16TileProduct(m, kN, kN, kN, x.data(), kN, identity.data(), kN, acc.data(), kN, false);
   const std::vector<uint16_t> got = Elements(r.host_out);
   for (int relu = 0; relu < 2; ++relu)
     for (int i = 0; i < m * kN; ++i) {
       const size_t j = static_cast<size_t>(i);
-      const uint16_t y =
-          nn::Bf16Activate(nn::Fp32Add(acc[j], BitsOfFloat(bias[j % kN])), false, nn::kFp32Inf);
+      const uint16_t y = arith::Bf16Activate(arith::Fp32Add(acc[j], BitsOfFloat(bias[j % kN])),
+                                             false, arith::kFp32Inf);
       EXPECT_EQ(got[static_cast<size_t>(relu * m * kN) + j],
-                nn::Bf16ResidualAdd(y, rows[static_cast<size_t>(m * kN) + j], relu == 1))
+                arith::Bf16ResidualAdd(y, rows[static_cast<size_t>(m * kN) + j], relu == 1))
           << "relu " << relu << " value " << i;
     }
   EXPECT_EQ(got[0], 0x0000);  // -0 + -0 as +0, not -0

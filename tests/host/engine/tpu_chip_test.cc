@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <random>
 
+#include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/compiler/lstm_program.h"
 #include "host/engine/engine_factory.h"
 #include "host/engine/rtl_engine.h"
 #include "host/gemm/gemm_runner.h"
-#include "host/nn/int8_ops.h"
 #include "tests/host/engine/chip_test_util.h"
 #include "tests/test_util.h"
 
@@ -152,7 +152,7 @@ TEST_P(ChipTest, InterlocksKeepDependentInstructionsInOrder) {
   for (int i = 0; i < 8; ++i) {
     for (int l = 0; l < n; ++l) {
       EXPECT_EQ(static_cast<int8_t>(r.host_out[static_cast<size_t>(i * n + l)]),
-                nn::Requantize(cc.at(i, l) + p.bias[l], p.multiplier[l], p.shift[l], -128))
+                arith::Requantize(cc.at(i, l) + p.bias[l], p.multiplier[l], p.shift[l], -128))
           << i << "," << l;
     }
   }
@@ -220,19 +220,19 @@ TEST_P(ActivateTest, MatchesTheCpuInt8ReferenceFunctions) {
   for (int64_t o = 0; o < out_rows; ++o) {
     for (int l = 0; l < n; ++l) {
       auto q = [&](int64_t row) {
-        return nn::Requantize(c.at(row, l) + p.bias[l], p.multiplier[l], p.shift[l],
-                              relu ? 0 : -128);
+        return arith::Requantize(c.at(row, l) + p.bias[l], p.multiplier[l], p.shift[l],
+                                 relu ? 0 : -128);
       };
       int32_t want;
       if (avg) {
-        want = nn::AveragePool(q(4 * o) + q(4 * o + 1) + q(4 * o + 2) + q(4 * o + 3), 4);
+        want = arith::AveragePool(q(4 * o) + q(4 * o + 1) + q(4 * o + 2) + q(4 * o + 3), 4);
       } else if (max) {
         want = std::max({q(4 * o), q(4 * o + 1), q(4 * o + 2), q(4 * o + 3)});
       } else if (lanes) {
         want = 0;
         for (int k = 0; l < live && k < 4; ++k) {
-          const int32_t v = nn::Requantize(c.at(o, 4 * l + k) + p.bias[4 * l + k],
-                                           p.multiplier[4 * l + k], p.shift[4 * l + k], -128);
+          const int32_t v = arith::Requantize(c.at(o, 4 * l + k) + p.bias[4 * l + k],
+                                              p.multiplier[4 * l + k], p.shift[4 * l + k], -128);
           want = k == 0 ? v : std::max(want, v);
         }
       } else {
@@ -299,9 +299,9 @@ TEST_P(ResidualTest, ActivateAddsTheResidualRows) {
   int mid = 0;
   for (int64_t o = 0; o < m; ++o) {
     for (int l = 0; l < n; ++l) {
-      const int8_t y = nn::Requantize(c.at(o, l) + p.bias[l], p.multiplier[l], p.shift[l], -128);
+      const int8_t y = arith::Requantize(c.at(o, l) + p.bias[l], p.multiplier[l], p.shift[l], -128);
       const auto rr = static_cast<int8_t>(res[static_cast<size_t>(2 * o * n + l)]);
-      const int8_t want = nn::AddRequantize(y, rr, ma, mb, shift, 0);
+      const int8_t want = arith::AddRequantize(y, rr, ma, mb, shift, 0);
       ASSERT_EQ(static_cast<int8_t>(r.host_out[static_cast<size_t>(2 * o * n + l)]), want)
           << "row " << o << " lane " << l;
       mid += want > 0 && want < 127;

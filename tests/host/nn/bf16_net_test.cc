@@ -8,8 +8,8 @@
 #include <cmath>
 #include <random>
 
+#include "arith/bf16.h"
 #include "host/common/errors.h"
-#include "host/nn/bf16.h"
 #include "tests/host/nn/nn_test_util.h"
 
 namespace tpu::nn {
@@ -26,20 +26,20 @@ uint16_t ConvByHand(const Layer& l, const std::vector<uint16_t>& x, int oh, int 
         const int ih = oh * l.stride + kh - l.pad_top, iw = ow * l.stride + kw - l.pad_left;
         const bool in = ih >= 0 && ih < l.in.h && iw >= 0 && iw < l.in.w;
         col.push_back(in ? x[static_cast<size_t>((ih * l.in.w + iw) * l.in.c + ic)] : 0);
-        w.push_back(Bf16OfFp32(BitsOfFloat(l.weights.data[static_cast<size_t>(
+        w.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(l.weights.data[static_cast<size_t>(
             ((kh * l.kernel_w + kw) * l.in.c + ic) * l.out.c + oc)])));
       }
   uint32_t acc = 0;
   for (size_t k0 = 0; k0 < col.size(); k0 += static_cast<size_t>(n)) {
     uint32_t psum = 0;
     for (size_t r = k0; r < k0 + static_cast<size_t>(n); ++r)
-      psum = r < col.size() ? Bf16Mac(psum, col[r], w[r]) : Bf16Mac(psum, 0, 0);
-    acc = k0 == 0 ? psum : Fp32Add(acc, psum);
+      psum = r < col.size() ? arith::Bf16Mac(psum, col[r], w[r]) : arith::Bf16Mac(psum, 0, 0);
+    acc = k0 == 0 ? psum : arith::Fp32Add(acc, psum);
   }
-  uint32_t y = Fp32Add(acc, BitsOfFloat(l.bias.data[static_cast<size_t>(oc)]));
-  if (Fp32IsNan(y)) return kBf16Nan;
+  uint32_t y = arith::Fp32Add(acc, arith::BitsOfFloat(l.bias.data[static_cast<size_t>(oc)]));
+  if (arith::Fp32IsNan(y)) return arith::kBf16Nan;
   if ((y & 0x80000000u) || (y & 0x7fffffffu) == 0) y = 0;
-  return Bf16OfFp32(y);
+  return arith::Bf16OfFp32(y);
 }
 
 TEST(Bf16NetTest, LenetLayersEqualMacsByHand) {
@@ -55,7 +55,7 @@ TEST(Bf16NetTest, LenetLayersEqualMacsByHand) {
     const auto outs = net.Forward(input.data());
     ASSERT_EQ(outs.size(), m.layers.size());
     std::vector<uint16_t> x;
-    for (float v : input) x.push_back(Bf16OfFp32(BitsOfFloat(v)));
+    for (float v : input) x.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(v)));
     const Layer& conv1 = m.layers[0];
     ASSERT_EQ(conv1.type, LayerType::kConv2d);
     for (int oh : {0, 7, conv1.out.h - 1})
@@ -72,11 +72,12 @@ TEST(Bf16NetTest, LenetLayersEqualMacsByHand) {
     // Average pooling: the float32 sum in window order, times 1/4, rounded once.
     const Layer& pool = m.layers[1];
     const auto v = [&](int h, int w) {
-      return Fp32OfBf16(outs[0][static_cast<size_t>((h * pool.in.w + w) * pool.in.c)]);
+      return arith::Fp32OfBf16(outs[0][static_cast<size_t>((h * pool.in.w + w) * pool.in.c)]);
     };
-    const uint32_t sum = Fp32Add(Fp32Add(Fp32Add(v(2, 4), v(2, 5)), v(3, 4)), v(3, 5));
+    const uint32_t sum =
+        arith::Fp32Add(arith::Fp32Add(arith::Fp32Add(v(2, 4), v(2, 5)), v(3, 4)), v(3, 5));
     EXPECT_EQ(outs[1][static_cast<size_t>((1 * pool.out.w + 2) * pool.out.c)],
-              Bf16OfFp32(BitsOfFloat(FloatOfBits(sum) * 0.25f)));
+              arith::Bf16OfFp32(arith::BitsOfFloat(arith::FloatOfBits(sum) * 0.25f)));
   }
 }
 
@@ -145,19 +146,19 @@ TEST(Bf16NetTest, MaxPoolAddAndConcatFollowTheChip) {
   for (float& v : x) v = -std::abs(d(rng));  // all negative: padding must not win
   x[0] = -0.0f;
   const auto outs = Bf16Net(m, 4).Forward(x.data());
-  auto bf = [](float v) { return Bf16OfFp32(BitsOfFloat(v)); };
+  auto bf = [](float v) { return arith::Bf16OfFp32(arith::BitsOfFloat(v)); };
   for (int h = 0; h < 4; ++h)
     for (int w = 0; w < 4; ++w)
       for (int c = 0; c < 2; ++c) {
         float mx = -INFINITY;
         for (int y = std::max(h - 1, 0); y <= std::min(h + 1, 3); ++y)
           for (int z = std::max(w - 1, 0); z <= std::min(w + 1, 3); ++z)
-            mx = std::max(mx,
-                          FloatOfBits(Fp32OfBf16(bf(x[static_cast<size_t>((y * 4 + z) * 2 + c)]))));
+            mx = std::max(mx, arith::FloatOfBits(arith::Fp32OfBf16(
+                                  bf(x[static_cast<size_t>((y * 4 + z) * 2 + c)]))));
         const size_t j = static_cast<size_t>((h * 4 + w) * 2 + c);
         const uint16_t want_pool = mx == 0.0f ? 0 : bf(mx);
         EXPECT_EQ(outs[0][j], want_pool) << h << " " << w << " " << c;
-        EXPECT_EQ(outs[1][j], Bf16ResidualAdd(want_pool, bf(x[j]), false));
+        EXPECT_EQ(outs[1][j], arith::Bf16ResidualAdd(want_pool, bf(x[j]), false));
         const size_t p = static_cast<size_t>(h * 4 + w);
         EXPECT_EQ(outs[2][p * 4 + static_cast<size_t>(c)], outs[1][j]);
         EXPECT_EQ(outs[2][p * 4 + 2 + static_cast<size_t>(c)], x[j] == 0.0f ? 0 : bf(x[j]));

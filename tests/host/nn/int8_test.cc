@@ -1,6 +1,8 @@
-// The int8 arithmetic (host/nn/int8_ops.h), quantization (quantize.cc), and the Eigen
+// The int8 arithmetic (arith/int8.h), quantization (quantize.cc), and the Eigen
 // int8 backend (int8_net.cc) against the scalar reference (int8_reference.cc) at every
 // layer.
+#include "arith/int8.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include "host/common/errors.h"
 #include "host/nn/cpu_backend.h"
 #include "host/nn/int8_net.h"
-#include "host/nn/int8_ops.h"
 #include "host/nn/int8_reference.h"
 #include "host/nn/quantize.h"
 #include "tests/host/nn/nn_test_util.h"
@@ -18,53 +19,53 @@ namespace tpu::nn {
 namespace {
 
 TEST(Int8OpsTest, RequantizeRoundsHalfUpAndClamps) {
-  const int32_t half = 1 << 30;                   // multiplier 2^30 with shift 31: x 0.5
-  EXPECT_EQ(Requantize(3, half, 31, -128), 2);    // 1.5 -> 2
-  EXPECT_EQ(Requantize(-3, half, 31, -128), -1);  // -1.5 -> -1 (ties toward +infinity)
-  EXPECT_EQ(Requantize(-5, half, 31, -128), -2);  // -2.5 -> -2
-  EXPECT_EQ(Requantize(4, half, 31, -128), 2);
-  EXPECT_EQ(Requantize(1000, half, 31, -128), 127);
-  EXPECT_EQ(Requantize(-1000, half, 31, -128), -128);
-  EXPECT_EQ(Requantize(-1000, half, 31, 0), 0);              // fused ReLU
-  EXPECT_EQ(Requantize(INT32_MAX, INT32_MAX, 62, -128), 1);  // no 64-bit overflow
+  const int32_t half = 1 << 30;                          // multiplier 2^30 with shift 31: x 0.5
+  EXPECT_EQ(arith::Requantize(3, half, 31, -128), 2);    // 1.5 -> 2
+  EXPECT_EQ(arith::Requantize(-3, half, 31, -128), -1);  // -1.5 -> -1 (ties toward +infinity)
+  EXPECT_EQ(arith::Requantize(-5, half, 31, -128), -2);  // -2.5 -> -2
+  EXPECT_EQ(arith::Requantize(4, half, 31, -128), 2);
+  EXPECT_EQ(arith::Requantize(1000, half, 31, -128), 127);
+  EXPECT_EQ(arith::Requantize(-1000, half, 31, -128), -128);
+  EXPECT_EQ(arith::Requantize(-1000, half, 31, 0), 0);              // fused ReLU
+  EXPECT_EQ(arith::Requantize(INT32_MAX, INT32_MAX, 62, -128), 1);  // no 64-bit overflow
 }
 
 TEST(Int8OpsTest, AveragePoolRoundsHalfUp) {
-  EXPECT_EQ(AveragePool(2, 4), 1);    // 0.5 -> 1
-  EXPECT_EQ(AveragePool(-2, 4), 0);   // -0.5 -> 0
-  EXPECT_EQ(AveragePool(-3, 4), -1);  // -0.75 -> -1
-  EXPECT_EQ(AveragePool(5, 4), 1);    // 1.25 -> 1
-  EXPECT_EQ(AveragePool(508, 4), 127);
-  EXPECT_EQ(AveragePool(-512, 4), -128);
+  EXPECT_EQ(arith::AveragePool(2, 4), 1);    // 0.5 -> 1
+  EXPECT_EQ(arith::AveragePool(-2, 4), 0);   // -0.5 -> 0
+  EXPECT_EQ(arith::AveragePool(-3, 4), -1);  // -0.75 -> -1
+  EXPECT_EQ(arith::AveragePool(5, 4), 1);    // 1.25 -> 1
+  EXPECT_EQ(arith::AveragePool(508, 4), 127);
+  EXPECT_EQ(arith::AveragePool(-512, 4), -128);
 }
 
 TEST(Int8OpsTest, PixelQuantization) {
-  EXPECT_EQ(QuantizePixel(0), 0);
-  EXPECT_EQ(QuantizePixel(255), 127);
-  EXPECT_EQ(QuantizePixel(128), 64);  // 63.75
-  EXPECT_EQ(QuantizePixel(2), 1);     // 0.996
+  EXPECT_EQ(arith::QuantizePixel(0), 0);
+  EXPECT_EQ(arith::QuantizePixel(255), 127);
+  EXPECT_EQ(arith::QuantizePixel(128), 64);  // 63.75
+  EXPECT_EQ(arith::QuantizePixel(2), 1);     // 0.996
 }
 
 // Halves away from zero, clamped; values far beyond int64 clamp too (fuzzing found a cast
 // of 6.5e31 to int64, undefined behaviour: tests/fuzz/regressions/inputs/).
 TEST(Int8OpsTest, InputQuantizationRoundsAwayFromZeroAndClampsAnyValue) {
-  EXPECT_EQ(QuantizeInput(0.5f, 1.0f), 1);
-  EXPECT_EQ(QuantizeInput(-0.5f, 1.0f), -1);
-  EXPECT_EQ(QuantizeInput(1.25f, 0.5f), 3);  // 2.5
-  EXPECT_EQ(QuantizeInput(126.6f, 1.0f), 127);
-  EXPECT_EQ(QuantizeInput(-128.4f, 1.0f), -128);
-  EXPECT_EQ(QuantizeInput(3e38f, 1e-30f), 127);
-  EXPECT_EQ(QuantizeInput(-3e38f, 1e-30f), -128);
-  EXPECT_EQ(QuantizeInput(6.5e31f, 1.0f), 127);
+  EXPECT_EQ(arith::QuantizeInput(0.5f, 1.0f), 1);
+  EXPECT_EQ(arith::QuantizeInput(-0.5f, 1.0f), -1);
+  EXPECT_EQ(arith::QuantizeInput(1.25f, 0.5f), 3);  // 2.5
+  EXPECT_EQ(arith::QuantizeInput(126.6f, 1.0f), 127);
+  EXPECT_EQ(arith::QuantizeInput(-128.4f, 1.0f), -128);
+  EXPECT_EQ(arith::QuantizeInput(3e38f, 1e-30f), 127);
+  EXPECT_EQ(arith::QuantizeInput(-3e38f, 1e-30f), -128);
+  EXPECT_EQ(arith::QuantizeInput(6.5e31f, 1.0f), 127);
 }
 
 TEST(Int8OpsTest, ResidualProductRoundsHalfUpAndClamps) {
-  EXPECT_EQ(MulRequantize(127, 127, 1, 7, -128), 126);    // 16129 / 128 = 126.0
-  EXPECT_EQ(MulRequantize(3, 1, 1, 1, -128), 2);          // 1.5 rounds up
-  EXPECT_EQ(MulRequantize(-3, 1, 1, 1, -128), -1);        // -1.5 rounds up
-  EXPECT_EQ(MulRequantize(-128, -128, 1, 6, -128), 127);  // 256 clamps
-  EXPECT_EQ(MulRequantize(-100, 100, 1, 6, 0), 0);        // ReLU
-  EXPECT_EQ(MulRequantize(100, 100, 0x7fffffff, 62, -128), 0);
+  EXPECT_EQ(arith::MulRequantize(127, 127, 1, 7, -128), 126);    // 16129 / 128 = 126.0
+  EXPECT_EQ(arith::MulRequantize(3, 1, 1, 1, -128), 2);          // 1.5 rounds up
+  EXPECT_EQ(arith::MulRequantize(-3, 1, 1, 1, -128), -1);        // -1.5 rounds up
+  EXPECT_EQ(arith::MulRequantize(-128, -128, 1, 6, -128), 127);  // 256 clamps
+  EXPECT_EQ(arith::MulRequantize(-100, 100, 1, 6, 0), 0);        // ReLU
+  EXPECT_EQ(arith::MulRequantize(100, 100, 0x7fffffff, 62, -128), 0);
 }
 
 TEST(QuantizeTest, MultiplierIsAccurate) {

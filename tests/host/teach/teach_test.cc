@@ -347,7 +347,7 @@ TEST_F(TeachTest, BothSideBySideInABrowser) {
 }
 
 // In bfloat16 (--dtype bf16) the teaching model is the bf16 matrix unit: the same cycles as
-// int8 for the same shape, C bit-exact with nn::Bf16Gemm and filled in to exactly the
+// int8 for the same shape, C bit-exact with arith::Bf16Gemm and filled in to exactly the
 // RTL's result (float32 adds of the folds), and the PEs' registers read as 16-bit values:
 // in the last cycle every PE holds B's last tile as bfloat16.
 TEST_F(TeachTest, Bf16RecordsTheBf16MatrixUnit) {

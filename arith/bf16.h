@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace tpu::nn {
+namespace tpu::arith {
 
 inline constexpr uint32_t kFp32Nan = 0x7fc00000u;
 inline constexpr uint16_t kBf16Nan = 0x7fc0u;
@@ -162,4 +162,4 @@ void Bf16Gemm(int64_t m, int64_t n, int64_t k, int64_t tile, const uint16_t* a, 
 void Bf16GemmSkippingZeroTiles(int64_t m, int64_t n, int64_t k, int64_t tile, const uint16_t* a,
                                const uint16_t* b, uint32_t* c);
 
-}  // namespace tpu::nn
+}  // namespace tpu::arith

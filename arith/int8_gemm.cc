@@ -1,11 +1,11 @@
 // Exact int8 GEMM through fp32 blocks (see int8_gemm.h).
-#include "host/nn/int8_gemm.h"
+#include "arith/int8_gemm.h"
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <vector>
 
-namespace tpu::nn {
+namespace tpu::arith {
 namespace {
 
 using FloatMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -124,4 +124,4 @@ void GemmInt8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, con
   GemmInt8F(m, n, k, a, lda, bf.data(), n, c, ldc, accumulate);
 }
 
-}  // namespace tpu::nn
+}  // namespace tpu::arith

@@ -1,5 +1,5 @@
 // The bfloat16 reference kernels (see bf16.h, docs/bf16.md).
-#include "host/nn/bf16.h"
+#include "arith/bf16.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -10,7 +10,7 @@
 #include <xmmintrin.h>
 #endif
 
-namespace tpu::nn {
+namespace tpu::arith {
 namespace {
 
 #if defined(__SSE2__)
@@ -116,4 +116,4 @@ void Bf16GemmSkippingZeroTiles(int64_t m, int64_t n, int64_t k, int64_t tile, co
   }
 }
 
-}  // namespace tpu::nn
+}  // namespace tpu::arith

@@ -12,7 +12,7 @@
 #define TPU_HOST_DEVICE
 #endif
 
-namespace tpu::nn {
+namespace tpu::arith {
 
 // Input pixel (0..255) to int8 with scale 1/127: round(p * 127 / 255), ties down.
 TPU_HOST_DEVICE inline int8_t QuantizePixel(uint8_t p) {
@@ -89,4 +89,4 @@ TPU_HOST_DEVICE inline int8_t AveragePool(int32_t sum, int32_t n) {
   return Requantize(sum, multiplier, shift, -128);
 }
 
-}  // namespace tpu::nn
+}  // namespace tpu::arith

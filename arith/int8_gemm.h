@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace tpu::nn {
+namespace tpu::arith {
 
 inline constexpr int64_t kExactK = 1024;
 
@@ -27,4 +27,4 @@ void GemmInt8F(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda, co
 void GemmInt8FF(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                 int64_t ldb, int32_t* c, int64_t ldc, bool accumulate);
 
-}  // namespace tpu::nn
+}  // namespace tpu::arith

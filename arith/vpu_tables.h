@@ -8,7 +8,7 @@
 
 #include "contract/tpu_contract.h"
 
-namespace tpu::nn {
+namespace tpu::arith {
 
 enum class VpuFunction : uint8_t { kNone, kSigmoid, kTanh };
 
@@ -37,4 +37,4 @@ inline int8_t ApplyVpuFunction(VpuFunction f, int8_t q) {
   return table ? table[q + 128] : q;
 }
 
-}  // namespace tpu::nn
+}  // namespace tpu::arith
