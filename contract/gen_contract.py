@@ -214,7 +214,7 @@ def cstr(s):
 def gen_cpp(c):
     o = [f"// {HEADER}", "// The chip's contract for C++: instruction word, opcodes, flags, status, issue",
          "// states, units, registers and the typed performance counters.", "#pragma once",
-         "", "#include <array>", "#include <cstddef>", "#include <cstdint>", "",
+         "", "#include <array>", "#include <cstddef>", "#include <cstdint>", "#include <ostream>", "",
          "namespace tpu::hw {", ""]
     o.append("inline constexpr int kInstructionBytes = 16;")
     off = 0
@@ -286,6 +286,8 @@ def gen_cpp(c):
     o.append(f"inline constexpr std::array<const char*, {len(st)}> kStatusText = {{")
     o += [f"    {cstr(s['text'])}," for s in st]
     o.append("};")
+    o.append("inline const char* Name(Status s) { return kStatusNames[static_cast<size_t>(s)]; }")
+    o.append("inline std::ostream& operator<<(std::ostream& o, Status s) { return o << Name(s); }")
     o.append("")
     iss = by(c["issue"], "value")
     o.append("// What the controller's issue stage did in a cycle.")

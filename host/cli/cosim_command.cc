@@ -198,8 +198,8 @@ void Replay(const CosimArgs& a) {
   const auto fast = engine::MakeChipEngine(engine::EngineKind::kFast, config, eo);
   const cosim::Outcome out = cosim::RunBoth(*rtl, *fast, job);
   std::cout << fmt::format("replay of {} on {}: rtl {} ({} cycles), fast {} ({} cycles)\n",
-                           a.replay, config.name, out.rtl.state, out.rtl.cycles, out.fast.state,
-                           out.fast.cycles);
+                           a.replay, config.name, Name(out.rtl.state), out.rtl.cycles,
+                           Name(out.fast.state), out.fast.cycles);
   if (!out.difference.empty()) throw RuntimeError("the engines differ: " + out.difference);
   std::cout << "the engines agree on everything\n";
 }

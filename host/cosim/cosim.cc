@@ -53,9 +53,10 @@ namespace fs = std::filesystem;
 
 std::string Compare(const engine::ExecResult& a, const engine::ExecResult& b) {
   if (a.state != b.state)
-    return fmt::format("the run ended as {} on rtl, {} on fast", a.state, b.state);
+    return fmt::format("the run ended as {} on rtl, {} on fast", Name(a.state), Name(b.state));
   if (a.chip_status != b.chip_status) {
-    return fmt::format("chip status {} on rtl, {} on fast", a.chip_status, b.chip_status);
+    return fmt::format("chip status {} on rtl, {} on fast", hw::Name(a.chip_status),
+                       hw::Name(b.chip_status));
   }
   if (a.error_pc != b.error_pc) {
     return fmt::format("error_pc {} on rtl, {} on fast", a.error_pc, b.error_pc);
@@ -70,9 +71,11 @@ std::string Compare(const engine::ExecResult& a, const engine::ExecResult& b) {
   for (size_t c = 0; c < a.cores.size(); ++c) {
     const engine::CoreResult &x = a.cores[c], &y = b.cores[c];
     const std::string d =
-        x.state != y.state ? fmt::format("ended as {} on rtl, {} on fast", x.state, y.state)
+        x.state != y.state
+            ? fmt::format("ended as {} on rtl, {} on fast", Name(x.state), Name(y.state))
         : x.chip_status != y.chip_status
-            ? fmt::format("status {} on rtl, {} on fast", x.chip_status, y.chip_status)
+            ? fmt::format("status {} on rtl, {} on fast", hw::Name(x.chip_status),
+                          hw::Name(y.chip_status))
         : x.error_pc != y.error_pc
             ? fmt::format("error_pc {} on rtl, {} on fast", x.error_pc, y.error_pc)
         : x.cycles != y.cycles
@@ -279,8 +282,9 @@ CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const C
     s.rtl_seconds += out.rtl_seconds;
     s.fast_seconds += out.fast_seconds;
     ++s.programs;
-    const std::string ending =
-        out.rtl.state == "error" ? "error: " + out.rtl.chip_status : out.rtl.state;
+    const std::string ending = out.rtl.state == engine::RunEnd::kError
+                                   ? std::string("error: ") + hw::Name(out.rtl.chip_status)
+                                   : std::string(Name(out.rtl.state));
     ++s.endings[ending];
     if (!out.difference.empty()) {
       ++s.mismatches;

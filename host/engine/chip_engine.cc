@@ -93,10 +93,10 @@ void CoreObservers::EndRun(const ExecResult& r) const {
     for (CycleObserver* o : observers) o->EndRun(r.cycles);
 }
 
-void SummarizeCores(ExecResult* r, const std::string& state, uint64_t cycles,
+void SummarizeCores(ExecResult* r, RunEnd state, uint64_t cycles,
                     const std::vector<std::string>& messages) {
   r->state = state;
-  r->ok = r->state == "halted";
+  r->ok = r->state == RunEnd::kHalted;
   r->counters = hw::ChipCounters();
   for (const CoreResult& c : r->cores) r->counters += c.counters;
   r->counters.cycles = r->cycles = cycles;

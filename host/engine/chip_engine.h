@@ -119,7 +119,7 @@ void CheckJobFits(const ExecJob& job, const config::TpuConfig& config);
 // it) and its cores' (`r->cores`, filled): ok, chip_status, error_pc and message of the first
 // core whose state is the run's, counters summed (exec_job.h says how); messages[c] is core
 // c's message for its state. A chip of one core keeps no `cores` (its fields are the core's).
-void SummarizeCores(ExecResult* r, const std::string& state, uint64_t cycles,
+void SummarizeCores(ExecResult* r, RunEnd state, uint64_t cycles,
                     const std::vector<std::string>& messages);
 
 }  // namespace tpu::engine

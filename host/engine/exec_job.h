@@ -36,12 +36,38 @@ struct ExecJob {
   uint64_t host_out_bytes = 0;
 };
 
+// How a run, or one core's part of it, ended.
+enum class RunEnd : uint8_t {
+  kIdle,      // a core that did not start
+  kHalted,    // HALT issued (the status register may still hold an error: see ExecResult::ok)
+  kError,     // the chip stopped on an error (the status register says which)
+  kWatchdog,  // no progress for the watchdog's cycles
+  kNoHalt,    // the program ended without HALT
+};
+// Its name in reports and messages.
+inline const char* Name(RunEnd end) {
+  switch (end) {
+    case RunEnd::kIdle:
+      return "idle";
+    case RunEnd::kHalted:
+      return "halted";
+    case RunEnd::kError:
+      return "error";
+    case RunEnd::kWatchdog:
+      return "watchdog";
+    case RunEnd::kNoHalt:
+      return "no-halt";
+  }
+  return "?";
+}
+inline std::ostream& operator<<(std::ostream& o, RunEnd end) { return o << Name(end); }
+
 // How one core's part of a run ended.
 struct CoreResult {
-  std::string state;        // halted, error, watchdog, no-halt; idle: not started
-  std::string chip_status;  // its status register: ok, invalid-opcode, ...
-  uint64_t error_pc = 0;    // the failing instruction (chip errors)
-  uint64_t cycles = 0;      // the cycle it ended in (0: not started)
+  RunEnd state = RunEnd::kIdle;
+  hw::Status chip_status = hw::Status::kOk;  // its status register
+  uint64_t error_pc = 0;                     // the failing instruction (chip errors)
+  uint64_t cycles = 0;                       // the cycle it ended in (0: not started)
   hw::ChipCounters counters;
 };
 
@@ -51,13 +77,13 @@ struct CoreResult {
 // state is the run's; counters are the sum of the cores' (idle ones included) except
 // `cycles`, the run's cycles.
 struct ExecResult {
-  std::string engine;       // rtl or fast
-  std::string state;        // halted, error, watchdog, no-halt
-  std::string chip_status;  // the status register: ok, invalid-opcode, ...
-  bool ok = false;          // halted by HALT with status ok
-  std::string message;      // why it did not end cleanly; empty when ok
-  uint64_t error_pc = 0;    // the failing instruction (chip errors)
-  uint64_t cycles = 0;      // the chip's cycle counter
+  std::string engine;  // rtl or fast
+  RunEnd state = RunEnd::kIdle;
+  hw::Status chip_status = hw::Status::kOk;  // the status register
+  bool ok = false;                           // halted by HALT with status ok
+  std::string message;                       // why it did not end cleanly; empty when ok
+  uint64_t error_pc = 0;                     // the failing instruction (chip errors)
+  uint64_t cycles = 0;                       // the chip's cycle counter
   hw::ChipCounters counters;
   std::vector<CoreResult> cores;  // each core's, on a chip of several cores (else empty)
   std::vector<uint8_t> host_out;  // empty in timing-only runs

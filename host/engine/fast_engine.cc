@@ -11,19 +11,19 @@
 namespace tpu::engine {
 namespace {
 
-// The name of a run's end, as the rtl engine's sim::RunStateName gives it.
-const char* EndName(fast::RunEnd end) {
+// A run's end as the engine seam names it.
+RunEnd EndOf(fast::RunEnd end) {
   switch (end) {
     case fast::RunEnd::kHalted:
-      return "halted";
+      return RunEnd::kHalted;
     case fast::RunEnd::kError:
-      return "error";
+      return RunEnd::kError;
     case fast::RunEnd::kWatchdog:
-      return "watchdog";
+      return RunEnd::kWatchdog;
     case fast::RunEnd::kNoHalt:
-      return "no-halt";
+      return RunEnd::kNoHalt;
   }
-  return "?";
+  return RunEnd::kError;
 }
 
 // How a core ended, and the message for it (as the rtl engine words it).
@@ -31,8 +31,8 @@ CoreResult ToCoreResult(const fast::RunResult& f, bool started, const isa::Progr
                         std::string* message) {
   CoreResult c;
   const auto status = static_cast<uint64_t>(f.status);
-  c.state = started ? EndName(f.end) : "idle";
-  c.chip_status = hw::kStatusNames[status];
+  c.state = started ? EndOf(f.end) : RunEnd::kIdle;
+  c.chip_status = f.status;
   c.error_pc = f.error_pc;
   c.counters = f.counters;
   c.cycles = f.cycles;
@@ -105,7 +105,7 @@ ExecResult FastEngine::Run(const ExecJob& job) {
     r.cores.push_back(
         ToCoreResult(f.cores[c], started, job.ProgramOf(static_cast<int>(c)), &messages[c]));
   }
-  SummarizeCores(&r, EndName(f.end), programs.size() == 1 ? f.cores[0].counters.cycles : f.cycles,
+  SummarizeCores(&r, EndOf(f.end), programs.size() == 1 ? f.cores[0].counters.cycles : f.cycles,
                  messages);
   observers.EndRun(r);
   if (job.host_out_bytes > 0 && !options_.timing_only) {

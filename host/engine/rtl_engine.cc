@@ -22,6 +22,36 @@
 namespace tpu::engine {
 namespace {
 
+// A run's end (the chip's state register) as the engine seam names it; the states a run
+// cannot end in (running, the simulation's own failure) are thrown as internal errors.
+RunEnd EndOf(sim::RunState state) {
+  switch (state) {
+    case sim::RunState::kIdle:
+      return RunEnd::kIdle;
+    case sim::RunState::kHalted:
+      return RunEnd::kHalted;
+    case sim::RunState::kError:
+      return RunEnd::kError;
+    case sim::RunState::kWatchdog:
+      return RunEnd::kWatchdog;
+    case sim::RunState::kNoHalt:
+      return RunEnd::kNoHalt;
+    case sim::RunState::kRunning:
+    case sim::RunState::kInternal:
+      break;
+  }
+  throw RuntimeError(std::string("internal error: the RTL reports a run that ended as ") +
+                     sim::RunStateName(state));
+}
+
+// The status register's value as the contract's status; a value outside it is an internal
+// error.
+hw::Status StatusOf(uint64_t status) {
+  if (status < hw::kStatusNames.size()) return static_cast<hw::Status>(status);
+  throw RuntimeError("internal error: the RTL's status register reads " + std::to_string(status) +
+                     ", which the contract does not define");
+}
+
 using sim::kCsrBase;
 
 // Host software: an SC_THREAD that performs one job each time the driver resumes the
@@ -152,9 +182,9 @@ class HostInitiator : public sc_core::sc_module {
   CoreResult ReadCore(int core, sim::RunState state, const isa::Program& program,
                       std::string* message) {
     CoreResult c;
-    c.state = sim::RunStateName(state);
+    c.state = EndOf(state);
     const uint64_t status = ReadReg(hw::kRegStatus, core);
-    c.chip_status = status < hw::kStatusNames.size() ? hw::kStatusNames[status] : "unknown";
+    c.chip_status = StatusOf(status);
     c.error_pc = ReadReg(hw::kRegErrorPc, core);
     for (int i = 0; i < hw::kNumCounters; ++i) {
       c.counters[i] = ReadReg(hw::kRegFirstCounter + i, core);
@@ -194,8 +224,8 @@ class HostInitiator : public sc_core::sc_module {
       r.cores.back().cycles =
           cores == 1 ? r.cores.back().counters.cycles : ReadCsr(CoreCsr(c, sim::kCsrCoreCycles));
     }
-    SummarizeCores(&r, sim::RunStateName(state),
-                   cores == 1 ? r.cores[0].cycles : ReadCsr(sim::kCsrCycles), messages);
+    SummarizeCores(&r, EndOf(state), cores == 1 ? r.cores[0].cycles : ReadCsr(sim::kCsrCycles),
+                   messages);
     if (job.host_out_bytes > 0) {
       r.host_out = ReadBlock(sim::kHostMemBase + job.host_out_addr, job.host_out_bytes);
     }

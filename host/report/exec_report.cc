@@ -35,8 +35,8 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
   s +=
       fmt::format("program   {} ({} instructions) on {} ({}, {} MHz), {} engine\n", program_name,
                   instructions, config.name, config::ShapeText(config), config.clock_mhz, r.engine);
-  s += fmt::format("status    {} (chip status: {}), {} instructions issued\n", r.state,
-                   r.chip_status, Grouped(static_cast<int64_t>(r.counters.instructions)));
+  s += fmt::format("status    {} (chip status: {}), {} instructions issued\n", Name(r.state),
+                   hw::Name(r.chip_status), Grouped(static_cast<int64_t>(r.counters.instructions)));
   if (!r.message.empty()) s += fmt::format("          {}\n", r.message);
   s += fmt::format("cycles    {} = {:.2f} us at {} MHz\n", Grouped(static_cast<int64_t>(cycles)),
                    static_cast<double>(cycles) / config.clock_mhz, config.clock_mhz);
@@ -45,11 +45,11 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
   // Each core's end, on a chip of several cores (the counters below are their sums).
   for (size_t c = 0; c < r.cores.size(); ++c) {
     const engine::CoreResult& k = r.cores[c];
-    s +=
-        fmt::format("core {:<5}{} (chip status: {}), ended in cycle {}; instructions {}, MACs {}\n",
-                    c, k.state, k.chip_status, Grouped(static_cast<int64_t>(k.cycles)),
-                    Grouped(static_cast<int64_t>(k.counters.instructions)),
-                    Grouped(static_cast<int64_t>(k.counters.macs)));
+    s += fmt::format(
+        "core {:<5}{} (chip status: {}), ended in cycle {}; instructions {}, MACs {}\n", c,
+        Name(k.state), hw::Name(k.chip_status), Grouped(static_cast<int64_t>(k.cycles)),
+        Grouped(static_cast<int64_t>(k.counters.instructions)),
+        Grouped(static_cast<int64_t>(k.counters.macs)));
   }
   // One line per counter group of the contract; cycle counts also as a share of cycles (of
   // all cores' cycles on a chip of several cores).
@@ -80,9 +80,9 @@ nlohmann::json ExecReportJson(const engine::ExecResult& r, const config::TpuConf
   nlohmann::json j = {{"program", program_name},
                       {"engine", r.engine},
                       {"instructions", instructions},
-                      {"status", r.state},
+                      {"status", Name(r.state)},
                       {"ok", r.ok},
-                      {"chip_status", r.chip_status},
+                      {"chip_status", hw::Name(r.chip_status)},
                       {"message", r.message},
                       {"cycles", r.cycles},
                       {"time_us", static_cast<double>(r.cycles) / config.clock_mhz},
@@ -93,13 +93,13 @@ nlohmann::json ExecReportJson(const engine::ExecResult& r, const config::TpuConf
                       {"counters", CountersJson(r.counters)},
                       {"config", config.ToJson()},
                       {"revision", kGitRevision}};
-  if (r.chip_status != "ok") j["error_pc"] = r.error_pc;
+  if (r.chip_status != hw::Status::kOk) j["error_pc"] = r.error_pc;
   for (const engine::CoreResult& c : r.cores) {
-    nlohmann::json core = {{"status", c.state},
-                           {"chip_status", c.chip_status},
+    nlohmann::json core = {{"status", Name(c.state)},
+                           {"chip_status", hw::Name(c.chip_status)},
                            {"cycles", c.cycles},
                            {"counters", CountersJson(c.counters)}};
-    if (c.chip_status != "ok") core["error_pc"] = c.error_pc;
+    if (c.chip_status != hw::Status::kOk) core["error_pc"] = c.error_pc;
     j["cores"].push_back(std::move(core));
   }
   return j;

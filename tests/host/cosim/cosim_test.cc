@@ -157,8 +157,8 @@ TEST(CosimTest, TheDenseLayerExampleAgrees) {
 // The comparison notices a difference in each thing it compares.
 TEST(CosimTest, CompareNoticesEveryKindOfDifference) {
   engine::ExecResult a;
-  a.state = "halted";
-  a.chip_status = "ok";
+  a.state = engine::RunEnd::kHalted;
+  a.chip_status = hw::Status::kOk;
   a.counters.cycles = 100;
   a.counters.macs = 64;
   a.host_out = {1, 2, 3};
@@ -168,8 +168,9 @@ TEST(CosimTest, CompareNoticesEveryKindOfDifference) {
     edit(b);
     return Compare(a, b);
   };
-  EXPECT_NE(changed([](auto& b) { b.state = "watchdog"; }).find("ended as"), std::string::npos);
-  EXPECT_NE(changed([](auto& b) { b.chip_status = "bad-operand"; }).find("status"),
+  EXPECT_NE(changed([](auto& b) { b.state = engine::RunEnd::kWatchdog; }).find("ended as"),
+            std::string::npos);
+  EXPECT_NE(changed([](auto& b) { b.chip_status = hw::Status::kBadOperand; }).find("status"),
             std::string::npos);
   EXPECT_NE(changed([](auto& b) { b.error_pc = 3; }).find("error_pc"), std::string::npos);
   EXPECT_NE(

@@ -61,7 +61,7 @@ TEST(MultiCoreTest, EachCoreRunsItsProgramAndTheCountersAddUp) {
     ASSERT_EQ(r.cores.size(), 2u);
     for (int c = 0; c < 2; ++c) {
       const engine::CoreResult& k = r.cores[static_cast<size_t>(c)];
-      EXPECT_EQ(k.state, "halted");
+      EXPECT_EQ(k.state, engine::RunEnd::kHalted);
       EXPECT_EQ(k.counters.instructions, 3u);
       EXPECT_EQ(k.counters.host_bytes_written, 20u);
       EXPECT_GT(k.cycles, 0u);
@@ -83,7 +83,7 @@ TEST(MultiCoreTest, ACoreWithoutAProgramStaysIdle) {
     SCOPED_TRACE(r.engine);
     ASSERT_TRUE(r.ok) << r.message;
     ASSERT_EQ(r.cores.size(), 2u);
-    EXPECT_EQ(r.cores[1].state, "idle");
+    EXPECT_EQ(r.cores[1].state, engine::RunEnd::kIdle);
     EXPECT_EQ(r.cores[1].cycles, 0u);
     EXPECT_EQ(r.cores[1].counters.instructions, 0u);
     EXPECT_EQ(r.counters.instructions, 3u);
@@ -97,9 +97,9 @@ TEST(MultiCoreTest, AnErrorOnOneCoreIsTheRunsAndNamesTheCore) {
   for (const engine::ExecResult& r : rs) {
     SCOPED_TRACE(r.engine);
     EXPECT_FALSE(r.ok);
-    EXPECT_EQ(r.state, "error");
-    EXPECT_EQ(r.cores[0].state, "halted");
-    EXPECT_EQ(r.cores[1].state, "error");
+    EXPECT_EQ(r.state, engine::RunEnd::kError);
+    EXPECT_EQ(r.cores[0].state, engine::RunEnd::kHalted);
+    EXPECT_EQ(r.cores[1].state, engine::RunEnd::kError);
     EXPECT_EQ(r.chip_status, r.cores[1].chip_status);
     EXPECT_EQ(r.error_pc, 1u);
     EXPECT_EQ(r.message.rfind("core 1: the chip stopped at instruction 1", 0), 0u) << r.message;
@@ -198,8 +198,8 @@ TEST(MultiCoreTest, ABarrierPassesHaltedCoresAndRefusesCoresPastTheLast) {
   engine::ExecJob bad = Job("barrier cores=4\nhalt\n", HostImage());
   for (const engine::ExecResult& r : RunBoth(bad)) {
     SCOPED_TRACE(r.engine);
-    EXPECT_EQ(r.cores[0].state, "error");
-    EXPECT_EQ(r.chip_status, "bad-operand");
+    EXPECT_EQ(r.cores[0].state, engine::RunEnd::kError);
+    EXPECT_EQ(r.chip_status, hw::Status::kBadOperand);
   }
 }
 

@@ -197,8 +197,8 @@ TEST(MultiMxuTest, AnMxuPastTheCoresLastIsABadOperand) {
   for (const engine::ExecResult& r :
        RunBoth(Job("nop\nmatmul ub=0 acc=0 rows=1 mxu=2\nhalt\n", {}, {}, 0, 0))) {
     SCOPED_TRACE(r.engine);
-    EXPECT_EQ(r.state, "error");
-    EXPECT_EQ(r.chip_status, "bad-operand");
+    EXPECT_EQ(r.state, engine::RunEnd::kError);
+    EXPECT_EQ(r.chip_status, hw::Status::kBadOperand);
     EXPECT_EQ(r.error_pc, 1u);
   }
 }

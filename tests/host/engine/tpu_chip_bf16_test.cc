@@ -253,9 +253,9 @@ struct FormatCase {
 
 void ExpectStatus(engine::ChipEngine& chip, const FormatCase& c) {
   const auto r = chip.Run(Job(c.text, std::vector<uint8_t>(64, 0)));
-  EXPECT_EQ(r.chip_status, c.status) << c.text;
+  EXPECT_STREQ(hw::Name(r.chip_status), c.status) << c.text;
   if (std::string(c.status) == "ok") return;
-  EXPECT_EQ(r.state, "error") << c.text;
+  EXPECT_EQ(r.state, engine::RunEnd::kError) << c.text;
   EXPECT_EQ(r.error_pc, c.pc) << c.text;
   EXPECT_EQ(r.counters.host_bytes_read, 0u) << c.text;
   if (std::string(c.status) == "wrong-format") {  // the message says what a program needs

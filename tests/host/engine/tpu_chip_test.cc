@@ -40,8 +40,8 @@ std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
 TEST_P(ChipTest, NopSyncHaltRetireInOrder) {
   const auto r = RunChip(GetParam(), "teach-4", "nop\nnop\nsync\nhalt\n");
   EXPECT_TRUE(r.ok) << r.message;
-  EXPECT_EQ(r.state, "halted");
-  EXPECT_EQ(r.chip_status, "ok");
+  EXPECT_EQ(r.state, engine::RunEnd::kHalted);
+  EXPECT_EQ(r.chip_status, hw::Status::kOk);
   EXPECT_EQ(r.counters.instructions, 4u);
   EXPECT_EQ(r.counters.macs, 0u);
   EXPECT_GT(r.cycles, 0u);
@@ -388,7 +388,7 @@ TEST_P(ChipTest, ReadWeightsFromAboveFourGiB) {
   EXPECT_EQ(r.counters.weight_tiles, 1u);
   // Past the end of the memory: the range check sees all 48 bits.
   const auto bad = chip->Run(Job("read_weights addr=0x200000000 tiles=1\nhalt\n"));
-  EXPECT_EQ(bad.chip_status, "address-out-of-range");
+  EXPECT_EQ(bad.chip_status, hw::Status::kAddressOutOfRange);
 }
 
 TEST_P(ChipTest, BadResidualsAndMaxesAreBadOperands) {
@@ -401,7 +401,7 @@ TEST_P(ChipTest, BadResidualsAndMaxesAreBadOperands) {
         "activate acc=0 ub=0 rows=1 params=0 residual\nhalt\n",
         "matmul ub=0 acc=0 rows=1 max accumulate\nhalt\n", "raw 0x3f0009\nhalt\n"}) {
     const auto r = chip->Run(Job(text));
-    EXPECT_EQ(r.chip_status, "bad-operand") << text;
+    EXPECT_EQ(r.chip_status, hw::Status::kBadOperand) << text;
     EXPECT_EQ(r.error_pc, std::string(text).rfind("set_residual", 0) == 0 ? 1u : 0u) << text;
   }
 }
@@ -412,8 +412,8 @@ TEST_P(ChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {
   const auto r = RunChip(GetParam(), "teach-4",
                          "nop\nraw 0x0c\nread_host host=0 ub=0 rows=1\nhalt\n", RandomBytes(4, 5));
   EXPECT_FALSE(r.ok);
-  EXPECT_EQ(r.state, "error");
-  EXPECT_EQ(r.chip_status, "invalid-opcode");
+  EXPECT_EQ(r.state, engine::RunEnd::kError);
+  EXPECT_EQ(r.chip_status, hw::Status::kInvalidOpcode);
   EXPECT_EQ(r.error_pc, 1u);
   EXPECT_NE(r.message.find("instruction 1"), std::string::npos) << r.message;
   EXPECT_EQ(r.counters.host_bytes_read, 0u);
@@ -423,8 +423,8 @@ TEST_P(ChipTest, AddressOutsideTheUnifiedBufferIsReported) {
   // teach-4 has 16,384 unified-buffer rows.
   const auto r =
       RunChip(GetParam(), "teach-4", "read_host host=0 ub=16384 rows=1\nhalt\n", RandomBytes(4, 6));
-  EXPECT_EQ(r.state, "error");
-  EXPECT_EQ(r.chip_status, "address-out-of-range");
+  EXPECT_EQ(r.state, engine::RunEnd::kError);
+  EXPECT_EQ(r.chip_status, hw::Status::kAddressOutOfRange);
   EXPECT_EQ(r.error_pc, 0u);
   EXPECT_EQ(r.counters.ub_writes, 0u);
 }
@@ -433,7 +433,7 @@ TEST_P(ChipTest, AddressOutsideHostMemoryIsReported) {
   // teach-4 has 1 MiB of host memory.
   const auto r =
       RunChip(GetParam(), "teach-4", "nop\nnop\nwrite_host ub=0 host=0x100000 rows=1\nhalt\n");
-  EXPECT_EQ(r.chip_status, "address-out-of-range");
+  EXPECT_EQ(r.chip_status, hw::Status::kAddressOutOfRange);
   EXPECT_EQ(r.error_pc, 2u);
   EXPECT_EQ(r.counters.host_bytes_written, 0u);
 }
@@ -441,27 +441,27 @@ TEST_P(ChipTest, AddressOutsideHostMemoryIsReported) {
 TEST_P(ChipTest, UnifiedBufferOverflowIsReported) {
   const auto r = RunChip(GetParam(), "teach-4", "read_host host=0 ub=16380 rows=8\nhalt\n",
                          RandomBytes(32, 7));
-  EXPECT_EQ(r.state, "error");
-  EXPECT_EQ(r.chip_status, "buffer-overflow");
+  EXPECT_EQ(r.state, engine::RunEnd::kError);
+  EXPECT_EQ(r.chip_status, hw::Status::kBufferOverflow);
   EXPECT_EQ(r.counters.ub_writes, 0u);
 }
 
 TEST_P(ChipTest, AccumulatorOverflowIsReported) {
   const auto r = RunChip(GetParam(), "teach-4", "matmul ub=0 acc=1020 rows=8\nhalt\n");
-  EXPECT_EQ(r.chip_status, "buffer-overflow");
+  EXPECT_EQ(r.chip_status, hw::Status::kBufferOverflow);
   EXPECT_EQ(r.counters.macs, 0u);
 }
 
 TEST_P(ChipTest, WeightMemoryOverflowIsReported) {
   const auto r = RunChip(GetParam(), "teach-4", "read_weights addr=0xFFFF0 tiles=2\nhalt\n");
-  EXPECT_EQ(r.chip_status, "buffer-overflow");
+  EXPECT_EQ(r.chip_status, hw::Status::kBufferOverflow);
   EXPECT_EQ(r.counters.weight_bytes_read, 0u);
 }
 
 TEST_P(ChipTest, PoolingRowsNotAMultipleOfFourAreABadOperand) {
   const auto r =
       RunChip(GetParam(), "teach-4", "activate acc=0 ub=0 rows=6 params=0 pool=max\nhalt\n");
-  EXPECT_EQ(r.chip_status, "bad-operand");
+  EXPECT_EQ(r.chip_status, hw::Status::kBadOperand);
 }
 
 // A window whose map reaches past the unified buffer: like every other range.
@@ -472,13 +472,13 @@ TEST_P(ChipTest, WindowPastTheUnifiedBufferIsReported) {
       "pixel_bytes=4\n";
   const auto chip = Make(config::LoadConfig("teach-4"));  // one SystemC chip per process
   auto r = chip->Run(Job(window + "matmul ub=16300 acc=0 rows=4 window\nhalt\n"));
-  EXPECT_EQ(r.chip_status, "buffer-overflow");
+  EXPECT_EQ(r.chip_status, hw::Status::kBufferOverflow);
   EXPECT_EQ(r.error_pc, 1u);
   EXPECT_EQ(r.counters.macs, 0u);
   r = chip->Run(Job(window + "matmul ub=16384 acc=0 rows=4 window\nhalt\n"));
-  EXPECT_EQ(r.chip_status, "address-out-of-range");
+  EXPECT_EQ(r.chip_status, hw::Status::kAddressOutOfRange);
   r = chip->Run(Job(window + "matmul ub=16284 acc=0 rows=4 window\nhalt\n"));
-  EXPECT_EQ(r.chip_status, "ok");  // the last 100 rows
+  EXPECT_EQ(r.chip_status, hw::Status::kOk);  // the last 100 rows
 }
 
 // Inconsistent geometry, or a matmul outside the window, stops the chip with bad-window
@@ -511,8 +511,8 @@ TEST_P(ChipTest, InconsistentWindowsAreABadWindow) {
   const auto chip = Make(config::LoadConfig("teach-4"));  // one SystemC chip per process
   for (const auto& [program, pc] : programs) {
     const auto r = chip->Run(Job(program + "halt\n"));
-    EXPECT_EQ(r.state, "error") << program;
-    EXPECT_EQ(r.chip_status, "bad-window") << program;
+    EXPECT_EQ(r.state, engine::RunEnd::kError) << program;
+    EXPECT_EQ(r.chip_status, hw::Status::kBadWindow) << program;
     EXPECT_EQ(r.error_pc, pc) << program;
     EXPECT_EQ(r.counters.macs, 0u);
   }
@@ -520,20 +520,20 @@ TEST_P(ChipTest, InconsistentWindowsAreABadWindow) {
   const auto r =
       chip->Run(Job("set_window " + ok_geometry +
                     " out_h=4 out_w=4\nmatmul ub=0 acc=0 rows=16 ktile=4 window\nhalt\n"));
-  EXPECT_EQ(r.chip_status, "ok");
+  EXPECT_EQ(r.chip_status, hw::Status::kOk);
 }
 
 TEST_P(ChipTest, ParameterSetOutOfRangeIsReported) {
   const auto r = RunChip(GetParam(), "teach-4", "activate acc=0 ub=0 rows=4 params=32\nhalt\n");
-  EXPECT_EQ(r.chip_status, "address-out-of-range");
+  EXPECT_EQ(r.chip_status, hw::Status::kAddressOutOfRange);
 }
 
 TEST_P(ChipTest, ProgramWithoutHaltEndsWithAClearStatus) {
   const auto r =
       RunChip(GetParam(), "teach-4", "read_host host=0 ub=0 rows=2\nnop\n", RandomBytes(8, 8));
   EXPECT_FALSE(r.ok);
-  EXPECT_EQ(r.state, "no-halt");
-  EXPECT_EQ(r.chip_status, "ok");
+  EXPECT_EQ(r.state, engine::RunEnd::kNoHalt);
+  EXPECT_EQ(r.chip_status, hw::Status::kOk);
   EXPECT_NE(r.message.find("without HALT"), std::string::npos) << r.message;
   EXPECT_EQ(r.counters.ub_writes, 2u);  // what it did run, ran
 }
@@ -544,7 +544,7 @@ TEST_P(ChipTest, WatchdogNamesTheStuckUnit) {
   o.watchdog_cycles = 500;
   const auto r =
       RunChip(GetParam(), "teach-4", "matmul ub=0 acc=0 rows=4 switch\nhalt\n", {}, {}, 0, 0, o);
-  EXPECT_EQ(r.state, "watchdog");
+  EXPECT_EQ(r.state, engine::RunEnd::kWatchdog);
   EXPECT_NE(r.message.find("no progress for 500 cycles"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("instruction 1 (halt)"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("matrix unit (stuck: a matmul with 'switch' waits for a weight tile"),
