@@ -155,4 +155,77 @@ void CheckJobFits(const ExecJob& job, const config::TpuConfig& c) {
   }
 }
 
+void CheckRegionFits(const Region& r, const config::TpuConfig& c) {
+  const auto size =
+      static_cast<uint64_t>(r.memory == Memory::kHost ? c.host_mem_bytes : c.weight_mem_bytes);
+  if (r.addr > size || r.bytes > size - r.addr) {
+    throw UsageError(fmt::format(
+        "region '{}' ({} bytes at {}) runs past the end of {} memory ({} bytes, {}_mem_bytes)",
+        r.name, r.bytes, r.addr, Name(r.memory), size, Name(r.memory)));
+  }
+}
+
+const Region& Executable::At(const std::string& region) const {
+  for (const Region& r : regions)
+    if (r.name == region) return r;
+  std::string names;
+  for (const Region& r : regions) names += (names.empty() ? "" : ", ") + r.name;
+  throw UsageError("executable '" + name + "' has no region '" + region +
+                   "' (it has: " + (names.empty() ? "none" : names) + ")");
+}
+
+void ChipEngine::Load(Executable exe) {
+  if (exe.programs.empty()) throw UsageError("executable '" + exe.name + "' has no program");
+  ExecJob job;
+  job.name = exe.name;
+  job.program = exe.programs[0];
+  job.other_programs.assign(exe.programs.begin() + 1, exe.programs.end());
+  CheckJobFits(job, Config());
+  for (const Region& r : exe.regions) CheckRegionFits(r, Config());
+  loaded_ = std::move(exe);
+  programs_ = std::move(job);
+  has_loaded_ = true;
+}
+
+const Executable& ChipEngine::Loaded() const {
+  if (!has_loaded_) throw UsageError("no executable is loaded; Load one first");
+  return loaded_;
+}
+
+void ChipEngine::Write(const std::string& region, const std::vector<uint8_t>& bytes) {
+  const Region& r = Loaded().At(region);
+  if (bytes.size() > r.bytes) {
+    throw UsageError(fmt::format("{} bytes do not fit region '{}' of executable '{}' ({} bytes)",
+                                 bytes.size(), r.name, loaded_.name, r.bytes));
+  }
+  if (!bytes.empty()) WriteMemory(r.memory, r.addr, bytes);
+}
+
+std::vector<uint8_t> ChipEngine::Read(const std::string& region) {
+  const Region& r = Loaded().At(region);
+  return ReadMemory(r.memory, r.addr, r.bytes);
+}
+
+ExecResult ChipEngine::Run() {
+  Loaded();
+  return RunPrograms(programs_);
+}
+
+ExecResult ChipEngine::Run(const ExecJob& job) {
+  CheckJobFits(job, Config());
+  Executable exe;
+  exe.name = job.name;
+  exe.programs.push_back(job.program);
+  exe.programs.insert(exe.programs.end(), job.other_programs.begin(), job.other_programs.end());
+  exe.regions = {{"host image", Memory::kHost, 0, job.host_image.size()},
+                 {"weight image", Memory::kWeight, job.weight_image_addr, job.weight_image.size()},
+                 {"host out", Memory::kHost, job.host_out_addr, job.host_out_bytes}};
+  Load(std::move(exe));
+  Write("host image", job.host_image);
+  Write("weight image", job.weight_image);
+  ExecResult r = Run();
+  if (job.host_out_bytes > 0 && ComputesValues()) r.host_out = Read("host out");
+  return r;
+}
+
 }  // namespace tpu::engine

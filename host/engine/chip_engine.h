@@ -1,6 +1,8 @@
 // The seam between what host software does with the chip and how the chip is simulated.
-// A job is a program plus memory images; running it gives the status, every counter and
-// the host memory read back. Two engines implement it:
+// An engine loads an executable once (each core's program and a map of named memory
+// regions, executable.h); each run then writes regions, runs the programs over memories
+// that keep what they hold between runs, and reads regions back. A job (exec_job.h: a
+// program plus memory images) is the one-step form of that. Two engines implement it:
 //
 //   rtl   the Verilated RTL (rtl/tpu_top.sv) in the SystemC system of sim/, driven through
 //         its TLM-2.0 socket (host/engine/rtl_engine.h): the ground truth for cycles, with
@@ -27,6 +29,7 @@
 #include "host/config/tpu_config.h"
 #include "host/engine/cycle_observer.h"
 #include "host/engine/exec_job.h"
+#include "host/engine/executable.h"
 #include "host/engine/timeline.h"
 #include "sim/system/stall_info.h"
 
@@ -39,9 +42,24 @@ class ChipEngine {
   virtual const config::TpuConfig& Config() const = 0;
   // False in timing-only runs: counters only, no output values (host_out stays empty).
   virtual bool ComputesValues() const { return true; }
-  // Runs one job to its end. Throws UsageError when an image does not fit its memory,
+  // Loads `exe`: its programs run at every Run() until the next Load, its regions are what
+  // Write and Read name. The memories keep what they hold. Throws UsageError where a program
+  // or a region does not fit the config's cores and memories.
+  void Load(Executable exe);
+  // What Load loaded (throws UsageError before the first Load).
+  const Executable& Loaded() const;
+  // Writes `bytes` into region `region` from its first byte; at most the region's size.
+  void Write(const std::string& region, const std::vector<uint8_t>& bytes);
+  // Region `region` as the memory holds it now (after a run, what the run left there; a
+  // timing-only engine computes no values, so there only what was written).
+  std::vector<uint8_t> Read(const std::string& region);
+  // Runs the loaded programs to their end over the memories as they are. Throws
   // RuntimeError when the simulation itself fails.
-  virtual ExecResult Run(const ExecJob& job) = 0;
+  ExecResult Run();
+  // One job in one step: loads its programs, writes its images, runs, and reads its host
+  // range back into host_out (not in timing-only runs). Throws UsageError when an image
+  // does not fit its memory.
+  ExecResult Run(const ExecJob& job);
   // Writes what spans runs (the rtl engine's waveform). Throws RuntimeError on failure.
   virtual void Finish() {}
   // Records the instruction timeline of the runs that follow (nullptr: stop recording).
@@ -59,8 +77,19 @@ class ChipEngine {
   std::vector<CycleObserver*> Observers(int core = 0) const;
 
  protected:
+  // The engine's part of the above: its memories, and a run of `job`'s programs (the job's
+  // images and read-back range are empty: the memories are written and read apart).
+  virtual void WriteMemory(Memory memory, uint64_t addr, const std::vector<uint8_t>& bytes) = 0;
+  virtual std::vector<uint8_t> ReadMemory(Memory memory, uint64_t addr, uint64_t bytes) = 0;
+  virtual ExecResult RunPrograms(const ExecJob& job) = 0;
+
   std::vector<Timeline*> timelines_;       // by core; nullptr: none
   std::vector<CycleObserver*> observers_;  // by core; nullptr: none
+
+ private:
+  Executable loaded_;
+  ExecJob programs_;  // the loaded programs, as RunPrograms takes them
+  bool has_loaded_ = false;
 };
 
 // Observer k of `observers` shows core k's cycles (ChipEngine::SetObserver), for cores 0 to
@@ -114,6 +143,8 @@ inline constexpr uint64_t kMaxProgramWords = uint64_t{1} << 20;
 // Checks that the programs, the images and the read-back range fit the config's cores and
 // memories (both engines apply the same checks). Throws UsageError naming the config field.
 void CheckJobFits(const ExecJob& job, const config::TpuConfig& config);
+// Checks that a region lies inside its memory (UsageError naming the region otherwise).
+void CheckRegionFits(const Region& region, const config::TpuConfig& config);
 
 // The run's fields from its state `state` and cycles `cycles` (as the engine's chip ended
 // it) and its cores' (`r->cores`, filled): ok, chip_status, error_pc and message of the first

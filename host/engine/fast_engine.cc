@@ -68,15 +68,16 @@ FastEngine::FastEngine(const config::TpuConfig& config, const EngineOptions& opt
   }
 }
 
-ExecResult FastEngine::Run(const ExecJob& job) {
-  CheckJobFits(job, config_);
-  if (!job.host_image.empty()) {
-    std::memcpy(chip_->HostMemory(), job.host_image.data(), job.host_image.size());
-  }
-  if (!job.weight_image.empty()) {
-    std::memcpy(chip_->WeightMemory() + job.weight_image_addr, job.weight_image.data(),
-                job.weight_image.size());
-  }
+void FastEngine::WriteMemory(Memory memory, uint64_t addr, const std::vector<uint8_t>& bytes) {
+  std::memcpy(MemoryAt(memory, addr), bytes.data(), bytes.size());
+}
+
+std::vector<uint8_t> FastEngine::ReadMemory(Memory memory, uint64_t addr, uint64_t bytes) {
+  const uint8_t* from = MemoryAt(memory, addr);
+  return std::vector<uint8_t>(from, from + bytes);
+}
+
+ExecResult FastEngine::RunPrograms(const ExecJob& job) {
   fast::RunOptions ro;
   ro.watchdog_cycles = options_.watchdog_cycles;
   ro.timing_only = options_.timing_only;
@@ -108,10 +109,6 @@ ExecResult FastEngine::Run(const ExecJob& job) {
   SummarizeCores(&r, EndOf(f.end), programs.size() == 1 ? f.cores[0].counters.cycles : f.cycles,
                  messages);
   observers.EndRun(r);
-  if (job.host_out_bytes > 0 && !options_.timing_only) {
-    const uint8_t* src = chip_->HostMemory() + job.host_out_addr;
-    r.host_out.assign(src, src + job.host_out_bytes);
-  }
   return r;
 }
 

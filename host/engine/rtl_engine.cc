@@ -1,4 +1,4 @@
-// The TLM-2.0 host initiator that runs jobs on the simulated TPU (see rtl_engine.h).
+// The TLM-2.0 host initiator that writes, runs and reads the simulated TPU (see rtl_engine.h).
 #include "host/engine/rtl_engine.h"
 
 #include <tlm_utils/simple_initiator_socket.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <optional>
+#include <functional>
 #include <stdexcept>
 #include <systemc>
 #include <tlm>
@@ -54,8 +54,8 @@ hw::Status StatusOf(uint64_t status) {
 
 using sim::kCsrBase;
 
-// Host software: an SC_THREAD that performs one job each time the driver resumes the
-// kernel, then pauses it again.
+// Host software: an SC_THREAD that performs one task (writes, a run, reads) each time the
+// driver resumes the kernel, then pauses it again.
 class HostInitiator : public sc_core::sc_module {
  public:
   tlm_utils::simple_initiator_socket<HostInitiator> socket;
@@ -66,28 +66,60 @@ class HostInitiator : public sc_core::sc_module {
     sc_core::sc_spawn([this] { Thread(); }, "host");
   }
 
-  void Submit(const ExecJob& job) {
-    job_ = &job;
-    result_.reset();
+  void Submit(const std::function<void()>& task) {
+    task_ = &task;
     failure_ = nullptr;
   }
-  bool Done() const { return job_ == nullptr; }
+  bool Done() const { return task_ == nullptr; }
   std::exception_ptr Failure() const { return failure_; }
-  std::optional<ExecResult>& Result() { return result_; }
+
+  void WriteBlock(uint64_t addr, const std::vector<uint8_t>& bytes) {
+    constexpr uint64_t kChunk = 1 << 16;
+    std::vector<uint8_t> buf;
+    for (uint64_t off = 0; off < bytes.size(); off += kChunk) {
+      const uint64_t n = std::min<uint64_t>(kChunk, bytes.size() - off);
+      buf.assign(bytes.begin() + static_cast<std::ptrdiff_t>(off),
+                 bytes.begin() + static_cast<std::ptrdiff_t>(off + n));
+      Transfer(tlm::TLM_WRITE_COMMAND, addr + off, buf.data(), n);
+    }
+  }
+
+  std::vector<uint8_t> ReadBlock(uint64_t addr, uint64_t len) {
+    constexpr uint64_t kChunk = 1 << 16;
+    std::vector<uint8_t> out(len);
+    for (uint64_t off = 0; off < len; off += kChunk) {
+      Transfer(tlm::TLM_READ_COMMAND, addr + off, out.data() + off,
+               std::min<uint64_t>(kChunk, len - off));
+    }
+    return out;
+  }
+
+  ExecResult RunPrograms(const ExecJob& job) {
+    if (!params_checked_) {
+      CheckParams();
+      params_checked_ = true;
+    }
+    const int cores = config_.cores;
+    for (int c = 0; c < cores; ++c) LoadProgram(c, job.ProgramOf(c));
+    uint64_t n = job.program.words.size();
+    Transfer(tlm::TLM_WRITE_COMMAND, kCsrBase + sim::kCsrStart, reinterpret_cast<uint8_t*>(&n), 8);
+    sc_core::wait(system_.DoneEvent());  // the interrupt
+    return Result(cores, job);
+  }
 
  private:
   void Thread() {
     for (;;) {
-      while (job_ == nullptr) {
+      while (task_ == nullptr) {
         sc_core::sc_pause();
         sc_core::wait(sc_core::SC_ZERO_TIME);
       }
       try {
-        result_ = RunJob(*job_);
+        (*task_)();
       } catch (...) {
         failure_ = std::current_exception();
       }
-      job_ = nullptr;
+      task_ = nullptr;
     }
   }
 
@@ -113,27 +145,6 @@ class HostInitiator : public sc_core::sc_module {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
     return buf;
-  }
-
-  void WriteBlock(uint64_t addr, const std::vector<uint8_t>& bytes) {
-    constexpr uint64_t kChunk = 1 << 16;
-    std::vector<uint8_t> buf;
-    for (uint64_t off = 0; off < bytes.size(); off += kChunk) {
-      const uint64_t n = std::min<uint64_t>(kChunk, bytes.size() - off);
-      buf.assign(bytes.begin() + static_cast<std::ptrdiff_t>(off),
-                 bytes.begin() + static_cast<std::ptrdiff_t>(off + n));
-      Transfer(tlm::TLM_WRITE_COMMAND, addr + off, buf.data(), n);
-    }
-  }
-
-  std::vector<uint8_t> ReadBlock(uint64_t addr, uint64_t len) {
-    constexpr uint64_t kChunk = 1 << 16;
-    std::vector<uint8_t> out(len);
-    for (uint64_t off = 0; off < len; off += kChunk) {
-      Transfer(tlm::TLM_READ_COMMAND, addr + off, out.data() + off,
-               std::min<uint64_t>(kChunk, len - off));
-    }
-    return out;
   }
 
   uint64_t ReadCsr(uint64_t off) {
@@ -196,19 +207,8 @@ class HostInitiator : public sc_core::sc_module {
     return c;
   }
 
-  ExecResult RunJob(const ExecJob& job) {
-    if (!params_checked_) {
-      CheckParams();
-      params_checked_ = true;
-    }
-    WriteBlock(sim::kHostMemBase, job.host_image);
-    WriteBlock(sim::kWeightMemBase + job.weight_image_addr, job.weight_image);
-    const int cores = config_.cores;
-    for (int c = 0; c < cores; ++c) LoadProgram(c, job.ProgramOf(c));
-    uint64_t n = job.program.words.size();
-    Transfer(tlm::TLM_WRITE_COMMAND, kCsrBase + sim::kCsrStart, reinterpret_cast<uint8_t*>(&n), 8);
-    sc_core::wait(system_.DoneEvent());  // the interrupt
-
+  // The run's result from the chip's registers, after its interrupt.
+  ExecResult Result(int cores, const ExecJob& job) {
     ExecResult r;
     r.engine = "rtl";
     const auto state = static_cast<sim::RunState>(ReadCsr(sim::kCsrState));
@@ -226,16 +226,12 @@ class HostInitiator : public sc_core::sc_module {
     }
     SummarizeCores(&r, EndOf(state), cores == 1 ? r.cores[0].cycles : ReadCsr(sim::kCsrCycles),
                    messages);
-    if (job.host_out_bytes > 0) {
-      r.host_out = ReadBlock(sim::kHostMemBase + job.host_out_addr, job.host_out_bytes);
-    }
     return r;
   }
 
   sim::TpuSystemBase& system_;
   const config::TpuConfig& config_;
-  const ExecJob* job_ = nullptr;
-  std::optional<ExecResult> result_;
+  const std::function<void()>* task_ = nullptr;
   std::exception_ptr failure_;
   bool params_checked_ = false;
 };
@@ -305,22 +301,44 @@ void RtlEngine::Finish() {
   impl_->wave.reset();
 }
 
-ExecResult RtlEngine::Run(const ExecJob& job) {
+void RtlEngine::Start() {
   auto& im = *impl_;
-  CheckJobFits(job, im.config);
-  if (!im.started) {
-    sc_core::sc_start(sc_core::SC_ZERO_TIME);
-    sim::ResetSanitizerStack();
-    if (im.wave) {
-      if (im.options.trace_end < im.options.trace_start) {
-        throw UsageError(Field("trace_end") + " " + std::to_string(im.options.trace_end) +
-                         " is before " + Field("trace_start") + " " +
-                         std::to_string(im.options.trace_start));
-      }
-      im.system->StartTrace(im.wave->FstPath(), im.options.trace_start, im.options.trace_end);
+  if (im.started) return;
+  sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  sim::ResetSanitizerStack();
+  if (im.wave) {
+    if (im.options.trace_end < im.options.trace_start) {
+      throw UsageError(Field("trace_end") + " " + std::to_string(im.options.trace_end) +
+                       " is before " + Field("trace_start") + " " +
+                       std::to_string(im.options.trace_start));
     }
-    im.started = true;
+    im.system->StartTrace(im.wave->FstPath(), im.options.trace_start, im.options.trace_end);
   }
+  im.started = true;
+}
+
+void RtlEngine::InHostThread(const std::function<void()>& task) {
+  Start();
+  impl_->host->Submit(task);
+  while (!impl_->host->Done()) sc_core::sc_start();
+  sim::ResetSanitizerStack();
+  if (impl_->host->Failure()) std::rethrow_exception(impl_->host->Failure());
+}
+
+void RtlEngine::WriteMemory(Memory memory, uint64_t addr, const std::vector<uint8_t>& bytes) {
+  const uint64_t base = memory == Memory::kHost ? sim::kHostMemBase : sim::kWeightMemBase;
+  InHostThread([&] { impl_->host->WriteBlock(base + addr, bytes); });
+}
+
+std::vector<uint8_t> RtlEngine::ReadMemory(Memory memory, uint64_t addr, uint64_t bytes) {
+  const uint64_t base = memory == Memory::kHost ? sim::kHostMemBase : sim::kWeightMemBase;
+  std::vector<uint8_t> out;
+  InHostThread([&] { out = impl_->host->ReadBlock(base + addr, bytes); });
+  return out;
+}
+
+ExecResult RtlEngine::RunPrograms(const ExecJob& job) {
+  auto& im = *impl_;
   ++im.runs;
   ProgressBar bar("exec", im.options.progress);
   if (im.options.progress) im.system->SetProgress([&](double f) { bar.Update(f); });
@@ -331,14 +349,17 @@ ExecResult RtlEngine::Run(const ExecJob& job) {
       observers.Cycles(core, cycle, 1, {issue, busy, obs, mxus});
     });
   }
-  im.host->Submit(job);
-  while (!im.host->Done()) sc_core::sc_start();
-  sim::ResetSanitizerStack();
+  ExecResult r;
+  try {
+    InHostThread([&] { r = im.host->RunPrograms(job); });
+  } catch (...) {
+    im.system->SetProgress(nullptr);
+    im.system->SetCycleHook(nullptr);
+    throw;
+  }
   im.system->SetProgress(nullptr);
   im.system->SetCycleHook(nullptr);
   bar.Finish();
-  if (im.host->Failure()) std::rethrow_exception(im.host->Failure());
-  ExecResult r = std::move(*im.host->Result());
   observers.EndRun(r);
   return r;
 }
