@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "arith/format.h"
 #include "contract/tpu_contract.h"
 #include "host/common/errors.h"
 #include "host/common/text.h"
@@ -127,16 +128,9 @@ std::string NetworkCompiler::PlanText(int batch) const {
   return s;
 }
 
-LayerJob NetworkCompiler::Build(const std::vector<int8_t>& act, int batch, int sharers) const {
-  if (config_.dtype != hw::Dtype::kInt8)
-    throw UsageError("int8 inputs for a " + std::string(hw::Name(config_.dtype)) + " chip");
-  return BuildOf(act, batch, sharers);
-}
-
-LayerJob NetworkCompiler::BuildBf16(const std::vector<uint16_t>& act, int batch,
-                                    int sharers) const {
-  if (config_.dtype != hw::Dtype::kBf16)
-    throw UsageError("bf16 inputs for a " + std::string(hw::Name(config_.dtype)) + " chip");
+template <class T>
+LayerJob NetworkCompiler::Build(const std::vector<T>& act, int batch, int sharers) const {
+  arith::RequireFormat<UsageError, T>(config_.dtype);
   return BuildOf(act, batch, sharers);
 }
 
@@ -168,20 +162,9 @@ std::vector<Bound> NetworkCompiler::CoreBounds(int core) const {
                     1);
 }
 
-std::vector<LayerJob> NetworkCompiler::BuildCores(const std::vector<int8_t>& act) const {
-  if (config_.dtype != hw::Dtype::kInt8)
-    throw UsageError("int8 inputs for a " + std::string(hw::Name(config_.dtype)) + " chip");
-  return BuildCoresOf(act);
-}
-
-std::vector<LayerJob> NetworkCompiler::BuildCoresBf16(const std::vector<uint16_t>& act) const {
-  if (config_.dtype != hw::Dtype::kBf16)
-    throw UsageError("bf16 inputs for a " + std::string(hw::Name(config_.dtype)) + " chip");
-  return BuildCoresOf(act);
-}
-
 template <class T>
-std::vector<LayerJob> NetworkCompiler::BuildCoresOf(const std::vector<T>& act) const {
+std::vector<LayerJob> NetworkCompiler::BuildCores(const std::vector<T>& act) const {
+  arith::RequireFormat<UsageError, T>(config_.dtype);
   const ModelSplit& s = SplitOfOne();
   if (!s.Any()) throw UsageError("the network has no operation to split over the cores");
   CoreShare share;
@@ -198,24 +181,26 @@ std::vector<LayerJob> NetworkCompiler::BuildCoresOf(const std::vector<T>& act) c
   return jobs;
 }
 
-template <class T>
-LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch, int sharers,
-                                  const CoreShare* share, const LoweredGraph* graph) const {
+const Plan& NetworkCompiler::CheckedPlan(int batch) const {
   if (!Fits()) throw UsageError("the network does not run as one program: " + why_not_);
   if (batch < 1 || batch > batch_) {
     throw UsageError(fmt::format("a batch of {} images; the plan is for 1 to {}", batch, batch_));
   }
   const Plan& plan = PlanFor(batch);
   if (!plan.why_not.empty()) throw UsageError(plan.why_not);
+  return plan;
+}
+
+template <class T>
+std::vector<uint8_t> NetworkCompiler::EncodeInputs(const std::vector<T>& act, int batch) const {
+  arith::RequireFormat<UsageError, T>(config_.dtype);
+  const Plan& plan = CheckedPlan(batch);
   const GraphTensor& in = graph_.tensors[0];
-  LayerJob job;
-  engine::ExecJob& ex = job.exec;
-  ex.name = "network";
-  ex.host_image.assign(static_cast<size_t>(plan.output_addr), 0);
+  std::vector<uint8_t> bytes(static_cast<size_t>(plan.params_addr), 0);
   const int b = graph_.border;  // mnist32: the zero border the first convolution pads
   for (int64_t i = 0; i < batch; ++i) {
     const T* image = &act[static_cast<size_t>(i * input_.Size())];
-    uint8_t* sent = &ex.host_image[static_cast<size_t>(i * in.rows * row_)];
+    uint8_t* sent = &bytes[static_cast<size_t>(i * in.rows * row_)];
     for (int64_t y = 0; y < input_.h; ++y)
       for (int64_t x = 0; x < input_.w; ++x)
         for (int64_t c = 0; c < input_.c; ++c) {
@@ -232,6 +217,18 @@ LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch, int shar
           }
         }
   }
+  return bytes;
+}
+
+LayerJob NetworkCompiler::ProgramOf(int batch, int sharers, const CoreShare* share,
+                                    const LoweredGraph* graph) const {
+  const Plan& plan = CheckedPlan(batch);
+  if (plan.params_addr < static_cast<uint64_t>(batch * graph_.tensors[0].rows * row_))
+    throw std::logic_error("the plan puts the parameters over the inputs");
+  LayerJob job;
+  engine::ExecJob& ex = job.exec;
+  ex.name = "network";
+  ex.host_image.assign(static_cast<size_t>(plan.output_addr), 0);
   std::copy(graph_.params.begin(), graph_.params.end(),
             ex.host_image.begin() + static_cast<std::ptrdiff_t>(plan.params_addr));
   ex.weight_image = weights_;
@@ -242,11 +239,40 @@ LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch, int shar
   ex.program = std::move(e.program);
   job.op_of = std::move(e.op_of);
   job.op_units = std::move(e.op_units);
-  if (maps_.Any()) MoveMaps(plan, batch, &job);
   job.rows = batch;
   job.chunks = static_cast<int64_t>(plan.segments.size());
   job.summary = fmt::format("{}: one program for {} images ({})", name_, batch, PlanText());
   return job;
+}
+
+template <class T>
+LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch, int sharers,
+                                  const CoreShare* share, const LoweredGraph* graph) const {
+  LayerJob job = ProgramOf(batch, sharers, share, graph);
+  const std::vector<uint8_t> in = EncodeInputs(act, batch);
+  std::copy(in.begin(), in.end(), job.exec.host_image.begin());
+  if (maps_.Any()) MoveMaps(PlanFor(batch), batch, &job);
+  return job;
+}
+
+CompiledNetwork NetworkCompiler::Compile(int batch) const {
+  LayerJob job = ProgramOf(batch, 1, nullptr, nullptr);
+  const Plan& plan = PlanFor(batch);
+  engine::ExecJob& ex = job.exec;
+  CompiledNetwork c;
+  c.exe.name = name_;
+  c.exe.programs.push_back(std::move(ex.program));
+  using engine::Memory;
+  std::vector<uint8_t> params(ex.host_image.begin() + static_cast<std::ptrdiff_t>(plan.params_addr),
+                              ex.host_image.end());
+  c.exe.regions = {
+      {"inputs", Memory::kHost, 0, plan.params_addr, {}},
+      {"parameters", Memory::kHost, plan.params_addr, params.size(), std::move(params)},
+      {"weights", Memory::kWeight, 0, ex.weight_image.size(), std::move(ex.weight_image)},
+      {"outputs", Memory::kHost, ex.host_out_addr, ex.host_out_bytes, {}}};
+  c.job = std::move(job);
+  c.job.exec = {};
+  return c;
 }
 
 // The programs around a maps-on-chip job: the input rows into their unified-buffer area
@@ -290,7 +316,7 @@ void NetworkCompiler::MoveMaps(const Plan& plan, int batch, LayerJob* job) const
 }
 
 template <class T>
-std::vector<T> NetworkCompiler::DecodeOf(const std::vector<uint8_t>& bytes, int batch) const {
+std::vector<T> NetworkCompiler::Decode(const std::vector<uint8_t>& bytes, int batch) const {
   const GraphTensor& out = graph_.tensors[static_cast<size_t>(graph_.output)];
   const int64_t t = out.T(n_), size = out.Pixels() * out.c;
   const bool by_tile = PlanFor(batch).output_by_tile;  // tile t of image i: row t x batch + i
@@ -306,13 +332,15 @@ std::vector<T> NetworkCompiler::DecodeOf(const std::vector<uint8_t>& bytes, int 
   return y;
 }
 
-std::vector<int8_t> NetworkCompiler::Decode(const std::vector<uint8_t>& bytes, int batch) const {
-  return DecodeOf<int8_t>(bytes, batch);
-}
-
-std::vector<uint16_t> NetworkCompiler::DecodeBf16(const std::vector<uint8_t>& bytes,
-                                                  int batch) const {
-  return DecodeOf<uint16_t>(bytes, batch);
-}
+// The two formats' instances (arith/format.h).
+template LayerJob NetworkCompiler::Build(const std::vector<int8_t>&, int, int) const;
+template LayerJob NetworkCompiler::Build(const std::vector<uint16_t>&, int, int) const;
+template std::vector<LayerJob> NetworkCompiler::BuildCores(const std::vector<int8_t>&) const;
+template std::vector<LayerJob> NetworkCompiler::BuildCores(const std::vector<uint16_t>&) const;
+template std::vector<int8_t> NetworkCompiler::Decode(const std::vector<uint8_t>&, int) const;
+template std::vector<uint16_t> NetworkCompiler::Decode(const std::vector<uint8_t>&, int) const;
+template std::vector<uint8_t> NetworkCompiler::EncodeInputs(const std::vector<int8_t>&, int) const;
+template std::vector<uint8_t> NetworkCompiler::EncodeInputs(const std::vector<uint16_t>&,
+                                                            int) const;
 
 }  // namespace tpu::compiler

@@ -23,6 +23,7 @@
 #include "host/compiler/layer_compiler.h"
 #include "host/compiler/model_parallel.h"
 #include "host/config/tpu_config.h"
+#include "host/engine/executable.h"
 #include "host/nn/model.h"
 
 namespace tpu::compiler {
@@ -32,6 +33,13 @@ struct SpilledTensor {
   std::string name;  // the layer that computes it
   int64_t bytes_per_image = 0;
   int64_t readers = 0;  // segments that read it back (each reads every image)
+};
+
+// A network compiled once for a batch size (NetworkCompiler::Compile): what an engine loads,
+// and the job whose op_of and op_units attribute its counters to the operations.
+struct CompiledNetwork {
+  engine::Executable exe;
+  LayerJob job;
 };
 
 class NetworkCompiler {
@@ -68,33 +76,45 @@ class NetworkCompiler {
   // output channels otherwise).
   std::pair<int64_t, int64_t> KN(int op) const;
 
-  // The job for `batch` images (at most the planned batch) whose int8 inputs (h x w x c
-  // each) are in `act`; on a bf16 chip, whose bfloat16 inputs are. `sharers`: the cores
-  // that run their shares at once over the one host link (EmitGraph).
-  LayerJob Build(const std::vector<int8_t>& act, int batch, int sharers = 1) const;
-  LayerJob BuildBf16(const std::vector<uint16_t>& act, int batch, int sharers = 1) const;
+  // The job for `batch` images (at most the planned batch) whose inputs (h x w x c each) are
+  // in `act`, in the chip's format (T: arith/format.h, int8_t or uint16_t bfloat16; another
+  // is a UsageError). `sharers`: the cores that run their shares at once over the one host
+  // link (EmitGraph).
+  template <class T>
+  LayerJob Build(const std::vector<T>& act, int batch, int sharers = 1) const;
+  // The network for `batch` images on one core, compiled once: an executable whose regions
+  // are `inputs` (what EncodeInputs gives), `parameters` and `weights` (written when it is
+  // loaded) and `outputs` (what Decode reads), and its job's operation of each instruction
+  // and units (its exec empty). Each batch of that size then writes only `inputs`.
+  CompiledNetwork Compile(int batch) const;
+  // The `inputs` region's bytes for `batch` images whose inputs are `act` (T as Build's):
+  // each image's rows, then zeros up to the parameters.
+  template <class T>
+  std::vector<uint8_t> EncodeInputs(const std::vector<T>& act, int batch) const;
   // One image on the chip's cores (model_parallel.h): the operations that split (none on
   // one core, or where the exchange areas would not fit host memory).
   const ModelSplit& SplitOfOne() const;
   // The jobs of one image where SplitOfOne().Any(): job c core c's program (its op_of and
   // units), job 0 with the host and weight images every core shares.
-  std::vector<LayerJob> BuildCores(const std::vector<int8_t>& act) const;
-  std::vector<LayerJob> BuildCoresBf16(const std::vector<uint16_t>& act) const;
+  template <class T>
+  std::vector<LayerJob> BuildCores(const std::vector<T>& act) const;
   // Each operation's bound for one image on core `core` of a split (its share's).
   std::vector<Bound> CoreBounds(int core) const;
-  // The model's int8 (bf16) outputs (batch x its output size) from the job's output bytes.
-  std::vector<int8_t> Decode(const std::vector<uint8_t>& out, int batch) const;
-  std::vector<uint16_t> DecodeBf16(const std::vector<uint8_t>& out, int batch) const;
+  // The model's outputs (batch x its output size) in the chip's format T from the job's
+  // output bytes.
+  template <class T>
+  std::vector<T> Decode(const std::vector<uint8_t>& out, int batch) const;
 
  private:
   const Plan& PlanFor(int batch) const;
+  // PlanFor(batch), or a UsageError where the network or that batch does not run.
+  const Plan& CheckedPlan(int batch) const;
+  // The job without its inputs: the program, parameters, weights, output range.
+  LayerJob ProgramOf(int batch, int sharers, const CoreShare* share,
+                     const LoweredGraph* graph) const;
   template <class T>
   LayerJob BuildOf(const std::vector<T>& act, int batch, int sharers,
                    const CoreShare* share = nullptr, const LoweredGraph* graph = nullptr) const;
-  template <class T>
-  std::vector<LayerJob> BuildCoresOf(const std::vector<T>& act) const;
-  template <class T>
-  std::vector<T> DecodeOf(const std::vector<uint8_t>& out, int batch) const;
   void MoveMaps(const Plan& plan, int batch, LayerJob* job) const;
 
   config::TpuConfig config_;

@@ -181,10 +181,20 @@ void ChipEngine::Load(Executable exe) {
   job.program = exe.programs[0];
   job.other_programs.assign(exe.programs.begin() + 1, exe.programs.end());
   CheckJobFits(job, Config());
-  for (const Region& r : exe.regions) CheckRegionFits(r, Config());
+  for (const Region& r : exe.regions) {
+    CheckRegionFits(r, Config());
+    if (r.initial.size() > r.bytes) {
+      throw UsageError(fmt::format("region '{}' of executable '{}' has {} bytes, {} initial ones",
+                                   r.name, exe.name, r.bytes, r.initial.size()));
+    }
+  }
   loaded_ = std::move(exe);
   programs_ = std::move(job);
   has_loaded_ = true;
+  for (Region& r : loaded_.regions) {
+    if (!r.initial.empty()) WriteMemory(r.memory, r.addr, r.initial);
+    r.initial = {};  // written: the loaded map keeps no second copy
+  }
 }
 
 const Executable& ChipEngine::Loaded() const {

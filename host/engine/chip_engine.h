@@ -43,8 +43,9 @@ class ChipEngine {
   // False in timing-only runs: counters only, no output values (host_out stays empty).
   virtual bool ComputesValues() const { return true; }
   // Loads `exe`: its programs run at every Run() until the next Load, its regions are what
-  // Write and Read name. The memories keep what they hold. Throws UsageError where a program
-  // or a region does not fit the config's cores and memories.
+  // Write and Read name, and each region's initial contents are written. The memories keep
+  // what they hold otherwise. Throws UsageError where a program or a region does not fit
+  // the config's cores and memories.
   void Load(Executable exe);
   // What Load loaded (throws UsageError before the first Load).
   const Executable& Loaded() const;

@@ -21,6 +21,9 @@ struct Region {
   Memory memory = Memory::kHost;
   uint64_t addr = 0;
   uint64_t bytes = 0;
+  // What Load writes into it from its first byte (weights, parameters); empty: nothing, the
+  // region keeps what the memory holds.
+  std::vector<uint8_t> initial;
 };
 
 struct Executable {

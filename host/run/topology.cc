@@ -157,17 +157,6 @@ engine::ExecResult RunObservingUnits(engine::ChipEngine& engine, const engine::E
   return e;
 }
 
-// The job of `nc` for n images whose inputs are `act`, on a core beside sharers - 1 others
-// (T: int8_t, or uint16_t, bfloat16 bit patterns, on a bf16 chip).
-template <class T>
-LayerJob BuildJob(const NetworkCompiler& nc, const std::vector<T>& act, int n, int sharers) {
-  if constexpr (sizeof(T) == 2) {
-    return nc.BuildBf16(act, n, sharers);
-  } else {
-    return nc.Build(act, n, sharers);
-  }
-}
-
 // The jobs on cores 0, 1, ... at once; `share`: each core's images.
 CoresResult RunOnCores(engine::ChipEngine& engine, std::vector<LayerJob> jobs,
                        std::vector<int> share, const std::string& name) {
@@ -296,9 +285,9 @@ bool CoreExact(const nn::Model& m, const NetworkCompiler& nc, const std::vector<
       const std::vector<uint16_t> y = net.Forward(in.x.data() + i * size).back();
       want.insert(want.end(), y.begin(), y.end());
     }
-    return nc.DecodeBf16(out, static_cast<int>(count)) == want;
+    return nc.Decode<uint16_t>(out, static_cast<int>(count)) == want;
   } else {
-    const std::vector<int8_t> got = nc.Decode(out, static_cast<int>(count));
+    const std::vector<int8_t> got = nc.Decode<int8_t>(out, static_cast<int>(count));
     const nn::MatrixI8 want = nn::Int8Net(m).Forward(in.pixels.data() + first * size, count).back();
     return std::equal(got.begin(), got.end(), want.data());
   }
@@ -433,7 +422,7 @@ std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
       const auto [f, n] = images[k];
       const std::vector<T> act(in.act.begin() + (i0 + f) * in_size,
                                in.act.begin() + (i0 + f + n) * in_size);
-      jobs.push_back(BuildJob(*parts.nc[parts.PartOf(k)], act, n, static_cast<int>(images.size())));
+      jobs.push_back(parts.nc[parts.PartOf(k)]->Build(act, n, static_cast<int>(images.size())));
       share.push_back(n);
     }
     const CoresResult r = RunOnCores(engine, std::move(jobs), std::move(share), l.name);

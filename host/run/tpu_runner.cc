@@ -121,16 +121,17 @@ void AddSplitShare(const NetworkCompiler& network, int core, int cores, TpuRunRe
   }
 }
 
-// Runs a job of a program per core (job c core c's, with its op_of), each core's counters
-// attributed to the operations cycle by cycle and checked against the core's, the layers'
-// slices in each core's timeline; r->chip_cycles gets the run's cycles.
-engine::ExecResult RunAttributed(const engine::ExecJob& job, const std::vector<LayerJob>& jobs,
+// Runs a job of a program per core (job c core c's, with its op_of; null: the engine's
+// loaded executable, whose programs those are), each core's counters attributed to the
+// operations cycle by cycle and checked against the core's, the layers' slices in each
+// core's timeline; r->chip_cycles gets the run's cycles.
+engine::ExecResult RunAttributed(const engine::ExecJob* job, const std::vector<LayerJob>& jobs,
                                  engine::ChipEngine& engine,
                                  std::vector<engine::CycleAttribution>& attributions,
                                  TpuRunResult* r) {
   for (size_t c = 0; c < jobs.size(); ++c) attributions[c].SetRowOf(jobs[c].op_of);
   const engine::ScopedCoreObservers observe(engine, attributions, jobs.size());
-  engine::ExecResult e = engine.Run(job);
+  engine::ExecResult e = job ? engine.Run(*job) : engine.Run();
   if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
   r->chip_cycles += e.cycles;
   for (size_t c = 0; c < jobs.size(); ++c) {
@@ -172,23 +173,43 @@ std::vector<T> RunSplit(const NetworkCompiler& network, const std::vector<T>& ac
                         engine::ChipEngine& engine,
                         std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
   const int cores = engine.Config().cores;
-  std::vector<LayerJob> jobs;
-  if constexpr (sizeof(T) == 1) {
-    jobs = network.BuildCores(act);
-  } else {
-    jobs = network.BuildCoresBf16(act);
-  }
+  const std::vector<LayerJob> jobs = network.BuildCores(act);
   engine::ExecJob job = jobs[0].exec;
   for (size_t c = 1; c < jobs.size(); ++c) job.other_programs.push_back(jobs[c].exec.program);
-  const engine::ExecResult e = RunAttributed(job, jobs, engine, attributions, r);
+  const engine::ExecResult e = RunAttributed(&job, jobs, engine, attributions, r);
   for (int c = 0; c < cores; ++c) AddSplitShare(network, c, cores, r);
   CollectRows(jobs, engine.Config(), attributions, r);
   if (!engine.ComputesValues()) return {};
-  if constexpr (sizeof(T) == 1) {
-    return network.Decode(e.host_out, 1);
-  } else {
-    return network.DecodeBf16(e.host_out, 1);
+  return network.Decode<T>(e.host_out, 1);
+}
+
+// The network as an engine of one core holds it: compiled once per batch size and loaded
+// (its program, parameters and weights), so that each batch writes only its inputs.
+struct LoadedNetwork {
+  int batch = 0;               // the batch size loaded; 0: none yet
+  std::vector<LayerJob> jobs;  // its job: the operation of each instruction, its units
+};
+
+// A batch on a chip of one core through the loaded network (compiled and loaded first where
+// the batch size changes): its inputs written, run, its counters attributed as RunWhole's,
+// its outputs read back. Returns them (none in timing-only runs).
+template <class T>
+std::vector<T> RunLoaded(const NetworkCompiler& network, const std::vector<T>& act, int b,
+                         engine::ChipEngine& engine,
+                         std::vector<engine::CycleAttribution>& attributions, LoadedNetwork* loaded,
+                         TpuRunResult* r) {
+  if (loaded->batch != b) {
+    compiler::CompiledNetwork c = network.Compile(b);
+    engine.Load(std::move(c.exe));
+    loaded->jobs = {std::move(c.job)};
+    loaded->batch = b;
   }
+  engine.Write("inputs", network.EncodeInputs(act, b));
+  RunAttributed(nullptr, loaded->jobs, engine, attributions, r);
+  AddShare(network, b, 0, 1, r);
+  CollectRows(loaded->jobs, engine.Config(), attributions, r);
+  if (!engine.ComputesValues()) return {};
+  return network.Decode<T>(engine.Read("outputs"), b);
 }
 
 // A batch of whole-network programs, one per core (docs/compiler.md, "Several cores"): core
@@ -197,12 +218,14 @@ std::vector<T> RunSplit(const NetworkCompiler& network, const std::vector<T>& ac
 // attributed to the operations (rows of `r`, summed over cores: cycles are core-cycles)
 // cycle by cycle and their bounds added; r->chip_cycles gets the run's cycles. Returns the
 // model's outputs of the batch, in order (T: int8_t, or uint16_t on a bf16 chip); zeros in
-// timing-only runs.
+// timing-only runs. On one core, through the loaded network (RunLoaded).
 template <class T>
 std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& act, int b,
                         engine::ChipEngine& engine,
-                        std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
+                        std::vector<engine::CycleAttribution>& attributions, LoadedNetwork* loaded,
+                        TpuRunResult* r) {
   const int cores = engine.Config().cores;
+  if (cores == 1) return RunLoaded(network, act, b, engine, attributions, loaded, r);
   if (b == 1 && r->batch == 1 && network.SplitOfOne().Any())
     return RunSplit(network, act, engine, attributions, r);
   const size_t in_size = act.size() / static_cast<size_t>(b);
@@ -213,17 +236,13 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   for (const auto [f, n] : shares) {
     const std::vector<T> part(act.begin() + static_cast<std::ptrdiff_t>(f * in_size),
                               act.begin() + static_cast<std::ptrdiff_t>((f + n) * in_size));
-    if constexpr (sizeof(T) == 1) {
-      jobs.push_back(network.Build(part, n, sharers));
-    } else {
-      jobs.push_back(network.BuildBf16(part, n, sharers));
-    }
+    jobs.push_back(network.Build(part, n, sharers));
     share.push_back(n);
   }
   std::vector<engine::ExecJob> execs;
   for (LayerJob& j : jobs) execs.push_back(std::move(j.exec));  // jobs keep their op_of
   const compiler::CoreJobs combined = compiler::CombineCoreJobs(std::move(execs));
-  const engine::ExecResult e = RunAttributed(combined.job, jobs, engine, attributions, r);
+  const engine::ExecResult e = RunAttributed(&combined.job, jobs, engine, attributions, r);
   for (size_t c = 0; c < jobs.size(); ++c)
     AddShare(network, share[c], static_cast<int>(c), cores, r);
   CollectRows(jobs, engine.Config(), attributions, r);
@@ -231,12 +250,7 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   if (!engine.ComputesValues()) return y;
   for (size_t c = 0; c < jobs.size(); ++c) {
     const std::vector<uint8_t> out = combined.HostOut(e.host_out, c);
-    std::vector<T> part;
-    if constexpr (sizeof(T) == 1) {
-      part = network.Decode(out, share[c]);
-    } else {
-      part = network.DecodeBf16(out, share[c]);
-    }
+    const std::vector<T> part = network.Decode<T>(out, share[c]);
     y.insert(y.end(), part.begin(), part.end());
   }
   return y;
@@ -247,12 +261,13 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
 // named (image, layer, value).
 void RunBf16Batch(const nn::Model& model, const NetworkCompiler& network, const nn::Bf16Net& ref,
                   const nn::InputSet& inputs, int64_t first, int b, engine::ChipEngine& engine,
-                  std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
+                  std::vector<engine::CycleAttribution>& attributions, LoadedNetwork* loaded,
+                  TpuRunResult* r) {
   const nn::RowMatrix<float> x = nn::Fp32Inputs(inputs, first, b);
   std::vector<uint16_t> act(static_cast<size_t>(x.size()));
   for (size_t i = 0; i < act.size(); ++i)
     act[i] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[i]));
-  const std::vector<uint16_t> y = RunWhole(network, act, b, engine, attributions, r);
+  const std::vector<uint16_t> y = RunWhole(network, act, b, engine, attributions, loaded, r);
   if (!engine.ComputesValues()) return;
   const auto out_size = static_cast<size_t>(model.layers.back().out.Size());
   for (int i = 0; i < b; ++i) {
@@ -462,10 +477,12 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
     int8_reference.emplace(model);
   }
   r.dtype = hw::Name(config.dtype);
+  LoadedNetwork loaded;
   for (int64_t first = 0; first < images; first += batch) {
     const int b = static_cast<int>(std::min<int64_t>(batch, images - first));
     if (bf16) {
-      RunBf16Batch(model, network, *bf16_reference, inputs, first, b, engine, attributions, &r);
+      RunBf16Batch(model, network, *bf16_reference, inputs, first, b, engine, attributions, &loaded,
+                   &r);
       if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
       continue;
     }
@@ -478,7 +495,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
     }
     std::vector<int8_t> act(in.data(), in.data() + in.size());
     if (whole) {
-      act = RunWhole(network, act, b, engine, attributions, &r);
+      act = RunWhole(network, act, b, engine, attributions, &loaded, &r);
       if (!values) act.assign(static_cast<size_t>(b * out_size), 0);
     } else {
       act = RunLayerJobs(steps, compilers, engine, std::move(act), b, &r);

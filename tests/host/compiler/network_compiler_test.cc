@@ -66,7 +66,7 @@ void ExpectPrefixesExact(const nn::Model& m, const char* preset, engine::EngineK
     const auto chip = test::TestEngine(kind, config::LoadConfig(preset), {});
     const engine::ExecResult e = chip->Run(job.exec);
     ASSERT_TRUE(e.ok) << e.message;
-    const std::vector<int8_t> got = nc.Decode(e.host_out, batch);
+    const std::vector<int8_t> got = nc.Decode<int8_t>(e.host_out, batch);
     const nn::MatrixI8& want = ref[last];
     ASSERT_EQ(static_cast<int64_t>(got.size()), want.rows() * want.cols() * batch / images);
     int64_t bad = 0;
@@ -80,6 +80,32 @@ void ExpectPrefixesExact(const nn::Model& m, const char* preset, engine::EngineK
 TEST(NetworkCompilerTest, LenetPrefixesAreBitExactFast) {
   const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
   ExpectPrefixesExact(m, "small-16", engine::EngineKind::kFast, 64, 64);
+}
+
+// Compiled once and loaded once, with only the inputs written for each batch: every batch's
+// outputs and counters are those of the batch run as one job of whole images on a fresh chip.
+TEST(NetworkCompilerTest, CompiledOnceRunsEachBatchAsItsOwnJobDoes) {
+  const nn::Model m = nn::LoadModel(TPUSIM_SOURCE_DIR "/models/lenet5");
+  const config::TpuConfig config = config::LoadConfig("small-16");
+  constexpr int kBatch = 8;
+  const NetworkCompiler nc(m, config, kBatch);
+  ASSERT_TRUE(nc.Fits()) << nc.WhyNot();
+  const auto loaded = test::TestEngine(engine::EngineKind::kFast, config, {});
+  loaded->Load(nc.Compile(kBatch).exe);
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    const data::MnistSet set = MnistLike(m, kBatch, seed);
+    std::vector<int8_t> act(static_cast<size_t>(kBatch * m.input.Size()));
+    for (size_t i = 0; i < act.size(); ++i) act[i] = arith::QuantizePixel(set.pixels[i]);
+    loaded->Write("inputs", nc.EncodeInputs(act, kBatch));
+    const engine::ExecResult got = loaded->Run();
+    const auto fresh = test::TestEngine(engine::EngineKind::kFast, config, {});
+    const engine::ExecResult want = fresh->Run(nc.Build(act, kBatch).exec);
+    ASSERT_TRUE(got.ok) << got.message;
+    EXPECT_EQ(loaded->Read("outputs"), want.host_out) << "batch " << seed;
+    EXPECT_EQ(got.counters.FirstDifference(want.counters), -1) << "batch " << seed;
+    EXPECT_EQ(got.cycles, want.cycles);
+  }
+  EXPECT_THROW(loaded->Write("inputs", std::vector<uint8_t>(1 << 20)), UsageError);
 }
 
 // The RTL runs the whole LeNet program bit-exact (one SystemC chip per test process), with a
