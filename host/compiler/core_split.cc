@@ -123,4 +123,30 @@ std::vector<uint8_t> CoreJobs::HostOut(const std::vector<uint8_t>& out, size_t c
                               out.begin() + static_cast<std::ptrdiff_t>(from + out_bytes[core]));
 }
 
+std::string InputsRegion(size_t core, size_t cores) {
+  return cores == 1 ? "inputs" : "inputs " + std::to_string(core);
+}
+
+engine::Executable ExecutableOf(const CoreJobs& jobs, const std::vector<uint64_t>& input_bytes,
+                                const std::string& name) {
+  using engine::Memory;
+  const engine::ExecJob& job = jobs.job;
+  engine::Executable exe;
+  exe.name = name;
+  exe.programs.push_back(job.program);
+  exe.programs.insert(exe.programs.end(), job.other_programs.begin(), job.other_programs.end());
+  exe.regions = {{"host image", Memory::kHost, 0, job.host_image.size(), job.host_image},
+                 {"weight image", Memory::kWeight, job.weight_image_addr, job.weight_image.size(),
+                  job.weight_image},
+                 {"outputs", Memory::kHost, job.host_out_addr, job.host_out_bytes, {}}};
+  for (size_t c = 0; c < input_bytes.size(); ++c) {
+    exe.regions.push_back({InputsRegion(c, input_bytes.size()),
+                           Memory::kHost,
+                           jobs.host_base[c],
+                           input_bytes[c],
+                           {}});
+  }
+  return exe;
+}
+
 }  // namespace tpu::compiler

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "host/engine/exec_job.h"
+#include "host/engine/executable.h"
 
 namespace tpu::compiler {
 
@@ -21,6 +23,16 @@ struct CoreJobs {
   // Core c's read-back bytes (its own job's host_out range) out of the job's result.
   std::vector<uint8_t> HostOut(const std::vector<uint8_t>& out, size_t core) const;
 };
+
+// The executable of the combined jobs, named `name` (host/engine/executable.h): their
+// programs, and the regions `host image` and `weight image` (their images, written when it
+// is loaded), `inputs` on one core or `inputs C` for core C (`input_bytes[C]` bytes from the
+// start of core C's window, each batch's to write: InputsRegion) and `outputs` (the
+// read-back range of every core: HostOut splits it).
+engine::Executable ExecutableOf(const CoreJobs& jobs, const std::vector<uint64_t>& input_bytes,
+                                const std::string& name);
+// The name of core `core`'s inputs region among `cores`.
+std::string InputsRegion(size_t core, size_t cores);
 
 // Host windows start on this boundary.
 inline constexpr uint64_t kCoreWindowAlign = 4096;

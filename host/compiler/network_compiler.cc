@@ -255,23 +255,10 @@ LayerJob NetworkCompiler::BuildOf(const std::vector<T>& act, int batch, int shar
   return job;
 }
 
-CompiledNetwork NetworkCompiler::Compile(int batch) const {
-  LayerJob job = ProgramOf(batch, 1, nullptr, nullptr);
-  const Plan& plan = PlanFor(batch);
-  engine::ExecJob& ex = job.exec;
+CompiledNetwork NetworkCompiler::Compile(int batch, int sharers) const {
   CompiledNetwork c;
-  c.exe.name = name_;
-  c.exe.programs.push_back(std::move(ex.program));
-  using engine::Memory;
-  std::vector<uint8_t> params(ex.host_image.begin() + static_cast<std::ptrdiff_t>(plan.params_addr),
-                              ex.host_image.end());
-  c.exe.regions = {
-      {"inputs", Memory::kHost, 0, plan.params_addr, {}},
-      {"parameters", Memory::kHost, plan.params_addr, params.size(), std::move(params)},
-      {"weights", Memory::kWeight, 0, ex.weight_image.size(), std::move(ex.weight_image)},
-      {"outputs", Memory::kHost, ex.host_out_addr, ex.host_out_bytes, {}}};
-  c.job = std::move(job);
-  c.job.exec = {};
+  c.job = ProgramOf(batch, sharers, nullptr, nullptr);
+  c.input_bytes = PlanFor(batch).params_addr;
   return c;
 }
 

@@ -23,7 +23,6 @@
 #include "host/compiler/layer_compiler.h"
 #include "host/compiler/model_parallel.h"
 #include "host/config/tpu_config.h"
-#include "host/engine/executable.h"
 #include "host/nn/model.h"
 
 namespace tpu::compiler {
@@ -35,11 +34,13 @@ struct SpilledTensor {
   int64_t readers = 0;  // segments that read it back (each reads every image)
 };
 
-// A network compiled once for a batch size (NetworkCompiler::Compile): what an engine loads,
-// and the job whose op_of and op_units attribute its counters to the operations.
+// A network compiled once for a batch size on one core (NetworkCompiler::Compile): its job
+// with the inputs left zero (the program, with op_of and op_units; the host image of the
+// parameters; the weight image; the output range), and the bytes of its inputs from host
+// address 0, which each batch rewrites (EncodeInputs).
 struct CompiledNetwork {
-  engine::Executable exe;
   LayerJob job;
+  uint64_t input_bytes = 0;
 };
 
 class NetworkCompiler {
@@ -82,11 +83,9 @@ class NetworkCompiler {
   // link (EmitGraph).
   template <class T>
   LayerJob Build(const std::vector<T>& act, int batch, int sharers = 1) const;
-  // The network for `batch` images on one core, compiled once: an executable whose regions
-  // are `inputs` (what EncodeInputs gives), `parameters` and `weights` (written when it is
-  // loaded) and `outputs` (what Decode reads), and its job's operation of each instruction
-  // and units (its exec empty). Each batch of that size then writes only `inputs`.
-  CompiledNetwork Compile(int batch) const;
+  // The network for `batch` images on a core beside sharers - 1 others, compiled once
+  // (CompiledNetwork; core_split.h's ExecutableOf makes the executable of the cores' jobs).
+  CompiledNetwork Compile(int batch, int sharers = 1) const;
   // The `inputs` region's bytes for `batch` images whose inputs are `act` (T as Build's):
   // each image's rows, then zeros up to the parameters.
   template <class T>

@@ -183,74 +183,75 @@ std::vector<T> RunSplit(const NetworkCompiler& network, const std::vector<T>& ac
   return network.Decode<T>(e.host_out, 1);
 }
 
-// The network as an engine of one core holds it: compiled once per batch size and loaded
-// (its program, parameters and weights), so that each batch writes only its inputs.
+// The network as the engine holds it for one batch size: compiled once, a program per core
+// for its share of the batch (docs/compiler.md, "Several cores"), combined and loaded (the
+// programs, parameters and weights), so that each batch writes only its inputs.
 struct LoadedNetwork {
   int batch = 0;               // the batch size loaded; 0: none yet
-  std::vector<LayerJob> jobs;  // its job: the operation of each instruction, its units
+  std::vector<LayerJob> jobs;  // by core: the operation of each instruction, its units
+  std::vector<int> share;      // by core: its images of the batch
+  compiler::CoreJobs windows;  // each core's read-back range (the job's images dropped)
 };
 
-// A batch on a chip of one core through the loaded network (compiled and loaded first where
-// the batch size changes): its inputs written, run, its counters attributed as RunWhole's,
-// its outputs read back. Returns them (none in timing-only runs).
-template <class T>
-std::vector<T> RunLoaded(const NetworkCompiler& network, const std::vector<T>& act, int b,
-                         engine::ChipEngine& engine,
-                         std::vector<engine::CycleAttribution>& attributions, LoadedNetwork* loaded,
-                         TpuRunResult* r) {
-  if (loaded->batch != b) {
-    compiler::CompiledNetwork c = network.Compile(b);
-    engine.Load(std::move(c.exe));
-    loaded->jobs = {std::move(c.job)};
-    loaded->batch = b;
+// Compiles the network for batches of b on the engine's cores and loads it.
+void LoadNetwork(const NetworkCompiler& network, int b, engine::ChipEngine& engine,
+                 LoadedNetwork* loaded) {
+  const std::vector<BatchShare> shares = BatchShares(b, engine.Config().cores);
+  const int sharers = static_cast<int>(shares.size());  // the cores sharing the host link
+  LoadedNetwork l;
+  std::vector<engine::ExecJob> execs;
+  std::vector<uint64_t> input_bytes;
+  for (const BatchShare& s : shares) {
+    compiler::CompiledNetwork c = network.Compile(s.count, sharers);
+    execs.push_back(std::move(c.job.exec));
+    l.jobs.push_back(std::move(c.job));  // keeps its op_of and units
+    input_bytes.push_back(c.input_bytes);
+    l.share.push_back(s.count);
   }
-  engine.Write("inputs", network.EncodeInputs(act, b));
-  RunAttributed(nullptr, loaded->jobs, engine, attributions, r);
-  AddShare(network, b, 0, 1, r);
-  CollectRows(loaded->jobs, engine.Config(), attributions, r);
-  if (!engine.ComputesValues()) return {};
-  return network.Decode<T>(engine.Read("outputs"), b);
+  l.windows = compiler::CombineCoreJobs(std::move(execs));
+  engine.Load(compiler::ExecutableOf(l.windows, input_bytes, network.Name()));
+  engine::ExecJob& kept = l.windows.job;  // only its read-back range is used again
+  kept.program = {};
+  kept.other_programs = {};
+  kept.host_image = {};
+  kept.weight_image = {};
+  l.batch = b;
+  *loaded = std::move(l);
 }
 
-// A batch of whole-network programs, one per core (docs/compiler.md, "Several cores"): core
-// c runs images [b c / C, b (c + 1) / C) of the batch, each core's program built for its
-// share and combined by CombineCoreJobs (one core: the job itself). Each core's counters are
-// attributed to the operations (rows of `r`, summed over cores: cycles are core-cycles)
-// cycle by cycle and their bounds added; r->chip_cycles gets the run's cycles. Returns the
-// model's outputs of the batch, in order (T: int8_t, or uint16_t on a bf16 chip); zeros in
-// timing-only runs. On one core, through the loaded network (RunLoaded).
+// A batch of whole-network programs through the loaded network (loaded first where the
+// batch size changes): core c runs images [b c / C, b (c + 1) / C) of the batch, their
+// inputs written to its region. Each core's counters are attributed to the operations
+// (rows of `r`, summed over cores: cycles are core-cycles) cycle by cycle and their bounds
+// added; r->chip_cycles gets the run's cycles. Returns the model's outputs of the batch, in
+// order (T: int8_t, or uint16_t on a bf16 chip); none in timing-only runs. One image whose
+// operations split over the cores runs as RunSplit.
 template <class T>
 std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& act, int b,
                         engine::ChipEngine& engine,
                         std::vector<engine::CycleAttribution>& attributions, LoadedNetwork* loaded,
                         TpuRunResult* r) {
   const int cores = engine.Config().cores;
-  if (cores == 1) return RunLoaded(network, act, b, engine, attributions, loaded, r);
   if (b == 1 && r->batch == 1 && network.SplitOfOne().Any())
     return RunSplit(network, act, engine, attributions, r);
+  if (loaded->batch != b) LoadNetwork(network, b, engine, loaded);
+  const std::vector<int>& share = loaded->share;
   const size_t in_size = act.size() / static_cast<size_t>(b);
-  std::vector<int> share;
-  std::vector<LayerJob> jobs;
-  const std::vector<BatchShare> shares = BatchShares(b, cores);
-  const int sharers = static_cast<int>(shares.size());  // the cores sharing the host link
-  for (const auto [f, n] : shares) {
-    const std::vector<T> part(act.begin() + static_cast<std::ptrdiff_t>(f * in_size),
-                              act.begin() + static_cast<std::ptrdiff_t>((f + n) * in_size));
-    jobs.push_back(network.Build(part, n, sharers));
-    share.push_back(n);
+  for (size_t c = 0, first = 0; c < share.size(); first += static_cast<size_t>(share[c++])) {
+    const std::vector<T> part(
+        act.begin() + static_cast<std::ptrdiff_t>(first * in_size),
+        act.begin() + static_cast<std::ptrdiff_t>((first + share[c]) * in_size));
+    engine.Write(compiler::InputsRegion(c, share.size()), network.EncodeInputs(part, share[c]));
   }
-  std::vector<engine::ExecJob> execs;
-  for (LayerJob& j : jobs) execs.push_back(std::move(j.exec));  // jobs keep their op_of
-  const compiler::CoreJobs combined = compiler::CombineCoreJobs(std::move(execs));
-  const engine::ExecResult e = RunAttributed(&combined.job, jobs, engine, attributions, r);
-  for (size_t c = 0; c < jobs.size(); ++c)
+  RunAttributed(nullptr, loaded->jobs, engine, attributions, r);
+  for (size_t c = 0; c < share.size(); ++c)
     AddShare(network, share[c], static_cast<int>(c), cores, r);
-  CollectRows(jobs, engine.Config(), attributions, r);
+  CollectRows(loaded->jobs, engine.Config(), attributions, r);
   std::vector<T> y;
   if (!engine.ComputesValues()) return y;
-  for (size_t c = 0; c < jobs.size(); ++c) {
-    const std::vector<uint8_t> out = combined.HostOut(e.host_out, c);
-    const std::vector<T> part = network.Decode<T>(out, share[c]);
+  const std::vector<uint8_t> out = engine.Read("outputs");
+  for (size_t c = 0; c < share.size(); ++c) {
+    const std::vector<T> part = network.Decode<T>(loaded->windows.HostOut(out, c), share[c]);
     y.insert(y.end(), part.begin(), part.end());
   }
   return y;

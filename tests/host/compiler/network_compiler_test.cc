@@ -12,6 +12,7 @@
 
 #include "arith/int8.h"
 #include "host/common/errors.h"
+#include "host/compiler/core_split.h"
 #include "host/data/mnist.h"
 #include "host/engine/timeline.h"
 #include "host/nn/int8_net.h"
@@ -91,7 +92,9 @@ TEST(NetworkCompilerTest, CompiledOnceRunsEachBatchAsItsOwnJobDoes) {
   const NetworkCompiler nc(m, config, kBatch);
   ASSERT_TRUE(nc.Fits()) << nc.WhyNot();
   const auto loaded = test::TestEngine(engine::EngineKind::kFast, config, {});
-  loaded->Load(nc.Compile(kBatch).exe);
+  CompiledNetwork compiled = nc.Compile(kBatch);
+  loaded->Load(
+      ExecutableOf(CombineCoreJobs({compiled.job.exec}), {compiled.input_bytes}, nc.Name()));
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     const data::MnistSet set = MnistLike(m, kBatch, seed);
     std::vector<int8_t> act(static_cast<size_t>(kBatch * m.input.Size()));
