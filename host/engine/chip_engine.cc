@@ -227,9 +227,10 @@ ExecResult ChipEngine::Run(const ExecJob& job) {
   exe.name = job.name;
   exe.programs.push_back(job.program);
   exe.programs.insert(exe.programs.end(), job.other_programs.begin(), job.other_programs.end());
-  exe.regions = {{"host image", Memory::kHost, 0, job.host_image.size()},
-                 {"weight image", Memory::kWeight, job.weight_image_addr, job.weight_image.size()},
-                 {"host out", Memory::kHost, job.host_out_addr, job.host_out_bytes}};
+  exe.regions = {
+      {"host image", Memory::kHost, 0, job.host_image.size(), {}},
+      {"weight image", Memory::kWeight, job.weight_image_addr, job.weight_image.size(), {}},
+      {"host out", Memory::kHost, job.host_out_addr, job.host_out_bytes, {}}};
   Load(std::move(exe));
   Write("host image", job.host_image);
   Write("weight image", job.weight_image);

@@ -42,7 +42,8 @@ Executable Copy(const std::string& from, uint64_t from_addr, const std::string& 
                                            "\nwrite_host ub=0 host=" + std::to_string(to_addr) +
                                            " rows=" + std::to_string(kRows) + "\nhalt\n",
                                        "copy.asm"));
-  exe.regions = {{from, Memory::kHost, from_addr, kBytes}, {to, Memory::kHost, to_addr, kBytes}};
+  exe.regions = {{from, Memory::kHost, from_addr, kBytes, {}},
+                 {to, Memory::kHost, to_addr, kBytes, {}}};
   return exe;
 }
 
@@ -63,7 +64,9 @@ TEST_P(ExecutableTest, OnlyTheInputsAreWrittenBetweenRuns) {
     EXPECT_TRUE(r.host_out.empty()) << "a run reads nothing back unless asked";
     EXPECT_EQ(chip_->Read("out"), in) << "run " << seed;
     EXPECT_EQ(r.counters.host_bytes_read, kBytes);
-    if (seed > 1) EXPECT_EQ(r.cycles, cycles) << "the same program, the same timing";
+    if (seed > 1) {
+      EXPECT_EQ(r.cycles, cycles) << "the same program, the same timing";
+    }
     cycles = r.cycles;
   }
 }
@@ -101,7 +104,7 @@ TEST_P(ExecutableTest, RegionsAreCheckedByNameAndSize) {
             }).find("do not fit region 'in'"),
             std::string::npos);
   Executable past = Copy("in", 0, "out", 0x1000);
-  past.regions.push_back({"far", Memory::kWeight, 1ull << 40, 16});
+  past.regions.push_back({"far", Memory::kWeight, 1ull << 40, 16, {}});
   EXPECT_NE(error([&] { chip_->Load(past); }).find("region 'far'"), std::string::npos);
   EXPECT_NE(error([&] { chip_->Load(Executable{}); }).find("has no program"), std::string::npos);
 }
