@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <stdexcept>
+#include <utility>
 
 #include "host/common/errors.h"
 
@@ -178,8 +180,10 @@ void ChipEngine::Load(Executable exe) {
   if (exe.programs.empty()) throw UsageError("executable '" + exe.name + "' has no program");
   ExecJob job;
   job.name = exe.name;
-  job.program = exe.programs[0];
-  job.other_programs.assign(exe.programs.begin() + 1, exe.programs.end());
+  job.program = std::move(exe.programs[0]);
+  job.other_programs.assign(std::make_move_iterator(exe.programs.begin() + 1),
+                            std::make_move_iterator(exe.programs.end()));
+  exe.programs.clear();
   CheckJobFits(job, Config());
   for (const Region& r : exe.regions) {
     CheckRegionFits(r, Config());
@@ -223,19 +227,13 @@ ExecResult ChipEngine::Run() {
 
 ExecResult ChipEngine::Run(const ExecJob& job) {
   CheckJobFits(job, Config());
-  Executable exe;
-  exe.name = job.name;
-  exe.programs.push_back(job.program);
-  exe.programs.insert(exe.programs.end(), job.other_programs.begin(), job.other_programs.end());
-  exe.regions = {
-      {"host image", Memory::kHost, 0, job.host_image.size(), {}},
-      {"weight image", Memory::kWeight, job.weight_image_addr, job.weight_image.size(), {}},
-      {"host out", Memory::kHost, job.host_out_addr, job.host_out_bytes, {}}};
-  Load(std::move(exe));
-  Write("host image", job.host_image);
-  Write("weight image", job.weight_image);
-  ExecResult r = Run();
-  if (job.host_out_bytes > 0 && ComputesValues()) r.host_out = Read("host out");
+  has_loaded_ = false;  // the job's programs run in place of any loaded ones
+  if (!job.host_image.empty()) WriteMemory(Memory::kHost, 0, job.host_image);
+  if (!job.weight_image.empty())
+    WriteMemory(Memory::kWeight, job.weight_image_addr, job.weight_image);
+  ExecResult r = RunPrograms(job);
+  if (job.host_out_bytes > 0 && ComputesValues())
+    r.host_out = ReadMemory(Memory::kHost, job.host_out_addr, job.host_out_bytes);
   return r;
 }
 

@@ -47,8 +47,6 @@ class ChipEngine {
   // what they hold otherwise. Throws UsageError where a program or a region does not fit
   // the config's cores and memories.
   void Load(Executable exe);
-  // What Load loaded (throws UsageError before the first Load).
-  const Executable& Loaded() const;
   // Writes `bytes` into region `region` from its first byte; at most the region's size.
   void Write(const std::string& region, const std::vector<uint8_t>& bytes);
   // Region `region` as the memory holds it now (after a run, what the run left there; a
@@ -57,9 +55,9 @@ class ChipEngine {
   // Runs the loaded programs to their end over the memories as they are. Throws
   // RuntimeError when the simulation itself fails.
   ExecResult Run();
-  // One job in one step: loads its programs, writes its images, runs, and reads its host
-  // range back into host_out (not in timing-only runs). Throws UsageError when an image
-  // does not fit its memory.
+  // One job in one step: writes its images, runs its programs, and reads its host range
+  // back into host_out (not in timing-only runs); what was loaded before is unloaded.
+  // Throws UsageError when an image does not fit its memory.
   ExecResult Run(const ExecJob& job);
   // Writes what spans runs (the rtl engine's waveform). Throws RuntimeError on failure.
   virtual void Finish() {}
@@ -78,8 +76,9 @@ class ChipEngine {
   std::vector<CycleObserver*> Observers(int core = 0) const;
 
  protected:
-  // The engine's part of the above: its memories, and a run of `job`'s programs (the job's
-  // images and read-back range are empty: the memories are written and read apart).
+  // The engine's part of the above: its memories, and a run of `job`'s programs (its images
+  // and read-back range are not the engine's to handle: the memories are written and read
+  // apart).
   virtual void WriteMemory(Memory memory, uint64_t addr, const std::vector<uint8_t>& bytes) = 0;
   virtual std::vector<uint8_t> ReadMemory(Memory memory, uint64_t addr, uint64_t bytes) = 0;
   virtual ExecResult RunPrograms(const ExecJob& job) = 0;
@@ -88,8 +87,11 @@ class ChipEngine {
   std::vector<CycleObserver*> observers_;  // by core; nullptr: none
 
  private:
-  Executable loaded_;
-  ExecJob programs_;  // the loaded programs, as RunPrograms takes them
+  // The loaded executable's map (throws UsageError where none is loaded).
+  const Executable& Loaded() const;
+
+  Executable loaded_;  // its name and regions (its programs moved into programs_)
+  ExecJob programs_;   // the loaded programs, as RunPrograms takes them
   bool has_loaded_ = false;
 };
 

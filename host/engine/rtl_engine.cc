@@ -44,6 +44,11 @@ RunEnd EndOf(sim::RunState state) {
                      sim::RunStateName(state));
 }
 
+// Where a memory starts in the system's TLM address map.
+uint64_t BaseOf(Memory memory) {
+  return memory == Memory::kHost ? sim::kHostMemBase : sim::kWeightMemBase;
+}
+
 // The status register's value as the contract's status; a value outside it is an internal
 // error.
 hw::Status StatusOf(uint64_t status) {
@@ -104,7 +109,7 @@ class HostInitiator : public sc_core::sc_module {
     uint64_t n = job.program.words.size();
     Transfer(tlm::TLM_WRITE_COMMAND, kCsrBase + sim::kCsrStart, reinterpret_cast<uint8_t*>(&n), 8);
     sc_core::wait(system_.DoneEvent());  // the interrupt
-    return Result(cores, job);
+    return Result(job);
   }
 
  private:
@@ -208,7 +213,8 @@ class HostInitiator : public sc_core::sc_module {
   }
 
   // The run's result from the chip's registers, after its interrupt.
-  ExecResult Result(int cores, const ExecJob& job) {
+  ExecResult Result(const ExecJob& job) {
+    const int cores = config_.cores;
     ExecResult r;
     r.engine = "rtl";
     const auto state = static_cast<sim::RunState>(ReadCsr(sim::kCsrState));
@@ -326,14 +332,12 @@ void RtlEngine::InHostThread(const std::function<void()>& task) {
 }
 
 void RtlEngine::WriteMemory(Memory memory, uint64_t addr, const std::vector<uint8_t>& bytes) {
-  const uint64_t base = memory == Memory::kHost ? sim::kHostMemBase : sim::kWeightMemBase;
-  InHostThread([&] { impl_->host->WriteBlock(base + addr, bytes); });
+  InHostThread([&] { impl_->host->WriteBlock(BaseOf(memory) + addr, bytes); });
 }
 
 std::vector<uint8_t> RtlEngine::ReadMemory(Memory memory, uint64_t addr, uint64_t bytes) {
-  const uint64_t base = memory == Memory::kHost ? sim::kHostMemBase : sim::kWeightMemBase;
   std::vector<uint8_t> out;
-  InHostThread([&] { out = impl_->host->ReadBlock(base + addr, bytes); });
+  InHostThread([&] { out = impl_->host->ReadBlock(BaseOf(memory) + addr, bytes); });
   return out;
 }
 
@@ -349,16 +353,18 @@ ExecResult RtlEngine::RunPrograms(const ExecJob& job) {
       observers.Cycles(core, cycle, 1, {issue, busy, obs, mxus});
     });
   }
+  struct Unhook {  // however the run ends
+    sim::TpuSystemBase& system;
+    ~Unhook() {
+      system.SetProgress(nullptr);
+      system.SetCycleHook(nullptr);
+    }
+  };
   ExecResult r;
-  try {
+  {
+    const Unhook unhook{*im.system};
     InHostThread([&] { r = im.host->RunPrograms(job); });
-  } catch (...) {
-    im.system->SetProgress(nullptr);
-    im.system->SetCycleHook(nullptr);
-    throw;
   }
-  im.system->SetProgress(nullptr);
-  im.system->SetCycleHook(nullptr);
   bar.Finish();
   observers.EndRun(r);
   return r;
