@@ -102,11 +102,9 @@ void BM_ChipGemmBf16(benchmark::State& state) {
   config::ApplyOverride(&c, "host_mem_bytes_per_cycle=512");
   const int dim = c.array_dim;
   const Matrix<uint16_t> a = gemm::RandomBf16(1024, 1024, 1), b = gemm::RandomBf16(1024, 1024, 2);
-  const compiler::GemmProgram g = compiler::MakeGemmProgramBf16(a, b, dim, /*overlap=*/true);
+  const auto g = compiler::MakeGemmProgram(a, b, dim, /*overlap=*/true);
   const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
-  std::vector<uint32_t> product(static_cast<size_t>(a.rows * b.cols));
-  arith::Bf16Gemm(a.rows, b.cols, a.cols, dim, a.data.data(), b.data.data(), product.data());
-  const std::vector<uint16_t> want = g.ExpectedBf16(product);
+  const Matrix<uint16_t> want = g.Expected(gemm::ReferenceGemm(a, b, dim));
   uint64_t cycles = 0;
   bool checked = false;
   for (auto _ : state) {
@@ -119,7 +117,7 @@ void BM_ChipGemmBf16(benchmark::State& state) {
     if (!checked) {
       state.PauseTiming();
       checked = true;
-      if (g.UnpackBf16(r.host_out) != want) {
+      if (g.Unpack(r.host_out).data != want.data) {
         state.SkipWithError("result differs from the bf16 reference");
         return;
       }

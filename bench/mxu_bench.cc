@@ -30,13 +30,7 @@ void Stream(benchmark::State& state, sim::MxuEngine& engine) {
   for (auto _ : state) {
     cycles += engine.Run(workload, {}).counters.cycles;
   }
-  const Matrix<int32_t> want = [&] {
-    if constexpr (sizeof(T) == 1) {
-      return gemm::ReferenceGemm(a, b);
-    } else {
-      return gemm::ReferenceGemmBf16(a, b, dim);
-    }
-  }();
+  const Matrix<int32_t> want = gemm::ReferenceGemm(a, b, dim);
   if (c.data != want.data) {
     state.SkipWithError("result differs from the reference");
   }

@@ -6,18 +6,12 @@
 #include <cstring>
 
 #include "arith/bf16.h"
+#include "arith/format.h"
 #include "arith/int8.h"
 #include "arith/int8_gemm.h"
 #include "arith/vpu_tables.h"
 
 namespace tpu::fast {
-namespace {
-
-uint32_t Get32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
-
-}  // namespace
 
 ChipValues::ChipValues(const ChipParams& p, ExternalMemories& external)
     : p_(p),
@@ -78,9 +72,9 @@ void ChipValues::Issue(const Decoded& d) {
     }
     case Opcode::kActivate:
       if (bf16_) {
-        ActivateBf16(d);
+        Activate<arith::Bf16Format>(d);
       } else {
-        Activate(d);
+        Activate<arith::Int8Format>(d);
       }
       break;
     default:  // write_host moves rows as the memory accepts them; the rest move nothing
@@ -274,73 +268,45 @@ void PoolLanes(T* y, int64_t n, Max max) {
 
 }  // namespace
 
+// The vector unit in format F (docs/quantization.md, docs/bf16.md; rtl/tpu_vpu.sv): per lane
+// the parameter set's channel, the activate of each accumulator (and the function table,
+// int8 only), then 2 x 2 pooling, the larger of each four lanes, or the residual stage.
+template <class F>
 void ChipValues::Activate(const Decoded& d) {
+  using E = typename F::Element;
+  using A = typename F::Accumulator;
   Mxu& m = *mxus_[d.mxu];
   const int64_t n = n_;
   const uint8_t* set = ParamSet(d.param_set);
-  const int64_t step = d.step;
-  const bool relu = d.flags & hw::kFlagRelu;
-  const int32_t lo = relu ? 0 : -128;
-  const bool pool_max = d.flags & hw::kFlagPoolMax, pooled = d.pooled;
+  std::vector<typename F::Channel> ch(static_cast<size_t>(n));
+  for (int64_t l = 0; l < n; ++l)
+    ch[static_cast<size_t>(l)] = F::Unpack(set, l, static_cast<int>(n));
+  const bool relu = d.flags & hw::kFlagRelu, avg = d.flags & hw::kFlagPoolAvg;
   const arith::VpuFunction fn = arith::VpuFunctionOfFlags(d.flags);
-  // Per lane: bias, multiplier, shift. A lane whose multiplier is zero outputs a constant
-  // (its requantized rounding term), whatever the accumulator holds, pooled or not.
-  std::vector<int32_t> bias(static_cast<size_t>(n)), live;
-  std::vector<uint32_t> mult(static_cast<size_t>(n)), shift(static_cast<size_t>(n));
-  std::vector<int8_t> constant(static_cast<size_t>(n), 0);
-  for (int64_t l = 0; l < n; ++l) {
-    bias[l] = static_cast<int32_t>(Get32(set + (hw::kParamBiasRow * n + 4 * l)));
-    mult[l] = Get32(set + (hw::kParamMultiplierRow * n + 4 * l));
-    shift[l] = set[hw::kParamShiftRow * n + l];
-    if (mult[l] == 0) {
-      constant[l] = arith::ApplyVpuFunction(fn, arith::Requantize(0, 0, shift[l], lo));
-    } else {
-      live.push_back(static_cast<int32_t>(l));
-    }
-  }
-  const int32_t* acc = &m.acc[static_cast<size_t>(d.src) * n];
-  int8_t* out = Ub<int8_t>(d.dst);
-  auto requant = [&](const int32_t* row, int64_t l) {
-    const auto sum =
-        static_cast<int32_t>(static_cast<uint32_t>(row[l]) + static_cast<uint32_t>(bias[l]));
-    return arith::ApplyVpuFunction(fn, arith::Requantize(sum, mult[l], shift[l], lo));
+  const auto* acc = reinterpret_cast<const A*>(&m.acc[static_cast<size_t>(d.src) * n]);
+  auto value = [&](const A* row, int64_t l) {
+    return F::Activate(row[l], ch[static_cast<size_t>(l)], relu, fn);
   };
   if (d.flags & hw::kFlagResidual) {
     const Residual& r = d.residual;
-    const int32_t res_lo = r.relu ? 0 : -128;
-    std::vector<int8_t> y(static_cast<size_t>(n));
-    InResidualOrder<int8_t>(d, [&](uint32_t k, const int8_t* res, int8_t* to) {
-      std::memcpy(y.data(), constant.data(), static_cast<size_t>(n));
-      for (const int32_t l : live) y[l] = requant(acc + k * n, l);
-      for (int64_t l = 0; l < n; ++l) {
-        to[l] = r.product ? arith::MulRequantize(y[l], res[l], r.mul_a, r.shift, res_lo)
-                          : arith::AddRequantize(y[l], res[l], r.mul_a, r.mul_b, r.shift, res_lo);
-      }
+    InResidualOrder<E>(d, [&](uint32_t k, const E* res, E* to) {
+      for (int64_t l = 0; l < n; ++l)
+        to[l] = F::Residual(value(acc + k * n, l), res[l], r.product, r.mul_a, r.mul_b, r.shift,
+                            r.relu);
     });
     return;
   }
-  if (!pooled) {
-    for (uint32_t i = 0; i < d.len; ++i) {
-      int8_t* y = out + i * step * n;
-      std::memcpy(y, constant.data(), static_cast<size_t>(n));
-      const int32_t* row = acc + i * n;
-      for (const int32_t l : live) y[l] = requant(row, l);
-      if (d.lanes) PoolLanes(y, n, [](int8_t a, int8_t b) { return std::max(a, b); });
+  for (uint32_t i = 0; i < d.out_rows; ++i) {
+    E* y = Ub<E>(d.dst + i * d.step);
+    if (!d.pooled) {
+      for (int64_t l = 0; l < n; ++l) y[l] = value(acc + i * n, l);
+      if (d.lanes) PoolLanes(y, n, F::Larger);
+      continue;
     }
-    return;
-  }
-  for (uint32_t w = 0; w < d.out_rows; ++w) {
-    int8_t* y = out + w * step * n;
-    std::memcpy(y, constant.data(), static_cast<size_t>(n));
-    const int32_t* rows = acc + 4 * w * n;
-    for (const int32_t l : live) {
-      int32_t sum = 0, mx = -128;
-      for (int q = 0; q < 4; ++q) {
-        const int8_t v = requant(rows + q * n, l);
-        sum += v;
-        mx = std::max<int32_t>(mx, v);
-      }
-      y[l] = pool_max ? static_cast<int8_t>(mx) : arith::AveragePool(sum, 4);
+    for (int64_t l = 0; l < n; ++l) {
+      E v[4];
+      for (int q = 0; q < 4; ++q) v[q] = value(acc + (4 * i + q) * n, l);
+      y[l] = F::Pool(v, avg);
     }
   }
 }
@@ -362,50 +328,6 @@ void ChipValues::InResidualOrder(const Decoded& d,
     row(k, Ub<T>(d.residual.ub + k * step), &rows[size_t{k} * n]);
   }
   for (uint32_t k = d.len >= 3 ? d.len - 3 : 0; k < d.len; ++k) write(k);
-}
-
-// The float32 vector unit (docs/bf16.md; rtl/tpu_vpu.sv): per lane the float32 bias and
-// upper bound of the parameter set, ReLU, rounding to bfloat16, then 2 x 2 pooling or the
-// residual add (arith::Bf16ResidualAdd). (The controller refuses tables and the residual
-// product on a bf16 chip.)
-void ChipValues::ActivateBf16(const Decoded& d) {
-  Mxu& m = *mxus_[d.mxu];
-  const int64_t n = n_;
-  const uint8_t* set = ParamSet(d.param_set);
-  std::vector<uint32_t> bias(static_cast<size_t>(n)), hi(static_cast<size_t>(n));
-  for (int64_t l = 0; l < n; ++l) {
-    bias[l] = Get32(set + (hw::kParamBiasByte * n + 4 * l));
-    hi[l] = Get32(set + (hw::kParamMultiplierByte * n + 4 * l));
-  }
-  const bool relu = d.flags & hw::kFlagRelu, avg = d.flags & hw::kFlagPoolAvg;
-  const auto* acc = reinterpret_cast<const uint32_t*>(&m.acc[static_cast<size_t>(d.src) * n]);
-  auto value = [&](const uint32_t* row, int64_t l) {
-    return arith::Bf16Activate(arith::Fp32Add(row[l], bias[l]), relu, hi[l]);
-  };
-  if (d.flags & hw::kFlagResidual) {
-    InResidualOrder<uint16_t>(d, [&](uint32_t k, const uint16_t* res, uint16_t* to) {
-      for (int64_t l = 0; l < n; ++l)
-        to[l] = arith::Bf16ResidualAdd(value(acc + k * n, l), res[l], d.residual.relu);
-    });
-    return;
-  }
-  for (uint32_t i = 0; i < d.out_rows; ++i) {
-    uint16_t* y = Ub<uint16_t>(d.dst + i * d.step);
-    if (!d.pooled) {
-      for (int64_t l = 0; l < n; ++l) y[l] = value(acc + i * n, l);
-      if (d.lanes) {
-        PoolLanes(y, n, [](uint16_t a, uint16_t b) {
-          return arith::Bf16OfFp32(arith::Fp32Max(arith::Fp32OfBf16(a), arith::Fp32OfBf16(b)));
-        });
-      }
-      continue;
-    }
-    for (int64_t l = 0; l < n; ++l) {
-      uint16_t v[4];
-      for (int q = 0; q < 4; ++q) v[q] = value(acc + (4 * i + q) * n, l);
-      y[l] = arith::Bf16Pool(v, avg);
-    }
-  }
 }
 
 }  // namespace tpu::fast

@@ -51,6 +51,8 @@ class ChipValues {
   void Matmul(const Decoded& d);
   void MatmulMax(const Decoded& d);
 
+  // The vector unit's activate in format F (arith/format.h).
+  template <class F>
   void Activate(const Decoded& d);
   // activate residual, in the order the hardware moves the rows: `row(k, res, out)` writes
   // output row k from residual row `res` (T: int8_t, or uint16_t in bf16).
@@ -78,9 +80,8 @@ class ChipValues {
   // Loads the next tile from the FIFO's order into unit m's active weights.
   void SwitchTile(Mxu& m);
 
-  // The bfloat16 chip's matmul, its matmul max and its float32 vector unit (docs/bf16.md).
+  // The bfloat16 chip's matmul and its matmul max (docs/bf16.md).
   void MatmulBf16(const Decoded& d);
-  void ActivateBf16(const Decoded& d);
   // The operands of unified-buffer row `row` (int8_t or uint16_t), and the accumulators.
   template <class T>
   T* Ub(uint64_t row) {

@@ -42,11 +42,7 @@ py::tuple Gemm(const py::array& a_in, const py::array& b_in, const config::TpuCo
   gemm::GemmRunResult r;
   {
     py::gil_scoped_release release;
-    if constexpr (sizeof(T) == 1) {
-      r = gemm::RunGemm(plan, a, b, *engine, {});
-    } else {
-      r = gemm::RunGemmBf16(plan, a, b, *engine, {});
-    }
+    r = gemm::RunGemm(plan, a, b, *engine, {});
   }
   if (!r.matches_reference) {
     throw RuntimeError("the " + r.engine + " engine's result differs from the reference");

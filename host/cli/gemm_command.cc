@@ -98,12 +98,7 @@ void RunAs(const GemmOptions& o, const config::TpuConfig& config) {
   ProgressBar bar("gemm", !o.out.quiet);
   run.progress = [&bar](double f) { bar.Update(f); };
 
-  gemm::GemmRunResult r;
-  if constexpr (sizeof(T) == 1) {
-    r = gemm::RunGemm(plan, a, b, *engine, run);
-  } else {
-    r = gemm::RunGemmBf16(plan, a, b, *engine, run);
-  }
+  const gemm::GemmRunResult r = gemm::RunGemm(plan, a, b, *engine, run);
   bar.Finish();
   if (!o.trace.wave.empty())
     run::WriteTraceLayouts(o.trace.wave, /*chip=*/false, CommandLine(), o.out.quiet);

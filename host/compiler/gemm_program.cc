@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "arith/bf16.h"
 #include "arith/int8.h"
@@ -26,12 +27,17 @@ GemmParams RandomGemmParams(int64_t columns, std::mt19937& rng, int shift_lo, in
   return p;
 }
 
+std::vector<arith::Int8Format::Channel> GemmParams::Channels() const {
+  return Int8Channels(bias.data(), multiplier.data(), shift.data(),
+                      static_cast<int64_t>(bias.size()));
+}
+
 namespace {
 
-// An m x cols int8 matrix whose element (i, j) is value(i, j).
-template <class F>
-Matrix<int8_t> MakeMatrix(int64_t m, int64_t cols, F&& value) {
-  Matrix<int8_t> y;
+// An m x cols matrix whose element (i, j) is value(i, j).
+template <class T, class F>
+Matrix<T> MakeMatrix(int64_t m, int64_t cols, F&& value) {
+  Matrix<T> y;
   y.rows = m;
   y.cols = cols;
   y.data.resize(static_cast<size_t>(m * cols));
@@ -43,21 +49,26 @@ Matrix<int8_t> MakeMatrix(int64_t m, int64_t cols, F&& value) {
 
 }  // namespace
 
-Matrix<int8_t> GemmProgram::Expected(const Matrix<int32_t>& c) const {
-  return MakeMatrix(m, cols, [&](int64_t i, int64_t j) {
-    const auto l = static_cast<size_t>(j);
-    return arith::Requantize(static_cast<int32_t>(static_cast<uint32_t>(c.at(i, j)) +
-                                                  static_cast<uint32_t>(params.bias[l])),
-                             static_cast<uint32_t>(params.multiplier[l]),
-                             static_cast<uint32_t>(params.shift[l]), -128);
+template <class T>
+Matrix<T> GemmProgramOf<T>::Expected(const Matrix<int32_t>& c) const {
+  return MakeMatrix<T>(m, cols, [&](int64_t i, int64_t j) {
+    return Format::Activate(static_cast<typename Format::Accumulator>(c.at(i, j)),
+                            channels[static_cast<size_t>(j)], false);
   });
 }
 
-Matrix<int8_t> GemmProgram::Unpack(const std::vector<uint8_t>& out) const {
-  return MakeMatrix(m, cols, [&](int64_t i, int64_t j) {
-    return static_cast<int8_t>(out[static_cast<size_t>(((j / n) * m + i) * n + j % n)]);
+template <class T>
+Matrix<T> GemmProgramOf<T>::Unpack(const std::vector<uint8_t>& out) const {
+  return MakeMatrix<T>(m, cols, [&](int64_t i, int64_t j) {
+    T v;
+    std::memcpy(&v, &out[static_cast<size_t>((((j / n) * m + i) * n + j % n) * sizeof(T))],
+                sizeof(T));
+    return v;
   });
 }
+
+template struct GemmProgramOf<int8_t>;
+template struct GemmProgramOf<uint16_t>;
 
 namespace {
 
@@ -65,7 +76,7 @@ namespace {
 // unified buffer, B's tiles (`weights`, packed) through the FIFO, the parameter sets
 // (`sets`, packed) after A in host memory; T is the operand (int8_t, or uint16_t in bf16).
 template <class T>
-void BuildGemm(GemmProgram* g, const Matrix<T>& a, int n, bool overlap,
+void BuildGemm(GemmProgramOf<T>* g, const Matrix<T>& a, int n, bool overlap,
                const std::vector<uint8_t>& sets, std::vector<uint8_t> weights) {
   const bool bf16 = sizeof(T) == 2;
   const int64_t m = g->m, row = int64_t{n} * int64_t{sizeof(T)};  // a row's bytes
@@ -117,8 +128,8 @@ void BuildGemm(GemmProgram* g, const Matrix<T>& a, int n, bool overlap,
 }
 
 template <class T>
-GemmProgram Shape(const Matrix<T>& a, const Matrix<T>& b, int n) {
-  GemmProgram g;
+GemmProgramOf<T> Shape(const Matrix<T>& a, const Matrix<T>& b, int n) {
+  GemmProgramOf<T> g;
   g.m = a.rows;
   g.k = a.cols;
   g.cols = b.cols;
@@ -159,37 +170,47 @@ GemmProgram Part(const GemmProgram& whole, const Matrix<int8_t>& a, const Matrix
   const int n = static_cast<int>(whole.n);
   GemmProgram g = Shape(a, b, n);
   const auto from = static_cast<std::ptrdiff_t>(col), to = from + g.nt * n;
-  g.params.bias.assign(whole.params.bias.begin() + from, whole.params.bias.begin() + to);
-  g.params.multiplier.assign(whole.params.multiplier.begin() + from,
-                             whole.params.multiplier.begin() + to);
-  g.params.shift.assign(whole.params.shift.begin() + from, whole.params.shift.begin() + to);
-  const std::vector<uint8_t> sets = PackParamSets(g.params.bias.data(), g.params.multiplier.data(),
-                                                  g.params.shift.data(), g.nt * n, n);
-  BuildGemm(&g, a, n, overlap, sets, PackWeightTiles(b.data.data(), g.k, g.cols, n));
+  g.channels.assign(whole.channels.begin() + from, whole.channels.begin() + to);
+  BuildGemm(&g, a, n, overlap, PackParamSets<arith::Int8Format>(g.channels, n),
+            PackWeightTiles(b.data.data(), g.k, g.cols, n));
   return g;
 }
 
 }  // namespace
 
-GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
-                            uint64_t seed) {
-  GemmProgram whole = Shape(a, b, n);
+namespace {
+
+// Seeded random parameters for `columns` output columns in the format of operands T.
+template <class T>
+std::vector<typename arith::FormatOf<T>::Channel> RandomChannels(int64_t columns, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
-  whole.params = RandomGemmParams(whole.nt * n, rng, 39, 43);
-  return Part(whole, a, b, 0, overlap);
+  if constexpr (std::is_same_v<T, int8_t>) {
+    return RandomGemmParams(columns, rng, 39, 43).Channels();
+  } else {
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<arith::Bf16Format::Channel> c;
+    for (int64_t i = 0; i < columns; ++i)
+      c.push_back({arith::BitsOfFloat(d(rng)), arith::kFp32Inf});
+    return c;
+  }
 }
 
-GemmProgram MakeGemmProgramBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int n,
-                                bool overlap, uint64_t seed) {
-  GemmProgram g = Shape(a, b, n);
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (int64_t c = 0; c < g.nt * n; ++c) g.bias_bf16.push_back(arith::BitsOfFloat(d(rng)));
-  const std::vector<uint32_t> hi(g.bias_bf16.size(), arith::kFp32Inf);
-  const std::vector<uint8_t> sets = PackParamSetsBf16(g.bias_bf16.data(), hi.data(), g.nt * n, n);
-  BuildGemm(&g, a, n, overlap, sets, PackWeightTilesBf16(b.data.data(), g.k, g.cols, n));
+}  // namespace
+
+template <class T>
+GemmProgramOf<T> MakeGemmProgram(const Matrix<T>& a, const Matrix<T>& b, int n, bool overlap,
+                                 uint64_t seed) {
+  GemmProgramOf<T> g = Shape(a, b, n);
+  g.channels = RandomChannels<T>(g.nt * n, seed);
+  BuildGemm(&g, a, n, overlap, PackParamSets<arith::FormatOf<T>>(g.channels, n),
+            PackWeightTiles(b.data.data(), g.k, g.cols, n));
   return g;
 }
+
+template GemmProgramOf<int8_t> MakeGemmProgram(const Matrix<int8_t>&, const Matrix<int8_t>&, int,
+                                               bool, uint64_t);
+template GemmProgramOf<uint16_t> MakeGemmProgram(const Matrix<uint16_t>&, const Matrix<uint16_t>&,
+                                                 int, bool, uint64_t);
 
 GemmOnCores MakeGemmOnCores(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
                             int cores, CoreSplit split, uint64_t seed) {
@@ -197,8 +218,7 @@ GemmOnCores MakeGemmOnCores(const Matrix<int8_t>& a, const Matrix<int8_t>& b, in
   GemmOnCores g;
   g.split = split;
   g.whole = Shape(a, b, n);
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  g.whole.params = RandomGemmParams(g.whole.nt * n, rng, 39, 43);
+  g.whole.channels = RandomChannels<int8_t>(g.whole.nt * n, seed);
   std::vector<engine::ExecJob> jobs;
   for (int c = 0; c < cores; ++c) {
     if (split == CoreSplit::kRows) {
@@ -231,25 +251,6 @@ Matrix<int8_t> GemmOnCores::Unpack(const std::vector<uint8_t>& out) const {
       for (int64_t j = 0; j < part.cols; ++j)
         y.at(rows ? first[c] + i : i, rows ? j : first[c] + j) = part.at(i, j);
   }
-  return y;
-}
-
-std::vector<uint16_t> GemmProgram::ExpectedBf16(const std::vector<uint32_t>& c) const {
-  std::vector<uint16_t> y(static_cast<size_t>(m * cols));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      y[static_cast<size_t>(i * cols + j)] = arith::Bf16Activate(
-          arith::Fp32Add(c[static_cast<size_t>(i * cols + j)], bias_bf16[static_cast<size_t>(j)]),
-          false, arith::kFp32Inf);
-  return y;
-}
-
-std::vector<uint16_t> GemmProgram::UnpackBf16(const std::vector<uint8_t>& out) const {
-  std::vector<uint16_t> y(static_cast<size_t>(m * cols));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      std::memcpy(&y[static_cast<size_t>(i * cols + j)],
-                  &out[static_cast<size_t>((((j / n) * m + i) * n + j % n) * 2)], 2);
   return y;
 }
 

@@ -8,32 +8,35 @@
 #include <random>
 #include <vector>
 
+#include "arith/format.h"
 #include "host/common/npy.h"
 #include "host/compiler/core_split.h"
 #include "host/engine/chip_engine.h"
 
 namespace tpu::compiler {
 
-// One VPU parameter set per N output columns, lane by lane.
+// An int8 program's parameters, one per output column (nt x N), as vectors.
 struct GemmParams {
-  std::vector<int32_t> bias, multiplier, shift;  // one per output column (nt x N)
+  std::vector<int32_t> bias, multiplier, shift;
+  std::vector<arith::Int8Format::Channel> Channels() const;
 };
 
-struct GemmProgram {
+// The program of C = A x B in the format whose operands are T (int8_t, or bfloat16 bit
+// patterns, uint16_t): GemmProgram in int8.
+template <class T>
+struct GemmProgramOf {
+  using Format = arith::FormatOf<T>;
   engine::ExecJob job;  // program, memory images, the output range to read back
   int64_t m = 0, k = 0, cols = 0, n = 0, kt = 0, nt = 0;
-  GemmParams params;
-  std::vector<uint32_t> bias_bf16;  // a bf16 program's float32 biases, one per output column
+  std::vector<typename Format::Channel> channels;  // one per output column (nt x N)
 
-  // The int8 outputs the program must produce, from int32 products.
-  Matrix<int8_t> Expected(const Matrix<int32_t>& c) const;
+  // The outputs the program must produce from the products C (int32, or float32 bit
+  // patterns: arith::Bf16Gemm with n-row K tiles), as an m x cols matrix.
+  Matrix<T> Expected(const Matrix<int32_t>& c) const;
   // The outputs read back from host memory, as an m x cols matrix.
-  Matrix<int8_t> Unpack(const std::vector<uint8_t>& out) const;
-  // A bf16 program's: the bfloat16 outputs (m x cols, row-major) from the float32 products
-  // (arith::Bf16Gemm with n-row K tiles), and those read back.
-  std::vector<uint16_t> ExpectedBf16(const std::vector<uint32_t>& c) const;
-  std::vector<uint16_t> UnpackBf16(const std::vector<uint8_t>& out) const;
+  Matrix<T> Unpack(const std::vector<uint8_t>& out) const;
 };
+using GemmProgram = GemmProgramOf<int8_t>;
 
 // Random parameters for `columns` lanes: biases in +-2^15, multipliers in [2^30, 2^31),
 // shifts in [shift_lo, shift_hi].
@@ -41,15 +44,13 @@ GemmParams RandomGemmParams(int64_t columns, std::mt19937& rng, int shift_lo, in
 
 // C = A x B on the chip: A in column blocks of n in the unified buffer, B in n x n tiles
 // streamed through the weight FIFO, K folded by accumulating matmuls, every output column
-// tile requantized by its own parameter set. `overlap` lets the weight DMA run ahead of the
-// matrix unit (one read_weights for all tiles); otherwise each tile is fetched and used
-// with a sync on either side.
-GemmProgram MakeGemmProgram(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
-                            uint64_t seed = 7);
-// The same on a bf16 chip: bfloat16 operands, random float32 biases (normal), no bound, the
-// outputs rounded to bfloat16 (docs/bf16.md).
-GemmProgram MakeGemmProgramBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int n,
-                                bool overlap, uint64_t seed = 7);
+// tile activated by its own parameter sets, seeded random ones: int8, RandomGemmParams with
+// shifts 39 to 43; bf16, float32 biases drawn from N(0, 1) and no bound (docs/bf16.md).
+// `overlap` lets the weight DMA run ahead of the matrix unit (one read_weights for all
+// tiles); otherwise each tile is fetched and used with a sync on either side.
+template <class T>
+GemmProgramOf<T> MakeGemmProgram(const Matrix<T>& a, const Matrix<T>& b, int n, bool overlap,
+                                 uint64_t seed = 7);
 
 // How a GEMM is spread over the cores: A's rows (data parallel: every core uses all of B)
 // or B's columns in whole N-column tiles (model parallel: every core reads all of A, and

@@ -275,8 +275,8 @@ LayerCompiler::LayerCompiler(const nn::Model& model, const LayerStep& step,
                     l.name, kt_ * nt_ * nn2, config.weight_mem_bytes));
   }
   weights_ = PackWeightTiles(l.q.weights.data.data(), k_, l.out.c, n_);
-  params_ =
-      PackParamSets(l.q.bias.data.data(), l.q.multiplier.data(), l.q.shift.data(), l.out.c, n_);
+  params_ = PackParamSets<arith::Int8Format>(
+      Int8Channels(l.q.bias.data.data(), l.q.multiplier.data(), l.q.shift.data(), l.out.c), n_);
 }
 
 void LayerCompiler::RowPixel(int64_t r, int* oh, int* ow) const {

@@ -124,7 +124,8 @@ std::vector<uint8_t> ParamImage(const nn::QuantizedLstm& q, const Layout& l) {
       }
     }
   }
-  return PackParamSets(bias.data(), mult.data(), shift.data(), lanes, static_cast<int>(n));
+  return PackParamSets<arith::Int8Format>(
+      Int8Channels(bias.data(), mult.data(), shift.data(), lanes), static_cast<int>(n));
 }
 
 // One hidden tile of one step: the gate matmuls, then the cell (docs/quantization.md).

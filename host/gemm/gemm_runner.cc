@@ -1,36 +1,38 @@
-// Tiled GEMM on the RTL, checked against Eigen (see gemm_runner.h).
+// Tiled GEMM on the RTL, checked against the format's reference product (see gemm_runner.h).
 #include "host/gemm/gemm_runner.h"
 
 #include <fmt/format.h>
 
-#include <Eigen/Core>
 #include <chrono>
 #include <functional>
 #include <random>
 #include <stdexcept>
+#include <type_traits>
 
 #include "arith/bf16.h"
+#include "arith/format.h"
 #include "host/common/errors.h"
 #include "host/gemm/gemm_workload.h"
 
 namespace tpu::gemm {
 
-Matrix<int32_t> ReferenceGemm(const Matrix<int8_t>& a, const Matrix<int8_t>& b) {
-  using RowMajor64 = Eigen::Matrix<int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using RowMajor8 = Eigen::Matrix<int8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<const RowMajor8> ea(a.data.data(), a.rows, a.cols);
-  Eigen::Map<const RowMajor8> eb(b.data.data(), b.rows, b.cols);
-  // int64 cannot overflow for K <= 2^20; the wrap to int32 is what the hardware does.
-  const RowMajor64 product = ea.cast<int64_t>() * eb.cast<int64_t>();
+template <class T>
+Matrix<int32_t> ReferenceGemm(const Matrix<T>& a, const Matrix<T>& b, int tile) {
+  using F = arith::FormatOf<T>;
+  if constexpr (std::is_same_v<F, arith::Bf16Format>) {
+    if (tile < 1) throw std::invalid_argument("ReferenceGemm: a bf16 product needs the tile");
+  }
   Matrix<int32_t> c;
   c.rows = a.rows;
   c.cols = b.cols;
   c.data.resize(static_cast<size_t>(c.rows * c.cols));
-  for (int64_t i = 0; i < c.rows * c.cols; ++i) {
-    c.data[i] = static_cast<int32_t>(static_cast<uint32_t>(product.data()[i]));
-  }
+  F::Gemm(a.rows, b.cols, a.cols, tile, a.data.data(), b.data.data(),
+          reinterpret_cast<typename F::Accumulator*>(c.data.data()));
   return c;
 }
+
+template Matrix<int32_t> ReferenceGemm(const Matrix<int8_t>&, const Matrix<int8_t>&, int);
+template Matrix<int32_t> ReferenceGemm(const Matrix<uint16_t>&, const Matrix<uint16_t>&, int);
 
 Matrix<int8_t> RandomInt8(int64_t rows, int64_t cols, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -41,17 +43,6 @@ Matrix<int8_t> RandomInt8(int64_t rows, int64_t cols, uint64_t seed) {
   m.data.resize(static_cast<size_t>(rows * cols));
   for (auto& v : m.data) v = static_cast<int8_t>(dist(rng));
   return m;
-}
-
-Matrix<int32_t> ReferenceGemmBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b,
-                                  int array_dim) {
-  Matrix<int32_t> c;
-  c.rows = a.rows;
-  c.cols = b.cols;
-  c.data.resize(static_cast<size_t>(c.rows * c.cols));
-  arith::Bf16Gemm(a.rows, b.cols, a.cols, array_dim, a.data.data(), b.data.data(),
-                  reinterpret_cast<uint32_t*>(c.data.data()));
-  return c;
 }
 
 Matrix<uint16_t> RandomBf16(int64_t rows, int64_t cols, uint64_t seed) {
@@ -115,16 +106,16 @@ GemmRunResult RunAndCheck(const GemmPlan& plan, const Matrix<T>& a, const Matrix
 
 }  // namespace
 
-GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
+template <class T>
+GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<T>& a, const Matrix<T>& b,
                       sim::MxuEngine& engine, const sim::RunOptions& options) {
-  return RunAndCheck(plan, a, b, engine, options, [&] { return ReferenceGemm(a, b); });
+  return RunAndCheck(plan, a, b, engine, options,
+                     [&] { return ReferenceGemm(a, b, plan.array_dim); });
 }
 
-GemmRunResult RunGemmBf16(const GemmPlan& plan, const Matrix<uint16_t>& a,
-                          const Matrix<uint16_t>& b, sim::MxuEngine& engine,
-                          const sim::RunOptions& options) {
-  return RunAndCheck(plan, a, b, engine, options,
-                     [&] { return ReferenceGemmBf16(a, b, plan.array_dim); });
-}
+template GemmRunResult RunGemm(const GemmPlan&, const Matrix<int8_t>&, const Matrix<int8_t>&,
+                               sim::MxuEngine&, const sim::RunOptions&);
+template GemmRunResult RunGemm(const GemmPlan&, const Matrix<uint16_t>&, const Matrix<uint16_t>&,
+                               sim::MxuEngine&, const sim::RunOptions&);
 
 }  // namespace tpu::gemm

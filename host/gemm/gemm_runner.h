@@ -1,4 +1,4 @@
-// Runs a tiled GEMM on the matrix-subsystem RTL and checks it against Eigen.
+// Runs a tiled GEMM on the matrix-subsystem RTL and checks it against the reference product.
 #pragma once
 
 #include <cstdint>
@@ -30,30 +30,26 @@ struct GemmRunResult {
   double wall_seconds = 0;
 };
 
-// C = A x B with int32 wrap-around, as the hardware computes it (exact for K <= kMaxSafeK).
-Matrix<int32_t> ReferenceGemm(const Matrix<int8_t>& a, const Matrix<int8_t>& b);
+// C = A x B as the array computes it, in the format of operands T (arith/format.h's Gemm):
+// int8, exact with int32 wrap-around; bfloat16, float32 bit patterns summed in K tiles of
+// `tile` rows, the array's side (which an int8 product, exact in any order, may leave 0).
+template <class T>
+Matrix<int32_t> ReferenceGemm(const Matrix<T>& a, const Matrix<T>& b, int tile = 0);
 
 // Random int8 matrix, uniform over [-128, 127], reproducible from the seed.
 Matrix<int8_t> RandomInt8(int64_t rows, int64_t cols, uint64_t seed);
 
-// Runs the plan on the engine. Throws RuntimeError when the model's built parameters
-// disagree with the plan or the run fails.
-GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<int8_t>& a, const Matrix<int8_t>& b,
-                      sim::MxuEngine& engine, const sim::RunOptions& options);
-
-// The same in bfloat16 (bit patterns in, float32 bit patterns out), checked against
-// arith::Bf16Gemm with the plan's array size as the tile (docs/bf16.md).
-GemmRunResult RunGemmBf16(const GemmPlan& plan, const Matrix<uint16_t>& a,
-                          const Matrix<uint16_t>& b, sim::MxuEngine& engine,
-                          const sim::RunOptions& options);
-
-// The reference of RunGemmBf16.
-Matrix<int32_t> ReferenceGemmBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b,
-                                  int array_dim);
-
 // Random bfloat16 matrix: normal values of mean 0 and deviation 1 rounded to bfloat16,
 // reproducible from the seed.
 Matrix<uint16_t> RandomBf16(int64_t rows, int64_t cols, uint64_t seed);
+
+// Runs the plan on the engine, checked against ReferenceGemm with the plan's array size as
+// the tile; T int8_t, or uint16_t (bfloat16 bit patterns in, float32 bit patterns out,
+// docs/bf16.md). Throws RuntimeError when the model's built parameters disagree with the
+// plan or the run fails.
+template <class T>
+GemmRunResult RunGemm(const GemmPlan& plan, const Matrix<T>& a, const Matrix<T>& b,
+                      sim::MxuEngine& engine, const sim::RunOptions& options);
 
 // RandomInt8 or RandomBf16, by operand type (int8_t or uint16_t), for callers of both.
 template <class T>

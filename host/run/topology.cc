@@ -452,23 +452,10 @@ std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
 // A piece of an im2col GEMM as a program (bfloat16 operands on a bf16 chip), and whether
 // the chip's outputs of it are the CPU reference's.
 template <class T>
-GemmProgram PieceProgram(const Matrix<T>& a, const Matrix<T>& b, int n, uint64_t seed) {
-  if constexpr (sizeof(T) == 2) {
-    return compiler::MakeGemmProgramBf16(a, b, n, /*overlap=*/true, seed);
-  } else {
-    return MakeGemmProgram(a, b, n, /*overlap=*/true, seed);
-  }
-}
-template <class T>
-bool PieceExact(const GemmProgram& prog, const engine::ExecResult& r, const Matrix<T>& a,
-                const Matrix<T>& b, int64_t n) {
-  if constexpr (sizeof(T) == 2) {
-    const Matrix<int32_t> c = gemm::ReferenceGemmBf16(a, b, static_cast<int>(n));
-    return prog.UnpackBf16(r.host_out) ==
-           prog.ExpectedBf16(std::vector<uint32_t>(c.data.begin(), c.data.end()));
-  } else {
-    return prog.Unpack(r.host_out).data == prog.Expected(gemm::ReferenceGemm(a, b)).data;
-  }
+bool PieceExact(const compiler::GemmProgramOf<T>& prog, const engine::ExecResult& r,
+                const Matrix<T>& a, const Matrix<T>& b, int64_t n) {
+  return prog.Unpack(r.host_out).data ==
+         prog.Expected(gemm::ReferenceGemm(a, b, static_cast<int>(n))).data;
 }
 
 // Layer l as GEMM programs of its im2col rows, in pieces that fit the chip (topology.h).
@@ -518,7 +505,7 @@ LayerStats RunLayerIm2col(const TopologyLayer& l, int batch, engine::ChipEngine&
       const Matrix<T> ac{
           rows, g.k,
           std::vector<T>(a.data.begin() + row0 * g.k, a.data.begin() + (row0 + rows) * g.k)};
-      GemmProgram prog = PieceProgram(ac, bg, static_cast<int>(n), rng());
+      auto prog = MakeGemmProgram(ac, bg, static_cast<int>(n), /*overlap=*/true, rng());
       prog.job.name = l.name;
       const engine::ExecResult r = engine.Run(prog.job);
       if (!r.ok) {

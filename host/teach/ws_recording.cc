@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "arith/format.h"
 #include "host/common/errors.h"
 #include "host/common/text.h"
 #include "host/gemm/gemm_runner.h"
@@ -93,8 +94,7 @@ Movement Moved(const WsTally& t, uint64_t n) {
 // The run on the teaching model of T's format: int8_t, or uint16_t for bfloat16.
 template <class T>
 WsRecording Record(const Matrix<T>& a, const Matrix<T>& b, int dim) {
-  constexpr bool kBf16 = sizeof(T) == 2;
-  const hw::Dtype dtype = kBf16 ? hw::Dtype::kBf16 : hw::Dtype::kInt8;
+  const hw::Dtype dtype = arith::FormatOf<T>::kDtype;
   const auto engine = TeachingModel([&] { return sim::MakeTeachEngine(dim, dtype); });
   WsRecording run(a, b, dim, dtype);
   run.plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, dim, engine->Params().acc_depth);
@@ -116,12 +116,7 @@ WsRecording Record(const Matrix<T>& a, const Matrix<T>& b, int dim) {
     t.c = c;
     run.frames.push_back(std::move(t));
   };
-  gemm::GemmRunResult r;
-  if constexpr (kBf16) {
-    r = gemm::RunGemmBf16(run.plan, a, b, *engine, options);
-  } else {
-    r = gemm::RunGemm(run.plan, a, b, *engine, options);
-  }
+  const gemm::GemmRunResult r = gemm::RunGemm(run.plan, a, b, *engine, options);
   run.c = r.c;
   run.matches_reference = r.matches_reference;
   run.predicted = r.predicted;

@@ -16,7 +16,7 @@ namespace {
 gemm::GemmRunResult RunBf16(const Matrix<uint16_t>& a, const Matrix<uint16_t>& b, int dim,
                             sim::MxuEngine& engine) {
   const gemm::GemmPlan plan = gemm::PlanGemm({a.rows, a.cols, b.cols}, dim, test::kAccDepth);
-  return gemm::RunGemmBf16(plan, a, b, engine, {});
+  return gemm::RunGemm(plan, a, b, engine, {});
 }
 
 std::unique_ptr<sim::MxuEngine> Rtl(int dim, sim::EngineKind kind = sim::EngineKind::kVerilator) {
@@ -114,13 +114,13 @@ TEST(MxuBf16Test, TheOtherFormatIsRefused) {
   const gemm::GemmPlan plan = gemm::PlanGemm({2, 4, 4}, 4, test::kAccDepth);
   const auto int8_model = sim::MakeMxuEngine(4, sim::EngineKind::kVerilator);
   try {
-    gemm::RunGemmBf16(plan, a, b, *int8_model, {});
+    gemm::RunGemm(plan, a, b, *int8_model, {});
     FAIL() << "expected an error";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("built for int8"), std::string::npos) << e.what();
   }
   fast::FastMxuEngine fast_int8(4, test::kAccDepth);
-  EXPECT_THROW(gemm::RunGemmBf16(plan, a, b, fast_int8, {}), std::exception);
+  EXPECT_THROW(gemm::RunGemm(plan, a, b, fast_int8, {}), std::exception);
   try {
     sim::MakeMxuEngine(12, sim::EngineKind::kVerilator, 16);
     FAIL() << "expected an error";

@@ -21,7 +21,7 @@ void LowerConcat(Lowering& lw, int i) {
   op.rows = first.Pixels();
   op.nt = (l.out.c + n - 1) / n;
   op.terms.resize(static_cast<size_t>(op.nt));
-  std::vector<int32_t> bias(static_cast<size_t>(l.out.c), 0), mult(bias.size()), shift(bias.size());
+  std::vector<arith::Int8Format::Channel> channels(static_cast<size_t>(l.out.c));
   bool nonneg = true;
   int64_t c0 = 0;
   for (size_t k = 0; k < l.inputs.size(); ++k) {
@@ -33,10 +33,8 @@ void LowerConcat(Lowering& lw, int i) {
     }
     nonneg = nonneg && in.nonnegative;
     op.inputs.push_back(t);
-    for (int64_t ch = 0; ch < in.c && !lw.bf16(); ++ch) {  // (bf16: IdentityParams)
-      mult[static_cast<size_t>(c0 + ch)] = l.q.multiplier[k];
-      shift[static_cast<size_t>(c0 + ch)] = l.q.shift[k];
-    }
+    for (int64_t ch = 0; ch < in.c && !lw.bf16(); ++ch)  // (bf16: IdentityParams)
+      channels[static_cast<size_t>(c0 + ch)] = {0, l.q.multiplier[k], l.q.shift[k]};
     // Input tile s holds channels c0 + s*N .. of the output; it lands in output tiles
     // (c0 + s*N) / N and the next.
     for (int64_t s = 0; s < in.T(n); ++s) {
@@ -54,7 +52,7 @@ void LowerConcat(Lowering& lw, int i) {
   if (lw.bf16())
     lw.IdentityParams(op, l.out.c);
   else
-    lw.Params(op, bias, mult, shift, l.out.c);
+    lw.Params<arith::Int8Format>(op, channels);
   op.output = lw.NewTensor(first.h, first.w, l.out.c, nonneg);
   lw.Finish(std::move(op), i, -1, -1);
 }

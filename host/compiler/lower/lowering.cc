@@ -195,29 +195,22 @@ void Lowering::AddParams(GraphOp& op, const std::vector<uint8_t>& packed) {
   g_.params.insert(g_.params.end(), packed.begin(), packed.end());
 }
 
-void Lowering::Params(GraphOp& op, const std::vector<int32_t>& bias,
-                      const std::vector<int32_t>& mult, const std::vector<int32_t>& shift,
-                      int64_t channels) {
-  AddParams(op, PackParamSets(bias.data(), mult.data(), shift.data(), channels, n_));
-}
-
-void Lowering::ParamsBf16(GraphOp& op, const nn::Layer& l) {
-  std::vector<uint32_t> bias, hi;
-  for (float v : l.bias.data) bias.push_back(arith::Fp32Canonical(arith::BitsOfFloat(v)));
-  const uint32_t bound =
+void Lowering::LayerParams(GraphOp& op, const nn::Layer& l) {
+  if (!bf16_) {
+    return Params<arith::Int8Format>(
+        op, Int8Channels(l.q.bias.data.data(), l.q.multiplier.data(), l.q.shift.data(), l.out.c));
+  }
+  const uint32_t hi =
       l.activation == nn::Activation::kRelu6 ? arith::BitsOfFloat(6.0f) : arith::kFp32Inf;
-  hi.assign(bias.size(), bound);
-  AddParams(op, PackParamSetsBf16(bias.data(), hi.data(), l.out.c, n_));
+  std::vector<arith::Bf16Format::Channel> c;
+  for (float v : l.bias.data) c.push_back({arith::Fp32Canonical(arith::BitsOfFloat(v)), hi});
+  Params<arith::Bf16Format>(op, c);
 }
 
 void Lowering::IdentityParams(GraphOp& op, int64_t channels) {
   const auto c = static_cast<size_t>(channels);
-  if (bf16_) {
-    const std::vector<uint32_t> bias(c, 0), hi(c, arith::kFp32Inf);
-    return AddParams(op, PackParamSetsBf16(bias.data(), hi.data(), channels, n_));
-  }
-  Params(op, std::vector<int32_t>(c, 0), std::vector<int32_t>(c, int32_t{1} << 30),
-         std::vector<int32_t>(c, 30), channels);
+  if (bf16_) return Params<arith::Bf16Format>(op, {c, arith::Bf16Format::Identity()});
+  Params<arith::Int8Format>(op, {c, arith::Int8Format::Identity()});
 }
 
 int Lowering::ShiftTile(int64_t lo, int64_t hi, int64_t shift) {

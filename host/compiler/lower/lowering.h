@@ -11,6 +11,7 @@
 
 #include "contract/tpu_contract.h"
 #include "host/compiler/graph_lowering.h"
+#include "host/compiler/packing.h"
 #include "host/nn/model.h"
 
 namespace tpu::compiler::lower {
@@ -69,12 +70,15 @@ class Lowering {
   void Finish(GraphOp op, int i, int pool, int add);
   // Packed parameter sets appended to the program's, the first of them op's.
   void AddParams(GraphOp& op, const std::vector<uint8_t>& packed);
-  // The int8 chip's: a bias, multiplier and shift per channel.
-  void Params(GraphOp& op, const std::vector<int32_t>& bias, const std::vector<int32_t>& mult,
-              const std::vector<int32_t>& shift, int64_t channels);
-  // The bf16 chip's: the layer's float32 biases, and the upper bound 6 for ReLU6 (the
-  // activate's ReLU flag does the clamp at zero).
-  void ParamsBf16(GraphOp& op, const nn::Layer& l);
+  // The parameter sets of channels c in format F.
+  template <class F>
+  void Params(GraphOp& op, const std::vector<typename F::Channel>& c) {
+    AddParams(op, PackParamSets<F>(c, n_));
+  }
+  // Layer l's own, in the chip's format: int8, its bias, multiplier and shift per channel;
+  // bf16, its float32 biases and the upper bound 6 for ReLU6 (the activate's ReLU flag does
+  // the clamp at zero).
+  void LayerParams(GraphOp& op, const nn::Layer& l);
   // Parameter sets that give each value back: int8 bias 0, multiplier 2^30, shift 30; bf16
   // bias +0, no upper bound.
   void IdentityParams(GraphOp& op, int64_t channels);

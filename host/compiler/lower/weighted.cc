@@ -130,10 +130,7 @@ void WeightedLowering::Weighted(int i, const nn::Layer& l) {
   op.macs = UsefulMacsPerImage(l, op.LayerRows());
   op.nt = (a.out.c + n_ - 1) / n_;
   op.terms = Intern(ChooseTerms(&op, l, a, in, kt, window));
-  if (bf16_)
-    lw_.ParamsBf16(op, l);
-  else
-    lw_.Params(op, a.q.bias.data, a.q.multiplier, a.q.shift, a.out.c);
+  lw_.LayerParams(op, bf16_ ? l : a);
   bool nonneg = op.relu;
   int64_t oc = l.out.c;
   if (add >= 0) Fuse(&op, i, add, &nonneg, &oc);

@@ -38,7 +38,7 @@ inline void Put(std::vector<uint8_t>* image, uint64_t addr, const std::vector<ui
 
 // One parameter set for n lanes, as the chip reads it.
 inline std::vector<uint8_t> ParamBytes(const GemmParams& p, int n) {
-  return compiler::PackParamSets(p.bias.data(), p.multiplier.data(), p.shift.data(), n, n);
+  return compiler::PackParamSets<arith::Int8Format>(p.Channels(), n);
 }
 
 inline engine::ExecJob Job(const std::string& asm_text, std::vector<uint8_t> host_image = {},

@@ -359,7 +359,7 @@ TEST_F(TeachTest, Bf16RecordsTheBf16MatrixUnit) {
   const teach::WsRecording int8 =
       teach::RecordWeightStationary(gemm::RandomInt8(5, 6, 3), gemm::RandomInt8(6, 3, 4), n);
   EXPECT_EQ(run.frames.size(), int8.frames.size());
-  EXPECT_EQ(run.c.data, gemm::ReferenceGemmBf16(a, b, n).data);
+  EXPECT_EQ(run.c.data, gemm::ReferenceGemm(a, b, n).data);
   EXPECT_EQ(run.frames.back().c.value, run.c.data);  // two K folds added in float32
   const sim::ArrayState& last = run.frames.back().state;
   for (int r = 0; r < 2; ++r)  // K = 6: the second tile holds rows 4 and 5 of B
