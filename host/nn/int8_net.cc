@@ -8,6 +8,7 @@
 #include "arith/int8.h"
 #include "arith/int8_gemm.h"
 #include "host/nn/int8_reference.h"
+#include "host/nn/ops/op.h"
 
 namespace tpu::nn {
 namespace {
@@ -156,18 +157,7 @@ std::vector<MatrixI8> Int8Net::Forward(const MatrixI8& input) const {
       case LayerType::kDense:
         Requant(i, Product(l, x.cast<float>(), weights_[i]), y.data());
         break;
-      case LayerType::kAvgPool2d:
-      case LayerType::kMaxPool2d:
-        for (int64_t b = 0; b < count; ++b) PoolInt8(l, x.row(b).data(), y.row(b).data());
-        break;
-      case LayerType::kFlatten:
-        y = x;
-        break;
-      case LayerType::kAdd:
-        for (int64_t b = 0; b < count; ++b)
-          AddInt8(l, x.row(b).data(), out_of(l.inputs[1]).row(b).data(), y.row(b).data());
-        break;
-      case LayerType::kConcat:
+      default:  // the rest image by image, by the operation's int8 rule
         for (int64_t b = 0; b < count; ++b) {
           std::vector<const int8_t*> xs;
           std::vector<int> channels;
@@ -175,7 +165,7 @@ std::vector<MatrixI8> Int8Net::Forward(const MatrixI8& input) const {
             xs.push_back(out_of(k).row(b).data());
             channels.push_back(m.OutputOf(k).c);
           }
-          ConcatInt8(l, xs, channels, y.row(b).data());
+          ops::Op(l.type).int8(l, xs, channels, y.row(b).data());
         }
         break;
     }

@@ -15,12 +15,4 @@ std::vector<std::vector<int8_t>> ReferenceInt8(const Model& model, const int8_t*
 // The same for one raw image of a preprocess-mnist32 model (QuantizePixel first).
 std::vector<std::vector<int8_t>> ReferenceInt8(const Model& model, const uint8_t* pixels);
 
-// One image through an average or max pooling layer (int8 in, int8 out, h x w x c).
-void PoolInt8(const Layer& layer, const int8_t* in, int8_t* out);
-// One image through an add (AddRequantize of each value) and through a concat (each
-// input's channels requantized to the output's scale, one input after another).
-void AddInt8(const Layer& layer, const int8_t* a, const int8_t* b, int8_t* out);
-void ConcatInt8(const Layer& layer, const std::vector<const int8_t*>& inputs,
-                const std::vector<int>& channels, int8_t* out);
-
 }  // namespace tpu::nn

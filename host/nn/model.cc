@@ -16,6 +16,7 @@
 #include "host/common/errors.h"
 #include "host/common/output_folder.h"
 #include "host/common/text.h"
+#include "host/nn/ops/op.h"
 
 namespace tpu::nn {
 namespace fs = std::filesystem;
@@ -25,25 +26,7 @@ namespace {
 constexpr int kModelVersion = 2;  // graphs, float inputs, add, concat, padded pooling
 }  // namespace
 
-const char* LayerTypeName(LayerType t) {
-  switch (t) {
-    case LayerType::kConv2d:
-      return "conv2d";
-    case LayerType::kAvgPool2d:
-      return "avgpool2d";
-    case LayerType::kMaxPool2d:
-      return "maxpool2d";
-    case LayerType::kFlatten:
-      return "flatten";
-    case LayerType::kDense:
-      return "dense";
-    case LayerType::kAdd:
-      return "add";
-    case LayerType::kConcat:
-      return "concat";
-  }
-  return "?";
-}
+const char* LayerTypeName(LayerType t) { return ops::Op(t).name; }
 
 const char* ActivationName(Activation a) {
   switch (a) {
@@ -63,11 +46,9 @@ namespace {
 
 // Sets l's type (and the depthwise / global flags the two derived types carry).
 void ParseType(const std::string& s, const std::string& where, Layer* l) {
-  for (LayerType t :
-       {LayerType::kConv2d, LayerType::kAvgPool2d, LayerType::kMaxPool2d, LayerType::kFlatten,
-        LayerType::kDense, LayerType::kAdd, LayerType::kConcat}) {
-    if (s == LayerTypeName(t)) {
-      l->type = t;
+  for (const ops::OpDef* op : ops::AllOps()) {
+    if (s == op->name) {
+      l->type = op->type;
       return;
     }
   }
@@ -174,13 +155,15 @@ void CheckInputs(const Model& m, int index, Layer* l) {
       throw UsageError(where + ": an input must be the model's input or a layer listed before it");
     }
   }
-  const size_t n = l->inputs.size();
-  if (l->type == LayerType::kAdd && n != 2) throw UsageError(where + ": add reads two inputs");
-  if (l->type == LayerType::kConcat && n < 2) {
-    throw UsageError(where + ": concat reads two or more inputs");
-  }
-  if (l->type != LayerType::kAdd && l->type != LayerType::kConcat && n != 1) {
-    throw UsageError(where + ": a " + LayerTypeName(l->type) + " layer reads one input");
+  const auto n = static_cast<int>(l->inputs.size());
+  const ops::OpDef& op = ops::Op(l->type);
+  if (n < op.min_inputs || (op.max_inputs >= 0 && n > op.max_inputs)) {
+    const char* words[] = {"no", "one", "two", "three"};
+    const std::string count =
+        op.min_inputs < 4 ? words[op.min_inputs] : std::to_string(op.min_inputs);
+    throw UsageError(fmt::format("{}: {} reads {}{} input{} (it lists {})", where, op.name, count,
+                                 op.max_inputs == op.min_inputs ? "" : " or more",
+                                 op.max_inputs == 1 ? "" : "s", n));
   }
   for (int in : l->inputs) {
     if (in != kModelInput && m.layers[static_cast<size_t>(in)].activation == Activation::kSoftmax) {
@@ -190,96 +173,6 @@ void CheckInputs(const Model& m, int index, Layer* l) {
   }
 }
 
-// The output shape of an add or a concat from its inputs' shapes.
-Shape3 JoinShape(const Model& m, const Layer& l) {
-  const std::string where = "layer '" + l.name + "'";
-  Shape3 out = l.in;
-  for (size_t k = 1; k < l.inputs.size(); ++k) {
-    const Shape3& s = m.OutputOf(l.inputs[k]);
-    if (l.type == LayerType::kAdd && !(s == l.in)) {
-      throw UsageError(fmt::format("{}: adds a {} x {} x {} map to a {} x {} x {} one", where, s.h,
-                                   s.w, s.c, l.in.h, l.in.w, l.in.c));
-    }
-    if (l.type == LayerType::kConcat) {
-      if (s.h != l.in.h || s.w != l.in.w) {
-        throw UsageError(fmt::format("{}: concatenates a {} x {} map with a {} x {} one", where,
-                                     s.h, s.w, l.in.h, l.in.w));
-      }
-      out.c += s.c;
-    }
-  }
-  return out;
-}
-
-// A convolution's padding (valid, same or explicit) and output map.
-void ConvShape(const Shape3& cur, const std::string& where, Layer* l_ptr) {
-  Layer& l = *l_ptr;
-  if (l.kernel_h < 1 || l.kernel_w < 1 || l.stride < 1 || l.kernel_h > 1024 || l.kernel_w > 1024 ||
-      l.stride > 64) {
-    throw UsageError(where + ": kernel must be 1..1024 and stride 1..64");
-  }
-  if (l.depthwise) l.out.c = cur.c;  // one filter per input channel
-  if (l.padding == "valid") {
-    l.pad_top = l.pad_left = l.pad_bottom = l.pad_right = 0;
-  } else if (l.padding == "same") {
-    const int oh = (cur.h + l.stride - 1) / l.stride;
-    const int ow = (cur.w + l.stride - 1) / l.stride;
-    const int pad_h = std::max(0, (oh - 1) * l.stride + l.kernel_h - cur.h);
-    const int pad_w = std::max(0, (ow - 1) * l.stride + l.kernel_w - cur.w);
-    l.pad_top = pad_h / 2;  // as TensorFlow: the extra row/column goes bottom/right
-    l.pad_left = pad_w / 2;
-    l.pad_bottom = pad_h - l.pad_top;
-    l.pad_right = pad_w - l.pad_left;
-  } else if (l.padding == "explicit") {
-    for (int p : {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right}) {
-      if (p < 0 || p > 1024) throw UsageError(where + ": padding must lie in 0..1024");
-    }
-  } else {
-    throw UsageError(where + ": padding '" + l.padding +
-                     "' is not 'valid', 'same' or [top, left, bottom, right]");
-  }
-  const int64_t ph = int64_t{cur.h} + l.pad_top + l.pad_bottom - l.kernel_h;
-  const int64_t pw = int64_t{cur.w} + l.pad_left + l.pad_right - l.kernel_w;
-  l.out.h = ph < 0 ? 0 : static_cast<int>(ph / l.stride + 1);
-  l.out.w = pw < 0 ? 0 : static_cast<int>(pw / l.stride + 1);
-  if (l.out.h < 1 || l.out.w < 1) {
-    throw UsageError(where + ": a " + std::to_string(l.kernel_h) + " x " +
-                     std::to_string(l.kernel_w) + " kernel does not fit a " +
-                     std::to_string(cur.h) + " x " + std::to_string(cur.w) + " input");
-  }
-}
-
-// A pooling layer's window (the whole map for a global one), padding and output map.
-void PoolShape(const Shape3& cur, const std::string& where, Layer* l_ptr) {
-  Layer& l = *l_ptr;
-  if (l.global_pool) {
-    if (l.type != LayerType::kAvgPool2d) throw UsageError(where + ": global pooling averages");
-    l.pool_h = cur.h;
-    l.pool_w = cur.w;
-    l.pool_stride = 1;
-  }
-  if (l.pool_h < 1 || l.pool_w < 1 || l.pool_stride < 1 || l.pool_h > 4096 || l.pool_w > 4096 ||
-      l.pool_stride > 4096) {
-    throw UsageError(where + ": pool size and stride must lie in 1..4096");
-  }
-  if (int64_t{l.pool_h} * l.pool_w > (1 << 20)) {
-    throw UsageError(where + ": a pooling window may hold at most 2^20 values");
-  }
-  if (l.global_pool && l.Padded()) throw UsageError(where + ": global pooling has no padding");
-  if (l.pad_top < 0 || l.pad_left < 0 || l.pad_bottom < 0 || l.pad_right < 0 ||
-      l.pad_top >= l.pool_h || l.pad_bottom >= l.pool_h || l.pad_left >= l.pool_w ||
-      l.pad_right >= l.pool_w) {
-    throw UsageError(where + ": pooling padding must be smaller than the window");
-  }
-  if (l.pool_h > cur.h + l.pad_top + l.pad_bottom || l.pool_w > cur.w + l.pad_left + l.pad_right) {
-    throw UsageError(where + ": a " + std::to_string(l.pool_h) + " x " + std::to_string(l.pool_w) +
-                     " window does not fit a " + std::to_string(cur.h) + " x " +
-                     std::to_string(cur.w) + " input");
-  }
-  l.out = {(cur.h + l.pad_top + l.pad_bottom - l.pool_h) / l.pool_stride + 1,
-           (cur.w + l.pad_left + l.pad_right - l.pool_w) / l.pool_stride + 1, cur.c};
-}
-
 }  // namespace
 
 void InferShapes(Model* m) {
@@ -287,39 +180,15 @@ void InferShapes(Model* m) {
     Layer& l = m->layers[index];
     const std::string where = "layer '" + l.name + "'";
     CheckInputs(*m, static_cast<int>(index), &l);
-    const Shape3 cur = m->OutputOf(l.inputs[0]);
-    l.in = cur;
-    if (!l.HasWeights() && l.type != LayerType::kAdd && l.activation != Activation::kNone) {
-      throw UsageError(where + ": only conv2d, dense and add layers take an activation");
+    l.in = m->OutputOf(l.inputs[0]);
+    const ops::OpDef& op = ops::Op(l.type);
+    if (!op.takes_activation && l.activation != Activation::kNone) {
+      std::string which;
+      for (const ops::OpDef* o : ops::AllOps())
+        if (o->takes_activation) which += (which.empty() ? "" : ", ") + std::string(o->name);
+      throw UsageError(where + ": only " + which + " layers take an activation");
     }
-    if (l.type == LayerType::kAdd && l.activation == Activation::kSoftmax) {
-      throw UsageError(where + ": an add takes relu, relu6 or no activation");
-    }
-    if (l.IsPool() && l.padding != "explicit")
-      l.pad_top = l.pad_left = l.pad_bottom = l.pad_right = 0;
-    switch (l.type) {
-      case LayerType::kConv2d:
-        ConvShape(cur, where, &l);
-        break;
-      case LayerType::kAvgPool2d:
-      case LayerType::kMaxPool2d:
-        PoolShape(cur, where, &l);
-        break;
-      case LayerType::kFlatten:
-        l.out = {1, 1, static_cast<int>(cur.Size())};
-        break;
-      case LayerType::kDense:
-        if (cur.h != 1 || cur.w != 1) {
-          throw UsageError(where + ": dense input is " + std::to_string(cur.h) + " x " +
-                           std::to_string(cur.w) + " x " + std::to_string(cur.c) +
-                           "; put a flatten layer before it");
-        }
-        break;
-      case LayerType::kAdd:
-      case LayerType::kConcat:
-        l.out = JoinShape(*m, l);
-        break;
-    }
+    op.infer(*m, where, &l);
   }
 }
 
@@ -768,17 +637,7 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
 
 }  // namespace
 
-int64_t Layer::Macs() const {
-  const int64_t pixels = int64_t{out.h} * out.w;
-  switch (type) {
-    case LayerType::kConv2d:
-      return pixels * out.c * kernel_h * kernel_w * (depthwise ? 1 : in.c);
-    case LayerType::kDense:
-      return int64_t{in.c} * out.c;
-    default:
-      return 0;
-  }
-}
+int64_t Layer::Macs() const { return ops::Op(type).macs(*this); }
 
 std::string Summary(const Model& m) {
   std::string out =

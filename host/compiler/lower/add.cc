@@ -13,10 +13,7 @@ void LowerAdd(Lowering& lw, int i) {
   LoweredGraph& g = lw.graph();
   const int n = lw.n();
   const nn::Layer& l = lw.L(i);
-  GraphOp op;
-  op.kind = OpKind::kAdd;
-  op.name = l.name;
-  op.layers = {i};
+  GraphOp op = lw.NewOp(OpKind::kAdd, i);
   const int a = lw.TensorOf(l.inputs[0]), b = lw.TensorOf(l.inputs[1]);
   if (g.tensors[static_cast<size_t>(a)].packed || g.tensors[static_cast<size_t>(b)].packed) {
     lw.No("add '" + l.name +

@@ -13,10 +13,7 @@ void LowerConcat(Lowering& lw, int i) {
   LoweredGraph& g = lw.graph();
   const int n = lw.n();
   const nn::Layer& l = lw.L(i);
-  GraphOp op;
-  op.kind = OpKind::kConcat;
-  op.name = l.name;
-  op.layers = {i};
+  GraphOp op = lw.NewOp(OpKind::kConcat, i);
   const GraphTensor& first = g.tensors[static_cast<size_t>(lw.TensorOf(l.inputs[0]))];
   op.rows = first.Pixels();
   op.nt = (l.out.c + n - 1) / n;

@@ -40,6 +40,14 @@ class Lowering {
   // Layer `layer` runs inside another's operation (a pooling or an add fused into it).
   void MarkFused(int layer) { fused_[layer] = true; }
 
+  // A new operation of `kind` lowering layer i (named after it).
+  GraphOp NewOp(OpKind kind, int i) const {
+    GraphOp op;
+    op.kind = kind;
+    op.name = L(i).name;
+    op.layers = {i};
+    return op;
+  }
   // Ends the lowering: the graph cannot run, for `why` (the first reason given is kept).
   void No(const std::string& why);
   // Layer i, and the tensor that holds its output (nn::kModelInput: the input, tensor 0).

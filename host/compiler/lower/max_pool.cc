@@ -15,10 +15,7 @@ void LowerMaxPool(Lowering& lw, int i) {
   const nn::Layer& l = lw.L(i);
   const int in_t = lw.TensorOf(l.inputs[0]);
   const GraphTensor in = g.tensors[static_cast<size_t>(in_t)];
-  GraphOp op;
-  op.kind = OpKind::kMaxPool;
-  op.name = l.name;
-  op.layers = {i};
+  GraphOp op = lw.NewOp(OpKind::kMaxPool, i);
   op.inputs = {in_t};
   op.acc = isa::Acc::kMax;
   if (in.packed) {

@@ -90,10 +90,7 @@ class WeightedLowering {
 };
 
 void WeightedLowering::Weighted(int i, const nn::Layer& l) {
-  GraphOp op;
-  op.kind = l.type == nn::LayerType::kDense ? OpKind::kDense : OpKind::kConv;
-  op.name = l.name;
-  op.layers = {i};
+  GraphOp op = lw_.NewOp(l.type == nn::LayerType::kDense ? OpKind::kDense : OpKind::kConv, i);
   const int in_t = lw_.TensorOf(l.inputs[0]);
   const GraphTensor in = g_.tensors[static_cast<size_t>(in_t)];
   op.inputs = {in_t};

@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "host/common/errors.h"
+#include "host/nn/ops/op.h"
 #include "host/nn/quantize.h"
 #include "tests/host/nn/nn_test_util.h"
 
@@ -197,6 +199,59 @@ TEST_F(ModelTest, NotAModel) {
   fs::create_directories(dir_);
   std::ofstream(dir_ + "/model.json") << R"({"hello": 1})";
   EXPECT_NE(ErrorOf().find("not a tpusim model"), std::string::npos);
+}
+
+// The operation table (host/nn/ops/op.h): each LayerType's definition, found by its type and
+// its model.json name.
+TEST(OpTableTest, EveryLayerTypeHasItsOperationFoundByTypeAndName) {
+  std::set<std::string> names;
+  for (const ops::OpDef* op : ops::AllOps()) {
+    EXPECT_EQ(&ops::Op(op->type), op);
+    EXPECT_STREQ(LayerTypeName(op->type), op->name);
+    EXPECT_TRUE(names.insert(op->name).second) << op->name;
+    EXPECT_NE(op->infer, nullptr);
+    EXPECT_NE(op->forward, nullptr);
+  }
+  EXPECT_EQ(names.size(), 7u);
+}
+
+// How many inputs a layer reads and whether it takes an activation are its operation's
+// rules, said with the layer's name.
+TEST(OpTableTest, InputsAndActivationFollowTheOperation) {
+  auto error = [](std::vector<Layer> layers) {
+    Model m;
+    m.input = {4, 4, 2};
+    m.layers = std::move(layers);
+    try {
+      InferShapes(&m);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Layer pool;
+  pool.name = "p";
+  pool.type = LayerType::kMaxPool2d;
+  Layer flat;
+  flat.name = "f";
+  flat.type = LayerType::kFlatten;
+  flat.inputs = {kModelInput, 0};
+  EXPECT_NE(error({pool, flat}).find("layer 'f': flatten reads one input (it lists 2)"),
+            std::string::npos)
+      << error({pool, flat});
+  Layer add;
+  add.name = "a";
+  add.type = LayerType::kAdd;
+  add.inputs = {0};
+  EXPECT_NE(error({pool, add}).find("layer 'a': add reads two inputs (it lists 1)"),
+            std::string::npos)
+      << error({pool, add});
+  pool.activation = Activation::kRelu;
+  EXPECT_NE(error({pool}).find("layer 'p': only conv2d, dense, add layers take an activation"),
+            std::string::npos)
+      << error({pool});
+  pool.activation = Activation::kNone;
+  EXPECT_EQ(error({pool}), "");
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+// See readers.h.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "host/common/errors.h"
+#include "host/import/onnx/onnx_graph.h"
+#include "host/import/onnx/readers.h"
+
+namespace tpu::import::onnx_graph {
+namespace {
+
+Value AddBias(OnnxGraph& g, const onnx::NodeProto& n, int constant_input) {
+  const onnx::NodeProto* node = &n;
+  const int data_input = 1 - constant_input;
+  const Value& x = g.In(n, data_input);
+  const bool alone = g.Uses(n.input(data_input)) == 1;
+  nn::Layer* l = x.layer == nn::kModelInput || !alone
+                     ? nullptr
+                     : &g.model().layers[static_cast<size_t>(x.layer)];
+  if (!l || !l->HasWeights() || l->activation != nn::Activation::kNone) {
+    g.FailNode(*node,
+               "an Add of a constant must directly follow a Conv, Gemm or MatMul whose "
+               "output nothing else reads (tpusim adds it to that layer's bias)");
+  }
+  const onnx::TensorProto* t = g.Constant(n, constant_input);
+  const std::vector<float> b = g.Floats(n, *t);
+  if (static_cast<int64_t>(b.size()) != l->out.c) {
+    g.FailNode(n, fmt::format("adds {} values to {} output channels; tpusim imports Add of a "
+                              "constant as a per-channel bias",
+                              b.size(), l->out.c));
+  }
+  for (size_t c = 0; c < b.size(); ++c) l->bias.data[c] += b[c];
+  return x;
+}
+
+}  // namespace
+
+// Add: a bias (one input a constant) joins the layer before it; two activations make a
+// residual add.
+Value ReadAdd(OnnxGraph& g, const onnx::NodeProto& n) {
+  g.OnlyAttrs(n, {});
+  if (n.input_size() != 2) g.FailNode(n, "Add takes two inputs");
+  if (g.IsConstant(n, 0) || g.IsConstant(n, 1)) return AddBias(g, n, g.IsConstant(n, 1) ? 1 : 0);
+  const Value a = g.In(n, 0), b = g.In(n, 1);
+  if (a.map != b.map || !(a.shape == b.shape)) {
+    g.FailNode(n, fmt::format("adds a {} x {} x {} {} to a {} x {} x {} {}; tpusim adds two "
+                              "activations of one shape (no broadcast)",
+                              b.shape.h, b.shape.w, b.shape.c, b.map ? "map" : "vector", a.shape.h,
+                              a.shape.w, a.shape.c, a.map ? "map" : "vector"));
+  }
+  nn::Layer l;
+  l.type = nn::LayerType::kAdd;
+  l.name = g.NextName("add");
+  Value v = g.Add(n, std::move(l), {a.layer, b.layer});
+  v.map = a.map;
+  v.chw = a.chw;
+  return v;
+}
+
+}  // namespace tpu::import::onnx_graph

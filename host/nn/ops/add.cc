@@ -1,0 +1,50 @@
+// An elementwise add of two maps of one shape (a residual connection).
+#include <fmt/format.h>
+
+#include "arith/int8.h"
+#include "host/common/errors.h"
+#include "host/nn/ops/op.h"
+
+namespace tpu::nn::ops {
+namespace {
+
+void Infer(const Model& m, const std::string& where, Layer* l) {
+  if (l->activation == Activation::kSoftmax) {
+    throw UsageError(where + ": an add takes relu, relu6 or no activation");
+  }
+  const Shape3& s = m.OutputOf(l->inputs[1]);
+  if (!(s == l->in)) {
+    throw UsageError(fmt::format("{}: adds a {} x {} x {} map to a {} x {} x {} one", where, s.h,
+                                 s.w, s.c, l->in.h, l->in.w, l->in.c));
+  }
+  l->out = l->in;
+}
+
+int64_t Macs(const Layer& /*l*/) { return 0; }
+
+void Forward(const Layer& /*l*/, const std::vector<const MatrixF*>& xs, MatrixF* /*cols*/,
+             MatrixF* out) {
+  *out = *xs[0] + *xs[1];
+}
+
+// The int8 rule: AddRequantize of each value (docs/quantization.md).
+void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
+          const std::vector<int>& /*channels*/, int8_t* y) {
+  const int8_t* a = xs[0];
+  const int8_t* b = xs[1];
+  const int32_t lo = ClampsAtZero(l.activation) ? 0 : -128;
+  const auto ma = static_cast<uint32_t>(l.q.multiplier[0]),
+             mb = static_cast<uint32_t>(l.q.multiplier[1]);
+  const auto shift = static_cast<uint32_t>(l.q.shift[0]);
+  for (int64_t i = 0; i < l.out.Size(); ++i)
+    y[i] = arith::AddRequantize(a[i], b[i], ma, mb, shift, lo);
+}
+
+}  // namespace
+
+const OpDef& AddOp() {
+  static const OpDef op{LayerType::kAdd, "add", 2, 2, true, Infer, Macs, Forward, nullptr, Int8};
+  return op;
+}
+
+}  // namespace tpu::nn::ops

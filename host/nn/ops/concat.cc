@@ -1,0 +1,68 @@
+// A concatenation of maps of one size along their channels.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "arith/int8.h"
+#include "host/common/errors.h"
+#include "host/nn/ops/op.h"
+
+namespace tpu::nn::ops {
+namespace {
+
+void Infer(const Model& m, const std::string& where, Layer* l) {
+  Shape3 out = l->in;
+  for (size_t k = 1; k < l->inputs.size(); ++k) {
+    const Shape3& s = m.OutputOf(l->inputs[k]);
+    if (s.h != l->in.h || s.w != l->in.w) {
+      throw UsageError(fmt::format("{}: concatenates a {} x {} map with a {} x {} one", where, s.h,
+                                   s.w, l->in.h, l->in.w));
+    }
+    out.c += s.c;
+  }
+  l->out = out;
+}
+
+int64_t Macs(const Layer& /*l*/) { return 0; }
+
+// Each pixel's channels of input 0, then of input 1, ...
+void Forward(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* /*cols*/, MatrixF* y) {
+  const int64_t pixels = int64_t{l.out.h} * l.out.w;
+  y->resize(xs[0]->rows(), l.out.Size());
+  for (int64_t b = 0; b < y->rows(); ++b) {
+    int64_t c0 = 0;
+    for (const MatrixF* x : xs) {
+      const int64_t c = x->cols() / pixels;
+      for (int64_t p = 0; p < pixels; ++p)
+        std::copy_n(&(*x)(b, p * c), c, &(*y)(b, p * l.out.c + c0));
+      c0 += c;
+    }
+  }
+}
+
+// The int8 rule: each input's channels requantized to the output's scale, one input after
+// another.
+void Int8(const Layer& l, const std::vector<const int8_t*>& xs, const std::vector<int>& channels,
+          int8_t* y) {
+  const int64_t pixels = int64_t{l.out.h} * l.out.w;
+  for (int64_t p = 0; p < pixels; ++p) {
+    int64_t c0 = 0;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      const auto m = static_cast<uint32_t>(l.q.multiplier[k]);
+      const auto s = static_cast<uint32_t>(l.q.shift[k]);
+      for (int64_t c = 0; c < channels[k]; ++c)
+        y[p * l.out.c + c0 + c] = arith::Requantize(xs[k][p * channels[k] + c], m, s, -128);
+      c0 += channels[k];
+    }
+  }
+}
+
+}  // namespace
+
+const OpDef& ConcatOp() {
+  static const OpDef op{
+      LayerType::kConcat, "concat", 2, -1, false, Infer, Macs, Forward, nullptr, Int8};
+  return op;
+}
+
+}  // namespace tpu::nn::ops

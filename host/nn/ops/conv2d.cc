@@ -1,0 +1,135 @@
+// A 2-D convolution (and a depthwise one, held as the equivalent convolution: model.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "arith/int8.h"
+#include "host/common/errors.h"
+#include "host/nn/im2col.h"
+#include "host/nn/ops/op.h"
+
+namespace tpu::nn::ops {
+namespace {
+
+using MapF = Eigen::Map<MatrixF>;
+using ConstMapF = Eigen::Map<const MatrixF>;
+
+// The padding (valid, same or explicit) and the output map.
+void Infer(const Model& /*m*/, const std::string& where, Layer* l_ptr) {
+  Layer& l = *l_ptr;
+  const Shape3 cur = l.in;
+  if (l.kernel_h < 1 || l.kernel_w < 1 || l.stride < 1 || l.kernel_h > 1024 || l.kernel_w > 1024 ||
+      l.stride > 64) {
+    throw UsageError(where + ": kernel must be 1..1024 and stride 1..64");
+  }
+  if (l.depthwise) l.out.c = cur.c;  // one filter per input channel
+  if (l.padding == "valid") {
+    l.pad_top = l.pad_left = l.pad_bottom = l.pad_right = 0;
+  } else if (l.padding == "same") {
+    const int oh = (cur.h + l.stride - 1) / l.stride;
+    const int ow = (cur.w + l.stride - 1) / l.stride;
+    const int pad_h = std::max(0, (oh - 1) * l.stride + l.kernel_h - cur.h);
+    const int pad_w = std::max(0, (ow - 1) * l.stride + l.kernel_w - cur.w);
+    l.pad_top = pad_h / 2;  // as TensorFlow: the extra row/column goes bottom/right
+    l.pad_left = pad_w / 2;
+    l.pad_bottom = pad_h - l.pad_top;
+    l.pad_right = pad_w - l.pad_left;
+  } else if (l.padding == "explicit") {
+    for (int p : {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right}) {
+      if (p < 0 || p > 1024) throw UsageError(where + ": padding must lie in 0..1024");
+    }
+  } else {
+    throw UsageError(where + ": padding '" + l.padding +
+                     "' is not 'valid', 'same' or [top, left, bottom, right]");
+  }
+  const int64_t ph = int64_t{cur.h} + l.pad_top + l.pad_bottom - l.kernel_h;
+  const int64_t pw = int64_t{cur.w} + l.pad_left + l.pad_right - l.kernel_w;
+  l.out.h = ph < 0 ? 0 : static_cast<int>(ph / l.stride + 1);
+  l.out.w = pw < 0 ? 0 : static_cast<int>(pw / l.stride + 1);
+  if (l.out.h < 1 || l.out.w < 1) {
+    throw UsageError(where + ": a " + std::to_string(l.kernel_h) + " x " +
+                     std::to_string(l.kernel_w) + " kernel does not fit a " +
+                     std::to_string(cur.h) + " x " + std::to_string(cur.w) + " input");
+  }
+}
+
+int64_t Macs(const Layer& l) {
+  return int64_t{l.out.h} * l.out.w * l.out.c * l.kernel_h * l.kernel_w *
+         (l.depthwise ? 1 : l.in.c);
+}
+
+// im2col rows times the weights, plus the bias. Without `cols` (inference) a few images at a
+// time, so that the rows of a large map are never all held.
+void Forward(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* cols, MatrixF* out) {
+  const MatrixF& in = *xs[0];
+  const int64_t batch = in.rows();
+  const auto bias = Eigen::Map<const Eigen::RowVectorXf>(l.bias.data.data(), l.out.c);
+  if (cols == nullptr) {
+    out->resize(batch, l.out.Size());
+    const int64_t per = std::max<int64_t>(
+        1, (int64_t{1} << 22) /
+               std::max<int64_t>(1, l.out.Size() / l.out.c * l.kernel_h * l.kernel_w * l.in.c));
+    for (int64_t b = 0; b < batch; b += per) {
+      const int64_t n = std::min(per, batch - b);
+      MatrixF y = Im2Col<float>(l, MatrixF(in.middleRows(b, n))) * WeightMatrix(l);
+      y.rowwise() += bias;
+      out->middleRows(b, n) = MapF(y.data(), n, l.out.Size());
+    }
+    return;
+  }
+  *cols = Im2Col<float>(l, in);
+  MatrixF y = *cols * WeightMatrix(l);
+  y.rowwise() += bias;
+  *out = MapF(y.data(), batch, l.out.Size());
+}
+
+// dW = cols^T dY, db = the column sums of dY, dX = col2im(dY W^T). Depthwise layers are not
+// trained (their expanded kernels' zeros would take gradients).
+void Backward(const Layer& l, const BackwardStep& s) {
+  if (l.depthwise) throw std::invalid_argument("Backward: depthwise layers are not trained");
+  const int64_t batch = s.dy.rows();
+  ConstMapF dy(s.dy.data(), batch * l.out.h * l.out.w, l.out.c);
+  MapF dw(s.dw->data(), WeightMatrix(l).rows(), l.out.c);
+  dw.noalias() += s.cols->transpose() * dy;
+  Eigen::Map<Eigen::RowVectorXf>(s.db->data(), l.out.c) += dy.colwise().sum();
+  if (s.dx == nullptr) return;
+  const MatrixF dcols = dy * WeightMatrix(l).transpose();
+  *s.dx = MatrixF::Zero(batch, l.in.Size());
+  Col2Im<float>(l, dcols, s.dx);
+}
+
+// The int8 rule, one multiply-add at a time: acc = bias + the window's products (the padding
+// zeros), requantized per output channel, clamped at zero with ReLU or ReLU6.
+void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
+          const std::vector<int>& /*channels*/, int8_t* y) {
+  const int8_t* x = xs[0];
+  const int32_t lo = ClampsAtZero(l.activation) ? 0 : -128;
+  auto at = [&](int h, int w, int c) { return x[(size_t(h) * l.in.w + w) * l.in.c + c]; };
+  for (int oh = 0; oh < l.out.h; ++oh)
+    for (int ow = 0; ow < l.out.w; ++ow)
+      for (int oc = 0; oc < l.out.c; ++oc) {
+        int32_t acc = l.q.bias.data[oc];
+        for (int kh = 0; kh < l.kernel_h; ++kh)
+          for (int kw = 0; kw < l.kernel_w; ++kw)
+            for (int ic = 0; ic < l.in.c; ++ic) {
+              const int ih = oh * l.stride + kh - l.pad_top;
+              const int iw = ow * l.stride + kw - l.pad_left;
+              if (ih < 0 || ih >= l.in.h || iw < 0 || iw >= l.in.w) continue;  // zero pad
+              const int8_t w =
+                  l.q.weights.data[((size_t(kh) * l.kernel_w + kw) * l.in.c + ic) * l.out.c + oc];
+              acc += int32_t{at(ih, iw, ic)} * w;
+            }
+        y[(size_t(oh) * l.out.w + ow) * l.out.c + oc] =
+            arith::Requantize(acc, l.q.multiplier[oc], l.q.shift[oc], lo);
+      }
+}
+
+}  // namespace
+
+const OpDef& Conv2dOp() {
+  static const OpDef op{LayerType::kConv2d, "conv2d", 1, 1, true, Infer, Macs, Forward,
+                        Backward,           Int8};
+  return op;
+}
+
+}  // namespace tpu::nn::ops

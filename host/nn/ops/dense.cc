@@ -1,0 +1,58 @@
+// A dense (fully connected) layer over a vector.
+#include "arith/int8.h"
+#include "host/common/errors.h"
+#include "host/nn/ops/op.h"
+
+namespace tpu::nn::ops {
+namespace {
+
+using MapF = Eigen::Map<MatrixF>;
+
+void Infer(const Model& /*m*/, const std::string& where, Layer* l) {
+  const Shape3& in = l->in;
+  if (in.h != 1 || in.w != 1) {
+    throw UsageError(where + ": dense input is " + std::to_string(in.h) + " x " +
+                     std::to_string(in.w) + " x " + std::to_string(in.c) +
+                     "; put a flatten layer before it");
+  }
+}
+
+int64_t Macs(const Layer& l) { return int64_t{l.in.c} * l.out.c; }
+
+void Forward(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* /*cols*/,
+             MatrixF* out) {
+  *out = *xs[0] * WeightMatrix(l);
+  out->rowwise() += Eigen::Map<const Eigen::RowVectorXf>(l.bias.data.data(), l.out.c);
+}
+
+// dW = X^T dY, db = the column sums of dY, dX = dY W^T.
+void Backward(const Layer& l, const BackwardStep& s) {
+  MapF dw(s.dw->data(), l.in.c, l.out.c);
+  dw.noalias() += s.x.transpose() * s.dy;
+  Eigen::Map<Eigen::RowVectorXf>(s.db->data(), l.out.c) += s.dy.colwise().sum();
+  if (s.dx != nullptr) *s.dx = s.dy * WeightMatrix(l).transpose();
+}
+
+// The int8 rule: acc = bias + the products, requantized per output channel, clamped at
+// zero with ReLU or ReLU6.
+void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
+          const std::vector<int>& /*channels*/, int8_t* y) {
+  const int8_t* x = xs[0];
+  const int32_t lo = ClampsAtZero(l.activation) ? 0 : -128;
+  for (int oc = 0; oc < l.out.c; ++oc) {
+    int32_t acc = l.q.bias.data[oc];
+    for (int ic = 0; ic < l.in.c; ++ic)
+      acc += int32_t{x[ic]} * l.q.weights.data[size_t(ic) * l.out.c + oc];
+    y[oc] = arith::Requantize(acc, l.q.multiplier[oc], l.q.shift[oc], lo);
+  }
+}
+
+}  // namespace
+
+const OpDef& DenseOp() {
+  static const OpDef op{LayerType::kDense, "dense",  1,   1, true, Infer, Macs,
+                        Forward,           Backward, Int8};
+  return op;
+}
+
+}  // namespace tpu::nn::ops
