@@ -7,6 +7,7 @@
 
 #include "host/common/errors.h"
 #include "host/nn/fp32_net.h"
+#include "host/nn/ops/op.h"
 
 namespace tpu::nn {
 
@@ -67,8 +68,9 @@ std::vector<float> CalibratedRanges(const Model& m, const InputSet& calibration,
   return max_abs;
 }
 
-// A conv or dense layer's int8 form for an input of `scale` and an output range `max_abs`.
-void QuantizeWeighted(Layer* layer, float scale, float max_abs) {
+}  // namespace
+
+float QuantizeWeighted(Layer* layer, float scale, float max_abs) {
   Layer& l = *layer;
   QuantizedLayer& q = l.q;
   q.input_scale = scale;
@@ -104,9 +106,8 @@ void QuantizeWeighted(Layer* layer, float scale, float max_abs) {
                        &q.shift[static_cast<size_t>(c)]);
   }
   l.quantized = true;
+  return q.output_scale;
 }
-
-}  // namespace
 
 void Quantize(Model* m, const InputSet& calibration, int64_t calibration_inputs) {
   if (m->quantized) throw UsageError("model '" + m->name + "' is already quantized");
@@ -123,34 +124,9 @@ void Quantize(Model* m, const InputSet& calibration, int64_t calibration_inputs)
   for (size_t i = 0; i < m->layers.size(); ++i) {
     Layer& l = m->layers[i];
     const float range = max_abs[i + 1];
-    float out = scale_of(l.inputs[0]);  // pooling and flatten keep the scale
-    if (l.HasWeights()) {
-      QuantizeWeighted(&l, out, range);
-      out = l.q.output_scale;
-    } else if (l.type == LayerType::kAdd || l.type == LayerType::kConcat) {
-      QuantizedLayer& q = l.q;
-      q.input_scales.clear();
-      for (int k : l.inputs) q.input_scales.push_back(scale_of(k));
-      // A concat keeps the largest input scale (its range is the largest input range), so
-      // every input's multiplier is at most 1; an add is calibrated like a layer output.
-      const float empty = l.activation == Activation::kRelu6 ? 6.0f / 127.0f : 1.0f;
-      q.output_scale = l.type == LayerType::kConcat
-                           ? *std::max_element(q.input_scales.begin(), q.input_scales.end())
-                           : (range > 0 ? range / 127.0f : empty);
-      q.multiplier.assign(l.inputs.size(), 0);
-      q.shift.assign(l.type == LayerType::kAdd ? 1 : l.inputs.size(), 62);
-      if (l.type == LayerType::kAdd) {
-        QuantizeAddMultipliers(double{q.input_scales[0]} / q.output_scale,
-                               double{q.input_scales[1]} / q.output_scale, &q.multiplier[0],
-                               &q.multiplier[1], &q.shift[0]);
-      } else {
-        for (size_t k = 0; k < l.inputs.size(); ++k)
-          QuantizeMultiplier(double{q.input_scales[k]} / q.output_scale, &q.multiplier[k],
-                             &q.shift[k]);
-      }
-      l.quantized = true;
-      out = q.output_scale;
-    }
+    std::vector<float> in_scales;
+    for (int k : l.inputs) in_scales.push_back(scale_of(k));
+    const float out = ops::Op(l.type).quantize(&l, in_scales, range);
     scale[i + 1] = out;
   }
 }

@@ -18,6 +18,11 @@ void QuantizeMultiplier(double real, int32_t* multiplier, int32_t* shift);
 // [2^30, 2^31) as QuantizeMultiplier makes it, the other round(real * 2^shift).
 void QuantizeAddMultipliers(double real_a, double real_b, int32_t* ma, int32_t* mb, int32_t* shift);
 
+// A conv or dense layer's int8 form (docs/quantization.md) for an input of `scale` and an
+// output range `max_abs` (the largest |value| calibrated): per-output-channel weights, int32
+// biases, each channel's multiplier and shift. Returns the output's scale.
+float QuantizeWeighted(Layer* layer, float scale, float max_abs);
+
 // Adds the int8 form to every conv, dense, add and concat layer of an fp32 model.
 // Activation scales are max |fp32 output| / 127 over the first `calibration_inputs` of
 // `calibration` (for a softmax layer: max |logit| / 127; a concat takes its largest input's

@@ -4,6 +4,7 @@
 #include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/nn/ops/op.h"
+#include "host/nn/quantize.h"
 
 namespace tpu::nn::ops {
 namespace {
@@ -40,10 +41,27 @@ void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
     y[i] = arith::AddRequantize(a[i], b[i], ma, mb, shift, lo);
 }
 
+// Calibrated like a layer's output (an empty range: ReLU6's 6 / 127, else 1); the two
+// inputs' multipliers with one shift (QuantizeAddMultipliers).
+float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
+  QuantizedLayer& q = l->q;
+  q.input_scales = in_scales;
+  const float empty = l->activation == Activation::kRelu6 ? 6.0f / 127.0f : 1.0f;
+  q.output_scale = range > 0 ? range / 127.0f : empty;
+  q.multiplier.assign(2, 0);
+  q.shift.assign(1, 62);
+  QuantizeAddMultipliers(double{in_scales[0]} / q.output_scale,
+                         double{in_scales[1]} / q.output_scale, &q.multiplier[0], &q.multiplier[1],
+                         &q.shift[0]);
+  l->quantized = true;
+  return q.output_scale;
+}
+
 }  // namespace
 
 const OpDef& AddOp() {
-  static const OpDef op{LayerType::kAdd, "add", 2, 2, true, Infer, Macs, Forward, nullptr, Int8};
+  static const OpDef op{LayerType::kAdd, "add",   2,    2,       true, Infer, Macs,
+                        Forward,         nullptr, Int8, Quantize};
   return op;
 }
 

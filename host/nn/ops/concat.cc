@@ -6,6 +6,7 @@
 #include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/nn/ops/op.h"
+#include "host/nn/quantize.h"
 
 namespace tpu::nn::ops {
 namespace {
@@ -57,11 +58,25 @@ void Int8(const Layer& l, const std::vector<const int8_t*>& xs, const std::vecto
   }
 }
 
+// The largest input scale (its range is the largest input's range), so that every input's
+// multiplier is at most 1; a multiplier and shift per input.
+float Quantize(Layer* l, const std::vector<float>& in_scales, float /*range*/) {
+  QuantizedLayer& q = l->q;
+  q.input_scales = in_scales;
+  q.output_scale = *std::max_element(in_scales.begin(), in_scales.end());
+  q.multiplier.assign(in_scales.size(), 0);
+  q.shift.assign(in_scales.size(), 62);
+  for (size_t k = 0; k < in_scales.size(); ++k)
+    QuantizeMultiplier(double{in_scales[k]} / q.output_scale, &q.multiplier[k], &q.shift[k]);
+  l->quantized = true;
+  return q.output_scale;
+}
+
 }  // namespace
 
 const OpDef& ConcatOp() {
   static const OpDef op{
-      LayerType::kConcat, "concat", 2, -1, false, Infer, Macs, Forward, nullptr, Int8};
+      LayerType::kConcat, "concat", 2, -1, false, Infer, Macs, Forward, nullptr, Int8, Quantize};
   return op;
 }
 

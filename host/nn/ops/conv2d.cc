@@ -7,6 +7,7 @@
 #include "host/common/errors.h"
 #include "host/nn/im2col.h"
 #include "host/nn/ops/op.h"
+#include "host/nn/quantize.h"
 
 namespace tpu::nn::ops {
 namespace {
@@ -124,11 +125,15 @@ void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
       }
 }
 
+float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
+  return QuantizeWeighted(l, in_scales[0], range);
+}
+
 }  // namespace
 
 const OpDef& Conv2dOp() {
-  static const OpDef op{LayerType::kConv2d, "conv2d", 1, 1, true, Infer, Macs, Forward,
-                        Backward,           Int8};
+  static const OpDef op{LayerType::kConv2d, "conv2d", 1,       1, true, Infer, Macs, Forward,
+                        Backward,           Int8,     Quantize};
   return op;
 }
 

@@ -2,6 +2,7 @@
 #include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/nn/ops/op.h"
+#include "host/nn/quantize.h"
 
 namespace tpu::nn::ops {
 namespace {
@@ -47,11 +48,15 @@ void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
   }
 }
 
+float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
+  return QuantizeWeighted(l, in_scales[0], range);
+}
+
 }  // namespace
 
 const OpDef& DenseOp() {
-  static const OpDef op{LayerType::kDense, "dense",  1,   1, true, Infer, Macs,
-                        Forward,           Backward, Int8};
+  static const OpDef op{LayerType::kDense, "dense",  1,    1,       true, Infer, Macs,
+                        Forward,           Backward, Int8, Quantize};
   return op;
 }
 

@@ -22,8 +22,17 @@ void Backward(const Layer& /*l*/, const BackwardStep& s) {
 }  // namespace
 
 const OpDef& FlattenOp() {
-  static const OpDef op{
-      LayerType::kFlatten, "flatten", 1, 1, false, Infer, Macs, Forward, Backward, CopyInt8};
+  static const OpDef op{LayerType::kFlatten,
+                        "flatten",
+                        1,
+                        1,
+                        false,
+                        Infer,
+                        Macs,
+                        Forward,
+                        Backward,
+                        CopyInt8,
+                        KeepScale};
   return op;
 }
 

@@ -50,6 +50,10 @@ struct OpDef {
   // checked against.
   void (*int8)(const Layer& l, const std::vector<const int8_t*>& xs,
                const std::vector<int>& channels, int8_t* y);
+  // Its quantization (docs/quantization.md): sets l's int8 form from its inputs' scales and
+  // the largest |value| of its fp32 output over the calibration inputs; returns its output's
+  // scale.
+  float (*quantize)(Layer* l, const std::vector<float>& in_scales, float range);
 };
 
 // A conv layer's weights (kh x kw x c_in x c_out) or a dense layer's (in x out) as a
@@ -66,6 +70,9 @@ const std::vector<const OpDef*>& AllOps();
 // An int8 rule that reads its input's first values as they are (flatten).
 void CopyInt8(const Layer& l, const std::vector<const int8_t*>& xs,
               const std::vector<int>& channels, int8_t* y);
+
+// A quantization that keeps the input's scale and sets no int8 form (pooling, flatten).
+float KeepScale(Layer* l, const std::vector<float>& in_scales, float range);
 
 // Each file's definition (the table lists them).
 const OpDef& Conv2dOp();

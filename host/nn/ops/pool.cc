@@ -151,14 +151,32 @@ void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
 }  // namespace
 
 const OpDef& AvgPoolOp() {
-  static const OpDef op{
-      LayerType::kAvgPool2d, "avgpool2d", 1, 1, false, Infer, Macs, Forward, Backward, Int8};
+  static const OpDef op{LayerType::kAvgPool2d,
+                        "avgpool2d",
+                        1,
+                        1,
+                        false,
+                        Infer,
+                        Macs,
+                        Forward,
+                        Backward,
+                        Int8,
+                        KeepScale};
   return op;
 }
 
 const OpDef& MaxPoolOp() {
-  static const OpDef op{
-      LayerType::kMaxPool2d, "maxpool2d", 1, 1, false, Infer, Macs, Forward, Backward, Int8};
+  static const OpDef op{LayerType::kMaxPool2d,
+                        "maxpool2d",
+                        1,
+                        1,
+                        false,
+                        Infer,
+                        Macs,
+                        Forward,
+                        Backward,
+                        Int8,
+                        KeepScale};
   return op;
 }
 
