@@ -162,9 +162,7 @@ std::vector<Bound> NetworkCompiler::CoreBounds(int core) const {
                     1);
 }
 
-template <class T>
-std::vector<LayerJob> NetworkCompiler::BuildCores(const std::vector<T>& act) const {
-  arith::RequireFormat<UsageError, T>(config_.dtype);
+std::vector<CompiledNetwork> NetworkCompiler::CompileCores() const {
   const ModelSplit& s = SplitOfOne();
   if (!s.Any()) throw UsageError("the network has no operation to split over the cores");
   CoreShare share;
@@ -172,13 +170,16 @@ std::vector<LayerJob> NetworkCompiler::BuildCores(const std::vector<T>& act) con
   share.split = s.split;
   share.exchange[0] = exchange_[0];
   share.exchange[1] = exchange_[1];
-  std::vector<LayerJob> jobs;
+  std::vector<CompiledNetwork> cores;
   for (int c = 0; c < config_.cores; ++c) {
     share.core = c;
     const LoweredGraph g = CoreGraph(graph_, s.split, c, config_.cores);
-    jobs.push_back(BuildOf(act, 1, config_.cores, &share, &g));
+    CompiledNetwork compiled;
+    compiled.job = ProgramOf(1, config_.cores, &share, &g);
+    compiled.input_bytes = PlanFor(1).params_addr;
+    cores.push_back(std::move(compiled));
   }
-  return jobs;
+  return cores;
 }
 
 const Plan& NetworkCompiler::CheckedPlan(int batch) const {
@@ -322,8 +323,6 @@ std::vector<T> NetworkCompiler::Decode(const std::vector<uint8_t>& bytes, int ba
 // The two formats' instances (arith/format.h).
 template LayerJob NetworkCompiler::Build(const std::vector<int8_t>&, int, int) const;
 template LayerJob NetworkCompiler::Build(const std::vector<uint16_t>&, int, int) const;
-template std::vector<LayerJob> NetworkCompiler::BuildCores(const std::vector<int8_t>&) const;
-template std::vector<LayerJob> NetworkCompiler::BuildCores(const std::vector<uint16_t>&) const;
 template std::vector<int8_t> NetworkCompiler::Decode(const std::vector<uint8_t>&, int) const;
 template std::vector<uint16_t> NetworkCompiler::Decode(const std::vector<uint8_t>&, int) const;
 template std::vector<uint8_t> NetworkCompiler::EncodeInputs(const std::vector<int8_t>&, int) const;

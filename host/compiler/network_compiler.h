@@ -93,10 +93,11 @@ class NetworkCompiler {
   // One image on the chip's cores (model_parallel.h): the operations that split (none on
   // one core, or where the exchange areas would not fit host memory).
   const ModelSplit& SplitOfOne() const;
-  // The jobs of one image where SplitOfOne().Any(): job c core c's program (its op_of and
-  // units), job 0 with the host and weight images every core shares.
-  template <class T>
-  std::vector<LayerJob> BuildCores(const std::vector<T>& act) const;
+  // One image split over the cores where SplitOfOne().Any(), compiled once: job c core c's
+  // program (its op_of and units), job 0 with the host image (its input left zero) and the
+  // weight image every core shares; input_bytes, the input's bytes from host address 0,
+  // which each image rewrites (EncodeInputs with a batch of 1).
+  std::vector<CompiledNetwork> CompileCores() const;
   // Each operation's bound for one image on core `core` of a split (its share's).
   std::vector<Bound> CoreBounds(int core) const;
   // The model's outputs (batch x its output size) in the chip's format T from the job's

@@ -165,33 +165,29 @@ void CollectRows(const std::vector<LayerJob>& jobs, const config::TpuConfig& con
   }
 }
 
-// One image on every core with the operations of SplitOfOne() split by output channels
-// (model parallel, docs/compiler.md): the cores' programs run at once on the one host and
-// weight image; core 0 sends the model's output. Returns it (zeros in timing-only runs).
-template <class T>
-std::vector<T> RunSplit(const NetworkCompiler& network, const std::vector<T>& act,
-                        engine::ChipEngine& engine,
-                        std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
-  const int cores = engine.Config().cores;
-  const std::vector<LayerJob> jobs = network.BuildCores(act);
-  engine::ExecJob job = jobs[0].exec;
-  for (size_t c = 1; c < jobs.size(); ++c) job.other_programs.push_back(jobs[c].exec.program);
-  const engine::ExecResult e = RunAttributed(&job, jobs, engine, attributions, r);
-  for (int c = 0; c < cores; ++c) AddSplitShare(network, c, cores, r);
-  CollectRows(jobs, engine.Config(), attributions, r);
-  if (!engine.ComputesValues()) return {};
-  return network.Decode<T>(e.host_out, 1);
-}
-
 // The network as the engine holds it for one batch size: compiled once, a program per core
-// for its share of the batch (docs/compiler.md, "Several cores"), combined and loaded (the
-// programs, parameters and weights), so that each batch writes only its inputs.
+// for its share of the batch (docs/compiler.md, "Several cores"), or for one image split
+// over the cores (`split`, model parallel), combined and loaded (the programs, parameters
+// and weights), so that each batch writes only its inputs.
 struct LoadedNetwork {
   int batch = 0;               // the batch size loaded; 0: none yet
+  bool split = false;          // one image split over the cores (RunSplit)
   std::vector<LayerJob> jobs;  // by core: the operation of each instruction, its units
   std::vector<int> share;      // by core: its images of the batch
   compiler::CoreJobs windows;  // each core's read-back range (the job's images dropped)
 };
+
+// Loads the combined jobs (`windows`) with their inputs regions of `input_bytes` each;
+// keeps only what later runs use (the programs' op_of, the read-back ranges).
+void LoadJobs(const NetworkCompiler& network, const std::vector<uint64_t>& input_bytes,
+              engine::ChipEngine& engine, LoadedNetwork* l) {
+  engine.Load(compiler::ExecutableOf(l->windows, input_bytes, network.Name()));
+  engine::ExecJob& kept = l->windows.job;  // only its read-back range is used again
+  kept.program = {};
+  kept.other_programs = {};
+  kept.host_image = {};
+  kept.weight_image = {};
+}
 
 // Compiles the network for batches of b on the engine's cores and loads it.
 void LoadNetwork(const NetworkCompiler& network, int b, engine::ChipEngine& engine,
@@ -209,14 +205,46 @@ void LoadNetwork(const NetworkCompiler& network, int b, engine::ChipEngine& engi
     l.share.push_back(s.count);
   }
   l.windows = compiler::CombineCoreJobs(std::move(execs));
-  engine.Load(compiler::ExecutableOf(l.windows, input_bytes, network.Name()));
-  engine::ExecJob& kept = l.windows.job;  // only its read-back range is used again
-  kept.program = {};
-  kept.other_programs = {};
-  kept.host_image = {};
-  kept.weight_image = {};
+  LoadJobs(network, input_bytes, engine, &l);
   l.batch = b;
   *loaded = std::move(l);
+}
+
+// Compiles one image split over the cores (model parallel, docs/compiler.md) and loads it:
+// the cores' programs share the one host and weight image; core 0 sends the model's output.
+void LoadSplit(const NetworkCompiler& network, engine::ChipEngine& engine, LoadedNetwork* loaded) {
+  LoadedNetwork l;
+  std::vector<compiler::CompiledNetwork> cores = network.CompileCores();
+  engine::ExecJob& job = l.windows.job;
+  job = std::move(cores[0].job.exec);
+  for (size_t c = 1; c < cores.size(); ++c)
+    job.other_programs.push_back(std::move(cores[c].job.exec.program));
+  for (compiler::CompiledNetwork& c : cores) l.jobs.push_back(std::move(c.job));
+  l.windows.host_base = {0};
+  l.windows.out_addr = {job.host_out_addr};
+  l.windows.out_bytes = {job.host_out_bytes};
+  LoadJobs(network, {cores[0].input_bytes}, engine, &l);
+  l.batch = 1;
+  l.split = true;
+  *loaded = std::move(l);
+}
+
+// One image on every core with the operations of SplitOfOne() split by output channels,
+// through the loaded split (loaded first where it is not): its input written, the cores'
+// programs run at once. Returns the model's output (none in timing-only runs).
+template <class T>
+std::vector<T> RunSplit(const NetworkCompiler& network, const std::vector<T>& act,
+                        engine::ChipEngine& engine,
+                        std::vector<engine::CycleAttribution>& attributions, LoadedNetwork* loaded,
+                        TpuRunResult* r) {
+  const int cores = engine.Config().cores;
+  if (!loaded->split) LoadSplit(network, engine, loaded);
+  engine.Write(compiler::InputsRegion(0, 1), network.EncodeInputs(act, 1));
+  RunAttributed(nullptr, loaded->jobs, engine, attributions, r);
+  for (int c = 0; c < cores; ++c) AddSplitShare(network, c, cores, r);
+  CollectRows(loaded->jobs, engine.Config(), attributions, r);
+  if (!engine.ComputesValues()) return {};
+  return network.Decode<T>(engine.Read("outputs"), 1);
 }
 
 // A batch of whole-network programs through the loaded network (loaded first where the
@@ -233,8 +261,8 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
                         TpuRunResult* r) {
   const int cores = engine.Config().cores;
   if (b == 1 && r->batch == 1 && network.SplitOfOne().Any())
-    return RunSplit(network, act, engine, attributions, r);
-  if (loaded->batch != b) LoadNetwork(network, b, engine, loaded);
+    return RunSplit(network, act, engine, attributions, loaded, r);
+  if (loaded->batch != b || loaded->split) LoadNetwork(network, b, engine, loaded);
   const std::vector<int>& share = loaded->share;
   const size_t in_size = act.size() / static_cast<size_t>(b);
   for (size_t c = 0, first = 0; c < share.size(); first += static_cast<size_t>(share[c++])) {
