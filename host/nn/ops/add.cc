@@ -60,8 +60,10 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
 }  // namespace
 
 const OpDef& AddOp() {
-  static const OpDef op{LayerType::kAdd, "add",   2,    2,       true, Infer, Macs,
-                        Forward,         nullptr, Int8, Quantize};
+  // clang-format off
+  static const OpDef op{LayerType::kAdd, "add", /*inputs=*/2, 2, /*activation=*/true,
+                        Infer, Macs, Forward, /*backward=*/nullptr, Int8, Quantize};
+  // clang-format on
   return op;
 }
 

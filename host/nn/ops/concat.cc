@@ -75,8 +75,10 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float /*range*/) {
 }  // namespace
 
 const OpDef& ConcatOp() {
-  static const OpDef op{
-      LayerType::kConcat, "concat", 2, -1, false, Infer, Macs, Forward, nullptr, Int8, Quantize};
+  // clang-format off
+  static const OpDef op{LayerType::kConcat, "concat", /*inputs=*/2, -1, /*activation=*/false,
+                        Infer, Macs, Forward, /*backward=*/nullptr, Int8, Quantize};
+  // clang-format on
   return op;
 }
 

@@ -132,8 +132,10 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
 }  // namespace
 
 const OpDef& Conv2dOp() {
-  static const OpDef op{LayerType::kConv2d, "conv2d", 1,       1, true, Infer, Macs, Forward,
-                        Backward,           Int8,     Quantize};
+  // clang-format off
+  static const OpDef op{LayerType::kConv2d, "conv2d", /*inputs=*/1, 1, /*activation=*/true,
+                        Infer, Macs, Forward, Backward, Int8, Quantize};
+  // clang-format on
   return op;
 }
 

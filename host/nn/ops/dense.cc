@@ -55,8 +55,10 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
 }  // namespace
 
 const OpDef& DenseOp() {
-  static const OpDef op{LayerType::kDense, "dense",  1,    1,       true, Infer, Macs,
-                        Forward,           Backward, Int8, Quantize};
+  // clang-format off
+  static const OpDef op{LayerType::kDense, "dense", /*inputs=*/1, 1, /*activation=*/true,
+                        Infer, Macs, Forward, Backward, Int8, Quantize};
+  // clang-format on
   return op;
 }
 

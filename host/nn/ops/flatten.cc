@@ -22,17 +22,10 @@ void Backward(const Layer& /*l*/, const BackwardStep& s) {
 }  // namespace
 
 const OpDef& FlattenOp() {
-  static const OpDef op{LayerType::kFlatten,
-                        "flatten",
-                        1,
-                        1,
-                        false,
-                        Infer,
-                        Macs,
-                        Forward,
-                        Backward,
-                        CopyInt8,
-                        KeepScale};
+  // clang-format off
+  static const OpDef op{LayerType::kFlatten, "flatten", /*inputs=*/1, 1, /*activation=*/false,
+                        Infer, Macs, Forward, Backward, CopyInt8, KeepScale};
+  // clang-format on
   return op;
 }
 

@@ -148,35 +148,23 @@ void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
       }
 }
 
+// Average and max pooling: one definition, each rule reading which from the layer's type.
+OpDef PoolDef(LayerType type, const char* name) {
+  // clang-format off
+  return {type, name, /*inputs=*/1, 1, /*activation=*/false,
+          Infer, Macs, Forward, Backward, Int8, KeepScale};
+  // clang-format on
+}
+
 }  // namespace
 
 const OpDef& AvgPoolOp() {
-  static const OpDef op{LayerType::kAvgPool2d,
-                        "avgpool2d",
-                        1,
-                        1,
-                        false,
-                        Infer,
-                        Macs,
-                        Forward,
-                        Backward,
-                        Int8,
-                        KeepScale};
+  static const OpDef op = PoolDef(LayerType::kAvgPool2d, "avgpool2d");
   return op;
 }
 
 const OpDef& MaxPoolOp() {
-  static const OpDef op{LayerType::kMaxPool2d,
-                        "maxpool2d",
-                        1,
-                        1,
-                        false,
-                        Infer,
-                        Macs,
-                        Forward,
-                        Backward,
-                        Int8,
-                        KeepScale};
+  static const OpDef op = PoolDef(LayerType::kMaxPool2d, "maxpool2d");
   return op;
 }
 
