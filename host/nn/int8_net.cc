@@ -7,7 +7,6 @@
 
 #include "arith/int8.h"
 #include "arith/int8_gemm.h"
-#include "host/nn/int8_reference.h"
 #include "host/nn/ops/op.h"
 
 namespace tpu::nn {
@@ -157,17 +156,16 @@ std::vector<MatrixI8> Int8Net::Forward(const MatrixI8& input) const {
       case LayerType::kDense:
         Requant(i, Product(l, x.cast<float>(), weights_[i]), y.data());
         break;
-      default:  // the rest image by image, by the operation's int8 rule
+      default: {  // the rest image by image, by the operation's int8 rule
+        std::vector<int> channels;
+        for (int k : l.inputs) channels.push_back(m.OutputOf(k).c);
+        std::vector<const int8_t*> xs(l.inputs.size());
         for (int64_t b = 0; b < count; ++b) {
-          std::vector<const int8_t*> xs;
-          std::vector<int> channels;
-          for (int k : l.inputs) {
-            xs.push_back(out_of(k).row(b).data());
-            channels.push_back(m.OutputOf(k).c);
-          }
+          for (size_t k = 0; k < xs.size(); ++k) xs[k] = out_of(l.inputs[k]).row(b).data();
           ops::Op(l.type).int8(l, xs, channels, y.row(b).data());
         }
         break;
+      }
     }
     outs.push_back(std::move(y));
   }

@@ -1,7 +1,6 @@
 // The scalar int8 reference (see int8_reference.h).
 #include "host/nn/int8_reference.h"
 
-#include <algorithm>
 #include <stdexcept>
 
 #include "arith/int8.h"

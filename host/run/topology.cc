@@ -27,7 +27,6 @@
 namespace tpu::run {
 
 using compiler::Bound;
-using compiler::GemmProgram;
 using compiler::LayerJob;
 using compiler::LoweredGraph;
 using compiler::LowerGraph;
