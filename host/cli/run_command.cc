@@ -168,8 +168,8 @@ void Run(const RunArgs& a, bool batch_given) {
                             r.non_finite_outputs, r.images, r.non_finite));
   }
   if (r.checked && r.mismatches != 0) {
-    throw RuntimeError(
-        fmt::format("{} of {} inputs differ from the CPU int8 reference", r.mismatches, r.images));
+    throw RuntimeError(fmt::format("{} of {} inputs differ from the CPU {} reference", r.mismatches,
+                                   r.images, hw::Name(session.config().dtype)));
   }
 }
 
@@ -344,8 +344,8 @@ void Merge(const MergeArgs& a) {
   if (!a.csv.empty()) WriteFileAtomically(a.csv, report::RunReportCsv(m));
   if (!a.out.quiet) std::cout << report::FormatRunText(m);
   if (m.checked && m.mismatches != 0) {
-    throw RuntimeError(
-        fmt::format("{} of {} inputs differ from the CPU int8 reference", m.mismatches, m.images));
+    throw RuntimeError(fmt::format("{} of {} inputs differ from the CPU {} reference", m.mismatches,
+                                   m.images, hw::Name(m.config.dtype)));
   }
 }
 

@@ -33,6 +33,11 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
   for (size_t i = 0; i < ls.size(); ++i) {
     const nn::Layer& l = ls[i];
     if (l.type == nn::LayerType::kFlatten) continue;
+    if (!l.HasWeights() && !l.IsPool()) {
+      throw UsageError("layer '" + l.name + "' is a " + l.TypeName() +
+                       "; layer jobs run convolutions, dense layers, pooling and flatten (the "
+                       "network compiler runs every operation)");
+    }
     LayerStep s;
     s.layer = static_cast<int>(i);
     if (l.type == nn::LayerType::kMaxPool2d) {

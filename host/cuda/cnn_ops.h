@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "arith/int8.h"
+#include "host/common/errors.h"
 #include "host/nn/model.h"
 
 namespace tpu::cuda {
@@ -22,7 +23,15 @@ struct LayerDesc {
   int relu = 0;  // 1: ReLU, 6: ReLU6 (int8: both clamp at zero, docs/quantization.md)
 };
 
+// Layer l for the kernels; UsageError for an operation they do not run. The kernels switch
+// on the type (device code cannot call the operation table's host functions), so they run
+// the operations of a chain, as TPU v1's CNNs are: convolutions, dense layers, pooling and
+// flatten (docs/developing.md, "An operation").
 inline LayerDesc Describe(const nn::Layer& l) {
+  if (!l.HasWeights() && !l.IsPool() && l.type != nn::LayerType::kFlatten) {
+    throw UsageError("layer '" + l.name + "' is a " + l.TypeName() +
+                     "; the CUDA backends run convolutions, dense layers, pooling and flatten");
+  }
   LayerDesc d;
   d.type = static_cast<int>(l.type);
   d.in_h = l.in.h, d.in_w = l.in.w, d.in_c = l.in.c;

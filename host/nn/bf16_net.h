@@ -1,10 +1,10 @@
 // A network in bfloat16, as a bf16 chip with an N x N array computes it (docs/bf16.md,
-// "Networks"): an fp32 model's weights and inputs rounded to bfloat16, every convolution
-// and dense layer a GEMM that adds in the array's order (arith::Bf16Gemm with N-row K tiles,
-// K in (kernel row, kernel column, input channel) order), then the vector unit's float32
-// bias add and activation and one rounding to bfloat16; pooling on those bf16 values. No
-// quantization. The reference the bf16 chip is compared with bit for bit; its accuracy is
-// compared with the fp32 network's.
+// "Networks"), each layer by its operation's bfloat16 rule (host/nn/ops): an fp32 model's weights
+// and inputs rounded to bfloat16, every convolution and dense layer a GEMM that adds in the array's
+// order (arith::Bf16Gemm with N-row K tiles, K in (kernel row, kernel column, input channel)
+// order), then the vector unit's float32 bias add and activation and one rounding to bfloat16;
+// pooling on those bf16 values. No quantization. The reference the bf16 chip is compared with bit
+// for bit; its accuracy is compared with the fp32 network's.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "host/nn/model.h"
+#include "host/nn/ops/op.h"
 
 namespace tpu::nn {
 
@@ -38,15 +39,9 @@ class Bf16Net {
   int ArrayDim() const { return n_; }
 
  private:
-  std::vector<uint16_t> ConvOrDense(size_t i, const std::vector<uint16_t>& x) const;
-  std::vector<uint16_t> Join(size_t i, const std::vector<const std::vector<uint16_t>*>& in) const;
-
   const Model& model_;
   int n_;
-  std::vector<std::vector<uint16_t>> weights_;  // per layer: K x c_out, bf16
-  std::vector<std::vector<uint32_t>> bias_;     // per layer: float32 bit patterns
-  std::vector<std::optional<Layer>> conv_;      // per layer: an average pooling's convolution
-  std::vector<bool> fused_;                     // per layer: a pooling fused into a conv
+  std::vector<ops::Bf16Layer> layers_;  // each layer prepared by its operation's rule
 };
 
 // The first NaN or infinity in a Forward's outputs (layer -1: none).

@@ -199,18 +199,12 @@ Model Initialised(Model m, uint64_t seed) {
   InferShapes(&m);
   std::mt19937_64 rng(seed);
   for (Layer& l : m.layers) {
-    if (l.type == LayerType::kConv2d) {
-      l.weights.shape = {l.kernel_h, l.kernel_w, l.in.c, l.out.c};
-      l.weights.data.resize(static_cast<size_t>(l.weights.Size()));
-      GlorotUniform(&l.weights, int64_t{l.kernel_h} * l.kernel_w * l.in.c,
-                    int64_t{l.kernel_h} * l.kernel_w * l.out.c, rng);
-    } else if (l.type == LayerType::kDense) {
-      l.weights.shape = {l.in.c, l.out.c};
-      l.weights.data.resize(static_cast<size_t>(l.weights.Size()));
-      GlorotUniform(&l.weights, l.in.c, l.out.c, rng);
-    } else {
-      continue;
-    }
+    if (!l.HasWeights()) continue;
+    // Fan in: the weights per output; fan out: per input channel (a kernel's taps times
+    // the outputs for a convolution).
+    l.weights.shape = ops::Op(l.type).weight_shape(l);
+    l.weights.data.resize(static_cast<size_t>(l.weights.Size()));
+    GlorotUniform(&l.weights, l.weights.Size() / l.out.c, l.weights.Size() / l.in.c, rng);
     l.bias.shape = {l.out.c};
     l.bias.data.assign(static_cast<size_t>(l.out.c), 0.0f);
   }
@@ -267,21 +261,8 @@ Tensor<T> LoadTensor(const std::string& dir, const json& j, const std::string& k
   return t;
 }
 
-template <typename T>
-std::vector<T> VectorOf(const json& j, const std::string& key, size_t n, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_array() || j[key].size() != n) {
-    throw UsageError(where + ": '" + key + "' must be a list of " + std::to_string(n) + " numbers");
-  }
-  return j[key].get<std::vector<T>>();
-}
-
-std::vector<int64_t> WeightShape(const Layer& l) {
-  // On disk (depthwise: one kernel per channel).
-  if (l.type == LayerType::kConv2d) {
-    return {l.kernel_h, l.kernel_w, l.in.c, l.depthwise ? 1 : l.out.c};
-  }
-  return {l.in.c, l.out.c};
-}
+// On disk (depthwise: one kernel per channel).
+std::vector<int64_t> WeightShape(const Layer& l) { return ops::Op(l.type).weight_shape(l); }
 
 // Every number in a model file fits an int32 (shapes, multipliers, shifts) or is a small
 // scale; one beyond +-2^31 is a broken file, and converting it would be undefined.
@@ -298,32 +279,6 @@ void CheckNumbers(const json& j, const std::string& where, const std::string& pa
   } else if (j.is_object()) {
     for (const auto& [k, v] : j.items()) CheckNumbers(v, where + "." + k, path);
   }
-}
-
-// The int8 section of an add or a concat (see QuantizedLayer).
-void LoadJoinInt8(const json& qj, const std::string& where, Layer* l) {
-  const size_t n = l->inputs.size();
-  const size_t shifts = l->type == LayerType::kAdd ? 1 : n;
-  l->quantized = true;
-  l->q.output_scale = qj.at("output_scale").get<float>();
-  l->q.input_scales = VectorOf<float>(qj, "input_scales", n, where);
-  l->q.multiplier = VectorOf<int32_t>(qj, "multiplier", n, where);
-  l->q.shift = VectorOf<int32_t>(qj, "shift", shifts, where);
-  for (int32_t v : l->q.multiplier)
-    if (v < 0) throw UsageError(where + ": a multiplier is negative (they lie in [0, 2^31))");
-  for (int32_t v : l->q.shift)
-    if (v < 1 || v > 62) throw UsageError(where + ": a shift lies outside [1, 62]");
-}
-
-// "padding": [top, left, bottom, right] of a convolution or a pooling layer.
-void ReadExplicitPadding(const json& pad, const std::string& where, Layer* l) {
-  const auto p = pad.get<std::vector<int>>();
-  if (p.size() != 4) throw UsageError(where + ": padding must be [top, left, bottom, right]");
-  l->padding = "explicit";
-  l->pad_top = p[0];
-  l->pad_left = p[1];
-  l->pad_bottom = p[2];
-  l->pad_right = p[3];
 }
 
 }  // namespace
@@ -390,49 +345,6 @@ void ReadModelHeader(const json& j, const std::string& path, Model* m) {
   if (m->quantized) m->input_scale = j.at("input").at("scale").get<float>();
 }
 
-// A pooling layer's window ("size": n or [h, w]), stride and padding.
-void ReadPoolWindow(const json& lj, const std::string& where, Layer* l) {
-  const json size = lj.value("size", json(2));
-  if (size.is_array()) {
-    const auto k = size.get<std::vector<int>>();
-    if (k.size() != 2) throw UsageError(where + ": size must be n or [h, w]");
-    l->pool_h = k[0];
-    l->pool_w = k[1];
-  } else {
-    l->pool_h = l->pool_w = size.get<int>();
-  }
-  l->pool_stride = lj.value("stride", l->pool_h == l->pool_w ? l->pool_h : 1);
-  if (l->pool_h != l->pool_w && !lj.contains("stride")) {
-    throw UsageError(where + ": a " + std::to_string(l->pool_h) + " x " +
-                     std::to_string(l->pool_w) + " window needs a 'stride'");
-  }
-  if (lj.contains("padding")) ReadExplicitPadding(lj["padding"], where, l);
-}
-
-// The fields of a layer's kind: a convolution's kernel, stride, padding and filters, a dense
-// layer's units, a pooling's window.
-void ReadLayerGeometry(const json& lj, const std::string& where, Layer* l) {
-  if (l->type == LayerType::kConv2d) {
-    const auto k = lj.at("kernel").get<std::vector<int>>();
-    if (k.size() != 2) throw UsageError(where + ": kernel must be [h, w]");
-    l->kernel_h = k[0];
-    l->kernel_w = k[1];
-    l->stride = lj.value("stride", 1);
-    const json pad = lj.value("padding", json("valid"));
-    if (pad.is_array()) {
-      ReadExplicitPadding(pad, where, l);
-    } else {
-      l->padding = pad.get<std::string>();
-      if (l->padding == "explicit") throw UsageError(where + ": padding 'explicit' is a list");
-    }
-    if (!l->depthwise) l->out.c = lj.at("filters").get<int>();
-  } else if (l->type == LayerType::kDense) {
-    l->out = {1, 1, lj.at("units").get<int>()};
-  } else if (l->IsPool() && !l->global_pool) {
-    ReadPoolWindow(lj, where, l);
-  }
-}
-
 // The layers of model.json in order, each input a layer listed before it (or the input).
 void ReadLayers(const json& j, const std::string& path, Model* m) {
   std::map<std::string, int> index_of = {{"input", kModelInput}};
@@ -454,7 +366,7 @@ void ReadLayers(const json& j, const std::string& path, Model* m) {
     }
     index_of[l.name] = static_cast<int>(m->layers.size());
     l.activation = ParseActivation(lj.value("activation", "none"), where);
-    ReadLayerGeometry(lj, where, &l);
+    if (const auto read = ops::Op(l.type).read) read(lj, where, &l);
     m->layers.push_back(l);
   }
 }
@@ -465,9 +377,9 @@ void LoadInt8Weights(const std::string& dir, const json& qj, const std::string& 
   l->quantized = true;
   l->q.input_scale = qj.at("input_scale").get<float>();
   l->q.output_scale = qj.at("output_scale").get<float>();
-  l->q.weight_scales = VectorOf<float>(qj, "weight_scales", n, where);
-  l->q.multiplier = VectorOf<int32_t>(qj, "multiplier", n, where);
-  l->q.shift = VectorOf<int32_t>(qj, "shift", n, where);
+  l->q.weight_scales = ops::VectorOf<float>(qj, "weight_scales", n, where);
+  l->q.multiplier = ops::VectorOf<int32_t>(qj, "multiplier", n, where);
+  l->q.shift = ops::VectorOf<int32_t>(qj, "shift", n, where);
   l->q.weights = LoadTensor<int8_t>(dir, qj, "weights", WeightShape(*l), where);
   if (l->depthwise) l->q.weights = ExpandDepthwise(l->q.weights);
   l->q.bias = LoadTensor<int32_t>(dir, qj, "bias", {l->out.c}, where);
@@ -493,8 +405,8 @@ void LoadLayerData(const std::string& dir, const json& j, const std::string& pat
                          std::to_string(l.out.c) + ")");
       }
     }
-    if ((l.type == LayerType::kAdd || l.type == LayerType::kConcat) && m->quantized) {
-      LoadJoinInt8(lj.at("int8"), where, &l);
+    if (const auto read_int8 = ops::Op(l.type).read_int8; read_int8 && m->quantized) {
+      read_int8(lj.at("int8"), where, &l);
       continue;
     }
     if (!l.HasWeights()) continue;
@@ -543,31 +455,6 @@ void SaveModel(const Model& m, const std::string& dir) {
 
 namespace {
 
-// A layer's geometry in model.json: a convolution's filters, kernel, stride and padding, a
-// dense layer's units, a pooling's window.
-void AddGeometry(const Layer& l, json* lj) {
-  if (l.type == LayerType::kConv2d) {
-    if (!l.depthwise) (*lj)["filters"] = l.out.c;
-    (*lj)["kernel"] = {l.kernel_h, l.kernel_w};
-    (*lj)["stride"] = l.stride;
-    if (l.padding == "explicit") {
-      (*lj)["padding"] = {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right};
-    } else {
-      (*lj)["padding"] = l.padding;
-    }
-  } else if (l.type == LayerType::kDense) {
-    (*lj)["units"] = l.out.c;
-  } else if (l.IsPool() && !l.global_pool) {
-    if (l.pool_h == l.pool_w) {
-      (*lj)["size"] = l.pool_h;
-    } else {
-      (*lj)["size"] = {l.pool_h, l.pool_w};
-    }
-    (*lj)["stride"] = l.pool_stride;
-    if (l.Padded()) (*lj)["padding"] = {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right};
-  }
-}
-
 // A weighted layer's tensors: written to the folder as .npy files (the int8 ones too, with
 // their scales, in a quantized model) and named in model.json.
 void AddTensors(const Layer& l, bool quantized, OutputFolder* out, json* lj) {
@@ -598,8 +485,10 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
   j["format"] = "tpusim-model";
   // Version 1 readers know chains only; graphs (and the new layer kinds) are version 2.
   bool v2 = m.IsGraph() || m.preprocess != "mnist32";
-  for (const Layer& l : m.layers)
-    v2 |= l.type == LayerType::kAdd || l.type == LayerType::kConcat || (l.IsPool() && l.Padded());
+  for (const Layer& l : m.layers) {
+    const auto version = ops::Op(l.type).version;
+    v2 |= version && version(l) > 1;
+  }
   j["version"] = v2 ? kModelVersion : 1;
   j["name"] = m.name;
   j["dataset"] = m.dataset;
@@ -617,15 +506,10 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
         lj["inputs"].push_back(in == kModelInput ? "input"
                                                  : m.layers[static_cast<size_t>(in)].name);
     }
-    AddGeometry(l, &lj);
-    if (l.HasWeights() || l.type == LayerType::kAdd)
-      lj["activation"] = ActivationName(l.activation);
-    if ((l.type == LayerType::kAdd || l.type == LayerType::kConcat) && m.quantized) {
-      lj["int8"] = {{"input_scales", l.q.input_scales},
-                    {"output_scale", l.q.output_scale},
-                    {"multiplier", l.q.multiplier},
-                    {"shift", l.q.shift}};
-    }
+    const ops::OpDef& op = ops::Op(l.type);
+    if (op.write) op.write(l, &lj);
+    if (op.takes_activation) lj["activation"] = ActivationName(l.activation);
+    if (op.write_int8 && m.quantized) op.write_int8(l, &lj["int8"]);
     lj["in_shape"] = ShapeJson(l.in);
     lj["out_shape"] = ShapeJson(l.out);
     if (l.HasWeights()) AddTensors(l, m.quantized, &out, &lj);
@@ -638,6 +522,8 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
 }  // namespace
 
 int64_t Layer::Macs() const { return ops::Op(type).macs(*this); }
+
+bool Layer::HasWeights() const { return ops::Op(type).weight_shape != nullptr; }
 
 std::string Summary(const Model& m) {
   std::string out =
@@ -659,7 +545,7 @@ std::string Summary(const Model& m) {
                 (in == kModelInput ? std::string("input") : m.layers[static_cast<size_t>(in)].name);
     }
     macs += l.Macs();
-    const bool act = l.HasWeights() || l.type == LayerType::kAdd;
+    const bool act = ops::Op(l.type).takes_activation;
     std::string line =
         fmt::format("  {:<{}} {:<16} {:<16} {:<10} {:>11} {:>15}{}", l.name, w, l.TypeName(),
                     fmt::format("{} x {} x {}", l.out.h, l.out.w, l.out.c),

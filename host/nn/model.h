@@ -13,7 +13,13 @@
 
 namespace tpu::nn {
 
-enum class LayerType { kConv2d, kAvgPool2d, kMaxPool2d, kFlatten, kDense, kAdd, kConcat };
+// The operations of host/nn/ops/ops.def: kConv2d, kAvgPool2d, kMaxPool2d, kFlatten, kDense,
+// kAdd, kConcat.
+enum class LayerType {
+#define TPUSIM_OP(N) k##N,
+#include "host/nn/ops/ops.def"
+#undef TPUSIM_OP
+};
 enum class Activation { kNone, kRelu, kRelu6, kSoftmax };
 
 // Whether the int8 form clamps at zero. ReLU6 too: the quantizer gives a ReLU6 layer an
@@ -75,7 +81,8 @@ struct Layer {
   bool quantized = false;
   QuantizedLayer q;
 
-  bool HasWeights() const { return type == LayerType::kConv2d || type == LayerType::kDense; }
+  // Whether it has weights and a bias (its operation's weight_shape: conv2d, dense).
+  bool HasWeights() const;
   bool IsPool() const { return type == LayerType::kAvgPool2d || type == LayerType::kMaxPool2d; }
   bool Padded() const { return pad_top || pad_left || pad_bottom || pad_right; }
   // The name of its type in model.json ("depthwise_conv2d", "global_avgpool2d", ...).

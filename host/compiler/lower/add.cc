@@ -13,6 +13,13 @@ void LowerAdd(Lowering& lw, int i) {
   LoweredGraph& g = lw.graph();
   const int n = lw.n();
   const nn::Layer& l = lw.L(i);
+  if (lw.bf16() && l.activation == nn::Activation::kRelu6) {
+    lw.No("add '" + l.name +
+          "' ends in ReLU6, which a bf16 chip's residual add does not apply (it applies ReLU "
+          "or nothing; docs/bf16.md)");
+    return;
+  }
+  if (lw.Fused(i)) return;
   GraphOp op = lw.NewOp(OpKind::kAdd, i);
   const int a = lw.TensorOf(l.inputs[0]), b = lw.TensorOf(l.inputs[1]);
   if (g.tensors[static_cast<size_t>(a)].packed || g.tensors[static_cast<size_t>(b)].packed) {

@@ -76,40 +76,16 @@ bool Lowering::Zero(const std::vector<uint8_t>& t) {
 }
 
 void Lowering::Layer(int i) {
-  const nn::Layer& l = L(i);
-  if (bf16_ && !RunsInBf16(i)) return;
-  switch (l.type) {
-    case nn::LayerType::kFlatten:
-      tensor_of_[static_cast<size_t>(i)] = TensorOf(l.inputs[0]);  // the same rows
-      return;
-    case nn::LayerType::kConv2d:
-    case nn::LayerType::kDense:
-      return LowerWeighted(*this, i, l);
-    case nn::LayerType::kAvgPool2d:
-      if (fused_.count(i)) return;
-      return LowerWeighted(*this, i, AveragePoolAsConv(l, bf16_));
-    case nn::LayerType::kMaxPool2d:
-      if (fused_.count(i)) return;
-      return LowerMaxPool(*this, i);
-    case nn::LayerType::kAdd:
-      if (fused_.count(i)) return;
-      return LowerAdd(*this, i);
-    case nn::LayerType::kConcat:
-      return LowerConcat(*this, i);
-  }
+  using Lower = void (*)(Lowering&, int);
+  static constexpr Lower kLower[] = {
+#define TPUSIM_OP(N) Lower##N,
+#include "host/nn/ops/ops.def"
+#undef TPUSIM_OP
+  };
+  kLower[static_cast<size_t>(L(i).type)](*this, i);
 }
 
-bool Lowering::RunsInBf16(int i) {
-  const nn::Layer& l = L(i);
-  if (l.type == nn::LayerType::kAdd && l.activation == nn::Activation::kRelu6) {
-    No(
-        fmt::format("add '{}' ends in ReLU6, which a bf16 chip's residual add does not apply "
-                    "(it applies ReLU or nothing; docs/bf16.md)",
-                    l.name));
-    return false;
-  }
-  return true;
-}
+void LowerFlatten(Lowering& lw, int i) { lw.SameRows(i, lw.L(i).inputs[0]); }
 
 int Lowering::FusablePool(int i) const {
   const int r = OnlyReader(i);

@@ -39,6 +39,9 @@ class Lowering {
   bool bf16() const { return bf16_; }
   // Layer `layer` runs inside another's operation (a pooling or an add fused into it).
   void MarkFused(int layer) { fused_[layer] = true; }
+  bool Fused(int layer) const { return fused_.count(layer) != 0; }
+  // Layer i's output is layer `from`'s tensor, the same rows (flatten).
+  void SameRows(int i, int from) { tensor_of_[static_cast<size_t>(i)] = TensorOf(from); }
 
   // A new operation of `kind` lowering layer i (named after it).
   GraphOp NewOp(OpKind kind, int i) const {
@@ -98,9 +101,6 @@ class Lowering {
   const std::vector<int>& Readers(int layer) const;
   // Layer i, by its operation's lowering (lower_ops.h).
   void Layer(int i);
-  // The bf16 chip (docs/bf16.md, "Networks") runs every layer of nn::Bf16Net but for an add
-  // with ReLU6: its vector unit's residual add has ReLU only.
-  bool RunsInBf16(int i);
   // A window over each image's whole map (one output pixel per image) that the registers
   // cannot hold, as a global average pooling of a 16 x 16 map, is a dense layer over the
   // image's rows instead: K-tile r is row r of the image (pixel r / T's channels r % T),

@@ -9,7 +9,8 @@
 
 namespace tpu::compiler::lower {
 
-void LowerMaxPool(Lowering& lw, int i) {
+void LowerMaxPool2d(Lowering& lw, int i) {
+  if (lw.Fused(i)) return;
   LoweredGraph& g = lw.graph();
   const int n = lw.n();
   const nn::Layer& l = lw.L(i);

@@ -307,4 +307,13 @@ void WeightedLowering::Fuse(GraphOp* op, int i, int add, bool* nonneg, int64_t* 
 
 void LowerWeighted(Lowering& lw, int i, const nn::Layer& l) { WeightedLowering(lw).Weighted(i, l); }
 
+void LowerConv2d(Lowering& lw, int i) { LowerWeighted(lw, i, lw.L(i)); }
+
+void LowerDense(Lowering& lw, int i) { LowerWeighted(lw, i, lw.L(i)); }
+
+void LowerAvgPool2d(Lowering& lw, int i) {
+  if (lw.Fused(i)) return;
+  LowerWeighted(lw, i, AveragePoolAsConv(lw.L(i), lw.bf16()));
+}
+
 }  // namespace tpu::compiler::lower

@@ -5,7 +5,6 @@
 #include <vector>
 
 namespace tpu::import::onnx_graph {
-namespace {
 
 // Dropout (in eval mode) and Identity: the value they read.
 Value ReadPassThrough(OnnxGraph& g, const onnx::NodeProto& n) {
@@ -18,26 +17,13 @@ Value ReadPassThrough(OnnxGraph& g, const onnx::NodeProto& n) {
   return g.In(n, 0);
 }
 
+namespace {
+
 const std::vector<Reader>& Readers() {
   static const std::vector<Reader> readers = {
-      {"Conv", ReadConv, "Conv (groups 1 or depthwise)"},
-      {"Gemm", ReadGemm, "Gemm"},
-      {"MatMul", ReadGemm, "MatMul"},
-      {"Add", ReadAdd, "Add (a bias, or two activations: a residual add)"},
-      {"Concat", ReadConcat, "Concat (of channels)"},
-      {"Relu", ReadRelu, "Relu"},
-      {"Clip", ReadClip, "Clip(0, 6)"},
-      {"MaxPool", ReadPool, "MaxPool"},
-      {"AveragePool", ReadPool, "AveragePool"},
-      {"GlobalAveragePool", ReadGlobalPool, "GlobalAveragePool"},
-      {"Flatten", ReadFlatten, "Flatten"},
-      {"Reshape", ReadFlatten, "Reshape (to [batch, features])"},
-      {"BatchNormalization", ReadBatchNorm, "BatchNormalization (after Conv/Gemm)"},
-      {"Dropout", ReadPassThrough, "Dropout"},
-      {"Identity", ReadPassThrough, "Identity"},
-      {"Pad", ReadPad, "Pad (zeros, read by a Conv or AveragePool)"},
-      {"Softmax", ReadSoftmax, "a final Softmax/LogSoftmax"},
-      {"LogSoftmax", ReadSoftmax, "a final Softmax/LogSoftmax"},
+#define TPUSIM_ONNX(OP, READ, WHAT) {#OP, READ, WHAT},
+#include "host/import/onnx/readers.def"
+#undef TPUSIM_ONNX
   };
   return readers;
 }

@@ -1,8 +1,8 @@
 // Each ONNX operator's reader (docs/import.md), one file each (conv.cc, gemm.cc, add.cc,
 // concat.cc, batch_norm.cc, activations.cc, pool.cc, flatten.cc, pad.cc), found through one
-// table by the node's op_type (readers.cc): a reader adds the node's layer to the model (or
-// joins the layer before it: a bias, an activation, a BatchNorm) and returns the value of
-// its output.
+// table by the node's op_type (readers.def lists them, readers.cc makes the table): a reader adds
+// the node's layer to the model (or joins the layer before it: a bias, an activation, a BatchNorm)
+// and returns the value of its output.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -24,18 +24,9 @@ const Reader* ReaderOf(const std::string& op_type);
 // What tpusim imports, for the error that names a node it does not.
 const std::string& Supported();
 
-// The readers (readers.cc lists them).
-Value ReadConv(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadGemm(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadAdd(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadConcat(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadBatchNorm(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadRelu(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadClip(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadSoftmax(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadPool(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadGlobalPool(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadFlatten(OnnxGraph& g, const onnx::NodeProto& n);
-Value ReadPad(OnnxGraph& g, const onnx::NodeProto& n);
+// The readers readers.def lists (ReadConv, ReadGemm, ...).
+#define TPUSIM_ONNX(OP, READ, WHAT) Value READ(OnnxGraph& g, const onnx::NodeProto& n);
+#include "host/import/onnx/readers.def"
+#undef TPUSIM_ONNX
 
 }  // namespace tpu::import::onnx_graph

@@ -1,6 +1,9 @@
 // An elementwise add of two maps of one shape (a residual connection).
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include "arith/bf16.h"
 #include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/nn/ops/op.h"
@@ -57,13 +60,51 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
   return q.output_scale;
 }
 
+int Version(const Layer& /*l*/) { return 2; }
+
+// One multiplier per input, one shift.
+void ReadInt8(const nlohmann::json& qj, const std::string& where, Layer* l) {
+  ReadJoinInt8(qj, where, 1, l);
+}
+
+void Bf16Prepare(Bf16Layer* p) {
+  if (p->layer->activation == Activation::kRelu6) {
+    throw UsageError("add '" + p->layer->name +
+                     "' ends in ReLU6, which the bf16 chip's residual add does not apply "
+                     "(it applies ReLU or nothing; docs/bf16.md)");
+  }
+}
+
+// The vector unit's residual add (arith::Bf16ResidualAdd), ReLU or none.
+Bf16Values Bf16(const Bf16Layer& p, const std::vector<const Bf16Values*>& xs) {
+  Bf16Values y(static_cast<size_t>(p.layer->out.Size()));
+  const bool relu = p.layer->activation == Activation::kRelu;
+  for (size_t j = 0; j < y.size(); ++j)
+    y[j] = arith::Bf16ResidualAdd((*xs[0])[j], (*xs[1])[j], relu);
+  return y;
+}
+
 }  // namespace
 
 const OpDef& AddOp() {
-  // clang-format off
-  static const OpDef op{LayerType::kAdd, "add", /*inputs=*/2, 2, /*activation=*/true,
-                        Infer, Macs, Forward, /*backward=*/nullptr, Int8, Quantize};
-  // clang-format on
+  static const OpDef op = [] {
+    OpDef d;
+    d.type = LayerType::kAdd;
+    d.name = "add";
+    d.min_inputs = d.max_inputs = 2;
+    d.takes_activation = true;
+    d.version = Version;
+    d.read_int8 = ReadInt8;
+    d.write_int8 = WriteJoinInt8;
+    d.infer = Infer;
+    d.macs = Macs;
+    d.forward = Forward;
+    d.int8 = Int8;
+    d.quantize = Quantize;
+    d.bf16_prepare = Bf16Prepare;
+    d.bf16 = Bf16;
+    return d;
+  }();
   return op;
 }
 

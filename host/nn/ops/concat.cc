@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "arith/int8.h"
 #include "host/common/errors.h"
@@ -72,13 +73,50 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float /*range*/) {
   return q.output_scale;
 }
 
+int Version(const Layer& /*l*/) { return 2; }
+
+// A multiplier and a shift per input.
+void ReadInt8(const nlohmann::json& qj, const std::string& where, Layer* l) {
+  ReadJoinInt8(qj, where, l->inputs.size(), l);
+}
+
+// Each value through a tile of ones and zeros, then the vector unit's +0 bias.
+Bf16Values Bf16(const Bf16Layer& p, const std::vector<const Bf16Values*>& xs) {
+  const Layer& l = *p.layer;
+  Bf16Values y(static_cast<size_t>(l.out.Size()));
+  const int64_t pixels = int64_t{l.out.h} * l.out.w;
+  int64_t c0 = 0;
+  for (const Bf16Values* x : xs) {
+    const int64_t c = static_cast<int64_t>(x->size()) / pixels;  // its channels
+    for (int64_t px = 0; px < pixels; ++px)
+      for (int64_t ch = 0; ch < c; ++ch)
+        y[static_cast<size_t>(px * l.out.c + c0 + ch)] =
+            Bf16ThroughArray((*x)[static_cast<size_t>(px * c + ch)]);
+    c0 += c;
+  }
+  return y;
+}
+
 }  // namespace
 
 const OpDef& ConcatOp() {
-  // clang-format off
-  static const OpDef op{LayerType::kConcat, "concat", /*inputs=*/2, -1, /*activation=*/false,
-                        Infer, Macs, Forward, /*backward=*/nullptr, Int8, Quantize};
-  // clang-format on
+  static const OpDef op = [] {
+    OpDef d;
+    d.type = LayerType::kConcat;
+    d.name = "concat";
+    d.min_inputs = 2;
+    d.max_inputs = -1;
+    d.version = Version;
+    d.read_int8 = ReadInt8;
+    d.write_int8 = WriteJoinInt8;
+    d.infer = Infer;
+    d.macs = Macs;
+    d.forward = Forward;
+    d.int8 = Int8;
+    d.quantize = Quantize;
+    d.bf16 = Bf16;
+    return d;
+  }();
   return op;
 }
 

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "arith/int8.h"
 #include "host/common/errors.h"
@@ -129,13 +130,60 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
   return QuantizeWeighted(l, in_scales[0], range);
 }
 
+// model.json: "filters" (a depthwise one has its input's), "kernel": [h, w], "stride",
+// "padding": "valid", "same" or [top, left, bottom, right].
+void Read(const nlohmann::json& lj, const std::string& where, Layer* l) {
+  const auto k = lj.at("kernel").get<std::vector<int>>();
+  if (k.size() != 2) throw UsageError(where + ": kernel must be [h, w]");
+  l->kernel_h = k[0];
+  l->kernel_w = k[1];
+  l->stride = lj.value("stride", 1);
+  const nlohmann::json pad = lj.value("padding", nlohmann::json("valid"));
+  if (pad.is_array()) {
+    ReadExplicitPadding(pad, where, l);
+  } else {
+    l->padding = pad.get<std::string>();
+    if (l->padding == "explicit") throw UsageError(where + ": padding 'explicit' is a list");
+  }
+  if (!l->depthwise) l->out.c = lj.at("filters").get<int>();
+}
+
+void Write(const Layer& l, nlohmann::json* lj) {
+  if (!l.depthwise) (*lj)["filters"] = l.out.c;
+  (*lj)["kernel"] = {l.kernel_h, l.kernel_w};
+  (*lj)["stride"] = l.stride;
+  if (l.padding == "explicit") {
+    (*lj)["padding"] = {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right};
+  } else {
+    (*lj)["padding"] = l.padding;
+  }
+}
+
+// kh x kw x c_in x c_out (a depthwise one: one kernel per channel, c_out 1).
+std::vector<int64_t> WeightShape(const Layer& l) {
+  return {l.kernel_h, l.kernel_w, l.in.c, l.depthwise ? 1 : l.out.c};
+}
+
 }  // namespace
 
 const OpDef& Conv2dOp() {
-  // clang-format off
-  static const OpDef op{LayerType::kConv2d, "conv2d", /*inputs=*/1, 1, /*activation=*/true,
-                        Infer, Macs, Forward, Backward, Int8, Quantize};
-  // clang-format on
+  static const OpDef op = [] {
+    OpDef d;
+    d.type = LayerType::kConv2d;
+    d.name = "conv2d";
+    d.takes_activation = true;
+    d.read = Read;
+    d.write = Write;
+    d.weight_shape = WeightShape;
+    d.infer = Infer;
+    d.macs = Macs;
+    d.forward = Forward;
+    d.backward = Backward;
+    d.int8 = Int8;
+    d.quantize = Quantize;
+    d.bf16 = Bf16Multiplied;
+    return d;
+  }();
   return op;
 }
 

@@ -1,4 +1,6 @@
 // A dense (fully connected) layer over a vector.
+#include <nlohmann/json.hpp>
+
 #include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/nn/ops/op.h"
@@ -52,13 +54,36 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
   return QuantizeWeighted(l, in_scales[0], range);
 }
 
+// model.json: "units", its outputs.
+void Read(const nlohmann::json& lj, const std::string& /*where*/, Layer* l) {
+  l->out = {1, 1, lj.at("units").get<int>()};
+}
+
+void Write(const Layer& l, nlohmann::json* lj) { (*lj)["units"] = l.out.c; }
+
+// in x out.
+std::vector<int64_t> WeightShape(const Layer& l) { return {l.in.c, l.out.c}; }
+
 }  // namespace
 
 const OpDef& DenseOp() {
-  // clang-format off
-  static const OpDef op{LayerType::kDense, "dense", /*inputs=*/1, 1, /*activation=*/true,
-                        Infer, Macs, Forward, Backward, Int8, Quantize};
-  // clang-format on
+  static const OpDef op = [] {
+    OpDef d;
+    d.type = LayerType::kDense;
+    d.name = "dense";
+    d.takes_activation = true;
+    d.read = Read;
+    d.write = Write;
+    d.weight_shape = WeightShape;
+    d.infer = Infer;
+    d.macs = Macs;
+    d.forward = Forward;
+    d.backward = Backward;
+    d.int8 = Int8;
+    d.quantize = Quantize;
+    d.bf16 = Bf16Multiplied;
+    return d;
+  }();
   return op;
 }
 

@@ -19,13 +19,25 @@ void Backward(const Layer& /*l*/, const BackwardStep& s) {
   if (s.dx != nullptr) *s.dx = s.dy;
 }
 
+// The same values in the same order.
+Bf16Values Bf16(const Bf16Layer& /*p*/, const std::vector<const Bf16Values*>& xs) { return *xs[0]; }
+
 }  // namespace
 
 const OpDef& FlattenOp() {
-  // clang-format off
-  static const OpDef op{LayerType::kFlatten, "flatten", /*inputs=*/1, 1, /*activation=*/false,
-                        Infer, Macs, Forward, Backward, CopyInt8, KeepScale};
-  // clang-format on
+  static const OpDef op = [] {
+    OpDef d;
+    d.type = LayerType::kFlatten;
+    d.name = "flatten";
+    d.infer = Infer;
+    d.macs = Macs;
+    d.forward = Forward;
+    d.backward = Backward;
+    d.int8 = CopyInt8;
+    d.quantize = KeepScale;
+    d.bf16 = Bf16;
+    return d;
+  }();
   return op;
 }
 

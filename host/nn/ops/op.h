@@ -1,12 +1,16 @@
 // The operations a model is made of, each defined in one file of this folder (conv2d.cc,
 // dense.cc, pool.cc, flatten.cc, add.cc, concat.cc) and found through one table by its
-// LayerType (op_table.cc): its name in model.json, the inputs it reads, its output shape,
-// its multiply-accumulates, and its fp32 forward and backward passes. The code that walks a
-// model (InferShapes, Forward, Backward, Summary) asks the table and names no operation.
-// docs/developing.md, "Adding to it: checklists", says what a new operation adds.
+// LayerType (op_table.cc): its name and fields in model.json, the inputs it reads, its
+// output shape, its weights, its multiply-accumulates, its fp32 forward and backward passes,
+// its int8 and bfloat16 reference rules and its quantization. The code that walks a model
+// (LoadModel, SaveModel, InferShapes, Forward, Backward, the references, Quantize, Summary)
+// asks the table and names no operation. docs/developing.md, "Adding to it: checklists",
+// says what a new operation adds.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,33 +31,69 @@ struct BackwardStep {
   MatrixF* dx;             // its input's gradient, written (null: not needed)
 };
 
+// A layer as the bfloat16 reference runs it (bf16_net.h), prepared once per model.
+struct Bf16Layer {
+  const Layer* layer = nullptr;
+  int array_dim = 0;   // the chip's N: the array adds in N-row tiles of K
+  bool fused = false;  // a 2 x 2 pooling the chip fuses into the convolution before it
+  // The convolution a layer runs as on the chip where it is not one (an average pooling
+  // that is not fused); the weights below are its.
+  std::optional<Layer> conv;
+  std::vector<uint16_t> weights;  // K x c_out, bfloat16 (layers that multiply on the array)
+  std::vector<uint32_t> bias;     // float32 bit patterns
+  const Layer& Multiplied() const { return conv ? *conv : *layer; }
+};
+
+using Bf16Values = std::vector<uint16_t>;
+
 struct OpDef {
-  LayerType type;
-  const char* name;            // in model.json ("conv2d"; depthwise and global forms aside)
-  int min_inputs, max_inputs;  // how many layers it reads (max -1: any number)
-  bool takes_activation;       // relu, relu6 or softmax may follow it in the same layer
+  LayerType type = LayerType::kDense;
+  const char* name = "";               // in model.json ("conv2d"; depthwise, global aside)
+  int min_inputs = 1, max_inputs = 1;  // how many layers it reads (max -1: any number)
+  bool takes_activation = false;       // relu, relu6 or softmax may follow it in the layer
+  // Its fields in model.json beyond name, type, inputs and activation: read (throwing
+  // UsageError naming `where`) and written. Null: it has none.
+  void (*read)(const nlohmann::json& lj, const std::string& where, Layer* l) = nullptr;
+  void (*write)(const Layer& l, nlohmann::json* lj) = nullptr;
+  // The model.json version a layer of it needs (null: 1, which knows chains of
+  // convolutions, dense layers, unpadded pooling and flatten).
+  int (*version)(const Layer& l) = nullptr;
+  // The shape of its fp32 weights on disk (null: it has no weights); its bias has
+  // l.out.c values. Those are a weighted layer's tensors, whose int8 forms a quantized
+  // model keeps (model.h, QuantizedLayer).
+  std::vector<int64_t> (*weight_shape)(const Layer& l) = nullptr;
+  // A quantized model's "int8" section of a layer without weights (an add's or a concat's
+  // multipliers): read and written. Null: none.
+  void (*read_int8)(const nlohmann::json& qj, const std::string& where, Layer* l) = nullptr;
+  void (*write_int8)(const Layer& l, nlohmann::json* qj) = nullptr;
   // Completes l's output shape (and what derives from it: padding, a global window) from
   // its first input's, l->in, and the model's other inputs; throws UsageError naming
   // `where` when the shapes do not work out.
-  void (*infer)(const Model& m, const std::string& where, Layer* l);
+  void (*infer)(const Model& m, const std::string& where, Layer* l) = nullptr;
   // Multiply-accumulates per image (0: none).
-  int64_t (*macs)(const Layer& l);
+  int64_t (*macs)(const Layer& l) = nullptr;
   // The fp32 forward pass over a batch: out (batch x l.out.Size()) from the inputs' rows;
   // `cols`, where not null, keeps a convolution's im2col rows for the backward pass.
   void (*forward)(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* cols,
-                  MatrixF* out);
+                  MatrixF* out) = nullptr;
   // The fp32 backward pass (null: the operation is not trained).
-  void (*backward)(const Layer& l, const BackwardStep& s);
+  void (*backward)(const Layer& l, const BackwardStep& s) = nullptr;
   // The int8 rule for one image (docs/quantization.md), one operation at a time: y
   // (l.out.Size() values, h x w x c) from the inputs' values, input k of channels[k]
   // channels. The scalar reference, which the Eigen backend, the CUDA one and the chip are
   // checked against.
   void (*int8)(const Layer& l, const std::vector<const int8_t*>& xs,
-               const std::vector<int>& channels, int8_t* y);
+               const std::vector<int>& channels, int8_t* y) = nullptr;
   // Its quantization (docs/quantization.md): sets l's int8 form from its inputs' scales and
   // the largest |value| of its fp32 output over the calibration inputs; returns its output's
   // scale.
-  float (*quantize)(Layer* l, const std::vector<float>& in_scales, float range);
+  float (*quantize)(Layer* l, const std::vector<float>& in_scales, float range) = nullptr;
+  // The bfloat16 rule (docs/bf16.md, "Networks"), as the chip computes it: a layer
+  // prepared once (null: its weights, if any, rounded to bfloat16 and its bias to
+  // canonical float32 by Bf16Net; else what it adds, throwing UsageError for what the chip
+  // cannot run), then each image's output from its inputs' values.
+  void (*bf16_prepare)(Bf16Layer* p) = nullptr;
+  Bf16Values (*bf16)(const Bf16Layer& p, const std::vector<const Bf16Values*>& xs) = nullptr;
 };
 
 // A conv layer's weights (kh x kw x c_in x c_out) or a dense layer's (in x out) as a
@@ -74,13 +114,31 @@ void CopyInt8(const Layer& l, const std::vector<const int8_t*>& xs,
 // A quantization that keeps the input's scale and sets no int8 form (pooling, flatten).
 float KeepScale(Layer* l, const std::vector<float>& in_scales, float range);
 
-// Each file's definition (the table lists them).
-const OpDef& Conv2dOp();
-const OpDef& DenseOp();
-const OpDef& AvgPoolOp();
-const OpDef& MaxPoolOp();
-const OpDef& FlattenOp();
-const OpDef& AddOp();
-const OpDef& ConcatOp();
+// "padding": [top, left, bottom, right] of a convolution or a pooling layer.
+void ReadExplicitPadding(const nlohmann::json& pad, const std::string& where, Layer* l);
+
+// j[key], a list of n numbers (float or int32_t), or UsageError naming `where`.
+template <typename T>
+std::vector<T> VectorOf(const nlohmann::json& j, const std::string& key, size_t n,
+                        const std::string& where);
+
+// The "int8" section of an add (one shift) or a concat (a shift per input): each input's
+// scale and multiplier, the output's scale.
+void ReadJoinInt8(const nlohmann::json& qj, const std::string& where, size_t shifts, Layer* l);
+void WriteJoinInt8(const Layer& l, nlohmann::json* qj);
+
+// The bfloat16 rules that several operations share (bf16_rules.cc): a layer's input in
+// im2col order times its bfloat16 weights on the array (adding in N-row tiles of K), then
+// the vector unit's float32 bias add, activation and rounding (conv2d, dense, average
+// pooling run as a convolution); the rounding of a value passing a tile of ones and zeros.
+Bf16Values Bf16Multiplied(const Bf16Layer& p, const std::vector<const Bf16Values*>& xs);
+uint16_t Bf16ThroughArray(uint16_t x);
+// The weights and bias of p.Multiplied(), rounded (the default preparation).
+void Bf16RoundWeights(Bf16Layer* p);
+
+// Each file's definition (ops.def lists them: Conv2dOp(), AvgPool2dOp(), ...).
+#define TPUSIM_OP(N) const OpDef& N##Op();
+#include "host/nn/ops/ops.def"
+#undef TPUSIM_OP
 
 }  // namespace tpu::nn::ops

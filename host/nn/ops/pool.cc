@@ -3,7 +3,10 @@
 // count_include_pad).
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <optional>
 
+#include "arith/bf16.h"
 #include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/nn/ops/op.h"
@@ -148,22 +151,138 @@ void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
       }
 }
 
+// model.json: "size": n or [h, w] (a global pooling has none), "stride", "padding":
+// [top, left, bottom, right].
+void Read(const nlohmann::json& lj, const std::string& where, Layer* l) {
+  if (l->global_pool) return;
+  const nlohmann::json size = lj.value("size", nlohmann::json(2));
+  if (size.is_array()) {
+    const auto k = size.get<std::vector<int>>();
+    if (k.size() != 2) throw UsageError(where + ": size must be n or [h, w]");
+    l->pool_h = k[0];
+    l->pool_w = k[1];
+  } else {
+    l->pool_h = l->pool_w = size.get<int>();
+  }
+  l->pool_stride = lj.value("stride", l->pool_h == l->pool_w ? l->pool_h : 1);
+  if (l->pool_h != l->pool_w && !lj.contains("stride")) {
+    throw UsageError(where + ": a " + std::to_string(l->pool_h) + " x " +
+                     std::to_string(l->pool_w) + " window needs a 'stride'");
+  }
+  if (lj.contains("padding")) ReadExplicitPadding(lj["padding"], where, l);
+}
+
+void Write(const Layer& l, nlohmann::json* lj) {
+  if (l.global_pool) return;
+  if (l.pool_h == l.pool_w) {
+    (*lj)["size"] = l.pool_h;
+  } else {
+    (*lj)["size"] = {l.pool_h, l.pool_w};
+  }
+  (*lj)["stride"] = l.pool_stride;
+  if (l.Padded()) (*lj)["padding"] = {l.pad_top, l.pad_left, l.pad_bottom, l.pad_right};
+}
+
+// Padding came with version 2.
+int Version(const Layer& l) { return l.Padded() ? 2 : 1; }
+
+// An average pooling the chip does not fuse runs as a depthwise convolution whose weights
+// are bfloat16(1 / (kh x kw)) (and zeros off the diagonal), no bias, no activation.
+void Bf16Prepare(Bf16Layer* p) {
+  const Layer& l = *p->layer;
+  if (l.type != LayerType::kAvgPool2d || p->fused) return;
+  Layer c = l;
+  c.type = LayerType::kConv2d;
+  c.depthwise = true;
+  c.kernel_h = l.pool_h;
+  c.kernel_w = l.pool_w;
+  c.stride = l.pool_stride;
+  c.activation = Activation::kNone;
+  const int64_t ch = l.in.c, taps = int64_t{l.pool_h} * l.pool_w;
+  c.weights.shape = {l.pool_h, l.pool_w, ch, ch};
+  c.weights.data.assign(static_cast<size_t>(taps * ch * ch), 0.0f);
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t k = 0; k < ch; ++k)
+      c.weights.data[static_cast<size_t>((t * ch + k) * ch + k)] = 1.0f / static_cast<float>(taps);
+  c.bias.shape = {ch};
+  c.bias.data.assign(static_cast<size_t>(ch), 0.0f);
+  p->conv = std::move(c);
+  Bf16RoundWeights(p);
+}
+
+// A fused 2 x 2, stride 2 pooling of bf16 values (Bf16Pool: the maximum, or the float32
+// sum in window order times 1/4).
+Bf16Values FusedBf16(const Layer& l, const Bf16Values& x) {
+  Bf16Values y(static_cast<size_t>(l.out.Size()));
+  const bool avg = l.type == LayerType::kAvgPool2d;
+  for (int oh = 0; oh < l.out.h; ++oh)
+    for (int ow = 0; ow < l.out.w; ++ow)
+      for (int c = 0; c < l.out.c; ++c) {
+        uint16_t v[4];
+        for (int q = 0; q < 4; ++q) v[q] = x[static_cast<size_t>(Tap(l, oh, ow, q / 2, q % 2, c))];
+        y[static_cast<size_t>((int64_t{oh} * l.out.w + ow) * l.out.c + c)] =
+            arith::Bf16Pool(v, avg);
+      }
+  return y;
+}
+
+// Max pooling not fused: each tap through the identity tile, the accumulators keeping the
+// larger (Fp32Max); padding never wins.
+Bf16Values MaxBf16(const Layer& l, const Bf16Values& x) {
+  Bf16Values y(static_cast<size_t>(l.out.Size()));
+  for (int oh = 0; oh < l.out.h; ++oh)
+    for (int ow = 0; ow < l.out.w; ++ow)
+      for (int c = 0; c < l.out.c; ++c) {
+        std::optional<uint32_t> m;
+        for (int i = 0; i < l.pool_h; ++i)
+          for (int j = 0; j < l.pool_w; ++j) {
+            const int64_t t = Tap(l, oh, ow, i, j, c);
+            if (t < 0) continue;
+            const uint32_t v = arith::Fp32OfBf16(Bf16ThroughArray(x[static_cast<size_t>(t)]));
+            m = m ? arith::Fp32Max(*m, v) : v;
+          }
+        y[static_cast<size_t>((int64_t{oh} * l.out.w + ow) * l.out.c + c)] =
+            arith::Bf16OfFp32(m.value_or(0));
+      }
+  return y;
+}
+
+// The bfloat16 rule (docs/bf16.md, "Networks"): fused into the convolution before it, a
+// 2 x 2 pooling on its bf16 outputs; else an average as its convolution, a maximum through
+// the array.
+Bf16Values Bf16(const Bf16Layer& p, const std::vector<const Bf16Values*>& xs) {
+  if (p.conv) return Bf16Multiplied(p, xs);
+  if (p.fused) return FusedBf16(*p.layer, *xs[0]);
+  return MaxBf16(*p.layer, *xs[0]);
+}
+
 // Average and max pooling: one definition, each rule reading which from the layer's type.
 OpDef PoolDef(LayerType type, const char* name) {
-  // clang-format off
-  return {type, name, /*inputs=*/1, 1, /*activation=*/false,
-          Infer, Macs, Forward, Backward, Int8, KeepScale};
-  // clang-format on
+  OpDef d;
+  d.type = type;
+  d.name = name;
+  d.read = Read;
+  d.write = Write;
+  d.version = Version;
+  d.infer = Infer;
+  d.macs = Macs;
+  d.forward = Forward;
+  d.backward = Backward;
+  d.int8 = Int8;
+  d.quantize = KeepScale;
+  d.bf16_prepare = Bf16Prepare;
+  d.bf16 = Bf16;
+  return d;
 }
 
 }  // namespace
 
-const OpDef& AvgPoolOp() {
+const OpDef& AvgPool2dOp() {
   static const OpDef op = PoolDef(LayerType::kAvgPool2d, "avgpool2d");
   return op;
 }
 
-const OpDef& MaxPoolOp() {
+const OpDef& MaxPool2dOp() {
   static const OpDef op = PoolDef(LayerType::kMaxPool2d, "maxpool2d");
   return op;
 }
