@@ -219,18 +219,27 @@ function(tpusim_rtl_param N DTYPE FIELD OUT)
   set(${OUT} ${value} PARENT_SCOPE)
 endfunction()
 
+# tpusim_rtl_dtype(DTYPE OUT): the -G flag of number format DTYPE (int8, bf16) for a top
+# module's Dtype parameter: the value's number in the contract's enum (rtl/tpu_pkg.sv,
+# dtype_e), which the top passes down as its typed Format.
+function(tpusim_rtl_dtype DTYPE OUT)
+  list(FIND TPUSIM_RTL_ENUM_dtype_VALUES ${DTYPE} i)
+  if(i LESS 0)
+    message(FATAL_ERROR "no number format '${DTYPE}' (${TPUSIM_RTL_ENUM_dtype_VALUES})")
+  endif()
+  set(${OUT} -G${TPUSIM_RTL_ENUM_dtype_PARAM}=${i} PARENT_SCOPE)
+endfunction()
+
 # tpusim_rtl_params(N DTYPE OUT): the -G flags of every tpu_top parameter of the model of
-# size N and format DTYPE, and the define of the format.
+# size N and format DTYPE, the format's among them.
 function(tpusim_rtl_params N DTYPE OUT)
   set(flags -GArrayDim=${N})
   foreach(field name IN ZIP_LISTS TPUSIM_RTL_PARAM_FIELDS TPUSIM_RTL_PARAM_NAMES)
     tpusim_rtl_param(${N} ${DTYPE} ${field} value)
     list(APPEND flags -G${name}=${value})
   endforeach()
-  if(DEFINED TPUSIM_RTL_DEFINE_dtype_${DTYPE})
-    list(APPEND flags +define+${TPUSIM_RTL_DEFINE_dtype_${DTYPE}})
-  endif()
-  set(${OUT} ${flags} PARENT_SCOPE)
+  tpusim_rtl_dtype(${DTYPE} format)
+  set(${OUT} ${flags} ${format} PARENT_SCOPE)
 endfunction()
 
 # Arrays of TPUSIM_COMPACT_FROM and more PEs a side use the compact array form
@@ -247,7 +256,7 @@ endfunction()
 # tpusim_verilate_mxu(TARGET N [SYSTEMC] [NOTRACE] [TEACH] [BF16] [COMPACT|PER_PE] [PREFIX P]):
 # adds class Vtpu_mxu_n<N> (C++, with FST tracing) or Vtpu_mxu_sc_n<N> (SystemC) to TARGET;
 # TEACH adds Vtpu_mxu_teach_n<N>, whose every signal is readable by name through VPI (tpusim
-# teach); BF16 builds the bfloat16 matrix unit (TPU_BF16, docs/bf16.md) as Vtpu_mxu_bf16_n<N>,
+# teach); BF16 builds the bfloat16 matrix unit (Dtype bf16, docs/bf16.md) as Vtpu_mxu_bf16_n<N>,
 # Vtpu_mxu_bf16_sc_n<N> or Vtpu_mxu_teach_bf16_n<N>.
 function(tpusim_verilate_mxu TARGET N)
   cmake_parse_arguments(ARG "SYSTEMC;NOTRACE;TEACH;BF16;COMPACT;PER_PE" "PREFIX" "" ${ARGN})
@@ -264,9 +273,10 @@ function(tpusim_verilate_mxu TARGET N)
   endif()
   set(args -Wall -Wno-fatal --x-assign fast --x-initial fast -O3 --assert ${TPU_RTL_INCLUDE}
       -GArrayDim=${N} -GAccDepth=${depth} ${form})
+  tpusim_rtl_dtype(${dtype} format)
+  list(APPEND args ${format})
   set(kind "")
   if(ARG_BF16)
-    list(APPEND args +define+TPU_BF16)
     set(kind "bf16_")
   endif()
   if(ARG_SYSTEMC)

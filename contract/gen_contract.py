@@ -82,9 +82,6 @@ def load():
     regs = [r["name"] for r in c["register"]]
     unique(c["param"], "name", "param")
     for pa in c["param"]:
-        for v in pa.get("defines", {}):
-            if v not in pa.get("values", []):
-                sys.exit(f"{TABLE}: param {pa['name']}: a define for unknown value {v!r}")
         if pa["type"] == "enum":  # a choice of names, numbered from 0 in table order
             if pa.get("default") not in pa.get("values", []):
                 sys.exit(f"{TABLE}: param {pa['name']}: an enum needs `values` holding its default")
@@ -160,14 +157,27 @@ def gen_sv(c):
     out.append("")
     for pa in c["param"]:
         if pa["type"] == "enum":
+            # A typed enum (dtype: dtype_e), whose values are the config register's.
             out.append(f"// Config field {pa['name']}: {pa['doc']}")
-            for i, v in enumerate(pa["values"]):
-                out.append(f"localparam int unsigned {enum_type(pa)}{camel(v)} = {i};")
+            vals = ", ".join(f"{enum_type(pa)}{camel(v)} = {i}"
+                             for i, v in enumerate(pa["values"]))
+            out.append(f"typedef enum int unsigned {{{vals}}} {pa['name']}_e;")
+            if "element_bytes" in pa:
+                out.append("// An operand's bits in each format (element_bytes x 8).")
+                out.append(f"function automatic int unsigned InputWidthOf({pa['name']}_e f);")
+                out.append("  case (f)")
+                for v, b in zip(pa["values"], pa["element_bytes"]):
+                    out.append(f"    {enum_type(pa)}{camel(v)}: return {8 * b};")
+                out.append(f"    default: return {8 * pa['element_bytes'][0]};")
+                out.append("  endcase")
+                out.append("endfunction")
     p = c["param_set"]
-    out.append("// A VPU parameter set: ParamLaneBytes x ArrayDim bytes in ParamRows rows of the")
-    out.append("// format's width; each block starts at its byte x ArrayDim.")
+    out.append("// A VPU parameter set: ParamLaneBytes x ArrayDim bytes in ParamRowsOf(w) rows of")
+    out.append("// the format's width w; each block starts at its byte x ArrayDim.")
     out.append(f"localparam int unsigned ParamLaneBytes = {p['lane_bytes']};")
-    out.append("localparam int unsigned ParamRows = (ParamLaneBytes * 8 + InputWidth - 1) / InputWidth;")
+    out.append("function automatic int unsigned ParamRowsOf(int unsigned input_width);")
+    out.append("  return (ParamLaneBytes * 8 + input_width - 1) / input_width;")
+    out.append("endfunction")
     out.append(f"localparam int unsigned ParamBiasByte = {p['bias_byte']};")
     out.append(f"localparam int unsigned ParamMultiplierByte = {p['multiplier_byte']};")
     out.append(f"localparam int unsigned ParamShiftByte = {p['shift_byte']};")
@@ -484,21 +494,23 @@ def gen_cpp_params(c):
 
 # ---------------------------------------------------------------- CMake
 def gen_cmake(c):
-    ps = [pa for pa in c["param"] if pa.get("rtl") and pa["name"] != "array_dim"]
+    ps = [pa for pa in c["param"]
+          if pa.get("rtl") and pa["name"] != "array_dim" and pa["type"] != "enum"]
+    es = [pa for pa in c["param"] if pa.get("rtl") and pa["type"] == "enum"]
     return "\n".join([
         f"# {HEADER}",
         "# The chip parameters each whole-chip RTL model is built with, besides its array size:",
         "# the config fields (read from the preset of that size) and the tpu_top parameters.",
         "set(TPUSIM_RTL_PARAM_FIELDS " + " ".join(pa["name"] for pa in ps) + ")",
         "set(TPUSIM_RTL_PARAM_NAMES " + " ".join(pa["rtl"] for pa in ps) + ")",
-        "# The enum fields that choose a define of the RTL build: TPUSIM_RTL_DEFINE_<field>_<value>",
-        "# is the define (none for a value without one).",
-        "set(TPUSIM_RTL_DEFINE_FIELDS " + " ".join(pa["name"] for pa in c["param"]
-                                                   if pa.get("defines")) + ")"] +
-        [f"set(TPUSIM_RTL_DEFINE_{pa['name']}_{v} {d})" for pa in c["param"]
-         for v, d in pa.get("defines", {}).items()] +
-        [f"set(TPUSIM_RTL_DEFAULT_{pa['name']} {pa['default_name']})" for pa in c["param"]
-         if pa.get("defines")] + [""])
+        "# The enum fields the models are built per value of (the number format): the tpu_top",
+        "# parameter (TPUSIM_RTL_ENUM_<field>_PARAM, set to the value's number), the values in",
+        "# order, and the default.",
+        "set(TPUSIM_RTL_ENUM_FIELDS " + " ".join(pa["name"] for pa in es) + ")"] +
+        [line for pa in es for line in (
+            f"set(TPUSIM_RTL_ENUM_{pa['name']}_PARAM {pa['rtl']})",
+            f"set(TPUSIM_RTL_ENUM_{pa['name']}_VALUES {' '.join(pa['values'])})",
+            f"set(TPUSIM_RTL_DEFAULT_{pa['name']} {pa['default_name']})")] + [""])
 
 
 # ---------------------------------------------------------------- docs
@@ -567,8 +579,8 @@ def doc_blocks(c):
             return " or ".join(f"`{v}`" for v in pa["values"])
         return f"{lo}{pa['min']:,} .. {pa['max']:,}"
     def rtl(pa):
-        if pa.get("defines"):
-            return ", ".join(f"define `{d}` for `{v}`" for v, d in pa["defines"].items())
+        if pa.get("rtl") and pa["type"] == "enum":
+            return f"`{pa['rtl']}` (the value's number, `{pa['name']}_e`)"
         return f"`{pa['rtl']}`" if pa.get("rtl") else ""
     blocks["chip-params"] = md_table(
         ("field", "type", "default", "range", "unit", "RTL parameter", "read back in", "meaning"),

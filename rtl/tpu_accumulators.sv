@@ -10,6 +10,7 @@
 module tpu_accumulators
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
   parameter int unsigned ArrayDim = 4,     // 2 .. 256
   parameter int unsigned AccDepth = 1024,  // rows, 2 .. 65536
   localparam int unsigned AddrWidth = $clog2(AccDepth)
@@ -49,8 +50,8 @@ module tpu_accumulators
   always_comb begin
     old_row = wr_in_range ? mem_q[wr_addr_i] : '0;
     for (int c = 0; c < int'(ArrayDim); c++) begin
-      if (wr_accumulate_i) new_row[c] = AccAdd(old_row[c], wr_data_i[c]);
-      else if (wr_max_i) new_row[c] = AccMax(old_row[c], wr_data_i[c]);
+      if (wr_accumulate_i) new_row[c] = AccAdd(Format, old_row[c], wr_data_i[c]);
+      else if (wr_max_i) new_row[c] = AccMax(Format, old_row[c], wr_data_i[c]);
       else new_row[c] = wr_data_i[c];
     end
   end

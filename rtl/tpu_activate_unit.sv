@@ -8,6 +8,10 @@
 module tpu_activate_unit
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam int unsigned InputWidth = InputWidthOf(Format),
+  localparam int unsigned ParamRows = ParamRowsOf(InputWidth),
+  localparam type operand_t = logic signed [InputWidth-1:0],
   parameter int unsigned ArrayDim = 4,
   parameter int unsigned UbDepth = 1024,
   parameter int unsigned AccDepth = 1024,
@@ -139,6 +143,7 @@ module tpu_activate_unit
   end
 
   tpu_vpu #(
+    .Format(Format),
     .ArrayDim(ArrayDim)
   ) u_vpu (
     .clk_i,

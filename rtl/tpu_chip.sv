@@ -20,6 +20,10 @@
 module tpu_chip
   import tpu_pkg::*;
 #(
+  // The number format: dtype_e's number (a build sets a top's parameters as numbers).
+  parameter int unsigned Dtype = DtypeInt8,
+  localparam dtype_e Format = dtype_e'(Dtype),
+  localparam int unsigned InputWidth = InputWidthOf(Format),
   parameter int unsigned Cores = 2,         // 1 .. 16
   parameter int unsigned ArrayDim = 4,      // 2 .. 512
   parameter int unsigned AccDepth = 1024,
@@ -94,6 +98,7 @@ module tpu_chip
 
   for (genvar c = 0; c < Cores; c++) begin : gen_core
     tpu_top #(
+      .Dtype(Dtype),
       .ArrayDim    (ArrayDim),
       .AccDepth    (AccDepth),
       .UbDepth     (UbDepth),

@@ -25,6 +25,10 @@
 module tpu_controller
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam int unsigned InputWidth = InputWidthOf(Format),
+  localparam int unsigned ParamRows = ParamRowsOf(InputWidth),
+  localparam bit Bf16 = Format == DtypeBf16,
   parameter int unsigned ArrayDim = 4,
   parameter int unsigned UbDepth = 1024,
   parameter int unsigned AccDepth = 1024,

@@ -7,6 +7,10 @@
 module tpu_host_dma
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam int unsigned InputWidth = InputWidthOf(Format),
+  localparam int unsigned ParamRows = ParamRowsOf(InputWidth),
+  localparam type operand_t = logic signed [InputWidth-1:0],
   parameter int unsigned ArrayDim = 4,
   parameter int unsigned UbDepth = 1024,
   parameter int unsigned ParamDepth = 8 * ParamRows,  // parameter rows

@@ -6,6 +6,8 @@
 module tpu_matrix_unit
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam type operand_t = logic signed [InputWidthOf(Format)-1:0],
   parameter int unsigned ArrayDim     = 4,     // 2 .. 512
   parameter int unsigned AccDepth     = 1024,  // accumulator rows, 2 .. 65536
   parameter bit          CompactArray = 1'b0,  // the compact array form (see tpu_mxu)
@@ -58,6 +60,7 @@ module tpu_matrix_unit
   logic [TagWidth-1:0] out_tag;
 
   tpu_mxu #(
+    .Format(Format),
     .ArrayDim    (ArrayDim),
     .TagWidth    (TagWidth),
     .CompactArray(CompactArray)
@@ -82,6 +85,7 @@ module tpu_matrix_unit
   );
 
   tpu_accumulators #(
+    .Format(Format),
     .ArrayDim(ArrayDim),
     .AccDepth(AccDepth)
   ) u_accumulators (

@@ -20,6 +20,9 @@
 module tpu_mxu
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam int unsigned InputWidth = InputWidthOf(Format),
+  localparam type operand_t = logic signed [InputWidth-1:0],
   parameter int unsigned ArrayDim     = 4,   // 2 .. 512
   parameter int unsigned TagWidth     = 1,   // bits of the tag that travels with a row
   // The compact array form (tpu_systolic_array_compact, ring-buffer skews and tag line):
@@ -150,6 +153,7 @@ module tpu_mxu
   acc_t [ArrayDim-1:0] array_psum;
 
   tpu_systolic_array #(
+    .Format(Format),
     .ArrayDim(ArrayDim),
     .Compact (CompactArray)
   ) u_array (

@@ -10,6 +10,9 @@
 module tpu_mxu_feeder
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam int unsigned InputWidth = InputWidthOf(Format),
+  localparam type operand_t = logic signed [InputWidth-1:0],
   parameter int unsigned ArrayDim = 4,
   parameter int unsigned UbDepth = 1024,
   parameter int unsigned AccDepth = 1024,
@@ -239,7 +242,7 @@ module tpu_mxu_feeder
   // The gathered row, with PadMin (-128 in int8) where pad_min pads.
   operand_t [ArrayDim-1:0] gathered;
   always_comb begin
-    for (int l = 0; l < int'(ArrayDim); l++) gathered[l] = pad_q[l] ? PadMin : g_data_i[l];
+    for (int l = 0; l < int'(ArrayDim); l++) gathered[l] = pad_q[l] ? operand_t'(PadMinOf(Format)) : g_data_i[l];
   end
 
   tpu_fifo #(

@@ -10,7 +10,10 @@
 // with the new weight and consecutive tiles follow each other without a bubble.
 module tpu_mxu_pe
   import tpu_pkg::*;
-(
+#(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam type operand_t = logic signed [InputWidthOf(Format)-1:0]
+) (
   input  logic     clk_i,
   input  logic     rst_ni,
   // activation from the left neighbour (or the input skew)
@@ -42,7 +45,7 @@ module tpu_mxu_pe
   always_ff @(posedge clk_i) begin
     act_q           <= act_i;
     switch_q        <= switch_i;
-    psum_q          <= Mac(psum_i, act_i, weight_active_q);
+    psum_q          <= Mac(Format, psum_i, 16'(act_i), 16'(weight_active_q));
     weight_active_q <= switch_next_i ? weight_shadow_q : weight_active_q;
     weight_shadow_q <= wr_en_i ? wr_data_i : weight_shadow_q;
   end

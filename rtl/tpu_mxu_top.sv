@@ -5,6 +5,11 @@
 module tpu_mxu_top
   import tpu_pkg::*;
 #(
+  // The number format: dtype_e's number (a build sets a top's parameters as numbers).
+  parameter int unsigned Dtype = DtypeInt8,
+  localparam dtype_e Format = dtype_e'(Dtype),
+  localparam int unsigned InputWidth = InputWidthOf(Format),
+  localparam type operand_t = logic signed [InputWidth-1:0],
   parameter int unsigned ArrayDim = 4,     // 2 .. 512
   parameter int unsigned AccDepth = 1024,  // accumulator rows, 2 .. 65536
   parameter bit          CompactArray = 1'b0,  // the compact array form (see tpu_mxu)
@@ -57,6 +62,7 @@ module tpu_mxu_top
   mxu_cycle_e cycle;
 
   tpu_matrix_unit #(
+    .Format(Format),
     .ArrayDim    (ArrayDim),
     .AccDepth    (AccDepth),
     .CompactArray(CompactArray)

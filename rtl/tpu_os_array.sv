@@ -5,6 +5,8 @@
 module tpu_os_array
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam type operand_t = logic signed [InputWidthOf(Format)-1:0],
   parameter int unsigned ArrayDim = 4
 ) (
   input  logic                      clk_i,
@@ -29,7 +31,7 @@ module tpu_os_array
     assign a_h[r][0]  = a_i[r];
     assign av_h[r][0] = a_valid_i[r];
     for (genvar c = 0; c < int'(ArrayDim); c++) begin : gen_col
-      tpu_os_pe u_pe (
+      tpu_os_pe #(.Format(Format)) u_pe (
         .clk_i,
         .rst_ni,
         .a_i      (a_h[r][c]),

@@ -10,7 +10,10 @@
 
 module tpu_os_pe
   import tpu_pkg::*;
-(
+#(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam type operand_t = logic signed [InputWidthOf(Format)-1:0]
+) (
   input  logic     clk_i,
   input  logic     rst_ni,
   // A from the left neighbour (or the input skew)

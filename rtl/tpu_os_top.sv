@@ -12,6 +12,11 @@
 module tpu_os_top
   import tpu_pkg::*;
 #(
+  // The number format: dtype_e's number (a build sets a top's parameters as numbers).
+  parameter int unsigned Dtype = DtypeInt8,
+  localparam dtype_e Format = dtype_e'(Dtype),
+  localparam int unsigned InputWidth = InputWidthOf(Format),
+  localparam type operand_t = logic signed [InputWidth-1:0],
   parameter int unsigned ArrayDim = 4
 ) (
   input  logic                        clk_i,
@@ -123,6 +128,7 @@ module tpu_os_top
 
   // ---------------------------------------------------------------- array
   tpu_os_array #(
+    .Format(Format),
     .ArrayDim(ArrayDim)
   ) u_array (
     .clk_i,

@@ -1,25 +1,26 @@
 // Shared widths and types of the tpusim hardware.
 package tpu_pkg;
 
-  // The number format, one per built model (docs/bf16.md): int8 operands with int32 partial
-  // sums and accumulators (TPU v1), or, built with TPU_BF16 defined, bfloat16 operands with
-  // float32 partial sums and accumulators (TPU v2/v3). The format changes the widths and the
-  // arithmetic below (Mac, AccAdd, AccMax), nothing else: the same registers, handshakes and
-  // cycles. A define rather than a parameter because the widths are the package's types,
-  // which every module shares.
-`ifdef TPU_BF16
-  localparam bit Bf16 = 1'b1;
-  localparam int unsigned InputWidth = 16;
-`else
-  localparam bit Bf16 = 1'b0;
-  localparam int unsigned InputWidth = 8;
-`endif
+  // The instruction word, opcodes, flags, VPU parameter-set layout, status and issue
+  // codes, units, register map and counters, and the number formats (dtype_e, with
+  // InputWidthOf): generated from contract/tpu_contract.toml (the one home of those facts)
+  // into build/generated/rtl/.
+  `include "tpu_contract.svh"
+
+  // The number format, one per built model (docs/bf16.md): each module that holds operands
+  // takes it as its typed parameter `Format` (dtype_e; a top module as its number, Dtype,
+  // since a build sets a top's parameters as numbers) and derives its operand type from it:
+  //   parameter dtype_e Format = DtypeInt8,
+  //   localparam type operand_t = logic signed [InputWidthOf(Format)-1:0]
+  // int8 operands with int32 partial sums and accumulators (TPU v1), or bfloat16 operands
+  // with float32 partial sums and accumulators (TPU v2/v3). The format changes the widths
+  // and the arithmetic below (Mac, AccAdd, AccMax, PadMinOf), nothing else: the same
+  // registers, handshakes and cycles.
   // Partial sums and accumulators are 32 bits: int32, or float32 bit patterns.
   localparam int unsigned AccWidth = 32;
   // Performance counters are 64 bits wide so that they never wrap in practice.
   localparam int unsigned CounterWidth = 64;
 
-  typedef logic signed [InputWidth-1:0] operand_t;
   typedef logic signed [AccWidth-1:0] acc_t;
   typedef logic [CounterWidth-1:0] counter_t;
 
@@ -229,34 +230,29 @@ package tpu_pkg;
   // What `set_window pad_min` pads with: the most negative operand, -128 in int8; in bf16
   // the most negative finite value, -(2 - 2^-7) x 2^127 (not -infinity, whose product with
   // a 0 weight would be NaN).
-  /* verilator lint_off UNUSEDPARAM */
-`ifdef TPU_BF16
-  localparam operand_t PadMin = 16'hff7f;
-`else
-  localparam operand_t PadMin = -8'sd128;
-`endif
-  /* verilator lint_on UNUSEDPARAM */
+  // The value in the low InputWidthOf(f) bits.
+  function automatic logic [15:0] PadMinOf(dtype_e f);
+    return f == DtypeBf16 ? 16'hff7f : 16'hff80;
+  endfunction
 
+  // The operands of the functions below are the format's, sign-extended to 16 bits (int8:
+  // 16'(x) of a signed operand).
   // A processing element's step: the partial sum from above plus activation x weight.
-  function automatic acc_t Mac(acc_t psum, operand_t act, operand_t w);
-    if (Bf16) return Fp32Add(psum, Bf16Mul(16'(act), 16'(w)));
+  function automatic acc_t Mac(dtype_e f, acc_t psum, logic signed [15:0] act,
+                               logic signed [15:0] w);
+    if (f == DtypeBf16) return Fp32Add(psum, Bf16Mul(act, w));
     return psum + acc_t'(act) * acc_t'(w);  // wraps modulo 2^32, as two's complement does
   endfunction
 
   // The accumulators' add and max.
-  function automatic acc_t AccAdd(acc_t x, acc_t y);
-    if (Bf16) return Fp32Add(x, y);
+  function automatic acc_t AccAdd(dtype_e f, acc_t x, acc_t y);
+    if (f == DtypeBf16) return Fp32Add(x, y);
     return x + y;
   endfunction
 
-  function automatic acc_t AccMax(acc_t x, acc_t y);
-    if (Bf16) return Fp32Max(x, y);
+  function automatic acc_t AccMax(dtype_e f, acc_t x, acc_t y);
+    if (f == DtypeBf16) return Fp32Max(x, y);
     return x > y ? x : y;
   endfunction
-
-  // The instruction word, opcodes, flags, VPU parameter-set layout, status and issue
-  // codes, units, register map and counters: generated from contract/tpu_contract.toml
-  // (the one home of those facts) into build/generated/rtl/.
-  `include "tpu_contract.svh"
 
 endpackage

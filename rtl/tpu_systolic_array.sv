@@ -8,6 +8,8 @@
 module tpu_systolic_array
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam type operand_t = logic signed [InputWidthOf(Format)-1:0],
   parameter int unsigned ArrayDim = 4,  // 2 .. 512
   parameter bit          Compact = 1'b0,
   localparam int unsigned RowIdxWidth = $clog2(ArrayDim),
@@ -61,7 +63,7 @@ module tpu_systolic_array
       end else begin : gen_inner_next
         assign sw_next = sw[r][c-1];
       end
-      tpu_mxu_pe u_pe (
+      tpu_mxu_pe #(.Format(Format)) u_pe (
         .clk_i,
         .rst_ni,
         .act_i    (act[r][c]),
@@ -79,6 +81,7 @@ module tpu_systolic_array
 
   if (Compact) begin : gen_compact
     tpu_systolic_array_compact #(
+      .Format(Format),
       .ArrayDim(ArrayDim)
     ) u_core (
       .clk_i,

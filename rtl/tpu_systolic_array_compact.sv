@@ -28,6 +28,8 @@
 module tpu_systolic_array_compact
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam type operand_t = logic signed [InputWidthOf(Format)-1:0],
   parameter int unsigned ArrayDim = 4,  // 2 .. 512
   localparam int unsigned RowIdxWidth = $clog2(ArrayDim)
 ) (
@@ -97,11 +99,11 @@ module tpu_systolic_array_compact
           // partial sum from the row above (as it was before this edge: that row is updated
           // after this one).
           if (r == int'(N) - 1) begin
-            psum_out[!out_phase_q][c] = Mac(r == 0 ? '0 : psum[r-1][c],
-                act_hist[r][now_q - HistWidth'(c)], w_active[r][c]);
+            psum_out[!out_phase_q][c] = Mac(Format, r == 0 ? '0 : psum[r-1][c],
+                16'(act_hist[r][now_q - HistWidth'(c)]), 16'(w_active[r][c]));
           end else begin
-            psum[r][c] = Mac(r == 0 ? '0 : psum[r-1][c],
-                act_hist[r][now_q - HistWidth'(c)], w_active[r][c]);
+            psum[r][c] = Mac(Format, r == 0 ? '0 : psum[r-1][c],
+                16'(act_hist[r][now_q - HistWidth'(c)]), 16'(w_active[r][c]));
           end
           // The switch bit the PE receives next cycle is the one its left neighbour holds now
           // (c - 1 cycles back at the edge; the row's input itself for column 0).

@@ -14,6 +14,12 @@
 module tpu_top
   import tpu_pkg::*;
 #(
+  // The number format: dtype_e's number (a build sets a top's parameters as numbers).
+  parameter int unsigned Dtype = DtypeInt8,
+  localparam dtype_e Format = dtype_e'(Dtype),
+  localparam int unsigned InputWidth = InputWidthOf(Format),
+  localparam int unsigned ParamRows = ParamRowsOf(InputWidth),
+  localparam type operand_t = logic signed [InputWidth-1:0],
   parameter int unsigned ArrayDim = 4,      // 2 .. 512
   parameter int unsigned AccDepth = 1024,   // accumulator rows
   parameter int unsigned UbDepth = 1024,    // unified-buffer rows
@@ -92,6 +98,7 @@ module tpu_top
   logic [31:0] error_pc, retired;
 
   tpu_controller #(
+    .Format(Format),
     .ArrayDim (ArrayDim),
     .UbDepth  (UbDepth),
     .AccDepth (AccDepth),
@@ -144,6 +151,7 @@ module tpu_top
   logic [Mxus-1:0][ArrayDim-1:0]            ub_g_zero;
 
   tpu_unified_buffer #(
+    .Format(Format),
     .ArrayDim(ArrayDim),
     .Depth   (UbDepth),
     .Feeders (Mxus)
@@ -178,6 +186,7 @@ module tpu_top
   operand_t [ArrayDim-1:0]  par_wr_data, hm_req_data;
 
   tpu_host_dma #(
+    .Format(Format),
     .ArrayDim  (ArrayDim),
     .UbDepth   (UbDepth),
     .ParamDepth(ParDepth)
@@ -240,6 +249,7 @@ module tpu_top
     operand_t [ArrayDim-1:0] a_data;
 
     tpu_weight_dma #(
+      .Format(Format),
       .ArrayDim(ArrayDim),
       .FifoRows(FifoRows)
     ) u_weight_dma (
@@ -277,6 +287,7 @@ module tpu_top
     assign w_valid = !wfifo_empty;
 
     tpu_mxu_feeder #(
+      .Format(Format),
       .ArrayDim(ArrayDim),
       .UbDepth (UbDepth),
       .AccDepth(AccDepth)
@@ -306,6 +317,7 @@ module tpu_top
     );
 
     tpu_matrix_unit #(
+      .Format(Format),
       .ArrayDim    (ArrayDim),
       .AccDepth    (AccDepth),
       .CompactArray(CompactArray)
@@ -379,6 +391,7 @@ module tpu_top
   logic vpu_in, vpu_out;
 
   tpu_activate_unit #(
+    .Format(Format),
     .ArrayDim (ArrayDim),
     .UbDepth  (UbDepth),
     .AccDepth (AccDepth),
@@ -515,7 +528,7 @@ module tpu_top
       RegWfifoTiles: reg_data_o = 64'(WfifoTiles);
       RegParamSets:  reg_data_o = 64'(ParamSets);
       RegIqDepth:    reg_data_o = 64'(IqDepth);
-      RegDtype:      reg_data_o = Bf16 ? 64'(DtypeBf16) : 64'(DtypeInt8);
+      RegDtype:      reg_data_o = 64'(Format);
       RegMxus:       reg_data_o = 64'(Mxus);
       default: begin
         if (32'(reg_addr_i) >= RegFirstCounter &&

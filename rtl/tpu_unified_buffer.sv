@@ -11,6 +11,8 @@
 module tpu_unified_buffer
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam type operand_t = logic signed [InputWidthOf(Format)-1:0],
   parameter int unsigned ArrayDim = 4,
   parameter int unsigned Depth = 1024,  // rows, 2 .. 2^24
   parameter int unsigned Feeders = 1,   // read ports 0 and gather ports: one per matrix unit

@@ -39,6 +39,9 @@
 module tpu_vpu
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam bit Bf16 = Format == DtypeBf16,
+  localparam type operand_t = logic signed [InputWidthOf(Format)-1:0],
   parameter int unsigned ArrayDim = 4  // lanes, 2 .. 256
 ) (
   input  logic                           clk_i,
@@ -73,7 +76,7 @@ module tpu_vpu
   end
 
   always_ff @(posedge clk_i) begin
-    for (int l = 0; l < int'(ArrayDim); l++) s1_sum_q[l] <= AccAdd(in_data_i[l], bias_i[l]);
+    for (int l = 0; l < int'(ArrayDim); l++) s1_sum_q[l] <= AccAdd(Format, in_data_i[l], bias_i[l]);
   end
 
   // ---------------------------------------------------------------- stage 2: requantize

@@ -6,6 +6,9 @@
 module tpu_weight_dma
   import tpu_pkg::*;
 #(
+  parameter dtype_e Format = DtypeInt8,  // the number format (tpu_pkg.sv)
+  localparam int unsigned InputWidth = InputWidthOf(Format),
+  localparam type operand_t = logic signed [InputWidth-1:0],
   parameter int unsigned ArrayDim = 4,
   parameter int unsigned FifoRows = 4 * ArrayDim,
   localparam int unsigned CountWidth = $clog2(FifoRows + 1)

@@ -5,6 +5,10 @@
 module tpu_array_lockstep
   import tpu_pkg::*;
 #(
+  // The number format: dtype_e's number (a build sets a top's parameters as numbers).
+  parameter int unsigned Dtype = DtypeInt8,
+  localparam dtype_e Format = dtype_e'(Dtype),
+  localparam type operand_t = logic signed [InputWidthOf(Format)-1:0],
   parameter int unsigned ArrayDim = 4,
   localparam int unsigned RowIdxWidth = $clog2(ArrayDim),
   localparam int unsigned TagWidth = 8
@@ -39,9 +43,9 @@ module tpu_array_lockstep
   output logic     [TagWidth-1:0]                mxu_compact_tag_o
 );
 
-  tpu_systolic_array #(.ArrayDim(ArrayDim), .Compact(1'b0)) u_pe (
+  tpu_systolic_array #(.Format(Format), .ArrayDim(ArrayDim), .Compact(1'b0)) u_pe (
     .clk_i, .rst_ni, .act_i, .switch_i, .psum_o(psum_pe_o), .wr_valid_i, .wr_row_i, .wr_data_i);
-  tpu_systolic_array #(.ArrayDim(ArrayDim), .Compact(1'b1)) u_compact (
+  tpu_systolic_array #(.Format(Format), .ArrayDim(ArrayDim), .Compact(1'b1)) u_compact (
     .clk_i, .rst_ni, .act_i, .switch_i, .psum_o(psum_compact_o), .wr_valid_i, .wr_row_i,
     .wr_data_i);
 
@@ -50,6 +54,7 @@ module tpu_array_lockstep
     acc_t [ArrayDim-1:0]     out_data;
     logic [TagWidth-1:0]     out_tag;
     tpu_mxu #(
+      .Format(Format),
       .ArrayDim    (ArrayDim),
       .TagWidth    (TagWidth),
       .CompactArray(k == 1)
