@@ -163,83 +163,111 @@ void EmitTile(isa::ProgramBuilder& p, const nn::QuantizedLstm& q, const Layout& 
              true, Fn::kSigmoid);
 }
 
-}  // namespace
-
-LstmProgram MakeLstmProgram(const nn::QuantizedLstm& q, const std::vector<int8_t>& x,
-                            const std::vector<int8_t>& h0, const std::vector<int8_t>& c0,
-                            int64_t batch, int64_t steps, const config::TpuConfig& chip) {
-  if (batch < 1 || steps < 1) throw UsageError("an LSTM run needs a batch and steps of at least 1");
-  if (static_cast<int64_t>(x.size()) != steps * batch * q.inputs ||
-      static_cast<int64_t>(h0.size()) != batch * q.hidden ||
-      static_cast<int64_t>(c0.size()) != batch * q.hidden)
-    throw UsageError("the LSTM's inputs, h0 and c0 do not match its sizes");
-  const Layout l(q, batch, chip.array_dim, chip.param_sets);
-  CheckFits(l, chip);
-  const int64_t n = l.n, b = l.b;
-  LstmProgram out;
-  out.batch = batch;
-  out.steps = steps;
-  out.hidden = q.hidden;
-  out.n = n;
-  out.ht = l.ht;
-  engine::ExecJob& job = out.job;
-  job.name = "lstm";
-  // Host memory: x (step s, batch b: xt rows), h0 (batch b: ht rows), c0 (ht x B rows),
-  // the parameter sets, then the outputs h and c in the same layouts.
-  std::vector<uint8_t>& host = job.host_image;
-  auto rows = [&](int64_t count) {
-    const size_t at = host.size();
-    host.resize(at + static_cast<size_t>(count * n), 0);
-    return static_cast<int64_t>(at);
+// Host memory: x (step s, batch i: xt rows), h0 (batch i: ht rows), c0 (ht x B rows), the
+// parameter sets, then the outputs h and c in the same layouts; weight memory: the tiles.
+void AddRegions(const nn::QuantizedLstm& q, const Layout& l, int64_t steps,
+                engine::Executable* exe) {
+  uint64_t at = 0;
+  const auto rows = [&](const char* name, int64_t count, std::vector<uint8_t> initial = {}) {
+    const auto bytes = initial.empty() ? static_cast<uint64_t>(count * l.n) : initial.size();
+    exe->regions.push_back({name, engine::Memory::kHost, at, bytes, std::move(initial)});
+    at += bytes;
   };
-  const int64_t x_at = rows(steps * b * l.xt), h_at = rows(b * l.ht), c_at = rows(l.ht * b);
-  for (int64_t s = 0; s < steps; ++s)
-    for (int64_t i = 0; i < b; ++i)
-      std::memcpy(&host[static_cast<size_t>(x_at + (s * b + i) * l.xt * n)],
-                  &x[static_cast<size_t>((s * b + i) * q.inputs)], static_cast<size_t>(q.inputs));
-  for (int64_t i = 0; i < b; ++i)
-    for (int64_t v = 0; v < q.hidden; ++v) {
-      host[static_cast<size_t>(h_at + i * l.ht * n + v)] =
-          static_cast<uint8_t>(h0[i * q.hidden + v]);
-      host[static_cast<size_t>(c_at + ((v / n) * b + i) * n + v % n)] =
-          static_cast<uint8_t>(c0[i * q.hidden + v]);
-    }
-  const auto params = ParamImage(q, l);
-  const auto params_at = static_cast<int64_t>(host.size());
-  host.insert(host.end(), params.begin(), params.end());
-  job.host_out_addr = host.size();
-  const int64_t hout_at = rows(b * l.ht), cout_at = rows(l.ht * b);
-  job.host_out_bytes = host.size() - job.host_out_addr;
-  job.weight_image = WeightImage(q, l);
+  rows("x", steps * l.b * l.xt);
+  rows("h0", l.b * l.ht);
+  rows("c0", l.ht * l.b);
+  rows("params", 0, ParamImage(q, l));
+  rows("h", l.b * l.ht);
+  rows("c", l.ht * l.b);
+  exe->regions.push_back({"weights", engine::Memory::kWeight, 0, 0, WeightImage(q, l)});
+  exe->regions.back().bytes = exe->regions.back().initial.size();
+}
 
+// The program: the parameter sets, h0 and c0 in; each step's x in, its weight tiles, its
+// tiles of hidden units; h and c out.
+isa::Program Steps(const nn::QuantizedLstm& q, const Layout& l, int64_t steps,
+                   const engine::Executable& exe) {
+  const auto at = [&](const char* r) { return static_cast<int64_t>(exe.At(r).addr); };
+  const int64_t n = l.n, b = l.b, params_at = at("params");
   isa::ProgramBuilder p;
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   p.ReadParams(u(params_at), 0, u(l.reload ? 2 : l.sets));
-  p.ReadHost(u(h_at), u(l.hb[0]), u(b * l.ht));
-  p.ReadHost(u(c_at), u(l.c), u(l.ht * b));
+  p.ReadHost(u(at("h0")), u(l.hb[0]), u(b * l.ht));
+  p.ReadHost(u(at("c0")), u(l.c), u(l.ht * b));
   for (int64_t s = 0; s < steps; ++s) {
-    p.ReadHost(u(x_at + s * b * l.xt * n), u(l.xb[s % 2]), u(b * l.xt));
+    p.ReadHost(u(at("x") + s * b * l.xt * n), u(l.xb[s % 2]), u(b * l.xt));
     p.ReadWeights(0, u(l.TilesPerStep()));
     for (int64_t j = 0; j < l.ht; ++j) EmitTile(p, q, l, j, s, params_at);
   }
-  p.WriteHost(u(l.hb[steps % 2]), u(hout_at), u(b * l.ht));
-  p.WriteHost(u(l.c), u(cout_at), u(l.ht * b));
+  p.WriteHost(u(l.hb[steps % 2]), u(at("h")), u(b * l.ht));
+  p.WriteHost(u(l.c), u(at("c")), u(l.ht * b));
   p.Halt();
-  job.program = p.Take();
+  return p.Take();
+}
+
+}  // namespace
+
+LstmProgram MakeLstmProgram(const nn::QuantizedLstm& q, int64_t batch, int64_t steps,
+                            const config::TpuConfig& chip) {
+  if (batch < 1 || steps < 1) throw UsageError("an LSTM run needs a batch and steps of at least 1");
+  const Layout l(q, batch, chip.array_dim, chip.param_sets);
+  CheckFits(l, chip);
+  LstmProgram out;
+  out.batch = batch;
+  out.steps = steps;
+  out.inputs = q.inputs;
+  out.hidden = q.hidden;
+  out.n = l.n;
+  out.ht = l.ht;
+  out.xt = l.xt;
+  out.exe.name = "lstm";
+  AddRegions(q, l, steps, &out.exe);
+  out.exe.programs = {Steps(q, l, steps, out.exe)};
   return out;
 }
 
-void LstmProgram::Unpack(const std::vector<uint8_t>& out, std::vector<int8_t>* h,
-                         std::vector<int8_t>* c) const {
-  h->assign(static_cast<size_t>(batch * hidden), 0);
-  c->assign(static_cast<size_t>(batch * hidden), 0);
-  const int64_t c_at = batch * ht * n;
+engine::ExecResult LstmProgram::Run(engine::ChipEngine& e, const std::vector<int8_t>& x,
+                                    const std::vector<int8_t>& h0, const std::vector<int8_t>& c0,
+                                    std::vector<int8_t>* h, std::vector<int8_t>* c) const {
+  if (static_cast<int64_t>(x.size()) != steps * batch * inputs ||
+      static_cast<int64_t>(h0.size()) != batch * hidden ||
+      static_cast<int64_t>(c0.size()) != batch * hidden)
+    throw UsageError("the LSTM's inputs, h0 and c0 do not match its sizes");
+  std::vector<uint8_t> xb(static_cast<size_t>(steps * batch * xt * n), 0);
+  for (int64_t s = 0; s < steps; ++s)
+    for (int64_t i = 0; i < batch; ++i)
+      std::memcpy(&xb[static_cast<size_t>((s * batch + i) * xt * n)],
+                  &x[static_cast<size_t>((s * batch + i) * inputs)], static_cast<size_t>(inputs));
+  e.Write("x", xb);
+  e.Write("h0", Pack(h0, /*cell=*/false));
+  e.Write("c0", Pack(c0, /*cell=*/true));
+  engine::ExecResult r = e.Run();
+  if (r.ok && e.ComputesValues()) {
+    *h = Unpack(e.Read("h"), /*cell=*/false);
+    *c = Unpack(e.Read("c"), /*cell=*/true);
+  }
+  return r;
+}
+
+// h: batch i's tile j at row i ht + j; c: tile j, batch i at row j B + i.
+size_t LstmProgram::At(int64_t i, int64_t v, bool cell) const {
+  return static_cast<size_t>(cell ? ((v / n) * batch + i) * n + v % n : i * ht * n + v);
+}
+
+std::vector<uint8_t> LstmProgram::Pack(const std::vector<int8_t>& values, bool cell) const {
+  std::vector<uint8_t> out(static_cast<size_t>(batch * ht * n), 0);
   for (int64_t i = 0; i < batch; ++i)
-    for (int64_t v = 0; v < hidden; ++v) {
-      (*h)[i * hidden + v] = static_cast<int8_t>(out[static_cast<size_t>(i * ht * n + v)]);
-      (*c)[i * hidden + v] =
-          static_cast<int8_t>(out[static_cast<size_t>(c_at + ((v / n) * batch + i) * n + v % n)]);
-    }
+    for (int64_t v = 0; v < hidden; ++v)
+      out[At(i, v, cell)] = static_cast<uint8_t>(values[static_cast<size_t>(i * hidden + v)]);
+  return out;
+}
+
+std::vector<int8_t> LstmProgram::Unpack(const std::vector<uint8_t>& region, bool cell) const {
+  std::vector<int8_t> out(static_cast<size_t>(batch * hidden), 0);
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t v = 0; v < hidden; ++v)
+      out[static_cast<size_t>(i * hidden + v)] = static_cast<int8_t>(region[At(i, v, cell)]);
+  return out;
 }
 
 LstmCase MakeLstmCase(int64_t inputs, int64_t hidden, int64_t batch, int64_t steps, uint64_t seed,
@@ -260,14 +288,16 @@ LstmCase MakeLstmCase(int64_t inputs, int64_t hidden, int64_t batch, int64_t ste
     for (const float v : cf) most = std::max(most, std::fabs(v));
   }
   k.cell_scale = most > 0 ? most / 127 : 1.0f / 127;
-  const nn::QuantizedLstm q = nn::QuantizeLstm(fp, k.cell_scale);
-  std::vector<int8_t> x(xf.size());
-  for (size_t i = 0; i < x.size(); ++i) x[i] = arith::QuantizeInput(xf[i], 1.0f / 127);
+  k.q = nn::QuantizeLstm(fp, k.cell_scale);
+  const nn::QuantizedLstm& q = k.q;
+  k.x.resize(xf.size());
+  for (size_t i = 0; i < k.x.size(); ++i) k.x[i] = arith::QuantizeInput(xf[i], 1.0f / 127);
   k.h.assign(static_cast<size_t>(batch * hidden), 0);
   k.c = k.h;
-  k.program = MakeLstmProgram(q, x, k.h, k.c, batch, steps, chip);
+  k.program = MakeLstmProgram(q, batch, steps, chip);
   for (int64_t s = 0; s < steps; ++s)
-    nn::Int8LstmStep(q, &x[static_cast<size_t>(s * batch * inputs)], k.h.data(), k.c.data(), batch);
+    nn::Int8LstmStep(q, &k.x[static_cast<size_t>(s * batch * inputs)], k.h.data(), k.c.data(),
+                     batch);
   return k;
 }
 

@@ -601,10 +601,12 @@ void RunLstm(EngineKind kind, const char* preset, int64_t inputs, int64_t hidden
              int64_t steps) {
   const config::TpuConfig chip = config::LoadConfig(preset);
   const compiler::LstmCase k = compiler::MakeLstmCase(inputs, hidden, batch, steps, 5, chip);
-  const auto r = engine::MakeChipEngine(kind, chip, {})->Run(k.program.job);
-  ASSERT_TRUE(r.ok) << r.message;
+  const auto e = engine::MakeChipEngine(kind, chip, {});
+  e->Load(k.program.exe);
+  const std::vector<int8_t> zeros(k.h.size(), 0);
   std::vector<int8_t> h, c;
-  k.program.Unpack(r.host_out, &h, &c);
+  const auto r = k.program.Run(*e, k.x, zeros, zeros, &h, &c);
+  ASSERT_TRUE(r.ok) << r.message;
   EXPECT_EQ(h, k.h);
   EXPECT_EQ(c, k.c);
   EXPECT_LT(k.WorstHError(h), 0.1f);
@@ -628,6 +630,25 @@ TEST_P(ChipTest, LstmStepsEqualTheInt8ReferenceAndStayNearFp32) {
 // again before it.
 TEST_P(ChipTest, LstmReloadsGateParametersWhenTheChipHasTooFewSets) {
   RunLstm(GetParam(), "teach-4", 3, 33, 2, 2);
+}
+
+// Compiled once, run twice: a 4-step sequence as two runs of a 2-step program loaded once,
+// the second starting from the h and c the first read back, ends where the 4-step
+// reference does (the inputs x, h0 and c0 are written anew by each run).
+TEST_P(ChipTest, LstmLoadedOnceRunsASequenceInTwoParts) {
+  const config::TpuConfig chip = config::LoadConfig("teach-4");
+  const int64_t batch = 2, hidden = 6, inputs = 5;
+  const compiler::LstmCase k = compiler::MakeLstmCase(inputs, hidden, batch, 4, 9, chip);
+  const compiler::LstmProgram half = compiler::MakeLstmProgram(k.q, batch, 2, chip);
+  const auto e = engine::MakeChipEngine(GetParam(), chip, {});
+  e->Load(half.exe);
+  const auto part = static_cast<std::ptrdiff_t>(2 * batch * inputs);
+  std::vector<int8_t> h(static_cast<size_t>(batch * hidden), 0), c = h, h2, c2;
+  ASSERT_TRUE(half.Run(*e, {k.x.begin(), k.x.begin() + part}, h, c, &h, &c).ok);
+  EXPECT_NE(h, k.h);  // halfway
+  ASSERT_TRUE(half.Run(*e, {k.x.begin() + part, k.x.end()}, h, c, &h2, &c2).ok);
+  EXPECT_EQ(h2, k.h);
+  EXPECT_EQ(c2, k.c);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, ChipTest, ::testing::Values(EngineKind::kRtl, EngineKind::kFast),
