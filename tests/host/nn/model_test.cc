@@ -209,8 +209,17 @@ TEST(OpTableTest, EveryLayerTypeHasItsOperationFoundByTypeAndName) {
     EXPECT_EQ(&ops::Op(op->type), op);
     EXPECT_STREQ(LayerTypeName(op->type), op->name);
     EXPECT_TRUE(names.insert(op->name).second) << op->name;
-    EXPECT_NE(op->infer, nullptr);
-    EXPECT_NE(op->forward, nullptr);
+    // The slots every operation fills (the rest may be null: no fields, no weights, not
+    // trained).
+    EXPECT_NE(op->infer, nullptr) << op->name;
+    EXPECT_NE(op->macs, nullptr) << op->name;
+    EXPECT_NE(op->forward, nullptr) << op->name;
+    EXPECT_NE(op->int8, nullptr) << op->name;
+    EXPECT_NE(op->quantize, nullptr) << op->name;
+    EXPECT_NE(op->bf16, nullptr) << op->name;
+    // Reading and writing model.json go together.
+    EXPECT_EQ(op->read == nullptr, op->write == nullptr) << op->name;
+    EXPECT_EQ(op->read_int8 == nullptr, op->write_int8 == nullptr) << op->name;
   }
   EXPECT_EQ(names.size(), 7u);
 }
