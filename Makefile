@@ -70,14 +70,19 @@ bench: configure
 # The RTL includes the contract generated from contract/tpu_contract.toml.
 RTL_GEN := $(BUILD_DIR)/generated/rtl
 RTL_SOURCES := rtl/tpu_pkg.sv $(filter-out rtl/tpu_pkg.sv rtl/tpu_top.sv,$(wildcard rtl/*.sv))
+# The bf16 models' top parameter: Dtype, bf16's number in the contract's dtype enum.
+RTL_BF16 = -GDtype=$(shell /usr/bin/python3 -c 'import tomllib; \
+  d = tomllib.load(open("contract/tpu_contract.toml", "rb")); \
+  print(next(p["values"].index("bf16") for p in d["param"] if p["name"] == "dtype"))')
+
 lint: deps
 	/usr/bin/python3 contract/gen_contract.py --sv $(RTL_GEN)/tpu_contract.svh
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) --top-module tpu_mxu_top
-	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) --top-module tpu_mxu_top +define+TPU_BF16
-	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top +define+TPU_BF16
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) --top-module tpu_mxu_top $(RTL_BF16)
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_top $(RTL_BF16)
 	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_chip
-	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_chip +define+TPU_BF16
+	verilator --lint-only -Wall --assert -I$(RTL_GEN) -Irtl $(RTL_SOURCES) rtl/tpu_top.sv --top-module tpu_chip $(RTL_BF16)
 
 format:
 	find bench fast host python sim tests \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | xargs -0 clang-format -i

@@ -239,10 +239,11 @@ module tpu_mxu_feeder
     end
   end
 
-  // The gathered row, with PadMin (-128 in int8) where pad_min pads.
+  // The gathered row, with the format's PadMinOf (-128 in int8) where pad_min pads.
+  localparam operand_t PadMin = operand_t'(PadMinOf(Format));
   operand_t [ArrayDim-1:0] gathered;
   always_comb begin
-    for (int l = 0; l < int'(ArrayDim); l++) gathered[l] = pad_q[l] ? operand_t'(PadMinOf(Format)) : g_data_i[l];
+    for (int l = 0; l < int'(ArrayDim); l++) gathered[l] = pad_q[l] ? PadMin : g_data_i[l];
   end
 
   tpu_fifo #(

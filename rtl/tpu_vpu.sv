@@ -18,7 +18,7 @@
 //            or its product, with res_i.product: out = clamp((out * r * mul_a +
 //            2^(shift-1)) >>> shift, ...)
 //
-// On a bf16 chip (TPU_BF16, docs/bf16.md) the lanes are float32 and the outputs bfloat16:
+// On a bf16 chip (Format DtypeBf16, docs/bf16.md) the lanes are float32 and the outputs bfloat16:
 //
 //   stage 1  sum = Fp32Add(acc, bias[lane])                           (bias: float32)
 //   stage 2  y = relu ? (sum > 0 ? sum : +0) : sum  (NaN stays NaN);

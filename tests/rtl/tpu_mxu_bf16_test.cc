@@ -1,4 +1,4 @@
-// The bfloat16 matrix subsystem (rtl/tpu_mxu_top.sv built with TPU_BF16, docs/bf16.md): bit
+// The bfloat16 matrix subsystem (rtl/tpu_mxu_top.sv built for the bf16 format, docs/bf16.md): bit
 // for bit the reference that adds in the array's order, on the RTL, under SystemC and on the
 // fast engine, with the int8 array's cycles; a workload of the other format is refused.
 #include <gtest/gtest.h>
