@@ -177,6 +177,7 @@ std::vector<CompiledNetwork> NetworkCompiler::CompileCores() const {
     CompiledNetwork compiled;
     compiled.job = ProgramOf(1, config_.cores, &share, &g);
     compiled.input_bytes = PlanFor(1).params_addr;
+    compiled.bounds = CoreBounds(c);
     cores.push_back(std::move(compiled));
   }
   return cores;
@@ -260,6 +261,7 @@ CompiledNetwork NetworkCompiler::Compile(int batch, int sharers) const {
   CompiledNetwork c;
   c.job = ProgramOf(batch, sharers, nullptr, nullptr);
   c.input_bytes = PlanFor(batch).params_addr;
+  c.bounds = Bounds(batch);
   return c;
 }
 

@@ -36,11 +36,14 @@ struct SpilledTensor {
 
 // A network compiled once for a batch size on one core (NetworkCompiler::Compile): its job
 // with the inputs left zero (the program, with op_of and op_units; the host image of the
-// parameters; the weight image; the output range), and the bytes of its inputs from host
-// address 0, which each batch rewrites (EncodeInputs).
+// parameters; the weight image; the output range), the bytes of its inputs from host
+// address 0, which each batch rewrites (EncodeInputs), and its operations' bounds.
 struct CompiledNetwork {
   LayerJob job;
   uint64_t input_bytes = 0;
+  // Each operation's attainable bound for the images the program runs (graph_bound.h; on a
+  // core of a split, its share's): what a run of it is compared with.
+  std::vector<Bound> bounds;
 };
 
 class NetworkCompiler {

@@ -82,9 +82,10 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
 }
 
 // Core `core`'s share of a batch (`images` of them) in the operations' rows: their MACs (the
-// row's and, on several cores, the core's), bounds, GEMM rows and shapes, one more job each.
-void AddShare(const NetworkCompiler& network, int images, int core, int cores, TpuRunResult* r) {
-  const std::vector<Bound> bounds = network.Bounds(images);
+// row's and, on several cores, the core's), bounds (its program's), GEMM rows and shapes, one
+// more job each.
+void AddShare(const NetworkCompiler& network, int images, int core, int cores,
+              const std::vector<Bound>& bounds, TpuRunResult* r) {
   for (size_t i = 0; i < r->layers.size(); ++i) {
     LayerStats& l = r->layers[i];
     const GraphOp& op = network.Graph().ops[i];
@@ -102,10 +103,11 @@ void AddShare(const NetworkCompiler& network, int images, int core, int cores, T
 
 // Core `core`'s part of one image split over the cores (model parallel, docs/compiler.md):
 // in the operations' rows its MACs (its share of a split operation's, a whole one's on core
-// 0 only: the other cores repeat it), its bounds, the GEMM rows and shapes once.
-void AddSplitShare(const NetworkCompiler& network, int core, int cores, TpuRunResult* r) {
+// 0 only: the other cores repeat it), its bounds (its program's), the GEMM rows and shapes
+// once.
+void AddSplitShare(const NetworkCompiler& network, int core, int cores,
+                   const std::vector<Bound>& bounds, TpuRunResult* r) {
   const compiler::ModelSplit& s = network.SplitOfOne();
-  const std::vector<Bound> bounds = network.CoreBounds(core);
   const compiler::LoweredGraph g = compiler::CoreGraph(network.Graph(), s.split, core, cores);
   for (size_t i = 0; i < r->layers.size(); ++i) {
     LayerStats& l = r->layers[i];
@@ -170,11 +172,12 @@ void CollectRows(const std::vector<LayerJob>& jobs, const config::TpuConfig& con
 // over the cores (`split`, model parallel), combined and loaded (the programs, parameters
 // and weights), so that each batch writes only its inputs.
 struct LoadedNetwork {
-  int batch = 0;               // the batch size loaded; 0: none yet
-  bool split = false;          // one image split over the cores (RunSplit)
-  std::vector<LayerJob> jobs;  // by core: the operation of each instruction, its units
-  std::vector<int> share;      // by core: its images of the batch
-  compiler::CoreJobs windows;  // each core's read-back range (the job's images dropped)
+  int batch = 0;                           // the batch size loaded; 0: none yet
+  bool split = false;                      // one image split over the cores (RunSplit)
+  std::vector<LayerJob> jobs;              // by core: the operation of each instruction, its units
+  std::vector<std::vector<Bound>> bounds;  // by core: each operation's bound (its program's)
+  std::vector<int> share;                  // by core: its images of the batch
+  compiler::CoreJobs windows;              // each core's read-back range (the job's images dropped)
 };
 
 // Loads the combined jobs (`windows`) with their inputs regions of `input_bytes` each;
@@ -201,6 +204,7 @@ void LoadNetwork(const NetworkCompiler& network, int b, engine::ChipEngine& engi
     compiler::CompiledNetwork c = network.Compile(s.count, sharers);
     execs.push_back(std::move(c.job.exec));
     l.jobs.push_back(std::move(c.job));  // keeps its op_of and units
+    l.bounds.push_back(std::move(c.bounds));
     input_bytes.push_back(c.input_bytes);
     l.share.push_back(s.count);
   }
@@ -219,7 +223,10 @@ void LoadSplit(const NetworkCompiler& network, engine::ChipEngine& engine, Loade
   job = std::move(cores[0].job.exec);
   for (size_t c = 1; c < cores.size(); ++c)
     job.other_programs.push_back(std::move(cores[c].job.exec.program));
-  for (compiler::CompiledNetwork& c : cores) l.jobs.push_back(std::move(c.job));
+  for (compiler::CompiledNetwork& c : cores) {
+    l.jobs.push_back(std::move(c.job));
+    l.bounds.push_back(std::move(c.bounds));
+  }
   l.windows.host_base = {0};
   l.windows.out_addr = {job.host_out_addr};
   l.windows.out_bytes = {job.host_out_bytes};
@@ -241,7 +248,8 @@ std::vector<T> RunSplit(const NetworkCompiler& network, const std::vector<T>& ac
   if (!loaded->split) LoadSplit(network, engine, loaded);
   engine.Write(compiler::InputsRegion(0, 1), network.EncodeInputs(act, 1));
   RunAttributed(nullptr, loaded->jobs, engine, attributions, r);
-  for (int c = 0; c < cores; ++c) AddSplitShare(network, c, cores, r);
+  for (int c = 0; c < cores; ++c)
+    AddSplitShare(network, c, cores, loaded->bounds[static_cast<size_t>(c)], r);
   CollectRows(loaded->jobs, engine.Config(), attributions, r);
   if (!engine.ComputesValues()) return {};
   return network.Decode<T>(engine.Read("outputs"), 1);
@@ -273,7 +281,7 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   }
   RunAttributed(nullptr, loaded->jobs, engine, attributions, r);
   for (size_t c = 0; c < share.size(); ++c)
-    AddShare(network, share[c], static_cast<int>(c), cores, r);
+    AddShare(network, share[c], static_cast<int>(c), cores, loaded->bounds[c], r);
   CollectRows(loaded->jobs, engine.Config(), attributions, r);
   std::vector<T> y;
   if (!engine.ComputesValues()) return y;
