@@ -6,7 +6,7 @@
 
 namespace tpu::nn {
 
-Bf16Net::Bf16Net(const Model& model, int array_dim) : model_(model), n_(array_dim) {
+Bf16Net::Bf16Net(const Model& model, int array_dim) : model_(model) {
   const std::vector<std::vector<int>> consumers = model.Consumers();
   for (size_t i = 0; i < model.layers.size(); ++i) {
     ops::Bf16Layer p;

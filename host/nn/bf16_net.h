@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,11 +35,8 @@ class Bf16Net {
   // layer's bfloat16 output, the last one the logits (a softmax is left to the caller).
   std::vector<std::vector<uint16_t>> Forward(const float* input) const;
 
-  int ArrayDim() const { return n_; }
-
  private:
   const Model& model_;
-  int n_;
   std::vector<ops::Bf16Layer> layers_;  // each layer prepared by its operation's rule
 };
 
