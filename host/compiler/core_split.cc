@@ -6,6 +6,7 @@
 #include <string>
 
 #include "contract/tpu_contract.h"
+#include "host/engine/chip_engine.h"
 #include "host/isa/isa.h"
 
 namespace tpu::compiler {
@@ -129,19 +130,11 @@ std::string InputsRegion(size_t core, size_t cores) {
 
 engine::Executable ExecutableOf(const CoreJobs& jobs, const std::vector<uint64_t>& input_bytes,
                                 const std::string& name) {
-  using engine::Memory;
-  const engine::ExecJob& job = jobs.job;
-  engine::Executable exe;
+  engine::Executable exe = engine::ExecutableOf(jobs.job);
   exe.name = name;
-  exe.programs.push_back(job.program);
-  exe.programs.insert(exe.programs.end(), job.other_programs.begin(), job.other_programs.end());
-  exe.regions = {{"host image", Memory::kHost, 0, job.host_image.size(), job.host_image},
-                 {"weight image", Memory::kWeight, job.weight_image_addr, job.weight_image.size(),
-                  job.weight_image},
-                 {"outputs", Memory::kHost, job.host_out_addr, job.host_out_bytes, {}}};
   for (size_t c = 0; c < input_bytes.size(); ++c) {
     exe.regions.push_back({InputsRegion(c, input_bytes.size()),
-                           Memory::kHost,
+                           engine::Memory::kHost,
                            jobs.host_base[c],
                            input_bytes[c],
                            {}});

@@ -21,19 +21,36 @@ struct GemmParams {
   std::vector<arith::Int8Format::Channel> Channels() const;
 };
 
+// A run of a GEMM program: the engine's result, and the outputs (an m x cols matrix) where
+// the engine computes values (empty in timing-only runs).
+template <class T>
+struct GemmRun {
+  engine::ExecResult result;
+  Matrix<T> c;
+};
+
 // The program of C = A x B in the format whose operands are T (int8_t, or bfloat16 bit
-// patterns, uint16_t): GemmProgram in int8.
+// patterns, uint16_t), compiled once for A's m rows and for B: GemmProgram in int8. Its
+// executable holds B (the weight tiles) and the parameter sets, written when it is loaded;
+// each run writes an A into region "a" and reads C from region "c".
 template <class T>
 struct GemmProgramOf {
   using Format = arith::FormatOf<T>;
-  engine::ExecJob job;  // program, memory images, the output range to read back
+  // The program; regions "a" (A's column blocks: block kb's row i at row kb m + i), "params"
+  // and "c" (C's column blocks, alike) in host memory, "weights" (B's tiles) in weight memory.
+  engine::Executable exe;
   int64_t m = 0, k = 0, cols = 0, n = 0, kt = 0, nt = 0;
   std::vector<typename Format::Channel> channels;  // one per output column (nt x N)
 
+  // A (m x k) as region "a" holds it.
+  std::vector<uint8_t> PackA(const Matrix<T>& a) const;
+  // Writes A, runs, and reads C back, on an engine `exe` is loaded on (ChipEngine::Load).
+  // Throws UsageError when A is not m x k.
+  GemmRun<T> Run(engine::ChipEngine& engine, const Matrix<T>& a) const;
   // The outputs the program must produce from the products C (int32, or float32 bit
   // patterns: arith::Bf16Gemm with n-row K tiles), as an m x cols matrix.
   Matrix<T> Expected(const Matrix<int32_t>& c) const;
-  // The outputs read back from host memory, as an m x cols matrix.
+  // The outputs as region "c" holds them, as an m x cols matrix.
   Matrix<T> Unpack(const std::vector<uint8_t>& out) const;
 };
 using GemmProgram = GemmProgramOf<int8_t>;
@@ -42,14 +59,14 @@ using GemmProgram = GemmProgramOf<int8_t>;
 // shifts in [shift_lo, shift_hi].
 GemmParams RandomGemmParams(int64_t columns, std::mt19937& rng, int shift_lo, int shift_hi);
 
-// C = A x B on the chip: A in column blocks of n in the unified buffer, B in n x n tiles
-// streamed through the weight FIFO, K folded by accumulating matmuls, every output column
+// C = A x B on the chip for an A of m rows: A in column blocks of n in the unified buffer, B in n x
+// n tiles streamed through the weight FIFO, K folded by accumulating matmuls, every output column
 // tile activated by its own parameter sets, seeded random ones: int8, RandomGemmParams with
 // shifts 39 to 43; bf16, float32 biases drawn from N(0, 1) and no bound (docs/bf16.md).
 // `overlap` lets the weight DMA run ahead of the matrix unit (one read_weights for all
 // tiles); otherwise each tile is fetched and used with a sync on either side.
 template <class T>
-GemmProgramOf<T> MakeGemmProgram(const Matrix<T>& a, const Matrix<T>& b, int n, bool overlap,
+GemmProgramOf<T> MakeGemmProgram(int64_t m, const Matrix<T>& b, int n, bool overlap,
                                  uint64_t seed = 7);
 
 // How a GEMM is spread over the cores: A's rows (data parallel: every core uses all of B)
@@ -60,19 +77,23 @@ enum class CoreSplit { kRows, kColumns };
 // The int8 GEMM on a chip of several cores: core c computes a block of rows or of columns
 // (blocks as even as whole rows, or whole N-column tiles, allow; in core order), each block
 // a GemmProgram of its own with the parameter sets of its columns, combined by
-// CombineCoreJobs (split by rows, the cores share B's tiles in weight memory).
+// CombineCoreJobs (split by rows, the cores share B's tiles in weight memory) into one
+// executable: ExecutableOf's, with core c's block of A in region InputsRegion(c) (its
+// part's region "a"), every core's C in region "outputs".
 struct GemmOnCores {
   CoreSplit split = CoreSplit::kRows;
-  CoreJobs jobs;
+  engine::Executable exe;
+  CoreJobs layout;                 // where each core's window lies (no images, no programs)
   std::vector<GemmProgram> parts;  // per core (a core without a block has none)
   std::vector<int64_t> first;      // the first row (column) of each part
-  GemmProgram whole;               // the shape and parameter sets of the whole (no job)
-  // The outputs of the whole, m x cols, from the job's read-back.
-  Matrix<int8_t> Unpack(const std::vector<uint8_t>& out) const;
+  GemmProgram whole;               // the shape and parameter sets of the whole (no program)
+  // Writes each core's block of A (m x k), runs, and reads the whole C back, on an engine
+  // `exe` is loaded on.
+  GemmRun<int8_t> Run(engine::ChipEngine& engine, const Matrix<int8_t>& a) const;
   // The int8 outputs the job must produce, from the whole's int32 products.
   Matrix<int8_t> Expected(const Matrix<int32_t>& c) const { return whole.Expected(c); }
 };
-GemmOnCores MakeGemmOnCores(const Matrix<int8_t>& a, const Matrix<int8_t>& b, int n, bool overlap,
-                            int cores, CoreSplit split = CoreSplit::kRows, uint64_t seed = 7);
+GemmOnCores MakeGemmOnCores(int64_t m, const Matrix<int8_t>& b, int n, bool overlap, int cores,
+                            CoreSplit split = CoreSplit::kRows, uint64_t seed = 7);
 
 }  // namespace tpu::compiler

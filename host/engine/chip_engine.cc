@@ -226,15 +226,23 @@ ExecResult ChipEngine::Run() {
 }
 
 ExecResult ChipEngine::Run(const ExecJob& job) {
-  CheckJobFits(job, Config());
-  has_loaded_ = false;  // the job's programs run in place of any loaded ones
-  if (!job.host_image.empty()) WriteMemory(Memory::kHost, 0, job.host_image);
-  if (!job.weight_image.empty())
-    WriteMemory(Memory::kWeight, job.weight_image_addr, job.weight_image);
-  ExecResult r = RunPrograms(job);
-  if (job.host_out_bytes > 0 && ComputesValues())
-    r.host_out = ReadMemory(Memory::kHost, job.host_out_addr, job.host_out_bytes);
+  CheckJobFits(job, Config());  // first: its messages name the job's images
+  Load(ExecutableOf(job));
+  ExecResult r = Run();
+  if (job.host_out_bytes > 0 && ComputesValues()) r.host_out = Read("outputs");
   return r;
+}
+
+Executable ExecutableOf(const ExecJob& job) {
+  Executable exe;
+  exe.name = job.name;
+  exe.programs.push_back(job.program);
+  exe.programs.insert(exe.programs.end(), job.other_programs.begin(), job.other_programs.end());
+  exe.regions = {{"host image", Memory::kHost, 0, job.host_image.size(), job.host_image},
+                 {"weight image", Memory::kWeight, job.weight_image_addr, job.weight_image.size(),
+                  job.weight_image},
+                 {"outputs", Memory::kHost, job.host_out_addr, job.host_out_bytes, {}}};
+  return exe;
 }
 
 }  // namespace tpu::engine

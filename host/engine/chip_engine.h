@@ -2,7 +2,8 @@
 // An engine loads an executable once (each core's program and a map of named memory
 // regions, executable.h); each run then writes regions, runs the programs over memories
 // that keep what they hold between runs, and reads regions back. A job (exec_job.h: a
-// program plus memory images) is the one-step form of that. Two engines implement it:
+// program plus memory images) is the one-step form of that: loaded, run and read at once. Two
+// engines implement it:
 //
 //   rtl   the Verilated RTL (rtl/tpu_top.sv) in the SystemC system of sim/, driven through
 //         its TLM-2.0 socket (host/engine/rtl_engine.h): the ground truth for cycles, with
@@ -55,9 +56,9 @@ class ChipEngine {
   // Runs the loaded programs to their end over the memories as they are. Throws
   // RuntimeError when the simulation itself fails.
   ExecResult Run();
-  // One job in one step: writes its images, runs its programs, and reads its host range
-  // back into host_out (not in timing-only runs); what was loaded before is unloaded.
-  // Throws UsageError when an image does not fit its memory.
+  // One job in one step: loads it (ExecutableOf), runs it, and reads its host range back
+  // into host_out (not in timing-only runs); it stays loaded. Throws UsageError when an
+  // image does not fit its memory.
   ExecResult Run(const ExecJob& job);
   // Writes what spans runs (the rtl engine's waveform). Throws RuntimeError on failure.
   virtual void Finish() {}
@@ -142,6 +143,10 @@ std::string WatchdogMessage(const StallInfo& stall);
 
 // The longest program a job can hold (the system's program region, sim/system/tpu_system.h).
 inline constexpr uint64_t kMaxProgramWords = uint64_t{1} << 20;
+
+// The executable of a job: its programs, and the regions "host image" and "weight image"
+// (its images, written when it is loaded) and "outputs" (its read-back range).
+Executable ExecutableOf(const ExecJob& job);
 
 // Checks that the programs, the images and the read-back range fit the config's cores and
 // memories (both engines apply the same checks). Throws UsageError naming the config field.

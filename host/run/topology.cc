@@ -451,10 +451,9 @@ std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
 // A piece of an im2col GEMM as a program (bfloat16 operands on a bf16 chip), and whether
 // the chip's outputs of it are the CPU reference's.
 template <class T>
-bool PieceExact(const compiler::GemmProgramOf<T>& prog, const engine::ExecResult& r,
+bool PieceExact(const compiler::GemmProgramOf<T>& prog, const compiler::GemmRun<T>& run,
                 const Matrix<T>& a, const Matrix<T>& b, int64_t n) {
-  return prog.Unpack(r.host_out).data ==
-         prog.Expected(gemm::ReferenceGemm(a, b, static_cast<int>(n))).data;
+  return run.c.data == prog.Expected(gemm::ReferenceGemm(a, b, static_cast<int>(n))).data;
 }
 
 // Layer l as GEMM programs of its im2col rows, in pieces that fit the chip (topology.h).
@@ -504,16 +503,18 @@ LayerStats RunLayerIm2col(const TopologyLayer& l, int batch, engine::ChipEngine&
       const Matrix<T> ac{
           rows, g.k,
           std::vector<T>(a.data.begin() + row0 * g.k, a.data.begin() + (row0 + rows) * g.k)};
-      auto prog = MakeGemmProgram(ac, bg, static_cast<int>(n), /*overlap=*/true, rng());
-      prog.job.name = l.name;
-      const engine::ExecResult r = engine.Run(prog.job);
+      auto prog = MakeGemmProgram(rows, bg, static_cast<int>(n), /*overlap=*/true, rng());
+      prog.exe.name = l.name;
+      engine.Load(prog.exe);
+      const compiler::GemmRun<T> run = prog.Run(engine, ac);
+      const engine::ExecResult& r = run.result;
       if (!r.ok) {
         throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", l.name, r.message));
       }
       stats.counters += r.CountersOf(0);  // core 0 runs it
       result.chip_cycles += r.cycles;
       ++stats.jobs;
-      if (engine.ComputesValues()) exact = exact && PieceExact(prog, r, ac, bg, n);
+      if (engine.ComputesValues()) exact = exact && PieceExact(prog, run, ac, bg, n);
       on_macs(static_cast<double>(rows * g.k * cols));
     }
   }

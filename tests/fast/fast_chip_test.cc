@@ -4,6 +4,7 @@
 // (Equality with the RTL is tests/host/cosim/cosim_test.cc's job.)
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -28,12 +29,22 @@ config::TpuConfig Config(int n) {
   return c;
 }
 
-ExecJob GemmJob(const compiler::GemmProgram& g) { return g.job; }
-
-ExecResult RunFast(const config::TpuConfig& c, const ExecJob& job, bool timing_only = false) {
+std::unique_ptr<engine::ChipEngine> Fast(const config::TpuConfig& c, bool timing_only) {
   engine::EngineOptions o;
   o.timing_only = timing_only;
-  return engine::MakeChipEngine(EngineKind::kFast, c, o)->Run(job);
+  return engine::MakeChipEngine(EngineKind::kFast, c, o);
+}
+
+ExecResult RunFast(const config::TpuConfig& c, const ExecJob& job, bool timing_only = false) {
+  return Fast(c, timing_only)->Run(job);
+}
+
+// GEMM program g run with A on a fast engine of its own.
+compiler::GemmRun<int8_t> RunFast(const config::TpuConfig& c, const compiler::GemmProgram& g,
+                                  const Matrix<int8_t>& a, bool timing_only = false) {
+  const auto e = Fast(c, timing_only);
+  e->Load(g.exe);
+  return g.Run(*e, a);
 }
 
 class FastChipSizeTest : public ::testing::TestWithParam<int> {};
@@ -44,11 +55,12 @@ TEST_P(FastChipSizeTest, TiledGemmEqualsEigenAtAnySize) {
   const int64_t m = n >= 256 ? 300 : 37, k = n + n / 2 + 1, cols = 2 * n - 1;
   const Matrix<int8_t> a = gemm::RandomInt8(m, k, 100 + static_cast<uint64_t>(n));
   const Matrix<int8_t> b = gemm::RandomInt8(k, cols, 200 + static_cast<uint64_t>(n));
-  const compiler::GemmProgram g = compiler::MakeGemmProgram(a, b, n, /*overlap=*/true);
-  const ExecResult r = RunFast(Config(n), GemmJob(g));
+  const compiler::GemmProgram g = compiler::MakeGemmProgram(m, b, n, /*overlap=*/true);
+  const compiler::GemmRun<int8_t> run = RunFast(Config(n), g, a);
+  const ExecResult& r = run.result;
   ASSERT_TRUE(r.ok) << r.message;
   EXPECT_EQ(r.engine, "fast");
-  EXPECT_EQ(g.Unpack(r.host_out).data, g.Expected(gemm::ReferenceGemm(a, b)).data);
+  EXPECT_EQ(run.c.data, g.Expected(gemm::ReferenceGemm(a, b)).data);
   EXPECT_EQ(r.counters.macs, static_cast<uint64_t>(g.kt * g.nt * m * n * n));
   EXPECT_EQ(r.counters.weight_tiles, static_cast<uint64_t>(g.kt * g.nt));
   EXPECT_EQ(r.counters.mxu_stream_cycles + r.counters.mxu_load_cycles +
@@ -69,14 +81,14 @@ TEST(FastChipTest, TimingDoesNotDependOnData) {
     Matrix<int8_t> a = gemm::RandomInt8(70, 40, seed);
     if (seed == 3) std::fill(a.data.begin(), a.data.end(), 0);  // all zeros
     const Matrix<int8_t> b = gemm::RandomInt8(40, 33, seed + 10);
-    const compiler::GemmProgram g = compiler::MakeGemmProgram(a, b, n, true, seed);
-    const ExecResult r = RunFast(Config(n), GemmJob(g));
+    const compiler::GemmProgram g = compiler::MakeGemmProgram(a.rows, b, n, true, seed);
+    const ExecResult r = RunFast(Config(n), g, a).result;
     ASSERT_TRUE(r.ok) << r.message;
     runs.push_back(r.counters);
-    const ExecResult t = RunFast(Config(n), GemmJob(g), /*timing_only=*/true);
-    ASSERT_TRUE(t.ok) << t.message;
-    EXPECT_EQ(t.counters, r.counters);
-    EXPECT_TRUE(t.host_out.empty());
+    const compiler::GemmRun<int8_t> t = RunFast(Config(n), g, a, /*timing_only=*/true);
+    ASSERT_TRUE(t.result.ok) << t.result.message;
+    EXPECT_EQ(t.result.counters, r.counters);
+    EXPECT_TRUE(t.c.data.empty());
   }
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_EQ(runs[0], runs[2]);
@@ -102,37 +114,41 @@ TEST(FastChipTest, MemoryTimingAndFifoDepthShowInTheCounters) {
   EXPECT_LT(fast.cycles, 64u + 10u);
 
   const Matrix<int8_t> a = gemm::RandomInt8(8, 64, 5), b = gemm::RandomInt8(64, 64, 6);
-  const compiler::GemmProgram g = compiler::MakeGemmProgram(a, b, 16, true);
+  const compiler::GemmProgram g = compiler::MakeGemmProgram(a.rows, b, 16, true);
   config::TpuConfig one = Config(16), eight = Config(16);
   one.weight_fifo_tiles = 1;
   eight.weight_fifo_tiles = 8;
-  const ExecResult r1 = RunFast(one, GemmJob(g)), r8 = RunFast(eight, GemmJob(g));
-  ASSERT_TRUE(r1.ok && r8.ok);
-  EXPECT_EQ(r1.host_out, r8.host_out);
-  EXPECT_GT(r1.counters.weight_dma_stall_fifo_full, r8.counters.weight_dma_stall_fifo_full);
+  const compiler::GemmRun<int8_t> r1 = RunFast(one, g, a), r8 = RunFast(eight, g, a);
+  ASSERT_TRUE(r1.result.ok && r8.result.ok);
+  EXPECT_EQ(r1.c.data, r8.c.data);
+  EXPECT_GT(r1.result.counters.weight_dma_stall_fifo_full,
+            r8.result.counters.weight_dma_stall_fifo_full);
 }
 
 // Independent jobs on engines of their own run in parallel and give what they give alone.
 TEST(FastChipTest, EnginesOnSeveralThreadsAgreeWithSequentialRuns) {
-  std::vector<ExecJob> jobs;
+  std::vector<compiler::GemmProgram> programs;
+  std::vector<Matrix<int8_t>> as;
   std::vector<config::TpuConfig> configs;
   for (int i = 0; i < 4; ++i) {
     const int n = 4 << i;  // 4, 8, 16, 32
-    const Matrix<int8_t> a = gemm::RandomInt8(50, 3 * n, i),
-                         b = gemm::RandomInt8(3 * n, 2 * n, i + 9);
-    jobs.push_back(GemmJob(compiler::MakeGemmProgram(a, b, n, true)));
+    as.push_back(gemm::RandomInt8(50, 3 * n, i));
+    const Matrix<int8_t> b = gemm::RandomInt8(3 * n, 2 * n, i + 9);
+    programs.push_back(compiler::MakeGemmProgram(50, b, n, true));
     configs.push_back(Config(n));
   }
-  std::vector<ExecResult> alone, together(jobs.size());
-  for (size_t i = 0; i < jobs.size(); ++i) alone.push_back(RunFast(configs[i], jobs[i]));
+  const size_t count = programs.size();
+  std::vector<compiler::GemmRun<int8_t>> alone, together(count);
+  for (size_t i = 0; i < count; ++i) alone.push_back(RunFast(configs[i], programs[i], as[i]));
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    threads.emplace_back([&, i] { together[i] = RunFast(configs[i], jobs[i]); });
+  for (size_t i = 0; i < count; ++i) {
+    threads.emplace_back([&, i] { together[i] = RunFast(configs[i], programs[i], as[i]); });
   }
   for (auto& t : threads) t.join();
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    EXPECT_EQ(together[i].counters, alone[i].counters) << i;
-    EXPECT_EQ(together[i].host_out, alone[i].host_out) << i;
+  for (size_t i = 0; i < count; ++i) {
+    EXPECT_EQ(together[i].result.counters, alone[i].result.counters) << i;
+    EXPECT_EQ(together[i].c.data, alone[i].c.data) << i;
+    EXPECT_FALSE(alone[i].c.data.empty()) << i;
   }
 }
 

@@ -30,6 +30,14 @@ using compiler::MakeGemmProgram;
 using compiler::RandomGemmParams;
 using engine::EngineKind;
 
+// Loads GEMM program `g` on `engine` and runs it with A.
+template <class T>
+compiler::GemmRun<T> LoadAndRun(engine::ChipEngine& engine, const compiler::GemmProgramOf<T>& g,
+                                const Matrix<T>& a) {
+  engine.Load(g.exe);
+  return g.Run(engine, a);
+}
+
 // Copies `bytes` into `image` at `addr`, growing it as needed.
 inline void Put(std::vector<uint8_t>* image, uint64_t addr, const std::vector<uint8_t>& bytes) {
   if (image->size() < addr + bytes.size()) image->resize(addr + bytes.size());

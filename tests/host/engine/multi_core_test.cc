@@ -30,13 +30,18 @@ config::TpuConfig TwoCores() {
 // Both engines' results of a job on the 2-core chip (rtl only where it is built). The engines
 // live as long as the process (one SystemC system per process), made for the config of the
 // process's first call (each test is its own process).
-std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job,
-                                        const config::TpuConfig& config = TwoCores()) {
+const std::vector<std::unique_ptr<engine::ChipEngine>>& Engines(
+    const config::TpuConfig& config = TwoCores()) {
   static const std::vector<std::unique_ptr<engine::ChipEngine>> engines =
       ChipEngines(config, "2x4");
   SayWhereTheRtlIsMissing(engines, "2x4");
+  return engines;
+}
+
+std::vector<engine::ExecResult> RunBoth(const engine::ExecJob& job,
+                                        const config::TpuConfig& config = TwoCores()) {
   std::vector<engine::ExecResult> out;
-  for (const auto& e : engines) out.push_back(e->Run(job));
+  for (const auto& e : Engines(config)) out.push_back(e->Run(job));
   return out;
 }
 
@@ -256,7 +261,7 @@ class MultiCoreGemmTest : public ::testing::TestWithParam<compiler::CoreSplit> {
 TEST_P(MultiCoreGemmTest, IsRightOnBothEnginesAndFasterThanOneCore) {
   const bool rows = GetParam() == compiler::CoreSplit::kRows;
   const Matrix<int8_t> a = gemm::RandomInt8(61, 20, 1), b = gemm::RandomInt8(20, 11, 2);
-  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(a, b, 4, true, 2, GetParam());
+  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(a.rows, b, 4, true, 2, GetParam());
   ASSERT_EQ(g.parts.size(), 2u);
   if (rows) {
     EXPECT_EQ(g.parts[0].m + g.parts[1].m, 61);
@@ -265,11 +270,15 @@ TEST_P(MultiCoreGemmTest, IsRightOnBothEnginesAndFasterThanOneCore) {
     EXPECT_EQ(g.parts[1].cols, 7);
   }
   const Matrix<int8_t> want = g.Expected(gemm::ReferenceGemm(a, b));
-  const std::vector<engine::ExecResult> rs = RunBoth(g.jobs.job);
-  for (const engine::ExecResult& r : rs) {
+  std::vector<engine::ExecResult> rs;
+  for (const auto& e : Engines()) {
+    e->Load(g.exe);
+    const compiler::GemmRun<int8_t> run = g.Run(*e, a);
+    const engine::ExecResult& r = run.result;
+    rs.push_back(r);
     SCOPED_TRACE(r.engine);
     ASSERT_TRUE(r.ok) << r.message;
-    EXPECT_EQ(g.Unpack(r.host_out).data, want.data);
+    EXPECT_EQ(run.c.data, want.data);
     // By rows, both cores stream all of B; by columns, each its own tiles.
     const uint64_t w0 = r.cores[0].counters.weight_bytes_read,
                    w1 = r.cores[1].counters.weight_bytes_read;
@@ -285,11 +294,12 @@ TEST_P(MultiCoreGemmTest, IsRightOnBothEnginesAndFasterThanOneCore) {
       EXPECT_EQ(rs[0].cores[c].counters.FirstDifference(rs[1].cores[c].counters), -1);
     }
   }
-  const GemmProgram one = MakeGemmProgram(a, b, 4, true);
-  const engine::ExecResult alone =
-      engine::MakeChipEngine(EngineKind::kFast, config::LoadConfig("teach-4"), {})->Run(one.job);
+  const GemmProgram one = MakeGemmProgram(a.rows, b, 4, true);
+  const auto fast = engine::MakeChipEngine(EngineKind::kFast, config::LoadConfig("teach-4"), {});
+  const compiler::GemmRun<int8_t> one_run = LoadAndRun(*fast, one, a);
+  const engine::ExecResult& alone = one_run.result;
   ASSERT_TRUE(alone.ok);
-  EXPECT_EQ(one.Unpack(alone.host_out).data, want.data);
+  EXPECT_EQ(one_run.c.data, want.data);
   EXPECT_LT(rs.back().cycles, alone.cycles);
   std::printf("one core %lu cycles, two cores %lu\n", alone.cycles, rs.back().cycles);
 }

@@ -96,10 +96,12 @@ TEST_P(ChipTest, TiledGemmProgramEqualsEigenAndTheMatrixSubsystemPath) {
   const int n = 16;
   const Matrix<int8_t> a = gemm::RandomInt8(40, 37, 11);
   const Matrix<int8_t> b = gemm::RandomInt8(37, 35, 12);
-  const GemmProgram g = MakeGemmProgram(a, b, n, /*overlap=*/true);
-  const auto r = Make(config::LoadConfig("small-16"))->Run(g.job);
+  const GemmProgram g = MakeGemmProgram(a.rows, b, n, /*overlap=*/true);
+  const auto chip = Make(config::LoadConfig("small-16"));
+  const compiler::GemmRun<int8_t> run = LoadAndRun(*chip, g, a);
+  const engine::ExecResult& r = run.result;
   ASSERT_TRUE(r.ok) << r.message;
-  const Matrix<int8_t> got = g.Unpack(r.host_out);
+  const Matrix<int8_t>& got = run.c;
   const Matrix<int8_t> want = g.Expected(gemm::ReferenceGemm(a, b));
   EXPECT_EQ(got.data, want.data);
   // The same product on the matrix-subsystem model (`tpusim gemm`), requantized alike.
@@ -117,10 +119,20 @@ TEST_P(ChipTest, TiledGemmProgramEqualsEigenAndTheMatrixSubsystemPath) {
 TEST_P(ChipTest, TiledGemmOnTheFourByFourChip) {
   const Matrix<int8_t> a = gemm::RandomInt8(9, 10, 21);
   const Matrix<int8_t> b = gemm::RandomInt8(10, 7, 22);
-  const GemmProgram g = MakeGemmProgram(a, b, 4, true);
-  const auto r = Make(config::LoadConfig("teach-4"))->Run(g.job);
-  ASSERT_TRUE(r.ok) << r.message;
-  EXPECT_EQ(g.Unpack(r.host_out).data, g.Expected(gemm::ReferenceGemm(a, b)).data);
+  const GemmProgram g = MakeGemmProgram(a.rows, b, 4, true);
+  const auto chip = Make(config::LoadConfig("teach-4"));
+  const compiler::GemmRun<int8_t> run = LoadAndRun(*chip, g, a);
+  ASSERT_TRUE(run.result.ok) << run.result.message;
+  EXPECT_EQ(run.c.data, g.Expected(gemm::ReferenceGemm(a, b)).data);
+  // Compiled and loaded once: a second A is all the next run writes (B and the parameter
+  // sets stay in the chip's memories), in the same cycles.
+  const Matrix<int8_t> a2 = gemm::RandomInt8(9, 10, 23);
+  const compiler::GemmRun<int8_t> again = g.Run(*chip, a2);
+  ASSERT_TRUE(again.result.ok) << again.result.message;
+  EXPECT_EQ(again.c.data, g.Expected(gemm::ReferenceGemm(a2, b)).data);
+  EXPECT_NE(again.c.data, run.c.data);
+  EXPECT_EQ(again.result.cycles, run.result.cycles);
+  EXPECT_THROW(g.Run(*chip, b), UsageError);  // not 9 x 10
 }
 
 // Every dependency through on-chip memory is an interlock: the matmul waits for the rows
@@ -167,14 +179,17 @@ TEST_P(ChipTest, OverlappedWeightLoadingBeatsSerialized) {
   const Matrix<int8_t> b = gemm::RandomInt8(64, 32, 32);
   const auto d = Make(config::LoadConfig("small-16"));
   engine::ExecResult runs[2];
+  std::vector<int8_t> outs[2];
   for (int overlap = 0; overlap < 2; ++overlap) {
-    const GemmProgram g = MakeGemmProgram(a, b, 16, overlap == 1);
-    runs[overlap] = d->Run(g.job);
+    const GemmProgram g = MakeGemmProgram(a.rows, b, 16, overlap == 1);
+    compiler::GemmRun<int8_t> run = LoadAndRun(*d, g, a);
+    runs[overlap] = run.result;
     ASSERT_TRUE(runs[overlap].ok) << runs[overlap].message;
-    EXPECT_EQ(g.Unpack(runs[overlap].host_out).data, g.Expected(gemm::ReferenceGemm(a, b)).data);
+    EXPECT_EQ(run.c.data, g.Expected(gemm::ReferenceGemm(a, b)).data);
+    outs[overlap] = std::move(run.c.data);
   }
   const uint64_t serialized = runs[0].cycles, overlapped = runs[1].cycles;
-  EXPECT_EQ(runs[0].host_out, runs[1].host_out);
+  EXPECT_EQ(outs[0], outs[1]);
   // Not a marginal win: the weight fetches hide behind the matrix unit's streaming.
   EXPECT_LT(overlapped * 10, serialized * 9) << overlapped << " vs " << serialized;
   // Serialized, the matrix unit never has a tile waiting in the FIFO when a matmul starts.
