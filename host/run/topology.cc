@@ -406,12 +406,10 @@ std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
   LayerStats stats;
   for (const auto& nc : parts.nc) result.ub_rows = std::max(result.ub_rows, nc->UbRows());
   stats.name = LayerRowName(l, parts);
-  stats.macs = g.m * g.k * g.n * batch;
   stats.m = g.m * batch;
   stats.k = g.k;
   stats.n = g.n;
   const int round = parts.group * (parts.Columns() ? 1 : c.cores);
-  if (c.cores > 1) stats.cores.resize(static_cast<size_t>(c.cores));
   for (int i0 = 0; i0 < batch; i0 += round) {
     const int count = std::min(round, batch - i0);
     std::vector<LayerJob> jobs;
@@ -431,13 +429,10 @@ std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
     for (size_t k = 0; k < r.share.size(); ++k) {
       const nn::Model& model = parts.models[parts.PartOf(k)];
       const NetworkCompiler& nc = *parts.nc[parts.PartOf(k)];
-      const hw::ChipCounters counters = r.exec.CountersOf(static_cast<int>(k));
-      stats.counters += counters;
-      if (c.cores > 1) {
-        stats.cores[k].counters += counters;
-        stats.cores[k].macs += g.m * g.k * model.layers[0].out.c * r.share[k];
-      }
-      ++stats.jobs;
+      // The core's part: its images, with its share of the output channels.
+      report::AddJob(r.exec.CountersOf(static_cast<int>(k)),
+                     g.m * g.k * model.layers[0].out.c * r.share[k], static_cast<int>(k), c.cores,
+                     &stats);
       for (const Bound& b : nc.Bounds(r.share[k])) stats.bound += b;
       if (engine.ComputesValues()) {
         exact = exact && CoreExact(model, nc, r.out[k], in, i0 + images[k].first, r.share[k],
@@ -490,7 +485,6 @@ LayerStats RunLayerIm2col(const TopologyLayer& l, int batch, engine::ChipEngine&
   }
   LayerStats stats;
   stats.name = l.name;
-  stats.macs = gm * g.k * g.n;
   const Matrix<T> a = gemm::RandomOperand<T>(gm, g.k, rng());
   const Matrix<T> b = gemm::RandomOperand<T>(g.k, g.n, rng());
   for (int64_t col0 = 0; col0 < g.n; col0 += ntg * n) {
@@ -511,9 +505,8 @@ LayerStats RunLayerIm2col(const TopologyLayer& l, int batch, engine::ChipEngine&
       if (!r.ok) {
         throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", l.name, r.message));
       }
-      stats.counters += r.CountersOf(0);  // core 0 runs it
+      report::AddJob(r.CountersOf(0), rows * g.k * cols, 0, 1, &stats);  // core 0 runs it
       result.chip_cycles += r.cycles;
-      ++stats.jobs;
       if (engine.ComputesValues()) exact = exact && PieceExact(prog, run, ac, bg, n);
       on_macs(static_cast<double>(rows * g.k * cols));
     }

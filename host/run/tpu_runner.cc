@@ -8,7 +8,6 @@
 #include <future>
 #include <optional>
 #include <stdexcept>
-#include <tuple>
 
 #include "arith/bf16.h"
 #include "host/common/errors.h"
@@ -22,7 +21,6 @@
 namespace tpu::run {
 
 using compiler::Bound;
-using compiler::GraphOp;
 using compiler::LayerCompiler;
 using compiler::LayerJob;
 using compiler::LayerStep;
@@ -57,10 +55,7 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
     if (!e.ok) {
       throw RuntimeError("layer '" + r->layers[s].name + "' failed on the chip: " + e.message);
     }
-    LayerStats& st = r->layers[s];
-    st.macs += lc.MacsPerImage() * b;
-    ++st.jobs;
-    st.counters += e.CountersOf(0);  // layer jobs run on core 0
+    report::AddJob(e.CountersOf(0), lc.MacsPerImage() * b, 0, 1, &r->layers[s]);  // on core 0
     r->chip_cycles += e.cycles;
     std::vector<int8_t> out =
         values ? lc.Decode(e.host_out, b)
@@ -79,48 +74,6 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
     if (lc.ChannelFirst() + group == whole.c) act = std::move(next);
   }
   return act;
-}
-
-// Core `core`'s share of a batch (`images` of them) in the operations' rows: their MACs (the
-// row's and, on several cores, the core's), bounds (its program's), GEMM rows and shapes, one
-// more job each.
-void AddShare(const NetworkCompiler& network, int images, int core, int cores,
-              const std::vector<Bound>& bounds, TpuRunResult* r) {
-  for (size_t i = 0; i < r->layers.size(); ++i) {
-    LayerStats& l = r->layers[i];
-    const GraphOp& op = network.Graph().ops[i];
-    l.macs += op.macs * images;
-    if (cores > 1) {
-      l.cores.resize(static_cast<size_t>(cores));
-      l.cores[static_cast<size_t>(core)].macs += op.macs * images;
-    }
-    ++l.jobs;
-    l.bound += bounds[i];
-    l.m += images * (op.stacked ? 1 : op.LayerRows());
-    std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
-  }
-}
-
-// Core `core`'s part of one image split over the cores (model parallel, docs/compiler.md):
-// in the operations' rows its MACs (its share of a split operation's, a whole one's on core
-// 0 only: the other cores repeat it), its bounds (its program's), the GEMM rows and shapes
-// once.
-void AddSplitShare(const NetworkCompiler& network, int core, int cores,
-                   const std::vector<Bound>& bounds, TpuRunResult* r) {
-  const compiler::ModelSplit& s = network.SplitOfOne();
-  const compiler::LoweredGraph g = compiler::CoreGraph(network.Graph(), s.split, core, cores);
-  for (size_t i = 0; i < r->layers.size(); ++i) {
-    LayerStats& l = r->layers[i];
-    const GraphOp& op = network.Graph().ops[i];
-    const int64_t macs = s.split[i] ? g.ops[i].macs : core == 0 ? op.macs : 0;
-    l.macs += macs;
-    l.cores.resize(static_cast<size_t>(cores));
-    l.cores[static_cast<size_t>(core)].macs += macs;
-    ++l.jobs;
-    l.bound += bounds[i];
-    if (core == 0) l.m += op.stacked ? 1 : op.LayerRows();
-    std::tie(l.k, l.n) = network.KN(static_cast<int>(i));
-  }
 }
 
 // Runs a job of a program per core (job c core c's, with its op_of; null: the engine's
@@ -146,27 +99,6 @@ engine::ExecResult RunAttributed(const engine::ExecJob* job, const std::vector<L
   return e;
 }
 
-// The rows' counters (summed over the cores, and each core's), matrix units and their busy
-// cycles from the attributions, which hold every batch's.
-void CollectRows(const std::vector<LayerJob>& jobs, const config::TpuConfig& config,
-                 const std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
-  for (size_t i = 0; i < r->layers.size(); ++i) {
-    LayerStats& l = r->layers[i];
-    l.counters = hw::ChipCounters();
-    const int units = config.mxus_per_core;
-    l.mxu_busy.assign(units > 1 ? static_cast<size_t>(units) : 0, 0);
-    if (units > 1)
-      for (const LayerJob& j : jobs)
-        l.mxus = std::max(l.mxus, i < j.op_units.size() ? j.op_units[i] : 1);
-    for (size_t c = 0; c < attributions.size(); ++c) {
-      l.counters += attributions[c].Rows()[i];
-      if (config.cores > 1) l.cores[c].counters = attributions[c].Rows()[i];
-      for (size_t m = 0; m < l.mxu_busy.size(); ++m)
-        l.mxu_busy[m] += attributions[c].MxuBusy()[i][m];
-    }
-  }
-}
-
 // The network as the engine holds it for one batch size: compiled once, a program per core
 // for its share of the batch (docs/compiler.md, "Several cores"), or for one image split
 // over the cores (`split`, model parallel), combined and loaded (the programs, parameters
@@ -178,6 +110,19 @@ struct LoadedNetwork {
   std::vector<std::vector<Bound>> bounds;  // by core: each operation's bound (its program's)
   std::vector<int> share;                  // by core: its images of the batch
   compiler::CoreJobs windows;              // each core's read-back range (the job's images dropped)
+};
+
+// What a run keeps from batch to batch: the network as the engine holds it, or the layer
+// jobs' steps and compilers; each core's attribution of cycles to the operations (whole
+// networks, host/engine/cycle_attribution.h); the reference (the CPU int8 one, batched and
+// bit-exact with the scalar ReferenceInt8, tested; on a bf16 chip nn::Bf16Net).
+struct RunState {
+  LoadedNetwork loaded;
+  std::vector<LayerStep> steps;
+  std::vector<LayerCompiler> compilers;
+  std::vector<engine::CycleAttribution> attributions;
+  std::optional<nn::Int8Net> int8_reference;
+  std::optional<nn::Bf16Net> bf16_reference;
 };
 
 // Loads the combined jobs (`windows`) with their inputs regions of `input_bytes` each;
@@ -249,8 +194,8 @@ std::vector<T> RunSplit(const NetworkCompiler& network, const std::vector<T>& ac
   engine.Write(compiler::InputsRegion(0, 1), network.EncodeInputs(act, 1));
   RunAttributed(nullptr, loaded->jobs, engine, attributions, r);
   for (int c = 0; c < cores; ++c)
-    AddSplitShare(network, c, cores, loaded->bounds[static_cast<size_t>(c)], r);
-  CollectRows(loaded->jobs, engine.Config(), attributions, r);
+    report::AddSplitShare(network, c, cores, loaded->bounds[static_cast<size_t>(c)], &r->layers);
+  report::CollectRows(loaded->jobs, engine.Config(), attributions, &r->layers);
   if (!engine.ComputesValues()) return {};
   return network.Decode<T>(engine.Read("outputs"), 1);
 }
@@ -281,8 +226,8 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
   }
   RunAttributed(nullptr, loaded->jobs, engine, attributions, r);
   for (size_t c = 0; c < share.size(); ++c)
-    AddShare(network, share[c], static_cast<int>(c), cores, loaded->bounds[c], r);
-  CollectRows(loaded->jobs, engine.Config(), attributions, r);
+    report::AddShare(network, share[c], static_cast<int>(c), cores, loaded->bounds[c], &r->layers);
+  report::CollectRows(loaded->jobs, engine.Config(), attributions, &r->layers);
   std::vector<T> y;
   if (!engine.ComputesValues()) return y;
   const std::vector<uint8_t> out = engine.Read("outputs");
@@ -296,15 +241,15 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
 // A batch on a bf16 chip (docs/bf16.md): the fp32 inputs rounded to bfloat16, the outputs
 // compared with nn::Bf16Net's bit for bit; the first NaN or infinity the reference meets is
 // named (image, layer, value).
-void RunBf16Batch(const nn::Model& model, const NetworkCompiler& network, const nn::Bf16Net& ref,
+void RunBf16Batch(const nn::Model& model, const NetworkCompiler& network,
                   const nn::InputSet& inputs, int64_t first, int b, engine::ChipEngine& engine,
-                  std::vector<engine::CycleAttribution>& attributions, LoadedNetwork* loaded,
-                  TpuRunResult* r) {
+                  RunState& s, TpuRunResult* r) {
+  const nn::Bf16Net& ref = *s.bf16_reference;
   const nn::RowMatrix<float> x = nn::Fp32Inputs(inputs, first, b);
   std::vector<uint16_t> act(static_cast<size_t>(x.size()));
   for (size_t i = 0; i < act.size(); ++i)
     act[i] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[i]));
-  const std::vector<uint16_t> y = RunWhole(network, act, b, engine, attributions, loaded, r);
+  const std::vector<uint16_t> y = RunWhole(network, act, b, engine, s.attributions, &s.loaded, r);
   if (!engine.ComputesValues()) return;
   const auto out_size = static_cast<size_t>(model.layers.back().out.Size());
   for (int i = 0; i < b; ++i) {
@@ -424,19 +369,56 @@ NetworkCompiler PlanNetwork(const nn::Model& model, const config::TpuConfig& con
   return network;
 }
 
-// A row per operation of the whole network's program (an operation split over the cores
-// for a batch of one says so), and what the plan spills and uses of the unified buffer.
-void AddOperationRows(const NetworkCompiler& network, const config::TpuConfig& config, bool split,
-                      int share, TpuRunResult* r) {
-  for (size_t i = 0; i < network.Graph().ops.size(); ++i) {
-    LayerStats st;
-    st.name = network.Graph().ops[i].name;
-    if (split && network.SplitOfOne().split[i])
-      st.name += fmt::format(" ({} {} cores)", kOutputChannelsSplit, config.cores);
-    r->layers.push_back(st);
+// A batch on an int8 chip: the whole network's program (or the layer jobs), its outputs
+// checked against the CPU int8 reference, which computes on another thread while the chip
+// runs (Forward is const).
+void RunInt8Batch(const nn::Model& model, const NetworkCompiler& network,
+                  const nn::InputSet& inputs, int64_t first, int b, bool whole,
+                  engine::ChipEngine& engine, RunState& s, TpuRunResult* r) {
+  const bool values = engine.ComputesValues();
+  const nn::MatrixI8 in = nn::Int8Inputs(model, inputs, first, b);
+  std::future<std::vector<nn::MatrixI8>> want;
+  if (values) {
+    want =
+        std::async(std::launch::async, [&net = *s.int8_reference, &in] { return net.Forward(in); });
   }
-  r->spilled = network.Spilled(share);
-  r->ub_rows = network.UbRows();
+  std::vector<int8_t> act(in.data(), in.data() + in.size());
+  if (whole) {
+    act = RunWhole(network, act, b, engine, s.attributions, &s.loaded, r);
+    if (!values) act.assign(static_cast<size_t>(b * model.layers.back().out.Size()), 0);
+  } else {
+    act = RunLayerJobs(s.steps, s.compilers, engine, std::move(act), b, r);
+  }
+  if (values) CheckInt8Outputs(act, want.get().back(), inputs, first, r);
+}
+
+// The run's rows (a row per operation of the whole network, split over the cores where
+// `split` says, or per layer job), the layer jobs' compilers, the attributions and the
+// reference.
+void PrepareRun(const nn::Model& model, const NetworkCompiler& network,
+                const config::TpuConfig& config, bool whole, bool split, int share, RunState* s,
+                TpuRunResult* r) {
+  for (int c = 0; c < config.cores; ++c) {
+    s->attributions.emplace_back(static_cast<int>(network.Graph().ops.size()), config.array_dim,
+                                 hw::ElementBytes(config.dtype));
+  }
+  if (whole) {
+    r->layers = report::OperationRows(network, config.cores, split);
+    r->spilled = network.Spilled(share);
+    r->ub_rows = network.UbRows();
+  } else {
+    s->steps = PlanSteps(model, config);
+    for (const LayerStep& step : s->steps) {
+      s->compilers.emplace_back(model, step, config);
+      r->layers.emplace_back().name = step.Name(model);
+    }
+  }
+  if (config.dtype == hw::Dtype::kBf16) {
+    s->bf16_reference.emplace(model, config.array_dim);
+  } else {
+    s->int8_reference.emplace(model);
+  }
+  r->dtype = hw::Name(config.dtype);
 }
 
 }  // namespace
@@ -459,7 +441,6 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const std::function<void(double)>& progress, bool layer_jobs,
                            bool fit_batch) {
   const config::TpuConfig& config = engine.Config();
-  const bool values = engine.ComputesValues();
   CheckBatch(batch);
   const bool bf16 = config.dtype == hw::Dtype::kBf16;
   CheckWeightsFor(model, bf16);
@@ -469,7 +450,7 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   TpuRunResult r;
   r.images = images;
   r.batch = batch;
-  r.checked = values;
+  r.checked = engine.ComputesValues();
   r.labelled = inputs.HasLabels();
   r.output_scale = nn::OutputScale(model);
   const bool whole = !layer_jobs && network.Fits();
@@ -483,61 +464,15 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   // A batch of one whose operations split over the cores (model parallel).
   const bool split = whole && batch == 1 && network.SplitOfOne().Any();
   r.plan = RunPlanText(network, config, whole, layer_jobs, share, batch == 1, split);
-  std::vector<LayerStep> steps;
-  std::vector<LayerCompiler> compilers;
-  // Whole networks: a row per operation, its counters attributed cycle by cycle on each core
-  // (host/engine/cycle_attribution.h).
-  std::vector<engine::CycleAttribution> attributions;
-  for (int c = 0; c < config.cores; ++c) {
-    attributions.emplace_back(static_cast<int>(network.Graph().ops.size()), config.array_dim,
-                              hw::ElementBytes(config.dtype));
-  }
-  if (whole) {
-    AddOperationRows(network, config, split, share, &r);
-  } else {
-    steps = PlanSteps(model, config);
-    for (const LayerStep& s : steps) {
-      compilers.emplace_back(model, s, config);
-      LayerStats st;
-      st.name = s.Name(model);
-      r.layers.push_back(st);
-    }
-  }
-  const int64_t out_size = model.layers.back().out.Size();
-  // The reference: the CPU int8 one, batched (bit-exact with the scalar ReferenceInt8,
-  // tested), or on a bf16 chip nn::Bf16Net.
-  std::optional<nn::Int8Net> int8_reference;
-  std::optional<nn::Bf16Net> bf16_reference;
-  if (bf16) {
-    bf16_reference.emplace(model, config.array_dim);
-  } else {
-    int8_reference.emplace(model);
-  }
-  r.dtype = hw::Name(config.dtype);
-  LoadedNetwork loaded;
+  RunState state;
+  PrepareRun(model, network, config, whole, split, share, &state, &r);
   for (int64_t first = 0; first < images; first += batch) {
     const int b = static_cast<int>(std::min<int64_t>(batch, images - first));
     if (bf16) {
-      RunBf16Batch(model, network, *bf16_reference, inputs, first, b, engine, attributions, &loaded,
-                   &r);
-      if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
-      continue;
-    }
-    const nn::MatrixI8 in = nn::Int8Inputs(model, inputs, first, b);
-    // The reference computes on another thread while the chip runs (Forward is const).
-    std::future<std::vector<nn::MatrixI8>> want;
-    if (values) {
-      want =
-          std::async(std::launch::async, [&net = *int8_reference, &in] { return net.Forward(in); });
-    }
-    std::vector<int8_t> act(in.data(), in.data() + in.size());
-    if (whole) {
-      act = RunWhole(network, act, b, engine, attributions, &loaded, &r);
-      if (!values) act.assign(static_cast<size_t>(b * out_size), 0);
+      RunBf16Batch(model, network, inputs, first, b, engine, state, &r);
     } else {
-      act = RunLayerJobs(steps, compilers, engine, std::move(act), b, &r);
+      RunInt8Batch(model, network, inputs, first, b, whole, engine, state, &r);
     }
-    if (values) CheckInt8Outputs(act, want.get().back(), inputs, first, &r);
     if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
   }
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

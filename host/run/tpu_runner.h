@@ -15,41 +15,15 @@
 #include "host/engine/chip_engine.h"
 #include "host/nn/inputs.h"
 #include "host/nn/model.h"
+#include "host/report/operation_rows.h"
 
 namespace tpu::run {
 
-// What a topology layer's row name holds where its output channels are shared out over the
-// cores (host/run/topology.h), followed by how many.
-inline constexpr const char* kOutputChannelsSplit = "output channels over";
+// A report row (host/report/operation_rows.h).
+using report::kOutputChannelsSplit;
+using report::LayerStats;
 // The plan's words for one image of a whole network split over the cores (model_parallel.h).
 inline constexpr const char* kModelParallel = "(model parallel)";
-
-struct LayerStats {
-  std::string name;
-  int64_t macs = 0;  // useful MACs (the layer's arithmetic, no padding)
-  int64_t jobs = 0;
-  hw::ChipCounters counters;  // summed over the batches
-  // Whole-network and topology rows: the attainable bound (graph_bound.h), summed over the
-  // batches, and the layer as a GEMM: m rows (output pixels of every image), k, n (0: not a
-  // convolution or dense layer).
-  compiler::Bound bound;
-  int64_t m = 0, k = 0, n = 0;
-  // On a chip of several cores, each core's part of the row (its share of every batch, or in
-  // a topology run where the name holds kOutputChannelsSplit its share of the output
-  // channels: its MACs and the counters attributed on it); they add up to the row. Empty on
-  // one core.
-  struct CoreShare {
-    int64_t macs = 0;
-    hw::ChipCounters counters;
-  };
-  std::vector<CoreShare> cores;
-  // On a core of several matrix units, the cycles each had work on the row's matmuls, over
-  // every core (host/engine/cycle_attribution.h: whole-network programs). Empty otherwise.
-  std::vector<uint64_t> mxu_busy;
-  // There, the most matrix units the row's operation went to in a program (the compiler's
-  // choice, docs/compiler.md "Several matrix units"); 0 where not recorded.
-  int mxus = 0;
-};
 
 struct TpuRunResult {
   int64_t images = 0;
