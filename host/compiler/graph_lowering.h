@@ -38,7 +38,9 @@ struct GraphTensor {
   int64_t Pixels() const { return h * w; }
 };
 
-enum class OpKind { kConv, kDense, kMaxPool, kAdd, kConcat };
+// kResidual: an identity pass whose activate joins a second tensor, the residual, by its
+// vector unit (an add, a product).
+enum class OpKind { kConv, kDense, kMaxPool, kResidual, kConcat };
 
 // One term of an output tile's sum: a weight tile times rows of input `input`.
 struct OpTerm {

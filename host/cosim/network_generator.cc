@@ -91,11 +91,12 @@ class Builder {
 
   void Block() {
     if (dense_) return Dense();
-    const int kind = Uniform(0, 9);
+    const int kind = Uniform(0, 10);
     if (kind < 4) return Chance(0.3) ? ConvThenPool() : RandomConv();
     if (kind < 6) return Pool();
     if (kind < 7) return Residual();
     if (kind < 8) return Concat();
+    if (kind < 9) return Gate();
     Dense();
   }
 
@@ -172,6 +173,22 @@ class Builder {
     add.inputs = {x, n};
     add.activation = Chance(0.5) ? Activation::kRelu : Activation::kNone;
     TryAdd({c, add}, fmt::format("residual(conv{}x{}){}", k, k, Act(add.activation)));
+  }
+
+  // conv(x) * conv'(x): a gated linear unit, two "same" convolutions of stride 1 and of one
+  // width, then their elementwise product.
+  void Gate() {
+    const int x = cur_, n = static_cast<int>(m_.layers.size()), c = Uniform(1, 40);
+    const int k = 2 * Uniform(0, 1) + 1;
+    Layer a = Conv(x, c, k, k, 1, "same");
+    Layer b = Conv(x, c, k, k, 1, "same");
+    a.activation = RandomActivation();
+    b.activation = RandomActivation();
+    Layer mul;
+    mul.type = LayerType::kMul;
+    mul.inputs = {n, n + 1};
+    mul.activation = Chance(0.5) ? Activation::kRelu : Activation::kNone;
+    TryAdd({a, b, mul}, fmt::format("gate(conv{}x{} {}){}", k, k, c, Act(mul.activation)));
   }
 
   // concat(conv1x1(x), conv3x3(x)), both "same" and of stride 1.
@@ -390,11 +407,11 @@ bool LargerThanTheWindowRegisters(const nn::Model& m, const nn::Layer& l) {
 
 // Whether the compiler's refusal `message` of model m names a limit that docs/compiler.md
 // states and that m has: a layer it quotes reads the model's input directly (an add, a max
-// pooling or a concatenation: the chip reads maps that an operation wrote), has a window
-// larger than the window registers hold (which a window over a whole map escapes only where
-// docs/compiler.md says), or on a bf16 chip is an add ending in ReLU6. The generator draws such
-// layers; any other refusal, or one whose layer does not have what it says, is a failure (issue 71:
-// a compiler that refused every network passed).
+// pooling, a concatenation or a product: the chip reads maps that an operation wrote), has a
+// window larger than the window registers hold (which a window over a whole map escapes only
+// where docs/compiler.md says), or on a bf16 chip is an add ending in ReLU6 or a product. The
+// generator draws such layers; any other refusal, or one whose layer does not have what it says, is
+// a failure (issue 71: a compiler that refused every network passed).
 bool DocumentedRefusal(const nn::Model& m, const std::string& message) {
   for (const nn::Layer& l : m.layers) {
     const auto says = [&](const char* kind, const char* what) {
@@ -406,6 +423,8 @@ bool DocumentedRefusal(const nn::Model& m, const std::string& message) {
     if ((says("add", input) && l.type == nn::LayerType::kAdd && direct) ||
         (says("max pooling", input) && l.type == nn::LayerType::kMaxPool2d && direct) ||
         (says("concat", input) && l.type == nn::LayerType::kConcat && direct) ||
+        (says("mul", input) && l.type == nn::LayerType::kMul && direct) ||
+        (says("mul", "runs on int8 chips only") && l.type == nn::LayerType::kMul) ||
         (says("add", "ends in ReLU6") && l.type == nn::LayerType::kAdd &&
          l.activation == nn::Activation::kRelu6) ||
         (says("layer", "does not fit the window registers") && LargerThanTheWindowRegisters(m, l)))

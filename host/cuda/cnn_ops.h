@@ -122,9 +122,8 @@ TPU_HOST_DEVICE inline int8_t LayerOutInt8(const LayerDesc& d, const int8_t* x, 
     }
     case nn::LayerType::kFlatten:
       return x[o];
-    case nn::LayerType::kAdd:
-    case nn::LayerType::kConcat:
-      break;  // graph layers: the GPU backends run chains only (infer refuses graphs)
+    default:
+      break;  // the rest Describe refuses: the GPU backends run chains only
   }
   return 0;
 }
@@ -168,8 +167,7 @@ TPU_HOST_DEVICE inline float LayerOutFp32(const LayerDesc& d, const float* x, co
     }
     case nn::LayerType::kFlatten:
       return x[o];
-    case nn::LayerType::kAdd:
-    case nn::LayerType::kConcat:
+    default:
       break;  // as in LayerOutInt8
   }
   return 0;

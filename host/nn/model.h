@@ -13,8 +13,7 @@
 
 namespace tpu::nn {
 
-// The operations of host/nn/ops/ops.def: kConv2d, kAvgPool2d, kMaxPool2d, kFlatten, kDense,
-// kAdd, kConcat.
+// The operations of host/nn/ops/ops.def, kName for each TPUSIM_OP(Name) there.
 enum class LayerType {
 #define TPUSIM_OP(N) k##N,
 #include "host/nn/ops/ops.def"

@@ -9,10 +9,9 @@ namespace tpu::compiler::lower {
 
 class Lowering;
 
-// Layer i of each operation (a layer fused into another's operation lowers to nothing):
-// LowerConv2d, LowerDense (weighted.cc), LowerAvgPool2d (as its convolution, weighted.cc),
-// LowerMaxPool2d (max_pool.cc), LowerAdd (add.cc), LowerConcat (concat.cc), LowerFlatten
-// (nothing: its output is its input's rows; lowering.cc).
+// Layer i of each operation (a layer fused into another's operation lowers to nothing),
+// in the operation's file of this folder (weighted.cc holds the conv, dense and average
+// pooling; flatten lowers to nothing: its output is its input's rows, lowering.cc).
 #define TPUSIM_OP(N) void Lower##N(Lowering& lw, int i);
 #include "host/nn/ops/ops.def"
 #undef TPUSIM_OP
@@ -25,6 +24,11 @@ void LowerWeighted(Lowering& lw, int i, const nn::Layer& l);
 // accumulators keep the maximum (matmul max) through the identity tile (max_pool.cc).
 // An add of two tensors that no single layer's activate can take: the first through the
 // identity tile, the second as the residual; on a bf16 chip not with ReLU6 (add.cc).
+// Layer i's two inputs joined value by value through the residual stage: the first through
+// the identity tile, the second as the residual the activate adds (or, with `product`,
+// multiplies by); `kind` and `verbs` name it where it reads the model's input ("add",
+// "adds"). An add and a product (add.cc, mul.cc).
+void LowerResidualJoin(Lowering& lw, int i, bool product, const char* kind, const char* verbs);
 // A concatenation of channels: each output tile gathers the lanes of the input tiles it
 // holds through tiles that move lanes (weights 1), and the VPU requantizes each lane with
 // its input's multiplier and shift (concat.cc).

@@ -215,4 +215,30 @@ void Lowering::Border() {
   }
 }
 
+void LowerResidualJoin(Lowering& lw, int i, bool product, const char* kind, const char* verbs) {
+  LoweredGraph& g = lw.graph();
+  const nn::Layer& l = lw.L(i);
+  GraphOp op = lw.NewOp(OpKind::kResidual, i);
+  const int a = lw.TensorOf(l.inputs[0]), b = lw.TensorOf(l.inputs[1]);
+  if (g.tensors[static_cast<size_t>(a)].packed || g.tensors[static_cast<size_t>(b)].packed) {
+    lw.No(std::string(kind) + " '" + l.name + "' reads the model's input directly; the chip " +
+          verbs + " maps that an operation wrote");
+    return;
+  }
+  const GraphTensor in = g.tensors[static_cast<size_t>(a)];
+  op.inputs = {a};
+  op.residual = b;
+  op.residual_mul = lw.ResidualOf(l, 0);
+  op.residual_mul.product = product;
+  op.rows = in.Pixels();
+  op.nt = in.T(lw.n());
+  const int id = lw.ShiftTile(0, lw.n(), 0);
+  op.terms.resize(static_cast<size_t>(op.nt));
+  for (int64_t j = 0; j < op.nt; ++j) op.terms[static_cast<size_t>(j)].push_back({0, false, j, id});
+  op.macs = in.Pixels() * in.c;
+  lw.IdentityParams(op, in.c);
+  op.output = lw.NewTensor(in.h, in.w, in.c, op.residual_mul.relu);
+  lw.Finish(std::move(op), i, -1, -1);
+}
+
 }  // namespace tpu::compiler::lower

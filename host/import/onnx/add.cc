@@ -43,20 +43,7 @@ Value ReadAdd(OnnxGraph& g, const onnx::NodeProto& n) {
   g.OnlyAttrs(n, {});
   if (n.input_size() != 2) g.FailNode(n, "Add takes two inputs");
   if (g.IsConstant(n, 0) || g.IsConstant(n, 1)) return AddBias(g, n, g.IsConstant(n, 1) ? 1 : 0);
-  const Value a = g.In(n, 0), b = g.In(n, 1);
-  if (a.map != b.map || !(a.shape == b.shape)) {
-    g.FailNode(n, fmt::format("adds a {} x {} x {} {} to a {} x {} x {} {}; tpusim adds two "
-                              "activations of one shape (no broadcast)",
-                              b.shape.h, b.shape.w, b.shape.c, b.map ? "map" : "vector", a.shape.h,
-                              a.shape.w, a.shape.c, a.map ? "map" : "vector"));
-  }
-  nn::Layer l;
-  l.type = nn::LayerType::kAdd;
-  l.name = g.NextName("add");
-  Value v = g.Add(n, std::move(l), {a.layer, b.layer});
-  v.map = a.map;
-  v.chw = a.chw;
-  return v;
+  return JoinOfOneShape(g, n, nn::LayerType::kAdd, "add", "adds a {b} to a {a}", "adds");
 }
 
 }  // namespace tpu::import::onnx_graph

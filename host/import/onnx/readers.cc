@@ -2,6 +2,9 @@
 // input through.
 #include "host/import/onnx/readers.h"
 
+#include <fmt/format.h>
+
+#include <utility>
 #include <vector>
 
 namespace tpu::import::onnx_graph {
@@ -15,6 +18,27 @@ Value ReadPassThrough(OnnxGraph& g, const onnx::NodeProto& n) {
     if (on) g.FailNode(n, "dropout in training mode; export the model in eval() mode");
   }
   return g.In(n, 0);
+}
+
+Value JoinOfOneShape(OnnxGraph& g, const onnx::NodeProto& n, nn::LayerType type, const char* prefix,
+                     const char* text, const char* verbs) {
+  const Value a = g.In(n, 0), b = g.In(n, 1);
+  if (a.map != b.map || !(a.shape == b.shape)) {
+    const auto shape = [](const Value& v) {
+      return fmt::format("{} x {} x {} {}", v.shape.h, v.shape.w, v.shape.c,
+                         v.map ? "map" : "vector");
+    };
+    g.FailNode(n,
+               fmt::format(fmt::runtime(text), fmt::arg("a", shape(a)), fmt::arg("b", shape(b))) +
+                   fmt::format("; tpusim {} two activations of one shape (no broadcast)", verbs));
+  }
+  nn::Layer l;
+  l.type = type;
+  l.name = g.NextName(prefix);
+  Value v = g.Add(n, std::move(l), {a.layer, b.layer});
+  v.map = a.map;
+  v.chw = a.chw;
+  return v;
 }
 
 namespace {

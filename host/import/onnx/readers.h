@@ -1,5 +1,5 @@
-// Each ONNX operator's reader (docs/import.md), one file each (conv.cc, gemm.cc, add.cc,
-// concat.cc, batch_norm.cc, activations.cc, pool.cc, flatten.cc, pad.cc), found through one
+// Each ONNX operator's reader (docs/import.md), in a file of this folder (readers.def lists
+// them; related operators share one, as activations.cc), found through one
 // table by the node's op_type (readers.def lists them, readers.cc makes the table): a reader adds
 // the node's layer to the model (or joins the layer before it: a bias, an activation, a BatchNorm)
 // and returns the value of its output.
@@ -23,6 +23,12 @@ struct Reader {
 const Reader* ReaderOf(const std::string& op_type);
 // What tpusim imports, for the error that names a node it does not.
 const std::string& Supported();
+
+// A layer of `type` (named `prefix` and a number) joining two activations of one shape
+// value by value (an add, a product); where the shapes differ, FailNode: `text` with a's and
+// b's shapes for {a} and {b}, then "; tpusim <verbs> two activations of one shape".
+Value JoinOfOneShape(OnnxGraph& g, const onnx::NodeProto& n, nn::LayerType type, const char* prefix,
+                     const char* text, const char* verbs);
 
 // The readers readers.def lists (ReadConv, ReadGemm, ...).
 #define TPUSIM_ONNX(OP, READ, WHAT) Value READ(OnnxGraph& g, const onnx::NodeProto& n);

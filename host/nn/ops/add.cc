@@ -1,6 +1,4 @@
 // An elementwise add of two maps of one shape (a residual connection).
-#include <fmt/format.h>
-
 #include <nlohmann/json.hpp>
 
 #include "arith/bf16.h"
@@ -13,15 +11,7 @@ namespace tpu::nn::ops {
 namespace {
 
 void Infer(const Model& m, const std::string& where, Layer* l) {
-  if (l->activation == Activation::kSoftmax) {
-    throw UsageError(where + ": an add takes relu, relu6 or no activation");
-  }
-  const Shape3& s = m.OutputOf(l->inputs[1]);
-  if (!(s == l->in)) {
-    throw UsageError(fmt::format("{}: adds a {} x {} x {} map to a {} x {} x {} one", where, s.h,
-                                 s.w, s.c, l->in.h, l->in.w, l->in.c));
-  }
-  l->out = l->in;
+  InferOneShape(m, where, l, "add", "adds a {b} map to a {a} one");
 }
 
 int64_t Macs(const Layer& /*l*/) { return 0; }
@@ -49,8 +39,7 @@ void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
 float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
   QuantizedLayer& q = l->q;
   q.input_scales = in_scales;
-  const float empty = l->activation == Activation::kRelu6 ? 6.0f / 127.0f : 1.0f;
-  q.output_scale = range > 0 ? range / 127.0f : empty;
+  q.output_scale = JoinOutputScale(*l, range);
   q.multiplier.assign(2, 0);
   q.shift.assign(1, 62);
   QuantizeAddMultipliers(double{in_scales[0]} / q.output_scale,

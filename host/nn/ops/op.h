@@ -1,5 +1,5 @@
-// The operations a model is made of, each defined in one file of this folder (conv2d.cc,
-// dense.cc, pool.cc, flatten.cc, add.cc, concat.cc) and found through one table by its
+// The operations a model is made of, each defined in one file of this folder (ops.def
+// lists them; pool.cc holds both poolings) and found through one table by its
 // LayerType (op_table.cc): its name and fields in model.json, the inputs it reads, its
 // output shape, its weights, its multiply-accumulates, its fp32 forward and backward passes,
 // its int8 and bfloat16 reference rules and its quantization. The code that walks a model
@@ -113,6 +113,15 @@ void CopyInt8(const Layer& l, const std::vector<const int8_t*>& xs,
 
 // A quantization that keeps the input's scale and sets no int8 form (pooling, flatten).
 float KeepScale(Layer* l, const std::vector<float>& in_scales, float range);
+
+// An elementwise join of two maps (add, mul): relu, relu6 or no activation; its second
+// input of its first's shape, else UsageError naming `where` with `text` ({a}: the first
+// input's h x w x c, {b}: the second's); its output of that shape.
+void InferOneShape(const Model& m, const std::string& where, Layer* l, const char* kind,
+                   const char* text);
+// A join's output scale, calibrated like a layer's output: range / 127 (an empty range:
+// ReLU6's 6 / 127, else 1).
+float JoinOutputScale(const Layer& l, float range);
 
 // "padding": [top, left, bottom, right] of a convolution or a pooling layer.
 void ReadExplicitPadding(const nlohmann::json& pad, const std::string& where, Layer* l);

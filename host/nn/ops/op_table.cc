@@ -1,4 +1,6 @@
 // The table of operations (op.h), made from the list in ops.def.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -74,6 +76,26 @@ void WriteJoinInt8(const Layer& l, nlohmann::json* qj) {
          {"output_scale", l.q.output_scale},
          {"multiplier", l.q.multiplier},
          {"shift", l.q.shift}};
+}
+
+void InferOneShape(const Model& m, const std::string& where, Layer* l, const char* kind,
+                   const char* text) {
+  if (l->activation == Activation::kSoftmax) {
+    throw UsageError(fmt::format("{}: a {} takes relu, relu6 or no activation", where, kind));
+  }
+  const Shape3& s = m.OutputOf(l->inputs[1]);
+  if (!(s == l->in)) {
+    const auto shape = [](const Shape3& x) { return fmt::format("{} x {} x {}", x.h, x.w, x.c); };
+    throw UsageError(
+        where + ": " +
+        fmt::format(fmt::runtime(text), fmt::arg("a", shape(l->in)), fmt::arg("b", shape(s))));
+  }
+  l->out = l->in;
+}
+
+float JoinOutputScale(const Layer& l, float range) {
+  const float empty = l.activation == Activation::kRelu6 ? 6.0f / 127.0f : 1.0f;
+  return range > 0 ? range / 127.0f : empty;
 }
 
 }  // namespace tpu::nn::ops

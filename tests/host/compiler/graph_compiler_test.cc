@@ -148,6 +148,44 @@ TEST(GraphCompilerTest, EveryJoinAndLayerKindIsBitExactOnTheRtl) {
   RunExact(m, config::LoadConfig("lab-8"), engine::EngineKind::kRtl, 3, 3);
 }
 
+// Elementwise products (the vector unit's residual product, docs/quantization.md
+// "Products"): a signed map times a non-negative one, that times the signed one again with
+// ReLU, a map of 20 channels times itself before a dense layer; bit-exact on int8 chips of
+// every array size. A bf16 chip refuses them by name.
+nn::Model MulModel(uint64_t seed) {
+  nn::Model m = NewModel("mul", {6, 6, 3});
+  m.layers = {
+      L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1, Activation::kRelu),  // 0: >= 0
+      L(LayerType::kConv2d, {0}, 8, 3, 1, 1),                                   // 1: signed
+      L(LayerType::kMul, {1, 0}),                                               // 2
+      L(LayerType::kMul, {2, 1}, 0, 0, 1, 0, Activation::kRelu),                // 3: ReLU
+      L(LayerType::kConv2d, {3}, 20, 1),                                        // 4: 2 tiles
+      L(LayerType::kMul, {4, 4}),                                               // 5: squared
+      L(LayerType::kFlatten, {5}),                                              // 6
+      L(LayerType::kDense, {6}, 4),                                             // 7
+  };
+  m = test::Randomize(m, seed);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 16, seed), 16);
+  return m;
+}
+
+TEST(GraphCompilerTest, ProductsAreBitExactOnInt8ChipsAndRefusedOnBf16) {
+  const nn::Model m = MulModel(5);
+  for (const char* preset : {"teach-4", "lab-8", "small-16", "tpu-v1"})
+    RunExact(m, config::LoadConfig(preset), engine::EngineKind::kFast, 5, 2);
+  const auto chip = test::TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"), {});
+  try {
+    RunModelOnTpu(m, *chip, nn::SyntheticInputs(m, 1, 2), 1, 1);
+    ADD_FAILURE() << "a product ran on a bf16 chip";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("mul 'l2'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphCompilerTest, ProductsAreBitExactOnTheRtl) {
+  RunExact(MulModel(6), config::LoadConfig("lab-8"), engine::EngineKind::kRtl, 3, 3);
+}
+
 // The plan adapts to a small unified buffer: groups smaller than the batch, tensors kept in
 // host memory (and said so), operations in bands of rows; every output still exact.
 TEST(GraphCompilerTest, SmallUnifiedBuffersGroupSpillAndBand) {

@@ -309,6 +309,39 @@ TEST(OnnxImportTest, GraphsWithResidualAddsAndConcats) {
       << ImportError(bcast);
 }
 
+// Mul of two activations of one shape becomes a product layer (nn::LayerType::kMul) whose
+// fp32 output is their elementwise product; a constant factor and a broadcast are refused.
+TEST(OnnxImportTest, MulOfTwoActivationsIsAProduct) {
+  Graph g({1, 2, 6, 6});
+  auto* c1 = g.Node("Conv", {"x", g.Weights("W1", {4, 2, 3, 3})}, "c1");
+  Graph::Ints(c1, "pads", {1, 1, 1, 1});
+  g.Node("Relu", {"c1"}, "r1");
+  g.Node("Conv", {"r1", g.Weights("W2", {4, 4, 1, 1})}, "c2");
+  g.Node("Mul", {"c2", "r1"}, "y");
+  g.Output("y");
+  const nn::Model m = Import(g);
+  ASSERT_EQ(m.layers.size(), 3u);
+  EXPECT_EQ(m.layers[2].type, nn::LayerType::kMul);
+  EXPECT_EQ(m.layers[2].name, "mul1");
+  EXPECT_EQ(m.layers[2].inputs, (std::vector<int>{1, 0}));
+  nn::ForwardCache cache;
+  nn::Forward(m, nn::Fp32Inputs(nn::SyntheticInputs(m, 1, 3), 0, 1), &cache);
+  const auto& a = cache.acts;  // a[k + 1]: layer k's output
+  for (int64_t i = 0; i < 36 * 4; ++i) EXPECT_EQ(a[3](0, i), a[2](0, i) * a[1](0, i));
+  Graph k({1, 2, 4, 4});
+  k.Node("Mul", {"x", k.Weights("K", {1})}, "y");
+  k.Output("y");
+  EXPECT_NE(ImportError(k).find("multiplies by a constant"), std::string::npos) << ImportError(k);
+  Graph bcast({1, 2, 8, 8});
+  bcast.Node("Conv", {"x", bcast.Weights("W", {2, 2, 1, 1})}, "c");
+  bcast.Node("GlobalAveragePool", {"c"}, "gp");
+  bcast.Node("Mul", {"c", "gp"}, "y");
+  bcast.Output("y");
+  EXPECT_NE(ImportError(bcast).find("multiplies a 8 x 8 x 2 map by a 1 x 1 x 2 map"),
+            std::string::npos)
+      << ImportError(bcast);
+}
+
 // PyTorch exports AvgPool2d(padding=p) (count_include_pad) as a Pad of zeros and an
 // unpadded AveragePool: the zeros become the pooling's padding (a Conv's too), whose zeros
 // count in the average as they did in PyTorch. A Pad that anything else reads is refused.
