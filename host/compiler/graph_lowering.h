@@ -84,6 +84,7 @@ struct GraphOp {
   // output tiles (model parallel, model_parallel.h), the first of its share.
   int64_t tile0 = 0;
   bool relu = false;
+  isa::Fn fn = isa::Fn::kNone;  // a function table its activates apply after requantizing
   isa::Pool pool = isa::Pool::kNone;
   isa::Acc acc = isa::Acc::kAdd;  // how terms after the first combine (kMax: max pooling)
   int64_t macs = 0;               // useful multiply-accumulates per image

@@ -176,7 +176,8 @@ class Builder {
   }
 
   // conv(x) * conv'(x): a gated linear unit, two "same" convolutions of stride 1 and of one
-  // width, then their elementwise product.
+  // width, then their elementwise product; half of them as an LSTM cell's i g, the sigmoid of
+  // one times the tanh of the other (the vector unit's tables).
   void Gate() {
     const int x = cur_, n = static_cast<int>(m_.layers.size()), c = Uniform(1, 40);
     const int k = 2 * Uniform(0, 1) + 1;
@@ -184,11 +185,24 @@ class Builder {
     Layer b = Conv(x, c, k, k, 1, "same");
     a.activation = RandomActivation();
     b.activation = RandomActivation();
+    std::vector<Layer> layers = {a, b};
+    const bool cell = Chance(0.5);
+    if (cell) {
+      Layer s, t;
+      s.type = LayerType::kSigmoid;
+      s.inputs = {n};
+      t.type = LayerType::kTanh;
+      t.inputs = {n + 1};
+      layers.push_back(s);
+      layers.push_back(t);
+    }
     Layer mul;
     mul.type = LayerType::kMul;
-    mul.inputs = {n, n + 1};
+    mul.inputs = cell ? std::vector<int>{n + 2, n + 3} : std::vector<int>{n, n + 1};
     mul.activation = Chance(0.5) ? Activation::kRelu : Activation::kNone;
-    TryAdd({a, b, mul}, fmt::format("gate(conv{}x{} {}){}", k, k, c, Act(mul.activation)));
+    layers.push_back(mul);
+    TryAdd(layers, fmt::format("gate({}conv{}x{} {}){}", cell ? "sigmoid, tanh of " : "", k, k, c,
+                               Act(mul.activation)));
   }
 
   // concat(conv1x1(x), conv3x3(x)), both "same" and of stride 1.
@@ -409,7 +423,8 @@ bool LargerThanTheWindowRegisters(const nn::Model& m, const nn::Layer& l) {
 // states and that m has: a layer it quotes reads the model's input directly (an add, a max
 // pooling, a concatenation or a product: the chip reads maps that an operation wrote), has a
 // window larger than the window registers hold (which a window over a whole map escapes only
-// where docs/compiler.md says), or on a bf16 chip is an add ending in ReLU6 or a product. The
+// where docs/compiler.md says), or on a bf16 chip is an add ending in ReLU6, a product or a
+// table (sigmoid, tanh). The
 // generator draws such layers; any other refusal, or one whose layer does not have what it says, is
 // a failure (issue 71: a compiler that refused every network passed).
 bool DocumentedRefusal(const nn::Model& m, const std::string& message) {
@@ -424,7 +439,9 @@ bool DocumentedRefusal(const nn::Model& m, const std::string& message) {
         (says("max pooling", input) && l.type == nn::LayerType::kMaxPool2d && direct) ||
         (says("concat", input) && l.type == nn::LayerType::kConcat && direct) ||
         (says("mul", input) && l.type == nn::LayerType::kMul && direct) ||
-        (says("mul", "runs on int8 chips only") && l.type == nn::LayerType::kMul) ||
+        (says(l.TypeName().c_str(), "runs on int8 chips only") &&
+         (l.type == nn::LayerType::kMul || l.type == nn::LayerType::kSigmoid ||
+          l.type == nn::LayerType::kTanh)) ||
         (says("add", "ends in ReLU6") && l.type == nn::LayerType::kAdd &&
          l.activation == nn::Activation::kRelu6) ||
         (says("layer", "does not fit the window registers") && LargerThanTheWindowRegisters(m, l)))

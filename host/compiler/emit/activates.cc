@@ -27,7 +27,8 @@ void Activates::Flush(size_t upto) {
     const Act& a = pending_[k];
     if (a.residual) s_.p.SetResidual(*a.residual);
     s_.p.SetUnit(static_cast<uint64_t>(a.mxu));
-    s_.p.Activate(a.acc, a.ub, a.rows, a.set, a.relu, a.pool, a.stride, a.residual.has_value());
+    s_.p.Activate(a.acc, a.ub, a.rows, a.set, a.relu, a.pool, a.stride, a.residual.has_value(),
+                  a.fn);
     s_.Rec(a.op);
     vpu_due_ = static_cast<int64_t>(a.rows) + (k > 0 ? vpu_due_ : 0);
     vpu_since_ = 0;
@@ -51,6 +52,7 @@ void Activates::QueueActivate(int i, int64_t j, int64_t i0, int64_t count, int64
   a.set = slot;
   a.stride = static_cast<uint64_t>(out.by_tile > 0 ? 1 : tiles);
   a.relu = op.relu;
+  a.fn = op.fn;
   a.pool = op.pool;
   a.acc_rows = {s_.AccBase() + static_cast<int64_t>(acc),
                 s_.AccBase() + static_cast<int64_t>(acc) + count * rows};

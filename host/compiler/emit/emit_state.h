@@ -33,6 +33,7 @@ struct Act {
   int op = -1;
   uint64_t acc = 0, ub = 0, rows = 0, set = 0, stride = 1;
   bool relu = false;
+  isa::Fn fn = isa::Fn::kNone;
   isa::Pool pool = isa::Pool::kNone;
   std::optional<isa::Residual> residual;
   // Accumulator rows (those of unit u from u x acc_depth_rows on); unified-buffer rows

@@ -3,6 +3,7 @@
 // makes: LowerName(lw, i) for each operation of host/nn/ops/ops.def.
 #pragma once
 
+#include "host/compiler/graph_lowering.h"
 #include "host/nn/model.h"
 
 namespace tpu::compiler::lower {
@@ -29,6 +30,10 @@ void LowerWeighted(Lowering& lw, int i, const nn::Layer& l);
 // multiplies by); `kind` and `verbs` name it where it reads the model's input ("add",
 // "adds"). An add and a product (add.cc, mul.cc).
 void LowerResidualJoin(Lowering& lw, int i, bool product, const char* kind, const char* verbs);
+// op's terms: each output tile of `in` through the identity tile, in place (one row per
+// pixel): a value-by-value operation, its rows, tiles and MACs (the residual joins, the
+// tables).
+void IdentityPass(Lowering& lw, const GraphTensor& in, GraphOp* op);
 // A concatenation of channels: each output tile gathers the lanes of the input tiles it
 // holds through tiles that move lanes (weights 1), and the VPU requantizes each lane with
 // its input's multiplier and shift (concat.cc).

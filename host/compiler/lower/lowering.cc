@@ -215,6 +215,16 @@ void Lowering::Border() {
   }
 }
 
+void IdentityPass(Lowering& lw, const GraphTensor& in, GraphOp* op) {
+  op->rows = in.Pixels();
+  op->nt = in.T(lw.n());
+  const int id = lw.ShiftTile(0, lw.n(), 0);
+  op->terms.resize(static_cast<size_t>(op->nt));
+  for (int64_t j = 0; j < op->nt; ++j)
+    op->terms[static_cast<size_t>(j)].push_back({0, false, j, id});
+  op->macs = in.Pixels() * in.c;
+}
+
 void LowerResidualJoin(Lowering& lw, int i, bool product, const char* kind, const char* verbs) {
   LoweredGraph& g = lw.graph();
   const nn::Layer& l = lw.L(i);
@@ -230,12 +240,7 @@ void LowerResidualJoin(Lowering& lw, int i, bool product, const char* kind, cons
   op.residual = b;
   op.residual_mul = lw.ResidualOf(l, 0);
   op.residual_mul.product = product;
-  op.rows = in.Pixels();
-  op.nt = in.T(lw.n());
-  const int id = lw.ShiftTile(0, lw.n(), 0);
-  op.terms.resize(static_cast<size_t>(op.nt));
-  for (int64_t j = 0; j < op.nt; ++j) op.terms[static_cast<size_t>(j)].push_back({0, false, j, id});
-  op.macs = in.Pixels() * in.c;
+  IdentityPass(lw, in, &op);
   lw.IdentityParams(op, in.c);
   op.output = lw.NewTensor(in.h, in.w, in.c, op.residual_mul.relu);
   lw.Finish(std::move(op), i, -1, -1);

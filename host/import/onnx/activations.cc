@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "host/common/errors.h"
 #include "host/import/onnx/onnx_graph.h"
@@ -37,7 +38,29 @@ Value Activate(OnnxGraph& g, const onnx::NodeProto& n, nn::Activation a) {
                     " must follow a Conv, Gemm, MatMul or a residual Add whose output nothing "
                     "else reads (tpusim applies it in that layer), or a MaxPool of one");
 }
+// Sigmoid and Tanh: a layer of their own (the vector unit's tables, on int8 chips), of the
+// value's shape.
+Value Table(OnnxGraph& g, const onnx::NodeProto& n, nn::LayerType type, const char* prefix) {
+  g.OnlyAttrs(n, {});
+  const Value x = g.In(n, 0);
+  nn::Layer l;
+  l.type = type;
+  l.name = g.NextName(prefix);
+  Value v = g.Add(n, std::move(l), {x.layer});
+  v.map = x.map;
+  v.chw = x.chw;
+  return v;
+}
+
 }  // namespace
+
+Value ReadSigmoid(OnnxGraph& g, const onnx::NodeProto& n) {
+  return Table(g, n, nn::LayerType::kSigmoid, "sigmoid");
+}
+
+Value ReadTanh(OnnxGraph& g, const onnx::NodeProto& n) {
+  return Table(g, n, nn::LayerType::kTanh, "tanh");
+}
 
 Value ReadRelu(OnnxGraph& g, const onnx::NodeProto& n) {
   g.OnlyAttrs(n, {});

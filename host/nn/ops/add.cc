@@ -49,13 +49,6 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
   return q.output_scale;
 }
 
-int Version(const Layer& /*l*/) { return 2; }
-
-// One multiplier per input, one shift.
-void ReadInt8(const nlohmann::json& qj, const std::string& where, Layer* l) {
-  ReadJoinInt8(qj, where, 1, l);
-}
-
 void Bf16Prepare(Bf16Layer* p) {
   if (p->layer->activation == Activation::kRelu6) {
     throw UsageError("add '" + p->layer->name +
@@ -82,8 +75,8 @@ const OpDef& AddOp() {
     d.name = "add";
     d.min_inputs = d.max_inputs = 2;
     d.takes_activation = true;
-    d.version = Version;
-    d.read_int8 = ReadInt8;
+    d.version = GraphVersion;
+    d.read_int8 = ReadOneShiftInt8;
     d.write_int8 = WriteJoinInt8;
     d.infer = Infer;
     d.macs = Macs;

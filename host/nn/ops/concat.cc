@@ -73,8 +73,6 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float /*range*/) {
   return q.output_scale;
 }
 
-int Version(const Layer& /*l*/) { return 2; }
-
 // A multiplier and a shift per input.
 void ReadInt8(const nlohmann::json& qj, const std::string& where, Layer* l) {
   ReadJoinInt8(qj, where, l->inputs.size(), l);
@@ -106,7 +104,7 @@ const OpDef& ConcatOp() {
     d.name = "concat";
     d.min_inputs = 2;
     d.max_inputs = -1;
-    d.version = Version;
+    d.version = GraphVersion;
     d.read_int8 = ReadInt8;
     d.write_int8 = WriteJoinInt8;
     d.infer = Infer;

@@ -56,13 +56,6 @@ float Quantize(Layer* l, const std::vector<float>& in_scales, float range) {
   return q.output_scale;
 }
 
-int Version(const Layer& /*l*/) { return 2; }
-
-// One multiplier per input (the second 0), one shift: an add's section.
-void ReadInt8(const nlohmann::json& qj, const std::string& where, Layer* l) {
-  ReadJoinInt8(qj, where, 1, l);
-}
-
 [[noreturn]] void RefuseBf16(const Layer& l) {
   throw UsageError("mul '" + l.name +
                    "' runs on int8 chips only: a bf16 chip's vector unit adds a residual but "
@@ -84,8 +77,8 @@ const OpDef& MulOp() {
     d.name = "mul";
     d.min_inputs = d.max_inputs = 2;
     d.takes_activation = true;
-    d.version = Version;
-    d.read_int8 = ReadInt8;
+    d.version = GraphVersion;
+    d.read_int8 = ReadOneShiftInt8;
     d.write_int8 = WriteJoinInt8;
     d.infer = Infer;
     d.macs = Macs;

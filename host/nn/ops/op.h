@@ -134,6 +134,11 @@ std::vector<T> VectorOf(const nlohmann::json& j, const std::string& key, size_t 
 // The "int8" section of an add (one shift) or a concat (a shift per input): each input's
 // scale and multiplier, the output's scale.
 void ReadJoinInt8(const nlohmann::json& qj, const std::string& where, size_t shifts, Layer* l);
+// The section of an operation with one shift (an add, a mul, a table: a multiplier per
+// input, one shift).
+void ReadOneShiftInt8(const nlohmann::json& qj, const std::string& where, Layer* l);
+// The model.json version of an operation that only graphs have (2).
+int GraphVersion(const Layer& l);
 void WriteJoinInt8(const Layer& l, nlohmann::json* qj);
 
 // The bfloat16 rules that several operations share (bf16_rules.cc): a layer's input in

@@ -71,6 +71,12 @@ void ReadJoinInt8(const nlohmann::json& qj, const std::string& where, size_t shi
     if (v < 1 || v > 62) throw UsageError(where + ": a shift lies outside [1, 62]");
 }
 
+void ReadOneShiftInt8(const nlohmann::json& qj, const std::string& where, Layer* l) {
+  ReadJoinInt8(qj, where, 1, l);
+}
+
+int GraphVersion(const Layer& /*l*/) { return 2; }
+
 void WriteJoinInt8(const Layer& l, nlohmann::json* qj) {
   *qj = {{"input_scales", l.q.input_scales},
          {"output_scale", l.q.output_scale},

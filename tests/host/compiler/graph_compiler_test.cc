@@ -186,6 +186,45 @@ TEST(GraphCompilerTest, ProductsAreBitExactOnTheRtl) {
   RunExact(MulModel(6), config::LoadConfig("lab-8"), engine::EngineKind::kRtl, 3, 3);
 }
 
+// The vector unit's tables (docs/vpu.md) as operations: a sigmoid and a tanh of signed maps,
+// their product (an LSTM cell's i g), a tanh of 20 channels before a dense layer; bit-exact
+// on int8 chips of every array size. A bf16 chip, which has no tables, refuses them by name.
+nn::Model TableModel(uint64_t seed) {
+  nn::Model m = NewModel("tables", {6, 6, 3});
+  m.layers = {
+      L(LayerType::kConv2d, {nn::kModelInput}, 8, 3, 1, 1),  // 0: signed
+      L(LayerType::kSigmoid, {0}),                           // 1
+      L(LayerType::kConv2d, {0}, 8, 1),                      // 2
+      L(LayerType::kTanh, {2}),                              // 3
+      L(LayerType::kMul, {1, 3}),                            // 4
+      L(LayerType::kConv2d, {4}, 20, 1),                     // 5: 2 tiles
+      L(LayerType::kTanh, {5}),                              // 6
+      L(LayerType::kFlatten, {6}),                           // 7
+      L(LayerType::kDense, {7}, 4),                          // 8
+  };
+  m = test::Randomize(m, seed);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 16, seed), 16);
+  return m;
+}
+
+TEST(GraphCompilerTest, SigmoidAndTanhAreBitExactOnInt8ChipsAndRefusedOnBf16) {
+  const nn::Model m = TableModel(7);
+  for (const char* preset : {"teach-4", "lab-8", "small-16", "tpu-v1"})
+    RunExact(m, config::LoadConfig(preset), engine::EngineKind::kFast, 5, 2);
+  const auto chip = test::TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"), {});
+  try {
+    RunModelOnTpu(m, *chip, nn::SyntheticInputs(m, 1, 2), 1, 1);
+    ADD_FAILURE() << "a table ran on a bf16 chip";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("sigmoid 'l1' runs on int8 chips only"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(GraphCompilerTest, SigmoidAndTanhAreBitExactOnTheRtl) {
+  RunExact(TableModel(8), config::LoadConfig("lab-8"), engine::EngineKind::kRtl, 3, 3);
+}
+
 // The plan adapts to a small unified buffer: groups smaller than the batch, tensors kept in
 // host memory (and said so), operations in bands of rows; every output still exact.
 TEST(GraphCompilerTest, SmallUnifiedBuffersGroupSpillAndBand) {

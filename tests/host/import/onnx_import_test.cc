@@ -328,6 +328,26 @@ TEST(OnnxImportTest, MulOfTwoActivationsIsAProduct) {
   nn::Forward(m, nn::Fp32Inputs(nn::SyntheticInputs(m, 1, 3), 0, 1), &cache);
   const auto& a = cache.acts;  // a[k + 1]: layer k's output
   for (int64_t i = 0; i < 36 * 4; ++i) EXPECT_EQ(a[3](0, i), a[2](0, i) * a[1](0, i));
+  // Sigmoid and Tanh are layers of their own: sigmoid(c2) * tanh(r1).
+  Graph t({1, 2, 6, 6});
+  auto* t1 = t.Node("Conv", {"x", t.Weights("W1", {4, 2, 3, 3})}, "c1");
+  Graph::Ints(t1, "pads", {1, 1, 1, 1});
+  t.Node("Conv", {"c1", t.Weights("W2", {4, 4, 1, 1})}, "c2");
+  t.Node("Sigmoid", {"c2"}, "s");
+  t.Node("Tanh", {"c1"}, "h");
+  t.Node("Mul", {"s", "h"}, "y");
+  t.Output("y");
+  const nn::Model tm = Import(t);
+  ASSERT_EQ(tm.layers.size(), 5u);
+  EXPECT_EQ(tm.layers[2].type, nn::LayerType::kSigmoid);
+  EXPECT_EQ(tm.layers[3].type, nn::LayerType::kTanh);
+  EXPECT_EQ(tm.layers[4].inputs, (std::vector<int>{2, 3}));
+  nn::ForwardCache tc;
+  nn::Forward(tm, nn::Fp32Inputs(nn::SyntheticInputs(tm, 1, 4), 0, 1), &tc);
+  for (int64_t i = 0; i < 36 * 4; ++i) {
+    EXPECT_FLOAT_EQ(tc.acts[3](0, i), 1.0f / (1.0f + std::exp(-tc.acts[2](0, i))));
+    EXPECT_FLOAT_EQ(tc.acts[4](0, i), std::tanh(tc.acts[1](0, i)));
+  }
   Graph k({1, 2, 4, 4});
   k.Node("Mul", {"x", k.Weights("K", {1})}, "y");
   k.Output("y");
@@ -399,9 +419,9 @@ TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {
             std::string::npos)
       << ImportError(ok);
   Graph un;
-  un.Node("Sigmoid", {"x"}, "y");
+  un.Node("Erf", {"x"}, "y");  // a GELU's, as PyTorch exports it
   un.Output("y");
-  EXPECT_NE(ImportError(un).find("node 'Sigmoid_y' (Sigmoid): not supported; tpusim imports Conv"),
+  EXPECT_NE(ImportError(un).find("node 'Erf_y' (Erf): not supported; tpusim imports Conv"),
             std::string::npos)
       << ImportError(un);
   Graph grouped;

@@ -68,6 +68,21 @@ TEST(Fp32NetTest, GradientsMatchFiniteDifferencesValidConvAvgPoolSameConv) {
   CheckGradients(test::AvgPoolModel(2));
 }
 
+// 8 x 8 x 1 -> conv 4 -> sigmoid -> conv 3 (same) -> tanh -> flatten -> dense 3: the tables'
+// derivatives, y (1 - y) and 1 - y^2, carry the gradient to the first convolution.
+TEST(Fp32NetTest, GradientsMatchFiniteDifferencesSigmoidTanh) {
+  Model m;
+  m.name = "tables";
+  m.input = {8, 8, 1};
+  m.layers = {test::MakeLayer(LayerType::kConv2d, 4, 3),
+              test::MakeLayer(LayerType::kSigmoid),
+              test::MakeLayer(LayerType::kConv2d, 3, 2, 1, "same"),
+              test::MakeLayer(LayerType::kTanh),
+              test::MakeLayer(LayerType::kFlatten),
+              test::MakeLayer(LayerType::kDense, 3, 1, 1, "valid", Activation::kSoftmax)};
+  CheckGradients(test::Randomize(m, 4));
+}
+
 TEST(Fp32NetTest, GradientsMatchFiniteDifferencesLenet5) { CheckGradients(MakeLenet5(3)); }
 
 TEST(Fp32NetTest, SoftmaxRowsSumToOne) {

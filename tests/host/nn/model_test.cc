@@ -221,7 +221,7 @@ TEST(OpTableTest, EveryLayerTypeHasItsOperationFoundByTypeAndName) {
     EXPECT_EQ(op->read == nullptr, op->write == nullptr) << op->name;
     EXPECT_EQ(op->read_int8 == nullptr, op->write_int8 == nullptr) << op->name;
   }
-  EXPECT_EQ(names.size(), 8u);
+  EXPECT_EQ(names.size(), 10u);
 }
 
 // How many inputs a layer reads and whether it takes an activation are its operation's
