@@ -25,8 +25,6 @@ void Infer(const Model& m, const std::string& where, Layer* l) {
   l->out = out;
 }
 
-int64_t Macs(const Layer& /*l*/) { return 0; }
-
 // Each pixel's channels of input 0, then of input 1, ...
 void Forward(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* /*cols*/, MatrixF* y) {
   const int64_t pixels = int64_t{l.out.h} * l.out.w;
@@ -108,7 +106,7 @@ const OpDef& ConcatOp() {
     d.read_int8 = ReadInt8;
     d.write_int8 = WriteJoinInt8;
     d.infer = Infer;
-    d.macs = Macs;
+    d.macs = NoMacs;
     d.forward = Forward;
     d.int8 = Int8;
     d.quantize = Quantize;

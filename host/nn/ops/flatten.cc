@@ -8,8 +8,6 @@ void Infer(const Model& /*m*/, const std::string& /*where*/, Layer* l) {
   l->out = {1, 1, static_cast<int>(l->in.Size())};
 }
 
-int64_t Macs(const Layer& /*l*/) { return 0; }
-
 void Forward(const Layer& /*l*/, const std::vector<const MatrixF*>& xs, MatrixF* /*cols*/,
              MatrixF* out) {
   *out = *xs[0];
@@ -30,7 +28,7 @@ const OpDef& FlattenOp() {
     d.type = LayerType::kFlatten;
     d.name = "flatten";
     d.infer = Infer;
-    d.macs = Macs;
+    d.macs = NoMacs;
     d.forward = Forward;
     d.backward = Backward;
     d.int8 = CopyInt8;

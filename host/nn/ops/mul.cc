@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/nn/ops/op.h"
 #include "host/nn/quantize.h"
@@ -16,8 +15,6 @@ void Infer(const Model& m, const std::string& where, Layer* l) {
   InferOneShape(m, where, l, "mul", "multiplies a {a} map by a {b} one");
 }
 
-int64_t Macs(const Layer& /*l*/) { return 0; }
-
 void Forward(const Layer& /*l*/, const std::vector<const MatrixF*>& xs, MatrixF* /*cols*/,
              MatrixF* out) {
   *out = xs[0]->cwiseProduct(*xs[1]);
@@ -27,12 +24,7 @@ void Forward(const Layer& /*l*/, const std::vector<const MatrixF*>& xs, MatrixF*
 // computes it (docs/quantization.md, "Products").
 void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
           const std::vector<int>& /*channels*/, int8_t* y) {
-  const int8_t* a = xs[0];
-  const int8_t* b = xs[1];
-  const int32_t lo = ClampsAtZero(l.activation) ? 0 : -128;
-  const auto m = static_cast<uint32_t>(l.q.multiplier[0]);
-  const auto shift = static_cast<uint32_t>(l.q.shift[0]);
-  for (int64_t i = 0; i < l.out.Size(); ++i) y[i] = arith::MulRequantize(a[i], b[i], m, shift, lo);
+  ResidualInt8(l, xs, /*product=*/true, y);
 }
 
 // Calibrated like a layer's output (an empty range: ReLU6's 6 / 127, else 1); one multiplier
@@ -72,16 +64,8 @@ Bf16Values Bf16(const Bf16Layer& p, const std::vector<const Bf16Values*>& /*xs*/
 
 const OpDef& MulOp() {
   static const OpDef op = [] {
-    OpDef d;
-    d.type = LayerType::kMul;
-    d.name = "mul";
-    d.min_inputs = d.max_inputs = 2;
-    d.takes_activation = true;
-    d.version = GraphVersion;
-    d.read_int8 = ReadOneShiftInt8;
-    d.write_int8 = WriteJoinInt8;
+    OpDef d = ValueJoin(LayerType::kMul, "mul");
     d.infer = Infer;
-    d.macs = Macs;
     d.forward = Forward;
     d.int8 = Int8;
     d.quantize = Quantize;

@@ -119,6 +119,10 @@ float KeepScale(Layer* l, const std::vector<float>& in_scales, float range);
 // input's h x w x c, {b}: the second's); its output of that shape.
 void InferOneShape(const Model& m, const std::string& where, Layer* l, const char* kind,
                    const char* text);
+// A join's int8 rule: each pair of values through the vector unit's residual stage
+// (arith::Int8Format::Residual: an add with the layer's two multipliers, or with `product` a
+// product with its first; one shift; ReLU where the activation clamps at zero).
+void ResidualInt8(const Layer& l, const std::vector<const int8_t*>& xs, bool product, int8_t* y);
 // A join's output scale, calibrated like a layer's output: range / 127 (an empty range:
 // ReLU6's 6 / 127, else 1).
 float JoinOutputScale(const Layer& l, float range);
@@ -139,6 +143,11 @@ void ReadJoinInt8(const nlohmann::json& qj, const std::string& where, size_t shi
 void ReadOneShiftInt8(const nlohmann::json& qj, const std::string& where, Layer* l);
 // The model.json version of an operation that only graphs have (2).
 int GraphVersion(const Layer& l);
+// The multiply-accumulates of an operation that does none (pooling, flatten, joins, tables).
+int64_t NoMacs(const Layer& l);
+// The slots two maps of one shape joined value by value share (add, mul): two inputs, an
+// activation may follow, the graph-only version, the one-shift int8 section, no MACs.
+OpDef ValueJoin(LayerType type, const char* name);
 void WriteJoinInt8(const Layer& l, nlohmann::json* qj);
 
 // The bfloat16 rules that several operations share (bf16_rules.cc): a layer's input in

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "arith/format.h"
 #include "host/common/errors.h"
 #include "host/nn/ops/op.h"
 
@@ -77,6 +78,21 @@ void ReadOneShiftInt8(const nlohmann::json& qj, const std::string& where, Layer*
 
 int GraphVersion(const Layer& /*l*/) { return 2; }
 
+int64_t NoMacs(const Layer& /*l*/) { return 0; }
+
+OpDef ValueJoin(LayerType type, const char* name) {
+  OpDef d;
+  d.type = type;
+  d.name = name;
+  d.min_inputs = d.max_inputs = 2;
+  d.takes_activation = true;
+  d.version = GraphVersion;
+  d.read_int8 = ReadOneShiftInt8;
+  d.write_int8 = WriteJoinInt8;
+  d.macs = NoMacs;
+  return d;
+}
+
 void WriteJoinInt8(const Layer& l, nlohmann::json* qj) {
   *qj = {{"input_scales", l.q.input_scales},
          {"output_scale", l.q.output_scale},
@@ -97,6 +113,15 @@ void InferOneShape(const Model& m, const std::string& where, Layer* l, const cha
         fmt::format(fmt::runtime(text), fmt::arg("a", shape(l->in)), fmt::arg("b", shape(s))));
   }
   l->out = l->in;
+}
+
+void ResidualInt8(const Layer& l, const std::vector<const int8_t*>& xs, bool product, int8_t* y) {
+  const auto ma = static_cast<uint32_t>(l.q.multiplier[0]),
+             mb = static_cast<uint32_t>(l.q.multiplier[1]);
+  const auto shift = static_cast<uint32_t>(l.q.shift[0]);
+  const bool relu = ClampsAtZero(l.activation);
+  for (int64_t i = 0; i < l.out.Size(); ++i)
+    y[i] = arith::Int8Format::Residual(xs[0][i], xs[1][i], product, ma, mb, shift, relu);
 }
 
 float JoinOutputScale(const Layer& l, float range) {

@@ -47,8 +47,6 @@ void Infer(const Model& /*m*/, const std::string& where, Layer* l_ptr) {
            (cur.w + l.pad_left + l.pad_right - l.pool_w) / l.pool_stride + 1, cur.c};
 }
 
-int64_t Macs(const Layer& /*l*/) { return 0; }
-
 // The input index of tap (i, j) of output pixel (oh, ow), channel c, or -1 in the padding.
 int64_t Tap(const Layer& l, int oh, int ow, int i, int j, int c) {
   const int64_t y = int64_t{oh} * l.pool_stride + i - l.pad_top;
@@ -265,7 +263,7 @@ OpDef PoolDef(LayerType type, const char* name) {
   d.write = Write;
   d.version = Version;
   d.infer = Infer;
-  d.macs = Macs;
+  d.macs = NoMacs;
   d.forward = Forward;
   d.backward = Backward;
   d.int8 = Int8;

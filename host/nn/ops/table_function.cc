@@ -31,8 +31,6 @@ Table TableOf(const Layer& l) {
 
 void Infer(const Model& /*m*/, const std::string& /*where*/, Layer* l) { l->out = l->in; }
 
-int64_t Macs(const Layer& /*l*/) { return 0; }
-
 void ForwardSigmoid(const Layer& /*l*/, const std::vector<const MatrixF*>& xs, MatrixF* /*cols*/,
                     MatrixF* out) {
   *out = xs[0]->unaryExpr([](float v) { return 1.0f / (1.0f + std::exp(-v)); });
@@ -97,7 +95,7 @@ OpDef TableOp(LayerType type, const char* name) {
   d.read_int8 = ReadOneShiftInt8;
   d.write_int8 = WriteJoinInt8;
   d.infer = Infer;
-  d.macs = Macs;
+  d.macs = NoMacs;
   d.int8 = Int8;
   d.quantize = Quantize;
   d.bf16_prepare = Bf16Prepare;
