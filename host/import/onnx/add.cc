@@ -12,15 +12,10 @@ namespace tpu::import::onnx_graph {
 namespace {
 
 Value AddBias(OnnxGraph& g, const onnx::NodeProto& n, int constant_input) {
-  const onnx::NodeProto* node = &n;
   const int data_input = 1 - constant_input;
-  const Value& x = g.In(n, data_input);
-  const bool alone = g.Uses(n.input(data_input)) == 1;
-  nn::Layer* l = x.layer == nn::kModelInput || !alone
-                     ? nullptr
-                     : &g.model().layers[static_cast<size_t>(x.layer)];
-  if (!l || !l->HasWeights() || l->activation != nn::Activation::kNone) {
-    g.FailNode(*node,
+  nn::Layer* l = WeightedBefore(g, n, data_input);
+  if (!l) {
+    g.FailNode(n,
                "an Add of a constant must directly follow a Conv, Gemm or MatMul whose "
                "output nothing else reads (tpusim adds it to that layer's bias)");
   }
@@ -32,7 +27,7 @@ Value AddBias(OnnxGraph& g, const onnx::NodeProto& n, int constant_input) {
                               b.size(), l->out.c));
   }
   for (size_t c = 0; c < b.size(); ++c) l->bias.data[c] += b[c];
-  return x;
+  return g.In(n, data_input);
 }
 
 }  // namespace

@@ -24,6 +24,11 @@ const Reader* ReaderOf(const std::string& op_type);
 // What tpusim imports, for the error that names a node it does not.
 const std::string& Supported();
 
+// The layer a node with a constant operand joins (an Add of a bias, a Mul of a scale): the
+// one computing its other input, `data_input`, with weights (a Conv, Gemm or MatMul), no
+// activation, and read by nothing else; null where there is none.
+nn::Layer* WeightedBefore(OnnxGraph& g, const onnx::NodeProto& n, int data_input);
+
 // A layer of `type` (named `prefix` and a number) joining two activations of one shape
 // value by value (an add, a product); where the shapes differ, FailNode: `text` with a's and
 // b's shapes for {a} and {b}, then "; tpusim <verbs> two activations of one shape".

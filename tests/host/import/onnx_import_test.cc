@@ -310,7 +310,8 @@ TEST(OnnxImportTest, GraphsWithResidualAddsAndConcats) {
 }
 
 // Mul of two activations of one shape becomes a product layer (nn::LayerType::kMul) whose
-// fp32 output is their elementwise product; a constant factor and a broadcast are refused.
+// fp32 output is their elementwise product; a broadcast is refused; a constant factor scales
+// the layer before it.
 TEST(OnnxImportTest, MulOfTwoActivationsIsAProduct) {
   Graph g({1, 2, 6, 6});
   auto* c1 = g.Node("Conv", {"x", g.Weights("W1", {4, 2, 3, 3})}, "c1");
@@ -348,10 +349,36 @@ TEST(OnnxImportTest, MulOfTwoActivationsIsAProduct) {
     EXPECT_FLOAT_EQ(tc.acts[3](0, i), 1.0f / (1.0f + std::exp(-tc.acts[2](0, i))));
     EXPECT_FLOAT_EQ(tc.acts[4](0, i), std::tanh(tc.acts[1](0, i)));
   }
+  // A constant factor scales the layer before it (as GELU's x 0.5 after a Gemm); one of
+  // the model's input, or of another length than one or the channels, is refused.
+  Graph sc({1, 2, 4, 4});
+  sc.Node("Conv", {"x", sc.Weights("W", {3, 2, 1, 1}), sc.Weights("B", {3})}, "c");
+  sc.Node("Mul", {"c", sc.Weights("S", {1, 3, 1, 1})}, "y");
+  sc.Output("y");
+  Graph plain({1, 2, 4, 4});  // the same weights (the same draws), without the Mul
+  plain.Node("Conv", {"x", plain.Weights("W", {3, 2, 1, 1}), plain.Weights("B", {3})}, "c");
+  plain.Output("c");
+  const nn::Model scaled = Import(sc), unscaled = Import(plain);
+  ASSERT_EQ(scaled.layers.size(), 1u);
+  const auto& s = sc.Init("S");
+  for (size_t i = 0; i < scaled.layers[0].weights.data.size(); ++i)
+    EXPECT_EQ(scaled.layers[0].weights.data[i],
+              unscaled.layers[0].weights.data[i] * s.float_data(static_cast<int>(i % 3)));
+  for (int c = 0; c < 3; ++c)
+    EXPECT_EQ(scaled.layers[0].bias.data[c], unscaled.layers[0].bias.data[c] * s.float_data(c));
   Graph k({1, 2, 4, 4});
   k.Node("Mul", {"x", k.Weights("K", {1})}, "y");
   k.Output("y");
-  EXPECT_NE(ImportError(k).find("multiplies by a constant"), std::string::npos) << ImportError(k);
+  EXPECT_NE(ImportError(k).find("a Mul of a constant must directly follow a Conv"),
+            std::string::npos)
+      << ImportError(k);
+  Graph k2({1, 2, 4, 4});
+  k2.Node("Conv", {"x", k2.Weights("W", {3, 2, 1, 1})}, "c");
+  k2.Node("Mul", {k2.Weights("K", {2}), "c"}, "y");
+  k2.Output("y");
+  EXPECT_NE(ImportError(k2).find("multiplies by 2 values a layer of 3 output channels"),
+            std::string::npos)
+      << ImportError(k2);
   Graph bcast({1, 2, 8, 8});
   bcast.Node("Conv", {"x", bcast.Weights("W", {2, 2, 1, 1})}, "c");
   bcast.Node("GlobalAveragePool", {"c"}, "gp");
