@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "contract/tpu_contract.h"
 #include "host/engine/chip_engine.h"
@@ -128,14 +129,23 @@ std::string InputsRegion(size_t core, size_t cores) {
   return cores == 1 ? "inputs" : "inputs " + std::to_string(core);
 }
 
-engine::Executable ExecutableOf(const CoreJobs& jobs, const std::vector<uint64_t>& input_bytes,
-                                const std::string& name) {
-  engine::Executable exe = engine::ExecutableOf(jobs.job);
-  exe.name = name;
+engine::Executable TakeExecutable(CoreJobs* jobs, const std::vector<uint64_t>& input_bytes,
+                                  const std::string& name) {
+  engine::ExecJob& kept = jobs->job;
+  engine::ExecJob taken;
+  taken.name = name;
+  taken.program = std::exchange(kept.program, {});
+  taken.other_programs = std::exchange(kept.other_programs, {});
+  taken.host_image = std::exchange(kept.host_image, {});
+  taken.weight_image = std::exchange(kept.weight_image, {});
+  taken.weight_image_addr = kept.weight_image_addr;
+  taken.host_out_addr = kept.host_out_addr;
+  taken.host_out_bytes = kept.host_out_bytes;
+  engine::Executable exe = engine::ExecutableOf(std::move(taken));
   for (size_t c = 0; c < input_bytes.size(); ++c) {
     exe.regions.push_back({InputsRegion(c, input_bytes.size()),
                            engine::Memory::kHost,
-                           jobs.host_base[c],
+                           jobs->host_base[c],
                            input_bytes[c],
                            {}});
   }

@@ -28,9 +28,10 @@ struct CoreJobs {
 // programs, and the regions `host image` and `weight image` (their images, written when it
 // is loaded), `inputs` on one core or `inputs C` for core C (`input_bytes[C]` bytes from the
 // start of core C's window, each batch's to write: InputsRegion) and `outputs` (the
-// read-back range of every core: HostOut splits it).
-engine::Executable ExecutableOf(const CoreJobs& jobs, const std::vector<uint64_t>& input_bytes,
-                                const std::string& name);
+// read-back range of every core: HostOut splits it). The programs and images move into it;
+// `jobs` keeps the layout the runs use (the windows, the read-back ranges).
+engine::Executable TakeExecutable(CoreJobs* jobs, const std::vector<uint64_t>& input_bytes,
+                                  const std::string& name);
 // The name of core `core`'s inputs region among `cores`.
 std::string InputsRegion(size_t core, size_t cores);
 

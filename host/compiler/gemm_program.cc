@@ -274,12 +274,7 @@ GemmOnCores MakeGemmOnCores(int64_t m, const Matrix<int8_t>& b, int n, bool over
   g.layout = CombineCoreJobs(std::move(jobs));
   std::vector<uint64_t> a_bytes;
   for (const GemmProgram& part : g.parts) a_bytes.push_back(ABytes(part));
-  g.exe = ExecutableOf(g.layout, a_bytes, "gemm");
-  engine::ExecJob& kept = g.layout.job;  // its windows and read-back range are used again
-  kept.program = {};
-  kept.other_programs = {};
-  kept.host_image = {};
-  kept.weight_image = {};
+  g.exe = TakeExecutable(&g.layout, a_bytes, "gemm");
   return g;
 }
 

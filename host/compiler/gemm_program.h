@@ -78,7 +78,7 @@ enum class CoreSplit { kRows, kColumns };
 // (blocks as even as whole rows, or whole N-column tiles, allow; in core order), each block
 // a GemmProgram of its own with the parameter sets of its columns, combined by
 // CombineCoreJobs (split by rows, the cores share B's tiles in weight memory) into one
-// executable: ExecutableOf's, with core c's block of A in region InputsRegion(c) (its
+// executable: TakeExecutable's, with core c's block of A in region InputsRegion(c) (its
 // part's region "a"), every core's C in region "outputs".
 struct GemmOnCores {
   CoreSplit split = CoreSplit::kRows;

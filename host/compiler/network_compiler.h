@@ -87,7 +87,7 @@ class NetworkCompiler {
   template <class T>
   LayerJob Build(const std::vector<T>& act, int batch, int sharers = 1) const;
   // The network for `batch` images on a core beside sharers - 1 others, compiled once
-  // (CompiledNetwork; core_split.h's ExecutableOf makes the executable of the cores' jobs).
+  // (CompiledNetwork; core_split.h's TakeExecutable makes the executable of the cores' jobs).
   CompiledNetwork Compile(int batch, int sharers = 1) const;
   // The `inputs` region's bytes for `batch` images whose inputs are `act` (T as Build's):
   // each image's rows, then zeros up to the parameters.

@@ -233,14 +233,15 @@ ExecResult ChipEngine::Run(const ExecJob& job) {
   return r;
 }
 
-Executable ExecutableOf(const ExecJob& job) {
+Executable ExecutableOf(ExecJob job) {
   Executable exe;
-  exe.name = job.name;
-  exe.programs.push_back(job.program);
-  exe.programs.insert(exe.programs.end(), job.other_programs.begin(), job.other_programs.end());
-  exe.regions = {{"host image", Memory::kHost, 0, job.host_image.size(), job.host_image},
-                 {"weight image", Memory::kWeight, job.weight_image_addr, job.weight_image.size(),
-                  job.weight_image},
+  exe.name = std::move(job.name);
+  exe.programs.push_back(std::move(job.program));
+  for (isa::Program& p : job.other_programs) exe.programs.push_back(std::move(p));
+  const uint64_t host_bytes = job.host_image.size(), weight_bytes = job.weight_image.size();
+  exe.regions = {{"host image", Memory::kHost, 0, host_bytes, std::move(job.host_image)},
+                 {"weight image", Memory::kWeight, job.weight_image_addr, weight_bytes,
+                  std::move(job.weight_image)},
                  {"outputs", Memory::kHost, job.host_out_addr, job.host_out_bytes, {}}};
   return exe;
 }

@@ -146,7 +146,7 @@ inline constexpr uint64_t kMaxProgramWords = uint64_t{1} << 20;
 
 // The executable of a job: its programs, and the regions "host image" and "weight image"
 // (its images, written when it is loaded) and "outputs" (its read-back range).
-Executable ExecutableOf(const ExecJob& job);
+Executable ExecutableOf(ExecJob job);
 
 // Checks that the programs, the images and the read-back range fit the config's cores and
 // memories (both engines apply the same checks). Throws UsageError naming the config field.

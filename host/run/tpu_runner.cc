@@ -126,15 +126,10 @@ struct RunState {
 };
 
 // Loads the combined jobs (`windows`) with their inputs regions of `input_bytes` each;
-// keeps only what later runs use (the programs' op_of, the read-back ranges).
+// `windows` keeps only what later runs use (the read-back ranges).
 void LoadJobs(const NetworkCompiler& network, const std::vector<uint64_t>& input_bytes,
               engine::ChipEngine& engine, LoadedNetwork* l) {
-  engine.Load(compiler::ExecutableOf(l->windows, input_bytes, network.Name()));
-  engine::ExecJob& kept = l->windows.job;  // only its read-back range is used again
-  kept.program = {};
-  kept.other_programs = {};
-  kept.host_image = {};
-  kept.weight_image = {};
+  engine.Load(compiler::TakeExecutable(&l->windows, input_bytes, network.Name()));
 }
 
 // Compiles the network for batches of b on the engine's cores and loads it.

@@ -1,5 +1,4 @@
 // An elementwise add of two maps of one shape (a residual connection).
-#include <nlohmann/json.hpp>
 
 #include "arith/bf16.h"
 #include "host/common/errors.h"

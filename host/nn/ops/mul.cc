@@ -2,8 +2,6 @@
 // its Erf branch of a GELU that PyTorch exports, the products of an LSTM-like cell).
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include "host/common/errors.h"
 #include "host/nn/ops/op.h"
 #include "host/nn/quantize.h"

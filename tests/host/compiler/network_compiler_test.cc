@@ -93,8 +93,8 @@ TEST(NetworkCompilerTest, CompiledOnceRunsEachBatchAsItsOwnJobDoes) {
   ASSERT_TRUE(nc.Fits()) << nc.WhyNot();
   const auto loaded = test::TestEngine(engine::EngineKind::kFast, config, {});
   CompiledNetwork compiled = nc.Compile(kBatch);
-  loaded->Load(
-      ExecutableOf(CombineCoreJobs({compiled.job.exec}), {compiled.input_bytes}, nc.Name()));
+  CoreJobs one = CombineCoreJobs({compiled.job.exec});
+  loaded->Load(TakeExecutable(&one, {compiled.input_bytes}, nc.Name()));
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     const data::MnistSet set = MnistLike(m, kBatch, seed);
     std::vector<int8_t> act(static_cast<size_t>(kBatch * m.input.Size()));
