@@ -50,7 +50,7 @@ Setup MakeSetup(int dim) {
     s.a = gemm::RandomInt8(2048, 1024, 1);
     s.b = gemm::RandomInt8(1024, 1024, 2);
   }
-  s.g = compiler::MakeGemmProgram(s.a.rows, s.b, dim, /*overlap=*/true);
+  s.g = compiler::MakeGemmProgram(s.a.rows, s.b, s.config);
   return s;
 }
 
@@ -76,14 +76,14 @@ void BM_ChipGemm(benchmark::State& state, engine::EngineKind kind, int dim, bool
   chip->Load(s.g.exe);  // compiled and loaded once; each run writes A (packed once) and runs
   const std::vector<uint8_t> a = s.g.PackA(s.a);
   for (auto _ : state) {
-    chip->Write("a", a);
+    chip->Write("inputs", a);
     const engine::ExecResult r = chip->Run();
     if (!r.ok) {
       state.SkipWithError(r.message.c_str());
       return;
     }
     state.PauseTiming();
-    if (!timing_only && s.g.Unpack(chip->Read("c")).data != want) {
+    if (!timing_only && s.g.Unpack(chip->Read("outputs")).data != want) {
       state.SkipWithError("result differs from Eigen");
       return;
     }
@@ -97,6 +97,8 @@ void BM_ChipGemm(benchmark::State& state, engine::EngineKind kind, int dim, bool
   state.counters["pe_cycles_per_s"] =
       benchmark::Counter(static_cast<double>(cycles) * dim * dim, benchmark::Counter::kIsRate);
   state.counters["utilization"] = utilization;
+  state.counters["chip_cycles"] =
+      static_cast<double>(cycles) / static_cast<double>(state.iterations());
 }
 
 // tpu-v2 runs a 1024 x 1024 by 1024 x 1024 bf16 product (64 tiles of 1024 rows), with a
@@ -107,7 +109,7 @@ void BM_ChipGemmBf16(benchmark::State& state) {
   config::ApplyOverride(&c, "host_mem_bytes_per_cycle=512");
   const int dim = c.array_dim;
   const Matrix<uint16_t> a = gemm::RandomBf16(1024, 1024, 1), b = gemm::RandomBf16(1024, 1024, 2);
-  const auto g = compiler::MakeGemmProgram(a.rows, b, dim, /*overlap=*/true);
+  const auto g = compiler::MakeGemmProgram(a.rows, b, c);
   const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
   const Matrix<uint16_t> want = g.Expected(gemm::ReferenceGemm(a, b, dim));
   uint64_t cycles = 0;
@@ -150,7 +152,7 @@ void BM_ChipGemmCores(benchmark::State& state) {
   const auto split = state.range(1) ? compiler::CoreSplit::kColumns : compiler::CoreSplit::kRows;
   Setup s = MakeSetup(256);
   s.config.cores = cores;
-  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(s.a.rows, s.b, 256, true, cores, split);
+  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(s.a.rows, s.b, s.config, split);
   engine::EngineOptions o;
   o.timing_only = true;
   const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, s.config, o);

@@ -13,8 +13,9 @@
 #include "arith/int8.h"
 #include "contract/tpu_contract.h"
 #include "host/common/errors.h"
+#include "host/compiler/network_compiler.h"
 #include "host/compiler/packing.h"
-#include "host/isa/program_builder.h"
+#include "host/nn/model.h"
 
 namespace tpu::compiler {
 
@@ -63,24 +64,12 @@ Matrix<T> GemmProgramOf<T>::Expected(const Matrix<int32_t>& c) const {
 
 template <class T>
 Matrix<T> GemmProgramOf<T>::Unpack(const std::vector<uint8_t>& out) const {
-  return MakeMatrix<T>(m, cols, [&](int64_t i, int64_t j) {
-    T v;
-    std::memcpy(&v, &out[static_cast<size_t>((((j / n) * m + i) * n + j % n) * sizeof(T))],
-                sizeof(T));
-    return v;
-  });
+  return {m, cols, network->Decode<T>(out, static_cast<int>(m))};
 }
 
 template <class T>
 std::vector<uint8_t> GemmProgramOf<T>::PackA(const Matrix<T>& a) const {
-  const int64_t row = n * int64_t{sizeof(T)};  // a row's bytes
-  std::vector<uint8_t> out(static_cast<size_t>(kt * m * row), 0);
-  for (int64_t kb = 0; kb < kt; ++kb) {
-    const auto bytes = static_cast<size_t>(std::min(n, k - kb * n)) * sizeof(T);
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(&out[static_cast<size_t>((kb * m + i) * row)], &a.at(i, kb * n), bytes);
-  }
-  return out;
+  return network->EncodeInputs(a.data, static_cast<int>(m));
 }
 
 template <class T>
@@ -88,9 +77,9 @@ GemmRun<T> GemmProgramOf<T>::Run(engine::ChipEngine& engine, const Matrix<T>& a)
   if (a.rows != m || a.cols != k)
     throw UsageError(fmt::format("the GEMM program was compiled for A of {} x {}, not {} x {}", m,
                                  k, a.rows, a.cols));
-  engine.Write("a", PackA(a));
+  engine.Write("inputs", PackA(a));
   GemmRun<T> out{engine.Run(), {}};
-  if (out.result.ok && engine.ComputesValues()) out.c = Unpack(engine.Read("c"));
+  if (out.result.ok && engine.ComputesValues()) out.c = Unpack(engine.Read("outputs"));
   return out;
 }
 
@@ -98,78 +87,6 @@ template struct GemmProgramOf<int8_t>;
 template struct GemmProgramOf<uint16_t>;
 
 namespace {
-
-// The job of C = A x B, for either format: A's column blocks in the unified buffer (zeros
-// in the host image: each run writes them), B's tiles (`weights`, packed) through the FIFO,
-// the parameter sets (`sets`, packed) after A in host memory; T is the operand (int8_t, or
-// uint16_t in bf16).
-template <class T>
-engine::ExecJob GemmJob(const GemmProgramOf<T>& g, bool overlap, const std::vector<uint8_t>& sets,
-                        std::vector<uint8_t> weights) {
-  const bool bf16 = sizeof(T) == 2;
-  const int64_t m = g.m, n = g.n, row = n * int64_t{sizeof(T)};  // a row's bytes
-  engine::ExecJob job;
-  job.name = "gemm";
-  std::vector<uint8_t>& host = job.host_image;
-  host.assign(static_cast<size_t>(g.kt * m * row), 0);
-  const uint64_t params_addr = host.size();
-  host.insert(host.end(), sets.begin(), sets.end());
-  job.host_out_addr = host.size();
-  job.host_out_bytes = static_cast<uint64_t>(g.nt * m * row);
-  job.weight_image = std::move(weights);
-
-  isa::ProgramBuilder p;
-  if (bf16) p.SetFormat(true);
-  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  const int64_t out_ub = g.kt * m, tiles = g.kt * g.nt, tile = n * row;
-  constexpr auto kMost = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
-  for (int64_t r0 = 0; r0 < g.kt * m; r0 += kMost)  // A, in transfers a length field holds
-    p.ReadHost(u(r0 * row), u(r0), u(std::min(kMost, g.kt * m - r0)));
-  p.ReadParams(params_addr, 0, u(g.nt));
-  for (int64_t j = 0; j < g.nt; ++j) {
-    const int64_t acc = (j % 2) * m;  // two accumulator buffers: tile j+1 overlaps activate j
-    for (int64_t kb = 0; kb < g.kt; ++kb) {
-      const int64_t t = j * g.kt + kb;
-      // Overlapped: the weights in reads as long as a length field holds, each right before
-      // the matmul of its first tile (a read waiting for FIFO room never stands in front of
-      // the matmuls that would make it).
-      if (overlap && t % kMost == 0) p.ReadWeights(u(t * tile), u(std::min(kMost, tiles - t)));
-      if (!overlap) {
-        p.ReadWeights(u(t * tile), 1);
-        p.Sync();
-      }
-      p.Matmul(u(kb * m), u(acc), u(m), /*switch_tile=*/true, isa::AddIf(kb > 0));
-      if (!overlap) p.Sync();
-    }
-    p.Activate(u(acc), u(out_ub + j * m), u(m), u(j), /*relu=*/false, isa::Pool::kNone);
-  }
-  for (int64_t r0 = 0; r0 < g.nt * m; r0 += kMost)
-    p.WriteHost(u(out_ub + r0), job.host_out_addr + u(r0 * row), u(std::min(kMost, g.nt * m - r0)));
-  p.Halt();
-  job.program = p.Take();
-  return job;
-}
-
-// The executable of a GEMM's job (GemmProgramOf says what its regions hold).
-engine::Executable GemmExecutable(engine::ExecJob job, uint64_t a_bytes) {
-  using engine::Memory;
-  engine::Executable exe;
-  exe.name = job.name;
-  exe.programs = {std::move(job.program)};
-  std::vector<uint8_t> params(job.host_image.begin() + static_cast<std::ptrdiff_t>(a_bytes),
-                              job.host_image.end());
-  const uint64_t params_bytes = params.size(), weight_bytes = job.weight_image.size();
-  exe.regions = {{"a", Memory::kHost, 0, a_bytes, {}},
-                 {"params", Memory::kHost, a_bytes, params_bytes, std::move(params)},
-                 {"c", Memory::kHost, job.host_out_addr, job.host_out_bytes, {}},
-                 {"weights", Memory::kWeight, 0, weight_bytes, std::move(job.weight_image)}};
-  return exe;
-}
-
-template <class T>
-uint64_t ABytes(const GemmProgramOf<T>& g) {
-  return static_cast<uint64_t>(g.kt * g.m * g.n) * sizeof(T);
-}
 
 template <class T>
 GemmProgramOf<T> Shape(int64_t m, const Matrix<T>& b, int n) {
@@ -197,17 +114,72 @@ Matrix<int8_t> Columns(const Matrix<int8_t>& m, int64_t first, int64_t last) {
   return y;
 }
 
-// The part of `whole` that computes m rows of A x b: b is whole's columns from `col` on (a
-// multiple of n), so its parameter sets are those columns'; with its job, to combine.
-std::pair<GemmProgram, engine::ExecJob> Part(const GemmProgram& whole, int64_t m,
-                                             const Matrix<int8_t>& b, int64_t col, bool overlap) {
-  const int n = static_cast<int>(whole.n);
-  GemmProgram g = Shape(m, b, n);
-  const auto from = static_cast<std::ptrdiff_t>(col), to = from + g.nt * n;
-  g.channels.assign(whole.channels.begin() + from, whole.channels.begin() + to);
-  engine::ExecJob job = GemmJob(g, overlap, PackParamSets<arith::Int8Format>(g.channels, n),
-                                PackWeightTiles(b.data.data(), g.k, g.cols, n));
-  return {std::move(g), std::move(job)};
+// B and its output columns' parameters as a one-layer model: a dense layer of k inputs and
+// cols outputs whose input is a 1 x 1 x k map (one of A's rows), in int8 (B's values; the
+// channels' biases, multipliers and shifts) or, T bfloat16, in float32 (B's values exactly,
+// the channels' biases).
+template <class T>
+nn::Model GemmModel(const Matrix<T>& b,
+                    const std::vector<typename arith::FormatOf<T>::Channel>& channels) {
+  nn::Model model;
+  model.name = "gemm";
+  model.preprocess = "none";
+  model.dataset = "none";
+  model.input = {1, 1, static_cast<int>(b.rows)};
+  nn::Layer d;
+  d.name = "gemm";
+  d.type = nn::LayerType::kDense;
+  d.inputs = {nn::kModelInput};
+  d.in = model.input;
+  d.out = {1, 1, static_cast<int>(b.cols)};
+  if constexpr (std::is_same_v<T, int8_t>) {
+    model.quantized = d.quantized = true;
+    d.q.weights = {{b.rows, b.cols}, b.data};
+    d.q.bias.shape = {b.cols};
+    for (const arith::Int8Format::Channel& c : channels) {
+      d.q.bias.data.push_back(c.bias);
+      d.q.multiplier.push_back(c.multiplier);
+      d.q.shift.push_back(c.shift);
+    }
+  } else {
+    d.weights.shape = {b.rows, b.cols};
+    for (const uint16_t w : b.data) d.weights.data.push_back(arith::FloatOfBits(uint32_t{w} << 16));
+    d.bias.shape = {b.cols};
+    for (const arith::Bf16Format::Channel& c : channels)
+      d.bias.data.push_back(arith::FloatOfBits(c.bias));
+  }
+  model.layers = {std::move(d)};
+  return model;
+}
+
+// The program of m rows of A x b whose output columns take `channels`, compiled for a core
+// among `sharers` that share the host link: with its job and its inputs' bytes, to combine.
+template <class T>
+struct Part {
+  GemmProgramOf<T> g;
+  engine::ExecJob job;
+  uint64_t input_bytes = 0;
+};
+template <class T>
+Part<T> Compile(int64_t m, const Matrix<T>& b,
+                std::vector<typename arith::FormatOf<T>::Channel> channels,
+                const config::TpuConfig& config, int sharers) {
+  Part<T> p;
+  p.g = Shape(m, b, config.array_dim);
+  p.g.channels = std::move(channels);
+  const auto fail = [&](const std::string& why) {
+    return UsageError(fmt::format("a GEMM of {} x {} by {} x {} does not run on chip '{}': {}", m,
+                                  b.rows, b.rows, b.cols, config.name, why));
+  };
+  if (m < 1 || m > INT32_MAX) throw fail("A must have 1 to 2^31 - 1 rows");
+  auto network =
+      std::make_shared<NetworkCompiler>(GemmModel(b, p.g.channels), config, static_cast<int>(m));
+  if (!network->Fits()) throw fail(network->WhyNot());
+  CompiledNetwork c = network->Compile(static_cast<int>(m), sharers);
+  p.job = std::move(c.job.exec);
+  p.input_bytes = c.input_bytes;
+  p.g.network = std::move(network);
+  return p;
 }
 
 }  // namespace
@@ -232,49 +204,63 @@ std::vector<typename arith::FormatOf<T>::Channel> RandomChannels(int64_t columns
 }  // namespace
 
 template <class T>
-GemmProgramOf<T> MakeGemmProgram(int64_t m, const Matrix<T>& b, int n, bool overlap,
+GemmProgramOf<T> MakeGemmProgram(int64_t m, const Matrix<T>& b, const config::TpuConfig& config,
                                  uint64_t seed) {
-  GemmProgramOf<T> g = Shape(m, b, n);
-  g.channels = RandomChannels<T>(g.nt * n, seed);
-  g.exe = GemmExecutable(GemmJob(g, overlap, PackParamSets<arith::FormatOf<T>>(g.channels, n),
-                                 PackWeightTiles(b.data.data(), g.k, g.cols, n)),
-                         ABytes(g));
-  return g;
+  Part<T> p = Compile(m, b, RandomChannels<T>(b.cols, seed), config, 1);
+  std::vector<engine::ExecJob> jobs;
+  jobs.push_back(std::move(p.job));
+  CoreJobs layout = CombineCoreJobs(std::move(jobs));
+  p.g.exe = TakeExecutable(&layout, {p.input_bytes}, "gemm");
+  return std::move(p.g);
 }
 
-template GemmProgramOf<int8_t> MakeGemmProgram(int64_t, const Matrix<int8_t>&, int, bool, uint64_t);
-template GemmProgramOf<uint16_t> MakeGemmProgram(int64_t, const Matrix<uint16_t>&, int, bool,
-                                                 uint64_t);
+template GemmProgramOf<int8_t> MakeGemmProgram(int64_t, const Matrix<int8_t>&,
+                                               const config::TpuConfig&, uint64_t);
+template GemmProgramOf<uint16_t> MakeGemmProgram(int64_t, const Matrix<uint16_t>&,
+                                                 const config::TpuConfig&, uint64_t);
 
-GemmOnCores MakeGemmOnCores(int64_t m, const Matrix<int8_t>& b, int n, bool overlap, int cores,
+namespace {
+
+// The parts of a GEMM on `cores` cores: each core's first row (column) and block's size.
+std::vector<std::pair<int64_t, int64_t>> Blocks(const GemmProgram& whole, int cores,
+                                                CoreSplit split) {
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  const int64_t n = whole.n, nt = whole.nt;
+  for (int c = 0; c < cores; ++c) {
+    const int64_t first = split == CoreSplit::kRows ? whole.m * c / cores : nt * c / cores * n;
+    const int64_t last = split == CoreSplit::kRows
+                             ? whole.m * (c + 1) / cores
+                             : std::min<int64_t>(nt * (c + 1) / cores * n, whole.cols);
+    if (last > first) blocks.emplace_back(first, last - first);
+  }
+  return blocks;
+}
+
+}  // namespace
+
+GemmOnCores MakeGemmOnCores(int64_t m, const Matrix<int8_t>& b, const config::TpuConfig& config,
                             CoreSplit split, uint64_t seed) {
-  if (cores < 1) throw std::invalid_argument("MakeGemmOnCores: cores must be at least 1");
   GemmOnCores g;
   g.split = split;
-  g.whole = Shape(m, b, n);
-  g.whole.channels = RandomChannels<int8_t>(g.whole.nt * n, seed);
+  g.whole = Shape(m, b, config.array_dim);
+  g.whole.channels = RandomChannels<int8_t>(b.cols, seed);
+  const auto blocks = Blocks(g.whole, config.cores, split);
+  const int sharers = static_cast<int>(blocks.size());
   std::vector<engine::ExecJob> jobs;
-  for (int c = 0; c < cores; ++c) {
-    std::pair<GemmProgram, engine::ExecJob> part;
-    if (split == CoreSplit::kRows) {
-      const int64_t first = m * c / cores, last = m * (c + 1) / cores;
-      if (last == first) continue;
-      part = Part(g.whole, last - first, b, 0, overlap);
-      g.first.push_back(first);
-    } else {
-      const int64_t nt = g.whole.nt, first = nt * c / cores * n,
-                    last = std::min<int64_t>(nt * (c + 1) / cores * n, b.cols);
-      if (last <= first) continue;
-      part = Part(g.whole, m, Columns(b, first, last), first, overlap);
-      g.first.push_back(first);
-    }
-    g.parts.push_back(std::move(part.first));
-    jobs.push_back(std::move(part.second));
+  std::vector<uint64_t> input_bytes;
+  for (const auto& [first, size] : blocks) {
+    const auto from = g.whole.channels.begin() + static_cast<std::ptrdiff_t>(first);
+    Part<int8_t> part =
+        split == CoreSplit::kRows
+            ? Compile(size, b, g.whole.channels, config, sharers)
+            : Compile(m, Columns(b, first, first + size), {from, from + size}, config, sharers);
+    g.first.push_back(first);
+    g.parts.push_back(std::move(part.g));
+    jobs.push_back(std::move(part.job));
+    input_bytes.push_back(part.input_bytes);
   }
   g.layout = CombineCoreJobs(std::move(jobs));
-  std::vector<uint64_t> a_bytes;
-  for (const GemmProgram& part : g.parts) a_bytes.push_back(ABytes(part));
-  g.exe = TakeExecutable(&g.layout, a_bytes, "gemm");
+  g.exe = TakeExecutable(&g.layout, input_bytes, "gemm");
   return g;
 }
 

@@ -16,7 +16,6 @@
 #include "arith/int8.h"
 #include "host/common/errors.h"
 #include "host/compiler/core_split.h"
-#include "host/compiler/gemm_program.h"
 #include "host/compiler/network_compiler.h"
 #include "host/engine/cycle_attribution.h"
 #include "host/gemm/gemm_runner.h"
@@ -30,7 +29,6 @@ using compiler::Bound;
 using compiler::LayerJob;
 using compiler::LoweredGraph;
 using compiler::LowerGraph;
-using compiler::MakeGemmProgram;
 using compiler::MapsOnChip;
 using compiler::NetworkCompiler;
 using compiler::PlanGraph;
@@ -317,6 +315,25 @@ int ColumnSplit(const TopologyLayer& l, int batch, const config::TpuConfig& c) {
   const int64_t tiles = (l.filters + c.array_dim - 1) / c.array_dim;
   return c.cores > batch ? static_cast<int>(std::min<int64_t>(c.cores, tiles)) : 1;
 }
+// The most images, up to `group`, that one program of model m runs on the chip: its plan
+// fits (host memory holds the group's maps, ...) and its instructions a core's program
+// region. They grow with the images, so a program too long is compiled again for
+// proportionally fewer until it fits. `group` where none fits (the caller says why).
+int FittingGroup(const nn::Model& m, const config::TpuConfig& c, int group, bool maps_on_chip) {
+  for (;;) {
+    const NetworkCompiler nc(m, c, group, maps_on_chip);
+    if (!nc.Fits()) {
+      const int most = nc.LargestBatch(group);
+      if (most < 1 || most >= group) return group;
+      group = most;
+      continue;
+    }
+    const uint64_t words = nc.Compile(group).job.exec.program.words.size();
+    if (words <= engine::kMaxProgramWords || group == 1) return group;
+    group = std::max(
+        1, static_cast<int>(static_cast<uint64_t>(group) * engine::kMaxProgramWords / words));
+  }
+}
 // The parts of `split` cores sharing the output channels (1: data parallel).
 LayerParts PartsOf(const TopologyLayer& l, int batch, const config::TpuConfig& c, bool maps_on_chip,
                    bool bf16, int split, std::mt19937_64& rng) {
@@ -330,8 +347,10 @@ LayerParts PartsOf(const TopologyLayer& l, int batch, const config::TpuConfig& c
     parts.models.push_back(LayerModel(part, rng, bf16));
   }
   parts.group = batch;
-  for (const nn::Model& m : parts.models)
+  for (const nn::Model& m : parts.models) {
     parts.group = std::min(parts.group, MapsGroup(m, c, batch, maps_on_chip));
+    parts.group = FittingGroup(m, c, parts.group, maps_on_chip);
+  }
   for (const nn::Model& m : parts.models) {
     parts.nc.push_back(std::make_unique<NetworkCompiler>(m, c, parts.group, maps_on_chip));
     const MapsOnChip a = parts.nc.back()->Maps(), b = parts.nc.front()->Maps();
@@ -391,24 +410,24 @@ std::string LayerRowName(const TopologyLayer& l, const LayerParts& parts) {
 
 // Layer l as one-layer network programs (NetworkCompiler: the chip forms the windows), the
 // batch in groups whose maps fit a core, shared out over the cores as LayerParts says;
-// nullopt where the layer does not fit that way. `exact` is cleared where computed outputs
-// differ from the CPU reference.
+// added to *row; false (nothing run) where the layer does not fit that way. `exact` is
+// cleared where computed outputs differ from the CPU reference.
 template <class T>
-std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
-                                          engine::ChipEngine& engine, bool maps_on_chip,
-                                          std::mt19937_64& rng, TpuRunResult& result, bool& exact) {
+bool RunLayerProgram(const TopologyLayer& l, int batch, engine::ChipEngine& engine,
+                     bool maps_on_chip, std::mt19937_64& rng, TpuRunResult& result, bool& exact,
+                     LayerStats* row) {
   const config::TpuConfig& c = engine.Config();
   const LayerParts parts = ChooseParts(l, batch, c, maps_on_chip, sizeof(T) == 2, rng);
-  if (parts.nc.empty()) return std::nullopt;
+  if (parts.nc.empty()) return false;
   const int64_t in_size = parts.models[0].input.Size();
   const gemm::GemmShape g = l.Gemm();
   const LayerInputs<T> in = RandomInputs<T>(static_cast<size_t>(in_size * batch), rng);
-  LayerStats stats;
+  LayerStats& stats = *row;
   for (const auto& nc : parts.nc) result.ub_rows = std::max(result.ub_rows, nc->UbRows());
   stats.name = LayerRowName(l, parts);
   stats.m = g.m * batch;
   stats.k = g.k;
-  stats.n = g.n;
+  stats.n += g.n;  // a layer run in groups of its columns: each group's
   const int round = parts.group * (parts.Columns() ? 1 : c.cores);
   for (int i0 = 0; i0 < batch; i0 += round) {
     const int count = std::min(round, batch - i0);
@@ -440,78 +459,20 @@ std::optional<LayerStats> RunLayerProgram(const TopologyLayer& l, int batch,
       }
     }
   }
-  return stats;
+  return true;
 }
 
-// A piece of an im2col GEMM as a program (bfloat16 operands on a bf16 chip), and whether
-// the chip's outputs of it are the CPU reference's.
-template <class T>
-bool PieceExact(const compiler::GemmProgramOf<T>& prog, const compiler::GemmRun<T>& run,
-                const Matrix<T>& a, const Matrix<T>& b, int64_t n) {
-  return run.c.data == prog.Expected(gemm::ReferenceGemm(a, b, static_cast<int>(n))).data;
-}
-
-// Layer l as GEMM programs of its im2col rows, in pieces that fit the chip (topology.h).
-// `on_macs` is told the MACs of each piece done.
-template <class T>
-LayerStats RunLayerIm2col(const TopologyLayer& l, int batch, engine::ChipEngine& engine,
-                          std::mt19937_64& rng, bool& exact,
-                          const std::function<void(double)>& on_macs, TpuRunResult& result) {
-  const config::TpuConfig& c = engine.Config();
-  const int64_t n = c.array_dim;
+// Layer l as the GEMM its im2col rows make (SCALE-Sim's view of it, --host-im2col): a dense
+// layer of K = fh x fw x c inputs and the filters as outputs, every output pixel of every
+// image of the batch a row of A, formed on the host.
+TopologyLayer Im2colLayer(const TopologyLayer& l) {
   const gemm::GemmShape g = l.Gemm();
-  const int64_t gm = g.m * batch;  // the im2col rows of the batch's maps
-  const int64_t kt = (g.k + n - 1) / n, nt_all = (g.n + n - 1) / n;
-  // Output columns in groups of at most param_sets tiles (one VPU parameter set each)
-  // whose weights fit the weight memory.
-  const int64_t column_bytes = kt * n * n * static_cast<int64_t>(sizeof(T));
-  const int64_t ntg = std::min<int64_t>({nt_all, c.param_sets, c.weight_mem_bytes / column_bytes});
-  if (ntg < 1) {
-    throw UsageError(fmt::format(
-        "layer '{}' (K = {}) does not fit the chip: one column of its weight tiles is {} bytes "
-        "and the weight memory holds {}; raise weight_mem_bytes",
-        l.name, g.k, column_bytes, c.weight_mem_bytes));
-  }
-  // Rows in chunks: two accumulator buffers of mc rows; A's kt blocks and the outputs'
-  // ntg blocks of mc rows in the unified buffer.
-  const int64_t mc = std::min({gm, static_cast<int64_t>(c.acc_depth_rows) / 2,
-                               static_cast<int64_t>(c.ub_depth_rows) / (kt + ntg)});
-  if (mc < 1) {
-    throw UsageError(
-        fmt::format("layer '{}' (K = {}, {} column tiles) does not fit the chip: one row needs {} "
-                    "unified-buffer rows and 2 accumulator rows; raise ub_depth_rows (now {}) or "
-                    "acc_depth_rows (now {})",
-                    l.name, g.k, nt_all, kt + ntg, c.ub_depth_rows, c.acc_depth_rows));
-  }
-  LayerStats stats;
-  stats.name = l.name;
-  const Matrix<T> a = gemm::RandomOperand<T>(gm, g.k, rng());
-  const Matrix<T> b = gemm::RandomOperand<T>(g.k, g.n, rng());
-  for (int64_t col0 = 0; col0 < g.n; col0 += ntg * n) {
-    const int64_t cols = std::min(ntg * n, g.n - col0);
-    Matrix<T> bg{g.k, cols, std::vector<T>(static_cast<size_t>(g.k * cols))};
-    for (int64_t p = 0; p < g.k; ++p)
-      std::copy_n(b.data.begin() + p * g.n + col0, cols, bg.data.begin() + p * cols);
-    for (int64_t row0 = 0; row0 < gm; row0 += mc) {
-      const int64_t rows = std::min(mc, gm - row0);
-      const Matrix<T> ac{
-          rows, g.k,
-          std::vector<T>(a.data.begin() + row0 * g.k, a.data.begin() + (row0 + rows) * g.k)};
-      auto prog = MakeGemmProgram(rows, bg, static_cast<int>(n), /*overlap=*/true, rng());
-      prog.exe.name = l.name;
-      engine.Load(prog.exe);
-      const compiler::GemmRun<T> run = prog.Run(engine, ac);
-      const engine::ExecResult& r = run.result;
-      if (!r.ok) {
-        throw RuntimeError(fmt::format("layer '{}' stopped on the chip: {}", l.name, r.message));
-      }
-      report::AddJob(r.CountersOf(0), rows * g.k * cols, 0, 1, &stats);  // core 0 runs it
-      result.chip_cycles += r.cycles;
-      if (engine.ComputesValues()) exact = exact && PieceExact(prog, run, ac, bg, n);
-      on_macs(static_cast<double>(rows * g.k * cols));
-    }
-  }
-  return stats;
+  TopologyLayer d;
+  d.name = l.name;
+  d.ifmap_h = d.ifmap_w = d.filter_h = d.filter_w = 1;
+  d.channels = g.k;
+  d.filters = g.n;
+  return d;
 }
 
 // The bytes the simulation of layer l holds at the least: the batch's input and output maps
@@ -544,21 +505,55 @@ void CheckLayersFitThisMachine(const std::vector<TopologyLayer>& layers, int run
   }
 }
 
-// Layer l: as one-layer network programs where it fits them, else as im2col GEMM pieces.
+// Layer l as the GEMM of its im2col rows (Im2colLayer), its maps in host memory, added to
+// *row: in groups of output columns whose weight tiles fit the weight memory, each group
+// one-layer programs (RunLayerProgram).
+template <class T>
+void RunIm2col(const TopologyLayer& l, int batch, engine::ChipEngine& engine, std::mt19937_64& rng,
+               TpuRunResult& result, bool& exact, LayerStats* row) {
+  const config::TpuConfig& c = engine.Config();
+  const gemm::GemmShape g = l.Gemm();
+  const int64_t n = c.array_dim, rows = g.m * batch;
+  if (rows > INT32_MAX) {
+    throw UsageError(fmt::format(
+        "layer '{}' has {} im2col rows at batch {}, more than 2^31 - 1: make the batch smaller",
+        l.name, rows, batch));
+  }
+  const int64_t column_bytes = (g.k + n - 1) / n * n * n * static_cast<int64_t>(sizeof(T));
+  const int64_t columns = c.weight_mem_bytes / column_bytes * n;
+  if (columns < 1) {
+    throw UsageError(fmt::format(
+        "layer '{}' (K = {}) does not fit the chip: one column of its weight tiles is {} bytes "
+        "and the weight memory holds {}; raise weight_mem_bytes",
+        l.name, g.k, column_bytes, c.weight_mem_bytes));
+  }
+  for (int64_t col0 = 0; col0 < g.n; col0 += columns) {
+    TopologyLayer part = Im2colLayer(l);
+    part.filters = std::min(columns, g.n - col0);
+    if (!RunLayerProgram<T>(part, static_cast<int>(rows), engine, false, rng, result, exact, row)) {
+      const NetworkCompiler nc(LayerModel(part, rng, sizeof(T) == 2), c, 1);
+      throw UsageError(
+          fmt::format("layer '{}' does not fit chip '{}', even as the GEMM of its "
+                      "im2col rows: {}",
+                      l.name, c.name, nc.WhyNot()));
+    }
+  }
+  row->name = l.name;
+}
+
+// Layer l as one-layer network programs: forming its windows on the chip where that fits
+// (not with --host-im2col), else as the GEMM of its im2col rows (RunIm2col).
 template <class T>
 LayerStats RunLayer(const TopologyLayer& l, int batch, engine::ChipEngine& engine,
                     std::mt19937_64& rng, const TopologyRunOptions& options,
                     const std::function<void(double)>& on_macs, TpuRunResult& result, bool& exact) {
-  if (!options.host_im2col) {
-    std::optional<LayerStats> stats =
-        RunLayerProgram<T>(l, batch, engine, options.maps_on_chip, rng, result, exact);
-    if (stats) {
-      const gemm::GemmShape g = l.Gemm();
-      on_macs(static_cast<double>(g.m * g.k * g.n * batch));
-      return std::move(*stats);
-    }
-  }
-  return RunLayerIm2col<T>(l, batch, engine, rng, exact, on_macs, result);
+  LayerStats row;
+  if (options.host_im2col ||
+      !RunLayerProgram<T>(l, batch, engine, options.maps_on_chip, rng, result, exact, &row))
+    RunIm2col<T>(l, batch, engine, rng, result, exact, &row);
+  const gemm::GemmShape g = l.Gemm();
+  on_macs(static_cast<double>(g.m * g.k * g.n * batch));
+  return row;
 }
 
 // The layers one after another (RunTopologyOnTpu), T the chip's operand type.

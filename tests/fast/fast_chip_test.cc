@@ -55,7 +55,7 @@ TEST_P(FastChipSizeTest, TiledGemmEqualsEigenAtAnySize) {
   const int64_t m = n >= 256 ? 300 : 37, k = n + n / 2 + 1, cols = 2 * n - 1;
   const Matrix<int8_t> a = gemm::RandomInt8(m, k, 100 + static_cast<uint64_t>(n));
   const Matrix<int8_t> b = gemm::RandomInt8(k, cols, 200 + static_cast<uint64_t>(n));
-  const compiler::GemmProgram g = compiler::MakeGemmProgram(m, b, n, /*overlap=*/true);
+  const compiler::GemmProgram g = compiler::MakeGemmProgram(m, b, Config(n));
   const compiler::GemmRun<int8_t> run = RunFast(Config(n), g, a);
   const ExecResult& r = run.result;
   ASSERT_TRUE(r.ok) << r.message;
@@ -81,7 +81,7 @@ TEST(FastChipTest, TimingDoesNotDependOnData) {
     Matrix<int8_t> a = gemm::RandomInt8(70, 40, seed);
     if (seed == 3) std::fill(a.data.begin(), a.data.end(), 0);  // all zeros
     const Matrix<int8_t> b = gemm::RandomInt8(40, 33, seed + 10);
-    const compiler::GemmProgram g = compiler::MakeGemmProgram(a.rows, b, n, true, seed);
+    const compiler::GemmProgram g = compiler::MakeGemmProgram(a.rows, b, Config(n), seed);
     const ExecResult r = RunFast(Config(n), g, a).result;
     ASSERT_TRUE(r.ok) << r.message;
     runs.push_back(r.counters);
@@ -114,7 +114,7 @@ TEST(FastChipTest, MemoryTimingAndFifoDepthShowInTheCounters) {
   EXPECT_LT(fast.cycles, 64u + 10u);
 
   const Matrix<int8_t> a = gemm::RandomInt8(8, 64, 5), b = gemm::RandomInt8(64, 64, 6);
-  const compiler::GemmProgram g = compiler::MakeGemmProgram(a.rows, b, 16, true);
+  const compiler::GemmProgram g = compiler::MakeGemmProgram(a.rows, b, Config(16));
   config::TpuConfig one = Config(16), eight = Config(16);
   one.weight_fifo_tiles = 1;
   eight.weight_fifo_tiles = 8;
@@ -134,7 +134,7 @@ TEST(FastChipTest, EnginesOnSeveralThreadsAgreeWithSequentialRuns) {
     const int n = 4 << i;  // 4, 8, 16, 32
     as.push_back(gemm::RandomInt8(50, 3 * n, i));
     const Matrix<int8_t> b = gemm::RandomInt8(3 * n, 2 * n, i + 9);
-    programs.push_back(compiler::MakeGemmProgram(50, b, n, true));
+    programs.push_back(compiler::MakeGemmProgram(50, b, Config(n)));
     configs.push_back(Config(n));
   }
   const size_t count = programs.size();

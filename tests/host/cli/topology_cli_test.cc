@@ -455,6 +455,19 @@ TEST_F(TopologyCliTest, WeightsLargerThanTheWeightMemoryAreSplit) {
               "bytes and the weight memory holds 1024; raise weight_mem_bytes");
 }
 
+TEST_F(TopologyCliTest, Im2colRowsBeyondHostMemoryRunInGroupsThatFit) {
+  // 900 im2col rows of K = 27 on teach-4 (7 rows of 4 bytes each, and 2 output rows): host
+  // memory of 16 KiB holds a few hundred of them at once, so the layer runs in groups of
+  // rows, each a program of its own (it stopped with "needs ... bytes of host memory").
+  const std::string topo = Write("c.csv", std::string(kHeader) + "c, 32, 32, 3, 3, 3, 8, 1,\n");
+  const Outcome o = Run("run --topology " + topo + " --config teach-4 --host-im2col --set " +
+                        "host_mem_bytes=16384 --json " + P("g.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("g.json")));
+  EXPECT_TRUE(j["bit_exact"].get<bool>());
+  EXPECT_EQ(j["macs"], 900 * 27 * 8);
+}
+
 TEST_F(TopologyCliTest, BadFilesGetOneClearLineAndNoOutput) {
   const std::string json = P("never.json");
   auto bad = [&](const std::string& name, const std::string& text, const std::string& fragment) {

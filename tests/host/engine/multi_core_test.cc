@@ -261,7 +261,7 @@ class MultiCoreGemmTest : public ::testing::TestWithParam<compiler::CoreSplit> {
 TEST_P(MultiCoreGemmTest, IsRightOnBothEnginesAndFasterThanOneCore) {
   const bool rows = GetParam() == compiler::CoreSplit::kRows;
   const Matrix<int8_t> a = gemm::RandomInt8(61, 20, 1), b = gemm::RandomInt8(20, 11, 2);
-  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(a.rows, b, 4, true, 2, GetParam());
+  const compiler::GemmOnCores g = compiler::MakeGemmOnCores(a.rows, b, TwoCores(), GetParam());
   ASSERT_EQ(g.parts.size(), 2u);
   if (rows) {
     EXPECT_EQ(g.parts[0].m + g.parts[1].m, 61);
@@ -294,7 +294,7 @@ TEST_P(MultiCoreGemmTest, IsRightOnBothEnginesAndFasterThanOneCore) {
       EXPECT_EQ(rs[0].cores[c].counters.FirstDifference(rs[1].cores[c].counters), -1);
     }
   }
-  const GemmProgram one = MakeGemmProgram(a.rows, b, 4, true);
+  const GemmProgram one = MakeGemmProgram(a.rows, b, config::LoadConfig("teach-4"));
   const auto fast = engine::MakeChipEngine(EngineKind::kFast, config::LoadConfig("teach-4"), {});
   const compiler::GemmRun<int8_t> one_run = LoadAndRun(*fast, one, a);
   const engine::ExecResult& alone = one_run.result;
