@@ -22,6 +22,11 @@ std::string LayerStep::Name(const nn::Model& m) const {
   return s;
 }
 
+bool LayerJobsRun(const nn::Layer& l) {
+  return l.type == nn::LayerType::kConv2d || l.type == nn::LayerType::kDense || l.IsPool() ||
+         l.type == nn::LayerType::kFlatten;
+}
+
 std::vector<LayerStep> PlanSteps(const nn::Model& model) {
   nn::RequireQuantized(model);
   if (model.IsGraph()) {
@@ -33,7 +38,7 @@ std::vector<LayerStep> PlanSteps(const nn::Model& model) {
   for (size_t i = 0; i < ls.size(); ++i) {
     const nn::Layer& l = ls[i];
     if (l.type == nn::LayerType::kFlatten) continue;
-    if (!l.HasWeights() && !l.IsPool()) {
+    if (!LayerJobsRun(l)) {
       throw UsageError("layer '" + l.name + "' is a " + l.TypeName() +
                        "; layer jobs run convolutions, dense layers, pooling and flatten (the "
                        "network compiler runs every operation)");

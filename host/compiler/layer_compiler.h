@@ -42,6 +42,9 @@ struct LayerStep {
   std::string Name(const nn::Model& m) const;
 };
 
+// Whether layer jobs run layers of l's kind: convolutions, dense layers, pooling, flatten.
+bool LayerJobsRun(const nn::Layer& l);
+
 // The steps that run `model`; flatten layers need no work (activations are stored h x w x c).
 // A 2 x 2 pooling of stride 2 right after a conv layer is fused into it (the VPU pools);
 // any other average pooling (other windows and strides, global) is its own step, a

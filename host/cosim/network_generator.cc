@@ -15,6 +15,7 @@
 #include "host/config/tpu_config.h"
 #include "host/engine/fast_engine.h"
 #include "host/nn/inputs.h"
+#include "host/nn/ops/op.h"
 #include "host/nn/quantize.h"
 #include "host/report/exec_report.h"
 #include "host/run/tpu_runner.h"
@@ -97,7 +98,18 @@ class Builder {
     if (kind < 7) return Residual();
     if (kind < 8) return Concat();
     if (kind < 9) return Gate();
+    if (kind == 10 && Cur().h * Cur().w <= 64) return Lstm();
     Dense();
+  }
+
+  // An LSTM over the map's pixels as its steps (at most 64), to a vector of H: as after a
+  // dense layer, only dense layers follow.
+  void Lstm() {
+    Layer l;
+    l.type = LayerType::kLstm;
+    l.inputs = {cur_};
+    l.out = {1, 1, Uniform(1, 40)};
+    if (TryAdd({l}, fmt::format("lstm {} steps -> {}", Cur().h * Cur().w, l.out.c))) dense_ = true;
   }
 
   void RandomConv() {
@@ -251,21 +263,23 @@ void FillWeights(nn::Model* m, std::mt19937_64& rng) {
   for (Layer& l : m->layers) {
     if (!l.HasWeights()) continue;
     const int64_t taps = int64_t{l.kernel_h} * l.kernel_w;
-    const int64_t fan_in = l.type == LayerType::kDense ? l.in.Size()
-                           : l.depthwise               ? taps
-                                                       : taps * l.in.c;
+    const int64_t fan_in = l.type == LayerType::kDense  ? l.in.Size()
+                           : l.type == LayerType::kLstm ? int64_t{l.in.c} + l.out.c
+                           : l.depthwise                ? taps
+                                                        : taps * l.in.c;
     std::normal_distribution<float> w(0.0f, static_cast<float>(std::sqrt(2.0 / fan_in)));
     std::normal_distribution<float> b(0.0f, 0.1f);
     Tensor<float> t;
-    t.shape = l.type == LayerType::kDense
-                  ? std::vector<int64_t>{l.in.Size(), l.out.c}
-                  : std::vector<int64_t>{l.kernel_h, l.kernel_w, l.in.c, l.out.c};
+    t.shape = l.type == LayerType::kConv2d
+                  ? std::vector<int64_t>{l.kernel_h, l.kernel_w, l.in.c, l.out.c}
+                  : nn::ops::Op(l.type).weight_shape(l);
     if (l.depthwise) t.shape.back() = 1;  // kh x kw x c x 1, expanded below
     t.data.resize(static_cast<size_t>(t.Size()));
     for (float& v : t.data) v = w(rng);
     l.weights = l.depthwise ? nn::ExpandDepthwise(t) : t;
-    l.bias.shape = {l.out.c};
-    l.bias.data.resize(static_cast<size_t>(l.out.c));
+    const int64_t columns = nn::ops::WeightColumns(l);
+    l.bias.shape = {columns};
+    l.bias.data.resize(static_cast<size_t>(columns));
     for (float& v : l.bias.data) v = b(rng);
   }
 }
@@ -441,7 +455,7 @@ bool DocumentedRefusal(const nn::Model& m, const std::string& message) {
         (says("mul", input) && l.type == nn::LayerType::kMul && direct) ||
         (says(l.TypeName().c_str(), "runs on int8 chips only") &&
          (l.type == nn::LayerType::kMul || l.type == nn::LayerType::kSigmoid ||
-          l.type == nn::LayerType::kTanh)) ||
+          l.type == nn::LayerType::kTanh || l.type == nn::LayerType::kLstm)) ||
         (says("add", "ends in ReLU6") && l.type == nn::LayerType::kAdd &&
          l.activation == nn::Activation::kRelu6) ||
         (says("layer", "does not fit the window registers") && LargerThanTheWindowRegisters(m, l)))

@@ -54,8 +54,13 @@ void Fp32LstmStep(const Lstm& l, const float* x, float* h, float* c, int64_t bat
   }
 }
 
-QuantizedLstm QuantizeLstm(const Lstm& l, float cell_scale) {
+QuantizedLstm QuantizeLstm(const Lstm& l, float cell_scale, float input_scale) {
   if (!(cell_scale > 0)) throw UsageError("the LSTM's cell scale must be positive");
+  const float fold = input_scale == 1.0f / 127.0f ? 1.0f : input_scale * 127.0f;
+  const auto w = [&](int64_t r, int64_t j) {
+    const float v = l.weights[static_cast<size_t>(r * l.Gates() + j)];
+    return r < l.inputs ? v * fold : v;
+  };
   QuantizedLstm q;
   q.inputs = l.inputs;
   q.hidden = l.hidden;
@@ -68,11 +73,11 @@ QuantizedLstm QuantizeLstm(const Lstm& l, float cell_scale) {
   q.shift.resize(static_cast<size_t>(G));
   for (int64_t j = 0; j < G; ++j) {
     float most = 0;
-    for (int64_t r = 0; r < R; ++r) most = std::max(most, std::fabs(l.weights[r * G + j]));
+    for (int64_t r = 0; r < R; ++r) most = std::max(most, std::fabs(w(r, j)));
     const float s = most > 0 ? most / 127.0f : 1.0f;
     q.weight_scale[j] = s;
     for (int64_t r = 0; r < R; ++r)
-      q.weights[r * G + j] = static_cast<int8_t>(std::lround(l.weights[r * G + j] / s));
+      q.weights[r * G + j] = static_cast<int8_t>(std::lround(w(r, j) / s));
     const double acc_scale = double{s} / 127.0;  // inputs and h have scale 1/127
     q.bias[j] = static_cast<int32_t>(std::llround(l.bias[j] / acc_scale));
     const int step =

@@ -46,8 +46,10 @@ struct QuantizedLstm {
   int64_t Rows() const { return inputs + hidden; }
 };
 
-// `cell_scale`: the int8 scale of c, max |c| / 127 over the sequences it will run.
-QuantizedLstm QuantizeLstm(const Lstm& lstm, float cell_scale);
+// `cell_scale`: the int8 scale of c, max |c| / 127 over the sequences it will run;
+// `input_scale`: the int8 scale of x, folded into the input rows' weights (x W = (q_x s_x
+// 127) W / 127), so that the accumulator adds x's and h's products at h's scale, 1/127.
+QuantizedLstm QuantizeLstm(const Lstm& lstm, float cell_scale, float input_scale = 1.0f / 127.0f);
 
 // One int8 step, exactly as the chip computes it: x is batch x X, h and c batch x H, int8,
 // updated in place.

@@ -204,9 +204,10 @@ Model Initialised(Model m, uint64_t seed) {
     // the outputs for a convolution).
     l.weights.shape = ops::Op(l.type).weight_shape(l);
     l.weights.data.resize(static_cast<size_t>(l.weights.Size()));
-    GlorotUniform(&l.weights, l.weights.Size() / l.out.c, l.weights.Size() / l.in.c, rng);
-    l.bias.shape = {l.out.c};
-    l.bias.data.assign(static_cast<size_t>(l.out.c), 0.0f);
+    const int64_t columns = ops::WeightColumns(l);
+    GlorotUniform(&l.weights, l.weights.Size() / columns, l.weights.Size() / l.in.c, rng);
+    l.bias.shape = {columns};
+    l.bias.data.assign(static_cast<size_t>(columns), 0.0f);
   }
   return m;
 }
@@ -373,7 +374,7 @@ void ReadLayers(const json& j, const std::string& path, Model* m) {
 
 // A quantized layer's int8 weights, int32 bias and per-channel requantization.
 void LoadInt8Weights(const std::string& dir, const json& qj, const std::string& where, Layer* l) {
-  const size_t n = static_cast<size_t>(l->out.c);
+  const auto n = static_cast<size_t>(ops::WeightColumns(*l));
   l->quantized = true;
   l->q.input_scale = qj.at("input_scale").get<float>();
   l->q.output_scale = qj.at("output_scale").get<float>();
@@ -382,7 +383,7 @@ void LoadInt8Weights(const std::string& dir, const json& qj, const std::string& 
   l->q.shift = ops::VectorOf<int32_t>(qj, "shift", n, where);
   l->q.weights = LoadTensor<int8_t>(dir, qj, "weights", WeightShape(*l), where);
   if (l->depthwise) l->q.weights = ExpandDepthwise(l->q.weights);
-  l->q.bias = LoadTensor<int32_t>(dir, qj, "bias", {l->out.c}, where);
+  l->q.bias = LoadTensor<int32_t>(dir, qj, "bias", {static_cast<int64_t>(n)}, where);
   for (size_t c = 0; c < n; ++c) {
     if (l->q.shift[c] < 1 || l->q.shift[c] > 62 || l->q.multiplier[c] < 0) {
       throw UsageError(where + ": multiplier/shift of channel " + std::to_string(c) +
@@ -405,15 +406,17 @@ void LoadLayerData(const std::string& dir, const json& j, const std::string& pat
                          std::to_string(l.out.c) + ")");
       }
     }
-    if (const auto read_int8 = ops::Op(l.type).read_int8; read_int8 && m->quantized) {
-      read_int8(lj.at("int8"), where, &l);
+    const auto read_int8 = ops::Op(l.type).read_int8;
+    if (!l.HasWeights()) {
+      if (read_int8 && m->quantized) read_int8(lj.at("int8"), where, &l);
       continue;
     }
-    if (!l.HasWeights()) continue;
     l.weights = LoadTensor<float>(dir, lj, "weights", WeightShape(l), where);
     if (l.depthwise) l.weights = ExpandDepthwise(l.weights);
-    l.bias = LoadTensor<float>(dir, lj, "bias", {l.out.c}, where);
-    if (m->quantized) LoadInt8Weights(dir, lj.at("int8"), where, &l);
+    l.bias = LoadTensor<float>(dir, lj, "bias", {ops::WeightColumns(l)}, where);
+    if (!m->quantized) continue;
+    LoadInt8Weights(dir, lj.at("int8"), where, &l);
+    if (read_int8) read_int8(lj.at("int8"), where, &l);
   }
 }
 
@@ -509,10 +512,10 @@ void SaveModelFolder(const Model& m, const std::string& dir) {
     const ops::OpDef& op = ops::Op(l.type);
     if (op.write) op.write(l, &lj);
     if (op.takes_activation) lj["activation"] = ActivationName(l.activation);
-    if (op.write_int8 && m.quantized) op.write_int8(l, &lj["int8"]);
     lj["in_shape"] = ShapeJson(l.in);
     lj["out_shape"] = ShapeJson(l.out);
     if (l.HasWeights()) AddTensors(l, m.quantized, &out, &lj);
+    if (op.write_int8 && m.quantized) op.write_int8(l, &lj["int8"]);
     j["layers"].push_back(lj);
   }
   WriteFileAtomically(out.File("model.json"), j.dump(2) + "\n");

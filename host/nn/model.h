@@ -48,6 +48,11 @@ struct QuantizedLayer {
   // Conv, dense: per output channel, in [2^30, 2^31) (0: output 0); add, concat: per input.
   std::vector<int32_t> multiplier;
   std::vector<int32_t> shift;  // conv, dense: per output channel; add: one; concat: per input
+  // An LSTM's cell (docs/quantization.md, "LSTM cells"): the int8 scale of its state c, and
+  // the multiplier and shift of f c, i g, c' to the tanh table's input and o tanh(c'), in
+  // that order.
+  float cell_scale = 0;
+  std::vector<int32_t> cell_multiplier, cell_shift;
 };
 
 struct Layer {

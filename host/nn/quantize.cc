@@ -48,9 +48,14 @@ void QuantizeAddMultipliers(double real_a, double real_b, int32_t* ma, int32_t* 
 namespace {
 
 // Per-tensor ranges over the calibration inputs: the largest |value| of the input (first)
-// and of every layer's fp32 output (logits for a softmax layer, not probabilities).
-std::vector<float> CalibratedRanges(const Model& m, const InputSet& calibration, int64_t n) {
-  std::vector<float> max_abs(m.layers.size() + 1, 0.0f);
+// and of every layer's fp32 output (logits for a softmax layer, not probabilities); and of
+// each layer's state where it keeps one (OpDef::state_range; 0 for the others).
+struct Ranges {
+  std::vector<float> max_abs, state;
+};
+Ranges CalibratedRanges(const Model& m, const InputSet& calibration, int64_t n) {
+  Ranges r{std::vector<float>(m.layers.size() + 1, 0.0f), std::vector<float>(m.layers.size(), 0)};
+  std::vector<float>& max_abs = r.max_abs;
   Model logits = m;
   for (Layer& l : logits.layers)
     if (l.activation == Activation::kSoftmax) l.activation = Activation::kNone;
@@ -64,8 +69,15 @@ std::vector<float> CalibratedRanges(const Model& m, const InputSet& calibration,
     for (size_t i = 0; i < cache.acts.size(); ++i) {
       max_abs[i] = std::max(max_abs[i], cache.acts[i].cwiseAbs().maxCoeff());
     }
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      const Layer& l = m.layers[i];
+      if (const auto state = ops::Op(l.type).state_range) {
+        const MatrixF& x = cache.acts[static_cast<size_t>(l.inputs[0] + 1)];
+        r.state[i] = std::max(r.state[i], state(l, x));
+      }
+    }
   }
-  return max_abs;
+  return r;
 }
 
 }  // namespace
@@ -113,7 +125,8 @@ void Quantize(Model* m, const InputSet& calibration, int64_t calibration_inputs)
   if (m->quantized) throw UsageError("model '" + m->name + "' is already quantized");
   const int64_t n = std::min(calibration_inputs, calibration.count);
   if (n < 1) throw UsageError("quantization needs at least one calibration input");
-  const std::vector<float> max_abs = CalibratedRanges(*m, calibration, n);
+  const Ranges ranges = CalibratedRanges(*m, calibration, n);
+  const std::vector<float>& max_abs = ranges.max_abs;
   m->quantized = true;
   m->input_scale =
       m->preprocess == "mnist32" || max_abs[0] == 0 ? 1.0f / 127.0f : max_abs[0] / 127.0f;
@@ -126,6 +139,8 @@ void Quantize(Model* m, const InputSet& calibration, int64_t calibration_inputs)
     const float range = max_abs[i + 1];
     std::vector<float> in_scales;
     for (int k : l.inputs) in_scales.push_back(scale_of(k));
+    if (ops::Op(l.type).state_range)
+      l.q.cell_scale = ranges.state[i] > 0 ? ranges.state[i] / 127.0f : 1.0f / 127.0f;
     const float out = ops::Op(l.type).quantize(&l, in_scales, range);
     scale[i + 1] = out;
   }

@@ -300,6 +300,9 @@ void CheckLayerJobs(const nn::Model& model, const NetworkCompiler& network, bool
                                 : "model '" + model.name +
                                       "' does not run on this chip: " + network.WhyNot());
   }
+  const auto& ls = model.layers;
+  if (!layer_jobs && !std::all_of(ls.begin(), ls.end(), compiler::LayerJobsRun))
+    throw UsageError("model '" + model.name + "' does not run on this chip: " + network.WhyNot());
 }
 
 // The run's plan line: whole network or layer jobs, and how the cores share the work.

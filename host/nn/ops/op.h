@@ -62,8 +62,16 @@ struct OpDef {
   // l.out.c values. Those are a weighted layer's tensors, whose int8 forms a quantized
   // model keeps (model.h, QuantizedLayer).
   std::vector<int64_t> (*weight_shape)(const Layer& l) = nullptr;
+  // The columns of a weighted operation's bias, weight scales and requantization (null: its
+  // output channels, l.out.c; an LSTM's 4H gate columns). WeightColumns asks it.
+  int64_t (*columns)(const Layer& l) = nullptr;
+  // The largest |value| of a state it keeps, over a batch of fp32 inputs x (one row each)
+  // (null: it keeps none; an LSTM's cell c over its steps): calibrated with the outputs
+  // (quantize.cc) into q.cell_scale (range / 127) before the layer's quantization.
+  float (*state_range)(const Layer& l, const MatrixF& x) = nullptr;
   // A quantized model's "int8" section of a layer without weights (an add's or a concat's
-  // multipliers): read and written. Null: none.
+  // multipliers), or what a weighted layer's adds to it (an LSTM's cell): read and written.
+  // Null: none.
   void (*read_int8)(const nlohmann::json& qj, const std::string& where, Layer* l) = nullptr;
   void (*write_int8)(const Layer& l, nlohmann::json* qj) = nullptr;
   // Completes l's output shape (and what derives from it: padding, a global window) from
@@ -104,6 +112,8 @@ inline Eigen::Map<const MatrixF> WeightMatrix(const Layer& l) {
 
 // The operation of type t.
 const OpDef& Op(LayerType t);
+// The columns of weighted layer l's bias and requantization (OpDef::columns).
+int64_t WeightColumns(const Layer& l);
 // Every operation, in LayerType's order.
 const std::vector<const OpDef*>& AllOps();
 

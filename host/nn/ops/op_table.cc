@@ -27,6 +27,11 @@ const std::vector<const OpDef*>& AllOps() {
 
 const OpDef& Op(LayerType t) { return *AllOps().at(static_cast<size_t>(t)); }
 
+int64_t WeightColumns(const Layer& l) {
+  const auto columns = Op(l.type).columns;
+  return columns ? columns(l) : l.out.c;
+}
+
 float KeepScale(Layer* /*l*/, const std::vector<float>& in_scales, float /*range*/) {
   return in_scales[0];
 }

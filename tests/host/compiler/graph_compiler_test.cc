@@ -225,6 +225,42 @@ TEST(GraphCompilerTest, SigmoidAndTanhAreBitExactOnTheRtl) {
   RunExact(TableModel(8), config::LoadConfig("lab-8"), engine::EngineKind::kRtl, 3, 3);
 }
 
+// LSTM layers (PyTorch's nn.LSTM, one layer, from a zero state) as the operations a cell is
+// made of: over the model's packed input (unpacked first) and over a map an operation wrote,
+// hidden sizes of one tile and of several, followed by a dense layer; bit-exact against the
+// int8 reference (nn::Int8LstmStep, step by step) on int8 chips of every array size.
+nn::Model LstmModel(uint64_t seed) {
+  nn::Model m = NewModel("lstm", {1, 6, 5});  // 6 steps of 5 inputs
+  m.layers = {
+      L(LayerType::kLstm, {nn::kModelInput}, 7),       // 0: 2 tiles of h on teach-4
+      L(LayerType::kDense, {0}, 3),                    // 1
+      L(LayerType::kConv2d, {nn::kModelInput}, 9, 1),  // 2: a map of 9 channels per step
+      L(LayerType::kLstm, {2}, 3),                     // 3
+      L(LayerType::kConcat, {1, 3}),                   // 4
+  };
+  m = test::Randomize(m, seed);
+  nn::Quantize(&m, nn::SyntheticInputs(m, 16, seed), 16);
+  return m;
+}
+
+TEST(GraphCompilerTest, LstmLayersAreBitExactOnInt8ChipsAndRefusedOnBf16) {
+  const nn::Model m = LstmModel(11);
+  for (const char* preset : {"teach-4", "lab-8", "small-16", "tpu-v1"})
+    RunExact(m, config::LoadConfig(preset), engine::EngineKind::kFast, 5, 2);
+  const auto chip = test::TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"), {});
+  try {
+    RunModelOnTpu(m, *chip, nn::SyntheticInputs(m, 1, 2), 1, 1);
+    ADD_FAILURE() << "an lstm ran on a bf16 chip";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("lstm 'l0' runs on int8 chips only"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(GraphCompilerTest, LstmLayersAreBitExactOnTheRtl) {
+  RunExact(LstmModel(12), config::LoadConfig("lab-8"), engine::EngineKind::kRtl, 3, 3);
+}
+
 // The plan adapts to a small unified buffer: groups smaller than the batch, tensors kept in
 // host memory (and said so), operations in bands of rows; every output still exact.
 TEST(GraphCompilerTest, SmallUnifiedBuffersGroupSpillAndBand) {

@@ -5,6 +5,7 @@
 
 #include "host/data/mnist.h"
 #include "host/nn/model.h"
+#include "host/nn/ops/op.h"
 
 namespace tpu::test {
 
@@ -34,13 +35,14 @@ inline nn::Model Randomize(nn::Model m, uint64_t seed) {
     if (l.type == nn::LayerType::kConv2d) {
       l.weights.shape = {l.kernel_h, l.kernel_w, l.in.c, l.out.c};
     } else {
-      l.weights.shape = {l.in.c, l.out.c};
+      l.weights.shape = nn::ops::Op(l.type).weight_shape(l);
     }
     l.weights.data.resize(static_cast<size_t>(l.weights.Size()));
     for (float& v : l.weights.data) v = dist(rng);
     if (l.depthwise) l.weights = nn::ExpandDepthwise(nn::CompactDepthwise(l.weights));
-    l.bias.shape = {l.out.c};
-    l.bias.data.resize(static_cast<size_t>(l.out.c));
+    const int64_t columns = nn::ops::WeightColumns(l);
+    l.bias.shape = {columns};
+    l.bias.data.resize(static_cast<size_t>(columns));
     for (float& v : l.bias.data) v = 0.2f * dist(rng);
   }
   return m;
