@@ -36,6 +36,13 @@ class Planner {
     for (size_t t = 0; t < g.tensors.size(); ++t)
       for (int r : g.tensors[t].readers) last_[t] = std::max(last_[t], r);
     last_[static_cast<size_t>(g.output)] = ops_;  // written to host memory at the end
+    cross_.resize(static_cast<size_t>(ops_) + 1);
+    for (int q = 0; q <= ops_; ++q)
+      for (size_t t = 1; t < g.tensors.size(); ++t)
+        if (Producer(static_cast<int>(t)) < q && last_[t] >= q &&
+            Producer(static_cast<int>(t)) >= 0)
+          cross_[static_cast<size_t>(q)].push_back(static_cast<int>(t));
+    mark_.assign(g.tensors.size(), 0);
     for (int64_t k = 1; k <= b_; ++k) {
       const int64_t group = (b_ + k - 1) / k;
       if (groups_.empty() || groups_.back() != group) groups_.push_back(group);
@@ -108,13 +115,7 @@ class Planner {
   int64_t Rows(int t) const { return g_.tensors[static_cast<size_t>(t)].rows; }
   int Producer(int t) const { return g_.tensors[static_cast<size_t>(t)].producer; }
   // Tensors produced before position q and read at or after it (not the model's input).
-  std::vector<int> Cross(int q) const {
-    std::vector<int> out;
-    for (size_t t = 1; t < g_.tensors.size(); ++t)
-      if (Producer(static_cast<int>(t)) < q && last_[t] >= q && Producer(static_cast<int>(t)) >= 0)
-        out.push_back(static_cast<int>(t));
-    return out;
-  }
+  const std::vector<int>& Cross(int q) const { return cross_[static_cast<size_t>(q)]; }
   // The tensors operation i reads.
   std::vector<int> Reads(int i) const {
     const GraphOp& op = g_.ops[static_cast<size_t>(i)];
@@ -123,45 +124,75 @@ class Planner {
     return r;
   }
 
-  // The tensors from before p (or the model's input) that operations [p, q) read.
-  std::set<int> Outside(int p, int q) const {
-    std::set<int> outside;
-    for (int i = p; i < q; ++i)
-      for (int t : Reads(i))
-        if (t == 0 || Producer(t) < p) outside.insert(t);
+  // The tensors from before p (or the model's input) that operations [p, q) read, each once
+  // (marked with a new stamp: the planner's search asks this of every segment it weighs).
+  std::vector<int> Outside(int p, int q) const {
+    std::vector<int> outside;
+    ++stamp_;
+    const auto see = [&](int t) {
+      if ((t == 0 || Producer(t) < p) && mark_[static_cast<size_t>(t)] != stamp_) {
+        mark_[static_cast<size_t>(t)] = stamp_;
+        outside.push_back(t);
+      }
+    };
+    for (int i = p; i < q; ++i) {
+      const GraphOp& op = g_.ops[static_cast<size_t>(i)];
+      for (int t : op.inputs) see(t);
+      if (op.residual >= 0) see(op.residual);
+    }
     return outside;
   }
 
   // Unified-buffer rows segment [p, q) needs for groups of g: B-image crossing tensors (or
-  // staging areas for them when spilled), and the group's own tensors at their peak.
-  int64_t Need(int p, int q, int64_t g, bool spill) const {
+  // staging areas for them when spilled), and the group's own tensors at their peak; as
+  // fixed + g x per_image, so that one count serves every group size.
+  struct SegmentNeed {
+    int64_t fixed = 0, per_image = 0;
+    int64_t For(int64_t g) const { return fixed + g * per_image; }
+  };
+  SegmentNeed Need(int p, int q, bool spill) const {
     // With the maps on chip, the batch's input and output stay in the buffer throughout.
-    int64_t need = b_ * ((maps_.input ? Rows(0) : 0) + (maps_.output ? Rows(g_.output) : 0));
+    SegmentNeed need;
+    need.fixed = b_ * ((maps_.input ? Rows(0) : 0) + (maps_.output ? Rows(g_.output) : 0));
     for (int t : Outside(p, q)) {
       if ((t == 0 && !maps_.input) || (t != 0 && spill)) {
-        need += 2 * g * Rows(t);  // staged per group, double-buffered
+        need.per_image += 2 * Rows(t);  // staged per group, double-buffered
       }
     }
-    if (!spill) {
-      std::set<int> crossing;
+    if (!spill) {  // the tensors crossing p or q, each once
+      ++stamp_;
       for (int q2 : {p, q})
         if (q2 > 0 && q2 < ops_)
-          for (int t : Cross(q2)) crossing.insert(t);
-      for (int t : crossing) need += b_ * Rows(t);
+          for (int t : Cross(q2))
+            if (mark_[static_cast<size_t>(t)] != stamp_) {
+              mark_[static_cast<size_t>(t)] = stamp_;
+              need.fixed += b_ * Rows(t);
+            }
     }
-    int64_t peak = 0;
+    need.per_image += Peak(p, q, spill);
+    return need;
+  }
+
+  // The most rows the segment's own tensors hold at once, a group image's: op j's output
+  // lives from j to its last reader, or to the segment's end where it leaves the segment
+  // (spilled; else a B-image crossing tensor, counted apart, as the model's output with the
+  // maps on chip). One sweep, each output added where it is made and dropped after its last
+  // reader.
+  int64_t Peak(int p, int q, bool spill) const {
+    std::vector<int64_t> drop(static_cast<size_t>(q - p) + 1, 0);
+    int64_t peak = 0, live = 0;
     for (int i = p; i < q; ++i) {
-      int64_t live = 0;
-      for (int j = p; j <= i; ++j) {
-        const int t = g_.ops[static_cast<size_t>(j)].output;
-        const bool leaves = last_[static_cast<size_t>(t)] >= q;
-        if (leaves && !spill && t != g_.output) continue;  // a B-image crossing tensor
-        if (maps_.output && t == g_.output) continue;      // counted above
-        if (leaves || last_[static_cast<size_t>(t)] >= i) live += Rows(t);
-      }
+      live -= drop[static_cast<size_t>(i - p)];
+      const int t = g_.ops[static_cast<size_t>(i)].output;
+      const int last = last_[static_cast<size_t>(t)];
+      const bool leaves = last >= q;
+      if ((leaves && !spill && t != g_.output) || (maps_.output && t == g_.output)) continue;
+      if (!leaves && last < i) continue;  // read by nothing
+      live += Rows(t);
+      if (!leaves) drop[static_cast<size_t>(last + 1 - p)] += Rows(t);
       peak = std::max(peak, live);
     }
-    return need + g * peak;
+    return peak;
   }
 
   double Cost(int p, int q, int64_t g, bool spill) const {
@@ -209,8 +240,9 @@ class Planner {
       for (int p = q - 1; p >= 0; --p) {
         if (f[static_cast<size_t>(p)] == kInfinite) continue;
         bool any = false;
+        const SegmentNeed need = Need(p, q, spill);
         for (int64_t g : groups_) {
-          if (Need(p, q, g, spill) > budget) continue;
+          if (need.For(g) > budget) continue;
           any = true;
           // (A segment costs a cycle more: of equal plans, the one with fewer segments.)
           const double cost = f[static_cast<size_t>(p)] + Cost(p, q, g, spill) + 1;
@@ -427,7 +459,10 @@ class Planner {
   const config::TpuConfig& c_;
   const int64_t n_, b_;
   const int ops_;
-  std::vector<int> last_;        // per tensor, its last reader (ops_: the host)
+  std::vector<int> last_;                // per tensor, its last reader (ops_: the host)
+  std::vector<std::vector<int>> cross_;  // per position q, Cross(q)
+  mutable std::vector<int64_t> mark_;    // per tensor, the stamp it was last seen with
+  mutable int64_t stamp_ = 0;
   std::vector<int64_t> groups_;  // group sizes worth trying, largest first
   // Per operation: rows per image, weight cycles and bytes per group.
   std::vector<double> stream_, wload_, wbytes_;
