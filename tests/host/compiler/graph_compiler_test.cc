@@ -117,6 +117,17 @@ TpuRunResult RunExact(const nn::Model& m, const config::TpuConfig& c, engine::En
   return r;
 }
 
+// Runs m on tpu-v3 (bf16), which must refuse it with an error containing `why`.
+void ExpectRefusedOnBf16(const nn::Model& m, const char* what, const char* why) {
+  const auto chip = test::TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"), {});
+  try {
+    RunModelOnTpu(m, *chip, nn::SyntheticInputs(m, 1, 2), 1, 1);
+    ADD_FAILURE() << what;
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
 TEST(GraphCompilerTest, TheBatchedInt8NetworkEqualsTheScalarReference) {
   const nn::Model m = QuantizedGraph(1);
   const nn::InputSet in = nn::SyntheticInputs(m, 4, 2);
@@ -173,13 +184,7 @@ TEST(GraphCompilerTest, ProductsAreBitExactOnInt8ChipsAndRefusedOnBf16) {
   const nn::Model m = MulModel(5);
   for (const char* preset : {"teach-4", "lab-8", "small-16", "tpu-v1"})
     RunExact(m, config::LoadConfig(preset), engine::EngineKind::kFast, 5, 2);
-  const auto chip = test::TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"), {});
-  try {
-    RunModelOnTpu(m, *chip, nn::SyntheticInputs(m, 1, 2), 1, 1);
-    ADD_FAILURE() << "a product ran on a bf16 chip";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("mul 'l2'"), std::string::npos) << e.what();
-  }
+  ExpectRefusedOnBf16(m, "a product ran on a bf16 chip", "mul 'l2'");
 }
 
 TEST(GraphCompilerTest, ProductsAreBitExactOnTheRtl) {
@@ -211,14 +216,7 @@ TEST(GraphCompilerTest, SigmoidAndTanhAreBitExactOnInt8ChipsAndRefusedOnBf16) {
   const nn::Model m = TableModel(7);
   for (const char* preset : {"teach-4", "lab-8", "small-16", "tpu-v1"})
     RunExact(m, config::LoadConfig(preset), engine::EngineKind::kFast, 5, 2);
-  const auto chip = test::TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"), {});
-  try {
-    RunModelOnTpu(m, *chip, nn::SyntheticInputs(m, 1, 2), 1, 1);
-    ADD_FAILURE() << "a table ran on a bf16 chip";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("sigmoid 'l1' runs on int8 chips only"), std::string::npos)
-        << e.what();
-  }
+  ExpectRefusedOnBf16(m, "a table ran on a bf16 chip", "sigmoid 'l1' runs on int8 chips only");
 }
 
 TEST(GraphCompilerTest, SigmoidAndTanhAreBitExactOnTheRtl) {
@@ -247,14 +245,7 @@ TEST(GraphCompilerTest, LstmLayersAreBitExactOnInt8ChipsAndRefusedOnBf16) {
   const nn::Model m = LstmModel(11);
   for (const char* preset : {"teach-4", "lab-8", "small-16", "tpu-v1"})
     RunExact(m, config::LoadConfig(preset), engine::EngineKind::kFast, 5, 2);
-  const auto chip = test::TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"), {});
-  try {
-    RunModelOnTpu(m, *chip, nn::SyntheticInputs(m, 1, 2), 1, 1);
-    ADD_FAILURE() << "an lstm ran on a bf16 chip";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("lstm 'l0' runs on int8 chips only"), std::string::npos)
-        << e.what();
-  }
+  ExpectRefusedOnBf16(m, "an lstm ran on a bf16 chip", "lstm 'l0' runs on int8 chips only");
 }
 
 TEST(GraphCompilerTest, LstmLayersAreBitExactOnTheRtl) {
