@@ -32,6 +32,12 @@ class Builder {
         rng_(seed) {}
 
   GeneratedProgram Build();
+  // The job's host image (input data, parameter sets, the output area) and weight image
+  // (`tiles` tiles, some using only part of the array).
+  void FillImages(engine::ExecJob* job, int64_t tiles);
+  // The body: 3 to 40 random instructions, the invalid one of `kind` among them where the
+  // program is meant to end so.
+  void Body(const std::string& kind);
 
  private:
   int64_t Uniform(int64_t lo, int64_t hi) {  // inclusive; lo when hi < lo
@@ -493,22 +499,7 @@ GeneratedProgram Builder::Build() {
   const int64_t tiles = Uniform(2, 12);
   weight_bytes_ = tiles * n_ * row_ + Uniform(0, row_);
 
-  std::vector<uint8_t>& host = g.job.host_image;
-  host.assign(static_cast<size_t>(out_addr_ + out_bytes_), 0);
-  PutData(host.data(), in_bytes_);
-  for (int64_t s = 0; s < sets_; ++s)
-    for (int64_t l = 0; l < n_; ++l)
-      PutParams(&host[static_cast<size_t>(params_addr_ + s * set_bytes_)], l);
-  std::vector<uint8_t>& w = g.job.weight_image;
-  w.assign(static_cast<size_t>(weight_bytes_), 0);
-  const int64_t eb = row_ / n_;  // an operand's bytes
-  for (int64_t t = 0; t < tiles; ++t) {
-    // Some tiles use only part of the array (a layer narrower than N), as compilers make.
-    const int64_t rows = Chance(0.3) ? Uniform(1, n_) : n_,
-                  cols = Chance(0.3) ? Uniform(1, n_) : n_;
-    for (int64_t r = 0; r < rows; ++r)
-      PutData(&w[static_cast<size_t>(t * n_ * row_ + r * row_)], cols * eb);
-  }
+  FillImages(&g.job, tiles);
 
   // How the program is meant to end (a bf16 chip also refuses programs of the other format).
   static const char* kKinds[] = {"invalid-opcode", "address-out-of-range", "buffer-overflow",
@@ -526,11 +517,45 @@ GeneratedProgram Builder::Build() {
     ++switched_[m];
   }
 
+  Body(g.kind);
+  // Epilogue: use the tiles that would not fit; a watchdog program waits for one too many.
+  for (int64_t m = 0; m < mxus_; ++m)
+    while (!Fits(m)) Matmul(m, true);
+  if (g.kind == "watchdog")
+    while (switched_[0] <= brought_[0]) Matmul(0, true);
+  if (Chance(0.5)) WriteHost();
+  if (g.kind != "no-halt") Emit(Opcode::kHalt, 0, 0, 0, 0);
+  g.job.program.words = words_;
+  g.job.host_out_addr = 0;
+  g.job.host_out_bytes = g.job.host_image.size();
+  return g;
+}
+
+void Builder::FillImages(engine::ExecJob* job, int64_t tiles) {
+  std::vector<uint8_t>& host = job->host_image;
+  host.assign(static_cast<size_t>(out_addr_ + out_bytes_), 0);
+  PutData(host.data(), in_bytes_);
+  for (int64_t s = 0; s < sets_; ++s)
+    for (int64_t l = 0; l < n_; ++l)
+      PutParams(&host[static_cast<size_t>(params_addr_ + s * set_bytes_)], l);
+  std::vector<uint8_t>& w = job->weight_image;
+  w.assign(static_cast<size_t>(weight_bytes_), 0);
+  const int64_t eb = row_ / n_;  // an operand's bytes
+  for (int64_t t = 0; t < tiles; ++t) {
+    // Some tiles use only part of the array (a layer narrower than N), as compilers make.
+    const int64_t rows = Chance(0.3) ? Uniform(1, n_) : n_,
+                  cols = Chance(0.3) ? Uniform(1, n_) : n_;
+    for (int64_t r = 0; r < rows; ++r)
+      PutData(&w[static_cast<size_t>(t * n_ * row_ + r * row_)], cols * eb);
+  }
+}
+
+void Builder::Body(const std::string& kind) {
   const int64_t body = Uniform(3, 40);
   const int64_t bad_at = Uniform(0, body);
   for (int64_t i = 0; i < body; ++i) {
-    if (i == bad_at && g.kind != "valid" && g.kind != "watchdog" && g.kind != "no-halt") {
-      Invalid(g.kind);
+    if (i == bad_at && kind != "valid" && kind != "watchdog" && kind != "no-halt") {
+      Invalid(kind);
     }
     const int64_t pick = Uniform(0, 99);
     if (pick < 18)
@@ -557,20 +582,9 @@ GeneratedProgram Builder::Build() {
     else
       Emit(Opcode::kNop, 0, 0, 0, 0);
   }
-  if (bad_at == body && g.kind != "valid" && g.kind != "watchdog" && g.kind != "no-halt") {
-    Invalid(g.kind);
+  if (bad_at == body && kind != "valid" && kind != "watchdog" && kind != "no-halt") {
+    Invalid(kind);
   }
-  // Epilogue: use the tiles that would not fit; a watchdog program waits for one too many.
-  for (int64_t m = 0; m < mxus_; ++m)
-    while (!Fits(m)) Matmul(m, true);
-  if (g.kind == "watchdog")
-    while (switched_[0] <= brought_[0]) Matmul(0, true);
-  if (Chance(0.5)) WriteHost();
-  if (g.kind != "no-halt") Emit(Opcode::kHalt, 0, 0, 0, 0);
-  g.job.program.words = words_;
-  g.job.host_out_addr = 0;
-  g.job.host_out_bytes = host.size();
-  return g;
 }
 
 }  // namespace
