@@ -115,14 +115,8 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
-template <typename T>
-Tensor<T> ReadTensor(const std::string& path) {
-  const std::string want_descr = Dtype<T>::kDescr;
-  const std::string want_name = Dtype<T>::kName;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    Fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
-  }
+// The magic, version and header dictionary at the start of the .npy file `in`, parsed.
+Header ReadHeader(std::ifstream& in, const std::string& path) {
   char magic[6] = {};
   in.read(magic, 6);
   if (!in || std::memcmp(magic, kMagic, 6) != 0) {
@@ -146,7 +140,18 @@ Tensor<T> ReadTensor(const std::string& path) {
   std::string dict(header_len, '\0');
   in.read(dict.data(), header_len);
   if (!in) Fail(path, "not a valid .npy file (truncated header)");
-  const Header h = ParseHeader(path, dict);
+  return ParseHeader(path, dict);
+}
+
+template <typename T>
+Tensor<T> ReadTensor(const std::string& path) {
+  const std::string want_descr = Dtype<T>::kDescr;
+  const std::string want_name = Dtype<T>::kName;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    Fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
+  }
+  const Header h = ReadHeader(in, path);
 
   if (h.descr != want_descr) {
     Fail(path, "dtype is " + DtypeName(h.descr) + " ('" + h.descr + "') but " + want_name + " ('" +
