@@ -1,7 +1,9 @@
 // See lower_ops.h: an LSTM layer, step by step, as the operations a cell is made of.
 #include <fmt/format.h>
 
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "arith/format.h"
@@ -34,6 +36,9 @@ class LstmLowering {
              int32_t shift);
   // Weight tile (kb, j) of gate k: rows [row0 + kb N, ..) of the weights, at most `rows`.
   int GateTile(Gate k, int64_t row0, int64_t rows, int64_t kb, int64_t j);
+  // Gate k's tile (kb, j) of x's rows (`x`) or h's: GateTile's, made once for every step
+  // (-1: zeros).
+  int TileOf(Gate k, bool x, int64_t kb, int64_t j);
   // An identity pass of tensor `a` (its activates requantized by `channel`, through table
   // `fn`), with `residual` (-1: none) joined by `r`.
   int Pass(const std::string& name, int a, arith::Int8Format::Channel channel, isa::Fn fn,
@@ -47,6 +52,7 @@ class LstmLowering {
   const nn::Layer& l_;
   const int i_;
   const int64_t n_, x_, h_;
+  std::map<std::tuple<int, bool, int64_t, int64_t>, int> tiles_;  // TileOf's
 };
 
 GraphOp LstmLowering::NewOp(OpKind kind, const std::string& name) const {
@@ -87,6 +93,13 @@ int LstmLowering::GateTile(Gate k, int64_t row0, int64_t rows, int64_t kb, int64
   return Lowering::Zero(t) ? -1 : lw_.Tile(t);
 }
 
+int LstmLowering::TileOf(Gate k, bool x, int64_t kb, int64_t j) {
+  const auto key = std::make_tuple(static_cast<int>(k), x, kb, j);
+  const auto it = tiles_.find(key);
+  if (it != tiles_.end()) return it->second;
+  return tiles_[key] = x ? GateTile(k, 0, x_, kb, j) : GateTile(k, x_, h_, kb, j);
+}
+
 int LstmLowering::GateOp(int step, Gate k, int seq, int h, isa::Fn fn, int residual, int32_t mul,
                          int32_t shift) {
   static constexpr const char* kNames[] = {"i", "f", "g", "o"};
@@ -101,10 +114,10 @@ int LstmLowering::GateOp(int step, Gate k, int seq, int h, isa::Fn fn, int resid
   op.terms.resize(static_cast<size_t>(op.nt));
   for (int64_t j = 0; j < op.nt; ++j) {
     for (int64_t kb = 0; kb < xt; ++kb)
-      if (const int tile = GateTile(k, 0, x_, kb, j); tile >= 0)
+      if (const int tile = TileOf(k, true, kb, j); tile >= 0)
         op.terms[static_cast<size_t>(j)].push_back({0, false, step * xt + kb, tile});
     for (int64_t kb = 0; h >= 0 && kb < ht; ++kb)
-      if (const int tile = GateTile(k, x_, h_, kb, j); tile >= 0)
+      if (const int tile = TileOf(k, false, kb, j); tile >= 0)
         op.terms[static_cast<size_t>(j)].push_back({1, false, kb, tile});
   }
   op.macs = (h >= 0 ? x_ + h_ : x_) * h_;
