@@ -117,6 +117,12 @@ TpuRunResult RunExact(const nn::Model& m, const config::TpuConfig& c, engine::En
   return r;
 }
 
+// RunExact on the fast engine on int8 chips of four array sizes, 5 inputs at batch 2.
+void RunExactOnInt8Presets(const nn::Model& m) {
+  for (const char* preset : {"teach-4", "lab-8", "small-16", "tpu-v1"})
+    RunExact(m, config::LoadConfig(preset), engine::EngineKind::kFast, 5, 2);
+}
+
 // Runs m on tpu-v3 (bf16), which must refuse it with an error containing `why`.
 void ExpectRefusedOnBf16(const nn::Model& m, const char* what, const char* why) {
   const auto chip = test::TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"), {});
@@ -182,8 +188,7 @@ nn::Model MulModel(uint64_t seed) {
 
 TEST(GraphCompilerTest, ProductsAreBitExactOnInt8ChipsAndRefusedOnBf16) {
   const nn::Model m = MulModel(5);
-  for (const char* preset : {"teach-4", "lab-8", "small-16", "tpu-v1"})
-    RunExact(m, config::LoadConfig(preset), engine::EngineKind::kFast, 5, 2);
+  RunExactOnInt8Presets(m);
   ExpectRefusedOnBf16(m, "a product ran on a bf16 chip", "mul 'l2'");
 }
 
@@ -214,8 +219,7 @@ nn::Model TableModel(uint64_t seed) {
 
 TEST(GraphCompilerTest, SigmoidAndTanhAreBitExactOnInt8ChipsAndRefusedOnBf16) {
   const nn::Model m = TableModel(7);
-  for (const char* preset : {"teach-4", "lab-8", "small-16", "tpu-v1"})
-    RunExact(m, config::LoadConfig(preset), engine::EngineKind::kFast, 5, 2);
+  RunExactOnInt8Presets(m);
   ExpectRefusedOnBf16(m, "a table ran on a bf16 chip", "sigmoid 'l1' runs on int8 chips only");
 }
 
@@ -243,8 +247,7 @@ nn::Model LstmModel(uint64_t seed) {
 
 TEST(GraphCompilerTest, LstmLayersAreBitExactOnInt8ChipsAndRefusedOnBf16) {
   const nn::Model m = LstmModel(11);
-  for (const char* preset : {"teach-4", "lab-8", "small-16", "tpu-v1"})
-    RunExact(m, config::LoadConfig(preset), engine::EngineKind::kFast, 5, 2);
+  RunExactOnInt8Presets(m);
   ExpectRefusedOnBf16(m, "an lstm ran on a bf16 chip", "lstm 'l0' runs on int8 chips only");
 }
 
