@@ -129,7 +129,8 @@ void AddWorkloadOptions(CLI::App* cmd, WorkloadOptions* o, std::optional<int64_t
   cmd->add_option("--dataset", o->dataset,
                   "mnist or fashion-mnist (default: the one the model was trained on)");
   cmd->add_option("--inputs", o->inputs,
-                  "run on the inputs of this .npy file (float32 N x C x H x W, what the exported "
+                  "run on the inputs of this .npy file (float32 N x C x H x W, or N x T x X "
+                  "sequences: what the exported "
                   "model takes) instead of the data set");
   cmd->add_option("--synthetic", o->synthetic,
                   "run on N seeded synthetic inputs (docs/quantization.md) instead of the data "
@@ -154,8 +155,9 @@ void AddCalibrationOptions(CLI::App* cmd, CalibrationOptions* o) {
   cmd->add_option("--data", o->data, "folder with the data set's IDX files");
   cmd->add_option("--dataset", o->dataset,
                   "mnist or fashion-mnist (default: the one the model was trained on)");
-  cmd->add_option("--inputs", o->inputs,
-                  "calibrate on the inputs of this .npy file (float32 N x C x H x W)");
+  cmd->add_option(
+      "--inputs", o->inputs,
+      "calibrate on the inputs of this .npy file (float32 N x C x H x W, or N x T x X)");
   cmd->add_option("--synthetic", o->synthetic,
                   "calibrate on N seeded synthetic inputs (docs/quantization.md)")
       ->check(AtLeastOne());

@@ -188,8 +188,8 @@ C++ model of the chip (same counters as the RTL, any array size); --timing-only 
 values for cycle and energy studies.
 
 Inputs: the test images of the model's data set (MNIST, Fashion-MNIST), or --inputs
-FILE.npy (float32 N x C x H x W, what the exported model takes), or --synthetic N (seeded,
-docs/quantization.md) for models without a data set. Accuracy only where there are labels.
+FILE.npy (float32 N x C x H x W, or N x T x X sequences: what the exported model takes), or
+--synthetic N (seeded, docs/quantization.md) for models without a data set. Accuracy only where there are labels.
 
 --shard I/K runs the I-th of K slices of the inputs (cut at whole batches, so each slice runs
 the programs the whole run would); `tpusim merge` puts their --json reports together into

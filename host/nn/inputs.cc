@@ -80,26 +80,50 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-InputSet InputsFromTensor(const Tensor<float>& t, const Model& m, const std::string& path) {
+namespace {
+
+// The shape of an array of `n` inputs of model m: N x C x H x W, or, for a model whose input
+// is 1 x T x X (sequences of T steps of X values, as an imported LSTM's), N x T x X.
+std::vector<int64_t> WantedShape(const Model& m, int64_t n, size_t rank) {
   const Shape3& in = m.input;
-  const std::vector<int64_t> want = {in.c, in.h, in.w};
-  if (t.shape.size() != 4 || std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()) != want ||
-      t.shape[0] < 1) {
-    throw UsageError(fmt::format(
-        "{}: the inputs are {}; model '{}' takes N x {} (N x C x H x W float32, as the exported "
-        "model did)",
-        path, t.shape.empty() ? "a scalar" : ShapeText(t.shape), m.name, ShapeText(want)));
-  }
-  InputSet s;
-  s.shape = in;
-  s.count = t.shape[0];
-  const int64_t plane = int64_t{in.h} * in.w, size = in.Size();
+  if (rank == 3 && in.h == 1) return {n, in.w, in.c};
+  return {n, in.c, in.h, in.w};
+}
+
+// t's values stored h x w x c (N x T x X already is).
+std::vector<float> ChannelsLast(const Tensor<float>& t, const Shape3& in) {
+  if (t.shape.size() == 3) return t.data;
+  const int64_t plane = int64_t{in.h} * in.w, size = in.Size(), count = t.shape[0];
   std::vector<float> hwc(t.data.size());
-  for (int64_t n = 0; n < s.count; ++n)
+  for (int64_t n = 0; n < count; ++n)
     for (int64_t c = 0; c < in.c; ++c)
       for (int64_t p = 0; p < plane; ++p)
         hwc[static_cast<size_t>(n * size + p * in.c + c)] =
             t.data[static_cast<size_t>((n * in.c + c) * plane + p)];
+  return hwc;
+}
+
+}  // namespace
+
+InputSet InputsFromTensor(const Tensor<float>& t, const Model& m, const std::string& path) {
+  const Shape3& in = m.input;
+  const int64_t n = t.shape.empty() ? 0 : t.shape[0];
+  if (t.shape != WantedShape(m, n, t.shape.size()) || n < 1) {
+    const std::vector<int64_t> images = WantedShape(m, 1, 4), steps = WantedShape(m, 1, 3);
+    throw UsageError(fmt::format(
+        "{}: the inputs are {}; model '{}' takes N x {} (N x C x H x W float32, as the exported "
+        "model did{})",
+        path, t.shape.empty() ? "a scalar" : ShapeText(t.shape), m.name,
+        ShapeText({images.begin() + 1, images.end()}),
+        in.h == 1 ? fmt::format(", or N x {} sequences of steps",
+                                ShapeText({steps.begin() + 1, steps.end()}))
+                  : ""));
+  }
+  InputSet s;
+  s.shape = in;
+  s.count = n;
+  const int64_t size = in.Size();
+  std::vector<float> hwc = ChannelsLast(t, in);
   for (size_t i = 0; i < hwc.size(); ++i) {
     if (!std::isfinite(hwc[i])) {
       throw UsageError(fmt::format("{}: value {} of input {} is not finite", path,

@@ -46,8 +46,9 @@ InputSet InputsFromMnist(const data::MnistSet& set, int64_t limit = 0,
                          const Shape3& shape = {data::kPaddedSide, data::kPaddedSide, 1});
 
 // An .npy file of float32 N x C x H x W: exactly what the exported model takes (NCHW),
-// stored h x w x c. For a preprocess-mnist32 model the values must be pixel / 255 (as the
-// ONNX model took them) and are stored as the pixels. Throws UsageError naming the file and
+// stored h x w x c; for a model whose input is 1 x T x X (an imported LSTM's sequences of T
+// steps of X values), N x T x X also. For a preprocess-mnist32 model the values must be pixel / 255
+// (as the ONNX model took them) and are stored as the pixels. Throws UsageError naming the file and
 // both shapes when they do not match the model's input, and for anything else wrong.
 InputSet ReadInputsNpy(const std::string& path, const Model& model);
 // The same for a tensor already in memory (a NumPy array from Python); `where` names it in

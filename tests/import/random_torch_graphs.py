@@ -3,7 +3,9 @@
 
 Builds N random small networks with PyTorch (convolutions of any kernel, stride and
 padding, depthwise ones, batch normalization, ReLU and ReLU6, max and average pooling with
-padding, global average pooling, residual adds, concats, flatten and linear layers), exports
+padding, global average pooling, residual adds, concats, flatten and linear layers; and one
+graph in 8 an LSTM over sequences, read at its last step as h[-1] or out[:, -1], batch
+first or not, then maybe a linear layer), exports
 each to ONNX (opset 13), imports it with `tpusim import`, runs the fp32 model on the CPU
 (`tpusim infer --backend cpu-fp32`) on the same seeded inputs, and compares the outputs with
 PyTorch's: the largest difference must be at most 1e-4 of the largest output. Every operator
@@ -99,6 +101,35 @@ def cat_block(rng, c, h, w):
             (a + b, h, w), f"cat({a}, {b})")
 
 
+class LastStep(nn.Module):
+    """nn.LSTM read at its last step, as users write it: h[-1], out[:, -1] (out[-1] when not
+    batch first); then `head`."""
+
+    def __init__(self, lstm, read, head):
+        super().__init__()
+        self.lstm, self.read, self.head = lstm, read, head
+
+    def forward(self, x):
+        out, (h, _) = self.lstm(x)
+        if self.read == "h":
+            y = h[-1]
+        else:
+            y = out[:, -1] if self.lstm.batch_first else out[-1]
+        return self.head(y)
+
+
+def sequence_graph(rng):
+    """A random LSTM model, its input shape (steps, inputs), whether it takes its batch
+    first, and a description."""
+    steps, inputs, hidden = rng.randint(1, 12), rng.randint(1, 10), rng.randint(1, 24)
+    batch_first, read = rng.random() < 0.5, rng.choice(["h", "out"])
+    head = [nn.Linear(hidden, rng.randint(1, 10))] + activation(rng) if rng.random() < 0.7 else []
+    model = LastStep(nn.LSTM(inputs, hidden, batch_first=batch_first), read, nn.Sequential(*head))
+    text = (f"{steps} steps x {inputs} -> lstm {hidden} ({'batch first' if batch_first else 'T x N'}"
+            f", {read}[-1]){' -> linear' if head else ''}")
+    return model, (steps, inputs), batch_first, text
+
+
 def random_graph(rng):
     """A random nn.Sequential, its input shape (c, h, w) and a description."""
     c, h, w = rng.randint(1, 8), rng.randint(2, 14), rng.randint(2, 14)
@@ -137,16 +168,23 @@ def check(tpusim, index, seed, work):
     rng = random.Random(seed * 100003 + index)
     torch.manual_seed(seed * 100003 + index)
     gen = torch.Generator().manual_seed(seed * 100003 + index)
-    model, (c, h, w), text = random_graph(rng)
-    with torch.no_grad():
-        randomize_batch_norm(model, gen)
+    if rng.random() < 0.125:
+        model, (steps, inputs), batch_first, text = sequence_graph(rng)
+        x = torch.randn(4, steps, inputs, generator=gen)  # tpusim's inputs: N x T x X
+        torch_x = x if batch_first else x.transpose(0, 1)
+        example = torch_x[:1] if batch_first else torch_x[:, :1]
+    else:
+        model, (c, h, w), text = random_graph(rng)
+        with torch.no_grad():
+            randomize_batch_norm(model, gen)
+        x = torch.randn(4, c, h, w, generator=gen)
+        torch_x, example = x, x[:1]
     model.eval()
-    x = torch.randn(4, c, h, w, generator=gen)
     onnx = os.path.join(work, "graph.onnx")
-    torch.onnx.export(model, x[:1], onnx, opset_version=13, input_names=["input"],
+    torch.onnx.export(model, example, onnx, opset_version=13, input_names=["input"],
                       output_names=["output"])
     with torch.no_grad():
-        y = model(x)
+        y = model(torch_x)
     if y.dim() == 4:  # a map: tpusim's outputs are channels last (docs/import.md, "Layout")
         y = y.permute(0, 2, 3, 1)
     want = y.reshape(4, -1).numpy()

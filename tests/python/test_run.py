@@ -153,8 +153,36 @@ def test_from_torch_names_the_module_not_a_temporary_file():
     net = torch.nn.Sequential(torch.nn.Conv1d(3, 4, 3), torch.nn.ReLU())
     with pytest.raises(ValueError) as e:
         tpusim.from_torch(net, torch.randn(2, 3, 16), config="small-16")
-    assert str(e.value).startswith("the ONNX export of Sequential: input 'input' is 2 x 3 x 16 "
-                                   "(3 dimensions); tpusim imports image networks"), str(e.value)
+    assert str(e.value).startswith("the ONNX export of Sequential: node "), str(e.value)
+    assert "reads 'input', the model's input sequences (NTX); tpusim reads sequences with an " \
+           "LSTM node only" in str(e.value), str(e.value)
+
+
+def lstm_classifier(torch):
+    """nn.LSTM (batch first) and a Linear on its last h: where a sequence task starts."""
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(5, 20, batch_first=True)
+            self.fc = torch.nn.Linear(20, 4)
+
+        def forward(self, x):
+            _, (h, _) = self.lstm(x)
+            return self.fc(h[-1])
+
+    return Net().eval()
+
+
+def test_from_torch_runs_an_lstm_bit_exact():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(3)
+    net = lstm_classifier(torch)
+    x = torch.randn(8, 6, 5)  # 8 sequences of 6 steps of 5 values, as the module takes them
+    y, report = tpusim.from_torch(net, x, config="small-16")
+    assert report["bit_exact"] and y.shape == (8, 4)
+    t = report["torch"]
+    assert t["top1_agree"] >= 7 and t["max_abs_diff"] < 0.1, t
 
 
 def test_sweep_returns_one_row_per_point(tmp_path):

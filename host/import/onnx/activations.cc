@@ -27,7 +27,7 @@ Value Activate(OnnxGraph& g, const onnx::NodeProto& n, nn::Activation a) {
     if (pool.type == nn::LayerType::kMaxPool2d && pool.inputs[0] != nn::kModelInput) {
       nn::Layer& before = g.model().layers[static_cast<size_t>(pool.inputs[0])];
       const std::vector<std::vector<int>> readers = g.model().Consumers();
-      if (before.HasWeights() && before.activation == nn::Activation::kNone &&
+      if (LinearInWeights(before) && before.activation == nn::Activation::kNone &&
           readers[static_cast<size_t>(pool.inputs[0])].size() == 1) {
         before.activation = a;
         return x;

@@ -9,6 +9,7 @@
 
 #include "host/common/errors.h"
 #include "host/import/onnx/readers.h"
+#include "host/nn/ops/op.h"
 
 namespace tpu::import::onnx_graph {
 namespace {
@@ -16,6 +17,21 @@ namespace {
 constexpr int64_t kMaxElements = int64_t{1} << 31;
 
 }  // namespace
+
+bool LinearInWeights(const nn::Layer& l) {
+  return l.HasWeights() && nn::ops::Op(l.type).takes_activation;
+}
+
+Value Plain(Value v) {
+  std::string roles;
+  for (const char r : v.axes)
+    if (r != '1') roles += r;
+  if (roles != "NH") return v;
+  v.axes.clear();
+  v.map = false;
+  v.chw = {1, 1, 1};
+  return v;
+}
 
 nn::Model OnnxGraph::Run() {
   if (!proto_.has_graph() || proto_.graph().node_size() == 0) {
@@ -62,7 +78,8 @@ void OnnxGraph::CheckOutput(const onnx::GraphProto& g) {
   }
   const std::string& name = g.output(0).name();
   const auto it = values_.find(name);
-  if (it == values_.end() || it->second.layer != static_cast<int>(model_.layers.size()) - 1) {
+  if (it == values_.end() || !Plain(it->second).axes.empty() ||
+      it->second.layer != static_cast<int>(model_.layers.size()) - 1) {
     Fail("the graph's output '" + name + "' is not what its last layer computes");
   }
   const std::vector<std::vector<int>> consumers = model_.Consumers();
@@ -94,38 +111,65 @@ void OnnxGraph::ReadInput(const onnx::GraphProto& g) {
   for (const auto& d : shape.dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
   std::string text;
   for (int64_t d : dims) text += (text.empty() ? "" : " x ") + (d < 0 ? "?" : std::to_string(d));
-  if (dims.size() != 4) {
+  SetInput(g, input->name(), dims, text);
+}
+
+void OnnxGraph::SetInput(const onnx::GraphProto& g, const std::string& name,
+                         const std::vector<int64_t>& dims, const std::string& text) {
+  const auto fixed = [&](std::initializer_list<size_t> axes) {
+    for (const size_t a : axes)
+      if (dims[a] <= 0 || dims[a] > 65536) return false;
+    return true;
+  };
+  Value v;
+  if (dims.size() == 3) {  // sequences: T x N x X where an LSTM reads them as they are
+    bool time_first = false;
+    for (const onnx::NodeProto& n : g.node())
+      time_first |= n.op_type() == "LSTM" && n.input_size() > 0 && n.input(0) == name;
+    const size_t t = time_first ? 0 : 1;
+    if (!fixed({t, 2}))
+      Fail(
+          fmt::format("input '{}' is {}: tpusim imports sequences of T steps of X values (N x "
+                      "T x X, or T x N x X read by an LSTM) with T and X fixed: export with a "
+                      "fixed sequence length",
+                      name, text));
+    model_.input = {1, static_cast<int>(dims[t]), static_cast<int>(dims[2])};
+    v.axes = time_first ? "TNX" : "NTX";
+  } else if (dims.size() == 4) {
+    if (!fixed({1, 2, 3}))
+      Fail(
+          fmt::format("input '{}' is {} (4 dimensions); tpusim imports an N x C x H x W image "
+                      "batch with C, H and W fixed: export with a fixed input size",
+                      name, text));
+    model_.input = {static_cast<int>(dims[2]), static_cast<int>(dims[3]),
+                    static_cast<int>(dims[1])};
+  } else {
     Fail(fmt::format(
         "input '{}' is {} ({} dimensions); tpusim imports image networks, whose input is an "
-        "N x C x H x W batch: a sequence (Conv1d, nn.LSTM, a transformer's tokens) or a flat "
-        "vector is not an input it takes (docs/import.md lists what it imports; tpusim lstm "
-        "runs LSTM layers)",
-        input->name(), text.empty() ? "a scalar" : text, dims.size()));
+        "N x C x H x W batch, and LSTMs over N x T x X sequences: a flat vector or a "
+        "transformer's tokens is not an input it takes (docs/import.md lists what it imports)",
+        name, text.empty() ? "a scalar" : text, dims.size()));
   }
-  if (dims[1] <= 0 || dims[2] <= 0 || dims[3] <= 0 || dims[1] > 65536 || dims[2] > 65536 ||
-      dims[3] > 65536) {
-    Fail(
-        fmt::format("input '{}' is {} ({} dimensions); tpusim imports an N x C x H x W image "
-                    "batch with C, H and W fixed: export with a fixed input size",
-                    input->name(), text.empty() ? "a scalar" : text, dims.size()));
-  }
-  model_.input = {static_cast<int>(dims[2]), static_cast<int>(dims[3]), static_cast<int>(dims[1])};
+  SetDataset(name);
+  v.shape = model_.input;
+  values_[name] = v;
+}
+
+void OnnxGraph::SetDataset(const std::string& name) {
   // No data set given: a 1 x 32 x 32 input is an MNIST model, anything else takes float
   // inputs (--inputs, --synthetic).
   const bool mnist_shape = model_.input == nn::Shape3{32, 32, 1};
   model_.dataset = !opt_.dataset.empty() ? opt_.dataset : mnist_shape ? "mnist" : "none";
   model_.preprocess = model_.dataset == "none" ? "none" : "mnist32";
   if (model_.preprocess == "mnist32" && !mnist_shape) {
+    const nn::Shape3& in = model_.input;
     Fail(fmt::format(
         "input '{}' is {} x {} x {} (C x H x W); a model for {} takes 28 x 28 grey images "
         "padded to 1 x 32 x 32 (pixel / 255; preprocess mnist32): export it for that input, "
         "or import it without {} to run it on {} or {} data",
-        input->name(), dims[1], dims[2], dims[3], model_.dataset, Field("dataset"), Field("inputs"),
+        name, in.c, in.h, in.w, model_.dataset, Field("dataset"), Field("inputs"),
         Field("synthetic")));
   }
-  Value v;
-  v.shape = model_.input;
-  values_[input->name()] = v;
 }
 
 void OnnxGraph::AddConstant(const onnx::NodeProto& n) {
@@ -248,7 +292,7 @@ void OnnxGraph::OnlyAttrs(const onnx::NodeProto& n,
   }
 }
 
-const Value& OnnxGraph::In(const onnx::NodeProto& n, int i) const {
+const Value& OnnxGraph::Raw(const onnx::NodeProto& n, int i) const {
   if (n.input_size() <= i || n.input(i).empty()) FailNode(n, "an input is missing");
   const auto it = values_.find(n.input(i));
   if (it == values_.end()) {
@@ -256,6 +300,26 @@ const Value& OnnxGraph::In(const onnx::NodeProto& n, int i) const {
                     "', which no node before it computes (the graph must list nodes in order)");
   }
   return it->second;
+}
+
+const Value& OnnxGraph::In(const onnx::NodeProto& n, int i) const {
+  const Value& v = Raw(n, i);
+  const std::string& a = v.axes;
+  if (a.empty()) return v;
+  const std::string what = fmt::format("reads '{}', ", n.input(i));
+  if (a == "shape" || a == "zeros")
+    FailNode(n, what +
+                    "a tensor computed from a shape; tpusim reads such tensors only as "
+                    "the zero initial state of an LSTM (docs/import.md, \"Sequences\")");
+  if (a == "cell")
+    FailNode(n, what + "an LSTM's cell state c; tpusim's lstm layer gives its last h only");
+  if (v.layer == nn::kModelInput)
+    FailNode(n, fmt::format("{}the model's input sequences ({}); tpusim reads sequences with an "
+                            "LSTM node only (docs/import.md, \"Sequences\")",
+                            what, a));
+  FailNode(n, fmt::format("{}an LSTM's h ({}); tpusim's lstm layer gives its last step's h "
+                          "only: read Y_h (h[-1]) or the last step (out[:, -1])",
+                          what, a));
 }
 
 bool OnnxGraph::IsConstant(const onnx::NodeProto& n, int i) const {
@@ -318,7 +382,7 @@ nn::Layer* OnnxGraph::Joinable(const onnx::NodeProto& n, bool weighted) {
   const Value& v = In(n, 0);
   if (v.layer == nn::kModelInput || uses_[n.input(0)] != 1) return nullptr;
   nn::Layer& l = model_.layers[static_cast<size_t>(v.layer)];
-  const bool kind = l.HasWeights() || (!weighted && l.type == nn::LayerType::kAdd);
+  const bool kind = LinearInWeights(l) || (!weighted && l.type == nn::LayerType::kAdd);
   return kind && l.activation == nn::Activation::kNone ? &l : nullptr;
 }
 

@@ -25,7 +25,21 @@ struct Value {
   bool map = true;
   nn::Shape3 shape;         // the map's h, w, c; a vector: 1 x 1 x features
   nn::Shape3 chw{1, 1, 1};  // the map a vector was flattened from (h * w > 1: reorder)
+  // Empty for those. Otherwise a tensor that only some readers take (sequences.cc), by the
+  // roles of its axes: N the batch, T the steps, X the inputs, H the hidden units, 1 an axis
+  // of one (ONNX's LSTM's directions): "NTX" or "TNX" the model's input sequences (`layer`
+  // kModelInput); "T1NH", "TNH", "NTH" an LSTM's every step of h (`layer` the lstm layer,
+  // which computes only the last step); "1NH" its last h; or one word: "cell" its last c,
+  // "shape" sizes computed from a shape, "zeros" zeros of such sizes.
+  std::string axes;
 };
+
+// Whether l computes x W + b (a conv or dense layer, not an LSTM): what a bias, a scale, a
+// BatchNorm or an activation may join.
+bool LinearInWeights(const nn::Layer& l);
+
+// v as an ordinary vector where its axes are N and H (and axes of one): an LSTM's last h.
+Value Plain(Value v);
 
 class OnnxGraph {
  public:
@@ -67,8 +81,13 @@ class OnnxGraph {
                          const std::string& def) const;
   // An error unless every attribute of n is one of `known`.
   void OnlyAttrs(const onnx::NodeProto& n, std::initializer_list<const char*> known) const;
-  // The value a node reads as its input `i` (a computed tensor, not a constant).
+  // The value a node reads as its input `i` (a computed tensor, not a constant): an
+  // ordinary one (Value::axes empty); an error names what anything else is.
   const Value& In(const onnx::NodeProto& n, int i) const;
+  // The same, of any kind.
+  const Value& Raw(const onnx::NodeProto& n, int i) const;
+  // Sets the value of a node's output other than its first (which its reader returns).
+  void Define(const std::string& name, Value v) { values_[name] = std::move(v); }
   // Whether n's input i is a constant.
   bool IsConstant(const onnx::NodeProto& n, int i) const;
   // Adds `l` reading `inputs`, infers its shape and returns its output.
@@ -91,8 +110,14 @@ class OnnxGraph {
   void CountUses(const onnx::GraphProto& g);
   // The graph's one output must be the last layer's (tpusim's model output).
   void CheckOutput(const onnx::GraphProto& g);
-  // The graph's one input: an N x C x H x W float image batch.
+  // The graph's one input: an N x C x H x W float image batch, or N x T x X sequences (T x N
+  // x X where an LSTM node reads it as it is).
   void ReadInput(const onnx::GraphProto& g);
+  // The model's input from the ONNX input `name` of `dims` (`text`: the dims for messages).
+  void SetInput(const onnx::GraphProto& g, const std::string& name,
+                const std::vector<int64_t>& dims, const std::string& text);
+  // The model's data set and preprocessing (an MNIST model or float inputs).
+  void SetDataset(const std::string& name);
   // A Constant node's tensor, as a constant.
   void AddConstant(const onnx::NodeProto& n);
   // A tensor's number of values (an error for impossible shapes and external data).

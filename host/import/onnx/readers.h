@@ -35,6 +35,9 @@ nn::Layer* WeightedBefore(OnnxGraph& g, const onnx::NodeProto& n, int data_input
 Value JoinOfOneShape(OnnxGraph& g, const onnx::NodeProto& n, nn::LayerType type, const char* prefix,
                      const char* text, const char* verbs);
 
+// A value of no layer: "shape" (sizes computed from a shape) or "zeros" (Value::axes).
+Value Computed(const char* kind);
+
 // The readers readers.def lists (ReadConv, ReadGemm, ...).
 #define TPUSIM_ONNX(OP, READ, WHAT) Value READ(OnnxGraph& g, const onnx::NodeProto& n);
 #include "host/import/onnx/readers.def"

@@ -43,15 +43,15 @@ struct Graph {
     t->set_elem_type(onnx::TensorProto::FLOAT);
     for (int64_t d : input) t->mutable_shape()->add_dim()->set_dim_value(d);
   }
-  // A random float initializer.
-  std::string Weights(const std::string& name, std::vector<int64_t> dims) {
+  // A random float initializer (`zeros`: of zeros).
+  std::string Weights(const std::string& name, std::vector<int64_t> dims, bool zeros = false) {
     auto* t = g->add_initializer();
     t->set_name(name);
     t->set_data_type(onnx::TensorProto::FLOAT);
     int64_t n = 1;
     for (int64_t d : dims) t->add_dims(d), n *= d;
     std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-    for (int64_t i = 0; i < n; ++i) t->add_float_data(u(rng));
+    for (int64_t i = 0; i < n; ++i) t->add_float_data(zeros ? 0.0f : u(rng));
     return name;
   }
   std::string Ints(const std::string& name, std::vector<int64_t> v) {
@@ -76,6 +76,20 @@ struct Graph {
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INTS);
     for (int64_t x : v) a->add_ints(x);
+  }
+  // A scalar int64 initializer (no dims), as an index.
+  std::string Scalar(const std::string& name, int64_t v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_int64_data(v);
+    return name;
+  }
+  static void Str(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
   }
   static void Int(onnx::NodeProto* n, const std::string& name, int64_t v) {
     auto* a = n->add_attribute();
@@ -435,6 +449,149 @@ TEST(OnnxImportTest, PadNodesOfZerosBecomeThePaddingOfWhatReadsThem) {
       << ImportError(maxpool);
 }
 
+// ---- sequences: nn.LSTM as PyTorch exports it -----------------------------------------
+
+constexpr int64_t kT = 4, kX = 3, kH = 5;
+
+// PyTorch's nn.LSTM(kX, kH, batch_first=True) on a batch-first N x kT x kX input, read as
+// h[-1] (or, `last_step`, out[:, -1]), then a Linear of 2 units, as torch.onnx.export writes
+// it at opset 13: the transpose to T x N x X, the zero state made from the input's shape
+// (Shape, Gather, Unsqueeze, Concat, Expand), ONNX's LSTM, and the last step's selection.
+Graph TorchLstm(bool last_step) {
+  Graph g({2, kT, kX});
+  Graph::Ints(g.Node("Transpose", {"x"}, "xt"), "perm", {1, 0, 2});
+  g.Node("Shape", {"xt"}, "shape");
+  g.Node("Gather", {"shape", g.Scalar("one", 1)}, "n");
+  g.Node("Unsqueeze", {"n", g.Ints("axis0", {0})}, "n1");
+  Graph::Int(g.Node("Concat", {g.Ints("dirs", {1}), "n1", g.Ints("hidden", {kH})}, "size"), "axis",
+             0);
+  g.Node("Expand", {g.Weights("zeros", {1, 1, kH}, /*zeros=*/true), "size"}, "h0");
+  auto* lstm = g.Node("LSTM",
+                      {"xt", g.Weights("W", {1, 4 * kH, kX}), g.Weights("R", {1, 4 * kH, kH}),
+                       g.Weights("B", {1, 8 * kH}), "", "h0", "h0"},
+                      "y");
+  lstm->add_output("yh");
+  lstm->add_output("yc");
+  Graph::Int(lstm, "hidden_size", kH);
+  if (last_step) {
+    g.Node("Squeeze", {"y", g.Ints("axis1", {1})}, "ys");
+    Graph::Ints(g.Node("Transpose", {"ys"}, "yb"), "perm", {1, 0, 2});
+    Graph::Int(g.Node("Gather", {"yb", g.Scalar("last", -1)}, "h"), "axis", 1);
+  } else {
+    Graph::Int(g.Node("Gather", {"yh", g.Scalar("last", -1)}, "h"), "axis", 0);
+  }
+  Graph::Int(g.Node("Gemm", {"h", g.Weights("G", {2, kH}), g.Weights("C", {2})}, "out"), "transB",
+             1);
+  g.Output("out");
+  return g;
+}
+
+// ONNX's LSTM (gates i, o, f, c; W x + R h + Wb + Rb) and the Linear, computed here in
+// double for one sequence x (kT x kX).
+std::vector<double> OnnxLstmThenLinear(const Graph& g, const float* x) {
+  const auto& w = g.Init("W").float_data();
+  const auto& r = g.Init("R").float_data();
+  const auto& b = g.Init("B").float_data();
+  const auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  std::vector<double> h(kH, 0), c(kH, 0), z(4 * kH);
+  for (int64_t t = 0; t < kT; ++t) {
+    for (int64_t k = 0; k < 4 * kH; ++k) {
+      z[k] = b[k] + b[4 * kH + k];
+      for (int64_t i = 0; i < kX; ++i) z[k] += w[k * kX + i] * x[t * kX + i];
+      for (int64_t i = 0; i < kH; ++i) z[k] += r[k * kH + i] * h[i];
+    }
+    for (int64_t j = 0; j < kH; ++j) {
+      c[j] = sig(z[2 * kH + j]) * c[j] + sig(z[j]) * std::tanh(z[3 * kH + j]);
+      h[j] = sig(z[kH + j]) * std::tanh(c[j]);
+    }
+  }
+  const auto& gw = g.Init("G").float_data();
+  const auto& gc = g.Init("C").float_data();
+  std::vector<double> y(2);
+  for (int u = 0; u < 2; ++u) {
+    y[u] = gc[u];
+    for (int64_t j = 0; j < kH; ++j) y[u] += gw[u * kH + j] * h[j];
+  }
+  return y;
+}
+
+TEST(OnnxImportTest, LstmAsPyTorchExportsItComputesOnnxsLstm) {
+  for (const bool last_step : {false, true}) {
+    const Graph g = TorchLstm(last_step);
+    const nn::Model m = Import(g);
+    ASSERT_EQ(m.layers.size(), 2u);
+    EXPECT_EQ(m.input, (nn::Shape3{1, kT, kX}));
+    EXPECT_EQ(m.layers[0].type, nn::LayerType::kLstm);
+    EXPECT_EQ(m.layers[1].type, nn::LayerType::kDense);
+    EXPECT_EQ(m.layers[1].inputs, std::vector<int>{0});
+    const nn::InputSet in = nn::SyntheticInputs(m, 3, 7);
+    nn::ForwardCache cache;
+    nn::Forward(m, nn::Fp32Inputs(in, 0, 3), &cache);
+    for (int64_t i = 0; i < 3; ++i) {
+      const std::vector<double> want = OnnxLstmThenLinear(g, &in.values[i * kT * kX]);
+      for (int u = 0; u < 2; ++u) EXPECT_NEAR(cache.acts.back()(i, u), want[u], 1e-5) << i;
+    }
+  }
+}
+
+// Inputs a PyTorch user holds, N x T x X, are the model's (docs/import.md, "Sequences").
+TEST(OnnxImportTest, SequenceInputsReadFromNpy) {
+  const nn::Model m = Import(TorchLstm(false));
+  Tensor<float> t;
+  t.shape = {2, kT, kX};
+  t.data.resize(2 * kT * kX);
+  for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<float>(i);
+  const nn::InputSet s = nn::InputsFromTensor(t, m, "x.npy");
+  EXPECT_EQ(s.count, 2);
+  EXPECT_EQ(s.values, t.data);  // N x T x X is T x X per input already
+  t.shape = {2, kX, kT};
+  try {
+    nn::InputsFromTensor(t, m, "x.npy");
+    ADD_FAILURE() << "a transposed sequence was taken";
+  } catch (const UsageError& e) {
+    const std::string why = e.what();
+    EXPECT_NE(why.find("x.npy: the inputs are 2 x 3 x 4; model '"), std::string::npos) << why;
+    EXPECT_NE(why.find("' takes N x 3 x 1 x 4 (N x C x H x W float32, as the exported model did, "
+                       "or N x 4 x 3 sequences of steps)"),
+              std::string::npos)
+        << why;
+  }
+}
+
+// What tpusim's lstm layer is not (one direction, a zero state, its last h) is refused by
+// name, as is a sequence read by anything but an LSTM.
+TEST(OnnxImportTest, LstmsTpusimCannotRunAreClearErrors) {
+  const auto refused = [](Graph g, const std::string& want) {
+    const std::string why = ImportError(g);
+    EXPECT_NE(why.find(want), std::string::npos) << why;
+  };
+  Graph bi = TorchLstm(false);
+  Graph::Str(bi.g->mutable_node(6), "direction", "bidirectional");
+  refused(bi, "a bidirectional LSTM is not imported");
+  Graph state = TorchLstm(false);
+  state.g->mutable_node(6)->set_input(5, state.Weights("H0", {1, 2, kH}));
+  refused(state, "its initial state 'H0' is not zeros");
+  Graph first = TorchLstm(true);
+  first.g->mutable_node(9)->set_input(1, first.Scalar("first", 0));
+  refused(first, "takes element 0 of 4; tpusim's lstm layer computes the last step only");
+  Graph every = TorchLstm(true);
+  every.g->mutable_node(9)->set_op_type("Relu");
+  every.g->mutable_node(9)->clear_attribute();
+  every.g->mutable_node(9)->mutable_input()->RemoveLast();
+  refused(every, "an LSTM's h (NTH); tpusim's lstm layer gives its last step's h only");
+  Graph relu = TorchLstm(false);  // relu(h[-1]): an lstm layer takes no activation
+  relu.g->mutable_node(8)->set_op_type("Relu");
+  relu.g->mutable_node(8)->clear_attribute();
+  relu.g->mutable_node(8)->mutable_input()->DeleteSubrange(1, 2);
+  refused(relu, "Relu must follow a Conv, Gemm");
+  Graph conv({2, kT, kX});
+  conv.Node("Relu", {"x"}, "y");
+  conv.Output("y");
+  refused(conv,
+          "reads 'x', the model's input sequences (NTX); tpusim reads sequences with an "
+          "LSTM node only");
+}
+
 TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {
   // Not ONNX, empty, truncated.
   EXPECT_NE(ImportErrorOf("hello, world"), "");
@@ -486,12 +643,12 @@ TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {
                                       "an N x C x H x W image batch with C, H and W fixed"),
             std::string::npos)
       << ImportError(dynamic);
-  // A sequence (Conv1d, LSTM, tokens) is told it is not an image input, not to fix its size.
-  Graph sequence({1, 16, 32});
-  sequence.Node("Relu", {"x"}, "y");
-  sequence.Output("y");
-  const std::string why = ImportError(sequence);
-  EXPECT_NE(why.find("input 'x' is 1 x 16 x 32 (3 dimensions); tpusim imports image networks"),
+  // A flat vector is told it is not an image input, not to fix its size.
+  Graph flat({1, 16});
+  flat.Node("Relu", {"x"}, "y");
+  flat.Output("y");
+  const std::string why = ImportError(flat);
+  EXPECT_NE(why.find("input 'x' is 1 x 16 (2 dimensions); tpusim imports image networks"),
             std::string::npos)
       << why;
   EXPECT_EQ(why.find("fixed input size"), std::string::npos) << why;
