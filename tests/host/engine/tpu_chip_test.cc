@@ -7,12 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <random>
 
 #include "arith/int8.h"
 #include "host/common/errors.h"
-#include "host/compiler/lstm_program.h"
 #include "host/engine/engine_factory.h"
 #include "host/engine/rtl_engine.h"
 #include "host/gemm/gemm_runner.h"
@@ -652,66 +650,6 @@ TEST_P(ChipTest, SeveralJobsRunOnOneSystem) {
     EXPECT_EQ(r.host_out, job.host_image);
     EXPECT_EQ(r.counters.host_bytes_read, 12u);  // counters restart with every run
   }
-}
-
-// An LSTM layer with values: each step's gate matmuls on the array and the cell on the
-// vector unit (sigmoid and tanh tables, residual products and sum), h and c kept on chip
-// from step to step. Bit-exact against nn::Int8LstmStep, and near the fp32 cell: the int8
-// cell's error per step is a few 1/127 steps (the gates' tables read inputs 1/16 and 1/32
-// apart: sigmoid moves at most 1/4 x 1/16 = 0.016 per input step, tanh 1/32 = 0.031; each
-// product and sum rounds by 1/254), so over a few steps h stays within 0.1 of fp32.
-void RunLstm(EngineKind kind, const char* preset, int64_t inputs, int64_t hidden, int64_t batch,
-             int64_t steps) {
-  const config::TpuConfig chip = config::LoadConfig(preset);
-  const compiler::LstmCase k = compiler::MakeLstmCase(inputs, hidden, batch, steps, 5, chip);
-  const auto e = engine::MakeChipEngine(kind, chip, {});
-  e->Load(k.program.exe);
-  const std::vector<int8_t> zeros(k.h.size(), 0);
-  std::vector<int8_t> h, c;
-  const auto r = k.program.Run(*e, k.x, zeros, zeros, &h, &c);
-  ASSERT_TRUE(r.ok) << r.message;
-  EXPECT_EQ(h, k.h);
-  EXPECT_EQ(c, k.c);
-  EXPECT_LT(k.WorstHError(h), 0.1f);
-  const auto inside =
-      std::count_if(h.begin(), h.end(), [](int8_t v) { return v && v > -127 && v < 127; });
-  EXPECT_GT(inside, static_cast<long>(h.size() / 2));  // h is neither zero nor saturated
-  std::printf(
-      "LSTM %lld x %lld, batch %lld, %lld steps on %s: %llu cycles, worst |h - fp32| %.4f\n",
-      static_cast<long long>(inputs), static_cast<long long>(hidden), static_cast<long long>(batch),
-      static_cast<long long>(steps), preset, static_cast<unsigned long long>(r.cycles),
-      k.WorstHError(h));
-}
-
-TEST_P(ChipTest, LstmStepsOnTheFourByFourChipEqualTheInt8Reference) {
-  RunLstm(GetParam(), "teach-4", 5, 6, 3, 3);
-}
-TEST_P(ChipTest, LstmStepsEqualTheInt8ReferenceAndStayNearFp32) {
-  RunLstm(GetParam(), "small-16", 20, 24, 4, 5);
-}
-// 9 hidden tiles need 38 parameter sets, teach-4 has 32: each tile's gate sets are loaded
-// again before it.
-TEST_P(ChipTest, LstmReloadsGateParametersWhenTheChipHasTooFewSets) {
-  RunLstm(GetParam(), "teach-4", 3, 33, 2, 2);
-}
-
-// Compiled once, run twice: a 4-step sequence as two runs of a 2-step program loaded once,
-// the second starting from the h and c the first read back, ends where the 4-step
-// reference does (the inputs x, h0 and c0 are written anew by each run).
-TEST_P(ChipTest, LstmLoadedOnceRunsASequenceInTwoParts) {
-  const config::TpuConfig chip = config::LoadConfig("teach-4");
-  const int64_t batch = 2, hidden = 6, inputs = 5;
-  const compiler::LstmCase k = compiler::MakeLstmCase(inputs, hidden, batch, 4, 9, chip);
-  const compiler::LstmProgram half = compiler::MakeLstmProgram(k.q, batch, 2, chip);
-  const auto e = engine::MakeChipEngine(GetParam(), chip, {});
-  e->Load(half.exe);
-  const auto part = static_cast<std::ptrdiff_t>(2 * batch * inputs);
-  std::vector<int8_t> h(static_cast<size_t>(batch * hidden), 0), c = h, h2, c2;
-  ASSERT_TRUE(half.Run(*e, {k.x.begin(), k.x.begin() + part}, h, c, &h, &c).ok);
-  EXPECT_NE(h, k.h);  // halfway
-  ASSERT_TRUE(half.Run(*e, {k.x.begin() + part, k.x.end()}, h, c, &h2, &c2).ok);
-  EXPECT_EQ(h2, k.h);
-  EXPECT_EQ(c2, k.c);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, ChipTest, ::testing::Values(EngineKind::kRtl, EngineKind::kFast),
