@@ -1,0 +1,110 @@
+// The vector unit's float32 arithmetic (arith/fp32.h) against values worked out from the
+// rules of docs/vpu.md ("Float32 arithmetic"), and its exponential against double-precision
+// e^x: a dense sample in the fast suite, every float32 input in the slow one.
+#include "arith/fp32.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace tpu::arith {
+namespace {
+
+uint32_t F(float f) { return BitsOfFloat(f); }
+
+TEST(Fp32Test, OperationsRoundOnceAndFlushSubnormals) {
+  EXPECT_EQ(Fp32Sub(F(1), F(1)), 0u);                   // x - x is +0
+  EXPECT_EQ(Fp32Sub(F(-0.0f), F(0)), 0x80000000u);      // -0 - +0 is -0
+  EXPECT_EQ(Fp32Mul(F(1.5f), F(-2)), F(-3));            //
+  EXPECT_EQ(Fp32Mul(F(0x1p-70f), F(0x1p-70f)), 0u);     // 2^-140: flushed
+  EXPECT_EQ(Fp32Mul(0, kFp32Inf), kFp32Nan);            // 0 x infinity
+  EXPECT_EQ(Fp32Mul(F(1 + 0x1p-23f), F(1 + 0x1p-23f)),  // 1 + 2^-22 + 2^-46: rounds
+            F(1 + 0x1p-22f));                           // to 1 + 2^-22
+  EXPECT_EQ(Fp32Div(F(1), F(3)), F(1.0f / 3));          // correctly rounded
+  EXPECT_EQ(Fp32Div(F(1), 0x00000001u), kFp32Inf);      // a subnormal divisor is zero
+  EXPECT_EQ(Fp32Div(F(-1), 0), 0xff800000u);            // -1 / +0 = -infinity
+  EXPECT_EQ(Fp32Div(0, 0), kFp32Nan);                   //
+  EXPECT_EQ(Fp32Div(F(1), F(0x1p127f)), 0u);            // 2^-127: flushed to +0
+  EXPECT_EQ(Fp32Sqrt(F(2)), F(std::sqrt(2.0f)));        //
+  EXPECT_EQ(Fp32Sqrt(0x80000000u), 0x80000000u);        // sqrt(-0) = -0
+  EXPECT_EQ(Fp32Sqrt(F(-1)), kFp32Nan);                 //
+  EXPECT_EQ(Fp32Neg(0xffc00000u), kFp32Nan);            // any NaN: the canonical one
+  EXPECT_EQ(Fp32Add(F(1), 0xff800001u), kFp32Nan);
+}
+
+TEST(Fp32Test, ComparisonsGiveMasksThatSelect) {
+  EXPECT_EQ(Fp32Less(F(1), F(2)), kFp32One);
+  EXPECT_EQ(Fp32Less(F(2), F(1)), 0u);
+  EXPECT_EQ(Fp32Less(kFp32Nan, F(1)), 0u);
+  EXPECT_EQ(Fp32Equal(0x80000000u, 0u), kFp32One);  // -0 == +0
+  EXPECT_EQ(Fp32Equal(kFp32Nan, kFp32Nan), 0u);
+  EXPECT_EQ(Fp32Equal(0x00000001u, 0u), kFp32One);  // a subnormal is a zero
+  EXPECT_EQ(Fp32Select(kFp32One, F(5), F(7)), F(5));
+  EXPECT_EQ(Fp32Select(0x80000000u, F(5), F(7)), F(7));  // -0 selects b
+  // A ReLU's mask times the gradient: dY where Y > 0.
+  EXPECT_EQ(Fp32Mul(Fp32Less(0, F(0.5f)), F(-3)), F(-3));
+  EXPECT_EQ(Fp32Mul(Fp32Less(0, F(-0.5f)), F(-3)), 0x80000000u);
+}
+
+// The tree's order is not left to right: 2^24 + 1 + 1 + 1 is 2^24 + 2 as (2^24 + 1) + (1 +
+// 1), but 2^24 added left to right (each + 1 a tie, to even).
+TEST(Fp32Test, TreeReductionsAddPairsLevelByLevel) {
+  const uint32_t w[4] = {F(0x1p24f), F(1), F(1), F(1)};
+  EXPECT_EQ(Fp32TreeSum(w, 4), F(0x1p24f + 2));
+  EXPECT_EQ(Fp32Add(Fp32Add(Fp32Add(w[0], w[1]), w[2]), w[3]), F(0x1p24f));
+  const uint32_t m[4] = {F(-1), F(3), F(2), kFp32Nan};
+  EXPECT_EQ(Fp32TreeMax(m, 4), kFp32Nan);
+  EXPECT_EQ(Fp32TreeMax(m, 2), F(3));
+}
+
+TEST(Fp32Test, ExpAtItsEdges) {
+  EXPECT_EQ(Fp32Exp(0), kFp32One);
+  EXPECT_EQ(Fp32Exp(0x80000000u), kFp32One);
+  EXPECT_EQ(Fp32Exp(kFp32Nan), kFp32Nan);
+  EXPECT_EQ(Fp32Exp(kFp32Inf), kFp32Inf);
+  EXPECT_EQ(Fp32Exp(0xff800000u), 0u);
+  EXPECT_EQ(Fp32Exp(F(88.8f)), kFp32Inf);             // e^88.8 > the largest float32
+  EXPECT_LT(Fp32Exp(F(88.72f)), kFp32Inf);            // e^88.72 < it
+  EXPECT_EQ(Fp32Exp(F(-88.0f)), 0u);                  // e^-88 < 2^-126: flushed
+  EXPECT_NE(Fp32Exp(F(-87.0f)), 0u);                  // e^-87 > 2^-126
+  EXPECT_EQ(Fp32Exp(F(1)), F(2.71828182845904523f));  // e, to the nearest float32
+}
+
+// The distance of Fp32Exp(x) from e^x in units in the last place of e^x's float32 binade,
+// for x whose e^x is a normal float32 (else -1).
+double UlpError(uint32_t x) {
+  const double want = std::exp(static_cast<double>(FloatOfBits(x)));
+  if (want < 0x1p-126 || want >= 0x1p128) return -1;
+  const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+  return std::fabs(static_cast<double>(FloatOfBits(Fp32Exp(x))) - want) / ulp;
+}
+
+// The largest UlpError over the float32 bit patterns from 0 and from 0x80000000 upwards in
+// steps of `stride` (positive and negative x, up to 89 and down to -104).
+double WorstExpError(uint32_t stride) {
+  double worst = 0;
+  for (const uint32_t sign : {0u, 0x80000000u}) {
+    const uint32_t last = sign ? F(-104.0f) : F(89.0f);
+    for (uint64_t b = sign; b <= last; b += stride) worst = std::max(worst, UlpError(b));
+  }
+  return worst;
+}
+
+// docs/vpu.md states the bound, at most 2 ulps (measured over every input by the slow test).
+TEST(Fp32Test, ExpWithinTwoUlpsOnADenseSample) {
+  const double worst = WorstExpError(997);
+  EXPECT_LE(worst, 2.0);
+  std::printf("worst error of Fp32Exp over every 997th float32: %.3f ulps\n", worst);
+}
+
+TEST(Fp32Test, ExpWithinTwoUlpsOnEveryInput) {
+  const double worst = WorstExpError(1);
+  EXPECT_LE(worst, 2.0);
+  std::printf("worst error of Fp32Exp over every float32: %.3f ulps\n", worst);
+}
+
+}  // namespace
+}  // namespace tpu::arith
