@@ -74,11 +74,18 @@ nlohmann::json NetworkSummaryJson(const cosim::NetworkCosimSummary& s) {
           {"networks", s.networks},
           {"layers", s.layers},
           {"rtl_networks", s.rtl_networks},
+          {"rtl_over_budget", s.rtl_over_budget},
           {"unsupported", s.unsupported},
           {"mismatches", s.mismatches},
           {"rtl_seconds", s.rtl_seconds},
           {"fast_seconds", s.fast_seconds},
           {"first_mismatch", s.first_mismatch}};
+}
+
+// ", N more over the rtl budget (...)" where networks due on the RTL were too long for it.
+std::string OverBudget(const nlohmann::json& s) {
+  const auto n = s.value("rtl_over_budget", uint64_t{0});
+  return n == 0 ? "" : fmt::format(" ({} more due there over its budget: cosim::kRtlBudget)", n);
 }
 
 std::string SummaryLine(const nlohmann::json& s) {
@@ -93,11 +100,11 @@ std::string SummaryLine(const nlohmann::json& s) {
     }
     return fmt::format(
         "  {:<24} {:>6} networks ({} layers), {} refused by the compiler, {} mismatches; {} also "
-        "on the rtl engine; rtl {:.2f} s, fast {:.2f} s\n{}",
+        "on the rtl engine{}; rtl {:.2f} s, fast {:.2f} s\n{}",
         fmt::format("{} ({} x {}{})", s["config"].get<std::string>(), s["array_dim"].get<int>(),
                     s["array_dim"].get<int>(), format),
         s["networks"].get<uint64_t>(), s["layers"].get<uint64_t>(), refusals,
-        s["mismatches"].get<uint64_t>(), s["rtl_networks"].get<uint64_t>(),
+        s["mismatches"].get<uint64_t>(), s["rtl_networks"].get<uint64_t>(), OverBudget(s),
         s["rtl_seconds"].get<double>(), s["fast_seconds"].get<double>(), refused);
   }
   std::string endings;
@@ -299,7 +306,8 @@ in ReLU6). Every --rtl-every-th also runs on the RTL with every counter equal (e
 the chip's cycles), and the others on a fast engine whose memory bandwidths,
 latencies and weight FIFO depth are drawn for the network. A failing network is saved as a
 model folder under --out with the `tpusim run` command that replays it. (The 256 x 256 RTL
-runs about 1,500 cycles/s: for tpu-v1 name it alone with --rtl-every 0.)
+runs about 1,500 cycles/s: a network due there whose cycles times the array's cells pass
+3e9, about 30 s, is counted in the summary, not run; --rtl-every 0 runs none.)
 
 Examples:
   tpusim cosim                                   every built RTL size, 200 programs each

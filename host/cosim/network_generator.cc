@@ -506,7 +506,10 @@ NetworkCosimSummary RunNetworkCosim(engine::ChipEngine* rtl, engine::ChipEngine&
       what = std::string("the fast engine's run stopped: ") + e.what();
     }
     s.fast_seconds += Seconds(start);
-    if (!refused && what.empty() && on_rtl) {
+    const double cells = static_cast<double>(fast.Config().array_dim) * fast.Config().array_dim;
+    const bool over = on_rtl && static_cast<double>(f.Total().cycles) * cells > kRtlBudget;
+    s.rtl_over_budget += !refused && what.empty() && over;
+    if (!refused && what.empty() && on_rtl && !over) {
       start = std::chrono::steady_clock::now();
       try {
         what = CompareRuns(run::RunModelOnTpu(c.model, *rtl, inputs, c.images, c.batch), f);

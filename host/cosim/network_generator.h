@@ -45,11 +45,21 @@ struct NetworkCosimOptions {
   std::function<void(double)> progress;
 };
 
+// The most work a network due on the RTL may take there: its cycles (which the fast engine's
+// run of it gives, the two being cycle-equal) times the N x N cells of each core's array.
+// The RTL simulates about 1.0e8 cell-cycles per second on one core (408 k cycles/s at 16 x
+// 16, 1,500 at 256 x 256: docs/performance.md), so 3e9 is about 30 s: 11.7 M cycles at 16 x
+// 16, 46 k at 256 x 256. A network beyond it (a long LSTM on tpu-v1: 510 k cycles, about 6
+// minutes) is counted, not run.
+inline constexpr double kRtlBudget = 3e9;
+
 struct NetworkCosimSummary {
   std::string config;
   int array_dim = 0;
   std::string dtype = "int8";  // the chip's number format
   uint64_t networks = 0, mismatches = 0, rtl_networks = 0, layers = 0;
+  // Networks due on the RTL that it did not run: more work than kRtlBudget.
+  uint64_t rtl_over_budget = 0;
   // Networks the compiler refuses with a clear error (a UsageError: a limitation it states),
   // by reason, names and numbers masked; shown so the reach is visible. A refusal for a
   // limit docs/compiler.md does not state, or that the network does not reach, is also a

@@ -58,6 +58,19 @@ TEST_F(CosimCliTest, SeveralConfigsShowTheirProgressOnATerminal) {
   EXPECT_EQ(totals, 1u) << tty;
 }
 
+// A network due on the RTL with more work than cosim::kRtlBudget (network 0 of seed
+// 5889778 on tpu-v1: an LSTM of 39 steps, 509,968 cycles, about 6 minutes on the 256 x 256
+// RTL) is counted, not run.
+TEST_F(CosimCliTest, NetworksBeyondTheRtlBudgetAreCountedNotRun) {
+  const Outcome o = Run("cosim --config tpu-v1 --networks 1 --seed 5889778 --json " + P("b.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("1 more due there over its budget"), std::string::npos) << o.out;
+  const auto j = nlohmann::json::parse(Slurp(P("b.json")));
+  const auto& c = j["configs"][0];
+  EXPECT_EQ(c["rtl_networks"], 0);
+  EXPECT_EQ(c["rtl_over_budget"], 1);
+}
+
 TEST_F(CosimCliTest, RandomNetworksRunBitExactAndTheJsonSaysSo) {
   const Outcome o = Run("cosim --config lab-8 --networks 40 --seed 5 --rtl-every 4 --json " +
                         P("n.json") + " --out " + P("mm"));
