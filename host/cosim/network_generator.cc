@@ -29,9 +29,9 @@ using nn::LayerType;
 
 // Draws a network block by block; every layer is checked by InferShapes as it is added, and
 // a block whose shapes do not work out is taken back (so every network is valid).
-class Builder {
+class NetworkDraw {
  public:
-  explicit Builder(uint64_t seed) : rng_(seed) {}
+  explicit NetworkDraw(uint64_t seed) : rng_(seed) {}
 
   int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
@@ -291,7 +291,7 @@ void FillWeights(nn::Model* m, std::mt19937_64& rng) {
 NetworkCase RandomNetwork(uint64_t seed, uint64_t index) {
   for (uint64_t attempt = 0;; ++attempt) {
     const uint64_t case_seed = (seed * 1000003u + index) * 64 + attempt;
-    Builder builder(case_seed);
+    NetworkDraw builder(case_seed);
     NetworkCase c;
     c.model = builder.Build(fmt::format("random-{}-{}", seed, index));
     c.shape = builder.Shape();

@@ -16,11 +16,12 @@ namespace {
 using isa::Instruction;
 using isa::Opcode;
 
-class Builder {
+class ProgramDraw {
  public:
   // Its host memory addresses start at host_base, its weight memory addresses at
   // weight_base (a core's window on a chip of several cores).
-  Builder(const config::TpuConfig& c, uint64_t seed, int64_t host_base = 0, int64_t weight_base = 0)
+  ProgramDraw(const config::TpuConfig& c, uint64_t seed, int64_t host_base = 0,
+              int64_t weight_base = 0)
       : host_base_(host_base),
         weight_base_(weight_base),
         c_(c),
@@ -289,7 +290,7 @@ class Builder {
   std::array<int64_t, engine::kMaxMxus> brought_ = {}, switched_ = {};
 };
 
-void Builder::Invalid(const std::string& kind) {
+void ProgramDraw::Invalid(const std::string& kind) {
   const int which = static_cast<int>(Uniform(0, 5));
   if (kind == "invalid-opcode") {
     Instruction in;
@@ -310,7 +311,7 @@ void Builder::Invalid(const std::string& kind) {
 }
 
 // A start address outside its memory, by `which` of six instructions.
-void Builder::OutOfRange(int which) {
+void ProgramDraw::OutOfRange(int which) {
   const int64_t ub = c_.ub_depth_rows, acc = c_.acc_depth_rows, sets = c_.param_sets;
   const int64_t host = c_.host_mem_bytes, wm = c_.weight_mem_bytes;
   switch (which) {
@@ -336,7 +337,7 @@ void Builder::OutOfRange(int which) {
 }
 
 // A transfer that starts inside its memory and runs past the end.
-void Builder::Overflow(int which) {
+void ProgramDraw::Overflow(int which) {
   const int64_t ub = c_.ub_depth_rows, acc = c_.acc_depth_rows;
   const int64_t host = c_.host_mem_bytes, wm = c_.weight_mem_bytes;
   switch (which) {
@@ -362,7 +363,7 @@ void Builder::Overflow(int which) {
 }
 
 // An inconsistent window, or a window matmul outside the window.
-void Builder::BadWindow(int which) {
+void ProgramDraw::BadWindow(int which) {
   Win w;
   w.h = w.w = 6;
   w.c = w.p = 2;
@@ -408,7 +409,7 @@ void Builder::BadWindow(int which) {
 }
 
 // An instruction a bf16 chip refuses as another format's.
-void Builder::WrongFormat(int which) {
+void ProgramDraw::WrongFormat(int which) {
   if (which < 2)
     Emit(Opcode::kSetFormat, 0, 0, 0, 0);
   else if (which < 4)
@@ -418,7 +419,7 @@ void Builder::WrongFormat(int which) {
 }
 
 // A bad operand: a zero length, reserved flags, conflicting modes.
-void Builder::BadOperand(int which) {
+void ProgramDraw::BadOperand(int which) {
   switch (which) {
     case 0:
       Emit(Opcode::kReadHost, 0, 0, 0, 0);
@@ -461,7 +462,7 @@ void Builder::BadOperand(int which) {
   }
 }
 
-void Builder::PutParams(uint8_t* p, int64_t l) {
+void ProgramDraw::PutParams(uint8_t* p, int64_t l) {
   if (bf16_) {
     const float bias = Chance(0.95)  ? std::normal_distribution<float>(0.0f, 2.0f)(rng_)
                        : Chance(0.5) ? INFINITY
@@ -485,7 +486,7 @@ void Builder::PutParams(uint8_t* p, int64_t l) {
   p[hw::kParamShiftByte * n_ + l] = shift;
 }
 
-GeneratedProgram Builder::Build() {
+GeneratedProgram ProgramDraw::Build() {
   GeneratedProgram g;
   // What the program touches: a window of unified-buffer and accumulator rows, some
   // parameter sets, an input and an output area of host memory, some weight tiles.
@@ -531,7 +532,7 @@ GeneratedProgram Builder::Build() {
   return g;
 }
 
-void Builder::FillImages(engine::ExecJob* job, int64_t tiles) {
+void ProgramDraw::FillImages(engine::ExecJob* job, int64_t tiles) {
   std::vector<uint8_t>& host = job->host_image;
   host.assign(static_cast<size_t>(out_addr_ + out_bytes_), 0);
   PutData(host.data(), in_bytes_);
@@ -550,7 +551,7 @@ void Builder::FillImages(engine::ExecJob* job, int64_t tiles) {
   }
 }
 
-void Builder::Body(const std::string& kind) {
+void ProgramDraw::Body(const std::string& kind) {
   const int64_t body = Uniform(3, 40);
   const int64_t bad_at = Uniform(0, body);
   for (int64_t i = 0; i < body; ++i) {
@@ -594,7 +595,7 @@ ProgramGenerator::ProgramGenerator(const config::TpuConfig& config, uint64_t see
 
 GeneratedProgram ProgramGenerator::Make(uint64_t index) const {
   const uint64_t seed = seed_ * 0x9E3779B97F4A7C15ull + index;
-  if (config_.cores == 1) return Builder(config_, seed).Build();
+  if (config_.cores == 1) return ProgramDraw(config_, seed).Build();
   // A chip of several cores: a program for each core, each in its own window of host and
   // weight memory (so no core reads rows another writes), except that a core after the
   // first sometimes gets none and stays idle. Their barriers wait for random sets of cores:
@@ -611,7 +612,7 @@ GeneratedProgram ProgramGenerator::Make(uint64_t index) const {
     }
     const uint64_t core_seed =
         c == 0 ? seed : seed + 0x51ED270B0B2F7E1Dull * static_cast<uint64_t>(c);
-    GeneratedProgram p = Builder(config_, core_seed, host_base, weight_base).Build();
+    GeneratedProgram p = ProgramDraw(config_, core_seed, host_base, weight_base).Build();
     auto place = [](std::vector<uint8_t>* image, int64_t base, const std::vector<uint8_t>& part) {
       image->resize(static_cast<size_t>(base), 0);
       image->insert(image->end(), part.begin(), part.end());

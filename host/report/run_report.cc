@@ -9,6 +9,7 @@
 #include "host/common/errors.h"
 #include "host/common/revision.h"
 #include "host/common/text.h"
+#include "host/report/exec_report.h"
 
 namespace tpu::report {
 namespace {
@@ -25,12 +26,6 @@ nlohmann::json StallsJson(const hw::ChipCounters& c) {
 nlohmann::json ComponentsJson(const EnergyBreakdown& e) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : e.components) j[k] = v;
-  return j;
-}
-
-nlohmann::json CountersJson(const hw::ChipCounters& c) {
-  nlohmann::json j = nlohmann::json::object();
-  for (int i = 0; i < hw::kNumCounters; ++i) j[hw::kCounterNames[static_cast<size_t>(i)]] = c[i];
   return j;
 }
 
