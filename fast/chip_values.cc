@@ -49,18 +49,10 @@ void ChipValues::Issue(const Decoded& d) {
         std::memcpy(Ub<uint8_t>(d.dst), &host_[d.src], static_cast<size_t>(d.len * row_bytes_));
       }
       break;
-    case Opcode::kReadWeights: {
-      Mxu& m = *mxus_[d.mxu];
-      for (uint32_t t = 0; t < d.len; ++t)
-        m.tiles.push_back(d.weight_addr + uint64_t{t} * static_cast<uint64_t>(n_ * row_bytes_));
-      while (!m.waiting.empty()) {
-        const bool needs_tile = m.waiting.front().flags & hw::kFlagSwitch;
-        if (needs_tile && m.next_tile == m.tiles.size()) break;
-        Matmul(m.waiting.front());
-        m.waiting.pop_front();
-      }
+    case Opcode::kReadWeights:
+    case Opcode::kLoadWeights:
+      BringTiles(d);
       break;
-    }
     case Opcode::kMatmul: {
       Mxu& m = *mxus_[d.mxu];
       if (!m.waiting.empty() || ((d.flags & hw::kFlagSwitch) && m.next_tile == m.tiles.size())) {
@@ -86,8 +78,39 @@ void ChipValues::HostWrite(uint64_t host_addr, uint32_t ub_row) {
   std::memcpy(&host_[host_addr], Ub<uint8_t>(ub_row), static_cast<size_t>(row_bytes_));
 }
 
+void ChipValues::BringTiles(const Decoded& d) {
+  Mxu& m = *mxus_[d.mxu];
+  const auto tile_bytes = static_cast<uint64_t>(n_ * row_bytes_);
+  const bool from_ub = d.op == static_cast<uint8_t>(hw::Opcode::kLoadWeights);
+  const size_t elem = static_cast<size_t>(row_bytes_ / n_);
+  for (uint32_t t = 0; t < d.len; ++t) {
+    Tile tile;
+    tile.addr = d.weight_addr + uint64_t{t} * tile_bytes;
+    if (from_ub) {
+      // The tile's rows as they are now: the controller keeps writers off them until the
+      // weight DMA has read them (docs/isa.md). Transposed: FIFO row k is lane k of each.
+      const uint8_t* rows = Ub<uint8_t>(uint64_t{d.src} + uint64_t{t} * static_cast<uint64_t>(n_));
+      tile.operands.assign(rows, rows + tile_bytes);
+      if (d.flags & hw::kFlagTranspose) {
+        for (int64_t k = 0; k < n_; ++k)
+          for (int64_t j = 0; j < n_; ++j)
+            std::memcpy(&tile.operands[static_cast<size_t>(k * row_bytes_) + j * elem],
+                        rows + static_cast<size_t>(j * row_bytes_) + k * elem, elem);
+      }
+    }
+    m.tiles.push_back(std::move(tile));
+  }
+  while (!m.waiting.empty()) {
+    const bool needs_tile = m.waiting.front().flags & hw::kFlagSwitch;
+    if (needs_tile && m.next_tile == m.tiles.size()) break;
+    Matmul(m.waiting.front());
+    m.waiting.pop_front();
+  }
+}
+
 void ChipValues::SwitchTile(Mxu& m) {
-  const uint8_t* w = &weight_[m.tiles[m.next_tile++]];
+  const Tile& tile = m.tiles[m.next_tile++];
+  const uint8_t* w = tile.operands.empty() ? &weight_[tile.addr] : tile.operands.data();
   std::memcpy(m.active.data(), w, static_cast<size_t>(n_ * row_bytes_));
   if (bf16_) {  // every row takes part in bf16 (their +0 products change a -0 sum)
     arith::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(m.active.data()), n_,

@@ -59,8 +59,15 @@ class ChipValues {
   template <class T>
   void InResidualOrder(const Decoded& d, const std::function<void(uint32_t, const T*, T*)>& row);
 
+  // A tile in the weight FIFO: where read_weights read it in weight memory (which holds
+  // still during a run), or the operands load_weights took from the unified buffer.
+  struct Tile {
+    uint64_t addr = 0;
+    std::vector<uint8_t> operands;  // N x N operands, or empty: at addr in weight memory
+  };
+
   // A matrix unit's values: its accumulators, its active tile and the tiles read_weights
-  // brought for it.
+  // and load_weights brought for it.
   struct Mxu {
     Mxu(uint64_t acc_values, size_t tile_bytes, size_t tile_values)
         : acc(acc_values), active(tile_bytes, 0), active_f(tile_values, 0.0f) {}
@@ -70,8 +77,8 @@ class ChipValues {
     std::vector<uint8_t> active;  // N x N operands: int8, or bfloat16
     std::vector<float> active_f;
     int64_t row_lo = 0, row_hi = 0, col_lo = 0, col_hi = 0;
-    // Weight-memory addresses of the tiles read_weights brought this run, in FIFO order.
-    std::vector<uint64_t> tiles;
+    // The tiles brought this run, in FIFO order.
+    std::vector<Tile> tiles;
     size_t next_tile = 0;
     // Matmuls waiting for a tile that no read_weights has brought yet (and those after them).
     std::deque<Decoded> waiting;
@@ -79,6 +86,9 @@ class ChipValues {
 
   // Loads the next tile from the FIFO's order into unit m's active weights.
   void SwitchTile(Mxu& m);
+  // read_weights and load_weights: tiles into unit d.mxu's FIFO order, then the matmuls that
+  // waited for them.
+  void BringTiles(const Decoded& d);
 
   // The bfloat16 chip's matmul and its matmul max (docs/bf16.md).
   void MatmulBf16(const Decoded& d);

@@ -129,6 +129,7 @@ class Controller {
       if (s.d->op == static_cast<uint8_t>(hw::Opcode::kHalt)) halted_ = true;
       if (s.Starts(hw::kUnitHostDma)) hdma_fp_ = s.d->fp;
       if (s.Starts(hw::kUnitActivate)) act_fp_ = s.d->fp;
+      if (s.Starts(hw::kUnitWeightDma)) wdma_fp_[s.d->mxu] = s.d->fp;
       ++retired_;
     }
     if (push) ++fed_;
@@ -200,6 +201,9 @@ class Controller {
         if (drain_left_[m] != 0) check(drain_fp_[m]);
       }
     }
+    // The unified-buffer rows each weight DMA's load_weights reads (read_weights: none).
+    for (size_t m = 0; m < wdma_fp_.size(); ++m)
+      if (busy.weight_dmas >> m & 1) check(wdma_fp_[m]);
     return ub ? kUbHazard : acc ? kAccHazard : par ? kParamHazard : kFire;
   }
 
@@ -207,7 +211,7 @@ class Controller {
   hw::Status status_ = hw::Status::kOk;
   uint64_t error_pc_ = 0, retired_ = 0, fed_ = 0;
   Footprint hdma_fp_, act_fp_;
-  std::array<Footprint, kMaxMxus> mxu_fp_;
+  std::array<Footprint, kMaxMxus> mxu_fp_, wdma_fp_;
   // Per matrix unit, the accumulator rows of matmuls whose last row is in the array.
   std::array<Footprint, kMaxMxus> drain_fp_;
   std::array<uint64_t, kMaxMxus> drain_left_ = {};

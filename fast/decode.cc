@@ -120,6 +120,19 @@ void ReadWeights(Decoded& d, const Sizes& s) {
   d.unit = hw::kUnitWeightDma;
 }
 
+void LoadWeights(Decoded& d, const Sizes& s) {
+  const uint64_t rows = uint64_t{d.len} * s.n;
+  if ((d.flags & ~(hw::kFlagTranspose | kMxuBits)) != 0 || MxuBad(d, s) || d.len == 0)
+    d.check = Status::kBadOperand;
+  else
+    d.check = Range(d.src, rows, s.ub);
+  Footprint& fp = d.fp;
+  fp.ub_use = true;
+  fp.ub_lo = d.src;
+  fp.ub_hi = static_cast<uint32_t>(d.src + rows);
+  d.unit = hw::kUnitWeightDma;
+}
+
 void Matmul(Decoded& d, const Sizes& s, const Window& window) {
   const uint8_t f = d.flags;
   const bool win = f & hw::kFlagWindow;
@@ -270,6 +283,9 @@ Decoded Decode(const uint8_t* w, const ChipParams& p, Registers& regs) {
       break;
     case Opcode::kReadWeights:
       ReadWeights(d, s);
+      break;
+    case Opcode::kLoadWeights:
+      LoadWeights(d, s);
       break;
     case Opcode::kMatmul:
       Matmul(d, s, window);

@@ -86,30 +86,70 @@ class WeightFifo {
   uint32_t rows_, count_ = 0;
 };
 
-// Requests weight rows while the FIFO has room for them and the rows still on their way.
+// A matrix unit's weight DMA (rtl/tpu_weight_dma.sv): read_weights requests weight-memory
+// rows while the FIFO has room for them and the rows still on their way; load_weights reads
+// unified-buffer rows on its own port (one cycle of latency), and with `transpose` fills a
+// tile buffer with a tile's N rows and then pushes its N columns.
 class WeightDma {
  public:
   bool Busy() const { return req_left_ || resp_left_; }
+  bool FromUb() const { return from_ub_; }
   bool Room(const WeightFifo& fifo) const { return outstanding_ + fifo.Count() < fifo.Rows(); }
-  bool ReqValid(const WeightFifo& fifo) const { return req_left_ != 0 && Room(fifo); }
-  // Rows to request, but the FIFO (with the rows on their way) is full.
-  bool FifoFull(const WeightFifo& fifo) const { return req_left_ != 0 && !Room(fifo); }
-  // A row the memory presents goes into the FIFO.
-  bool Take(bool resp) const { return resp && resp_left_ != 0; }
+  // A weight-memory request.
+  bool ReqValid(const WeightFifo& fifo) const { return !from_ub_ && req_left_ != 0 && Room(fifo); }
+  // A unified-buffer row read (load_weights).
+  bool UbRead(const WeightFifo& fifo, uint32_t n) const {
+    return from_ub_ && req_left_ != 0 && (transpose_ ? tile_reads_ < n : Room(fifo));
+  }
+  // A column of the full tile buffer pushed (load_weights transpose).
+  bool ColumnPush(const WeightFifo& fifo, uint32_t n) const {
+    return transpose_ && tile_rows_ == n && fifo.Count() < fifo.Rows();
+  }
+  // Rows to push, but the FIFO (with the rows on their way) is full.
+  bool FifoFull(const WeightFifo& fifo, uint32_t n) const {
+    if (transpose_) return tile_rows_ == n && !ColumnPush(fifo, n);
+    return req_left_ != 0 && !Room(fifo);
+  }
+  // A row into the FIFO: one the memory presents, one read from the buffer last cycle, or
+  // a column of the tile buffer.
+  bool Take(bool resp, const WeightFifo& fifo, uint32_t n) const {
+    if (transpose_) return ColumnPush(fifo, n);
+    if (from_ub_) return ub_pending_;
+    return resp && resp_left_ != 0;
+  }
+  bool UbPending() const { return ub_pending_; }
 
-  // `start`: the read_weights the controller issues in this cycle, or null.
-  void Edge(const Decoded* start, bool fire, bool take, uint32_t n) {
+  // `start`: the read_weights or load_weights the controller issues in this cycle, or null;
+  // `fire`: a memory request taken or a buffer row read.
+  void Edge(const Decoded* start, bool fire, bool ub_read, bool take, uint32_t n) {
     if (start) {
+      from_ub_ = start->op == static_cast<uint8_t>(hw::Opcode::kLoadWeights);
+      transpose_ = from_ub_ && (start->flags & hw::kFlagTranspose);
       req_left_ = resp_left_ = start->len * n;
-    } else {
-      if (fire) --req_left_;
-      if (take) --resp_left_;
-      outstanding_ = outstanding_ + fire - take;
+      return;
     }
+    if (fire) --req_left_;
+    if (take) --resp_left_;
+    if (!transpose_) outstanding_ = outstanding_ + fire - take;
+    if (transpose_) {
+      const bool pending = ub_pending_;
+      tile_reads_ += ub_read;
+      tile_rows_ += pending;
+      if (take) {
+        if (tile_col_ == n - 1) {
+          tile_col_ = tile_rows_ = tile_reads_ = 0;
+        } else {
+          ++tile_col_;
+        }
+      }
+    }
+    ub_pending_ = ub_read;
   }
 
  private:
+  bool from_ub_ = false, transpose_ = false, ub_pending_ = false;
   uint32_t req_left_ = 0, resp_left_ = 0, outstanding_ = 0;
+  uint32_t tile_reads_ = 0, tile_rows_ = 0, tile_col_ = 0;  // the tile buffer (transpose)
 };
 
 }  // namespace tpu::fast

@@ -39,7 +39,8 @@ struct Lane {
 // The chip's units as they are after reset.
 struct Units {
   explicit Units(const ChipParams& p)
-      : row_bytes(static_cast<uint32_t>(hw::RowBytes(p))),
+      : n(static_cast<uint32_t>(p.array_dim)),
+        row_bytes(static_cast<uint32_t>(hw::RowBytes(p))),
         param_rows(static_cast<uint32_t>(hw::ParamRows(hw::ElementBytes(p.dtype)))) {
     const auto n = static_cast<uint32_t>(p.array_dim);
     for (int m = 0; m < p.mxus_per_core; ++m)
@@ -64,14 +65,15 @@ struct Units {
   HostDma hdma;
   std::vector<Lane> lanes;
   ActivateUnit act;
-  uint32_t row_bytes, param_rows;  // a row's bytes, a parameter set's rows
+  uint32_t n, row_bytes, param_rows;  // the array's size, a row's bytes, a parameter set's rows
 };
 
 // A matrix unit's signals in a cycle (rtl/tpu_top.sv g_mxu).
 struct LaneCycle {
-  // its weight DMA: a request asked for, taken, a row presented and into the FIFO, no room
+  // its weight DMA: a request asked for, taken, a row presented and into the FIFO, no room;
+  // a unified-buffer row read (load_weights)
   bool wm_valid = false, wm_ready = false, wm_fire = false, wm_resp = false;
-  bool w_take = false, fifo_full = false;
+  bool w_take = false, fifo_full = false, ub_read = false;
   bool a_fire = false, a_last = false, switch_fire = false, load = false;
   bool f_rd = false, out = false;
   uint8_t mxu_cycle = hw::kMxuIdle;  // what it did (hw::MxuCycle)
@@ -115,8 +117,9 @@ struct Cycle {
   }
   // rtl/tpu_top.sv's progress: anything fired or moved.
   bool Progress() const {
-    const uint64_t lanes_moved = Lanes(
-        [](const LaneCycle& l) { return l.a_fire || l.load || l.out || l.wm_fire || l.wm_resp; });
+    const uint64_t lanes_moved = Lanes([](const LaneCycle& l) {
+      return l.a_fire || l.load || l.out || l.wm_fire || l.wm_resp || l.ub_read || l.w_take;
+    });
     return issue.issue == kFire || push || hm_fire || hm_resp || lanes_moved != 0 || acc_rd ||
            vpu_out;
   }
@@ -150,7 +153,8 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
   const int starting = issue.Starts(hw::kUnitMatrix) ? issue.d->mxu : -1;
   uint64_t f_reads = 0;
   for (int m = 0; m < lanes; ++m) f_reads += lane[static_cast<size_t>(m)].f_rd && m != starting;
-  cnt[hw::kCounterUbReads] += k * (f_reads + h.ub_read + res_read);
+  const uint64_t w_reads = Lanes([](const LaneCycle& l) { return l.ub_read; });
+  cnt[hw::kCounterUbReads] += k * (f_reads + w_reads + h.ub_read + res_read);
   cnt[hw::kCounterUbWrites] += k * (uint64_t{h.resp_take && !host_params} + vpu_out);
   cnt[hw::kCounterAccReads] += k * acc_rd;
   cnt[hw::kCounterAccWrites] += k * Lanes([](const LaneCycle& l) { return l.out; });
@@ -196,7 +200,7 @@ Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* va
   for (size_t m = 0; m < u.lanes.size(); ++m) {
     const Lane& l = u.lanes[m];
     LaneCycle& lc = c.lane[m];
-    lc.fifo_full = l.wdma.FifoFull(l.fifo);
+    lc.fifo_full = l.wdma.FifoFull(l.fifo, u.n);
     lc.wm_valid = l.wdma.ReqValid(l.fifo);
     lc.wm_ready = (a.wm_ready >> m & 1u) != 0;
     lc.wm_fire = lc.wm_valid && lc.wm_ready;
@@ -216,7 +220,8 @@ void Signals(const Units& u, uint64_t cycle, Cycle* c) {
   for (size_t m = 0; m < u.lanes.size(); ++m) {
     const Lane& l = u.lanes[m];
     LaneCycle& lc = c->lane[m];
-    lc.w_take = l.wdma.Take(lc.wm_resp);
+    lc.w_take = l.wdma.Take(lc.wm_resp, l.fifo, u.n);
+    lc.ub_read = l.wdma.UbRead(l.fifo, u.n);
     const bool a_valid = l.feed.Valid(), a_switch = l.feed.Switch();
     lc.a_last = l.feed.Last();
     lc.a_fire = a_valid && (!a_switch || l.mxu.ShadowFull());
@@ -254,8 +259,8 @@ void Edge(Units& u, const Cycle& c, uint64_t cycle, uint64_t n, ChipValues* valu
   for (size_t m = 0; m < u.lanes.size(); ++m) {
     Lane& l = u.lanes[m];
     const LaneCycle& lc = c.lane[m];
-    l.wdma.Edge(wdma && wdma->mxu == m ? wdma : nullptr, lc.wm_fire, lc.w_take,
-                static_cast<uint32_t>(n));
+    l.wdma.Edge(wdma && wdma->mxu == m ? wdma : nullptr, lc.wm_fire || lc.ub_read, lc.ub_read,
+                lc.w_take, static_cast<uint32_t>(n));
     l.fifo.Edge(lc.w_take, lc.load);
     l.feed.Edge(feed && feed->mxu == m ? feed : nullptr, lc.f_rd, lc.a_fire);
     l.mxu.Edge(cycle, lc.load, lc.switch_fire, lc.out, lc.a_fire);
@@ -287,7 +292,7 @@ bool Steady(const Units& u, const Cycle& c) {
          !u.ctl.Draining() && !c.h.ub_read && !u.hdma.RowsPending() &&
          c.Lanes([](const LaneCycle& l) { return l.f_rd; }) == 0 &&
          std::none_of(u.lanes.begin(), u.lanes.end(),
-                      [](const Lane& l) { return l.feed.Pending(); }) &&
+                      [](const Lane& l) { return l.feed.Pending() || l.wdma.UbPending(); }) &&
          u.act.PipeEmpty() && (c.issue.issue != kHalted || u.ctl.Halted());
 }
 
@@ -307,7 +312,9 @@ uint64_t Repeats(const Units& u, const Cycle& c, uint64_t cycle) {
   for (size_t m = 0; m < u.lanes.size() && k > 0; ++m) {
     const Lane& l = u.lanes[m];
     const LaneCycle& lc = c.lane[m];
-    if (lc.wm_fire || lc.wm_resp || lc.w_take || lc.load || lc.switch_fire) return 0;
+    if (lc.wm_fire || lc.wm_resp || lc.w_take || lc.ub_read || l.wdma.UbPending() || lc.load ||
+        lc.switch_fire)
+      return 0;
     k = std::min({k, l.feed.Repeats(lc.a_fire, lc.f_rd), l.mxu.Repeats(cycle, lc.out, lc.a_fire)});
   }
   return k;

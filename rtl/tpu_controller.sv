@@ -13,7 +13,8 @@
 // unit counts as busy until its last row has landed in the accumulators.
 //
 // A core of several matrix units (Mxus) keeps a feeder footprint and a drain footprint per
-// unit: `read_weights`, `matmul` and `activate` name theirs (mxu=), a matmul issues when its
+// unit (and its weight DMA's, for load_weights): `read_weights`, `load_weights`, `matmul` and
+// `activate` name theirs (mxu=), a matmul issues when its
 // own feeder is free, and accumulator rows overlap only within one unit's accumulators.
 //
 // On a chip of several cores (tpu_chip) a `barrier` waits like `sync` and then until every
@@ -275,6 +276,14 @@ module tpu_controller
           check = StatusBadOperand;
         else check = range_check(wm_addr, len * N * RowBytes, wm_size_i);
       end
+      OpLoadWeights: begin
+        if ((flags & ~(8'(1 << FlagTranspose) | mxu_bits)) != '0 || mxu_bad || len == '0)
+          check = StatusBadOperand;
+        else check = range_check(src, len * N, 64'(UbDepth));
+        fp.ub_use = 1'b1;
+        fp.ub_lo  = 32'(src);
+        fp.ub_hi  = 32'(src + len * N);
+      end
       OpMatmul: begin
         if ((flags & ~(8'((1 << FlagAccumulate) | (1 << FlagSwitch) | (1 << FlagWindow) |
                           (1 << FlagMax)) | mxu_bits)) != '0 || mxu_bad ||
@@ -356,10 +365,11 @@ module tpu_controller
   end
 
   // Footprints of the instructions the units are running (valid while a unit is busy),
+  // each weight DMA's (the unified-buffer rows a load_weights reads; none for read_weights)
   // and, per matrix unit, the accumulator rows of finished matmuls whose last rows are still
   // in the array (for 2 N cycles after the last row entered: then it has landed).
   footprint_t hdma_fp_q, act_fp_q;
-  footprint_t [Mxus-1:0] mxu_fp_q, drain_fp_q;
+  footprint_t [Mxus-1:0] mxu_fp_q, drain_fp_q, wdma_fp_q;
   logic [Mxus-1:0][31:0] drain_left_q;
   logic [Mxus-1:0]       draining;
   always_comb
@@ -370,17 +380,20 @@ module tpu_controller
     ub_hazard  = 1'b0;
     acc_hazard = 1'b0;
     par_hazard = 1'b0;
-    for (int u = 0; u < 2 + 2 * int'(Mxus); u++) begin
+    for (int u = 0; u < 2 + 3 * int'(Mxus); u++) begin
       footprint_t o;
       logic       busy, same;
-      // 0: host DMA, 1: activation unit, then each matrix unit's feeder and drain.
+      // 0: host DMA, 1: activation unit, then each matrix unit's feeder and drain, then
+      // each weight DMA.
       o    = (u == 0) ? hdma_fp_q : (u == 1) ? act_fp_q
+           : (u >= 2 + 2 * int'(Mxus)) ? wdma_fp_q[u - 2 - 2 * int'(Mxus)]
            : (u % 2 == 0) ? mxu_fp_q[(u - 2) / 2] : drain_fp_q[(u - 2) / 2];
       busy = (u == 0) ? hdma_busy_i : (u == 1) ? act_busy_i
+           : (u >= 2 + 2 * int'(Mxus)) ? wdma_busy_i[u - 2 - 2 * int'(Mxus)]
            : (u % 2 == 0) ? feed_busy_i[(u - 2) / 2] : draining[(u - 2) / 2];
       // A unit's own earlier instructions run in order (matmul after matmul); a matmul
       // and another unit's footprint share no accumulators and both only read the buffer.
-      same = (u >= 2) && (op == OpMatmul);
+      same = (u >= 2) && (u < 2 + 2 * int'(Mxus)) && (op == OpMatmul);
       if (busy && !same) begin
         if (fp.ub_use && o.ub_use && (fp.ub_wr || o.ub_wr) &&
             overlaps(fp.ub_lo, fp.ub_hi, o.ub_lo, o.ub_hi)) ub_hazard = 1'b1;
@@ -419,7 +432,7 @@ module tpu_controller
   always_comb begin
     unique case (op)
       OpReadHost, OpWriteHost: unit_busy = hdma_busy_i;
-      OpReadWeights:           unit_busy = wdma_busy4[mxu];
+      OpReadWeights, OpLoadWeights: unit_busy = wdma_busy4[mxu];
       OpMatmul:                unit_busy = feed_busy4[mxu];
       OpActivate:              unit_busy = act_busy_i;
       default:                 unit_busy = 1'b0;
@@ -452,7 +465,7 @@ module tpu_controller
   assign window_o     = win_q;
   assign residual_o   = res_q;
   assign hdma_start_o = go && (op == OpReadHost || op == OpWriteHost);
-  assign wdma_start_o = go && (op == OpReadWeights);
+  assign wdma_start_o = go && (op == OpReadWeights || op == OpLoadWeights);
   assign feed_start_o = go && (op == OpMatmul);
   assign act_start_o  = go && (op == OpActivate);
 
@@ -462,7 +475,7 @@ module tpu_controller
   status_e     status_d;
   logic [31:0] error_pc_d, retired_d;
   footprint_t  hdma_fp_d, act_fp_d;
-  footprint_t [Mxus-1:0] mxu_fp_d, drain_fp_d;
+  footprint_t [Mxus-1:0] mxu_fp_d, drain_fp_d, wdma_fp_d;
   logic [Mxus-1:0][31:0] drain_left_d;
   window_t     win_d;
   residual_t   res_d;
@@ -475,6 +488,7 @@ module tpu_controller
     hdma_fp_d  = hdma_fp_q;
     act_fp_d   = act_fp_q;
     mxu_fp_d   = mxu_fp_q;
+    wdma_fp_d  = wdma_fp_q;
     if (!halted_q && !iq_empty && check != StatusOk) begin
       halted_d   = 1'b1;
       status_d   = check;
@@ -495,6 +509,7 @@ module tpu_controller
     drain_fp_d = drain_fp_q;
     for (int m = 0; m < int'(Mxus); m++) begin
       if (feed_start_o && 32'(mxu) == m) mxu_fp_d[m] = fp;
+      if (wdma_start_o && 32'(mxu) == m) wdma_fp_d[m] = fp;
       drain_left_d[m] = draining[m] ? drain_left_q[m] - 32'd1 : '0;
       if (mxu_last_i[m]) begin
         drain_fp_d[m]         = '0;
@@ -519,6 +534,7 @@ module tpu_controller
       hdma_fp_q  <= '0;
       act_fp_q   <= '0;
       mxu_fp_q   <= '0;
+      wdma_fp_q  <= '0;
       drain_fp_q <= '0;
       drain_left_q <= '0;
       win_q      <= '0;
@@ -532,6 +548,7 @@ module tpu_controller
       hdma_fp_q  <= hdma_fp_d;
       act_fp_q   <= act_fp_d;
       mxu_fp_q   <= mxu_fp_d;
+      wdma_fp_q  <= wdma_fp_d;
       drain_fp_q <= drain_fp_d;
       drain_left_q <= drain_left_d;
       win_q      <= win_d;

@@ -143,9 +143,9 @@ module tpu_top
   logic                    ub_rd1_en, ub_rd2_en, ub_wr0_en, ub_wr1_en;
   logic [UbAddrWidth-1:0]  ub_rd1_addr, ub_rd2_addr, ub_wr0_addr, ub_wr1_addr;
   operand_t [ArrayDim-1:0] ub_rd1_data, ub_rd2_data, ub_wr0_data, ub_wr1_data;
-  logic [Mxus-1:0]                          ub_rd0_en, ub_g_en;
-  logic [Mxus-1:0][UbAddrWidth-1:0]         ub_rd0_addr;
-  operand_t [Mxus-1:0][ArrayDim-1:0]        ub_rd0_data, ub_g_data;
+  logic [Mxus-1:0]                          ub_rd0_en, ub_rd3_en, ub_g_en;
+  logic [Mxus-1:0][UbAddrWidth-1:0]         ub_rd0_addr, ub_rd3_addr;
+  operand_t [Mxus-1:0][ArrayDim-1:0]        ub_rd0_data, ub_rd3_data, ub_g_data;
   logic [Mxus-1:0][ArrayDim-1:0][UbAddrWidth-1:0]       ub_g_row;
   logic [Mxus-1:0][ArrayDim-1:0][$clog2(ArrayDim)-1:0] ub_g_lane;
   logic [Mxus-1:0][ArrayDim-1:0]            ub_g_zero;
@@ -161,6 +161,9 @@ module tpu_top
     .rd0_en_i  (ub_rd0_en),
     .rd0_addr_i(ub_rd0_addr),
     .rd0_data_o(ub_rd0_data),
+    .rd3_en_i  (ub_rd3_en),
+    .rd3_addr_i(ub_rd3_addr),
+    .rd3_data_o(ub_rd3_data),
     .rd1_en_i  (ub_rd1_en),
     .rd1_addr_i(ub_rd1_addr),
     .rd1_data_o(ub_rd1_data),
@@ -251,7 +254,8 @@ module tpu_top
     tpu_weight_dma #(
       .Format(Format),
       .ArrayDim(ArrayDim),
-      .FifoRows(FifoRows)
+      .FifoRows(FifoRows),
+      .UbDepth (UbDepth)
     ) u_weight_dma (
       .clk_i,
       .rst_ni,
@@ -264,6 +268,9 @@ module tpu_top
       .mem_resp_valid_i(wm_resp_valid_i[m]),
       .mem_resp_data_i (wm_resp_data_i[m]),
       .mem_stall_o     (wm_stall[m]),
+      .ub_rd_en_o      (ub_rd3_en[m]),
+      .ub_rd_addr_o    (ub_rd3_addr[m]),
+      .ub_rd_data_i    (ub_rd3_data[m]),
       .fifo_count_i    (wfifo_count),
       .fifo_push_o     (wfifo_push[m]),
       .fifo_data_o     (wfifo_in),
@@ -461,7 +468,8 @@ module tpu_top
     inc[CntWeightDmaStallFifoFull] = 32'(wdma_fifo_stall != '0);
     inc[CntHostMemStall]           = 32'(hm_stall);
     inc[CntWeightMemStall]         = 32'(wm_stall != '0);
-    inc[CntUbReads]                = 32'($countones(ub_rd0_en)) + 32'(ub_rd1_en) +
+    inc[CntUbReads]                = 32'($countones(ub_rd0_en)) + 32'($countones(ub_rd3_en)) +
+                                     32'(ub_rd1_en) +
                                      32'(ub_rd2_en) + 32'($countones(ub_g_en));
     inc[CntUbWrites]               = 32'(ub_wr0_en) + 32'(ub_wr1_en);
     inc[CntAccReads]               = 32'(acc_rd_en);
@@ -499,7 +507,8 @@ module tpu_top
     end else begin
       progress_q <= (issue == IssueFire) || instr_valid_i && instr_ready_o || hm_fire ||
                     hm_resp_valid_i || wm_fire != '0 || wm_resp_valid_i != '0 || a_fire != '0 ||
-                    w_fire != '0 || out_valid != '0 || acc_rd_en || vpu_out;
+                    w_fire != '0 || out_valid != '0 || acc_rd_en || vpu_out ||
+                    ub_rd3_en != '0 || wfifo_push != '0;
       issue_q    <= issue;
     end
   end

@@ -1,6 +1,6 @@
 // Unified buffer: Depth rows of ArrayDim int8 values, the on-chip home of activations.
-// Three kinds of read port (a matrix feeder's, one per matrix unit; the host DMA writing
-// results out; the activation unit reading residual rows) and two write ports (the host DMA reading inputs in; the
+// Four kinds of read port (a matrix feeder's and a weight DMA's, one each per matrix unit;
+// the host DMA writing results out; the activation unit reading residual rows) and two write ports (the host DMA reading inputs in; the
 // VPU), each one row per cycle; reads have one cycle of latency. A gather port (a feeder's
 // window stage, one per matrix unit) reads one byte per
 // lane from any row and lane, also with one cycle of latency: in silicon, a line buffer
@@ -25,6 +25,10 @@ module tpu_unified_buffer
   input  logic [Feeders-1:0]                    rd0_en_i,
   input  logic [Feeders-1:0][AddrWidth-1:0]     rd0_addr_i,
   output operand_t [Feeders-1:0][ArrayDim-1:0]  rd0_data_o,
+  // read ports 3: the weight DMAs (load_weights)
+  input  logic [Feeders-1:0]                    rd3_en_i,
+  input  logic [Feeders-1:0][AddrWidth-1:0]     rd3_addr_i,
+  output operand_t [Feeders-1:0][ArrayDim-1:0]  rd3_data_o,
   // read port 1: host DMA (write_host)
   input  logic                    rd1_en_i,
   input  logic [AddrWidth-1:0]    rd1_addr_i,
@@ -69,8 +73,12 @@ module tpu_unified_buffer
     `TPU_ASSERT(FeederRowInRange, !(rd0_en_i[f] && 32'(rd0_addr_i[f]) >= Depth),
                 $error("tpu_unified_buffer: feeder %0d read row %0d of %0d", f, rd0_addr_i[f],
                        Depth))
+    `TPU_ASSERT(WeightRowInRange, !(rd3_en_i[f] && 32'(rd3_addr_i[f]) >= Depth),
+                $error("tpu_unified_buffer: weight DMA %0d read row %0d of %0d", f,
+                       rd3_addr_i[f], Depth))
     always_ff @(posedge clk_i) begin
       if (rd0_en_i[f]) rd0_data_o[f] <= mem_q[rd0_addr_i[f]];
+      if (rd3_en_i[f]) rd3_data_o[f] <= mem_q[rd3_addr_i[f]];
       if (g_en_i[f]) begin
         for (int l = 0; l < int'(ArrayDim); l++) begin
           g_data_o[f][l] <= g_zero_i[f][l] ? '0 : mem_q[g_row_i[f][l]][g_lane_i[f][l]];

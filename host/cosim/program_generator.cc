@@ -89,6 +89,23 @@ class ProgramDraw {
     Emit(Opcode::kReadWeights, MxuFlags(m), tiles, Uniform(0, weight_bytes_ - bytes), 0);
     brought_[m] += tiles;
   }
+  // Tiles of the program's unified-buffer rows (computed tensors), half of them transposed;
+  // some over rows other units still write (the unified-buffer hazards).
+  void LoadWeights(int64_t tiles, int64_t m) {
+    const uint8_t flags = MxuFlags(m) | (Chance(0.5) ? hw::kFlagTranspose : 0);
+    Emit(Opcode::kLoadWeights, flags, tiles, Uniform(0, ub_rows_ - tiles * n_), 0);
+    brought_[m] += tiles;
+  }
+  // Weight tiles from weight memory or, where the program's rows hold one, the buffer. A
+  // load_weights keeps writers off its rows until its last row is in the FIFO, so its
+  // tiles must fit the FIFO and the shadow registers (as Fits) or a later writer before
+  // the matmuls that make room would wait for ever.
+  void BringWeights(int64_t m) {
+    const int64_t tiles = Uniform(1, 3);
+    const bool fits = brought_[m] + tiles - switched_[m] <= c_.weight_fifo_tiles + 1;
+    if (tiles * n_ <= ub_rows_ && fits && Chance(0.3)) return LoadWeights(tiles, m);
+    ReadWeights(tiles, m);
+  }
   // Overwrite, add, or keep the larger (max pooling).
   uint8_t AccFlags() {
     const int64_t r = Uniform(0, 99);
@@ -286,7 +303,7 @@ class ProgramDraw {
   std::vector<isa::Word> words_;
   int64_t ub_rows_ = 0, acc_rows_ = 0, sets_ = 0;
   int64_t in_bytes_ = 0, params_addr_ = 0, out_addr_ = 0, out_bytes_ = 0, weight_bytes_ = 0;
-  // Per matrix unit: tiles read_weights brought, tiles matmuls switched in.
+  // Per matrix unit: tiles read_weights and load_weights brought, tiles matmuls switched in.
   std::array<int64_t, engine::kMaxMxus> brought_ = {}, switched_ = {};
 };
 
@@ -322,7 +339,10 @@ void ProgramDraw::OutOfRange(int which) {
       Emit(Opcode::kReadHost, 0, 1, 0, ub + Uniform(0, 9));
       break;
     case 2:
-      Emit(Opcode::kReadWeights, 0, 1, wm + Uniform(0, 9), 0);
+      if (Chance(0.5))
+        Emit(Opcode::kReadWeights, 0, 1, wm + Uniform(0, 9), 0);
+      else
+        Emit(Opcode::kLoadWeights, 0, 1, ub + Uniform(0, 9), 0);
       break;
     case 3:
       Emit(Opcode::kMatmul, 0, 1, 0, acc + Uniform(0, 9));
@@ -348,7 +368,10 @@ void ProgramDraw::Overflow(int which) {
       Emit(Opcode::kReadHost, 0, 3, 0, ub - 1);
       break;
     case 2:
-      Emit(Opcode::kReadWeights, 0, 2, wm - n_ * row_, 0);
+      if (Chance(0.5))
+        Emit(Opcode::kReadWeights, 0, 2, wm - n_ * row_, 0);
+      else
+        Emit(Opcode::kLoadWeights, hw::kFlagTranspose, 2, ub - n_, 0);
       break;
     case 3:
       Emit(Opcode::kMatmul, 0, 5, ub - 2, 0);
@@ -456,8 +479,11 @@ void ProgramDraw::BadOperand(int which) {
         Emit(Opcode::kActivate, hw::kFlagResidual, 1, 0, 0);
       }
       break;
-    default:
-      Emit(Opcode::kReadWeights, BadMxuBits(), 1, 0, 0);
+    default:  // an mxu= past the last, or load_weights with a reserved flag or no tiles
+      if (Chance(0.5))
+        Emit(Opcode::kReadWeights, BadMxuBits(), 1, 0, 0);
+      else
+        Emit(Opcode::kLoadWeights, Chance(0.5) ? 0x02 : BadMxuBits(), Chance(0.5) ? 1 : 0, 0, 0);
       break;
   }
 }
@@ -564,7 +590,7 @@ void ProgramDraw::Body(const std::string& kind) {
     else if (pick < 22)
       ReadParams();
     else if (pick < 34 && TilesFit())
-      ReadWeights(Uniform(1, 3), PickMxu());
+      BringWeights(PickMxu());
     else if (pick < 37)
       SetWindow();
     else if (pick < 40)

@@ -77,6 +77,10 @@ void CycleAttribution::AddEvents(const isa::Program& program) {
         c.weight_bytes_read += len * n * row;
         c.weight_fifo_pushes += len * n;
         break;
+      case hw::Opcode::kLoadWeights:
+        c.ub_reads += len * n;
+        c.weight_fifo_pushes += len * n;
+        break;
       case hw::Opcode::kMatmul:
         c.ub_reads += len;
         c.acc_writes += len;

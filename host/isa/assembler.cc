@@ -122,6 +122,11 @@ const std::vector<OpSpec>& Specs() {
        {{"relu", hw::kFlagResidualRelu}, {"product", hw::kFlagProduct}}},
       {Opcode::kSetFormat, {}, {{"dtype=bf16", hw::kFlagBf16}}},
       {Opcode::kBarrier, {{"cores", Field::kSrc, 0, kU16}}, {}},
+      {Opcode::kLoadWeights,
+       {{"ub", Field::kSrc, 0, kRows},
+        {"tiles", Field::kLength, 1, kU16},
+        Packed("mxu", Field::kFlags, 0, hw::kOpdLoadWeightsMxu, true)},
+       {{"transpose", hw::kFlagTranspose}}},
   };
   return specs;
 }

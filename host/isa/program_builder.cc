@@ -22,7 +22,8 @@ void ProgramBuilder::Add(Opcode op, uint8_t flags, uint64_t length, uint64_t src
   Instruction in;
   in.opcode = op;
   in.flags = flags;
-  if (op == Opcode::kReadWeights || op == Opcode::kMatmul || op == Opcode::kActivate)
+  if (op == Opcode::kReadWeights || op == Opcode::kLoadWeights || op == Opcode::kMatmul ||
+      op == Opcode::kActivate)
     in.flags = static_cast<uint8_t>(flags | hw::kOpdMatmulMxu.Put(unit_));
   in.length = static_cast<uint16_t>(length);
   in.src = static_cast<uint32_t>(src);
@@ -55,6 +56,10 @@ void ProgramBuilder::ReadWeights(uint64_t weight_addr, uint64_t tiles) {
     throw std::invalid_argument("read_weights: address beyond 48 bits");
   Add(Opcode::kReadWeights, 0, tiles, weight_addr & 0xffffffffu, 0,
       hw::kOpdReadWeightsAddrHi.Put(hi));
+}
+
+void ProgramBuilder::LoadWeights(uint64_t ub_row, uint64_t tiles, bool transpose) {
+  Add(Opcode::kLoadWeights, transpose ? hw::kFlagTranspose : 0, tiles, ub_row, 0, 0);
 }
 
 void ProgramBuilder::Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bool switch_tile,

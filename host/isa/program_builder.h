@@ -59,6 +59,9 @@ class ProgramBuilder {
   void ReadParams(uint64_t host_addr, uint64_t first_set, uint64_t sets);
   // `weight_addr`: a 48-bit byte address.
   void ReadWeights(uint64_t weight_addr, uint64_t tiles);
+  // load_weights: `tiles` tiles of N unified-buffer rows from `ub_row` into the weight FIFO;
+  // `transpose`: FIFO row k of a tile is lane k of its rows (docs/isa.md).
+  void LoadWeights(uint64_t ub_row, uint64_t tiles, bool transpose);
   // `stride`: rows between the rows read (1: contiguous).
   void Matmul(uint64_t ub_row, uint64_t acc_row, uint64_t rows, bool switch_tile, Acc mode,
               uint64_t stride = 1);
@@ -80,7 +83,8 @@ class ProgramBuilder {
   // set_format: the program's number format (docs/bf16.md); without it a program is int8.
   void SetFormat(bool bf16);
 
-  // The matrix unit (mxu=, docs/isa.md) that the read_weights, matmul and activate added
+  // The matrix unit (mxu=, docs/isa.md) that the read_weights, load_weights, matmul and
+  // activate added
   // from now on name; 0 at first.
   void SetUnit(uint64_t mxu) { unit_ = mxu; }
   uint64_t Unit() const { return unit_; }

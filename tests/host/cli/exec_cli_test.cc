@@ -77,7 +77,7 @@ TEST_F(ExecCliTest, BinaryProgramRunsLikeItsAssembly) {
 }
 
 TEST_F(ExecCliTest, InvalidOpcodeStopsWithAClearErrorAndNoOutput) {
-  WriteText("bad.asm", "nop\nraw 0x0c\nhalt\n");
+  WriteText("bad.asm", "nop\nraw 0x0d\nhalt\n");
   const Outcome o = ExpectError("exec " + P("bad.asm") + " --config teach-4 --json " + P("r.json") +
                                     " --host-out " + P("out.bin"),
                                 1, "the chip stopped at instruction 1: invalid opcode");

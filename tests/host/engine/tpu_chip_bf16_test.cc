@@ -70,9 +70,13 @@ class Bf16ChipTest : public ::testing::TestWithParam<EngineKind> {
   }
 };
 
+// Where a GEMM's weight tiles come from: weight memory (read_weights), or unified-buffer
+// rows (load_weights), as the tiles' rows or, with `transpose`, as their columns.
+enum class WeightsFrom { kWeightMemory, kRows, kColumns };
+
 // C = relu(min(A x W + bias, hi)) for A: 10 x 8, W: 8 x 4 (two K tiles), in the chip's
 // order: each tile's column sums, added tile by tile, then the vector unit.
-TEST_P(Bf16ChipTest, GemmAndVectorUnitEqualTheReference) {
+void GemmAndVectorUnit(EngineKind kind, WeightsFrom from) {
   const int m = 10, k = 8;
   std::vector<uint16_t> a = RandomBf16(static_cast<size_t>(m * k), 1);
   const std::vector<uint16_t> w = RandomBf16(static_cast<size_t>(k * kN), 2);
@@ -89,15 +93,33 @@ TEST_P(Bf16ChipTest, GemmAndVectorUnitEqualTheReference) {
             a[static_cast<size_t>(i * k + t * kN + l)];
   std::vector<uint8_t> host = Bytes(rows);
   Put(&host, 0x400, ParamSet(bias, hi));
+  // From the unified buffer: W's 8 rows at row 60, or each tile's transpose (row j of tile
+  // t lane r: W's row 4t + r, lane j) for load_weights transpose to undo.
+  std::vector<uint16_t> w_rows = w;
+  if (from == WeightsFrom::kColumns)
+    for (int t = 0; t < 2; ++t)
+      for (int j = 0; j < kN; ++j)
+        for (int r = 0; r < kN; ++r)
+          w_rows[static_cast<size_t>((t * kN + j) * kN + r)] =
+              w[static_cast<size_t>((t * kN + r) * kN + j)];
+  Put(&host, 0x600, Bytes(w_rows));
+  const std::string bring = from == WeightsFrom::kWeightMemory ? "read_weights addr=0 tiles=2\n"
+                            : from == WeightsFrom::kRows
+                                ? "read_host host=0x600 ub=60 rows=8\nload_weights ub=60 tiles=2\n"
+                                : "read_host host=0x600 ub=60 rows=8\n"
+                                  "load_weights ub=60 tiles=2 transpose\n";
   const std::string text = fmt::format(
       "set_format dtype=bf16\n"
-      "read_host host=0 ub=0 rows={0}\nread_host host=0x400 params=1 rows=1\n"
-      "read_weights addr=0 tiles=2\n"
+      "read_host host=0 ub=0 rows={0}\nread_host host=0x400 params=1 rows=1\n{2}"
       "matmul ub=0 acc=0 rows={1} switch\nmatmul ub={1} acc=0 rows={1} accumulate switch\n"
       "activate acc=0 ub=100 rows={1} params=1 relu\nwrite_host ub=100 host=0x1000 rows={1}\n"
       "halt\n",
-      2 * m, m);
-  const auto r = Run(Bf16Chip(), text, host, Bytes(w), 0x1000, static_cast<uint64_t>(m * kN * 2));
+      2 * m, m, bring);
+  const auto r =
+      engine::MakeChipEngine(kind, Bf16Chip(), {})
+          ->Run(Job(text, host,
+                    from == WeightsFrom::kWeightMemory ? Bytes(w) : std::vector<uint8_t>{}, 0x1000,
+                    static_cast<uint64_t>(m * kN * 2)));
   ASSERT_TRUE(r.ok) << r.message;
   std::vector<uint32_t> acc(static_cast<size_t>(m * kN));
   arith::Bf16Gemm(m, kN, k, kN, a.data(), w.data(), acc.data());
@@ -112,12 +134,28 @@ TEST_P(Bf16ChipTest, GemmAndVectorUnitEqualTheReference) {
       clamped += want == Bf16OfFp32(BitsOfFloat(hi[l]));
     }
   EXPECT_GT(clamped, 0);  // the upper bound took part
+  const bool rows_in = from != WeightsFrom::kWeightMemory;
   EXPECT_EQ(r.counters.host_bytes_read,
-            static_cast<uint64_t>(2 * m * kN * 2 + hw::ParamRows(2) * 2 * kN));
+            static_cast<uint64_t>(2 * m * kN * 2 + hw::ParamRows(2) * 2 * kN +
+                                  (rows_in ? k * kN * 2 : 0)));
   EXPECT_EQ(r.counters.host_bytes_written, static_cast<uint64_t>(m * kN * 2));
-  EXPECT_EQ(r.counters.weight_bytes_read, static_cast<uint64_t>(2 * kN * kN * 2));
+  EXPECT_EQ(r.counters.weight_bytes_read, rows_in ? 0u : static_cast<uint64_t>(2 * kN * kN * 2));
+  EXPECT_EQ(r.counters.weight_fifo_pushes, static_cast<uint64_t>(2 * kN));
   EXPECT_EQ(r.counters.param_writes, static_cast<uint64_t>(hw::ParamRows(2)));
   EXPECT_EQ(r.counters.macs, static_cast<uint64_t>(2 * m * kN * kN));
+}
+
+TEST_P(Bf16ChipTest, GemmAndVectorUnitEqualTheReference) {
+  GemmAndVectorUnit(GetParam(), WeightsFrom::kWeightMemory);
+}
+
+// The same GEMM with W from unified-buffer rows (load_weights), as rows and transposed.
+TEST_P(Bf16ChipTest, WeightsFromUnifiedBufferRowsEqualTheReference) {
+  GemmAndVectorUnit(GetParam(), WeightsFrom::kRows);
+}
+
+TEST_P(Bf16ChipTest, TransposedWeightsFromUnifiedBufferRowsEqualTheReference) {
+  GemmAndVectorUnit(GetParam(), WeightsFrom::kColumns);
 }
 
 // Pooled activates: four rows in, one out; the maximum and the float32 average; and over

@@ -171,6 +171,90 @@ TEST_P(ChipTest, InterlocksKeepDependentInstructionsInOrder) {
   EXPECT_GT(r.counters.issue_stall_acc_hazard, 2u * n);  // activate waited for the drain
 }
 
+// load_weights: B's tile from unified-buffer rows, as its rows or (transpose) as the rows
+// of Bᵀ, multiplies as B from weight memory does: C = A B requantized, A 8 x 4, B 4 x 4.
+TEST_P(ChipTest, LoadWeightsTakesTilesFromUnifiedBufferRows) {
+  const int n = 4;
+  const Matrix<int8_t> a = gemm::RandomInt8(8, n, 81);
+  const Matrix<int8_t> b = gemm::RandomInt8(n, n, 82);
+  std::mt19937 rng(83);
+  const GemmParams p = RandomGemmParams(n, rng, 36, 40);
+  std::vector<uint8_t> bt(static_cast<size_t>(n * n));  // row j, lane k: B's row k, lane j
+  for (int j = 0; j < n; ++j)
+    for (int k = 0; k < n; ++k)
+      bt[static_cast<size_t>(j * n + k)] = static_cast<uint8_t>(b.at(k, j));
+  const Matrix<int32_t> cc = gemm::ReferenceGemm(a, b);
+  const auto chip = Make(config::LoadConfig("teach-4"));  // one system per process
+  for (const bool transpose : {false, true}) {
+    engine::ExecJob job;
+    job.program = isa::Assemble(
+        fmt::format("read_host host=0x100 params=0 rows=1\nread_host host=0 ub=0 rows=8\n"
+                    "read_host host=0x80 ub=20 rows=4\nload_weights ub=20 tiles=1{}\n"
+                    "matmul ub=0 acc=0 rows=8 switch\nactivate acc=0 ub=100 rows=8 params=0\n"
+                    "write_host ub=100 host=0x200 rows=8\nhalt\n",
+                    transpose ? " transpose" : ""),
+        "t");
+    Put(&job.host_image, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
+    Put(&job.host_image, 0x80, transpose ? bt : std::vector<uint8_t>(b.data.begin(), b.data.end()));
+    Put(&job.host_image, 0x100, ParamBytes(p, n));
+    job.host_out_addr = 0x200;
+    job.host_out_bytes = 8 * n;
+    const auto r = chip->Run(job);
+    ASSERT_TRUE(r.ok) << r.message;
+    for (int i = 0; i < 8; ++i)
+      for (int l = 0; l < n; ++l)
+        EXPECT_EQ(static_cast<int8_t>(r.host_out[static_cast<size_t>(i * n + l)]),
+                  arith::Requantize(cc.at(i, l) + p.bias[l], p.multiplier[l], p.shift[l], -128))
+            << "transpose " << transpose << ", row " << i << ", lane " << l;
+    EXPECT_EQ(r.counters.weight_bytes_read, 0u);
+    EXPECT_EQ(r.counters.weight_fifo_pushes, static_cast<uint64_t>(n));
+    EXPECT_EQ(r.counters.weight_tiles, 1u);
+  }
+}
+
+// The timing rules (docs/timing.md): with room in the FIFO a tile takes N cycles, or
+// 2N + 1 through the transposing tile buffer; each read is a unified-buffer read.
+TEST_P(ChipTest, LoadWeightsTakesNCyclesATileOrTwoNPlusOneTransposed) {
+  const uint64_t n = 4;
+  const auto chip = Make(config::LoadConfig("teach-4"));
+  for (const bool transpose : {false, true}) {
+    uint64_t cycles[2] = {}, reads[2] = {};
+    for (int i = 0; i < 2; ++i) {
+      const int tiles = 1 + 2 * i;  // 1, then 3 (the FIFO holds 4, the shadow registers 1)
+      const auto r = chip->Run(Job(fmt::format("read_host host=0 ub=0 rows=12\nsync\n"
+                                               "load_weights ub=0 tiles={}{}\nhalt\n",
+                                               tiles, transpose ? " transpose" : ""),
+                                   RandomBytes(48, 84)));
+      ASSERT_TRUE(r.ok) << r.message;
+      cycles[i] = r.cycles;
+      reads[i] = r.counters.ub_reads;
+      EXPECT_EQ(r.counters.weight_fifo_pushes, tiles * n);
+    }
+    EXPECT_EQ(cycles[1] - cycles[0], 2 * (transpose ? 2 * n + 1 : n)) << "transpose " << transpose;
+    EXPECT_EQ(reads[1] - reads[0], 2 * n);
+  }
+}
+
+// A load_weights waits for the rows a read_host still writes (slow host memory), and an
+// activate writing rows a load_weights still reads waits for it.
+TEST_P(ChipTest, LoadWeightsWaitsForItsRowsAndKeepsWritersOff) {
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.host_mem_latency_cycles = 200;
+  const auto chip = Make(c);  // one system per process
+  const auto r = chip->Run(
+      Job("read_host host=0 ub=0 rows=4\nload_weights ub=0 tiles=1\nhalt\n", RandomBytes(16, 85)));
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_GT(r.counters.issue_stall_ub_hazard, 190u);
+  // An activate onto the last of 5 tiles' rows waits until the DMA has read them (without
+  // the footprint it would issue at once).
+  const auto w =
+      chip->Run(Job("read_host host=0 ub=0 rows=20\nsync\nload_weights ub=0 tiles=5\n"
+                    "activate acc=0 ub=16 rows=4 params=0\nmatmul ub=0 acc=8 rows=4 switch\nhalt\n",
+                    RandomBytes(80, 86)));
+  ASSERT_TRUE(w.ok) << w.message;
+  EXPECT_GT(w.counters.issue_stall_ub_hazard, 0u);
+}
+
 // C = A x B (A 64 x 64, B 64 x 32) on small-16 as a hand-written schedule: A in column
 // blocks of 16 (block kb's row i at unified-buffer row 64 kb + i), each output column tile
 // j accumulated over the 4 K tiles into accumulator buffer j % 2 and activated by parameter
@@ -471,7 +555,7 @@ TEST_P(ChipTest, BadResidualsAndMaxesAreBadOperands) {
 
 TEST_P(ChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {
   const auto r = RunChip(GetParam(), "teach-4",
-                         "nop\nraw 0x0c\nread_host host=0 ub=0 rows=1\nhalt\n", RandomBytes(4, 5));
+                         "nop\nraw 0x0d\nread_host host=0 ub=0 rows=1\nhalt\n", RandomBytes(4, 5));
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.state, engine::RunEnd::kError);
   EXPECT_EQ(r.chip_status, hw::Status::kInvalidOpcode);
