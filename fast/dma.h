@@ -93,7 +93,6 @@ class WeightFifo {
 class WeightDma {
  public:
   bool Busy() const { return req_left_ || resp_left_; }
-  bool FromUb() const { return from_ub_; }
   bool Room(const WeightFifo& fifo) const { return outstanding_ + fifo.Count() < fifo.Rows(); }
   // A weight-memory request.
   bool ReqValid(const WeightFifo& fifo) const { return !from_ub_ && req_left_ != 0 && Room(fifo); }
@@ -130,11 +129,11 @@ class WeightDma {
     }
     if (fire) --req_left_;
     if (take) --resp_left_;
-    if (!transpose_) outstanding_ = outstanding_ + fire - take;
-    if (transpose_) {
-      const bool pending = ub_pending_;
+    if (!transpose_) {
+      outstanding_ = outstanding_ + fire - take;
+    } else {
       tile_reads_ += ub_read;
-      tile_rows_ += pending;
+      tile_rows_ += ub_pending_;
       if (take) {
         if (tile_col_ == n - 1) {
           tile_col_ = tile_rows_ = tile_reads_ = 0;

@@ -42,7 +42,6 @@ struct Units {
       : n(static_cast<uint32_t>(p.array_dim)),
         row_bytes(static_cast<uint32_t>(hw::RowBytes(p))),
         param_rows(static_cast<uint32_t>(hw::ParamRows(hw::ElementBytes(p.dtype)))) {
-    const auto n = static_cast<uint32_t>(p.array_dim);
     for (int m = 0; m < p.mxus_per_core; ++m)
       lanes.emplace_back(static_cast<uint32_t>(p.weight_fifo_tiles) * n, n);
   }
