@@ -44,6 +44,10 @@ inline uint32_t Fp32Sqrt(uint32_t a) {
   return Fp32Canonical(BitsOfFloat(std::sqrt(FloatOfBits(Fp32Canonical(a)))));
 }
 
+// 1 / a, one rounding; 1 / sqrt(a), two (the square root's, then the quotient's).
+inline uint32_t Fp32Recip(uint32_t a) { return Fp32Div(kFp32One, a); }
+inline uint32_t Fp32Rsqrt(uint32_t a) { return Fp32Div(kFp32One, Fp32Sqrt(a)); }
+
 // Comparisons give a mask: 1.0 where true, +0 where false; false where either is NaN; +0
 // and -0 are equal.
 inline uint32_t Fp32Less(uint32_t a, uint32_t b) {
@@ -66,9 +70,9 @@ inline uint32_t Fp32Select(uint32_t mask, uint32_t a, uint32_t b) {
 // result lies beyond either). At most 2 ulps from e^x wherever e^x is a normal float32.
 uint32_t Fp32Exp(uint32_t x);
 
-// The sum of n values (n a power of two: a row's lanes, zeros where it has fewer) as the
-// vector unit's reduction tree adds them: v[2i] + v[2i + 1] at each level, from the lanes'
-// pairs to the root.
+// The sum of n values (a row's lanes) as the vector unit's reduction tree adds them:
+// v[2i] + v[2i + 1] at each level, from the lanes' pairs to the root, a last odd one passed
+// up to the next level as it is.
 uint32_t Fp32TreeSum(const uint32_t* v, int n);
 // The largest of n values the same way (Fp32Max: NaN when any is).
 uint32_t Fp32TreeMax(const uint32_t* v, int n);

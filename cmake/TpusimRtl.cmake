@@ -43,6 +43,7 @@ set(TPU_TOP_RTL_SOURCES
   ${TPU_RTL_DIR}/tpu_weight_dma.sv
   ${TPU_RTL_DIR}/tpu_mxu_feeder.sv
   ${TPU_RTL_DIR}/tpu_activate_unit.sv
+  ${TPU_RTL_DIR}/tpu_vector_unit.sv
   ${TPU_RTL_DIR}/tpu_controller.sv
   ${TPU_RTL_DIR}/tpu_top.sv)
 
@@ -154,7 +155,10 @@ foreach(file ${TPUSIM_PRESET_FILES})
   endif()
   set(params "")
   foreach(key ${TPUSIM_RTL_PARAM_FIELDS})
-    string(JSON value GET "${json}" ${key})
+    string(JSON value ERROR_VARIABLE no_value GET "${json}" ${key})
+    if(no_value)
+      set(value ${TPUSIM_RTL_DEFAULT_${key}})
+    endif()
     list(APPEND params ${value})
   endforeach()
   set(key ${dtype}_${n})

@@ -15,6 +15,7 @@ import argparse
 import math
 import os
 import re
+import struct
 import sys
 import tomllib
 
@@ -105,7 +106,18 @@ def load():
         if fn["flag"] not in act_flags:
             sys.exit(f"{TABLE}: vpu_function {fn['name']} names unknown activate flag {fn['flag']}")
         fn["table"] = vpu_table(fn)
+    unique(c["vector_op"], "name", "vector_op")
+    if sorted(v["value"] for v in c["vector_op"]) != list(range(len(c["vector_op"]))):
+        sys.exit(f"{TABLE}: vector_op values must be 0..{len(c['vector_op']) - 1}")
+    for v in c["vector_op"]:
+        if v["kind"] not in VECTOR_KINDS or not 1 <= v["latency"] <= 15:
+            sys.exit(f"{TABLE}: vector_op {v['name']}: kind one of {', '.join(VECTOR_KINDS)}, "
+                     f"latency 1..15")
     return c
+
+
+# The kinds of vector operation (contract: [[vector_op]]), in the order of their enums.
+VECTOR_KINDS = ("binary", "unary", "select", "lanes", "rows")
 
 
 def vpu_table(fn):
@@ -187,6 +199,7 @@ def gen_sv(c):
         vals = ", ".join(f"8'h{v & 0xff:02x}" for v in reversed(fn["table"]))
         out.append(f"localparam logic [255:0][7:0] VpuTable{camel(fn['name'])} = {{{vals}}};")
     out.append("")
+    out += gen_sv_vector(c)
     st = by(c["status"], "value")
     sb = 4  # the width of status_o and the status register field
     out.append(f"typedef enum logic [{sb - 1}:0] {{")
@@ -214,6 +227,45 @@ def gen_sv(c):
     out.append("")
     out.append("/* verilator lint_on UNUSEDPARAM */")
     return "\n".join(out) + "\n"
+
+
+def f32_bits(x):
+    """x rounded to float32 (nearest even), as its bit pattern."""
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def exp_constants(c):
+    e = c["fp32_exp"]
+    return ([("Log2e", e["log2e"]), ("Ln2Hi", e["ln2_hi"]), ("Ln2Lo", e["ln2_lo"])] +
+            [(f"Taylor{i}", t) for i, t in enumerate(e["taylor"])])
+
+
+def gen_sv_vector(c):
+    """The vector operations: their typed enum, kinds and latencies (tpu_pkg)."""
+    vs = by(c["vector_op"], "value")
+    out = ["// The exponential's constants as float32 bit patterns (docs/vpu.md)."]
+    out += [f"localparam logic [31:0] Fp32Exp{n} = 32'h{f32_bits(x):08x};  // {x!r}"
+            for n, x in exp_constants(c)]
+    out.append("// The vector unit's operations (vector op=, docs/vpu.md) and their kinds.")
+    out.append("typedef enum logic [7:0] {")
+    out.append(",\n".join(f"  Vop{camel(v['name'])} = 8'd{v['value']}" for v in vs))
+    out.append("} vector_op_e;")
+    out.append("typedef enum logic [2:0] {")
+    out.append(",\n".join(f"  Vk{camel(k)} = 3'd{i}" for i, k in enumerate(VECTOR_KINDS)))
+    out.append("} vector_kind_e;")
+    out.append(f"localparam int unsigned NumVectorOps = {len(vs)};")
+    out.append(f"localparam int unsigned VectorMaxLatency = {max(v['latency'] for v in vs)};")
+    for what, key, typ in (("Kind", "kind", "vector_kind_e"), ("Latency", "latency", "logic [3:0]")):
+        out.append(f"function automatic {typ} Vector{what}(vector_op_e op);")
+        out.append("  unique case (op)")
+        for v in vs:
+            val = f"Vk{camel(v[key])}" if key == "kind" else f"4'd{v[key]}"
+            out.append(f"    Vop{camel(v['name'])}: return {val};")
+        out.append(f"    default: return {'VkUnary' if key == 'kind' else chr(52) + chr(39) + 'd1'};")
+        out.append("  endcase")
+        out.append("endfunction")
+    out.append("")
+    return out
 
 
 # ---------------------------------------------------------------- C++
@@ -327,6 +379,7 @@ def gen_cpp(c):
     for r in by(c["register"], "index"):
         o.append(f"inline constexpr int kReg{camel(r['name'])} = {r['index']};")
     o.append(f"inline constexpr int kRegFirstCounter = {c['counters']['first_register']};")
+    o += gen_cpp_vector(c)
     o.append("")
     ks = c["counter"]
     n = len(ks)
@@ -384,6 +437,34 @@ def gen_cpp(c):
     o += gen_cpp_params(c)
     o.append("}  // namespace tpu::hw")
     return "\n".join(o) + "\n"
+
+
+def gen_cpp_vector(c):
+    """The vector operations (hw::VectorOp) with their kinds, latencies and docs."""
+    vs = by(c["vector_op"], "value")
+    o = ["", "// The exponential's constants as float32 bit patterns (docs/vpu.md)."]
+    o += [f"inline constexpr uint32_t kFp32Exp{n} = 0x{f32_bits(x):08x}u;  // {x!r}"
+          for n, x in exp_constants(c)]
+    o += ["// The vector unit's operations (vector op=, docs/vpu.md).", "enum class VectorOp : uint8_t {"]
+    o += [f"  k{camel(v['name'])} = {v['value']},  // {v['doc']}" for v in vs]
+    o.append("};")
+    o.append("enum class VectorKind : uint8_t {")
+    o += [f"  k{camel(k)} = {i}," for i, k in enumerate(VECTOR_KINDS)]
+    o.append("};")
+    o.append("struct VectorOpInfo {")
+    o.append("  const char* name;")
+    o.append("  VectorKind kind;")
+    o.append("  int latency;  // cycles from a group of rows computed to its results written")
+    o.append("  const char* function;  // its arithmetic in arith/fp32.h")
+    o.append("};")
+    o.append(f"inline constexpr int kNumVectorOps = {len(vs)};")
+    o.append(f"inline constexpr int kVectorMaxLatency = {max(v['latency'] for v in vs)};")
+    o.append(f"inline constexpr std::array<VectorOpInfo, {len(vs)}> kVectorOps = {{{{")
+    o += [f"    {{{cstr(v['name'])}, VectorKind::k{camel(v['kind'])}, {v['latency']}, "
+          f"{cstr(v['function'])}}}," for v in vs]
+    o.append("}};")
+    o.append("inline const VectorOpInfo& Info(VectorOp op) { return kVectorOps[static_cast<size_t>(op)]; }")
+    return o
 
 
 def gen_cpp_obs(c):
@@ -503,6 +584,8 @@ def gen_cmake(c):
         "# the config fields (read from the preset of that size) and the tpu_top parameters.",
         "set(TPUSIM_RTL_PARAM_FIELDS " + " ".join(pa["name"] for pa in ps) + ")",
         "set(TPUSIM_RTL_PARAM_NAMES " + " ".join(pa["rtl"] for pa in ps) + ")",
+        "# Each field's default, for a preset that leaves it out."] +
+        [f"set(TPUSIM_RTL_DEFAULT_{pa['name']} {pa['default']})" for pa in ps] + [
         "# The enum fields the models are built per value of (the number format): the tpu_top",
         "# parameter (TPUSIM_RTL_ENUM_<field>_PARAM, set to the value's number), the values in",
         "# order, and the default.",
@@ -562,6 +645,10 @@ def doc_blocks(c):
           f"x = q / {fn['input_step']}", f"floor({fn['output_scale']} f(x) + 1/2)",
           f"`{fn['formula']}`") + tuple(fn["table"][q + 128] for q in samples)
          for fn in c["vpu_function"]])
+    blocks["vector-ops"] = md_table(
+        ("`op=`", "value", "kind", "latency (cycles)", "result", "arithmetic"),
+        [(f"`{v['name']}`", v["value"], v["kind"], v["latency"], v["doc"], f"`{v['function']}`")
+         for v in by(c["vector_op"], "value")])
     blocks["status"] = md_table(("status", "name", "cause"),
                                 [(s["value"], f"`{s['name']}`", s["doc"])
                                  for s in by(c["status"], "value")])

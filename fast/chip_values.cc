@@ -9,6 +9,7 @@
 #include "arith/format.h"
 #include "arith/int8.h"
 #include "arith/int8_gemm.h"
+#include "arith/vector.h"
 #include "arith/vpu_tables.h"
 
 namespace tpu::fast {
@@ -69,6 +70,20 @@ void ChipValues::Issue(const Decoded& d) {
         Activate<arith::Int8Format>(d);
       }
       break;
+    case Opcode::kVector: {
+      arith::VectorInstr v;
+      v.op = d.vec.op;
+      v.a = d.src;
+      v.b = d.vec.b;
+      v.out = d.dst;
+      v.rows = d.len;
+      v.a32 = d.vec.wa == 2;
+      v.b32 = d.vec.wb == 2;
+      v.o32 = d.vec.wo == 2;
+      v.bcast = d.vec.bcast;
+      arith::VectorRun(v, Ub<uint16_t>(0), n_);
+      break;
+    }
     default:  // write_host moves rows as the memory accepts them; the rest move nothing
       break;
   }

@@ -38,16 +38,16 @@ inline constexpr int kMaxMxus = static_cast<int>(hw::kOpdMatmulMxu.Max()) + 1;
 // bit m of `feeders` matrix unit m's, as bit m of `weight_dmas` its weight DMA; `matrix`:
 // any matrix unit, `weight_dma`: any weight DMA).
 struct UnitsBusy {
-  bool host_dma = false, weight_dma = false, matrix = false, activate = false;
+  bool host_dma = false, weight_dma = false, matrix = false, activate = false, vector = false;
   uint8_t weight_dmas = 0;
   uint8_t feeders = 0;
   uint8_t mxus = 0;  // the matrix units with work (mxu_busy_o, bit m: unit m)
   uint8_t Bits() const {
     return static_cast<uint8_t>((host_dma << hw::kUnitHostDma) |
                                 (weight_dma << hw::kUnitWeightDma) | (matrix << hw::kUnitMatrix) |
-                                (activate << hw::kUnitActivate));
+                                (activate << hw::kUnitActivate) | (vector << hw::kUnitVector));
   }
-  bool AllIdle() const { return !host_dma && !weight_dma && !matrix && !activate; }
+  bool AllIdle() const { return !host_dma && !weight_dma && !matrix && !activate && !vector; }
 };
 
 class Controller {
@@ -129,6 +129,7 @@ class Controller {
       if (s.d->op == static_cast<uint8_t>(hw::Opcode::kHalt)) halted_ = true;
       if (s.Starts(hw::kUnitHostDma)) hdma_fp_ = s.d->fp;
       if (s.Starts(hw::kUnitActivate)) act_fp_ = s.d->fp;
+      if (s.Starts(hw::kUnitVector)) vec_fp_ = s.d->fp;
       if (s.Starts(hw::kUnitWeightDma)) wdma_fp_[s.d->mxu] = s.d->fp;
       ++retired_;
     }
@@ -165,6 +166,8 @@ class Controller {
         return (b.feeders >> d.mxu & 1) != 0;
       case hw::kUnitActivate:
         return b.activate;
+      case hw::kUnitVector:
+        return b.vector;
       default:
         return false;
     }
@@ -184,6 +187,10 @@ class Controller {
         ub = true;
       if (f.ub_use && f.ub_wr && u.ub2_use && Overlaps(f.ub_lo, f.ub_hi, u.ub2_lo, u.ub2_hi))
         ub = true;
+      if (f.ub3_use && u.ub_use && u.ub_wr && Overlaps(f.ub3_lo, f.ub3_hi, u.ub_lo, u.ub_hi))
+        ub = true;
+      if (f.ub_use && f.ub_wr && u.ub3_use && Overlaps(f.ub_lo, f.ub_hi, u.ub3_lo, u.ub3_hi))
+        ub = true;
       if (f.acc_use && u.acc_use && (f.acc_wr || u.acc_wr) && f.acc_mxu == u.acc_mxu &&
           Overlaps(f.acc_lo, f.acc_hi, u.acc_lo, u.acc_hi))
         acc = true;
@@ -193,6 +200,7 @@ class Controller {
     };
     if (busy.host_dma) check(hdma_fp_);
     if (busy.activate) check(act_fp_);
+    if (busy.vector) check(vec_fp_);
     // A unit's own matmuls run in order; a matmul and another matrix unit's footprint share
     // no accumulators and both only read the unified buffer.
     if (d.unit != hw::kUnitMatrix) {
@@ -210,7 +218,7 @@ class Controller {
   bool halted_ = false;
   hw::Status status_ = hw::Status::kOk;
   uint64_t error_pc_ = 0, retired_ = 0, fed_ = 0;
-  Footprint hdma_fp_, act_fp_;
+  Footprint hdma_fp_, act_fp_, vec_fp_;
   std::array<Footprint, kMaxMxus> mxu_fp_, wdma_fp_;
   // Per matrix unit, the accumulator rows of matmuls whose last row is in the array.
   std::array<Footprint, kMaxMxus> drain_fp_;

@@ -197,6 +197,49 @@ void Activate(Decoded& d, const Sizes& s, const Residual& residual) {
   d.unit = hw::kUnitActivate;
 }
 
+// Two row ranges that are the same or apart (a vector instruction's result and an operand).
+bool SameOrApart(uint64_t a_lo, uint64_t a_hi, uint64_t b_lo, uint64_t b_hi) {
+  return (a_lo == b_lo && a_hi == b_hi) || a_hi <= b_lo || b_hi <= a_lo;
+}
+
+void Vector(Decoded& d, const Sizes& s) {
+  VectorOperands& v = d.vec;
+  const uint32_t opv = hw::kOpdVectorOp.Get(d.aux);
+  v.op = static_cast<hw::VectorOp>(opv);
+  v.kind = opv < hw::kNumVectorOps ? hw::Info(v.op).kind : hw::VectorKind::kUnary;
+  v.b = hw::kOpdVectorB.Get(d.aux);
+  v.wa = d.flags & hw::kFlagA32 ? 2 : 1;
+  v.wb = d.flags & hw::kFlagB32 ? 2 : 1;
+  v.wo = d.flags & hw::kFlagO32 ? 2 : 1;
+  v.bcast = d.flags & hw::kFlagBcast;
+  const uint64_t len = d.len, a_hi = d.src + len * v.wa, b_hi = v.b + (v.bcast ? 1 : len) * v.wb,
+                 d_hi = d.dst + uint64_t{v.OutRows(d.len)} * v.wo;
+  const uint8_t known = hw::kFlagA32 | hw::kFlagB32 | hw::kFlagO32 | hw::kFlagBcast;
+  if ((d.flags & ~known) != 0 || opv >= hw::kNumVectorOps || len == 0 ||
+      (!v.UsesB() && ((d.flags & (hw::kFlagB32 | hw::kFlagBcast)) || v.b != 0))) {
+    d.check = Status::kBadOperand;
+  } else {
+    d.check = First(First(Range(d.src, len * v.wa, s.ub),
+                          Range(v.UsesB() ? v.b : 0, v.UsesB() ? b_hi - v.b : 1, s.ub)),
+                    Range(d.dst, d_hi - d.dst, s.ub));
+  }
+  const bool b_clash =
+      v.bcast ? !(d_hi <= v.b || b_hi <= d.dst) : !SameOrApart(d.dst, d_hi, v.b, b_hi);
+  if (d.check == Status::kOk && (!SameOrApart(d.dst, d_hi, d.src, a_hi) || (v.UsesB() && b_clash)))
+    d.check = Status::kBadOperand;
+  Footprint& fp = d.fp;
+  fp.ub_use = fp.ub_wr = true;
+  fp.ub_lo = d.dst;
+  fp.ub_hi = static_cast<uint32_t>(d_hi);
+  fp.ub2_use = true;
+  fp.ub2_lo = d.src;
+  fp.ub2_hi = static_cast<uint32_t>(a_hi);
+  fp.ub3_use = v.UsesB();
+  fp.ub3_lo = v.b;
+  fp.ub3_hi = static_cast<uint32_t>(b_hi);
+  d.unit = hw::kUnitVector;
+}
+
 void WriteHost(Decoded& d, const Sizes& s) {
   const uint64_t len = d.len;
   if (d.flags != 0 || len == 0)
@@ -224,6 +267,7 @@ void SetFormat(Decoded& d, bool chip_bf16, bool& bf16) {
 // and its float32 vector unit has no tables and no residual product.
 void CheckFormat(Decoded& d, bool chip_bf16, bool bf16) {
   const auto op = static_cast<Opcode>(d.op);
+  if (!chip_bf16 && op == Opcode::kVector) d.check = Status::kWrongFormat;  // no float32 unit
   if (!chip_bf16 || d.check == Status::kInvalidOpcode || op == Opcode::kNop ||
       op == Opcode::kSync || op == Opcode::kHalt || op == Opcode::kSetFormat ||
       op == Opcode::kBarrier)
@@ -295,6 +339,9 @@ Decoded Decode(const uint8_t* w, const ChipParams& p, Registers& regs) {
       break;
     case Opcode::kWriteHost:
       WriteHost(d, s);
+      break;
+    case Opcode::kVector:
+      Vector(d, s);
       break;
     case Opcode::kSetFormat:
       SetFormat(d, chip_bf16, regs.bf16);

@@ -9,12 +9,15 @@
 namespace tpu::fast {
 
 // The rows an instruction reads or writes, kept by the controller while its unit runs;
-// ub2 is a second unified-buffer range that is only read (activate residual).
+// ub2 and ub3 are more unified-buffer ranges that are only read (activate residual's; a
+// vector instruction's a and b).
 struct Footprint {
   bool ub_use = false, ub_wr = false;
   uint32_t ub_lo = 0, ub_hi = 0;
   bool ub2_use = false;
   uint32_t ub2_lo = 0, ub2_hi = 0;
+  bool ub3_use = false;
+  uint32_t ub3_lo = 0, ub3_hi = 0;
   bool acc_use = false, acc_wr = false;
   uint8_t acc_mxu = 0;  // whose accumulators
   uint32_t acc_lo = 0, acc_hi = 0;
@@ -41,6 +44,17 @@ struct Residual {
   uint32_t shift = 0, mul_a = 0, mul_b = 0, ub = 0;
 };
 
+// A vector instruction's operation and operands (docs/vpu.md, "The vector unit").
+struct VectorOperands {
+  hw::VectorOp op = hw::VectorOp::kAdd;
+  hw::VectorKind kind = hw::VectorKind::kBinary;
+  uint32_t b = 0;                   // b's first row
+  uint32_t wa = 1, wb = 1, wo = 1;  // buffer rows a row of a, b and the result takes
+  bool bcast = false;               // b is one row, taken with every row of a
+  bool UsesB() const { return kind == hw::VectorKind::kBinary || kind == hw::VectorKind::kSelect; }
+  uint32_t OutRows(uint32_t len) const { return kind == hw::VectorKind::kRows ? 1 : len; }
+};
+
 struct Decoded {
   uint8_t op = 0, flags = 0;
   uint8_t mxu = 0;  // read_weights, matmul, activate: the matrix unit (mxu=)
@@ -59,6 +73,7 @@ struct Decoded {
   uint32_t param_set = 0;         // activate
   Window window;                  // matmul window: the geometry it walks; set_window: the new one
   Residual residual;              // activate residual: what it adds; set_residual: the new one
+  VectorOperands vec;             // vector
   Footprint fp;
 };
 

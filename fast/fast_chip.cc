@@ -14,6 +14,7 @@
 #include "fast/dma.h"
 #include "fast/matrix_unit.h"
 #include "fast/mem_arbiter.h"
+#include "fast/vector_unit.h"
 
 namespace tpu::fast {
 namespace {
@@ -41,7 +42,8 @@ struct Units {
   explicit Units(const ChipParams& p)
       : n(static_cast<uint32_t>(p.array_dim)),
         row_bytes(static_cast<uint32_t>(hw::RowBytes(p))),
-        param_rows(static_cast<uint32_t>(hw::ParamRows(hw::ElementBytes(p.dtype)))) {
+        param_rows(static_cast<uint32_t>(hw::ParamRows(hw::ElementBytes(p.dtype)))),
+        vec(static_cast<uint32_t>(p.vector_sublanes)) {
     for (int m = 0; m < p.mxus_per_core; ++m)
       lanes.emplace_back(static_cast<uint32_t>(p.weight_fifo_tiles) * n, n);
   }
@@ -58,6 +60,7 @@ struct Units {
     }
     b.weight_dma = b.weight_dmas != 0;
     b.activate = act.Busy();
+    b.vector = vec.Busy();
     return b;
   }
   Controller ctl;
@@ -65,6 +68,7 @@ struct Units {
   std::vector<Lane> lanes;
   ActivateUnit act;
   uint32_t n, row_bytes, param_rows;  // the array's size, a row's bytes, a parameter set's rows
+  VectorUnit vec;
 };
 
 // A matrix unit's signals in a cycle (rtl/tpu_top.sv g_mxu).
@@ -91,7 +95,8 @@ struct Cycle {
   std::array<LaneCycle, kMaxMxus> lane;
   int lanes = 1;
   bool acc_rd = false, vpu_in = false, vpu_out = false, res_read = false;
-  uint8_t mxu_cycle = hw::kMxuIdle;  // what the matrix units did: the first of theirs
+  uint64_t vec_reads = 0, vec_writes = 0;  // the vector unit's buffer rows read and written
+  uint8_t mxu_cycle = hw::kMxuIdle;        // what the matrix units did: the first of theirs
   // How many matrix units did `what` this cycle.
   template <class F>
   uint64_t Lanes(F what) const {
@@ -120,7 +125,7 @@ struct Cycle {
       return l.a_fire || l.load || l.out || l.wm_fire || l.wm_resp || l.ub_read || l.w_take;
     });
     return issue.issue == kFire || push || hm_fire || hm_resp || lanes_moved != 0 || acc_rd ||
-           vpu_out;
+           vpu_out || vec_reads != 0 || vec_writes != 0;
   }
   // n: the array size; row: a row's bytes.
   void Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const;
@@ -135,6 +140,7 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
   cnt[hw::kCounterBusyWeightDma] += k * busy.weight_dma;
   cnt[hw::kCounterBusyMatrix] += k * busy.matrix;
   cnt[hw::kCounterBusyActivate] += k * busy.activate;
+  cnt[hw::kCounterBusyVector] += k * busy.vector;
   // Every cycle of the matrix unit is exactly one of these five.
   cnt[hw::kMxuCycleCounter[mxu_cycle]] += k;
   // TPU v1's categories of the cycles the matrix unit does not work (rtl/tpu_top.sv).
@@ -153,8 +159,8 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
   uint64_t f_reads = 0;
   for (int m = 0; m < lanes; ++m) f_reads += lane[static_cast<size_t>(m)].f_rd && m != starting;
   const uint64_t w_reads = Lanes([](const LaneCycle& l) { return l.ub_read; });
-  cnt[hw::kCounterUbReads] += k * (f_reads + w_reads + h.ub_read + res_read);
-  cnt[hw::kCounterUbWrites] += k * (uint64_t{h.resp_take && !host_params} + vpu_out);
+  cnt[hw::kCounterUbReads] += k * (f_reads + w_reads + h.ub_read + res_read + vec_reads);
+  cnt[hw::kCounterUbWrites] += k * (uint64_t{h.resp_take && !host_params} + vpu_out + vec_writes);
   cnt[hw::kCounterAccReads] += k * acc_rd;
   cnt[hw::kCounterAccWrites] += k * Lanes([](const LaneCycle& l) { return l.out; });
   cnt[hw::kCounterWeightFifoPushes] += k * Lanes([](const LaneCycle& l) { return l.w_take; });
@@ -239,6 +245,8 @@ void Signals(const Units& u, uint64_t cycle, Cycle* c) {
   c->vpu_in = u.act.RowIn();
   c->vpu_out = u.act.Out();
   c->res_read = u.act.ResidualRead();
+  c->vec_reads = u.vec.ReadRows();
+  c->vec_writes = u.vec.WriteRows();
 }
 
 // The clock edge that ends the cycle: every unit's registers at once; the instruction that
@@ -265,6 +273,7 @@ void Edge(Units& u, const Cycle& c, uint64_t cycle, uint64_t n, ChipValues* valu
     l.mxu.Edge(cycle, lc.load, lc.switch_fire, lc.out, lc.a_fire);
   }
   u.act.Edge(start(hw::kUnitActivate), c.acc_rd, c.vpu_out);
+  u.vec.Edge(start(hw::kUnitVector));
 }
 
 // Where a run that stopped moving is stuck.
@@ -292,7 +301,7 @@ bool Steady(const Units& u, const Cycle& c) {
          c.Lanes([](const LaneCycle& l) { return l.f_rd; }) == 0 &&
          std::none_of(u.lanes.begin(), u.lanes.end(),
                       [](const Lane& l) { return l.feed.Pending() || l.wdma.UbPending(); }) &&
-         u.act.PipeEmpty() && (c.issue.issue != kHalted || u.ctl.Halted());
+         u.act.PipeEmpty() && !u.vec.Busy() && (c.issue.issue != kHalted || u.ctl.Halted());
 }
 
 // How many cycles after `cycle` repeat its signals while rows move (a matmul streaming a
@@ -305,7 +314,8 @@ bool Steady(const Units& u, const Cycle& c) {
 uint64_t Repeats(const Units& u, const Cycle& c, uint64_t cycle) {
   const Controller::Decision& s = c.issue;
   if (s.go || c.push || !c.Progress() || (s.issue == kHalted && !u.ctl.Halted()) || c.hm_fire ||
-      c.hm_resp || c.h.resp_take || c.h.obuf_pop || c.h.ub_read || u.hdma.RowsPending())
+      c.hm_resp || c.h.resp_take || c.h.obuf_pop || c.h.ub_read || u.hdma.RowsPending() ||
+      u.vec.Busy())
     return 0;
   uint64_t k = std::min(u.ctl.DrainRepeats(), u.act.Repeats());
   for (size_t m = 0; m < u.lanes.size() && k > 0; ++m) {

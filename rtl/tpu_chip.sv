@@ -33,6 +33,7 @@ module tpu_chip
   parameter int unsigned IqDepth = 16,
   parameter bit          CompactArray = 1'b0,
   parameter int unsigned Mxus = 1,          // matrix units per core, 1 .. 4
+  parameter int unsigned VectorSublanes = 1,  // the vector unit's rows a cycle (bf16)
   localparam int unsigned RowWidth = ArrayDim * InputWidth,
   localparam int unsigned IdWidth = (Cores > 1) ? $clog2(Cores) : 1
 ) (
@@ -107,6 +108,7 @@ module tpu_chip
       .IqDepth     (IqDepth),
       .CompactArray(CompactArray),
       .Mxus        (Mxus),
+      .VectorSublanes(VectorSublanes),
       .Cores       (Cores),
       .CoreId      (c)
     ) u_core (

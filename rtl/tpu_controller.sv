@@ -57,6 +57,7 @@ module tpu_controller
   input  logic [Mxus-1:0] mxu_busy_i,
   input  logic [Mxus-1:0] mxu_last_i,
   input  logic        act_busy_i,
+  input  logic        vec_busy_i,
   // barriers: which cores of the chip wait at a barrier or have halted (bit c: core c)
   input  logic [15:0] arrived_i,
   output logic        at_barrier_o,  // a good barrier at the head, every unit idle
@@ -68,6 +69,7 @@ module tpu_controller
   output logic        wdma_start_o,
   output logic        feed_start_o,  // the matmul's unit: its mxu= (cmd_o)
   output logic        act_start_o,
+  output logic        vec_start_o,
   // status
   output logic        halted_o,
   output status_e     status_o,
@@ -100,12 +102,15 @@ module tpu_controller
   assign instr_ready_o = !iq_full;
 
   // ---------------------------------------------------------------- footprints
-  // ub2: a second range of unified-buffer rows that is only read (activate residual).
+  // ub2, ub3: more ranges of unified-buffer rows that are only read (activate residual's;
+  // a vector instruction's a and b).
   typedef struct packed {
     logic        ub_use, ub_wr;
     logic [31:0] ub_lo, ub_hi;
     logic        ub2_use;
     logic [31:0] ub2_lo, ub2_hi;
+    logic        ub3_use;
+    logic [31:0] ub3_lo, ub3_hi;
     logic        acc_use, acc_wr;
     logic [1:0]  acc_mxu;  // whose accumulators
     logic [31:0] acc_lo, acc_hi;
@@ -130,6 +135,12 @@ module tpu_controller
     return (a != StatusOk) ? a : b;
   endfunction
 
+  // Two row ranges that are the same or apart (a vector instruction's result and operand).
+  function automatic logic same_or_apart(logic [63:0] a_lo, logic [63:0] a_hi,
+                                         logic [63:0] b_lo, logic [63:0] b_hi);
+    return (a_lo == b_lo && a_hi == b_hi) || a_hi <= b_lo || b_hi <= a_lo;
+  endfunction
+
   localparam logic [63:0] N = 64'(ArrayDim);
   localparam logic [63:0] RowBytes = 64'(ArrayDim * InputWidth / 8);
 
@@ -146,6 +157,24 @@ module tpu_controller
   window_t     win_q, win_new;
   logic [63:0] step, win_rows, win_tiles, win_pixels, act_step;
   logic        win_bad;
+
+  // vector: the operation, its kind, the buffer rows a row of a, b and the result takes, the
+  // result's rows, and the three ranges.
+  vector_op_e   vop;
+  vector_kind_e vkind;
+  logic [63:0]  vb, vwa, vwb, vwo, vout, va_hi, vb_hi, vd_hi;
+  logic         vuses_b;
+  assign vop     = vector_op_e'(head.aux[OpdVectorOpLsb+:OpdVectorOpBits]);
+  assign vkind   = VectorKind(vop);
+  assign vb      = 64'(head.aux[OpdVectorBLsb+:OpdVectorBBits]);
+  assign vwa     = head.flags[FlagA32] ? 64'd2 : 64'd1;
+  assign vwb     = head.flags[FlagB32] ? 64'd2 : 64'd1;
+  assign vwo     = head.flags[FlagO32] ? 64'd2 : 64'd1;
+  assign vuses_b = vkind == VkBinary || vkind == VkSelect;
+  assign vout    = vkind == VkRows ? 64'd1 : 64'(head.length);
+  assign va_hi   = 64'(head.src) + 64'(head.length) * vwa;
+  assign vb_hi   = vb + (head.flags[FlagBcast] ? 64'd1 : 64'(head.length)) * vwb;
+  assign vd_hi   = 64'(head.dst) + vout * vwo;
 
   // The program's format: int8 from reset, bf16 once a set_format dtype=bf16 has issued.
   logic        bf16_q;
@@ -345,6 +374,34 @@ module tpu_controller
         fp.par_lo  = 32'(aux[OpdActivateParamsLsb+:OpdActivateParamsBits]);
         fp.par_hi  = 32'(aux[OpdActivateParamsLsb+:OpdActivateParamsBits]) + 32'd1;
       end
+      OpVector: begin
+        // No reserved flag or operation; no b without an operation that takes one; the
+        // result's rows the same as an operand's or apart from them (b's one row apart).
+        if ((flags & ~8'((1 << FlagA32) | (1 << FlagB32) | (1 << FlagO32) | (1 << FlagBcast))) != '0 ||
+            32'(vop) >= NumVectorOps || len == '0 ||
+            (!vuses_b && (flags[FlagB32] || flags[FlagBcast] || vb != '0)))
+          check = StatusBadOperand;
+        else
+          check = first_error(first_error(range_check(src, len * vwa, 64'(UbDepth)),
+                                          range_check(vuses_b ? vb : '0,
+                                                      vuses_b ? vb_hi - vb : 64'd1, 64'(UbDepth))),
+                              range_check(dst, vd_hi - dst, 64'(UbDepth)));
+        if (check == StatusOk &&
+            (!same_or_apart(dst, vd_hi, src, va_hi) ||
+             (vuses_b && (flags[FlagBcast] ? !(vd_hi <= vb || vb_hi <= dst)
+                                           : !same_or_apart(dst, vd_hi, vb, vb_hi)))))
+          check = StatusBadOperand;
+        fp.ub_use  = 1'b1;
+        fp.ub_wr   = 1'b1;
+        fp.ub_lo   = 32'(dst);
+        fp.ub_hi   = 32'(vd_hi);
+        fp.ub2_use = 1'b1;
+        fp.ub2_lo  = 32'(src);
+        fp.ub2_hi  = 32'(va_hi);
+        fp.ub3_use = vuses_b;
+        fp.ub3_lo  = 32'(vb);
+        fp.ub3_hi  = 32'(vb_hi);
+      end
       OpWriteHost: begin
         if (flags != '0 || len == '0) check = StatusBadOperand;
         else check = first_error(range_check(src, len, 64'(UbDepth)),
@@ -362,13 +419,15 @@ module tpu_controller
         (!bf16_q || (op == OpSetResidual && flags[FlagProduct]) ||
          (op == OpActivate && (flags[FlagSigmoid] || flags[FlagTanh]))))
       check = StatusWrongFormat;
+    // An int8 chip has no float32 vector unit.
+    if (!Bf16 && op == OpVector) check = StatusWrongFormat;
   end
 
   // Footprints of the instructions the units are running (valid while a unit is busy),
   // each weight DMA's (the unified-buffer rows a load_weights reads; none for read_weights)
   // and, per matrix unit, the accumulator rows of finished matmuls whose last rows are still
   // in the array (for 2 N cycles after the last row entered: then it has landed).
-  footprint_t hdma_fp_q, act_fp_q;
+  footprint_t hdma_fp_q, act_fp_q, vec_fp_q;
   footprint_t [Mxus-1:0] mxu_fp_q, drain_fp_q, wdma_fp_q;
   logic [Mxus-1:0][31:0] drain_left_q;
   logic [Mxus-1:0]       draining;
@@ -380,15 +439,17 @@ module tpu_controller
     ub_hazard  = 1'b0;
     acc_hazard = 1'b0;
     par_hazard = 1'b0;
-    for (int u = 0; u < 2 + 3 * int'(Mxus); u++) begin
+    for (int u = 0; u < 3 + 3 * int'(Mxus); u++) begin
       footprint_t o;
       logic       busy, same;
       // 0: host DMA, 1: activation unit, then each matrix unit's feeder and drain, then
-      // each weight DMA.
+      // each weight DMA, then the vector unit.
       o    = (u == 0) ? hdma_fp_q : (u == 1) ? act_fp_q
+           : (u == 2 + 3 * int'(Mxus)) ? vec_fp_q
            : (u >= 2 + 2 * int'(Mxus)) ? wdma_fp_q[u - 2 - 2 * int'(Mxus)]
            : (u % 2 == 0) ? mxu_fp_q[(u - 2) / 2] : drain_fp_q[(u - 2) / 2];
       busy = (u == 0) ? hdma_busy_i : (u == 1) ? act_busy_i
+           : (u == 2 + 3 * int'(Mxus)) ? vec_busy_i
            : (u >= 2 + 2 * int'(Mxus)) ? wdma_busy_i[u - 2 - 2 * int'(Mxus)]
            : (u % 2 == 0) ? feed_busy_i[(u - 2) / 2] : draining[(u - 2) / 2];
       // A unit's own earlier instructions run in order (matmul after matmul); a matmul
@@ -402,6 +463,10 @@ module tpu_controller
             overlaps(fp.ub2_lo, fp.ub2_hi, o.ub_lo, o.ub_hi)) ub_hazard = 1'b1;
         if (fp.ub_use && fp.ub_wr && o.ub2_use &&
             overlaps(fp.ub_lo, fp.ub_hi, o.ub2_lo, o.ub2_hi)) ub_hazard = 1'b1;
+        if (fp.ub3_use && o.ub_use && o.ub_wr &&
+            overlaps(fp.ub3_lo, fp.ub3_hi, o.ub_lo, o.ub_hi)) ub_hazard = 1'b1;
+        if (fp.ub_use && fp.ub_wr && o.ub3_use &&
+            overlaps(fp.ub_lo, fp.ub_hi, o.ub3_lo, o.ub3_hi)) ub_hazard = 1'b1;
         if (fp.acc_use && o.acc_use && (fp.acc_wr || o.acc_wr) && fp.acc_mxu == o.acc_mxu &&
             overlaps(fp.acc_lo, fp.acc_hi, o.acc_lo, o.acc_hi)) acc_hazard = 1'b1;
         if (fp.par_use && o.par_use && (fp.par_wr || o.par_wr) &&
@@ -419,7 +484,8 @@ module tpu_controller
   logic [3:0] feed_busy4, wdma_busy4;  // feed_busy_i and wdma_busy_i, indexable by any mxu=
   assign feed_busy4 = 4'(feed_busy_i);
   assign wdma_busy4 = 4'(wdma_busy_i);
-  assign all_idle = !hdma_busy_i && wdma_busy_i == '0 && mxu_busy_i == '0 && !act_busy_i;
+  assign all_idle = !hdma_busy_i && wdma_busy_i == '0 && mxu_busy_i == '0 && !act_busy_i &&
+                    !vec_busy_i;
 
   // A barrier goes when every core of its mask has arrived (this one included: it has).
   logic [15:0] arrived;
@@ -435,6 +501,7 @@ module tpu_controller
       OpReadWeights, OpLoadWeights: unit_busy = wdma_busy4[mxu];
       OpMatmul:                unit_busy = feed_busy4[mxu];
       OpActivate:              unit_busy = act_busy_i;
+      OpVector:                unit_busy = vec_busy_i;
       default:                 unit_busy = 1'b0;
     endcase
   end
@@ -468,13 +535,14 @@ module tpu_controller
   assign wdma_start_o = go && (op == OpReadWeights || op == OpLoadWeights);
   assign feed_start_o = go && (op == OpMatmul);
   assign act_start_o  = go && (op == OpActivate);
+  assign vec_start_o  = go && (op == OpVector);
 
   // Next state: a failed check halts the chip with its status; an issued instruction
   // counts, hands its footprint to its unit, and halt stops the chip.
   logic        halted_d;
   status_e     status_d;
   logic [31:0] error_pc_d, retired_d;
-  footprint_t  hdma_fp_d, act_fp_d;
+  footprint_t  hdma_fp_d, act_fp_d, vec_fp_d;
   footprint_t [Mxus-1:0] mxu_fp_d, drain_fp_d, wdma_fp_d;
   logic [Mxus-1:0][31:0] drain_left_d;
   window_t     win_d;
@@ -487,6 +555,7 @@ module tpu_controller
     retired_d  = retired_q;
     hdma_fp_d  = hdma_fp_q;
     act_fp_d   = act_fp_q;
+    vec_fp_d   = vec_fp_q;
     mxu_fp_d   = mxu_fp_q;
     wdma_fp_d  = wdma_fp_q;
     if (!halted_q && !iq_empty && check != StatusOk) begin
@@ -504,6 +573,7 @@ module tpu_controller
     end
     if (hdma_start_o) hdma_fp_d = fp;
     if (act_start_o) act_fp_d = fp;
+    if (vec_start_o) vec_fp_d = fp;
     // When a matmul's last row enters its array, its accumulator rows pass to that unit's
     // drain footprint (put together with those of its earlier matmuls still draining).
     drain_fp_d = drain_fp_q;
@@ -533,6 +603,7 @@ module tpu_controller
       retired_q  <= '0;
       hdma_fp_q  <= '0;
       act_fp_q   <= '0;
+      vec_fp_q   <= '0;
       mxu_fp_q   <= '0;
       wdma_fp_q  <= '0;
       drain_fp_q <= '0;
@@ -547,6 +618,7 @@ module tpu_controller
       retired_q  <= retired_d;
       hdma_fp_q  <= hdma_fp_d;
       act_fp_q   <= act_fp_d;
+      vec_fp_q   <= vec_fp_d;
       mxu_fp_q   <= mxu_fp_d;
       wdma_fp_q  <= wdma_fp_d;
       drain_fp_q <= drain_fp_d;
@@ -558,7 +630,8 @@ module tpu_controller
   end
 
   // An instruction starts one unit, and only one instruction issues per cycle.
-  `TPU_ASSERT(OneUnitStarts, $onehot0({hdma_start_o, wdma_start_o, feed_start_o, act_start_o}),
+  `TPU_ASSERT(OneUnitStarts, $onehot0({hdma_start_o, wdma_start_o, feed_start_o, act_start_o,
+                                        vec_start_o}),
               $error("tpu_controller: two units started in one cycle"))
 
   assign halted_o   = halted_q;

@@ -227,6 +227,200 @@ package tpu_pkg;
     return Bf16Round(Fp32Min(y, hi));
   endfunction
 
+  // ---------------------------------------------------------------- the vector unit's float32
+  // (docs/vpu.md, "Float32 arithmetic"; arith/fp32.h is the same in C++.)
+
+  // A NaN becomes the one NaN and a subnormal a zero of its sign.
+  function automatic logic [31:0] Fp32Canon(logic [31:0] x);
+    return Fp32IsNan(x[30:0]) ? Fp32Nan : Fp32Daz(x);
+  endfunction
+
+  // A finite nonzero result sig / 2^26 x 2^(e - 127) (sig's bit 26 set, bit 0 sticky) rounded
+  // to nearest even; above the range an infinity; below it rounded on the subnormal grid
+  // as IEEE 754 does, then a zero of its sign unless that rounded up to 2^-126.
+  function automatic logic [31:0] Fp32Pack(logic sign, logic signed [11:0] e_in,
+                                           logic [26:0] sig);
+    logic signed [11:0] e;
+    logic [26:0] s;
+    logic [24:0] r;
+    logic [4:0]  sh;
+    e = e_in;
+    if (e >= 12'sd1) begin
+      r = {1'b0, sig[26:3]} + 25'(sig[2] && (sig[1] || sig[0] || sig[3]));
+      if (r[24]) begin
+        r = r >> 1;
+        e = e + 12'sd1;
+      end
+      if (e >= 12'sd255) return {sign, 8'hff, 23'h0};
+      return {sign, e[7:0], r[22:0]};
+    end
+    sh = (e < -12'sd25) ? 5'd27 : 5'(12'sd1 - e);
+    s  = (sig >> sh) | 27'(|(sig & ((27'd1 << sh) - 27'd1)));
+    r  = {1'b0, s[26:3]} + 25'(s[2] && (s[1] || s[0] || s[3]));
+    return r[23] ? {sign, 8'h01, 23'h0} : {sign, 31'h0};
+  endfunction
+
+  // a x b, one rounding; 0 x infinity is NaN.
+  function automatic logic [31:0] Fp32Mul(logic [31:0] a_in, logic [31:0] b_in);
+    logic [31:0] a, b;
+    logic        sign;
+    logic [47:0] p;
+    a    = Fp32Daz(a_in);
+    b    = Fp32Daz(b_in);
+    sign = a[31] ^ b[31];
+    if (Fp32IsNan(a[30:0]) || Fp32IsNan(b[30:0])) return Fp32Nan;
+    if (Fp32IsInf(a[30:0]) || Fp32IsInf(b[30:0]))
+      return (a[30:0] == '0 || b[30:0] == '0) ? Fp32Nan : {sign, 8'hff, 23'h0};
+    if (a[30:0] == '0 || b[30:0] == '0) return {sign, 31'h0};
+    p = {24'h0, 1'b1, a[22:0]} * {24'h0, 1'b1, b[22:0]};
+    if (p[47])
+      return Fp32Pack(sign, 12'(a[30:23]) + 12'(b[30:23]) - 12'sd126, {p[47:22], |p[21:0]});
+    return Fp32Pack(sign, 12'(a[30:23]) + 12'(b[30:23]) - 12'sd127, {p[46:21], |p[20:0]});
+  endfunction
+
+  // a / b, one rounding: x / 0 an infinity of the quotient's sign, 0 / 0 and inf / inf NaN.
+  function automatic logic [31:0] Fp32Div(logic [31:0] a_in, logic [31:0] b_in);
+    logic [31:0] a, b;
+    logic        sign, a_zero, b_zero;
+    logic [50:0] num, rem;
+    logic [27:0] q;  // below 2^28
+    logic signed [11:0] e;
+    a      = Fp32Daz(a_in);
+    b      = Fp32Daz(b_in);
+    sign   = a[31] ^ b[31];
+    a_zero = a[30:0] == '0;
+    b_zero = b[30:0] == '0;
+    if (Fp32IsNan(a[30:0]) || Fp32IsNan(b[30:0]) || (a_zero && b_zero) ||
+        (Fp32IsInf(a[30:0]) && Fp32IsInf(b[30:0]))) return Fp32Nan;
+    if (Fp32IsInf(a[30:0]) || b_zero) return {sign, 8'hff, 23'h0};
+    if (Fp32IsInf(b[30:0]) || a_zero) return {sign, 31'h0};
+    num = {3'b001, a[22:0], 25'h0} << 2;  // 1.a x 2^50: the quotient has 27 or 28 bits
+    q   = 28'(num / 51'({1'b1, b[22:0]}));
+    rem = num % 51'({1'b1, b[22:0]});
+    e   = 12'(a[30:23]) - 12'(b[30:23]);
+    if (q[27]) return Fp32Pack(sign, e + 12'sd127, {q[27:2], q[1] | q[0] | (rem != '0)});
+    return Fp32Pack(sign, e + 12'sd126, {q[26:1], q[0] | (rem != '0)});
+  endfunction
+
+  // The square root, one rounding: sqrt(-0) = -0, of anything below zero NaN.
+  function automatic logic [31:0] Fp32Sqrt(logic [31:0] a_in);
+    logic [31:0] a;
+    logic [63:0] m, rem, root, trial;
+    logic signed [11:0] ex;
+    a = Fp32Daz(a_in);
+    if (Fp32IsNan(a[30:0])) return Fp32Nan;
+    if (a[30:0] == '0) return a;
+    if (a[31]) return Fp32Nan;
+    if (Fp32IsInf(a[30:0])) return a;
+    ex = 12'(a[30:23]) - 12'sd127;
+    // An even exponent: the significand x 2^29; odd: x 2^30 (a root of 27 bits either way).
+    m    = {40'h0, 1'b1, a[22:0]} << (ex[0] ? 30 : 29);
+    rem  = '0;
+    root = '0;
+    for (int i = 26; i >= 0; i--) begin
+      rem   = (rem << 2) | ((m >> (2 * i)) & 64'd3);
+      trial = (root << 2) | 64'd1;
+      if (rem >= trial) begin
+        rem  = rem - trial;
+        root = (root << 1) | 64'd1;
+      end else begin
+        root = root << 1;
+      end
+    end
+    return Fp32Pack(1'b0, (ex >>> 1) + 12'sd127, {root[26:1], root[0] | (rem != '0)});
+  endfunction
+
+  // Ordered comparisons (false with a NaN; +0 equals -0), as masks: 1.0 or +0.
+  function automatic logic Fp32Lt(logic [31:0] a_in, logic [31:0] b_in);
+    logic [31:0] a, b, ka, kb;
+    a = Fp32Daz(a_in);
+    b = Fp32Daz(b_in);
+    if (Fp32IsNan(a[30:0]) || Fp32IsNan(b[30:0])) return 1'b0;
+    if (a[30:0] == '0 && b[30:0] == '0) return 1'b0;
+    ka = a[31] ? ~a : {1'b1, a[30:0]};
+    kb = b[31] ? ~b : {1'b1, b[30:0]};
+    return ka < kb;
+  endfunction
+
+  function automatic logic Fp32Eq(logic [31:0] a_in, logic [31:0] b_in);
+    logic [31:0] a, b;
+    a = Fp32Daz(a_in);
+    b = Fp32Daz(b_in);
+    if (Fp32IsNan(a[30:0]) || Fp32IsNan(b[30:0])) return 1'b0;
+    return a == b || (a[30:0] == '0 && b[30:0] == '0);
+  endfunction
+
+  // The integer nearest t (ties to even), t finite and below 2^23 in magnitude.
+  function automatic logic signed [31:0] Fp32NearestInt(logic [31:0] t);
+    logic signed [11:0] ex;
+    logic [31:0] m, ip, frac, half;
+    logic [4:0]  sh;
+    ex = 12'(t[30:23]) - 12'sd127;
+    if (t[30:23] == 8'h00 || ex < -12'sd1) return '0;
+    m    = {8'h0, 1'b1, t[22:0]};
+    sh   = 5'(12'sd23 - ex);
+    ip   = m >> sh;
+    frac = m & ((32'd1 << sh) - 32'd1);
+    half = 32'd1 << (sh - 5'd1);
+    if (frac > half || (frac == half && ip[0])) ip = ip + 32'd1;
+    return t[31] ? -$signed(ip) : $signed(ip);
+  endfunction
+
+  // The integer n (below 2^24 in magnitude) as a float32, exactly; a zero has the sign `neg`.
+  function automatic logic [31:0] Fp32OfInt(logic signed [31:0] n, logic neg);
+    logic [31:0] mag;
+    logic [4:0]  k;
+    if (n == '0) return {neg, 31'h0};
+    mag = n[31] ? 32'(-n) : 32'(n);
+    k   = '0;
+    for (int i = 0; i < 24; i++) if (mag[i]) k = 5'(i);
+    return {n[31], 8'(8'd127 + 8'(k)), 23'(mag << (5'd23 - k))};
+  endfunction
+
+  // e^x by the algorithm of docs/vpu.md: n the integer nearest x log2(e), r = (x - n ln2_hi)
+  // - n ln2_lo, the Taylor polynomial of degree 7 in r by Horner's rule, then the exact
+  // scalings by 2^h and 2^(n - h), h = n / 2.
+  function automatic logic [31:0] Fp32Exp(logic [31:0] x_in);
+    logic [31:0] x, t, n, r, p;
+    logic signed [31:0] ni, h;
+    logic [7:0][31:0] taylor;
+    x = Fp32Daz(x_in);
+    if (Fp32IsNan(x[30:0])) return Fp32Nan;
+    if (Fp32Lt(32'h42b2_0000, x)) return 32'h7f80_0000;  // above 89
+    if (Fp32Lt(x, 32'hc2d0_0000)) return 32'h0;          // below -104
+    taylor = {Fp32ExpTaylor7, Fp32ExpTaylor6, Fp32ExpTaylor5, Fp32ExpTaylor4, Fp32ExpTaylor3,
+              Fp32ExpTaylor2, Fp32ExpTaylor1, Fp32ExpTaylor0};
+    t  = Fp32Mul(x, Fp32ExpLog2e);
+    ni = Fp32NearestInt(t);
+    n  = Fp32OfInt(ni, t[31]);
+    r  = Fp32Add(x, Fp32Mul(n, Fp32ExpLn2Hi) ^ 32'h8000_0000);
+    r  = Fp32Add(r, Fp32Mul(n, Fp32ExpLn2Lo) ^ 32'h8000_0000);
+    p  = taylor[0];
+    for (int k = 1; k < 8; k++) p = Fp32Add(Fp32Mul(p, r), taylor[k]);
+    h = ni / 2;
+    return Fp32Mul(Fp32Mul(p, {1'b0, 8'(h + 127), 23'h0}), {1'b0, 8'(ni - h + 127), 23'h0});
+  endfunction
+
+  // One lane of a vector operation of kind binary, unary or select: a, b and the result
+  // row's old value `old`, all float32 (docs/vpu.md, the vector operation table).
+  function automatic logic [31:0] VectorLane(vector_op_e op, logic [31:0] a, logic [31:0] b,
+                                             logic [31:0] old);
+    unique case (op)
+      VopAdd:    return Fp32Add(a, b);
+      VopSub:    return Fp32Add(a, Fp32Canon(b) ^ {~Fp32IsNan(b[30:0]), 31'h0});
+      VopMul:    return Fp32Mul(a, b);
+      VopMax:    return Fp32Max(a, b);
+      VopMin:    return Fp32Min(a, b);
+      VopLess:   return Fp32Lt(a, b) ? 32'h3f80_0000 : 32'h0;
+      VopEqual:  return Fp32Eq(a, b) ? 32'h3f80_0000 : 32'h0;
+      VopSelect: return Fp32Daz(a) << 1 != '0 ? Fp32Canon(b) : Fp32Canon(old);
+      VopExp:    return Fp32Exp(a);
+      VopRecip:  return Fp32Div(32'h3f80_0000, a);
+      VopRsqrt:  return Fp32Div(32'h3f80_0000, Fp32Sqrt(a));
+      default:   return Fp32Canon(a);  // copy
+    endcase
+  endfunction
+
   // What `set_window pad_min` pads with: the most negative operand, -128 in int8; in bf16
   // the most negative finite value, -(2 - 2^-7) x 2^127 (not -infinity, whose product with
   // a 0 weight would be NaN).

@@ -28,6 +28,7 @@ module tpu_top
   parameter int unsigned IqDepth = 16,      // instruction queue entries
   parameter bit          CompactArray = 1'b0,  // the compact array form (see tpu_mxu)
   parameter int unsigned Mxus = 1,          // matrix units, 1 .. 4
+  parameter int unsigned VectorSublanes = 1,  // the vector unit's rows a cycle (bf16 chips)
   parameter int unsigned Cores = 1,         // cores of the chip (a barrier's mask)
   parameter int unsigned CoreId = 0,        // this core's number on it
   localparam int unsigned RowWidth = ArrayDim * InputWidth
@@ -89,8 +90,8 @@ module tpu_top
   instr_t  cmd;
   window_t window;
   residual_t residual;
-  logic    hdma_start, wdma_start, feed_start, act_start;
-  logic    hdma_busy, act_busy;
+  logic    hdma_start, wdma_start, feed_start, act_start, vec_start;
+  logic    hdma_busy, act_busy, vec_busy;
   logic [Mxus-1:0] wdma_busy, feed_busy, mxu_busy, mxu_last;
   logic    halted;
   status_e status;
@@ -121,6 +122,7 @@ module tpu_top
     .mxu_busy_i   (mxu_busy),
     .mxu_last_i   (mxu_last),
     .act_busy_i   (act_busy),
+    .vec_busy_i   (vec_busy),
     .arrived_i,
     .at_barrier_o,
     .cmd_o        (cmd),
@@ -130,6 +132,7 @@ module tpu_top
     .wdma_start_o (wdma_start),
     .feed_start_o (feed_start),
     .act_start_o  (act_start),
+    .vec_start_o  (vec_start),
     .halted_o     (halted),
     .status_o     (status),
     .error_pc_o   (error_pc),
@@ -149,12 +152,23 @@ module tpu_top
   logic [Mxus-1:0][ArrayDim-1:0][UbAddrWidth-1:0]       ub_g_row;
   logic [Mxus-1:0][ArrayDim-1:0][$clog2(ArrayDim)-1:0] ub_g_lane;
   logic [Mxus-1:0][ArrayDim-1:0]            ub_g_zero;
+  // The vector unit's ports (tpu_vector_unit): three reads and a write, each VecRows wide.
+  localparam int unsigned VecRows = 2 * VectorSublanes;
+  logic [2:0]                               ub_vr_en;
+  logic [2:0][UbAddrWidth-1:0]              ub_vr_addr;
+  logic [2:0][31:0]                         vec_rd_rows;
+  operand_t [2:0][VecRows-1:0][ArrayDim-1:0] ub_vr_data;
+  logic                                     ub_vw_en;
+  logic [UbAddrWidth-1:0]                   ub_vw_addr;
+  logic [31:0]                              ub_vw_rows;
+  operand_t [VecRows-1:0][ArrayDim-1:0]      ub_vw_data;
 
   tpu_unified_buffer #(
     .Format(Format),
     .ArrayDim(ArrayDim),
     .Depth   (UbDepth),
-    .Feeders (Mxus)
+    .Feeders (Mxus),
+    .VecRows (VecRows)
   ) u_unified_buffer (
     .clk_i,
     .rst_ni,
@@ -180,7 +194,14 @@ module tpu_top
     .wr0_data_i(ub_wr0_data),
     .wr1_en_i  (ub_wr1_en),
     .wr1_addr_i(ub_wr1_addr),
-    .wr1_data_i(ub_wr1_data)
+    .wr1_data_i(ub_wr1_data),
+    .vr_en_i   (ub_vr_en),
+    .vr_addr_i (ub_vr_addr),
+    .vr_data_o (ub_vr_data),
+    .vw_en_i   (ub_vw_en),
+    .vw_addr_i (ub_vw_addr),
+    .vw_rows_i (ub_vw_rows),
+    .vw_data_i (ub_vw_data)
   );
 
   // ---------------------------------------------------------------- host DMA
@@ -427,6 +448,42 @@ module tpu_top
     .vpu_out_o     (vpu_out)
   );
 
+  // ---------------------------------------------------------------- vector unit
+  // A bf16 chip's float32 vector unit; an int8 chip has none (the controller refuses
+  // `vector` there with wrong-format).
+  if (Format == DtypeBf16) begin : g_vector
+    tpu_vector_unit #(
+      .ArrayDim(ArrayDim),
+      .UbDepth (UbDepth),
+      .Sublanes(VectorSublanes)
+    ) u_vector (
+      .clk_i,
+      .rst_ni,
+      .start_i  (vec_start),
+      .cmd_i    (cmd),
+      .busy_o   (vec_busy),
+      .rd_en_o  (ub_vr_en),
+      .rd_addr_o(ub_vr_addr),
+      .rd_rows_o(vec_rd_rows),
+      .rd_data_i(ub_vr_data),
+      .wr_en_o  (ub_vw_en),
+      .wr_addr_o(ub_vw_addr),
+      .wr_rows_o(ub_vw_rows),
+      .wr_data_o(ub_vw_data)
+    );
+  end else begin : g_no_vector
+    assign vec_busy    = 1'b0;
+    assign ub_vr_en    = '0;
+    assign ub_vr_addr  = '0;
+    assign vec_rd_rows = '0;
+    assign ub_vw_en    = 1'b0;
+    assign ub_vw_addr  = '0;
+    assign ub_vw_rows  = '0;
+    assign ub_vw_data  = '0;
+    logic unused_vec;
+    assign unused_vec = vec_start ^ (^ub_vr_data);
+  end
+
   // ---------------------------------------------------------------- counters
   logic [NumCounters-1:0][31:0] inc;
   counter_t                     cnt_q[NumCounters];
@@ -448,6 +505,7 @@ module tpu_top
     inc[CntBusyWeightDma]          = 32'(wdma_busy != '0);
     inc[CntBusyMatrix]             = 32'(mxu_busy != '0);
     inc[CntBusyActivate]           = 32'(act_busy);
+    inc[CntBusyVector]             = 32'(vec_busy);
     // Every cycle of the matrix units is exactly one of these five (mxu_cycle).
     unique case (mxu_cycle)
       MxuStream: inc[CntMxuStreamCycles] = 32'd1;
@@ -470,8 +528,10 @@ module tpu_top
     inc[CntWeightMemStall]         = 32'(wm_stall != '0);
     inc[CntUbReads]                = 32'($countones(ub_rd0_en)) + 32'($countones(ub_rd3_en)) +
                                      32'(ub_rd1_en) +
-                                     32'(ub_rd2_en) + 32'($countones(ub_g_en));
-    inc[CntUbWrites]               = 32'(ub_wr0_en) + 32'(ub_wr1_en);
+                                     32'(ub_rd2_en) + 32'($countones(ub_g_en)) +
+                                     vec_rd_rows[0] + vec_rd_rows[1] + vec_rd_rows[2];
+    inc[CntUbWrites]               = 32'(ub_wr0_en) + 32'(ub_wr1_en) +
+                                     (ub_vw_en ? ub_vw_rows : 32'd0);
     inc[CntAccReads]               = 32'(acc_rd_en);
     inc[CntAccWrites]              = 32'($countones(out_valid));
     inc[CntWeightFifoPushes]       = 32'($countones(wfifo_push));
@@ -508,7 +568,7 @@ module tpu_top
       progress_q <= (issue == IssueFire) || instr_valid_i && instr_ready_o || hm_fire ||
                     hm_resp_valid_i || wm_fire != '0 || wm_resp_valid_i != '0 || a_fire != '0 ||
                     w_fire != '0 || out_valid != '0 || acc_rd_en || vpu_out ||
-                    ub_rd3_en != '0 || wfifo_push != '0;
+                    ub_rd3_en != '0 || wfifo_push != '0 || ub_vr_en != '0 || ub_vw_en;
       issue_q    <= issue;
     end
   end
@@ -521,6 +581,7 @@ module tpu_top
   assign unit_busy_o[UnitWeightDma] = wdma_busy != '0;
   assign unit_busy_o[UnitMatrix]    = mxu_busy != '0;
   assign unit_busy_o[UnitActivate]  = act_busy;
+  assign unit_busy_o[UnitVector]    = vec_busy;
   assign mxu_busy_o     = 4'(mxu_busy);  // Mxus <= 4: the bits above its units are 0
   assign wait_weights_o = wait_w != '0;
   assign obs_o          = {wdma_fifo_stall != '0, wm_stall != '0, hm_stall, mxu_cycle};
@@ -539,6 +600,7 @@ module tpu_top
       RegIqDepth:    reg_data_o = 64'(IqDepth);
       RegDtype:      reg_data_o = 64'(Format);
       RegMxus:       reg_data_o = 64'(Mxus);
+      RegVectorSublanes: reg_data_o = 64'(VectorSublanes);
       default: begin
         if (32'(reg_addr_i) >= RegFirstCounter &&
             32'(reg_addr_i) < RegFirstCounter + NumCounters) begin

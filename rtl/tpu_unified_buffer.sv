@@ -1,5 +1,5 @@
 // Unified buffer: Depth rows of ArrayDim int8 values, the on-chip home of activations.
-// Four kinds of read port (a matrix feeder's and a weight DMA's, one each per matrix unit;
+// The vector unit (bf16 chips) has ports of its own, VecRows rows wide (below). Four kinds of read port (a matrix feeder's and a weight DMA's, one each per matrix unit;
 // the host DMA writing results out; the activation unit reading residual rows) and two write ports (the host DMA reading inputs in; the
 // VPU), each one row per cycle; reads have one cycle of latency. A gather port (a feeder's
 // window stage, one per matrix unit) reads one byte per
@@ -16,6 +16,7 @@ module tpu_unified_buffer
   parameter int unsigned ArrayDim = 4,
   parameter int unsigned Depth = 1024,  // rows, 2 .. 2^24
   parameter int unsigned Feeders = 1,   // read ports 0 and gather ports: one per matrix unit
+  parameter int unsigned VecRows = 2,   // rows of each vector port (tpu_vector_unit: 2 x Sublanes)
   localparam int unsigned AddrWidth = $clog2(Depth),
   localparam int unsigned LaneWidth = $clog2(ArrayDim)
 ) (
@@ -50,7 +51,17 @@ module tpu_unified_buffer
   // write port 1: VPU (activate)
   input  logic                    wr1_en_i,
   input  logic [AddrWidth-1:0]    wr1_addr_i,
-  input  operand_t [ArrayDim-1:0] wr1_data_i
+  input  operand_t [ArrayDim-1:0] wr1_data_i,
+  // the vector unit's ports: three reading VecRows rows from an address, one writing
+  // vw_rows_i rows from one (rows past the buffer's end read as 0; the controller's checks
+  // keep the rows used inside it)
+  input  logic [2:0]                               vr_en_i,
+  input  logic [2:0][AddrWidth-1:0]                vr_addr_i,
+  output operand_t [2:0][VecRows-1:0][ArrayDim-1:0] vr_data_o,
+  input  logic                                     vw_en_i,
+  input  logic [AddrWidth-1:0]                     vw_addr_i,
+  input  logic [31:0]                              vw_rows_i,
+  input  operand_t [VecRows-1:0][ArrayDim-1:0]      vw_data_i
 );
 
   operand_t [ArrayDim-1:0] mem_q[Depth];
@@ -63,6 +74,14 @@ module tpu_unified_buffer
               $error("tpu_unified_buffer: a row address at or beyond %0d", Depth))
 
   always_ff @(posedge clk_i) begin
+    for (int k = 0; k < int'(VecRows); k++)
+      if (vw_en_i && 32'(k) < vw_rows_i && 32'(vw_addr_i) + 32'(k) < Depth)
+        mem_q[AddrWidth'(32'(vw_addr_i) + 32'(k))] <= vw_data_i[k];
+    for (int p = 0; p < 3; p++)
+      for (int k = 0; k < int'(VecRows); k++)
+        if (vr_en_i[p])
+          vr_data_o[p][k] <= 32'(vr_addr_i[p]) + 32'(k) < Depth
+                           ? mem_q[AddrWidth'(32'(vr_addr_i[p]) + 32'(k))] : '0;
     if (wr0_en_i) mem_q[wr0_addr_i] <= wr0_data_i;
     if (wr1_en_i) mem_q[wr1_addr_i] <= wr1_data_i;
     if (rd1_en_i) rd1_data_o <= mem_q[rd1_addr_i];

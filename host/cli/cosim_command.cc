@@ -62,6 +62,7 @@ nlohmann::json SummaryJson(const cosim::CosimSummary& s) {
           {"programs", s.programs},
           {"mismatches", s.mismatches},
           {"endings", s.endings},
+          {"executed", s.executed},
           {"rtl_seconds", s.rtl_seconds},
           {"fast_seconds", s.fast_seconds},
           {"first_mismatch", s.first_mismatch}};
@@ -111,11 +112,16 @@ std::string SummaryLine(const nlohmann::json& s) {
   for (const auto& [k, v] : s["endings"].items()) {
     endings += (endings.empty() ? "" : ", ") + fmt::format("{} {}", k, v.get<uint64_t>());
   }
-  return fmt::format("  {:<24} {:>6} programs, {} mismatches ({}); rtl {:.2f} s, fast {:.2f} s\n",
+  std::string executed;
+  const nlohmann::json done = s.value("executed", nlohmann::json::object());
+  for (const auto& [k, v] : done.items())
+    executed += (executed.empty() ? "" : ", ") + fmt::format("{} {}", k, v.get<uint64_t>());
+  if (!executed.empty()) executed = "      executed: " + executed + "\n";
+  return fmt::format("  {:<24} {:>6} programs, {} mismatches ({}); rtl {:.2f} s, fast {:.2f} s\n{}",
                      fmt::format("{} ({} x {}{})", s["config"].get<std::string>(),
                                  s["array_dim"].get<int>(), s["array_dim"].get<int>(), format),
                      s["programs"].get<uint64_t>(), s["mismatches"].get<uint64_t>(), endings,
-                     s["rtl_seconds"].get<double>(), s["fast_seconds"].get<double>());
+                     s["rtl_seconds"].get<double>(), s["fast_seconds"].get<double>(), executed);
 }
 
 // One config in this process (the SystemC kernel allows one RTL system per process).

@@ -112,7 +112,7 @@ class CoreWatch final : public engine::CycleObserver {
  public:
   CoreWatch(const config::TpuConfig& c, int words)
       : timeline_(c.clock_mhz, c.mxus_per_core),
-        attribution_(words, c.array_dim, hw::ElementBytes(c.dtype)) {
+        attribution_(words, c.array_dim, hw::ElementBytes(c.dtype), c.vector_sublanes) {
     std::vector<int32_t> each(static_cast<size_t>(words));
     for (int i = 0; i < words; ++i) each[static_cast<size_t>(i)] = i;
     attribution_.SetRowOf(each);
@@ -254,6 +254,29 @@ engine::ExecJob ReadMismatch(const std::string& dir, config::TpuConfig* config) 
   return job;
 }
 
+namespace {
+
+// The instructions each core issued (the first `instructions` of its program), by mnemonic
+// and, for vector instructions, by operation.
+void CountExecuted(const engine::ExecJob& job, const engine::ExecResult& r, int cores,
+                   std::map<std::string, uint64_t>* executed) {
+  for (int c = 0; c < cores; ++c) {
+    const isa::Program& p = job.ProgramOf(c);
+    const uint64_t k = std::min<uint64_t>(p.words.size(), r.CountersOf(c).instructions);
+    for (uint64_t i = 0; i < k; ++i) {
+      const isa::Word& w = p.words[static_cast<size_t>(i)];
+      if (!isa::IsKnownOpcode(w[0])) continue;
+      const isa::Instruction in = isa::Decode(w);
+      ++(*executed)[std::string(isa::Mnemonic(in.opcode))];
+      const uint32_t op = hw::kOpdVectorOp.Get(in.aux);
+      if (in.opcode == hw::Opcode::kVector && op < hw::kNumVectorOps)
+        ++(*executed)[std::string("vector ") + hw::kVectorOps[op].name];
+    }
+  }
+}
+
+}  // namespace
+
 CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const CosimOptions& o) {
   const config::TpuConfig& config = rtl.Config();
   CosimSummary s;
@@ -286,6 +309,7 @@ CosimSummary RunCosim(engine::ChipEngine& rtl, engine::ChipEngine& fast, const C
                                    ? std::string("error: ") + hw::Name(out.rtl.chip_status)
                                    : std::string(Name(out.rtl.state));
     ++s.endings[ending];
+    CountExecuted(g.job, out.rtl, config.cores, &s.executed);
     if (!out.difference.empty()) {
       ++s.mismatches;
       if (s.first_mismatch.empty()) {

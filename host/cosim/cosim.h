@@ -43,6 +43,8 @@ struct CosimSummary {
   std::string dtype = "int8";  // the chip's number format
   uint64_t programs = 0, mismatches = 0;
   std::map<std::string, uint64_t> endings;  // halted, error: <status>, watchdog, no-halt
+  // Instructions issued, by mnemonic, and vector instructions by operation ("vector add").
+  std::map<std::string, uint64_t> executed;
   double rtl_seconds = 0, fast_seconds = 0;
   std::string first_mismatch;  // description, folder and replay command
 };

@@ -225,6 +225,41 @@ class ProgramDraw {
          rows, Uniform(0, acc_rows_ - rows), dst,
          hw::kOpdActivateParams.Put(set) | hw::kOpdActivateStride.Put(step == 1 ? 0 : step));
   }
+  // A vector instruction (bf16 chips): any operation, each operand float32 or bfloat16, b
+  // rows or one broadcast row; the result in place over a (a third of them) or anywhere
+  // apart from a and b, as the controller's checks want.
+  void Vector() {
+    const auto op = static_cast<hw::VectorOp>(Uniform(0, hw::kNumVectorOps - 1));
+    const hw::VectorKind kind = hw::Info(op).kind;
+    const bool uses_b = kind == hw::VectorKind::kBinary || kind == hw::VectorKind::kSelect;
+    const int64_t wa = Chance(0.5) ? 2 : 1, wo = Chance(0.5) ? 2 : 1;
+    const int64_t wb = uses_b && Chance(0.5) ? 2 : 1;
+    const bool bcast = uses_b && Chance(0.3);
+    const int64_t most = std::min<int64_t>(64, ub_rows_ / 4);
+    if (most < 1) return;
+    for (int tries = 0; tries < 20; ++tries) {
+      const int64_t rows = Uniform(1, most);
+      const int64_t out_rows = (kind == hw::VectorKind::kRows ? 1 : rows) * wo;
+      const int64_t a = Uniform(0, ub_rows_ - rows * wa), a_hi = a + rows * wa;
+      const int64_t b_span = (bcast ? 1 : rows) * wb;
+      const int64_t b = uses_b ? Uniform(0, ub_rows_ - b_span) : 0, b_hi = b + b_span;
+      const int64_t out =
+          out_rows == rows * wa && Chance(0.3) ? a : Uniform(0, ub_rows_ - out_rows);
+      const int64_t out_hi = out + out_rows;
+      auto same_or_apart = [&](int64_t lo, int64_t hi) {
+        return (lo == out && hi == out_hi) || hi <= out || out_hi <= lo;
+      };
+      if (!same_or_apart(a, a_hi)) continue;
+      if (uses_b && (bcast ? !(b_hi <= out || out_hi <= b) : !same_or_apart(b, b_hi))) continue;
+      const auto flags =
+          static_cast<uint8_t>((wa == 2 ? hw::kFlagA32 : 0) | (wb == 2 ? hw::kFlagB32 : 0) |
+                               (wo == 2 ? hw::kFlagO32 : 0) | (bcast ? hw::kFlagBcast : 0));
+      Emit(Opcode::kVector, flags, rows, a, out,
+           hw::kOpdVectorB.Put(static_cast<uint64_t>(b)) |
+               hw::kOpdVectorOp.Put(static_cast<uint64_t>(op)));
+      return;
+    }
+  }
   void WriteHost() {
     const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, out_bytes_ / row_));
     Emit(Opcode::kWriteHost, 0, rows, Uniform(0, ub_rows_ - rows),
@@ -247,6 +282,7 @@ class ProgramDraw {
   void BadWindow(int which);
   void WrongFormat(int which);
   void BadOperand(int which);
+  void BadVector();
 
   struct Win {
     int64_t h = 0, w = 0, c = 0, p = 0, kh = 0, kw = 0, sy = 0, sx = 0, pt = 0, pl = 0, oh = 0,
@@ -351,7 +387,11 @@ void ProgramDraw::OutOfRange(int which) {
       Emit(Opcode::kActivate, 0, 1, 0, 0, sets + Uniform(0, 9));
       break;
     default:
-      Emit(Opcode::kWriteHost, 0, 1, ub + Uniform(0, 9), 0);
+      if (bf16_ && Chance(0.5))  // a vector instruction's b or result outside the buffer
+        Emit(Opcode::kVector, 0, 1, 0, Chance(0.5) ? ub + Uniform(0, 9) : 0,
+             hw::kOpdVectorB.Put(static_cast<uint64_t>(ub + Uniform(0, 9))));
+      else
+        Emit(Opcode::kWriteHost, 0, 1, ub + Uniform(0, 9), 0);
       break;
   }
 }
@@ -380,7 +420,11 @@ void ProgramDraw::Overflow(int which) {
       Emit(Opcode::kActivate, hw::kFlagPoolMax, 8, acc - 4, 0);
       break;
     default:
-      Emit(Opcode::kWriteHost, 0, 2, 0, host - row_);
+      if (bf16_ && Chance(0.5))  // float32 rows of a past the buffer's end
+        Emit(Opcode::kVector, hw::kFlagA32, 2, ub - 3, 0,
+             hw::kOpdVectorOp.Put(static_cast<uint64_t>(hw::VectorOp::kExp)));
+      else
+        Emit(Opcode::kWriteHost, 0, 2, 0, host - row_);
       break;
   }
 }
@@ -460,7 +504,10 @@ void ProgramDraw::BadOperand(int which) {
         Emit(Opcode::kActivate, hw::kFlagSigmoid | hw::kFlagTanh, 4, 0, 0);
       break;
     case 3:
-      Emit(Opcode::kActivate, hw::kFlagPoolAvg, 6, 0, 0);
+      if (bf16_ && Chance(0.5))
+        BadVector();
+      else
+        Emit(Opcode::kActivate, hw::kFlagPoolAvg, 6, 0, 0);
       break;
     case 4:
       if (Chance(0.5)) {  // sync with a flag, or a barrier waiting for a core past the last
@@ -486,6 +533,18 @@ void ProgramDraw::BadOperand(int which) {
         Emit(Opcode::kLoadWeights, Chance(0.5) ? 0x02 : BadMxuBits(), Chance(0.5) ? 1 : 0, 0, 0);
       break;
   }
+}
+
+// A bad vector instruction: an operation past the table, b for an operation without one,
+// a reserved flag, a result overlapping a without being it.
+void ProgramDraw::BadVector() {
+  const int64_t why = Uniform(0, 3);
+  const uint64_t op = why == 0 ? static_cast<uint64_t>(Uniform(hw::kNumVectorOps, 255))
+                               : static_cast<uint64_t>(hw::VectorOp::kAdd);
+  const uint64_t b = why == 1 ? 1 : 0;
+  Emit(Opcode::kVector, why == 2 ? 0x10 : 0, 4, 0, why == 3 ? 2 : 8,
+       hw::kOpdVectorB.Put(b) |
+           hw::kOpdVectorOp.Put(why == 1 ? static_cast<uint64_t>(hw::VectorOp::kExp) : op));
 }
 
 void ProgramDraw::PutParams(uint8_t* p, int64_t l) {
@@ -599,8 +658,10 @@ void ProgramDraw::Body(const std::string& kind) {
       LaneMatmul(true);
     else if (pick < 58)
       LaneMatmul(false);
-    else if (pick < 78)
+    else if (pick < 70 || (pick < 78 && !bf16_))
       Activate();
+    else if (pick < 78)
+      Vector();
     else if (pick < 92)
       WriteHost();
     else if (pick < 96 && TilesFit())  // sync, or a barrier for any of the chip's cores

@@ -9,9 +9,10 @@
 
 namespace tpu::engine {
 
-CycleAttribution::CycleAttribution(int rows, int n, int element_bytes)
+CycleAttribution::CycleAttribution(int rows, int n, int element_bytes, int sublanes)
     : n_(n),
       element_bytes_(element_bytes),
+      sublanes_(std::max(sublanes, 1)),
       rows_(static_cast<size_t>(std::max(rows, 1))),
       mxu_rows_(rows_.size(), MxuCycles{}) {}
 
@@ -101,10 +102,30 @@ void CycleAttribution::AddEvents(const isa::Program& program) {
         if (in.flags & hw::kFlagResidual) c.ub_reads += len;
         break;
       }
+      case hw::Opcode::kVector:
+        AddVectorEvents(in, &c);
+        break;
       default:
         break;
     }
   }
+}
+
+// A vector instruction's buffer rows (rtl/tpu_vector_unit.sv): a's, b's (a broadcast row
+// once a group of sublanes rows), the result's old rows for select, the rows written.
+void CycleAttribution::AddVectorEvents(const isa::Instruction& in, hw::ChipCounters* c) const {
+  const auto op = static_cast<hw::VectorOp>(hw::kOpdVectorOp.Get(in.aux));
+  if (static_cast<int>(op) >= hw::kNumVectorOps) return;
+  const hw::VectorKind kind = hw::Info(op).kind;
+  const uint64_t len = in.length, wa = in.flags & hw::kFlagA32 ? 2 : 1,
+                 wb = in.flags & hw::kFlagB32 ? 2 : 1, wo = in.flags & hw::kFlagO32 ? 2 : 1;
+  const uint64_t groups =
+      (len + static_cast<uint64_t>(sublanes_) - 1) / static_cast<uint64_t>(sublanes_);
+  c->ub_reads += len * wa;
+  if (kind == hw::VectorKind::kBinary || kind == hw::VectorKind::kSelect)
+    c->ub_reads += (in.flags & hw::kFlagBcast) ? groups * wb : len * wb;
+  if (kind == hw::VectorKind::kSelect) c->ub_reads += len * wo;
+  c->ub_writes += (kind == hw::VectorKind::kRows ? 1 : len) * wo;
 }
 
 void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& obs) {
@@ -124,6 +145,8 @@ void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& ob
     owner = units_[hw::kUnitMatrix].pc;
   } else if (working(hw::kUnitActivate)) {
     owner = units_[hw::kUnitActivate].pc;
+  } else if (working(hw::kUnitVector)) {
+    owner = units_[hw::kUnitVector].pc;
   } else {
     for (int u : {hw::kUnitHostDma, hw::kUnitWeightDma})
       if (working(u)) owner = std::min(owner, units_[static_cast<size_t>(u)].pc);
@@ -140,6 +163,7 @@ void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& ob
   At(unit_pc(hw::kUnitWeightDma)).busy_weight_dma += count * ((obs.busy >> hw::kUnitWeightDma) & 1);
   At(unit_pc(hw::kUnitMatrix)).busy_matrix += count * ((obs.busy >> hw::kUnitMatrix) & 1);
   At(unit_pc(hw::kUnitActivate)).busy_activate += count * ((obs.busy >> hw::kUnitActivate) & 1);
+  At(unit_pc(hw::kUnitVector)).busy_vector += count * ((obs.busy >> hw::kUnitVector) & 1);
   AddMxuBusy(first, count, obs.mxus, owner);
   hw::ChipCounters& mxu = At(unit_pc(hw::kUnitMatrix));
   // The matrix unit's cycle class (hw::MxuCycle) and its counter.

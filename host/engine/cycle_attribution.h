@@ -4,8 +4,9 @@
 //   - the events (MACs, buffer and memory traffic, tiles, rows through the VPU, ...) go to
 //     the row of the instruction that makes them: they follow from its operands alone;
 //   - each cycle goes to one row: that of the matmul the matrix unit works on, else of the
-//     activate the activation unit works on, else of the oldest instruction a DMA unit works
-//     on, else of the instruction the issue stage is at;
+//     activate the activation unit works on, else of the vector instruction the vector unit
+//     works on, else of the oldest instruction a DMA unit works on, else of the instruction
+//     the issue stage is at;
 //   - a unit's busy cycles go to the instruction it works on (each matrix unit's to its own
 //     matmul: MxuBusy); the issue stage's waits to the
 //     instruction that waits; the matrix unit's cycle classes to its matmul (else to the
@@ -27,8 +28,9 @@ namespace tpu::engine {
 class CycleAttribution : public CycleObserver {
  public:
   // `rows` rows on an N x N chip.
-  // n: the array size; element_bytes: an operand's bytes (1 int8, 2 bf16).
-  CycleAttribution(int rows, int n, int element_bytes = 1);
+  // n: the array size; element_bytes: an operand's bytes (1 int8, 2 bf16); sublanes: the
+  // vector unit's rows a cycle (a broadcast operand is read once a group of them).
+  CycleAttribution(int rows, int n, int element_bytes = 1, int sublanes = 1);
   // The rows of the next run's instructions, one per instruction (-1: the row of the next
   // instruction that has one, else of the last one before it).
   void SetRowOf(std::vector<int32_t> row_of);
@@ -58,9 +60,11 @@ class CycleAttribution : public CycleObserver {
   void AddEvents(const isa::Program& program);
   void AddMxuBusy(uint64_t first, uint64_t count, uint8_t busy, uint64_t owner);
   hw::ChipCounters& At(uint64_t pc) { return run_[static_cast<size_t>(RowOf(pc))]; }
+  void AddVectorEvents(const isa::Instruction& in, hw::ChipCounters* c) const;
 
   int n_;
   int element_bytes_;
+  int sublanes_;
   std::vector<hw::ChipCounters> rows_, run_;
   std::vector<MxuCycles> mxu_rows_, mxu_run_;
   std::vector<int32_t> row_of_;

@@ -38,6 +38,10 @@ struct OpSpec {
   Opcode op;
   std::vector<OperandSpec> operands;
   std::vector<FlagSpec> flags;
+  // An operand written as a name (vector op=NAME): its key and bits; names from the
+  // contract's vector operation table.
+  const char* named = nullptr;
+  hw::Operand named_bits = {0, 0};
 };
 
 constexpr uint64_t kU32 = 0xffffffffull;
@@ -127,6 +131,17 @@ const std::vector<OpSpec>& Specs() {
         {"tiles", Field::kLength, 1, kU16},
         Packed("mxu", Field::kFlags, 0, hw::kOpdLoadWeightsMxu, true)},
        {{"transpose", hw::kFlagTranspose}}},
+      {Opcode::kVector,
+       {{"a", Field::kSrc, 0, kRows},
+        {"out", Field::kDst, 0, kRows},
+        {"rows", Field::kLength, 1, kU16},
+        Packed("b", Field::kAux, 0, hw::kOpdVectorB, true)},
+       {{"a32", hw::kFlagA32},
+        {"b32", hw::kFlagB32},
+        {"o32", hw::kFlagO32},
+        {"bcast", hw::kFlagBcast}},
+       "op",
+       hw::kOpdVectorOp},
   };
   return specs;
 }
@@ -239,6 +254,7 @@ std::string Expected(const OpSpec& spec) {
     expected += std::string(expected.empty() ? "" : " ") + o.key + "=N";
   for (const FlagSpec& f : spec.flags)
     expected += std::string(expected.empty() ? "" : " ") + f.word;
+  if (spec.named) expected += std::string(" ") + spec.named + "=NAME";
   return expected;
 }
 
@@ -248,6 +264,23 @@ struct Reading {
   std::map<std::string, bool> seen;  // operand keys given
   int pools = 0;                     // pool= words
 };
+
+// The vector operation's name (op=NAME) into r.
+void TakeNamed(const OpSpec& spec, const std::string& name, const std::string& where, Reading* r) {
+  if (r->seen[spec.named]) Fail(where, std::string(spec.named) + "= given twice");
+  r->seen[spec.named] = true;
+  for (int i = 0; i < hw::kNumVectorOps; ++i) {
+    if (name == hw::kVectorOps[static_cast<size_t>(i)].name) {
+      r->in.aux |= spec.named_bits.Put(static_cast<uint64_t>(i));
+      return;
+    }
+  }
+  std::string known;
+  for (const hw::VectorOpInfo& v : hw::kVectorOps)
+    known += (known.empty() ? "" : ", ") + std::string(v.name);
+  Fail(where, "'" + name + "' is not an operation of " + std::string(Mnemonic(spec.op)) + " (" +
+                  spec.named + "= takes: " + known + ")");
+}
 
 // One argument of the instruction, a flag word or key=value, into r.
 void TakeArg(const OpSpec& spec, const std::string& arg, const std::string& where, Reading* r) {
@@ -264,6 +297,10 @@ void TakeArg(const OpSpec& spec, const std::string& arg, const std::string& wher
   }
   const size_t eq = arg.find('=');
   const std::string key = arg.substr(0, eq);
+  if (spec.named && key == spec.named && eq != std::string::npos) {
+    TakeNamed(spec, arg.substr(eq + 1), where, r);
+    return;
+  }
   const OperandSpec* op = nullptr;
   for (const OperandSpec& o : spec.operands)
     if (key == o.key) op = &o;
@@ -286,6 +323,25 @@ void TakeArg(const OpSpec& spec, const std::string& arg, const std::string& wher
   r->in.flags |= op->sets_flag;
 }
 
+// Whether a vector instruction's operation reads b (a known operation of kind binary or
+// select).
+bool VectorTakesB(const Instruction& in) {
+  const uint32_t op = hw::kOpdVectorOp.Get(in.aux);
+  if (op >= hw::kNumVectorOps) return false;
+  const hw::VectorKind kind = hw::kVectorOps[op].kind;
+  return kind == hw::VectorKind::kBinary || kind == hw::VectorKind::kSelect;
+}
+
+// A vector operation takes b= (and b32, bcast) exactly when its kind reads b.
+void CheckVectorOperands(const Instruction& in, bool has_b, const std::string& where) {
+  const auto op = static_cast<hw::VectorOp>(hw::kOpdVectorOp.Get(in.aux));
+  const bool takes_b = VectorTakesB(in);
+  const std::string name = hw::Info(op).name;
+  if (takes_b && !has_b) Fail(where, "vector op=" + name + " needs b=");
+  if (!takes_b && (has_b || (in.flags & (hw::kFlagB32 | hw::kFlagBcast))))
+    Fail(where, "vector op=" + name + " takes one operand (a=): no b=, b32 or bcast");
+}
+
 // What the instruction's operands must be together: each with the flags it goes with, no
 // two that exclude each other, every one needed given, exactly one of each group.
 void CheckOperands(const OpSpec& spec, Reading* r, const std::string& where) {
@@ -302,6 +358,9 @@ void CheckOperands(const OpSpec& spec, Reading* r, const std::string& where) {
   if ((in.flags & hw::kFlagProduct) && in.aux != 0 && spec.op == Opcode::kSetResidual) {
     Fail(where, "set_residual product takes mul_b=0 (a product has one multiplier, mul_a=)");
   }
+  if (spec.named && !r->seen[spec.named])
+    Fail(where, std::string(Mnemonic(spec.op)) + " needs " + spec.named + "=");
+  if (spec.op == Opcode::kVector) CheckVectorOperands(r->in, r->seen["b"], where);
   std::map<std::string, int> groups;
   for (const OperandSpec& o : spec.operands) {
     if (o.group) {
@@ -381,12 +440,19 @@ std::string Disassemble(const Program& program) {
         }
         if (!Applies(o, in.flags)) continue;
         const uint64_t v = GetField(in, o);
-        if (o.optional && v == 0) continue;
+        if (o.optional && v == 0 && !(spec->op == Opcode::kVector && VectorTakesB(in))) continue;
         if (v < o.min) rebuilt.opcode = Opcode::kNop;  // not expressible: falls back to raw
         const bool address = o.max == kU32 || o.field == Field::kWide;
         line += address ? fmt::format(" {}=0x{:x}", o.key, v) : fmt::format(" {}={}", o.key, v);
         SetField(rebuilt, o, v);
         rebuilt.flags |= o.sets_flag;
+      }
+      if (spec->named) {
+        const uint32_t v = spec->named_bits.Get(in.aux);
+        if (v < hw::kNumVectorOps) {
+          line += fmt::format(" {}={}", spec->named, hw::kVectorOps[v].name);
+          rebuilt.aux |= spec->named_bits.Put(v);
+        }
       }
       for (const FlagSpec& f : spec->flags) {
         if ((in.flags & f.bit) == f.bit && !(rebuilt.flags & f.bit)) {

@@ -58,6 +58,15 @@ void ProgramBuilder::ReadWeights(uint64_t weight_addr, uint64_t tiles) {
       hw::kOpdReadWeightsAddrHi.Put(hi));
 }
 
+void ProgramBuilder::Vector(const VectorOperands& v) {
+  if (v.b > hw::kOpdVectorB.Max()) throw std::invalid_argument("vector: b= beyond 24 bits");
+  const auto flags =
+      static_cast<uint8_t>((v.a32 ? hw::kFlagA32 : 0) | (v.b32 ? hw::kFlagB32 : 0) |
+                           (v.o32 ? hw::kFlagO32 : 0) | (v.bcast ? hw::kFlagBcast : 0));
+  Add(Opcode::kVector, flags, v.rows, v.a, v.out,
+      hw::kOpdVectorB.Put(v.b) | hw::kOpdVectorOp.Put(static_cast<uint64_t>(v.op)));
+}
+
 void ProgramBuilder::LoadWeights(uint64_t ub_row, uint64_t tiles, bool transpose) {
   Add(Opcode::kLoadWeights, transpose ? hw::kFlagTranspose : 0, tiles, ub_row, 0, 0);
 }

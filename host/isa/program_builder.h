@@ -50,6 +50,14 @@ struct Residual {
   }
 };
 
+// A vector instruction's operands (docs/vpu.md, "The vector unit"): rows of a, b and the
+// result, float32 (two buffer rows a row) or bfloat16, b one row for all with `bcast`.
+struct VectorOperands {
+  hw::VectorOp op = hw::VectorOp::kAdd;
+  uint64_t a = 0, b = 0, out = 0, rows = 1;
+  bool a32 = false, b32 = false, o32 = false, bcast = false;
+};
+
 class ProgramBuilder {
  public:
   // The most a length operand holds (rows, tiles or sets): 16 bits.
@@ -76,6 +84,8 @@ class ProgramBuilder {
   void Activate(uint64_t acc_row, uint64_t ub_row, uint64_t rows, uint64_t param_set, bool relu,
                 Pool pool, uint64_t stride = 1, bool residual = false, Fn fn = Fn::kNone);
   void WriteHost(uint64_t ub_row, uint64_t host_addr, uint64_t rows);
+  // vector: a float32 operation over unified-buffer rows (bf16 chips).
+  void Vector(const VectorOperands& v);
   void Sync();
   // barrier: waits for the cores of bit mask `cores` (docs/isa.md, "Several cores").
   void Barrier(uint64_t cores);

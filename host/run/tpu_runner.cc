@@ -398,7 +398,7 @@ void PrepareRun(const nn::Model& model, const NetworkCompiler& network,
                 TpuRunResult* r) {
   for (int c = 0; c < config.cores; ++c) {
     s->attributions.emplace_back(static_cast<int>(network.Graph().ops.size()), config.array_dim,
-                                 hw::ElementBytes(config.dtype));
+                                 hw::ElementBytes(config.dtype), config.vector_sublanes);
   }
   if (whole) {
     r->layers = report::OperationRows(network, config.cores, split);

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
+
+#include "arith/vector.h"
 
 namespace tpu::arith {
 namespace {
@@ -58,6 +61,51 @@ TEST(Fp32Test, TreeReductionsAddPairsLevelByLevel) {
   const uint32_t m[4] = {F(-1), F(3), F(2), kFp32Nan};
   EXPECT_EQ(Fp32TreeMax(m, 4), kFp32Nan);
   EXPECT_EQ(Fp32TreeMax(m, 2), F(3));
+}
+
+// A row of lanes not a power of two: the last odd value passes up a level as it is.
+TEST(Fp32Test, TreeOfAnOddWidthPassesTheLastValueUp) {
+  const uint32_t w[3] = {F(0x1p24f), F(1), F(1)};  // (2^24 + 1) + 1: 2^24, then 2^24
+  EXPECT_EQ(Fp32TreeSum(w, 3), F(0x1p24f));
+  const uint32_t v[5] = {F(1), F(2), F(3), F(4), F(5)};  // ((1 + 2) + (3 + 4)) + 5
+  EXPECT_EQ(Fp32TreeSum(v, 5), F(15));
+  EXPECT_EQ(Fp32TreeMax(v, 5), F(5));
+}
+
+// Products and quotients below 2^-126 round on the subnormal grid first, as IEEE 754 does,
+// and are flushed unless that rounding reached 2^-126 (the RTL's Fp32Pack does the same).
+TEST(Fp32Test, ResultsJustBelowTheNormalRangeRoundBeforeTheyFlush) {
+  // (1 - 2^-24) x 2^-126 rounds to 2^-126 on the subnormal grid (spacing 2^-149).
+  EXPECT_EQ(Fp32Mul(F(1 - 0x1p-24f), F(0x1p-126f)), F(0x1p-126f));
+  EXPECT_EQ(Fp32Mul(F(0.75f), F(0x1p-126f)), 0u);  // 0.75 x 2^-126: a zero
+  // 2^-126 / (1 + 2^-23) = 2^-126 - 2^-149 + 2^-172: the grid's 2^-126 - 2^-149, a zero.
+  EXPECT_EQ(Fp32Div(F(0x1p-126f), F(1 + 0x1p-23f)), 0u);
+  EXPECT_EQ(Fp32Recip(F(4)), F(0.25f));
+  EXPECT_EQ(Fp32Rsqrt(F(4)), F(0.5f));
+  EXPECT_EQ(Fp32Rsqrt(0), kFp32Inf);
+  EXPECT_EQ(Fp32Rsqrt(0x80000000u), 0xff800000u);  // 1 / sqrt(-0) = 1 / -0
+}
+
+// The instruction's reference (arith/vector.h): formats, in place, broadcast, reductions.
+TEST(Fp32Test, VectorRunComputesRowsInTheirFormats) {
+  constexpr int64_t n = 2;
+  // Row 0: a (bf16) = [1, -2]; rows 1-2: b (float32) = [0.5 + 2^-20, 3]; row 3: one row.
+  std::vector<uint16_t> ub(16 * n, 0);
+  ub[0] = Bf16OfFp32(F(1));
+  ub[1] = Bf16OfFp32(F(-2));
+  VectorStore(ub.data(), n, 1, 0, 0, true, F(0.5f + 0x1p-20f));
+  VectorStore(ub.data(), n, 1, 0, 1, true, F(3));
+  VectorRun({hw::VectorOp::kAdd, 0, 1, 4, 1, false, true, true, false}, ub.data(), n);
+  EXPECT_EQ(VectorValue(ub.data(), n, 4, 0, 0, true), F(1.5f + 0x1p-20f));  // float32 kept
+  VectorRun({hw::VectorOp::kAdd, 0, 1, 6, 1, false, true, false, false}, ub.data(), n);
+  EXPECT_EQ(ub[6 * n], Bf16OfFp32(F(1.5f + 0x1p-20f)));  // rounded to bfloat16: 1.5
+  EXPECT_EQ(ub[6 * n + 1], Bf16OfFp32(F(1)));
+  // lane_max of a row: in every lane; row_sum of rows 4-5 (one float32 row) and row 6.
+  VectorRun({hw::VectorOp::kLaneMax, 0, 0, 8, 1, false, false, false, false}, ub.data(), n);
+  EXPECT_EQ(ub[8 * n], Bf16OfFp32(F(1)));
+  EXPECT_EQ(ub[8 * n + 1], Bf16OfFp32(F(1)));
+  VectorRun({hw::VectorOp::kRowSum, 6, 0, 9, 3, false, false, true, false}, ub.data(), n);
+  EXPECT_EQ(VectorValue(ub.data(), n, 9, 0, 1, true), F(1 + 1 + 0));  // rows 6, 7, 8
 }
 
 TEST(Fp32Test, ExpAtItsEdges) {

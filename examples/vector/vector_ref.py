@@ -1,0 +1,67 @@
+"""numpy helpers of the vector-unit examples: float32 step for step as the chip computes
+(docs/vpu.md, "Float32 arithmetic"), written apart from tpusim's C++ so that the examples'
+expected outputs are an independent check. The exponential's constants are read from the
+contract, their one home."""
+import os
+import tomllib
+
+import numpy as np
+
+N = 128  # lanes of a tpu-v3 row
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(_HERE, '..', '..', 'contract', 'tpu_contract.toml'), 'rb') as f:
+    _EXP = tomllib.load(f)['fp32_exp']
+LOG2E, LN2_HI, LN2_LO = (np.float32(_EXP[k]) for k in ('log2e', 'ln2_hi', 'ln2_lo'))
+TAYLOR = [np.float32(t) for t in _EXP['taylor']]
+
+
+def bf16_bits(x):
+    """float32 values rounded to bfloat16 (nearest even), as uint16 bit patterns."""
+    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7fff + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16(bits):
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def blocks(x, pad):
+    """The columns of x (rows x width) as blocks of N lanes, the last padded with `pad`."""
+    rows, width = x.shape
+    k = (width + N - 1) // N
+    full = np.full((rows, k * N), pad, dtype=np.float32)
+    full[:, :width] = x
+    return [full[:, i * N:(i + 1) * N] for i in range(k)]
+
+
+def lane_tree(rows, join):
+    """Each row's lanes reduced by the vector unit's tree: pairs level by level, a last odd
+    value passed up as it is."""
+    v = np.asarray(rows, dtype=np.float32)
+    while v.shape[1] > 1:
+        half = v.shape[1] // 2
+        nxt = join(v[:, 0:2 * half:2], v[:, 1:2 * half:2])
+        if v.shape[1] % 2:
+            nxt = np.concatenate([nxt, v[:, -1:]], axis=1)
+        v = nxt
+    return v[:, 0]
+
+
+def fp32_exp(x):
+    """e^x by the stated algorithm: n = rint(x log2 e), r = (x - n ln2_hi) - n ln2_lo, the
+    degree-7 Taylor polynomial by Horner's rule, then 2^h and 2^(n - h), h = n / 2."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(all='ignore'):
+        n = np.rint(x * LOG2E)
+        r = (x - n * LN2_HI) - n * LN2_LO
+        p = np.full_like(x, TAYLOR[0])
+        for t in TAYLOR[1:]:
+            p = p * r + t
+        ni = np.nan_to_num(n, nan=0, posinf=0, neginf=0).astype(np.int64)
+        h = np.trunc(ni / 2).astype(np.int64)
+        y = np.ldexp(np.ldexp(p, h), ni - h).astype(np.float32)
+    y[x > 89] = np.inf
+    y[x < -104] = 0
+    y[np.isnan(x)] = np.nan
+    return y

@@ -1,0 +1,76 @@
+// The vector unit's example programs (examples/vector/: a softmax over rows of 197 and a
+// LayerNorm of 768-wide rows, as in ViT-B/16) on one core of tpu-v3, on both engines: the
+// output equals what examples/vector/make_*.py computed with numpy in float32 (an
+// independent reference), and the vector unit's busy cycles equal the timing rule's sum
+// over the program's vector instructions (docs/timing.md, "The vector unit").
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "tests/host/engine/chip_test_util.h"
+
+namespace tpu::test {
+namespace {
+
+std::vector<uint8_t> Bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+// The timing rule: ceil(rows / sublanes) + latency + 1 busy cycles per vector instruction.
+uint64_t VectorBusyCycles(const isa::Program& p, uint64_t sublanes) {
+  uint64_t cycles = 0;
+  for (const isa::Word& w : p.words) {
+    const isa::Instruction in = isa::Decode(w);
+    if (in.opcode != hw::Opcode::kVector) continue;
+    const auto op = static_cast<hw::VectorOp>(hw::kOpdVectorOp.Get(in.aux));
+    cycles +=
+        (in.length + sublanes - 1) / sublanes + static_cast<uint64_t>(hw::Info(op).latency) + 1;
+  }
+  return cycles;
+}
+
+struct Example {
+  const char* name;
+  uint64_t out_addr, out_bytes;
+};
+
+class VectorExamplesTest : public ::testing::TestWithParam<EngineKind> {
+ protected:
+  void Run(const Example& e) {
+    const std::string ex = std::string(TPUSIM_SOURCE_DIR "/examples/vector/") + e.name;
+    std::ifstream f(ex + ".asm");
+    engine::ExecJob job;
+    job.program = isa::Assemble(std::string(std::istreambuf_iterator<char>(f), {}), ex + ".asm");
+    job.host_image = Bytes(ex + ".host.bin");
+    job.host_out_addr = e.out_addr;
+    job.host_out_bytes = e.out_bytes;
+    const config::TpuConfig c = config::LoadConfig("tpu-v3");
+    const auto chip = engine::MakeChipEngine(GetParam(), c, {});
+    const auto r = chip->Run(job);
+    ASSERT_TRUE(r.ok) << r.message;
+    const std::vector<uint8_t> want = Bytes(ex + ".expected.bin");
+    ASSERT_EQ(r.host_out.size(), want.size());
+    for (size_t i = 0; i < want.size(); i += 2)
+      ASSERT_TRUE(r.host_out[i] == want[i] && r.host_out[i + 1] == want[i + 1])
+          << e.name << ": value " << i / 2 << " (row " << i / 256 << ", lane " << i % 256 / 2
+          << ")";
+    EXPECT_EQ(r.CountersOf(0).busy_vector,
+              VectorBusyCycles(job.program, static_cast<uint64_t>(c.vector_sublanes)));
+  }
+};
+
+TEST_P(VectorExamplesTest, SoftmaxOverRowsOf197EqualsNumpy) {
+  Run({"softmax", 0x20000, 394 * 256});
+}
+
+TEST_P(VectorExamplesTest, LayerNormOf768WideRowsEqualsNumpy) {
+  Run({"layernorm", 0x100000, 1182 * 256});
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, VectorExamplesTest,
+                         ::testing::Values(EngineKind::kRtl, EngineKind::kFast), EngineParamName);
+
+}  // namespace
+}  // namespace tpu::test
