@@ -87,7 +87,7 @@ def gen_layouts(t):
         out.append(f"  {{{cstr(lay['trace'])}, {cstr(lay['scope'])}, {cstr(lay['file'])}, "
                    f"{cstr(lay['dim'])}, {cstr(lay['title'])},")
         out.append(f"   {cstr(lay.get('title_if_missing', ''))}, "
-                   f"{cstr(lay.get('title_if_cut', ''))},")
+                   f"{cstr(lay.get('title_if_cut', ''))}, {cstr(lay.get('needs', ''))},")
         out.append(gen_markers(lay["markers"]))
         out.append("   {")
         for g in lay["group"]:
@@ -147,9 +147,10 @@ struct Layout {
   std::string_view trace;  // "mxu" | "chip"
   std::string_view scope;  // the top's scope in the trace
   std::string_view file;   // appended to the trace's stem before .gtkw
-  std::string_view dim;    // an int8-lane bus whose width / 8 is the array size
+  std::string_view dim;    // a bus of 32-bit lanes (the sums out of the array): width / 32 = N
   std::string_view title;  // {n}: the array size
   std::string_view title_if_missing, title_if_cut;
+  std::string_view needs;  // a signal the trace must have for the layout to be written ("": none)
   Markers markers;
   std::vector<Group> groups;
 };
@@ -188,6 +189,8 @@ def paths_by_top(t):
     for li, lay in enumerate(t["layout"]):
         where = f"layout {lay['trace']}{lay['file'] or ''}"
         yield lay["top"], lay["dim"], where
+        if "needs" in lay:
+            yield lay["top"], lay["needs"], where
         m = lay["markers"]
         for key in ("valid", "ready", "switch", "out", "signal"):
             if key in m:

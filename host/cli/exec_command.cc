@@ -120,16 +120,20 @@ void RunExec(const ExecOptions& o) {
   for (const std::string* p : {&o.host_out, &o.out.json}) {
     if (!p->empty()) CheckWritable(*p);
   }
+  std::vector<isa::Program> programs = {job.program};
+  programs.insert(programs.end(), job.other_programs.begin(), job.other_programs.end());
+  const report::ProgramBound bound = report::BoundPrograms(programs, config);
   const engine::ExecResult r = session.engine().Run(job);
   session.Finish();  // a failed run's waveform and timeline are the most useful ones
 
   if (!o.out.json.empty()) {
     WriteFileAtomically(
         o.out.json,
-        report::ExecReportJson(r, config, program_path, program.words.size()).dump(2) + "\n");
+        report::ExecReportJson(r, config, program_path, program.words.size(), &bound).dump(2) +
+            "\n");
   }
   if (!o.out.quiet) {
-    std::cout << report::FormatExecReport(r, config, program_path, program.words.size());
+    std::cout << report::FormatExecReport(r, config, program_path, program.words.size(), &bound);
   }
   if (!r.ok) throw RuntimeError(program_path + ": " + r.message);
   if (!o.host_out.empty()) {

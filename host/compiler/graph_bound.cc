@@ -19,7 +19,7 @@ std::string Bound::Binds() const {
   if (c == weights) return "weights";
   if (network && c == pipeline) return "array+weights";
   if (c == Host()) return "host link";
-  return "vector unit";
+  return "activation unit";
 }
 
 Bound& Bound::operator+=(const Bound& o) {

@@ -14,7 +14,8 @@
 //           N bytes at host bytes per cycle); the input of every group but the first of a
 //           segment run in several goes while the group before computes, so it is the
 //           network's (staged_host), not the operation's
-//   vector  every accumulator row it activates, one per cycle
+//   vector  the activation unit (TPU v1's vector unit): every accumulator row it activates,
+//           one per cycle
 //   pipeline the array and the weights together, through a FIFO of F tiles: the runs in
 //           program order, each tile loaded after the one before and no earlier than the
 //           FIFO has room for it (WeightPipeline); each operation holds the cycles by which
@@ -44,7 +45,7 @@ struct Bound {
   double Cycles() const;
   // What binds: "array", "weights", "array+weights" (the pipeline: the FIFO too shallow to
   // hide the weights of one layer behind the array time of another), "host link" or
-  // "vector unit".
+  // "activation unit" (its term `vector`: the activation unit, TPU v1's vector unit).
   std::string Binds() const;
   Bound& operator+=(const Bound& o);
 };

@@ -142,6 +142,7 @@ nlohmann::json Timeline::ToJson(const std::vector<const Timeline*>& other_cores)
     events.push_back(
         {{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", name}}}});
     for (size_t t = 0; t < tracks.size(); ++t) {
+      if (!vector_unit_ && t == static_cast<size_t>(UnitTrack(hw::kUnitVector))) continue;
       events.push_back({{"name", "thread_name"},
                         {"ph", "M"},
                         {"pid", pid},

@@ -1,10 +1,10 @@
 // An instruction timeline of chip runs in the Chrome trace-event format, which Perfetto
 // (ui.perfetto.dev) and chrome://tracing open: one track for the controller's issue stage
 // (every instruction's issue, and why it waited: its unit busy, a hazard, a drain) and
-// one per unit (host DMA, weight DMA, matrix unit, activation unit; on a core of several
-// matrix units one per matrix unit) with a slice per instruction from the cycle the unit
-// starts it to the cycle it is done (for a matrix unit: until its next matmul starts or
-// its last row has reached its accumulators).
+// one per unit (host DMA, weight DMA, matrix unit, activation unit, and on a bf16 chip the
+// vector unit; on a core of several matrix units one per matrix unit) with a slice per instruction
+// from the cycle the unit starts it to the cycle it is done (for a matrix unit: until its next
+// matmul starts or its last row has reached its accumulators).
 //
 // Both engines feed it the same observations, cycle by cycle: what the issue stage did
 // and which units had work (ChipEngine's timeline option), so the same program gives the
@@ -24,8 +24,10 @@ namespace tpu::engine {
 
 class Timeline : public CycleObserver {
  public:
-  // mxus: the core's matrix units (config mxus_per_core), each a track of its own.
-  explicit Timeline(double clock_mhz, int mxus = 1) : clock_mhz_(clock_mhz), mxus_(mxus) {}
+  // mxus: the core's matrix units (config mxus_per_core), each a track of its own;
+  // vector_unit: whether the chip has one (a bf16 chip), and so a track for it.
+  explicit Timeline(double clock_mhz, int mxus = 1, bool vector_unit = false)
+      : clock_mhz_(clock_mhz), mxus_(mxus), vector_unit_(vector_unit) {}
 
   void BeginRun(const isa::Program& program, const std::string& label) override;
   // Uses the issue state and the busy units.
@@ -61,6 +63,7 @@ class Timeline : public CycleObserver {
 
   double clock_mhz_;
   int mxus_;
+  bool vector_unit_;
   nlohmann::json events_ = nlohmann::json::array();
   nlohmann::json runs_ = nlohmann::json::array();
   nlohmann::json notes_ = nlohmann::json::object();

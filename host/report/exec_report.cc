@@ -25,7 +25,8 @@ nlohmann::json CountersJson(const hw::ChipCounters& c) {
 }
 
 std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfig& config,
-                             const std::string& program_name, size_t instructions) {
+                             const std::string& program_name, size_t instructions,
+                             const ProgramBound* bound) {
   const uint64_t cycles = r.cycles;
   const uint64_t macs = r.counters.macs;
   const double peak =
@@ -42,6 +43,10 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
                    static_cast<double>(cycles) / config.clock_mhz, config.clock_mhz);
   s += fmt::format("matrix    {} MACs, {:.1f} ops/cycle of {:.0f} peak ({:.1f}% utilization)\n",
                    Grouped(static_cast<int64_t>(macs)), ops, peak, 100.0 * ops / peak);
+  if (bound != nullptr && r.ok && bound->Cycles() > 0) {
+    s += fmt::format("bound     {}; the run {:.2f} x it\n", bound->Text(),
+                     static_cast<double>(cycles) / bound->Cycles());
+  }
   // Each core's end, on a chip of several cores (the counters below are their sums).
   for (size_t c = 0; c < r.cores.size(); ++c) {
     const engine::CoreResult& k = r.cores[c];
@@ -72,7 +77,8 @@ std::string FormatExecReport(const engine::ExecResult& r, const config::TpuConfi
 }
 
 nlohmann::json ExecReportJson(const engine::ExecResult& r, const config::TpuConfig& config,
-                              const std::string& program_name, size_t instructions) {
+                              const std::string& program_name, size_t instructions,
+                              const ProgramBound* bound) {
   const double peak =
       2.0 * config.array_dim * config.array_dim * config.mxus_per_core * config.cores;
   const double ops =
@@ -94,6 +100,7 @@ nlohmann::json ExecReportJson(const engine::ExecResult& r, const config::TpuConf
                       {"config", config.ToJson()},
                       {"revision", kGitRevision}};
   if (r.chip_status != hw::Status::kOk) j["error_pc"] = r.error_pc;
+  if (bound != nullptr && r.ok) j["bound"] = bound->ToJson();
   for (const engine::CoreResult& c : r.cores) {
     nlohmann::json core = {{"status", Name(c.state)},
                            {"chip_status", hw::Name(c.chip_status)},

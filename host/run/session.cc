@@ -6,19 +6,25 @@
 #include "sim/wave/gtkw_layout.h"
 
 namespace tpu::run {
+namespace {
+
+// Only a bf16 chip has the float32 vector unit (docs/isa.md).
+bool HasVectorUnit(const config::TpuConfig& c) { return c.dtype == hw::Dtype::kBf16; }
+
+}  // namespace
 
 ChipSession::ChipSession(const SessionSpec& spec) : spec_(spec) {
   engine::EngineOptions e = spec_.options;
   if (!spec_.timeline_path.empty()) {
-    timeline_ =
-        std::make_unique<engine::Timeline>(spec_.config.clock_mhz, spec_.config.mxus_per_core);
+    timeline_ = std::make_unique<engine::Timeline>(
+        spec_.config.clock_mhz, spec_.config.mxus_per_core, HasVectorUnit(spec_.config));
     e.timeline = timeline_.get();
   }
   engine_ = engine::MakeChipEngine(spec_.engine, spec_.config, e);
   // A chip of several cores: a timeline per core, written as one file (a process per core).
   for (int c = 1; timeline_ && c < spec_.config.cores; ++c) {
-    other_timelines_.push_back(
-        std::make_unique<engine::Timeline>(spec_.config.clock_mhz, spec_.config.mxus_per_core));
+    other_timelines_.push_back(std::make_unique<engine::Timeline>(
+        spec_.config.clock_mhz, spec_.config.mxus_per_core, HasVectorUnit(spec_.config)));
     engine_->SetTimeline(other_timelines_.back().get(), c);
   }
 }

@@ -70,7 +70,7 @@ class Body {
 
   // Lane l of a packed bus (bits [l*width + width-1 : l*width]) as a signed decimal named
   // label + l.
-  void Lanes(const std::string& name, int width, const std::string& label, int max_lanes) {
+  void Lanes(const std::string& name, int width, Fmt fmt, const std::string& label, int max_lanes) {
     if (!trace_.Has(name)) {
       ++missing_;
       return;
@@ -78,7 +78,7 @@ class Body {
     const int total = trace_.Width(name);
     const std::string fac = Facility(name);
     for (int l = 0; l < total / width && l < max_lanes; ++l) {
-      out_ << Flags(Fmt::kSDec) << "\n#{" << label << l << "}";
+      out_ << Flags(fmt) << "\n#{" << label << l << "}";
       Name("    " + label + std::to_string(l) + "=-128");
       // GTKWave numbers a vector's bits from the most significant: (0) is bit total-1.
       for (int bit = l * width + width - 1; bit >= l * width; --bit) {
@@ -225,9 +225,9 @@ std::string Base(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
 
-// The array size: the int8 lanes of the bus `dim` names.
+// The array size: the 32-bit lanes (int32 or float32 sums) of the bus `dim` names.
 int ArrayDim(const VcdSignals& t, const std::string& dim) {
-  return t.Has(dim) ? t.Width(dim) / 8 : 0;
+  return t.Has(dim) ? t.Width(dim) / 32 : 0;
 }
 
 // Adds one signal of the table: each index of its `each` up to `shown`, with `var` of the
@@ -243,7 +243,7 @@ void AddSignal(Body& b, const std::string& scope, const hw::signals::Signal& s, 
       label = hw::signals::Fill(label, s.each, i);
     }
     if (s.lane_bits > 0) {
-      b.Lanes(scope + path, s.lane_bits, label, s.max_lanes);
+      b.Lanes(scope + path, s.lane_bits, s.fmt, label, s.max_lanes);
     } else {
       b.Add(scope + path, s.fmt, label);
     }
@@ -308,7 +308,9 @@ std::vector<LayoutFile> LayoutsForTrace(const std::string& trace_path, TraceKind
   const std::string_view trace = kind == TraceKind::kMxu ? "mxu" : "chip";
   std::vector<LayoutFile> files;
   for (const hw::signals::Layout& lay : hw::signals::Layouts()) {
-    if (lay.trace == trace) files.push_back(MakeLayout(t, lay, trace_path, command, c0, c1));
+    if (lay.trace != trace) continue;
+    if (!lay.needs.empty() && !t.Has(std::string(lay.scope) + std::string(lay.needs))) continue;
+    files.push_back(MakeLayout(t, lay, trace_path, command, c0, c1));
   }
   return files;
 }

@@ -1,7 +1,10 @@
 // `tpusim exec` as a user runs it: the shipped example, binary programs, reports, traces,
 // and the error contract for bad programs and bad inputs.
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
+#include "contract/tpu_contract.h"
 #include "tests/host/cli/cli_fixture.h"
 
 namespace tpu::test {
@@ -77,7 +80,7 @@ TEST_F(ExecCliTest, BinaryProgramRunsLikeItsAssembly) {
 }
 
 TEST_F(ExecCliTest, InvalidOpcodeStopsWithAClearErrorAndNoOutput) {
-  WriteText("bad.asm", "nop\nraw 0x0d\nhalt\n");
+  WriteText("bad.asm", fmt::format("nop\nraw {:#x}\nhalt\n", hw::kMnemonics.size()));
   const Outcome o = ExpectError("exec " + P("bad.asm") + " --config teach-4 --json " + P("r.json") +
                                     " --host-out " + P("out.bin"),
                                 1, "the chip stopped at instruction 1: invalid opcode");

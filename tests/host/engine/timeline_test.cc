@@ -90,5 +90,38 @@ TEST(TimelineTest, EveryInstructionIssuesOnceAndRunsOnItsUnit) {
   }
 }
 
+// A bf16 chip's vector unit has a track: a slice per vector instruction, as long as the unit
+// is busy with it (busy_vector). An int8 chip has none (the test above).
+TEST(TimelineTest, TheVectorUnitHasATrackOnABf16Chip) {
+  config::TpuConfig c = config::LoadConfig("small-16");
+  c.dtype = hw::Dtype::kBf16;
+  ExecJob job;
+  job.program = isa::Assemble(
+      "set_format dtype=bf16\nread_host host=0 ub=0 rows=4\n"
+      "vector op=exp a=0 out=8 rows=4 o32\nvector op=lane_sum a=8 out=16 rows=4 a32\nhalt\n",
+      "vector");
+  job.host_image.assign(4 * 2 * 16, 0);
+  Timeline t(c.clock_mhz, 1, /*vector_unit=*/true);
+  EngineOptions o;
+  o.timeline = &t;
+  const ExecResult r = MakeChipEngine(EngineKind::kFast, c, o)->Run(job);
+  ASSERT_TRUE(r.ok) << r.message;
+  const nlohmann::json j = t.ToJson();
+  int track = -1, slices = 0;
+  uint64_t cycles = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["name"] == "thread_name" && e["args"]["name"] == "vector unit") track = e["tid"];
+  }
+  ASSERT_GE(track, 0) << "no vector unit track";
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X" || e["tid"] != track) continue;
+    EXPECT_EQ(e["name"], "vector");
+    ++slices;
+    cycles += e["args"]["cycles"].get<uint64_t>();
+  }
+  EXPECT_EQ(slices, 2);
+  EXPECT_EQ(cycles, r.counters.busy_vector);
+}
+
 }  // namespace
 }  // namespace tpu::engine

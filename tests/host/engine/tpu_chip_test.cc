@@ -3,6 +3,7 @@
 // Eigen and the matrix-subsystem path, the VPU against the CPU int8 reference, overlap,
 // errors and the watchdog. Each test is its own process (the SystemC kernel elaborates
 // once per process).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -554,8 +555,11 @@ TEST_P(ChipTest, BadResidualsAndMaxesAreBadOperands) {
 // ------------------------------------------------------------------ bad programs
 
 TEST_P(ChipTest, InvalidOpcodeStopsTheChipBeforeAnythingMoves) {
-  const auto r = RunChip(GetParam(), "teach-4",
-                         "nop\nraw 0x0d\nread_host host=0 ub=0 rows=1\nhalt\n", RandomBytes(4, 5));
+  // The first opcode past the contract's table.
+  const auto r = RunChip(
+      GetParam(), "teach-4",
+      fmt::format("nop\nraw {:#x}\nread_host host=0 ub=0 rows=1\nhalt\n", hw::kMnemonics.size()),
+      RandomBytes(4, 5));
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.state, engine::RunEnd::kError);
   EXPECT_EQ(r.chip_status, hw::Status::kInvalidOpcode);

@@ -110,7 +110,7 @@ TEST(IsaTest, AssemblerErrorsNameTheLine) {
   EXPECT_EQ(ErrorOf("nop\n\nmatmull ub=1"),
             "t.asm:3: unknown instruction 'matmull' (known: nop, read_host, read_weights, "
             "matmul, activate, write_host, sync, halt, set_window, set_residual, set_format, "
-            "barrier, load_weights, raw)");
+            "barrier, load_weights, vector, raw)");
   EXPECT_EQ(ErrorOf("matmul ub=1 rows=2"), "t.asm:1: matmul needs acc=");
   EXPECT_NE(ErrorOf("matmul ub=1 acc=0 rows=2 fast").find("'fast' is not an operand of matmul"),
             std::string::npos);

@@ -1,0 +1,104 @@
+// The attainable bound of programs (host/report/program_bound.h): each term as derived by
+// hand for a small program, and no run of thousands of random programs beating its bound.
+#include "host/report/program_bound.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "host/cosim/program_generator.h"
+#include "host/engine/engine_factory.h"
+#include "host/isa/assembler.h"
+
+namespace tpu::report {
+namespace {
+
+std::map<std::string, double> Terms(const ProgramBound& b) {
+  std::map<std::string, double> m;
+  for (const BoundTerm& t : b.terms) m[t.resource] = t.cycles;
+  return m;
+}
+
+// teach-4: N = 4, int8, rows of 4 bytes at 4 bytes a cycle (one cycle a row) on both memories,
+// latency 4 on both.
+TEST(ProgramBoundTest, EachTermIsTheResourcesOwnTime) {
+  const config::TpuConfig c = config::LoadConfig("teach-4");
+  const isa::Program p = isa::Assemble(
+      "read_host host=0 ub=0 rows=8\n"                // link 8; DMA 8 + 4
+      "read_host host=0x40 params=0 rows=1\n"         // a set is 9 rows: link 9; DMA 9 + 4
+      "read_weights addr=0 tiles=2\n"                 // memory 8 rows; DMA 8 + 4
+      "matmul ub=0 acc=0 rows=2 switch\n"             // a run of 2 + 3 rows through tile 1: 5
+      "matmul ub=2 acc=2 rows=3\n"                    //
+      "matmul ub=0 acc=0 rows=3 switch accumulate\n"  // 3 rows through tile 2: max(3, 4)
+      "activate acc=0 ub=8 rows=5 params=0\n"         // 5 accumulator rows
+      "write_host ub=8 host=0x100 rows=5\n"           // link 5; DMA 5 (writes are posted)
+      "halt\n",
+      "hand");
+  const ProgramBound b = BoundPrograms({p}, c);
+  EXPECT_EQ(Terms(b), (std::map<std::string, double>{{"issue", 9},
+                                                     {"host link", 22},
+                                                     {"host DMA", 30},
+                                                     {"weight memory", 8},
+                                                     {"weight DMA", 12},
+                                                     {"matrix unit", 9},
+                                                     {"activation unit", 5},
+                                                     {"vector unit", 0}}));
+  EXPECT_EQ(b.Cycles(), 30);
+  EXPECT_EQ(b.Binds(), "host DMA");
+}
+
+// small-16 as a bf16 chip with 2 matrix units and 8 sublanes: load_weights is T x N + 1, with
+// transpose T x (2N + 1), per unit; each vector instruction ceil(rows / 8) + latency + 1.
+TEST(ProgramBoundTest, TheVectorUnitAndLoadWeightsCount) {
+  config::TpuConfig c = config::LoadConfig("small-16");
+  c.dtype = hw::Dtype::kBf16;
+  c.mxus_per_core = 2;
+  c.vector_sublanes = 8;
+  const isa::Program p = isa::Assemble(
+      "set_format dtype=bf16\n"
+      "load_weights ub=0 tiles=2 mxu=0\n"            // 2 x 16 + 1 = 33
+      "load_weights ub=0 tiles=2 transpose mxu=1\n"  // 2 x 33 = 66
+      "vector op=exp a=0 out=100 rows=20 o32\n"      // 3 groups + 6 + 1 = 10
+      "vector op=add a=0 b=40 out=200 rows=8\n"      // 1 + 2 + 1 = 4
+      "halt\n",
+      "bf16");
+  const std::map<std::string, double> t = Terms(BoundPrograms({p}, c));
+  EXPECT_EQ(t.at("weight DMA"), 66);
+  EXPECT_EQ(t.at("vector unit"), 14);
+  EXPECT_EQ(t.at("issue"), 6);
+}
+
+// The bound is a floor: no run of the co-simulation's random programs that reaches HALT takes
+// fewer cycles, on chips of one and two matrix units and cores, int8 and bf16.
+TEST(ProgramBoundTest, NoRunBeatsItsBound) {
+  std::vector<config::TpuConfig> chips;
+  for (const char* preset : {"teach-4", "small-16"}) chips.push_back(config::LoadConfig(preset));
+  config::TpuConfig bf16 = config::LoadConfig("small-16");
+  bf16.dtype = hw::Dtype::kBf16;
+  bf16.vector_sublanes = 4;
+  chips.push_back(bf16);
+  config::TpuConfig wide = config::LoadConfig("teach-4");
+  wide.mxus_per_core = 2;
+  wide.cores = 2;
+  chips.push_back(wide);
+  for (const config::TpuConfig& c : chips) {
+    const cosim::ProgramGenerator gen(c, 73);
+    const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
+    int halted = 0;
+    for (uint64_t i = 0; i < 300; ++i) {
+      const cosim::GeneratedProgram g = gen.Make(i);
+      const engine::ExecResult r = chip->Run(g.job);
+      if (!r.ok) continue;
+      ++halted;
+      std::vector<isa::Program> programs = {g.job.program};
+      programs.insert(programs.end(), g.job.other_programs.begin(), g.job.other_programs.end());
+      const ProgramBound b = BoundPrograms(programs, c);
+      ASSERT_GE(static_cast<double>(r.cycles), b.Cycles())
+          << c.name << " program " << i << ": " << b.Text();
+    }
+    EXPECT_GT(halted, 100) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace tpu::report
