@@ -47,8 +47,8 @@ void AddWeights(const isa::Instruction& in, const config::TpuConfig& c, CoreTime
     t->weight_rows += rows;
     dma += rows * c.WeightRowCycles() + c.weight_mem_latency_cycles;
   } else {
-    const double tile = (in.flags & hw::kFlagTranspose) ? 2 * n + 1 : n;
-    dma += static_cast<double>(in.length) * tile + ((in.flags & hw::kFlagTranspose) ? 0 : 1);
+    const double tiles = in.length;
+    dma += (in.flags & hw::kFlagTranspose) ? tiles * (2 * n + 1) : tiles * n + 1;
   }
 }
 
@@ -125,18 +125,26 @@ ProgramBound BoundPrograms(const std::vector<isa::Program>& programs,
            {"vector unit", vector}}};
 }
 
+namespace {
+
+// The largest term (the first of equals), or none.
+const BoundTerm* Binding(const std::vector<BoundTerm>& terms) {
+  const auto it =
+      std::max_element(terms.begin(), terms.end(),
+                       [](const BoundTerm& a, const BoundTerm& b) { return a.cycles < b.cycles; });
+  return it == terms.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
 double ProgramBound::Cycles() const {
-  double m = 0;
-  for (const BoundTerm& t : terms) m = std::max(m, t.cycles);
-  return m;
+  const BoundTerm* t = Binding(terms);
+  return t == nullptr ? 0.0 : std::max(0.0, t->cycles);
 }
 
 std::string ProgramBound::Binds() const {
-  const BoundTerm* best = nullptr;
-  for (const BoundTerm& t : terms) {
-    if (best == nullptr || t.cycles > best->cycles) best = &t;
-  }
-  return best == nullptr ? std::string() : best->resource;
+  const BoundTerm* t = Binding(terms);
+  return t == nullptr ? std::string() : t->resource;
 }
 
 std::string ProgramBound::Text() const {
