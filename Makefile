@@ -130,15 +130,16 @@ docs:
 cosim: build
 	cd $(BUILD_DIR) && ctest -R '^cosim_slow' --output-on-failure
 
-# The chip's RTL built with Verilator's line and toggle coverage (build-coverage/, the sizes
-# up to 32), run on random programs and random networks; scripts/rtl-coverage writes
+# The chip's RTL built with Verilator's line and toggle coverage (build-coverage/: the sizes
+# up to 32, bf16 at 4, the small chips of several cores or units; not tpu-v3's), run on
+# random programs and random networks; scripts/rtl-coverage writes
 # build-coverage/coverage/coverage.json and the annotated sources (docs/reliability.md).
 COVERAGE_ARGS ?=
 coverage: deps
 	cmake -S . -B build-coverage -DCMAKE_BUILD_TYPE=Release -DTPUSIM_CUDA=OFF \
 	  -DTPUSIM_BUILD_TESTS=OFF -DTPUSIM_TPU_DIMS="4;8;16;32" -DTPUSIM_TPU_BF16_DIMS=4 \
 	  -DTPUSIM_ARRAY_DIMS="4;8;16" \
-	  -DTPUSIM_TEACH_DIMS=4 -DTPUSIM_RTL_COVERAGE=ON
+	  -DTPUSIM_TEACH_DIMS=4 -DTPUSIM_TPU_CHIPS="2x4;1x2x4;2x2x4;1x2x4bf16" -DTPUSIM_RTL_COVERAGE=ON
 	cmake --build build-coverage -j $(JOBS) --target tpusim
 	scripts/rtl-coverage build-coverage $(COVERAGE_ARGS)
 

@@ -10,7 +10,7 @@ namespace tpu::compiler {
 double Bound::Host() const { return host + (network ? staged_host : 0.0); }
 
 double Bound::Cycles() const {
-  return std::max({array, weights, Host(), vector, network ? pipeline : 0.0});
+  return std::max({array, weights, Host(), activation, vector_unit, network ? pipeline : 0.0});
 }
 
 std::string Bound::Binds() const {
@@ -19,7 +19,8 @@ std::string Bound::Binds() const {
   if (c == weights) return "weights";
   if (network && c == pipeline) return "array+weights";
   if (c == Host()) return "host link";
-  return "activation unit";
+  if (c == activation) return "activation unit";
+  return "vector unit";
 }
 
 Bound& Bound::operator+=(const Bound& o) {
@@ -27,7 +28,8 @@ Bound& Bound::operator+=(const Bound& o) {
   weights += o.weights;
   host += o.host;
   staged_host += o.staged_host;
-  vector += o.vector;
+  activation += o.activation;
+  vector_unit += o.vector_unit;
   pipeline += o.pipeline;
   return *this;
 }
@@ -107,7 +109,12 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
     const GraphOp& op = g.ops[i];
     Bound& b = out[i];
     const int64_t rows = op.stacked ? 1 : op.rows;
-    b.vector = static_cast<double>(batch * rows * op.nt);
+    b.activation = static_cast<double>(batch * rows * op.nt);
+    if (op.kind == OpKind::kVector) {  // each step: every row of the batch, S a cycle
+      const int64_t s = std::max(1, c.vector_sublanes);
+      const int64_t all = batch * g.tensors[static_cast<size_t>(op.output)].rows;
+      b.vector_unit = static_cast<double>(op.steps.size() * static_cast<size_t>((all + s - 1) / s));
+    }
     int64_t host_rows = op.nt * hw::ParamRows(hw::ElementBytes(c.dtype));  // its sets
     const int64_t staged = StagedImages(plan, static_cast<int>(i), batch);
     for (int t : op.inputs) {

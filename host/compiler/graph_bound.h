@@ -14,8 +14,11 @@
 //           N bytes at host bytes per cycle); the input of every group but the first of a
 //           segment run in several goes while the group before computes, so it is the
 //           network's (staged_host), not the operation's
-//   vector  the activation unit (TPU v1's vector unit): every accumulator row it activates,
-//           one per cycle
+//   activation  the activation unit (TPU v1's vector unit): every accumulator row it
+//           activates, one per cycle
+//   vector unit a bf16 chip's float32 vector unit (kVector operations): each step reads
+//           every row of the batch's output shape, vector_sublanes rows a cycle (the
+//           latencies, which a program of fewer instructions would pay fewer times, are not in)
 //   pipeline the array and the weights together, through a FIFO of F tiles: the runs in
 //           program order, each tile loaded after the one before and no earlier than the
 //           FIFO has room for it (WeightPipeline); each operation holds the cycles by which
@@ -37,15 +40,15 @@
 namespace tpu::compiler {
 
 struct Bound {
-  double array = 0, weights = 0, host = 0, vector = 0;
+  double array = 0, weights = 0, host = 0, activation = 0, vector_unit = 0;
   double pipeline = 0;     // the operation's share of the array-and-weights pipeline
   double staged_host = 0;  // host cycles of its input read while the group before computes
   bool network = false;    // a network's sum: the pipeline and the staged input count
   double Host() const;     // the host link's term: host, and for a network staged_host
   double Cycles() const;
   // What binds: "array", "weights", "array+weights" (the pipeline: the FIFO too shallow to
-  // hide the weights of one layer behind the array time of another), "host link" or
-  // "activation unit" (its term `vector`: the activation unit, TPU v1's vector unit).
+  // hide the weights of one layer behind the array time of another), "host link",
+  // "activation unit" (TPU v1's vector unit) or "vector unit" (the float32 one).
   std::string Binds() const;
   Bound& operator+=(const Bound& o);
 };

@@ -13,6 +13,7 @@
 #include "host/compiler/emit/pass_shapes.h"
 #include "host/compiler/emit/unit_costs.h"
 #include "host/compiler/emit/unit_spread.h"
+#include "host/compiler/emit/vector_steps.h"
 #include "host/compiler/graph_bound.h"
 
 namespace tpu::compiler {
@@ -45,6 +46,9 @@ class Emitter {
   // Segment s's one operation in bands of output rows, every tensor staged through the
   // unified buffer.
   void Banded(int s);
+  // The passes of a band of `rows` accumulator rows of operation i for image `im`, through
+  // the band's window w (its first pixel `first` in the staged map's walk).
+  void BandPasses(int i, int64_t im, int64_t rows, const isa::WindowGeometry& w, int64_t first);
 
   EmitState s_;
   PassShapes shapes_;
@@ -61,6 +65,7 @@ EmittedProgram Emitter::Run() {
   if (s_.c.dtype == hw::Dtype::kBf16) {
     s_.p.SetFormat(true);
     s_.Rec(-1);
+    ZeroRow(s_);
   }
   params_.Begin();
   for (size_t s = 0; s < s_.plan.segments.size(); ++s) {
@@ -116,6 +121,9 @@ void Emitter::Segment(int s) {
 
 void Emitter::Op(int i, int64_t g0, int64_t count) {
   s_.group0 = g0;
+  if (s_.g.ops[static_cast<size_t>(i)].kind == OpKind::kVector)
+    return VectorSteps(s_, acts_, i, g0, count, 0,
+                       s_.T(s_.g.ops[static_cast<size_t>(i)].output).rows);
   if (costs_.Spreads(i)) return spread_.Spread(i, pass_.Collect(i, g0, count));
   pass_.OpPasses(i, g0, count);
 }
@@ -161,15 +169,11 @@ void Emitter::Banded(int s) {
         host_.ReadHost(s_.HostRow(st.tensor, im) + static_cast<uint64_t>(row0 * s_.row),
                        st.ub[buffer], rows, i);
       }
-      const int64_t rows = (y1 - y0) * out.w * k * k;
-      const int64_t most = shapes_.Most(op);
-      const int64_t pieces = (rows + most - 1) / most;
-      int64_t chunk = (rows + pieces - 1) / pieces;
-      if (op.window.pooled) chunk = (chunk + 3) / 4 * 4;
-      for (int64_t j = 0; j < op.nt; ++j)
-        for (int64_t r0 = 0; r0 < rows; r0 += chunk)
-          pass_.Pass(i, j, im, 1, r0, std::min(chunk, rows - r0), r0 + chunk >= rows,
-                     shapes_.Windowed(op) ? &w : nullptr, first);
+      if (op.kind == OpKind::kVector) {
+        VectorSteps(s_, acts_, i, im, 1, 0, (y1 - y0) * out.w * s_.Tiles(op.output));
+      } else {
+        BandPasses(i, im, (y1 - y0) * out.w * k * k, w, first);
+      }
       const int64_t out_rows = (y1 - y0) * out.w * s_.Tiles(op.output);
       host_.WriteHost(s_.views[op.output].ub,
                       s_.HostRow(op.output, im) +
@@ -177,6 +181,19 @@ void Emitter::Banded(int s) {
                       out_rows, i);
     }
   }
+}
+
+void Emitter::BandPasses(int i, int64_t im, int64_t rows, const isa::WindowGeometry& w,
+                         int64_t first) {
+  const GraphOp& op = s_.g.ops[static_cast<size_t>(i)];
+  const int64_t most = shapes_.Most(op);
+  const int64_t pieces = (rows + most - 1) / most;
+  int64_t chunk = (rows + pieces - 1) / pieces;
+  if (op.window.pooled) chunk = (chunk + 3) / 4 * 4;
+  for (int64_t j = 0; j < op.nt; ++j)
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk)
+      pass_.Pass(i, j, im, 1, r0, std::min(chunk, rows - r0), r0 + chunk >= rows,
+                 shapes_.Windowed(op) ? &w : nullptr, first);
 }
 
 }  // namespace

@@ -25,4 +25,10 @@ LoweredGraph LowerGraph(const nn::Model& model, int n, hw::Dtype dtype) {
   return g;
 }
 
+bool UsesVectorUnit(const LoweredGraph& graph) {
+  for (const GraphOp& op : graph.ops)
+    if (op.kind == OpKind::kVector) return true;
+  return false;
+}
+
 }  // namespace tpu::compiler

@@ -39,8 +39,19 @@ struct GraphTensor {
 };
 
 // kResidual: an identity pass whose activate joins a second tensor, the residual, by its
-// vector unit (an add, a product).
-enum class OpKind { kConv, kDense, kMaxPool, kResidual, kConcat };
+// vector unit (an add, a product). kVector: no matrix unit: steps of a bf16 chip's float32
+// vector unit over whole tensors (a residual add there: docs/compiler.md).
+enum class OpKind { kConv, kDense, kMaxPool, kResidual, kConcat, kVector };
+
+// One step of a kVector operation: `vector op=...` over the rows of every image, a = b = the
+// shape of the output; operands are tensors, the output itself (in place) or the plan's row
+// of zeros (broadcast).
+struct VectorStep {
+  static constexpr int kOutput = -1;  // the operation's output tensor
+  static constexpr int kZeros = -2;   // Plan::zero_row, broadcast to every row
+  hw::VectorOp op = hw::VectorOp::kAdd;
+  int a = kOutput, b = kOutput;  // tensor indices, kOutput or kZeros (b only)
+};
 
 // One term of an output tile's sum: a weight tile times rows of input `input`.
 struct OpTerm {
@@ -88,6 +99,7 @@ struct GraphOp {
   isa::Pool pool = isa::Pool::kNone;
   isa::Acc acc = isa::Acc::kAdd;  // how terms after the first combine (kMax: max pooling)
   int64_t macs = 0;               // useful multiply-accumulates per image
+  std::vector<VectorStep> steps;  // kVector: in order (no terms, rows or output tiles)
 };
 
 struct LoweredGraph {
@@ -107,5 +119,9 @@ struct LoweredGraph {
 // window larger than the registers hold, max pooling of the packed input, ...) is said in
 // why_not.
 LoweredGraph LowerGraph(const nn::Model& model, int n, hw::Dtype dtype = hw::Dtype::kInt8);
+
+// Whether an operation of `graph` runs on the vector unit (kVector): its plan keeps a row of
+// zeros for them.
+bool UsesVectorUnit(const LoweredGraph& graph);
 
 }  // namespace tpu::compiler

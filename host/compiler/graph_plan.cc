@@ -31,6 +31,8 @@ class Planner {
         n_(c.array_dim),
         b_(batch),
         ops_(static_cast<int>(g.ops.size())),
+        zero_row_(UsesVectorUnit(g) ? c.ub_depth_rows - 1 : -1),
+        ub_(zero_row_ >= 0 ? zero_row_ : c.ub_depth_rows),
         maps_(maps) {
     last_.assign(g.tensors.size(), -1);
     for (size_t t = 0; t < g.tensors.size(); ++t)
@@ -55,7 +57,8 @@ class Planner {
         int prev = -1;
         for (const OpTerm& t : ts) tiles += t.tile != prev, prev = t.tile;
       }
-      stream_.push_back(static_cast<double>(op.rows * terms));
+      stream_.push_back(op.kind == OpKind::kVector ? VectorRows(op)
+                                                   : static_cast<double>(op.rows * terms));
       const double tile = n_ * c.WeightRowCycles();
       wload_.push_back(static_cast<double>(tiles) * tile);
       wbytes_.push_back(static_cast<double>(tiles) * n_ * hw::RowBytes(c));
@@ -73,7 +76,7 @@ class Planner {
     double best_cost = kInfinite;
     for (const bool spill : {false, true}) {
       for (int64_t k = 0; k <= 8; ++k) {
-        const Segmentation seg = Segment(spill, c_.ub_depth_rows - c_.ub_depth_rows * k / 16);
+        const Segmentation seg = Segment(spill, ub_ - ub_ * k / 16);
         if (seg.cost == kInfinite || seg.cost >= best_cost) break;
         Plan p;
         p.maps = maps_;
@@ -113,6 +116,12 @@ class Planner {
   }
 
   int64_t Rows(int t) const { return g_.tensors[static_cast<size_t>(t)].rows; }
+  // A kVector operation's time per image in rows of the array's: each step reads every row
+  // of the output's shape, vector_sublanes a cycle.
+  double VectorRows(const GraphOp& op) const {
+    return static_cast<double>(op.steps.size()) * static_cast<double>(Rows(op.output)) /
+           c_.vector_sublanes;
+  }
   int Producer(int t) const { return g_.tensors[static_cast<size_t>(t)].producer; }
   // Tensors produced before position q and read at or after it (not the model's input).
   const std::vector<int>& Cross(int q) const { return cross_[static_cast<size_t>(q)]; }
@@ -226,7 +235,7 @@ class Planner {
     for (int64_t band = out.h; band >= 1; band = band > 1 ? (band + 1) / 2 : 0) {
       int64_t rows = 2 * band * out.w * out.T(n_);
       for (int t : Reads(i)) rows += 2 * BandRows(op, band, t);
-      if (rows <= c_.ub_depth_rows) return band;
+      if (rows <= ub_) return band;
     }
     return 0;
   }
@@ -387,7 +396,7 @@ class Planner {
         if (at + r.rows <= lo) break;
         at = std::max(at, hi);
       }
-      if (at + r.rows > c_.ub_depth_rows) {
+      if (at + r.rows > ub_) {
         failed_ = r.segment;
         return false;
       }
@@ -395,7 +404,8 @@ class Planner {
       top = std::max(top, at + r.rows);
       placed.push_back(&r);
     }
-    p->ub_rows = top;
+    p->zero_row = zero_row_;
+    p->ub_rows = top + (zero_row_ >= 0 ? 1 : 0);
     return true;
   }
 
@@ -459,7 +469,9 @@ class Planner {
   const config::TpuConfig& c_;
   const int64_t n_, b_;
   const int ops_;
-  std::vector<int> last_;                // per tensor, its last reader (ops_: the host)
+  const int64_t zero_row_;  // Plan::zero_row
+  const int64_t ub_;        // the unified-buffer rows tensors may take: all but the zero row
+  std::vector<int> last_;   // per tensor, its last reader (ops_: the host)
   std::vector<std::vector<int>> cross_;  // per position q, Cross(q)
   mutable std::vector<int64_t> mark_;    // per tensor, the stamp it was last seen with
   mutable int64_t stamp_ = 0;

@@ -59,9 +59,13 @@ struct Plan {
   std::vector<TensorPlace> places;            // per tensor
   std::vector<std::vector<Staging>> staging;  // per segment
   bool spill = false;                         // crossing tensors live in host memory
-  MapsOnChip maps;          // the input or output stays in the unified buffer (PlanGraph)
-  int64_t ub_rows = 0;      // the unified-buffer rows it uses
-  uint64_t host_bytes = 0;  // host memory it uses
+  MapsOnChip maps;      // the input or output stays in the unified buffer (PlanGraph)
+  int64_t ub_rows = 0;  // the unified-buffer rows it uses
+  // A row of +0 lanes the vector unit's steps broadcast (kVector; the last row of the
+  // unified buffer, which no tensor then takes), written by the program's first `vector`;
+  // -1: none (no operation on the vector unit).
+  int64_t zero_row = -1;
+  uint64_t host_bytes = 0;                    // host memory it uses
   uint64_t params_addr = 0, output_addr = 0;  // host addresses of the parameter sets, output
   uint64_t weights_bytes = 0;
   std::string why_not;  // empty: it fits the chip

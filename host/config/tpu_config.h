@@ -42,6 +42,14 @@ struct TpuConfig : hw::ChipParams {
         static_cast<double>(hw::RowBytes(*this)) / static_cast<double>(weight_mem_bytes_per_cycle));
   }
 
+  // The cycles the vector unit is busy with one `vector op=... rows=R`: a group of
+  // vector_sublanes rows a cycle, then the operation's latency and the cycle that writes the
+  // last group (docs/timing.md, "The vector unit").
+  double VectorCycles(hw::VectorOp op, int64_t rows) const {
+    const int64_t s = std::max(1, vector_sublanes);
+    return static_cast<double>((rows + s - 1) / s + hw::Info(op).latency + 1);
+  }
+
   // Throws UsageError saying which field is wrong and what would be valid.
   void Validate() const;
   nlohmann::json ToJson() const;

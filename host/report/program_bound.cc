@@ -54,8 +54,7 @@ void AddWeights(const isa::Instruction& in, const config::TpuConfig& c, CoreTime
 
 void AddVector(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t) {
   const auto op = static_cast<hw::VectorOp>(hw::kOpdVectorOp.Get(in.aux));
-  const double groups = std::ceil(static_cast<double>(in.length) / c.vector_sublanes);
-  t->vector += groups + hw::Info(op).latency + 1;
+  t->vector += c.VectorCycles(op, static_cast<int64_t>(in.length));
 }
 
 CoreTime TimeOf(const isa::Program& p, const config::TpuConfig& c) {

@@ -203,9 +203,14 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
       }
       if (l.contains("bound")) {
         const auto& b = l.at("bound");
-        row.bound = {b.at("array").get<double>(),    b.at("weights").get<double>(),
-                     b.at("host").get<double>(),     b.at("vector").get<double>(),
-                     b.at("pipeline").get<double>(), b.value("staged_host", 0.0)};
+        row.bound.array = b.at("array").get<double>();
+        row.bound.weights = b.at("weights").get<double>();
+        row.bound.host = b.at("host").get<double>();
+        // "vector": the activation unit's term in the reports of stops before 88
+        row.bound.activation = b.value("activation", b.value("vector", 0.0));
+        row.bound.vector_unit = b.value("vector_unit", 0.0);
+        row.bound.pipeline = b.at("pipeline").get<double>();
+        row.bound.staged_host = b.value("staged_host", 0.0);
         row.m = l.at("m").get<int64_t>();
         row.k = l.at("k").get<int64_t>();
         row.n = l.at("n").get<int64_t>();
@@ -294,9 +299,10 @@ nlohmann::json CategoriesJson(const RunRow& row, const config::TpuConfig& c) {
 void AddBound(const RunRow& row, nlohmann::json* j) {
   if (!row.HasBound()) return;
   const compiler::Bound& b = row.bound;
-  (*j)["bound"] = {{"array", b.array},   {"weights", b.weights},
-                   {"host", b.Host()},   {"staged_host", b.staged_host},
-                   {"vector", b.vector}, {"pipeline", b.pipeline}};
+  (*j)["bound"] = {{"array", b.array},           {"weights", b.weights},
+                   {"host", b.Host()},           {"staged_host", b.staged_host},
+                   {"activation", b.activation}, {"vector_unit", b.vector_unit},
+                   {"pipeline", b.pipeline}};
   (*j)["bound_cycles"] = b.Cycles();
   (*j)["cycles_over_bound"] = static_cast<double>(row.Cycles()) / b.Cycles();
   (*j)["binds"] = b.Binds();

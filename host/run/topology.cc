@@ -376,7 +376,7 @@ double RoundBound(const LayerParts& parts, int batch, const config::TpuConfig& c
   for (size_t k = 0; k < images.size(); ++k) {
     Bound b;
     for (const Bound& op : parts.nc[parts.PartOf(k)]->Bounds(images[k].count)) b += op;
-    slowest = std::max({slowest, b.array, b.weights, b.vector});
+    slowest = std::max({slowest, b.array, b.weights, b.activation, b.vector_unit});
     host += b.host + b.staged_host;
     weights += b.weights * channel;
   }

@@ -86,6 +86,7 @@ std::vector<int> PassEmitter::NextTiles(int i, int64_t j, const std::vector<OpTe
   }
   const GraphOp& next_op = s_.g.ops[static_cast<size_t>(next_pass_.first)];
   if (costs_.Spreads(next_pass_.first)) return {};  // its units read their own tiles (Lanes)
+  if (next_op.kind == OpKind::kVector) return {};   // no tiles: the vector unit's
   bool switches = false, one = true;
   int prev = s_.active[static_cast<size_t>(s_.unit)];
   for (const OpTerm& t : terms) {

@@ -25,6 +25,7 @@ bool PassShapes::ShortPass(const GraphOp& op, int64_t rows) const {
 NextRead PassShapes::NextReads(int i) const {
   if (i + 1 >= s_.seg_end) return NextRead::kNot;
   const GraphOp& next = s_.g.ops[static_cast<size_t>(i + 1)];
+  if (next.kind == OpKind::kVector) return NextRead::kNot;  // the vector unit's, not a pass
   const OpTerm& t = next.terms.front().front();
   if (next.stacked ||
       next.inputs[static_cast<size_t>(t.input)] != s_.g.ops[static_cast<size_t>(i)].output)

@@ -23,14 +23,14 @@ int UnitCosts::SpreadUnits(int i) const {
   const double run =  // a tile's share of a read
       static_cast<double>(ReadCycles(RunTiles())) / static_cast<double>(RunTiles());
   double least =  // one unit: its weight DMA reads every tile
-      std::max({b.array * m, tiles * static_cast<double>(s_.n) * s_.c.WeightRowCycles(), b.vector,
-                b.host});
+      std::max({b.array * m, tiles * static_cast<double>(s_.n) * s_.c.WeightRowCycles(),
+                b.activation, b.host});
   for (int u = 2; u <= m; ++u) {
     const double fill = std::min(tiles, u * fifo);
     const double share =  // a tile's, where the u weight DMAs read side by side
         std::max(run, static_cast<double>(ChannelCycles(u))) / u;
     const double t =
-        fill * share + std::max({b.array * m / u, (tiles - fill) * share, b.vector, b.host});
+        fill * share + std::max({b.array * m / u, (tiles - fill) * share, b.activation, b.host});
     if (t < least) best = u, least = t;
   }
   return best;

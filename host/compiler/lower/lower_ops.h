@@ -23,13 +23,16 @@ void LowerWeighted(Lowering& lw, int i, const nn::Layer& l);
 // Max pooling: for each tap, the window stage reads that tap's tile of every pixel
 // (channels = the whole T x N-byte pixel, so each K-tile is one tap's tile), and the
 // accumulators keep the maximum (matmul max) through the identity tile (max_pool.cc).
-// An add of two tensors that no single layer's activate can take: the first through the
-// identity tile, the second as the residual; on a bf16 chip not with ReLU6 (add.cc).
+// An add of two tensors that no single layer's activate can take: on an int8 chip the first
+// through the identity tile, the second as the residual; on a bf16 chip on the vector unit
+// (LowerVectorAdd), not with ReLU6 (add.cc).
 // Layer i's two inputs joined value by value through the residual stage: the first through
 // the identity tile, the second as the residual the activate adds (or, with `product`,
 // multiplies by); `kind` and `verbs` name it where it reads the model's input ("add",
 // "adds"). An add and a product (add.cc, mul.cc).
 void LowerResidualJoin(Lowering& lw, int i, bool product, const char* kind, const char* verbs);
+// A bf16 chip's add that runs in no convolution's activate: on the vector unit (kVector).
+void LowerVectorAdd(Lowering& lw, int i);
 // op's terms: each output tile of `in` through the identity tile, in place (one row per
 // pixel): a value-by-value operation, its rows, tiles and MACs (the residual joins, the
 // tables).

@@ -16,11 +16,14 @@
 #include <sstream>
 #include <utility>
 
+#include "arith/bf16.h"
+#include "arith/vector.h"
 #include "host/common/errors.h"
 #include "host/compiler/core_split.h"
 #include "host/compiler/graph_bound.h"
 #include "host/compiler/graph_emitter.h"
 #include "host/compiler/graph_lowering.h"
+#include "host/compiler/graph_plan.h"
 #include "host/compiler/network_compiler.h"
 #include "host/isa/assembler.h"
 #include "host/nn/int8_net.h"
@@ -884,7 +887,7 @@ TEST(GraphCompilerTest, AnInputReadBehindTheGroupBeforeLeavesItsOperationToSprea
   // input binds it, the first group's (its own host term: the others' are the network's,
   // staged_host) does not.
   EXPECT_LT(b.array, b.host + b.staged_host);
-  EXPECT_GT(b.array, std::max({b.weights, b.vector, b.host}));
+  EXPECT_GT(b.array, std::max({b.weights, b.activation, b.host}));
   const double input = static_cast<double>(batch * g.tensors[0].rows) * c.HostRowCycles();
   EXPECT_DOUBLE_EQ(b.staged_host, input * (batch - 2) / batch);
   Bound net;
@@ -1154,12 +1157,12 @@ TEST(GraphCompilerTest, OperationsSpreadOverTheUnitsTheirEstimateFavours) {
     const Bound& b = bounds[static_cast<size_t>(op)];
     const double tiles = b.weights / 8;
     int want = 1;
-    double least = std::max({b.array * 4, b.weights, b.vector, b.host});
+    double least = std::max({b.array * 4, b.weights, b.activation, b.host});
     for (int u = 2; u <= 4; ++u) {
       const double fill = std::min(tiles, 4.0 * u);
       const double share = std::max(13.0, 8.0 * u) / u;
       const double t =
-          fill * share + std::max({b.array * 4 / u, (tiles - fill) * share, b.vector, b.host});
+          fill * share + std::max({b.array * 4 / u, (tiles - fill) * share, b.activation, b.host});
       if (t < least) want = u, least = t;
     }
     wants.push_back(want);
@@ -1498,6 +1501,114 @@ TEST(GraphCompilerTest, WhatDoesNotFitSaysWhy) {
     ADD_FAILURE() << "a graph that does not fit ran";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("window registers"), std::string::npos) << e.what();
+  }
+}
+
+// Adds that no convolution's activate can take (both inputs read elsewhere too), one
+// without and one with ReLU, over maps of 6 channels (two tiles of 4 lanes, the second half
+// padding), on the 4 x 4 chip of `dtype` (quantized for int8).
+std::pair<nn::Model, config::TpuConfig> StandaloneAddsOn(hw::Dtype dtype) {
+  nn::Model m = NewModel("adds", {6, 6, 5});
+  m.layers = {
+      L(LayerType::kConv2d, {nn::kModelInput}, 6, 3, 1, 1),       // 0: negatives
+      L(LayerType::kConv2d, {0}, 6, 1),                           // 1
+      L(LayerType::kConv2d, {0}, 6, 1, 1, 0, Activation::kRelu),  // 2
+      L(LayerType::kAdd, {1, 2}),                                 // 3: standalone
+      L(LayerType::kAdd, {2, 1}, 0, 0, 1, 0, Activation::kRelu),  // 4: standalone
+      L(LayerType::kConcat, {3, 4}),                              // 5: 12 channels
+      L(LayerType::kFlatten, {5}),                                // 6
+      L(LayerType::kDense, {6}, 4),                               // 7
+  };
+  m = test::Randomize(m, 3);
+  config::TpuConfig c = config::LoadConfig("small-16");
+  c.array_dim = 4;
+  c.dtype = dtype;
+  if (dtype == hw::Dtype::kInt8) nn::Quantize(&m, nn::SyntheticInputs(m, 8, 1), 8);
+  return {m, c};
+}
+
+// On a bf16 chip such an add is two steps of the vector unit, no pass through the identity
+// tile (the plan keeps a row of zeros for them); bit-exact against nn::Bf16Net. An int8 chip
+// keeps the identity pass (its residual add requantizes).
+TEST(GraphCompilerTest, Bf16StandaloneAddsRunOnTheVectorUnit) {
+  for (const hw::Dtype dtype : {hw::Dtype::kInt8, hw::Dtype::kBf16}) {
+    const auto [m, c] = StandaloneAddsOn(dtype);
+    const LoweredGraph g = LowerGraph(m, c.array_dim, c.dtype);
+    ASSERT_EQ(g.why_not, "");
+    const OpKind want = dtype == hw::Dtype::kBf16 ? OpKind::kVector : OpKind::kResidual;
+    int adds = 0;
+    for (const GraphOp& op : g.ops) {
+      if (op.layers != std::vector<int>{3} && op.layers != std::vector<int>{4}) continue;
+      ++adds;
+      EXPECT_EQ(op.kind, want) << op.name;
+      if (want == OpKind::kVector) {
+        EXPECT_EQ(op.steps.size(), 2u) << op.name;
+        EXPECT_TRUE(op.terms.empty()) << op.name;
+      }
+    }
+    EXPECT_EQ(adds, 2);
+    EXPECT_EQ(PlanGraph(g, c, 3).zero_row >= 0, dtype == hw::Dtype::kBf16);
+    RunExact(m, c, engine::EngineKind::kFast, 5, 3);
+  }
+}
+
+// ... and on the RTL with every counter the fast engine's (one SystemC chip per test).
+TEST(GraphCompilerTest, Bf16StandaloneAddsAreBitExactOnTheRtl) {
+  const auto [m, c] = StandaloneAddsOn(hw::Dtype::kBf16);
+  const TpuRunResult rtl = RunExact(m, c, engine::EngineKind::kRtl, 5, 3);
+  const TpuRunResult fast = RunExact(m, c, engine::EngineKind::kFast, 5, 3);
+  EXPECT_EQ(rtl.Total(), fast.Total());
+  EXPECT_EQ(rtl.chip_cycles, fast.chip_cycles);
+}
+
+// The steps the compiler gives a bf16 add compute arith::Bf16ResidualAdd (what nn::Bf16Net
+// and the activation unit's fused add compute) for every pair of special values: zeros of
+// both signs, subnormals (zeros of their sign), sums that cancel or fall below the smallest
+// normal, infinities, NaNs; with and without ReLU. Run by the vector unit's CPU reference
+// (arith::VectorRun, which the engines equal: VectorUnitTest, co-simulation).
+TEST(GraphCompilerTest, TheVectorAddStepsEqualTheResidualAddOnSpecialValues) {
+  const std::vector<uint16_t> v = {0x0000, 0x8000, 0x0001, 0x8001, 0x0080, 0x8080, 0x0081, 0x8081,
+                                   0x3f80, 0xbf80, 0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0xffc1};
+  const auto n = static_cast<int64_t>(v.size());  // lanes; y in rows 0.., r from n, out 2n
+  for (const bool relu : {false, true}) {
+    nn::Model m = StandaloneAddsOn(hw::Dtype::kBf16).first;
+    const LoweredGraph g = LowerGraph(m, 4, hw::Dtype::kBf16);
+    const int layer = relu ? 4 : 3;
+    const auto op = std::find_if(g.ops.begin(), g.ops.end(), [&](const GraphOp& o) {
+      return o.layers == std::vector<int>{layer};
+    });
+    ASSERT_NE(op, g.ops.end());
+    std::vector<uint16_t> buf(static_cast<size_t>((3 * n + 1) * n), 0x7fc0);  // zero row: 3n
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        buf[static_cast<size_t>(i * n + j)] = v[static_cast<size_t>(i)];
+        buf[static_cast<size_t>((n + i) * n + j)] = v[static_cast<size_t>(j)];
+      }
+    }
+    const auto y = op->inputs[static_cast<size_t>(relu ? 1 : 0)];  // layer 4 adds 2 + 1
+    const auto row = [&](int t) -> uint64_t {
+      if (t == VectorStep::kZeros) return static_cast<uint64_t>(3 * n);
+      if (t == VectorStep::kOutput) return static_cast<uint64_t>(2 * n);
+      return t == y ? 0 : static_cast<uint64_t>(n);
+    };
+    arith::VectorRun({hw::VectorOp::kLess, row(VectorStep::kZeros), row(VectorStep::kZeros),
+                      row(VectorStep::kZeros), 1},
+                     buf.data(), n);  // the program's zero row
+    for (const VectorStep& st : op->steps) {
+      arith::VectorInstr in{st.op, row(st.a), row(st.b), row(VectorStep::kOutput),
+                            static_cast<uint32_t>(n)};
+      in.bcast = st.b == VectorStep::kZeros;
+      arith::VectorRun(in, buf.data(), n);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const uint16_t a = v[static_cast<size_t>(i)], b = v[static_cast<size_t>(j)];
+        const uint16_t want = relu ? arith::Bf16ResidualAdd(b, a, true)  // 2 + 1: y = r's
+                                   : arith::Bf16ResidualAdd(a, b, false);
+        EXPECT_EQ(buf[static_cast<size_t>((2 * n + i) * n + j)], want)
+            << std::hex << a << " + " << b << (relu ? " relu" : "");
+      }
+    }
   }
 }
 
