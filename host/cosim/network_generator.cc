@@ -174,7 +174,10 @@ class NetworkDraw {
                        p.type == LayerType::kMaxPool2d ? "maxpool" : "avgpool"));
   }
 
-  // x + conv(x): a "same" convolution of stride 1 keeping the channels, then the add.
+  // x + conv(x): a "same" convolution of stride 1 keeping the channels, then the add. A
+  // third of them crossed: conv(x) + x beside it and the two concatenated, each input then
+  // read by both adds, so that no convolution's activate takes either (an int8 chip's
+  // identity pass, a bf16 chip's vector unit: docs/compiler.md).
   void Residual() {
     const int x = cur_, k = 2 * Uniform(0, 1) + 1;
     const int n = static_cast<int>(m_.layers.size());
@@ -184,6 +187,16 @@ class NetworkDraw {
     add.type = LayerType::kAdd;
     add.inputs = {x, n};
     add.activation = Chance(0.5) ? Activation::kRelu : Activation::kNone;
+    if (Chance(1.0 / 3)) {
+      Layer other = add, cat;
+      other.inputs = {n, x};
+      other.activation = Chance(0.5) ? Activation::kRelu : Activation::kNone;
+      cat.type = LayerType::kConcat;
+      cat.inputs = {n + 1, n + 2};
+      TryAdd({c, add, other, cat}, fmt::format("crossed residual(conv{}x{}){}{}", k, k,
+                                               Act(add.activation), Act(other.activation)));
+      return;
+    }
     TryAdd({c, add}, fmt::format("residual(conv{}x{}){}", k, k, Act(add.activation)));
   }
 
