@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 
 #include "host/cosim/program_generator.h"
 #include "host/engine/engine_factory.h"
 #include "host/isa/assembler.h"
+#include "host/isa/program_builder.h"
 
 namespace tpu::report {
 namespace {
@@ -97,6 +99,53 @@ TEST(ProgramBoundTest, NoRunBeatsItsBound) {
           << c.name << " program " << i << ": " << b.Text();
     }
     EXPECT_GT(halted, 100) << c.name;
+  }
+}
+
+// The vector unit's term is each instruction's busy cycles exactly: for programs of nothing
+// but `vector` instructions (random operations, 1 to 40 rows, formats, broadcasts) it equals
+// the run's busy_vector counter, on 1 and 8 sublanes, and the run is longer (each
+// instruction issues the cycle after the one before has written its last group).
+TEST(ProgramBoundTest, TheVectorTermIsTheVectorUnitsBusyCycles) {
+  for (const int sublanes : {1, 8}) {
+    config::TpuConfig c = config::LoadConfig("small-16");
+    c.dtype = hw::Dtype::kBf16;
+    c.vector_sublanes = sublanes;
+    const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
+    std::mt19937_64 rng(5);
+    const auto pick = [&](int lo, int hi) {
+      return std::uniform_int_distribution<int>(lo, hi)(rng);
+    };
+    for (int i = 0; i < 200; ++i) {
+      isa::ProgramBuilder p;
+      p.SetFormat(true);
+      for (int k = pick(1, 12); k > 0; --k) {
+        isa::VectorOperands v;
+        v.op = static_cast<hw::VectorOp>(pick(0, hw::kNumVectorOps - 1));
+        const hw::VectorKind kind = hw::Info(v.op).kind;
+        const bool has_b = kind == hw::VectorKind::kBinary || kind == hw::VectorKind::kSelect;
+        v.rows = static_cast<uint64_t>(pick(1, 40));
+        v.a = 0;
+        v.out = k % 2 ? 200 : 300;
+        v.a32 = pick(0, 1) != 0;
+        v.o32 = pick(0, 1) != 0;
+        if (has_b) {
+          v.b = 100;
+          v.b32 = pick(0, 1) != 0;
+          v.bcast = pick(0, 3) == 0;
+        }
+        p.Vector(v);
+      }
+      p.Halt();
+      engine::ExecJob job;
+      job.program = p.Take();
+      const engine::ExecResult r = chip->Run(job);
+      ASSERT_TRUE(r.ok) << "program " << i;
+      const std::map<std::string, double> t = Terms(BoundPrograms({job.program}, c));
+      EXPECT_EQ(t.at("vector unit"), static_cast<double>(r.counters.busy_vector))
+          << "program " << i;
+      EXPECT_GT(static_cast<double>(r.cycles), t.at("vector unit")) << "program " << i;
+    }
   }
 }
 
