@@ -121,9 +121,9 @@ void Emitter::Segment(int s) {
 
 void Emitter::Op(int i, int64_t g0, int64_t count) {
   s_.group0 = g0;
-  if (s_.g.ops[static_cast<size_t>(i)].kind == OpKind::kVector)
-    return VectorSteps(s_, acts_, i, g0, count, 0,
-                       s_.T(s_.g.ops[static_cast<size_t>(i)].output).rows);
+  const GraphOp& op = s_.g.ops[static_cast<size_t>(i)];
+  if (op.kind == OpKind::kVector)
+    return VectorSteps(s_, acts_, i, g0, count, 0, s_.T(op.output).rows);
   if (costs_.Spreads(i)) return spread_.Spread(i, pass_.Collect(i, g0, count));
   pass_.OpPasses(i, g0, count);
 }
