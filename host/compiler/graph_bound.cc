@@ -111,9 +111,9 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
     const int64_t rows = op.stacked ? 1 : op.rows;
     b.activation = static_cast<double>(batch * rows * op.nt);
     if (op.kind == OpKind::kVector) {  // each step: every row of the batch, S a cycle
-      const int64_t s = std::max(1, c.vector_sublanes);
       const int64_t all = batch * g.tensors[static_cast<size_t>(op.output)].rows;
-      b.vector_unit = static_cast<double>(op.steps.size() * static_cast<size_t>((all + s - 1) / s));
+      b.vector_unit =
+          static_cast<double>(static_cast<int64_t>(op.steps.size()) * c.VectorGroups(all));
     }
     int64_t host_rows = op.nt * hw::ParamRows(hw::ElementBytes(c.dtype));  // its sets
     const int64_t staged = StagedImages(plan, static_cast<int>(i), batch);

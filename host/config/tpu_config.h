@@ -46,8 +46,12 @@ struct TpuConfig : hw::ChipParams {
   // vector_sublanes rows a cycle, then the operation's latency and the cycle that writes the
   // last group (docs/timing.md, "The vector unit").
   double VectorCycles(hw::VectorOp op, int64_t rows) const {
+    return static_cast<double>(VectorGroups(rows) + hw::Info(op).latency + 1);
+  }
+  // The groups of vector_sublanes rows that `rows` rows make (the last what is left).
+  int64_t VectorGroups(int64_t rows) const {
     const int64_t s = std::max(1, vector_sublanes);
-    return static_cast<double>((rows + s - 1) / s + hw::Info(op).latency + 1);
+    return (rows + s - 1) / s;
   }
 
   // Throws UsageError saying which field is wrong and what would be valid.

@@ -32,11 +32,7 @@ void LowerVectorAdd(Lowering& lw, int i) {
   LoweredGraph& g = lw.graph();
   const nn::Layer& l = lw.L(i);
   const int a = lw.TensorOf(l.inputs[0]), b = lw.TensorOf(l.inputs[1]);
-  if (g.tensors[static_cast<size_t>(a)].packed || g.tensors[static_cast<size_t>(b)].packed) {
-    lw.No("add '" + l.name +
-          "' reads the model's input directly; the chip adds maps that an operation wrote");
-    return;
-  }
+  if (JoinReadsTheInput(lw, i, "add", "adds")) return;
   GraphOp op = lw.NewOp(OpKind::kVector, i);
   op.inputs = {a, b};
   op.relu = l.activation == nn::Activation::kRelu;

@@ -31,6 +31,9 @@ void LowerWeighted(Lowering& lw, int i, const nn::Layer& l);
 // multiplies by); `kind` and `verbs` name it where it reads the model's input ("add",
 // "adds"). An add and a product (add.cc, mul.cc).
 void LowerResidualJoin(Lowering& lw, int i, bool product, const char* kind, const char* verbs);
+// Whether join i (an add, a product: `kind`, what it `verbs`) reads the model's packed input,
+// which the chip cannot join: then the lowering ends saying so.
+bool JoinReadsTheInput(Lowering& lw, int i, const char* kind, const char* verbs);
 // A bf16 chip's add that runs in no convolution's activate: on the vector unit (kVector).
 void LowerVectorAdd(Lowering& lw, int i);
 // op's terms: each output tile of `in` through the identity tile, in place (one row per

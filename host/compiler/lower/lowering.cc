@@ -225,16 +225,24 @@ void IdentityPass(Lowering& lw, const GraphTensor& in, GraphOp* op) {
   op->macs = in.Pixels() * in.c;
 }
 
+bool JoinReadsTheInput(Lowering& lw, int i, const char* kind, const char* verbs) {
+  const LoweredGraph& g = lw.graph();
+  const nn::Layer& l = lw.L(i);
+  for (int input : l.inputs) {
+    if (!g.tensors[static_cast<size_t>(lw.TensorOf(input))].packed) continue;
+    lw.No(std::string(kind) + " '" + l.name + "' reads the model's input directly; the chip " +
+          verbs + " maps that an operation wrote");
+    return true;
+  }
+  return false;
+}
+
 void LowerResidualJoin(Lowering& lw, int i, bool product, const char* kind, const char* verbs) {
   LoweredGraph& g = lw.graph();
   const nn::Layer& l = lw.L(i);
   GraphOp op = lw.NewOp(OpKind::kResidual, i);
   const int a = lw.TensorOf(l.inputs[0]), b = lw.TensorOf(l.inputs[1]);
-  if (g.tensors[static_cast<size_t>(a)].packed || g.tensors[static_cast<size_t>(b)].packed) {
-    lw.No(std::string(kind) + " '" + l.name + "' reads the model's input directly; the chip " +
-          verbs + " maps that an operation wrote");
-    return;
-  }
+  if (JoinReadsTheInput(lw, i, kind, verbs)) return;
   const GraphTensor in = g.tensors[static_cast<size_t>(a)];
   op.inputs = {a};
   op.residual = b;
