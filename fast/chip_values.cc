@@ -50,6 +50,10 @@ void ChipValues::Issue(const Decoded& d) {
         std::memcpy(Ub<uint8_t>(d.dst), &host_[d.src], static_cast<size_t>(d.len * row_bytes_));
       }
       break;
+    case Opcode::kReadHbm:  // the controller kept readers off the rows until they land
+      std::memcpy(Ub<uint8_t>(d.dst), &weight_[d.weight_addr],
+                  static_cast<size_t>(uint64_t{d.len} * row_bytes_));
+      break;
     case Opcode::kReadWeights:
     case Opcode::kLoadWeights:
       BringTiles(d);

@@ -110,6 +110,23 @@ void ReadHost(Decoded& d, const Sizes& s) {
   d.unit = hw::kUnitHostDma;
 }
 
+// read_hbm: weight-memory rows into the unified buffer, on the host DMA's own port.
+void ReadHbm(Decoded& d, const Sizes& s) {
+  d.weight_addr = uint64_t{hw::kOpdReadHbmAddrHi.Get(d.aux)} << 32 | d.src;
+  if (d.flags != 0 || d.len == 0 ||
+      (d.aux >> (hw::kOpdReadHbmAddrHi.lsb + hw::kOpdReadHbmAddrHi.bits)) != 0)
+    d.check = Status::kBadOperand;
+  else
+    d.check =
+        First(Range(d.weight_addr, uint64_t{d.len} * s.row, s.weight), Range(d.dst, d.len, s.ub));
+  Footprint& fp = d.fp;
+  fp.ub_use = true;
+  fp.ub_wr = true;
+  fp.ub_lo = d.dst;
+  fp.ub_hi = static_cast<uint32_t>(uint64_t{d.dst} + d.len);
+  d.unit = hw::kUnitHostDma;
+}
+
 void ReadWeights(Decoded& d, const Sizes& s) {
   d.weight_addr = uint64_t{hw::kOpdReadWeightsAddrHi.Get(d.aux)} << 32 | d.src;
   if ((d.flags & ~kMxuBits) != 0 || MxuBad(d, s) || d.len == 0 ||
@@ -327,6 +344,9 @@ Decoded Decode(const uint8_t* w, const ChipParams& p, Registers& regs) {
       break;
     case Opcode::kReadWeights:
       ReadWeights(d, s);
+      break;
+    case Opcode::kReadHbm:
+      ReadHbm(d, s);
       break;
     case Opcode::kLoadWeights:
       LoadWeights(d, s);

@@ -59,7 +59,7 @@ struct Decoded {
   uint8_t op = 0, flags = 0;
   uint8_t mxu = 0;  // read_weights, matmul, activate: the matrix unit (mxu=)
   uint32_t len = 0, src = 0, dst = 0, aux = 0;
-  uint64_t weight_addr = 0;            // read_weights: the 48-bit address (src, aux bits 0-15)
+  uint64_t weight_addr = 0;  // read_weights, read_hbm: the 48-bit address (src, aux bits 0-15)
   hw::Status check = hw::Status::kOk;  // what the controller's checks say
   int unit = -1;                       // hw::kUnit*, or -1 (retired by the controller)
   bool sync = false;                   // sync or halt: waits for every unit

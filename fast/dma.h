@@ -1,7 +1,8 @@
 // The fast engine's DMA engines and weight FIFO, register for register as in the RTL:
-// rtl/tpu_host_dma.sv (with its two-row write buffer), rtl/tpu_weight_dma.sv and
-// rtl/tpu_fifo.sv. Each unit is its state, the signals it drives in a cycle (from that
-// state and the memory port's answer) and Edge(), the clock edge that ends the cycle.
+// rtl/tpu_host_dma.sv (with its two-row write buffer, and its weight-memory port for read_hbm),
+// rtl/tpu_weight_dma.sv and rtl/tpu_fifo.sv. Each unit is its state, the signals it drives in a
+// cycle (from that state and the memory port's answer) and Edge(), the clock edge that ends the
+// cycle.
 #pragma once
 
 #include <cstdint>
@@ -14,15 +15,17 @@ class HostDma {
  public:
   bool Busy() const { return req_left_ || resp_left_ || rd_left_ || rd_pending_ || obuf_; }
   // A request to the host memory: a read row, or a buffered row to write.
-  bool ReqValid() const { return write_ ? obuf_ != 0 : req_left_ != 0; }
+  bool ReqValid() const { return write_ ? obuf_ != 0 : !hbm_ && req_left_ != 0; }
+  // A request to the weight memory (read_hbm), on the unit's port there.
+  bool HbmReqValid() const { return hbm_ && req_left_ != 0; }
   bool Writing() const { return write_; }
   bool Params() const { return params_; }
   bool RowsPending() const { return rd_pending_; }
-  uint32_t ReqAddr() const { return req_addr_; }
+  uint32_t ReqAddr() const { return static_cast<uint32_t>(req_addr_); }
   uint32_t WriteRow() const { return write_row_; }
 
-  // What the unit does in a cycle in which the memory accepted a request (`fire`) and
-  // presented a read row (`resp`).
+  // What the unit does in a cycle in which the memory it reads (the host memory, or the
+  // weight memory for read_hbm) accepted a request (`fire`) and presented a read row (`resp`).
   struct Signals {
     bool resp_take = false;  // a read row into the unified buffer (or a parameter set)
     bool obuf_pop = false;   // a buffered row to the memory
@@ -36,7 +39,7 @@ class HostDma {
     return s;
   }
 
-  // `start`: the read_host or write_host the controller issues in this cycle, or null;
+  // `start`: the read_host, write_host or read_hbm the controller issues in this cycle, or null;
   // a row is `row_bytes` bytes, a parameter set `param_rows` rows.
   void Edge(const Decoded* start, const Signals& s, bool fire, uint32_t row_bytes,
             uint32_t param_rows) {
@@ -47,8 +50,9 @@ class HostDma {
       const uint32_t rows = params ? start->len * param_rows : start->len;
       write_ = write;
       params_ = params;
+      hbm_ = start->op == static_cast<uint8_t>(hw::Opcode::kReadHbm);
       req_left_ = rows;
-      req_addr_ = write ? start->dst : start->src;
+      req_addr_ = write ? start->dst : hbm_ ? start->weight_addr : start->src;
       rd_left_ = write ? rows : 0;
       resp_left_ = write ? 0 : rows;
       write_row_ = start->src;
@@ -66,8 +70,9 @@ class HostDma {
   }
 
  private:
-  bool write_ = false, params_ = false, rd_pending_ = false;
-  uint32_t req_addr_ = 0, req_left_ = 0, resp_left_ = 0, rd_left_ = 0, obuf_ = 0;
+  bool write_ = false, params_ = false, hbm_ = false, rd_pending_ = false;
+  uint64_t req_addr_ = 0;  // the next request's address (the host memory's: 32 bits)
+  uint32_t req_left_ = 0, resp_left_ = 0, rd_left_ = 0, obuf_ = 0;
   uint32_t write_row_ = 0;  // the unified-buffer row of the next accepted write
 };
 

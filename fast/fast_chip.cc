@@ -25,6 +25,9 @@ void CheckParams(const ChipParams& p) {
   if (const hw::ParamInfo* bad = hw::FirstOutOfRange(p))
     throw std::invalid_argument(std::string(bad->name) + " is out of range for the fast engine");
   if (p.iq_depth < 1) throw std::invalid_argument("iq_depth must be at least 1");
+  // A weight-memory port per matrix unit and one per host DMA, each core (TpuConfig::Validate).
+  if (p.cores * (p.mxus_per_core + 1) > 64)
+    throw std::invalid_argument("more than 64 weight-memory ports (cores x (mxus_per_core + 1))");
 }
 
 // A matrix unit with what only it uses: its weight DMA and FIFO and its feeder
@@ -88,6 +91,8 @@ struct Cycle {
   UnitsBusy busy;
   bool moved = false;  // anything changed (the watchdog's progress)
   bool hm_valid = false, hm_ready = false, hm_fire = false, hm_resp = false;
+  // the host DMA's weight-memory port (read_hbm): asked, taken, a row presented
+  bool hb_valid = false, hb_ready = false, hb_fire = false, hb_resp = false;
   bool push = false;                             // an instruction into the queue
   bool host_write = false, host_params = false;  // the host DMA's direction, parameter rows
   Controller::Decision issue;
@@ -106,9 +111,11 @@ struct Cycle {
   }
 
   bool HostStall() const { return hm_valid && !hm_ready; }
-  // Any weight DMA's request not taken; any with rows to ask for and no room for them.
+  // Any weight-memory request not taken (a weight DMA's, the host DMA's); any weight DMA
+  // with rows to ask for and no room for them.
   bool WeightStall() const {
-    return Lanes([](const LaneCycle& l) { return l.wm_valid && !l.wm_ready; }) != 0;
+    return (hb_valid && !hb_ready) ||
+           Lanes([](const LaneCycle& l) { return l.wm_valid && !l.wm_ready; }) != 0;
   }
   bool FifoFull() const {
     return Lanes([](const LaneCycle& l) { return l.fifo_full; }) != 0;
@@ -124,8 +131,8 @@ struct Cycle {
     const uint64_t lanes_moved = Lanes([](const LaneCycle& l) {
       return l.a_fire || l.load || l.out || l.wm_fire || l.wm_resp || l.ub_read || l.w_take;
     });
-    return issue.issue == kFire || push || hm_fire || hm_resp || lanes_moved != 0 || acc_rd ||
-           vpu_out || vec_reads != 0 || vec_writes != 0;
+    return issue.issue == kFire || push || hm_fire || hm_resp || hb_fire || hb_resp ||
+           lanes_moved != 0 || acc_rd || vpu_out || vec_reads != 0 || vec_writes != 0;
   }
   // n: the array size; row: a row's bytes.
   void Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const;
@@ -147,6 +154,7 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
   if (mxu_cycle == hw::kMxuDrain || mxu_cycle == hw::kMxuIdle) {
     const bool raw = is == kUbHazard || is == kAccHazard || is == kParamHazard || is == kDrain;
     cnt[busy.host_dma ? hw::kCounterWaitInput
+        : busy.vector ? hw::kCounterWaitVector
         : raw         ? hw::kCounterWaitRaw
                       : hw::kCounterWaitNonMatrix] += k;
   }
@@ -169,7 +177,8 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
   cnt[hw::kCounterParamWrites] += k * (h.resp_take && host_params);
   cnt[hw::kCounterHostBytesRead] += k * (hm_fire && !host_write ? row : 0);
   cnt[hw::kCounterHostBytesWritten] += k * (hm_fire && host_write ? row : 0);
-  cnt[hw::kCounterWeightBytesRead] += k * row * Lanes([](const LaneCycle& l) { return l.wm_fire; });
+  cnt[hw::kCounterWeightBytesRead] +=
+      k * row * (hb_fire + Lanes([](const LaneCycle& l) { return l.wm_fire; }));
   cnt[hw::kCounterMacs] += k * n * n * Lanes([](const LaneCycle& l) { return l.a_fire; });
   cnt[hw::kCounterVpuRowsIn] += k * vpu_in;
   cnt[hw::kCounterVpuRowsOut] += k * vpu_out;
@@ -177,7 +186,8 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
 
 // What the shared memories did for a core in a cycle: whether its host request was taken
 // (the arbiter granted it and the memory was ready) and whether a read row came back for
-// it; the same for each of its weight DMAs' ports (bit m: matrix unit m's).
+// it; the same for each of its weight-memory ports (bit m: matrix unit m's weight DMA's, bit
+// units: the host DMA's).
 struct PortAnswer {
   bool hm_ready = false, hm_resp = false;
   uint32_t wm_ready = 0, wm_resp = 0;
@@ -202,6 +212,12 @@ Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* va
   }
   c.hm_resp = a.hm_resp;
   c.lanes = static_cast<int>(u.lanes.size());
+  const size_t hb = u.lanes.size();  // the host DMA's weight-memory port
+  c.hb_valid = u.hdma.HbmReqValid();
+  c.hb_ready = (a.wm_ready >> hb & 1u) != 0;
+  c.hb_fire = c.hb_valid && c.hb_ready;
+  c.hb_resp = (a.wm_resp >> hb & 1u) != 0;
+  c.moved = c.moved || c.hb_fire;
   for (size_t m = 0; m < u.lanes.size(); ++m) {
     const Lane& l = u.lanes[m];
     LaneCycle& lc = c.lane[m];
@@ -220,7 +236,7 @@ Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* va
 // Every unit's signals in the cycle, from its registers and what the ports and the issue
 // stage did.
 void Signals(const Units& u, uint64_t cycle, Cycle* c) {
-  c->h = u.hdma.Cycle(c->hm_fire, c->hm_resp);
+  c->h = u.hdma.Cycle(c->hm_fire || c->hb_fire, c->hm_resp || c->hb_resp);
   c->mxu_cycle = hw::kMxuIdle;
   for (size_t m = 0; m < u.lanes.size(); ++m) {
     const Lane& l = u.lanes[m];
@@ -260,7 +276,7 @@ void Edge(Units& u, const Cycle& c, uint64_t cycle, uint64_t n, ChipValues* valu
   for (size_t m = 0; m < u.lanes.size(); ++m)
     last |= static_cast<uint8_t>((c.lane[m].a_fire && c.lane[m].a_last) << m);
   u.ctl.Edge(s, c.push, last, n, c.Progress());
-  u.hdma.Edge(start(hw::kUnitHostDma), c.h, c.hm_fire, u.row_bytes, u.param_rows);
+  u.hdma.Edge(start(hw::kUnitHostDma), c.h, c.hm_fire || c.hb_fire, u.row_bytes, u.param_rows);
   const Decoded* wdma = start(hw::kUnitWeightDma);
   const Decoded* feed = start(hw::kUnitMatrix);
   for (size_t m = 0; m < u.lanes.size(); ++m) {
@@ -314,8 +330,8 @@ bool Steady(const Units& u, const Cycle& c) {
 uint64_t Repeats(const Units& u, const Cycle& c, uint64_t cycle) {
   const Controller::Decision& s = c.issue;
   if (s.go || c.push || !c.Progress() || (s.issue == kHalted && !u.ctl.Halted()) || c.hm_fire ||
-      c.hm_resp || c.h.resp_take || c.h.obuf_pop || c.h.ub_read || u.hdma.RowsPending() ||
-      u.vec.Busy())
+      c.hm_resp || c.hb_fire || c.hb_resp || c.h.resp_take || c.h.obuf_pop || c.h.ub_read ||
+      u.hdma.RowsPending() || u.vec.Busy())
     return 0;
   uint64_t k = std::min(u.ctl.DrainRepeats(), u.act.Repeats());
   for (size_t m = 0; m < u.lanes.size() && k > 0; ++m) {
@@ -384,7 +400,7 @@ FastChip::FastChip(const ChipParams& p)
               static_cast<uint64_t>(p.weight_mem_bytes_per_cycle),
               static_cast<uint64_t>(p.weight_mem_latency_cycles),
               std::clamp(p.cores, 1, MemArbiter::kMaxCores) *
-                  std::clamp(p.mxus_per_core, 1, kMaxMxus)) {
+                  (std::clamp(p.mxus_per_core, 1, kMaxMxus) + 1)) {
   if (p.cores < 1 || p.cores > MemArbiter::kMaxCores) {
     throw std::invalid_argument("a chip has 1 to 16 cores");
   }
@@ -442,21 +458,23 @@ bool FastChip::EndCores(std::vector<Core>* cores, uint64_t cycle) {
 }
 
 // The memories' side of a cycle: the host port's arbiter grants one core's request, which
-// the memory takes when ready, and a read row comes back to the core that asked; the weight
-// DMAs' ports (core c's unit m: port c x units + m) take turns at the weight memory's
-// channel, each getting its own rows; then each core's ports (Ports). Whether anything moved.
+// the memory takes when ready, and a read row comes back to the core that asked; the
+// weight-memory ports (core c's unit m: port c x (units + 1) + m, its host DMA's
+// c x (units + 1) + units) take turns at the weight memory's channel, each getting its own
+// rows; then each core's ports (Ports). Whether anything moved.
 bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t cycle,
                          uint64_t iq_depth) {
   uint32_t host_valid = 0;
   uint64_t weight_valid = 0;
-  const size_t units = (*cores)[0].u.lanes.size();
+  const size_t units = (*cores)[0].u.lanes.size(), ports = units + 1;
   for (size_t i = 0; i < cores->size(); ++i) {
     const Units& u = (*cores)[i].u;
     host_valid |= uint32_t{u.hdma.ReqValid()} << i;
     for (size_t m = 0; m < units; ++m) {
       const Lane& l = u.lanes[m];
-      weight_valid |= uint64_t{l.wdma.ReqValid(l.fifo)} << (i * units + m);
+      weight_valid |= uint64_t{l.wdma.ReqValid(l.fifo)} << (i * ports + m);
     }
+    weight_valid |= uint64_t{u.hdma.HbmReqValid()} << (i * ports + units);
   }
   const int hg = host_arb->Grant(host_valid);
   const bool h_ready = host_.Ready(cycle);
@@ -471,9 +489,9 @@ bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_
     Core& k = (*cores)[i];
     const int core = static_cast<int>(i);
     PortAnswer a{hg == core && h_ready, h_resp == core};
-    a.wm_ready = static_cast<uint32_t>(w_taken >> (i * units)) & ((1u << units) - 1);
-    for (size_t m = 0; m < units; ++m) {
-      const int port = static_cast<int>(i * units + m);
+    a.wm_ready = static_cast<uint32_t>(w_taken >> (i * ports)) & ((1u << ports) - 1);
+    for (size_t m = 0; m < ports; ++m) {
+      const int port = static_cast<int>(i * ports + m);
       a.wm_resp |= uint32_t{weight_.Respond(cycle, port) >= 0} << m;
     }
     k.c = Ports(k.u, k.busy, a, k.values, worker_, !k.ended && k.u.ctl.Fed() < k.count, iq_depth);

@@ -4,7 +4,8 @@
 // (tpu_mem_arbiter) gives it to one core's request per cycle: requests leave tagged with
 // their core; read rows come back with the tag and go to that core alone, the data wired to
 // every core. The weight (HBM) memory has a port per weight DMA (a matrix unit's: core c's
-// unit m is port c x Mxus + m), whose requests take turns at the memory's one channel outside
+// unit m is port c x (Mxus + 1) + m) and one per host DMA (read_hbm: core c's is port
+// c x (Mxus + 1) + Mxus), whose requests take turns at the memory's one channel outside
 // the chip (contract/memory_channel.h, PortTurns: together the DMAs move up to the memory's
 // bytes per cycle, each at most a row a cycle). Both memories are one address space for all
 // cores.
@@ -35,7 +36,8 @@ module tpu_chip
   parameter int unsigned Mxus = 1,          // matrix units per core, 1 .. 4
   parameter int unsigned VectorSublanes = 1,  // the vector unit's rows a cycle (bf16)
   localparam int unsigned RowWidth = ArrayDim * InputWidth,
-  localparam int unsigned IdWidth = (Cores > 1) ? $clog2(Cores) : 1
+  localparam int unsigned IdWidth = (Cores > 1) ? $clog2(Cores) : 1,
+  localparam int unsigned Wp = Mxus + 1  // weight-memory ports per core
 ) (
   input  logic                                clk_i,
   /* verilator lint_off SYNCASYNCNET */
@@ -58,12 +60,13 @@ module tpu_chip
   input  logic                                hm_resp_valid_i,
   input  logic [IdWidth-1:0]                  hm_resp_id_i,
   input  logic [RowWidth-1:0]                 hm_resp_data_i,
-  // weight memory (read only): a port per core and matrix unit (core c's unit m: c x Mxus + m)
-  output logic [Cores*Mxus-1:0]               wm_req_valid_o,
-  input  logic [Cores*Mxus-1:0]               wm_req_ready_i,
-  output logic [Cores*Mxus-1:0][63:0]         wm_req_addr_o,
-  input  logic [Cores*Mxus-1:0]               wm_resp_valid_i,
-  input  logic [Cores*Mxus-1:0][RowWidth-1:0] wm_resp_data_i,
+  // weight memory (read only): Wp ports per core, its matrix units' (core c's unit m:
+  // c x Wp + m), then its host DMA's (c x Wp + Mxus)
+  output logic [Cores*Wp-1:0]                 wm_req_valid_o,
+  input  logic [Cores*Wp-1:0]                 wm_req_ready_i,
+  output logic [Cores*Wp-1:0][63:0]           wm_req_addr_o,
+  input  logic [Cores*Wp-1:0]                 wm_resp_valid_i,
+  input  logic [Cores*Wp-1:0][RowWidth-1:0]   wm_resp_data_i,
   // the cores' own host requests (before arbitration): the system forms each core's memory
   // stalls (obs) from them, as it does for one core's ports
   output logic [Cores-1:0]                    hm_core_valid_o,
@@ -126,11 +129,16 @@ module tpu_chip
       .hm_req_data_o  (hm_data[c]),
       .hm_resp_valid_i(hm_resp_valid[c]),
       .hm_resp_data_i,
-      .wm_req_valid_o (wm_req_valid_o[c*Mxus+:Mxus]),
-      .wm_req_ready_i (wm_req_ready_i[c*Mxus+:Mxus]),
-      .wm_req_addr_o  (wm_req_addr_o[c*Mxus+:Mxus]),
-      .wm_resp_valid_i(wm_resp_valid_i[c*Mxus+:Mxus]),
-      .wm_resp_data_i (wm_resp_data_i[c*Mxus+:Mxus]),
+      .wm_req_valid_o (wm_req_valid_o[c*Wp+:Mxus]),
+      .wm_req_ready_i (wm_req_ready_i[c*Wp+:Mxus]),
+      .wm_req_addr_o  (wm_req_addr_o[c*Wp+:Mxus]),
+      .wm_resp_valid_i(wm_resp_valid_i[c*Wp+:Mxus]),
+      .wm_resp_data_i (wm_resp_data_i[c*Wp+:Mxus]),
+      .hb_req_valid_o (wm_req_valid_o[c*Wp+Mxus]),
+      .hb_req_ready_i (wm_req_ready_i[c*Wp+Mxus]),
+      .hb_req_addr_o  (wm_req_addr_o[c*Wp+Mxus]),
+      .hb_resp_valid_i(wm_resp_valid_i[c*Wp+Mxus]),
+      .hb_resp_data_i (wm_resp_data_i[c*Wp+Mxus]),
       .halted_o       (halted_o[c]),
       .status_o       (status_o[c]),
       .idle_o         (idle_o[c]),

@@ -148,7 +148,7 @@ module tpu_controller
   logic [1:0]  mxu;       // read_weights, matmul, activate: the matrix unit (mxu=)
   logic        mxu_bad;   // ... past the core's last
   logic [7:0]  mxu_bits;  // the flag bits that hold it
-  logic [63:0] len, src, dst, aux, out_rows, wm_addr;
+  logic [63:0] len, src, dst, aux, out_rows, wm_addr, hbm_addr;
   logic        pooled;
   status_e     check;
   footprint_t  fp;
@@ -257,6 +257,7 @@ module tpu_controller
   assign out_rows = pooled ? len >> 2 : len;
   // read_weights: the weight-memory address, bits 32-47 from aux.
   assign wm_addr  = {16'd0, aux[OpdReadWeightsAddrHiLsb+:OpdReadWeightsAddrHiBits], src[31:0]};
+  assign hbm_addr = {16'd0, aux[OpdReadHbmAddrHiLsb+:OpdReadHbmAddrHiBits], src[31:0]};
 
   always_comb begin
     check = StatusOk;
@@ -298,6 +299,17 @@ module tpu_controller
         fp.par_wr  = 1'b1;
         fp.par_lo  = 32'(dst);
         fp.par_hi  = 32'(dst + len);
+      end
+      OpReadHbm: begin
+        if (flags != '0 || len == '0 ||
+            (aux >> (OpdReadHbmAddrHiLsb + OpdReadHbmAddrHiBits)) != '0)
+          check = StatusBadOperand;
+        else check = first_error(range_check(hbm_addr, len * RowBytes, wm_size_i),
+                                 range_check(dst, len, 64'(UbDepth)));
+        fp.ub_use = 1'b1;
+        fp.ub_wr  = 1'b1;
+        fp.ub_lo  = 32'(dst);
+        fp.ub_hi  = 32'(dst + len);
       end
       OpReadWeights: begin
         if ((flags & ~mxu_bits) != '0 || mxu_bad || len == '0 ||
@@ -497,7 +509,7 @@ module tpu_controller
 
   always_comb begin
     unique case (op)
-      OpReadHost, OpWriteHost: unit_busy = hdma_busy_i;
+      OpReadHost, OpWriteHost, OpReadHbm: unit_busy = hdma_busy_i;
       OpReadWeights, OpLoadWeights: unit_busy = wdma_busy4[mxu];
       OpMatmul:                unit_busy = feed_busy4[mxu];
       OpActivate:              unit_busy = act_busy_i;
@@ -531,7 +543,7 @@ module tpu_controller
   assign cmd_o        = head;
   assign window_o     = win_q;
   assign residual_o   = res_q;
-  assign hdma_start_o = go && (op == OpReadHost || op == OpWriteHost);
+  assign hdma_start_o = go && (op == OpReadHost || op == OpWriteHost || op == OpReadHbm);
   assign wdma_start_o = go && (op == OpReadWeights || op == OpLoadWeights);
   assign feed_start_o = go && (op == OpMatmul);
   assign act_start_o  = go && (op == OpActivate);

@@ -1,6 +1,7 @@
 // Host-memory DMA engine: runs read_host (host memory -> unified buffer or VPU parameter
-// rows) and write_host (unified buffer -> host memory), one row of ArrayDim bytes per
-// memory request. Requests are issued as fast as the memory accepts them; read data
+// rows), write_host (unified buffer -> host memory) and read_hbm (weight memory, the Cloud
+// TPU's HBM -> unified buffer, on a weight-memory port of its own), one row of ArrayDim
+// operands per memory request. Requests are issued as fast as the memory accepts them; read data
 // comes back in order, any number of cycles later, and is written where it belongs;
 // writes are posted (done when the memory accepts them). The memory-side outputs depend
 // on registers only, so a memory model can answer them in the same cycle.
@@ -32,6 +33,13 @@ module tpu_host_dma
   input  logic                       mem_resp_valid_i,
   input  operand_t [ArrayDim-1:0]    mem_resp_data_i,
   output logic                       mem_stall_o,  // a request waited for the memory
+  // weight memory (read_hbm; read only)
+  output logic                       hbm_req_valid_o,
+  input  logic                       hbm_req_ready_i,
+  output logic [63:0]                hbm_req_addr_o,
+  input  logic                       hbm_resp_valid_i,
+  input  operand_t [ArrayDim-1:0]    hbm_resp_data_i,
+  output logic                       hbm_stall_o,  // a request waited for the weight memory
   // unified buffer
   output logic                       ub_wr_en_o,
   output logic [UbAddrWidth-1:0]     ub_wr_addr_o,
@@ -49,7 +57,8 @@ module tpu_host_dma
 
   logic                 write_q;      // write_host
   logic                 params_q;     // read_host into parameter rows
-  logic [31:0]          req_addr_q;   // next memory address
+  logic                 hbm_q;        // read_hbm: from the weight memory
+  logic [63:0]          req_addr_q;   // next memory address (host memory: bits 0-31)
   logic [RowsWidth-1:0] req_left_q;   // requests still to issue
   logic [RowsWidth-1:0] resp_left_q;  // read responses still to come
   logic [31:0]          buf_row_q;    // next unified-buffer / parameter row
@@ -62,14 +71,22 @@ module tpu_host_dma
   logic [$clog2(BufDepth+1)-1:0] obuf_count;
   operand_t [ArrayDim-1:0]      obuf_head;
 
-  logic req_fire, ub_read;
-  assign mem_req_valid_o = write_q ? !obuf_empty : (req_left_q != '0);
+  logic req_fire, ub_read, resp_valid;
+  operand_t [ArrayDim-1:0] resp_data;
+  assign mem_req_valid_o = write_q ? !obuf_empty : !hbm_q && (req_left_q != '0);
   assign mem_req_write_o = write_q;
-  assign mem_req_addr_o  = req_addr_q;
+  assign mem_req_addr_o  = req_addr_q[31:0];
   assign mem_req_data_o  = obuf_head;
-  assign req_fire        = mem_req_valid_o && mem_req_ready_i;
+  assign hbm_req_valid_o = hbm_q && (req_left_q != '0);
+  assign hbm_req_addr_o  = req_addr_q;
+  assign req_fire        = (mem_req_valid_o && mem_req_ready_i) ||
+                           (hbm_req_valid_o && hbm_req_ready_i);
   assign obuf_pop        = req_fire && write_q;
   assign mem_stall_o     = mem_req_valid_o && !mem_req_ready_i;
+  assign hbm_stall_o     = hbm_req_valid_o && !hbm_req_ready_i;
+  // Read rows come back on the port asked (one instruction at a time: the other is quiet).
+  assign resp_valid      = hbm_q ? hbm_resp_valid_i : mem_resp_valid_i;
+  assign resp_data       = hbm_q ? hbm_resp_data_i : mem_resp_data_i;
 
   // Read the next unified-buffer row when the buffer will have room for it.
   assign ub_read = write_q && (rd_left_q != '0) &&
@@ -85,6 +102,7 @@ module tpu_host_dma
     if (!rst_ni) begin
       write_q      <= 1'b0;
       params_q     <= 1'b0;
+      hbm_q        <= 1'b0;
       req_addr_q   <= '0;
       req_left_q   <= '0;
       resp_left_q  <= '0;
@@ -94,24 +112,28 @@ module tpu_host_dma
     end else if (start_i) begin
       write_q     <= (cmd_i.opcode == OpWriteHost);
       params_q    <= (cmd_i.opcode == OpReadHost) && cmd_i.flags[FlagParams];
+      hbm_q       <= (cmd_i.opcode == OpReadHbm);
       req_left_q  <= num_rows;
       if (cmd_i.opcode == OpWriteHost) begin
-        req_addr_q  <= cmd_i.dst;
+        req_addr_q  <= 64'(cmd_i.dst);
         buf_row_q   <= cmd_i.src;
         rd_left_q   <= num_rows;
         resp_left_q <= '0;
       end else begin
-        req_addr_q  <= cmd_i.src;
+        // read_hbm: address bits 32-47 from aux
+        req_addr_q  <= cmd_i.opcode == OpReadHbm
+                     ? {16'd0, cmd_i.aux[OpdReadHbmAddrHiLsb+:OpdReadHbmAddrHiBits], cmd_i.src}
+                     : 64'(cmd_i.src);
         buf_row_q   <= cmd_i.flags[FlagParams] ? cmd_i.dst * ParamRows : cmd_i.dst;
         rd_left_q   <= '0;
         resp_left_q <= num_rows;
       end
     end else begin
       if (req_fire) begin
-        req_addr_q <= req_addr_q + 32'(ArrayDim * InputWidth / 8);  // a row's bytes
+        req_addr_q <= req_addr_q + 64'(ArrayDim * InputWidth / 8);  // a row's bytes
         req_left_q <= req_left_q - 1'b1;
       end
-      if (!write_q && mem_resp_valid_i && resp_left_q != '0) begin
+      if (!write_q && resp_valid && resp_left_q != '0) begin
         resp_left_q <= resp_left_q - 1'b1;
         buf_row_q   <= buf_row_q + 1'b1;
       end
@@ -139,13 +161,13 @@ module tpu_host_dma
   );
 
   logic resp_take;
-  assign resp_take     = !write_q && mem_resp_valid_i && (resp_left_q != '0);
+  assign resp_take     = !write_q && resp_valid && (resp_left_q != '0);
   assign ub_wr_en_o    = resp_take && !params_q;
   assign ub_wr_addr_o  = UbAddrWidth'(buf_row_q);
-  assign ub_wr_data_o  = mem_resp_data_i;
+  assign ub_wr_data_o  = resp_data;
   assign par_wr_en_o   = resp_take && params_q;
   assign par_wr_addr_o = ParAddrWidth'(buf_row_q);
-  assign par_wr_data_o = mem_resp_data_i;
+  assign par_wr_data_o = resp_data;
   assign ub_rd_en_o    = ub_read;
   assign ub_rd_addr_o  = UbAddrWidth'(buf_row_q);
 

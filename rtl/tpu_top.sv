@@ -59,6 +59,12 @@ module tpu_top
   output logic [Mxus-1:0][63:0]         wm_req_addr_o,
   input  logic [Mxus-1:0]               wm_resp_valid_i,
   input  logic [Mxus-1:0][RowWidth-1:0] wm_resp_data_i,
+  // the host DMA's weight-memory port (read_hbm; read only)
+  output logic                    hb_req_valid_o,
+  input  logic                    hb_req_ready_i,
+  output logic [63:0]             hb_req_addr_o,
+  input  logic                    hb_resp_valid_i,
+  input  logic [RowWidth-1:0]     hb_resp_data_i,
   // status
   output logic                    halted_o,
   output logic [3:0]              status_o,
@@ -205,7 +211,7 @@ module tpu_top
   );
 
   // ---------------------------------------------------------------- host DMA
-  logic                     par_wr_en, hm_stall;
+  logic                     par_wr_en, hm_stall, hb_stall;
   logic [$clog2(ParDepth)-1:0] par_wr_addr;
   operand_t [ArrayDim-1:0]  par_wr_data, hm_req_data;
 
@@ -228,6 +234,12 @@ module tpu_top
     .mem_resp_valid_i(hm_resp_valid_i),
     .mem_resp_data_i (hm_resp_data_i),
     .mem_stall_o     (hm_stall),
+    .hbm_req_valid_o (hb_req_valid_o),
+    .hbm_req_ready_i (hb_req_ready_i),
+    .hbm_req_addr_o  (hb_req_addr_o),
+    .hbm_resp_valid_i(hb_resp_valid_i),
+    .hbm_resp_data_i (hb_resp_data_i),
+    .hbm_stall_o     (hb_stall),
     .ub_wr_en_o      (ub_wr0_en),
     .ub_wr_addr_o    (ub_wr0_addr),
     .ub_wr_data_o    (ub_wr0_data),
@@ -487,7 +499,7 @@ module tpu_top
   // ---------------------------------------------------------------- counters
   logic [NumCounters-1:0][31:0] inc;
   counter_t                     cnt_q[NumCounters];
-  logic                         hm_fire;
+  logic                         hm_fire, hb_fire;
   logic [Mxus-1:0]              wm_fire;
   // TPU v1's categories of the cycles the matrix unit does not work (docs/timing.md).
   logic                         mxu_waits, raw_wait;
@@ -497,6 +509,7 @@ module tpu_top
 
   assign hm_fire = hm_req_valid_o && hm_req_ready_i;
   assign wm_fire = wm_req_valid_o & wm_req_ready_i;
+  assign hb_fire = hb_req_valid_o && hb_req_ready_i;
 
   always_comb begin
     inc = '0;
@@ -515,8 +528,9 @@ module tpu_top
       default:   inc[CntMxuIdleCycles]   = 32'd1;
     endcase
     inc[CntWaitInput]              = 32'(mxu_waits && hdma_busy);
-    inc[CntWaitRaw]                = 32'(mxu_waits && !hdma_busy && raw_wait);
-    inc[CntWaitNonMatrix]          = 32'(mxu_waits && !hdma_busy && !raw_wait);
+    inc[CntWaitVector]             = 32'(mxu_waits && !hdma_busy && vec_busy);
+    inc[CntWaitRaw]                = 32'(mxu_waits && !hdma_busy && !vec_busy && raw_wait);
+    inc[CntWaitNonMatrix]          = 32'(mxu_waits && !hdma_busy && !vec_busy && !raw_wait);
     inc[CntIssueWaitInstruction]   = 32'(issue == IssueWaitInstruction);
     inc[CntIssueStallUnitBusy]     = 32'(issue == IssueUnitBusy);
     inc[CntIssueStallUbHazard]     = 32'(issue == IssueUbHazard);
@@ -525,7 +539,7 @@ module tpu_top
     inc[CntIssueStallDrain]        = 32'(issue == IssueDrain);
     inc[CntWeightDmaStallFifoFull] = 32'(wdma_fifo_stall != '0);
     inc[CntHostMemStall]           = 32'(hm_stall);
-    inc[CntWeightMemStall]         = 32'(wm_stall != '0);
+    inc[CntWeightMemStall]         = 32'(wm_stall != '0 || hb_stall);
     inc[CntUbReads]                = 32'($countones(ub_rd0_en)) + 32'($countones(ub_rd3_en)) +
                                      32'(ub_rd1_en) +
                                      32'(ub_rd2_en) + 32'($countones(ub_g_en)) +
@@ -540,7 +554,7 @@ module tpu_top
     inc[CntParamWrites]            = 32'(par_wr_en);
     inc[CntHostBytesRead]          = (hm_fire && !hm_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
     inc[CntHostBytesWritten]       = (hm_fire && hm_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
-    inc[CntWeightBytesRead]        = '0;
+    inc[CntWeightBytesRead]        = hb_fire ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
     for (int m = 0; m < int'(Mxus); m++)
       if (wm_fire[m]) inc[CntWeightBytesRead] += 32'(ArrayDim * InputWidth / 8);
     inc[CntMacs]                   = 32'($countones(a_fire)) * 32'(ArrayDim * ArrayDim);
@@ -567,6 +581,7 @@ module tpu_top
     end else begin
       progress_q <= (issue == IssueFire) || instr_valid_i && instr_ready_o || hm_fire ||
                     hm_resp_valid_i || wm_fire != '0 || wm_resp_valid_i != '0 || a_fire != '0 ||
+                    hb_fire || hb_resp_valid_i ||
                     w_fire != '0 || out_valid != '0 || acc_rd_en || vpu_out ||
                     ub_rd3_en != '0 || wfifo_push != '0 || ub_vr_en != '0 || ub_vw_en;
       issue_q    <= issue;
@@ -584,7 +599,7 @@ module tpu_top
   assign unit_busy_o[UnitVector]    = vec_busy;
   assign mxu_busy_o     = 4'(mxu_busy);  // Mxus <= 4: the bits above its units are 0
   assign wait_weights_o = wait_w != '0;
-  assign obs_o          = {wdma_fifo_stall != '0, wm_stall != '0, hm_stall, mxu_cycle};
+  assign obs_o          = {wdma_fifo_stall != '0, wm_stall != '0 || hb_stall, hm_stall, mxu_cycle};
 
   always_comb begin
     unique case (32'(reg_addr_i))

@@ -75,6 +75,31 @@ out = activate(o, np.float32(0))
 assert not np.any((out != 0) & (np.abs(out) < np.float32(2.0 ** -126))), 'a subnormal'
 
 here = os.path.dirname(os.path.abspath(__file__))
+# attention_hbm.asm: attention.asm with K, Q and V read from HBM (read_hbm) instead of over the
+# host link, at the same addresses (the data file is both memories' image).
+HBM_HEADER = """; The attention head of attention.asm with Q, K and V in HBM, as a layer before it would
+; leave them: read_hbm brings them into the unified buffer (vector memory) at HBM's
+; bandwidth instead of the host link's; only the two VPU parameter sets still come from the
+; host. The same data file serves as both memories' image (the addresses are the same), so
+; the expected output is attention.expected.bin. Written by make_attention.py from
+; attention.asm: edit that one.
+;   tpusim exec examples/vector/attention_hbm.asm -c tpu-v3 --engine fast \\
+;       --host-in examples/vector/attention.host.bin \\
+;       --weights-in examples/vector/attention.host.bin --host-out out.bin \\
+;       --host-out-range 0x40000:50432
+"""
+with open(os.path.join(here, 'attention.asm')) as f:
+    body = [line for line in f.read().splitlines(keepends=True) if not line.startswith(';')]
+hbm = []
+for line in body:
+    if line.startswith('read_host host=') and 'params=' not in line:
+        old = line.split(';')[0].rstrip()
+        new = old.replace('read_host host=', 'read_hbm addr=')
+        line = new + ' ' * (len(line.split(';')[0]) - len(new)) + ';' + line.split(';', 1)[1]
+    hbm.append(line)
+assert sum(line.startswith('read_hbm') for line in hbm) == 3
+with open(os.path.join(here, 'attention_hbm.asm'), 'w') as f:
+    f.write(HBM_HEADER + ''.join(hbm))
 host = np.zeros((DATA_AT + (3 * T + 1) * ROW) // 2, dtype=np.uint16)
 host[SETS_AT // 2:SETS_AT // 2 + 10 * N] = np.concatenate([param_set(np.zeros(N, np.float32)),
                                                            param_set(mask)])
@@ -83,5 +108,5 @@ host[DATA_AT // 2:] = bf16_bits(rows).ravel()
 host.astype('<u2').tofile(os.path.join(here, 'attention.host.bin'))
 bf16_bits(out).astype('<u2').tofile(os.path.join(here, 'attention.expected.bin'))
 want = (np.exp((q @ k.T)[:, :T] / 8) / np.exp((q @ k.T)[:, :T] / 8).sum(1, keepdims=True)) @ v[:T]
-print('wrote attention.{host,expected}.bin; largest difference from plain float32 attention',
+print('wrote attention.{host,expected}.bin, attention_hbm.asm; largest difference from plain float32 attention',
       float(np.abs(out - want).max()), 'of outputs up to', float(np.abs(want).max()))

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "host/common/errors.h"
 #include "host/common/npy.h"
 #include "host/gemm/gemm_runner.h"
+#include "host/teach/chip_lesson.h"
 #include "host/teach/teach.h"
 
 namespace tpu::cli {
@@ -37,6 +39,8 @@ struct TeachOptions {
   std::vector<std::string> answers;
   uint64_t seed = 1;
   bool step = false;
+  std::string chip;        // a Cloud TPU core lesson (teach/chip_lesson.h): transpose, vector
+  std::string op = "exp";  // its vector operation
 };
 
 // The dataflows an option names: one (teach::DataflowName), or "both".
@@ -229,6 +233,46 @@ std::vector<std::unique_ptr<teach::Recording>> RecordAll(const TeachOptions& o,
   return runs;
 }
 
+// --chip: one instruction of the Cloud TPU core on the whole chip's RTL, frame by frame.
+void RunChipLesson(const TeachOptions& o, const CLI::App& cmd) {
+  for (const char* other : {"--m", "--k", "--n", "--a", "--b", "--html", "--answer", "--dataflow",
+                            "--dtype", "--array"}) {
+    if (cmd.count(other) > 0)
+      throw UsageError(
+          fmt::format("--chip shows one instruction on the 4 x 4 bf16 chip; {} is "
+                      "for the matrix-multiply lesson (leave it out)",
+                      other));
+  }
+  if (cmd.count("--op") > 0 && o.chip != "vector")
+    throw UsageError("--op names the operation of --chip vector");
+  char dir[] = "/tmp/tpusim-teach-XXXXXX";
+  if (::mkdtemp(dir) == nullptr) throw RuntimeError("cannot make a folder in /tmp for the trace");
+  const std::string work = dir;
+  teach::ChipLessonRun run;
+  try {
+    run = teach::RecordChipLesson(
+        o.chip == "transpose" ? teach::ChipLesson::kTranspose : teach::ChipLesson::kVector, o.op,
+        o.seed, work);
+  } catch (...) {
+    std::filesystem::remove_all(work);
+    throw;
+  }
+  std::filesystem::remove_all(work);
+  const std::string text = teach::FormatChipLesson(run);
+  if (!o.step) {
+    std::cout << text;
+    return;
+  }
+  size_t at = 0;
+  for (size_t next; (next = text.find("\ncycle ", at)) != std::string::npos; at = next + 1) {
+    std::cout << text.substr(at, next + 1 - at) << "[Enter: next cycle, q then Enter: to the end] "
+              << std::flush;
+    std::string line;
+    if (!std::getline(std::cin, line) || line == "q") break;
+  }
+  std::cout << text.substr(at);
+}
+
 void RunTeach(const TeachOptions& o) {
   if (o.array < 2 || o.array > 256) {
     throw UsageError(fmt::format("--array {} is out of range; use 2 to 8 for teaching", o.array));
@@ -328,6 +372,11 @@ bfloat16 values exactly and adds into a float32 partial sum; random operands are
 (-4.5..4.5), --a/--b take float32 .npy files (rounded to bfloat16). Weight-stationary only.
   tpusim teach --dtype bf16 --m 3 --k 5 --n 3 --array 4
 
+The Cloud TPU core (--chip, on the whole chip's RTL: teach-4 as a bf16 chip) follows one
+instruction cycle by cycle, read back from the waveform of its run:
+  tpusim teach --chip transpose          # load_weights transpose: K's rows in, Kᵀ's out
+  tpusim teach --chip vector --op exp    # a vector operation: read, compute, delay line, write
+
 The lesson that goes with it, with exercises: docs/teaching.md.)");
   cmd->add_option("--array", o->array, "array size N (teaching builds: 2, 3, 4, 6, 8)")
       ->capture_default_str();
@@ -354,7 +403,14 @@ The lesson that goes with it, with exercises: docs/teaching.md.)");
                   "check an exercise's answer instead of showing the run: KEY=VALUE, KEY one of "
                   "cycles, macs, utilization, reads_in, operand_writes, sum_writes, passes, "
                   "writes_out (ws.KEY / os.KEY with --dataflow both); repeatable");
-  cmd->callback([o] { RunTeach(*o); });
+  cmd->add_option("--chip", o->chip,
+                  "instead, follow one instruction of the Cloud TPU core on the whole chip: "
+                  "transpose (load_weights transpose) or vector (a vector operation)")
+      ->check(CLI::IsMember({"transpose", "vector"}));
+  std::string ops;
+  for (const std::string& name : teach::LessonOps()) ops += (ops.empty() ? "" : ", ") + name;
+  cmd->add_option("--op", o->op, "the operation of --chip vector: " + ops)->capture_default_str();
+  cmd->callback([o, cmd] { o->chip.empty() ? RunTeach(*o) : RunChipLesson(*o, *cmd); });
 }
 
 }  // namespace tpu::cli

@@ -36,6 +36,14 @@ void TpuConfig::Validate() const {
                      Number(static_cast<double>(value)) + " is out of range; use " + range +
                      Number(info.hi) + " " + info.unit + " (" + info.name + ": " + info.doc + ")");
   });
+  // Each core has a weight-memory port per matrix unit and one for its host DMA
+  // (read_hbm); the memory serves at most 64 (contract/memory_channel.h, PortTurns).
+  if (cores * (mxus_per_core + 1) > 64)
+    throw UsageError("config '" + name + "': " + std::to_string(cores) + " cores of " +
+                     std::to_string(mxus_per_core) + " matrix units need " +
+                     std::to_string(cores * (mxus_per_core + 1)) +
+                     " weight-memory ports (a matrix unit's each and the host DMA's), more "
+                     "than the 64 the memory serves; use fewer cores or matrix units per core");
 }
 
 nlohmann::json TpuConfig::ToJson() const {

@@ -56,7 +56,11 @@ class ProgramDraw {
   void Emit(Opcode op, uint8_t flags, int64_t len, int64_t src, int64_t dst, int64_t aux = 0) {
     if (op == Opcode::kReadHost) src += host_base_;
     if (op == Opcode::kWriteHost) dst += host_base_;
-    if (op == Opcode::kReadWeights) src += weight_base_;
+    const bool wide = op == Opcode::kReadWeights || op == Opcode::kReadHbm;
+    if (wide) {  // a weight-memory address: bits 32-47 in aux
+      src += weight_base_;
+      aux = static_cast<int64_t>(hw::kOpdReadWeightsAddrHi.Put(static_cast<uint64_t>(src) >> 32));
+    }
     Instruction in;
     in.opcode = op;
     in.flags = flags;
@@ -69,6 +73,12 @@ class ProgramDraw {
   void ReadHost() {
     const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, 48));
     Emit(Opcode::kReadHost, 0, rows, Uniform(0, in_bytes_ - rows * row_),
+         Uniform(0, ub_rows_ - rows));
+  }
+  // Rows of weight memory (the Cloud TPU's HBM) into the buffer, on the host DMA.
+  void ReadHbm() {
+    const int64_t rows = Uniform(1, std::min<int64_t>({ub_rows_, 48, weight_bytes_ / row_}));
+    Emit(Opcode::kReadHbm, 0, rows, Uniform(0, weight_bytes_ - rows * row_),
          Uniform(0, ub_rows_ - rows));
   }
   void ReadParams() {
@@ -372,11 +382,11 @@ void ProgramDraw::OutOfRange(int which) {
       Emit(Opcode::kReadHost, 0, 1, host + Uniform(0, 99), 0);
       break;
     case 1:
-      Emit(Opcode::kReadHost, 0, 1, 0, ub + Uniform(0, 9));
+      Emit(Chance(0.5) ? Opcode::kReadHost : Opcode::kReadHbm, 0, 1, 0, ub + Uniform(0, 9));
       break;
     case 2:
       if (Chance(0.5))
-        Emit(Opcode::kReadWeights, 0, 1, wm + Uniform(0, 9), 0);
+        Emit(Chance(0.5) ? Opcode::kReadWeights : Opcode::kReadHbm, 0, 1, wm + Uniform(0, 9), 0);
       else
         Emit(Opcode::kLoadWeights, 0, 1, ub + Uniform(0, 9), 0);
       break;
@@ -405,11 +415,12 @@ void ProgramDraw::Overflow(int which) {
       Emit(Opcode::kReadHost, 0, 2, host - row_, 0);
       break;
     case 1:
-      Emit(Opcode::kReadHost, 0, 3, 0, ub - 1);
+      Emit(Chance(0.5) ? Opcode::kReadHost : Opcode::kReadHbm, 0, 3, 0, ub - 1);
       break;
     case 2:
       if (Chance(0.5))
-        Emit(Opcode::kReadWeights, 0, 2, wm - n_ * row_, 0);
+        Chance(0.5) ? Emit(Opcode::kReadWeights, 0, 2, wm - n_ * row_, 0)
+                    : Emit(Opcode::kReadHbm, 0, 2, wm - row_, 0);
       else
         Emit(Opcode::kLoadWeights, hw::kFlagTranspose, 2, ub - n_, 0);
       break;
@@ -645,7 +656,7 @@ void ProgramDraw::Body(const std::string& kind) {
     }
     const int64_t pick = Uniform(0, 99);
     if (pick < 18)
-      ReadHost();
+      Chance(0.25) ? ReadHbm() : ReadHost();
     else if (pick < 22)
       ReadParams();
     else if (pick < 34 && TilesFit())

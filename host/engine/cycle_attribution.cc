@@ -70,6 +70,10 @@ void CycleAttribution::AddEvents(const isa::Program& program) {
           c.host_bytes_read += len * row;
         }
         break;
+      case hw::Opcode::kReadHbm:
+        c.ub_writes += len;
+        c.weight_bytes_read += len * row;
+        break;
       case hw::Opcode::kWriteHost:
         c.ub_reads += len;
         c.host_bytes_written += len * row;
@@ -177,6 +181,8 @@ void CycleAttribution::Cycles(uint64_t first, uint64_t count, const CycleObs& ob
                      issue == Issue::kParamHazard || issue == Issue::kDrain;
     if ((obs.busy >> hw::kUnitHostDma) & 1) {
       mxu.wait_input += count;
+    } else if ((obs.busy >> hw::kUnitVector) & 1) {
+      mxu.wait_vector += count;
     } else if (raw) {
       mxu.wait_raw += count;
     } else {

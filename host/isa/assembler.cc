@@ -13,8 +13,8 @@
 namespace tpu::isa {
 namespace {
 
-// kWide: a 48-bit address, bits 0-31 in src and 32-47 in aux (read_weights addr=); kFlags:
-// bits of the flags byte (mxu=).
+// kWide: a 48-bit address, bits 0-31 in src and 32-47 in aux (read_weights and read_hbm addr=);
+// kFlags: bits of the flags byte (mxu=).
 enum class Field { kSrc, kDst, kAux, kLength, kWide, kFlags };
 
 struct OperandSpec {
@@ -49,6 +49,8 @@ constexpr uint64_t kU31 = 0x7fffffffull;
 // Unified-buffer and accumulator rows: the RTL's buffers hold up to 2^24 rows.
 constexpr uint64_t kRows = 0xffffffull;
 constexpr uint64_t kWeightAddr = (uint64_t{1} << (32 + hw::kOpdReadWeightsAddrHi.bits)) - 1;
+static_assert(hw::kOpdReadHbmAddrHi.lsb == hw::kOpdReadWeightsAddrHi.lsb &&
+              hw::kOpdReadHbmAddrHi.bits == hw::kOpdReadWeightsAddrHi.bits);
 
 // An operand that is a bit range of its field (contract/tpu_contract.toml, [[operand]]).
 OperandSpec Packed(const char* key, Field field, uint64_t min, const hw::Operand& o,
@@ -70,6 +72,11 @@ const std::vector<OpSpec>& Specs() {
        {{"addr", Field::kWide, 0, kWeightAddr},
         {"tiles", Field::kLength, 1, kU16},
         Packed("mxu", Field::kFlags, 0, hw::kOpdReadWeightsMxu, true)},
+       {}},
+      {Opcode::kReadHbm,
+       {{"addr", Field::kWide, 0, kWeightAddr},
+        {"ub", Field::kDst, 0, kRows},
+        {"rows", Field::kLength, 1, kU16}},
        {}},
       {Opcode::kMatmul,
        {{"ub", Field::kSrc, 0, kRows},

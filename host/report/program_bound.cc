@@ -39,6 +39,13 @@ void AddHost(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t
   t->host_dma += link + (in.opcode == hw::Opcode::kReadHost ? c.host_mem_latency_cycles : 0);
 }
 
+// read_hbm: the host DMA's rows through the weight memory's channel, then its latency.
+void AddHbm(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t) {
+  const double rows = in.length;
+  t->weight_rows += rows;
+  t->host_dma += rows * c.WeightRowCycles() + c.weight_mem_latency_cycles;
+}
+
 void AddWeights(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t) {
   const double n = c.array_dim;
   double& dma = t->weight_dma[static_cast<size_t>(MxuOf(in))];
@@ -70,6 +77,9 @@ CoreTime TimeOf(const isa::Program& p, const config::TpuConfig& c) {
       case hw::Opcode::kReadHost:
       case hw::Opcode::kWriteHost:
         AddHost(in, c, &t);
+        break;
+      case hw::Opcode::kReadHbm:
+        AddHbm(in, c, &t);
         break;
       case hw::Opcode::kReadWeights:
       case hw::Opcode::kLoadWeights:

@@ -9,8 +9,11 @@
 //                   cores share it, so their rows add up
 //   host DMA        per core: the host link's time for its own rows, plus host_mem_latency
 //                   for each read_host (the DMA is busy until its last row has arrived, that
-//                   long after its bytes crossed, and takes one instruction at a time)
-//   weight memory   every read_weights row at its cycles per row; shared by the cores
+//                   long after its bytes crossed, and takes one instruction at a time);
+//                   each read_hbm's rows at the weight memory's cycles per row, plus
+//                   weight_mem_latency
+//   weight memory   every read_weights and read_hbm row at its cycles per row; shared by
+//                   the cores
 //   weight DMA      per matrix unit: read_weights as the weight memory's time plus its
 //                   latency; load_weights T tiles: T x N + 1 cycles, with transpose T x (2N+1)
 //   matrix unit     per matrix unit: each run of rows through one tile (a matmul with

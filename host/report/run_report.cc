@@ -103,6 +103,7 @@ std::vector<std::pair<std::string, double>> RunRow::Categories(int64_t n, int64_
           {"weight_stall", static_cast<double>(c.mxu_stall_weights) / cycles},
           {"weight_shift", static_cast<double>(c.mxu_load_cycles) / cycles},
           {"non_matrix", static_cast<double>(c.wait_non_matrix) / cycles},
+          {"vector_unit", static_cast<double>(c.wait_vector) / cycles},
           {"raw_stall", static_cast<double>(c.wait_raw) / cycles},
           {"input_stall", static_cast<double>(c.wait_input) / cycles}};
 }

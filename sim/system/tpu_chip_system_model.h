@@ -1,7 +1,8 @@
 // TpuSystemBase bound to one Verilated build of tpu_chip (rtl/tpu_chip.sv: Cores cores of
 // kMxus matrix units of one array size sharing the host-memory port, each unit's weight DMA
-// with its own weight-memory port): per-core fields are packed in its ports, core 0 in the
-// lowest bits, and per-port fields likewise (core c's unit m: port c x kMxus + m).
+// and each host DMA with its own weight-memory port): per-core fields are packed in its
+// ports, core 0 in the lowest bits, and per-port fields likewise (core c's unit m: port
+// c x (kMxus + 1) + m, its host DMA's c x (kMxus + 1) + kMxus).
 #pragma once
 
 #include <array>
@@ -149,7 +150,8 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
   uint64_t RegData() override { return static_cast<uint64_t>(reg_data_.read()); }
 
  private:
-  static constexpr int kPorts = kCores * kMxus;  // weight-memory ports: one per weight DMA
+  // weight-memory ports: one per weight DMA and one per host DMA (tpu_chip.sv)
+  static constexpr int kPorts = kCores * (kMxus + 1);
   template <class Port>
   using ValueOf = typename std::remove_reference_t<Port>::data_type;
   using InstrT = ValueOf<decltype(std::declval<M&>().instr_i)>;

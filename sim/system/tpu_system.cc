@@ -39,8 +39,9 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig
       clk("clk", 10, sc_core::SC_NS),
       array_dim_(config.chip.array_dim),
       row_bytes_(hw::RowBytes(config.chip)),
-      units_(
-          std::clamp(config.chip.mxus_per_core, 1, static_cast<int>(hw::kOpdMatmulMxu.Max()) + 1)),
+      wm_ports_(
+          std::clamp(config.chip.mxus_per_core, 1, static_cast<int>(hw::kOpdMatmulMxu.Max()) + 1) +
+          1),
       config_(config),
       host_("host memory", static_cast<uint64_t>(config.chip.host_mem_bytes),
             {static_cast<uint32_t>(config.chip.host_mem_latency_cycles),
@@ -49,7 +50,7 @@ TpuSystemBase::TpuSystemBase(sc_core::sc_module_name name, const TpuSystemConfig
               {static_cast<uint32_t>(config.chip.weight_mem_latency_cycles),
                static_cast<uint32_t>(config.chip.weight_mem_bytes_per_cycle)}),
       host_port_(host_, row_bytes_),
-      weight_port_(weight_, row_bytes_, std::clamp(config.chip.cores, 1, kMaxCores) * units_),
+      weight_port_(weight_, row_bytes_, std::clamp(config.chip.cores, 1, kMaxCores) * wm_ports_),
       programs_(static_cast<size_t>(std::clamp(config.chip.cores, 1, kMaxCores))),
       core_(programs_.size()) {
   if (config.chip.cores < 1 || config.chip.cores > kMaxCores) {
@@ -101,7 +102,7 @@ void TpuSystemBase::RunProgram() {
   const size_t cores = core_.size();
   Inputs in;
   in.instr.assign(cores, nullptr);
-  in.wm.assign(cores * static_cast<size_t>(units_), WeightAnswer{});
+  in.wm.assign(cores * static_cast<size_t>(wm_ports_), WeightAnswer{});
   in.hm_size = static_cast<uint32_t>(std::min<uint64_t>(host_.SizeBytes(), 0xffffffffu));
   in.wm_size = weight_.SizeBytes();
   WriteInputs(in);
@@ -271,14 +272,14 @@ void TpuSystemBase::StopOnWatchdog(const Outputs& out, uint64_t cycle, uint64_t 
 // them once its inputs settle (the request valids are registers, not inputs' functions; a
 // core's host request is taken when the arbiter grants it and the memory is ready, a weight
 // DMA's request when its port's turn comes while the channel can take it; the weight bit is
-// any of the core's weight DMAs').
+// any of the core's weight DMAs' and its host DMA's read_hbm).
 uint8_t TpuSystemBase::CycleObs(const Outputs& out, const Inputs& in, int core) const {
   const CoreOutputs& o = out.core[static_cast<size_t>(core)];
   uint8_t obs = static_cast<uint8_t>(o.obs) & ~(hw::kObsHostMemStall | hw::kObsWeightMemStall);
   const bool hm_taken = out.hm_req_valid && out.hm_req_id == core && in.hm_req_ready;
   if (o.hm_valid && !hm_taken) obs |= hw::kObsHostMemStall;
-  const size_t end = std::min(out.wm.size(), static_cast<size_t>((core + 1) * units_));
-  for (size_t p = static_cast<size_t>(core * units_); p < end; ++p) {
+  const size_t end = std::min(out.wm.size(), static_cast<size_t>((core + 1) * wm_ports_));
+  for (size_t p = static_cast<size_t>(core * wm_ports_); p < end; ++p) {
     if (out.wm[p].valid && !in.wm[p].req_ready) obs |= hw::kObsWeightMemStall;
   }
   return obs;

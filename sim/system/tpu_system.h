@@ -139,8 +139,9 @@ class TpuSystemBase : public sc_core::sc_module {
     bool halted = false, idle = false, progress = false, wait_weights = false;
     uint32_t status = 0, unit_busy = 0, mxu_busy = 0, issue = 0, obs = 0;
   };
-  // A weight DMA's request on its own weight-memory port (one per matrix unit of each core:
-  // core c's unit m is port c x units + m).
+  // A request on a weight-memory port: each core has one per matrix unit's weight DMA and
+  // one for its host DMA (read_hbm): core c's unit m is port c x (units + 1) + m, its host
+  // DMA port c x (units + 1) + units.
   struct WeightRequest {
     bool valid = false;
     uint64_t addr = 0;
@@ -207,7 +208,7 @@ class TpuSystemBase : public sc_core::sc_module {
 
   int array_dim_;
   int row_bytes_;
-  int units_;  // matrix units per core: weight-memory ports per core
+  int wm_ports_;  // weight-memory ports per core: its matrix units' weight DMAs', its host DMA's
   TpuSystemConfig config_;
   MemoryModel host_, weight_;
   MemoryPort host_port_, weight_port_;

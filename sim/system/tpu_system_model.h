@@ -110,6 +110,11 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
     model_.wm_req_addr_o(wm_req_addr_);
     model_.wm_resp_valid_i(wm_resp_valid_);
     model_.wm_resp_data_i(wm_resp_data_);
+    model_.hb_req_valid_o(hb_req_valid_);
+    model_.hb_req_ready_i(hb_req_ready_);
+    model_.hb_req_addr_o(hb_req_addr_);
+    model_.hb_resp_valid_i(hb_resp_valid_);
+    model_.hb_resp_data_i(hb_resp_data_);
     model_.halted_o(halted_);
     model_.status_o(status_);
     model_.idle_o(idle_);
@@ -138,8 +143,9 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
     out->hm_req_data.resize(static_cast<size_t>(this->RowBytes()));
     sc_detail::FromScValue(hm_req_data_.read(), words_.data());
     UnpackLanes(words_.data(), this->RowBytes(), out->hm_req_data.data());
-    out->wm.resize(1);
+    out->wm.resize(2);  // the weight DMA's port, the host DMA's (read_hbm)
     out->wm[0] = {wm_req_valid_.read(), static_cast<uint64_t>(wm_req_addr_.read())};
+    out->wm[1] = {hb_req_valid_.read(), static_cast<uint64_t>(hb_req_addr_.read())};
     c.halted = halted_.read();
     c.status = static_cast<uint32_t>(status_.read());
     c.idle = idle_.read();
@@ -166,12 +172,20 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
       PackLanes(in.hm_resp_data, this->RowBytes(), words_.data());
       hm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
     }
-    const typename Base::WeightAnswer wm = in.wm.empty() ? typename Base::WeightAnswer{} : in.wm[0];
-    wm_req_ready_.write(wm.req_ready);
-    wm_resp_valid_.write(wm.resp_valid);
-    if (wm.resp_valid) {
-      PackLanes(wm.resp_data, this->RowBytes(), words_.data());
-      wm_resp_data_.write(sc_detail::ToScValue<RowT>(words_.data()));
+    WriteWeightPort(in, 0, wm_req_ready_, wm_resp_valid_, wm_resp_data_);
+    WriteWeightPort(in, 1, hb_req_ready_, hb_resp_valid_, hb_resp_data_);
+  }
+
+  // Weight-memory port p's answer (none where the inputs have no such port).
+  template <class Ready, class Valid, class Data>
+  void WriteWeightPort(const Inputs& in, size_t p, Ready& ready, Valid& valid, Data& data) {
+    const typename Base::WeightAnswer a =
+        p < in.wm.size() ? in.wm[p] : typename Base::WeightAnswer{};
+    ready.write(a.req_ready);
+    valid.write(a.resp_valid);
+    if (a.resp_valid) {
+      PackLanes(a.resp_data, this->RowBytes(), words_.data());
+      data.write(sc_detail::ToScValue<RowT>(words_.data()));
     }
   }
 
@@ -197,6 +211,11 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
       wm_resp_data_{"wm_resp_data"};
   sc_core::sc_signal<bool> wm_req_valid_{"wm_req_valid"}, wm_req_ready_{"wm_req_ready"},
       wm_resp_valid_{"wm_resp_valid"};
+  // the host DMA's weight-memory port (read_hbm)
+  sc_core::sc_signal<bool> hb_req_valid_{"hb_req_valid"}, hb_req_ready_{"hb_req_ready"},
+      hb_resp_valid_{"hb_resp_valid"};
+  Sig<decltype(std::declval<M&>().hb_req_addr_o)> hb_req_addr_{"hb_req_addr"};
+  Sig<decltype(std::declval<M&>().hb_resp_data_i)> hb_resp_data_{"hb_resp_data"};
   sc_core::sc_signal<bool> halted_{"halted"}, idle_{"idle"}, progress_{"progress"},
       wait_weights_{"wait_weights"};
   Sig<decltype(std::declval<M&>().status_o)> status_{"status"};

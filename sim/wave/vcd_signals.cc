@@ -1,6 +1,7 @@
 // Reading waveforms by signal name (see vcd_signals.h).
 #include "sim/wave/vcd_signals.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -53,7 +54,10 @@ VcdSignals::VcdSignals(std::istream& in, const std::set<std::string>& wanted) {
       const auto it = names.find(id);
       if (it == names.end()) continue;
       const uint64_t v = FromBits(tok.substr(1));
-      for (const auto& n : it->second) changes_[n].emplace_back(time, v);
+      for (const auto& n : it->second) {
+        changes_[n].emplace_back(time, v);
+        if (widths_[n] > 64) wide_changes_[n].emplace_back(time, tok.substr(1));
+      }
     } else if ((tok[0] == '0' || tok[0] == '1' || tok[0] == 'x' || tok[0] == 'z') &&
                tok.size() > 1) {
       const auto it = names.find(tok.substr(1));
@@ -116,6 +120,26 @@ std::vector<uint64_t> VcdSignals::Sample(const std::string& name, uint64_t t0, u
     out[i] = v;
   }
   return out;
+}
+
+std::string VcdSignals::BitsAt(const std::string& name, uint64_t time) const {
+  const auto w = static_cast<size_t>(Width(name));
+  if (w <= 64) {
+    const uint64_t u = At(name, time);
+    std::string bits(w, '0');
+    for (size_t i = 0; i < w; ++i) bits[w - 1 - i] = (u >> i & 1) ? '1' : '0';
+    return bits;
+  }
+  std::string v;
+  const auto it = wide_changes_.find(name);
+  if (it != wide_changes_.end()) {
+    for (const auto& [t, value] : it->second) {
+      if (t > time) break;
+      v = value;
+    }
+  }
+  for (char& ch : v) ch = ch == '1' ? '1' : '0';
+  return std::string(w - std::min(w, v.size()), '0') + v.substr(v.size() - std::min(w, v.size()));
 }
 
 int64_t VcdSignals::Signed(const std::string& name, uint64_t time) const {

@@ -39,6 +39,9 @@ class VcdSignals {
   // changes (At() for each would rescan them every time).
   std::vector<uint64_t> Sample(const std::string& name, uint64_t t0, uint64_t step,
                                size_t count) const;
+  // The value at `time` of a signal of any width as its bits, most significant first,
+  // `Width(name)` of them ('0' before its first change; x and z read as 0).
+  std::string BitsAt(const std::string& name, uint64_t time) const;
   uint64_t FirstTime() const { return first_time_; }
   uint64_t LastTime() const { return last_time_; }
 
@@ -46,6 +49,8 @@ class VcdSignals {
   std::map<std::string, int> widths_;
   std::map<std::string, std::string> ranges_;
   std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> changes_;
+  // Every change of the signals wider than 64 bits, as written (leading zeros dropped).
+  std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> wide_changes_;
   uint64_t first_time_ = 0, last_time_ = 0;
 };
 

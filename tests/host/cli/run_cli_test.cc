@@ -368,8 +368,8 @@ void RunCliTest::ExpectCategoriesAndBounds(const std::string& command) {
     }
     EXPECT_NEAR(sum, 1.0, 1e-9);
     const auto& c = l["counters"];
-    EXPECT_EQ(c["wait_input"].get<uint64_t>() + c["wait_raw"].get<uint64_t>() +
-                  c["wait_non_matrix"].get<uint64_t>(),
+    EXPECT_EQ(c["wait_input"].get<uint64_t>() + c["wait_vector"].get<uint64_t>() +
+                  c["wait_raw"].get<uint64_t>() + c["wait_non_matrix"].get<uint64_t>(),
               c["mxu_drain_cycles"].get<uint64_t>() + c["mxu_idle_cycles"].get<uint64_t>());
     EXPECT_GT(l["bound_cycles"].get<double>(), 0);
     EXPECT_GT(l["k"].get<int64_t>(), 0);

@@ -172,14 +172,23 @@ TEST_P(ChipTest, InterlocksKeepDependentInstructionsInOrder) {
   EXPECT_GT(r.counters.issue_stall_acc_hazard, 2u * n);  // activate waited for the drain
 }
 
+// The operands of C = A B requantized on teach-4, A 8 x 4 and B 4 x 4, from seeds s, s + 1
+// and s + 2.
+struct SmallGemm {
+  Matrix<int8_t> a, b;
+  GemmParams p;
+};
+SmallGemm MakeSmallGemm(uint32_t s) {
+  std::mt19937 rng(s + 2);
+  return {gemm::RandomInt8(8, 4, s), gemm::RandomInt8(4, 4, s + 1),
+          RandomGemmParams(4, rng, 36, 40)};
+}
+
 // load_weights: B's tile from unified-buffer rows, as its rows or (transpose) as the rows
 // of Bᵀ, multiplies as B from weight memory does: C = A B requantized, A 8 x 4, B 4 x 4.
 TEST_P(ChipTest, LoadWeightsTakesTilesFromUnifiedBufferRows) {
   const int n = 4;
-  const Matrix<int8_t> a = gemm::RandomInt8(8, n, 81);
-  const Matrix<int8_t> b = gemm::RandomInt8(n, n, 82);
-  std::mt19937 rng(83);
-  const GemmParams p = RandomGemmParams(n, rng, 36, 40);
+  const auto [a, b, p] = MakeSmallGemm(81);
   std::vector<uint8_t> bt(static_cast<size_t>(n * n));  // row j, lane k: B's row k, lane j
   for (int j = 0; j < n; ++j)
     for (int k = 0; k < n; ++k)
@@ -535,6 +544,105 @@ TEST_P(ChipTest, ReadWeightsFromAboveFourGiB) {
   // Past the end of the memory: the range check sees all 48 bits.
   const auto bad = chip->Run(Job("read_weights addr=0x200000000 tiles=1\nhalt\n"));
   EXPECT_EQ(bad.chip_status, hw::Status::kAddressOutOfRange);
+}
+
+// read_hbm: weight-memory (HBM) rows into the unified buffer on the host DMA's own port,
+// counted as weight bytes; the rows come back out unchanged.
+TEST_P(ChipTest, ReadHbmCopiesWeightMemoryRowsIntoTheUnifiedBuffer) {
+  const std::vector<uint8_t> w = RandomBytes(0x40 + 4 * 7, 95);
+  const auto r = RunChip(GetParam(), "teach-4",
+                         "read_hbm addr=0x40 ub=10 rows=7\n"
+                         "write_host ub=10 host=0x1000 rows=7\nhalt\n",
+                         {}, w, 0x1000, 4 * 7);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.host_out, std::vector<uint8_t>(w.begin() + 0x40, w.end()));
+  EXPECT_EQ(r.counters.weight_bytes_read, 28u);
+  EXPECT_EQ(r.counters.host_bytes_read, 0u);
+  EXPECT_EQ(r.counters.ub_writes, 7u);
+  EXPECT_EQ(r.counters.weight_fifo_pushes, 0u);
+  EXPECT_GT(r.counters.busy_host_dma, 7u);
+}
+
+// The weight memory's channel rule (docs/timing.md): at 1 byte a cycle each 4-byte row holds
+// the channel 4 cycles; the last row lands latency cycles after its bytes.
+TEST_P(ChipTest, ReadHbmTakesTheWeightMemorysBandwidthAndLatency) {
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.weight_mem_bytes_per_cycle = 1;
+  c.weight_mem_latency_cycles = 30;
+  const auto r =
+      Make(c)->Run(Job("read_hbm addr=0 ub=0 rows=64\nhalt\n", {}, RandomBytes(256, 96)));
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_GE(r.cycles, 64u * 4u + 30u);
+  EXPECT_LE(r.cycles, 64u * 4u + 30u + 8u);
+  EXPECT_GE(r.counters.weight_mem_stall, 63u * 3u);  // every row after the first waits
+  EXPECT_EQ(r.counters.host_mem_stall, 0u);
+}
+
+// A matrix from HBM through the unified buffer into the matrix unit (read_hbm, then
+// load_weights) multiplies exactly as the same matrix by read_weights; a load_weights waits
+// for the rows a read_hbm still writes.
+TEST_P(ChipTest, WeightsThroughTheUnifiedBufferEqualReadWeights) {
+  const int n = 4;
+  const auto [a, b, p] = MakeSmallGemm(97);
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.weight_mem_latency_cycles = 100;
+  const auto chip = Make(c);  // one system per process
+  std::vector<uint8_t> outs[2];
+  for (const bool via_ub : {false, true}) {
+    engine::ExecJob job;
+    job.program = isa::Assemble(
+        fmt::format("read_host host=0x100 params=0 rows=1\nread_host host=0 ub=0 rows=8\n{}"
+                    "matmul ub=0 acc=0 rows=8 switch\nactivate acc=0 ub=100 rows=8 params=0\n"
+                    "write_host ub=100 host=0x200 rows=8\nhalt\n",
+                    via_ub ? "read_hbm addr=0x80 ub=20 rows=4\nload_weights ub=20 tiles=1\n"
+                           : "read_weights addr=0x80 tiles=1\n"),
+        "t");
+    Put(&job.host_image, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
+    Put(&job.host_image, 0x100, ParamBytes(p, n));
+    Put(&job.weight_image, 0x80, std::vector<uint8_t>(b.data.begin(), b.data.end()));
+    job.host_out_addr = 0x200;
+    job.host_out_bytes = 8 * n;
+    const auto r = chip->Run(job);
+    ASSERT_TRUE(r.ok) << r.message;
+    outs[via_ub] = r.host_out;
+    EXPECT_EQ(r.counters.weight_bytes_read, static_cast<uint64_t>(n * n));
+    EXPECT_EQ(r.counters.weight_tiles, 1u);
+    if (via_ub) {
+      EXPECT_GT(r.counters.issue_stall_ub_hazard, 90u);
+    }
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0].size(), static_cast<size_t>(8 * n));
+}
+
+// Addresses above 4 GiB take aux bits 32-47; the range check sees all 48 bits, and the
+// buffer's rows too.
+TEST_P(ChipTest, ReadHbmChecksItsAddressesAndRows) {
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.weight_mem_bytes = int64_t{8} << 30;
+  engine::ExecJob job =
+      Job("read_hbm addr=0x140000010 ub=3 rows=2\n"
+          "write_host ub=3 host=0x100 rows=2\nhalt\n",
+          {}, RandomBytes(8, 100), 0x100, 8);
+  job.weight_image_addr = 0x140000010ull;
+  const auto chip = Make(c);  // one system per process
+  const auto r = chip->Run(job);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.host_out, job.weight_image);
+  const struct {
+    const char* text;
+    hw::Status status;
+  } bad[] = {{"read_hbm addr=0x200000000 ub=0 rows=1\nhalt\n", hw::Status::kAddressOutOfRange},
+             {"read_hbm addr=0x1FFFFFFF8 ub=0 rows=4\nhalt\n", hw::Status::kBufferOverflow},
+             {"read_hbm addr=0 ub=16384 rows=1\nhalt\n", hw::Status::kAddressOutOfRange},
+             {"read_hbm addr=0 ub=16383 rows=2\nhalt\n", hw::Status::kBufferOverflow},
+             {"raw 0x0e\nhalt\n", hw::Status::kBadOperand}};  // no rows
+  for (const auto& b : bad) {
+    const auto e = chip->Run(Job(b.text));
+    EXPECT_EQ(e.chip_status, b.status) << b.text;
+    EXPECT_EQ(e.counters.weight_bytes_read, 0u) << b.text;
+    EXPECT_EQ(e.counters.ub_writes, 0u) << b.text;
+  }
 }
 
 TEST_P(ChipTest, BadResidualsAndMaxesAreBadOperands) {

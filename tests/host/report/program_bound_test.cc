@@ -49,6 +49,24 @@ TEST(ProgramBoundTest, EachTermIsTheResourcesOwnTime) {
   EXPECT_EQ(b.Binds(), "host DMA");
 }
 
+// read_hbm: its rows cross the weight memory's channel (shared with read_weights) and keep
+// the host DMA busy (shared with read_host) until the last has landed, latency after.
+TEST(ProgramBoundTest, ReadHbmCountsInTheWeightMemoryAndTheHostDma) {
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.weight_mem_bytes_per_cycle = 2;  // a 4-byte row: 2 cycles of the channel
+  const isa::Program p = isa::Assemble(
+      "read_hbm addr=0 ub=0 rows=10\n"   // memory 10 rows; host DMA 20 + 4
+      "read_host host=0 ub=20 rows=3\n"  // host DMA 3 + 4
+      "read_weights addr=0 tiles=1\n"    // memory 4 rows; weight DMA 8 + 4
+      "halt\n",
+      "hbm");
+  const std::map<std::string, double> t = Terms(BoundPrograms({p}, c));
+  EXPECT_EQ(t.at("weight memory"), 28);
+  EXPECT_EQ(t.at("host DMA"), 31);
+  EXPECT_EQ(t.at("host link"), 3);
+  EXPECT_EQ(t.at("weight DMA"), 12);
+}
+
 // small-16 as a bf16 chip with 2 matrix units and 8 sublanes: load_weights is T x N + 1, with
 // transpose T x (2N + 1), per unit; each vector instruction ceil(rows / 8) + latency + 1.
 TEST(ProgramBoundTest, TheVectorUnitAndLoadWeightsCount) {

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "contract/tpu_signals.h"
 #include "host/gemm/gemm_runner.h"
@@ -411,6 +413,68 @@ TEST_F(TeachTest, Bf16FromTheCommandLine) {
   ExpectError("teach --dtype bf16 --dataflow os", 2, "output-stationary teaching array is int8");
   ExpectError("teach --dtype bf16 --array 3", 2, "TPUSIM_TEACH_BF16_DIMS");
   ExpectError("teach --dtype fp8", 2, "--dtype");
+}
+
+// The rows printed under the first line of `out` that contains `header`: each line after it
+// that holds "[ ... ]" until one that does not, as its numbers.
+std::vector<std::vector<double>> RowsAfter(const std::string& out, const std::string& header) {
+  std::vector<std::vector<double>> rows;
+  size_t at = out.find(header);
+  if (at == std::string::npos) return rows;
+  at = out.find('\n', at) + 1;
+  for (size_t end; (end = out.find('\n', at)) != std::string::npos; at = end + 1) {
+    const std::string line = out.substr(at, end - at);
+    const size_t open = line.find('['), close = line.find(']');
+    if (open == std::string::npos || close == std::string::npos) break;
+    std::istringstream in(line.substr(open + 1, close - open - 1));
+    rows.emplace_back(std::istream_iterator<double>(in), std::istream_iterator<double>());
+  }
+  return rows;
+}
+
+// A transposed load on the whole chip's RTL: K's rows go into the tile buffer one a cycle,
+// and FIFO row k, pushed a cycle each, is lane k of every row; the unit is busy as the
+// timing rule says (2N + 1 cycles a tile).
+TEST_F(TeachTest, ChipTransposeShowsKsColumnsBecomingTheFifosRows) {
+  const Outcome o = Run("teach --chip transpose --seed 3");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto k = RowsAfter(o.out, "Its operands");
+  const auto fifo = RowsAfter(o.out, "The weight FIFO's rows");
+  ASSERT_EQ(k.size(), 4u) << o.out;
+  ASSERT_EQ(fifo.size(), 4u) << o.out;
+  for (size_t r = 0; r < 4; ++r) {
+    ASSERT_EQ(k[r].size(), 4u);
+    for (size_t l = 0; l < 4; ++l) EXPECT_EQ(fifo[l][r], k[r][l]) << "row " << r << " lane " << l;
+  }
+  EXPECT_NE(o.out.find("tile buffer   4 of 4 rows in"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("9 busy cycles of its unit; the timing rule's: 9"), std::string::npos)
+      << o.out;
+}
+
+// A vector operation: every row read, computed and written, the rows written equal to the
+// arithmetic (a + b of small halves and quarters is exact), the busy cycles the rule's.
+TEST_F(TeachTest, ChipVectorShowsRowsReadComputedDelayedAndWritten) {
+  const Outcome o = Run("teach --chip vector --op add --seed 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto ops = RowsAfter(o.out, "Its operands");  // a's 4 rows then b's
+  const auto out = RowsAfter(o.out, "The rows written");
+  ASSERT_EQ(ops.size(), 8u) << o.out;
+  ASSERT_EQ(out.size(), 4u) << o.out;
+  for (size_t r = 0; r < 4; ++r)
+    for (size_t l = 0; l < 4; ++l) EXPECT_EQ(out[r][l], ops[r][l] + ops[4 + r][l]) << r << l;
+  for (int row = 8; row < 12; ++row)
+    EXPECT_NE(o.out.find("write         row " + std::to_string(row) + " <-"), std::string::npos);
+  EXPECT_NE(o.out.find("delay line    stage 0: row 8"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("7 busy cycles of its unit; the timing rule's: 7"), std::string::npos)
+      << o.out;
+  const Outcome e = Run("teach --chip vector --op exp");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.out.find("11 busy cycles of its unit; the timing rule's: 11"), std::string::npos)
+      << e.out;
+  ExpectError("teach --chip vector --op fma", 2, "'fma' is not a vector operation (known: add");
+  ExpectError("teach --chip transpose --m 3", 2, "--m is for the matrix-multiply lesson");
+  ExpectError("teach --chip transpose --op exp", 2, "--op names the operation of --chip vector");
+  ExpectError("teach --chip scalar", 2, "--chip");
 }
 
 }  // namespace
