@@ -160,13 +160,14 @@ module tpu_top
   logic [Mxus-1:0][ArrayDim-1:0]            ub_g_zero;
   // The vector unit's ports (tpu_vector_unit): three reads and a write, each VecRows wide.
   localparam int unsigned VecRows = 2 * VectorSublanes;
+  localparam int unsigned VecRowsWidth = $clog2(VecRows + 1);  // rows a port moves, 0 .. VecRows
   logic [2:0]                               ub_vr_en;
   logic [2:0][UbAddrWidth-1:0]              ub_vr_addr;
-  logic [2:0][31:0]                         vec_rd_rows;
+  logic [2:0][VecRowsWidth-1:0]             vec_rd_rows;
   operand_t [2:0][VecRows-1:0][ArrayDim-1:0] ub_vr_data;
   logic                                     ub_vw_en;
   logic [UbAddrWidth-1:0]                   ub_vw_addr;
-  logic [31:0]                              ub_vw_rows;
+  logic [VecRowsWidth-1:0]                  ub_vw_rows;
   operand_t [VecRows-1:0][ArrayDim-1:0]      ub_vw_data;
 
   tpu_unified_buffer #(
@@ -543,9 +544,10 @@ module tpu_top
     inc[CntUbReads]                = 32'($countones(ub_rd0_en)) + 32'($countones(ub_rd3_en)) +
                                      32'(ub_rd1_en) +
                                      32'(ub_rd2_en) + 32'($countones(ub_g_en)) +
-                                     vec_rd_rows[0] + vec_rd_rows[1] + vec_rd_rows[2];
+                                     32'(vec_rd_rows[0]) + 32'(vec_rd_rows[1]) +
+                                     32'(vec_rd_rows[2]);
     inc[CntUbWrites]               = 32'(ub_wr0_en) + 32'(ub_wr1_en) +
-                                     (ub_vw_en ? ub_vw_rows : 32'd0);
+                                     (ub_vw_en ? 32'(ub_vw_rows) : 32'd0);
     inc[CntAccReads]               = 32'(acc_rd_en);
     inc[CntAccWrites]              = 32'($countones(out_valid));
     inc[CntWeightFifoPushes]       = 32'($countones(wfifo_push));

@@ -60,7 +60,7 @@ module tpu_unified_buffer
   output operand_t [2:0][VecRows-1:0][ArrayDim-1:0] vr_data_o,
   input  logic                                     vw_en_i,
   input  logic [AddrWidth-1:0]                     vw_addr_i,
-  input  logic [31:0]                              vw_rows_i,
+  input  logic [$clog2(VecRows+1)-1:0]             vw_rows_i,
   input  operand_t [VecRows-1:0][ArrayDim-1:0]      vw_data_i
 );
 

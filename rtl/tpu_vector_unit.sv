@@ -20,7 +20,12 @@ module tpu_vector_unit
   parameter int unsigned UbDepth = 1024,
   parameter int unsigned Sublanes = 1,  // rows a cycle
   localparam int unsigned Ports = 2 * Sublanes,  // buffer rows a port moves a cycle
-  localparam int unsigned UbAddrWidth = $clog2(UbDepth)
+  localparam int unsigned UbAddrWidth = $clog2(UbDepth),
+  // Each register as wide as what it holds: a port's rows in a cycle (up to Ports), a group's
+  // rows (up to Sublanes), the rows of an instruction (a 16-bit length).
+  localparam int unsigned PortRowsWidth = $clog2(Ports + 1),
+  localparam int unsigned GroupWidth = $clog2(Sublanes + 1),
+  localparam int unsigned LeftWidth = 16
 ) (
   input  logic                                 clk_i,
   input  logic                                 rst_ni,
@@ -30,12 +35,12 @@ module tpu_vector_unit
   // the read ports: a, b and the result's old rows (c); Ports rows from the address
   output logic [2:0]                           rd_en_o,
   output logic [2:0][UbAddrWidth-1:0]          rd_addr_o,
-  output logic [2:0][31:0]                     rd_rows_o,  // rows read (the counters)
+  output logic [2:0][PortRowsWidth-1:0]        rd_rows_o,  // rows read (the counters)
   input  logic [2:0][Ports-1:0][ArrayDim-1:0][15:0] rd_data_i,
   // the write port: wr_rows_o rows from the address
   output logic                                 wr_en_o,
   output logic [UbAddrWidth-1:0]               wr_addr_o,
-  output logic [31:0]                          wr_rows_o,
+  output logic [PortRowsWidth-1:0]             wr_rows_o,
   output logic [Ports-1:0][ArrayDim-1:0][15:0] wr_data_o
 );
 
@@ -46,31 +51,35 @@ module tpu_vector_unit
   vector_kind_e kind_q;
   logic         a32_q, b32_q, o32_q, bcast_q;
   logic [3:0]   lat_q;
-  logic [31:0]  left_q, a_addr_q, b_addr_q, d_addr_q;
+  logic [LeftWidth-1:0]   left_q;
+  logic [UbAddrWidth-1:0] a_addr_q, b_addr_q, d_addr_q;
   // The group read last cycle: its rows, where its results go, whether it is the last.
   logic         vld_q, last_q;
-  logic [31:0]  cnt_q, dst_q;
+  logic [GroupWidth-1:0]  cnt_q;
+  logic [UbAddrWidth-1:0] dst_q;
   // The running reduction over rows, and whether a row has been taken into it yet.
   logic [ArrayDim-1:0][31:0] racc_q;
   logic         rtaken_q;
 
-  logic [31:0]  grp;  // rows in the group read this cycle
+  logic [GroupWidth-1:0] grp;  // rows in the group read this cycle
   logic         rd_fire;
   assign rd_fire = left_q != '0;
-  assign grp     = left_q < Sublanes ? left_q : Sublanes;
+  assign grp     = 32'(left_q) < Sublanes ? GroupWidth'(left_q) : GroupWidth'(Sublanes);
 
   // The ports: a and c (the result rows) step with the group; b too, unless broadcast.
-  logic [31:0] wa, wb, wo;  // buffer rows a row of each takes
-  assign wa = a32_q ? 32'd2 : 32'd1;
-  assign wb = b32_q ? 32'd2 : 32'd1;
-  assign wo = o32_q ? 32'd2 : 32'd1;
+  logic [1:0] wa, wb, wo;  // buffer rows a row of each takes
+  assign wa = a32_q ? 2'd2 : 2'd1;
+  assign wb = b32_q ? 2'd2 : 2'd1;
+  assign wo = o32_q ? 2'd2 : 2'd1;
   logic uses_b, uses_c;
   assign uses_b = kind_q == VkBinary || kind_q == VkSelect;
   assign uses_c = kind_q == VkSelect;
   assign rd_en_o   = {rd_fire && uses_c, rd_fire && uses_b, rd_fire};
-  assign rd_addr_o = {UbAddrWidth'(d_addr_q), UbAddrWidth'(b_addr_q), UbAddrWidth'(a_addr_q)};
+  assign rd_addr_o = {d_addr_q, b_addr_q, a_addr_q};
   assign rd_rows_o = !rd_fire ? '0
-                   : {uses_c ? grp * wo : '0, !uses_b ? '0 : bcast_q ? wb : grp * wb, grp * wa};
+                   : {uses_c ? PortRowsWidth'(32'(grp) * 32'(wo)) : '0,
+                      !uses_b ? '0 : bcast_q ? PortRowsWidth'(wb) : PortRowsWidth'(32'(grp) * 32'(wb)),
+                      PortRowsWidth'(32'(grp) * 32'(wa))};
 
   // Lane l of row s of a port's rows as float32: one buffer row of bfloat16, or two.
   function automatic logic [31:0] Value(logic [Ports-1:0][ArrayDim-1:0][15:0] rows, int s,
@@ -148,21 +157,22 @@ module tpu_vector_unit
   // valid bits reset, its rows not).
   typedef logic [Ports-1:0][ArrayDim-1:0][15:0] rows_t;
   logic [VectorMaxLatency-1:0]        line_valid_q;
-  logic [VectorMaxLatency-1:0][31:0]  line_addr_q, line_rows_q;
+  logic [VectorMaxLatency-1:0][UbAddrWidth-1:0]   line_addr_q;
+  logic [VectorMaxLatency-1:0][PortRowsWidth-1:0] line_rows_q;
   rows_t [VectorMaxLatency-1:0]       line_data_q;
   logic                               enter;
   assign enter = vld_q && (kind_q != VkRows || last_q);
 
-  logic [31:0] tap;     // the stage the write comes from: VectorLatency(op) - 1
+  logic [$clog2(VectorMaxLatency)-1:0] tap;  // the stage the write comes from: VectorLatency(op) - 1
   logic        pending; // a stage the write is still to come from holds rows
-  assign tap = 32'(lat_q) - 32'd1;
+  assign tap = $clog2(VectorMaxLatency)'(lat_q - 4'd1);
   always_comb begin
     pending = 1'b0;
     for (int i = 0; i < int'(VectorMaxLatency); i++)
       if (i < int'(lat_q) && line_valid_q[i]) pending = 1'b1;
   end
   assign wr_en_o   = line_valid_q[tap];
-  assign wr_addr_o = UbAddrWidth'(line_addr_q[tap]);
+  assign wr_addr_o = line_addr_q[tap];
   assign wr_rows_o = line_rows_q[tap];
   assign wr_data_o = line_data_q[tap];
   assign busy_o    = rd_fire || vld_q || pending;
@@ -193,11 +203,11 @@ module tpu_vector_unit
       line_valid_q <= {line_valid_q[VectorMaxLatency-2:0], enter};
       line_addr_q  <= {line_addr_q[VectorMaxLatency-2:0], dst_q};
       line_rows_q  <= {line_rows_q[VectorMaxLatency-2:0],
-                       (kind_q == VkRows ? 32'd1 : cnt_q) * wo};
+                       PortRowsWidth'((kind_q == VkRows ? 32'd1 : 32'(cnt_q)) * 32'(wo))};
       racc_q <= racc_d;
       rtaken_q <= kind_q == VkRows && (rtaken_q || vld_q) && !(vld_q && last_q);
       vld_q  <= rd_fire;
-      last_q <= rd_fire && left_q == grp;
+      last_q <= rd_fire && 32'(left_q) == 32'(grp);
       cnt_q  <= grp;
       dst_q  <= d_addr_q;
       if (start_i) begin
@@ -209,16 +219,16 @@ module tpu_vector_unit
         b32_q    <= cmd_i.flags[FlagB32];
         o32_q    <= cmd_i.flags[FlagO32];
         bcast_q  <= cmd_i.flags[FlagBcast];
-        left_q   <= 32'(cmd_i.length);
-        a_addr_q <= cmd_i.src;
-        b_addr_q <= 32'(cmd_i.aux[OpdVectorBLsb+:OpdVectorBBits]);
-        d_addr_q <= cmd_i.dst;
+        left_q   <= LeftWidth'(cmd_i.length);
+        a_addr_q <= UbAddrWidth'(cmd_i.src);
+        b_addr_q <= UbAddrWidth'(cmd_i.aux[OpdVectorBLsb+:OpdVectorBBits]);
+        d_addr_q <= UbAddrWidth'(cmd_i.dst);
       end else if (rd_fire) begin
-        left_q   <= left_q - grp;
-        a_addr_q <= a_addr_q + grp * wa;
-        b_addr_q <= bcast_q ? b_addr_q : b_addr_q + grp * wb;
+        left_q   <= left_q - LeftWidth'(grp);
+        a_addr_q <= a_addr_q + UbAddrWidth'(32'(grp) * 32'(wa));
+        b_addr_q <= bcast_q ? b_addr_q : b_addr_q + UbAddrWidth'(32'(grp) * 32'(wb));
         // A reduction over rows writes one row at dst.
-        d_addr_q <= kind_q == VkRows ? d_addr_q : d_addr_q + grp * wo;
+        d_addr_q <= kind_q == VkRows ? d_addr_q : d_addr_q + UbAddrWidth'(32'(grp) * 32'(wo));
       end
     end
   end

@@ -54,6 +54,7 @@ class ProgramDraw {
     window ? WindowMatmul(m, do_switch) : Matmul(m, do_switch);
   }
   void Emit(Opcode op, uint8_t flags, int64_t len, int64_t src, int64_t dst, int64_t aux = 0) {
+    if (!raw_) AtBase(op, flags, &src, &dst, &aux);
     if (op == Opcode::kReadHost) src += host_base_;
     if (op == Opcode::kWriteHost) dst += host_base_;
     const bool wide = op == Opcode::kReadWeights || op == Opcode::kReadHbm;
@@ -69,6 +70,37 @@ class ProgramDraw {
     in.dst = static_cast<uint32_t>(dst);
     in.aux = static_cast<uint32_t>(aux);
     words_.push_back(isa::Encode(in));
+  }
+  // The program's unified-buffer rows are [ub_base_, ub_base_ + ub_rows_): each row operand
+  // of a valid instruction moved there (the bad ones keep the addresses they were drawn with).
+  void AtBase(Opcode op, uint8_t flags, int64_t* src, int64_t* dst, int64_t* aux) const {
+    switch (op) {
+      case Opcode::kReadHost:
+        if (!(flags & hw::kFlagParams)) *dst += ub_base_;
+        break;
+      case Opcode::kReadHbm:
+      case Opcode::kActivate:
+      case Opcode::kSetResidual:
+        *dst += ub_base_;
+        break;
+      case Opcode::kLoadWeights:
+      case Opcode::kMatmul:
+      case Opcode::kWriteHost:
+        *src += ub_base_;
+        break;
+      case Opcode::kVector: {
+        *src += ub_base_;
+        *dst += ub_base_;
+        const auto k =
+            hw::Info(static_cast<hw::VectorOp>(hw::kOpdVectorOp.Get(static_cast<uint32_t>(*aux))))
+                .kind;
+        if (k == hw::VectorKind::kBinary || k == hw::VectorKind::kSelect)
+          *aux += static_cast<int64_t>(hw::kOpdVectorB.Put(static_cast<uint64_t>(ub_base_)));
+        break;
+      }
+      default:
+        break;
+    }
   }
   void ReadHost() {
     const int64_t rows = Uniform(1, std::min<int64_t>(ub_rows_, 48));
@@ -286,6 +318,7 @@ class ProgramDraw {
     return true;
   }
   void Invalid(const std::string& kind);
+  void InvalidAtRaw(const std::string& kind);  // Invalid's instructions
   // The invalid instructions of each ending, `which` picking one of its kinds.
   void OutOfRange(int which);
   void Overflow(int which);
@@ -348,12 +381,20 @@ class ProgramDraw {
   std::mt19937_64 rng_;
   std::vector<isa::Word> words_;
   int64_t ub_rows_ = 0, acc_rows_ = 0, sets_ = 0;
+  int64_t ub_base_ = 0;  // the first of the program's unified-buffer rows (AtBase)
+  bool raw_ = false;     // Emit keeps the addresses as drawn (a bad instruction's)
   int64_t in_bytes_ = 0, params_addr_ = 0, out_addr_ = 0, out_bytes_ = 0, weight_bytes_ = 0;
   // Per matrix unit: tiles read_weights and load_weights brought, tiles matmuls switched in.
   std::array<int64_t, engine::kMaxMxus> brought_ = {}, switched_ = {};
 };
 
 void ProgramDraw::Invalid(const std::string& kind) {
+  raw_ = true;
+  InvalidAtRaw(kind);
+  raw_ = false;
+}
+
+void ProgramDraw::InvalidAtRaw(const std::string& kind) {
   const int which = static_cast<int>(Uniform(0, 5));
   if (kind == "invalid-opcode") {
     Instruction in;
@@ -587,6 +628,8 @@ GeneratedProgram ProgramDraw::Build() {
   // What the program touches: a window of unified-buffer and accumulator rows, some
   // parameter sets, an input and an output area of host memory, some weight tiles.
   ub_rows_ = Uniform(8, std::min<int64_t>(c_.ub_depth_rows, 256));
+  // Half the programs use rows anywhere in the buffer (its address bits all toggle).
+  ub_base_ = Chance(0.5) ? 0 : Uniform(0, c_.ub_depth_rows - ub_rows_);
   acc_rows_ = Uniform(8, std::min<int64_t>({c_.acc_depth_rows, ub_rows_, 128}));
   sets_ = Uniform(1, std::min<int64_t>(c_.param_sets, 6));
   in_bytes_ = (ub_rows_ + Uniform(0, ub_rows_)) * row_ + Uniform(0, row_);

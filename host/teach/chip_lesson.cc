@@ -202,10 +202,11 @@ std::string VectorFrame(const At& s, const std::string& op, bool uses_b) {
     f += fmt::format("  {:>15} {}\n", op + " ->", Row(s.Bits("out_rows"), 0));
   }
   const uint64_t valid = s.U("line_valid_q"), lat = s.U("lat_q");
-  const std::string lines = s.Bits("line_addr_q");
+  const std::string lines = s.Bits("line_addr_q");  // a stage's row address each
+  const size_t aw = lines.size() / static_cast<size_t>(hw::kVectorMaxLatency);
   std::string held;
   for (uint64_t i = 0; i + 1 < lat; ++i)
-    if (valid >> i & 1) held += fmt::format(" stage {}: row {};", i, Field(lines, i * 32, 32));
+    if (valid >> i & 1) held += fmt::format(" stage {}: row {};", i, Field(lines, i * aw, aw));
   if (!held.empty()) f += "  delay line   " + held.substr(0, held.size() - 1) + "\n";
   if (s.U("wr_en_o"))
     f += fmt::format("  write         row {} <- {}\n", s.U("wr_addr_o"),
