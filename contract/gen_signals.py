@@ -106,8 +106,9 @@ def gen_probes(t):
         out.append(f"// {p['top']}")
         out.append(f"namespace probe_{p['name']} {{")
         out.append(f"inline constexpr std::string_view kScope = {cstr(p['scope'])};")
-        out.append(f"inline constexpr std::string_view kPe = {cstr(p['pe'])};")
-        for k, v in p["pe_signals"].items():
+        if "pe" in p:
+            out.append(f"inline constexpr std::string_view kPe = {cstr(p['pe'])};")
+        for k, v in p.get("pe_signals", {}).items():
             out.append(f"inline constexpr std::string_view kPe{camel(k)} = {cstr(v)};")
         for k, v in p["signals"].items():
             out.append(f"inline constexpr std::string_view k{camel(k)} = {cstr(v)};")
@@ -200,7 +201,7 @@ def paths_by_top(t):
                 yield lay["top"], s["path"], f"{where}, group '{g['title']}'"
     for p in t["probe"]:
         where = f"probe {p['name']}"
-        for v in p["pe_signals"].values():
+        for v in p.get("pe_signals", {}).values():
             yield p["top"], p["pe"] + v, where
         for v in p["signals"].values():
             yield p["top"], v, where

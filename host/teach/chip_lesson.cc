@@ -9,6 +9,7 @@
 
 #include "arith/bf16.h"
 #include "contract/tpu_contract.h"
+#include "contract/tpu_signals.h"
 #include "host/common/errors.h"
 #include "host/config/tpu_config.h"
 #include "host/engine/engine_factory.h"
@@ -18,12 +19,10 @@
 namespace tpu::teach {
 namespace {
 
-constexpr int kN = 4;                // the lesson chip's array: teach-4
-constexpr uint64_t kCycleTime = 10;  // ns a cycle in the trace; cycle c sampled at 10c
-constexpr uint64_t kOut = 0x100;     // where the vector lesson's result goes in host memory
-const std::string kTop = "tpu_system.tpu.tpu_top.";
-const std::string kDma = kTop + "g_mxu[0].u_weight_dma.";
-const std::string kVec = kTop + "g_vector.u_vector.";
+constexpr int kN = 4;                       // the lesson chip's array: teach-4
+constexpr uint64_t kCycleTime = 10;         // ns a cycle in the trace; cycle c sampled at 10c
+constexpr uint64_t kOut = 0x100;            // where the vector lesson's result goes in host memory
+namespace probe = hw::signals::probe_chip;  // the signals read, by name (tpu_signals.toml)
 
 // teach-4 as a bf16 chip of one sublane.
 config::TpuConfig LessonConfig() {
@@ -76,7 +75,7 @@ std::string Listing(const std::string& name, int64_t first_row, const std::vecto
 struct Lesson {
   std::string instruction, program, data;
   engine::ExecJob job;
-  std::string unit;  // the unit's hierarchy in the trace
+  bool vector = false;  // the vector unit's lesson (else the weight DMA's)
   uint64_t rule = 0;
   std::string op;       // the vector operation
   bool uses_b = false;  // ... and whether it reads b
@@ -92,7 +91,6 @@ Lesson TransposeLesson(std::mt19937& rng) {
       "set_format dtype=bf16\nread_host host=0x0 ub=0 rows=4\n" + l.instruction + "\nhalt\n";
   l.data = Listing("K", 0, k);
   PutRows(&l.job.host_image, k);
-  l.unit = kDma;
   l.rule = 2 * kN + 1;  // a tile through the tile buffer (docs/timing.md)
   return l;
 }
@@ -124,93 +122,94 @@ Lesson VectorLesson(std::mt19937& rng, const std::string& op) {
   PutRows(&l.job.host_image, old);
   l.job.host_out_addr = kOut;
   l.job.host_out_bytes = static_cast<uint64_t>(out_rows * kN * 2);
-  l.unit = kVec;
+  l.vector = true;
   l.op = op;
   l.uses_b = b;
   l.rule = kN + static_cast<uint64_t>(info.latency) + 1;  // rows + latency + 1 (docs/timing.md)
   return l;
 }
 
-// The signals a lesson reads, by name under its unit.
-std::set<std::string> Wanted(const std::string& unit) {
-  const char* dma[] = {"start_i",      "busy_o",       "ub_rd_en_o",  "ub_rd_addr_o",
-                       "ub_rd_data_i", "ub_pending_q", "tile_q",      "tile_rows_q",
-                       "tile_col_q",   "fifo_push_o",  "fifo_data_o", "fifo_count_i"};
-  const char* vec[] = {"start_i", "busy_o",    "rd_en_o",      "rd_addr_o",   "rd_data_i",
-                       "vld_q",   "out_rows",  "line_valid_q", "line_addr_q", "lat_q",
-                       "wr_en_o", "wr_addr_o", "wr_data_o"};
-  std::set<std::string> names;
-  if (unit == kDma) {
-    for (const char* n : dma) names.insert(unit + n);
-  } else {
-    for (const char* n : vec) names.insert(unit + n);
+// One signal at cycle c: its bits, or as a number (`path`: the probe's, below its scope).
+struct At {
+  const sim::VcdSignals& t;
+  uint64_t c;
+  static std::string Name(std::string_view path) {
+    return std::string(probe::kScope) + std::string(path);
   }
+  std::string Bits(std::string_view path) const { return t.BitsAt(Name(path), c * kCycleTime); }
+  uint64_t U(std::string_view path) const { return t.At(Name(path), c * kCycleTime); }
+};
+
+// The signals the lessons read.
+std::set<std::string> Wanted() {
+  std::set<std::string> names;
+  for (std::string_view p :
+       {probe::kDmaStart,    probe::kDmaBusy,      probe::kDmaUbRdEn,   probe::kDmaUbRdAddr,
+        probe::kDmaUbRdData, probe::kDmaUbPending, probe::kDmaTile,     probe::kDmaTileRows,
+        probe::kDmaTileCol,  probe::kDmaFifoPush,  probe::kDmaFifoData, probe::kDmaFifoCount,
+        probe::kVecStart,    probe::kVecBusy,      probe::kVecRdEn,     probe::kVecRdAddr,
+        probe::kVecRdData,   probe::kVecVld,       probe::kVecOutRows,  probe::kVecLineValid,
+        probe::kVecLineAddr, probe::kVecLat,       probe::kVecWrEn,     probe::kVecWrAddr,
+        probe::kVecWrData})
+    names.insert(At::Name(p));
   return names;
 }
 
-// One signal of the lesson's unit at cycle c: its bits, or as a number.
-struct At {
-  const sim::VcdSignals& t;
-  const std::string& unit;
-  uint64_t c;
-  std::string Bits(const char* name) const { return t.BitsAt(unit + name, c * kCycleTime); }
-  uint64_t U(const char* name) const { return t.At(unit + name, c * kCycleTime); }
-};
-
 std::string TransposeFrame(const At& s) {
   std::string f;
-  if (s.U("start_i"))
+  if (s.U(probe::kDmaStart))
     f += "  issue         the weight DMA takes the instruction at this cycle's edge\n";
-  if (s.U("ub_rd_en_o"))
-    f +=
-        fmt::format("  buffer read   row {} (its values arrive next cycle)\n", s.U("ub_rd_addr_o"));
-  const uint64_t rows = s.U("tile_rows_q"), col = s.U("tile_col_q");
-  if (s.U("ub_pending_q"))
-    f += fmt::format("  row arrives   {} -> tile buffer row {}\n", Row(s.Bits("ub_rd_data_i"), 0),
-                     rows);
-  const std::string tile = s.Bits("tile_q");
+  if (s.U(probe::kDmaUbRdEn))
+    f += fmt::format("  buffer read   row {} (its values arrive next cycle)\n",
+                     s.U(probe::kDmaUbRdAddr));
+  const uint64_t rows = s.U(probe::kDmaTileRows), col = s.U(probe::kDmaTileCol);
+  if (s.U(probe::kDmaUbPending))
+    f += fmt::format("  row arrives   {} -> tile buffer row {}\n",
+                     Row(s.Bits(probe::kDmaUbRdData), 0), rows);
+  const std::string tile = s.Bits(probe::kDmaTile);
   f += fmt::format("  tile buffer   {} of {} rows in\n", rows, kN);
   for (uint64_t r = 0; r < rows; ++r)
     f += fmt::format("                row {} {}\n", r, Row(tile, static_cast<size_t>(r * kN)));
-  const bool push = s.U("fifo_push_o") != 0;
+  const bool push = s.U(probe::kDmaFifoPush) != 0;
   if (push) {  // lane k of the FIFO row is lane `col` of tile row k
     f += std::string(static_cast<size_t>(24 + 9 * col), ' ') + "^^^^^^^^ column " +
          std::to_string(col) + "\n";
-    f += fmt::format("  weight FIFO   <- column {}: {}\n", col, Row(s.Bits("fifo_data_o"), 0));
+    f +=
+        fmt::format("  weight FIFO   <- column {}: {}\n", col, Row(s.Bits(probe::kDmaFifoData), 0));
   }
-  f += fmt::format("  weight FIFO   {} rows held\n", s.U("fifo_count_i"));
+  f += fmt::format("  weight FIFO   {} rows held\n", s.U(probe::kDmaFifoCount));
   return f;
 }
 
 // `op`: the operation's name; `uses_b`: whether it reads b.
 std::string VectorFrame(const At& s, const std::string& op, bool uses_b) {
   std::string f;
-  if (s.U("start_i"))
+  if (s.U(probe::kVecStart))
     f += "  issue         the vector unit takes the instruction at this cycle's edge\n";
-  const uint64_t rd = s.U("rd_en_o"), addr = s.U("rd_addr_o");
-  const int w = s.t.Width(s.unit + "rd_addr_o") / 3;  // a port's address bits
+  const uint64_t rd = s.U(probe::kVecRdEn), addr = s.U(probe::kVecRdAddr);
+  const int w = s.t.Width(At::Name(probe::kVecRdAddr)) / 3;  // a port's address bits
   const uint64_t mask = (uint64_t{1} << w) - 1;
   if (rd & 1) {
     f += fmt::format("  read          a row {}", addr & mask);
     if (rd & 2) f += fmt::format(", b row {}", addr >> w & mask);
     f += " (the rows arrive next cycle)\n";
   }
-  if (s.U("vld_q")) {
-    const std::string in = s.Bits("rd_data_i");
+  if (s.U(probe::kVecVld)) {
+    const std::string in = s.Bits(probe::kVecRdData);
     f += fmt::format("  compute       a {}\n", Row(in, 0));
     if (uses_b) f += fmt::format("                b {}\n", Row(in, 2 * kN));
-    f += fmt::format("  {:>15} {}\n", op + " ->", Row(s.Bits("out_rows"), 0));
+    f += fmt::format("  {:>15} {}\n", op + " ->", Row(s.Bits(probe::kVecOutRows), 0));
   }
-  const uint64_t valid = s.U("line_valid_q"), lat = s.U("lat_q");
-  const std::string lines = s.Bits("line_addr_q");  // a stage's row address each
+  const uint64_t valid = s.U(probe::kVecLineValid), lat = s.U(probe::kVecLat);
+  const std::string lines = s.Bits(probe::kVecLineAddr);  // a stage's row address each
   const size_t aw = lines.size() / static_cast<size_t>(hw::kVectorMaxLatency);
   std::string held;
   for (uint64_t i = 0; i + 1 < lat; ++i)
     if (valid >> i & 1) held += fmt::format(" stage {}: row {};", i, Field(lines, i * aw, aw));
   if (!held.empty()) f += "  delay line   " + held.substr(0, held.size() - 1) + "\n";
-  if (s.U("wr_en_o"))
-    f += fmt::format("  write         row {} <- {}\n", s.U("wr_addr_o"),
-                     Row(s.Bits("wr_data_o"), 0));
+  if (s.U(probe::kVecWrEn))
+    f += fmt::format("  write         row {} <- {}\n", s.U(probe::kVecWrAddr),
+                     Row(s.Bits(probe::kVecWrData), 0));
   return f;
 }
 
@@ -231,8 +230,10 @@ namespace {
 // last busy cycle; the busy cycles counted.
 void Frames(const sim::VcdSignals& t, const Lesson& l, ChipLessonRun* run) {
   const size_t cycles = static_cast<size_t>(t.LastTime() / kCycleTime + 1);
-  const std::vector<uint64_t> start = t.Sample(l.unit + "start_i", 0, kCycleTime, cycles);
-  const std::vector<uint64_t> busy = t.Sample(l.unit + "busy_o", 0, kCycleTime, cycles);
+  const std::string_view start_path = l.vector ? probe::kVecStart : probe::kDmaStart;
+  const std::string_view busy_path = l.vector ? probe::kVecBusy : probe::kDmaBusy;
+  const std::vector<uint64_t> start = t.Sample(At::Name(start_path), 0, kCycleTime, cycles);
+  const std::vector<uint64_t> busy = t.Sample(At::Name(busy_path), 0, kCycleTime, cycles);
   const auto first = std::find(start.begin(), start.end(), 1u);
   if (first == start.end())
     throw RuntimeError("the lesson's trace has no issue of its instruction");
@@ -244,12 +245,11 @@ void Frames(const sim::VcdSignals& t, const Lesson& l, ChipLessonRun* run) {
     }
   }
   for (size_t c = static_cast<size_t>(first - start.begin()); c <= last; ++c) {
-    const At at{t, l.unit, c};
-    run->frames.push_back(
-        {c, l.unit == kDma ? TransposeFrame(at) : VectorFrame(at, l.op, l.uses_b)});
-    if (l.unit == kDma && at.U("fifo_push_o"))  // the FIFO's rows: Kᵀ
-      run->result +=
-          fmt::format("  row {} {}\n", at.U("tile_col_q"), Row(at.Bits("fifo_data_o"), 0));
+    const At at{t, c};
+    run->frames.push_back({c, !l.vector ? TransposeFrame(at) : VectorFrame(at, l.op, l.uses_b)});
+    if (!l.vector && at.U(probe::kDmaFifoPush))  // the FIFO's rows: Kᵀ
+      run->result += fmt::format("  row {} {}\n", at.U(probe::kDmaTileCol),
+                                 Row(at.Bits(probe::kDmaFifoData), 0));
   }
 }
 
@@ -277,7 +277,7 @@ ChipLessonRun RecordChipLesson(ChipLesson lesson, const std::string& op, uint64_
   run.program = l.program;
   run.data = l.data;
   run.rule_cycles = l.rule;
-  const sim::VcdSignals t = sim::VcdSignals::FromFile(o.trace_path, Wanted(l.unit));
+  const sim::VcdSignals t = sim::VcdSignals::FromFile(o.trace_path, Wanted());
   Frames(t, l, &run);
   if (lesson == ChipLesson::kTranspose) {
     run.result = "The weight FIFO's rows (Kᵀ: row k is lane k of K's rows):\n" + run.result;

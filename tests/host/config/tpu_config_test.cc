@@ -70,6 +70,18 @@ TEST(TpuConfigTest, OutOfRangeValuesAreRejected) {
   std::filesystem::remove(p);
 }
 
+// Each core has a weight-memory port per matrix unit and one for its host DMA (read_hbm);
+// the memory serves at most 64 ports, so 16 cores of 4 units (80) are refused, 16 of 3 not.
+TEST(TpuConfigTest, MoreWeightMemoryPortsThanTheMemoryServesAreRejected) {
+  const std::string p = TempJson(R"({"cores": 16, "mxus_per_core": 4})");
+  EXPECT_NE(ErrorOf(p).find("16 cores of 4 matrix units need 80 weight-memory ports"),
+            std::string::npos)
+      << ErrorOf(p);
+  std::ofstream(p) << R"({"cores": 16, "mxus_per_core": 3})";
+  EXPECT_EQ(ErrorOf(p), "");
+  std::filesystem::remove(p);
+}
+
 TEST(TpuConfigTest, JsonEchoesEveryField) {
   const auto j = LoadConfig("small-16").ToJson();
   for (const char* key : {"name", "description", "array_dim", "acc_depth_rows", "clock_mhz"}) {
