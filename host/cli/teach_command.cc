@@ -258,19 +258,21 @@ void RunChipLesson(const TeachOptions& o, const CLI::App& cmd) {
     throw;
   }
   std::filesystem::remove_all(work);
-  const std::string text = teach::FormatChipLesson(run);
   if (!o.step) {
-    std::cout << text;
+    std::cout << teach::FormatChipLesson(run);
     return;
   }
-  size_t at = 0;
-  for (size_t next; (next = text.find("\ncycle ", at)) != std::string::npos; at = next + 1) {
-    std::cout << text.substr(at, next + 1 - at) << "[Enter: next cycle, q then Enter: to the end] "
-              << std::flush;
-    std::string line;
-    if (!std::getline(std::cin, line) || line == "q") break;
+  std::cout << teach::ChipLessonIntro(run);
+  bool waiting = true;
+  for (size_t i = 0; i < run.frames.size(); ++i) {
+    std::cout << teach::ChipLessonFrame(run, i) << std::flush;
+    if (waiting && i + 1 < run.frames.size()) {
+      std::cout << "[Enter: next cycle, q then Enter: to the end] " << std::flush;
+      std::string line;
+      if (!std::getline(std::cin, line) || line == "q") waiting = false;
+    }
   }
-  std::cout << text.substr(at);
+  std::cout << teach::ChipLessonEnd(run);
 }
 
 void RunTeach(const TeachOptions& o) {

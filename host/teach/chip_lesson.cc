@@ -39,11 +39,18 @@ float Element(const std::string& bits, size_t e) {
       uint32_t{static_cast<uint16_t>(std::stoul(bits.substr(at, 16), nullptr, 2))} << 16);
 }
 
+// kN numbers as a row: "[ v0 v1 ... ]".
+std::string Cells(const float* v) {
+  std::string s = "[";
+  for (size_t l = 0; l < kN; ++l) s += fmt::format(" {:>8g}", v[l]);
+  return s + " ]";
+}
+
 // Elements [first, first + kN) of a signal as a row of numbers.
 std::string Row(const std::string& bits, size_t first) {
-  std::string s = "[";
-  for (size_t l = 0; l < kN; ++l) s += fmt::format(" {:>8g}", Element(bits, first + l));
-  return s + " ]";
+  float v[kN];
+  for (size_t l = 0; l < kN; ++l) v[l] = Element(bits, first + l);
+  return Cells(v);
 }
 
 uint64_t Field(const std::string& bits, size_t lsb, size_t width) {
@@ -63,12 +70,9 @@ void PutRows(std::vector<uint8_t>* image, const std::vector<float>& values) {
 // The rows of `values` (kN a row) as the lesson's data listing.
 std::string Listing(const std::string& name, int64_t first_row, const std::vector<float>& values) {
   std::string s;
-  for (size_t r = 0; r * kN < values.size(); ++r) {
-    std::string row = "[";
-    for (size_t l = 0; l < kN; ++l) row += fmt::format(" {:>8g}", values[r * kN + l]);
-    s += fmt::format("  {:<3} row {:>2}  {} ]\n", r == 0 ? name : "",
-                     first_row + static_cast<int64_t>(r), row);
-  }
+  for (size_t r = 0; r * kN < values.size(); ++r)
+    s += fmt::format("  {:<3} row {:>2}  {}\n", r == 0 ? name : "",
+                     first_row + static_cast<int64_t>(r), Cells(&values[r * kN]));
   return s;
 }
 
@@ -291,19 +295,30 @@ ChipLessonRun RecordChipLesson(ChipLesson lesson, const std::string& op, uint64_
   return run;
 }
 
-std::string FormatChipLesson(const ChipLessonRun& run) {
+std::string ChipLessonIntro(const ChipLessonRun& run) {
   std::string s = "The program (teach-4 as a bf16 chip: 4 x 4, one sublane):\n";
   for (size_t a = 0, b; a < run.program.size(); a = b + 1) {
     b = run.program.find('\n', a);
     s += "  " + run.program.substr(a, b - a) + "\n";
   }
-  s += "\nIts operands in the unified buffer:\n" + run.data + "\n";
-  for (const ChipFrame& f : run.frames)
-    s += fmt::format("cycle {}   {}\n{}\n", f.cycle, run.instruction, f.text);
-  s += run.result;
-  s += fmt::format("\n{} busy cycles of its unit; the timing rule's: {} (docs/timing.md)\n",
-                   run.busy_cycles, run.rule_cycles);
-  return s;
+  return s + "\nIts operands in the unified buffer:\n" + run.data + "\n";
+}
+
+std::string ChipLessonFrame(const ChipLessonRun& run, size_t i) {
+  const ChipFrame& f = run.frames[i];
+  return fmt::format("cycle {}   {}\n{}\n", f.cycle, run.instruction, f.text);
+}
+
+std::string ChipLessonEnd(const ChipLessonRun& run) {
+  return run.result +
+         fmt::format("\n{} busy cycles of its unit; the timing rule's: {} (docs/timing.md)\n",
+                     run.busy_cycles, run.rule_cycles);
+}
+
+std::string FormatChipLesson(const ChipLessonRun& run) {
+  std::string s = ChipLessonIntro(run);
+  for (size_t i = 0; i < run.frames.size(); ++i) s += ChipLessonFrame(run, i);
+  return s + ChipLessonEnd(run);
 }
 
 }  // namespace tpu::teach

@@ -41,7 +41,11 @@ std::vector<std::string> LessonOps();
 // when the chip's RTL model is not built, RuntimeError when the run fails.
 ChipLessonRun RecordChipLesson(ChipLesson lesson, const std::string& op, uint64_t seed,
                                const std::string& work_dir);
-// Everything, frame after frame, for the terminal.
+// For the terminal: the program and its operands; frame i; what it produced and its cycles.
+std::string ChipLessonIntro(const ChipLessonRun& run);
+std::string ChipLessonFrame(const ChipLessonRun& run, size_t i);
+std::string ChipLessonEnd(const ChipLessonRun& run);
+// All three, every frame.
 std::string FormatChipLesson(const ChipLessonRun& run);
 
 }  // namespace tpu::teach
