@@ -108,8 +108,10 @@ py::tuple RunFast(const nn::Model& model, const config::TpuConfig& config, const
       py::gil_scoped_acquire acquire;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     };
-    r = run::RunModelOnTpu(model, engine, inputs, inputs.count, batch, after_batch, host_im2col,
-                           fit);
+    run::CompileChoices how;
+    how.layer_jobs = host_im2col;
+    how.fit_batch = fit;
+    r = run::RunModelOnTpu(model, engine, inputs, inputs.count, batch, after_batch, how);
     bar.Finish();
   }
   report::RunReport rep =

@@ -40,6 +40,7 @@ struct RunArgs {
   std::string maps = "chip";  // --topology: where each layer's maps start and end
   int batch = 64;
   bool host_im2col = false;
+  std::string weights = "fifo";  // --weights: fifo or vmem (compiler::WeightPath)
 };
 
 // --shard I/K: the I-th of K slices of `count` inputs, cut at whole batches so that the
@@ -134,8 +135,13 @@ void Run(const RunArgs& a, bool batch_given) {
   // Not given: the most, up to the default, that the chip's memories take at once (the run
   // finds it; a shard finds it first, as its slice is cut at whole batches).
   const bool fit = !batch_given && !a.host_im2col;
+  run::CompileChoices how;
+  how.layer_jobs = a.host_im2col;
+  how.fit_batch = fit && a.shard.empty();
+  how.weights =
+      a.weights == "vmem" ? compiler::WeightPath::kVectorMemory : compiler::WeightPath::kFifo;
   const int batch = fit && !a.shard.empty()
-                        ? run::LargestBatchThatFits(model, session.config(), a.batch)
+                        ? run::LargestBatchThatFits(model, session.config(), a.batch, how.weights)
                         : a.batch;
   nn::InputSet inputs = LoadInputs(a.work, model);
   if (session.config().dtype == hw::Dtype::kInt8) Warn(a.out, nn::InputRangeWarning(model, inputs));
@@ -151,8 +157,7 @@ void Run(const RunArgs& a, bool batch_given) {
   }
   ProgressBar bar("run", !a.out.quiet);
   const run::TpuRunResult r = run::RunModelOnTpu(
-      model, session.engine(), inputs, inputs.count, batch, [&](double f) { bar.Update(f); },
-      a.host_im2col, fit && a.shard.empty());
+      model, session.engine(), inputs, inputs.count, batch, [&](double f) { bar.Update(f); }, how);
   bar.Finish();
   session.Finish();
   report::RunReport report = report::BuildRunReport(r, model.name, session.engine().Name(),
@@ -219,10 +224,12 @@ void CheckTopologyFlags(const CLI::App& cmd, bool topology) {
   if (!topology) {
     if (cmd.count("--maps") > 0)
       throw UsageError("--maps applies with --topology only (a model's maps stay on chip)");
+    if (cmd.count("--weights") > 0 && cmd.count("--host-im2col") > 0)
+      throw UsageError("--weights applies to whole-network programs; drop --host-im2col");
     return;
   }
   for (const char* flag : {"--model", "--data", "--dataset", "--images", "--inputs", "--synthetic",
-                           "--logits", "--predictions", "--shard"}) {
+                           "--logits", "--predictions", "--shard", "--weights"}) {
     if (cmd.count(flag) > 0) {
       throw UsageError(std::string(flag) +
                        " does not apply with --topology (its layers run on random data; "
@@ -246,6 +253,11 @@ void AddRunCommand(CLI::App& app) {
   cmd->add_flag("--host-im2col", a->host_im2col,
                 "run each layer as its own job with its rows formed on the host (the lowering "
                 "before on-chip windows; chains only), to compare");
+  cmd->add_option("--weights", a->weights,
+                  "where the weights reach the matrix units: fifo (read_weights from weight "
+                  "memory into each unit's FIFO, the default) or vmem (the Cloud TPU's path: "
+                  "read_hbm into vector memory, then load_weights; docs/compiler.md)")
+      ->check(CLI::IsMember({"fifo", "vmem"}));
   AddTraceOptions(cmd, &a->trace,
                   "waveform of the chip (.fst/.vcd; rtl engine), cycles counted across all the "
                   "run's programs");

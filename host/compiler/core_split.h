@@ -43,7 +43,7 @@ inline constexpr uint64_t kCoreWindowAlign = 4096;
 CoreJobs CombineCoreJobs(std::vector<engine::ExecJob> jobs);
 
 // The program with every host address (read_host's source, write_host's destination) moved
-// up by host_delta and every weight address (read_weights) by weight_delta. Throws
+// up by host_delta and every weight address (read_weights, read_hbm) by weight_delta. Throws
 // std::invalid_argument when an address no longer fits its field.
 isa::Program Relocate(const isa::Program& program, uint64_t host_delta, uint64_t weight_delta);
 

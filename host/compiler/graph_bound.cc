@@ -7,7 +7,7 @@
 
 namespace tpu::compiler {
 
-double Bound::Host() const { return host + (network ? staged_host : 0.0); }
+double Bound::Host() const { return host + hbm_dma + (network ? staged_host : 0.0); }
 
 double Bound::Cycles() const {
   return std::max({array, weights, Host(), activation, vector_unit, network ? pipeline : 0.0});
@@ -18,7 +18,7 @@ std::string Bound::Binds() const {
   if (c == array) return "array";
   if (c == weights) return "weights";
   if (network && c == pipeline) return "array+weights";
-  if (c == Host()) return "host link";
+  if (c == Host()) return hbm_dma > 0 ? "host DMA" : "host link";
   if (c == activation) return "activation unit";
   return "vector unit";
 }
@@ -28,6 +28,7 @@ Bound& Bound::operator+=(const Bound& o) {
   weights += o.weights;
   host += o.host;
   staged_host += o.staged_host;
+  hbm_dma += o.hbm_dma;
   activation += o.activation;
   vector_unit += o.vector_unit;
   pipeline += o.pipeline;
@@ -97,6 +98,8 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
   const auto n = static_cast<double>(c.array_dim);
   const auto units = static_cast<double>(c.mxus_per_core);
   const double tile_cycles = n * c.CoreWeightRowCycles();
+  // read_hbm: the core's one host DMA, a row a cycle at most, whatever its units
+  const double hbm_tile_cycles = n * std::max(1.0, c.CoreWeightRowCycles());
   const double row_cycles = c.HostRowCycles();
   const std::vector<TileRun> runs = ProgramRuns(g, plan, batch);
   std::vector<Bound> out(g.ops.size());
@@ -104,6 +107,7 @@ std::vector<Bound> BoundGraph(const LoweredGraph& g, const Plan& plan, const con
     Bound& b = out[static_cast<size_t>(run.op)];
     b.array += std::max(run.rows, n) / units;  // M matrix units stream M rows a cycle
     b.weights += tile_cycles;
+    if (plan.weight_stage >= 0) b.hbm_dma += hbm_tile_cycles;
   }
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const GraphOp& op = g.ops[i];

@@ -9,11 +9,14 @@
 //           units stream side by side)
 //   weights each run's tile comes from weight memory once per group: N rows of
 //           ceil(N / weight bytes per cycle) cycles
-//   host    the model's input rows the operation reads and output rows it writes (unless
+//   host    the host DMA: the model's input rows the operation reads and output rows it writes
+//   (unless
 //           the plan keeps them on chip), and its parameter sets, over the host link (rows of
 //           N bytes at host bytes per cycle); the input of every group but the first of a
 //           segment run in several goes while the group before computes, so it is the
-//           network's (staged_host), not the operation's
+//           network's (staged_host), not the operation's; with the weights through vector
+//           memory, each run's tile too, N rows from weight memory (hbm_dma) at the weights'
+//           rate
 //   activation  the activation unit (TPU v1's vector unit): every accumulator row it
 //           activates, one per cycle
 //   vector unit a bf16 chip's float32 vector unit (kVector operations): each step reads
@@ -43,11 +46,16 @@ struct Bound {
   double array = 0, weights = 0, host = 0, activation = 0, vector_unit = 0;
   double pipeline = 0;     // the operation's share of the array-and-weights pipeline
   double staged_host = 0;  // host cycles of its input read while the group before computes
-  bool network = false;    // a network's sum: the pipeline and the staged input count
-  double Host() const;     // the host link's term: host, and for a network staged_host
+  // Weights through vector memory (Plan::weight_stage): the host DMA's cycles of read_hbm,
+  // its tiles' rows one a cycle (or as the core's share of the weight memory allows)
+  double hbm_dma = 0;
+  bool network = false;  // a network's sum: the pipeline and the staged input count
+  // The host DMA's term: host, hbm_dma, and for a network staged_host
+  double Host() const;
   double Cycles() const;
   // What binds: "array", "weights", "array+weights" (the pipeline: the FIFO too shallow to
-  // hide the weights of one layer behind the array time of another), "host link",
+  // hide the weights of one layer behind the array time of another), "host link" ("host
+  // DMA" where it also brings the weights),
   // "activation unit" (TPU v1's vector unit) or "vector unit" (the float32 one).
   std::string Binds() const;
   Bound& operator+=(const Bound& o);

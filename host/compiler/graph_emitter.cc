@@ -14,6 +14,7 @@
 #include "host/compiler/emit/unit_costs.h"
 #include "host/compiler/emit/unit_spread.h"
 #include "host/compiler/emit/vector_steps.h"
+#include "host/compiler/emit/weight_staging.h"
 #include "host/compiler/graph_bound.h"
 
 namespace tpu::compiler {
@@ -202,7 +203,11 @@ void Emitter::BandPasses(int i, int64_t im, int64_t rows, const isa::WindowGeome
 EmittedProgram EmitGraph(const LoweredGraph& graph, const Plan& plan,
                          const config::TpuConfig& config, int batch, int sharers,
                          const CoreShare* share) {
-  return emit::Emitter(graph, plan, config, batch, sharers, share).Run();
+  EmittedProgram e = emit::Emitter(graph, plan, config, batch, sharers, share).Run();
+  if (plan.weight_stage >= 0)
+    emit::StageWeights(&e, {plan.weight_stage, config.weight_fifo_tiles, kWeightSlots},
+                       config.array_dim, hw::RowBytes(config));
+  return e;
 }
 
 }  // namespace tpu::compiler

@@ -25,14 +25,16 @@ struct Segmentation {
 
 class Planner {
  public:
-  Planner(const LoweredGraph& g, const config::TpuConfig& c, int batch, MapsOnChip maps)
+  Planner(const LoweredGraph& g, const config::TpuConfig& c, int batch, MapsOnChip maps,
+          WeightPath weights)
       : g_(g),
         c_(c),
         n_(c.array_dim),
         b_(batch),
         ops_(static_cast<int>(g.ops.size())),
         zero_row_(UsesVectorUnit(g) ? c.ub_depth_rows - 1 : -1),
-        ub_(zero_row_ >= 0 ? zero_row_ : c.ub_depth_rows),
+        stage_(weights == WeightPath::kVectorMemory ? WeightStageRows(c) : 0),
+        ub_((zero_row_ >= 0 ? zero_row_ : c.ub_depth_rows) - stage_),
         maps_(maps) {
     last_.assign(g.tensors.size(), -1);
     for (size_t t = 0; t < g.tensors.size(); ++t)
@@ -405,7 +407,8 @@ class Planner {
       placed.push_back(&r);
     }
     p->zero_row = zero_row_;
-    p->ub_rows = top + (zero_row_ >= 0 ? 1 : 0);
+    p->weight_stage = stage_ > 0 ? ub_ : -1;
+    p->ub_rows = top + (zero_row_ >= 0 ? 1 : 0) + stage_;
     return true;
   }
 
@@ -470,8 +473,9 @@ class Planner {
   const int64_t n_, b_;
   const int ops_;
   const int64_t zero_row_;  // Plan::zero_row
-  const int64_t ub_;        // the unified-buffer rows tensors may take: all but the zero row
-  std::vector<int> last_;   // per tensor, its last reader (ops_: the host)
+  const int64_t stage_;     // the weights' staging rows (Plan::weight_stage), 0: none
+  const int64_t ub_;  // the unified-buffer rows tensors may take: all but the zero and staging rows
+  std::vector<int> last_;                // per tensor, its last reader (ops_: the host)
   std::vector<std::vector<int>> cross_;  // per position q, Cross(q)
   mutable std::vector<int64_t> mark_;    // per tensor, the stamp it was last seen with
   mutable int64_t stamp_ = 0;
@@ -486,13 +490,25 @@ class Planner {
 }  // namespace
 
 Plan PlanGraph(const LoweredGraph& graph, const config::TpuConfig& config, int batch,
-               MapsOnChip maps) {
+               MapsOnChip maps, WeightPath weights) {
   if (!graph.why_not.empty()) {
     Plan p;
     p.why_not = graph.why_not;
     return p;
   }
-  return Planner(graph, config, batch, maps).Run();
+  if (weights == WeightPath::kVectorMemory && WeightStageRows(config) * 2 > config.ub_depth_rows) {
+    Plan p;
+    p.why_not = fmt::format(
+        "the weights' staging rows in vector memory ({} x {} tiles of {} rows a matrix unit) "
+        "would take more than half of the {} unified-buffer rows; use --weights fifo",
+        kWeightSlots, config.weight_fifo_tiles, config.array_dim, config.ub_depth_rows);
+    return p;
+  }
+  return Planner(graph, config, batch, maps, weights).Run();
+}
+
+int64_t WeightStageRows(const config::TpuConfig& config) {
+  return int64_t{kWeightSlots} * config.weight_fifo_tiles * config.array_dim * config.mxus_per_core;
 }
 
 }  // namespace tpu::compiler

@@ -54,6 +54,15 @@ struct MapsOnChip {
   bool Any() const { return input || output; }
 };
 
+// Where a network's weights reach the matrix units (docs/compiler.md, "Weights through
+// vector memory"): read_weights from weight memory into each unit's FIFO, as TPU v1; or
+// the Cloud TPU's path, read_hbm into staging rows of the unified buffer (its vector
+// memory) and load_weights from there (emit/weight_staging.h).
+enum class WeightPath { kFifo, kVectorMemory };
+// Staging slots per matrix unit on that path, each of a FIFO's tiles: a unit's next tiles
+// arrive in one while its load reads the other.
+constexpr int kWeightSlots = 2;
+
 struct Plan {
   std::vector<PlanSegment> segments;
   std::vector<TensorPlace> places;            // per tensor
@@ -65,6 +74,9 @@ struct Plan {
   // unified buffer, which no tensor then takes), written by the program's first `vector`;
   // -1: none (no operation on the vector unit).
   int64_t zero_row = -1;
+  // WeightPath::kVectorMemory: the first of the staging rows (below the zero row, at the
+  // top of the buffer; emit::WeightStaging), -1: none.
+  int64_t weight_stage = -1;
   uint64_t host_bytes = 0;                    // host memory it uses
   uint64_t params_addr = 0, output_addr = 0;  // host addresses of the parameter sets, output
   uint64_t weights_bytes = 0;
@@ -80,7 +92,11 @@ struct Plan {
 // input starts in the unified buffer (the whole batch), or its output stays there, as a
 // layer's would inside a network (`tpusim run --topology --maps chip`): the program does
 // not move that tensor, and nothing is banded.
+// With WeightPath::kVectorMemory, the staging rows are kept out of the tensors' rows.
 Plan PlanGraph(const LoweredGraph& graph, const config::TpuConfig& config, int batch,
-               MapsOnChip maps = {});
+               MapsOnChip maps = {}, WeightPath weights = WeightPath::kFifo);
+// The staging rows of the weights' path through vector memory on `config`: kWeightSlots
+// slots of a FIFO's tiles per matrix unit.
+int64_t WeightStageRows(const config::TpuConfig& config);
 
 }  // namespace tpu::compiler

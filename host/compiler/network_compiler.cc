@@ -16,11 +16,12 @@
 namespace tpu::compiler {
 
 NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig& config, int batch,
-                                 bool maps_on_chip)
+                                 bool maps_on_chip, WeightPath weights)
     : config_(config),
       n_(config.array_dim),
       batch_(std::max(1, batch)),
       row_(hw::RowBytes(config)),
+      weight_path_(weights),
       preprocess_(model.preprocess),
       input_(model.input),
       graph_(LowerGraph(model, config.array_dim, config.dtype)) {
@@ -41,7 +42,7 @@ NetworkCompiler::NetworkCompiler(const nn::Model& model, const config::TpuConfig
   if (maps_on_chip) {  // both maps on chip, else the input, else the output, else neither
     for (MapsOnChip m :
          {MapsOnChip{true, true}, MapsOnChip{true, false}, MapsOnChip{false, true}}) {
-      Plan p = PlanGraph(graph_, config_, batch_, m);
+      Plan p = PlanGraph(graph_, config_, batch_, m, weight_path_);
       if (p.why_not.empty()) {
         maps_ = m;
         plans_.emplace(batch_, std::move(p));
@@ -97,7 +98,7 @@ int NetworkCompiler::LargestBatch(int most) const {
 const Plan& NetworkCompiler::PlanFor(int batch) const {
   auto it = plans_.find(batch);
   if (it == plans_.end())
-    it = plans_.emplace(batch, PlanGraph(graph_, config_, batch, maps_)).first;
+    it = plans_.emplace(batch, PlanGraph(graph_, config_, batch, maps_, weight_path_)).first;
   return it->second;
 }
 
@@ -115,6 +116,8 @@ std::string NetworkCompiler::PlanText(int batch) const {
   }
   s += fmt::format("; {} of {} unified-buffer rows", Grouped(plan.ub_rows),
                    Grouped(config_.ub_depth_rows));
+  if (plan.weight_stage >= 0)
+    s += fmt::format("; weights through vector memory (rows {} up)", Grouped(plan.weight_stage));
   if (const std::vector<SpilledTensor> spilled = Spilled(batch); !spilled.empty()) {
     int64_t bytes = 0;
     std::string names;

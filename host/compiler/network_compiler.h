@@ -52,9 +52,10 @@ class NetworkCompiler {
   // `maps_on_chip`, the batch's input starts in the unified buffer and its output stays there
   // where they fit (both, else the input, else the output; what does not fit moves over the
   // host link as usual; Maps() says which): the job's `before` and `after` programs move
-  // them, outside the counted program.
+  // them, outside the counted program. `weights`: where the weights reach the matrix units
+  // (WeightPath, graph_plan.h).
   NetworkCompiler(const nn::Model& model, const config::TpuConfig& config, int batch,
-                  bool maps_on_chip = false);
+                  bool maps_on_chip = false, WeightPath weights = WeightPath::kFifo);
 
   bool Fits() const { return why_not_.empty(); }
   int Batch() const { return batch_; }  // the most images a job holds
@@ -124,6 +125,7 @@ class NetworkCompiler {
   int n_, batch_;
   int64_t row_;  // a row's bytes: N, or 2N on a bf16 chip
   MapsOnChip maps_;
+  WeightPath weight_path_;  // where the weights reach the matrix units
   std::string preprocess_;
   nn::Shape3 input_;                             // the model's input, h x w x c
   std::vector<std::pair<int64_t, int64_t>> kn_;  // per operation (KN())

@@ -206,7 +206,8 @@ RunReport RunReportFromJson(const nlohmann::json& j, const std::string& where) {
         const auto& b = l.at("bound");
         row.bound.array = b.at("array").get<double>();
         row.bound.weights = b.at("weights").get<double>();
-        row.bound.host = b.at("host").get<double>();
+        row.bound.hbm_dma = b.value("hbm_dma", 0.0);
+        row.bound.host = b.at("host").get<double>() - row.bound.hbm_dma;
         // "vector": the activation unit's term in the reports of stops before 88
         row.bound.activation = b.value("activation", b.value("vector", 0.0));
         row.bound.vector_unit = b.value("vector_unit", 0.0);
@@ -304,6 +305,7 @@ void AddBound(const RunRow& row, nlohmann::json* j) {
                    {"host", b.Host()},           {"staged_host", b.staged_host},
                    {"activation", b.activation}, {"vector_unit", b.vector_unit},
                    {"pipeline", b.pipeline}};
+  if (b.hbm_dma > 0) (*j)["bound"]["hbm_dma"] = b.hbm_dma;  // within "host"
   (*j)["bound_cycles"] = b.Cycles();
   (*j)["cycles_over_bound"] = static_cast<double>(row.Cycles()) / b.Cycles();
   (*j)["binds"] = b.Binds();

@@ -352,16 +352,17 @@ void CheckInt8Outputs(const std::vector<int8_t>& act, const nn::MatrixI8& want,
 // to the most that fit the chip's memories (the plans of other batches reuse the lowered
 // graph).
 NetworkCompiler PlanNetwork(const nn::Model& model, const config::TpuConfig& config, int64_t images,
-                            bool fit, int* batch) {
+                            bool fit, compiler::WeightPath weights, int* batch) {
   const auto planned = [&] {
     return static_cast<int>(std::min<int64_t>(*batch, std::max<int64_t>(images, 1)));
   };
-  NetworkCompiler network(model, config, planned());
+  NetworkCompiler network(model, config, planned(), false, weights);
   if (fit) {
     const int most = network.LargestBatch(*batch);
     if (most > 0 && most < *batch) {
       *batch = most;
-      if (planned() != network.Batch()) network = NetworkCompiler(model, config, planned());
+      if (planned() != network.Batch())
+        network = NetworkCompiler(model, config, planned(), false, weights);
     }
   }
   return network;
@@ -436,15 +437,20 @@ std::vector<BatchShare> BatchShares(int b, int cores) {
 
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const nn::InputSet& inputs, int64_t images, int batch,
-                           const std::function<void(double)>& progress, bool layer_jobs,
-                           bool fit_batch) {
+                           const std::function<void(double)>& progress, const CompileChoices& how) {
+  const bool layer_jobs = how.layer_jobs;
+  if (layer_jobs && how.weights != compiler::WeightPath::kFifo)
+    throw UsageError(
+        "weights through vector memory are a whole-network program's; layer jobs "
+        "(host im2col) read them into the FIFO");
   const config::TpuConfig& config = engine.Config();
   CheckBatch(batch);
   const bool bf16 = config.dtype == hw::Dtype::kBf16;
   CheckWeightsFor(model, bf16);
   images = std::min(images, inputs.count);
   const auto start = std::chrono::steady_clock::now();
-  NetworkCompiler network = PlanNetwork(model, config, images, fit_batch && !layer_jobs, &batch);
+  NetworkCompiler network =
+      PlanNetwork(model, config, images, how.fit_batch && !layer_jobs, how.weights, &batch);
   TpuRunResult r;
   r.images = images;
   r.batch = batch;
@@ -477,8 +483,9 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   return r;
 }
 
-int LargestBatchThatFits(const nn::Model& model, const config::TpuConfig& config, int most) {
-  const int b = NetworkCompiler(model, config, 1).LargestBatch(most);
+int LargestBatchThatFits(const nn::Model& model, const config::TpuConfig& config, int most,
+                         compiler::WeightPath weights) {
+  const int b = NetworkCompiler(model, config, 1, false, weights).LargestBatch(most);
   return b > 0 ? b : most;
 }
 
@@ -490,7 +497,9 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
   in.count = images;
   in.pixels.assign(pixels, pixels + images * model.input.Size());
   if (labels) in.labels.assign(labels, labels + images);
-  return RunModelOnTpu(model, engine, in, images, batch, progress, layer_jobs);
+  CompileChoices how;
+  how.layer_jobs = layer_jobs;
+  return RunModelOnTpu(model, engine, in, images, batch, progress, how);
 }
 
 }  // namespace tpu::run

@@ -55,6 +55,15 @@ struct TpuRunResult {
 // Throws UsageError naming the field when a batch is less than one input.
 void CheckBatch(int batch);
 
+// How a run compiles the network.
+struct CompileChoices {
+  bool layer_jobs = false;  // each layer its own job (host im2col), not the whole network
+  bool fit_batch = false;   // the batch asked is the most (RunModelOnTpu)
+  // Where the whole network's weights reach the matrix units (docs/compiler.md, "Weights
+  // through vector memory").
+  compiler::WeightPath weights = compiler::WeightPath::kFifo;
+};
+
 // A batch of b inputs on a chip of C cores (docs/compiler.md, "Several cores"): core c's
 // share is inputs [b c / C, b (c + 1) / C); the shares that are not empty, in order (they
 // run on cores 0, 1, ...). The largest is ceil(b / C).
@@ -64,22 +73,23 @@ struct BatchShare {
 std::vector<BatchShare> BatchShares(int b, int cores);
 
 // The whole network runs as one program per batch where it fits (NetworkCompiler), else
-// (or with `layer_jobs`) each layer as its own job (LayerCompiler: host im2col; chains
+// (or with `how.layer_jobs`) each layer as its own job (LayerCompiler: host im2col; chains
 // only). Runs the first `images` of `inputs`. With a timing-only engine the inputs still
 // flow (the host decodes zeros) but nothing is checked: mismatches and correct stay 0.
-// With `fit_batch`, `batch` is the most: the run takes the largest batch up to it whose
+// With `how.fit_batch`, `batch` is the most: the run takes the largest batch up to it whose
 // whole-network program fits the chip's memories (LargestBatchThatFits, without lowering
 // the network twice).
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const nn::InputSet& inputs, int64_t images, int batch,
                            const std::function<void(double)>& progress = {},
-                           bool layer_jobs = false, bool fit_batch = false);
+                           const CompileChoices& how = {});
 
 // The largest batch, up to `most`, whose whole-network program fits `config`'s memories (the
 // default batch of a sharded `tpusim run`, whose slices are cut at whole batches); `most`
 // where no batch does for another reason (the window registers, one image's maps), so that
 // the run says why.
-int LargestBatchThatFits(const nn::Model& model, const config::TpuConfig& config, int most);
+int LargestBatchThatFits(const nn::Model& model, const config::TpuConfig& config, int most,
+                         compiler::WeightPath weights = compiler::WeightPath::kFifo);
 
 // The same on raw images of a preprocess-mnist32 model (`labels` may be null).
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,

@@ -554,6 +554,45 @@ TEST_F(RunCliTest, Bf16LenetIsBitExactAndTheEnginesAgree) {
   EXPECT_EQ(j[0].dump(), j[1].dump());
 }
 
+// Weights through vector memory (`--weights vmem`, docs/compiler.md): every read_weights made
+// read_hbm + load_weights, on a core of one matrix unit and of two (the 1 x 2 x 4 bf16
+// chip); bit-exact on both engines, every number of the report equal between them, and the
+// same tiles reach the FIFOs as by read_weights (the fast engine's fifo run).
+TEST_F(RunCliTest, Bf16LenetWithWeightsThroughVectorMemoryIsBitExactAndTheEnginesAgree) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  for (const char* units : {"1", "2"}) {
+    SCOPED_TRACE(std::string("mxus_per_core=") + units);
+    const std::string chip =
+        std::string(" --config teach-4 --set dtype=bf16 --set mxus_per_core=") + units +
+        " --images 12 --batch 12";
+    nlohmann::json j[3];
+    for (int e = 0; e < 3; ++e) {
+      const std::string engine = e == 0 ? "rtl" : "fast";
+      const std::string weights = e < 2 ? " --weights vmem" : " --weights fifo";
+      const Outcome o =
+          Run("run --engine " + engine + chip + weights + " --json " + P(engine + ".json"));
+      ASSERT_EQ(o.exit_code, 0) << o.err;
+      EXPECT_NE(o.out.find("bit-exact  yes (bf16 outputs"), std::string::npos) << o.out;
+      j[e] = nlohmann::json::parse(Slurp(P(engine + ".json")));
+      EXPECT_EQ(j[e]["plan"].get<std::string>().find("weights through vector memory") !=
+                    std::string::npos,
+                e < 2)
+          << j[e]["plan"];
+      for (const char* key : {"engine", "wall_seconds", "images_per_second_wall"}) j[e].erase(key);
+    }
+    EXPECT_EQ(j[0].dump(), j[1].dump());
+    const nlohmann::json &vmem = j[1]["counters"], &fifo = j[2]["counters"];
+    EXPECT_EQ(vmem["weight_fifo_pushes"], fifo["weight_fifo_pushes"]);
+    EXPECT_EQ(vmem["weight_tiles"], fifo["weight_tiles"]);
+    // The weights' bytes, and each of their rows written to the buffer and read back once.
+    EXPECT_EQ(vmem["weight_bytes_read"], fifo["weight_bytes_read"]);
+    for (const char* key : {"ub_reads", "ub_writes"})
+      EXPECT_EQ(vmem[key].get<uint64_t>() - fifo[key].get<uint64_t>(),
+                fifo["weight_fifo_pushes"].get<uint64_t>())
+          << key;
+  }
+}
+
 // Every chip preset runs MNIST on its own chip's RTL, bit-exact, every number of the report
 // equal to the fast engine's (issue 71: tpu-v1's 256 x 256 and tpu-v2's 128 x 128 bf16 give
 // the headline figures); tpu-v1 runs the int8 model, the bf16 presets the fp32 one. A preset

@@ -1411,6 +1411,32 @@ TEST(GraphBoundTest, TheWeightsTermCountsEveryUnitsDma) {
   EXPECT_DOUBLE_EQ(weights(1, 8), weights(1, 16));
 }
 
+// With the weights through vector memory, the core's one host DMA brings every tile too, a
+// row a cycle at most (docs/performance.md): on lab-8 (8-byte rows) at 16 B/cycle, two
+// units' DMAs take a tile in 4 cycles, the host DMA in 8; one unit's DMA in 8 as well.
+TEST(GraphBoundTest, WeightsThroughVectorMemoryAreTheHostDmasToo) {
+  auto bound = [](int units, WeightPath path) {
+    nn::Model m = NewModel("dmas", {8, 8, 16});
+    m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
+                GlobalPool(0), L(LayerType::kDense, {1}, 4)};
+    config::TpuConfig c = config::LoadConfig("lab-8");
+    c.mxus_per_core = units;
+    c.weight_mem_bytes_per_cycle = 16;
+    QuantizeAndEmit(&m, 17, c, 2);
+    const LoweredGraph g = LowerGraph(m, c.array_dim);
+    return BoundGraph(g, PlanGraph(g, c, 2, {}, path), c, 2)[0];
+  };
+  for (const int units : {1, 2}) {
+    SCOPED_TRACE(units);
+    const Bound fifo = bound(units, WeightPath::kFifo);
+    const Bound vmem = bound(units, WeightPath::kVectorMemory);
+    EXPECT_EQ(fifo.hbm_dma, 0);
+    EXPECT_DOUBLE_EQ(vmem.hbm_dma, vmem.weights * units);
+    EXPECT_DOUBLE_EQ(vmem.weights, fifo.weights);
+    EXPECT_DOUBLE_EQ(vmem.Host(), fifo.Host() + vmem.hbm_dma);
+  }
+}
+
 // A side x side map of `channels`, then a window over the whole map larger than the
 // registers hold: a global average pooling, and a dense layer over the map (after a 1 x 1
 // convolution to `narrow` channels), joined.
