@@ -1393,17 +1393,23 @@ TEST(GraphBoundTest, TheWeightPipelineFollowsItsRecurrence) {
 // memory's bytes a cycle (docs/timing.md, "Why a port per matrix unit"): the bound's weights
 // term on two units of lab-8 (8-byte rows) is half one unit's where the channel moves two
 // rows a cycle (16 B), and one unit's where it moves one (8 B).
+// The first operation's bound of a convolution, pooling and dense layer on lab-8 with
+// `units` matrix units a core and weight memory of `bytes_per_cycle`, batch 2.
+Bound DmasBound(int units, int bytes_per_cycle, WeightPath path = WeightPath::kFifo) {
+  nn::Model m = NewModel("dmas", {8, 8, 16});
+  m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
+              GlobalPool(0), L(LayerType::kDense, {1}, 4)};
+  config::TpuConfig c = config::LoadConfig("lab-8");
+  c.mxus_per_core = units;
+  c.weight_mem_bytes_per_cycle = bytes_per_cycle;
+  QuantizeAndEmit(&m, 17, c, 2);
+  const LoweredGraph g = LowerGraph(m, c.array_dim);
+  return BoundGraph(g, PlanGraph(g, c, 2, {}, path), c, 2)[0];
+}
+
 TEST(GraphBoundTest, TheWeightsTermCountsEveryUnitsDma) {
   auto weights = [](int units, int bytes_per_cycle) {
-    nn::Model m = NewModel("dmas", {8, 8, 16});
-    m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
-                GlobalPool(0), L(LayerType::kDense, {1}, 4)};
-    config::TpuConfig c = config::LoadConfig("lab-8");
-    c.mxus_per_core = units;
-    c.weight_mem_bytes_per_cycle = bytes_per_cycle;
-    QuantizeAndEmit(&m, 17, c, 2);
-    const LoweredGraph g = LowerGraph(m, c.array_dim);
-    return BoundGraph(g, PlanGraph(g, c, 2), c, 2)[0].weights;
+    return DmasBound(units, bytes_per_cycle).weights;
   };
   EXPECT_GT(weights(1, 16), 0);
   EXPECT_DOUBLE_EQ(weights(2, 16) * 2, weights(1, 16));
@@ -1415,21 +1421,10 @@ TEST(GraphBoundTest, TheWeightsTermCountsEveryUnitsDma) {
 // row a cycle at most (docs/performance.md): on lab-8 (8-byte rows) at 16 B/cycle, two
 // units' DMAs take a tile in 4 cycles, the host DMA in 8; one unit's DMA in 8 as well.
 TEST(GraphBoundTest, WeightsThroughVectorMemoryAreTheHostDmasToo) {
-  auto bound = [](int units, WeightPath path) {
-    nn::Model m = NewModel("dmas", {8, 8, 16});
-    m.layers = {L(LayerType::kConv2d, {nn::kModelInput}, 32, 3, 1, 1, Activation::kRelu),
-                GlobalPool(0), L(LayerType::kDense, {1}, 4)};
-    config::TpuConfig c = config::LoadConfig("lab-8");
-    c.mxus_per_core = units;
-    c.weight_mem_bytes_per_cycle = 16;
-    QuantizeAndEmit(&m, 17, c, 2);
-    const LoweredGraph g = LowerGraph(m, c.array_dim);
-    return BoundGraph(g, PlanGraph(g, c, 2, {}, path), c, 2)[0];
-  };
   for (const int units : {1, 2}) {
     SCOPED_TRACE(units);
-    const Bound fifo = bound(units, WeightPath::kFifo);
-    const Bound vmem = bound(units, WeightPath::kVectorMemory);
+    const Bound fifo = DmasBound(units, 16);
+    const Bound vmem = DmasBound(units, 16, WeightPath::kVectorMemory);
     EXPECT_EQ(fifo.hbm_dma, 0);
     EXPECT_DOUBLE_EQ(vmem.hbm_dma, vmem.weights * units);
     EXPECT_DOUBLE_EQ(vmem.weights, fifo.weights);

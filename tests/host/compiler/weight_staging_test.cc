@@ -58,30 +58,19 @@ TEST(WeightStagingTest, EachReadBecomesAnHbmReadIntoItsUnitsNextSlotAndALoad) {
 }
 
 TEST(WeightStagingTest, AReadLongerThanASlotGoesInPiecesEachBeforeTheSwitchOfThePieceBefore) {
-  // Six tiles in slots of four: tiles 4-5 load just before the switch that takes tile 0,
-  // so the FIFO has room for them once the matmuls before have taken tiles 0-3.
-  const auto [text, ops] = Staged(
-      "read_weights addr=0 tiles=6\n"
-      "matmul ub=0 acc=0 rows=4 switch\n"
-      "matmul ub=4 acc=0 rows=4 switch accumulate\n"
-      "matmul ub=8 acc=0 rows=4 switch accumulate\n"
-      "matmul ub=12 acc=0 rows=4 switch accumulate\n"
-      "matmul ub=16 acc=0 rows=4 switch accumulate\n"
-      "matmul ub=20 acc=0 rows=4 switch accumulate\n"
-      "halt\n",
-      {5, 5, 5, 5, 5, 5, 5, -1});
+  // Six tiles in slots of four: tiles 4-5 load just before the switch that takes tile 0
+  // (the first piece's first), once the first piece's four tiles are in the FIFO.
+  std::string matmuls = "matmul ub=0 acc=0 rows=4 switch\n";
+  for (int k = 1; k < 6; ++k)
+    matmuls += "matmul ub=" + std::to_string(4 * k) + " acc=0 rows=4 switch accumulate\n";
+  const auto [text, ops] =
+      Staged("read_weights addr=0 tiles=6\n" + matmuls + "halt\n", {5, 5, 5, 5, 5, 5, 5, -1});
   EXPECT_EQ(text,
             "read_hbm addr=0x0 ub=100 rows=16\n"
             "load_weights ub=100 tiles=4\n"
             "read_hbm addr=0x80 ub=116 rows=8\n"
-            "load_weights ub=116 tiles=2\n"
-            "matmul ub=0 acc=0 rows=4 switch\n"
-            "matmul ub=4 acc=0 rows=4 switch accumulate\n"
-            "matmul ub=8 acc=0 rows=4 switch accumulate\n"
-            "matmul ub=12 acc=0 rows=4 switch accumulate\n"
-            "matmul ub=16 acc=0 rows=4 switch accumulate\n"
-            "matmul ub=20 acc=0 rows=4 switch accumulate\n"
-            "halt\n");
+            "load_weights ub=116 tiles=2\n" +
+                matmuls + "halt\n");
   std::vector<int32_t> want(10, 5);
   want.push_back(-1);
   EXPECT_EQ(ops, want);
