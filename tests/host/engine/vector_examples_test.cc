@@ -1,7 +1,8 @@
 // The vector unit's example programs (examples/vector/: a softmax over rows of 197, a
 // LayerNorm of 768-wide rows and an attention head of 197 tokens x 64, as in ViT-B/16) on one
-// core of tpu-v3, on both engines: the output equals what examples/vector/make_*.py computed
-// with numpy in float32 (an independent reference), the vector unit's busy cycles equal the
+// core of tpu-v3, and two training steps of a perceptron (examples/training/) on tpu-v2, on
+// both engines: the output equals what the examples' make_*.py computed with numpy in float32
+// (an independent reference), the vector unit's busy cycles equal the
 // timing rule's sum over the program's vector instructions (docs/timing.md, "The vector
 // unit"), and the run stays within its bound of the programs' attainable bound
 // (host/report/program_bound.h).
@@ -41,12 +42,14 @@ struct Example {
   double most_over_bound;      // the run's cycles over the attainable bound, at most (0: any)
   const char* data = nullptr;  // the data files' stem, when not the program's name
   bool hbm = false;            // the data file is the weight memory's (HBM's) image too
+  const char* dir = "vector";  // its folder in examples/
+  const char* config = "tpu-v3";
 };
 
 class VectorExamplesTest : public ::testing::TestWithParam<EngineKind> {
  protected:
   void Run(const Example& e) {
-    const std::string dir = TPUSIM_SOURCE_DIR "/examples/vector/";
+    const std::string dir = std::string(TPUSIM_SOURCE_DIR "/examples/") + e.dir + "/";
     const std::string ex = dir + e.name, data = dir + (e.data ? e.data : e.name);
     std::ifstream f(ex + ".asm");
     engine::ExecJob job;
@@ -55,7 +58,7 @@ class VectorExamplesTest : public ::testing::TestWithParam<EngineKind> {
     if (e.hbm) job.weight_image = job.host_image;
     job.host_out_addr = e.out_addr;
     job.host_out_bytes = e.out_bytes;
-    const config::TpuConfig c = config::LoadConfig("tpu-v3");
+    const config::TpuConfig c = config::LoadConfig(e.config);
     const auto chip = engine::MakeChipEngine(GetParam(), c, {});
     const auto r = chip->Run(job);
     ASSERT_TRUE(r.ok) << r.message;
@@ -95,6 +98,14 @@ TEST_P(VectorExamplesTest, AttentionHeadOf197TokensBy64EqualsNumpy) {
 // (docs/isa.md gives both heads' cycles).
 TEST_P(VectorExamplesTest, AttentionHeadFromHbmEqualsNumpy) {
   Run({"attention_hbm", 0x40000, 197 * 256, 0, "attention", true});
+}
+
+// Two SGD steps with momentum of a 200-100-10 perceptron (examples/training/mlp_step.asm):
+// the loss's pieces of both steps and the float32 weights and momentum after them, bit for
+// bit (docs/training.md). No goal over the bound: the state's first read and last write
+// over the host link take most of it.
+TEST_P(VectorExamplesTest, MlpTrainingStepsEqualNumpy) {
+  Run({"mlp_step", 0x9c800, (2 * 320 + 1536) * 256, 0, nullptr, false, "training", "tpu-v2"});
 }
 
 // attention_hbm.asm is written from attention.asm (make_attention.py): the same instructions
