@@ -18,9 +18,11 @@ Each layer's bias is a row of its weights, multiplied by a constant 1 among the 
                          blocks of 64 rows, each followed by 64 zero rows) and the labels
                          (64 one-hot rows), the same batch each step; the VPU parameter
                          set at 0x9c000
-  mlp_step.expected.bin  from 0x9c800: per step the loss's pieces (the logits L, bfloat16,
+  mlp_step.expected.bin  from 0x9c800, per step: the loss's pieces (the logits L, bfloat16,
                          and each row's max m and sum s of exp(L - m), float32: the loss of
-                         image i is log(s_i) + m_i - L_i[label]), then W1, W2, V1, V2
+                         image i is log(s_i) + m_i - L_i[label]), then W1, W2, V1, V2 after
+                         the step (a checkpoint: tests/training/mlp_step_vs_torch.py runs
+                         each step in PyTorch from the one before)
 
 The reference is numpy in float32, step for step the program's (docs/training.md): the
 array's sums in its order, the activation unit's rounding to bfloat16, the vector unit's
@@ -52,6 +54,7 @@ ZERO_PADS = (HID + B, D2B + B, DH + B)   # rows a transposed load reads past 64 
 A_Z1, A_LG, A_HT, A_DW2, A_DH, A_XT0, A_XT1, A_DW1 = 0, 64, 128, 256, 384, 448, 576, 704
 # Host memory, in rows of 256 bytes.
 H_ZERO, H_BATCH, PARAMS, H_OUT = 1792, 1856, 2496, 2504
+OUT_ROWS = 320 + STATE_END - W1          # each step's output: the loss's pieces, the state
 
 
 def f32_rows(x):
@@ -133,7 +136,7 @@ def program():
         '; make_mlp_step.py (edit that); docs/training.md walks through it.',
         ';   tpusim exec examples/training/mlp_step.asm -c tpu-v2 --engine fast \\',
         ';       --host-in examples/training/mlp_step.host.bin --host-out out.bin \\',
-        f';       --host-out-range {H_OUT * 2 * N:#x}:{(2 * 320 + 1536) * 2 * N}',
+        f';       --host-out-range {H_OUT * 2 * N:#x}:{STEPS * OUT_ROWS * 2 * N}',
         'set_format dtype=bf16',
         f'read_host host={PARAMS * 2 * N:#x} params=0 rows=1          ; set 0: bias 0, no upper bound',
         f'read_host host=0x0 ub=0 rows={STATE_END}          ; identity, constants, W1, W2, V1, V2',
@@ -142,7 +145,7 @@ def program():
         lines.append(f'read_host host={H_ZERO * 2 * N:#x} ub={z} rows={B}       ; zeros a transposed load reads')
     for t in range(STEPS):
         at = (H_BATCH + t * 5 * B) * 2 * N
-        out = (H_OUT + t * 320) * 2 * N
+        out = (H_OUT + t * OUT_ROWS) * 2 * N
         lines += [
             f'; ---- step {t + 1}',
             f'read_host host={at:#x} ub={X0} rows={5 * B}   ; X (two blocks, zeros after each), labels',
@@ -195,47 +198,53 @@ def program():
                 f'vector op=mul a={v} b={LRR} out={TMP} rows={rows} a32 b32 o32 bcast',
                 f'vector op=sub a={w} b={TMP} out={w} rows={rows} a32 b32 o32    ; w = w - lr v',
             ]
-    lines += [f'write_host ub={W1} host={(H_OUT + STEPS * 320) * 2 * N:#x} rows={STATE_END - W1}'
-              '   ; W1, W2, V1, V2', 'halt']
+        lines.append(f'write_host ub={W1} host={out + 320 * 2 * N:#x} rows={STATE_END - W1}'
+                     '   ; W1, W2, V1, V2 after the step')
+    lines.append('halt')
     return '\n'.join(lines) + '\n'
 
 
 PAD_ROW = np.where(np.arange(N) < C, 0, -np.inf).astype(np.float32)[None, :]
 E100_ROW = (np.arange(N) == H).astype(np.float32)[None, :]
 
-w1 = np.zeros((2 * N, N), dtype=np.float32)
-w1[:F + 1, :H] = rng.normal(0.0, 0.07, size=(F + 1, H)).astype(np.float32)
-w2 = np.zeros((N, N), dtype=np.float32)
-w2[:H + 1, :C] = rng.normal(0.0, 0.1, size=(H + 1, C)).astype(np.float32)
-v1, v2 = np.zeros_like(w1), np.zeros_like(w2)
 
-host = np.zeros((PARAMS, N), dtype=np.uint16)
-host[ID:ID + N] = bf16_bits(np.eye(N, dtype=np.float32))
-host[PAD:PAD + 2] = f32_rows(PAD_ROW)
-host[E100] = bf16_bits(E100_ROW[0])
-host[INVB:INVB + 2] = f32_rows(np.full((1, N), 1.0 / B, np.float32))
-host[MUR:MUR + 2] = f32_rows(np.full((1, N), MU, np.float32))
-host[LRR:LRR + 2] = f32_rows(np.full((1, N), LR, np.float32))
-for at, a in ((W1, w1), (W2, w2), (V1, v1), (V2, v2)):
-    host[at:at + 2 * a.shape[0]] = f32_rows(a)
-out = []
-x, y = batch()  # the same batch each step: the loss falls
-for t in range(STEPS):
-    at = H_BATCH + t * 5 * B
-    host[at:at + B] = bf16_bits(x[:, :N])
-    host[at + 2 * B:at + 3 * B] = bf16_bits(x[:, N:])
-    host[at + 4 * B:at + 5 * B] = bf16_bits(y)
-    (lg, m, s), (w1, w2, v1, v2) = step(w1, w2, v1, v2, x, y)
-    out += [bf16_bits(lg), f32_rows(m), f32_rows(s)]
-    loss = np.log(s[:, 0].astype(np.float64)) + m[:, 0] - lg[np.arange(B), np.argmax(y, 1)]
-    print(f'step {t + 1}: loss {loss.mean():.4f}')
-out += [f32_rows(a) for a in (w1, w2, v1, v2)]
-params = np.zeros(10 * N // 2, dtype=np.uint16)
-params[:4 * N] = np.concatenate([np.zeros(N, np.float32), np.full(N, np.inf, np.float32)]).view(np.uint16)
+def main():
+    w1 = np.zeros((2 * N, N), dtype=np.float32)
+    w1[:F + 1, :H] = rng.normal(0.0, 0.07, size=(F + 1, H)).astype(np.float32)
+    w2 = np.zeros((N, N), dtype=np.float32)
+    w2[:H + 1, :C] = rng.normal(0.0, 0.1, size=(H + 1, C)).astype(np.float32)
+    v1, v2 = np.zeros_like(w1), np.zeros_like(w2)
 
-with open(os.path.join(HERE, 'mlp_step.asm'), 'w') as f:
-    f.write(program())
-image = np.concatenate([host.ravel(), params])
-image.astype('<u2').tofile(os.path.join(HERE, 'mlp_step.host.bin'))
-np.concatenate(out).astype('<u2').tofile(os.path.join(HERE, 'mlp_step.expected.bin'))
-print('wrote mlp_step.asm, mlp_step.{host,expected}.bin')
+    host = np.zeros((PARAMS, N), dtype=np.uint16)
+    host[ID:ID + N] = bf16_bits(np.eye(N, dtype=np.float32))
+    host[PAD:PAD + 2] = f32_rows(PAD_ROW)
+    host[E100] = bf16_bits(E100_ROW[0])
+    host[INVB:INVB + 2] = f32_rows(np.full((1, N), 1.0 / B, np.float32))
+    host[MUR:MUR + 2] = f32_rows(np.full((1, N), MU, np.float32))
+    host[LRR:LRR + 2] = f32_rows(np.full((1, N), LR, np.float32))
+    for at, a in ((W1, w1), (W2, w2), (V1, v1), (V2, v2)):
+        host[at:at + 2 * a.shape[0]] = f32_rows(a)
+    out = []
+    x, y = batch()  # the same batch each step: the loss falls
+    for t in range(STEPS):
+        at = H_BATCH + t * 5 * B
+        host[at:at + B] = bf16_bits(x[:, :N])
+        host[at + 2 * B:at + 3 * B] = bf16_bits(x[:, N:])
+        host[at + 4 * B:at + 5 * B] = bf16_bits(y)
+        (lg, m, s), (w1, w2, v1, v2) = step(w1, w2, v1, v2, x, y)
+        out += [bf16_bits(lg), f32_rows(m), f32_rows(s)] + [f32_rows(a) for a in (w1, w2, v1, v2)]
+        loss = np.log(s[:, 0].astype(np.float64)) + m[:, 0] - lg[np.arange(B), np.argmax(y, 1)]
+        print(f'step {t + 1}: loss {loss.mean():.4f}')
+    params = np.zeros(10 * N // 2, dtype=np.uint16)
+    params[:4 * N] = np.concatenate([np.zeros(N, np.float32), np.full(N, np.inf, np.float32)]).view(np.uint16)
+
+    with open(os.path.join(HERE, 'mlp_step.asm'), 'w') as f:
+        f.write(program())
+    image = np.concatenate([host.ravel(), params])
+    image.astype('<u2').tofile(os.path.join(HERE, 'mlp_step.host.bin'))
+    np.concatenate(out).astype('<u2').tofile(os.path.join(HERE, 'mlp_step.expected.bin'))
+    print('wrote mlp_step.asm, mlp_step.{host,expected}.bin')
+
+
+if __name__ == '__main__':
+    main()

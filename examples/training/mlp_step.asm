@@ -4,7 +4,7 @@
 ; make_mlp_step.py (edit that); docs/training.md walks through it.
 ;   tpusim exec examples/training/mlp_step.asm -c tpu-v2 --engine fast \
 ;       --host-in examples/training/mlp_step.host.bin --host-out out.bin \
-;       --host-out-range 0x9c800:557056
+;       --host-out-range 0x9c800:950272
 set_format dtype=bf16
 read_host host=0x9c000 params=0 rows=1          ; set 0: bias 0, no upper bound
 read_host host=0x0 ub=0 rows=1792          ; identity, constants, W1, W2, V1, V2
@@ -62,6 +62,7 @@ vector op=mul a=1536 b=134 out=4288 rows=128 a32 b32 o32 bcast
 vector op=add a=4288 b=3520 out=1536 rows=128 a32 o32        ; v = mu v + g
 vector op=mul a=1536 b=136 out=4288 rows=128 a32 b32 o32 bcast
 vector op=sub a=768 b=4288 out=768 rows=128 a32 b32 o32    ; w = w - lr v
+write_host ub=256 host=0xb0800 rows=1536   ; W1, W2, V1, V2 after the step
 ; ---- step 2
 read_host host=0x88000 ub=1792 rows=320   ; X (two blocks, zeros after each), labels
 vector op=copy a=256 out=2112 rows=256 a32          ; W1 in bfloat16
@@ -84,7 +85,7 @@ vector op=recip a=2880 out=3136 rows=64 a32 o32
 vector op=mul a=3008 b=3136 out=3008 rows=64 a32 b32 o32     ; p = softmax
 vector op=sub a=3008 b=2048 out=3008 rows=64 a32 o32         ; p - y
 vector op=mul a=3008 b=132 out=3264 rows=64 a32 b32 bcast ; dz2 = (p - y) / 64
-write_host ub=2688 host=0xb0800 rows=320    ; the loss's pieces
+write_host ub=2688 host=0x110800 rows=320    ; the loss's pieces
 load_weights ub=2496 tiles=1 transpose
 matmul ub=0 acc=128 rows=128 switch                   ; h^T
 activate acc=128 ub=3392 rows=128 params=0
@@ -113,5 +114,5 @@ vector op=mul a=1536 b=134 out=4288 rows=128 a32 b32 o32 bcast
 vector op=add a=4288 b=3520 out=1536 rows=128 a32 o32        ; v = mu v + g
 vector op=mul a=1536 b=136 out=4288 rows=128 a32 b32 o32 bcast
 vector op=sub a=768 b=4288 out=768 rows=128 a32 b32 o32    ; w = w - lr v
-write_host ub=256 host=0xc4800 rows=1536   ; W1, W2, V1, V2
+write_host ub=256 host=0x124800 rows=1536   ; W1, W2, V1, V2 after the step
 halt

@@ -105,7 +105,7 @@ TEST_P(VectorExamplesTest, AttentionHeadFromHbmEqualsNumpy) {
 // bit (docs/training.md). No goal over the bound: the state's first read and last write
 // over the host link take most of it.
 TEST_P(VectorExamplesTest, MlpTrainingStepsEqualNumpy) {
-  Run({"mlp_step", 0x9c800, (2 * 320 + 1536) * 256, 0, nullptr, false, "training", "tpu-v2"});
+  Run({"mlp_step", 0x9c800, 2 * (320 + 1536) * 256, 0, nullptr, false, "training", "tpu-v2"});
 }
 
 // attention_hbm.asm is written from attention.asm (make_attention.py): the same instructions
