@@ -1,6 +1,7 @@
 // The vector unit's example programs (examples/vector/: a softmax over rows of 197, a
 // LayerNorm of 768-wide rows and an attention head of 197 tokens x 64, as in ViT-B/16) on one
-// core of tpu-v3, and two training steps of a perceptron (examples/training/) on tpu-v2, on
+// core of tpu-v3, and two training steps of a perceptron, SGD or Adam (examples/training/),
+// on tpu-v2, on
 // both engines: the output equals what the examples' make_*.py computed with numpy in float32
 // (an independent reference), the vector unit's busy cycles equal the
 // timing rule's sum over the program's vector instructions (docs/timing.md, "The vector
@@ -106,6 +107,12 @@ TEST_P(VectorExamplesTest, AttentionHeadFromHbmEqualsNumpy) {
 // over the host link take most of it.
 TEST_P(VectorExamplesTest, MlpTrainingStepsEqualNumpy) {
   Run({"mlp_step", 0x9c800, 2 * (320 + 1536) * 256, 0, nullptr, false, "training", "tpu-v2"});
+}
+
+// The same with Adam (examples/training/mlp_adam.asm): two moments a weight, the square
+// root as the reciprocal of rsqrt.
+TEST_P(VectorExamplesTest, MlpAdamStepsEqualNumpy) {
+  Run({"mlp_adam", 0xcc800, 2 * (320 + 2304) * 256, 0, nullptr, false, "training", "tpu-v2"});
 }
 
 // attention_hbm.asm is written from attention.asm (make_attention.py): the same instructions
