@@ -28,7 +28,8 @@ The program's header says where each is (Layout).
 The reference is numpy in float32, step for step the program's (docs/training.md): the
 array's sums in its order, the activation unit's rounding to bfloat16, the vector unit's
 operations (examples/vector/vector_ref.py). Deterministic (fixed seed).
-Run: python3 examples/training/make_mlp_step.py
+Run: python3 examples/training/make_mlp_step.py   (--check: fail where the committed files
+are not what it writes; training_examples_are_current)
 """
 import os
 import sys
@@ -320,8 +321,8 @@ def initial_state(lay, rng):
     return state
 
 
-def write(opt):
-    """The example of optimizer opt: its program, input and expected output."""
+def write(opt, out_dir):
+    """The example of optimizer opt into out_dir: its program, input and expected output."""
     lay = Layout(opt)
     rng = np.random.default_rng(74)
     state = initial_state(lay, rng)
@@ -348,13 +349,33 @@ def write(opt):
         print(f'{lay.name} step {t}: loss {loss.mean():.4f}')
     params = np.zeros(10 * N // 2, dtype=np.uint16)
     params[:4 * N] = np.concatenate([np.zeros(N, np.float32), np.full(N, np.inf, np.float32)]).view(np.uint16)
-    with open(os.path.join(HERE, lay.name + '.asm'), 'w') as f:
+    with open(os.path.join(out_dir, lay.name + '.asm'), 'w') as f:
         f.write(program(lay))
-    np.concatenate([host.ravel(), params]).astype('<u2').tofile(os.path.join(HERE, lay.name + '.host.bin'))
-    np.concatenate(out).astype('<u2').tofile(os.path.join(HERE, lay.name + '.expected.bin'))
+    np.concatenate([host.ravel(), params]).astype('<u2').tofile(os.path.join(out_dir, lay.name + '.host.bin'))
+    np.concatenate(out).astype('<u2').tofile(os.path.join(out_dir, lay.name + '.expected.bin'))
     print(f'wrote {lay.name}.asm, {lay.name}.{{host,expected}}.bin')
 
 
+def main():
+    import argparse
+    import filecmp
+    import tempfile
+    ap = argparse.ArgumentParser(description='Writes the training examples (see the top).')
+    ap.add_argument('--check', action='store_true',
+                    help='write them elsewhere and fail where the committed files differ')
+    a = ap.parse_args()
+    if not a.check:
+        for opt in OPTIMIZERS:
+            write(opt, HERE)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        for opt in OPTIMIZERS:
+            write(opt, tmp)
+        stale = [f for f in sorted(os.listdir(tmp))
+                 if not filecmp.cmp(os.path.join(tmp, f), os.path.join(HERE, f), shallow=False)]
+    if stale:
+        sys.exit('make_mlp_step.py --check: not what the script writes (run it): ' + ', '.join(stale))
+
+
 if __name__ == '__main__':
-    for opt in OPTIMIZERS:
-        write(opt)
+    main()
