@@ -36,6 +36,31 @@ uint32_t Fp32Exp(uint32_t x) {
   return Fp32Mul(Fp32Mul(p, Pow2(h)), Pow2(ni - h));
 }
 
+uint32_t Fp32Log(uint32_t x) {
+  x = Fp32Canonical(x);
+  if (Fp32IsNan(x) || (x >> 31 != 0 && (x & 0x7fffffffu) != 0)) return kFp32Nan;
+  if ((x & 0x7fffffffu) == 0) return kFp32Inf | 0x80000000u;
+  if (x == kFp32Inf) return kFp32Inf;
+  int e = static_cast<int>(x >> 23) - 127;
+  uint32_t m = (x & 0x007fffffu) | kFp32One;  // [1, 2)
+  if (m > hw::kFp32LogSqrt2) {                // to [sqrt(2) / 2, 1)
+    m -= 0x00800000u;
+    ++e;
+  }
+  const uint32_t f = Fp32Sub(m, kFp32One);
+  const uint32_t s = Fp32Div(f, Fp32Add(m, kFp32One));
+  const uint32_t z = Fp32Mul(s, s);
+  constexpr uint32_t kSeries[] = {hw::kFp32LogSeries0, hw::kFp32LogSeries1, hw::kFp32LogSeries2,
+                                  hw::kFp32LogSeries3, hw::kFp32LogSeries4};
+  uint32_t p = kSeries[0];
+  for (int k = 1; k < 5; ++k) p = Fp32Add(Fp32Mul(p, z), kSeries[k]);
+  const uint32_t r = Fp32Mul(z, p);                           // 2 s^2 / 3 + ...
+  const uint32_t hfsq = Fp32Mul(Fp32Mul(f, f), 0x3f000000u);  // f^2 / 2
+  const uint32_t en = BitsOfFloat(static_cast<float>(e));
+  const uint32_t t = Fp32Add(Fp32Mul(s, Fp32Add(hfsq, r)), Fp32Mul(en, hw::kFp32ExpLn2Lo));
+  return Fp32Sub(Fp32Mul(en, hw::kFp32ExpLn2Hi), Fp32Sub(Fp32Sub(hfsq, t), f));
+}
+
 namespace {
 
 template <class Join>

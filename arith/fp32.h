@@ -70,6 +70,14 @@ inline uint32_t Fp32Select(uint32_t mask, uint32_t a, uint32_t b) {
 // result lies beyond either). At most 2 ulps from e^x wherever e^x is a normal float32.
 uint32_t Fp32Exp(uint32_t x);
 
+// ln x by the algorithm docs/vpu.md states ("The logarithm"), every step one of the
+// operations above: x = 2^e m with m in [sqrt(2) / 2, sqrt(2)) (m compared with sqrt(2)),
+// f = m - 1 (exact), s = f / (m + 1), z = s^2, R = z p(z) with p Horner's rule over 2/11,
+// 2/9, 2/7, 2/5, 2/3 (ln m = 2 atanh s = 2 s + s R), h = (f f) / 2, and, as fdlibm's logf
+// keeps f exact to the end, ln x = e ln2_hi - ((h - (s (h + R) + e ln2_lo)) - f) (fp32_exp's
+// split of ln 2). -inf at +-0 (subnormals are zeros), NaN below 0 and at NaN, +inf at +inf.
+uint32_t Fp32Log(uint32_t x);
+
 // The sum of n values (a row's lanes) as the vector unit's reduction tree adds them:
 // v[2i] + v[2i + 1] at each level, from the lanes' pairs to the root, a last odd one passed
 // up to the next level as it is.

@@ -32,6 +32,8 @@ uint32_t VectorLane(hw::VectorOp op, uint32_t a, uint32_t b, uint32_t old) {
       return Fp32Recip(a);
     case VectorOp::kRsqrt:
       return Fp32Rsqrt(a);
+    case VectorOp::kLog:
+      return Fp32Log(a);
     default:  // copy
       return Fp32Canonical(a);
   }

@@ -240,12 +240,20 @@ def exp_constants(c):
             [(f"Taylor{i}", t) for i, t in enumerate(e["taylor"])])
 
 
+def log_constants(c):
+    g = c["fp32_log"]
+    return [("Sqrt2", g["sqrt2"])] + [(f"Series{i}", t) for i, t in enumerate(g["series"])]
+
+
 def gen_sv_vector(c):
     """The vector operations: their typed enum, kinds and latencies (tpu_pkg)."""
     vs = by(c["vector_op"], "value")
     out = ["// The exponential's constants as float32 bit patterns (docs/vpu.md)."]
     out += [f"localparam logic [31:0] Fp32Exp{n} = 32'h{f32_bits(x):08x};  // {x!r}"
             for n, x in exp_constants(c)]
+    out.append("// The logarithm's (docs/vpu.md, \"The logarithm\").")
+    out += [f"localparam logic [31:0] Fp32Log{n} = 32'h{f32_bits(x):08x};  // {x!r}"
+            for n, x in log_constants(c)]
     out.append("// The vector unit's operations (vector op=, docs/vpu.md) and their kinds.")
     out.append("typedef enum logic [7:0] {")
     out.append(",\n".join(f"  Vop{camel(v['name'])} = 8'd{v['value']}" for v in vs))
@@ -445,6 +453,9 @@ def gen_cpp_vector(c):
     o = ["", "// The exponential's constants as float32 bit patterns (docs/vpu.md)."]
     o += [f"inline constexpr uint32_t kFp32Exp{n} = 0x{f32_bits(x):08x}u;  // {x!r}"
           for n, x in exp_constants(c)]
+    o.append("// The logarithm's (docs/vpu.md, \"The logarithm\").")
+    o += [f"inline constexpr uint32_t kFp32Log{n} = 0x{f32_bits(x):08x}u;  // {x!r}"
+          for n, x in log_constants(c)]
     o += ["// The vector unit's operations (vector op=, docs/vpu.md).", "enum class VectorOp : uint8_t {"]
     o += [f"  k{camel(v['name'])} = {v['value']},  // {v['doc']}" for v in vs]
     o.append("};")

@@ -401,6 +401,38 @@ package tpu_pkg;
     return Fp32Mul(Fp32Mul(p, {1'b0, 8'(h + 127), 23'h0}), {1'b0, 8'(ni - h + 127), 23'h0});
   endfunction
 
+  // ln x by the algorithm of docs/vpu.md ("The logarithm", arith/fp32.h's Fp32Log): x = 2^e
+  // m, m in [sqrt(2) / 2, sqrt(2)); f = m - 1; s = f / (m + 1); R = z p(z), z = s^2, p by
+  // Horner's rule; h = f f / 2; ln x = e ln2_hi - ((h - (s (h + R) + e ln2_lo)) - f).
+  function automatic logic [31:0] Fp32Log(logic [31:0] x_in);
+    logic [31:0] x, m, f, s, z, p, r, hfsq, t, en;
+    logic signed [31:0] e;
+    logic [4:0][31:0] series;
+    x = Fp32Daz(x_in);
+    if (Fp32IsNan(x[30:0]) || (x[31] && x[30:0] != '0)) return Fp32Nan;
+    if (x[30:0] == '0) return 32'hff80_0000;
+    if (Fp32IsInf(x[30:0])) return 32'h7f80_0000;
+    series = {Fp32LogSeries4, Fp32LogSeries3, Fp32LogSeries2, Fp32LogSeries1, Fp32LogSeries0};
+    e = 32'(x[30:23]) - 32'sd127;
+    m = {9'h07f, x[22:0]};  // [1, 2)
+    if (m > Fp32LogSqrt2) begin
+      m = m - 32'h0080_0000;
+      e = e + 32'sd1;
+    end
+    f  = Fp32Add(m, 32'hbf80_0000);
+    s  = Fp32Div(f, Fp32Add(m, 32'h3f80_0000));
+    z  = Fp32Mul(s, s);
+    p  = series[0];
+    for (int k = 1; k < 5; k++) p = Fp32Add(Fp32Mul(p, z), series[k]);
+    r    = Fp32Mul(z, p);
+    hfsq = Fp32Mul(Fp32Mul(f, f), 32'h3f00_0000);
+    en   = Fp32OfInt(e, 1'b0);
+    t    = Fp32Add(Fp32Mul(s, Fp32Add(hfsq, r)), Fp32Mul(en, Fp32ExpLn2Lo));
+    // (every value finite here: a - b is a + b with b's sign flipped, as Fp32Sub)
+    return Fp32Add(Fp32Mul(en, Fp32ExpLn2Hi),
+                   Fp32Add(Fp32Add(hfsq, t ^ 32'h8000_0000), f ^ 32'h8000_0000) ^ 32'h8000_0000);
+  endfunction
+
   // One lane of a vector operation of kind binary, unary or select: a, b and the result
   // row's old value `old`, all float32 (docs/vpu.md, the vector operation table).
   function automatic logic [31:0] VectorLane(vector_op_e op, logic [31:0] a, logic [31:0] b,
@@ -417,6 +449,7 @@ package tpu_pkg;
       VopExp:    return Fp32Exp(a);
       VopRecip:  return Fp32Div(32'h3f80_0000, a);
       VopRsqrt:  return Fp32Div(32'h3f80_0000, Fp32Sqrt(a));
+      VopLog:    return Fp32Log(a);
       default:   return Fp32Canon(a);  // copy
     endcase
   endfunction

@@ -18,11 +18,11 @@ Each layer's bias is a row of its weights, multiplied by a constant 1 among the 
                      high halves, then their low halves)); 64 rows of zeros; then per step X
                      (two blocks of 64 rows, each followed by 64 zero rows) and the labels
                      (64 one-hot rows), the same batch each step; the VPU parameter set
-  NAME.expected.bin  per step: the loss's pieces (the logits L, bfloat16, and each row's
-                     max m and sum s of exp(L - m), float32: the loss of image i is
-                     log(s_i) + m_i - L_i[label]), then W1, W2 and the state after the step
-                     (a checkpoint: tests/training/mlp_step_vs_torch.py runs each step in
-                     PyTorch from the one before)
+  NAME.expected.bin  per step: each image's loss and their mean (float32 rows, every lane
+                     the value: ln s - (L - m)[label], m the largest logit, s the sum of
+                     exp(L - m); the chip's logarithm), then W1, W2 and the state after
+                     the step (a checkpoint: tests/training/mlp_step_vs_torch.py runs each
+                     step in PyTorch from the one before)
 The program's header says where each is (Layout).
 
 The reference is numpy in float32, step for step the program's (docs/training.md): the
@@ -38,7 +38,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'vector'))
-from vector_ref import N, bf16_bits, from_bf16, lane_tree, fp32_exp  # noqa: E402
+from vector_ref import N, bf16_bits, from_bf16, lane_tree, fp32_exp, fp32_log  # noqa: E402
 
 B, F, H, C, STEPS = 64, 200, 100, 10, 2
 SGD = {'lr': 0.0625, 'momentum': 0.875}
@@ -93,7 +93,8 @@ class Layout:
         self.STATE_END = at
         for name, rows in (('X0', 2 * B), ('X1', 2 * B), ('Y', B), ('W1B', 2 * N), ('W2B', N),
                            ('HID', 2 * B), ('MASK', B), ('L', B), ('M', 2 * B), ('S', 2 * B),
-                           ('SM', 2 * B), ('R', 2 * B), ('D2B', 2 * B), ('HT', N), ('G2', N),
+                           ('SM', 2 * B), ('R', 2 * B), ('PICK', 2 * B), ('LOSS', 2 * B),
+                           ('MEAN', 2), ('D2B', 2 * B), ('HT', N), ('G2', N),
                            ('DH', 2 * B), ('XT0', N), ('XT1', N), ('G1', 2 * N),
                            ('TMP', 4 * N), ('TMP2', 4 * N)):
             take(name, rows)
@@ -102,7 +103,8 @@ class Layout:
         self.H_BATCH = self.H_ZERO + B
         self.PARAMS = self.H_BATCH + STEPS * 5 * B
         self.H_OUT = self.PARAMS + 8
-        self.OUT_ROWS = 5 * B + self.STATE_END - self.W1  # a step's: the loss's pieces, the state
+        self.LOSS_ROWS = 2 * B + 2                   # each image's loss, then their mean
+        self.OUT_ROWS = self.LOSS_ROWS + self.STATE_END - self.W1  # a step's: the loss, the state
 
 
 def f32_rows(x):
@@ -141,8 +143,8 @@ E100_ROW = (np.arange(N) == H).astype(np.float32)[None, :]
 
 
 def gradients(w1, w2, x, y):
-    """The forward and backward passes as the program computes them: the loss's pieces and
-    the two weight gradients (bfloat16 values)."""
+    """The forward and backward passes as the program computes them: each image's loss and
+    their mean, and the two weight gradients (bfloat16 values)."""
     w1b, w2b = bf16(w1), bf16(w2)
     z1 = tile_product(x[:, :N], w1b[:N]) + tile_product(x[:, N:], w1b[N:])
     h = activate(z1, relu=True)
@@ -151,8 +153,15 @@ def gradients(w1, w2, x, y):
     lg = activate(tile_product(h, w2b))
     l32 = lg + PAD_ROW
     m = lane_tree(l32, np.maximum)[:, None] * np.ones((1, N), np.float32)
-    e = fp32_exp(l32 - m)
+    d = l32 - m
+    picked = lane_tree(np.where(y != 0, d, np.float32(0)), np.add)  # (L - m) at the label
+    e = fp32_exp(d)
     s = lane_tree(e, np.add)[:, None] * np.ones((1, N), np.float32)
+    loss = (fp32_log(s) - picked[:, None]).astype(np.float32)       # ln s - (L - m)[label]
+    mean = np.zeros((1, N), np.float32)
+    for row in loss:                                                # row_sum: row after row
+        mean = mean + row
+    mean = mean * np.float32(1.0 / B)
     p = e * (np.float32(1) / s)
     d2b = bf16((p - y) * np.float32(1.0 / B))
     ht = activate(tile_product(np.eye(N, dtype=np.float32), padded(h, N).T))
@@ -162,8 +171,8 @@ def gradients(w1, w2, x, y):
     xt = [activate(tile_product(np.eye(N, dtype=np.float32), padded(x[:, i * N:(i + 1) * N], N).T))
           for i in range(2)]
     g1 = np.concatenate([activate(tile_product(t, padded(dz1, N))) for t in xt])
-    no_subnormal(z1, e, p, d2b, g1, g2)
-    return (lg, m, s), (g1, g2)
+    no_subnormal(z1, e, p, d2b, g1, g2, loss)
+    return (loss, mean), (g1, g2)
 
 
 def no_subnormal(*arrays):
@@ -275,14 +284,21 @@ def step_lines(lay, t):
         f'activate acc={A_LG} ub={a.L} rows={B} params=0',
         f'vector op=add a={a.L} b={a.PAD} out={a.SM} rows={B} b32 o32 bcast   ; -inf past class 10',
         f'vector op=lane_max a={a.SM} out={a.M} rows={B} a32 o32',
-        f'vector op=sub a={a.SM} b={a.M} out={a.SM} rows={B} a32 b32 o32',
+        f'vector op=sub a={a.SM} b={a.M} out={a.SM} rows={B} a32 b32 o32   ; L - m',
+        f'vector op=mul a={a.Y} b={a.ZERO} out={a.PICK} rows={B} o32 bcast   ; zeros',
+        f'vector op=select a={a.Y} b={a.SM} out={a.PICK} rows={B} b32 o32   ; L - m at the label',
+        f'vector op=lane_sum a={a.PICK} out={a.PICK} rows={B} a32 o32',
         f'vector op=exp a={a.SM} out={a.SM} rows={B} a32 o32',
         f'vector op=lane_sum a={a.SM} out={a.S} rows={B} a32 o32',
+        f'vector op=log a={a.S} out={a.LOSS} rows={B} a32 o32',
+        f'vector op=sub a={a.LOSS} b={a.PICK} out={a.LOSS} rows={B} a32 b32 o32   ; each image\'s loss',
+        f'vector op=row_sum a={a.LOSS} out={a.MEAN} rows={B} a32 o32',
+        f'vector op=mul a={a.MEAN} b={a.INVB} out={a.MEAN} rows=1 a32 b32 o32   ; their mean',
         f'vector op=recip a={a.S} out={a.R} rows={B} a32 o32',
         f'vector op=mul a={a.SM} b={a.R} out={a.SM} rows={B} a32 b32 o32   ; p = softmax',
         f'vector op=sub a={a.SM} b={a.Y} out={a.SM} rows={B} a32 o32   ; p - y',
         f'vector op=mul a={a.SM} b={a.INVB} out={a.D2B} rows={B} a32 b32 bcast   ; dz2 = (p - y) / 64',
-        f'write_host ub={a.L} host={out:#x} rows={5 * B}   ; the loss\'s pieces',
+        f'write_host ub={a.LOSS} host={out:#x} rows={a.LOSS_ROWS}   ; the losses',
         f'load_weights ub={a.HID} tiles=1 transpose',
         f'matmul ub={a.ID} acc={A_HT} rows={N} switch   ; h^T',
         f'activate acc={A_HT} ub={a.HT} rows={N} params=0',
@@ -305,8 +321,8 @@ def step_lines(lay, t):
         f'activate acc={A_DW1} ub={a.G1} rows={2 * N} params=0',
     ]
     lines += update_lines(a, 'w1', a.G1, 2 * N, t) + update_lines(a, 'w2', a.G2, N, t)
-    lines.append(f'write_host ub={a.W1} host={out + 5 * B * 2 * N:#x} rows={a.STATE_END - a.W1}'
-                 '   ; the weights and state after the step')
+    lines.append(f'write_host ub={a.W1} host={out + a.LOSS_ROWS * 2 * N:#x} '
+                 f'rows={a.STATE_END - a.W1}   ; the weights and state after the step')
     return lines
 
 
@@ -341,12 +357,11 @@ def write(opt, out_dir):
         host[at:at + B] = bf16_bits(x[:, :N])
         host[at + 2 * B:at + 3 * B] = bf16_bits(x[:, N:])
         host[at + 4 * B:at + 5 * B] = bf16_bits(y)
-        (lg, m, s), (g1, g2) = gradients(state['w1'], state['w2'], x, y)
+        (loss, mean), (g1, g2) = gradients(state['w1'], state['w2'], x, y)
         update(lay, state, g1, 1, t)
         update(lay, state, g2, 2, t)
-        out += [bf16_bits(lg), f32_rows(m), f32_rows(s)] + [f32_rows(state[k]) for k in lay.state]
-        loss = np.log(s[:, 0].astype(np.float64)) + m[:, 0] - lg[np.arange(B), np.argmax(y, 1)]
-        print(f'{lay.name} step {t}: loss {loss.mean():.4f}')
+        out += [f32_rows(loss), f32_rows(mean)] + [f32_rows(state[k]) for k in lay.state]
+        print(f'{lay.name} step {t}: loss {mean[0, 0]:.4f}')
     params = np.zeros(10 * N // 2, dtype=np.uint16)
     params[:4 * N] = np.concatenate([np.zeros(N, np.float32), np.full(N, np.inf, np.float32)]).view(np.uint16)
     with open(os.path.join(out_dir, lay.name + '.asm'), 'w') as f:

@@ -1,7 +1,7 @@
 """numpy helpers of the vector-unit examples: float32 step for step as the chip computes
 (docs/vpu.md, "Float32 arithmetic"), written apart from tpusim's C++ so that the examples'
-expected outputs are an independent check. The exponential's constants are read from the
-contract, their one home."""
+expected outputs are an independent check. The exponential's and the logarithm's constants
+are read from the contract, their one home."""
 import os
 import tomllib
 
@@ -11,9 +11,12 @@ N = 128  # lanes of a tpu-v3 row
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(_HERE, '..', '..', 'contract', 'tpu_contract.toml'), 'rb') as f:
-    _EXP = tomllib.load(f)['fp32_exp']
+    _CONTRACT = tomllib.load(f)
+_EXP, _LOG = _CONTRACT['fp32_exp'], _CONTRACT['fp32_log']
 LOG2E, LN2_HI, LN2_LO = (np.float32(_EXP[k]) for k in ('log2e', 'ln2_hi', 'ln2_lo'))
 TAYLOR = [np.float32(t) for t in _EXP['taylor']]
+SQRT2_BITS = np.float32(_LOG['sqrt2']).view(np.uint32)
+SERIES = [np.float32(t) for t in _LOG['series']]
 
 
 def bf16_bits(x):
@@ -64,4 +67,32 @@ def fp32_exp(x):
     y[x > 89] = np.inf
     y[x < -104] = 0
     y[np.isnan(x)] = np.nan
+    return y
+
+
+def fp32_log(x):
+    """ln x by the vector unit's algorithm (docs/vpu.md, "The logarithm"): x = 2^e m, m in
+    [sqrt(2)/2, sqrt(2)); f = m - 1; s = f / (m + 1); R = z p(z), z = s^2; h = f f / 2;
+    ln x = e ln2_hi - ((h - (s (h + R) + e ln2_lo)) - f)."""
+    x = np.asarray(x, dtype=np.float32)
+    bits = x.view(np.uint32)
+    e = ((bits >> 23) & 0xff).astype(np.int64) - 127
+    m = (bits & 0x7fffff) | np.uint32(0x3f800000)
+    big = m > SQRT2_BITS
+    m = np.where(big, m - np.uint32(0x00800000), m).astype(np.uint32).view(np.float32)
+    en = (e + big).astype(np.float32)
+    with np.errstate(all='ignore'):
+        f = m - np.float32(1)
+        s = f / (m + np.float32(1))
+        z = s * s
+        p = np.full_like(x, SERIES[0])
+        for c in SERIES[1:]:
+            p = p * z + c
+        r = z * p
+        h = (f * f) * np.float32(0.5)
+        t = s * (h + r) + en * LN2_LO
+        y = en * LN2_HI - ((h - t) - f)
+    y[(bits & 0x7f800000) == 0] = -np.inf  # zeros and subnormals
+    y[x == np.inf] = np.inf
+    y[(x < 0) | np.isnan(x)] = np.nan
     return y

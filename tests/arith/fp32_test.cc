@@ -154,5 +154,52 @@ TEST(Fp32Test, ExpWithinTwoUlpsOnEveryInput) {
   std::printf("worst error of Fp32Exp over every float32: %.3f ulps\n", worst);
 }
 
+TEST(Fp32Test, LogAtItsEdges) {
+  EXPECT_EQ(Fp32Log(kFp32One), 0u);              // ln 1 = +0
+  EXPECT_EQ(Fp32Log(0), 0xff800000u);            // -inf
+  EXPECT_EQ(Fp32Log(0x80000000u), 0xff800000u);  // -0 too
+  EXPECT_EQ(Fp32Log(0x00000001u), 0xff800000u);  // a subnormal is a zero
+  EXPECT_EQ(Fp32Log(F(-1)), kFp32Nan);
+  EXPECT_EQ(Fp32Log(0xff800000u), kFp32Nan);  // ln -inf
+  EXPECT_EQ(Fp32Log(kFp32Nan), kFp32Nan);
+  EXPECT_EQ(Fp32Log(kFp32Inf), kFp32Inf);
+  EXPECT_EQ(Fp32Log(F(2.71828182845904523f)), F(1));  // ln of e's float32, to the nearest
+  EXPECT_EQ(Fp32Log(F(2)), F(0.693147180559945f));
+}
+
+// The distance of Fp32Log(x) from ln x in units in the last place of ln x's float32 binade,
+// for positive normal x.
+double LogUlpError(uint32_t x) {
+  const double want = std::log(static_cast<double>(FloatOfBits(x)));
+  const double got = static_cast<double>(FloatOfBits(Fp32Log(x)));
+  if (want == 0) return got == 0 ? 0 : 1e9;
+  const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+  return std::fabs(got - want) / ulp;
+}
+
+// The largest LogUlpError over the positive normal float32 bit patterns in steps of
+// `stride`, and over every one in [1/2, 2), where ln x is smallest.
+double WorstLogError(uint32_t stride) {
+  double worst = 0;
+  for (uint64_t b = 0x00800000u; b < 0x7f800000u; b += stride)
+    worst = std::max(worst, LogUlpError(static_cast<uint32_t>(b)));
+  for (uint32_t b = F(0.5f); b < F(2.0f); b += stride == 1 ? 1 : 7)
+    worst = std::max(worst, LogUlpError(b));
+  return worst;
+}
+
+// docs/vpu.md states the bound, at most 1 ulp (over every input by the slow test).
+TEST(Fp32Test, LogWithinOneUlpOnADenseSample) {
+  const double worst = WorstLogError(997);
+  EXPECT_LE(worst, 1.0);
+  std::printf("worst error of Fp32Log over every 997th positive float32: %.3f ulps\n", worst);
+}
+
+TEST(Fp32Test, LogWithinOneUlpOnEveryInput) {
+  const double worst = WorstLogError(1);
+  EXPECT_LE(worst, 1.0);
+  std::printf("worst error of Fp32Log over every positive float32: %.3f ulps\n", worst);
+}
+
 }  // namespace
 }  // namespace tpu::arith

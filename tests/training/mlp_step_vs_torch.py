@@ -11,7 +11,7 @@ the same weights and batch (read from mlp_step.host.bin), with autograd and
 torch.optim.SGD or Adam, the forward pass rounded to bfloat16 where the chip rounds it (the weights,
 h and the logits; the gradient passes those roundings unchanged), and compares:
 
-- each step's loss (the chip's, from the pieces it writes: log(s) + m - L[label]) and
+- each step's loss (the batch's mean, which the chip computes with its logarithm) and
 - each step's change of every weight and momentum value, PyTorch's step taken from the
   chip's state before it (the example writes the state after each step),
 
@@ -60,15 +60,15 @@ def rounded(x):
     return x + (x.to(torch.bfloat16).to(torch.float32) - x).detach()
 
 
-def chip_outputs(lay, out, labels):
-    """Per step: the chip's loss (log(s) + m - L[label], averaged) and its state after it."""
+def chip_outputs(lay, out):
+    """Per step: the chip's loss (the mean it computes of ln s - (L - m)[label]) and its
+    state after the step."""
     B, rows = t.B, lay.OUT_ROWS
     steps = []
     for s in range(t.STEPS):
         piece = out[s * rows:(s + 1) * rows]
-        lg, m, ssum = bf16(piece[:B]), f32(piece[B:3 * B]), f32(piece[3 * B:5 * B])
-        loss = np.mean(np.log(ssum[:, 0].astype(np.float64)) + m[:, 0] - lg[np.arange(B), labels])
-        steps.append((loss, split_state(lay, piece[5 * B:])))
+        loss = f32(piece[2 * B:2 * B + 2])[0, 0]
+        steps.append((float(loss), split_state(lay, piece[lay.LOSS_ROWS:])))
     return steps
 
 
@@ -120,7 +120,7 @@ def check(opt):
     labels = np.argmax(bf16(host[at + 4 * B:at + 5 * B]), axis=1)
     state = split_state(lay, host[lay.W1:lay.STATE_END])
     bad = []
-    for s, (chip_loss, chip) in enumerate(chip_outputs(lay, out, labels), 1):
+    for s, (chip_loss, chip) in enumerate(chip_outputs(lay, out), 1):
         loss, ref = torch_step(lay, state, x, labels, s)
         print(f"{lay.name} step {s}: loss {chip_loss:.5f} on the chip, {loss:.5f} in PyTorch")
         if abs(chip_loss - loss) > 2.0 ** -5 * abs(loss):

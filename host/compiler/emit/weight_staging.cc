@@ -5,6 +5,7 @@
 #include <array>
 #include <deque>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "contract/tpu_contract.h"
@@ -90,6 +91,25 @@ std::vector<Item> CutReads(const std::vector<Item>& in, int64_t most, int64_t n,
   return out;
 }
 
+// The read_hbm that brings read_weights `read`'s rows into staging row `ub`, and the
+// load_weights that takes them from there into unit m's FIFO.
+std::pair<isa::Instruction, isa::Instruction> HbmAndLoad(const isa::Instruction& read, uint64_t ub,
+                                                         size_t m, int64_t n) {
+  const uint64_t addr = WeightAddr(read);
+  isa::Instruction hbm;
+  hbm.opcode = isa::Opcode::kReadHbm;
+  hbm.length = static_cast<uint16_t>(read.length * n);
+  hbm.src = static_cast<uint32_t>(addr);
+  hbm.dst = static_cast<uint32_t>(ub);
+  hbm.aux = hw::kOpdReadHbmAddrHi.Put(addr >> 32);
+  isa::Instruction load;
+  load.opcode = isa::Opcode::kLoadWeights;
+  load.flags = static_cast<uint8_t>(hw::kOpdLoadWeightsMxu.Put(m));
+  load.length = read.length;
+  load.src = static_cast<uint32_t>(ub);
+  return {hbm, load};
+}
+
 }  // namespace
 
 void StageWeights(EmittedProgram* e, const WeightStaging& st, int64_t n, int64_t row) {
@@ -115,18 +135,7 @@ void StageWeights(EmittedProgram* e, const WeightStaging& st, int64_t n, int64_t
     const int64_t slot = reads[m]++ % st.slots;
     const auto ub = static_cast<uint64_t>(st.ub + (static_cast<int64_t>(m) * st.slots + slot) *
                                                       st.slot_tiles * n);
-    const uint64_t addr = WeightAddr(it.in);
-    isa::Instruction hbm;
-    hbm.opcode = isa::Opcode::kReadHbm;
-    hbm.length = static_cast<uint16_t>(it.in.length * n);
-    hbm.src = static_cast<uint32_t>(addr);
-    hbm.dst = static_cast<uint32_t>(ub);
-    hbm.aux = hw::kOpdReadHbmAddrHi.Put(addr >> 32);
-    isa::Instruction load;
-    load.opcode = isa::Opcode::kLoadWeights;
-    load.flags = static_cast<uint8_t>(hw::kOpdLoadWeightsMxu.Put(m));
-    load.length = it.in.length;
-    load.src = static_cast<uint32_t>(ub);
+    const auto [hbm, load] = HbmAndLoad(it.in, ub, m, n);
     if (last_load[m] < 0) {
       out.push_back({hbm, it.op});
     } else {

@@ -108,7 +108,7 @@ TEST_P(VectorUnitTest, EveryOperationEqualsTheReference) {
 TEST_P(VectorUnitTest, CyclesFollowTheTimingRule) {
   const auto chip = engine::MakeChipEngine(GetParam(), Bf16Chip(), {});
   for (const VectorOp op : {VectorOp::kAdd, VectorOp::kExp, VectorOp::kRecip, VectorOp::kLaneSum,
-                            VectorOp::kRowSum, VectorOp::kSelect}) {
+                            VectorOp::kRowSum, VectorOp::kSelect, VectorOp::kLog}) {
     for (const uint32_t rows : {1u, 7u}) {
       arith::VectorInstr v{op, 0, 100, 200, rows, true, false, false, false};
       const auto r = chip->Run(Job("set_format dtype=bf16\n" + Asm(v) + "halt\n"));
@@ -144,7 +144,7 @@ TEST_P(VectorUnitTest, BadOperandsStopTheChip) {
       {"vector op=add a=16380 b=0 out=100 rows=4", "ok"},
       {"vector op=add a=16380 b=0 out=100 rows=4 a32", "buffer-overflow"},
       {"vector op=add a=16384 b=0 out=100 rows=4", "address-out-of-range"},
-      {"raw 0x1000000000000020000000000004000d", "bad-operand"},  // operation 16
+      {"raw 0x1100000000000020000000000004000d", "bad-operand"},  // operation 17
       {"raw 0x0900000800000020000000000004000d", "bad-operand"},  // exp with b=8
       {"raw 0x0000000800000020000000000004100d", "bad-operand"},  // flag bit 4
   };
