@@ -4,37 +4,146 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "host/cli/nn_commands.h"
+#include "host/cli/options.h"
+#include "host/common/atomic_file.h"
 #include "host/common/errors.h"
 #include "host/common/progress_bar.h"
+#include "host/common/text.h"
 #include "host/data/mnist.h"
 #include "host/nn/trainer.h"
+#include "host/report/exec_report.h"
+#include "host/report/program_bound.h"
+#include "host/train/dense_model.h"
 
 namespace tpu::cli {
 namespace {
 
 struct TrainArgs {
-  std::string data, out, dataset = "mnist", arch = "lenet5";
+  std::string data, out, dataset = "mnist", arch, optimizer = "adam";
   nn::TrainOptions opt;
   int64_t limit = 0;
-  bool quiet = false;
+  bool quiet = false, verify = false;
+  std::string json;
+  ChipOptions chip;
+  CLI::Option* config_option = nullptr;
+  CLI::Option* lr_option = nullptr;
 };
 
-void Run(const TrainArgs& a) {
+nn::Model MakeModel(const TrainArgs& a) {
+  if (a.arch == "lenet5") return nn::MakeLenet5(a.opt.seed);
+  if (a.arch == "wide") return nn::MakeWideCnn(a.opt.seed);
+  if (a.arch == "mlp") return nn::MakeMlp(a.opt.seed);
+  throw UsageError("unknown --arch '" + a.arch + "'; use lenet5, wide or mlp");
+}
+
+// Two lines per epoch on the chip: what it learnt and what it cost (`bound`: the step
+// program's attainable bound).
+std::string ChipEpochLine(const TrainArgs& a, const config::TpuConfig& c, int e,
+                          const train::ChipEpochResult& r, double test_acc,
+                          const report::ProgramBound& bound) {
+  const double sim_s = static_cast<double>(r.cycles) / (c.clock_mhz * 1e6);
+  return fmt::format(
+      "epoch {}/{}: loss {:.4f}, train accuracy {:.2f} %, test accuracy {:.2f} %\n"
+      "  chip: {} steps of {}, {} cycles a step ({:.2f} x its bound, {} binds), {:.4f} s at {} "
+      "MHz ({} images/s){}; wall {:.1f} s\n",
+      e, a.opt.epochs, r.loss, 100 * r.train_accuracy, 100 * test_acc, Grouped(r.steps),
+      a.opt.batch, Grouped(r.steps ? static_cast<int64_t>(r.cycles) / r.steps : 0),
+      r.steps ? static_cast<double>(r.cycles) / static_cast<double>(r.steps) / bound.Cycles() : 0,
+      bound.Binds(), sim_s, c.clock_mhz,
+      Grouped(sim_s > 0 ? static_cast<int64_t>(static_cast<double>(r.images) / sim_s) : 0),
+      a.verify ? fmt::format(", {} steps bit-exact with the CPU reference", r.verified) : "",
+      r.seconds);
+}
+
+// Training on the chip (--config): the perceptron's steps as chip programs
+// (host/train/dense_step.h), the weights in the chip between the steps.
+void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
+               const data::MnistSet& test) {
+  const config::TpuConfig config = ResolveConfig(a.chip);
+  const train::DenseNet net = train::DenseNetOf(model);
+  const train::Optimizer opt = train::Optimizer::Parse(
+      a.optimizer,
+      a.lr_option->count() ? a.opt.learning_rate : (a.optimizer == "sgd" ? 0.0625 : 1e-3));
+  engine::EngineOptions eo = EngineOptionsFrom(a.chip);
+  const auto chip = engine::MakeChipEngine(ResolveEngine(a.chip), config, eo);
+  train::ChipTrainer trainer(chip.get(), net, a.opt.batch, opt);
+  const report::ProgramBound bound =
+      report::BoundPrograms(trainer.Programs().step.programs, config);
+  train::DenseState state = train::DenseState::Fresh(train::DenseWeightsOf(model), opt);
+  trainer.Start(state);
+  if (!a.quiet) {
+    std::cout << fmt::format(
+        "training {} ({} parameters) on {}, {} engine: {} images, {} epochs, batch {}, {} lr {}, "
+        "seed {}{}\n",
+        model.name, model.ParamCount(), config.name, chip->Name(), train.count, a.opt.epochs,
+        a.opt.batch, opt.Name(), opt.lr, a.opt.seed, a.verify ? ", checked step by step" : "");
+  }
+  nlohmann::json report = {{"config", config.name},   {"engine", chip->Name()},
+                           {"model", model.name},     {"widths", net.widths},
+                           {"optimizer", opt.Name()}, {"lr", opt.lr},
+                           {"batch", a.opt.batch},    {"epochs", nlohmann::json::array()}};
+  for (int e = 1; e <= a.opt.epochs; ++e) {
+    ProgressBar bar(fmt::format("epoch {}/{}", e, a.opt.epochs), !a.quiet);
+    train::ChipEpochOptions o;
+    o.batch = a.opt.batch;
+    o.seed = a.opt.seed;
+    o.verify = a.verify;
+    o.progress = [&bar](double f, double loss, double acc) {
+      bar.Update(f, fmt::format("loss {:.4f} acc {:.2f} %", loss, 100 * acc));
+    };
+    const train::ChipEpochResult r = train::TrainChipEpoch(&trainer, net, train, e, o, &state);
+    bar.Finish();
+    const train::DenseState now = trainer.State();
+    if (a.verify && !(now == state)) {
+      throw RuntimeError(
+          fmt::format("epoch {}: the chip's weights differ from the CPU reference's "
+                      "(the losses agreed): a bug, please report it",
+                      e));
+    }
+    train::SetDenseWeights(now, &model);
+    const double test_acc = nn::EvaluateFp32(model, test, a.opt.threads);
+    if (!a.quiet) std::cout << ChipEpochLine(a, config, e, r, test_acc, bound);
+    report["epochs"].push_back(
+        {{"loss", r.loss},
+         {"train_accuracy", r.train_accuracy},
+         {"test_accuracy", test_acc},
+         {"steps", r.steps},
+         {"cycles", r.cycles},
+         {"verified_steps", r.verified},
+         {"seconds_simulated", static_cast<double>(r.cycles) / (config.clock_mhz * 1e6)},
+         {"seconds_wall", r.seconds}});
+  }
+  if (!a.json.empty()) {
+    const auto& exe = trainer.Programs().step;
+    report["step"] = report::ExecReportJson(trainer.LastStep(), config, exe.name,
+                                            exe.programs[0].words.size(), &bound);
+    WriteFileAtomically(a.json, report.dump(2) + "\n");
+  }
+  nn::SaveModel(model, a.out);
+  if (!a.quiet) std::cout << fmt::format("wrote {} (fp32 master weights from the chip)\n", a.out);
+}
+
+void Run(TrainArgs a) {
   CheckOutputFolder(a.out, nn::kModelFolder);  // before the work, not after it
   if (a.opt.epochs < 1 || a.opt.batch < 1 || a.opt.threads < 1 || !(a.opt.learning_rate > 0)) {
     throw UsageError("--epochs, --batch and --threads must be at least 1 and --lr positive");
   }
-  const data::Dataset dataset = data::ParseDataset(a.dataset);
-  if (a.arch != "lenet5" && a.arch != "wide") {
-    throw UsageError("unknown --arch '" + a.arch + "'; use lenet5 or wide");
+  const bool on_chip = a.config_option->count() > 0;
+  if (a.arch.empty()) a.arch = on_chip ? "mlp" : "lenet5";
+  if (!on_chip && (a.verify || a.optimizer != "adam")) {
+    throw UsageError("--verify and --optimizer are for training on the chip: add --config tpu-v2");
   }
+  const data::Dataset dataset = data::ParseDataset(a.dataset);
+  nn::Model model = MakeModel(a);
+  model.dataset = data::DatasetName(dataset);
+  if (on_chip) train::DenseNetOf(model);  // refuse a CNN before loading the data
   const std::string dir = data::FindDatasetDir(dataset, a.data);
   const data::MnistSet train = data::LoadMnist(dir, /*train=*/true, a.limit);
   const data::MnistSet test = data::LoadMnist(dir, /*train=*/false);
-  nn::Model model = a.arch == "wide" ? nn::MakeWideCnn(a.opt.seed) : nn::MakeLenet5(a.opt.seed);
-  model.dataset = data::DatasetName(dataset);
+  if (on_chip) return RunOnChip(a, std::move(model), train, test);
   nn::AdamState adam = nn::AdamState::For(model);
   if (!a.quiet) {
     std::cout << fmt::format(
@@ -77,24 +186,36 @@ void Run(const TrainArgs& a) {
 void AddTrainCommand(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "train", "Train the LeNet-5-like MNIST CNN in fp32 (Eigen, Adam, both cores).");
+      "train",
+      "Train on the CPU (fp32, Eigen) or, with --config, on the chip (bf16 with float32 sums "
+      "and master weights).");
   cmd->footer(R"(
 Deterministic for a given --seed and --threads. Prints a progress bar per epoch and the
 test accuracy after each. MNIST is found through --data, $TPUSIM_DATA, ../shared/data/mnist
 or data/mnist (scripts/fetch-mnist downloads it).
 
+On the chip (--config, a bf16 preset: tpu-v2, tpu-v3, tpu-v4): a perceptron (--arch mlp, the
+default there) trains as chip programs, forward, loss, backward and the optimizer all on one
+core, the float32 weights and optimizer state kept in the chip between the steps; the host
+sends each batch and reads the losses (docs/training.md). The last incomplete batch of an
+epoch is left out (the chip's program has one batch size). Each epoch prints the simulated
+time at the preset's clock beside the wall time. --verify checks every step against the CPU
+reference of the same arithmetic, bit for bit.
+
 Examples:
   tpusim train --epochs 8 --out my-lenet5
-  tpusim train --dataset fashion-mnist --arch wide --epochs 15 --out my-fashion)");
+  tpusim train --dataset fashion-mnist --arch wide --epochs 15 --out my-fashion
+  tpusim train --config tpu-v2 --epochs 1 --out my-mlp
+  tpusim train --config tpu-v2 --optimizer sgd --limit 6400 --verify --out my-mlp)");
   cmd->add_option("--out", a->out, "model folder to write")->required();
   cmd->add_option("--data", a->data, "folder with the data set's four IDX files (.gz or not)");
   cmd->add_option("--dataset", a->dataset,
                   "mnist or fashion-mnist (Debian's dataset-fashion-mnist)")
       ->capture_default_str();
   cmd->add_option("--arch", a->arch,
-                  "lenet5 (81,194 parameters) or wide (conv 16 and 32, dense 128: for "
-                  "Fashion-MNIST)")
-      ->capture_default_str();
+                  "lenet5 (81,194 parameters; the default on the CPU), wide (conv 16 and 32, "
+                  "dense 128: for Fashion-MNIST) or mlp (dense 256 and 10, 264,970 parameters; "
+                  "the default on the chip)");
   cmd->add_option("--epochs", a->opt.epochs, "passes over the training set")->capture_default_str();
   cmd->add_option("--batch", a->opt.batch, "images per step")->capture_default_str();
   cmd->add_option("--lr", a->opt.learning_rate, "Adam learning rate")->capture_default_str();
@@ -102,6 +223,20 @@ Examples:
   cmd->add_option("--threads", a->opt.threads, "threads (data parallel)")->capture_default_str();
   cmd->add_option("--limit", a->limit, "train on the first N images only (0: all 60,000)");
   cmd->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
+  cmd->add_option("--optimizer", a->optimizer,
+                  "on the chip: adam (lr 0.001 unless --lr) or sgd (momentum 0.875, lr 0.0625 "
+                  "unless --lr)")
+      ->capture_default_str();
+  cmd->add_option("--json", a->json,
+                  "on the chip: write each epoch's results and the last step's counters, cycle "
+                  "categories and attainable bound (as tpusim exec --json) to this file");
+  cmd->add_flag("--verify", a->verify,
+                "on the chip: run the CPU reference of the chip's arithmetic beside it and stop "
+                "at the first step whose losses, logits or weights differ by a bit");
+  a->chip.engine = "fast";
+  AddChipOptions(cmd, &a->chip);
+  a->config_option = cmd->get_option("--config");
+  a->lr_option = cmd->get_option("--lr");
   cmd->callback([a] { Run(*a); });
 }
 

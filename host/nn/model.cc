@@ -241,6 +241,15 @@ Model MakeLenet5(uint64_t seed) { return TwoConvCnn("lenet5", 6, 16, {120, 84}, 
 
 Model MakeWideCnn(uint64_t seed) { return TwoConvCnn("cnn-wide", 16, 32, {128}, seed); }
 
+Model MakeMlp(uint64_t seed) {
+  Model m;
+  m.name = "mlp";
+  m.input = {32, 32, 1};
+  m.layers = {Flatten(), Dense("fc1", 256, Activation::kRelu),
+              Dense("fc2", 10, Activation::kSoftmax)};
+  return Initialised(m, seed);
+}
+
 // ------------------------------------------------------------------ files
 
 namespace {

@@ -142,6 +142,9 @@ Model MakeLenet5(uint64_t seed);
 // A wider CNN of the same shape for harder data (Fashion-MNIST): 3 x 3 convolutions of 16
 // and 32 filters, each followed by 2 x 2 pooling, a dense layer of 128 and the 10 outputs.
 Model MakeWideCnn(uint64_t seed);
+// A perceptron for the chip's training compiler (host/train/): the 32 x 32 input flattened,
+// a ReLU dense layer of 256 and the 10 outputs (264,970 parameters).
+Model MakeMlp(uint64_t seed);
 
 // Completes a layer list from layer types and hyperparameters: each layer's inputs (the
 // layer before, where not given), in/out shape and padding. Throws UsageError naming the

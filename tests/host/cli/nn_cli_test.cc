@@ -101,6 +101,37 @@ TEST_F(NnCliTest, TrainThenQuantizeMakesALoadableInt8Model) {
   EXPECT_EQ(m.ParamCount(), 81194);
 }
 
+// Training on the chip (--config): ten steps on tpu-v2's fast engine, each checked bit for
+// bit against the CPU reference (--verify), and a model folder of the trained perceptron that
+// the other commands read; what the chip cannot train is refused with a line saying why.
+TEST_F(NnCliTest, TrainOnTheChipChecksEveryStepAndWritesTheModel) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const Outcome t = Run("train --config tpu-v2 --limit 640 --epochs 1 --verify --out " + P("c"));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("10 steps of 64"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("10 steps bit-exact with the CPU reference"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("x its bound"), std::string::npos) << t.out;
+  const nn::Model m = nn::LoadModel(P("c"));
+  EXPECT_EQ(m.name, "mlp");
+  EXPECT_EQ(m.ParamCount(), 264970);
+  const Outcome i = Run("infer --model " + P("c") + " --backend cpu-fp32 --images 500");
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  const Outcome s =
+      Run("train --config tpu-v2 --optimizer sgd --limit 128 --epochs 1 -q --out " + P("s"));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  ExpectError("train --config small-16 --out " + P("x"), 2,
+              "config 'small-16' is an int8 chip: training needs float32 sums");
+  ExpectError("train --config tpu-v2 --arch lenet5 --out " + P("x"), 2,
+              "layer 'conv1' (conv2d with an activation): the chip's training compiler takes "
+              "perceptrons so far");
+  ExpectError("train --config tpu-v2 --batch 200 --out " + P("x"), 2,
+              "--batch 200 on an array of N = 128");
+  ExpectError("train --verify --out " + P("x"), 2, "add --config tpu-v2");
+  ExpectError("train --config tpu-v2 --optimizer rmsprop --out " + P("x"), 2,
+              "unknown --optimizer 'rmsprop'");
+  EXPECT_FALSE(std::filesystem::exists(P("x")));
+}
+
 TEST_F(NnCliTest, BadInputs) {
   ExpectError("infer --backend cuda-int7", 2, "unknown backend 'cuda-int7'");
   ExpectError("infer --model " + P("none"), 2, "cannot open");

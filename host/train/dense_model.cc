@@ -1,0 +1,124 @@
+// See dense_model.h.
+#include "host/train/dense_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <random>
+
+#include "arith/bf16.h"
+#include "host/common/errors.h"
+
+namespace tpu::train {
+namespace {
+
+int ArgMax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
+
+float Bf16Value(float x) {
+  return arith::FloatOfBits(arith::Fp32OfBf16(arith::Bf16OfFp32(arith::BitsOfFloat(x))));
+}
+
+}  // namespace
+
+DenseNet DenseNetOf(const nn::Model& model) {
+  DenseNet net{{static_cast<int>(model.input.Size())}};
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const nn::Layer& l = model.layers[i];
+    const bool last = i + 1 == model.layers.size();
+    if (i == 0 && l.type == nn::LayerType::kFlatten) continue;
+    const bool ok =
+        l.type == nn::LayerType::kDense && !model.IsGraph() &&
+        (last ? l.activation == nn::Activation::kSoftmax || l.activation == nn::Activation::kNone
+              : l.activation == nn::Activation::kRelu);
+    if (!ok) {
+      throw UsageError(fmt::format(
+          "layer '{}' ({}{}): the chip's training compiler takes perceptrons so far (a flatten, "
+          "then dense layers, ReLU between them, softmax last; docs/training.md); train this "
+          "model on the CPU (tpusim train without --config)",
+          l.name, l.TypeName(),
+          l.activation == nn::Activation::kNone ? "" : " with an activation"));
+    }
+    net.widths.push_back(l.out.c);
+  }
+  if (net.Layers() < 1) throw UsageError("model '" + model.name + "' has no dense layer to train");
+  return net;
+}
+
+std::vector<std::vector<float>> DenseWeightsOf(const nn::Model& model) {
+  std::vector<std::vector<float>> w;
+  for (const nn::Layer& l : model.layers) {
+    if (l.type != nn::LayerType::kDense) continue;
+    std::vector<float> t = l.weights.data;
+    t.insert(t.end(), l.bias.data.begin(), l.bias.data.end());
+    w.push_back(std::move(t));
+  }
+  return w;
+}
+
+void SetDenseWeights(const DenseState& state, nn::Model* model) {
+  size_t i = 0;
+  for (nn::Layer& l : model->layers) {
+    if (l.type != nn::LayerType::kDense) continue;
+    const std::vector<float>& t = state.w.at(i++);
+    const size_t n = l.weights.data.size();
+    std::copy(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(n), l.weights.data.begin());
+    std::copy(t.begin() + static_cast<std::ptrdiff_t>(n), t.end(), l.bias.data.begin());
+  }
+}
+
+ChipEpochResult TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set,
+                               int epoch, const ChipEpochOptions& o, DenseState* reference) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int64_t> order(static_cast<size_t>(set.count));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(epoch));
+  std::shuffle(order.begin(), order.end(), rng);
+  ChipEpochResult r;
+  r.steps = set.count / o.batch;
+  const int in = net.In(0), classes = net.Classes();
+  double loss_sum = 0;
+  int64_t right = 0;
+  const uint64_t cycles_before = chip->StepCycles();
+  Batch b;
+  for (int64_t s = 0; s < r.steps; ++s) {
+    b.x.clear();
+    b.labels.clear();
+    for (int64_t k = 0; k < o.batch; ++k) {
+      const int64_t idx = order[static_cast<size_t>(s * o.batch + k)];
+      const uint8_t* p = set.Image(idx);
+      for (int j = 0; j < in; ++j) b.x.push_back(Bf16Value(p[j] / 255.0f));
+      b.labels.push_back(set.labels[static_cast<size_t>(idx)]);
+    }
+    const StepOut out = chip->Step(b);
+    if (o.verify) {
+      const StepOut want =
+          ReferenceStep(net, chip->ArrayDim(), chip->optimizer(), b, o.batch, reference);
+      if (!(out == want)) {
+        throw RuntimeError(fmt::format(
+            "epoch {} step {}: the chip's losses or logits differ from the CPU reference's "
+            "(mean loss {} against {}); a bug: please report it",
+            epoch, s + 1, out.mean, want.mean));
+      }
+      ++r.verified;
+    }
+    if (!out.loss.empty()) {
+      loss_sum += out.mean;
+      for (int k = 0; k < o.batch; ++k)
+        right += ArgMax(&out.logits[static_cast<size_t>(k) * classes], classes) ==
+                 b.labels[static_cast<size_t>(k)];
+    }
+    r.images += o.batch;
+    if (o.progress && ((s + 1) % o.report_every == 0 || s + 1 == r.steps))
+      o.progress(static_cast<double>(s + 1) / static_cast<double>(r.steps), loss_sum / (s + 1),
+                 static_cast<double>(right) / static_cast<double>(r.images));
+  }
+  r.loss = r.steps ? loss_sum / static_cast<double>(r.steps) : 0;
+  r.train_accuracy = r.images ? static_cast<double>(right) / static_cast<double>(r.images) : 0;
+  r.cycles = chip->StepCycles() - cycles_before;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace tpu::train

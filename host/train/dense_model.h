@@ -1,0 +1,46 @@
+// Model folders (host/nn/model.h) as the chip's training compiler takes them, and an epoch
+// of training on the chip over a data set.
+#pragma once
+
+#include <functional>
+
+#include "host/data/mnist.h"
+#include "host/nn/model.h"
+#include "host/train/dense_reference.h"
+#include "host/train/dense_step.h"
+
+namespace tpu::train {
+
+// The perceptron of a model: an optional flatten, then dense layers, ReLU on all but the
+// last (softmax or none). Throws UsageError naming the first layer that is not.
+DenseNet DenseNetOf(const nn::Model& model);
+// Its layers' weights with the bias as the last row (dense_net.h), and back.
+std::vector<std::vector<float>> DenseWeightsOf(const nn::Model& model);
+void SetDenseWeights(const DenseState& state, nn::Model* model);
+
+struct ChipEpochOptions {
+  int batch = 64;
+  uint64_t seed = 1;    // the order of the images: as the CPU trainer's (host/nn/trainer.h)
+  bool verify = false;  // the CPU reference beside every step, bit for bit
+  // After every `report_every` steps and at the end: the fraction done, the mean loss and
+  // the accuracy so far.
+  std::function<void(double fraction, double loss, double accuracy)> progress;
+  int report_every = 20;
+};
+
+struct ChipEpochResult {
+  int64_t steps = 0, images = 0;
+  double loss = 0, train_accuracy = 0;
+  uint64_t cycles = 0;   // the steps' cycles on the chip
+  double seconds = 0;    // wall time
+  int64_t verified = 0;  // steps checked against the reference (0 without verify)
+};
+
+// One epoch on the chip: the images in the order the seed and `epoch` give, in full batches
+// (a TPU's input pipeline drops the remainder: the chip's program has one batch size).
+// With verify, `reference` (the state before the epoch) steps beside the chip and a
+// difference throws RuntimeError naming the step.
+ChipEpochResult TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set,
+                               int epoch, const ChipEpochOptions& options, DenseState* reference);
+
+}  // namespace tpu::train

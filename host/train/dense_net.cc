@@ -1,0 +1,75 @@
+// See dense_net.h.
+#include "host/train/dense_net.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "host/common/errors.h"
+
+namespace tpu::train {
+namespace {
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+Optimizer Optimizer::Parse(const std::string& name, double lr) {
+  Optimizer o;
+  if (name == "sgd") {
+    o.kind = Kind::kSgd;
+  } else if (name != "adam") {
+    throw UsageError("unknown --optimizer '" + name + "'; use adam or sgd");
+  }
+  o.lr = lr;
+  return o;
+}
+
+DenseState DenseState::Fresh(std::vector<std::vector<float>> w, const Optimizer& opt) {
+  DenseState s;
+  s.slots.resize(static_cast<size_t>(opt.Slots()));
+  for (auto& slot : s.slots)
+    for (const auto& t : w) slot.emplace_back(t.size(), 0.0f);
+  s.w = std::move(w);
+  return s;
+}
+
+bool DenseState::operator==(const DenseState& o) const {
+  if (step != o.step || w.size() != o.w.size() || slots.size() != o.slots.size()) return false;
+  for (size_t l = 0; l < w.size(); ++l)
+    if (!SameBits(w[l], o.w[l])) return false;
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (slots[s].size() != o.slots[s].size()) return false;
+    for (size_t l = 0; l < slots[s].size(); ++l)
+      if (!SameBits(slots[s][l], o.slots[s][l])) return false;
+  }
+  return true;
+}
+
+bool StepOut::operator==(const StepOut& o) const {
+  return SameBits(loss, o.loss) && std::memcmp(&mean, &o.mean, sizeof mean) == 0 &&
+         SameBits(logits, o.logits);
+}
+
+void CheckDense(const DenseNet& net, int batch, int n) {
+  if (net.Layers() < 1) throw UsageError("a network to train needs at least one dense layer");
+  for (size_t i = 0; i < net.widths.size(); ++i) {
+    if (net.widths[i] < 1)
+      throw UsageError(fmt::format("width {} of the network is {}", i, net.widths[i]));
+  }
+  if (net.Classes() > n) {
+    throw UsageError(fmt::format(
+        "the chip's softmax takes one row of N = {} lanes: at most {} classes (the network has {})",
+        n, n, net.Classes()));
+  }
+  if (batch < 1 || batch > n) {
+    throw UsageError(fmt::format(
+        "--batch {} on an array of N = {}: a training step on the chip takes 1 to N images "
+        "(a transposed load reads N rows)",
+        batch, n));
+  }
+}
+
+}  // namespace tpu::train

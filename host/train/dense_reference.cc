@@ -1,0 +1,201 @@
+// See dense_reference.h. Values are float32 bit patterns (uint32_t) and bfloat16 ones
+// (uint16_t) as in arith/: every operation below is the chip's, in the chip's order.
+#include "host/train/dense_reference.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "arith/bf16.h"
+#include "arith/fp32.h"
+
+namespace tpu::train {
+namespace {
+
+using arith::BitsOfFloat;
+using arith::FloatOfBits;
+using arith::Fp32Add;
+using arith::Fp32Mul;
+using arith::Fp32OfBf16;
+using arith::Fp32Sub;
+using Bits = std::vector<uint32_t>;
+using Half = std::vector<uint16_t>;
+
+uint32_t F(float x) { return BitsOfFloat(x); }
+uint16_t Bf16(uint32_t x) { return arith::Bf16OfFp32(x); }
+
+// The activation unit with parameter set 0 (bias +0, no bound): acc + 0, ReLU, rounded.
+Half Activate(const Bits& acc, bool relu) {
+  Half out(acc.size());
+  for (size_t i = 0; i < acc.size(); ++i)
+    out[i] = arith::Bf16Activate(Fp32Add(acc[i], 0), relu, arith::kFp32Inf);
+  return out;
+}
+
+// rows x cols of a, transposed: what a transposed load times the identity writes back
+// (each sum has one non-zero product, so it is exact; a -0 becomes +0).
+Half Transposed(const Half& a, int64_t rows, int64_t cols) {
+  Half t(a.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      t[c * rows + r] = Bf16(Fp32Add(0, Fp32OfBf16(a[r * cols + c])));
+  return t;
+}
+
+// The array's product: a (m x k) times b (k x cols), K in tiles of n, each tile's column
+// sums added into the accumulators (arith::Bf16Gemm).
+Bits Product(const Half& a, const Half& b, int64_t m, int64_t k, int64_t cols, int n) {
+  Bits c(static_cast<size_t>(m * cols));
+  arith::Bf16Gemm(m, cols, k, n, a.data(), b.data(), c.data());
+  return c;
+}
+
+struct Forward {
+  std::vector<Half> x;     // per layer: its input, batch x (In + 1), the last column 1
+  std::vector<Half> wb;    // per layer: the weights in bfloat16
+  std::vector<Half> zero;  // per hidden layer: where its ReLU gave 0 (1 = masked)
+  Half logits;             // batch x classes
+};
+
+Forward RunForward(const DenseNet& net, int n, const Batch& b, int batch, const DenseState& s) {
+  Forward f;
+  Half x(static_cast<size_t>(batch) * (net.In(0) + 1));
+  for (int i = 0; i < batch; ++i) {
+    for (int j = 0; j < net.In(0); ++j)
+      x[i * (net.In(0) + 1) + j] = Bf16(F(b.x[static_cast<size_t>(i) * net.In(0) + j]));
+    x[i * (net.In(0) + 1) + net.In(0)] = Bf16(arith::kFp32One);
+  }
+  for (int l = 0; l < net.Layers(); ++l) {
+    const auto& w = s.w[static_cast<size_t>(l)];
+    Half wb(w.size());
+    for (size_t i = 0; i < w.size(); ++i) wb[i] = Bf16(F(w[i]));  // vector op=copy a32
+    const Bits z = Product(x, wb, batch, net.In(l) + 1, net.Out(l), n);
+    f.x.push_back(x);
+    f.wb.push_back(wb);
+    if (l + 1 == net.Layers()) {
+      f.logits = Activate(z, false);
+      break;
+    }
+    const Half h = Activate(z, true);
+    Half mask(h.size()), next(static_cast<size_t>(batch) * (net.Out(l) + 1));
+    for (int i = 0; i < batch; ++i) {
+      for (int j = 0; j < net.Out(l); ++j) {
+        const uint16_t v = h[static_cast<size_t>(i) * net.Out(l) + j];
+        mask[static_cast<size_t>(i) * net.Out(l) + j] = arith::Fp32Equal(Fp32OfBf16(v), 0) != 0;
+        next[static_cast<size_t>(i) * (net.Out(l) + 1) + j] = v;
+      }
+      next[static_cast<size_t>(i) * (net.Out(l) + 1) + net.Out(l)] = Bf16(arith::kFp32One);
+    }
+    f.zero.push_back(mask);
+    x = std::move(next);
+  }
+  return f;
+}
+
+// The loss of one image and dL/dlogits, as the vector unit computes them over the n lanes
+// of its logits' row (lanes past the classes -infinity): out->loss, and dz (classes values).
+uint32_t SoftmaxRow(const uint16_t* logits, int classes, int label, int n, uint32_t inv_batch,
+                    uint16_t* dz) {
+  const uint32_t neg_inf = 0xff800000u;
+  Bits d(static_cast<size_t>(n)), e(static_cast<size_t>(n)), pick(static_cast<size_t>(n), 0);
+  for (int j = 0; j < n; ++j)
+    d[j] = Fp32Add(j < classes ? Fp32OfBf16(logits[j]) : 0, j < classes ? 0 : neg_inf);
+  const uint32_t m = arith::Fp32TreeMax(d.data(), n);
+  for (int j = 0; j < n; ++j) {
+    d[j] = Fp32Sub(d[j], m);
+    if (j == label) pick[j] = arith::Fp32Canonical(d[j]);
+    e[j] = arith::Fp32Exp(d[j]);
+  }
+  const uint32_t picked = arith::Fp32TreeSum(pick.data(), n);
+  const uint32_t s = arith::Fp32TreeSum(e.data(), n);
+  const uint32_t r = arith::Fp32Recip(s);
+  for (int j = 0; j < classes; ++j) {
+    const uint32_t p = Fp32Mul(e[j], r);
+    dz[j] = Bf16(Fp32Mul(Fp32Sub(p, j == label ? arith::kFp32One : 0), inv_batch));
+  }
+  return Fp32Sub(arith::Fp32Log(s), picked);
+}
+
+void Update(const Optimizer& opt, const std::vector<float>& consts, StepScalars k, const Half& g,
+            std::vector<float>* w, std::vector<std::vector<float>*> slot) {
+  for (size_t i = 0; i < g.size(); ++i) {
+    const uint32_t gi = Fp32OfBf16(g[i]);
+    float& wi = (*w)[i];
+    if (opt.kind == Optimizer::Kind::kSgd) {
+      const uint32_t v = Fp32Add(Fp32Mul(F((*slot[0])[i]), F(consts[0])), gi);
+      (*slot[0])[i] = FloatOfBits(v);
+      wi = FloatOfBits(Fp32Sub(F(wi), Fp32Mul(v, F(consts[1]))));
+      continue;
+    }
+    const uint32_t m = Fp32Add(Fp32Mul(F((*slot[0])[i]), F(consts[0])), Fp32Mul(gi, F(consts[1])));
+    const uint32_t v =
+        Fp32Add(Fp32Mul(F((*slot[1])[i]), F(consts[2])), Fp32Mul(Fp32Mul(gi, gi), F(consts[3])));
+    const uint32_t root = arith::Fp32Recip(arith::Fp32Rsqrt(v));  // sqrt(v), 0 at 0
+    const uint32_t d = arith::Fp32Recip(Fp32Add(Fp32Mul(root, F(k.c2)), F(consts[4])));
+    (*slot[0])[i] = FloatOfBits(m);
+    (*slot[1])[i] = FloatOfBits(v);
+    wi = FloatOfBits(Fp32Sub(F(wi), Fp32Mul(Fp32Mul(m, d), F(k.c1))));
+  }
+}
+
+}  // namespace
+
+float InverseBatch(int batch) { return static_cast<float>(1.0 / batch); }
+
+StepScalars ScalarsOfStep(const Optimizer& opt, int64_t t) {
+  if (opt.kind == Optimizer::Kind::kSgd) return {};
+  const double td = static_cast<double>(t);
+  return {static_cast<float>(opt.lr / (1 - std::pow(opt.beta1, td))),
+          static_cast<float>(1 / std::sqrt(1 - std::pow(opt.beta2, td)))};
+}
+
+std::vector<float> UpdateConstants(const Optimizer& opt) {
+  if (opt.kind == Optimizer::Kind::kSgd)
+    return {static_cast<float>(opt.momentum), static_cast<float>(opt.lr)};
+  return {static_cast<float>(opt.beta1), static_cast<float>(1 - opt.beta1),
+          static_cast<float>(opt.beta2), static_cast<float>(1 - opt.beta2),
+          static_cast<float>(opt.eps)};
+}
+
+StepOut ReferenceStep(const DenseNet& net, int n, const Optimizer& opt, const Batch& b, int batch,
+                      DenseState* s) {
+  const Forward f = RunForward(net, n, b, batch, *s);
+  const int classes = net.Classes();
+  const uint32_t inv_batch = F(InverseBatch(batch));
+  StepOut out;
+  Half dz(static_cast<size_t>(batch) * classes);
+  uint32_t sum = 0;
+  for (int i = 0; i < batch; ++i) {
+    const uint32_t loss = SoftmaxRow(&f.logits[static_cast<size_t>(i) * classes], classes,
+                                     b.labels[static_cast<size_t>(i)], n, inv_batch,
+                                     &dz[static_cast<size_t>(i) * classes]);
+    out.loss.push_back(FloatOfBits(loss));
+    sum = i == 0 ? loss : Fp32Add(sum, loss);  // row_sum: row after row
+  }
+  out.mean = FloatOfBits(Fp32Mul(sum, inv_batch));
+  for (uint16_t v : f.logits) out.logits.push_back(FloatOfBits(Fp32OfBf16(v)));
+
+  ++s->step;
+  const StepScalars k = ScalarsOfStep(opt, s->step);
+  const std::vector<float> consts = UpdateConstants(opt);
+  for (int l = net.Layers() - 1; l >= 0; --l) {
+    const int in = net.In(l) + 1, units = net.Out(l);
+    const auto li = static_cast<size_t>(l);
+    // dW = X^T dz, the batch the sum's index; dX = dz W^T, the outputs the sum's index.
+    const Half g =
+        Activate(Product(Transposed(f.x[li], batch, in), dz, in, batch, units, n), false);
+    if (l > 0) {
+      Half wt(static_cast<size_t>(units) * (in - 1));
+      for (int r = 0; r < in - 1; ++r)
+        for (int c = 0; c < units; ++c) wt[c * (in - 1) + r] = f.wb[li][r * units + c];
+      const Half dh = Activate(Product(dz, wt, batch, units, in - 1, n), false);
+      dz.assign(dh.size(), 0);
+      for (size_t i = 0; i < dh.size(); ++i) dz[i] = f.zero[li - 1][i] ? 0 : dh[i];
+    }
+    std::vector<std::vector<float>*> slot;
+    for (auto& t : s->slots) slot.push_back(&t[li]);
+    Update(opt, consts, k, g, &s->w[li], slot);
+  }
+  return out;
+}
+
+}  // namespace tpu::train

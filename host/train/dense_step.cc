@@ -1,0 +1,568 @@
+// See dense_step.h. The layout follows examples/training/make_mlp_step.py's, for any widths:
+// every tensor in blocks of N lanes, a float32 row in two buffer rows (the lanes' high
+// halves, then their low halves), each activation block N rows of which the batch's are
+// the first (the rest stay zero: a transposed load reads N rows).
+#include "host/train/dense_step.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "arith/bf16.h"
+#include "host/common/errors.h"
+#include "host/isa/program_builder.h"
+#include "host/train/dense_reference.h"
+
+namespace tpu::train {
+namespace {
+
+using hw::VectorOp;
+using isa::Acc;
+using isa::ProgramBuilder;
+
+int64_t Tiles(int64_t x, int n) { return (x + n - 1) / n; }
+
+struct LayerRows {
+  int64_t k = 0, m = 0;  // K tiles (the inputs and the bias lane), M tiles (the outputs)
+  int64_t w = 0;         // the float32 weights: block j (M) has k N rows, two buffer rows each
+  std::vector<int64_t> slot;
+  int64_t wb = 0, g = 0;  // the bfloat16 weights and gradient, in the same order
+  int64_t x = 0;          // the input's k blocks of N rows
+  int64_t xt = 0;         // its transpose: k N rows
+  int64_t dz = 0;         // dL/d(output): m blocks of N rows
+  int64_t mask = 0;       // hidden layers: where the ReLU gave 0, m blocks of N rows
+  int64_t Values(int n) const { return k * m * n; }
+};
+
+// Unified-buffer rows (bf16 rows of N lanes) and host rows (of 2N bytes).
+struct Layout {
+  int n = 0, b = 0;
+  int64_t id = 0, pad = 0, zero = 0, ones = 0, consts = 0, inv_batch = 0, scalars = 0;
+  int64_t state_begin = 0, state_end = 0;
+  std::vector<LayerRows> layer;
+  int64_t y = 0, logits = 0, sm = 0, mx = 0, sum = 0, recip = 0, pick = 0, loss = 0, mean = 0;
+  int64_t tmp = 0, tmp2 = 0, end = 0;
+  int64_t h_zero = 0, h_bias = 0, h_params = 0, h_batch = 0, h_out = 0, h_end = 0;
+  int64_t BatchRows() const { return (layer[0].k + 1) * b + 4; }
+  int64_t OutRows() const { return 3 * int64_t{b} + 2; }
+};
+
+Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
+  Layout a;
+  a.n = n;
+  a.b = batch;
+  int64_t at = 0;
+  auto take = [&at](int64_t rows) {
+    const int64_t r = at;
+    at += rows;
+    return r;
+  };
+  a.id = take(n);
+  a.pad = take(2);
+  a.zero = take(1);
+  a.ones = take(net.Layers());  // row l: a 1 in lane In(l) % N (the bias lane of layer l)
+  a.inv_batch = take(2);
+  a.consts = take(2 * static_cast<int64_t>(UpdateConstants(opt).size()));
+  a.scalars = take(4);
+  a.state_begin = at;
+  a.layer.resize(static_cast<size_t>(net.Layers()));
+  for (int l = 0; l < net.Layers(); ++l) {
+    LayerRows& r = a.layer[static_cast<size_t>(l)];
+    r.k = Tiles(net.In(l) + 1, n);
+    r.m = Tiles(net.Out(l), n);
+    r.w = take(2 * r.Values(n));
+    for (int s = 0; s < opt.Slots(); ++s) r.slot.push_back(take(2 * r.Values(n)));
+  }
+  a.state_end = at;
+  int64_t values = 0;
+  for (LayerRows& r : a.layer) {
+    r.wb = take(r.Values(n));
+    r.g = take(r.Values(n));
+    r.x = take(r.k * n);
+    r.xt = take(r.k * n);
+    r.dz = take(r.m * n);
+    r.mask = take(r.m * n);
+    values = std::max(values, r.Values(n));
+  }
+  a.y = take(batch);
+  a.logits = take(batch);
+  for (int64_t* p : {&a.sm, &a.mx, &a.sum, &a.recip, &a.pick, &a.loss}) *p = take(2 * batch);
+  a.mean = take(2);  // right after the losses: one write_host takes both
+  a.tmp = take(2 * values);
+  a.tmp2 = take(2 * values);
+  a.end = at;
+  // Host memory: the image of rows [0, state_end), N zero rows, a bias block, parameter set
+  // 0 (5 rows), the batch, the step's results.
+  int64_t h = a.state_end;
+  a.h_zero = h;
+  a.h_bias = h += n;
+  a.h_params = h += batch;
+  a.h_batch = h += 5;
+  a.h_out = h += a.BatchRows();
+  a.h_end = h + a.OutRows();
+  return a;
+}
+
+// A program for one core, with the addresses of a Layout.
+class Emitter {
+ public:
+  Emitter(const Layout& a, const config::TpuConfig& c) : a_(a), c_(c), p_() {
+    p_.SetFormat(/*bf16=*/true);
+  }
+  ProgramBuilder& P() { return p_; }
+  uint64_t Host(int64_t row) const { return static_cast<uint64_t>(row) * 2 * a_.n; }
+
+  // Vector flags: float32 a, b, result; b one row for all.
+  enum : int { kA32 = 1, kB32 = 2, kO32 = 4, kBcast = 8 };
+  // `rows` rows, in instructions of at most kMaxLength rows (elementwise operations).
+  void Vec(VectorOp op, int64_t a, int64_t b, int64_t out, int64_t rows, int flags) {
+    for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength) {
+      const int64_t r = std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0);
+      auto at = [r0](int64_t base, bool fp32) { return base + r0 * (fp32 ? 2 : 1); };
+      const bool bc = flags & kBcast;
+      p_.Vector({op, static_cast<uint64_t>(at(a, flags & kA32)),
+                 static_cast<uint64_t>(bc ? b : at(b, flags & kB32)),
+                 static_cast<uint64_t>(at(out, flags & kO32)), static_cast<uint64_t>(r),
+                 (flags & kA32) != 0, (flags & kB32) != 0, (flags & kO32) != 0, bc});
+    }
+  }
+  void ReadHost(int64_t host_row, int64_t ub, int64_t rows) {
+    for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength)
+      p_.ReadHost(Host(host_row + r0), static_cast<uint64_t>(ub + r0),
+                  static_cast<uint64_t>(std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0)));
+  }
+  void WriteHost(int64_t ub, int64_t host_row, int64_t rows) {
+    for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength)
+      p_.WriteHost(static_cast<uint64_t>(ub + r0), Host(host_row + r0),
+                   static_cast<uint64_t>(std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0)));
+  }
+  // The next N accumulator rows, in turn (the controller orders a reuse after its reader).
+  uint64_t NextAcc() {
+    const int64_t slots = c_.acc_depth_rows / a_.n;
+    return static_cast<uint64_t>((next_acc_++ % slots) * a_.n);
+  }
+  void Activate(uint64_t acc, int64_t ub, int64_t rows, bool relu) {
+    p_.Activate(acc, static_cast<uint64_t>(ub), static_cast<uint64_t>(rows), 0, relu,
+                isa::Pool::kNone);
+  }
+  // out = in (`rows` rows, N lanes) transposed through the array: a transposed load of N
+  // rows times the identity.
+  void Transpose(int64_t in, int64_t out) {
+    p_.LoadWeights(static_cast<uint64_t>(in), 1, /*transpose=*/true);
+    const uint64_t acc = NextAcc();
+    p_.Matmul(static_cast<uint64_t>(a_.id), acc, static_cast<uint64_t>(a_.n), true,
+              Acc::kOverwrite);
+    Activate(acc, out, a_.n, false);
+  }
+  isa::Program Take() {
+    p_.Halt();
+    return p_.Take();
+  }
+
+ private:
+  const Layout& a_;
+  const config::TpuConfig& c_;
+  ProgramBuilder p_;
+  int64_t next_acc_ = 0;
+};
+
+// z = X W of layer l, each output block's K tiles through the FIFO in loads it holds.
+void EmitForward(Emitter& e, const Layout& a, const DenseNet& net, int l, int fifo) {
+  const LayerRows& r = a.layer[static_cast<size_t>(l)];
+  const bool last = l + 1 == net.Layers();
+  for (int64_t j = 0; j < r.m; ++j) {
+    const uint64_t acc = e.NextAcc();
+    for (int64_t k0 = 0; k0 < r.k; k0 += fifo) {
+      const int64_t tiles = std::min<int64_t>(fifo, r.k - k0);
+      e.P().LoadWeights(static_cast<uint64_t>(r.wb + (j * r.k + k0) * a.n),
+                        static_cast<uint64_t>(tiles), false);
+      for (int64_t k = k0; k < k0 + tiles; ++k)
+        e.P().Matmul(static_cast<uint64_t>(r.x + k * a.n), acc, static_cast<uint64_t>(a.b), true,
+                     isa::AddIf(k > 0));
+    }
+    if (last) {
+      e.Activate(acc, a.logits, a.b, false);
+      continue;
+    }
+    const LayerRows& next = a.layer[static_cast<size_t>(l) + 1];
+    e.Activate(acc, next.x + j * a.n, a.b, true);
+    e.Vec(VectorOp::kEqual, next.x + j * a.n, a.zero, r.mask + j * a.n, a.b, Emitter::kBcast);
+  }
+  if (last) return;
+  // The next layer's constant 1 (its bias lane), after the mask was taken; a bias lane that
+  // opens a block of its own is that block's, set by init.
+  const LayerRows& next = a.layer[static_cast<size_t>(l) + 1];
+  if (net.Out(l) % a.n != 0) {
+    const int64_t blk = next.x + (net.Out(l) / a.n) * a.n;
+    e.Vec(VectorOp::kAdd, blk, a.ones + l + 1, blk, a.b, Emitter::kBcast);
+  }
+}
+
+// The loss and dL/dlogits (into the last layer's dz), the losses and logits to the host.
+void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
+  using E = Emitter;
+  const int64_t b = a.b;
+  e.Vec(VectorOp::kAdd, a.logits, a.pad, a.sm, b, E::kB32 | E::kO32 | E::kBcast);
+  e.Vec(VectorOp::kLaneMax, a.sm, 0, a.mx, b, E::kA32 | E::kO32);
+  e.Vec(VectorOp::kSub, a.sm, a.mx, a.sm, b, E::kA32 | E::kB32 | E::kO32);
+  e.Vec(VectorOp::kMul, a.y, a.zero, a.pick, b, E::kO32 | E::kBcast);
+  e.Vec(VectorOp::kSelect, a.y, a.sm, a.pick, b, E::kB32 | E::kO32);
+  e.Vec(VectorOp::kLaneSum, a.pick, 0, a.pick, b, E::kA32 | E::kO32);
+  e.Vec(VectorOp::kExp, a.sm, 0, a.sm, b, E::kA32 | E::kO32);
+  e.Vec(VectorOp::kLaneSum, a.sm, 0, a.sum, b, E::kA32 | E::kO32);
+  e.Vec(VectorOp::kLog, a.sum, 0, a.loss, b, E::kA32 | E::kO32);
+  e.Vec(VectorOp::kSub, a.loss, a.pick, a.loss, b, E::kA32 | E::kB32 | E::kO32);
+  e.Vec(VectorOp::kRowSum, a.loss, 0, a.mean, b, E::kA32 | E::kO32);
+  e.Vec(VectorOp::kMul, a.mean, a.inv_batch, a.mean, 1, E::kA32 | E::kB32 | E::kO32);
+  e.WriteHost(a.loss, a.h_out, 2 * b + 2);
+  e.WriteHost(a.logits, a.h_out + 2 * b + 2, b);
+  e.Vec(VectorOp::kRecip, a.sum, 0, a.recip, b, E::kA32 | E::kO32);
+  e.Vec(VectorOp::kMul, a.sm, a.recip, a.sm, b, E::kA32 | E::kB32 | E::kO32);
+  e.Vec(VectorOp::kSub, a.sm, a.y, a.sm, b, E::kA32 | E::kO32);
+  e.Vec(VectorOp::kMul, a.sm, a.inv_batch, last.dz, b, E::kA32 | E::kB32 | E::kBcast);
+}
+
+// dW = X^T dz of layer l: X's blocks transposed, then each dz block stationary while the
+// transposed rows stream.
+void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r) {
+  for (int64_t k = 0; k < r.k; ++k) e.Transpose(r.x + k * a.n, r.xt + k * a.n);
+  for (int64_t j = 0; j < r.m; ++j) {
+    e.P().LoadWeights(static_cast<uint64_t>(r.dz + j * a.n), 1, false);
+    for (int64_t k = 0; k < r.k; ++k) {
+      const uint64_t acc = e.NextAcc();
+      e.P().Matmul(static_cast<uint64_t>(r.xt + k * a.n), acc, static_cast<uint64_t>(a.n), k == 0,
+                   Acc::kOverwrite);
+      e.Activate(acc, r.g + (j * r.k + k) * a.n, a.n, false);
+    }
+  }
+}
+
+// dX = dz W^T of layer l (l > 0), masked by the ReLU of layer l - 1: its dz.
+void EmitInputGradient(Emitter& e, const Layout& a, const LayerRows& r, const LayerRows& prev) {
+  for (int64_t k = 0; k < prev.m; ++k) {
+    const uint64_t acc = e.NextAcc();
+    for (int64_t j = 0; j < r.m; ++j) {
+      e.P().LoadWeights(static_cast<uint64_t>(r.wb + (j * r.k + k) * a.n), 1, true);
+      e.P().Matmul(static_cast<uint64_t>(r.dz + j * a.n), acc, static_cast<uint64_t>(a.b), true,
+                   isa::AddIf(j > 0));
+    }
+    e.Activate(acc, prev.dz + k * a.n, a.b, false);
+    e.Vec(VectorOp::kSelect, prev.mask + k * a.n, a.zero, prev.dz + k * a.n, a.b, Emitter::kBcast);
+  }
+}
+
+void EmitUpdate(Emitter& e, const Layout& a, const Optimizer& opt, const LayerRows& r) {
+  using E = Emitter;
+  const int64_t v = r.Values(a.n);
+  const int f3 = E::kA32 | E::kB32 | E::kO32;
+  auto c = [&a](int i) { return a.consts + 2 * i; };
+  if (opt.kind == Optimizer::Kind::kSgd) {
+    e.Vec(VectorOp::kMul, r.slot[0], c(0), a.tmp, v, f3 | E::kBcast);
+    e.Vec(VectorOp::kAdd, a.tmp, r.g, r.slot[0], v, E::kA32 | E::kO32);  // v = mu v + g
+    e.Vec(VectorOp::kMul, r.slot[0], c(1), a.tmp, v, f3 | E::kBcast);
+    e.Vec(VectorOp::kSub, r.w, a.tmp, r.w, v, f3);  // w = w - lr v
+    return;
+  }
+  const int64_t m = r.slot[0], s = r.slot[1];
+  e.Vec(VectorOp::kMul, m, c(0), a.tmp, v, f3 | E::kBcast);
+  e.Vec(VectorOp::kMul, r.g, c(1), a.tmp2, v, E::kB32 | E::kO32 | E::kBcast);
+  e.Vec(VectorOp::kAdd, a.tmp, a.tmp2, m, v, f3);  // m = b1 m + (1 - b1) g
+  e.Vec(VectorOp::kMul, s, c(2), a.tmp, v, f3 | E::kBcast);
+  e.Vec(VectorOp::kMul, r.g, r.g, a.tmp2, v, E::kO32);
+  e.Vec(VectorOp::kMul, a.tmp2, c(3), a.tmp2, v, f3 | E::kBcast);
+  e.Vec(VectorOp::kAdd, a.tmp, a.tmp2, s, v, f3);  // s = b2 s + (1 - b2) g^2
+  e.Vec(VectorOp::kRsqrt, s, 0, a.tmp, v, E::kA32 | E::kO32);
+  e.Vec(VectorOp::kRecip, a.tmp, 0, a.tmp, v, E::kA32 | E::kO32);  // sqrt(s), 0 at 0
+  e.Vec(VectorOp::kMul, a.tmp, a.scalars + 2, a.tmp, v, f3 | E::kBcast);
+  e.Vec(VectorOp::kAdd, a.tmp, c(4), a.tmp, v, f3 | E::kBcast);  // sqrt(s / (1 - b2^t)) + eps
+  e.Vec(VectorOp::kRecip, a.tmp, 0, a.tmp, v, E::kA32 | E::kO32);
+  e.Vec(VectorOp::kMul, m, a.tmp, a.tmp, v, f3);
+  e.Vec(VectorOp::kMul, a.tmp, a.scalars, a.tmp, v, f3 | E::kBcast);
+  e.Vec(VectorOp::kSub, r.w, a.tmp, r.w, v, f3);  // w = w - c1 m / (...)
+}
+
+isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& opt,
+                         const config::TpuConfig& c) {
+  Emitter e(a, c);
+  const LayerRows& first = a.layer[0];
+  for (int64_t k = 0; k < first.k; ++k) e.ReadHost(a.h_batch + k * a.b, first.x + k * a.n, a.b);
+  e.ReadHost(a.h_batch + first.k * a.b, a.y, a.b);
+  if (opt.kind == Optimizer::Kind::kAdam) e.ReadHost(a.h_batch + (first.k + 1) * a.b, a.scalars, 4);
+  for (const LayerRows& r : a.layer)
+    e.Vec(VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), Emitter::kA32);
+  const int fifo = std::max(1, c.weight_fifo_tiles);
+  for (int l = 0; l < net.Layers(); ++l) EmitForward(e, a, net, l, fifo);
+  EmitLoss(e, a, a.layer.back());
+  for (int l = net.Layers() - 1; l >= 0; --l) {
+    const LayerRows& r = a.layer[static_cast<size_t>(l)];
+    EmitWeightGradient(e, a, r);
+    if (l > 0) EmitInputGradient(e, a, r, a.layer[static_cast<size_t>(l) - 1]);
+    EmitUpdate(e, a, opt, r);
+  }
+  return e.Take();
+}
+
+isa::Program InitProgram(const Layout& a, const DenseNet& net, const config::TpuConfig& c) {
+  Emitter e(a, c);
+  e.P().ReadParams(e.Host(a.h_params), 0, 1);
+  e.ReadHost(0, 0, a.state_end);
+  for (size_t l = 0; l < a.layer.size(); ++l) {
+    const LayerRows& r = a.layer[l];
+    if (a.b < a.n) {
+      for (int64_t k = 0; k < r.k; ++k) e.ReadHost(a.h_zero, r.x + k * a.n + a.b, a.n - a.b);
+      for (int64_t j = 0; j < r.m; ++j) e.ReadHost(a.h_zero, r.dz + j * a.n + a.b, a.n - a.b);
+    }
+    if (l > 0 && net.In(static_cast<int>(l)) % a.n == 0)
+      e.ReadHost(a.h_bias, r.x + (r.k - 1) * a.n, a.b);  // a block that is only the bias lane
+  }
+  return e.Take();
+}
+
+isa::Program SaveProgram(const Layout& a, const config::TpuConfig& c) {
+  Emitter e(a, c);
+  e.WriteHost(a.state_begin, a.state_begin, a.state_end - a.state_begin);
+  return e.Take();
+}
+
+// Rows of float32 values (rows x N) as buffer rows: each row's high halves, then its low.
+void PutFp32Row(std::vector<uint16_t>* img, int64_t row, int n, int lane, float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  (*img)[static_cast<size_t>(row * n + lane)] = static_cast<uint16_t>(u >> 16);
+  (*img)[static_cast<size_t>((row + 1) * n + lane)] = static_cast<uint16_t>(u);
+}
+float GetFp32(const std::vector<uint16_t>& img, int64_t row, int n, int lane) {
+  const uint32_t u = uint32_t{img[static_cast<size_t>(row * n + lane)]} << 16 |
+                     img[static_cast<size_t>((row + 1) * n + lane)];
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+uint16_t Bf16Of(float v) { return arith::Bf16OfFp32(arith::BitsOfFloat(v)); }
+
+std::vector<uint8_t> Bytes(const std::vector<uint16_t>& rows) {
+  std::vector<uint8_t> out(rows.size() * 2);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out[2 * i] = static_cast<uint8_t>(rows[i]);
+    out[2 * i + 1] = static_cast<uint8_t>(rows[i] >> 8);
+  }
+  return out;
+}
+std::vector<uint16_t> Halves(const std::vector<uint8_t>& bytes) {
+  std::vector<uint16_t> out(bytes.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<uint16_t>(bytes[2 * i] | bytes[2 * i + 1] << 8);
+  return out;
+}
+
+// The host image of buffer rows [0, state_begin) and what follows the state in host memory
+// up to the batch: the constants, N zero rows, the bias block, parameter set 0.
+std::vector<uint8_t> ConstantImage(const Layout& a, const DenseNet& net, const Optimizer& opt) {
+  const int n = a.n;
+  std::vector<uint16_t> img(static_cast<size_t>(a.state_begin * n), 0);
+  for (int i = 0; i < n; ++i) img[static_cast<size_t>((a.id + i) * n + i)] = Bf16Of(1.0f);
+  for (int j = 0; j < n; ++j)
+    PutFp32Row(&img, a.pad, n, j,
+               j < net.Classes() ? 0.0f : -std::numeric_limits<float>::infinity());
+  for (int l = 0; l < net.Layers(); ++l)
+    img[static_cast<size_t>((a.ones + l) * n + net.In(l) % n)] = Bf16Of(1.0f);
+  const std::vector<float> consts = UpdateConstants(opt);
+  for (int j = 0; j < n; ++j) {
+    PutFp32Row(&img, a.inv_batch, n, j, InverseBatch(a.b));
+    for (size_t i = 0; i < consts.size(); ++i)
+      PutFp32Row(&img, a.consts + 2 * static_cast<int64_t>(i), n, j, consts[i]);
+  }
+  std::vector<uint16_t> tail(static_cast<size_t>((a.h_batch - a.h_zero) * n), 0);
+  for (int i = 0; i < a.b; ++i) tail[static_cast<size_t>((n + i) * n)] = Bf16Of(1.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int j = 0; j < n; ++j) {  // set 0: bias +0, upper bound +infinity
+    uint32_t u;
+    std::memcpy(&u, &inf, 4);
+    const size_t at =
+        static_cast<size_t>((a.h_params - a.h_zero) * n) + 2 * static_cast<size_t>(n + j);
+    tail[at] = static_cast<uint16_t>(u);
+    tail[at + 1] = static_cast<uint16_t>(u >> 16);
+  }
+  std::vector<uint8_t> out = Bytes(img);
+  std::vector<uint8_t> t = Bytes(tail);
+  out.resize(static_cast<size_t>(a.state_end * 2 * n), 0);
+  out.insert(out.end(), t.begin(), t.end());
+  return out;
+}
+
+engine::Region HostRegion(const std::string& name, int64_t row, int64_t rows, int n) {
+  engine::Region r;
+  r.name = name;
+  r.memory = engine::Memory::kHost;
+  r.addr = static_cast<uint64_t>(row) * 2 * static_cast<uint64_t>(n);
+  r.bytes = static_cast<uint64_t>(rows) * 2 * static_cast<uint64_t>(n);
+  return r;
+}
+
+}  // namespace
+
+DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
+                           const config::TpuConfig& config) {
+  if (config.dtype != hw::Dtype::kBf16) {
+    throw UsageError(fmt::format(
+        "config '{}' is an int8 chip: training needs float32 sums and the float32 vector unit "
+        "of a bf16 chip (tpu-v2, tpu-v3, tpu-v4, or --set dtype=bf16)",
+        config.name));
+  }
+  const int n = config.array_dim;
+  CheckDense(net, batch, n);
+  if (config.acc_depth_rows < n) {
+    throw UsageError(
+        fmt::format("config '{}': training needs at least {} accumulator rows (N); "
+                    "it has acc_depth_rows = {}",
+                    config.name, n, config.acc_depth_rows));
+  }
+  const Layout a = MakeLayout(net, batch, opt, n);
+  if (a.end > config.ub_depth_rows) {
+    throw UsageError(fmt::format(
+        "the training step needs {} unified-buffer rows for these widths and batch {}; config "
+        "'{}' has ub_depth_rows = {}: narrower layers, a smaller --batch, or --set "
+        "ub_depth_rows={}",
+        a.end, batch, config.name, config.ub_depth_rows, a.end));
+  }
+  DensePrograms p;
+  p.ub_rows = a.end;
+  engine::Region consts = HostRegion("constants", 0, a.h_batch, n);
+  consts.initial = ConstantImage(a, net, opt);
+  p.init.name = "train-init";
+  p.init.programs.push_back(InitProgram(a, net, config));
+  p.init.regions = {consts, HostRegion("state", a.state_begin, a.state_end - a.state_begin, n)};
+  p.step.name = "train-step";
+  p.step.programs.push_back(StepProgram(a, net, opt, config));
+  p.step.regions = {HostRegion("batch", a.h_batch, a.BatchRows(), n),
+                    HostRegion("out", a.h_out, a.OutRows(), n)};
+  p.save.name = "train-save";
+  p.save.programs.push_back(SaveProgram(a, config));
+  p.save.regions = {HostRegion("state", a.state_begin, a.state_end - a.state_begin, n)};
+  return p;
+}
+
+namespace {
+
+std::vector<uint8_t> StateImage(const Layout& a, const DenseNet& net, const DenseState& s) {
+  const int n = a.n;
+  std::vector<uint16_t> img(static_cast<size_t>((a.state_end - a.state_begin) * n), 0);
+  for (int l = 0; l < net.Layers(); ++l) {
+    const LayerRows& r = a.layer[static_cast<size_t>(l)];
+    auto put = [&](int64_t base, const std::vector<float>& t) {
+      for (int row = 0; row <= net.In(l); ++row)
+        for (int c = 0; c < net.Out(l); ++c)
+          PutFp32Row(&img, base - a.state_begin + 2 * ((c / n) * r.k * n + row), n, c % n,
+                     t[static_cast<size_t>(row) * net.Out(l) + c]);
+    };
+    put(r.w, s.w[static_cast<size_t>(l)]);
+    for (size_t i = 0; i < r.slot.size(); ++i) put(r.slot[i], s.slots[i][static_cast<size_t>(l)]);
+  }
+  return Bytes(img);
+}
+
+void ReadStateImage(const Layout& a, const DenseNet& net, const std::vector<uint8_t>& bytes,
+                    DenseState* s) {
+  const std::vector<uint16_t> img = Halves(bytes);
+  const int n = a.n;
+  for (int l = 0; l < net.Layers(); ++l) {
+    const LayerRows& r = a.layer[static_cast<size_t>(l)];
+    auto get = [&](int64_t base, std::vector<float>* t) {
+      t->assign(static_cast<size_t>(net.Params(l)), 0.0f);
+      for (int row = 0; row <= net.In(l); ++row)
+        for (int c = 0; c < net.Out(l); ++c)
+          (*t)[static_cast<size_t>(row) * net.Out(l) + c] =
+              GetFp32(img, base - a.state_begin + 2 * ((c / n) * r.k * n + row), n, c % n);
+    };
+    get(r.w, &s->w[static_cast<size_t>(l)]);
+    for (size_t i = 0; i < r.slot.size(); ++i) get(r.slot[i], &s->slots[i][static_cast<size_t>(l)]);
+  }
+}
+
+std::vector<uint8_t> BatchImage(const Layout& a, const DenseNet& net, const Optimizer& opt,
+                                const Batch& b, int64_t step) {
+  const int n = a.n, in = net.In(0);
+  const int64_t k0 = a.layer[0].k;
+  std::vector<uint16_t> img(static_cast<size_t>(a.BatchRows() * n), 0);
+  for (int i = 0; i < a.b; ++i) {
+    for (int j = 0; j <= in; ++j) {
+      const float v = j < in ? b.x[static_cast<size_t>(i) * in + j] : 1.0f;
+      img[static_cast<size_t>(((j / n) * a.b + i) * n + j % n)] = Bf16Of(v);
+    }
+    img[static_cast<size_t>((k0 * a.b + i) * n + b.labels[static_cast<size_t>(i)])] = Bf16Of(1.0f);
+  }
+  if (opt.kind == Optimizer::Kind::kAdam) {
+    const StepScalars k = ScalarsOfStep(opt, step);
+    for (int j = 0; j < n; ++j) {
+      PutFp32Row(&img, (k0 + 1) * a.b, n, j, k.c1);
+      PutFp32Row(&img, (k0 + 1) * a.b + 2, n, j, k.c2);
+    }
+  }
+  return Bytes(img);
+}
+
+StepOut ReadOut(const Layout& a, const DenseNet& net, const std::vector<uint8_t>& bytes) {
+  const std::vector<uint16_t> img = Halves(bytes);
+  StepOut o;
+  for (int i = 0; i < a.b; ++i) o.loss.push_back(GetFp32(img, 2 * i, a.n, 0));
+  o.mean = GetFp32(img, 2 * a.b, a.n, 0);
+  for (int i = 0; i < a.b; ++i)
+    for (int c = 0; c < net.Classes(); ++c)
+      o.logits.push_back(arith::FloatOfBits(
+          arith::Fp32OfBf16(img[static_cast<size_t>((2 * a.b + 2 + i) * a.n + c)])));
+  return o;
+}
+
+}  // namespace
+
+ChipTrainer::ChipTrainer(engine::ChipEngine* engine, const DenseNet& net, int batch,
+                         const Optimizer& opt)
+    : engine_(engine),
+      net_(net),
+      batch_(batch),
+      opt_(opt),
+      programs_(CompileDense(net, batch, opt, engine->Config())) {}
+
+engine::ExecResult ChipTrainer::RunLoaded(const engine::Executable& exe) {
+  engine::ExecResult r = engine_->Run();
+  if (!r.ok) {
+    throw RuntimeError(fmt::format("the chip stopped in {} (instruction {}): {}", exe.name,
+                                   r.error_pc, r.message));
+  }
+  return r;
+}
+
+void ChipTrainer::Start(const DenseState& state) {
+  const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
+  engine_->Load(programs_.init);
+  engine_->Write("state", StateImage(a, net_, state));
+  RunLoaded(programs_.init);
+  engine_->Load(programs_.step);
+  step_ = state.step;
+}
+
+StepOut ChipTrainer::Step(const Batch& b) {
+  const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
+  engine_->Write("batch", BatchImage(a, net_, opt_, b, ++step_));
+  last_ = RunLoaded(programs_.step);
+  ++steps_;
+  step_cycles_ += last_.cycles;
+  if (!engine_->ComputesValues()) return {};
+  return ReadOut(a, net_, engine_->Read("out"));
+}
+
+DenseState ChipTrainer::State() {
+  const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
+  engine_->Load(programs_.save);
+  RunLoaded(programs_.save);
+  DenseState s;
+  s.w.resize(static_cast<size_t>(net_.Layers()));
+  s.slots.assign(static_cast<size_t>(opt_.Slots()), s.w);
+  s.step = step_;
+  ReadStateImage(a, net_, engine_->Read("state"), &s);
+  engine_->Load(programs_.step);
+  return s;
+}
+
+}  // namespace tpu::train

@@ -1,0 +1,63 @@
+// A perceptron's training step as chip programs (docs/training.md): the compiler from a
+// DenseNet to three programs for one core of a bf16 chip, and a trainer that runs them on
+// any chip engine with the state kept in the unified buffer between steps.
+//
+//   init  reads the constants and the state (weights, optimizer state) into the buffer;
+//   step  reads one batch (images, labels, the step's scalars) over the host link, runs the
+//         forward pass, the loss, the backward pass and the update, and writes the losses
+//         and logits back: the host's whole part of a step, as a TPU's infeed;
+//   save  writes the state back to host memory (checkpoints, the end).
+//
+// The arithmetic is dense_reference.h's, bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "host/config/tpu_config.h"
+#include "host/engine/chip_engine.h"
+#include "host/train/dense_net.h"
+
+namespace tpu::train {
+
+struct DensePrograms {
+  engine::Executable init, step, save;
+  int64_t ub_rows = 0;  // unified-buffer rows the step uses
+};
+
+// The programs for `net` at `batch` images a step on core 0 of `config` (a bf16 chip).
+// Throws UsageError when the net, the batch or the buffer do not fit (CheckDense), naming
+// what to change.
+DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
+                           const config::TpuConfig& config);
+
+// Runs the programs on `engine`: Start loads the state, Step runs one batch, State reads the
+// state back. The counters of every run are summed in totals().
+class ChipTrainer {
+ public:
+  ChipTrainer(engine::ChipEngine* engine, const DenseNet& net, int batch, const Optimizer& opt);
+  void Start(const DenseState& state);
+  StepOut Step(const Batch& b);
+  DenseState State();
+  const engine::ExecResult& LastStep() const { return last_; }
+  uint64_t StepCycles() const { return step_cycles_; }
+  uint64_t Steps() const { return steps_; }
+  const DensePrograms& Programs() const { return programs_; }
+  const Optimizer& optimizer() const { return opt_; }
+  int ArrayDim() const { return engine_->Config().array_dim; }
+
+ private:
+  engine::ExecResult RunLoaded(const engine::Executable& exe);
+
+  engine::ChipEngine* engine_;
+  DenseNet net_;
+  int batch_;
+  Optimizer opt_;
+  DensePrograms programs_;
+  int64_t step_ = 0;
+  uint64_t steps_ = 0, step_cycles_ = 0;
+  engine::ExecResult last_;
+};
+
+}  // namespace tpu::train

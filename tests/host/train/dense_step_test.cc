@@ -1,0 +1,134 @@
+// A perceptron's training steps on the chip (host/train/dense_step.h) against the CPU
+// reference of the same arithmetic (host/train/dense_reference.h): after every step the
+// losses, the logits and every weight and optimizer value equal the reference's bit for bit,
+// on both engines, with every counter of the two engines equal. The shapes cover what the
+// layout must get right: K tiles past the weight FIFO's depth, several output blocks, a
+// bias lane that opens a block of its own, N classes, a batch below N (zero rows under a
+// transposed load) and equal to it.
+#include "host/train/dense_step.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "arith/bf16.h"
+#include "host/common/errors.h"
+#include "host/config/tpu_config.h"
+#include "host/train/dense_reference.h"
+#include "tests/test_engines.h"
+
+namespace tpu::test {
+namespace {
+
+using train::Batch;
+using train::DenseNet;
+using train::DenseState;
+using train::Optimizer;
+
+struct Case {
+  const char* name;
+  std::vector<int> widths;
+  int batch;
+  Optimizer::Kind kind;
+  double lr;
+};
+
+// teach-4 as a bf16 chip (its RTL is in every build).
+config::TpuConfig Bf16Chip() {
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.dtype = hw::Dtype::kBf16;
+  return c;
+}
+
+float Bf16Value(float x) {
+  return arith::FloatOfBits(arith::Fp32OfBf16(arith::Bf16OfFp32(arith::BitsOfFloat(x))));
+}
+
+DenseState InitialState(const DenseNet& net, const Optimizer& opt, std::mt19937_64& rng) {
+  std::vector<std::vector<float>> w;
+  for (int l = 0; l < net.Layers(); ++l) {
+    std::normal_distribution<float> d(0.0f, 1.0f / std::sqrt(static_cast<float>(net.In(l))));
+    std::vector<float> t(static_cast<size_t>(net.Params(l)));
+    for (float& v : t) v = d(rng);
+    w.push_back(t);
+  }
+  return DenseState::Fresh(w, opt);
+}
+
+Batch RandomBatch(const DenseNet& net, int batch, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  Batch b;
+  for (int i = 0; i < batch * net.In(0); ++i) b.x.push_back(Bf16Value(u(rng)));
+  for (int i = 0; i < batch; ++i)
+    b.labels.push_back(static_cast<uint8_t>(rng() % static_cast<uint64_t>(net.Classes())));
+  return b;
+}
+
+class DenseStepTest : public ::testing::TestWithParam<engine::EngineKind> {};
+
+// Three steps of `c` on the engine: each step's results and the state after it equal the
+// reference's (one chip for every case: one RTL chip a process); returns the engine's last step's
+// result for the caller's counters.
+engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const Case& c, int steps) {
+  const DenseNet net{c.widths};
+  Optimizer opt;
+  opt.kind = c.kind;
+  opt.lr = c.lr;
+  const config::TpuConfig& config = chip->Config();
+  std::mt19937_64 rng(74);
+  DenseState ref = InitialState(net, opt, rng);
+  train::ChipTrainer trainer(chip, net, c.batch, opt);
+  trainer.Start(ref);
+  float first = 0, last = 0;
+  const Batch b = RandomBatch(net, c.batch, rng);  // the same batch each step: the loss falls
+  for (int t = 1; t <= steps; ++t) {
+    const train::StepOut want = train::ReferenceStep(net, config.array_dim, opt, b, c.batch, &ref);
+    const train::StepOut got = trainer.Step(b);
+    EXPECT_TRUE(got == want) << c.name << " step " << t << ": loss " << got.mean << " against "
+                             << want.mean;
+    EXPECT_TRUE(trainer.State() == ref) << c.name << ": the state after step " << t;
+    (t == 1 ? first : last) = want.mean;
+  }
+  EXPECT_LT(last, first) << c.name << ": the loss on one batch falls";
+  return trainer.LastStep();
+}
+
+const Case kCases[] = {
+    {"sgd-6x3x3", {6, 3, 3}, 3, Optimizer::Kind::kSgd, 0.0625},
+    {"adam-blocks-of-bias", {4, 4, 4}, 4, Optimizer::Kind::kAdam, 0.01},
+    {"adam-deep", {17, 6, 5, 3}, 3, Optimizer::Kind::kAdam, 0.01},
+};
+
+TEST_P(DenseStepTest, EveryStepEqualsTheReference) {
+  const auto chip = TestEngine(GetParam(), Bf16Chip());
+  for (const Case& c : kCases) StepsEqualReference(chip.get(), c, 3);
+}
+
+// The two engines run the same step with every counter equal.
+TEST(DenseStepRtlTest, TheEnginesAgreeOnEveryCounter) {
+  const auto fast_chip = TestEngine(engine::EngineKind::kFast, Bf16Chip());
+  const auto rtl_chip = TestEngine(engine::EngineKind::kRtl, Bf16Chip());
+  const engine::ExecResult fast = StepsEqualReference(fast_chip.get(), kCases[2], 2);
+  const engine::ExecResult rtl = StepsEqualReference(rtl_chip.get(), kCases[2], 2);
+  EXPECT_EQ(fast.cycles, rtl.cycles);
+  EXPECT_TRUE(fast.counters == rtl.counters);
+}
+
+TEST(DenseStepCompileTest, RefusesWhatDoesNotFit) {
+  const config::TpuConfig bf16 = Bf16Chip();
+  const Optimizer adam;
+  EXPECT_THROW(train::CompileDense({{8, 5}}, 4, adam, bf16), UsageError);  // 5 classes > N
+  EXPECT_THROW(train::CompileDense({{8, 4}}, 5, adam, bf16), UsageError);  // batch > N
+  EXPECT_THROW(train::CompileDense({{8}}, 4, adam, bf16), UsageError);     // no layer
+  EXPECT_THROW(train::CompileDense({{8, 4}}, 4, adam, config::LoadConfig("teach-4")),
+               UsageError);  // an int8 chip
+  config::TpuConfig small = bf16;
+  small.ub_depth_rows = 16;
+  EXPECT_THROW(train::CompileDense({{8, 4}}, 4, adam, small), UsageError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, DenseStepTest, ::testing::ValuesIn(TestEngineKinds()),
+                         [](const auto& info) { return engine::EngineKindName(info.param); });
+
+}  // namespace
+}  // namespace tpu::test
