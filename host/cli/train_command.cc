@@ -16,6 +16,7 @@
 #include "host/nn/trainer.h"
 #include "host/report/exec_report.h"
 #include "host/report/program_bound.h"
+#include "host/train/checkpoint.h"
 #include "host/train/dense_model.h"
 
 namespace tpu::cli {
@@ -27,6 +28,7 @@ struct TrainArgs {
   int64_t limit = 0;
   bool quiet = false, verify = false;
   std::string json;
+  int64_t checkpoint_every = 100;
   ChipOptions chip;
   CLI::Option* config_option = nullptr;
   CLI::Option* lr_option = nullptr;
@@ -44,13 +46,15 @@ nn::Model MakeModel(const TrainArgs& a) {
 std::string ChipEpochLine(const TrainArgs& a, const config::TpuConfig& c, int e,
                           const train::ChipEpochResult& r, double test_acc,
                           const report::ProgramBound& bound) {
+  if (r.steps == 0)
+    return fmt::format("epoch {}/{}: no steps (fewer images than --batch)\n", e, a.opt.epochs);
   const double sim_s = static_cast<double>(r.cycles) / (c.clock_mhz * 1e6);
   return fmt::format(
       "epoch {}/{}: loss {:.4f}, train accuracy {:.2f} %, test accuracy {:.2f} %\n"
       "  chip: {} steps of {}, {} cycles a step ({:.2f} x its bound, {} binds), {:.4f} s at {} "
       "MHz ({} images/s){}; wall {:.1f} s\n",
-      e, a.opt.epochs, r.loss, 100 * r.train_accuracy, 100 * test_acc, Grouped(r.steps),
-      a.opt.batch, Grouped(r.steps ? static_cast<int64_t>(r.cycles) / r.steps : 0),
+      e, a.opt.epochs, r.Loss(), 100 * r.Accuracy(), 100 * test_acc, Grouped(r.steps), a.opt.batch,
+      Grouped(r.steps ? static_cast<int64_t>(r.cycles) / r.steps : 0),
       r.steps ? static_cast<double>(r.cycles) / static_cast<double>(r.steps) / bound.Cycles() : 0,
       bound.Binds(), sim_s, c.clock_mhz,
       Grouped(sim_s > 0 ? static_cast<int64_t>(static_cast<double>(r.images) / sim_s) : 0),
@@ -58,46 +62,110 @@ std::string ChipEpochLine(const TrainArgs& a, const config::TpuConfig& c, int e,
       r.seconds);
 }
 
+// What makes a run on the chip this one, for its checkpoint (not --epochs: a finished run
+// can be given more).
+nlohmann::json RunSettings(const TrainArgs& a, const config::TpuConfig& c,
+                           const train::DenseNet& net, const train::Optimizer& opt) {
+  return {{"config", c.name},     {"array_dim", c.array_dim}, {"arch", a.arch},
+          {"widths", net.widths}, {"dataset", a.dataset},     {"limit", a.limit},
+          {"batch", a.opt.batch}, {"seed", a.opt.seed},       {"optimizer", opt.Name()},
+          {"lr", opt.lr}};
+}
+
+nlohmann::json EpochJson(const train::ChipEpochResult& r, double test_acc, double clock_mhz) {
+  return {{"loss", r.Loss()},
+          {"train_accuracy", r.Accuracy()},
+          {"test_accuracy", test_acc},
+          {"steps", r.steps},
+          {"cycles", r.cycles},
+          {"verified_steps", r.verified},
+          {"seconds_simulated", static_cast<double>(r.cycles) / (clock_mhz * 1e6)},
+          {"seconds_wall", r.seconds}};
+}
+
+// The chip, its trainer and where the run stands (a checkpoint's, or the start).
+struct ChipRun {
+  config::TpuConfig config;
+  train::DenseNet net;
+  train::Optimizer opt;
+  std::unique_ptr<engine::ChipEngine> chip;
+  std::unique_ptr<train::ChipTrainer> trainer;
+  train::Checkpoint at;
+  std::string checkpoint_dir;
+};
+
+ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
+  ChipRun r;
+  r.config = ResolveConfig(a.chip);
+  r.net = train::DenseNetOf(model);
+  r.opt = train::Optimizer::Parse(a.optimizer, a.lr_option->count()
+                                                   ? a.opt.learning_rate
+                                                   : (a.optimizer == "sgd" ? 0.0625 : 1e-3));
+  r.chip = engine::MakeChipEngine(ResolveEngine(a.chip), r.config, EngineOptionsFrom(a.chip));
+  r.trainer = std::make_unique<train::ChipTrainer>(r.chip.get(), r.net, a.opt.batch, r.opt);
+  std::string base = a.out;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  r.checkpoint_dir = base + ".checkpoint";
+  r.at.run = RunSettings(a, r.config, r.net, r.opt);
+  if (auto c = train::ReadCheckpoint(r.checkpoint_dir, r.at.run, r.net, r.opt)) {
+    r.at = std::move(*c);
+    if (!a.quiet) {
+      std::cout << fmt::format("resuming from {}: epoch {}, {} steps done ({} in all)\n",
+                               r.checkpoint_dir, r.at.epoch, r.at.done.steps, r.at.state.step);
+    }
+  } else {
+    r.at.state = train::DenseState::Fresh(train::DenseWeightsOf(model), r.opt);
+    r.at.report = {{"config", r.config.name},   {"engine", r.chip->Name()},
+                   {"model", model.name},       {"widths", r.net.widths},
+                   {"optimizer", r.opt.Name()}, {"lr", r.opt.lr},
+                   {"batch", a.opt.batch},      {"epochs", nlohmann::json::array()}};
+  }
+  r.trainer->Start(r.at.state);
+  return r;
+}
+
+// One epoch (or what is left of it), checkpointed as it goes; the state after it.
+train::ChipEpochResult ChipEpoch(const TrainArgs& a, ChipRun& r, const data::MnistSet& train,
+                                 int e) {
+  ProgressBar bar(fmt::format("epoch {}/{}", e, a.opt.epochs), !a.quiet);
+  train::ChipEpochOptions o;
+  o.batch = a.opt.batch;
+  o.seed = a.opt.seed;
+  o.verify = a.verify;
+  o.progress = [&bar](double f, double loss, double acc) {
+    bar.Update(f, fmt::format("loss {:.4f} acc {:.2f} %", loss, 100 * acc));
+  };
+  o.checkpoint_every = a.checkpoint_every;
+  o.checkpoint = [&](const train::ChipEpochResult& done) {
+    train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e, done, r.trainer->State(), r.at.report});
+  };
+  train::ChipEpochResult done = e == r.at.epoch ? r.at.done : train::ChipEpochResult{};
+  train::TrainChipEpoch(r.trainer.get(), r.net, train, e, o, &r.at.state, &done);
+  bar.Finish();
+  return done;
+}
+
 // Training on the chip (--config): the perceptron's steps as chip programs
-// (host/train/dense_step.h), the weights in the chip between the steps.
+// (host/train/dense_step.h), the weights in the chip between the steps; a checkpoint beside
+// --out after every --checkpoint-every steps and every epoch, resumed by the same command.
 void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
                const data::MnistSet& test) {
-  const config::TpuConfig config = ResolveConfig(a.chip);
-  const train::DenseNet net = train::DenseNetOf(model);
-  const train::Optimizer opt = train::Optimizer::Parse(
-      a.optimizer,
-      a.lr_option->count() ? a.opt.learning_rate : (a.optimizer == "sgd" ? 0.0625 : 1e-3));
-  engine::EngineOptions eo = EngineOptionsFrom(a.chip);
-  const auto chip = engine::MakeChipEngine(ResolveEngine(a.chip), config, eo);
-  train::ChipTrainer trainer(chip.get(), net, a.opt.batch, opt);
+  ChipRun r = StartOnChip(a, model);
+  train::SetDenseWeights(r.at.state, &model);  // a resumed run's, should no epoch be left
   const report::ProgramBound bound =
-      report::BoundPrograms(trainer.Programs().step.programs, config);
-  train::DenseState state = train::DenseState::Fresh(train::DenseWeightsOf(model), opt);
-  trainer.Start(state);
+      report::BoundPrograms(r.trainer->Programs().step.programs, r.config);
   if (!a.quiet) {
     std::cout << fmt::format(
         "training {} ({} parameters) on {}, {} engine: {} images, {} epochs, batch {}, {} lr {}, "
         "seed {}{}\n",
-        model.name, model.ParamCount(), config.name, chip->Name(), train.count, a.opt.epochs,
-        a.opt.batch, opt.Name(), opt.lr, a.opt.seed, a.verify ? ", checked step by step" : "");
+        model.name, Grouped(model.ParamCount()), r.config.name, r.chip->Name(), train.count,
+        a.opt.epochs, a.opt.batch, r.opt.Name(), r.opt.lr, a.opt.seed,
+        a.verify ? ", checked step by step" : "");
   }
-  nlohmann::json report = {{"config", config.name},   {"engine", chip->Name()},
-                           {"model", model.name},     {"widths", net.widths},
-                           {"optimizer", opt.Name()}, {"lr", opt.lr},
-                           {"batch", a.opt.batch},    {"epochs", nlohmann::json::array()}};
-  for (int e = 1; e <= a.opt.epochs; ++e) {
-    ProgressBar bar(fmt::format("epoch {}/{}", e, a.opt.epochs), !a.quiet);
-    train::ChipEpochOptions o;
-    o.batch = a.opt.batch;
-    o.seed = a.opt.seed;
-    o.verify = a.verify;
-    o.progress = [&bar](double f, double loss, double acc) {
-      bar.Update(f, fmt::format("loss {:.4f} acc {:.2f} %", loss, 100 * acc));
-    };
-    const train::ChipEpochResult r = train::TrainChipEpoch(&trainer, net, train, e, o, &state);
-    bar.Finish();
-    const train::DenseState now = trainer.State();
-    if (a.verify && !(now == state)) {
+  for (int e = r.at.epoch; e <= a.opt.epochs; ++e) {
+    const train::ChipEpochResult done = ChipEpoch(a, r, train, e);
+    const train::DenseState now = r.trainer->State();
+    if (a.verify && !(now == r.at.state)) {
       throw RuntimeError(
           fmt::format("epoch {}: the chip's weights differ from the CPU reference's "
                       "(the losses agreed): a bug, please report it",
@@ -105,24 +173,18 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
     }
     train::SetDenseWeights(now, &model);
     const double test_acc = nn::EvaluateFp32(model, test, a.opt.threads);
-    if (!a.quiet) std::cout << ChipEpochLine(a, config, e, r, test_acc, bound);
-    report["epochs"].push_back(
-        {{"loss", r.loss},
-         {"train_accuracy", r.train_accuracy},
-         {"test_accuracy", test_acc},
-         {"steps", r.steps},
-         {"cycles", r.cycles},
-         {"verified_steps", r.verified},
-         {"seconds_simulated", static_cast<double>(r.cycles) / (config.clock_mhz * 1e6)},
-         {"seconds_wall", r.seconds}});
+    if (!a.quiet) std::cout << ChipEpochLine(a, r.config, e, done, test_acc, bound);
+    r.at.report["epochs"].push_back(EpochJson(done, test_acc, r.config.clock_mhz));
+    train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e + 1, {}, now, r.at.report});
   }
-  if (!a.json.empty()) {
-    const auto& exe = trainer.Programs().step;
-    report["step"] = report::ExecReportJson(trainer.LastStep(), config, exe.name,
-                                            exe.programs[0].words.size(), &bound);
-    WriteFileAtomically(a.json, report.dump(2) + "\n");
+  if (!a.json.empty() && r.trainer->Steps() > 0) {
+    const auto& exe = r.trainer->Programs().step;
+    r.at.report["step"] = report::ExecReportJson(r.trainer->LastStep(), r.config, exe.name,
+                                                 exe.programs[0].words.size(), &bound);
+    WriteFileAtomically(a.json, r.at.report.dump(2) + "\n");
   }
   nn::SaveModel(model, a.out);
+  RemoveOutputFolder(r.checkpoint_dir, train::kCheckpointFolder);
   if (!a.quiet) std::cout << fmt::format("wrote {} (fp32 master weights from the chip)\n", a.out);
 }
 
@@ -230,6 +292,10 @@ Examples:
   cmd->add_option("--json", a->json,
                   "on the chip: write each epoch's results and the last step's counters, cycle "
                   "categories and attainable bound (as tpusim exec --json) to this file");
+  cmd->add_option("--checkpoint-every", a->checkpoint_every,
+                  "on the chip: write a checkpoint (OUT.checkpoint) after every this many steps "
+                  "(0: only after each epoch); the same command resumes from it")
+      ->capture_default_str();
   cmd->add_flag("--verify", a->verify,
                 "on the chip: run the CPU reference of the chip's arithmetic beside it and stop "
                 "at the first step whose losses, logits or weights differ by a bit");

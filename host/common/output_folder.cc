@@ -104,6 +104,21 @@ fs::path Beside(const fs::path& p, const std::string& what) {
 
 }  // namespace
 
+bool RemoveOutputFolder(const std::string& dir, const OutputKind& kind) {
+  const fs::path p = Target(dir, kind);
+  const fs::file_status s = fs::symlink_status(p);
+  if (!fs::exists(s)) return true;
+  if (!fs::is_directory(s) || !ForeignEntries(p, kind).empty() || OwnedFiles(p, kind).empty()) {
+    return false;
+  }
+  std::error_code ec;
+  for (const std::string& name : OwnedFiles(p, kind)) {
+    if (name != kind.manifest) fs::remove(p / name, ec);
+  }
+  fs::remove(p / kind.manifest, ec);
+  return fs::remove(p, ec) && !ec;
+}
+
 void CheckOutputFolder(const std::string& dir, const OutputKind& kind) {
   Check(Target(dir, kind), dir, kind);
 }

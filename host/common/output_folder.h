@@ -27,6 +27,11 @@ struct OutputKind {
 // does not end in a refusal.
 void CheckOutputFolder(const std::string& dir, const OutputKind& kind);
 
+// Removes `dir` when it is a previous output of `kind` (its manifest and only files the
+// manifest names): those files, then the folder. Anything else there keeps it all: returns
+// false and removes nothing. A `dir` that does not exist is true.
+bool RemoveOutputFolder(const std::string& dir, const OutputKind& kind);
+
 class OutputFolder {
  public:
   // Checks `dir` (CheckOutputFolder) and creates the temporary folder beside it (and the

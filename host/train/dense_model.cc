@@ -68,57 +68,67 @@ void SetDenseWeights(const DenseState& state, nn::Model* model) {
   }
 }
 
-ChipEpochResult TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set,
-                               int epoch, const ChipEpochOptions& o, DenseState* reference) {
+namespace {
+
+Batch BatchOf(const data::MnistSet& set, const std::vector<int64_t>& order, int64_t step, int batch,
+              int in) {
+  Batch b;
+  for (int64_t k = 0; k < batch; ++k) {
+    const int64_t idx = order[static_cast<size_t>(step * batch + k)];
+    const uint8_t* p = set.Image(idx);
+    for (int j = 0; j < in; ++j) b.x.push_back(Bf16Value(p[j] / 255.0f));
+    b.labels.push_back(set.labels[static_cast<size_t>(idx)]);
+  }
+  return b;
+}
+
+void Verify(const ChipTrainer& chip, const DenseNet& net, const Batch& b, const StepOut& out,
+            int epoch, int64_t step, int batch, DenseState* reference) {
+  const StepOut want = ReferenceStep(net, chip.ArrayDim(), chip.optimizer(), b, batch, reference);
+  if (!(out == want)) {
+    throw RuntimeError(fmt::format(
+        "epoch {} step {}: the chip's losses or logits differ from the CPU reference's (mean "
+        "loss {} against {}): a bug, please report it",
+        epoch, step + 1, out.mean, want.mean));
+  }
+}
+
+}  // namespace
+
+void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set, int epoch,
+                    const ChipEpochOptions& o, DenseState* reference, ChipEpochResult* r) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> order(static_cast<size_t>(set.count));
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(epoch));
   std::shuffle(order.begin(), order.end(), rng);
-  ChipEpochResult r;
-  r.steps = set.count / o.batch;
-  const int in = net.In(0), classes = net.Classes();
-  double loss_sum = 0;
-  int64_t right = 0;
-  const uint64_t cycles_before = chip->StepCycles();
-  Batch b;
-  for (int64_t s = 0; s < r.steps; ++s) {
-    b.x.clear();
-    b.labels.clear();
-    for (int64_t k = 0; k < o.batch; ++k) {
-      const int64_t idx = order[static_cast<size_t>(s * o.batch + k)];
-      const uint8_t* p = set.Image(idx);
-      for (int j = 0; j < in; ++j) b.x.push_back(Bf16Value(p[j] / 255.0f));
-      b.labels.push_back(set.labels[static_cast<size_t>(idx)]);
-    }
+  const int64_t steps = StepsOfEpoch(set, o.batch);
+  const int classes = net.Classes();
+  const double seconds_before = r->seconds;
+  for (int64_t s = r->steps; s < steps; ++s) {
+    const Batch b = BatchOf(set, order, s, o.batch, net.In(0));
     const StepOut out = chip->Step(b);
     if (o.verify) {
-      const StepOut want =
-          ReferenceStep(net, chip->ArrayDim(), chip->optimizer(), b, o.batch, reference);
-      if (!(out == want)) {
-        throw RuntimeError(fmt::format(
-            "epoch {} step {}: the chip's losses or logits differ from the CPU reference's "
-            "(mean loss {} against {}); a bug: please report it",
-            epoch, s + 1, out.mean, want.mean));
-      }
-      ++r.verified;
+      Verify(*chip, net, b, out, epoch, s, o.batch, reference);
+      ++r->verified;
     }
     if (!out.loss.empty()) {
-      loss_sum += out.mean;
+      r->loss_sum += out.mean;
       for (int k = 0; k < o.batch; ++k)
-        right += ArgMax(&out.logits[static_cast<size_t>(k) * classes], classes) ==
-                 b.labels[static_cast<size_t>(k)];
+        r->right += ArgMax(&out.logits[static_cast<size_t>(k) * classes], classes) ==
+                    b.labels[static_cast<size_t>(k)];
     }
-    r.images += o.batch;
-    if (o.progress && ((s + 1) % o.report_every == 0 || s + 1 == r.steps))
-      o.progress(static_cast<double>(s + 1) / static_cast<double>(r.steps), loss_sum / (s + 1),
-                 static_cast<double>(right) / static_cast<double>(r.images));
+    r->images += o.batch;
+    r->steps = s + 1;
+    r->cycles += chip->LastStep().cycles;
+    r->seconds = seconds_before +
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (o.progress && ((s + 1) % o.report_every == 0 || s + 1 == steps))
+      o.progress(static_cast<double>(s + 1) / static_cast<double>(steps), r->Loss(), r->Accuracy());
+    if (o.checkpoint && o.checkpoint_every > 0 && (s + 1) % o.checkpoint_every == 0 &&
+        s + 1 < steps)
+      o.checkpoint(*r);
   }
-  r.loss = r.steps ? loss_sum / static_cast<double>(r.steps) : 0;
-  r.train_accuracy = r.images ? static_cast<double>(right) / static_cast<double>(r.images) : 0;
-  r.cycles = chip->StepCycles() - cycles_before;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
 }
 
 }  // namespace tpu::train

@@ -26,21 +26,33 @@ struct ChipEpochOptions {
   // the accuracy so far.
   std::function<void(double fraction, double loss, double accuracy)> progress;
   int report_every = 20;
+  // After every `checkpoint_every` steps (0: never) but the epoch's last, with what is done.
+  std::function<void(const struct ChipEpochResult& done)> checkpoint;
+  int64_t checkpoint_every = 0;
 };
 
+// An epoch's steps so far and their sums.
 struct ChipEpochResult {
   int64_t steps = 0, images = 0;
-  double loss = 0, train_accuracy = 0;
+  double loss_sum = 0;   // the steps' mean losses, summed
+  int64_t right = 0;     // images whose largest logit was their label's
   uint64_t cycles = 0;   // the steps' cycles on the chip
   double seconds = 0;    // wall time
   int64_t verified = 0;  // steps checked against the reference (0 without verify)
+  double Loss() const { return steps ? loss_sum / static_cast<double>(steps) : 0; }
+  double Accuracy() const {
+    return images ? static_cast<double>(right) / static_cast<double>(images) : 0;
+  }
 };
 
-// One epoch on the chip: the images in the order the seed and `epoch` give, in full batches
-// (a TPU's input pipeline drops the remainder: the chip's program has one batch size).
-// With verify, `reference` (the state before the epoch) steps beside the chip and a
-// difference throws RuntimeError naming the step.
-ChipEpochResult TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set,
-                               int epoch, const ChipEpochOptions& options, DenseState* reference);
+// The steps of one epoch on the chip: the images in the order the seed and `epoch` give, in
+// full batches (a TPU's input pipeline drops the remainder: the chip's program has one batch
+// size), from the step after `r`'s (r->steps steps done: a resumed epoch) to the last, their
+// sums added to *r. With verify, `reference` (the state before those steps) steps beside
+// the chip and a difference throws RuntimeError naming the step.
+void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set, int epoch,
+                    const ChipEpochOptions& options, DenseState* reference, ChipEpochResult* r);
+// Full batches in an epoch of `set`.
+inline int64_t StepsOfEpoch(const data::MnistSet& set, int batch) { return set.count / batch; }
 
 }  // namespace tpu::train

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -136,6 +137,40 @@ TEST_F(InterruptCliTest, KilledTrainingAndQuantizationLeaveAWholeModelOrNone) {
     EXPECT_EQ(again.exit_code, 0) << again.err;
     EXPECT_TRUE(nn::LoadModel(P("m/int8")).quantized);
   }
+}
+
+// Training on the chip, interrupted at a random moment (Ctrl-C, or SIGKILL as a preempted
+// Slurm job), and started again with the same command, resumes from its last checkpoint and
+// ends with the weights of a run never interrupted, bit for bit; the checkpoint goes when the
+// model is written.
+TEST_F(InterruptCliTest, InterruptedChipTrainingResumesToTheSameWeights) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const std::string args = "train --config tpu-v2 --limit 1920 --epochs 2 --checkpoint-every 5 -q";
+  ASSERT_EQ(Run(args + " --out " + P("whole")).exit_code, 0);
+  std::uniform_int_distribution<int> ms(300, 4000);
+  for (int sig : {SIGINT, SIGKILL}) {
+    SCOPED_TRACE(sig);
+    fs::remove_all(P("cut"));
+    std::vector<std::string> argv = {"train", "--config", "tpu-v2", "--limit",
+                                     "1920",  "--epochs", "2",      "--checkpoint-every",
+                                     "5",     "-q",       "--out",  P("cut")};
+    ExpectInterruptedCleanly(StartAndKill(argv, std::chrono::milliseconds(ms(rng_)), sig), sig);
+    const Outcome again = Run(args + " --out " + P("cut"));
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    for (const char* f : {"fc1.weights.npy", "fc1.bias.npy", "fc2.weights.npy", "fc2.bias.npy"})
+      EXPECT_EQ(Slurp(P("cut/") + f), Slurp(P("whole/") + f)) << f;
+    EXPECT_FALSE(fs::exists(P("cut.checkpoint")));
+    ExpectNoTemporaries(P(""));
+  }
+  // A checkpoint of another run is not taken for this one, nor removed.
+  fs::create_directories(P("other.checkpoint"));
+  {
+    std::ofstream f(P("other.checkpoint/checkpoint.json"));
+    f << R"({"format": "tpusim-training-checkpoint", "run": {"arch": "lenet5"}})";
+  }
+  ExpectError(args + " --out " + P("other"), 2,
+              "holds the checkpoint of another run (arch \"lenet5\" there, \"mlp\" now)");
+  EXPECT_TRUE(fs::exists(P("other.checkpoint/checkpoint.json")));
 }
 
 TEST_F(InterruptCliTest, KilledImportsLeaveAWholeModelOrNone) {
