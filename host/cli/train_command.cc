@@ -27,7 +27,7 @@ struct TrainArgs {
   nn::TrainOptions opt;
   int64_t limit = 0;
   bool quiet = false, verify = false;
-  std::string json;
+  std::string json, gradients;
   int64_t checkpoint_every = 100;
   ChipOptions chip;
   CLI::Option* config_option = nullptr;
@@ -51,9 +51,10 @@ std::string ChipEpochLine(const TrainArgs& a, const config::TpuConfig& c, int e,
   const double sim_s = static_cast<double>(r.cycles) / (c.clock_mhz * 1e6);
   return fmt::format(
       "epoch {}/{}: loss {:.4f}, train accuracy {:.2f} %, test accuracy {:.2f} %\n"
-      "  chip: {} steps of {}, {} cycles a step ({:.2f} x its bound, {} binds), {:.4f} s at {} "
+      "  chip: {} step{} of {}, {} cycles a step ({:.2f} x its bound, {} binds), {:.4f} s at {} "
       "MHz ({} images/s){}; wall {:.1f} s\n",
-      e, a.opt.epochs, r.Loss(), 100 * r.Accuracy(), 100 * test_acc, Grouped(r.steps), a.opt.batch,
+      e, a.opt.epochs, r.Loss(), 100 * r.Accuracy(), 100 * test_acc, Grouped(r.steps),
+      r.steps == 1 ? "" : "s", a.opt.batch,
       Grouped(r.steps ? static_cast<int64_t>(r.cycles) / r.steps : 0),
       r.steps ? static_cast<double>(r.cycles) / static_cast<double>(r.steps) / bound.Cycles() : 0,
       bound.Binds(), sim_s, c.clock_mhz,
@@ -92,6 +93,7 @@ struct ChipRun {
   std::unique_ptr<train::ChipTrainer> trainer;
   train::Checkpoint at;
   std::string checkpoint_dir;
+  nn::Model initial;  // the weights before the first step (--gradients)
 };
 
 ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
@@ -106,9 +108,15 @@ ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
   std::string base = a.out;
   while (base.size() > 1 && base.back() == '/') base.pop_back();
   r.checkpoint_dir = base + ".checkpoint";
+  r.initial = model;
   r.at.run = RunSettings(a, r.config, r.net, r.opt);
   if (auto c = train::ReadCheckpoint(r.checkpoint_dir, r.at.run, r.net, r.opt)) {
     r.at = std::move(*c);
+    if (!a.gradients.empty() && r.at.state.step > 0) {
+      throw UsageError("--gradients writes the first step's, but the run resumes from " +
+                       r.checkpoint_dir + " after step " + std::to_string(r.at.state.step) +
+                       ": remove that folder to start afresh");
+    }
     if (!a.quiet) {
       std::cout << fmt::format("resuming from {}: epoch {}, {} steps done ({} in all)\n",
                                r.checkpoint_dir, r.at.epoch, r.at.done.steps, r.at.state.step);
@@ -136,6 +144,13 @@ train::ChipEpochResult ChipEpoch(const TrainArgs& a, ChipRun& r, const data::Mni
     bar.Update(f, fmt::format("loss {:.4f} acc {:.2f} %", loss, 100 * acc));
   };
   o.checkpoint_every = a.checkpoint_every;
+  if (!a.gradients.empty()) {
+    o.after_step = [&](const std::vector<int64_t>& images, const train::StepOut& out) {
+      if (r.trainer->StepCount() != 1) return;
+      train::WriteGradients(a.gradients, r.initial, r.trainer->Gradients(), out.mean, images);
+      if (!a.quiet) std::cout << "wrote " << a.gradients << " (the first step's gradients)\n";
+    };
+  }
   o.checkpoint = [&](const train::ChipEpochResult& done) {
     train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e, done, r.trainer->State(), r.at.report});
   };
@@ -195,9 +210,12 @@ void Run(TrainArgs a) {
   }
   const bool on_chip = a.config_option->count() > 0;
   if (a.arch.empty()) a.arch = on_chip ? "mlp" : "lenet5";
-  if (!on_chip && (a.verify || a.optimizer != "adam")) {
-    throw UsageError("--verify and --optimizer are for training on the chip: add --config tpu-v2");
+  if (!on_chip && (a.verify || a.optimizer != "adam" || !a.gradients.empty() || !a.json.empty())) {
+    throw UsageError(
+        "--verify, --optimizer, --gradients and --json are for training on the chip: add --config "
+        "tpu-v2");
   }
+  if (!a.gradients.empty()) CheckOutputFolder(a.gradients, train::kGradientsFolder);
   const data::Dataset dataset = data::ParseDataset(a.dataset);
   nn::Model model = MakeModel(a);
   model.dataset = data::DatasetName(dataset);
@@ -296,6 +314,10 @@ Examples:
                   "on the chip: write a checkpoint (OUT.checkpoint) after every this many steps "
                   "(0: only after each epoch); the same command resumes from it")
       ->capture_default_str();
+  cmd->add_option("--gradients", a->gradients,
+                  "on the chip: write the first step's gradients (float32 .npy named as in the "
+                  "model folder), the weights before it, its loss and its images' indices to this "
+                  "folder (to compare with PyTorch's autograd)");
   cmd->add_flag("--verify", a->verify,
                 "on the chip: run the CPU reference of the chip's arithmetic beside it and stop "
                 "at the first step whose losses, logits or weights differ by a bit");

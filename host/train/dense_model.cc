@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 
@@ -68,6 +70,39 @@ void SetDenseWeights(const DenseState& state, nn::Model* model) {
   }
 }
 
+void WriteGradients(const std::string& dir, const nn::Model& initial,
+                    const std::vector<std::vector<float>>& grads, float loss,
+                    const std::vector<int64_t>& images) {
+  OutputFolder out(dir, kGradientsFolder);
+  nlohmann::json j = {
+      {"format", "tpusim-gradients"}, {"loss", "loss.npy"}, {"indices", "indices.npy"}};
+  size_t i = 0;
+  for (const nn::Layer& l : initial.layers) {
+    if (l.type != nn::LayerType::kDense) continue;
+    const std::vector<float>& g = grads.at(i++);
+    const auto n = static_cast<std::ptrdiff_t>(l.weights.data.size());
+    for (const bool init : {false, true}) {
+      const std::string w = l.name + (init ? ".weights.initial.npy" : ".weights.npy");
+      const std::string b = l.name + (init ? ".bias.initial.npy" : ".bias.npy");
+      WriteNpyTensor(out.File(w),
+                     init ? l.weights : Tensor<float>{l.weights.shape, {g.begin(), g.begin() + n}});
+      WriteNpyTensor(out.File(b),
+                     init ? l.bias : Tensor<float>{l.bias.shape, {g.begin() + n, g.end()}});
+      j[init ? "initial" : "gradients"][l.name] = {{"weights", w}, {"bias", b}};
+    }
+  }
+  WriteNpyTensor(out.File("loss.npy"), Tensor<float>{{1}, {loss}});
+  WriteNpyTensor(out.File("indices.npy"),
+                 Tensor<int32_t>{{static_cast<int64_t>(images.size())},
+                                 std::vector<int32_t>(images.begin(), images.end())});
+  {
+    std::ofstream f(out.File(kGradientsFolder.manifest));
+    f << j.dump(2) << "\n";
+    if (!f) throw RuntimeError("cannot write the gradients in '" + dir + "'");
+  }
+  out.Commit();
+}
+
 namespace {
 
 Batch BatchOf(const data::MnistSet& set, const std::vector<int64_t>& order, int64_t step, int batch,
@@ -108,6 +143,9 @@ void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet
   for (int64_t s = r->steps; s < steps; ++s) {
     const Batch b = BatchOf(set, order, s, o.batch, net.In(0));
     const StepOut out = chip->Step(b);
+    if (o.after_step) {
+      o.after_step({order.begin() + s * o.batch, order.begin() + (s + 1) * o.batch}, out);
+    }
     if (o.verify) {
       Verify(*chip, net, b, out, epoch, s, o.batch, reference);
       ++r->verified;

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "host/common/output_folder.h"
 #include "host/data/mnist.h"
 #include "host/nn/model.h"
 #include "host/train/dense_reference.h"
@@ -29,6 +30,8 @@ struct ChipEpochOptions {
   // After every `checkpoint_every` steps (0: never) but the epoch's last, with what is done.
   std::function<void(const struct ChipEpochResult& done)> checkpoint;
   int64_t checkpoint_every = 0;
+  // After every step: the indices of its images in the set, and what it gave.
+  std::function<void(const std::vector<int64_t>& images, const StepOut& out)> after_step;
 };
 
 // An epoch's steps so far and their sums.
@@ -52,6 +55,16 @@ struct ChipEpochResult {
 // the chip and a difference throws RuntimeError naming the step.
 void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set, int epoch,
                     const ChipEpochOptions& options, DenseState* reference, ChipEpochResult* r);
+// `tpusim train --gradients DIR`: for the run's first step, each dense layer's gradient
+// (NAME.weights.npy, NAME.bias.npy, float32, as the model folder names them), its weights
+// before the step (NAME.weights.initial.npy, NAME.bias.initial.npy), the mean loss
+// (loss.npy) and the indices of the batch's images in the training set (indices.npy,
+// int32), named in gradients.json; an output folder, written whole.
+inline const OutputKind kGradientsFolder{"gradients folder", "gradients.json"};
+void WriteGradients(const std::string& dir, const nn::Model& initial,
+                    const std::vector<std::vector<float>>& grads, float loss,
+                    const std::vector<int64_t>& images);
+
 // Full batches in an epoch of `set`.
 inline int64_t StepsOfEpoch(const data::MnistSet& set, int batch) { return set.count / batch; }
 

@@ -157,7 +157,8 @@ std::vector<float> UpdateConstants(const Optimizer& opt) {
 }
 
 StepOut ReferenceStep(const DenseNet& net, int n, const Optimizer& opt, const Batch& b, int batch,
-                      DenseState* s) {
+                      DenseState* s, std::vector<std::vector<float>>* grads) {
+  if (grads) grads->assign(static_cast<size_t>(net.Layers()), {});
   const Forward f = RunForward(net, n, b, batch, *s);
   const int classes = net.Classes();
   const uint32_t inv_batch = F(InverseBatch(batch));
@@ -183,6 +184,9 @@ StepOut ReferenceStep(const DenseNet& net, int n, const Optimizer& opt, const Ba
     // dW = X^T dz, the batch the sum's index; dX = dz W^T, the outputs the sum's index.
     const Half g =
         Activate(Product(Transposed(f.x[li], batch, in), dz, in, batch, units, n), false);
+    if (grads) {
+      for (uint16_t v : g) (*grads)[li].push_back(FloatOfBits(Fp32OfBf16(v)));
+    }
     if (l > 0) {
       Half wt(static_cast<size_t>(units) * (in - 1));
       for (int r = 0; r < in - 1; ++r)

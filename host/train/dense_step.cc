@@ -43,7 +43,12 @@ struct Layout {
   std::vector<LayerRows> layer;
   int64_t y = 0, logits = 0, sm = 0, mx = 0, sum = 0, recip = 0, pick = 0, loss = 0, mean = 0;
   int64_t tmp = 0, tmp2 = 0, end = 0;
-  int64_t h_zero = 0, h_bias = 0, h_params = 0, h_batch = 0, h_out = 0, h_end = 0;
+  int64_t h_zero = 0, h_bias = 0, h_params = 0, h_batch = 0, h_out = 0, h_grads = 0, h_end = 0;
+  int64_t GradRows() const {
+    int64_t rows = 0;
+    for (const LayerRows& r : layer) rows += r.Values(n);
+    return rows;
+  }
   int64_t BatchRows() const { return (layer[0].k + 1) * b + 4; }
   int64_t OutRows() const { return 3 * int64_t{b} + 2; }
 };
@@ -100,7 +105,8 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
   a.h_params = h += batch;
   a.h_batch = h += 5;
   a.h_out = h += a.BatchRows();
-  a.h_end = h + a.OutRows();
+  a.h_grads = h += a.OutRows();
+  a.h_end = h + a.GradRows();
   return a;
 }
 
@@ -325,6 +331,16 @@ isa::Program SaveProgram(const Layout& a, const config::TpuConfig& c) {
   return e.Take();
 }
 
+isa::Program GradsProgram(const Layout& a, const config::TpuConfig& c) {
+  Emitter e(a, c);
+  int64_t at = a.h_grads;
+  for (const LayerRows& r : a.layer) {
+    e.WriteHost(r.g, at, r.Values(a.n));
+    at += r.Values(a.n);
+  }
+  return e.Take();
+}
+
 // Rows of float32 values (rows x N) as buffer rows: each row's high halves, then its low.
 void PutFp32Row(std::vector<uint16_t>* img, int64_t row, int n, int lane, float v) {
   uint32_t u;
@@ -440,6 +456,9 @@ DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
   p.save.name = "train-save";
   p.save.programs.push_back(SaveProgram(a, config));
   p.save.regions = {HostRegion("state", a.state_begin, a.state_end - a.state_begin, n)};
+  p.grads.name = "train-grads";
+  p.grads.programs.push_back(GradsProgram(a, config));
+  p.grads.regions = {HostRegion("grads", a.h_grads, a.GradRows(), n)};
   return p;
 }
 
@@ -563,6 +582,29 @@ DenseState ChipTrainer::State() {
   ReadStateImage(a, net_, engine_->Read("state"), &s);
   engine_->Load(programs_.step);
   return s;
+}
+
+std::vector<std::vector<float>> ChipTrainer::Gradients() {
+  const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
+  engine_->Load(programs_.grads);
+  RunLoaded(programs_.grads);
+  const std::vector<uint16_t> img = Halves(engine_->Read("grads"));
+  engine_->Load(programs_.step);
+  std::vector<std::vector<float>> g;
+  int64_t at = 0;  // the layer's first row in img
+  for (int l = 0; l < net_.Layers(); ++l) {
+    const LayerRows& r = a.layer[static_cast<size_t>(l)];
+    std::vector<float> t(static_cast<size_t>(net_.Params(l)));
+    for (int row = 0; row <= net_.In(l); ++row)
+      for (int col = 0; col < net_.Out(l); ++col) {
+        const int64_t ub_row = at + (col / a.n) * r.k * a.n + row;
+        t[static_cast<size_t>(row) * net_.Out(l) + col] = arith::FloatOfBits(
+            arith::Fp32OfBf16(img[static_cast<size_t>(ub_row * a.n + col % a.n)]));
+      }
+    g.push_back(std::move(t));
+    at += r.Values(a.n);
+  }
+  return g;
 }
 
 }  // namespace tpu::train

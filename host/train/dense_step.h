@@ -6,7 +6,8 @@
 //   step  reads one batch (images, labels, the step's scalars) over the host link, runs the
 //         forward pass, the loss, the backward pass and the update, and writes the losses
 //         and logits back: the host's whole part of a step, as a TPU's infeed;
-//   save  writes the state back to host memory (checkpoints, the end).
+//   save  writes the state back to host memory (checkpoints, the end);
+//   grads writes the last step's weight gradients back (tpusim train --gradients).
 //
 // The arithmetic is dense_reference.h's, bit for bit.
 #pragma once
@@ -23,7 +24,8 @@ namespace tpu::train {
 
 struct DensePrograms {
   engine::Executable init, step, save;
-  int64_t ub_rows = 0;  // unified-buffer rows the step uses
+  engine::Executable grads;  // writes the last step's weight gradients (bfloat16) back
+  int64_t ub_rows = 0;       // unified-buffer rows the step uses
 };
 
 // The programs for `net` at `batch` images a step on core 0 of `config` (a bf16 chip).
@@ -40,9 +42,13 @@ class ChipTrainer {
   void Start(const DenseState& state);
   StepOut Step(const Batch& b);
   DenseState State();
+  // The weight gradients of the last step, per layer as its parameters (dense_net.h): the
+  // bfloat16 values the update took.
+  std::vector<std::vector<float>> Gradients();
   const engine::ExecResult& LastStep() const { return last_; }
   uint64_t StepCycles() const { return step_cycles_; }
-  uint64_t Steps() const { return steps_; }
+  uint64_t Steps() const { return steps_; }    // run by this trainer
+  int64_t StepCount() const { return step_; }  // the state's: from the first step of training
   const DensePrograms& Programs() const { return programs_; }
   const Optimizer& optimizer() const { return opt_; }
   int ArrayDim() const { return engine_->Config().array_dim; }

@@ -82,8 +82,11 @@ engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const Case& c, 
   float first = 0, last = 0;
   const Batch b = RandomBatch(net, c.batch, rng);  // the same batch each step: the loss falls
   for (int t = 1; t <= steps; ++t) {
-    const train::StepOut want = train::ReferenceStep(net, config.array_dim, opt, b, c.batch, &ref);
+    std::vector<std::vector<float>> grads;
+    const train::StepOut want =
+        train::ReferenceStep(net, config.array_dim, opt, b, c.batch, &ref, &grads);
     const train::StepOut got = trainer.Step(b);
+    EXPECT_EQ(trainer.Gradients(), grads) << c.name << ": the gradients of step " << t;
     EXPECT_TRUE(got == want) << c.name << " step " << t << ": loss " << got.mean << " against "
                              << want.mean;
     EXPECT_TRUE(trainer.State() == ref) << c.name << ": the state after step " << t;
