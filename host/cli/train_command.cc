@@ -63,6 +63,70 @@ std::string ChipEpochLine(const TrainArgs& a, const config::TpuConfig& c, int e,
       r.seconds);
 }
 
+// A pass's name with the model's layer names ("layer 1 forward" -> "fc1 forward").
+std::string PassName(const std::string& pass, const nn::Model& model) {
+  if (pass.rfind("layer ", 0) != 0) return pass;
+  const size_t end = pass.find(' ', 6);
+  int index = std::stoi(pass.substr(6, end - 6));
+  for (const nn::Layer& l : model.layers)
+    if (l.type == nn::LayerType::kDense && --index == 0) return l.name + pass.substr(end);
+  return pass;
+}
+
+// Each pass of the step: its cycles a step, share, the matrix unit's utilization, the
+// vector unit's and host DMA's busy cycles, its own attainable bound and what binds it
+// (the bound of its instructions alone).
+struct PassRow {
+  std::string name;
+  hw::ChipCounters c;
+  report::ProgramBound bound;
+};
+
+std::vector<PassRow> PassRows(const train::ChipTrainer& t, const config::TpuConfig& config,
+                              const nn::Model& model) {
+  const train::DensePrograms& p = t.Programs();
+  std::vector<PassRow> rows;
+  for (size_t i = 0; i < p.pass_names.size(); ++i) {
+    isa::Program slice;
+    for (size_t w = 0; w < p.pass_of.size(); ++w)
+      if (p.pass_of[w] == static_cast<int32_t>(i))
+        slice.words.push_back(p.step.programs[0].words[w]);
+    rows.push_back({PassName(p.pass_names[i], model), t.PassCounters()[i],
+                    report::BoundPrograms({slice}, config)});
+  }
+  return rows;
+}
+
+std::string PassTable(const std::vector<PassRow>& rows, uint64_t steps, int n) {
+  uint64_t total = 0;
+  for (const PassRow& r : rows) total += r.c.cycles;
+  std::string out =
+      fmt::format("{:<26} {:>10} {:>6} {:>8} {:>9} {:>9} {:>18}\n", "pass (a step)", "cycles",
+                  "share", "MXU use", "vector", "host DMA", "bound (binds)");
+  for (const PassRow& r : rows) {
+    const double cycles = static_cast<double>(r.c.cycles) / static_cast<double>(steps);
+    out +=
+        fmt::format("{:<26} {:>10} {:>5.1f}% {:>7.1f}% {:>9} {:>9} {:>18}\n", r.name,
+                    Grouped(static_cast<int64_t>(cycles + 0.5)), 100.0 * r.c.cycles / total,
+                    r.c.cycles ? 100.0 * r.c.macs / (static_cast<double>(r.c.cycles) * n * n) : 0.0,
+                    Grouped(static_cast<int64_t>(r.c.busy_vector / steps)),
+                    Grouped(static_cast<int64_t>(r.c.busy_host_dma / steps)),
+                    fmt::format("{} ({})", Grouped(static_cast<int64_t>(r.bound.Cycles() + 0.5)),
+                                r.bound.Binds()));
+  }
+  return out;
+}
+
+nlohmann::json PassJson(const std::vector<PassRow>& rows, uint64_t steps) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const PassRow& r : rows)
+    j.push_back({{"pass", r.name},
+                 {"steps", steps},
+                 {"counters", report::CountersJson(r.c)},
+                 {"bound", r.bound.ToJson()}});
+  return j;
+}
+
 // What makes a run on the chip this one, for its checkpoint (not --epochs: a finished run
 // can be given more).
 nlohmann::json RunSettings(const TrainArgs& a, const config::TpuConfig& c,
@@ -191,6 +255,11 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
     if (!a.quiet) std::cout << ChipEpochLine(a, r.config, e, done, test_acc, bound);
     r.at.report["epochs"].push_back(EpochJson(done, test_acc, r.config.clock_mhz));
     train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e + 1, {}, now, r.at.report});
+  }
+  if (r.trainer->Steps() > 0) {
+    const std::vector<PassRow> rows = PassRows(*r.trainer, r.config, model);
+    if (!a.quiet) std::cout << "\n" << PassTable(rows, r.trainer->Steps(), r.config.array_dim);
+    r.at.report["passes"] = PassJson(rows, r.trainer->Steps());
   }
   if (!a.json.empty() && r.trainer->Steps() > 0) {
     const auto& exe = r.trainer->Programs().step;

@@ -161,16 +161,31 @@ class Emitter {
               Acc::kOverwrite);
     Activate(acc, out, a_.n, false);
   }
+  // The instructions from here on belong to pass `name`.
+  void Pass(const std::string& name) {
+    names_.push_back(name);
+    starts_.push_back(p_.program().words.size());
+  }
   isa::Program Take() {
     p_.Halt();
     return p_.Take();
   }
+  // Each instruction's pass (the first's for set_format, the last's for halt), after Take.
+  std::vector<int32_t> PassOf(size_t instructions) const {
+    std::vector<int32_t> of(instructions, 0);
+    for (size_t i = 0; i < starts_.size(); ++i)
+      for (size_t w = starts_[i]; w < instructions; ++w) of[w] = static_cast<int32_t>(i);
+    return of;
+  }
+  const std::vector<std::string>& PassNames() const { return names_; }
 
  private:
   const Layout& a_;
   const config::TpuConfig& c_;
   ProgramBuilder p_;
   int64_t next_acc_ = 0;
+  std::vector<std::string> names_;
+  std::vector<size_t> starts_;
 };
 
 // z = X W of layer l, each output block's K tiles through the FIFO in loads it holds.
@@ -288,25 +303,39 @@ void EmitUpdate(Emitter& e, const Layout& a, const Optimizer& opt, const LayerRo
   e.Vec(VectorOp::kSub, r.w, a.tmp, r.w, v, f3);  // w = w - c1 m / (...)
 }
 
-isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& opt,
-                         const config::TpuConfig& c) {
+// The step program, its instructions' passes into *p.
+void StepProgram(const Layout& a, const DenseNet& net, const Optimizer& opt,
+                 const config::TpuConfig& c, DensePrograms* p) {
   Emitter e(a, c);
+  e.Pass("batch in");
   const LayerRows& first = a.layer[0];
   for (int64_t k = 0; k < first.k; ++k) e.ReadHost(a.h_batch + k * a.b, first.x + k * a.n, a.b);
   e.ReadHost(a.h_batch + first.k * a.b, a.y, a.b);
-  if (opt.kind == Optimizer::Kind::kAdam) e.ReadHost(a.h_batch + (first.k + 1) * a.b, a.scalars, 4);
-  for (const LayerRows& r : a.layer)
-    e.Vec(VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), Emitter::kA32);
+  if (opt.kind == Optimizer::Kind::kAdam)
+    e.ReadHost(a.h_batch + (first.k + 1) * a.b, a.scalars, 4);
   const int fifo = std::max(1, c.weight_fifo_tiles);
-  for (int l = 0; l < net.Layers(); ++l) EmitForward(e, a, net, l, fifo);
+  for (int l = 0; l < net.Layers(); ++l) {
+    const LayerRows& r = a.layer[static_cast<size_t>(l)];
+    e.Pass(fmt::format("layer {} forward", l + 1));
+    e.Vec(VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), Emitter::kA32);
+    EmitForward(e, a, net, l, fifo);
+  }
+  e.Pass("loss");
   EmitLoss(e, a, a.layer.back());
   for (int l = net.Layers() - 1; l >= 0; --l) {
     const LayerRows& r = a.layer[static_cast<size_t>(l)];
+    e.Pass(fmt::format("layer {} weight gradient", l + 1));
     EmitWeightGradient(e, a, r);
-    if (l > 0) EmitInputGradient(e, a, r, a.layer[static_cast<size_t>(l) - 1]);
+    if (l > 0) {
+      e.Pass(fmt::format("layer {} input gradient", l + 1));
+      EmitInputGradient(e, a, r, a.layer[static_cast<size_t>(l) - 1]);
+    }
+    e.Pass(fmt::format("layer {} update", l + 1));
     EmitUpdate(e, a, opt, r);
   }
-  return e.Take();
+  p->step.programs.push_back(e.Take());
+  p->pass_names = e.PassNames();
+  p->pass_of = e.PassOf(p->step.programs[0].words.size());
 }
 
 isa::Program InitProgram(const Layout& a, const DenseNet& net, const config::TpuConfig& c) {
@@ -450,7 +479,7 @@ DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
   p.init.programs.push_back(InitProgram(a, net, config));
   p.init.regions = {consts, HostRegion("state", a.state_begin, a.state_end - a.state_begin, n)};
   p.step.name = "train-step";
-  p.step.programs.push_back(StepProgram(a, net, opt, config));
+  StepProgram(a, net, opt, config, &p);
   p.step.regions = {HostRegion("batch", a.h_batch, a.BatchRows(), n),
                     HostRegion("out", a.h_out, a.OutRows(), n)};
   p.save.name = "train-save";
@@ -541,7 +570,11 @@ ChipTrainer::ChipTrainer(engine::ChipEngine* engine, const DenseNet& net, int ba
       net_(net),
       batch_(batch),
       opt_(opt),
-      programs_(CompileDense(net, batch, opt, engine->Config())) {}
+      programs_(CompileDense(net, batch, opt, engine->Config())),
+      attribution_(static_cast<int>(programs_.pass_names.size()), engine->Config().array_dim,
+                   /*element_bytes=*/2, engine->Config().vector_sublanes) {
+  attribution_.SetRowOf(programs_.pass_of);
+}
 
 engine::ExecResult ChipTrainer::RunLoaded(const engine::Executable& exe) {
   engine::ExecResult r = engine_->Run();
@@ -564,7 +597,15 @@ void ChipTrainer::Start(const DenseState& state) {
 StepOut ChipTrainer::Step(const Batch& b) {
   const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
   engine_->Write("batch", BatchImage(a, net_, opt_, b, ++step_));
-  last_ = RunLoaded(programs_.step);
+  engine_->SetObserver(&attribution_);
+  try {
+    last_ = RunLoaded(programs_.step);
+  } catch (...) {
+    engine_->SetObserver(nullptr);
+    throw;
+  }
+  engine_->SetObserver(nullptr);
+  attribution_.Check(last_.counters);
   ++steps_;
   step_cycles_ += last_.cycles;
   if (!engine_->ComputesValues()) return {};

@@ -18,6 +18,7 @@
 
 #include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
+#include "host/engine/cycle_attribution.h"
 #include "host/train/dense_net.h"
 
 namespace tpu::train {
@@ -26,6 +27,11 @@ struct DensePrograms {
   engine::Executable init, step, save;
   engine::Executable grads;  // writes the last step's weight gradients (bfloat16) back
   int64_t ub_rows = 0;       // unified-buffer rows the step uses
+  // The step's passes, in program order: "batch in", "layer L forward", "loss", "layer L
+  // weight gradient", "layer L input gradient", "layer L update" (L from 1), and the pass of
+  // each of the step's instructions (an index into pass_names).
+  std::vector<std::string> pass_names;
+  std::vector<int32_t> pass_of;
 };
 
 // The programs for `net` at `batch` images a step on core 0 of `config` (a bf16 chip).
@@ -51,6 +57,9 @@ class ChipTrainer {
   int64_t StepCount() const { return step_; }  // the state's: from the first step of training
   const DensePrograms& Programs() const { return programs_; }
   const Optimizer& optimizer() const { return opt_; }
+  // Every step's counters split by pass (DensePrograms::pass_names), summed over the steps
+  // run since; the rows add up to the steps' counters exactly.
+  const std::vector<hw::ChipCounters>& PassCounters() const { return attribution_.Rows(); }
   int ArrayDim() const { return engine_->Config().array_dim; }
 
  private:
@@ -64,6 +73,7 @@ class ChipTrainer {
   int64_t step_ = 0;
   uint64_t steps_ = 0, step_cycles_ = 0;
   engine::ExecResult last_;
+  engine::CycleAttribution attribution_;
 };
 
 }  // namespace tpu::train

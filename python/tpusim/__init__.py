@@ -22,7 +22,7 @@ from . import _core
 
 # tpusim.compile is left out of `from tpusim import *`, which would hide Python's compile.
 __all__ = ["Config", "Model", "MismatchError", "gemm", "run", "import_onnx", "import_torch",
-           "from_torch", "sweep", "teach"]
+           "from_torch", "sweep", "teach", "train"]
 
 ENGINES = ("fast", "rtl")
 
@@ -460,6 +460,53 @@ def _row(point):
     row.update(point.get("values", {}))
     row.update(point.get("metrics", {}))
     return row
+
+
+def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=None,
+          limit=None, seed=1, engine="fast", verify=False, dataset="mnist", data=None):
+    """Trains a network on the chip (tpusim train --config, docs/training.md): every step a
+    program on one core of a bf16 chip, the weights kept in the chip between the steps.
+
+    arch: "mlp" (the chip's training compiler takes perceptrons so far); config: a bf16
+    preset name or a Config; limit: train on the first images only; verify: check every step
+    against the CPU reference, bit for bit. Returns (weights, report): the trained float32
+    weights as NumPy arrays by their model-folder names ("fc1.weights", "fc1.bias", ...), and
+    the CLI's --json report (each epoch's loss, accuracies, cycles, simulated and wall time;
+    the step's passes and the last step's counters). Bad arguments raise ValueError.
+    """
+    import numpy as np
+
+    cfg = _config(config)
+    for name, value in (("epochs", epochs), ("batch", batch), ("seed", seed)):
+        _count(value, name)
+    _engine(engine)
+    args = ["train", "--arch", str(arch), "--epochs", str(epochs), "--batch", str(batch),
+            "--optimizer", str(optimizer), "--seed", str(seed), "--engine", engine,
+            "--dataset", str(dataset), "--quiet"] + cfg._cli_args()
+    if lr is not None:
+        args += ["--lr", str(float(lr))]
+    if limit is not None:
+        args += ["--limit", str(_count(limit, "limit"))]
+    if data is not None:
+        args += ["--data", str(data)]
+    if verify:
+        args.append("--verify")
+    with tempfile.TemporaryDirectory(prefix="tpusim-") as tmp:
+        out, report_path = os.path.join(tmp, "model"), os.path.join(tmp, "r.json")
+        with _naming(out, "the trained model"):
+            rc, message = _cli_call(args + ["--out", out, "--json", report_path])
+        if rc != 0 or not os.path.exists(report_path):
+            raise RuntimeError(message or f"tpusim train exited with {rc}")
+        with open(report_path) as f:
+            report = json.load(f)
+        with open(os.path.join(out, "model.json")) as f:
+            layers = json.load(f)["layers"]
+        weights = {}
+        for layer in layers:
+            for kind in ("weights", "bias"):
+                if kind in layer:
+                    weights[f"{layer['name']}.{kind}"] = np.load(os.path.join(out, layer[kind]))
+        return weights, report
 
 
 def teach(a, b, array=4, dataflow="ws", html=None):

@@ -111,6 +111,7 @@ TEST_F(NnCliTest, TrainOnTheChipChecksEveryStepAndWritesTheModel) {
   EXPECT_NE(t.out.find("10 steps of 64"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("10 steps bit-exact with the CPU reference"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("x its bound"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("fc1 weight gradient"), std::string::npos) << t.out;  // the passes
   const nn::Model m = nn::LoadModel(P("c"));
   EXPECT_EQ(m.name, "mlp");
   EXPECT_EQ(m.ParamCount(), 264970);

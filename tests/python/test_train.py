@@ -1,0 +1,46 @@
+"""tpusim.train from Python (docs/python.md): training on the chip, the weights as NumPy
+arrays equal to the CLI's model folder, the CLI's report; bad input as ValueError."""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import tpusim
+from tpusim import _core
+
+
+def have_mnist():
+    try:
+        tpusim.run("models/lenet5", images=1, config="small-16", engine="fast")
+        return True
+    except ValueError:
+        return False
+
+
+@pytest.mark.skipif(not have_mnist(), reason="no MNIST data")
+def test_train_gives_the_clis_weights_and_report(tmp_path):
+    weights, report = tpusim.train(config="tpu-v2", limit=320, epochs=1, verify=True)
+    subprocess.run([_core.cli_path(), "train", "--config", "tpu-v2", "--limit", "320", "--epochs",
+                    "1", "--out", str(tmp_path / "m"), "-q"], check=True, stdin=subprocess.DEVNULL)
+    assert sorted(weights) == ["fc1.bias", "fc1.weights", "fc2.bias", "fc2.weights"]
+    for name, w in weights.items():
+        assert w.dtype == np.float32
+        np.testing.assert_array_equal(w, np.load(tmp_path / "m" / (name + ".npy")))
+    epoch = report["epochs"][0]
+    assert epoch["steps"] == 5 and epoch["verified_steps"] == 5
+    assert report["config"] == "tpu-v2" and report["optimizer"] == "adam"
+    assert [p["pass"] for p in report["passes"]][:2] == ["batch in", "fc1 forward"]
+
+
+def test_train_refuses_bad_input():
+    with pytest.raises(ValueError, match="int8 chip"):
+        tpusim.train(config="small-16")
+    with pytest.raises(ValueError, match="epochs"):
+        tpusim.train(epochs=0)
+    with pytest.raises(ValueError, match="perceptrons so far"):
+        tpusim.train(arch="lenet5", limit=64)
+    with pytest.raises(ValueError, match="engine"):
+        tpusim.train(engine="gpu")
