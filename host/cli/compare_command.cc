@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 
+#include "host/cli/compare_train.h"
 #include "host/cli/options.h"
 #include "host/common/atomic_file.h"
 #include "host/common/errors.h"
@@ -42,7 +43,36 @@ struct CompareArgs : WorkloadOptions, OutputOptions {
   std::string energy = report::DefaultEnergyTablePath();
   int batch = 64;
   int threads = 2;
+  bool train = false;  // --train: compare training (compare_train.h)
+  int epochs = 1;
+  int64_t limit = 0;
+  std::string optimizer = "adam";
+  CLI::Option* configs_option = nullptr;
+  CLI::Option* images_given = nullptr;
 };
+
+void RunCompareTrain(const CompareArgs& a) {
+  if (a.images_given->count() || !a.inputs.empty() || a.synthetic > 0) {
+    throw UsageError(
+        "--images, --inputs and --synthetic are for inference; --train trains on "
+        "the training set (--limit N: its first N images)");
+  }
+  CompareTrainArgs t;
+  t.configs = a.configs_option->count() ? a.configs : std::vector<std::string>{"tpu-v2"};
+  t.data = a.data;
+  t.dataset = a.dataset.empty() ? "mnist" : a.dataset;
+  t.optimizer = a.optimizer;
+  t.markdown = a.markdown;
+  t.json = a.json;
+  t.energy = a.energy;
+  t.epochs = a.epochs;
+  t.batch = a.batch;
+  t.threads = a.threads;
+  t.limit = a.limit;
+  t.seed = a.seed;
+  t.quiet = a.quiet;
+  CompareTrain(t);
+}
 
 // CPU package energy from Linux RAPL, when the kernel exposes it to this user.
 std::optional<double> RaplJoules() {
@@ -141,6 +171,7 @@ report::CompareRow TpuRow(const std::string& preset, const std::string& engine_n
 }
 
 void Compare(const CompareArgs& a) {
+  if (a.train) return RunCompareTrain(a);
   if (a.images < 1 || a.batch < 1 || a.threads < 1) {
     throw UsageError("--images, --batch and --threads must be at least 1");
   }
@@ -228,13 +259,28 @@ run: cycles at the preset's clock, energy from the RTL's event counts), and prin
 (where there are labels), inputs/s, latency per input (batch 1), energy per input (measured,
 modelled or unavailable: the table says which) and ops/cycle.
 
+With --train, the course material's experiment instead: the perceptron (tpusim train --arch
+mlp) trained with the same hyperparameters and epochs on the CPU (fp32, Eigen, measured), on
+the CPU reference of the chip's arithmetic (cpu-bf16, measured) and on the chip at each
+preset (fast engine; tpu-v2 unless --configs), one table of time per epoch (simulated at the
+preset's clock for the chip, the simulation's wall time beside it), images/s, loss, test
+accuracy and energy per epoch (docs/training.md).
+
 Examples:
   tpusim compare --images 1000 --configs small-16,lab-8 --markdown table.md
-  tpusim compare --images 1000 --engines rtl,fast)");
+  tpusim compare --images 1000 --engines rtl,fast
+  tpusim compare --train --configs tpu-v2,tpu-v3 --epochs 1 --markdown train.md)");
   AddWorkloadOptions(cmd, a.get(), 1000);
-  cmd->add_option("--configs", a->configs, "TPU presets, comma separated")
-      ->delimiter(',')
+  a->images_given = cmd->get_option("--images");
+  a->configs_option =
+      cmd->add_option("--configs", a->configs, "TPU presets, comma separated (--train: tpu-v2)")
+          ->delimiter(',')
+          ->capture_default_str();
+  cmd->add_flag("--train", a->train, "compare training instead of inference (above)");
+  cmd->add_option("--epochs", a->epochs, "--train: passes over the training set")
       ->capture_default_str();
+  cmd->add_option("--limit", a->limit, "--train: the first N training images only (0: all)");
+  cmd->add_option("--optimizer", a->optimizer, "--train: adam or sgd")->capture_default_str();
   cmd->add_option("--engines", a->engines,
                   "chip engines for the TPU rows, comma separated: rtl, fast or rtl,fast (the "
                   "same cycles side by side, each with its wall time)")

@@ -17,9 +17,11 @@ std::string TensorName(int slot, int layer) {
 }
 
 nlohmann::json SumsJson(const ChipEpochResult& r) {
-  return {{"steps", r.steps},    {"images", r.images}, {"loss_sum", r.loss_sum},
-          {"right", r.right},    {"cycles", r.cycles}, {"verified", r.verified},
-          {"seconds", r.seconds}};
+  std::vector<uint64_t> counters;
+  for (int i = 0; i < hw::kNumCounters; ++i) counters.push_back(r.counters[i]);
+  return {{"counters", counters},   {"steps", r.steps},    {"images", r.images},
+          {"loss_sum", r.loss_sum}, {"right", r.right},    {"cycles", r.cycles},
+          {"verified", r.verified}, {"seconds", r.seconds}};
 }
 
 ChipEpochResult SumsOf(const nlohmann::json& j) {
@@ -31,6 +33,11 @@ ChipEpochResult SumsOf(const nlohmann::json& j) {
   r.cycles = j.at("cycles");
   r.verified = j.at("verified");
   r.seconds = j.at("seconds");
+  const std::vector<uint64_t> counters = j.at("counters");
+  if (counters.size() != static_cast<size_t>(hw::kNumCounters))
+    throw UsageError(
+        "a checkpoint of another tpusim version (its counters): remove it to start afresh");
+  for (int i = 0; i < hw::kNumCounters; ++i) r.counters[i] = counters[static_cast<size_t>(i)];
   return r;
 }
 

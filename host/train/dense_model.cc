@@ -117,21 +117,9 @@ Batch BatchOf(const data::MnistSet& set, const std::vector<int64_t>& order, int6
   return b;
 }
 
-void Verify(const ChipTrainer& chip, const DenseNet& net, const Batch& b, const StepOut& out,
-            int epoch, int64_t step, int batch, DenseState* reference) {
-  const StepOut want = ReferenceStep(net, chip.ArrayDim(), chip.optimizer(), b, batch, reference);
-  if (!(out == want)) {
-    throw RuntimeError(fmt::format(
-        "epoch {} step {}: the chip's losses or logits differ from the CPU reference's (mean "
-        "loss {} against {}): a bug, please report it",
-        epoch, step + 1, out.mean, want.mean));
-  }
-}
-
-}  // namespace
-
-void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set, int epoch,
-                    const ChipEpochOptions& o, DenseState* reference, ChipEpochResult* r) {
+// One epoch's loop over any step (the chip's, the reference's).
+void RunEpoch(const std::function<StepOut(const Batch&, int64_t step)>& step, const DenseNet& net,
+              const data::MnistSet& set, int epoch, const ChipEpochOptions& o, ChipEpochResult* r) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> order(static_cast<size_t>(set.count));
   std::iota(order.begin(), order.end(), 0);
@@ -142,13 +130,9 @@ void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet
   const double seconds_before = r->seconds;
   for (int64_t s = r->steps; s < steps; ++s) {
     const Batch b = BatchOf(set, order, s, o.batch, net.In(0));
-    const StepOut out = chip->Step(b);
+    const StepOut out = step(b, s);
     if (o.after_step) {
       o.after_step({order.begin() + s * o.batch, order.begin() + (s + 1) * o.batch}, out);
-    }
-    if (o.verify) {
-      Verify(*chip, net, b, out, epoch, s, o.batch, reference);
-      ++r->verified;
     }
     if (!out.loss.empty()) {
       r->loss_sum += out.mean;
@@ -158,7 +142,6 @@ void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet
     }
     r->images += o.batch;
     r->steps = s + 1;
-    r->cycles += chip->LastStep().cycles;
     r->seconds = seconds_before +
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (o.progress && ((s + 1) % o.report_every == 0 || s + 1 == steps))
@@ -167,6 +150,38 @@ void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet
         s + 1 < steps)
       o.checkpoint(*r);
   }
+}
+
+}  // namespace
+
+void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set, int epoch,
+                    const ChipEpochOptions& o, DenseState* reference, ChipEpochResult* r) {
+  auto step = [&](const Batch& b, int64_t s) {
+    const StepOut out = chip->Step(b);
+    r->cycles += chip->LastStep().cycles;
+    r->counters += chip->LastStep().counters;
+    if (!o.verify) return out;
+    const StepOut want =
+        ReferenceStep(net, chip->ArrayDim(), chip->optimizer(), b, o.batch, reference);
+    if (!(out == want)) {
+      throw RuntimeError(fmt::format(
+          "epoch {} step {}: the chip's losses or logits differ from the CPU reference's (mean "
+          "loss {} against {}): a bug, please report it",
+          epoch, s + 1, out.mean, want.mean));
+    }
+    ++r->verified;
+    return out;
+  };
+  RunEpoch(step, net, set, epoch, o, r);
+}
+
+void TrainReferenceEpoch(const DenseNet& net, int n, const Optimizer& opt,
+                         const data::MnistSet& set, int epoch, const ChipEpochOptions& o,
+                         DenseState* state, ChipEpochResult* r) {
+  auto step = [&](const Batch& b, int64_t) {
+    return ReferenceStep(net, n, opt, b, o.batch, state);
+  };
+  RunEpoch(step, net, set, epoch, o, r);
 }
 
 }  // namespace tpu::train

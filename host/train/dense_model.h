@@ -37,11 +37,12 @@ struct ChipEpochOptions {
 // An epoch's steps so far and their sums.
 struct ChipEpochResult {
   int64_t steps = 0, images = 0;
-  double loss_sum = 0;   // the steps' mean losses, summed
-  int64_t right = 0;     // images whose largest logit was their label's
-  uint64_t cycles = 0;   // the steps' cycles on the chip
-  double seconds = 0;    // wall time
-  int64_t verified = 0;  // steps checked against the reference (0 without verify)
+  double loss_sum = 0;        // the steps' mean losses, summed
+  int64_t right = 0;          // images whose largest logit was their label's
+  uint64_t cycles = 0;        // the steps' cycles on the chip
+  double seconds = 0;         // wall time
+  int64_t verified = 0;       // steps checked against the reference (0 without verify)
+  hw::ChipCounters counters;  // the steps' counters on the chip, summed
   double Loss() const { return steps ? loss_sum / static_cast<double>(steps) : 0; }
   double Accuracy() const {
     return images ? static_cast<double>(right) / static_cast<double>(images) : 0;
@@ -64,6 +65,12 @@ inline const OutputKind kGradientsFolder{"gradients folder", "gradients.json"};
 void WriteGradients(const std::string& dir, const nn::Model& initial,
                     const std::vector<std::vector<float>>& grads, float loss,
                     const std::vector<int64_t>& images);
+
+// The same epoch on the CPU reference alone (the cpu-bf16 row of tpusim compare --train):
+// `state` steps as the chip's would, an n x n array's arithmetic.
+void TrainReferenceEpoch(const DenseNet& net, int n, const Optimizer& opt,
+                         const data::MnistSet& set, int epoch, const ChipEpochOptions& options,
+                         DenseState* state, ChipEpochResult* r);
 
 // Full batches in an epoch of `set`.
 inline int64_t StepsOfEpoch(const data::MnistSet& set, int batch) { return set.count / batch; }

@@ -311,8 +311,7 @@ void StepProgram(const Layout& a, const DenseNet& net, const Optimizer& opt,
   const LayerRows& first = a.layer[0];
   for (int64_t k = 0; k < first.k; ++k) e.ReadHost(a.h_batch + k * a.b, first.x + k * a.n, a.b);
   e.ReadHost(a.h_batch + first.k * a.b, a.y, a.b);
-  if (opt.kind == Optimizer::Kind::kAdam)
-    e.ReadHost(a.h_batch + (first.k + 1) * a.b, a.scalars, 4);
+  if (opt.kind == Optimizer::Kind::kAdam) e.ReadHost(a.h_batch + (first.k + 1) * a.b, a.scalars, 4);
   const int fifo = std::max(1, c.weight_fifo_tiles);
   for (int l = 0; l < net.Layers(); ++l) {
     const LayerRows& r = a.layer[static_cast<size_t>(l)];
@@ -605,7 +604,7 @@ StepOut ChipTrainer::Step(const Batch& b) {
     throw;
   }
   engine_->SetObserver(nullptr);
-  attribution_.Check(last_.counters);
+  attribution_.Check(last_.CountersOf(0));  // core 0 runs the step
   ++steps_;
   step_cycles_ += last_.cycles;
   if (!engine_->ComputesValues()) return {};

@@ -58,7 +58,7 @@ class ChipTrainer {
   const DensePrograms& Programs() const { return programs_; }
   const Optimizer& optimizer() const { return opt_; }
   // Every step's counters split by pass (DensePrograms::pass_names), summed over the steps
-  // run since; the rows add up to the steps' counters exactly.
+  // run since; the rows add up to core 0's counters (the core that runs the step) exactly.
   const std::vector<hw::ChipCounters>& PassCounters() const { return attribution_.Rows(); }
   int ArrayDim() const { return engine_->Config().array_dim; }
 

@@ -133,6 +133,28 @@ TEST_F(NnCliTest, TrainOnTheChipChecksEveryStepAndWritesTheModel) {
   EXPECT_FALSE(std::filesystem::exists(P("x")));
 }
 
+// The course material's experiment (compare --train): the same perceptron and hyperparameters
+// on the CPU, the CPU reference of the chip's arithmetic and the chip; the reference and the
+// chip learn the same (the same arithmetic), the chip's time is simulated.
+TEST_F(NnCliTest, CompareTrainPutsCpuAndChipSideBySide) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const Outcome o = Run("compare --train --limit 640 --json " + P("t.json") + " --markdown " +
+                        P("t.md"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("t.json")));
+  ASSERT_EQ(j["rows"].size(), 3u);
+  EXPECT_EQ(j["rows"][0]["backend"], "cpu-fp32");
+  const auto& bf16 = j["rows"][1]["epochs"][0];
+  const auto& chip = j["rows"][2]["epochs"][0];
+  EXPECT_EQ(j["rows"][2]["backend"], "tpu tpu-v2");
+  EXPECT_EQ(bf16["loss"], chip["loss"]);
+  EXPECT_EQ(bf16["test_accuracy"], chip["test_accuracy"]);
+  EXPECT_GT(chip["energy_j"].get<double>(), 0);
+  EXPECT_NE(Slurp(P("t.md")).find("| tpu tpu-v2 | 1 |"), std::string::npos);
+  ExpectError("compare --train --images 5", 2, "--images, --inputs and --synthetic are for");
+  ExpectError("compare --train --configs small-16", 2, "is an int8 chip");
+}
+
 TEST_F(NnCliTest, BadInputs) {
   ExpectError("infer --backend cuda-int7", 2, "unknown backend 'cuda-int7'");
   ExpectError("infer --model " + P("none"), 2, "cannot open");
