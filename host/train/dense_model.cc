@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "arith/bf16.h"
@@ -118,8 +119,9 @@ Batch BatchOf(const data::MnistSet& set, const std::vector<int64_t>& order, int6
 }
 
 // One epoch's loop over any step (the chip's, the reference's).
-void RunEpoch(const std::function<StepOut(const Batch&, int64_t step)>& step, const DenseNet& net,
-              const data::MnistSet& set, int epoch, const ChipEpochOptions& o, ChipEpochResult* r) {
+void RunEpoch(const std::function<StepOut(const Batch&, const Batch* next, int64_t step)>& step,
+              const DenseNet& net, const data::MnistSet& set, int epoch, const ChipEpochOptions& o,
+              ChipEpochResult* r) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> order(static_cast<size_t>(set.count));
   std::iota(order.begin(), order.end(), 0);
@@ -128,9 +130,12 @@ void RunEpoch(const std::function<StepOut(const Batch&, int64_t step)>& step, co
   const int64_t steps = StepsOfEpoch(set, o.batch);
   const int classes = net.Classes();
   const double seconds_before = r->seconds;
+  std::optional<Batch> next;
   for (int64_t s = r->steps; s < steps; ++s) {
-    const Batch b = BatchOf(set, order, s, o.batch, net.In(0));
-    const StepOut out = step(b, s);
+    const Batch b = next ? std::move(*next) : BatchOf(set, order, s, o.batch, net.In(0));
+    next.reset();
+    if (s + 1 < steps) next = BatchOf(set, order, s + 1, o.batch, net.In(0));
+    const StepOut out = step(b, next ? &*next : nullptr, s);
     if (o.after_step) {
       o.after_step({order.begin() + s * o.batch, order.begin() + (s + 1) * o.batch}, out);
     }
@@ -156,8 +161,8 @@ void RunEpoch(const std::function<StepOut(const Batch&, int64_t step)>& step, co
 
 void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set, int epoch,
                     const ChipEpochOptions& o, DenseState* reference, ChipEpochResult* r) {
-  auto step = [&](const Batch& b, int64_t s) {
-    const StepOut out = chip->Step(b);
+  auto step = [&](const Batch& b, const Batch* next, int64_t s) {
+    const StepOut out = chip->Step(b, next);
     r->cycles += chip->LastStep().cycles;
     r->counters += chip->LastStep().counters;
     if (!o.verify) return out;
@@ -178,7 +183,7 @@ void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet
 void TrainReferenceEpoch(const DenseNet& net, int n, const Optimizer& opt,
                          const data::MnistSet& set, int epoch, const ChipEpochOptions& o,
                          DenseState* state, ChipEpochResult* r) {
-  auto step = [&](const Batch& b, int64_t) {
+  auto step = [&](const Batch& b, const Batch*, int64_t) {
     return ReferenceStep(net, n, opt, b, o.batch, state);
   };
   RunEpoch(step, net, set, epoch, o, r);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "arith/bf16.h"
 #include "host/common/errors.h"
@@ -28,7 +29,8 @@ struct LayerRows {
   int64_t w = 0;         // the float32 weights: block j (M) has k N rows, two buffer rows each
   std::vector<int64_t> slot;
   int64_t wb = 0, g = 0;  // the bfloat16 weights and gradient, in the same order
-  int64_t x = 0;          // the input's k blocks of N rows
+  int64_t x = 0;          // the input's k blocks, x_stride rows apart (its first B rows each)
+  int64_t x_stride = 0;   // N; the first layer's: B (the batch contiguous, read at once)
   int64_t xt = 0;         // its transpose: k N rows
   int64_t dz = 0;         // dL/d(output): m blocks of N rows
   int64_t mask = 0;       // hidden layers: where the ReLU gave 0, m blocks of N rows
@@ -44,12 +46,20 @@ struct Layout {
   int64_t y = 0, logits = 0, sm = 0, mx = 0, sum = 0, recip = 0, pick = 0, loss = 0, mean = 0;
   int64_t tmp = 0, tmp2 = 0, end = 0;
   int64_t h_zero = 0, h_bias = 0, h_params = 0, h_batch = 0, h_out = 0, h_grads = 0, h_end = 0;
+  // The other batch buffer (the infeed's: a step reads the next batch into it while it runs
+  // on this one): its input blocks, labels, scalars and host area. ForParity swaps them in.
+  int64_t x_next = 0, y_next = 0, scalars_next = 0, h_batch_next = 0;
   int64_t GradRows() const {
     int64_t rows = 0;
     for (const LayerRows& r : layer) rows += r.Values(n);
     return rows;
   }
-  int64_t BatchRows() const { return (layer[0].k + 1) * b + 4; }
+  // A batch as the host sends it and a batch buffer holds it: Adam's 2 float32 scalars of
+  // the step (4 rows), the images' k blocks of B rows, the labels (B rows one-hot); N zero
+  // rows follow it in the buffer, so that a transposed load of the last block (N rows)
+  // reads finite values past the batch (they meet the zero rows of dz: exact, see
+  // EmitWeightGradient).
+  int64_t BatchRows() const { return 4 + (layer[0].k + 1) * b; }
   int64_t OutRows() const { return 3 * int64_t{b} + 2; }
 };
 
@@ -69,7 +79,6 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
   a.ones = take(net.Layers());  // row l: a 1 in lane In(l) % N (the bias lane of layer l)
   a.inv_batch = take(2);
   a.consts = take(2 * static_cast<int64_t>(UpdateConstants(opt).size()));
-  a.scalars = take(4);
   a.state_begin = at;
   a.layer.resize(static_cast<size_t>(net.Layers()));
   for (int l = 0; l < net.Layers(); ++l) {
@@ -84,16 +93,25 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
   for (LayerRows& r : a.layer) {
     r.wb = take(r.Values(n));
     r.g = take(r.Values(n));
-    r.x = take(r.k * n);
+    r.x_stride = n;
+    r.x = &r == &a.layer[0] ? 0 : take(r.k * n);  // the first layer's: the batch buffer's
     r.xt = take(r.k * n);
     r.dz = take(r.m * n);
     r.mask = take(r.m * n);
     values = std::max(values, r.Values(n));
   }
-  a.y = take(batch);
+  for (int buffer = 0; buffer < 2; ++buffer) {  // the infeed's two batch buffers
+    const int64_t base = take(a.BatchRows() + n);
+    const int64_t k0 = a.layer[0].k;
+    (buffer ? a.scalars_next : a.scalars) = base;
+    (buffer ? a.x_next : a.layer[0].x) = base + 4;
+    (buffer ? a.y_next : a.y) = base + 4 + k0 * batch;
+  }
+  a.layer[0].x_stride = batch;
+  for (int64_t* p : {&a.sm, &a.mx, &a.sum, &a.recip, &a.pick}) *p = take(2 * batch);
+  a.loss = take(2 * batch);  // the losses, their mean and the logits: one write_host
+  a.mean = take(2);
   a.logits = take(batch);
-  for (int64_t* p : {&a.sm, &a.mx, &a.sum, &a.recip, &a.pick, &a.loss}) *p = take(2 * batch);
-  a.mean = take(2);  // right after the losses: one write_host takes both
   a.tmp = take(2 * values);
   a.tmp2 = take(2 * values);
   a.end = at;
@@ -104,9 +122,20 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
   a.h_bias = h += n;
   a.h_params = h += batch;
   a.h_batch = h += 5;
+  a.h_batch_next = h += a.BatchRows();
   a.h_out = h += a.BatchRows();
   a.h_grads = h += a.OutRows();
   a.h_end = h + a.GradRows();
+  return a;
+}
+
+// The layout whose batch buffer is buffer `parity` (0: MakeLayout's own, 1: the other).
+Layout ForParity(Layout a, int parity) {
+  if (parity == 0) return a;
+  std::swap(a.layer[0].x, a.x_next);
+  std::swap(a.y, a.y_next);
+  std::swap(a.scalars, a.scalars_next);
+  std::swap(a.h_batch, a.h_batch_next);
   return a;
 }
 
@@ -143,30 +172,48 @@ class Emitter {
       p_.WriteHost(static_cast<uint64_t>(ub + r0), Host(host_row + r0),
                    static_cast<uint64_t>(std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0)));
   }
-  // The next N accumulator rows, in turn (the controller orders a reuse after its reader).
+  // The next N accumulator rows, in turn, for a new product. The activates of the products
+  // before it are deferred (Later): the oldest is emitted once three products have come
+  // after it, when its rows have drained (2N cycles after its last row entered the array,
+  // which two more products of N rows take to stream), so that it neither waits at the head
+  // of the queue nor lets its slot come round again.
   uint64_t NextAcc() {
-    const int64_t slots = c_.acc_depth_rows / a_.n;
+    const int64_t slots = std::max<int64_t>(1, c_.acc_depth_rows / a_.n);
+    while (!pending_.empty() &&
+           static_cast<int64_t>(pending_.size()) >= std::min<int64_t>(kLag, slots - 1))
+      EmitOldest();
     return static_cast<uint64_t>((next_acc_++ % slots) * a_.n);
   }
-  void Activate(uint64_t acc, int64_t ub, int64_t rows, bool relu) {
-    p_.Activate(acc, static_cast<uint64_t>(ub), static_cast<uint64_t>(rows), 0, relu,
-                isa::Pool::kNone);
+  // Activates accumulator rows [acc, acc + rows) into ub (ReLU with `relu`), then runs
+  // `after` (vector instructions on the result), a few products later (NextAcc) or at a
+  // Flush: an activate waits 2N cycles for its product to drain, and waiting at the head of
+  // the queue it would hold back the next products' loads and matmuls (docs/timing.md,
+  // "Issue").
+  void Later(uint64_t acc, int64_t ub, int64_t rows, bool relu,
+             std::function<void()> after = nullptr) {
+    pending_.push_back({acc, ub, rows, relu, std::move(after)});
   }
-  // out = in (`rows` rows, N lanes) transposed through the array: a transposed load of N
-  // rows times the identity.
+  // Emits the deferred activates, in order: before anything reads what they write.
+  void Flush() {
+    while (!pending_.empty()) EmitOldest();
+  }
+  // out = in (N rows, N lanes) transposed through the array: a transposed load of N rows
+  // times the identity; the result once flushed.
   void Transpose(int64_t in, int64_t out) {
     p_.LoadWeights(static_cast<uint64_t>(in), 1, /*transpose=*/true);
     const uint64_t acc = NextAcc();
     p_.Matmul(static_cast<uint64_t>(a_.id), acc, static_cast<uint64_t>(a_.n), true,
               Acc::kOverwrite);
-    Activate(acc, out, a_.n, false);
+    Later(acc, out, a_.n, false);
   }
-  // The instructions from here on belong to pass `name`.
+  // The instructions from here on belong to pass `name` (what is deferred goes first).
   void Pass(const std::string& name) {
+    Flush();
     names_.push_back(name);
     starts_.push_back(p_.program().words.size());
   }
   isa::Program Take() {
+    Flush();
     p_.Halt();
     return p_.Take();
   }
@@ -182,8 +229,24 @@ class Emitter {
  private:
   const Layout& a_;
   const config::TpuConfig& c_;
+  static constexpr int64_t kLag = 3;
+  void EmitOldest() {
+    const Pending q = std::move(pending_.front());
+    pending_.erase(pending_.begin());
+    p_.Activate(q.acc, static_cast<uint64_t>(q.ub), static_cast<uint64_t>(q.rows), 0, q.relu,
+                isa::Pool::kNone);
+    if (q.after) q.after();
+  }
+
   ProgramBuilder p_;
   int64_t next_acc_ = 0;
+  struct Pending {
+    uint64_t acc;
+    int64_t ub, rows;
+    bool relu;
+    std::function<void()> after;
+  };
+  std::vector<Pending> pending_;
   std::vector<std::string> names_;
   std::vector<size_t> starts_;
 };
@@ -199,17 +262,19 @@ void EmitForward(Emitter& e, const Layout& a, const DenseNet& net, int l, int fi
       e.P().LoadWeights(static_cast<uint64_t>(r.wb + (j * r.k + k0) * a.n),
                         static_cast<uint64_t>(tiles), false);
       for (int64_t k = k0; k < k0 + tiles; ++k)
-        e.P().Matmul(static_cast<uint64_t>(r.x + k * a.n), acc, static_cast<uint64_t>(a.b), true,
-                     isa::AddIf(k > 0));
+        e.P().Matmul(static_cast<uint64_t>(r.x + k * r.x_stride), acc, static_cast<uint64_t>(a.b),
+                     true, isa::AddIf(k > 0));
     }
     if (last) {
-      e.Activate(acc, a.logits, a.b, false);
+      e.Later(acc, a.logits, a.b, false);
       continue;
     }
-    const LayerRows& next = a.layer[static_cast<size_t>(l) + 1];
-    e.Activate(acc, next.x + j * a.n, a.b, true);
-    e.Vec(VectorOp::kEqual, next.x + j * a.n, a.zero, r.mask + j * a.n, a.b, Emitter::kBcast);
+    const int64_t out = a.layer[static_cast<size_t>(l) + 1].x + j * a.n;
+    e.Later(acc, out, a.b, true, [&e, &a, &r, out, j] {
+      e.Vec(VectorOp::kEqual, out, a.zero, r.mask + j * a.n, a.b, Emitter::kBcast);
+    });
   }
+  e.Flush();
   if (last) return;
   // The next layer's constant 1 (its bias lane), after the mask was taken; a bias lane that
   // opens a block of its own is that block's, set by init.
@@ -220,7 +285,7 @@ void EmitForward(Emitter& e, const Layout& a, const DenseNet& net, int l, int fi
   }
 }
 
-// The loss and dL/dlogits (into the last layer's dz), the losses and logits to the host.
+// The loss and dL/dlogits (into the last layer's dz).
 void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
   using E = Emitter;
   const int64_t b = a.b;
@@ -236,8 +301,6 @@ void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
   e.Vec(VectorOp::kSub, a.loss, a.pick, a.loss, b, E::kA32 | E::kB32 | E::kO32);
   e.Vec(VectorOp::kRowSum, a.loss, 0, a.mean, b, E::kA32 | E::kO32);
   e.Vec(VectorOp::kMul, a.mean, a.inv_batch, a.mean, 1, E::kA32 | E::kB32 | E::kO32);
-  e.WriteHost(a.loss, a.h_out, 2 * b + 2);
-  e.WriteHost(a.logits, a.h_out + 2 * b + 2, b);
   e.Vec(VectorOp::kRecip, a.sum, 0, a.recip, b, E::kA32 | E::kO32);
   e.Vec(VectorOp::kMul, a.sm, a.recip, a.sm, b, E::kA32 | E::kB32 | E::kO32);
   e.Vec(VectorOp::kSub, a.sm, a.y, a.sm, b, E::kA32 | E::kO32);
@@ -245,16 +308,22 @@ void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
 }
 
 // dW = X^T dz of layer l: X's blocks transposed, then each dz block stationary while the
-// transposed rows stream.
+// transposed rows stream. A block's transposed load reads N rows from its first: past the B
+// images of the first layer's contiguous blocks those are the next block's (or the labels,
+// then zeros): finite values that land in lanes B..N-1 of X^T's rows, which meet dz's zero
+// rows B..N-1 in the array. Each such product is a zero, and a zero added to a column sum
+// that started at +0 changes nothing (a sum of finite values is never -0 there), so dW is
+// exactly the sum over the batch.
 void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r) {
-  for (int64_t k = 0; k < r.k; ++k) e.Transpose(r.x + k * a.n, r.xt + k * a.n);
+  for (int64_t k = 0; k < r.k; ++k) e.Transpose(r.x + k * r.x_stride, r.xt + k * a.n);
+  e.Flush();  // the products below read X^T
   for (int64_t j = 0; j < r.m; ++j) {
     e.P().LoadWeights(static_cast<uint64_t>(r.dz + j * a.n), 1, false);
     for (int64_t k = 0; k < r.k; ++k) {
       const uint64_t acc = e.NextAcc();
       e.P().Matmul(static_cast<uint64_t>(r.xt + k * a.n), acc, static_cast<uint64_t>(a.n), k == 0,
                    Acc::kOverwrite);
-      e.Activate(acc, r.g + (j * r.k + k) * a.n, a.n, false);
+      e.Later(acc, r.g + (j * r.k + k) * a.n, a.n, false);
     }
   }
 }
@@ -268,8 +337,10 @@ void EmitInputGradient(Emitter& e, const Layout& a, const LayerRows& r, const La
       e.P().Matmul(static_cast<uint64_t>(r.dz + j * a.n), acc, static_cast<uint64_t>(a.b), true,
                    isa::AddIf(j > 0));
     }
-    e.Activate(acc, prev.dz + k * a.n, a.b, false);
-    e.Vec(VectorOp::kSelect, prev.mask + k * a.n, a.zero, prev.dz + k * a.n, a.b, Emitter::kBcast);
+    const int64_t dz = prev.dz + k * a.n;
+    e.Later(acc, dz, a.b, false, [&e, &a, &prev, dz, k] {
+      e.Vec(VectorOp::kSelect, prev.mask + k * a.n, a.zero, dz, a.b, Emitter::kBcast);
+    });
   }
 }
 
@@ -303,15 +374,22 @@ void EmitUpdate(Emitter& e, const Layout& a, const Optimizer& opt, const LayerRo
   e.Vec(VectorOp::kSub, r.w, a.tmp, r.w, v, f3);  // w = w - c1 m / (...)
 }
 
-// The step program, its instructions' passes into *p.
-void StepProgram(const Layout& a, const DenseNet& net, const Optimizer& opt,
-                 const config::TpuConfig& c, DensePrograms* p) {
+// Reads the batch in host area `host` into the buffers at x, y and scalars.
+// One read_host: a second would wait at issue for the host DMA, holding back the rest.
+void ReadBatch(Emitter& e, const Layout& a, int64_t host, int64_t scalars) {
+  e.ReadHost(host, scalars, a.BatchRows());
+}
+
+// The step program on batch buffer `a`'s (ForParity); with `prefetch`, it reads the next
+// batch into the other buffer after the loss, behind the backward pass (the infeed). The
+// results go back before the last update, behind it: the host DMA takes one instruction at
+// a time, and one that waits for it holds back every instruction after it, so its
+// instructions are one read and, well after it, the writes. Its
+// instructions' passes into *pass_of, their names into *names.
+isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& opt,
+                         const config::TpuConfig& c, bool prefetch, std::vector<int32_t>* pass_of,
+                         std::vector<std::string>* names) {
   Emitter e(a, c);
-  e.Pass("batch in");
-  const LayerRows& first = a.layer[0];
-  for (int64_t k = 0; k < first.k; ++k) e.ReadHost(a.h_batch + k * a.b, first.x + k * a.n, a.b);
-  e.ReadHost(a.h_batch + first.k * a.b, a.y, a.b);
-  if (opt.kind == Optimizer::Kind::kAdam) e.ReadHost(a.h_batch + (first.k + 1) * a.b, a.scalars, 4);
   const int fifo = std::max(1, c.weight_fifo_tiles);
   for (int l = 0; l < net.Layers(); ++l) {
     const LayerRows& r = a.layer[static_cast<size_t>(l)];
@@ -321,6 +399,8 @@ void StepProgram(const Layout& a, const DenseNet& net, const Optimizer& opt,
   }
   e.Pass("loss");
   EmitLoss(e, a, a.layer.back());
+  e.Pass("batch in");
+  if (prefetch) ReadBatch(e, a, a.h_batch_next, a.scalars_next);
   for (int l = net.Layers() - 1; l >= 0; --l) {
     const LayerRows& r = a.layer[static_cast<size_t>(l)];
     e.Pass(fmt::format("layer {} weight gradient", l + 1));
@@ -329,12 +409,24 @@ void StepProgram(const Layout& a, const DenseNet& net, const Optimizer& opt,
       e.Pass(fmt::format("layer {} input gradient", l + 1));
       EmitInputGradient(e, a, r, a.layer[static_cast<size_t>(l) - 1]);
     }
+    if (l == 0) {  // the results, behind the last update (the prefetch is done by then)
+      e.Pass("results out");
+      e.WriteHost(a.loss, a.h_out, a.OutRows());
+    }
     e.Pass(fmt::format("layer {} update", l + 1));
     EmitUpdate(e, a, opt, r);
   }
-  p->step.programs.push_back(e.Take());
-  p->pass_names = e.PassNames();
-  p->pass_of = e.PassOf(p->step.programs[0].words.size());
+  isa::Program program = e.Take();
+  *pass_of = e.PassOf(program.words.size());
+  *names = e.PassNames();
+  return program;
+}
+
+// Reads the batch in buffer `a`'s host area into its buffers (a step without one prefetched).
+isa::Program FetchProgram(const Layout& a, const config::TpuConfig& c) {
+  Emitter e(a, c);
+  ReadBatch(e, a, a.h_batch, a.scalars);
+  return e.Take();
 }
 
 isa::Program InitProgram(const Layout& a, const DenseNet& net, const config::TpuConfig& c) {
@@ -344,12 +436,15 @@ isa::Program InitProgram(const Layout& a, const DenseNet& net, const config::Tpu
   for (size_t l = 0; l < a.layer.size(); ++l) {
     const LayerRows& r = a.layer[l];
     if (a.b < a.n) {
-      for (int64_t k = 0; k < r.k; ++k) e.ReadHost(a.h_zero, r.x + k * a.n + a.b, a.n - a.b);
+      for (int64_t k = 0; k < r.k && l > 0; ++k)
+        e.ReadHost(a.h_zero, r.x + k * a.n + a.b, a.n - a.b);
       for (int64_t j = 0; j < r.m; ++j) e.ReadHost(a.h_zero, r.dz + j * a.n + a.b, a.n - a.b);
     }
     if (l > 0 && net.In(static_cast<int>(l)) % a.n == 0)
       e.ReadHost(a.h_bias, r.x + (r.k - 1) * a.n, a.b);  // a block that is only the bias lane
   }
+  for (const int64_t y : {a.y, a.y_next})  // the zero rows after each batch buffer
+    e.ReadHost(a.h_zero, y + a.b, a.n);
   return e.Take();
 }
 
@@ -477,10 +572,24 @@ DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
   p.init.name = "train-init";
   p.init.programs.push_back(InitProgram(a, net, config));
   p.init.regions = {consts, HostRegion("state", a.state_begin, a.state_end - a.state_begin, n)};
-  p.step.name = "train-step";
-  StepProgram(a, net, opt, config, &p);
-  p.step.regions = {HostRegion("batch", a.h_batch, a.BatchRows(), n),
-                    HostRegion("out", a.h_out, a.OutRows(), n)};
+  const std::vector<engine::Region> infeed = {
+      HostRegion("batch0", a.h_batch, a.BatchRows(), n),
+      HostRegion("batch1", a.h_batch_next, a.BatchRows(), n),
+      HostRegion("out", a.h_out, a.OutRows(), n)};
+  for (int parity = 0; parity < 2; ++parity) {
+    const Layout ap = ForParity(a, parity);
+    for (int prefetch = 0; prefetch < 2; ++prefetch) {
+      engine::Executable& exe = p.steps[parity][prefetch];
+      exe.name = prefetch ? "train-step" : "train-step (no prefetch)";
+      exe.programs.push_back(StepProgram(ap, net, opt, config, prefetch,
+                                         prefetch ? &p.pass_of : &p.pass_of_last, &p.pass_names));
+      exe.regions = infeed;
+    }
+    p.fetch[parity].name = "train-fetch";
+    p.fetch[parity].programs.push_back(FetchProgram(ap, config));
+    p.fetch[parity].regions = infeed;
+  }
+  p.step = p.steps[0][1];
   p.save.name = "train-save";
   p.save.programs.push_back(SaveProgram(a, config));
   p.save.regions = {HostRegion("state", a.state_begin, a.state_end - a.state_begin, n)};
@@ -535,15 +644,16 @@ std::vector<uint8_t> BatchImage(const Layout& a, const DenseNet& net, const Opti
   for (int i = 0; i < a.b; ++i) {
     for (int j = 0; j <= in; ++j) {
       const float v = j < in ? b.x[static_cast<size_t>(i) * in + j] : 1.0f;
-      img[static_cast<size_t>(((j / n) * a.b + i) * n + j % n)] = Bf16Of(v);
+      img[static_cast<size_t>((4 + (j / n) * a.b + i) * n + j % n)] = Bf16Of(v);
     }
-    img[static_cast<size_t>((k0 * a.b + i) * n + b.labels[static_cast<size_t>(i)])] = Bf16Of(1.0f);
+    const int64_t label_row = 4 + k0 * a.b + i;
+    img[static_cast<size_t>(label_row * n + b.labels[static_cast<size_t>(i)])] = Bf16Of(1.0f);
   }
   if (opt.kind == Optimizer::Kind::kAdam) {
     const StepScalars k = ScalarsOfStep(opt, step);
     for (int j = 0; j < n; ++j) {
-      PutFp32Row(&img, (k0 + 1) * a.b, n, j, k.c1);
-      PutFp32Row(&img, (k0 + 1) * a.b + 2, n, j, k.c2);
+      PutFp32Row(&img, 0, n, j, k.c1);
+      PutFp32Row(&img, 2, n, j, k.c2);
     }
   }
   return Bytes(img);
@@ -571,8 +681,23 @@ ChipTrainer::ChipTrainer(engine::ChipEngine* engine, const DenseNet& net, int ba
       opt_(opt),
       programs_(CompileDense(net, batch, opt, engine->Config())),
       attribution_(static_cast<int>(programs_.pass_names.size()), engine->Config().array_dim,
-                   /*element_bytes=*/2, engine->Config().vector_sublanes) {
-  attribution_.SetRowOf(programs_.pass_of);
+                   /*element_bytes=*/2, engine->Config().vector_sublanes) {}
+
+engine::ExecResult ChipTrainer::RunObserved(const engine::Executable& exe,
+                                            std::vector<int32_t> pass_of) {
+  engine_->Load(exe);
+  attribution_.SetRowOf(std::move(pass_of));
+  engine_->SetObserver(&attribution_);
+  engine::ExecResult r;
+  try {
+    r = RunLoaded(exe);
+  } catch (...) {
+    engine_->SetObserver(nullptr);
+    throw;
+  }
+  engine_->SetObserver(nullptr);
+  attribution_.Check(r.CountersOf(0));  // core 0 runs the step
+  return r;
 }
 
 engine::ExecResult ChipTrainer::RunLoaded(const engine::Executable& exe) {
@@ -589,26 +714,45 @@ void ChipTrainer::Start(const DenseState& state) {
   engine_->Load(programs_.init);
   engine_->Write("state", StateImage(a, net_, state));
   RunLoaded(programs_.init);
-  engine_->Load(programs_.step);
   step_ = state.step;
+  prefetched_.reset();
 }
 
-StepOut ChipTrainer::Step(const Batch& b) {
+StepOut ChipTrainer::Step(const Batch& b, const Batch* next) {
   const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
-  engine_->Write("batch", BatchImage(a, net_, opt_, b, ++step_));
-  engine_->SetObserver(&attribution_);
-  try {
-    last_ = RunLoaded(programs_.step);
-  } catch (...) {
-    engine_->SetObserver(nullptr);
-    throw;
+  const std::string area[2] = {"batch0", "batch1"};
+  ++step_;
+  engine::ExecResult fetch;
+  if (prefetched_ && !(prefetched_->x == b.x && prefetched_->labels == b.labels))
+    throw std::logic_error("ChipTrainer::Step: not the batch given as the next one");
+  if (!prefetched_) {  // the batch is not in the chip yet: its own read first
+    engine_->Load(programs_.fetch[parity_]);
+    engine_->Write(area[parity_], BatchImage(a, net_, opt_, b, step_));
+    fetch = RunObserved(
+        programs_.fetch[parity_],
+        std::vector<int32_t>(programs_.fetch[parity_].programs[0].words.size(), BatchInPass()));
   }
-  engine_->SetObserver(nullptr);
-  attribution_.Check(last_.CountersOf(0));  // core 0 runs the step
+  const engine::Executable& exe = programs_.steps[parity_][next ? 1 : 0];
+  engine_->Load(exe);
+  if (next) engine_->Write(area[1 - parity_], BatchImage(a, net_, opt_, *next, step_ + 1));
+  last_ = RunObserved(exe, next ? programs_.pass_of : programs_.pass_of_last);
+  StepOut out;
+  if (engine_->ComputesValues()) out = ReadOut(a, net_, engine_->Read("out"));
+  last_.cycles += fetch.cycles;  // the step's, with its batch's read where it had one
+  last_.counters += fetch.counters;
+  for (size_t c = 0; c < last_.cores.size() && c < fetch.cores.size(); ++c)
+    last_.cores[c].counters += fetch.cores[c].counters;
   ++steps_;
   step_cycles_ += last_.cycles;
-  if (!engine_->ComputesValues()) return {};
-  return ReadOut(a, net_, engine_->Read("out"));
+  parity_ = 1 - parity_;
+  prefetched_.reset();
+  if (next) prefetched_ = *next;
+  return out;
+}
+
+int32_t ChipTrainer::BatchInPass() const {
+  const auto& names = programs_.pass_names;
+  return static_cast<int32_t>(std::find(names.begin(), names.end(), "batch in") - names.begin());
 }
 
 DenseState ChipTrainer::State() {
@@ -620,7 +764,6 @@ DenseState ChipTrainer::State() {
   s.slots.assign(static_cast<size_t>(opt_.Slots()), s.w);
   s.step = step_;
   ReadStateImage(a, net_, engine_->Read("state"), &s);
-  engine_->Load(programs_.step);
   return s;
 }
 
@@ -629,7 +772,6 @@ std::vector<std::vector<float>> ChipTrainer::Gradients() {
   engine_->Load(programs_.grads);
   RunLoaded(programs_.grads);
   const std::vector<uint16_t> img = Halves(engine_->Read("grads"));
-  engine_->Load(programs_.step);
   std::vector<std::vector<float>> g;
   int64_t at = 0;  // the layer's first row in img
   for (int l = 0; l < net_.Layers(); ++l) {

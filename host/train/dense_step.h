@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,14 +25,20 @@
 namespace tpu::train {
 
 struct DensePrograms {
-  engine::Executable init, step, save;
+  engine::Executable init, save;
+  // steps[b][prefetch]: the step on batch buffer b (0 or 1), reading the next batch into the
+  // other buffer behind the backward pass with `prefetch` (the infeed); step is
+  // steps[0][1], the step of an epoch's steady state; fetch[b] reads a batch into buffer b
+  // (an epoch's first step, a resumed run's).
+  engine::Executable steps[2][2], fetch[2], step;
   engine::Executable grads;  // writes the last step's weight gradients (bfloat16) back
   int64_t ub_rows = 0;       // unified-buffer rows the step uses
-  // The step's passes, in program order: "batch in", "layer L forward", "loss", "layer L
-  // weight gradient", "layer L input gradient", "layer L update" (L from 1), and the pass of
-  // each of the step's instructions (an index into pass_names).
+  // The step's passes, in program order: "layer L forward", "loss", "batch in" (the next
+  // batch's read, and the fetch programs), "layer L weight gradient", "layer L input
+  // gradient", "layer L update" (L from 1), "results out", and the pass of each of the
+  // step's instructions (an index into pass_names).
   std::vector<std::string> pass_names;
-  std::vector<int32_t> pass_of;
+  std::vector<int32_t> pass_of, pass_of_last;  // with prefetch, without
 };
 
 // The programs for `net` at `batch` images a step on core 0 of `config` (a bf16 chip).
@@ -46,7 +53,10 @@ class ChipTrainer {
  public:
   ChipTrainer(engine::ChipEngine* engine, const DenseNet& net, int batch, const Optimizer& opt);
   void Start(const DenseState& state);
-  StepOut Step(const Batch& b);
+  // One step on `b`; with `next`, the next step's batch goes into the chip during this one
+  // (and that step must be given it). A step whose batch was not given before reads it
+  // first (the fetch program), and its cycles and counters include that read's.
+  StepOut Step(const Batch& b, const Batch* next = nullptr);
   DenseState State();
   // The weight gradients of the last step, per layer as its parameters (dense_net.h): the
   // bfloat16 values the update took.
@@ -64,6 +74,9 @@ class ChipTrainer {
 
  private:
   engine::ExecResult RunLoaded(const engine::Executable& exe);
+  // Loads and runs `exe` with its instructions' passes `pass_of` observed.
+  engine::ExecResult RunObserved(const engine::Executable& exe, std::vector<int32_t> pass_of);
+  int32_t BatchInPass() const;
 
   engine::ChipEngine* engine_;
   DenseNet net_;
@@ -74,6 +87,8 @@ class ChipTrainer {
   uint64_t steps_ = 0, step_cycles_ = 0;
   engine::ExecResult last_;
   engine::CycleAttribution attribution_;
+  int parity_ = 0;                   // the batch buffer of the next step
+  std::optional<Batch> prefetched_;  // the batch already in it
 };
 
 }  // namespace tpu::train

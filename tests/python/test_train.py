@@ -32,7 +32,7 @@ def test_train_gives_the_clis_weights_and_report(tmp_path):
     epoch = report["epochs"][0]
     assert epoch["steps"] == 5 and epoch["verified_steps"] == 5
     assert report["config"] == "tpu-v2" and report["optimizer"] == "adam"
-    assert [p["pass"] for p in report["passes"]][:2] == ["batch in", "fc1 forward"]
+    assert [p["pass"] for p in report["passes"]][:3] == ["fc1 forward", "fc2 forward", "loss"]
 
 
 def test_train_refuses_bad_input():
