@@ -53,13 +53,18 @@ void ParallelSlices(int64_t count, int threads, Fn fn) {
 
 }  // namespace
 
+std::vector<int64_t> EpochOrder(int64_t count, uint64_t seed, int epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(count));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(epoch));
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
 EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch, const TrainOptions& o,
                        AdamState* state) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int64_t> order(static_cast<size_t>(train.count));
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(epoch));
-  std::shuffle(order.begin(), order.end(), rng);
+  const std::vector<int64_t> order = EpochOrder(train.count, o.seed, epoch);
 
   const int threads = std::max(1, o.threads);
   std::vector<ParamSet> grads(static_cast<size_t>(threads), ParamSet::ZerosLike(*model));

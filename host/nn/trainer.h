@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "host/data/mnist.h"
 #include "host/nn/model.h"
@@ -27,6 +28,10 @@ struct EpochResult {
   double train_accuracy = 0;  // on the training batches as they were seen
   double seconds = 0;         // wall time of the epoch
 };
+
+// The order of the images in epoch `epoch` (from 1) for `seed`: every trainer's (the CPU's,
+// the chip's), so that they see the same batches.
+std::vector<int64_t> EpochOrder(int64_t count, uint64_t seed, int epoch);
 
 // One epoch of training. `epoch` (from 1) seeds the shuffle together with options.seed.
 EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch,

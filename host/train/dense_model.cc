@@ -13,6 +13,7 @@
 
 #include "arith/bf16.h"
 #include "host/common/errors.h"
+#include "host/nn/trainer.h"
 
 namespace tpu::train {
 namespace {
@@ -123,10 +124,7 @@ void RunEpoch(const std::function<StepOut(const Batch&, const Batch* next, int64
               const DenseNet& net, const data::MnistSet& set, int epoch, const ChipEpochOptions& o,
               ChipEpochResult* r) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int64_t> order(static_cast<size_t>(set.count));
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(epoch));
-  std::shuffle(order.begin(), order.end(), rng);
+  const std::vector<int64_t> order = nn::EpochOrder(set.count, o.seed, epoch);
   const int64_t steps = StepsOfEpoch(set, o.batch);
   const int classes = net.Classes();
   const double seconds_before = r->seconds;
