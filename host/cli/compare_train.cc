@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -37,10 +36,6 @@ std::optional<double> RaplJoules() {
   double uj = 0;
   if (!(f >> uj)) return std::nullopt;
   return uj * 1e-6;
-}
-
-double Seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 TrainRow CpuFp32(const CompareTrainArgs& a, const data::MnistSet& train,
