@@ -138,8 +138,8 @@ TEST_F(NnCliTest, TrainOnTheChipChecksEveryStepAndWritesTheModel) {
 // chip learn the same (the same arithmetic), the chip's time is simulated.
 TEST_F(NnCliTest, CompareTrainPutsCpuAndChipSideBySide) {
   if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
-  const Outcome o = Run("compare --train --limit 640 --json " + P("t.json") + " --markdown " +
-                        P("t.md"));
+  const Outcome o =
+      Run("compare --train --limit 640 --json " + P("t.json") + " --markdown " + P("t.md"));
   ASSERT_EQ(o.exit_code, 0) << o.err;
   const auto j = nlohmann::json::parse(Slurp(P("t.json")));
   ASSERT_EQ(j["rows"].size(), 3u);
