@@ -278,6 +278,11 @@ void Run(TrainArgs a) {
     throw UsageError("--epochs, --batch and --threads must be at least 1 and --lr positive");
   }
   const bool on_chip = a.config_option->count() > 0;
+  if (a.chip.timing_only) {
+    throw UsageError(
+        "--timing-only: a training step needs the values of the one before (its "
+        "weights); leave it out");
+  }
   if (a.arch.empty()) a.arch = on_chip ? "mlp" : "lenet5";
   if (!on_chip && (a.verify || a.optimizer != "adam" || !a.gradients.empty() || !a.json.empty())) {
     throw UsageError(
@@ -393,6 +398,9 @@ Examples:
   a->chip.engine = "fast";
   AddChipOptions(cmd, &a->chip);
   a->config_option = cmd->get_option("--config");
+  a->config_option->default_str("")->description(
+      "train on this chip: a bf16 preset (tpu-v2, tpu-v3, tpu-v4), a .json file, or another "
+      "preset with --set dtype=bf16; without it, on the CPU");
   a->lr_option = cmd->get_option("--lr");
   cmd->callback([a] { Run(*a); });
 }

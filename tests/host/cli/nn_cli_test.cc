@@ -128,6 +128,8 @@ TEST_F(NnCliTest, TrainOnTheChipChecksEveryStepAndWritesTheModel) {
   ExpectError("train --config tpu-v2 --batch 200 --out " + P("x"), 2,
               "--batch 200 on an array of N = 128");
   ExpectError("train --verify --out " + P("x"), 2, "add --config tpu-v2");
+  ExpectError("train --config tpu-v2 --timing-only --out " + P("x"), 2,
+              "--timing-only: a training step needs the values");
   ExpectError("train --config tpu-v2 --optimizer rmsprop --out " + P("x"), 2,
               "unknown --optimizer 'rmsprop'");
   EXPECT_FALSE(std::filesystem::exists(P("x")));
