@@ -22,7 +22,7 @@ from . import _core
 
 # tpusim.compile is left out of `from tpusim import *`, which would hide Python's compile.
 __all__ = ["Config", "Model", "MismatchError", "gemm", "run", "import_onnx", "import_torch",
-           "from_torch", "sweep", "teach", "train"]
+           "from_torch", "sweep", "teach", "train", "compare_train"]
 
 ENGINES = ("fast", "rtl")
 
@@ -507,6 +507,34 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
                 if kind in layer:
                     weights[f"{layer['name']}.{kind}"] = np.load(os.path.join(out, layer[kind]))
         return weights, report
+
+
+def compare_train(configs=("tpu-v2",), epochs=1, batch=64, optimizer="adam", limit=None,
+                  seed=1, dataset="mnist", data=None):
+    """The course material's experiment (tpusim compare --train, docs/training.md): the
+    perceptron trained with the same hyperparameters on cpu-fp32 (Eigen, measured), cpu-bf16
+    (the CPU reference of the chip's arithmetic, measured) and each bf16 preset in `configs`
+    (simulated time at its clock). Returns the CLI's --json dict: "rows", one per backend,
+    each with its "epochs" (seconds, wall_seconds, loss, test_accuracy, energy_j, images).
+    """
+    if isinstance(configs, str):
+        configs = [configs]
+    for name, value in (("epochs", epochs), ("batch", batch), ("seed", seed)):
+        _count(value, name)
+    args = ["compare", "--train", "--configs", ",".join(str(c) for c in configs), "--epochs",
+            str(epochs), "--batch", str(batch), "--optimizer", str(optimizer), "--seed", str(seed),
+            "--dataset", str(dataset), "--quiet"]
+    if limit is not None:
+        args += ["--limit", str(_count(limit, "limit"))]
+    if data is not None:
+        args += ["--data", str(data)]
+    with tempfile.TemporaryDirectory(prefix="tpusim-") as tmp:
+        path = os.path.join(tmp, "compare.json")
+        rc, message = _cli_call(args + ["--json", path])
+        if rc != 0 or not os.path.exists(path):
+            raise RuntimeError(message or f"tpusim compare --train exited with {rc}")
+        with open(path) as f:
+            return json.load(f)
 
 
 def teach(a, b, array=4, dataflow="ws", html=None):
