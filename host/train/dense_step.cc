@@ -45,7 +45,7 @@ struct Layout {
   std::vector<LayerRows> layer;
   int64_t y = 0, logits = 0, sm = 0, mx = 0, sum = 0, recip = 0, pick = 0, loss = 0, mean = 0;
   int64_t tmp = 0, tmp2 = 0, end = 0;
-  int64_t h_zero = 0, h_bias = 0, h_params = 0, h_batch = 0, h_out = 0, h_grads = 0, h_end = 0;
+  int64_t h_zero = 0, h_bias = 0, h_params = 0, h_batch = 0, h_out = 0, h_grads = 0;
   // The other batch buffer (the infeed's: a step reads the next batch into it while it runs
   // on this one): its input blocks, labels, scalars and host area. ForParity swaps them in.
   int64_t x_next = 0, y_next = 0, scalars_next = 0, h_batch_next = 0;
@@ -125,7 +125,6 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
   a.h_batch_next = h += a.BatchRows();
   a.h_out = h += a.BatchRows();
   a.h_grads = h += a.OutRows();
-  a.h_end = h + a.GradRows();
   return a;
 }
 
@@ -743,7 +742,6 @@ StepOut ChipTrainer::Step(const Batch& b, const Batch* next) {
   for (size_t c = 0; c < last_.cores.size() && c < fetch.cores.size(); ++c)
     last_.cores[c].counters += fetch.cores[c].counters;
   ++steps_;
-  step_cycles_ += last_.cycles;
   parity_ = 1 - parity_;
   prefetched_.reset();
   if (next) prefetched_ = *next;

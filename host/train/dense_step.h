@@ -62,7 +62,6 @@ class ChipTrainer {
   // bfloat16 values the update took.
   std::vector<std::vector<float>> Gradients();
   const engine::ExecResult& LastStep() const { return last_; }
-  uint64_t StepCycles() const { return step_cycles_; }
   uint64_t Steps() const { return steps_; }    // run by this trainer
   int64_t StepCount() const { return step_; }  // the state's: from the first step of training
   const DensePrograms& Programs() const { return programs_; }
@@ -84,7 +83,7 @@ class ChipTrainer {
   Optimizer opt_;
   DensePrograms programs_;
   int64_t step_ = 0;
-  uint64_t steps_ = 0, step_cycles_ = 0;
+  uint64_t steps_ = 0;
   engine::ExecResult last_;
   engine::CycleAttribution attribution_;
   int parity_ = 0;                   // the batch buffer of the next step
