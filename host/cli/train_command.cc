@@ -272,32 +272,9 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
   if (!a.quiet) std::cout << fmt::format("wrote {} (fp32 master weights from the chip)\n", a.out);
 }
 
-void Run(TrainArgs a) {
-  CheckOutputFolder(a.out, nn::kModelFolder);  // before the work, not after it
-  if (a.opt.epochs < 1 || a.opt.batch < 1 || a.opt.threads < 1 || !(a.opt.learning_rate > 0)) {
-    throw UsageError("--epochs, --batch and --threads must be at least 1 and --lr positive");
-  }
-  const bool on_chip = a.config_option->count() > 0;
-  if (a.chip.timing_only) {
-    throw UsageError(
-        "--timing-only: a training step needs the values of the one before (its "
-        "weights); leave it out");
-  }
-  if (a.arch.empty()) a.arch = on_chip ? "mlp" : "lenet5";
-  if (!on_chip && (a.verify || a.optimizer != "adam" || !a.gradients.empty() || !a.json.empty())) {
-    throw UsageError(
-        "--verify, --optimizer, --gradients and --json are for training on the chip: add --config "
-        "tpu-v2");
-  }
-  if (!a.gradients.empty()) CheckOutputFolder(a.gradients, train::kGradientsFolder);
-  const data::Dataset dataset = data::ParseDataset(a.dataset);
-  nn::Model model = MakeModel(a);
-  model.dataset = data::DatasetName(dataset);
-  if (on_chip) train::DenseNetOf(model);  // refuse a CNN before loading the data
-  const std::string dir = data::FindDatasetDir(dataset, a.data);
-  const data::MnistSet train = data::LoadMnist(dir, /*train=*/true, a.limit);
-  const data::MnistSet test = data::LoadMnist(dir, /*train=*/false);
-  if (on_chip) return RunOnChip(a, std::move(model), train, test);
+// Training on the CPU: fp32, Eigen, Adam (host/nn/trainer.h).
+void RunOnCpu(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
+              const data::MnistSet& test, const std::string& dir) {
   nn::AdamState adam = nn::AdamState::For(model);
   if (!a.quiet) {
     std::cout << fmt::format(
@@ -333,6 +310,59 @@ void Run(TrainArgs a) {
         "tpusim quantize --model {} --out DIR\n",
         a.out, 100 * test_acc, a.out);
   }
+}
+
+void Run(TrainArgs a) {
+  CheckOutputFolder(a.out, nn::kModelFolder);  // before the work, not after it
+  if (a.opt.epochs < 1 || a.opt.batch < 1 || a.opt.threads < 1 || !(a.opt.learning_rate > 0)) {
+    throw UsageError("--epochs, --batch and --threads must be at least 1 and --lr positive");
+  }
+  const bool on_chip = a.config_option->count() > 0;
+  if (a.chip.timing_only) {
+    throw UsageError(
+        "--timing-only: a training step needs the values of the one before (its "
+        "weights); leave it out");
+  }
+  if (a.arch.empty()) a.arch = on_chip ? "mlp" : "lenet5";
+  if (!on_chip && (a.verify || a.optimizer != "adam" || !a.gradients.empty() || !a.json.empty())) {
+    throw UsageError(
+        "--verify, --optimizer, --gradients and --json are for training on the chip: add --config "
+        "tpu-v2");
+  }
+  if (!a.gradients.empty()) CheckOutputFolder(a.gradients, train::kGradientsFolder);
+  const data::Dataset dataset = data::ParseDataset(a.dataset);
+  nn::Model model = MakeModel(a);
+  model.dataset = data::DatasetName(dataset);
+  if (on_chip) train::DenseNetOf(model);  // refuse a CNN before loading the data
+  const std::string dir = data::FindDatasetDir(dataset, a.data);
+  const data::MnistSet train = data::LoadMnist(dir, /*train=*/true, a.limit);
+  const data::MnistSet test = data::LoadMnist(dir, /*train=*/false);
+  if (on_chip) return RunOnChip(a, std::move(model), train, test);
+  RunOnCpu(a, std::move(model), train, test, dir);
+}
+
+// The options of training on the chip (--optimizer, --json, ..., --config and the chip's).
+void AddChipTrainOptions(CLI::App* cmd, TrainArgs* a) {
+  cmd->add_option("--optimizer", a->optimizer,
+                  "on the chip: adam (lr 0.001 unless --lr) or sgd (momentum 0.875, lr 0.0625 "
+                  "unless --lr)")
+      ->capture_default_str();
+  cmd->add_option("--json", a->json,
+                  "on the chip: write each epoch's results and the last step's counters, cycle "
+                  "categories and attainable bound (as tpusim exec --json) to this file");
+  cmd->add_option("--checkpoint-every", a->checkpoint_every,
+                  "on the chip: write a checkpoint (OUT.checkpoint) after every this many steps "
+                  "(0: only after each epoch); the same command resumes from it")
+      ->capture_default_str();
+  cmd->add_option("--gradients", a->gradients,
+                  "on the chip: write the first step's gradients (float32 .npy named as in the "
+                  "model folder), the weights before it, its loss and its images' indices to this "
+                  "folder (to compare with PyTorch's autograd)");
+  cmd->add_flag("--verify", a->verify,
+                "on the chip: run the CPU reference of the chip's arithmetic beside it and stop "
+                "at the first step whose losses, logits or weights differ by a bit");
+  a->chip.engine = "fast";
+  AddChipOptions(cmd, &a->chip);
 }
 
 }  // namespace
@@ -377,26 +407,7 @@ Examples:
   cmd->add_option("--threads", a->opt.threads, "threads (data parallel)")->capture_default_str();
   cmd->add_option("--limit", a->limit, "train on the first N images only (0: all 60,000)");
   cmd->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
-  cmd->add_option("--optimizer", a->optimizer,
-                  "on the chip: adam (lr 0.001 unless --lr) or sgd (momentum 0.875, lr 0.0625 "
-                  "unless --lr)")
-      ->capture_default_str();
-  cmd->add_option("--json", a->json,
-                  "on the chip: write each epoch's results and the last step's counters, cycle "
-                  "categories and attainable bound (as tpusim exec --json) to this file");
-  cmd->add_option("--checkpoint-every", a->checkpoint_every,
-                  "on the chip: write a checkpoint (OUT.checkpoint) after every this many steps "
-                  "(0: only after each epoch); the same command resumes from it")
-      ->capture_default_str();
-  cmd->add_option("--gradients", a->gradients,
-                  "on the chip: write the first step's gradients (float32 .npy named as in the "
-                  "model folder), the weights before it, its loss and its images' indices to this "
-                  "folder (to compare with PyTorch's autograd)");
-  cmd->add_flag("--verify", a->verify,
-                "on the chip: run the CPU reference of the chip's arithmetic beside it and stop "
-                "at the first step whose losses, logits or weights differ by a bit");
-  a->chip.engine = "fast";
-  AddChipOptions(cmd, &a->chip);
+  AddChipTrainOptions(cmd, a.get());
   a->config_option = cmd->get_option("--config");
   a->config_option->default_str("")->description(
       "train on this chip: a bf16 preset (tpu-v2, tpu-v3, tpu-v4), a .json file, or another "

@@ -63,6 +63,20 @@ struct Layout {
   int64_t OutRows() const { return 3 * int64_t{b} + 2; }
 };
 
+// Host memory: the image of rows [0, state_end), N zero rows, a bias block, parameter set
+// 0 (5 rows), the two batch areas, the step's results, the gradients.
+void PlaceInHost(Layout* a) {
+  const int n = a->n;
+  int64_t h = a->state_end;
+  a->h_zero = h;
+  a->h_bias = h += n;
+  a->h_params = h += a->b;
+  a->h_batch = h += 5;
+  a->h_batch_next = h += a->BatchRows();
+  a->h_out = h += a->BatchRows();
+  a->h_grads = h += a->OutRows();
+}
+
 Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
   Layout a;
   a.n = n;
@@ -115,16 +129,7 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
   a.tmp = take(2 * values);
   a.tmp2 = take(2 * values);
   a.end = at;
-  // Host memory: the image of rows [0, state_end), N zero rows, a bias block, parameter set
-  // 0 (5 rows), the batch, the step's results.
-  int64_t h = a.state_end;
-  a.h_zero = h;
-  a.h_bias = h += n;
-  a.h_params = h += batch;
-  a.h_batch = h += 5;
-  a.h_batch_next = h += a.BatchRows();
-  a.h_out = h += a.BatchRows();
-  a.h_grads = h += a.OutRows();
+  PlaceInHost(&a);
   return a;
 }
 
