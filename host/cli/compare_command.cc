@@ -74,27 +74,19 @@ void RunCompareTrain(const CompareArgs& a) {
   CompareTrain(t);
 }
 
-// CPU package energy from Linux RAPL, when the kernel exposes it to this user.
-std::optional<double> RaplJoules() {
-  std::ifstream f("/sys/class/powercap/intel-rapl:0/energy_uj");
-  double uj = 0;
-  if (!(f >> uj)) return std::nullopt;
-  return uj * 1e-6;
-}
-
 report::CompareRow CpuRow(const nn::Model& m, const nn::InputSet& set, const CompareArgs& a,
                           nn::CpuBackend b) {
   report::CompareRow r;
   r.backend = nn::CpuBackendName(b);
   const auto e0 = RaplJoules();
   const nn::InferResult res = nn::InferCpu(m, set, set.count, b, a.batch, a.threads);
-  const auto e1 = RaplJoules();
+  const std::optional<double> joules = RaplJoulesSince(e0);
   if (set.HasLabels())
     r.accuracy = static_cast<double>(res.correct) / static_cast<double>(res.images);
   r.images_per_s = static_cast<double>(res.images) / res.seconds;
   r.latency_us = 1000 * nn::LatencyBatch1Ms(m, set, std::min<int64_t>(set.count, 200), b);
-  if (e0 && e1 && *e1 > *e0) {
-    r.energy_uj = (*e1 - *e0) / static_cast<double>(res.images) * 1e6;
+  if (joules) {
+    r.energy_uj = *joules / static_cast<double>(res.images) * 1e6;
     r.energy_source = "measured (RAPL package)";
   } else {
     r.energy_source = "unavailable (no RAPL counter here)";

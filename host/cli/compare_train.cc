@@ -31,13 +31,6 @@ struct TrainRow {
   int64_t images_per_epoch = 0;
 };
 
-std::optional<double> RaplJoules() {
-  std::ifstream f("/sys/class/powercap/intel-rapl:0/energy_uj");
-  double uj = 0;
-  if (!(f >> uj)) return std::nullopt;
-  return uj * 1e-6;
-}
-
 TrainRow CpuFp32(const CompareTrainArgs& a, const data::MnistSet& train,
                  const data::MnistSet& test) {
   TrainRow r{"cpu-fp32", {}, {}, {}, {}, {}, "", "", train.count};
@@ -50,12 +43,11 @@ TrainRow CpuFp32(const CompareTrainArgs& a, const data::MnistSet& train,
   for (int e = 1; e <= a.epochs; ++e) {
     const auto e0 = RaplJoules();
     const nn::EpochResult res = nn::TrainEpoch(&model, train, e, o, &adam);
-    const auto e1 = RaplJoules();
+    r.energy_j.push_back(RaplJoulesSince(e0));  // the training alone
     r.seconds.push_back(res.seconds);
     r.wall.push_back(res.seconds);
     r.loss.push_back(res.loss);
     r.test_accuracy.push_back(nn::EvaluateFp32(model, test, a.threads));
-    r.energy_j.push_back(e0 && e1 && *e1 > *e0 ? std::optional<double>(*e1 - *e0) : std::nullopt);
   }
   r.energy_source = r.energy_j.back() ? "measured (RAPL package)" : "unavailable (no RAPL here)";
   r.note = fmt::format(
@@ -97,8 +89,7 @@ TrainRow Bf16(const CompareTrainArgs& a, const std::string& preset, const data::
     } else {
       train::TrainReferenceEpoch(net, c.array_dim, opt, train, e, o, &state, &done);
       r.seconds.push_back(done.seconds);
-      const auto e1 = RaplJoules();
-      r.energy_j.push_back(e0 && e1 && *e1 > *e0 ? std::optional<double>(*e1 - *e0) : std::nullopt);
+      r.energy_j.push_back(RaplJoulesSince(e0));
     }
     r.wall.push_back(done.seconds);
     r.loss.push_back(done.Loss());
@@ -172,6 +163,19 @@ nlohmann::json Json(const std::vector<TrainRow>& rows, const CompareTrainArgs& a
 }
 
 }  // namespace
+
+std::optional<double> RaplJoules() {
+  std::ifstream f("/sys/class/powercap/intel-rapl:0/energy_uj");
+  double uj = 0;
+  if (!(f >> uj)) return std::nullopt;
+  return uj * 1e-6;
+}
+
+std::optional<double> RaplJoulesSince(std::optional<double> before) {
+  const std::optional<double> now = RaplJoules();
+  if (before && now && *now > *before) return *now - *before;
+  return std::nullopt;
+}
 
 void CompareTrain(const CompareTrainArgs& a) {
   if (a.epochs < 1 || a.batch < 1 || a.threads < 1)

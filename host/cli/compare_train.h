@@ -5,6 +5,7 @@
 // test accuracy and energy per epoch (docs/training.md).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,11 @@ struct CompareTrainArgs {
 };
 
 void CompareTrain(const CompareTrainArgs& a);
+
+// CPU package energy from Linux RAPL, in joules, when the kernel exposes it to this user
+// (both compare commands' measured energy); and the joules since `before` (nothing where
+// either reading is missing or the counter wrapped).
+std::optional<double> RaplJoules();
+std::optional<double> RaplJoulesSince(std::optional<double> before);
 
 }  // namespace tpu::cli
