@@ -118,7 +118,9 @@ void AddSweepCommand(CLI::App& app) {
       "sweep", "Run a grid of chip configs and networks, in parallel, resumably, or on Slurm.");
   cmd->footer(R"(
 SPEC (JSON) names a base run and the axes to vary; every combination is one point, run as
-its own `tpusim run` (fast engine unless the spec says otherwise). Each finished point is
+its own `tpusim run` (fast engine unless the spec says otherwise), or with "command":
+"train" as its own `tpusim train --config` (one epoch of `images` images on the chip: cycles
+a step, its bound, energy, loss and accuracy). Each finished point is
 written to DIR/points/ at once, so an interrupted sweep resumes where it stopped when the
 same command is run again (--fresh starts over). DIR/results.csv and results.json hold
 the table, DIR/plots/ the figures (cycles and utilization per layer, energy by
@@ -127,6 +129,7 @@ component, latency/energy Pareto front, roofline). docs/sweeps.md describes SPEC
 Examples:
   tpusim sweep examples/sweeps/lenet-array.json --out sweeps/array
   tpusim sweep examples/sweeps/lenet-memory.json --out sweeps/mem --jobs 8
+  tpusim sweep examples/sweeps/train-batch-array.json --out sweeps/train
   tpusim sweep SPEC --out /shared/sweep --slurm --partition batch --array-size 32
   tpusim sweep SPEC --out /shared/sweep --status)");
   cmd->add_option("SPEC", a->spec, "the sweep spec (JSON)")->required();

@@ -13,7 +13,9 @@
 #include "host/common/progress_bar.h"
 #include "host/common/text.h"
 #include "host/data/mnist.h"
+#include "host/engine/timeline.h"
 #include "host/nn/trainer.h"
+#include "host/report/energy.h"
 #include "host/report/exec_report.h"
 #include "host/report/program_bound.h"
 #include "host/train/checkpoint.h"
@@ -27,11 +29,14 @@ struct TrainArgs {
   nn::TrainOptions opt;
   int64_t limit = 0;
   bool quiet = false, verify = false;
-  std::string json, gradients;
-  int64_t checkpoint_every = 100;
+  std::string json, gradients, timeline;
+  std::string energy = report::DefaultEnergyTablePath();
+  int64_t checkpoint_every = 100, timeline_step = 2;
   ChipOptions chip;
   CLI::Option* config_option = nullptr;
   CLI::Option* lr_option = nullptr;
+  CLI::Option* energy_option = nullptr;
+  CLI::Option* step_option = nullptr;
 };
 
 nn::Model MakeModel(const TrainArgs& a) {
@@ -41,24 +46,33 @@ nn::Model MakeModel(const TrainArgs& a) {
   throw UsageError("unknown --arch '" + a.arch + "'; use lenet5, wide or mlp");
 }
 
+// The modelled energy of an epoch's steps on the chip (their counted events x `table`), J.
+double EpochJoules(const train::ChipEpochResult& r, const config::TpuConfig& c,
+                   const report::EnergyTable& table) {
+  return report::ComputeEnergy(r.counters, c, table).Total() * 1e-12;
+}
+
 // Two lines per epoch on the chip: what it learnt and what it cost (`bound`: the step
 // program's attainable bound).
 std::string ChipEpochLine(const TrainArgs& a, const config::TpuConfig& c, int e,
                           const train::ChipEpochResult& r, double test_acc,
-                          const report::ProgramBound& bound) {
+                          const report::ProgramBound& bound, const report::EnergyTable& table) {
   if (r.steps == 0)
     return fmt::format("epoch {}/{}: no steps (fewer images than --batch)\n", e, a.opt.epochs);
   const double sim_s = static_cast<double>(r.cycles) / (c.clock_mhz * 1e6);
   return fmt::format(
       "epoch {}/{}: loss {:.4f}, train accuracy {:.2f} %, test accuracy {:.2f} %\n"
       "  chip: {} step{} of {}, {} cycles a step ({:.2f} x its bound, {} binds), {:.4f} s at {} "
-      "MHz ({} images/s){}; wall {:.1f} s\n",
+      "MHz ({} images/s), {:.3g} J ({} µJ an image, {}){}; wall {:.1f} s\n",
       e, a.opt.epochs, r.Loss(), 100 * r.Accuracy(), 100 * test_acc, Grouped(r.steps),
       r.steps == 1 ? "" : "s", a.opt.batch,
       Grouped(r.steps ? static_cast<int64_t>(r.cycles) / r.steps : 0),
       r.steps ? static_cast<double>(r.cycles) / static_cast<double>(r.steps) / bound.Cycles() : 0,
       bound.Binds(), sim_s, c.clock_mhz,
       Grouped(sim_s > 0 ? static_cast<int64_t>(static_cast<double>(r.images) / sim_s) : 0),
+      EpochJoules(r, c, table),
+      Grouped(static_cast<int64_t>(EpochJoules(r, c, table) * 1e6 / static_cast<double>(r.images))),
+      table.name,
       a.verify ? fmt::format(", {} steps bit-exact with the CPU reference", r.verified) : "",
       r.seconds);
 }
@@ -75,24 +89,34 @@ std::string PassName(const std::string& pass, const nn::Model& model) {
 
 // Each pass of the step: its cycles a step, share, the matrix unit's utilization, the
 // vector unit's and host DMA's busy cycles, its own attainable bound and what binds it
-// (the bound of its instructions alone).
+// (the bound of its instructions alone), its modelled energy (its counted events x the table).
 struct PassRow {
   std::string name;
   hw::ChipCounters c;
   report::ProgramBound bound;
+  report::EnergyBreakdown energy;
 };
 
+// The step's passes with the model's layer names, in DensePrograms::pass_names' order.
+std::vector<std::string> PassNames(const train::ChipTrainer& t, const nn::Model& model) {
+  std::vector<std::string> names;
+  for (const std::string& p : t.Programs().pass_names) names.push_back(PassName(p, model));
+  return names;
+}
+
 std::vector<PassRow> PassRows(const train::ChipTrainer& t, const config::TpuConfig& config,
-                              const nn::Model& model) {
+                              const nn::Model& model, const report::EnergyTable& table) {
   const train::DensePrograms& p = t.Programs();
+  const std::vector<std::string> names = PassNames(t, model);
   std::vector<PassRow> rows;
   for (size_t i = 0; i < p.pass_names.size(); ++i) {
     isa::Program slice;
     for (size_t w = 0; w < p.pass_of.size(); ++w)
       if (p.pass_of[w] == static_cast<int32_t>(i))
         slice.words.push_back(p.step.programs[0].words[w]);
-    rows.push_back({PassName(p.pass_names[i], model), t.PassCounters()[i],
-                    report::BoundPrograms({slice}, config)});
+    const hw::ChipCounters& c = t.PassCounters()[i];
+    rows.push_back({names[i], c, report::BoundPrograms({slice}, config),
+                    report::ComputeEnergy(c, config, table)});
   }
   return rows;
 }
@@ -101,18 +125,19 @@ std::string PassTable(const std::vector<PassRow>& rows, uint64_t steps, int n) {
   uint64_t total = 0;
   for (const PassRow& r : rows) total += r.c.cycles;
   std::string out =
-      fmt::format("{:<26} {:>10} {:>6} {:>8} {:>9} {:>9} {:>18}\n", "pass (a step)", "cycles",
-                  "share", "MXU use", "vector", "host DMA", "bound (binds)");
+      fmt::format("{:<26} {:>10} {:>6} {:>8} {:>9} {:>9} {:>18} {:>9}\n", "pass (a step)", "cycles",
+                  "share", "MXU use", "vector", "host DMA", "bound (binds)", "energy");
   for (const PassRow& r : rows) {
     const double cycles = static_cast<double>(r.c.cycles) / static_cast<double>(steps);
     out +=
-        fmt::format("{:<26} {:>10} {:>5.1f}% {:>7.1f}% {:>9} {:>9} {:>18}\n", r.name,
+        fmt::format("{:<26} {:>10} {:>5.1f}% {:>7.1f}% {:>9} {:>9} {:>18} {:>7.1f} µJ\n", r.name,
                     Grouped(static_cast<int64_t>(cycles + 0.5)), 100.0 * r.c.cycles / total,
                     r.c.cycles ? 100.0 * r.c.macs / (static_cast<double>(r.c.cycles) * n * n) : 0.0,
                     Grouped(static_cast<int64_t>(r.c.busy_vector / steps)),
                     Grouped(static_cast<int64_t>(r.c.busy_host_dma / steps)),
                     fmt::format("{} ({})", Grouped(static_cast<int64_t>(r.bound.Cycles() + 0.5)),
-                                r.bound.Binds()));
+                                r.bound.Binds()),
+                    r.energy.Total() * 1e-6 / static_cast<double>(steps));
   }
   return out;
 }
@@ -123,7 +148,9 @@ nlohmann::json PassJson(const std::vector<PassRow>& rows, uint64_t steps) {
     j.push_back({{"pass", r.name},
                  {"steps", steps},
                  {"counters", report::CountersJson(r.c)},
-                 {"bound", r.bound.ToJson()}});
+                 {"bound", r.bound.ToJson()},
+                 {"energy_pj", r.energy.Total()},
+                 {"energy_components_pj", r.energy.ToJson()}});
   return j;
 }
 
@@ -137,7 +164,8 @@ nlohmann::json RunSettings(const TrainArgs& a, const config::TpuConfig& c,
           {"lr", opt.lr}};
 }
 
-nlohmann::json EpochJson(const train::ChipEpochResult& r, double test_acc, double clock_mhz) {
+nlohmann::json EpochJson(const train::ChipEpochResult& r, double test_acc, double clock_mhz,
+                         double joules) {
   return {{"loss", r.Loss()},
           {"train_accuracy", r.Accuracy()},
           {"test_accuracy", test_acc},
@@ -145,6 +173,7 @@ nlohmann::json EpochJson(const train::ChipEpochResult& r, double test_acc, doubl
           {"cycles", r.cycles},
           {"verified_steps", r.verified},
           {"seconds_simulated", static_cast<double>(r.cycles) / (clock_mhz * 1e6)},
+          {"energy_j", joules},
           {"seconds_wall", r.seconds}};
 }
 
@@ -224,12 +253,51 @@ train::ChipEpochResult ChipEpoch(const TrainArgs& a, ChipRun& r, const data::Mni
   return done;
 }
 
+// --timeline: a timeline that records step --timeline-step of the run (nullptr without
+// --timeline). Throws UsageError when the run does not reach that step or a resumed run is
+// past it.
+std::unique_ptr<engine::Timeline> TraceStep(const TrainArgs& a, ChipRun& r, const nn::Model& model,
+                                            const data::MnistSet& train) {
+  if (a.timeline.empty()) return nullptr;
+  const int64_t last = a.opt.epochs * train::StepsOfEpoch(train, a.opt.batch);
+  if (a.timeline_step < 1 || a.timeline_step > last) {
+    throw UsageError(fmt::format(
+        "--timeline-step {}: the run has steps 1 to {} ({} epoch(s) of {} steps of {} images)",
+        a.timeline_step, last, a.opt.epochs, train::StepsOfEpoch(train, a.opt.batch), a.opt.batch));
+  }
+  if (a.timeline_step <= r.at.state.step) {
+    throw UsageError(fmt::format(
+        "--timeline-step {}: the run resumes from {} after step {}; give a later step, or "
+        "remove that folder to start afresh",
+        a.timeline_step, r.checkpoint_dir, r.at.state.step));
+  }
+  auto t = std::make_unique<engine::Timeline>(r.config.clock_mhz, r.config.mxus_per_core,
+                                              /*vector_unit=*/true);
+  t->NameLayerTrack("passes (forward, loss, backward, update)");
+  r.trainer->TraceStep(a.timeline_step, t.get(), PassNames(*r.trainer, model));
+  return t;
+}
+
+void WriteTimeline(const TrainArgs& a, const ChipRun& r, engine::Timeline* t) {
+  if (!t) return;
+  t->Note("engine", r.chip->Name());
+  t->Note("config", r.config.ToJson());
+  t->Note("step", a.timeline_step);
+  t->Write(a.timeline);
+  if (!a.quiet) {
+    std::cout << fmt::format("wrote {} (step {}'s timeline: Perfetto, chrome://tracing)\n",
+                             a.timeline, a.timeline_step);
+  }
+}
+
 // Training on the chip (--config): the perceptron's steps as chip programs
 // (host/train/dense_step.h), the weights in the chip between the steps; a checkpoint beside
 // --out after every --checkpoint-every steps and every epoch, resumed by the same command.
 void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
                const data::MnistSet& test) {
   ChipRun r = StartOnChip(a, model);
+  const std::unique_ptr<engine::Timeline> timeline = TraceStep(a, r, model, train);
+  const report::EnergyTable table = report::LoadEnergyTable(a.energy);
   train::SetDenseWeights(r.at.state, &model);  // a resumed run's, should no epoch be left
   const report::ProgramBound bound =
       report::BoundPrograms(r.trainer->Programs().step.programs, r.config);
@@ -252,12 +320,13 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
     }
     train::SetDenseWeights(now, &model);
     const double test_acc = nn::EvaluateFp32(model, test, a.opt.threads);
-    if (!a.quiet) std::cout << ChipEpochLine(a, r.config, e, done, test_acc, bound);
-    r.at.report["epochs"].push_back(EpochJson(done, test_acc, r.config.clock_mhz));
+    if (!a.quiet) std::cout << ChipEpochLine(a, r.config, e, done, test_acc, bound, table);
+    r.at.report["epochs"].push_back(
+        EpochJson(done, test_acc, r.config.clock_mhz, EpochJoules(done, r.config, table)));
     train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e + 1, {}, now, r.at.report});
   }
   if (r.trainer->Steps() > 0) {
-    const std::vector<PassRow> rows = PassRows(*r.trainer, r.config, model);
+    const std::vector<PassRow> rows = PassRows(*r.trainer, r.config, model, table);
     if (!a.quiet) std::cout << "\n" << PassTable(rows, r.trainer->Steps(), r.config.array_dim);
     r.at.report["passes"] = PassJson(rows, r.trainer->Steps());
   }
@@ -267,6 +336,7 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
                                                  exe.programs[0].words.size(), &bound);
     WriteFileAtomically(a.json, r.at.report.dump(2) + "\n");
   }
+  WriteTimeline(a, r, timeline.get());
   nn::SaveModel(model, a.out);
   RemoveOutputFolder(r.checkpoint_dir, train::kCheckpointFolder);
   if (!a.quiet) std::cout << fmt::format("wrote {} (fp32 master weights from the chip)\n", a.out);
@@ -324,11 +394,14 @@ void Run(TrainArgs a) {
         "weights); leave it out");
   }
   if (a.arch.empty()) a.arch = on_chip ? "mlp" : "lenet5";
-  if (!on_chip && (a.verify || a.optimizer != "adam" || !a.gradients.empty() || !a.json.empty())) {
+  if (!on_chip && (a.verify || a.optimizer != "adam" || !a.gradients.empty() || !a.json.empty() ||
+                   !a.timeline.empty() || a.energy_option->count() || a.step_option->count())) {
     throw UsageError(
-        "--verify, --optimizer, --gradients and --json are for training on the chip: add --config "
-        "tpu-v2");
+        "--verify, --optimizer, --gradients, --json, --timeline, --timeline-step and --energy are "
+        "for training on the chip: add --config tpu-v2");
   }
+  if (!a.timeline.empty()) CheckWritable(a.timeline);
+  if (on_chip) report::LoadEnergyTable(a.energy);  // a bad table before the work
   if (!a.gradients.empty()) CheckOutputFolder(a.gradients, train::kGradientsFolder);
   const data::Dataset dataset = data::ParseDataset(a.dataset);
   nn::Model model = MakeModel(a);
@@ -361,6 +434,18 @@ void AddChipTrainOptions(CLI::App* cmd, TrainArgs* a) {
   cmd->add_flag("--verify", a->verify,
                 "on the chip: run the CPU reference of the chip's arithmetic beside it and stop "
                 "at the first step whose losses, logits or weights differ by a bit");
+  cmd->add_option("--timeline", a->timeline,
+                  "on the chip: write one step's instruction timeline, its passes on a track of "
+                  "their own (Chrome trace JSON: Perfetto, chrome://tracing)");
+  a->step_option =
+      cmd->add_option("--timeline-step", a->timeline_step,
+                      "on the chip: the step --timeline records, from 1 (2: the first step whose "
+                      "batch was read ahead, as every later one's is)")
+          ->capture_default_str();
+  a->energy_option = cmd->add_option("--energy", a->energy,
+                                     "on the chip: energy table for the modelled energy of each "
+                                     "epoch and pass (JSON, docs/energy.md)")
+                         ->capture_default_str();
   a->chip.engine = "fast";
   AddChipOptions(cmd, &a->chip);
 }

@@ -183,7 +183,7 @@ std::vector<std::string> Timeline::TrackNames() const {
     tracks.push_back(hw::kUnitText[static_cast<size_t>(u)]);
     if (u == hw::kUnitMatrix && mxus_ > 1) tracks.back() += " 0";
   }
-  tracks.push_back("layers (whole-network programs)");
+  tracks.push_back(layer_track_);
   for (int m = 1; m < mxus_; ++m)
     tracks.push_back(std::string(hw::kUnitText[hw::kUnitMatrix]) + " " + std::to_string(m));
   return tracks;

@@ -37,6 +37,8 @@ class Timeline : public CycleObserver {
   // A slice on the layers track: cycles [start, end) of the last run that ended belong to
   // `layer` (host/engine/cycle_attribution.h).
   void LayerSlice(const std::string& layer, uint64_t start, uint64_t end);
+  // The layers track's name (a training step's: its passes).
+  void NameLayerTrack(std::string name) { layer_track_ = std::move(name); }
 
   // Adds `key` to the file's metadata (otherData): the engine, the config, ...
   void Note(const std::string& key, nlohmann::json value) { notes_[key] = std::move(value); }
@@ -75,6 +77,7 @@ class Timeline : public CycleObserver {
   std::vector<Open> units_, mxu_;            // by unit (hw::kUnit*; the matrix units' in mxu_)
   int issue_state_ = -1;                     // the controller's current run of one state
   uint64_t issue_start_ = 0;
+  std::string layer_track_ = "layers (whole-network programs)";
 };
 
 }  // namespace tpu::engine

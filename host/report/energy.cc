@@ -99,6 +99,12 @@ EnergyTable EnergyTableFromJson(const nlohmann::json& j, const std::string& path
   return t;
 }
 
+nlohmann::json EnergyBreakdown::ToJson() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : components) j[k] = v;
+  return j;
+}
+
 double EnergyBreakdown::Total() const {
   double s = 0;
   for (const auto& [k, v] : components) s += v;

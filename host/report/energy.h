@@ -43,6 +43,7 @@ EnergyTable EnergyTableFromJson(const nlohmann::json& j, const std::string& wher
 struct EnergyBreakdown {
   std::vector<std::pair<std::string, double>> components;  // mac, weight_load, ...
   double Total() const;
+  nlohmann::json ToJson() const;  // {"mac": pJ, ...}
 };
 
 // The energy of the events in the chip's counters.

@@ -23,12 +23,6 @@ nlohmann::json StallsJson(const hw::ChipCounters& c) {
   return j;
 }
 
-nlohmann::json ComponentsJson(const EnergyBreakdown& e) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : e.components) j[k] = v;
-  return j;
-}
-
 hw::ChipCounters CountersFromJson(const nlohmann::json& j) {
   hw::ChipCounters c;
   for (int i = 0; i < hw::kNumCounters; ++i)
@@ -328,7 +322,7 @@ nlohmann::json LayerJson(const RunRow& row, const RunReport& r) {
                       {"acc_accesses", row.AccAccesses()},
                       {"dram_bytes", row.DramBytes()},
                       {"energy_pj", row.energy.Total()},
-                      {"energy_components_pj", ComponentsJson(row.energy)},
+                      {"energy_components_pj", row.energy.ToJson()},
                       {"tpu_v1_categories", CategoriesJson(row, r.config)}};
   if (row.HasBound()) {
     j["m"] = row.m;
@@ -392,7 +386,7 @@ nlohmann::json RunReportJson(const RunReport& r) {
       {"images_per_second", 1e6 / r.UsPerImage()},
       {"energy_pj", t.energy.Total()},
       {"energy_per_image_pj", t.energy.Total() / images},
-      {"energy_components_pj", ComponentsJson(t.energy)},
+      {"energy_components_pj", t.energy.ToJson()},
       {"tops_per_watt", 2.0 * static_cast<double>(t.macs) / t.energy.Total()},
       {"energy_table", r.table.ToJson()},
       {"layers", layers},

@@ -82,6 +82,113 @@ std::string LastLine(const std::string& text) {
   return last.empty() ? "no output" : last;
 }
 
+// A training point's report (`tpusim train --json`: its one epoch) in the shape of a run's
+// where the table and the figures read it: the epoch's images, cycles and energy, the step's
+// passes as its layers, and the training metrics (KnownMetrics("train")).
+nlohmann::json TrainReport(const nlohmann::json& t) {
+  const nlohmann::json& epoch = t.at("epochs").back();
+  const nlohmann::json& step = t.at("step");
+  const double steps = epoch.at("steps").get<double>();
+  const double images = steps * t.at("batch").get<double>();
+  const double cycles = epoch.at("cycles").get<double>();
+  const double peak = step.at("peak_ops_per_cycle").get<double>();
+  nlohmann::json r = {{"images", images},
+                      {"cycles", cycles},
+                      {"chip_cycles", cycles},
+                      {"engine", t.at("engine")},
+                      {"revision", step.at("revision")},
+                      {"config", step.at("config")},
+                      {"layers", nlohmann::json::array()},
+                      {"energy_components_pj", nlohmann::json::object()}};
+  double macs = 0;
+  for (const auto& pass : t.at("passes")) {
+    const nlohmann::json& c = pass.at("counters");
+    const double pc = c.at("cycles").get<double>(), pm = c.at("macs").get<double>();
+    macs += pm;
+    r["layers"].push_back({{"name", pass.at("pass")},
+                           {"cycles", pc},
+                           {"macs", pm},
+                           {"dram_bytes", c.at("host_bytes_read").get<double>() +
+                                              c.at("host_bytes_written").get<double>() +
+                                              c.at("weight_bytes_read").get<double>()},
+                           {"ops_per_cycle", pc > 0 ? 2 * pm / pc : 0.0},
+                           {"utilization", pc > 0 ? 2 * pm / (pc * peak) : 0.0}});
+    for (const auto& [k, v] : pass.at("energy_components_pj").items())
+      r["energy_components_pj"][k] = r["energy_components_pj"].value(k, 0.0) + v.get<double>();
+  }
+  const double seconds = epoch.at("seconds_simulated").get<double>();
+  const double bound = step.at("bound").at("cycles").get<double>();
+  r["cycles_per_step"] = cycles / steps;
+  r["us_per_image"] = seconds * 1e6 / images;
+  r["images_per_second"] = images / seconds;
+  r["macs"] = macs;
+  r["ops_per_cycle"] = 2 * macs / cycles;
+  r["utilization"] = 2 * macs / (cycles * peak);
+  r["bound_cycles"] = bound;
+  r["bound_ratio"] = cycles / steps / bound;
+  r["binds"] = step.at("bound").at("binds");
+  r["energy_per_image_pj"] = epoch.at("energy_j").get<double>() * 1e12 / images;
+  r["loss"] = epoch.at("loss");
+  r["accuracy"] = epoch.at("test_accuracy");
+  return r;
+}
+
+// A training point's command: one epoch of the job's images on the chip, its model folder
+// `model` (in the sweep's own .running folder, removed after).
+std::vector<std::string> TrainArgs(const PointJob& job, const std::string& tpusim,
+                                   const std::string& config, const std::string& report,
+                                   const std::string& model) {
+  std::vector<std::string> args = {tpusim,
+                                   "train",
+                                   "--config",
+                                   config,
+                                   "--limit",
+                                   std::to_string(job.images),
+                                   "--batch",
+                                   std::to_string(job.batch),
+                                   "--engine",
+                                   job.engine,
+                                   "--epochs",
+                                   "1",
+                                   "--seed",
+                                   std::to_string(job.seed),
+                                   "--optimizer",
+                                   job.optimizer,
+                                   "--checkpoint-every",
+                                   "0",
+                                   "-q",
+                                   "--json",
+                                   report,
+                                   "--out",
+                                   model};
+  if (!job.data.empty()) args.insert(args.end(), {"--data", job.data});
+  if (!job.energy.empty()) args.insert(args.end(), {"--energy", job.energy});
+  return args;
+}
+
+// A run point's command.
+std::vector<std::string> RunArgs(const PointJob& job, const std::string& tpusim,
+                                 const std::string& config, const std::string& report) {
+  std::vector<std::string> args = {tpusim,     "run",
+                                   "--config", config,
+                                   "--model",  job.model,
+                                   "--images", std::to_string(job.images),
+                                   "--batch",  std::to_string(job.batch),
+                                   "--engine", job.engine,
+                                   "-q",       "--json",
+                                   report};
+  if (!job.data.empty()) args.insert(args.end(), {"--data", job.data});
+  if (!job.energy.empty()) args.insert(args.end(), {"--energy", job.energy});
+  if (job.timing_only) args.push_back("--timing-only");
+  if (!job.inputs.empty()) args.insert(args.end(), {"--inputs", job.inputs});
+  if (job.synthetic > 0) {
+    args.insert(args.end(),
+                {"--synthetic", std::to_string(job.synthetic), "--seed", std::to_string(job.seed)});
+  }
+  if (!job.shard.empty()) args.insert(args.end(), {"--shard", job.shard});
+  return args;
+}
+
 // Runs one point and writes its record.
 void RunPoint(const SweepPoint& p, const SweepOptions& o) {
   const std::string& key = p.key;
@@ -89,32 +196,26 @@ void RunPoint(const SweepPoint& p, const SweepOptions& o) {
   const std::string config = (tmp / (key + ".config.json")).string();
   const std::string report = (tmp / (key + ".run.json")).string();
   const std::string log = (tmp / (key + ".log")).string();
+  const std::string model = (tmp / (key + ".model")).string();  // a training point's
   nlohmann::json cfg = p.job.config.ToJson();
   cfg["name"] = "sweep point";
   WriteFileAtomically(config, cfg.dump(2) + "\n");
-  std::vector<std::string> args = {o.tpusim,   "run",
-                                   "--config", config,
-                                   "--model",  p.job.model,
-                                   "--images", std::to_string(p.job.images),
-                                   "--batch",  std::to_string(p.job.batch),
-                                   "--engine", p.job.engine,
-                                   "-q",       "--json",
-                                   report};
-  if (!p.job.data.empty()) args.insert(args.end(), {"--data", p.job.data});
-  if (!p.job.energy.empty()) args.insert(args.end(), {"--energy", p.job.energy});
-  if (p.job.timing_only) args.push_back("--timing-only");
-  if (!p.job.inputs.empty()) args.insert(args.end(), {"--inputs", p.job.inputs});
-  if (p.job.synthetic > 0) {
-    args.insert(args.end(), {"--synthetic", std::to_string(p.job.synthetic), "--seed",
-                             std::to_string(p.job.seed)});
-  }
-  if (!p.job.shard.empty()) args.insert(args.end(), {"--shard", p.job.shard});
-  const int rc = RunChild(args, {ChildOptions::Output::kFile, log}).status;
+  const bool train = p.job.command == "train";
+  const int rc = RunChild(train ? TrainArgs(p.job, o.tpusim, config, report, model)
+                                : RunArgs(p.job, o.tpusim, config, report),
+                          {ChildOptions::Output::kFile, log})
+                     .status;
   std::error_code ec;
+  // The model folder a training point wrote, and the checkpoint beside it: the sweep's own
+  // files (named by the point's key in its .running folder), never a user's.
+  auto remove_model = [&] {
+    for (const std::string& d : {model, model + ".checkpoint"}) fs::remove_all(d, ec);
+  };
   if (rc == 128 + SIGINT || rc == 128 + SIGTERM) {
     // Stopped from outside (Ctrl-C, scancel, a job's time limit), not failed: no record, so
     // the point stays to run; the sweep stops too.
     for (const std::string& f : {config, report, log}) fs::remove(f, ec);
+    remove_model();
     throw RuntimeError(fmt::format("{} was stopped by {} before it finished; it stays to run",
                                    Describe(p), rc == 128 + SIGINT ? "SIGINT" : "SIGTERM"));
   }
@@ -122,7 +223,8 @@ void RunPoint(const SweepPoint& p, const SweepOptions& o) {
   nlohmann::json record = {{"key", key}, {"job", p.job.ToJson()}};
   if (rc == 0) {
     try {
-      record["report"] = nlohmann::json::parse(ReadText(report));
+      const nlohmann::json rep = nlohmann::json::parse(ReadText(report));
+      record["report"] = train ? TrainReport(rep) : rep;
       record["status"] = "ok";
     } catch (const nlohmann::json::exception& e) {
       record["status"] = "failed";
@@ -135,6 +237,7 @@ void RunPoint(const SweepPoint& p, const SweepOptions& o) {
   }
   WriteFileAtomically(RecordPath(o.dir, key), record.dump(1) + "\n");
   for (const std::string& f : {config, report, log}) fs::remove(f, ec);
+  remove_model();
 }
 
 // The metrics of a finished point, from its run report.

@@ -131,7 +131,7 @@ void ApplySetting(const std::string& spec_path, const std::string& key, const nl
   } else if (key == "data") {
     job->data = SpecRelative(spec_path, str());
   } else if (key == "images") {
-    job->images = integer(1, 10000);
+    job->images = integer(1, job->command == "train" ? 60000 : 10000);
   } else if (key == "batch") {
     job->batch = static_cast<int>(integer(1, 1 << 20));
   } else if (key == "engine") {
@@ -150,6 +150,11 @@ void ApplySetting(const std::string& spec_path, const std::string& key, const nl
     job->synthetic = integer(1, 1 << 20);
   } else if (key == "seed") {
     job->seed = static_cast<uint64_t>(integer(0, int64_t{1} << 53));
+  } else if (key == "optimizer") {
+    job->optimizer = str();
+    if (job->optimizer != "adam" && job->optimizer != "sgd") {
+      throw UsageError(fmt::format("unknown optimizer '{}' (known: adam, sgd)", job->optimizer));
+    }
   } else if (key == "shard") {
     job->shard = str();
     int64_t i = -1, k = 0;
@@ -160,6 +165,20 @@ void ApplySetting(const std::string& spec_path, const std::string& key, const nl
     }
   } else {
     sets->emplace_back(key, v);
+  }
+}
+
+// What `tpusim train --config` would refuse at once, refused before the sweep starts.
+void CheckTrainPoint(const PointJob& job) {
+  if (job.config.dtype != hw::Dtype::kBf16) {
+    throw UsageError(
+        fmt::format("config '{}' is not a bf16 chip: training needs the float32 "
+                    "vector unit of one (tpu-v2, tpu-v3, tpu-v4, or dtype bf16)",
+                    job.config.name));
+  }
+  if (job.images < job.batch) {
+    throw UsageError(fmt::format("images ({}) below batch ({}): the epoch would have no step",
+                                 job.images, job.batch));
   }
 }
 
@@ -188,6 +207,12 @@ nlohmann::json PointJob::ToJson() const {
   if (!inputs.empty()) j["inputs"] = inputs;
   if (synthetic > 0) j["synthetic"] = synthetic, j["seed"] = seed;
   if (!shard.empty()) j["shard"] = shard;
+  if (command != "run") {  // a training point's own settings (run points keep their keys)
+    j["command"] = command;
+    j["optimizer"] = optimizer;
+    j["seed"] = seed;
+    for (const char* k : {"model", "timing_only"}) j.erase(k);
+  }
   return j;
 }
 
@@ -197,14 +222,27 @@ int64_t SweepSpec::NumPoints() const {
   return n;
 }
 
-const std::vector<std::string>& RunAxes() {
-  static const std::vector<std::string> k = {
-      "config",      "model",  "dataset", "data",      "images", "batch", "engine",
-      "timing_only", "energy", "inputs",  "synthetic", "seed",   "shard"};
+const std::vector<std::string>& SweepCommands() {
+  static const std::vector<std::string> k = {"run", "train"};
   return k;
 }
 
-const std::vector<std::string>& KnownMetrics() {
+const std::vector<std::string>& RunAxes(const std::string& command) {
+  static const std::vector<std::string> run = {
+      "config",      "model",  "dataset", "data",      "images", "batch", "engine",
+      "timing_only", "energy", "inputs",  "synthetic", "seed",   "shard"};
+  static const std::vector<std::string> train = {"config", "dataset", "data", "images",   "batch",
+                                                 "engine", "energy",  "seed", "optimizer"};
+  return command == "train" ? train : run;
+}
+
+const std::vector<std::string>& KnownMetrics(const std::string& command) {
+  // A training point's: its epoch on the chip (the sweep runner's TrainReport).
+  static const std::vector<std::string> train = {
+      "cycles_per_step",     "cycles_per_image",     "us_per_image", "images_per_second", "macs",
+      "ops_per_cycle",       "utilization",          "bound_cycles", "bound_ratio",       "binds",
+      "energy_per_image_pj", "dram_bytes_per_image", "loss",         "accuracy"};
+  if (command == "train") return train;
   static const std::vector<std::string> k = {"cycles",
                                              "chip_cycles",
                                              "cycles_per_image",
@@ -236,12 +274,14 @@ SweepSpec LoadSweepSpec(const std::string& path) {
 SweepSpec ParseSweepSpec(const ojson& j, const std::string& path) {
   if (!j.is_object()) throw UsageError(path + ": a sweep spec is a JSON object");
   for (const auto& [k, v] : j.items()) {
-    if (k != "name" && k != "description" && k != "base" && k != "axes" && k != "metrics") {
+    if (k != "name" && k != "description" && k != "command" && k != "base" && k != "axes" &&
+        k != "metrics") {
       throw UsageError(fmt::format(
-          "{}: unknown key '{}' (a spec has name, description, base, axes, metrics)", path, k));
+          "{}: unknown key '{}' (a spec has name, description, command, base, axes, metrics)", path,
+          k));
     }
   }
-  for (const char* k : {"name", "description"}) {
+  for (const char* k : {"name", "description", "command"}) {
     if (j.contains(k) && !j[k].is_string()) {
       throw UsageError(fmt::format("{}: '{}' must be a string, not {}", path, k, j[k].dump()));
     }
@@ -249,14 +289,21 @@ SweepSpec ParseSweepSpec(const ojson& j, const std::string& path) {
   SweepSpec s;
   s.path = path;
   s.source = j;
+  s.command = j.value("command", "run");
+  if (!Contains(SweepCommands(), s.command)) {
+    throw UsageError(
+        fmt::format("{}: unknown command '{}'; known: {}", path, s.command, Join(SweepCommands())));
+  }
   s.name = j.value("name", fs::path(path).stem().string());
   s.base = j.value("base", ojson::object());
   if (!s.base.is_object()) throw UsageError(path + ": 'base' must be an object");
   const std::vector<std::string> fields = ConfigFields();
   auto check_name = [&](const std::string& where, const std::string& k) {
-    if (!Contains(RunAxes(), k) && !Contains(fields, k)) {
-      throw UsageError(fmt::format("{}: unknown {} '{}'; known: {} and the config fields {}", path,
-                                   where, k, Join(RunAxes()), Join(fields)));
+    if (!Contains(RunAxes(s.command), k) && !Contains(fields, k)) {
+      throw UsageError(
+          fmt::format("{}: unknown {} '{}' for {} points; known: {} and the config "
+                      "fields {}",
+                      path, where, k, s.command, Join(RunAxes(s.command)), Join(fields)));
     }
   };
   for (const auto& [k, v] : s.base.items()) {
@@ -294,14 +341,14 @@ SweepSpec ParseSweepSpec(const ojson& j, const std::string& path) {
       throw UsageError(path + ": 'metrics' must be a non-empty list of names");
     }
     for (const auto& m : j["metrics"]) {
-      if (!m.is_string() || !Contains(KnownMetrics(), m.get<std::string>())) {
-        throw UsageError(
-            fmt::format("{}: unknown metric {}; known: {}", path, m.dump(), Join(KnownMetrics())));
+      if (!m.is_string() || !Contains(KnownMetrics(s.command), m.get<std::string>())) {
+        throw UsageError(fmt::format("{}: unknown metric {} of {} points; known: {}", path,
+                                     m.dump(), s.command, Join(KnownMetrics(s.command))));
       }
       s.metrics.push_back(m.get<std::string>());
     }
   } else {
-    s.metrics = KnownMetrics();
+    s.metrics = KnownMetrics(s.command);
   }
   return s;
 }
@@ -331,7 +378,8 @@ std::vector<SweepPoint> ExpandPoints(const SweepSpec& spec) {
     where += ")";
     try {
       std::vector<std::pair<std::string, nlohmann::json>> sets;
-      std::string config_name = "small-16";
+      std::string config_name = spec.command == "train" ? "tpu-v2" : "small-16";
+      p.job.command = spec.command;
       p.job.model = TPUSIM_SOURCE_DIR "/models/lenet5";
       for (const auto& [k, v] : spec.base.items()) {
         if (k == "set") {
@@ -348,6 +396,7 @@ std::vector<SweepPoint> ExpandPoints(const SweepSpec& spec) {
       nlohmann::json cj = p.job.config.ToJson();
       for (const auto& [f, x] : sets) cj[f] = x;
       p.job.config = config::FromJson(cj, p.job.config.name, "the sweep");
+      if (spec.command == "train") CheckTrainPoint(p.job);
     } catch (const UsageError& e) {
       throw UsageError(fmt::format("{}: {}: {}", spec.path, where, e.what()));
     }

@@ -14,8 +14,10 @@
 
 namespace tpu::sweep {
 
-// What one point runs: the inputs of `tpusim run`.
+// What one point runs: the inputs of `tpusim run`, or of `tpusim train --config` (a spec's
+// "command": "train": one epoch of `images` images on the chip).
 struct PointJob {
+  std::string command = "run";  // run or train
   config::TpuConfig config;
   std::string model;  // model folder (absolute or relative to the working directory)
   std::string dataset = "mnist";
@@ -24,11 +26,12 @@ struct PointJob {
   int batch = 16;
   std::string engine = "fast";
   bool timing_only = false;
-  std::string energy;     // energy table file; empty: the default table
-  std::string inputs;     // --inputs FILE.npy instead of the data set (empty: none)
-  int64_t synthetic = 0;  // --synthetic N (0: none)
-  uint64_t seed = 1;      // --seed of --synthetic
-  std::string shard;      // --shard I/K (empty: all the inputs)
+  std::string energy;              // energy table file; empty: the default table
+  std::string inputs;              // --inputs FILE.npy instead of the data set (empty: none)
+  int64_t synthetic = 0;           // --synthetic N (0: none)
+  uint64_t seed = 1;               // --seed of --synthetic
+  std::string shard;               // --shard I/K (empty: all the inputs)
+  std::string optimizer = "adam";  // train's --optimizer
 
   // The identity of the point's result: a hash of everything above.
   std::string Key() const;
@@ -49,7 +52,8 @@ struct Axis {
 
 struct SweepSpec {
   std::string name;
-  std::string path;  // the file it was read from
+  std::string command = "run";  // what each point runs: run or train
+  std::string path;             // the file it was read from
   nlohmann::ordered_json base;
   std::vector<Axis> axes;
   std::vector<std::string> metrics;
@@ -58,10 +62,12 @@ struct SweepSpec {
   int64_t NumPoints() const;
 };
 
-// The axes a spec may name besides the config's fields.
-const std::vector<std::string>& RunAxes();
-// The metrics a spec may keep (default: all of them).
-const std::vector<std::string>& KnownMetrics();
+// The commands a point may run.
+const std::vector<std::string>& SweepCommands();
+// The axes a spec of `command` may name besides the config's fields.
+const std::vector<std::string>& RunAxes(const std::string& command = "run");
+// The metrics a spec of `command` may keep (default: all of them).
+const std::vector<std::string>& KnownMetrics(const std::string& command = "run");
 
 // Reads and checks a spec; throws UsageError naming the file, the axis or key and what
 // would be valid (unknown axis or field, empty axis, bad range, unknown metric).

@@ -700,7 +700,11 @@ engine::ExecResult ChipTrainer::RunObserved(const engine::Executable& exe,
     throw;
   }
   engine_->SetObserver(nullptr);
-  attribution_.Check(r.CountersOf(0));  // core 0 runs the step
+  attribution_.Check(r.CountersOf(0));   // core 0 runs the step
+  if (trace_ && step_ == trace_step_) {  // TraceStep's step: its passes on the layers track
+    for (const auto& span : attribution_.Spans())
+      trace_->LayerSlice(trace_names_.at(static_cast<size_t>(span.row)), span.start, span.end);
+  }
   return r;
 }
 
@@ -726,6 +730,14 @@ StepOut ChipTrainer::Step(const Batch& b, const Batch* next) {
   const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
   const std::string area[2] = {"batch0", "batch1"};
   ++step_;
+  struct Traced {  // TraceStep's timeline records this step's runs alone
+    engine::ChipEngine* e;
+    bool on;
+    ~Traced() {
+      if (on) e->SetTimeline(nullptr);
+    }
+  } traced{engine_, trace_ && step_ == trace_step_};
+  if (traced.on) engine_->SetTimeline(trace_);
   engine::ExecResult fetch;
   if (prefetched_ && !(prefetched_->x == b.x && prefetched_->labels == b.labels))
     throw std::logic_error("ChipTrainer::Step: not the batch given as the next one");

@@ -70,6 +70,14 @@ class ChipTrainer {
   // run since; the rows add up to core 0's counters (the core that runs the step) exactly.
   const std::vector<hw::ChipCounters>& PassCounters() const { return attribution_.Rows(); }
   int ArrayDim() const { return engine_->Config().array_dim; }
+  // Records step `step` (StepCount's numbering, from 1) in `timeline` when it runs: its runs
+  // (its batch's fetch where it has one, then the step) with each pass a slice on the layers
+  // track, named by `names` (pass_names' order). nullptr: record none.
+  void TraceStep(int64_t step, engine::Timeline* timeline, std::vector<std::string> names) {
+    trace_step_ = step;
+    trace_ = timeline;
+    trace_names_ = std::move(names);
+  }
 
  private:
   engine::ExecResult RunLoaded(const engine::Executable& exe);
@@ -88,6 +96,9 @@ class ChipTrainer {
   engine::CycleAttribution attribution_;
   int parity_ = 0;                   // the batch buffer of the next step
   std::optional<Batch> prefetched_;  // the batch already in it
+  int64_t trace_step_ = 0;           // TraceStep's
+  engine::Timeline* trace_ = nullptr;
+  std::vector<std::string> trace_names_;
 };
 
 }  // namespace tpu::train

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "host/common/errors.h"
@@ -133,6 +134,48 @@ TEST_F(NnCliTest, TrainOnTheChipChecksEveryStepAndWritesTheModel) {
   ExpectError("train --config tpu-v2 --optimizer rmsprop --out " + P("x"), 2,
               "unknown --optimizer 'rmsprop'");
   EXPECT_FALSE(std::filesystem::exists(P("x")));
+}
+
+// A step of training as the other commands show a run: its passes' modelled energy adds up
+// to the epoch's, and --timeline writes the chosen step, each pass a slice of its track.
+TEST_F(NnCliTest, TrainOnTheChipGivesEachPassItsEnergyAndTimesAStep) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const Outcome t = Run("train --config tpu-v2 --limit 256 --epochs 1 --timeline " + P("t.json") +
+                        " --timeline-step 3 --json " + P("r.json") + " --out " + P("m"));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("µJ an image, horowitz45"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("wrote " + P("t.json") + " (step 3's timeline"), std::string::npos);
+  const auto r = nlohmann::json::parse(Slurp(P("r.json")));
+  double passes = 0;
+  for (const auto& p : r["passes"]) passes += p["energy_pj"].get<double>();
+  EXPECT_NEAR(passes, r["epochs"][0]["energy_j"].get<double>() * 1e12, passes * 1e-12);
+  const auto tl = nlohmann::json::parse(Slurp(P("t.json")));
+  EXPECT_EQ(tl["otherData"]["step"], 3);
+  int track = -1;
+  std::set<std::string> slices;
+  uint64_t cycles = 0;
+  for (const auto& e : tl["traceEvents"]) {
+    if (e["ph"] == "M" && e["args"].value("name", "") == "passes (forward, loss, backward, update)")
+      track = e["tid"];
+  }
+  ASSERT_GE(track, 0) << "no passes track";
+  for (const auto& e : tl["traceEvents"]) {
+    if (e["ph"] != "X" || e["tid"] != track) continue;
+    slices.insert(e["name"].get<std::string>());
+    cycles += e["args"]["cycles"].get<uint64_t>();
+  }
+  EXPECT_EQ(slices.size(), r["passes"].size());  // every pass, by the model's names
+  EXPECT_TRUE(slices.count("fc1 weight gradient"));
+  // One step, whole: one run (the third step's batch was read ahead: no fetch), its cycles
+  // all in the passes' slices.
+  ASSERT_EQ(tl["otherData"]["runs"].size(), 1u);
+  EXPECT_EQ(tl["otherData"]["runs"][0]["label"], "train-step");
+  EXPECT_EQ(cycles, tl["otherData"]["runs"][0]["cycles"].get<uint64_t>());
+  ExpectError("train --config tpu-v2 --limit 256 --epochs 1 --timeline " + P("u.json") +
+                  " --timeline-step 5 --out " + P("x"),
+              2, "--timeline-step 5: the run has steps 1 to 4");
+  ExpectError("train --timeline " + P("u.json") + " --out " + P("x"), 2, "add --config tpu-v2");
+  EXPECT_FALSE(std::filesystem::exists(P("u.json")));
 }
 
 // The course material's experiment (compare --train): the same perceptron and hyperparameters

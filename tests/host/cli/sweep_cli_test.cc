@@ -167,6 +167,58 @@ TEST_F(SweepCliTest, AFailingPointIsRecordedAndTheRestRun) {
   EXPECT_NE(csv.find(",ok,16384,"), std::string::npos) << csv;
 }
 
+// A sweep of training steps ("command": "train"): each point one epoch of `tpusim train
+// --config` on the chip, its record that run's, a bigger batch more images a second (the
+// step's fixed costs, the weights' loads and updates, spread over more images), the step's
+// passes as the rows of the figures; what train would refuse, refused before any point runs.
+TEST_F(SweepCliTest, TrainPointsAreEpochsOnTheChip) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const std::string spec = Spec("t.json", R"({
+      "name": "train", "command": "train",
+      "base": {"config": "tpu-v2", "images": 256, "set": {"array_dim": 64}},
+      "axes": {"batch": [16, 64]}})");
+  const Outcome o = Run("sweep " + spec + " --out " + P("t"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("t/results.json")));
+  ASSERT_EQ(j["points"].size(), 2u);
+  const auto &small = j["points"][0]["metrics"], &big = j["points"][1]["metrics"];
+  EXPECT_LT(small["images_per_second"].get<double>(), big["images_per_second"].get<double>());
+  EXPECT_GT(big["bound_ratio"].get<double>(), 1.0);
+  EXPECT_EQ(j["points"][1]["layers"][0]["name"], "fc1 forward");
+  const Outcome t =
+      Run("train --config tpu-v2 --set array_dim=64 --limit 256 --batch 64 "
+          "--epochs 1 --checkpoint-every 0 -q --json " +
+          P("r.json") + " --out " + P("m"));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const auto r = nlohmann::json::parse(Slurp(P("r.json")));
+  const auto& epoch = r["epochs"][0];
+  EXPECT_EQ(big["cycles_per_step"].get<double>(),
+            epoch["cycles"].get<double>() / epoch["steps"].get<double>());
+  EXPECT_EQ(big["loss"], epoch["loss"]);
+  EXPECT_EQ(big["energy_per_image_pj"].get<double>(), epoch["energy_j"].get<double>() * 1e12 / 256);
+  for (const char* f : {"layers", "energy", "pareto"})
+    EXPECT_GT(fs::file_size(P(std::string("t/plots/") + f + ".svg")), 1000u) << f;
+  EXPECT_TRUE(fs::is_empty(P("t/points/.running")));  // no model folder left behind
+  ExpectError("sweep " + Spec("t1.json", R"({"command": "train", "axes": {"model": ["m"]}})") +
+                  " --out " + P("x"),
+              2, "unknown axis 'model' for train points");
+  ExpectError("sweep " +
+                  Spec("t2.json", R"({"command": "train", "axes": {"config": ["small-16"]}})") +
+                  " --out " + P("x"),
+              2, "config 'small-16' is not a bf16 chip");
+  ExpectError("sweep " + Spec("t3.json", R"({"command": "train", "axes": {"batch": [8]},
+                  "metrics": ["tops_per_watt"]})") +
+                  " --out " + P("x"),
+              2, "unknown metric \"tops_per_watt\" of train points");
+  ExpectError("sweep " + Spec("t4.json", R"({"command": "infer", "axes": {"batch": [8]}})") +
+                  " --out " + P("x"),
+              2, "unknown command 'infer'; known: run, train");
+  ExpectError("sweep " + Spec("t5.json", R"({"command": "train", "base": {"images": 8},
+                  "axes": {"batch": [16]}})") +
+                  " --out " + P("x"),
+              2, "images (8) below batch (16)");
+}
+
 TEST_F(SweepCliTest, BadSpecsAndFoldersAreUsageErrors) {
   ExpectError("sweep " + P("none.json") + " --out " + P("x"), 2, "cannot read the sweep spec");
   ExpectError("sweep " + Spec("a.json", R"({"axes": {"array_size": [4]}})") + " --out " + P("x"), 2,
