@@ -193,22 +193,28 @@ class Emitter {
   // Flush: an activate waits 2N cycles for its product to drain, and waiting at the head of
   // the queue it would hold back the next products' loads and matmuls (docs/timing.md,
   // "Issue").
-  void Later(uint64_t acc, int64_t ub, int64_t rows, bool relu,
-             std::function<void()> after = nullptr) {
+  // Returns the activate's number, for Await.
+  int64_t Later(uint64_t acc, int64_t ub, int64_t rows, bool relu,
+                std::function<void()> after = nullptr) {
     pending_.push_back({acc, ub, rows, relu, std::move(after)});
+    return later_++;
+  }
+  // Emits the deferred activates up to Later's number `id`: before what reads its rows.
+  void Await(int64_t id) {
+    while (emitted_ <= id) EmitOldest();
   }
   // Emits the deferred activates, in order: before anything reads what they write.
   void Flush() {
     while (!pending_.empty()) EmitOldest();
   }
   // out = in (N rows, N lanes) transposed through the array: a transposed load of N rows
-  // times the identity; the result once flushed.
-  void Transpose(int64_t in, int64_t out) {
+  // times the identity; the result once its activate (the number returned) is out (Await).
+  int64_t Transpose(int64_t in, int64_t out) {
     p_.LoadWeights(static_cast<uint64_t>(in), 1, /*transpose=*/true);
     const uint64_t acc = NextAcc();
     p_.Matmul(static_cast<uint64_t>(a_.id), acc, static_cast<uint64_t>(a_.n), true,
               Acc::kOverwrite);
-    Later(acc, out, a_.n, false);
+    return Later(acc, out, a_.n, false);
   }
   // The instructions from here on belong to pass `name` (what is deferred goes first).
   void Pass(const std::string& name) {
@@ -237,6 +243,7 @@ class Emitter {
   void EmitOldest() {
     const Pending q = std::move(pending_.front());
     pending_.erase(pending_.begin());
+    ++emitted_;
     p_.Activate(q.acc, static_cast<uint64_t>(q.ub), static_cast<uint64_t>(q.rows), 0, q.relu,
                 isa::Pool::kNone);
     if (q.after) q.after();
@@ -244,6 +251,7 @@ class Emitter {
 
   ProgramBuilder p_;
   int64_t next_acc_ = 0;
+  int64_t later_ = 0, emitted_ = 0;  // activates deferred, and emitted, so far
   struct Pending {
     uint64_t acc;
     int64_t ub, rows;
@@ -311,23 +319,39 @@ void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
   e.Vec(VectorOp::kMul, a.sm, a.inv_batch, last.dz, b, E::kA32 | E::kB32 | E::kBcast);
 }
 
-// dW = X^T dz of layer l: X's blocks transposed, then each dz block stationary while the
-// transposed rows stream. A block's transposed load reads N rows from its first: past the B
+// dW = X^T dz of layer l: X's blocks transposed, and each dz block stationary while the
+// transposed blocks' rows stream, kGroup blocks at a time: the array takes turns between
+// transposes (each a product of its own) and the dz blocks, so a group's products follow
+// the next group's transposes, whose rows drain into their accumulators (2N cycles) while
+// the group's products stream; their activates, emitted just before the products that
+// read them, do not wait at the head of the queue. A dz block is loaded once a group.
+// A block's transposed load reads N rows from its first: past the B
 // images of the first layer's contiguous blocks those are the next block's (or the labels,
 // then zeros): finite values that land in lanes B..N-1 of X^T's rows, which meet dz's zero
 // rows B..N-1 in the array. Each such product is a zero, and a zero added to a column sum
 // that started at +0 changes nothing (a sum of finite values is never -0 there), so dW is
 // exactly the sum over the batch.
 void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r) {
-  for (int64_t k = 0; k < r.k; ++k) e.Transpose(r.x + k * r.x_stride, r.xt + k * a.n);
-  e.Flush();  // the products below read X^T
-  for (int64_t j = 0; j < r.m; ++j) {
-    e.P().LoadWeights(static_cast<uint64_t>(r.dz + j * a.n), 1, false);
-    for (int64_t k = 0; k < r.k; ++k) {
-      const uint64_t acc = e.NextAcc();
-      e.P().Matmul(static_cast<uint64_t>(r.xt + k * a.n), acc, static_cast<uint64_t>(a.n), k == 0,
-                   Acc::kOverwrite);
-      e.Later(acc, r.g + (j * r.k + k) * a.n, a.n, false);
+  constexpr int64_t kGroup = 2;
+  std::vector<int64_t> ready(static_cast<size_t>(r.k));
+  auto transposes = [&](int64_t g) {  // group g's
+    for (int64_t k = g * kGroup; k < std::min(r.k, (g + 1) * kGroup); ++k)
+      ready[static_cast<size_t>(k)] = e.Transpose(r.x + k * r.x_stride, r.xt + k * a.n);
+  };
+  const int64_t groups = Tiles(r.k, static_cast<int>(kGroup));
+  transposes(0);
+  for (int64_t g = 0; g < groups; ++g) {
+    if (g + 1 < groups) transposes(g + 1);
+    const int64_t k0 = g * kGroup, k1 = std::min(r.k, k0 + kGroup);
+    for (int64_t j = 0; j < r.m; ++j) {
+      e.P().LoadWeights(static_cast<uint64_t>(r.dz + j * a.n), 1, false);
+      if (j == 0) e.Await(ready[static_cast<size_t>(k1 - 1)]);  // the group's X^T is in
+      for (int64_t k = k0; k < k1; ++k) {
+        const uint64_t acc = e.NextAcc();
+        e.P().Matmul(static_cast<uint64_t>(r.xt + k * a.n), acc, static_cast<uint64_t>(a.n),
+                     k == k0, Acc::kOverwrite);
+        e.Later(acc, r.g + (j * r.k + k) * a.n, a.n, false);
+      }
     }
   }
 }
