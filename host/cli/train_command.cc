@@ -18,6 +18,7 @@
 #include "host/report/energy.h"
 #include "host/report/exec_report.h"
 #include "host/report/program_bound.h"
+#include "host/report/run_report.h"
 #include "host/train/checkpoint.h"
 #include "host/train/dense_model.h"
 
@@ -87,14 +88,13 @@ std::string PassName(const std::string& pass, const nn::Model& model) {
   return pass;
 }
 
-// Each pass of the step: its cycles a step, share, the matrix unit's utilization, the
-// vector unit's and host DMA's busy cycles, its own attainable bound and what binds it
-// (the bound of its instructions alone), its modelled energy (its counted events x the table).
+// Each pass of the step, over the steps run: its counters (cycles, the matrix unit's use,
+// the vector unit's and host DMA's busy cycles, traffic), its useful MACs (the cycle
+// categories: report::RunRow's), its own attainable bound and what binds it (the bound of
+// its instructions alone), its modelled energy (its counted events x the table).
 struct PassRow {
-  std::string name;
-  hw::ChipCounters c;
+  report::RunRow row;  // name, useful MACs, counters, energy
   report::ProgramBound bound;
-  report::EnergyBreakdown energy;
 };
 
 // The step's passes with the model's layer names, in DensePrograms::pass_names' order.
@@ -114,43 +114,64 @@ std::vector<PassRow> PassRows(const train::ChipTrainer& t, const config::TpuConf
     for (size_t w = 0; w < p.pass_of.size(); ++w)
       if (p.pass_of[w] == static_cast<int32_t>(i))
         slice.words.push_back(p.step.programs[0].words[w]);
-    const hw::ChipCounters& c = t.PassCounters()[i];
-    rows.push_back({names[i], c, report::BoundPrograms({slice}, config),
-                    report::ComputeEnergy(c, config, table)});
+    report::RunRow row;
+    row.name = names[i];
+    row.macs = p.pass_macs[i] * static_cast<int64_t>(t.Steps());
+    row.counters = t.PassCounters()[i];
+    row.energy = report::ComputeEnergy(row.counters, config, table);
+    rows.push_back({row, report::BoundPrograms({slice}, config)});
   }
   return rows;
 }
 
-std::string PassTable(const std::vector<PassRow>& rows, uint64_t steps, int n) {
+std::string PassTable(const std::vector<PassRow>& rows, uint64_t steps,
+                      const config::TpuConfig& c) {
   uint64_t total = 0;
-  for (const PassRow& r : rows) total += r.c.cycles;
-  std::string out =
-      fmt::format("{:<26} {:>10} {:>6} {:>8} {:>9} {:>9} {:>18} {:>9}\n", "pass (a step)", "cycles",
-                  "share", "MXU use", "vector", "host DMA", "bound (binds)", "energy");
-  for (const PassRow& r : rows) {
-    const double cycles = static_cast<double>(r.c.cycles) / static_cast<double>(steps);
-    out +=
-        fmt::format("{:<26} {:>10} {:>5.1f}% {:>7.1f}% {:>9} {:>9} {:>18} {:>7.1f} µJ\n", r.name,
-                    Grouped(static_cast<int64_t>(cycles + 0.5)), 100.0 * r.c.cycles / total,
-                    r.c.cycles ? 100.0 * r.c.macs / (static_cast<double>(r.c.cycles) * n * n) : 0.0,
-                    Grouped(static_cast<int64_t>(r.c.busy_vector / steps)),
-                    Grouped(static_cast<int64_t>(r.c.busy_host_dma / steps)),
-                    fmt::format("{} ({})", Grouped(static_cast<int64_t>(r.bound.Cycles() + 0.5)),
-                                r.bound.Binds()),
-                    r.energy.Total() * 1e-6 / static_cast<double>(steps));
+  for (const PassRow& r : rows) total += r.row.Cycles();
+  std::string out = fmt::format("{:<22} {:>7} {:>6} {:>5} {:>6} {:>6} {:>6} {:>8} {:>18} {:>9}\n",
+                                "pass (a step)", "cycles", "share", "MXU", "useful", "vector",
+                                "host", "traffic", "bound (binds)", "energy");
+  const double s = static_cast<double>(steps);
+  const double units = static_cast<double>(c.array_dim) * c.array_dim * c.mxus_per_core;
+  for (const PassRow& p : rows) {
+    const report::RunRow& r = p.row;
+    const double cycles = static_cast<double>(r.Cycles());
+    auto share = [cycles, units](double macs) {
+      return cycles ? 100 * macs / (cycles * units) : 0;
+    };
+    out += fmt::format(
+        "{:<22} {:>7} {:>5.1f}% {:>4.0f}% {:>5.0f}% {:>6} {:>6} {:>5} kB {:>18} {:>6.1f} µJ\n",
+        r.name, Grouped(static_cast<int64_t>(cycles / s + 0.5)), 100.0 * cycles / total,
+        share(static_cast<double>(r.counters.macs)), share(static_cast<double>(r.macs)),
+        Grouped(static_cast<int64_t>(r.counters.busy_vector / steps)),
+        Grouped(static_cast<int64_t>(r.counters.busy_host_dma / steps)),
+        Grouped(static_cast<int64_t>(static_cast<double>(r.DramBytes()) / s / 1000 + 0.5)),
+        fmt::format("{} ({})", Grouped(static_cast<int64_t>(p.bound.Cycles() + 0.5)),
+                    p.bound.Binds()),
+        r.energy.Total() * 1e-6 / s);
   }
-  return out;
+  return out +
+         "(MXU: the MACs the array issued, of its peak; useful: the pass's own; host: host "
+         "DMA busy cycles; traffic: host and weight memory)\n";
 }
 
-nlohmann::json PassJson(const std::vector<PassRow>& rows, uint64_t steps) {
+nlohmann::json PassJson(const std::vector<PassRow>& rows, uint64_t steps,
+                        const config::TpuConfig& c) {
   nlohmann::json j = nlohmann::json::array();
-  for (const PassRow& r : rows)
+  for (const PassRow& p : rows) {
+    const report::RunRow& r = p.row;
+    nlohmann::json categories = nlohmann::json::object();
+    for (const auto& [k, v] : r.Categories(c.array_dim, c.mxus_per_core)) categories[k] = v;
     j.push_back({{"pass", r.name},
                  {"steps", steps},
-                 {"counters", report::CountersJson(r.c)},
-                 {"bound", r.bound.ToJson()},
+                 {"useful_macs", r.macs},
+                 {"counters", report::CountersJson(r.counters)},
+                 {"tpu_v1_categories", categories},
+                 {"dram_bytes", r.DramBytes()},
+                 {"bound", p.bound.ToJson()},
                  {"energy_pj", r.energy.Total()},
                  {"energy_components_pj", r.energy.ToJson()}});
+  }
   return j;
 }
 
@@ -327,8 +348,8 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
   }
   if (r.trainer->Steps() > 0) {
     const std::vector<PassRow> rows = PassRows(*r.trainer, r.config, model, table);
-    if (!a.quiet) std::cout << "\n" << PassTable(rows, r.trainer->Steps(), r.config.array_dim);
-    r.at.report["passes"] = PassJson(rows, r.trainer->Steps());
+    if (!a.quiet) std::cout << "\n" << PassTable(rows, r.trainer->Steps(), r.config);
+    r.at.report["passes"] = PassJson(rows, r.trainer->Steps(), r.config);
   }
   if (!a.json.empty() && r.trainer->Steps() > 0) {
     const auto& exe = r.trainer->Programs().step;
@@ -399,6 +420,9 @@ void Run(TrainArgs a) {
     throw UsageError(
         "--verify, --optimizer, --gradients, --json, --timeline, --timeline-step and --energy are "
         "for training on the chip: add --config tpu-v2");
+  }
+  if (a.step_option->count() && a.timeline.empty()) {
+    throw UsageError("--timeline-step chooses the step --timeline records: add --timeline FILE");
   }
   if (!a.timeline.empty()) CheckWritable(a.timeline);
   if (on_chip) report::LoadEnergyTable(a.energy);  // a bad table before the work

@@ -216,10 +216,12 @@ class Emitter {
               Acc::kOverwrite);
     return Later(acc, out, a_.n, false);
   }
-  // The instructions from here on belong to pass `name` (what is deferred goes first).
-  void Pass(const std::string& name) {
+  // The instructions from here on belong to pass `name`, which does `macs` useful
+  // multiply-accumulates (what is deferred goes first).
+  void Pass(const std::string& name, int64_t macs = 0) {
     Flush();
     names_.push_back(name);
+    macs_.push_back(macs);
     starts_.push_back(p_.program().words.size());
   }
   isa::Program Take() {
@@ -235,6 +237,7 @@ class Emitter {
     return of;
   }
   const std::vector<std::string>& PassNames() const { return names_; }
+  const std::vector<int64_t>& PassMacs() const { return macs_; }
 
  private:
   const Layout& a_;
@@ -260,6 +263,7 @@ class Emitter {
   };
   std::vector<Pending> pending_;
   std::vector<std::string> names_;
+  std::vector<int64_t> macs_;
   std::vector<size_t> starts_;
 };
 
@@ -416,12 +420,17 @@ void ReadBatch(Emitter& e, const Layout& a, int64_t host, int64_t scalars) {
 // instructions' passes into *pass_of, their names into *names.
 isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& opt,
                          const config::TpuConfig& c, bool prefetch, std::vector<int32_t>* pass_of,
-                         std::vector<std::string>* names) {
+                         std::vector<std::string>* names, std::vector<int64_t>* macs) {
   Emitter e(a, c);
   const int fifo = std::max(1, c.weight_fifo_tiles);
+  // A layer's useful MACs a step: its weights and bias (the lane of ones) times the batch
+  // (forward; the weight gradient), its weights times the batch (the input gradient).
+  auto useful = [&](int l, bool bias) {
+    return int64_t{a.b} * (net.In(l) + (bias ? 1 : 0)) * net.Out(l);
+  };
   for (int l = 0; l < net.Layers(); ++l) {
     const LayerRows& r = a.layer[static_cast<size_t>(l)];
-    e.Pass(fmt::format("layer {} forward", l + 1));
+    e.Pass(fmt::format("layer {} forward", l + 1), useful(l, true));
     e.Vec(VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), Emitter::kA32);
     EmitForward(e, a, net, l, fifo);
   }
@@ -431,10 +440,10 @@ isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& 
   if (prefetch) ReadBatch(e, a, a.h_batch_next, a.scalars_next);
   for (int l = net.Layers() - 1; l >= 0; --l) {
     const LayerRows& r = a.layer[static_cast<size_t>(l)];
-    e.Pass(fmt::format("layer {} weight gradient", l + 1));
+    e.Pass(fmt::format("layer {} weight gradient", l + 1), useful(l, true));
     EmitWeightGradient(e, a, r);
     if (l > 0) {
-      e.Pass(fmt::format("layer {} input gradient", l + 1));
+      e.Pass(fmt::format("layer {} input gradient", l + 1), useful(l, false));
       EmitInputGradient(e, a, r, a.layer[static_cast<size_t>(l) - 1]);
     }
     if (l == 0) {  // the results, behind the last update (the prefetch is done by then)
@@ -447,6 +456,7 @@ isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& 
   isa::Program program = e.Take();
   *pass_of = e.PassOf(program.words.size());
   *names = e.PassNames();
+  *macs = e.PassMacs();
   return program;
 }
 
@@ -610,7 +620,8 @@ DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
       engine::Executable& exe = p.steps[parity][prefetch];
       exe.name = prefetch ? "train-step" : "train-step (no prefetch)";
       exe.programs.push_back(StepProgram(ap, net, opt, config, prefetch,
-                                         prefetch ? &p.pass_of : &p.pass_of_last, &p.pass_names));
+                                         prefetch ? &p.pass_of : &p.pass_of_last, &p.pass_names,
+                                         &p.pass_macs));
       exe.regions = infeed;
     }
     p.fetch[parity].name = "train-fetch";

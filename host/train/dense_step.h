@@ -39,6 +39,7 @@ struct DensePrograms {
   // step's instructions (an index into pass_names).
   std::vector<std::string> pass_names;
   std::vector<int32_t> pass_of, pass_of_last;  // with prefetch, without
+  std::vector<int64_t> pass_macs;              // each pass's useful MACs a step
 };
 
 // The programs for `net` at `batch` images a step on core 0 of `config` (a bf16 chip).

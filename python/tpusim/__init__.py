@@ -463,16 +463,20 @@ def _row(point):
 
 
 def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=None,
-          limit=None, seed=1, engine="fast", verify=False, dataset="mnist", data=None):
+          limit=None, seed=1, engine="fast", verify=False, dataset="mnist", data=None,
+          timeline=None, timeline_step=2):
     """Trains a network on the chip (tpusim train --config, docs/training.md): every step a
     program on one core of a bf16 chip, the weights kept in the chip between the steps.
 
     arch: "mlp" (the chip's training compiler takes perceptrons so far); config: a bf16
     preset name or a Config; limit: train on the first images only; verify: check every step
-    against the CPU reference, bit for bit. Returns (weights, report): the trained float32
-    weights as NumPy arrays by their model-folder names ("fc1.weights", "fc1.bias", ...), and
-    the CLI's --json report (each epoch's loss, accuracies, cycles, simulated and wall time;
-    the step's passes and the last step's counters). Bad arguments raise ValueError.
+    against the CPU reference, bit for bit; timeline: a file for the instruction timeline of
+    step `timeline_step` (Chrome trace JSON, its passes on a track of their own). Returns
+    (weights, report): the trained float32 weights as NumPy arrays by their model-folder names
+    ("fc1.weights", "fc1.bias", ...), and the CLI's --json report (each epoch's loss,
+    accuracies, cycles, simulated and wall time and modelled energy; the step's passes with
+    their counters, bounds and energy; the last step's counters). Bad arguments raise
+    ValueError.
     """
     import numpy as np
 
@@ -491,6 +495,9 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
         args += ["--data", str(data)]
     if verify:
         args.append("--verify")
+    if timeline is not None:
+        args += ["--timeline", os.fspath(timeline), "--timeline-step",
+                 str(_count(timeline_step, "timeline_step"))]
     with tempfile.TemporaryDirectory(prefix="tpusim-") as tmp:
         out, report_path = os.path.join(tmp, "model"), os.path.join(tmp, "r.json")
         with _naming(out, "the trained model"):

@@ -33,6 +33,18 @@ def test_train_gives_the_clis_weights_and_report(tmp_path):
     assert epoch["steps"] == 5 and epoch["verified_steps"] == 5
     assert report["config"] == "tpu-v2" and report["optimizer"] == "adam"
     assert [p["pass"] for p in report["passes"]][:3] == ["fc1 forward", "fc2 forward", "loss"]
+    passes = sum(p["energy_pj"] for p in report["passes"])
+    assert passes == pytest.approx(epoch["energy_j"] * 1e12, rel=1e-12)
+
+
+@pytest.mark.skipif(not have_mnist(), reason="no MNIST data")
+def test_train_writes_a_steps_timeline(tmp_path):
+    tpusim.train(config="tpu-v2", limit=256, epochs=1, timeline=tmp_path / "t.json",
+                 timeline_step=3)
+    t = json.load(open(tmp_path / "t.json"))
+    assert t["otherData"]["step"] == 3
+    tracks = {e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and "name" in e["args"]}
+    assert "passes (forward, loss, backward, update)" in tracks
 
 
 def test_train_refuses_bad_input():
@@ -44,3 +56,5 @@ def test_train_refuses_bad_input():
         tpusim.train(arch="lenet5", limit=64)
     with pytest.raises(ValueError, match="engine"):
         tpusim.train(engine="gpu")
+    with pytest.raises(ValueError, match="timeline_step"):
+        tpusim.train(timeline="t.json", timeline_step=0)

@@ -149,6 +149,14 @@ TEST_F(NnCliTest, TrainOnTheChipGivesEachPassItsEnergyAndTimesAStep) {
   double passes = 0;
   for (const auto& p : r["passes"]) passes += p["energy_pj"].get<double>();
   EXPECT_NEAR(passes, r["epochs"][0]["energy_j"].get<double>() * 1e12, passes * 1e-12);
+  // fc1's forward pass: 64 images x (1,024 inputs and the bias) x 256 units a step, the
+  // TPU v1 categories of its cycles adding up to 1.
+  const auto& fc1 = r["passes"][0];
+  EXPECT_EQ(fc1["pass"], "fc1 forward");
+  EXPECT_EQ(fc1["useful_macs"], 4 * 64 * 1025 * 256);
+  double shares = 0;
+  for (const auto& [k, v] : fc1["tpu_v1_categories"].items()) shares += v.get<double>();
+  EXPECT_NEAR(shares, 1.0, 1e-9);
   const auto tl = nlohmann::json::parse(Slurp(P("t.json")));
   EXPECT_EQ(tl["otherData"]["step"], 3);
   int track = -1;
@@ -175,6 +183,8 @@ TEST_F(NnCliTest, TrainOnTheChipGivesEachPassItsEnergyAndTimesAStep) {
                   " --timeline-step 5 --out " + P("x"),
               2, "--timeline-step 5: the run has steps 1 to 4");
   ExpectError("train --timeline " + P("u.json") + " --out " + P("x"), 2, "add --config tpu-v2");
+  ExpectError("train --config tpu-v2 --timeline-step 3 --out " + P("x"), 2,
+              "--timeline-step chooses the step --timeline records");
   EXPECT_FALSE(std::filesystem::exists(P("u.json")));
 }
 
