@@ -68,8 +68,9 @@ class DenseStepTest : public ::testing::TestWithParam<engine::EngineKind> {};
 
 // Three steps of `c` on the engine: each step's results and the state after it equal the
 // reference's (one chip for every case: one RTL chip a process); returns the engine's last step's
-// result for the caller's counters.
-engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const Case& c, int steps) {
+// result for the caller's counters. With `timeline`, step 2 is recorded in it.
+engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const Case& c, int steps,
+                                       engine::Timeline* timeline = nullptr) {
   const DenseNet net{c.widths};
   Optimizer opt;
   opt.kind = c.kind;
@@ -79,6 +80,7 @@ engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const Case& c, 
   DenseState ref = InitialState(net, opt, rng);
   train::ChipTrainer trainer(chip, net, c.batch, opt);
   trainer.Start(ref);
+  if (timeline) trainer.TraceStep(2, timeline, trainer.Programs().pass_names);
   // Two batches in turn, each step's next one given but the last's (the infeed's two buffers
   // both used); every other step the same batch, on which the loss falls.
   const Batch batches[2] = {RandomBatch(net, c.batch, rng), RandomBatch(net, c.batch, rng)};
@@ -110,14 +112,24 @@ TEST_P(DenseStepTest, EveryStepEqualsTheReference) {
   for (const Case& c : kCases) StepsEqualReference(chip.get(), c, 4);
 }
 
-// The two engines run the same step with every counter equal.
+// The two engines run the same step with every counter equal, and the same timeline of a
+// step (tpusim train --timeline): every instruction's slices, and its passes'.
 TEST(DenseStepRtlTest, TheEnginesAgreeOnEveryCounter) {
-  const auto fast_chip = TestEngine(engine::EngineKind::kFast, Bf16Chip());
-  const auto rtl_chip = TestEngine(engine::EngineKind::kRtl, Bf16Chip());
-  const engine::ExecResult fast = StepsEqualReference(fast_chip.get(), kCases[2], 3);
-  const engine::ExecResult rtl = StepsEqualReference(rtl_chip.get(), kCases[2], 3);
+  const config::TpuConfig c = Bf16Chip();
+  engine::Timeline fast_steps(c.clock_mhz, c.mxus_per_core, true),
+      rtl_steps(c.clock_mhz, c.mxus_per_core, true);
+  const auto fast_chip = TestEngine(engine::EngineKind::kFast, c);
+  const auto rtl_chip = TestEngine(engine::EngineKind::kRtl, c);
+  const engine::ExecResult fast = StepsEqualReference(fast_chip.get(), kCases[2], 3, &fast_steps);
+  const engine::ExecResult rtl = StepsEqualReference(rtl_chip.get(), kCases[2], 3, &rtl_steps);
   EXPECT_EQ(fast.cycles, rtl.cycles);
   EXPECT_TRUE(fast.counters == rtl.counters);
+  EXPECT_GT(fast_steps.Events().size(), 100u);
+  EXPECT_EQ(fast_steps.Events(), rtl_steps.Events());
+  int passes = 0;  // step 2's passes, each at least one slice of the passes track
+  for (const auto& e : fast_steps.Events())
+    passes += e.value("name", "") == "layer 1 weight gradient";
+  EXPECT_GE(passes, 1);
 }
 
 TEST(DenseStepCompileTest, RefusesWhatDoesNotFit) {
