@@ -324,10 +324,11 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
       report::BoundPrograms(r.trainer->Programs().step.programs, r.config);
   if (!a.quiet) {
     std::cout << fmt::format(
-        "training {} ({} parameters) on {}, {} engine: {} images, {} epochs, batch {}, {} lr {}, "
-        "seed {}{}\n",
-        model.name, Grouped(model.ParamCount()), r.config.name, r.chip->Name(), train.count,
-        a.opt.epochs, a.opt.batch, r.opt.Name(), r.opt.lr, a.opt.seed,
+        "training {} ({} parameters) on {}{}, {} engine: {} images, {} epochs, batch {}, {} lr "
+        "{}, seed {}{}\n",
+        model.name, Grouped(model.ParamCount()), r.config.name,
+        r.config.cores > 1 ? fmt::format(" (core 0 of its {})", r.config.cores) : "",
+        r.chip->Name(), train.count, a.opt.epochs, a.opt.batch, r.opt.Name(), r.opt.lr, a.opt.seed,
         a.verify ? ", checked step by step" : "");
   }
   for (int e = r.at.epoch; e <= a.opt.epochs; ++e) {
