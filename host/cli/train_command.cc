@@ -54,10 +54,11 @@ double EpochJoules(const train::ChipEpochResult& r, const config::TpuConfig& c,
 }
 
 // Two lines per epoch on the chip: what it learnt and what it cost (`bound`: the step
-// program's attainable bound).
+// program's attainable bound; `joules`: EpochJoules with `table`).
 std::string ChipEpochLine(const TrainArgs& a, const config::TpuConfig& c, int e,
                           const train::ChipEpochResult& r, double test_acc,
-                          const report::ProgramBound& bound, const report::EnergyTable& table) {
+                          const report::ProgramBound& bound, const report::EnergyTable& table,
+                          double joules) {
   if (r.steps == 0)
     return fmt::format("epoch {}/{}: no steps (fewer images than --batch)\n", e, a.opt.epochs);
   const double sim_s = static_cast<double>(r.cycles) / (c.clock_mhz * 1e6);
@@ -70,10 +71,8 @@ std::string ChipEpochLine(const TrainArgs& a, const config::TpuConfig& c, int e,
       Grouped(r.steps ? static_cast<int64_t>(r.cycles) / r.steps : 0),
       r.steps ? static_cast<double>(r.cycles) / static_cast<double>(r.steps) / bound.Cycles() : 0,
       bound.Binds(), sim_s, c.clock_mhz,
-      Grouped(sim_s > 0 ? static_cast<int64_t>(static_cast<double>(r.images) / sim_s) : 0),
-      EpochJoules(r, c, table),
-      Grouped(static_cast<int64_t>(EpochJoules(r, c, table) * 1e6 / static_cast<double>(r.images))),
-      table.name,
+      Grouped(sim_s > 0 ? static_cast<int64_t>(static_cast<double>(r.images) / sim_s) : 0), joules,
+      Grouped(static_cast<int64_t>(joules * 1e6 / static_cast<double>(r.images))), table.name,
       a.verify ? fmt::format(", {} steps bit-exact with the CPU reference", r.verified) : "",
       r.seconds);
 }
@@ -315,10 +314,9 @@ void WriteTimeline(const TrainArgs& a, const ChipRun& r, engine::Timeline* t) {
 // (host/train/dense_step.h), the weights in the chip between the steps; a checkpoint beside
 // --out after every --checkpoint-every steps and every epoch, resumed by the same command.
 void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
-               const data::MnistSet& test) {
+               const data::MnistSet& test, const report::EnergyTable& table) {
   ChipRun r = StartOnChip(a, model);
   const std::unique_ptr<engine::Timeline> timeline = TraceStep(a, r, model, train);
-  const report::EnergyTable table = report::LoadEnergyTable(a.energy);
   train::SetDenseWeights(r.at.state, &model);  // a resumed run's, should no epoch be left
   const report::ProgramBound bound =
       report::BoundPrograms(r.trainer->Programs().step.programs, r.config);
@@ -342,9 +340,9 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
     }
     train::SetDenseWeights(now, &model);
     const double test_acc = nn::EvaluateFp32(model, test, a.opt.threads);
-    if (!a.quiet) std::cout << ChipEpochLine(a, r.config, e, done, test_acc, bound, table);
-    r.at.report["epochs"].push_back(
-        EpochJson(done, test_acc, r.config.clock_mhz, EpochJoules(done, r.config, table)));
+    const double joules = EpochJoules(done, r.config, table);
+    if (!a.quiet) std::cout << ChipEpochLine(a, r.config, e, done, test_acc, bound, table, joules);
+    r.at.report["epochs"].push_back(EpochJson(done, test_acc, r.config.clock_mhz, joules));
     train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e + 1, {}, now, r.at.report});
   }
   if (r.trainer->Steps() > 0) {
@@ -426,7 +424,9 @@ void Run(TrainArgs a) {
     throw UsageError("--timeline-step chooses the step --timeline records: add --timeline FILE");
   }
   if (!a.timeline.empty()) CheckWritable(a.timeline);
-  if (on_chip) report::LoadEnergyTable(a.energy);  // a bad table before the work
+  // The energy table of the chip's reports, read before the work (a bad one refused then).
+  const report::EnergyTable table =
+      on_chip ? report::LoadEnergyTable(a.energy) : report::EnergyTable{};
   if (!a.gradients.empty()) CheckOutputFolder(a.gradients, train::kGradientsFolder);
   const data::Dataset dataset = data::ParseDataset(a.dataset);
   nn::Model model = MakeModel(a);
@@ -435,7 +435,7 @@ void Run(TrainArgs a) {
   const std::string dir = data::FindDatasetDir(dataset, a.data);
   const data::MnistSet train = data::LoadMnist(dir, /*train=*/true, a.limit);
   const data::MnistSet test = data::LoadMnist(dir, /*train=*/false);
-  if (on_chip) return RunOnChip(a, std::move(model), train, test);
+  if (on_chip) return RunOnChip(a, std::move(model), train, test, table);
   RunOnCpu(a, std::move(model), train, test, dir);
 }
 

@@ -108,9 +108,7 @@ nlohmann::json TrainReport(const nlohmann::json& t) {
     r["layers"].push_back({{"name", pass.at("pass")},
                            {"cycles", pc},
                            {"macs", pm},
-                           {"dram_bytes", c.at("host_bytes_read").get<double>() +
-                                              c.at("host_bytes_written").get<double>() +
-                                              c.at("weight_bytes_read").get<double>()},
+                           {"dram_bytes", pass.at("dram_bytes")},
                            {"ops_per_cycle", pc > 0 ? 2 * pm / pc : 0.0},
                            {"utilization", pc > 0 ? 2 * pm / (pc * peak) : 0.0}});
     for (const auto& [k, v] : pass.at("energy_components_pj").items())
