@@ -70,7 +70,8 @@ struct StepOut {
 };
 
 // Throws UsageError unless the net and batch fit one core of an N-lane bf16 chip: at least
-// one layer, every width at least 1, at most N classes, 1 <= batch <= N.
+// one layer, every width at least 1, at most N classes, a batch of at least 1 (the
+// accumulators and the buffer bound it: CompileDense).
 void CheckDense(const DenseNet& net, int batch, int n);
 
 }  // namespace tpu::train

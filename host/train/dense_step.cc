@@ -1,7 +1,8 @@
 // See dense_step.h. The layout follows examples/training/make_mlp_step.py's, for any widths:
 // every tensor in blocks of N lanes, a float32 row in two buffer rows (the lanes' high
-// halves, then their low halves), each activation block N rows of which the batch's are
-// the first (the rest stay zero: a transposed load reads N rows).
+// halves, then their low halves), each activation block BP rows (the batch B rounded up to
+// whole N-row chunks) of which the batch's are the first (the rest stay zero: a transposed
+// load reads N rows).
 #include "host/train/dense_step.h"
 
 #include <fmt/format.h>
@@ -30,16 +31,18 @@ struct LayerRows {
   std::vector<int64_t> slot;
   int64_t wb = 0, g = 0;  // the bfloat16 weights and gradient, in the same order
   int64_t x = 0;          // the input's k blocks, x_stride rows apart (its first B rows each)
-  int64_t x_stride = 0;   // N; the first layer's: B (the batch contiguous, read at once)
-  int64_t xt = 0;         // its transpose: k N rows
-  int64_t dz = 0;         // dL/d(output): m blocks of N rows
-  int64_t mask = 0;       // hidden layers: where the ReLU gave 0, m blocks of N rows
+  int64_t x_stride = 0;   // BP; the first layer's: B (the batch contiguous, read at once)
+  int64_t xt = 0;         // its transpose: block k's chunk c (N images) at N (k C + c) rows
+  int64_t dz = 0;         // dL/d(output): m blocks of BP rows
+  int64_t mask = 0;       // hidden layers: where the ReLU gave 0, m blocks of BP rows
   int64_t Values(int n) const { return k * m * n; }
 };
 
 // Unified-buffer rows (bf16 rows of N lanes) and host rows (of 2N bytes).
 struct Layout {
   int n = 0, b = 0;
+  int64_t bp = 0;  // B rounded up to whole chunks of N: an activation block's rows
+  int64_t Chunks() const { return bp / n; }
   int64_t id = 0, pad = 0, zero = 0, ones = 0, consts = 0, inv_batch = 0, scalars = 0;
   int64_t state_begin = 0, state_end = 0;
   std::vector<LayerRows> layer;
@@ -81,6 +84,7 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
   Layout a;
   a.n = n;
   a.b = batch;
+  a.bp = Tiles(batch, n) * n;
   int64_t at = 0;
   auto take = [&at](int64_t rows) {
     const int64_t r = at;
@@ -107,11 +111,11 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
   for (LayerRows& r : a.layer) {
     r.wb = take(r.Values(n));
     r.g = take(r.Values(n));
-    r.x_stride = n;
-    r.x = &r == &a.layer[0] ? 0 : take(r.k * n);  // the first layer's: the batch buffer's
-    r.xt = take(r.k * n);
-    r.dz = take(r.m * n);
-    r.mask = take(r.m * n);
+    r.x_stride = a.bp;
+    r.x = &r == &a.layer[0] ? 0 : take(r.k * a.bp);  // the first layer's: the batch buffer's
+    r.xt = take(r.k * a.bp);
+    r.dz = take(r.m * a.bp);
+    r.mask = take(r.m * a.bp);
     values = std::max(values, r.Values(n));
   }
   for (int buffer = 0; buffer < 2; ++buffer) {  // the infeed's two batch buffers
@@ -176,17 +180,18 @@ class Emitter {
       p_.WriteHost(static_cast<uint64_t>(ub + r0), Host(host_row + r0),
                    static_cast<uint64_t>(std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0)));
   }
-  // The next N accumulator rows, in turn, for a new product. The activates of the products
-  // before it are deferred (Later): the oldest is emitted once three products have come
+  // The next region of BP accumulator rows, in turn, for a new product (of the batch's rows;
+  // a transpose's or a weight gradient's N rows, or a group of those). The activates of the
+  // products before it are deferred (Later): the oldest is emitted once three products have come
   // after it, when its rows have drained (2N cycles after its last row entered the array,
   // which two more products of N rows take to stream), so that it neither waits at the head
   // of the queue nor lets its slot come round again.
   uint64_t NextAcc() {
-    const int64_t slots = std::max<int64_t>(1, c_.acc_depth_rows / a_.n);
+    const int64_t slots = std::max<int64_t>(1, c_.acc_depth_rows / a_.bp);
     while (!pending_.empty() &&
            static_cast<int64_t>(pending_.size()) >= std::min<int64_t>(kLag, slots - 1))
       EmitOldest();
-    return static_cast<uint64_t>((next_acc_++ % slots) * a_.n);
+    return static_cast<uint64_t>((next_acc_++ % slots) * a_.bp);
   }
   // Activates accumulator rows [acc, acc + rows) into ub (ReLU with `relu`), then runs
   // `after` (vector instructions on the result), a few products later (NextAcc) or at a
@@ -285,9 +290,9 @@ void EmitForward(Emitter& e, const Layout& a, const DenseNet& net, int l, int fi
       e.Later(acc, a.logits, a.b, false);
       continue;
     }
-    const int64_t out = a.layer[static_cast<size_t>(l) + 1].x + j * a.n;
+    const int64_t out = a.layer[static_cast<size_t>(l) + 1].x + j * a.bp;
     e.Later(acc, out, a.b, true, [&e, &a, &r, out, j] {
-      e.Vec(VectorOp::kEqual, out, a.zero, r.mask + j * a.n, a.b, Emitter::kBcast);
+      e.Vec(VectorOp::kEqual, out, a.zero, r.mask + j * a.bp, a.b, Emitter::kBcast);
     });
   }
   e.Flush();
@@ -296,7 +301,7 @@ void EmitForward(Emitter& e, const Layout& a, const DenseNet& net, int l, int fi
   // opens a block of its own is that block's, set by init.
   const LayerRows& next = a.layer[static_cast<size_t>(l) + 1];
   if (net.Out(l) % a.n != 0) {
-    const int64_t blk = next.x + (net.Out(l) / a.n) * a.n;
+    const int64_t blk = next.x + (net.Out(l) / a.n) * a.bp;
     e.Vec(VectorOp::kAdd, blk, a.ones + l + 1, blk, a.b, Emitter::kBcast);
   }
 }
@@ -323,24 +328,29 @@ void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
   e.Vec(VectorOp::kMul, a.sm, a.inv_batch, last.dz, b, E::kA32 | E::kB32 | E::kBcast);
 }
 
-// dW = X^T dz of layer l: X's blocks transposed, and each dz block stationary while the
-// transposed blocks' rows stream, kGroup blocks at a time: the array takes turns between
-// transposes (each a product of its own) and the dz blocks, so a group's products follow
-// the next group's transposes, whose rows drain into their accumulators (2N cycles) while
-// the group's products stream; their activates, emitted just before the products that
-// read them, do not wait at the head of the queue. A dz block is loaded once a group.
-// A block's transposed load reads N rows from its first: past the B
-// images of the first layer's contiguous blocks those are the next block's (or the labels,
-// then zeros): finite values that land in lanes B..N-1 of X^T's rows, which meet dz's zero
-// rows B..N-1 in the array. Each such product is a zero, and a zero added to a column sum
-// that started at +0 changes nothing (a sum of finite values is never -0 there), so dW is
-// exactly the sum over the batch.
+// dW = X^T dz of layer l, the batch the sum's index in C chunks of N images: each chunk of
+// X's blocks transposed, and each dz chunk stationary while the transposed chunks' rows
+// stream, the chunks added in the accumulators (chunk 0 first, as the reference's tiles of
+// K). kGroup blocks at a time: the array takes turns between transposes (each a product of
+// its own) and the dz chunks, so a group's products follow the next group's transposes,
+// whose rows drain into their accumulators (2N cycles) while the group's products stream;
+// their activates, emitted just before the products that read them, do not wait at the
+// head of the queue. A dz chunk is loaded once a group.
+// A chunk's transposed load reads N rows from its first: past the B images of the first
+// layer's contiguous blocks those are the next block's (or the labels, then zeros); past a
+// hidden layer's, its block's zero rows: finite values that land in lanes of X^T's rows
+// that meet dz's zero rows B..BP-1 in the array. Each such product is a zero, and a zero
+// added to a column sum that started at +0 changes nothing (a sum of finite values is never
+// -0 there), so dW is exactly the sum over the batch.
 void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r) {
   constexpr int64_t kGroup = 2;
+  const int64_t chunks = a.Chunks();
   std::vector<int64_t> ready(static_cast<size_t>(r.k));
+  auto xt = [&](int64_t k, int64_t c) { return r.xt + (k * chunks + c) * a.n; };
   auto transposes = [&](int64_t g) {  // group g's
     for (int64_t k = g * kGroup; k < std::min(r.k, (g + 1) * kGroup); ++k)
-      ready[static_cast<size_t>(k)] = e.Transpose(r.x + k * r.x_stride, r.xt + k * a.n);
+      for (int64_t c = 0; c < chunks; ++c)
+        ready[static_cast<size_t>(k)] = e.Transpose(r.x + k * r.x_stride + c * a.n, xt(k, c));
   };
   const int64_t groups = Tiles(r.k, static_cast<int>(kGroup));
   transposes(0);
@@ -348,13 +358,19 @@ void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r) {
     if (g + 1 < groups) transposes(g + 1);
     const int64_t k0 = g * kGroup, k1 = std::min(r.k, k0 + kGroup);
     for (int64_t j = 0; j < r.m; ++j) {
-      e.P().LoadWeights(static_cast<uint64_t>(r.dz + j * a.n), 1, false);
-      if (j == 0) e.Await(ready[static_cast<size_t>(k1 - 1)]);  // the group's X^T is in
-      for (int64_t k = k0; k < k1; ++k) {
-        const uint64_t acc = e.NextAcc();
-        e.P().Matmul(static_cast<uint64_t>(r.xt + k * a.n), acc, static_cast<uint64_t>(a.n),
-                     k == k0, Acc::kOverwrite);
-        e.Later(acc, r.g + (j * r.k + k) * a.n, a.n, false);
+      // Each product's N accumulator rows: a region of its own, or with several chunks N rows
+      // each of one region (BP >= 2N rows), which every chunk adds into.
+      const uint64_t shared = chunks > 1 ? e.NextAcc() : 0;
+      for (int64_t c = 0; c < chunks; ++c) {
+        e.P().LoadWeights(static_cast<uint64_t>(r.dz + j * a.bp + c * a.n), 1, false);
+        if (j == 0 && c == 0) e.Await(ready[static_cast<size_t>(k1 - 1)]);  // X^T is in
+        for (int64_t k = k0; k < k1; ++k) {
+          const uint64_t acc =
+              chunks > 1 ? shared + static_cast<uint64_t>((k - k0) * a.n) : e.NextAcc();
+          e.P().Matmul(static_cast<uint64_t>(xt(k, c)), acc, static_cast<uint64_t>(a.n), k == k0,
+                       isa::AddIf(c > 0));
+          if (c + 1 == chunks) e.Later(acc, r.g + (j * r.k + k) * a.n, a.n, false);
+        }
       }
     }
   }
@@ -366,12 +382,12 @@ void EmitInputGradient(Emitter& e, const Layout& a, const LayerRows& r, const La
     const uint64_t acc = e.NextAcc();
     for (int64_t j = 0; j < r.m; ++j) {
       e.P().LoadWeights(static_cast<uint64_t>(r.wb + (j * r.k + k) * a.n), 1, true);
-      e.P().Matmul(static_cast<uint64_t>(r.dz + j * a.n), acc, static_cast<uint64_t>(a.b), true,
+      e.P().Matmul(static_cast<uint64_t>(r.dz + j * a.bp), acc, static_cast<uint64_t>(a.b), true,
                    isa::AddIf(j > 0));
     }
-    const int64_t dz = prev.dz + k * a.n;
+    const int64_t dz = prev.dz + k * a.bp;
     e.Later(acc, dz, a.b, false, [&e, &a, &prev, dz, k] {
-      e.Vec(VectorOp::kSelect, prev.mask + k * a.n, a.zero, dz, a.b, Emitter::kBcast);
+      e.Vec(VectorOp::kSelect, prev.mask + k * a.bp, a.zero, dz, a.b, Emitter::kBcast);
     });
   }
 }
@@ -473,13 +489,13 @@ isa::Program InitProgram(const Layout& a, const DenseNet& net, const config::Tpu
   e.ReadHost(0, 0, a.state_end);
   for (size_t l = 0; l < a.layer.size(); ++l) {
     const LayerRows& r = a.layer[l];
-    if (a.b < a.n) {
+    if (a.b < a.bp) {  // the rows past the batch, fewer than N (h_zero's)
       for (int64_t k = 0; k < r.k && l > 0; ++k)
-        e.ReadHost(a.h_zero, r.x + k * a.n + a.b, a.n - a.b);
-      for (int64_t j = 0; j < r.m; ++j) e.ReadHost(a.h_zero, r.dz + j * a.n + a.b, a.n - a.b);
+        e.ReadHost(a.h_zero, r.x + k * a.bp + a.b, a.bp - a.b);
+      for (int64_t j = 0; j < r.m; ++j) e.ReadHost(a.h_zero, r.dz + j * a.bp + a.b, a.bp - a.b);
     }
     if (l > 0 && net.In(static_cast<int>(l)) % a.n == 0)
-      e.ReadHost(a.h_bias, r.x + (r.k - 1) * a.n, a.b);  // a block that is only the bias lane
+      e.ReadHost(a.h_bias, r.x + (r.k - 1) * a.bp, a.b);  // a block that is only the bias lane
   }
   for (const int64_t y : {a.y, a.y_next})  // the zero rows after each batch buffer
     e.ReadHost(a.h_zero, y + a.b, a.n);
@@ -577,6 +593,25 @@ engine::Region HostRegion(const std::string& name, int64_t row, int64_t rows, in
   return r;
 }
 
+// The largest batch whose step fits the unified buffer (its rows grow with the batch), 0
+// where none does.
+int LargestBatch(const DenseNet& net, const Optimizer& opt, const config::TpuConfig& config) {
+  auto fits = [&](int b) {
+    return MakeLayout(net, b, opt, config.array_dim).end <= config.ub_depth_rows;
+  };
+  if (!fits(1)) return 0;
+  int lo = 1, hi = std::max(1, config.acc_depth_rows);  // fits(lo); the accumulators bound it
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 }  // namespace
 
 DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
@@ -589,19 +624,20 @@ DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
   }
   const int n = config.array_dim;
   CheckDense(net, batch, n);
-  if (config.acc_depth_rows < n) {
-    throw UsageError(
-        fmt::format("config '{}': training needs at least {} accumulator rows (N); "
-                    "it has acc_depth_rows = {}",
-                    config.name, n, config.acc_depth_rows));
-  }
   const Layout a = MakeLayout(net, batch, opt, n);
+  if (config.acc_depth_rows < a.bp) {
+    throw UsageError(fmt::format(
+        "--batch {} on config '{}': a product of the batch's rows needs {} accumulator rows (the "
+        "batch rounded up to N = {}); it has acc_depth_rows = {}: a --batch of at most {}",
+        batch, config.name, a.bp, n, config.acc_depth_rows, config.acc_depth_rows / n * n));
+  }
   if (a.end > config.ub_depth_rows) {
+    const int fits = LargestBatch(net, opt, config);
     throw UsageError(fmt::format(
         "the training step needs {} unified-buffer rows for these widths and batch {}; config "
-        "'{}' has ub_depth_rows = {}: narrower layers, a smaller --batch, or --set "
-        "ub_depth_rows={}",
-        a.end, batch, config.name, config.ub_depth_rows, a.end));
+        "'{}' has ub_depth_rows = {}: {}narrower layers, or --set ub_depth_rows={}",
+        a.end, batch, config.name, config.ub_depth_rows,
+        fits > 0 ? fmt::format("a --batch of at most {}, ", fits) : "", a.end));
   }
   DensePrograms p;
   p.ub_rows = a.end;

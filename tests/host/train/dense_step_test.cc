@@ -4,7 +4,8 @@
 // on both engines, with every counter of the two engines equal. The shapes cover what the
 // layout must get right: K tiles past the weight FIFO's depth, several output blocks, a
 // bias lane that opens a block of its own, N classes, a batch below N (zero rows under a
-// transposed load) and equal to it.
+// transposed load), equal to it, and above it (the weight gradients' sums in chunks of N
+// images added in the accumulators; a last chunk part zeros).
 #include "host/train/dense_step.h"
 
 #include <gtest/gtest.h>
@@ -105,6 +106,8 @@ const Case kCases[] = {
     {"sgd-6x3x3", {6, 3, 3}, 3, Optimizer::Kind::kSgd, 0.0625},
     {"adam-blocks-of-bias", {4, 4, 4}, 4, Optimizer::Kind::kAdam, 0.01},
     {"adam-deep", {17, 6, 5, 3}, 3, Optimizer::Kind::kAdam, 0.01},
+    {"sgd-batch-of-3-chunks", {6, 5, 3}, 11, Optimizer::Kind::kSgd, 0.0625},
+    {"adam-batch-of-2-chunks", {9, 4, 4}, 8, Optimizer::Kind::kAdam, 0.01},
 };
 
 TEST_P(DenseStepTest, EveryStepEqualsTheReference) {
@@ -124,6 +127,11 @@ TEST(DenseStepRtlTest, TheEnginesAgreeOnEveryCounter) {
   const engine::ExecResult rtl = StepsEqualReference(rtl_chip.get(), kCases[2], 3, &rtl_steps);
   EXPECT_EQ(fast.cycles, rtl.cycles);
   EXPECT_TRUE(fast.counters == rtl.counters);
+  // A batch of 3 chunks of N: the weight gradients' sums over the chunks.
+  const engine::ExecResult fast3 = StepsEqualReference(fast_chip.get(), kCases[3], 3);
+  const engine::ExecResult rtl3 = StepsEqualReference(rtl_chip.get(), kCases[3], 3);
+  EXPECT_EQ(fast3.cycles, rtl3.cycles);
+  EXPECT_TRUE(fast3.counters == rtl3.counters);
   EXPECT_GT(fast_steps.Events().size(), 100u);
   EXPECT_EQ(fast_steps.Events(), rtl_steps.Events());
   int passes = 0;  // step 2's passes, each at least one slice of the passes track
@@ -136,13 +144,25 @@ TEST(DenseStepCompileTest, RefusesWhatDoesNotFit) {
   const config::TpuConfig bf16 = Bf16Chip();
   const Optimizer adam;
   EXPECT_THROW(train::CompileDense({{8, 5}}, 4, adam, bf16), UsageError);  // 5 classes > N
-  EXPECT_THROW(train::CompileDense({{8, 4}}, 5, adam, bf16), UsageError);  // batch > N
-  EXPECT_THROW(train::CompileDense({{8}}, 4, adam, bf16), UsageError);     // no layer
+  EXPECT_THROW(train::CompileDense({{8, 4}}, 0, adam, bf16), UsageError);  // no image
+  config::TpuConfig shallow = bf16;  // a batch's product needs its rows of accumulators
+  shallow.acc_depth_rows = 8;
+  EXPECT_NO_THROW(train::CompileDense({{8, 4}}, 8, adam, shallow));
+  EXPECT_THROW(train::CompileDense({{8, 4}}, 9, adam, shallow), UsageError);
+  EXPECT_THROW(train::CompileDense({{8}}, 4, adam, bf16), UsageError);  // no layer
   EXPECT_THROW(train::CompileDense({{8, 4}}, 4, adam, config::LoadConfig("teach-4")),
                UsageError);  // an int8 chip
   config::TpuConfig small = bf16;
   small.ub_depth_rows = 16;
   EXPECT_THROW(train::CompileDense({{8, 4}}, 4, adam, small), UsageError);
+  // A buffer that holds the step at batch 4 and no more: the refusal of batch 9 says so.
+  small.ub_depth_rows = static_cast<int>(train::CompileDense({{8, 4}}, 4, adam, bf16).ub_rows);
+  try {
+    train::CompileDense({{8, 4}}, 9, adam, small);
+    ADD_FAILURE() << "batch 9 fits a buffer made for batch 4";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("a --batch of at most 4,"), std::string::npos) << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, DenseStepTest, ::testing::ValuesIn(TestEngineKinds()),
