@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <functional>
 
 #include "arith/bf16.h"
@@ -222,23 +223,52 @@ class Emitter {
     return Later(acc, out, a_.n, false);
   }
   // The instructions from here on belong to pass `name`, which does `macs` useful
-  // multiply-accumulates (what is deferred goes first).
+  // multiply-accumulates (what is deferred goes first). A pass named before (Name) keeps
+  // its place among the names.
   void Pass(const std::string& name, int64_t macs = 0) {
     Flush();
+    runs_.push_back({p_.program().words.size(), Name(name, macs)});
+  }
+  // Pass `name`'s index, given it the next one (with its useful MACs) where it has none yet.
+  int Name(const std::string& name, int64_t macs = 0) {
+    const auto at = std::find(names_.begin(), names_.end(), name);
+    if (at != names_.end()) return static_cast<int>(at - names_.begin());
     names_.push_back(name);
     macs_.push_back(macs);
-    starts_.push_back(p_.program().words.size());
+    return static_cast<int>(names_.size()) - 1;
+  }
+  // Queues a vector instruction (`emit` emits it) of pass `pass`, which reads the rows of
+  // Later's activate `after`: Fill emits it between later products, once kFillLag more
+  // activates have gone after that one (its rows are in by then, so that it does not wait
+  // at the head of the queue), or Drain does. Queued instructions keep their order.
+  void Queue(int pass, int64_t after, std::function<void()> emit) {
+    fill_.push_back({pass, after, std::move(emit)});
+  }
+  // Emits up to `n` queued instructions, in order, while the next is ready.
+  void Fill(int n) {
+    for (; n > 0 && !fill_.empty() && fill_.front().after + kFillLag < emitted_; --n) EmitFiller();
+  }
+  // Emits every queued instruction, each after the activate it reads.
+  void Drain() {
+    while (!fill_.empty()) {
+      Await(fill_.front().after);
+      EmitFiller();
+    }
   }
   isa::Program Take() {
+    Drain();
     Flush();
     p_.Halt();
     return p_.Take();
   }
-  // Each instruction's pass (the first's for set_format, the last's for halt), after Take.
+  // Each instruction's pass (the first's for set_format, the last's for halt), after Take:
+  // its run's, or the queued instruction's own.
   std::vector<int32_t> PassOf(size_t instructions) const {
     std::vector<int32_t> of(instructions, 0);
-    for (size_t i = 0; i < starts_.size(); ++i)
-      for (size_t w = starts_[i]; w < instructions; ++w) of[w] = static_cast<int32_t>(i);
+    for (const Run& r : runs_)
+      for (size_t w = r.start; w < instructions; ++w) of[w] = r.pass;
+    for (const Run& r : filled_)
+      for (size_t w = r.start; w < r.end; ++w) of[w] = r.pass;
     return of;
   }
   const std::vector<std::string>& PassNames() const { return names_; }
@@ -247,7 +277,14 @@ class Emitter {
  private:
   const Layout& a_;
   const config::TpuConfig& c_;
-  static constexpr int64_t kLag = 3;
+  static constexpr int64_t kLag = 3, kFillLag = 1;
+  void EmitFiller() {
+    Filler f = std::move(fill_.front());
+    fill_.pop_front();
+    const size_t start = p_.program().words.size();
+    f.emit();
+    filled_.push_back({start, f.pass, p_.program().words.size()});
+  }
   void EmitOldest() {
     const Pending q = std::move(pending_.front());
     pending_.erase(pending_.begin());
@@ -267,10 +304,26 @@ class Emitter {
     std::function<void()> after;
   };
   std::vector<Pending> pending_;
+  struct Filler {
+    int pass;
+    int64_t after;
+    std::function<void()> emit;
+  };
+  std::deque<Filler> fill_;
+  struct Run {
+    size_t start;
+    int32_t pass;
+    size_t end = 0;  // a queued instruction's; a pass's runs to the next
+  };
+  std::vector<Run> runs_, filled_;
   std::vector<std::string> names_;
   std::vector<int64_t> macs_;
-  std::vector<size_t> starts_;
 };
+
+// The queued vector instructions (an update's) that go after each product of the backward
+// pass, where ready (Emitter::Fill): an update's instruction over two blocks takes about a
+// quarter of a product's N rows on the chips here.
+constexpr int kFillPerProduct = 4;
 
 // z = X W of layer l, each output block's K tiles through the FIFO in loads it holds.
 void EmitForward(Emitter& e, const Layout& a, const DenseNet& net, int l, int fifo) {
@@ -342,15 +395,18 @@ void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
 // that meet dz's zero rows B..BP-1 in the array. Each such product is a zero, and a zero
 // added to a column sum that started at +0 changes nothing (a sum of finite values is never
 // -0 there), so dW is exactly the sum over the batch.
-void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r) {
+void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r,
+                        const std::function<void(int64_t v0, int64_t rows, int64_t after)>& done) {
   constexpr int64_t kGroup = 2;
   const int64_t chunks = a.Chunks();
   std::vector<int64_t> ready(static_cast<size_t>(r.k));
   auto xt = [&](int64_t k, int64_t c) { return r.xt + (k * chunks + c) * a.n; };
   auto transposes = [&](int64_t g) {  // group g's
     for (int64_t k = g * kGroup; k < std::min(r.k, (g + 1) * kGroup); ++k)
-      for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t c = 0; c < chunks; ++c) {
         ready[static_cast<size_t>(k)] = e.Transpose(r.x + k * r.x_stride + c * a.n, xt(k, c));
+        e.Fill(kFillPerProduct);
+      }
   };
   const int64_t groups = Tiles(r.k, static_cast<int>(kGroup));
   transposes(0);
@@ -361,6 +417,7 @@ void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r) {
       // Each product's N accumulator rows: a region of its own, or with several chunks N rows
       // each of one region (BP >= 2N rows), which every chunk adds into.
       const uint64_t shared = chunks > 1 ? e.NextAcc() : 0;
+      int64_t last = 0;
       for (int64_t c = 0; c < chunks; ++c) {
         e.P().LoadWeights(static_cast<uint64_t>(r.dz + j * a.bp + c * a.n), 1, false);
         if (j == 0 && c == 0) e.Await(ready[static_cast<size_t>(k1 - 1)]);  // X^T is in
@@ -369,9 +426,11 @@ void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r) {
               chunks > 1 ? shared + static_cast<uint64_t>((k - k0) * a.n) : e.NextAcc();
           e.P().Matmul(static_cast<uint64_t>(xt(k, c)), acc, static_cast<uint64_t>(a.n), k == k0,
                        isa::AddIf(c > 0));
-          if (c + 1 == chunks) e.Later(acc, r.g + (j * r.k + k) * a.n, a.n, false);
+          if (c + 1 == chunks) last = e.Later(acc, r.g + (j * r.k + k) * a.n, a.n, false);
+          e.Fill(kFillPerProduct);
         }
       }
+      done((j * r.k + k0) * a.n, (k1 - k0) * a.n, last);
     }
   }
 }
@@ -384,6 +443,7 @@ void EmitInputGradient(Emitter& e, const Layout& a, const LayerRows& r, const La
       e.P().LoadWeights(static_cast<uint64_t>(r.wb + (j * r.k + k) * a.n), 1, true);
       e.P().Matmul(static_cast<uint64_t>(r.dz + j * a.bp), acc, static_cast<uint64_t>(a.b), true,
                    isa::AddIf(j > 0));
+      e.Fill(kFillPerProduct);
     }
     const int64_t dz = prev.dz + k * a.bp;
     e.Later(acc, dz, a.b, false, [&e, &a, &prev, dz, k] {
@@ -392,34 +452,43 @@ void EmitInputGradient(Emitter& e, const Layout& a, const LayerRows& r, const La
   }
 }
 
-void EmitUpdate(Emitter& e, const Layout& a, const Optimizer& opt, const LayerRows& r) {
+// Queues the update of layer r's value rows [v0, v0 + rows) as pass `pass`, to follow
+// activate `after` (the last block of their gradient): SGD's 4 vector instructions or
+// Adam's 15, which go between the products that follow (Emitter::Queue). They share the
+// scratch rows tmp and tmp2: the vector unit runs its instructions in order.
+void QueueUpdate(Emitter& e, const Layout& a, const Optimizer& opt, const LayerRows& r, int64_t v0,
+                 int64_t rows, int pass, int64_t after) {
   using E = Emitter;
-  const int64_t v = r.Values(a.n);
+  auto vec = [&e, rows, pass, after](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
+    e.Queue(pass, after, [&e, op, x, y, out, rows, flags] { e.Vec(op, x, y, out, rows, flags); });
+  };
   const int f3 = E::kA32 | E::kB32 | E::kO32;
   auto c = [&a](int i) { return a.consts + 2 * i; };
+  const int64_t w = r.w + 2 * v0, g = r.g + v0;
   if (opt.kind == Optimizer::Kind::kSgd) {
-    e.Vec(VectorOp::kMul, r.slot[0], c(0), a.tmp, v, f3 | E::kBcast);
-    e.Vec(VectorOp::kAdd, a.tmp, r.g, r.slot[0], v, E::kA32 | E::kO32);  // v = mu v + g
-    e.Vec(VectorOp::kMul, r.slot[0], c(1), a.tmp, v, f3 | E::kBcast);
-    e.Vec(VectorOp::kSub, r.w, a.tmp, r.w, v, f3);  // w = w - lr v
+    const int64_t m = r.slot[0] + 2 * v0;
+    vec(VectorOp::kMul, m, c(0), a.tmp, f3 | E::kBcast);
+    vec(VectorOp::kAdd, a.tmp, g, m, E::kA32 | E::kO32);  // v = mu v + g
+    vec(VectorOp::kMul, m, c(1), a.tmp, f3 | E::kBcast);
+    vec(VectorOp::kSub, w, a.tmp, w, f3);  // w = w - lr v
     return;
   }
-  const int64_t m = r.slot[0], s = r.slot[1];
-  e.Vec(VectorOp::kMul, m, c(0), a.tmp, v, f3 | E::kBcast);
-  e.Vec(VectorOp::kMul, r.g, c(1), a.tmp2, v, E::kB32 | E::kO32 | E::kBcast);
-  e.Vec(VectorOp::kAdd, a.tmp, a.tmp2, m, v, f3);  // m = b1 m + (1 - b1) g
-  e.Vec(VectorOp::kMul, s, c(2), a.tmp, v, f3 | E::kBcast);
-  e.Vec(VectorOp::kMul, r.g, r.g, a.tmp2, v, E::kO32);
-  e.Vec(VectorOp::kMul, a.tmp2, c(3), a.tmp2, v, f3 | E::kBcast);
-  e.Vec(VectorOp::kAdd, a.tmp, a.tmp2, s, v, f3);  // s = b2 s + (1 - b2) g^2
-  e.Vec(VectorOp::kRsqrt, s, 0, a.tmp, v, E::kA32 | E::kO32);
-  e.Vec(VectorOp::kRecip, a.tmp, 0, a.tmp, v, E::kA32 | E::kO32);  // sqrt(s), 0 at 0
-  e.Vec(VectorOp::kMul, a.tmp, a.scalars + 2, a.tmp, v, f3 | E::kBcast);
-  e.Vec(VectorOp::kAdd, a.tmp, c(4), a.tmp, v, f3 | E::kBcast);  // sqrt(s / (1 - b2^t)) + eps
-  e.Vec(VectorOp::kRecip, a.tmp, 0, a.tmp, v, E::kA32 | E::kO32);
-  e.Vec(VectorOp::kMul, m, a.tmp, a.tmp, v, f3);
-  e.Vec(VectorOp::kMul, a.tmp, a.scalars, a.tmp, v, f3 | E::kBcast);
-  e.Vec(VectorOp::kSub, r.w, a.tmp, r.w, v, f3);  // w = w - c1 m / (...)
+  const int64_t m = r.slot[0] + 2 * v0, s = r.slot[1] + 2 * v0;
+  vec(VectorOp::kMul, m, c(0), a.tmp, f3 | E::kBcast);
+  vec(VectorOp::kMul, g, c(1), a.tmp2, E::kB32 | E::kO32 | E::kBcast);
+  vec(VectorOp::kAdd, a.tmp, a.tmp2, m, f3);  // m = b1 m + (1 - b1) g
+  vec(VectorOp::kMul, s, c(2), a.tmp, f3 | E::kBcast);
+  vec(VectorOp::kMul, g, g, a.tmp2, E::kO32);
+  vec(VectorOp::kMul, a.tmp2, c(3), a.tmp2, f3 | E::kBcast);
+  vec(VectorOp::kAdd, a.tmp, a.tmp2, s, f3);  // s = b2 s + (1 - b2) g^2
+  vec(VectorOp::kRsqrt, s, 0, a.tmp, E::kA32 | E::kO32);
+  vec(VectorOp::kRecip, a.tmp, 0, a.tmp, E::kA32 | E::kO32);  // sqrt(s), 0 at 0
+  vec(VectorOp::kMul, a.tmp, a.scalars + 2, a.tmp, f3 | E::kBcast);
+  vec(VectorOp::kAdd, a.tmp, c(4), a.tmp, f3 | E::kBcast);  // sqrt(s / (1 - b2^t)) + eps
+  vec(VectorOp::kRecip, a.tmp, 0, a.tmp, E::kA32 | E::kO32);
+  vec(VectorOp::kMul, m, a.tmp, a.tmp, f3);
+  vec(VectorOp::kMul, a.tmp, a.scalars, a.tmp, f3 | E::kBcast);
+  vec(VectorOp::kSub, w, a.tmp, w, f3);  // w = w - c1 m / (...)
 }
 
 // Reads the batch in host area `host` into the buffers at x, y and scalars.
@@ -454,21 +523,30 @@ isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& 
   EmitLoss(e, a, a.layer.back());
   e.Pass("batch in");
   if (prefetch) ReadBatch(e, a, a.h_batch_next, a.scalars_next);
+  auto name = [](int l, const char* what) { return fmt::format("layer {} {}", l + 1, what); };
+  for (int l = net.Layers() - 1; l >= 0; --l) {  // the backward passes' names, in their order
+    e.Name(name(l, "weight gradient"), useful(l, true));
+    if (l > 0) e.Name(name(l, "input gradient"), useful(l, false));
+    if (l == 0) e.Name("results out");
+    e.Name(name(l, "update"));
+  }
+  // Each layer's update, a piece for each piece of its gradient, goes between the products
+  // that follow that piece (its own weight gradient's, the layers' before it), the rest at
+  // the end, behind the results.
   for (int l = net.Layers() - 1; l >= 0; --l) {
     const LayerRows& r = a.layer[static_cast<size_t>(l)];
-    e.Pass(fmt::format("layer {} weight gradient", l + 1), useful(l, true));
-    EmitWeightGradient(e, a, r);
+    const int update = e.Name(name(l, "update"));
+    e.Pass(name(l, "weight gradient"));
+    EmitWeightGradient(e, a, r, [&](int64_t v0, int64_t rows, int64_t after) {
+      QueueUpdate(e, a, opt, r, v0, rows, update, after);
+    });
     if (l > 0) {
-      e.Pass(fmt::format("layer {} input gradient", l + 1), useful(l, false));
+      e.Pass(name(l, "input gradient"));
       EmitInputGradient(e, a, r, a.layer[static_cast<size_t>(l) - 1]);
     }
-    if (l == 0) {  // the results, behind the last update (the prefetch is done by then)
-      e.Pass("results out");
-      e.WriteHost(a.loss, a.h_out, a.OutRows());
-    }
-    e.Pass(fmt::format("layer {} update", l + 1));
-    EmitUpdate(e, a, opt, r);
   }
+  e.Pass("results out");  // behind the last products (the prefetch is done by then)
+  e.WriteHost(a.loss, a.h_out, a.OutRows());
   isa::Program program = e.Take();
   *pass_of = e.PassOf(program.words.size());
   *names = e.PassNames();

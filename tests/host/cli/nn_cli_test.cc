@@ -126,8 +126,8 @@ TEST_F(NnCliTest, TrainOnTheChipChecksEveryStepAndWritesTheModel) {
   ExpectError("train --config tpu-v2 --arch lenet5 --out " + P("x"), 2,
               "layer 'conv1' (conv2d with an activation): the chip's training compiler takes "
               "perceptrons so far");
-  ExpectError("train --config tpu-v2 --batch 200 --out " + P("x"), 2,
-              "--batch 200 on an array of N = 128");
+  ExpectError("train --config tpu-v2 --batch 700 --out " + P("x"), 2,
+              "batch 700; config 'tpu-v2' has ub_depth_rows = 65536: a --batch of at most 635,");
   ExpectError("train --verify --out " + P("x"), 2, "add --config tpu-v2");
   ExpectError("train --config tpu-v2 --timing-only --out " + P("x"), 2,
               "--timing-only: a training step needs the values");
@@ -172,7 +172,12 @@ TEST_F(NnCliTest, TrainOnTheChipGivesEachPassItsEnergyAndTimesAStep) {
     slices.insert(e["name"].get<std::string>());
     cycles += e["args"]["cycles"].get<uint64_t>();
   }
-  EXPECT_EQ(slices.size(), r["passes"].size());  // every pass, by the model's names
+  // Every pass the step's cycles are attributed to, by the model's names (an update whose
+  // instructions all run beside the products after it has none).
+  size_t attributed = 0;
+  for (const auto& p : r["passes"]) attributed += p["counters"]["cycles"].get<uint64_t>() > 0;
+  EXPECT_EQ(slices.size(), attributed);
+  EXPECT_GE(attributed, r["passes"].size() - 1);
   EXPECT_TRUE(slices.count("fc1 weight gradient"));
   // One step, whole: one run (the third step's batch was read ahead: no fetch), its cycles
   // all in the passes' slices.
