@@ -498,10 +498,10 @@ void ReadBatch(Emitter& e, const Layout& a, int64_t host, int64_t scalars) {
 }
 
 // The step program on batch buffer `a`'s (ForParity); with `prefetch`, it reads the next
-// batch into the other buffer after the loss, behind the backward pass (the infeed). The
-// results go back before the last update, behind it: the host DMA takes one instruction at
-// a time, and one that waits for it holds back every instruction after it, so its
-// instructions are one read and, well after it, the writes. Its
+// batch into the other buffer first, behind the whole step (the infeed). The results go
+// back after the last products: the host DMA takes one instruction at a time, and one that
+// waits for it holds back every instruction after it, so its instructions are one read at
+// the start, when it is idle, and the writes at the end, when the read is done. Its
 // instructions' passes into *pass_of, their names into *names.
 isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& opt,
                          const config::TpuConfig& c, bool prefetch, std::vector<int32_t>* pass_of,
@@ -513,17 +513,22 @@ isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& 
   auto useful = [&](int l, bool bias) {
     return int64_t{a.b} * (net.In(l) + (bias ? 1 : 0)) * net.Out(l);
   };
+  auto name = [](int l, const char* what) { return fmt::format("layer {} {}", l + 1, what); };
+  // The passes' names in their order: the step's, but for the next batch's read, which
+  // starts it (the host DMA is idle at a step's start, and its read runs behind the whole
+  // step) and is named after the loss.
+  for (int l = 0; l < net.Layers(); ++l) e.Name(name(l, "forward"), useful(l, true));
+  e.Name("loss");
+  e.Pass("batch in");
+  if (prefetch) ReadBatch(e, a, a.h_batch_next, a.scalars_next);
   for (int l = 0; l < net.Layers(); ++l) {
     const LayerRows& r = a.layer[static_cast<size_t>(l)];
-    e.Pass(fmt::format("layer {} forward", l + 1), useful(l, true));
+    e.Pass(name(l, "forward"));
     e.Vec(VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), Emitter::kA32);
     EmitForward(e, a, net, l, fifo);
   }
   e.Pass("loss");
   EmitLoss(e, a, a.layer.back());
-  e.Pass("batch in");
-  if (prefetch) ReadBatch(e, a, a.h_batch_next, a.scalars_next);
-  auto name = [](int l, const char* what) { return fmt::format("layer {} {}", l + 1, what); };
   for (int l = net.Layers() - 1; l >= 0; --l) {  // the backward passes' names, in their order
     e.Name(name(l, "weight gradient"), useful(l, true));
     if (l > 0) e.Name(name(l, "input gradient"), useful(l, false));
