@@ -511,7 +511,10 @@ Examples:
                   "dense 128: for Fashion-MNIST) or mlp (dense 256 and 10, 264,970 parameters; "
                   "the default on the chip)");
   cmd->add_option("--epochs", a->opt.epochs, "passes over the training set")->capture_default_str();
-  cmd->add_option("--batch", a->opt.batch, "images per step")->capture_default_str();
+  cmd->add_option("--batch", a->opt.batch,
+                  "images per step (on the chip: as many as its accumulators and unified buffer "
+                  "hold; a refusal names the most)")
+      ->capture_default_str();
   cmd->add_option("--lr", a->opt.learning_rate, "Adam learning rate")->capture_default_str();
   cmd->add_option("--seed", a->opt.seed, "initial weights and shuffling")->capture_default_str();
   cmd->add_option("--threads", a->opt.threads, "threads (data parallel)")->capture_default_str();
