@@ -278,14 +278,17 @@ void ChipValues::FormWindowRows(const Decoded& d, T pad_min) {
     }
     const int64_t y0 = oy * w.stride_y - w.pad_top, x0 = ox * w.stride_x - w.pad_left;
     T* row = reinterpret_cast<T*>(&formed_[static_cast<size_t>(i * row_bytes_)]);
-    if (y0 >= 0 && x0 >= 0 && y0 + ky_max < w.in_h && x0 + kx_max < w.in_w) {
+    if (!w.dilated && y0 >= 0 && x0 >= 0 && y0 + ky_max < w.in_h && x0 + kx_max < w.in_w) {
       const T* corner = map + (y0 * w.in_w + x0) * w.pixel_bytes;  // every lane in the map
       for (int64_t l = 0; l < used; ++l) row[l] = corner[off[l]];
       continue;
     }
     for (int64_t l = 0; l < used; ++l) {
-      const int64_t y = y0 + ky[l], x = x0 + kx[l];
-      if (y < 0 || y >= w.in_h || x < 0 || x >= w.in_w) {
+      // Dilated: pixel (y, x) is read at (2y, 2x); an odd coordinate is a zero between pixels.
+      const int64_t yv = y0 + ky[l], xv = x0 + kx[l];
+      const bool between = w.dilated && ((yv & 1) || (xv & 1));
+      const int64_t y = w.dilated ? yv >> 1 : yv, x = w.dilated ? xv >> 1 : xv;
+      if (between || y < 0 || y >= w.in_h || x < 0 || x >= w.in_w) {
         if (w.pad_min) row[l] = pad_min;
         continue;
       }

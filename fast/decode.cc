@@ -43,6 +43,7 @@ void SetWindow(Decoded& d, Window& window) {
   nw.valid = true;
   nw.pooled = d.flags & hw::kFlagPooled;
   nw.pad_min = d.flags & hw::kFlagPadMin;
+  nw.dilated = d.flags & hw::kFlagDilated;
   nw.in_h = hw::kOpdSetWindowInH.Get(d.src);
   nw.in_w = hw::kOpdSetWindowInW.Get(d.src);
   nw.kh = hw::kOpdSetWindowKh.Get(d.src);
@@ -58,11 +59,11 @@ void SetWindow(Decoded& d, Window& window) {
   const bool bad = nw.in_h == 0 || nw.in_w == 0 || nw.kh == 0 || nw.kw == 0 || nw.out_h == 0 ||
                    nw.out_w == 0 || nw.stride_y == 0 || nw.stride_x == 0 || nw.channels == 0 ||
                    nw.pixel_bytes < nw.channels || nw.pad_top >= nw.kh || nw.pad_left >= nw.kw ||
-                   (nw.out_h - 1) * nw.stride_y > nw.in_h - 1 + nw.pad_top ||
-                   (nw.out_w - 1) * nw.stride_x > nw.in_w - 1 + nw.pad_left ||
+                   (nw.out_h - 1) * nw.stride_y > ((nw.in_h - 1) << nw.dilated) + nw.pad_top ||
+                   (nw.out_w - 1) * nw.stride_x > ((nw.in_w - 1) << nw.dilated) + nw.pad_left ||
                    (nw.pooled && ((nw.out_h & 1) || (nw.out_w & 1))) ||
                    (d.aux >> (hw::kOpdSetWindowPadLeft.lsb + hw::kOpdSetWindowPadLeft.bits)) != 0;
-  if ((d.flags & ~(hw::kFlagPooled | hw::kFlagPadMin)) != 0 || d.len == 0)
+  if ((d.flags & ~(hw::kFlagPooled | hw::kFlagPadMin | hw::kFlagDilated)) != 0 || d.len == 0)
     d.check = Status::kBadOperand;
   else if (bad)
     d.check = Status::kBadWindow;

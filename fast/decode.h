@@ -28,6 +28,7 @@ struct Footprint {
 // The window geometry set_window sets (rtl/tpu_pkg.sv window_t, docs/isa.md).
 struct Window {
   bool valid = false, pooled = false, pad_min = false;
+  bool dilated = false;  // a zero between neighbouring pixels: pixel (y, x) read at (2y, 2x)
   uint32_t in_h = 0, in_w = 0, out_h = 0, out_w = 0, kh = 0, kw = 0, stride_y = 0, stride_x = 0,
            pad_top = 0, pad_left = 0, channels = 0, pixel_bytes = 0;
   // Rows of the map from the matmul's first row, K-tiles of the receptive field, pixels.

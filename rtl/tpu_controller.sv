@@ -203,6 +203,7 @@ module tpu_controller
     win_new.valid       = 1'b1;
     win_new.pooled      = head.flags[FlagPooled];
     win_new.pad_min     = head.flags[FlagPadMin];
+    win_new.dilated     = head.flags[FlagDilated];
     win_new.in_h        = head.src[OpdSetWindowInHLsb+:OpdSetWindowInHBits];
     win_new.in_w        = head.src[OpdSetWindowInWLsb+:OpdSetWindowInWBits];
     win_new.kh          = head.src[OpdSetWindowKhLsb+:OpdSetWindowKhBits];
@@ -223,9 +224,9 @@ module tpu_controller
               win_new.pixel_bytes < win_new.channels || win_new.pad_top >= win_new.kh ||
               win_new.pad_left >= win_new.kw ||
               (32'(win_new.out_h) - 32'd1) * 32'(win_new.stride_y) >
-                  32'(win_new.in_h) - 32'd1 + 32'(win_new.pad_top) ||
+                  ((32'(win_new.in_h) - 32'd1) << win_new.dilated) + 32'(win_new.pad_top) ||
               (32'(win_new.out_w) - 32'd1) * 32'(win_new.stride_x) >
-                  32'(win_new.in_w) - 32'd1 + 32'(win_new.pad_left) ||
+                  ((32'(win_new.in_w) - 32'd1) << win_new.dilated) + 32'(win_new.pad_left) ||
               (win_new.pooled && (win_new.out_h[0] || win_new.out_w[0])) ||
               (head.aux >> (OpdSetWindowPadLeftLsb + OpdSetWindowPadLeftBits)) != '0;
   end
@@ -270,7 +271,8 @@ module tpu_controller
         if (flags != '0 || (src >> Cores) != '0) check = StatusBadOperand;
       end
       OpSetWindow: begin
-        if ((flags & ~8'((1 << FlagPooled) | (1 << FlagPadMin))) != '0 || len == '0)
+        if ((flags & ~8'((1 << FlagPooled) | (1 << FlagPadMin) | (1 << FlagDilated))) != '0 ||
+            len == '0)
           check = StatusBadOperand;
         else if (win_bad) check = StatusBadWindow;
       end

@@ -99,11 +99,16 @@ module tpu_mxu_feeder
   logic [ArrayDim-1:0] outside;
   always_comb begin
     for (int l = 0; l < int'(ArrayDim); l++) begin
-      logic signed [31:0] y, x;
+      logic signed [31:0] yv, xv, y, x;
       logic [31:0] byte_addr;
-      y           = y0 + $signed(lane_ky_q[l]);
-      x           = x0 + $signed(lane_kx_q[l]);
-      outside[l]  = lane_on_q[l] && (y < 0 || y >= $signed(32'(win_q.in_h)) || x < 0 ||
+      // (yv, xv) in the map as read: with `dilated`, a zero between neighbouring pixels, so
+      // pixel (y, x) lies at (2y, 2x) and an odd coordinate is a zero.
+      yv          = y0 + $signed(lane_ky_q[l]);
+      xv          = x0 + $signed(lane_kx_q[l]);
+      y           = win_q.dilated ? yv >>> 1 : yv;
+      x           = win_q.dilated ? xv >>> 1 : xv;
+      outside[l]  = lane_on_q[l] && ((win_q.dilated && (yv[0] || xv[0])) || y < 0 ||
+                                     y >= $signed(32'(win_q.in_h)) || x < 0 ||
                                      x >= $signed(32'(win_q.in_w)));
       g_zero_o[l] = !lane_on_q[l] || outside[l];
       byte_addr   = g_zero_o[l] ? '0

@@ -59,6 +59,7 @@ package tpu_pkg;
     logic        valid;  // a good set_window has issued since reset
     logic        pooled;
     logic        pad_min;
+    logic        dilated;  // a zero between neighbouring pixels (input dilation 2)
     logic [11:0] in_h, in_w, out_h, out_w;
     logic [3:0]  kh, kw, stride_y, stride_x, pad_top, pad_left;
     logic [15:0] channels, pixel_bytes;

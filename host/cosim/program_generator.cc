@@ -184,10 +184,13 @@ class ProgramDraw {
       w.pl = Uniform(0, w.kw - 1);
       w.h = Uniform(1, 12);
       w.w = Uniform(1, 12);
+      w.dilated = Chance(0.2);
+      // The map as read: with `dilated`, a zero between neighbouring pixels.
+      const int64_t h = w.dilated ? 2 * w.h - 1 : w.h, wd = w.dilated ? 2 * w.w - 1 : w.w;
       const int64_t pb = Uniform(0, w.kh - 1), pr = Uniform(0, w.kw - 1);
-      if (w.h + w.pt + pb < w.kh || w.w + w.pl + pr < w.kw) continue;
-      w.oh = (w.h + w.pt + pb - w.kh) / w.sy + 1;
-      w.ow = (w.w + w.pl + pr - w.kw) / w.sx + 1;
+      if (h + w.pt + pb < w.kh || wd + w.pl + pr < w.kw) continue;
+      w.oh = (h + w.pt + pb - w.kh) / w.sy + 1;
+      w.ow = (wd + w.pl + pr - w.kw) / w.sx + 1;
       w.pooled = Chance(0.4) && w.oh >= 2 && w.ow >= 2;
       w.pad_min = Chance(0.3);
       if (w.pooled) {
@@ -330,14 +333,16 @@ class ProgramDraw {
   struct Win {
     int64_t h = 0, w = 0, c = 0, p = 0, kh = 0, kw = 0, sy = 0, sx = 0, pt = 0, pl = 0, oh = 0,
             ow = 0;
-    bool pooled = false, pad_min = false;
+    bool pooled = false, pad_min = false, dilated = false;
     int64_t Rows(int64_t n) const { return ((h * w - 1) * p + c + n - 1) / n; }
   };
   void EmitWindow(const Win& w, int64_t reserved = 0) {
     using namespace hw;                          // the kOpdSetWindow* operands
     const Operand& last = kOpdSetWindowPadLeft;  // reserved bits follow it
     Emit(Opcode::kSetWindow,
-         static_cast<uint8_t>((w.pooled ? kFlagPooled : 0) | (w.pad_min ? kFlagPadMin : 0)), w.p,
+         static_cast<uint8_t>((w.pooled ? kFlagPooled : 0) | (w.pad_min ? kFlagPadMin : 0) |
+                              (w.dilated ? kFlagDilated : 0)),
+         w.p,
          kOpdSetWindowInH.Put(w.h) | kOpdSetWindowInW.Put(w.w) | kOpdSetWindowKh.Put(w.kh) |
              kOpdSetWindowKw.Put(w.kw),
          kOpdSetWindowOutH.Put(w.oh) | kOpdSetWindowOutW.Put(w.ow) |

@@ -124,7 +124,7 @@ const std::vector<OpSpec>& Specs() {
         Packed("pad_top", Field::kAux, 0, hw::kOpdSetWindowPadTop, true),
         Packed("pad_left", Field::kAux, 0, hw::kOpdSetWindowPadLeft, true),
         Packed("pixel_bytes", Field::kLength, 1, hw::kOpdSetWindowPixelBytes)},
-       {{"pooled", kFlagPooled}, {"pad_min", hw::kFlagPadMin}}},
+       {{"pooled", kFlagPooled}, {"pad_min", hw::kFlagPadMin}, {"dilated", hw::kFlagDilated}}},
       {Opcode::kSetResidual,
        {{"ub", Field::kDst, 0, kRows},
         {"mul_a", Field::kSrc, 0, kU31},

@@ -99,7 +99,8 @@ void ProgramBuilder::SetWindow(const WindowGeometry& g) {
   put(&aux, "pad_top", hw::kOpdSetWindowPadTop, g.pad_top);
   put(&aux, "pad_left", hw::kOpdSetWindowPadLeft, g.pad_left);
   Add(Opcode::kSetWindow,
-      static_cast<uint8_t>((g.pooled ? kFlagPooled : 0) | (g.pad_min ? hw::kFlagPadMin : 0)),
+      static_cast<uint8_t>((g.pooled ? kFlagPooled : 0) | (g.pad_min ? hw::kFlagPadMin : 0) |
+                           (g.dilated ? hw::kFlagDilated : 0)),
       g.pixel_bytes, src, dst, aux);
 }
 

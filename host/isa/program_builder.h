@@ -26,12 +26,14 @@ struct WindowGeometry {
   uint64_t out_h = 0, out_w = 0;
   bool pooled = false;
   bool pad_min = false;  // positions outside the map read -128 (max pooling)
+  bool dilated = false;  // a zero between neighbouring pixels: pixel (y, x) read at (2y, 2x)
 
   bool operator==(const WindowGeometry& o) const {
     return in_h == o.in_h && in_w == o.in_w && channels == o.channels &&
            pixel_bytes == o.pixel_bytes && kh == o.kh && kw == o.kw && stride_y == o.stride_y &&
            stride_x == o.stride_x && pad_top == o.pad_top && pad_left == o.pad_left &&
-           out_h == o.out_h && out_w == o.out_w && pooled == o.pooled && pad_min == o.pad_min;
+           out_h == o.out_h && out_w == o.out_w && pooled == o.pooled && pad_min == o.pad_min &&
+           dilated == o.dilated;
   }
 };
 

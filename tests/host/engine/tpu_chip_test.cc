@@ -524,6 +524,66 @@ TEST_P(ChipTest, MatmulMaxAndPadMinPoolThroughTheAccumulators) {
   EXPECT_EQ(r.counters.mxu_stream_cycles, 9u * 4u);
 }
 
+// set_window dilated: the map is read with a zero between neighbouring pixels. Through the
+// identity tile, one matmul per K-tile of the field (a tap's four channels) added in the
+// accumulators, each output is the sum of the pixels its window meets: with a 2 x 2 kernel,
+// padding 1 and stride 1 exactly one (a 2 x 2 average pooling's gradient, spread back);
+// with a 3 x 3 kernel, padding 2 and stride 2, up to four (a stride-2 convolution's).
+TEST_P(ChipTest, DilatedWindowReadsZerosBetweenThePixels) {
+  const int n = 4, in = 3;
+  std::vector<uint8_t> map(in * in * n);
+  std::mt19937 rng(83);
+  for (auto& v : map)
+    v = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(rng() % 61) - 30));
+  std::vector<uint8_t> weights(16, 0);
+  for (int i = 0; i < n; ++i) weights[static_cast<size_t>(i * n + i)] = 1;  // the identity
+  GemmParams p;
+  p.bias.assign(n, 0);
+  p.multiplier.assign(n, 1 << 30);
+  p.shift.assign(n, 30);
+  struct Geometry {
+    int k, pad, stride, out;
+  };
+  const auto chip = Make(config::LoadConfig("teach-4"));  // one chip: one SystemC system
+  for (const Geometry g : {Geometry{2, 1, 1, 6}, Geometry{3, 2, 2, 3}}) {
+    SCOPED_TRACE(fmt::format("kernel {} padding {} stride {}", g.k, g.pad, g.stride));
+    std::vector<uint8_t> host = map;
+    Put(&host, 0x200, ParamBytes(p, n));
+    std::string text = fmt::format(
+        "read_host host=0 ub=0 rows={}\nread_host host=0x200 params=0 rows=1\n"
+        "read_weights addr=0 tiles=1\n"
+        "set_window in_h={} in_w={} kh={} kw={} out_h={} out_w={} stride_y={} stride_x={} "
+        "channels=4 pad_top={} pad_left={} pixel_bytes=4 dilated\n",
+        in * in, in, in, g.k, g.k, g.out, g.out, g.stride, g.stride, g.pad, g.pad);
+    const int pixels = g.out * g.out;
+    for (int tap = 0; tap < g.k * g.k; ++tap) {
+      text += fmt::format("matmul ub=0 acc=0 rows={} ktile={} window{}\n", pixels, tap,
+                          tap == 0 ? " switch" : " accumulate");
+    }
+    text += fmt::format(
+        "activate acc=0 ub=32 rows={0} params=0\n"
+        "write_host ub=32 host=0x400 rows={0}\nhalt\n",
+        pixels);
+    const auto r = chip->Run(Job(text, host, weights, 0x400, pixels * n));
+    ASSERT_TRUE(r.ok) << r.message;
+    for (int oy = 0; oy < g.out; ++oy)
+      for (int ox = 0; ox < g.out; ++ox)
+        for (int c = 0; c < n; ++c) {
+          int want = 0;
+          for (int ky = 0; ky < g.k; ++ky)
+            for (int kx = 0; kx < g.k; ++kx) {
+              const int yv = oy * g.stride + ky - g.pad, xv = ox * g.stride + kx - g.pad;
+              if (yv < 0 || xv < 0 || yv % 2 || xv % 2 || yv / 2 >= in || xv / 2 >= in) continue;
+              want += static_cast<int8_t>(map[static_cast<size_t>((yv / 2 * in + xv / 2) * n + c)]);
+            }
+          want = std::clamp(want, -128, 127);
+          EXPECT_EQ(static_cast<int8_t>(r.host_out[static_cast<size_t>((oy * g.out + ox) * n + c)]),
+                    want)
+              << oy << "," << ox << " channel " << c;
+        }
+  }
+}
+
 // Weights above 4 GiB (tpu-v1 has 8 GiB of weight memory): the address's bits 32-47 in aux.
 TEST_P(ChipTest, ReadWeightsFromAboveFourGiB) {
   config::TpuConfig c = config::LoadConfig("teach-4");
