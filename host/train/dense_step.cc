@@ -384,11 +384,13 @@ void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
 // dW = X^T dz of layer l, the batch the sum's index in C chunks of N images: each chunk of
 // X's blocks transposed, and each dz chunk stationary while the transposed chunks' rows
 // stream, the chunks added in the accumulators (chunk 0 first, as the reference's tiles of
-// K). kGroup blocks at a time: the array takes turns between transposes (each a product of
-// its own) and the dz chunks, so a group's products follow the next group's transposes,
-// whose rows drain into their accumulators (2N cycles) while the group's products stream;
-// their activates, emitted just before the products that read them, do not wait at the
-// head of the queue. A dz chunk is loaded once a group.
+// K). A group of blocks at a time, 256 lanes of X (two blocks on a 128 x 128 array, eight
+// on 32 x 32, where a block's products are short; measured in docs/training.md): the array
+// takes turns between transposes (each a product of its own) and the dz chunks, so a
+// group's products follow the next group's transposes, whose rows drain into their
+// accumulators (2N cycles) while the group's products stream; their activates, emitted
+// just before the products that read them, do not wait at the head of the queue. A dz
+// chunk is loaded once a group.
 // A chunk's transposed load reads N rows from its first: past the B images of the first
 // layer's contiguous blocks those are the next block's (or the labels, then zeros); past a
 // hidden layer's, its block's zero rows: finite values that land in lanes of X^T's rows
@@ -397,7 +399,7 @@ void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
 // -0 there), so dW is exactly the sum over the batch.
 void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r,
                         const std::function<void(int64_t v0, int64_t rows, int64_t after)>& done) {
-  constexpr int64_t kGroup = 2;
+  const int64_t kGroup = std::max<int64_t>(2, 256 / a.n);
   const int64_t chunks = a.Chunks();
   std::vector<int64_t> ready(static_cast<size_t>(r.k));
   auto xt = [&](int64_t k, int64_t c) { return r.xt + (k * chunks + c) * a.n; };
