@@ -399,22 +399,25 @@ void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
 // -0 there), so dW is exactly the sum over the batch.
 void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r,
                         const std::function<void(int64_t v0, int64_t rows, int64_t after)>& done) {
-  const int64_t kGroup = std::max<int64_t>(2, 256 / a.n);
   const int64_t chunks = a.Chunks();
+  // With several chunks a group's products share one region of BP = C N accumulator rows,
+  // N rows a block: at most C blocks.
+  int64_t group = std::max<int64_t>(2, 256 / a.n);
+  if (chunks > 1) group = std::min(group, chunks);
   std::vector<int64_t> ready(static_cast<size_t>(r.k));
   auto xt = [&](int64_t k, int64_t c) { return r.xt + (k * chunks + c) * a.n; };
   auto transposes = [&](int64_t g) {  // group g's
-    for (int64_t k = g * kGroup; k < std::min(r.k, (g + 1) * kGroup); ++k)
+    for (int64_t k = g * group; k < std::min(r.k, (g + 1) * group); ++k)
       for (int64_t c = 0; c < chunks; ++c) {
         ready[static_cast<size_t>(k)] = e.Transpose(r.x + k * r.x_stride + c * a.n, xt(k, c));
         e.Fill(kFillPerProduct);
       }
   };
-  const int64_t groups = Tiles(r.k, static_cast<int>(kGroup));
+  const int64_t groups = Tiles(r.k, static_cast<int>(group));
   transposes(0);
   for (int64_t g = 0; g < groups; ++g) {
     if (g + 1 < groups) transposes(g + 1);
-    const int64_t k0 = g * kGroup, k1 = std::min(r.k, k0 + kGroup);
+    const int64_t k0 = g * group, k1 = std::min(r.k, k0 + group);
     for (int64_t j = 0; j < r.m; ++j) {
       // Each product's N accumulator rows: a region of its own, or with several chunks N rows
       // each of one region (BP >= 2N rows), which every chunk adds into.
