@@ -384,13 +384,13 @@ void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
 // dW = X^T dz of layer l, the batch the sum's index in C chunks of N images: each chunk of
 // X's blocks transposed, and each dz chunk stationary while the transposed chunks' rows
 // stream, the chunks added in the accumulators (chunk 0 first, as the reference's tiles of
-// K). A group of blocks at a time, 256 lanes of X (two blocks on a 128 x 128 array, eight
-// on 32 x 32, where a block's products are short; measured in docs/training.md): the array
-// takes turns between transposes (each a product of its own) and the dz chunks, so a
-// group's products follow the next group's transposes, whose rows drain into their
-// accumulators (2N cycles) while the group's products stream; their activates, emitted
-// just before the products that read them, do not wait at the head of the queue. A dz
-// chunk is loaded once a group.
+// K). A group of blocks at a time (with one chunk 256 lanes of X: two blocks on a 128 x 128
+// array, eight on 32 x 32, where a block's products are short; with several, two; measured
+// in docs/training.md): the array takes turns between transposes (each a product of its
+// own) and the dz chunks, so a group's products follow the next group's transposes, whose
+// rows drain into their accumulators (2N cycles) while the group's products stream; their
+// activates, emitted just before the products that read them, do not wait at the head of
+// the queue. A dz chunk is loaded once a group.
 // A chunk's transposed load reads N rows from its first: past the B images of the first
 // layer's contiguous blocks those are the next block's (or the labels, then zeros); past a
 // hidden layer's, its block's zero rows: finite values that land in lanes of X^T's rows
@@ -401,9 +401,8 @@ void EmitWeightGradient(Emitter& e, const Layout& a, const LayerRows& r,
                         const std::function<void(int64_t v0, int64_t rows, int64_t after)>& done) {
   const int64_t chunks = a.Chunks();
   // With several chunks a group's products share one region of BP = C N accumulator rows,
-  // N rows a block: at most C blocks.
-  int64_t group = std::max<int64_t>(2, 256 / a.n);
-  if (chunks > 1) group = std::min(group, chunks);
+  // N rows a block, so at most C blocks; two, measured (docs/training.md).
+  const int64_t group = chunks > 1 ? 2 : std::max<int64_t>(2, 256 / a.n);
   std::vector<int64_t> ready(static_cast<size_t>(r.k));
   auto xt = [&](int64_t k, int64_t c) { return r.xt + (k * chunks + c) * a.n; };
   auto transposes = [&](int64_t g) {  // group g's
