@@ -115,6 +115,13 @@ TEST_P(VectorExamplesTest, MlpAdamStepsEqualNumpy) {
   Run({"mlp_adam", 0xcc800, 2 * (130 + 2304) * 256, 0, nullptr, false, "training", "tpu-v2"});
 }
 
+// The gradient of a 2 x 2 average pooling spread back in one dilated window
+// (examples/training/pool_grad.asm): each pixel's gradient times 1/4 in the four pixels of
+// its window, bit for bit; the weight tile read from HBM.
+TEST_P(VectorExamplesTest, PoolingGradientEqualsNumpy) {
+  Run({"pool_grad", 0xd000, 288 * 256, 0, nullptr, true, "training", "tpu-v2"});
+}
+
 // attention_hbm.asm is written from attention.asm (make_attention.py): the same instructions
 // but the three reads of K, Q and V, each a read_hbm of the same rows from the same address.
 TEST(VectorExamples, TheHbmHeadIsTheHeadWithItsTensorsReadFromHbm) {
