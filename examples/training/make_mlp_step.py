@@ -38,7 +38,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'vector'))
-from vector_ref import N, bf16_bits, from_bf16, lane_tree, fp32_exp, fp32_log  # noqa: E402
+from vector_ref import (N, bf16_bits, from_bf16, lane_tree, fp32_exp, fp32_log,  # noqa: E402
+                        write_or_check)
 
 B, F, H, C, STEPS = 64, 200, 100, 10, 2
 SGD = {'lr': 0.0625, 'momentum': 0.875}
@@ -372,24 +373,10 @@ def write(opt, out_dir):
 
 
 def main():
-    import argparse
-    import filecmp
-    import tempfile
-    ap = argparse.ArgumentParser(description='Writes the training examples (see the top).')
-    ap.add_argument('--check', action='store_true',
-                    help='write them elsewhere and fail where the committed files differ')
-    a = ap.parse_args()
-    if not a.check:
+    def write_all(out_dir):
         for opt in OPTIMIZERS:
-            write(opt, HERE)
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        for opt in OPTIMIZERS:
-            write(opt, tmp)
-        stale = [f for f in sorted(os.listdir(tmp))
-                 if not filecmp.cmp(os.path.join(tmp, f), os.path.join(HERE, f), shallow=False)]
-    if stale:
-        sys.exit('make_mlp_step.py --check: not what the script writes (run it): ' + ', '.join(stale))
+            write(opt, out_dir)
+    write_or_check(write_all, HERE, 'make_mlp_step.py')
 
 
 if __name__ == '__main__':

@@ -30,7 +30,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'vector'))
-from vector_ref import N, bf16_bits, from_bf16  # noqa: E402
+from vector_ref import N, bf16_bits, from_bf16, write_or_check  # noqa: E402
 
 B, H, C = 2, 6, 16  # images, pooled map side, channels
 TILE, PARAMS, OUT = 0x4800, 0xc800, 0xd000
@@ -82,28 +82,8 @@ def write(out_dir):
         f.write(host)
     with open(os.path.join(out_dir, 'pool_grad.expected.bin'), 'wb') as f:
         f.write(expected)
-
-
-def main():
-    import argparse
-    import filecmp
-    import tempfile
-    ap = argparse.ArgumentParser(description='Writes the pooling-gradient example (see the top).')
-    ap.add_argument('--check', action='store_true',
-                    help='write it elsewhere and fail where the committed files differ')
-    a = ap.parse_args()
-    if not a.check:
-        write(HERE)
-        print('wrote pool_grad.asm, pool_grad.{host,expected}.bin')
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        write(tmp)
-        stale = [f for f in sorted(os.listdir(tmp))
-                 if not filecmp.cmp(os.path.join(tmp, f), os.path.join(HERE, f), shallow=False)]
-    if stale:
-        sys.exit('make_pool_grad.py --check: not what the script writes (run it): ' +
-                 ', '.join(stale))
+    print('wrote pool_grad.asm, pool_grad.{host,expected}.bin')
 
 
 if __name__ == '__main__':
-    main()
+    write_or_check(write, HERE, 'make_pool_grad.py')

@@ -96,3 +96,25 @@ def fp32_log(x):
     y[x == np.inf] = np.inf
     y[(x < 0) | np.isnan(x)] = np.nan
     return y
+
+
+def write_or_check(write, here, script):
+    """An example script's main: write(here), the committed files; with --check, write(tmp)
+    elsewhere and exit with an error naming the committed files that differ (the tests'
+    *_are_current). `write(out_dir)` writes every file of the example."""
+    import argparse
+    import filecmp
+    import sys
+    import tempfile
+    ap = argparse.ArgumentParser(description=f'Writes the files of {script} (see its top).')
+    ap.add_argument('--check', action='store_true',
+                    help='write them elsewhere and fail where the committed files differ')
+    if not ap.parse_args().check:
+        write(here)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        write(tmp)
+        stale = [f for f in sorted(os.listdir(tmp))
+                 if not filecmp.cmp(os.path.join(tmp, f), os.path.join(here, f), shallow=False)]
+    if stale:
+        sys.exit(f'{script} --check: not what the script writes (run it): ' + ', '.join(stale))

@@ -476,22 +476,41 @@ INSTANTIATE_TEST_SUITE_P(
     InPlace, ResidualTest,
     ::testing::Combine(::testing::Bool(), ::testing::Values(EngineKind::kRtl, EngineKind::kFast)));
 
+// `count` int8 operands from -range to range, drawn with `seed`.
+std::vector<uint8_t> RandomInt8(size_t count, int range, uint32_t seed) {
+  std::vector<uint8_t> v(count);
+  std::mt19937 rng(seed);
+  for (auto& x : v)
+    x = static_cast<uint8_t>(
+        static_cast<int8_t>(static_cast<int>(rng() % (2 * range + 1)) - range));
+  return v;
+}
+
+// The n x n int8 identity tile.
+std::vector<uint8_t> IdentityTile(int n) {
+  std::vector<uint8_t> w(static_cast<size_t>(n * n), 0);
+  for (int i = 0; i < n; ++i) w[static_cast<size_t>(i * n + i)] = 1;
+  return w;
+}
+
+// A parameter set that passes each sum through (bias 0, multiplier 2^30, shift 30), clamped.
+GemmParams PassThrough(int n) {
+  GemmParams p;
+  p.bias.assign(static_cast<size_t>(n), 0);
+  p.multiplier.assign(static_cast<size_t>(n), 1 << 30);
+  p.shift.assign(static_cast<size_t>(n), 30);
+  return p;
+}
+
 // matmul max: each accumulator keeps the larger of its value and the product (max pooling
 // through the identity tile); with the window's pad_min, positions outside the map read
 // -128, which a maximum ignores.
 TEST_P(ChipTest, MatmulMaxAndPadMinPoolThroughTheAccumulators) {
   const int n = 4;
   // A 4 x 4 map of 4 channels (one row per pixel), values from -100 to 100.
-  std::vector<uint8_t> map(16 * n);
-  std::mt19937 rng(81);
-  for (auto& v : map)
-    v = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(rng() % 201) - 100));
-  std::vector<uint8_t> weights(16, 0);
-  for (int i = 0; i < n; ++i) weights[static_cast<size_t>(i * n + i)] = 1;  // the identity
-  GemmParams p;
-  p.bias.assign(n, 0);
-  p.multiplier.assign(n, 1 << 30);
-  p.shift.assign(n, 30);
+  const std::vector<uint8_t> map = RandomInt8(16 * n, 100, 81);
+  const std::vector<uint8_t> weights = IdentityTile(n);
+  const GemmParams p = PassThrough(n);
   std::vector<uint8_t> host = map;
   Put(&host, 0x200, ParamBytes(p, n));
   // 3 x 3 windows of stride 2 with padding 1: 2 x 2 outputs; one matmul per tap.
@@ -531,16 +550,9 @@ TEST_P(ChipTest, MatmulMaxAndPadMinPoolThroughTheAccumulators) {
 // with a 3 x 3 kernel, padding 2 and stride 2, up to four (a stride-2 convolution's).
 TEST_P(ChipTest, DilatedWindowReadsZerosBetweenThePixels) {
   const int n = 4, in = 3;
-  std::vector<uint8_t> map(in * in * n);
-  std::mt19937 rng(83);
-  for (auto& v : map)
-    v = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(rng() % 61) - 30));
-  std::vector<uint8_t> weights(16, 0);
-  for (int i = 0; i < n; ++i) weights[static_cast<size_t>(i * n + i)] = 1;  // the identity
-  GemmParams p;
-  p.bias.assign(n, 0);
-  p.multiplier.assign(n, 1 << 30);
-  p.shift.assign(n, 30);
+  const std::vector<uint8_t> map = RandomInt8(in * in * n, 30, 83);
+  const std::vector<uint8_t> weights = IdentityTile(n);
+  const GemmParams p = PassThrough(n);
   struct Geometry {
     int k, pad, stride, out;
   };
