@@ -22,6 +22,7 @@ ChipValues::ChipValues(const ChipParams& p, ExternalMemories& external)
       set_bytes_(int64_t{hw::ParamRows(hw::ElementBytes(p.dtype))} * row_bytes_),
       host_(external.host),
       weight_(external.weight),
+      cores_(&external.cores),
       ub_(static_cast<uint64_t>(p.ub_depth_rows) * static_cast<uint64_t>(row_bytes_)),
       params_(static_cast<size_t>(p.param_sets) * static_cast<size_t>(set_bytes_), 0) {
   for (int i = 0; i < p.mxus_per_core; ++i) {
@@ -29,6 +30,7 @@ ChipValues::ChipValues(const ChipParams& p, ExternalMemories& external)
                                           static_cast<size_t>(n_ * row_bytes_),
                                           static_cast<size_t>(n_ * n_)));
   }
+  external.cores.push_back(this);
 }
 
 void ChipValues::BeginRun() {
@@ -57,6 +59,9 @@ void ChipValues::Issue(const Decoded& d) {
     case Opcode::kReadWeights:
     case Opcode::kLoadWeights:
       BringTiles(d);
+      break;
+    case Opcode::kWriteHbm:  // its rows land as the memory takes them (HbmWrite)
+      for (ChipValues* core : *cores_) core->KeepPendingTiles();
       break;
     case Opcode::kMatmul: {
       Mxu& m = *mxus_[d.mxu];
@@ -95,6 +100,22 @@ void ChipValues::Issue(const Decoded& d) {
 
 void ChipValues::HostWrite(uint64_t host_addr, uint32_t ub_row) {
   std::memcpy(&host_[host_addr], Ub<uint8_t>(ub_row), static_cast<size_t>(row_bytes_));
+}
+
+void ChipValues::HbmWrite(uint64_t weight_addr, uint32_t ub_row) {
+  std::memcpy(&weight_[weight_addr], Ub<uint8_t>(ub_row), static_cast<size_t>(row_bytes_));
+}
+
+void ChipValues::KeepPendingTiles() {
+  const auto tile_bytes = static_cast<size_t>(n_ * row_bytes_);
+  for (auto& m : mxus_) {
+    for (size_t t = m->next_tile; t < m->tiles.size(); ++t) {
+      Tile& tile = m->tiles[t];
+      if (!tile.operands.empty()) continue;
+      const uint8_t* w = &weight_[tile.addr];
+      tile.operands.assign(w, w + tile_bytes);
+    }
+  }
 }
 
 void ChipValues::BringTiles(const Decoded& d) {

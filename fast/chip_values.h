@@ -8,8 +8,12 @@
 // places where the moment matters are handled as the hardware does: a `matmul ... switch`
 // multiplies with the next tile in the order `read_weights` brought them, even when that
 // read_weights issues after the matmul (the matmul then waits here until it does), and
-// `write_host` rows land in host memory one by one as the memory accepts them, so a run
-// that stops early leaves exactly the rows the RTL would have written.
+// `write_host` and `write_hbm` rows land in host or weight memory one by one as the memory
+// accepts them, so a run that stops early leaves exactly the rows the RTL would have
+// written. A tile that read_weights brought is read from weight memory only when a matmul
+// switches to it, so a write_hbm (which issues once every weight DMA of its core is idle,
+// and on another core only after a barrier) first copies the tiles brought and not yet used,
+// on every core: they keep the values the weight DMAs read.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +27,16 @@
 
 namespace tpu::fast {
 
-// The memories outside the chip: host memory and weight memory, shared by its cores.
+class ChipValues;
+
+// The memories outside the chip: host memory and weight memory, shared by its cores (each
+// of which registers itself in `cores`).
 struct ExternalMemories {
   explicit ExternalMemories(const ChipParams& p)
       : host(static_cast<uint64_t>(p.host_mem_bytes)),
         weight(static_cast<uint64_t>(p.weight_mem_bytes)) {}
   ZeroedMemory<uint8_t> host, weight;
+  std::vector<ChipValues*> cores;
 };
 
 // One core's memories and what its instructions do to them and to the external ones.
@@ -46,6 +54,8 @@ class ChipValues {
   // A write_host row was accepted by host memory: unified-buffer row `ub_row` lands at
   // `host_addr`.
   void HostWrite(uint64_t host_addr, uint32_t ub_row);
+  // A write_hbm row was accepted by weight memory.
+  void HbmWrite(uint64_t weight_addr, uint32_t ub_row);
 
  private:
   void Matmul(const Decoded& d);
@@ -84,6 +94,8 @@ class ChipValues {
     std::deque<Decoded> waiting;
   };
 
+  // The tiles read_weights brought and no matmul has used yet: copied out of weight memory.
+  void KeepPendingTiles();
   // Loads the next tile from the FIFO's order into unit m's active weights.
   void SwitchTile(Mxu& m);
   // read_weights and load_weights: tiles into unit d.mxu's FIFO order, then the matmuls that
@@ -109,6 +121,7 @@ class ChipValues {
   int64_t row_bytes_, set_bytes_;  // a unified-buffer row, a VPU parameter set
   ZeroedMemory<uint8_t>& host_;
   ZeroedMemory<uint8_t>& weight_;
+  const std::vector<ChipValues*>* cores_;  // every core's values (ExternalMemories::cores)
   ZeroedMemory<uint8_t> ub_;
   std::vector<uint8_t> params_;
   std::vector<std::unique_ptr<Mxu>> mxus_;  // one per matrix unit

@@ -107,7 +107,7 @@ class Controller {
     } else if (s.d->barrier) {  // waiting for the other cores counts as a drain
       s.go = AtBarrier(prog, busy) && (s.d->cores & ~arrived) == 0;
       s.issue = s.go ? kFire : kDrain;
-    } else if (UnitBusy(*s.d, busy)) {
+    } else if (UnitBusy(*s.d, busy) || WeightMemoryHazard(*s.d, busy)) {
       s.issue = kUnitBusy;
     } else {
       s.issue = Hazard(*s.d, busy);
@@ -171,6 +171,18 @@ class Controller {
       default:
         return false;
     }
+  }
+
+  // The weight memory as one range (rtl/tpu_controller.sv): write_hbm against a weight DMA's
+  // read_weights, and read_weights and read_hbm against the host DMA's write_hbm. It counts
+  // as the unit busy.
+  bool WeightMemoryHazard(const Decoded& d, const UnitsBusy& busy) const {
+    const Footprint& f = d.fp;
+    auto clash = [&](const Footprint& u) { return (f.wm_wr && u.wm_rd) || (f.wm_rd && u.wm_wr); };
+    if (busy.host_dma && clash(hdma_fp_)) return true;
+    for (size_t m = 0; m < wdma_fp_.size(); ++m)
+      if ((busy.weight_dmas >> m & 1) && clash(wdma_fp_[m])) return true;
+    return false;
   }
 
   // kFire, or the first hazard (unified buffer, accumulators, parameter sets) between the

@@ -125,6 +125,24 @@ void ReadHbm(Decoded& d, const Sizes& s) {
   fp.ub_wr = true;
   fp.ub_lo = d.dst;
   fp.ub_hi = static_cast<uint32_t>(uint64_t{d.dst} + d.len);
+  fp.wm_rd = true;
+  d.unit = hw::kUnitHostDma;
+}
+
+// write_hbm: unified-buffer rows into weight memory, on the host DMA's own port.
+void WriteHbm(Decoded& d, const Sizes& s) {
+  d.weight_addr = uint64_t{hw::kOpdWriteHbmAddrHi.Get(d.aux)} << 32 | d.dst;
+  if (d.flags != 0 || d.len == 0 ||
+      (d.aux >> (hw::kOpdWriteHbmAddrHi.lsb + hw::kOpdWriteHbmAddrHi.bits)) != 0)
+    d.check = Status::kBadOperand;
+  else
+    d.check =
+        First(Range(d.src, d.len, s.ub), Range(d.weight_addr, uint64_t{d.len} * s.row, s.weight));
+  Footprint& fp = d.fp;
+  fp.ub_use = true;
+  fp.ub_lo = d.src;
+  fp.ub_hi = static_cast<uint32_t>(uint64_t{d.src} + d.len);
+  fp.wm_wr = true;
   d.unit = hw::kUnitHostDma;
 }
 
@@ -135,6 +153,7 @@ void ReadWeights(Decoded& d, const Sizes& s) {
     d.check = Status::kBadOperand;
   else
     d.check = Range(d.weight_addr, uint64_t{d.len} * s.n * s.row, s.weight);
+  d.fp.wm_rd = true;
   d.unit = hw::kUnitWeightDma;
 }
 
@@ -348,6 +367,9 @@ Decoded Decode(const uint8_t* w, const ChipParams& p, Registers& regs) {
       break;
     case Opcode::kReadHbm:
       ReadHbm(d, s);
+      break;
+    case Opcode::kWriteHbm:
+      WriteHbm(d, s);
       break;
     case Opcode::kLoadWeights:
       LoadWeights(d, s);

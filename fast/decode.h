@@ -23,6 +23,7 @@ struct Footprint {
   uint32_t acc_lo = 0, acc_hi = 0;
   bool par_use = false, par_wr = false;
   uint32_t par_lo = 0, par_hi = 0;
+  bool wm_rd = false, wm_wr = false;  // reads, writes the weight memory (all of it)
 };
 
 // The window geometry set_window sets (rtl/tpu_pkg.sv window_t, docs/isa.md).
@@ -60,7 +61,8 @@ struct Decoded {
   uint8_t op = 0, flags = 0;
   uint8_t mxu = 0;  // read_weights, matmul, activate: the matrix unit (mxu=)
   uint32_t len = 0, src = 0, dst = 0, aux = 0;
-  uint64_t weight_addr = 0;  // read_weights, read_hbm: the 48-bit address (src, aux bits 0-15)
+  // read_weights, read_hbm: the 48-bit address (src, aux bits 0-15); write_hbm: (dst, aux)
+  uint64_t weight_addr = 0;
   hw::Status check = hw::Status::kOk;  // what the controller's checks say
   int unit = -1;                       // hw::kUnit*, or -1 (retired by the controller)
   bool sync = false;                   // sync or halt: waits for every unit

@@ -1,5 +1,6 @@
 // The fast engine's DMA engines and weight FIFO, register for register as in the RTL:
-// rtl/tpu_host_dma.sv (with its two-row write buffer, and its weight-memory port for read_hbm),
+// rtl/tpu_host_dma.sv (with its two-row write buffer, and its weight-memory port for read_hbm
+// and write_hbm),
 // rtl/tpu_weight_dma.sv and rtl/tpu_fifo.sv. Each unit is its state, the signals it drives in a
 // cycle (from that state and the memory port's answer) and Edge(), the clock edge that ends the
 // cycle.
@@ -15,13 +16,14 @@ class HostDma {
  public:
   bool Busy() const { return req_left_ || resp_left_ || rd_left_ || rd_pending_ || obuf_; }
   // A request to the host memory: a read row, or a buffered row to write.
-  bool ReqValid() const { return write_ ? obuf_ != 0 : !hbm_ && req_left_ != 0; }
-  // A request to the weight memory (read_hbm), on the unit's port there.
-  bool HbmReqValid() const { return hbm_ && req_left_ != 0; }
+  bool ReqValid() const { return !hbm_ && Asks(); }
+  // A request to the weight memory (read_hbm, write_hbm), on the unit's port there.
+  bool HbmReqValid() const { return hbm_ && Asks(); }
   bool Writing() const { return write_; }
   bool Params() const { return params_; }
   bool RowsPending() const { return rd_pending_; }
   uint32_t ReqAddr() const { return static_cast<uint32_t>(req_addr_); }
+  uint64_t HbmAddr() const { return req_addr_; }
   uint32_t WriteRow() const { return write_row_; }
 
   // What the unit does in a cycle in which the memory it reads (the host memory, or the
@@ -45,14 +47,15 @@ class HostDma {
             uint32_t param_rows) {
     const bool obuf_push = rd_pending_ && obuf_ != 2;
     if (start) {
-      const bool write = start->op == static_cast<uint8_t>(hw::Opcode::kWriteHost);
+      const auto op = static_cast<hw::Opcode>(start->op);
+      const bool write = op == hw::Opcode::kWriteHost || op == hw::Opcode::kWriteHbm;
       const bool params = !write && (start->flags & hw::kFlagParams);
       const uint32_t rows = params ? start->len * param_rows : start->len;
       write_ = write;
       params_ = params;
-      hbm_ = start->op == static_cast<uint8_t>(hw::Opcode::kReadHbm);
+      hbm_ = op == hw::Opcode::kReadHbm || op == hw::Opcode::kWriteHbm;
       req_left_ = rows;
-      req_addr_ = write ? start->dst : hbm_ ? start->weight_addr : start->src;
+      req_addr_ = hbm_ ? start->weight_addr : write ? start->dst : start->src;
       rd_left_ = write ? rows : 0;
       resp_left_ = write ? 0 : rows;
       write_row_ = start->src;
@@ -70,6 +73,9 @@ class HostDma {
   }
 
  private:
+  // A request for the memory the instruction uses: a buffered row to write, or a row to read.
+  bool Asks() const { return write_ ? obuf_ != 0 : req_left_ != 0; }
+
   bool write_ = false, params_ = false, hbm_ = false, rd_pending_ = false;
   uint64_t req_addr_ = 0;  // the next request's address (the host memory's: 32 bits)
   uint32_t req_left_ = 0, resp_left_ = 0, rd_left_ = 0, obuf_ = 0;

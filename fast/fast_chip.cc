@@ -178,7 +178,8 @@ void Cycle::Count(uint64_t* cnt, uint64_t k, uint64_t n, uint64_t row) const {
   cnt[hw::kCounterHostBytesRead] += k * (hm_fire && !host_write ? row : 0);
   cnt[hw::kCounterHostBytesWritten] += k * (hm_fire && host_write ? row : 0);
   cnt[hw::kCounterWeightBytesRead] +=
-      k * row * (hb_fire + Lanes([](const LaneCycle& l) { return l.wm_fire; }));
+      k * row * ((hb_fire && !host_write) + Lanes([](const LaneCycle& l) { return l.wm_fire; }));
+  cnt[hw::kCounterWeightBytesWritten] += k * (hb_fire && host_write ? row : 0);
   cnt[hw::kCounterMacs] += k * n * n * Lanes([](const LaneCycle& l) { return l.a_fire; });
   cnt[hw::kCounterVpuRowsIn] += k * vpu_in;
   cnt[hw::kCounterVpuRowsOut] += k * vpu_out;
@@ -216,6 +217,9 @@ Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* va
   c.hb_valid = u.hdma.HbmReqValid();
   c.hb_ready = (a.wm_ready >> hb & 1u) != 0;
   c.hb_fire = c.hb_valid && c.hb_ready;
+  if (c.hb_fire && c.host_write && values) {
+    worker.HbmWrite(values, u.hdma.HbmAddr(), u.hdma.WriteRow());
+  }
   c.hb_resp = (a.wm_resp >> hb & 1u) != 0;
   c.moved = c.moved || c.hb_fire;
   for (size_t m = 0; m < u.lanes.size(); ++m) {
@@ -465,7 +469,7 @@ bool FastChip::EndCores(std::vector<Core>* cores, uint64_t cycle) {
 bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t cycle,
                          uint64_t iq_depth) {
   uint32_t host_valid = 0;
-  uint64_t weight_valid = 0;
+  uint64_t weight_valid = 0, weight_writing = 0;
   const size_t units = (*cores)[0].u.lanes.size(), ports = units + 1;
   for (size_t i = 0; i < cores->size(); ++i) {
     const Units& u = (*cores)[i].u;
@@ -475,6 +479,7 @@ bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_
       weight_valid |= uint64_t{l.wdma.ReqValid(l.fifo)} << (i * ports + m);
     }
     weight_valid |= uint64_t{u.hdma.HbmReqValid()} << (i * ports + units);
+    weight_writing |= uint64_t{u.hdma.Writing()} << (i * ports + units);
   }
   const int hg = host_arb->Grant(host_valid);
   const bool h_ready = host_.Ready(cycle);
@@ -482,7 +487,7 @@ bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_
     host_.Accept(cycle, !(*cores)[static_cast<size_t>(hg)].u.hdma.Writing(), hg);
   }
   const int h_resp = host_.Respond(cycle);
-  const uint64_t w_taken = weight_.AcceptReads(cycle, weight_valid);
+  const uint64_t w_taken = weight_.AcceptRequests(cycle, weight_valid, weight_writing);
   host_arb->Edge(hg, h_ready);
   bool moved = false;
   for (size_t i = 0; i < cores->size(); ++i) {

@@ -35,11 +35,12 @@ class MemoryTiming {
     const uint64_t due = channel_.Accept(cycle);
     if (read) queues_[static_cast<size_t>(port)].Push(due, tag);
   }
-  // The read requests of the asking ports (bit p: port p), taken in turn while the channel
-  // can (hw::PortTurns). Returns the ports taken.
-  uint64_t AcceptReads(uint64_t cycle, uint64_t asking) {
+  // The requests of the asking ports (bit p: port p; set in `writing` where it writes),
+  // taken in turn while the channel can (hw::PortTurns). Returns the ports taken.
+  uint64_t AcceptRequests(uint64_t cycle, uint64_t asking, uint64_t writing) {
     return turns_.Serve(
-        asking, [&] { return channel_.Ready(cycle); }, [&](int p) { Accept(cycle, true, p, p); });
+        asking, [&] { return channel_.Ready(cycle); },
+        [&](int p) { Accept(cycle, (writing >> p & 1) == 0, p, p); });
   }
   // The tag of the read row `port` presents to the chip during `cycle`, or -1 (once per
   // cycle and port).

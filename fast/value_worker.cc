@@ -19,8 +19,10 @@ void ValueWorker::Apply(const std::vector<Step>& steps) {
   for (const Step& s : steps) {
     if (s.d != nullptr) {
       s.values->Issue(*s.d);
+    } else if (s.hbm) {
+      s.values->HbmWrite(s.addr, s.ub_row);
     } else {
-      s.values->HostWrite(s.host_addr, s.ub_row);
+      s.values->HostWrite(s.addr, s.ub_row);
     }
   }
 }

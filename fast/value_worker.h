@@ -30,10 +30,14 @@ class ValueWorker {
   ValueWorker& operator=(const ValueWorker&) = delete;
 
   // Instruction d issues on the core of `values` (d stays valid until Finish returns).
-  void Issue(ChipValues* values, const Decoded* d) { Add({values, d, 0, 0}); }
+  void Issue(ChipValues* values, const Decoded* d) { Add({values, d, 0, 0, false}); }
   // Host memory takes a write_host row: unified-buffer row `ub_row` lands at `host_addr`.
   void HostWrite(ChipValues* values, uint64_t host_addr, uint32_t ub_row) {
-    Add({values, nullptr, host_addr, ub_row});
+    Add({values, nullptr, host_addr, ub_row, false});
+  }
+  // Weight memory takes a write_hbm row: unified-buffer row `ub_row` lands at `weight_addr`.
+  void HbmWrite(ChipValues* values, uint64_t weight_addr, uint32_t ub_row) {
+    Add({values, nullptr, weight_addr, ub_row, true});
   }
   // Returns once every step handed over is applied; rethrows what a step threw (the steps
   // after it are dropped).
@@ -42,9 +46,10 @@ class ValueWorker {
  private:
   struct Step {
     ChipValues* values;
-    const Decoded* d;  // null: a write_host row
-    uint64_t host_addr;
+    const Decoded* d;  // null: a write_host row (or write_hbm's, with hbm)
+    uint64_t addr;
     uint32_t ub_row;
+    bool hbm;
   };
   static constexpr size_t kBatch = 64;
   void Add(const Step& s) {

@@ -4,8 +4,9 @@
 // (tpu_mem_arbiter) gives it to one core's request per cycle: requests leave tagged with
 // their core; read rows come back with the tag and go to that core alone, the data wired to
 // every core. The weight (HBM) memory has a port per weight DMA (a matrix unit's: core c's
-// unit m is port c x (Mxus + 1) + m) and one per host DMA (read_hbm: core c's is port
-// c x (Mxus + 1) + Mxus), whose requests take turns at the memory's one channel outside
+// unit m is port c x (Mxus + 1) + m) and one per host DMA (read_hbm and write_hbm: core
+// c's is port c x (Mxus + 1) + Mxus, its write flag and row hb_req_write_o[c] and
+// hb_req_data_o[c]), whose requests take turns at the memory's one channel outside
 // the chip (contract/memory_channel.h, PortTurns: together the DMAs move up to the memory's
 // bytes per cycle, each at most a row a cycle). Both memories are one address space for all
 // cores.
@@ -60,13 +61,15 @@ module tpu_chip
   input  logic                                hm_resp_valid_i,
   input  logic [IdWidth-1:0]                  hm_resp_id_i,
   input  logic [RowWidth-1:0]                 hm_resp_data_i,
-  // weight memory (read only): Wp ports per core, its matrix units' (core c's unit m:
-  // c x Wp + m), then its host DMA's (c x Wp + Mxus)
+  // weight memory: Wp ports per core, its matrix units' (core c's unit m: c x Wp + m), then
+  // its host DMA's (c x Wp + Mxus), the one that writes too
   output logic [Cores*Wp-1:0]                 wm_req_valid_o,
   input  logic [Cores*Wp-1:0]                 wm_req_ready_i,
   output logic [Cores*Wp-1:0][63:0]           wm_req_addr_o,
   input  logic [Cores*Wp-1:0]                 wm_resp_valid_i,
   input  logic [Cores*Wp-1:0][RowWidth-1:0]   wm_resp_data_i,
+  output logic [Cores-1:0]                    hb_req_write_o,  // core c's host DMA port writes
+  output logic [Cores-1:0][RowWidth-1:0]      hb_req_data_o,   // ... this row
   // the cores' own host requests (before arbitration): the system forms each core's memory
   // stalls (obs) from them, as it does for one core's ports
   output logic [Cores-1:0]                    hm_core_valid_o,
@@ -136,7 +139,9 @@ module tpu_chip
       .wm_resp_data_i (wm_resp_data_i[c*Wp+:Mxus]),
       .hb_req_valid_o (wm_req_valid_o[c*Wp+Mxus]),
       .hb_req_ready_i (wm_req_ready_i[c*Wp+Mxus]),
+      .hb_req_write_o (hb_req_write_o[c]),
       .hb_req_addr_o  (wm_req_addr_o[c*Wp+Mxus]),
+      .hb_req_data_o  (hb_req_data_o[c]),
       .hb_resp_valid_i(wm_resp_valid_i[c*Wp+Mxus]),
       .hb_resp_data_i (wm_resp_data_i[c*Wp+Mxus]),
       .halted_o       (halted_o[c]),

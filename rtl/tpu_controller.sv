@@ -12,6 +12,10 @@
 // while the previous tile is activated) and nobody ever reads stale data. The matrix
 // unit counts as busy until its last row has landed in the accumulators.
 //
+// The weight memory counts as one range: a write_hbm waits while a weight DMA runs a
+// read_weights, and a read_weights while the host DMA runs a write_hbm (counted as its
+// unit busy), so no weight DMA reads a row that a write_hbm is changing.
+//
 // A core of several matrix units (Mxus) keeps a feeder footprint and a drain footprint per
 // unit (and its weight DMA's, for load_weights): `read_weights`, `load_weights`, `matmul` and
 // `activate` name theirs (mxu=), a matmul issues when its
@@ -116,6 +120,7 @@ module tpu_controller
     logic [31:0] acc_lo, acc_hi;
     logic        par_use, par_wr;
     logic [31:0] par_lo, par_hi;
+    logic        wm_rd, wm_wr;  // reads, writes the weight memory (all of it)
   } footprint_t;
 
   function automatic logic overlaps(logic [31:0] a_lo, logic [31:0] a_hi, logic [31:0] b_lo,
@@ -148,7 +153,7 @@ module tpu_controller
   logic [1:0]  mxu;       // read_weights, matmul, activate: the matrix unit (mxu=)
   logic        mxu_bad;   // ... past the core's last
   logic [7:0]  mxu_bits;  // the flag bits that hold it
-  logic [63:0] len, src, dst, aux, out_rows, wm_addr, hbm_addr;
+  logic [63:0] len, src, dst, aux, out_rows, wm_addr, hbm_addr, hbm_wr_addr;
   logic        pooled;
   status_e     check;
   footprint_t  fp;
@@ -259,6 +264,7 @@ module tpu_controller
   // read_weights: the weight-memory address, bits 32-47 from aux.
   assign wm_addr  = {16'd0, aux[OpdReadWeightsAddrHiLsb+:OpdReadWeightsAddrHiBits], src[31:0]};
   assign hbm_addr = {16'd0, aux[OpdReadHbmAddrHiLsb+:OpdReadHbmAddrHiBits], src[31:0]};
+  assign hbm_wr_addr = {16'd0, aux[OpdWriteHbmAddrHiLsb+:OpdWriteHbmAddrHiBits], dst[31:0]};
 
   always_comb begin
     check = StatusOk;
@@ -312,12 +318,25 @@ module tpu_controller
         fp.ub_wr  = 1'b1;
         fp.ub_lo  = 32'(dst);
         fp.ub_hi  = 32'(dst + len);
+        fp.wm_rd  = 1'b1;
+      end
+      OpWriteHbm: begin
+        if (flags != '0 || len == '0 ||
+            (aux >> (OpdWriteHbmAddrHiLsb + OpdWriteHbmAddrHiBits)) != '0)
+          check = StatusBadOperand;
+        else check = first_error(range_check(src, len, 64'(UbDepth)),
+                                 range_check(hbm_wr_addr, len * RowBytes, wm_size_i));
+        fp.ub_use = 1'b1;
+        fp.ub_lo  = 32'(src);
+        fp.ub_hi  = 32'(src + len);
+        fp.wm_wr  = 1'b1;
       end
       OpReadWeights: begin
         if ((flags & ~mxu_bits) != '0 || mxu_bad || len == '0 ||
             (aux >> (OpdReadWeightsAddrHiLsb + OpdReadWeightsAddrHiBits)) != '0)
           check = StatusBadOperand;
         else check = range_check(wm_addr, len * N * RowBytes, wm_size_i);
+        fp.wm_rd = 1'b1;
       end
       OpLoadWeights: begin
         if ((flags & ~(8'(1 << FlagTranspose) | mxu_bits)) != '0 || mxu_bad || len == '0)
@@ -448,11 +467,12 @@ module tpu_controller
   always_comb
     for (int m = 0; m < int'(Mxus); m++) draining[m] = drain_left_q[m] != '0;
 
-  logic ub_hazard, acc_hazard, par_hazard;
+  logic ub_hazard, acc_hazard, par_hazard, wm_hazard;
   always_comb begin
     ub_hazard  = 1'b0;
     acc_hazard = 1'b0;
     par_hazard = 1'b0;
+    wm_hazard  = 1'b0;
     for (int u = 0; u < 3 + 3 * int'(Mxus); u++) begin
       footprint_t o;
       logic       busy, same;
@@ -485,6 +505,8 @@ module tpu_controller
             overlaps(fp.acc_lo, fp.acc_hi, o.acc_lo, o.acc_hi)) acc_hazard = 1'b1;
         if (fp.par_use && o.par_use && (fp.par_wr || o.par_wr) &&
             overlaps(fp.par_lo, fp.par_hi, o.par_lo, o.par_hi)) par_hazard = 1'b1;
+        // The weight memory as one range: write_hbm against read_weights and read_hbm.
+        if ((fp.wm_wr && o.wm_rd) || (fp.wm_rd && o.wm_wr)) wm_hazard = 1'b1;
       end
     end
   end
@@ -511,7 +533,7 @@ module tpu_controller
 
   always_comb begin
     unique case (op)
-      OpReadHost, OpWriteHost, OpReadHbm: unit_busy = hdma_busy_i;
+      OpReadHost, OpWriteHost, OpReadHbm, OpWriteHbm: unit_busy = hdma_busy_i;
       OpReadWeights, OpLoadWeights: unit_busy = wdma_busy4[mxu];
       OpMatmul:                unit_busy = feed_busy4[mxu];
       OpActivate:              unit_busy = act_busy_i;
@@ -531,7 +553,7 @@ module tpu_controller
     end else if (op == OpBarrier) begin  // waiting for the other cores counts as a drain
       issue_o = (at_barrier_o && released) ? IssueFire : IssueDrain;
       go      = at_barrier_o && released;
-    end else if (unit_busy) issue_o = IssueUnitBusy;
+    end else if (unit_busy || wm_hazard) issue_o = IssueUnitBusy;
     else if (ub_hazard) issue_o = IssueUbHazard;
     else if (acc_hazard) issue_o = IssueAccHazard;
     else if (par_hazard) issue_o = IssueParamHazard;
@@ -545,7 +567,8 @@ module tpu_controller
   assign cmd_o        = head;
   assign window_o     = win_q;
   assign residual_o   = res_q;
-  assign hdma_start_o = go && (op == OpReadHost || op == OpWriteHost || op == OpReadHbm);
+  assign hdma_start_o = go && (op == OpReadHost || op == OpWriteHost || op == OpReadHbm ||
+                               op == OpWriteHbm);
   assign wdma_start_o = go && (op == OpReadWeights || op == OpLoadWeights);
   assign feed_start_o = go && (op == OpMatmul);
   assign act_start_o  = go && (op == OpActivate);

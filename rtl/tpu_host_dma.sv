@@ -1,7 +1,7 @@
 // Host-memory DMA engine: runs read_host (host memory -> unified buffer or VPU parameter
-// rows), write_host (unified buffer -> host memory) and read_hbm (weight memory, the Cloud
-// TPU's HBM -> unified buffer, on a weight-memory port of its own), one row of ArrayDim
-// operands per memory request. Requests are issued as fast as the memory accepts them; read data
+// rows), write_host (unified buffer -> host memory), and read_hbm and write_hbm (weight
+// memory, the Cloud TPU's HBM, <-> unified buffer, on a weight-memory port of its own), one
+// row of ArrayDim operands per memory request. Requests are issued as fast as the memory accepts them; read data
 // comes back in order, any number of cycles later, and is written where it belongs;
 // writes are posted (done when the memory accepts them). The memory-side outputs depend
 // on registers only, so a memory model can answer them in the same cycle.
@@ -33,10 +33,12 @@ module tpu_host_dma
   input  logic                       mem_resp_valid_i,
   input  operand_t [ArrayDim-1:0]    mem_resp_data_i,
   output logic                       mem_stall_o,  // a request waited for the memory
-  // weight memory (read_hbm; read only)
+  // weight memory (read_hbm, write_hbm)
   output logic                       hbm_req_valid_o,
   input  logic                       hbm_req_ready_i,
+  output logic                       hbm_req_write_o,
   output logic [63:0]                hbm_req_addr_o,
+  output operand_t [ArrayDim-1:0]    hbm_req_data_o,
   input  logic                       hbm_resp_valid_i,
   input  operand_t [ArrayDim-1:0]    hbm_resp_data_i,
   output logic                       hbm_stall_o,  // a request waited for the weight memory
@@ -55,9 +57,9 @@ module tpu_host_dma
 
   localparam int unsigned RowsWidth = 32;
 
-  logic                 write_q;      // write_host
+  logic                 write_q;      // write_host, write_hbm
   logic                 params_q;     // read_host into parameter rows
-  logic                 hbm_q;        // read_hbm: from the weight memory
+  logic                 hbm_q;        // read_hbm, write_hbm: the weight memory's port
   logic [63:0]          req_addr_q;   // next memory address (host memory: bits 0-31)
   logic [RowsWidth-1:0] req_left_q;   // requests still to issue
   logic [RowsWidth-1:0] resp_left_q;  // read responses still to come
@@ -65,7 +67,7 @@ module tpu_host_dma
   logic [RowsWidth-1:0] rd_left_q;    // write_host: unified-buffer rows still to read
   logic                 rd_pending_q; // a unified-buffer read returns this cycle
 
-  // write_host: rows read from the unified buffer wait here for the memory.
+  // write_host, write_hbm: rows read from the unified buffer wait here for the memory.
   localparam int unsigned BufDepth = 2;
   logic                         obuf_full, obuf_empty, obuf_pop;
   logic [$clog2(BufDepth+1)-1:0] obuf_count;
@@ -73,12 +75,16 @@ module tpu_host_dma
 
   logic req_fire, ub_read, resp_valid;
   operand_t [ArrayDim-1:0] resp_data;
-  assign mem_req_valid_o = write_q ? !obuf_empty : !hbm_q && (req_left_q != '0);
+  logic req_valid;  // a request for the memory the instruction uses
+  assign req_valid       = write_q ? !obuf_empty : (req_left_q != '0);
+  assign mem_req_valid_o = !hbm_q && req_valid;
   assign mem_req_write_o = write_q;
   assign mem_req_addr_o  = req_addr_q[31:0];
   assign mem_req_data_o  = obuf_head;
-  assign hbm_req_valid_o = hbm_q && (req_left_q != '0);
+  assign hbm_req_valid_o = hbm_q && req_valid;
+  assign hbm_req_write_o = write_q;
   assign hbm_req_addr_o  = req_addr_q;
+  assign hbm_req_data_o  = obuf_head;
   assign req_fire        = (mem_req_valid_o && mem_req_ready_i) ||
                            (hbm_req_valid_o && hbm_req_ready_i);
   assign obuf_pop        = req_fire && write_q;
@@ -110,12 +116,15 @@ module tpu_host_dma
       rd_left_q    <= '0;
       rd_pending_q <= 1'b0;
     end else if (start_i) begin
-      write_q     <= (cmd_i.opcode == OpWriteHost);
+      write_q     <= (cmd_i.opcode == OpWriteHost) || (cmd_i.opcode == OpWriteHbm);
       params_q    <= (cmd_i.opcode == OpReadHost) && cmd_i.flags[FlagParams];
-      hbm_q       <= (cmd_i.opcode == OpReadHbm);
+      hbm_q       <= (cmd_i.opcode == OpReadHbm) || (cmd_i.opcode == OpWriteHbm);
       req_left_q  <= num_rows;
-      if (cmd_i.opcode == OpWriteHost) begin
-        req_addr_q  <= 64'(cmd_i.dst);
+      if (cmd_i.opcode == OpWriteHost || cmd_i.opcode == OpWriteHbm) begin
+        // write_hbm: address bits 32-47 from aux
+        req_addr_q  <= cmd_i.opcode == OpWriteHbm
+                     ? {16'd0, cmd_i.aux[OpdWriteHbmAddrHiLsb+:OpdWriteHbmAddrHiBits], cmd_i.dst}
+                     : 64'(cmd_i.dst);
         buf_row_q   <= cmd_i.src;
         rd_left_q   <= num_rows;
         resp_left_q <= '0;

@@ -59,10 +59,12 @@ module tpu_top
   output logic [Mxus-1:0][63:0]         wm_req_addr_o,
   input  logic [Mxus-1:0]               wm_resp_valid_i,
   input  logic [Mxus-1:0][RowWidth-1:0] wm_resp_data_i,
-  // the host DMA's weight-memory port (read_hbm; read only)
+  // the host DMA's weight-memory port (read_hbm, write_hbm)
   output logic                    hb_req_valid_o,
   input  logic                    hb_req_ready_i,
+  output logic                    hb_req_write_o,
   output logic [63:0]             hb_req_addr_o,
+  output logic [RowWidth-1:0]     hb_req_data_o,
   input  logic                    hb_resp_valid_i,
   input  logic [RowWidth-1:0]     hb_resp_data_i,
   // status
@@ -214,7 +216,7 @@ module tpu_top
   // ---------------------------------------------------------------- host DMA
   logic                     par_wr_en, hm_stall, hb_stall;
   logic [$clog2(ParDepth)-1:0] par_wr_addr;
-  operand_t [ArrayDim-1:0]  par_wr_data, hm_req_data;
+  operand_t [ArrayDim-1:0]  par_wr_data, hm_req_data, hb_req_data;
 
   tpu_host_dma #(
     .Format(Format),
@@ -237,7 +239,9 @@ module tpu_top
     .mem_stall_o     (hm_stall),
     .hbm_req_valid_o (hb_req_valid_o),
     .hbm_req_ready_i (hb_req_ready_i),
+    .hbm_req_write_o (hb_req_write_o),
     .hbm_req_addr_o  (hb_req_addr_o),
+    .hbm_req_data_o  (hb_req_data),
     .hbm_resp_valid_i(hb_resp_valid_i),
     .hbm_resp_data_i (hb_resp_data_i),
     .hbm_stall_o     (hb_stall),
@@ -252,6 +256,7 @@ module tpu_top
     .par_wr_data_o   (par_wr_data)
   );
   assign hm_req_data_o = hm_req_data;
+  assign hb_req_data_o = hb_req_data;
 
   // ---------------------------------------------------------------- matrix units
   // Each: its weight DMA (on its own weight-memory port, started by a read_weights naming
@@ -556,7 +561,8 @@ module tpu_top
     inc[CntParamWrites]            = 32'(par_wr_en);
     inc[CntHostBytesRead]          = (hm_fire && !hm_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
     inc[CntHostBytesWritten]       = (hm_fire && hm_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
-    inc[CntWeightBytesRead]        = hb_fire ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
+    inc[CntWeightBytesRead]        = (hb_fire && !hb_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
+    inc[CntWeightBytesWritten]     = (hb_fire && hb_req_write_o) ? 32'(ArrayDim * InputWidth / 8) : 32'd0;
     for (int m = 0; m < int'(Mxus); m++)
       if (wm_fire[m]) inc[CntWeightBytesRead] += 32'(ArrayDim * InputWidth / 8);
     inc[CntMacs]                   = 32'($countones(a_fire)) * 32'(ArrayDim * ArrayDim);

@@ -39,7 +39,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'vector'))
 from vector_ref import (N, bf16_bits, from_bf16, lane_tree, fp32_exp, fp32_log,  # noqa: E402
-                        write_or_check)
+                        f32_rows, write_or_check)
 
 B, F, H, C, STEPS = 64, 200, 100, 10, 2
 SGD = {'lr': 0.0625, 'momentum': 0.875}
@@ -106,12 +106,6 @@ class Layout:
         self.H_OUT = self.PARAMS + 8
         self.LOSS_ROWS = 2 * B + 2                   # each image's loss, then their mean
         self.OUT_ROWS = self.LOSS_ROWS + self.STATE_END - self.W1  # a step's: the loss, the state
-
-
-def f32_rows(x):
-    """float32 rows (rows x N) as buffer rows: each row's high halves, then its low halves."""
-    u = np.asarray(x, dtype=np.float32).view(np.uint32)
-    return np.stack([(u >> 16).astype(np.uint16), (u & 0xffff).astype(np.uint16)], 1).reshape(-1, N)
 
 
 def bf16(x):

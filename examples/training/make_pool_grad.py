@@ -30,7 +30,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'vector'))
-from vector_ref import N, bf16_bits, from_bf16, write_or_check  # noqa: E402
+from vector_ref import N, bf16_bits, from_bf16, write_files, write_or_check  # noqa: E402
 
 B, H, C = 2, 6, 16  # images, pooled map side, channels
 TILE, PARAMS, OUT = 0x4800, 0xc800, 0xd000
@@ -76,13 +76,8 @@ def images():
 
 def write(out_dir):
     host, expected = images()
-    with open(os.path.join(out_dir, 'pool_grad.asm'), 'w') as f:
-        f.write(program())
-    with open(os.path.join(out_dir, 'pool_grad.host.bin'), 'wb') as f:
-        f.write(host)
-    with open(os.path.join(out_dir, 'pool_grad.expected.bin'), 'wb') as f:
-        f.write(expected)
-    print('wrote pool_grad.asm, pool_grad.{host,expected}.bin')
+    write_files(out_dir, {'pool_grad.asm': program(), 'pool_grad.host.bin': host,
+                          'pool_grad.expected.bin': expected})
 
 
 if __name__ == '__main__':

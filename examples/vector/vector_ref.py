@@ -29,6 +29,13 @@ def from_bf16(bits):
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
+def f32_rows(x):
+    """float32 rows (rows x N) as buffer rows: each row's high halves, then its low halves."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32)
+    return np.stack([(u >> 16).astype(np.uint16), (u & 0xffff).astype(np.uint16)],
+                    1).reshape(-1, N)
+
+
 def blocks(x, pad):
     """The columns of x (rows x width) as blocks of N lanes, the last padded with `pad`."""
     rows, width = x.shape
@@ -96,6 +103,15 @@ def fp32_log(x):
     y[x == np.inf] = np.inf
     y[(x < 0) | np.isnan(x)] = np.nan
     return y
+
+
+def write_files(out_dir, files):
+    """Writes each file (name: text, or bytes) into out_dir and says which."""
+    for name, content in files.items():
+        binary = isinstance(content, bytes)
+        with open(os.path.join(out_dir, name), 'wb' if binary else 'w') as f:
+            f.write(content)
+    print('wrote ' + ', '.join(files))
 
 
 def write_or_check(write, here, script):

@@ -40,15 +40,18 @@ isa::Program Relocate(const isa::Program& program, uint64_t host_delta, uint64_t
       in.src = Moved(in.src, host_delta, "read_host host");
     } else if (in.opcode == isa::Opcode::kWriteHost) {
       in.dst = Moved(in.dst, host_delta, "write_host host");
-    } else if (in.opcode == isa::Opcode::kReadWeights || in.opcode == isa::Opcode::kReadHbm) {
-      // (the two keep their address bits 32-47 in the same aux bits: isa/assembler.cc)
+    } else if (in.opcode == isa::Opcode::kReadWeights || in.opcode == isa::Opcode::kReadHbm ||
+               in.opcode == isa::Opcode::kWriteHbm) {
+      // (the three keep their address bits 32-47 in the same aux bits: isa/assembler.cc;
+      // write_hbm its bits 0-31 in dst)
+      uint32_t& low = in.opcode == isa::Opcode::kWriteHbm ? in.dst : in.src;
       const uint64_t addr =
-          (uint64_t{hw::kOpdReadWeightsAddrHi.Get(in.aux)} << 32 | in.src) + weight_delta;
+          (uint64_t{hw::kOpdReadWeightsAddrHi.Get(in.aux)} << 32 | low) + weight_delta;
       if (addr >> 32 > hw::kOpdReadWeightsAddrHi.Max()) {
         throw std::invalid_argument(std::string(isa::Mnemonic(in.opcode)) +
                                     " address beyond 48 bits");
       }
-      in.src = static_cast<uint32_t>(addr);
+      low = static_cast<uint32_t>(addr);
       in.aux = (in.aux & ~hw::kOpdReadWeightsAddrHi.Put(hw::kOpdReadWeightsAddrHi.Max())) |
                hw::kOpdReadWeightsAddrHi.Put(addr >> 32);
     } else {

@@ -62,6 +62,10 @@ class ProgramDraw {
       src += weight_base_;
       aux = static_cast<int64_t>(hw::kOpdReadWeightsAddrHi.Put(static_cast<uint64_t>(src) >> 32));
     }
+    if (op == Opcode::kWriteHbm) {  // the same in dst
+      dst += weight_base_;
+      aux = static_cast<int64_t>(hw::kOpdWriteHbmAddrHi.Put(static_cast<uint64_t>(dst) >> 32));
+    }
     Instruction in;
     in.opcode = op;
     in.flags = flags;
@@ -86,6 +90,7 @@ class ProgramDraw {
       case Opcode::kLoadWeights:
       case Opcode::kMatmul:
       case Opcode::kWriteHost:
+      case Opcode::kWriteHbm:
         *src += ub_base_;
         break;
       case Opcode::kVector: {
@@ -112,6 +117,13 @@ class ProgramDraw {
     const int64_t rows = Uniform(1, std::min<int64_t>({ub_rows_, 48, weight_bytes_ / row_}));
     Emit(Opcode::kReadHbm, 0, rows, Uniform(0, weight_bytes_ - rows * row_),
          Uniform(0, ub_rows_ - rows));
+  }
+  // Buffer rows into the program's weight memory (over tiles and rows later reads take), on
+  // the host DMA; it waits for the weight DMAs' read_weights, so only where their tiles fit.
+  void WriteHbm() {
+    const int64_t rows = Uniform(1, std::min<int64_t>({ub_rows_, 48, weight_bytes_ / row_}));
+    Emit(Opcode::kWriteHbm, 0, rows, Uniform(0, ub_rows_ - rows),
+         Uniform(0, weight_bytes_ - rows * row_));
   }
   void ReadParams() {
     const int64_t sets = Uniform(1, sets_);
@@ -433,6 +445,9 @@ void ProgramDraw::OutOfRange(int which) {
     case 2:
       if (Chance(0.5))
         Emit(Chance(0.5) ? Opcode::kReadWeights : Opcode::kReadHbm, 0, 1, wm + Uniform(0, 9), 0);
+      else if (Chance(0.5))
+        Chance(0.5) ? Emit(Opcode::kWriteHbm, 0, 1, ub + Uniform(0, 9), 0)
+                    : Emit(Opcode::kWriteHbm, 0, 1, 0, wm + Uniform(0, 9));
       else
         Emit(Opcode::kLoadWeights, 0, 1, ub + Uniform(0, 9), 0);
       break;
@@ -467,6 +482,9 @@ void ProgramDraw::Overflow(int which) {
       if (Chance(0.5))
         Chance(0.5) ? Emit(Opcode::kReadWeights, 0, 2, wm - n_ * row_, 0)
                     : Emit(Opcode::kReadHbm, 0, 2, wm - row_, 0);
+      else if (Chance(0.3))
+        Chance(0.5) ? Emit(Opcode::kWriteHbm, 0, 2, 0, wm - row_)
+                    : Emit(Opcode::kWriteHbm, 0, 3, ub - 1, 0);
       else
         Emit(Opcode::kLoadWeights, hw::kFlagTranspose, 2, ub - n_, 0);
       break;
@@ -703,9 +721,10 @@ void ProgramDraw::Body(const std::string& kind) {
       Invalid(kind);
     }
     const int64_t pick = Uniform(0, 99);
-    if (pick < 18)
-      Chance(0.25) ? ReadHbm() : ReadHost();
-    else if (pick < 22)
+    if (pick < 18) {
+      const int64_t r = Uniform(0, 7);
+      r < 2 ? ReadHbm() : r == 2 && TilesFit() ? WriteHbm() : ReadHost();
+    } else if (pick < 22)
       ReadParams();
     else if (pick < 34 && TilesFit())
       BringWeights(PickMxu());

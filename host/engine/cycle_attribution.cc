@@ -78,6 +78,10 @@ void CycleAttribution::AddEvents(const isa::Program& program) {
         c.ub_reads += len;
         c.host_bytes_written += len * row;
         break;
+      case hw::Opcode::kWriteHbm:
+        c.ub_reads += len;
+        c.weight_bytes_written += len * row;
+        break;
       case hw::Opcode::kReadWeights:
         c.weight_bytes_read += len * n * row;
         c.weight_fifo_pushes += len * n;

@@ -14,8 +14,9 @@ namespace tpu::isa {
 namespace {
 
 // kWide: a 48-bit address, bits 0-31 in src and 32-47 in aux (read_weights and read_hbm addr=);
-// kFlags: bits of the flags byte (mxu=).
-enum class Field { kSrc, kDst, kAux, kLength, kWide, kFlags };
+// kWideDst: the same with bits 0-31 in dst (write_hbm addr=); kFlags: bits of the flags byte
+// (mxu=).
+enum class Field { kSrc, kDst, kAux, kLength, kWide, kWideDst, kFlags };
 
 struct OperandSpec {
   const char* key;
@@ -50,7 +51,9 @@ constexpr uint64_t kU31 = 0x7fffffffull;
 constexpr uint64_t kRows = 0xffffffull;
 constexpr uint64_t kWeightAddr = (uint64_t{1} << (32 + hw::kOpdReadWeightsAddrHi.bits)) - 1;
 static_assert(hw::kOpdReadHbmAddrHi.lsb == hw::kOpdReadWeightsAddrHi.lsb &&
-              hw::kOpdReadHbmAddrHi.bits == hw::kOpdReadWeightsAddrHi.bits);
+              hw::kOpdReadHbmAddrHi.bits == hw::kOpdReadWeightsAddrHi.bits &&
+              hw::kOpdWriteHbmAddrHi.lsb == hw::kOpdReadWeightsAddrHi.lsb &&
+              hw::kOpdWriteHbmAddrHi.bits == hw::kOpdReadWeightsAddrHi.bits);
 
 // An operand that is a bit range of its field (contract/tpu_contract.toml, [[operand]]).
 OperandSpec Packed(const char* key, Field field, uint64_t min, const hw::Operand& o,
@@ -76,6 +79,11 @@ const std::vector<OpSpec>& Specs() {
       {Opcode::kReadHbm,
        {{"addr", Field::kWide, 0, kWeightAddr},
         {"ub", Field::kDst, 0, kRows},
+        {"rows", Field::kLength, 1, kU16}},
+       {}},
+      {Opcode::kWriteHbm,
+       {{"ub", Field::kSrc, 0, kRows},
+        {"addr", Field::kWideDst, 0, kWeightAddr},
         {"rows", Field::kLength, 1, kU16}},
        {}},
       {Opcode::kMatmul,
@@ -171,6 +179,8 @@ uint64_t WholeField(const Instruction& in, Field f) {
       return in.length;
     case Field::kWide:
       return in.src | uint64_t{in.aux} << 32;
+    case Field::kWideDst:
+      return in.dst | uint64_t{in.aux} << 32;
     case Field::kFlags:
       return in.flags;
   }
@@ -195,6 +205,10 @@ void SetField(Instruction& in, const OperandSpec& o, uint64_t v) {
       break;
     case Field::kWide:
       in.src = static_cast<uint32_t>(whole);
+      in.aux = static_cast<uint32_t>(whole >> 32);
+      break;
+    case Field::kWideDst:
+      in.dst = static_cast<uint32_t>(whole);
       in.aux = static_cast<uint32_t>(whole >> 32);
       break;
     case Field::kFlags:
@@ -449,7 +463,7 @@ std::string Disassemble(const Program& program) {
         const uint64_t v = GetField(in, o);
         if (o.optional && v == 0 && !(spec->op == Opcode::kVector && VectorTakesB(in))) continue;
         if (v < o.min) rebuilt.opcode = Opcode::kNop;  // not expressible: falls back to raw
-        const bool address = o.max == kU32 || o.field == Field::kWide;
+        const bool address = o.max == kU32 || o.field == Field::kWide || o.field == Field::kWideDst;
         line += address ? fmt::format(" {}=0x{:x}", o.key, v) : fmt::format(" {}={}", o.key, v);
         SetField(rebuilt, o, v);
         rebuilt.flags |= o.sets_flag;

@@ -133,7 +133,8 @@ EnergyBreakdown ComputeEnergy(const hw::ChipCounters& k, const config::TpuConfig
       {"accumulators", (c(&C::acc_reads) + c(&C::acc_writes)) * n * 4 * acc_pj_b},
       {"weight_fifo", (c(&C::weight_fifo_pushes) + c(&C::weight_fifo_pops)) * row * fifo_pj_b},
       {"vpu", c(&C::vpu_rows_in) * n * (bf16 ? t.vpu_lane_bf16_pj : t.vpu_lane_pj)},
-      {"dram", (c(&C::host_bytes_read) + c(&C::host_bytes_written) + c(&C::weight_bytes_read)) *
+      {"dram", (c(&C::host_bytes_read) + c(&C::host_bytes_written) + c(&C::weight_bytes_read) +
+                c(&C::weight_bytes_written)) *
                    t.dram_64bit_access_pj / 8},
   };
   return e;

@@ -39,11 +39,13 @@ void AddHost(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t
   t->host_dma += link + (in.opcode == hw::Opcode::kReadHost ? c.host_mem_latency_cycles : 0);
 }
 
-// read_hbm: the host DMA's rows through the weight memory's channel, then its latency.
+// read_hbm: the host DMA's rows through the weight memory's channel, then its latency;
+// write_hbm: the same without the latency (posted writes).
 void AddHbm(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t) {
   const double rows = in.length;
   t->weight_rows += rows;
-  t->host_dma += rows * c.WeightRowCycles() + c.weight_mem_latency_cycles;
+  t->host_dma += rows * c.WeightRowCycles() +
+                 (in.opcode == hw::Opcode::kReadHbm ? c.weight_mem_latency_cycles : 0);
 }
 
 void AddWeights(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t) {
@@ -79,6 +81,7 @@ CoreTime TimeOf(const isa::Program& p, const config::TpuConfig& c) {
         AddHost(in, c, &t);
         break;
       case hw::Opcode::kReadHbm:
+      case hw::Opcode::kWriteHbm:
         AddHbm(in, c, &t);
         break;
       case hw::Opcode::kReadWeights:

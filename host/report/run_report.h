@@ -39,7 +39,8 @@ struct RunRow {
   uint64_t UbAccesses() const { return counters.ub_reads + counters.ub_writes; }
   uint64_t AccAccesses() const { return counters.acc_reads + counters.acc_writes; }
   uint64_t DramBytes() const {
-    return counters.host_bytes_read + counters.host_bytes_written + counters.weight_bytes_read;
+    return counters.host_bytes_read + counters.host_bytes_written + counters.weight_bytes_read +
+           counters.weight_bytes_written;
   }
   double OpsPerCycle() const;
   // Useful MACs over the MACs the array issued.

@@ -56,13 +56,22 @@ class MemoryPort {
     pending_[static_cast<size_t>(port)].push_back(std::move(p));
   }
 
-  // The read requests of the asking ports (bit p: port p, reading addr(p)), taken in turn
-  // while the channel can (hw::PortTurns). Returns the ports taken.
-  template <class Addr>
-  uint64_t AcceptReads(uint64_t cycle, uint64_t asking, Addr&& addr) {
+  // The requests of the asking ports (bit p: port p; `request(p)` its write flag, address
+  // and a written row's bytes), taken in turn while the channel can (hw::PortTurns).
+  // Returns the ports taken.
+  struct PortRequest {
+    bool write = false;
+    uint64_t addr = 0;
+    const uint8_t* data = nullptr;
+  };
+  template <class Request>
+  uint64_t AcceptRequests(uint64_t cycle, uint64_t asking, Request&& request) {
     return turns_.Serve(
         asking, [&] { return channel_.Ready(cycle); },
-        [&](int p) { Accept(cycle, false, addr(p), nullptr, 0, p); });
+        [&](int p) {
+          const PortRequest r = request(p);
+          Accept(cycle, r.write, r.addr, r.data, 0, p);
+        });
   }
 
   // The read row `port` presents to the chip during `cycle`, or nullptr; its request's tag

@@ -49,6 +49,8 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
     model_.wm_req_addr_o(wm_req_addr_);
     model_.wm_resp_valid_i(wm_resp_valid_);
     model_.wm_resp_data_i(wm_resp_data_);
+    model_.hb_req_write_o(hb_req_write_);
+    model_.hb_req_data_o(hb_req_data_);
     model_.hm_core_valid_o(hm_core_valid_);
     model_.halted_o(halted_);
     model_.status_o(status_);
@@ -94,6 +96,7 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
           wm_words_[static_cast<size_t>(2 * p)] |
               static_cast<uint64_t>(wm_words_[static_cast<size_t>(2 * p + 1)]) << 32};
     }
+    ReadHostDmaWrites(out);
     out->hm_req_valid = hm_req_valid_.read();
     out->hm_req_write = hm_req_write_.read();
     out->hm_req_addr = static_cast<uint32_t>(hm_req_addr_.read());
@@ -101,6 +104,31 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
     sc_detail::FromScValue(hm_req_data_.read(), words_.data());
     UnpackLanes(words_.data(), this->RowBytes(), out->hm_req_data.data());
     out->hm_req_id = static_cast<int>(Packed(hm_req_id_).Field(0, 32));
+  }
+
+  // The rows the host DMAs write to the weight memory (write_hbm), core c's at byte
+  // c x RowBytes of the data port.
+  void ReadHostDmaWrites(Outputs* out) {
+    const Packed write(hb_req_write_);
+    bool any = false;
+    for (int c = 0; c < kCores; ++c) {
+      auto& r = out->wm[static_cast<size_t>(c * (kMxus + 1) + kMxus)];
+      r.write = write.Field(c, 1) != 0;
+      any = any || (r.valid && r.write);
+    }
+    if (!any) return;
+    const auto row = static_cast<size_t>(this->RowBytes());
+    out->wm_data.resize(row * kCores);
+    hb_words_.resize(row * kCores / 4 + 8);
+    sc_detail::FromScValue(hb_req_data_.read(), hb_words_.data());
+    const auto* bytes = reinterpret_cast<const uint8_t*>(hb_words_.data());
+    for (int c = 0; c < kCores; ++c) {
+      auto& r = out->wm[static_cast<size_t>(c * (kMxus + 1) + kMxus)];
+      if (!(r.valid && r.write)) continue;
+      std::memcpy(&out->wm_data[static_cast<size_t>(c) * row], bytes + static_cast<size_t>(c) * row,
+                  row);
+      r.data = &out->wm_data[static_cast<size_t>(c) * row];
+    }
   }
 
   void WriteInputs(const Inputs& in) override {
@@ -201,6 +229,8 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
   Sig<decltype(std::declval<M&>().wm_resp_valid_i)> wm_resp_valid_{"wm_resp_valid"};
   Sig<decltype(std::declval<M&>().wm_req_addr_o)> wm_req_addr_{"wm_req_addr"};
   Sig<decltype(std::declval<M&>().hm_core_valid_o)> hm_core_valid_{"hm_core_valid"};
+  Sig<decltype(std::declval<M&>().hb_req_write_o)> hb_req_write_{"hb_req_write"};
+  Sig<decltype(std::declval<M&>().hb_req_data_o)> hb_req_data_{"hb_req_data"};
   Sig<decltype(std::declval<M&>().halted_o)> halted_{"halted"};
   Sig<decltype(std::declval<M&>().status_o)> status_{"status"};
   Sig<decltype(std::declval<M&>().idle_o)> idle_{"idle"};
@@ -216,7 +246,7 @@ class TpuChipSystemModel final : public VerilatedSystem<Model> {
   sc_core::sc_signal<ValueOf<decltype(std::declval<M&>().reg_addr_i)>, sc_core::SC_MANY_WRITERS>
       reg_addr_{"reg_addr"};
   Sig<decltype(std::declval<M&>().reg_data_o)> reg_data_{"reg_data"};
-  std::vector<uint32_t> words_, wm_words_;
+  std::vector<uint32_t> words_, wm_words_, hb_words_;
 };
 
 }  // namespace tpu::sim

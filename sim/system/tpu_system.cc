@@ -228,11 +228,14 @@ bool TpuSystemBase::AnswerMemories(const Outputs& out, uint64_t cycle, Inputs* i
   }
   in->hm_resp_data = host_port_.Respond(cycle, &in->hm_resp_id);
   in->hm_resp_valid = in->hm_resp_data != nullptr;
-  // Each weight DMA's own weight-memory port; the ports take turns at the channel.
+  // Each weight DMA's own weight-memory port, and each host DMA's; the ports take turns at
+  // the channel.
   uint64_t asking = 0;
   for (size_t p = 0; p < out.wm.size(); ++p) asking |= uint64_t{out.wm[p].valid} << p;
-  const uint64_t taken = weight_port_.AcceptReads(
-      cycle, asking, [&](int p) { return out.wm[static_cast<size_t>(p)].addr; });
+  const uint64_t taken = weight_port_.AcceptRequests(cycle, asking, [&](int p) {
+    const WeightRequest& r = out.wm[static_cast<size_t>(p)];
+    return MemoryPort::PortRequest{r.write, r.addr, r.data};
+  });
   moved = moved || taken != 0;
   for (size_t p = 0; p < out.wm.size(); ++p) {
     WeightAnswer& a = in->wm[p];

@@ -140,17 +140,21 @@ class TpuSystemBase : public sc_core::sc_module {
     uint32_t status = 0, unit_busy = 0, mxu_busy = 0, issue = 0, obs = 0;
   };
   // A request on a weight-memory port: each core has one per matrix unit's weight DMA and
-  // one for its host DMA (read_hbm): core c's unit m is port c x (units + 1) + m, its host
-  // DMA port c x (units + 1) + units.
+  // one for its host DMA (read_hbm, write_hbm): core c's unit m is port c x (units + 1) + m,
+  // its host DMA port c x (units + 1) + units, the one port that writes (a row's bytes at
+  // `data`, valid until the next ReadOutputs).
   struct WeightRequest {
     bool valid = false;
     uint64_t addr = 0;
+    bool write = false;
+    const uint8_t* data = nullptr;
   };
   // The chip's outputs: its cores', its weight DMAs' requests and the host-memory request
   // (tagged with its core).
   struct Outputs {
     std::vector<CoreOutputs> core;
     std::vector<WeightRequest> wm;
+    std::vector<uint8_t> wm_data;  // the rows the host DMAs write (WeightRequest::data)
     bool hm_req_valid = false, hm_req_write = false;
     uint32_t hm_req_addr = 0;
     std::vector<uint8_t> hm_req_data;

@@ -112,7 +112,9 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
     model_.wm_resp_data_i(wm_resp_data_);
     model_.hb_req_valid_o(hb_req_valid_);
     model_.hb_req_ready_i(hb_req_ready_);
+    model_.hb_req_write_o(hb_req_write_);
     model_.hb_req_addr_o(hb_req_addr_);
+    model_.hb_req_data_o(hb_req_data_);
     model_.hb_resp_valid_i(hb_resp_valid_);
     model_.hb_resp_data_i(hb_resp_data_);
     model_.halted_o(halted_);
@@ -143,9 +145,16 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
     out->hm_req_data.resize(static_cast<size_t>(this->RowBytes()));
     sc_detail::FromScValue(hm_req_data_.read(), words_.data());
     UnpackLanes(words_.data(), this->RowBytes(), out->hm_req_data.data());
-    out->wm.resize(2);  // the weight DMA's port, the host DMA's (read_hbm)
+    out->wm.resize(2);  // the weight DMA's port, the host DMA's (read_hbm, write_hbm)
     out->wm[0] = {wm_req_valid_.read(), static_cast<uint64_t>(wm_req_addr_.read())};
-    out->wm[1] = {hb_req_valid_.read(), static_cast<uint64_t>(hb_req_addr_.read())};
+    out->wm[1] = {hb_req_valid_.read(), static_cast<uint64_t>(hb_req_addr_.read()),
+                  hb_req_write_.read()};
+    if (out->wm[1].valid && out->wm[1].write) {
+      out->wm_data.resize(static_cast<size_t>(this->RowBytes()));
+      sc_detail::FromScValue(hb_req_data_.read(), words_.data());
+      UnpackLanes(words_.data(), this->RowBytes(), out->wm_data.data());
+      out->wm[1].data = out->wm_data.data();
+    }
     c.halted = halted_.read();
     c.status = static_cast<uint32_t>(status_.read());
     c.idle = idle_.read();
@@ -211,9 +220,10 @@ class TpuSystemModel final : public VerilatedSystem<Model> {
       wm_resp_data_{"wm_resp_data"};
   sc_core::sc_signal<bool> wm_req_valid_{"wm_req_valid"}, wm_req_ready_{"wm_req_ready"},
       wm_resp_valid_{"wm_resp_valid"};
-  // the host DMA's weight-memory port (read_hbm)
+  // the host DMA's weight-memory port (read_hbm, write_hbm)
   sc_core::sc_signal<bool> hb_req_valid_{"hb_req_valid"}, hb_req_ready_{"hb_req_ready"},
-      hb_resp_valid_{"hb_resp_valid"};
+      hb_resp_valid_{"hb_resp_valid"}, hb_req_write_{"hb_req_write"};
+  Sig<decltype(std::declval<M&>().hb_req_data_o)> hb_req_data_{"hb_req_data"};
   Sig<decltype(std::declval<M&>().hb_req_addr_o)> hb_req_addr_{"hb_req_addr"};
   Sig<decltype(std::declval<M&>().hb_resp_data_i)> hb_resp_data_{"hb_resp_data"};
   sc_core::sc_signal<bool> halted_{"halted"}, idle_{"idle"}, progress_{"progress"},

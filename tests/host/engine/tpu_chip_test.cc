@@ -717,6 +717,91 @@ TEST_P(ChipTest, ReadHbmChecksItsAddressesAndRows) {
   }
 }
 
+// write_hbm: unified-buffer rows into weight memory (HBM) on the host DMA's port there, as
+// write_host does to host memory; read back by read_hbm they are the rows written. Above
+// 4 GiB the address takes aux bits 32-47, and the range checks see all 48 bits.
+TEST_P(ChipTest, WriteHbmRowsComeBackByReadHbm) {
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.weight_mem_bytes = int64_t{8} << 30;
+  const std::vector<uint8_t> rows = RandomBytes(4 * 9, 101);
+  const auto chip = Make(c);  // one system per process
+  const auto r =
+      chip->Run(Job("read_host host=0 ub=5 rows=9\n"
+                    "write_hbm ub=5 addr=0x140000020 rows=9\n"
+                    "read_hbm addr=0x140000020 ub=40 rows=9\n"
+                    "write_host ub=40 host=0x100 rows=9\nhalt\n",
+                    rows, {}, 0x100, 4 * 9));
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.host_out, rows);
+  EXPECT_EQ(r.counters.weight_bytes_written, 36u);
+  EXPECT_EQ(r.counters.weight_bytes_read, 36u);
+  EXPECT_EQ(r.counters.ub_reads, 18u);  // write_hbm's nine, write_host's nine
+  const struct {
+    const char* text;
+    hw::Status status;
+  } bad[] = {{"write_hbm ub=0 addr=0x200000000 rows=1\nhalt\n", hw::Status::kAddressOutOfRange},
+             {"write_hbm ub=0 addr=0x1FFFFFFF8 rows=4\nhalt\n", hw::Status::kBufferOverflow},
+             {"write_hbm ub=16384 addr=0 rows=1\nhalt\n", hw::Status::kAddressOutOfRange},
+             {"write_hbm ub=16383 addr=0 rows=2\nhalt\n", hw::Status::kBufferOverflow},
+             {"raw 0x0f\nhalt\n", hw::Status::kBadOperand}};  // no rows
+  for (const auto& b : bad) {
+    const auto e = chip->Run(Job(b.text));
+    EXPECT_EQ(e.chip_status, b.status) << b.text;
+    EXPECT_EQ(e.counters.weight_bytes_written, 0u) << b.text;
+  }
+}
+
+// The weight memory is one range for the hazards: a write_hbm over a tile that read_weights
+// brought waits until the weight DMA has read it, so the matmul that switches to it after
+// the write still multiplies by the old tile; a read_weights after the write brings the new
+// one. Both equal the same products with each tile read from a place of its own.
+TEST_P(ChipTest, WriteHbmWaitsForTheWeightDmasReadAndReadWeightsForIt) {
+  const int n = 4;
+  const auto [a, w1, p] = MakeSmallGemm(102);
+  const Matrix<int8_t> w2 = gemm::RandomInt8(n, n, 150);
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.weight_mem_latency_cycles = 60;
+  const auto chip = Make(c);  // one system per process
+  const std::string tail =
+      "activate acc=0 ub=100 rows=16 params=0\nwrite_host ub=100 host=0x200 rows=16\nhalt\n";
+  // w2 from the host over w1 at 0x80 between the two reads, landed before the first matmul
+  const std::string over =
+      "read_weights addr=0x80 tiles=1\nread_host host=0x300 ub=20 rows=4\n"
+      "write_hbm ub=20 addr=0x80 rows=4\nsync\nmatmul ub=0 acc=0 rows=8 switch\n"
+      "read_weights addr=0x80 tiles=1\nmatmul ub=0 acc=8 rows=8 switch\n";
+  const std::string apart =
+      "read_weights addr=0x80 tiles=1\nread_weights addr=0xC0 tiles=1\n"
+      "matmul ub=0 acc=0 rows=8 switch\nmatmul ub=0 acc=8 rows=8 switch\n";
+  std::vector<uint8_t> outs[2];
+  for (const bool overwrite : {false, true}) {
+    engine::ExecJob job;
+    job.program =
+        isa::Assemble("read_host host=0x100 params=0 rows=1\nread_host host=0 ub=0 rows=8\n" +
+                          (overwrite ? over : apart) + tail,
+                      "t");
+    const std::vector<uint8_t> b1(w1.data.begin(), w1.data.end()),
+        b2(w2.data.begin(), w2.data.end());
+    Put(&job.host_image, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
+    Put(&job.host_image, 0x100, ParamBytes(p, n));
+    Put(&job.host_image, 0x300, b2);
+    Put(&job.weight_image, 0x80, b1);
+    if (!overwrite) Put(&job.weight_image, 0xC0, b2);
+    job.host_out_addr = 0x200;
+    job.host_out_bytes = 16 * n;
+    const auto r = chip->Run(job);
+    ASSERT_TRUE(r.ok) << r.message;
+    outs[overwrite] = r.host_out;
+    if (overwrite) {
+      EXPECT_EQ(r.counters.weight_bytes_written, 16u);
+      // The write waits for the first read's latency, the second read for the write.
+      EXPECT_GT(r.counters.issue_stall_unit_busy, 60u);
+    }
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_NE(std::vector<uint8_t>(outs[0].begin(), outs[0].begin() + 8 * n),
+            std::vector<uint8_t>(outs[0].begin() + 8 * n, outs[0].end()));
+}
+
 TEST_P(ChipTest, BadResidualsAndMaxesAreBadOperands) {
   const auto chip = Make(config::LoadConfig("teach-4"));
   for (const char* text :

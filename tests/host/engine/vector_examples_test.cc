@@ -1,8 +1,8 @@
 // The vector unit's example programs (examples/vector/: a softmax over rows of 197, a
 // LayerNorm of 768-wide rows and an attention head of 197 tokens x 64, as in ViT-B/16) on one
-// core of tpu-v3, and two training steps of a perceptron, SGD or Adam (examples/training/),
-// on tpu-v2, on
-// both engines: the output equals what the examples' make_*.py computed with numpy in float32
+// core of tpu-v3, two training steps of a perceptron, SGD or Adam (examples/training/), and
+// a pooling's gradient on tpu-v2, and the sum of two cores' gradients through HBM on tpu-v3,
+// on both engines: the output equals what the examples' make_*.py computed with numpy in float32
 // (an independent reference), the vector unit's busy cycles equal the
 // timing rule's sum over the program's vector instructions (docs/timing.md, "The vector
 // unit"), and the run stays within its bound of the programs' attainable bound
@@ -45,6 +45,7 @@ struct Example {
   bool hbm = false;            // the data file is the weight memory's (HBM's) image too
   const char* dir = "vector";  // its folder in examples/
   const char* config = "tpu-v3";
+  const char* core1 = nullptr;  // core 1's program, on a chip of two cores
 };
 
 class VectorExamplesTest : public ::testing::TestWithParam<EngineKind> {
@@ -55,6 +56,11 @@ class VectorExamplesTest : public ::testing::TestWithParam<EngineKind> {
     std::ifstream f(ex + ".asm");
     engine::ExecJob job;
     job.program = isa::Assemble(std::string(std::istreambuf_iterator<char>(f), {}), ex + ".asm");
+    if (e.core1) {
+      std::ifstream f1(dir + e.core1 + ".asm");
+      job.other_programs.push_back(
+          isa::Assemble(std::string(std::istreambuf_iterator<char>(f1), {}), e.core1));
+    }
     job.host_image = Bytes(data + ".host.bin");
     if (e.hbm) job.weight_image = job.host_image;
     job.host_out_addr = e.out_addr;
@@ -71,7 +77,9 @@ class VectorExamplesTest : public ::testing::TestWithParam<EngineKind> {
           << ")";
     EXPECT_EQ(r.CountersOf(0).busy_vector,
               VectorBusyCycles(job.program, static_cast<uint64_t>(c.vector_sublanes)));
-    const report::ProgramBound bound = report::BoundPrograms({job.program}, c);
+    std::vector<isa::Program> programs = {job.program};
+    programs.insert(programs.end(), job.other_programs.begin(), job.other_programs.end());
+    const report::ProgramBound bound = report::BoundPrograms(programs, c);
     EXPECT_GE(static_cast<double>(r.cycles), bound.Cycles()) << "no run beats its bound";
     if (e.most_over_bound > 0) {
       EXPECT_LE(static_cast<double>(r.cycles), e.most_over_bound * bound.Cycles()) << bound.Text();
@@ -120,6 +128,14 @@ TEST_P(VectorExamplesTest, MlpAdamStepsEqualNumpy) {
 // its window, bit for bit; the weight tile read from HBM.
 TEST_P(VectorExamplesTest, PoolingGradientEqualsNumpy) {
   Run({"pool_grad", 0xd000, 288 * 256, 0, nullptr, true, "training", "tpu-v2"});
+}
+
+// The two cores of tpu-v3 sum their gradients through HBM (examples/training/allreduce_core0
+// and _core1.asm): each writes its float32 gradient into HBM, waits at a barrier, reads the
+// other's and adds; both hold numpy's float32 sum, bit for bit.
+TEST_P(VectorExamplesTest, TwoCoresSumTheirGradientsThroughHbm) {
+  Run({"allreduce_core0", 0x20000, 2 * 256 * 256, 0, "allreduce", false, "training", "tpu-v3",
+       "allreduce_core1"});
 }
 
 // attention_hbm.asm is written from attention.asm (make_attention.py): the same instructions

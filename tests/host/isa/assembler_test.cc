@@ -72,8 +72,15 @@ TEST(IsaTest, EveryFlagAndOperandRoundTrips) {
       "activate acc=1 ub=2 rows=4 params=9 relu fn=tanh pool=avg\n"
       "activate acc=1 ub=2 rows=5 params=9 relu pool=lanes\n"
       "set_residual ub=3 mul_a=7 mul_b=0 shift=40 product relu\n"
+      "write_hbm ub=16777215 addr=0xfedcba987654 rows=65535\n"
       "read_hbm addr=0xffffffffffff ub=16777215 rows=65535\n";
   const Program p = Assemble(text, "t.asm");
+  // write_hbm's: bits 0-31 in dst, 32-47 in aux.
+  const Instruction whbm = Decode(p.words[p.words.size() - 2]);
+  EXPECT_EQ(whbm.opcode, hw::Opcode::kWriteHbm);
+  EXPECT_EQ(whbm.dst, 0xba987654u);
+  EXPECT_EQ(whbm.aux, 0xfedcu);
+  EXPECT_EQ(whbm.src, 0xffffffu);
   // read_hbm's 48-bit address: bits 0-31 in src, 32-47 in aux (docs/isa.md).
   const Instruction hbm = Decode(p.words.back());
   EXPECT_EQ(hbm.opcode, hw::Opcode::kReadHbm);
@@ -114,10 +121,11 @@ TEST(IsaTest, UnknownOpcodesAndReservedBitsBecomeRaw) {
 }
 
 TEST(IsaTest, AssemblerErrorsNameTheLine) {
-  EXPECT_EQ(ErrorOf("nop\n\nmatmull ub=1"),
-            "t.asm:3: unknown instruction 'matmull' (known: nop, read_host, read_weights, "
-            "read_hbm, matmul, activate, write_host, sync, halt, set_window, set_residual, "
-            "set_format, barrier, load_weights, vector, raw)");
+  EXPECT_EQ(
+      ErrorOf("nop\n\nmatmull ub=1"),
+      "t.asm:3: unknown instruction 'matmull' (known: nop, read_host, read_weights, "
+      "read_hbm, write_hbm, matmul, activate, write_host, sync, halt, set_window, set_residual, "
+      "set_format, barrier, load_weights, vector, raw)");
   EXPECT_EQ(ErrorOf("matmul ub=1 rows=2"), "t.asm:1: matmul needs acc=");
   EXPECT_NE(ErrorOf("matmul ub=1 acc=0 rows=2 fast").find("'fast' is not an operand of matmul"),
             std::string::npos);
