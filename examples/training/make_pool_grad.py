@@ -30,7 +30,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'vector'))
-from vector_ref import N, bf16_bits, from_bf16, write_files, write_or_check  # noqa: E402
+from vector_ref import N, bf16_bits, from_bf16, param_set, single_program_example  # noqa: E402
 
 B, H, C = 2, 6, 16  # images, pooled map side, channels
 TILE, PARAMS, OUT = 0x4800, 0xc800, 0xd000
@@ -64,9 +64,7 @@ def images():
     for q in range(4):
         tile[q * C + np.arange(C), np.arange(C)] = 0.25
     host[TILE:TILE + N * ROW] = bf16_bits(tile).astype('<u2').view(np.uint8).ravel()
-    params = np.zeros(9 * N, dtype=np.uint8)  # float32 biases, float32 bounds, unused
-    params[4 * N:8 * N] = np.full(N, np.inf, dtype='<f4').view(np.uint8)
-    host[PARAMS:PARAMS + 9 * N] = params
+    host[PARAMS:PARAMS + 9 * N] = param_set()
     # Each output pixel (y, x) takes pooled pixel (y // 2, x // 2) times 1/4.
     up = dp.repeat(2, axis=1).repeat(2, axis=2) * np.float32(0.25)
     out = np.zeros((B * 4 * H * H, N), dtype=np.float32)
@@ -74,11 +72,5 @@ def images():
     return host.tobytes(), bf16_bits(out).astype('<u2').tobytes()
 
 
-def write(out_dir):
-    host, expected = images()
-    write_files(out_dir, {'pool_grad.asm': program(), 'pool_grad.host.bin': host,
-                          'pool_grad.expected.bin': expected})
-
-
 if __name__ == '__main__':
-    write_or_check(write, HERE, 'make_pool_grad.py')
+    single_program_example('pool_grad', program, images, HERE, 'make_pool_grad.py')

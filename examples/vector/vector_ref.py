@@ -105,6 +105,26 @@ def fp32_log(x):
     return y
 
 
+def param_set(bias=None):
+    """A VPU parameter set's bytes on a bf16 chip: float32 biases (`bias`, N lanes, or 0),
+    float32 upper bounds (none: +infinity), the rest unused (docs/vpu.md)."""
+    lanes = np.zeros((2, N), dtype='<f4')
+    if bias is not None:
+        lanes[0] = bias
+    lanes[1] = np.inf
+    return np.concatenate([lanes.view(np.uint8).ravel(), np.zeros(N, dtype=np.uint8)])
+
+
+def single_program_example(stem, program, images, here, script):
+    """The main of an example of one program: stem.asm (program()), stem.host.bin and
+    stem.expected.bin (images(): the host memory and the expected output, as bytes)."""
+    def write(out_dir):
+        host, expected = images()
+        write_files(out_dir, {f'{stem}.asm': program(), f'{stem}.host.bin': host,
+                              f'{stem}.expected.bin': expected})
+    write_or_check(write, here, script)
+
+
 def write_files(out_dir, files):
     """Writes each file (name: text, or bytes) into out_dir and says which."""
     for name, content in files.items():

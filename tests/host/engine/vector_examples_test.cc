@@ -1,12 +1,12 @@
 // The vector unit's example programs (examples/vector/: a softmax over rows of 197, a
 // LayerNorm of 768-wide rows and an attention head of 197 tokens x 64, as in ViT-B/16) on one
-// core of tpu-v3, two training steps of a perceptron, SGD or Adam (examples/training/), and
-// a pooling's gradient on tpu-v2, and the sum of two cores' gradients through HBM on tpu-v3,
-// on both engines: the output equals what the examples' make_*.py computed with numpy in float32
-// (an independent reference), the vector unit's busy cycles equal the
-// timing rule's sum over the program's vector instructions (docs/timing.md, "The vector
-// unit"), and the run stays within its bound of the programs' attainable bound
-// (host/report/program_bound.h).
+// core of tpu-v3; the training examples (examples/training/: two steps of a perceptron, SGD
+// or Adam, a convolution's weight gradient and a pooling's on tpu-v2, the sum of two cores'
+// gradients through HBM on tpu-v3); on both engines: the output equals what the examples'
+// make_*.py computed with numpy in float32 (an independent reference), the vector unit's
+// busy cycles equal the timing rule's sum over the program's vector instructions
+// (docs/timing.md, "The vector unit"), and the run stays within its bound of the programs'
+// attainable bound (host/report/program_bound.h).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -128,6 +128,14 @@ TEST_P(VectorExamplesTest, MlpAdamStepsEqualNumpy) {
 // its window, bit for bit; the weight tile read from HBM.
 TEST_P(VectorExamplesTest, PoolingGradientEqualsNumpy) {
   Run({"pool_grad", 0xd000, 288 * 256, 0, nullptr, true, "training", "tpu-v2"});
+}
+
+// The weight gradient of LeNet's first convolution for two images
+// (examples/training/conv_grad.asm): the receptive fields formed by the window stage with
+// the bias lane's 1 from a parameter set, then dWᵀ = dZᵀ F chunk by chunk (dZ's chunks
+// transposed, 6 rows each, streamed through F's), bit for bit.
+TEST_P(VectorExamplesTest, ConvolutionWeightGradientEqualsNumpy) {
+  Run({"conv_grad", 0x90000, 6 * 256, 0, nullptr, false, "training", "tpu-v2"});
 }
 
 // The two cores of tpu-v3 sum their gradients through HBM (examples/training/allreduce_core0
