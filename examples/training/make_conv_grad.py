@@ -37,7 +37,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'vector'))
-from vector_ref import N, bf16_bits, from_bf16, param_set, single_program_example  # noqa: E402
+from vector_ref import (N, bf16, bf16_bits, param_set, result_out,  # noqa: E402
+                        single_program_example)
 from make_mlp_step import tile_product  # noqa: E402
 
 B, S, K, O = 2, 32, 3, 6          # images, map side, kernel side, filters
@@ -95,13 +96,8 @@ def program():
             f'load_weights ub={U_F + c * N} tiles=1   ; chunk {c}: F\'s rows',
             f'matmul ub={U_DZT + 8 * c} acc={A_G} rows={O} switch{acc}   ; dWᵀ += dZᵀ F',
         ]
-    lines += [f'activate acc={A_G} ub={U_OUT} rows={O} params=0',
-              f'write_host ub={U_OUT} host={H_OUT:#x} rows={O}', 'halt', '']
+    lines += result_out(A_G, U_OUT, H_OUT, O)
     return '\n'.join(lines)
-
-
-def bf16(x):
-    return from_bf16(bf16_bits(x))
 
 
 def rows_of(x):

@@ -38,8 +38,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'vector'))
-from vector_ref import (N, bf16_bits, from_bf16, lane_tree, fp32_exp, fp32_log,  # noqa: E402
-                        f32_rows, write_or_check)
+from vector_ref import (N, bf16, bf16_bits, lane_tree, fp32_exp,  # noqa: E402
+                        fp32_log, f32_rows, write_or_check)
 
 B, F, H, C, STEPS = 64, 200, 100, 10, 2
 SGD = {'lr': 0.0625, 'momentum': 0.875}
@@ -106,10 +106,6 @@ class Layout:
         self.H_OUT = self.PARAMS + 8
         self.LOSS_ROWS = 2 * B + 2                   # each image's loss, then their mean
         self.OUT_ROWS = self.LOSS_ROWS + self.STATE_END - self.W1  # a step's: the loss, the state
-
-
-def bf16(x):
-    return from_bf16(bf16_bits(x))
 
 
 def tile_product(a, w):

@@ -29,6 +29,18 @@ def from_bf16(bits):
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
+def bf16(x):
+    """float32 values rounded to bfloat16 (nearest even), as float32."""
+    return from_bf16(bf16_bits(x))
+
+
+def result_out(acc, ub, host, rows):
+    """A program's last lines: accumulator rows through parameter set 0 (bias 0: the values
+    rounded to bfloat16) into the buffer, out to the host, and halt."""
+    return [f'activate acc={acc} ub={ub} rows={rows} params=0',
+            f'write_host ub={ub} host={host:#x} rows={rows}', 'halt', '']
+
+
 def f32_rows(x):
     """float32 rows (rows x N) as buffer rows: each row's high halves, then its low halves."""
     u = np.asarray(x, dtype=np.float32).view(np.uint32)

@@ -1,10 +1,10 @@
 // The vector unit's example programs (examples/vector/: a softmax over rows of 197, a
 // LayerNorm of 768-wide rows and an attention head of 197 tokens x 64, as in ViT-B/16) on one
 // core of tpu-v3; the training examples (examples/training/: two steps of a perceptron, SGD
-// or Adam, a convolution's weight gradient and a pooling's on tpu-v2, the sum of two cores'
-// gradients through HBM on tpu-v3); on both engines: the output equals what the examples'
-// make_*.py computed with numpy in float32 (an independent reference), the vector unit's
-// busy cycles equal the timing rule's sum over the program's vector instructions
+// or Adam, a convolution's weight and input gradients and a pooling's on tpu-v2, the sum of
+// two cores' gradients through HBM on tpu-v3); on both engines: the output equals what the
+// examples' make_*.py computed with numpy in float32 (an independent reference), the vector
+// unit's busy cycles equal the timing rule's sum over the program's vector instructions
 // (docs/timing.md, "The vector unit"), and the run stays within its bound of the programs'
 // attainable bound (host/report/program_bound.h).
 #include <gtest/gtest.h>
@@ -136,6 +136,14 @@ TEST_P(VectorExamplesTest, PoolingGradientEqualsNumpy) {
 // transposed, 6 rows each, streamed through F's), bit for bit.
 TEST_P(VectorExamplesTest, ConvolutionWeightGradientEqualsNumpy) {
   Run({"conv_grad", 0x90000, 6 * 256, 0, nullptr, false, "training", "tpu-v2"});
+}
+
+// The input gradient of LeNet's second convolution for two images
+// (examples/training/conv_input_grad.asm): the flipped kernel W'' built on the chip from the
+// forward pass's tile, one transposed load a tap, then a window over dZ padded by 2, bit for
+// bit.
+TEST_P(VectorExamplesTest, ConvolutionInputGradientEqualsNumpy) {
+  Run({"conv_input_grad", 0x30000, 450 * 256, 0, nullptr, false, "training", "tpu-v2"});
 }
 
 // The two cores of tpu-v3 sum their gradients through HBM (examples/training/allreduce_core0
