@@ -28,7 +28,7 @@ struct ExecOptions {
   std::vector<std::string> program_paths;  // core 0's first
   ChipOptions chip;
   std::vector<std::string> host_in, weights_in;
-  std::string host_out, host_out_range;
+  std::string host_out, host_out_range, weights_out, weights_out_range;
   TraceOptions trace;
   OutputOptions out;
 };
@@ -71,6 +71,38 @@ void PlaceFiles(const std::vector<std::string>& args, const char* option, uint64
   }
 }
 
+// --host-out and --weights-out: a memory read back after the run, ADDR:BYTES of it (all of
+// it without a range, up to 1 GiB: a Cloud preset's HBM of many GiB needs a range).
+struct ReadBack {
+  uint64_t addr = 0, bytes = 0;
+};
+ReadBack ReadBackRange(const std::string& file, const std::string& range, const char* option,
+                       uint64_t size, const char* size_name, bool timing_only) {
+  const std::string range_option = std::string(option) + "-range";
+  if (file.empty()) {
+    if (!range.empty()) throw UsageError(range_option + " needs " + option + " FILE");
+    return {};
+  }
+  if (timing_only) {
+    throw UsageError(std::string(option) + " needs values; --timing-only computes counters only");
+  }
+  if (range.empty()) {
+    if (size > (uint64_t{1} << 30)) {
+      throw UsageError(
+          fmt::format("{}: the memory is {} bytes ({}); give the part to write with "
+                      "{} ADDR:BYTES",
+                      option, size, size_name, range_option));
+    }
+    return {0, size};
+  }
+  const size_t colon = range.find(':');
+  if (colon == std::string::npos) {
+    throw UsageError(range_option + " '" + range + "' must be ADDR:BYTES");
+  }
+  return {ParseNumber(range.substr(0, colon), range_option),
+          ParseNumber(range.substr(colon + 1), range_option)};
+}
+
 isa::Program LoadProgram(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw UsageError(path + ": cannot open");
@@ -100,30 +132,29 @@ void RunExec(const ExecOptions& o) {
              &job.host_image);
   PlaceFiles(o.weights_in, "--weights-in", static_cast<uint64_t>(config.weight_mem_bytes),
              "weight_mem_bytes", &job.weight_image);
-  if (!o.host_out.empty()) {
-    if (o.chip.timing_only) {
-      throw UsageError("--host-out needs values; --timing-only computes counters only");
-    }
-    job.host_out_addr = 0;
-    job.host_out_bytes = static_cast<uint64_t>(config.host_mem_bytes);
-    if (!o.host_out_range.empty()) {
-      const size_t colon = o.host_out_range.find(':');
-      if (colon == std::string::npos) {
-        throw UsageError("--host-out-range '" + o.host_out_range + "' must be ADDR:BYTES");
-      }
-      job.host_out_addr = ParseNumber(o.host_out_range.substr(0, colon), "--host-out-range");
-      job.host_out_bytes = ParseNumber(o.host_out_range.substr(colon + 1), "--host-out-range");
-    }
-  } else if (!o.host_out_range.empty()) {
-    throw UsageError("--host-out-range needs --host-out FILE");
-  }
-  for (const std::string* p : {&o.host_out, &o.out.json}) {
+  const ReadBack host_out = ReadBackRange(o.host_out, o.host_out_range, "--host-out",
+                                          static_cast<uint64_t>(config.host_mem_bytes),
+                                          "host_mem_bytes", o.chip.timing_only);
+  const ReadBack weights_out = ReadBackRange(o.weights_out, o.weights_out_range, "--weights-out",
+                                             static_cast<uint64_t>(config.weight_mem_bytes),
+                                             "weight_mem_bytes", o.chip.timing_only);
+  job.host_out_addr = host_out.addr;
+  job.host_out_bytes = host_out.bytes;
+  for (const std::string* p : {&o.host_out, &o.weights_out, &o.out.json}) {
     if (!p->empty()) CheckWritable(*p);
   }
   std::vector<isa::Program> programs = {job.program};
   programs.insert(programs.end(), job.other_programs.begin(), job.other_programs.end());
   const report::ProgramBound bound = report::BoundPrograms(programs, config);
-  const engine::ExecResult r = session.engine().Run(job);
+  engine::Executable exe = engine::ExecutableOf(job);
+  exe.regions.push_back(
+      {"weights out", engine::Memory::kWeight, weights_out.addr, weights_out.bytes, {}});
+  engine::ChipEngine& chip = session.engine();
+  chip.Load(std::move(exe));
+  engine::ExecResult r = chip.Run();
+  if (host_out.bytes > 0) r.host_out = chip.Read("outputs");
+  const std::vector<uint8_t> weights =
+      weights_out.bytes > 0 ? chip.Read("weights out") : std::vector<uint8_t>{};
   session.Finish();  // a failed run's waveform and timeline are the most useful ones
 
   if (!o.out.json.empty()) {
@@ -138,6 +169,9 @@ void RunExec(const ExecOptions& o) {
   if (!r.ok) throw RuntimeError(program_path + ": " + r.message);
   if (!o.host_out.empty()) {
     WriteFileAtomically(o.host_out, std::string(r.host_out.begin(), r.host_out.end()));
+  }
+  if (!o.weights_out.empty()) {
+    WriteFileAtomically(o.weights_out, std::string(weights.begin(), weights.end()));
   }
 }
 
@@ -164,6 +198,7 @@ Examples:
   tpusim exec prog.asm --set host_mem_latency_cycles=400 --host-out out.bin \
       --host-out-range 0x2000:1024
   tpusim exec core0.asm core1.asm --config teach-4 --set cores=2
+  tpusim exec prog.asm --config tpu-v2 --weights-out hbm.bin --weights-out-range 0x100000:4096
 
 On a chip of several cores each core runs its own program, all sharing host and weight
 memory; the run ends when the last core has, and the report shows each core's end.
@@ -181,6 +216,11 @@ Docs: docs/isa.md (instructions), docs/architecture.md (units, counters, memory 
   cmd->add_option("--host-out", o->host_out, "write host memory after the run to this file");
   cmd->add_option("--host-out-range", o->host_out_range,
                   "ADDR:BYTES of host memory for --host-out (default: all of it)");
+  cmd->add_option("--weights-out", o->weights_out,
+                  "write weight memory (HBM) after the run to this file (what write_hbm left)");
+  cmd->add_option(
+      "--weights-out-range", o->weights_out_range,
+      "ADDR:BYTES of weight memory for --weights-out (default: all of it, up to 1 GiB)");
   AddTraceOptions(cmd, &o->trace, "write a waveform of every chip signal (.fst/.vcd; rtl engine)");
   AddOutputOptions(cmd, &o->out, "write the report as JSON to this file");
   cmd->callback([o] { RunExec(*o); });

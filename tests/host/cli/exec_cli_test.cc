@@ -65,6 +65,29 @@ TEST_F(ExecCliTest, ShippedPoolingExampleComputesItsLayerOnTheFourByFourChip) {
   EXPECT_NE(o.out.find("vpu_rows_in 16  vpu_rows_out 4"), std::string::npos) << o.out;
 }
 
+// --weights-out: weight memory (HBM) read back after the run, here what the two cores of
+// tpu-v3 wrote with write_hbm (their gradients, the example's input), on both engines; bad
+// ranges are usage errors that write nothing.
+TEST_F(ExecCliTest, WeightsOutReadsBackWhatWriteHbmLeftInHbm) {
+  const std::string ex = kExamples + "training/allreduce";
+  const std::string args = "exec " + ex + "_core0.asm " + ex + "_core1.asm -c tpu-v3 --host-in " +
+                           ex + ".host.bin -q --weights-out " + P("hbm.bin");
+  for (const char* engine : {"fast", "rtl"}) {
+    const Outcome o =
+        Run(args + " --weights-out-range 0x100000:0x20000 --engine " + std::string(engine));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(Slurp(P("hbm.bin")), Slurp(ex + ".host.bin")) << engine;
+    std::filesystem::remove(P("hbm.bin"));
+  }
+  ExpectError(args + " --engine fast", 2, "give the part to write with --weights-out-range");
+  ExpectError(args + " --engine fast --weights-out-range 0x7fffffff0:0x100", 2,
+              "region 'weights out' (256 bytes at 34359738352) runs past the end of weight memory");
+  ExpectError(args + " --engine fast --weights-out-range 12", 2, "must be ADDR:BYTES");
+  EXPECT_FALSE(std::filesystem::exists(P("hbm.bin")));
+  ExpectError("exec " + ex + "_core0.asm -c tpu-v3 --weights-out-range 0:4", 2,
+              "--weights-out-range needs --weights-out FILE");
+}
+
 TEST_F(ExecCliTest, BinaryProgramRunsLikeItsAssembly) {
   ASSERT_EQ(Run("asm " + kExamples + "dense_layer.asm -o " + P("d.bin")).exit_code, 0);
   const Outcome a = Run(kDenseArgs + " --json " + P("a.json"));
