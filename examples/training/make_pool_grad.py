@@ -30,11 +30,10 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'vector'))
-from vector_ref import N, bf16_bits, from_bf16, param_set, single_program_example  # noqa: E402
+from vector_ref import N, bf16_bits, from_bf16, pooling_host, single_program_example  # noqa: E402
 
 B, H, C = 2, 6, 16  # images, pooled map side, channels
 TILE, PARAMS, OUT = 0x4800, 0xc800, 0xd000
-ROW = 2 * N  # bytes a row
 
 
 def program():
@@ -56,15 +55,7 @@ def images():
     """The input (host memory up to the output) and the expected output, as bytes."""
     rng = np.random.default_rng(75)
     dp = from_bf16(bf16_bits(rng.normal(0.0, 0.01, size=(B, H, H, C)).astype(np.float32)))
-    host = np.zeros(OUT, dtype=np.uint8)
-    rows = np.zeros((B * H * H, N), dtype=np.float32)
-    rows[:, :C] = dp.reshape(-1, C)
-    host[:B * H * H * ROW] = bf16_bits(rows).astype('<u2').view(np.uint8).ravel()
-    tile = np.zeros((N, N), dtype=np.float32)
-    for q in range(4):
-        tile[q * C + np.arange(C), np.arange(C)] = 0.25
-    host[TILE:TILE + N * ROW] = bf16_bits(tile).astype('<u2').view(np.uint8).ravel()
-    host[PARAMS:PARAMS + 9 * N] = param_set()
+    host, _ = pooling_host(dp, OUT, TILE, PARAMS)
     # Each output pixel (y, x) takes pooled pixel (y // 2, x // 2) times 1/4.
     up = dp.repeat(2, axis=1).repeat(2, axis=2) * np.float32(0.25)
     out = np.zeros((B * 4 * H * H, N), dtype=np.float32)

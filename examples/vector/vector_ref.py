@@ -127,6 +127,24 @@ def param_set(bias=None):
     return np.concatenate([lanes.view(np.uint8).ravel(), np.zeros(N, dtype=np.uint8)])
 
 
+def pooling_host(maps, size, tile_at, params_at):
+    """A pooling example's host memory of `size` bytes, and its tile: the maps (images x h x
+    w x c) a pixel a row from 0x0, the tile of four identities times 1/4 (row q c + ch, lane
+    ch: one identity a tap of the 2 x 2 window) at tile_at, parameter set 0 (bias 0) at
+    params_at."""
+    c = maps.shape[-1]
+    host = np.zeros(size, dtype=np.uint8)
+    rows = np.zeros((maps.size // c, N), dtype=np.float32)
+    rows[:, :c] = maps.reshape(-1, c)
+    host[:rows.shape[0] * 2 * N] = bf16_bits(rows).astype('<u2').view(np.uint8).ravel()
+    tile = np.zeros((N, N), dtype=np.float32)
+    for q in range(4):
+        tile[q * c + np.arange(c), np.arange(c)] = 0.25
+    host[tile_at:tile_at + 2 * N * N] = bf16_bits(tile).astype('<u2').view(np.uint8).ravel()
+    host[params_at:params_at + 9 * N] = param_set()
+    return host, tile
+
+
 def single_program_example(stem, program, images, here, script):
     """The main of an example of one program: stem.asm (program()), stem.host.bin and
     stem.expected.bin (images(): the host memory and the expected output, as bytes)."""

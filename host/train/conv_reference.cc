@@ -110,12 +110,32 @@ Bf16Values ConvInputGradient(const Bf16Values& dz, const MapShape& dz_shape, con
   return RoundedProduct(rows, flipped, static_cast<int64_t>(rows.size()) / k, k, ins, n);
 }
 
-Bf16Values AvgPoolGradient(const Bf16Values& dp, const MapShape& dp_shape, int n) {
-  const int c = dp_shape.c;
-  Bf16Values quarters(static_cast<size_t>(4 * c * c), 0);  // row q c + ch, lane ch: 1/4
+namespace {
+
+// Four identities times 1/4, one a tap of a 2 x 2 window: row q c + ch, lane ch.
+Bf16Values Quarters(int c) {
+  Bf16Values quarters(static_cast<size_t>(4 * c * c), 0);
   for (int q = 0; q < 4; ++q)
     for (int ch = 0; ch < c; ++ch)
       quarters[static_cast<size_t>((q * c + ch) * c + ch)] = kBf16Quarter;
+  return quarters;
+}
+
+}  // namespace
+
+Bf16Values AvgPool(const Bf16Values& h, const MapShape& h_shape, int n) {
+  const int c = h_shape.c;
+  WindowShape win;
+  win.kh = win.kw = win.stride_y = win.stride_x = 2;
+  win.out_h = h_shape.h / 2;
+  win.out_w = h_shape.w / 2;
+  const Bf16Values rows = WindowRows(h, h_shape, win);
+  return RoundedProduct(rows, Quarters(c), static_cast<int64_t>(rows.size()) / (4 * c), 4 * c, c,
+                        n);
+}
+
+Bf16Values AvgPoolGradient(const Bf16Values& dp, const MapShape& dp_shape, int n) {
+  const int c = dp_shape.c;
   WindowShape win;
   win.kh = win.kw = 2;
   win.pad_top = win.pad_left = 1;
@@ -123,7 +143,8 @@ Bf16Values AvgPoolGradient(const Bf16Values& dp, const MapShape& dp_shape, int n
   win.out_w = 2 * dp_shape.w;
   win.dilated = true;
   const Bf16Values rows = WindowRows(dp, dp_shape, win);
-  return RoundedProduct(rows, quarters, static_cast<int64_t>(rows.size()) / (4 * c), 4 * c, c, n);
+  return RoundedProduct(rows, Quarters(c), static_cast<int64_t>(rows.size()) / (4 * c), 4 * c, c,
+                        n);
 }
 
 }  // namespace tpu::train

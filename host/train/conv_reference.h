@@ -2,7 +2,7 @@
 // the examples in examples/training/ run it (docs/training.md, "A training step written
 // out"): the window stage's rows, the receptive fields with the bias lane's 1, the weight
 // gradient dWᵀ = dZᵀ F with the pixels as the reduction, the input gradient through the
-// flipped kernel, and the average pooling's gradient through a dilated window. Values are
+// flipped kernel, and the average pooling and its gradient through windows. Values are
 // bfloat16 bit patterns; every sum is the array's (arith::Bf16Gemm: K in tiles of n, each
 // tile's column sums added into the accumulators) and every result leaves through the
 // activation unit's rounding, so each function equals the chip's run bit for bit
@@ -53,6 +53,11 @@ Bf16Values WeightGradientT(const Bf16Values& dz, const Bf16Values& f, int64_t pi
 // pixels, `ins` lanes each.
 Bf16Values ConvInputGradient(const Bf16Values& dz, const MapShape& dz_shape, const Bf16Values& w,
                              int kh, int kw, int ins, int n);
+
+// A 2 x 2 average pooling (stride 2) in raster order: a window of kernel 2 x 2, stride 2,
+// through a tile of four identities times 1/4 (the four exact products added in the taps'
+// order), rounded. `h`: the maps before the pooling (even sides).
+Bf16Values AvgPool(const Bf16Values& h, const MapShape& h_shape, int n);
 
 // A 2 x 2 average pooling's gradient (stride 2): each output pixel of the map before the
 // pooling takes its window's pooled gradient times 1/4, as one dilated window (kernel 2 x 2,

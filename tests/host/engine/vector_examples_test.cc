@@ -1,12 +1,12 @@
 // The vector unit's example programs (examples/vector/: a softmax over rows of 197, a
 // LayerNorm of 768-wide rows and an attention head of 197 tokens x 64, as in ViT-B/16) on one
 // core of tpu-v3; the training examples (examples/training/: two steps of a perceptron, SGD
-// or Adam, a convolution's weight and input gradients and a pooling's on tpu-v2, the sum of
-// two cores' gradients through HBM on tpu-v3); on both engines: the output equals what the
-// examples' make_*.py computed with numpy in float32 (an independent reference), the vector
-// unit's busy cycles equal the timing rule's sum over the program's vector instructions
-// (docs/timing.md, "The vector unit"), and the run stays within its bound of the programs'
-// attainable bound (host/report/program_bound.h).
+// or Adam, a convolution's weight and input gradients, a pooling and its gradient on
+// tpu-v2, the sum of two cores' gradients through HBM on tpu-v3); on both engines: the
+// output equals what the examples' make_*.py computed with numpy in float32 (an independent
+// reference), the vector unit's busy cycles equal the timing rule's sum over the program's
+// vector instructions (docs/timing.md, "The vector unit"), and the run stays within its
+// bound of the programs' attainable bound (host/report/program_bound.h).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -144,6 +144,12 @@ TEST_P(VectorExamplesTest, ConvolutionWeightGradientEqualsNumpy) {
 // bit.
 TEST_P(VectorExamplesTest, ConvolutionInputGradientEqualsNumpy) {
   Run({"conv_input_grad", 0x30000, 450 * 256, 0, nullptr, false, "training", "tpu-v2"});
+}
+
+// The forward pass of a 2 x 2 average pooling in raster order (examples/training/pool_fwd.asm):
+// a window of stride 2 through four identities times 1/4, bit for bit.
+TEST_P(VectorExamplesTest, PoolingForwardEqualsNumpy) {
+  Run({"pool_fwd", 0x79000, 450 * 256, 0, nullptr, true, "training", "tpu-v2"});
 }
 
 // The two cores of tpu-v3 sum their gradients through HBM (examples/training/allreduce_core0

@@ -54,6 +54,12 @@ TEST(ConvReferenceTest, InputGradientIsTheChipsConvInputGradExample) {
             Rows("conv_input_grad.expected.bin", 0, 450, 6));
 }
 
+// pool_fwd: two 30 x 30 maps of 6 channels (at 0x0) pooled to 15 x 15, 450 rows of 6 lanes.
+TEST(ConvReferenceTest, AvgPoolIsTheChipsPoolFwdExample) {
+  const Bf16Values h = Rows("pool_fwd.host.bin", 0, 1800, 6);
+  EXPECT_EQ(AvgPool(h, {2, 30, 30, 6}, kN), Rows("pool_fwd.expected.bin", 0, 450, 6));
+}
+
 // pool_grad: two pooled 6 x 6 maps of 16 channels (at 0x0); their gradient spread back over
 // 12 x 12 maps, 288 rows of 16 lanes.
 TEST(ConvReferenceTest, AvgPoolGradientIsTheChipsPoolGradExample) {
