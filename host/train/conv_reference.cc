@@ -5,6 +5,7 @@
 
 #include "arith/bf16.h"
 #include "arith/fp32.h"
+#include "host/train/step_arith.h"
 
 namespace tpu::train {
 namespace {
@@ -23,12 +24,7 @@ uint16_t ThroughArray(uint16_t v, uint32_t bias = 0) {
 // activation unit (parameter set 0: bias +0, no bound).
 Bf16Values RoundedProduct(const Bf16Values& a, const Bf16Values& b, int64_t m, int64_t k,
                           int64_t cols, int n) {
-  std::vector<uint32_t> acc(static_cast<size_t>(m * cols));
-  arith::Bf16Gemm(m, cols, k, n, a.data(), b.data(), acc.data());
-  Bf16Values out(acc.size());
-  for (size_t i = 0; i < acc.size(); ++i)
-    out[i] = arith::Bf16Activate(Fp32Add(acc[i], 0), false, arith::kFp32Inf);
-  return out;
+  return chip::Activate(chip::Product(a, b, m, k, cols, n), false);
 }
 
 // Whether tap (y, x) of the (possibly dilated) map lies on a pixel; *y and *x become it.
@@ -77,12 +73,7 @@ Bf16Values ReceptiveFields(const Bf16Values& maps, const MapShape& m, const Wind
 
 Bf16Values WeightGradientT(const Bf16Values& dz, const Bf16Values& f, int64_t pixels, int outs,
                            int ins, int n) {
-  Bf16Values dzt(static_cast<size_t>(outs * pixels));  // a transposed load times the identity
-  for (int64_t p = 0; p < pixels; ++p)
-    for (int o = 0; o < outs; ++o)
-      dzt[static_cast<size_t>(o * pixels + p)] =
-          ThroughArray(dz[static_cast<size_t>(p * outs + o)]);
-  return RoundedProduct(dzt, f, outs, pixels, ins, n);
+  return RoundedProduct(chip::Transposed(dz, pixels, outs), f, outs, pixels, ins, n);
 }
 
 Bf16Values ConvInputGradient(const Bf16Values& dz, const MapShape& dz_shape, const Bf16Values& w,

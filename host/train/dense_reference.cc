@@ -7,6 +7,7 @@
 
 #include "arith/bf16.h"
 #include "arith/fp32.h"
+#include "host/train/step_arith.h"
 
 namespace tpu::train {
 namespace {
@@ -19,35 +20,13 @@ using arith::Fp32OfBf16;
 using arith::Fp32Sub;
 using Bits = std::vector<uint32_t>;
 using Half = std::vector<uint16_t>;
+using chip::Activate;
+using chip::Product;
+using chip::SoftmaxRow;
+using chip::Transposed;
 
 uint32_t F(float x) { return BitsOfFloat(x); }
 uint16_t Bf16(uint32_t x) { return arith::Bf16OfFp32(x); }
-
-// The activation unit with parameter set 0 (bias +0, no bound): acc + 0, ReLU, rounded.
-Half Activate(const Bits& acc, bool relu) {
-  Half out(acc.size());
-  for (size_t i = 0; i < acc.size(); ++i)
-    out[i] = arith::Bf16Activate(Fp32Add(acc[i], 0), relu, arith::kFp32Inf);
-  return out;
-}
-
-// rows x cols of a, transposed: what a transposed load times the identity writes back
-// (each sum has one non-zero product, so it is exact; a -0 becomes +0).
-Half Transposed(const Half& a, int64_t rows, int64_t cols) {
-  Half t(a.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      t[c * rows + r] = Bf16(Fp32Add(0, Fp32OfBf16(a[r * cols + c])));
-  return t;
-}
-
-// The array's product: a (m x k) times b (k x cols), K in tiles of n, each tile's column
-// sums added into the accumulators (arith::Bf16Gemm).
-Bits Product(const Half& a, const Half& b, int64_t m, int64_t k, int64_t cols, int n) {
-  Bits c(static_cast<size_t>(m * cols));
-  arith::Bf16Gemm(m, cols, k, n, a.data(), b.data(), c.data());
-  return c;
-}
 
 struct Forward {
   std::vector<Half> x;     // per layer: its input, batch x (In + 1), the last column 1
@@ -89,30 +68,6 @@ Forward RunForward(const DenseNet& net, int n, const Batch& b, int batch, const 
     x = std::move(next);
   }
   return f;
-}
-
-// The loss of one image and dL/dlogits, as the vector unit computes them over the n lanes
-// of its logits' row (lanes past the classes -infinity): out->loss, and dz (classes values).
-uint32_t SoftmaxRow(const uint16_t* logits, int classes, int label, int n, uint32_t inv_batch,
-                    uint16_t* dz) {
-  const uint32_t neg_inf = 0xff800000u;
-  Bits d(static_cast<size_t>(n)), e(static_cast<size_t>(n)), pick(static_cast<size_t>(n), 0);
-  for (int j = 0; j < n; ++j)
-    d[j] = Fp32Add(j < classes ? Fp32OfBf16(logits[j]) : 0, j < classes ? 0 : neg_inf);
-  const uint32_t m = arith::Fp32TreeMax(d.data(), n);
-  for (int j = 0; j < n; ++j) {
-    d[j] = Fp32Sub(d[j], m);
-    if (j == label) pick[j] = arith::Fp32Canonical(d[j]);
-    e[j] = arith::Fp32Exp(d[j]);
-  }
-  const uint32_t picked = arith::Fp32TreeSum(pick.data(), n);
-  const uint32_t s = arith::Fp32TreeSum(e.data(), n);
-  const uint32_t r = arith::Fp32Recip(s);
-  for (int j = 0; j < classes; ++j) {
-    const uint32_t p = Fp32Mul(e[j], r);
-    dz[j] = Bf16(Fp32Mul(Fp32Sub(p, j == label ? arith::kFp32One : 0), inv_batch));
-  }
-  return Fp32Sub(arith::Fp32Log(s), picked);
 }
 
 void Update(const Optimizer& opt, const std::vector<float>& consts, StepScalars k, const Half& g,

@@ -1,0 +1,36 @@
+// The forward and backward pass of the course material's CNN (nn::MakeLenet5, and
+// MakeWideCnn of the same shape: conv 3 x 3 + ReLU, 2 x 2 average pooling, conv 3 x 3 +
+// ReLU, pooling, dense layers) in the chip's arithmetic, from the pieces of
+// conv_reference.h and step_arith.h: every product the array's, every result the
+// activation unit's rounding to bfloat16, the loss the vector unit's. A pixel a row in
+// raster order throughout; a convolution is its receptive fields F (the bias's 1 in the
+// lane after them) times its weights; the flatten is (y, x, c), as nn's fp32 network has
+// it; the second pooling takes rows and columns 0 to 2 (h / 2) - 1 of its map, as nn's
+// does. It is the reference a compiled convolutional step is to meet; its gradients are
+// checked against the same network in plain arithmetic through the same ReLU pattern
+// (tests/host/train/convnet_reference_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "host/nn/model.h"
+
+namespace tpu::train {
+
+struct ConvNetGradients {
+  std::vector<float> loss;               // each image's
+  std::vector<std::vector<float>> w, b;  // per layer of the model, laid out as its weights
+  // Per layer of the model, for those with a ReLU (the convolutions, the hidden dense
+  // layers; empty for the rest): where it passed its value on (1) or gave 0, each output
+  // value in the order of the layer's output.
+  std::vector<std::vector<uint8_t>> relu_on;
+};
+
+// One step's gradients (the mean over the batch) of `model` for `batch` images of uint8
+// pixels (h x w x 1 each, scaled by 1/255) and their labels, on an array of n x n.
+// Throws UsageError for a model not of this shape.
+ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const uint8_t* pixels,
+                                           const uint8_t* labels, int batch, int n);
+
+}  // namespace tpu::train

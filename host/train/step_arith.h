@@ -1,0 +1,32 @@
+// The chip's arithmetic of a training step over whole tensors, shared by the CPU references
+// (dense_reference.h, conv_reference.h): the array's product, the activation unit's
+// rounding, a transpose through the array, and the vector unit's softmax cross-entropy of
+// one image. Values are float32 bit patterns (uint32_t) and bfloat16 ones (uint16_t).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tpu::train::chip {
+
+using Bits = std::vector<uint32_t>;
+using Half = std::vector<uint16_t>;
+
+// The activation unit with parameter set 0 (bias +0, no bound): acc + 0, ReLU, rounded.
+Half Activate(const Bits& acc, bool relu);
+
+// rows x cols of a, transposed: what a transposed load times the identity writes back
+// (each sum has one non-zero product, so it is exact; a -0 becomes +0).
+Half Transposed(const Half& a, int64_t rows, int64_t cols);
+
+// The array's product: a (m x k) times b (k x cols), K in tiles of n, each tile's column
+// sums added into the accumulators (arith::Bf16Gemm).
+Bits Product(const Half& a, const Half& b, int64_t m, int64_t k, int64_t cols, int n);
+
+// The loss of one image and dL/dlogits, as the vector unit computes them over the n lanes
+// of its logits' row (lanes past the classes -infinity): returns the loss, and dz (classes
+// values, times inv_batch).
+uint32_t SoftmaxRow(const uint16_t* logits, int classes, int label, int n, uint32_t inv_batch,
+                    uint16_t* dz);
+
+}  // namespace tpu::train::chip
