@@ -14,9 +14,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 
+#include "arith/bf16.h"
+#include "arith/fp32.h"
 #include "host/common/errors.h"
 #include "host/data/mnist.h"
+#include "host/nn/fp32_net.h"
 #include "tests/mnist_test_util.h"
 
 namespace tpu::train {
@@ -221,6 +225,37 @@ TEST(ConvNetReferenceTest, LenetGradientsAreThePlainOnesThroughTheSameReluPatter
 TEST(ConvNetReferenceTest, WideCnnGradientsAreThePlainOnesThroughTheSameReluPattern) {
   TPUSIM_MNIST_DIR_OR_SKIP(dir)
   ExpectNearPlain(nn::MakeWideCnn(4), data::LoadMnist(dir, true, 64), 64);
+}
+
+// Why the check goes through the pattern: rounding only the weights to bfloat16, with
+// everything else in float32, already moves nn's float32 gradients of LeNet at its initial
+// weights by more than the goal on these images (each tensor's share printed:
+// docs/training.md quotes them), so no bfloat16 forward pass meets a plain float32
+// comparison there.
+TEST(ConvNetReferenceTest, RoundingTheWeightsAloneMovesTheFloat32GradientsPastTheGoal) {
+  TPUSIM_MNIST_DIR_OR_SKIP(dir)
+  const data::MnistSet set = data::LoadMnist(dir, true, 64);
+  auto gradients = [&](const nn::Model& m) {
+    nn::ForwardCache cache;
+    nn::Forward(m, nn::Fp32Input(set.Image(0), 64, m.input), &cache);
+    nn::ParamSet g = nn::ParamSet::ZerosLike(m);
+    nn::Backward(m, cache, set.labels.data(), &g);
+    return g;
+  };
+  const nn::Model m = nn::MakeLenet5(3);
+  nn::Model rounded = m;
+  for (nn::Layer& l : rounded.layers)
+    for (float& v : l.weights.data)
+      v = arith::FloatOfBits(arith::Fp32OfBf16(arith::Bf16OfFp32(arith::BitsOfFloat(v))));
+  const nn::ParamSet a = gradients(m), b = gradients(rounded);
+  double most = 0;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (!m.layers[i].HasWeights()) continue;
+    const double d = LargestDifference(b.w[i], a.w[i]);
+    std::cout << m.layers[i].name << " weights: " << d << "\n";
+    most = std::max(most, d);
+  }
+  EXPECT_GT(most, 2e-2);
 }
 
 TEST(ConvNetReferenceTest, OtherShapesAreRefused) {
