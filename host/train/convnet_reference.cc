@@ -5,6 +5,8 @@
 #include "arith/fp32.h"
 #include "host/common/errors.h"
 #include "host/train/conv_reference.h"
+#include "host/train/dense_model.h"
+#include "host/train/dense_reference.h"
 #include "host/train/step_arith.h"
 
 namespace tpu::train {
@@ -84,20 +86,6 @@ void PutGradient(const Half& gt, int ins, int outs, std::vector<float>* w, std::
   }
 }
 
-void CheckShape(const nn::Model& m) {
-  const std::vector<LayerType> want = {LayerType::kConv2d, LayerType::kAvgPool2d,
-                                       LayerType::kConv2d, LayerType::kAvgPool2d,
-                                       LayerType::kFlatten};
-  bool ok = m.layers.size() > want.size() && m.input.c == 1;
-  for (size_t i = 0; ok && i < m.layers.size(); ++i)
-    ok = m.layers[i].type == (i < want.size() ? want[i] : LayerType::kDense);
-  if (!ok) {
-    throw UsageError("model '" + m.name +
-                     "': the chip's convolutional reference takes conv, pool, conv, pool, "
-                     "flatten, dense layers on one input channel (the course material's CNN)");
-  }
-}
-
 // The dense layers from the flattened maps x (batch x in): their inputs with the bias
 // column, ReLU outputs, and the logits; then the loss and the backward pass down to the
 // flattened maps' gradient (returned), each layer's gradient into g.
@@ -117,10 +105,15 @@ Half DenseLayers(const nn::Model& m, Half x, const uint8_t* labels, int batch, i
   const int classes = m.layers.back().out.c;
   Half dz(static_cast<size_t>(batch) * classes);
   const uint32_t inv_batch = arith::BitsOfFloat(static_cast<float>(1.0 / batch));
-  for (int i = 0; i < batch; ++i)
-    g->loss.push_back(arith::FloatOfBits(chip::SoftmaxRow(&x[static_cast<size_t>(i) * classes],
-                                                          classes, labels[i], n, inv_batch,
-                                                          &dz[static_cast<size_t>(i) * classes])));
+  uint32_t sum = 0;
+  for (int i = 0; i < batch; ++i) {
+    const uint32_t loss = chip::SoftmaxRow(&x[static_cast<size_t>(i) * classes], classes, labels[i],
+                                           n, inv_batch, &dz[static_cast<size_t>(i) * classes]);
+    g->loss.push_back(arith::FloatOfBits(loss));
+    sum = i == 0 ? loss : arith::Fp32Add(sum, loss);  // row_sum: row after row
+  }
+  g->mean = arith::FloatOfBits(arith::Fp32Mul(sum, inv_batch));
+  for (uint16_t v : x) g->logits.push_back(FloatOfBf16(v));
   for (size_t i = m.layers.size() - 1; i >= first; --i) {
     const nn::Layer& l = m.layers[i];
     const int64_t ins = l.in.Size(), outs = l.out.c;
@@ -141,16 +134,41 @@ Half DenseLayers(const nn::Model& m, Half x, const uint8_t* labels, int batch, i
 
 }  // namespace
 
+void CheckConvNetShape(const nn::Model& m) {
+  const std::vector<LayerType> want = {LayerType::kConv2d, LayerType::kAvgPool2d,
+                                       LayerType::kConv2d, LayerType::kAvgPool2d,
+                                       LayerType::kFlatten};
+  bool ok = m.layers.size() > want.size() && m.input.c == 1;
+  for (size_t i = 0; ok && i < m.layers.size(); ++i)
+    ok = m.layers[i].type == (i < want.size() ? want[i] : LayerType::kDense);
+  if (!ok) {
+    throw UsageError("model '" + m.name +
+                     "': the chip's convolutional reference takes conv, pool, conv, pool, "
+                     "flatten, dense layers on one input channel (the course material's CNN)");
+  }
+}
+
 ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const uint8_t* pixels,
                                            const uint8_t* labels, int batch, int n) {
-  CheckShape(model);
+  CheckConvNetShape(model);
+  Batch b;
+  for (int64_t i = 0; i < batch * model.input.Size(); ++i)
+    b.x.push_back(static_cast<float>(pixels[i]) / 255.0f);
+  b.labels.assign(labels, labels + batch);
+  return ReferenceConvNetGradients(model, b, batch, n);
+}
+
+ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const Batch& batch_in, int batch,
+                                           int n) {
+  CheckConvNetShape(model);
+  const uint8_t* labels = batch_in.labels.data();
   ConvNetGradients g;
   g.w.resize(model.layers.size());
   g.b.resize(model.layers.size());
   g.relu_on.resize(model.layers.size());
   const MapShape in{batch, model.input.h, model.input.w, 1};
   Half x(static_cast<size_t>(in.Values()));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = Bf16OfFloat(static_cast<float>(pixels[i]) / 255.0f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = Bf16OfFloat(batch_in.x[i]);
   const nn::Layer &l1 = model.layers[0], &l2 = model.layers[2];
   const Conv c1 = ConvForward(x, in, l1, n);
   const MapShape p1{batch, c1.out.h / 2, c1.out.w / 2, c1.out.c};
@@ -183,6 +201,35 @@ ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const uint8_t
   PutGradient(WeightGradientT(dz1, c1.f, pix1, c1.out.c, k1 + 1, n), k1, c1.out.c, &g.w[0],
               &g.b[0]);
   return g;
+}
+
+StepOut ReferenceConvStep(const nn::Model& shape, int n, const Optimizer& opt, const Batch& b,
+                          int batch, DenseState* s, std::vector<std::vector<float>>* grads) {
+  nn::Model m = shape;
+  SetDenseWeights(*s, &m);
+  const ConvNetGradients g = ReferenceConvNetGradients(m, b, batch, n);
+  StepOut out;
+  out.loss = g.loss;
+  out.mean = g.mean;
+  out.logits = g.logits;
+  ++s->step;
+  const StepScalars k = ScalarsOfStep(opt, s->step);
+  const std::vector<float> consts = UpdateConstants(opt);
+  if (grads) grads->clear();
+  size_t li = 0;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (!m.layers[i].HasWeights()) continue;
+    std::vector<float> gv = g.w[i];
+    gv.insert(gv.end(), g.b[i].begin(), g.b[i].end());
+    Half gh;
+    for (float v : gv) gh.push_back(Bf16OfFloat(v));  // exact: bfloat16 values
+    std::vector<std::vector<float>*> slot;
+    for (auto& t : s->slots) slot.push_back(&t[li]);
+    UpdateParams(opt, consts, k, gh, &s->w[li], slot);
+    if (grads) grads->push_back(std::move(gv));
+    ++li;
+  }
+  return out;
 }
 
 }  // namespace tpu::train

@@ -15,11 +15,14 @@
 #include <vector>
 
 #include "host/nn/model.h"
+#include "host/train/dense_net.h"
 
 namespace tpu::train {
 
 struct ConvNetGradients {
   std::vector<float> loss;               // each image's
+  float mean = 0;                        // their mean, as the vector unit sums them
+  std::vector<float> logits;             // batch x classes, bfloat16 values
   std::vector<std::vector<float>> w, b;  // per layer of the model, laid out as its weights
   // Per layer of the model, for those with a ReLU (the convolutions, the hidden dense
   // layers; empty for the rest): where it passed its value on (1) or gave 0, each output
@@ -27,10 +30,26 @@ struct ConvNetGradients {
   std::vector<std::vector<uint8_t>> relu_on;
 };
 
+// Throws UsageError for a model not of this shape, naming the shape it takes.
+void CheckConvNetShape(const nn::Model& model);
+
 // One step's gradients (the mean over the batch) of `model` for `batch` images of uint8
 // pixels (h x w x 1 each, scaled by 1/255) and their labels, on an array of n x n.
 // Throws UsageError for a model not of this shape.
 ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const uint8_t* pixels,
                                            const uint8_t* labels, int batch, int n);
+// The same for images given as values (b.x: batch x h x w, each rounded to bfloat16 as the
+// chip receives it).
+ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const Batch& b, int batch,
+                                           int n);
+
+// One training step of the CNN of `shape`'s layers with the weights of `state` (its
+// weighted layers in order, dense_net.h's layout; updated in place with the optimizer's
+// state and its step count), as dense_reference.h's ReferenceStep is for a perceptron:
+// the gradients above, then dense_reference.h's UpdateParams of every layer. Each layer's
+// gradient (bfloat16 values, shaped as its parameters) into *grads where given.
+StepOut ReferenceConvStep(const nn::Model& shape, int n, const Optimizer& opt, const Batch& b,
+                          int batch, DenseState* state,
+                          std::vector<std::vector<float>>* grads = nullptr);
 
 }  // namespace tpu::train

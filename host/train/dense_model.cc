@@ -53,7 +53,7 @@ DenseNet DenseNetOf(const nn::Model& model) {
 std::vector<std::vector<float>> DenseWeightsOf(const nn::Model& model) {
   std::vector<std::vector<float>> w;
   for (const nn::Layer& l : model.layers) {
-    if (l.type != nn::LayerType::kDense) continue;
+    if (!l.HasWeights()) continue;
     std::vector<float> t = l.weights.data;
     t.insert(t.end(), l.bias.data.begin(), l.bias.data.end());
     w.push_back(std::move(t));
@@ -64,7 +64,7 @@ std::vector<std::vector<float>> DenseWeightsOf(const nn::Model& model) {
 void SetDenseWeights(const DenseState& state, nn::Model* model) {
   size_t i = 0;
   for (nn::Layer& l : model->layers) {
-    if (l.type != nn::LayerType::kDense) continue;
+    if (!l.HasWeights()) continue;
     const std::vector<float>& t = state.w.at(i++);
     const size_t n = l.weights.data.size();
     std::copy(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(n), l.weights.data.begin());
@@ -80,7 +80,7 @@ void WriteGradients(const std::string& dir, const nn::Model& initial,
       {"format", "tpusim-gradients"}, {"loss", "loss.npy"}, {"indices", "indices.npy"}};
   size_t i = 0;
   for (const nn::Layer& l : initial.layers) {
-    if (l.type != nn::LayerType::kDense) continue;
+    if (!l.HasWeights()) continue;
     const std::vector<float>& g = grads.at(i++);
     const auto n = static_cast<std::ptrdiff_t>(l.weights.data.size());
     for (const bool init : {false, true}) {

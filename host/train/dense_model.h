@@ -15,7 +15,8 @@ namespace tpu::train {
 // The perceptron of a model: an optional flatten, then dense layers, ReLU on all but the
 // last (softmax or none). Throws UsageError naming the first layer that is not.
 DenseNet DenseNetOf(const nn::Model& model);
-// Its layers' weights with the bias as the last row (dense_net.h), and back.
+// Its weighted layers' (dense and convolution) weights with the bias as the last row
+// (dense_net.h), and back.
 std::vector<std::vector<float>> DenseWeightsOf(const nn::Model& model);
 void SetDenseWeights(const DenseState& state, nn::Model* model);
 

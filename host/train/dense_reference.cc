@@ -70,8 +70,10 @@ Forward RunForward(const DenseNet& net, int n, const Batch& b, int batch, const 
   return f;
 }
 
-void Update(const Optimizer& opt, const std::vector<float>& consts, StepScalars k, const Half& g,
-            std::vector<float>* w, std::vector<std::vector<float>*> slot) {
+}  // namespace
+
+void UpdateParams(const Optimizer& opt, const std::vector<float>& consts, StepScalars k,
+                  const Half& g, std::vector<float>* w, std::vector<std::vector<float>*> slot) {
   for (size_t i = 0; i < g.size(); ++i) {
     const uint32_t gi = Fp32OfBf16(g[i]);
     float& wi = (*w)[i];
@@ -91,8 +93,6 @@ void Update(const Optimizer& opt, const std::vector<float>& consts, StepScalars 
     wi = FloatOfBits(Fp32Sub(F(wi), Fp32Mul(Fp32Mul(m, d), F(k.c1))));
   }
 }
-
-}  // namespace
 
 float InverseBatch(int batch) { return static_cast<float>(1.0 / batch); }
 
@@ -152,7 +152,7 @@ StepOut ReferenceStep(const DenseNet& net, int n, const Optimizer& opt, const Ba
     }
     std::vector<std::vector<float>*> slot;
     for (auto& t : s->slots) slot.push_back(&t[li]);
-    Update(opt, consts, k, g, &s->w[li], slot);
+    UpdateParams(opt, consts, k, g, &s->w[li], slot);
   }
   return out;
 }

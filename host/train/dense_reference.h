@@ -28,4 +28,11 @@ StepScalars ScalarsOfStep(const Optimizer& opt, int64_t t);
 std::vector<float> UpdateConstants(const Optimizer& opt);
 float InverseBatch(int batch);
 
+// The optimizer's update of one layer's float32 parameters w and its optimizer state (SGD:
+// the velocity; Adam: m and v) from the bfloat16 gradient g (as values of w's shape), in the
+// vector unit's float32 arithmetic; consts: UpdateConstants, k: the step's scalars.
+void UpdateParams(const Optimizer& opt, const std::vector<float>& consts, StepScalars k,
+                  const std::vector<uint16_t>& g, std::vector<float>* w,
+                  std::vector<std::vector<float>*> slot);
+
 }  // namespace tpu::train

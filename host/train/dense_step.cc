@@ -16,6 +16,7 @@
 #include "host/common/errors.h"
 #include "host/isa/program_builder.h"
 #include "host/train/dense_reference.h"
+#include "host/train/step_emit.h"
 
 namespace tpu::train {
 namespace {
@@ -157,29 +158,14 @@ class Emitter {
   ProgramBuilder& P() { return p_; }
   uint64_t Host(int64_t row) const { return static_cast<uint64_t>(row) * 2 * a_.n; }
 
-  // Vector flags: float32 a, b, result; b one row for all.
-  enum : int { kA32 = 1, kB32 = 2, kO32 = 4, kBcast = 8 };
-  // `rows` rows, in instructions of at most kMaxLength rows (elementwise operations).
   void Vec(VectorOp op, int64_t a, int64_t b, int64_t out, int64_t rows, int flags) {
-    for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength) {
-      const int64_t r = std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0);
-      auto at = [r0](int64_t base, bool fp32) { return base + r0 * (fp32 ? 2 : 1); };
-      const bool bc = flags & kBcast;
-      p_.Vector({op, static_cast<uint64_t>(at(a, flags & kA32)),
-                 static_cast<uint64_t>(bc ? b : at(b, flags & kB32)),
-                 static_cast<uint64_t>(at(out, flags & kO32)), static_cast<uint64_t>(r),
-                 (flags & kA32) != 0, (flags & kB32) != 0, (flags & kO32) != 0, bc});
-    }
+    EmitVector(p_, op, a, b, out, rows, flags);
   }
   void ReadHost(int64_t host_row, int64_t ub, int64_t rows) {
-    for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength)
-      p_.ReadHost(Host(host_row + r0), static_cast<uint64_t>(ub + r0),
-                  static_cast<uint64_t>(std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0)));
+    EmitReadHost(p_, a_.n, host_row, ub, rows);
   }
   void WriteHost(int64_t ub, int64_t host_row, int64_t rows) {
-    for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength)
-      p_.WriteHost(static_cast<uint64_t>(ub + r0), Host(host_row + r0),
-                   static_cast<uint64_t>(std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0)));
+    EmitWriteHost(p_, a_.n, ub, host_row, rows);
   }
   // The next region of BP accumulator rows, in turn, for a new product (of the batch's rows;
   // a transpose's or a weight gradient's N rows, or a group of those). The activates of the
@@ -345,7 +331,7 @@ void EmitForward(Emitter& e, const Layout& a, const DenseNet& net, int l, int fi
     }
     const int64_t out = a.layer[static_cast<size_t>(l) + 1].x + j * a.bp;
     e.Later(acc, out, a.b, true, [&e, &a, &r, out, j] {
-      e.Vec(VectorOp::kEqual, out, a.zero, r.mask + j * a.bp, a.b, Emitter::kBcast);
+      e.Vec(VectorOp::kEqual, out, a.zero, r.mask + j * a.bp, a.b, kBcast);
     });
   }
   e.Flush();
@@ -355,30 +341,27 @@ void EmitForward(Emitter& e, const Layout& a, const DenseNet& net, int l, int fi
   const LayerRows& next = a.layer[static_cast<size_t>(l) + 1];
   if (net.Out(l) % a.n != 0) {
     const int64_t blk = next.x + (net.Out(l) / a.n) * a.bp;
-    e.Vec(VectorOp::kAdd, blk, a.ones + l + 1, blk, a.b, Emitter::kBcast);
+    e.Vec(VectorOp::kAdd, blk, a.ones + l + 1, blk, a.b, kBcast);
   }
 }
 
 // The loss and dL/dlogits (into the last layer's dz).
 void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
-  using E = Emitter;
-  const int64_t b = a.b;
-  e.Vec(VectorOp::kAdd, a.logits, a.pad, a.sm, b, E::kB32 | E::kO32 | E::kBcast);
-  e.Vec(VectorOp::kLaneMax, a.sm, 0, a.mx, b, E::kA32 | E::kO32);
-  e.Vec(VectorOp::kSub, a.sm, a.mx, a.sm, b, E::kA32 | E::kB32 | E::kO32);
-  e.Vec(VectorOp::kMul, a.y, a.zero, a.pick, b, E::kO32 | E::kBcast);
-  e.Vec(VectorOp::kSelect, a.y, a.sm, a.pick, b, E::kB32 | E::kO32);
-  e.Vec(VectorOp::kLaneSum, a.pick, 0, a.pick, b, E::kA32 | E::kO32);
-  e.Vec(VectorOp::kExp, a.sm, 0, a.sm, b, E::kA32 | E::kO32);
-  e.Vec(VectorOp::kLaneSum, a.sm, 0, a.sum, b, E::kA32 | E::kO32);
-  e.Vec(VectorOp::kLog, a.sum, 0, a.loss, b, E::kA32 | E::kO32);
-  e.Vec(VectorOp::kSub, a.loss, a.pick, a.loss, b, E::kA32 | E::kB32 | E::kO32);
-  e.Vec(VectorOp::kRowSum, a.loss, 0, a.mean, b, E::kA32 | E::kO32);
-  e.Vec(VectorOp::kMul, a.mean, a.inv_batch, a.mean, 1, E::kA32 | E::kB32 | E::kO32);
-  e.Vec(VectorOp::kRecip, a.sum, 0, a.recip, b, E::kA32 | E::kO32);
-  e.Vec(VectorOp::kMul, a.sm, a.recip, a.sm, b, E::kA32 | E::kB32 | E::kO32);
-  e.Vec(VectorOp::kSub, a.sm, a.y, a.sm, b, E::kA32 | E::kO32);
-  e.Vec(VectorOp::kMul, a.sm, a.inv_batch, last.dz, b, E::kA32 | E::kB32 | E::kBcast);
+  LossRows r;
+  r.logits = a.logits;
+  r.pad = a.pad;
+  r.y = a.y;
+  r.zero = a.zero;
+  r.inv_batch = a.inv_batch;
+  r.sm = a.sm;
+  r.mx = a.mx;
+  r.sum = a.sum;
+  r.recip = a.recip;
+  r.pick = a.pick;
+  r.loss = a.loss;
+  r.mean = a.mean;
+  r.dz = last.dz;
+  EmitSoftmaxLoss(e.P(), r, a.b);
 }
 
 // dW = X^T dz of layer l, the batch the sum's index in C chunks of N images: each chunk of
@@ -451,7 +434,7 @@ void EmitInputGradient(Emitter& e, const Layout& a, const LayerRows& r, const La
     }
     const int64_t dz = prev.dz + k * a.bp;
     e.Later(acc, dz, a.b, false, [&e, &a, &prev, dz, k] {
-      e.Vec(VectorOp::kSelect, prev.mask + k * a.bp, a.zero, dz, a.b, Emitter::kBcast);
+      e.Vec(VectorOp::kSelect, prev.mask + k * a.bp, a.zero, dz, a.b, kBcast);
     });
   }
 }
@@ -462,37 +445,20 @@ void EmitInputGradient(Emitter& e, const Layout& a, const LayerRows& r, const La
 // scratch rows tmp and tmp2: the vector unit runs its instructions in order.
 void QueueUpdate(Emitter& e, const Layout& a, const Optimizer& opt, const LayerRows& r, int64_t v0,
                  int64_t rows, int pass, int64_t after) {
-  using E = Emitter;
-  auto vec = [&e, rows, pass, after](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
-    e.Queue(pass, after, [&e, op, x, y, out, rows, flags] { e.Vec(op, x, y, out, rows, flags); });
-  };
-  const int f3 = E::kA32 | E::kB32 | E::kO32;
-  auto c = [&a](int i) { return a.consts + 2 * i; };
-  const int64_t w = r.w + 2 * v0, g = r.g + v0;
-  if (opt.kind == Optimizer::Kind::kSgd) {
-    const int64_t m = r.slot[0] + 2 * v0;
-    vec(VectorOp::kMul, m, c(0), a.tmp, f3 | E::kBcast);
-    vec(VectorOp::kAdd, a.tmp, g, m, E::kA32 | E::kO32);  // v = mu v + g
-    vec(VectorOp::kMul, m, c(1), a.tmp, f3 | E::kBcast);
-    vec(VectorOp::kSub, w, a.tmp, w, f3);  // w = w - lr v
-    return;
-  }
-  const int64_t m = r.slot[0] + 2 * v0, s = r.slot[1] + 2 * v0;
-  vec(VectorOp::kMul, m, c(0), a.tmp, f3 | E::kBcast);
-  vec(VectorOp::kMul, g, c(1), a.tmp2, E::kB32 | E::kO32 | E::kBcast);
-  vec(VectorOp::kAdd, a.tmp, a.tmp2, m, f3);  // m = b1 m + (1 - b1) g
-  vec(VectorOp::kMul, s, c(2), a.tmp, f3 | E::kBcast);
-  vec(VectorOp::kMul, g, g, a.tmp2, E::kO32);
-  vec(VectorOp::kMul, a.tmp2, c(3), a.tmp2, f3 | E::kBcast);
-  vec(VectorOp::kAdd, a.tmp, a.tmp2, s, f3);  // s = b2 s + (1 - b2) g^2
-  vec(VectorOp::kRsqrt, s, 0, a.tmp, E::kA32 | E::kO32);
-  vec(VectorOp::kRecip, a.tmp, 0, a.tmp, E::kA32 | E::kO32);  // sqrt(s), 0 at 0
-  vec(VectorOp::kMul, a.tmp, a.scalars + 2, a.tmp, f3 | E::kBcast);
-  vec(VectorOp::kAdd, a.tmp, c(4), a.tmp, f3 | E::kBcast);  // sqrt(s / (1 - b2^t)) + eps
-  vec(VectorOp::kRecip, a.tmp, 0, a.tmp, E::kA32 | E::kO32);
-  vec(VectorOp::kMul, m, a.tmp, a.tmp, f3);
-  vec(VectorOp::kMul, a.tmp, a.scalars, a.tmp, f3 | E::kBcast);
-  vec(VectorOp::kSub, w, a.tmp, w, f3);  // w = w - c1 m / (...)
+  UpdateRows u;
+  u.w = r.w + 2 * v0;
+  u.g = r.g + v0;
+  u.slot0 = r.slot[0] + 2 * v0;
+  u.slot1 = opt.Slots() > 1 ? r.slot[1] + 2 * v0 : 0;
+  u.consts = a.consts;
+  u.tmp = a.tmp;
+  u.tmp2 = a.tmp2;
+  u.scalars = a.scalars;
+  EmitUpdate(opt, u,
+             [&e, rows, pass, after](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
+               e.Queue(pass, after,
+                       [&e, op, x, y, out, rows, flags] { e.Vec(op, x, y, out, rows, flags); });
+             });
 }
 
 // Reads the batch in host area `host` into the buffers at x, y and scalars.
@@ -528,7 +494,7 @@ isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& 
   for (int l = 0; l < net.Layers(); ++l) {
     const LayerRows& r = a.layer[static_cast<size_t>(l)];
     e.Pass(name(l, "forward"));
-    e.Vec(VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), Emitter::kA32);
+    e.Vec(VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), kA32);
     EmitForward(e, a, net, l, fifo);
   }
   e.Pass("loss");

@@ -1,0 +1,857 @@
+// See conv_step.h. Every product runs in chunks of at most the accumulator rows set aside
+// for it, and every value goes through the unified buffer between the operations, in the
+// order the reference computes it; the interlocks keep the order (docs/timing.md, "Issue").
+#include "host/train/conv_step.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "arith/bf16.h"
+#include "arith/fp32.h"
+#include "host/common/errors.h"
+#include "host/isa/program_builder.h"
+#include "host/train/dense_reference.h"
+#include "host/train/step_emit.h"
+
+namespace tpu::train {
+namespace {
+
+using hw::VectorOp;
+using isa::ProgramBuilder;
+
+int64_t TilesOf(int64_t x, int n) { return (x + n - 1) / n; }
+
+// A weighted layer's rows: its tile in bfloat16 (kb x mb blocks of N rows, block (j, k) at
+// wb + (j kb + k) N; rows the inputs then the bias, lanes the outputs), dWᵀ in blocks of the
+// same place (gt: rows the outputs, lanes the inputs) and the gradient in the tile's layout
+// (g).
+struct ParamRows {
+  int layer = 0;          // index in the model's layers
+  int ins = 0, outs = 0;  // ins without the bias
+  int64_t kb = 0, mb = 0;
+  int64_t w = 0;              // the float32 weights: two buffer rows a row of wb
+  std::vector<int64_t> slot;  // the optimizer's state, as w
+  int64_t wb = 0, gt = 0, g = 0;
+  int64_t Values(int n) const { return kb * mb * n; }
+  int64_t Block(int64_t j, int64_t k, int n) const { return (j * kb + k) * n; }
+  int Outs(int64_t j, int n) const { return std::min(n, outs - static_cast<int>(j) * n); }
+};
+
+// A convolution (valid, stride 1) with its ReLU and the 2 x 2 average pooling after it.
+struct ConvRows {
+  int in_h = 0, in_w = 0, cin = 0, kh = 0, kw = 0, oh = 0, ow = 0, cout = 0, ph = 0, pw = 0;
+  int64_t pixels = 0, pf = 0;  // its output pixels, b oh ow; rounded up to whole chunks of N
+  int64_t map = 0;             // its input (the first: the images, packed)
+  int64_t f = 0;               // receptive fields: kb blocks of pf rows
+  int64_t h = 0;               // the ReLU's output, a pixel a row
+  int64_t p = 0;               // pooled: b ph pw rows
+  int64_t dp = 0, dz = 0;      // the pooled map's gradient; dL/dz, pf rows
+  int64_t Taps() const { return int64_t{kh} * kw; }
+  int64_t InPixels() const { return int64_t{in_h} * in_w; }
+  int64_t OutPixels() const { return int64_t{oh} * ow; }
+  int64_t Pooled() const { return int64_t{ph} * pw; }
+};
+
+struct FcRows {  // a dense layer: its input X (kb blocks of bp rows), its ReLU's mask, dz
+  int64_t x = 0, mask = 0, dz = 0, ones = 0;
+};
+
+// Unified-buffer rows (bf16 rows of N lanes), host rows (2N bytes), accumulator rows.
+struct Layout {
+  int n = 0, b = 0;
+  int64_t bp = 0;        // the batch rounded up to whole chunks of N
+  int64_t img_rows = 0;  // an image's rows, its pixels packed N a row
+  int64_t id = 0, zero = 0, quarters[2] = {0, 0}, pad = 0, inv_batch = 0, consts = 0;
+  int64_t state_begin = 0, state_end = 0;  // the weights and the optimizer's state
+  int64_t scalars = 0, x0 = 0, y = 0;      // the batch: Adam's scalars, images, labels
+  ConvRows conv[2];
+  std::vector<ParamRows> param;  // conv1, conv2, the dense layers
+  std::vector<FcRows> fc;
+  int64_t loss = 0, mean = 0, logits = 0;  // the step's results: one write_host
+  int64_t sm = 0, mx = 0, sum = 0, recip = 0, pick = 0;
+  int64_t dzt = 0, scratch = 0, flipped = 0, tmp = 0, tmp2 = 0, end = 0;
+  int64_t acc_rows = 0, acc_t = 0, acc_g = 0;  // a product's chunk; a transpose's; dWᵀ's
+  // Host rows: the image of buffer rows [0, state_end), the parameter sets, N zero rows, a
+  // block of the bias lane's 1, the batch, the results, the gradients.
+  int64_t h_params = 0, h_zero = 0, h_bias = 0, h_batch = 0, h_out = 0, h_grads = 0;
+  static constexpr int kSets = 4;  // parameter sets: below
+  int64_t GradRows() const {
+    int64_t rows = 0;
+    for (const ParamRows& r : param) rows += r.Values(n);
+    return rows;
+  }
+  int64_t BatchRows() const { return 4 + b * img_rows + b; }
+  int64_t OutRows() const { return 3 * int64_t{b} + 2; }
+};
+
+// The activation unit's parameter sets: 0 adds +0; 1 and 2 add the bias lane's 1 of
+// conv1's and conv2's receptive fields, 3 that of the first dense layer's input.
+int SetOfConv(int i) { return 1 + i; }
+constexpr int kSetFlat = 3;
+
+ConvRows ConvOf(const nn::Layer& conv, const nn::Shape3& in, int b, int n) {
+  ConvRows c;
+  c.in_h = in.h;
+  c.in_w = in.w;
+  c.cin = in.c;
+  c.kh = conv.kernel_h;
+  c.kw = conv.kernel_w;
+  c.oh = in.h - conv.kernel_h + 1;
+  c.ow = in.w - conv.kernel_w + 1;
+  c.cout = conv.out.c;
+  c.ph = c.oh / 2;
+  c.pw = c.ow / 2;
+  c.pixels = int64_t{b} * c.oh * c.ow;
+  c.pf = TilesOf(c.pixels, n) * n;
+  return c;
+}
+
+// The weighted layers' rows (their tiles' and state's).
+void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
+                 const std::function<int64_t(int64_t)>& take) {
+  const int n = a->n;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const nn::Layer& l = m.layers[i];
+    if (!l.HasWeights()) continue;
+    ParamRows r;
+    r.layer = static_cast<int>(i);
+    r.ins = static_cast<int>(
+        l.type == nn::LayerType::kConv2d ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size());
+    r.outs = l.out.c;
+    r.kb = TilesOf(r.ins + 1, n);
+    r.mb = TilesOf(r.outs, n);
+    a->param.push_back(r);
+  }
+  a->state_begin = take(0);
+  for (ParamRows& r : a->param) {
+    r.w = take(2 * r.Values(n));
+    for (int s = 0; s < opt.Slots(); ++s) r.slot.push_back(take(2 * r.Values(n)));
+  }
+  a->state_end = take(0);
+  for (ParamRows& r : a->param) r.wb = take(r.Values(n));
+}
+
+// The maps and the dense layers' rows, forward and backward.
+void PlaceActivations(Layout* a, const std::function<int64_t(int64_t)>& take) {
+  const int64_t b = a->b;
+  for (int i = 0; i < 2; ++i) {
+    ConvRows& c = a->conv[i];
+    c.map = i == 0 ? a->x0 : a->conv[0].p;
+    c.f = take(a->param[static_cast<size_t>(i)].kb * c.pf);
+    c.h = take(c.pixels);
+    c.p = take(b * c.Pooled());
+    c.dp = take(b * c.Pooled());
+    c.dz = take(c.pf);
+  }
+  for (size_t l = 0; l < a->fc.size(); ++l) {
+    const ParamRows& r = a->param[2 + l];
+    a->fc[l].x = take(r.kb * a->bp);
+    a->fc[l].mask = take(r.mb * a->bp);
+    a->fc[l].dz = take(r.mb * a->bp);
+  }
+}
+
+Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt,
+                  const config::TpuConfig& cfg) {
+  Layout a;
+  const int n = cfg.array_dim;
+  a.n = n;
+  a.b = batch;
+  a.bp = TilesOf(batch, n) * n;
+  a.conv[0] = ConvOf(m.layers[0], m.input, batch, n);
+  a.conv[1] = ConvOf(m.layers[2], {a.conv[0].ph, a.conv[0].pw, a.conv[0].cout}, batch, n);
+  a.img_rows = TilesOf(m.input.Size(), n);
+  int64_t at = 0;
+  const std::function<int64_t(int64_t)> take = [&at](int64_t rows) {
+    const int64_t r = at;
+    at += rows;
+    return r;
+  };
+  a.id = take(n);
+  a.zero = take(1);
+  for (int64_t& q : a.quarters) q = take(n);
+  a.pad = take(2);
+  a.inv_batch = take(2);
+  a.consts = take(2 * static_cast<int64_t>(UpdateConstants(opt).size()));
+  for (size_t i = 0; i < m.layers.size(); ++i)
+    if (m.layers[i].type == nn::LayerType::kDense) a.fc.push_back({0, 0, 0, take(1)});
+  PlaceParams(m, opt, &a, take);
+  a.scalars = take(4);
+  a.x0 = take(int64_t{batch} * a.img_rows);
+  a.y = take(batch);
+  PlaceActivations(&a, take);
+  a.loss = take(2 * int64_t{batch});
+  a.mean = take(2);
+  a.logits = take(batch);
+  for (int64_t* p : {&a.sm, &a.mx, &a.sum, &a.recip, &a.pick}) *p = take(2 * int64_t{batch});
+  int64_t values = 0;
+  for (ParamRows& r : a.param) {
+    r.g = take(r.Values(n));
+    values = std::max(values, r.Values(n));
+  }
+  for (ParamRows& r : a.param) r.gt = take(r.Values(n));
+  a.dzt = take(n);
+  a.scratch = take(std::max(a.conv[0].pixels, a.conv[1].pixels));
+  a.flipped = take(TilesOf(a.conv[1].Taps() * a.conv[1].cout, n) * n);
+  a.tmp = take(2 * values);
+  a.tmp2 = take(2 * values);
+  a.end = at;
+  int64_t kb_max = 1;
+  for (const ParamRows& r : a.param) kb_max = std::max(kb_max, r.kb);
+  a.acc_g = cfg.acc_depth_rows - kb_max * n;
+  a.acc_t = a.acc_g - n;
+  a.acc_rows = a.acc_t;
+  a.h_params = a.state_end;
+  a.h_zero = a.h_params + 5 * int64_t{Layout::kSets};  // a set: 5 host rows (docs/isa.md)
+  a.h_bias = a.h_zero + n;
+  a.h_batch = a.h_bias + a.bp;
+  a.h_out = a.h_batch + a.BatchRows();
+  a.h_grads = a.h_out + a.OutRows();
+  return a;
+}
+
+// The program, with the addresses of a Layout.
+class ConvEmitter {
+ public:
+  explicit ConvEmitter(const Layout& a) : a_(a) { p_.SetFormat(/*bf16=*/true); }
+  ProgramBuilder& P() { return p_; }
+  uint64_t U(int64_t row) const { return static_cast<uint64_t>(row); }
+
+  // out = x W for `rows` rows (x: kb blocks x_stride rows apart; W: the tile's column block
+  // j), through the ReLU with `relu`, parameter set `set`, chunk by chunk.
+  void Dense(int64_t x, int64_t x_stride, const ParamRows& r, int64_t j, int64_t rows, int64_t out,
+             bool relu) {
+    for (int64_t r0 = 0; r0 < rows; r0 += a_.acc_rows) {
+      const int64_t len = std::min(a_.acc_rows, rows - r0);
+      for (int64_t k = 0; k < r.kb; ++k) {
+        p_.LoadWeights(U(r.wb + r.Block(j, k, a_.n)), 1, false);
+        p_.Matmul(U(x + k * x_stride + r0), 0, U(len), true, isa::AddIf(k > 0));
+      }
+      p_.Activate(0, U(out + r0), U(len), 0, relu, isa::Pool::kNone);
+    }
+  }
+  // Output pixels [first, first + pixels) of the window set last over the map at `map`:
+  // K-tiles kt0 .. kt0 + kts - 1 through the tiles at `tile` (N rows apart), added, then
+  // parameter set `set`, into rows from `out`.
+  void Window(int64_t map, int64_t pixels, int64_t tile, int64_t kt0, int64_t kts, int64_t out,
+              int set, int64_t first = 0) {
+    for (int64_t r0 = 0; r0 < pixels; r0 += a_.acc_rows) {
+      const int64_t len = std::min(a_.acc_rows, pixels - r0);
+      for (int64_t t = 0; t < kts; ++t) {
+        p_.LoadWeights(U(tile + t * a_.n), 1, false);
+        p_.MatmulWindow(U(map), 0, U(len), U(first + r0), U(kt0 + t), true, isa::AddIf(t > 0));
+      }
+      p_.Activate(0, U(out + r0), U(len), U(set), false, isa::Pool::kNone);
+    }
+  }
+  // `rows` rows (at most N) of `in`'s N rows transposed: out's row i is lane i of in's rows.
+  void Transpose(int64_t in, int64_t out, int64_t rows) {
+    p_.LoadWeights(U(in), 1, true);
+    p_.Matmul(U(a_.id), U(a_.acc_t), U(rows), true, isa::Acc::kOverwrite);
+    p_.Activate(U(a_.acc_t), U(out), U(rows), 0, false, isa::Pool::kNone);
+  }
+  // Where the ReLU gave 0 (h's rows), dz = 0: dz's rows in place.
+  void Mask(int64_t h, int64_t mask, int64_t dz, int64_t rows) {
+    EmitVector(p_, VectorOp::kEqual, h, a_.zero, mask, rows, kBcast);
+    EmitVector(p_, VectorOp::kSelect, mask, a_.zero, dz, rows, kBcast);
+  }
+  // dWᵀ = dZᵀ X of layer r (dz: mb blocks dz_stride rows apart; x: kb blocks x_stride rows
+  // apart; `chunks` chunks of N rows, the sum's index), then into the tile's layout (g).
+  void WeightGradient(const ParamRows& r, int64_t dz, int64_t dz_stride, int64_t x,
+                      int64_t x_stride, int64_t chunks) {
+    const int n = a_.n;
+    for (int64_t j = 0; j < r.mb; ++j) {
+      const int outs = r.Outs(j, n);
+      for (int64_t c = 0; c < chunks; ++c) {
+        Transpose(dz + j * dz_stride + c * n, a_.dzt, outs);  // dZ's chunk: outs rows
+        for (int64_t k = 0; k < r.kb; ++k) {
+          p_.LoadWeights(U(x + k * x_stride + c * n), 1, false);
+          p_.Matmul(U(a_.dzt), U(a_.acc_g + k * n), U(outs), true, isa::AddIf(c > 0));
+        }
+      }
+      for (int64_t k = 0; k < r.kb; ++k) {
+        p_.Activate(U(a_.acc_g + k * n), U(r.gt + r.Block(j, k, n)), U(outs), 0, false,
+                    isa::Pool::kNone);
+        Transpose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
+      }
+    }
+  }
+  isa::Program Take() {
+    p_.Halt();
+    return p_.Take();
+  }
+
+ private:
+  const Layout& a_;
+  ProgramBuilder p_;
+};
+
+isa::WindowGeometry MapWindow(int64_t in_h, int64_t in_w, int64_t channels) {
+  isa::WindowGeometry g;
+  g.in_h = static_cast<uint64_t>(in_h);
+  g.in_w = static_cast<uint64_t>(in_w);
+  g.channels = static_cast<uint64_t>(channels);
+  return g;
+}
+
+// conv i: F by the window stage through the identity (the bias lane's 1 from its parameter
+// set), then F times its tile through the ReLU, then the pooling.
+void EmitConvForward(ConvEmitter& e, const Layout& a, int i) {
+  const ConvRows& c = a.conv[i];
+  const ParamRows& r = a.param[static_cast<size_t>(i)];
+  const int64_t in_rows = i == 0 ? a.img_rows : c.InPixels();
+  isa::WindowGeometry g = MapWindow(c.in_h, c.in_w, c.cin);
+  g.pixel_bytes = i == 0 ? static_cast<uint64_t>(c.cin) : static_cast<uint64_t>(a.n);
+  g.kh = static_cast<uint64_t>(c.kh);
+  g.kw = static_cast<uint64_t>(c.kw);
+  g.out_h = static_cast<uint64_t>(c.oh);
+  g.out_w = static_cast<uint64_t>(c.ow);
+  e.P().SetWindow(g);
+  const int64_t bias_block = r.ins / a.n;  // the block of the bias lane's 1
+  for (int img = 0; img < a.b; ++img)
+    for (int64_t k = 0; k < r.kb; ++k)
+      e.Window(c.map + img * in_rows, c.OutPixels(), a.id, k, 1,
+               c.f + k * c.pf + img * c.OutPixels(), k == bias_block ? SetOfConv(i) : 0);
+  e.Dense(c.f, c.pf, r, 0, c.pixels, c.h, true);
+  g = MapWindow(c.oh, c.ow, c.cout);
+  g.pixel_bytes = static_cast<uint64_t>(a.n);
+  g.kh = g.kw = g.stride_y = g.stride_x = 2;
+  g.out_h = static_cast<uint64_t>(c.ph);
+  g.out_w = static_cast<uint64_t>(c.pw);
+  e.P().SetWindow(g);
+  for (int img = 0; img < a.b; ++img)
+    e.Window(c.h + img * c.OutPixels(), c.Pooled(), a.quarters[i], 0, 1, c.p + img * c.Pooled(), 0);
+}
+
+// The first dense layer's input: the pooled maps flattened (y, x, c), one window over the
+// maps stacked (a kernel of the whole map, one output pixel an image) through the
+// identity, K-tile by K-tile; the bias lane's 1 from parameter set kSetFlat.
+void EmitFlatten(ConvEmitter& e, const Layout& a) {
+  const ConvRows& c = a.conv[1];
+  const ParamRows& r = a.param[2];
+  isa::WindowGeometry g = MapWindow(int64_t{c.ph} * a.b, c.pw, c.cout);
+  g.pixel_bytes = static_cast<uint64_t>(a.n);
+  g.kh = g.stride_y = static_cast<uint64_t>(c.ph);
+  g.kw = static_cast<uint64_t>(c.pw);
+  g.out_h = static_cast<uint64_t>(a.b);
+  g.out_w = 1;
+  e.P().SetWindow(g);
+  for (int64_t k = 0; k * a.n < r.ins; ++k)  // a block of the bias lane alone: EmitStart's
+    e.Window(c.p, a.b, a.id, k, 1, a.fc[0].x + k * a.bp, k == r.ins / a.n ? kSetFlat : 0);
+}
+
+// The dense layers: ReLU, its mask, the next layer's bias lane; the last's logits.
+void EmitDenseForward(ConvEmitter& e, const Layout& a) {
+  for (size_t l = 0; l < a.fc.size(); ++l) {
+    const ParamRows& r = a.param[2 + l];
+    const bool last = l + 1 == a.fc.size();
+    for (int64_t j = 0; j < r.mb; ++j) {
+      const int64_t out = last ? a.logits : a.fc[l + 1].x + j * a.bp;
+      e.Dense(a.fc[l].x, a.bp, r, j, a.b, out, !last);
+      if (!last)
+        EmitVector(e.P(), VectorOp::kEqual, out, a.zero, a.fc[l].mask + j * a.bp, a.b, kBcast);
+    }
+    if (last || r.outs % a.n == 0) continue;  // a block of the bias lane alone: EmitStart's
+    const int64_t blk = a.fc[l + 1].x + (r.outs / a.n) * a.bp;
+    EmitVector(e.P(), VectorOp::kAdd, blk, a.fc[l + 1].ones, blk, a.b, kBcast);
+  }
+}
+
+void EmitLossRows(ConvEmitter& e, const Layout& a) {
+  LossRows r;
+  r.logits = a.logits;
+  r.pad = a.pad;
+  r.y = a.y;
+  r.zero = a.zero;
+  r.inv_batch = a.inv_batch;
+  r.sm = a.sm;
+  r.mx = a.mx;
+  r.sum = a.sum;
+  r.recip = a.recip;
+  r.pick = a.pick;
+  r.loss = a.loss;
+  r.mean = a.mean;
+  r.dz = a.fc.back().dz;
+  EmitSoftmaxLoss(e.P(), r, a.b);
+}
+
+// The dense layers' backward pass, the last first: dWᵀ, and dX = dz Wᵀ masked by the layer
+// below's ReLU; the first dense layer's dX goes to the pooled map's gradient a pixel at a
+// time (the transposed load of its tile's rows of that pixel: lanes its channels).
+void EmitDenseBackward(ConvEmitter& e, const Layout& a) {
+  const int n = a.n;
+  for (size_t l = a.fc.size(); l-- > 0;) {
+    const ParamRows& r = a.param[2 + l];
+    e.WeightGradient(r, a.fc[l].dz, a.bp, a.fc[l].x, a.bp, a.bp / n);
+    if (l == 0) break;
+    const ParamRows& prev = a.param[1 + l];
+    for (int64_t k = 0; k < prev.mb; ++k) {
+      for (int64_t j = 0; j < r.mb; ++j) {
+        e.P().LoadWeights(e.U(r.wb + r.Block(j, k, n)), 1, true);
+        e.P().Matmul(e.U(a.fc[l].dz + j * a.bp), 0, e.U(a.b), true, isa::AddIf(j > 0));
+      }
+      const int64_t dz = a.fc[l - 1].dz + k * a.bp;
+      e.P().Activate(0, e.U(dz), e.U(a.b), 0, false, isa::Pool::kNone);
+      EmitVector(e.P(), VectorOp::kSelect, a.fc[l - 1].mask + k * a.bp, a.zero, dz, a.b, kBcast);
+    }
+  }
+  const ParamRows& r = a.param[2];
+  const ConvRows& c = a.conv[1];
+  for (int64_t px = 0; px < c.Pooled(); ++px) {
+    for (int64_t j = 0; j < r.mb; ++j) {
+      e.P().LoadWeights(e.U(r.wb + r.Block(j, 0, n) + px * c.cout), 1, true);
+      e.P().Matmul(e.U(a.fc[0].dz + j * a.bp), 0, e.U(a.b), true, isa::AddIf(j > 0));
+    }
+    e.P().Activate(0, e.U(c.dp + px), e.U(a.b), 0, false, isa::Pool::kNone, e.U(c.Pooled()));
+  }
+}
+
+// conv i's backward pass from its pooled map's gradient: the pooling's gradient (a dilated
+// window), the ReLU's mask, dWᵀ = dZᵀ F; for conv 2, its input gradient through the flipped
+// kernel W'' into conv 1's pooled map's gradient.
+void EmitConvBackward(ConvEmitter& e, const Layout& a, int i) {
+  const ConvRows& c = a.conv[i];
+  const ParamRows& r = a.param[static_cast<size_t>(i)];
+  const int n = a.n;
+  isa::WindowGeometry g = MapWindow(c.ph, c.pw, c.cout);
+  g.pixel_bytes = static_cast<uint64_t>(n);
+  g.kh = g.kw = 2;
+  g.pad_top = g.pad_left = 1;
+  g.dilated = true;
+  g.out_h = static_cast<uint64_t>(2 * c.ph);
+  g.out_w = static_cast<uint64_t>(2 * c.pw);
+  e.P().SetWindow(g);
+  // An odd side's last row and column get no gradient (the pooling left them out): their
+  // rows of dz stay zero, and the window writes the other rows a row of the map at a time.
+  const bool whole = c.oh == 2 * c.ph && c.ow == 2 * c.pw;
+  for (int img = 0; img < a.b; ++img) {
+    const int64_t out = c.dz + img * c.OutPixels();
+    if (whole) {
+      e.Window(c.dp + img * c.Pooled(), c.OutPixels(), a.quarters[i], 0, 1, out, 0);
+      continue;
+    }
+    for (int64_t y = 0; y < 2 * c.ph; ++y)
+      e.Window(c.dp + img * c.Pooled(), 2 * c.pw, a.quarters[i], 0, 1, out + y * c.ow, 0,
+               y * 2 * c.pw);
+  }
+  e.Mask(c.h, a.scratch, c.dz, c.pixels);
+  e.WeightGradient(r, c.dz, c.pf, c.f, c.pf, c.pf / n);
+  if (i == 0) return;
+  const ConvRows& below = a.conv[0];
+  for (int64_t t = 0; t < c.Taps(); ++t)  // W'' tap (taps - 1 - t): tap t transposed
+    e.Transpose(r.wb + t * c.cin, a.flipped + (c.Taps() - 1 - t) * c.cout, c.cout);
+  g = MapWindow(c.oh, c.ow, c.cout);
+  g.pixel_bytes = static_cast<uint64_t>(n);
+  g.kh = static_cast<uint64_t>(c.kh);
+  g.kw = static_cast<uint64_t>(c.kw);
+  g.pad_top = static_cast<uint64_t>(c.kh - 1);
+  g.pad_left = static_cast<uint64_t>(c.kw - 1);
+  g.out_h = static_cast<uint64_t>(c.in_h);
+  g.out_w = static_cast<uint64_t>(c.in_w);
+  e.P().SetWindow(g);
+  const int64_t kts = TilesOf(c.Taps() * c.cout, n);
+  for (int img = 0; img < a.b; ++img)
+    e.Window(c.dz + img * c.OutPixels(), c.InPixels(), a.flipped, 0, kts,
+             below.dp + img * c.InPixels(), 0);
+}
+
+// The rows the step reads as zeros without writing them, zeroed (from the host's zero
+// rows): past each tensor's rows up to whole chunks of N (a transposed load or a tile reads
+// N rows), the rows of an odd map's last row and column of dL/dz (the pooling left them
+// out), dWᵀ's rows past the outputs and W'''s past its taps; and each dense layer's block of
+// the bias lane alone, where a layer has one.
+void EmitStart(ConvEmitter& e, const Layout& a) {
+  const int n = a.n;
+  auto zero = [&](int64_t ub, int64_t rows) {
+    for (int64_t r0 = 0; r0 < rows; r0 += n)
+      EmitReadHost(e.P(), n, a.h_zero, ub + r0, std::min<int64_t>(n, rows - r0));
+  };
+  for (int i = 0; i < 2; ++i) {
+    const ConvRows& c = a.conv[i];
+    for (int64_t k = 0; k < a.param[static_cast<size_t>(i)].kb; ++k)
+      zero(c.f + k * c.pf + c.pixels, c.pf - c.pixels);
+    const bool whole = c.oh == 2 * c.ph && c.ow == 2 * c.pw;
+    zero(c.dz + (whole ? c.pixels : 0), whole ? c.pf - c.pixels : c.pf);
+  }
+  for (size_t l = 0; l < a.fc.size(); ++l) {
+    const ParamRows& r = a.param[2 + l];
+    for (int64_t k = 0; k < r.kb; ++k) zero(a.fc[l].x + k * a.bp + a.b, a.bp - a.b);
+    for (int64_t j = 0; j < r.mb; ++j) zero(a.fc[l].dz + j * a.bp + a.b, a.bp - a.b);
+    if (r.ins % n == 0) EmitReadHost(e.P(), n, a.h_bias, a.fc[l].x + (r.kb - 1) * a.bp, a.bp);
+  }
+  for (const ParamRows& r : a.param) zero(r.gt, r.Values(n));
+  zero(a.flipped, a.tmp - a.flipped);
+}
+
+isa::Program InitProgram(const Layout& a) {
+  ConvEmitter e(a);
+  e.P().ReadParams(static_cast<uint64_t>(a.h_params) * 2 * a.n, 0, Layout::kSets);
+  EmitReadHost(e.P(), a.n, 0, 0, a.state_end);
+  EmitStart(e, a);
+  return e.Take();
+}
+
+// Each layer's update from its gradient (the optimizer's vector instructions over its rows).
+void EmitUpdates(ConvEmitter& e, const Layout& a, const Optimizer& opt) {
+  for (const ParamRows& r : a.param) {
+    UpdateRows u;
+    u.w = r.w;
+    u.g = r.g;
+    u.slot0 = r.slot[0];
+    u.slot1 = opt.Slots() > 1 ? r.slot[1] : 0;
+    u.consts = a.consts;
+    u.tmp = a.tmp;
+    u.tmp2 = a.tmp2;
+    u.scalars = a.scalars;
+    const int64_t rows = r.Values(a.n);
+    EmitUpdate(opt, u, [&e, rows](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
+      EmitVector(e.P(), op, x, y, out, rows, flags);
+    });
+  }
+}
+
+// The step: the batch in (one read_host), the bfloat16 tiles from the float32 weights, the
+// forward pass, the loss, the backward pass, the update, the results out.
+isa::Program StepProgram(const Layout& a, const Optimizer& opt) {
+  ConvEmitter e(a);
+  EmitReadHost(e.P(), a.n, a.h_batch, a.scalars, a.BatchRows());
+  for (const ParamRows& r : a.param)
+    EmitVector(e.P(), VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), kA32);
+  EmitConvForward(e, a, 0);
+  EmitConvForward(e, a, 1);
+  EmitFlatten(e, a);
+  EmitDenseForward(e, a);
+  EmitLossRows(e, a);
+  EmitDenseBackward(e, a);
+  EmitConvBackward(e, a, 1);
+  EmitConvBackward(e, a, 0);
+  EmitUpdates(e, a, opt);
+  EmitWriteHost(e.P(), a.n, a.loss, a.h_out, a.OutRows());
+  return e.Take();
+}
+
+isa::Program SaveProgram(const Layout& a) {
+  ConvEmitter e(a);
+  EmitWriteHost(e.P(), a.n, a.state_begin, a.state_begin, a.state_end - a.state_begin);
+  return e.Take();
+}
+
+isa::Program GradsProgram(const Layout& a) {
+  ConvEmitter e(a);
+  int64_t at = a.h_grads;
+  for (const ParamRows& r : a.param) {
+    EmitWriteHost(e.P(), a.n, r.g, at, r.Values(a.n));
+    at += r.Values(a.n);
+  }
+  return e.Take();
+}
+
+uint16_t Bf16Of(float v) { return arith::Bf16OfFp32(arith::BitsOfFloat(v)); }
+float FloatOf(uint16_t v) { return arith::FloatOfBits(arith::Fp32OfBf16(v)); }
+
+// A float32 value in lane `lane` of the two buffer rows from `row` (high halves, then low).
+void PutFp32(std::vector<uint16_t>* img, int64_t row, int n, int lane, float v) {
+  const uint32_t u = arith::BitsOfFloat(v);
+  (*img)[static_cast<size_t>(row * n + lane)] = static_cast<uint16_t>(u >> 16);
+  (*img)[static_cast<size_t>((row + 1) * n + lane)] = static_cast<uint16_t>(u);
+}
+float GetFp32(const std::vector<uint16_t>& img, int64_t row, int n, int lane) {
+  return arith::FloatOfBits(uint32_t{img[static_cast<size_t>(row * n + lane)]} << 16 |
+                            img[static_cast<size_t>((row + 1) * n + lane)]);
+}
+
+// The activation unit's parameter sets (five host rows each on a bf16 chip: N float32
+// biases, N float32 upper bounds, N bytes unused, half a row unused): see SetOfConv.
+std::vector<uint8_t> ParamSets(const Layout& a) {
+  const int n = a.n;
+  std::vector<uint8_t> out(static_cast<size_t>(Layout::kSets) * 10 * n, 0);
+  auto put = [&out](size_t at, float v) {
+    const uint32_t u = arith::BitsOfFloat(v);
+    std::memcpy(&out[at], &u, 4);
+  };
+  const int64_t bias_lane[Layout::kSets] = {-1, a.param[0].ins % n, a.param[1].ins % n,
+                                            a.param[2].ins % n};
+  for (int s = 0; s < Layout::kSets; ++s)
+    for (int j = 0; j < n; ++j) {
+      const size_t set = static_cast<size_t>(s) * 10 * n;
+      put(set + 4 * static_cast<size_t>(j), j == bias_lane[s] ? 1.0f : 0.0f);
+      put(set + 4 * static_cast<size_t>(n + j), std::numeric_limits<float>::infinity());
+    }
+  return out;
+}
+
+std::vector<uint8_t> Bytes(const std::vector<uint16_t>& halves) {
+  std::vector<uint8_t> out(halves.size() * 2);
+  for (size_t i = 0; i < halves.size(); ++i) {
+    out[2 * i] = static_cast<uint8_t>(halves[i]);
+    out[2 * i + 1] = static_cast<uint8_t>(halves[i] >> 8);
+  }
+  return out;
+}
+std::vector<uint16_t> Halves(const std::vector<uint8_t>& bytes) {
+  std::vector<uint16_t> out(bytes.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<uint16_t>(bytes[2 * i] | bytes[2 * i + 1] << 8);
+  return out;
+}
+
+// The host's constants: buffer rows [0, state_begin) (the identity, the poolings' tiles,
+// the loss's rows, the update's constants, the dense layers' rows of a bias lane's 1), and
+// after the state's rows the parameter sets, N zero rows and the bias block.
+std::vector<uint8_t> ConstantImage(const Layout& a, const Optimizer& opt) {
+  const int n = a.n;
+  std::vector<uint16_t> img(static_cast<size_t>(a.state_begin * n), 0);
+  auto at = [n](int64_t row, int64_t lane) { return static_cast<size_t>(row * n + lane); };
+  for (int i = 0; i < n; ++i) img[at(a.id + i, i)] = Bf16Of(1.0f);
+  for (int q = 0; q < 2; ++q)
+    for (int k = 0; k < 4; ++k)
+      for (int ch = 0; ch < a.conv[q].cout; ++ch)
+        img[at(a.quarters[q] + k * a.conv[q].cout + ch, ch)] = Bf16Of(0.25f);
+  const int classes = a.param.back().outs;
+  const std::vector<float> consts = UpdateConstants(opt);
+  for (int j = 0; j < n; ++j) {
+    PutFp32(&img, a.pad, n, j, j < classes ? 0.0f : -std::numeric_limits<float>::infinity());
+    PutFp32(&img, a.inv_batch, n, j, InverseBatch(a.b));
+    for (size_t i = 0; i < consts.size(); ++i)
+      PutFp32(&img, a.consts + 2 * static_cast<int64_t>(i), n, j, consts[i]);
+  }
+  for (size_t l = 1; l < a.fc.size(); ++l)
+    img[at(a.fc[l].ones, a.param[1 + l].outs % n)] = Bf16Of(1.0f);
+  std::vector<uint8_t> out = Bytes(img);
+  out.resize(static_cast<size_t>(a.state_end) * 2 * n, 0);
+  const std::vector<uint8_t> sets = ParamSets(a);
+  out.insert(out.end(), sets.begin(), sets.end());
+  std::vector<uint16_t> tail(static_cast<size_t>((a.h_batch - a.h_zero) * n), 0);
+  for (int i = 0; i < a.b; ++i) tail[static_cast<size_t>((n + i) * n)] = Bf16Of(1.0f);
+  const std::vector<uint8_t> t = Bytes(tail);
+  out.insert(out.end(), t.begin(), t.end());
+  return out;
+}
+
+// fn(i, row, lane) for each value of layer r: i its index in dense_net.h's layout (rows the
+// inputs then the bias, the outputs a row), row and lane its place in the tile's layout.
+template <typename Fn>
+void EachValue(const Layout& a, const ParamRows& r, Fn fn) {
+  const int n = a.n;
+  for (int64_t row = 0; row <= r.ins; ++row)
+    for (int o = 0; o < r.outs; ++o)
+      fn(static_cast<size_t>(row * r.outs + o), r.Block(o / n, row / n, n) + row % n, o % n);
+}
+
+std::vector<uint8_t> StateImage(const Layout& a, const DenseState& s) {
+  const int n = a.n;
+  std::vector<uint16_t> img(static_cast<size_t>((a.state_end - a.state_begin) * n), 0);
+  for (size_t l = 0; l < a.param.size(); ++l) {
+    const ParamRows& r = a.param[l];
+    auto put = [&](int64_t base, const std::vector<float>& t) {
+      EachValue(a, r, [&](size_t i, int64_t row, int lane) {
+        PutFp32(&img, base - a.state_begin + 2 * row, n, lane, t[i]);
+      });
+    };
+    put(r.w, s.w[l]);
+    for (size_t k = 0; k < r.slot.size(); ++k) put(r.slot[k], s.slots[k][l]);
+  }
+  return Bytes(img);
+}
+
+void ReadStateImage(const Layout& a, const std::vector<uint8_t>& bytes, DenseState* s) {
+  const std::vector<uint16_t> img = Halves(bytes);
+  for (size_t l = 0; l < a.param.size(); ++l) {
+    const ParamRows& r = a.param[l];
+    auto get = [&](int64_t base, std::vector<float>* t) {
+      t->assign(static_cast<size_t>(r.ins + 1) * r.outs, 0.0f);
+      EachValue(a, r, [&](size_t i, int64_t row, int lane) {
+        (*t)[i] = GetFp32(img, base - a.state_begin + 2 * row, a.n, lane);
+      });
+    };
+    get(r.w, &s->w[l]);
+    for (size_t k = 0; k < r.slot.size(); ++k) get(r.slot[k], &s->slots[k][l]);
+  }
+}
+
+// A batch as the host sends it: Adam's scalars of the step (4 rows), the images packed N
+// pixels a row, the labels one-hot.
+std::vector<uint8_t> BatchImage(const Layout& a, const Optimizer& opt, const Batch& b,
+                                int64_t step) {
+  const int n = a.n;
+  std::vector<uint16_t> img(static_cast<size_t>(a.BatchRows() * n), 0);
+  const int64_t size = static_cast<int64_t>(b.x.size()) / a.b;
+  for (int i = 0; i < a.b; ++i) {
+    for (int64_t e = 0; e < size; ++e)
+      img[static_cast<size_t>((4 + i * a.img_rows + e / n) * n + e % n)] =
+          Bf16Of(b.x[static_cast<size_t>(i * size + e)]);
+    img[static_cast<size_t>((4 + a.b * a.img_rows + i) * n + b.labels[static_cast<size_t>(i)])] =
+        Bf16Of(1.0f);
+  }
+  if (opt.kind == Optimizer::Kind::kAdam) {
+    const StepScalars k = ScalarsOfStep(opt, step);
+    for (int j = 0; j < n; ++j) {
+      PutFp32(&img, 0, n, j, k.c1);
+      PutFp32(&img, 2, n, j, k.c2);
+    }
+  }
+  return Bytes(img);
+}
+
+StepOut ReadOut(const Layout& a, const std::vector<uint8_t>& bytes) {
+  const std::vector<uint16_t> img = Halves(bytes);
+  StepOut o;
+  for (int i = 0; i < a.b; ++i) o.loss.push_back(GetFp32(img, 2 * i, a.n, 0));
+  o.mean = GetFp32(img, 2 * a.b, a.n, 0);
+  const int classes = a.param.back().outs;
+  for (int i = 0; i < a.b; ++i)
+    for (int c = 0; c < classes; ++c)
+      o.logits.push_back(FloatOf(img[static_cast<size_t>((2 * a.b + 2 + i) * a.n + c)]));
+  return o;
+}
+
+engine::Region HostRows(const std::string& name, int64_t row, int64_t rows, int n) {
+  engine::Region r;
+  r.name = name;
+  r.memory = engine::Memory::kHost;
+  r.addr = static_cast<uint64_t>(row) * 2 * static_cast<uint64_t>(n);
+  r.bytes = static_cast<uint64_t>(rows) * 2 * static_cast<uint64_t>(n);
+  return r;
+}
+
+void CheckFits(const nn::Model& model, const Layout& a, const Optimizer& opt,
+               const config::TpuConfig& cfg) {
+  const int n = cfg.array_dim;
+  for (const ConvRows& c : a.conv) {
+    if (4 * c.cout > n || c.cin > n) {
+      throw UsageError(fmt::format(
+          "model '{}' on config '{}': a pooling of {} channels needs a tile of 4 x {} rows, "
+          "more than the array's N = {}; use a wider array (--set array_dim=...)",
+          model.name, cfg.name, c.cout, c.cout, n));
+    }
+  }
+  for (int i = 0; i < 2; ++i)
+    if (a.param[static_cast<size_t>(i)].ins % n == 0) {
+      throw UsageError(fmt::format(
+          "model '{}' on config '{}': conv{}'s receptive field of {} values fills whole tiles of "
+          "N = {}, leaving its bias lane a tile of its own, which the step does not form; use "
+          "another array size",
+          model.name, cfg.name, i + 1, a.param[static_cast<size_t>(i)].ins, n));
+    }
+  if (a.param.back().outs > n) {
+    throw UsageError(fmt::format("model '{}': {} classes, more than the array's N = {}", model.name,
+                                 a.param.back().outs, n));
+  }
+  if (a.acc_rows < n) {
+    throw UsageError(
+        fmt::format("config '{}': acc_depth_rows = {} is too few for the CNN's "
+                    "step (it sets aside {} rows for its transposes and sums)",
+                    cfg.name, cfg.acc_depth_rows, cfg.acc_depth_rows - a.acc_rows));
+  }
+  if (a.end > cfg.ub_depth_rows) {
+    int fits = 0;
+    for (int b = a.b - 1; b >= 1 && fits == 0; --b)
+      if (MakeLayout(model, b, opt, cfg).end <= cfg.ub_depth_rows) fits = b;
+    throw UsageError(
+        fmt::format("the CNN's step at batch {} needs {} unified-buffer rows; config '{}' has "
+                    "ub_depth_rows = {}: {}or --set ub_depth_rows={}",
+                    a.b, a.end, cfg.name, cfg.ub_depth_rows,
+                    fits ? fmt::format("a --batch of at most {}, ", fits) : "", a.end));
+  }
+}
+
+}  // namespace
+
+ConvPrograms CompileConvNet(const nn::Model& model, int batch, const Optimizer& opt,
+                            const config::TpuConfig& config) {
+  if (config.dtype != hw::Dtype::kBf16) {
+    throw UsageError(fmt::format(
+        "config '{}' is an int8 chip: training needs float32 sums and the float32 vector unit "
+        "of a bf16 chip (tpu-v2, tpu-v3, tpu-v4, or --set dtype=bf16)",
+        config.name));
+  }
+  CheckConvNetShape(model);
+  if (batch < 1) throw UsageError("--batch must be at least 1");
+  const Layout a = MakeLayout(model, batch, opt, config);
+  CheckFits(model, a, opt, config);
+  const int n = a.n;
+  ConvPrograms p;
+  p.ub_rows = a.end;
+  engine::Region consts = HostRows("constants", 0, a.h_batch, n);
+  consts.initial = ConstantImage(a, opt);
+  const engine::Region state = HostRows("state", a.state_begin, a.state_end - a.state_begin, n);
+  p.init = {"cnn-train-init", {InitProgram(a)}, {consts, state}};
+  p.step = {
+      "cnn-train-step",
+      {StepProgram(a, opt)},
+      {HostRows("batch", a.h_batch, a.BatchRows(), n), HostRows("out", a.h_out, a.OutRows(), n)}};
+  p.save = {"cnn-train-save", {SaveProgram(a)}, {state}};
+  p.grads = {"cnn-train-grads", {GradsProgram(a)}, {HostRows("grads", a.h_grads, a.GradRows(), n)}};
+  return p;
+}
+
+ConvTrainer::ConvTrainer(engine::ChipEngine* engine, const nn::Model& model, int batch,
+                         const Optimizer& opt)
+    : engine_(engine),
+      model_(model),
+      batch_(batch),
+      opt_(opt),
+      programs_(CompileConvNet(model, batch, opt, engine->Config())) {}
+
+engine::ExecResult ConvTrainer::Run(const engine::Executable& exe) {
+  engine::ExecResult r = engine_->Run();
+  if (!r.ok) {
+    throw RuntimeError(fmt::format("the chip stopped in {} (instruction {}): {}", exe.name,
+                                   r.error_pc, r.message));
+  }
+  return r;
+}
+
+void ConvTrainer::Start(const DenseState& state) {
+  const Layout a = MakeLayout(model_, batch_, opt_, engine_->Config());
+  engine_->Load(programs_.init);
+  engine_->Write("state", StateImage(a, state));
+  Run(programs_.init);
+  step_ = state.step;
+}
+
+StepOut ConvTrainer::Step(const Batch& b) {
+  const Layout a = MakeLayout(model_, batch_, opt_, engine_->Config());
+  ++step_;
+  engine_->Load(programs_.step);
+  engine_->Write("batch", BatchImage(a, opt_, b, step_));
+  last_ = Run(programs_.step);
+  return engine_->ComputesValues() ? ReadOut(a, engine_->Read("out")) : StepOut{};
+}
+
+DenseState ConvTrainer::State() {
+  const Layout a = MakeLayout(model_, batch_, opt_, engine_->Config());
+  engine_->Load(programs_.save);
+  Run(programs_.save);
+  DenseState s;
+  s.w.resize(a.param.size());
+  s.slots.assign(static_cast<size_t>(opt_.Slots()), s.w);
+  s.step = step_;
+  ReadStateImage(a, engine_->Read("state"), &s);
+  return s;
+}
+
+std::vector<std::vector<float>> ConvTrainer::Gradients() {
+  const Layout a = MakeLayout(model_, batch_, opt_, engine_->Config());
+  engine_->Load(programs_.grads);
+  Run(programs_.grads);
+  const std::vector<uint16_t> img = Halves(engine_->Read("grads"));
+  std::vector<std::vector<float>> g;
+  int64_t at = 0;  // the layer's first row in img
+  for (const ParamRows& r : a.param) {
+    std::vector<float> t(static_cast<size_t>(r.ins + 1) * r.outs);
+    EachValue(a, r, [&](size_t i, int64_t row, int lane) {
+      t[i] = FloatOf(img[static_cast<size_t>((at + row) * a.n + lane)]);
+    });
+    g.push_back(std::move(t));
+    at += r.Values(a.n);
+  }
+  return g;
+}
+
+}  // namespace tpu::train

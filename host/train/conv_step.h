@@ -1,0 +1,68 @@
+// The course material's CNN (nn::MakeLenet5, MakeWideCnn: conv 3 x 3 + ReLU, 2 x 2 average
+// pooling, conv, pooling, dense layers) trained on the chip: a step's forward pass, loss,
+// backward pass and update as one program for core 0 of a bf16 chip, in the arithmetic of
+// convnet_reference.h's ReferenceConvStep, bit for bit (docs/training.md, "The CNN's step on
+// the chip"). A pixel a buffer row in raster order throughout, as the examples in
+// examples/training/ lay it out: the receptive fields F formed by the window stage through
+// the identity, a convolution F times its tile, the poolings and their gradients windows
+// through a tile of four identities times 1/4, dWᵀ = dZᵀ F chunk by chunk, the input
+// gradient a window through the flipped kernel built on the chip.
+//
+// As the perceptron's step (dense_step.h): the float32 weights and the optimizer's state
+// stay in the unified buffer between the steps; the host sends each batch (the images,
+// packed N pixels a buffer row, and the labels) and reads the losses and logits back.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "host/config/tpu_config.h"
+#include "host/engine/chip_engine.h"
+#include "host/engine/executable.h"
+#include "host/nn/model.h"
+#include "host/train/convnet_reference.h"
+#include "host/train/dense_net.h"
+
+namespace tpu::train {
+
+struct ConvPrograms {
+  engine::Executable init;   // the constants and the state into the buffer (regions
+                             // "constants", "state"), the rows the step reads as zeros
+  engine::Executable step;   // one batch (region "batch") to its results ("out")
+  engine::Executable save;   // the state back to host memory ("state")
+  engine::Executable grads;  // the last step's weight gradients, bfloat16 ("grads")
+  int64_t ub_rows = 0;       // unified-buffer rows the step uses
+};
+
+// The programs for `model` at `batch` images on core 0 of `config`. Throws UsageError for an
+// int8 chip, a model not of the CNN's shape, an array too narrow for its channels, or a
+// batch whose rows do not fit the unified buffer (naming the largest that does).
+ConvPrograms CompileConvNet(const nn::Model& model, int batch, const Optimizer& opt,
+                            const config::TpuConfig& config);
+
+// Runs the programs on `engine`: Start loads the state (the weighted layers in order,
+// dense_net.h's layout), Step runs one batch (Batch::x: the images' pixels, h x w each),
+// State reads the state back, Gradients the last step's.
+class ConvTrainer {
+ public:
+  ConvTrainer(engine::ChipEngine* engine, const nn::Model& model, int batch, const Optimizer& opt);
+  void Start(const DenseState& state);
+  StepOut Step(const Batch& b);
+  DenseState State();
+  std::vector<std::vector<float>> Gradients();
+  const engine::ExecResult& LastStep() const { return last_; }
+  const ConvPrograms& Programs() const { return programs_; }
+
+ private:
+  engine::ExecResult Run(const engine::Executable& exe);
+
+  engine::ChipEngine* engine_;
+  nn::Model model_;
+  int batch_;
+  Optimizer opt_;
+  ConvPrograms programs_;
+  int64_t step_ = 0;
+  engine::ExecResult last_;
+};
+
+}  // namespace tpu::train

@@ -1,0 +1,91 @@
+// See step_emit.h.
+#include "host/train/step_emit.h"
+
+#include <algorithm>
+
+namespace tpu::train {
+
+using hw::VectorOp;
+using isa::ProgramBuilder;
+
+void EmitVector(ProgramBuilder& p, VectorOp op, int64_t a, int64_t b, int64_t out, int64_t rows,
+                int flags) {
+  for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength) {
+    const int64_t r = std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0);
+    auto at = [r0](int64_t base, bool fp32) { return base + r0 * (fp32 ? 2 : 1); };
+    const bool bc = flags & kBcast;
+    p.Vector({op, static_cast<uint64_t>(at(a, flags & kA32)),
+              static_cast<uint64_t>(bc ? b : at(b, flags & kB32)),
+              static_cast<uint64_t>(at(out, flags & kO32)), static_cast<uint64_t>(r),
+              (flags & kA32) != 0, (flags & kB32) != 0, (flags & kO32) != 0, bc});
+  }
+}
+
+namespace {
+uint64_t HostAddr(int n, int64_t row) { return static_cast<uint64_t>(row) * 2 * n; }
+uint64_t Piece(int64_t rows, int64_t r0) {
+  return static_cast<uint64_t>(std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0));
+}
+}  // namespace
+
+void EmitReadHost(ProgramBuilder& p, int n, int64_t host_row, int64_t ub, int64_t rows) {
+  for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength)
+    p.ReadHost(HostAddr(n, host_row + r0), static_cast<uint64_t>(ub + r0), Piece(rows, r0));
+}
+
+void EmitWriteHost(ProgramBuilder& p, int n, int64_t ub, int64_t host_row, int64_t rows) {
+  for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength)
+    p.WriteHost(static_cast<uint64_t>(ub + r0), HostAddr(n, host_row + r0), Piece(rows, r0));
+}
+
+void EmitSoftmaxLoss(ProgramBuilder& p, const LossRows& r, int64_t b) {
+  auto vec = [&p](VectorOp op, int64_t a, int64_t x, int64_t out, int64_t rows, int flags) {
+    EmitVector(p, op, a, x, out, rows, flags);
+  };
+  vec(VectorOp::kAdd, r.logits, r.pad, r.sm, b, kB32 | kO32 | kBcast);
+  vec(VectorOp::kLaneMax, r.sm, 0, r.mx, b, kA32 | kO32);
+  vec(VectorOp::kSub, r.sm, r.mx, r.sm, b, kA32 | kB32 | kO32);
+  vec(VectorOp::kMul, r.y, r.zero, r.pick, b, kO32 | kBcast);
+  vec(VectorOp::kSelect, r.y, r.sm, r.pick, b, kB32 | kO32);
+  vec(VectorOp::kLaneSum, r.pick, 0, r.pick, b, kA32 | kO32);
+  vec(VectorOp::kExp, r.sm, 0, r.sm, b, kA32 | kO32);
+  vec(VectorOp::kLaneSum, r.sm, 0, r.sum, b, kA32 | kO32);
+  vec(VectorOp::kLog, r.sum, 0, r.loss, b, kA32 | kO32);
+  vec(VectorOp::kSub, r.loss, r.pick, r.loss, b, kA32 | kB32 | kO32);
+  vec(VectorOp::kRowSum, r.loss, 0, r.mean, b, kA32 | kO32);
+  vec(VectorOp::kMul, r.mean, r.inv_batch, r.mean, 1, kA32 | kB32 | kO32);
+  vec(VectorOp::kRecip, r.sum, 0, r.recip, b, kA32 | kO32);
+  vec(VectorOp::kMul, r.sm, r.recip, r.sm, b, kA32 | kB32 | kO32);
+  vec(VectorOp::kSub, r.sm, r.y, r.sm, b, kA32 | kO32);
+  vec(VectorOp::kMul, r.sm, r.inv_batch, r.dz, b, kA32 | kB32 | kBcast);
+}
+
+void EmitUpdate(const Optimizer& opt, const UpdateRows& r, const VecFn& vec) {
+  const int f3 = kA32 | kB32 | kO32;
+  auto c = [&r](int i) { return r.consts + 2 * i; };
+  if (opt.kind == Optimizer::Kind::kSgd) {
+    vec(VectorOp::kMul, r.slot0, c(0), r.tmp, f3 | kBcast);
+    vec(VectorOp::kAdd, r.tmp, r.g, r.slot0, kA32 | kO32);  // v = mu v + g
+    vec(VectorOp::kMul, r.slot0, c(1), r.tmp, f3 | kBcast);
+    vec(VectorOp::kSub, r.w, r.tmp, r.w, f3);  // w = w - lr v
+    return;
+  }
+  const int64_t m = r.slot0, s = r.slot1;
+  vec(VectorOp::kMul, m, c(0), r.tmp, f3 | kBcast);
+  vec(VectorOp::kMul, r.g, c(1), r.tmp2, kB32 | kO32 | kBcast);
+  vec(VectorOp::kAdd, r.tmp, r.tmp2, m, f3);  // m = b1 m + (1 - b1) g
+  vec(VectorOp::kMul, s, c(2), r.tmp, f3 | kBcast);
+  vec(VectorOp::kMul, r.g, r.g, r.tmp2, kO32);
+  vec(VectorOp::kMul, r.tmp2, c(3), r.tmp2, f3 | kBcast);
+  vec(VectorOp::kAdd, r.tmp, r.tmp2, s, f3);  // s = b2 s + (1 - b2) g^2
+  vec(VectorOp::kRsqrt, s, 0, r.tmp, kA32 | kO32);
+  vec(VectorOp::kRecip, r.tmp, 0, r.tmp, kA32 | kO32);  // sqrt(s), 0 at 0
+  vec(VectorOp::kMul, r.tmp, r.scalars + 2, r.tmp, f3 | kBcast);
+  vec(VectorOp::kAdd, r.tmp, c(4), r.tmp, f3 | kBcast);  // sqrt(s / (1 - b2^t)) + eps
+  vec(VectorOp::kRecip, r.tmp, 0, r.tmp, kA32 | kO32);
+  vec(VectorOp::kMul, m, r.tmp, r.tmp, f3);
+  vec(VectorOp::kMul, r.tmp, r.scalars, r.tmp, f3 | kBcast);
+  vec(VectorOp::kSub, r.w, r.tmp, r.w, f3);  // w = w - c1 m / (...)
+}
+
+}  // namespace tpu::train

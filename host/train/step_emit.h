@@ -1,0 +1,51 @@
+// Instruction sequences that the compiled training steps share (dense_step.h, conv_step.h):
+// vector instructions and host transfers of any length, and the softmax cross-entropy loss
+// with its gradient on the vector unit, whose arithmetic is chip::SoftmaxRow's
+// (step_arith.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "host/isa/program_builder.h"
+#include "host/train/dense_net.h"
+
+namespace tpu::train {
+
+// Vector flags: float32 a, b, result; b one row for all.
+enum VecFlags : int { kA32 = 1, kB32 = 2, kO32 = 4, kBcast = 8 };
+
+// `rows` rows of a vector operation, in instructions of at most kMaxLength rows.
+void EmitVector(isa::ProgramBuilder& p, hw::VectorOp op, int64_t a, int64_t b, int64_t out,
+                int64_t rows, int flags);
+
+// Host rows (2N bytes each: a buffer row) into buffer rows and back, in instructions of at
+// most kMaxLength rows.
+void EmitReadHost(isa::ProgramBuilder& p, int n, int64_t host_row, int64_t ub, int64_t rows);
+void EmitWriteHost(isa::ProgramBuilder& p, int n, int64_t ub, int64_t host_row, int64_t rows);
+
+// The buffer rows of the loss: the logits (b bfloat16 rows), a float32 row of 0 in the
+// classes' lanes and -infinity past them (pad), the labels one-hot (y, b rows), a zero row,
+// a float32 row of 1 / batch; float32 scratch of 2b rows each (sm, mx, sum, recip, pick),
+// the losses (2b rows) and their mean (2 rows); dL/dlogits goes to dz (b bfloat16 rows).
+struct LossRows {
+  int64_t logits = 0, pad = 0, y = 0, zero = 0, inv_batch = 0;
+  int64_t sm = 0, mx = 0, sum = 0, recip = 0, pick = 0, loss = 0, mean = 0, dz = 0;
+};
+
+// The loss of each of `b` images, their mean, and dL/dlogits: 16 vector instructions.
+void EmitSoftmaxLoss(isa::ProgramBuilder& p, const LossRows& r, int64_t b);
+
+// The optimizer's update of a run of value rows (dense_reference.h's Update, bit for bit):
+// the float32 weights w and optimizer state slot0 (and slot1: Adam's) from the bfloat16
+// gradient g; the constants (UpdateConstants, float32 rows from consts, two rows each), the
+// step's scalars (Adam's, float32 rows from scalars: c1, then c2) and two float32 scratch
+// runs as long as the rows. SGD's 4 vector instructions or Adam's 15, each given to `vec`
+// (operation, a, b, out, flags; over all the rows).
+struct UpdateRows {
+  int64_t w = 0, g = 0, slot0 = 0, slot1 = 0, consts = 0, tmp = 0, tmp2 = 0, scalars = 0;
+};
+using VecFn = std::function<void(hw::VectorOp, int64_t a, int64_t b, int64_t out, int flags)>;
+void EmitUpdate(const Optimizer& opt, const UpdateRows& r, const VecFn& vec);
+
+}  // namespace tpu::train

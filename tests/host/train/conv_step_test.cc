@@ -1,0 +1,111 @@
+// The CNN's training steps on the chip (host/train/conv_step.h) against the CPU reference of
+// the same arithmetic (host/train/convnet_reference.h's ReferenceConvStep): after every step
+// each image's loss, the mean, the logits, every gradient and every weight and optimizer
+// value equal the reference's bit for bit, on both engines, with every counter of the two
+// engines equal. The shapes cover what the layout must get right: LeNet (one K-tile a
+// receptive field, the dense layers' bias lanes inside a block, an odd map whose pooling
+// leaves a row and a column out) and the wide CNN (conv2's receptive field of 145 lanes in
+// two K-tiles, a pooling of 32 channels that fills the array's 128 rows), a batch of one
+// image and of several (the weight gradients' sums over chunks of N pixels that cross
+// images), SGD and Adam, and one chip for them all (rows a program reads as zeros are its
+// own, whatever ran before).
+#include "host/train/conv_step.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "host/common/errors.h"
+#include "host/config/tpu_config.h"
+#include "host/nn/model.h"
+#include "host/train/dense_model.h"
+#include "host/train/dense_reference.h"
+#include "tests/test_engines.h"
+
+namespace tpu::test {
+namespace {
+
+using train::Batch;
+using train::DenseState;
+using train::Optimizer;
+
+Batch RandomImages(const nn::Model& m, int batch, std::mt19937_64& rng) {
+  Batch b;
+  for (int64_t i = 0; i < batch * m.input.Size(); ++i)
+    b.x.push_back(rng() % 4 == 0 ? 0.0f : static_cast<float>(rng() % 256) / 255.0f);
+  for (int i = 0; i < batch; ++i) b.labels.push_back(static_cast<uint8_t>(rng() % 10));
+  return b;
+}
+
+// `steps` steps of `m` at `batch` on the chip, each against the reference; the chip's last
+// step's result.
+engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const nn::Model& m, int batch,
+                                       Optimizer::Kind kind, int steps) {
+  Optimizer opt;
+  opt.kind = kind;
+  opt.lr = kind == Optimizer::Kind::kSgd ? 0.0625 : 0.001;
+  std::mt19937_64 rng(75 + static_cast<uint64_t>(batch));
+  DenseState ref = DenseState::Fresh(train::DenseWeightsOf(m), opt);
+  train::ConvTrainer trainer(chip, m, batch, opt);
+  trainer.Start(ref);
+  const Batch batches[2] = {RandomImages(m, batch, rng), RandomImages(m, batch, rng)};
+  const std::string what = m.name + " batch " + std::to_string(batch) + " " + opt.Name();
+  for (int t = 1; t <= steps; ++t) {
+    const Batch& b = batches[(t - 1) % 2];
+    std::vector<std::vector<float>> grads;
+    const train::StepOut want =
+        train::ReferenceConvStep(m, chip->Config().array_dim, opt, b, batch, &ref, &grads);
+    const train::StepOut got = trainer.Step(b);
+    EXPECT_EQ(trainer.Gradients(), grads) << what << ": the gradients of step " << t;
+    EXPECT_EQ(got.loss, want.loss) << what << " step " << t;
+    EXPECT_TRUE(got == want) << what << " step " << t << ": loss " << got.mean << " against "
+                             << want.mean;
+    EXPECT_TRUE(trainer.State() == ref) << what << ": the state after step " << t;
+  }
+  return trainer.LastStep();
+}
+
+// On the fast engine (the RTL's run is ConvStepRtlTest's).
+TEST(ConvStepTest, EveryStepEqualsTheReference) {
+  const auto chip = TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v2"));
+  StepsEqualReference(chip.get(), nn::MakeLenet5(3), 2, Optimizer::Kind::kAdam, 3);
+  StepsEqualReference(chip.get(), nn::MakeLenet5(4), 1, Optimizer::Kind::kSgd, 2);
+  StepsEqualReference(chip.get(), nn::MakeWideCnn(5), 3, Optimizer::Kind::kAdam, 2);
+}
+
+// The RTL equals the reference too, with every counter equal to the fast engine's.
+TEST(ConvStepRtlTest, TheEnginesAgreeOnEveryCounter) {
+  const config::TpuConfig c = config::LoadConfig("tpu-v2");
+  const auto fast = TestEngine(engine::EngineKind::kFast, c);
+  const auto rtl = TestEngine(engine::EngineKind::kRtl, c);
+  const nn::Model wide = nn::MakeWideCnn(5);
+  const engine::ExecResult f = StepsEqualReference(fast.get(), wide, 1, Optimizer::Kind::kSgd, 1);
+  const engine::ExecResult r = StepsEqualReference(rtl.get(), wide, 1, Optimizer::Kind::kSgd, 1);
+  EXPECT_EQ(f.cycles, r.cycles);
+  EXPECT_TRUE(f.counters == r.counters);
+}
+
+TEST(ConvStepCompileTest, RefusesWhatDoesNotFit) {
+  const config::TpuConfig v2 = config::LoadConfig("tpu-v2");
+  const nn::Model lenet = nn::MakeLenet5(3);
+  const Optimizer adam;
+  EXPECT_THROW(train::CompileConvNet(lenet, 2, adam, config::LoadConfig("tpu-v1")),
+               UsageError);  // an int8 chip
+  EXPECT_THROW(train::CompileConvNet(nn::MakeMlp(3), 2, adam, v2), UsageError);
+  EXPECT_THROW(train::CompileConvNet(lenet, 0, adam, v2), UsageError);
+  config::TpuConfig narrow = config::LoadConfig("small-16");
+  narrow.dtype = hw::Dtype::kBf16;  // 16 lanes: a pooling of 6 channels needs 24 rows
+  EXPECT_THROW(train::CompileConvNet(lenet, 2, adam, narrow), UsageError);
+  config::TpuConfig small = v2;  // a buffer that holds batch 2 and no more
+  small.ub_depth_rows = static_cast<int>(train::CompileConvNet(lenet, 2, adam, v2).ub_rows);
+  EXPECT_NO_THROW(train::CompileConvNet(lenet, 2, adam, small));
+  try {
+    train::CompileConvNet(lenet, 5, adam, small);
+    ADD_FAILURE() << "batch 5 fits a buffer made for batch 2";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("a --batch of at most 2,"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tpu::test
