@@ -62,7 +62,7 @@ TrainRow Bf16(const CompareTrainArgs& a, const std::string& preset, const data::
               const data::MnistSet& test, const report::EnergyTable& table) {
   const config::TpuConfig c = config::LoadConfig(preset.empty() ? "tpu-v2" : preset);
   nn::Model model = nn::MakeMlp(a.seed);
-  const train::DenseNet net = train::DenseNetOf(model);
+  const train::TrainNet net = train::TrainNetOf(model);
   const train::Optimizer opt =
       train::Optimizer::Parse(a.optimizer, a.optimizer == "sgd" ? 0.0625 : 1e-3);
   train::DenseState state = train::DenseState::Fresh(train::DenseWeightsOf(model), opt);
@@ -70,7 +70,7 @@ TrainRow Bf16(const CompareTrainArgs& a, const std::string& preset, const data::
   std::unique_ptr<train::ChipTrainer> trainer;
   if (!preset.empty()) {
     chip = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
-    trainer = std::make_unique<train::ChipTrainer>(chip.get(), net, a.batch, opt);
+    trainer = std::make_unique<train::ChipTrainer>(chip.get(), net.Compile(a.batch, opt, c), opt);
     trainer->Start(state);
   }
   TrainRow r{preset.empty() ? "cpu-bf16" : "tpu " + preset, {}, {}, {}, {}, {}, "", "",

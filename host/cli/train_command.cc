@@ -177,11 +177,12 @@ nlohmann::json PassJson(const std::vector<PassRow>& rows, uint64_t steps,
 // What makes a run on the chip this one, for its checkpoint (not --epochs: a finished run
 // can be given more).
 nlohmann::json RunSettings(const TrainArgs& a, const config::TpuConfig& c,
-                           const train::DenseNet& net, const train::Optimizer& opt) {
-  return {{"config", c.name},     {"array_dim", c.array_dim}, {"arch", a.arch},
-          {"widths", net.widths}, {"dataset", a.dataset},     {"limit", a.limit},
-          {"batch", a.opt.batch}, {"seed", a.opt.seed},       {"optimizer", opt.Name()},
-          {"lr", opt.lr}};
+                           const train::TrainNet& net, const train::Optimizer& opt) {
+  return {{"config", c.name},        {"array_dim", c.array_dim},
+          {"arch", a.arch},          {"widths", net.Describe()},
+          {"dataset", a.dataset},    {"limit", a.limit},
+          {"batch", a.opt.batch},    {"seed", a.opt.seed},
+          {"optimizer", opt.Name()}, {"lr", opt.lr}};
 }
 
 nlohmann::json EpochJson(const train::ChipEpochResult& r, double test_acc, double clock_mhz,
@@ -200,7 +201,7 @@ nlohmann::json EpochJson(const train::ChipEpochResult& r, double test_acc, doubl
 // The chip, its trainer and where the run stands (a checkpoint's, or the start).
 struct ChipRun {
   config::TpuConfig config;
-  train::DenseNet net;
+  train::TrainNet net;
   train::Optimizer opt;
   std::unique_ptr<engine::ChipEngine> chip;
   std::unique_ptr<train::ChipTrainer> trainer;
@@ -212,18 +213,19 @@ struct ChipRun {
 ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
   ChipRun r;
   r.config = ResolveConfig(a.chip);
-  r.net = train::DenseNetOf(model);
+  r.net = train::TrainNetOf(model);
   r.opt = train::Optimizer::Parse(a.optimizer, a.lr_option->count()
                                                    ? a.opt.learning_rate
                                                    : (a.optimizer == "sgd" ? 0.0625 : 1e-3));
   r.chip = engine::MakeChipEngine(ResolveEngine(a.chip), r.config, EngineOptionsFrom(a.chip));
-  r.trainer = std::make_unique<train::ChipTrainer>(r.chip.get(), r.net, a.opt.batch, r.opt);
+  r.trainer = std::make_unique<train::ChipTrainer>(
+      r.chip.get(), r.net.Compile(a.opt.batch, r.opt, r.config), r.opt);
   std::string base = a.out;
   while (base.size() > 1 && base.back() == '/') base.pop_back();
   r.checkpoint_dir = base + ".checkpoint";
   r.initial = model;
   r.at.run = RunSettings(a, r.config, r.net, r.opt);
-  if (auto c = train::ReadCheckpoint(r.checkpoint_dir, r.at.run, r.net, r.opt)) {
+  if (auto c = train::ReadCheckpoint(r.checkpoint_dir, r.at.run, r.net.Params(), r.opt)) {
     r.at = std::move(*c);
     if (!a.gradients.empty() && r.at.state.step > 0) {
       throw UsageError("--gradients writes the first step's, but the run resumes from " +
@@ -237,7 +239,7 @@ ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
   } else {
     r.at.state = train::DenseState::Fresh(train::DenseWeightsOf(model), r.opt);
     r.at.report = {{"config", r.config.name},   {"engine", r.chip->Name()},
-                   {"model", model.name},       {"widths", r.net.widths},
+                   {"model", model.name},       {"widths", r.net.Describe()},
                    {"optimizer", r.opt.Name()}, {"lr", r.opt.lr},
                    {"batch", a.opt.batch},      {"epochs", nlohmann::json::array()}};
   }
@@ -431,7 +433,7 @@ void Run(TrainArgs a) {
   const data::Dataset dataset = data::ParseDataset(a.dataset);
   nn::Model model = MakeModel(a);
   model.dataset = data::DatasetName(dataset);
-  if (on_chip) train::DenseNetOf(model);  // refuse a CNN before loading the data
+  if (on_chip) train::TrainNetOf(model);  // refuse another model before loading the data
   const std::string dir = data::FindDatasetDir(dataset, a.data);
   const data::MnistSet train = data::LoadMnist(dir, /*train=*/true, a.limit);
   const data::MnistSet test = data::LoadMnist(dir, /*train=*/false);
@@ -489,8 +491,9 @@ test accuracy after each. MNIST is found through --data, $TPUSIM_DATA, ../shared
 or data/mnist (scripts/fetch-mnist downloads it).
 
 On the chip (--config, a bf16 preset: tpu-v2, tpu-v3, tpu-v4): a perceptron (--arch mlp, the
-default there) trains as chip programs, forward, loss, backward and the optimizer all on one
-core, the float32 weights and optimizer state kept in the chip between the steps; the host
+default there) or the course material's CNN (--arch lenet5 or wide, at a --batch its unified
+buffer holds: at most 10 on tpu-v2) trains as chip programs, forward, loss, backward and the
+optimizer all on one core, the float32 weights and optimizer state kept in the chip between the steps; the host
 sends each batch and reads the losses (docs/training.md). The last incomplete batch of an
 epoch is left out (the chip's program has one batch size). Each epoch prints the simulated
 time at the preset's clock beside the wall time. --verify checks every step against the CPU
@@ -498,6 +501,7 @@ reference of the same arithmetic, bit for bit.
 
 Examples:
   tpusim train --epochs 8 --out my-lenet5
+  tpusim train --config tpu-v2 --arch lenet5 --batch 10 --epochs 1 --out chip-lenet5
   tpusim train --dataset fashion-mnist --arch wide --epochs 15 --out my-fashion
   tpusim train --config tpu-v2 --epochs 1 --out my-mlp
   tpusim train --config tpu-v2 --optimizer sgd --limit 6400 --verify --out my-mlp)");

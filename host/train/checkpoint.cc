@@ -80,7 +80,7 @@ void WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
 }
 
 std::optional<Checkpoint> ReadCheckpoint(const std::string& dir, const nlohmann::json& run,
-                                         const DenseNet& net, const Optimizer& opt) {
+                                         const std::vector<int64_t>& params, const Optimizer& opt) {
   const std::string manifest = dir + "/" + kCheckpointFolder.manifest;
   if (!std::filesystem::exists(manifest)) return std::nullopt;
   std::ifstream f(manifest);
@@ -105,8 +105,8 @@ std::optional<Checkpoint> ReadCheckpoint(const std::string& dir, const nlohmann:
   c.state.slots.resize(static_cast<size_t>(opt.Slots()));
   for (int s = -1; s < opt.Slots(); ++s) {
     auto& ts = s < 0 ? c.state.w : c.state.slots[static_cast<size_t>(s)];
-    for (int l = 0; l < net.Layers(); ++l)
-      ts.push_back(ReadTensor(dir + "/" + TensorName(s, l), net.Params(l)));
+    for (size_t l = 0; l < params.size(); ++l)
+      ts.push_back(ReadTensor(dir + "/" + TensorName(s, static_cast<int>(l)), params[l]));
   }
   return c;
 }

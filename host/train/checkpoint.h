@@ -29,8 +29,8 @@ struct Checkpoint {
 void WriteCheckpoint(const std::string& dir, const Checkpoint& c);
 // The checkpoint in `dir`, or nothing where there is none. Throws UsageError where it is of
 // another run (its settings are not `run`: the message names the first that differs and
-// what to do) or does not hold the state of `net` and `opt`.
+// what to do) or does not hold the state of layers of `params` values each and `opt`.
 std::optional<Checkpoint> ReadCheckpoint(const std::string& dir, const nlohmann::json& run,
-                                         const DenseNet& net, const Optimizer& opt);
+                                         const std::vector<int64_t>& params, const Optimizer& opt);
 
 }  // namespace tpu::train

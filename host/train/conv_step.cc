@@ -31,6 +31,7 @@ int64_t TilesOf(int64_t x, int n) { return (x + n - 1) / n; }
 // same place (gt: rows the outputs, lanes the inputs) and the gradient in the tile's layout
 // (g).
 struct ParamRows {
+  std::string name;       // the model's
   int layer = 0;          // index in the model's layers
   int ins = 0, outs = 0;  // ins without the bias
   int64_t kb = 0, mb = 0;
@@ -44,6 +45,7 @@ struct ParamRows {
 
 // A convolution (valid, stride 1) with its ReLU and the 2 x 2 average pooling after it.
 struct ConvRows {
+  std::string pool;  // the pooling's name
   int in_h = 0, in_w = 0, cin = 0, kh = 0, kw = 0, oh = 0, ow = 0, cout = 0, ph = 0, pw = 0;
   int64_t pixels = 0, pf = 0;  // its output pixels, b oh ow; rounded up to whole chunks of N
   int64_t map = 0;             // its input (the first: the images, packed)
@@ -69,6 +71,10 @@ struct Layout {
   int64_t id = 0, zero = 0, quarters[2] = {0, 0}, pad = 0, inv_batch = 0, consts = 0;
   int64_t state_begin = 0, state_end = 0;  // the weights and the optimizer's state
   int64_t scalars = 0, x0 = 0, y = 0;      // the batch: Adam's scalars, images, labels
+  // The other batch buffer (the infeed's: a step reads the next batch into it while it
+  // runs on this one); ForParity swaps them in.
+  int64_t scalars_next = 0, x0_next = 0, y_next = 0;
+  std::string flatten;  // the flatten's name
   ConvRows conv[2];
   std::vector<ParamRows> param;  // conv1, conv2, the dense layers
   std::vector<FcRows> fc;
@@ -78,7 +84,8 @@ struct Layout {
   int64_t acc_rows = 0, acc_t = 0, acc_g = 0;  // a product's chunk; a transpose's; dWᵀ's
   // Host rows: the image of buffer rows [0, state_end), the parameter sets, N zero rows, a
   // block of the bias lane's 1, the batch, the results, the gradients.
-  int64_t h_params = 0, h_zero = 0, h_bias = 0, h_batch = 0, h_out = 0, h_grads = 0;
+  int64_t h_params = 0, h_zero = 0, h_bias = 0, h_batch = 0, h_batch_next = 0, h_out = 0,
+          h_grads = 0;
   static constexpr int kSets = 4;  // parameter sets: below
   int64_t GradRows() const {
     int64_t rows = 0;
@@ -119,6 +126,7 @@ void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
     const nn::Layer& l = m.layers[i];
     if (!l.HasWeights()) continue;
     ParamRows r;
+    r.name = l.name;
     r.layer = static_cast<int>(i);
     r.ins = static_cast<int>(
         l.type == nn::LayerType::kConv2d ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size());
@@ -165,6 +173,9 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt,
   a.bp = TilesOf(batch, n) * n;
   a.conv[0] = ConvOf(m.layers[0], m.input, batch, n);
   a.conv[1] = ConvOf(m.layers[2], {a.conv[0].ph, a.conv[0].pw, a.conv[0].cout}, batch, n);
+  a.conv[0].pool = m.layers[1].name;
+  a.conv[1].pool = m.layers[3].name;
+  a.flatten = m.layers[4].name;
   a.img_rows = TilesOf(m.input.Size(), n);
   int64_t at = 0;
   const std::function<int64_t(int64_t)> take = [&at](int64_t rows) {
@@ -181,9 +192,11 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt,
   for (size_t i = 0; i < m.layers.size(); ++i)
     if (m.layers[i].type == nn::LayerType::kDense) a.fc.push_back({0, 0, 0, take(1)});
   PlaceParams(m, opt, &a, take);
-  a.scalars = take(4);
-  a.x0 = take(int64_t{batch} * a.img_rows);
-  a.y = take(batch);
+  for (int buffer = 0; buffer < 2; ++buffer) {  // the infeed's two batch buffers
+    (buffer ? a.scalars_next : a.scalars) = take(4);
+    (buffer ? a.x0_next : a.x0) = take(int64_t{batch} * a.img_rows);
+    (buffer ? a.y_next : a.y) = take(batch);
+  }
   PlaceActivations(&a, take);
   a.loss = take(2 * int64_t{batch});
   a.mean = take(2);
@@ -210,8 +223,20 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt,
   a.h_zero = a.h_params + 5 * int64_t{Layout::kSets};  // a set: 5 host rows (docs/isa.md)
   a.h_bias = a.h_zero + n;
   a.h_batch = a.h_bias + a.bp;
-  a.h_out = a.h_batch + a.BatchRows();
+  a.h_batch_next = a.h_batch + a.BatchRows();
+  a.h_out = a.h_batch_next + a.BatchRows();
   a.h_grads = a.h_out + a.OutRows();
+  return a;
+}
+
+// The layout whose batch buffer is buffer `parity` (0: MakeLayout's own, 1: the other).
+Layout ForParity(Layout a, int parity) {
+  if (parity == 0) return a;
+  std::swap(a.x0, a.x0_next);
+  std::swap(a.y, a.y_next);
+  std::swap(a.scalars, a.scalars_next);
+  std::swap(a.h_batch, a.h_batch_next);
+  a.conv[0].map = a.x0;
   return a;
 }
 
@@ -220,6 +245,11 @@ class ConvEmitter {
  public:
   explicit ConvEmitter(const Layout& a) : a_(a) { p_.SetFormat(/*bf16=*/true); }
   ProgramBuilder& P() { return p_; }
+  // The instructions from here on belong to pass `name`, of `macs` useful MACs.
+  void Pass(const std::string& name, int64_t macs = 0) {
+    passes_.Start(p_.program().words.size(), name, macs);
+  }
+  PassLog& Passes() { return passes_; }
   uint64_t U(int64_t row) const { return static_cast<uint64_t>(row); }
 
   // out = x W for `rows` rows (x: kb blocks x_stride rows apart; W: the tile's column block
@@ -289,6 +319,7 @@ class ConvEmitter {
  private:
   const Layout& a_;
   ProgramBuilder p_;
+  PassLog passes_;
 };
 
 isa::WindowGeometry MapWindow(int64_t in_h, int64_t in_w, int64_t channels) {
@@ -304,6 +335,8 @@ isa::WindowGeometry MapWindow(int64_t in_h, int64_t in_w, int64_t channels) {
 void EmitConvForward(ConvEmitter& e, const Layout& a, int i) {
   const ConvRows& c = a.conv[i];
   const ParamRows& r = a.param[static_cast<size_t>(i)];
+  e.Pass(r.name + " forward", c.pixels * (r.ins + 1) * r.outs);
+  EmitVector(e.P(), VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), kA32);
   const int64_t in_rows = i == 0 ? a.img_rows : c.InPixels();
   isa::WindowGeometry g = MapWindow(c.in_h, c.in_w, c.cin);
   g.pixel_bytes = i == 0 ? static_cast<uint64_t>(c.cin) : static_cast<uint64_t>(a.n);
@@ -318,6 +351,7 @@ void EmitConvForward(ConvEmitter& e, const Layout& a, int i) {
       e.Window(c.map + img * in_rows, c.OutPixels(), a.id, k, 1,
                c.f + k * c.pf + img * c.OutPixels(), k == bias_block ? SetOfConv(i) : 0);
   e.Dense(c.f, c.pf, r, 0, c.pixels, c.h, true);
+  e.Pass(c.pool + " forward");
   g = MapWindow(c.oh, c.ow, c.cout);
   g.pixel_bytes = static_cast<uint64_t>(a.n);
   g.kh = g.kw = g.stride_y = g.stride_x = 2;
@@ -334,6 +368,7 @@ void EmitConvForward(ConvEmitter& e, const Layout& a, int i) {
 void EmitFlatten(ConvEmitter& e, const Layout& a) {
   const ConvRows& c = a.conv[1];
   const ParamRows& r = a.param[2];
+  e.Pass(a.flatten + " forward");
   isa::WindowGeometry g = MapWindow(int64_t{c.ph} * a.b, c.pw, c.cout);
   g.pixel_bytes = static_cast<uint64_t>(a.n);
   g.kh = g.stride_y = static_cast<uint64_t>(c.ph);
@@ -350,6 +385,8 @@ void EmitDenseForward(ConvEmitter& e, const Layout& a) {
   for (size_t l = 0; l < a.fc.size(); ++l) {
     const ParamRows& r = a.param[2 + l];
     const bool last = l + 1 == a.fc.size();
+    e.Pass(r.name + " forward", int64_t{a.b} * (r.ins + 1) * r.outs);
+    EmitVector(e.P(), VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), kA32);
     for (int64_t j = 0; j < r.mb; ++j) {
       const int64_t out = last ? a.logits : a.fc[l + 1].x + j * a.bp;
       e.Dense(a.fc[l].x, a.bp, r, j, a.b, out, !last);
@@ -377,6 +414,7 @@ void EmitLossRows(ConvEmitter& e, const Layout& a) {
   r.loss = a.loss;
   r.mean = a.mean;
   r.dz = a.fc.back().dz;
+  e.Pass("loss");
   EmitSoftmaxLoss(e.P(), r, a.b);
 }
 
@@ -387,7 +425,9 @@ void EmitDenseBackward(ConvEmitter& e, const Layout& a) {
   const int n = a.n;
   for (size_t l = a.fc.size(); l-- > 0;) {
     const ParamRows& r = a.param[2 + l];
+    e.Pass(r.name + " weight gradient", int64_t{a.b} * (r.ins + 1) * r.outs);
     e.WeightGradient(r, a.fc[l].dz, a.bp, a.fc[l].x, a.bp, a.bp / n);
+    e.Pass(r.name + " input gradient", int64_t{a.b} * r.ins * r.outs);
     if (l == 0) break;
     const ParamRows& prev = a.param[1 + l];
     for (int64_t k = 0; k < prev.mb; ++k) {
@@ -418,6 +458,7 @@ void EmitConvBackward(ConvEmitter& e, const Layout& a, int i) {
   const ConvRows& c = a.conv[i];
   const ParamRows& r = a.param[static_cast<size_t>(i)];
   const int n = a.n;
+  e.Pass(c.pool + " gradient");
   isa::WindowGeometry g = MapWindow(c.ph, c.pw, c.cout);
   g.pixel_bytes = static_cast<uint64_t>(n);
   g.kh = g.kw = 2;
@@ -440,9 +481,11 @@ void EmitConvBackward(ConvEmitter& e, const Layout& a, int i) {
                y * 2 * c.pw);
   }
   e.Mask(c.h, a.scratch, c.dz, c.pixels);
+  e.Pass(r.name + " weight gradient", c.pixels * (r.ins + 1) * r.outs);
   e.WeightGradient(r, c.dz, c.pf, c.f, c.pf, c.pf / n);
   if (i == 0) return;
   const ConvRows& below = a.conv[0];
+  e.Pass(r.name + " input gradient", int64_t{a.b} * c.InPixels() * r.ins * r.outs);
   for (int64_t t = 0; t < c.Taps(); ++t)  // W'' tap (taps - 1 - t): tap t transposed
     e.Transpose(r.wb + t * c.cin, a.flipped + (c.Taps() - 1 - t) * c.cout, c.cout);
   g = MapWindow(c.oh, c.ow, c.cout);
@@ -499,6 +542,7 @@ isa::Program InitProgram(const Layout& a) {
 // Each layer's update from its gradient (the optimizer's vector instructions over its rows).
 void EmitUpdates(ConvEmitter& e, const Layout& a, const Optimizer& opt) {
   for (const ParamRows& r : a.param) {
+    e.Pass(r.name + " update");
     UpdateRows u;
     u.w = r.w;
     u.g = r.g;
@@ -515,13 +559,15 @@ void EmitUpdates(ConvEmitter& e, const Layout& a, const Optimizer& opt) {
   }
 }
 
-// The step: the batch in (one read_host), the bfloat16 tiles from the float32 weights, the
-// forward pass, the loss, the backward pass, the update, the results out.
-isa::Program StepProgram(const Layout& a, const Optimizer& opt) {
+// The step on batch buffer `a`'s (ForParity); with `prefetch` it first reads the next
+// batch into the other buffer, which runs behind the step (the infeed). Then the forward
+// pass (each layer's bfloat16 tiles from its float32 weights first), the loss, the backward
+// pass, the update, the results out. Its instructions' passes into *passes.
+isa::Program StepProgram(const Layout& a, const Optimizer& opt, bool prefetch,
+                         std::vector<int32_t>* pass_of, PassLog* passes) {
   ConvEmitter e(a);
-  EmitReadHost(e.P(), a.n, a.h_batch, a.scalars, a.BatchRows());
-  for (const ParamRows& r : a.param)
-    EmitVector(e.P(), VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), kA32);
+  e.Pass("batch in");
+  if (prefetch) EmitReadHost(e.P(), a.n, a.h_batch_next, a.scalars_next, a.BatchRows());
   EmitConvForward(e, a, 0);
   EmitConvForward(e, a, 1);
   EmitFlatten(e, a);
@@ -531,7 +577,18 @@ isa::Program StepProgram(const Layout& a, const Optimizer& opt) {
   EmitConvBackward(e, a, 1);
   EmitConvBackward(e, a, 0);
   EmitUpdates(e, a, opt);
+  e.Pass("results out");
   EmitWriteHost(e.P(), a.n, a.loss, a.h_out, a.OutRows());
+  isa::Program program = e.Take();
+  *pass_of = e.Passes().PassOf(program.words.size());
+  *passes = e.Passes();
+  return program;
+}
+
+// Reads the batch in buffer `a`'s host area into its buffer (a step without it read ahead).
+isa::Program FetchProgram(const Layout& a) {
+  ConvEmitter e(a);
+  EmitReadHost(e.P(), a.n, a.h_batch, a.scalars, a.BatchRows());
   return e.Take();
 }
 
@@ -760,10 +817,73 @@ void CheckFits(const nn::Model& model, const Layout& a, const Optimizer& opt,
   }
 }
 
+// The host side of the CNN's programs, for a Layout.
+class ConvImages : public StepImages {
+ public:
+  ConvImages(const Layout& a, const Optimizer& opt) : a_(a), opt_(opt) {}
+  std::vector<uint8_t> StateBytes(const DenseState& s) const override { return StateImage(a_, s); }
+  DenseState ReadState(const std::vector<uint8_t>& bytes) const override {
+    DenseState s;
+    s.w.resize(a_.param.size());
+    s.slots.assign(static_cast<size_t>(opt_.Slots()), s.w);
+    ReadStateImage(a_, bytes, &s);
+    return s;
+  }
+  std::vector<uint8_t> BatchBytes(const Batch& b, int64_t step) const override {
+    return BatchImage(a_, opt_, b, step);
+  }
+  StepOut ReadOut(const std::vector<uint8_t>& bytes) const override {
+    return train::ReadOut(a_, bytes);
+  }
+  std::vector<std::vector<float>> ReadGrads(const std::vector<uint8_t>& bytes) const override {
+    const std::vector<uint16_t> img = Halves(bytes);
+    std::vector<std::vector<float>> g;
+    int64_t at = 0;  // the layer's first row in img
+    for (const ParamRows& r : a_.param) {
+      std::vector<float> t(static_cast<size_t>(r.ins + 1) * r.outs);
+      EachValue(a_, r, [&](size_t i, int64_t row, int lane) {
+        t[i] = FloatOf(img[static_cast<size_t>((at + row) * a_.n + lane)]);
+      });
+      g.push_back(std::move(t));
+      at += r.Values(a_.n);
+    }
+    return g;
+  }
+
+ private:
+  Layout a_;
+  Optimizer opt_;
+};
+
+// The programs of each batch buffer, with and without the read ahead.
+void StepPrograms(const Layout& a, const Optimizer& opt, DensePrograms* p) {
+  const int n = a.n;
+  const std::vector<engine::Region> infeed = {HostRows("batch0", a.h_batch, a.BatchRows(), n),
+                                              HostRows("batch1", a.h_batch_next, a.BatchRows(), n),
+                                              HostRows("out", a.h_out, a.OutRows(), n)};
+  PassLog passes;
+  for (int parity = 0; parity < 2; ++parity) {
+    const Layout ap = ForParity(a, parity);
+    for (int prefetch = 0; prefetch < 2; ++prefetch) {
+      engine::Executable& exe = p->steps[parity][prefetch];
+      exe.name = prefetch ? "cnn-train-step" : "cnn-train-step (no prefetch)";
+      exe.programs.push_back(
+          StepProgram(ap, opt, prefetch, prefetch ? &p->pass_of : &p->pass_of_last, &passes));
+      exe.regions = infeed;
+    }
+    p->fetch[parity].name = "cnn-train-fetch";
+    p->fetch[parity].programs.push_back(FetchProgram(ap));
+    p->fetch[parity].regions = infeed;
+  }
+  p->pass_names = passes.Names();
+  p->pass_macs = passes.Macs();
+  p->step = p->steps[0][1];
+}
+
 }  // namespace
 
-ConvPrograms CompileConvNet(const nn::Model& model, int batch, const Optimizer& opt,
-                            const config::TpuConfig& config) {
+CompiledStep CompileConvStep(const nn::Model& model, int batch, const Optimizer& opt,
+                             const config::TpuConfig& config) {
   if (config.dtype != hw::Dtype::kBf16) {
     throw UsageError(fmt::format(
         "config '{}' is an int8 chip: training needs float32 sums and the float32 vector unit "
@@ -775,83 +895,18 @@ ConvPrograms CompileConvNet(const nn::Model& model, int batch, const Optimizer& 
   const Layout a = MakeLayout(model, batch, opt, config);
   CheckFits(model, a, opt, config);
   const int n = a.n;
-  ConvPrograms p;
+  CompiledStep c;
+  DensePrograms& p = c.programs;
   p.ub_rows = a.end;
   engine::Region consts = HostRows("constants", 0, a.h_batch, n);
   consts.initial = ConstantImage(a, opt);
   const engine::Region state = HostRows("state", a.state_begin, a.state_end - a.state_begin, n);
   p.init = {"cnn-train-init", {InitProgram(a)}, {consts, state}};
-  p.step = {
-      "cnn-train-step",
-      {StepProgram(a, opt)},
-      {HostRows("batch", a.h_batch, a.BatchRows(), n), HostRows("out", a.h_out, a.OutRows(), n)}};
+  StepPrograms(a, opt, &p);
   p.save = {"cnn-train-save", {SaveProgram(a)}, {state}};
   p.grads = {"cnn-train-grads", {GradsProgram(a)}, {HostRows("grads", a.h_grads, a.GradRows(), n)}};
-  return p;
-}
-
-ConvTrainer::ConvTrainer(engine::ChipEngine* engine, const nn::Model& model, int batch,
-                         const Optimizer& opt)
-    : engine_(engine),
-      model_(model),
-      batch_(batch),
-      opt_(opt),
-      programs_(CompileConvNet(model, batch, opt, engine->Config())) {}
-
-engine::ExecResult ConvTrainer::Run(const engine::Executable& exe) {
-  engine::ExecResult r = engine_->Run();
-  if (!r.ok) {
-    throw RuntimeError(fmt::format("the chip stopped in {} (instruction {}): {}", exe.name,
-                                   r.error_pc, r.message));
-  }
-  return r;
-}
-
-void ConvTrainer::Start(const DenseState& state) {
-  const Layout a = MakeLayout(model_, batch_, opt_, engine_->Config());
-  engine_->Load(programs_.init);
-  engine_->Write("state", StateImage(a, state));
-  Run(programs_.init);
-  step_ = state.step;
-}
-
-StepOut ConvTrainer::Step(const Batch& b) {
-  const Layout a = MakeLayout(model_, batch_, opt_, engine_->Config());
-  ++step_;
-  engine_->Load(programs_.step);
-  engine_->Write("batch", BatchImage(a, opt_, b, step_));
-  last_ = Run(programs_.step);
-  return engine_->ComputesValues() ? ReadOut(a, engine_->Read("out")) : StepOut{};
-}
-
-DenseState ConvTrainer::State() {
-  const Layout a = MakeLayout(model_, batch_, opt_, engine_->Config());
-  engine_->Load(programs_.save);
-  Run(programs_.save);
-  DenseState s;
-  s.w.resize(a.param.size());
-  s.slots.assign(static_cast<size_t>(opt_.Slots()), s.w);
-  s.step = step_;
-  ReadStateImage(a, engine_->Read("state"), &s);
-  return s;
-}
-
-std::vector<std::vector<float>> ConvTrainer::Gradients() {
-  const Layout a = MakeLayout(model_, batch_, opt_, engine_->Config());
-  engine_->Load(programs_.grads);
-  Run(programs_.grads);
-  const std::vector<uint16_t> img = Halves(engine_->Read("grads"));
-  std::vector<std::vector<float>> g;
-  int64_t at = 0;  // the layer's first row in img
-  for (const ParamRows& r : a.param) {
-    std::vector<float> t(static_cast<size_t>(r.ins + 1) * r.outs);
-    EachValue(a, r, [&](size_t i, int64_t row, int lane) {
-      t[i] = FloatOf(img[static_cast<size_t>((at + row) * a.n + lane)]);
-    });
-    g.push_back(std::move(t));
-    at += r.Values(a.n);
-  }
-  return g;
+  c.images = std::make_shared<ConvImages>(a, opt);
+  return c;
 }
 
 }  // namespace tpu::train

@@ -22,47 +22,16 @@
 #include "host/nn/model.h"
 #include "host/train/convnet_reference.h"
 #include "host/train/dense_net.h"
+#include "host/train/dense_step.h"
 
 namespace tpu::train {
 
-struct ConvPrograms {
-  engine::Executable init;   // the constants and the state into the buffer (regions
-                             // "constants", "state"), the rows the step reads as zeros
-  engine::Executable step;   // one batch (region "batch") to its results ("out")
-  engine::Executable save;   // the state back to host memory ("state")
-  engine::Executable grads;  // the last step's weight gradients, bfloat16 ("grads")
-  int64_t ub_rows = 0;       // unified-buffer rows the step uses
-};
-
-// The programs for `model` at `batch` images on core 0 of `config`. Throws UsageError for an
-// int8 chip, a model not of the CNN's shape, an array too narrow for its channels, or a
-// batch whose rows do not fit the unified buffer (naming the largest that does).
-ConvPrograms CompileConvNet(const nn::Model& model, int batch, const Optimizer& opt,
-                            const config::TpuConfig& config);
-
-// Runs the programs on `engine`: Start loads the state (the weighted layers in order,
-// dense_net.h's layout), Step runs one batch (Batch::x: the images' pixels, h x w each),
-// State reads the state back, Gradients the last step's.
-class ConvTrainer {
- public:
-  ConvTrainer(engine::ChipEngine* engine, const nn::Model& model, int batch, const Optimizer& opt);
-  void Start(const DenseState& state);
-  StepOut Step(const Batch& b);
-  DenseState State();
-  std::vector<std::vector<float>> Gradients();
-  const engine::ExecResult& LastStep() const { return last_; }
-  const ConvPrograms& Programs() const { return programs_; }
-
- private:
-  engine::ExecResult Run(const engine::Executable& exe);
-
-  engine::ChipEngine* engine_;
-  nn::Model model_;
-  int batch_;
-  Optimizer opt_;
-  ConvPrograms programs_;
-  int64_t step_ = 0;
-  engine::ExecResult last_;
-};
+// The programs (init, the steps of each batch buffer with and without the next batch read
+// ahead, the fetch, save and grads) for `model` at `batch` images on core 0 of `config`, and
+// their host side; ChipTrainer (dense_step.h) runs them. Throws UsageError for an int8
+// chip, a model not of the CNN's shape, an array too narrow for its channels, or a batch
+// whose rows do not fit the unified buffer (naming the largest that does).
+CompiledStep CompileConvStep(const nn::Model& model, int batch, const Optimizer& opt,
+                             const config::TpuConfig& config);
 
 }  // namespace tpu::train

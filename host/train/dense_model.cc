@@ -14,6 +14,8 @@
 #include "arith/bf16.h"
 #include "host/common/errors.h"
 #include "host/nn/trainer.h"
+#include "host/train/conv_step.h"
+#include "host/train/convnet_reference.h"
 
 namespace tpu::train {
 namespace {
@@ -38,9 +40,10 @@ DenseNet DenseNetOf(const nn::Model& model) {
               : l.activation == nn::Activation::kRelu);
     if (!ok) {
       throw UsageError(fmt::format(
-          "layer '{}' ({}{}): the chip's training compiler takes perceptrons so far (a flatten, "
-          "then dense layers, ReLU between them, softmax last; docs/training.md); train this "
-          "model on the CPU (tpusim train without --config)",
+          "layer '{}' ({}{}): the chip's training compiler takes perceptrons (a flatten, then "
+          "dense layers, ReLU between them, softmax last) and the course material's CNN (conv, "
+          "pool, conv, pool, flatten, dense layers: --arch lenet5 or wide) so far "
+          "(docs/training.md); train this model on the CPU (tpusim train without --config)",
           l.name, l.TypeName(),
           l.activation == nn::Activation::kNone ? "" : " with an activation"));
     }
@@ -121,7 +124,7 @@ Batch BatchOf(const data::MnistSet& set, const std::vector<int64_t>& order, int6
 
 // One epoch's loop over any step (the chip's, the reference's).
 void RunEpoch(const std::function<StepOut(const Batch&, const Batch* next, int64_t step)>& step,
-              const DenseNet& net, const data::MnistSet& set, int epoch, const ChipEpochOptions& o,
+              const TrainNet& net, const data::MnistSet& set, int epoch, const ChipEpochOptions& o,
               ChipEpochResult* r) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<int64_t> order = nn::EpochOrder(set.count, o.seed, epoch);
@@ -130,9 +133,9 @@ void RunEpoch(const std::function<StepOut(const Batch&, const Batch* next, int64
   const double seconds_before = r->seconds;
   std::optional<Batch> next;
   for (int64_t s = r->steps; s < steps; ++s) {
-    const Batch b = next ? std::move(*next) : BatchOf(set, order, s, o.batch, net.In(0));
+    const Batch b = next ? std::move(*next) : BatchOf(set, order, s, o.batch, net.In());
     next.reset();
-    if (s + 1 < steps) next = BatchOf(set, order, s + 1, o.batch, net.In(0));
+    if (s + 1 < steps) next = BatchOf(set, order, s + 1, o.batch, net.In());
     const StepOut out = step(b, next ? &*next : nullptr, s);
     if (o.after_step) {
       o.after_step({order.begin() + s * o.batch, order.begin() + (s + 1) * o.batch}, out);
@@ -157,15 +160,14 @@ void RunEpoch(const std::function<StepOut(const Batch&, const Batch* next, int64
 
 }  // namespace
 
-void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set, int epoch,
+void TrainChipEpoch(ChipTrainer* chip, const TrainNet& net, const data::MnistSet& set, int epoch,
                     const ChipEpochOptions& o, DenseState* reference, ChipEpochResult* r) {
   auto step = [&](const Batch& b, const Batch* next, int64_t s) {
     const StepOut out = chip->Step(b, next);
     r->cycles += chip->LastStep().cycles;
     r->counters += chip->LastStep().counters;
     if (!o.verify) return out;
-    const StepOut want =
-        ReferenceStep(net, chip->ArrayDim(), chip->optimizer(), b, o.batch, reference);
+    const StepOut want = net.Reference(chip->ArrayDim(), chip->optimizer(), b, o.batch, reference);
     if (!(out == want)) {
       throw RuntimeError(fmt::format(
           "epoch {} step {}: the chip's losses or logits differ from the CPU reference's (mean "
@@ -178,13 +180,53 @@ void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet
   RunEpoch(step, net, set, epoch, o, r);
 }
 
-void TrainReferenceEpoch(const DenseNet& net, int n, const Optimizer& opt,
+void TrainReferenceEpoch(const TrainNet& net, int n, const Optimizer& opt,
                          const data::MnistSet& set, int epoch, const ChipEpochOptions& o,
                          DenseState* state, ChipEpochResult* r) {
   auto step = [&](const Batch& b, const Batch*, int64_t) {
-    return ReferenceStep(net, n, opt, b, o.batch, state);
+    return net.Reference(n, opt, b, o.batch, state);
   };
   RunEpoch(step, net, set, epoch, o, r);
+}
+
+int TrainNet::Classes() const { return shape.layers.back().out.c; }
+
+std::vector<int64_t> TrainNet::Params() const {
+  std::vector<int64_t> p;
+  for (const std::vector<float>& w : DenseWeightsOf(shape))
+    p.push_back(static_cast<int64_t>(w.size()));
+  return p;
+}
+
+CompiledStep TrainNet::Compile(int batch, const Optimizer& opt,
+                               const config::TpuConfig& config) const {
+  return conv ? CompileConvStep(shape, batch, opt, config)
+              : CompileDenseStep(dense, batch, opt, config);
+}
+
+StepOut TrainNet::Reference(int n, const Optimizer& opt, const Batch& b, int batch,
+                            DenseState* state, std::vector<std::vector<float>>* grads) const {
+  return conv ? ReferenceConvStep(shape, n, opt, b, batch, state, grads)
+              : ReferenceStep(dense, n, opt, b, batch, state, grads);
+}
+
+nlohmann::json TrainNet::Describe() const {
+  if (!conv) return dense.widths;
+  nlohmann::json j = nlohmann::json::array();
+  for (const nn::Layer& l : shape.layers) j.push_back(l.name);
+  return j;
+}
+
+TrainNet TrainNetOf(const nn::Model& model) {
+  TrainNet t;
+  t.shape = model;
+  try {
+    CheckConvNetShape(model);
+    t.conv = true;
+  } catch (const UsageError&) {
+    t.dense = DenseNetOf(model);  // its refusal names the layer and both shapes
+  }
+  return t;
 }
 
 }  // namespace tpu::train

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "host/common/output_folder.h"
 #include "host/data/mnist.h"
@@ -19,6 +20,23 @@ DenseNet DenseNetOf(const nn::Model& model);
 // (dense_net.h), and back.
 std::vector<std::vector<float>> DenseWeightsOf(const nn::Model& model);
 void SetDenseWeights(const DenseState& state, nn::Model* model);
+
+// What training on the chip needs of a model: the perceptron's compiler and CPU reference
+// (dense_step.h, dense_reference.h) or the CNN's (conv_step.h, convnet_reference.h).
+struct TrainNet {
+  nn::Model shape;  // the model (its weights are the state's)
+  bool conv = false;
+  DenseNet dense;  // the perceptron's widths (empty for the CNN)
+  int In() const { return static_cast<int>(shape.input.Size()); }  // values an image
+  int Classes() const;
+  std::vector<int64_t> Params() const;  // values of each weighted layer's parameters
+  CompiledStep Compile(int batch, const Optimizer& opt, const config::TpuConfig& config) const;
+  StepOut Reference(int n, const Optimizer& opt, const Batch& b, int batch, DenseState* state,
+                    std::vector<std::vector<float>>* grads = nullptr) const;
+  nlohmann::json Describe() const;  // for a checkpoint's settings: the widths, or the layers
+};
+// Throws UsageError for a model neither a perceptron nor of the CNN's shape, naming both.
+TrainNet TrainNetOf(const nn::Model& model);
 
 struct ChipEpochOptions {
   int batch = 64;
@@ -55,7 +73,7 @@ struct ChipEpochResult {
 // size), from the step after `r`'s (r->steps steps done: a resumed epoch) to the last, their
 // sums added to *r. With verify, `reference` (the state before those steps) steps beside
 // the chip and a difference throws RuntimeError naming the step.
-void TrainChipEpoch(ChipTrainer* chip, const DenseNet& net, const data::MnistSet& set, int epoch,
+void TrainChipEpoch(ChipTrainer* chip, const TrainNet& net, const data::MnistSet& set, int epoch,
                     const ChipEpochOptions& options, DenseState* reference, ChipEpochResult* r);
 // `tpusim train --gradients DIR`: for the run's first step, each dense layer's gradient
 // (NAME.weights.npy, NAME.bias.npy, float32, as the model folder names them), its weights
@@ -69,7 +87,7 @@ void WriteGradients(const std::string& dir, const nn::Model& initial,
 
 // The same epoch on the CPU reference alone (the cpu-bf16 row of tpusim compare --train):
 // `state` steps as the chip's would, an n x n array's arithmetic.
-void TrainReferenceEpoch(const DenseNet& net, int n, const Optimizer& opt,
+void TrainReferenceEpoch(const TrainNet& net, int n, const Optimizer& opt,
                          const data::MnistSet& set, int epoch, const ChipEpochOptions& options,
                          DenseState* state, ChipEpochResult* r);
 

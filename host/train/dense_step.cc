@@ -213,16 +213,10 @@ class Emitter {
   // its place among the names.
   void Pass(const std::string& name, int64_t macs = 0) {
     Flush();
-    runs_.push_back({p_.program().words.size(), Name(name, macs)});
+    passes_.Start(p_.program().words.size(), name, macs);
   }
   // Pass `name`'s index, given it the next one (with its useful MACs) where it has none yet.
-  int Name(const std::string& name, int64_t macs = 0) {
-    const auto at = std::find(names_.begin(), names_.end(), name);
-    if (at != names_.end()) return static_cast<int>(at - names_.begin());
-    names_.push_back(name);
-    macs_.push_back(macs);
-    return static_cast<int>(names_.size()) - 1;
-  }
+  int Name(const std::string& name, int64_t macs = 0) { return passes_.Name(name, macs); }
   // Queues a vector instruction (`emit` emits it) of pass `pass`, which reads the rows of
   // Later's activate `after`: Fill emits it between later products, once kFillLag more
   // activates have gone after that one (its rows are in by then, so that it does not wait
@@ -249,16 +243,9 @@ class Emitter {
   }
   // Each instruction's pass (the first's for set_format, the last's for halt), after Take:
   // its run's, or the queued instruction's own.
-  std::vector<int32_t> PassOf(size_t instructions) const {
-    std::vector<int32_t> of(instructions, 0);
-    for (const Run& r : runs_)
-      for (size_t w = r.start; w < instructions; ++w) of[w] = r.pass;
-    for (const Run& r : filled_)
-      for (size_t w = r.start; w < r.end; ++w) of[w] = r.pass;
-    return of;
-  }
-  const std::vector<std::string>& PassNames() const { return names_; }
-  const std::vector<int64_t>& PassMacs() const { return macs_; }
+  std::vector<int32_t> PassOf(size_t instructions) const { return passes_.PassOf(instructions); }
+  const std::vector<std::string>& PassNames() const { return passes_.Names(); }
+  const std::vector<int64_t>& PassMacs() const { return passes_.Macs(); }
 
  private:
   const Layout& a_;
@@ -269,7 +256,7 @@ class Emitter {
     fill_.pop_front();
     const size_t start = p_.program().words.size();
     f.emit();
-    filled_.push_back({start, f.pass, p_.program().words.size()});
+    passes_.Fill(start, f.pass, p_.program().words.size());
   }
   void EmitOldest() {
     const Pending q = std::move(pending_.front());
@@ -296,14 +283,7 @@ class Emitter {
     std::function<void()> emit;
   };
   std::deque<Filler> fill_;
-  struct Run {
-    size_t start;
-    int32_t pass;
-    size_t end = 0;  // a queued instruction's; a pass's runs to the next
-  };
-  std::vector<Run> runs_, filled_;
-  std::vector<std::string> names_;
-  std::vector<int64_t> macs_;
+  PassLog passes_;
 };
 
 // The queued vector instructions (an update's) that go after each product of the backward
@@ -801,13 +781,75 @@ StepOut ReadOut(const Layout& a, const DenseNet& net, const std::vector<uint8_t>
 
 }  // namespace
 
+namespace {
+
+// The host side of CompileDense's programs, for a Layout.
+class DenseImages : public StepImages {
+ public:
+  DenseImages(const DenseNet& net, int batch, const Optimizer& opt, int n)
+      : net_(net), opt_(opt), a_(MakeLayout(net, batch, opt, n)) {}
+  std::vector<uint8_t> StateBytes(const DenseState& s) const override {
+    return StateImage(a_, net_, s);
+  }
+  DenseState ReadState(const std::vector<uint8_t>& bytes) const override {
+    DenseState s;
+    s.w.resize(static_cast<size_t>(net_.Layers()));
+    s.slots.assign(static_cast<size_t>(opt_.Slots()), s.w);
+    ReadStateImage(a_, net_, bytes, &s);
+    return s;
+  }
+  std::vector<uint8_t> BatchBytes(const Batch& b, int64_t step) const override {
+    return BatchImage(a_, net_, opt_, b, step);
+  }
+  StepOut ReadOut(const std::vector<uint8_t>& bytes) const override {
+    return train::ReadOut(a_, net_, bytes);
+  }
+  std::vector<std::vector<float>> ReadGrads(const std::vector<uint8_t>& bytes) const override;
+
+ private:
+  DenseNet net_;
+  Optimizer opt_;
+  Layout a_;
+};
+
+std::vector<std::vector<float>> DenseImages::ReadGrads(const std::vector<uint8_t>& bytes) const {
+  const std::vector<uint16_t> img = Halves(bytes);
+  std::vector<std::vector<float>> g;
+  int64_t at = 0;  // the layer's first row in img
+  for (int l = 0; l < net_.Layers(); ++l) {
+    const LayerRows& r = a_.layer[static_cast<size_t>(l)];
+    std::vector<float> t(static_cast<size_t>(net_.Params(l)));
+    for (int row = 0; row <= net_.In(l); ++row)
+      for (int col = 0; col < net_.Out(l); ++col) {
+        const int64_t ub_row = at + (col / a_.n) * r.k * a_.n + row;
+        t[static_cast<size_t>(row) * net_.Out(l) + col] = arith::FloatOfBits(
+            arith::Fp32OfBf16(img[static_cast<size_t>(ub_row * a_.n + col % a_.n)]));
+      }
+    g.push_back(std::move(t));
+    at += r.Values(a_.n);
+  }
+  return g;
+}
+
+}  // namespace
+
+CompiledStep CompileDenseStep(const DenseNet& net, int batch, const Optimizer& opt,
+                              const config::TpuConfig& config) {
+  CompiledStep c;
+  c.programs = CompileDense(net, batch, opt, config);
+  c.images = std::make_shared<DenseImages>(net, batch, opt, config.array_dim);
+  return c;
+}
+
 ChipTrainer::ChipTrainer(engine::ChipEngine* engine, const DenseNet& net, int batch,
                          const Optimizer& opt)
+    : ChipTrainer(engine, CompileDenseStep(net, batch, opt, engine->Config()), opt) {}
+
+ChipTrainer::ChipTrainer(engine::ChipEngine* engine, CompiledStep step, const Optimizer& opt)
     : engine_(engine),
-      net_(net),
-      batch_(batch),
       opt_(opt),
-      programs_(CompileDense(net, batch, opt, engine->Config())),
+      programs_(std::move(step.programs)),
+      images_(std::move(step.images)),
       attribution_(static_cast<int>(programs_.pass_names.size()), engine->Config().array_dim,
                    /*element_bytes=*/2, engine->Config().vector_sublanes) {}
 
@@ -842,16 +884,14 @@ engine::ExecResult ChipTrainer::RunLoaded(const engine::Executable& exe) {
 }
 
 void ChipTrainer::Start(const DenseState& state) {
-  const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
   engine_->Load(programs_.init);
-  engine_->Write("state", StateImage(a, net_, state));
+  engine_->Write("state", images_->StateBytes(state));
   RunLoaded(programs_.init);
   step_ = state.step;
   prefetched_.reset();
 }
 
 StepOut ChipTrainer::Step(const Batch& b, const Batch* next) {
-  const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
   const std::string area[2] = {"batch0", "batch1"};
   ++step_;
   struct Traced {  // TraceStep's timeline records this step's runs alone
@@ -867,17 +907,17 @@ StepOut ChipTrainer::Step(const Batch& b, const Batch* next) {
     throw std::logic_error("ChipTrainer::Step: not the batch given as the next one");
   if (!prefetched_) {  // the batch is not in the chip yet: its own read first
     engine_->Load(programs_.fetch[parity_]);
-    engine_->Write(area[parity_], BatchImage(a, net_, opt_, b, step_));
+    engine_->Write(area[parity_], images_->BatchBytes(b, step_));
     fetch = RunObserved(
         programs_.fetch[parity_],
         std::vector<int32_t>(programs_.fetch[parity_].programs[0].words.size(), BatchInPass()));
   }
   const engine::Executable& exe = programs_.steps[parity_][next ? 1 : 0];
   engine_->Load(exe);
-  if (next) engine_->Write(area[1 - parity_], BatchImage(a, net_, opt_, *next, step_ + 1));
+  if (next) engine_->Write(area[1 - parity_], images_->BatchBytes(*next, step_ + 1));
   last_ = RunObserved(exe, next ? programs_.pass_of : programs_.pass_of_last);
   StepOut out;
-  if (engine_->ComputesValues()) out = ReadOut(a, net_, engine_->Read("out"));
+  if (engine_->ComputesValues()) out = images_->ReadOut(engine_->Read("out"));
   last_.cycles += fetch.cycles;  // the step's, with its batch's read where it had one
   last_.counters += fetch.counters;
   for (size_t c = 0; c < last_.cores.size() && c < fetch.cores.size(); ++c)
@@ -895,37 +935,17 @@ int32_t ChipTrainer::BatchInPass() const {
 }
 
 DenseState ChipTrainer::State() {
-  const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
   engine_->Load(programs_.save);
   RunLoaded(programs_.save);
-  DenseState s;
-  s.w.resize(static_cast<size_t>(net_.Layers()));
-  s.slots.assign(static_cast<size_t>(opt_.Slots()), s.w);
+  DenseState s = images_->ReadState(engine_->Read("state"));
   s.step = step_;
-  ReadStateImage(a, net_, engine_->Read("state"), &s);
   return s;
 }
 
 std::vector<std::vector<float>> ChipTrainer::Gradients() {
-  const Layout a = MakeLayout(net_, batch_, opt_, engine_->Config().array_dim);
   engine_->Load(programs_.grads);
   RunLoaded(programs_.grads);
-  const std::vector<uint16_t> img = Halves(engine_->Read("grads"));
-  std::vector<std::vector<float>> g;
-  int64_t at = 0;  // the layer's first row in img
-  for (int l = 0; l < net_.Layers(); ++l) {
-    const LayerRows& r = a.layer[static_cast<size_t>(l)];
-    std::vector<float> t(static_cast<size_t>(net_.Params(l)));
-    for (int row = 0; row <= net_.In(l); ++row)
-      for (int col = 0; col < net_.Out(l); ++col) {
-        const int64_t ub_row = at + (col / a.n) * r.k * a.n + row;
-        t[static_cast<size_t>(row) * net_.Out(l) + col] = arith::FloatOfBits(
-            arith::Fp32OfBf16(img[static_cast<size_t>(ub_row * a.n + col % a.n)]));
-      }
-    g.push_back(std::move(t));
-    at += r.Values(a.n);
-  }
-  return g;
+  return images_->ReadGrads(engine_->Read("grads"));
 }
 
 }  // namespace tpu::train

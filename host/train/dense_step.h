@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,11 +49,39 @@ struct DensePrograms {
 DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
                            const config::TpuConfig& config);
 
-// Runs the programs on `engine`: Start loads the state, Step runs one batch, State reads the
-// state back. The counters of every run are summed in totals().
+// The host's side of a step's programs: the bytes their host regions take and give.
+class StepImages {
+ public:
+  virtual ~StepImages() = default;
+  // The "state" region's bytes holding `s` (the weights and the optimizer's state), and
+  // back (the step count is the caller's).
+  virtual std::vector<uint8_t> StateBytes(const DenseState& s) const = 0;
+  virtual DenseState ReadState(const std::vector<uint8_t>& bytes) const = 0;
+  // A batch region's bytes ("batch0", "batch1") holding `b`, the batch of step `step`
+  // (from 1: Adam's scalars are the step's).
+  virtual std::vector<uint8_t> BatchBytes(const Batch& b, int64_t step) const = 0;
+  // The results of a step ("out"), and the last step's gradients ("grads"), per layer as its
+  // parameters (dense_net.h's layout): the bfloat16 values the update took.
+  virtual StepOut ReadOut(const std::vector<uint8_t>& bytes) const = 0;
+  virtual std::vector<std::vector<float>> ReadGrads(const std::vector<uint8_t>& bytes) const = 0;
+};
+
+// A step compiled: its programs and their host side.
+struct CompiledStep {
+  DensePrograms programs;
+  std::shared_ptr<const StepImages> images;
+};
+
+// CompileDense's programs with their host side.
+CompiledStep CompileDenseStep(const DenseNet& net, int batch, const Optimizer& opt,
+                              const config::TpuConfig& config);
+
+// Runs a step's programs on `engine`: Start loads the state, Step runs one batch, State
+// reads the state back. The counters of every run are summed in totals().
 class ChipTrainer {
  public:
   ChipTrainer(engine::ChipEngine* engine, const DenseNet& net, int batch, const Optimizer& opt);
+  ChipTrainer(engine::ChipEngine* engine, CompiledStep step, const Optimizer& opt);
   void Start(const DenseState& state);
   // One step on `b`; with `next`, the next step's batch goes into the chip during this one
   // (and that step must be given it). A step whose batch was not given before reads it
@@ -87,10 +116,9 @@ class ChipTrainer {
   int32_t BatchInPass() const;
 
   engine::ChipEngine* engine_;
-  DenseNet net_;
-  int batch_;
   Optimizer opt_;
   DensePrograms programs_;
+  std::shared_ptr<const StepImages> images_;
   int64_t step_ = 0;
   uint64_t steps_ = 0;
   engine::ExecResult last_;

@@ -88,4 +88,21 @@ void EmitUpdate(const Optimizer& opt, const UpdateRows& r, const VecFn& vec) {
   vec(VectorOp::kSub, r.w, r.tmp, r.w, f3);  // w = w - c1 m / (...)
 }
 
+int PassLog::Name(const std::string& name, int64_t macs) {
+  const auto at = std::find(names_.begin(), names_.end(), name);
+  if (at != names_.end()) return static_cast<int>(at - names_.begin());
+  names_.push_back(name);
+  macs_.push_back(macs);
+  return static_cast<int>(names_.size()) - 1;
+}
+
+std::vector<int32_t> PassLog::PassOf(size_t instructions) const {
+  std::vector<int32_t> of(instructions, 0);
+  for (const Run& r : runs_)
+    for (size_t w = r.start; w < instructions; ++w) of[w] = r.pass;
+  for (const Run& r : filled_)
+    for (size_t w = r.start; w < r.end; ++w) of[w] = r.pass;
+  return of;
+}
+
 }  // namespace tpu::train

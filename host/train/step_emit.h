@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "host/isa/program_builder.h"
 #include "host/train/dense_net.h"
@@ -47,5 +49,34 @@ struct UpdateRows {
 };
 using VecFn = std::function<void(hw::VectorOp, int64_t a, int64_t b, int64_t out, int flags)>;
 void EmitUpdate(const Optimizer& opt, const UpdateRows& r, const VecFn& vec);
+
+// Which pass of a step each instruction belongs to (the rows of its per-pass counters): the
+// passes' names in their order, with their useful MACs, and the runs of instructions.
+class PassLog {
+ public:
+  // Pass `name`'s index, given it the next one (with its useful MACs) where it has none yet.
+  int Name(const std::string& name, int64_t macs = 0);
+  // The instructions from `at` on belong to pass `name` (Name's), up to the next Start.
+  void Start(size_t at, const std::string& name, int64_t macs = 0) {
+    runs_.push_back({at, Name(name, macs)});
+  }
+  // Instructions [start, end) belong to pass `pass` whatever run they fall in (a queued
+  // instruction emitted between another pass's).
+  void Fill(size_t start, int pass, size_t end) { filled_.push_back({start, pass, end}); }
+  // Each of `instructions` instructions' pass (0 before the first run).
+  std::vector<int32_t> PassOf(size_t instructions) const;
+  const std::vector<std::string>& Names() const { return names_; }
+  const std::vector<int64_t>& Macs() const { return macs_; }
+
+ private:
+  struct Run {
+    size_t start;
+    int32_t pass;
+    size_t end = 0;  // a filled run's; a pass's runs to the next
+  };
+  std::vector<Run> runs_, filled_;
+  std::vector<std::string> names_;
+  std::vector<int64_t> macs_;
+};
 
 }  // namespace tpu::train

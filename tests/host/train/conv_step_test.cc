@@ -46,7 +46,7 @@ engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const nn::Model
   opt.lr = kind == Optimizer::Kind::kSgd ? 0.0625 : 0.001;
   std::mt19937_64 rng(75 + static_cast<uint64_t>(batch));
   DenseState ref = DenseState::Fresh(train::DenseWeightsOf(m), opt);
-  train::ConvTrainer trainer(chip, m, batch, opt);
+  train::ChipTrainer trainer(chip, train::CompileConvStep(m, batch, opt, chip->Config()), opt);
   trainer.Start(ref);
   const Batch batches[2] = {RandomImages(m, batch, rng), RandomImages(m, batch, rng)};
   const std::string what = m.name + " batch " + std::to_string(batch) + " " + opt.Name();
@@ -55,7 +55,7 @@ engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const nn::Model
     std::vector<std::vector<float>> grads;
     const train::StepOut want =
         train::ReferenceConvStep(m, chip->Config().array_dim, opt, b, batch, &ref, &grads);
-    const train::StepOut got = trainer.Step(b);
+    const train::StepOut got = trainer.Step(b, t < steps ? &batches[t % 2] : nullptr);
     EXPECT_EQ(trainer.Gradients(), grads) << what << ": the gradients of step " << t;
     EXPECT_EQ(got.loss, want.loss) << what << " step " << t;
     EXPECT_TRUE(got == want) << what << " step " << t << ": loss " << got.mean << " against "
@@ -89,18 +89,19 @@ TEST(ConvStepCompileTest, RefusesWhatDoesNotFit) {
   const config::TpuConfig v2 = config::LoadConfig("tpu-v2");
   const nn::Model lenet = nn::MakeLenet5(3);
   const Optimizer adam;
-  EXPECT_THROW(train::CompileConvNet(lenet, 2, adam, config::LoadConfig("tpu-v1")),
+  EXPECT_THROW(train::CompileConvStep(lenet, 2, adam, config::LoadConfig("tpu-v1")),
                UsageError);  // an int8 chip
-  EXPECT_THROW(train::CompileConvNet(nn::MakeMlp(3), 2, adam, v2), UsageError);
-  EXPECT_THROW(train::CompileConvNet(lenet, 0, adam, v2), UsageError);
+  EXPECT_THROW(train::CompileConvStep(nn::MakeMlp(3), 2, adam, v2), UsageError);
+  EXPECT_THROW(train::CompileConvStep(lenet, 0, adam, v2), UsageError);
   config::TpuConfig narrow = config::LoadConfig("small-16");
   narrow.dtype = hw::Dtype::kBf16;  // 16 lanes: a pooling of 6 channels needs 24 rows
-  EXPECT_THROW(train::CompileConvNet(lenet, 2, adam, narrow), UsageError);
+  EXPECT_THROW(train::CompileConvStep(lenet, 2, adam, narrow), UsageError);
   config::TpuConfig small = v2;  // a buffer that holds batch 2 and no more
-  small.ub_depth_rows = static_cast<int>(train::CompileConvNet(lenet, 2, adam, v2).ub_rows);
-  EXPECT_NO_THROW(train::CompileConvNet(lenet, 2, adam, small));
+  small.ub_depth_rows =
+      static_cast<int>(train::CompileConvStep(lenet, 2, adam, v2).programs.ub_rows);
+  EXPECT_NO_THROW(train::CompileConvStep(lenet, 2, adam, small));
   try {
-    train::CompileConvNet(lenet, 5, adam, small);
+    train::CompileConvStep(lenet, 5, adam, small);
     ADD_FAILURE() << "batch 5 fits a buffer made for batch 2";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("a --batch of at most 2,"), std::string::npos) << e.what();

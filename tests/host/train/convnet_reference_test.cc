@@ -1,7 +1,7 @@
 // The course material's CNN in the chip's arithmetic (host/train/convnet_reference.h)
 // against the same network in plain arithmetic (double, nothing rounded to bfloat16),
 // written here from the layers' definitions, through the ReLU pattern of the chip's forward
-// pass, as tests/training/dense_grads_vs_torch.py checks the perceptron's step against
+// pass, as tests/training/grads_vs_torch.py checks the perceptron's step against
 // PyTorch: a unit whose input lies within bfloat16's rounding of 0 can be on in one and off
 // in the other, and then an image's whole part of its gradient differs (measured: rounding
 // only the weights moves the float32 gradients of MakeLenet5(3) by up to 12 % of a tensor's

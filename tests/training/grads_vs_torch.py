@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """The chip's first training step against PyTorch's float32 autograd (issue 74's goal).
 
-Runs `tpusim train --config tpu-v2 --gradients DIR` (the perceptron of --arch mlp: 1024
-inputs, 256 ReLU units, 10 classes; Adam; batch 64) and computes the same step in PyTorch
+Runs `tpusim train --config tpu-v2 --gradients DIR` (--arch mlp: the perceptron of 1024
+inputs, 256 ReLU units, 10 classes, batch 64; --arch lenet5: the course material's CNN,
+conv 3 x 3 (6) + ReLU, 2 x 2 average pooling, conv 3 x 3 (16) + ReLU, pooling, dense 120,
+84, 10, batch 10, the most tpu-v2's unified buffer holds; Adam) and computes the same step in PyTorch
 from the weights it wrote (NAME.*.initial.npy) on the same images (indices.npy, read from
 the MNIST files and padded to 32 x 32 as tpusim does), in float32 with no rounding to
 bfloat16 anywhere, and compares each gradient the chip computed (NAME.weights.npy,
@@ -19,7 +21,7 @@ bfloat16 forward pass (the inputs, weights and biases rounded, the sums in float
 prints the plain float32 comparison and the number of units that differ beside it. A wrong
 formula (a transposed or missing term) moves a gradient by its own size.
 
-    tests/training/dense_grads_vs_torch.py --tpusim build/tpusim
+    tests/training/grads_vs_torch.py --tpusim build/tpusim [--arch lenet5]
 Exit 77 (skipped) without PyTorch or MNIST.
 """
 import argparse
@@ -54,31 +56,53 @@ def images(d, indices):
     return x.reshape(len(indices), -1), labels.astype(np.int64)
 
 
-def pre_activations(torch, x, params, rounded=False):
-    """The hidden layers' inputs, in float32 (or from bfloat16 inputs, weights and biases)."""
+def layer(torch, h, w, b, kind, r):
+    """One weighted layer's pre-activation: a valid convolution of NCHW maps (w as tpusim
+    keeps it, kh x kw x c_in x c_out) or a dense layer, r applied to its operands."""
+    if kind == "conv":
+        return torch.nn.functional.conv2d(r(h), r(w).permute(3, 2, 0, 1), r(b))
+    return r(h) @ r(w) + r(b)
+
+
+def between(torch, h, i, kinds, r):
+    """What follows weighted layer i's ReLU up to the next: the CNN's 2 x 2 average pooling
+    (an odd side's last row and column left out) and, before the first dense layer, the
+    flatten in (y, x, c) order, as tpusim's network has it."""
+    if kinds[i] == "conv":
+        h = r(torch.nn.functional.avg_pool2d(h, 2))
+        if kinds[i + 1] == "dense":
+            h = h.permute(0, 2, 3, 1).reshape(h.shape[0], -1)
+    return h
+
+
+def pre_activations(torch, x, params, kinds, rounded=False):
+    """The hidden layers' inputs, in float32 (or with every operand and result rounded to
+    bfloat16, the sums in float32)."""
     r = (lambda t: t.to(torch.bfloat16).to(torch.float32)) if rounded else (lambda t: t)  # noqa: E731
     h, zs = torch.tensor(x), []
     with torch.no_grad():
-        for w, b in params[:-1]:
-            z = r(h) @ r(w) + r(b)
+        for i, (w, b) in enumerate(params[:-1]):
+            z = layer(torch, h, w, b, kinds[i], r)
             zs.append(z)
-            h = torch.relu(z)
+            h = between(torch, r(torch.relu(z)), i, kinds, r)
     return zs
 
 
-def relu_masks(torch, x, params):
-    return [z > 0 for z in pre_activations(torch, x, params, rounded=True)]
+def relu_masks(torch, x, params, kinds):
+    return [z > 0 for z in pre_activations(torch, x, params, kinds, rounded=True)]
 
 
-def step(torch, x, y, params, masks):
+def step(torch, x, y, params, kinds, masks):
     """The loss; the parameters' gradients into .grad (through `masks` where given)."""
     for w, b in params:
         w.grad = b.grad = None
     h = torch.tensor(x)
+    same = lambda t: t  # noqa: E731
     for i, (w, b) in enumerate(params):
-        h = h @ w + b
+        h = layer(torch, h, w, b, kinds[i], same)
         if i + 1 < len(params):
             h = h * masks[i].float() if masks is not None else torch.relu(h)
+            h = between(torch, h, i, kinds, same)
     loss = torch.nn.functional.cross_entropy(h, torch.tensor(y))
     loss.backward()
     return loss.item()
@@ -87,35 +111,42 @@ def step(torch, x, y, params, masks):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tpusim", default=os.path.join(ROOT, "build", "tpusim"))
+    ap.add_argument("--arch", default="mlp", choices=["mlp", "lenet5"])
     a = ap.parse_args()
+    batch = 64 if a.arch == "mlp" else 10
     try:
         import torch
     except ImportError:
-        print("dense_grads_vs_torch: skipped: PyTorch is not installed")
+        print("grads_vs_torch: skipped: PyTorch is not installed")
         sys.exit(77)
     d = mnist_dir()
     if d is None:
-        print("dense_grads_vs_torch: skipped: no MNIST data")
+        print("grads_vs_torch: skipped: no MNIST data")
         sys.exit(77)
     with tempfile.TemporaryDirectory() as work:
         g = os.path.join(work, "grads")
-        subprocess.run([a.tpusim, "train", "--config", "tpu-v2", "--limit", "640", "--epochs", "1",
-                        "--gradients", g, "--out", os.path.join(work, "m"), "-q"], check=True)
+        subprocess.run([a.tpusim, "train", "--config", "tpu-v2", "--arch", a.arch, "--batch",
+                        str(batch), "--limit", str(batch), "--epochs", "1", "--gradients", g,
+                        "--out", os.path.join(work, "m"), "-q"], check=True)
         with open(os.path.join(g, "gradients.json")) as f:
             manifest = json.load(f)
         load = lambda name: np.load(os.path.join(g, name))  # noqa: E731
         x, y = images(d, load(manifest["indices"]))
         layers = list(manifest["initial"])
+        kinds = ["conv" if load(manifest["initial"][l]["weights"]).ndim == 4 else "dense"
+                 for l in layers]
+        if kinds[0] == "conv":
+            x = x.reshape(-1, 1, 32, 32)
         params = [(torch.tensor(load(manifest["initial"][l]["weights"]), requires_grad=True),
                    torch.tensor(load(manifest["initial"][l]["bias"]), requires_grad=True))
                   for l in layers]
         chip_loss = float(load(manifest["loss"])[0])
         grads = {(l, k): load(manifest["gradients"][l][k]) for l in layers
                  for k in ("weights", "bias")}
-    masks = relu_masks(torch, x, params)
+    masks = relu_masks(torch, x, params, kinds)
     worst, loss_err = 0.0, 0.0
     for name, mask in (("float32", None), ("float32 through the bf16 ReLU pattern", masks)):
-        loss = step(torch, x, y, params, mask)
+        loss = step(torch, x, y, params, kinds, mask)
         print(f"{name}: loss: chip {chip_loss:.6f}, PyTorch {loss:.6f}")
         errs = {}
         for l, (w, b) in zip(layers, params):
@@ -126,11 +157,12 @@ def main():
         if mask is not None:
             worst, loss_err = max(errs.values()), abs(chip_loss - loss) / abs(loss)
         else:
-            flips = sum(int(((z > 0) != m).sum()) for z, m in zip(pre_activations(torch, x, params), masks))
+            flips = sum(int(((z > 0) != m).sum())
+                        for z, m in zip(pre_activations(torch, x, params, kinds), masks))
             print(f"  ReLUs on in one and off in the other: {flips} of "
                   f"{sum(m.numel() for m in masks)}")
     if worst > GOAL or loss_err > LOSS_GOAL:
-        sys.exit(f"dense_grads_vs_torch: beyond the goal ({worst:.2e} > {GOAL} or loss "
+        sys.exit(f"grads_vs_torch: beyond the goal ({worst:.2e} > {GOAL} or loss "
                  f"{loss_err:.2e} > {LOSS_GOAL})")
 
 
