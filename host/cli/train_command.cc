@@ -492,7 +492,7 @@ or data/mnist (scripts/fetch-mnist downloads it).
 
 On the chip (--config, a bf16 preset: tpu-v2, tpu-v3, tpu-v4): a perceptron (--arch mlp, the
 default there) or the course material's CNN (--arch lenet5 or wide, at a --batch its unified
-buffer holds: at most 10 on tpu-v2) trains as chip programs, forward, loss, backward and the
+buffer holds: at most 97 and 82 on tpu-v2) trains as chip programs, forward, loss, backward and the
 optimizer all on one core, the float32 weights and optimizer state kept in the chip between the steps; the host
 sends each batch and reads the losses (docs/training.md). The last incomplete batch of an
 epoch is left out (the chip's program has one batch size). Each epoch prints the simulated
@@ -501,7 +501,7 @@ reference of the same arithmetic, bit for bit.
 
 Examples:
   tpusim train --epochs 8 --out my-lenet5
-  tpusim train --config tpu-v2 --arch lenet5 --batch 10 --epochs 1 --out chip-lenet5
+  tpusim train --config tpu-v2 --arch lenet5 --epochs 1 --out chip-lenet5
   tpusim train --dataset fashion-mnist --arch wide --epochs 15 --out my-fashion
   tpusim train --config tpu-v2 --epochs 1 --out my-mlp
   tpusim train --config tpu-v2 --optimizer sgd --limit 6400 --verify --out my-mlp)");

@@ -53,6 +53,11 @@ struct ConvRows {
   int64_t h = 0;               // the ReLU's output, a pixel a row
   int64_t p = 0;               // pooled: b ph pw rows
   int64_t dp = 0, dz = 0;      // the pooled map's gradient; dL/dz, pf rows
+  // F and h are not kept for the whole batch: f and h (the layout's scratch) hold one
+  // image's in the forward pass, and the backward pass forms them again a chunk of N pixel
+  // rows at a time (fchunk, hchunk; EmitConvWeightGradient). dL/dz is kept (dz) where an
+  // input gradient reads it, conv2's; conv1's is formed a chunk at a time too (dzchunk).
+  int64_t fchunk = 0, hchunk = 0, dzchunk = 0;
   int64_t Taps() const { return int64_t{kh} * kw; }
   int64_t InPixels() const { return int64_t{in_h} * in_w; }
   int64_t OutPixels() const { return int64_t{oh} * ow; }
@@ -81,6 +86,8 @@ struct Layout {
   int64_t loss = 0, mean = 0, logits = 0;  // the step's results: one write_host
   int64_t sm = 0, mx = 0, sum = 0, recip = 0, pick = 0;
   int64_t dzt = 0, scratch = 0, flipped = 0, tmp = 0, tmp2 = 0, end = 0;
+  int64_t mask_rows = 0;    // the scratch's rows: a ReLU's mask, a piece at a time
+  int64_t update_rows = 0;  // value rows an update's instructions take at a time (tmp's)
   int64_t acc_rows = 0, acc_t = 0, acc_g = 0;  // a product's chunk; a transpose's; dWᵀ's
   // Host rows: the image of buffer rows [0, state_end), the parameter sets, N zero rows, a
   // block of the bias lane's 1, the batch, the results, the gradients.
@@ -146,15 +153,29 @@ void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
 
 // The maps and the dense layers' rows, forward and backward.
 void PlaceActivations(Layout* a, const std::function<int64_t(int64_t)>& take) {
-  const int64_t b = a->b;
+  const int64_t b = a->b, n = a->n;
+  int64_t f_rows = 0, h_rows = 0, kb = 0;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t blocks = a->param[static_cast<size_t>(i)].kb;
+    f_rows = std::max(f_rows, blocks * a->conv[i].OutPixels());
+    h_rows = std::max(h_rows, a->conv[i].OutPixels());
+    kb = std::max(kb, blocks);
+  }
+  const int64_t f = take(f_rows), h = take(h_rows), fchunk = take(kb * n), hchunk = take(n),
+                dzchunk = take(n);
   for (int i = 0; i < 2; ++i) {
     ConvRows& c = a->conv[i];
     c.map = i == 0 ? a->x0 : a->conv[0].p;
-    c.f = take(a->param[static_cast<size_t>(i)].kb * c.pf);
-    c.h = take(c.pixels);
+    c.f = f;
+    c.h = h;
+    c.fchunk = fchunk;
+    c.hchunk = hchunk;
+    c.dzchunk = dzchunk;
     c.p = take(b * c.Pooled());
-    c.dp = take(b * c.Pooled());
-    c.dz = take(c.pf);
+    // conv1's pooled map is last read by conv2's weight gradient (its F formed again), before
+    // conv2's input gradient writes conv1's pooled map's gradient: the same rows hold both.
+    c.dp = i == 0 ? c.p : take(b * c.Pooled());
+    c.dz = i == 1 ? take(c.pf) : 0;
   }
   for (size_t l = 0; l < a->fc.size(); ++l) {
     const ParamRows& r = a->param[2 + l];
@@ -209,10 +230,11 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt,
   }
   for (ParamRows& r : a.param) r.gt = take(r.Values(n));
   a.dzt = take(n);
-  a.scratch = take(std::max(a.conv[0].pixels, a.conv[1].pixels));
+  a.scratch = take(a.mask_rows = std::min<int64_t>(a.conv[1].pixels, 8 * int64_t{n}));
+  a.update_rows = std::min<int64_t>(values, 2 * int64_t{n});
   a.flipped = take(TilesOf(a.conv[1].Taps() * a.conv[1].cout, n) * n);
-  a.tmp = take(2 * values);
-  a.tmp2 = take(2 * values);
+  a.tmp = take(2 * a.update_rows);
+  a.tmp2 = take(2 * a.update_rows);
   a.end = at;
   int64_t kb_max = 1;
   for (const ParamRows& r : a.param) kb_max = std::max(kb_max, r.kb);
@@ -286,9 +308,13 @@ class ConvEmitter {
     p_.Activate(U(a_.acc_t), U(out), U(rows), 0, false, isa::Pool::kNone);
   }
   // Where the ReLU gave 0 (h's rows), dz = 0: dz's rows in place.
-  void Mask(int64_t h, int64_t mask, int64_t dz, int64_t rows) {
-    EmitVector(p_, VectorOp::kEqual, h, a_.zero, mask, rows, kBcast);
-    EmitVector(p_, VectorOp::kSelect, mask, a_.zero, dz, rows, kBcast);
+  // The mask goes through the scratch rows, a piece of mask_rows at a time.
+  void Mask(int64_t h, int64_t dz, int64_t rows) {
+    for (int64_t r0 = 0; r0 < rows; r0 += a_.mask_rows) {
+      const int64_t len = std::min(a_.mask_rows, rows - r0);
+      EmitVector(p_, VectorOp::kEqual, h + r0, a_.zero, a_.scratch, len, kBcast);
+      EmitVector(p_, VectorOp::kSelect, a_.scratch, a_.zero, dz + r0, len, kBcast);
+    }
   }
   // dWᵀ = dZᵀ X of layer r (dz: mb blocks dz_stride rows apart; x: kb blocks x_stride rows
   // apart; `chunks` chunks of N rows, the sum's index), then into the tile's layout (g).
@@ -304,11 +330,16 @@ class ConvEmitter {
           p_.Matmul(U(a_.dzt), U(a_.acc_g + k * n), U(outs), true, isa::AddIf(c > 0));
         }
       }
-      for (int64_t k = 0; k < r.kb; ++k) {
-        p_.Activate(U(a_.acc_g + k * n), U(r.gt + r.Block(j, k, n)), U(outs), 0, false,
-                    isa::Pool::kNone);
-        Transpose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
-      }
+      FinishGradient(r, j);
+    }
+  }
+  // dWᵀ's block row j from the accumulators (acc_g), then into the tile's layout (g).
+  void FinishGradient(const ParamRows& r, int64_t j) {
+    const int n = a_.n;
+    for (int64_t k = 0; k < r.kb; ++k) {
+      p_.Activate(U(a_.acc_g + k * n), U(r.gt + r.Block(j, k, n)), U(r.Outs(j, n)), 0, false,
+                  isa::Pool::kNone);
+      Transpose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
     }
   }
   isa::Program Take() {
@@ -332,34 +363,65 @@ isa::WindowGeometry MapWindow(int64_t in_h, int64_t in_w, int64_t channels) {
 
 // conv i: F by the window stage through the identity (the bias lane's 1 from its parameter
 // set), then F times its tile through the ReLU, then the pooling.
-void EmitConvForward(ConvEmitter& e, const Layout& a, int i) {
+// conv i's window: its receptive fields, over its input map (the images packed, or a
+// pixel a row).
+isa::WindowGeometry ConvWindow(const Layout& a, int i) {
   const ConvRows& c = a.conv[i];
-  const ParamRows& r = a.param[static_cast<size_t>(i)];
-  e.Pass(r.name + " forward", c.pixels * (r.ins + 1) * r.outs);
-  EmitVector(e.P(), VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), kA32);
-  const int64_t in_rows = i == 0 ? a.img_rows : c.InPixels();
   isa::WindowGeometry g = MapWindow(c.in_h, c.in_w, c.cin);
   g.pixel_bytes = i == 0 ? static_cast<uint64_t>(c.cin) : static_cast<uint64_t>(a.n);
   g.kh = static_cast<uint64_t>(c.kh);
   g.kw = static_cast<uint64_t>(c.kw);
   g.out_h = static_cast<uint64_t>(c.oh);
   g.out_w = static_cast<uint64_t>(c.ow);
-  e.P().SetWindow(g);
-  const int64_t bias_block = r.ins / a.n;  // the block of the bias lane's 1
-  for (int img = 0; img < a.b; ++img)
-    for (int64_t k = 0; k < r.kb; ++k)
-      e.Window(c.map + img * in_rows, c.OutPixels(), a.id, k, 1,
-               c.f + k * c.pf + img * c.OutPixels(), k == bias_block ? SetOfConv(i) : 0);
-  e.Dense(c.f, c.pf, r, 0, c.pixels, c.h, true);
-  e.Pass(c.pool + " forward");
-  g = MapWindow(c.oh, c.ow, c.cout);
+  return g;
+}
+
+// conv i's pooling: kernel 2 x 2, stride 2.
+isa::WindowGeometry PoolWindow(const Layout& a, int i) {
+  const ConvRows& c = a.conv[i];
+  isa::WindowGeometry g = MapWindow(c.oh, c.ow, c.cout);
   g.pixel_bytes = static_cast<uint64_t>(a.n);
   g.kh = g.kw = g.stride_y = g.stride_x = 2;
   g.out_h = static_cast<uint64_t>(c.ph);
   g.out_w = static_cast<uint64_t>(c.pw);
-  e.P().SetWindow(g);
-  for (int img = 0; img < a.b; ++img)
-    e.Window(c.h + img * c.OutPixels(), c.Pooled(), a.quarters[i], 0, 1, c.p + img * c.Pooled(), 0);
+  return g;
+}
+
+// Its gradient: a dilated window of kernel 2 x 2, padding 1, over the pooled map's
+// gradient; 2 ph x 2 pw pixels (an odd side's last row and column get none).
+isa::WindowGeometry PoolGradWindow(const Layout& a, int i) {
+  const ConvRows& c = a.conv[i];
+  isa::WindowGeometry g = MapWindow(c.ph, c.pw, c.cout);
+  g.pixel_bytes = static_cast<uint64_t>(a.n);
+  g.kh = g.kw = 2;
+  g.pad_top = g.pad_left = 1;
+  g.dilated = true;
+  g.out_h = static_cast<uint64_t>(2 * c.ph);
+  g.out_w = static_cast<uint64_t>(2 * c.pw);
+  return g;
+}
+
+// conv i: F by the window stage through the identity (the bias lane's 1 from its parameter
+// set), then F times its tile through the ReLU, then the pooling, an image at a time
+// through the scratch rows of one image's F and h.
+void EmitConvForward(ConvEmitter& e, const Layout& a, int i) {
+  const ConvRows& c = a.conv[i];
+  const ParamRows& r = a.param[static_cast<size_t>(i)];
+  e.Pass(r.name + " forward", c.pixels * (r.ins + 1) * r.outs);
+  EmitVector(e.P(), VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), kA32);
+  const int64_t in_rows = i == 0 ? a.img_rows : c.InPixels(), per = c.OutPixels();
+  const int64_t bias_block = r.ins / a.n;  // the block of the bias lane's 1
+  for (int img = 0; img < a.b; ++img) {
+    e.Pass(r.name + " forward");
+    e.P().SetWindow(ConvWindow(a, i));
+    for (int64_t k = 0; k < r.kb; ++k)
+      e.Window(c.map + img * in_rows, per, a.id, k, 1, c.f + k * per,
+               k == bias_block ? SetOfConv(i) : 0);
+    e.Dense(c.f, per, r, 0, per, c.h, true);
+    e.Pass(c.pool + " forward");
+    e.P().SetWindow(PoolWindow(a, i));
+    e.Window(c.h, c.Pooled(), a.quarters[i], 0, 1, c.p + img * c.Pooled(), 0);
+  }
 }
 
 // The first dense layer's input: the pooled maps flattened (y, x, c), one window over the
@@ -451,22 +513,80 @@ void EmitDenseBackward(ConvEmitter& e, const Layout& a) {
   }
 }
 
-// conv i's backward pass from its pooled map's gradient: the pooling's gradient (a dilated
-// window), the ReLU's mask, dWᵀ = dZᵀ F; for conv 2, its input gradient through the flipped
-// kernel W'' into conv 1's pooled map's gradient.
+// The pixel rows [p0, p0 + len) of conv c's output, image by image: fn(image,
+// its first pixel there, pixels, their offset from p0).
+template <typename Fn>
+void EachSegment(const ConvRows& c, int64_t p0, int64_t len, Fn fn) {
+  const int64_t per = c.OutPixels();
+  for (int64_t q = p0; q < p0 + len;) {
+    const int64_t img = q / per, local = q % per, count = std::min(per - local, p0 + len - q);
+    fn(img, local, count, q - p0);
+    q += count;
+  }
+}
+
+// Window rows of pixels [p0, p0 + len) (across images: a window an image) through the tile
+// at `tile`, K-tile k, into accumulator rows 0 .. len - 1.
+void SegmentWindows(ConvEmitter& e, const ConvRows& c, int64_t p0, int64_t len, int64_t map,
+                    int64_t map_rows, int64_t tile, int64_t k) {
+  e.P().LoadWeights(e.U(tile), 1, false);
+  bool first = true;
+  EachSegment(c, p0, len, [&](int64_t img, int64_t local, int64_t count, int64_t off) {
+    e.P().MatmulWindow(e.U(map + img * map_rows), e.U(off), e.U(count), e.U(local), e.U(k),
+                       first, isa::Acc::kOverwrite);
+    first = false;
+  });
+}
+
+// conv i's weight gradient, chunk by chunk of N pixel rows across the images: each chunk's
+// F and ReLU output formed again (the windows and the product of the forward pass), its
+// dL/dz the rows of dz where kept (masked in place) or else formed from the pooling's
+// gradient (conv1's, an even map), then added into dWᵀ: the same values and the same sums
+// as rows kept for the whole batch would give.
+void EmitConvWeightGradient(ConvEmitter& e, const Layout& a, int i) {
+  const ConvRows& c = a.conv[i];
+  const ParamRows& r = a.param[static_cast<size_t>(i)];
+  const int n = a.n;
+  const int64_t in_rows = i == 0 ? a.img_rows : c.InPixels();
+  for (int64_t ch = 0; ch < c.pf / n; ++ch) {
+    const int64_t p0 = ch * n, len = std::min<int64_t>(n, c.pixels - p0);
+    e.Pass(r.name + " weight gradient", c.pixels * (r.ins + 1) * r.outs);
+    e.P().SetWindow(ConvWindow(a, i));
+    for (int64_t k = 0; k < r.kb; ++k) {
+      SegmentWindows(e, c, p0, len, c.map, in_rows, a.id, k);
+      e.P().Activate(0, e.U(c.fchunk + k * n), e.U(len), e.U(k == r.ins / n ? SetOfConv(i) : 0),
+                     false, isa::Pool::kNone);
+    }
+    e.Dense(c.fchunk, n, r, 0, len, c.hchunk, true);
+    int64_t dz = c.dz + p0;
+    if (!c.dz) {
+      e.Pass(c.pool + " gradient");
+      e.P().SetWindow(PoolGradWindow(a, i));
+      SegmentWindows(e, c, p0, len, c.dp, c.Pooled(), a.quarters[i], 0);
+      e.P().Activate(0, e.U(c.dzchunk), e.U(len), 0, false, isa::Pool::kNone);
+      if (len < n) EmitReadHost(e.P(), n, a.h_zero, c.dzchunk + len, n - len);  // past the last
+      dz = c.dzchunk;
+    }
+    e.Mask(c.hchunk, dz, len);
+    e.Pass(r.name + " weight gradient");
+    e.Transpose(dz, a.dzt, r.outs);
+    for (int64_t k = 0; k < r.kb; ++k) {
+      e.P().LoadWeights(e.U(c.fchunk + k * n), 1, false);
+      e.P().Matmul(e.U(a.dzt), e.U(a.acc_g + k * n), e.U(r.outs), true, isa::AddIf(ch > 0));
+    }
+  }
+  e.FinishGradient(r, 0);
+}
+
+// conv2's backward pass from its pooled map's gradient: the pooling's gradient (a dilated
+// window, kept whole in dz), the ReLU's mask and dWᵀ = dZᵀ F chunk by chunk, then its input
+// gradient through the flipped kernel W'' into conv1's pooled map's gradient.
 void EmitConvBackward(ConvEmitter& e, const Layout& a, int i) {
   const ConvRows& c = a.conv[i];
   const ParamRows& r = a.param[static_cast<size_t>(i)];
   const int n = a.n;
   e.Pass(c.pool + " gradient");
-  isa::WindowGeometry g = MapWindow(c.ph, c.pw, c.cout);
-  g.pixel_bytes = static_cast<uint64_t>(n);
-  g.kh = g.kw = 2;
-  g.pad_top = g.pad_left = 1;
-  g.dilated = true;
-  g.out_h = static_cast<uint64_t>(2 * c.ph);
-  g.out_w = static_cast<uint64_t>(2 * c.pw);
-  e.P().SetWindow(g);
+  e.P().SetWindow(PoolGradWindow(a, i));
   // An odd side's last row and column get no gradient (the pooling left them out): their
   // rows of dz stay zero, and the window writes the other rows a row of the map at a time.
   const bool whole = c.oh == 2 * c.ph && c.ow == 2 * c.pw;
@@ -480,15 +600,12 @@ void EmitConvBackward(ConvEmitter& e, const Layout& a, int i) {
       e.Window(c.dp + img * c.Pooled(), 2 * c.pw, a.quarters[i], 0, 1, out + y * c.ow, 0,
                y * 2 * c.pw);
   }
-  e.Mask(c.h, a.scratch, c.dz, c.pixels);
-  e.Pass(r.name + " weight gradient", c.pixels * (r.ins + 1) * r.outs);
-  e.WeightGradient(r, c.dz, c.pf, c.f, c.pf, c.pf / n);
-  if (i == 0) return;
+  EmitConvWeightGradient(e, a, i);
   const ConvRows& below = a.conv[0];
   e.Pass(r.name + " input gradient", int64_t{a.b} * c.InPixels() * r.ins * r.outs);
   for (int64_t t = 0; t < c.Taps(); ++t)  // W'' tap (taps - 1 - t): tap t transposed
     e.Transpose(r.wb + t * c.cin, a.flipped + (c.Taps() - 1 - t) * c.cout, c.cout);
-  g = MapWindow(c.oh, c.ow, c.cout);
+  isa::WindowGeometry g = MapWindow(c.oh, c.ow, c.cout);
   g.pixel_bytes = static_cast<uint64_t>(n);
   g.kh = static_cast<uint64_t>(c.kh);
   g.kw = static_cast<uint64_t>(c.kw);
@@ -516,8 +633,7 @@ void EmitStart(ConvEmitter& e, const Layout& a) {
   };
   for (int i = 0; i < 2; ++i) {
     const ConvRows& c = a.conv[i];
-    for (int64_t k = 0; k < a.param[static_cast<size_t>(i)].kb; ++k)
-      zero(c.f + k * c.pf + c.pixels, c.pf - c.pixels);
+    if (!c.dz) continue;  // conv1's chunk's rows past the last: EmitConvWeightGradient's
     const bool whole = c.oh == 2 * c.ph && c.ow == 2 * c.pw;
     zero(c.dz + (whole ? c.pixels : 0), whole ? c.pf - c.pixels : c.pf);
   }
@@ -539,23 +655,26 @@ isa::Program InitProgram(const Layout& a) {
   return e.Take();
 }
 
-// Each layer's update from its gradient (the optimizer's vector instructions over its rows).
+// Each layer's update from its gradient (the optimizer's vector instructions over its rows,
+// update_rows value rows at a time).
 void EmitUpdates(ConvEmitter& e, const Layout& a, const Optimizer& opt) {
   for (const ParamRows& r : a.param) {
     e.Pass(r.name + " update");
-    UpdateRows u;
-    u.w = r.w;
-    u.g = r.g;
-    u.slot0 = r.slot[0];
-    u.slot1 = opt.Slots() > 1 ? r.slot[1] : 0;
-    u.consts = a.consts;
-    u.tmp = a.tmp;
-    u.tmp2 = a.tmp2;
-    u.scalars = a.scalars;
-    const int64_t rows = r.Values(a.n);
-    EmitUpdate(opt, u, [&e, rows](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
-      EmitVector(e.P(), op, x, y, out, rows, flags);
-    });
+    for (int64_t v0 = 0; v0 < r.Values(a.n); v0 += a.update_rows) {
+      const int64_t rows = std::min(a.update_rows, r.Values(a.n) - v0);
+      UpdateRows u;
+      u.w = r.w + 2 * v0;
+      u.g = r.g + v0;
+      u.slot0 = r.slot[0] + 2 * v0;
+      u.slot1 = opt.Slots() > 1 ? r.slot[1] + 2 * v0 : 0;
+      u.consts = a.consts;
+      u.tmp = a.tmp;
+      u.tmp2 = a.tmp2;
+      u.scalars = a.scalars;
+      EmitUpdate(opt, u, [&e, rows](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
+        EmitVector(e.P(), op, x, y, out, rows, flags);
+      });
+    }
   }
 }
 
@@ -575,7 +694,7 @@ isa::Program StepProgram(const Layout& a, const Optimizer& opt, bool prefetch,
   EmitLossRows(e, a);
   EmitDenseBackward(e, a);
   EmitConvBackward(e, a, 1);
-  EmitConvBackward(e, a, 0);
+  EmitConvWeightGradient(e, a, 0);
   EmitUpdates(e, a, opt);
   e.Pass("results out");
   EmitWriteHost(e.P(), a.n, a.loss, a.h_out, a.OutRows());
@@ -786,6 +905,11 @@ void CheckFits(const nn::Model& model, const Layout& a, const Optimizer& opt,
           "more than the array's N = {}; use a wider array (--set array_dim=...)",
           model.name, cfg.name, c.cout, c.cout, n));
     }
+  }
+  if (a.conv[0].oh % 2 || a.conv[0].ow % 2) {
+    throw UsageError(fmt::format("model '{}': conv1's output of {} x {} pixels; the step takes "
+                                 "an even one (its pooling takes every row and column)",
+                                 model.name, a.conv[0].oh, a.conv[0].ow));
   }
   for (int i = 0; i < 2; ++i)
     if (a.param[static_cast<size_t>(i)].ins % n == 0) {

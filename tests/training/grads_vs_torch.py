@@ -4,7 +4,7 @@
 Runs `tpusim train --config tpu-v2 --gradients DIR` (--arch mlp: the perceptron of 1024
 inputs, 256 ReLU units, 10 classes, batch 64; --arch lenet5: the course material's CNN,
 conv 3 x 3 (6) + ReLU, 2 x 2 average pooling, conv 3 x 3 (16) + ReLU, pooling, dense 120,
-84, 10, batch 10, the most tpu-v2's unified buffer holds; Adam) and computes the same step in PyTorch
+84, 10; Adam, batch 64) and computes the same step in PyTorch
 from the weights it wrote (NAME.*.initial.npy) on the same images (indices.npy, read from
 the MNIST files and padded to 32 x 32 as tpusim does), in float32 with no rounding to
 bfloat16 anywhere, and compares each gradient the chip computed (NAME.weights.npy,
@@ -113,7 +113,7 @@ def main():
     ap.add_argument("--tpusim", default=os.path.join(ROOT, "build", "tpusim"))
     ap.add_argument("--arch", default="mlp", choices=["mlp", "lenet5"])
     a = ap.parse_args()
-    batch = 64 if a.arch == "mlp" else 10
+    batch = 64
     try:
         import torch
     except ImportError:
