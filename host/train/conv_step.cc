@@ -74,6 +74,7 @@ struct Layout {
   int64_t bp = 0;        // the batch rounded up to whole chunks of N
   int64_t img_rows = 0;  // an image's rows, its pixels packed N a row
   int64_t id = 0, zero = 0, quarters[2] = {0, 0}, pad = 0, inv_batch = 0, consts = 0;
+  int64_t quarters3 = 0;  // conv2's pooling's gradient through a 3 x 3 window (EmitConvBackward)
   int64_t state_begin = 0, state_end = 0;  // the weights and the optimizer's state
   int64_t scalars = 0, x0 = 0, y = 0;      // the batch: Adam's scalars, images, labels
   // The other batch buffer (the infeed's: a step reads the next batch into it while it
@@ -88,6 +89,7 @@ struct Layout {
   int64_t dzt = 0, scratch = 0, flipped = 0, tmp = 0, tmp2 = 0, end = 0;
   int64_t mask_rows = 0;    // the scratch's rows: a ReLU's mask, a piece at a time
   int64_t update_rows = 0;  // value rows an update's instructions take at a time (tmp's)
+  int64_t group_rows = 0;   // pixel rows a conv's weight gradient forms at a time
   int64_t acc_rows = 0, acc_t = 0, acc_g = 0;  // a product's chunk; a transpose's; dWᵀ's
   // Host rows: the image of buffer rows [0, state_end), the parameter sets, N zero rows, a
   // block of the bias lane's 1, the batch, the results, the gradients.
@@ -161,8 +163,9 @@ void PlaceActivations(Layout* a, const std::function<int64_t(int64_t)>& take) {
     h_rows = std::max(h_rows, a->conv[i].OutPixels());
     kb = std::max(kb, blocks);
   }
-  const int64_t f = take(f_rows), h = take(h_rows), fchunk = take(kb * n), hchunk = take(n),
-                dzchunk = take(n);
+  const int64_t g = a->group_rows;
+  const int64_t f = take(f_rows), h = take(h_rows), fchunk = take(kb * g), hchunk = take(g),
+                dzchunk = take(g);
   for (int i = 0; i < 2; ++i) {
     ConvRows& c = a->conv[i];
     c.map = i == 0 ? a->x0 : a->conv[0].p;
@@ -207,6 +210,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt,
   a.id = take(n);
   a.zero = take(1);
   for (int64_t& q : a.quarters) q = take(n);
+  a.quarters3 = take(TilesOf(9 * int64_t{a.conv[1].cout}, n) * n);
   a.pad = take(2);
   a.inv_batch = take(2);
   a.consts = take(2 * static_cast<int64_t>(UpdateConstants(opt).size()));
@@ -218,6 +222,12 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt,
     (buffer ? a.x0_next : a.x0) = take(int64_t{batch} * a.img_rows);
     (buffer ? a.y_next : a.y) = take(batch);
   }
+  int64_t kb_max = 1;
+  for (const ParamRows& r : a.param) kb_max = std::max(kb_max, r.kb);
+  a.acc_g = cfg.acc_depth_rows - kb_max * n;
+  a.acc_t = a.acc_g - n;
+  a.acc_rows = a.acc_t;
+  a.group_rows = std::max<int64_t>(n, std::min<int64_t>(8 * n, a.acc_rows / n * n));
   PlaceActivations(&a, take);
   a.loss = take(2 * int64_t{batch});
   a.mean = take(2);
@@ -229,18 +239,13 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt,
     values = std::max(values, r.Values(n));
   }
   for (ParamRows& r : a.param) r.gt = take(r.Values(n));
-  a.dzt = take(n);
+  a.dzt = take(a.group_rows);  // dZᵀ of a group's chunks (at most N rows each)
   a.scratch = take(a.mask_rows = std::min<int64_t>(a.conv[1].pixels, 8 * int64_t{n}));
   a.update_rows = std::min<int64_t>(values, 2 * int64_t{n});
   a.flipped = take(TilesOf(a.conv[1].Taps() * a.conv[1].cout, n) * n);
   a.tmp = take(2 * a.update_rows);
   a.tmp2 = take(2 * a.update_rows);
   a.end = at;
-  int64_t kb_max = 1;
-  for (const ParamRows& r : a.param) kb_max = std::max(kb_max, r.kb);
-  a.acc_g = cfg.acc_depth_rows - kb_max * n;
-  a.acc_t = a.acc_g - n;
-  a.acc_rows = a.acc_t;
   a.h_params = a.state_end;
   a.h_zero = a.h_params + 5 * int64_t{Layout::kSets};  // a set: 5 host rows (docs/isa.md)
   a.h_bias = a.h_zero + n;
@@ -272,6 +277,17 @@ class ConvEmitter {
     passes_.Start(p_.program().words.size(), name, macs);
   }
   PassLog& Passes() { return passes_; }
+  // Loads the tile at `ub` (transposed with `transpose`) for the next matmul, which switches
+  // to it: returns true. A `constant` tile (one no instruction of the program writes after
+  // it is loaded: the identity, the poolings' tiles, a layer's bfloat16 tile once made)
+  // that is already the array's is kept instead: no load, and the matmul does not switch
+  // (returns false).
+  bool Tile(int64_t ub, bool transpose = false, bool constant = false) {
+    if (constant && ub == current_) return false;
+    p_.LoadWeights(U(ub), 1, transpose);
+    current_ = constant ? ub : -1;
+    return true;
+  }
   uint64_t U(int64_t row) const { return static_cast<uint64_t>(row); }
 
   // out = x W for `rows` rows (x: kb blocks x_stride rows apart; W: the tile's column block
@@ -281,8 +297,8 @@ class ConvEmitter {
     for (int64_t r0 = 0; r0 < rows; r0 += a_.acc_rows) {
       const int64_t len = std::min(a_.acc_rows, rows - r0);
       for (int64_t k = 0; k < r.kb; ++k) {
-        p_.LoadWeights(U(r.wb + r.Block(j, k, a_.n)), 1, false);
-        p_.Matmul(U(x + k * x_stride + r0), 0, U(len), true, isa::AddIf(k > 0));
+        const bool load = Tile(r.wb + r.Block(j, k, a_.n), false, r.kb == 1);
+        p_.Matmul(U(x + k * x_stride + r0), 0, U(len), load, isa::AddIf(k > 0));
       }
       p_.Activate(0, U(out + r0), U(len), 0, relu, isa::Pool::kNone);
     }
@@ -295,15 +311,15 @@ class ConvEmitter {
     for (int64_t r0 = 0; r0 < pixels; r0 += a_.acc_rows) {
       const int64_t len = std::min(a_.acc_rows, pixels - r0);
       for (int64_t t = 0; t < kts; ++t) {
-        p_.LoadWeights(U(tile + t * a_.n), 1, false);
-        p_.MatmulWindow(U(map), 0, U(len), U(first + r0), U(kt0 + t), true, isa::AddIf(t > 0));
+        const bool load = Tile(tile + t * a_.n, false, kts == 1);
+        p_.MatmulWindow(U(map), 0, U(len), U(first + r0), U(kt0 + t), load, isa::AddIf(t > 0));
       }
       p_.Activate(0, U(out + r0), U(len), U(set), false, isa::Pool::kNone);
     }
   }
   // `rows` rows (at most N) of `in`'s N rows transposed: out's row i is lane i of in's rows.
   void Transpose(int64_t in, int64_t out, int64_t rows) {
-    p_.LoadWeights(U(in), 1, true);
+    Tile(in, true);
     p_.Matmul(U(a_.id), U(a_.acc_t), U(rows), true, isa::Acc::kOverwrite);
     p_.Activate(U(a_.acc_t), U(out), U(rows), 0, false, isa::Pool::kNone);
   }
@@ -326,7 +342,7 @@ class ConvEmitter {
       for (int64_t c = 0; c < chunks; ++c) {
         Transpose(dz + j * dz_stride + c * n, a_.dzt, outs);  // dZ's chunk: outs rows
         for (int64_t k = 0; k < r.kb; ++k) {
-          p_.LoadWeights(U(x + k * x_stride + c * n), 1, false);
+          Tile(x + k * x_stride + c * n);
           p_.Matmul(U(a_.dzt), U(a_.acc_g + k * n), U(outs), true, isa::AddIf(c > 0));
         }
       }
@@ -351,6 +367,7 @@ class ConvEmitter {
   const Layout& a_;
   ProgramBuilder p_;
   PassLog passes_;
+  int64_t current_ = -1;  // the constant tile in the array, or -1
 };
 
 isa::WindowGeometry MapWindow(int64_t in_h, int64_t in_w, int64_t channels) {
@@ -403,7 +420,8 @@ isa::WindowGeometry PoolGradWindow(const Layout& a, int i) {
 
 // conv i: F by the window stage through the identity (the bias lane's 1 from its parameter
 // set), then F times its tile through the ReLU, then the pooling, an image at a time
-// through the scratch rows of one image's F and h.
+// through the scratch rows of one image's F and h (the forward pass keeps only the pooled
+// maps).
 void EmitConvForward(ConvEmitter& e, const Layout& a, int i) {
   const ConvRows& c = a.conv[i];
   const ParamRows& r = a.param[static_cast<size_t>(i)];
@@ -494,7 +512,7 @@ void EmitDenseBackward(ConvEmitter& e, const Layout& a) {
     const ParamRows& prev = a.param[1 + l];
     for (int64_t k = 0; k < prev.mb; ++k) {
       for (int64_t j = 0; j < r.mb; ++j) {
-        e.P().LoadWeights(e.U(r.wb + r.Block(j, k, n)), 1, true);
+        e.Tile(r.wb + r.Block(j, k, n), true);
         e.P().Matmul(e.U(a.fc[l].dz + j * a.bp), 0, e.U(a.b), true, isa::AddIf(j > 0));
       }
       const int64_t dz = a.fc[l - 1].dz + k * a.bp;
@@ -506,7 +524,7 @@ void EmitDenseBackward(ConvEmitter& e, const Layout& a) {
   const ConvRows& c = a.conv[1];
   for (int64_t px = 0; px < c.Pooled(); ++px) {
     for (int64_t j = 0; j < r.mb; ++j) {
-      e.P().LoadWeights(e.U(r.wb + r.Block(j, 0, n) + px * c.cout), 1, true);
+      e.Tile(r.wb + r.Block(j, 0, n) + px * c.cout, true);
       e.P().Matmul(e.U(a.fc[0].dz + j * a.bp), 0, e.U(a.b), true, isa::AddIf(j > 0));
     }
     e.P().Activate(0, e.U(c.dp + px), e.U(a.b), 0, false, isa::Pool::kNone, e.U(c.Pooled()));
@@ -529,51 +547,61 @@ void EachSegment(const ConvRows& c, int64_t p0, int64_t len, Fn fn) {
 // at `tile`, K-tile k, into accumulator rows 0 .. len - 1.
 void SegmentWindows(ConvEmitter& e, const ConvRows& c, int64_t p0, int64_t len, int64_t map,
                     int64_t map_rows, int64_t tile, int64_t k) {
-  e.P().LoadWeights(e.U(tile), 1, false);
-  bool first = true;
+  bool first = e.Tile(tile, false, true);
   EachSegment(c, p0, len, [&](int64_t img, int64_t local, int64_t count, int64_t off) {
-    e.P().MatmulWindow(e.U(map + img * map_rows), e.U(off), e.U(count), e.U(local), e.U(k),
-                       first, isa::Acc::kOverwrite);
+    e.P().MatmulWindow(e.U(map + img * map_rows), e.U(off), e.U(count), e.U(local), e.U(k), first,
+                       isa::Acc::kOverwrite);
     first = false;
   });
 }
 
-// conv i's weight gradient, chunk by chunk of N pixel rows across the images: each chunk's
-// F and ReLU output formed again (the windows and the product of the forward pass), its
-// dL/dz the rows of dz where kept (masked in place) or else formed from the pooling's
-// gradient (conv1's, an even map), then added into dWᵀ: the same values and the same sums
-// as rows kept for the whole batch would give.
+// conv i's weight gradient, a group of group_rows pixel rows (whole chunks of N, across the
+// images) at a time: the group's F and ReLU output formed again (the windows and the product
+// of the forward pass), its dL/dz the rows of dz where kept (masked in place) or else formed
+// from the pooling's gradient (conv1's, an even map); then chunk by chunk of N pixels added
+// into dWᵀ: the same values and the same sums as rows kept for the whole batch would give.
 void EmitConvWeightGradient(ConvEmitter& e, const Layout& a, int i) {
   const ConvRows& c = a.conv[i];
   const ParamRows& r = a.param[static_cast<size_t>(i)];
   const int n = a.n;
-  const int64_t in_rows = i == 0 ? a.img_rows : c.InPixels();
-  for (int64_t ch = 0; ch < c.pf / n; ++ch) {
-    const int64_t p0 = ch * n, len = std::min<int64_t>(n, c.pixels - p0);
+  const int64_t in_rows = i == 0 ? a.img_rows : c.InPixels(), g = a.group_rows;
+  for (int64_t q0 = 0; q0 < c.pixels; q0 += g) {
+    const int64_t len = std::min(g, c.pixels - q0), chunks = TilesOf(len, n);
     e.Pass(r.name + " weight gradient", c.pixels * (r.ins + 1) * r.outs);
     e.P().SetWindow(ConvWindow(a, i));
     for (int64_t k = 0; k < r.kb; ++k) {
-      SegmentWindows(e, c, p0, len, c.map, in_rows, a.id, k);
-      e.P().Activate(0, e.U(c.fchunk + k * n), e.U(len), e.U(k == r.ins / n ? SetOfConv(i) : 0),
+      SegmentWindows(e, c, q0, len, c.map, in_rows, a.id, k);
+      e.P().Activate(0, e.U(c.fchunk + k * g), e.U(len), e.U(k == r.ins / n ? SetOfConv(i) : 0),
                      false, isa::Pool::kNone);
     }
-    e.Dense(c.fchunk, n, r, 0, len, c.hchunk, true);
-    int64_t dz = c.dz + p0;
+    e.Dense(c.fchunk, g, r, 0, len, c.hchunk, true);
+    int64_t dz = c.dz + q0;
     if (!c.dz) {
       e.Pass(c.pool + " gradient");
       e.P().SetWindow(PoolGradWindow(a, i));
-      SegmentWindows(e, c, p0, len, c.dp, c.Pooled(), a.quarters[i], 0);
+      SegmentWindows(e, c, q0, len, c.dp, c.Pooled(), a.quarters[i], 0);
       e.P().Activate(0, e.U(c.dzchunk), e.U(len), 0, false, isa::Pool::kNone);
-      if (len < n) EmitReadHost(e.P(), n, a.h_zero, c.dzchunk + len, n - len);  // past the last
+      if (len < chunks * n)  // the rows past the last pixel that its chunk's load reads
+        EmitReadHost(e.P(), n, a.h_zero, c.dzchunk + len, chunks * n - len);
       dz = c.dzchunk;
     }
     e.Mask(c.hchunk, dz, len);
+    // The chunks' dZᵀ: each its own transposed load, accumulator rows and rows of dzt, so
+    // that the loads queue in the weight FIFO behind the products before them.
     e.Pass(r.name + " weight gradient");
-    e.Transpose(dz, a.dzt, r.outs);
-    for (int64_t k = 0; k < r.kb; ++k) {
-      e.P().LoadWeights(e.U(c.fchunk + k * n), 1, false);
-      e.P().Matmul(e.U(a.dzt), e.U(a.acc_g + k * n), e.U(r.outs), true, isa::AddIf(ch > 0));
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      e.Tile(dz + ch * n, true);
+      e.P().Matmul(e.U(a.id), e.U(ch * n), e.U(r.outs), true, isa::Acc::kOverwrite);
     }
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      e.P().Activate(e.U(ch * n), e.U(a.dzt + ch * r.outs), e.U(r.outs), 0, false,
+                     isa::Pool::kNone);
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      for (int64_t k = 0; k < r.kb; ++k) {
+        e.Tile(c.fchunk + k * g + ch * n);
+        e.P().Matmul(e.U(a.dzt + ch * r.outs), e.U(a.acc_g + k * n), e.U(r.outs), true,
+                     isa::AddIf(q0 + ch > 0));
+      }
   }
   e.FinishGradient(r, 0);
 }
@@ -586,26 +614,29 @@ void EmitConvBackward(ConvEmitter& e, const Layout& a, int i) {
   const ParamRows& r = a.param[static_cast<size_t>(i)];
   const int n = a.n;
   e.Pass(c.pool + " gradient");
-  e.P().SetWindow(PoolGradWindow(a, i));
-  // An odd side's last row and column get no gradient (the pooling left them out): their
-  // rows of dz stay zero, and the window writes the other rows a row of the map at a time.
+  // An odd side's last row and column get no gradient (the pooling left them out): a 2 x 2
+  // window's outputs stop a row and a column short of the map, so the window is 3 x 3 with
+  // padding 2 through a tile whose first row and column of taps are zeros (quarters3): the
+  // same taps in the same order and zeros, over the whole map, the last row and column
+  // reading only padding. Each output has one non-zero product, so both sums are exact.
   const bool whole = c.oh == 2 * c.ph && c.ow == 2 * c.pw;
-  for (int img = 0; img < a.b; ++img) {
-    const int64_t out = c.dz + img * c.OutPixels();
-    if (whole) {
-      e.Window(c.dp + img * c.Pooled(), c.OutPixels(), a.quarters[i], 0, 1, out, 0);
-      continue;
-    }
-    for (int64_t y = 0; y < 2 * c.ph; ++y)
-      e.Window(c.dp + img * c.Pooled(), 2 * c.pw, a.quarters[i], 0, 1, out + y * c.ow, 0,
-               y * 2 * c.pw);
+  isa::WindowGeometry g = PoolGradWindow(a, i);
+  if (!whole) {
+    g.kh = g.kw = 3;
+    g.pad_top = g.pad_left = 2;
+    g.out_h = static_cast<uint64_t>(c.oh);
+    g.out_w = static_cast<uint64_t>(c.ow);
   }
+  e.P().SetWindow(g);
+  for (int img = 0; img < a.b; ++img)
+    e.Window(c.dp + img * c.Pooled(), c.OutPixels(), whole ? a.quarters[i] : a.quarters3, 0,
+             whole ? 1 : TilesOf(9 * int64_t{c.cout}, n), c.dz + img * c.OutPixels(), 0);
   EmitConvWeightGradient(e, a, i);
   const ConvRows& below = a.conv[0];
   e.Pass(r.name + " input gradient", int64_t{a.b} * c.InPixels() * r.ins * r.outs);
   for (int64_t t = 0; t < c.Taps(); ++t)  // W'' tap (taps - 1 - t): tap t transposed
     e.Transpose(r.wb + t * c.cin, a.flipped + (c.Taps() - 1 - t) * c.cout, c.cout);
-  isa::WindowGeometry g = MapWindow(c.oh, c.ow, c.cout);
+  g = MapWindow(c.oh, c.ow, c.cout);
   g.pixel_bytes = static_cast<uint64_t>(n);
   g.kh = static_cast<uint64_t>(c.kh);
   g.kw = static_cast<uint64_t>(c.kw);
@@ -788,6 +819,10 @@ std::vector<uint8_t> ConstantImage(const Layout& a, const Optimizer& opt) {
     for (int k = 0; k < 4; ++k)
       for (int ch = 0; ch < a.conv[q].cout; ++ch)
         img[at(a.quarters[q] + k * a.conv[q].cout + ch, ch)] = Bf16Of(0.25f);
+  for (int ky = 1; ky < 3; ++ky)  // taps (1, 1), (1, 2), (2, 1), (2, 2) of a 3 x 3 window
+    for (int kx = 1; kx < 3; ++kx)
+      for (int ch = 0; ch < a.conv[1].cout; ++ch)
+        img[at(a.quarters3 + (ky * 3 + kx) * a.conv[1].cout + ch, ch)] = Bf16Of(0.25f);
   const int classes = a.param.back().outs;
   const std::vector<float> consts = UpdateConstants(opt);
   for (int j = 0; j < n; ++j) {
@@ -907,9 +942,10 @@ void CheckFits(const nn::Model& model, const Layout& a, const Optimizer& opt,
     }
   }
   if (a.conv[0].oh % 2 || a.conv[0].ow % 2) {
-    throw UsageError(fmt::format("model '{}': conv1's output of {} x {} pixels; the step takes "
-                                 "an even one (its pooling takes every row and column)",
-                                 model.name, a.conv[0].oh, a.conv[0].ow));
+    throw UsageError(
+        fmt::format("model '{}': conv1's output of {} x {} pixels; the step takes "
+                    "an even one (its pooling takes every row and column)",
+                    model.name, a.conv[0].oh, a.conv[0].ow));
   }
   for (int i = 0; i < 2; ++i)
     if (a.param[static_cast<size_t>(i)].ins % n == 0) {
