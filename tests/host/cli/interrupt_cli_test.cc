@@ -34,6 +34,8 @@ struct Killed {
 
 class InterruptCliTest : public CliFixture {
  protected:
+  void ResumesToTheSameWeights(const std::vector<std::string>& argv,
+                               const std::vector<std::string>& files);
   // Starts tpusim with `args`, sends `sig` after `delay`, waits for it to end.
   Killed StartAndKill(const std::vector<std::string>& args, std::chrono::milliseconds delay,
                       int sig) {
@@ -142,26 +144,33 @@ TEST_F(InterruptCliTest, KilledTrainingAndQuantizationLeaveAWholeModelOrNone) {
 // Training on the chip, interrupted at a random moment (Ctrl-C, or SIGKILL as a preempted
 // Slurm job), and started again with the same command, resumes from its last checkpoint and
 // ends with the weights of a run never interrupted, bit for bit; the checkpoint goes when the
-// model is written.
-TEST_F(InterruptCliTest, InterruptedChipTrainingResumesToTheSameWeights) {
-  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
-  const std::string args = "train --config tpu-v2 --limit 1920 --epochs 2 --checkpoint-every 5 -q";
-  ASSERT_EQ(Run(args + " --out " + P("whole")).exit_code, 0);
+// model is written. `argv`: the command but --out; `files`: the model's weights to compare.
+void InterruptCliTest::ResumesToTheSameWeights(const std::vector<std::string>& argv,
+                                               const std::vector<std::string>& files) {
+  std::string args;
+  for (const std::string& a : argv) args += a + " ";
+  ASSERT_EQ(Run(args + "--out " + P("whole")).exit_code, 0);
   std::uniform_int_distribution<int> ms(300, 4000);
   for (int sig : {SIGINT, SIGKILL}) {
     SCOPED_TRACE(sig);
     fs::remove_all(P("cut"));
-    std::vector<std::string> argv = {"train", "--config", "tpu-v2", "--limit",
-                                     "1920",  "--epochs", "2",      "--checkpoint-every",
-                                     "5",     "-q",       "--out",  P("cut")};
-    ExpectInterruptedCleanly(StartAndKill(argv, std::chrono::milliseconds(ms(rng_)), sig), sig);
-    const Outcome again = Run(args + " --out " + P("cut"));
+    std::vector<std::string> cut = argv;
+    cut.insert(cut.end(), {"--out", P("cut")});
+    ExpectInterruptedCleanly(StartAndKill(cut, std::chrono::milliseconds(ms(rng_)), sig), sig);
+    const Outcome again = Run(args + "--out " + P("cut"));
     ASSERT_EQ(again.exit_code, 0) << again.err;
-    for (const char* f : {"fc1.weights.npy", "fc1.bias.npy", "fc2.weights.npy", "fc2.bias.npy"})
-      EXPECT_EQ(Slurp(P("cut/") + f), Slurp(P("whole/") + f)) << f;
+    for (const std::string& f : files) EXPECT_EQ(Slurp(P("cut/") + f), Slurp(P("whole/") + f)) << f;
     EXPECT_FALSE(fs::exists(P("cut.checkpoint")));
     ExpectNoTemporaries(P(""));
   }
+}
+
+TEST_F(InterruptCliTest, InterruptedChipTrainingResumesToTheSameWeights) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  const std::string args = "train --config tpu-v2 --limit 1920 --epochs 2 --checkpoint-every 5 -q";
+  ResumesToTheSameWeights({"train", "--config", "tpu-v2", "--limit", "1920", "--epochs", "2",
+                           "--checkpoint-every", "5", "-q"},
+                          {"fc1.weights.npy", "fc1.bias.npy", "fc2.weights.npy", "fc2.bias.npy"});
   // A checkpoint of another run is not taken for this one, nor removed.
   fs::create_directories(P("other.checkpoint"));
   {
@@ -171,6 +180,15 @@ TEST_F(InterruptCliTest, InterruptedChipTrainingResumesToTheSameWeights) {
   ExpectError(args + " --out " + P("other"), 2,
               "holds the checkpoint of another run (arch \"lenet5\" there, \"mlp\" now)");
   EXPECT_TRUE(fs::exists(P("other.checkpoint/checkpoint.json")));
+}
+
+// The same for the CNN on the chip.
+TEST_F(InterruptCliTest, InterruptedCnnTrainingOnTheChipResumesToTheSameWeights) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  ResumesToTheSameWeights(
+      {"train", "--config", "tpu-v2", "--arch", "lenet5", "--batch", "8", "--limit", "96",
+       "--epochs", "2", "--checkpoint-every", "3", "-q"},
+      {"conv1.weights.npy", "conv2.bias.npy", "fc1.weights.npy", "fc3.bias.npy"});
 }
 
 TEST_F(InterruptCliTest, KilledImportsLeaveAWholeModelOrNone) {
