@@ -47,6 +47,7 @@ struct CompareArgs : WorkloadOptions, OutputOptions {
   int epochs = 1;
   int64_t limit = 0;
   std::string optimizer = "adam";
+  std::string arch = "mlp";
   CLI::Option* configs_option = nullptr;
   CLI::Option* images_given = nullptr;
 };
@@ -62,6 +63,7 @@ void RunCompareTrain(const CompareArgs& a) {
   t.data = a.data;
   t.dataset = a.dataset.empty() ? "mnist" : a.dataset;
   t.optimizer = a.optimizer;
+  t.arch = a.arch;
   t.markdown = a.markdown;
   t.json = a.json;
   t.energy = a.energy;
@@ -251,12 +253,13 @@ run: cycles at the preset's clock, energy from the RTL's event counts), and prin
 (where there are labels), inputs/s, latency per input (batch 1), energy per input (measured,
 modelled or unavailable: the table says which) and ops/cycle.
 
-With --train, the course material's experiment instead: the perceptron (tpusim train --arch
-mlp) trained with the same hyperparameters and epochs on the CPU (fp32, Eigen, measured), on
-the CPU reference of the chip's arithmetic (cpu-bf16, measured) and on the chip at each
-preset (fast engine; tpu-v2 unless --configs), one table of time per epoch (simulated at the
-preset's clock for the chip, the simulation's wall time beside it), images/s, loss, test
-accuracy and energy per epoch (docs/training.md).
+With --train, the course material's experiment instead: the perceptron (--arch mlp, the
+default) or the course's CNN (--arch lenet5) trained with the same hyperparameters and
+epochs on the CPU (fp32, Eigen, measured), on the CPU reference of the chip's arithmetic
+(cpu-bf16, measured) and on the chip at each preset (fast engine; tpu-v2 unless
+--configs), one table of time per epoch (simulated at the preset's clock for the chip, the
+simulation's wall time beside it), images/s, loss, test accuracy and energy per epoch
+(docs/training.md).
 
 Examples:
   tpusim compare --images 1000 --configs small-16,lab-8 --markdown table.md
@@ -273,6 +276,8 @@ Examples:
       ->capture_default_str();
   cmd->add_option("--limit", a->limit, "--train: the first N training images only (0: all)");
   cmd->add_option("--optimizer", a->optimizer, "--train: adam or sgd")->capture_default_str();
+  cmd->add_option("--arch", a->arch, "--train: the network, mlp, lenet5 or wide")
+      ->capture_default_str();
   cmd->add_option("--engines", a->engines,
                   "chip engines for the TPU rows, comma separated: rtl, fast or rtl,fast (the "
                   "same cycles side by side, each with its wall time)")

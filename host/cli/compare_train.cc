@@ -34,7 +34,7 @@ struct TrainRow {
 TrainRow CpuFp32(const CompareTrainArgs& a, const data::MnistSet& train,
                  const data::MnistSet& test) {
   TrainRow r{"cpu-fp32", {}, {}, {}, {}, {}, "", "", train.count};
-  nn::Model model = nn::MakeMlp(a.seed);
+  nn::Model model = nn::MakeArch(a.arch, a.seed);
   nn::AdamState adam = nn::AdamState::For(model);
   nn::TrainOptions o;
   o.batch = a.batch;
@@ -61,7 +61,7 @@ TrainRow CpuFp32(const CompareTrainArgs& a, const data::MnistSet& train,
 TrainRow Bf16(const CompareTrainArgs& a, const std::string& preset, const data::MnistSet& train,
               const data::MnistSet& test, const report::EnergyTable& table) {
   const config::TpuConfig c = config::LoadConfig(preset.empty() ? "tpu-v2" : preset);
-  nn::Model model = nn::MakeMlp(a.seed);
+  nn::Model model = nn::MakeArch(a.arch, a.seed);
   const train::TrainNet net = train::TrainNetOf(model);
   const train::Optimizer opt =
       train::Optimizer::Parse(a.optimizer, a.optimizer == "sgd" ? 0.0625 : 1e-3);
@@ -140,7 +140,7 @@ std::string Table(const std::vector<TrainRow>& rows, bool markdown) {
 }
 
 nlohmann::json Json(const std::vector<TrainRow>& rows, const CompareTrainArgs& a) {
-  nlohmann::json j = {{"model", "mlp"},
+  nlohmann::json j = {{"model", a.arch},
                       {"epochs", a.epochs},
                       {"batch", a.batch},
                       {"optimizer", a.optimizer},
@@ -182,8 +182,8 @@ void CompareTrain(const CompareTrainArgs& a) {
     throw UsageError("--epochs, --batch and --threads must be at least 1");
   const report::EnergyTable table = report::LoadEnergyTable(a.energy);
   for (const std::string& c : a.configs) {  // every preset checked before the data is read
-    train::CompileDense(train::DenseNetOf(nn::MakeMlp(a.seed)), a.batch,
-                        train::Optimizer::Parse(a.optimizer, 1e-3), config::LoadConfig(c));
+    train::TrainNetOf(nn::MakeArch(a.arch, a.seed))
+        .Compile(a.batch, train::Optimizer::Parse(a.optimizer, 1e-3), config::LoadConfig(c));
   }
   const data::Dataset dataset = data::ParseDataset(a.dataset);
   const std::string dir = data::FindDatasetDir(dataset, a.data);
@@ -203,7 +203,7 @@ void CompareTrain(const CompareTrainArgs& a) {
                           : !cuda::Available(&why) ? "no usable NVIDIA GPU here (" + why + ")"
                                                    : "the CUDA backends do not train yet";
   const std::string head = fmt::format(
-      "training mlp on {} {} images, {} epoch{}, batch {}, {}; GPU: {}, so no GPU row\n\n",
+      "training {} on {} {} images, {} epoch{}, batch {}, {}; GPU: {}, so no GPU row\n\n", a.arch,
       Grouped(train.count), a.dataset, a.epochs, a.epochs == 1 ? "" : "s", a.batch, a.optimizer,
       gpu);
   if (!a.quiet) std::cout << head << Table(rows, false);

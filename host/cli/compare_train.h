@@ -14,6 +14,7 @@ namespace tpu::cli {
 struct CompareTrainArgs {
   std::vector<std::string> configs;
   std::string data, dataset = "mnist", optimizer = "adam", markdown, json, energy;
+  std::string arch = "mlp";  // the network (nn::MakeArch)
   int epochs = 1, batch = 64, threads = 2;
   int64_t limit = 0;
   uint64_t seed = 1;

@@ -40,12 +40,7 @@ struct TrainArgs {
   CLI::Option* step_option = nullptr;
 };
 
-nn::Model MakeModel(const TrainArgs& a) {
-  if (a.arch == "lenet5") return nn::MakeLenet5(a.opt.seed);
-  if (a.arch == "wide") return nn::MakeWideCnn(a.opt.seed);
-  if (a.arch == "mlp") return nn::MakeMlp(a.opt.seed);
-  throw UsageError("unknown --arch '" + a.arch + "'; use lenet5, wide or mlp");
-}
+nn::Model MakeModel(const TrainArgs& a) { return nn::MakeArch(a.arch, a.opt.seed); }
 
 // The modelled energy of an epoch's steps on the chip (their counted events x `table`), J.
 double EpochJoules(const train::ChipEpochResult& r, const config::TpuConfig& c,

@@ -237,6 +237,13 @@ Model TwoConvCnn(const std::string& name, int c1, int c2, const std::vector<int>
 
 }  // namespace
 
+Model MakeArch(const std::string& arch, uint64_t seed) {
+  if (arch == "lenet5") return MakeLenet5(seed);
+  if (arch == "wide") return MakeWideCnn(seed);
+  if (arch == "mlp") return MakeMlp(seed);
+  throw UsageError("unknown --arch '" + arch + "'; use lenet5, wide or mlp");
+}
+
 Model MakeLenet5(uint64_t seed) { return TwoConvCnn("lenet5", 6, 16, {120, 84}, seed); }
 
 Model MakeWideCnn(uint64_t seed) { return TwoConvCnn("cnn-wide", 16, 32, {128}, seed); }

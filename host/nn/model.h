@@ -145,6 +145,8 @@ Model MakeWideCnn(uint64_t seed);
 // A perceptron for the chip's training compiler (host/train/): the 32 x 32 input flattened,
 // a ReLU dense layer of 256 and the 10 outputs (264,970 parameters).
 Model MakeMlp(uint64_t seed);
+// The model that --arch names: "lenet5", "wide" or "mlp"; throws UsageError for another.
+Model MakeArch(const std::string& arch, uint64_t seed);
 
 // Completes a layer list from layer types and hyperparameters: each layer's inputs (the
 // layer before, where not given), in/out shape and padding. Throws UsageError naming the

@@ -159,8 +159,8 @@ void PlaceActivations(Layout* a, const std::function<int64_t(int64_t)>& take) {
   int64_t f_rows = 0, h_rows = 0, kb = 0;
   for (int i = 0; i < 2; ++i) {
     const int64_t blocks = a->param[static_cast<size_t>(i)].kb;
-    f_rows = std::max(f_rows, blocks * a->conv[i].OutPixels());
-    h_rows = std::max(h_rows, a->conv[i].OutPixels());
+    f_rows = std::max(f_rows, 2 * blocks * a->conv[i].OutPixels());  // two images' (forward)
+    h_rows = std::max(h_rows, 2 * a->conv[i].OutPixels());
     kb = std::max(kb, blocks);
   }
   const int64_t g = a->group_rows;
@@ -378,8 +378,6 @@ isa::WindowGeometry MapWindow(int64_t in_h, int64_t in_w, int64_t channels) {
   return g;
 }
 
-// conv i: F by the window stage through the identity (the bias lane's 1 from its parameter
-// set), then F times its tile through the ReLU, then the pooling.
 // conv i's window: its receptive fields, over its input map (the images packed, or a
 // pixel a row).
 isa::WindowGeometry ConvWindow(const Layout& a, int i) {
@@ -418,28 +416,63 @@ isa::WindowGeometry PoolGradWindow(const Layout& a, int i) {
   return g;
 }
 
-// conv i: F by the window stage through the identity (the bias lane's 1 from its parameter
-// set), then F times its tile through the ReLU, then the pooling, an image at a time
-// through the scratch rows of one image's F and h (the forward pass keeps only the pooled
-// maps).
+// conv i's forward pass, an image at a time and three images in flight: at step t, image
+// t's receptive fields F (one `matmul window` a K-tile through the identity, the bias
+// lane's 1 from its parameter set), image t - 1's F W_b, image t - 2's pooling (a window of
+// stride 2 through four identities times 1/4), each followed by the activate of what an
+// earlier product of the step left, so that each activate waits for its product's drain
+// while the array streams the next product. F and h go through two buffers of one image
+// each (f, h), the sums through accumulator rows of their own (F's, two of h's, the
+// pooling's: ForwardAccRows); only the pooled maps are kept.
 void EmitConvForward(ConvEmitter& e, const Layout& a, int i) {
   const ConvRows& c = a.conv[i];
   const ParamRows& r = a.param[static_cast<size_t>(i)];
+  const int n = a.n;
   e.Pass(r.name + " forward", c.pixels * (r.ins + 1) * r.outs);
-  EmitVector(e.P(), VectorOp::kCopy, r.w, 0, r.wb, r.Values(a.n), kA32);
+  EmitVector(e.P(), VectorOp::kCopy, r.w, 0, r.wb, r.Values(n), kA32);
   const int64_t in_rows = i == 0 ? a.img_rows : c.InPixels(), per = c.OutPixels();
-  const int64_t bias_block = r.ins / a.n;  // the block of the bias lane's 1
-  for (int img = 0; img < a.b; ++img) {
+  const int64_t acc_f = 0, acc_h = r.kb * per, acc_p = acc_h + 2 * per;
+  auto f = [&](int64_t t) { return c.f + (t % 2) * r.kb * per; };
+  auto h = [&](int64_t t) { return c.h + (t % 2) * per; };
+  for (int64_t t = 0; t < a.b + 2; ++t) {
+    const bool fields = t < a.b, dense = t >= 1 && t <= a.b, pool = t >= 2;
     e.Pass(r.name + " forward");
-    e.P().SetWindow(ConvWindow(a, i));
-    for (int64_t k = 0; k < r.kb; ++k)
-      e.Window(c.map + img * in_rows, per, a.id, k, 1, c.f + k * per,
-               k == bias_block ? SetOfConv(i) : 0);
-    e.Dense(c.f, per, r, 0, per, c.h, true);
-    e.Pass(c.pool + " forward");
-    e.P().SetWindow(PoolWindow(a, i));
-    e.Window(c.h, c.Pooled(), a.quarters[i], 0, 1, c.p + img * c.Pooled(), 0);
+    if (fields) {
+      e.P().SetWindow(ConvWindow(a, i));
+      for (int64_t k = 0; k < r.kb; ++k)
+        e.P().MatmulWindow(e.U(c.map + t * in_rows), e.U(acc_f + k * per), e.U(per), 0, e.U(k),
+                           e.Tile(a.id, false, true), isa::Acc::kOverwrite);
+    }
+    if (dense)
+      for (int64_t k = 0; k < r.kb; ++k)
+        e.P().Matmul(e.U(f(t - 1) + k * per), e.U(acc_h + (t % 2) * per), e.U(per),
+                     e.Tile(r.wb + r.Block(0, k, n), false, r.kb == 1), isa::AddIf(k > 0));
+    if (fields)
+      for (int64_t k = 0; k < r.kb; ++k)
+        e.P().Activate(e.U(acc_f + k * per), e.U(f(t) + k * per), e.U(per),
+                       e.U(k == r.ins / n ? SetOfConv(i) : 0), false, isa::Pool::kNone);
+    if (pool) {
+      e.Pass(c.pool + " forward");
+      e.P().SetWindow(PoolWindow(a, i));
+      e.P().MatmulWindow(e.U(h(t - 2)), e.U(acc_p), e.U(c.Pooled()), 0, 0,
+                         e.Tile(a.quarters[i], false, true), isa::Acc::kOverwrite);
+    }
+    if (dense) {
+      e.Pass(r.name + " forward");
+      e.P().Activate(e.U(acc_h + (t % 2) * per), e.U(h(t - 1)), e.U(per), 0, true,
+                     isa::Pool::kNone);
+    }
+    if (pool) {
+      e.Pass(c.pool + " forward");
+      e.P().Activate(e.U(acc_p), e.U(c.p + (t - 2) * c.Pooled()), e.U(c.Pooled()), 0, false,
+                     isa::Pool::kNone);
+    }
   }
+}
+
+// The accumulator rows EmitConvForward takes for conv c of kb K-tiles.
+int64_t ForwardAccRows(const ConvRows& c, int64_t kb) {
+  return (kb + 2) * c.OutPixels() + c.Pooled();
 }
 
 // The first dense layer's input: the pooled maps flattened (y, x, c), one window over the
@@ -480,22 +513,8 @@ void EmitDenseForward(ConvEmitter& e, const Layout& a) {
 }
 
 void EmitLossRows(ConvEmitter& e, const Layout& a) {
-  LossRows r;
-  r.logits = a.logits;
-  r.pad = a.pad;
-  r.y = a.y;
-  r.zero = a.zero;
-  r.inv_batch = a.inv_batch;
-  r.sm = a.sm;
-  r.mx = a.mx;
-  r.sum = a.sum;
-  r.recip = a.recip;
-  r.pick = a.pick;
-  r.loss = a.loss;
-  r.mean = a.mean;
-  r.dz = a.fc.back().dz;
   e.Pass("loss");
-  EmitSoftmaxLoss(e.P(), r, a.b);
+  EmitSoftmaxLoss(e.P(), LossRowsOf(a, a.fc.back().dz), a.b);
 }
 
 // The dense layers' backward pass, the last first: dWᵀ, and dX = dz Wᵀ masked by the layer
@@ -958,6 +977,16 @@ void CheckFits(const nn::Model& model, const Layout& a, const Optimizer& opt,
   if (a.param.back().outs > n) {
     throw UsageError(fmt::format("model '{}': {} classes, more than the array's N = {}", model.name,
                                  a.param.back().outs, n));
+  }
+  for (int i = 0; i < 2; ++i) {
+    // All of them: the weight gradients' rows (acc_g, acc_t) hold nothing then.
+    const int64_t rows = ForwardAccRows(a.conv[i], a.param[static_cast<size_t>(i)].kb);
+    if (rows > cfg.acc_depth_rows) {
+      throw UsageError(
+          fmt::format("config '{}': conv{}'s forward pass takes {} accumulator rows; it has "
+                      "acc_depth_rows = {}: use a config with more",
+                      cfg.name, i + 1, rows, cfg.acc_depth_rows));
+    }
   }
   if (a.acc_rows < n) {
     throw UsageError(

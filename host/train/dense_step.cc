@@ -327,21 +327,7 @@ void EmitForward(Emitter& e, const Layout& a, const DenseNet& net, int l, int fi
 
 // The loss and dL/dlogits (into the last layer's dz).
 void EmitLoss(Emitter& e, const Layout& a, const LayerRows& last) {
-  LossRows r;
-  r.logits = a.logits;
-  r.pad = a.pad;
-  r.y = a.y;
-  r.zero = a.zero;
-  r.inv_batch = a.inv_batch;
-  r.sm = a.sm;
-  r.mx = a.mx;
-  r.sum = a.sum;
-  r.recip = a.recip;
-  r.pick = a.pick;
-  r.loss = a.loss;
-  r.mean = a.mean;
-  r.dz = last.dz;
-  EmitSoftmaxLoss(e.P(), r, a.b);
+  EmitSoftmaxLoss(e.P(), LossRowsOf(a, last.dz), a.b);
 }
 
 // dW = X^T dz of layer l, the batch the sum's index in C chunks of N images: each chunk of

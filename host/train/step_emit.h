@@ -35,6 +35,26 @@ struct LossRows {
   int64_t sm = 0, mx = 0, sum = 0, recip = 0, pick = 0, loss = 0, mean = 0, dz = 0;
 };
 
+// The loss rows of a step's layout (any with the fields of these names), dL/dlogits into dz.
+template <typename Layout>
+LossRows LossRowsOf(const Layout& a, int64_t dz) {
+  LossRows r;
+  r.logits = a.logits;
+  r.pad = a.pad;
+  r.y = a.y;
+  r.zero = a.zero;
+  r.inv_batch = a.inv_batch;
+  r.sm = a.sm;
+  r.mx = a.mx;
+  r.sum = a.sum;
+  r.recip = a.recip;
+  r.pick = a.pick;
+  r.loss = a.loss;
+  r.mean = a.mean;
+  r.dz = dz;
+  return r;
+}
+
 // The loss of each of `b` images, their mean, and dL/dlogits: 16 vector instructions.
 void EmitSoftmaxLoss(isa::ProgramBuilder& p, const LossRows& r, int64_t b);
 

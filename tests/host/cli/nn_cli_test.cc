@@ -238,6 +238,14 @@ TEST_F(NnCliTest, CompareTrainPutsCpuAndChipSideBySide) {
   EXPECT_NE(Slurp(P("t.md")).find("| tpu tpu-v2 | 1 |"), std::string::npos);
   ExpectError("compare --train --images 5", 2, "--images, --inputs and --synthetic are for");
   ExpectError("compare --train --configs small-16", 2, "is an int8 chip");
+  // The course's CNN: the chip and its CPU reference learn the same, bit for bit.
+  const Outcome cnn =
+      Run("compare --train --arch lenet5 --batch 16 --limit 64 --json " + P("c.json") + " -q");
+  ASSERT_EQ(cnn.exit_code, 0) << cnn.err;
+  const auto c = nlohmann::json::parse(Slurp(P("c.json")));
+  EXPECT_EQ(c["model"], "lenet5");
+  EXPECT_EQ(c["rows"][1]["epochs"][0]["loss"], c["rows"][2]["epochs"][0]["loss"]);
+  ExpectError("compare --train --arch resnet", 2, "unknown --arch 'resnet'");
 }
 
 TEST_F(NnCliTest, BadInputs) {

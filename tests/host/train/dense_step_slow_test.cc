@@ -1,7 +1,8 @@
 // The MNIST perceptron's training steps (tpusim train --config tpu-v2 --arch mlp: 1024
-// inputs, 256 ReLU units, 10 classes, Adam, batch 64) on tpu-v2's RTL and on the fast
-// engine: both bit for bit the CPU reference after every step, every counter of the two
-// equal. The slow suite's: tpu-v2's RTL takes about 20 s a step.
+// inputs, 256 ReLU units, 10 classes, Adam, batch 64) and LeNet's (--arch lenet5, batch 8)
+// on tpu-v2's RTL and on the fast engine: both bit for bit the CPU reference after every
+// step, every counter of the two equal. The slow suite's: tpu-v2's RTL takes about 20 s a
+// step of the perceptron.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -9,6 +10,8 @@
 #include "host/config/tpu_config.h"
 #include "host/engine/engine_factory.h"
 #include "host/nn/model.h"
+#include "host/train/conv_step.h"
+#include "host/train/convnet_reference.h"
 #include "host/train/dense_model.h"
 
 namespace tpu::test {
@@ -31,6 +34,34 @@ TEST(DenseStepSlowTest, MnistPerceptronOnTpuV2BothEnginesEqualTheReference) {
     trainer.Start(ref);
     for (int t = 1; t <= 2; ++t) {
       const train::StepOut want = train::ReferenceStep(net, config.array_dim, adam, b, 64, &ref);
+      EXPECT_TRUE(trainer.Step(b) == want) << chip->Name() << " step " << t;
+      EXPECT_TRUE(trainer.State() == ref) << chip->Name() << " state after step " << t;
+    }
+    last.push_back(trainer.LastStep());
+  }
+  EXPECT_EQ(last[0].cycles, last[1].cycles);
+  EXPECT_TRUE(last[0].counters == last[1].counters);
+}
+
+TEST(DenseStepSlowTest, LenetOnTpuV2BothEnginesEqualTheReference) {
+  const config::TpuConfig config = config::LoadConfig("tpu-v2");
+  const nn::Model model = nn::MakeLenet5(1);
+  const train::Optimizer adam;
+  const int batch = 8;
+  std::mt19937_64 rng(75);
+  train::Batch b;
+  for (int i = 0; i < batch * 1024; ++i) b.x.push_back(static_cast<float>(rng() % 256) / 256.0f);
+  for (int i = 0; i < batch; ++i) b.labels.push_back(static_cast<uint8_t>(rng() % 10));
+  std::vector<engine::ExecResult> last;
+  for (const engine::EngineKind kind : {engine::EngineKind::kRtl, engine::EngineKind::kFast}) {
+    const auto chip = engine::MakeChipEngine(kind, config, {});
+    train::DenseState ref = train::DenseState::Fresh(train::DenseWeightsOf(model), adam);
+    train::ChipTrainer trainer(chip.get(), train::CompileConvStep(model, batch, adam, config),
+                               adam);
+    trainer.Start(ref);
+    for (int t = 1; t <= 2; ++t) {
+      const train::StepOut want =
+          train::ReferenceConvStep(model, config.array_dim, adam, b, batch, &ref);
       EXPECT_TRUE(trainer.Step(b) == want) << chip->Name() << " step " << t;
       EXPECT_TRUE(trainer.State() == ref) << chip->Name() << " state after step " << t;
     }
