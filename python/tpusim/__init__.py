@@ -469,7 +469,7 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
     program on one core of a bf16 chip, the weights kept in the chip between the steps.
 
     arch: "mlp", or the course material's CNN "lenet5" or "wide" (at a batch the unified
-    buffer holds: at most 89 and 72 on tpu-v2); config: a bf16
+    buffer holds: at most 86 and 68 on tpu-v2); config: a bf16
     preset name or a Config; limit: train on the first images only; verify: check every step
     against the CPU reference, bit for bit; timeline: a file for the instruction timeline of
     step `timeline_step` (Chrome trace JSON, its passes on a track of their own). Returns
