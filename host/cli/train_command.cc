@@ -487,12 +487,12 @@ or data/mnist (scripts/fetch-mnist downloads it).
 
 On the chip (--config, a bf16 preset: tpu-v2, tpu-v3, tpu-v4): a perceptron (--arch mlp, the
 default there) or the course material's CNN (--arch lenet5 or wide, at a --batch its unified
-buffer holds: at most 86 and 68 on tpu-v2) trains as chip programs, forward, loss, backward and the
-optimizer all on one core, the float32 weights and optimizer state kept in the chip between the steps; the host
-sends each batch and reads the losses (docs/training.md). The last incomplete batch of an
-epoch is left out (the chip's program has one batch size). Each epoch prints the simulated
-time at the preset's clock beside the wall time. --verify checks every step against the CPU
-reference of the same arithmetic, bit for bit.
+buffer holds: at most 86 and 68 on tpu-v2) trains as chip programs, forward, loss, backward
+and the optimizer all on one core, the float32 weights and optimizer state kept in the chip
+between the steps; the host sends each batch and reads the losses (docs/training.md). The
+last incomplete batch of an epoch is left out (the chip's program has one batch size). Each
+epoch prints the simulated time at the preset's clock beside the wall time. --verify checks
+every step against the CPU reference of the same arithmetic, bit for bit.
 
 Examples:
   tpusim train --epochs 8 --out my-lenet5
