@@ -47,6 +47,14 @@ def test_train_writes_a_steps_timeline(tmp_path):
     assert "passes (forward, loss, backward, update)" in tracks
 
 
+@pytest.mark.skipif(not have_mnist(), reason="no MNIST data")
+def test_train_the_cnn_on_the_chip():
+    weights, report = tpusim.train(arch="lenet5", batch=8, limit=16, epochs=1, verify=True)
+    assert weights["conv1.weights"].shape == (3, 3, 1, 6)
+    assert report["epochs"][0]["steps"] == 2 and report["epochs"][0]["verified_steps"] == 2
+    assert "conv1 weight gradient" in [p["pass"] for p in report["passes"]]
+
+
 def test_train_refuses_bad_input():
     with pytest.raises(ValueError, match="int8 chip"):
         tpusim.train(config="small-16")
