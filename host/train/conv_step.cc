@@ -17,8 +17,12 @@
 #include "host/isa/program_builder.h"
 #include "host/train/dense_reference.h"
 #include "host/train/step_emit.h"
+#include "host/train/step_image.h"
 
 namespace tpu::train {
+// Its own namespace: the library's unity build puts this file beside dense_step.cc, whose
+// helpers have the same names.
+namespace conv_step {
 namespace {
 
 using hw::VectorOp;
@@ -155,7 +159,7 @@ void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
 
 // The maps and the dense layers' rows, forward and backward.
 void PlaceActivations(Layout* a, const std::function<int64_t(int64_t)>& take) {
-  const int64_t b = a->b, n = a->n;
+  const int64_t b = a->b;
   int64_t f_rows = 0, h_rows = 0, kb = 0;
   for (int i = 0; i < 2; ++i) {
     const int64_t blocks = a->param[static_cast<size_t>(i)].kb;
@@ -777,20 +781,6 @@ isa::Program GradsProgram(const Layout& a) {
   return e.Take();
 }
 
-uint16_t Bf16Of(float v) { return arith::Bf16OfFp32(arith::BitsOfFloat(v)); }
-float FloatOf(uint16_t v) { return arith::FloatOfBits(arith::Fp32OfBf16(v)); }
-
-// A float32 value in lane `lane` of the two buffer rows from `row` (high halves, then low).
-void PutFp32(std::vector<uint16_t>* img, int64_t row, int n, int lane, float v) {
-  const uint32_t u = arith::BitsOfFloat(v);
-  (*img)[static_cast<size_t>(row * n + lane)] = static_cast<uint16_t>(u >> 16);
-  (*img)[static_cast<size_t>((row + 1) * n + lane)] = static_cast<uint16_t>(u);
-}
-float GetFp32(const std::vector<uint16_t>& img, int64_t row, int n, int lane) {
-  return arith::FloatOfBits(uint32_t{img[static_cast<size_t>(row * n + lane)]} << 16 |
-                            img[static_cast<size_t>((row + 1) * n + lane)]);
-}
-
 // The activation unit's parameter sets (five host rows each on a bf16 chip: N float32
 // biases, N float32 upper bounds, N bytes unused, half a row unused): see SetOfConv.
 std::vector<uint8_t> ParamSets(const Layout& a) {
@@ -808,21 +798,6 @@ std::vector<uint8_t> ParamSets(const Layout& a) {
       put(set + 4 * static_cast<size_t>(j), j == bias_lane[s] ? 1.0f : 0.0f);
       put(set + 4 * static_cast<size_t>(n + j), std::numeric_limits<float>::infinity());
     }
-  return out;
-}
-
-std::vector<uint8_t> Bytes(const std::vector<uint16_t>& halves) {
-  std::vector<uint8_t> out(halves.size() * 2);
-  for (size_t i = 0; i < halves.size(); ++i) {
-    out[2 * i] = static_cast<uint8_t>(halves[i]);
-    out[2 * i + 1] = static_cast<uint8_t>(halves[i] >> 8);
-  }
-  return out;
-}
-std::vector<uint16_t> Halves(const std::vector<uint8_t>& bytes) {
-  std::vector<uint16_t> out(bytes.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = static_cast<uint16_t>(bytes[2 * i] | bytes[2 * i + 1] << 8);
   return out;
 }
 
@@ -852,13 +827,13 @@ std::vector<uint8_t> ConstantImage(const Layout& a, const Optimizer& opt) {
   }
   for (size_t l = 1; l < a.fc.size(); ++l)
     img[at(a.fc[l].ones, a.param[1 + l].outs % n)] = Bf16Of(1.0f);
-  std::vector<uint8_t> out = Bytes(img);
+  std::vector<uint8_t> out = BytesOfHalves(img);
   out.resize(static_cast<size_t>(a.state_end) * 2 * n, 0);
   const std::vector<uint8_t> sets = ParamSets(a);
   out.insert(out.end(), sets.begin(), sets.end());
   std::vector<uint16_t> tail(static_cast<size_t>((a.h_batch - a.h_zero) * n), 0);
   for (int i = 0; i < a.b; ++i) tail[static_cast<size_t>((n + i) * n)] = Bf16Of(1.0f);
-  const std::vector<uint8_t> t = Bytes(tail);
+  const std::vector<uint8_t> t = BytesOfHalves(tail);
   out.insert(out.end(), t.begin(), t.end());
   return out;
 }
@@ -886,11 +861,11 @@ std::vector<uint8_t> StateImage(const Layout& a, const DenseState& s) {
     put(r.w, s.w[l]);
     for (size_t k = 0; k < r.slot.size(); ++k) put(r.slot[k], s.slots[k][l]);
   }
-  return Bytes(img);
+  return BytesOfHalves(img);
 }
 
 void ReadStateImage(const Layout& a, const std::vector<uint8_t>& bytes, DenseState* s) {
-  const std::vector<uint16_t> img = Halves(bytes);
+  const std::vector<uint16_t> img = HalvesOfBytes(bytes);
   for (size_t l = 0; l < a.param.size(); ++l) {
     const ParamRows& r = a.param[l];
     auto get = [&](int64_t base, std::vector<float>* t) {
@@ -925,28 +900,19 @@ std::vector<uint8_t> BatchImage(const Layout& a, const Optimizer& opt, const Bat
       PutFp32(&img, 2, n, j, k.c2);
     }
   }
-  return Bytes(img);
+  return BytesOfHalves(img);
 }
 
 StepOut ReadOut(const Layout& a, const std::vector<uint8_t>& bytes) {
-  const std::vector<uint16_t> img = Halves(bytes);
+  const std::vector<uint16_t> img = HalvesOfBytes(bytes);
   StepOut o;
   for (int i = 0; i < a.b; ++i) o.loss.push_back(GetFp32(img, 2 * i, a.n, 0));
   o.mean = GetFp32(img, 2 * a.b, a.n, 0);
   const int classes = a.param.back().outs;
   for (int i = 0; i < a.b; ++i)
     for (int c = 0; c < classes; ++c)
-      o.logits.push_back(FloatOf(img[static_cast<size_t>((2 * a.b + 2 + i) * a.n + c)]));
+      o.logits.push_back(FloatOfBf16Bits(img[static_cast<size_t>((2 * a.b + 2 + i) * a.n + c)]));
   return o;
-}
-
-engine::Region HostRows(const std::string& name, int64_t row, int64_t rows, int n) {
-  engine::Region r;
-  r.name = name;
-  r.memory = engine::Memory::kHost;
-  r.addr = static_cast<uint64_t>(row) * 2 * static_cast<uint64_t>(n);
-  r.bytes = static_cast<uint64_t>(rows) * 2 * static_cast<uint64_t>(n);
-  return r;
 }
 
 void CheckFits(const nn::Model& model, const Layout& a, const Optimizer& opt,
@@ -1022,16 +988,16 @@ class ConvImages : public StepImages {
     return BatchImage(a_, opt_, b, step);
   }
   StepOut ReadOut(const std::vector<uint8_t>& bytes) const override {
-    return train::ReadOut(a_, bytes);
+    return conv_step::ReadOut(a_, bytes);
   }
   std::vector<std::vector<float>> ReadGrads(const std::vector<uint8_t>& bytes) const override {
-    const std::vector<uint16_t> img = Halves(bytes);
+    const std::vector<uint16_t> img = HalvesOfBytes(bytes);
     std::vector<std::vector<float>> g;
     int64_t at = 0;  // the layer's first row in img
     for (const ParamRows& r : a_.param) {
       std::vector<float> t(static_cast<size_t>(r.ins + 1) * r.outs);
       EachValue(a_, r, [&](size_t i, int64_t row, int lane) {
-        t[i] = FloatOf(img[static_cast<size_t>((at + row) * a_.n + lane)]);
+        t[i] = FloatOfBf16Bits(img[static_cast<size_t>((at + row) * a_.n + lane)]);
       });
       g.push_back(std::move(t));
       at += r.Values(a_.n);
@@ -1071,8 +1037,8 @@ void StepPrograms(const Layout& a, const Optimizer& opt, DensePrograms* p) {
 
 }  // namespace
 
-CompiledStep CompileConvStep(const nn::Model& model, int batch, const Optimizer& opt,
-                             const config::TpuConfig& config) {
+CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
+                     const config::TpuConfig& config) {
   if (config.dtype != hw::Dtype::kBf16) {
     throw UsageError(fmt::format(
         "config '{}' is an int8 chip: training needs float32 sums and the float32 vector unit "
@@ -1096,6 +1062,13 @@ CompiledStep CompileConvStep(const nn::Model& model, int batch, const Optimizer&
   p.grads = {"cnn-train-grads", {GradsProgram(a)}, {HostRows("grads", a.h_grads, a.GradRows(), n)}};
   c.images = std::make_shared<ConvImages>(a, opt);
   return c;
+}
+
+}  // namespace conv_step
+
+CompiledStep CompileConvStep(const nn::Model& model, int batch, const Optimizer& opt,
+                             const config::TpuConfig& config) {
+  return conv_step::Compile(model, batch, opt, config);
 }
 
 }  // namespace tpu::train

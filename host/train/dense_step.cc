@@ -17,6 +17,7 @@
 #include "host/isa/program_builder.h"
 #include "host/train/dense_reference.h"
 #include "host/train/step_emit.h"
+#include "host/train/step_image.h"
 
 namespace tpu::train {
 namespace {
@@ -537,37 +538,6 @@ isa::Program GradsProgram(const Layout& a, const config::TpuConfig& c) {
   return e.Take();
 }
 
-// Rows of float32 values (rows x N) as buffer rows: each row's high halves, then its low.
-void PutFp32Row(std::vector<uint16_t>* img, int64_t row, int n, int lane, float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  (*img)[static_cast<size_t>(row * n + lane)] = static_cast<uint16_t>(u >> 16);
-  (*img)[static_cast<size_t>((row + 1) * n + lane)] = static_cast<uint16_t>(u);
-}
-float GetFp32(const std::vector<uint16_t>& img, int64_t row, int n, int lane) {
-  const uint32_t u = uint32_t{img[static_cast<size_t>(row * n + lane)]} << 16 |
-                     img[static_cast<size_t>((row + 1) * n + lane)];
-  float v;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
-uint16_t Bf16Of(float v) { return arith::Bf16OfFp32(arith::BitsOfFloat(v)); }
-
-std::vector<uint8_t> Bytes(const std::vector<uint16_t>& rows) {
-  std::vector<uint8_t> out(rows.size() * 2);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    out[2 * i] = static_cast<uint8_t>(rows[i]);
-    out[2 * i + 1] = static_cast<uint8_t>(rows[i] >> 8);
-  }
-  return out;
-}
-std::vector<uint16_t> Halves(const std::vector<uint8_t>& bytes) {
-  std::vector<uint16_t> out(bytes.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = static_cast<uint16_t>(bytes[2 * i] | bytes[2 * i + 1] << 8);
-  return out;
-}
-
 // The host image of buffer rows [0, state_begin) and what follows the state in host memory
 // up to the batch: the constants, N zero rows, the bias block, parameter set 0.
 std::vector<uint8_t> ConstantImage(const Layout& a, const DenseNet& net, const Optimizer& opt) {
@@ -575,15 +545,14 @@ std::vector<uint8_t> ConstantImage(const Layout& a, const DenseNet& net, const O
   std::vector<uint16_t> img(static_cast<size_t>(a.state_begin * n), 0);
   for (int i = 0; i < n; ++i) img[static_cast<size_t>((a.id + i) * n + i)] = Bf16Of(1.0f);
   for (int j = 0; j < n; ++j)
-    PutFp32Row(&img, a.pad, n, j,
-               j < net.Classes() ? 0.0f : -std::numeric_limits<float>::infinity());
+    PutFp32(&img, a.pad, n, j, j < net.Classes() ? 0.0f : -std::numeric_limits<float>::infinity());
   for (int l = 0; l < net.Layers(); ++l)
     img[static_cast<size_t>((a.ones + l) * n + net.In(l) % n)] = Bf16Of(1.0f);
   const std::vector<float> consts = UpdateConstants(opt);
   for (int j = 0; j < n; ++j) {
-    PutFp32Row(&img, a.inv_batch, n, j, InverseBatch(a.b));
+    PutFp32(&img, a.inv_batch, n, j, InverseBatch(a.b));
     for (size_t i = 0; i < consts.size(); ++i)
-      PutFp32Row(&img, a.consts + 2 * static_cast<int64_t>(i), n, j, consts[i]);
+      PutFp32(&img, a.consts + 2 * static_cast<int64_t>(i), n, j, consts[i]);
   }
   std::vector<uint16_t> tail(static_cast<size_t>((a.h_batch - a.h_zero) * n), 0);
   for (int i = 0; i < a.b; ++i) tail[static_cast<size_t>((n + i) * n)] = Bf16Of(1.0f);
@@ -596,20 +565,11 @@ std::vector<uint8_t> ConstantImage(const Layout& a, const DenseNet& net, const O
     tail[at] = static_cast<uint16_t>(u);
     tail[at + 1] = static_cast<uint16_t>(u >> 16);
   }
-  std::vector<uint8_t> out = Bytes(img);
-  std::vector<uint8_t> t = Bytes(tail);
+  std::vector<uint8_t> out = BytesOfHalves(img);
+  std::vector<uint8_t> t = BytesOfHalves(tail);
   out.resize(static_cast<size_t>(a.state_end * 2 * n), 0);
   out.insert(out.end(), t.begin(), t.end());
   return out;
-}
-
-engine::Region HostRegion(const std::string& name, int64_t row, int64_t rows, int n) {
-  engine::Region r;
-  r.name = name;
-  r.memory = engine::Memory::kHost;
-  r.addr = static_cast<uint64_t>(row) * 2 * static_cast<uint64_t>(n);
-  r.bytes = static_cast<uint64_t>(rows) * 2 * static_cast<uint64_t>(n);
-  return r;
 }
 
 // The largest batch whose step fits the unified buffer (its rows grow with the batch), 0
@@ -660,15 +620,14 @@ DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
   }
   DensePrograms p;
   p.ub_rows = a.end;
-  engine::Region consts = HostRegion("constants", 0, a.h_batch, n);
+  engine::Region consts = HostRows("constants", 0, a.h_batch, n);
   consts.initial = ConstantImage(a, net, opt);
   p.init.name = "train-init";
   p.init.programs.push_back(InitProgram(a, net, config));
-  p.init.regions = {consts, HostRegion("state", a.state_begin, a.state_end - a.state_begin, n)};
-  const std::vector<engine::Region> infeed = {
-      HostRegion("batch0", a.h_batch, a.BatchRows(), n),
-      HostRegion("batch1", a.h_batch_next, a.BatchRows(), n),
-      HostRegion("out", a.h_out, a.OutRows(), n)};
+  p.init.regions = {consts, HostRows("state", a.state_begin, a.state_end - a.state_begin, n)};
+  const std::vector<engine::Region> infeed = {HostRows("batch0", a.h_batch, a.BatchRows(), n),
+                                              HostRows("batch1", a.h_batch_next, a.BatchRows(), n),
+                                              HostRows("out", a.h_out, a.OutRows(), n)};
   for (int parity = 0; parity < 2; ++parity) {
     const Layout ap = ForParity(a, parity);
     for (int prefetch = 0; prefetch < 2; ++prefetch) {
@@ -686,10 +645,10 @@ DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
   p.step = p.steps[0][1];
   p.save.name = "train-save";
   p.save.programs.push_back(SaveProgram(a, config));
-  p.save.regions = {HostRegion("state", a.state_begin, a.state_end - a.state_begin, n)};
+  p.save.regions = {HostRows("state", a.state_begin, a.state_end - a.state_begin, n)};
   p.grads.name = "train-grads";
   p.grads.programs.push_back(GradsProgram(a, config));
-  p.grads.regions = {HostRegion("grads", a.h_grads, a.GradRows(), n)};
+  p.grads.regions = {HostRows("grads", a.h_grads, a.GradRows(), n)};
   return p;
 }
 
@@ -703,18 +662,18 @@ std::vector<uint8_t> StateImage(const Layout& a, const DenseNet& net, const Dens
     auto put = [&](int64_t base, const std::vector<float>& t) {
       for (int row = 0; row <= net.In(l); ++row)
         for (int c = 0; c < net.Out(l); ++c)
-          PutFp32Row(&img, base - a.state_begin + 2 * ((c / n) * r.k * n + row), n, c % n,
-                     t[static_cast<size_t>(row) * net.Out(l) + c]);
+          PutFp32(&img, base - a.state_begin + 2 * ((c / n) * r.k * n + row), n, c % n,
+                  t[static_cast<size_t>(row) * net.Out(l) + c]);
     };
     put(r.w, s.w[static_cast<size_t>(l)]);
     for (size_t i = 0; i < r.slot.size(); ++i) put(r.slot[i], s.slots[i][static_cast<size_t>(l)]);
   }
-  return Bytes(img);
+  return BytesOfHalves(img);
 }
 
 void ReadStateImage(const Layout& a, const DenseNet& net, const std::vector<uint8_t>& bytes,
                     DenseState* s) {
-  const std::vector<uint16_t> img = Halves(bytes);
+  const std::vector<uint16_t> img = HalvesOfBytes(bytes);
   const int n = a.n;
   for (int l = 0; l < net.Layers(); ++l) {
     const LayerRows& r = a.layer[static_cast<size_t>(l)];
@@ -746,15 +705,15 @@ std::vector<uint8_t> BatchImage(const Layout& a, const DenseNet& net, const Opti
   if (opt.kind == Optimizer::Kind::kAdam) {
     const StepScalars k = ScalarsOfStep(opt, step);
     for (int j = 0; j < n; ++j) {
-      PutFp32Row(&img, 0, n, j, k.c1);
-      PutFp32Row(&img, 2, n, j, k.c2);
+      PutFp32(&img, 0, n, j, k.c1);
+      PutFp32(&img, 2, n, j, k.c2);
     }
   }
-  return Bytes(img);
+  return BytesOfHalves(img);
 }
 
 StepOut ReadOut(const Layout& a, const DenseNet& net, const std::vector<uint8_t>& bytes) {
-  const std::vector<uint16_t> img = Halves(bytes);
+  const std::vector<uint16_t> img = HalvesOfBytes(bytes);
   StepOut o;
   for (int i = 0; i < a.b; ++i) o.loss.push_back(GetFp32(img, 2 * i, a.n, 0));
   o.mean = GetFp32(img, 2 * a.b, a.n, 0);
@@ -799,7 +758,7 @@ class DenseImages : public StepImages {
 };
 
 std::vector<std::vector<float>> DenseImages::ReadGrads(const std::vector<uint8_t>& bytes) const {
-  const std::vector<uint16_t> img = Halves(bytes);
+  const std::vector<uint16_t> img = HalvesOfBytes(bytes);
   std::vector<std::vector<float>> g;
   int64_t at = 0;  // the layer's first row in img
   for (int l = 0; l < net_.Layers(); ++l) {
