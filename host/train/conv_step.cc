@@ -716,15 +716,7 @@ void EmitUpdates(ConvEmitter& e, const Layout& a, const Optimizer& opt) {
     e.Pass(r.name + " update");
     for (int64_t v0 = 0; v0 < r.Values(a.n); v0 += a.update_rows) {
       const int64_t rows = std::min(a.update_rows, r.Values(a.n) - v0);
-      UpdateRows u;
-      u.w = r.w + 2 * v0;
-      u.g = r.g + v0;
-      u.slot0 = r.slot[0] + 2 * v0;
-      u.slot1 = opt.Slots() > 1 ? r.slot[1] + 2 * v0 : 0;
-      u.consts = a.consts;
-      u.tmp = a.tmp;
-      u.tmp2 = a.tmp2;
-      u.scalars = a.scalars;
+      const UpdateRows u = UpdateRowsOf(a, r, opt, v0);
       EmitUpdate(opt, u, [&e, rows](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
         EmitVector(e.P(), op, x, y, out, rows, flags);
       });

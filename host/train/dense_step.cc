@@ -412,15 +412,7 @@ void EmitInputGradient(Emitter& e, const Layout& a, const LayerRows& r, const La
 // scratch rows tmp and tmp2: the vector unit runs its instructions in order.
 void QueueUpdate(Emitter& e, const Layout& a, const Optimizer& opt, const LayerRows& r, int64_t v0,
                  int64_t rows, int pass, int64_t after) {
-  UpdateRows u;
-  u.w = r.w + 2 * v0;
-  u.g = r.g + v0;
-  u.slot0 = r.slot[0] + 2 * v0;
-  u.slot1 = opt.Slots() > 1 ? r.slot[1] + 2 * v0 : 0;
-  u.consts = a.consts;
-  u.tmp = a.tmp;
-  u.tmp2 = a.tmp2;
-  u.scalars = a.scalars;
+  const UpdateRows u = UpdateRowsOf(a, r, opt, v0);
   EmitUpdate(opt, u,
              [&e, rows, pass, after](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
                e.Queue(pass, after,

@@ -67,6 +67,21 @@ void EmitSoftmaxLoss(isa::ProgramBuilder& p, const LossRows& r, int64_t b);
 struct UpdateRows {
   int64_t w = 0, g = 0, slot0 = 0, slot1 = 0, consts = 0, tmp = 0, tmp2 = 0, scalars = 0;
 };
+// The update's rows of layer rows `r` (fields w, g, slot) from value row v0, in a step's
+// layout `a` (fields consts, tmp, tmp2, scalars).
+template <typename Layout, typename Rows>
+UpdateRows UpdateRowsOf(const Layout& a, const Rows& r, const Optimizer& opt, int64_t v0) {
+  UpdateRows u;
+  u.w = r.w + 2 * v0;
+  u.g = r.g + v0;
+  u.slot0 = r.slot[0] + 2 * v0;
+  u.slot1 = opt.Slots() > 1 ? r.slot[1] + 2 * v0 : 0;
+  u.consts = a.consts;
+  u.tmp = a.tmp;
+  u.tmp2 = a.tmp2;
+  u.scalars = a.scalars;
+  return u;
+}
 using VecFn = std::function<void(hw::VectorOp, int64_t a, int64_t b, int64_t out, int flags)>;
 void EmitUpdate(const Optimizer& opt, const UpdateRows& r, const VecFn& vec);
 
