@@ -53,10 +53,10 @@ struct ConvRows {
   int in_h = 0, in_w = 0, cin = 0, kh = 0, kw = 0, oh = 0, ow = 0, cout = 0, ph = 0, pw = 0;
   int64_t pixels = 0, pf = 0;  // its output pixels, b oh ow; rounded up to whole chunks of N
   int64_t map = 0;             // its input (the first: the images, packed)
-  int64_t f = 0;               // receptive fields: kb blocks of pf rows
-  int64_t h = 0;               // the ReLU's output, a pixel a row
+  int64_t f = 0;               // receptive fields: two images' of kb blocks (the forward's)
+  int64_t h = 0;               // the ReLU's output, a pixel a row: two images' (the forward's)
   int64_t p = 0;               // pooled: b ph pw rows
-  int64_t dp = 0, dz = 0;      // the pooled map's gradient; dL/dz, pf rows
+  int64_t dp = 0, dz = 0;      // the pooled map's gradient; dL/dz (pf rows, or 0: below)
   // F and h are not kept for the whole batch: f and h (the layout's scratch) hold one
   // image's in the forward pass, and the backward pass forms them again a chunk of N pixel
   // rows at a time (fchunk, hchunk; EmitConvWeightGradient). dL/dz is kept (dz) where an
@@ -295,7 +295,7 @@ class ConvEmitter {
   uint64_t U(int64_t row) const { return static_cast<uint64_t>(row); }
 
   // out = x W for `rows` rows (x: kb blocks x_stride rows apart; W: the tile's column block
-  // j), through the ReLU with `relu`, parameter set `set`, chunk by chunk.
+  // j), through the ReLU with `relu`, chunk by chunk.
   void Dense(int64_t x, int64_t x_stride, const ParamRows& r, int64_t j, int64_t rows, int64_t out,
              bool relu) {
     for (int64_t r0 = 0; r0 < rows; r0 += a_.acc_rows) {
@@ -307,16 +307,16 @@ class ConvEmitter {
       p_.Activate(0, U(out + r0), U(len), 0, relu, isa::Pool::kNone);
     }
   }
-  // Output pixels [first, first + pixels) of the window set last over the map at `map`:
+  // Output pixels [0, pixels) of the window set last over the map at `map`:
   // K-tiles kt0 .. kt0 + kts - 1 through the tiles at `tile` (N rows apart), added, then
   // parameter set `set`, into rows from `out`.
   void Window(int64_t map, int64_t pixels, int64_t tile, int64_t kt0, int64_t kts, int64_t out,
-              int set, int64_t first = 0) {
+              int set) {
     for (int64_t r0 = 0; r0 < pixels; r0 += a_.acc_rows) {
       const int64_t len = std::min(a_.acc_rows, pixels - r0);
       for (int64_t t = 0; t < kts; ++t) {
         const bool load = Tile(tile + t * a_.n, false, kts == 1);
-        p_.MatmulWindow(U(map), 0, U(len), U(first + r0), U(kt0 + t), load, isa::AddIf(t > 0));
+        p_.MatmulWindow(U(map), 0, U(len), U(r0), U(kt0 + t), load, isa::AddIf(t > 0));
       }
       p_.Activate(0, U(out + r0), U(len), U(set), false, isa::Pool::kNone);
     }
@@ -885,13 +885,7 @@ std::vector<uint8_t> BatchImage(const Layout& a, const Optimizer& opt, const Bat
     img[static_cast<size_t>((4 + a.b * a.img_rows + i) * n + b.labels[static_cast<size_t>(i)])] =
         Bf16Of(1.0f);
   }
-  if (opt.kind == Optimizer::Kind::kAdam) {
-    const StepScalars k = ScalarsOfStep(opt, step);
-    for (int j = 0; j < n; ++j) {
-      PutFp32(&img, 0, n, j, k.c1);
-      PutFp32(&img, 2, n, j, k.c2);
-    }
-  }
+  PutStepScalars(&img, n, opt, step);
   return BytesOfHalves(img);
 }
 

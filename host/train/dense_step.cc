@@ -694,13 +694,7 @@ std::vector<uint8_t> BatchImage(const Layout& a, const DenseNet& net, const Opti
     const int64_t label_row = 4 + k0 * a.b + i;
     img[static_cast<size_t>(label_row * n + b.labels[static_cast<size_t>(i)])] = Bf16Of(1.0f);
   }
-  if (opt.kind == Optimizer::Kind::kAdam) {
-    const StepScalars k = ScalarsOfStep(opt, step);
-    for (int j = 0; j < n; ++j) {
-      PutFp32(&img, 0, n, j, k.c1);
-      PutFp32(&img, 2, n, j, k.c2);
-    }
-  }
+  PutStepScalars(&img, n, opt, step);
   return BytesOfHalves(img);
 }
 

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include "host/train/dense_reference.h"
+#include "host/train/step_image.h"
+
 namespace tpu::train {
 
 using hw::VectorOp;
@@ -58,6 +61,15 @@ void EmitSoftmaxLoss(ProgramBuilder& p, const LossRows& r, int64_t b) {
   vec(VectorOp::kMul, r.sm, r.recip, r.sm, b, kA32 | kB32 | kO32);
   vec(VectorOp::kSub, r.sm, r.y, r.sm, b, kA32 | kO32);
   vec(VectorOp::kMul, r.sm, r.inv_batch, r.dz, b, kA32 | kB32 | kBcast);
+}
+
+void PutStepScalars(std::vector<uint16_t>* img, int n, const Optimizer& opt, int64_t step) {
+  if (opt.kind != Optimizer::Kind::kAdam) return;
+  const StepScalars k = ScalarsOfStep(opt, step);
+  for (int j = 0; j < n; ++j) {
+    PutFp32(img, 0, n, j, k.c1);
+    PutFp32(img, 2, n, j, k.c2);
+  }
 }
 
 void EmitUpdate(const Optimizer& opt, const UpdateRows& r, const VecFn& vec) {

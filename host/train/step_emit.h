@@ -82,6 +82,10 @@ UpdateRows UpdateRowsOf(const Layout& a, const Rows& r, const Optimizer& opt, in
   u.scalars = a.scalars;
   return u;
 }
+// Adam's two float32 scalars of step `step` (ScalarsOfStep: c1, then c2) in every lane of
+// rows 0-3 of a batch image of rows of n halves; nothing for SGD.
+void PutStepScalars(std::vector<uint16_t>* img, int n, const Optimizer& opt, int64_t step);
+
 using VecFn = std::function<void(hw::VectorOp, int64_t a, int64_t b, int64_t out, int flags)>;
 void EmitUpdate(const Optimizer& opt, const UpdateRows& r, const VecFn& vec);
 
