@@ -1025,12 +1025,7 @@ void StepPrograms(const Layout& a, const Optimizer& opt, DensePrograms* p) {
 
 CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
                      const config::TpuConfig& config) {
-  if (config.dtype != hw::Dtype::kBf16) {
-    throw UsageError(fmt::format(
-        "config '{}' is an int8 chip: training needs float32 sums and the float32 vector unit "
-        "of a bf16 chip (tpu-v2, tpu-v3, tpu-v4, or --set dtype=bf16)",
-        config.name));
-  }
+  CheckTrainingChip(config);
   CheckConvNetShape(model);
   if (batch < 1) throw UsageError("--batch must be at least 1");
   const Layout a = MakeLayout(model, batch, opt, config);

@@ -587,12 +587,7 @@ int LargestBatch(const DenseNet& net, const Optimizer& opt, const config::TpuCon
 
 DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
                            const config::TpuConfig& config) {
-  if (config.dtype != hw::Dtype::kBf16) {
-    throw UsageError(fmt::format(
-        "config '{}' is an int8 chip: training needs float32 sums and the float32 vector unit "
-        "of a bf16 chip (tpu-v2, tpu-v3, tpu-v4, or --set dtype=bf16)",
-        config.name));
-  }
+  CheckTrainingChip(config);
   const int n = config.array_dim;
   CheckDense(net, batch, n);
   const Layout a = MakeLayout(net, batch, opt, n);

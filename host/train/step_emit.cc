@@ -1,8 +1,11 @@
 // See step_emit.h.
 #include "host/train/step_emit.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
+#include "host/common/errors.h"
 #include "host/train/dense_reference.h"
 #include "host/train/step_image.h"
 
@@ -61,6 +64,14 @@ void EmitSoftmaxLoss(ProgramBuilder& p, const LossRows& r, int64_t b) {
   vec(VectorOp::kMul, r.sm, r.recip, r.sm, b, kA32 | kB32 | kO32);
   vec(VectorOp::kSub, r.sm, r.y, r.sm, b, kA32 | kO32);
   vec(VectorOp::kMul, r.sm, r.inv_batch, r.dz, b, kA32 | kB32 | kBcast);
+}
+
+void CheckTrainingChip(const config::TpuConfig& config) {
+  if (config.dtype == hw::Dtype::kBf16) return;
+  throw UsageError(fmt::format(
+      "config '{}' is an int8 chip: training needs float32 sums and the float32 vector unit "
+      "of a bf16 chip (tpu-v2, tpu-v3, tpu-v4, or --set dtype=bf16)",
+      config.name));
 }
 
 void PutStepScalars(std::vector<uint16_t>* img, int n, const Optimizer& opt, int64_t step) {

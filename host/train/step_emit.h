@@ -9,10 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "host/config/tpu_config.h"
 #include "host/isa/program_builder.h"
 #include "host/train/dense_net.h"
 
 namespace tpu::train {
+
+// Throws UsageError for an int8 chip: training needs a bf16 chip's float32 sums and vector
+// unit.
+void CheckTrainingChip(const config::TpuConfig& config);
 
 // Vector flags: float32 a, b, result; b one row for all.
 enum VecFlags : int { kA32 = 1, kB32 = 2, kO32 = 4, kBcast = 8 };
