@@ -50,33 +50,144 @@ void WidenBf16(int64_t k, int64_t n, const uint16_t* b, int64_t ldb, float* out)
     for (int64_t j = 0; j < n; ++j) out[r * n + j] = FloatOfBits(Fp32OfBf16(b[r * ldb + j]));
 }
 
+namespace {
+
+// p[j0..j0+B) += x_r w[r][j0..j0+B) for r in [r0, r1), the B sums held in registers
+// across the rows (the order of each column's adds is the array's).
+template <int64_t B>
+inline void AddRowsBlock(const uint16_t* x, const float* b, int64_t ldb, int64_t r0, int64_t r1,
+                         int64_t j0, float* p) {
+  float acc[B];
+  for (int64_t j = 0; j < B; ++j) acc[j] = p[j0 + j];
+  for (int64_t r = r0; r < r1; ++r) {
+    const float v = FloatOfBits(Fp32OfBf16(x[r]));
+    const float* w = b + r * ldb + j0;
+    for (int64_t j = 0; j < B; ++j) acc[j] += v * w[j];
+  }
+  for (int64_t j = 0; j < B; ++j) p[j0 + j] = acc[j];
+}
+
+// One row's column sums over weight rows [r0, r1) and columns [c0, c1): p[j] += x_r w[r][j],
+// down the column, every product and sum flushed (by the CPU where it can, else by Flush).
+// Compiled also for the wider vector units, chosen at run time: the same products and sums
+// lane by lane (no fused multiply-add: -ffp-contract=off; the flush mode rules them all).
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void AddRows(const uint16_t* x, const float* b, int64_t ldb, int64_t r0, int64_t r1, int64_t c0,
+             int64_t c1, float* p) {
+  int64_t j0 = c0;
+  if (kHardwareFlush)
+    for (; j0 + 64 <= c1; j0 += 64) AddRowsBlock<64>(x, b, ldb, r0, r1, j0, p);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float v = FloatOfBits(Fp32OfBf16(x[r]));
+    const float* w = b + r * ldb;
+    if (kHardwareFlush) {
+      for (int64_t j = j0; j < c1; ++j) p[j] += v * w[j];
+    } else {
+      for (int64_t j = j0; j < c1; ++j) p[j] = Flush(p[j] + Flush(v * w[j]));
+    }
+  }
+}
+
+// The rows' spans of non-zero weights one after another (TileNonZeros::by_rows).
+void AddSpans(const uint16_t* x, const float* b, int64_t ldb, const TileNonZeros& nz, float* p) {
+  for (int64_t r = nz.row_lo; r < nz.row_hi; ++r) {
+    const int64_t lo = nz.lo[static_cast<size_t>(r)], hi = nz.hi[static_cast<size_t>(r)];
+    if (lo == hi) continue;
+    const float v = FloatOfBits(Fp32OfBf16(x[r]));
+    const float* w = b + r * ldb;
+    for (int64_t j = lo; j < hi; ++j)
+      p[j] = kHardwareFlush ? p[j] + v * w[j] : Flush(p[j] + Flush(v * w[j]));
+  }
+}
+
+// The column sums stored into (or added to) the accumulators' row.
+void StoreSums(const float* psum, int64_t n, uint32_t* row, bool accumulate) {
+  if (!accumulate) {
+    for (int64_t j = 0; j < n; ++j) row[j] = Fp32Canonical(BitsOfFloat(psum[j]));
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) row[j] = Fp32Add(row[j], Fp32Canonical(BitsOfFloat(psum[j])));
+}
+
+// Whether no activation is an infinity or NaN (one pass, no early exit: it vectorizes).
+bool AllFinite(const uint16_t* x, int64_t k) {
+  unsigned bad = 0;
+  for (int64_t r = 0; r < k; ++r) bad |= (x[r] & 0x7f80u) == 0x7f80u;
+  return bad == 0;
+}
+
+}  // namespace
+
 void Bf16TileProductF(int64_t m, int64_t n, int64_t k, int64_t array_rows, const uint16_t* a,
                       int64_t lda, const float* b, int64_t ldb, uint32_t* c, int64_t ldc,
                       bool accumulate) {
   // Each row's column sums in float, added in the array's order (down the column, r = 0
-  // first), every product and sum flushed: by the CPU where it can, else by Flush.
+  // first).
   std::vector<float> psum(static_cast<size_t>(n));
   const FlushMode flush_mode;
   for (int64_t i = 0; i < m; ++i) {
     std::fill(psum.begin(), psum.end(), 0.0f);
-    float* p = psum.data();
-    for (int64_t r = 0; r < k; ++r) {
-      const float x = FloatOfBits(Fp32OfBf16(a[i * lda + r]));
-      const float* w = b + r * ldb;
-      if (kHardwareFlush) {
-        for (int64_t j = 0; j < n; ++j) p[j] += x * w[j];
-      } else {
-        for (int64_t j = 0; j < n; ++j) p[j] = Flush(p[j] + Flush(x * w[j]));
-      }
-    }
+    AddRows(a + i * lda, b, ldb, 0, k, 0, n, psum.data());
     // The rows below K add +0 (only a -0 sum changes).
     if (k < array_rows)
       for (int64_t j = 0; j < n; ++j) psum[j] += 0.0f;
-    uint32_t* row = c + i * ldc;
-    for (int64_t j = 0; j < n; ++j) {
-      const uint32_t s = Fp32Canonical(BitsOfFloat(psum[j]));
-      row[j] = accumulate ? Fp32Add(row[j], s) : s;
+    StoreSums(psum.data(), n, c + i * ldc, accumulate);
+  }
+}
+
+TileNonZeros NonZerosOf(int64_t k, int64_t n, const float* b, int64_t ldb) {
+  TileNonZeros nz;
+  nz.row_lo = k;
+  nz.col_lo = n;
+  nz.lo.assign(static_cast<size_t>(k), 0);
+  nz.hi.assign(static_cast<size_t>(k), 0);
+  int64_t spans = 0;
+  for (int64_t r = 0; r < k; ++r) {
+    const float* w = b + r * ldb;
+    int64_t lo = 0, hi = n;
+    while (lo < n && w[lo] == 0.0f) ++lo;  // NaN is not a zero
+    while (hi > lo && w[hi - 1] == 0.0f) --hi;
+    if (lo == hi) continue;
+    nz.lo[static_cast<size_t>(r)] = lo;
+    nz.hi[static_cast<size_t>(r)] = hi;
+    spans += hi - lo;
+    nz.row_lo = std::min(nz.row_lo, r);
+    nz.row_hi = r + 1;
+    nz.col_lo = std::min(nz.col_lo, lo);
+    nz.col_hi = std::max(nz.col_hi, hi);
+  }
+  if (nz.row_hi == 0) nz.row_lo = nz.col_lo = 0;
+  nz.by_rows = 2 * spans < (nz.row_hi - nz.row_lo) * (nz.col_hi - nz.col_lo);
+  return nz;
+}
+
+void Bf16TileProductSparse(int64_t m, int64_t n, int64_t k, int64_t array_rows, const uint16_t* a,
+                           int64_t lda, const float* b, int64_t ldb, const TileNonZeros& nz,
+                           uint32_t* c, int64_t ldc, bool accumulate) {
+  std::vector<float> psum(static_cast<size_t>(n));
+  const FlushMode flush_mode;
+  for (int64_t i = 0; i < m; ++i) {
+    const uint16_t* x = a + i * lda;
+    if (!AllFinite(x, k)) {  // an infinity or NaN times a zero weight is NaN: the full sums
+      Bf16TileProductF(1, n, k, array_rows, x, lda, b, ldb, c + i * ldc, ldc, accumulate);
+      continue;
     }
+    std::fill(psum.begin(), psum.end(), 0.0f);
+    float* p = psum.data();
+    if (nz.by_rows) {
+      AddSpans(x, b, ldb, nz, p);
+    } else {
+      AddRows(x, b, ldb, nz.row_lo, nz.row_hi, nz.col_lo, nz.col_hi, p);
+    }
+    for (int64_t j = nz.col_lo; j < nz.col_hi; ++j) {
+      if (BitsOfFloat(p[j]) != 0x80000000u) continue;
+      p[j] = 0.0f;
+      AddRows(x, b, ldb, 0, k, j, j + 1, p);
+      if (k < array_rows) p[j] += 0.0f;
+    }
+    StoreSums(p, n, c + i * ldc, accumulate);
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace tpu::arith {
 
@@ -34,10 +35,11 @@ inline bool Fp32IsNan(uint32_t x) { return (x & 0x7fffffffu) > 0x7f800000u; }
 
 // A float32 as the chip holds it: subnormals become zeros of their sign, every NaN the
 // canonical one.
+// Written with masks, not branches, so that loops of it run on the CPU's vector unit.
+inline uint32_t MaskOf(bool c) { return 0u - static_cast<uint32_t>(c); }  // all ones if c
 inline uint32_t Fp32Canonical(uint32_t x) {
-  if (Fp32IsNan(x)) return kFp32Nan;
-  if ((x & 0x7f800000u) == 0) return x & 0x80000000u;
-  return x;
+  const uint32_t sub = MaskOf((x & 0x7f800000u) == 0), nan = MaskOf(Fp32IsNan(x));
+  return (kFp32Nan & nan) | (x & ~nan & ~(sub & 0x7fffffffu));
 }
 
 // A bfloat16 widened to float32 (exact), subnormals flushed.
@@ -71,24 +73,26 @@ inline uint32_t Fp32Add(uint32_t a, uint32_t b) {
   return Fp32Canonical(BitsOfFloat(s));
 }
 
+// The float32 bit patterns in the order of the numbers they stand for (-0 below +0).
+inline uint32_t Fp32OrderKey(uint32_t x) { return x ^ ((0u - (x >> 31)) | 0x80000000u); }
+
 // The larger of two float32 values (matmul max): NaN when either is NaN; +0 is larger
-// than -0.
+// than -0. (With masks, as Fp32Canonical.)
 inline uint32_t Fp32Max(uint32_t a, uint32_t b) {
   a = Fp32Canonical(a);
   b = Fp32Canonical(b);
-  if (Fp32IsNan(a) || Fp32IsNan(b)) return kFp32Nan;
-  // Order the bit patterns as the numbers they stand for.
-  auto key = [](uint32_t x) { return (x & 0x80000000u) ? ~x : x | 0x80000000u; };
-  return key(a) >= key(b) ? a : b;
+  const uint32_t nan = MaskOf(Fp32IsNan(a) | Fp32IsNan(b));
+  const uint32_t first = MaskOf(Fp32OrderKey(a) >= Fp32OrderKey(b));
+  return (kFp32Nan & nan) | (((a & first) | (b & ~first)) & ~nan);
 }
 
 // The smaller of two float32 values: NaN when either is NaN; -0 is smaller than +0.
 inline uint32_t Fp32Min(uint32_t a, uint32_t b) {
   a = Fp32Canonical(a);
   b = Fp32Canonical(b);
-  if (Fp32IsNan(a) || Fp32IsNan(b)) return kFp32Nan;
-  auto key = [](uint32_t x) { return (x & 0x80000000u) ? ~x : x | 0x80000000u; };
-  return key(a) <= key(b) ? a : b;
+  const uint32_t nan = MaskOf(Fp32IsNan(a) | Fp32IsNan(b));
+  const uint32_t first = MaskOf(Fp32OrderKey(a) <= Fp32OrderKey(b));
+  return (kFp32Nan & nan) | (((a & first) | (b & ~first)) & ~nan);
 }
 
 // x / 4: exact, or a zero of its sign below the smallest normal (average pooling).
@@ -105,6 +109,19 @@ inline uint16_t Bf16Activate(uint32_t sum, bool relu, uint32_t hi) {
   return Bf16OfFp32(Fp32Min(y, hi));
 }
 inline constexpr uint32_t kFp32Inf = 0x7f800000u;
+
+// Bf16Activate(Fp32Add(acc, bias), relu, hi), bit for bit, without branches: every step a
+// select, so that a loop over a row's lanes runs on the CPU's vector unit (the fast
+// engine's activate; tests/arith/bf16_test.cc checks it against the branching form).
+inline uint16_t Bf16AddActivate(uint32_t acc, uint32_t bias, bool relu, uint32_t hi) {
+  const float s = FloatOfBits(Fp32Canonical(acc)) + FloatOfBits(Fp32Canonical(bias));
+  uint32_t y = Fp32Canonical(BitsOfFloat(s));
+  // ReLU: a value below zero or a zero becomes +0 (canonical: a zero is 0 or the sign bit).
+  y &= ~(MaskOf(relu & !Fp32IsNan(y)) & MaskOf(((y >> 31) | (y == 0)) != 0));
+  const uint32_t m = Fp32Min(y, hi);
+  const uint32_t rounded = (m + 0x7fffu + ((m >> 16) & 1u)) >> 16;  // an infinity stays one
+  return static_cast<uint16_t>(Fp32IsNan(m) ? kBf16Nan : rounded);
+}
 
 // 2 x 2 pooling of four bfloat16 values in window order (top left, top right, bottom left,
 // bottom right): the maximum, or the float32 sum in that order times 1/4, rounded.
@@ -146,6 +163,26 @@ void WidenBf16(int64_t k, int64_t n, const uint16_t* b, int64_t ldb, float* out)
 void Bf16TileProductF(int64_t m, int64_t n, int64_t k, int64_t array_rows, const uint16_t* a,
                       int64_t lda, const float* b, int64_t ldb, uint32_t* c, int64_t ldc,
                       bool accumulate);
+
+// Where a widened tile's (WidenBf16) weights other than zeros lie: the box of rows
+// [row_lo, row_hi) and columns [col_lo, col_hi) that holds them all (an all-zero tile: an
+// empty box at 0), and each row's columns [lo[r], hi[r]) (lo == hi: none). `by_rows` when
+// the rows' spans cover under half the box (an identity or a permutation covers 1/N of it).
+struct TileNonZeros {
+  int64_t row_lo = 0, row_hi = 0, col_lo = 0, col_hi = 0;
+  std::vector<int64_t> lo, hi;
+  bool by_rows = false;
+};
+TileNonZeros NonZerosOf(int64_t k, int64_t n, const float* b, int64_t ldb);
+
+// Bf16TileProductF, bit for bit, multiplying only the weights `nz` (NonZerosOf b) marks: a
+// product of a zero weight and a finite activation is a zero, and leaving zeros out of a
+// sum changes at most a +0 result into -0. So a row of A holding an infinity or NaN takes
+// the whole tile, and a column whose sum comes out -0 is summed again over every row. The
+// fast engine's product.
+void Bf16TileProductSparse(int64_t m, int64_t n, int64_t k, int64_t array_rows, const uint16_t* a,
+                           int64_t lda, const float* b, int64_t ldb, const TileNonZeros& nz,
+                           uint32_t* c, int64_t ldc, bool accumulate);
 
 // C = A x B as a chip with an array of `tile` x `tile` computes it: K in tiles of `tile`
 // rows, each tile's column sums (Bf16TileProduct) added into C tile by tile, from the

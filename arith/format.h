@@ -57,6 +57,11 @@ struct Int8Format {
                                            static_cast<uint32_t>(c.multiplier),
                                            static_cast<uint32_t>(c.shift), relu ? 0 : -128));
   }
+  // Activate of a row of n lanes: lane l with channel ch[l].
+  static void ActivateRow(const Accumulator* acc, const Channel* ch, bool relu, VpuFunction fn,
+                          Element* y, int64_t n) {
+    for (int64_t l = 0; l < n; ++l) y[l] = Activate(acc[l], ch[l], relu, fn);
+  }
   // 2 x 2 pooling of four activated values: the average (rounding half up) or the maximum.
   static Element Pool(const Element v[4], bool avg) {
     if (avg) return AveragePool(int32_t{v[0]} + v[1] + v[2] + v[3], 4);
@@ -113,7 +118,12 @@ struct Bf16Format {
   // bf16 chip.)
   static Element Activate(Accumulator acc, const Channel& c, bool relu,
                           VpuFunction /*fn*/ = VpuFunction::kNone) {
-    return Bf16Activate(Fp32Add(acc, c.bias), relu, c.hi);
+    return Bf16AddActivate(acc, c.bias, relu, c.hi);
+  }
+  // Activate of a row of n lanes: lane l with channel ch[l] (a loop the compiler vectorizes).
+  static void ActivateRow(const Accumulator* __restrict acc, const Channel* __restrict ch,
+                          bool relu, VpuFunction /*fn*/, Element* __restrict y, int64_t n) {
+    for (int64_t l = 0; l < n; ++l) y[l] = Bf16AddActivate(acc[l], ch[l].bias, relu, ch[l].hi);
   }
   static Element Pool(const Element v[4], bool avg) { return Bf16Pool(v, avg); }
   static Element Larger(Element a, Element b) {

@@ -59,17 +59,80 @@ void VectorStore(uint16_t* buffer, int64_t n, uint64_t first, uint64_t row, int6
 
 namespace {
 
+// Row `row` of an operand at buffer row `first`, all n lanes as float32 (VectorValue's).
+void LoadRow(const uint16_t* buffer, int64_t n, uint64_t first, uint64_t row, bool fp32,
+             uint32_t* out) {
+  const auto r = static_cast<int64_t>(first + row * (fp32 ? 2 : 1));
+  const uint16_t* hi = buffer + r * n;
+  if (!fp32) {
+    for (int64_t l = 0; l < n; ++l) out[l] = Fp32OfBf16(hi[l]);
+    return;
+  }
+  const uint16_t* lo = hi + n;
+  for (int64_t l = 0; l < n; ++l) out[l] = Fp32Canonical(uint32_t{hi[l]} << 16 | lo[l]);
+}
+
+// VectorStore of all n lanes of a row.
+void StoreRow(uint16_t* buffer, int64_t n, uint64_t first, uint64_t row, bool fp32,
+              const uint32_t* x) {
+  const auto r = static_cast<int64_t>(first + row * (fp32 ? 2 : 1));
+  uint16_t* hi = buffer + r * n;
+  if (!fp32) {
+    for (int64_t l = 0; l < n; ++l) hi[l] = Bf16OfFp32(x[l]);
+    return;
+  }
+  uint16_t* lo = hi + n;
+  for (int64_t l = 0; l < n; ++l) {
+    hi[l] = static_cast<uint16_t>(x[l] >> 16);
+    lo[l] = static_cast<uint16_t>(x[l]);
+  }
+}
+
+// out[l] = f(a[l], b[l], old[l]) over a row: one loop per operation, so that the compiler
+// can inline and vectorize each lane's function.
+template <class Lane>
+void Lanes(int64_t n, const uint32_t* a, const uint32_t* b, const uint32_t* old, uint32_t* out,
+           Lane f) {
+  for (int64_t l = 0; l < n; ++l) out[l] = f(a[l], b[l], old[l]);
+}
+
+void RowOf(hw::VectorOp op, int64_t n, const uint32_t* a, const uint32_t* b, const uint32_t* old,
+           uint32_t* out) {
+  using hw::VectorOp;
+  auto run = [&](auto f) { Lanes(n, a, b, old, out, f); };
+  switch (op) {
+    case VectorOp::kAdd:
+      return run([](uint32_t x, uint32_t y, uint32_t) { return Fp32Add(x, y); });
+    case VectorOp::kSub:
+      return run([](uint32_t x, uint32_t y, uint32_t) { return Fp32Sub(x, y); });
+    case VectorOp::kMul:
+      return run([](uint32_t x, uint32_t y, uint32_t) { return Fp32Mul(x, y); });
+    case VectorOp::kMax:
+      return run([](uint32_t x, uint32_t y, uint32_t) { return Fp32Max(x, y); });
+    case VectorOp::kMin:
+      return run([](uint32_t x, uint32_t y, uint32_t) { return Fp32Min(x, y); });
+    case VectorOp::kSelect:
+      return run([](uint32_t x, uint32_t y, uint32_t o) { return Fp32Select(x, y, o); });
+    case VectorOp::kCopy:
+      return run([](uint32_t x, uint32_t, uint32_t) { return Fp32Canonical(x); });
+    default:
+      return run([op](uint32_t x, uint32_t y, uint32_t o) { return VectorLane(op, x, y, o); });
+  }
+}
+
 // A reduction over rows: lane by lane, row after row from the first.
 void ReduceRows(const VectorInstr& v, uint16_t* buffer, int64_t n) {
-  std::vector<uint32_t> acc(static_cast<size_t>(n));
-  for (uint32_t i = 0; i < v.rows; ++i)
+  std::vector<uint32_t> acc(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+  for (uint32_t i = 0; i < v.rows; ++i) {
+    LoadRow(buffer, n, v.a, i, v.a32, i == 0 ? acc.data() : x.data());
+    if (i == 0) continue;
     for (int64_t l = 0; l < n; ++l) {
-      const uint32_t x = VectorValue(buffer, n, v.a, i, l, v.a32);
       uint32_t& s = acc[static_cast<size_t>(l)];
-      s = i == 0 ? x : v.op == hw::VectorOp::kRowMax ? Fp32Max(s, x) : Fp32Add(s, x);
+      s = v.op == hw::VectorOp::kRowMax ? Fp32Max(s, x[static_cast<size_t>(l)])
+                                        : Fp32Add(s, x[static_cast<size_t>(l)]);
     }
-  for (int64_t l = 0; l < n; ++l)
-    VectorStore(buffer, n, v.out, 0, l, v.o32, acc[static_cast<size_t>(l)]);
+  }
+  StoreRow(buffer, n, v.out, 0, v.o32, acc.data());
 }
 
 }  // namespace
@@ -80,25 +143,22 @@ void VectorRun(const VectorInstr& v, uint16_t* buffer, int64_t n) {
     ReduceRows(v, buffer, n);
     return;
   }
-  std::vector<uint32_t> row(static_cast<size_t>(n));
+  const auto size = static_cast<size_t>(n);
+  std::vector<uint32_t> a(size), b(size, 0), old(size, 0), row(size);
+  const bool binary = kind == hw::VectorKind::kBinary || kind == hw::VectorKind::kSelect;
   for (uint32_t i = 0; i < v.rows; ++i) {
-    for (int64_t l = 0; l < n; ++l) {
-      const uint32_t a = VectorValue(buffer, n, v.a, i, l, v.a32);
-      uint32_t b = 0, old = 0;
-      if (kind == hw::VectorKind::kBinary || kind == hw::VectorKind::kSelect)
-        b = VectorValue(buffer, n, v.b, v.bcast ? 0 : i, l, v.b32);
-      if (kind == hw::VectorKind::kSelect) old = VectorValue(buffer, n, v.out, i, l, v.o32);
-      row[static_cast<size_t>(l)] =
-          kind == hw::VectorKind::kLanes ? a : VectorLane(v.op, a, b, old);
-    }
+    LoadRow(buffer, n, v.a, i, v.a32, a.data());
+    if (binary) LoadRow(buffer, n, v.b, v.bcast ? 0 : i, v.b32, b.data());
+    if (kind == hw::VectorKind::kSelect) LoadRow(buffer, n, v.out, i, v.o32, old.data());
     if (kind == hw::VectorKind::kLanes) {
       const uint32_t r = v.op == hw::VectorOp::kLaneMax
-                             ? Fp32TreeMax(row.data(), static_cast<int>(n))
-                             : Fp32TreeSum(row.data(), static_cast<int>(n));
-      for (auto& x : row) x = r;
+                             ? Fp32TreeMax(a.data(), static_cast<int>(n))
+                             : Fp32TreeSum(a.data(), static_cast<int>(n));
+      std::fill(row.begin(), row.end(), r);
+    } else {
+      RowOf(v.op, n, a.data(), b.data(), old.data(), row.data());
     }
-    for (int64_t l = 0; l < n; ++l)
-      VectorStore(buffer, n, v.out, i, l, v.o32, row[static_cast<size_t>(l)]);
+    StoreRow(buffer, n, v.out, i, v.o32, row.data());
   }
 }
 

@@ -152,9 +152,10 @@ void ChipValues::SwitchTile(Mxu& m) {
   const Tile& tile = m.tiles[m.next_tile++];
   const uint8_t* w = tile.operands.empty() ? &weight_[tile.addr] : tile.operands.data();
   std::memcpy(m.active.data(), w, static_cast<size_t>(n_ * row_bytes_));
-  if (bf16_) {  // every row takes part in bf16 (their +0 products change a -0 sum)
+  if (bf16_) {  // where the non-zero weights are: the products of zeros are done by need
     arith::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(m.active.data()), n_,
                      m.active_f.data());
+    m.nonzeros = arith::NonZerosOf(n_, n_, m.active_f.data(), n_);
     return;
   }
   m.row_lo = m.col_lo = n_;
@@ -227,21 +228,23 @@ const T* ChipValues::MatmulRows(const Decoded& d) {
   return reinterpret_cast<const T*>(formed_.data());
 }
 
-// bf16: the tile's product in the array's order (arith::Bf16TileProductF, every row of the
-// array taking part); the accumulators store it, add it or keep the larger (matmul max).
+// bf16: the tile's product in the array's order (arith::Bf16TileProductSparse: the whole
+// array's sums, multiplying only the non-zero weights); the accumulators store it, add it or
+// keep the larger (matmul max).
 void ChipValues::MatmulBf16(const Decoded& d) {
   Mxu& m = *mxus_[d.mxu];
   const int64_t rows = d.len, n = n_;
   const uint16_t* x = MatmulRows<uint16_t>(d);
   auto* acc = reinterpret_cast<uint32_t*>(&m.acc[static_cast<size_t>(d.dst) * n]);
   if (!(d.flags & hw::kFlagMax)) {
-    arith::Bf16TileProductF(rows, n, n, n, x, n, m.active_f.data(), n, acc, n,
-                            d.flags & hw::kFlagAccumulate);
+    arith::Bf16TileProductSparse(rows, n, n, n, x, n, m.active_f.data(), n, m.nonzeros, acc, n,
+                                 d.flags & hw::kFlagAccumulate);
     return;
   }
   product_.assign(static_cast<size_t>(rows * n), 0);
   auto* p = reinterpret_cast<uint32_t*>(product_.data());
-  arith::Bf16TileProductF(rows, n, n, n, x, n, m.active_f.data(), n, p, n, /*accumulate=*/false);
+  arith::Bf16TileProductSparse(rows, n, n, n, x, n, m.active_f.data(), n, m.nonzeros, p, n,
+                               /*accumulate=*/false);
   for (int64_t i = 0; i < rows * n; ++i) acc[i] = arith::Fp32Max(acc[i], p[i]);
 }
 
@@ -350,28 +353,31 @@ void ChipValues::Activate(const Decoded& d) {
   const bool relu = d.flags & hw::kFlagRelu, avg = d.flags & hw::kFlagPoolAvg;
   const arith::VpuFunction fn = arith::VpuFunctionOfFlags(d.flags);
   const auto* acc = reinterpret_cast<const A*>(&m.acc[static_cast<size_t>(d.src) * n]);
-  auto value = [&](const A* row, int64_t l) {
-    return F::Activate(row[l], ch[static_cast<size_t>(l)], relu, fn);
+  std::vector<E> rows(static_cast<size_t>(4 * n));  // activated rows before a pooling
+  auto activate = [&](int64_t row, E* out) {
+    F::ActivateRow(acc + row * n, ch.data(), relu, fn, out, n);
   };
   if (d.flags & hw::kFlagResidual) {
     const Residual& r = d.residual;
     InResidualOrder<E>(d, [&](uint32_t k, const E* res, E* to) {
+      activate(k, rows.data());
       for (int64_t l = 0; l < n; ++l)
-        to[l] = F::Residual(value(acc + k * n, l), res[l], r.product, r.mul_a, r.mul_b, r.shift,
-                            r.relu);
+        to[l] = F::Residual(rows[static_cast<size_t>(l)], res[l], r.product, r.mul_a, r.mul_b,
+                            r.shift, r.relu);
     });
     return;
   }
   for (uint32_t i = 0; i < d.out_rows; ++i) {
     E* y = Ub<E>(d.dst + i * d.step);
     if (!d.pooled) {
-      for (int64_t l = 0; l < n; ++l) y[l] = value(acc + i * n, l);
+      activate(i, y);
       if (d.lanes) PoolLanes(y, n, F::Larger);
       continue;
     }
+    for (int q = 0; q < 4; ++q) activate(4 * i + q, &rows[static_cast<size_t>(q * n)]);
     for (int64_t l = 0; l < n; ++l) {
-      E v[4];
-      for (int q = 0; q < 4; ++q) v[q] = value(acc + (4 * i + q) * n, l);
+      const E v[4] = {rows[static_cast<size_t>(l)], rows[static_cast<size_t>(n + l)],
+                      rows[static_cast<size_t>(2 * n + l)], rows[static_cast<size_t>(3 * n + l)]};
       y[l] = F::Pool(v, avg);
     }
   }

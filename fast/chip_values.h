@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "arith/bf16.h"
 #include "fast/decode.h"
 #include "host/common/zeroed_memory.h"
 
@@ -86,7 +87,8 @@ class ChipValues {
     // the product, and the bounding box of its non-zero weights.
     std::vector<uint8_t> active;  // N x N operands: int8, or bfloat16
     std::vector<float> active_f;
-    int64_t row_lo = 0, row_hi = 0, col_lo = 0, col_hi = 0;
+    int64_t row_lo = 0, row_hi = 0, col_lo = 0, col_hi = 0;  // int8's box of non-zero weights
+    arith::TileNonZeros nonzeros;                            // bf16's
     // The tiles brought this run, in FIFO order.
     std::vector<Tile> tiles;
     size_t next_tile = 0;

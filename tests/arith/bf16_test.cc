@@ -167,6 +167,132 @@ TEST(Bf16Test, GemmEqualsScalarMacsInTheArraysOrder) {
 // Layers skip their weight tiles of zeros (the blocks of 8 output columns and 8 K rows here):
 // with finite activations the result is the whole GEMM's, bit for bit; a column block of
 // zeros only keeps its last K tile; an infinity spreads only through the tiles taken.
+// Fp32Canonical (written with masks) against its rule, on every exponent and sign with
+// fractions at both ends and random ones between.
+TEST(Bf16Test, CanonicalFollowsTheRule) {
+  auto rule = [](uint32_t x) -> uint32_t {
+    if ((x & 0x7fffffffu) > 0x7f800000u) return arith::kFp32Nan;
+    if ((x & 0x7f800000u) == 0) return x & 0x80000000u;
+    return x;
+  };
+  std::mt19937 rng(7);
+  for (uint32_t top = 0; top < 512; ++top) {  // sign and exponent
+    for (uint32_t frac : {0u, 1u, 0x7fffffu, 0x400000u, static_cast<uint32_t>(rng()) & 0x7fffffu}) {
+      const uint32_t x = top << 23 | frac;
+      ASSERT_EQ(arith::Fp32Canonical(x), rule(x)) << std::hex << x;
+    }
+  }
+}
+
+// Fp32Max and Fp32Min (written with masks) against the rule: NaN if either is, else the
+// larger (smaller) number, +0 above -0; on edge values and random patterns.
+TEST(Bf16Test, MaxAndMinFollowTheRule) {
+  auto larger = [](uint32_t a, uint32_t b, bool max) -> uint32_t {
+    a = arith::Fp32Canonical(a);
+    b = arith::Fp32Canonical(b);
+    if (arith::Fp32IsNan(a) || arith::Fp32IsNan(b)) return arith::kFp32Nan;
+    const float x = arith::FloatOfBits(a), y = arith::FloatOfBits(b);
+    if (x == y) return (a == 0x80000000u) == max ? b : a;  // +0 above -0
+    return (x > y) == max ? a : b;
+  };
+  std::mt19937 rng(9);
+  const std::vector<uint32_t> edges = {0u,          0x80000000u, 0x00000001u, 0x807fffffu,
+                                       0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                       F(1.0f),     F(-1.0f),    F(6.0f),     0xff7fffffu};
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t a = i < 144 ? edges[i % 12] : rng(), b = i < 144 ? edges[i / 12] : rng();
+    ASSERT_EQ(arith::Fp32Max(a, b), larger(a, b, true)) << std::hex << a << ", " << b;
+    ASSERT_EQ(arith::Fp32Min(a, b), larger(a, b, false)) << std::hex << a << ", " << b;
+  }
+}
+
+// The fast engine's branch-free activate against the branching form it stands for, on
+// random bit patterns and on the values at the edges (zeros, subnormals, the largest,
+// infinities, NaNs, ties), with and without ReLU and an upper bound.
+TEST(Bf16Test, BranchFreeActivateEqualsTheBranchingForm) {
+  const std::vector<uint32_t> edges = {
+      0u,          0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu, 0xff7fffffu,
+      0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc12345u, 0x7f800001u, 0x3f808000u, 0x3f818000u,
+      0xbf808000u, F(6.0f),     F(-6.0f),    0x7f7f8000u, 0x7f7f7fffu, 0x00ffffffu};
+  std::mt19937 rng(5);
+  auto check = [](uint32_t acc, uint32_t bias, uint32_t hi) {
+    for (const bool relu : {false, true})
+      ASSERT_EQ(arith::Bf16AddActivate(acc, bias, relu, hi),
+                arith::Bf16Activate(arith::Fp32Add(acc, bias), relu, hi))
+          << std::hex << acc << " + " << bias << ", at most " << hi << (relu ? ", ReLU" : "");
+  };
+  for (uint32_t a : edges)
+    for (uint32_t b : edges)
+      for (uint32_t h : edges) check(a, b, h);
+  for (int i = 0; i < 1000000; ++i) {
+    const uint32_t a = rng(), b = rng() % 4 ? rng() : edges[rng() % edges.size()];
+    check(a, b, rng() % 2 ? arith::kFp32Inf : rng() % 2 ? F(6.0f) : rng());
+  }
+}
+
+// A tile whose non-zero weights fill the box [r0, r1) x [c0, c1) (some zeros inside), or
+// with `sparse` a span of one to three columns in some rows; outside them +0, -0 or a
+// subnormal (a zero once widened).
+std::vector<uint16_t> TileWithZeros(std::mt19937& rng, int64_t k, int64_t n, bool sparse) {
+  const std::vector<float> ws = {1.0f, -1.0f, 0.5f, -0.0f, 0.0f};
+  const uint16_t zeros[] = {0x0000u, 0x8000u, 0x0001u, 0x8003u};
+  std::vector<uint16_t> b(static_cast<size_t>(k * n));
+  for (auto& v : b) v = zeros[rng() % 4];
+  const int64_t r0 = rng() % k, r1 = r0 + 1 + rng() % (k - r0);
+  const int64_t c0 = rng() % n, c1 = c0 + 1 + rng() % (n - c0);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t lo = sparse ? static_cast<int64_t>(rng() % n) : c0;
+    const int64_t hi = sparse ? std::min(n, lo + 1 + static_cast<int64_t>(rng() % 3)) : c1;
+    if (sparse && rng() % 4 == 0) continue;
+    for (int64_t j = lo; j < hi; ++j) b[r * n + j] = B(ws[rng() % ws.size()]);
+  }
+  return b;
+}
+
+// The fast engine's product of the non-zero weights only against the whole tile's, on
+// values chosen to make -0 sums (tiny products flushed), on dense boxes, sparse rows and
+// permutations, with infinities and NaNs in the activations.
+TEST(Bf16Test, SparseProductEqualsTheWholeTiles) {
+  std::mt19937 rng(11);
+  const std::vector<float> xs = {0x1p-126f, -0x1.8p-126f, 0x1.4p-126f, 1.0f, -2.0f, 0.0f, -0.0f};
+  const int64_t m = 8, n = 12, rows = 16;
+  int negative_zeros = 0, nans = 0, by_rows = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const int64_t k = trial % 2 ? rows : rows - 3;
+    std::vector<uint16_t> a(m * k);
+    for (auto& v : a) v = B(xs[rng() % xs.size()]);
+    if (trial % 5 == 0) a[rng() % a.size()] = trial % 10 ? 0x7f80u : 0xffc0u;
+    std::vector<uint16_t> b = TileWithZeros(rng, k, n, trial % 3 == 1);
+    if (trial % 3 == 2) {  // a permutation of the columns, -1 and 1
+      std::fill(b.begin(), b.end(), 0);
+      for (int64_t r = 0; r < std::min(k, n); ++r)
+        b[r * n + (r * 5 + trial) % n] = B(r % 2 ? -1.0f : 1.0f);
+    }
+    std::vector<float> wide(k * n);
+    arith::WidenBf16(k, n, b.data(), n, wide.data());
+    const arith::TileNonZeros nz = arith::NonZerosOf(k, n, wide.data(), n);
+    by_rows += nz.by_rows;
+    std::vector<uint32_t> start(m * n);
+    for (auto& v : start) v = F(xs[rng() % xs.size()]);
+    for (const bool accumulate : {false, true}) {
+      std::vector<uint32_t> whole = start, sparse = start;
+      arith::Bf16TileProductF(m, n, k, rows, a.data(), k, wide.data(), n, whole.data(), n,
+                              accumulate);
+      arith::Bf16TileProductSparse(m, n, k, rows, a.data(), k, wide.data(), n, nz, sparse.data(), n,
+                                   accumulate);
+      ASSERT_EQ(sparse, whole) << "trial " << trial << (accumulate ? ", accumulating" : "");
+      for (uint32_t v : whole) {
+        negative_zeros += v == 0x80000000u;
+        nans += arith::Fp32IsNan(v);
+      }
+    }
+  }
+  // The cases the sparse product must take care of did occur.
+  EXPECT_GT(negative_zeros, 0);
+  EXPECT_GT(nans, 0);
+  EXPECT_GT(by_rows, 100);
+}
+
 TEST(Bf16Test, SkippingZeroTilesKeepsFiniteResultsAndConfinesInfinities) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
