@@ -39,53 +39,51 @@ uint32_t VectorLane(hw::VectorOp op, uint32_t a, uint32_t b, uint32_t old) {
   }
 }
 
+namespace {
+
+// Where row `row` of an operand at buffer row `first` starts (float32: two buffer rows, the
+// lanes' high halves, then their low halves).
+int64_t RowStart(int64_t n, uint64_t first, uint64_t row, bool fp32) {
+  return static_cast<int64_t>(first + row * (fp32 ? 2 : 1)) * n;
+}
+
+// Lane l of the row at `hi` as float32 (canonical), and x stored into it.
+uint32_t LaneValue(const uint16_t* hi, int64_t n, int64_t l, bool fp32) {
+  return fp32 ? Fp32Canonical(uint32_t{hi[l]} << 16 | hi[n + l]) : Fp32OfBf16(hi[l]);
+}
+void LaneStore(uint16_t* hi, int64_t n, int64_t l, bool fp32, uint32_t x) {
+  if (!fp32) {
+    hi[l] = Bf16OfFp32(x);
+    return;
+  }
+  hi[l] = static_cast<uint16_t>(x >> 16);
+  hi[n + l] = static_cast<uint16_t>(x);
+}
+
+}  // namespace
+
 uint32_t VectorValue(const uint16_t* buffer, int64_t n, uint64_t first, uint64_t row, int64_t lane,
                      bool fp32) {
-  const auto r = static_cast<int64_t>(first + row * (fp32 ? 2 : 1));
-  if (!fp32) return Fp32OfBf16(buffer[r * n + lane]);
-  return Fp32Canonical(uint32_t{buffer[r * n + lane]} << 16 | buffer[(r + 1) * n + lane]);
+  return LaneValue(buffer + RowStart(n, first, row, fp32), n, lane, fp32);
 }
 
 void VectorStore(uint16_t* buffer, int64_t n, uint64_t first, uint64_t row, int64_t lane, bool fp32,
                  uint32_t x) {
-  const auto r = static_cast<int64_t>(first + row * (fp32 ? 2 : 1));
-  if (!fp32) {
-    buffer[r * n + lane] = Bf16OfFp32(x);
-    return;
-  }
-  buffer[r * n + lane] = static_cast<uint16_t>(x >> 16);
-  buffer[(r + 1) * n + lane] = static_cast<uint16_t>(x);
+  LaneStore(buffer + RowStart(n, first, row, fp32), n, lane, fp32, x);
 }
 
 namespace {
 
-// Row `row` of an operand at buffer row `first`, all n lanes as float32 (VectorValue's).
+// All n lanes of a row (VectorValue's, VectorStore's).
 void LoadRow(const uint16_t* buffer, int64_t n, uint64_t first, uint64_t row, bool fp32,
              uint32_t* out) {
-  const auto r = static_cast<int64_t>(first + row * (fp32 ? 2 : 1));
-  const uint16_t* hi = buffer + r * n;
-  if (!fp32) {
-    for (int64_t l = 0; l < n; ++l) out[l] = Fp32OfBf16(hi[l]);
-    return;
-  }
-  const uint16_t* lo = hi + n;
-  for (int64_t l = 0; l < n; ++l) out[l] = Fp32Canonical(uint32_t{hi[l]} << 16 | lo[l]);
+  const uint16_t* hi = buffer + RowStart(n, first, row, fp32);
+  for (int64_t l = 0; l < n; ++l) out[l] = LaneValue(hi, n, l, fp32);
 }
-
-// VectorStore of all n lanes of a row.
 void StoreRow(uint16_t* buffer, int64_t n, uint64_t first, uint64_t row, bool fp32,
               const uint32_t* x) {
-  const auto r = static_cast<int64_t>(first + row * (fp32 ? 2 : 1));
-  uint16_t* hi = buffer + r * n;
-  if (!fp32) {
-    for (int64_t l = 0; l < n; ++l) hi[l] = Bf16OfFp32(x[l]);
-    return;
-  }
-  uint16_t* lo = hi + n;
-  for (int64_t l = 0; l < n; ++l) {
-    hi[l] = static_cast<uint16_t>(x[l] >> 16);
-    lo[l] = static_cast<uint16_t>(x[l]);
-  }
+  uint16_t* hi = buffer + RowStart(n, first, row, fp32);
+  for (int64_t l = 0; l < n; ++l) LaneStore(hi, n, l, fp32, x[l]);
 }
 
 // out[l] = f(a[l], b[l], old[l]) over a row: one loop per operation, so that the compiler
