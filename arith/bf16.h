@@ -47,15 +47,13 @@ inline uint32_t Fp32OfBf16(uint16_t b) { return Fp32Canonical(uint32_t{b} << 16)
 
 // float32 to bfloat16: round to nearest even; a result below the smallest normal bfloat16
 // becomes a zero of its sign; above the largest, an infinity; NaN the canonical one.
+// Rounding carries into the exponent when it must; it cannot make a normal value
+// subnormal, and it may reach infinity (exponent 0xff, fraction 0), the right answer
+// there. An infinity (fraction 0) stays one, and the canonical NaN 0x7fc00000 rounds to
+// the canonical 0x7fc0, so no case needs a branch (the loops of it vectorize).
 inline uint16_t Bf16OfFp32(uint32_t x) {
   x = Fp32Canonical(x);
-  if (Fp32IsNan(x)) return kBf16Nan;
-  if ((x & 0x7f800000u) == 0x7f800000u) return static_cast<uint16_t>(x >> 16);  // infinity
-  const uint32_t lsb = (x >> 16) & 1u;
-  const uint32_t rounded = x + 0x7fffu + lsb;  // carries into the exponent when it must
-  // Rounding cannot make a normal value subnormal; it may reach infinity (exponent 0xff,
-  // fraction 0), which is the right answer there.
-  return static_cast<uint16_t>(rounded >> 16);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
 // The exact product of two bfloat16 values as a float32 (16 significant bits always fit):
@@ -105,23 +103,23 @@ inline uint32_t Fp32Quarter(uint32_t x) {
 // most `hi` (float32 bits: +infinity for no bound, 6 for ReLU6), rounded to bfloat16.
 inline uint16_t Bf16Activate(uint32_t sum, bool relu, uint32_t hi) {
   uint32_t y = Fp32Canonical(sum);
-  if (relu && !Fp32IsNan(y) && ((y & 0x80000000u) || (y & 0x7fffffffu) == 0)) y = 0;
+  // ReLU: a value below zero or a zero becomes +0 (canonical: a zero is 0 or the sign bit).
+  // With masks, as Fp32Canonical: the fast engine's loops over a row's lanes vectorize.
+  y &= ~(MaskOf(relu & !Fp32IsNan(y)) & MaskOf(((y >> 31) | (y == 0)) != 0));
   return Bf16OfFp32(Fp32Min(y, hi));
 }
 inline constexpr uint32_t kFp32Inf = 0x7f800000u;
 
-// Bf16Activate(Fp32Add(acc, bias), relu, hi), bit for bit, without branches: every step a
-// select, so that a loop over a row's lanes runs on the CPU's vector unit (the fast
-// engine's activate; tests/arith/bf16_test.cc checks it against the branching form).
-inline uint16_t Bf16AddActivate(uint32_t acc, uint32_t bias, bool relu, uint32_t hi) {
-  const float s = FloatOfBits(Fp32Canonical(acc)) + FloatOfBits(Fp32Canonical(bias));
-  uint32_t y = Fp32Canonical(BitsOfFloat(s));
-  // ReLU: a value below zero or a zero becomes +0 (canonical: a zero is 0 or the sign bit).
-  y &= ~(MaskOf(relu & !Fp32IsNan(y)) & MaskOf(((y >> 31) | (y == 0)) != 0));
-  const uint32_t m = Fp32Min(y, hi);
-  const uint32_t rounded = (m + 0x7fffu + ((m >> 16) & 1u)) >> 16;  // an infinity stays one
-  return static_cast<uint16_t>(Fp32IsNan(m) ? kBf16Nan : rounded);
-}
+// One output channel's vector-unit parameters (float32 bits): the bias, and the upper
+// bound the activate clamps at (+inf: none; ReLU6's 6). A lane beyond the channels: bias 0,
+// bound 0.
+struct Bf16Channel {
+  uint32_t bias = 0, hi = 0;
+};
+
+// A row of n lanes activated: y[l] = Bf16Activate(Fp32Add(acc[l], ch[l].bias), relu,
+// ch[l].hi), on the CPU's widest vector unit (bf16.cc).
+void Bf16ActivateRow(const uint32_t* acc, const Bf16Channel* ch, bool relu, uint16_t* y, int64_t n);
 
 // 2 x 2 pooling of four bfloat16 values in window order (top left, top right, bottom left,
 // bottom right): the maximum, or the float32 sum in that order times 1/4, rounded.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "arith/bf16.h"
 #include "arith/int8.h"
@@ -57,11 +58,6 @@ struct Int8Format {
                                            static_cast<uint32_t>(c.multiplier),
                                            static_cast<uint32_t>(c.shift), relu ? 0 : -128));
   }
-  // Activate of a row of n lanes: lane l with channel ch[l].
-  static void ActivateRow(const Accumulator* acc, const Channel* ch, bool relu, VpuFunction fn,
-                          Element* y, int64_t n) {
-    for (int64_t l = 0; l < n; ++l) y[l] = Activate(acc[l], ch[l], relu, fn);
-  }
   // 2 x 2 pooling of four activated values: the average (rounding half up) or the maximum.
   static Element Pool(const Element v[4], bool avg) {
     if (avg) return AveragePool(int32_t{v[0]} + v[1] + v[2] + v[3], 4);
@@ -94,12 +90,7 @@ struct Bf16Format {
   static constexpr hw::Dtype kDtype = hw::Dtype::kBf16;
   static constexpr int kElementBytes = 2;
 
-  // One output channel's vector-unit parameters: the float32 bias, and the upper bound the
-  // activate clamps at (+inf: none; ReLU6's 6). A lane beyond the channels: bias 0, bound 0
-  // (output 0).
-  struct Channel {
-    uint32_t bias = 0, hi = 0;
-  };
+  using Channel = Bf16Channel;  // the float32 bias and upper bound (bf16.h)
   // The channel that gives each value back (bias +0, no bound).
   static constexpr Channel Identity() { return {0, kFp32Inf}; }
   static void Pack(const Channel& c, int64_t lane, int n, uint8_t* set) {
@@ -118,12 +109,7 @@ struct Bf16Format {
   // bf16 chip.)
   static Element Activate(Accumulator acc, const Channel& c, bool relu,
                           VpuFunction /*fn*/ = VpuFunction::kNone) {
-    return Bf16AddActivate(acc, c.bias, relu, c.hi);
-  }
-  // Activate of a row of n lanes: lane l with channel ch[l] (a loop the compiler vectorizes).
-  static void ActivateRow(const Accumulator* __restrict acc, const Channel* __restrict ch,
-                          bool relu, VpuFunction /*fn*/, Element* __restrict y, int64_t n) {
-    for (int64_t l = 0; l < n; ++l) y[l] = Bf16AddActivate(acc[l], ch[l].bias, relu, ch[l].hi);
+    return Bf16Activate(Fp32Add(acc, c.bias), relu, c.hi);
   }
   static Element Pool(const Element v[4], bool avg) { return Bf16Pool(v, avg); }
   static Element Larger(Element a, Element b) {
@@ -151,6 +137,19 @@ template <>
 struct FormatOf<int8_t> : Int8Format {};
 template <>
 struct FormatOf<uint16_t> : Bf16Format {};
+
+// Activate of a row of n lanes in format F: lane l through channel ch[l]. The bfloat16
+// activate is written with masks, so that its loop runs on the CPU's vector unit.
+template <class F>
+void ActivateRow(const typename F::Accumulator* __restrict acc,
+                 const typename F::Channel* __restrict ch, bool relu, VpuFunction fn,
+                 typename F::Element* __restrict y, int64_t n) {
+  if constexpr (std::is_same_v<F, Bf16Format>) {
+    Bf16ActivateRow(acc, ch, relu, y, n);  // the same, compiled for the wider vector units
+  } else {
+    for (int64_t l = 0; l < n; ++l) y[l] = F::Activate(acc[l], ch[l], relu, fn);
+  }
+}
 
 // A parameter set's bytes in format F on an array of n lanes.
 template <class F>

@@ -355,7 +355,7 @@ void ChipValues::Activate(const Decoded& d) {
   const auto* acc = reinterpret_cast<const A*>(&m.acc[static_cast<size_t>(d.src) * n]);
   std::vector<E> rows(static_cast<size_t>(4 * n));  // activated rows before a pooling
   auto activate = [&](int64_t row, E* out) {
-    F::ActivateRow(acc + row * n, ch.data(), relu, fn, out, n);
+    arith::ActivateRow<F>(acc + row * n, ch.data(), relu, fn, out, n);
   };
   if (d.flags & hw::kFlagResidual) {
     const Residual& r = d.residual;

@@ -206,27 +206,61 @@ TEST(Bf16Test, MaxAndMinFollowTheRule) {
   }
 }
 
-// The fast engine's branch-free activate against the branching form it stands for, on
-// random bit patterns and on the values at the edges (zeros, subnormals, the largest,
-// infinities, NaNs, ties), with and without ReLU and an upper bound.
-TEST(Bf16Test, BranchFreeActivateEqualsTheBranchingForm) {
+// The activate, written with masks (arith::Bf16Activate), against the rule written with
+// branches, on random bit patterns and on the values at the edges (zeros, subnormals, the
+// largest, infinities, NaNs, ties), with and without ReLU and an upper bound.
+TEST(Bf16Test, MaskedActivateFollowsTheRule) {
+  auto round = [](uint32_t x) -> uint16_t {  // Bf16OfFp32 as the rule says it
+    x = arith::Fp32Canonical(x);
+    if (arith::Fp32IsNan(x)) return arith::kBf16Nan;
+    if ((x & 0x7f800000u) == 0x7f800000u) return static_cast<uint16_t>(x >> 16);
+    const uint32_t lsb = (x >> 16) & 1u;
+    return static_cast<uint16_t>((x + 0x7fffu + lsb) >> 16);
+  };
+  auto activate = [&](uint32_t sum, bool relu, uint32_t hi) -> uint16_t {
+    uint32_t y = arith::Fp32Canonical(sum);
+    if (relu && !arith::Fp32IsNan(y) && ((y & 0x80000000u) || (y & 0x7fffffffu) == 0)) y = 0;
+    return round(arith::Fp32Min(y, hi));
+  };
   const std::vector<uint32_t> edges = {
       0u,          0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu, 0xff7fffffu,
       0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc12345u, 0x7f800001u, 0x3f808000u, 0x3f818000u,
       0xbf808000u, F(6.0f),     F(-6.0f),    0x7f7f8000u, 0x7f7f7fffu, 0x00ffffffu};
-  std::mt19937 rng(5);
-  auto check = [](uint32_t acc, uint32_t bias, uint32_t hi) {
+  auto check = [&](uint32_t acc, uint32_t bias, uint32_t hi) {
+    const uint32_t sum = arith::Fp32Add(acc, bias);
+    ASSERT_EQ(arith::Bf16OfFp32(sum), round(sum)) << std::hex << sum;
     for (const bool relu : {false, true})
-      ASSERT_EQ(arith::Bf16AddActivate(acc, bias, relu, hi),
-                arith::Bf16Activate(arith::Fp32Add(acc, bias), relu, hi))
+      ASSERT_EQ(arith::Bf16Activate(sum, relu, hi), activate(sum, relu, hi))
           << std::hex << acc << " + " << bias << ", at most " << hi << (relu ? ", ReLU" : "");
   };
+  std::mt19937 rng(5);
   for (uint32_t a : edges)
     for (uint32_t b : edges)
       for (uint32_t h : edges) check(a, b, h);
   for (int i = 0; i < 1000000; ++i) {
     const uint32_t a = rng(), b = rng() % 4 ? rng() : edges[rng() % edges.size()];
     check(a, b, rng() % 2 ? arith::kFp32Inf : rng() % 2 ? F(6.0f) : rng());
+  }
+  // A row at a time (Bf16ActivateRow: the same loop, compiled for the CPU's widest vector
+  // unit), rows of 1 to 300 lanes, every lane against the rule.
+  for (int i = 0; i < 3000; ++i) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 300);
+    std::vector<uint32_t> acc(static_cast<size_t>(n));
+    std::vector<arith::Bf16Channel> ch(static_cast<size_t>(n));
+    std::vector<uint16_t> y(static_cast<size_t>(n));
+    auto value = [&] { return rng() % 4 ? rng() : edges[rng() % edges.size()]; };
+    for (int64_t l = 0; l < n; ++l) {
+      acc[static_cast<size_t>(l)] = value();
+      ch[static_cast<size_t>(l)] = {value(), rng() % 2 ? arith::kFp32Inf : value()};
+    }
+    const bool relu = rng() % 2;
+    arith::Bf16ActivateRow(acc.data(), ch.data(), relu, y.data(), n);
+    for (int64_t l = 0; l < n; ++l) {
+      const auto& c = ch[static_cast<size_t>(l)];
+      const uint32_t sum = arith::Fp32Add(acc[static_cast<size_t>(l)], c.bias);
+      ASSERT_EQ(y[static_cast<size_t>(l)], activate(sum, relu, c.hi))
+          << "lane " << l << " of " << n;
+    }
   }
 }
 
