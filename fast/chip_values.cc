@@ -118,11 +118,23 @@ void ChipValues::KeepPendingTiles() {
   }
 }
 
+namespace {
+
+// An n x n tile of elements T transposed: row k of `to` is lane k of each row of `from`.
+template <class T>
+void Transpose(const uint8_t* from, uint8_t* to, int64_t n) {
+  const T* in = reinterpret_cast<const T*>(from);  // as Ub<T> reads the buffer's rows
+  T* out = reinterpret_cast<T*>(to);
+  for (int64_t k = 0; k < n; ++k)
+    for (int64_t j = 0; j < n; ++j) out[k * n + j] = in[j * n + k];
+}
+
+}  // namespace
+
 void ChipValues::BringTiles(const Decoded& d) {
   Mxu& m = *mxus_[d.mxu];
   const auto tile_bytes = static_cast<uint64_t>(n_ * row_bytes_);
   const bool from_ub = d.op == static_cast<uint8_t>(hw::Opcode::kLoadWeights);
-  const size_t elem = static_cast<size_t>(row_bytes_ / n_);
   for (uint32_t t = 0; t < d.len; ++t) {
     Tile tile;
     tile.addr = d.weight_addr + uint64_t{t} * tile_bytes;
@@ -130,12 +142,14 @@ void ChipValues::BringTiles(const Decoded& d) {
       // The tile's rows as they are now: the controller keeps writers off them until the
       // weight DMA has read them (docs/isa.md). Transposed: FIFO row k is lane k of each.
       const uint8_t* rows = Ub<uint8_t>(uint64_t{d.src} + uint64_t{t} * static_cast<uint64_t>(n_));
-      tile.operands.assign(rows, rows + tile_bytes);
-      if (d.flags & hw::kFlagTranspose) {
-        for (int64_t k = 0; k < n_; ++k)
-          for (int64_t j = 0; j < n_; ++j)
-            std::memcpy(&tile.operands[static_cast<size_t>(k * row_bytes_) + j * elem],
-                        rows + static_cast<size_t>(j * row_bytes_) + k * elem, elem);
+      if (!(d.flags & hw::kFlagTranspose)) {
+        tile.operands.assign(rows, rows + tile_bytes);
+      } else {
+        tile.operands.resize(tile_bytes);
+        if (bf16_)
+          Transpose<uint16_t>(rows, tile.operands.data(), n_);
+        else
+          Transpose<uint8_t>(rows, tile.operands.data(), n_);
       }
     }
     m.tiles.push_back(std::move(tile));
