@@ -50,13 +50,7 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void Bf16ActivateRow(const uint32_t* __restrict acc, const Bf16Channel* __restrict ch, bool relu,
                      uint16_t* __restrict y, int64_t n) {
-  if (relu) {  // the flag outside the loop: one straight loop each
-    for (int64_t l = 0; l < n; ++l)
-      y[l] = Bf16Activate(Fp32Add(acc[l], ch[l].bias), true, ch[l].hi);
-  } else {
-    for (int64_t l = 0; l < n; ++l)
-      y[l] = Bf16Activate(Fp32Add(acc[l], ch[l].bias), false, ch[l].hi);
-  }
+  for (int64_t l = 0; l < n; ++l) y[l] = Bf16Activate(Fp32Add(acc[l], ch[l].bias), relu, ch[l].hi);
 }
 
 void WidenBf16(int64_t k, int64_t n, const uint16_t* b, int64_t ldb, float* out) {
