@@ -17,6 +17,7 @@
 #include "host/nn/trainer.h"
 #include "host/report/energy.h"
 #include "host/train/dense_model.h"
+#include "host/train/step_emit.h"
 
 namespace tpu::cli {
 namespace {
@@ -70,7 +71,8 @@ TrainRow Bf16(const CompareTrainArgs& a, const std::string& preset, const data::
   std::unique_ptr<train::ChipTrainer> trainer;
   if (!preset.empty()) {
     chip = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});
-    trainer = std::make_unique<train::ChipTrainer>(chip.get(), net.Compile(a.batch, opt, c), opt);
+    trainer = std::make_unique<train::ChipTrainer>(
+        chip.get(), net.Compile(a.batch, opt, c, train::TrainingCores(c, 0)), opt);
     trainer->Start(state);
   }
   TrainRow r{preset.empty() ? "cpu-bf16" : "tpu " + preset, {}, {}, {}, {}, {}, "", "",
@@ -98,8 +100,11 @@ TrainRow Bf16(const CompareTrainArgs& a, const std::string& preset, const data::
   }
   if (trainer) {
     r.energy_source = "modelled (the chip's event counts x " + table.name + ")";
-    r.note = fmt::format("simulated at {} MHz, one core{}, fast engine; full batches", c.clock_mhz,
-                         c.cores > 1 ? fmt::format(" of {}", c.cores) : "");
+    r.note = fmt::format("simulated at {} MHz, {}, fast engine; full batches", c.clock_mhz,
+                         trainer->Cores() > 1
+                             ? fmt::format("{} cores of {} images each, their gradients summed",
+                                           trainer->Cores(), a.batch / trainer->Cores())
+                             : "one core");
   } else {
     r.energy_source = r.energy_j.back() ? "measured (RAPL package)" : "unavailable (no RAPL here)";
     r.note = "the chip's arithmetic on the CPU (one thread), measured; full batches";

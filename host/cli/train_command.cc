@@ -21,6 +21,7 @@
 #include "host/report/run_report.h"
 #include "host/train/checkpoint.h"
 #include "host/train/dense_model.h"
+#include "host/train/step_emit.h"
 
 namespace tpu::cli {
 namespace {
@@ -33,6 +34,7 @@ struct TrainArgs {
   std::string json, gradients, timeline;
   std::string energy = report::DefaultEnergyTablePath();
   int64_t checkpoint_every = 100, timeline_step = 2;
+  int cores = 0;  // the cores a step's batch is split across (0: the chip's, at most 2)
   ChipOptions chip;
   CLI::Option* config_option = nullptr;
   CLI::Option* lr_option = nullptr;
@@ -173,11 +175,17 @@ nlohmann::json PassJson(const std::vector<PassRow>& rows, uint64_t steps,
 // can be given more).
 nlohmann::json RunSettings(const TrainArgs& a, const config::TpuConfig& c,
                            const train::TrainNet& net, const train::Optimizer& opt) {
-  return {{"config", c.name},        {"array_dim", c.array_dim},
-          {"arch", a.arch},          {"widths", net.Describe()},
-          {"dataset", a.dataset},    {"limit", a.limit},
-          {"batch", a.opt.batch},    {"seed", a.opt.seed},
-          {"optimizer", opt.Name()}, {"lr", opt.lr}};
+  return {{"config", c.name},
+          {"array_dim", c.array_dim},
+          {"arch", a.arch},
+          {"widths", net.Describe()},
+          {"dataset", a.dataset},
+          {"limit", a.limit},
+          {"batch", a.opt.batch},
+          {"seed", a.opt.seed},
+          {"optimizer", opt.Name()},
+          {"lr", opt.lr},
+          {"cores", train::TrainingCores(c, a.cores)}};
 }
 
 nlohmann::json EpochJson(const train::ChipEpochResult& r, double test_acc, double clock_mhz,
@@ -214,7 +222,8 @@ ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
                                                    : (a.optimizer == "sgd" ? 0.0625 : 1e-3));
   r.chip = engine::MakeChipEngine(ResolveEngine(a.chip), r.config, EngineOptionsFrom(a.chip));
   r.trainer = std::make_unique<train::ChipTrainer>(
-      r.chip.get(), r.net.Compile(a.opt.batch, r.opt, r.config), r.opt);
+      r.chip.get(),
+      r.net.Compile(a.opt.batch, r.opt, r.config, train::TrainingCores(r.config, a.cores)), r.opt);
   std::string base = a.out;
   while (base.size() > 1 && base.back() == '/') base.pop_back();
   r.checkpoint_dir = base + ".checkpoint";
@@ -233,10 +242,15 @@ ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
     }
   } else {
     r.at.state = train::DenseState::Fresh(train::DenseWeightsOf(model), r.opt);
-    r.at.report = {{"config", r.config.name},   {"engine", r.chip->Name()},
-                   {"model", model.name},       {"widths", r.net.Describe()},
-                   {"optimizer", r.opt.Name()}, {"lr", r.opt.lr},
-                   {"batch", a.opt.batch},      {"epochs", nlohmann::json::array()}};
+    r.at.report = {{"config", r.config.name},
+                   {"engine", r.chip->Name()},
+                   {"model", model.name},
+                   {"widths", r.net.Describe()},
+                   {"optimizer", r.opt.Name()},
+                   {"lr", r.opt.lr},
+                   {"batch", a.opt.batch},
+                   {"cores", r.trainer->Cores()},
+                   {"epochs", nlohmann::json::array()}};
   }
   r.trainer->Start(r.at.state);
   return r;
@@ -307,6 +321,13 @@ void WriteTimeline(const TrainArgs& a, const ChipRun& r, engine::Timeline* t) {
   }
 }
 
+// Which of the chip's cores the run's steps take, for its first line.
+std::string CoresNote(const config::TpuConfig& c, int cores, int batch) {
+  if (cores > 1)
+    return fmt::format(" ({} cores, {} images each, the gradients summed)", cores, batch / cores);
+  return c.cores > 1 ? fmt::format(" (core 0 of its {})", c.cores) : "";
+}
+
 // Training on the chip (--config): the perceptron's steps as chip programs
 // (host/train/dense_step.h), the weights in the chip between the steps; a checkpoint beside
 // --out after every --checkpoint-every steps and every epoch, resumed by the same command.
@@ -322,8 +343,8 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
         "training {} ({} parameters) on {}{}, {} engine: {} images, {} epochs, batch {}, {} lr "
         "{}, seed {}{}\n",
         model.name, Grouped(model.ParamCount()), r.config.name,
-        r.config.cores > 1 ? fmt::format(" (core 0 of its {})", r.config.cores) : "",
-        r.chip->Name(), train.count, a.opt.epochs, a.opt.batch, r.opt.Name(), r.opt.lr, a.opt.seed,
+        CoresNote(r.config, r.trainer->Cores(), a.opt.batch), r.chip->Name(), train.count,
+        a.opt.epochs, a.opt.batch, r.opt.Name(), r.opt.lr, a.opt.seed,
         a.verify ? ", checked step by step" : "");
   }
   for (int e = r.at.epoch; e <= a.opt.epochs; ++e) {
@@ -445,6 +466,9 @@ void AddChipTrainOptions(CLI::App* cmd, TrainArgs* a) {
   cmd->add_option("--json", a->json,
                   "on the chip: write each epoch's results and the last step's counters, cycle "
                   "categories and attainable bound (as tpusim exec --json) to this file");
+  cmd->add_option("--cores", a->cores,
+                  "on the chip: the cores a step's batch is split across, each an equal share, "
+                  "their weight gradients summed through HBM (1 or 2; default: the chip's)");
   cmd->add_option("--checkpoint-every", a->checkpoint_every,
                   "on the chip: write a checkpoint (OUT.checkpoint) after every this many steps "
                   "(0: only after each epoch); the same command resumes from it")
@@ -488,8 +512,10 @@ or data/mnist (scripts/fetch-mnist downloads it).
 On the chip (--config, a bf16 preset: tpu-v2, tpu-v3, tpu-v4): a perceptron (--arch mlp, the
 default there) or the course material's CNN (--arch lenet5 or wide, at a --batch its unified
 buffer holds: at most 86 and 68 on tpu-v2) trains as chip programs, forward, loss, backward
-and the optimizer all on one core, the float32 weights and optimizer state kept in the chip
-between the steps; the host sends each batch and reads the losses (docs/training.md). The
+and the optimizer all on the chip, the float32 weights and optimizer state kept in it
+between the steps; the host sends each batch and reads the losses (docs/training.md). On a
+chip of two cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum
+their weight gradients through HBM before the update (--cores 1: core 0 alone). The
 last incomplete batch of an epoch is left out (the chip's program has one batch size). Each
 epoch prints the simulated time at the preset's clock beside the wall time. --verify checks
 every step against the CPU reference of the same arithmetic, bit for bit.

@@ -58,6 +58,20 @@ void ProgramBuilder::ReadWeights(uint64_t weight_addr, uint64_t tiles) {
       hw::kOpdReadWeightsAddrHi.Put(hi));
 }
 
+void ProgramBuilder::ReadHbm(uint64_t hbm_addr, uint64_t ub_row, uint64_t rows) {
+  const uint64_t hi = hbm_addr >> 32;
+  if (hi > hw::kOpdReadHbmAddrHi.Max())
+    throw std::invalid_argument("read_hbm: address beyond 48 bits");
+  Add(Opcode::kReadHbm, 0, rows, hbm_addr & 0xffffffffu, ub_row, hw::kOpdReadHbmAddrHi.Put(hi));
+}
+
+void ProgramBuilder::WriteHbm(uint64_t ub_row, uint64_t hbm_addr, uint64_t rows) {
+  const uint64_t hi = hbm_addr >> 32;
+  if (hi > hw::kOpdWriteHbmAddrHi.Max())
+    throw std::invalid_argument("write_hbm: address beyond 48 bits");
+  Add(Opcode::kWriteHbm, 0, rows, ub_row, hbm_addr & 0xffffffffu, hw::kOpdWriteHbmAddrHi.Put(hi));
+}
+
 void ProgramBuilder::Vector(const VectorOperands& v) {
   if (v.b > hw::kOpdVectorB.Max()) throw std::invalid_argument("vector: b= beyond 24 bits");
   const auto flags =

@@ -69,6 +69,10 @@ class ProgramBuilder {
   void ReadParams(uint64_t host_addr, uint64_t first_set, uint64_t sets);
   // `weight_addr`: a 48-bit byte address.
   void ReadWeights(uint64_t weight_addr, uint64_t tiles);
+  // read_hbm / write_hbm: unified-buffer rows from and into HBM (the weight memory) at a
+  // 48-bit byte address (docs/isa.md).
+  void ReadHbm(uint64_t hbm_addr, uint64_t ub_row, uint64_t rows);
+  void WriteHbm(uint64_t ub_row, uint64_t hbm_addr, uint64_t rows);
   // load_weights: `tiles` tiles of N unified-buffer rows from `ub_row` into the weight FIFO;
   // `transpose`: FIFO row k of a tile is lane k of its rows (docs/isa.md).
   void LoadWeights(uint64_t ub_row, uint64_t tiles, bool transpose);

@@ -74,7 +74,9 @@ struct FcRows {  // a dense layer: its input X (kb blocks of bp rows), its ReLU'
 
 // Unified-buffer rows (bf16 rows of N lanes), host rows (2N bytes), accumulator rows.
 struct Layout {
-  int n = 0, b = 0;
+  int n = 0, b = 0;      // b: a core's images (its share of the batch)
+  int cores = 1;         // the cores the batch is split across (each runs the step on its share)
+  int core = 0;          // the core of this layout's host areas (ForCore)
   int64_t bp = 0;        // the batch rounded up to whole chunks of N
   int64_t img_rows = 0;  // an image's rows, its pixels packed N a row
   int64_t id = 0, zero = 0, quarters[2] = {0, 0}, pad = 0, inv_batch = 0, consts = 0;
@@ -91,12 +93,14 @@ struct Layout {
   int64_t loss = 0, mean = 0, logits = 0;  // the step's results: one write_host
   int64_t sm = 0, mx = 0, sum = 0, recip = 0, pick = 0;
   int64_t dzt = 0, scratch = 0, flipped = 0, tmp = 0, tmp2 = 0, end = 0;
+  int64_t other = 0;        // with two cores: the other core's weight gradients (GradRows rows)
   int64_t mask_rows = 0;    // the scratch's rows: a ReLU's mask, a piece at a time
   int64_t update_rows = 0;  // value rows an update's instructions take at a time (tmp's)
   int64_t group_rows = 0;   // pixel rows a conv's weight gradient forms at a time
   int64_t acc_rows = 0, acc_t = 0, acc_g = 0;  // a product's chunk; a transpose's; dWᵀ's
   // Host rows: the image of buffer rows [0, state_end), the parameter sets, N zero rows, a
-  // block of the bias lane's 1, the batch, the results, the gradients.
+  // block of the bias lane's 1, the batch (each core's share in core order), the results
+  // (each core's), the gradients.
   int64_t h_params = 0, h_zero = 0, h_bias = 0, h_batch = 0, h_batch_next = 0, h_out = 0,
           h_grads = 0;
   static constexpr int kSets = 4;  // parameter sets: below
@@ -192,12 +196,13 @@ void PlaceActivations(Layout* a, const std::function<int64_t(int64_t)>& take) {
   }
 }
 
-Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt,
-                  const config::TpuConfig& cfg) {
+Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const config::TpuConfig& cfg,
+                  int cores = 1) {
   Layout a;
   const int n = cfg.array_dim;
   a.n = n;
   a.b = batch;
+  a.cores = cores;
   a.bp = TilesOf(batch, n) * n;
   a.conv[0] = ConvOf(m.layers[0], m.input, batch, n);
   a.conv[1] = ConvOf(m.layers[2], {a.conv[0].ph, a.conv[0].pw, a.conv[0].cout}, batch, n);
@@ -249,14 +254,24 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt,
   a.flipped = take(TilesOf(a.conv[1].Taps() * a.conv[1].cout, n) * n);
   a.tmp = take(2 * a.update_rows);
   a.tmp2 = take(2 * a.update_rows);
+  if (cores > 1) a.other = take(a.GradRows());
   a.end = at;
   a.h_params = a.state_end;
   a.h_zero = a.h_params + 5 * int64_t{Layout::kSets};  // a set: 5 host rows (docs/isa.md)
   a.h_bias = a.h_zero + n;
   a.h_batch = a.h_bias + a.bp;
-  a.h_batch_next = a.h_batch + a.BatchRows();
-  a.h_out = a.h_batch_next + a.BatchRows();
-  a.h_grads = a.h_out + a.OutRows();
+  a.h_batch_next = a.h_batch + cores * a.BatchRows();
+  a.h_out = a.h_batch_next + cores * a.BatchRows();
+  a.h_grads = a.h_out + cores * a.OutRows();
+  return a;
+}
+
+// The layout of core `core`: its share's host areas.
+Layout ForCore(Layout a, int core) {
+  a.core = core;
+  a.h_batch += core * a.BatchRows();
+  a.h_batch_next += core * a.BatchRows();
+  a.h_out += core * a.OutRows();
   return a;
 }
 
@@ -741,6 +756,10 @@ isa::Program StepProgram(const Layout& a, const Optimizer& opt, bool prefetch,
   EmitDenseBackward(e, a);
   EmitConvBackward(e, a, 1);
   EmitConvWeightGradient(e, a, 0);
+  if (a.cores > 1) {
+    e.Pass("gradient sum");
+    EmitGradientSum(e.P(), a.n, a.core, a.param.front().g, a.other, a.GradRows(), /*hbm=*/0);
+  }
   EmitUpdates(e, a, opt);
   e.Pass("results out");
   EmitWriteHost(e.P(), a.n, a.loss, a.h_out, a.OutRows());
@@ -813,7 +832,7 @@ std::vector<uint8_t> ConstantImage(const Layout& a, const Optimizer& opt) {
   const std::vector<float> consts = UpdateConstants(opt);
   for (int j = 0; j < n; ++j) {
     PutFp32(&img, a.pad, n, j, j < classes ? 0.0f : -std::numeric_limits<float>::infinity());
-    PutFp32(&img, a.inv_batch, n, j, InverseBatch(a.b));
+    PutFp32(&img, a.inv_batch, n, j, InverseBatch(a.b * a.cores));  // the whole batch's
     for (size_t i = 0; i < consts.size(); ++i)
       PutFp32(&img, a.consts + 2 * static_cast<int64_t>(i), n, j, consts[i]);
   }
@@ -949,11 +968,11 @@ void CheckFits(const nn::Model& model, const Layout& a, const Optimizer& opt,
   if (a.end > cfg.ub_depth_rows) {
     int fits = 0;
     for (int b = a.b - 1; b >= 1 && fits == 0; --b)
-      if (MakeLayout(model, b, opt, cfg).end <= cfg.ub_depth_rows) fits = b;
+      if (MakeLayout(model, b, opt, cfg, a.cores).end <= cfg.ub_depth_rows) fits = b * a.cores;
     throw UsageError(
         fmt::format("the CNN's step at batch {} needs {} unified-buffer rows; config '{}' has "
                     "ub_depth_rows = {}: {}or --set ub_depth_rows={}",
-                    a.b, a.end, cfg.name, cfg.ub_depth_rows,
+                    a.b * a.cores, a.end, cfg.name, cfg.ub_depth_rows,
                     fits ? fmt::format("a --batch of at most {}, ", fits) : "", a.end));
   }
 }
@@ -971,10 +990,13 @@ class ConvImages : public StepImages {
     return s;
   }
   std::vector<uint8_t> BatchBytes(const Batch& b, int64_t step) const override {
-    return BatchImage(a_, opt_, b, step);
+    return BatchOfCores(a_.cores, a_.b, b,
+                        [&](const Batch& share) { return BatchImage(a_, opt_, share, step); });
   }
   StepOut ReadOut(const std::vector<uint8_t>& bytes) const override {
-    return conv_step::ReadOut(a_, bytes);
+    return OutOfCores(a_.cores, bytes, [&](const std::vector<uint8_t>& core) {
+      return conv_step::ReadOut(a_, core);
+    });
   }
   std::vector<std::vector<float>> ReadGrads(const std::vector<uint8_t>& bytes) const override {
     const std::vector<uint16_t> img = HalvesOfBytes(bytes);
@@ -998,23 +1020,29 @@ class ConvImages : public StepImages {
 
 // The programs of each batch buffer, with and without the read ahead.
 void StepPrograms(const Layout& a, const Optimizer& opt, DensePrograms* p) {
-  const int n = a.n;
-  const std::vector<engine::Region> infeed = {HostRows("batch0", a.h_batch, a.BatchRows(), n),
-                                              HostRows("batch1", a.h_batch_next, a.BatchRows(), n),
-                                              HostRows("out", a.h_out, a.OutRows(), n)};
+  const int n = a.n, cores = a.cores;
+  const std::vector<engine::Region> infeed = {
+      HostRows("batch0", a.h_batch, cores * a.BatchRows(), n),
+      HostRows("batch1", a.h_batch_next, cores * a.BatchRows(), n),
+      HostRows("out", a.h_out, cores * a.OutRows(), n)};
   PassLog passes;
   for (int parity = 0; parity < 2; ++parity) {
-    const Layout ap = ForParity(a, parity);
-    for (int prefetch = 0; prefetch < 2; ++prefetch) {
-      engine::Executable& exe = p->steps[parity][prefetch];
-      exe.name = prefetch ? "cnn-train-step" : "cnn-train-step (no prefetch)";
-      exe.programs.push_back(
-          StepProgram(ap, opt, prefetch, prefetch ? &p->pass_of : &p->pass_of_last, &passes));
-      exe.regions = infeed;
+    for (int core = 0; core < cores; ++core) {
+      const Layout ap = ForCore(ForParity(a, parity), core);
+      std::vector<int32_t> pass_of[2];  // core 0's are the step's (its counters are the rows')
+      PassLog core_passes;
+      for (int prefetch = 0; prefetch < 2; ++prefetch) {
+        engine::Executable& exe = p->steps[parity][prefetch];
+        exe.name = prefetch ? "cnn-train-step" : "cnn-train-step (no prefetch)";
+        exe.programs.push_back(
+            StepProgram(ap, opt, prefetch, &pass_of[prefetch], core == 0 ? &passes : &core_passes));
+        exe.regions = infeed;
+        if (core == 0) (prefetch ? p->pass_of : p->pass_of_last) = pass_of[prefetch];
+      }
+      p->fetch[parity].name = "cnn-train-fetch";
+      p->fetch[parity].programs.push_back(FetchProgram(ap));
+      p->fetch[parity].regions = infeed;
     }
-    p->fetch[parity].name = "cnn-train-fetch";
-    p->fetch[parity].programs.push_back(FetchProgram(ap));
-    p->fetch[parity].regions = infeed;
   }
   p->pass_names = passes.Names();
   p->pass_macs = passes.Macs();
@@ -1024,20 +1052,24 @@ void StepPrograms(const Layout& a, const Optimizer& opt, DensePrograms* p) {
 }  // namespace
 
 CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
-                     const config::TpuConfig& config) {
+                     const config::TpuConfig& config, int cores) {
   CheckTrainingChip(config);
   CheckConvNetShape(model);
   if (batch < 1) throw UsageError("--batch must be at least 1");
-  const Layout a = MakeLayout(model, batch, opt, config);
+  CheckTrainingCores(config, cores, batch);
+  const Layout a = MakeLayout(model, batch / cores, opt, config, cores);
   CheckFits(model, a, opt, config);
   const int n = a.n;
   CompiledStep c;
   DensePrograms& p = c.programs;
   p.ub_rows = a.end;
+  p.cores = cores;
   engine::Region consts = HostRows("constants", 0, a.h_batch, n);
   consts.initial = ConstantImage(a, opt);
   const engine::Region state = HostRows("state", a.state_begin, a.state_end - a.state_begin, n);
-  p.init = {"cnn-train-init", {InitProgram(a)}, {consts, state}};
+  // Every core starts from the same constants and state (init reads them from the same host
+  // rows); core 0's state and gradients are the step's (the cores' are equal).
+  p.init = {"cnn-train-init", std::vector<isa::Program>(cores, InitProgram(a)), {consts, state}};
   StepPrograms(a, opt, &p);
   p.save = {"cnn-train-save", {SaveProgram(a)}, {state}};
   p.grads = {"cnn-train-grads", {GradsProgram(a)}, {HostRows("grads", a.h_grads, a.GradRows(), n)}};
@@ -1048,8 +1080,8 @@ CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
 }  // namespace conv_step
 
 CompiledStep CompileConvStep(const nn::Model& model, int batch, const Optimizer& opt,
-                             const config::TpuConfig& config) {
-  return conv_step::Compile(model, batch, opt, config);
+                             const config::TpuConfig& config, int cores) {
+  return conv_step::Compile(model, batch, opt, config, cores);
 }
 
 }  // namespace tpu::train

@@ -31,7 +31,10 @@ namespace tpu::train {
 // their host side; ChipTrainer (dense_step.h) runs them. Throws UsageError for an int8
 // chip, a model not of the CNN's shape, an array too narrow for its channels, or a batch
 // whose rows do not fit the unified buffer (naming the largest that does).
+// With `cores` 2, each of the chip's two cores runs the step on its half of the batch and
+// the cores sum their weight gradients through HBM before the update (EmitGradientSum), the
+// arithmetic of ReferenceConvStep's `cores`.
 CompiledStep CompileConvStep(const nn::Model& model, int batch, const Optimizer& opt,
-                             const config::TpuConfig& config);
+                             const config::TpuConfig& config, int cores = 1);
 
 }  // namespace tpu::train

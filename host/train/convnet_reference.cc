@@ -89,7 +89,8 @@ void PutGradient(const Half& gt, int ins, int outs, std::vector<float>* w, std::
 // The dense layers from the flattened maps x (batch x in): their inputs with the bias
 // column, ReLU outputs, and the logits; then the loss and the backward pass down to the
 // flattened maps' gradient (returned), each layer's gradient into g.
-Half DenseLayers(const nn::Model& m, Half x, const uint8_t* labels, int batch, int n,
+// The loss's mean is over `total` images (the whole batch's, of which these are a share).
+Half DenseLayers(const nn::Model& m, Half x, const uint8_t* labels, int batch, int total, int n,
                  ConvNetGradients* g) {
   std::vector<Half> in, out;
   const size_t first = 5;
@@ -104,7 +105,7 @@ Half DenseLayers(const nn::Model& m, Half x, const uint8_t* labels, int batch, i
   }
   const int classes = m.layers.back().out.c;
   Half dz(static_cast<size_t>(batch) * classes);
-  const uint32_t inv_batch = arith::BitsOfFloat(static_cast<float>(1.0 / batch));
+  const uint32_t inv_batch = arith::BitsOfFloat(InverseBatch(total));
   uint32_t sum = 0;
   for (int i = 0; i < batch; ++i) {
     const uint32_t loss = chip::SoftmaxRow(&x[static_cast<size_t>(i) * classes], classes, labels[i],
@@ -159,7 +160,7 @@ ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const uint8_t
 }
 
 ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const Batch& batch_in, int batch,
-                                           int n) {
+                                           int n, int total) {
   CheckConvNetShape(model);
   const uint8_t* labels = batch_in.labels.data();
   ConvNetGradients g;
@@ -176,7 +177,8 @@ ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const Batch& 
   const MapShape p2{batch, c2.out.h / 2, c2.out.w / 2, c2.out.c};
   g.relu_on[0] = On(c1.h);
   g.relu_on[2] = On(c2.h);
-  const Half dp2 = DenseLayers(model, AvgPool(c2.h, c2.out, n), labels, batch, n, &g);
+  const Half dp2 =
+      DenseLayers(model, AvgPool(c2.h, c2.out, n), labels, batch, total > 0 ? total : batch, n, &g);
   // The second pooling's gradient, over the rows and columns it read (an odd map's last
   // row and column get none), then through the ReLU.
   const Half spread = AvgPoolGradient(dp2, p2, n);
@@ -203,11 +205,39 @@ ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const Batch& 
   return g;
 }
 
+ConvNetGradients CoreGradients(const nn::Model& model, const Batch& b, int batch, int n,
+                               int cores) {
+  const int share = batch / cores;
+  ConvNetGradients sum;
+  std::vector<StepOut> outs;
+  for (int c = 0; c < cores; ++c) {
+    ConvNetGradients g =
+        ReferenceConvNetGradients(model, b.Share(int64_t{c} * share, share), share, n, batch);
+    outs.push_back({g.loss, g.mean, g.logits});
+    if (c == 0) {
+      sum = std::move(g);
+      continue;
+    }
+    for (size_t l = 0; l < g.w.size(); ++l) {
+      for (auto [t, u] : {std::pair{&sum.w[l], &g.w[l]}, std::pair{&sum.b[l], &g.b[l]}})
+        for (size_t i = 0; i < t->size(); ++i)
+          (*t)[i] = FloatOfBf16(chip::CoreSum(Bf16OfFloat((*t)[i]), Bf16OfFloat((*u)[i])));
+      sum.relu_on[l].insert(sum.relu_on[l].end(), g.relu_on[l].begin(), g.relu_on[l].end());
+    }
+  }
+  const StepOut all = StepOut::OfCores(outs);
+  sum.loss = all.loss;
+  sum.mean = all.mean;
+  sum.logits = all.logits;
+  return sum;
+}
+
 StepOut ReferenceConvStep(const nn::Model& shape, int n, const Optimizer& opt, const Batch& b,
-                          int batch, DenseState* s, std::vector<std::vector<float>>* grads) {
+                          int batch, DenseState* s, std::vector<std::vector<float>>* grads,
+                          int cores) {
   nn::Model m = shape;
   SetDenseWeights(*s, &m);
-  const ConvNetGradients g = ReferenceConvNetGradients(m, b, batch, n);
+  const ConvNetGradients g = CoreGradients(m, b, batch, n, cores);
   StepOut out;
   out.loss = g.loss;
   out.mean = g.mean;

@@ -39,17 +39,23 @@ void CheckConvNetShape(const nn::Model& model);
 ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const uint8_t* pixels,
                                            const uint8_t* labels, int batch, int n);
 // The same for images given as values (b.x: batch x h x w, each rounded to bfloat16 as the
-// chip receives it).
-ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const Batch& b, int batch,
-                                           int n);
+// chip receives it); with `total`, these are one core's share of a batch of `total` images,
+// whose mean the loss's gradient takes (1 / total).
+ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const Batch& b, int batch, int n,
+                                           int total = 0);
+// The gradients of a step whose batch is split across `cores` cores in equal shares in
+// order, as they compute them: each share's (over the whole batch's mean), then summed as
+// the cores sum them (chip::CoreSum, the losses' means in core order: StepOut::OfCores).
+ConvNetGradients CoreGradients(const nn::Model& model, const Batch& b, int batch, int n, int cores);
 
 // One training step of the CNN of `shape`'s layers with the weights of `state` (its
 // weighted layers in order, dense_net.h's layout; updated in place with the optimizer's
 // state and its step count), as dense_reference.h's ReferenceStep is for a perceptron:
 // the gradients above, then dense_reference.h's UpdateParams of every layer. Each layer's
-// gradient (bfloat16 values, shaped as its parameters) into *grads where given.
+// gradient (bfloat16 values, shaped as its parameters) into *grads where given. With
+// `cores`, the step split across that many cores (CoreGradients).
 StepOut ReferenceConvStep(const nn::Model& shape, int n, const Optimizer& opt, const Batch& b,
                           int batch, DenseState* state,
-                          std::vector<std::vector<float>>* grads = nullptr);
+                          std::vector<std::vector<float>>* grads = nullptr, int cores = 1);
 
 }  // namespace tpu::train

@@ -167,7 +167,8 @@ void TrainChipEpoch(ChipTrainer* chip, const TrainNet& net, const data::MnistSet
     r->cycles += chip->LastStep().cycles;
     r->counters += chip->LastStep().counters;
     if (!o.verify) return out;
-    const StepOut want = net.Reference(chip->ArrayDim(), chip->optimizer(), b, o.batch, reference);
+    const StepOut want = net.Reference(chip->ArrayDim(), chip->optimizer(), b, o.batch, reference,
+                                       nullptr, chip->Cores());
     if (!(out == want)) {
       throw RuntimeError(fmt::format(
           "epoch {} step {}: the chip's losses or logits differ from the CPU reference's (mean "
@@ -198,16 +199,17 @@ std::vector<int64_t> TrainNet::Params() const {
   return p;
 }
 
-CompiledStep TrainNet::Compile(int batch, const Optimizer& opt,
-                               const config::TpuConfig& config) const {
-  return conv ? CompileConvStep(shape, batch, opt, config)
-              : CompileDenseStep(dense, batch, opt, config);
+CompiledStep TrainNet::Compile(int batch, const Optimizer& opt, const config::TpuConfig& config,
+                               int cores) const {
+  return conv ? CompileConvStep(shape, batch, opt, config, cores)
+              : CompileDenseStep(dense, batch, opt, config, cores);
 }
 
 StepOut TrainNet::Reference(int n, const Optimizer& opt, const Batch& b, int batch,
-                            DenseState* state, std::vector<std::vector<float>>* grads) const {
-  return conv ? ReferenceConvStep(shape, n, opt, b, batch, state, grads)
-              : ReferenceStep(dense, n, opt, b, batch, state, grads);
+                            DenseState* state, std::vector<std::vector<float>>* grads,
+                            int cores) const {
+  return conv ? ReferenceConvStep(shape, n, opt, b, batch, state, grads, cores)
+              : ReferenceStep(dense, n, opt, b, batch, state, grads, cores);
 }
 
 nlohmann::json TrainNet::Describe() const {

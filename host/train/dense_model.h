@@ -30,9 +30,11 @@ struct TrainNet {
   int In() const { return static_cast<int>(shape.input.Size()); }  // values an image
   int Classes() const;
   std::vector<int64_t> Params() const;  // values of each weighted layer's parameters
-  CompiledStep Compile(int batch, const Optimizer& opt, const config::TpuConfig& config) const;
+  // `cores`: the cores of the chip the batch is split across (each a share).
+  CompiledStep Compile(int batch, const Optimizer& opt, const config::TpuConfig& config,
+                       int cores = 1) const;
   StepOut Reference(int n, const Optimizer& opt, const Batch& b, int batch, DenseState* state,
-                    std::vector<std::vector<float>>* grads = nullptr) const;
+                    std::vector<std::vector<float>>* grads = nullptr, int cores = 1) const;
   nlohmann::json Describe() const;  // for a checkpoint's settings: the widths, or the layers
 };
 // Throws UsageError for a model neither a perceptron nor of the CNN's shape, naming both.

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "arith/bf16.h"
 #include "host/common/errors.h"
 
 namespace tpu::train {
@@ -51,6 +52,29 @@ bool DenseState::operator==(const DenseState& o) const {
 bool StepOut::operator==(const StepOut& o) const {
   return SameBits(loss, o.loss) && std::memcmp(&mean, &o.mean, sizeof mean) == 0 &&
          SameBits(logits, o.logits);
+}
+
+Batch Batch::Share(int64_t first, int64_t count) const {
+  const size_t per = labels.empty() ? 0 : x.size() / labels.size();
+  Batch s;
+  s.x.assign(x.begin() + static_cast<ptrdiff_t>(first * per),
+             x.begin() + static_cast<ptrdiff_t>((first + count) * per));
+  s.labels.assign(labels.begin() + first, labels.begin() + first + count);
+  return s;
+}
+
+StepOut StepOut::OfCores(const std::vector<StepOut>& cores) {
+  StepOut out;
+  uint32_t mean = 0;
+  for (size_t c = 0; c < cores.size(); ++c) {
+    const StepOut& o = cores[c];
+    out.loss.insert(out.loss.end(), o.loss.begin(), o.loss.end());
+    out.logits.insert(out.logits.end(), o.logits.begin(), o.logits.end());
+    const uint32_t m = arith::BitsOfFloat(o.mean);
+    mean = c == 0 ? m : arith::Fp32Add(mean, m);
+  }
+  out.mean = arith::FloatOfBits(mean);
+  return out;
 }
 
 void CheckDense(const DenseNet& net, int batch, int n) {

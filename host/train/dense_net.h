@@ -58,6 +58,8 @@ struct DenseState {
 struct Batch {
   std::vector<float> x;
   std::vector<uint8_t> labels;
+  // Images [first, first + count) of it: one core's share of a step split across cores.
+  Batch Share(int64_t first, int64_t count) const;
 };
 
 // What a step gives back: each image's loss, their mean (as the chip computes them) and the
@@ -67,6 +69,10 @@ struct StepOut {
   float mean = 0;
   std::vector<float> logits;
   bool operator==(const StepOut& o) const;
+  // The results of the cores of a step split across them, in core order, as the host puts
+  // them together: the losses and logits one after the other, the mean the sum of the
+  // cores' (each core's is its share's losses over the whole batch), in float32.
+  static StepOut OfCores(const std::vector<StepOut>& cores);
 };
 
 // Throws UsageError unless the net and batch fit one core of an N-lane bf16 chip: at least

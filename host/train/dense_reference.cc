@@ -111,50 +111,74 @@ std::vector<float> UpdateConstants(const Optimizer& opt) {
           static_cast<float>(opt.eps)};
 }
 
-StepOut ReferenceStep(const DenseNet& net, int n, const Optimizer& opt, const Batch& b, int batch,
-                      DenseState* s, std::vector<std::vector<float>>* grads) {
-  if (grads) grads->assign(static_cast<size_t>(net.Layers()), {});
-  const Forward f = RunForward(net, n, b, batch, *s);
+namespace {
+
+// One core's share of a step: its images' losses, their sum over the whole batch's `total`
+// (the mean's share) and logits into *out; each layer's weight gradient (bfloat16), the
+// batch the sum's index.
+std::vector<Half> ShareGradients(const DenseNet& net, int n, const Batch& b, int batch, int total,
+                                 const DenseState& s, StepOut* out) {
+  const Forward f = RunForward(net, n, b, batch, s);
   const int classes = net.Classes();
-  const uint32_t inv_batch = F(InverseBatch(batch));
-  StepOut out;
+  const uint32_t inv_batch = F(InverseBatch(total));
   Half dz(static_cast<size_t>(batch) * classes);
   uint32_t sum = 0;
   for (int i = 0; i < batch; ++i) {
     const uint32_t loss = SoftmaxRow(&f.logits[static_cast<size_t>(i) * classes], classes,
                                      b.labels[static_cast<size_t>(i)], n, inv_batch,
                                      &dz[static_cast<size_t>(i) * classes]);
-    out.loss.push_back(FloatOfBits(loss));
+    out->loss.push_back(FloatOfBits(loss));
     sum = i == 0 ? loss : Fp32Add(sum, loss);  // row_sum: row after row
   }
-  out.mean = FloatOfBits(Fp32Mul(sum, inv_batch));
-  for (uint16_t v : f.logits) out.logits.push_back(FloatOfBits(Fp32OfBf16(v)));
-
-  ++s->step;
-  const StepScalars k = ScalarsOfStep(opt, s->step);
-  const std::vector<float> consts = UpdateConstants(opt);
+  out->mean = FloatOfBits(Fp32Mul(sum, inv_batch));
+  for (uint16_t v : f.logits) out->logits.push_back(FloatOfBits(Fp32OfBf16(v)));
+  std::vector<Half> grads(static_cast<size_t>(net.Layers()));
   for (int l = net.Layers() - 1; l >= 0; --l) {
     const int in = net.In(l) + 1, units = net.Out(l);
     const auto li = static_cast<size_t>(l);
     // dW = X^T dz, the batch the sum's index; dX = dz W^T, the outputs the sum's index.
-    const Half g =
-        Activate(Product(Transposed(f.x[li], batch, in), dz, in, batch, units, n), false);
-    if (grads) {
-      for (uint16_t v : g) (*grads)[li].push_back(FloatOfBits(Fp32OfBf16(v)));
+    grads[li] = Activate(Product(Transposed(f.x[li], batch, in), dz, in, batch, units, n), false);
+    if (l == 0) break;
+    Half wt(static_cast<size_t>(units) * (in - 1));
+    for (int r = 0; r < in - 1; ++r)
+      for (int c = 0; c < units; ++c) wt[c * (in - 1) + r] = f.wb[li][r * units + c];
+    const Half dh = Activate(Product(dz, wt, batch, units, in - 1, n), false);
+    dz.assign(dh.size(), 0);
+    for (size_t i = 0; i < dh.size(); ++i) dz[i] = f.zero[li - 1][i] ? 0 : dh[i];
+  }
+  return grads;
+}
+
+}  // namespace
+
+StepOut ReferenceStep(const DenseNet& net, int n, const Optimizer& opt, const Batch& b, int batch,
+                      DenseState* s, std::vector<std::vector<float>>* grads, int cores) {
+  const int share = batch / cores;
+  std::vector<StepOut> outs(static_cast<size_t>(cores));
+  std::vector<Half> g;
+  for (int c = 0; c < cores; ++c) {
+    const std::vector<Half> gc = ShareGradients(net, n, b.Share(int64_t{c} * share, share), share,
+                                                batch, *s, &outs[static_cast<size_t>(c)]);
+    if (c == 0) {
+      g = gc;
+      continue;
     }
-    if (l > 0) {
-      Half wt(static_cast<size_t>(units) * (in - 1));
-      for (int r = 0; r < in - 1; ++r)
-        for (int c = 0; c < units; ++c) wt[c * (in - 1) + r] = f.wb[li][r * units + c];
-      const Half dh = Activate(Product(dz, wt, batch, units, in - 1, n), false);
-      dz.assign(dh.size(), 0);
-      for (size_t i = 0; i < dh.size(); ++i) dz[i] = f.zero[li - 1][i] ? 0 : dh[i];
+    for (size_t l = 0; l < g.size(); ++l)
+      for (size_t i = 0; i < g[l].size(); ++i) g[l][i] = chip::CoreSum(g[l][i], gc[l][i]);
+  }
+  ++s->step;
+  const StepScalars k = ScalarsOfStep(opt, s->step);
+  const std::vector<float> consts = UpdateConstants(opt);
+  if (grads) grads->assign(static_cast<size_t>(net.Layers()), {});
+  for (size_t l = 0; l < g.size(); ++l) {
+    if (grads) {
+      for (uint16_t v : g[l]) (*grads)[l].push_back(FloatOfBits(Fp32OfBf16(v)));
     }
     std::vector<std::vector<float>*> slot;
-    for (auto& t : s->slots) slot.push_back(&t[li]);
-    UpdateParams(opt, consts, k, g, &s->w[li], slot);
+    for (auto& t : s->slots) slot.push_back(&t[l]);
+    UpdateParams(opt, consts, k, g[l], &s->w[l], slot);
   }
-  return out;
+  return StepOut::OfCores(outs);
 }
 
 }  // namespace tpu::train

@@ -11,9 +11,13 @@ namespace tpu::train {
 
 // One step on `state` (updated in place, its step count too) with the batch `b` of
 // `batch` images, on a chip whose array is n x n; each layer's weight gradient (bfloat16
-// values, shaped as its parameters) into *grads where given.
+// values, shaped as its parameters) into *grads where given. With `cores`, the step split
+// across that many cores in equal shares in order, as they compute it: each share's
+// gradients (over the whole batch's mean), summed as the cores sum them (chip::CoreSum),
+// then the update; the losses' means in core order (StepOut::OfCores).
 StepOut ReferenceStep(const DenseNet& net, int n, const Optimizer& opt, const Batch& b, int batch,
-                      DenseState* state, std::vector<std::vector<float>>* grads = nullptr);
+                      DenseState* state, std::vector<std::vector<float>>* grads = nullptr,
+                      int cores = 1);
 
 // The float32 scalars of the step t (from 1) that the host computes and sends with the
 // batch, Adam's lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t), computed in double and

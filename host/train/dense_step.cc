@@ -43,14 +43,17 @@ struct LayerRows {
 
 // Unified-buffer rows (bf16 rows of N lanes) and host rows (of 2N bytes).
 struct Layout {
-  int n = 0, b = 0;
-  int64_t bp = 0;  // B rounded up to whole chunks of N: an activation block's rows
+  int n = 0, b = 0;  // b: a core's images (its share of the batch)
+  int cores = 1;     // the cores the batch is split across (each runs the step on its share)
+  int core = 0;      // the core of this layout's host areas (ForCore)
+  int64_t bp = 0;    // B rounded up to whole chunks of N: an activation block's rows
   int64_t Chunks() const { return bp / n; }
   int64_t id = 0, pad = 0, zero = 0, ones = 0, consts = 0, inv_batch = 0, scalars = 0;
   int64_t state_begin = 0, state_end = 0;
   std::vector<LayerRows> layer;
   int64_t y = 0, logits = 0, sm = 0, mx = 0, sum = 0, recip = 0, pick = 0, loss = 0, mean = 0;
   int64_t tmp = 0, tmp2 = 0, end = 0;
+  int64_t other = 0;  // with two cores: the other core's gradient of a layer
   int64_t h_zero = 0, h_bias = 0, h_params = 0, h_batch = 0, h_out = 0, h_grads = 0;
   // The other batch buffer (the infeed's: a step reads the next batch into it while it runs
   // on this one): its input blocks, labels, scalars and host area. ForParity swaps them in.
@@ -70,7 +73,8 @@ struct Layout {
 };
 
 // Host memory: the image of rows [0, state_end), N zero rows, a bias block, parameter set
-// 0 (5 rows), the two batch areas, the step's results, the gradients.
+// 0 (5 rows), the two batch areas, the step's results (those of each core in core order),
+// the gradients.
 void PlaceInHost(Layout* a) {
   const int n = a->n;
   int64_t h = a->state_end;
@@ -78,15 +82,16 @@ void PlaceInHost(Layout* a) {
   a->h_bias = h += n;
   a->h_params = h += a->b;
   a->h_batch = h += 5;
-  a->h_batch_next = h += a->BatchRows();
-  a->h_out = h += a->BatchRows();
-  a->h_grads = h += a->OutRows();
+  a->h_batch_next = h += a->cores * a->BatchRows();
+  a->h_out = h += a->cores * a->BatchRows();
+  a->h_grads = h += a->cores * a->OutRows();
 }
 
-Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
+Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n, int cores = 1) {
   Layout a;
   a.n = n;
   a.b = batch;
+  a.cores = cores;
   a.bp = Tiles(batch, n) * n;
   int64_t at = 0;
   auto take = [&at](int64_t rows) {
@@ -135,8 +140,18 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n) {
   a.logits = take(batch);
   a.tmp = take(2 * values);
   a.tmp2 = take(2 * values);
+  if (cores > 1) a.other = take(values);
   a.end = at;
   PlaceInHost(&a);
+  return a;
+}
+
+// The layout of core `core`: its share's host areas.
+Layout ForCore(Layout a, int core) {
+  a.core = core;
+  a.h_batch += core * a.BatchRows();
+  a.h_batch_next += core * a.BatchRows();
+  a.h_out += core * a.OutRows();
   return a;
 }
 
@@ -420,6 +435,24 @@ void QueueUpdate(Emitter& e, const Layout& a, const Optimizer& opt, const LayerR
              });
 }
 
+// A step split across two cores: once every weight gradient is in, each layer's summed
+// with the other core's through HBM (EmitGradientSum; a layer's two slots after the layers'
+// before it), then its update, in layer order.
+void EmitSummedUpdates(Emitter& e, const Layout& a, const DenseNet& net, const Optimizer& opt) {
+  uint64_t hbm = 0;
+  for (int l = 0; l < net.Layers(); ++l) {
+    const LayerRows& r = a.layer[static_cast<size_t>(l)];
+    e.Pass("gradient sum");
+    EmitGradientSum(e.P(), a.n, a.core, r.g, a.other, r.Values(a.n), hbm);
+    hbm += static_cast<uint64_t>(2 * r.Values(a.n)) * 2 * a.n;
+    e.Pass(fmt::format("layer {} update", l + 1));
+    EmitUpdate(opt, UpdateRowsOf(a, r, opt, 0),
+               [&e, &a, &r](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
+                 e.Vec(op, x, y, out, r.Values(a.n), flags);
+               });
+  }
+}
+
 // Reads the batch in host area `host` into the buffers at x, y and scalars.
 // One read_host: a second would wait at issue for the host DMA, holding back the rest.
 void ReadBatch(Emitter& e, const Layout& a, int64_t host, int64_t scalars) {
@@ -472,13 +505,14 @@ isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& 
     const int update = e.Name(name(l, "update"));
     e.Pass(name(l, "weight gradient"));
     EmitWeightGradient(e, a, r, [&](int64_t v0, int64_t rows, int64_t after) {
-      QueueUpdate(e, a, opt, r, v0, rows, update, after);
+      if (a.cores == 1) QueueUpdate(e, a, opt, r, v0, rows, update, after);
     });
     if (l > 0) {
       e.Pass(name(l, "input gradient"));
       EmitInputGradient(e, a, r, a.layer[static_cast<size_t>(l) - 1]);
     }
   }
+  if (a.cores > 1) EmitSummedUpdates(e, a, net, opt);
   e.Pass("results out");  // behind the last products (the prefetch is done by then)
   e.WriteHost(a.loss, a.h_out, a.OutRows());
   isa::Program program = e.Take();
@@ -542,7 +576,7 @@ std::vector<uint8_t> ConstantImage(const Layout& a, const DenseNet& net, const O
     img[static_cast<size_t>((a.ones + l) * n + net.In(l) % n)] = Bf16Of(1.0f);
   const std::vector<float> consts = UpdateConstants(opt);
   for (int j = 0; j < n; ++j) {
-    PutFp32(&img, a.inv_batch, n, j, InverseBatch(a.b));
+    PutFp32(&img, a.inv_batch, n, j, InverseBatch(a.b * a.cores));  // the whole batch's
     for (size_t i = 0; i < consts.size(); ++i)
       PutFp32(&img, a.consts + 2 * static_cast<int64_t>(i), n, j, consts[i]);
   }
@@ -566,9 +600,10 @@ std::vector<uint8_t> ConstantImage(const Layout& a, const DenseNet& net, const O
 
 // The largest batch whose step fits the unified buffer (its rows grow with the batch), 0
 // where none does.
-int LargestBatch(const DenseNet& net, const Optimizer& opt, const config::TpuConfig& config) {
+int LargestBatch(const DenseNet& net, const Optimizer& opt, const config::TpuConfig& config,
+                 int cores) {
   auto fits = [&](int b) {
-    return MakeLayout(net, b, opt, config.array_dim).end <= config.ub_depth_rows;
+    return MakeLayout(net, b, opt, config.array_dim, cores).end <= config.ub_depth_rows;
   };
   if (!fits(1)) return 0;
   int lo = 1, hi = std::max(1, config.acc_depth_rows);  // fits(lo); the accumulators bound it
@@ -580,25 +615,26 @@ int LargestBatch(const DenseNet& net, const Optimizer& opt, const config::TpuCon
       hi = mid - 1;
     }
   }
-  return lo;
+  return lo * cores;
 }
 
 }  // namespace
 
 DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
-                           const config::TpuConfig& config) {
+                           const config::TpuConfig& config, int cores) {
   CheckTrainingChip(config);
   const int n = config.array_dim;
   CheckDense(net, batch, n);
-  const Layout a = MakeLayout(net, batch, opt, n);
+  CheckTrainingCores(config, cores, batch);
+  const Layout a = MakeLayout(net, batch / cores, opt, n, cores);
   if (config.acc_depth_rows < a.bp) {
     throw UsageError(fmt::format(
-        "--batch {} on config '{}': a product of the batch's rows needs {} accumulator rows (the "
-        "batch rounded up to N = {}); it has acc_depth_rows = {}: a --batch of at most {}",
-        batch, config.name, a.bp, n, config.acc_depth_rows, config.acc_depth_rows / n * n));
+        "--batch {} on config '{}': a product of a core's batch rows needs {} accumulator rows "
+        "(its share rounded up to N = {}); it has acc_depth_rows = {}: a --batch of at most {}",
+        batch, config.name, a.bp, n, config.acc_depth_rows, config.acc_depth_rows / n * n * cores));
   }
   if (a.end > config.ub_depth_rows) {
-    const int fits = LargestBatch(net, opt, config);
+    const int fits = LargestBatch(net, opt, config, cores);
     throw UsageError(fmt::format(
         "the training step needs {} unified-buffer rows for these widths and batch {}; config "
         "'{}' has ub_depth_rows = {}: {}narrower layers, or --set ub_depth_rows={}",
@@ -607,27 +643,40 @@ DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
   }
   DensePrograms p;
   p.ub_rows = a.end;
+  p.cores = cores;
   engine::Region consts = HostRows("constants", 0, a.h_batch, n);
   consts.initial = ConstantImage(a, net, opt);
   p.init.name = "train-init";
-  p.init.programs.push_back(InitProgram(a, net, config));
+  // Every core starts from the same constants and state; core 0's state and gradients are
+  // the step's (the cores' are equal).
+  p.init.programs.assign(static_cast<size_t>(cores), InitProgram(a, net, config));
   p.init.regions = {consts, HostRows("state", a.state_begin, a.state_end - a.state_begin, n)};
-  const std::vector<engine::Region> infeed = {HostRows("batch0", a.h_batch, a.BatchRows(), n),
-                                              HostRows("batch1", a.h_batch_next, a.BatchRows(), n),
-                                              HostRows("out", a.h_out, a.OutRows(), n)};
+  const std::vector<engine::Region> infeed = {
+      HostRows("batch0", a.h_batch, cores * a.BatchRows(), n),
+      HostRows("batch1", a.h_batch_next, cores * a.BatchRows(), n),
+      HostRows("out", a.h_out, cores * a.OutRows(), n)};
   for (int parity = 0; parity < 2; ++parity) {
-    const Layout ap = ForParity(a, parity);
-    for (int prefetch = 0; prefetch < 2; ++prefetch) {
-      engine::Executable& exe = p.steps[parity][prefetch];
-      exe.name = prefetch ? "train-step" : "train-step (no prefetch)";
-      exe.programs.push_back(StepProgram(ap, net, opt, config, prefetch,
-                                         prefetch ? &p.pass_of : &p.pass_of_last, &p.pass_names,
-                                         &p.pass_macs));
-      exe.regions = infeed;
+    for (int core = 0; core < cores; ++core) {
+      const Layout ap = ForCore(ForParity(a, parity), core);
+      for (int prefetch = 0; prefetch < 2; ++prefetch) {
+        engine::Executable& exe = p.steps[parity][prefetch];
+        exe.name = prefetch ? "train-step" : "train-step (no prefetch)";
+        // Core 0's passes are the step's (its counters are the rows'); the others' the same.
+        std::vector<int32_t> pass_of;
+        std::vector<std::string> names;
+        std::vector<int64_t> macs;
+        exe.programs.push_back(
+            StepProgram(ap, net, opt, config, prefetch, &pass_of, &names, &macs));
+        exe.regions = infeed;
+        if (core > 0) continue;
+        (prefetch ? p.pass_of : p.pass_of_last) = std::move(pass_of);
+        p.pass_names = std::move(names);
+        p.pass_macs = std::move(macs);
+      }
+      p.fetch[parity].name = "train-fetch";
+      p.fetch[parity].programs.push_back(FetchProgram(ap, config));
+      p.fetch[parity].regions = infeed;
     }
-    p.fetch[parity].name = "train-fetch";
-    p.fetch[parity].programs.push_back(FetchProgram(ap, config));
-    p.fetch[parity].regions = infeed;
   }
   p.step = p.steps[0][1];
   p.save.name = "train-save";
@@ -712,8 +761,8 @@ namespace {
 // The host side of CompileDense's programs, for a Layout.
 class DenseImages : public StepImages {
  public:
-  DenseImages(const DenseNet& net, int batch, const Optimizer& opt, int n)
-      : net_(net), opt_(opt), a_(MakeLayout(net, batch, opt, n)) {}
+  DenseImages(const DenseNet& net, int batch, const Optimizer& opt, int n, int cores)
+      : net_(net), opt_(opt), a_(MakeLayout(net, batch / cores, opt, n, cores)) {}
   std::vector<uint8_t> StateBytes(const DenseState& s) const override {
     return StateImage(a_, net_, s);
   }
@@ -725,10 +774,14 @@ class DenseImages : public StepImages {
     return s;
   }
   std::vector<uint8_t> BatchBytes(const Batch& b, int64_t step) const override {
-    return BatchImage(a_, net_, opt_, b, step);
+    return BatchOfCores(a_.cores, a_.b, b, [&](const Batch& share) {
+      return BatchImage(a_, net_, opt_, share, step);
+    });
   }
   StepOut ReadOut(const std::vector<uint8_t>& bytes) const override {
-    return train::ReadOut(a_, net_, bytes);
+    return OutOfCores(a_.cores, bytes, [&](const std::vector<uint8_t>& core) {
+      return train::ReadOut(a_, net_, core);
+    });
   }
   std::vector<std::vector<float>> ReadGrads(const std::vector<uint8_t>& bytes) const override;
 
@@ -760,10 +813,10 @@ std::vector<std::vector<float>> DenseImages::ReadGrads(const std::vector<uint8_t
 }  // namespace
 
 CompiledStep CompileDenseStep(const DenseNet& net, int batch, const Optimizer& opt,
-                              const config::TpuConfig& config) {
+                              const config::TpuConfig& config, int cores) {
   CompiledStep c;
-  c.programs = CompileDense(net, batch, opt, config);
-  c.images = std::make_shared<DenseImages>(net, batch, opt, config.array_dim);
+  c.programs = CompileDense(net, batch, opt, config, cores);
+  c.images = std::make_shared<DenseImages>(net, batch, opt, config.array_dim, cores);
   return c;
 }
 

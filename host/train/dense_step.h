@@ -33,7 +33,8 @@ struct DensePrograms {
   // (an epoch's first step, a resumed run's).
   engine::Executable steps[2][2], fetch[2], step;
   engine::Executable grads;  // writes the last step's weight gradients (bfloat16) back
-  int64_t ub_rows = 0;       // unified-buffer rows the step uses
+  int64_t ub_rows = 0;       // unified-buffer rows the step uses (a core's)
+  int cores = 1;             // the cores the batch is split across (programs of each step)
   // The step's passes, in program order: "layer L forward", "loss", "batch in" (the next
   // batch's read, and the fetch programs), "layer L weight gradient", "layer L input
   // gradient", "layer L update" (L from 1), "results out", and the pass of each of the
@@ -43,11 +44,13 @@ struct DensePrograms {
   std::vector<int64_t> pass_macs;              // each pass's useful MACs a step
 };
 
-// The programs for `net` at `batch` images a step on core 0 of `config` (a bf16 chip).
-// Throws UsageError when the net, the batch or the buffer do not fit (CheckDense), naming
-// what to change.
+// The programs for `net` at `batch` images a step on core 0 of `config` (a bf16 chip), or
+// with `cores` 2 on both of its cores: each its half of the batch, the weight gradients
+// summed through HBM before the update (EmitGradientSum; ReferenceStep's `cores`). Throws
+// UsageError when the net, the batch, the cores or the buffer do not fit (CheckDense,
+// CheckTrainingCores), naming what to change.
 DensePrograms CompileDense(const DenseNet& net, int batch, const Optimizer& opt,
-                           const config::TpuConfig& config);
+                           const config::TpuConfig& config, int cores = 1);
 
 // The host's side of a step's programs: the bytes their host regions take and give.
 class StepImages {
@@ -74,7 +77,7 @@ struct CompiledStep {
 
 // CompileDense's programs with their host side.
 CompiledStep CompileDenseStep(const DenseNet& net, int batch, const Optimizer& opt,
-                              const config::TpuConfig& config);
+                              const config::TpuConfig& config, int cores = 1);
 
 // Runs a step's programs on `engine`: Start loads the state, Step runs one batch, State
 // reads the state back. The counters of every run are summed in totals().
@@ -100,6 +103,7 @@ class ChipTrainer {
   // run since; the rows add up to core 0's counters (the core that runs the step) exactly.
   const std::vector<hw::ChipCounters>& PassCounters() const { return attribution_.Rows(); }
   int ArrayDim() const { return engine_->Config().array_dim; }
+  int Cores() const { return programs_.cores; }  // the cores a step's batch is split across
   // Records step `step` (StepCount's numbering, from 1) in `timeline` when it runs: its runs
   // (its batch's fetch where it has one, then the step) with each pass a slice on the layers
   // track, named by `names` (pass_names' order). nullptr: record none.

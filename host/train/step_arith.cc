@@ -18,6 +18,10 @@ Half Activate(const Bits& acc, bool relu) {
   return out;
 }
 
+uint16_t CoreSum(uint16_t a, uint16_t b) {
+  return arith::Bf16OfFp32(Fp32Add(Fp32OfBf16(a), Fp32OfBf16(b)));
+}
+
 Half Transposed(const Half& a, int64_t rows, int64_t cols) {
   Half t(a.size());
   for (int64_t r = 0; r < rows; ++r)

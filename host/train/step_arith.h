@@ -23,6 +23,11 @@ Half Transposed(const Half& a, int64_t rows, int64_t cols);
 // sums added into the accumulators (arith::Bf16Gemm).
 Bits Product(const Half& a, const Half& b, int64_t m, int64_t k, int64_t cols, int n);
 
+// Two cores' bfloat16 weight gradients summed as the vector unit adds them (vector op=add,
+// bfloat16 operands and result): the float32 sum, rounded to nearest even. IEEE addition
+// is commutative, so each core's sum of its own and the other's is this.
+uint16_t CoreSum(uint16_t a, uint16_t b);
+
 // The loss of one image and dL/dlogits, as the vector unit computes them over the n lanes
 // of its logits' row (lanes past the classes -infinity): returns the loss, and dz (classes
 // values, times inv_batch).

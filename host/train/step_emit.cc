@@ -44,6 +44,38 @@ void EmitWriteHost(ProgramBuilder& p, int n, int64_t ub, int64_t host_row, int64
     p.WriteHost(static_cast<uint64_t>(ub + r0), HostAddr(n, host_row + r0), Piece(rows, r0));
 }
 
+void CheckTrainingCores(const config::TpuConfig& config, int cores, int batch) {
+  if (cores < 1 || cores > std::min(2, config.cores)) {
+    throw UsageError(fmt::format(
+        "--cores {}: config '{}' has {} core{}; a training step runs on {}", cores, config.name,
+        config.cores, config.cores == 1 ? "" : "s",
+        config.cores == 1 ? "core 0 alone (--cores 1)" : "1 or 2 of them (--cores 1 or 2)"));
+  }
+  if (batch % cores != 0) {
+    throw UsageError(fmt::format(
+        "--batch {} on {} cores: each core takes an equal share of the batch; give a multiple "
+        "of {} (e.g. --batch {})",
+        batch, cores, cores, (batch / cores + 1) * cores));
+  }
+}
+
+int TrainingCores(const config::TpuConfig& config, int asked) {
+  return asked != 0 ? asked : std::min(2, config.cores);
+}
+
+void EmitGradientSum(ProgramBuilder& p, int n, int core, int64_t g, int64_t other, int64_t rows,
+                     uint64_t hbm) {
+  const uint64_t slot = static_cast<uint64_t>(rows) * 2 * n;
+  for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength)
+    p.WriteHbm(static_cast<uint64_t>(g + r0),
+               hbm + static_cast<uint64_t>(core) * slot + HostAddr(n, r0), Piece(rows, r0));
+  p.Barrier(3);
+  for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength)
+    p.ReadHbm(hbm + static_cast<uint64_t>(1 - core) * slot + HostAddr(n, r0),
+              static_cast<uint64_t>(other + r0), Piece(rows, r0));
+  EmitVector(p, VectorOp::kAdd, g, other, g, rows, 0);
+}
+
 void EmitSoftmaxLoss(ProgramBuilder& p, const LossRows& r, int64_t b) {
   auto vec = [&p](VectorOp op, int64_t a, int64_t x, int64_t out, int64_t rows, int flags) {
     EmitVector(p, op, a, x, out, rows, flags);

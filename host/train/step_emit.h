@@ -31,6 +31,22 @@ void EmitVector(isa::ProgramBuilder& p, hw::VectorOp op, int64_t a, int64_t b, i
 void EmitReadHost(isa::ProgramBuilder& p, int n, int64_t host_row, int64_t ub, int64_t rows);
 void EmitWriteHost(isa::ProgramBuilder& p, int n, int64_t ub, int64_t host_row, int64_t rows);
 
+// The cores of a step split across a chip's cores (each a share of the batch): at most
+// two, every preset's (EmitGradientSum). Throws UsageError for `cores` outside 1 to 2, or
+// more than `config` has, or a batch that is not a multiple of them.
+void CheckTrainingCores(const config::TpuConfig& config, int cores, int batch);
+// The cores a run's steps take: `asked` (--cores), or 0 for the chip's own, at most 2.
+int TrainingCores(const config::TpuConfig& config, int asked);
+
+// The sum of the two cores' weight gradients (bfloat16 buffer rows [g, g + rows) of each),
+// through HBM as examples/training/allreduce_core*.asm sums them: core `core` writes its
+// rows into its slot of HBM (slot c from byte `hbm` + c rows 2N), waits at a barrier for the
+// other to have written its own, reads the other's into rows [other, other + rows) and adds
+// them into g on the vector unit (chip::CoreSum's arithmetic: both cores hold the same sum,
+// bit for bit, and update the same weights the same way).
+void EmitGradientSum(isa::ProgramBuilder& p, int n, int core, int64_t g, int64_t other,
+                     int64_t rows, uint64_t hbm);
+
 // The buffer rows of the loss: the logits (b bfloat16 rows), a float32 row of 0 in the
 // classes' lanes and -infinity past them (pad), the labels one-hot (y, b rows), a zero row,
 // a float32 row of 1 / batch; float32 scratch of 2b rows each (sm, mx, sum, recip, pick),

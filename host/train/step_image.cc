@@ -45,4 +45,27 @@ engine::Region HostRows(const std::string& name, int64_t row, int64_t rows, int 
   return r;
 }
 
+std::vector<uint8_t> BatchOfCores(int cores, int share, const Batch& b,
+                                  const std::function<std::vector<uint8_t>(const Batch&)>& image) {
+  if (cores == 1) return image(b);
+  std::vector<uint8_t> out;
+  for (int c = 0; c < cores; ++c) {
+    const std::vector<uint8_t> part = image(b.Share(int64_t{c} * share, share));
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+StepOut OutOfCores(int cores, const std::vector<uint8_t>& bytes,
+                   const std::function<StepOut(const std::vector<uint8_t>&)>& read) {
+  if (cores == 1) return read(bytes);
+  const size_t part = bytes.size() / static_cast<size_t>(cores);
+  std::vector<StepOut> outs;
+  for (int c = 0; c < cores; ++c) {
+    const auto from = bytes.begin() + static_cast<ptrdiff_t>(c * part);
+    outs.push_back(read(std::vector<uint8_t>(from, from + static_cast<ptrdiff_t>(part))));
+  }
+  return StepOut::OfCores(outs);
+}
+
 }  // namespace tpu::train

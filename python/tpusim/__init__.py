@@ -464,9 +464,11 @@ def _row(point):
 
 def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=None,
           limit=None, seed=1, engine="fast", verify=False, dataset="mnist", data=None,
-          timeline=None, timeline_step=2):
+          timeline=None, timeline_step=2, cores=None):
     """Trains a network on the chip (tpusim train --config, docs/training.md): every step a
-    program on one core of a bf16 chip, the weights kept in the chip between the steps.
+    program on a bf16 chip, the weights kept in the chip between the steps; on a chip of two
+    cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum their
+    gradients (cores=1: core 0 alone; None: the chip's).
 
     arch: "mlp", or the course material's CNN "lenet5" or "wide" (at a batch the unified
     buffer holds: at most 86 and 68 on tpu-v2); config: a bf16
@@ -496,6 +498,8 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
         args += ["--data", str(data)]
     if verify:
         args.append("--verify")
+    if cores is not None:
+        args += ["--cores", str(_count(cores, "cores"))]
     if timeline is not None:
         args += ["--timeline", os.fspath(timeline), "--timeline-step",
                  str(_count(timeline_step, "timeline_step"))]

@@ -55,6 +55,16 @@ def test_train_the_cnn_on_the_chip():
     assert "conv1 weight gradient" in [p["pass"] for p in report["passes"]]
 
 
+@pytest.mark.skipif(not have_mnist(), reason="no MNIST data")
+def test_train_on_both_cores_of_tpu_v3():
+    weights, report = tpusim.train(arch="lenet5", config="tpu-v3", batch=8, limit=16, epochs=1,
+                                   verify=True)
+    assert report["cores"] == 2 and report["epochs"][0]["verified_steps"] == 2
+    assert "gradient sum" in [p["pass"] for p in report["passes"]]
+    _, one = tpusim.train(arch="lenet5", config="tpu-v3", batch=8, limit=16, epochs=1, cores=1)
+    assert one["cores"] == 1 and "gradient sum" not in [p["pass"] for p in one["passes"]]
+
+
 def test_train_refuses_bad_input():
     with pytest.raises(ValueError, match="int8 chip"):
         tpusim.train(config="small-16")
@@ -66,3 +76,7 @@ def test_train_refuses_bad_input():
         tpusim.train(engine="gpu")
     with pytest.raises(ValueError, match="timeline_step"):
         tpusim.train(timeline="t.json", timeline_step=0)
+    with pytest.raises(ValueError, match="multiple of 2"):
+        tpusim.train(config="tpu-v3", batch=63)
+    with pytest.raises(ValueError, match="has 1 core"):
+        tpusim.train(config="tpu-v2", cores=2)

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "host/common/errors.h"
+#include "host/isa/program_builder.h"
 #include "tests/host/cli/cli_fixture.h"
 
 namespace tpu::isa {
@@ -109,6 +110,19 @@ TEST(IsaTest, WindowOperandsAreEncodedInTheirBits) {
   EXPECT_EQ(Decode(p.words[1]).flags, kFlagWindow);
   EXPECT_EQ(Decode(p.words[2]).aux, 5u);
   EXPECT_EQ(Decode(p.words[3]).aux, 2u | 3u << 16);
+}
+
+// The compilers' read_hbm and write_hbm are the assembler's, addresses above 4 GiB too.
+TEST(IsaTest, BuilderHbmTransfersEqualTheAssemblers) {
+  ProgramBuilder b;
+  b.WriteHbm(7, 0x123456789aULL, 300);
+  b.ReadHbm(0xfffffffffffULL, 9, 2);
+  const Program want =
+      Assemble("write_hbm ub=7 addr=0x123456789a rows=300\nread_hbm addr=0xfffffffffff ub=9 rows=2",
+               "t.asm");
+  EXPECT_EQ(b.program().words, want.words) << Disassemble(b.program());
+  EXPECT_THROW(b.WriteHbm(0, uint64_t{1} << 48, 1), std::invalid_argument);
+  EXPECT_THROW(b.ReadHbm(uint64_t{1} << 48, 0, 1), std::invalid_argument);
 }
 
 TEST(IsaTest, UnknownOpcodesAndReservedBitsBecomeRaw) {

@@ -18,6 +18,7 @@
 #include "host/common/errors.h"
 #include "host/config/tpu_config.h"
 #include "host/nn/model.h"
+#include "host/train/convnet_reference.h"
 #include "host/train/dense_model.h"
 #include "host/train/dense_reference.h"
 #include "tests/test_engines.h"
@@ -37,24 +38,26 @@ Batch RandomImages(const nn::Model& m, int batch, std::mt19937_64& rng) {
   return b;
 }
 
-// `steps` steps of `m` at `batch` on the chip, each against the reference; the chip's last
-// step's result.
+// `steps` steps of `m` at `batch` on the chip (split across `cores` cores), each against
+// the reference; the chip's last step's result.
 engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const nn::Model& m, int batch,
-                                       Optimizer::Kind kind, int steps) {
+                                       Optimizer::Kind kind, int steps, int cores = 1) {
   Optimizer opt;
   opt.kind = kind;
   opt.lr = kind == Optimizer::Kind::kSgd ? 0.0625 : 0.001;
   std::mt19937_64 rng(75 + static_cast<uint64_t>(batch));
   DenseState ref = DenseState::Fresh(train::DenseWeightsOf(m), opt);
-  train::ChipTrainer trainer(chip, train::CompileConvStep(m, batch, opt, chip->Config()), opt);
+  train::ChipTrainer trainer(chip, train::CompileConvStep(m, batch, opt, chip->Config(), cores),
+                             opt);
   trainer.Start(ref);
   const Batch batches[2] = {RandomImages(m, batch, rng), RandomImages(m, batch, rng)};
-  const std::string what = m.name + " batch " + std::to_string(batch) + " " + opt.Name();
+  const std::string what = m.name + " batch " + std::to_string(batch) + " " + opt.Name() + " on " +
+                           std::to_string(cores) + " core(s)";
   for (int t = 1; t <= steps; ++t) {
     const Batch& b = batches[(t - 1) % 2];
     std::vector<std::vector<float>> grads;
     const train::StepOut want =
-        train::ReferenceConvStep(m, chip->Config().array_dim, opt, b, batch, &ref, &grads);
+        train::ReferenceConvStep(m, chip->Config().array_dim, opt, b, batch, &ref, &grads, cores);
     const train::StepOut got = trainer.Step(b, t < steps ? &batches[t % 2] : nullptr);
     EXPECT_EQ(trainer.Gradients(), grads) << what << ": the gradients of step " << t;
     EXPECT_EQ(got.loss, want.loss) << what << " step " << t;
@@ -71,6 +74,22 @@ TEST(ConvStepTest, EveryStepEqualsTheReference) {
   StepsEqualReference(chip.get(), nn::MakeLenet5(3), 2, Optimizer::Kind::kAdam, 3);
   StepsEqualReference(chip.get(), nn::MakeLenet5(4), 1, Optimizer::Kind::kSgd, 2);
   StepsEqualReference(chip.get(), nn::MakeWideCnn(5), 3, Optimizer::Kind::kAdam, 2);
+}
+
+// A step split across tpu-v3's two cores, each half of the batch, the weight gradients
+// summed through HBM: every step equal to the reference's arithmetic of two cores, which
+// differs from one core's (each core's gradient is rounded to bfloat16 before the sum).
+TEST(ConvStepTest, TwoCoresEqualTheReferenceOfTwoCores) {
+  const auto chip = TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"));
+  StepsEqualReference(chip.get(), nn::MakeLenet5(3), 4, Optimizer::Kind::kAdam, 3, 2);
+  StepsEqualReference(chip.get(), nn::MakeWideCnn(5), 2, Optimizer::Kind::kSgd, 2, 2);
+  const nn::Model m = nn::MakeLenet5(3);
+  std::mt19937_64 rng(76);
+  const Batch b = RandomImages(m, 8, rng);
+  const train::ConvNetGradients one = train::CoreGradients(m, b, 8, 128, 1),
+                                two = train::CoreGradients(m, b, 8, 128, 2);
+  EXPECT_EQ(one.loss, two.loss);  // the forward pass is each image's own
+  EXPECT_NE(one.w, two.w);
 }
 
 // The RTL equals the reference too, with every counter equal to the fast engine's.
@@ -93,6 +112,11 @@ TEST(ConvStepCompileTest, RefusesWhatDoesNotFit) {
                UsageError);  // an int8 chip
   EXPECT_THROW(train::CompileConvStep(nn::MakeMlp(3), 2, adam, v2), UsageError);
   EXPECT_THROW(train::CompileConvStep(lenet, 0, adam, v2), UsageError);
+  EXPECT_THROW(train::CompileConvStep(lenet, 2, adam, v2, 2), UsageError);  // one core
+  const config::TpuConfig v3 = config::LoadConfig("tpu-v3");
+  EXPECT_THROW(train::CompileConvStep(lenet, 3, adam, v3, 2), UsageError);  // halves
+  EXPECT_THROW(train::CompileConvStep(lenet, 4, adam, v3, 3), UsageError);  // two cores
+  EXPECT_NO_THROW(train::CompileConvStep(lenet, 4, adam, v3, 2));
   config::TpuConfig narrow = config::LoadConfig("small-16");
   narrow.dtype = hw::Dtype::kBf16;  // 16 lanes: a pooling of 6 channels needs 24 rows
   EXPECT_THROW(train::CompileConvStep(lenet, 2, adam, narrow), UsageError);

@@ -71,7 +71,7 @@ class DenseStepTest : public ::testing::TestWithParam<engine::EngineKind> {};
 // reference's (one chip for every case: one RTL chip a process); returns the engine's last step's
 // result for the caller's counters. With `timeline`, step 2 is recorded in it.
 engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const Case& c, int steps,
-                                       engine::Timeline* timeline = nullptr) {
+                                       engine::Timeline* timeline = nullptr, int cores = 1) {
   const DenseNet net{c.widths};
   Optimizer opt;
   opt.kind = c.kind;
@@ -79,7 +79,7 @@ engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const Case& c, 
   const config::TpuConfig& config = chip->Config();
   std::mt19937_64 rng(74);
   DenseState ref = InitialState(net, opt, rng);
-  train::ChipTrainer trainer(chip, net, c.batch, opt);
+  train::ChipTrainer trainer(chip, train::CompileDenseStep(net, c.batch, opt, config, cores), opt);
   trainer.Start(ref);
   if (timeline) trainer.TraceStep(2, timeline, trainer.Programs().pass_names);
   // Two batches in turn, each step's next one given but the last's (the infeed's two buffers
@@ -90,7 +90,7 @@ engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const Case& c, 
     const Batch& b = batches[(t - 1) % 2];
     std::vector<std::vector<float>> grads;
     const train::StepOut want =
-        train::ReferenceStep(net, config.array_dim, opt, b, c.batch, &ref, &grads);
+        train::ReferenceStep(net, config.array_dim, opt, b, c.batch, &ref, &grads, cores);
     const train::StepOut got = trainer.Step(b, t < steps ? &batches[t % 2] : nullptr);
     EXPECT_EQ(trainer.Gradients(), grads) << c.name << ": the gradients of step " << t;
     EXPECT_TRUE(got == want) << c.name << " step " << t << ": loss " << got.mean << " against "
@@ -119,6 +119,28 @@ TEST_P(DenseStepTest, EveryStepEqualsTheReference) {
   if (GetParam() == engine::EngineKind::kFast) c.acc_depth_rows = 12;
   const auto chip = TestEngine(GetParam(), c);
   for (const Case& c : kCases) StepsEqualReference(chip.get(), c, 4);
+}
+
+// A step split across tpu-v3's two cores (each half of the batch, the weight gradients
+// summed through HBM, layer by layer) equals the reference of two cores, which is not one
+// core's (each core's gradient is rounded to bfloat16 before the sum). tpu-v3's RTL runs it
+// in the slow suite (DenseStepSlowTest): about 40 s a step of these.
+TEST(DenseStepCoresTest, TwoCoresEqualTheReferenceOfTwoCores) {
+  const config::TpuConfig c = config::LoadConfig("tpu-v3");
+  const auto chip = TestEngine(engine::EngineKind::kFast, c);
+  const engine::ExecResult last = StepsEqualReference(chip.get(), kCases[1], 3, nullptr, 2);
+  EXPECT_GT(last.CountersOf(1).macs, 0u) << "core 1 runs its share";
+  StepsEqualReference(chip.get(), kCases[4], 3, nullptr, 2);
+  const Case& k = kCases[4];
+  const DenseNet net{k.widths};
+  std::mt19937_64 rng(75);
+  const DenseState s = InitialState(net, Optimizer(), rng);
+  const Batch b = RandomBatch(net, k.batch, rng);
+  DenseState one = s, two = s;
+  std::vector<std::vector<float>> g1, g2;
+  train::ReferenceStep(net, c.array_dim, Optimizer(), b, k.batch, &one, &g1, 1);
+  train::ReferenceStep(net, c.array_dim, Optimizer(), b, k.batch, &two, &g2, 2);
+  EXPECT_NE(g1, g2);
 }
 
 // The two engines run the same step with every counter equal, and the same timeline of a
@@ -157,7 +179,11 @@ TEST(DenseStepCompileTest, RefusesWhatDoesNotFit) {
   EXPECT_THROW(train::CompileDense({{8, 4}}, 9, adam, shallow), UsageError);
   EXPECT_THROW(train::CompileDense({{8}}, 4, adam, bf16), UsageError);  // no layer
   EXPECT_THROW(train::CompileDense({{8, 4}}, 4, adam, config::LoadConfig("teach-4")),
-               UsageError);  // an int8 chip
+               UsageError);                                                   // an int8 chip
+  EXPECT_THROW(train::CompileDense({{8, 4}}, 4, adam, bf16, 2), UsageError);  // one core
+  const config::TpuConfig v3 = config::LoadConfig("tpu-v3");
+  EXPECT_THROW(train::CompileDense({{8, 4}}, 5, adam, v3, 2), UsageError);  // halves
+  EXPECT_NO_THROW(train::CompileDense({{8, 4}}, 4, adam, v3, 2));
   config::TpuConfig small = bf16;
   small.ub_depth_rows = 16;
   EXPECT_THROW(train::CompileDense({{8, 4}}, 4, adam, small), UsageError);
