@@ -6,6 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "arith/clones.h"
+
 #if defined(__SSE2__)
 #include <xmmintrin.h>
 #endif
@@ -45,9 +47,7 @@ inline float Flush(float v) { return std::fabs(v) < FLT_MIN ? std::copysign(0.0f
 
 }  // namespace
 
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+TPU_VECTOR_CLONES
 void Bf16ActivateRow(const uint32_t* __restrict acc, const Bf16Channel* __restrict ch, bool relu,
                      uint16_t* __restrict y, int64_t n) {
   for (int64_t l = 0; l < n; ++l) y[l] = Bf16Activate(Fp32Add(acc[l], ch[l].bias), relu, ch[l].hi);
@@ -79,9 +79,7 @@ inline void AddRowsBlock(const uint16_t* x, const float* b, int64_t ldb, int64_t
 // down the column, every product and sum flushed (by the CPU where it can, else by Flush).
 // Compiled also for the wider vector units, chosen at run time: the same products and sums
 // lane by lane (no fused multiply-add: -ffp-contract=off; the flush mode rules them all).
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+TPU_VECTOR_CLONES
 void AddRows(const uint16_t* x, const float* b, int64_t ldb, int64_t r0, int64_t r1, int64_t c0,
              int64_t c1, float* p) {
   int64_t j0 = c0;
@@ -110,7 +108,28 @@ void AddSpans(const uint16_t* x, const float* b, int64_t ldb, const TileNonZeros
   }
 }
 
+// The same sums as AddSpans over a tile's layers of weights (TileNonZeros::depth): the row's
+// activations widened once, then each layer's products added into the columns, layer by
+// layer, so each column's in the order of its rows (the array's). A padding weight +0 adds a
+// zero, which leaves a sum unchanged (sums from +0 are never -0; the activations are finite).
+TPU_VECTOR_CLONES
+void AddLayers(const uint16_t* x, const TileNonZeros& nz, float* xf, float* p) {
+  for (int64_t r = nz.row_lo; r < nz.row_hi; ++r) xf[r] = FloatOfBits(Fp32OfBf16(x[r]));
+  const int64_t cols = nz.col_hi - nz.col_lo;
+  float* pc = p + nz.col_lo;
+  for (int64_t d = 0; d < nz.depth; ++d) {
+    const int32_t* rows = nz.rows.data() + d * cols;
+    const float* w = nz.w.data() + d * cols;
+    if (kHardwareFlush) {
+      for (int64_t c = 0; c < cols; ++c) pc[c] = pc[c] + xf[rows[c]] * w[c];
+    } else {
+      for (int64_t c = 0; c < cols; ++c) pc[c] = Flush(pc[c] + Flush(xf[rows[c]] * w[c]));
+    }
+  }
+}
+
 // The column sums stored into (or added to) the accumulators' row.
+TPU_VECTOR_CLONES
 void StoreSums(const float* psum, int64_t n, uint32_t* row, bool accumulate) {
   if (!accumulate) {
     for (int64_t j = 0; j < n; ++j) row[j] = Fp32Canonical(BitsOfFloat(psum[j]));
@@ -128,6 +147,7 @@ bool AllFinite(const uint16_t* x, int64_t k) {
 
 }  // namespace
 
+TPU_VECTOR_CLONES
 void Bf16TileProductF(int64_t m, int64_t n, int64_t k, int64_t array_rows, const uint16_t* a,
                       int64_t lda, const float* b, int64_t ldb, uint32_t* c, int64_t ldc,
                       bool accumulate) {
@@ -144,6 +164,56 @@ void Bf16TileProductF(int64_t m, int64_t n, int64_t k, int64_t array_rows, const
     StoreSums(psum.data(), n, c + i * ldc, accumulate);
   }
 }
+
+namespace {
+
+// TileNonZeros::depth, rows and w of a tile whose spans (lo, hi) are found, where its
+// columns hold at most kMaxDepth weights each.
+void Layers(const float* b, int64_t ldb, TileNonZeros* nz) {
+  const int64_t cols = nz->col_hi - nz->col_lo;
+  std::vector<int64_t> count(static_cast<size_t>(cols), 0);
+  for (int64_t r = nz->row_lo; r < nz->row_hi; ++r)
+    for (int64_t j = nz->lo[static_cast<size_t>(r)]; j < nz->hi[static_cast<size_t>(r)]; ++j)
+      if (b[r * ldb + j] != 0.0f) ++count[static_cast<size_t>(j - nz->col_lo)];
+  const int64_t depth = *std::max_element(count.begin(), count.end());
+  if (depth > TileNonZeros::kMaxDepth) return;
+  nz->depth = depth;
+  nz->rows.assign(static_cast<size_t>(depth * cols), static_cast<int32_t>(nz->row_lo));
+  nz->w.assign(static_cast<size_t>(depth * cols), 0.0f);
+  std::fill(count.begin(), count.end(), 0);
+  for (int64_t r = nz->row_lo; r < nz->row_hi; ++r)
+    for (int64_t j = nz->lo[static_cast<size_t>(r)]; j < nz->hi[static_cast<size_t>(r)]; ++j) {
+      const float v = b[r * ldb + j];
+      if (v == 0.0f) continue;
+      int64_t& d = count[static_cast<size_t>(j - nz->col_lo)];
+      const size_t at = static_cast<size_t>(d++ * cols + (j - nz->col_lo));
+      nz->rows[at] = static_cast<int32_t>(r);
+      nz->w[at] = v;
+    }
+}
+
+TPU_VECTOR_CLONES
+bool AllFiniteWeights(int64_t k, int64_t n, const float* b, int64_t ldb) {
+  unsigned bad = 0;
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t j = 0; j < n; ++j) bad |= (BitsOfFloat(b[r * ldb + j]) & kFp32Inf) == kFp32Inf;
+  return bad == 0;
+}
+
+// The rows in [r0, r1) where the activations are not zeros (zeros and subnormals widen to
+// zeros), into *rows, when they are at most `most`; false when there are more.
+bool FewNonZeros(const uint16_t* x, int64_t r0, int64_t r1, int64_t most,
+                 std::vector<int64_t>* rows) {
+  rows->clear();
+  for (int64_t r = r0; r < r1; ++r) {
+    if ((x[r] & 0x7f80u) == 0) continue;
+    if (static_cast<int64_t>(rows->size()) == most) return false;
+    rows->push_back(r);
+  }
+  return true;
+}
+
+}  // namespace
 
 TileNonZeros NonZerosOf(int64_t k, int64_t n, const float* b, int64_t ldb) {
   TileNonZeros nz;
@@ -168,13 +238,17 @@ TileNonZeros NonZerosOf(int64_t k, int64_t n, const float* b, int64_t ldb) {
   }
   if (nz.row_hi == 0) nz.row_lo = nz.col_lo = 0;
   nz.by_rows = 2 * spans < (nz.row_hi - nz.row_lo) * (nz.col_hi - nz.col_lo);
+  if (nz.by_rows) Layers(b, ldb, &nz);
+  nz.finite = AllFiniteWeights(k, n, b, ldb);
   return nz;
 }
 
+TPU_VECTOR_CLONES
 void Bf16TileProductSparse(int64_t m, int64_t n, int64_t k, int64_t array_rows, const uint16_t* a,
                            int64_t lda, const float* b, int64_t ldb, const TileNonZeros& nz,
                            uint32_t* c, int64_t ldc, bool accumulate) {
-  std::vector<float> psum(static_cast<size_t>(n));
+  std::vector<float> psum(static_cast<size_t>(n)), xf(static_cast<size_t>(k));
+  std::vector<int64_t> live;
   const FlushMode flush_mode;
   for (int64_t i = 0; i < m; ++i) {
     const uint16_t* x = a + i * lda;
@@ -184,8 +258,15 @@ void Bf16TileProductSparse(int64_t m, int64_t n, int64_t k, int64_t array_rows, 
     }
     std::fill(psum.begin(), psum.end(), 0.0f);
     float* p = psum.data();
-    if (nz.by_rows) {
+    if (nz.depth > 0) {
+      AddLayers(x, nz, xf.data(), p);
+    } else if (nz.by_rows) {
       AddSpans(x, b, ldb, nz, p);
+    } else if (nz.finite &&
+               FewNonZeros(x, nz.row_lo, nz.row_hi, (nz.row_hi - nz.row_lo) / 8, &live)) {
+      // A transpose's identity row: the non-zero activations' weight rows alone, in order
+      // (the rows left out add zeros, which leave the sums unchanged: they are never -0).
+      for (const int64_t r : live) AddRows(x, b, ldb, r, r + 1, nz.col_lo, nz.col_hi, p);
     } else {
       AddRows(x, b, ldb, nz.row_lo, nz.row_hi, nz.col_lo, nz.col_hi, p);
     }

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "arith/clones.h"
 #include "arith/fp32.h"
 
 namespace tpu::arith {
@@ -75,11 +76,13 @@ void VectorStore(uint16_t* buffer, int64_t n, uint64_t first, uint64_t row, int6
 namespace {
 
 // All n lanes of a row (VectorValue's, VectorStore's).
+TPU_VECTOR_CLONES
 void LoadRow(const uint16_t* buffer, int64_t n, uint64_t first, uint64_t row, bool fp32,
              uint32_t* out) {
   const uint16_t* hi = buffer + RowStart(n, first, row, fp32);
   for (int64_t l = 0; l < n; ++l) out[l] = LaneValue(hi, n, l, fp32);
 }
+TPU_VECTOR_CLONES
 void StoreRow(uint16_t* buffer, int64_t n, uint64_t first, uint64_t row, bool fp32,
               const uint32_t* x) {
   uint16_t* hi = buffer + RowStart(n, first, row, fp32);
@@ -94,6 +97,7 @@ void Lanes(int64_t n, const uint32_t* a, const uint32_t* b, const uint32_t* old,
   for (int64_t l = 0; l < n; ++l) out[l] = f(a[l], b[l], old[l]);
 }
 
+TPU_VECTOR_CLONES
 void RowOf(hw::VectorOp op, int64_t n, const uint32_t* a, const uint32_t* b, const uint32_t* old,
            uint32_t* out) {
   using hw::VectorOp;
@@ -109,6 +113,10 @@ void RowOf(hw::VectorOp op, int64_t n, const uint32_t* a, const uint32_t* b, con
       return run([](uint32_t x, uint32_t y, uint32_t) { return Fp32Max(x, y); });
     case VectorOp::kMin:
       return run([](uint32_t x, uint32_t y, uint32_t) { return Fp32Min(x, y); });
+    case VectorOp::kLess:
+      return run([](uint32_t x, uint32_t y, uint32_t) { return Fp32Less(x, y); });
+    case VectorOp::kEqual:
+      return run([](uint32_t x, uint32_t y, uint32_t) { return Fp32Equal(x, y); });
     case VectorOp::kSelect:
       return run([](uint32_t x, uint32_t y, uint32_t o) { return Fp32Select(x, y, o); });
     case VectorOp::kCopy:

@@ -113,7 +113,8 @@ void ChipValues::KeepPendingTiles() {
       Tile& tile = m->tiles[t];
       if (!tile.operands.empty()) continue;
       const uint8_t* w = &weight_[tile.addr];
-      tile.operands.assign(w, w + tile_bytes);
+      tile.operands = TileBuffer();
+      std::memcpy(tile.operands.data(), w, tile_bytes);
     }
   }
 }
@@ -142,10 +143,10 @@ void ChipValues::BringTiles(const Decoded& d) {
       // The tile's rows as they are now: the controller keeps writers off them until the
       // weight DMA has read them (docs/isa.md). Transposed: FIFO row k is lane k of each.
       const uint8_t* rows = Ub<uint8_t>(uint64_t{d.src} + uint64_t{t} * static_cast<uint64_t>(n_));
+      tile.operands = TileBuffer();
       if (!(d.flags & hw::kFlagTranspose)) {
-        tile.operands.assign(rows, rows + tile_bytes);
+        std::memcpy(tile.operands.data(), rows, tile_bytes);
       } else {
-        tile.operands.resize(tile_bytes);
         if (bf16_)
           Transpose<uint16_t>(rows, tile.operands.data(), n_);
         else
@@ -162,10 +163,18 @@ void ChipValues::BringTiles(const Decoded& d) {
   }
 }
 
+std::vector<uint8_t> ChipValues::TileBuffer() {
+  if (spare_.empty()) return std::vector<uint8_t>(static_cast<size_t>(n_ * row_bytes_));
+  std::vector<uint8_t> b = std::move(spare_.back());
+  spare_.pop_back();
+  return b;
+}
+
 void ChipValues::SwitchTile(Mxu& m) {
-  const Tile& tile = m.tiles[m.next_tile++];
+  Tile& tile = m.tiles[m.next_tile++];
   const uint8_t* w = tile.operands.empty() ? &weight_[tile.addr] : tile.operands.data();
   std::memcpy(m.active.data(), w, static_cast<size_t>(n_ * row_bytes_));
+  if (!tile.operands.empty()) spare_.push_back(std::move(tile.operands));
   if (bf16_) {  // where the non-zero weights are: the products of zeros are done by need
     arith::WidenBf16(n_, n_, reinterpret_cast<const uint16_t*>(m.active.data()), n_,
                      m.active_f.data());

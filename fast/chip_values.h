@@ -130,6 +130,10 @@ class ChipValues {
   // Rows formed by the window stage or gathered with a stride, for the product (operands).
   std::vector<uint8_t> formed_;
   std::vector<int32_t> product_;  // matmul max: the product before the comparison
+  // Tiles' operand buffers that have been switched into an array, for the next tiles (a run
+  // brings thousands: allocating each anew costs the allocator's page faults).
+  std::vector<std::vector<uint8_t>> spare_;
+  std::vector<uint8_t> TileBuffer();  // N x N operands' bytes, from spare_ where it has one
 };
 
 }  // namespace tpu::fast

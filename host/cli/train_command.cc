@@ -120,8 +120,9 @@ std::vector<PassRow> PassRows(const train::ChipTrainer& t, const config::TpuConf
   return rows;
 }
 
-std::string PassTable(const std::vector<PassRow>& rows, uint64_t steps,
-                      const config::TpuConfig& c) {
+// `cores`: the cores a step takes (the rows are core 0's).
+std::string PassTable(const std::vector<PassRow>& rows, uint64_t steps, const config::TpuConfig& c,
+                      int cores) {
   uint64_t total = 0;
   for (const PassRow& r : rows) total += r.row.Cycles();
   std::string out = fmt::format("{:<22} {:>7} {:>6} {:>5} {:>6} {:>6} {:>6} {:>8} {:>18} {:>9}\n",
@@ -146,9 +147,16 @@ std::string PassTable(const std::vector<PassRow>& rows, uint64_t steps,
                     p.bound.Binds()),
         r.energy.Total() * 1e-6 / s);
   }
-  return out +
-         "(MXU: the MACs the array issued, of its peak; useful: the pass's own; host: host "
-         "DMA busy cycles; traffic: host and weight memory)\n";
+  out +=
+      "(MXU: the MACs the array issued, of its peak; useful: the pass's own; host: host "
+      "DMA busy cycles; traffic: host and weight memory)\n";
+  if (cores > 1) {
+    out += fmt::format(
+        "(core 0's passes: each of the {} cores runs the same on its share of the batch, so the "
+        "epoch's energy is theirs together)\n",
+        cores);
+  }
+  return out;
 }
 
 nlohmann::json PassJson(const std::vector<PassRow>& rows, uint64_t steps,
@@ -365,7 +373,8 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
   }
   if (r.trainer->Steps() > 0) {
     const std::vector<PassRow> rows = PassRows(*r.trainer, r.config, model, table);
-    if (!a.quiet) std::cout << "\n" << PassTable(rows, r.trainer->Steps(), r.config);
+    if (!a.quiet)
+      std::cout << "\n" << PassTable(rows, r.trainer->Steps(), r.config, r.trainer->Cores());
     r.at.report["passes"] = PassJson(rows, r.trainer->Steps(), r.config);
   }
   if (!a.json.empty() && r.trainer->Steps() > 0) {

@@ -248,7 +248,7 @@ TEST(Bf16Test, MaskedActivateFollowsTheRule) {
     std::vector<uint32_t> acc(static_cast<size_t>(n));
     std::vector<arith::Bf16Channel> ch(static_cast<size_t>(n));
     std::vector<uint16_t> y(static_cast<size_t>(n));
-    auto value = [&] { return rng() % 4 ? rng() : edges[rng() % edges.size()]; };
+    auto value = [&]() -> uint32_t { return rng() % 4 ? rng() : edges[rng() % edges.size()]; };
     for (int64_t l = 0; l < n; ++l) {
       acc[static_cast<size_t>(l)] = value();
       ch[static_cast<size_t>(l)] = {value(), rng() % 2 ? arith::kFp32Inf : value()};
@@ -285,18 +285,24 @@ std::vector<uint16_t> TileWithZeros(std::mt19937& rng, int64_t k, int64_t n, boo
 
 // The fast engine's product of the non-zero weights only against the whole tile's, on
 // values chosen to make -0 sums (tiny products flushed), on dense boxes, sparse rows and
-// permutations, with infinities and NaNs in the activations.
+// permutations, with infinities and NaNs in the activations and in the weights, and rows of
+// activations with one non-zero (a transpose's).
 TEST(Bf16Test, SparseProductEqualsTheWholeTiles) {
   std::mt19937 rng(11);
   const std::vector<float> xs = {0x1p-126f, -0x1.8p-126f, 0x1.4p-126f, 1.0f, -2.0f, 0.0f, -0.0f};
   const int64_t m = 8, n = 12, rows = 16;
-  int negative_zeros = 0, nans = 0, by_rows = 0;
+  int negative_zeros = 0, nans = 0, by_rows = 0, layered = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const int64_t k = trial % 2 ? rows : rows - 3;
     std::vector<uint16_t> a(m * k);
     for (auto& v : a) v = B(xs[rng() % xs.size()]);
+    if (trial % 4 == 3) {  // a transpose's rows: one non-zero activation each, zeros of both signs
+      for (auto& v : a) v = rng() % 2 ? 0x0000u : 0x8000u;
+      for (int64_t i = 0; i < m; ++i) a[i * k + (i + trial) % k] = B(xs[3 + rng() % 2]);
+    }
     if (trial % 5 == 0) a[rng() % a.size()] = trial % 10 ? 0x7f80u : 0xffc0u;
     std::vector<uint16_t> b = TileWithZeros(rng, k, n, trial % 3 == 1);
+    if (trial % 7 == 3) b[rng() % b.size()] = trial % 2 ? 0x7f80u : 0xffc1u;  // a weight inf, NaN
     if (trial % 3 == 2) {  // a permutation of the columns, -1 and 1
       std::fill(b.begin(), b.end(), 0);
       for (int64_t r = 0; r < std::min(k, n); ++r)
@@ -306,6 +312,7 @@ TEST(Bf16Test, SparseProductEqualsTheWholeTiles) {
     arith::WidenBf16(k, n, b.data(), n, wide.data());
     const arith::TileNonZeros nz = arith::NonZerosOf(k, n, wide.data(), n);
     by_rows += nz.by_rows;
+    layered += nz.depth > 0;
     std::vector<uint32_t> start(m * n);
     for (auto& v : start) v = F(xs[rng() % xs.size()]);
     for (const bool accumulate : {false, true}) {
@@ -325,6 +332,7 @@ TEST(Bf16Test, SparseProductEqualsTheWholeTiles) {
   EXPECT_GT(negative_zeros, 0);
   EXPECT_GT(nans, 0);
   EXPECT_GT(by_rows, 100);
+  EXPECT_GT(layered, 100);  // the products over layers of weights (TileNonZeros::depth)
 }
 
 TEST(Bf16Test, SkippingZeroTilesKeepsFiniteResultsAndConfinesInfinities) {
