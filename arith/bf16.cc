@@ -285,7 +285,9 @@ void Bf16TileProduct(int64_t m, int64_t n, int64_t k, int64_t array_rows, const 
                      bool accumulate) {
   std::vector<float> bf(static_cast<size_t>(k * n));
   WidenBf16(k, n, b, ldb, bf.data());
-  Bf16TileProductF(m, n, k, array_rows, a, lda, bf.data(), n, c, ldc, accumulate);
+  // The products of the non-zero weights alone: the same sums (Bf16TileProductSparse).
+  Bf16TileProductSparse(m, n, k, array_rows, a, lda, bf.data(), n, NonZerosOf(k, n, bf.data(), n),
+                        c, ldc, accumulate);
 }
 
 void Bf16Gemm(int64_t m, int64_t n, int64_t k, int64_t tile, const uint16_t* a, const uint16_t* b,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
@@ -163,12 +164,21 @@ void RunEpoch(const std::function<StepOut(const Batch&, const Batch* next, int64
 void TrainChipEpoch(ChipTrainer* chip, const TrainNet& net, const data::MnistSet& set, int epoch,
                     const ChipEpochOptions& o, DenseState* reference, ChipEpochResult* r) {
   auto step = [&](const Batch& b, const Batch* next, int64_t s) {
+    // With verify, the reference steps on a thread of its own while the chip runs the step
+    // (they share nothing: the reference's state is its own).
+    std::future<StepOut> reference_step;
+    if (o.verify) {
+      reference_step =
+          std::async(std::launch::async, [&net, &b, &o, reference, n = chip->ArrayDim(),
+                                          opt = chip->optimizer(), cores = chip->Cores()] {
+            return net.Reference(n, opt, b, o.batch, reference, nullptr, cores);
+          });
+    }
     const StepOut out = chip->Step(b, next);
     r->cycles += chip->LastStep().cycles;
     r->counters += chip->LastStep().counters;
     if (!o.verify) return out;
-    const StepOut want = net.Reference(chip->ArrayDim(), chip->optimizer(), b, o.batch, reference,
-                                       nullptr, chip->Cores());
+    const StepOut want = reference_step.get();
     if (!(out == want)) {
       throw RuntimeError(fmt::format(
           "epoch {} step {}: the chip's losses or logits differ from the CPU reference's (mean "

@@ -146,15 +146,6 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n, i
   return a;
 }
 
-// The layout of core `core`: its share's host areas.
-Layout ForCore(Layout a, int core) {
-  a.core = core;
-  a.h_batch += core * a.BatchRows();
-  a.h_batch_next += core * a.BatchRows();
-  a.h_out += core * a.OutRows();
-  return a;
-}
-
 // The layout whose batch buffer is buffer `parity` (0: MakeLayout's own, 1: the other).
 Layout ForParity(Layout a, int parity) {
   if (parity == 0) return a;

@@ -47,6 +47,17 @@ int TrainingCores(const config::TpuConfig& config, int asked);
 void EmitGradientSum(isa::ProgramBuilder& p, int n, int core, int64_t g, int64_t other,
                      int64_t rows, uint64_t hbm);
 
+// A step's layout (any with fields core, h_batch, h_batch_next and h_out, and BatchRows()
+// and OutRows()) for core `core`: its share's host areas, each core's after the one before.
+template <typename Layout>
+Layout ForCore(Layout a, int core) {
+  a.core = core;
+  a.h_batch += core * a.BatchRows();
+  a.h_batch_next += core * a.BatchRows();
+  a.h_out += core * a.OutRows();
+  return a;
+}
+
 // The buffer rows of the loss: the logits (b bfloat16 rows), a float32 row of 0 in the
 // classes' lanes and -infinity past them (pad), the labels one-hot (y, b rows), a zero row,
 // a float32 row of 1 / batch; float32 scratch of 2b rows each (sm, mx, sum, recip, pick),
