@@ -88,12 +88,15 @@ std::optional<Checkpoint> ReadCheckpoint(const std::string& dir, const nlohmann:
   if (j.is_discarded() || !j.contains("run")) {
     throw UsageError(manifest + " is not a training checkpoint tpusim wrote; move it away");
   }
+  // Settings that the checkpoints of earlier versions lack, as those versions ran: one core.
+  const nlohmann::json earlier = {{"cores", 1}};
   for (const auto& [key, value] : run.items()) {
-    if (j["run"].value(key, nlohmann::json()) != value) {
+    const nlohmann::json there = j["run"].value(key, earlier.value(key, nlohmann::json()));
+    if (there != value) {
       throw UsageError(fmt::format(
           "{} holds the checkpoint of another run ({} {} there, {} now): run the same command "
           "to resume it, or remove that folder to start afresh",
-          dir, key, j["run"].value(key, nlohmann::json()).dump(), value.dump()));
+          dir, key, there.dump(), value.dump()));
     }
   }
   Checkpoint c;

@@ -426,16 +426,22 @@ void QueueUpdate(Emitter& e, const Layout& a, const Optimizer& opt, const LayerR
              });
 }
 
-// A step split across two cores: once every weight gradient is in, each layer's summed
-// with the other core's through HBM (EmitGradientSum; a layer's two slots after the layers'
-// before it), then its update, in layer order.
+// A step split across two cores, once every weight gradient is in: each layer's summed with
+// the other core's through HBM (EmitGradientSum; a layer's two slots after the layers'
+// before it), then the results written back, then the updates, which run on the vector unit
+// while the host DMA writes the results (the sums go through the host DMA too, after the
+// next batch's read: one instruction at a time).
 void EmitSummedUpdates(Emitter& e, const Layout& a, const DenseNet& net, const Optimizer& opt) {
   uint64_t hbm = 0;
-  for (int l = 0; l < net.Layers(); ++l) {
-    const LayerRows& r = a.layer[static_cast<size_t>(l)];
-    e.Pass("gradient sum");
+  e.Pass("gradient sum");
+  for (const LayerRows& r : a.layer) {
     EmitGradientSum(e.P(), a.n, a.core, r.g, a.other, r.Values(a.n), hbm);
     hbm += static_cast<uint64_t>(2 * r.Values(a.n)) * 2 * a.n;
+  }
+  e.Pass("results out");
+  e.WriteHost(a.loss, a.h_out, a.OutRows());
+  for (int l = 0; l < net.Layers(); ++l) {
+    const LayerRows& r = a.layer[static_cast<size_t>(l)];
     e.Pass(fmt::format("layer {} update", l + 1));
     EmitUpdate(opt, UpdateRowsOf(a, r, opt, 0),
                [&e, &a, &r](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
@@ -503,9 +509,12 @@ isa::Program StepProgram(const Layout& a, const DenseNet& net, const Optimizer& 
       EmitInputGradient(e, a, r, a.layer[static_cast<size_t>(l) - 1]);
     }
   }
-  if (a.cores > 1) EmitSummedUpdates(e, a, net, opt);
-  e.Pass("results out");  // behind the last products (the prefetch is done by then)
-  e.WriteHost(a.loss, a.h_out, a.OutRows());
+  if (a.cores > 1) {
+    EmitSummedUpdates(e, a, net, opt);
+  } else {
+    e.Pass("results out");  // behind the last products (the prefetch is done by then)
+    e.WriteHost(a.loss, a.h_out, a.OutRows());
+  }
   isa::Program program = e.Take();
   *pass_of = e.PassOf(program.words.size());
   *names = e.PassNames();
