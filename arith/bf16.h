@@ -175,13 +175,13 @@ struct TileNonZeros {
   // layer d holding each column's d-th weight from the top (rows[d C + c], w[d C + c] for
   // column col_lo + c, C = col_hi - col_lo); a column with fewer holds +0 at row row_lo in
   // the rest. 0: none.
-  // Whether every weight is finite: then a row of activations with few non-zeros takes only
-  // their weight rows (a zero times a finite weight is a zero; Bf16TileProductSparse).
-  bool finite = true;
   static constexpr int64_t kMaxDepth = 8;
   int64_t depth = 0;
   std::vector<int32_t> rows;
   std::vector<float> w;
+  // Whether every weight is finite: then a row of activations with few non-zeros takes only
+  // their weight rows (a zero times a finite weight is a zero; Bf16TileProductSparse).
+  bool finite = true;
 };
 TileNonZeros NonZerosOf(int64_t k, int64_t n, const float* b, int64_t ldb);
 

@@ -45,7 +45,7 @@ void EmitWriteHost(ProgramBuilder& p, int n, int64_t ub, int64_t host_row, int64
 }
 
 void CheckTrainingCores(const config::TpuConfig& config, int cores, int batch) {
-  if (cores < 1 || cores > std::min(2, config.cores)) {
+  if (cores < 1 || cores > std::min(kMaxTrainingCores, config.cores)) {
     throw UsageError(fmt::format(
         "--cores {}: config '{}' has {} core{}; a training step runs on {}", cores, config.name,
         config.cores, config.cores == 1 ? "" : "s",
@@ -60,7 +60,7 @@ void CheckTrainingCores(const config::TpuConfig& config, int cores, int batch) {
 }
 
 int TrainingCores(const config::TpuConfig& config, int asked) {
-  return asked != 0 ? asked : std::min(2, config.cores);
+  return asked != 0 ? asked : std::min(kMaxTrainingCores, config.cores);
 }
 
 void EmitGradientSum(ProgramBuilder& p, int n, int core, int64_t g, int64_t other, int64_t rows,

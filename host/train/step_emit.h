@@ -32,10 +32,13 @@ void EmitReadHost(isa::ProgramBuilder& p, int n, int64_t host_row, int64_t ub, i
 void EmitWriteHost(isa::ProgramBuilder& p, int n, int64_t ub, int64_t host_row, int64_t rows);
 
 // The cores of a step split across a chip's cores (each a share of the batch): at most
-// two, every preset's (EmitGradientSum). Throws UsageError for `cores` outside 1 to 2, or
-// more than `config` has, or a batch that is not a multiple of them.
+// two, every preset's (EmitGradientSum sums two).
+inline constexpr int kMaxTrainingCores = 2;
+// Throws UsageError for `cores` outside 1 to kMaxTrainingCores, or more than `config` has,
+// or a batch that is not a multiple of them.
 void CheckTrainingCores(const config::TpuConfig& config, int cores, int batch);
-// The cores a run's steps take: `asked` (--cores), or 0 for the chip's own, at most 2.
+// The cores a run's steps take: `asked` (--cores), or 0 for the chip's own, at most
+// kMaxTrainingCores.
 int TrainingCores(const config::TpuConfig& config, int asked);
 
 // The sum of the two cores' weight gradients (bfloat16 buffer rows [g, g + rows) of each),
