@@ -389,6 +389,21 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
   if (!a.quiet) std::cout << fmt::format("wrote {} (fp32 master weights from the chip)\n", a.out);
 }
 
+// --gradients on the CPU: the first step's fp32 gradients, as the chip's are written.
+void WriteCpuGradients(const TrainArgs& a, const nn::Model& model, const data::MnistSet& train) {
+  double loss = 0;
+  std::vector<int64_t> images;
+  const nn::ParamSet g = nn::FirstStepGradients(model, train, a.opt, &loss, &images);
+  std::vector<std::vector<float>> grads;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    if (!model.layers[i].HasWeights()) continue;
+    grads.push_back(g.w[i]);
+    grads.back().insert(grads.back().end(), g.b[i].begin(), g.b[i].end());
+  }
+  train::WriteGradients(a.gradients, model, grads, static_cast<float>(loss), images);
+  if (!a.quiet) std::cout << "wrote " << a.gradients << " (the first step's gradients)\n";
+}
+
 // Training on the CPU: fp32, Eigen, Adam (host/nn/trainer.h).
 void RunOnCpu(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
               const data::MnistSet& test, const std::string& dir) {
@@ -400,6 +415,7 @@ void RunOnCpu(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
         model.name, model.ParamCount(), train.count, dir, a.opt.epochs, a.opt.batch,
         a.opt.learning_rate, a.opt.seed, a.opt.threads);
   }
+  if (!a.gradients.empty()) WriteCpuGradients(a, model, train);
   const auto start = std::chrono::steady_clock::now();
   double test_acc = 0;
   for (int e = 1; e <= a.opt.epochs; ++e) {
@@ -441,11 +457,11 @@ void Run(TrainArgs a) {
         "weights); leave it out");
   }
   if (a.arch.empty()) a.arch = on_chip ? "mlp" : "lenet5";
-  if (!on_chip && (a.verify || a.optimizer != "adam" || !a.gradients.empty() || !a.json.empty() ||
-                   !a.timeline.empty() || a.energy_option->count() || a.step_option->count())) {
+  if (!on_chip && (a.verify || a.optimizer != "adam" || !a.json.empty() || !a.timeline.empty() ||
+                   a.energy_option->count() || a.step_option->count())) {
     throw UsageError(
-        "--verify, --optimizer, --gradients, --json, --timeline, --timeline-step and --energy are "
-        "for training on the chip: add --config tpu-v2");
+        "--verify, --optimizer, --json, --timeline, --timeline-step and --energy are for "
+        "training on the chip: add --config tpu-v2");
   }
   if (a.step_option->count() && a.timeline.empty()) {
     throw UsageError("--timeline-step chooses the step --timeline records: add --timeline FILE");
@@ -483,7 +499,7 @@ void AddChipTrainOptions(CLI::App* cmd, TrainArgs* a) {
                   "(0: only after each epoch); the same command resumes from it")
       ->capture_default_str();
   cmd->add_option("--gradients", a->gradients,
-                  "on the chip: write the first step's gradients (float32 .npy named as in the "
+                  "write the first step's gradients (float32 .npy named as in the "
                   "model folder), the weights before it, its loss and its images' indices to this "
                   "folder (to compare with PyTorch's autograd)");
   cmd->add_flag("--verify", a->verify,
@@ -519,8 +535,10 @@ test accuracy after each. MNIST is found through --data, $TPUSIM_DATA, ../shared
 or data/mnist (scripts/fetch-mnist downloads it).
 
 On the chip (--config, a bf16 preset: tpu-v2, tpu-v3, tpu-v4): a perceptron (--arch mlp, the
-default there) or the course material's CNN (--arch lenet5 or wide, at a --batch its unified
-buffer holds: at most 86 and 68 on tpu-v2) trains as chip programs, forward, loss, backward
+default there), the course material's CNN (--arch lenet5 or wide, at a --batch its unified
+buffer holds: at most 86 and 68 on tpu-v2) or a graph (--arch residual: residual adds,
+global pooling; at most batch 11 on tpu-v2, every layer's output and gradient kept in the
+unified buffer) trains as chip programs, forward, loss, backward
 and the optimizer all on the chip, the float32 weights and optimizer state kept in it
 between the steps; the host sends each batch and reads the losses (docs/training.md). On a
 chip of two cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum
@@ -534,7 +552,8 @@ Examples:
   tpusim train --config tpu-v2 --arch lenet5 --epochs 1 --out chip-lenet5
   tpusim train --dataset fashion-mnist --arch wide --epochs 15 --out my-fashion
   tpusim train --config tpu-v2 --epochs 1 --out my-mlp
-  tpusim train --config tpu-v2 --optimizer sgd --limit 6400 --verify --out my-mlp)");
+  tpusim train --config tpu-v2 --optimizer sgd --limit 6400 --verify --out my-mlp
+  tpusim train --config tpu-v2 --arch residual --batch 8 --epochs 1 --out chip-residual)");
   cmd->add_option("--out", a->out, "model folder to write")->required();
   cmd->add_option("--data", a->data, "folder with the data set's four IDX files (.gz or not)");
   cmd->add_option("--dataset", a->dataset,
@@ -542,8 +561,9 @@ Examples:
       ->capture_default_str();
   cmd->add_option("--arch", a->arch,
                   "lenet5 (81,194 parameters; the default on the CPU), wide (conv 16 and 32, "
-                  "dense 128: for Fashion-MNIST) or mlp (dense 256 and 10, 264,970 parameters; "
-                  "the default on the chip)");
+                  "dense 128: for Fashion-MNIST), mlp (dense 256 and 10, 264,970 parameters; "
+                  "the default on the chip) or residual (a graph: two residual blocks of 3 x 3 "
+                  "convolutions, global average pooling, 9,610 parameters)");
   cmd->add_option("--epochs", a->opt.epochs, "passes over the training set")->capture_default_str();
   cmd->add_option("--batch", a->opt.batch,
                   "images per step (on the chip: as many as its accumulators and unified buffer "

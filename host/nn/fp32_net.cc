@@ -34,6 +34,40 @@ void MaskActivation(Activation a, const MatrixF& y, MatrixF* grad) {
     *grad = grad->cwiseProduct(((y.array() > 0.0f) && (y.array() < 6.0f)).cast<float>().matrix());
 }
 
+// Layer i's backward pass from the gradient of its output (grads[i + 1]; a layer nothing
+// reads has none and passes nothing on), its inputs' gradients added into theirs (the
+// model's input takes none).
+void BackwardLayer(const Model& m, const ForwardCache& cache, size_t i, std::vector<MatrixF>* grads,
+                   ParamSet* g) {
+  const Layer& l = m.layers[i];
+  MatrixF grad = std::move((*grads)[i + 1]);
+  if (grad.size() == 0) return;
+  const ops::OpDef& op = ops::Op(l.type);
+  if (op.backward == nullptr) {
+    throw std::invalid_argument(std::string("Backward: ") + op.name + " layers are not trained");
+  }
+  MaskActivation(l.activation, cache.acts[i + 1], &grad);
+  const std::vector<int> inputs =
+      l.inputs.empty() ? std::vector<int>{static_cast<int>(i) - 1} : l.inputs;
+  std::vector<const MatrixF*> xs;
+  std::vector<MatrixF> dxs(inputs.size());
+  std::vector<MatrixF*> dx;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    xs.push_back(&cache.acts[static_cast<size_t>(inputs[k] + 1)]);
+    dx.push_back(inputs[k] == kModelInput ? nullptr : &dxs[k]);
+  }
+  op.backward(l, {xs, cache.acts[i + 1], &cache.cols[i], grad, &g->w[i], &g->b[i], dx});
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (inputs[k] == kModelInput) continue;
+    MatrixF& sum = (*grads)[static_cast<size_t>(inputs[k] + 1)];
+    if (sum.size() == 0) {
+      sum = std::move(dxs[k]);
+    } else {
+      sum += dxs[k];
+    }
+  }
+}
+
 }  // namespace
 
 ParamSet ParamSet::ZerosLike(const Model& m) {
@@ -86,29 +120,21 @@ double Backward(const Model& m, const ForwardCache& cache, const uint8_t* labels
   if (m.layers.back().activation != Activation::kSoftmax) {
     throw std::invalid_argument("Backward: the last layer must end in softmax");
   }
-  if (m.IsGraph()) throw std::invalid_argument("Backward: graphs are not trained, only chains");
   const MatrixF& probs = cache.acts[n];
   const int64_t batch = probs.rows();
   double loss = 0;
-  // d(mean cross-entropy)/d(logits) = (p - onehot) / batch
-  MatrixF grad = probs;
+  // grads[k + 1]: the loss's gradient by what input k (a layer, or kModelInput) produced,
+  // summed over the layers that read it; empty until one does. d(mean cross-entropy) /
+  // d(logits) = (p - onehot) / batch.
+  std::vector<MatrixF> grads(n + 1);
+  MatrixF& top = grads[n];
+  top = probs;
   for (int64_t b = 0; b < batch; ++b) {
     loss -= std::log(std::max(probs(b, labels[b]), 1e-12f));
-    grad(b, labels[b]) -= 1.0f;
+    top(b, labels[b]) -= 1.0f;
   }
-  grad /= static_cast<float>(batch);
-  for (size_t i = n; i-- > 0;) {
-    const Layer& l = m.layers[i];
-    const ops::OpDef& op = ops::Op(l.type);
-    if (op.backward == nullptr) {
-      throw std::invalid_argument(std::string("Backward: ") + op.name + " layers are not trained");
-    }
-    MaskActivation(l.activation, cache.acts[i + 1], &grad);
-    MatrixF dx;
-    op.backward(l, {cache.acts[i], cache.acts[i + 1], &cache.cols[i], grad, &g->w[i], &g->b[i],
-                    i > 0 ? &dx : nullptr});
-    if (i > 0) grad.swap(dx);
-  }
+  top /= static_cast<float>(batch);
+  for (size_t i = n; i-- > 0;) BackwardLayer(m, cache, i, &grads, g);
   return loss / static_cast<double>(batch);
 }
 

@@ -235,13 +235,50 @@ Model TwoConvCnn(const std::string& name, int c1, int c2, const std::vector<int>
   return Initialised(m, seed);
 }
 
+// A residual block at the end of m's layers: two 3 x 3 "same" convolutions of `filters`
+// (ReLU after the first), the second's output added to the block's input through a ReLU.
+void AppendResidualBlock(Model* m, const std::string& name, int filters) {
+  const int in = static_cast<int>(m->layers.size()) - 1;
+  for (int k = 1; k <= 2; ++k) {
+    Layer c = Conv(name + "_conv" + std::to_string(k), filters, 3,
+                   k == 1 ? Activation::kRelu : Activation::kNone);
+    c.padding = "same";
+    m->layers.push_back(c);
+  }
+  Layer add;
+  add.name = name + "_add";
+  add.type = LayerType::kAdd;
+  add.inputs = {in, static_cast<int>(m->layers.size()) - 1};
+  add.activation = Activation::kRelu;
+  m->layers.push_back(add);
+}
+
 }  // namespace
 
 Model MakeArch(const std::string& arch, uint64_t seed) {
   if (arch == "lenet5") return MakeLenet5(seed);
   if (arch == "wide") return MakeWideCnn(seed);
   if (arch == "mlp") return MakeMlp(seed);
-  throw UsageError("unknown --arch '" + arch + "'; use lenet5, wide or mlp");
+  if (arch == "residual") return MakeResidualCnn(seed);
+  throw UsageError("unknown --arch '" + arch + "'; use lenet5, wide, mlp or residual");
+}
+
+Model MakeResidualCnn(uint64_t seed) {
+  Model m;
+  m.name = "residual";
+  m.input = {32, 32, 1};
+  Layer conv1 = Conv("conv1", 16, 3, Activation::kRelu);
+  conv1.padding = "same";
+  conv1.stride = 2;
+  m.layers = {conv1};
+  AppendResidualBlock(&m, "block1", 16);
+  m.layers.push_back(Pool("pool"));
+  AppendResidualBlock(&m, "block2", 16);
+  Layer gap = Pool("gap");
+  gap.global_pool = true;
+  m.layers.push_back(gap);
+  m.layers.push_back(Dense("fc", 10, Activation::kSoftmax));
+  return Initialised(m, seed);
 }
 
 Model MakeLenet5(uint64_t seed) { return TwoConvCnn("lenet5", 6, 16, {120, 84}, seed); }

@@ -145,7 +145,14 @@ Model MakeWideCnn(uint64_t seed);
 // A perceptron for the chip's training compiler (host/train/): the 32 x 32 input flattened,
 // a ReLU dense layer of 256 and the 10 outputs (264,970 parameters).
 Model MakeMlp(uint64_t seed);
-// The model that --arch names: "lenet5", "wide" or "mlp"; throws UsageError for another.
+// A small residual network (a graph: issue 74's graph training): a 3 x 3 "same" convolution
+// of 16 filters, stride 2, with ReLU (16 x 16), a residual block (two 3 x 3 "same"
+// convolutions of 16, ReLU after the first, the second's output added to the block's input
+// through a ReLU), 2 x 2 average pooling, a second block, global average pooling and the 10
+// softmax outputs (9,610 parameters).
+Model MakeResidualCnn(uint64_t seed);
+// The model that --arch names: "lenet5", "wide", "mlp" or "residual"; throws UsageError for
+// another.
 Model MakeArch(const std::string& arch, uint64_t seed);
 
 // Completes a layer list from layer types and hyperparameters: each layer's inputs (the

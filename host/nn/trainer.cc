@@ -61,6 +61,24 @@ std::vector<int64_t> EpochOrder(int64_t count, uint64_t seed, int epoch) {
   return order;
 }
 
+ParamSet FirstStepGradients(const Model& model, const data::MnistSet& train, const TrainOptions& o,
+                            double* loss, std::vector<int64_t>* images) {
+  const std::vector<int64_t> order = EpochOrder(train.count, o.seed, 1);
+  images->assign(order.begin(), order.begin() + std::min<int64_t>(o.batch, train.count));
+  const int64_t n = static_cast<int64_t>(images->size()), image_size = model.input.Size();
+  std::vector<uint8_t> pixels(static_cast<size_t>(n * image_size)), labels;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t idx = (*images)[static_cast<size_t>(k)];
+    std::copy_n(train.Image(idx), image_size, &pixels[static_cast<size_t>(k * image_size)]);
+    labels.push_back(train.labels[static_cast<size_t>(idx)]);
+  }
+  ForwardCache cache;
+  Forward(model, Fp32Input(pixels.data(), n, model.input), &cache);
+  ParamSet g = ParamSet::ZerosLike(model);
+  *loss = Backward(model, cache, labels.data(), &g);
+  return g;
+}
+
 EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch, const TrainOptions& o,
                        AdamState* state) {
   const auto start = std::chrono::steady_clock::now();

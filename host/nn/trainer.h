@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "host/data/mnist.h"
+#include "host/nn/fp32_net.h"
 #include "host/nn/model.h"
 
 namespace tpu::nn {
@@ -43,6 +44,13 @@ struct AdamState {
   std::vector<std::vector<float>> m_w, m_b, v_w, v_b;
   static AdamState For(const Model& m);
 };
+
+// The gradients of the first step of epoch 1 (the first `options.batch` images of its order,
+// from the weights as they are), computed over the whole batch at once; the loss into *loss
+// and the images' indices into *images.
+ParamSet FirstStepGradients(const Model& model, const data::MnistSet& train,
+                            const TrainOptions& options, double* loss,
+                            std::vector<int64_t>* images);
 
 // fp32 accuracy on a set, data parallel over `threads`.
 double EvaluateFp32(const Model& model, const data::MnistSet& set, int threads);

@@ -78,7 +78,15 @@ Bf16Values WeightGradientT(const Bf16Values& dz, const Bf16Values& f, int64_t pi
 
 Bf16Values ConvInputGradient(const Bf16Values& dz, const MapShape& dz_shape, const Bf16Values& w,
                              int kh, int kw, int ins, int n) {
-  const int outs = dz_shape.c;
+  WindowShape fwd;
+  fwd.kh = kh;
+  fwd.kw = kw;
+  return ConvInputGradient(dz, dz_shape, w, fwd, dz_shape.h + kh - 1, dz_shape.w + kw - 1, ins, n);
+}
+
+Bf16Values ConvInputGradient(const Bf16Values& dz, const MapShape& dz_shape, const Bf16Values& w,
+                             const WindowShape& fwd, int in_h, int in_w, int ins, int n) {
+  const int outs = dz_shape.c, kh = fwd.kh, kw = fwd.kw;
   // W'': rows (ky, kx, o) of the flipped kernel, lanes i; each a transposed value of w.
   Bf16Values flipped(static_cast<size_t>(int64_t{kh} * kw * outs * ins));
   for (int ky = 0; ky < kh; ++ky)
@@ -92,10 +100,11 @@ Bf16Values ConvInputGradient(const Bf16Values& dz, const MapShape& dz_shape, con
   WindowShape win;
   win.kh = kh;
   win.kw = kw;
-  win.pad_top = kh - 1;
-  win.pad_left = kw - 1;
-  win.out_h = dz_shape.h + kh - 1;
-  win.out_w = dz_shape.w + kw - 1;
+  win.pad_top = kh - 1 - fwd.pad_top;
+  win.pad_left = kw - 1 - fwd.pad_left;
+  win.out_h = in_h;
+  win.out_w = in_w;
+  win.dilated = fwd.stride_y == 2;
   const Bf16Values rows = WindowRows(dz, dz_shape, win);
   const int64_t k = win.Lanes(outs);
   return RoundedProduct(rows, flipped, static_cast<int64_t>(rows.size()) / k, k, ins, n);

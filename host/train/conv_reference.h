@@ -53,6 +53,12 @@ Bf16Values WeightGradientT(const Bf16Values& dz, const Bf16Values& f, int64_t pi
 // pixels, `ins` lanes each.
 Bf16Values ConvInputGradient(const Bf16Values& dz, const MapShape& dz_shape, const Bf16Values& w,
                              int kh, int kw, int ins, int n);
+// The same for a convolution of forward window `fwd` (kernel, padding on the top and left at
+// most the kernel's side less 1, stride 1 or 2) over an in_h x in_w map: a window over dz
+// padded by the kernel's side less 1 less the forward padding, read dilated for stride 2
+// (an output pixel's gradient reaches the input pixels its taps read), out in_h x in_w.
+Bf16Values ConvInputGradient(const Bf16Values& dz, const MapShape& dz_shape, const Bf16Values& w,
+                             const WindowShape& fwd, int in_h, int in_w, int ins, int n);
 
 // A 2 x 2 average pooling (stride 2) in raster order: a window of kernel 2 x 2, stride 2,
 // through a tile of four identities times 1/4 (the four exact products added in the taps'

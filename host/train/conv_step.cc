@@ -18,6 +18,7 @@
 #include "host/train/dense_reference.h"
 #include "host/train/step_emit.h"
 #include "host/train/step_image.h"
+#include "host/train/step_shell.h"
 
 namespace tpu::train {
 // Its own namespace: the library's unity build puts this file beside dense_step.cc, whose
@@ -28,24 +29,8 @@ namespace {
 using hw::VectorOp;
 using isa::ProgramBuilder;
 
-int64_t TilesOf(int64_t x, int n) { return (x + n - 1) / n; }
-
-// A weighted layer's rows: its tile in bfloat16 (kb x mb blocks of N rows, block (j, k) at
-// wb + (j kb + k) N; rows the inputs then the bias, lanes the outputs), dWᵀ in blocks of the
-// same place (gt: rows the outputs, lanes the inputs) and the gradient in the tile's layout
-// (g).
-struct ParamRows {
-  std::string name;       // the model's
-  int layer = 0;          // index in the model's layers
-  int ins = 0, outs = 0;  // ins without the bias
-  int64_t kb = 0, mb = 0;
-  int64_t w = 0;              // the float32 weights: two buffer rows a row of wb
-  std::vector<int64_t> slot;  // the optimizer's state, as w
-  int64_t wb = 0, gt = 0, g = 0;
-  int64_t Values(int n) const { return kb * mb * n; }
-  int64_t Block(int64_t j, int64_t k, int n) const { return (j * kb + k) * n; }
-  int Outs(int64_t j, int n) const { return std::min(n, outs - static_cast<int>(j) * n); }
-};
+using shell::ParamRows;
+using shell::TilesOf;
 
 // A convolution (valid, stride 1) with its ReLU and the 2 x 2 average pooling after it.
 struct ConvRows {
@@ -111,7 +96,12 @@ struct Layout {
   }
   int64_t BatchRows() const { return 4 + b * img_rows + b; }
   int64_t OutRows() const { return 3 * int64_t{b} + 2; }
+  int Sets() const { return kSets; }
+  // The lane parameter set s adds a 1 to (SetOfConv), or -1.
+  int64_t BiasLane(int s) const { return s == 0 ? -1 : param[static_cast<size_t>(s - 1)].ins % n; }
 };
+
+using ConvEmitter = shell::StepEmitter<Layout>;
 
 // The activation unit's parameter sets: 0 adds +0; 1 and 2 add the bias lane's 1 of
 // conv1's and conv2's receptive fields, 3 that of the first dense layer's input.
@@ -133,32 +123,6 @@ ConvRows ConvOf(const nn::Layer& conv, const nn::Shape3& in, int b, int n) {
   c.pixels = int64_t{b} * c.oh * c.ow;
   c.pf = TilesOf(c.pixels, n) * n;
   return c;
-}
-
-// The weighted layers' rows (their tiles' and state's).
-void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
-                 const std::function<int64_t(int64_t)>& take) {
-  const int n = a->n;
-  for (size_t i = 0; i < m.layers.size(); ++i) {
-    const nn::Layer& l = m.layers[i];
-    if (!l.HasWeights()) continue;
-    ParamRows r;
-    r.name = l.name;
-    r.layer = static_cast<int>(i);
-    r.ins = static_cast<int>(
-        l.type == nn::LayerType::kConv2d ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size());
-    r.outs = l.out.c;
-    r.kb = TilesOf(r.ins + 1, n);
-    r.mb = TilesOf(r.outs, n);
-    a->param.push_back(r);
-  }
-  a->state_begin = take(0);
-  for (ParamRows& r : a->param) {
-    r.w = take(2 * r.Values(n));
-    for (int s = 0; s < opt.Slots(); ++s) r.slot.push_back(take(2 * r.Values(n)));
-  }
-  a->state_end = take(0);
-  for (ParamRows& r : a->param) r.wb = take(r.Values(n));
 }
 
 // The maps and the dense layers' rows, forward and backward.
@@ -211,11 +175,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.flatten = m.layers[4].name;
   a.img_rows = TilesOf(m.input.Size(), n);
   int64_t at = 0;
-  const std::function<int64_t(int64_t)> take = [&at](int64_t rows) {
-    const int64_t r = at;
-    at += rows;
-    return r;
-  };
+  const std::function<int64_t(int64_t)> take = shell::RowsFrom(&at);
   a.id = take(n);
   a.zero = take(1);
   for (int64_t& q : a.quarters) q = take(n);
@@ -225,17 +185,9 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.consts = take(2 * static_cast<int64_t>(UpdateConstants(opt).size()));
   for (size_t i = 0; i < m.layers.size(); ++i)
     if (m.layers[i].type == nn::LayerType::kDense) a.fc.push_back({0, 0, 0, take(1)});
-  PlaceParams(m, opt, &a, take);
-  for (int buffer = 0; buffer < 2; ++buffer) {  // the infeed's two batch buffers
-    (buffer ? a.scalars_next : a.scalars) = take(4);
-    (buffer ? a.x0_next : a.x0) = take(int64_t{batch} * a.img_rows);
-    (buffer ? a.y_next : a.y) = take(batch);
-  }
-  int64_t kb_max = 1;
-  for (const ParamRows& r : a.param) kb_max = std::max(kb_max, r.kb);
-  a.acc_g = cfg.acc_depth_rows - kb_max * n;
-  a.acc_t = a.acc_g - n;
-  a.acc_rows = a.acc_t;
+  shell::PlaceParams(m, opt, &a, take);
+  shell::PlaceBatchBuffers(&a, batch, take);
+  shell::PlaceAccumulators(&a, cfg.acc_depth_rows);
   a.group_rows = std::max<int64_t>(n, std::min<int64_t>(8 * n, a.acc_rows / n * n));
   PlaceActivations(&a, take);
   a.loss = take(2 * int64_t{batch});
@@ -276,109 +228,6 @@ Layout ForParity(Layout a, int parity) {
   a.conv[0].map = a.x0;
   return a;
 }
-
-// The program, with the addresses of a Layout.
-class ConvEmitter {
- public:
-  explicit ConvEmitter(const Layout& a) : a_(a) { p_.SetFormat(/*bf16=*/true); }
-  ProgramBuilder& P() { return p_; }
-  // The instructions from here on belong to pass `name`, of `macs` useful MACs.
-  void Pass(const std::string& name, int64_t macs = 0) {
-    passes_.Start(p_.program().words.size(), name, macs);
-  }
-  PassLog& Passes() { return passes_; }
-  // Loads the tile at `ub` (transposed with `transpose`) for the next matmul, which switches
-  // to it: returns true. A `constant` tile (one no instruction of the program writes after
-  // it is loaded: the identity, the poolings' tiles, a layer's bfloat16 tile once made)
-  // that is already the array's is kept instead: no load, and the matmul does not switch
-  // (returns false).
-  bool Tile(int64_t ub, bool transpose = false, bool constant = false) {
-    if (constant && ub == current_) return false;
-    p_.LoadWeights(U(ub), 1, transpose);
-    current_ = constant ? ub : -1;
-    return true;
-  }
-  uint64_t U(int64_t row) const { return static_cast<uint64_t>(row); }
-
-  // out = x W for `rows` rows (x: kb blocks x_stride rows apart; W: the tile's column block
-  // j), through the ReLU with `relu`, chunk by chunk.
-  void Dense(int64_t x, int64_t x_stride, const ParamRows& r, int64_t j, int64_t rows, int64_t out,
-             bool relu) {
-    for (int64_t r0 = 0; r0 < rows; r0 += a_.acc_rows) {
-      const int64_t len = std::min(a_.acc_rows, rows - r0);
-      for (int64_t k = 0; k < r.kb; ++k) {
-        const bool load = Tile(r.wb + r.Block(j, k, a_.n), false, r.kb == 1);
-        p_.Matmul(U(x + k * x_stride + r0), 0, U(len), load, isa::AddIf(k > 0));
-      }
-      p_.Activate(0, U(out + r0), U(len), 0, relu, isa::Pool::kNone);
-    }
-  }
-  // Output pixels [0, pixels) of the window set last over the map at `map`:
-  // K-tiles kt0 .. kt0 + kts - 1 through the tiles at `tile` (N rows apart), added, then
-  // parameter set `set`, into rows from `out`.
-  void Window(int64_t map, int64_t pixels, int64_t tile, int64_t kt0, int64_t kts, int64_t out,
-              int set) {
-    for (int64_t r0 = 0; r0 < pixels; r0 += a_.acc_rows) {
-      const int64_t len = std::min(a_.acc_rows, pixels - r0);
-      for (int64_t t = 0; t < kts; ++t) {
-        const bool load = Tile(tile + t * a_.n, false, kts == 1);
-        p_.MatmulWindow(U(map), 0, U(len), U(r0), U(kt0 + t), load, isa::AddIf(t > 0));
-      }
-      p_.Activate(0, U(out + r0), U(len), U(set), false, isa::Pool::kNone);
-    }
-  }
-  // `rows` rows (at most N) of `in`'s N rows transposed: out's row i is lane i of in's rows.
-  void Transpose(int64_t in, int64_t out, int64_t rows) {
-    Tile(in, true);
-    p_.Matmul(U(a_.id), U(a_.acc_t), U(rows), true, isa::Acc::kOverwrite);
-    p_.Activate(U(a_.acc_t), U(out), U(rows), 0, false, isa::Pool::kNone);
-  }
-  // Where the ReLU gave 0 (h's rows), dz = 0: dz's rows in place.
-  // The mask goes through the scratch rows, a piece of mask_rows at a time.
-  void Mask(int64_t h, int64_t dz, int64_t rows) {
-    for (int64_t r0 = 0; r0 < rows; r0 += a_.mask_rows) {
-      const int64_t len = std::min(a_.mask_rows, rows - r0);
-      EmitVector(p_, VectorOp::kEqual, h + r0, a_.zero, a_.scratch, len, kBcast);
-      EmitVector(p_, VectorOp::kSelect, a_.scratch, a_.zero, dz + r0, len, kBcast);
-    }
-  }
-  // dWᵀ = dZᵀ X of layer r (dz: mb blocks dz_stride rows apart; x: kb blocks x_stride rows
-  // apart; `chunks` chunks of N rows, the sum's index), then into the tile's layout (g).
-  void WeightGradient(const ParamRows& r, int64_t dz, int64_t dz_stride, int64_t x,
-                      int64_t x_stride, int64_t chunks) {
-    const int n = a_.n;
-    for (int64_t j = 0; j < r.mb; ++j) {
-      const int outs = r.Outs(j, n);
-      for (int64_t c = 0; c < chunks; ++c) {
-        Transpose(dz + j * dz_stride + c * n, a_.dzt, outs);  // dZ's chunk: outs rows
-        for (int64_t k = 0; k < r.kb; ++k) {
-          Tile(x + k * x_stride + c * n);
-          p_.Matmul(U(a_.dzt), U(a_.acc_g + k * n), U(outs), true, isa::AddIf(c > 0));
-        }
-      }
-      FinishGradient(r, j);
-    }
-  }
-  // dWᵀ's block row j from the accumulators (acc_g), then into the tile's layout (g).
-  void FinishGradient(const ParamRows& r, int64_t j) {
-    const int n = a_.n;
-    for (int64_t k = 0; k < r.kb; ++k) {
-      p_.Activate(U(a_.acc_g + k * n), U(r.gt + r.Block(j, k, n)), U(r.Outs(j, n)), 0, false,
-                  isa::Pool::kNone);
-      Transpose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
-    }
-  }
-  isa::Program Take() {
-    p_.Halt();
-    return p_.Take();
-  }
-
- private:
-  const Layout& a_;
-  ProgramBuilder p_;
-  PassLog passes_;
-  int64_t current_ = -1;  // the constant tile in the array, or -1
-};
 
 isa::WindowGeometry MapWindow(int64_t in_h, int64_t in_w, int64_t channels) {
   isa::WindowGeometry g;
@@ -707,29 +556,6 @@ void EmitStart(ConvEmitter& e, const Layout& a) {
   zero(a.flipped, a.tmp - a.flipped);
 }
 
-isa::Program InitProgram(const Layout& a) {
-  ConvEmitter e(a);
-  e.P().ReadParams(static_cast<uint64_t>(a.h_params) * 2 * a.n, 0, Layout::kSets);
-  EmitReadHost(e.P(), a.n, 0, 0, a.state_end);
-  EmitStart(e, a);
-  return e.Take();
-}
-
-// Each layer's update from its gradient (the optimizer's vector instructions over its rows,
-// update_rows value rows at a time).
-void EmitUpdates(ConvEmitter& e, const Layout& a, const Optimizer& opt) {
-  for (const ParamRows& r : a.param) {
-    e.Pass(r.name + " update");
-    for (int64_t v0 = 0; v0 < r.Values(a.n); v0 += a.update_rows) {
-      const int64_t rows = std::min(a.update_rows, r.Values(a.n) - v0);
-      const UpdateRows u = UpdateRowsOf(a, r, opt, v0);
-      EmitUpdate(opt, u, [&e, rows](VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
-        EmitVector(e.P(), op, x, y, out, rows, flags);
-      });
-    }
-  }
-}
-
 // The step on batch buffer `a`'s (ForParity); with `prefetch` it first reads the next
 // batch into the other buffer, which runs behind the step (the infeed). Then the forward
 // pass (each layer's bfloat16 tiles from its float32 weights first), the loss, the backward
@@ -751,164 +577,13 @@ isa::Program StepProgram(const Layout& a, const Optimizer& opt, bool prefetch,
     e.Pass("gradient sum");
     EmitGradientSum(e.P(), a.n, a.core, a.param.front().g, a.other, a.GradRows(), /*hbm=*/0);
   }
-  EmitUpdates(e, a, opt);
+  shell::EmitUpdates(e, a, opt);
   e.Pass("results out");
   EmitWriteHost(e.P(), a.n, a.loss, a.h_out, a.OutRows());
   isa::Program program = e.Take();
   *pass_of = e.Passes().PassOf(program.words.size());
   *passes = e.Passes();
   return program;
-}
-
-// Reads the batch in buffer `a`'s host area into its buffer (a step without it read ahead).
-isa::Program FetchProgram(const Layout& a) {
-  ConvEmitter e(a);
-  EmitReadHost(e.P(), a.n, a.h_batch, a.scalars, a.BatchRows());
-  return e.Take();
-}
-
-isa::Program SaveProgram(const Layout& a) {
-  ConvEmitter e(a);
-  EmitWriteHost(e.P(), a.n, a.state_begin, a.state_begin, a.state_end - a.state_begin);
-  return e.Take();
-}
-
-isa::Program GradsProgram(const Layout& a) {
-  ConvEmitter e(a);
-  int64_t at = a.h_grads;
-  for (const ParamRows& r : a.param) {
-    EmitWriteHost(e.P(), a.n, r.g, at, r.Values(a.n));
-    at += r.Values(a.n);
-  }
-  return e.Take();
-}
-
-// The activation unit's parameter sets (five host rows each on a bf16 chip: N float32
-// biases, N float32 upper bounds, N bytes unused, half a row unused): see SetOfConv.
-std::vector<uint8_t> ParamSets(const Layout& a) {
-  const int n = a.n;
-  std::vector<uint8_t> out(static_cast<size_t>(Layout::kSets) * 10 * n, 0);
-  auto put = [&out](size_t at, float v) {
-    const uint32_t u = arith::BitsOfFloat(v);
-    std::memcpy(&out[at], &u, 4);
-  };
-  const int64_t bias_lane[Layout::kSets] = {-1, a.param[0].ins % n, a.param[1].ins % n,
-                                            a.param[2].ins % n};
-  for (int s = 0; s < Layout::kSets; ++s)
-    for (int j = 0; j < n; ++j) {
-      const size_t set = static_cast<size_t>(s) * 10 * n;
-      put(set + 4 * static_cast<size_t>(j), j == bias_lane[s] ? 1.0f : 0.0f);
-      put(set + 4 * static_cast<size_t>(n + j), std::numeric_limits<float>::infinity());
-    }
-  return out;
-}
-
-// The host's constants: buffer rows [0, state_begin) (the identity, the poolings' tiles,
-// the loss's rows, the update's constants, the dense layers' rows of a bias lane's 1), and
-// after the state's rows the parameter sets, N zero rows and the bias block.
-std::vector<uint8_t> ConstantImage(const Layout& a, const Optimizer& opt) {
-  const int n = a.n;
-  std::vector<uint16_t> img(static_cast<size_t>(a.state_begin * n), 0);
-  auto at = [n](int64_t row, int64_t lane) { return static_cast<size_t>(row * n + lane); };
-  for (int i = 0; i < n; ++i) img[at(a.id + i, i)] = Bf16Of(1.0f);
-  for (int q = 0; q < 2; ++q)
-    for (int k = 0; k < 4; ++k)
-      for (int ch = 0; ch < a.conv[q].cout; ++ch)
-        img[at(a.quarters[q] + k * a.conv[q].cout + ch, ch)] = Bf16Of(0.25f);
-  for (int ky = 1; ky < 3; ++ky)  // taps (1, 1), (1, 2), (2, 1), (2, 2) of a 3 x 3 window
-    for (int kx = 1; kx < 3; ++kx)
-      for (int ch = 0; ch < a.conv[1].cout; ++ch)
-        img[at(a.quarters3 + (ky * 3 + kx) * a.conv[1].cout + ch, ch)] = Bf16Of(0.25f);
-  const int classes = a.param.back().outs;
-  const std::vector<float> consts = UpdateConstants(opt);
-  for (int j = 0; j < n; ++j) {
-    PutFp32(&img, a.pad, n, j, j < classes ? 0.0f : -std::numeric_limits<float>::infinity());
-    PutFp32(&img, a.inv_batch, n, j, InverseBatch(a.b * a.cores));  // the whole batch's
-    for (size_t i = 0; i < consts.size(); ++i)
-      PutFp32(&img, a.consts + 2 * static_cast<int64_t>(i), n, j, consts[i]);
-  }
-  for (size_t l = 1; l < a.fc.size(); ++l)
-    img[at(a.fc[l].ones, a.param[1 + l].outs % n)] = Bf16Of(1.0f);
-  std::vector<uint8_t> out = BytesOfHalves(img);
-  out.resize(static_cast<size_t>(a.state_end) * 2 * n, 0);
-  const std::vector<uint8_t> sets = ParamSets(a);
-  out.insert(out.end(), sets.begin(), sets.end());
-  std::vector<uint16_t> tail(static_cast<size_t>((a.h_batch - a.h_zero) * n), 0);
-  for (int i = 0; i < a.b; ++i) tail[static_cast<size_t>((n + i) * n)] = Bf16Of(1.0f);
-  const std::vector<uint8_t> t = BytesOfHalves(tail);
-  out.insert(out.end(), t.begin(), t.end());
-  return out;
-}
-
-// fn(i, row, lane) for each value of layer r: i its index in dense_net.h's layout (rows the
-// inputs then the bias, the outputs a row), row and lane its place in the tile's layout.
-template <typename Fn>
-void EachValue(const Layout& a, const ParamRows& r, Fn fn) {
-  const int n = a.n;
-  for (int64_t row = 0; row <= r.ins; ++row)
-    for (int o = 0; o < r.outs; ++o)
-      fn(static_cast<size_t>(row * r.outs + o), r.Block(o / n, row / n, n) + row % n, o % n);
-}
-
-std::vector<uint8_t> StateImage(const Layout& a, const DenseState& s) {
-  const int n = a.n;
-  std::vector<uint16_t> img(static_cast<size_t>((a.state_end - a.state_begin) * n), 0);
-  for (size_t l = 0; l < a.param.size(); ++l) {
-    const ParamRows& r = a.param[l];
-    auto put = [&](int64_t base, const std::vector<float>& t) {
-      EachValue(a, r, [&](size_t i, int64_t row, int lane) {
-        PutFp32(&img, base - a.state_begin + 2 * row, n, lane, t[i]);
-      });
-    };
-    put(r.w, s.w[l]);
-    for (size_t k = 0; k < r.slot.size(); ++k) put(r.slot[k], s.slots[k][l]);
-  }
-  return BytesOfHalves(img);
-}
-
-void ReadStateImage(const Layout& a, const std::vector<uint8_t>& bytes, DenseState* s) {
-  const std::vector<uint16_t> img = HalvesOfBytes(bytes);
-  for (size_t l = 0; l < a.param.size(); ++l) {
-    const ParamRows& r = a.param[l];
-    auto get = [&](int64_t base, std::vector<float>* t) {
-      t->assign(static_cast<size_t>(r.ins + 1) * r.outs, 0.0f);
-      EachValue(a, r, [&](size_t i, int64_t row, int lane) {
-        (*t)[i] = GetFp32(img, base - a.state_begin + 2 * row, a.n, lane);
-      });
-    };
-    get(r.w, &s->w[l]);
-    for (size_t k = 0; k < r.slot.size(); ++k) get(r.slot[k], &s->slots[k][l]);
-  }
-}
-
-// A batch as the host sends it: Adam's scalars of the step (4 rows), the images packed N
-// pixels a row, the labels one-hot.
-std::vector<uint8_t> BatchImage(const Layout& a, const Optimizer& opt, const Batch& b,
-                                int64_t step) {
-  const int n = a.n;
-  std::vector<uint16_t> img(static_cast<size_t>(a.BatchRows() * n), 0);
-  const int64_t size = static_cast<int64_t>(b.x.size()) / a.b;
-  for (int i = 0; i < a.b; ++i) {
-    for (int64_t e = 0; e < size; ++e)
-      img[static_cast<size_t>((4 + i * a.img_rows + e / n) * n + e % n)] =
-          Bf16Of(b.x[static_cast<size_t>(i * size + e)]);
-    img[static_cast<size_t>((4 + a.b * a.img_rows + i) * n + b.labels[static_cast<size_t>(i)])] =
-        Bf16Of(1.0f);
-  }
-  PutStepScalars(&img, n, opt, step);
-  return BytesOfHalves(img);
-}
-
-StepOut ReadOut(const Layout& a, const std::vector<uint8_t>& bytes) {
-  const std::vector<uint16_t> img = HalvesOfBytes(bytes);
-  StepOut o;
-  for (int i = 0; i < a.b; ++i) o.loss.push_back(GetFp32(img, 2 * i, a.n, 0));
-  o.mean = GetFp32(img, 2 * a.b, a.n, 0);
-  const int classes = a.param.back().outs;
-  for (int i = 0; i < a.b; ++i)
-    for (int c = 0; c < classes; ++c)
-      o.logits.push_back(FloatOfBf16Bits(img[static_cast<size_t>((2 * a.b + 2 + i) * a.n + c)]));
-  return o;
 }
 
 void CheckFits(const nn::Model& model, const Layout& a, const Optimizer& opt,
@@ -968,76 +643,21 @@ void CheckFits(const nn::Model& model, const Layout& a, const Optimizer& opt,
   }
 }
 
-// The host side of the CNN's programs, for a Layout.
-class ConvImages : public StepImages {
- public:
-  ConvImages(const Layout& a, const Optimizer& opt) : a_(a), opt_(opt) {}
-  std::vector<uint8_t> StateBytes(const DenseState& s) const override { return StateImage(a_, s); }
-  DenseState ReadState(const std::vector<uint8_t>& bytes) const override {
-    DenseState s;
-    s.w.resize(a_.param.size());
-    s.slots.assign(static_cast<size_t>(opt_.Slots()), s.w);
-    ReadStateImage(a_, bytes, &s);
-    return s;
-  }
-  std::vector<uint8_t> BatchBytes(const Batch& b, int64_t step) const override {
-    return BatchOfCores(a_.cores, a_.b, b,
-                        [&](const Batch& share) { return BatchImage(a_, opt_, share, step); });
-  }
-  StepOut ReadOut(const std::vector<uint8_t>& bytes) const override {
-    return OutOfCores(a_.cores, bytes, [&](const std::vector<uint8_t>& core) {
-      return conv_step::ReadOut(a_, core);
-    });
-  }
-  std::vector<std::vector<float>> ReadGrads(const std::vector<uint8_t>& bytes) const override {
-    const std::vector<uint16_t> img = HalvesOfBytes(bytes);
-    std::vector<std::vector<float>> g;
-    int64_t at = 0;  // the layer's first row in img
-    for (const ParamRows& r : a_.param) {
-      std::vector<float> t(static_cast<size_t>(r.ins + 1) * r.outs);
-      EachValue(a_, r, [&](size_t i, int64_t row, int lane) {
-        t[i] = FloatOfBf16Bits(img[static_cast<size_t>((at + row) * a_.n + lane)]);
-      });
-      g.push_back(std::move(t));
-      at += r.Values(a_.n);
-    }
-    return g;
-  }
-
- private:
-  Layout a_;
-  Optimizer opt_;
-};
-
-// The programs of each batch buffer, with and without the read ahead.
-void StepPrograms(const Layout& a, const Optimizer& opt, DensePrograms* p) {
-  const int n = a.n, cores = a.cores;
-  const std::vector<engine::Region> infeed = {
-      HostRows("batch0", a.h_batch, cores * a.BatchRows(), n),
-      HostRows("batch1", a.h_batch_next, cores * a.BatchRows(), n),
-      HostRows("out", a.h_out, cores * a.OutRows(), n)};
-  PassLog passes;
-  for (int parity = 0; parity < 2; ++parity) {
-    for (int core = 0; core < cores; ++core) {
-      const Layout ap = ForCore(ForParity(a, parity), core);
-      std::vector<int32_t> pass_of[2];  // core 0's are the step's (its counters are the rows')
-      PassLog core_passes;
-      for (int prefetch = 0; prefetch < 2; ++prefetch) {
-        engine::Executable& exe = p->steps[parity][prefetch];
-        exe.name = prefetch ? "cnn-train-step" : "cnn-train-step (no prefetch)";
-        exe.programs.push_back(
-            StepProgram(ap, opt, prefetch, &pass_of[prefetch], core == 0 ? &passes : &core_passes));
-        exe.regions = infeed;
-        if (core == 0) (prefetch ? p->pass_of : p->pass_of_last) = pass_of[prefetch];
-      }
-      p->fetch[parity].name = "cnn-train-fetch";
-      p->fetch[parity].programs.push_back(FetchProgram(ap));
-      p->fetch[parity].regions = infeed;
-    }
-  }
-  p->pass_names = passes.Names();
-  p->pass_macs = passes.Macs();
-  p->step = p->steps[0][1];
+// The CNN's constants of its own: the poolings' tiles, the dense layers' rows of a bias
+// lane's 1.
+void PutConstants(const Layout& a, std::vector<uint16_t>* img) {
+  const int n = a.n;
+  auto at = [n](int64_t row, int64_t lane) { return static_cast<size_t>(row * n + lane); };
+  for (int q = 0; q < 2; ++q)
+    for (int k = 0; k < 4; ++k)
+      for (int ch = 0; ch < a.conv[q].cout; ++ch)
+        (*img)[at(a.quarters[q] + k * a.conv[q].cout + ch, ch)] = Bf16Of(0.25f);
+  for (int ky = 1; ky < 3; ++ky)  // taps (1, 1), (1, 2), (2, 1), (2, 2) of a 3 x 3 window
+    for (int kx = 1; kx < 3; ++kx)
+      for (int ch = 0; ch < a.conv[1].cout; ++ch)
+        (*img)[at(a.quarters3 + (ky * 3 + kx) * a.conv[1].cout + ch, ch)] = Bf16Of(0.25f);
+  for (size_t l = 1; l < a.fc.size(); ++l)
+    (*img)[at(a.fc[l].ones, a.param[1 + l].outs % n)] = Bf16Of(1.0f);
 }
 
 }  // namespace
@@ -1050,22 +670,12 @@ CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
   CheckTrainingCores(config, cores, batch);
   const Layout a = MakeLayout(model, batch / cores, opt, config, cores);
   CheckFits(model, a, opt, config);
-  const int n = a.n;
-  CompiledStep c;
-  DensePrograms& p = c.programs;
-  p.ub_rows = a.end;
-  p.cores = cores;
-  engine::Region consts = HostRows("constants", 0, a.h_batch, n);
-  consts.initial = ConstantImage(a, opt);
-  const engine::Region state = HostRows("state", a.state_begin, a.state_end - a.state_begin, n);
-  // Every core starts from the same constants and state (init reads them from the same host
-  // rows); core 0's state and gradients are the step's (the cores' are equal).
-  p.init = {"cnn-train-init", std::vector<isa::Program>(cores, InitProgram(a)), {consts, state}};
-  StepPrograms(a, opt, &p);
-  p.save = {"cnn-train-save", {SaveProgram(a)}, {state}};
-  p.grads = {"cnn-train-grads", {GradsProgram(a)}, {HostRows("grads", a.h_grads, a.GradRows(), n)}};
-  c.images = std::make_shared<ConvImages>(a, opt);
-  return c;
+  return shell::Programs<Layout>(
+      a, opt, "cnn-train", ForParity, EmitStart,
+      [&a](std::vector<uint16_t>* img) { PutConstants(a, img); },
+      [&opt](const Layout& ap, bool prefetch, std::vector<int32_t>* pass_of, PassLog* passes) {
+        return StepProgram(ap, opt, prefetch, pass_of, passes);
+      });
 }
 
 }  // namespace conv_step

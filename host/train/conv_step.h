@@ -1,7 +1,7 @@
 // The course material's CNN (nn::MakeLenet5, MakeWideCnn: conv 3 x 3 + ReLU, 2 x 2 average
 // pooling, conv, pooling, dense layers) trained on the chip: a step's forward pass, loss,
 // backward pass and update as one program for core 0 of a bf16 chip, in the arithmetic of
-// convnet_reference.h's ReferenceConvStep, bit for bit (docs/training.md, "The CNN's step on
+// convnet_reference.h's ReferenceGraphStep, bit for bit (docs/training.md, "The CNN's step on
 // the chip"). A pixel a buffer row in raster order throughout, as the examples in
 // examples/training/ lay it out: the receptive fields F formed by the window stage through
 // the identity, a convolution F times its tile, the poolings and their gradients windows
@@ -33,7 +33,7 @@ namespace tpu::train {
 // whose rows do not fit the unified buffer (naming the largest that does).
 // With `cores` 2, each of the chip's two cores runs the step on its half of the batch and
 // the cores sum their weight gradients through HBM before the update (EmitGradientSum), the
-// arithmetic of ReferenceConvStep's `cores`.
+// arithmetic of ReferenceGraphStep's `cores`.
 CompiledStep CompileConvStep(const nn::Model& model, int batch, const Optimizer& opt,
                              const config::TpuConfig& config, int cores = 1);
 

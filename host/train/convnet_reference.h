@@ -1,8 +1,8 @@
 // The forward and backward pass of the course material's CNN (nn::MakeLenet5, and
 // MakeWideCnn of the same shape: conv 3 x 3 + ReLU, 2 x 2 average pooling, conv 3 x 3 +
-// ReLU, pooling, dense layers) in the chip's arithmetic, from the pieces of
-// conv_reference.h and step_arith.h: every product the array's, every result the
-// activation unit's rounding to bfloat16, the loss the vector unit's. A pixel a row in
+// ReLU, pooling, dense layers) in the chip's arithmetic: the graph reference's
+// (graph_reference.h), of which the CNN is one graph: every product the array's, every
+// result the activation unit's rounding to bfloat16, the loss the vector unit's. A pixel a row in
 // raster order throughout; a convolution is its receptive fields F (the bias's 1 in the
 // lane after them) times its weights; the flatten is (y, x, c), as nn's fp32 network has
 // it; the second pooling takes rows and columns 0 to 2 (h / 2) - 1 of its map, as nn's
@@ -43,19 +43,4 @@ ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const uint8_t
 // whose mean the loss's gradient takes (1 / total).
 ConvNetGradients ReferenceConvNetGradients(const nn::Model& model, const Batch& b, int batch, int n,
                                            int total = 0);
-// The gradients of a step whose batch is split across `cores` cores in equal shares in
-// order, as they compute them: each share's (over the whole batch's mean), then summed as
-// the cores sum them (chip::CoreSum, the losses' means in core order: StepOut::OfCores).
-ConvNetGradients CoreGradients(const nn::Model& model, const Batch& b, int batch, int n, int cores);
-
-// One training step of the CNN of `shape`'s layers with the weights of `state` (its
-// weighted layers in order, dense_net.h's layout; updated in place with the optimizer's
-// state and its step count), as dense_reference.h's ReferenceStep is for a perceptron:
-// the gradients above, then dense_reference.h's UpdateParams of every layer. Each layer's
-// gradient (bfloat16 values, shaped as its parameters) into *grads where given. With
-// `cores`, the step split across that many cores (CoreGradients).
-StepOut ReferenceConvStep(const nn::Model& shape, int n, const Optimizer& opt, const Batch& b,
-                          int batch, DenseState* state,
-                          std::vector<std::vector<float>>* grads = nullptr, int cores = 1);
-
 }  // namespace tpu::train

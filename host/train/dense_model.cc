@@ -17,6 +17,8 @@
 #include "host/nn/trainer.h"
 #include "host/train/conv_step.h"
 #include "host/train/convnet_reference.h"
+#include "host/train/graph_reference.h"
+#include "host/train/graph_step.h"
 
 namespace tpu::train {
 namespace {
@@ -211,19 +213,26 @@ std::vector<int64_t> TrainNet::Params() const {
 
 CompiledStep TrainNet::Compile(int batch, const Optimizer& opt, const config::TpuConfig& config,
                                int cores) const {
-  return conv ? CompileConvStep(shape, batch, opt, config, cores)
-              : CompileDenseStep(dense, batch, opt, config, cores);
+  switch (kind) {
+    case Kind::kCnn:
+      return CompileConvStep(shape, batch, opt, config, cores);
+    case Kind::kGraph:
+      return CompileGraphStep(shape, batch, opt, config, cores);
+    default:
+      return CompileDenseStep(dense, batch, opt, config, cores);
+  }
 }
 
 StepOut TrainNet::Reference(int n, const Optimizer& opt, const Batch& b, int batch,
                             DenseState* state, std::vector<std::vector<float>>* grads,
                             int cores) const {
-  return conv ? ReferenceConvStep(shape, n, opt, b, batch, state, grads, cores)
-              : ReferenceStep(dense, n, opt, b, batch, state, grads, cores);
+  return kind == Kind::kPerceptron
+             ? ReferenceStep(dense, n, opt, b, batch, state, grads, cores)
+             : ReferenceGraphStep(shape, n, opt, b, batch, state, grads, cores);
 }
 
 nlohmann::json TrainNet::Describe() const {
-  if (!conv) return dense.widths;
+  if (kind == Kind::kPerceptron) return dense.widths;
   nlohmann::json j = nlohmann::json::array();
   for (const nn::Layer& l : shape.layers) j.push_back(l.name);
   return j;
@@ -232,11 +241,23 @@ nlohmann::json TrainNet::Describe() const {
 TrainNet TrainNetOf(const nn::Model& model) {
   TrainNet t;
   t.shape = model;
-  try {
-    CheckConvNetShape(model);
-    t.conv = true;
-  } catch (const UsageError&) {
-    t.dense = DenseNetOf(model);  // its refusal names the layer and both shapes
+  // The first compiler that takes it: the CNN's, the perceptron's, a graph's (whose
+  // refusal, naming the layer, is the model's).
+  auto takes = [&model](auto check) {
+    try {
+      check(model);
+      return true;
+    } catch (const UsageError&) {
+      return false;
+    }
+  };
+  if (takes(CheckConvNetShape)) {
+    t.kind = TrainNet::Kind::kCnn;
+  } else if (takes([&t](const nn::Model& m) { t.dense = DenseNetOf(m); })) {
+    t.kind = TrainNet::Kind::kPerceptron;
+  } else {
+    CheckGraphTrainable(model);
+    t.kind = TrainNet::Kind::kGraph;
   }
   return t;
 }

@@ -22,11 +22,13 @@ std::vector<std::vector<float>> DenseWeightsOf(const nn::Model& model);
 void SetDenseWeights(const DenseState& state, nn::Model* model);
 
 // What training on the chip needs of a model: the perceptron's compiler and CPU reference
-// (dense_step.h, dense_reference.h) or the CNN's (conv_step.h, convnet_reference.h).
+// (dense_step.h, dense_reference.h), the CNN's (conv_step.h) or a graph's (graph_step.h),
+// whose reference is graph_reference.h's.
 struct TrainNet {
+  enum class Kind { kPerceptron, kCnn, kGraph };
   nn::Model shape;  // the model (its weights are the state's)
-  bool conv = false;
-  DenseNet dense;  // the perceptron's widths (empty for the CNN)
+  Kind kind = Kind::kPerceptron;
+  DenseNet dense;  // the perceptron's widths (empty for the others)
   int In() const { return static_cast<int>(shape.input.Size()); }  // values an image
   int Classes() const;
   std::vector<int64_t> Params() const;  // values of each weighted layer's parameters
@@ -37,7 +39,8 @@ struct TrainNet {
                     std::vector<std::vector<float>>* grads = nullptr, int cores = 1) const;
   nlohmann::json Describe() const;  // for a checkpoint's settings: the widths, or the layers
 };
-// Throws UsageError for a model neither a perceptron nor of the CNN's shape, naming both.
+// A perceptron (DenseNetOf), the CNN (CheckConvNetShape) or another graph the chip trains
+// (CheckGraphTrainable: its refusal names the layer and what it takes).
 TrainNet TrainNetOf(const nn::Model& model);
 
 struct ChipEpochOptions {

@@ -18,6 +18,7 @@
 #include "host/train/dense_reference.h"
 #include "host/train/step_emit.h"
 #include "host/train/step_image.h"
+#include "host/train/step_shell.h"
 
 namespace tpu::train {
 namespace {
@@ -94,11 +95,7 @@ Layout MakeLayout(const DenseNet& net, int batch, const Optimizer& opt, int n, i
   a.cores = cores;
   a.bp = Tiles(batch, n) * n;
   int64_t at = 0;
-  auto take = [&at](int64_t rows) {
-    const int64_t r = at;
-    at += rows;
-    return r;
-  };
+  const std::function<int64_t(int64_t)> take = shell::RowsFrom(&at);
   a.id = take(n);
   a.pad = take(2);
   a.zero = take(1);

@@ -470,8 +470,9 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
     cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum their
     gradients (cores=1: core 0 alone; None: the chip's).
 
-    arch: "mlp", or the course material's CNN "lenet5" or "wide" (at a batch the unified
-    buffer holds: at most 86 and 68 on tpu-v2); config: a bf16
+    arch: "mlp", the course material's CNN "lenet5" or "wide" (at a batch the unified
+    buffer holds: at most 86 and 68 on tpu-v2), or the graph "residual" (at most 11 on
+    tpu-v2); config: a bf16
     preset name or a Config; limit: train on the first images only; verify: check every step
     against the CPU reference, bit for bit; timeline: a file for the instruction timeline of
     step `timeline_step` (Chrome trace JSON, its passes on a track of their own). Returns

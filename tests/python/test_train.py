@@ -56,6 +56,15 @@ def test_train_the_cnn_on_the_chip():
 
 
 @pytest.mark.skipif(not have_mnist(), reason="no MNIST data")
+def test_train_a_graph_on_the_chip():
+    weights, report = tpusim.train(arch="residual", batch=4, limit=8, epochs=1, verify=True)
+    assert weights["block1_conv2.weights"].shape == (3, 3, 16, 16)
+    assert report["epochs"][0]["verified_steps"] == 2
+    passes = [p["pass"] for p in report["passes"]]
+    assert "block1_add gradient" in passes and "gap forward" in passes
+
+
+@pytest.mark.skipif(not have_mnist(), reason="no MNIST data")
 def test_train_on_both_cores_of_tpu_v3():
     weights, report = tpusim.train(arch="lenet5", config="tpu-v3", batch=8, limit=16, epochs=1,
                                    verify=True)

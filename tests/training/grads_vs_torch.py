@@ -21,7 +21,14 @@ bfloat16 forward pass (the inputs, weights and biases rounded, the sums in float
 prints the plain float32 comparison and the number of units that differ beside it. A wrong
 formula (a transposed or missing term) moves a gradient by its own size.
 
-    tests/training/grads_vs_torch.py --tpusim build/tpusim [--arch lenet5]
+--arch residual (a graph: two residual blocks of 3 x 3 "same" convolutions, global average
+pooling) is compared with PyTorch's float32 autograd of the same graph, built from the
+model.json tpusim wrote: with --config tpu-v2, the chip's first step at batch 8 (tpu-v2's
+unified buffer holds its step up to batch 11) through the ReLU pattern of a bfloat16 forward
+pass, as above; without it, the CPU's float32 step (`tpusim train --gradients` without
+--config), plainly.
+
+    tests/training/grads_vs_torch.py --tpusim build/tpusim [--arch lenet5|residual [--config tpu-v2]]
 Exit 77 (skipped) without PyTorch or MNIST.
 """
 import argparse
@@ -108,10 +115,123 @@ def step(torch, x, y, params, kinds, masks):
     return loss.item()
 
 
+def graph_layer(torch, l, h, p):
+    """Layer l of a model.json (NCHW maps) on its inputs h (a list), its parameters p."""
+    f = torch.nn.functional
+    t = l["type"]
+    if t in ("conv2d", "depthwise_conv2d"):
+        w = p[0].permute(3, 2, 0, 1)
+        groups = 1
+        if t == "depthwise_conv2d":
+            w, groups = p[0].permute(2, 3, 0, 1), h[0].shape[1]
+        kh, kw = l["kernel"]
+        pads = pooling_pads(l, h[0], kh, kw, l.get("stride", 1))
+        return f.conv2d(f.pad(h[0], pads), w, p[1], stride=l.get("stride", 1), groups=groups)
+    if t in ("avgpool2d", "maxpool2d"):
+        size = l.get("size", 2)
+        kh, kw = (size, size) if isinstance(size, int) else size
+        pads = pooling_pads(l, h[0], kh, kw, l.get("stride", 2))
+        if t == "maxpool2d":
+            return f.max_pool2d(f.pad(h[0], pads, value=-float("inf")), (kh, kw), l.get("stride", 2))
+        return f.avg_pool2d(f.pad(h[0], pads), (kh, kw), l.get("stride", 2))
+    if t == "global_avgpool2d":
+        return h[0].mean(dim=(2, 3), keepdim=True)
+    if t == "add":
+        return h[0] + h[1]
+    if t == "concat":
+        return torch.cat(h, dim=1)
+    if t == "flatten":
+        return h[0]
+    if t == "dense":  # the input flattened in (y, x, c) order, as tpusim's network has it
+        x = h[0].permute(0, 2, 3, 1).reshape(h[0].shape[0], -1) if h[0].dim() == 4 else h[0]
+        return x @ p[0] + p[1]
+    sys.exit(f"grads_vs_torch: no PyTorch form for layer type {t}")
+
+
+def pooling_pads(l, x, kh, kw, stride):
+    """F.pad's (left, right, top, bottom) of a layer's padding in model.json: "same" (the
+    extra row and column bottom and right, as TensorFlow), a list [top, left, bottom, right],
+    or none."""
+    pad = l.get("padding", "valid")
+    if isinstance(pad, list):
+        return (pad[1], pad[3], pad[0], pad[2])
+    if pad != "same":
+        return (0, 0, 0, 0)
+    ph = max(0, (-(-x.shape[2] // stride) - 1) * stride + kh - x.shape[2])
+    pw = max(0, (-(-x.shape[3] // stride) - 1) * stride + kw - x.shape[3])
+    return (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2)
+
+
+def graph_loss(torch, model, x, y, params, masks=None, rounded=False):
+    """The mean cross-entropy of a model.json's graph on images x (NCHW), params by layer;
+    each ReLU through masks[layer] where given. With `rounded`, every operand and result
+    rounded to bfloat16 (the sums in float32), and the ReLUs' patterns (z > 0) returned too."""
+    r = (lambda t: t.to(torch.bfloat16).to(torch.float32)) if rounded else (lambda t: t)  # noqa: E731
+    outs, pattern = {"input": r(torch.tensor(x))}, {}
+    for l in model["layers"]:
+        p = [r(t) for t in params[l["name"]]] if l["name"] in params else None
+        h = r(graph_layer(torch, l, [outs[i] for i in l["inputs"]], p))
+        if l.get("activation") == "relu":
+            pattern[l["name"]] = h > 0
+            h = h * masks[l["name"]].float() if masks is not None else torch.relu(h)
+        outs[l["name"]] = h
+    logits = outs[model["layers"][-1]["name"]].reshape(x.shape[0], -1)
+    return torch.nn.functional.cross_entropy(logits, torch.tensor(y)), pattern
+
+
+def check_graph(torch, a, d, batch, config):
+    """A graph's first step on the chip of `config` (or, None, on the CPU in float32: tpusim
+    train --gradients) against PyTorch's float32 autograd of the same graph, built from its
+    model.json: the chip's through the ReLU pattern of a bfloat16 forward pass (as the chains'
+    above), the CPU's plainly."""
+    with tempfile.TemporaryDirectory() as work:
+        g, m = os.path.join(work, "grads"), os.path.join(work, "m")
+        chip = ["--config", config] if config else []
+        subprocess.run([a.tpusim, "train", "--arch", a.arch, "--batch", str(batch), "--limit",
+                        str(batch), "--epochs", "1", "--gradients", g, "--out", m, "-q"] + chip,
+                       check=True)
+        with open(os.path.join(g, "gradients.json")) as f:
+            manifest = json.load(f)
+        with open(os.path.join(m, "model.json")) as f:
+            model = json.load(f)
+        load = lambda name: np.load(os.path.join(g, name))  # noqa: E731
+        x, y = images(d, load(manifest["indices"]))
+        params = {l: [torch.tensor(load(manifest["initial"][l][k]), requires_grad=True)
+                      for k in ("weights", "bias")] for l in manifest["initial"]}
+        ours = {(l, k): load(manifest["gradients"][l][k]) for l in params
+                for k in ("weights", "bias")}
+        our_loss = float(load(manifest["loss"])[0])
+    x = x.reshape(-1, 1, 32, 32)
+    masks = None
+    if config:
+        with torch.no_grad():
+            masks = graph_loss(torch, model, x, y, params, rounded=True)[1]
+        plain = graph_loss(torch, model, x, y, params)[1]
+        flips = sum(int((plain[k] != masks[k]).sum()) for k in masks)
+        print(f"ReLUs on in float32 and off in bfloat16 or the reverse: {flips} of "
+              f"{sum(v.numel() for v in masks.values())}")
+    loss = graph_loss(torch, model, x, y, params, masks)[0]
+    loss.backward()
+    where = f"the chip's ({config}), through the bfloat16 ReLU pattern" if config else "the CPU's"
+    print(f"float32: loss: {where} {our_loss:.6f}, PyTorch {loss.item():.6f}")
+    worst = 0.0
+    for l, (w, b) in params.items():
+        for kind, t in (("weights", w), ("bias", b)):
+            want = t.grad.numpy()
+            err = float(np.max(np.abs(ours[l, kind] - want)) / np.max(np.abs(want)))
+            worst = max(worst, err)
+            print(f"  {l}.{kind}: largest difference {err:.2e} of the largest gradient")
+    loss_err = abs(our_loss - loss.item()) / abs(loss.item())
+    if worst > GOAL or loss_err > LOSS_GOAL:
+        sys.exit(f"grads_vs_torch: beyond the goal ({worst:.2e} > {GOAL} or loss "
+                 f"{loss_err:.2e} > {LOSS_GOAL})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tpusim", default=os.path.join(ROOT, "build", "tpusim"))
-    ap.add_argument("--arch", default="mlp", choices=["mlp", "lenet5"])
+    ap.add_argument("--arch", default="mlp", choices=["mlp", "lenet5", "residual"])
+    ap.add_argument("--config", help="--arch residual: the chip (tpu-v2); without it, the CPU")
     a = ap.parse_args()
     batch = 64
     try:
@@ -123,6 +243,8 @@ def main():
     if d is None:
         print("grads_vs_torch: skipped: no MNIST data")
         sys.exit(77)
+    if a.arch == "residual":  # a graph: on the CPU, or on the chip at a batch tpu-v2 holds
+        return check_graph(torch, a, d, 8 if a.config else batch, a.config)
     with tempfile.TemporaryDirectory() as work:
         g = os.path.join(work, "grads")
         subprocess.run([a.tpusim, "train", "--config", "tpu-v2", "--arch", a.arch, "--batch",

@@ -17,6 +17,12 @@ void Forward(const Layer& /*l*/, const std::vector<const MatrixF*>& xs, MatrixF*
   *out = *xs[0] + *xs[1];
 }
 
+// Each input takes the output's gradient as it is.
+void Backward(const Layer& /*l*/, const BackwardStep& s) {
+  for (MatrixF* dx : s.dx)
+    if (dx != nullptr) *dx = s.dy;
+}
+
 // The int8 rule: AddRequantize of each value (docs/quantization.md).
 void Int8(const Layer& l, const std::vector<const int8_t*>& xs,
           const std::vector<int>& /*channels*/, int8_t* y) {
@@ -62,6 +68,7 @@ const OpDef& AddOp() {
     OpDef d = ValueJoin(LayerType::kAdd, "add");
     d.infer = Infer;
     d.forward = Forward;
+    d.backward = Backward;
     d.int8 = Int8;
     d.quantize = Quantize;
     d.bf16_prepare = Bf16Prepare;

@@ -40,6 +40,22 @@ void Forward(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* /*c
   }
 }
 
+// Each input's gradient: its channels of each pixel of the output's.
+void Backward(const Layer& l, const BackwardStep& s) {
+  const int64_t pixels = int64_t{l.out.h} * l.out.w;
+  int64_t c0 = 0;
+  for (size_t k = 0; k < s.xs.size(); ++k) {
+    const int64_t c = s.xs[k]->cols() / pixels;
+    if (MatrixF* dx = s.dx[k]) {
+      dx->resize(s.dy.rows(), pixels * c);
+      for (int64_t b = 0; b < s.dy.rows(); ++b)
+        for (int64_t p = 0; p < pixels; ++p)
+          std::copy_n(&s.dy(b, p * l.out.c + c0), c, &(*dx)(b, p * c));
+    }
+    c0 += c;
+  }
+}
+
 // The int8 rule: each input's channels requantized to the output's scale, one input after
 // another.
 void Int8(const Layer& l, const std::vector<const int8_t*>& xs, const std::vector<int>& channels,
@@ -108,6 +124,7 @@ const OpDef& ConcatOp() {
     d.infer = Infer;
     d.macs = NoMacs;
     d.forward = Forward;
+    d.backward = Backward;
     d.int8 = Int8;
     d.quantize = Quantize;
     d.bf16 = Bf16;

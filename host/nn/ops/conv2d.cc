@@ -85,19 +85,24 @@ void Forward(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* col
   *out = MapF(y.data(), batch, l.out.Size());
 }
 
-// dW = cols^T dY, db = the column sums of dY, dX = col2im(dY W^T). Depthwise layers are not
-// trained (their expanded kernels' zeros would take gradients).
+// dW = cols^T dY, db = the column sums of dY, dX = col2im(dY W^T). A depthwise layer's
+// expanded kernels keep their zeros: only the diagonal (input channel = output channel) of
+// each tap takes a gradient, so its weights stay a depthwise kernel's.
 void Backward(const Layer& l, const BackwardStep& s) {
-  if (l.depthwise) throw std::invalid_argument("Backward: depthwise layers are not trained");
   const int64_t batch = s.dy.rows();
   ConstMapF dy(s.dy.data(), batch * l.out.h * l.out.w, l.out.c);
   MapF dw(s.dw->data(), WeightMatrix(l).rows(), l.out.c);
-  dw.noalias() += s.cols->transpose() * dy;
+  if (l.depthwise) {
+    const MatrixF full = s.cols->transpose() * dy;
+    for (int64_t r = 0; r < full.rows(); ++r) dw(r, r % l.in.c) += full(r, r % l.in.c);
+  } else {
+    dw.noalias() += s.cols->transpose() * dy;
+  }
   Eigen::Map<Eigen::RowVectorXf>(s.db->data(), l.out.c) += dy.colwise().sum();
-  if (s.dx == nullptr) return;
+  if (s.dx[0] == nullptr) return;
   const MatrixF dcols = dy * WeightMatrix(l).transpose();
-  *s.dx = MatrixF::Zero(batch, l.in.Size());
-  Col2Im<float>(l, dcols, s.dx);
+  *s.dx[0] = MatrixF::Zero(batch, l.in.Size());
+  Col2Im<float>(l, dcols, s.dx[0]);
 }
 
 // The int8 rule, one multiply-add at a time: acc = bias + the window's products (the padding

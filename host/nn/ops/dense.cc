@@ -31,9 +31,9 @@ void Forward(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* /*c
 // dW = X^T dY, db = the column sums of dY, dX = dY W^T.
 void Backward(const Layer& l, const BackwardStep& s) {
   MapF dw(s.dw->data(), l.in.c, l.out.c);
-  dw.noalias() += s.x.transpose() * s.dy;
+  dw.noalias() += s.x().transpose() * s.dy;
   Eigen::Map<Eigen::RowVectorXf>(s.db->data(), l.out.c) += s.dy.colwise().sum();
-  if (s.dx != nullptr) *s.dx = s.dy * WeightMatrix(l).transpose();
+  if (s.dx[0] != nullptr) *s.dx[0] = s.dy * WeightMatrix(l).transpose();
 }
 
 // The int8 rule: acc = bias + the products, requantized per output channel, clamped at

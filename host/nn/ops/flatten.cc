@@ -14,7 +14,7 @@ void Forward(const Layer& /*l*/, const std::vector<const MatrixF*>& xs, MatrixF*
 }
 
 void Backward(const Layer& /*l*/, const BackwardStep& s) {
-  if (s.dx != nullptr) *s.dx = s.dy;
+  if (s.dx[0] != nullptr) *s.dx[0] = s.dy;
 }
 
 // The same values in the same order.

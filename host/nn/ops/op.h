@@ -21,14 +21,15 @@ namespace tpu::nn::ops {
 
 // What the backward pass of one layer works on, for a batch (one row per image).
 struct BackwardStep {
-  const MatrixF& x;        // its (first) input's activations
-  const MatrixF& y;        // its output (after the activation)
-  const MatrixF* cols;     // a convolution's im2col rows of x, kept by the forward pass
+  const std::vector<const MatrixF*>& xs;  // each input's activations
+  const MatrixF& y;                       // its output (after the activation)
+  const MatrixF* cols;     // a convolution's im2col rows of its input, kept by the forward pass
   const MatrixF& dy;       // the loss's gradient by its output before the activation (the
                            // activation's mask already applied)
   std::vector<float>* dw;  // its weights' gradient, added to (empty for layers without)
   std::vector<float>* db;  // its biases' gradient, added to
-  MatrixF* dx;             // its input's gradient, written (null: not needed)
+  const std::vector<MatrixF*>& dx;  // each input's gradient, written (null: not needed)
+  const MatrixF& x() const { return *xs[0]; }
 };
 
 // A layer as the bfloat16 reference runs it (bf16_net.h), prepared once per model.

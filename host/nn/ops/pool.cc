@@ -80,13 +80,13 @@ void Forward(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* /*c
 
 // Average: each tap takes dy / window; max: the first maximum takes it all.
 void Backward(const Layer& l, const BackwardStep& s) {
-  if (s.dx == nullptr) return;
+  if (s.dx[0] == nullptr) return;
   const bool avg = l.type == LayerType::kAvgPool2d;
   const float inv = 1.0f / static_cast<float>(l.pool_h * l.pool_w);
-  MatrixF& dx = *s.dx;
-  dx.resize(s.x.rows(), l.in.Size());
+  MatrixF& dx = *s.dx[0];
+  dx.resize(s.x().rows(), l.in.Size());
   dx.setZero();
-  for (int64_t b = 0; b < s.x.rows(); ++b)
+  for (int64_t b = 0; b < s.x().rows(); ++b)
     for (int oh = 0; oh < l.out.h; ++oh)
       for (int ow = 0; ow < l.out.w; ++ow)
         for (int c = 0; c < l.out.c; ++c) {
@@ -98,7 +98,7 @@ void Backward(const Layer& l, const BackwardStep& s) {
               if (in < 0) continue;  // padding
               if (avg) {
                 dx(b, in) += s.dy(b, o) * inv;
-              } else if (!routed && s.x(b, in) == s.y(b, o)) {
+              } else if (!routed && s.x()(b, in) == s.y(b, o)) {
                 dx(b, in) += s.dy(b, o);
                 routed = true;
               }

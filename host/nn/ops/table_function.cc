@@ -42,11 +42,11 @@ void ForwardTanh(const Layer& /*l*/, const std::vector<const MatrixF*>& xs, Matr
 
 // d sigmoid = y (1 - y); d tanh = 1 - y^2, from the output y.
 void BackwardSigmoid(const Layer& /*l*/, const BackwardStep& s) {
-  if (s.dx) *s.dx = s.dy.cwiseProduct(s.y.cwiseProduct((1.0f - s.y.array()).matrix()));
+  if (s.dx[0]) *s.dx[0] = s.dy.cwiseProduct(s.y.cwiseProduct((1.0f - s.y.array()).matrix()));
 }
 
 void BackwardTanh(const Layer& /*l*/, const BackwardStep& s) {
-  if (s.dx) *s.dx = s.dy.cwiseProduct((1.0f - s.y.array().square()).matrix());
+  if (s.dx[0]) *s.dx[0] = s.dy.cwiseProduct((1.0f - s.y.array().square()).matrix());
 }
 
 // The int8 rule: each value requantized to the table's input step (multiplier and shift of

@@ -38,7 +38,10 @@ void CheckGradients(Model m) {
     for (int pick = 0; pick < 12; ++pick) {
       const bool bias = pick % 4 == 3;
       std::vector<float>& p = bias ? l.bias.data : l.weights.data;
-      const size_t k = rng() % p.size();
+      size_t k = rng() % p.size();
+      // A depthwise layer's expanded kernels: a value on a tap's diagonal (the rest stay 0).
+      const size_t c = static_cast<size_t>(l.in.c);
+      if (l.depthwise && !bias) k = k / (c * c) * c * c + (k % c) * (c + 1);
       const float analytic = bias ? g.b[i][k] : g.w[i][k];
       const float saved = p[k];
       constexpr float kEps = 1e-3f;
@@ -84,6 +87,58 @@ TEST(Fp32NetTest, GradientsMatchFiniteDifferencesSigmoidTanh) {
 }
 
 TEST(Fp32NetTest, GradientsMatchFiniteDifferencesLenet5) { CheckGradients(MakeLenet5(3)); }
+
+// A graph: l0 read by two layers (a depthwise convolution and the residual add), the add read
+// by a 1 x 1 convolution and by the concatenation of the two: each gradient the sum of its
+// readers', the add's passed to both its inputs, the concatenation's split by channels.
+Model GraphModel() {
+  Model m;
+  m.name = "graph";
+  m.input = {6, 6, 2};
+  Layer dw = test::MakeLayer(LayerType::kConv2d, 4, 3, 1, "same");
+  dw.depthwise = true;
+  Layer add = test::MakeLayer(LayerType::kAdd);
+  add.inputs = {0, 1};
+  add.activation = Activation::kRelu;
+  Layer cat = test::MakeLayer(LayerType::kConcat);
+  cat.inputs = {2, 3};
+  m.layers = {test::MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
+              dw,
+              add,
+              test::MakeLayer(LayerType::kConv2d, 3, 1),
+              cat,
+              test::MakeLayer(LayerType::kMaxPool2d),
+              test::MakeLayer(LayerType::kFlatten),
+              test::MakeLayer(LayerType::kDense, 3, 1, 1, "valid", Activation::kSoftmax)};
+  return test::Randomize(m, 8);
+}
+
+TEST(Fp32NetTest, GradientsMatchFiniteDifferencesResidualDepthwiseConcat) {
+  CheckGradients(GraphModel());
+}
+
+// The expanded kernels' zeros take no gradient, so a trained depthwise layer stays one.
+TEST(Fp32NetTest, DepthwiseKernelsTakeGradientsOnTheirDiagonalOnly) {
+  const Model m = GraphModel();
+  const data::MnistSet s = test::RandomImages(m, 4, 3);
+  ForwardCache cache;
+  Forward(m, Fp32Input(s.pixels.data(), s.count, m.input), &cache);
+  ParamSet g = ParamSet::ZerosLike(m);
+  Backward(m, cache, s.labels.data(), &g);
+  const int64_t c = m.layers[1].in.c;
+  int on = 0;
+  for (size_t k = 0; k < g.w[1].size(); ++k) {
+    const bool diagonal = static_cast<int64_t>(k) / c % c == static_cast<int64_t>(k) % c;
+    if (!diagonal) {
+      EXPECT_EQ(g.w[1][k], 0.0f) << k;
+    }
+    on += diagonal && g.w[1][k] != 0.0f;
+  }
+  EXPECT_GT(on, 0);
+}
+
+// The residual CNN's gradients, every one of them, are PyTorch's autograd's
+// (tests/training/grads_vs_torch.py --arch residual: training_graph_grads_vs_torch).
 
 TEST(Fp32NetTest, SoftmaxRowsSumToOne) {
   const Model m = test::StridedSameModel(6);

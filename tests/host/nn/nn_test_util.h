@@ -1,7 +1,12 @@
 // Small random models and images for the neural-network tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <random>
+#include <vector>
 
 #include "host/data/mnist.h"
 #include "host/nn/model.h"
@@ -83,6 +88,28 @@ inline data::MnistSet RandomImages(const nn::Model& m, int64_t count, uint64_t s
   const int classes = m.layers.back().out.c;
   for (int64_t i = 0; i < count; ++i) s.labels.push_back(static_cast<uint8_t>(rng() % classes));
   return s;
+}
+
+// The largest |a - b| relative to the largest |b| (b: the reference's).
+inline double LargestDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, top = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff = std::max(diff, std::fabs(double{a[i]} - double{b[i]}));
+    top = std::max(top, std::fabs(double{b[i]}));
+  }
+  return top > 0 ? diff / top : diff;
+}
+
+// Each weighted layer's gradients in `got` (its w[i] and b[i]) within `goal` of `want`'s,
+// relative to each tensor's largest.
+template <typename Got, typename Want>
+void ExpectGradientsNear(const nn::Model& m, const Got& got, const Want& want, double goal) {
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (!m.layers[i].HasWeights()) continue;
+    ASSERT_EQ(got.w[i].size(), want.w[i].size()) << m.layers[i].name;
+    EXPECT_LT(LargestDifference(got.w[i], want.w[i]), goal) << m.layers[i].name << " weights";
+    EXPECT_LT(LargestDifference(got.b[i], want.b[i]), goal) << m.layers[i].name << " bias";
+  }
 }
 
 }  // namespace tpu::test

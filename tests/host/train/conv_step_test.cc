@@ -1,5 +1,5 @@
 // The CNN's training steps on the chip (host/train/conv_step.h) against the CPU reference of
-// the same arithmetic (host/train/convnet_reference.h's ReferenceConvStep): after every step
+// the same arithmetic (host/train/convnet_reference.h's ReferenceGraphStep): after every step
 // each image's loss, the mean, the logits, every gradient and every weight and optimizer
 // value equal the reference's bit for bit, on both engines, with every counter of the two
 // engines equal. The shapes cover what the layout must get right: LeNet (one K-tile a
@@ -21,51 +21,20 @@
 #include "host/train/convnet_reference.h"
 #include "host/train/dense_model.h"
 #include "host/train/dense_reference.h"
+#include "host/train/graph_reference.h"
+#include "tests/host/train/step_test_util.h"
 #include "tests/test_engines.h"
 
 namespace tpu::test {
 namespace {
 
 using train::Batch;
-using train::DenseState;
 using train::Optimizer;
 
-Batch RandomImages(const nn::Model& m, int batch, std::mt19937_64& rng) {
-  Batch b;
-  for (int64_t i = 0; i < batch * m.input.Size(); ++i)
-    b.x.push_back(rng() % 4 == 0 ? 0.0f : static_cast<float>(rng() % 256) / 255.0f);
-  for (int i = 0; i < batch; ++i) b.labels.push_back(static_cast<uint8_t>(rng() % 10));
-  return b;
-}
-
-// `steps` steps of `m` at `batch` on the chip (split across `cores` cores), each against
-// the reference; the chip's last step's result.
+// `steps` steps of `m` at `batch` of the CNN's step against the reference.
 engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const nn::Model& m, int batch,
                                        Optimizer::Kind kind, int steps, int cores = 1) {
-  Optimizer opt;
-  opt.kind = kind;
-  opt.lr = kind == Optimizer::Kind::kSgd ? 0.0625 : 0.001;
-  std::mt19937_64 rng(75 + static_cast<uint64_t>(batch));
-  DenseState ref = DenseState::Fresh(train::DenseWeightsOf(m), opt);
-  train::ChipTrainer trainer(chip, train::CompileConvStep(m, batch, opt, chip->Config(), cores),
-                             opt);
-  trainer.Start(ref);
-  const Batch batches[2] = {RandomImages(m, batch, rng), RandomImages(m, batch, rng)};
-  const std::string what = m.name + " batch " + std::to_string(batch) + " " + opt.Name() + " on " +
-                           std::to_string(cores) + " core(s)";
-  for (int t = 1; t <= steps; ++t) {
-    const Batch& b = batches[(t - 1) % 2];
-    std::vector<std::vector<float>> grads;
-    const train::StepOut want =
-        train::ReferenceConvStep(m, chip->Config().array_dim, opt, b, batch, &ref, &grads, cores);
-    const train::StepOut got = trainer.Step(b, t < steps ? &batches[t % 2] : nullptr);
-    EXPECT_EQ(trainer.Gradients(), grads) << what << ": the gradients of step " << t;
-    EXPECT_EQ(got.loss, want.loss) << what << " step " << t;
-    EXPECT_TRUE(got == want) << what << " step " << t << ": loss " << got.mean << " against "
-                             << want.mean;
-    EXPECT_TRUE(trainer.State() == ref) << what << ": the state after step " << t;
-  }
-  return trainer.LastStep();
+  return test::StepsEqualReference(train::CompileConvStep, 75, chip, m, batch, kind, steps, cores);
 }
 
 // On the fast engine (the RTL's run is ConvStepRtlTest's).
@@ -85,7 +54,7 @@ TEST(ConvStepTest, TwoCoresEqualTheReferenceOfTwoCores) {
   StepsEqualReference(chip.get(), nn::MakeWideCnn(5), 2, Optimizer::Kind::kSgd, 2, 2);
   const nn::Model m = nn::MakeLenet5(3);
   std::mt19937_64 rng(76);
-  const Batch b = RandomImages(m, 8, rng);
+  const Batch b = RandomBatch(m, 8, rng);
   const train::ConvNetGradients one = train::CoreGradients(m, b, 8, 128, 1),
                                 two = train::CoreGradients(m, b, 8, 128, 2);
   EXPECT_EQ(one.loss, two.loss);  // the forward pass is each image's own

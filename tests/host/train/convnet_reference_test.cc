@@ -21,6 +21,7 @@
 #include "host/common/errors.h"
 #include "host/data/mnist.h"
 #include "host/nn/fp32_net.h"
+#include "tests/host/nn/nn_test_util.h"
 #include "tests/mnist_test_util.h"
 
 namespace tpu::train {
@@ -193,15 +194,6 @@ Plain PlainGradients(const nn::Model& m, const ConvNetGradients& chip, const uin
   return out;
 }
 
-double LargestDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, top = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(double{a[i]} - double{b[i]}));
-    top = std::max(top, std::fabs(double{b[i]}));
-  }
-  return top > 0 ? diff / top : diff;
-}
-
 void ExpectNearPlain(const nn::Model& m, const data::MnistSet& set, int batch) {
   const ConvNetGradients g =
       ReferenceConvNetGradients(m, set.Image(0), set.labels.data(), batch, 128);
@@ -209,12 +201,7 @@ void ExpectNearPlain(const nn::Model& m, const data::MnistSet& set, int batch) {
   double mean = 0;
   for (float l : g.loss) mean += l / batch;
   EXPECT_NEAR(mean, want.loss, 1e-2 * want.loss);
-  for (size_t i = 0; i < m.layers.size(); ++i) {
-    if (!m.layers[i].HasWeights()) continue;
-    ASSERT_EQ(g.w[i].size(), want.w[i].size()) << m.layers[i].name;
-    EXPECT_LT(LargestDifference(g.w[i], want.w[i]), 2e-2) << m.layers[i].name << " weights";
-    EXPECT_LT(LargestDifference(g.b[i], want.b[i]), 2e-2) << m.layers[i].name << " bias";
-  }
+  test::ExpectGradientsNear(m, g, want, 2e-2);
 }
 
 TEST(ConvNetReferenceTest, LenetGradientsAreThePlainOnesThroughTheSameReluPattern) {
@@ -251,7 +238,7 @@ TEST(ConvNetReferenceTest, RoundingTheWeightsAloneMovesTheFloat32GradientsPastTh
   double most = 0;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     if (!m.layers[i].HasWeights()) continue;
-    const double d = LargestDifference(b.w[i], a.w[i]);
+    const double d = test::LargestDifference(b.w[i], a.w[i]);
     std::cout << m.layers[i].name << " weights: " << d << "\n";
     most = std::max(most, d);
   }

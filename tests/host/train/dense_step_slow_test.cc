@@ -13,6 +13,7 @@
 #include "host/train/conv_step.h"
 #include "host/train/convnet_reference.h"
 #include "host/train/dense_model.h"
+#include "host/train/graph_reference.h"
 
 namespace tpu::test {
 namespace {
@@ -62,7 +63,7 @@ void LenetBothEnginesEqualTheReference(const config::TpuConfig& config, int batc
     trainer.Start(ref);
     for (int t = 1; t <= steps; ++t) {
       const train::StepOut want =
-          train::ReferenceConvStep(model, config.array_dim, adam, b, batch, &ref, nullptr, cores);
+          train::ReferenceGraphStep(model, config.array_dim, adam, b, batch, &ref, nullptr, cores);
       EXPECT_TRUE(trainer.Step(b) == want) << chip->Name() << " step " << t;
       EXPECT_TRUE(trainer.State() == ref) << chip->Name() << " state after step " << t;
     }

@@ -1,0 +1,443 @@
+// See graph_reference.h.
+#include "host/train/graph_reference.h"
+
+#include <fmt/format.h>
+
+#include "arith/bf16.h"
+#include "arith/fp32.h"
+#include "host/common/errors.h"
+#include "host/train/conv_reference.h"
+#include "host/train/dense_reference.h"
+#include "host/train/step_arith.h"
+
+namespace tpu::train {
+// Its own namespace: the library's unity build puts this file beside the other references,
+// whose helpers have the same names.
+namespace graph_ref {
+namespace {
+
+using chip::Half;
+using nn::Layer;
+using nn::LayerType;
+
+uint16_t Bf16OfFloat(float v) { return arith::Bf16OfFp32(arith::BitsOfFloat(v)); }
+float FloatOfBf16(uint16_t v) { return arith::FloatOfBits(arith::Fp32OfBf16(v)); }
+
+MapShape ShapeOf(const nn::Shape3& s, int batch) { return {batch, s.h, s.w, s.c}; }
+
+// A layer's weights then its bias as rows of the array's tile, in bfloat16 (vector op=copy
+// of the float32 master weights): in + 1 rows of `out` lanes.
+Half TileRows(const Layer& l) {
+  Half rows;
+  for (float v : l.weights.data) rows.push_back(Bf16OfFloat(v));
+  for (float v : l.bias.data) rows.push_back(Bf16OfFloat(v));
+  return rows;
+}
+
+bool IsZero(uint16_t v) { return arith::Fp32Equal(arith::Fp32OfBf16(v), 0); }
+
+// Where the ReLU gave 0, the gradient is 0 (vector equal, then select).
+Half Masked(const Half& grad, const Half& relu_out) {
+  Half out(grad.size());
+  for (size_t i = 0; i < grad.size(); ++i) out[i] = IsZero(relu_out[i]) ? 0 : grad[i];
+  return out;
+}
+
+// Rows of `cols` values with a last column of 1 (the bias lane): rows x (cols + 1).
+Half WithOnes(const Half& x, int64_t rows, int64_t cols) {
+  Half out;
+  for (int64_t r = 0; r < rows; ++r) {
+    out.insert(out.end(), x.begin() + r * cols, x.begin() + (r + 1) * cols);
+    out.push_back(Bf16OfFloat(1.0f));
+  }
+  return out;
+}
+
+WindowShape ConvWindowOf(const Layer& l) {
+  WindowShape w;
+  w.kh = l.kernel_h;
+  w.kw = l.kernel_w;
+  w.stride_y = w.stride_x = l.stride;
+  w.pad_top = l.pad_top;
+  w.pad_left = l.pad_left;
+  w.out_h = l.out.h;
+  w.out_w = l.out.w;
+  return w;
+}
+
+// A global average pooling's tile: h w identities times 1/(h w) rounded to bfloat16, one a
+// tap of the whole map's window: row t c + ch, lane ch.
+Half MeanTile(const Layer& l) {
+  const int64_t taps = int64_t{l.in.h} * l.in.w, c = l.in.c;
+  const uint16_t inv = Bf16OfFloat(1.0f / static_cast<float>(taps));
+  Half tile(static_cast<size_t>(taps * c * c), 0);
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t ch = 0; ch < c; ++ch) tile[static_cast<size_t>((t * c + ch) * c + ch)] = inv;
+  return tile;
+}
+
+// The window of a global pooling (the whole map, one output pixel) and of its gradient (a
+// one-pixel map padded to the map's size: each output pixel's one tap on it).
+WindowShape MeanWindow(const Layer& l, bool gradient) {
+  WindowShape w;
+  w.kh = l.in.h;
+  w.kw = l.in.w;
+  if (gradient) {
+    w.pad_top = l.in.h - 1;
+    w.pad_left = l.in.w - 1;
+    w.out_h = l.in.h;
+    w.out_w = l.in.w;
+  }
+  return w;
+}
+
+// The array's product of a window's rows and a tile of `cols` lanes, rounded.
+Half WindowProduct(const Half& maps, const MapShape& m, const WindowShape& w, const Half& tile,
+                   int64_t cols, int n) {
+  const Half rows = WindowRows(maps, m, w);
+  const int64_t k = w.Lanes(m.c);
+  return chip::Activate(
+      chip::Product(rows, tile, static_cast<int64_t>(rows.size()) / k, k, cols, n), false);
+}
+
+// relu(a + b) as the vector unit computes it: the float32 sum rounded to bfloat16 (vector
+// add), then the larger of it and +0 (vector max: a -0 becomes +0, NaN stays NaN).
+uint16_t AddRelu(uint16_t a, uint16_t b, bool relu) {
+  const uint16_t sum = chip::CoreSum(a, b);
+  return relu ? arith::Bf16OfFp32(arith::Fp32Max(arith::Fp32OfBf16(sum), 0)) : sum;
+}
+
+// A value through the array (a product with an identity's one 1) and the activation unit:
+// exact, a -0 made +0.
+uint16_t ThroughArray(uint16_t v) {
+  return arith::Bf16OfFp32(arith::Fp32Add(arith::Fp32OfBf16(v), 0));
+}
+
+// Each pixel's channels of the inputs, one after the other, each through the array (a
+// product with an identity shifted to its channels' lanes).
+Half Concatenated(const std::vector<const Half*>& xs, const std::vector<int>& channels,
+                  int64_t pixels) {
+  Half y;
+  for (int64_t p = 0; p < pixels; ++p)
+    for (size_t k = 0; k < xs.size(); ++k)
+      for (int64_t c = 0; c < channels[k]; ++c)
+        y.push_back(ThroughArray((*xs[k])[static_cast<size_t>(p * channels[k] + c)]));
+  return y;
+}
+
+// The step's forward values: each layer's output (after its activation) and what its
+// backward pass needs (a convolution's receptive fields F, a dense layer's input with the
+// bias column).
+struct Forward {
+  std::vector<Half> out, kept;
+  const Half& Of(int input, const Half& x) const {
+    return input == nn::kModelInput ? x : out[static_cast<size_t>(input)];
+  }
+};
+
+// Layer i's output from its inputs' values (x: the model's input).
+Half LayerForward(const nn::Model& m, size_t i, const Half& x, int batch, int n, Forward* f) {
+  const Layer& l = m.layers[i];
+  const Half& in = f->Of(l.inputs[0], x);
+  const bool relu = l.activation == nn::Activation::kRelu;
+  const MapShape s = ShapeOf(l.in, batch);
+  switch (l.type) {
+    case LayerType::kConv2d: {
+      f->kept[i] = ReceptiveFields(in, s, ConvWindowOf(l));
+      const int64_t pixels = int64_t{batch} * l.out.h * l.out.w;
+      const int64_t k = ConvWindowOf(l).Lanes(l.in.c) + 1;
+      return chip::Activate(chip::Product(f->kept[i], TileRows(l), pixels, k, l.out.c, n), relu);
+    }
+    case LayerType::kDense:
+      f->kept[i] = WithOnes(in, batch, l.in.Size());
+      return chip::Activate(
+          chip::Product(f->kept[i], TileRows(l), batch, l.in.Size() + 1, l.out.c, n), relu);
+    case LayerType::kAvgPool2d:
+      if (l.global_pool) return WindowProduct(in, s, MeanWindow(l, false), MeanTile(l), l.in.c, n);
+      return AvgPool(in, s, n);
+    case LayerType::kAdd: {
+      const Half& b = f->Of(l.inputs[1], x);
+      Half y(in.size());
+      for (size_t j = 0; j < y.size(); ++j) y[j] = AddRelu(in[j], b[j], relu);
+      return y;
+    }
+    case LayerType::kConcat: {
+      std::vector<const Half*> xs;
+      std::vector<int> channels;
+      for (int k : l.inputs) {
+        xs.push_back(&f->Of(k, x));
+        channels.push_back(m.OutputOf(k).c);
+      }
+      return Concatenated(xs, channels, int64_t{batch} * l.out.h * l.out.w);
+    }
+    default:  // a flatten: the same values in the same order
+      return in;
+  }
+}
+
+// The gradients by each layer's output (grads[i]), summed as they arrive.
+struct Backward {
+  std::vector<Half> grads;
+  // Adds `g` into the gradient of what `input` produced (none for the model's input).
+  void Add(int input, Half g) {
+    if (input == nn::kModelInput) return;
+    Half& sum = grads[static_cast<size_t>(input)];
+    if (sum.empty()) {
+      sum = std::move(g);
+      return;
+    }
+    for (size_t j = 0; j < sum.size(); ++j) sum[j] = chip::CoreSum(sum[j], g[j]);
+  }
+};
+
+// A weighted layer's gradient (from dWᵀ, outs x (ins + 1)) into its layout: rows of `ins`
+// then the bias.
+void PutGradient(const Half& gt, int64_t ins, int64_t outs, std::vector<float>* w,
+                 std::vector<float>* b) {
+  w->assign(static_cast<size_t>(ins * outs), 0);
+  b->assign(static_cast<size_t>(outs), 0);
+  for (int64_t o = 0; o < outs; ++o) {
+    for (int64_t k = 0; k < ins; ++k)
+      (*w)[static_cast<size_t>(k * outs + o)] =
+          FloatOfBf16(gt[static_cast<size_t>(o * (ins + 1) + k)]);
+    (*b)[static_cast<size_t>(o)] = FloatOfBf16(gt[static_cast<size_t>(o * (ins + 1) + ins)]);
+  }
+}
+
+// Wᵀ without the bias row: what the transposed load of a dense layer's tile gives.
+Half DenseInputTile(const Layer& l) {
+  const Half w = TileRows(l);
+  const int64_t ins = l.in.Size(), outs = l.out.c;
+  Half wt(static_cast<size_t>(outs * ins));
+  for (int64_t r = 0; r < ins; ++r)
+    for (int64_t o = 0; o < outs; ++o)
+      wt[static_cast<size_t>(o * ins + r)] = w[static_cast<size_t>(r * outs + o)];
+  return wt;
+}
+
+// A weighted layer's backward pass from dz (its activation's mask applied): its gradient
+// into g, its input's gradient returned (empty where its input is the model's).
+Half WeightedBackward(const Layer& l, const Half& dz, const Half& kept, int batch, int n,
+                      std::vector<float>* gw, std::vector<float>* gb) {
+  const bool dense = l.type == LayerType::kDense;
+  const int64_t rows = dense ? batch : int64_t{batch} * l.out.h * l.out.w, outs = l.out.c;
+  const int64_t ins = dense ? l.in.Size() : ConvWindowOf(l).Lanes(l.in.c);
+  PutGradient(WeightGradientT(dz, kept, rows, static_cast<int>(outs), static_cast<int>(ins + 1), n),
+              ins, outs, gw, gb);
+  if (l.depthwise)  // the expanded kernels' zeros take none (vector select of +0)
+    for (int64_t k = 0; k < ins; ++k)
+      for (int64_t o = 0; o < outs; ++o)
+        if (k % l.in.c != o) (*gw)[static_cast<size_t>(k * outs + o)] = 0;
+
+  if (l.inputs[0] == nn::kModelInput) return {};
+  if (dense)
+    return chip::Activate(chip::Product(dz, DenseInputTile(l), batch, outs, ins, n), false);
+  Half w = TileRows(l);
+  w.resize(static_cast<size_t>(ins * outs));  // the weights without the bias row
+  return ConvInputGradient(dz, ShapeOf(l.out, batch), w, ConvWindowOf(l), l.in.h, l.in.w, l.in.c,
+                           n);
+}
+
+// A 2 x 2 average pooling's gradient over the map it read: an odd side's last row and
+// column, which it left out, get +0.
+Half PoolBackward(const Layer& l, const Half& dp, int batch, int n) {
+  const Half spread = AvgPoolGradient(dp, ShapeOf(l.out, batch), n);
+  Half dx(static_cast<size_t>(int64_t{batch} * l.in.Size()), 0);
+  const int64_t c = l.in.c, sh = 2 * int64_t{l.out.h}, sw = 2 * int64_t{l.out.w};
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t y = 0; y < sh; ++y)
+      for (int64_t x = 0; x < sw; ++x)
+        std::copy_n(spread.begin() + ((b * sh + y) * sw + x) * c, c,
+                    dx.begin() + ((b * l.in.h + y) * l.in.w + x) * c);
+  return dx;
+}
+
+// Layer i's backward pass from the gradient of its output: its inputs' gradients added in.
+void LayerBackward(const nn::Model& m, size_t i, const Forward& f, int batch, int n, Backward* bw,
+                   ConvNetGradients* g) {
+  const Layer& l = m.layers[i];
+  Half dz = std::move(bw->grads[i]);
+  if (dz.empty()) return;  // nothing reads it
+  if (l.activation == nn::Activation::kRelu) dz = Masked(dz, f.out[i]);
+  switch (l.type) {
+    case LayerType::kConv2d:
+    case LayerType::kDense:
+      return bw->Add(l.inputs[0], WeightedBackward(l, dz, f.kept[i], batch, n, &g->w[i], &g->b[i]));
+    case LayerType::kAvgPool2d:
+      if (l.global_pool)
+        return bw->Add(l.inputs[0], WindowProduct(dz, ShapeOf(l.out, batch), MeanWindow(l, true),
+                                                  MeanTile(l), l.in.c, n));
+      return bw->Add(l.inputs[0], PoolBackward(l, dz, batch, n));
+    case LayerType::kAdd:
+      bw->Add(l.inputs[0], dz);
+      return bw->Add(l.inputs[1], std::move(dz));
+    case LayerType::kConcat: {
+      const int64_t pixels = int64_t{batch} * l.out.h * l.out.w;
+      int64_t c0 = 0;
+      for (int k : l.inputs) {
+        const int64_t c = m.OutputOf(k).c;
+        Half part;
+        for (int64_t p = 0; p < pixels; ++p)
+          for (int64_t ch = c0; ch < c0 + c; ++ch)
+            part.push_back(ThroughArray(dz[static_cast<size_t>(p * l.out.c + ch)]));
+        bw->Add(k, std::move(part));
+        c0 += c;
+      }
+      return;
+    }
+    default:
+      return bw->Add(l.inputs[0], std::move(dz));
+  }
+}
+
+// The losses, their mean and the logits into g; dL/dlogits returned (1 / total each).
+Half Loss(const Half& logits, const uint8_t* labels, int batch, int classes, int total, int n,
+          ConvNetGradients* g) {
+  Half dz(static_cast<size_t>(batch) * classes);
+  const uint32_t inv_batch = arith::BitsOfFloat(InverseBatch(total));
+  uint32_t sum = 0;
+  for (int i = 0; i < batch; ++i) {
+    const uint32_t loss =
+        chip::SoftmaxRow(&logits[static_cast<size_t>(i) * classes], classes, labels[i], n,
+                         inv_batch, &dz[static_cast<size_t>(i) * classes]);
+    g->loss.push_back(arith::FloatOfBits(loss));
+    sum = i == 0 ? loss : arith::Fp32Add(sum, loss);  // row_sum: row after row
+  }
+  g->mean = arith::FloatOfBits(arith::Fp32Mul(sum, inv_batch));
+  for (uint16_t v : logits) g->logits.push_back(FloatOfBf16(v));
+  return dz;
+}
+
+// Why layer l is not one the graph training takes ("" where it is).
+std::string Unsupported(const nn::Model& m, size_t i) {
+  const Layer& l = m.layers[i];
+  const bool last = i + 1 == m.layers.size();
+  if (last != (l.activation == nn::Activation::kSoftmax))
+    return last ? "the last layer is a dense layer with softmax"
+                : "only the last layer has softmax";
+  if (last && l.type != LayerType::kDense) return "the last layer is a dense layer with softmax";
+  if (l.activation == nn::Activation::kRelu6) return "ReLU6 is not trained (ReLU or none)";
+  switch (l.type) {
+    case LayerType::kConv2d:
+      if (l.stride > 2) return "a convolution's stride is 1 or 2";
+      if (l.pad_top >= l.kernel_h || l.pad_left >= l.kernel_w)
+        return "a convolution's padding is less than its kernel";
+      return "";
+    case LayerType::kAvgPool2d:
+      if (l.global_pool || (l.pool_h == 2 && l.pool_w == 2 && l.pool_stride == 2 && !l.Padded()))
+        return "";
+      return "average pooling is 2 x 2 of stride 2 without padding, or global";
+    case LayerType::kDense:
+    case LayerType::kAdd:
+    case LayerType::kConcat:
+    case LayerType::kFlatten:
+      return "";
+    default:
+      return "the chip's training takes conv2d, 2 x 2 and global average pooling, add, concat, "
+             "flatten and dense layers";
+  }
+}
+
+}  // namespace
+}  // namespace graph_ref
+
+using graph_ref::Bf16OfFloat;
+using graph_ref::FloatOfBf16;
+using graph_ref::Half;
+
+void CheckGraphTrainable(const nn::Model& m) {
+  if (m.layers.empty()) throw UsageError("model '" + m.name + "' has no layers");
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const std::string why = graph_ref::Unsupported(m, i);
+    if (!why.empty()) {
+      throw UsageError(
+          fmt::format("layer '{}' ({}) of model '{}': {} (docs/training.md, \"Graphs\")",
+                      m.layers[i].name, m.layers[i].TypeName(), m.name, why));
+    }
+  }
+}
+
+ConvNetGradients ReferenceGraphGradients(const nn::Model& m, const Batch& batch_in, int batch,
+                                         int n, int total) {
+  CheckGraphTrainable(m);
+  const size_t layers = m.layers.size();
+  Half x(static_cast<size_t>(int64_t{batch} * m.input.Size()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = graph_ref::Bf16OfFloat(batch_in.x[i]);
+  graph_ref::Forward f;
+  f.out.resize(layers);
+  f.kept.resize(layers);
+  ConvNetGradients g;
+  g.w.resize(layers);
+  g.b.resize(layers);
+  g.relu_on.resize(layers);
+  for (size_t i = 0; i < layers; ++i) {
+    f.out[i] = graph_ref::LayerForward(m, i, x, batch, n, &f);
+    if (m.layers[i].activation != nn::Activation::kRelu) continue;
+    for (uint16_t v : f.out[i]) g.relu_on[i].push_back(!graph_ref::IsZero(v));
+  }
+  graph_ref::Backward bw;
+  bw.grads.resize(layers);
+  bw.grads.back() = graph_ref::Loss(f.out.back(), batch_in.labels.data(), batch,
+                                    m.layers.back().out.c, total > 0 ? total : batch, n, &g);
+  for (size_t i = layers; i-- > 0;) graph_ref::LayerBackward(m, i, f, batch, n, &bw, &g);
+  return g;
+}
+
+ConvNetGradients CoreGradients(const nn::Model& model, const Batch& b, int batch, int n,
+                               int cores) {
+  const int share = batch / cores;
+  ConvNetGradients sum;
+  std::vector<StepOut> outs;
+  for (int c = 0; c < cores; ++c) {
+    ConvNetGradients g =
+        ReferenceGraphGradients(model, b.Share(int64_t{c} * share, share), share, n, batch);
+    outs.push_back({g.loss, g.mean, g.logits});
+    if (c == 0) {
+      sum = std::move(g);
+      continue;
+    }
+    for (size_t l = 0; l < g.w.size(); ++l) {
+      for (auto [t, u] : {std::pair{&sum.w[l], &g.w[l]}, std::pair{&sum.b[l], &g.b[l]}})
+        for (size_t i = 0; i < t->size(); ++i)
+          (*t)[i] = FloatOfBf16(chip::CoreSum(Bf16OfFloat((*t)[i]), Bf16OfFloat((*u)[i])));
+      sum.relu_on[l].insert(sum.relu_on[l].end(), g.relu_on[l].begin(), g.relu_on[l].end());
+    }
+  }
+  const StepOut all = StepOut::OfCores(outs);
+  sum.loss = all.loss;
+  sum.mean = all.mean;
+  sum.logits = all.logits;
+  return sum;
+}
+
+StepOut ReferenceGraphStep(const nn::Model& shape, int n, const Optimizer& opt, const Batch& b,
+                           int batch, DenseState* s, std::vector<std::vector<float>>* grads,
+                           int cores) {
+  nn::Model m = shape;
+  SetDenseWeights(*s, &m);
+  const ConvNetGradients g = CoreGradients(m, b, batch, n, cores);
+  StepOut out;
+  out.loss = g.loss;
+  out.mean = g.mean;
+  out.logits = g.logits;
+  ++s->step;
+  const StepScalars k = ScalarsOfStep(opt, s->step);
+  const std::vector<float> consts = UpdateConstants(opt);
+  if (grads) grads->clear();
+  size_t li = 0;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (!m.layers[i].HasWeights()) continue;
+    std::vector<float> gv = g.w[i];
+    gv.insert(gv.end(), g.b[i].begin(), g.b[i].end());
+    Half gh;
+    for (float v : gv) gh.push_back(Bf16OfFloat(v));  // exact: bfloat16 values
+    std::vector<std::vector<float>*> slot;
+    for (auto& t : s->slots) slot.push_back(&t[li]);
+    UpdateParams(opt, consts, k, gh, &s->w[li], slot);
+    if (grads) grads->push_back(std::move(gv));
+    ++li;
+  }
+  return out;
+}
+
+}  // namespace tpu::train

@@ -1,0 +1,635 @@
+// See graph_step.h. Every product runs in chunks of at most the accumulator rows set aside
+// for it, and every value goes through the unified buffer between the operations, in the
+// order the reference computes it; the interlocks keep the order (docs/timing.md, "Issue").
+#include "host/train/graph_step.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "host/common/errors.h"
+#include "host/isa/program_builder.h"
+#include "host/train/graph_reference.h"
+#include "host/train/step_emit.h"
+#include "host/train/step_image.h"
+#include "host/train/step_shell.h"
+
+namespace tpu::train {
+// Its own namespace: the library's unity build puts this file beside the other steps, whose
+// helpers have the same names.
+namespace graph_step {
+namespace {
+
+using hw::VectorOp;
+using nn::Layer;
+using nn::LayerType;
+using shell::ParamRows;
+using shell::TilesOf;
+
+// A layer's rows: its output and its gradient, a pixel a row (lanes its channels), the
+// core's images one after the other (`rows` of them, up to whole chunks of N: `padded`);
+// a weighted layer's operand, a convolution's receptive fields F or a dense layer's input
+// X (kb blocks of `padded` rows, the bias lane's 1 from parameter set `set`); a pooling's
+// tile (four identities times 1/4, or h w identities times 1/(h w)).
+struct LayerRows {
+  int source = 0;           // the layer whose rows these are (a flatten's: its input's)
+  int h = 1, w = 1, c = 1;  // the map (a flatten's: its input's)
+  int param = -1, set = 0;
+  int64_t pixels = 0, rows = 0, padded = 0;  // an image's pixels; the core's; rounded up
+  int64_t out = 0, grad = 0, f = 0, tile = 0;
+  // A concatenation's tiles: input k's identity shifted to its lanes at shift + 2 k N, and
+  // back at shift + (2 k + 1) N. A depthwise convolution's: 1 where its gradient's rows are
+  // off the diagonal, the gradient's Values rows at `mask`.
+  int64_t shift = 0, mask = 0;
+};
+
+// Unified-buffer rows (bf16 rows of N lanes), host rows (2N bytes), accumulator rows: the
+// fields step_shell.h names.
+struct Layout {
+  int n = 0, b = 0, cores = 1, core = 0, sets = 1;
+  int64_t bp = 0, img_rows = 0;
+  int64_t id = 0, zero = 0, pad = 0, inv_batch = 0, consts = 0;
+  std::vector<ParamRows> param;
+  std::vector<LayerRows> layer;
+  std::vector<int64_t> bias_lane = {-1};  // each parameter set's
+  int64_t state_begin = 0, state_end = 0;
+  int64_t scalars = 0, x0 = 0, y = 0, scalars_next = 0, x0_next = 0, y_next = 0;
+  int64_t activations = 0;  // from here to end: what the init program zeroes
+  int64_t loss = 0, mean = 0, logits = 0, sm = 0, mx = 0, sum = 0, recip = 0, pick = 0;
+  int64_t dzt = 0, scratch = 0, mask_rows = 0, flipped = 0, contrib = 0, tmp = 0, tmp2 = 0;
+  int64_t other = 0, end = 0, update_rows = 0, acc_rows = 0, acc_t = 0, acc_g = 0;
+  int64_t h_params = 0, h_zero = 0, h_bias = 0, h_batch = 0, h_batch_next = 0, h_out = 0,
+          h_grads = 0;
+  int Sets() const { return sets; }
+  int64_t BiasLane(int s) const { return bias_lane[static_cast<size_t>(s)]; }
+  int64_t BatchRows() const { return 4 + b * img_rows + b; }
+  int64_t OutRows() const { return 3 * int64_t{b} + 2; }
+  int64_t GradRows() const {
+    int64_t rows = 0;
+    for (const ParamRows& r : param) rows += r.Values(n);
+    return rows;
+  }
+  // The rows of what layer input `k` (a layer, not the model's input) produced.
+  const LayerRows& In(int k) const { return layer[static_cast<size_t>(k)]; }
+};
+
+using Emitter = shell::StepEmitter<Layout>;
+
+bool Relu(const Layer& l) { return l.activation == nn::Activation::kRelu; }
+
+// Rows a pooling's tile takes: 4 c, or h w c for a global one.
+int64_t PoolTileRows(const Layer& l) {
+  return (l.global_pool ? int64_t{l.in.h} * l.in.w : 4) * l.in.c;
+}
+
+// Layer i's rows (the last's output is the logits, its gradient dL/dlogits).
+void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
+                const std::function<int64_t(int64_t)>& take) {
+  const Layer& l = m.layers[i];
+  LayerRows& r = a->layer[i];
+  if (l.type == LayerType::kFlatten) {
+    r = a->layer[static_cast<size_t>(l.inputs[0])];
+    return;
+  }
+  const LayerRows constants = r;  // MakeLayout's
+  r = LayerRows();
+  r.tile = constants.tile;
+  r.shift = constants.shift;
+  r.mask = constants.mask;
+  r.source = static_cast<int>(i);
+  r.h = l.out.h;
+  r.w = l.out.w;
+  r.c = l.out.c;
+  r.pixels = int64_t{l.out.h} * l.out.w;
+  r.rows = a->b * r.pixels;
+  r.padded = TilesOf(r.rows, a->n) * a->n;
+  r.out = i + 1 == m.layers.size() ? a->logits : take(r.padded);
+  r.grad = take(r.padded);
+  if (!l.HasWeights()) return;
+  for (size_t p = 0; p < a->param.size(); ++p)
+    if (a->param[p].layer == static_cast<int>(i)) r.param = static_cast<int>(p);
+  const ParamRows& pr = a->param[static_cast<size_t>(r.param)];
+  r.set = a->sets++;
+  a->bias_lane.push_back(pr.ins % a->n);
+  r.f = take(pr.kb * r.padded);
+}
+
+// The scratch rows of the backward pass and the update, after the layers'.
+void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int64_t)>& take) {
+  const int n = a->n;
+  int64_t most = 0, flipped = 0, values = 0;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    most = std::max(most, a->layer[i].padded);
+    const Layer& l = m.layers[i];
+    if (l.type == LayerType::kConv2d)
+      flipped = std::max(flipped, int64_t{l.kernel_h} * l.kernel_w * l.out.c);
+  }
+  for (int64_t* p : {&a->sm, &a->mx, &a->sum, &a->recip, &a->pick}) *p = take(2 * int64_t{a->b});
+  for (ParamRows& r : a->param) {
+    r.g = take(r.Values(n));  // one after the other: the cores' gradient sum takes them whole
+    values = std::max(values, r.Values(n));
+  }
+  for (ParamRows& r : a->param) r.gt = take(r.Values(n));
+  a->dzt = take(n);
+  a->scratch = take(a->mask_rows = std::min<int64_t>(most, 8 * int64_t{n}));
+  a->flipped = take(TilesOf(flipped, n) * n);
+  a->contrib = take(most);
+  a->update_rows = std::min<int64_t>(values, 2 * int64_t{n});
+  a->tmp = take(2 * a->update_rows);
+  a->tmp2 = take(2 * a->update_rows);
+  if (a->cores > 1) a->other = take(a->GradRows());
+}
+
+Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const config::TpuConfig& cfg,
+                  int cores) {
+  Layout a;
+  const int n = cfg.array_dim;
+  a.n = n;
+  a.b = batch;
+  a.cores = cores;
+  a.bp = TilesOf(batch, n) * n;
+  a.img_rows = TilesOf(m.input.Size(), n);
+  int64_t at = 0;
+  const std::function<int64_t(int64_t)> take = shell::RowsFrom(&at);
+  a.id = take(n);
+  a.zero = take(1);
+  a.pad = take(2);
+  a.inv_batch = take(2);
+  a.consts = take(2 * static_cast<int64_t>(UpdateConstants(opt).size()));
+  a.layer.resize(m.layers.size());
+  for (size_t i = 0; i < m.layers.size(); ++i) {  // constants: before the state
+    const Layer& l = m.layers[i];
+    if (l.IsPool()) a.layer[i].tile = take(TilesOf(PoolTileRows(l), n) * n);
+    if (l.type == LayerType::kConcat)
+      a.layer[i].shift = take(2 * static_cast<int64_t>(l.inputs.size()) * n);
+    if (l.depthwise)
+      a.layer[i].mask = take(TilesOf(int64_t{l.kernel_h} * l.kernel_w * l.in.c + 1, n) * n);
+  }
+  shell::PlaceParams(m, opt, &a, take);
+  shell::PlaceBatchBuffers(&a, batch, take);
+  shell::PlaceAccumulators(&a, cfg.acc_depth_rows);
+  a.activations = at;
+  a.loss = take(2 * int64_t{batch});  // the results, one write_host: losses, mean, logits
+  a.mean = take(2);
+  a.logits = take(a.bp);
+  for (size_t i = 0; i < m.layers.size(); ++i) PlaceLayer(m, i, &a, take);
+  PlaceScratch(m, &a, take);
+  a.end = at;
+  a.h_params = a.state_end;
+  a.h_zero = a.h_params + 5 * int64_t{a.sets};  // a set: 5 host rows (docs/isa.md)
+  a.h_bias = a.h_zero + n;
+  a.h_batch = a.h_bias + a.bp;
+  a.h_batch_next = a.h_batch + cores * a.BatchRows();
+  a.h_out = a.h_batch_next + cores * a.BatchRows();
+  a.h_grads = a.h_out + cores * a.OutRows();
+  return a;
+}
+
+// The layout whose batch buffer is buffer `parity` (0: MakeLayout's own, 1: the other).
+Layout ForParity(const Layout& a0, int parity) {
+  Layout a = a0;
+  if (parity == 0) return a;
+  std::swap(a.x0, a.x0_next);
+  std::swap(a.y, a.y_next);
+  std::swap(a.scalars, a.scalars_next);
+  std::swap(a.h_batch, a.h_batch_next);
+  return a;
+}
+
+isa::WindowGeometry MapGeometry(int64_t h, int64_t w, int64_t channels, int64_t pixel_bytes) {
+  isa::WindowGeometry g;
+  g.in_h = static_cast<uint64_t>(h);
+  g.in_w = static_cast<uint64_t>(w);
+  g.channels = static_cast<uint64_t>(channels);
+  g.pixel_bytes = static_cast<uint64_t>(pixel_bytes);
+  return g;
+}
+
+// A window of kernel kh x kw over each image's map stacked one under the other, one output
+// pixel an image: the whole map's values in (y, x, c) order (a flatten, a global pooling).
+isa::WindowGeometry WholeMaps(const LayerRows& in, int b, int n) {
+  isa::WindowGeometry g = MapGeometry(int64_t{in.h} * b, in.w, in.c, n);
+  g.kh = g.stride_y = static_cast<uint64_t>(in.h);
+  g.kw = static_cast<uint64_t>(in.w);
+  g.out_h = static_cast<uint64_t>(b);
+  g.out_w = 1;
+  return g;
+}
+
+void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  const int n = a.n;
+  e.Pass(l.name + " forward", r.rows * (p.ins + 1) * p.outs);
+  EmitVector(e.P(), VectorOp::kCopy, p.w, 0, p.wb, p.Values(n), kA32);
+  const bool images = l.inputs[0] == nn::kModelInput;
+  const int64_t map = images ? a.x0 : a.In(l.inputs[0]).out;
+  const int64_t per = images ? a.img_rows : a.In(l.inputs[0]).pixels;
+  isa::WindowGeometry g = MapGeometry(l.in.h, l.in.w, l.in.c, images ? l.in.c : n);
+  g.kh = static_cast<uint64_t>(l.kernel_h);
+  g.kw = static_cast<uint64_t>(l.kernel_w);
+  g.stride_y = g.stride_x = static_cast<uint64_t>(l.stride);
+  g.pad_top = static_cast<uint64_t>(l.pad_top);
+  g.pad_left = static_cast<uint64_t>(l.pad_left);
+  g.out_h = static_cast<uint64_t>(l.out.h);
+  g.out_w = static_cast<uint64_t>(l.out.w);
+  e.P().SetWindow(g);
+  for (int t = 0; t < a.b; ++t)
+    for (int64_t k = 0; k < p.kb; ++k)
+      e.Window(map + t * per, r.pixels, a.id, k, 1, r.f + k * r.padded + t * r.pixels,
+               k == p.ins / n ? r.set : 0);
+  e.Dense(r.f, r.padded, p, 0, r.rows, r.out, Relu(l));
+}
+
+void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  e.Pass(l.name + " forward", int64_t{a.b} * (p.ins + 1) * p.outs);
+  EmitVector(e.P(), VectorOp::kCopy, p.w, 0, p.wb, p.Values(a.n), kA32);
+  e.P().SetWindow(WholeMaps(a.In(l.inputs[0]), a.b, a.n));
+  for (int64_t k = 0; k < p.kb; ++k)
+    e.Window(a.In(l.inputs[0]).out, a.b, a.id, k, 1, r.f + k * r.padded,
+             k == p.ins / a.n ? r.set : 0);
+  e.Dense(r.f, r.padded, p, 0, a.b, r.out, Relu(l));
+}
+
+void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+  e.Pass(l.name + " forward");
+  const LayerRows& in = a.In(l.inputs[0]);
+  const int64_t kts = TilesOf(PoolTileRows(l), a.n);
+  if (l.global_pool) {
+    e.P().SetWindow(WholeMaps(in, a.b, a.n));
+    e.Window(in.out, a.b, r.tile, 0, kts, r.out, 0);
+    return;
+  }
+  isa::WindowGeometry g = MapGeometry(in.h, in.w, in.c, a.n);
+  g.kh = g.kw = g.stride_y = g.stride_x = 2;
+  g.out_h = static_cast<uint64_t>(r.h);
+  g.out_w = static_cast<uint64_t>(r.w);
+  e.P().SetWindow(g);
+  for (int t = 0; t < a.b; ++t)
+    e.Window(in.out + t * in.pixels, r.pixels, r.tile, 0, kts, r.out + t * r.pixels, 0);
+}
+
+void EmitAddForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+  e.Pass(l.name + " forward");
+  EmitVector(e.P(), VectorOp::kAdd, a.In(l.inputs[0]).out, a.In(l.inputs[1]).out, r.out, r.rows, 0);
+  if (Relu(l)) EmitVector(e.P(), VectorOp::kMax, r.out, a.zero, r.out, r.rows, kBcast);
+}
+
+// Each input's rows through its shifted identity into its channels' lanes, added.
+void EmitConcatForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+  e.Pass(l.name + " forward");
+  for (int64_t r0 = 0; r0 < r.rows; r0 += a.acc_rows) {
+    const int64_t len = std::min(a.acc_rows, r.rows - r0);
+    for (size_t k = 0; k < l.inputs.size(); ++k) {
+      e.Tile(r.shift + 2 * static_cast<int64_t>(k) * a.n);
+      e.P().Matmul(e.U(a.In(l.inputs[k]).out + r0), 0, e.U(len), true, isa::AddIf(k > 0));
+    }
+    e.P().Activate(0, e.U(r.out + r0), e.U(len), 0, false, isa::Pool::kNone);
+  }
+}
+
+void EmitForward(Emitter& e, const Layout& a, const nn::Model& m) {
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const Layer& l = m.layers[i];
+    const LayerRows& r = a.layer[i];
+    switch (l.type) {
+      case LayerType::kConv2d:
+        EmitConvForward(e, a, l, r);
+        break;
+      case LayerType::kDense:
+        EmitDenseForward(e, a, l, r);
+        break;
+      case LayerType::kAvgPool2d:
+        EmitPoolForward(e, a, l, r);
+        break;
+      case LayerType::kAdd:
+        EmitAddForward(e, a, l, r);
+        break;
+      case LayerType::kConcat:
+        EmitConcatForward(e, a, l, r);
+        break;
+      default:  // a flatten: its input's rows
+        break;
+    }
+  }
+}
+
+// The gradients summed so far: a layer's first goes into its gradient's rows, a later one
+// into the scratch rows and then a vector add into them (chip::CoreSum), in the order the
+// backward pass gives them, as the reference sums them.
+class Sums {
+ public:
+  explicit Sums(size_t layers) : has_(layers, false) {}
+  // Where the gradient by layer input k's output goes; nothing for the model's input (-1).
+  int64_t Into(const Layout& a, int k) const {
+    if (k == nn::kModelInput) return -1;
+    const LayerRows& r = a.In(k);
+    return has_[static_cast<size_t>(r.source)] ? a.contrib : r.grad;
+  }
+  void Done(Emitter& e, const Layout& a, int k) {
+    const LayerRows& r = a.In(k);
+    if (has_[static_cast<size_t>(r.source)])
+      EmitVector(e.P(), VectorOp::kAdd, r.grad, a.contrib, r.grad, r.rows, 0);
+    has_[static_cast<size_t>(r.source)] = true;
+  }
+  // The gradient `dz` (rows of layer input k's size) added in as it is (an add's inputs).
+  void AddRows(Emitter& e, const Layout& a, int k, int64_t dz) {
+    if (k == nn::kModelInput) return;
+    const LayerRows& r = a.In(k);
+    const bool has = has_[static_cast<size_t>(r.source)];
+    if (has) {
+      EmitVector(e.P(), VectorOp::kAdd, r.grad, dz, r.grad, r.rows, 0);
+    } else {
+      EmitVector(e.P(), VectorOp::kCopy, dz, 0, r.grad, r.rows, 0);
+    }
+    has_[static_cast<size_t>(r.source)] = true;
+  }
+
+ private:
+  std::vector<bool> has_;
+};
+
+void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r,
+                       Sums* sums) {
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  const int n = a.n;
+  e.Pass(l.name + " weight gradient", int64_t{a.b} * (p.ins + 1) * p.outs);
+  e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
+  const int k = l.inputs[0];
+  const int64_t into = sums->Into(a, k);
+  if (into < 0) return;
+  e.Pass(l.name + " input gradient", int64_t{a.b} * p.ins * p.outs);
+  const LayerRows& in = a.In(k);
+  // A pixel at a time: the transposed load of the tile's rows of that pixel (its channels
+  // the first lanes), each image's row of it (activate stride=pixels).
+  for (int64_t px = 0; px < in.pixels; ++px) {
+    e.Tile(p.wb + px * in.c, true);
+    e.P().Matmul(e.U(r.grad), 0, e.U(a.b), true, isa::Acc::kOverwrite);
+    e.P().Activate(0, e.U(into + px), e.U(a.b), 0, false, isa::Pool::kNone, e.U(in.pixels));
+  }
+  sums->Done(e, a, k);
+}
+
+void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, Sums* sums) {
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  const int n = a.n;
+  e.Pass(l.name + " weight gradient", r.rows * (p.ins + 1) * p.outs);
+  e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
+  if (l.depthwise)  // the expanded kernels' zeros take none: +0 off the diagonal
+    EmitVector(e.P(), VectorOp::kSelect, r.mask, a.zero, p.g, p.Values(n), kBcast);
+  const int k = l.inputs[0];
+  const int64_t into = sums->Into(a, k);
+  if (into < 0) return;
+  const LayerRows& in = a.In(k);
+  const int64_t taps = int64_t{l.kernel_h} * l.kernel_w;
+  e.Pass(l.name + " input gradient", int64_t{a.b} * in.pixels * p.ins * p.outs);
+  for (int64_t t = 0; t < taps; ++t)  // W'' tap (taps - 1 - t): tap t transposed
+    e.Transpose(p.wb + t * l.in.c, a.flipped + (taps - 1 - t) * l.out.c, l.out.c);
+  isa::WindowGeometry g = MapGeometry(r.h, r.w, r.c, n);
+  g.kh = static_cast<uint64_t>(l.kernel_h);
+  g.kw = static_cast<uint64_t>(l.kernel_w);
+  g.pad_top = static_cast<uint64_t>(l.kernel_h - 1 - l.pad_top);
+  g.pad_left = static_cast<uint64_t>(l.kernel_w - 1 - l.pad_left);
+  g.dilated = l.stride == 2;
+  g.out_h = static_cast<uint64_t>(in.h);
+  g.out_w = static_cast<uint64_t>(in.w);
+  e.P().SetWindow(g);
+  for (int img = 0; img < a.b; ++img)
+    e.Window(r.grad + img * r.pixels, in.pixels, a.flipped, 0, TilesOf(taps * l.out.c, n),
+             into + img * in.pixels, 0);
+  sums->Done(e, a, k);
+}
+
+void EmitPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, Sums* sums) {
+  const int k = l.inputs[0];
+  const int64_t into = sums->Into(a, k);
+  if (into < 0) return;
+  e.Pass(l.name + " gradient");
+  const LayerRows& in = a.In(k);
+  isa::WindowGeometry g = MapGeometry(r.h, r.w, r.c, a.n);
+  g.kh = static_cast<uint64_t>(l.global_pool ? in.h : 2);
+  g.kw = static_cast<uint64_t>(l.global_pool ? in.w : 2);
+  g.pad_top = g.kh - 1;
+  g.pad_left = g.kw - 1;
+  g.dilated = !l.global_pool;
+  g.out_h = static_cast<uint64_t>(in.h);
+  g.out_w = static_cast<uint64_t>(in.w);
+  e.P().SetWindow(g);
+  for (int img = 0; img < a.b; ++img)
+    e.Window(r.grad + img * r.pixels, in.pixels, r.tile, 0, TilesOf(PoolTileRows(l), a.n),
+             into + img * in.pixels, 0);
+  sums->Done(e, a, k);
+}
+
+// Each input's gradient: the output's through the identity shifted back from its lanes.
+void EmitConcatBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r,
+                        Sums* sums) {
+  e.Pass(l.name + " gradient");
+  for (size_t k = 0; k < l.inputs.size(); ++k) {
+    const int64_t into = sums->Into(a, l.inputs[k]);
+    for (int64_t r0 = 0; r0 < r.rows; r0 += a.acc_rows) {
+      const int64_t len = std::min(a.acc_rows, r.rows - r0);
+      e.Tile(r.shift + (2 * static_cast<int64_t>(k) + 1) * a.n);
+      e.P().Matmul(e.U(r.grad + r0), 0, e.U(len), true, isa::Acc::kOverwrite);
+      e.P().Activate(0, e.U(into + r0), e.U(len), 0, false, isa::Pool::kNone);
+    }
+    sums->Done(e, a, l.inputs[k]);
+  }
+}
+
+void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
+  Sums sums(m.layers.size());
+  for (size_t i = m.layers.size(); i-- > 0;) {
+    const Layer& l = m.layers[i];
+    const LayerRows& r = a.layer[i];
+    if (l.type == LayerType::kFlatten) continue;  // its gradient is its input's
+    if (Relu(l)) {
+      e.Pass(l.name + (l.HasWeights() ? " weight gradient" : " gradient"));
+      e.Mask(r.out, r.grad, r.rows);
+    }
+    switch (l.type) {
+      case LayerType::kConv2d:
+        EmitConvBackward(e, a, l, r, &sums);
+        break;
+      case LayerType::kDense:
+        EmitDenseBackward(e, a, l, r, &sums);
+        break;
+      case LayerType::kAvgPool2d:
+        EmitPoolBackward(e, a, l, r, &sums);
+        break;
+      case LayerType::kConcat:
+        EmitConcatBackward(e, a, l, r, &sums);
+        break;
+      default:  // an add: its gradient to both its inputs
+        e.Pass(l.name + " gradient");
+        sums.AddRows(e, a, l.inputs[0], r.grad);
+        sums.AddRows(e, a, l.inputs[1], r.grad);
+        break;
+    }
+  }
+}
+
+// The step on batch buffer `a`'s (ForParity); with `prefetch` it first reads the next
+// batch into the other buffer, which runs behind the step (the infeed). Then the forward
+// pass, the loss, the backward pass, the cores' gradient sum, the update, the results out.
+isa::Program StepProgram(const Layout& a, const nn::Model& m, const Optimizer& opt, bool prefetch,
+                         std::vector<int32_t>* pass_of, PassLog* passes) {
+  Emitter e(a);
+  e.Pass("batch in");
+  if (prefetch) EmitReadHost(e.P(), a.n, a.h_batch_next, a.scalars_next, a.BatchRows());
+  EmitForward(e, a, m);
+  e.Pass("loss");
+  EmitSoftmaxLoss(e.P(), LossRowsOf(a, a.layer.back().grad), a.b);
+  EmitBackward(e, a, m);
+  if (a.cores > 1) {
+    e.Pass("gradient sum");
+    EmitGradientSum(e.P(), a.n, a.core, a.param.front().g, a.other, a.GradRows(), /*hbm=*/0);
+  }
+  shell::EmitUpdates(e, a, opt);
+  e.Pass("results out");
+  EmitWriteHost(e.P(), a.n, a.loss, a.h_out, a.OutRows());
+  isa::Program program = e.Take();
+  *pass_of = e.Passes().PassOf(program.words.size());
+  *passes = e.Passes();
+  return program;
+}
+
+// Every row after the batch buffers zeroed (from the host's zero rows), once: rows that the
+// step reads as zeros without writing them (past a tensor's last row up to a whole chunk of
+// N, dWᵀ's rows past the outputs, W'''s past its taps) stay so.
+void EmitStart(Emitter& e, const Layout& a) {
+  for (int64_t r0 = a.activations; r0 < a.end; r0 += a.n)
+    EmitReadHost(e.P(), a.n, a.h_zero, r0, std::min<int64_t>(a.n, a.end - r0));
+}
+
+// A concatenation's shifted identities (MakeLayout's `shift`) and a depthwise
+// convolution's gradient mask.
+void PutConcatAndMask(const nn::Model& m, const Layout& a, size_t i, std::vector<uint16_t>* img) {
+  const Layer& l = m.layers[i];
+  const int n = a.n;
+  auto at = [n](int64_t row, int64_t lane) { return static_cast<size_t>(row * n + lane); };
+  if (l.type == LayerType::kConcat) {
+    int64_t c0 = 0;
+    for (size_t k = 0; k < l.inputs.size(); ++k) {
+      const int64_t c = m.OutputOf(l.inputs[k]).c, s = a.layer[i].shift + 2 * int64_t(k) * n;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        (*img)[at(s + ch, c0 + ch)] = Bf16Of(1.0f);
+        (*img)[at(s + n + c0 + ch, ch)] = Bf16Of(1.0f);
+      }
+      c0 += c;
+    }
+  }
+  if (l.depthwise)
+    for (int64_t row = 0; row < int64_t{l.kernel_h} * l.kernel_w * l.in.c; ++row)
+      for (int64_t o = 0; o < l.out.c; ++o)
+        if (row % l.in.c != o) (*img)[at(a.layer[i].mask + row, o)] = Bf16Of(1.0f);
+}
+
+// The poolings' tiles, the concatenations' and the depthwise convolutions' masks.
+void PutTiles(const nn::Model& m, const Layout& a, std::vector<uint16_t>* img) {
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const Layer& l = m.layers[i];
+    PutConcatAndMask(m, a, i, img);
+    if (!l.IsPool()) continue;
+    const int64_t taps = PoolTileRows(l) / l.in.c;
+    const uint16_t v = Bf16Of(1.0f / static_cast<float>(taps));
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t ch = 0; ch < l.in.c; ++ch)
+        (*img)[static_cast<size_t>((a.layer[i].tile + t * l.in.c + ch) * a.n + ch)] = v;
+  }
+}
+
+// Why the chip's graph step does not take layer i ("" where it does): beyond
+// CheckGraphTrainable's, the step's own limits.
+std::string Unsupported(const nn::Model& m, size_t i, int n) {
+  const Layer& l = m.layers[i];
+  const int in = l.inputs[0];
+  if (in == nn::kModelInput && l.type != LayerType::kConv2d)
+    return "only a convolution reads the images";
+  if (l.out.c > n || (in != nn::kModelInput && m.OutputOf(in).c > n && l.type != LayerType::kDense))
+    return fmt::format("its maps have more channels than the array's N = {}", n);
+  const nn::Shape3& s = in == nn::kModelInput ? m.input : m.OutputOf(in);
+  const bool whole = l.type == LayerType::kDense || (l.IsPool() && l.global_pool);
+  if (whole && (s.h > 15 || s.w > 15 || s.c > n))
+    return fmt::format(
+        "the {} x {} x {} map it reads is more than 15 x 15 pixels (a window's "
+        "kernel) or N = {} channels",
+        s.h, s.w, s.c, n);
+  if (l.IsPool() && !l.global_pool && (s.h % 2 || s.w % 2)) return "a 2 x 2 pooling of an even map";
+  if (l.type == LayerType::kConv2d &&
+      (l.kernel_h > 15 || l.kernel_w > 15 || l.pad_top > 15 || l.pad_left > 15 || l.in.c > n))
+    return fmt::format(
+        "a convolution of at most 15 x 15 taps and padding and N = {} input channels", n);
+  return "";
+}
+
+void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {
+  CheckTrainingChip(cfg);
+  CheckGraphTrainable(m);
+  int weighted = 0;
+  std::vector<int> readers(m.layers.size(), 0);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const std::string why = Unsupported(m, i, cfg.array_dim);
+    if (!why.empty()) {
+      throw UsageError(
+          fmt::format("layer '{}' ({}) of model '{}' on config '{}': {} "
+                      "(docs/training.md, \"Graphs\"); train it on the CPU "
+                      "(tpusim train without --config)",
+                      m.layers[i].name, m.layers[i].TypeName(), m.name, cfg.name, why));
+    }
+    weighted += m.layers[i].HasWeights();
+  }
+  if (1 + weighted > cfg.param_sets) {
+    throw UsageError(fmt::format(
+        "model '{}': its {} weighted layers take {} of the activation unit's parameter sets; "
+        "config '{}' has param_sets = {}",
+        m.name, weighted, 1 + weighted, cfg.name, cfg.param_sets));
+  }
+}
+
+// Throws UsageError where layout `a` does not fit the chip, naming the largest batch that does.
+void CheckFits(const nn::Model& m, const Layout& a, const Optimizer& opt,
+               const config::TpuConfig& cfg) {
+  if (a.acc_rows < a.n) {
+    throw UsageError(fmt::format("config '{}': acc_depth_rows = {} is too few for the step of '{}'",
+                                 cfg.name, cfg.acc_depth_rows, m.name));
+  }
+  if (a.end <= cfg.ub_depth_rows) return;
+  int fits = 0;
+  for (int b = a.b - 1; b >= 1 && fits == 0; --b)
+    if (MakeLayout(m, b, opt, cfg, a.cores).end <= cfg.ub_depth_rows) fits = b * a.cores;
+  throw UsageError(fmt::format(
+      "the step of '{}' at batch {} needs {} unified-buffer rows (every layer's output and "
+      "gradient kept for the batch); config '{}' has ub_depth_rows = {}: {}or --set "
+      "ub_depth_rows={}",
+      m.name, a.b * a.cores, a.end, cfg.name, cfg.ub_depth_rows,
+      fits ? fmt::format("a --batch of at most {}, ", fits) : "", a.end));
+}
+
+}  // namespace
+
+CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
+                     const config::TpuConfig& config, int cores) {
+  CheckGraphStep(model, config);
+  if (batch < 1) throw UsageError("--batch must be at least 1");
+  CheckTrainingCores(config, cores, batch);
+  const Layout a = MakeLayout(model, batch / cores, opt, config, cores);
+  CheckFits(model, a, opt, config);
+  return shell::Programs<Layout>(
+      a, opt, "graph-train", ForParity, EmitStart,
+      [&](std::vector<uint16_t>* img) { PutTiles(model, a, img); },
+      [&](const Layout& ap, bool prefetch, std::vector<int32_t>* pass_of, PassLog* passes) {
+        return StepProgram(ap, model, opt, prefetch, pass_of, passes);
+      });
+}
+
+}  // namespace graph_step
+
+CompiledStep CompileGraphStep(const nn::Model& model, int batch, const Optimizer& opt,
+                              const config::TpuConfig& config, int cores) {
+  return graph_step::Compile(model, batch, opt, config, cores);
+}
+
+}  // namespace tpu::train

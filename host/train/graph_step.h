@@ -1,0 +1,33 @@
+// A graph's training step on the chip (issue 74): the model's layers in their order
+// (convolutions of any kernel and padding, stride 1 or 2, depthwise or not; 2 x 2 and
+// global average pooling; residual adds; concatenations; flattens; dense layers, the last
+// with softmax), each a pass of products
+// through windows and tiles or of vector instructions, forward, loss, backward and update,
+// as one program for each core of a bf16 chip, in the arithmetic of graph_reference.h's
+// ReferenceGraphStep, bit for bit (docs/training.md, "Graphs"). Every layer's output and
+// its gradient are kept for the whole batch in the unified buffer, a pixel a row (lanes its
+// channels), and a convolution's receptive fields F and a dense layer's input X with them;
+// where a tensor is read by several layers, each later gradient goes through scratch rows
+// and a vector add into its sum.
+//
+// As the CNN's step (conv_step.h), whose programs and host side it shares (step_shell.h):
+// the float32 weights and the optimizer's state stay in the unified buffer between the
+// steps; the host sends each batch (the images packed N pixels a buffer row, the labels) and
+// reads the losses and logits back.
+#pragma once
+
+#include "host/config/tpu_config.h"
+#include "host/nn/model.h"
+#include "host/train/dense_step.h"
+
+namespace tpu::train {
+
+// The programs for `model` at `batch` images on `config`'s first `cores` cores (each a share
+// of the batch, the weight gradients summed through HBM before the update), and their host
+// side. Throws UsageError for an int8 chip, a layer the step does not take (naming it and
+// what it takes), or a batch whose rows do not fit the unified buffer (naming the largest
+// that does).
+CompiledStep CompileGraphStep(const nn::Model& model, int batch, const Optimizer& opt,
+                              const config::TpuConfig& config, int cores = 1);
+
+}  // namespace tpu::train

@@ -1,0 +1,157 @@
+// A graph's training steps on the chip (host/train/graph_step.h) against the CPU reference
+// of the same arithmetic (host/train/graph_reference.h's ReferenceGraphStep): after every
+// step each image's loss, the mean, the logits, every gradient and every weight and
+// optimizer value equal the reference's bit for bit, on both engines, with every counter of
+// the two engines equal. The graphs cover what the layout must get right: the residual CNN
+// (convolutions with "same" padding, receptive fields of two K-tiles, 2 x 2 and global
+// average pooling, residual adds whose input is also a convolution's), and a branchy graph
+// (images of two channels, a stride-2 convolution whose input gradient reads its gradient
+// dilated, a tensor read by three layers, an add without ReLU, a flatten of a 5 x 5 map into
+// a dense layer, a dense layer reading a dense layer), and concatenations (of two layers,
+// and of one with itself) with a depthwise convolution; a batch of one image and of several,
+// SGD and Adam, one core and two.
+#include "host/train/graph_step.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "host/common/errors.h"
+#include "host/config/tpu_config.h"
+#include "host/nn/model.h"
+#include "host/train/dense_model.h"
+#include "host/train/graph_reference.h"
+#include "tests/host/nn/nn_test_util.h"
+#include "tests/host/train/step_test_util.h"
+#include "tests/test_engines.h"
+
+namespace tpu::test {
+namespace {
+
+using nn::LayerType;
+using train::Optimizer;
+
+// 10 x 10 x 2: conv 4 same (l0), conv 4 of stride 2 same (l1, 5 x 5), conv 4 same without
+// ReLU (l2) added to l1 (l3, ReLU), a 1 x 1 conv (l4) added to l3 without ReLU (l5; l1 and
+// l3 read twice each), flattened (l6) into a dense layer of 12 (l7) and the 5 outputs (l8).
+nn::Model BranchyGraph(uint64_t seed) {
+  nn::Model m;
+  m.name = "branchy";
+  m.input = {10, 10, 2};
+  nn::Layer add1 = MakeLayer(LayerType::kAdd), add2 = MakeLayer(LayerType::kAdd);
+  add1.inputs = {1, 2};
+  add1.activation = nn::Activation::kRelu;
+  add2.inputs = {3, 4};
+  m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
+              MakeLayer(LayerType::kConv2d, 4, 3, 2, "same"),
+              MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone),
+              add1,
+              MakeLayer(LayerType::kConv2d, 4, 1),
+              add2,
+              MakeLayer(LayerType::kFlatten),
+              MakeLayer(LayerType::kDense, 12),
+              MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  nn::Model r = Randomize(m, seed);
+  for (nn::Layer& l : r.layers)  // weights of the size Glorot's would give: a trainable net
+    for (float& v : l.weights.data) v *= 0.5f;
+  return r;
+}
+
+// 8 x 8 x 1: conv 4 same (l0), a depthwise conv same (l1) concatenated after l0 (l2: 8
+// channels), conv 6 of stride 2 (l3, 4 x 4) concatenated with itself (l4: 12 channels),
+// pooled globally (l5), the 5 outputs (l6).
+nn::Model ConcatGraph(uint64_t seed) {
+  nn::Model m;
+  m.name = "concat";
+  m.input = {8, 8, 1};
+  nn::Layer dw = MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
+            cat1 = MakeLayer(LayerType::kConcat), cat2 = MakeLayer(LayerType::kConcat),
+            gap = MakeLayer(LayerType::kAvgPool2d);
+  dw.depthwise = true;
+  cat1.inputs = {0, 1};
+  cat2.inputs = {3, 3};
+  gap.global_pool = true;
+  m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
+              dw,
+              cat1,
+              MakeLayer(LayerType::kConv2d, 6, 3, 2, "same"),
+              cat2,
+              gap,
+              MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(m, seed);
+}
+
+// `steps` steps of `m` at `batch` of a graph's step against the reference.
+engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const nn::Model& m, int batch,
+                                       Optimizer::Kind kind, int steps, int cores = 1) {
+  return test::StepsEqualReference(train::CompileGraphStep, 91, chip, m, batch, kind, steps, cores);
+}
+
+// On the fast engine (the RTL's run is GraphStepRtlTest's).
+TEST(GraphStepTest, EveryStepEqualsTheReference) {
+  const auto chip = TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v2"));
+  StepsEqualReference(chip.get(), nn::MakeResidualCnn(3), 2, Optimizer::Kind::kAdam, 3);
+  StepsEqualReference(chip.get(), nn::MakeResidualCnn(4), 1, Optimizer::Kind::kSgd, 2);
+  StepsEqualReference(chip.get(), BranchyGraph(5), 3, Optimizer::Kind::kAdam, 3);
+  StepsEqualReference(chip.get(), BranchyGraph(6), 1, Optimizer::Kind::kSgd, 2);
+  StepsEqualReference(chip.get(), ConcatGraph(7), 3, Optimizer::Kind::kAdam, 3);
+}
+
+// Split across tpu-v3's two cores, the weight gradients summed through HBM.
+TEST(GraphStepTest, TwoCoresEqualTheReferenceOfTwoCores) {
+  const auto chip = TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"));
+  StepsEqualReference(chip.get(), nn::MakeResidualCnn(3), 4, Optimizer::Kind::kAdam, 2, 2);
+  StepsEqualReference(chip.get(), BranchyGraph(5), 2, Optimizer::Kind::kSgd, 2, 2);
+  StepsEqualReference(chip.get(), ConcatGraph(8), 2, Optimizer::Kind::kSgd, 2, 2);
+}
+
+// The RTL equals the reference too, with every counter equal to the fast engine's (a step of
+// the branchy graph, about 20 s).
+TEST(GraphStepRtlTest, TheEnginesAgreeOnEveryCounter) {
+  const config::TpuConfig c = config::LoadConfig("tpu-v2");
+  const auto fast = TestEngine(engine::EngineKind::kFast, c);
+  const auto rtl = TestEngine(engine::EngineKind::kRtl, c);
+  const nn::Model m = BranchyGraph(5);
+  const engine::ExecResult f = StepsEqualReference(fast.get(), m, 1, Optimizer::Kind::kAdam, 1);
+  const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 1, Optimizer::Kind::kAdam, 1);
+  EXPECT_EQ(f.cycles, r.cycles);
+  EXPECT_TRUE(f.counters == r.counters);
+}
+
+// What the step does not take, each refused naming the layer.
+TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
+  const config::TpuConfig v2 = config::LoadConfig("tpu-v2");
+  const Optimizer adam;
+  const nn::Model res = nn::MakeResidualCnn(3);
+  EXPECT_THROW(train::CompileGraphStep(res, 2, adam, config::LoadConfig("tpu-v1")), UsageError);
+  auto refused = [&](const nn::Model& m, const std::string& layer) {
+    try {
+      train::CompileGraphStep(m, 2, adam, v2);
+      ADD_FAILURE() << m.name << ": layer " << layer << " was taken";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("layer '" + layer + "'"), std::string::npos) << e.what();
+    }
+  };
+  nn::Model wide = BranchyGraph(5);  // a map of more channels than the array's 128 lanes
+  wide.layers[0].out.c = 130;
+  nn::InferShapes(&wide);
+  refused(wide, "l0");
+  refused(StridedSameModel(1), "l1");  // a max pooling
+  nn::Model odd = res;                 // a 2 x 2 pooling of an odd map
+  odd.input = {30, 30, 1};
+  nn::InferShapes(&odd);
+  refused(odd, "pool");
+  config::TpuConfig small = v2;  // a buffer that holds batch 2 and no more
+  small.ub_depth_rows =
+      static_cast<int>(train::CompileGraphStep(res, 2, adam, v2).programs.ub_rows);
+  EXPECT_NO_THROW(train::CompileGraphStep(res, 2, adam, small));
+  try {
+    train::CompileGraphStep(res, 5, adam, small);
+    ADD_FAILURE() << "batch 5 fits a buffer made for batch 2";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("a --batch of at most 2,"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tpu::test
