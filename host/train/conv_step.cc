@@ -164,10 +164,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
                   int cores = 1) {
   Layout a;
   const int n = cfg.array_dim;
-  a.n = n;
-  a.b = batch;
-  a.cores = cores;
-  a.bp = TilesOf(batch, n) * n;
+  shell::SetBatch(&a, n, batch, cores);
   a.conv[0] = ConvOf(m.layers[0], m.input, batch, n);
   a.conv[1] = ConvOf(m.layers[2], {a.conv[0].ph, a.conv[0].pw, a.conv[0].cout}, batch, n);
   a.conv[0].pool = m.layers[1].name;
@@ -208,23 +205,14 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.tmp2 = take(2 * a.update_rows);
   if (cores > 1) a.other = take(a.GradRows());
   a.end = at;
-  a.h_params = a.state_end;
-  a.h_zero = a.h_params + 5 * int64_t{Layout::kSets};  // a set: 5 host rows (docs/isa.md)
-  a.h_bias = a.h_zero + n;
-  a.h_batch = a.h_bias + a.bp;
-  a.h_batch_next = a.h_batch + cores * a.BatchRows();
-  a.h_out = a.h_batch_next + cores * a.BatchRows();
-  a.h_grads = a.h_out + cores * a.OutRows();
+  shell::PlaceHostRows(&a);
   return a;
 }
 
 // The layout whose batch buffer is buffer `parity` (0: MakeLayout's own, 1: the other).
 Layout ForParity(Layout a, int parity) {
   if (parity == 0) return a;
-  std::swap(a.x0, a.x0_next);
-  std::swap(a.y, a.y_next);
-  std::swap(a.scalars, a.scalars_next);
-  std::swap(a.h_batch, a.h_batch_next);
+  shell::SwapBatchBuffers(&a);
   a.conv[0].map = a.x0;
   return a;
 }
@@ -563,8 +551,7 @@ void EmitStart(ConvEmitter& e, const Layout& a) {
 isa::Program StepProgram(const Layout& a, const Optimizer& opt, bool prefetch,
                          std::vector<int32_t>* pass_of, PassLog* passes) {
   ConvEmitter e(a);
-  e.Pass("batch in");
-  if (prefetch) EmitReadHost(e.P(), a.n, a.h_batch_next, a.scalars_next, a.BatchRows());
+  shell::StartStep(e, a, prefetch);
   EmitConvForward(e, a, 0);
   EmitConvForward(e, a, 1);
   EmitFlatten(e, a);
@@ -573,17 +560,7 @@ isa::Program StepProgram(const Layout& a, const Optimizer& opt, bool prefetch,
   EmitDenseBackward(e, a);
   EmitConvBackward(e, a, 1);
   EmitConvWeightGradient(e, a, 0);
-  if (a.cores > 1) {
-    e.Pass("gradient sum");
-    EmitGradientSum(e.P(), a.n, a.core, a.param.front().g, a.other, a.GradRows(), /*hbm=*/0);
-  }
-  shell::EmitUpdates(e, a, opt);
-  e.Pass("results out");
-  EmitWriteHost(e.P(), a.n, a.loss, a.h_out, a.OutRows());
-  isa::Program program = e.Take();
-  *pass_of = e.Passes().PassOf(program.words.size());
-  *passes = e.Passes();
-  return program;
+  return shell::FinishStep(e, a, opt, pass_of, passes);
 }
 
 void CheckFits(const nn::Model& model, const Layout& a, const Optimizer& opt,

@@ -146,10 +146,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
                   int cores) {
   Layout a;
   const int n = cfg.array_dim;
-  a.n = n;
-  a.b = batch;
-  a.cores = cores;
-  a.bp = TilesOf(batch, n) * n;
+  shell::SetBatch(&a, n, batch, cores);
   a.img_rows = TilesOf(m.input.Size(), n);
   int64_t at = 0;
   const std::function<int64_t(int64_t)> take = shell::RowsFrom(&at);
@@ -177,13 +174,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   for (size_t i = 0; i < m.layers.size(); ++i) PlaceLayer(m, i, &a, take);
   PlaceScratch(m, &a, take);
   a.end = at;
-  a.h_params = a.state_end;
-  a.h_zero = a.h_params + 5 * int64_t{a.sets};  // a set: 5 host rows (docs/isa.md)
-  a.h_bias = a.h_zero + n;
-  a.h_batch = a.h_bias + a.bp;
-  a.h_batch_next = a.h_batch + cores * a.BatchRows();
-  a.h_out = a.h_batch_next + cores * a.BatchRows();
-  a.h_grads = a.h_out + cores * a.OutRows();
+  shell::PlaceHostRows(&a);
   return a;
 }
 
@@ -191,10 +182,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
 Layout ForParity(const Layout& a0, int parity) {
   Layout a = a0;
   if (parity == 0) return a;
-  std::swap(a.x0, a.x0_next);
-  std::swap(a.y, a.y_next);
-  std::swap(a.scalars, a.scalars_next);
-  std::swap(a.h_batch, a.h_batch_next);
+  shell::SwapBatchBuffers(&a);
   return a;
 }
 
@@ -477,23 +465,12 @@ void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
 isa::Program StepProgram(const Layout& a, const nn::Model& m, const Optimizer& opt, bool prefetch,
                          std::vector<int32_t>* pass_of, PassLog* passes) {
   Emitter e(a);
-  e.Pass("batch in");
-  if (prefetch) EmitReadHost(e.P(), a.n, a.h_batch_next, a.scalars_next, a.BatchRows());
+  shell::StartStep(e, a, prefetch);
   EmitForward(e, a, m);
   e.Pass("loss");
   EmitSoftmaxLoss(e.P(), LossRowsOf(a, a.layer.back().grad), a.b);
   EmitBackward(e, a, m);
-  if (a.cores > 1) {
-    e.Pass("gradient sum");
-    EmitGradientSum(e.P(), a.n, a.core, a.param.front().g, a.other, a.GradRows(), /*hbm=*/0);
-  }
-  shell::EmitUpdates(e, a, opt);
-  e.Pass("results out");
-  EmitWriteHost(e.P(), a.n, a.loss, a.h_out, a.OutRows());
-  isa::Program program = e.Take();
-  *pass_of = e.Passes().PassOf(program.words.size());
-  *passes = e.Passes();
-  return program;
+  return shell::FinishStep(e, a, opt, pass_of, passes);
 }
 
 // Every row after the batch buffers zeroed (from the host's zero rows), once: rows that the

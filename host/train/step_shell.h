@@ -20,6 +20,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arith/fp32.h"
@@ -50,6 +51,40 @@ struct ParamRows {
   int64_t Block(int64_t j, int64_t k, int n) const { return (j * kb + k) * n; }
   int Outs(int64_t j, int n) const { return std::min(n, outs - static_cast<int>(j) * n); }
 };
+
+// A layout's array size N, a core's images b (its share of the batch), the cores and b
+// rounded up to whole chunks of N.
+template <typename Layout>
+void SetBatch(Layout* a, int n, int batch, int cores) {
+  a->n = n;
+  a->b = batch;
+  a->cores = cores;
+  a->bp = TilesOf(batch, n) * n;
+}
+
+// The host rows after the state's (state_end: the host's image of buffer rows [0,
+// state_end) comes first): the parameter sets (5 host rows each, docs/isa.md), N zero
+// rows, the bias block, the two batch areas and the results (each core's after the one
+// before), the gradients.
+template <typename Layout>
+void PlaceHostRows(Layout* a) {
+  a->h_params = a->state_end;
+  a->h_zero = a->h_params + 5 * int64_t{a->Sets()};
+  a->h_bias = a->h_zero + a->n;
+  a->h_batch = a->h_bias + a->bp;
+  a->h_batch_next = a->h_batch + a->cores * a->BatchRows();
+  a->h_out = a->h_batch_next + a->cores * a->BatchRows();
+  a->h_grads = a->h_out + a->cores * a->OutRows();
+}
+
+// The batch buffers' rows swapped (ForParity: a step on the other buffer).
+template <typename Layout>
+void SwapBatchBuffers(Layout* a) {
+  std::swap(a->x0, a->x0_next);
+  std::swap(a->y, a->y_next);
+  std::swap(a->scalars, a->scalars_next);
+  std::swap(a->h_batch, a->h_batch_next);
+}
 
 // A layout's allocator of buffer rows: each call hands out the next `rows` rows after *at.
 inline std::function<int64_t(int64_t)> RowsFrom(int64_t* at) {
@@ -227,6 +262,33 @@ void EmitUpdates(StepEmitter<Layout>& e, const Layout& a, const Optimizer& opt) 
       });
     }
   }
+}
+
+// A step program's start: the next batch read ahead into the other buffer with `prefetch`
+// (one read_host behind the whole step: the infeed).
+template <typename Layout>
+void StartStep(StepEmitter<Layout>& e, const Layout& a, bool prefetch) {
+  e.Pass("batch in");
+  if (prefetch) EmitReadHost(e.P(), a.n, a.h_batch_next, a.scalars_next, a.BatchRows());
+}
+
+// A step program's end after its backward pass: the cores' gradient sum (with two), every
+// layer's update, the results out; the program, its instructions' passes into *pass_of and
+// *passes.
+template <typename Layout>
+isa::Program FinishStep(StepEmitter<Layout>& e, const Layout& a, const Optimizer& opt,
+                        std::vector<int32_t>* pass_of, PassLog* passes) {
+  if (a.cores > 1) {
+    e.Pass("gradient sum");
+    EmitGradientSum(e.P(), a.n, a.core, a.param.front().g, a.other, a.GradRows(), /*hbm=*/0);
+  }
+  EmitUpdates(e, a, opt);
+  e.Pass("results out");
+  EmitWriteHost(e.P(), a.n, a.loss, a.h_out, a.OutRows());
+  isa::Program program = e.Take();
+  *pass_of = e.Passes().PassOf(program.words.size());
+  *passes = e.Passes();
+  return program;
 }
 
 // The init program: the parameter sets, the constants and the state, then `start` (the rows

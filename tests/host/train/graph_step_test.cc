@@ -141,16 +141,7 @@ TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
   odd.input = {30, 30, 1};
   nn::InferShapes(&odd);
   refused(odd, "pool");
-  config::TpuConfig small = v2;  // a buffer that holds batch 2 and no more
-  small.ub_depth_rows =
-      static_cast<int>(train::CompileGraphStep(res, 2, adam, v2).programs.ub_rows);
-  EXPECT_NO_THROW(train::CompileGraphStep(res, 2, adam, small));
-  try {
-    train::CompileGraphStep(res, 5, adam, small);
-    ADD_FAILURE() << "batch 5 fits a buffer made for batch 2";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("a --batch of at most 2,"), std::string::npos) << e.what();
-  }
+  ExpectTheLargestBatchNamed(train::CompileGraphStep, res, v2);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "host/common/errors.h"
 #include "host/config/tpu_config.h"
 #include "host/engine/chip_engine.h"
 #include "host/nn/model.h"
@@ -64,6 +65,22 @@ inline engine::ExecResult StepsEqualReference(const CompileStepFn& compile, uint
     EXPECT_TRUE(trainer.State() == ref) << what << ": the state after step " << t;
   }
   return trainer.LastStep();
+}
+
+// On a unified buffer that holds `m`'s step at batch 2 and no more, batch 2 compiles and
+// batch 5 is refused, the refusal naming batch 2 as the largest.
+inline void ExpectTheLargestBatchNamed(const CompileStepFn& compile, const nn::Model& m,
+                                       const config::TpuConfig& config) {
+  const train::Optimizer adam;
+  config::TpuConfig small = config;
+  small.ub_depth_rows = static_cast<int>(compile(m, 2, adam, config, 1).programs.ub_rows);
+  EXPECT_NO_THROW(compile(m, 2, adam, small, 1));
+  try {
+    compile(m, 5, adam, small, 1);
+    ADD_FAILURE() << "batch 5 fits a buffer made for batch 2";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("a --batch of at most 2,"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace tpu::test
