@@ -61,17 +61,28 @@ std::vector<int64_t> EpochOrder(int64_t count, uint64_t seed, int epoch) {
   return order;
 }
 
+namespace {
+
+// The pixels (`size` of each) and labels of images idx[0 .. n) of `set`, one after the other.
+void Gather(const data::MnistSet& set, const int64_t* idx, int64_t n, int64_t size,
+            std::vector<uint8_t>* pixels, std::vector<uint8_t>* labels) {
+  pixels->resize(static_cast<size_t>(n * size));
+  labels->resize(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    std::copy_n(set.Image(idx[k]), size, &(*pixels)[static_cast<size_t>(k * size)]);
+    (*labels)[static_cast<size_t>(k)] = set.labels[static_cast<size_t>(idx[k])];
+  }
+}
+
+}  // namespace
+
 ParamSet FirstStepGradients(const Model& model, const data::MnistSet& train, const TrainOptions& o,
                             double* loss, std::vector<int64_t>* images) {
   const std::vector<int64_t> order = EpochOrder(train.count, o.seed, 1);
   images->assign(order.begin(), order.begin() + std::min<int64_t>(o.batch, train.count));
-  const int64_t n = static_cast<int64_t>(images->size()), image_size = model.input.Size();
-  std::vector<uint8_t> pixels(static_cast<size_t>(n * image_size)), labels;
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t idx = (*images)[static_cast<size_t>(k)];
-    std::copy_n(train.Image(idx), image_size, &pixels[static_cast<size_t>(k * image_size)]);
-    labels.push_back(train.labels[static_cast<size_t>(idx)]);
-  }
+  const int64_t n = static_cast<int64_t>(images->size());
+  std::vector<uint8_t> pixels, labels;
+  Gather(train, images->data(), n, model.input.Size(), &pixels, &labels);
   ForwardCache cache;
   Forward(model, Fp32Input(pixels.data(), n, model.input), &cache);
   ParamSet g = ParamSet::ZerosLike(model);
@@ -98,13 +109,8 @@ EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch, con
     const int64_t bsize = std::min<int64_t>(o.batch, train.count - b0);
     ParallelSlices(bsize, threads, [&](int t, int64_t begin, int64_t end) {
       const int64_t n = end - begin;
-      std::vector<uint8_t> pixels(static_cast<size_t>(n * image_size));
-      std::vector<uint8_t> labels(static_cast<size_t>(n));
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t idx = order[static_cast<size_t>(b0 + begin + k)];
-        std::copy_n(train.Image(idx), image_size, &pixels[static_cast<size_t>(k * image_size)]);
-        labels[static_cast<size_t>(k)] = train.labels[static_cast<size_t>(idx)];
-      }
+      std::vector<uint8_t> pixels, labels;
+      Gather(train, &order[static_cast<size_t>(b0 + begin)], n, image_size, &pixels, &labels);
       ForwardCache cache;
       Forward(*model, Fp32Input(pixels.data(), n, model->input), &cache);
       ParamSet& g = grads[static_cast<size_t>(t)];

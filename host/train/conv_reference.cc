@@ -8,17 +8,17 @@
 #include "host/train/step_arith.h"
 
 namespace tpu::train {
+
+uint16_t ThroughArray(uint16_t v, uint32_t bias) {
+  return arith::Bf16OfFp32(arith::Fp32Add(arith::Fp32OfBf16(v), bias));
+}
+
 namespace {
 
 using arith::Fp32Add;
 using arith::Fp32OfBf16;
 
 constexpr uint16_t kBf16Quarter = 0x3e80;  // 1/4
-
-// The value through the array and the activation unit with `bias`: exact, a -0 made +0.
-uint16_t ThroughArray(uint16_t v, uint32_t bias = 0) {
-  return arith::Bf16OfFp32(Fp32Add(Fp32OfBf16(v), bias));
-}
 
 // The array's product of a (m x k) and b (k x cols), K in chunks of n, rounded by the
 // activation unit (parameter set 0: bias +0, no bound).

@@ -31,6 +31,10 @@ struct WindowShape {
 
 using Bf16Values = std::vector<uint16_t>;
 
+// A value through the array (a product with an identity's one 1) and the activation unit
+// with `bias` (float32 bits): exact but for the bias, a -0 made +0.
+uint16_t ThroughArray(uint16_t v, uint32_t bias = 0);
+
 // The rows the window stage forms, image after image and each output pixel in raster
 // order: lane (ky kw + kx) c + ch is the map's value under tap (ky, kx), +0 where the tap
 // falls outside the map (or on a dilation's zero). images x out_h x out_w rows of

@@ -9,6 +9,7 @@
 #include "host/train/conv_reference.h"
 #include "host/train/dense_reference.h"
 #include "host/train/step_arith.h"
+#include "host/train/step_image.h"
 
 namespace tpu::train {
 // Its own namespace: the library's unity build puts this file beside the other references,
@@ -20,17 +21,14 @@ using chip::Half;
 using nn::Layer;
 using nn::LayerType;
 
-uint16_t Bf16OfFloat(float v) { return arith::Bf16OfFp32(arith::BitsOfFloat(v)); }
-float FloatOfBf16(uint16_t v) { return arith::FloatOfBits(arith::Fp32OfBf16(v)); }
-
 MapShape ShapeOf(const nn::Shape3& s, int batch) { return {batch, s.h, s.w, s.c}; }
 
 // A layer's weights then its bias as rows of the array's tile, in bfloat16 (vector op=copy
 // of the float32 master weights): in + 1 rows of `out` lanes.
 Half TileRows(const Layer& l) {
   Half rows;
-  for (float v : l.weights.data) rows.push_back(Bf16OfFloat(v));
-  for (float v : l.bias.data) rows.push_back(Bf16OfFloat(v));
+  for (float v : l.weights.data) rows.push_back(Bf16Of(v));
+  for (float v : l.bias.data) rows.push_back(Bf16Of(v));
   return rows;
 }
 
@@ -48,7 +46,7 @@ Half WithOnes(const Half& x, int64_t rows, int64_t cols) {
   Half out;
   for (int64_t r = 0; r < rows; ++r) {
     out.insert(out.end(), x.begin() + r * cols, x.begin() + (r + 1) * cols);
-    out.push_back(Bf16OfFloat(1.0f));
+    out.push_back(Bf16Of(1.0f));
   }
   return out;
 }
@@ -69,7 +67,7 @@ WindowShape ConvWindowOf(const Layer& l) {
 // tap of the whole map's window: row t c + ch, lane ch.
 Half MeanTile(const Layer& l) {
   const int64_t taps = int64_t{l.in.h} * l.in.w, c = l.in.c;
-  const uint16_t inv = Bf16OfFloat(1.0f / static_cast<float>(taps));
+  const uint16_t inv = Bf16Of(1.0f / static_cast<float>(taps));
   Half tile(static_cast<size_t>(taps * c * c), 0);
   for (int64_t t = 0; t < taps; ++t)
     for (int64_t ch = 0; ch < c; ++ch) tile[static_cast<size_t>((t * c + ch) * c + ch)] = inv;
@@ -105,12 +103,6 @@ Half WindowProduct(const Half& maps, const MapShape& m, const WindowShape& w, co
 uint16_t AddRelu(uint16_t a, uint16_t b, bool relu) {
   const uint16_t sum = chip::CoreSum(a, b);
   return relu ? arith::Bf16OfFp32(arith::Fp32Max(arith::Fp32OfBf16(sum), 0)) : sum;
-}
-
-// A value through the array (a product with an identity's one 1) and the activation unit:
-// exact, a -0 made +0.
-uint16_t ThroughArray(uint16_t v) {
-  return arith::Bf16OfFp32(arith::Fp32Add(arith::Fp32OfBf16(v), 0));
 }
 
 // Each pixel's channels of the inputs, one after the other, each through the array (a
@@ -199,8 +191,8 @@ void PutGradient(const Half& gt, int64_t ins, int64_t outs, std::vector<float>* 
   for (int64_t o = 0; o < outs; ++o) {
     for (int64_t k = 0; k < ins; ++k)
       (*w)[static_cast<size_t>(k * outs + o)] =
-          FloatOfBf16(gt[static_cast<size_t>(o * (ins + 1) + k)]);
-    (*b)[static_cast<size_t>(o)] = FloatOfBf16(gt[static_cast<size_t>(o * (ins + 1) + ins)]);
+          FloatOfBf16Bits(gt[static_cast<size_t>(o * (ins + 1) + k)]);
+    (*b)[static_cast<size_t>(o)] = FloatOfBf16Bits(gt[static_cast<size_t>(o * (ins + 1) + ins)]);
   }
 }
 
@@ -304,7 +296,7 @@ Half Loss(const Half& logits, const uint8_t* labels, int batch, int classes, int
     sum = i == 0 ? loss : arith::Fp32Add(sum, loss);  // row_sum: row after row
   }
   g->mean = arith::FloatOfBits(arith::Fp32Mul(sum, inv_batch));
-  for (uint16_t v : logits) g->logits.push_back(FloatOfBf16(v));
+  for (uint16_t v : logits) g->logits.push_back(FloatOfBf16Bits(v));
   return dz;
 }
 
@@ -341,8 +333,6 @@ std::string Unsupported(const nn::Model& m, size_t i) {
 }  // namespace
 }  // namespace graph_ref
 
-using graph_ref::Bf16OfFloat;
-using graph_ref::FloatOfBf16;
 using graph_ref::Half;
 
 void CheckGraphTrainable(const nn::Model& m) {
@@ -362,7 +352,7 @@ ConvNetGradients ReferenceGraphGradients(const nn::Model& m, const Batch& batch_
   CheckGraphTrainable(m);
   const size_t layers = m.layers.size();
   Half x(static_cast<size_t>(int64_t{batch} * m.input.Size()));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = graph_ref::Bf16OfFloat(batch_in.x[i]);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = Bf16Of(batch_in.x[i]);
   graph_ref::Forward f;
   f.out.resize(layers);
   f.kept.resize(layers);
@@ -399,7 +389,7 @@ ConvNetGradients CoreGradients(const nn::Model& model, const Batch& b, int batch
     for (size_t l = 0; l < g.w.size(); ++l) {
       for (auto [t, u] : {std::pair{&sum.w[l], &g.w[l]}, std::pair{&sum.b[l], &g.b[l]}})
         for (size_t i = 0; i < t->size(); ++i)
-          (*t)[i] = FloatOfBf16(chip::CoreSum(Bf16OfFloat((*t)[i]), Bf16OfFloat((*u)[i])));
+          (*t)[i] = FloatOfBf16Bits(chip::CoreSum(Bf16Of((*t)[i]), Bf16Of((*u)[i])));
       sum.relu_on[l].insert(sum.relu_on[l].end(), g.relu_on[l].begin(), g.relu_on[l].end());
     }
   }
@@ -430,7 +420,7 @@ StepOut ReferenceGraphStep(const nn::Model& shape, int n, const Optimizer& opt, 
     std::vector<float> gv = g.w[i];
     gv.insert(gv.end(), g.b[i].begin(), g.b[i].end());
     Half gh;
-    for (float v : gv) gh.push_back(Bf16OfFloat(v));  // exact: bfloat16 values
+    for (float v : gv) gh.push_back(Bf16Of(v));  // exact: bfloat16 values
     std::vector<std::vector<float>*> slot;
     for (auto& t : s->slots) slot.push_back(&t[li]);
     UpdateParams(opt, consts, k, gh, &s->w[li], slot);
