@@ -14,6 +14,7 @@
 #include "host/common/text.h"
 #include "host/data/mnist.h"
 #include "host/engine/timeline.h"
+#include "host/nn/ops/op.h"
 #include "host/nn/trainer.h"
 #include "host/report/energy.h"
 #include "host/report/exec_report.h"
@@ -27,7 +28,7 @@ namespace tpu::cli {
 namespace {
 
 struct TrainArgs {
-  std::string data, out, dataset = "mnist", arch, optimizer = "adam";
+  std::string data, out, dataset = "mnist", arch, model, optimizer = "adam";
   nn::TrainOptions opt;
   int64_t limit = 0;
   bool quiet = false, verify = false;
@@ -42,7 +43,42 @@ struct TrainArgs {
   CLI::Option* step_option = nullptr;
 };
 
-nn::Model MakeModel(const TrainArgs& a) { return nn::MakeArch(a.arch, a.opt.seed); }
+// Why the CPU trainer does not take layer l of a model folder ("" where it does).
+std::string Untrained(const nn::Layer& l, bool last) {
+  if (l.quantized) return "it is quantized: train the float32 folder it was quantized from";
+  if (nn::ops::Op(l.type).backward == nullptr)
+    return fmt::format("{} layers are not trained", nn::ops::Op(l.type).name);
+  if (last && (l.type != nn::LayerType::kDense || l.activation != nn::Activation::kSoftmax ||
+               l.out.c != data::kClasses))
+    return fmt::format("the last layer is a dense layer of the {} classes with softmax",
+                       data::kClasses);
+  return "";
+}
+
+// The model folder --model names, checked against what the trainers take: the data sets'
+// 32 x 32 x 1 images in, the classes out, every layer one with a backward pass.
+nn::Model LoadStartingModel(const std::string& dir) {
+  nn::Model m = nn::LoadModel(dir);
+  const nn::Shape3 image{data::kPaddedSide, data::kPaddedSide, 1};
+  if (m.input.h != image.h || m.input.w != image.w || m.input.c != image.c) {
+    throw UsageError(fmt::format(
+        "--model {}: its input is {} x {} x {}; the data sets' images are {} x {} x 1 (28 x 28 "
+        "padded by 2): export the network for an input of 1 x 1 x {} x {}",
+        dir, m.input.h, m.input.w, m.input.c, image.h, image.w, image.h, image.w));
+  }
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const std::string why = Untrained(m.layers[i], i + 1 == m.layers.size());
+    if (!why.empty()) {
+      throw UsageError(fmt::format("--model {}: layer '{}' ({}): {}", dir, m.layers[i].name,
+                                   m.layers[i].TypeName(), why));
+    }
+  }
+  return m;
+}
+
+nn::Model MakeModel(const TrainArgs& a) {
+  return a.model.empty() ? nn::MakeArch(a.arch, a.opt.seed) : LoadStartingModel(a.model);
+}
 
 // The modelled energy of an epoch's steps on the chip (their counted events x `table`), J.
 double EpochJoules(const train::ChipEpochResult& r, const config::TpuConfig& c,
@@ -186,6 +222,7 @@ nlohmann::json RunSettings(const TrainArgs& a, const config::TpuConfig& c,
   return {{"config", c.name},
           {"array_dim", c.array_dim},
           {"arch", a.arch},
+          {"model", a.model},
           {"widths", net.Describe()},
           {"dataset", a.dataset},
           {"limit", a.limit},
@@ -250,15 +287,11 @@ ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
     }
   } else {
     r.at.state = train::DenseState::Fresh(train::DenseWeightsOf(model), r.opt);
-    r.at.report = {{"config", r.config.name},
-                   {"engine", r.chip->Name()},
-                   {"model", model.name},
-                   {"widths", r.net.Describe()},
-                   {"optimizer", r.opt.Name()},
-                   {"lr", r.opt.lr},
-                   {"batch", a.opt.batch},
-                   {"cores", r.trainer->Cores()},
-                   {"epochs", nlohmann::json::array()}};
+    r.at.report = {{"config", r.config.name},       {"engine", r.chip->Name()},
+                   {"model", model.name},           {"widths", r.net.Describe()},
+                   {"optimizer", r.opt.Name()},     {"lr", r.opt.lr},
+                   {"batch", a.opt.batch},          {"cores", r.trainer->Cores()},
+                   {"passes", r.trainer->Passes()}, {"epochs", nlohmann::json::array()}};
   }
   r.trainer->Start(r.at.state);
   return r;
@@ -329,10 +362,15 @@ void WriteTimeline(const TrainArgs& a, const ChipRun& r, engine::Timeline* t) {
   }
 }
 
-// Which of the chip's cores the run's steps take, for its first line.
-std::string CoresNote(const config::TpuConfig& c, int cores, int batch) {
-  if (cores > 1)
-    return fmt::format(" ({} cores, {} images each, the gradients summed)", cores, batch / cores);
+// Which of the chip's cores the run's steps take, and in how many passes, for its first line.
+std::string CoresNote(const config::TpuConfig& c, int cores, int passes, int batch) {
+  const std::string in =
+      passes > 1 ? fmt::format(" in {} passes of {}", passes, batch / cores / passes) : "";
+  if (cores > 1) {
+    return fmt::format(" ({} cores, {} images each{}, the gradients summed)", cores, batch / cores,
+                       in);
+  }
+  if (passes > 1) return fmt::format(" ({} images{}, the gradients summed)", batch, in);
   return c.cores > 1 ? fmt::format(" (core 0 of its {})", c.cores) : "";
 }
 
@@ -351,8 +389,8 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
         "training {} ({} parameters) on {}{}, {} engine: {} images, {} epochs, batch {}, {} lr "
         "{}, seed {}{}\n",
         model.name, Grouped(model.ParamCount()), r.config.name,
-        CoresNote(r.config, r.trainer->Cores(), a.opt.batch), r.chip->Name(), train.count,
-        a.opt.epochs, a.opt.batch, r.opt.Name(), r.opt.lr, a.opt.seed,
+        CoresNote(r.config, r.trainer->Cores(), r.trainer->Passes(), a.opt.batch), r.chip->Name(),
+        train.count, a.opt.epochs, a.opt.batch, r.opt.Name(), r.opt.lr, a.opt.seed,
         a.verify ? ", checked step by step" : "");
   }
   for (int e = r.at.epoch; e <= a.opt.epochs; ++e) {
@@ -456,7 +494,7 @@ void Run(TrainArgs a) {
         "--timing-only: a training step needs the values of the one before (its "
         "weights); leave it out");
   }
-  if (a.arch.empty()) a.arch = on_chip ? "mlp" : "lenet5";
+  if (a.arch.empty() && a.model.empty()) a.arch = on_chip ? "mlp" : "lenet5";
   if (!on_chip && (a.verify || a.optimizer != "adam" || !a.json.empty() || !a.timeline.empty() ||
                    a.energy_option->count() || a.step_option->count())) {
     throw UsageError(
@@ -537,8 +575,9 @@ or data/mnist (scripts/fetch-mnist downloads it).
 On the chip (--config, a bf16 preset: tpu-v2, tpu-v3, tpu-v4): a perceptron (--arch mlp, the
 default there), the course material's CNN (--arch lenet5 or wide, at a --batch its unified
 buffer holds: at most 86 and 68 on tpu-v2) or a graph (--arch residual: residual adds,
-global pooling; at most batch 11 on tpu-v2, every layer's output and gradient kept in the
-unified buffer) trains as chip programs, forward, loss, backward
+global pooling; or --model DIR, a network from tpusim import: max pooling, concatenation,
+depthwise convolutions; every layer's output and gradient kept in the unified buffer, a
+batch beyond it taken in passes whose gradients are summed) trains as chip programs, forward, loss, backward
 and the optimizer all on the chip, the float32 weights and optimizer state kept in it
 between the steps; the host sends each batch and reads the losses (docs/training.md). On a
 chip of two cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum
@@ -553,7 +592,9 @@ Examples:
   tpusim train --dataset fashion-mnist --arch wide --epochs 15 --out my-fashion
   tpusim train --config tpu-v2 --epochs 1 --out my-mlp
   tpusim train --config tpu-v2 --optimizer sgd --limit 6400 --verify --out my-mlp
-  tpusim train --config tpu-v2 --arch residual --batch 8 --epochs 1 --out chip-residual)");
+  tpusim train --config tpu-v2 --arch residual --batch 8 --epochs 1 --out chip-residual
+  tpusim import pooled.onnx --out pooled
+  tpusim train --config tpu-v2 --model pooled --batch 4 --epochs 1 --out pooled-trained)");
   cmd->add_option("--out", a->out, "model folder to write")->required();
   cmd->add_option("--data", a->data, "folder with the data set's four IDX files (.gz or not)");
   cmd->add_option("--dataset", a->dataset,
@@ -564,6 +605,11 @@ Examples:
                   "dense 128: for Fashion-MNIST), mlp (dense 256 and 10, 264,970 parameters; "
                   "the default on the chip) or residual (a graph: two residual blocks of 3 x 3 "
                   "convolutions, global average pooling, 9,610 parameters)");
+  cmd->add_option("--model", a->model,
+                  "start from this model folder instead of an --arch (its graph and float32 "
+                  "weights, e.g. from tpusim import of a PyTorch network): its input 32 x 32 x "
+                  "1, its last layer a dense layer of the 10 classes with softmax")
+      ->excludes("--arch");
   cmd->add_option("--epochs", a->opt.epochs, "passes over the training set")->capture_default_str();
   cmd->add_option("--batch", a->opt.batch,
                   "images per step (on the chip: as many as its accumulators and unified buffer "

@@ -11,6 +11,7 @@ namespace tpu::data {
 
 inline constexpr int kMnistSide = 28;
 inline constexpr int kPaddedSide = 32;
+inline constexpr int kClasses = 10;  // both sets': digits, or kinds of clothing
 
 struct MnistSet {
   int64_t count = 0;

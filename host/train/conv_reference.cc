@@ -42,7 +42,8 @@ bool OnPixel(const MapShape& m, bool dilated, int* y, int* x) {
 
 Bf16Values WindowRows(const Bf16Values& maps, const MapShape& m, const WindowShape& w) {
   const int64_t lanes = w.Lanes(m.c);
-  Bf16Values rows(static_cast<size_t>(int64_t{m.images} * w.out_h * w.out_w * lanes), 0);
+  Bf16Values rows(static_cast<size_t>(int64_t{m.images} * w.out_h * w.out_w * lanes),
+                  w.pad_min ? arith::kBf16Lowest : 0);
   size_t at = 0;
   for (int b = 0; b < m.images; ++b)
     for (int oy = 0; oy < w.out_h; ++oy)

@@ -21,11 +21,12 @@ struct MapShape {
 };
 
 // A window over a map (docs/isa.md, "Convolution windows"): kernel, stride, padding on the
-// top and left (bottom and right as the output needs), the output's size, and `dilated`:
-// the map read as if a zero lay between its pixels, across and down.
+// top and left (bottom and right as the output needs), the output's size, `dilated`: the
+// map read as if a zero lay between its pixels, across and down, and `pad_min`: the padding
+// read as the most negative bfloat16 (a max pooling's) instead of +0.
 struct WindowShape {
   int kh = 1, kw = 1, stride_y = 1, stride_x = 1, pad_top = 0, pad_left = 0, out_h = 1, out_w = 1;
-  bool dilated = false;
+  bool dilated = false, pad_min = false;
   int64_t Lanes(int c) const { return int64_t{kh} * kw * c; }
 };
 
@@ -37,7 +38,8 @@ uint16_t ThroughArray(uint16_t v, uint32_t bias = 0);
 
 // The rows the window stage forms, image after image and each output pixel in raster
 // order: lane (ky kw + kx) c + ch is the map's value under tap (ky, kx), +0 where the tap
-// falls outside the map (or on a dilation's zero). images x out_h x out_w rows of
+// falls outside the map or on a dilation's zero (with `pad_min`, the most negative
+// bfloat16). images x out_h x out_w rows of
 // kh kw c lanes.
 Bf16Values WindowRows(const Bf16Values& maps, const MapShape& m, const WindowShape& w);
 

@@ -28,6 +28,9 @@ struct ConvNetGradients {
   // layers; empty for the rest): where it passed its value on (1) or gave 0, each output
   // value in the order of the layer's output.
   std::vector<std::vector<uint8_t>> relu_on;
+  // Per layer, for the max poolings (empty for the rest): the tap (ky kw + kx) that took each
+  // output value's gradient, -1 where none did (a NaN maximum), in the order of the output.
+  std::vector<std::vector<int32_t>> max_tap;
 };
 
 // Throws UsageError for a model not of this shape, naming the shape it takes.

@@ -171,10 +171,11 @@ void TrainChipEpoch(ChipTrainer* chip, const TrainNet& net, const data::MnistSet
     std::future<StepOut> reference_step;
     if (o.verify) {
       reference_step =
-          std::async(std::launch::async, [&net, &b, &o, reference, n = chip->ArrayDim(),
-                                          opt = chip->optimizer(), cores = chip->Cores()] {
-            return net.Reference(n, opt, b, o.batch, reference, nullptr, cores);
-          });
+          std::async(std::launch::async,
+                     [&net, &b, &o, reference, n = chip->ArrayDim(), opt = chip->optimizer(),
+                      cores = chip->Cores(), passes = chip->Passes()] {
+                       return net.Reference(n, opt, b, o.batch, reference, nullptr, cores, passes);
+                     });
     }
     const StepOut out = chip->Step(b, next);
     r->cycles += chip->LastStep().cycles;
@@ -224,11 +225,11 @@ CompiledStep TrainNet::Compile(int batch, const Optimizer& opt, const config::Tp
 }
 
 StepOut TrainNet::Reference(int n, const Optimizer& opt, const Batch& b, int batch,
-                            DenseState* state, std::vector<std::vector<float>>* grads,
-                            int cores) const {
+                            DenseState* state, std::vector<std::vector<float>>* grads, int cores,
+                            int passes) const {
   return kind == Kind::kPerceptron
              ? ReferenceStep(dense, n, opt, b, batch, state, grads, cores)
-             : ReferenceGraphStep(shape, n, opt, b, batch, state, grads, cores);
+             : ReferenceGraphStep(shape, n, opt, b, batch, state, grads, cores, passes);
 }
 
 nlohmann::json TrainNet::Describe() const {

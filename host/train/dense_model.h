@@ -35,8 +35,10 @@ struct TrainNet {
   // `cores`: the cores of the chip the batch is split across (each a share).
   CompiledStep Compile(int batch, const Optimizer& opt, const config::TpuConfig& config,
                        int cores = 1) const;
+  // `passes`: a graph's passes over each core's share (ReferenceGraphStep's).
   StepOut Reference(int n, const Optimizer& opt, const Batch& b, int batch, DenseState* state,
-                    std::vector<std::vector<float>>* grads = nullptr, int cores = 1) const;
+                    std::vector<std::vector<float>>* grads = nullptr, int cores = 1,
+                    int passes = 1) const;
   nlohmann::json Describe() const;  // for a checkpoint's settings: the widths, or the layers
 };
 // A perceptron (DenseNetOf), the CNN (CheckConvNetShape) or another graph the chip trains

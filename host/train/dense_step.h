@@ -35,6 +35,7 @@ struct DensePrograms {
   engine::Executable grads;  // writes the last step's weight gradients (bfloat16) back
   int64_t ub_rows = 0;       // unified-buffer rows the step uses (a core's)
   int cores = 1;             // the cores the batch is split across (programs of each step)
+  int passes = 1;  // the passes a core makes over its share, their gradients summed (graphs)
   // The step's passes, in program order: "layer L forward", "loss", "batch in" (the next
   // batch's read, and the fetch programs), "layer L weight gradient", "layer L input
   // gradient", "layer L update" (L from 1), "results out", and the pass of each of the
@@ -103,7 +104,8 @@ class ChipTrainer {
   // run since; the rows add up to core 0's counters (the core that runs the step) exactly.
   const std::vector<hw::ChipCounters>& PassCounters() const { return attribution_.Rows(); }
   int ArrayDim() const { return engine_->Config().array_dim; }
-  int Cores() const { return programs_.cores; }  // the cores a step's batch is split across
+  int Cores() const { return programs_.cores; }    // the cores a step's batch is split across
+  int Passes() const { return programs_.passes; }  // the passes a core makes over its share
   // Records step `step` (StepCount's numbering, from 1) in `timeline` when it runs: its runs
   // (its batch's fetch where it has one, then the step) with each pass a slice on the layers
   // track, named by `names` (pass_names' order). nullptr: record none.

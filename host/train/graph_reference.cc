@@ -98,6 +98,106 @@ Half WindowProduct(const Half& maps, const MapShape& m, const WindowShape& w, co
       chip::Product(rows, tile, static_cast<int64_t>(rows.size()) / k, k, cols, n), false);
 }
 
+// A max pooling's window (`gradient` false: the padding reads the most negative bfloat16,
+// which never wins) and its gradient's: a window over the pooled map padded by the kernel's
+// side less 1 less the padding, read dilated for stride 2, whose tap T - 1 - t meets, for
+// each input pixel, the pooled pixel whose window's tap t it is (T taps).
+WindowShape MaxWindow(const Layer& l, bool gradient) {
+  WindowShape w;
+  w.kh = l.pool_h;
+  w.kw = l.pool_w;
+  if (gradient) {
+    w.pad_top = l.pool_h - 1 - l.pad_top;
+    w.pad_left = l.pool_w - 1 - l.pad_left;
+    w.dilated = l.pool_stride == 2;
+    w.out_h = l.in.h;
+    w.out_w = l.in.w;
+    return w;
+  }
+  w.stride_y = w.stride_x = l.pool_stride;
+  w.pad_top = l.pad_top;
+  w.pad_left = l.pad_left;
+  w.out_h = l.out.h;
+  w.out_w = l.out.w;
+  w.pad_min = true;
+  return w;
+}
+
+// Tap t's values through the array (each through the identity, a `matmul window` of K-tile
+// t): the window's rows over `maps`, c lanes of each tap; float32 sums.
+chip::Bits TapProduct(const Half& maps, const MapShape& m, const WindowShape& w, int64_t t, int n) {
+  const Half rows = WindowRows(maps, m, w);
+  const int64_t c = m.c, taps = int64_t{w.kh} * w.kw;
+  const int64_t pixels = static_cast<int64_t>(rows.size()) / (taps * c);
+  Half lanes;
+  for (int64_t p = 0; p < pixels; ++p) {
+    const auto from = rows.begin() + (p * taps + t) * c;
+    lanes.insert(lanes.end(), from, from + c);
+  }
+  Half id(static_cast<size_t>(c * c), 0);
+  for (int64_t ch = 0; ch < c; ++ch) id[static_cast<size_t>(ch * c + ch)] = Bf16Of(1.0f);
+  return chip::Product(lanes, id, pixels, c, c, n);
+}
+
+// A max pooling: tap after tap through the identity, the accumulators keeping the larger
+// (`matmul max`: Fp32Max), rounded; each tap's values, rounded, after one another into *taps.
+Half MaxPool(const Layer& l, const Half& in, int batch, bool relu, int n, Half* taps) {
+  const int64_t count = int64_t{l.pool_h} * l.pool_w;
+  chip::Bits acc;
+  taps->clear();
+  for (int64_t t = 0; t < count; ++t) {
+    const chip::Bits p = TapProduct(in, ShapeOf(l.in, batch), MaxWindow(l, false), t, n);
+    const Half rounded = chip::Activate(p, false);
+    taps->insert(taps->end(), rounded.begin(), rounded.end());
+    if (t == 0) {
+      acc = p;
+      continue;
+    }
+    for (size_t j = 0; j < acc.size(); ++j) acc[j] = arith::Fp32Max(acc[j], p[j]);
+  }
+  return chip::Activate(acc, relu);
+}
+
+// A vector-unit operation on bfloat16 operands, its float32 result rounded.
+uint16_t VectorOf(uint32_t (*op)(uint32_t, uint32_t), uint16_t a, uint16_t b) {
+  return arith::Bf16OfFp32(op(arith::Fp32OfBf16(a), arith::Fp32OfBf16(b)));
+}
+
+// A max pooling's gradient: the first tap whose value equals the maximum takes the pixel's
+// gradient (vector equal, a select of +0 where an earlier tap took it, max into the taken
+// mask, mul into the gradient's share D_t), and each tap's shares go back to the pixels they
+// came from through the gradient's window (K-tile T - 1 - t), added in the accumulators
+// tap after tap, rounded once.
+// The tap that took each value's gradient into *chosen.
+Half MaxPoolBackward(const Layer& l, const Half& dy, const Half& y, const Half& taps, int batch,
+                     int n, std::vector<int32_t>* chosen) {
+  const int64_t count = int64_t{l.pool_h} * l.pool_w;
+  const size_t size = y.size();
+  Half taken(size);
+  chosen->assign(size, -1);
+  chip::Bits acc;
+  for (int64_t t = 0; t < count; ++t) {
+    Half e(size), d(size);
+    for (size_t j = 0; j < size; ++j) {
+      e[j] = VectorOf(arith::Fp32Equal, taps[static_cast<size_t>(t) * size + j], y[j]);
+      if (t > 0) {
+        e[j] = arith::Bf16OfFp32(
+            arith::Fp32Select(arith::Fp32OfBf16(taken[j]), 0, arith::Fp32OfBf16(e[j])));
+      }
+      taken[j] = t == 0 ? e[j] : VectorOf(arith::Fp32Max, taken[j], e[j]);
+      d[j] = VectorOf(arith::Fp32Mul, dy[j], e[j]);
+      if (!IsZero(e[j])) (*chosen)[j] = static_cast<int32_t>(t);
+    }
+    const chip::Bits p = TapProduct(d, ShapeOf(l.out, batch), MaxWindow(l, true), count - 1 - t, n);
+    if (t == 0) {
+      acc = p;
+      continue;
+    }
+    for (size_t j = 0; j < acc.size(); ++j) acc[j] = arith::Fp32Add(acc[j], p[j]);
+  }
+  return chip::Activate(acc, false);
+}
+
 // relu(a + b) as the vector unit computes it: the float32 sum rounded to bfloat16 (vector
 // add), then the larger of it and +0 (vector max: a -0 becomes +0, NaN stays NaN).
 uint16_t AddRelu(uint16_t a, uint16_t b, bool relu) {
@@ -147,6 +247,8 @@ Half LayerForward(const nn::Model& m, size_t i, const Half& x, int batch, int n,
     case LayerType::kAvgPool2d:
       if (l.global_pool) return WindowProduct(in, s, MeanWindow(l, false), MeanTile(l), l.in.c, n);
       return AvgPool(in, s, n);
+    case LayerType::kMaxPool2d:
+      return MaxPool(l, in, batch, relu, n, &f->kept[i]);
     case LayerType::kAdd: {
       const Half& b = f->Of(l.inputs[1], x);
       Half y(in.size());
@@ -260,6 +362,9 @@ void LayerBackward(const nn::Model& m, size_t i, const Forward& f, int batch, in
         return bw->Add(l.inputs[0], WindowProduct(dz, ShapeOf(l.out, batch), MeanWindow(l, true),
                                                   MeanTile(l), l.in.c, n));
       return bw->Add(l.inputs[0], PoolBackward(l, dz, batch, n));
+    case LayerType::kMaxPool2d:
+      return bw->Add(l.inputs[0],
+                     MaxPoolBackward(l, dz, f.out[i], f.kept[i], batch, n, &g->max_tap[i]));
     case LayerType::kAdd:
       bw->Add(l.inputs[0], dz);
       return bw->Add(l.inputs[1], std::move(dz));
@@ -319,14 +424,18 @@ std::string Unsupported(const nn::Model& m, size_t i) {
       if (l.global_pool || (l.pool_h == 2 && l.pool_w == 2 && l.pool_stride == 2 && !l.Padded()))
         return "";
       return "average pooling is 2 x 2 of stride 2 without padding, or global";
+    case LayerType::kMaxPool2d:
+      if (l.global_pool || l.pool_stride > 2 || l.pad_top >= l.pool_h || l.pad_left >= l.pool_w)
+        return "max pooling's stride is 1 or 2 and its padding less than its window";
+      return "";
     case LayerType::kDense:
     case LayerType::kAdd:
     case LayerType::kConcat:
     case LayerType::kFlatten:
       return "";
     default:
-      return "the chip's training takes conv2d, 2 x 2 and global average pooling, add, concat, "
-             "flatten and dense layers";
+      return "the chip's training takes conv2d, 2 x 2 and global average pooling, max "
+             "pooling, add, concat, flatten and dense layers";
   }
 }
 
@@ -360,6 +469,7 @@ ConvNetGradients ReferenceGraphGradients(const nn::Model& m, const Batch& batch_
   g.w.resize(layers);
   g.b.resize(layers);
   g.relu_on.resize(layers);
+  g.max_tap.resize(layers);
   for (size_t i = 0; i < layers; ++i) {
     f.out[i] = graph_ref::LayerForward(m, i, x, batch, n, &f);
     if (m.layers[i].activation != nn::Activation::kRelu) continue;
@@ -373,25 +483,65 @@ ConvNetGradients ReferenceGraphGradients(const nn::Model& m, const Batch& batch_
   return g;
 }
 
-ConvNetGradients CoreGradients(const nn::Model& model, const Batch& b, int batch, int n,
-                               int cores) {
+namespace graph_ref {
+namespace {
+
+// g's gradients added into sum's (chip::CoreSum), its ReLU patterns and max poolings' choices
+// after sum's.
+void AddGradients(ConvNetGradients* sum, const ConvNetGradients& g) {
+  for (size_t l = 0; l < g.w.size(); ++l) {
+    for (auto [t, u] : {std::pair{&sum->w[l], &g.w[l]}, std::pair{&sum->b[l], &g.b[l]}})
+      for (size_t i = 0; i < t->size(); ++i)
+        (*t)[i] = FloatOfBf16Bits(chip::CoreSum(Bf16Of((*t)[i]), Bf16Of((*u)[i])));
+    sum->relu_on[l].insert(sum->relu_on[l].end(), g.relu_on[l].begin(), g.relu_on[l].end());
+    sum->max_tap[l].insert(sum->max_tap[l].end(), g.max_tap[l].begin(), g.max_tap[l].end());
+  }
+}
+
+// One core's gradients of its `share` images of b from image `first`, in `passes` passes;
+// its mean loss over them all (row_sum, then times 1 / batch).
+ConvNetGradients ShareGradients(const nn::Model& model, const Batch& b, int64_t first, int share,
+                                int batch, int n, int passes) {
+  const int part = share / passes;
+  ConvNetGradients sum;
+  for (int u = 0; u < passes; ++u) {
+    ConvNetGradients g =
+        ReferenceGraphGradients(model, b.Share(first + int64_t{u} * part, part), part, n, batch);
+    if (u == 0) {
+      sum = std::move(g);
+      continue;
+    }
+    AddGradients(&sum, g);
+    sum.loss.insert(sum.loss.end(), g.loss.begin(), g.loss.end());
+    sum.logits.insert(sum.logits.end(), g.logits.begin(), g.logits.end());
+  }
+  if (passes == 1) return sum;
+  uint32_t total = 0;
+  for (size_t i = 0; i < sum.loss.size(); ++i) {
+    const uint32_t loss = arith::BitsOfFloat(sum.loss[i]);
+    total = i == 0 ? loss : arith::Fp32Add(total, loss);
+  }
+  sum.mean = arith::FloatOfBits(arith::Fp32Mul(total, arith::BitsOfFloat(InverseBatch(batch))));
+  return sum;
+}
+
+}  // namespace
+}  // namespace graph_ref
+
+ConvNetGradients CoreGradients(const nn::Model& model, const Batch& b, int batch, int n, int cores,
+                               int passes) {
   const int share = batch / cores;
   ConvNetGradients sum;
   std::vector<StepOut> outs;
   for (int c = 0; c < cores; ++c) {
     ConvNetGradients g =
-        ReferenceGraphGradients(model, b.Share(int64_t{c} * share, share), share, n, batch);
+        graph_ref::ShareGradients(model, b, int64_t{c} * share, share, batch, n, passes);
     outs.push_back({g.loss, g.mean, g.logits});
     if (c == 0) {
       sum = std::move(g);
       continue;
     }
-    for (size_t l = 0; l < g.w.size(); ++l) {
-      for (auto [t, u] : {std::pair{&sum.w[l], &g.w[l]}, std::pair{&sum.b[l], &g.b[l]}})
-        for (size_t i = 0; i < t->size(); ++i)
-          (*t)[i] = FloatOfBf16Bits(chip::CoreSum(Bf16Of((*t)[i]), Bf16Of((*u)[i])));
-      sum.relu_on[l].insert(sum.relu_on[l].end(), g.relu_on[l].begin(), g.relu_on[l].end());
-    }
+    graph_ref::AddGradients(&sum, g);
   }
   const StepOut all = StepOut::OfCores(outs);
   sum.loss = all.loss;
@@ -402,10 +552,10 @@ ConvNetGradients CoreGradients(const nn::Model& model, const Batch& b, int batch
 
 StepOut ReferenceGraphStep(const nn::Model& shape, int n, const Optimizer& opt, const Batch& b,
                            int batch, DenseState* s, std::vector<std::vector<float>>* grads,
-                           int cores) {
+                           int cores, int passes) {
   nn::Model m = shape;
   SetDenseWeights(*s, &m);
-  const ConvNetGradients g = CoreGradients(m, b, batch, n, cores);
+  const ConvNetGradients g = CoreGradients(m, b, batch, n, cores, passes);
   StepOut out;
   out.loss = g.loss;
   out.mean = g.mean;

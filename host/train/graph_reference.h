@@ -34,17 +34,24 @@ ConvNetGradients ReferenceGraphGradients(const nn::Model& model, const Batch& b,
 // The gradients of a step whose batch is split across `cores` cores in equal shares in
 // order, as they compute them: each share's (over the whole batch's mean), then summed as
 // the cores sum them (chip::CoreSum, the losses' means in core order: StepOut::OfCores).
-ConvNetGradients CoreGradients(const nn::Model& model, const Batch& b, int batch, int n, int cores);
+// With `passes`, each core takes its share in that many passes of equal parts in order, and
+// sums their gradients as it goes (chip::CoreSum, the first pass's and the second's, that
+// and the third's, ...) before the cores' sum; a core's mean loss is its losses' sum, row
+// after row, over its whole share.
+ConvNetGradients CoreGradients(const nn::Model& model, const Batch& b, int batch, int n, int cores,
+                               int passes = 1);
 
 // One training step of the graph of `shape`'s layers with the weights of `state` (its
 // weighted layers in order, dense_net.h's layout; updated in place with the optimizer's
 // state and its step count), as dense_reference.h's ReferenceStep is for a perceptron:
 // the gradients above, then dense_reference.h's UpdateParams of every layer. Each layer's
 // gradient (bfloat16 values, shaped as its parameters) into *grads where given. With
-// `cores`, the step split across that many cores (CoreGradients). The CNN's step and a
-// graph's (conv_step.h, graph_step.h) meet it bit for bit.
+// `cores`, the step split across that many cores, and with `passes` each core's share in
+// that many passes (CoreGradients). The CNN's step and a graph's (conv_step.h,
+// graph_step.h) meet it bit for bit.
 StepOut ReferenceGraphStep(const nn::Model& shape, int n, const Optimizer& opt, const Batch& b,
                            int batch, DenseState* state,
-                           std::vector<std::vector<float>>* grads = nullptr, int cores = 1);
+                           std::vector<std::vector<float>>* grads = nullptr, int cores = 1,
+                           int passes = 1);
 
 }  // namespace tpu::train

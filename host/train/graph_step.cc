@@ -47,8 +47,12 @@ struct LayerRows {
 
 // Unified-buffer rows (bf16 rows of N lanes), host rows (2N bytes), accumulator rows: the
 // fields step_shell.h names.
+// A core's b images go through the layers in `passes` passes of mb images each (the layers'
+// rows hold mb images; the batch buffers and the results hold b); a later pass's weight
+// gradients go into pass_g's rows and a vector add into the first's.
 struct Layout {
-  int n = 0, b = 0, cores = 1, core = 0, sets = 1;
+  int n = 0, b = 0, cores = 1, core = 0, sets = 1, mb = 0, passes = 1;
+  int64_t pass_g = 0;
   int64_t bp = 0, img_rows = 0;
   int64_t id = 0, zero = 0, pad = 0, inv_batch = 0, consts = 0;
   std::vector<ParamRows> param;
@@ -59,6 +63,7 @@ struct Layout {
   int64_t activations = 0;  // from here to end: what the init program zeroes
   int64_t loss = 0, mean = 0, logits = 0, sm = 0, mx = 0, sum = 0, recip = 0, pick = 0;
   int64_t dzt = 0, scratch = 0, mask_rows = 0, flipped = 0, contrib = 0, tmp = 0, tmp2 = 0;
+  int64_t tap = 0, taken = 0, shares = 0;  // a max pooling's gradient: a tap's, the mask, D_t
   int64_t other = 0, end = 0, update_rows = 0, acc_rows = 0, acc_t = 0, acc_g = 0;
   int64_t h_params = 0, h_zero = 0, h_bias = 0, h_batch = 0, h_batch_next = 0, h_out = 0,
           h_grads = 0;
@@ -103,7 +108,7 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
   r.w = l.out.w;
   r.c = l.out.c;
   r.pixels = int64_t{l.out.h} * l.out.w;
-  r.rows = a->b * r.pixels;
+  r.rows = a->mb * r.pixels;
   r.padded = TilesOf(r.rows, a->n) * a->n;
   r.out = i + 1 == m.layers.size() ? a->logits : take(r.padded);
   r.grad = take(r.padded);
@@ -119,14 +124,17 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
 // The scratch rows of the backward pass and the update, after the layers'.
 void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int64_t)>& take) {
   const int n = a->n;
-  int64_t most = 0, flipped = 0, values = 0;
+  int64_t most = 0, flipped = 0, values = 0, pooled = 0, shares = 0;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     most = std::max(most, a->layer[i].padded);
     const Layer& l = m.layers[i];
     if (l.type == LayerType::kConv2d)
       flipped = std::max(flipped, int64_t{l.kernel_h} * l.kernel_w * l.out.c);
+    if (l.type != LayerType::kMaxPool2d) continue;
+    pooled = std::max(pooled, a->layer[i].padded);
+    shares = std::max(shares, int64_t{l.pool_h} * l.pool_w * a->layer[i].padded);
   }
-  for (int64_t* p : {&a->sm, &a->mx, &a->sum, &a->recip, &a->pick}) *p = take(2 * int64_t{a->b});
+  for (int64_t* p : {&a->sm, &a->mx, &a->sum, &a->recip, &a->pick}) *p = take(2 * int64_t{a->mb});
   for (ParamRows& r : a->param) {
     r.g = take(r.Values(n));  // one after the other: the cores' gradient sum takes them whole
     values = std::max(values, r.Values(n));
@@ -136,29 +144,47 @@ void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int
   a->scratch = take(a->mask_rows = std::min<int64_t>(most, 8 * int64_t{n}));
   a->flipped = take(TilesOf(flipped, n) * n);
   a->contrib = take(most);
+  a->tap = take(pooled);
+  a->taken = take(pooled);
+  a->shares = take(shares);
   a->update_rows = std::min<int64_t>(values, 2 * int64_t{n});
   a->tmp = take(2 * a->update_rows);
   a->tmp2 = take(2 * a->update_rows);
   if (a->cores > 1) a->other = take(a->GradRows());
+  if (a->passes > 1) a->pass_g = take(a->GradRows());
+}
+
+// Whether a weighted layer's inputs fill whole K-tiles, so that the bias lane's 1 is a
+// K-tile of its own, past the window's field: that tile's rows are zeros through a zero
+// tile (N rows from `zero`), the 1 from the parameter set.
+bool FieldFillsItsTiles(const nn::Model& m, int n) {
+  for (const Layer& l : m.layers) {
+    const int64_t ins =
+        l.type == LayerType::kConv2d ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
+    if (l.HasWeights() && ins % n == 0) return true;
+  }
+  return false;
 }
 
 Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const config::TpuConfig& cfg,
-                  int cores) {
+                  int cores, int mb) {
   Layout a;
   const int n = cfg.array_dim;
   shell::SetBatch(&a, n, batch, cores);
+  a.mb = mb;
+  a.passes = batch / mb;
   a.img_rows = TilesOf(m.input.Size(), n);
   int64_t at = 0;
   const std::function<int64_t(int64_t)> take = shell::RowsFrom(&at);
   a.id = take(n);
-  a.zero = take(1);
+  a.zero = take(FieldFillsItsTiles(m, n) ? n : 1);
   a.pad = take(2);
   a.inv_batch = take(2);
   a.consts = take(2 * static_cast<int64_t>(UpdateConstants(opt).size()));
   a.layer.resize(m.layers.size());
   for (size_t i = 0; i < m.layers.size(); ++i) {  // constants: before the state
     const Layer& l = m.layers[i];
-    if (l.IsPool()) a.layer[i].tile = take(TilesOf(PoolTileRows(l), n) * n);
+    if (l.type == LayerType::kAvgPool2d) a.layer[i].tile = take(TilesOf(PoolTileRows(l), n) * n);
     if (l.type == LayerType::kConcat)
       a.layer[i].shift = take(2 * static_cast<int64_t>(l.inputs.size()) * n);
     if (l.depthwise)
@@ -175,6 +201,20 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   PlaceScratch(m, &a, take);
   a.end = at;
   shell::PlaceHostRows(&a);
+  return a;
+}
+
+// The layout of pass u: its images, labels, losses and logits; a later pass's weight
+// gradients into pass_g's rows (in the first's order).
+Layout ForPass(const Layout& a0, int u) {
+  Layout a = a0;
+  a.x0 += int64_t{u} * a.mb * a.img_rows;
+  a.y += int64_t{u} * a.mb;
+  a.loss += 2 * int64_t{u} * a.mb;
+  a.logits += int64_t{u} * a.mb;
+  a.layer.back().out = a.logits;
+  if (u > 0)
+    for (ParamRows& r : a.param) r.g += a.pass_g - a0.param.front().g;
   return a;
 }
 
@@ -206,10 +246,20 @@ isa::WindowGeometry WholeMaps(const LayerRows& in, int b, int n) {
   return g;
 }
 
+// K-tile k of the operand of weighted layer p (its window's field through the identity, the
+// bias lane's 1 from parameter set `set` in the tile that holds it) for `pixels` output
+// pixels of the window set last over the map at `map`, into rows from `out`. A tile past the
+// field (the bias lane's alone) is zeros through the zero tile.
+void FieldTile(Emitter& e, const Layout& a, const ParamRows& p, int64_t k, int64_t map,
+               int64_t pixels, int64_t out, int set) {
+  const bool past = k * a.n >= p.ins;
+  e.Window(map, pixels, past ? a.zero : a.id, past ? 0 : k, 1, out, k == p.ins / a.n ? set : 0);
+}
+
 void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
-  e.Pass(l.name + " forward", r.rows * (p.ins + 1) * p.outs);
+  e.Pass(l.name + " forward", a.b * r.pixels * (p.ins + 1) * p.outs);
   EmitVector(e.P(), VectorOp::kCopy, p.w, 0, p.wb, p.Values(n), kA32);
   const bool images = l.inputs[0] == nn::kModelInput;
   const int64_t map = images ? a.x0 : a.In(l.inputs[0]).out;
@@ -223,10 +273,9 @@ void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   g.out_h = static_cast<uint64_t>(l.out.h);
   g.out_w = static_cast<uint64_t>(l.out.w);
   e.P().SetWindow(g);
-  for (int t = 0; t < a.b; ++t)
+  for (int t = 0; t < a.mb; ++t)
     for (int64_t k = 0; k < p.kb; ++k)
-      e.Window(map + t * per, r.pixels, a.id, k, 1, r.f + k * r.padded + t * r.pixels,
-               k == p.ins / n ? r.set : 0);
+      FieldTile(e, a, p, k, map + t * per, r.pixels, r.f + k * r.padded + t * r.pixels, r.set);
   e.Dense(r.f, r.padded, p, 0, r.rows, r.out, Relu(l));
 }
 
@@ -234,11 +283,10 @@ void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   e.Pass(l.name + " forward", int64_t{a.b} * (p.ins + 1) * p.outs);
   EmitVector(e.P(), VectorOp::kCopy, p.w, 0, p.wb, p.Values(a.n), kA32);
-  e.P().SetWindow(WholeMaps(a.In(l.inputs[0]), a.b, a.n));
+  e.P().SetWindow(WholeMaps(a.In(l.inputs[0]), a.mb, a.n));
   for (int64_t k = 0; k < p.kb; ++k)
-    e.Window(a.In(l.inputs[0]).out, a.b, a.id, k, 1, r.f + k * r.padded,
-             k == p.ins / a.n ? r.set : 0);
-  e.Dense(r.f, r.padded, p, 0, a.b, r.out, Relu(l));
+    FieldTile(e, a, p, k, a.In(l.inputs[0]).out, a.mb, r.f + k * r.padded, r.set);
+  e.Dense(r.f, r.padded, p, 0, a.mb, r.out, Relu(l));
 }
 
 void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
@@ -246,8 +294,8 @@ void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   const LayerRows& in = a.In(l.inputs[0]);
   const int64_t kts = TilesOf(PoolTileRows(l), a.n);
   if (l.global_pool) {
-    e.P().SetWindow(WholeMaps(in, a.b, a.n));
-    e.Window(in.out, a.b, r.tile, 0, kts, r.out, 0);
+    e.P().SetWindow(WholeMaps(in, a.mb, a.n));
+    e.Window(in.out, a.mb, r.tile, 0, kts, r.out, 0);
     return;
   }
   isa::WindowGeometry g = MapGeometry(in.h, in.w, in.c, a.n);
@@ -255,8 +303,49 @@ void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   g.out_h = static_cast<uint64_t>(r.h);
   g.out_w = static_cast<uint64_t>(r.w);
   e.P().SetWindow(g);
-  for (int t = 0; t < a.b; ++t)
+  for (int t = 0; t < a.mb; ++t)
     e.Window(in.out + t * in.pixels, r.pixels, r.tile, 0, kts, r.out + t * r.pixels, 0);
+}
+
+// A max pooling's window over a map of one row a pixel: with N channels, K-tile t is tap t
+// (docs/isa.md, "Max pooling"); the padding reads the most negative bfloat16.
+isa::WindowGeometry MaxGeometry(const Layer& l, int n) {
+  isa::WindowGeometry g = MapGeometry(l.in.h, l.in.w, n, n);
+  g.kh = static_cast<uint64_t>(l.pool_h);
+  g.kw = static_cast<uint64_t>(l.pool_w);
+  g.stride_y = g.stride_x = static_cast<uint64_t>(l.pool_stride);
+  g.pad_top = static_cast<uint64_t>(l.pad_top);
+  g.pad_left = static_cast<uint64_t>(l.pad_left);
+  g.pad_min = true;
+  g.out_h = static_cast<uint64_t>(l.out.h);
+  g.out_w = static_cast<uint64_t>(l.out.w);
+  return g;
+}
+
+// Output pixels [0, pixels) of the max pooling's window over the map at `map`: taps
+// [t0, t1) through the identity, the first overwriting and the rest kept larger (`max`),
+// into rows from `out`.
+void MaxTaps(Emitter& e, const Layout& a, int64_t map, int64_t pixels, int64_t t0, int64_t t1,
+             int64_t out, bool relu) {
+  for (int64_t r0 = 0; r0 < pixels; r0 += a.acc_rows) {
+    const int64_t len = std::min(a.acc_rows, pixels - r0);
+    for (int64_t t = t0; t < t1; ++t) {
+      const bool load = e.Tile(a.id, false, true);
+      e.P().MatmulWindow(e.U(map), 0, e.U(len), e.U(r0), e.U(t), load,
+                         t > t0 ? isa::Acc::kMax : isa::Acc::kOverwrite);
+    }
+    e.P().Activate(0, e.U(out + r0), e.U(len), 0, relu, isa::Pool::kNone);
+  }
+}
+
+int64_t Taps(const Layer& l) { return int64_t{l.pool_h} * l.pool_w; }
+
+void EmitMaxPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+  e.Pass(l.name + " forward");
+  const LayerRows& in = a.In(l.inputs[0]);
+  e.P().SetWindow(MaxGeometry(l, a.n));
+  for (int t = 0; t < a.mb; ++t)
+    MaxTaps(e, a, in.out + t * in.pixels, r.pixels, 0, Taps(l), r.out + t * r.pixels, Relu(l));
 }
 
 void EmitAddForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
@@ -291,6 +380,9 @@ void EmitForward(Emitter& e, const Layout& a, const nn::Model& m) {
         break;
       case LayerType::kAvgPool2d:
         EmitPoolForward(e, a, l, r);
+        break;
+      case LayerType::kMaxPool2d:
+        EmitMaxPoolForward(e, a, l, r);
         break;
       case LayerType::kAdd:
         EmitAddForward(e, a, l, r);
@@ -354,8 +446,8 @@ void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerR
   // the first lanes), each image's row of it (activate stride=pixels).
   for (int64_t px = 0; px < in.pixels; ++px) {
     e.Tile(p.wb + px * in.c, true);
-    e.P().Matmul(e.U(r.grad), 0, e.U(a.b), true, isa::Acc::kOverwrite);
-    e.P().Activate(0, e.U(into + px), e.U(a.b), 0, false, isa::Pool::kNone, e.U(in.pixels));
+    e.P().Matmul(e.U(r.grad), 0, e.U(a.mb), true, isa::Acc::kOverwrite);
+    e.P().Activate(0, e.U(into + px), e.U(a.mb), 0, false, isa::Pool::kNone, e.U(in.pixels));
   }
   sums->Done(e, a, k);
 }
@@ -363,7 +455,7 @@ void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerR
 void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, Sums* sums) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
-  e.Pass(l.name + " weight gradient", r.rows * (p.ins + 1) * p.outs);
+  e.Pass(l.name + " weight gradient", a.b * r.pixels * (p.ins + 1) * p.outs);
   e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
   if (l.depthwise)  // the expanded kernels' zeros take none: +0 off the diagonal
     EmitVector(e.P(), VectorOp::kSelect, r.mask, a.zero, p.g, p.Values(n), kBcast);
@@ -384,7 +476,7 @@ void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   g.out_h = static_cast<uint64_t>(in.h);
   g.out_w = static_cast<uint64_t>(in.w);
   e.P().SetWindow(g);
-  for (int img = 0; img < a.b; ++img)
+  for (int img = 0; img < a.mb; ++img)
     e.Window(r.grad + img * r.pixels, in.pixels, a.flipped, 0, TilesOf(taps * l.out.c, n),
              into + img * in.pixels, 0);
   sums->Done(e, a, k);
@@ -405,9 +497,54 @@ void EmitPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   g.out_h = static_cast<uint64_t>(in.h);
   g.out_w = static_cast<uint64_t>(in.w);
   e.P().SetWindow(g);
-  for (int img = 0; img < a.b; ++img)
+  for (int img = 0; img < a.mb; ++img)
     e.Window(r.grad + img * r.pixels, in.pixels, r.tile, 0, TilesOf(PoolTileRows(l), a.n),
              into + img * in.pixels, 0);
+  sums->Done(e, a, k);
+}
+
+// Tap after tap, its values again (into `tap`), where they equal the maximum and no earlier
+// tap did (`taken`), the gradient's share D_t (into `shares`); then each input pixel's
+// shares through the gradient's window, K-tile T - 1 - t of D_t's map, added.
+void EmitMaxPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r,
+                         Sums* sums) {
+  const int k = l.inputs[0];
+  const int64_t into = sums->Into(a, k);
+  if (into < 0) return;
+  e.Pass(l.name + " gradient");
+  const LayerRows& in = a.In(k);
+  const int64_t taps = Taps(l);
+  e.P().SetWindow(MaxGeometry(l, a.n));
+  for (int64_t t = 0; t < taps; ++t) {
+    for (int img = 0; img < a.mb; ++img)
+      MaxTaps(e, a, in.out + img * in.pixels, r.pixels, t, t + 1, a.tap + img * r.pixels, false);
+    const int64_t mask = t == 0 ? a.taken : a.tap;
+    EmitVector(e.P(), VectorOp::kEqual, a.tap, r.out, mask, r.rows, 0);
+    if (t > 0) {
+      EmitVector(e.P(), VectorOp::kSelect, a.taken, a.zero, a.tap, r.rows, kBcast);
+      EmitVector(e.P(), VectorOp::kMax, a.taken, a.tap, a.taken, r.rows, 0);
+    }
+    EmitVector(e.P(), VectorOp::kMul, r.grad, mask, a.shares + t * r.padded, r.rows, 0);
+  }
+  isa::WindowGeometry g = MapGeometry(r.h, r.w, a.n, a.n);
+  g.kh = static_cast<uint64_t>(l.pool_h);
+  g.kw = static_cast<uint64_t>(l.pool_w);
+  g.pad_top = static_cast<uint64_t>(l.pool_h - 1 - l.pad_top);
+  g.pad_left = static_cast<uint64_t>(l.pool_w - 1 - l.pad_left);
+  g.dilated = l.pool_stride == 2;
+  g.out_h = static_cast<uint64_t>(in.h);
+  g.out_w = static_cast<uint64_t>(in.w);
+  e.P().SetWindow(g);
+  for (int img = 0; img < a.mb; ++img)
+    for (int64_t r0 = 0; r0 < in.pixels; r0 += a.acc_rows) {
+      const int64_t len = std::min(a.acc_rows, in.pixels - r0);
+      for (int64_t t = 0; t < taps; ++t) {
+        const bool load = e.Tile(a.id, false, true);
+        e.P().MatmulWindow(e.U(a.shares + t * r.padded + img * r.pixels), 0, e.U(len), e.U(r0),
+                           e.U(taps - 1 - t), load, isa::AddIf(t > 0));
+      }
+      e.P().Activate(0, e.U(into + img * in.pixels + r0), e.U(len), 0, false, isa::Pool::kNone);
+    }
   sums->Done(e, a, k);
 }
 
@@ -447,6 +584,9 @@ void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
       case LayerType::kAvgPool2d:
         EmitPoolBackward(e, a, l, r, &sums);
         break;
+      case LayerType::kMaxPool2d:
+        EmitMaxPoolBackward(e, a, l, r, &sums);
+        break;
       case LayerType::kConcat:
         EmitConcatBackward(e, a, l, r, &sums);
         break;
@@ -466,10 +606,19 @@ isa::Program StepProgram(const Layout& a, const nn::Model& m, const Optimizer& o
                          std::vector<int32_t>* pass_of, PassLog* passes) {
   Emitter e(a);
   shell::StartStep(e, a, prefetch);
-  EmitForward(e, a, m);
-  e.Pass("loss");
-  EmitSoftmaxLoss(e.P(), LossRowsOf(a, a.layer.back().grad), a.b);
-  EmitBackward(e, a, m);
+  for (int u = 0; u < a.passes; ++u) {
+    const Layout au = ForPass(a, u);
+    EmitForward(e, au, m);
+    e.Pass("loss");
+    const bool last = u + 1 == a.passes;
+    EmitSoftmaxLoss(e.P(), LossRowsOf(au, au.layer.back().grad), a.mb, a.passes == 1);
+    if (a.passes > 1 && last) EmitLossMean(e.P(), LossRowsOf(a, 0), a.b);
+    EmitBackward(e, au, m);
+    if (u == 0) continue;
+    e.Pass("pass gradient sum");
+    EmitVector(e.P(), VectorOp::kAdd, a.param.front().g, a.pass_g, a.param.front().g, a.GradRows(),
+               0);
+  }
   return shell::FinishStep(e, a, opt, pass_of, passes);
 }
 
@@ -509,13 +658,44 @@ void PutTiles(const nn::Model& m, const Layout& a, std::vector<uint16_t>* img) {
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
     PutConcatAndMask(m, a, i, img);
-    if (!l.IsPool()) continue;
+    if (l.type != LayerType::kAvgPool2d) continue;
     const int64_t taps = PoolTileRows(l) / l.in.c;
     const uint16_t v = Bf16Of(1.0f / static_cast<float>(taps));
     for (int64_t t = 0; t < taps; ++t)
       for (int64_t ch = 0; ch < l.in.c; ++ch)
         (*img)[static_cast<size_t>((a.layer[i].tile + t * l.in.c + ch) * a.n + ch)] = v;
   }
+}
+
+// Whether every pixel of a map of `in` pixels a side lies under some window of `kernel` every
+// `stride` (1 or 2) padded by `pad`, `out` windows a side: the gradient's window, which walks
+// the map's pixels over the windows' map padded by kernel - 1 - pad (dilated for stride 2),
+// starts each inside it.
+bool WindowsCover(int in, int out, int kernel, int stride, int pad) {
+  return (stride == 2 ? 2 * (out - 1) : out - 1) + kernel - 1 - pad >= in - 1;
+}
+
+// Why the step does not take the gradient of layer l, a convolution or a max pooling that
+// does not read the images ("" where it does).
+std::string GradientUnsupported(const Layer& l) {
+  const bool pool = l.type == LayerType::kMaxPool2d;
+  const int kh = pool ? l.pool_h : l.kernel_h, kw = pool ? l.pool_w : l.kernel_w;
+  const int stride = pool ? l.pool_stride : l.stride;
+  if (kh > 15 || kw > 15) return "a window of at most 15 x 15";
+  if (!WindowsCover(l.in.h, l.out.h, kh, stride, l.pad_top) ||
+      !WindowsCover(l.in.w, l.out.w, kw, stride, l.pad_left))
+    return fmt::format(
+        "its windows leave the last rows or columns of its {} x {} input out (their gradient "
+        "is 0; pad the input, or choose a size its windows cover)",
+        l.in.h, l.in.w);
+  return "";
+}
+
+// The map whose rows layer k's are (a flatten has none of its own: its input's).
+nn::Shape3 RowsShape(const nn::Model& m, int k) {
+  while (k != nn::kModelInput && m.layers[static_cast<size_t>(k)].type == LayerType::kFlatten)
+    k = m.layers[static_cast<size_t>(k)].inputs[0];
+  return k == nn::kModelInput ? m.input : m.OutputOf(k);
 }
 
 // Why the chip's graph step does not take layer i ("" where it does): beyond
@@ -525,21 +705,23 @@ std::string Unsupported(const nn::Model& m, size_t i, int n) {
   const int in = l.inputs[0];
   if (in == nn::kModelInput && l.type != LayerType::kConv2d)
     return "only a convolution reads the images";
-  if (l.out.c > n || (in != nn::kModelInput && m.OutputOf(in).c > n && l.type != LayerType::kDense))
+  const nn::Shape3 s = RowsShape(m, in);
+  if ((l.out.c > n && l.type != LayerType::kFlatten) || s.c > n)
     return fmt::format("its maps have more channels than the array's N = {}", n);
-  const nn::Shape3& s = in == nn::kModelInput ? m.input : m.OutputOf(in);
   const bool whole = l.type == LayerType::kDense || (l.IsPool() && l.global_pool);
   if (whole && (s.h > 15 || s.w > 15 || s.c > n))
     return fmt::format(
         "the {} x {} x {} map it reads is more than 15 x 15 pixels (a window's "
         "kernel) or N = {} channels",
         s.h, s.w, s.c, n);
-  if (l.IsPool() && !l.global_pool && (s.h % 2 || s.w % 2)) return "a 2 x 2 pooling of an even map";
+  if (l.type == LayerType::kAvgPool2d && !l.global_pool && (s.h % 2 || s.w % 2))
+    return "a 2 x 2 average pooling of an even map";
   if (l.type == LayerType::kConv2d &&
       (l.kernel_h > 15 || l.kernel_w > 15 || l.pad_top > 15 || l.pad_left > 15 || l.in.c > n))
     return fmt::format(
         "a convolution of at most 15 x 15 taps and padding and N = {} input channels", n);
-  return "";
+  const bool windowed = l.type == LayerType::kMaxPool2d || l.type == LayerType::kConv2d;
+  return windowed && in != nn::kModelInput ? GradientUnsupported(l) : "";
 }
 
 void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {
@@ -566,23 +748,28 @@ void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {
   }
 }
 
-// Throws UsageError where layout `a` does not fit the chip, naming the largest batch that does.
-void CheckFits(const nn::Model& m, const Layout& a, const Optimizer& opt,
-               const config::TpuConfig& cfg) {
-  if (a.acc_rows < a.n) {
-    throw UsageError(fmt::format("config '{}': acc_depth_rows = {} is too few for the step of '{}'",
-                                 cfg.name, cfg.acc_depth_rows, m.name));
+// The layout of a core's b images in as few passes as fit the chip: the most images a pass
+// that divide b and whose layout fits the unified buffer. Throws UsageError where even one
+// image a pass does not fit, or the accumulators are too few.
+Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const config::TpuConfig& cfg,
+                     int cores) {
+  for (int mb = b; mb >= 1; --mb) {
+    if (b % mb != 0) continue;
+    const Layout a = MakeLayout(m, b, opt, cfg, cores, mb);
+    if (a.acc_rows < a.n) {
+      throw UsageError(
+          fmt::format("config '{}': acc_depth_rows = {} is too few for the step of '{}'", cfg.name,
+                      cfg.acc_depth_rows, m.name));
+    }
+    if (a.end <= cfg.ub_depth_rows) return a;
+    if (mb > 1) continue;
+    throw UsageError(fmt::format(
+        "the step of '{}' needs {} unified-buffer rows even one image a pass (every layer's "
+        "output and gradient kept for the pass); config '{}' has ub_depth_rows = {}: --set "
+        "ub_depth_rows={}",
+        m.name, a.end, cfg.name, cfg.ub_depth_rows, a.end));
   }
-  if (a.end <= cfg.ub_depth_rows) return;
-  int fits = 0;
-  for (int b = a.b - 1; b >= 1 && fits == 0; --b)
-    if (MakeLayout(m, b, opt, cfg, a.cores).end <= cfg.ub_depth_rows) fits = b * a.cores;
-  throw UsageError(fmt::format(
-      "the step of '{}' at batch {} needs {} unified-buffer rows (every layer's output and "
-      "gradient kept for the batch); config '{}' has ub_depth_rows = {}: {}or --set "
-      "ub_depth_rows={}",
-      m.name, a.b * a.cores, a.end, cfg.name, cfg.ub_depth_rows,
-      fits ? fmt::format("a --batch of at most {}, ", fits) : "", a.end));
+  throw UsageError("--batch must be at least 1");
 }
 
 }  // namespace
@@ -592,14 +779,15 @@ CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
   CheckGraphStep(model, config);
   if (batch < 1) throw UsageError("--batch must be at least 1");
   CheckTrainingCores(config, cores, batch);
-  const Layout a = MakeLayout(model, batch / cores, opt, config, cores);
-  CheckFits(model, a, opt, config);
-  return shell::Programs<Layout>(
+  const Layout a = FittingLayout(model, batch / cores, opt, config, cores);
+  CompiledStep step = shell::Programs<Layout>(
       a, opt, "graph-train", ForParity, EmitStart,
       [&](std::vector<uint16_t>* img) { PutTiles(model, a, img); },
       [&](const Layout& ap, bool prefetch, std::vector<int32_t>* pass_of, PassLog* passes) {
         return StepProgram(ap, model, opt, prefetch, pass_of, passes);
       });
+  step.programs.passes = a.passes;
+  return step;
 }
 
 }  // namespace graph_step

@@ -76,7 +76,12 @@ void EmitGradientSum(ProgramBuilder& p, int n, int core, int64_t g, int64_t othe
   EmitVector(p, VectorOp::kAdd, g, other, g, rows, 0);
 }
 
-void EmitSoftmaxLoss(ProgramBuilder& p, const LossRows& r, int64_t b) {
+void EmitLossMean(ProgramBuilder& p, const LossRows& r, int64_t b) {
+  EmitVector(p, VectorOp::kRowSum, r.loss, 0, r.mean, b, kA32 | kO32);
+  EmitVector(p, VectorOp::kMul, r.mean, r.inv_batch, r.mean, 1, kA32 | kB32 | kO32);
+}
+
+void EmitSoftmaxLoss(ProgramBuilder& p, const LossRows& r, int64_t b, bool mean) {
   auto vec = [&p](VectorOp op, int64_t a, int64_t x, int64_t out, int64_t rows, int flags) {
     EmitVector(p, op, a, x, out, rows, flags);
   };
@@ -90,8 +95,7 @@ void EmitSoftmaxLoss(ProgramBuilder& p, const LossRows& r, int64_t b) {
   vec(VectorOp::kLaneSum, r.sm, 0, r.sum, b, kA32 | kO32);
   vec(VectorOp::kLog, r.sum, 0, r.loss, b, kA32 | kO32);
   vec(VectorOp::kSub, r.loss, r.pick, r.loss, b, kA32 | kB32 | kO32);
-  vec(VectorOp::kRowSum, r.loss, 0, r.mean, b, kA32 | kO32);
-  vec(VectorOp::kMul, r.mean, r.inv_batch, r.mean, 1, kA32 | kB32 | kO32);
+  if (mean) EmitLossMean(p, r, b);
   vec(VectorOp::kRecip, r.sum, 0, r.recip, b, kA32 | kO32);
   vec(VectorOp::kMul, r.sm, r.recip, r.sm, b, kA32 | kB32 | kO32);
   vec(VectorOp::kSub, r.sm, r.y, r.sm, b, kA32 | kO32);

@@ -90,8 +90,11 @@ LossRows LossRowsOf(const Layout& a, int64_t dz) {
   return r;
 }
 
-// The loss of each of `b` images, their mean, and dL/dlogits: 16 vector instructions.
-void EmitSoftmaxLoss(isa::ProgramBuilder& p, const LossRows& r, int64_t b);
+// The loss of each of `b` images, their mean (without `mean`: none), and dL/dlogits: 16
+// vector instructions.
+void EmitSoftmaxLoss(isa::ProgramBuilder& p, const LossRows& r, int64_t b, bool mean = true);
+// The mean of `b` losses from r.loss: their sum row after row, times 1 / the batch.
+void EmitLossMean(isa::ProgramBuilder& p, const LossRows& r, int64_t b);
 
 // The optimizer's update of a run of value rows (dense_reference.h's Update, bit for bit):
 // the float32 weights w and optimizer state slot0 (and slot1: Adam's) from the bfloat16

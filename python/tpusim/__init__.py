@@ -464,15 +464,17 @@ def _row(point):
 
 def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=None,
           limit=None, seed=1, engine="fast", verify=False, dataset="mnist", data=None,
-          timeline=None, timeline_step=2, cores=None):
+          timeline=None, timeline_step=2, cores=None, model=None):
     """Trains a network on the chip (tpusim train --config, docs/training.md): every step a
     program on a bf16 chip, the weights kept in the chip between the steps; on a chip of two
     cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum their
     gradients (cores=1: core 0 alone; None: the chip's).
 
     arch: "mlp", the course material's CNN "lenet5" or "wide" (at a batch the unified
-    buffer holds: at most 86 and 68 on tpu-v2), or the graph "residual" (at most 11 on
-    tpu-v2); config: a bf16
+    buffer holds: at most 86 and 68 on tpu-v2), or the graph "residual" (any batch: 11
+    images a pass on tpu-v2, a larger batch in passes whose gradients are summed); model: instead of arch, a tpusim.Model or model folder to start from (its graph
+    and float32 weights, e.g. import_torch(net, x, quantize=False, dataset="mnist") of a
+    network with max pooling); config: a bf16
     preset name or a Config; limit: train on the first images only; verify: check every step
     against the CPU reference, bit for bit; timeline: a file for the instruction timeline of
     step `timeline_step` (Chrome trace JSON, its passes on a track of their own). Returns
@@ -488,7 +490,8 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
     for name, value in (("epochs", epochs), ("batch", batch), ("seed", seed)):
         _count(value, name)
     _engine(engine)
-    args = ["train", "--arch", str(arch), "--epochs", str(epochs), "--batch", str(batch),
+    start = _model(model) if model is not None else None
+    args = ["train", "--epochs", str(epochs), "--batch", str(batch),
             "--optimizer", str(optimizer), "--seed", str(seed), "--engine", engine,
             "--dataset", str(dataset), "--quiet"] + cfg._cli_args()
     if lr is not None:
@@ -506,6 +509,11 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
                  str(_count(timeline_step, "timeline_step"))]
     with tempfile.TemporaryDirectory(prefix="tpusim-") as tmp:
         out, report_path = os.path.join(tmp, "model"), os.path.join(tmp, "r.json")
+        if start is None:
+            args += ["--arch", str(arch)]
+        else:
+            start.save(os.path.join(tmp, "start"))
+            args += ["--model", os.path.join(tmp, "start")]
         with _naming(out, "the trained model"):
             rc, message = _cli_call(args + ["--out", out, "--json", report_path])
         if rc != 0 or not os.path.exists(report_path):

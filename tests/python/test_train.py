@@ -65,6 +65,21 @@ def test_train_a_graph_on_the_chip():
 
 
 @pytest.mark.skipif(not have_mnist(), reason="no MNIST data")
+def test_train_a_torch_network_on_the_chip():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.MaxPool2d(3, 2, 1), torch.nn.Conv2d(4, 4, 3, 2, 1),
+                              torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(256, 10),
+                              torch.nn.Softmax(dim=1))
+    m = tpusim.import_torch(net, torch.zeros(1, 1, 32, 32), quantize=False, dataset="mnist")
+    weights, report = tpusim.train(model=m, batch=4, limit=8, epochs=1, verify=True)
+    assert weights["conv1.weights"].shape == (3, 3, 1, 4)
+    assert report["epochs"][0]["verified_steps"] == 2
+    assert "maxpool1 gradient" in [p["pass"] for p in report["passes"]]
+
+
+@pytest.mark.skipif(not have_mnist(), reason="no MNIST data")
 def test_train_on_both_cores_of_tpu_v3():
     weights, report = tpusim.train(arch="lenet5", config="tpu-v3", batch=8, limit=16, epochs=1,
                                    verify=True)

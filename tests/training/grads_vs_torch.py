@@ -127,12 +127,11 @@ def graph_layer(torch, l, h, p):
         kh, kw = l["kernel"]
         pads = pooling_pads(l, h[0], kh, kw, l.get("stride", 1))
         return f.conv2d(f.pad(h[0], pads), w, p[1], stride=l.get("stride", 1), groups=groups)
-    if t in ("avgpool2d", "maxpool2d"):
-        size = l.get("size", 2)
-        kh, kw = (size, size) if isinstance(size, int) else size
+    if t == "maxpool2d":
+        return max_pool(torch, l, h[0])[0]
+    if t == "avgpool2d":
+        kh, kw = pool_size(l)
         pads = pooling_pads(l, h[0], kh, kw, l.get("stride", 2))
-        if t == "maxpool2d":
-            return f.max_pool2d(f.pad(h[0], pads, value=-float("inf")), (kh, kw), l.get("stride", 2))
         return f.avg_pool2d(f.pad(h[0], pads), (kh, kw), l.get("stride", 2))
     if t == "global_avgpool2d":
         return h[0].mean(dim=(2, 3), keepdim=True)
@@ -146,6 +145,24 @@ def graph_layer(torch, l, h, p):
         x = h[0].permute(0, 2, 3, 1).reshape(h[0].shape[0], -1) if h[0].dim() == 4 else h[0]
         return x @ p[0] + p[1]
     sys.exit(f"grads_vs_torch: no PyTorch form for layer type {t}")
+
+
+def pool_size(l):
+    size = l.get("size", 2)
+    return (size, size) if isinstance(size, int) else size
+
+
+def max_pool(torch, l, x, route=None):
+    """A max pooling of x (its padding -infinity) and the index in the padded map of each
+    maximum PyTorch chose (the first); with `route`, each output the value at that index
+    instead, so that its gradient goes where `route` says."""
+    f = torch.nn.functional
+    kh, kw = pool_size(l)
+    padded = f.pad(x, pooling_pads(l, x, kh, kw, l.get("stride", 2)), value=-float("inf"))
+    y, index = f.max_pool2d(padded, (kh, kw), l.get("stride", 2), return_indices=True)
+    if route is None:
+        return y, index
+    return padded.flatten(2).gather(2, route.flatten(2)).view(route.shape), route
 
 
 def pooling_pads(l, x, kh, kw, stride):
@@ -164,13 +181,20 @@ def pooling_pads(l, x, kh, kw, stride):
 
 def graph_loss(torch, model, x, y, params, masks=None, rounded=False):
     """The mean cross-entropy of a model.json's graph on images x (NCHW), params by layer;
-    each ReLU through masks[layer] where given. With `rounded`, every operand and result
-    rounded to bfloat16 (the sums in float32), and the ReLUs' patterns (z > 0) returned too."""
+    each ReLU through masks[layer] and each max pooling's gradient routed by masks[layer]
+    where given. With `rounded`, every operand and result rounded to bfloat16 (the sums in
+    float32). The pattern is returned too: the ReLUs' (z > 0), the max poolings' choices."""
     r = (lambda t: t.to(torch.bfloat16).to(torch.float32)) if rounded else (lambda t: t)  # noqa: E731
     outs, pattern = {"input": r(torch.tensor(x))}, {}
+    last = "input"
     for l in model["layers"]:
         p = [r(t) for t in params[l["name"]]] if l["name"] in params else None
-        h = r(graph_layer(torch, l, [outs[i] for i in l["inputs"]], p))
+        h = [outs[i] for i in l.get("inputs", [last])]  # a chain's layer reads the one before
+        last = l["name"]
+        if l["type"] == "maxpool2d":
+            h, pattern[l["name"]] = max_pool(torch, l, h[0], masks and masks[l["name"]])
+        else:
+            h = r(graph_layer(torch, l, h, p))
         if l.get("activation") == "relu":
             pattern[l["name"]] = h > 0
             h = h * masks[l["name"]].float() if masks is not None else torch.relu(h)
@@ -187,8 +211,10 @@ def check_graph(torch, a, d, batch, config):
     with tempfile.TemporaryDirectory() as work:
         g, m = os.path.join(work, "grads"), os.path.join(work, "m")
         chip = ["--config", config] if config else []
-        subprocess.run([a.tpusim, "train", "--arch", a.arch, "--batch", str(batch), "--limit",
-                        str(batch), "--epochs", "1", "--gradients", g, "--out", m, "-q"] + chip,
+        chip += ["--verify"] if config else []
+        start = ["--model", a.model] if a.model else ["--arch", a.arch]
+        subprocess.run([a.tpusim, "train", "--batch", str(batch), "--limit", str(batch),
+                        "--epochs", "1", "--gradients", g, "--out", m, "-q"] + start + chip,
                        check=True)
         with open(os.path.join(g, "gradients.json")) as f:
             manifest = json.load(f)
@@ -208,8 +234,8 @@ def check_graph(torch, a, d, batch, config):
             masks = graph_loss(torch, model, x, y, params, rounded=True)[1]
         plain = graph_loss(torch, model, x, y, params)[1]
         flips = sum(int((plain[k] != masks[k]).sum()) for k in masks)
-        print(f"ReLUs on in float32 and off in bfloat16 or the reverse: {flips} of "
-              f"{sum(v.numel() for v in masks.values())}")
+        print(f"ReLUs on in float32 and off in bfloat16 or the reverse, and max poolings' "
+              f"choices that differ: {flips} of {sum(v.numel() for v in masks.values())}")
     loss = graph_loss(torch, model, x, y, params, masks)[0]
     loss.backward()
     where = f"the chip's ({config}), through the bfloat16 ReLU pattern" if config else "the CPU's"
@@ -231,7 +257,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tpusim", default=os.path.join(ROOT, "build", "tpusim"))
     ap.add_argument("--arch", default="mlp", choices=["mlp", "lenet5", "residual"])
-    ap.add_argument("--config", help="--arch residual: the chip (tpu-v2); without it, the CPU")
+    ap.add_argument("--model", help="a model folder (a graph) to start from instead of --arch")
+    ap.add_argument("--config", help="a graph: the chip (tpu-v2); without it, the CPU")
+    ap.add_argument("--batch", type=int, help="a graph's batch (default: 8 on the chip, 64)")
     a = ap.parse_args()
     batch = 64
     try:
@@ -243,8 +271,8 @@ def main():
     if d is None:
         print("grads_vs_torch: skipped: no MNIST data")
         sys.exit(77)
-    if a.arch == "residual":  # a graph: on the CPU, or on the chip at a batch tpu-v2 holds
-        return check_graph(torch, a, d, 8 if a.config else batch, a.config)
+    if a.arch == "residual" or a.model:  # a graph: on the CPU, or the chip at a batch it holds
+        return check_graph(torch, a, d, a.batch or (8 if a.config else batch), a.config)
     with tempfile.TemporaryDirectory() as work:
         g = os.path.join(work, "grads")
         subprocess.run([a.tpusim, "train", "--config", "tpu-v2", "--arch", a.arch, "--batch",

@@ -65,6 +65,39 @@ inline nn::Model StridedSameModel(uint64_t seed) {
   return Randomize(m, seed);
 }
 
+// A max pooling of k x k every `stride` pixels, padded by `pad` on every side.
+inline nn::Layer MaxPool(int k, int stride, int pad) {
+  nn::Layer l = MakeLayer(nn::LayerType::kMaxPool2d);
+  l.pool_h = l.pool_w = k;
+  l.pool_stride = stride;
+  l.padding = pad ? "explicit" : "valid";
+  l.pad_top = l.pad_left = l.pad_bottom = l.pad_right = pad;
+  return l;
+}
+
+// 10 x 10 x 2: conv 4 same without ReLU (l0), ResNet's max pooling, 3 x 3 of stride 2
+// padded 1 (l1, 5 x 5: its padding beside negative values), conv 4 same without ReLU (l2)
+// added to l1 (l3, ReLU: ties of zeros), max pooling 2 x 2 of stride 1 (l4, 4 x 4: windows
+// that overlap) and of stride 2 (l5, 2 x 2), flattened (l6) into the 5 outputs (l7).
+inline nn::Model MaxPoolGraph(uint64_t seed) {
+  using nn::LayerType;
+  nn::Model m;
+  m.name = "maxpool";
+  m.input = {10, 10, 2};
+  nn::Layer add = MakeLayer(LayerType::kAdd);
+  add.inputs = {1, 2};
+  add.activation = nn::Activation::kRelu;
+  m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone),
+              MaxPool(3, 2, 1),
+              MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone),
+              add,
+              MaxPool(2, 1, 0),
+              MaxPool(2, 2, 0),
+              MakeLayer(LayerType::kFlatten),
+              MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(m, seed);
+}
+
 // 8 x 8 x 1 -> conv 4 (3x3 valid) -> avgpool -> conv 3 (2x2 same) -> flatten -> dense 3.
 inline nn::Model AvgPoolModel(uint64_t seed) {
   nn::Model m;

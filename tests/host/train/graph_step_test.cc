@@ -7,8 +7,9 @@
 // average pooling, residual adds whose input is also a convolution's), and a branchy graph
 // (images of two channels, a stride-2 convolution whose input gradient reads its gradient
 // dilated, a tensor read by three layers, an add without ReLU, a flatten of a 5 x 5 map into
-// a dense layer, a dense layer reading a dense layer), and concatenations (of two layers,
-// and of one with itself) with a depthwise convolution; a batch of one image and of several,
+// a dense layer, a dense layer reading a dense layer), concatenations (of two layers, and of
+// one with itself) with a depthwise convolution, and max poolings (nn_test_util.h's
+// MaxPoolGraph); a batch of one image and of several,
 // SGD and Adam, one core and two.
 #include "host/train/graph_step.h"
 
@@ -95,6 +96,7 @@ TEST(GraphStepTest, EveryStepEqualsTheReference) {
   StepsEqualReference(chip.get(), BranchyGraph(5), 3, Optimizer::Kind::kAdam, 3);
   StepsEqualReference(chip.get(), BranchyGraph(6), 1, Optimizer::Kind::kSgd, 2);
   StepsEqualReference(chip.get(), ConcatGraph(7), 3, Optimizer::Kind::kAdam, 3);
+  StepsEqualReference(chip.get(), MaxPoolGraph(8), 3, Optimizer::Kind::kAdam, 3);
 }
 
 // Split across tpu-v3's two cores, the weight gradients summed through HBM.
@@ -103,19 +105,21 @@ TEST(GraphStepTest, TwoCoresEqualTheReferenceOfTwoCores) {
   StepsEqualReference(chip.get(), nn::MakeResidualCnn(3), 4, Optimizer::Kind::kAdam, 2, 2);
   StepsEqualReference(chip.get(), BranchyGraph(5), 2, Optimizer::Kind::kSgd, 2, 2);
   StepsEqualReference(chip.get(), ConcatGraph(8), 2, Optimizer::Kind::kSgd, 2, 2);
+  StepsEqualReference(chip.get(), MaxPoolGraph(9), 2, Optimizer::Kind::kSgd, 2, 2);
 }
 
 // The RTL equals the reference too, with every counter equal to the fast engine's (a step of
-// the branchy graph, about 20 s).
+// the branchy graph and one of the max poolings', about 30 s).
 TEST(GraphStepRtlTest, TheEnginesAgreeOnEveryCounter) {
   const config::TpuConfig c = config::LoadConfig("tpu-v2");
   const auto fast = TestEngine(engine::EngineKind::kFast, c);
   const auto rtl = TestEngine(engine::EngineKind::kRtl, c);
-  const nn::Model m = BranchyGraph(5);
-  const engine::ExecResult f = StepsEqualReference(fast.get(), m, 1, Optimizer::Kind::kAdam, 1);
-  const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 1, Optimizer::Kind::kAdam, 1);
-  EXPECT_EQ(f.cycles, r.cycles);
-  EXPECT_TRUE(f.counters == r.counters);
+  for (const nn::Model& m : {BranchyGraph(5), MaxPoolGraph(8)}) {
+    const engine::ExecResult f = StepsEqualReference(fast.get(), m, 1, Optimizer::Kind::kAdam, 1);
+    const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 1, Optimizer::Kind::kAdam, 1);
+    EXPECT_EQ(f.cycles, r.cycles) << m.name;
+    EXPECT_TRUE(f.counters == r.counters) << m.name;
+  }
 }
 
 // What the step does not take, each refused naming the layer.
@@ -136,12 +140,43 @@ TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
   wide.layers[0].out.c = 130;
   nn::InferShapes(&wide);
   refused(wide, "l0");
-  refused(StridedSameModel(1), "l1");  // a max pooling
-  nn::Model odd = res;                 // a 2 x 2 pooling of an odd map
+  refused(StridedSameModel(1), "l1");     // a max pooling that leaves a 5 x 5 map's last row out
+  nn::Model uncovered = BranchyGraph(5);  // a stride-2 convolution that leaves one out too
+  uncovered.layers[1].padding = "valid";
+  nn::InferShapes(&uncovered);
+  refused(uncovered, "l1");
+  nn::Model odd = res;  // a 2 x 2 average pooling of an odd map
   odd.input = {30, 30, 1};
   nn::InferShapes(&odd);
   refused(odd, "pool");
-  ExpectTheLargestBatchNamed(train::CompileGraphStep, res, v2);
+  config::TpuConfig tiny = v2;  // not even one image a pass
+  tiny.ub_depth_rows = 4096;
+  EXPECT_THROW(train::CompileGraphStep(res, 1, adam, tiny), UsageError);
+}
+
+// A batch beyond the unified buffer runs in passes: each core's share in as few passes of
+// equal parts as fit, their gradients summed as they come; bit for bit the reference of as
+// many passes, on one core and two. The buffer holds batch 2 and 512 rows more: room for
+// the passes' own rows (a pass's gradients, the batch's images and results), not for a
+// third image's maps (a whole chunk of N rows more for each of them), so batch 4 runs in 2
+// passes of 2 and batch 3 in 3 passes of 1.
+TEST(GraphStepTest, ABatchBeyondTheBufferRunsInPassesEqualToTheReference) {
+  const Optimizer adam;
+  for (const char* name : {"tpu-v2", "tpu-v3"}) {
+    config::TpuConfig c = config::LoadConfig(name);
+    const nn::Model m = MaxPoolGraph(8);
+    c.ub_depth_rows =
+        static_cast<int>(train::CompileGraphStep(m, 2, adam, c).programs.ub_rows) + 512;
+    EXPECT_EQ(train::CompileGraphStep(m, 2, adam, c).programs.passes, 1);
+    EXPECT_EQ(train::CompileGraphStep(m, 4, adam, c).programs.passes, 2);
+    EXPECT_EQ(train::CompileGraphStep(m, 3, adam, c).programs.passes, 3);
+    const auto chip = TestEngine(engine::EngineKind::kFast, c);
+    StepsEqualReference(chip.get(), m, 4, Optimizer::Kind::kAdam, 2);
+    StepsEqualReference(chip.get(), m, 3, Optimizer::Kind::kSgd, 2);
+    if (c.cores < 2) continue;
+    EXPECT_GT(train::CompileGraphStep(m, 8, adam, c, 2).programs.passes, 1);  // and a sum
+    StepsEqualReference(chip.get(), m, 8, Optimizer::Kind::kAdam, 2, 2);
+  }
 }
 
 }  // namespace

@@ -51,12 +51,13 @@ inline engine::ExecResult StepsEqualReference(const CompileStepFn& compile, uint
   trainer.Start(ref);
   const train::Batch batches[2] = {RandomBatch(m, batch, rng), RandomBatch(m, batch, rng)};
   const std::string what = m.name + " batch " + std::to_string(batch) + " " + opt.Name() + " on " +
-                           std::to_string(cores) + " core(s)";
+                           std::to_string(cores) + " core(s) in " +
+                           std::to_string(trainer.Passes()) + " pass(es)";
   for (int t = 1; t <= steps; ++t) {
     const train::Batch& b = batches[(t - 1) % 2];
     std::vector<std::vector<float>> grads;
-    const train::StepOut want =
-        train::ReferenceGraphStep(m, chip->Config().array_dim, opt, b, batch, &ref, &grads, cores);
+    const train::StepOut want = train::ReferenceGraphStep(
+        m, chip->Config().array_dim, opt, b, batch, &ref, &grads, cores, trainer.Passes());
     const train::StepOut got = trainer.Step(b, t < steps ? &batches[t % 2] : nullptr);
     EXPECT_EQ(trainer.Gradients(), grads) << what << ": the gradients of step " << t;
     EXPECT_EQ(got.loss, want.loss) << what << " step " << t;
