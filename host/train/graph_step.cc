@@ -452,6 +452,24 @@ void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerR
   sums->Done(e, a, k);
 }
 
+// The window of an input gradient: over the gradient's map `r` (`channels` a pixel), the
+// forward window of kernel kh x kw, `stride` and top and left padding turned around
+// (padding the kernel's side less 1 less the forward's, read dilated for stride 2), walking
+// the input's pixels (in.h x in.w): each input pixel meets each output pixel whose window
+// read it, through the flipped tap.
+isa::WindowGeometry GradientWindow(const LayerRows& r, int64_t channels, int n, int kh, int kw,
+                                   int stride, int pad_top, int pad_left, const LayerRows& in) {
+  isa::WindowGeometry g = MapGeometry(r.h, r.w, channels, n);
+  g.kh = static_cast<uint64_t>(kh);
+  g.kw = static_cast<uint64_t>(kw);
+  g.pad_top = static_cast<uint64_t>(kh - 1 - pad_top);
+  g.pad_left = static_cast<uint64_t>(kw - 1 - pad_left);
+  g.dilated = stride == 2;
+  g.out_h = static_cast<uint64_t>(in.h);
+  g.out_w = static_cast<uint64_t>(in.w);
+  return g;
+}
+
 void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, Sums* sums) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
@@ -467,15 +485,8 @@ void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   e.Pass(l.name + " input gradient", int64_t{a.b} * in.pixels * p.ins * p.outs);
   for (int64_t t = 0; t < taps; ++t)  // W'' tap (taps - 1 - t): tap t transposed
     e.Transpose(p.wb + t * l.in.c, a.flipped + (taps - 1 - t) * l.out.c, l.out.c);
-  isa::WindowGeometry g = MapGeometry(r.h, r.w, r.c, n);
-  g.kh = static_cast<uint64_t>(l.kernel_h);
-  g.kw = static_cast<uint64_t>(l.kernel_w);
-  g.pad_top = static_cast<uint64_t>(l.kernel_h - 1 - l.pad_top);
-  g.pad_left = static_cast<uint64_t>(l.kernel_w - 1 - l.pad_left);
-  g.dilated = l.stride == 2;
-  g.out_h = static_cast<uint64_t>(in.h);
-  g.out_w = static_cast<uint64_t>(in.w);
-  e.P().SetWindow(g);
+  e.P().SetWindow(
+      GradientWindow(r, r.c, n, l.kernel_h, l.kernel_w, l.stride, l.pad_top, l.pad_left, in));
   for (int img = 0; img < a.mb; ++img)
     e.Window(r.grad + img * r.pixels, in.pixels, a.flipped, 0, TilesOf(taps * l.out.c, n),
              into + img * in.pixels, 0);
@@ -488,15 +499,9 @@ void EmitPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   if (into < 0) return;
   e.Pass(l.name + " gradient");
   const LayerRows& in = a.In(k);
-  isa::WindowGeometry g = MapGeometry(r.h, r.w, r.c, a.n);
-  g.kh = static_cast<uint64_t>(l.global_pool ? in.h : 2);
-  g.kw = static_cast<uint64_t>(l.global_pool ? in.w : 2);
-  g.pad_top = g.kh - 1;
-  g.pad_left = g.kw - 1;
-  g.dilated = !l.global_pool;
-  g.out_h = static_cast<uint64_t>(in.h);
-  g.out_w = static_cast<uint64_t>(in.w);
-  e.P().SetWindow(g);
+  const bool global = l.global_pool;  // a window of the whole map, or 2 x 2 of stride 2
+  e.P().SetWindow(
+      GradientWindow(r, r.c, a.n, global ? in.h : 2, global ? in.w : 2, global ? 1 : 2, 0, 0, in));
   for (int img = 0; img < a.mb; ++img)
     e.Window(r.grad + img * r.pixels, in.pixels, r.tile, 0, TilesOf(PoolTileRows(l), a.n),
              into + img * in.pixels, 0);
@@ -526,15 +531,8 @@ void EmitMaxPoolBackward(Emitter& e, const Layout& a, const Layer& l, const Laye
     }
     EmitVector(e.P(), VectorOp::kMul, r.grad, mask, a.shares + t * r.padded, r.rows, 0);
   }
-  isa::WindowGeometry g = MapGeometry(r.h, r.w, a.n, a.n);
-  g.kh = static_cast<uint64_t>(l.pool_h);
-  g.kw = static_cast<uint64_t>(l.pool_w);
-  g.pad_top = static_cast<uint64_t>(l.pool_h - 1 - l.pad_top);
-  g.pad_left = static_cast<uint64_t>(l.pool_w - 1 - l.pad_left);
-  g.dilated = l.pool_stride == 2;
-  g.out_h = static_cast<uint64_t>(in.h);
-  g.out_w = static_cast<uint64_t>(in.w);
-  e.P().SetWindow(g);
+  e.P().SetWindow(
+      GradientWindow(r, a.n, a.n, l.pool_h, l.pool_w, l.pool_stride, l.pad_top, l.pad_left, in));
   for (int img = 0; img < a.mb; ++img)
     for (int64_t r0 = 0; r0 < in.pixels; r0 += a.acc_rows) {
       const int64_t len = std::min(a.acc_rows, in.pixels - r0);

@@ -42,6 +42,7 @@ import tempfile
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GRADS = os.path.abspath(__file__)  # this script, for others to run
 GOAL, LOSS_GOAL = 2e-2, 1e-2
 
 

@@ -25,15 +25,8 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def mnist_dir():
-    for d in (os.environ.get("TPUSIM_DATA", ""), os.path.join(ROOT, "..", "shared", "data", "mnist"),
-              os.path.join(ROOT, "data", "mnist")):
-        if d and os.path.exists(os.path.join(d, "train-images-idx3-ubyte.gz")):
-            return d
-    return None
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grads_vs_torch import GRADS, mnist_dir  # noqa: E402
 
 
 def network(torch):
@@ -75,9 +68,8 @@ def main():
         if run([args.tpusim, "import", onnx_file, "--out", folder, "-q"]).returncode:
             return 1
         ok = True
-        grads = os.path.join(ROOT, "tests", "training", "grads_vs_torch.py")
         for config in (["--config", "tpu-v2", "--batch", "4"], []):
-            ok &= run([sys.executable, grads, "--tpusim", args.tpusim, "--model", folder]
+            ok &= run([sys.executable, GRADS, "--tpusim", args.tpusim, "--model", folder]
                       + config, show=True).returncode == 0
         # A model the trainers do not take: refused, naming the layer, nothing written.
         bad = os.path.join(tmp, "bad.onnx")
