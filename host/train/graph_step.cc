@@ -166,6 +166,28 @@ bool FieldFillsItsTiles(const nn::Model& m, int n) {
   return false;
 }
 
+// How many of a map's `in` rows (or columns) lie under some window of `kernel` every
+// `stride` (1 or 2) padded by `pad`, `out` windows a side: the first ones, as many as the
+// gradient's window, which walks them over the windows' map padded by kernel - 1 - pad
+// (dilated for stride 2), can start inside it for.
+int Covered(int in, int out, int kernel, int stride, int pad) {
+  return std::min(in, (stride == 2 ? 2 * (out - 1) : out - 1) + kernel - pad);
+}
+
+// Whether a layer's gradient reaches only some of its input's pixels (Covered), the rest
+// +0 from the zero tile's rows (IntoInput).
+bool LeavesPixelsOut(const nn::Model& m) {
+  for (const Layer& l : m.layers) {
+    const bool pool = l.type == LayerType::kMaxPool2d;
+    if ((!pool && l.type != LayerType::kConv2d) || l.inputs[0] == nn::kModelInput) continue;
+    const int stride = pool ? l.pool_stride : l.stride;
+    if (Covered(l.in.h, l.out.h, pool ? l.pool_h : l.kernel_h, stride, l.pad_top) < l.in.h ||
+        Covered(l.in.w, l.out.w, pool ? l.pool_w : l.kernel_w, stride, l.pad_left) < l.in.w)
+      return true;
+  }
+  return false;
+}
+
 Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const config::TpuConfig& cfg,
                   int cores, int mb) {
   Layout a;
@@ -177,7 +199,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   int64_t at = 0;
   const std::function<int64_t(int64_t)> take = shell::RowsFrom(&at);
   a.id = take(n);
-  a.zero = take(FieldFillsItsTiles(m, n) ? n : 1);
+  a.zero = take(FieldFillsItsTiles(m, n) || LeavesPixelsOut(m) ? n : 1);
   a.pad = take(2);
   a.inv_batch = take(2);
   a.consts = take(2 * static_cast<int64_t>(UpdateConstants(opt).size()));
@@ -455,8 +477,8 @@ void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerR
 // The window of an input gradient: over the gradient's map `r` (`channels` a pixel), the
 // forward window of kernel kh x kw, `stride` and top and left padding turned around
 // (padding the kernel's side less 1 less the forward's, read dilated for stride 2), walking
-// the input's pixels (in.h x in.w): each input pixel meets each output pixel whose window
-// read it, through the flipped tap.
+// the input's pixels that some window covers (Covered: the first of in.h rows and in.w
+// columns): each meets each output pixel whose window read it, through the flipped tap.
 isa::WindowGeometry GradientWindow(const LayerRows& r, int64_t channels, int n, int kh, int kw,
                                    int stride, int pad_top, int pad_left, const LayerRows& in) {
   isa::WindowGeometry g = MapGeometry(r.h, r.w, channels, n);
@@ -465,9 +487,27 @@ isa::WindowGeometry GradientWindow(const LayerRows& r, int64_t channels, int n, 
   g.pad_top = static_cast<uint64_t>(kh - 1 - pad_top);
   g.pad_left = static_cast<uint64_t>(kw - 1 - pad_left);
   g.dilated = stride == 2;
-  g.out_h = static_cast<uint64_t>(in.h);
-  g.out_w = static_cast<uint64_t>(in.w);
+  g.out_h = static_cast<uint64_t>(Covered(in.h, r.h, kh, stride, pad_top));
+  g.out_w = static_cast<uint64_t>(Covered(in.w, r.w, kw, stride, pad_left));
   return g;
+}
+
+// The pixels of the gradient's window `g` (GradientWindow's) of one image into the input
+// map's rows from `out` (in.w pixels a row): `run(first, count, to)` forms output pixels
+// [first, first + count) of the window into rows from `to`, all at once where the window
+// covers whole rows, else row by row; the pixels no window covers get +0 (copies of the zero
+// tile's rows), as the reference's windows of padding alone give.
+void IntoInput(Emitter& e, const Layout& a, const isa::WindowGeometry& g, const LayerRows& in,
+               int64_t out, const std::function<void(int64_t, int64_t, int64_t)>& run) {
+  const int64_t h = static_cast<int64_t>(g.out_h), w = static_cast<int64_t>(g.out_w);
+  if (w == in.w) run(0, h * w, out);
+  for (int64_t y = 0; y < h && w < in.w; ++y) {
+    run(y * w, w, out + y * in.w);
+    EmitVector(e.P(), VectorOp::kCopy, a.zero, 0, out + y * in.w + w, in.w - w, 0);
+  }
+  for (int64_t r0 = h * in.w; r0 < in.pixels; r0 += a.n)
+    EmitVector(e.P(), VectorOp::kCopy, a.zero, 0, out + r0, std::min<int64_t>(a.n, in.pixels - r0),
+               0);
 }
 
 void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, Sums* sums) {
@@ -485,11 +525,14 @@ void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   e.Pass(l.name + " input gradient", int64_t{a.b} * in.pixels * p.ins * p.outs);
   for (int64_t t = 0; t < taps; ++t)  // W'' tap (taps - 1 - t): tap t transposed
     e.Transpose(p.wb + t * l.in.c, a.flipped + (taps - 1 - t) * l.out.c, l.out.c);
-  e.P().SetWindow(
-      GradientWindow(r, r.c, n, l.kernel_h, l.kernel_w, l.stride, l.pad_top, l.pad_left, in));
+  const isa::WindowGeometry g =
+      GradientWindow(r, r.c, n, l.kernel_h, l.kernel_w, l.stride, l.pad_top, l.pad_left, in);
+  e.P().SetWindow(g);
   for (int img = 0; img < a.mb; ++img)
-    e.Window(r.grad + img * r.pixels, in.pixels, a.flipped, 0, TilesOf(taps * l.out.c, n),
-             into + img * in.pixels, 0);
+    IntoInput(e, a, g, in, into + img * in.pixels, [&](int64_t first, int64_t count, int64_t to) {
+      e.Window(r.grad + img * r.pixels, count, a.flipped, 0, TilesOf(taps * l.out.c, n), to, 0,
+               first);
+    });
   sums->Done(e, a, k);
 }
 
@@ -531,18 +574,21 @@ void EmitMaxPoolBackward(Emitter& e, const Layout& a, const Layer& l, const Laye
     }
     EmitVector(e.P(), VectorOp::kMul, r.grad, mask, a.shares + t * r.padded, r.rows, 0);
   }
-  e.P().SetWindow(
-      GradientWindow(r, a.n, a.n, l.pool_h, l.pool_w, l.pool_stride, l.pad_top, l.pad_left, in));
+  const isa::WindowGeometry g =
+      GradientWindow(r, a.n, a.n, l.pool_h, l.pool_w, l.pool_stride, l.pad_top, l.pad_left, in);
+  e.P().SetWindow(g);
   for (int img = 0; img < a.mb; ++img)
-    for (int64_t r0 = 0; r0 < in.pixels; r0 += a.acc_rows) {
-      const int64_t len = std::min(a.acc_rows, in.pixels - r0);
-      for (int64_t t = 0; t < taps; ++t) {
-        const bool load = e.Tile(a.id, false, true);
-        e.P().MatmulWindow(e.U(a.shares + t * r.padded + img * r.pixels), 0, e.U(len), e.U(r0),
-                           e.U(taps - 1 - t), load, isa::AddIf(t > 0));
+    IntoInput(e, a, g, in, into + img * in.pixels, [&](int64_t first, int64_t count, int64_t to) {
+      for (int64_t r0 = 0; r0 < count; r0 += a.acc_rows) {
+        const int64_t len = std::min(a.acc_rows, count - r0);
+        for (int64_t t = 0; t < taps; ++t) {
+          const bool load = e.Tile(a.id, false, true);
+          e.P().MatmulWindow(e.U(a.shares + t * r.padded + img * r.pixels), 0, e.U(len),
+                             e.U(first + r0), e.U(taps - 1 - t), load, isa::AddIf(t > 0));
+        }
+        e.P().Activate(0, e.U(to + r0), e.U(len), 0, false, isa::Pool::kNone);
       }
-      e.P().Activate(0, e.U(into + img * in.pixels + r0), e.U(len), 0, false, isa::Pool::kNone);
-    }
+    });
   sums->Done(e, a, k);
 }
 
@@ -665,30 +711,6 @@ void PutTiles(const nn::Model& m, const Layout& a, std::vector<uint16_t>* img) {
   }
 }
 
-// Whether every pixel of a map of `in` pixels a side lies under some window of `kernel` every
-// `stride` (1 or 2) padded by `pad`, `out` windows a side: the gradient's window, which walks
-// the map's pixels over the windows' map padded by kernel - 1 - pad (dilated for stride 2),
-// starts each inside it.
-bool WindowsCover(int in, int out, int kernel, int stride, int pad) {
-  return (stride == 2 ? 2 * (out - 1) : out - 1) + kernel - 1 - pad >= in - 1;
-}
-
-// Why the step does not take the gradient of layer l, a convolution or a max pooling that
-// does not read the images ("" where it does).
-std::string GradientUnsupported(const Layer& l) {
-  const bool pool = l.type == LayerType::kMaxPool2d;
-  const int kh = pool ? l.pool_h : l.kernel_h, kw = pool ? l.pool_w : l.kernel_w;
-  const int stride = pool ? l.pool_stride : l.stride;
-  if (kh > 15 || kw > 15) return "a window of at most 15 x 15";
-  if (!WindowsCover(l.in.h, l.out.h, kh, stride, l.pad_top) ||
-      !WindowsCover(l.in.w, l.out.w, kw, stride, l.pad_left))
-    return fmt::format(
-        "its windows leave the last rows or columns of its {} x {} input out (their gradient "
-        "is 0; pad the input, or choose a size its windows cover)",
-        l.in.h, l.in.w);
-  return "";
-}
-
 // The map whose rows layer k's are (a flatten has none of its own: its input's).
 nn::Shape3 RowsShape(const nn::Model& m, int k) {
   while (k != nn::kModelInput && m.layers[static_cast<size_t>(k)].type == LayerType::kFlatten)
@@ -718,8 +740,9 @@ std::string Unsupported(const nn::Model& m, size_t i, int n) {
       (l.kernel_h > 15 || l.kernel_w > 15 || l.pad_top > 15 || l.pad_left > 15 || l.in.c > n))
     return fmt::format(
         "a convolution of at most 15 x 15 taps and padding and N = {} input channels", n);
-  const bool windowed = l.type == LayerType::kMaxPool2d || l.type == LayerType::kConv2d;
-  return windowed && in != nn::kModelInput ? GradientUnsupported(l) : "";
+  if (l.type == LayerType::kMaxPool2d && (l.pool_h > 15 || l.pool_w > 15))
+    return "a max pooling of at most 15 x 15";
+  return "";
 }
 
 void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {

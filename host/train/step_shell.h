@@ -181,16 +181,16 @@ class StepEmitter {
       p_.Activate(0, U(out + r0), U(len), 0, relu, isa::Pool::kNone);
     }
   }
-  // Output pixels [0, pixels) of the window set last over the map at `map`:
+  // Output pixels [first, first + pixels) of the window set last over the map at `map`:
   // K-tiles kt0 .. kt0 + kts - 1 through the tiles at `tile` (N rows apart), added, then
   // parameter set `set`, into rows from `out`.
   void Window(int64_t map, int64_t pixels, int64_t tile, int64_t kt0, int64_t kts, int64_t out,
-              int set) {
+              int set, int64_t first = 0) {
     for (int64_t r0 = 0; r0 < pixels; r0 += a_.acc_rows) {
       const int64_t len = std::min(a_.acc_rows, pixels - r0);
       for (int64_t t = 0; t < kts; ++t) {
         const bool load = Tile(tile + t * a_.n, false, kts == 1);
-        p_.MatmulWindow(U(map), 0, U(len), U(r0), U(kt0 + t), load, isa::AddIf(t > 0));
+        p_.MatmulWindow(U(map), 0, U(len), U(first + r0), U(kt0 + t), load, isa::AddIf(t > 0));
       }
       p_.Activate(0, U(out + r0), U(len), U(set), false, isa::Pool::kNone);
     }

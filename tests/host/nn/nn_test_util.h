@@ -98,6 +98,39 @@ inline nn::Model MaxPoolGraph(uint64_t seed) {
   return Randomize(m, seed);
 }
 
+// 10 x 10 x 2: conv 4 same (l0); ResNet's downsampling of it, a 1 x 1 convolution of stride
+// 2 without ReLU (l1, 5 x 5: no window reads l0's last row and column); a block on l0 (l2,
+// l3 without ReLU, added: l4) and a 3 x 3 "same" convolution of stride 2 (l5) added to l1
+// (l6, ReLU); a 2 x 2 max pooling of stride 2 (l7, 2 x 2: none reads l6's last row and
+// column), flattened (l8) into the 5 outputs (l9). The backward pass reaches l1 last of l0's
+// readers, its gradient going into scratch rows that l3's into l2 filled: what no window
+// reads must be written +0 there.
+inline nn::Model DownsampleGraph(uint64_t seed) {
+  using nn::LayerType;
+  nn::Model m;
+  m.name = "downsample";
+  m.input = {10, 10, 2};
+  nn::Layer l1 = MakeLayer(LayerType::kConv2d, 4, 1, 2, "valid", nn::Activation::kNone),
+            l2 = MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"), block = MakeLayer(LayerType::kAdd),
+            add = MakeLayer(LayerType::kAdd);
+  l1.inputs = {0};
+  l2.inputs = {0};
+  block.inputs = {2, 3};
+  block.activation = add.activation = nn::Activation::kRelu;
+  add.inputs = {1, 5};
+  m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
+              l1,
+              l2,
+              MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone),
+              block,
+              MakeLayer(LayerType::kConv2d, 4, 3, 2, "same"),
+              add,
+              MaxPool(2, 2, 0),
+              MakeLayer(LayerType::kFlatten),
+              MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(m, seed);
+}
+
 // 8 x 8 x 1 -> conv 4 (3x3 valid) -> avgpool -> conv 3 (2x2 same) -> flatten -> dense 3.
 inline nn::Model AvgPoolModel(uint64_t seed) {
   nn::Model m;

@@ -200,6 +200,12 @@ TEST(GraphReferenceTest, MaxPoolGraphGradientsAreThePlainOnesThroughTheSameReluP
   ExpectNearPlain(test::MaxPoolGraph(3), 16);
 }
 
+// Windows that leave their input's last row and column out (ResNet's 1 x 1 downsampling of
+// stride 2, a 2 x 2 max pooling of a 5 x 5 map).
+TEST(GraphReferenceTest, DownsampleGraphGradientsAreThePlainOnesThroughTheSameReluPattern) {
+  ExpectNearPlain(test::DownsampleGraph(10), 16);
+}
+
 TEST(GraphReferenceTest, WhatTheChipDoesNotTrainIsRefusedNamingTheLayer) {
   nn::Model m = BranchyGraph();
   m.layers[7].activation = nn::Activation::kRelu6;

@@ -8,8 +8,10 @@
 // (images of two channels, a stride-2 convolution whose input gradient reads its gradient
 // dilated, a tensor read by three layers, an add without ReLU, a flatten of a 5 x 5 map into
 // a dense layer, a dense layer reading a dense layer), concatenations (of two layers, and of
-// one with itself) with a depthwise convolution, and max poolings (nn_test_util.h's
-// MaxPoolGraph); a batch of one image and of several,
+// one with itself) with a depthwise convolution, max poolings (nn_test_util.h's
+// MaxPoolGraph), and windows that leave their input's last row and column out, whose
+// gradient there is +0 (DownsampleGraph, a valid stride-2 convolution); a batch of one image
+// and of several,
 // SGD and Adam, one core and two.
 #include "host/train/graph_step.h"
 
@@ -32,10 +34,11 @@ namespace {
 using nn::LayerType;
 using train::Optimizer;
 
-// 10 x 10 x 2: conv 4 same (l0), conv 4 of stride 2 same (l1, 5 x 5), conv 4 same without
-// ReLU (l2) added to l1 (l3, ReLU), a 1 x 1 conv (l4) added to l3 without ReLU (l5; l1 and
-// l3 read twice each), flattened (l6) into a dense layer of 12 (l7) and the 5 outputs (l8).
-nn::Model BranchyGraph(uint64_t seed) {
+// 10 x 10 x 2: conv 4 same (l0), conv 4 of stride 2 same (l1, 5 x 5; or valid, 4 x 4),
+// conv 4 same without ReLU (l2) added to l1 (l3, ReLU), a 1 x 1 conv (l4) added to l3
+// without ReLU (l5; l1 and l3 read twice each), flattened (l6) into a dense layer of 12 (l7)
+// and the 5 outputs (l8).
+nn::Model BranchyGraph(uint64_t seed, const char* l1_padding = "same") {
   nn::Model m;
   m.name = "branchy";
   m.input = {10, 10, 2};
@@ -44,7 +47,7 @@ nn::Model BranchyGraph(uint64_t seed) {
   add1.activation = nn::Activation::kRelu;
   add2.inputs = {3, 4};
   m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
-              MakeLayer(LayerType::kConv2d, 4, 3, 2, "same"),
+              MakeLayer(LayerType::kConv2d, 4, 3, 2, l1_padding),
               MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone),
               add1,
               MakeLayer(LayerType::kConv2d, 4, 1),
@@ -97,6 +100,10 @@ TEST(GraphStepTest, EveryStepEqualsTheReference) {
   StepsEqualReference(chip.get(), BranchyGraph(6), 1, Optimizer::Kind::kSgd, 2);
   StepsEqualReference(chip.get(), ConcatGraph(7), 3, Optimizer::Kind::kAdam, 3);
   StepsEqualReference(chip.get(), MaxPoolGraph(8), 3, Optimizer::Kind::kAdam, 3);
+  StepsEqualReference(chip.get(), DownsampleGraph(10), 3, Optimizer::Kind::kAdam, 2);
+  // l1 a 3 x 3 valid convolution of stride 2 of 10 x 10, which reads no pixel of the last
+  // row and column
+  StepsEqualReference(chip.get(), BranchyGraph(5, "valid"), 2, Optimizer::Kind::kSgd, 2);
 }
 
 // Split across tpu-v3's two cores, the weight gradients summed through HBM.
@@ -109,12 +116,12 @@ TEST(GraphStepTest, TwoCoresEqualTheReferenceOfTwoCores) {
 }
 
 // The RTL equals the reference too, with every counter equal to the fast engine's (a step of
-// the branchy graph and one of the max poolings', about 30 s).
+// the branchy graph, one of the max poolings' and one of the downsampling's, about 65 s).
 TEST(GraphStepRtlTest, TheEnginesAgreeOnEveryCounter) {
   const config::TpuConfig c = config::LoadConfig("tpu-v2");
   const auto fast = TestEngine(engine::EngineKind::kFast, c);
   const auto rtl = TestEngine(engine::EngineKind::kRtl, c);
-  for (const nn::Model& m : {BranchyGraph(5), MaxPoolGraph(8)}) {
+  for (const nn::Model& m : {BranchyGraph(5), MaxPoolGraph(8), DownsampleGraph(10)}) {
     const engine::ExecResult f = StepsEqualReference(fast.get(), m, 1, Optimizer::Kind::kAdam, 1);
     const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 1, Optimizer::Kind::kAdam, 1);
     EXPECT_EQ(f.cycles, r.cycles) << m.name;
@@ -140,11 +147,6 @@ TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
   wide.layers[0].out.c = 130;
   nn::InferShapes(&wide);
   refused(wide, "l0");
-  refused(StridedSameModel(1), "l1");     // a max pooling that leaves a 5 x 5 map's last row out
-  nn::Model uncovered = BranchyGraph(5);  // a stride-2 convolution that leaves one out too
-  uncovered.layers[1].padding = "valid";
-  nn::InferShapes(&uncovered);
-  refused(uncovered, "l1");
   nn::Model odd = res;  // a 2 x 2 average pooling of an odd map
   odd.input = {30, 30, 1};
   nn::InferShapes(&odd);
