@@ -124,10 +124,8 @@ WindowShape MaxWindow(const Layer& l, bool gradient) {
 }
 
 // Tap t's values through the array (each through the identity, a `matmul window` of K-tile
-// t): the window's rows over `maps`, c lanes of each tap; float32 sums.
-chip::Bits TapProduct(const Half& maps, const MapShape& m, const WindowShape& w, int64_t t, int n) {
-  const Half rows = WindowRows(maps, m, w);
-  const int64_t c = m.c, taps = int64_t{w.kh} * w.kw;
+// t): `rows`, a window's rows (WindowRows) of `taps` taps of c lanes each; float32 sums.
+chip::Bits TapProduct(const Half& rows, int64_t taps, int64_t c, int64_t t, int n) {
   const int64_t pixels = static_cast<int64_t>(rows.size()) / (taps * c);
   Half lanes;
   for (int64_t p = 0; p < pixels; ++p) {
@@ -145,8 +143,9 @@ Half MaxPool(const Layer& l, const Half& in, int batch, bool relu, int n, Half* 
   const int64_t count = int64_t{l.pool_h} * l.pool_w;
   chip::Bits acc;
   taps->clear();
+  const Half rows = WindowRows(in, ShapeOf(l.in, batch), MaxWindow(l, false));
   for (int64_t t = 0; t < count; ++t) {
-    const chip::Bits p = TapProduct(in, ShapeOf(l.in, batch), MaxWindow(l, false), t, n);
+    const chip::Bits p = TapProduct(rows, count, l.in.c, t, n);
     const Half rounded = chip::Activate(p, false);
     taps->insert(taps->end(), rounded.begin(), rounded.end());
     if (t == 0) {
@@ -188,7 +187,8 @@ Half MaxPoolBackward(const Layer& l, const Half& dy, const Half& y, const Half& 
       d[j] = VectorOf(arith::Fp32Mul, dy[j], e[j]);
       if (!IsZero(e[j])) (*chosen)[j] = static_cast<int32_t>(t);
     }
-    const chip::Bits p = TapProduct(d, ShapeOf(l.out, batch), MaxWindow(l, true), count - 1 - t, n);
+    const chip::Bits p = TapProduct(WindowRows(d, ShapeOf(l.out, batch), MaxWindow(l, true)), count,
+                                    l.out.c, count - 1 - t, n);
     if (t == 0) {
       acc = p;
       continue;
