@@ -3,15 +3,16 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "host/common/errors.h"
 #include "host/common/interrupt.h"
+#include "host/common/leftovers.h"
 
 namespace tpu {
 namespace fs = std::filesystem;
@@ -35,15 +36,21 @@ void CheckWritable(const std::string& path) {
 
 void WriteFileAtomically(const std::string& path, const std::string& contents) {
   CheckWritable(path);
-  static std::atomic<uint64_t> serial{0};
-  const std::string tmp =
-      path + ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(serial.fetch_add(1));
+  const fs::path target(path);
+  // What a writer of this file that was killed outright left.
+  std::error_code ignored;
+  for (const fs::path& p : LeftBehind(target.parent_path(), target.filename().string() + ".tmp")) {
+    if (fs::is_regular_file(fs::symlink_status(p))) fs::remove(p, ignored);
+  }
+  const std::string tmp = path + ".tmp" + TempSuffix();
   const RemoveOnInterrupt cleanup(tmp);
+  std::optional<TempLock> lock;  // until the rename
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
       throw RuntimeError("cannot write '" + path + "': " + std::strerror(errno));
     }
+    lock.emplace(tmp);
     out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
     out.flush();
     if (!out) {

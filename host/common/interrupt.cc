@@ -36,12 +36,13 @@ void OnInterrupt(int sig) {
     const pid_t pid = s.pid.load();
     if (s.used.load() && pid > 0) ::kill(pid, SIGTERM);
   }
-  // Newest first: the files in a temporary folder go before the folder itself.
-  for (int i = kSlots - 1; i >= 0; --i) {
-    PathSlot& s = g_paths[i];
-    if (s.used.load() && s.ready.load()) {
-      if (::unlink(s.path) != 0) ::rmdir(s.path);
-    }
+  // Files first, then folders, so that a temporary folder is empty when its turn comes
+  // (whatever slots its files took).
+  for (PathSlot& s : g_paths) {
+    if (s.used.load() && s.ready.load()) ::unlink(s.path);
+  }
+  for (PathSlot& s : g_paths) {
+    if (s.used.load() && s.ready.load()) ::rmdir(s.path);
   }
   Say(sig == SIGINT ? "\ntpusim: interrupted (Ctrl-C); finished outputs are complete, nothing "
                       "half-written was left\n"

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "host/common/errors.h"
 #include "host/common/interrupt.h"
+#include "host/common/leftovers.h"
 
 namespace tpu {
 namespace fs = std::filesystem;
@@ -102,10 +104,46 @@ fs::path Beside(const fs::path& p, const std::string& what) {
   }
 }
 
+// Removes a previous output of `kind` in `old` file by file, only the files its manifest
+// names; the folder goes only if that empties it.
+void RemovePrevious(const fs::path& old, const OutputKind& kind) {
+  std::error_code ec;
+  for (const std::string& name : OwnedFiles(old, kind)) {
+    if (name != kind.manifest) fs::remove(old / name, ec);
+  }
+  fs::remove(old / kind.manifest, ec);
+  fs::remove(old, ec);
+}
+
+// Clears what a writer of `p` that was stopped outright (SIGKILL) left beside it
+// (leftovers.h): a commit stopped between its two renames puts the previous output back in
+// place; a temporary folder loses its files, and goes if that empties it.
+void ClearLeftovers(const fs::path& p, const OutputKind& kind) {
+  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::string base = "." + p.filename().string() + ".";
+  std::error_code ec;
+  for (const fs::path& old : LeftBehind(parent, base + "old")) {
+    if (!fs::is_directory(fs::symlink_status(old))) continue;
+    if (!fs::exists(fs::symlink_status(p))) {
+      fs::rename(old, p, ec);
+    } else {
+      RemovePrevious(old, kind);
+    }
+  }
+  for (const fs::path& tmp : LeftBehind(parent, base + "tmp")) {
+    if (!fs::is_directory(fs::symlink_status(tmp))) continue;
+    for (const fs::directory_entry& e : fs::directory_iterator(tmp, ec)) {
+      if (fs::is_regular_file(e.symlink_status())) fs::remove(e.path(), ec);
+    }
+    fs::remove(tmp, ec);
+  }
+}
+
 }  // namespace
 
 bool RemoveOutputFolder(const std::string& dir, const OutputKind& kind) {
   const fs::path p = Target(dir, kind);
+  ClearLeftovers(p, kind);
   const fs::file_status s = fs::symlink_status(p);
   if (!fs::exists(s)) return true;
   if (!fs::is_directory(s) || !ForeignEntries(p, kind).empty() || OwnedFiles(p, kind).empty()) {
@@ -125,6 +163,7 @@ void CheckOutputFolder(const std::string& dir, const OutputKind& kind) {
 
 OutputFolder::OutputFolder(const std::string& dir, OutputKind kind)
     : dir_(Target(dir, kind)), kind_(std::move(kind)) {
+  ClearLeftovers(dir_, kind_);
   Check(dir_, dir, kind_);
   std::error_code ec;
   if (dir_.has_parent_path()) fs::create_directories(dir_.parent_path(), ec);
@@ -134,6 +173,7 @@ OutputFolder::OutputFolder(const std::string& dir, OutputKind kind)
     throw RuntimeError(fmt::format("cannot create {} '{}': {}", kind_.name, dir,
                                    ec ? ec.message() : "the temporary folder exists"));
   }
+  lock_ = std::make_unique<TempLock>(tmp_);
 }
 
 OutputFolder::~OutputFolder() {
@@ -152,7 +192,11 @@ void OutputFolder::Commit() {
   std::error_code ec;
   const bool had = fs::exists(fs::symlink_status(dir_));
   const fs::path old = Beside(dir_, "old");
-  if (had) fs::rename(dir_, old, ec);
+  std::optional<TempLock> old_lock;  // moves with the folder
+  if (had) {
+    old_lock.emplace(dir_);
+    fs::rename(dir_, old, ec);
+  }
   if (!ec) fs::rename(tmp_, dir_, ec);
   if (ec) {
     std::error_code ignored;
@@ -163,13 +207,8 @@ void OutputFolder::Commit() {
   committed_ = true;
   files_.clear();
   guard_.reset();
-  if (!had) return;
-  // Only the previous output's own files go; the folder goes only if that empties it.
-  for (const std::string& name : OwnedFiles(old, kind_)) {
-    if (name != kind_.manifest) fs::remove(old / name, ec);
-  }
-  fs::remove(old / kind_.manifest, ec);
-  fs::remove(old, ec);
+  lock_.reset();
+  if (had) RemovePrevious(old, kind_);
 }
 
 }  // namespace tpu

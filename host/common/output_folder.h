@@ -1,7 +1,8 @@
 // Writing an output folder (a model folder, compile's jobs) all-or-nothing and without
 // losing anything of the user's: the folder is written whole beside its target and renamed
 // into place; a target that holds anything but a previous output of the same kind is
-// refused before anything is written.
+// refused before anything is written. What a writer stopped outright (SIGKILL) left beside the
+// target is cleared by the next write (leftovers.h).
 #pragma once
 
 #include <filesystem>
@@ -12,6 +13,7 @@
 namespace tpu {
 
 class RemoveOnInterrupt;
+class TempLock;
 
 // What an output folder is: its name in messages ("model folder") and its manifest, the
 // JSON file every such folder holds, whose string values name the folder's other files.
@@ -51,6 +53,7 @@ class OutputFolder {
   std::filesystem::path dir_, tmp_;
   OutputKind kind_;
   std::unique_ptr<RemoveOnInterrupt> guard_;
+  std::unique_ptr<TempLock> lock_;
   std::vector<std::unique_ptr<RemoveOnInterrupt>> files_;
   bool committed_ = false;
 };

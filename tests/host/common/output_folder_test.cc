@@ -3,11 +3,16 @@
 #include "host/common/output_folder.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
 
+#include "host/common/atomic_file.h"
 #include "host/common/errors.h"
+#include "host/common/interrupt.h"
+#include "host/common/leftovers.h"
 
 namespace tpu {
 namespace {
@@ -119,6 +124,63 @@ TEST_F(OutputFolderTest, AnUncommittedFolderLeavesNothing) {
   }
   EXPECT_EQ(Names(root_), std::vector<std::string>{"kept"});
   EXPECT_EQ(Names(root_ / "kept"), std::vector<std::string>{"manifest.json"});
+}
+
+// The pid of a process that has ended.
+int EndedPid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+// What writers stopped outright (SIGKILL) left: the next write clears their temporaries and
+// puts back a previous output that a commit had moved aside; a live writer's are kept.
+TEST_F(OutputFolderTest, TheNextWriteClearsWhatAKilledWriterLeft) {
+  const std::string dead = std::to_string(EndedPid());
+  const fs::path tmp = root_ / (".out.tmp" + dead + "-0"),
+                 old = root_ / (".gone.old" + dead + "-0");
+  fs::create_directories(tmp);
+  Put(tmp / "a.txt", "half");
+  Put(root_ / ("r.json.tmp" + dead + "-3"), "{");
+  // A live writer on another machine sharing the folder: its pid is not one here, its lock
+  // is held.
+  const fs::path held = root_ / (".out.tmp" + dead + "-1");
+  fs::create_directories(held);
+  const TempLock lock(held);
+  WriteOutput(root_ / "out");
+  WriteFileAtomically((root_ / "r.json").string(), "{}");
+  EXPECT_EQ(Names(root_), (std::vector<std::string>{".out.tmp" + dead + "-1", "out", "r.json"}));
+  // Stopped between the commit's renames: the previous output comes back, then is replaced.
+  WriteOutput(old, "previous");
+  {
+    OutputFolder out((root_ / "gone").string(), kKind);
+    EXPECT_EQ(Names(root_ / "gone"), (std::vector<std::string>{"a.txt", "b.txt", "manifest.json"}));
+  }
+  EXPECT_FALSE(fs::exists(old));
+  // A user's file of such a name in a left folder is not the writer's: it stays.
+  fs::create_directories(tmp / "mine");
+  EXPECT_TRUE(RemoveOutputFolder((root_ / "out").string(), kKind));
+  EXPECT_EQ(Names(tmp), std::vector<std::string>{"mine"});
+}
+
+// Ctrl-C while a folder is written removes its files and then the folder, whichever of the
+// handler's slots each took (here the file takes a slot below the folder's).
+TEST_F(OutputFolderTest, AnInterruptLeavesNoTemporaryFolder) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    InstallInterruptHandler();
+    auto early = std::make_unique<RemoveOnInterrupt>((root_ / "early").string());
+    OutputFolder out((root_ / "out").string(), kKind);
+    early.reset();
+    Put(out.File("a.txt"), "a");
+    ::raise(SIGINT);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  EXPECT_EQ(Names(root_), std::vector<std::string>{});
 }
 
 }  // namespace
