@@ -25,8 +25,8 @@ struct ConvNetGradients {
   std::vector<float> logits;             // batch x classes, bfloat16 values
   std::vector<std::vector<float>> w, b;  // per layer of the model, laid out as its weights
   // Per layer of the model, for those with a ReLU (the convolutions, the hidden dense
-  // layers; empty for the rest): where it passed its value on (1) or gave 0, each output
-  // value in the order of the layer's output.
+  // layers; empty for the rest): where it passed its value on (1), gave 0 (0) or, ReLU6,
+  // gave 6 (2), each output value in the order of the layer's output.
   std::vector<std::vector<uint8_t>> relu_on;
   // Per layer, for the max poolings (empty for the rest): the tap (ky kw + kx) that took each
   // output value's gradient, -1 where none did (a NaN maximum), in the order of the output.

@@ -34,11 +34,29 @@ Half TileRows(const Layer& l) {
 
 bool IsZero(uint16_t v) { return arith::Fp32Equal(arith::Fp32OfBf16(v), 0); }
 
-// Where the ReLU gave 0, the gradient is 0 (vector equal, then select).
-Half Masked(const Half& grad, const Half& relu_out) {
-  Half out(grad.size());
-  for (size_t i = 0; i < grad.size(); ++i) out[i] = IsZero(relu_out[i]) ? 0 : grad[i];
-  return out;
+const uint32_t kSix = arith::BitsOfFloat(6.0f);
+
+// The activate's flags for layer l's activation: the ReLU, and ReLU6's bound.
+bool Relu(const Layer& l) {
+  return l.activation == nn::Activation::kRelu || l.activation == nn::Activation::kRelu6;
+}
+uint32_t UpperOf(const Layer& l) {
+  return l.activation == nn::Activation::kRelu6 ? kSix : arith::kFp32Inf;
+}
+
+// Whether the activation of layer l passed an output value's gradient on: the ReLU's (the
+// value not 0), ReLU6's (not 0 and not 6).
+bool Passes(const Layer& l, uint16_t out) {
+  return !IsZero(out) && (l.activation != nn::Activation::kRelu6 ||
+                          !arith::Fp32Equal(arith::Fp32OfBf16(out), kSix));
+}
+
+// Where the activation gave 0 (or ReLU6 gave 6), the gradient is 0 (vector equal, then
+// select, once for each).
+Half Masked(const Layer& l, const Half& grad, const Half& out) {
+  Half masked(grad.size());
+  for (size_t i = 0; i < grad.size(); ++i) masked[i] = Passes(l, out[i]) ? grad[i] : 0;
+  return masked;
 }
 
 // Rows of `cols` values with a last column of 1 (the bias lane): rows x (cols + 1).
@@ -139,7 +157,7 @@ chip::Bits TapProduct(const Half& rows, int64_t taps, int64_t c, int64_t t, int 
 
 // A max pooling: tap after tap through the identity, the accumulators keeping the larger
 // (`matmul max`: Fp32Max), rounded; each tap's values, rounded, after one another into *taps.
-Half MaxPool(const Layer& l, const Half& in, int batch, bool relu, int n, Half* taps) {
+Half MaxPool(const Layer& l, const Half& in, int batch, int n, Half* taps) {
   const int64_t count = int64_t{l.pool_h} * l.pool_w;
   chip::Bits acc;
   taps->clear();
@@ -154,7 +172,7 @@ Half MaxPool(const Layer& l, const Half& in, int batch, bool relu, int n, Half* 
     }
     for (size_t j = 0; j < acc.size(); ++j) acc[j] = arith::Fp32Max(acc[j], p[j]);
   }
-  return chip::Activate(acc, relu);
+  return chip::Activate(acc, Relu(l), UpperOf(l));
 }
 
 // A vector-unit operation on bfloat16 operands, its float32 result rounded.
@@ -199,10 +217,13 @@ Half MaxPoolBackward(const Layer& l, const Half& dy, const Half& y, const Half& 
 }
 
 // relu(a + b) as the vector unit computes it: the float32 sum rounded to bfloat16 (vector
-// add), then the larger of it and +0 (vector max: a -0 becomes +0, NaN stays NaN).
-uint16_t AddRelu(uint16_t a, uint16_t b, bool relu) {
+// add), then the larger of it and +0 (vector max: a -0 becomes +0, NaN stays NaN), then for
+// ReLU6 the smaller of that and 6 (vector min).
+uint16_t AddRelu(uint16_t a, uint16_t b, const Layer& l) {
   const uint16_t sum = chip::CoreSum(a, b);
-  return relu ? arith::Bf16OfFp32(arith::Fp32Max(arith::Fp32OfBf16(sum), 0)) : sum;
+  if (!Relu(l)) return sum;
+  const uint16_t y = arith::Bf16OfFp32(arith::Fp32Max(arith::Fp32OfBf16(sum), 0));
+  return UpperOf(l) == kSix ? arith::Bf16OfFp32(arith::Fp32Min(arith::Fp32OfBf16(y), kSix)) : y;
 }
 
 // Each pixel's channels of the inputs, one after the other, each through the array (a
@@ -231,28 +252,30 @@ struct Forward {
 Half LayerForward(const nn::Model& m, size_t i, const Half& x, int batch, int n, Forward* f) {
   const Layer& l = m.layers[i];
   const Half& in = f->Of(l.inputs[0], x);
-  const bool relu = l.activation == nn::Activation::kRelu;
+  const bool relu = Relu(l);
   const MapShape s = ShapeOf(l.in, batch);
   switch (l.type) {
     case LayerType::kConv2d: {
       f->kept[i] = ReceptiveFields(in, s, ConvWindowOf(l));
       const int64_t pixels = int64_t{batch} * l.out.h * l.out.w;
       const int64_t k = ConvWindowOf(l).Lanes(l.in.c) + 1;
-      return chip::Activate(chip::Product(f->kept[i], TileRows(l), pixels, k, l.out.c, n), relu);
+      return chip::Activate(chip::Product(f->kept[i], TileRows(l), pixels, k, l.out.c, n), relu,
+                            UpperOf(l));
     }
     case LayerType::kDense:
       f->kept[i] = WithOnes(in, batch, l.in.Size());
       return chip::Activate(
-          chip::Product(f->kept[i], TileRows(l), batch, l.in.Size() + 1, l.out.c, n), relu);
+          chip::Product(f->kept[i], TileRows(l), batch, l.in.Size() + 1, l.out.c, n), relu,
+          UpperOf(l));
     case LayerType::kAvgPool2d:
       if (l.global_pool) return WindowProduct(in, s, MeanWindow(l, false), MeanTile(l), l.in.c, n);
       return AvgPool(in, s, n);
     case LayerType::kMaxPool2d:
-      return MaxPool(l, in, batch, relu, n, &f->kept[i]);
+      return MaxPool(l, in, batch, n, &f->kept[i]);
     case LayerType::kAdd: {
       const Half& b = f->Of(l.inputs[1], x);
       Half y(in.size());
-      for (size_t j = 0; j < y.size(); ++j) y[j] = AddRelu(in[j], b[j], relu);
+      for (size_t j = 0; j < y.size(); ++j) y[j] = AddRelu(in[j], b[j], l);
       return y;
     }
     case LayerType::kConcat: {
@@ -352,7 +375,7 @@ void LayerBackward(const nn::Model& m, size_t i, const Forward& f, int batch, in
   const Layer& l = m.layers[i];
   Half dz = std::move(bw->grads[i]);
   if (dz.empty()) return;  // nothing reads it
-  if (l.activation == nn::Activation::kRelu) dz = Masked(dz, f.out[i]);
+  if (Relu(l)) dz = Masked(l, dz, f.out[i]);
   switch (l.type) {
     case LayerType::kConv2d:
     case LayerType::kDense:
@@ -413,7 +436,6 @@ std::string Unsupported(const nn::Model& m, size_t i) {
     return last ? "the last layer is a dense layer with softmax"
                 : "only the last layer has softmax";
   if (last && l.type != LayerType::kDense) return "the last layer is a dense layer with softmax";
-  if (l.activation == nn::Activation::kRelu6) return "ReLU6 is not trained (ReLU or none)";
   switch (l.type) {
     case LayerType::kConv2d:
       if (l.stride > 2) return "a convolution's stride is 1 or 2";
@@ -472,8 +494,10 @@ ConvNetGradients ReferenceGraphGradients(const nn::Model& m, const Batch& batch_
   g.max_tap.resize(layers);
   for (size_t i = 0; i < layers; ++i) {
     f.out[i] = graph_ref::LayerForward(m, i, x, batch, n, &f);
-    if (m.layers[i].activation != nn::Activation::kRelu) continue;
-    for (uint16_t v : f.out[i]) g.relu_on[i].push_back(!graph_ref::IsZero(v));
+    const nn::Layer& l = m.layers[i];
+    if (!graph_ref::Relu(l)) continue;
+    for (uint16_t v : f.out[i])  // ReLU6's 6: 2
+      g.relu_on[i].push_back(graph_ref::Passes(l, v) ? 1 : graph_ref::IsZero(v) ? 0 : 2);
   }
   graph_ref::Backward bw;
   bw.grads.resize(layers);

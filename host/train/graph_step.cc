@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "host/common/errors.h"
@@ -55,6 +56,8 @@ struct Layout {
   int64_t pass_g = 0;
   int64_t bp = 0, img_rows = 0;
   int64_t id = 0, zero = 0, pad = 0, inv_batch = 0, consts = 0;
+  int64_t six = -1;    // a row of 6s, where a layer has ReLU6 (its mask's)
+  int relu6_set = -1;  // the parameter set that bounds by 6 (ReLU6's activate)
   std::vector<ParamRows> param;
   std::vector<LayerRows> layer;
   std::vector<int64_t> bias_lane = {-1};  // each parameter set's
@@ -69,6 +72,9 @@ struct Layout {
           h_grads = 0;
   int Sets() const { return sets; }
   int64_t BiasLane(int s) const { return bias_lane[static_cast<size_t>(s)]; }
+  float Upper(int s) const {
+    return s == relu6_set ? 6.0f : std::numeric_limits<float>::infinity();
+  }
   int64_t BatchRows() const { return 4 + b * img_rows + b; }
   int64_t OutRows() const { return 3 * int64_t{b} + 2; }
   int64_t GradRows() const {
@@ -82,7 +88,12 @@ struct Layout {
 
 using Emitter = shell::StepEmitter<Layout>;
 
-bool Relu(const Layer& l) { return l.activation == nn::Activation::kRelu; }
+bool Relu6(const Layer& l) { return l.activation == nn::Activation::kRelu6; }
+// Whether the layer's activate takes the ReLU (ReLU6 too, bounded by its parameter set).
+bool Relu(const Layer& l) { return l.activation == nn::Activation::kRelu || Relu6(l); }
+// The parameter set of the layer's activate that bounds ReLU6's output (0: none does).
+int SetOf(const Layout& a, const Layer& l) { return Relu6(l) ? a.relu6_set : 0; }
+bool HasRelu6(const nn::Model& m) { return std::any_of(m.layers.begin(), m.layers.end(), Relu6); }
 
 // Rows a pooling's tile takes: 4 c, or h w c for a global one.
 int64_t PoolTileRows(const Layer& l) {
@@ -203,6 +214,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.pad = take(2);
   a.inv_batch = take(2);
   a.consts = take(2 * static_cast<int64_t>(UpdateConstants(opt).size()));
+  if (HasRelu6(m)) a.six = take(1);
   a.layer.resize(m.layers.size());
   for (size_t i = 0; i < m.layers.size(); ++i) {  // constants: before the state
     const Layer& l = m.layers[i];
@@ -220,6 +232,10 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.mean = take(2);
   a.logits = take(a.bp);
   for (size_t i = 0; i < m.layers.size(); ++i) PlaceLayer(m, i, &a, take);
+  if (HasRelu6(m)) {
+    a.relu6_set = a.sets++;
+    a.bias_lane.push_back(-1);
+  }
   PlaceScratch(m, &a, take);
   a.end = at;
   shell::PlaceHostRows(&a);
@@ -298,7 +314,7 @@ void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   for (int t = 0; t < a.mb; ++t)
     for (int64_t k = 0; k < p.kb; ++k)
       FieldTile(e, a, p, k, map + t * per, r.pixels, r.f + k * r.padded + t * r.pixels, r.set);
-  e.Dense(r.f, r.padded, p, 0, r.rows, r.out, Relu(l));
+  e.Dense(r.f, r.padded, p, 0, r.rows, r.out, Relu(l), SetOf(a, l));
 }
 
 void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
@@ -308,7 +324,7 @@ void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   e.P().SetWindow(WholeMaps(a.In(l.inputs[0]), a.mb, a.n));
   for (int64_t k = 0; k < p.kb; ++k)
     FieldTile(e, a, p, k, a.In(l.inputs[0]).out, a.mb, r.f + k * r.padded, r.set);
-  e.Dense(r.f, r.padded, p, 0, a.mb, r.out, Relu(l));
+  e.Dense(r.f, r.padded, p, 0, a.mb, r.out, Relu(l), SetOf(a, l));
 }
 
 void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
@@ -346,9 +362,9 @@ isa::WindowGeometry MaxGeometry(const Layer& l, int n) {
 
 // Output pixels [0, pixels) of the max pooling's window over the map at `map`: taps
 // [t0, t1) through the identity, the first overwriting and the rest kept larger (`max`),
-// into rows from `out`.
+// into rows from `out` (through the ReLU with `relu`, bounded by parameter set `set`).
 void MaxTaps(Emitter& e, const Layout& a, int64_t map, int64_t pixels, int64_t t0, int64_t t1,
-             int64_t out, bool relu) {
+             int64_t out, bool relu, int set = 0) {
   for (int64_t r0 = 0; r0 < pixels; r0 += a.acc_rows) {
     const int64_t len = std::min(a.acc_rows, pixels - r0);
     for (int64_t t = t0; t < t1; ++t) {
@@ -356,7 +372,7 @@ void MaxTaps(Emitter& e, const Layout& a, int64_t map, int64_t pixels, int64_t t
       e.P().MatmulWindow(e.U(map), 0, e.U(len), e.U(r0), e.U(t), load,
                          t > t0 ? isa::Acc::kMax : isa::Acc::kOverwrite);
     }
-    e.P().Activate(0, e.U(out + r0), e.U(len), 0, relu, isa::Pool::kNone);
+    e.P().Activate(0, e.U(out + r0), e.U(len), e.U(set), relu, isa::Pool::kNone);
   }
 }
 
@@ -367,13 +383,15 @@ void EmitMaxPoolForward(Emitter& e, const Layout& a, const Layer& l, const Layer
   const LayerRows& in = a.In(l.inputs[0]);
   e.P().SetWindow(MaxGeometry(l, a.n));
   for (int t = 0; t < a.mb; ++t)
-    MaxTaps(e, a, in.out + t * in.pixels, r.pixels, 0, Taps(l), r.out + t * r.pixels, Relu(l));
+    MaxTaps(e, a, in.out + t * in.pixels, r.pixels, 0, Taps(l), r.out + t * r.pixels, Relu(l),
+            SetOf(a, l));
 }
 
 void EmitAddForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   e.Pass(l.name + " forward");
   EmitVector(e.P(), VectorOp::kAdd, a.In(l.inputs[0]).out, a.In(l.inputs[1]).out, r.out, r.rows, 0);
   if (Relu(l)) EmitVector(e.P(), VectorOp::kMax, r.out, a.zero, r.out, r.rows, kBcast);
+  if (Relu6(l)) EmitVector(e.P(), VectorOp::kMin, r.out, a.six, r.out, r.rows, kBcast);
 }
 
 // Each input's rows through its shifted identity into its channels' lanes, added.
@@ -616,7 +634,7 @@ void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
     if (l.type == LayerType::kFlatten) continue;  // its gradient is its input's
     if (Relu(l)) {
       e.Pass(l.name + (l.HasWeights() ? " weight gradient" : " gradient"));
-      e.Mask(r.out, r.grad, r.rows);
+      e.Mask(r.out, r.grad, r.rows, Relu6(l) ? a.six : -1);
     }
     switch (l.type) {
       case LayerType::kConv2d:
@@ -699,6 +717,8 @@ void PutConcatAndMask(const nn::Model& m, const Layout& a, size_t i, std::vector
 
 // The poolings' tiles, the concatenations' and the depthwise convolutions' masks.
 void PutTiles(const nn::Model& m, const Layout& a, std::vector<uint16_t>* img) {
+  for (int j = 0; a.six >= 0 && j < a.n; ++j)
+    (*img)[static_cast<size_t>(a.six * a.n + j)] = Bf16Of(6.0f);
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
     PutConcatAndMask(m, a, i, img);
@@ -761,11 +781,12 @@ void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {
     }
     weighted += m.layers[i].HasWeights();
   }
-  if (1 + weighted > cfg.param_sets) {
+  const int sets = 1 + weighted + HasRelu6(m);
+  if (sets > cfg.param_sets) {
     throw UsageError(fmt::format(
-        "model '{}': its {} weighted layers take {} of the activation unit's parameter sets; "
+        "model '{}': its {} weighted layers{} take {} of the activation unit's parameter sets; "
         "config '{}' has param_sets = {}",
-        m.name, weighted, 1 + weighted, cfg.name, cfg.param_sets));
+        m.name, weighted, HasRelu6(m) ? " and ReLU6" : "", sets, cfg.name, cfg.param_sets));
   }
 }
 

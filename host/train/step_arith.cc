@@ -11,10 +11,10 @@ using arith::Fp32Mul;
 using arith::Fp32OfBf16;
 using arith::Fp32Sub;
 
-Half Activate(const Bits& acc, bool relu) {
+Half Activate(const Bits& acc, bool relu, uint32_t hi) {
   Half out(acc.size());
   for (size_t i = 0; i < acc.size(); ++i)
-    out[i] = arith::Bf16Activate(Fp32Add(acc[i], 0), relu, arith::kFp32Inf);
+    out[i] = arith::Bf16Activate(Fp32Add(acc[i], 0), relu, hi);
   return out;
 }
 

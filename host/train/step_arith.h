@@ -12,8 +12,9 @@ namespace tpu::train::chip {
 using Bits = std::vector<uint32_t>;
 using Half = std::vector<uint16_t>;
 
-// The activation unit with parameter set 0 (bias +0, no bound): acc + 0, ReLU, rounded.
-Half Activate(const Bits& acc, bool relu);
+// The activation unit with a parameter set of bias +0 and upper bound `hi` (float32 bits;
+// ReLU6's 6, or none): acc + 0, ReLU, at most hi, rounded.
+Half Activate(const Bits& acc, bool relu, uint32_t hi = 0x7f800000u);
 
 // rows x cols of a, transposed: what a transposed load times the identity writes back
 // (each sum has one non-zero product, so it is exact; a -0 becomes +0).

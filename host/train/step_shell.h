@@ -171,14 +171,14 @@ class StepEmitter {
   // out = x W for `rows` rows (x: kb blocks x_stride rows apart; W: the tile's column block
   // j), through the ReLU with `relu`, chunk by chunk.
   void Dense(int64_t x, int64_t x_stride, const ParamRows& r, int64_t j, int64_t rows, int64_t out,
-             bool relu) {
+             bool relu, int set = 0) {
     for (int64_t r0 = 0; r0 < rows; r0 += a_.acc_rows) {
       const int64_t len = std::min(a_.acc_rows, rows - r0);
       for (int64_t k = 0; k < r.kb; ++k) {
         const bool load = Tile(r.wb + r.Block(j, k, a_.n), false, r.kb == 1);
         p_.Matmul(U(x + k * x_stride + r0), 0, U(len), load, isa::AddIf(k > 0));
       }
-      p_.Activate(0, U(out + r0), U(len), 0, relu, isa::Pool::kNone);
+      p_.Activate(0, U(out + r0), U(len), U(set), relu, isa::Pool::kNone);
     }
   }
   // Output pixels [first, first + pixels) of the window set last over the map at `map`:
@@ -201,13 +201,17 @@ class StepEmitter {
     p_.Matmul(U(a_.id), U(a_.acc_t), U(rows), true, isa::Acc::kOverwrite);
     p_.Activate(U(a_.acc_t), U(out), U(rows), 0, false, isa::Pool::kNone);
   }
-  // Where the ReLU gave 0 (h's rows), dz = 0: dz's rows in place.
-  // The mask goes through the scratch rows, a piece of mask_rows at a time.
-  void Mask(int64_t h, int64_t dz, int64_t rows) {
+  // Where the ReLU gave 0 (h's rows), dz = 0: dz's rows in place; with `top` (a row of 6s,
+  // ReLU6's), also where it gave 6. The mask goes through the scratch rows, a piece of
+  // mask_rows at a time.
+  void Mask(int64_t h, int64_t dz, int64_t rows, int64_t top = -1) {
     for (int64_t r0 = 0; r0 < rows; r0 += a_.mask_rows) {
       const int64_t len = std::min(a_.mask_rows, rows - r0);
-      EmitVector(p_, hw::VectorOp::kEqual, h + r0, a_.zero, a_.scratch, len, kBcast);
-      EmitVector(p_, hw::VectorOp::kSelect, a_.scratch, a_.zero, dz + r0, len, kBcast);
+      for (const int64_t at : {a_.zero, top}) {
+        if (at < 0) continue;
+        EmitVector(p_, hw::VectorOp::kEqual, h + r0, at, a_.scratch, len, kBcast);
+        EmitVector(p_, hw::VectorOp::kSelect, a_.scratch, a_.zero, dz + r0, len, kBcast);
+      }
     }
   }
   // dWᵀ = dZᵀ X of layer r (dz: mb blocks dz_stride rows apart; x: kb blocks x_stride rows
@@ -329,9 +333,19 @@ isa::Program GradsProgram(const Layout& a) {
   return e.Take();
 }
 
+// Set s's upper bound: the layout's Upper(s) where it has one (ReLU6's 6), else none.
+template <typename Layout>
+auto UpperOf(const Layout& a, int s, int) -> decltype(a.Upper(s)) {
+  return a.Upper(s);
+}
+template <typename Layout>
+float UpperOf(const Layout&, int, long) {
+  return std::numeric_limits<float>::infinity();
+}
+
 // The activation unit's parameter sets (five host rows each on a bf16 chip: N float32
 // biases, N float32 upper bounds, N bytes unused, half a row unused): set s adds 1 to lane
-// a.BiasLane(s) (none for -1) and 0 to the rest.
+// a.BiasLane(s) (none for -1) and 0 to the rest, and bounds every lane by UpperOf(a, s).
 template <typename Layout>
 std::vector<uint8_t> ParamSets(const Layout& a) {
   const int n = a.n;
@@ -344,7 +358,7 @@ std::vector<uint8_t> ParamSets(const Layout& a) {
     for (int j = 0; j < n; ++j) {
       const size_t set = static_cast<size_t>(s) * 10 * n;
       put(set + 4 * static_cast<size_t>(j), j == a.BiasLane(s) ? 1.0f : 0.0f);
-      put(set + 4 * static_cast<size_t>(n + j), std::numeric_limits<float>::infinity());
+      put(set + 4 * static_cast<size_t>(n + j), UpperOf(a, s, 0));
     }
   return out;
 }

@@ -184,7 +184,8 @@ def graph_loss(torch, model, x, y, params, masks=None, rounded=False):
     """The mean cross-entropy of a model.json's graph on images x (NCHW), params by layer;
     each ReLU through masks[layer] and each max pooling's gradient routed by masks[layer]
     where given. With `rounded`, every operand and result rounded to bfloat16 (the sums in
-    float32). The pattern is returned too: the ReLUs' (z > 0), the max poolings' choices."""
+    float32). The pattern is returned too: the ReLUs' (z > 0), ReLU6's (0, 1 between 0 and 6,
+    2 at 6 and above), the max poolings' choices."""
     r = (lambda t: t.to(torch.bfloat16).to(torch.float32)) if rounded else (lambda t: t)  # noqa: E731
     outs, pattern = {"input": r(torch.tensor(x))}, {}
     last = "input"
@@ -199,6 +200,13 @@ def graph_loss(torch, model, x, y, params, masks=None, rounded=False):
         if l.get("activation") == "relu":
             pattern[l["name"]] = h > 0
             h = h * masks[l["name"]].float() if masks is not None else torch.relu(h)
+        elif l.get("activation") == "relu6":  # the pattern: 0, 1 where it passes, 2 at 6
+            pattern[l["name"]] = (h > 0).long() + (h >= 6).long()
+            if masks is None:
+                h = torch.nn.functional.relu6(h)
+            else:
+                m = masks[l["name"]]
+                h = torch.where(m == 1, h, torch.where(m == 2, torch.full_like(h, 6), 0 * h))
         outs[l["name"]] = h
     logits = outs[model["layers"][-1]["name"]].reshape(x.shape[0], -1)
     return torch.nn.functional.cross_entropy(logits, torch.tensor(y)), pattern
@@ -237,6 +245,10 @@ def check_graph(torch, a, d, batch, config):
         flips = sum(int((plain[k] != masks[k]).sum()) for k in masks)
         print(f"ReLUs on in float32 and off in bfloat16 or the reverse, and max poolings' "
               f"choices that differ: {flips} of {sum(v.numel() for v in masks.values())}")
+        for l in model["layers"]:
+            if l.get("activation") == "relu6":
+                print(f"{l['name']}: ReLU6 bounds {int((masks[l['name']] == 2).sum())} of "
+                      f"{masks[l['name']].numel()} values at 6")
     loss = graph_loss(torch, model, x, y, params, masks)[0]
     loss.backward()
     where = f"the chip's ({config}), through the bfloat16 ReLU pattern" if config else "the CPU's"

@@ -3,7 +3,8 @@
 `tpusim train --model DIR --config tpu-v2` (docs/training.md, "A network from PyTorch").
 
 The network has what the course's CNN does not: ResNet's stem pooling (3 x 3 max pooling of
-stride 2 padded 1) and a 2 x 2 max pooling, between 3 x 3 "same" convolutions; a linear
+stride 2 padded 1) and a 2 x 2 max pooling, between 3 x 3 "same" convolutions, the second
+with MobileNet's ReLU6 (its weights scaled by 24, so that it bounds values at 6); a linear
 layer of the 10 classes and a softmax. It is exported with torch.onnx.export for an input of
 1 x 1 x 32 x 32 (the data sets' images: 28 x 28 padded by 2), imported, and its first step's
 gradients (tpusim train --model DIR --gradients) compared with PyTorch's autograd of the
@@ -32,12 +33,15 @@ from grads_vs_torch import GRADS, mnist_dir  # noqa: E402
 def network(torch):
     nn = torch.nn
     torch.manual_seed(3)
-    return nn.Sequential(
+    net = nn.Sequential(
         nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
         nn.MaxPool2d(3, stride=2, padding=1),  # 16 x 16
-        nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1), nn.ReLU6(),
         nn.MaxPool2d(2),  # 8 x 8
         nn.Flatten(), nn.Linear(8 * 8 * 8, 10), nn.Softmax(dim=1))
+    with torch.no_grad():  # so that ReLU6 bounds some of its values at 6
+        net[3].weight *= 24
+    return net
 
 
 def run(cmd, show=False):

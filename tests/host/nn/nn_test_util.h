@@ -131,6 +131,35 @@ inline nn::Model DownsampleGraph(uint64_t seed) {
   return Randomize(m, seed);
 }
 
+// 10 x 10 x 2, MobileNet's activation: conv 4 same (l0, weights 6 times Randomize's, so
+// that ReLU6 bounds some), a depthwise conv same (l1, twice), a 1 x 1 conv 4 without activation
+// (l2) added to l0 (l3), max pooling 2 x 2 of stride 2 (l4), flattened (l5) into a dense
+// layer of 8 (l6) and the 5 outputs (l7); each ReLU6 but l2, the pooling and the outputs.
+inline nn::Model Relu6Graph(uint64_t seed) {
+  using nn::LayerType;
+  const nn::Activation relu6 = nn::Activation::kRelu6;
+  nn::Model m;
+  m.name = "relu6";
+  m.input = {10, 10, 2};
+  nn::Layer dw = MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", relu6),
+            add = MakeLayer(LayerType::kAdd), pool = MaxPool(2, 2, 0);
+  dw.depthwise = true;
+  add.inputs = {0, 2};
+  add.activation = relu6;
+  m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", relu6),
+              dw,
+              MakeLayer(LayerType::kConv2d, 4, 1, 1, "valid", nn::Activation::kNone),
+              add,
+              pool,
+              MakeLayer(LayerType::kFlatten),
+              MakeLayer(LayerType::kDense, 8, 1, 1, "valid", relu6),
+              MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  nn::Model r = Randomize(m, seed);
+  for (float& v : r.layers[0].weights.data) v *= 6;
+  for (float& v : r.layers[1].weights.data) v *= 2;
+  return r;
+}
+
 // 8 x 8 x 1 -> conv 4 (3x3 valid) -> avgpool -> conv 3 (2x2 same) -> flatten -> dense 3.
 inline nn::Model AvgPoolModel(uint64_t seed) {
   nn::Model m;

@@ -45,22 +45,27 @@ MatrixF RoutedMaxGradient(const nn::Layer& l, const MatrixF& dy, const std::vect
 }
 
 // nn's float32 step (the operations' forward and backward passes) with each ReLU's output
-// where the chip's passed its value on, else 0, and each max pooling's gradient where the
-// chip routed it; the mean loss into *loss.
+// where the chip's passed its value on, else 0 (ReLU6's: 6 where the chip's gave 6), its
+// gradient only where the chip's passed, and each max pooling's gradient where the chip
+// routed it; the mean loss into *loss.
 nn::ParamSet PatternGradients(const nn::Model& m, const data::MnistSet& s,
                               const ConvNetGradients& chip, double* loss) {
   const size_t n = m.layers.size();
   std::vector<MatrixF> acts(n + 1), cols(n), grads(n + 1);
   acts[0] = nn::Fp32Input(s.pixels.data(), s.count, m.input);
-  auto pattern = [&](size_t i, MatrixF* v) {
-    if (m.layers[i].activation != nn::Activation::kRelu) return;
-    for (int64_t k = 0; k < v->size(); ++k) v->data()[k] *= chip.relu_on[i][static_cast<size_t>(k)];
+  auto pattern = [&](size_t i, MatrixF* v, bool gradient) {
+    if (chip.relu_on[i].empty()) return;
+    for (int64_t k = 0; k < v->size(); ++k) {
+      const uint8_t on = chip.relu_on[i][static_cast<size_t>(k)];
+      float& x = v->data()[k];
+      x = on == 1 ? x : on == 2 && !gradient ? 6.0f : 0.0f;
+    }
   };
   for (size_t i = 0; i < n; ++i) {
     std::vector<const MatrixF*> xs;
     for (int k : m.layers[i].inputs) xs.push_back(&acts[static_cast<size_t>(k + 1)]);
     nn::ops::Op(m.layers[i].type).forward(m.layers[i], xs, &cols[i], &acts[i + 1]);
-    pattern(i, &acts[i + 1]);
+    pattern(i, &acts[i + 1], false);
   }
   MatrixF& top = grads[n] = acts[n];  // the logits, to dL/dlogits
   *loss = 0;
@@ -75,7 +80,7 @@ nn::ParamSet PatternGradients(const nn::Model& m, const data::MnistSet& s,
   nn::ParamSet g = nn::ParamSet::ZerosLike(m);
   for (size_t i = n; i-- > 0;) {
     const nn::Layer& l = m.layers[i];
-    pattern(i, &grads[i + 1]);
+    pattern(i, &grads[i + 1], true);
     std::vector<const MatrixF*> xs;
     std::vector<MatrixF> dxs(l.inputs.size());
     std::vector<MatrixF*> dx;
@@ -107,11 +112,16 @@ void ExpectFloat32sReluPattern(const nn::Model& m, const data::MnistSet& s,
   nn::ForwardCache cache;
   nn::Forward(m, nn::Fp32Input(s.pixels.data(), s.count, m.input), &cache);
   for (size_t i = 0; i < m.layers.size(); ++i) {
-    if (m.layers[i].activation != nn::Activation::kRelu) continue;
+    if (g.relu_on[i].empty()) continue;
     const MatrixF& y = cache.acts[i + 1];
     int64_t flips = 0;
-    for (int64_t k = 0; k < y.size(); ++k)
-      flips += (y.data()[k] > 0) != (g.relu_on[i][static_cast<size_t>(k)] != 0);
+    for (int64_t k = 0; k < y.size(); ++k) {
+      const float v = y.data()[k];
+      flips += (v <= 0 ? 0
+                : v >= 6 && m.layers[i].activation == nn::Activation::kRelu6
+                    ? 2
+                    : 1) != g.relu_on[i][static_cast<size_t>(k)];
+    }
     EXPECT_LT(flips, y.size() / 20) << m.layers[i].name << ": " << flips << " of " << y.size();
   }
 }
@@ -206,14 +216,27 @@ TEST(GraphReferenceTest, DownsampleGraphGradientsAreThePlainOnesThroughTheSameRe
   ExpectNearPlain(test::DownsampleGraph(10), 16);
 }
 
+// ReLU6 (MobileNet's): values it bounds at 6, its gradient 0 there.
+TEST(GraphReferenceTest, Relu6GraphGradientsAreThePlainOnesThroughTheSameReluPattern) {
+  const nn::Model m = test::Relu6Graph(3);
+  ExpectNearPlain(m, 16);
+  const ConvNetGradients g =
+      ReferenceGraphGradients(m, BatchOf(test::RandomImages(m, 16, 5)), 16, 128);
+  for (size_t i : {0, 1, 3}) {  // each bounds some values at 6 and passes others
+    EXPECT_GT(std::count(g.relu_on[i].begin(), g.relu_on[i].end(), 2), 20) << i;
+    EXPECT_GT(std::count(g.relu_on[i].begin(), g.relu_on[i].end(), 1), 20) << i;
+  }
+}
+
 TEST(GraphReferenceTest, WhatTheChipDoesNotTrainIsRefusedNamingTheLayer) {
   nn::Model m = BranchyGraph();
-  m.layers[7].activation = nn::Activation::kRelu6;
+  m.layers[1].stride = 3;
+  nn::InferShapes(&m);
   try {
     CheckGraphTrainable(m);
-    FAIL() << "a ReLU6 was taken";
+    FAIL() << "a convolution of stride 3 was taken";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("layer 'l7'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layer 'l1'"), std::string::npos) << e.what();
   }
   nn::Model pooled = test::MaxPoolGraph(3);  // a max pooling of stride 3
   pooled.layers[5].pool_stride = 3;

@@ -101,6 +101,7 @@ TEST(GraphStepTest, EveryStepEqualsTheReference) {
   StepsEqualReference(chip.get(), ConcatGraph(7), 3, Optimizer::Kind::kAdam, 3);
   StepsEqualReference(chip.get(), MaxPoolGraph(8), 3, Optimizer::Kind::kAdam, 3);
   StepsEqualReference(chip.get(), DownsampleGraph(10), 3, Optimizer::Kind::kAdam, 2);
+  StepsEqualReference(chip.get(), Relu6Graph(11), 3, Optimizer::Kind::kAdam, 3);
   // l1 a 3 x 3 valid convolution of stride 2 of 10 x 10, which reads no pixel of the last
   // row and column
   StepsEqualReference(chip.get(), BranchyGraph(5, "valid"), 2, Optimizer::Kind::kSgd, 2);
@@ -116,12 +117,14 @@ TEST(GraphStepTest, TwoCoresEqualTheReferenceOfTwoCores) {
 }
 
 // The RTL equals the reference too, with every counter equal to the fast engine's (a step of
-// the branchy graph, one of the max poolings' and one of the downsampling's, about 65 s).
+// the branchy graph, one of the max poolings', one of the downsampling's and one of ReLU6's,
+// about 95 s).
 TEST(GraphStepRtlTest, TheEnginesAgreeOnEveryCounter) {
   const config::TpuConfig c = config::LoadConfig("tpu-v2");
   const auto fast = TestEngine(engine::EngineKind::kFast, c);
   const auto rtl = TestEngine(engine::EngineKind::kRtl, c);
-  for (const nn::Model& m : {BranchyGraph(5), MaxPoolGraph(8), DownsampleGraph(10)}) {
+  for (const nn::Model& m :
+       {BranchyGraph(5), MaxPoolGraph(8), DownsampleGraph(10), Relu6Graph(11)}) {
     const engine::ExecResult f = StepsEqualReference(fast.get(), m, 1, Optimizer::Kind::kAdam, 1);
     const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 1, Optimizer::Kind::kAdam, 1);
     EXPECT_EQ(f.cycles, r.cycles) << m.name;
