@@ -13,12 +13,24 @@ void CheckConvNetShape(const nn::Model& m) {
                                        LayerType::kConv2d, LayerType::kAvgPool2d,
                                        LayerType::kFlatten};
   bool ok = m.layers.size() > want.size() && m.input.c == 1;
-  for (size_t i = 0; ok && i < m.layers.size(); ++i)
-    ok = m.layers[i].type == (i < want.size() ? want[i] : LayerType::kDense);
+  for (size_t i = 0; ok && i < m.layers.size(); ++i) {
+    const nn::Layer& l = m.layers[i];
+    const bool last = i + 1 == m.layers.size();
+    ok = l.type == (i < want.size() ? want[i] : LayerType::kDense);
+    // What the CNN's step computes: valid convolutions of stride 1 and hidden dense layers,
+    // each with its ReLU; 2 x 2 average poolings of stride 2 (conv_step.cc).
+    if (l.type == LayerType::kConv2d || (l.type == LayerType::kDense && !last))
+      ok = ok && l.activation == nn::Activation::kRelu;
+    if (l.type == LayerType::kConv2d) ok = ok && l.stride == 1 && !l.Padded() && !l.depthwise;
+    if (l.type == LayerType::kAvgPool2d)
+      ok = ok && !l.global_pool && !l.Padded() && l.pool_h == 2 && l.pool_w == 2 &&
+           l.pool_stride == 2;
+  }
   if (!ok) {
     throw UsageError("model '" + m.name +
-                     "': the chip's convolutional reference takes conv, pool, conv, pool, "
-                     "flatten, dense layers on one input channel (the course material's CNN)");
+                     "': the chip's convolutional reference takes valid convolutions of stride "
+                     "1 with ReLU, 2 x 2 average poolings of stride 2, a flatten and dense layers "
+                     "with ReLU on one input channel (the course material's CNN)");
   }
 }
 

@@ -81,10 +81,10 @@ WindowShape ConvWindowOf(const Layer& l) {
   return w;
 }
 
-// A global average pooling's tile: h w identities times 1/(h w) rounded to bfloat16, one a
-// tap of the whole map's window: row t c + ch, lane ch.
+// An average pooling's tile: kh kw identities times 1/(kh kw) rounded to bfloat16, one a tap
+// of its window (a global one's: the whole map's): row t c + ch, lane ch.
 Half MeanTile(const Layer& l) {
-  const int64_t taps = int64_t{l.in.h} * l.in.w, c = l.in.c;
+  const int64_t taps = int64_t{l.pool_h} * l.pool_w, c = l.in.c;
   const uint16_t inv = Bf16Of(1.0f / static_cast<float>(taps));
   Half tile(static_cast<size_t>(taps * c * c), 0);
   for (int64_t t = 0; t < taps; ++t)
@@ -92,18 +92,27 @@ Half MeanTile(const Layer& l) {
   return tile;
 }
 
-// The window of a global pooling (the whole map, one output pixel) and of its gradient (a
-// one-pixel map padded to the map's size: each output pixel's one tap on it).
+// The window of an average pooling (a global one's: the whole map, one output pixel) and of
+// its gradient: a window over the pooled map padded by the kernel's side less 1 less the
+// padding, read dilated for stride 2, through the same tile (its taps are alike), out to the
+// whole map: a pixel no window read takes +0, from a window of padding alone.
 WindowShape MeanWindow(const Layer& l, bool gradient) {
   WindowShape w;
-  w.kh = l.in.h;
-  w.kw = l.in.w;
+  w.kh = l.pool_h;
+  w.kw = l.pool_w;
   if (gradient) {
-    w.pad_top = l.in.h - 1;
-    w.pad_left = l.in.w - 1;
+    w.pad_top = l.pool_h - 1 - l.pad_top;
+    w.pad_left = l.pool_w - 1 - l.pad_left;
+    w.dilated = !l.global_pool && l.pool_stride == 2;
     w.out_h = l.in.h;
     w.out_w = l.in.w;
+    return w;
   }
+  w.stride_y = w.stride_x = l.global_pool ? 1 : l.pool_stride;
+  w.pad_top = l.pad_top;
+  w.pad_left = l.pad_left;
+  w.out_h = l.out.h;
+  w.out_w = l.out.w;
   return w;
 }
 
@@ -268,8 +277,7 @@ Half LayerForward(const nn::Model& m, size_t i, const Half& x, int batch, int n,
           chip::Product(f->kept[i], TileRows(l), batch, l.in.Size() + 1, l.out.c, n), relu,
           UpperOf(l));
     case LayerType::kAvgPool2d:
-      if (l.global_pool) return WindowProduct(in, s, MeanWindow(l, false), MeanTile(l), l.in.c, n);
-      return AvgPool(in, s, n);
+      return WindowProduct(in, s, MeanWindow(l, false), MeanTile(l), l.in.c, n);
     case LayerType::kMaxPool2d:
       return MaxPool(l, in, batch, n, &f->kept[i]);
     case LayerType::kAdd: {
@@ -355,20 +363,6 @@ Half WeightedBackward(const Layer& l, const Half& dz, const Half& kept, int batc
                            n);
 }
 
-// A 2 x 2 average pooling's gradient over the map it read: an odd side's last row and
-// column, which it left out, get +0.
-Half PoolBackward(const Layer& l, const Half& dp, int batch, int n) {
-  const Half spread = AvgPoolGradient(dp, ShapeOf(l.out, batch), n);
-  Half dx(static_cast<size_t>(int64_t{batch} * l.in.Size()), 0);
-  const int64_t c = l.in.c, sh = 2 * int64_t{l.out.h}, sw = 2 * int64_t{l.out.w};
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t y = 0; y < sh; ++y)
-      for (int64_t x = 0; x < sw; ++x)
-        std::copy_n(spread.begin() + ((b * sh + y) * sw + x) * c, c,
-                    dx.begin() + ((b * l.in.h + y) * l.in.w + x) * c);
-  return dx;
-}
-
 // Layer i's backward pass from the gradient of its output: its inputs' gradients added in.
 void LayerBackward(const nn::Model& m, size_t i, const Forward& f, int batch, int n, Backward* bw,
                    ConvNetGradients* g) {
@@ -381,10 +375,8 @@ void LayerBackward(const nn::Model& m, size_t i, const Forward& f, int batch, in
     case LayerType::kDense:
       return bw->Add(l.inputs[0], WeightedBackward(l, dz, f.kept[i], batch, n, &g->w[i], &g->b[i]));
     case LayerType::kAvgPool2d:
-      if (l.global_pool)
-        return bw->Add(l.inputs[0], WindowProduct(dz, ShapeOf(l.out, batch), MeanWindow(l, true),
-                                                  MeanTile(l), l.in.c, n));
-      return bw->Add(l.inputs[0], PoolBackward(l, dz, batch, n));
+      return bw->Add(l.inputs[0], WindowProduct(dz, ShapeOf(l.out, batch), MeanWindow(l, true),
+                                                MeanTile(l), l.in.c, n));
     case LayerType::kMaxPool2d:
       return bw->Add(l.inputs[0],
                      MaxPoolBackward(l, dz, f.out[i], f.kept[i], batch, n, &g->max_tap[i]));
@@ -443,9 +435,10 @@ std::string Unsupported(const nn::Model& m, size_t i) {
         return "a convolution's padding is less than its kernel";
       return "";
     case LayerType::kAvgPool2d:
-      if (l.global_pool || (l.pool_h == 2 && l.pool_w == 2 && l.pool_stride == 2 && !l.Padded()))
+      if (l.global_pool || (l.pool_stride <= 2 && l.pad_top < l.pool_h && l.pad_left < l.pool_w))
         return "";
-      return "average pooling is 2 x 2 of stride 2 without padding, or global";
+      return "average pooling's stride is 1 or 2 and its padding less than its window, or it "
+             "is global";
     case LayerType::kMaxPool2d:
       if (l.global_pool || l.pool_stride > 2 || l.pad_top >= l.pool_h || l.pad_left >= l.pool_w)
         return "max pooling's stride is 1 or 2 and its padding less than its window";

@@ -35,7 +35,7 @@ using shell::TilesOf;
 // X (kb blocks of `padded` rows, the bias lane's 1 from parameter set `set`); a pooling's
 // tile (four identities times 1/4, or h w identities times 1/(h w)).
 struct LayerRows {
-  int source = 0;           // the layer whose rows these are (a flatten's: its input's)
+  int source = 0;           // the layer whose rows these are (a flatten's: its input's; -1)
   int h = 1, w = 1, c = 1;  // the map (a flatten's: its input's)
   int param = -1, set = 0;
   int64_t pixels = 0, rows = 0, padded = 0;  // an image's pixels; the core's; rounded up
@@ -95,10 +95,8 @@ bool Relu(const Layer& l) { return l.activation == nn::Activation::kRelu || Relu
 int SetOf(const Layout& a, const Layer& l) { return Relu6(l) ? a.relu6_set : 0; }
 bool HasRelu6(const nn::Model& m) { return std::any_of(m.layers.begin(), m.layers.end(), Relu6); }
 
-// Rows a pooling's tile takes: 4 c, or h w c for a global one.
-int64_t PoolTileRows(const Layer& l) {
-  return (l.global_pool ? int64_t{l.in.h} * l.in.w : 4) * l.in.c;
-}
+// Rows an average pooling's tile takes: an identity a tap (the whole map's, for a global one).
+int64_t PoolTileRows(const Layer& l) { return int64_t{l.pool_h} * l.pool_w * l.in.c; }
 
 // Layer i's rows (the last's output is the logits, its gradient dL/dlogits).
 void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
@@ -106,7 +104,12 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
   const Layer& l = m.layers[i];
   LayerRows& r = a->layer[i];
   if (l.type == LayerType::kFlatten) {
-    r = a->layer[static_cast<size_t>(l.inputs[0])];
+    if (l.inputs[0] != nn::kModelInput) {
+      r = a->layer[static_cast<size_t>(l.inputs[0])];
+      return;
+    }
+    r = LayerRows();  // the images': the dense layer reading them takes them from the batch
+    r.source = nn::kModelInput;
     return;
   }
   const LayerRows constants = r;  // MakeLayout's
@@ -189,7 +192,7 @@ int Covered(int in, int out, int kernel, int stride, int pad) {
 // +0 from the zero tile's rows (IntoInput).
 bool LeavesPixelsOut(const nn::Model& m) {
   for (const Layer& l : m.layers) {
-    const bool pool = l.type == LayerType::kMaxPool2d;
+    const bool pool = l.IsPool() && !l.global_pool;
     if ((!pool && l.type != LayerType::kConv2d) || l.inputs[0] == nn::kModelInput) continue;
     const int stride = pool ? l.pool_stride : l.stride;
     if (Covered(l.in.h, l.out.h, pool ? l.pool_h : l.kernel_h, stride, l.pad_top) < l.in.h ||
@@ -317,13 +320,36 @@ void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   e.Dense(r.f, r.padded, p, 0, r.rows, r.out, Relu(l), SetOf(a, l));
 }
 
+// A dense layer's X from the images (the batch buffer's rows, each image's values in order):
+// K-tile k is row k of each image through the identity (`matmul stride=` the image's rows),
+// the bias lane's 1 from parameter set `set` in the tile that holds it; a tile past the
+// images' values (the bias lane's alone) is zeros through the zero tile.
+void ImageTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows& r) {
+  for (int64_t k = 0; k < p.kb; ++k) {
+    const bool past = k * a.n >= p.ins;
+    for (int64_t r0 = 0; r0 < a.mb; r0 += a.acc_rows) {
+      const int64_t len = std::min<int64_t>(a.acc_rows, a.mb - r0);
+      const bool load = e.Tile(past ? a.zero : a.id, false, true);
+      e.P().Matmul(e.U(a.x0 + r0 * a.img_rows + (past ? 0 : k)), 0, e.U(len), load,
+                   isa::Acc::kOverwrite, e.U(a.img_rows));
+      e.P().Activate(0, e.U(r.f + k * r.padded + r0), e.U(len), e.U(k == p.ins / a.n ? r.set : 0),
+                     false, isa::Pool::kNone);
+    }
+  }
+}
+
 void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   e.Pass(l.name + " forward", int64_t{a.b} * (p.ins + 1) * p.outs);
   EmitVector(e.P(), VectorOp::kCopy, p.w, 0, p.wb, p.Values(a.n), kA32);
-  e.P().SetWindow(WholeMaps(a.In(l.inputs[0]), a.mb, a.n));
-  for (int64_t k = 0; k < p.kb; ++k)
-    FieldTile(e, a, p, k, a.In(l.inputs[0]).out, a.mb, r.f + k * r.padded, r.set);
+  const int k0 = l.inputs[0];
+  if (k0 == nn::kModelInput || a.In(k0).source == nn::kModelInput) {
+    ImageTiles(e, a, p, r);
+  } else {
+    e.P().SetWindow(WholeMaps(a.In(k0), a.mb, a.n));
+    for (int64_t k = 0; k < p.kb; ++k)
+      FieldTile(e, a, p, k, a.In(k0).out, a.mb, r.f + k * r.padded, r.set);
+  }
   e.Dense(r.f, r.padded, p, 0, a.mb, r.out, Relu(l), SetOf(a, l));
 }
 
@@ -337,7 +363,11 @@ void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
     return;
   }
   isa::WindowGeometry g = MapGeometry(in.h, in.w, in.c, a.n);
-  g.kh = g.kw = g.stride_y = g.stride_x = 2;
+  g.kh = static_cast<uint64_t>(l.pool_h);
+  g.kw = static_cast<uint64_t>(l.pool_w);
+  g.stride_y = g.stride_x = static_cast<uint64_t>(l.pool_stride);
+  g.pad_top = static_cast<uint64_t>(l.pad_top);
+  g.pad_left = static_cast<uint64_t>(l.pad_left);
   g.out_h = static_cast<uint64_t>(r.h);
   g.out_w = static_cast<uint64_t>(r.w);
   e.P().SetWindow(g);
@@ -444,7 +474,7 @@ class Sums {
   explicit Sums(size_t layers) : has_(layers, false) {}
   // Where the gradient by layer input k's output goes; nothing for the model's input (-1).
   int64_t Into(const Layout& a, int k) const {
-    if (k == nn::kModelInput) return -1;
+    if (k == nn::kModelInput || a.In(k).source == nn::kModelInput) return -1;
     const LayerRows& r = a.In(k);
     return has_[static_cast<size_t>(r.source)] ? a.contrib : r.grad;
   }
@@ -560,12 +590,15 @@ void EmitPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   if (into < 0) return;
   e.Pass(l.name + " gradient");
   const LayerRows& in = a.In(k);
-  const bool global = l.global_pool;  // a window of the whole map, or 2 x 2 of stride 2
-  e.P().SetWindow(
-      GradientWindow(r, r.c, a.n, global ? in.h : 2, global ? in.w : 2, global ? 1 : 2, 0, 0, in));
+  const bool global = l.global_pool;  // a window of the whole map, one output pixel
+  const isa::WindowGeometry g = GradientWindow(
+      r, r.c, a.n, l.pool_h, l.pool_w, global ? 1 : l.pool_stride, l.pad_top, l.pad_left, in);
+  e.P().SetWindow(g);
   for (int img = 0; img < a.mb; ++img)
-    e.Window(r.grad + img * r.pixels, in.pixels, r.tile, 0, TilesOf(PoolTileRows(l), a.n),
-             into + img * in.pixels, 0);
+    IntoInput(e, a, g, in, into + img * in.pixels, [&](int64_t first, int64_t count, int64_t to) {
+      e.Window(r.grad + img * r.pixels, count, r.tile, 0, TilesOf(PoolTileRows(l), a.n), to, 0,
+               first);
+    });
   sums->Done(e, a, k);
 }
 
@@ -731,10 +764,14 @@ void PutTiles(const nn::Model& m, const Layout& a, std::vector<uint16_t>* img) {
   }
 }
 
-// The map whose rows layer k's are (a flatten has none of its own: its input's).
-nn::Shape3 RowsShape(const nn::Model& m, int k) {
+// What layer k's rows are (a flatten has none of its own: its input's).
+int RowsSource(const nn::Model& m, int k) {
   while (k != nn::kModelInput && m.layers[static_cast<size_t>(k)].type == LayerType::kFlatten)
     k = m.layers[static_cast<size_t>(k)].inputs[0];
+  return k;
+}
+nn::Shape3 RowsShape(const nn::Model& m, int k) {
+  k = RowsSource(m, k);
   return k == nn::kModelInput ? m.input : m.OutputOf(k);
 }
 
@@ -743,25 +780,25 @@ nn::Shape3 RowsShape(const nn::Model& m, int k) {
 std::string Unsupported(const nn::Model& m, size_t i, int n) {
   const Layer& l = m.layers[i];
   const int in = l.inputs[0];
-  if (in == nn::kModelInput && l.type != LayerType::kConv2d)
-    return "only a convolution reads the images";
+  const bool images = RowsSource(m, in) == nn::kModelInput;
+  if (images && !(l.type == LayerType::kConv2d && in == nn::kModelInput) &&
+      l.type != LayerType::kDense && l.type != LayerType::kFlatten)
+    return "only a convolution or a dense layer (flattened or not) reads the images";
   const nn::Shape3 s = RowsShape(m, in);
   if ((l.out.c > n && l.type != LayerType::kFlatten) || s.c > n)
     return fmt::format("its maps have more channels than the array's N = {}", n);
   const bool whole = l.type == LayerType::kDense || (l.IsPool() && l.global_pool);
-  if (whole && (s.h > 15 || s.w > 15 || s.c > n))
+  if (whole && !images && (s.h > 15 || s.w > 15 || s.c > n))
     return fmt::format(
         "the {} x {} x {} map it reads is more than 15 x 15 pixels (a window's "
         "kernel) or N = {} channels",
         s.h, s.w, s.c, n);
-  if (l.type == LayerType::kAvgPool2d && !l.global_pool && (s.h % 2 || s.w % 2))
-    return "a 2 x 2 average pooling of an even map";
   if (l.type == LayerType::kConv2d &&
       (l.kernel_h > 15 || l.kernel_w > 15 || l.pad_top > 15 || l.pad_left > 15 || l.in.c > n))
     return fmt::format(
         "a convolution of at most 15 x 15 taps and padding and N = {} input channels", n);
-  if (l.type == LayerType::kMaxPool2d && (l.pool_h > 15 || l.pool_w > 15))
-    return "a max pooling of at most 15 x 15";
+  if (l.IsPool() && !l.global_pool && (l.pool_h > 15 || l.pool_w > 15))
+    return "a pooling of at most 15 x 15";
   return "";
 }
 

@@ -473,8 +473,8 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
     arch: "mlp", the course material's CNN "lenet5" or "wide" (at a batch the unified
     buffer holds: at most 86 and 68 on tpu-v2), or the graph "residual" (any batch: 11
     images a pass on tpu-v2, a larger batch in passes whose gradients are summed); model: instead of arch, a tpusim.Model or model folder to start from (its graph
-    and float32 weights, e.g. import_torch(net, x, quantize=False, dataset="mnist") of a
-    network with max pooling); config: a bf16
+    and float32 weights, e.g. import_torch(net, x, quantize=False, dataset="mnist") of an
+    MLP, or of convolutions with max pooling and ReLU6); config: a bf16
     preset name or a Config; limit: train on the first images only; verify: check every step
     against the CPU reference, bit for bit; timeline: a file for the instruction timeline of
     step `timeline_step` (Chrome trace JSON, its passes on a track of their own). Returns

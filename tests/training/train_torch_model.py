@@ -5,8 +5,11 @@
 The network has what the course's CNN does not: ResNet's stem pooling (3 x 3 max pooling of
 stride 2 padded 1) and a 2 x 2 max pooling, between 3 x 3 "same" convolutions, the second
 with MobileNet's ReLU6 (its weights scaled by 24, so that it bounds values at 6); a linear
-layer of the 10 classes and a softmax. It is exported with torch.onnx.export for an input of
-1 x 1 x 32 x 32 (the data sets' images: 28 x 28 padded by 2), imported, and its first step's
+layer of the 10 classes and a softmax. Two more networks go the same way: an MLP (the
+images flattened into two linear layers: on the chip the first reads the images
+themselves), and average poolings (3 x 3 of stride 2 padded 1, and 2 x 2) between padded
+convolutions. Each is exported with torch.onnx.export for an input of 1 x 1 x 32 x 32 (the
+data sets' images: 28 x 28 padded by 2), imported, and its first step's
 gradients (tpusim train --model DIR --gradients) compared with PyTorch's autograd of the
 graph tpusim imported, from the same weights and images, by grads_vs_torch.py --model:
 
@@ -44,6 +47,27 @@ def network(torch):
     return net
 
 
+def mlp(torch):
+    """The simplest network a user writes: the images flattened into two linear layers (the
+    first reads the images themselves on the chip)."""
+    nn = torch.nn
+    torch.manual_seed(4)
+    return nn.Sequential(nn.Flatten(), nn.Linear(32 * 32, 64), nn.ReLU(), nn.Linear(64, 10),
+                         nn.Softmax(dim=1))
+
+
+def averaged(torch):
+    """Average poolings as torchvision writes them (3 x 3 of stride 2 padded 1, its zeros
+    counted; 2 x 2) between padded convolutions: a chain of the course's CNN's layer kinds
+    that the CNN's own step does not compute, so it goes to the graph's."""
+    nn = torch.nn
+    torch.manual_seed(5)
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AvgPool2d(3, stride=2, padding=1),
+        nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2),
+        nn.Flatten(), nn.Linear(8 * 8 * 8, 10), nn.Softmax(dim=1))
+
+
 def run(cmd, show=False):
     print("$", " ".join(cmd))
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -67,14 +91,15 @@ def main():
         return 77
     net = network(torch)
     with tempfile.TemporaryDirectory() as tmp:
-        onnx_file, folder = os.path.join(tmp, "pooled.onnx"), os.path.join(tmp, "pooled")
-        torch.onnx.export(net, torch.zeros(1, 1, 32, 32), onnx_file, opset_version=13)
-        if run([args.tpusim, "import", onnx_file, "--out", folder, "-q"]).returncode:
-            return 1
         ok = True
-        for config in (["--config", "tpu-v2", "--batch", "4"], []):
-            ok &= run([sys.executable, GRADS, "--tpusim", args.tpusim, "--model", folder]
-                      + config, show=True).returncode == 0
+        for name, module in (("pooled", net), ("mlp", mlp(torch)), ("averaged", averaged(torch))):
+            onnx_file, folder = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name)
+            torch.onnx.export(module, torch.zeros(1, 1, 32, 32), onnx_file, opset_version=13)
+            if run([args.tpusim, "import", onnx_file, "--out", folder, "-q"]).returncode:
+                return 1
+            for config in (["--config", "tpu-v2", "--batch", "4"], []):
+                ok &= run([sys.executable, GRADS, "--tpusim", args.tpusim, "--model", folder]
+                          + config, show=True).returncode == 0
         # A model the trainers do not take: refused, naming the layer, nothing written.
         bad = os.path.join(tmp, "bad.onnx")
         torch.onnx.export(torch.nn.Sequential(net[0], net[1], torch.nn.Flatten(),

@@ -75,6 +75,33 @@ inline nn::Layer MaxPool(int k, int stride, int pad) {
   return l;
 }
 
+// An average pooling of k x k every `stride` pixels, padded by `pad` on every side (its
+// zeros count in the average).
+inline nn::Layer AvgPool(int k, int stride, int pad) {
+  nn::Layer l = MaxPool(k, stride, pad);
+  l.type = nn::LayerType::kAvgPool2d;
+  return l;
+}
+
+// 9 x 9 x 2: conv 4 same (l0), average pooling 2 x 2 of stride 2 of that odd map (l1, 4 x 4:
+// none reads l0's last row and column), conv 4 same (l2), average pooling 3 x 3 of stride 1
+// padded 1 (l3, 4 x 4: windows that overlap) and of stride 2 padded 1 (l4, 2 x 2), flattened
+// (l5) into the 5 outputs (l6).
+inline nn::Model AvgPoolGraph(uint64_t seed) {
+  using nn::LayerType;
+  nn::Model m;
+  m.name = "avgpool";
+  m.input = {9, 9, 2};
+  m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
+              AvgPool(2, 2, 0),
+              MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
+              AvgPool(3, 1, 1),
+              AvgPool(3, 2, 1),
+              MakeLayer(LayerType::kFlatten),
+              MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(m, seed);
+}
+
 // 10 x 10 x 2: conv 4 same without ReLU (l0), ResNet's max pooling, 3 x 3 of stride 2
 // padded 1 (l1, 5 x 5: its padding beside negative values), conv 4 same without ReLU (l2)
 // added to l1 (l3, ReLU: ties of zeros), max pooling 2 x 2 of stride 1 (l4, 4 x 4: windows
@@ -158,6 +185,17 @@ inline nn::Model Relu6Graph(uint64_t seed) {
   for (float& v : r.layers[0].weights.data) v *= 6;
   for (float& v : r.layers[1].weights.data) v *= 2;
   return r;
+}
+
+// A PyTorch MLP as imported: the h x w x c images flattened (l0) into a dense layer of 12
+// (l1) and the 5 outputs (l2).
+inline nn::Model MlpGraph(uint64_t seed, int h, int w, int c) {
+  nn::Model m;
+  m.name = "mlp";
+  m.input = {h, w, c};
+  m.layers = {MakeLayer(nn::LayerType::kFlatten), MakeLayer(nn::LayerType::kDense, 12),
+              MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(m, seed);
 }
 
 // 8 x 8 x 1 -> conv 4 (3x3 valid) -> avgpool -> conv 3 (2x2 same) -> flatten -> dense 3.

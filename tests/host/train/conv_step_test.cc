@@ -92,5 +92,22 @@ TEST(ConvStepCompileTest, RefusesWhatDoesNotFit) {
   ExpectTheLargestBatchNamed(train::CompileConvStep, lenet, v2);
 }
 
+// A chain of LeNet's layer kinds that the CNN's step does not compute (a padded convolution,
+// one without ReLU, a 3 x 3 average pooling) goes to the graph's step, which computes it:
+// before, the CNN's step took it and stopped at a bad window, or trained another network.
+TEST(ConvStepCompileTest, OnlyTheCourseMaterialsShapeTakesTheCnnStep) {
+  EXPECT_EQ(train::TrainNetOf(nn::MakeLenet5(3)).kind, train::TrainNet::Kind::kCnn);
+  std::vector<nn::Model> others(4, nn::MakeLenet5(3));
+  others[0].layers[0].padding = "same";
+  others[1].layers[2].activation = nn::Activation::kNone;
+  others[2].layers[1].pool_h = others[2].layers[1].pool_w = 3;
+  others[3].layers[5].activation = nn::Activation::kNone;  // a hidden dense layer
+  for (nn::Model& m : others) {
+    nn::InferShapes(&m);
+    EXPECT_THROW(train::CheckConvNetShape(m), UsageError);
+    EXPECT_EQ(train::TrainNetOf(m).kind, train::TrainNet::Kind::kGraph);
+  }
+}
+
 }  // namespace
 }  // namespace tpu::test

@@ -216,6 +216,12 @@ TEST(GraphReferenceTest, DownsampleGraphGradientsAreThePlainOnesThroughTheSameRe
   ExpectNearPlain(test::DownsampleGraph(10), 16);
 }
 
+// Average poolings of an odd map (its last row and column read by none), of 3 x 3 windows
+// that overlap and are padded.
+TEST(GraphReferenceTest, AvgPoolGraphGradientsAreThePlainOnesThroughTheSameReluPattern) {
+  ExpectNearPlain(test::AvgPoolGraph(3), 16);
+}
+
 // ReLU6 (MobileNet's): values it bounds at 6, its gradient 0 there.
 TEST(GraphReferenceTest, Relu6GraphGradientsAreThePlainOnesThroughTheSameReluPattern) {
   const nn::Model m = test::Relu6Graph(3);

@@ -102,6 +102,10 @@ TEST(GraphStepTest, EveryStepEqualsTheReference) {
   StepsEqualReference(chip.get(), MaxPoolGraph(8), 3, Optimizer::Kind::kAdam, 3);
   StepsEqualReference(chip.get(), DownsampleGraph(10), 3, Optimizer::Kind::kAdam, 2);
   StepsEqualReference(chip.get(), Relu6Graph(11), 3, Optimizer::Kind::kAdam, 3);
+  StepsEqualReference(chip.get(), AvgPoolGraph(14), 3, Optimizer::Kind::kAdam, 3);
+  // A dense layer reads the images: the bias lane in the images' last row, or past them.
+  StepsEqualReference(chip.get(), MlpGraph(12, 6, 6, 2), 3, Optimizer::Kind::kAdam, 3);
+  StepsEqualReference(chip.get(), MlpGraph(13, 16, 16, 1), 3, Optimizer::Kind::kSgd, 3);
   // l1 a 3 x 3 valid convolution of stride 2 of 10 x 10, which reads no pixel of the last
   // row and column
   StepsEqualReference(chip.get(), BranchyGraph(5, "valid"), 2, Optimizer::Kind::kSgd, 2);
@@ -117,14 +121,14 @@ TEST(GraphStepTest, TwoCoresEqualTheReferenceOfTwoCores) {
 }
 
 // The RTL equals the reference too, with every counter equal to the fast engine's (a step of
-// the branchy graph, one of the max poolings', one of the downsampling's and one of ReLU6's,
-// about 95 s).
+// the branchy graph, one of the max poolings', one of the downsampling's, one of ReLU6's, one
+// of an MLP's and one of the average poolings').
 TEST(GraphStepRtlTest, TheEnginesAgreeOnEveryCounter) {
   const config::TpuConfig c = config::LoadConfig("tpu-v2");
   const auto fast = TestEngine(engine::EngineKind::kFast, c);
   const auto rtl = TestEngine(engine::EngineKind::kRtl, c);
-  for (const nn::Model& m :
-       {BranchyGraph(5), MaxPoolGraph(8), DownsampleGraph(10), Relu6Graph(11)}) {
+  for (const nn::Model& m : {BranchyGraph(5), MaxPoolGraph(8), DownsampleGraph(10), Relu6Graph(11),
+                             MlpGraph(13, 16, 16, 1), AvgPoolGraph(14)}) {
     const engine::ExecResult f = StepsEqualReference(fast.get(), m, 1, Optimizer::Kind::kAdam, 1);
     const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 1, Optimizer::Kind::kAdam, 1);
     EXPECT_EQ(f.cycles, r.cycles) << m.name;
@@ -150,10 +154,15 @@ TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
   wide.layers[0].out.c = 130;
   nn::InferShapes(&wide);
   refused(wide, "l0");
-  nn::Model odd = res;  // a 2 x 2 average pooling of an odd map
-  odd.input = {30, 30, 1};
-  nn::InferShapes(&odd);
-  refused(odd, "pool");
+  nn::Model strided = AvgPoolGraph(3);  // an average pooling of stride 3
+  strided.layers[4].pool_stride = 3;
+  nn::InferShapes(&strided);
+  refused(strided, "l4");
+  nn::Model pooled;  // a max pooling reads the images
+  pooled.input = {8, 8, 1};
+  pooled.layers = {MaxPool(2, 2, 0), MakeLayer(LayerType::kFlatten),
+                   MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  refused(Randomize(pooled, 3), "l0");
   config::TpuConfig tiny = v2;  // not even one image a pass
   tiny.ub_depth_rows = 4096;
   EXPECT_THROW(train::CompileGraphStep(res, 1, adam, tiny), UsageError);
