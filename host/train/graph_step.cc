@@ -338,6 +338,61 @@ void ImageTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows
   }
 }
 
+// How a dense layer's X is formed from a map of more than 15 x 15 pixels: each image's pixels
+// (in order) in chunks of `a` x `b` pixels, one window each (a kernel of at most 15 x 15), the
+// values of a chunk filling whole K-tiles so that the next starts a K-tile; the last chunk,
+// the rest, `last_a` x `last_b`. None (a = 0) where no such chunks exist.
+struct Chunks {
+  int a = 0, b = 0, last_a = 0, last_b = 0;
+  int64_t Pixels() const { return int64_t{a} * b; }
+};
+
+// A factor pair of `pixels`, each at most 15: (0, 0) if none.
+std::pair<int, int> Factors(int64_t pixels) {
+  for (int a = 15; a >= 1; --a)
+    if (pixels % a == 0 && pixels / a <= 15) return {a, static_cast<int>(pixels / a)};
+  return {0, 0};
+}
+
+// The largest chunks for a map of `pixels` pixels of c channels on an array of n.
+Chunks ChunksOf(int64_t pixels, int c, int n) {
+  for (int64_t size = 225; size >= 1; --size) {
+    const auto [a, b] = Factors(size);
+    if (a == 0 || size * c % n || size > pixels) continue;
+    const int64_t rest = pixels % size ? pixels % size : size;
+    const auto [la, lb] = Factors(rest);
+    if (la) return {a, b, la, lb};
+  }
+  return {};
+}
+
+// A dense layer's X from a map of more than 15 x 15 pixels (ChunksOf): a window over each
+// chunk of each image, its K-tiles through the identity (FieldTile).
+void ChunkTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows& in,
+                const LayerRows& r) {
+  const Chunks c = ChunksOf(in.pixels, in.c, a.n);
+  int64_t k0 = 0;
+  for (int64_t p0 = 0; p0 < in.pixels; p0 += c.Pixels()) {
+    const bool last = p0 + c.Pixels() >= in.pixels;
+    const int kh = last ? c.last_a : c.a, kw = last ? c.last_b : c.b;
+    isa::WindowGeometry g = MapGeometry(kh, kw, in.c, a.n);
+    g.kh = static_cast<uint64_t>(kh);
+    g.kw = static_cast<uint64_t>(kw);
+    g.out_h = g.out_w = 1;
+    e.P().SetWindow(g);
+    const int64_t kts = last ? p.kb - k0 : c.Pixels() * in.c / a.n;
+    for (int64_t k = 0; k < kts; ++k)
+      for (int t = 0; t < a.mb; ++t) {
+        const bool past = (k0 + k) * a.n >= p.ins;
+        e.Window(in.out + t * in.pixels + p0, 1, past ? a.zero : a.id, past ? 0 : k, 1,
+                 r.f + (k0 + k) * r.padded + t, k0 + k == p.ins / a.n ? r.set : 0);
+      }
+    k0 += kts;
+  }
+}
+
+bool FitsAWindow(const LayerRows& in) { return in.h <= 15 && in.w <= 15; }
+
 void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   e.Pass(l.name + " forward", int64_t{a.b} * (p.ins + 1) * p.outs);
@@ -345,6 +400,8 @@ void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   const int k0 = l.inputs[0];
   if (k0 == nn::kModelInput || a.In(k0).source == nn::kModelInput) {
     ImageTiles(e, a, p, r);
+  } else if (!FitsAWindow(a.In(k0))) {
+    ChunkTiles(e, a, p, a.In(k0), r);
   } else {
     e.P().SetWindow(WholeMaps(a.In(k0), a.mb, a.n));
     for (int64_t k = 0; k < p.kb; ++k)
@@ -788,11 +845,14 @@ std::string Unsupported(const nn::Model& m, size_t i, int n) {
   if ((l.out.c > n && l.type != LayerType::kFlatten) || s.c > n)
     return fmt::format("its maps have more channels than the array's N = {}", n);
   const bool whole = l.type == LayerType::kDense || (l.IsPool() && l.global_pool);
-  if (whole && !images && (s.h > 15 || s.w > 15 || s.c > n))
+  const bool chunked = l.type == LayerType::kDense && ChunksOf(int64_t{s.h} * s.w, s.c, n).a > 0;
+  if (whole && !images && !chunked && (s.h > 15 || s.w > 15 || s.c > n))
     return fmt::format(
         "the {} x {} x {} map it reads is more than 15 x 15 pixels (a window's "
-        "kernel) or N = {} channels",
-        s.h, s.w, s.c, n);
+        "kernel){}",
+        s.h, s.w, s.c,
+        l.type == LayerType::kDense ? " and its pixels do not part into windows of whole K-tiles"
+                                    : "");
   if (l.type == LayerType::kConv2d &&
       (l.kernel_h > 15 || l.kernel_w > 15 || l.pad_top > 15 || l.pad_left > 15 || l.in.c > n))
     return fmt::format(

@@ -7,8 +7,8 @@ stride 2 padded 1) and a 2 x 2 max pooling, between 3 x 3 "same" convolutions, t
 with MobileNet's ReLU6 (its weights scaled by 24, so that it bounds values at 6); a linear
 layer of the 10 classes and a softmax. Two more networks go the same way: an MLP (the
 images flattened into two linear layers: on the chip the first reads the images
-themselves), and average poolings (3 x 3 of stride 2 padded 1, and 2 x 2) between padded
-convolutions. Each is exported with torch.onnx.export for an input of 1 x 1 x 32 x 32 (the
+themselves), and an average pooling (3 x 3 of stride 2 padded 1) between padded
+convolutions, whose 16 x 16 map a linear layer reads whole. Each is exported with torch.onnx.export for an input of 1 x 1 x 32 x 32 (the
 data sets' images: 28 x 28 padded by 2), imported, and its first step's
 gradients (tpusim train --model DIR --gradients) compared with PyTorch's autograd of the
 graph tpusim imported, from the same weights and images, by grads_vs_torch.py --model:
@@ -57,15 +57,15 @@ def mlp(torch):
 
 
 def averaged(torch):
-    """Average poolings as torchvision writes them (3 x 3 of stride 2 padded 1, its zeros
-    counted; 2 x 2) between padded convolutions: a chain of the course's CNN's layer kinds
-    that the CNN's own step does not compute, so it goes to the graph's."""
+    """An average pooling as torchvision writes them (3 x 3 of stride 2 padded 1, its zeros
+    counted) between padded convolutions, and a linear layer reading the whole 16 x 16 map
+    (more than a window's 15 x 15: on the chip in windows of whole K-tiles)."""
     nn = torch.nn
     torch.manual_seed(5)
     return nn.Sequential(
         nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AvgPool2d(3, stride=2, padding=1),
-        nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2),
-        nn.Flatten(), nn.Linear(8 * 8 * 8, 10), nn.Softmax(dim=1))
+        nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
+        nn.Flatten(), nn.Linear(16 * 16 * 8, 10), nn.Softmax(dim=1))
 
 
 def run(cmd, show=False):

@@ -198,6 +198,18 @@ inline nn::Model MlpGraph(uint64_t seed, int h, int w, int c) {
   return Randomize(m, seed);
 }
 
+// A map of more than 15 x 15 pixels (or more than 15 rows) into a dense layer: the h x w x 1
+// images, conv c same (l0), flattened (l1) into the 5 outputs (l2).
+inline nn::Model WideMapGraph(uint64_t seed, int h, int w, int c) {
+  nn::Model m;
+  m.name = "widemap";
+  m.input = {h, w, 1};
+  m.layers = {MakeLayer(nn::LayerType::kConv2d, c, 3, 1, "same"),
+              MakeLayer(nn::LayerType::kFlatten),
+              MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(m, seed);
+}
+
 // 8 x 8 x 1 -> conv 4 (3x3 valid) -> avgpool -> conv 3 (2x2 same) -> flatten -> dense 3.
 inline nn::Model AvgPoolModel(uint64_t seed) {
   nn::Model m;

@@ -103,6 +103,12 @@ TEST(GraphStepTest, EveryStepEqualsTheReference) {
   StepsEqualReference(chip.get(), DownsampleGraph(10), 3, Optimizer::Kind::kAdam, 2);
   StepsEqualReference(chip.get(), Relu6Graph(11), 3, Optimizer::Kind::kAdam, 3);
   StepsEqualReference(chip.get(), AvgPoolGraph(14), 3, Optimizer::Kind::kAdam, 3);
+  // A dense layer reads a map of more than 15 x 15 pixels, in windows of 12 x 12 and 14 x 8
+  // (16 x 16 x 8, its bias lane a K-tile of its own), of 12 x 8 and 1 (17 x 17 x 4), of 8 x 2
+  // and 1 (17 x 1 x 8).
+  StepsEqualReference(chip.get(), WideMapGraph(15, 16, 16, 8), 2, Optimizer::Kind::kAdam, 2);
+  StepsEqualReference(chip.get(), WideMapGraph(16, 17, 17, 4), 2, Optimizer::Kind::kSgd, 2);
+  StepsEqualReference(chip.get(), WideMapGraph(17, 17, 1, 8), 2, Optimizer::Kind::kAdam, 2);
   // A dense layer reads the images: the bias lane in the images' last row, or past them.
   StepsEqualReference(chip.get(), MlpGraph(12, 6, 6, 2), 3, Optimizer::Kind::kAdam, 3);
   StepsEqualReference(chip.get(), MlpGraph(13, 16, 16, 1), 3, Optimizer::Kind::kSgd, 3);
@@ -122,13 +128,14 @@ TEST(GraphStepTest, TwoCoresEqualTheReferenceOfTwoCores) {
 
 // The RTL equals the reference too, with every counter equal to the fast engine's (a step of
 // the branchy graph, one of the max poolings', one of the downsampling's, one of ReLU6's, one
-// of an MLP's and one of the average poolings').
+// of an MLP's, one of the average poolings' and one of a dense layer reading a 17 x 1 map).
 TEST(GraphStepRtlTest, TheEnginesAgreeOnEveryCounter) {
   const config::TpuConfig c = config::LoadConfig("tpu-v2");
   const auto fast = TestEngine(engine::EngineKind::kFast, c);
   const auto rtl = TestEngine(engine::EngineKind::kRtl, c);
-  for (const nn::Model& m : {BranchyGraph(5), MaxPoolGraph(8), DownsampleGraph(10), Relu6Graph(11),
-                             MlpGraph(13, 16, 16, 1), AvgPoolGraph(14)}) {
+  for (const nn::Model& m :
+       {BranchyGraph(5), MaxPoolGraph(8), DownsampleGraph(10), Relu6Graph(11),
+        MlpGraph(13, 16, 16, 1), AvgPoolGraph(14), WideMapGraph(17, 17, 1, 8)}) {
     const engine::ExecResult f = StepsEqualReference(fast.get(), m, 1, Optimizer::Kind::kAdam, 1);
     const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 1, Optimizer::Kind::kAdam, 1);
     EXPECT_EQ(f.cycles, r.cycles) << m.name;
