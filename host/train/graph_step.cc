@@ -33,7 +33,7 @@ using shell::TilesOf;
 // core's images one after the other (`rows` of them, up to whole chunks of N: `padded`);
 // a weighted layer's operand, a convolution's receptive fields F or a dense layer's input
 // X (kb blocks of `padded` rows, the bias lane's 1 from parameter set `set`); a pooling's
-// tile (four identities times 1/4, or h w identities times 1/(h w)).
+// tile (kh kw identities times 1/(kh kw); a global one's, the whole map's).
 struct LayerRows {
   int source = 0;           // the layer whose rows these are (a flatten's: its input's; -1)
   int h = 1, w = 1, c = 1;  // the map (a flatten's: its input's)

@@ -1,7 +1,7 @@
 // A graph's training step on the chip (issue 74): the model's layers in their order
-// (convolutions of any kernel and padding, stride 1 or 2, depthwise or not; 2 x 2 and
-// global average pooling; residual adds; concatenations; flattens; dense layers, the last
-// with softmax), each a pass of products
+// (convolutions of any kernel and padding, stride 1 or 2, depthwise or not; average and max
+// pooling; residual adds; concatenations; flattens; dense layers, the first of an MLP reading
+// the images, the last with softmax; ReLU, ReLU6 or none), each a pass of products
 // through windows and tiles or of vector instructions, forward, loss, backward and update,
 // as one program for each core of a bf16 chip, in the arithmetic of graph_reference.h's
 // ReferenceGraphStep, bit for bit (docs/training.md, "Graphs"). Every layer's output and
