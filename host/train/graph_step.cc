@@ -95,8 +95,43 @@ bool Relu(const Layer& l) { return l.activation == nn::Activation::kRelu || Relu
 int SetOf(const Layout& a, const Layer& l) { return Relu6(l) ? a.relu6_set : 0; }
 bool HasRelu6(const nn::Model& m) { return std::any_of(m.layers.begin(), m.layers.end(), Relu6); }
 
-// Rows an average pooling's tile takes: an identity a tap (the whole map's, for a global one).
-int64_t PoolTileRows(const Layer& l) { return int64_t{l.pool_h} * l.pool_w * l.in.c; }
+// How a map of more than 15 x 15 pixels is read whole (a dense layer's X, a global pooling):
+// each image's pixels (in order) in chunks of `a` x `b` pixels, one window each (a kernel of at
+// most 15 x 15), the values of a chunk filling whole K-tiles so that the next starts a K-tile; the
+// last chunk, the rest, `last_a` x `last_b`. None (a = 0) where no such chunks exist.
+struct Chunks {
+  int a = 0, b = 0, last_a = 0, last_b = 0;
+  int64_t Pixels() const { return int64_t{a} * b; }
+};
+
+// A factor pair of `pixels`, each at most 15: (0, 0) if none.
+std::pair<int, int> Factors(int64_t pixels) {
+  for (int a = 15; a >= 1; --a)
+    if (pixels % a == 0 && pixels / a <= 15) return {a, static_cast<int>(pixels / a)};
+  return {0, 0};
+}
+
+// The largest chunks for a map of `pixels` pixels of c channels on an array of n.
+Chunks ChunksOf(int64_t pixels, int c, int n) {
+  for (int64_t size = 225; size >= 1; --size) {
+    const auto [a, b] = Factors(size);
+    if (a == 0 || size * c % n || size > pixels) continue;
+    const int64_t rest = pixels % size ? pixels % size : size;
+    const auto [la, lb] = Factors(rest);
+    if (la) return {a, b, la, lb};
+  }
+  return {};
+}
+
+bool FitsAWindow(int h, int w) { return h <= 15 && w <= 15; }
+
+// Rows an average pooling's tile takes: an identity a tap (the whole map's, for a global one;
+// a chunk's, for a global one of a map more than 15 x 15: ChunksOf), each times 1/(kh kw).
+int64_t PoolTileRows(const Layer& l, int n) {
+  if (l.global_pool && !FitsAWindow(l.in.h, l.in.w))
+    return ChunksOf(int64_t{l.in.h} * l.in.w, l.in.c, n).Pixels() * l.in.c;
+  return int64_t{l.pool_h} * l.pool_w * l.in.c;
+}
 
 // Layer i's rows (the last's output is the logits, its gradient dL/dlogits).
 void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
@@ -221,7 +256,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.layer.resize(m.layers.size());
   for (size_t i = 0; i < m.layers.size(); ++i) {  // constants: before the state
     const Layer& l = m.layers[i];
-    if (l.type == LayerType::kAvgPool2d) a.layer[i].tile = take(TilesOf(PoolTileRows(l), n) * n);
+    if (l.type == LayerType::kAvgPool2d) a.layer[i].tile = take(TilesOf(PoolTileRows(l, n), n) * n);
     if (l.type == LayerType::kConcat)
       a.layer[i].shift = take(2 * static_cast<int64_t>(l.inputs.size()) * n);
     if (l.depthwise)
@@ -338,32 +373,13 @@ void ImageTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows
   }
 }
 
-// How a dense layer's X is formed from a map of more than 15 x 15 pixels: each image's pixels
-// (in order) in chunks of `a` x `b` pixels, one window each (a kernel of at most 15 x 15), the
-// values of a chunk filling whole K-tiles so that the next starts a K-tile; the last chunk,
-// the rest, `last_a` x `last_b`. None (a = 0) where no such chunks exist.
-struct Chunks {
-  int a = 0, b = 0, last_a = 0, last_b = 0;
-  int64_t Pixels() const { return int64_t{a} * b; }
-};
-
-// A factor pair of `pixels`, each at most 15: (0, 0) if none.
-std::pair<int, int> Factors(int64_t pixels) {
-  for (int a = 15; a >= 1; --a)
-    if (pixels % a == 0 && pixels / a <= 15) return {a, static_cast<int>(pixels / a)};
-  return {0, 0};
-}
-
-// The largest chunks for a map of `pixels` pixels of c channels on an array of n.
-Chunks ChunksOf(int64_t pixels, int c, int n) {
-  for (int64_t size = 225; size >= 1; --size) {
-    const auto [a, b] = Factors(size);
-    if (a == 0 || size * c % n || size > pixels) continue;
-    const int64_t rest = pixels % size ? pixels % size : size;
-    const auto [la, lb] = Factors(rest);
-    if (la) return {a, b, la, lb};
-  }
-  return {};
+// The window over an a x b chunk (kernel the chunk, one output pixel).
+isa::WindowGeometry ChunkWindow(int a, int b, int c, int n) {
+  isa::WindowGeometry g = MapGeometry(a, b, c, n);
+  g.kh = static_cast<uint64_t>(a);
+  g.kw = static_cast<uint64_t>(b);
+  g.out_h = g.out_w = 1;
+  return g;
 }
 
 // A dense layer's X from a map of more than 15 x 15 pixels (ChunksOf): a window over each
@@ -375,11 +391,7 @@ void ChunkTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows
   for (int64_t p0 = 0; p0 < in.pixels; p0 += c.Pixels()) {
     const bool last = p0 + c.Pixels() >= in.pixels;
     const int kh = last ? c.last_a : c.a, kw = last ? c.last_b : c.b;
-    isa::WindowGeometry g = MapGeometry(kh, kw, in.c, a.n);
-    g.kh = static_cast<uint64_t>(kh);
-    g.kw = static_cast<uint64_t>(kw);
-    g.out_h = g.out_w = 1;
-    e.P().SetWindow(g);
+    e.P().SetWindow(ChunkWindow(kh, kw, in.c, a.n));
     const int64_t kts = last ? p.kb - k0 : c.Pixels() * in.c / a.n;
     for (int64_t k = 0; k < kts; ++k)
       for (int t = 0; t < a.mb; ++t) {
@@ -391,8 +403,6 @@ void ChunkTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows
   }
 }
 
-bool FitsAWindow(const LayerRows& in) { return in.h <= 15 && in.w <= 15; }
-
 void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   e.Pass(l.name + " forward", int64_t{a.b} * (p.ins + 1) * p.outs);
@@ -400,7 +410,7 @@ void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   const int k0 = l.inputs[0];
   if (k0 == nn::kModelInput || a.In(k0).source == nn::kModelInput) {
     ImageTiles(e, a, p, r);
-  } else if (!FitsAWindow(a.In(k0))) {
+  } else if (!FitsAWindow(a.In(k0).h, a.In(k0).w)) {
     ChunkTiles(e, a, p, a.In(k0), r);
   } else {
     e.P().SetWindow(WholeMaps(a.In(k0), a.mb, a.n));
@@ -410,10 +420,54 @@ void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   e.Dense(r.f, r.padded, p, 0, a.mb, r.out, Relu(l), SetOf(a, l));
 }
 
+// A global pooling of a map of more than 15 x 15 pixels: each image's chunks (ChunksOf) one
+// window each through the chunk's tile, K-tile after K-tile added in the accumulators in the
+// order one window of the whole map would take them (each chunk fills whole K-tiles).
+void ChunkedPool(Emitter& e, const Layout& a, const LayerRows& in, const LayerRows& r) {
+  const Chunks c = ChunksOf(in.pixels, in.c, a.n);
+  for (int t = 0; t < a.mb; ++t) {
+    for (int64_t p0 = 0; p0 < in.pixels; p0 += c.Pixels()) {
+      const bool last = p0 + c.Pixels() >= in.pixels;
+      const int kh = last ? c.last_a : c.a, kw = last ? c.last_b : c.b;
+      e.P().SetWindow(ChunkWindow(kh, kw, in.c, a.n));
+      for (int64_t k = 0; k < TilesOf(int64_t{kh} * kw * in.c, a.n); ++k) {
+        const bool load = e.Tile(r.tile + k * a.n);
+        e.P().MatmulWindow(e.U(in.out + t * in.pixels + p0), 0, 1, 0, e.U(k), load,
+                           isa::AddIf(p0 > 0 || k > 0));
+      }
+    }
+    e.P().Activate(0, e.U(r.out + t), 1, 0, false, isa::Pool::kNone);
+  }
+}
+
+// A global pooling's gradient over a map of more than 15 x 15 pixels: for each chunk of each
+// image, a window over its pooled 1 x 1 map padded to the chunk's size, each pixel's one tap
+// through the chunk's tile.
+void ChunkedPoolGradient(Emitter& e, const Layout& a, const LayerRows& in, const LayerRows& r,
+                         int64_t into) {
+  const Chunks c = ChunksOf(in.pixels, in.c, a.n);
+  for (int t = 0; t < a.mb; ++t)
+    for (int64_t p0 = 0; p0 < in.pixels; p0 += c.Pixels()) {
+      const bool last = p0 + c.Pixels() >= in.pixels;
+      const int kh = last ? c.last_a : c.a, kw = last ? c.last_b : c.b;
+      isa::WindowGeometry g = ChunkWindow(1, 1, in.c, a.n);
+      g.kh = static_cast<uint64_t>(kh);
+      g.kw = static_cast<uint64_t>(kw);
+      g.pad_top = static_cast<uint64_t>(kh - 1);
+      g.pad_left = static_cast<uint64_t>(kw - 1);
+      g.out_h = static_cast<uint64_t>(kh);
+      g.out_w = static_cast<uint64_t>(kw);
+      e.P().SetWindow(g);
+      e.Window(r.grad + t, int64_t{kh} * kw, r.tile, 0, TilesOf(int64_t{kh} * kw * in.c, a.n),
+               into + t * in.pixels + p0, 0);
+    }
+}
+
 void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   e.Pass(l.name + " forward");
   const LayerRows& in = a.In(l.inputs[0]);
-  const int64_t kts = TilesOf(PoolTileRows(l), a.n);
+  const int64_t kts = TilesOf(PoolTileRows(l, a.n), a.n);
+  if (l.global_pool && !FitsAWindow(in.h, in.w)) return ChunkedPool(e, a, in, r);
   if (l.global_pool) {
     e.P().SetWindow(WholeMaps(in, a.mb, a.n));
     e.Window(in.out, a.mb, r.tile, 0, kts, r.out, 0);
@@ -648,12 +702,16 @@ void EmitPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   e.Pass(l.name + " gradient");
   const LayerRows& in = a.In(k);
   const bool global = l.global_pool;  // a window of the whole map, one output pixel
+  if (global && !FitsAWindow(in.h, in.w)) {
+    ChunkedPoolGradient(e, a, in, r, into);
+    return sums->Done(e, a, k);
+  }
   const isa::WindowGeometry g = GradientWindow(
       r, r.c, a.n, l.pool_h, l.pool_w, global ? 1 : l.pool_stride, l.pad_top, l.pad_left, in);
   e.P().SetWindow(g);
   for (int img = 0; img < a.mb; ++img)
     IntoInput(e, a, g, in, into + img * in.pixels, [&](int64_t first, int64_t count, int64_t to) {
-      e.Window(r.grad + img * r.pixels, count, r.tile, 0, TilesOf(PoolTileRows(l), a.n), to, 0,
+      e.Window(r.grad + img * r.pixels, count, r.tile, 0, TilesOf(PoolTileRows(l, a.n), a.n), to, 0,
                first);
     });
   sums->Done(e, a, k);
@@ -813,8 +871,8 @@ void PutTiles(const nn::Model& m, const Layout& a, std::vector<uint16_t>* img) {
     const Layer& l = m.layers[i];
     PutConcatAndMask(m, a, i, img);
     if (l.type != LayerType::kAvgPool2d) continue;
-    const int64_t taps = PoolTileRows(l) / l.in.c;
-    const uint16_t v = Bf16Of(1.0f / static_cast<float>(taps));
+    const int64_t taps = PoolTileRows(l, a.n) / l.in.c;
+    const uint16_t v = Bf16Of(1.0f / static_cast<float>(int64_t{l.pool_h} * l.pool_w));
     for (int64_t t = 0; t < taps; ++t)
       for (int64_t ch = 0; ch < l.in.c; ++ch)
         (*img)[static_cast<size_t>((a.layer[i].tile + t * l.in.c + ch) * a.n + ch)] = v;
@@ -845,14 +903,13 @@ std::string Unsupported(const nn::Model& m, size_t i, int n) {
   if ((l.out.c > n && l.type != LayerType::kFlatten) || s.c > n)
     return fmt::format("its maps have more channels than the array's N = {}", n);
   const bool whole = l.type == LayerType::kDense || (l.IsPool() && l.global_pool);
-  const bool chunked = l.type == LayerType::kDense && ChunksOf(int64_t{s.h} * s.w, s.c, n).a > 0;
+  const bool chunked =
+      (l.type == LayerType::kDense || l.global_pool) && ChunksOf(int64_t{s.h} * s.w, s.c, n).a > 0;
   if (whole && !images && !chunked && (s.h > 15 || s.w > 15 || s.c > n))
     return fmt::format(
         "the {} x {} x {} map it reads is more than 15 x 15 pixels (a window's "
-        "kernel){}",
-        s.h, s.w, s.c,
-        l.type == LayerType::kDense ? " and its pixels do not part into windows of whole K-tiles"
-                                    : "");
+        "kernel) and its pixels do not part into windows of whole K-tiles",
+        s.h, s.w, s.c);
   if (l.type == LayerType::kConv2d &&
       (l.kernel_h > 15 || l.kernel_w > 15 || l.pad_top > 15 || l.pad_left > 15 || l.in.c > n))
     return fmt::format(

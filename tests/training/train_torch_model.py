@@ -8,7 +8,8 @@ with MobileNet's ReLU6 (its weights scaled by 24, so that it bounds values at 6)
 layer of the 10 classes and a softmax. Two more networks go the same way: an MLP (the
 images flattened into two linear layers: on the chip the first reads the images
 themselves), and an average pooling (3 x 3 of stride 2 padded 1) between padded
-convolutions, whose 16 x 16 map a linear layer reads whole. Each is exported with torch.onnx.export for an input of 1 x 1 x 32 x 32 (the
+convolutions, whose 16 x 16 map a linear layer reads whole; and a 16 x 16 x 16 map pooled
+globally. Each is exported with torch.onnx.export for an input of 1 x 1 x 32 x 32 (the
 data sets' images: 28 x 28 padded by 2), imported, and its first step's
 gradients (tpusim train --model DIR --gradients) compared with PyTorch's autograd of the
 graph tpusim imported, from the same weights and images, by grads_vs_torch.py --model:
@@ -68,6 +69,16 @@ def averaged(torch):
         nn.Flatten(), nn.Linear(16 * 16 * 8, 10), nn.Softmax(dim=1))
 
 
+def pooled_globally(torch):
+    """A stride-2 convolution's 16 x 16 x 16 map pooled globally (AdaptiveAvgPool2d(1), more
+    than a window's 15 x 15: on the chip in windows of whole K-tiles) into a linear layer."""
+    nn = torch.nn
+    torch.manual_seed(7)
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 16, 3, stride=2, padding=1),
+        nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10), nn.Softmax(dim=1))
+
+
 def run(cmd, show=False):
     print("$", " ".join(cmd))
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -92,7 +103,8 @@ def main():
     net = network(torch)
     with tempfile.TemporaryDirectory() as tmp:
         ok = True
-        for name, module in (("pooled", net), ("mlp", mlp(torch)), ("averaged", averaged(torch))):
+        for name, module in (("pooled", net), ("mlp", mlp(torch)), ("averaged", averaged(torch)),
+                             ("global", pooled_globally(torch))):
             onnx_file, folder = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name)
             torch.onnx.export(module, torch.zeros(1, 1, 32, 32), onnx_file, opset_version=13)
             if run([args.tpusim, "import", onnx_file, "--out", folder, "-q"]).returncode:

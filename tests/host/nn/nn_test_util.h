@@ -210,6 +210,20 @@ inline nn::Model WideMapGraph(uint64_t seed, int h, int w, int c) {
   return Randomize(m, seed);
 }
 
+// A global average pooling of a map of more than 15 x 15 pixels: the h x w x 1 images, conv
+// c same (l0), pooled globally (l1), a dense layer of 6 (l2), the 5 outputs (l3).
+inline nn::Model WideGapGraph(uint64_t seed, int h, int w, int c) {
+  nn::Model m;
+  m.name = "widegap";
+  m.input = {h, w, 1};
+  nn::Layer gap = MakeLayer(nn::LayerType::kAvgPool2d);
+  gap.global_pool = true;
+  m.layers = {MakeLayer(nn::LayerType::kConv2d, c, 3, 1, "same"), gap,
+              MakeLayer(nn::LayerType::kDense, 6),
+              MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(m, seed);
+}
+
 // 8 x 8 x 1 -> conv 4 (3x3 valid) -> avgpool -> conv 3 (2x2 same) -> flatten -> dense 3.
 inline nn::Model AvgPoolModel(uint64_t seed) {
   nn::Model m;

@@ -109,6 +109,9 @@ TEST(GraphStepTest, EveryStepEqualsTheReference) {
   StepsEqualReference(chip.get(), WideMapGraph(15, 16, 16, 8), 2, Optimizer::Kind::kAdam, 2);
   StepsEqualReference(chip.get(), WideMapGraph(16, 17, 17, 4), 2, Optimizer::Kind::kSgd, 2);
   StepsEqualReference(chip.get(), WideMapGraph(17, 17, 1, 8), 2, Optimizer::Kind::kAdam, 2);
+  // A global pooling of such maps, its chunks' K-tiles added in the accumulators.
+  StepsEqualReference(chip.get(), WideGapGraph(18, 16, 16, 8), 2, Optimizer::Kind::kAdam, 2);
+  StepsEqualReference(chip.get(), WideGapGraph(19, 17, 17, 4), 2, Optimizer::Kind::kSgd, 2);
   // A dense layer reads the images: the bias lane in the images' last row, or past them.
   StepsEqualReference(chip.get(), MlpGraph(12, 6, 6, 2), 3, Optimizer::Kind::kAdam, 3);
   StepsEqualReference(chip.get(), MlpGraph(13, 16, 16, 1), 3, Optimizer::Kind::kSgd, 3);
@@ -128,14 +131,15 @@ TEST(GraphStepTest, TwoCoresEqualTheReferenceOfTwoCores) {
 
 // The RTL equals the reference too, with every counter equal to the fast engine's (a step of
 // the branchy graph, one of the max poolings', one of the downsampling's, one of ReLU6's, one
-// of an MLP's, one of the average poolings' and one of a dense layer reading a 17 x 1 map).
+// of an MLP's, one of the average poolings' and one each of a dense layer and a global pooling
+// reading a 17 x 1 map).
 TEST(GraphStepRtlTest, TheEnginesAgreeOnEveryCounter) {
   const config::TpuConfig c = config::LoadConfig("tpu-v2");
   const auto fast = TestEngine(engine::EngineKind::kFast, c);
   const auto rtl = TestEngine(engine::EngineKind::kRtl, c);
-  for (const nn::Model& m :
-       {BranchyGraph(5), MaxPoolGraph(8), DownsampleGraph(10), Relu6Graph(11),
-        MlpGraph(13, 16, 16, 1), AvgPoolGraph(14), WideMapGraph(17, 17, 1, 8)}) {
+  for (const nn::Model& m : {BranchyGraph(5), MaxPoolGraph(8), DownsampleGraph(10), Relu6Graph(11),
+                             MlpGraph(13, 16, 16, 1), AvgPoolGraph(14), WideMapGraph(17, 17, 1, 8),
+                             WideGapGraph(20, 17, 1, 8)}) {
     const engine::ExecResult f = StepsEqualReference(fast.get(), m, 1, Optimizer::Kind::kAdam, 1);
     const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 1, Optimizer::Kind::kAdam, 1);
     EXPECT_EQ(f.cycles, r.cycles) << m.name;
