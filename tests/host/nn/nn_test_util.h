@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "host/data/mnist.h"
@@ -187,41 +188,42 @@ inline nn::Model Relu6Graph(uint64_t seed) {
   return r;
 }
 
+// A chain of `layers` (each reading the one before) on h x w x c inputs, randomized.
+inline nn::Model Chain(const char* name, nn::Shape3 input, std::vector<nn::Layer> layers,
+                       uint64_t seed) {
+  nn::Model m;
+  m.name = name;
+  m.input = input;
+  m.layers = std::move(layers);
+  m.layers.push_back(MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax));
+  return Randomize(m, seed);
+}
+
 // A PyTorch MLP as imported: the h x w x c images flattened (l0) into a dense layer of 12
 // (l1) and the 5 outputs (l2).
 inline nn::Model MlpGraph(uint64_t seed, int h, int w, int c) {
-  nn::Model m;
-  m.name = "mlp";
-  m.input = {h, w, c};
-  m.layers = {MakeLayer(nn::LayerType::kFlatten), MakeLayer(nn::LayerType::kDense, 12),
-              MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
-  return Randomize(m, seed);
+  return Chain("mlp", {h, w, c},
+               {MakeLayer(nn::LayerType::kFlatten), MakeLayer(nn::LayerType::kDense, 12)}, seed);
 }
 
 // A map of more than 15 x 15 pixels (or more than 15 rows) into a dense layer: the h x w x 1
 // images, conv c same (l0), flattened (l1) into the 5 outputs (l2).
 inline nn::Model WideMapGraph(uint64_t seed, int h, int w, int c) {
-  nn::Model m;
-  m.name = "widemap";
-  m.input = {h, w, 1};
-  m.layers = {MakeLayer(nn::LayerType::kConv2d, c, 3, 1, "same"),
-              MakeLayer(nn::LayerType::kFlatten),
-              MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
-  return Randomize(m, seed);
+  return Chain(
+      "widemap", {h, w, 1},
+      {MakeLayer(nn::LayerType::kConv2d, c, 3, 1, "same"), MakeLayer(nn::LayerType::kFlatten)},
+      seed);
 }
 
 // A global average pooling of a map of more than 15 x 15 pixels: the h x w x 1 images, conv
 // c same (l0), pooled globally (l1), a dense layer of 6 (l2), the 5 outputs (l3).
 inline nn::Model WideGapGraph(uint64_t seed, int h, int w, int c) {
-  nn::Model m;
-  m.name = "widegap";
-  m.input = {h, w, 1};
   nn::Layer gap = MakeLayer(nn::LayerType::kAvgPool2d);
   gap.global_pool = true;
-  m.layers = {MakeLayer(nn::LayerType::kConv2d, c, 3, 1, "same"), gap,
-              MakeLayer(nn::LayerType::kDense, 6),
-              MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
-  return Randomize(m, seed);
+  return Chain("widegap", {h, w, 1},
+               {MakeLayer(nn::LayerType::kConv2d, c, 3, 1, "same"), gap,
+                MakeLayer(nn::LayerType::kDense, 6)},
+               seed);
 }
 
 // 8 x 8 x 1 -> conv 4 (3x3 valid) -> avgpool -> conv 3 (2x2 same) -> flatten -> dense 3.
