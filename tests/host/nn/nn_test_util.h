@@ -76,6 +76,18 @@ inline nn::Layer MaxPool(int k, int stride, int pad) {
   return l;
 }
 
+// `layers` (each reading the one before, unless it names its inputs) on the `input` maps,
+// into the 5 outputs (a dense layer with softmax), randomized.
+inline nn::Model Chain(const char* name, nn::Shape3 input, std::vector<nn::Layer> layers,
+                       uint64_t seed) {
+  nn::Model m;
+  m.name = name;
+  m.input = input;
+  m.layers = std::move(layers);
+  m.layers.push_back(MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax));
+  return Randomize(m, seed);
+}
+
 // An average pooling of k x k every `stride` pixels, padded by `pad` on every side (its
 // zeros count in the average).
 inline nn::Layer AvgPool(int k, int stride, int pad) {
@@ -90,17 +102,11 @@ inline nn::Layer AvgPool(int k, int stride, int pad) {
 // (l5) into the 5 outputs (l6).
 inline nn::Model AvgPoolGraph(uint64_t seed) {
   using nn::LayerType;
-  nn::Model m;
-  m.name = "avgpool";
-  m.input = {9, 9, 2};
-  m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
-              AvgPool(2, 2, 0),
-              MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
-              AvgPool(3, 1, 1),
-              AvgPool(3, 2, 1),
-              MakeLayer(LayerType::kFlatten),
-              MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
-  return Randomize(m, seed);
+  return Chain("avgpool", {9, 9, 2},
+               {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"), AvgPool(2, 2, 0),
+                MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"), AvgPool(3, 1, 1), AvgPool(3, 2, 1),
+                MakeLayer(LayerType::kFlatten)},
+               seed);
 }
 
 // 10 x 10 x 2: conv 4 same without ReLU (l0), ResNet's max pooling, 3 x 3 of stride 2
@@ -109,21 +115,15 @@ inline nn::Model AvgPoolGraph(uint64_t seed) {
 // that overlap) and of stride 2 (l5, 2 x 2), flattened (l6) into the 5 outputs (l7).
 inline nn::Model MaxPoolGraph(uint64_t seed) {
   using nn::LayerType;
-  nn::Model m;
-  m.name = "maxpool";
-  m.input = {10, 10, 2};
   nn::Layer add = MakeLayer(LayerType::kAdd);
   add.inputs = {1, 2};
   add.activation = nn::Activation::kRelu;
-  m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone),
-              MaxPool(3, 2, 1),
-              MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone),
-              add,
-              MaxPool(2, 1, 0),
-              MaxPool(2, 2, 0),
-              MakeLayer(LayerType::kFlatten),
-              MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
-  return Randomize(m, seed);
+  return Chain(
+      "maxpool", {10, 10, 2},
+      {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone), MaxPool(3, 2, 1),
+       MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone), add, MaxPool(2, 1, 0),
+       MaxPool(2, 2, 0), MakeLayer(LayerType::kFlatten)},
+      seed);
 }
 
 // 10 x 10 x 2: conv 4 same (l0); ResNet's downsampling of it, a 1 x 1 convolution of stride
@@ -135,9 +135,6 @@ inline nn::Model MaxPoolGraph(uint64_t seed) {
 // reads must be written +0 there.
 inline nn::Model DownsampleGraph(uint64_t seed) {
   using nn::LayerType;
-  nn::Model m;
-  m.name = "downsample";
-  m.input = {10, 10, 2};
   nn::Layer l1 = MakeLayer(LayerType::kConv2d, 4, 1, 2, "valid", nn::Activation::kNone),
             l2 = MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"), block = MakeLayer(LayerType::kAdd),
             add = MakeLayer(LayerType::kAdd);
@@ -146,17 +143,12 @@ inline nn::Model DownsampleGraph(uint64_t seed) {
   block.inputs = {2, 3};
   block.activation = add.activation = nn::Activation::kRelu;
   add.inputs = {1, 5};
-  m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"),
-              l1,
-              l2,
-              MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone),
-              block,
-              MakeLayer(LayerType::kConv2d, 4, 3, 2, "same"),
-              add,
-              MaxPool(2, 2, 0),
-              MakeLayer(LayerType::kFlatten),
-              MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
-  return Randomize(m, seed);
+  return Chain("downsample", {10, 10, 2},
+               {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"), l1, l2,
+                MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone), block,
+                MakeLayer(LayerType::kConv2d, 4, 3, 2, "same"), add, MaxPool(2, 2, 0),
+                MakeLayer(LayerType::kFlatten)},
+               seed);
 }
 
 // 10 x 10 x 2, MobileNet's activation: conv 4 same (l0, weights 6 times Randomize's, so
@@ -166,37 +158,20 @@ inline nn::Model DownsampleGraph(uint64_t seed) {
 inline nn::Model Relu6Graph(uint64_t seed) {
   using nn::LayerType;
   const nn::Activation relu6 = nn::Activation::kRelu6;
-  nn::Model m;
-  m.name = "relu6";
-  m.input = {10, 10, 2};
   nn::Layer dw = MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", relu6),
             add = MakeLayer(LayerType::kAdd), pool = MaxPool(2, 2, 0);
   dw.depthwise = true;
   add.inputs = {0, 2};
   add.activation = relu6;
-  m.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", relu6),
-              dw,
-              MakeLayer(LayerType::kConv2d, 4, 1, 1, "valid", nn::Activation::kNone),
-              add,
-              pool,
-              MakeLayer(LayerType::kFlatten),
-              MakeLayer(LayerType::kDense, 8, 1, 1, "valid", relu6),
-              MakeLayer(LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
-  nn::Model r = Randomize(m, seed);
+  nn::Model r =
+      Chain("relu6", {10, 10, 2},
+            {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same", relu6), dw,
+             MakeLayer(LayerType::kConv2d, 4, 1, 1, "valid", nn::Activation::kNone), add, pool,
+             MakeLayer(LayerType::kFlatten), MakeLayer(LayerType::kDense, 8, 1, 1, "valid", relu6)},
+            seed);
   for (float& v : r.layers[0].weights.data) v *= 6;
   for (float& v : r.layers[1].weights.data) v *= 2;
   return r;
-}
-
-// A chain of `layers` (each reading the one before) on h x w x c inputs, randomized.
-inline nn::Model Chain(const char* name, nn::Shape3 input, std::vector<nn::Layer> layers,
-                       uint64_t seed) {
-  nn::Model m;
-  m.name = name;
-  m.input = input;
-  m.layers = std::move(layers);
-  m.layers.push_back(MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax));
-  return Randomize(m, seed);
 }
 
 // A PyTorch MLP as imported: the h x w x c images flattened (l0) into a dense layer of 12
