@@ -382,17 +382,25 @@ isa::WindowGeometry ChunkWindow(int a, int b, int c, int n) {
   return g;
 }
 
+// run(p0, kh, kw) for each chunk of an image of `in` (ChunksOf) in order: its first pixel and
+// its sides.
+void ForEachChunk(const LayerRows& in, int n, const std::function<void(int64_t, int, int)>& run) {
+  const Chunks c = ChunksOf(in.pixels, in.c, n);
+  for (int64_t p0 = 0; p0 < in.pixels; p0 += c.Pixels()) {
+    const bool last = p0 + c.Pixels() >= in.pixels;
+    run(p0, last ? c.last_a : c.a, last ? c.last_b : c.b);
+  }
+}
+
 // A dense layer's X from a map of more than 15 x 15 pixels (ChunksOf): a window over each
 // chunk of each image, its K-tiles through the identity (FieldTile).
 void ChunkTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows& in,
                 const LayerRows& r) {
-  const Chunks c = ChunksOf(in.pixels, in.c, a.n);
   int64_t k0 = 0;
-  for (int64_t p0 = 0; p0 < in.pixels; p0 += c.Pixels()) {
-    const bool last = p0 + c.Pixels() >= in.pixels;
-    const int kh = last ? c.last_a : c.a, kw = last ? c.last_b : c.b;
+  ForEachChunk(in, a.n, [&](int64_t p0, int kh, int kw) {
     e.P().SetWindow(ChunkWindow(kh, kw, in.c, a.n));
-    const int64_t kts = last ? p.kb - k0 : c.Pixels() * in.c / a.n;
+    const bool last = p0 + int64_t{kh} * kw >= in.pixels;
+    const int64_t kts = last ? p.kb - k0 : int64_t{kh} * kw * in.c / a.n;
     for (int64_t k = 0; k < kts; ++k)
       for (int t = 0; t < a.mb; ++t) {
         const bool past = (k0 + k) * a.n >= p.ins;
@@ -400,7 +408,7 @@ void ChunkTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows
                  r.f + (k0 + k) * r.padded + t, k0 + k == p.ins / a.n ? r.set : 0);
       }
     k0 += kts;
-  }
+  });
 }
 
 void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
@@ -424,18 +432,15 @@ void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
 // window each through the chunk's tile, K-tile after K-tile added in the accumulators in the
 // order one window of the whole map would take them (each chunk fills whole K-tiles).
 void ChunkedPool(Emitter& e, const Layout& a, const LayerRows& in, const LayerRows& r) {
-  const Chunks c = ChunksOf(in.pixels, in.c, a.n);
   for (int t = 0; t < a.mb; ++t) {
-    for (int64_t p0 = 0; p0 < in.pixels; p0 += c.Pixels()) {
-      const bool last = p0 + c.Pixels() >= in.pixels;
-      const int kh = last ? c.last_a : c.a, kw = last ? c.last_b : c.b;
+    ForEachChunk(in, a.n, [&](int64_t p0, int kh, int kw) {
       e.P().SetWindow(ChunkWindow(kh, kw, in.c, a.n));
       for (int64_t k = 0; k < TilesOf(int64_t{kh} * kw * in.c, a.n); ++k) {
         const bool load = e.Tile(r.tile + k * a.n);
         e.P().MatmulWindow(e.U(in.out + t * in.pixels + p0), 0, 1, 0, e.U(k), load,
                            isa::AddIf(p0 > 0 || k > 0));
       }
-    }
+    });
     e.P().Activate(0, e.U(r.out + t), 1, 0, false, isa::Pool::kNone);
   }
 }
@@ -445,11 +450,8 @@ void ChunkedPool(Emitter& e, const Layout& a, const LayerRows& in, const LayerRo
 // through the chunk's tile.
 void ChunkedPoolGradient(Emitter& e, const Layout& a, const LayerRows& in, const LayerRows& r,
                          int64_t into) {
-  const Chunks c = ChunksOf(in.pixels, in.c, a.n);
   for (int t = 0; t < a.mb; ++t)
-    for (int64_t p0 = 0; p0 < in.pixels; p0 += c.Pixels()) {
-      const bool last = p0 + c.Pixels() >= in.pixels;
-      const int kh = last ? c.last_a : c.a, kw = last ? c.last_b : c.b;
+    ForEachChunk(in, a.n, [&](int64_t p0, int kh, int kw) {
       isa::WindowGeometry g = ChunkWindow(1, 1, in.c, a.n);
       g.kh = static_cast<uint64_t>(kh);
       g.kw = static_cast<uint64_t>(kw);
@@ -460,7 +462,7 @@ void ChunkedPoolGradient(Emitter& e, const Layout& a, const LayerRows& in, const
       e.P().SetWindow(g);
       e.Window(r.grad + t, int64_t{kh} * kw, r.tile, 0, TilesOf(int64_t{kh} * kw * in.c, a.n),
                into + t * in.pixels + p0, 0);
-    }
+    });
 }
 
 void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
