@@ -17,13 +17,14 @@ namespace {
 struct ImportArgs {
   std::string onnx, out, name;
   CalibrationOptions cal;
-  bool quantize = false, quiet = false;
+  bool quantize = false, quiet = false, keep_batchnorm = false;
 };
 
 void Run(const ImportArgs& a) {
   CheckOutputFolder(a.out, nn::kModelFolder);  // before the work, not after it
   import::OnnxImportOptions opt;
   opt.name = a.name;
+  opt.keep_batchnorm = a.keep_batchnorm;
   if (!a.cal.dataset.empty()) {
     opt.dataset =
         a.cal.dataset == "none" ? "none" : data::DatasetName(data::ParseDataset(a.cal.dataset));
@@ -59,7 +60,8 @@ CPU, quantize, run on the simulated TPU, compare.
 Supported: Conv (stride, padding, groups 1 or depthwise), Gemm and MatMul (+ Add as a
 bias), Add of two activations (residual), Concat of channels, Relu, Clip(0, 6), MaxPool
 and AveragePool (with padding), GlobalAveragePool, Flatten/Reshape before a dense layer,
-BatchNormalization after a Conv/Gemm (folded into its weights); Dropout and Identity are
+BatchNormalization after a Conv/Gemm (folded into its weights; with --keep-batchnorm a
+batch_norm layer of its own, to train with batch statistics); Dropout and Identity are
 dropped and a final Softmax/LogSoftmax is kept as the last layer's softmax. The graph is a
 directed acyclic graph from one N x C x H x W input to one output: torchvision's resnet18,
 resnet50 and mobilenet_v2 import unmodified. A 1 x 32 x 32 input is taken for an MNIST
@@ -77,6 +79,10 @@ Examples:
   cmd->add_flag("--quantize", a->quantize,
                 "also quantize to int8 (as tpusim quantize), calibrated on --calibration "
                 "training images, --inputs or --synthetic inputs");
+  cmd->add_flag("--keep-batchnorm", a->keep_batchnorm,
+                "keep each BatchNormalization as a batch_norm layer, to train it (tpusim train "
+                "--model): batch statistics in training, running ones after; the default "
+                "folds it into the layer before it, as inference runs it");
   AddCalibrationOptions(cmd, &a->cal);
   cmd->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
   cmd->callback([a] { Run(*a); });

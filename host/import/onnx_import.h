@@ -26,6 +26,9 @@ struct OnnxImportOptions {
   // input, preprocess mnist32), none (float inputs), or empty: mnist for a 1 x 32 x 32 input,
   // none for any other.
   std::string dataset;
+  // BatchNormalization as a batch_norm layer of its own, to train (batch statistics in
+  // training); else folded into the Conv or Gemm before it, for inference.
+  bool keep_batchnorm = false;
 };
 
 // Reads `path` and returns the equivalent fp32 tpusim model (shapes inferred and checked).

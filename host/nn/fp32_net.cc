@@ -110,7 +110,13 @@ void Forward(const Model& m, const MatrixF& x, ForwardCache* cache) {
     if (l.inputs.empty()) xs.push_back(&act(static_cast<int>(i) - 1));
     for (int k : l.inputs) xs.push_back(&act(k));
     MatrixF& out = cache->acts[i + 1];
-    ops::Op(l.type).forward(l, xs, cache->keep_cols ? &cache->cols[i] : nullptr, &out);
+    const ops::OpDef& op = ops::Op(l.type);
+    MatrixF* cols = cache->keep_cols ? &cache->cols[i] : nullptr;
+    if (cache->training && op.train_forward) {
+      op.train_forward(l, xs, &cache->cols[i], &out);
+    } else {
+      op.forward(l, xs, cols, &out);
+    }
     Activate(l.activation, &out);
   }
 }
@@ -136,6 +142,19 @@ double Backward(const Model& m, const ForwardCache& cache, const uint8_t* labels
   top /= static_cast<float>(batch);
   for (size_t i = n; i-- > 0;) BackwardLayer(m, cache, i, &grads, g);
   return loss / static_cast<double>(batch);
+}
+
+bool TrainsByBatch(const Model& m) {
+  return std::any_of(m.layers.begin(), m.layers.end(),
+                     [](const Layer& l) { return ops::Op(l.type).train_forward != nullptr; });
+}
+
+void UpdateState(Model* m, const ForwardCache& cache) {
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    Layer& l = m->layers[i];
+    const auto update = ops::Op(l.type).update_state;
+    if (update && i < cache.cols.size() && cache.cols[i].size() != 0) update(&l, cache.cols[i]);
+  }
 }
 
 std::vector<int> ArgMax(const MatrixF& p) {

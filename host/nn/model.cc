@@ -467,6 +467,9 @@ void LoadLayerData(const std::string& dir, const json& j, const std::string& pat
     l.weights = LoadTensor<float>(dir, lj, "weights", WeightShape(l), where);
     if (l.depthwise) l.weights = ExpandDepthwise(l.weights);
     l.bias = LoadTensor<float>(dir, lj, "bias", {ops::WeightColumns(l)}, where);
+    const char* const* state = ops::Op(l.type).state;
+    for (; state && *state; ++state)
+      l.state.push_back(LoadTensor<float>(dir, lj, *state, {ops::WeightColumns(l)}, where));
     if (!m->quantized) continue;
     LoadInt8Weights(dir, lj.at("int8"), where, &l);
     if (read_int8) read_int8(lj.at("int8"), where, &l);
@@ -519,6 +522,12 @@ void AddTensors(const Layer& l, bool quantized, OutputFolder* out, json* lj) {
   WriteNpyTensor(out->File(l.name + ".weights.npy"),
                  l.depthwise ? CompactDepthwise(l.weights) : l.weights);
   WriteNpyTensor(out->File(l.name + ".bias.npy"), l.bias);
+  const char* const* state = ops::Op(l.type).state;
+  for (size_t k = 0; state && state[k]; ++k) {
+    const std::string file = l.name + "." + state[k] + ".npy";
+    (*lj)[state[k]] = file;
+    WriteNpyTensor(out->File(file), l.state[k]);
+  }
   if (quantized) {
     json qj;
     qj["input_scale"] = l.q.input_scale;

@@ -82,6 +82,13 @@ struct Layer {
   Activation activation = Activation::kNone;  // conv2d, dense and add
   Tensor<float> weights;                      // conv: kh x kw x c_in x c_out; dense: in x out
   Tensor<float> bias;                         // c_out
+  // What a layer keeps beside its weights, one tensor per name of its operation's
+  // OpDef::state (batch normalization: its running mean and variance), each of its
+  // columns' values; saved with the weights, not trained by the gradient.
+  std::vector<Tensor<float>> state;
+  // Batch normalization: the epsilon added to the variance, and the weight of a batch's
+  // statistics in the running ones (PyTorch's momentum).
+  float epsilon = 1e-5f, momentum = 0.1f;
   bool quantized = false;
   QuantizedLayer q;
 
@@ -200,5 +207,15 @@ Tensor<T> CompactDepthwise(const Tensor<T>& e) {
   return k;
 }
 const char* ActivationName(Activation a);
+
+// A weighted layer's weights and bias times gamma / sqrt(var + eps) per output channel, the
+// bias first less the mean, then plus beta: a batch normalization after it, in inference.
+void FoldScaleShift(Layer* l, const std::vector<float>& gamma, const std::vector<float>& beta,
+                    const std::vector<float>& mean, const std::vector<float>& var, float eps);
+// Folds every batch_norm layer into the convolution or dense layer it reads, over its
+// running statistics (FoldScaleShift), the layer taking its activation; returns how many.
+// Throws UsageError naming the first that reads anything else (or a layer with an
+// activation, or one that others read too).
+int FoldBatchNorms(Model* m);
 
 }  // namespace tpu::nn

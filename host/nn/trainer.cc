@@ -84,6 +84,7 @@ ParamSet FirstStepGradients(const Model& model, const data::MnistSet& train, con
   std::vector<uint8_t> pixels, labels;
   Gather(train, images->data(), n, model.input.Size(), &pixels, &labels);
   ForwardCache cache;
+  cache.training = true;
   Forward(model, Fp32Input(pixels.data(), n, model.input), &cache);
   ParamSet g = ParamSet::ZerosLike(model);
   *loss = Backward(model, cache, labels.data(), &g);
@@ -95,7 +96,10 @@ EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch, con
   const auto start = std::chrono::steady_clock::now();
   const std::vector<int64_t> order = EpochOrder(train.count, o.seed, epoch);
 
-  const int threads = std::max(1, o.threads);
+  // A batch normalization's statistics are the whole batch's: such a model's step is one
+  // thread's (Eigen's products are its own).
+  const bool by_batch = TrainsByBatch(*model);
+  const int threads = by_batch ? 1 : std::max(1, o.threads);
   std::vector<ParamSet> grads(static_cast<size_t>(threads), ParamSet::ZerosLike(*model));
   std::vector<double> losses(static_cast<size_t>(threads));
   std::vector<int64_t> correct(static_cast<size_t>(threads));
@@ -112,7 +116,9 @@ EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch, con
       std::vector<uint8_t> pixels, labels;
       Gather(train, &order[static_cast<size_t>(b0 + begin)], n, image_size, &pixels, &labels);
       ForwardCache cache;
+      cache.training = true;
       Forward(*model, Fp32Input(pixels.data(), n, model->input), &cache);
+      if (by_batch) UpdateState(model, cache);  // the one slice is the whole batch
       ParamSet& g = grads[static_cast<size_t>(t)];
       g.SetZero();
       losses[static_cast<size_t>(t)] = Backward(*model, cache, labels.data(), &g) * n;

@@ -449,8 +449,9 @@ std::string Unsupported(const nn::Model& m, size_t i) {
     case LayerType::kFlatten:
       return "";
     default:
-      return "the chip's training takes conv2d, 2 x 2 and global average pooling, max "
-             "pooling, add, concat, flatten and dense layers";
+      return "the chip's training takes conv2d, average and max pooling, add, concat, "
+             "flatten and dense layers (batch normalization trains on the CPU: tpusim train "
+             "without --config)";
   }
 }
 

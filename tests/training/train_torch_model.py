@@ -9,7 +9,8 @@ layer of the 10 classes and a softmax. Two more networks go the same way: an MLP
 images flattened into two linear layers: on the chip the first reads the images
 themselves), and an average pooling (3 x 3 of stride 2 padded 1) between padded
 convolutions, whose 16 x 16 map a linear layer reads whole; and a 16 x 16 x 16 map pooled
-globally. Each is exported with torch.onnx.export for an input of 1 x 1 x 32 x 32 (the
+globally; and ResNet's convolutions each followed by BatchNorm2d, trained on the CPU only
+(the chip refuses it by name) and folded afterwards. Each is exported with torch.onnx.export for an input of 1 x 1 x 32 x 32 (the
 data sets' images: 28 x 28 padded by 2), imported, and its first step's
 gradients (tpusim train --model DIR --gradients) compared with PyTorch's autograd of the
 graph tpusim imported, from the same weights and images, by grads_vs_torch.py --model:
@@ -79,6 +80,56 @@ def pooled_globally(torch):
         nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10), nn.Softmax(dim=1))
 
 
+def normalized(torch):
+    """ResNet's pattern: convolutions without bias, each followed by BatchNorm2d and ReLU,
+    exported for training and imported with --keep-batchnorm: trained on the CPU over each batch's statistics (the
+    chip refuses it, naming the layer)."""
+    nn = torch.nn
+    torch.manual_seed(8)
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
+        nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10), nn.Softmax(dim=1))
+
+
+def check_batch_norm(torch, tpusim, tmp, d):
+    """The batch-normalized network: its CPU gradients against PyTorch's (train mode); the
+    chip's training refused naming a batch_norm layer, nothing written; after a short CPU
+    training, the model folded (tpusim model --fold-batchnorm) classifies every test image
+    as the unfolded one does."""
+    net = normalized(torch)
+    onnx_file, folder = os.path.join(tmp, "bn.onnx"), os.path.join(tmp, "bn")
+    # A training export keeps BatchNormalization nodes (an eval one folds them into the
+    # convolutions); opset 14 marks them training_mode = 1.
+    torch.onnx.export(net.train(), torch.zeros(2, 1, 32, 32), onnx_file, opset_version=14,
+                      training=torch.onnx.TrainingMode.TRAINING)
+    if run([tpusim, "import", onnx_file, "--out", folder, "--keep-batchnorm", "-q"]).returncode:
+        return False
+    ok = run([sys.executable, GRADS, "--tpusim", tpusim, "--model", folder],
+             show=True).returncode == 0
+    never = os.path.join(tmp, "never")
+    p = run([tpusim, "train", "--model", folder, "--config", "tpu-v2", "--out", never,
+             "--data", d, "--limit", "64"])
+    refused = p.returncode != 0 and "(batch_norm)" in p.stderr and not os.path.exists(never)
+    print("the chip's training of batch normalization:", "refused" if refused else "NOT refused")
+    trained, folded = os.path.join(tmp, "bn-trained"), os.path.join(tmp, "bn-folded")
+    ok &= refused and run([tpusim, "train", "--model", folder, "--out", trained, "--data", d,
+                           "--limit", "2048", "--epochs", "1", "-q"]).returncode == 0
+    ok &= run([tpusim, "model", "--model", trained, "--fold-batchnorm", folded],
+              show=True).returncode == 0
+    predictions = []
+    for m in (trained, folded):
+        csv = m + ".csv"
+        ok &= run([tpusim, "infer", "--model", m, "--data", d, "--backend", "cpu-fp32",
+                   "--predictions", csv], show=True).returncode == 0
+        with open(csv) as f:
+            predictions.append(f.read())
+    same = predictions[0] == predictions[1] and predictions[0].count("\n") > 10000
+    print("the folded model's predictions of the test images:",
+          "the same" if same else "DIFFERENT")
+    return ok and same
+
+
 def run(cmd, show=False):
     print("$", " ".join(cmd))
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -112,6 +163,7 @@ def main():
             for config in (["--config", "tpu-v2", "--batch", "4"], []):
                 ok &= run([sys.executable, GRADS, "--tpusim", args.tpusim, "--model", folder]
                           + config, show=True).returncode == 0
+        ok &= check_batch_norm(torch, args.tpusim, tmp, d)
         # A model the trainers do not take: refused, naming the layer, nothing written.
         bad = os.path.join(tmp, "bad.onnx")
         torch.onnx.export(torch.nn.Sequential(net[0], net[1], torch.nn.Flatten(),

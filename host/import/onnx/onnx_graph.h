@@ -50,6 +50,7 @@ class OnnxGraph {
   // (and the node) for anything it cannot represent exactly.
   nn::Model Run();
 
+  const OnnxImportOptions& options() const { return opt_; }
   // The model so far: the layers of the nodes read until now.
   nn::Model& model() { return model_; }
   // How many nodes (and graph outputs) read tensor `name`.

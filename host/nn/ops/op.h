@@ -85,6 +85,16 @@ struct OpDef {
   // `cols`, where not null, keeps a convolution's im2col rows for the backward pass.
   void (*forward)(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* cols,
                   MatrixF* out) = nullptr;
+  // The fp32 forward pass of training, where it differs from `forward` (null: it does
+  // not): batch normalization's, over the batch's own statistics, which it keeps in `kept`
+  // for the backward pass (BackwardStep::cols) and `update_state`. A model with one is
+  // trained a whole batch at a time (nn::TrainsByBatch).
+  void (*train_forward)(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* kept,
+                        MatrixF* out) = nullptr;
+  // Layer::state's names (null-terminated; null: it keeps none) and their update from what
+  // a training forward pass kept (nn::UpdateState, after each step).
+  const char* const* state = nullptr;
+  void (*update_state)(Layer* l, const MatrixF& kept) = nullptr;
   // The fp32 backward pass (null: the operation is not trained).
   void (*backward)(const Layer& l, const BackwardStep& s) = nullptr;
   // The int8 rule for one image (docs/quantization.md), one operation at a time: y
@@ -169,6 +179,9 @@ Bf16Values Bf16Multiplied(const Bf16Layer& p, const std::vector<const Bf16Values
 uint16_t Bf16ThroughArray(uint16_t x);
 // The weights and bias of p.Multiplied(), rounded (the default preparation).
 void Bf16RoundWeights(Bf16Layer* p);
+
+// Why a chip does not run batch_norm layer l, and the command that folds it.
+std::string BatchNormOnChip(const Layer& l);
 
 // Each file's definition (ops.def lists them: Conv2dOp(), AvgPool2dOp(), ...).
 #define TPUSIM_OP(N) const OpDef& N##Op();

@@ -14,8 +14,10 @@
 namespace tpu::nn {
 namespace {
 
+// In training mode: a batch normalization over the batch's statistics.
 double Loss(const Model& m, const data::MnistSet& s) {
   ForwardCache cache;
+  cache.training = true;
   Forward(m, Fp32Input(s.pixels.data(), s.count, m.input), &cache);
   double loss = 0;
   for (int64_t b = 0; b < s.count; ++b) loss -= std::log(cache.acts.back()(b, s.labels[b]));
@@ -25,6 +27,7 @@ double Loss(const Model& m, const data::MnistSet& s) {
 void CheckGradients(Model m) {
   const data::MnistSet s = test::RandomImages(m, 4, 99);
   ForwardCache cache;
+  cache.training = true;
   Forward(m, Fp32Input(s.pixels.data(), s.count, m.input), &cache);
   ParamSet g = ParamSet::ZerosLike(m);
   const double loss = Backward(m, cache, s.labels.data(), &g);
@@ -135,6 +138,89 @@ TEST(Fp32NetTest, DepthwiseKernelsTakeGradientsOnTheirDiagonalOnly) {
     on += diagonal && g.w[1][k] != 0.0f;
   }
   EXPECT_GT(on, 0);
+}
+
+// 8 x 8 x 1 -> conv 4 -> batch_norm, ReLU -> max pooling -> flatten -> dense 6 -> batch_norm
+// -> dense 3: the gradients of gamma and beta, and through the batch's statistics into the
+// convolution's weights (every image's output depends on every other's).
+Model BatchNormModel() {
+  Model m;
+  m.name = "bn";
+  m.input = {8, 8, 1};
+  Layer bn = test::MakeLayer(LayerType::kBatchNorm);
+  m.layers = {test::MakeLayer(LayerType::kConv2d, 4, 3, 1, "valid", Activation::kNone),
+              bn,
+              test::MakeLayer(LayerType::kMaxPool2d),
+              test::MakeLayer(LayerType::kFlatten),
+              test::MakeLayer(LayerType::kDense, 6, 1, 1, "valid", Activation::kNone),
+              bn,
+              test::MakeLayer(LayerType::kDense, 3, 1, 1, "valid", Activation::kSoftmax)};
+  m.layers[1].activation = Activation::kRelu;
+  return test::Randomize(m, 11);
+}
+
+TEST(Fp32NetTest, GradientsMatchFiniteDifferencesBatchNorm) { CheckGradients(BatchNormModel()); }
+
+// Training normalizes over the batch: each channel's outputs before gamma and beta have mean
+// 0 and variance var / (var + eps); the running statistics move by momentum toward the
+// batch's mean and unbiased variance (PyTorch's rule), computed here directly.
+TEST(BatchNormTest, TrainingUsesTheBatchsStatisticsAndUpdatesTheRunningOnes) {
+  Model m = BatchNormModel();
+  const data::MnistSet s = test::RandomImages(m, 5, 4);
+  ForwardCache cache;
+  cache.training = true;
+  Forward(m, Fp32Input(s.pixels.data(), s.count, m.input), &cache);
+  const Layer bn = m.layers[1];
+  const MatrixF& x = cache.acts[1];
+  const int c = bn.out.c;
+  const double n = static_cast<double>(x.size() / c);
+  UpdateState(&m, cache);
+  for (int ch = 0; ch < c; ++ch) {
+    double sum = 0, squares = 0, normalized = 0;
+    for (int64_t r = 0; r < x.rows(); ++r)
+      for (int64_t k = ch; k < x.cols(); k += c) sum += x(r, k);
+    const double mean = sum / n;
+    for (int64_t r = 0; r < x.rows(); ++r)
+      for (int64_t k = ch; k < x.cols(); k += c) squares += (x(r, k) - mean) * (x(r, k) - mean);
+    const double var = squares / n;
+    EXPECT_NEAR(m.layers[1].state[0].data[ch], 0.9 * bn.state[0].data[ch] + 0.1 * mean, 1e-6);
+    EXPECT_NEAR(m.layers[1].state[1].data[ch], 0.9 * bn.state[1].data[ch] + 0.1 * squares / (n - 1),
+                1e-6);
+    // Before the ReLU: (y - beta) / gamma, from the pre-activation the ReLU left (y > 0).
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      for (int64_t k = ch; k < x.cols(); k += c) {
+        const double want =
+            (x(r, k) - mean) / std::sqrt(var + bn.epsilon) * bn.weights.data[ch] + bn.bias.data[ch];
+        EXPECT_NEAR(cache.acts[2](r, k), std::max(want, 0.0), 1e-5);
+        normalized += want;
+      }
+    }
+    EXPECT_NEAR(normalized / n, bn.bias.data[ch], 1e-5);
+  }
+}
+
+// Folded into the layers before them, the batch normalizations infer as they did (running
+// statistics); one that reads a layer with an activation, or the input, is refused by name.
+TEST(BatchNormTest, FoldedIntoTheLayersBeforeTheModelInfersTheSame) {
+  const Model m = BatchNormModel();
+  Model folded = m;
+  EXPECT_EQ(FoldBatchNorms(&folded), 2);
+  ASSERT_EQ(folded.layers.size(), 5u);
+  EXPECT_EQ(folded.layers[0].activation, Activation::kRelu);
+  InferShapes(&folded);
+  const data::MnistSet s = test::RandomImages(m, 6, 2);
+  ForwardCache a, b;
+  Forward(m, Fp32Input(s.pixels.data(), s.count, m.input), &a);
+  Forward(folded, Fp32Input(s.pixels.data(), s.count, m.input), &b);
+  EXPECT_LT((a.acts.back() - b.acts.back()).cwiseAbs().maxCoeff(), 1e-6f);
+  Model bad = m;
+  bad.layers[0].activation = Activation::kRelu;
+  try {
+    FoldBatchNorms(&bad);
+    ADD_FAILURE() << "a batch_norm after a ReLU was folded";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch_norm 'l1'"), std::string::npos) << e.what();
+  }
 }
 
 // The residual CNN's gradients, every one of them, are PyTorch's autograd's

@@ -138,6 +138,42 @@ TEST_F(ModelTest, ImportedLayerKindsRoundTrip) {
   EXPECT_NE(s.find("relu6"), std::string::npos) << s;
 }
 
+// A batch_norm layer: gamma and beta as its weights and bias, its running statistics as
+// files of their own, its epsilon and momentum in model.json; the chip's inference refuses it
+// with the command that folds it.
+TEST_F(ModelTest, BatchNormRoundTripsWithItsRunningStatistics) {
+  Model m;
+  m.name = "bn";
+  m.input = {5, 5, 2};
+  Layer bn = test::MakeLayer(LayerType::kBatchNorm);
+  bn.epsilon = 1e-3f;
+  bn.momentum = 0.25f;
+  m.layers = {test::MakeLayer(LayerType::kConv2d, 3, 3, 1, "valid", Activation::kNone), bn,
+              test::MakeLayer(LayerType::kFlatten),
+              test::MakeLayer(LayerType::kDense, 3, 1, 1, "valid", Activation::kSoftmax)};
+  m = test::Randomize(m, 4);
+  SaveModel(m, dir_);
+  EXPECT_EQ(ReadNpyTensor<float>(dir_ + "/l1.running_var.npy").data, m.layers[1].state[1].data);
+  const Model back = LoadModel(dir_);
+  const Layer& b = back.layers[1];
+  EXPECT_EQ(b.type, LayerType::kBatchNorm);
+  EXPECT_EQ(b.weights.data, m.layers[1].weights.data);
+  EXPECT_EQ(b.bias.data, m.layers[1].bias.data);
+  ASSERT_EQ(b.state.size(), 2u);
+  EXPECT_EQ(b.state[0].data, m.layers[1].state[0].data);
+  EXPECT_EQ(b.state[1].data, m.layers[1].state[1].data);
+  EXPECT_EQ(b.epsilon, 1e-3f);
+  EXPECT_EQ(b.momentum, 0.25f);
+  EXPECT_EQ(b.ParamCount(), 6);
+  Model q = back;
+  try {
+    Quantize(&q, test::RandomImages(q, 4, 5), 4);
+    ADD_FAILURE() << "a batch_norm layer was quantized";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--fold-batchnorm"), std::string::npos) << e.what();
+  }
+}
+
 // An LSTM layer: its fields and int8 form (4H gate columns, the cell's scale and
 // requantizations) survive the files; its int8 outputs follow the fp32 cell's within the
 // bound the chip's LSTM test uses (0.1, about 13 steps of h's scale 1/127); its cell scale
@@ -274,7 +310,7 @@ TEST(OpTableTest, EveryLayerTypeHasItsOperationFoundByTypeAndName) {
     EXPECT_EQ(op->read == nullptr, op->write == nullptr) << op->name;
     EXPECT_EQ(op->read_int8 == nullptr, op->write_int8 == nullptr) << op->name;
   }
-  EXPECT_EQ(names.size(), 11u);
+  EXPECT_EQ(names.size(), 12u);
 }
 
 // How many inputs a layer reads and whether it takes an activation are its operation's

@@ -50,6 +50,15 @@ inline nn::Model Randomize(nn::Model m, uint64_t seed) {
     l.bias.shape = {columns};
     l.bias.data.resize(static_cast<size_t>(columns));
     for (float& v : l.bias.data) v = 0.2f * dist(rng);
+    // What it keeps (batch normalization's running mean and variance): in [0.5, 1).
+    const char* const* state = nn::ops::Op(l.type).state;
+    l.state.clear();
+    for (; state && *state; ++state) {
+      Tensor<float> t;
+      t.shape = {columns};
+      for (int64_t k = 0; k < columns; ++k) t.data.push_back(0.75f + 0.5f * dist(rng));
+      l.state.push_back(t);
+    }
   }
   return m;
 }
