@@ -449,9 +449,11 @@ void RunOnCpu(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
   if (!a.quiet) {
     std::cout << fmt::format(
         "training {} ({} parameters) on {} images from {}, {} epochs, "
-        "batch {}, Adam lr {}, seed {}, {} thread(s)\n",
+        "batch {}, Adam lr {}, seed {}, {}\n",
         model.name, model.ParamCount(), train.count, dir, a.opt.epochs, a.opt.batch,
-        a.opt.learning_rate, a.opt.seed, a.opt.threads);
+        a.opt.learning_rate, a.opt.seed,
+        nn::TrainsByBatch(model) ? "1 thread a step (batch normalization sees each batch whole)"
+                                 : fmt::format("{} thread(s)", a.opt.threads));
   }
   if (!a.gradients.empty()) WriteCpuGradients(a, model, train);
   const auto start = std::chrono::steady_clock::now();
