@@ -116,8 +116,8 @@ void UpdateState(Layer* l, const MatrixF& kept) {
 }
 
 void Read(const nlohmann::json& lj, const std::string& where, Layer* l) {
-  l->epsilon = lj.value("epsilon", 1e-5f);
-  l->momentum = lj.value("momentum", 0.1f);
+  l->epsilon = lj.value("epsilon", l->epsilon);  // absent: Layer's defaults, PyTorch's
+  l->momentum = lj.value("momentum", l->momentum);
   if (!(l->epsilon > 0) || !(l->momentum >= 0 && l->momentum <= 1)) {
     throw UsageError(where + ": batch_norm needs epsilon > 0 and momentum in [0, 1]");
   }
