@@ -246,6 +246,26 @@ nlohmann::json EpochJson(const train::ChipEpochResult& r, double test_acc, doubl
           {"seconds_wall", r.seconds}};
 }
 
+// The checkpoint folder of a run writing `out`: OUT.checkpoint beside it.
+std::string CheckpointDirOf(std::string out) {
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out + ".checkpoint";
+}
+
+// A run resuming from the checkpoint `at` in `dir`: refused with --gradients past the first
+// step; its line, unless --quiet.
+void Resuming(const TrainArgs& a, const std::string& dir, const train::Checkpoint& at) {
+  if (!a.gradients.empty() && at.state.step > 0) {
+    throw UsageError("--gradients writes the first step's, but the run resumes from " + dir +
+                     " after step " + std::to_string(at.state.step) +
+                     ": remove that folder to start afresh");
+  }
+  if (!a.quiet) {
+    std::cout << fmt::format("resuming from {}: epoch {}, {} steps done ({} in all)\n", dir,
+                             at.epoch, at.done.steps, at.state.step);
+  }
+}
+
 // The chip, its trainer and where the run stands (a checkpoint's, or the start).
 struct ChipRun {
   config::TpuConfig config;
@@ -269,22 +289,12 @@ ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
   r.trainer = std::make_unique<train::ChipTrainer>(
       r.chip.get(),
       r.net.Compile(a.opt.batch, r.opt, r.config, train::TrainingCores(r.config, a.cores)), r.opt);
-  std::string base = a.out;
-  while (base.size() > 1 && base.back() == '/') base.pop_back();
-  r.checkpoint_dir = base + ".checkpoint";
+  r.checkpoint_dir = CheckpointDirOf(a.out);
   r.initial = model;
   r.at.run = RunSettings(a, r.config, r.net, r.opt);
   if (auto c = train::ReadCheckpoint(r.checkpoint_dir, r.at.run, r.net.Params(), r.opt)) {
     r.at = std::move(*c);
-    if (!a.gradients.empty() && r.at.state.step > 0) {
-      throw UsageError("--gradients writes the first step's, but the run resumes from " +
-                       r.checkpoint_dir + " after step " + std::to_string(r.at.state.step) +
-                       ": remove that folder to start afresh");
-    }
-    if (!a.quiet) {
-      std::cout << fmt::format("resuming from {}: epoch {}, {} steps done ({} in all)\n",
-                               r.checkpoint_dir, r.at.epoch, r.at.done.steps, r.at.state.step);
-    }
+    Resuming(a, r.checkpoint_dir, r.at);
   } else {
     r.at.state = train::DenseState::Fresh(train::DenseWeightsOf(model), r.opt);
     r.at.report = {{"config", r.config.name},       {"engine", r.chip->Name()},
@@ -317,7 +327,8 @@ train::ChipEpochResult ChipEpoch(const TrainArgs& a, ChipRun& r, const data::Mni
     };
   }
   o.checkpoint = [&](const train::ChipEpochResult& done) {
-    train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e, done, r.trainer->State(), r.at.report});
+    train::WriteCheckpoint(r.checkpoint_dir,
+                           {r.at.run, e, done, r.trainer->State(), r.at.report, {}});
   };
   train::ChipEpochResult done = e == r.at.epoch ? r.at.done : train::ChipEpochResult{};
   train::TrainChipEpoch(r.trainer.get(), r.net, train, e, o, &r.at.state, &done);
@@ -407,7 +418,7 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
     const double joules = EpochJoules(done, r.config, table);
     if (!a.quiet) std::cout << ChipEpochLine(a, r.config, e, done, test_acc, bound, table, joules);
     r.at.report["epochs"].push_back(EpochJson(done, test_acc, r.config.clock_mhz, joules));
-    train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e + 1, {}, now, r.at.report});
+    train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e + 1, {}, now, r.at.report, {}});
   }
   if (r.trainer->Steps() > 0) {
     const std::vector<PassRow> rows = PassRows(*r.trainer, r.config, model, table);
@@ -442,41 +453,175 @@ void WriteCpuGradients(const TrainArgs& a, const nn::Model& model, const data::M
   if (!a.quiet) std::cout << "wrote " << a.gradients << " (the first step's gradients)\n";
 }
 
-// Training on the CPU: fp32, Eigen, Adam (host/nn/trainer.h).
+// What makes a run on the CPU this one, for its checkpoint (not --epochs: a finished run can
+// be given more). The threads a step takes are in it: the slices' sums are theirs.
+nlohmann::json CpuRunSettings(const TrainArgs& a, const nn::Model& m) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const nn::Layer& l : m.layers) layers.push_back(l.name);
+  return {{"config", "cpu-fp32"},
+          {"arch", a.arch},
+          {"model", a.model},
+          {"widths", layers},
+          {"dataset", a.dataset},
+          {"limit", a.limit},
+          {"batch", a.opt.batch},
+          {"seed", a.opt.seed},
+          {"optimizer", "adam"},
+          {"lr", a.opt.learning_rate},
+          {"threads", nn::TrainsByBatch(m) ? 1 : a.opt.threads}};
+}
+
+// The CPU trainer's state as a checkpoint holds it (the chip's layout): each weighted layer's
+// weights then its bias, Adam's two moments in the same layout, its step count.
+train::DenseState CpuState(const nn::Model& m, const nn::AdamState& adam) {
+  train::DenseState s;
+  s.w = train::DenseWeightsOf(m);
+  s.slots.resize(2);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (!m.layers[i].HasWeights()) continue;
+    for (size_t k = 0; k < 2; ++k) {
+      std::vector<float> t = (k == 0 ? adam.m_w : adam.v_w)[i];
+      const std::vector<float>& b = (k == 0 ? adam.m_b : adam.v_b)[i];
+      t.insert(t.end(), b.begin(), b.end());
+      s.slots[k].push_back(std::move(t));
+    }
+  }
+  s.step = adam.step;
+  return s;
+}
+
+// The layers' kept tensors (batch normalization's running statistics), in order.
+std::vector<Tensor<float>*> KeptOf(nn::Model* m) {
+  std::vector<Tensor<float>*> kept;
+  for (nn::Layer& l : m->layers)
+    for (Tensor<float>& t : l.state) kept.push_back(&t);
+  return kept;
+}
+
+// Where a CPU run stands: the model and Adam's state as checkpoint `c` holds them.
+void SetCpuState(const train::Checkpoint& c, nn::Model* m, nn::AdamState* adam) {
+  train::SetDenseWeights(c.state, m);
+  size_t li = 0;
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    if (!m->layers[i].HasWeights()) continue;
+    const auto n = static_cast<std::ptrdiff_t>(m->layers[i].weights.data.size());
+    for (size_t k = 0; k < 2; ++k) {
+      const std::vector<float>& t = c.state.slots[k][li];
+      (k == 0 ? adam->m_w : adam->v_w)[i].assign(t.begin(), t.begin() + n);
+      (k == 0 ? adam->m_b : adam->v_b)[i].assign(t.begin() + n, t.end());
+    }
+    ++li;
+  }
+  adam->step = c.state.step;
+  const std::vector<Tensor<float>*> kept = KeptOf(m);
+  for (size_t k = 0; k < kept.size(); ++k) kept[k]->data = c.kept[k];
+}
+
+// A CPU run: the model, Adam's state and where the run stands (a checkpoint's, or the start).
+struct CpuRun {
+  nn::Model model;
+  nn::AdamState adam;
+  train::Checkpoint at;  // its report: each epoch's results and the wall time so far
+  std::string checkpoint_dir;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  // Wall seconds of the run, those before a resumption included.
+  double Seconds() const {
+    return at.report.value("seconds", 0.0) +
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  // Writes the checkpoint: `epoch` in progress with `done` of it.
+  void Checkpoint(int epoch, const nn::EpochSums& done) {
+    train::Checkpoint c{at.run, epoch, {}, CpuState(model, adam), at.report, {}};
+    c.done.steps = done.batches;
+    c.done.images = done.seen;
+    c.done.right = done.right;
+    c.done.loss_sum = done.loss_sum;
+    c.done.seconds = done.seconds;
+    c.report["seconds"] = Seconds();
+    for (Tensor<float>* t : KeptOf(&model)) c.kept.push_back(t->data);
+    train::WriteCheckpoint(checkpoint_dir, c);
+  }
+};
+
+CpuRun StartOnCpu(const TrainArgs& a, nn::Model model) {
+  CpuRun r;
+  r.model = std::move(model);
+  r.adam = nn::AdamState::For(r.model);
+  r.checkpoint_dir = CheckpointDirOf(a.out);
+  r.at.run = CpuRunSettings(a, r.model);
+  std::vector<int64_t> params, kept;
+  for (const auto& w : train::DenseWeightsOf(r.model))
+    params.push_back(static_cast<int64_t>(w.size()));
+  for (Tensor<float>* t : KeptOf(&r.model)) kept.push_back(t->Size());
+  const train::Optimizer adam = train::Optimizer::Parse("adam", a.opt.learning_rate);
+  if (auto c = train::ReadCheckpoint(r.checkpoint_dir, r.at.run, params, adam, kept)) {
+    r.at = std::move(*c);
+    SetCpuState(r.at, &r.model, &r.adam);
+    Resuming(a, r.checkpoint_dir, r.at);
+  } else {
+    r.at.report = {{"epochs", nlohmann::json::array()}, {"seconds", 0.0}};
+  }
+  return r;
+}
+
+// Epoch e of a CPU run (or what is left of it), checkpointed as it goes.
+nn::EpochResult CpuEpoch(const TrainArgs& a, CpuRun& r, const data::MnistSet& train, int e) {
+  ProgressBar bar(fmt::format("epoch {}/{}", e, a.opt.epochs), !a.quiet);
+  nn::TrainOptions o = a.opt;
+  o.progress = [&bar](int, double f, double loss, double acc) {
+    bar.Update(f, fmt::format("loss {:.4f} acc {:.2f} %", loss, 100 * acc));
+  };
+  o.checkpoint_every = a.checkpoint_every;
+  o.checkpoint = [&](const nn::EpochSums& done) { r.Checkpoint(e, done); };
+  nn::EpochSums done;
+  if (e == r.at.epoch) {
+    done.batches = r.at.done.steps;
+    done.seen = r.at.done.images;
+    done.right = r.at.done.right;
+    done.loss_sum = r.at.done.loss_sum;
+    done.seconds = r.at.done.seconds;
+  }
+  const nn::EpochResult result = nn::TrainEpoch(&r.model, train, e, o, &r.adam, &done);
+  bar.Finish();
+  return result;
+}
+
+// Training on the CPU: fp32, Eigen, Adam (host/nn/trainer.h); a checkpoint beside --out
+// after every --checkpoint-every steps and every epoch, resumed by the same command.
 void RunOnCpu(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
               const data::MnistSet& test, const std::string& dir) {
-  nn::AdamState adam = nn::AdamState::For(model);
+  CpuRun r = StartOnCpu(a, std::move(model));
   if (!a.quiet) {
     std::cout << fmt::format(
         "training {} ({} parameters) on {} images from {}, {} epochs, "
         "batch {}, Adam lr {}, seed {}, {}\n",
-        model.name, model.ParamCount(), train.count, dir, a.opt.epochs, a.opt.batch,
+        r.model.name, r.model.ParamCount(), train.count, dir, a.opt.epochs, a.opt.batch,
         a.opt.learning_rate, a.opt.seed,
-        nn::TrainsByBatch(model) ? "1 thread a step (batch normalization sees each batch whole)"
-                                 : fmt::format("{} thread(s)", a.opt.threads));
+        nn::TrainsByBatch(r.model) ? "1 thread a step (batch normalization sees each batch whole)"
+                                   : fmt::format("{} thread(s)", a.opt.threads));
   }
-  if (!a.gradients.empty()) WriteCpuGradients(a, model, train);
-  const auto start = std::chrono::steady_clock::now();
-  double test_acc = 0;
-  for (int e = 1; e <= a.opt.epochs; ++e) {
-    ProgressBar bar(fmt::format("epoch {}/{}", e, a.opt.epochs), !a.quiet);
-    nn::TrainOptions o = a.opt;
-    o.progress = [&bar](int, double f, double loss, double acc) {
-      bar.Update(f, fmt::format("loss {:.4f} acc {:.2f} %", loss, 100 * acc));
-    };
-    const nn::EpochResult r = nn::TrainEpoch(&model, train, e, o, &adam);
-    bar.Finish();
-    test_acc = nn::EvaluateFp32(model, test, a.opt.threads);
-    const double total =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!a.gradients.empty()) WriteCpuGradients(a, r.model, train);
+  for (int e = r.at.epoch; e <= a.opt.epochs; ++e) {
+    const nn::EpochResult res = CpuEpoch(a, r, train, e);
+    const double test_acc = nn::EvaluateFp32(r.model, test, a.opt.threads);
     if (!a.quiet) {
       std::cout << fmt::format(
           "epoch {}/{}: loss {:.4f}, train accuracy {:.2f} %, test accuracy {:.2f} %, "
           "{:.1f} s (total {:.1f} s)\n",
-          e, a.opt.epochs, r.loss, 100 * r.train_accuracy, 100 * test_acc, r.seconds, total);
+          e, a.opt.epochs, res.loss, 100 * res.train_accuracy, 100 * test_acc, res.seconds,
+          r.Seconds());
     }
+    r.at.report["epochs"].push_back({{"loss", res.loss},
+                                     {"train_accuracy", res.train_accuracy},
+                                     {"test_accuracy", test_acc},
+                                     {"seconds_wall", res.seconds}});
+    r.Checkpoint(e + 1, {});
   }
-  nn::SaveModel(model, a.out);
+  const nlohmann::json& epochs = r.at.report["epochs"];
+  const double test_acc = epochs.empty() ? nn::EvaluateFp32(r.model, test, a.opt.threads)
+                                         : epochs.back().at("test_accuracy").get<double>();
+  nn::SaveModel(r.model, a.out);
+  RemoveOutputFolder(r.checkpoint_dir, train::kCheckpointFolder);
   if (!a.quiet) {
     std::cout << fmt::format(
         "wrote {} (fp32, test accuracy {:.2f} %); quantize it with "
@@ -535,8 +680,8 @@ void AddChipTrainOptions(CLI::App* cmd, TrainArgs* a) {
                   "on the chip: the cores a step's batch is split across, each an equal share, "
                   "their weight gradients summed through HBM (1 or 2; default: the chip's)");
   cmd->add_option("--checkpoint-every", a->checkpoint_every,
-                  "on the chip: write a checkpoint (OUT.checkpoint) after every this many steps "
-                  "(0: only after each epoch); the same command resumes from it")
+                  "write a checkpoint (OUT.checkpoint) after every this many steps (0: only "
+                  "after each epoch); the same command resumes from it")
       ->capture_default_str();
   cmd->add_option("--gradients", a->gradients,
                   "write the first step's gradients (float32 .npy named as in the "
@@ -571,7 +716,9 @@ void AddTrainCommand(CLI::App& app) {
       "and master weights).");
   cmd->footer(R"(
 Deterministic for a given --seed and --threads. Prints a progress bar per epoch and the
-test accuracy after each. MNIST is found through --data, $TPUSIM_DATA, ../shared/data/mnist
+test accuracy after each. Writes a checkpoint (OUT.checkpoint) every --checkpoint-every
+steps and after each epoch; a run stopped (Ctrl-C, a kill, a Slurm preemption) and started
+again with the same command resumes from it and ends with the same weights, bit for bit. MNIST is found through --data, $TPUSIM_DATA, ../shared/data/mnist
 or data/mnist (scripts/fetch-mnist downloads it).
 
 On the chip (--config, a bf16 preset: tpu-v2, tpu-v3, tpu-v4): a perceptron (--arch mlp, the

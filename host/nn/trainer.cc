@@ -91,76 +91,104 @@ ParamSet FirstStepGradients(const Model& model, const data::MnistSet& train, con
   return g;
 }
 
-EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch, const TrainOptions& o,
-                       AdamState* state) {
-  const auto start = std::chrono::steady_clock::now();
-  const std::vector<int64_t> order = EpochOrder(train.count, o.seed, epoch);
+namespace {
 
-  // A batch normalization's statistics are the whole batch's: such a model's step is one
-  // thread's (Eigen's products are its own).
+// One batch's images (`count` of them from position b0 of `order`): the forward and backward
+// passes on `threads` slices, their gradients summed into grads[0] (each weighted by its
+// share of the batch), their losses and right answers added into *sums.
+void BatchGradients(Model* model, const data::MnistSet& train, const std::vector<int64_t>& order,
+                    int64_t b0, int64_t count, int threads, std::vector<ParamSet>* grads,
+                    EpochSums* sums) {
   const bool by_batch = TrainsByBatch(*model);
-  const int threads = by_batch ? 1 : std::max(1, o.threads);
-  std::vector<ParamSet> grads(static_cast<size_t>(threads), ParamSet::ZerosLike(*model));
   std::vector<double> losses(static_cast<size_t>(threads));
   std::vector<int64_t> correct(static_cast<size_t>(threads));
-  const int64_t image_size = model->input.Size();
-  double loss_sum = 0;
-  int64_t seen = 0, right = 0;
+  ParallelSlices(count, threads, [&](int t, int64_t begin, int64_t end) {
+    const int64_t n = end - begin;
+    std::vector<uint8_t> pixels, labels;
+    Gather(train, &order[static_cast<size_t>(b0 + begin)], n, model->input.Size(), &pixels,
+           &labels);
+    ForwardCache cache;
+    cache.training = true;
+    Forward(*model, Fp32Input(pixels.data(), n, model->input), &cache);
+    if (by_batch) UpdateState(model, cache);  // the one slice is the whole batch
+    ParamSet& g = (*grads)[static_cast<size_t>(t)];
+    g.SetZero();
+    losses[static_cast<size_t>(t)] = Backward(*model, cache, labels.data(), &g) * n;
+    const std::vector<int> pred = ArgMax(cache.acts.back());
+    int64_t c = 0;
+    for (int64_t k = 0; k < n; ++k)
+      c += pred[static_cast<size_t>(k)] == labels[static_cast<size_t>(k)];
+    correct[static_cast<size_t>(t)] = c;
+    // Backward averages over this slice; weight it by its share of the batch.
+    const float share = static_cast<float>(n) / static_cast<float>(count);
+    for (auto& v : g.w)
+      for (float& x : v) x *= share;
+    for (auto& v : g.b)
+      for (float& x : v) x *= share;
+  });
+  for (int t = 1; t < threads && t < count; ++t) (*grads)[0].Add((*grads)[static_cast<size_t>(t)]);
+  for (int t = 0; t < threads && t < count; ++t) {
+    sums->loss_sum += losses[static_cast<size_t>(t)];
+    sums->right += correct[static_cast<size_t>(t)];
+  }
+  sums->seen += count;
+}
+
+// Adam's step on every weighted layer of *model with the gradients g.
+void AdamStep(const TrainOptions& o, const ParamSet& g, Model* model, AdamState* state) {
+  ++state->step;
+  const float lr_t = o.learning_rate *
+                     std::sqrt(1.0f - std::pow(0.999f, static_cast<float>(state->step))) /
+                     (1.0f - std::pow(0.9f, static_cast<float>(state->step)));
+  for (size_t i = 0; i < model->layers.size(); ++i) {
+    Layer& l = model->layers[i];
+    if (!l.HasWeights()) continue;
+    AdamUpdate(&l.weights.data, g.w[i], &state->m_w[i], &state->v_w[i], lr_t);
+    AdamUpdate(&l.bias.data, g.b[i], &state->m_b[i], &state->v_b[i], lr_t);
+  }
+}
+
+}  // namespace
+
+EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch, const TrainOptions& o,
+                       AdamState* state, EpochSums* done) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int64_t> order = EpochOrder(train.count, o.seed, epoch);
+  // A batch normalization's statistics are the whole batch's: such a model's step is one
+  // thread's (Eigen's products are its own).
+  const int threads = TrainsByBatch(*model) ? 1 : std::max(1, o.threads);
+  std::vector<ParamSet> grads(static_cast<size_t>(threads), ParamSet::ZerosLike(*model));
+  EpochSums fresh;
+  EpochSums& sums = done ? *done : fresh;
+  const double seconds_before = sums.seconds;
+  auto elapsed = [&] {
+    return seconds_before +
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   const int64_t batches = (train.count + o.batch - 1) / o.batch;
-
-  for (int64_t bi = 0; bi < batches; ++bi) {
+  for (int64_t bi = sums.batches; bi < batches; ++bi) {
     const int64_t b0 = bi * o.batch;
-    const int64_t bsize = std::min<int64_t>(o.batch, train.count - b0);
-    ParallelSlices(bsize, threads, [&](int t, int64_t begin, int64_t end) {
-      const int64_t n = end - begin;
-      std::vector<uint8_t> pixels, labels;
-      Gather(train, &order[static_cast<size_t>(b0 + begin)], n, image_size, &pixels, &labels);
-      ForwardCache cache;
-      cache.training = true;
-      Forward(*model, Fp32Input(pixels.data(), n, model->input), &cache);
-      if (by_batch) UpdateState(model, cache);  // the one slice is the whole batch
-      ParamSet& g = grads[static_cast<size_t>(t)];
-      g.SetZero();
-      losses[static_cast<size_t>(t)] = Backward(*model, cache, labels.data(), &g) * n;
-      const std::vector<int> pred = ArgMax(cache.acts.back());
-      int64_t c = 0;
-      for (int64_t k = 0; k < n; ++k)
-        c += pred[static_cast<size_t>(k)] == labels[static_cast<size_t>(k)];
-      correct[static_cast<size_t>(t)] = c;
-      // Backward averages over this slice; weight it by its share of the batch.
-      const float share = static_cast<float>(n) / static_cast<float>(bsize);
-      for (auto& v : g.w)
-        for (float& x : v) x *= share;
-      for (auto& v : g.b)
-        for (float& x : v) x *= share;
-    });
-    for (int t = 1; t < threads && t < bsize; ++t) grads[0].Add(grads[static_cast<size_t>(t)]);
-    for (int t = 0; t < threads && t < bsize; ++t) {
-      loss_sum += losses[static_cast<size_t>(t)];
-      right += correct[static_cast<size_t>(t)];
-    }
-    seen += bsize;
-
-    ++state->step;
-    const float lr_t = o.learning_rate *
-                       std::sqrt(1.0f - std::pow(0.999f, static_cast<float>(state->step))) /
-                       (1.0f - std::pow(0.9f, static_cast<float>(state->step)));
-    for (size_t i = 0; i < model->layers.size(); ++i) {
-      Layer& l = model->layers[i];
-      if (!l.HasWeights()) continue;
-      AdamUpdate(&l.weights.data, grads[0].w[i], &state->m_w[i], &state->v_w[i], lr_t);
-      AdamUpdate(&l.bias.data, grads[0].b[i], &state->m_b[i], &state->v_b[i], lr_t);
-    }
+    BatchGradients(model, train, order, b0, std::min<int64_t>(o.batch, train.count - b0), threads,
+                   &grads, &sums);
+    AdamStep(o, grads[0], model, state);
+    sums.batches = bi + 1;
     if (o.progress && ((bi + 1) % o.report_every == 0 || bi + 1 == batches)) {
-      o.progress(epoch, static_cast<double>(bi + 1) / batches, loss_sum / seen,
-                 static_cast<double>(right) / seen);
+      o.progress(epoch, static_cast<double>(bi + 1) / batches, sums.loss_sum / sums.seen,
+                 static_cast<double>(sums.right) / sums.seen);
+    }
+    if (o.checkpoint && o.checkpoint_every > 0 && (bi + 1) % o.checkpoint_every == 0 &&
+        bi + 1 < batches) {
+      sums.seconds = elapsed();
+      o.checkpoint(sums);
     }
   }
+  sums.seconds = elapsed();
   EpochResult r;
   r.epoch = epoch;
-  r.loss = loss_sum / static_cast<double>(seen);
-  r.train_accuracy = static_cast<double>(right) / static_cast<double>(seen);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.loss = sums.seen ? sums.loss_sum / static_cast<double>(sums.seen) : 0;
+  r.train_accuracy =
+      sums.seen ? static_cast<double>(sums.right) / static_cast<double>(sums.seen) : 0;
+  r.seconds = sums.seconds;
   return r;
 }
 

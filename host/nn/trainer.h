@@ -21,6 +21,17 @@ struct TrainOptions {
   // Called after every `report_every` batches and at the end of each epoch.
   std::function<void(int epoch, double fraction, double loss, double accuracy)> progress;
   int report_every = 50;
+  // After every `checkpoint_every` batches (0: never) but the epoch's last, with the epoch's
+  // sums so far (the model and the AdamState are then those after that many batches).
+  std::function<void(const struct EpochSums& done)> checkpoint;
+  int64_t checkpoint_every = 0;
+};
+
+// An epoch's batches so far and their sums: where a resumed epoch goes on from.
+struct EpochSums {
+  int64_t batches = 0, seen = 0, right = 0;
+  double loss_sum = 0;  // the images' losses, summed
+  double seconds = 0;   // wall time
 };
 
 struct EpochResult {
@@ -34,9 +45,14 @@ struct EpochResult {
 // the chip's), so that they see the same batches.
 std::vector<int64_t> EpochOrder(int64_t count, uint64_t seed, int epoch);
 
-// One epoch of training. `epoch` (from 1) seeds the shuffle together with options.seed.
+// One epoch of training. `epoch` (from 1) seeds the shuffle together with options.seed. With
+// `done`, the epoch goes on after its done->batches batches (a resumed run's: the model and
+// `state` as they were after them), their sums added into *done; the result is the whole
+// epoch's. The same model, state and sums give the same weights, bit for bit, whether the
+// epoch ran whole or in parts.
 EpochResult TrainEpoch(Model* model, const data::MnistSet& train, int epoch,
-                       const TrainOptions& options, struct AdamState* state);
+                       const TrainOptions& options, struct AdamState* state,
+                       EpochSums* done = nullptr);
 
 // Adam's moments and step count, kept across epochs.
 struct AdamState {

@@ -71,6 +71,12 @@ void WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
       j["tensors"].push_back(name);
     }
   }
+  for (size_t k = 0; k < c.kept.size(); ++k) {
+    const std::string name = fmt::format("kept{}.npy", k);
+    WriteNpyTensor(out.File(name),
+                   Tensor<float>{{static_cast<int64_t>(c.kept[k].size())}, c.kept[k]});
+    j["tensors"].push_back(name);
+  }
   {
     std::ofstream f(out.File(kCheckpointFolder.manifest));
     f << j.dump(2) << "\n";
@@ -80,7 +86,8 @@ void WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
 }
 
 std::optional<Checkpoint> ReadCheckpoint(const std::string& dir, const nlohmann::json& run,
-                                         const std::vector<int64_t>& params, const Optimizer& opt) {
+                                         const std::vector<int64_t>& params, const Optimizer& opt,
+                                         const std::vector<int64_t>& kept) {
   const std::string manifest = dir + "/" + kCheckpointFolder.manifest;
   if (!std::filesystem::exists(manifest)) return std::nullopt;
   std::ifstream f(manifest);
@@ -111,6 +118,8 @@ std::optional<Checkpoint> ReadCheckpoint(const std::string& dir, const nlohmann:
     for (size_t l = 0; l < params.size(); ++l)
       ts.push_back(ReadTensor(dir + "/" + TensorName(s, static_cast<int>(l)), params[l]));
   }
+  for (size_t k = 0; k < kept.size(); ++k)
+    c.kept.push_back(ReadTensor(fmt::format("{}/kept{}.npy", dir, k), kept[k]));
   return c;
 }
 

@@ -1,4 +1,4 @@
-// Checkpoints of a training on the chip (`tpusim train --config`), so that a run that was
+// Checkpoints of a training (`tpusim train`, on the chip or the CPU), so that a run that was
 // interrupted (Ctrl-C, a kill, a Slurm preemption) goes on, when started again with the same
 // command, from its last checkpoint and ends with the same weights, bit for bit, as a run
 // that was never interrupted: the state (weights, optimizer state, step count), where the
@@ -24,13 +24,18 @@ struct Checkpoint {
   ChipEpochResult done;   // of that epoch so far (steps done, their sums)
   DenseState state;       // after those steps
   nlohmann::json report;  // the report of the epochs before
+  // The tensors the layers keep beyond their parameters, in the model's order (batch
+  // normalization's running statistics: the CPU's training of such a model).
+  std::vector<std::vector<float>> kept;
 };
 
 void WriteCheckpoint(const std::string& dir, const Checkpoint& c);
 // The checkpoint in `dir`, or nothing where there is none. Throws UsageError where it is of
 // another run (its settings are not `run`: the message names the first that differs and
-// what to do) or does not hold the state of layers of `params` values each and `opt`.
+// what to do) or does not hold the state of layers of `params` values each and `opt`, and
+// kept tensors of `kept` values each.
 std::optional<Checkpoint> ReadCheckpoint(const std::string& dir, const nlohmann::json& run,
-                                         const std::vector<int64_t>& params, const Optimizer& opt);
+                                         const std::vector<int64_t>& params, const Optimizer& opt,
+                                         const std::vector<int64_t>& kept = {});
 
 }  // namespace tpu::train
