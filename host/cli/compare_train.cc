@@ -66,7 +66,7 @@ TrainRow Bf16(const CompareTrainArgs& a, const std::string& preset, const data::
   const train::TrainNet net = train::TrainNetOf(model);
   const train::Optimizer opt =
       train::Optimizer::Parse(a.optimizer, a.optimizer == "sgd" ? 0.0625 : 1e-3);
-  train::DenseState state = train::DenseState::Fresh(train::DenseWeightsOf(model), opt);
+  train::DenseState state = train::FreshState(model, opt);
   std::unique_ptr<engine::ChipEngine> chip;
   std::unique_ptr<train::ChipTrainer> trainer;
   if (!preset.empty()) {

@@ -252,6 +252,13 @@ std::string CheckpointDirOf(std::string out) {
   return out + ".checkpoint";
 }
 
+// The values of each tensor the model's layers keep (KeptOf), for its checkpoint.
+std::vector<int64_t> KeptSizes(const nn::Model& m) {
+  std::vector<int64_t> sizes;
+  for (const auto& t : train::KeptOf(m)) sizes.push_back(static_cast<int64_t>(t.size()));
+  return sizes;
+}
+
 // A run resuming from the checkpoint `at` in `dir`: refused with --gradients past the first
 // step; its line, unless --quiet.
 void Resuming(const TrainArgs& a, const std::string& dir, const train::Checkpoint& at) {
@@ -292,11 +299,12 @@ ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
   r.checkpoint_dir = CheckpointDirOf(a.out);
   r.initial = model;
   r.at.run = RunSettings(a, r.config, r.net, r.opt);
-  if (auto c = train::ReadCheckpoint(r.checkpoint_dir, r.at.run, r.net.Params(), r.opt)) {
+  if (auto c = train::ReadCheckpoint(r.checkpoint_dir, r.at.run, r.net.Params(), r.opt,
+                                     KeptSizes(model))) {
     r.at = std::move(*c);
     Resuming(a, r.checkpoint_dir, r.at);
   } else {
-    r.at.state = train::DenseState::Fresh(train::DenseWeightsOf(model), r.opt);
+    r.at.state = train::FreshState(model, r.opt);
     r.at.report = {{"config", r.config.name},       {"engine", r.chip->Name()},
                    {"model", model.name},           {"widths", r.net.Describe()},
                    {"optimizer", r.opt.Name()},     {"lr", r.opt.lr},
@@ -327,8 +335,7 @@ train::ChipEpochResult ChipEpoch(const TrainArgs& a, ChipRun& r, const data::Mni
     };
   }
   o.checkpoint = [&](const train::ChipEpochResult& done) {
-    train::WriteCheckpoint(r.checkpoint_dir,
-                           {r.at.run, e, done, r.trainer->State(), r.at.report, {}});
+    train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e, done, r.trainer->State(), r.at.report});
   };
   train::ChipEpochResult done = e == r.at.epoch ? r.at.done : train::ChipEpochResult{};
   train::TrainChipEpoch(r.trainer.get(), r.net, train, e, o, &r.at.state, &done);
@@ -418,7 +425,7 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
     const double joules = EpochJoules(done, r.config, table);
     if (!a.quiet) std::cout << ChipEpochLine(a, r.config, e, done, test_acc, bound, table, joules);
     r.at.report["epochs"].push_back(EpochJson(done, test_acc, r.config.clock_mhz, joules));
-    train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e + 1, {}, now, r.at.report, {}});
+    train::WriteCheckpoint(r.checkpoint_dir, {r.at.run, e + 1, {}, now, r.at.report});
   }
   if (r.trainer->Steps() > 0) {
     const std::vector<PassRow> rows = PassRows(*r.trainer, r.config, model, table);
@@ -472,10 +479,12 @@ nlohmann::json CpuRunSettings(const TrainArgs& a, const nn::Model& m) {
 }
 
 // The CPU trainer's state as a checkpoint holds it (the chip's layout): each weighted layer's
-// weights then its bias, Adam's two moments in the same layout, its step count.
+// weights then its bias, Adam's two moments in the same layout, its step count, the layers'
+// kept tensors.
 train::DenseState CpuState(const nn::Model& m, const nn::AdamState& adam) {
   train::DenseState s;
   s.w = train::DenseWeightsOf(m);
+  s.kept = train::KeptOf(m);
   s.slots.resize(2);
   for (size_t i = 0; i < m.layers.size(); ++i) {
     if (!m.layers[i].HasWeights()) continue;
@@ -488,14 +497,6 @@ train::DenseState CpuState(const nn::Model& m, const nn::AdamState& adam) {
   }
   s.step = adam.step;
   return s;
-}
-
-// The layers' kept tensors (batch normalization's running statistics), in order.
-std::vector<Tensor<float>*> KeptOf(nn::Model* m) {
-  std::vector<Tensor<float>*> kept;
-  for (nn::Layer& l : m->layers)
-    for (Tensor<float>& t : l.state) kept.push_back(&t);
-  return kept;
 }
 
 // Where a CPU run stands: the model and Adam's state as checkpoint `c` holds them.
@@ -513,8 +514,6 @@ void SetCpuState(const train::Checkpoint& c, nn::Model* m, nn::AdamState* adam) 
     ++li;
   }
   adam->step = c.state.step;
-  const std::vector<Tensor<float>*> kept = KeptOf(m);
-  for (size_t k = 0; k < kept.size(); ++k) kept[k]->data = c.kept[k];
 }
 
 // A CPU run: the model, Adam's state and where the run stands (a checkpoint's, or the start).
@@ -531,14 +530,13 @@ struct CpuRun {
   }
   // Writes the checkpoint: `epoch` in progress with `done` of it.
   void Checkpoint(int epoch, const nn::EpochSums& done) {
-    train::Checkpoint c{at.run, epoch, {}, CpuState(model, adam), at.report, {}};
+    train::Checkpoint c{at.run, epoch, {}, CpuState(model, adam), at.report};
     c.done.steps = done.batches;
     c.done.images = done.seen;
     c.done.right = done.right;
     c.done.loss_sum = done.loss_sum;
     c.done.seconds = done.seconds;
     c.report["seconds"] = Seconds();
-    for (Tensor<float>* t : KeptOf(&model)) c.kept.push_back(t->data);
     train::WriteCheckpoint(checkpoint_dir, c);
   }
 };
@@ -549,12 +547,12 @@ CpuRun StartOnCpu(const TrainArgs& a, nn::Model model) {
   r.adam = nn::AdamState::For(r.model);
   r.checkpoint_dir = CheckpointDirOf(a.out);
   r.at.run = CpuRunSettings(a, r.model);
-  std::vector<int64_t> params, kept;
+  std::vector<int64_t> params;
   for (const auto& w : train::DenseWeightsOf(r.model))
     params.push_back(static_cast<int64_t>(w.size()));
-  for (Tensor<float>* t : KeptOf(&r.model)) kept.push_back(t->Size());
   const train::Optimizer adam = train::Optimizer::Parse("adam", a.opt.learning_rate);
-  if (auto c = train::ReadCheckpoint(r.checkpoint_dir, r.at.run, params, adam, kept)) {
+  if (auto c =
+          train::ReadCheckpoint(r.checkpoint_dir, r.at.run, params, adam, KeptSizes(r.model))) {
     r.at = std::move(*c);
     SetCpuState(r.at, &r.model, &r.adam);
     Resuming(a, r.checkpoint_dir, r.at);
@@ -725,8 +723,9 @@ On the chip (--config, a bf16 preset: tpu-v2, tpu-v3, tpu-v4): a perceptron (--a
 default there), the course material's CNN (--arch lenet5 or wide, at a --batch its unified
 buffer holds: at most 86 and 68 on tpu-v2) or a graph (--arch residual: residual adds,
 global pooling; or --model DIR, a network from tpusim import: max pooling, concatenation,
-depthwise convolutions; every layer's output and gradient kept in the unified buffer, a
-batch beyond it taken in passes whose gradients are summed) trains as chip programs, forward, loss, backward
+depthwise convolutions, batch normalization in training mode (import --keep-batchnorm); every
+layer's output and gradient kept in the unified buffer, a batch beyond it taken in passes
+whose gradients are summed, but not with batch normalization, which sees a core's share whole) trains as chip programs, forward, loss, backward
 and the optimizer all on the chip, the float32 weights and optimizer state kept in it
 between the steps; the host sends each batch and reads the losses (docs/training.md). On a
 chip of two cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum

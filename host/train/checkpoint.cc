@@ -71,10 +71,10 @@ void WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
       j["tensors"].push_back(name);
     }
   }
-  for (size_t k = 0; k < c.kept.size(); ++k) {
+  for (size_t k = 0; k < c.state.kept.size(); ++k) {
     const std::string name = fmt::format("kept{}.npy", k);
     WriteNpyTensor(out.File(name),
-                   Tensor<float>{{static_cast<int64_t>(c.kept[k].size())}, c.kept[k]});
+                   Tensor<float>{{static_cast<int64_t>(c.state.kept[k].size())}, c.state.kept[k]});
     j["tensors"].push_back(name);
   }
   {
@@ -119,7 +119,7 @@ std::optional<Checkpoint> ReadCheckpoint(const std::string& dir, const nlohmann:
       ts.push_back(ReadTensor(dir + "/" + TensorName(s, static_cast<int>(l)), params[l]));
   }
   for (size_t k = 0; k < kept.size(); ++k)
-    c.kept.push_back(ReadTensor(fmt::format("{}/kept{}.npy", dir, k), kept[k]));
+    c.state.kept.push_back(ReadTensor(fmt::format("{}/kept{}.npy", dir, k), kept[k]));
   return c;
 }
 

@@ -24,16 +24,13 @@ struct Checkpoint {
   ChipEpochResult done;   // of that epoch so far (steps done, their sums)
   DenseState state;       // after those steps
   nlohmann::json report;  // the report of the epochs before
-  // The tensors the layers keep beyond their parameters, in the model's order (batch
-  // normalization's running statistics: the CPU's training of such a model).
-  std::vector<std::vector<float>> kept;
 };
 
 void WriteCheckpoint(const std::string& dir, const Checkpoint& c);
 // The checkpoint in `dir`, or nothing where there is none. Throws UsageError where it is of
 // another run (its settings are not `run`: the message names the first that differs and
 // what to do) or does not hold the state of layers of `params` values each and `opt`, and
-// kept tensors of `kept` values each.
+// kept tensors (DenseState::kept) of `kept` values each.
 std::optional<Checkpoint> ReadCheckpoint(const std::string& dir, const nlohmann::json& run,
                                          const std::vector<int64_t>& params, const Optimizer& opt,
                                          const std::vector<int64_t>& kept = {});

@@ -67,6 +67,7 @@ struct Layout {
   int64_t id = 0, zero = 0, quarters[2] = {0, 0}, pad = 0, inv_batch = 0, consts = 0;
   int64_t quarters3 = 0;  // conv2's pooling's gradient through a 3 x 3 window (EmitConvBackward)
   int64_t state_begin = 0, state_end = 0;  // the weights and the optimizer's state
+  std::vector<shell::KeptRows> kept;       // none: the CNN's layers keep nothing
   int64_t scalars = 0, x0 = 0, y = 0;      // the batch: Adam's scalars, images, labels
   // The other batch buffer (the infeed's: a step reads the next batch into it while it
   // runs on this one); ForParity swaps them in.

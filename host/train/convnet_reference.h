@@ -31,6 +31,10 @@ struct ConvNetGradients {
   // Per layer, for the max poolings (empty for the rest): the tap (ky kw + kx) that took each
   // output value's gradient, -1 where none did (a NaN maximum), in the order of the output.
   std::vector<std::vector<int32_t>> max_tap;
+  // Per layer, for the batch normalizations (empty for the rest): the batch's mean and
+  // biased variance of each channel (float32 bits; where cores sum their gradients, the
+  // first core's, whose running statistics the model keeps).
+  std::vector<std::vector<uint32_t>> bn_mean, bn_var;
 };
 
 // Throws UsageError for a model not of this shape, naming the shape it takes.

@@ -67,6 +67,19 @@ std::vector<std::vector<float>> DenseWeightsOf(const nn::Model& model) {
   return w;
 }
 
+std::vector<std::vector<float>> KeptOf(const nn::Model& model) {
+  std::vector<std::vector<float>> kept;
+  for (const nn::Layer& l : model.layers)
+    for (const Tensor<float>& t : l.state) kept.push_back(t.data);
+  return kept;
+}
+
+DenseState FreshState(const nn::Model& model, const Optimizer& opt) {
+  DenseState s = DenseState::Fresh(DenseWeightsOf(model), opt);
+  s.kept = KeptOf(model);
+  return s;
+}
+
 void SetDenseWeights(const DenseState& state, nn::Model* model) {
   size_t i = 0;
   for (nn::Layer& l : model->layers) {
@@ -76,6 +89,10 @@ void SetDenseWeights(const DenseState& state, nn::Model* model) {
     std::copy(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(n), l.weights.data.begin());
     std::copy(t.begin() + static_cast<std::ptrdiff_t>(n), t.end(), l.bias.data.begin());
   }
+  if (state.kept.empty()) return;
+  size_t k = 0;
+  for (nn::Layer& l : model->layers)
+    for (Tensor<float>& t : l.state) t.data = state.kept.at(k++);
 }
 
 void WriteGradients(const std::string& dir, const nn::Model& initial,

@@ -19,6 +19,12 @@ DenseNet DenseNetOf(const nn::Model& model);
 // Its weighted layers' (dense and convolution) weights with the bias as the last row
 // (dense_net.h), and back.
 std::vector<std::vector<float>> DenseWeightsOf(const nn::Model& model);
+// The tensors its layers keep (batch normalization's running statistics), in order.
+std::vector<std::vector<float>> KeptOf(const nn::Model& model);
+// A training's state before its first step: the model's weights and kept tensors, the
+// optimizer's state zeros.
+DenseState FreshState(const nn::Model& model, const Optimizer& opt);
+// The state's weights (and kept tensors, where it has them) into the model.
 void SetDenseWeights(const DenseState& state, nn::Model* model);
 
 // What training on the chip needs of a model: the perceptron's compiler and CPU reference

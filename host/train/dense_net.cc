@@ -38,9 +38,13 @@ DenseState DenseState::Fresh(std::vector<std::vector<float>> w, const Optimizer&
 }
 
 bool DenseState::operator==(const DenseState& o) const {
-  if (step != o.step || w.size() != o.w.size() || slots.size() != o.slots.size()) return false;
+  if (step != o.step || w.size() != o.w.size() || slots.size() != o.slots.size() ||
+      kept.size() != o.kept.size())
+    return false;
   for (size_t l = 0; l < w.size(); ++l)
     if (!SameBits(w[l], o.w[l])) return false;
+  for (size_t k = 0; k < kept.size(); ++k)
+    if (!SameBits(kept[k], o.kept[k])) return false;
   for (size_t s = 0; s < slots.size(); ++s) {
     if (slots[s].size() != o.slots[s].size()) return false;
     for (size_t l = 0; l < slots[s].size(); ++l)

@@ -48,6 +48,9 @@ struct DenseState {
   std::vector<std::vector<float>> w;
   std::vector<std::vector<std::vector<float>>> slots;
   int64_t step = 0;
+  // What the layers keep beyond their parameters (batch normalization's running mean and
+  // variance), each tensor in the model's order.
+  std::vector<std::vector<float>> kept;
   // Zeros for the optimizer, `w` as given.
   static DenseState Fresh(std::vector<std::vector<float>> w, const Optimizer& opt);
   bool operator==(const DenseState& o) const;

@@ -5,8 +5,10 @@
 
 #include "arith/bf16.h"
 #include "arith/fp32.h"
+#include "arith/vector.h"
 #include "host/common/errors.h"
 #include "host/train/conv_reference.h"
+#include "host/train/dense_model.h"
 #include "host/train/dense_reference.h"
 #include "host/train/step_arith.h"
 #include "host/train/step_image.h"
@@ -225,14 +227,108 @@ Half MaxPoolBackward(const Layer& l, const Half& dy, const Half& y, const Half& 
   return chip::Activate(acc, false);
 }
 
-// relu(a + b) as the vector unit computes it: the float32 sum rounded to bfloat16 (vector
-// add), then the larger of it and +0 (vector max: a -0 becomes +0, NaN stays NaN), then for
-// ReLU6 the smaller of that and 6 (vector min).
-uint16_t AddRelu(uint16_t a, uint16_t b, const Layer& l) {
-  const uint16_t sum = chip::CoreSum(a, b);
-  if (!Relu(l)) return sum;
-  const uint16_t y = arith::Bf16OfFp32(arith::Fp32Max(arith::Fp32OfBf16(sum), 0));
+// Layer l's activation of a bfloat16 value on the vector unit: the larger of it and +0
+// (vector max: a -0 becomes +0, NaN stays NaN), then for ReLU6 the smaller of that and 6
+// (vector min); none, the value.
+uint16_t VectorRelu(uint16_t v, const Layer& l) {
+  if (!Relu(l)) return v;
+  const uint16_t y = arith::Bf16OfFp32(arith::Fp32Max(arith::Fp32OfBf16(v), 0));
   return UpperOf(l) == kSix ? arith::Bf16OfFp32(arith::Fp32Min(arith::Fp32OfBf16(y), kSix)) : y;
+}
+
+// relu(a + b) as the vector unit computes it: the float32 sum rounded to bfloat16 (vector
+// add), then VectorRelu.
+uint16_t AddRelu(uint16_t a, uint16_t b, const Layer& l) {
+  return VectorRelu(chip::CoreSum(a, b), l);
+}
+
+// Batch normalization on the vector unit (docs/training.md, "Batch normalization on the
+// chip"): every operation float32, on bfloat16 operands read exactly, its result rounded to
+// bfloat16 where it is written so.
+using chip::Bits;
+uint32_t Vec(hw::VectorOp op, uint32_t a, uint32_t b) { return arith::VectorLane(op, a, b, 0); }
+Bits Wide(const Half& h) {
+  Bits w(h.size());
+  for (size_t i = 0; i < h.size(); ++i) w[i] = arith::Fp32OfBf16(h[i]);
+  return w;
+}
+uint32_t Const(const std::vector<float>& k, int i) {
+  return arith::BitsOfFloat(k[static_cast<size_t>(i)]);
+}
+// v times a constant, lane by lane.
+Bits Times(Bits v, uint32_t k) {
+  for (uint32_t& x : v) x = Vec(hw::VectorOp::kMul, x, k);
+  return v;
+}
+
+// A batch normalization's statistics of a batch: each channel's mean, biased variance and
+// 1 / sqrt(variance + epsilon).
+struct BnStats {
+  Bits mean, var, inv;
+};
+
+// y = gamma x^ + beta (then the activation), x^ = (x - mean) inv rounded to bfloat16 into
+// *xhat, over `rows` rows of the layer's channels.
+Half BatchNormForward(const Layer& l, const Half& x, int64_t rows, Half* xhat, BnStats* st) {
+  using hw::VectorOp;
+  const int64_t c = l.out.c;
+  const std::vector<float> k = chip::BatchNormConstants(l.epsilon, l.momentum, rows);
+  const Bits x32 = Wide(x);
+  st->mean = Times(chip::RowSum(x32, rows, c), Const(k, chip::kBnInvM));
+  Bits d(x32.size());
+  for (size_t i = 0; i < d.size(); ++i) {
+    const uint32_t v = Vec(VectorOp::kSub, x32[i], st->mean[i % static_cast<size_t>(c)]);
+    d[i] = Vec(VectorOp::kMul, v, v);
+  }
+  st->var = Times(chip::RowSum(d, rows, c), Const(k, chip::kBnInvM));
+  st->inv.clear();
+  for (uint32_t v : st->var)
+    st->inv.push_back(Vec(VectorOp::kRsqrt, Vec(VectorOp::kAdd, v, Const(k, chip::kBnEps)), 0));
+  xhat->resize(x.size());
+  Half y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t ch = i % static_cast<size_t>(c);
+    (*xhat)[i] = arith::Bf16OfFp32(
+        Vec(VectorOp::kMul, Vec(VectorOp::kSub, x32[i], st->mean[ch]), st->inv[ch]));
+    const uint32_t t =
+        Vec(VectorOp::kMul, arith::Fp32OfBf16((*xhat)[i]), arith::BitsOfFloat(l.weights.data[ch]));
+    y[i] = VectorRelu(
+        arith::Bf16OfFp32(Vec(VectorOp::kAdd, t, arith::BitsOfFloat(l.bias.data[ch]))), l);
+  }
+  return y;
+}
+
+// A batch normalization's backward pass from dy (its activation's mask applied): dgamma =
+// sum dy x^ and dbeta = sum dy (float32 sums, rounded) into *gw and *gb; its input's gradient
+// dx = gamma inv (dy - (dbeta / m + x^ dgamma / m)) returned (none without `input`).
+Half BatchNormBackward(const Layer& l, const Half& dy, const Half& xhat, const BnStats& st,
+                       int64_t rows, bool input, std::vector<float>* gw, std::vector<float>* gb) {
+  using hw::VectorOp;
+  const int64_t c = l.out.c;
+  const std::vector<float> k = chip::BatchNormConstants(l.epsilon, l.momentum, rows);
+  const Bits dy32 = Wide(dy), xh32 = Wide(xhat);
+  const Bits b = chip::RowSum(dy32, rows, c);
+  Bits p(dy32.size());
+  for (size_t i = 0; i < p.size(); ++i) p[i] = Vec(VectorOp::kMul, dy32[i], xh32[i]);
+  const Bits g = chip::RowSum(p, rows, c);
+  gw->clear();
+  gb->clear();
+  for (int64_t ch = 0; ch < c; ++ch) {
+    gw->push_back(FloatOfBf16Bits(arith::Bf16OfFp32(g[static_cast<size_t>(ch)])));
+    gb->push_back(FloatOfBf16Bits(arith::Bf16OfFp32(b[static_cast<size_t>(ch)])));
+  }
+  if (!input) return {};
+  const Bits bm = Times(b, Const(k, chip::kBnInvM)), gm = Times(g, Const(k, chip::kBnInvM));
+  Half dx(dy.size());
+  for (size_t i = 0; i < dx.size(); ++i) {
+    const size_t ch = i % static_cast<size_t>(c);
+    const uint32_t kg = Vec(VectorOp::kMul, arith::BitsOfFloat(l.weights.data[ch]), st.inv[ch]);
+    uint32_t t = Vec(VectorOp::kMul, xh32[i], gm[ch]);
+    t = Vec(VectorOp::kAdd, t, bm[ch]);
+    t = Vec(VectorOp::kSub, dy32[i], t);
+    dx[i] = arith::Bf16OfFp32(Vec(VectorOp::kMul, t, kg));
+  }
+  return dx;
 }
 
 // Each pixel's channels of the inputs, one after the other, each through the array (a
@@ -251,7 +347,8 @@ Half Concatenated(const std::vector<const Half*>& xs, const std::vector<int>& ch
 // backward pass needs (a convolution's receptive fields F, a dense layer's input with the
 // bias column).
 struct Forward {
-  std::vector<Half> out, kept;
+  std::vector<Half> out, kept;  // a batch normalization's kept: x^
+  std::vector<BnStats> bn;
   const Half& Of(int input, const Half& x) const {
     return input == nn::kModelInput ? x : out[static_cast<size_t>(input)];
   }
@@ -295,6 +392,8 @@ Half LayerForward(const nn::Model& m, size_t i, const Half& x, int batch, int n,
       }
       return Concatenated(xs, channels, int64_t{batch} * l.out.h * l.out.w);
     }
+    case LayerType::kBatchNorm:
+      return BatchNormForward(l, in, int64_t{batch} * l.out.h * l.out.w, &f->kept[i], &f->bn[i]);
     default:  // a flatten: the same values in the same order
       return in;
   }
@@ -383,6 +482,10 @@ void LayerBackward(const nn::Model& m, size_t i, const Forward& f, int batch, in
     case LayerType::kAdd:
       bw->Add(l.inputs[0], dz);
       return bw->Add(l.inputs[1], std::move(dz));
+    case LayerType::kBatchNorm:
+      return bw->Add(l.inputs[0], BatchNormBackward(
+                                      l, dz, f.kept[i], f.bn[i], int64_t{batch} * l.out.h * l.out.w,
+                                      l.inputs[0] != nn::kModelInput, &g->w[i], &g->b[i]));
     case LayerType::kConcat: {
       const int64_t pixels = int64_t{batch} * l.out.h * l.out.w;
       int64_t c0 = 0;
@@ -448,10 +551,11 @@ std::string Unsupported(const nn::Model& m, size_t i) {
     case LayerType::kConcat:
     case LayerType::kFlatten:
       return "";
+    case LayerType::kBatchNorm:
+      return "";
     default:
-      return "the chip's training takes conv2d, average and max pooling, add, concat, "
-             "flatten and dense layers (batch normalization trains on the CPU: tpusim train "
-             "without --config)";
+      return "the chip's training takes conv2d, batch_norm, average and max pooling, add, "
+             "concat, flatten and dense layers";
   }
 }
 
@@ -481,13 +585,18 @@ ConvNetGradients ReferenceGraphGradients(const nn::Model& m, const Batch& batch_
   graph_ref::Forward f;
   f.out.resize(layers);
   f.kept.resize(layers);
+  f.bn.resize(layers);
   ConvNetGradients g;
   g.w.resize(layers);
   g.b.resize(layers);
   g.relu_on.resize(layers);
   g.max_tap.resize(layers);
+  g.bn_mean.resize(layers);
+  g.bn_var.resize(layers);
   for (size_t i = 0; i < layers; ++i) {
     f.out[i] = graph_ref::LayerForward(m, i, x, batch, n, &f);
+    g.bn_mean[i] = f.bn[i].mean;
+    g.bn_var[i] = f.bn[i].var;
     const nn::Layer& l = m.layers[i];
     if (!graph_ref::Relu(l)) continue;
     for (uint16_t v : f.out[i])  // ReLU6's 6: 2
@@ -543,6 +652,29 @@ ConvNetGradients ShareGradients(const nn::Model& model, const Batch& b, int64_t 
   return sum;
 }
 
+// Each batch normalization's running statistics after a step whose first core normalized
+// `images` images with the statistics of g, on the vector unit: running = running (1 -
+// momentum) + batch momentum, the batch's variance unbiased (times m / (m - 1)).
+void UpdateRunning(const ConvNetGradients& g, int64_t images, nn::Model* m) {
+  using hw::VectorOp;
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    Layer& l = m->layers[i];
+    if (l.type != LayerType::kBatchNorm) continue;
+    const std::vector<float> k =
+        chip::BatchNormConstants(l.epsilon, l.momentum, images * l.out.h * l.out.w);
+    for (size_t ch = 0; ch < static_cast<size_t>(l.out.c); ++ch) {
+      const uint32_t batch[2] = {g.bn_mean[i][ch],
+                                 Vec(VectorOp::kMul, g.bn_var[i][ch], Const(k, chip::kBnUnbiased))};
+      for (size_t s = 0; s < 2; ++s) {
+        float& r = l.state[s].data[ch];
+        r = arith::FloatOfBits(
+            Vec(VectorOp::kAdd, Vec(VectorOp::kMul, arith::BitsOfFloat(r), Const(k, chip::kBnKeep)),
+                Vec(VectorOp::kMul, batch[s], Const(k, chip::kBnMomentum))));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace graph_ref
 
@@ -574,6 +706,10 @@ StepOut ReferenceGraphStep(const nn::Model& shape, int n, const Optimizer& opt, 
   nn::Model m = shape;
   SetDenseWeights(*s, &m);
   const ConvNetGradients g = CoreGradients(m, b, batch, n, cores, passes);
+  graph_ref::UpdateRunning(g, batch / cores / passes, &m);
+  s->kept.clear();
+  for (const nn::Layer& l : m.layers)
+    for (const Tensor<float>& t : l.state) s->kept.push_back(t.data);
   StepOut out;
   out.loss = g.loss;
   out.mean = g.mean;

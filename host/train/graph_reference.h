@@ -2,7 +2,8 @@
 // (any kernel and padding, stride 1 or 2, ReLU, ReLU6 or none, depthwise or not: a depthwise
 // one's gradient is +0 off its expanded kernels' diagonal), average poolings (global or any
 // window, stride 1 or 2), max poolings, residual adds (ReLU, ReLU6 or none), concatenations,
-// flattens and dense layers,
+// batch normalizations in training mode (on the vector unit: docs/training.md, "Batch
+// normalization on the chip"), flattens and dense layers,
 // the last a dense layer with softmax, each layer reading any earlier ones. Built from the
 // pieces of conv_reference.h and step_arith.h as the CNN's reference is: every product the
 // array's, every result the activation unit's rounding, the loss the vector unit's. Where a

@@ -44,6 +44,11 @@ struct LayerRows {
   // back at shift + (2 k + 1) N. A depthwise convolution's: 1 where its gradient's rows are
   // off the diagonal, the gradient's Values rows at `mask`.
   int64_t shift = 0, mask = 0;
+  // A batch normalization's: its constants (chip::BatchNormConstants, a float32 row each),
+  // the batch's mean, variance and 1 / sqrt(variance + epsilon) (float32 rows), its running
+  // statistics (the layout's kept[kept], kept[kept + 1]); x^ goes to f.
+  int64_t bn_const = 0, bn_stats = 0;
+  int kept = -1;
 };
 
 // Unified-buffer rows (bf16 rows of N lanes), host rows (2N bytes), accumulator rows: the
@@ -59,6 +64,7 @@ struct Layout {
   int64_t six = -1;    // a row of 6s, where a layer has ReLU6 (its mask's)
   int relu6_set = -1;  // the parameter set that bounds by 6 (ReLU6's activate)
   std::vector<ParamRows> param;
+  std::vector<shell::KeptRows> kept;
   std::vector<LayerRows> layer;
   std::vector<int64_t> bias_lane = {-1};  // each parameter set's
   int64_t state_begin = 0, state_end = 0;
@@ -67,6 +73,8 @@ struct Layout {
   int64_t loss = 0, mean = 0, logits = 0, sm = 0, mx = 0, sum = 0, recip = 0, pick = 0;
   int64_t dzt = 0, scratch = 0, mask_rows = 0, flipped = 0, contrib = 0, tmp = 0, tmp2 = 0;
   int64_t tap = 0, taken = 0, shares = 0;  // a max pooling's gradient: a tap's, the mask, D_t
+  // Batch normalization's float32 scratch: a layer's rows, and kBnRows single rows.
+  int64_t bn_tmp = 0, bn_rows = 0;
   int64_t other = 0, end = 0, update_rows = 0, acc_rows = 0, acc_t = 0, acc_g = 0;
   int64_t h_params = 0, h_zero = 0, h_bias = 0, h_batch = 0, h_batch_next = 0, h_out = 0,
           h_grads = 0;
@@ -94,6 +102,22 @@ bool Relu(const Layer& l) { return l.activation == nn::Activation::kRelu || Relu
 // The parameter set of the layer's activate that bounds ReLU6's output (0: none does).
 int SetOf(const Layout& a, const Layer& l) { return Relu6(l) ? a.relu6_set : 0; }
 bool HasRelu6(const nn::Model& m) { return std::any_of(m.layers.begin(), m.layers.end(), Relu6); }
+bool IsBatchNorm(const Layer& l) { return l.type == LayerType::kBatchNorm; }
+
+// Batch normalization's single float32 rows (two buffer rows each, from bn_rows): the sums
+// of dy and dy x^, those over m, gamma inv, the running statistics' terms, a row_sum's piece.
+enum BnRow : int64_t {
+  kSumDy,
+  kSumDyX,
+  kMeanDy,
+  kMeanDyX,
+  kGammaInv,
+  kTerm,
+  kTerm2,
+  kPiece,
+  kBnRows
+};
+int64_t BnRowAt(const Layout& a, BnRow r) { return a.bn_rows + 2 * r; }
 
 // How a map of more than 15 x 15 pixels is read whole (a dense layer's X, a global pooling):
 // each image's pixels (in order) in chunks of `a` x `b` pixels, one window each (a kernel of at
@@ -152,6 +176,7 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
   r.tile = constants.tile;
   r.shift = constants.shift;
   r.mask = constants.mask;
+  r.bn_const = constants.bn_const;
   r.source = static_cast<int>(i);
   r.h = l.out.h;
   r.w = l.out.w;
@@ -165,6 +190,11 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
   for (size_t p = 0; p < a->param.size(); ++p)
     if (a->param[p].layer == static_cast<int>(i)) r.param = static_cast<int>(p);
   const ParamRows& pr = a->param[static_cast<size_t>(r.param)];
+  if (IsBatchNorm(l)) {
+    r.bn_stats = take(6);
+    r.kept = 0;
+    for (size_t j = 0; j < i; ++j) r.kept += static_cast<int>(m.layers[j].state.size());
+  }
   r.set = a->sets++;
   a->bias_lane.push_back(pr.ins % a->n);
   r.f = take(pr.kb * r.padded);
@@ -199,6 +229,11 @@ void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int
   a->update_rows = std::min<int64_t>(values, 2 * int64_t{n});
   a->tmp = take(2 * a->update_rows);
   a->tmp2 = take(2 * a->update_rows);
+  int64_t bn = 0;
+  for (size_t i = 0; i < m.layers.size(); ++i)
+    if (IsBatchNorm(m.layers[i])) bn = std::max(bn, a->layer[i].rows);
+  a->bn_tmp = take(2 * bn);
+  a->bn_rows = take(bn > 0 ? 2 * kBnRows : 0);
   if (a->cores > 1) a->other = take(a->GradRows());
   if (a->passes > 1) a->pass_g = take(a->GradRows());
 }
@@ -261,6 +296,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
       a.layer[i].shift = take(2 * static_cast<int64_t>(l.inputs.size()) * n);
     if (l.depthwise)
       a.layer[i].mask = take(TilesOf(int64_t{l.kernel_h} * l.kernel_w * l.in.c + 1, n) * n);
+    if (IsBatchNorm(l)) a.layer[i].bn_const = take(2 * chip::kBnConstants);
   }
   shell::PlaceParams(m, opt, &a, take);
   shell::PlaceBatchBuffers(&a, batch, take);
@@ -550,6 +586,69 @@ void EmitConcatForward(Emitter& e, const Layout& a, const Layer& l, const LayerR
   }
 }
 
+// The sum of `rows` rows from `src` (float32 with kA32 in `flags`), lane by lane, into the
+// float32 row `out`: a row_sum of at most kMaxLength rows each, the later ones' sums added
+// (chip::RowSum).
+void EmitRowSum(Emitter& e, const Layout& a, int64_t src, int flags, int64_t out, int64_t rows) {
+  const int64_t piece = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
+  const int64_t step = flags & kA32 ? 2 : 1;
+  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+    const int64_t to = r0 == 0 ? out : BnRowAt(a, kPiece);
+    EmitVector(e.P(), VectorOp::kRowSum, src + r0 * step, 0, to, std::min(piece, rows - r0),
+               flags | kO32);
+    if (r0 > 0) EmitVector(e.P(), VectorOp::kAdd, out, to, out, 1, kA32 | kB32 | kO32);
+  }
+}
+
+// A float32 op on single float32 rows (a, b: constants or statistics), into out.
+void RowOp(Emitter& e, VectorOp op, int64_t x, int64_t y, int64_t out) {
+  EmitVector(e.P(), op, x, y, out, 1, kA32 | kB32 | kO32);
+}
+int64_t BnConst(const LayerRows& r, chip::BatchNormConstant k) { return r.bn_const + 2 * k; }
+
+// The running statistics after the batch's: running (1 - momentum) + batch momentum, the
+// variance's batch value unbiased (graph_ref::UpdateRunning).
+void EmitRunningStatistics(Emitter& e, const Layout& a, const LayerRows& r) {
+  const int64_t term = BnRowAt(a, kTerm), term2 = BnRowAt(a, kTerm2);
+  for (int s = 0; s < 2; ++s) {
+    const int64_t running = a.kept[static_cast<size_t>(r.kept + s)].row;
+    const int64_t batch = r.bn_stats + 2 * s;  // the mean, the variance
+    RowOp(e, VectorOp::kMul, running, BnConst(r, chip::kBnKeep), running);
+    int64_t from = batch;
+    if (s == 1) {
+      RowOp(e, VectorOp::kMul, batch, BnConst(r, chip::kBnUnbiased), term2);
+      from = term2;
+    }
+    RowOp(e, VectorOp::kMul, from, BnConst(r, chip::kBnMomentum), term);
+    RowOp(e, VectorOp::kAdd, running, term, running);
+  }
+}
+
+// Batch normalization in training mode on the vector unit (graph_ref::BatchNormForward):
+// the batch's statistics, x^ into f, y = gamma x^ + beta (the master weights' float32 rows)
+// through the activation, the running statistics.
+void EmitBatchNormForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+  e.Pass(l.name + " forward");
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  const int64_t x = a.In(l.inputs[0]).out, mean = r.bn_stats, var = r.bn_stats + 2,
+                inv = r.bn_stats + 4, t = a.bn_tmp;
+  EmitRowSum(e, a, x, 0, mean, r.rows);
+  RowOp(e, VectorOp::kMul, mean, BnConst(r, chip::kBnInvM), mean);
+  EmitVector(e.P(), VectorOp::kSub, x, mean, t, r.rows, kB32 | kO32 | kBcast);
+  EmitVector(e.P(), VectorOp::kMul, t, t, t, r.rows, kA32 | kB32 | kO32);
+  EmitRowSum(e, a, t, kA32, var, r.rows);
+  RowOp(e, VectorOp::kMul, var, BnConst(r, chip::kBnInvM), var);
+  RowOp(e, VectorOp::kAdd, var, BnConst(r, chip::kBnEps), inv);
+  EmitVector(e.P(), VectorOp::kRsqrt, inv, 0, inv, 1, kA32 | kO32);
+  EmitVector(e.P(), VectorOp::kSub, x, mean, t, r.rows, kB32 | kO32 | kBcast);
+  EmitVector(e.P(), VectorOp::kMul, t, inv, r.f, r.rows, kA32 | kB32 | kBcast);
+  EmitVector(e.P(), VectorOp::kMul, r.f, p.w, t, r.rows, kB32 | kO32 | kBcast);
+  EmitVector(e.P(), VectorOp::kAdd, t, p.w + 2, r.out, r.rows, kA32 | kB32 | kBcast);
+  if (Relu(l)) EmitVector(e.P(), VectorOp::kMax, r.out, a.zero, r.out, r.rows, kBcast);
+  if (Relu6(l)) EmitVector(e.P(), VectorOp::kMin, r.out, a.six, r.out, r.rows, kBcast);
+  EmitRunningStatistics(e, a, r);
+}
+
 void EmitForward(Emitter& e, const Layout& a, const nn::Model& m) {
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
@@ -572,6 +671,9 @@ void EmitForward(Emitter& e, const Layout& a, const nn::Model& m) {
         break;
       case LayerType::kConcat:
         EmitConcatForward(e, a, l, r);
+        break;
+      case LayerType::kBatchNorm:
+        EmitBatchNormForward(e, a, l, r);
         break;
       default:  // a flatten: its input's rows
         break;
@@ -776,6 +878,34 @@ void EmitConcatBackward(Emitter& e, const Layout& a, const Layer& l, const Layer
   }
 }
 
+// A batch normalization's backward pass (graph_ref::BatchNormBackward): dgamma and dbeta
+// from float32 sums into its gradient's rows (gamma's row, then beta's), then its input's
+// gradient gamma inv (dy - (dbeta / m + x^ dgamma / m)).
+void EmitBatchNormBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r,
+                           Sums* sums) {
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  const int64_t t = a.bn_tmp, b = BnRowAt(a, kSumDy), g = BnRowAt(a, kSumDyX);
+  e.Pass(l.name + " weight gradient");
+  EmitRowSum(e, a, r.grad, 0, b, r.rows);
+  EmitVector(e.P(), VectorOp::kMul, r.grad, r.f, t, r.rows, kO32);
+  EmitRowSum(e, a, t, kA32, g, r.rows);
+  EmitVector(e.P(), VectorOp::kCopy, g, 0, p.g, 1, kA32);
+  EmitVector(e.P(), VectorOp::kCopy, b, 0, p.g + 1, 1, kA32);
+  const int k = l.inputs[0];
+  const int64_t into = sums->Into(a, k);
+  if (into < 0) return;
+  e.Pass(l.name + " input gradient");
+  const int64_t bm = BnRowAt(a, kMeanDy), gm = BnRowAt(a, kMeanDyX), kg = BnRowAt(a, kGammaInv);
+  RowOp(e, VectorOp::kMul, b, BnConst(r, chip::kBnInvM), bm);
+  RowOp(e, VectorOp::kMul, g, BnConst(r, chip::kBnInvM), gm);
+  RowOp(e, VectorOp::kMul, p.w, r.bn_stats + 4, kg);
+  EmitVector(e.P(), VectorOp::kMul, r.f, gm, t, r.rows, kB32 | kO32 | kBcast);
+  EmitVector(e.P(), VectorOp::kAdd, t, bm, t, r.rows, kA32 | kB32 | kO32 | kBcast);
+  EmitVector(e.P(), VectorOp::kSub, r.grad, t, t, r.rows, kB32 | kO32);
+  EmitVector(e.P(), VectorOp::kMul, t, kg, into, r.rows, kA32 | kB32 | kBcast);
+  sums->Done(e, a, k);
+}
+
 void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
   Sums sums(m.layers.size());
   for (size_t i = m.layers.size(); i-- > 0;) {
@@ -801,6 +931,9 @@ void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
         break;
       case LayerType::kConcat:
         EmitConcatBackward(e, a, l, r, &sums);
+        break;
+      case LayerType::kBatchNorm:
+        EmitBatchNormBackward(e, a, l, r, &sums);
         break;
       default:  // an add: its gradient to both its inputs
         e.Pass(l.name + " gradient");
@@ -872,6 +1005,11 @@ void PutTiles(const nn::Model& m, const Layout& a, std::vector<uint16_t>* img) {
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
     PutConcatAndMask(m, a, i, img);
+    if (IsBatchNorm(l)) {
+      const std::vector<float> k = chip::BatchNormConstants(l.epsilon, l.momentum, a.layer[i].rows);
+      for (int64_t c = 0; c < chip::kBnConstants; ++c)
+        for (int j = 0; j < a.n; ++j) PutFp32(img, a.layer[i].bn_const + 2 * c, a.n, j, k[c]);
+    }
     if (l.type != LayerType::kAvgPool2d) continue;
     const int64_t taps = PoolTileRows(l, a.n) / l.in.c;
     const uint16_t v = Bf16Of(1.0f / static_cast<float>(int64_t{l.pool_h} * l.pool_w));
@@ -970,6 +1108,30 @@ Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const conf
   throw UsageError("--batch must be at least 1");
 }
 
+// Throws UsageError where a batch normalization would not see its core's whole share of the
+// batch at once (a pass of fewer images would normalize each pass over its own: ghost batch
+// normalization, another network), or sees one value a channel.
+void CheckBatchNorms(const nn::Model& m, const Layout& a) {
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (!IsBatchNorm(m.layers[i])) continue;
+    const std::string where =
+        fmt::format("batch_norm '{}' of model '{}'", m.layers[i].name, m.name);
+    if (a.passes > 1) {
+      throw UsageError(fmt::format(
+          "{} normalizes over a core's whole share of the batch, but the unified buffer holds "
+          "{} of its {} images a pass: a smaller --batch (at most {} a core), or train it on "
+          "the CPU (tpusim train without --config)",
+          where, a.mb, a.b, a.mb));
+    }
+    if (a.layer[i].rows < 2) {
+      throw UsageError(fmt::format(
+          "{} normalizes each channel over its values in a core's share of the batch, and "
+          "there is one: a --batch of at least 2 images a core",
+          where));
+    }
+  }
+}
+
 }  // namespace
 
 CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
@@ -978,6 +1140,7 @@ CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
   if (batch < 1) throw UsageError("--batch must be at least 1");
   CheckTrainingCores(config, cores, batch);
   const Layout a = FittingLayout(model, batch / cores, opt, config, cores);
+  CheckBatchNorms(model, a);
   CompiledStep step = shell::Programs<Layout>(
       a, opt, "graph-train", ForParity, EmitStart,
       [&](std::vector<uint16_t>* img) { PutTiles(model, a, img); },

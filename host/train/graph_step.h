@@ -1,8 +1,9 @@
 // A graph's training step on the chip (issue 74): the model's layers in their order
 // (convolutions of any kernel and padding, stride 1 or 2, depthwise or not; average and max
-// pooling; residual adds; concatenations; flattens; dense layers, the first of an MLP reading
-// the images, the last with softmax; ReLU, ReLU6 or none), each a pass of products
-// through windows and tiles or of vector instructions, forward, loss, backward and update,
+// pooling; residual adds; concatenations; flattens; batch normalizations in training mode,
+// over a core's whole share, their running statistics in the state; dense layers, the first
+// of an MLP reading the images, the last with softmax; ReLU, ReLU6 or none), each a pass of
+// products through windows and tiles or of vector instructions, forward, loss, backward and update,
 // as one program for each core of a bf16 chip, in the arithmetic of graph_reference.h's
 // ReferenceGraphStep, bit for bit (docs/training.md, "Graphs"). Every layer's output and
 // its gradient are kept for the whole batch in the unified buffer, a pixel a row (lanes its

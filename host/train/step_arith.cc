@@ -1,8 +1,11 @@
 // See step_arith.h.
 #include "host/train/step_arith.h"
 
+#include <algorithm>
+
 #include "arith/bf16.h"
 #include "arith/fp32.h"
+#include "host/isa/program_builder.h"
 
 namespace tpu::train::chip {
 
@@ -56,6 +59,33 @@ uint32_t SoftmaxRow(const uint16_t* logits, int classes, int label, int n, uint3
     dz[j] = arith::Bf16OfFp32(Fp32Mul(Fp32Sub(p, j == label ? arith::kFp32One : 0), inv_batch));
   }
   return Fp32Sub(arith::Fp32Log(s), picked);
+}
+
+std::vector<float> BatchNormConstants(double epsilon, double momentum, int64_t m) {
+  const double md = static_cast<double>(m);
+  std::vector<float> k(kBnConstants);
+  k[kBnInvM] = static_cast<float>(1.0 / md);
+  k[kBnM] = static_cast<float>(md);
+  k[kBnEps] = static_cast<float>(epsilon);
+  k[kBnMomentum] = static_cast<float>(momentum);
+  k[kBnKeep] = static_cast<float>(1.0 - momentum);
+  k[kBnUnbiased] = static_cast<float>(md / (md - 1.0));
+  return k;
+}
+
+Bits RowSum(const Bits& v, int64_t rows, int64_t lanes) {
+  const int64_t piece = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
+  Bits total(static_cast<size_t>(lanes), 0);
+  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+    for (int64_t l = 0; l < lanes; ++l) {
+      uint32_t sum = v[static_cast<size_t>(r0 * lanes + l)];
+      for (int64_t r = r0 + 1; r < std::min(rows, r0 + piece); ++r)
+        sum = Fp32Add(sum, v[static_cast<size_t>(r * lanes + l)]);
+      uint32_t& t = total[static_cast<size_t>(l)];
+      t = r0 == 0 ? arith::Fp32Canonical(sum) : Fp32Add(t, sum);
+    }
+  }
+  return total;
 }
 
 }  // namespace tpu::train::chip

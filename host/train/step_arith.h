@@ -35,4 +35,15 @@ uint16_t CoreSum(uint16_t a, uint16_t b);
 uint32_t SoftmaxRow(const uint16_t* logits, int classes, int label, int n, uint32_t inv_batch,
                     uint16_t* dz);
 
+// Batch normalization's float32 constants for m values a channel (one row each, in this
+// order): 1 / m, m, epsilon, momentum, 1 - momentum, m / (m - 1) (the running variance's
+// unbiased factor), each a float of the double value.
+enum BatchNormConstant { kBnInvM, kBnM, kBnEps, kBnMomentum, kBnKeep, kBnUnbiased, kBnConstants };
+std::vector<float> BatchNormConstants(double epsilon, double momentum, int64_t m);
+
+// The sum of `rows` float32 rows of `lanes` lanes, lane by lane, as row_sum instructions give
+// it: each instruction sums at most isa::ProgramBuilder::kMaxLength rows, row after row from
+// its first, and their sums are added (vector add) in order.
+Bits RowSum(const Bits& v, int64_t rows, int64_t lanes);
+
 }  // namespace tpu::train::chip

@@ -6,7 +6,8 @@
 // ahead, fetch, save, grads) with their host side.
 //
 // A layout has: n, b (a core's images), cores, core, bp, img_rows; id (the identity), zero
-// (a zero row), pad, inv_batch, consts; param (std::vector<ParamRows>); state_begin,
+// (a zero row), pad, inv_batch, consts; param (std::vector<ParamRows>); kept
+// (std::vector<KeptRows>: what the layers keep in the state, after the parameters); state_begin,
 // state_end; scalars, x0, y and their *_next (the two batch buffers); loss, mean, logits;
 // acc_rows, acc_t, acc_g (accumulator rows: a product's chunk, a transpose's, dWᵀ's); dzt,
 // scratch, mask_rows, tmp, tmp2, update_rows, other, end; the host rows h_params, h_zero,
@@ -50,6 +51,13 @@ struct ParamRows {
   int64_t Values(int n) const { return kb * mb * n; }
   int64_t Block(int64_t j, int64_t k, int n) const { return (j * kb + k) * n; }
   int Outs(int64_t j, int n) const { return std::min(n, outs - static_cast<int>(j) * n); }
+};
+
+// A tensor a layer keeps in the state (batch normalization's running mean and variance): a
+// float32 row (two buffer rows) of `values` lanes.
+struct KeptRows {
+  int64_t row = 0;
+  int values = 0;
 };
 
 // A layout's array size N, a core's images b (its share of the batch), the cores and b
@@ -128,8 +136,10 @@ void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
     ParamRows r;
     r.name = l.name;
     r.layer = static_cast<int>(i);
-    r.ins = static_cast<int>(
-        l.type == nn::LayerType::kConv2d ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size());
+    // A batch normalization's gamma is one row (its ins), its beta the bias row.
+    r.ins = static_cast<int>(l.type == nn::LayerType::kConv2d
+                                 ? int64_t{l.kernel_h} * l.kernel_w * l.in.c
+                                 : (l.type == nn::LayerType::kBatchNorm ? 1 : l.in.Size()));
     r.outs = l.out.c;
     r.kb = TilesOf(r.ins + 1, n);
     r.mb = TilesOf(r.outs, n);
@@ -140,6 +150,8 @@ void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
     r.w = take(2 * r.Values(n));
     for (int s = 0; s < opt.Slots(); ++s) r.slot.push_back(take(2 * r.Values(n)));
   }
+  for (const nn::Layer& l : m.layers)  // at most N values each (the step's channels)
+    for (const Tensor<float>& t : l.state) a->kept.push_back({take(2), static_cast<int>(t.Size())});
   a->state_end = take(0);
   for (ParamRows& r : a->param) r.wb = take(r.Values(n));
 }
@@ -415,6 +427,9 @@ std::vector<uint8_t> StateImage(const Layout& a, const DenseState& s) {
     put(r.w, s.w[l]);
     for (size_t k = 0; k < r.slot.size(); ++k) put(r.slot[k], s.slots[k][l]);
   }
+  for (size_t k = 0; k < a.kept.size() && k < s.kept.size(); ++k)
+    for (int lane = 0; lane < a.kept[k].values; ++lane)
+      PutFp32(&img, a.kept[k].row - a.state_begin, n, lane, s.kept[k][static_cast<size_t>(lane)]);
   return BytesOfHalves(img);
 }
 
@@ -431,6 +446,13 @@ void ReadStateImage(const Layout& a, const std::vector<uint8_t>& bytes, DenseSta
     };
     get(r.w, &s->w[l]);
     for (size_t k = 0; k < r.slot.size(); ++k) get(r.slot[k], &s->slots[k][l]);
+  }
+  s->kept.clear();
+  for (const KeptRows& k : a.kept) {
+    std::vector<float> t;
+    for (int lane = 0; lane < k.values; ++lane)
+      t.push_back(GetFp32(img, k.row - a.state_begin, a.n, lane));
+    s->kept.push_back(std::move(t));
   }
 }
 

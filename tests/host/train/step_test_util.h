@@ -46,7 +46,7 @@ inline engine::ExecResult StepsEqualReference(const CompileStepFn& compile, uint
   opt.kind = kind;
   opt.lr = kind == train::Optimizer::Kind::kSgd ? 0.0625 : 0.001;
   std::mt19937_64 rng(seed + static_cast<uint64_t>(batch));
-  train::DenseState ref = train::DenseState::Fresh(train::DenseWeightsOf(m), opt);
+  train::DenseState ref = train::FreshState(m, opt);
   train::ChipTrainer trainer(chip, compile(m, batch, opt, chip->Config(), cores), opt);
   trainer.Start(ref);
   const train::Batch batches[2] = {RandomBatch(m, batch, rng), RandomBatch(m, batch, rng)};
