@@ -190,14 +190,15 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
   for (size_t p = 0; p < a->param.size(); ++p)
     if (a->param[p].layer == static_cast<int>(i)) r.param = static_cast<int>(p);
   const ParamRows& pr = a->param[static_cast<size_t>(r.param)];
-  if (IsBatchNorm(l)) {
+  r.f = take(pr.kb * r.padded);  // a batch normalization's: x^
+  if (IsBatchNorm(l)) {          // on the vector unit: no parameter set of the activation unit
     r.bn_stats = take(6);
     r.kept = 0;
     for (size_t j = 0; j < i; ++j) r.kept += static_cast<int>(m.layers[j].state.size());
+    return;
   }
   r.set = a->sets++;
   a->bias_lane.push_back(pr.ins % a->n);
-  r.f = take(pr.kb * r.padded);
 }
 
 // The scratch rows of the backward pass and the update, after the layers'.
@@ -1073,13 +1074,13 @@ void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {
                       "(tpusim train without --config)",
                       m.layers[i].name, m.layers[i].TypeName(), m.name, cfg.name, why));
     }
-    weighted += m.layers[i].HasWeights();
+    weighted += m.layers[i].HasWeights() && !IsBatchNorm(m.layers[i]);
   }
   const int sets = 1 + weighted + HasRelu6(m);
   if (sets > cfg.param_sets) {
     throw UsageError(fmt::format(
-        "model '{}': its {} weighted layers{} take {} of the activation unit's parameter sets; "
-        "config '{}' has param_sets = {}",
+        "model '{}': its {} convolution and dense layers{} take {} of the activation unit's "
+        "parameter sets; config '{}' has param_sets = {}",
         m.name, weighted, HasRelu6(m) ? " and ReLU6" : "", sets, cfg.name, cfg.param_sets));
   }
 }

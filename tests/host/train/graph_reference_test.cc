@@ -14,6 +14,7 @@
 #include "host/common/errors.h"
 #include "host/nn/fp32_net.h"
 #include "host/nn/ops/op.h"
+#include "host/train/dense_model.h"
 #include "tests/host/nn/nn_test_util.h"
 
 namespace tpu::train {
@@ -232,6 +233,52 @@ TEST(GraphReferenceTest, Relu6GraphGradientsAreThePlainOnesThroughTheSameReluPat
     EXPECT_GT(std::count(g.relu_on[i].begin(), g.relu_on[i].end(), 2), 20) << i;
     EXPECT_GT(std::count(g.relu_on[i].begin(), g.relu_on[i].end(), 1), 20) << i;
   }
+}
+
+// Batch normalization in training mode (2-D after a convolution, with ReLU; 1-D after a
+// dense layer): the running statistics after a step against nn's float32 update (PyTorch's
+// rule) from the same batch. Its input x reaches the chip rounded to bfloat16 (2^-9 of each
+// value at most), which moves the batch's mean by at most 2^-9 max|x| and its variance by
+// at most about 2 2^-9 max|x|^2; the bound allows twice that (the float32 sums' own
+// rounding), times the momentum (and the unbiased factor, 4/3 for the 1-D one's 4 values
+// a channel: leaving it out fails the check). The gradients are checked against
+// PyTorch's in tests/training (training_torch_model): a relative check here would meet the
+// biases before a normalization, zero in exact arithmetic.
+TEST(GraphReferenceTest, BatchNormRunningStatisticsAreFloat32sWithinTheRounding) {
+  nn::Model m;
+  m.name = "bn";
+  m.input = {8, 8, 2};
+  m.layers = {test::MakeLayer(nn::LayerType::kConv2d, 4, 3, 1, "same", nn::Activation::kNone),
+              test::MakeLayer(nn::LayerType::kBatchNorm),
+              test::MaxPool(2, 2, 0),
+              test::MakeLayer(nn::LayerType::kFlatten),
+              test::MakeLayer(nn::LayerType::kDense, 6, 1, 1, "valid", nn::Activation::kNone),
+              test::MakeLayer(nn::LayerType::kBatchNorm),
+              test::MakeLayer(nn::LayerType::kDense, 5, 1, 1, "valid", nn::Activation::kSoftmax)};
+  m.layers[1].activation = m.layers[5].activation = nn::Activation::kRelu;
+  m = test::Randomize(m, 7);
+  const data::MnistSet s = test::RandomImages(m, 4, 5);
+  nn::ForwardCache cache;
+  cache.training = true;
+  nn::Forward(m, nn::Fp32Input(s.pixels.data(), s.count, m.input), &cache);
+  nn::Model want = m;
+  nn::UpdateState(&want, cache);
+  train::DenseState state = train::FreshState(m, train::Optimizer());
+  train::ReferenceGraphStep(m, 128, train::Optimizer(), BatchOf(s), 4, &state);
+  size_t k = 0;
+  for (size_t i : {1, 5}) {
+    const double most = cache.acts[i].cwiseAbs().maxCoeff(), mom = m.layers[i].momentum;
+    const double n = static_cast<double>(cache.acts[i].size() / m.layers[i].out.c);
+    const double bound[2] = {mom * 2 * std::ldexp(most, -9),
+                             mom * n / (n - 1) * 4 * std::ldexp(most * most, -9)};
+    for (int t = 0; t < 2; ++t, ++k)
+      for (int c = 0; c < m.layers[i].out.c; ++c)
+        EXPECT_NEAR(state.kept[k][static_cast<size_t>(c)],
+                    want.layers[i].state[static_cast<size_t>(t)].data[static_cast<size_t>(c)],
+                    bound[t])
+            << m.layers[i].name << " " << t << " " << c;
+  }
+  EXPECT_EQ(k, state.kept.size());
 }
 
 TEST(GraphReferenceTest, WhatTheChipDoesNotTrainIsRefusedNamingTheLayer) {
