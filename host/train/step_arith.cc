@@ -65,7 +65,6 @@ std::vector<float> BatchNormConstants(double epsilon, double momentum, int64_t m
   const double md = static_cast<double>(m);
   std::vector<float> k(kBnConstants);
   k[kBnInvM] = static_cast<float>(1.0 / md);
-  k[kBnM] = static_cast<float>(md);
   k[kBnEps] = static_cast<float>(epsilon);
   k[kBnMomentum] = static_cast<float>(momentum);
   k[kBnKeep] = static_cast<float>(1.0 - momentum);

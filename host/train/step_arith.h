@@ -36,9 +36,9 @@ uint32_t SoftmaxRow(const uint16_t* logits, int classes, int label, int n, uint3
                     uint16_t* dz);
 
 // Batch normalization's float32 constants for m values a channel (one row each, in this
-// order): 1 / m, m, epsilon, momentum, 1 - momentum, m / (m - 1) (the running variance's
+// order): 1 / m, epsilon, momentum, 1 - momentum, m / (m - 1) (the running variance's
 // unbiased factor), each a float of the double value.
-enum BatchNormConstant { kBnInvM, kBnM, kBnEps, kBnMomentum, kBnKeep, kBnUnbiased, kBnConstants };
+enum BatchNormConstant { kBnInvM, kBnEps, kBnMomentum, kBnKeep, kBnUnbiased, kBnConstants };
 std::vector<float> BatchNormConstants(double epsilon, double momentum, int64_t m);
 
 // The sum of `rows` float32 rows of `lanes` lanes, lane by lane, as row_sum instructions give
