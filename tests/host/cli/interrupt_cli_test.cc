@@ -149,7 +149,8 @@ void InterruptCliTest::ResumesToTheSameWeights(const std::vector<std::string>& a
   std::string args;
   for (const std::string& a : argv) args += a + " ";
   const auto t0 = Clock::now();
-  ASSERT_EQ(Run(args + "--out " + P("whole")).exit_code, 0);
+  const Outcome whole_run = Run(args + "--out " + P("whole"));
+  ASSERT_EQ(whole_run.exit_code, 0) << whole_run.err;
   // A moment within the run: from a fifth of its time (past the loading of the data) to
   // nine tenths.
   const int whole = static_cast<int>(
@@ -198,12 +199,9 @@ TEST_F(InterruptCliTest, InterruptedCnnTrainingOnTheChipResumesToTheSameWeights)
                            "--limit", "96", "--epochs", "2", "--checkpoint-every", "3", "-q"});
 }
 
-// The same on the CPU: LeNet on two threads, and a network with batch normalization, whose
-// running statistics the checkpoint keeps too.
-TEST_F(InterruptCliTest, InterruptedCpuTrainingResumesToTheSameWeights) {
-  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
-  ResumesToTheSameWeights(
-      {"train", "--limit", "9600", "--epochs", "2", "--checkpoint-every", "7", "-q"});
+// A network with batch normalization (conv 4 without activation, batch normalization with
+// ReLU, max pooling, the classes) into `dir`.
+void SaveBatchNormModel(const std::string& dir) {
   nn::Model m;
   m.name = "bn";
   m.input = {data::kPaddedSide, data::kPaddedSide, 1};
@@ -213,11 +211,28 @@ TEST_F(InterruptCliTest, InterruptedCpuTrainingResumesToTheSameWeights) {
               test::MakeLayer(nn::LayerType::kDense, data::kClasses, 1, 1, "valid",
                               nn::Activation::kSoftmax)};
   m.layers[1].activation = nn::Activation::kRelu;
-  nn::SaveModel(test::Randomize(m, 5), P("bn"));
+  nn::SaveModel(test::Randomize(m, 5), dir);
+}
+
+// The same on the CPU: LeNet on two threads, and a network with batch normalization, whose
+// running statistics the checkpoint keeps too.
+TEST_F(InterruptCliTest, InterruptedCpuTrainingResumesToTheSameWeights) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  ResumesToTheSameWeights(
+      {"train", "--limit", "9600", "--epochs", "2", "--checkpoint-every", "7", "-q"});
+  SaveBatchNormModel(P("bn"));
   fs::remove_all(P("whole"));
   ResumesToTheSameWeights({"train", "--model", P("bn"), "--limit", "9600", "--epochs", "2",
                            "--checkpoint-every", "7", "-q"});
   EXPECT_TRUE(fs::exists(P("whole/l1.running_var.npy")));
+}
+
+// The same network on the chip: its running statistics in the chip's state, checkpointed.
+TEST_F(InterruptCliTest, InterruptedBatchNormTrainingOnTheChipResumesToTheSameWeights) {
+  if (!HaveMnist()) GTEST_SKIP() << "no MNIST data";
+  SaveBatchNormModel(P("bn"));
+  ResumesToTheSameWeights({"train", "--config", "tpu-v2", "--model", P("bn"), "--batch", "4",
+                           "--limit", "160", "--epochs", "2", "--checkpoint-every", "5", "-q"});
 }
 
 TEST_F(InterruptCliTest, KilledImportsLeaveAWholeModelOrNone) {
