@@ -516,6 +516,21 @@ void SetCpuState(const train::Checkpoint& c, nn::Model* m, nn::AdamState* adam) 
   adam->step = c.state.step;
 }
 
+// A CPU epoch's sums as a checkpoint holds them (the chip's fields: its steps the batches,
+// its images those seen), and back.
+train::ChipEpochResult DoneOf(const nn::EpochSums& s) {
+  train::ChipEpochResult d;
+  d.steps = s.batches;
+  d.images = s.seen;
+  d.right = s.right;
+  d.loss_sum = s.loss_sum;
+  d.seconds = s.seconds;
+  return d;
+}
+nn::EpochSums SumsOf(const train::ChipEpochResult& d) {
+  return {d.steps, d.images, d.right, d.loss_sum, d.seconds};
+}
+
 // A CPU run: the model, Adam's state and where the run stands (a checkpoint's, or the start).
 struct CpuRun {
   nn::Model model;
@@ -530,12 +545,7 @@ struct CpuRun {
   }
   // Writes the checkpoint: `epoch` in progress with `done` of it.
   void Checkpoint(int epoch, const nn::EpochSums& done) {
-    train::Checkpoint c{at.run, epoch, {}, CpuState(model, adam), at.report};
-    c.done.steps = done.batches;
-    c.done.images = done.seen;
-    c.done.right = done.right;
-    c.done.loss_sum = done.loss_sum;
-    c.done.seconds = done.seconds;
+    train::Checkpoint c{at.run, epoch, DoneOf(done), CpuState(model, adam), at.report};
     c.report["seconds"] = Seconds();
     train::WriteCheckpoint(checkpoint_dir, c);
   }
@@ -571,14 +581,7 @@ nn::EpochResult CpuEpoch(const TrainArgs& a, CpuRun& r, const data::MnistSet& tr
   };
   o.checkpoint_every = a.checkpoint_every;
   o.checkpoint = [&](const nn::EpochSums& done) { r.Checkpoint(e, done); };
-  nn::EpochSums done;
-  if (e == r.at.epoch) {
-    done.batches = r.at.done.steps;
-    done.seen = r.at.done.images;
-    done.right = r.at.done.right;
-    done.loss_sum = r.at.done.loss_sum;
-    done.seconds = r.at.done.seconds;
-  }
+  nn::EpochSums done = e == r.at.epoch ? SumsOf(r.at.done) : nn::EpochSums{};
   const nn::EpochResult result = nn::TrainEpoch(&r.model, train, e, o, &r.adam, &done);
   bar.Finish();
   return result;
