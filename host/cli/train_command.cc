@@ -726,9 +726,11 @@ On the chip (--config, a bf16 preset: tpu-v2, tpu-v3, tpu-v4): a perceptron (--a
 default there), the course material's CNN (--arch lenet5 or wide, at a --batch its unified
 buffer holds: at most 86 and 68 on tpu-v2) or a graph (--arch residual: residual adds,
 global pooling; or --model DIR, a network from tpusim import: max pooling, concatenation,
-depthwise convolutions, batch normalization in training mode (import --keep-batchnorm); every
-layer's output and gradient kept in the unified buffer, a batch beyond it taken in passes
-whose gradients are summed, but not with batch normalization, which sees a core's share whole) trains as chip programs, forward, loss, backward
+depthwise convolutions, batch normalization in training mode (import --keep-batchnorm),
+maps of more channels than the array's N in blocks of N; every layer's output and gradient
+kept in the unified buffer, a batch beyond it taken in passes whose gradients are summed,
+but not with batch normalization, which sees a core's share whole) trains as chip
+programs, forward, loss, backward
 and the optimizer all on the chip, the float32 weights and optimizer state kept in it
 between the steps; the host sends each batch and reads the losses (docs/training.md). On a
 chip of two cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum

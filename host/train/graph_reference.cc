@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 #include "arith/bf16.h"
 #include "arith/fp32.h"
 #include "arith/vector.h"
@@ -186,6 +188,49 @@ Half MaxPool(const Layer& l, const Half& in, int batch, int n, Half* taps) {
   return chip::Activate(acc, Relu(l), UpperOf(l));
 }
 
+// A map of more than N channels in channel blocks of N (docs/training.md, "Channel blocks"):
+// the chip pools each block by itself, and so does the reference. Block j of x (c channels a
+// pixel): channels [j n, (j + 1) n) of each pixel.
+Half BlockOf(const Half& x, int64_t c, int64_t j, int n) {
+  if (c <= n) return x;
+  Half b;
+  for (size_t p = 0; p < x.size() / static_cast<size_t>(c); ++p) {
+    const auto from = x.begin() + static_cast<int64_t>(p) * c + j * n;
+    b.insert(b.end(), from, from + n);
+  }
+  return b;
+}
+// Block j's values (n channels a pixel) into *x's pixels (c channels a pixel).
+template <typename T>
+void PutBlock(const std::vector<T>& b, int64_t c, int64_t j, int n, std::vector<T>* x) {
+  for (size_t i = 0; i < b.size(); ++i) {
+    const size_t p = i / static_cast<size_t>(n), ch = i % static_cast<size_t>(n);
+    (*x)[p * static_cast<size_t>(c) + static_cast<size_t>(j * n) + ch] = b[i];
+  }
+}
+// A pooling `l` as it pools one block: its maps' channels the block's.
+Layer BlockLayer(const Layer& l, int n) {
+  Layer b = l;
+  b.in.c = b.out.c = std::min(l.in.c, n);
+  return b;
+}
+int64_t Blocks(const Layer& l, int n) { return (l.in.c + n - 1) / n; }
+
+// pool(b, block j of x) for each channel block of pooling l, the results merged into maps of
+// l.out.c channels a pixel.
+Half ByBlocks(const Layer& l, const Half& x, int n,
+              const std::function<Half(const Layer&, const Half&, int64_t)>& pool) {
+  if (l.in.c <= n) return pool(l, x, 0);  // one block
+  const Layer b = BlockLayer(l, n);
+  Half y;
+  for (int64_t j = 0; j < Blocks(l, n); ++j) {
+    const Half yj = pool(b, BlockOf(x, l.in.c, j, n), j);
+    if (j == 0) y.resize(yj.size() / static_cast<size_t>(n) * static_cast<size_t>(l.out.c));
+    PutBlock(yj, l.out.c, j, n, &y);
+  }
+  return y;
+}
+
 // A vector-unit operation on bfloat16 operands, its float32 result rounded.
 uint16_t VectorOf(uint32_t (*op)(uint32_t, uint32_t), uint16_t a, uint16_t b) {
   return arith::Bf16OfFp32(op(arith::Fp32OfBf16(a), arith::Fp32OfBf16(b)));
@@ -225,6 +270,23 @@ Half MaxPoolBackward(const Layer& l, const Half& dy, const Half& y, const Half& 
     for (size_t j = 0; j < acc.size(); ++j) acc[j] = arith::Fp32Add(acc[j], p[j]);
   }
   return chip::Activate(acc, false);
+}
+
+// MaxPoolBackward of each channel block (MaxPool's taps, block after block), the taps that
+// took each value's gradient into *chosen.
+Half MaxPoolBlocksBackward(const Layer& l, const Half& dy, const Half& y, const Half& taps,
+                           int batch, int n, std::vector<int32_t>* chosen) {
+  chosen->assign(y.size(), -1);
+  const size_t per = taps.size() / static_cast<size_t>(Blocks(l, n));
+  return ByBlocks(l, dy, n, [&](const Layer& b, const Half& dy_b, int64_t j) {
+    const Half taps_b(taps.begin() + static_cast<int64_t>(per) * j,
+                      taps.begin() + static_cast<int64_t>(per) * (j + 1));
+    std::vector<int32_t> chosen_b;
+    Half dx = MaxPoolBackward(b, dy_b, BlockOf(y, l.out.c, j, n), taps_b, batch, n, &chosen_b);
+    if (l.out.c <= n) *chosen = chosen_b;
+    if (l.out.c > n) PutBlock(chosen_b, l.out.c, j, n, chosen);
+    return dx;
+  });
 }
 
 // Layer l's activation of a bfloat16 value on the vector unit: the larger of it and +0
@@ -374,9 +436,18 @@ Half LayerForward(const nn::Model& m, size_t i, const Half& x, int batch, int n,
           chip::Product(f->kept[i], TileRows(l), batch, l.in.Size() + 1, l.out.c, n), relu,
           UpperOf(l));
     case LayerType::kAvgPool2d:
-      return WindowProduct(in, s, MeanWindow(l, false), MeanTile(l), l.in.c, n);
-    case LayerType::kMaxPool2d:
-      return MaxPool(l, in, batch, n, &f->kept[i]);
+      return ByBlocks(l, in, n, [&](const Layer& b, const Half& x_b, int64_t) {
+        return WindowProduct(x_b, ShapeOf(b.in, batch), MeanWindow(b, false), MeanTile(b), b.in.c,
+                             n);
+      });
+    case LayerType::kMaxPool2d:  // each block's taps after the one before's
+      f->kept[i].clear();
+      return ByBlocks(l, in, n, [&](const Layer& b, const Half& x_b, int64_t) {
+        Half taps;
+        Half y = MaxPool(b, x_b, batch, n, &taps);
+        f->kept[i].insert(f->kept[i].end(), taps.begin(), taps.end());
+        return y;
+      });
     case LayerType::kAdd: {
       const Half& b = f->Of(l.inputs[1], x);
       Half y(in.size());
@@ -474,11 +545,14 @@ void LayerBackward(const nn::Model& m, size_t i, const Forward& f, int batch, in
     case LayerType::kDense:
       return bw->Add(l.inputs[0], WeightedBackward(l, dz, f.kept[i], batch, n, &g->w[i], &g->b[i]));
     case LayerType::kAvgPool2d:
-      return bw->Add(l.inputs[0], WindowProduct(dz, ShapeOf(l.out, batch), MeanWindow(l, true),
-                                                MeanTile(l), l.in.c, n));
+      return bw->Add(l.inputs[0],
+                     ByBlocks(l, dz, n, [&](const Layer& b, const Half& dz_b, int64_t) {
+                       return WindowProduct(dz_b, ShapeOf(b.out, batch), MeanWindow(b, true),
+                                            MeanTile(b), b.in.c, n);
+                     }));
     case LayerType::kMaxPool2d:
       return bw->Add(l.inputs[0],
-                     MaxPoolBackward(l, dz, f.out[i], f.kept[i], batch, n, &g->max_tap[i]));
+                     MaxPoolBlocksBackward(l, dz, f.out[i], f.kept[i], batch, n, &g->max_tap[i]));
     case LayerType::kAdd:
       bw->Add(l.inputs[0], dz);
       return bw->Add(l.inputs[1], std::move(dz));

@@ -30,13 +30,15 @@ using shell::ParamRows;
 using shell::TilesOf;
 
 // A layer's rows: its output and its gradient, a pixel a row (lanes its channels), the
-// core's images one after the other (`rows` of them, up to whole chunks of N: `padded`);
+// core's images one after the other (`rows` of them, up to whole chunks of N: `padded`); a
+// map of more than N channels (a multiple of N) in `cb` channel blocks of N lanes, block j's
+// rows j padded rows after the first's (Block);
 // a weighted layer's operand, a convolution's receptive fields F or a dense layer's input
 // X (kb blocks of `padded` rows, the bias lane's 1 from parameter set `set`); a pooling's
 // tile (kh kw identities times 1/(kh kw); a global one's, the whole map's).
 struct LayerRows {
-  int source = 0;           // the layer whose rows these are (a flatten's: its input's; -1)
-  int h = 1, w = 1, c = 1;  // the map (a flatten's: its input's)
+  int source = 0;                   // the layer whose rows these are (a flatten's: its input's; -1)
+  int h = 1, w = 1, c = 1, cb = 1;  // the map (a flatten's: its input's), its channel blocks
   int param = -1, set = 0;
   int64_t pixels = 0, rows = 0, padded = 0;  // an image's pixels; the core's; rounded up
   int64_t out = 0, grad = 0, f = 0, tile = 0;
@@ -49,7 +51,13 @@ struct LayerRows {
   // statistics (the layout's kept[kept], kept[kept + 1]); x^ goes to f.
   int64_t bn_const = 0, bn_stats = 0;
   int kept = -1;
+  int64_t Block(int64_t j) const { return j * padded; }
 };
+
+// The channel blocks of a map of c channels, and the lanes of each (docs/training.md,
+// "Channel blocks").
+int BlocksOf(int c, int n) { return static_cast<int>(TilesOf(c, n)); }
+int BlockLanes(int c, int n) { return std::min(c, n); }
 
 // Unified-buffer rows (bf16 rows of N lanes), host rows (2N bytes), accumulator rows: the
 // fields step_shell.h names.
@@ -105,18 +113,8 @@ bool HasRelu6(const nn::Model& m) { return std::any_of(m.layers.begin(), m.layer
 bool IsBatchNorm(const Layer& l) { return l.type == LayerType::kBatchNorm; }
 
 // Batch normalization's single float32 rows (two buffer rows each, from bn_rows): the sums
-// of dy and dy x^, those over m, gamma inv, the running statistics' terms, a row_sum's piece.
-enum BnRow : int64_t {
-  kSumDy,
-  kSumDyX,
-  kMeanDy,
-  kMeanDyX,
-  kGammaInv,
-  kTerm,
-  kTerm2,
-  kPiece,
-  kBnRows
-};
+// of dy and dy x^ over m, gamma inv, the running statistics' terms, a row_sum's piece.
+enum BnRow : int64_t { kMeanDy, kMeanDyX, kGammaInv, kTerm, kTerm2, kPiece, kBnRows };
 int64_t BnRowAt(const Layout& a, BnRow r) { return a.bn_rows + 2 * r; }
 
 // How a map of more than 15 x 15 pixels is read whole (a dense layer's X, a global pooling):
@@ -149,13 +147,25 @@ Chunks ChunksOf(int64_t pixels, int c, int n) {
 
 bool FitsAWindow(int h, int w) { return h <= 15 && w <= 15; }
 
-// Rows an average pooling's tile takes: an identity a tap (the whole map's, for a global one;
-// a chunk's, for a global one of a map more than 15 x 15: ChunksOf), each times 1/(kh kw).
-int64_t PoolTileRows(const Layer& l, int n) {
+// The rows of an average pooling's window (its K-tiles' values): a tap's channels (a
+// block's) a tap (the whole map's, for a global one; a chunk's, for a global one of a map
+// more than 15 x 15: ChunksOf).
+int64_t PoolWindowRows(const Layer& l, int n) {
   if (l.global_pool && !FitsAWindow(l.in.h, l.in.w))
     return ChunksOf(int64_t{l.in.h} * l.in.w, l.in.c, n).Pixels() * l.in.c;
-  return int64_t{l.pool_h} * l.pool_w * l.in.c;
+  return int64_t{l.pool_h} * l.pool_w * BlockLanes(l.in.c, n);
 }
+int64_t PoolKTiles(const Layer& l, int n) { return TilesOf(PoolWindowRows(l, n), n); }
+
+// Whether each K-tile of an average pooling's window is one tap of N channels (a map of N
+// channels, or of channel blocks, in one window): all go through one tile.
+bool TapATile(const Layer& l, int n) {
+  return BlockLanes(l.in.c, n) == n && !(l.global_pool && !FitsAWindow(l.in.h, l.in.w));
+}
+
+// Rows an average pooling's tile takes: an identity a tap of its window (PoolWindowRows), each
+// times 1/(kh kw); one where each tap is a K-tile (TapATile).
+int64_t PoolTileRows(const Layer& l, int n) { return TapATile(l, n) ? n : PoolWindowRows(l, n); }
 
 // Layer i's rows (the last's output is the logits, its gradient dL/dlogits).
 void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
@@ -181,22 +191,24 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
   r.h = l.out.h;
   r.w = l.out.w;
   r.c = l.out.c;
+  r.cb = BlocksOf(l.out.c, a->n);
   r.pixels = int64_t{l.out.h} * l.out.w;
   r.rows = a->mb * r.pixels;
   r.padded = TilesOf(r.rows, a->n) * a->n;
-  r.out = i + 1 == m.layers.size() ? a->logits : take(r.padded);
-  r.grad = take(r.padded);
+  r.out = i + 1 == m.layers.size() ? a->logits : take(r.cb * r.padded);
+  r.grad = take(r.cb * r.padded);
   if (!l.HasWeights()) return;
   for (size_t p = 0; p < a->param.size(); ++p)
     if (a->param[p].layer == static_cast<int>(i)) r.param = static_cast<int>(p);
   const ParamRows& pr = a->param[static_cast<size_t>(r.param)];
-  r.f = take(pr.kb * r.padded);  // a batch normalization's: x^
-  if (IsBatchNorm(l)) {          // on the vector unit: no parameter set of the activation unit
-    r.bn_stats = take(6);
+  if (IsBatchNorm(l)) {           // on the vector unit: no parameter set of the activation unit
+    r.f = take(r.cb * r.padded);  // x^
+    r.bn_stats = take(10 * int64_t{r.cb});  // each block's BnBlock rows
     r.kept = 0;
     for (size_t j = 0; j < i; ++j) r.kept += static_cast<int>(m.layers[j].state.size());
     return;
   }
+  r.f = take(pr.kb * r.padded);
   r.set = a->sets++;
   a->bias_lane.push_back(pr.ins % a->n);
 }
@@ -204,9 +216,10 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
 // The scratch rows of the backward pass and the update, after the layers'.
 void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int64_t)>& take) {
   const int n = a->n;
-  int64_t most = 0, flipped = 0, values = 0, pooled = 0, shares = 0;
+  int64_t most = 0, blocks = 0, flipped = 0, values = 0, pooled = 0, shares = 0;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     most = std::max(most, a->layer[i].padded);
+    blocks = std::max(blocks, a->layer[i].cb * a->layer[i].padded);
     const Layer& l = m.layers[i];
     if (l.type == LayerType::kConv2d)
       flipped = std::max(flipped, int64_t{l.kernel_h} * l.kernel_w * l.out.c);
@@ -223,7 +236,7 @@ void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int
   a->dzt = take(n);
   a->scratch = take(a->mask_rows = std::min<int64_t>(most, 8 * int64_t{n}));
   a->flipped = take(TilesOf(flipped, n) * n);
-  a->contrib = take(most);
+  a->contrib = take(blocks);
   a->tap = take(pooled);
   a->taken = take(pooled);
   a->shares = take(shares);
@@ -351,7 +364,7 @@ isa::WindowGeometry MapGeometry(int64_t h, int64_t w, int64_t channels, int64_t 
 // A window of kernel kh x kw over each image's map stacked one under the other, one output
 // pixel an image: the whole map's values in (y, x, c) order (a flatten, a global pooling).
 isa::WindowGeometry WholeMaps(const LayerRows& in, int b, int n) {
-  isa::WindowGeometry g = MapGeometry(int64_t{in.h} * b, in.w, in.c, n);
+  isa::WindowGeometry g = MapGeometry(int64_t{in.h} * b, in.w, BlockLanes(in.c, n), n);
   g.kh = g.stride_y = static_cast<uint64_t>(in.h);
   g.kw = static_cast<uint64_t>(in.w);
   g.out_h = static_cast<uint64_t>(b);
@@ -359,14 +372,32 @@ isa::WindowGeometry WholeMaps(const LayerRows& in, int b, int n) {
   return g;
 }
 
+// Where K-tile k of a weighted layer's field comes from: the map's `cb` channel blocks
+// (`block` rows apart) from `map`. With one, the window's K-tile k of the map; with several,
+// each tap of the window is a K-tile of each block in turn: K-tile k is tap k / cb of block
+// k % cb, the order of the layer's weight rows (tap, then channel).
+struct FieldMap {
+  int64_t map = 0, block = 0;
+  int cb = 1;
+};
+
 // K-tile k of the operand of weighted layer p (its window's field through the identity, the
 // bias lane's 1 from parameter set `set` in the tile that holds it) for `pixels` output
-// pixels of the window set last over the map at `map`, into rows from `out`. A tile past the
-// field (the bias lane's alone) is zeros through the zero tile.
-void FieldTile(Emitter& e, const Layout& a, const ParamRows& p, int64_t k, int64_t map,
+// pixels of the window set last over the map `in` (FieldMap), into rows from `out`. A tile
+// past the field (the bias lane's alone) is zeros through the zero tile.
+void FieldTile(Emitter& e, const Layout& a, const ParamRows& p, int64_t k, const FieldMap& in,
                int64_t pixels, int64_t out, int set) {
   const bool past = k * a.n >= p.ins;
-  e.Window(map, pixels, past ? a.zero : a.id, past ? 0 : k, 1, out, k == p.ins / a.n ? set : 0);
+  const int64_t map = past ? in.map : in.map + (k % in.cb) * in.block;
+  e.Window(map, pixels, past ? a.zero : a.id, past ? 0 : k / in.cb, 1, out,
+           k == p.ins / a.n ? set : 0);
+}
+
+// out = F W of weighted layer p for `rows` rows of F (r.f), each block of its outputs into
+// its channel block of r.out.
+void Outputs(Emitter& e, const ParamRows& p, const LayerRows& r, int64_t rows, bool relu, int set) {
+  for (int64_t j = 0; j < p.mb; ++j)
+    e.Dense(r.f, r.padded, p, j, rows, r.out + r.Block(j), relu, set);
 }
 
 void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
@@ -375,9 +406,14 @@ void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   e.Pass(l.name + " forward", a.b * r.pixels * (p.ins + 1) * p.outs);
   EmitVector(e.P(), VectorOp::kCopy, p.w, 0, p.wb, p.Values(n), kA32);
   const bool images = l.inputs[0] == nn::kModelInput;
-  const int64_t map = images ? a.x0 : a.In(l.inputs[0]).out;
-  const int64_t per = images ? a.img_rows : a.In(l.inputs[0]).pixels;
-  isa::WindowGeometry g = MapGeometry(l.in.h, l.in.w, l.in.c, images ? l.in.c : n);
+  FieldMap map{a.x0, 0, 1};
+  int64_t per = a.img_rows;
+  if (!images) {
+    const LayerRows& in = a.In(l.inputs[0]);
+    map = {in.out, in.padded, in.cb};
+    per = in.pixels;
+  }
+  isa::WindowGeometry g = MapGeometry(l.in.h, l.in.w, BlockLanes(l.in.c, n), images ? l.in.c : n);
   g.kh = static_cast<uint64_t>(l.kernel_h);
   g.kw = static_cast<uint64_t>(l.kernel_w);
   g.stride_y = g.stride_x = static_cast<uint64_t>(l.stride);
@@ -386,10 +422,13 @@ void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   g.out_h = static_cast<uint64_t>(l.out.h);
   g.out_w = static_cast<uint64_t>(l.out.w);
   e.P().SetWindow(g);
-  for (int t = 0; t < a.mb; ++t)
+  for (int t = 0; t < a.mb; ++t) {
+    FieldMap image = map;
+    image.map += t * per;
     for (int64_t k = 0; k < p.kb; ++k)
-      FieldTile(e, a, p, k, map + t * per, r.pixels, r.f + k * r.padded + t * r.pixels, r.set);
-  e.Dense(r.f, r.padded, p, 0, r.rows, r.out, Relu(l), SetOf(a, l));
+      FieldTile(e, a, p, k, image, r.pixels, r.f + k * r.padded + t * r.pixels, r.set);
+  }
+  Outputs(e, p, r, r.rows, Relu(l), SetOf(a, l));
 }
 
 // A dense layer's X from the images (the batch buffer's rows, each image's values in order):
@@ -458,11 +497,12 @@ void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   } else if (!FitsAWindow(a.In(k0).h, a.In(k0).w)) {
     ChunkTiles(e, a, p, a.In(k0), r);
   } else {
-    e.P().SetWindow(WholeMaps(a.In(k0), a.mb, a.n));
+    const LayerRows& in = a.In(k0);
+    e.P().SetWindow(WholeMaps(in, a.mb, a.n));
     for (int64_t k = 0; k < p.kb; ++k)
-      FieldTile(e, a, p, k, a.In(k0).out, a.mb, r.f + k * r.padded, r.set);
+      FieldTile(e, a, p, k, {in.out, in.padded, in.cb}, a.mb, r.f + k * r.padded, r.set);
   }
-  e.Dense(r.f, r.padded, p, 0, a.mb, r.out, Relu(l), SetOf(a, l));
+  Outputs(e, p, r, a.mb, Relu(l), SetOf(a, l));
 }
 
 // A global pooling of a map of more than 15 x 15 pixels: each image's chunks (ChunksOf) one
@@ -502,17 +542,20 @@ void ChunkedPoolGradient(Emitter& e, const Layout& a, const LayerRows& in, const
     });
 }
 
+// An average pooling, each channel block by itself.
 void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   e.Pass(l.name + " forward");
   const LayerRows& in = a.In(l.inputs[0]);
-  const int64_t kts = TilesOf(PoolTileRows(l, a.n), a.n);
+  const int64_t kts = PoolKTiles(l, a.n);
+  const bool one = TapATile(l, a.n);
   if (l.global_pool && !FitsAWindow(in.h, in.w)) return ChunkedPool(e, a, in, r);
   if (l.global_pool) {
     e.P().SetWindow(WholeMaps(in, a.mb, a.n));
-    e.Window(in.out, a.mb, r.tile, 0, kts, r.out, 0);
+    for (int j = 0; j < r.cb; ++j)
+      e.Window(in.out + in.Block(j), a.mb, r.tile, 0, kts, r.out + r.Block(j), 0, 0, one);
     return;
   }
-  isa::WindowGeometry g = MapGeometry(in.h, in.w, in.c, a.n);
+  isa::WindowGeometry g = MapGeometry(in.h, in.w, BlockLanes(in.c, a.n), a.n);
   g.kh = static_cast<uint64_t>(l.pool_h);
   g.kw = static_cast<uint64_t>(l.pool_w);
   g.stride_y = g.stride_x = static_cast<uint64_t>(l.pool_stride);
@@ -521,8 +564,10 @@ void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   g.out_h = static_cast<uint64_t>(r.h);
   g.out_w = static_cast<uint64_t>(r.w);
   e.P().SetWindow(g);
-  for (int t = 0; t < a.mb; ++t)
-    e.Window(in.out + t * in.pixels, r.pixels, r.tile, 0, kts, r.out + t * r.pixels, 0);
+  for (int j = 0; j < r.cb; ++j)
+    for (int t = 0; t < a.mb; ++t)
+      e.Window(in.out + in.Block(j) + t * in.pixels, r.pixels, r.tile, 0, kts,
+               r.out + r.Block(j) + t * r.pixels, 0, 0, one);
 }
 
 // A max pooling's window over a map of one row a pixel: with N channels, K-tile t is tap t
@@ -562,16 +607,26 @@ void EmitMaxPoolForward(Emitter& e, const Layout& a, const Layer& l, const Layer
   e.Pass(l.name + " forward");
   const LayerRows& in = a.In(l.inputs[0]);
   e.P().SetWindow(MaxGeometry(l, a.n));
-  for (int t = 0; t < a.mb; ++t)
-    MaxTaps(e, a, in.out + t * in.pixels, r.pixels, 0, Taps(l), r.out + t * r.pixels, Relu(l),
-            SetOf(a, l));
+  for (int j = 0; j < r.cb; ++j)
+    for (int t = 0; t < a.mb; ++t)
+      MaxTaps(e, a, in.out + in.Block(j) + t * in.pixels, r.pixels, 0, Taps(l),
+              r.out + r.Block(j) + t * r.pixels, Relu(l), SetOf(a, l));
+}
+
+// The ReLU (and ReLU6's bound) of layer l on the vector unit, over `rows` rows from `out`.
+void VectorActivation(Emitter& e, const Layout& a, const Layer& l, int64_t out, int64_t rows) {
+  if (Relu(l)) EmitVector(e.P(), VectorOp::kMax, out, a.zero, out, rows, kBcast);
+  if (Relu6(l)) EmitVector(e.P(), VectorOp::kMin, out, a.six, out, rows, kBcast);
 }
 
 void EmitAddForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   e.Pass(l.name + " forward");
-  EmitVector(e.P(), VectorOp::kAdd, a.In(l.inputs[0]).out, a.In(l.inputs[1]).out, r.out, r.rows, 0);
-  if (Relu(l)) EmitVector(e.P(), VectorOp::kMax, r.out, a.zero, r.out, r.rows, kBcast);
-  if (Relu6(l)) EmitVector(e.P(), VectorOp::kMin, r.out, a.six, r.out, r.rows, kBcast);
+  for (int j = 0; j < r.cb; ++j) {
+    const int64_t out = r.out + r.Block(j);
+    EmitVector(e.P(), VectorOp::kAdd, a.In(l.inputs[0]).out + r.Block(j),
+               a.In(l.inputs[1]).out + r.Block(j), out, r.rows, 0);
+    VectorActivation(e, a, l, out, r.rows);
+  }
 }
 
 // Each input's rows through its shifted identity into its channels' lanes, added.
@@ -607,13 +662,41 @@ void RowOp(Emitter& e, VectorOp op, int64_t x, int64_t y, int64_t out) {
 }
 int64_t BnConst(const LayerRows& r, chip::BatchNormConstant k) { return r.bn_const + 2 * k; }
 
+// Channel block j of a batch normalization (LayerRows r, parameters p): its input's, x^'s,
+// output's and gradient's rows, gamma's and beta's float32 rows and their gradient's rows,
+// the batch's mean, variance and 1 / sqrt(variance + epsilon), the sums of dy and dy x^
+// (float32 rows).
+struct BnBlock {
+  int64_t x = 0, f = 0, out = 0, grad = 0, gamma = 0, beta = 0, g = 0;
+  int64_t mean = 0, var = 0, inv = 0, sum_dy = 0, sum_dyx = 0;
+  int j = 0;
+};
+BnBlock BnBlockOf(const Layout& a, const Layer& l, const LayerRows& r, int j) {
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  BnBlock b;
+  b.j = j;
+  b.x = a.In(l.inputs[0]).out + r.Block(j);
+  b.f = r.f + r.Block(j);
+  b.out = r.out + r.Block(j);
+  b.grad = r.grad + r.Block(j);
+  b.gamma = p.w + 2 * p.Block(j, 0, a.n);
+  b.beta = b.gamma + 2;
+  b.g = p.g + p.Block(j, 0, a.n);
+  b.mean = r.bn_stats + 10 * int64_t{j};
+  b.var = b.mean + 2;
+  b.inv = b.mean + 4;
+  b.sum_dy = b.mean + 6;
+  b.sum_dyx = b.mean + 8;
+  return b;
+}
+
 // The running statistics after the batch's: running (1 - momentum) + batch momentum, the
 // variance's batch value unbiased (graph_ref::UpdateRunning).
-void EmitRunningStatistics(Emitter& e, const Layout& a, const LayerRows& r) {
+void EmitRunningStatistics(Emitter& e, const Layout& a, const LayerRows& r, const BnBlock& b) {
   const int64_t term = BnRowAt(a, kTerm), term2 = BnRowAt(a, kTerm2);
   for (int s = 0; s < 2; ++s) {
-    const int64_t running = a.kept[static_cast<size_t>(r.kept + s)].row;
-    const int64_t batch = r.bn_stats + 2 * s;  // the mean, the variance
+    const int64_t running = a.kept[static_cast<size_t>(r.kept + s)].RowOf(b.j * a.n, a.n);
+    const int64_t batch = s == 0 ? b.mean : b.var;
     RowOp(e, VectorOp::kMul, running, BnConst(r, chip::kBnKeep), running);
     int64_t from = batch;
     if (s == 1) {
@@ -625,14 +708,12 @@ void EmitRunningStatistics(Emitter& e, const Layout& a, const LayerRows& r) {
   }
 }
 
-// Batch normalization in training mode on the vector unit (graph_ref::BatchNormForward):
-// the batch's statistics, x^ into f, y = gamma x^ + beta (the master weights' float32 rows)
-// through the activation, the running statistics.
-void EmitBatchNormForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
-  e.Pass(l.name + " forward");
-  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
-  const int64_t x = a.In(l.inputs[0]).out, mean = r.bn_stats, var = r.bn_stats + 2,
-                inv = r.bn_stats + 4, t = a.bn_tmp;
+// Batch normalization in training mode on the vector unit (graph_ref::BatchNormForward),
+// channel block b: the batch's statistics, x^ into f, y = gamma x^ + beta (the master
+// weights' float32 rows) through the activation, the running statistics.
+void BatchNormBlockForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r,
+                           const BnBlock& b) {
+  const int64_t x = b.x, mean = b.mean, var = b.var, inv = b.inv, t = a.bn_tmp;
   EmitRowSum(e, a, x, 0, mean, r.rows);
   RowOp(e, VectorOp::kMul, mean, BnConst(r, chip::kBnInvM), mean);
   EmitVector(e.P(), VectorOp::kSub, x, mean, t, r.rows, kB32 | kO32 | kBcast);
@@ -642,12 +723,16 @@ void EmitBatchNormForward(Emitter& e, const Layout& a, const Layer& l, const Lay
   RowOp(e, VectorOp::kAdd, var, BnConst(r, chip::kBnEps), inv);
   EmitVector(e.P(), VectorOp::kRsqrt, inv, 0, inv, 1, kA32 | kO32);
   EmitVector(e.P(), VectorOp::kSub, x, mean, t, r.rows, kB32 | kO32 | kBcast);
-  EmitVector(e.P(), VectorOp::kMul, t, inv, r.f, r.rows, kA32 | kB32 | kBcast);
-  EmitVector(e.P(), VectorOp::kMul, r.f, p.w, t, r.rows, kB32 | kO32 | kBcast);
-  EmitVector(e.P(), VectorOp::kAdd, t, p.w + 2, r.out, r.rows, kA32 | kB32 | kBcast);
-  if (Relu(l)) EmitVector(e.P(), VectorOp::kMax, r.out, a.zero, r.out, r.rows, kBcast);
-  if (Relu6(l)) EmitVector(e.P(), VectorOp::kMin, r.out, a.six, r.out, r.rows, kBcast);
-  EmitRunningStatistics(e, a, r);
+  EmitVector(e.P(), VectorOp::kMul, t, inv, b.f, r.rows, kA32 | kB32 | kBcast);
+  EmitVector(e.P(), VectorOp::kMul, b.f, b.gamma, t, r.rows, kB32 | kO32 | kBcast);
+  EmitVector(e.P(), VectorOp::kAdd, t, b.beta, b.out, r.rows, kA32 | kB32 | kBcast);
+  VectorActivation(e, a, l, b.out, r.rows);
+  EmitRunningStatistics(e, a, r, b);
+}
+
+void EmitBatchNormForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+  e.Pass(l.name + " forward");
+  for (int j = 0; j < r.cb; ++j) BatchNormBlockForward(e, a, l, r, BnBlockOf(a, l, r, j));
 }
 
 void EmitForward(Emitter& e, const Layout& a, const nn::Model& m) {
@@ -697,7 +782,9 @@ class Sums {
   void Done(Emitter& e, const Layout& a, int k) {
     const LayerRows& r = a.In(k);
     if (has_[static_cast<size_t>(r.source)])
-      EmitVector(e.P(), VectorOp::kAdd, r.grad, a.contrib, r.grad, r.rows, 0);
+      for (int j = 0; j < r.cb; ++j)
+        EmitVector(e.P(), VectorOp::kAdd, r.grad + r.Block(j), a.contrib + r.Block(j),
+                   r.grad + r.Block(j), r.rows, 0);
     has_[static_cast<size_t>(r.source)] = true;
   }
   // The gradient `dz` (rows of layer input k's size) added in as it is (an add's inputs).
@@ -705,10 +792,13 @@ class Sums {
     if (k == nn::kModelInput) return;
     const LayerRows& r = a.In(k);
     const bool has = has_[static_cast<size_t>(r.source)];
-    if (has) {
-      EmitVector(e.P(), VectorOp::kAdd, r.grad, dz, r.grad, r.rows, 0);
-    } else {
-      EmitVector(e.P(), VectorOp::kCopy, dz, 0, r.grad, r.rows, 0);
+    for (int j = 0; j < r.cb; ++j) {
+      const int64_t grad = r.grad + r.Block(j), from = dz + r.Block(j);
+      if (has) {
+        EmitVector(e.P(), VectorOp::kAdd, grad, from, grad, r.rows, 0);
+      } else {
+        EmitVector(e.P(), VectorOp::kCopy, from, 0, grad, r.rows, 0);
+      }
     }
     has_[static_cast<size_t>(r.source)] = true;
   }
@@ -728,13 +818,18 @@ void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerR
   if (into < 0) return;
   e.Pass(l.name + " input gradient", int64_t{a.b} * p.ins * p.outs);
   const LayerRows& in = a.In(k);
-  // A pixel at a time: the transposed load of the tile's rows of that pixel (its channels
-  // the first lanes), each image's row of it (activate stride=pixels).
-  for (int64_t px = 0; px < in.pixels; ++px) {
-    e.Tile(p.wb + px * in.c, true);
-    e.P().Matmul(e.U(r.grad), 0, e.U(a.mb), true, isa::Acc::kOverwrite);
-    e.P().Activate(0, e.U(into + px), e.U(a.mb), 0, false, isa::Pool::kNone, e.U(in.pixels));
-  }
+  // A pixel (and an input channel block) at a time: the transposed loads of the tile's rows
+  // of that pixel's block (its channels the first lanes), one a block of the outputs,
+  // added; each image's row of it (activate stride=pixels).
+  for (int64_t px = 0; px < in.pixels; ++px)
+    for (int bi = 0; bi < in.cb; ++bi) {
+      for (int64_t j = 0; j < p.mb; ++j) {
+        e.Tile(p.wb + p.Block(j, 0, n) + px * in.c + int64_t{bi} * n, true);
+        e.P().Matmul(e.U(r.grad + r.Block(j)), 0, e.U(a.mb), true, isa::AddIf(j > 0));
+      }
+      e.P().Activate(0, e.U(into + in.Block(bi) + px), e.U(a.mb), 0, false, isa::Pool::kNone,
+                     e.U(in.pixels));
+    }
   sums->Done(e, a, k);
 }
 
@@ -774,6 +869,38 @@ void IntoInput(Emitter& e, const Layout& a, const isa::WindowGeometry& g, const 
                0);
 }
 
+// W'' of input channel block bi (its input channels the lanes): its tap (taps - 1 - t), an
+// output channel a row, from tap t of the weights transposed, a block of the outputs at a
+// time (out.c rows a tap: with one block, the outputs packed; with several, block j's N
+// rows j N rows on).
+void ConvInputBlock(Emitter& e, const Layout& a, const Layer& l, const ParamRows& p, int bi) {
+  const int64_t taps = int64_t{l.kernel_h} * l.kernel_w;
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t j = 0; j < p.mb; ++j)
+      e.Transpose(p.wb + p.Block(j, 0, a.n) + t * l.in.c + int64_t{bi} * a.n,
+                  a.flipped + (taps - 1 - t) * l.out.c + j * a.n, p.Outs(j, a.n));
+}
+
+// Output pixels [first, first + count) of the input gradient's window (set last) over the
+// gradient's map from `dz` into rows from `to`, through W'' (ConvInputBlock): with one
+// block of outputs the window's K-tiles of the packed taps; with several, each tap of each
+// block in turn (the order of W'''s rows: tap, then output channel), added.
+void FlippedWindow(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, int64_t dz,
+                   int64_t first, int64_t count, int64_t to) {
+  const int64_t taps = int64_t{l.kernel_h} * l.kernel_w;
+  if (r.cb == 1) return e.Window(dz, count, a.flipped, 0, TilesOf(taps * r.c, a.n), to, 0, first);
+  for (int64_t r0 = 0; r0 < count; r0 += a.acc_rows) {
+    const int64_t len = std::min(a.acc_rows, count - r0);
+    for (int64_t t = 0; t < taps; ++t)
+      for (int j = 0; j < r.cb; ++j) {
+        e.Tile(a.flipped + t * r.c + int64_t{j} * a.n);
+        e.P().MatmulWindow(e.U(dz + r.Block(j)), 0, e.U(len), e.U(first + r0), e.U(t), true,
+                           isa::AddIf(t > 0 || j > 0));
+      }
+    e.P().Activate(0, e.U(to + r0), e.U(len), 0, false, isa::Pool::kNone);
+  }
+}
+
 void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, Sums* sums) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
@@ -785,18 +912,18 @@ void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   const int64_t into = sums->Into(a, k);
   if (into < 0) return;
   const LayerRows& in = a.In(k);
-  const int64_t taps = int64_t{l.kernel_h} * l.kernel_w;
   e.Pass(l.name + " input gradient", int64_t{a.b} * in.pixels * p.ins * p.outs);
-  for (int64_t t = 0; t < taps; ++t)  // W'' tap (taps - 1 - t): tap t transposed
-    e.Transpose(p.wb + t * l.in.c, a.flipped + (taps - 1 - t) * l.out.c, l.out.c);
-  const isa::WindowGeometry g =
-      GradientWindow(r, r.c, n, l.kernel_h, l.kernel_w, l.stride, l.pad_top, l.pad_left, in);
-  e.P().SetWindow(g);
-  for (int img = 0; img < a.mb; ++img)
-    IntoInput(e, a, g, in, into + img * in.pixels, [&](int64_t first, int64_t count, int64_t to) {
-      e.Window(r.grad + img * r.pixels, count, a.flipped, 0, TilesOf(taps * l.out.c, n), to, 0,
-               first);
-    });
+  const isa::WindowGeometry g = GradientWindow(r, BlockLanes(r.c, n), n, l.kernel_h, l.kernel_w,
+                                               l.stride, l.pad_top, l.pad_left, in);
+  for (int bi = 0; bi < in.cb; ++bi) {
+    ConvInputBlock(e, a, l, p, bi);
+    e.P().SetWindow(g);
+    for (int img = 0; img < a.mb; ++img)
+      IntoInput(e, a, g, in, into + in.Block(bi) + img * in.pixels,
+                [&](int64_t first, int64_t count, int64_t to) {
+                  FlippedWindow(e, a, l, r, r.grad + img * r.pixels, first, count, to);
+                });
+  }
   sums->Done(e, a, k);
 }
 
@@ -811,39 +938,40 @@ void EmitPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
     ChunkedPoolGradient(e, a, in, r, into);
     return sums->Done(e, a, k);
   }
-  const isa::WindowGeometry g = GradientWindow(
-      r, r.c, a.n, l.pool_h, l.pool_w, global ? 1 : l.pool_stride, l.pad_top, l.pad_left, in);
+  const isa::WindowGeometry g =
+      GradientWindow(r, BlockLanes(r.c, a.n), a.n, l.pool_h, l.pool_w, global ? 1 : l.pool_stride,
+                     l.pad_top, l.pad_left, in);
   e.P().SetWindow(g);
-  for (int img = 0; img < a.mb; ++img)
-    IntoInput(e, a, g, in, into + img * in.pixels, [&](int64_t first, int64_t count, int64_t to) {
-      e.Window(r.grad + img * r.pixels, count, r.tile, 0, TilesOf(PoolTileRows(l, a.n), a.n), to, 0,
-               first);
-    });
+  for (int j = 0; j < r.cb; ++j)
+    for (int img = 0; img < a.mb; ++img)
+      IntoInput(e, a, g, in, into + in.Block(j) + img * in.pixels,
+                [&](int64_t first, int64_t count, int64_t to) {
+                  e.Window(r.grad + r.Block(j) + img * r.pixels, count, r.tile, 0,
+                           PoolKTiles(l, a.n), to, 0, first, TapATile(l, a.n));
+                });
   sums->Done(e, a, k);
 }
 
-// Tap after tap, its values again (into `tap`), where they equal the maximum and no earlier
-// tap did (`taken`), the gradient's share D_t (into `shares`); then each input pixel's
-// shares through the gradient's window, K-tile T - 1 - t of D_t's map, added.
-void EmitMaxPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r,
-                         Sums* sums) {
-  const int k = l.inputs[0];
-  const int64_t into = sums->Into(a, k);
-  if (into < 0) return;
-  e.Pass(l.name + " gradient");
-  const LayerRows& in = a.In(k);
-  const int64_t taps = Taps(l);
+// Channel block j of a max pooling's gradient: tap after tap, its values again (into `tap`),
+// where they equal the maximum and no earlier tap did (`taken`), the gradient's share D_t
+// (into `shares`); then each input pixel's shares through the gradient's window, K-tile
+// T - 1 - t of D_t's map, added, into rows from `into`.
+void MaxPoolBlockGradient(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, int j,
+                          int64_t into) {
+  const LayerRows& in = a.In(l.inputs[0]);
+  const int64_t taps = Taps(l), out = r.out + r.Block(j), grad = r.grad + r.Block(j);
   e.P().SetWindow(MaxGeometry(l, a.n));
   for (int64_t t = 0; t < taps; ++t) {
     for (int img = 0; img < a.mb; ++img)
-      MaxTaps(e, a, in.out + img * in.pixels, r.pixels, t, t + 1, a.tap + img * r.pixels, false);
+      MaxTaps(e, a, in.out + in.Block(j) + img * in.pixels, r.pixels, t, t + 1,
+              a.tap + img * r.pixels, false);
     const int64_t mask = t == 0 ? a.taken : a.tap;
-    EmitVector(e.P(), VectorOp::kEqual, a.tap, r.out, mask, r.rows, 0);
+    EmitVector(e.P(), VectorOp::kEqual, a.tap, out, mask, r.rows, 0);
     if (t > 0) {
       EmitVector(e.P(), VectorOp::kSelect, a.taken, a.zero, a.tap, r.rows, kBcast);
       EmitVector(e.P(), VectorOp::kMax, a.taken, a.tap, a.taken, r.rows, 0);
     }
-    EmitVector(e.P(), VectorOp::kMul, r.grad, mask, a.shares + t * r.padded, r.rows, 0);
+    EmitVector(e.P(), VectorOp::kMul, grad, mask, a.shares + t * r.padded, r.rows, 0);
   }
   const isa::WindowGeometry g =
       GradientWindow(r, a.n, a.n, l.pool_h, l.pool_w, l.pool_stride, l.pad_top, l.pad_left, in);
@@ -860,6 +988,15 @@ void EmitMaxPoolBackward(Emitter& e, const Layout& a, const Layer& l, const Laye
         e.P().Activate(0, e.U(to + r0), e.U(len), 0, false, isa::Pool::kNone);
       }
     });
+}
+
+void EmitMaxPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r,
+                         Sums* sums) {
+  const int k = l.inputs[0];
+  const int64_t into = sums->Into(a, k);
+  if (into < 0) return;
+  e.Pass(l.name + " gradient");
+  for (int j = 0; j < r.cb; ++j) MaxPoolBlockGradient(e, a, l, r, j, into + a.In(k).Block(j));
   sums->Done(e, a, k);
 }
 
@@ -879,31 +1016,41 @@ void EmitConcatBackward(Emitter& e, const Layout& a, const Layer& l, const Layer
   }
 }
 
-// A batch normalization's backward pass (graph_ref::BatchNormBackward): dgamma and dbeta
-// from float32 sums into its gradient's rows (gamma's row, then beta's), then its input's
-// gradient gamma inv (dy - (dbeta / m + x^ dgamma / m)).
+// A batch normalization's backward pass (graph_ref::BatchNormBackward), channel block bk:
+// dgamma and dbeta from float32 sums into its gradient's rows (gamma's row, then beta's).
+void BatchNormBlockGradient(Emitter& e, const Layout& a, const LayerRows& r, const BnBlock& bk) {
+  const int64_t t = a.bn_tmp, b = bk.sum_dy, g = bk.sum_dyx;
+  EmitRowSum(e, a, bk.grad, 0, b, r.rows);
+  EmitVector(e.P(), VectorOp::kMul, bk.grad, bk.f, t, r.rows, kO32);
+  EmitRowSum(e, a, t, kA32, g, r.rows);
+  EmitVector(e.P(), VectorOp::kCopy, g, 0, bk.g, 1, kA32);
+  EmitVector(e.P(), VectorOp::kCopy, b, 0, bk.g + 1, 1, kA32);
+}
+
+// Then its input's gradient gamma inv (dy - (dbeta / m + x^ dgamma / m)) into `into`.
+void BatchNormBlockInput(Emitter& e, const Layout& a, const LayerRows& r, const BnBlock& bk,
+                         int64_t into) {
+  const int64_t t = a.bn_tmp, b = bk.sum_dy, g = bk.sum_dyx;
+  const int64_t bm = BnRowAt(a, kMeanDy), gm = BnRowAt(a, kMeanDyX), kg = BnRowAt(a, kGammaInv);
+  RowOp(e, VectorOp::kMul, b, BnConst(r, chip::kBnInvM), bm);
+  RowOp(e, VectorOp::kMul, g, BnConst(r, chip::kBnInvM), gm);
+  RowOp(e, VectorOp::kMul, bk.gamma, bk.inv, kg);
+  EmitVector(e.P(), VectorOp::kMul, bk.f, gm, t, r.rows, kB32 | kO32 | kBcast);
+  EmitVector(e.P(), VectorOp::kAdd, t, bm, t, r.rows, kA32 | kB32 | kO32 | kBcast);
+  EmitVector(e.P(), VectorOp::kSub, bk.grad, t, t, r.rows, kB32 | kO32);
+  EmitVector(e.P(), VectorOp::kMul, t, kg, into, r.rows, kA32 | kB32 | kBcast);
+}
+
 void EmitBatchNormBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r,
                            Sums* sums) {
-  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
-  const int64_t t = a.bn_tmp, b = BnRowAt(a, kSumDy), g = BnRowAt(a, kSumDyX);
   e.Pass(l.name + " weight gradient");
-  EmitRowSum(e, a, r.grad, 0, b, r.rows);
-  EmitVector(e.P(), VectorOp::kMul, r.grad, r.f, t, r.rows, kO32);
-  EmitRowSum(e, a, t, kA32, g, r.rows);
-  EmitVector(e.P(), VectorOp::kCopy, g, 0, p.g, 1, kA32);
-  EmitVector(e.P(), VectorOp::kCopy, b, 0, p.g + 1, 1, kA32);
+  for (int j = 0; j < r.cb; ++j) BatchNormBlockGradient(e, a, r, BnBlockOf(a, l, r, j));
   const int k = l.inputs[0];
   const int64_t into = sums->Into(a, k);
   if (into < 0) return;
   e.Pass(l.name + " input gradient");
-  const int64_t bm = BnRowAt(a, kMeanDy), gm = BnRowAt(a, kMeanDyX), kg = BnRowAt(a, kGammaInv);
-  RowOp(e, VectorOp::kMul, b, BnConst(r, chip::kBnInvM), bm);
-  RowOp(e, VectorOp::kMul, g, BnConst(r, chip::kBnInvM), gm);
-  RowOp(e, VectorOp::kMul, p.w, r.bn_stats + 4, kg);
-  EmitVector(e.P(), VectorOp::kMul, r.f, gm, t, r.rows, kB32 | kO32 | kBcast);
-  EmitVector(e.P(), VectorOp::kAdd, t, bm, t, r.rows, kA32 | kB32 | kO32 | kBcast);
-  EmitVector(e.P(), VectorOp::kSub, r.grad, t, t, r.rows, kB32 | kO32);
-  EmitVector(e.P(), VectorOp::kMul, t, kg, into, r.rows, kA32 | kB32 | kBcast);
+  for (int j = 0; j < r.cb; ++j)
+    BatchNormBlockInput(e, a, r, BnBlockOf(a, l, r, j), into + r.Block(j));
   sums->Done(e, a, k);
 }
 
@@ -915,7 +1062,8 @@ void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
     if (l.type == LayerType::kFlatten) continue;  // its gradient is its input's
     if (Relu(l)) {
       e.Pass(l.name + (l.HasWeights() ? " weight gradient" : " gradient"));
-      e.Mask(r.out, r.grad, r.rows, Relu6(l) ? a.six : -1);
+      for (int j = 0; j < r.cb; ++j)
+        e.Mask(r.out + r.Block(j), r.grad + r.Block(j), r.rows, Relu6(l) ? a.six : -1);
     }
     switch (l.type) {
       case LayerType::kConv2d:
@@ -1012,11 +1160,11 @@ void PutTiles(const nn::Model& m, const Layout& a, std::vector<uint16_t>* img) {
         for (int j = 0; j < a.n; ++j) PutFp32(img, a.layer[i].bn_const + 2 * c, a.n, j, k[c]);
     }
     if (l.type != LayerType::kAvgPool2d) continue;
-    const int64_t taps = PoolTileRows(l, a.n) / l.in.c;
+    const int64_t c = BlockLanes(l.in.c, a.n), taps = PoolTileRows(l, a.n) / c;
     const uint16_t v = Bf16Of(1.0f / static_cast<float>(int64_t{l.pool_h} * l.pool_w));
     for (int64_t t = 0; t < taps; ++t)
-      for (int64_t ch = 0; ch < l.in.c; ++ch)
-        (*img)[static_cast<size_t>((a.layer[i].tile + t * l.in.c + ch) * a.n + ch)] = v;
+      for (int64_t ch = 0; ch < c; ++ch)
+        (*img)[static_cast<size_t>((a.layer[i].tile + t * c + ch) * a.n + ch)] = v;
   }
 }
 
@@ -1031,6 +1179,36 @@ nn::Shape3 RowsShape(const nn::Model& m, int k) {
   return k == nn::kModelInput ? m.input : m.OutputOf(k);
 }
 
+// Why the chip's graph step does not take layer i's channels ("" where it does): a map of
+// more than N channels goes in channel blocks of N (a multiple of N), which a concatenation,
+// a depthwise convolution, the images, the logits and a map read in chunks do not take.
+std::string ChannelsUnsupported(const nn::Model& m, size_t i, const nn::Shape3& s, bool images,
+                                int n) {
+  const Layer& l = m.layers[i];
+  const int out = l.type == LayerType::kFlatten ? s.c : l.out.c;
+  for (const int c : {s.c, out})
+    if (c > n && c % n != 0)
+      return fmt::format(
+          "a map of more than N = {} channels goes in blocks of N, and {} channels are not a "
+          "multiple of N",
+          n, c);
+  if (std::max(s.c, out) <= n) return "";
+  if (l.type == LayerType::kConcat || l.depthwise)
+    return fmt::format(
+        "a concatenation or a depthwise convolution of maps of at most N = {} "
+        "channels",
+        n);
+  if (images && s.c > n) return fmt::format("images of at most N = {} channels", n);
+  if (i + 1 == m.layers.size() && out > n) return fmt::format("at most N = {} classes", n);
+  const bool whole = l.type == LayerType::kDense || (l.IsPool() && l.global_pool);
+  if (whole && !FitsAWindow(s.h, s.w))
+    return fmt::format(
+        "the {} x {} x {} map it reads is more than 15 x 15 pixels and more than "
+        "N = {} channels",
+        s.h, s.w, s.c, n);
+  return "";
+}
+
 // Why the chip's graph step does not take layer i ("" where it does): beyond
 // CheckGraphTrainable's, the step's own limits.
 std::string Unsupported(const nn::Model& m, size_t i, int n) {
@@ -1041,20 +1219,18 @@ std::string Unsupported(const nn::Model& m, size_t i, int n) {
       l.type != LayerType::kDense && l.type != LayerType::kFlatten)
     return "only a convolution or a dense layer (flattened or not) reads the images";
   const nn::Shape3 s = RowsShape(m, in);
-  if ((l.out.c > n && l.type != LayerType::kFlatten) || s.c > n)
-    return fmt::format("its maps have more channels than the array's N = {}", n);
+  if (std::string why = ChannelsUnsupported(m, i, s, images, n); !why.empty()) return why;
   const bool whole = l.type == LayerType::kDense || (l.IsPool() && l.global_pool);
   const bool chunked =
       (l.type == LayerType::kDense || l.global_pool) && ChunksOf(int64_t{s.h} * s.w, s.c, n).a > 0;
-  if (whole && !images && !chunked && (s.h > 15 || s.w > 15 || s.c > n))
+  if (whole && !images && !chunked && (s.h > 15 || s.w > 15))
     return fmt::format(
         "the {} x {} x {} map it reads is more than 15 x 15 pixels (a window's "
         "kernel) and its pixels do not part into windows of whole K-tiles",
         s.h, s.w, s.c);
   if (l.type == LayerType::kConv2d &&
-      (l.kernel_h > 15 || l.kernel_w > 15 || l.pad_top > 15 || l.pad_left > 15 || l.in.c > n))
-    return fmt::format(
-        "a convolution of at most 15 x 15 taps and padding and N = {} input channels", n);
+      (l.kernel_h > 15 || l.kernel_w > 15 || l.pad_top > 15 || l.pad_left > 15))
+    return "a convolution of at most 15 x 15 taps and padding";
   if (l.IsPool() && !l.global_pool && (l.pool_h > 15 || l.pool_w > 15))
     return "a pooling of at most 15 x 15";
   return "";

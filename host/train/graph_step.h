@@ -7,7 +7,8 @@
 // as one program for each core of a bf16 chip, in the arithmetic of graph_reference.h's
 // ReferenceGraphStep, bit for bit (docs/training.md, "Graphs"). Every layer's output and
 // its gradient are kept for the whole batch in the unified buffer, a pixel a row (lanes its
-// channels), and a convolution's receptive fields F and a dense layer's input X with them;
+// channels; a map of more than N channels in channel blocks of N, docs/training.md, "Channel
+// blocks"), and a convolution's receptive fields F and a dense layer's input X with them;
 // where a tensor is read by several layers, each later gradient goes through scratch rows
 // and a vector add into its sum.
 //

@@ -48,16 +48,22 @@ struct ParamRows {
   int64_t w = 0;              // the float32 weights: two buffer rows a row of wb
   std::vector<int64_t> slot;  // the optimizer's state, as w
   int64_t wb = 0, gt = 0, g = 0;
-  int64_t Values(int n) const { return kb * mb * n; }
-  int64_t Block(int64_t j, int64_t k, int n) const { return (j * kb + k) * n; }
+  // The rows of a block: N (a tile of the array's), or fewer where no tile is loaded from
+  // them (a batch normalization's gamma and beta: 2).
+  int block_rows = 0;  // 0: N
+  int64_t BlockRows(int n) const { return block_rows > 0 ? block_rows : n; }
+  int64_t Values(int n) const { return kb * mb * BlockRows(n); }
+  int64_t Block(int64_t j, int64_t k, int n) const { return (j * kb + k) * BlockRows(n); }
   int Outs(int64_t j, int n) const { return std::min(n, outs - static_cast<int>(j) * n); }
 };
 
-// A tensor a layer keeps in the state (batch normalization's running mean and variance): a
-// float32 row (two buffer rows) of `values` lanes.
+// A tensor a layer keeps in the state (batch normalization's running mean and variance):
+// float32 rows (two buffer rows each) of N lanes, `values` values in all, value v in row
+// v / N's lane v % N.
 struct KeptRows {
   int64_t row = 0;
   int values = 0;
+  int64_t RowOf(int value, int n) const { return row + 2 * (value / n); }
 };
 
 // A layout's array size N, a core's images b (its share of the batch), the cores and b
@@ -143,6 +149,7 @@ void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
     r.outs = l.out.c;
     r.kb = TilesOf(r.ins + 1, n);
     r.mb = TilesOf(r.outs, n);
+    if (l.type == nn::LayerType::kBatchNorm) r.block_rows = r.ins + 1;  // gamma, beta
     a->param.push_back(r);
   }
   a->state_begin = take(0);
@@ -150,8 +157,9 @@ void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
     r.w = take(2 * r.Values(n));
     for (int s = 0; s < opt.Slots(); ++s) r.slot.push_back(take(2 * r.Values(n)));
   }
-  for (const nn::Layer& l : m.layers)  // at most N values each (the step's channels)
-    for (const Tensor<float>& t : l.state) a->kept.push_back({take(2), static_cast<int>(t.Size())});
+  for (const nn::Layer& l : m.layers)
+    for (const Tensor<float>& t : l.state)
+      a->kept.push_back({take(2 * TilesOf(t.Size(), n)), static_cast<int>(t.Size())});
   a->state_end = take(0);
   for (ParamRows& r : a->param) r.wb = take(r.Values(n));
 }
@@ -195,13 +203,14 @@ class StepEmitter {
   }
   // Output pixels [first, first + pixels) of the window set last over the map at `map`:
   // K-tiles kt0 .. kt0 + kts - 1 through the tiles at `tile` (N rows apart), added, then
-  // parameter set `set`, into rows from `out`.
+  // parameter set `set`, into rows from `out`; with `one_tile`, every K-tile through the
+  // tile at `tile`.
   void Window(int64_t map, int64_t pixels, int64_t tile, int64_t kt0, int64_t kts, int64_t out,
-              int set, int64_t first = 0) {
+              int set, int64_t first = 0, bool one_tile = false) {
     for (int64_t r0 = 0; r0 < pixels; r0 += a_.acc_rows) {
       const int64_t len = std::min(a_.acc_rows, pixels - r0);
       for (int64_t t = 0; t < kts; ++t) {
-        const bool load = Tile(tile + t * a_.n, false, kts == 1);
+        const bool load = Tile(one_tile ? tile : tile + t * a_.n, false, kts == 1 || one_tile);
         p_.MatmulWindow(U(map), 0, U(len), U(first + r0), U(kt0 + t), load, isa::AddIf(t > 0));
       }
       p_.Activate(0, U(out + r0), U(len), U(set), false, isa::Pool::kNone);
@@ -428,8 +437,9 @@ std::vector<uint8_t> StateImage(const Layout& a, const DenseState& s) {
     for (size_t k = 0; k < r.slot.size(); ++k) put(r.slot[k], s.slots[k][l]);
   }
   for (size_t k = 0; k < a.kept.size() && k < s.kept.size(); ++k)
-    for (int lane = 0; lane < a.kept[k].values; ++lane)
-      PutFp32(&img, a.kept[k].row - a.state_begin, n, lane, s.kept[k][static_cast<size_t>(lane)]);
+    for (int v = 0; v < a.kept[k].values; ++v)
+      PutFp32(&img, a.kept[k].RowOf(v, n) - a.state_begin, n, v % n,
+              s.kept[k][static_cast<size_t>(v)]);
   return BytesOfHalves(img);
 }
 
@@ -450,8 +460,8 @@ void ReadStateImage(const Layout& a, const std::vector<uint8_t>& bytes, DenseSta
   s->kept.clear();
   for (const KeptRows& k : a.kept) {
     std::vector<float> t;
-    for (int lane = 0; lane < k.values; ++lane)
-      t.push_back(GetFp32(img, k.row - a.state_begin, a.n, lane));
+    for (int v = 0; v < k.values; ++v)
+      t.push_back(GetFp32(img, k.RowOf(v, a.n) - a.state_begin, a.n, v % a.n));
     s->kept.push_back(std::move(t));
   }
 }

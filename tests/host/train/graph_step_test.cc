@@ -12,7 +12,8 @@
 // MaxPoolGraph), and windows that leave their input's last row and column out, whose
 // gradient there is +0 (DownsampleGraph, a valid stride-2 convolution); a batch of one image
 // and of several,
-// SGD and Adam, one core and two; batch normalization in training mode (BatchNormGraph).
+// SGD and Adam, one core and two; batch normalization in training mode (BatchNormGraph);
+// maps of more channels than the array's lanes, in channel blocks (BlockGraph).
 #include "host/train/graph_step.h"
 
 #include <gtest/gtest.h>
@@ -116,6 +117,70 @@ nn::Model BatchNormGraph(uint64_t seed) {
   return r;
 }
 
+// Maps of more channels than the array's n lanes, in channel blocks (with n = 16): 6 x 6 x 2,
+// conv 32 same without activation (l0: one block in, two out), batch normalization with
+// ReLU (l1), conv 32 same without activation (l2: two in, two out), batch normalization
+// (l3) added to l1 (l4, ReLU), max pooled (l5, 3 x 3), a 1 x 1 conv of 16 (l6: two in, one
+// out), conv 48 of stride 2 same (l7: one in, three out, 2 x 2), a 2 x 2 average pooling
+// (l8), flattened (l9) into a dense layer of 32 (l10: three K-tiles and the bias's, two
+// blocks out), the 5 outputs (l11: two blocks in; at most n).
+nn::Model BlockGraph(uint64_t seed, int n = 16) {
+  nn::Model m;
+  m.name = "blocks";
+  m.input = {6, 6, 2};
+  nn::Layer add = MakeLayer(LayerType::kAdd), bn = MakeLayer(LayerType::kBatchNorm);
+  add.inputs = {1, 3};
+  add.activation = nn::Activation::kRelu;
+  m.layers = {
+      MakeLayer(LayerType::kConv2d, 2 * n, 3, 1, "same", nn::Activation::kNone),
+      bn,
+      MakeLayer(LayerType::kConv2d, 2 * n, 3, 1, "same", nn::Activation::kNone),
+      bn,
+      add,
+      MaxPool(2, 2, 0),
+      MakeLayer(LayerType::kConv2d, n, 1),
+      MakeLayer(LayerType::kConv2d, 3 * n, 3, 2, "same"),
+      AvgPool(2, 2, 0),
+      MakeLayer(LayerType::kFlatten),
+      MakeLayer(LayerType::kDense, 2 * n),
+      MakeLayer(LayerType::kDense, std::min(5, n), 1, 1, "valid", nn::Activation::kSoftmax)};
+  m.layers[1].activation = nn::Activation::kRelu;
+  nn::Model r = Randomize(m, seed);
+  for (size_t i : {1, 3})
+    for (float& g : r.layers[i].weights.data) g += 1.0f;
+  r.layers[3].momentum = 0.25f;
+  return r;
+}
+
+// 6 x 6 x 1, conv 32 same (two blocks), conv 32 of stride 2 same (3 x 3), then either
+// flattened into the 5 outputs (a dense layer reading a map of two blocks, its input
+// gradient into them) or pooled globally into them.
+nn::Model BlockMapGraph(uint64_t seed, bool global) {
+  nn::Layer gap = MakeLayer(LayerType::kAvgPool2d);
+  gap.global_pool = true;
+  return Chain(global ? "blocks-gap" : "blocks-flatten", {6, 6, 1},
+               {MakeLayer(LayerType::kConv2d, 32, 3, 1, "same"),
+                MakeLayer(LayerType::kConv2d, 32, 3, 2, "same"),
+                global ? gap : MakeLayer(LayerType::kFlatten)},
+               seed);
+}
+
+// small-16 as a bfloat16 chip: 16 lanes, and tpu-v2's unified buffer (a 3 x 3 convolution of
+// 32 channels to 32 takes 38 tiles of weights, each with its float32 copy and Adam's).
+config::TpuConfig Bf16Small() {
+  config::TpuConfig c = config::LoadConfig("small-16");
+  c.dtype = hw::Dtype::kBf16;
+  c.ub_depth_rows = config::LoadConfig("tpu-v2").ub_depth_rows;
+  return c;
+}
+
+// teach-4 as a bfloat16 chip: 4 lanes (its RTL is in every build).
+config::TpuConfig Bf16Tiny() {
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.dtype = hw::Dtype::kBf16;
+  return c;
+}
+
 // `steps` steps of `m` at `batch` of a graph's step against the reference.
 engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const nn::Model& m, int batch,
                                        Optimizer::Kind kind, int steps, int cores = 1) {
@@ -158,6 +223,20 @@ TEST(GraphStepTest, EveryStepEqualsTheReference) {
 // A batch normalization of more values a channel than a row_sum takes (65,535 rows): 257
 // images of 16 x 16 pixels, summed in two pieces whose sums are added (chip::RowSum), on a
 // unified buffer made large enough.
+// Maps of more channels than the array's N, in channel blocks (docs/training.md, "Channel
+// blocks"), with Adam and SGD, one core and two.
+TEST(GraphStepTest, MapsOfSeveralChannelBlocksEqualTheReference) {
+  const auto chip = TestEngine(engine::EngineKind::kFast, Bf16Small());
+  StepsEqualReference(chip.get(), BlockGraph(31), 3, Optimizer::Kind::kAdam, 3);
+  StepsEqualReference(chip.get(), BlockGraph(32), 2, Optimizer::Kind::kSgd, 2);
+  StepsEqualReference(chip.get(), BlockMapGraph(33, false), 2, Optimizer::Kind::kAdam, 2);
+  StepsEqualReference(chip.get(), BlockMapGraph(34, true), 2, Optimizer::Kind::kSgd, 2);
+  config::TpuConfig two = Bf16Small();
+  two.cores = 2;
+  const auto chip2 = TestEngine(engine::EngineKind::kFast, two);
+  StepsEqualReference(chip2.get(), BlockGraph(35), 4, Optimizer::Kind::kAdam, 2, 2);
+}
+
 TEST(GraphStepTest, ABatchNormalizationSumsMoreRowsThanOneInstructionTakes) {
   nn::Model m;
   m.name = "tall";
@@ -221,6 +300,18 @@ TEST(GraphStepRtlTest, TheEnginesAgreeOnEveryCounter) {
   EXPECT_TRUE(f.counters == r.counters);
 }
 
+// Channel blocks on the RTL: a step of BlockGraph on a 4-lane bfloat16 chip (maps of 8 and
+// 12 channels), every counter equal to the fast engine's.
+TEST(GraphStepRtlTest, ChannelBlocksAgreeOnEveryCounter) {
+  const auto fast = TestEngine(engine::EngineKind::kFast, Bf16Tiny());
+  const auto rtl = TestEngine(engine::EngineKind::kRtl, Bf16Tiny());
+  const nn::Model m = BlockGraph(31, 4);
+  const engine::ExecResult f = StepsEqualReference(fast.get(), m, 2, Optimizer::Kind::kAdam, 1);
+  const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 2, Optimizer::Kind::kAdam, 1);
+  EXPECT_EQ(f.cycles, r.cycles);
+  EXPECT_TRUE(f.counters == r.counters);
+}
+
 // What the step does not take, each refused naming the layer.
 TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
   const config::TpuConfig v2 = config::LoadConfig("tpu-v2");
@@ -268,6 +359,44 @@ TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
   };
   refused_bn(4, small, "batch_norm 'l1' of model 'batchnorm' normalizes over a core's whole share");
   refused_bn(1, v2, "batch_norm 'l8' of model 'batchnorm' normalizes each channel");
+}
+
+// Channel blocks: what they do not take, on a 16-lane chip, each refused naming the layer
+// and why.
+TEST(GraphStepCompileTest, RefusesWhatChannelBlocksDoNotTake) {
+  const Optimizer adam;
+  auto refused = [&](const nn::Model& m, const std::string& what) {
+    try {
+      train::CompileGraphStep(m, 2, adam, Bf16Small());
+      ADD_FAILURE() << m.name << " was taken";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  const nn::Layer conv32 = MakeLayer(LayerType::kConv2d, 32, 3, 1, "same");
+  nn::Layer dw = conv32, cat = MakeLayer(LayerType::kConcat);
+  dw.depthwise = true;
+  cat.inputs = {0, 0};
+  const nn::Layer flat = MakeLayer(LayerType::kFlatten);
+  refused(Chain("odd", {6, 6, 1}, {MakeLayer(LayerType::kConv2d, 24, 3, 1, "same"), flat}, 3),
+          "layer 'l0' (conv2d) of model 'odd' on config 'small-16': a map of more than N = 16 "
+          "channels goes in blocks of N, and 24 channels are not a multiple of N");
+  refused(Chain("dw", {6, 6, 1}, {conv32, dw, flat}, 3),
+          "layer 'l1' (depthwise_conv2d) of model 'dw' on config 'small-16': a concatenation or a "
+          "depthwise convolution of maps of at most N = 16 channels");
+  refused(Chain("cat", {6, 6, 1}, {MakeLayer(LayerType::kConv2d, 16, 3, 1, "same"), cat, flat}, 3),
+          "layer 'l1' (concat)");
+  nn::Model images = Chain("images", {6, 6, 32}, {conv32, flat}, 3);
+  refused(images,
+          "layer 'l0' (conv2d) of model 'images' on config 'small-16': images of at "
+          "most N = 16 channels");
+  nn::Model classes = Chain("classes", {6, 6, 1}, {flat}, 3);
+  classes.layers.back().out.c = 32;
+  nn::InferShapes(&classes);
+  refused(classes, "at most N = 16 classes");
+  refused(Chain("wide", {16, 16, 1}, {conv32, flat}, 3),
+          "the 16 x 16 x 32 map it reads is more than 15 x 15 pixels and more than N = 16 "
+          "channels");
 }
 
 // A batch beyond the unified buffer runs in passes: each core's share in as few passes of
