@@ -272,6 +272,22 @@ Half MaxPoolBackward(const Layer& l, const Half& dy, const Half& y, const Half& 
   return chip::Activate(acc, false);
 }
 
+// A global pooling's gradient where PoolGradientIsCopied: each image's pooled gradient (a
+// row of the block's n channels in dz) through one tap's tile, rounded, copied to every pixel
+// of its map.
+Half CopiedPoolGradient(const Layer& b, const Half& dz, int n) {
+  const uint16_t inv = Bf16Of(1.0f / static_cast<float>(int64_t{b.pool_h} * b.pool_w));
+  Half tile(static_cast<size_t>(n) * n, 0);
+  for (int ch = 0; ch < n; ++ch) tile[static_cast<size_t>(ch) * n + ch] = inv;
+  const int64_t images = static_cast<int64_t>(dz.size()) / n, pixels = int64_t{b.in.h} * b.in.w;
+  const Half g = chip::Activate(chip::Product(dz, tile, images, n, n, n), false);
+  Half out;
+  for (int64_t t = 0; t < images; ++t)
+    for (int64_t p = 0; p < pixels; ++p)
+      out.insert(out.end(), g.begin() + t * n, g.begin() + (t + 1) * n);
+  return out;
+}
+
 // MaxPoolBackward of each channel block (MaxPool's taps, block after block), the taps that
 // took each value's gradient into *chosen.
 Half MaxPoolBlocksBackward(const Layer& l, const Half& dy, const Half& y, const Half& taps,
@@ -547,6 +563,7 @@ void LayerBackward(const nn::Model& m, size_t i, const Forward& f, int batch, in
     case LayerType::kAvgPool2d:
       return bw->Add(l.inputs[0],
                      ByBlocks(l, dz, n, [&](const Layer& b, const Half& dz_b, int64_t) {
+                       if (PoolGradientIsCopied(l, n)) return CopiedPoolGradient(b, dz_b, n);
                        return WindowProduct(dz_b, ShapeOf(b.out, batch), MeanWindow(b, true),
                                             MeanTile(b), b.in.c, n);
                      }));
@@ -637,6 +654,11 @@ std::string Unsupported(const nn::Model& m, size_t i) {
 }  // namespace graph_ref
 
 using graph_ref::Half;
+
+bool PoolGradientIsCopied(const nn::Layer& l, int n) {
+  return l.type == nn::LayerType::kAvgPool2d && l.global_pool && l.in.c % n == 0 && l.in.h <= 15 &&
+         l.in.w <= 15;
+}
 
 void CheckGraphTrainable(const nn::Model& m) {
   if (m.layers.empty()) throw UsageError("model '" + m.name + "' has no layers");

@@ -21,6 +21,13 @@
 
 namespace tpu::train {
 
+// Whether the gradient of layer l, a global average pooling of a map of channel blocks (or
+// of N channels) in one window of at most 15 x 15 pixels, on an array of n x n, is each
+// image's pooled gradient through one tap's tile (the identity times bf16(1/(h w))), once,
+// copied to every pixel of its map (docs/training.md, "Channel blocks"), rather than a
+// window over the pooled map padded to the map's size, whose every tap but one reads padding.
+bool PoolGradientIsCopied(const nn::Layer& l, int n);
+
 // Throws UsageError naming the first layer of `model` that the chip's graph training does
 // not take, and what it takes.
 void CheckGraphTrainable(const nn::Model& model);

@@ -543,6 +543,22 @@ void ChunkedPoolGradient(Emitter& e, const Layout& a, const LayerRows& in, const
 }
 
 // An average pooling, each channel block by itself.
+// A global pooling's gradient where PoolGradientIsCopied (graph_reference.h): each block's
+// pooled gradient rows (an image's a row) through the tile of one tap, once, then each
+// pixel's row of every image from the accumulators (activate stride=pixels).
+void CopiedPoolGradient(Emitter& e, const Layout& a, const LayerRows& in, const LayerRows& r,
+                        int64_t into) {
+  for (int j = 0; j < r.cb; ++j)
+    for (int64_t r0 = 0; r0 < a.mb; r0 += a.acc_rows) {
+      const int64_t len = std::min<int64_t>(a.acc_rows, a.mb - r0);
+      const bool load = e.Tile(r.tile, false, true);
+      e.P().Matmul(e.U(r.grad + r.Block(j) + r0), 0, e.U(len), load, isa::Acc::kOverwrite);
+      for (int64_t px = 0; px < in.pixels; ++px)
+        e.P().Activate(0, e.U(into + in.Block(j) + r0 * in.pixels + px), e.U(len), 0, false,
+                       isa::Pool::kNone, e.U(in.pixels));
+    }
+}
+
 void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   e.Pass(l.name + " forward");
   const LayerRows& in = a.In(l.inputs[0]);
@@ -936,6 +952,10 @@ void EmitPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   const bool global = l.global_pool;  // a window of the whole map, one output pixel
   if (global && !FitsAWindow(in.h, in.w)) {
     ChunkedPoolGradient(e, a, in, r, into);
+    return sums->Done(e, a, k);
+  }
+  if (PoolGradientIsCopied(l, a.n)) {
+    CopiedPoolGradient(e, a, in, r, into);
     return sums->Done(e, a, k);
   }
   const isa::WindowGeometry g =

@@ -152,17 +152,22 @@ nn::Model BlockGraph(uint64_t seed, int n = 16) {
   return r;
 }
 
-// 6 x 6 x 1, conv 32 same (two blocks), conv 32 of stride 2 same (3 x 3), then either
-// flattened into the 5 outputs (a dense layer reading a map of two blocks, its input
-// gradient into them) or pooled globally into them.
-nn::Model BlockMapGraph(uint64_t seed, bool global) {
+// 6 x 6 x 1, conv 32 same (two blocks of n = 16), conv 32 of stride 2 same (3 x 3), then
+// either flattened into the 5 outputs (a dense layer reading a map of two blocks, its input
+// gradient into them) or pooled globally into them (its gradient copied to every pixel:
+// PoolGradientIsCopied).
+nn::Model BlockMapGraph(uint64_t seed, bool global, int n = 16) {
   nn::Layer gap = MakeLayer(LayerType::kAvgPool2d);
   gap.global_pool = true;
-  return Chain(global ? "blocks-gap" : "blocks-flatten", {6, 6, 1},
-               {MakeLayer(LayerType::kConv2d, 32, 3, 1, "same"),
-                MakeLayer(LayerType::kConv2d, 32, 3, 2, "same"),
-                global ? gap : MakeLayer(LayerType::kFlatten)},
-               seed);
+  nn::Model m;
+  m.name = global ? "blocks-gap" : "blocks-flatten";
+  m.input = {6, 6, 1};
+  m.layers = {
+      MakeLayer(LayerType::kConv2d, 2 * n, 3, 1, "same"),
+      MakeLayer(LayerType::kConv2d, 2 * n, 3, 2, "same"),
+      global ? gap : MakeLayer(LayerType::kFlatten),
+      MakeLayer(LayerType::kDense, std::min(5, n), 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(m, seed);
 }
 
 // small-16 as a bfloat16 chip: 16 lanes, and tpu-v2's unified buffer (a 3 x 3 convolution of
@@ -300,16 +305,18 @@ TEST(GraphStepRtlTest, TheEnginesAgreeOnEveryCounter) {
   EXPECT_TRUE(f.counters == r.counters);
 }
 
-// Channel blocks on the RTL: a step of BlockGraph on a 4-lane bfloat16 chip (maps of 8 and
-// 12 channels), every counter equal to the fast engine's.
+// Channel blocks on the RTL: a step of BlockGraph and one of a global pooling of two blocks
+// on a 4-lane bfloat16 chip (maps of 8 and 12 channels), every counter equal to the fast
+// engine's.
 TEST(GraphStepRtlTest, ChannelBlocksAgreeOnEveryCounter) {
   const auto fast = TestEngine(engine::EngineKind::kFast, Bf16Tiny());
   const auto rtl = TestEngine(engine::EngineKind::kRtl, Bf16Tiny());
-  const nn::Model m = BlockGraph(31, 4);
-  const engine::ExecResult f = StepsEqualReference(fast.get(), m, 2, Optimizer::Kind::kAdam, 1);
-  const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 2, Optimizer::Kind::kAdam, 1);
-  EXPECT_EQ(f.cycles, r.cycles);
-  EXPECT_TRUE(f.counters == r.counters);
+  for (const nn::Model& m : {BlockGraph(31, 4), BlockMapGraph(36, true, 4)}) {
+    const engine::ExecResult f = StepsEqualReference(fast.get(), m, 2, Optimizer::Kind::kAdam, 1);
+    const engine::ExecResult r = StepsEqualReference(rtl.get(), m, 2, Optimizer::Kind::kAdam, 1);
+    EXPECT_EQ(f.cycles, r.cycles) << m.name;
+    EXPECT_TRUE(f.counters == r.counters) << m.name;
+  }
 }
 
 // What the step does not take, each refused naming the layer.
