@@ -438,14 +438,12 @@ void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
 void ImageTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows& r) {
   for (int64_t k = 0; k < p.kb; ++k) {
     const bool past = k * a.n >= p.ins;
-    for (int64_t r0 = 0; r0 < a.mb; r0 += a.acc_rows) {
-      const int64_t len = std::min<int64_t>(a.acc_rows, a.mb - r0);
-      const bool load = e.Tile(past ? a.zero : a.id, false, true);
-      e.P().Matmul(e.U(a.x0 + r0 * a.img_rows + (past ? 0 : k)), 0, e.U(len), load,
-                   isa::Acc::kOverwrite, e.U(a.img_rows));
-      e.P().Activate(0, e.U(r.f + k * r.padded + r0), e.U(len), e.U(k == p.ins / a.n ? r.set : 0),
-                     false, isa::Pool::kNone);
-    }
+    e.Chunks(a.mb, r.f + k * r.padded, k == p.ins / a.n ? r.set : 0, false,
+             [&](uint64_t acc, int64_t r0, int64_t len) {
+               const bool load = e.Tile(past ? a.zero : a.id, false, true);
+               e.Raw().Matmul(e.U(a.x0 + r0 * a.img_rows + (past ? 0 : k)), acc, e.U(len), load,
+                              isa::Acc::kOverwrite, e.U(a.img_rows));
+             });
   }
 }
 
@@ -606,15 +604,13 @@ isa::WindowGeometry MaxGeometry(const Layer& l, int n) {
 // into rows from `out` (through the ReLU with `relu`, bounded by parameter set `set`).
 void MaxTaps(Emitter& e, const Layout& a, int64_t map, int64_t pixels, int64_t t0, int64_t t1,
              int64_t out, bool relu, int set = 0) {
-  for (int64_t r0 = 0; r0 < pixels; r0 += a.acc_rows) {
-    const int64_t len = std::min(a.acc_rows, pixels - r0);
+  e.Chunks(pixels, out, set, relu, [&](uint64_t acc, int64_t r0, int64_t len) {
     for (int64_t t = t0; t < t1; ++t) {
       const bool load = e.Tile(a.id, false, true);
-      e.P().MatmulWindow(e.U(map), 0, e.U(len), e.U(r0), e.U(t), load,
-                         t > t0 ? isa::Acc::kMax : isa::Acc::kOverwrite);
+      e.Raw().MatmulWindow(e.U(map), acc, e.U(len), e.U(r0), e.U(t), load,
+                           t > t0 ? isa::Acc::kMax : isa::Acc::kOverwrite);
     }
-    e.P().Activate(0, e.U(out + r0), e.U(len), e.U(set), relu, isa::Pool::kNone);
-  }
+  });
 }
 
 int64_t Taps(const Layer& l) { return int64_t{l.pool_h} * l.pool_w; }
@@ -648,14 +644,12 @@ void EmitAddForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows
 // Each input's rows through its shifted identity into its channels' lanes, added.
 void EmitConcatForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   e.Pass(l.name + " forward");
-  for (int64_t r0 = 0; r0 < r.rows; r0 += a.acc_rows) {
-    const int64_t len = std::min(a.acc_rows, r.rows - r0);
+  e.Chunks(r.rows, r.out, 0, false, [&](uint64_t acc, int64_t r0, int64_t len) {
     for (size_t k = 0; k < l.inputs.size(); ++k) {
       e.Tile(r.shift + 2 * static_cast<int64_t>(k) * a.n);
-      e.P().Matmul(e.U(a.In(l.inputs[k]).out + r0), 0, e.U(len), true, isa::AddIf(k > 0));
+      e.Raw().Matmul(e.U(a.In(l.inputs[k]).out + r0), acc, e.U(len), true, isa::AddIf(k > 0));
     }
-    e.P().Activate(0, e.U(r.out + r0), e.U(len), 0, false, isa::Pool::kNone);
-  }
+  });
 }
 
 // The sum of `rows` rows from `src` (float32 with kA32 in `flags`), lane by lane, into the
@@ -838,14 +832,16 @@ void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerR
   // of that pixel's block (its channels the first lanes), one a block of the outputs,
   // added; each image's row of it (activate stride=pixels).
   for (int64_t px = 0; px < in.pixels; ++px)
-    for (int bi = 0; bi < in.cb; ++bi) {
-      for (int64_t j = 0; j < p.mb; ++j) {
-        e.Tile(p.wb + p.Block(j, 0, n) + px * in.c + int64_t{bi} * n, true);
-        e.P().Matmul(e.U(r.grad + r.Block(j)), 0, e.U(a.mb), true, isa::AddIf(j > 0));
-      }
-      e.P().Activate(0, e.U(into + in.Block(bi) + px), e.U(a.mb), 0, false, isa::Pool::kNone,
-                     e.U(in.pixels));
-    }
+    for (int bi = 0; bi < in.cb; ++bi)
+      e.Chunks(
+          a.mb, into + in.Block(bi) + px, 0, false,
+          [&](uint64_t acc, int64_t r0, int64_t len) {
+            for (int64_t j = 0; j < p.mb; ++j) {
+              e.Tile(p.wb + p.Block(j, 0, n) + px * in.c + int64_t{bi} * n, true);
+              e.Raw().Matmul(e.U(r.grad + r.Block(j) + r0), acc, e.U(len), true, isa::AddIf(j > 0));
+            }
+          },
+          in.pixels);
   sums->Done(e, a, k);
 }
 
@@ -905,16 +901,14 @@ void FlippedWindow(Emitter& e, const Layout& a, const Layer& l, const LayerRows&
                    int64_t first, int64_t count, int64_t to) {
   const int64_t taps = int64_t{l.kernel_h} * l.kernel_w;
   if (r.cb == 1) return e.Window(dz, count, a.flipped, 0, TilesOf(taps * r.c, a.n), to, 0, first);
-  for (int64_t r0 = 0; r0 < count; r0 += a.acc_rows) {
-    const int64_t len = std::min(a.acc_rows, count - r0);
+  e.Chunks(count, to, 0, false, [&](uint64_t acc, int64_t r0, int64_t len) {
     for (int64_t t = 0; t < taps; ++t)
       for (int j = 0; j < r.cb; ++j) {
         e.Tile(a.flipped + t * r.c + int64_t{j} * a.n);
-        e.P().MatmulWindow(e.U(dz + r.Block(j)), 0, e.U(len), e.U(first + r0), e.U(t), true,
-                           isa::AddIf(t > 0 || j > 0));
+        e.Raw().MatmulWindow(e.U(dz + r.Block(j)), acc, e.U(len), e.U(first + r0), e.U(t), true,
+                             isa::AddIf(t > 0 || j > 0));
       }
-    e.P().Activate(0, e.U(to + r0), e.U(len), 0, false, isa::Pool::kNone);
-  }
+  });
 }
 
 void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, Sums* sums) {
@@ -998,15 +992,13 @@ void MaxPoolBlockGradient(Emitter& e, const Layout& a, const Layer& l, const Lay
   e.P().SetWindow(g);
   for (int img = 0; img < a.mb; ++img)
     IntoInput(e, a, g, in, into + img * in.pixels, [&](int64_t first, int64_t count, int64_t to) {
-      for (int64_t r0 = 0; r0 < count; r0 += a.acc_rows) {
-        const int64_t len = std::min(a.acc_rows, count - r0);
+      e.Chunks(count, to, 0, false, [&](uint64_t acc, int64_t r0, int64_t len) {
         for (int64_t t = 0; t < taps; ++t) {
           const bool load = e.Tile(a.id, false, true);
-          e.P().MatmulWindow(e.U(a.shares + t * r.padded + img * r.pixels), 0, e.U(len),
-                             e.U(first + r0), e.U(taps - 1 - t), load, isa::AddIf(t > 0));
+          e.Raw().MatmulWindow(e.U(a.shares + t * r.padded + img * r.pixels), acc, e.U(len),
+                               e.U(first + r0), e.U(taps - 1 - t), load, isa::AddIf(t > 0));
         }
-        e.P().Activate(0, e.U(to + r0), e.U(len), 0, false, isa::Pool::kNone);
-      }
+      });
     });
 }
 
@@ -1026,12 +1018,10 @@ void EmitConcatBackward(Emitter& e, const Layout& a, const Layer& l, const Layer
   e.Pass(l.name + " gradient");
   for (size_t k = 0; k < l.inputs.size(); ++k) {
     const int64_t into = sums->Into(a, l.inputs[k]);
-    for (int64_t r0 = 0; r0 < r.rows; r0 += a.acc_rows) {
-      const int64_t len = std::min(a.acc_rows, r.rows - r0);
+    e.Chunks(r.rows, into, 0, false, [&](uint64_t acc, int64_t r0, int64_t len) {
       e.Tile(r.shift + (2 * static_cast<int64_t>(k) + 1) * a.n);
-      e.P().Matmul(e.U(r.grad + r0), 0, e.U(len), true, isa::Acc::kOverwrite);
-      e.P().Activate(0, e.U(into + r0), e.U(len), 0, false, isa::Pool::kNone);
-    }
+      e.Raw().Matmul(e.U(r.grad + r0), acc, e.U(len), true, isa::Acc::kOverwrite);
+    });
     sums->Done(e, a, l.inputs[k]);
   }
 }
@@ -1119,6 +1109,7 @@ void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
 isa::Program StepProgram(const Layout& a, const nn::Model& m, const Optimizer& opt, bool prefetch,
                          std::vector<int32_t>* pass_of, PassLog* passes) {
   Emitter e(a);
+  e.TakeTurns();
   shell::StartStep(e, a, prefetch);
   for (int u = 0; u < a.passes; ++u) {
     const Layout au = ForPass(a, u);

@@ -169,11 +169,24 @@ template <typename Layout>
 class StepEmitter {
  public:
   explicit StepEmitter(const Layout& a) : a_(a) { p_.SetFormat(/*bf16=*/true); }
-  isa::ProgramBuilder& P() { return p_; }
+  // The program, every activate Dense and Window have held back emitted (TakeTurns).
+  isa::ProgramBuilder& P() {
+    Flush();
+    return p_;
+  }
   // The instructions from here on belong to pass `name`, of `macs` useful MACs.
   void Pass(const std::string& name, int64_t macs = 0) {
+    Flush();
     passes_.Start(p_.program().words.size(), name, macs);
   }
+  // From here on, Dense's and Window's chunks take turns among regions of the product's
+  // accumulator rows (up to 8, each at least N rows), and each chunk's activate is held back
+  // until the chunks after it have issued their matmuls, as many as the other regions hold:
+  // the controller issues in order, and an activate waits for its rows to drain from the
+  // array (2N cycles after the last enters: docs/timing.md, "Issue"), so a chunk's matmuls
+  // issued after it would wait too. Every other instruction is emitted after the held-back
+  // activates (P, Pass, Transpose, WeightGradient, Take).
+  void TakeTurns() { turns_ = true; }
   PassLog& Passes() { return passes_; }
   // Loads the tile at `ub` (transposed with `transpose`) for the next matmul, which switches
   // to it: returns true. A `constant` tile (one no instruction of the program writes after
@@ -188,36 +201,53 @@ class StepEmitter {
   }
   uint64_t U(int64_t row) const { return static_cast<uint64_t>(row); }
 
+  // `rows` rows of a product, chunk by chunk: `matmuls(acc, r0, len)` issues rows [r0, r0 +
+  // len)'s matmuls into the accumulator rows from `acc` (through Raw(), Tile and U only),
+  // then the chunk's activate (through the ReLU with `relu`, parameter set `set`) writes
+  // them to rows from out + r0 (`stride` apart), held back where TakeTurns. The rows the
+  // matmuls read are not ones a held-back activate writes.
+  void Chunks(int64_t rows, int64_t out, int set, bool relu,
+              const std::function<void(uint64_t, int64_t, int64_t)>& matmuls, int64_t stride = 1) {
+    for (int64_t r0 = 0; r0 < rows; r0 += Chunk()) {
+      const int64_t len = std::min(Chunk(), rows - r0);
+      const int64_t acc = NextAcc();
+      matmuls(U(acc), r0, len);
+      HoldBack({acc, out + r0 * stride, len, set, relu, stride});
+    }
+  }
+  // The program for a Chunks callback's matmuls: the held-back activates stay held.
+  isa::ProgramBuilder& Raw() { return p_; }
+
   // out = x W for `rows` rows (x: kb blocks x_stride rows apart; W: the tile's column block
   // j), through the ReLU with `relu`, chunk by chunk.
   void Dense(int64_t x, int64_t x_stride, const ParamRows& r, int64_t j, int64_t rows, int64_t out,
              bool relu, int set = 0) {
-    for (int64_t r0 = 0; r0 < rows; r0 += a_.acc_rows) {
-      const int64_t len = std::min(a_.acc_rows, rows - r0);
+    FlushWriting(x, x + (r.kb - 1) * x_stride + rows);  // x written by held-back activates
+    Chunks(rows, out, set, relu, [&](uint64_t acc, int64_t r0, int64_t len) {
       for (int64_t k = 0; k < r.kb; ++k) {
         const bool load = Tile(r.wb + r.Block(j, k, a_.n), false, r.kb == 1);
-        p_.Matmul(U(x + k * x_stride + r0), 0, U(len), load, isa::AddIf(k > 0));
+        p_.Matmul(U(x + k * x_stride + r0), acc, U(len), load, isa::AddIf(k > 0));
       }
-      p_.Activate(0, U(out + r0), U(len), U(set), relu, isa::Pool::kNone);
-    }
+    });
   }
   // Output pixels [first, first + pixels) of the window set last over the map at `map`:
   // K-tiles kt0 .. kt0 + kts - 1 through the tiles at `tile` (N rows apart), added, then
   // parameter set `set`, into rows from `out`; with `one_tile`, every K-tile through the
-  // tile at `tile`.
+  // tile at `tile`. The map is not one a held-back activate writes (TakeTurns): the steps'
+  // windows read what earlier passes wrote.
   void Window(int64_t map, int64_t pixels, int64_t tile, int64_t kt0, int64_t kts, int64_t out,
               int set, int64_t first = 0, bool one_tile = false) {
-    for (int64_t r0 = 0; r0 < pixels; r0 += a_.acc_rows) {
-      const int64_t len = std::min(a_.acc_rows, pixels - r0);
+    FlushWriting(map, map + 1);
+    Chunks(pixels, out, set, false, [&](uint64_t acc, int64_t r0, int64_t len) {
       for (int64_t t = 0; t < kts; ++t) {
         const bool load = Tile(one_tile ? tile : tile + t * a_.n, false, kts == 1 || one_tile);
-        p_.MatmulWindow(U(map), 0, U(len), U(first + r0), U(kt0 + t), load, isa::AddIf(t > 0));
+        p_.MatmulWindow(U(map), acc, U(len), U(first + r0), U(kt0 + t), load, isa::AddIf(t > 0));
       }
-      p_.Activate(0, U(out + r0), U(len), U(set), false, isa::Pool::kNone);
-    }
+    });
   }
   // `rows` rows (at most N) of `in`'s N rows transposed: out's row i is lane i of in's rows.
   void Transpose(int64_t in, int64_t out, int64_t rows) {
+    Flush();
     Tile(in, true);
     p_.Matmul(U(a_.id), U(a_.acc_t), U(rows), true, isa::Acc::kOverwrite);
     p_.Activate(U(a_.acc_t), U(out), U(rows), 0, false, isa::Pool::kNone);
@@ -226,6 +256,7 @@ class StepEmitter {
   // ReLU6's), also where it gave 6. The mask goes through the scratch rows, a piece of
   // mask_rows at a time.
   void Mask(int64_t h, int64_t dz, int64_t rows, int64_t top = -1) {
+    Flush();
     for (int64_t r0 = 0; r0 < rows; r0 += a_.mask_rows) {
       const int64_t len = std::min(a_.mask_rows, rows - r0);
       for (const int64_t at : {a_.zero, top}) {
@@ -239,6 +270,7 @@ class StepEmitter {
   // apart; `chunks` chunks of N rows, the sum's index), then into the tile's layout (g).
   void WeightGradient(const ParamRows& r, int64_t dz, int64_t dz_stride, int64_t x,
                       int64_t x_stride, int64_t chunks) {
+    Flush();
     const int n = a_.n;
     for (int64_t j = 0; j < r.mb; ++j) {
       const int outs = r.Outs(j, n);
@@ -254,6 +286,7 @@ class StepEmitter {
   }
   // dWᵀ's block row j from the accumulators (acc_g), then into the tile's layout (g).
   void FinishGradient(const ParamRows& r, int64_t j) {
+    Flush();
     const int n = a_.n;
     for (int64_t k = 0; k < r.kb; ++k) {
       p_.Activate(U(a_.acc_g + k * n), U(r.gt + r.Block(j, k, n)), U(r.Outs(j, n)), 0, false,
@@ -262,15 +295,57 @@ class StepEmitter {
     }
   }
   isa::Program Take() {
+    Flush();
     p_.Halt();
     return p_.Take();
   }
 
  private:
+  // An activate of `rows` accumulator rows from `acc` into buffer rows from `out`.
+  struct Readout {
+    int64_t acc = 0, out = 0, rows = 0;
+    int set = 0;
+    bool relu = false;
+    int64_t stride = 1;
+  };
+  // The regions a chunk's accumulator rows take turns among (TakeTurns), their rows, the first
+  // of the next chunk's.
+  int64_t Turns() const { return turns_ ? std::clamp<int64_t>(a_.acc_rows / a_.n, 1, 8) : 1; }
+  int64_t Chunk() const { return a_.acc_rows / Turns(); }
+  int64_t NextAcc() {
+    const int64_t at = (turn_ % Turns()) * Chunk();
+    ++turn_;
+    return at;
+  }
+  // Holds the activate back until as many chunks as the other regions hold have issued.
+  void HoldBack(const Readout& r) {
+    held_.push_back(r);
+    while (static_cast<int64_t>(held_.size()) >= Turns()) Emit();
+  }
+  void Emit() {
+    const Readout r = held_.front();
+    held_.erase(held_.begin());
+    p_.Activate(U(r.acc), U(r.out), U(r.rows), U(r.set), r.relu, isa::Pool::kNone, U(r.stride));
+  }
+  void Flush() {
+    while (!held_.empty()) Emit();
+  }
+  // Emits the held-back activates up to the last that writes a row of [lo, hi).
+  void FlushWriting(int64_t lo, int64_t hi) {
+    size_t last = 0;
+    for (size_t i = 0; i < held_.size(); ++i)
+      if (held_[i].out < hi && lo < held_[i].out + (held_[i].rows - 1) * held_[i].stride + 1)
+        last = i + 1;
+    for (size_t i = 0; i < last; ++i) Emit();
+  }
+
   const Layout& a_;
   isa::ProgramBuilder p_;
   PassLog passes_;
   int64_t current_ = -1;  // the constant tile in the array, or -1
+  bool turns_ = false;
+  int64_t turn_ = 0;
+  std::vector<Readout> held_;
 };
 
 // Each layer's update from its gradient (the optimizer's vector instructions over its rows,
