@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <limits>
 #include <vector>
@@ -233,7 +234,7 @@ void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int
     values = std::max(values, r.Values(n));
   }
   for (ParamRows& r : a->param) r.gt = take(r.Values(n));
-  a->dzt = take(n);
+  a->dzt = take(2 * int64_t{n});  // two: StepEmitter::TakeTurns
   a->scratch = take(a->mask_rows = std::min<int64_t>(most, 8 * int64_t{n}));
   a->flipped = take(TilesOf(flipped, n) * n);
   a->contrib = take(blocks);
@@ -887,10 +888,12 @@ void IntoInput(Emitter& e, const Layout& a, const isa::WindowGeometry& g, const 
 // rows j N rows on).
 void ConvInputBlock(Emitter& e, const Layout& a, const Layer& l, const ParamRows& p, int bi) {
   const int64_t taps = int64_t{l.kernel_h} * l.kernel_w;
+  std::vector<std::array<int64_t, 3>> each;
   for (int64_t t = 0; t < taps; ++t)
     for (int64_t j = 0; j < p.mb; ++j)
-      e.Transpose(p.wb + p.Block(j, 0, a.n) + t * l.in.c + int64_t{bi} * a.n,
-                  a.flipped + (taps - 1 - t) * l.out.c + j * a.n, p.Outs(j, a.n));
+      each.push_back({p.wb + p.Block(j, 0, a.n) + t * l.in.c + int64_t{bi} * a.n,
+                      a.flipped + (taps - 1 - t) * l.out.c + j * a.n, p.Outs(j, a.n)});
+  e.Transposes(each);
 }
 
 // Output pixels [first, first + count) of the input gradient's window (set last) over the

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -245,6 +246,22 @@ class StepEmitter {
       }
     });
   }
+  // Transposes (in, out, rows) one after another, as Transpose each; with TakeTurns, each
+  // into a region of the product's accumulator rows of its own turn, its activate held back,
+  // all written when this returns.
+  void Transposes(const std::vector<std::array<int64_t, 3>>& each) {
+    for (const auto& [in, out, rows] : each) {
+      if (!turns_) {
+        Transpose(in, out, rows);
+        continue;
+      }
+      Chunks(rows, out, 0, false, [&, in = in, rows = rows](uint64_t acc, int64_t, int64_t) {
+        Tile(in, true);
+        p_.Matmul(U(a_.id), acc, U(rows), true, isa::Acc::kOverwrite);
+      });
+    }
+    Flush();
+  }
   // `rows` rows (at most N) of `in`'s N rows transposed: out's row i is lane i of in's rows.
   void Transpose(int64_t in, int64_t out, int64_t rows) {
     Flush();
@@ -268,31 +285,52 @@ class StepEmitter {
   }
   // dWᵀ = dZᵀ X of layer r (dz: mb blocks dz_stride rows apart; x: kb blocks x_stride rows
   // apart; `chunks` chunks of N rows, the sum's index), then into the tile's layout (g).
+  // With TakeTurns (dzt two blocks of N rows), the next chunk's dZ transposed into the other
+  // block while this chunk's products run: its activate held back until they are issued.
   void WeightGradient(const ParamRows& r, int64_t dz, int64_t dz_stride, int64_t x,
                       int64_t x_stride, int64_t chunks) {
     Flush();
     const int n = a_.n;
     for (int64_t j = 0; j < r.mb; ++j) {
       const int outs = r.Outs(j, n);
+      auto dzt = [&](int64_t c) { return a_.dzt + (turns_ ? (c % 2) * n : 0); };
+      auto transpose = [&](int64_t c) {  // dZ's chunk: outs rows
+        Chunks(outs, dzt(c), 0, false, [&](uint64_t acc, int64_t, int64_t) {
+          Tile(dz + j * dz_stride + c * n, true);
+          p_.Matmul(U(a_.id), acc, U(outs), true, isa::Acc::kOverwrite);
+        });
+      };
+      if (turns_) transpose(0);
       for (int64_t c = 0; c < chunks; ++c) {
-        Transpose(dz + j * dz_stride + c * n, a_.dzt, outs);  // dZ's chunk: outs rows
+        if (!turns_) Transpose(dz + j * dz_stride + c * n, a_.dzt, outs);
+        if (turns_ && c + 1 < chunks) transpose(c + 1);
+        FlushWriting(dzt(c), dzt(c) + outs);
         for (int64_t k = 0; k < r.kb; ++k) {
           Tile(x + k * x_stride + c * n);
-          p_.Matmul(U(a_.dzt), U(a_.acc_g + k * n), U(outs), true, isa::AddIf(c > 0));
+          p_.Matmul(U(dzt(c)), U(a_.acc_g + k * n), U(outs), true, isa::AddIf(c > 0));
         }
       }
       FinishGradient(r, j);
     }
   }
   // dWᵀ's block row j from the accumulators (acc_g), then into the tile's layout (g).
+  // With TakeTurns, every K-tile's rows first, then the transposes one after another, each
+  // into a region of the product's accumulator rows of its own turn, its activate held back.
   void FinishGradient(const ParamRows& r, int64_t j) {
     Flush();
     const int n = a_.n;
     for (int64_t k = 0; k < r.kb; ++k) {
       p_.Activate(U(a_.acc_g + k * n), U(r.gt + r.Block(j, k, n)), U(r.Outs(j, n)), 0, false,
                   isa::Pool::kNone);
-      Transpose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
+      if (!turns_) Transpose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
     }
+    if (!turns_) return;
+    for (int64_t k = 0; k < r.kb; ++k)
+      Chunks(n, r.g + r.Block(j, k, n), 0, false, [&](uint64_t acc, int64_t, int64_t) {
+        Tile(r.gt + r.Block(j, k, n), true);
+        p_.Matmul(U(a_.id), acc, U(n), true, isa::Acc::kOverwrite);
+      });
+    Flush();
   }
   isa::Program Take() {
     Flush();
