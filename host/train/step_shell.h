@@ -251,14 +251,11 @@ class StepEmitter {
   // all written when this returns.
   void Transposes(const std::vector<std::array<int64_t, 3>>& each) {
     for (const auto& [in, out, rows] : each) {
-      if (!turns_) {
+      if (turns_) {
+        HeldTranspose(in, out, rows);
+      } else {
         Transpose(in, out, rows);
-        continue;
       }
-      Chunks(rows, out, 0, false, [&, in = in, rows = rows](uint64_t acc, int64_t, int64_t) {
-        Tile(in, true);
-        p_.Matmul(U(a_.id), acc, U(rows), true, isa::Acc::kOverwrite);
-      });
     }
     Flush();
   }
@@ -295,10 +292,7 @@ class StepEmitter {
       const int outs = r.Outs(j, n);
       auto dzt = [&](int64_t c) { return a_.dzt + (turns_ ? (c % 2) * n : 0); };
       auto transpose = [&](int64_t c) {  // dZ's chunk: outs rows
-        Chunks(outs, dzt(c), 0, false, [&](uint64_t acc, int64_t, int64_t) {
-          Tile(dz + j * dz_stride + c * n, true);
-          p_.Matmul(U(a_.id), acc, U(outs), true, isa::Acc::kOverwrite);
-        });
+        HeldTranspose(dz + j * dz_stride + c * n, dzt(c), outs);
       };
       if (turns_) transpose(0);
       for (int64_t c = 0; c < chunks; ++c) {
@@ -326,10 +320,7 @@ class StepEmitter {
     }
     if (!turns_) return;
     for (int64_t k = 0; k < r.kb; ++k)
-      Chunks(n, r.g + r.Block(j, k, n), 0, false, [&](uint64_t acc, int64_t, int64_t) {
-        Tile(r.gt + r.Block(j, k, n), true);
-        p_.Matmul(U(a_.id), acc, U(n), true, isa::Acc::kOverwrite);
-      });
+      HeldTranspose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
     Flush();
   }
   isa::Program Take() {
@@ -339,6 +330,13 @@ class StepEmitter {
   }
 
  private:
+  // Transpose's product in a region of its own turn, its activate held back (TakeTurns).
+  void HeldTranspose(int64_t in, int64_t out, int64_t rows) {
+    Chunks(rows, out, 0, false, [&](uint64_t acc, int64_t, int64_t) {
+      Tile(in, true);
+      p_.Matmul(U(a_.id), acc, U(rows), true, isa::Acc::kOverwrite);
+    });
+  }
   // An activate of `rows` accumulator rows from `acc` into buffer rows from `out`.
   struct Readout {
     int64_t acc = 0, out = 0, rows = 0;
