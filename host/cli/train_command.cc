@@ -730,14 +730,14 @@ depthwise convolutions, batch normalization in training mode (import --keep-batc
 maps of more channels than the array's N in blocks of N; every layer's output and gradient
 kept in the unified buffer, a batch beyond it taken in passes whose gradients are summed,
 but not with batch normalization, which sees a core's share whole) trains as chip
-programs, forward, loss, backward
-and the optimizer all on the chip, the float32 weights and optimizer state kept in it
-between the steps; the host sends each batch and reads the losses (docs/training.md). On a
-chip of two cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum
-their weight gradients through HBM before the update (--cores 1: core 0 alone). The
-last incomplete batch of an epoch is left out (the chip's program has one batch size). Each
-epoch prints the simulated time at the preset's clock beside the wall time. --verify checks
-every step against the CPU reference of the same arithmetic, bit for bit.
+programs, forward, loss, backward and the optimizer all on the chip, the float32 weights
+and optimizer state kept in it between the steps; the host sends each batch and reads the
+losses (docs/training.md). On a chip of two cores (tpu-v3, tpu-v4) each core takes half
+of the batch and the cores sum their weight gradients through HBM before the update
+(--cores 1: core 0 alone). The last incomplete batch of an epoch is left out (the chip's
+program has one batch size). Each epoch prints the simulated time at the preset's clock
+beside the wall time. --verify checks every step against the CPU reference of the same
+arithmetic, bit for bit.
 
 Examples:
   tpusim train --epochs 8 --out my-lenet5
