@@ -288,6 +288,24 @@ Half CopiedPoolGradient(const Layer& b, const Half& dz, int n) {
   return out;
 }
 
+// An average pooling of each channel block.
+Half AvgPoolBlocks(const Layer& l, const Half& in, int batch, int n) {
+  return ByBlocks(l, in, n, [&](const Layer& b, const Half& x_b, int64_t) {
+    return WindowProduct(x_b, ShapeOf(b.in, batch), MeanWindow(b, false), MeanTile(b), b.in.c, n);
+  });
+}
+
+// MaxPool of each channel block, each block's taps after the one before's into *taps.
+Half MaxPoolBlocks(const Layer& l, const Half& in, int batch, int n, Half* taps) {
+  taps->clear();
+  return ByBlocks(l, in, n, [&](const Layer& b, const Half& x_b, int64_t) {
+    Half taps_b;
+    Half y = MaxPool(b, x_b, batch, n, &taps_b);
+    taps->insert(taps->end(), taps_b.begin(), taps_b.end());
+    return y;
+  });
+}
+
 // MaxPoolBackward of each channel block (MaxPool's taps, block after block), the taps that
 // took each value's gradient into *chosen.
 Half MaxPoolBlocksBackward(const Layer& l, const Half& dy, const Half& y, const Half& taps,
@@ -452,18 +470,9 @@ Half LayerForward(const nn::Model& m, size_t i, const Half& x, int batch, int n,
           chip::Product(f->kept[i], TileRows(l), batch, l.in.Size() + 1, l.out.c, n), relu,
           UpperOf(l));
     case LayerType::kAvgPool2d:
-      return ByBlocks(l, in, n, [&](const Layer& b, const Half& x_b, int64_t) {
-        return WindowProduct(x_b, ShapeOf(b.in, batch), MeanWindow(b, false), MeanTile(b), b.in.c,
-                             n);
-      });
-    case LayerType::kMaxPool2d:  // each block's taps after the one before's
-      f->kept[i].clear();
-      return ByBlocks(l, in, n, [&](const Layer& b, const Half& x_b, int64_t) {
-        Half taps;
-        Half y = MaxPool(b, x_b, batch, n, &taps);
-        f->kept[i].insert(f->kept[i].end(), taps.begin(), taps.end());
-        return y;
-      });
+      return AvgPoolBlocks(l, in, batch, n);
+    case LayerType::kMaxPool2d:
+      return MaxPoolBlocks(l, in, batch, n, &f->kept[i]);
     case LayerType::kAdd: {
       const Half& b = f->Of(l.inputs[1], x);
       Half y(in.size());
