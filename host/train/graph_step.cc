@@ -541,7 +541,6 @@ void ChunkedPoolGradient(Emitter& e, const Layout& a, const LayerRows& in, const
     });
 }
 
-// An average pooling, each channel block by itself.
 // A global pooling's gradient where PoolGradientIsCopied (graph_reference.h): each block's
 // pooled gradient rows (an image's a row) through the tile of one tap, once, then each
 // pixel's row of every image from the accumulators (activate stride=pixels).
@@ -558,6 +557,7 @@ void CopiedPoolGradient(Emitter& e, const Layout& a, const LayerRows& in, const 
     }
 }
 
+// An average pooling, each channel block by itself.
 void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   e.Pass(l.name + " forward");
   const LayerRows& in = a.In(l.inputs[0]);
