@@ -246,17 +246,11 @@ class StepEmitter {
       }
     });
   }
-  // Transposes (in, out, rows) one after another, as Transpose each; with TakeTurns, each
-  // into a region of the product's accumulator rows of its own turn, its activate held back,
-  // all written when this returns.
+  // Transposes (in, out, rows) one after another, as Transpose each, but each into a region
+  // of the product's accumulator rows of its own turn, its activate held back where
+  // TakeTurns; all written when this returns.
   void Transposes(const std::vector<std::array<int64_t, 3>>& each) {
-    for (const auto& [in, out, rows] : each) {
-      if (turns_) {
-        HeldTranspose(in, out, rows);
-      } else {
-        Transpose(in, out, rows);
-      }
-    }
+    for (const auto& [in, out, rows] : each) HeldTranspose(in, out, rows);
     Flush();
   }
   // `rows` rows (at most N) of `in`'s N rows transposed: out's row i is lane i of in's rows.
