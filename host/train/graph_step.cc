@@ -47,6 +47,9 @@ struct LayerRows {
   // back at shift + (2 k + 1) N. A depthwise convolution's: 1 where its gradient's rows are
   // off the diagonal, the gradient's Values rows at `mask`.
   int64_t shift = 0, mask = 0;
+  // A convolution's W'' (ConvInputBlock), each input block's FlippedRows apart: the layout's
+  // `flipped`, or with several passes rows of its own, made in the first pass for them all.
+  int64_t flipped = 0;
   // A batch normalization's: its constants (chip::BatchNormConstants, a float32 row each),
   // the batch's mean, variance and 1 / sqrt(variance + epsilon) (float32 rows), its running
   // statistics (the layout's kept[kept], kept[kept + 1]); x^ goes to f.
@@ -66,7 +69,8 @@ int BlockLanes(int c, int n) { return std::min(c, n); }
 // rows hold mb images; the batch buffers and the results hold b); a later pass's weight
 // gradients go into pass_g's rows and a vector add into the first's.
 struct Layout {
-  int n = 0, b = 0, cores = 1, core = 0, sets = 1, mb = 0, passes = 1;
+  int n = 0, b = 0, cores = 1, core = 0, sets = 1, mb = 0, passes = 1, pass = 0;
+  bool keep_flipped = false;  // each convolution's W'' in rows of its own (MakeLayout)
   int64_t pass_g = 0;
   int64_t bp = 0, img_rows = 0;
   int64_t id = 0, zero = 0, pad = 0, inv_batch = 0, consts = 0;
@@ -214,6 +218,11 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
   a->bias_lane.push_back(pr.ins % a->n);
 }
 
+// The rows of a convolution's W'' of one input block (ConvInputBlock).
+int64_t FlippedRows(const Layer& l, int n) {
+  return TilesOf(int64_t{l.kernel_h} * l.kernel_w * l.out.c, n) * n;
+}
+
 // The scratch rows of the backward pass and the update, after the layers'.
 void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int64_t)>& take) {
   const int n = a->n;
@@ -237,6 +246,12 @@ void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int
   a->dzt = take(2 * int64_t{n});  // two: StepEmitter::TakeTurns
   a->scratch = take(a->mask_rows = std::min<int64_t>(most, 8 * int64_t{n}));
   a->flipped = take(TilesOf(flipped, n) * n);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const Layer& l = m.layers[i];
+    if (l.type != LayerType::kConv2d || l.inputs[0] == nn::kModelInput) continue;
+    a->layer[i].flipped =
+        a->keep_flipped ? take(a->In(l.inputs[0]).cb * FlippedRows(l, n)) : a->flipped;
+  }
   a->contrib = take(blocks);
   a->tap = take(pooled);
   a->taken = take(pooled);
@@ -287,9 +302,12 @@ bool LeavesPixelsOut(const nn::Model& m) {
   return false;
 }
 
+// With `keep_flipped` (several passes), each convolution's W'' has rows of its own
+// (LayerRows::flipped).
 Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const config::TpuConfig& cfg,
-                  int cores, int mb) {
+                  int cores, int mb, bool keep_flipped = false) {
   Layout a;
+  a.keep_flipped = keep_flipped;
   const int n = cfg.array_dim;
   shell::SetBatch(&a, n, batch, cores);
   a.mb = mb;
@@ -340,6 +358,7 @@ Layout ForPass(const Layout& a0, int u) {
   a.loss += 2 * int64_t{u} * a.mb;
   a.logits += int64_t{u} * a.mb;
   a.layer.back().out = a.logits;
+  a.pass = u;
   if (u > 0)
     for (ParamRows& r : a.param) r.g += a.pass_g - a0.param.front().g;
   return a;
@@ -405,7 +424,7 @@ void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
   e.Pass(l.name + " forward", a.b * r.pixels * (p.ins + 1) * p.outs);
-  EmitVector(e.P(), VectorOp::kCopy, p.w, 0, p.wb, p.Values(n), kA32);
+  e.Vector(VectorOp::kCopy, p.w, 0, p.wb, p.Values(n), kA32);
   const bool images = l.inputs[0] == nn::kModelInput;
   FieldMap map{a.x0, 0, 1};
   int64_t per = a.img_rows;
@@ -422,7 +441,7 @@ void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   g.pad_left = static_cast<uint64_t>(l.pad_left);
   g.out_h = static_cast<uint64_t>(l.out.h);
   g.out_w = static_cast<uint64_t>(l.out.w);
-  e.P().SetWindow(g);
+  e.SetWindow(g);
   for (int t = 0; t < a.mb; ++t) {
     FieldMap image = map;
     image.map += t * per;
@@ -473,7 +492,7 @@ void ChunkTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows
                 const LayerRows& r) {
   int64_t k0 = 0;
   ForEachChunk(in, a.n, [&](int64_t p0, int kh, int kw) {
-    e.P().SetWindow(ChunkWindow(kh, kw, in.c, a.n));
+    e.SetWindow(ChunkWindow(kh, kw, in.c, a.n));
     const bool last = p0 + int64_t{kh} * kw >= in.pixels;
     const int64_t kts = last ? p.kb - k0 : int64_t{kh} * kw * in.c / a.n;
     for (int64_t k = 0; k < kts; ++k)
@@ -489,7 +508,7 @@ void ChunkTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows
 void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   e.Pass(l.name + " forward", int64_t{a.b} * (p.ins + 1) * p.outs);
-  EmitVector(e.P(), VectorOp::kCopy, p.w, 0, p.wb, p.Values(a.n), kA32);
+  e.Vector(VectorOp::kCopy, p.w, 0, p.wb, p.Values(a.n), kA32);
   const int k0 = l.inputs[0];
   if (k0 == nn::kModelInput || a.In(k0).source == nn::kModelInput) {
     ImageTiles(e, a, p, r);
@@ -497,7 +516,7 @@ void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
     ChunkTiles(e, a, p, a.In(k0), r);
   } else {
     const LayerRows& in = a.In(k0);
-    e.P().SetWindow(WholeMaps(in, a.mb, a.n));
+    e.SetWindow(WholeMaps(in, a.mb, a.n));
     for (int64_t k = 0; k < p.kb; ++k)
       FieldTile(e, a, p, k, {in.out, in.padded, in.cb}, a.mb, r.f + k * r.padded, r.set);
   }
@@ -510,7 +529,7 @@ void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
 void ChunkedPool(Emitter& e, const Layout& a, const LayerRows& in, const LayerRows& r) {
   for (int t = 0; t < a.mb; ++t) {
     ForEachChunk(in, a.n, [&](int64_t p0, int kh, int kw) {
-      e.P().SetWindow(ChunkWindow(kh, kw, in.c, a.n));
+      e.SetWindow(ChunkWindow(kh, kw, in.c, a.n));
       for (int64_t k = 0; k < TilesOf(int64_t{kh} * kw * in.c, a.n); ++k) {
         const bool load = e.Tile(r.tile + k * a.n);
         e.P().MatmulWindow(e.U(in.out + t * in.pixels + p0), 0, 1, 0, e.U(k), load,
@@ -535,7 +554,7 @@ void ChunkedPoolGradient(Emitter& e, const Layout& a, const LayerRows& in, const
       g.pad_left = static_cast<uint64_t>(kw - 1);
       g.out_h = static_cast<uint64_t>(kh);
       g.out_w = static_cast<uint64_t>(kw);
-      e.P().SetWindow(g);
+      e.SetWindow(g);
       e.Window(r.grad + t, int64_t{kh} * kw, r.tile, 0, TilesOf(int64_t{kh} * kw * in.c, a.n),
                into + t * in.pixels + p0, 0);
     });
@@ -565,7 +584,7 @@ void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   const bool one = TapATile(l, a.n);
   if (l.global_pool && !FitsAWindow(in.h, in.w)) return ChunkedPool(e, a, in, r);
   if (l.global_pool) {
-    e.P().SetWindow(WholeMaps(in, a.mb, a.n));
+    e.SetWindow(WholeMaps(in, a.mb, a.n));
     for (int j = 0; j < r.cb; ++j)
       e.Window(in.out + in.Block(j), a.mb, r.tile, 0, kts, r.out + r.Block(j), 0, 0, one);
     return;
@@ -578,7 +597,7 @@ void EmitPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   g.pad_left = static_cast<uint64_t>(l.pad_left);
   g.out_h = static_cast<uint64_t>(r.h);
   g.out_w = static_cast<uint64_t>(r.w);
-  e.P().SetWindow(g);
+  e.SetWindow(g);
   for (int j = 0; j < r.cb; ++j)
     for (int t = 0; t < a.mb; ++t)
       e.Window(in.out + in.Block(j) + t * in.pixels, r.pixels, r.tile, 0, kts,
@@ -619,7 +638,7 @@ int64_t Taps(const Layer& l) { return int64_t{l.pool_h} * l.pool_w; }
 void EmitMaxPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   e.Pass(l.name + " forward");
   const LayerRows& in = a.In(l.inputs[0]);
-  e.P().SetWindow(MaxGeometry(l, a.n));
+  e.SetWindow(MaxGeometry(l, a.n));
   for (int j = 0; j < r.cb; ++j)
     for (int t = 0; t < a.mb; ++t)
       MaxTaps(e, a, in.out + in.Block(j) + t * in.pixels, r.pixels, 0, Taps(l),
@@ -875,24 +894,24 @@ void IntoInput(Emitter& e, const Layout& a, const isa::WindowGeometry& g, const 
   if (w == in.w) run(0, h * w, out);
   for (int64_t y = 0; y < h && w < in.w; ++y) {
     run(y * w, w, out + y * in.w);
-    EmitVector(e.P(), VectorOp::kCopy, a.zero, 0, out + y * in.w + w, in.w - w, 0);
+    e.Vector(VectorOp::kCopy, a.zero, 0, out + y * in.w + w, in.w - w, 0);
   }
   for (int64_t r0 = h * in.w; r0 < in.pixels; r0 += a.n)
-    EmitVector(e.P(), VectorOp::kCopy, a.zero, 0, out + r0, std::min<int64_t>(a.n, in.pixels - r0),
-               0);
+    e.Vector(VectorOp::kCopy, a.zero, 0, out + r0, std::min<int64_t>(a.n, in.pixels - r0), 0);
 }
 
 // W'' of input channel block bi (its input channels the lanes): its tap (taps - 1 - t), an
 // output channel a row, from tap t of the weights transposed, a block of the outputs at a
 // time (out.c rows a tap: with one block, the outputs packed; with several, block j's N
 // rows j N rows on).
-void ConvInputBlock(Emitter& e, const Layout& a, const Layer& l, const ParamRows& p, int bi) {
+void ConvInputBlock(Emitter& e, const Layout& a, const Layer& l, const ParamRows& p, int bi,
+                    int64_t flipped) {
   const int64_t taps = int64_t{l.kernel_h} * l.kernel_w;
   std::vector<std::array<int64_t, 3>> each;
   for (int64_t t = 0; t < taps; ++t)
     for (int64_t j = 0; j < p.mb; ++j)
       each.push_back({p.wb + p.Block(j, 0, a.n) + t * l.in.c + int64_t{bi} * a.n,
-                      a.flipped + (taps - 1 - t) * l.out.c + j * a.n, p.Outs(j, a.n)});
+                      flipped + (taps - 1 - t) * l.out.c + j * a.n, p.Outs(j, a.n)});
   e.Transposes(each);
 }
 
@@ -901,13 +920,13 @@ void ConvInputBlock(Emitter& e, const Layout& a, const Layer& l, const ParamRows
 // block of outputs the window's K-tiles of the packed taps; with several, each tap of each
 // block in turn (the order of W'''s rows: tap, then output channel), added.
 void FlippedWindow(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, int64_t dz,
-                   int64_t first, int64_t count, int64_t to) {
+                   int64_t flipped, int64_t first, int64_t count, int64_t to) {
   const int64_t taps = int64_t{l.kernel_h} * l.kernel_w;
-  if (r.cb == 1) return e.Window(dz, count, a.flipped, 0, TilesOf(taps * r.c, a.n), to, 0, first);
+  if (r.cb == 1) return e.Window(dz, count, flipped, 0, TilesOf(taps * r.c, a.n), to, 0, first);
   e.Chunks(count, to, 0, false, [&](uint64_t acc, int64_t r0, int64_t len) {
     for (int64_t t = 0; t < taps; ++t)
       for (int j = 0; j < r.cb; ++j) {
-        e.Tile(a.flipped + t * r.c + int64_t{j} * a.n);
+        e.Tile(flipped + t * r.c + int64_t{j} * a.n);
         e.Raw().MatmulWindow(e.U(dz + r.Block(j)), acc, e.U(len), e.U(first + r0), e.U(t), true,
                              isa::AddIf(t > 0 || j > 0));
       }
@@ -928,13 +947,15 @@ void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   e.Pass(l.name + " input gradient", int64_t{a.b} * in.pixels * p.ins * p.outs);
   const isa::WindowGeometry g = GradientWindow(r, BlockLanes(r.c, n), n, l.kernel_h, l.kernel_w,
                                                l.stride, l.pad_top, l.pad_left, in);
+  const bool made = a.pass > 0 && r.flipped != a.flipped;  // in the first pass
   for (int bi = 0; bi < in.cb; ++bi) {
-    ConvInputBlock(e, a, l, p, bi);
-    e.P().SetWindow(g);
+    const int64_t flipped = r.flipped + (r.flipped == a.flipped ? 0 : bi * FlippedRows(l, n));
+    if (!made) ConvInputBlock(e, a, l, p, bi, flipped);
+    e.SetWindow(g);
     for (int img = 0; img < a.mb; ++img)
       IntoInput(e, a, g, in, into + in.Block(bi) + img * in.pixels,
                 [&](int64_t first, int64_t count, int64_t to) {
-                  FlippedWindow(e, a, l, r, r.grad + img * r.pixels, first, count, to);
+                  FlippedWindow(e, a, l, r, r.grad + img * r.pixels, flipped, first, count, to);
                 });
   }
   sums->Done(e, a, k);
@@ -958,7 +979,7 @@ void EmitPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   const isa::WindowGeometry g =
       GradientWindow(r, BlockLanes(r.c, a.n), a.n, l.pool_h, l.pool_w, global ? 1 : l.pool_stride,
                      l.pad_top, l.pad_left, in);
-  e.P().SetWindow(g);
+  e.SetWindow(g);
   for (int j = 0; j < r.cb; ++j)
     for (int img = 0; img < a.mb; ++img)
       IntoInput(e, a, g, in, into + in.Block(j) + img * in.pixels,
@@ -977,7 +998,7 @@ void MaxPoolBlockGradient(Emitter& e, const Layout& a, const Layer& l, const Lay
                           int64_t into) {
   const LayerRows& in = a.In(l.inputs[0]);
   const int64_t taps = Taps(l), out = r.out + r.Block(j), grad = r.grad + r.Block(j);
-  e.P().SetWindow(MaxGeometry(l, a.n));
+  e.SetWindow(MaxGeometry(l, a.n));
   for (int64_t t = 0; t < taps; ++t) {
     for (int img = 0; img < a.mb; ++img)
       MaxTaps(e, a, in.out + in.Block(j) + img * in.pixels, r.pixels, t, t + 1,
@@ -992,7 +1013,7 @@ void MaxPoolBlockGradient(Emitter& e, const Layout& a, const Layer& l, const Lay
   }
   const isa::WindowGeometry g =
       GradientWindow(r, a.n, a.n, l.pool_h, l.pool_w, l.pool_stride, l.pad_top, l.pad_left, in);
-  e.P().SetWindow(g);
+  e.SetWindow(g);
   for (int img = 0; img < a.mb; ++img)
     IntoInput(e, a, g, in, into + img * in.pixels, [&](int64_t first, int64_t count, int64_t to) {
       e.Chunks(count, to, 0, false, [&](uint64_t acc, int64_t r0, int64_t len) {
@@ -1276,7 +1297,8 @@ void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {
 }
 
 // The layout of a core's b images in as few passes as fit the chip: the most images a pass
-// that divide b and whose layout fits the unified buffer. Throws UsageError where even one
+// that divide b and whose layout fits the unified buffer; with several passes, each
+// convolution's W'' kept for them all where that fits too. Throws UsageError where even one
 // image a pass does not fit, or the accumulators are too few.
 Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const config::TpuConfig& cfg,
                      int cores) {
@@ -1288,7 +1310,11 @@ Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const conf
           fmt::format("config '{}': acc_depth_rows = {} is too few for the step of '{}'", cfg.name,
                       cfg.acc_depth_rows, m.name));
     }
-    if (a.end <= cfg.ub_depth_rows) return a;
+    if (a.end <= cfg.ub_depth_rows) {
+      if (mb == b) return a;
+      const Layout kept = MakeLayout(m, b, opt, cfg, cores, mb, /*keep_flipped=*/true);
+      return kept.end <= cfg.ub_depth_rows ? kept : a;
+    }
     if (mb > 1) continue;
     throw UsageError(fmt::format(
         "the step of '{}' needs {} unified-buffer rows even one image a pass (every layer's "

@@ -157,8 +157,11 @@ int PassLog::Name(const std::string& name, int64_t macs) {
 
 std::vector<int32_t> PassLog::PassOf(size_t instructions) const {
   std::vector<int32_t> of(instructions, 0);
-  for (const Run& r : runs_)
-    for (size_t w = r.start; w < instructions; ++w) of[w] = r.pass;
+  for (size_t i = 0; i < runs_.size(); ++i) {  // each run up to the next one's start
+    const size_t end =
+        i + 1 < runs_.size() ? std::min(runs_[i + 1].start, instructions) : instructions;
+    for (size_t w = runs_[i].start; w < end; ++w) of[w] = runs_[i].pass;
+  }
   for (const Run& r : filled_)
     for (size_t w = r.start; w < r.end; ++w) of[w] = r.pass;
   return of;

@@ -144,6 +144,10 @@ class PassLog {
   std::vector<int32_t> PassOf(size_t instructions) const;
   const std::vector<std::string>& Names() const { return names_; }
   const std::vector<int64_t>& Macs() const { return macs_; }
+  // The pass of the instructions emitted now (0 before the first run), and how many runs
+  // have started (each Start, a new one, even of a pass seen before).
+  int Current() const { return runs_.empty() ? 0 : runs_.back().pass; }
+  size_t Runs() const { return runs_.size(); }
 
  private:
   struct Run {

@@ -173,12 +173,27 @@ class StepEmitter {
   // The program, every activate Dense and Window have held back emitted (TakeTurns).
   isa::ProgramBuilder& P() {
     Flush();
+    window_known_ = false;  // the caller may set another window
     return p_;
   }
-  // The instructions from here on belong to pass `name`, of `macs` useful MACs.
+  // The instructions from here on belong to pass `name`, of `macs` useful MACs. The
+  // activates held back stay held (each counted in its own pass): the next pass's reads
+  // emit those that write what they read (Dense, Window), or all of them (Chunks, P).
   void Pass(const std::string& name, int64_t macs = 0) {
-    Flush();
     passes_.Start(p_.program().words.size(), name, macs);
+  }
+  // Sets the window geometry the next windows take. Emitted without the held-back
+  // activates, which no window setting touches; Window reads its map's rows (docs/isa.md).
+  void SetWindow(const isa::WindowGeometry& g) {
+    p_.SetWindow(g);
+    window_ = g;
+    window_known_ = true;
+  }
+  // A vector instruction over `rows` rows (float32 operands two rows a row) after the
+  // held-back activates that write any row it reads or writes.
+  void Vector(hw::VectorOp op, int64_t x, int64_t y, int64_t out, int64_t rows, int flags) {
+    for (const int64_t at : {x, y, out}) FlushWriting(at, at + 2 * rows);
+    EmitVector(p_, op, x, y, out, rows, flags);
   }
   // From here on, Dense's and Window's chunks take turns among regions of the product's
   // accumulator rows (up to 8, each at least N rows), and each chunk's activate is held back
@@ -196,7 +211,9 @@ class StepEmitter {
   // (returns false).
   bool Tile(int64_t ub, bool transpose = false, bool constant = false) {
     if (constant && ub == current_) return false;
+    FlushWriting(ub, ub + a_.n);
     p_.LoadWeights(U(ub), 1, transpose);
+    ++loads_;
     current_ = constant ? ub : -1;
     return true;
   }
@@ -206,25 +223,26 @@ class StepEmitter {
   // len)'s matmuls into the accumulator rows from `acc` (through Raw(), Tile and U only),
   // then the chunk's activate (through the ReLU with `relu`, parameter set `set`) writes
   // them to rows from out + r0 (`stride` apart), held back where TakeTurns. The rows the
-  // matmuls read are not ones a held-back activate writes.
+  // matmuls read are not ones this pass's held-back activates write; an earlier pass's are
+  // emitted first.
   void Chunks(int64_t rows, int64_t out, int set, bool relu,
               const std::function<void(uint64_t, int64_t, int64_t)>& matmuls, int64_t stride = 1) {
-    for (int64_t r0 = 0; r0 < rows; r0 += Chunk()) {
-      const int64_t len = std::min(Chunk(), rows - r0);
-      const int64_t acc = NextAcc();
-      matmuls(U(acc), r0, len);
-      HoldBack({acc, out + r0 * stride, len, set, relu, stride});
-    }
+    FlushEarlierPasses();
+    TakeChunks(rows, out, set, relu, matmuls, stride);
   }
+  // The chunk length a product's chunks take (Chunks).
+  int64_t ChunkRows() const { return Chunk(); }
   // The program for a Chunks callback's matmuls: the held-back activates stay held.
   isa::ProgramBuilder& Raw() { return p_; }
 
   // out = x W for `rows` rows (x: kb blocks x_stride rows apart; W: the tile's column block
-  // j), through the ReLU with `relu`, chunk by chunk.
+  // j), through the ReLU with `relu`, chunk by chunk, each after the held-back activates
+  // that write the x rows it reads.
   void Dense(int64_t x, int64_t x_stride, const ParamRows& r, int64_t j, int64_t rows, int64_t out,
              bool relu, int set = 0) {
-    FlushWriting(x, x + (r.kb - 1) * x_stride + rows);  // x written by held-back activates
-    Chunks(rows, out, set, relu, [&](uint64_t acc, int64_t r0, int64_t len) {
+    TakeChunks(rows, out, set, relu, [&](uint64_t acc, int64_t r0, int64_t len) {
+      for (int64_t k = 0; k < r.kb; ++k)
+        FlushWriting(x + k * x_stride + r0, x + k * x_stride + r0 + len);
       for (int64_t k = 0; k < r.kb; ++k) {
         const bool load = Tile(r.wb + r.Block(j, k, a_.n), false, r.kb == 1);
         p_.Matmul(U(x + k * x_stride + r0), acc, U(len), load, isa::AddIf(k > 0));
@@ -234,12 +252,18 @@ class StepEmitter {
   // Output pixels [first, first + pixels) of the window set last over the map at `map`:
   // K-tiles kt0 .. kt0 + kts - 1 through the tiles at `tile` (N rows apart), added, then
   // parameter set `set`, into rows from `out`; with `one_tile`, every K-tile through the
-  // tile at `tile`. The map is not one a held-back activate writes (TakeTurns): the steps'
-  // windows read what earlier passes wrote.
+  // tile at `tile`. After the held-back activates that write the map's rows (the window's
+  // footprint, docs/isa.md) where SetWindow set the window, else after an earlier pass's:
+  // this pass's held-back activates do not write the map (the steps' windows read what
+  // earlier passes or vector instructions wrote).
   void Window(int64_t map, int64_t pixels, int64_t tile, int64_t kt0, int64_t kts, int64_t out,
               int set, int64_t first = 0, bool one_tile = false) {
-    FlushWriting(map, map + 1);
-    Chunks(pixels, out, set, false, [&](uint64_t acc, int64_t r0, int64_t len) {
+    if (window_known_) {
+      FlushWriting(map, map + Footprint());
+    } else {
+      FlushEarlierPasses();
+    }
+    TakeChunks(pixels, out, set, false, [&](uint64_t acc, int64_t r0, int64_t len) {
       for (int64_t t = 0; t < kts; ++t) {
         const bool load = Tile(one_tile ? tile : tile + t * a_.n, false, kts == 1 || one_tile);
         p_.MatmulWindow(U(map), acc, U(len), U(first + r0), U(kt0 + t), load, isa::AddIf(t > 0));
@@ -263,14 +287,14 @@ class StepEmitter {
   // Where the ReLU gave 0 (h's rows), dz = 0: dz's rows in place; with `top` (a row of 6s,
   // ReLU6's), also where it gave 6. The mask goes through the scratch rows, a piece of
   // mask_rows at a time.
+  // Each piece after the held-back activates that write its rows.
   void Mask(int64_t h, int64_t dz, int64_t rows, int64_t top = -1) {
-    Flush();
     for (int64_t r0 = 0; r0 < rows; r0 += a_.mask_rows) {
       const int64_t len = std::min(a_.mask_rows, rows - r0);
       for (const int64_t at : {a_.zero, top}) {
         if (at < 0) continue;
-        EmitVector(p_, hw::VectorOp::kEqual, h + r0, at, a_.scratch, len, kBcast);
-        EmitVector(p_, hw::VectorOp::kSelect, a_.scratch, a_.zero, dz + r0, len, kBcast);
+        Vector(hw::VectorOp::kEqual, h + r0, at, a_.scratch, len, kBcast);
+        Vector(hw::VectorOp::kSelect, a_.scratch, a_.zero, dz + r0, len, kBcast);
       }
     }
   }
@@ -278,9 +302,10 @@ class StepEmitter {
   // apart; `chunks` chunks of N rows, the sum's index), then into the tile's layout (g).
   // With TakeTurns (dzt two blocks of N rows), the next chunk's dZ transposed into the other
   // block while this chunk's products run: its activate held back until they are issued.
+  // Its tiles are loaded after the held-back activates that write them (Tile), its
+  // accumulators (acc_g, acc_t) are none of theirs.
   void WeightGradient(const ParamRows& r, int64_t dz, int64_t dz_stride, int64_t x,
                       int64_t x_stride, int64_t chunks) {
-    Flush();
     const int n = a_.n;
     for (int64_t j = 0; j < r.mb; ++j) {
       const int outs = r.Outs(j, n);
@@ -297,6 +322,7 @@ class StepEmitter {
           Tile(x + k * x_stride + c * n);
           p_.Matmul(U(dzt(c)), U(a_.acc_g + k * n), U(outs), true, isa::AddIf(c > 0));
         }
+        Streams(r.kb, outs, a_.acc_g, a_.acc_g + (r.kb - 1) * n + outs);
       }
       FinishGradient(r, j);
     }
@@ -310,6 +336,8 @@ class StepEmitter {
     for (int64_t k = 0; k < r.kb; ++k) {
       p_.Activate(U(a_.acc_g + k * n), U(r.gt + r.Block(j, k, n)), U(r.Outs(j, n)), 0, false,
                   isa::Pool::kNone);
+      clock_.issue = std::max({clock_.issue, clock_.activate, span_.until});
+      clock_.activate = clock_.issue + r.Outs(j, n);
       if (!turns_) Transpose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
     }
     if (!turns_) return;
@@ -326,39 +354,127 @@ class StepEmitter {
  private:
   // Transpose's product in a region of its own turn, its activate held back (TakeTurns).
   void HeldTranspose(int64_t in, int64_t out, int64_t rows) {
-    Chunks(rows, out, 0, false, [&](uint64_t acc, int64_t, int64_t) {
+    TakeChunks(rows, out, 0, false, [&](uint64_t acc, int64_t, int64_t) {
       Tile(in, true);
       p_.Matmul(U(a_.id), acc, U(rows), true, isa::Acc::kOverwrite);
     });
   }
-  // An activate of `rows` accumulator rows from `acc` into buffer rows from `out`.
+  // Chunks' chunks, the rows they read written (this pass's held-back activates do not write
+  // them, or the caller emitted those that do).
+  void TakeChunks(int64_t rows, int64_t out, int set, bool relu,
+                  const std::function<void(uint64_t, int64_t, int64_t)>& matmuls,
+                  int64_t stride = 1) {
+    for (int64_t r0 = 0; r0 < rows; r0 += Chunk()) {
+      const int64_t len = std::min(Chunk(), rows - r0);
+      const int64_t acc = NextAcc(len);
+      const size_t words = p_.program().words.size();
+      const int64_t others = loads_ + emitted_;
+      matmuls(U(acc), r0, len);
+      // Its matmuls: the words it added less its loads and the activates emitted among them.
+      const int64_t added = static_cast<int64_t>(p_.program().words.size() - words);
+      Streams(added - (loads_ + emitted_ - others), len, acc, acc + len);
+      HoldBack({acc, out + r0 * stride, len, set, relu, stride});
+    }
+  }
+  // The rows a window over the map reads (its footprint, docs/isa.md): ceil(((in_h in_w -
+  // 1) pixel_bytes + channels) / N).
+  int64_t Footprint() const {
+    const uint64_t values =
+        (window_.in_h * window_.in_w - 1) * window_.pixel_bytes + window_.channels;
+    return static_cast<int64_t>((values + static_cast<uint64_t>(a_.n) - 1) /
+                                static_cast<uint64_t>(a_.n));
+  }
+  // An activate of `rows` accumulator rows from `acc` into buffer rows from `out`, held back
+  // in run `run` of pass `pass` (PassLog).
   struct Readout {
     int64_t acc = 0, out = 0, rows = 0;
     int set = 0;
     bool relu = false;
     int64_t stride = 1;
+    int pass = 0;
+    size_t run = 0;
   };
-  // The regions a chunk's accumulator rows take turns among (TakeTurns), their rows, the first
-  // of the next chunk's.
+  // The most rows a chunk takes: an eighth of the accumulators (TakeTurns; at least N rows),
+  // or all of them.
   int64_t Turns() const { return turns_ ? std::clamp<int64_t>(a_.acc_rows / a_.n, 1, 8) : 1; }
   int64_t Chunk() const { return a_.acc_rows / Turns(); }
-  int64_t NextAcc() {
-    const int64_t at = (turn_ % Turns()) * Chunk();
-    ++turn_;
+  // A chunk's `len` accumulator rows: the next of the ring [0, acc_rows) (from 0 again where
+  // they would pass its end), after the held-back activates that read any of them.
+  int64_t NextAcc(int64_t len) {
+    if (!turns_) return 0;
+    if (ring_ + len > a_.acc_rows) ring_ = 0;
+    const int64_t at = ring_;
+    ring_ += len;
+    auto reads = [&](const Readout& r) { return r.acc < at + len && at < r.acc + r.rows; };
+    while (std::any_of(held_.begin(), held_.end(), reads)) Emit();
     return at;
   }
-  // Holds the activate back until as many chunks as the other regions hold have issued.
-  void HoldBack(const Readout& r) {
-    held_.push_back(r);
-    while (static_cast<int64_t>(held_.size()) >= Turns()) Emit();
+  // A model of when the units free, to choose when a held-back activate goes out (the chip's
+  // own timing is the engines'): `matmuls` matmuls of `len` rows each into accumulator rows
+  // [lo, hi), issued one after the other as the matrix unit frees. Their rows drain 2N cycles
+  // after each last row enters the array, and a matmul whose last row enters while others
+  // drain joins their span (docs/timing.md, "Hazards"): an activate reading any row of the
+  // span waits until all of it has drained.
+  void Streams(int64_t matmuls, int64_t len, int64_t lo, int64_t hi) {
+    if (matmuls <= 0) return;
+    const int64_t start = std::max(clock_.issue, clock_.matrix);
+    if (span_.until > start + len) {
+      span_.lo = std::min(span_.lo, lo);
+      span_.hi = std::max(span_.hi, hi);
+    } else {
+      span_.lo = lo;
+      span_.hi = hi;
+    }
+    clock_.matrix = start + matmuls * len;
+    clock_.issue = clock_.matrix - len;
+    span_.until = clock_.matrix + 2 * a_.n;
   }
+  // When the held-back activate `r` would issue if emitted now (the model's: Streams).
+  int64_t IssueAt(const Readout& r) const {
+    const int64_t t = std::max(clock_.issue, clock_.activate);
+    const bool drains = r.acc < span_.hi && span_.lo < r.acc + r.rows;
+    return drains ? std::max(t, span_.until) : t;
+  }
+  // Holds the activate back, then emits the held-back activates, oldest first, that would
+  // issue before the matrix unit frees (IssueAt): they delay no matmul, and what the later
+  // chunks read is written early. The others wait for the ring's rows or a read of what
+  // they write; but matmuls shorter than 2N rows, one after the other, keep a span draining
+  // that holds every activate back, so where those held back take a quarter of the ring, the
+  // oldest goes out anyway: the matrix unit waits once for the span to drain (measured on
+  // the networks of docs/training.md, "Activates held back": a half or an eighth did worse),
+  // and the others go out beside the matmuls after it.
+  void HoldBack(Readout r) {
+    r.pass = passes_.Current();
+    r.run = passes_.Runs();
+    held_.push_back(r);
+    if (!turns_) return Flush();
+    EmitTimely();
+    int64_t rows = 0;
+    for (const Readout& h : held_) rows += h.rows;
+    if (4 * rows < a_.acc_rows) return;
+    Emit();
+    EmitTimely();
+  }
+  void EmitTimely() {
+    while (!held_.empty() && IssueAt(held_.front()) <= clock_.matrix) Emit();
+  }
+  // The oldest held-back activate, counted in the pass that held it back.
   void Emit() {
     const Readout r = held_.front();
     held_.erase(held_.begin());
+    const size_t at = p_.program().words.size();
     p_.Activate(U(r.acc), U(r.out), U(r.rows), U(r.set), r.relu, isa::Pool::kNone, U(r.stride));
+    if (r.run != passes_.Runs()) passes_.Fill(at, r.pass, p_.program().words.size());
+    clock_.issue = IssueAt(r);
+    clock_.activate = clock_.issue + r.rows;
+    ++emitted_;
   }
   void Flush() {
     while (!held_.empty()) Emit();
+  }
+  // Emits the activates earlier passes held back.
+  void FlushEarlierPasses() {
+    while (!held_.empty() && held_.front().run != passes_.Runs()) Emit();
   }
   // Emits the held-back activates up to the last that writes a row of [lo, hi).
   void FlushWriting(int64_t lo, int64_t hi) {
@@ -374,8 +490,17 @@ class StepEmitter {
   PassLog passes_;
   int64_t current_ = -1;  // the constant tile in the array, or -1
   bool turns_ = false;
-  int64_t turn_ = 0;
+  int64_t ring_ = 0;  // the next chunk's accumulator rows (NextAcc)
   std::vector<Readout> held_;
+  struct {
+    int64_t issue = 0, matrix = 0, activate = 0;  // when the last issued, when each unit frees
+  } clock_;
+  struct {
+    int64_t lo = 0, hi = 0, until = 0;  // the accumulator rows draining, until when
+  } span_;
+  int64_t loads_ = 0, emitted_ = 0;  // tiles loaded, held-back activates emitted
+  isa::WindowGeometry window_;       // the last SetWindow's, where window_known_
+  bool window_known_ = false;
 };
 
 // Each layer's update from its gradient (the optimizer's vector instructions over its rows,
