@@ -195,13 +195,13 @@ class StepEmitter {
     for (const int64_t at : {x, y, out}) FlushWriting(at, at + 2 * rows);
     EmitVector(p_, op, x, y, out, rows, flags);
   }
-  // From here on, Dense's and Window's chunks take turns among regions of the product's
-  // accumulator rows (up to 8, each at least N rows), and each chunk's activate is held back
-  // until the chunks after it have issued their matmuls, as many as the other regions hold:
-  // the controller issues in order, and an activate waits for its rows to drain from the
-  // array (2N cycles after the last enters: docs/timing.md, "Issue"), so a chunk's matmuls
-  // issued after it would wait too. Every other instruction is emitted after the held-back
-  // activates (P, Pass, Transpose, WeightGradient, Take).
+  // From here on, the chunks of Chunks, Dense and Window take their accumulator rows from a
+  // ring over the product's (NextAcc), and each chunk's activate is held back and emitted
+  // among the later chunks' matmuls (HoldBack): the controller issues in order, and an
+  // activate waits for its rows to drain from the array (2N cycles after the last enters:
+  // docs/timing.md, "Issue"), so a chunk's matmuls issued after it would wait too. A read of
+  // rows a held-back activate writes emits it first (FlushWriting); P, Transpose and Take
+  // emit them all (docs/training.md, "Activates held back").
   void TakeTurns() { turns_ = true; }
   PassLog& Passes() { return passes_; }
   // Loads the tile at `ub` (transposed with `transpose`) for the next matmul, which switches
@@ -286,8 +286,7 @@ class StepEmitter {
   }
   // Where the ReLU gave 0 (h's rows), dz = 0: dz's rows in place; with `top` (a row of 6s,
   // ReLU6's), also where it gave 6. The mask goes through the scratch rows, a piece of
-  // mask_rows at a time.
-  // Each piece after the held-back activates that write its rows.
+  // mask_rows at a time, each after the held-back activates that write its rows.
   void Mask(int64_t h, int64_t dz, int64_t rows, int64_t top = -1) {
     for (int64_t r0 = 0; r0 < rows; r0 += a_.mask_rows) {
       const int64_t len = std::min(a_.mask_rows, rows - r0);
@@ -413,7 +412,7 @@ class StepEmitter {
   // own timing is the engines'): `matmuls` matmuls of `len` rows each into accumulator rows
   // [lo, hi), issued one after the other as the matrix unit frees. Their rows drain 2N cycles
   // after each last row enters the array, and a matmul whose last row enters while others
-  // drain joins their span (docs/timing.md, "Hazards"): an activate reading any row of the
+  // drain joins their span (docs/timing.md, "Issue"): an activate reading any row of the
   // span waits until all of it has drained.
   void Streams(int64_t matmuls, int64_t len, int64_t lo, int64_t hi) {
     if (matmuls <= 0) return;
@@ -455,6 +454,7 @@ class StepEmitter {
     Emit();
     EmitTimely();
   }
+  // Emits the oldest held-back activates while they would issue before the matrix unit frees.
   void EmitTimely() {
     while (!held_.empty() && IssueAt(held_.front()) <= clock_.matrix) Emit();
   }
