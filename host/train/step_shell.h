@@ -230,8 +230,6 @@ class StepEmitter {
     FlushEarlierPasses();
     TakeChunks(rows, out, set, relu, matmuls, stride);
   }
-  // The chunk length a product's chunks take (Chunks).
-  int64_t ChunkRows() const { return Chunk(); }
   // The program for a Chunks callback's matmuls: the held-back activates stay held.
   isa::ProgramBuilder& Raw() { return p_; }
 

@@ -240,6 +240,15 @@ TEST(GraphStepTest, MapsOfSeveralChannelBlocksEqualTheReference) {
   two.cores = 2;
   const auto chip2 = TestEngine(engine::EngineKind::kFast, two);
   StepsEqualReference(chip2.get(), BlockGraph(35), 4, Optimizer::Kind::kAdam, 2, 2);
+  // A batch beyond the buffer in passes: the second convolution's W'' of two input blocks
+  // made in the first pass and read by the second (fails where the first does not make it).
+  config::TpuConfig small = Bf16Small();
+  const nn::Model m = BlockMapGraph(36, false);
+  small.ub_depth_rows =
+      static_cast<int>(train::CompileGraphStep(m, 8, Optimizer(), small).programs.ub_rows) - 1;
+  EXPECT_EQ(train::CompileGraphStep(m, 8, Optimizer(), small).programs.passes, 2);
+  StepsEqualReference(TestEngine(engine::EngineKind::kFast, small).get(), m, 8,
+                      Optimizer::Kind::kAdam, 2);
 }
 
 TEST(GraphStepTest, ABatchNormalizationSumsMoreRowsThanOneInstructionTakes) {
