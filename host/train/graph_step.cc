@@ -947,9 +947,9 @@ void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   e.Pass(l.name + " input gradient", int64_t{a.b} * in.pixels * p.ins * p.outs);
   const isa::WindowGeometry g = GradientWindow(r, BlockLanes(r.c, n), n, l.kernel_h, l.kernel_w,
                                                l.stride, l.pad_top, l.pad_left, in);
-  const bool made = a.pass > 0 && r.flipped != a.flipped;  // in the first pass
+  const bool made = a.keep_flipped && a.pass > 0;  // in the first pass
   for (int bi = 0; bi < in.cb; ++bi) {
-    const int64_t flipped = r.flipped + (r.flipped == a.flipped ? 0 : bi * FlippedRows(l, n));
+    const int64_t flipped = r.flipped + (a.keep_flipped ? bi * FlippedRows(l, n) : 0);
     if (!made) ConvInputBlock(e, a, l, p, bi, flipped);
     e.SetWindow(g);
     for (int img = 0; img < a.mb; ++img)
