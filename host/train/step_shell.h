@@ -438,7 +438,7 @@ class StepEmitter {
   // they write; but matmuls shorter than 2N rows, one after the other, keep a span draining
   // that holds every activate back, so where those held back take a quarter of the ring, the
   // oldest goes out anyway: the matrix unit waits once for the span to drain (measured on
-  // the networks of docs/training.md, "Activates held back": a half or an eighth did worse),
+  // the networks of docs/training.md, "Activates held back": a half or an eighth did no better),
   // and the others go out beside the matmuls after it.
   void HoldBack(Readout r) {
     r.pass = passes_.Current();
