@@ -28,6 +28,12 @@ struct WindowGeometry {
   bool pad_min = false;  // positions outside the map read -128 (max pooling)
   bool dilated = false;  // a zero between neighbouring pixels: pixel (y, x) read at (2y, 2x)
 
+  // The rows of the map a window matmul reads from its first (its footprint, docs/isa.md) on
+  // a chip of n lanes.
+  uint64_t Rows(uint64_t n) const {
+    return ((in_h * in_w - 1) * pixel_bytes + channels + n - 1) / n;
+  }
+
   bool operator==(const WindowGeometry& o) const {
     return in_h == o.in_h && in_w == o.in_w && channels == o.channels &&
            pixel_bytes == o.pixel_bytes && kh == o.kh && kw == o.kw && stride_y == o.stride_y &&

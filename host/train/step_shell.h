@@ -257,7 +257,7 @@ class StepEmitter {
   void Window(int64_t map, int64_t pixels, int64_t tile, int64_t kt0, int64_t kts, int64_t out,
               int set, int64_t first = 0, bool one_tile = false) {
     if (window_known_) {
-      FlushWriting(map, map + Footprint());
+      FlushWriting(map, map + static_cast<int64_t>(window_.Rows(U(a_.n))));
     } else {
       FlushEarlierPasses();
     }
@@ -372,14 +372,6 @@ class StepEmitter {
       Streams(added - (loads_ + emitted_ - others), len, acc, acc + len);
       HoldBack({acc, out + r0 * stride, len, set, relu, stride});
     }
-  }
-  // The rows a window over the map reads (its footprint, docs/isa.md): ceil(((in_h in_w -
-  // 1) pixel_bytes + channels) / N).
-  int64_t Footprint() const {
-    const uint64_t values =
-        (window_.in_h * window_.in_w - 1) * window_.pixel_bytes + window_.channels;
-    return static_cast<int64_t>((values + static_cast<uint64_t>(a_.n) - 1) /
-                                static_cast<uint64_t>(a_.n));
   }
   // An activate of `rows` accumulator rows from `acc` into buffer rows from `out`, held back
   // in run `run` of pass `pass` (PassLog).
