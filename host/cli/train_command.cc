@@ -43,31 +43,37 @@ struct TrainArgs {
   CLI::Option* step_option = nullptr;
 };
 
-// Why the CPU trainer does not take layer l of a model folder ("" where it does).
-std::string Untrained(const nn::Layer& l, bool last) {
+// Why the CPU trainer does not take layer l of a model folder ("" where it does); `any_data`
+// (--timing-only): the last layer's classes need not be the data sets'.
+std::string Untrained(const nn::Layer& l, bool last, bool any_data) {
   if (l.quantized) return "it is quantized: train the float32 folder it was quantized from";
   if (nn::ops::Op(l.type).backward == nullptr)
     return fmt::format("{} layers are not trained", nn::ops::Op(l.type).name);
-  if (last && (l.type != nn::LayerType::kDense || l.activation != nn::Activation::kSoftmax ||
-               l.out.c != data::kClasses))
-    return fmt::format("the last layer is a dense layer of the {} classes with softmax",
-                       data::kClasses);
+  if (last && (l.type != nn::LayerType::kDense || l.activation != nn::Activation::kSoftmax))
+    return "the last layer is a dense layer of the classes with softmax";
+  if (last && !any_data && l.out.c != data::kClasses)
+    return fmt::format(
+        "the last layer is a dense layer of the data sets' {} classes with softmax (any "
+        "other count: time a step with --timing-only)",
+        data::kClasses);
   return "";
 }
 
 // The model folder --model names, checked against what the trainers take: the data sets'
-// 32 x 32 x 1 images in, the classes out, every layer one with a backward pass.
-nn::Model LoadStartingModel(const std::string& dir) {
+// 32 x 32 x 1 images in, the classes out (any input and classes with `any_data`: a step
+// timed on synthetic batches), every layer one with a backward pass.
+nn::Model LoadStartingModel(const std::string& dir, bool any_data) {
   nn::Model m = nn::LoadModel(dir);
   const nn::Shape3 image{data::kPaddedSide, data::kPaddedSide, 1};
-  if (m.input.h != image.h || m.input.w != image.w || m.input.c != image.c) {
+  if (!any_data && !(m.input == image)) {
     throw UsageError(fmt::format(
         "--model {}: its input is {} x {} x {}; the data sets' images are {} x {} x 1 (28 x 28 "
-        "padded by 2): export the network for an input of 1 x 1 x {} x {}",
+        "padded by 2): export the network for an input of 1 x 1 x {} x {}, or time a step "
+        "of it on synthetic images with --timing-only",
         dir, m.input.h, m.input.w, m.input.c, image.h, image.w, image.h, image.w));
   }
   for (size_t i = 0; i < m.layers.size(); ++i) {
-    const std::string why = Untrained(m.layers[i], i + 1 == m.layers.size());
+    const std::string why = Untrained(m.layers[i], i + 1 == m.layers.size(), any_data);
     if (!why.empty()) {
       throw UsageError(fmt::format("--model {}: layer '{}' ({}): {}", dir, m.layers[i].name,
                                    m.layers[i].TypeName(), why));
@@ -77,7 +83,8 @@ nn::Model LoadStartingModel(const std::string& dir) {
 }
 
 nn::Model MakeModel(const TrainArgs& a) {
-  return a.model.empty() ? nn::MakeArch(a.arch, a.opt.seed) : LoadStartingModel(a.model);
+  return a.model.empty() ? nn::MakeArch(a.arch, a.opt.seed)
+                         : LoadStartingModel(a.model, a.chip.timing_only);
 }
 
 // The modelled energy of an epoch's steps on the chip (their counted events x `table`), J.
@@ -285,7 +292,8 @@ struct ChipRun {
   nn::Model initial;  // the weights before the first step (--gradients)
 };
 
-ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
+// The chip and the trainer of `model`'s step on it, its state not yet loaded.
+ChipRun MakeChipRun(const TrainArgs& a, const nn::Model& model) {
   ChipRun r;
   r.config = ResolveConfig(a.chip);
   r.net = train::TrainNetOf(model);
@@ -296,6 +304,13 @@ ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
   r.trainer = std::make_unique<train::ChipTrainer>(
       r.chip.get(),
       r.net.Compile(a.opt.batch, r.opt, r.config, train::TrainingCores(r.config, a.cores)), r.opt);
+  return r;
+}
+
+// MakeChipRun's, with the state of the checkpoint beside --out where one is (else the
+// model's) loaded.
+ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
+  ChipRun r = MakeChipRun(a, model);
   r.checkpoint_dir = CheckpointDirOf(a.out);
   r.initial = model;
   r.at.run = RunSettings(a, r.config, r.net, r.opt);
@@ -305,11 +320,17 @@ ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
     Resuming(a, r.checkpoint_dir, r.at);
   } else {
     r.at.state = train::FreshState(model, r.opt);
-    r.at.report = {{"config", r.config.name},       {"engine", r.chip->Name()},
-                   {"model", model.name},           {"widths", r.net.Describe()},
-                   {"optimizer", r.opt.Name()},     {"lr", r.opt.lr},
-                   {"batch", a.opt.batch},          {"cores", r.trainer->Cores()},
-                   {"passes", r.trainer->Passes()}, {"epochs", nlohmann::json::array()}};
+    r.at.report = {{"config", r.config.name},
+                   {"engine", r.chip->Name()},
+                   {"model", model.name},
+                   {"widths", r.net.Describe()},
+                   {"optimizer", r.opt.Name()},
+                   {"lr", r.opt.lr},
+                   {"batch", a.opt.batch},
+                   {"cores", r.trainer->Cores()},
+                   {"passes", r.trainer->Passes()},
+                   {"epochs", nlohmann::json::array()},
+                   {"state_in_hbm", r.trainer->Programs().state_in_hbm}};
   }
   r.trainer->Start(r.at.state);
   return r;
@@ -343,17 +364,15 @@ train::ChipEpochResult ChipEpoch(const TrainArgs& a, ChipRun& r, const data::Mni
   return done;
 }
 
-// --timeline: a timeline that records step --timeline-step of the run (nullptr without
-// --timeline). Throws UsageError when the run does not reach that step or a resumed run is
-// past it.
+// --timeline: a timeline that records step --timeline-step of the run, whose steps are 1 to
+// `last` (`steps`: what they are), or nullptr without --timeline. Throws UsageError when the
+// run does not reach that step or a resumed run is past it.
 std::unique_ptr<engine::Timeline> TraceStep(const TrainArgs& a, ChipRun& r, const nn::Model& model,
-                                            const data::MnistSet& train) {
+                                            int64_t last, const std::string& steps) {
   if (a.timeline.empty()) return nullptr;
-  const int64_t last = a.opt.epochs * train::StepsOfEpoch(train, a.opt.batch);
   if (a.timeline_step < 1 || a.timeline_step > last) {
-    throw UsageError(fmt::format(
-        "--timeline-step {}: the run has steps 1 to {} ({} epoch(s) of {} steps of {} images)",
-        a.timeline_step, last, a.opt.epochs, train::StepsOfEpoch(train, a.opt.batch), a.opt.batch));
+    throw UsageError(fmt::format("--timeline-step {}: the run has steps 1 to {} ({})",
+                                 a.timeline_step, last, steps));
   }
   if (a.timeline_step <= r.at.state.step) {
     throw UsageError(fmt::format(
@@ -380,15 +399,19 @@ void WriteTimeline(const TrainArgs& a, const ChipRun& r, engine::Timeline* t) {
   }
 }
 
-// Which of the chip's cores the run's steps take, and in how many passes, for its first line.
-std::string CoresNote(const config::TpuConfig& c, int cores, int passes, int batch) {
+// Which of the chip's cores the run's steps take, in how many passes, and where the state is
+// where not in the unified buffer, for its first line.
+std::string CoresNote(const config::TpuConfig& c, const train::DensePrograms& p, int batch) {
+  const int cores = p.cores, passes = p.passes;
   const std::string in =
       passes > 1 ? fmt::format(" in {} passes of {}", passes, batch / cores / passes) : "";
+  const std::string hbm = p.state_in_hbm ? "; the weights and optimizer state in HBM" : "";
   if (cores > 1) {
-    return fmt::format(" ({} cores, {} images each{}, the gradients summed)", cores, batch / cores,
-                       in);
+    return fmt::format(" ({} cores, {} images each{}, the gradients summed{})", cores,
+                       batch / cores, in, hbm);
   }
-  if (passes > 1) return fmt::format(" ({} images{}, the gradients summed)", batch, in);
+  if (passes > 1) return fmt::format(" ({} images{}, the gradients summed{})", batch, in, hbm);
+  if (p.state_in_hbm) return " (the weights and optimizer state in HBM)";
   return c.cores > 1 ? fmt::format(" (core 0 of its {})", c.cores) : "";
 }
 
@@ -398,7 +421,10 @@ std::string CoresNote(const config::TpuConfig& c, int cores, int passes, int bat
 void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
                const data::MnistSet& test, const report::EnergyTable& table) {
   ChipRun r = StartOnChip(a, model);
-  const std::unique_ptr<engine::Timeline> timeline = TraceStep(a, r, model, train);
+  const int64_t per_epoch = train::StepsOfEpoch(train, a.opt.batch);
+  const std::unique_ptr<engine::Timeline> timeline = TraceStep(
+      a, r, model, a.opt.epochs * per_epoch,
+      fmt::format("{} epoch(s) of {} steps of {} images", a.opt.epochs, per_epoch, a.opt.batch));
   train::SetDenseWeights(r.at.state, &model);  // a resumed run's, should no epoch be left
   const report::ProgramBound bound =
       report::BoundPrograms(r.trainer->Programs().step.programs, r.config);
@@ -407,8 +433,8 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
         "training {} ({} parameters) on {}{}, {} engine: {} images, {} epochs, batch {}, {} lr "
         "{}, seed {}{}\n",
         model.name, Grouped(model.ParamCount()), r.config.name,
-        CoresNote(r.config, r.trainer->Cores(), r.trainer->Passes(), a.opt.batch), r.chip->Name(),
-        train.count, a.opt.epochs, a.opt.batch, r.opt.Name(), r.opt.lr, a.opt.seed,
+        CoresNote(r.config, r.trainer->Programs(), a.opt.batch), r.chip->Name(), train.count,
+        a.opt.epochs, a.opt.batch, r.opt.Name(), r.opt.lr, a.opt.seed,
         a.verify ? ", checked step by step" : "");
   }
   for (int e = r.at.epoch; e <= a.opt.epochs; ++e) {
@@ -631,26 +657,106 @@ void RunOnCpu(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
   }
 }
 
+// The line of a step timed by --timing-only: its cycles against its bound, its time at the
+// preset's clock, its modelled energy.
+std::string TimedStepLine(const TrainArgs& a, const config::TpuConfig& c,
+                          const engine::ExecResult& step, const report::ProgramBound& bound,
+                          const report::EnergyTable& table, double wall_s) {
+  const double sim_s = static_cast<double>(step.cycles) / (c.clock_mhz * 1e6);
+  const double joules = report::ComputeEnergy(step.counters, c, table).Total() * 1e-12;
+  return fmt::format(
+      "step 2 (the steady state: its batch read during step 1): {} cycles ({:.2f} x its bound, "
+      "{} binds), {:.6f} s at {} MHz ({} images/s), {:.3g} J ({} µJ an image, {}); wall {:.1f} s "
+      "for both steps\n",
+      Grouped(static_cast<int64_t>(step.cycles)), static_cast<double>(step.cycles) / bound.Cycles(),
+      bound.Binds(), sim_s, c.clock_mhz, Grouped(static_cast<int64_t>(a.opt.batch / sim_s)), joules,
+      Grouped(static_cast<int64_t>(joules * 1e6 / a.opt.batch)), table.name, wall_s);
+}
+
+// --timing-only: a step of the steady state timed on the fast engine without values (its
+// counters are the ones a run with values counts: the programs do not branch on values), on
+// synthetic batches of the model's input, so any input and classes the chip's step takes.
+// Steps 1 and 2 run; step 2, whose batch was read during step 1 as every later step's is,
+// is the one reported. Writes no model.
+void TimeAStep(const TrainArgs& a) {
+  if (a.config_option->count() == 0)
+    throw UsageError("--timing-only times a training step on the chip: add --config tpu-v2");
+  if (!a.out.empty() || a.verify || !a.gradients.empty()) {
+    throw UsageError(
+        "--timing-only computes no values: it writes no model (--out), checks none (--verify) "
+        "and has no gradients (--gradients); leave those out");
+  }
+  for (const std::string& f : {a.timeline, a.json})
+    if (!f.empty()) CheckWritable(f);
+  const report::EnergyTable table = report::LoadEnergyTable(a.energy);
+  const nn::Model model = MakeModel(a);
+  ChipRun r = MakeChipRun(a, model);
+  const std::unique_ptr<engine::Timeline> timeline = TraceStep(
+      a, r, model, 2, "step 1 reads its batch first; step 2, the one timed, is the steady state");
+  const report::ProgramBound bound =
+      report::BoundPrograms(r.trainer->Programs().step.programs, r.config);
+  if (!a.quiet) {
+    std::cout << fmt::format(
+        "timing a training step of {} ({} parameters) on {}{}, {} engine without values: batch "
+        "{} of synthetic {} x {} x {} images, {} classes, {} lr {}\n",
+        model.name, Grouped(model.ParamCount()), r.config.name,
+        CoresNote(r.config, r.trainer->Programs(), a.opt.batch), r.chip->Name(), a.opt.batch,
+        model.input.h, model.input.w, model.input.c, model.layers.back().out.c, r.opt.Name(),
+        r.opt.lr);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  r.trainer->Start(train::FreshState(model, r.opt));
+  train::Batch b;
+  b.x.assign(static_cast<size_t>(a.opt.batch * model.input.Size()), 0.0f);
+  b.labels.assign(static_cast<size_t>(a.opt.batch), 0);
+  r.trainer->Step(b, &b);
+  r.trainer->ClearCounters();
+  r.trainer->Step(b, &b);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<PassRow> rows = PassRows(*r.trainer, r.config, model, table);
+  if (!a.quiet) {
+    std::cout << TimedStepLine(a, r.config, r.trainer->LastStep(), bound, table, wall) << "\n"
+              << PassTable(rows, 1, r.config, r.trainer->Cores());
+  }
+  if (!a.json.empty()) {
+    const auto& exe = r.trainer->Programs().step;
+    nlohmann::json j = {{"config", r.config.name},
+                        {"engine", r.chip->Name()},
+                        {"timing_only", true},
+                        {"model", model.name},
+                        {"batch", a.opt.batch},
+                        {"cores", r.trainer->Cores()},
+                        {"passes", PassJson(rows, 1, r.config)}};
+    j["step"] = report::ExecReportJson(r.trainer->LastStep(), r.config, exe.name,
+                                       exe.programs[0].words.size(), &bound);
+    WriteFileAtomically(a.json, j.dump(2) + "\n");
+    if (!a.quiet) std::cout << "wrote " << a.json << "\n";
+  }
+  WriteTimeline(a, r, timeline.get());
+}
+
 void Run(TrainArgs a) {
-  CheckOutputFolder(a.out, nn::kModelFolder);  // before the work, not after it
   if (a.opt.epochs < 1 || a.opt.batch < 1 || a.opt.threads < 1 || !(a.opt.learning_rate > 0)) {
     throw UsageError("--epochs, --batch and --threads must be at least 1 and --lr positive");
   }
   const bool on_chip = a.config_option->count() > 0;
-  if (a.chip.timing_only) {
-    throw UsageError(
-        "--timing-only: a training step needs the values of the one before (its "
-        "weights); leave it out");
-  }
   if (a.arch.empty() && a.model.empty()) a.arch = on_chip ? "mlp" : "lenet5";
+  if (a.step_option->count() && a.timeline.empty()) {
+    throw UsageError("--timeline-step chooses the step --timeline records: add --timeline FILE");
+  }
+  if (a.chip.timing_only) return TimeAStep(a);
+  if (a.out.empty()) {
+    throw UsageError(
+        "--out is required: the model folder to write (only --timing-only, which times a "
+        "step, writes none)");
+  }
+  CheckOutputFolder(a.out, nn::kModelFolder);  // before the work, not after it
   if (!on_chip && (a.verify || a.optimizer != "adam" || !a.json.empty() || !a.timeline.empty() ||
                    a.energy_option->count() || a.step_option->count())) {
     throw UsageError(
         "--verify, --optimizer, --json, --timeline, --timeline-step and --energy are for "
         "training on the chip: add --config tpu-v2");
-  }
-  if (a.step_option->count() && a.timeline.empty()) {
-    throw UsageError("--timeline-step chooses the step --timeline records: add --timeline FILE");
   }
   if (!a.timeline.empty()) CheckWritable(a.timeline);
   // The energy table of the chip's reports, read before the work (a bad one refused then).
@@ -739,6 +845,12 @@ program has one batch size). Each epoch prints the simulated time at the preset'
 beside the wall time. --verify checks every step against the CPU reference of the same
 arithmetic, bit for bit.
 
+--timing-only (with --config) times one step on the fast engine without values: steps 1
+and 2 run on synthetic batches (zeros) and step 2, the steady state, is reported with its
+pass table, --json and --timeline as above; the counters are those of a run with values.
+So a model folder of any input and classes the chip's step takes can be timed (a run with
+values reads MNIST: 32 x 32 x 1 images, 10 classes). It writes no model.
+
 Examples:
   tpusim train --epochs 8 --out my-lenet5
   tpusim train --config tpu-v2 --arch lenet5 --epochs 1 --out chip-lenet5
@@ -747,8 +859,9 @@ Examples:
   tpusim train --config tpu-v2 --optimizer sgd --limit 6400 --verify --out my-mlp
   tpusim train --config tpu-v2 --arch residual --batch 8 --epochs 1 --out chip-residual
   tpusim import pooled.onnx --out pooled
-  tpusim train --config tpu-v2 --model pooled --batch 4 --epochs 1 --out pooled-trained)");
-  cmd->add_option("--out", a->out, "model folder to write")->required();
+  tpusim train --config tpu-v2 --model pooled --batch 4 --epochs 1 --out pooled-trained
+  tpusim train --config tpu-v3 --arch residual --batch 256 --timing-only)");
+  cmd->add_option("--out", a->out, "model folder to write (required, but with --timing-only)");
   cmd->add_option("--data", a->data, "folder with the data set's four IDX files (.gz or not)");
   cmd->add_option("--dataset", a->dataset,
                   "mnist or fashion-mnist (Debian's dataset-fashion-mnist)")

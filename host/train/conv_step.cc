@@ -67,8 +67,11 @@ struct Layout {
   int64_t id = 0, zero = 0, quarters[2] = {0, 0}, pad = 0, inv_batch = 0, consts = 0;
   int64_t quarters3 = 0;  // conv2's pooling's gradient through a 3 x 3 window (EmitConvBackward)
   int64_t state_begin = 0, state_end = 0;  // the weights and the optimizer's state
-  std::vector<shell::KeptRows> kept;       // none: the CNN's layers keep nothing
-  int64_t scalars = 0, x0 = 0, y = 0;      // the batch: Adam's scalars, images, labels
+  bool hbm_state = false;                  // always in the buffer (step_shell.h's StateRows)
+  uint64_t hbm_state_addr = 0;
+  int64_t stage = 0;
+  std::vector<shell::KeptRows> kept;   // none: the CNN's layers keep nothing
+  int64_t scalars = 0, x0 = 0, y = 0;  // the batch: Adam's scalars, images, labels
   // The other batch buffer (the infeed's: a step reads the next batch into it while it
   // runs on this one); ForParity swaps them in.
   int64_t scalars_next = 0, x0_next = 0, y_next = 0;
@@ -84,6 +87,7 @@ struct Layout {
   int64_t update_rows = 0;  // value rows an update's instructions take at a time (tmp's)
   int64_t group_rows = 0;   // pixel rows a conv's weight gradient forms at a time
   int64_t acc_rows = 0, acc_t = 0, acc_g = 0;  // a product's chunk; a transpose's; dWᵀ's
+  int64_t g_tiles = 0;  // the K-tiles dWᵀ's accumulators hold (every layer's)
   // Host rows: the image of buffer rows [0, state_end), the parameter sets, N zero rows, a
   // block of the bias lane's 1, the batch (each core's share in core order), the results
   // (each core's), the gradients.

@@ -826,8 +826,18 @@ ChipTrainer::ChipTrainer(engine::ChipEngine* engine, CompiledStep step, const Op
       opt_(opt),
       programs_(std::move(step.programs)),
       images_(std::move(step.images)),
-      attribution_(static_cast<int>(programs_.pass_names.size()), engine->Config().array_dim,
-                   /*element_bytes=*/2, engine->Config().vector_sublanes) {}
+      attribution_(FreshAttribution()) {}
+
+engine::CycleAttribution ChipTrainer::FreshAttribution() const {
+  const config::TpuConfig& c = engine_->Config();
+  return engine::CycleAttribution(static_cast<int>(programs_.pass_names.size()), c.array_dim,
+                                  /*element_bytes=*/2, c.vector_sublanes);
+}
+
+void ChipTrainer::ClearCounters() {
+  attribution_ = FreshAttribution();
+  steps_ = 0;
+}
 
 engine::ExecResult ChipTrainer::RunObserved(const engine::Executable& exe,
                                             std::vector<int32_t> pass_of) {

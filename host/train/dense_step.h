@@ -36,6 +36,9 @@ struct DensePrograms {
   int64_t ub_rows = 0;       // unified-buffer rows the step uses (a core's)
   int cores = 1;             // the cores the batch is split across (programs of each step)
   int passes = 1;  // the passes a core makes over its share, their gradients summed (graphs)
+  // Where the weights and the optimizer's state are between the steps: the unified buffer,
+  // or HBM (graphs whose state does not fit beside their maps: step_shell.h's StateRows).
+  bool state_in_hbm = false;
   // The step's passes, in program order: "layer L forward", "loss", "batch in" (the next
   // batch's read, and the fetch programs), "layer L weight gradient", "layer L input
   // gradient", "layer L update" (L from 1), "results out", and the pass of each of the
@@ -96,6 +99,9 @@ class ChipTrainer {
   // bfloat16 values the update took.
   std::vector<std::vector<float>> Gradients();
   const engine::ExecResult& LastStep() const { return last_; }
+  // Forgets the steps run so far: Steps() and PassCounters() count from the next step on
+  // (tpusim train --timing-only times a step of the steady state, after a first).
+  void ClearCounters();
   uint64_t Steps() const { return steps_; }    // run by this trainer
   int64_t StepCount() const { return step_; }  // the state's: from the first step of training
   const DensePrograms& Programs() const { return programs_; }
@@ -116,6 +122,7 @@ class ChipTrainer {
   }
 
  private:
+  engine::CycleAttribution FreshAttribution() const;  // no run observed yet
   engine::ExecResult RunLoaded(const engine::Executable& exe);
   // Loads and runs `exe` with its instructions' passes `pass_of` observed.
   engine::ExecResult RunObserved(const engine::Executable& exe, std::vector<int32_t> pass_of);

@@ -81,6 +81,10 @@ struct Layout {
   std::vector<LayerRows> layer;
   std::vector<int64_t> bias_lane = {-1};  // each parameter set's
   int64_t state_begin = 0, state_end = 0;
+  // The state in HBM (step_shell.h's StateRows), where it does not fit beside the pass.
+  bool hbm_state = false;
+  uint64_t hbm_state_addr = 0;
+  int64_t stage = 0;
   int64_t scalars = 0, x0 = 0, y = 0, scalars_next = 0, x0_next = 0, y_next = 0;
   int64_t activations = 0;  // from here to end: what the init program zeroes
   int64_t loss = 0, mean = 0, logits = 0, sm = 0, mx = 0, sum = 0, recip = 0, pick = 0;
@@ -89,6 +93,7 @@ struct Layout {
   // Batch normalization's float32 scratch: a layer's rows, and kBnRows single rows.
   int64_t bn_tmp = 0, bn_rows = 0;
   int64_t other = 0, end = 0, update_rows = 0, acc_rows = 0, acc_t = 0, acc_g = 0;
+  int64_t g_tiles = 0;  // the K-tiles dWᵀ's accumulators hold: a wider layer's in groups
   int64_t h_params = 0, h_zero = 0, h_bias = 0, h_batch = 0, h_batch_next = 0, h_out = 0,
           h_grads = 0;
   int Sets() const { return sets; }
@@ -224,7 +229,8 @@ int64_t FlippedRows(const Layer& l, int n) {
 }
 
 // The scratch rows of the backward pass and the update, after the layers'.
-void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int64_t)>& take) {
+void PlaceScratch(const nn::Model& m, const Optimizer& opt, Layout* a,
+                  const std::function<int64_t(int64_t)>& take) {
   const int n = a->n;
   int64_t most = 0, blocks = 0, flipped = 0, values = 0, pooled = 0, shares = 0;
   for (size_t i = 0; i < m.layers.size(); ++i) {
@@ -259,6 +265,7 @@ void PlaceScratch(const nn::Model& m, Layout* a, const std::function<int64_t(int
   a->update_rows = std::min<int64_t>(values, 2 * int64_t{n});
   a->tmp = take(2 * a->update_rows);
   a->tmp2 = take(2 * a->update_rows);
+  if (a->hbm_state) a->stage = take(2 * (1 + int64_t{opt.Slots()}) * 2 * a->update_rows);
   int64_t bn = 0;
   for (size_t i = 0; i < m.layers.size(); ++i)
     if (IsBatchNorm(m.layers[i])) bn = std::max(bn, a->layer[i].rows);
@@ -303,11 +310,13 @@ bool LeavesPixelsOut(const nn::Model& m) {
 }
 
 // With `keep_flipped` (several passes), each convolution's W'' has rows of its own
-// (LayerRows::flipped).
+// (LayerRows::flipped); with `hbm_state`, the state is in HBM (StateRows), after the cores'
+// gradient sums' (EmitGradientSum).
 Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const config::TpuConfig& cfg,
-                  int cores, int mb, bool keep_flipped = false) {
+                  int cores, int mb, bool keep_flipped = false, bool hbm_state = false) {
   Layout a;
   a.keep_flipped = keep_flipped;
+  a.hbm_state = hbm_state;
   const int n = cfg.array_dim;
   shell::SetBatch(&a, n, batch, cores);
   a.mb = mb;
@@ -333,7 +342,10 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   }
   shell::PlaceParams(m, opt, &a, take);
   shell::PlaceBatchBuffers(&a, batch, take);
-  shell::PlaceAccumulators(&a, cfg.acc_depth_rows);
+  // dWᵀ's accumulators: at most half of them (a wider layer's dWᵀ in groups), the rest a
+  // product's chunks'.
+  shell::PlaceAccumulators(&a, cfg.acc_depth_rows,
+                           std::max<int64_t>(1, cfg.acc_depth_rows / (2 * n)));
   a.activations = at;
   a.loss = take(2 * int64_t{batch});  // the results, one write_host: losses, mean, logits
   a.mean = take(2);
@@ -343,9 +355,11 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
     a.relu6_set = a.sets++;
     a.bias_lane.push_back(-1);
   }
-  PlaceScratch(m, &a, take);
+  PlaceScratch(m, opt, &a, take);
   a.end = at;
   shell::PlaceHostRows(&a);
+  const uint64_t kPage = 4096;
+  a.hbm_state_addr = (2 * static_cast<uint64_t>(a.GradRows()) * 2 * n + kPage - 1) / kPage * kPage;
   return a;
 }
 
@@ -424,7 +438,7 @@ void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
   e.Pass(l.name + " forward", a.b * r.pixels * (p.ins + 1) * p.outs);
-  e.Vector(VectorOp::kCopy, p.w, 0, p.wb, p.Values(n), kA32);
+  shell::MakeTile(e, a, p);
   const bool images = l.inputs[0] == nn::kModelInput;
   FieldMap map{a.x0, 0, 1};
   int64_t per = a.img_rows;
@@ -508,7 +522,7 @@ void ChunkTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows
 void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   e.Pass(l.name + " forward", int64_t{a.b} * (p.ins + 1) * p.outs);
-  e.Vector(VectorOp::kCopy, p.w, 0, p.wb, p.Values(a.n), kA32);
+  shell::MakeTile(e, a, p);
   const int k0 = l.inputs[0];
   if (k0 == nn::kModelInput || a.In(k0).source == nn::kModelInput) {
     ImageTiles(e, a, p, r);
@@ -1296,33 +1310,60 @@ void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {
   }
 }
 
+// Whether the model's state can be in HBM (StateRows): not a batch normalization's, whose
+// passes read gamma, beta and the running statistics from the buffer's state rows.
+bool StateCanBeInHbm(const nn::Model& m) {
+  return std::none_of(m.layers.begin(), m.layers.end(), IsBatchNorm);
+}
+
+// Throws UsageError where the cores' copies of the state in HBM do not fit the weight memory.
+void CheckHbmState(const nn::Model& m, const Layout& a, const config::TpuConfig& cfg) {
+  const uint64_t end =
+      a.hbm_state_addr + static_cast<uint64_t>(a.cores * shell::StateRows(a)) * 2 * a.n;
+  if (a.hbm_state && end > cfg.weight_mem_bytes) {
+    throw UsageError(fmt::format(
+        "the step of '{}' keeps its state in HBM, {} bytes with the cores' gradient sums; "
+        "config '{}' has weight_mem_bytes = {}",
+        m.name, end, cfg.name, cfg.weight_mem_bytes));
+  }
+}
+
 // The layout of a core's b images in as few passes as fit the chip: the most images a pass
-// that divide b and whose layout fits the unified buffer; with several passes, each
+// that divide b and whose layout fits the unified buffer, the state in it where that fits
+// too, else in HBM (StateCanBeInHbm; `at` may choose); with several passes, each
 // convolution's W'' kept for them all where that fits too. Throws UsageError where even one
 // image a pass does not fit, or the accumulators are too few.
 Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const config::TpuConfig& cfg,
-                     int cores) {
+                     int cores, StateAt at) {
+  if (at == StateAt::kHbm && !StateCanBeInHbm(m))
+    throw UsageError("a model with batch normalization keeps its state in the unified buffer");
+  int64_t fewest = 0;  // the rows of one image a pass, the state where it goes furthest
   for (int mb = b; mb >= 1; --mb) {
     if (b % mb != 0) continue;
-    const Layout a = MakeLayout(m, b, opt, cfg, cores, mb);
-    if (a.acc_rows < a.n) {
-      throw UsageError(
-          fmt::format("config '{}': acc_depth_rows = {} is too few for the step of '{}'", cfg.name,
-                      cfg.acc_depth_rows, m.name));
-    }
-    if (a.end <= cfg.ub_depth_rows) {
+    for (const bool hbm : {false, true}) {
+      if ((hbm && !StateCanBeInHbm(m)) || (hbm ? at == StateAt::kBuffer : at == StateAt::kHbm))
+        continue;
+      const Layout a = MakeLayout(m, b, opt, cfg, cores, mb, false, hbm);
+      if (a.acc_rows < a.n) {
+        throw UsageError(
+            fmt::format("config '{}': acc_depth_rows = {} is too few for the step of '{}'",
+                        cfg.name, cfg.acc_depth_rows, m.name));
+      }
+      if (mb == 1) fewest = a.end;
+      if (a.end > cfg.ub_depth_rows) continue;
+      CheckHbmState(m, a, cfg);
       if (mb == b) return a;
-      const Layout kept = MakeLayout(m, b, opt, cfg, cores, mb, /*keep_flipped=*/true);
+      const Layout kept = MakeLayout(m, b, opt, cfg, cores, mb, /*keep_flipped=*/true, hbm);
       return kept.end <= cfg.ub_depth_rows ? kept : a;
     }
-    if (mb > 1) continue;
-    throw UsageError(fmt::format(
-        "the step of '{}' needs {} unified-buffer rows even one image a pass (every layer's "
-        "output and gradient kept for the pass); config '{}' has ub_depth_rows = {}: --set "
-        "ub_depth_rows={}",
-        m.name, a.end, cfg.name, cfg.ub_depth_rows, a.end));
   }
-  throw UsageError("--batch must be at least 1");
+  if (b < 1) throw UsageError("--batch must be at least 1");
+  throw UsageError(fmt::format(
+      "the step of '{}' needs {} unified-buffer rows even one image a pass (every layer's "
+      "output and gradient kept for the pass{}); config '{}' has ub_depth_rows = {}: --set "
+      "ub_depth_rows={}",
+      m.name, fewest, StateCanBeInHbm(m) ? ", the state in HBM" : "", cfg.name, cfg.ub_depth_rows,
+      fewest));
 }
 
 // Throws UsageError where a batch normalization would not see its core's whole share of the
@@ -1352,11 +1393,11 @@ void CheckBatchNorms(const nn::Model& m, const Layout& a) {
 }  // namespace
 
 CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
-                     const config::TpuConfig& config, int cores) {
+                     const config::TpuConfig& config, int cores, StateAt at) {
   CheckGraphStep(model, config);
   if (batch < 1) throw UsageError("--batch must be at least 1");
   CheckTrainingCores(config, cores, batch);
-  const Layout a = FittingLayout(model, batch / cores, opt, config, cores);
+  const Layout a = FittingLayout(model, batch / cores, opt, config, cores, at);
   CheckBatchNorms(model, a);
   CompiledStep step = shell::Programs<Layout>(
       a, opt, "graph-train", ForParity, EmitStart,
@@ -1371,8 +1412,8 @@ CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
 }  // namespace graph_step
 
 CompiledStep CompileGraphStep(const nn::Model& model, int batch, const Optimizer& opt,
-                              const config::TpuConfig& config, int cores) {
-  return graph_step::Compile(model, batch, opt, config, cores);
+                              const config::TpuConfig& config, int cores, StateAt at) {
+  return graph_step::Compile(model, batch, opt, config, cores, at);
 }
 
 }  // namespace tpu::train

@@ -29,7 +29,13 @@ namespace tpu::train {
 // side. Throws UsageError for an int8 chip, a layer the step does not take (naming it and
 // what it takes), or a batch whose rows do not fit the unified buffer (naming the largest
 // that does).
+//
+// Where the weights and the optimizer's state are kept between the steps (`at`): with kAny,
+// in the unified buffer where they fit beside the fewest passes' maps, else in HBM (a model
+// with batch normalization keeps them in the buffer); kBuffer and kHbm choose (tests).
+enum class StateAt { kAny, kBuffer, kHbm };
 CompiledStep CompileGraphStep(const nn::Model& model, int batch, const Optimizer& opt,
-                              const config::TpuConfig& config, int cores = 1);
+                              const config::TpuConfig& config, int cores = 1,
+                              StateAt at = StateAt::kAny);
 
 }  // namespace tpu::train

@@ -8,11 +8,12 @@
 // A layout has: n, b (a core's images), cores, core, bp, img_rows; id (the identity), zero
 // (a zero row), pad, inv_batch, consts; param (std::vector<ParamRows>); kept
 // (std::vector<KeptRows>: what the layers keep in the state, after the parameters); state_begin,
-// state_end; scalars, x0, y and their *_next (the two batch buffers); loss, mean, logits;
-// acc_rows, acc_t, acc_g (accumulator rows: a product's chunk, a transpose's, dWᵀ's); dzt,
-// scratch, mask_rows, tmp, tmp2, update_rows, other, end; the host rows h_params, h_zero,
-// h_bias, h_batch, h_batch_next, h_out, h_grads; Sets() and BiasLane(set) (the lane a
-// parameter set adds a 1 to, or -1); BatchRows(), OutRows(), GradRows().
+// state_end, hbm_state, hbm_state_addr, stage (where the state is: StateInHbm); scalars, x0, y and
+// their *_next (the two batch buffers); loss, mean, logits; acc_rows, acc_t, acc_g (accumulator
+// rows: a product's chunk, a transpose's, dWᵀ's); dzt, scratch, mask_rows, tmp, tmp2, update_rows,
+// other, end; the host rows h_params, h_zero, h_bias, h_batch, h_batch_next, h_out, h_grads; Sets()
+// and BiasLane(set) (the lane a parameter set adds a 1 to, or -1); BatchRows(), OutRows(),
+// GradRows().
 #pragma once
 
 #include <algorithm>
@@ -67,6 +68,36 @@ struct KeptRows {
   int64_t RowOf(int value, int n) const { return row + 2 * (value / n); }
 };
 
+// Where a layout's state (the float32 weights, the optimizer's state, what the layers keep)
+// is. In the unified buffer: rows [state_begin, state_end), read from the same host rows by
+// the init program and written back by the save program. With `hbm_state` (a state beyond
+// the buffer): those rows' image in HBM from hbm_state_addr, each core's copy after the one
+// before (the cores update alike), which the host writes and reads directly; a layer's
+// forward pass and update bring it into the staging rows (`stage`: two sets, each the
+// float32 weights and then each slot of update_rows values) a piece at a time, the update
+// writing each piece back (MakeTile, EmitUpdates).
+template <typename Layout>
+int64_t StateRows(const Layout& a) {
+  return a.state_end - a.state_begin;
+}
+// The host rows before the parameter sets: the constants, then the state where it is in the
+// buffer.
+template <typename Layout>
+int64_t HostStateEnd(const Layout& a) {
+  return a.hbm_state ? a.state_begin : a.state_end;
+}
+// The HBM byte address of state row `row` (from state_begin) in core a.core's copy.
+template <typename Layout>
+uint64_t StateHbm(const Layout& a, int64_t row) {
+  return a.hbm_state_addr +
+         static_cast<uint64_t>(a.core * StateRows(a) + row - a.state_begin) * 2 * a.n;
+}
+// Staging set `set` (0 or 1), part `part` (0: the float32 weights; 1, 2: the slots).
+template <typename Layout>
+int64_t StageRows(const Layout& a, int set, int part, int slots) {
+  return a.stage + (int64_t{set} * (1 + slots) + part) * 2 * a.update_rows;
+}
+
 // A layout's array size N, a core's images b (its share of the batch), the cores and b
 // rounded up to whole chunks of N.
 template <typename Layout>
@@ -83,7 +114,7 @@ void SetBatch(Layout* a, int n, int batch, int cores) {
 // before), the gradients.
 template <typename Layout>
 void PlaceHostRows(Layout* a) {
-  a->h_params = a->state_end;
+  a->h_params = HostStateEnd(*a);
   a->h_zero = a->h_params + 5 * int64_t{a->Sets()};
   a->h_bias = a->h_zero + a->n;
   a->h_batch = a->h_bias + a->bp;
@@ -121,13 +152,16 @@ void PlaceBatchBuffers(Layout* a, int batch, const std::function<int64_t(int64_t
   }
 }
 
-// The accumulator rows of a step: dWᵀ's at the top (the widest layer's K-tiles), a
-// transpose's below them, and a product's chunk the rest (from row 0).
+// The accumulator rows of a step: dWᵀ's at the top (g_tiles K-tiles: the widest layer's,
+// at most `most_tiles`; a wider layer's dWᵀ goes in groups of them), a transpose's below
+// them, and a product's chunk the rest (from row 0).
 template <typename Layout>
-void PlaceAccumulators(Layout* a, int64_t acc_depth_rows) {
+void PlaceAccumulators(Layout* a, int64_t acc_depth_rows,
+                       int64_t most_tiles = std::numeric_limits<int64_t>::max()) {
   int64_t kb_max = 1;
   for (const ParamRows& r : a->param) kb_max = std::max(kb_max, r.kb);
-  a->acc_g = acc_depth_rows - kb_max * a->n;
+  a->g_tiles = std::min(kb_max, most_tiles);
+  a->acc_g = acc_depth_rows - a->g_tiles * a->n;
   a->acc_t = a->acc_g - a->n;
   a->acc_rows = a->acc_t;
 }
@@ -154,14 +188,16 @@ void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
     a->param.push_back(r);
   }
   a->state_begin = take(0);
+  int64_t state_at = a->state_begin;  // with hbm_state: HBM's rows, not the buffer's
+  const std::function<int64_t(int64_t)> state = a->hbm_state ? RowsFrom(&state_at) : take;
   for (ParamRows& r : a->param) {
-    r.w = take(2 * r.Values(n));
-    for (int s = 0; s < opt.Slots(); ++s) r.slot.push_back(take(2 * r.Values(n)));
+    r.w = state(2 * r.Values(n));
+    for (int s = 0; s < opt.Slots(); ++s) r.slot.push_back(state(2 * r.Values(n)));
   }
   for (const nn::Layer& l : m.layers)
     for (const Tensor<float>& t : l.state)
-      a->kept.push_back({take(2 * TilesOf(t.Size(), n)), static_cast<int>(t.Size())});
-  a->state_end = take(0);
+      a->kept.push_back({state(2 * TilesOf(t.Size(), n)), static_cast<int>(t.Size())});
+  a->state_end = state(0);
   for (ParamRows& r : a->param) r.wb = take(r.Values(n));
 }
 
@@ -296,49 +332,58 @@ class StepEmitter {
     }
   }
   // dWᵀ = dZᵀ X of layer r (dz: mb blocks dz_stride rows apart; x: kb blocks x_stride rows
-  // apart; `chunks` chunks of N rows, the sum's index), then into the tile's layout (g).
+  // apart; `chunks` chunks of N rows, the sum's index), then into the tile's layout (g); its
+  // K-tiles g_tiles at a time (the accumulators dWᵀ has), each group's dZ transposed again.
   // With TakeTurns (dzt two blocks of N rows), the next chunk's dZ transposed into the other
   // block while this chunk's products run: its activate held back until they are issued.
   // Its tiles are loaded after the held-back activates that write them (Tile), its
   // accumulators (acc_g, acc_t) are none of theirs.
   void WeightGradient(const ParamRows& r, int64_t dz, int64_t dz_stride, int64_t x,
                       int64_t x_stride, int64_t chunks) {
-    const int n = a_.n;
-    for (int64_t j = 0; j < r.mb; ++j) {
-      const int outs = r.Outs(j, n);
-      auto dzt = [&](int64_t c) { return a_.dzt + (turns_ ? (c % 2) * n : 0); };
-      auto transpose = [&](int64_t c) {  // dZ's chunk: outs rows
-        HeldTranspose(dz + j * dz_stride + c * n, dzt(c), outs);
-      };
-      if (turns_) transpose(0);
-      for (int64_t c = 0; c < chunks; ++c) {
-        if (!turns_) Transpose(dz + j * dz_stride + c * n, a_.dzt, outs);
-        if (turns_ && c + 1 < chunks) transpose(c + 1);
-        FlushWriting(dzt(c), dzt(c) + outs);
-        for (int64_t k = 0; k < r.kb; ++k) {
-          Tile(x + k * x_stride + c * n);
-          p_.Matmul(U(dzt(c)), U(a_.acc_g + k * n), U(outs), true, isa::AddIf(c > 0));
-        }
-        Streams(r.kb, outs, a_.acc_g, a_.acc_g + (r.kb - 1) * n + outs);
-      }
-      FinishGradient(r, j);
-    }
+    for (int64_t j = 0; j < r.mb; ++j)
+      for (int64_t k0 = 0; k0 < r.kb; k0 += a_.g_tiles)
+        GradientTiles(r, j, k0, std::min(a_.g_tiles, r.kb - k0), dz, dz_stride, x, x_stride,
+                      chunks);
   }
-  // dWᵀ's block row j from the accumulators (acc_g), then into the tile's layout (g).
-  // With TakeTurns, every K-tile's rows first, then the transposes one after another, each
-  // into a region of the product's accumulator rows of its own turn, its activate held back.
-  void FinishGradient(const ParamRows& r, int64_t j) {
+  // WeightGradient's block row j, K-tiles [k0, k0 + kn).
+  void GradientTiles(const ParamRows& r, int64_t j, int64_t k0, int64_t kn, int64_t dz,
+                     int64_t dz_stride, int64_t x, int64_t x_stride, int64_t chunks) {
+    const int n = a_.n;
+    const int outs = r.Outs(j, n);
+    auto dzt = [&](int64_t c) { return a_.dzt + (turns_ ? (c % 2) * n : 0); };
+    auto transpose = [&](int64_t c) {  // dZ's chunk: outs rows
+      HeldTranspose(dz + j * dz_stride + c * n, dzt(c), outs);
+    };
+    if (turns_) transpose(0);
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (!turns_) Transpose(dz + j * dz_stride + c * n, a_.dzt, outs);
+      if (turns_ && c + 1 < chunks) transpose(c + 1);
+      FlushWriting(dzt(c), dzt(c) + outs);
+      for (int64_t k = 0; k < kn; ++k) {
+        Tile(x + (k0 + k) * x_stride + c * n);
+        p_.Matmul(U(dzt(c)), U(a_.acc_g + k * n), U(outs), true, isa::AddIf(c > 0));
+      }
+      Streams(kn, outs, a_.acc_g, a_.acc_g + (kn - 1) * n + outs);
+    }
+    FinishGradient(r, j, k0, kn);
+  }
+  // dWᵀ's block row j, K-tiles [k0, k0 + kn) (all by default), from the accumulators
+  // (acc_g), then into the tile's layout (g). With TakeTurns, every K-tile's rows first,
+  // then the transposes one after another, each into a region of the product's accumulator
+  // rows of its own turn, its activate held back.
+  void FinishGradient(const ParamRows& r, int64_t j, int64_t k0 = 0, int64_t kn = -1) {
     Flush();
     const int n = a_.n;
-    for (int64_t k = 0; k < r.kb; ++k) {
-      p_.Activate(U(a_.acc_g + k * n), U(r.gt + r.Block(j, k, n)), U(r.Outs(j, n)), 0, false,
+    if (kn < 0) kn = r.kb;
+    for (int64_t k = k0; k < k0 + kn; ++k) {
+      p_.Activate(U(a_.acc_g + (k - k0) * n), U(r.gt + r.Block(j, k, n)), U(r.Outs(j, n)), 0, false,
                   isa::Pool::kNone);
       clock_.issue = std::max({clock_.issue, clock_.activate, span_.until});
       clock_.activate = clock_.issue + r.Outs(j, n);
       if (!turns_) Transpose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
     }
     if (!turns_) return;
-    for (int64_t k = 0; k < r.kb; ++k)
+    for (int64_t k = k0; k < k0 + kn; ++k)
       HeldTranspose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
     Flush();
   }
@@ -493,18 +538,62 @@ class StepEmitter {
   bool window_known_ = false;
 };
 
+// The state's rows of layer r's values [v0, v0 + rows) (its float32 weights, then each
+// slot's: `parts` of them) between HBM and staging set `set` (StateInHbm): in with `in`, else
+// out.
+template <typename Layout>
+void Stage(StepEmitter<Layout>& e, const Layout& a, const ParamRows& r, int64_t v0, int64_t rows,
+           int set, int parts, bool in) {
+  const int slots = static_cast<int>(r.slot.size());
+  for (int part = 0; part < parts; ++part) {
+    const uint64_t hbm = StateHbm(a, (part == 0 ? r.w : r.slot[part - 1]) + 2 * v0);
+    const uint64_t ub = e.U(StageRows(a, set, part, slots));
+    const uint64_t count = e.U(2 * rows);
+    in ? e.Raw().ReadHbm(hbm, ub, count) : e.Raw().WriteHbm(ub, hbm, count);
+  }
+}
+
+// A layer's bfloat16 tile (wb) from its float32 weights, rounded to nearest even: from the
+// state's rows, or with the state in HBM piece by piece through the staging rows (each
+// piece's read into one set while the other's is copied).
+template <typename Layout>
+void MakeTile(StepEmitter<Layout>& e, const Layout& a, const ParamRows& r) {
+  const int64_t values = r.Values(a.n);
+  if (!a.hbm_state) return e.Vector(hw::VectorOp::kCopy, r.w, 0, r.wb, values, kA32);
+  const int slots = static_cast<int>(r.slot.size());
+  for (int64_t v0 = 0, k = 0; v0 < values; v0 += a.update_rows, ++k) {
+    const int64_t rows = std::min(a.update_rows, values - v0);
+    const int set = static_cast<int>(k % 2);
+    Stage(e, a, r, v0, rows, set, 1, /*in=*/true);
+    e.Vector(hw::VectorOp::kCopy, StageRows(a, set, 0, slots), 0, r.wb + v0, rows, kA32);
+  }
+}
+
 // Each layer's update from its gradient (the optimizer's vector instructions over its rows,
-// update_rows value rows at a time).
+// update_rows value rows at a time). With the state in HBM each piece is updated in a
+// staging set, read in while the piece before it is updated and written back after.
 template <typename Layout>
 void EmitUpdates(StepEmitter<Layout>& e, const Layout& a, const Optimizer& opt) {
+  const int parts = 1 + opt.Slots();
   for (const ParamRows& r : a.param) {
     e.Pass(r.name + " update");
-    for (int64_t v0 = 0; v0 < r.Values(a.n); v0 += a.update_rows) {
-      const int64_t rows = std::min(a.update_rows, r.Values(a.n) - v0);
-      const UpdateRows u = UpdateRowsOf(a, r, opt, v0);
+    const int64_t values = r.Values(a.n);
+    auto rows_at = [&](int64_t v0) { return std::min(a.update_rows, values - v0); };
+    if (a.hbm_state) Stage(e, a, r, 0, rows_at(0), 0, parts, /*in=*/true);
+    for (int64_t v0 = 0, k = 0; v0 < values; v0 += a.update_rows, ++k) {
+      const int64_t rows = rows_at(v0), next = v0 + a.update_rows;
+      const int set = static_cast<int>(k % 2);
+      UpdateRows u = UpdateRowsOf(a, r, opt, v0);
+      if (a.hbm_state) {
+        if (next < values) Stage(e, a, r, next, rows_at(next), 1 - set, parts, /*in=*/true);
+        u.w = StageRows(a, set, 0, opt.Slots());
+        u.slot0 = StageRows(a, set, 1, opt.Slots());
+        u.slot1 = opt.Slots() > 1 ? StageRows(a, set, 2, opt.Slots()) : 0;
+      }
       EmitUpdate(opt, u, [&e, rows](hw::VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
         EmitVector(e.P(), op, x, y, out, rows, flags);
       });
+      if (a.hbm_state) Stage(e, a, r, v0, rows, set, parts, /*in=*/false);
     }
   }
 }
@@ -543,7 +632,7 @@ isa::Program InitProgram(const Layout& a,
                          const std::function<void(StepEmitter<Layout>&, const Layout&)>& start) {
   StepEmitter<Layout> e(a);
   e.P().ReadParams(static_cast<uint64_t>(a.h_params) * 2 * a.n, 0, static_cast<uint64_t>(a.Sets()));
-  EmitReadHost(e.P(), a.n, 0, 0, a.state_end);
+  EmitReadHost(e.P(), a.n, 0, 0, HostStateEnd(a));
   start(e, a);
   return e.Take();
 }
@@ -556,10 +645,11 @@ isa::Program FetchProgram(const Layout& a) {
   return e.Take();
 }
 
+// The state back to the host rows it came from (none to write where it is in HBM).
 template <typename Layout>
 isa::Program SaveProgram(const Layout& a) {
   StepEmitter<Layout> e(a);
-  EmitWriteHost(e.P(), a.n, a.state_begin, a.state_begin, a.state_end - a.state_begin);
+  if (!a.hbm_state) EmitWriteHost(e.P(), a.n, a.state_begin, a.state_begin, StateRows(a));
   return e.Take();
 }
 
@@ -623,7 +713,7 @@ std::vector<uint8_t> ConstantImage(const Layout& a, const Optimizer& opt,
   }
   put(&img);
   std::vector<uint8_t> out = BytesOfHalves(img);
-  out.resize(static_cast<size_t>(a.state_end) * 2 * n, 0);
+  out.resize(static_cast<size_t>(HostStateEnd(a)) * 2 * n, 0);
   const std::vector<uint8_t> sets = ParamSets(a);
   out.insert(out.end(), sets.begin(), sets.end());
   std::vector<uint16_t> tail(static_cast<size_t>((a.h_batch - a.h_zero) * n), 0);
@@ -724,7 +814,14 @@ template <typename Layout>
 class Images : public StepImages {
  public:
   Images(const Layout& a, const Optimizer& opt) : a_(a), opt_(opt) {}
-  std::vector<uint8_t> StateBytes(const DenseState& s) const override { return StateImage(a_, s); }
+  // In HBM, the state's region holds each core's copy (StateInHbm); core 0's is read back.
+  std::vector<uint8_t> StateBytes(const DenseState& s) const override {
+    const std::vector<uint8_t> one = StateImage(a_, s);
+    if (!a_.hbm_state) return one;
+    std::vector<uint8_t> all;
+    for (int c = 0; c < a_.cores; ++c) all.insert(all.end(), one.begin(), one.end());
+    return all;
+  }
   DenseState ReadState(const std::vector<uint8_t>& bytes) const override {
     DenseState s;
     s.w.resize(a_.param.size());
@@ -815,11 +912,19 @@ CompiledStep Programs(const Layout& a, const Optimizer& opt, const std::string& 
   DensePrograms& p = c.programs;
   p.ub_rows = a.end;
   p.cores = a.cores;
+  p.state_in_hbm = a.hbm_state;
   engine::Region consts = HostRows("constants", 0, a.h_batch, n);
   consts.initial = ConstantImage(a, opt, constants);
-  const engine::Region state = HostRows("state", a.state_begin, a.state_end - a.state_begin, n);
+  const uint64_t state_bytes = static_cast<uint64_t>(StateRows(a)) * 2 * n;
+  const engine::Region state = a.hbm_state ? engine::Region{"state",
+                                                            engine::Memory::kWeight,
+                                                            a.hbm_state_addr,
+                                                            a.cores * state_bytes,
+                                                            {}}
+                                           : HostRows("state", a.state_begin, StateRows(a), n);
   // Every core starts from the same constants and state (init reads them from the same host
-  // rows); core 0's state and gradients are the step's (the cores' are equal).
+  // rows, or each core's copy in HBM is the same); core 0's state and gradients are the
+  // step's (the cores' are equal).
   p.init = {
       name + "-init", std::vector<isa::Program>(a.cores, InitProgram(a, start)), {consts, state}};
   StepExecutables(a, name, parity, step, &p);

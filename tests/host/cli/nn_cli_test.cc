@@ -15,6 +15,7 @@
 #include "host/data/mnist.h"
 #include "host/nn/model.h"
 #include "tests/host/cli/cli_fixture.h"
+#include "tests/host/nn/nn_test_util.h"
 
 namespace tpu {
 namespace {
@@ -155,10 +156,47 @@ TEST_F(NnCliTest, TrainOnTheChipChecksEveryStepAndWritesTheModel) {
               "batch 700; config 'tpu-v2' has ub_depth_rows = 65536: a --batch of at most 635,");
   ExpectError("train --verify --out " + P("x"), 2, "add --config tpu-v2");
   ExpectError("train --config tpu-v2 --timing-only --out " + P("x"), 2,
-              "--timing-only: a training step needs the values");
+              "--timing-only computes no values: it writes no model (--out)");
+  ExpectError("train --timing-only", 2, "--timing-only times a training step on the chip");
+  ExpectError("train --config tpu-v2", 2, "--out is required");
   ExpectError("train --config tpu-v2 --optimizer rmsprop --out " + P("x"), 2,
               "unknown --optimizer 'rmsprop'");
   EXPECT_FALSE(std::filesystem::exists(P("x")));
+}
+
+// --timing-only times a step of a model no data set feeds (24 x 24 x 3 images, 37 classes)
+// on synthetic batches: its step's cycles are its passes' together (core 0's), and a run
+// with values refuses that model, pointing at --timing-only.
+TEST_F(NnCliTest, TrainTimingOnlyTimesAStepOfAnyInputAndClasses) {
+  nn::Model m;
+  m.name = "rgb";
+  m.input = {24, 24, 3};
+  nn::Layer gap = test::MakeLayer(nn::LayerType::kAvgPool2d);
+  gap.global_pool = true;
+  m.layers = {test::MakeLayer(nn::LayerType::kConv2d, 16, 3, 2, "same"), gap,
+              test::MakeLayer(nn::LayerType::kDense, 37, 1, 1, "valid", nn::Activation::kSoftmax)};
+  nn::SaveModel(test::Randomize(m, 5), P("rgb"));
+  const Outcome t =
+      Run("train --config tpu-v2 --model " + P("rgb") + " --batch 4 --timing-only --json " +
+          P("r.json") + " --timeline " + P("t.json"));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("batch 4 of synthetic 24 x 24 x 3 images, 37 classes"), std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find("step 2 (the steady state"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("wrote " + P("t.json") + " (step 2's timeline"), std::string::npos);
+  const auto r = nlohmann::json::parse(Slurp(P("r.json")));
+  EXPECT_TRUE(r["timing_only"].get<bool>());
+  uint64_t passes = 0;
+  for (const auto& p : r["passes"]) passes += p["counters"]["cycles"].get<uint64_t>();
+  EXPECT_GT(passes, 0u);
+  EXPECT_EQ(passes, r["step"]["cycles"].get<uint64_t>());
+  ExpectError("train --config tpu-v2 --model " + P("rgb") + " --out " + P("x"), 2,
+              "time a step of it on synthetic images with --timing-only");
+  ExpectError(
+      "train --config tpu-v2 --timing-only --timeline " + P("u.json") + " --timeline-step 3", 2,
+      "the run has steps 1 to 2");
+  EXPECT_FALSE(std::filesystem::exists(P("x")));
+  EXPECT_FALSE(std::filesystem::exists(P("u.json")));
 }
 
 // A step of training as the other commands show a run: its passes' modelled energy adds up

@@ -186,10 +186,16 @@ config::TpuConfig Bf16Tiny() {
   return c;
 }
 
-// `steps` steps of `m` at `batch` of a graph's step against the reference.
+// `steps` steps of `m` at `batch` of a graph's step against the reference, its state where
+// `at` says.
 engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const nn::Model& m, int batch,
-                                       Optimizer::Kind kind, int steps, int cores = 1) {
-  return test::StepsEqualReference(train::CompileGraphStep, 91, chip, m, batch, kind, steps, cores);
+                                       Optimizer::Kind kind, int steps, int cores = 1,
+                                       train::StateAt at = train::StateAt::kAny) {
+  const test::CompileStepFn compile = [at](const nn::Model& mm, int b, const Optimizer& opt,
+                                           const config::TpuConfig& c, int k) {
+    return train::CompileGraphStep(mm, b, opt, c, k, at);
+  };
+  return test::StepsEqualReference(compile, 91, chip, m, batch, kind, steps, cores);
 }
 
 // On the fast engine (the RTL's run is GraphStepRtlTest's).
@@ -244,11 +250,12 @@ TEST(GraphStepTest, MapsOfSeveralChannelBlocksEqualTheReference) {
   // made in the first pass and read by the second (fails where the first does not make it).
   config::TpuConfig small = Bf16Small();
   const nn::Model m = BlockMapGraph(36, false);
-  small.ub_depth_rows =
-      static_cast<int>(train::CompileGraphStep(m, 8, Optimizer(), small).programs.ub_rows) - 1;
-  EXPECT_EQ(train::CompileGraphStep(m, 8, Optimizer(), small).programs.passes, 2);
+  const auto buffer = train::StateAt::kBuffer;
+  small.ub_depth_rows = static_cast<int>(
+      train::CompileGraphStep(m, 8, Optimizer(), small, 1, buffer).programs.ub_rows - 1);
+  EXPECT_EQ(train::CompileGraphStep(m, 8, Optimizer(), small, 1, buffer).programs.passes, 2);
   StepsEqualReference(TestEngine(engine::EngineKind::kFast, small).get(), m, 8,
-                      Optimizer::Kind::kAdam, 2);
+                      Optimizer::Kind::kAdam, 2, 1, buffer);
 }
 
 TEST(GraphStepTest, ABatchNormalizationSumsMoreRowsThanOneInstructionTakes) {
@@ -314,6 +321,35 @@ TEST(GraphStepRtlTest, TheEnginesAgreeOnEveryCounter) {
   EXPECT_TRUE(f.counters == r.counters);
 }
 
+// 16 x 16 x 2 images, conv 8 same (l0), 2 x 2 average pooling (l1), flattened (l2) into a
+// dense layer of `wide` (l3) and the 5 outputs (l4): a state (l3's 513 x wide weights and
+// their slots) far larger than an image's maps.
+nn::Model WideDenseGraph(uint64_t seed, int wide) {
+  return Chain("widedense", {16, 16, 2},
+               {MakeLayer(LayerType::kConv2d, 8, 3, 1, "same"), MakeLayer(LayerType::kAvgPool2d),
+                MakeLayer(LayerType::kFlatten), MakeLayer(LayerType::kDense, wide)},
+               seed);
+}
+
+// The rows of m's weight gradients on an array of n (a pass's sum takes as many more).
+int64_t GradientRows(const nn::Model& m, int n) {
+  int64_t rows = 0;
+  for (const nn::Layer& l : m.layers) {
+    if (!l.HasWeights()) continue;
+    const int64_t ins =
+        l.type == LayerType::kConv2d ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
+    rows += (ins + n) / n * ((l.out.c + n - 1) / n) * n;
+  }
+  return rows;
+}
+
+// Whether a compiled step's state is in HBM: its init's "state" region is in weight memory.
+bool StateInHbm(const train::CompiledStep& s) {
+  for (const engine::Region& r : s.programs.init.regions)
+    if (r.name == "state") return r.memory == engine::Memory::kWeight;
+  return false;
+}
+
 // Channel blocks on the RTL: a step of BlockGraph and one of a global pooling of two blocks
 // on a 4-lane bfloat16 chip (maps of 8 and 12 channels), every counter equal to the fast
 // engine's.
@@ -326,6 +362,124 @@ TEST(GraphStepRtlTest, ChannelBlocksAgreeOnEveryCounter) {
     EXPECT_EQ(f.cycles, r.cycles) << m.name;
     EXPECT_TRUE(f.counters == r.counters) << m.name;
   }
+  // The state in HBM: 6 x 6 x 2 images, conv 4 same, flattened into a dense layer of 8 and
+  // the 3 outputs.
+  nn::Model chain;
+  chain.name = "hbm-state";
+  chain.input = {6, 6, 2};
+  chain.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"), MakeLayer(LayerType::kFlatten),
+                  MakeLayer(LayerType::kDense, 8),
+                  MakeLayer(LayerType::kDense, 3, 1, 1, "valid", nn::Activation::kSoftmax)};
+  const nn::Model wide = Randomize(chain, 42);
+  const auto hbm = train::StateAt::kHbm;
+  EXPECT_TRUE(StateInHbm(train::CompileGraphStep(wide, 2, Optimizer(), Bf16Tiny(), 1, hbm)));
+  const engine::ExecResult f =
+      StepsEqualReference(fast.get(), wide, 2, Optimizer::Kind::kAdam, 2, 1, hbm);
+  const engine::ExecResult r =
+      StepsEqualReference(rtl.get(), wide, 2, Optimizer::Kind::kAdam, 2, 1, hbm);
+  EXPECT_EQ(f.cycles, r.cycles);
+  EXPECT_TRUE(f.counters == r.counters);
+}
+
+// A weight gradient of more K-tiles than dWᵀ's accumulators (half of them) hold goes in
+// groups, dZ transposed again for each: l3 of WideDenseGraph reads 513 values (5 K-tiles)
+// and an accumulator of 1,024 rows gives dWᵀ 4.
+TEST(GraphStepTest, AWeightGradientBeyondItsAccumulatorsGoesInGroups) {
+  config::TpuConfig c = config::LoadConfig("tpu-v2");
+  c.acc_depth_rows = 1024;
+  const auto chip = TestEngine(engine::EngineKind::kFast, c);
+  StepsEqualReference(chip.get(), WideDenseGraph(43, 64), 3, Optimizer::Kind::kAdam, 2);
+  StepsEqualReference(chip.get(), WideDenseGraph(44, 256), 2, Optimizer::Kind::kSgd, 2);
+}
+
+// The state in HBM (docs/training.md, "The state in HBM"): each layer's tile made and its
+// update done through staging rows a piece at a time; bit for bit the reference, with Adam
+// and SGD, in passes, on one core and on two (each its own copy); chosen where the state
+// does not fit the unified buffer beside the pass, but not for batch normalization.
+TEST(GraphStepTest, TheStateInHbmEqualsTheReference) {
+  const nn::Model m = WideDenseGraph(41, 512);
+  const auto hbm = train::StateAt::kHbm;
+  const config::TpuConfig v2 = config::LoadConfig("tpu-v2");
+  const auto chip = TestEngine(engine::EngineKind::kFast, v2);
+  StepsEqualReference(chip.get(), m, 3, Optimizer::Kind::kAdam, 3, 1, hbm);
+  StepsEqualReference(chip.get(), m, 2, Optimizer::Kind::kSgd, 2, 1, hbm);
+  StepsEqualReference(chip.get(), nn::MakeResidualCnn(3), 2, Optimizer::Kind::kAdam, 2, 1, hbm);
+  // Chosen where the state does not fit beside the batch's maps.
+  config::TpuConfig c = v2;
+  c.ub_depth_rows = static_cast<int>(
+      train::CompileGraphStep(m, 3, Optimizer(), v2, 1, train::StateAt::kBuffer).programs.ub_rows -
+      1);
+  const train::CompiledStep s = train::CompileGraphStep(m, 3, Optimizer(), c, 1);
+  EXPECT_TRUE(StateInHbm(s));
+  EXPECT_EQ(s.programs.passes, 1);
+  // In passes: room for two images a pass, the passes' gradient sum and 256 rows more (the
+  // whole batch's buffers), so that 8 images take 4 passes.
+  c.ub_depth_rows =
+      static_cast<int>(train::CompileGraphStep(m, 2, Optimizer(), v2, 1, hbm).programs.ub_rows +
+                       GradientRows(m, c.array_dim)) +
+      256;
+  const train::CompiledStep passes = train::CompileGraphStep(m, 8, Optimizer(), c, 1, hbm);
+  EXPECT_TRUE(StateInHbm(passes));
+  EXPECT_EQ(passes.programs.passes, 4);
+  StepsEqualReference(TestEngine(engine::EngineKind::kFast, c).get(), m, 8, Optimizer::Kind::kAdam,
+                      2, 1, hbm);
+  // Two cores, each updating its own copy.
+  const auto v3 = TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"));
+  StepsEqualReference(v3.get(), m, 4, Optimizer::Kind::kAdam, 2, 2, hbm);
+  // Batch normalization reads its state from the buffer.
+  EXPECT_THROW(train::CompileGraphStep(BatchNormGraph(21), 2, Optimizer(), v2, 1, hbm), UsageError);
+  EXPECT_FALSE(StateInHbm(train::CompileGraphStep(BatchNormGraph(21), 2, Optimizer(), v2)));
+}
+
+// The counters of `steps` steps of m at `batch` on `config`'s fast engine with values (on
+// random batches) equal those of its timing-only run (on batches of zeros, values not
+// computed: tpusim train --timing-only), step by step and pass by pass.
+void TimingOnlyCountsAsAValueRun(const nn::Model& m, int batch, const config::TpuConfig& config,
+                                 int cores = 1) {
+  const Optimizer adam;
+  engine::EngineOptions timing;
+  timing.timing_only = true;
+  const auto values = TestEngine(engine::EngineKind::kFast, config);
+  const auto counts = TestEngine(engine::EngineKind::kFast, config, timing);
+  train::ChipTrainer t1(values.get(), train::CompileGraphStep(m, batch, adam, config, cores), adam);
+  train::ChipTrainer t2(counts.get(), train::CompileGraphStep(m, batch, adam, config, cores), adam);
+  t1.Start(train::FreshState(m, adam));
+  t2.Start(train::FreshState(m, adam));
+  std::mt19937_64 rng(7);
+  const train::Batch b[2] = {RandomBatch(m, batch, rng), RandomBatch(m, batch, rng)};
+  train::Batch zeros = b[0];
+  std::fill(zeros.x.begin(), zeros.x.end(), 0.0f);
+  std::fill(zeros.labels.begin(), zeros.labels.end(), 0);
+  for (int step = 0; step < 3; ++step) {
+    const bool next = step < 2;
+    t1.Step(b[step % 2], next ? &b[(step + 1) % 2] : nullptr);
+    t2.Step(zeros, next ? &zeros : nullptr);
+    EXPECT_EQ(t1.LastStep().cycles, t2.LastStep().cycles) << m.name << " step " << step + 1;
+    EXPECT_TRUE(t1.LastStep().counters == t2.LastStep().counters) << m.name << " step " << step + 1;
+  }
+  ASSERT_EQ(t1.PassCounters().size(), t2.PassCounters().size());
+  for (size_t p = 0; p < t1.PassCounters().size(); ++p)
+    EXPECT_TRUE(t1.PassCounters()[p] == t2.PassCounters()[p])
+        << m.name << ": pass " << t1.Programs().pass_names[p];
+  EXPECT_TRUE(values->ComputesValues());
+  EXPECT_FALSE(counts->ComputesValues());
+}
+
+// A step timed without values counts what the step with values counts: the residual CNN, the
+// branchy graph, max pooling, batch normalization, channel blocks, two cores, passes.
+TEST(GraphStepTest, TimingOnlyCountsWhatARunWithValuesCounts) {
+  const config::TpuConfig v2 = config::LoadConfig("tpu-v2");
+  TimingOnlyCountsAsAValueRun(nn::MakeResidualCnn(3), 4, v2);
+  TimingOnlyCountsAsAValueRun(BranchyGraph(5), 3, v2);
+  TimingOnlyCountsAsAValueRun(MaxPoolGraph(8), 2, v2);
+  TimingOnlyCountsAsAValueRun(BatchNormGraph(21), 3, v2);
+  TimingOnlyCountsAsAValueRun(BlockGraph(31), 2, Bf16Small());
+  TimingOnlyCountsAsAValueRun(nn::MakeResidualCnn(4), 4, config::LoadConfig("tpu-v3"), 2);
+  config::TpuConfig small = Bf16Small();
+  const nn::Model m = BlockMapGraph(36, false);
+  small.ub_depth_rows =
+      static_cast<int>(train::CompileGraphStep(m, 8, Optimizer(), small).programs.ub_rows) - 1;
+  TimingOnlyCountsAsAValueRun(m, 8, small);
 }
 
 // What the step does not take, each refused naming the layer.
@@ -423,20 +577,21 @@ TEST(GraphStepCompileTest, RefusesWhatChannelBlocksDoNotTake) {
 // passes of 2 and batch 3 in 3 passes of 1.
 TEST(GraphStepTest, ABatchBeyondTheBufferRunsInPassesEqualToTheReference) {
   const Optimizer adam;
+  const auto buffer = train::StateAt::kBuffer;  // the state's rows stay (none in HBM)
   for (const char* name : {"tpu-v2", "tpu-v3"}) {
     config::TpuConfig c = config::LoadConfig(name);
     const nn::Model m = MaxPoolGraph(8);
     c.ub_depth_rows =
-        static_cast<int>(train::CompileGraphStep(m, 2, adam, c).programs.ub_rows) + 512;
-    EXPECT_EQ(train::CompileGraphStep(m, 2, adam, c).programs.passes, 1);
-    EXPECT_EQ(train::CompileGraphStep(m, 4, adam, c).programs.passes, 2);
-    EXPECT_EQ(train::CompileGraphStep(m, 3, adam, c).programs.passes, 3);
+        static_cast<int>(train::CompileGraphStep(m, 2, adam, c, 1, buffer).programs.ub_rows) + 512;
+    EXPECT_EQ(train::CompileGraphStep(m, 2, adam, c, 1, buffer).programs.passes, 1);
+    EXPECT_EQ(train::CompileGraphStep(m, 4, adam, c, 1, buffer).programs.passes, 2);
+    EXPECT_EQ(train::CompileGraphStep(m, 3, adam, c, 1, buffer).programs.passes, 3);
     const auto chip = TestEngine(engine::EngineKind::kFast, c);
-    StepsEqualReference(chip.get(), m, 4, Optimizer::Kind::kAdam, 2);
-    StepsEqualReference(chip.get(), m, 3, Optimizer::Kind::kSgd, 2);
+    StepsEqualReference(chip.get(), m, 4, Optimizer::Kind::kAdam, 2, 1, buffer);
+    StepsEqualReference(chip.get(), m, 3, Optimizer::Kind::kSgd, 2, 1, buffer);
     if (c.cores < 2) continue;
-    EXPECT_GT(train::CompileGraphStep(m, 8, adam, c, 2).programs.passes, 1);  // and a sum
-    StepsEqualReference(chip.get(), m, 8, Optimizer::Kind::kAdam, 2, 2);
+    EXPECT_GT(train::CompileGraphStep(m, 8, adam, c, 2, buffer).programs.passes, 1);  // and a sum
+    StepsEqualReference(chip.get(), m, 8, Optimizer::Kind::kAdam, 2, 2, buffer);
   }
 }
 
