@@ -69,6 +69,7 @@ struct Layout {
   int64_t state_begin = 0, state_end = 0;  // the weights and the optimizer's state
   bool hbm_state = false;                  // always in the buffer (step_shell.h's StateRows)
   uint64_t hbm_state_addr = 0;
+  uint64_t hbm_grad_addr = 0;
   int64_t stage = 0;
   std::vector<shell::KeptRows> kept;   // none: the CNN's layers keep nothing
   int64_t scalars = 0, x0 = 0, y = 0;  // the batch: Adam's scalars, images, labels

@@ -56,6 +56,9 @@ struct LayerRows {
   int64_t bn_const = 0, bn_stats = 0;
   int kept = -1;
   int64_t Block(int64_t j) const { return j * padded; }
+  // Output block j (the logits' blocks are the whole batch's, out_stride apart).
+  int64_t out_stride = 0;
+  int64_t OutBlock(int64_t j) const { return j * (out_stride > 0 ? out_stride : padded); }
 };
 
 // The channel blocks of a map of c channels, and the lanes of each (docs/training.md,
@@ -83,7 +86,7 @@ struct Layout {
   int64_t state_begin = 0, state_end = 0;
   // The state in HBM (step_shell.h's StateRows), where it does not fit beside the pass.
   bool hbm_state = false;
-  uint64_t hbm_state_addr = 0;
+  uint64_t hbm_state_addr = 0, hbm_grad_addr = 0;
   int64_t stage = 0;
   int64_t scalars = 0, x0 = 0, y = 0, scalars_next = 0, x0_next = 0, y_next = 0;
   int64_t activations = 0;  // from here to end: what the init program zeroes
@@ -101,8 +104,10 @@ struct Layout {
   float Upper(int s) const {
     return s == relu6_set ? 6.0f : std::numeric_limits<float>::infinity();
   }
-  int64_t BatchRows() const { return 4 + b * img_rows + b; }
-  int64_t OutRows() const { return 3 * int64_t{b} + 2; }
+  int class_blocks = 1;  // the blocks of N lanes the classes take
+  int64_t BatchRows() const { return 4 + b * img_rows + int64_t{b} * class_blocks; }
+  // The losses, their mean, the logits (each block of classes bp rows after the one before).
+  int64_t OutRows() const { return 2 * int64_t{b} + 2 + (class_blocks - 1) * bp + b; }
   int64_t GradRows() const {
     int64_t rows = 0;
     for (const ParamRows& r : param) rows += r.Values(n);
@@ -206,6 +211,7 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
   r.rows = a->mb * r.pixels;
   r.padded = TilesOf(r.rows, a->n) * a->n;
   r.out = i + 1 == m.layers.size() ? a->logits : take(r.cb * r.padded);
+  if (i + 1 == m.layers.size()) r.out_stride = a->bp;
   r.grad = take(r.cb * r.padded);
   if (!l.HasWeights()) return;
   for (size_t p = 0; p < a->param.size(); ++p)
@@ -243,12 +249,20 @@ void PlaceScratch(const nn::Model& m, const Optimizer& opt, Layout* a,
     pooled = std::max(pooled, a->layer[i].padded);
     shares = std::max(shares, int64_t{l.pool_h} * l.pool_w * a->layer[i].padded);
   }
-  for (int64_t* p : {&a->sm, &a->mx, &a->sum, &a->recip, &a->pick}) *p = take(2 * int64_t{a->mb});
+  for (int64_t* p : {&a->mx, &a->sum, &a->recip, &a->pick}) *p = take(2 * int64_t{a->mb});
+  a->sm = take(2 * int64_t{a->mb} * a->class_blocks);
+  for (const ParamRows& r : a->param) values = std::max(values, r.Values(n));
+  // With the state in HBM, one layer's gradient and dWᵀ's group at a time (GradHbm).
+  const int64_t g = a->hbm_state ? take(values) : 0;
+  const int64_t gt = a->hbm_state ? take(a->g_tiles * n) : 0;
+  int64_t g_hbm = 0;
   for (ParamRows& r : a->param) {
-    r.g = take(r.Values(n));  // one after the other: the cores' gradient sum takes them whole
-    values = std::max(values, r.Values(n));
+    // One after the other: the cores' gradient sum takes them whole.
+    r.g = a->hbm_state ? g : take(r.Values(n));
+    r.g_hbm = g_hbm;
+    g_hbm += r.Values(n);
   }
-  for (ParamRows& r : a->param) r.gt = take(r.Values(n));
+  for (ParamRows& r : a->param) r.gt = a->hbm_state ? gt : take(r.Values(n));
   a->dzt = take(2 * int64_t{n});  // two: StepEmitter::TakeTurns
   a->scratch = take(a->mask_rows = std::min<int64_t>(most, 8 * int64_t{n}));
   a->flipped = take(TilesOf(flipped, n) * n);
@@ -265,12 +279,13 @@ void PlaceScratch(const nn::Model& m, const Optimizer& opt, Layout* a,
   a->update_rows = std::min<int64_t>(values, 2 * int64_t{n});
   a->tmp = take(2 * a->update_rows);
   a->tmp2 = take(2 * a->update_rows);
-  if (a->hbm_state) a->stage = take(2 * (1 + int64_t{opt.Slots()}) * 2 * a->update_rows);
+  if (a->hbm_state) a->stage = take(2 * shell::StageParts(opt.Slots()) * 2 * a->update_rows);
   int64_t bn = 0;
   for (size_t i = 0; i < m.layers.size(); ++i)
     if (IsBatchNorm(m.layers[i])) bn = std::max(bn, a->layer[i].rows);
   a->bn_tmp = take(2 * bn);
   a->bn_rows = take(bn > 0 ? 2 * kBnRows : 0);
+  if (a->hbm_state) return;  // the sums are in HBM
   if (a->cores > 1) a->other = take(a->GradRows());
   if (a->passes > 1) a->pass_g = take(a->GradRows());
 }
@@ -326,7 +341,8 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   const std::function<int64_t(int64_t)> take = shell::RowsFrom(&at);
   a.id = take(n);
   a.zero = take(FieldFillsItsTiles(m, n) || LeavesPixelsOut(m) ? n : 1);
-  a.pad = take(2);
+  a.class_blocks = BlocksOf(m.layers.back().out.c, n);
+  a.pad = take(2 * int64_t{a.class_blocks});
   a.inv_batch = take(2);
   a.consts = take(2 * static_cast<int64_t>(UpdateConstants(opt).size()));
   if (HasRelu6(m)) a.six = take(1);
@@ -349,7 +365,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.activations = at;
   a.loss = take(2 * int64_t{batch});  // the results, one write_host: losses, mean, logits
   a.mean = take(2);
-  a.logits = take(a.bp);
+  a.logits = take(a.bp * a.class_blocks);
   for (size_t i = 0; i < m.layers.size(); ++i) PlaceLayer(m, i, &a, take);
   if (HasRelu6(m)) {
     a.relu6_set = a.sets++;
@@ -359,7 +375,10 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.end = at;
   shell::PlaceHostRows(&a);
   const uint64_t kPage = 4096;
-  a.hbm_state_addr = (2 * static_cast<uint64_t>(a.GradRows()) * 2 * n + kPage - 1) / kPage * kPage;
+  auto page = [](uint64_t x) { return (x + kPage - 1) / kPage * kPage; };
+  a.hbm_state_addr = page(2 * static_cast<uint64_t>(a.GradRows()) * 2 * n);
+  a.hbm_grad_addr =
+      page(a.hbm_state_addr + static_cast<uint64_t>(cores * shell::StateRows(a)) * 2 * n);
   return a;
 }
 
@@ -373,7 +392,7 @@ Layout ForPass(const Layout& a0, int u) {
   a.logits += int64_t{u} * a.mb;
   a.layer.back().out = a.logits;
   a.pass = u;
-  if (u > 0)
+  if (u > 0 && !a.hbm_state)  // in HBM, summed as they come (GradientOut)
     for (ParamRows& r : a.param) r.g += a.pass_g - a0.param.front().g;
   return a;
 }
@@ -431,7 +450,7 @@ void FieldTile(Emitter& e, const Layout& a, const ParamRows& p, int64_t k, const
 // its channel block of r.out.
 void Outputs(Emitter& e, const ParamRows& p, const LayerRows& r, int64_t rows, bool relu, int set) {
   for (int64_t j = 0; j < p.mb; ++j)
-    e.Dense(r.f, r.padded, p, j, rows, r.out + r.Block(j), relu, set);
+    e.Dense(r.f, r.padded, p, j, rows, r.out + r.OutBlock(j), relu, set);
 }
 
 void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
@@ -856,6 +875,7 @@ void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerR
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
   e.Pass(l.name + " weight gradient", int64_t{a.b} * (p.ins + 1) * p.outs);
+  if (a.hbm_state) shell::MakeTile(e, a, p);  // the shared tile's rows: its again
   e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
   const int k = l.inputs[0];
   const int64_t into = sums->Into(a, k);
@@ -951,6 +971,7 @@ void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
   e.Pass(l.name + " weight gradient", a.b * r.pixels * (p.ins + 1) * p.outs);
+  if (a.hbm_state) shell::MakeTile(e, a, p);  // the shared tile's rows: its again
   e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
   if (l.depthwise)  // the expanded kernels' zeros take none: +0 off the diagonal
     EmitVector(e.P(), VectorOp::kSelect, r.mask, a.zero, p.g, p.Values(n), kBcast);
@@ -1102,6 +1123,30 @@ void EmitBatchNormBackward(Emitter& e, const Layout& a, const Layer& l, const La
   sums->Done(e, a, k);
 }
 
+// With the state in HBM (StateRows), layer l's weight gradient (its rows p.g) into its rows of
+// this core's area in HBM (GradHbm) after the layer's backward pass: the first pass's
+// written, a later one's added to what is there (in the tile's rows, which the layer's
+// backward pass has done with) and written back, as the passes' sum in the buffer takes them.
+void GradientOut(Emitter& e, const Layout& a, const Layer& l, const ParamRows& p) {
+  if (!a.hbm_state) return;
+  e.Pass(l.name + " weight gradient");
+  const int64_t rows = p.Values(a.n);
+  const uint64_t kMax = isa::ProgramBuilder::kMaxLength;
+  auto each = [&](const std::function<void(int64_t r0, uint64_t len)>& fn) {
+    for (int64_t r0 = 0; r0 < rows; r0 += static_cast<int64_t>(kMax))
+      fn(r0, std::min<uint64_t>(kMax, static_cast<uint64_t>(rows - r0)));
+  };
+  const uint64_t hbm = shell::GradHbm(a, a.core, p.g_hbm);
+  auto at = [&](int64_t r0) { return hbm + static_cast<uint64_t>(r0) * 2 * a.n; };
+  if (a.pass > 0) {
+    each([&](int64_t r0, uint64_t len) { e.P().ReadHbm(at(r0), e.U(p.wb + r0), len); });
+    e.Vector(VectorOp::kAdd, p.wb, p.g, p.wb, rows, 0);
+    e.ForgetTile();
+  }
+  const int64_t from = a.pass > 0 ? p.wb : p.g;
+  each([&](int64_t r0, uint64_t len) { e.P().WriteHbm(e.U(from + r0), at(r0), len); });
+}
+
 void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
   Sums sums(m.layers.size());
   for (size_t i = m.layers.size(); i-- > 0;) {
@@ -1116,9 +1161,11 @@ void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
     switch (l.type) {
       case LayerType::kConv2d:
         EmitConvBackward(e, a, l, r, &sums);
+        GradientOut(e, a, l, a.param[static_cast<size_t>(r.param)]);
         break;
       case LayerType::kDense:
         EmitDenseBackward(e, a, l, r, &sums);
+        GradientOut(e, a, l, a.param[static_cast<size_t>(r.param)]);
         break;
       case LayerType::kAvgPool2d:
         EmitPoolBackward(e, a, l, r, &sums);
@@ -1144,6 +1191,19 @@ void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
 // The step on batch buffer `a`'s (ForParity); with `prefetch` it first reads the next
 // batch into the other buffer, which runs behind the step (the infeed). Then the forward
 // pass, the loss, the backward pass, the cores' gradient sum, the update, the results out.
+// The loss's rows of pass layout `a`, dL/dlogits into the last layer's gradient; its classes
+// in blocks of N lanes (the logits' bp rows apart, the labels' b, the gradient's a block's).
+LossRows LossOf(const Layout& a) {
+  const LayerRows& last = a.layer.back();
+  LossRows r = LossRowsOf(a, last.grad);
+  r.blocks = a.class_blocks;
+  r.logits_stride = a.bp;
+  r.y_stride = a.b;
+  r.dz_stride = last.padded;
+  r.sm_stride = 2 * int64_t{a.mb};
+  return r;
+}
+
 isa::Program StepProgram(const Layout& a, const nn::Model& m, const Optimizer& opt, bool prefetch,
                          std::vector<int32_t>* pass_of, PassLog* passes) {
   Emitter e(a);
@@ -1154,10 +1214,10 @@ isa::Program StepProgram(const Layout& a, const nn::Model& m, const Optimizer& o
     EmitForward(e, au, m);
     e.Pass("loss");
     const bool last = u + 1 == a.passes;
-    EmitSoftmaxLoss(e.P(), LossRowsOf(au, au.layer.back().grad), a.mb, a.passes == 1);
+    EmitSoftmaxLoss(e.P(), LossOf(au), a.mb, a.passes == 1);
     if (a.passes > 1 && last) EmitLossMean(e.P(), LossRowsOf(a, 0), a.b);
     EmitBackward(e, au, m);
-    if (u == 0) continue;
+    if (u == 0 || a.hbm_state) continue;
     e.Pass("pass gradient sum");
     EmitVector(e.P(), VectorOp::kAdd, a.param.front().g, a.pass_g, a.param.front().g, a.GradRows(),
                0);
@@ -1229,13 +1289,15 @@ nn::Shape3 RowsShape(const nn::Model& m, int k) {
 }
 
 // Why the chip's graph step does not take layer i's channels ("" where it does): a map of
-// more than N channels goes in channel blocks of N (a multiple of N), which a concatenation,
-// a depthwise convolution, the images, the logits and a map read in chunks do not take.
+// more than N channels goes in channel blocks of N (a multiple of N; the classes any count),
+// which a concatenation, a depthwise convolution, the images and a map read in chunks do not
+// take.
 std::string ChannelsUnsupported(const nn::Model& m, size_t i, const nn::Shape3& s, bool images,
                                 int n) {
   const Layer& l = m.layers[i];
   const int out = l.type == LayerType::kFlatten ? s.c : l.out.c;
-  for (const int c : {s.c, out})
+  const bool logits = i + 1 == m.layers.size();  // the classes: any count (the loss pads)
+  for (const int c : {s.c, logits ? s.c : out})
     if (c > n && c % n != 0)
       return fmt::format(
           "a map of more than N = {} channels goes in blocks of N, and {} channels are not a "
@@ -1248,7 +1310,6 @@ std::string ChannelsUnsupported(const nn::Model& m, size_t i, const nn::Shape3& 
         "channels",
         n);
   if (images && s.c > n) return fmt::format("images of at most N = {} channels", n);
-  if (i + 1 == m.layers.size() && out > n) return fmt::format("at most N = {} classes", n);
   const bool whole = l.type == LayerType::kDense || (l.IsPool() && l.global_pool);
   if (whole && !FitsAWindow(s.h, s.w))
     return fmt::format(
@@ -1318,13 +1379,12 @@ bool StateCanBeInHbm(const nn::Model& m) {
 
 // Throws UsageError where the cores' copies of the state in HBM do not fit the weight memory.
 void CheckHbmState(const nn::Model& m, const Layout& a, const config::TpuConfig& cfg) {
-  const uint64_t end =
-      a.hbm_state_addr + static_cast<uint64_t>(a.cores * shell::StateRows(a)) * 2 * a.n;
+  const uint64_t end = shell::GradHbm(a, 2 * a.cores, 0);  // past the cores' sums
   if (a.hbm_state && end > cfg.weight_mem_bytes) {
-    throw UsageError(fmt::format(
-        "the step of '{}' keeps its state in HBM, {} bytes with the cores' gradient sums; "
-        "config '{}' has weight_mem_bytes = {}",
-        m.name, end, cfg.name, cfg.weight_mem_bytes));
+    throw UsageError(
+        fmt::format("the step of '{}' keeps its state and gradients in HBM, {} bytes; "
+                    "config '{}' has weight_mem_bytes = {}",
+                    m.name, end, cfg.name, cfg.weight_mem_bytes));
   }
 }
 

@@ -42,17 +42,21 @@ Bits Product(const Half& a, const Half& b, int64_t m, int64_t k, int64_t cols, i
 uint32_t SoftmaxRow(const uint16_t* logits, int classes, int label, int n, uint32_t inv_batch,
                     uint16_t* dz) {
   const uint32_t neg_inf = 0xff800000u;
-  Bits d(static_cast<size_t>(n)), e(static_cast<size_t>(n)), pick(static_cast<size_t>(n), 0);
-  for (int j = 0; j < n; ++j)
+  const int lanes = (classes + n - 1) / n * n;  // the blocks' lanes
+  Bits d(static_cast<size_t>(lanes)), e(static_cast<size_t>(lanes)),
+      pick(static_cast<size_t>(n), 0);
+  for (int j = 0; j < lanes; ++j)
     d[j] = Fp32Add(j < classes ? Fp32OfBf16(logits[j]) : 0, j < classes ? 0 : neg_inf);
-  const uint32_t m = arith::Fp32TreeMax(d.data(), n);
-  for (int j = 0; j < n; ++j) {
+  uint32_t m = arith::Fp32TreeMax(d.data(), n);
+  for (int k = n; k < lanes; k += n) m = arith::Fp32Max(m, arith::Fp32TreeMax(&d[k], n));
+  for (int j = 0; j < lanes; ++j) {
     d[j] = Fp32Sub(d[j], m);
-    if (j == label) pick[j] = arith::Fp32Canonical(d[j]);
+    if (j == label) pick[j % n] = arith::Fp32Canonical(d[j]);
     e[j] = arith::Fp32Exp(d[j]);
   }
   const uint32_t picked = arith::Fp32TreeSum(pick.data(), n);
-  const uint32_t s = arith::Fp32TreeSum(e.data(), n);
+  uint32_t s = arith::Fp32TreeSum(e.data(), n);
+  for (int k = n; k < lanes; k += n) s = Fp32Add(s, arith::Fp32TreeSum(&e[k], n));
   const uint32_t r = arith::Fp32Recip(s);
   for (int j = 0; j < classes; ++j) {
     const uint32_t p = Fp32Mul(e[j], r);

@@ -31,7 +31,9 @@ uint16_t CoreSum(uint16_t a, uint16_t b);
 
 // The loss of one image and dL/dlogits, as the vector unit computes them over the n lanes
 // of its logits' row (lanes past the classes -infinity): returns the loss, and dz (classes
-// values, times inv_batch).
+// values, times inv_batch). More classes than n take rows of n lanes each (blocks): the
+// maximum and the sum each block's (trees of pairs) taken block after block, the picked
+// logit in its block's lane of one row.
 uint32_t SoftmaxRow(const uint16_t* logits, int classes, int label, int n, uint32_t inv_batch,
                     uint16_t* dz);
 

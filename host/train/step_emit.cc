@@ -81,7 +81,49 @@ void EmitLossMean(ProgramBuilder& p, const LossRows& r, int64_t b) {
   EmitVector(p, VectorOp::kMul, r.mean, r.inv_batch, r.mean, 1, kA32 | kB32 | kO32);
 }
 
+namespace {
+
+// EmitSoftmaxLoss over r.blocks blocks of classes: the maximum (each block's lane_max, then
+// vector max block after block, in recip's rows), the picked logit (each block's select into
+// one row), the sum (each block's lane_sum, added block after block).
+void SoftmaxLossOfBlocks(ProgramBuilder& p, const LossRows& r, int64_t b, bool mean) {
+  auto vec = [&p](VectorOp op, int64_t a, int64_t x, int64_t out, int64_t rows, int flags) {
+    EmitVector(p, op, a, x, out, rows, flags);
+  };
+  auto sm = [&r](int64_t k) { return r.sm + k * r.sm_stride; };
+  auto y = [&r](int64_t k) { return r.y + k * r.y_stride; };
+  for (int64_t k = 0; k < r.blocks; ++k) {
+    vec(VectorOp::kAdd, r.logits + k * r.logits_stride, r.pad + 2 * k, sm(k), b,
+        kB32 | kO32 | kBcast);
+    vec(VectorOp::kLaneMax, sm(k), 0, k == 0 ? r.mx : r.recip, b, kA32 | kO32);
+    if (k > 0) vec(VectorOp::kMax, r.mx, r.recip, r.mx, b, kA32 | kB32 | kO32);
+  }
+  vec(VectorOp::kMul, y(0), r.zero, r.pick, b, kO32 | kBcast);
+  for (int64_t k = 0; k < r.blocks; ++k) {
+    vec(VectorOp::kSub, sm(k), r.mx, sm(k), b, kA32 | kB32 | kO32);
+    vec(VectorOp::kSelect, y(k), sm(k), r.pick, b, kB32 | kO32);
+  }
+  vec(VectorOp::kLaneSum, r.pick, 0, r.pick, b, kA32 | kO32);
+  for (int64_t k = 0; k < r.blocks; ++k) {
+    vec(VectorOp::kExp, sm(k), 0, sm(k), b, kA32 | kO32);
+    vec(VectorOp::kLaneSum, sm(k), 0, k == 0 ? r.sum : r.recip, b, kA32 | kO32);
+    if (k > 0) vec(VectorOp::kAdd, r.sum, r.recip, r.sum, b, kA32 | kB32 | kO32);
+  }
+  vec(VectorOp::kLog, r.sum, 0, r.loss, b, kA32 | kO32);
+  vec(VectorOp::kSub, r.loss, r.pick, r.loss, b, kA32 | kB32 | kO32);
+  if (mean) EmitLossMean(p, r, b);
+  vec(VectorOp::kRecip, r.sum, 0, r.recip, b, kA32 | kO32);
+  for (int64_t k = 0; k < r.blocks; ++k) {
+    vec(VectorOp::kMul, sm(k), r.recip, sm(k), b, kA32 | kB32 | kO32);
+    vec(VectorOp::kSub, sm(k), y(k), sm(k), b, kA32 | kO32);
+    vec(VectorOp::kMul, sm(k), r.inv_batch, r.dz + k * r.dz_stride, b, kA32 | kB32 | kBcast);
+  }
+}
+
+}  // namespace
+
 void EmitSoftmaxLoss(ProgramBuilder& p, const LossRows& r, int64_t b, bool mean) {
+  if (r.blocks > 1) return SoftmaxLossOfBlocks(p, r, b, mean);
   auto vec = [&p](VectorOp op, int64_t a, int64_t x, int64_t out, int64_t rows, int flags) {
     EmitVector(p, op, a, x, out, rows, flags);
   };

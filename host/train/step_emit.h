@@ -65,9 +65,13 @@ Layout ForCore(Layout a, int core) {
 // classes' lanes and -infinity past them (pad), the labels one-hot (y, b rows), a zero row,
 // a float32 row of 1 / batch; float32 scratch of 2b rows each (sm, mx, sum, recip, pick),
 // the losses (2b rows) and their mean (2 rows); dL/dlogits goes to dz (b bfloat16 rows).
+// More classes than N (a graph's): `blocks` blocks of N lanes, the logits' block k at
+// logits + k logits_stride, the labels' at y + k y_stride, pad's at pad + 2k, dL/dlogits' at
+// dz + k dz_stride, and sm's at sm + k sm_stride.
 struct LossRows {
   int64_t logits = 0, pad = 0, y = 0, zero = 0, inv_batch = 0;
   int64_t sm = 0, mx = 0, sum = 0, recip = 0, pick = 0, loss = 0, mean = 0, dz = 0;
+  int64_t blocks = 1, logits_stride = 0, y_stride = 0, dz_stride = 0, sm_stride = 0;
 };
 
 // The loss rows of a step's layout (any with the fields of these names), dL/dlogits into dz.
@@ -91,7 +95,8 @@ LossRows LossRowsOf(const Layout& a, int64_t dz) {
 }
 
 // The loss of each of `b` images, their mean (without `mean`: none), and dL/dlogits: 16
-// vector instructions.
+// vector instructions (with several blocks of classes, each block's lanes as one block's,
+// the blocks' maxima and sums taken block after block: chip::SoftmaxRow).
 void EmitSoftmaxLoss(isa::ProgramBuilder& p, const LossRows& r, int64_t b, bool mean = true);
 // The mean of `b` losses from r.loss: their sum row after row, times 1 / the batch.
 void EmitLossMean(isa::ProgramBuilder& p, const LossRows& r, int64_t b);

@@ -50,6 +50,7 @@ struct ParamRows {
   int64_t w = 0;              // the float32 weights: two buffer rows a row of wb
   std::vector<int64_t> slot;  // the optimizer's state, as w
   int64_t wb = 0, gt = 0, g = 0;
+  int64_t g_hbm = 0;  // with the state in HBM: its gradient's first row in a core's area
   // The rows of a block: N (a tile of the array's), or fewer where no tile is loaded from
   // them (a batch normalization's gamma and beta: 2).
   int block_rows = 0;  // 0: N
@@ -92,10 +93,29 @@ uint64_t StateHbm(const Layout& a, int64_t row) {
   return a.hbm_state_addr +
          static_cast<uint64_t>(a.core * StateRows(a) + row - a.state_begin) * 2 * a.n;
 }
-// Staging set `set` (0 or 1), part `part` (0: the float32 weights; 1, 2: the slots).
+// The parts of a staging set: the float32 weights, each slot, the gradient and the other
+// core's (2 update_rows rows each).
+inline int StageParts(int slots) { return 3 + slots; }
+// Staging set `set` (0 or 1), part `part` (0: the float32 weights; then the slots, the
+// gradient, the other core's).
 template <typename Layout>
 int64_t StageRows(const Layout& a, int set, int part, int slots) {
-  return a.stage + (int64_t{set} * (1 + slots) + part) * 2 * a.update_rows;
+  return a.stage + (int64_t{set} * StageParts(slots) + part) * 2 * a.update_rows;
+}
+// With the state in HBM the weight gradients are there too, and the tile, the gradient and
+// dWᵀ's rows in the buffer are each one layer's at a time (PlaceParams, PlaceScratch): each
+// core's gradients in an area of GradRows() rows (a layer's from g_hbm), written as a layer's
+// backward pass ends and summed there over the passes (graph_step.cc's GradientOut); with
+// several cores, the sum of the cores' in an area of each core's own (read by
+// Gradients()). The HBM byte address of row `row` of core `core`'s area:
+template <typename Layout>
+uint64_t GradHbm(const Layout& a, int core, int64_t row) {
+  return a.hbm_grad_addr + static_cast<uint64_t>(core * a.GradRows() + row) * 2 * a.n;
+}
+// ... and of the cores' sum's, core a.core's.
+template <typename Layout>
+uint64_t SumHbm(const Layout& a, int64_t row) {
+  return GradHbm(a, a.cores + a.core, row);
 }
 
 // A layout's array size N, a core's images b (its share of the batch), the cores and b
@@ -141,14 +161,21 @@ inline std::function<int64_t(int64_t)> RowsFrom(int64_t* at) {
   };
 }
 
-// The infeed's two batch buffers (Adam's scalars, the images, the labels; ForParity swaps
-// them).
+// The blocks of N lanes a layout's classes take (more than one: a graph's of more classes
+// than N; the last weighted layer's outputs are the classes).
+template <typename Layout>
+int64_t ClassBlocks(const Layout& a) {
+  return TilesOf(a.param.back().outs, a.n);
+}
+
+// The infeed's two batch buffers (Adam's scalars, the images, the labels one-hot: a block of
+// `batch` rows for each block of classes; ForParity swaps them).
 template <typename Layout>
 void PlaceBatchBuffers(Layout* a, int batch, const std::function<int64_t(int64_t)>& take) {
   for (int buffer = 0; buffer < 2; ++buffer) {
     (buffer ? a->scalars_next : a->scalars) = take(4);
     (buffer ? a->x0_next : a->x0) = take(int64_t{batch} * a->img_rows);
-    (buffer ? a->y_next : a->y) = take(batch);
+    (buffer ? a->y_next : a->y) = take(batch * ClassBlocks(*a));
   }
 }
 
@@ -198,7 +225,10 @@ void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
     for (const Tensor<float>& t : l.state)
       a->kept.push_back({state(2 * TilesOf(t.Size(), n)), static_cast<int>(t.Size())});
   a->state_end = state(0);
-  for (ParamRows& r : a->param) r.wb = take(r.Values(n));
+  int64_t widest = 0;
+  for (const ParamRows& r : a->param) widest = std::max(widest, r.Values(n));
+  const int64_t tile = a->hbm_state ? take(widest) : 0;  // every layer's, one at a time
+  for (ParamRows& r : a->param) r.wb = a->hbm_state ? tile : take(r.Values(n));
 }
 
 // The program, with the addresses of a layout.
@@ -245,6 +275,8 @@ class StepEmitter {
   // it is loaded: the identity, the poolings' tiles, a layer's bfloat16 tile once made)
   // that is already the array's is kept instead: no load, and the matmul does not switch
   // (returns false).
+  // The constant tile in the array is so no more: its rows are written (a shared tile's).
+  void ForgetTile() { current_ = -1; }
   bool Tile(int64_t ub, bool transpose = false, bool constant = false) {
     if (constant && ub == current_) return false;
     FlushWriting(ub, ub + a_.n);
@@ -375,16 +407,17 @@ class StepEmitter {
     Flush();
     const int n = a_.n;
     if (kn < 0) kn = r.kb;
+    // dWᵀ's rows: the layer's own, or with the state in HBM the group's in shared rows.
+    auto gt = [&](int64_t k) { return r.gt + (a_.hbm_state ? (k - k0) * n : r.Block(j, k, n)); };
     for (int64_t k = k0; k < k0 + kn; ++k) {
-      p_.Activate(U(a_.acc_g + (k - k0) * n), U(r.gt + r.Block(j, k, n)), U(r.Outs(j, n)), 0, false,
+      p_.Activate(U(a_.acc_g + (k - k0) * n), U(gt(k)), U(r.Outs(j, n)), 0, false,
                   isa::Pool::kNone);
       clock_.issue = std::max({clock_.issue, clock_.activate, span_.until});
       clock_.activate = clock_.issue + r.Outs(j, n);
-      if (!turns_) Transpose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
+      if (!turns_) Transpose(gt(k), r.g + r.Block(j, k, n), n);
     }
     if (!turns_) return;
-    for (int64_t k = k0; k < k0 + kn; ++k)
-      HeldTranspose(r.gt + r.Block(j, k, n), r.g + r.Block(j, k, n), n);
+    for (int64_t k = k0; k < k0 + kn; ++k) HeldTranspose(gt(k), r.g + r.Block(j, k, n), n);
     Flush();
   }
   isa::Program Take() {
@@ -567,6 +600,20 @@ void MakeTile(StepEmitter<Layout>& e, const Layout& a, const ParamRows& r) {
     Stage(e, a, r, v0, rows, set, 1, /*in=*/true);
     e.Vector(hw::VectorOp::kCopy, StageRows(a, set, 0, slots), 0, r.wb + v0, rows, kA32);
   }
+  e.ForgetTile();  // the rows are every layer's tile in turn
+}
+
+// Layer r's gradient rows [v0, v0 + rows) from HBM into staging set `set` (StateInHbm): this
+// core's, and with two cores the other's.
+template <typename Layout>
+void StageGradient(StepEmitter<Layout>& e, const Layout& a, const ParamRows& r, int64_t v0,
+                   int64_t rows, int set) {
+  const int slots = static_cast<int>(r.slot.size());
+  for (int c = 0; c < a.cores; ++c) {
+    const int core = c == 0 ? a.core : 1 - a.core;
+    e.Raw().ReadHbm(GradHbm(a, core, r.g_hbm + v0), e.U(StageRows(a, set, 1 + slots + c, slots)),
+                    e.U(rows));
+  }
 }
 
 // Each layer's update from its gradient (the optimizer's vector instructions over its rows,
@@ -579,16 +626,26 @@ void EmitUpdates(StepEmitter<Layout>& e, const Layout& a, const Optimizer& opt) 
     e.Pass(r.name + " update");
     const int64_t values = r.Values(a.n);
     auto rows_at = [&](int64_t v0) { return std::min(a.update_rows, values - v0); };
-    if (a.hbm_state) Stage(e, a, r, 0, rows_at(0), 0, parts, /*in=*/true);
+    auto stage_in = [&](int64_t v0, int set) {
+      Stage(e, a, r, v0, rows_at(v0), set, parts, /*in=*/true);
+      StageGradient(e, a, r, v0, rows_at(v0), set);
+    };
+    if (a.hbm_state) stage_in(0, 0);
     for (int64_t v0 = 0, k = 0; v0 < values; v0 += a.update_rows, ++k) {
       const int64_t rows = rows_at(v0), next = v0 + a.update_rows;
       const int set = static_cast<int>(k % 2);
       UpdateRows u = UpdateRowsOf(a, r, opt, v0);
       if (a.hbm_state) {
-        if (next < values) Stage(e, a, r, next, rows_at(next), 1 - set, parts, /*in=*/true);
+        if (next < values) stage_in(next, 1 - set);
         u.w = StageRows(a, set, 0, opt.Slots());
         u.slot0 = StageRows(a, set, 1, opt.Slots());
         u.slot1 = opt.Slots() > 1 ? StageRows(a, set, 2, opt.Slots()) : 0;
+        u.g = StageRows(a, set, parts, opt.Slots());
+        if (a.cores > 1) {  // the cores' sum, as EmitGradientSum's, kept for Gradients()
+          EmitVector(e.P(), hw::VectorOp::kAdd, u.g, StageRows(a, set, parts + 1, opt.Slots()), u.g,
+                     rows, 0);
+          e.Raw().WriteHbm(e.U(u.g), SumHbm(a, r.g_hbm + v0), e.U(rows));
+        }
       }
       EmitUpdate(opt, u, [&e, rows](hw::VectorOp op, int64_t x, int64_t y, int64_t out, int flags) {
         EmitVector(e.P(), op, x, y, out, rows, flags);
@@ -614,7 +671,11 @@ isa::Program FinishStep(StepEmitter<Layout>& e, const Layout& a, const Optimizer
                         std::vector<int32_t>* pass_of, PassLog* passes) {
   if (a.cores > 1) {
     e.Pass("gradient sum");
-    EmitGradientSum(e.P(), a.n, a.core, a.param.front().g, a.other, a.GradRows(), /*hbm=*/0);
+    if (a.hbm_state) {
+      e.P().Barrier(3);  // every core's gradients in HBM (GradHbm): the updates sum them
+    } else {
+      EmitGradientSum(e.P(), a.n, a.core, a.param.front().g, a.other, a.GradRows(), /*hbm=*/0);
+    }
   }
   EmitUpdates(e, a, opt);
   e.Pass("results out");
@@ -653,11 +714,12 @@ isa::Program SaveProgram(const Layout& a) {
   return e.Take();
 }
 
+// The last step's gradients to the host (none to write where they are in HBM: GradHbm).
 template <typename Layout>
 isa::Program GradsProgram(const Layout& a) {
   StepEmitter<Layout> e(a);
   int64_t at = a.h_grads;
-  for (const ParamRows& r : a.param) {
+  for (const ParamRows& r : a.hbm_state ? std::vector<ParamRows>{} : a.param) {
     EmitWriteHost(e.P(), a.n, r.g, at, r.Values(a.n));
     at += r.Values(a.n);
   }
@@ -705,8 +767,11 @@ std::vector<uint8_t> ConstantImage(const Layout& a, const Optimizer& opt,
   for (int i = 0; i < n; ++i) img[static_cast<size_t>((a.id + i) * n + i)] = Bf16Of(1.0f);
   const int classes = a.param.back().outs;
   const std::vector<float> consts = UpdateConstants(opt);
+  for (int64_t k = 0; k < ClassBlocks(a); ++k)
+    for (int j = 0; j < n; ++j)
+      PutFp32(&img, a.pad + 2 * k, n, j,
+              k * n + j < classes ? 0.0f : -std::numeric_limits<float>::infinity());
   for (int j = 0; j < n; ++j) {
-    PutFp32(&img, a.pad, n, j, j < classes ? 0.0f : -std::numeric_limits<float>::infinity());
     PutFp32(&img, a.inv_batch, n, j, InverseBatch(a.b * a.cores));  // the whole batch's
     for (size_t i = 0; i < consts.size(); ++i)
       PutFp32(&img, a.consts + 2 * static_cast<int64_t>(i), n, j, consts[i]);
@@ -788,7 +853,8 @@ std::vector<uint8_t> BatchImage(const Layout& a, const Optimizer& opt, const Bat
     for (int64_t e = 0; e < size; ++e)
       img[static_cast<size_t>((4 + i * a.img_rows + e / n) * n + e % n)] =
           Bf16Of(b.x[static_cast<size_t>(i * size + e)]);
-    img[static_cast<size_t>((4 + a.b * a.img_rows + i) * n + b.labels[static_cast<size_t>(i)])] =
+    const int label = b.labels[static_cast<size_t>(i)];
+    img[static_cast<size_t>((4 + a.b * a.img_rows + label / n * a.b + i) * n + label % n)] =
         Bf16Of(1.0f);
   }
   PutStepScalars(&img, n, opt, step);
@@ -805,7 +871,8 @@ StepOut ReadOutImage(const Layout& a, const std::vector<uint8_t>& bytes) {
   const int classes = a.param.back().outs;
   for (int i = 0; i < a.b; ++i)
     for (int c = 0; c < classes; ++c)
-      o.logits.push_back(FloatOfBf16Bits(img[static_cast<size_t>((2 * a.b + 2 + i) * a.n + c)]));
+      o.logits.push_back(FloatOfBf16Bits(
+          img[static_cast<size_t>((2 * a.b + 2 + c / a.n * a.bp + i) * a.n + c % a.n)]));
   return o;
 }
 
@@ -929,7 +996,15 @@ CompiledStep Programs(const Layout& a, const Optimizer& opt, const std::string& 
       name + "-init", std::vector<isa::Program>(a.cores, InitProgram(a, start)), {consts, state}};
   StepExecutables(a, name, parity, step, &p);
   p.save = {name + "-save", {SaveProgram(a)}, {state}};
-  p.grads = {name + "-grads", {GradsProgram(a)}, {HostRows("grads", a.h_grads, a.GradRows(), n)}};
+  const uint64_t grad_bytes = static_cast<uint64_t>(a.GradRows()) * 2 * n;
+  p.grads = {name + "-grads",
+             {GradsProgram(a)},
+             {a.hbm_state ? engine::Region{"grads",
+                                           engine::Memory::kWeight,
+                                           a.cores > 1 ? SumHbm(a, 0) : GradHbm(a, 0, 0),
+                                           grad_bytes,
+                                           {}}
+                          : HostRows("grads", a.h_grads, a.GradRows(), n)}};
   c.images = std::make_shared<Images<Layout>>(a, opt);
   return c;
 }

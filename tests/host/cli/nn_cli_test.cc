@@ -164,7 +164,7 @@ TEST_F(NnCliTest, TrainOnTheChipChecksEveryStepAndWritesTheModel) {
   EXPECT_FALSE(std::filesystem::exists(P("x")));
 }
 
-// --timing-only times a step of a model no data set feeds (24 x 24 x 3 images, 37 classes)
+// --timing-only times a step of a model no data set feeds (24 x 24 x 3 images, 300 classes)
 // on synthetic batches: its step's cycles are its passes' together (core 0's), and a run
 // with values refuses that model, pointing at --timing-only.
 TEST_F(NnCliTest, TrainTimingOnlyTimesAStepOfAnyInputAndClasses) {
@@ -174,13 +174,13 @@ TEST_F(NnCliTest, TrainTimingOnlyTimesAStepOfAnyInputAndClasses) {
   nn::Layer gap = test::MakeLayer(nn::LayerType::kAvgPool2d);
   gap.global_pool = true;
   m.layers = {test::MakeLayer(nn::LayerType::kConv2d, 16, 3, 2, "same"), gap,
-              test::MakeLayer(nn::LayerType::kDense, 37, 1, 1, "valid", nn::Activation::kSoftmax)};
+              test::MakeLayer(nn::LayerType::kDense, 300, 1, 1, "valid", nn::Activation::kSoftmax)};
   nn::SaveModel(test::Randomize(m, 5), P("rgb"));
   const Outcome t =
       Run("train --config tpu-v2 --model " + P("rgb") + " --batch 4 --timing-only --json " +
           P("r.json") + " --timeline " + P("t.json"));
   ASSERT_EQ(t.exit_code, 0) << t.err;
-  EXPECT_NE(t.out.find("batch 4 of synthetic 24 x 24 x 3 images, 37 classes"), std::string::npos)
+  EXPECT_NE(t.out.find("batch 4 of synthetic 24 x 24 x 3 images, 300 classes"), std::string::npos)
       << t.out;
   EXPECT_NE(t.out.find("step 2 (the steady state"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("wrote " + P("t.json") + " (step 2's timeline"), std::string::npos);
