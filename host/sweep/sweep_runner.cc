@@ -85,8 +85,23 @@ std::string LastLine(const std::string& text) {
 // A training point's report (`tpusim train --json`: its one epoch) in the shape of a run's
 // where the table and the figures read it: the epoch's images, cycles and energy, the step's
 // passes as its layers, and the training metrics (KnownMetrics("train")).
+// A timing-only point's (`tpusim train --timing-only --json`: one step timed, no epoch) as
+// an epoch of that one step, without a loss or an accuracy.
+nlohmann::json TimedEpoch(const nlohmann::json& t) {
+  const nlohmann::json& step = t.at("step");
+  double joules = 0;
+  for (const auto& pass : t.at("passes")) joules += pass.at("energy_pj").get<double>() * 1e-12;
+  return {{"steps", 1},
+          {"cycles", step.at("cycles")},
+          {"seconds_simulated", step.at("time_us").get<double>() * 1e-6},
+          {"energy_j", joules},
+          {"loss", nullptr},
+          {"test_accuracy", nullptr}};
+}
+
 nlohmann::json TrainReport(const nlohmann::json& t) {
-  const nlohmann::json& epoch = t.at("epochs").back();
+  const nlohmann::json epoch =
+      t.value("timing_only", false) ? TimedEpoch(t) : t.at("epochs").back();
   const nlohmann::json& step = t.at("step");
   const double steps = epoch.at("steps").get<double>();
   const double images = steps * t.at("batch").get<double>();
@@ -132,33 +147,27 @@ nlohmann::json TrainReport(const nlohmann::json& t) {
 }
 
 // A training point's command: one epoch of the job's images on the chip, its model folder
-// `model` (in the sweep's own .running folder, removed after).
+// `model` (in the sweep's own .running folder, removed after); with timing_only, one step
+// timed (tpusim train --timing-only: no model written).
 std::vector<std::string> TrainArgs(const PointJob& job, const std::string& tpusim,
                                    const std::string& config, const std::string& report,
                                    const std::string& model) {
-  std::vector<std::string> args = {tpusim,
-                                   "train",
-                                   "--config",
-                                   config,
-                                   "--limit",
-                                   std::to_string(job.images),
-                                   "--batch",
-                                   std::to_string(job.batch),
-                                   "--engine",
-                                   job.engine,
-                                   "--epochs",
-                                   "1",
-                                   "--seed",
-                                   std::to_string(job.seed),
-                                   "--optimizer",
-                                   job.optimizer,
-                                   "--checkpoint-every",
-                                   "0",
-                                   "-q",
-                                   "--json",
-                                   report,
-                                   "--out",
-                                   model};
+  std::vector<std::string> args = {tpusim,        "train",
+                                   "--config",    config,
+                                   "--batch",     std::to_string(job.batch),
+                                   "--engine",    job.engine,
+                                   "--seed",      std::to_string(job.seed),
+                                   "--optimizer", job.optimizer,
+                                   "-q",          "--json",
+                                   report};
+  if (job.timing_only) {
+    args.push_back("--timing-only");
+  } else {
+    args.insert(args.end(), {"--limit", std::to_string(job.images), "--epochs", "1",
+                             "--checkpoint-every", "0", "--out", model});
+  }
+  if (!job.arch.empty()) args.insert(args.end(), {"--arch", job.arch});
+  if (!job.model.empty()) args.insert(args.end(), {"--model", job.model});
   if (!job.data.empty()) args.insert(args.end(), {"--data", job.data});
   if (!job.energy.empty()) args.insert(args.end(), {"--energy", job.energy});
   return args;

@@ -123,6 +123,8 @@ void ApplySetting(const std::string& spec_path, const std::string& key, const nl
     if (fs::exists(rel)) *config_name = rel;
   } else if (key == "model") {
     job->model = SpecRelative(spec_path, str());
+  } else if (key == "arch") {
+    job->arch = str();
   } else if (key == "dataset") {
     job->dataset = str();
     if (job->dataset != "mnist") {
@@ -176,10 +178,14 @@ void CheckTrainPoint(const PointJob& job) {
                     "vector unit of one (tpu-v2, tpu-v3, tpu-v4, or dtype bf16)",
                     job.config.name));
   }
-  if (job.images < job.batch) {
+  if (job.images < job.batch && !job.timing_only) {
     throw UsageError(fmt::format("images ({}) below batch ({}): the epoch would have no step",
                                  job.images, job.batch));
   }
+  if (!job.arch.empty() && !job.model.empty())
+    throw UsageError("'arch' and 'model' both name the network: give one");
+  if (job.timing_only && job.engine != "fast")
+    throw UsageError("'timing_only' is a mode of the fast engine: \"engine\": \"fast\"");
 }
 
 uint64_t Fnv1a(const std::string& s) {
@@ -212,6 +218,10 @@ nlohmann::json PointJob::ToJson() const {
     j["optimizer"] = optimizer;
     j["seed"] = seed;
     for (const char* k : {"model", "timing_only"}) j.erase(k);
+    // Only when given, so that the points of sweeps without them keep their keys.
+    if (!model.empty()) j["model"] = model;
+    if (!arch.empty()) j["arch"] = arch;
+    if (timing_only) j["timing_only"] = true;
   }
   return j;
 }
@@ -231,8 +241,9 @@ const std::vector<std::string>& RunAxes(const std::string& command) {
   static const std::vector<std::string> run = {
       "config",      "model",  "dataset", "data",      "images", "batch", "engine",
       "timing_only", "energy", "inputs",  "synthetic", "seed",   "shard"};
-  static const std::vector<std::string> train = {"config", "dataset", "data", "images",   "batch",
-                                                 "engine", "energy",  "seed", "optimizer"};
+  static const std::vector<std::string> train = {"config",    "dataset", "data",   "images",
+                                                 "batch",     "engine",  "energy", "seed",
+                                                 "optimizer", "arch",    "model",  "timing_only"};
   return command == "train" ? train : run;
 }
 
@@ -380,7 +391,8 @@ std::vector<SweepPoint> ExpandPoints(const SweepSpec& spec) {
       std::vector<std::pair<std::string, nlohmann::json>> sets;
       std::string config_name = spec.command == "train" ? "tpu-v2" : "small-16";
       p.job.command = spec.command;
-      p.job.model = TPUSIM_SOURCE_DIR "/models/lenet5";
+      // A training point's model: its --arch or --model where given, else train's own.
+      p.job.model = spec.command == "train" ? "" : TPUSIM_SOURCE_DIR "/models/lenet5";
       for (const auto& [k, v] : spec.base.items()) {
         if (k == "set") {
           for (const auto& [f, x] : v.items()) sets.emplace_back(f, nlohmann::json(x));

@@ -32,6 +32,7 @@ struct PointJob {
   uint64_t seed = 1;               // --seed of --synthetic
   std::string shard;               // --shard I/K (empty: all the inputs)
   std::string optimizer = "adam";  // train's --optimizer
+  std::string arch;                // train's --arch (empty: its own default; or `model`)
 
   // The identity of the point's result: a hash of everything above.
   std::string Key() const;

@@ -167,6 +167,32 @@ TEST_F(SweepCliTest, AFailingPointIsRecordedAndTheRestRun) {
   EXPECT_NE(csv.find(",ok,16384,"), std::string::npos) << csv;
 }
 
+// A sweep of timed training steps ("timing_only": true): each point `tpusim train
+// --timing-only`, no data set read and no model written, here the residual CNN at batches of
+// 4 and 8 on two arrays; its cycles a step those of the command run by hand, its loss none.
+TEST_F(SweepCliTest, TimingOnlyTrainPointsTimeAStep) {
+  const std::string spec = Spec("t.json", R"({
+      "name": "timed", "command": "train",
+      "base": {"config": "tpu-v2", "arch": "residual", "timing_only": true},
+      "axes": {"batch": [4, 8], "array_dim": [64, 128]}})");
+  const Outcome o = Run("sweep " + spec + " --out " + P("t"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(Slurp(P("t/results.json")));
+  ASSERT_EQ(j["points"].size(), 4u);
+  for (const auto& p : j["points"]) EXPECT_TRUE(p["metrics"]["loss"].is_null()) << p.dump();
+  const Outcome t =
+      Run("train --config tpu-v2 --arch residual --batch 8 --timing-only -q --json " + P("r.json"));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const auto r = nlohmann::json::parse(Slurp(P("r.json")));
+  EXPECT_EQ(j["points"][3]["metrics"]["cycles_per_step"].get<double>(),
+            r["step"]["cycles"].get<double>());
+  EXPECT_TRUE(fs::is_empty(P("t/points/.running")));
+  ExpectError("sweep " + Spec("t5.json", R"({"command": "train", "base": {"arch": "residual",
+                  "model": "m"}, "axes": {"batch": [8]}})") +
+                  " --out " + P("x"),
+              2, "'arch' and 'model' both name the network");
+}
+
 // A sweep of training steps ("command": "train"): each point one epoch of `tpusim train
 // --config` on the chip, its record that run's, a bigger batch more images a second (the
 // step's fixed costs, the weights' loads and updates, spread over more images), the step's
@@ -199,9 +225,9 @@ TEST_F(SweepCliTest, TrainPointsAreEpochsOnTheChip) {
   for (const char* f : {"layers", "energy", "pareto"})
     EXPECT_GT(fs::file_size(P(std::string("t/plots/") + f + ".svg")), 1000u) << f;
   EXPECT_TRUE(fs::is_empty(P("t/points/.running")));  // no model folder left behind
-  ExpectError("sweep " + Spec("t1.json", R"({"command": "train", "axes": {"model": ["m"]}})") +
+  ExpectError("sweep " + Spec("t1.json", R"({"command": "train", "axes": {"inputs": ["m"]}})") +
                   " --out " + P("x"),
-              2, "unknown axis 'model' for train points");
+              2, "unknown axis 'inputs' for train points");
   ExpectError("sweep " +
                   Spec("t2.json", R"({"command": "train", "axes": {"config": ["small-16"]}})") +
                   " --out " + P("x"),
