@@ -464,7 +464,7 @@ def _row(point):
 
 def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=None,
           limit=None, seed=1, engine="fast", verify=False, dataset="mnist", data=None,
-          timeline=None, timeline_step=2, cores=None, model=None):
+          timeline=None, timeline_step=2, cores=None, model=None, timing_only=False):
     """Trains a network on the chip (tpusim train --config, docs/training.md): every step a
     program on a bf16 chip, the weights kept in the chip between the steps; on a chip of two
     cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum their
@@ -481,8 +481,10 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
     (weights, report): the trained float32 weights as NumPy arrays by their model-folder names
     ("fc1.weights", "fc1.bias", ...), and the CLI's --json report (each epoch's loss,
     accuracies, cycles, simulated and wall time and modelled energy; the step's passes with
-    their counters, bounds and energy; the last step's counters). Bad arguments raise
-    ValueError.
+    their counters, bounds and energy; the last step's counters). timing_only: time one step
+    on the fast engine without values instead (tpusim train --timing-only: synthetic batches,
+    any input and classes; epochs, limit, dataset and verify do not apply): returns (None,
+    report), the report that step's ("step", "passes"). Bad arguments raise ValueError.
     """
     import numpy as np
 
@@ -491,9 +493,12 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
         _count(value, name)
     _engine(engine)
     start = _model(model) if model is not None else None
-    args = ["train", "--epochs", str(epochs), "--batch", str(batch),
-            "--optimizer", str(optimizer), "--seed", str(seed), "--engine", engine,
-            "--dataset", str(dataset), "--quiet"] + cfg._cli_args()
+    args = ["train", "--batch", str(batch), "--optimizer", str(optimizer), "--seed", str(seed),
+            "--engine", engine, "--quiet"] + cfg._cli_args()
+    if timing_only:
+        args.append("--timing-only")
+    else:
+        args += ["--epochs", str(epochs), "--dataset", str(dataset)]
     if lr is not None:
         args += ["--lr", str(float(lr))]
     if limit is not None:
@@ -515,11 +520,14 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
             start.save(os.path.join(tmp, "start"))
             args += ["--model", os.path.join(tmp, "start")]
         with _naming(out, "the trained model"):
-            rc, message = _cli_call(args + ["--out", out, "--json", report_path])
+            rc, message = _cli_call(args + ([] if timing_only else ["--out", out]) +
+                                    ["--json", report_path])
         if rc != 0 or not os.path.exists(report_path):
             raise RuntimeError(message or f"tpusim train exited with {rc}")
         with open(report_path) as f:
             report = json.load(f)
+        if timing_only:
+            return None, report
         with open(os.path.join(out, "model.json")) as f:
             layers = json.load(f)["layers"]
         weights = {}

@@ -37,6 +37,18 @@ def test_train_gives_the_clis_weights_and_report(tmp_path):
     assert passes == pytest.approx(epoch["energy_j"] * 1e12, rel=1e-12)
 
 
+def test_train_timing_only_times_a_step_without_data(tmp_path):
+    none, report = tpusim.train(arch="residual", config="tpu-v2", batch=8, timing_only=True)
+    subprocess.run([_core.cli_path(), "train", "--config", "tpu-v2", "--arch", "residual",
+                    "--batch", "8", "--timing-only", "-q", "--json", str(tmp_path / "r.json")],
+                   check=True, stdin=subprocess.DEVNULL)
+    with open(tmp_path / "r.json") as f:
+        cli = json.load(f)
+    assert none is None and report["timing_only"]
+    assert report["step"]["cycles"] == cli["step"]["cycles"] > 0
+    assert sum(p["counters"]["cycles"] for p in report["passes"]) == report["step"]["cycles"]
+
+
 @pytest.mark.skipif(not have_mnist(), reason="no MNIST data")
 def test_train_writes_a_steps_timeline(tmp_path):
     tpusim.train(config="tpu-v2", limit=256, epochs=1, timeline=tmp_path / "t.json",
