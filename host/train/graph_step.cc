@@ -252,8 +252,9 @@ void PlaceScratch(const nn::Model& m, const Optimizer& opt, Layout* a,
   for (int64_t* p : {&a->mx, &a->sum, &a->recip, &a->pick}) *p = take(2 * int64_t{a->mb});
   a->sm = take(2 * int64_t{a->mb} * a->class_blocks);
   for (const ParamRows& r : a->param) values = std::max(values, r.Values(n));
-  // With the state in HBM, one layer's gradient and dWᵀ's group at a time (GradHbm).
-  const int64_t g = a->hbm_state ? take(values) : 0;
+  // With the state in HBM, one layer's gradient (in the shared tile's rows: GradientOut) and
+  // dWᵀ's group at a time (GradHbm).
+  const int64_t g = a->hbm_state ? a->param.front().wb : 0;
   const int64_t gt = a->hbm_state ? take(a->g_tiles * n) : 0;
   int64_t g_hbm = 0;
   for (ParamRows& r : a->param) {
@@ -870,17 +871,41 @@ class Sums {
   std::vector<bool> has_;
 };
 
+// With the state in HBM (StateRows), layer p's weight gradient (its rows p.g: the shared
+// tile's, PlaceScratch) into its rows of this core's area in HBM (GradHbm) once made, before
+// the layer's input gradient makes the tile there again: the first pass's written, a later
+// one's added piece by piece (in the staging rows) to what is there and written back, as the
+// passes' sum in the buffer takes them.
+void GradientOut(Emitter& e, const Layout& a, const ParamRows& p) {
+  if (!a.hbm_state) return;
+  const int64_t rows = p.Values(a.n), piece = 2 * a.update_rows;
+  const int slots = static_cast<int>(p.slot.size());
+  for (int64_t r0 = 0, k = 0; r0 < rows; r0 += piece, ++k) {
+    const uint64_t at = shell::GradHbm(a, a.core, p.g_hbm + r0);
+    const uint64_t len = e.U(std::min(piece, rows - r0));
+    if (a.pass == 0) {
+      e.P().WriteHbm(e.U(p.g + r0), at, len);
+      continue;
+    }
+    const int64_t sum = shell::StageRows(a, static_cast<int>(k % 2), 0, slots);
+    e.P().ReadHbm(at, e.U(sum), len);
+    e.Vector(VectorOp::kAdd, sum, p.g + r0, sum, static_cast<int64_t>(len), 0);
+    e.P().WriteHbm(e.U(sum), at, len);
+  }
+}
+
 void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r,
                        Sums* sums) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
   e.Pass(l.name + " weight gradient", int64_t{a.b} * (p.ins + 1) * p.outs);
-  if (a.hbm_state) shell::MakeTile(e, a, p);  // the shared tile's rows: its again
   e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
+  GradientOut(e, a, p);
   const int k = l.inputs[0];
   const int64_t into = sums->Into(a, k);
   if (into < 0) return;
   e.Pass(l.name + " input gradient", int64_t{a.b} * p.ins * p.outs);
+  if (a.hbm_state) shell::MakeTile(e, a, p);  // the shared rows: the layer's tile again
   const LayerRows& in = a.In(k);
   // A pixel (and an input channel block) at a time: the transposed loads of the tile's rows
   // of that pixel's block (its channels the first lanes), one a block of the outputs,
@@ -971,15 +996,16 @@ void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
   e.Pass(l.name + " weight gradient", a.b * r.pixels * (p.ins + 1) * p.outs);
-  if (a.hbm_state) shell::MakeTile(e, a, p);  // the shared tile's rows: its again
   e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
   if (l.depthwise)  // the expanded kernels' zeros take none: +0 off the diagonal
     EmitVector(e.P(), VectorOp::kSelect, r.mask, a.zero, p.g, p.Values(n), kBcast);
+  GradientOut(e, a, p);
   const int k = l.inputs[0];
   const int64_t into = sums->Into(a, k);
   if (into < 0) return;
   const LayerRows& in = a.In(k);
   e.Pass(l.name + " input gradient", int64_t{a.b} * in.pixels * p.ins * p.outs);
+  if (a.hbm_state) shell::MakeTile(e, a, p);  // the shared rows: the layer's tile again
   const isa::WindowGeometry g = GradientWindow(r, BlockLanes(r.c, n), n, l.kernel_h, l.kernel_w,
                                                l.stride, l.pad_top, l.pad_left, in);
   const bool made = a.keep_flipped && a.pass > 0;  // in the first pass
@@ -1123,30 +1149,6 @@ void EmitBatchNormBackward(Emitter& e, const Layout& a, const Layer& l, const La
   sums->Done(e, a, k);
 }
 
-// With the state in HBM (StateRows), layer l's weight gradient (its rows p.g) into its rows of
-// this core's area in HBM (GradHbm) after the layer's backward pass: the first pass's
-// written, a later one's added to what is there (in the tile's rows, which the layer's
-// backward pass has done with) and written back, as the passes' sum in the buffer takes them.
-void GradientOut(Emitter& e, const Layout& a, const Layer& l, const ParamRows& p) {
-  if (!a.hbm_state) return;
-  e.Pass(l.name + " weight gradient");
-  const int64_t rows = p.Values(a.n);
-  const uint64_t kMax = isa::ProgramBuilder::kMaxLength;
-  auto each = [&](const std::function<void(int64_t r0, uint64_t len)>& fn) {
-    for (int64_t r0 = 0; r0 < rows; r0 += static_cast<int64_t>(kMax))
-      fn(r0, std::min<uint64_t>(kMax, static_cast<uint64_t>(rows - r0)));
-  };
-  const uint64_t hbm = shell::GradHbm(a, a.core, p.g_hbm);
-  auto at = [&](int64_t r0) { return hbm + static_cast<uint64_t>(r0) * 2 * a.n; };
-  if (a.pass > 0) {
-    each([&](int64_t r0, uint64_t len) { e.P().ReadHbm(at(r0), e.U(p.wb + r0), len); });
-    e.Vector(VectorOp::kAdd, p.wb, p.g, p.wb, rows, 0);
-    e.ForgetTile();
-  }
-  const int64_t from = a.pass > 0 ? p.wb : p.g;
-  each([&](int64_t r0, uint64_t len) { e.P().WriteHbm(e.U(from + r0), at(r0), len); });
-}
-
 void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
   Sums sums(m.layers.size());
   for (size_t i = m.layers.size(); i-- > 0;) {
@@ -1161,11 +1163,9 @@ void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
     switch (l.type) {
       case LayerType::kConv2d:
         EmitConvBackward(e, a, l, r, &sums);
-        GradientOut(e, a, l, a.param[static_cast<size_t>(r.param)]);
         break;
       case LayerType::kDense:
         EmitDenseBackward(e, a, l, r, &sums);
-        GradientOut(e, a, l, a.param[static_cast<size_t>(r.param)]);
         break;
       case LayerType::kAvgPool2d:
         EmitPoolBackward(e, a, l, r, &sums);
