@@ -673,6 +673,31 @@ std::string TimedStepLine(const TrainArgs& a, const config::TpuConfig& c,
       Grouped(static_cast<int64_t>(joules * 1e6 / a.opt.batch)), table.name, wall_s);
 }
 
+// --timing-only's report of the step it timed: its line and pass table, its --json.
+void ReportTimedStep(const TrainArgs& a, const ChipRun& r, const nn::Model& model,
+                     const report::ProgramBound& bound, const report::EnergyTable& table,
+                     double wall) {
+  const std::vector<PassRow> rows = PassRows(*r.trainer, r.config, model, table);
+  if (!a.quiet) {
+    std::cout << TimedStepLine(a, r.config, r.trainer->LastStep(), bound, table, wall) << "\n"
+              << PassTable(rows, 1, r.config, r.trainer->Cores());
+  }
+  if (a.json.empty()) return;
+  const auto& exe = r.trainer->Programs().step;
+  nlohmann::json j = {{"config", r.config.name},
+                      {"engine", r.chip->Name()},
+                      {"timing_only", true},
+                      {"model", model.name},
+                      {"batch", a.opt.batch},
+                      {"cores", r.trainer->Cores()},
+                      {"state_in_hbm", r.trainer->Programs().state_in_hbm},
+                      {"passes", PassJson(rows, 1, r.config)}};
+  j["step"] = report::ExecReportJson(r.trainer->LastStep(), r.config, exe.name,
+                                     exe.programs[0].words.size(), &bound);
+  WriteFileAtomically(a.json, j.dump(2) + "\n");
+  if (!a.quiet) std::cout << "wrote " << a.json << "\n";
+}
+
 // --timing-only: a step of the steady state timed on the fast engine without values (its
 // counters are the ones a run with values counts: the programs do not branch on values), on
 // synthetic batches of the model's input, so any input and classes the chip's step takes.
@@ -714,25 +739,7 @@ void TimeAStep(const TrainArgs& a) {
   r.trainer->Step(b, &b);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::vector<PassRow> rows = PassRows(*r.trainer, r.config, model, table);
-  if (!a.quiet) {
-    std::cout << TimedStepLine(a, r.config, r.trainer->LastStep(), bound, table, wall) << "\n"
-              << PassTable(rows, 1, r.config, r.trainer->Cores());
-  }
-  if (!a.json.empty()) {
-    const auto& exe = r.trainer->Programs().step;
-    nlohmann::json j = {{"config", r.config.name},
-                        {"engine", r.chip->Name()},
-                        {"timing_only", true},
-                        {"model", model.name},
-                        {"batch", a.opt.batch},
-                        {"cores", r.trainer->Cores()},
-                        {"passes", PassJson(rows, 1, r.config)}};
-    j["step"] = report::ExecReportJson(r.trainer->LastStep(), r.config, exe.name,
-                                       exe.programs[0].words.size(), &bound);
-    WriteFileAtomically(a.json, j.dump(2) + "\n");
-    if (!a.quiet) std::cout << "wrote " << a.json << "\n";
-  }
+  ReportTimedStep(a, r, model, bound, table, wall);
   WriteTimeline(a, r, timeline.get());
 }
 

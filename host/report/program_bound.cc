@@ -130,7 +130,11 @@ ProgramBound BoundPrograms(const std::vector<isa::Program>& programs,
   return {{{"issue", issue},
            {"host link", host_rows * config.HostRowCycles()},
            {"host DMA", host_dma},
-           {"weight memory", weight_rows * config.WeightRowCycles()},
+           // The channel's time: the cores' ports take turns at it, together moving up to its
+           // bytes a cycle (contract/memory_channel.h), each at most a row a cycle (the DMA
+           // terms above).
+           {"weight memory", weight_rows * static_cast<double>(hw::RowBytes(config)) /
+                                 static_cast<double>(config.weight_mem_bytes_per_cycle)},
            {"weight DMA", weight_dma},
            {"matrix unit", array},
            {"activation unit", activate},

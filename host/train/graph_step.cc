@@ -59,6 +59,7 @@ struct LayerRows {
   // Output block j (the logits' blocks are the whole batch's, out_stride apart).
   int64_t out_stride = 0;
   int64_t OutBlock(int64_t j) const { return j * (out_stride > 0 ? out_stride : padded); }
+  int64_t f_hbm = -1;  // with the layout's hbm_f, its F's first row in a core's area
 };
 
 // The channel blocks of a map of c channels, and the lanes of each (docs/training.md,
@@ -87,6 +88,12 @@ struct Layout {
   // The state in HBM (step_shell.h's StateRows), where it does not fit beside the pass.
   bool hbm_state = false;
   uint64_t hbm_state_addr = 0, hbm_grad_addr = 0;
+  // With hbm_f too, each layer's F in HBM (its rows from LayerRows::f_hbm in a core's area
+  // of f_rows rows from hbm_f_addr) between its forward pass and its weight gradient, and
+  // in the buffer in rows every layer's in turn (FOut, FIn).
+  bool hbm_f = false;
+  uint64_t hbm_f_addr = 0;
+  int64_t f_rows = 0, f_shared = 0;
   int64_t stage = 0;
   int64_t scalars = 0, x0 = 0, y = 0, scalars_next = 0, x0_next = 0, y_next = 0;
   int64_t activations = 0;  // from here to end: what the init program zeroes
@@ -224,7 +231,13 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
     for (size_t j = 0; j < i; ++j) r.kept += static_cast<int>(m.layers[j].state.size());
     return;
   }
-  r.f = take(pr.kb * r.padded);
+  if (a->hbm_f) {  // the shared rows (MakeLayout's), its own in HBM
+    r.f = a->f_shared;
+    r.f_hbm = a->f_rows;
+    a->f_rows += pr.kb * r.padded;
+  } else {
+    r.f = take(pr.kb * r.padded);
+  }
   r.set = a->sets++;
   a->bias_lane.push_back(pr.ins % a->n);
 }
@@ -325,14 +338,27 @@ bool LeavesPixelsOut(const nn::Model& m) {
   return false;
 }
 
+// The rows of the largest F (or X) of a pass of a.mb images of m's weighted layers.
+int64_t LargestF(const nn::Model& m, const Layout& a) {
+  int64_t most = 0;
+  for (const ParamRows& p : a.param) {
+    const Layer& l = m.layers[static_cast<size_t>(p.layer)];
+    if (IsBatchNorm(l)) continue;
+    most = std::max(most, p.kb * TilesOf(a.mb * int64_t{l.out.h} * l.out.w, a.n) * a.n);
+  }
+  return most;
+}
+
 // With `keep_flipped` (several passes), each convolution's W'' has rows of its own
 // (LayerRows::flipped); with `hbm_state`, the state is in HBM (StateRows), after the cores'
-// gradient sums' (EmitGradientSum).
+// gradient sums' (EmitGradientSum); with `hbm_f` too, each layer's F.
 Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const config::TpuConfig& cfg,
-                  int cores, int mb, bool keep_flipped = false, bool hbm_state = false) {
+                  int cores, int mb, bool keep_flipped = false, bool hbm_state = false,
+                  bool hbm_f = false) {
   Layout a;
   a.keep_flipped = keep_flipped;
-  a.hbm_state = hbm_state;
+  a.hbm_state = hbm_state || hbm_f;
+  a.hbm_f = hbm_f;
   const int n = cfg.array_dim;
   shell::SetBatch(&a, n, batch, cores);
   a.mb = mb;
@@ -367,6 +393,8 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.loss = take(2 * int64_t{batch});  // the results, one write_host: losses, mean, logits
   a.mean = take(2);
   a.logits = take(a.bp * a.class_blocks);
+  // With hbm_f, every layer's F in the same rows, as many as the largest takes.
+  if (a.hbm_f) a.f_shared = take(LargestF(m, a));
   for (size_t i = 0; i < m.layers.size(); ++i) PlaceLayer(m, i, &a, take);
   if (HasRelu6(m)) {
     a.relu6_set = a.sets++;
@@ -380,6 +408,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.hbm_state_addr = page(2 * static_cast<uint64_t>(a.GradRows()) * 2 * n);
   a.hbm_grad_addr =
       page(a.hbm_state_addr + static_cast<uint64_t>(cores * shell::StateRows(a)) * 2 * n);
+  a.hbm_f_addr = page(shell::GradHbm(a, 2 * cores, 0));  // past the cores' sums
   return a;
 }
 
@@ -799,6 +828,21 @@ void EmitBatchNormForward(Emitter& e, const Layout& a, const Layer& l, const Lay
   for (int j = 0; j < r.cb; ++j) BatchNormBlockForward(e, a, l, r, BnBlockOf(a, l, r, j));
 }
 
+// With hbm_f, layer r's F between its rows in the buffer (the shared ones) and its own in
+// this core's area in HBM: out after its forward pass (`out`), back in before its weight
+// gradient.
+void MoveF(Emitter& e, const Layout& a, const LayerRows& r, bool out) {
+  if (!a.hbm_f) return;
+  const int64_t rows = a.param[static_cast<size_t>(r.param)].kb * r.padded;
+  const int64_t piece = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
+  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+    const uint64_t hbm =
+        a.hbm_f_addr + static_cast<uint64_t>(a.core * a.f_rows + r.f_hbm + r0) * 2 * a.n;
+    const uint64_t ub = e.U(r.f + r0), len = e.U(std::min(piece, rows - r0));
+    out ? e.P().WriteHbm(ub, hbm, len) : e.P().ReadHbm(hbm, ub, len);
+  }
+}
+
 void EmitForward(Emitter& e, const Layout& a, const nn::Model& m) {
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
@@ -806,9 +850,11 @@ void EmitForward(Emitter& e, const Layout& a, const nn::Model& m) {
     switch (l.type) {
       case LayerType::kConv2d:
         EmitConvForward(e, a, l, r);
+        MoveF(e, a, r, /*out=*/true);
         break;
       case LayerType::kDense:
         EmitDenseForward(e, a, l, r);
+        MoveF(e, a, r, /*out=*/true);
         break;
       case LayerType::kAvgPool2d:
         EmitPoolForward(e, a, l, r);
@@ -899,6 +945,7 @@ void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerR
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
   e.Pass(l.name + " weight gradient", int64_t{a.b} * (p.ins + 1) * p.outs);
+  MoveF(e, a, r, /*out=*/false);
   e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
   GradientOut(e, a, p);
   const int k = l.inputs[0];
@@ -996,6 +1043,7 @@ void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
   e.Pass(l.name + " weight gradient", a.b * r.pixels * (p.ins + 1) * p.outs);
+  MoveF(e, a, r, /*out=*/false);
   e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
   if (l.depthwise)  // the expanded kernels' zeros take none: +0 off the diagonal
     EmitVector(e.P(), VectorOp::kSelect, r.mask, a.zero, p.g, p.Values(n), kBcast);
@@ -1379,7 +1427,7 @@ bool StateCanBeInHbm(const nn::Model& m) {
 
 // Throws UsageError where the cores' copies of the state in HBM do not fit the weight memory.
 void CheckHbmState(const nn::Model& m, const Layout& a, const config::TpuConfig& cfg) {
-  const uint64_t end = shell::GradHbm(a, 2 * a.cores, 0);  // past the cores' sums
+  const uint64_t end = a.hbm_f_addr + static_cast<uint64_t>(a.cores * a.f_rows) * 2 * a.n;
   if (a.hbm_state && end > cfg.weight_mem_bytes) {
     throw UsageError(
         fmt::format("the step of '{}' keeps its state and gradients in HBM, {} bytes; "
@@ -1395,15 +1443,15 @@ void CheckHbmState(const nn::Model& m, const Layout& a, const config::TpuConfig&
 // image a pass does not fit, or the accumulators are too few.
 Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const config::TpuConfig& cfg,
                      int cores, StateAt at) {
-  if (at == StateAt::kHbm && !StateCanBeInHbm(m))
+  if ((at == StateAt::kHbm || at == StateAt::kHbmWithF) && !StateCanBeInHbm(m))
     throw UsageError("a model with batch normalization keeps its state in the unified buffer");
   int64_t fewest = 0;  // the rows of one image a pass, the state where it goes furthest
   for (int mb = b; mb >= 1; --mb) {
     if (b % mb != 0) continue;
-    for (const bool hbm : {false, true}) {
-      if ((hbm && !StateCanBeInHbm(m)) || (hbm ? at == StateAt::kBuffer : at == StateAt::kHbm))
-        continue;
-      const Layout a = MakeLayout(m, b, opt, cfg, cores, mb, false, hbm);
+    for (const StateAt where : {StateAt::kBuffer, StateAt::kHbm, StateAt::kHbmWithF}) {
+      const bool hbm = where != StateAt::kBuffer, f = where == StateAt::kHbmWithF;
+      if ((hbm && !StateCanBeInHbm(m)) || (at != StateAt::kAny && at != where)) continue;
+      const Layout a = MakeLayout(m, b, opt, cfg, cores, mb, false, hbm, f);
       if (a.acc_rows < a.n) {
         throw UsageError(
             fmt::format("config '{}': acc_depth_rows = {} is too few for the step of '{}'",
@@ -1413,7 +1461,7 @@ Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const conf
       if (a.end > cfg.ub_depth_rows) continue;
       CheckHbmState(m, a, cfg);
       if (mb == b) return a;
-      const Layout kept = MakeLayout(m, b, opt, cfg, cores, mb, /*keep_flipped=*/true, hbm);
+      const Layout kept = MakeLayout(m, b, opt, cfg, cores, mb, /*keep_flipped=*/true, hbm, f);
       return kept.end <= cfg.ub_depth_rows ? kept : a;
     }
   }
@@ -1422,8 +1470,8 @@ Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const conf
       "the step of '{}' needs {} unified-buffer rows even one image a pass (every layer's "
       "output and gradient kept for the pass{}); config '{}' has ub_depth_rows = {}: --set "
       "ub_depth_rows={}",
-      m.name, fewest, StateCanBeInHbm(m) ? ", the state in HBM" : "", cfg.name, cfg.ub_depth_rows,
-      fewest));
+      m.name, fewest, StateCanBeInHbm(m) ? ", the state and each layer's F in HBM" : "", cfg.name,
+      cfg.ub_depth_rows, fewest));
 }
 
 // Throws UsageError where a batch normalization would not see its core's whole share of the

@@ -31,9 +31,11 @@ namespace tpu::train {
 // that does).
 //
 // Where the weights and the optimizer's state are kept between the steps (`at`): with kAny,
-// in the unified buffer where they fit beside the fewest passes' maps, else in HBM (a model
-// with batch normalization keeps them in the buffer); kBuffer and kHbm choose (tests).
-enum class StateAt { kAny, kBuffer, kHbm };
+// in the unified buffer where they fit beside the fewest passes' maps, else in HBM, and
+// where that does not fit either, with each layer's F (or X) in HBM too between its forward
+// pass and its weight gradient (a model with batch normalization keeps them in the buffer);
+// kBuffer, kHbm and kHbmWithF choose (tests).
+enum class StateAt { kAny, kBuffer, kHbm, kHbmWithF };
 CompiledStep CompileGraphStep(const nn::Model& model, int batch, const Optimizer& opt,
                               const config::TpuConfig& config, int cores = 1,
                               StateAt at = StateAt::kAny);

@@ -69,6 +69,29 @@ TEST(ProgramBoundTest, ReadHbmAndWriteHbmCountInTheWeightMemoryAndTheHostDma) {
   EXPECT_EQ(t.at("weight DMA"), 12);
 }
 
+// Both cores' read_hbm at once on tpu-v3, whose weight memory moves 957 bytes a cycle (3.7
+// rows of 256): each core's host DMA moves a row a cycle, the two together two rows a
+// cycle. The memory's term is the channel's time for every port's rows (2 x 2,048 rows of
+// 256 bytes at 957 bytes a cycle), not a row a cycle for all of them (4,096, which the run
+// beats), and the run takes no less than the bound (the host DMA's 2,048 rows and latency).
+TEST(ProgramBoundTest, TheWeightMemoryTermIsTheChannelsTimeForEveryPort) {
+  const config::TpuConfig c = config::LoadConfig("tpu-v3");
+  engine::ExecJob job;
+  for (int core = 0; core < 2; ++core) {
+    const isa::Program p =
+        isa::Assemble("set_format dtype=bf16\nread_hbm addr=" + std::to_string(core * 2048 * 256) +
+                          " ub=0 rows=2048\nhalt\n",
+                      "hbm");
+    (core == 0 ? job.program : job.other_programs.emplace_back()) = p;
+  }
+  const ProgramBound b = BoundPrograms({job.program, job.other_programs[0]}, c);
+  EXPECT_DOUBLE_EQ(Terms(b).at("weight memory"), 2 * 2048 * 256.0 / 957);
+  const engine::ExecResult r = engine::MakeChipEngine(engine::EngineKind::kFast, c, {})->Run(job);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_LT(static_cast<double>(r.cycles), 4096);
+  EXPECT_GE(static_cast<double>(r.cycles), b.Cycles()) << b.Text();
+}
+
 // small-16 as a bf16 chip with 2 matrix units and 8 sublanes: load_weights is T x N + 1, with
 // transpose T x (2N + 1), per unit; each vector instruction ceil(rows / 8) + latency + 1.
 TEST(ProgramBoundTest, TheVectorUnitAndLoadWeightsCount) {
@@ -103,6 +126,12 @@ TEST(ProgramBoundTest, NoRunBeatsItsBound) {
   wide.mxus_per_core = 2;
   wide.cores = 2;
   chips.push_back(wide);
+  // A weight memory of more than a row a cycle (HBM): the ports together move up to its bytes
+  // a cycle, each a row a cycle at most.
+  config::TpuConfig hbm = wide;
+  hbm.weight_mem_bytes_per_cycle = 4 * hw::RowBytes(wide);
+  hbm.name = "hbm";
+  chips.push_back(hbm);
   for (const config::TpuConfig& c : chips) {
     const cosim::ProgramGenerator gen(c, 73);
     const auto chip = engine::MakeChipEngine(engine::EngineKind::kFast, c, {});

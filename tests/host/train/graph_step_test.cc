@@ -198,6 +198,20 @@ engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const nn::Model
   return test::StepsEqualReference(compile, 91, chip, m, batch, kind, steps, cores);
 }
 
+// Two steps of m at `batch` on `c` cut one row short of holding the batch in one pass with
+// the state in the buffer: in `passes` passes (more than one where 0), with Adam, bit for bit
+// the reference.
+void InPassesEqualsTheReference(const nn::Model& m, int batch, config::TpuConfig c, int passes) {
+  const auto buffer = train::StateAt::kBuffer;
+  c.ub_depth_rows = static_cast<int>(
+      train::CompileGraphStep(m, batch, Optimizer(), c, 1, buffer).programs.ub_rows - 1);
+  const int got = train::CompileGraphStep(m, batch, Optimizer(), c, 1, buffer).programs.passes;
+  if (passes > 0) EXPECT_EQ(got, passes) << m.name;
+  EXPECT_GT(got, 1) << m.name;
+  StepsEqualReference(TestEngine(engine::EngineKind::kFast, c).get(), m, batch,
+                      Optimizer::Kind::kAdam, 2, 1, buffer);
+}
+
 // On the fast engine (the RTL's run is GraphStepRtlTest's).
 TEST(GraphStepTest, EveryStepEqualsTheReference) {
   const auto chip = TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v2"));
@@ -248,14 +262,7 @@ TEST(GraphStepTest, MapsOfSeveralChannelBlocksEqualTheReference) {
   StepsEqualReference(chip2.get(), BlockGraph(35), 4, Optimizer::Kind::kAdam, 2, 2);
   // A batch beyond the buffer in passes: the second convolution's W'' of two input blocks
   // made in the first pass and read by the second (fails where the first does not make it).
-  config::TpuConfig small = Bf16Small();
-  const nn::Model m = BlockMapGraph(36, false);
-  const auto buffer = train::StateAt::kBuffer;
-  small.ub_depth_rows = static_cast<int>(
-      train::CompileGraphStep(m, 8, Optimizer(), small, 1, buffer).programs.ub_rows - 1);
-  EXPECT_EQ(train::CompileGraphStep(m, 8, Optimizer(), small, 1, buffer).programs.passes, 2);
-  StepsEqualReference(TestEngine(engine::EngineKind::kFast, small).get(), m, 8,
-                      Optimizer::Kind::kAdam, 2, 1, buffer);
+  InPassesEqualsTheReference(BlockMapGraph(36, false), 8, Bf16Small(), 2);
 }
 
 TEST(GraphStepTest, ABatchNormalizationSumsMoreRowsThanOneInstructionTakes) {
@@ -374,12 +381,14 @@ TEST(GraphStepRtlTest, ChannelBlocksAgreeOnEveryCounter) {
   const nn::Model wide = Randomize(chain, 42);
   const auto hbm = train::StateAt::kHbm;
   EXPECT_TRUE(StateInHbm(train::CompileGraphStep(wide, 2, Optimizer(), Bf16Tiny(), 1, hbm)));
-  const engine::ExecResult f =
-      StepsEqualReference(fast.get(), wide, 2, Optimizer::Kind::kAdam, 2, 1, hbm);
-  const engine::ExecResult r =
-      StepsEqualReference(rtl.get(), wide, 2, Optimizer::Kind::kAdam, 2, 1, hbm);
-  EXPECT_EQ(f.cycles, r.cycles);
-  EXPECT_TRUE(f.counters == r.counters);
+  for (const auto at : {hbm, train::StateAt::kHbmWithF}) {  // and each layer's F
+    const engine::ExecResult f =
+        StepsEqualReference(fast.get(), wide, 2, Optimizer::Kind::kAdam, 2, 1, at);
+    const engine::ExecResult r =
+        StepsEqualReference(rtl.get(), wide, 2, Optimizer::Kind::kAdam, 2, 1, at);
+    EXPECT_EQ(f.cycles, r.cycles);
+    EXPECT_TRUE(f.counters == r.counters);
+  }
 }
 
 // A weight gradient of more K-tiles than dWᵀ's accumulators (half of them) hold goes in
@@ -405,14 +414,7 @@ TEST(GraphStepTest, MoreClassesThanNEqualTheReference) {
   two.cores = 2;
   StepsEqualReference(TestEngine(engine::EngineKind::kFast, two).get(), ManyClasses(53, 37), 4,
                       Optimizer::Kind::kAdam, 2, 2);
-  config::TpuConfig small = Bf16Small();
-  const nn::Model m = ManyClasses(54, 37, /*pooled=*/true);
-  const auto buffer = train::StateAt::kBuffer;
-  small.ub_depth_rows = static_cast<int>(
-      train::CompileGraphStep(m, 4, Optimizer(), small, 1, buffer).programs.ub_rows - 1);
-  EXPECT_GT(train::CompileGraphStep(m, 4, Optimizer(), small, 1, buffer).programs.passes, 1);
-  StepsEqualReference(TestEngine(engine::EngineKind::kFast, small).get(), m, 4,
-                      Optimizer::Kind::kAdam, 2, 1, buffer);
+  InPassesEqualsTheReference(ManyClasses(54, 37, /*pooled=*/true), 4, Bf16Small(), 0);
 }
 
 // The state in HBM (docs/training.md, "The state in HBM"): each layer's tile made and its
@@ -448,6 +450,21 @@ TEST(GraphStepTest, TheStateInHbmEqualsTheReference) {
   // Two cores, each updating its own copy.
   const auto v3 = TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"));
   StepsEqualReference(v3.get(), m, 4, Optimizer::Kind::kAdam, 2, 2, hbm);
+  // Each layer's F in HBM too, between its forward pass and its weight gradient: convolutions,
+  // dense layers reading a dense layer, a flatten and the images, max pooling, passes, two
+  // cores.
+  const auto with_f = train::StateAt::kHbmWithF;
+  StepsEqualReference(chip.get(), m, 3, Optimizer::Kind::kAdam, 2, 1, with_f);
+  StepsEqualReference(chip.get(), nn::MakeResidualCnn(4), 2, Optimizer::Kind::kSgd, 2, 1, with_f);
+  StepsEqualReference(chip.get(), BranchyGraph(5), 3, Optimizer::Kind::kAdam, 2, 1, with_f);
+  StepsEqualReference(chip.get(), MaxPoolGraph(8), 2, Optimizer::Kind::kAdam, 2, 1, with_f);
+  StepsEqualReference(chip.get(), MlpGraph(12, 6, 6, 2), 2, Optimizer::Kind::kAdam, 2, 1, with_f);
+  StepsEqualReference(v3.get(), nn::MakeResidualCnn(5), 4, Optimizer::Kind::kAdam, 2, 2, with_f);
+  c.ub_depth_rows = static_cast<int>(
+      train::CompileGraphStep(m, 2, Optimizer(), v2, 1, with_f).programs.ub_rows + 256);
+  EXPECT_EQ(train::CompileGraphStep(m, 8, Optimizer(), c, 1, with_f).programs.passes, 4);
+  StepsEqualReference(TestEngine(engine::EngineKind::kFast, c).get(), m, 8, Optimizer::Kind::kAdam,
+                      2, 1, with_f);
   // Batch normalization reads its state from the buffer.
   EXPECT_THROW(train::CompileGraphStep(BatchNormGraph(21), 2, Optimizer(), v2, 1, hbm), UsageError);
   EXPECT_FALSE(StateInHbm(train::CompileGraphStep(BatchNormGraph(21), 2, Optimizer(), v2)));
