@@ -116,3 +116,19 @@ def test_train_refuses_bad_input():
         tpusim.train(config="tpu-v3", batch=63)
     with pytest.raises(ValueError, match="has 1 core"):
         tpusim.train(config="tpu-v2", cores=2)
+
+
+def test_train_times_torchvisions_resnet18_on_tpu_v3():
+    """A network whose state and F go to HBM (docs/training.md, "The state in HBM"):
+    torchvision's ResNet-18 at 32 x 32 x 3, timed on tpu-v3's two cores, no faster than its
+    bound."""
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torchvision.models.resnet18(num_classes=10), torch.nn.Softmax(1))
+    model = tpusim.import_torch(net, torch.zeros(1, 3, 32, 32), quantize=False)
+    none, report = tpusim.train(model=model, config="tpu-v3", batch=8, timing_only=True)
+    step = report["step"]
+    assert none is None and report["state_in_hbm"] and report["cores"] == 2
+    assert step["cycles"] >= step["bound"]["cycles"] > 0
+    assert [p["pass"] for p in report["passes"]][1].endswith(" forward")
