@@ -9,6 +9,7 @@
 #include <array>
 #include <functional>
 #include <limits>
+#include <set>
 #include <vector>
 
 #include "host/common/errors.h"
@@ -189,6 +190,28 @@ bool TapATile(const Layer& l, int n) {
 // times 1/(kh kw); one where each tap is a K-tile (TapATile).
 int64_t PoolTileRows(const Layer& l, int n) { return TapATile(l, n) ? n : PoolWindowRows(l, n); }
 
+// The parameter set that adds the bias lane's 1 in lane `lane`: the layers whose bias lanes
+// are alike share one (a set is its lane alone; ReLU6's bounds have a set of their own).
+int BiasSet(Layout* a, int64_t lane) {
+  for (int s = 1; s < a->sets; ++s)
+    if (s != a->relu6_set && a->bias_lane[static_cast<size_t>(s)] == lane) return s;
+  a->bias_lane.push_back(lane);
+  return a->sets++;
+}
+
+// The lanes of the bias lanes' 1s of m's convolutions and dense layers on an array of n (one
+// parameter set each: BiasSet).
+std::set<int64_t> BiasLanes(const nn::Model& m, int n) {
+  std::set<int64_t> lanes;
+  for (const Layer& l : m.layers) {
+    if (!l.HasWeights() || IsBatchNorm(l)) continue;
+    const int64_t ins =
+        l.type == LayerType::kConv2d ? int64_t{l.kernel_h} * l.kernel_w * l.in.c : l.in.Size();
+    lanes.insert(ins % n);
+  }
+  return lanes;
+}
+
 // Layer i's rows (the last's output is the logits, its gradient dL/dlogits).
 void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
                 const std::function<int64_t(int64_t)>& take) {
@@ -238,8 +261,7 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
   } else {
     r.f = take(pr.kb * r.padded);
   }
-  r.set = a->sets++;
-  a->bias_lane.push_back(pr.ins % a->n);
+  r.set = BiasSet(a, pr.ins % a->n);
 }
 
 // The rows of a convolution's W'' of one input block (ConvInputBlock).
@@ -1397,7 +1419,6 @@ std::string Unsupported(const nn::Model& m, size_t i, int n) {
 void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {
   CheckTrainingChip(cfg);
   CheckGraphTrainable(m);
-  int weighted = 0;
   std::vector<int> readers(m.layers.size(), 0);
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const std::string why = Unsupported(m, i, cfg.array_dim);
@@ -1408,14 +1429,14 @@ void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {
                       "(tpusim train without --config)",
                       m.layers[i].name, m.layers[i].TypeName(), m.name, cfg.name, why));
     }
-    weighted += m.layers[i].HasWeights() && !IsBatchNorm(m.layers[i]);
   }
-  const int sets = 1 + weighted + HasRelu6(m);
+  const int lanes = static_cast<int>(BiasLanes(m, cfg.array_dim).size());
+  const int sets = 1 + lanes + HasRelu6(m);
   if (sets > cfg.param_sets) {
     throw UsageError(fmt::format(
-        "model '{}': its {} convolution and dense layers{} take {} of the activation unit's "
-        "parameter sets; config '{}' has param_sets = {}",
-        m.name, weighted, HasRelu6(m) ? " and ReLU6" : "", sets, cfg.name, cfg.param_sets));
+        "model '{}': the bias lanes of its convolution and dense layers (in {} lanes){} take "
+        "{} of the activation unit's parameter sets; config '{}' has param_sets = {}",
+        m.name, lanes, HasRelu6(m) ? " and ReLU6" : "", sets, cfg.name, cfg.param_sets));
   }
 }
 

@@ -417,6 +417,27 @@ TEST(GraphStepTest, MoreClassesThanNEqualTheReference) {
   InPassesEqualsTheReference(ManyClasses(54, 37, /*pooled=*/true), 4, Bf16Small(), 0);
 }
 
+// Layers whose bias lanes are alike share the parameter set that adds the lane's 1: the
+// branchy graph's six convolution and dense layers put it in 3 lanes of 16 (2, 4 and 12), so
+// 4 sets (with set 0) take its step, bit for bit the reference; 3 do not, the refusal naming
+// the lanes.
+TEST(GraphStepTest, LayersOfOneBiasLaneShareAParameterSet) {
+  config::TpuConfig c = Bf16Small();
+  c.param_sets = 4;
+  StepsEqualReference(TestEngine(engine::EngineKind::kFast, c).get(), BranchyGraph(5), 3,
+                      Optimizer::Kind::kAdam, 2);
+  c.param_sets = 3;
+  try {
+    train::CompileGraphStep(BranchyGraph(5), 3, Optimizer(), c);
+    ADD_FAILURE() << "3 parameter sets took the step";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("(in 3 lanes) take 4 of the activation unit's "
+                                         "parameter sets; config 'small-16' has param_sets = 3"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The state in HBM (docs/training.md, "The state in HBM"): each layer's tile made and its
 // update done through staging rows a piece at a time; bit for bit the reference, with Adam
 // and SGD, in passes, on one core and on two (each its own copy); chosen where the state
