@@ -840,9 +840,11 @@ default there), the course material's CNN (--arch lenet5 or wide, at a --batch i
 buffer holds: at most 86 and 68 on tpu-v2) or a graph (--arch residual: residual adds,
 global pooling; or --model DIR, a network from tpusim import: max pooling, concatenation,
 depthwise convolutions, batch normalization in training mode (import --keep-batchnorm),
-maps of more channels than the array's N in blocks of N; every layer's output and gradient
-kept in the unified buffer, a batch beyond it taken in passes whose gradients are summed,
-but not with batch normalization, which sees a core's share whole) trains as chip
+maps of more channels than the array's N in blocks of N, and more classes; every layer's
+output and gradient kept in the unified buffer, a batch beyond it taken in passes whose
+gradients are summed, but not with batch normalization, which sees a core's share whole;
+the weights, optimizer state and gradients in HBM where the buffer does not hold them,
+each layer's F too where needed) trains as chip
 programs, forward, loss, backward and the optimizer all on the chip, the float32 weights
 and optimizer state kept in it between the steps; the host sends each batch and reads the
 losses (docs/training.md). On a chip of two cores (tpu-v3, tpu-v4) each core takes half
@@ -881,7 +883,8 @@ Examples:
   cmd->add_option("--model", a->model,
                   "start from this model folder instead of an --arch (its graph and float32 "
                   "weights, e.g. from tpusim import of a PyTorch network): its input 32 x 32 x "
-                  "1, its last layer a dense layer of the 10 classes with softmax")
+                  "1, its last layer a dense layer of the 10 classes with softmax (any input "
+                  "and classes with --timing-only)")
       ->excludes("--arch");
   cmd->add_option("--epochs", a->opt.epochs, "passes over the training set")->capture_default_str();
   cmd->add_option("--batch", a->opt.batch,
