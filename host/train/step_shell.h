@@ -270,13 +270,14 @@ class StepEmitter {
   // emit them all (docs/training.md, "Activates held back").
   void TakeTurns() { turns_ = true; }
   PassLog& Passes() { return passes_; }
+  // The constant tile in the array (Tile) is so no more: its rows are written (the shared
+  // rows of every layer's tile with the state in HBM).
+  void ForgetTile() { current_ = -1; }
   // Loads the tile at `ub` (transposed with `transpose`) for the next matmul, which switches
   // to it: returns true. A `constant` tile (one no instruction of the program writes after
   // it is loaded: the identity, the poolings' tiles, a layer's bfloat16 tile once made)
   // that is already the array's is kept instead: no load, and the matmul does not switch
   // (returns false).
-  // The constant tile in the array is so no more: its rows are written (a shared tile's).
-  void ForgetTile() { current_ = -1; }
   bool Tile(int64_t ub, bool transpose = false, bool constant = false) {
     if (constant && ub == current_) return false;
     FlushWriting(ub, ub + a_.n);
