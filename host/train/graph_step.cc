@@ -1457,21 +1457,24 @@ void CheckHbmState(const nn::Model& m, const Layout& a, const config::TpuConfig&
   }
 }
 
-// The layout of a core's b images in as few passes as fit the chip: the most images a pass
-// that divide b and whose layout fits the unified buffer, the state in it where that fits
-// too, else in HBM (StateCanBeInHbm; `at` may choose); with several passes, each
-// convolution's W'' kept for them all where that fits too. Throws UsageError where even one
-// image a pass does not fit, or the accumulators are too few.
+// The layout of a core's b images in as few passes as fit the chip with the state in the
+// unified buffer: the most images a pass that divide b and whose layout fits it; where none
+// does, the same with the state in HBM, and then with each layer's F too
+// (StateCanBeInHbm; `at` may choose). The buffer first even at more passes: its updates do
+// not cross the host DMA a row a cycle (docs/training.md, "The state in HBM", measures
+// both ways). With several passes, each convolution's W'' kept for them all where that fits
+// too. Throws UsageError where even one image a pass does not fit, or the accumulators are
+// too few.
 Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const config::TpuConfig& cfg,
                      int cores, StateAt at) {
   if ((at == StateAt::kHbm || at == StateAt::kHbmWithF) && !StateCanBeInHbm(m))
     throw UsageError("a model with batch normalization keeps its state in the unified buffer");
   int64_t fewest = 0;  // the rows of one image a pass, the state where it goes furthest
-  for (int mb = b; mb >= 1; --mb) {
-    if (b % mb != 0) continue;
-    for (const StateAt where : {StateAt::kBuffer, StateAt::kHbm, StateAt::kHbmWithF}) {
-      const bool hbm = where != StateAt::kBuffer, f = where == StateAt::kHbmWithF;
-      if ((hbm && !StateCanBeInHbm(m)) || (at != StateAt::kAny && at != where)) continue;
+  for (const StateAt where : {StateAt::kBuffer, StateAt::kHbm, StateAt::kHbmWithF}) {
+    const bool hbm = where != StateAt::kBuffer, f = where == StateAt::kHbmWithF;
+    if ((hbm && !StateCanBeInHbm(m)) || (at != StateAt::kAny && at != where)) continue;
+    for (int mb = b; mb >= 1; --mb) {
+      if (b % mb != 0) continue;
       const Layout a = MakeLayout(m, b, opt, cfg, cores, mb, false, hbm, f);
       if (a.acc_rows < a.n) {
         throw UsageError(

@@ -450,10 +450,10 @@ TEST(GraphStepTest, TheStateInHbmEqualsTheReference) {
   StepsEqualReference(chip.get(), m, 3, Optimizer::Kind::kAdam, 3, 1, hbm);
   StepsEqualReference(chip.get(), m, 2, Optimizer::Kind::kSgd, 2, 1, hbm);
   StepsEqualReference(chip.get(), nn::MakeResidualCnn(3), 2, Optimizer::Kind::kAdam, 2, 1, hbm);
-  // Chosen where the state does not fit beside the batch's maps.
+  // Chosen where the state does not fit beside even one image's maps.
   config::TpuConfig c = v2;
   c.ub_depth_rows = static_cast<int>(
-      train::CompileGraphStep(m, 3, Optimizer(), v2, 1, train::StateAt::kBuffer).programs.ub_rows -
+      train::CompileGraphStep(m, 1, Optimizer(), v2, 1, train::StateAt::kBuffer).programs.ub_rows -
       1);
   const train::CompiledStep s = train::CompileGraphStep(m, 3, Optimizer(), c, 1);
   EXPECT_TRUE(StateInHbm(s));
