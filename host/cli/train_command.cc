@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,7 @@ struct TrainArgs {
   std::string energy = report::DefaultEnergyTablePath();
   int64_t checkpoint_every = 100, timeline_step = 2;
   int cores = 0;  // the cores a step's batch is split across (0: the chip's, at most 2)
+  std::string state_in = "auto";  // --state-in: where a graph's state is (train::StateAt)
   ChipOptions chip;
   CLI::Option* config_option = nullptr;
   CLI::Option* lr_option = nullptr;
@@ -292,11 +294,35 @@ struct ChipRun {
   nn::Model initial;  // the weights before the first step (--gradients)
 };
 
+// --state-in's place of a graph's state (UsageError for another value, or for a network the
+// graph step does not train).
+train::StateAt StateAtOf(const TrainArgs& a, const train::TrainNet& net) {
+  static const std::map<std::string, train::StateAt> kAt = {
+      {"auto", train::StateAt::kAny},
+      {"buffer", train::StateAt::kBuffer},
+      {"hbm", train::StateAt::kHbm},
+      {"hbm-with-f", train::StateAt::kHbmWithF}};
+  const auto it = kAt.find(a.state_in);
+  if (it == kAt.end()) {
+    throw UsageError(fmt::format(
+        "--state-in {}: use auto, buffer, hbm or hbm-with-f (docs/training.md, \"The state in "
+        "HBM\")",
+        a.state_in));
+  }
+  if (it->second != train::StateAt::kAny && net.kind != train::TrainNet::Kind::kGraph) {
+    throw UsageError(
+        "--state-in is a graph's (--arch residual, or --model): the perceptron's and the CNN's "
+        "steps keep their state in the unified buffer");
+  }
+  return it->second;
+}
+
 // The chip and the trainer of `model`'s step on it, its state not yet loaded.
 ChipRun MakeChipRun(const TrainArgs& a, const nn::Model& model) {
   ChipRun r;
   r.config = ResolveConfig(a.chip);
   r.net = train::TrainNetOf(model);
+  r.net.state_at = StateAtOf(a, r.net);
   r.opt = train::Optimizer::Parse(a.optimizer, a.lr_option->count()
                                                    ? a.opt.learning_rate
                                                    : (a.optimizer == "sgd" ? 0.0625 : 1e-3));
@@ -790,6 +816,11 @@ void AddChipTrainOptions(CLI::App* cmd, TrainArgs* a) {
   cmd->add_option("--json", a->json,
                   "on the chip: write each epoch's results and the last step's counters, cycle "
                   "categories and attainable bound (as tpusim exec --json) to this file");
+  cmd->add_option("--state-in", a->state_in,
+                  "on the chip, a graph: where the weights, optimizer state and gradients are "
+                  "between the steps: auto (the unified buffer where they fit beside one image, "
+                  "else HBM, and each layer's F too where needed), buffer, hbm or hbm-with-f")
+      ->capture_default_str();
   cmd->add_option("--cores", a->cores,
                   "on the chip: the cores a step's batch is split across, each an equal share, "
                   "their weight gradients summed through HBM (1 or 2; default: the chip's)");

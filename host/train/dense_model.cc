@@ -235,7 +235,7 @@ CompiledStep TrainNet::Compile(int batch, const Optimizer& opt, const config::Tp
     case Kind::kCnn:
       return CompileConvStep(shape, batch, opt, config, cores);
     case Kind::kGraph:
-      return CompileGraphStep(shape, batch, opt, config, cores);
+      return CompileGraphStep(shape, batch, opt, config, cores, state_at);
     default:
       return CompileDenseStep(dense, batch, opt, config, cores);
   }

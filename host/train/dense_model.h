@@ -10,6 +10,7 @@
 #include "host/nn/model.h"
 #include "host/train/dense_reference.h"
 #include "host/train/dense_step.h"
+#include "host/train/graph_step.h"
 
 namespace tpu::train {
 
@@ -34,7 +35,8 @@ struct TrainNet {
   enum class Kind { kPerceptron, kCnn, kGraph };
   nn::Model shape;  // the model (its weights are the state's)
   Kind kind = Kind::kPerceptron;
-  DenseNet dense;  // the perceptron's widths (empty for the others)
+  DenseNet dense;                    // the perceptron's widths (empty for the others)
+  StateAt state_at = StateAt::kAny;  // a graph's: where its state is (CompileGraphStep)
   int In() const { return static_cast<int>(shape.input.Size()); }  // values an image
   int Classes() const;
   std::vector<int64_t> Params() const;  // values of each weighted layer's parameters

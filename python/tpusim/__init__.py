@@ -464,7 +464,8 @@ def _row(point):
 
 def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=None,
           limit=None, seed=1, engine="fast", verify=False, dataset="mnist", data=None,
-          timeline=None, timeline_step=2, cores=None, model=None, timing_only=False):
+          timeline=None, timeline_step=2, cores=None, model=None, timing_only=False,
+          state_in="auto"):
     """Trains a network on the chip (tpusim train --config, docs/training.md): every step a
     program on a bf16 chip, the weights kept in the chip between the steps; on a chip of two
     cores (tpu-v3, tpu-v4) each core takes half of the batch and the cores sum their
@@ -484,7 +485,9 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
     their counters, bounds and energy; the last step's counters). timing_only: time one step
     on the fast engine without values instead (tpusim train --timing-only: synthetic batches,
     any input and classes; epochs, limit, dataset and verify do not apply): returns (None,
-    report), the report that step's ("step", "passes"). Bad arguments raise ValueError.
+    report), the report that step's ("step", "passes"). state_in: where a graph's weights,
+    optimizer state and gradients are ("auto", "buffer", "hbm" or "hbm-with-f", as
+    --state-in). Bad arguments raise ValueError.
     """
     import numpy as np
 
@@ -494,7 +497,7 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
     _engine(engine)
     start = _model(model) if model is not None else None
     args = ["train", "--batch", str(batch), "--optimizer", str(optimizer), "--seed", str(seed),
-            "--engine", engine, "--quiet"] + cfg._cli_args()
+            "--engine", engine, "--state-in", str(state_in), "--quiet"] + cfg._cli_args()
     if timing_only:
         args.append("--timing-only")
     else:

@@ -192,6 +192,18 @@ TEST_F(NnCliTest, TrainTimingOnlyTimesAStepOfAnyInputAndClasses) {
   EXPECT_EQ(passes, r["step"]["cycles"].get<uint64_t>());
   ExpectError("train --config tpu-v2 --model " + P("rgb") + " --out " + P("x"), 2,
               "time a step of it on synthetic images with --timing-only");
+  // --state-in chooses where a graph's state is: in HBM here, the same step's passes.
+  const Outcome h = Run("train --config tpu-v2 --model " + P("rgb") +
+                        " --batch 4 --timing-only --state-in hbm -q --json " + P("h.json"));
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  const auto hj = nlohmann::json::parse(Slurp(P("h.json")));
+  EXPECT_TRUE(hj["state_in_hbm"].get<bool>());
+  EXPECT_FALSE(r["state_in_hbm"].get<bool>());
+  EXPECT_EQ(hj["passes"].size(), r["passes"].size());
+  ExpectError("train --config tpu-v2 --timing-only --state-in disk", 2,
+              "--state-in disk: use auto, buffer, hbm or hbm-with-f");
+  ExpectError("train --config tpu-v2 --arch lenet5 --timing-only --state-in hbm", 2,
+              "--state-in is a graph's");
   ExpectError(
       "train --config tpu-v2 --timing-only --timeline " + P("u.json") + " --timeline-step 3", 2,
       "the run has steps 1 to 2");
