@@ -720,7 +720,8 @@ template <typename Layout>
 isa::Program GradsProgram(const Layout& a) {
   StepEmitter<Layout> e(a);
   int64_t at = a.h_grads;
-  for (const ParamRows& r : a.hbm_state ? std::vector<ParamRows>{} : a.param) {
+  if (a.hbm_state) return e.Take();
+  for (const ParamRows& r : a.param) {
     EmitWriteHost(e.P(), a.n, r.g, at, r.Values(a.n));
     at += r.Values(a.n);
   }
