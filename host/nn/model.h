@@ -4,6 +4,7 @@
 // plus one NumPy .npy file per tensor (docs/model-format.md).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -89,6 +90,14 @@ struct Layer {
   // Batch normalization: the epsilon added to the variance, and the weight of a batch's
   // statistics in the running ones (PyTorch's momentum).
   float epsilon = 1e-5f, momentum = 0.1f;
+  // A transformer's tensors (host/nn/ops/views.cc, matmul.cc): a transpose's output axis k
+  // is its input's axis perm[k] (0 h, 1 w, 2 c); a slice takes values [start, end) of its
+  // input's axis `axis`; a matmul multiplies its first input, times `scale`, by its second
+  // (transposed, with transpose_b). A layer_norm's epsilon is `epsilon`.
+  std::array<int, 3> perm = {0, 1, 2};
+  int axis = 2, start = 0, end = 0;
+  bool transpose_b = false;
+  float scale = 1.0f;
   bool quantized = false;
   QuantizedLayer q;
 

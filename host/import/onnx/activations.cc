@@ -87,6 +87,7 @@ Value ReadClip(OnnxGraph& g, const onnx::NodeProto& n) {
 }
 
 Value ReadSoftmax(OnnxGraph& g, const onnx::NodeProto& n) {
+  if (auto v = SoftmaxOfTensor(g, n)) return *v;
   nn::Layer* l = g.Joinable(n, /*weighted=*/true);
   if (!l || l->type != nn::LayerType::kDense || g.Uses(n.output(0)) != 1 ||
       g.In(n, 0).layer != static_cast<int>(g.model().layers.size()) - 1) {

@@ -12,8 +12,13 @@ namespace tpu::import::onnx_graph {
 
 Value ReadConcat(OnnxGraph& g, const onnx::NodeProto& n) {
   g.OnlyAttrs(n, {"axis"});
-  for (int i = 0; i < n.input_size(); ++i)  // sizes (sequences.cc)
-    if (!g.IsConstant(n, i) && g.Raw(n, i).axes == "shape") return Computed("shape");
+  bool known = true, sizes = false;  // sizes (sequences.cc, chains.cc)
+  for (int i = 0; i < n.input_size(); ++i) {
+    const bool constant = g.IsConstant(n, i);
+    known &= constant || g.Raw(n, i).known;
+    sizes |= !constant && g.Raw(n, i).axes == "shape";
+  }
+  if (sizes) return known ? ConcatInts(g, n) : Computed("shape");
   if (g.IntAttr(n, "axis", 0) != 1) g.FailNode(n, "tpusim concatenates channels (axis = 1) only");
   if (n.input_size() < 2) g.FailNode(n, "Concat needs two or more inputs");
   std::vector<int> inputs;

@@ -10,7 +10,16 @@
 
 namespace tpu::import::onnx_graph {
 
+// Whether Reshape node n views its input as anything but [batch, features] of a map or vector.
+bool TensorShaped(OnnxGraph& g, const onnx::NodeProto& n) {
+  if (IsTensor(g.Raw(n, 0))) return true;
+  const std::vector<int64_t> s = IntsOf(g, n, 1);
+  const Value& x = g.In(n, 0);
+  return s.size() != 2 || !(s[1] == x.shape.Size() || (s[1] == -1 && s[0] != -1));
+}
+
 Value ReadFlatten(OnnxGraph& g, const onnx::NodeProto& n) {
+  if (n.op_type() == "Reshape" && TensorShaped(g, n)) return TensorReshape(g, n);
   const Value x = g.In(n, 0);
   const int64_t features = x.shape.Size();
   if (n.op_type() == "Flatten") {

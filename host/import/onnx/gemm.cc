@@ -9,13 +9,38 @@
 #include "host/import/onnx/readers.h"
 
 namespace tpu::import::onnx_graph {
+namespace {
+
+// A MatMul or Gemm by weights of a transformer's tensor: on each position of its last axis.
+Value TensorGemm(OnnxGraph& g, const onnx::NodeProto& n) {
+  const bool gemm = n.op_type() == "Gemm";
+  if (gemm && (g.IntAttr(n, "transA", 0) != 0 || g.FloatAttr(n, "alpha", 1.0f) != 1.0f ||
+               g.FloatAttr(n, "beta", 1.0f) != 1.0f))
+    g.FailNode(n, "only alpha = beta = 1 and transA = 0 are supported");
+  const onnx::TensorProto* bt = g.Constant(n, 1);
+  if (bt->dims_size() != 2) g.FailNode(n, "weights must be a matrix");
+  const bool trans_b = gemm && g.IntAttr(n, "transB", 0) != 0;
+  const int64_t k = bt->dims(trans_b ? 1 : 0), units = bt->dims(trans_b ? 0 : 1);
+  Value v = TensorDense(g, n, TensorOf(g, n, 0), g.Floats(n, *bt), k, units, trans_b);
+  if (const onnx::TensorProto* ct = gemm ? g.Constant(n, 2) : nullptr) {
+    const std::vector<float> c = g.Floats(n, *ct);
+    if (static_cast<int64_t>(c.size()) != units)
+      g.FailNode(n, "bias C must have one value per output (no other broadcast is supported)");
+    g.model().layers[static_cast<size_t>(v.layer)].bias.data = c;
+  }
+  return v;
+}
+
+}  // namespace
 
 Value ReadGemm(OnnxGraph& g, const onnx::NodeProto& n) {
   const bool gemm = n.op_type() == "Gemm";
+  if (!gemm && (!g.IsConstant(n, 1) || g.Raw(n, 0).part == "x / c")) return TensorMatMul(g, n);
   if (gemm)
     g.OnlyAttrs(n, {"alpha", "beta", "transA", "transB"});
   else
     g.OnlyAttrs(n, {});
+  if (IsTensor(g.Raw(n, 0))) return TensorGemm(g, n);
   const Value x = g.In(n, 0);
   if (x.map && (x.shape.h != 1 || x.shape.w != 1)) {
     g.FailNode(n, "needs a flattened input; put Flatten before it");

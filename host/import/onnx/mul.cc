@@ -42,7 +42,11 @@ Value Scale(OnnxGraph& g, const onnx::NodeProto& n, int constant_input) {
 Value ReadMul(OnnxGraph& g, const onnx::NodeProto& n) {
   g.OnlyAttrs(n, {});
   if (n.input_size() != 2) g.FailNode(n, "Mul takes two inputs");
+  if (auto v = IntsNode(g, n)) return *v;
+  if (auto v = MulInChain(g, n)) return *v;
   if (g.IsConstant(n, 0) || g.IsConstant(n, 1)) return Scale(g, n, g.IsConstant(n, 1) ? 1 : 0);
+  if (IsTensor(g.Raw(n, 0)) || IsTensor(g.Raw(n, 1)))
+    return TensorJoin(g, n, nn::LayerType::kMul, "mul");
   return JoinOfOneShape(g, n, nn::LayerType::kMul, "mul", "multiplies a {a} by a {b}",
                         "multiplies");
 }

@@ -51,6 +51,11 @@ nn::Model OnnxGraph::Run() {
     Node(n);
   }
   if (model_.layers.empty()) Fail("the graph has no layers tpusim can run");
+  if (g.output_size() == 1) {  // a tensor's values in the output's order (tensors.cc)
+    const auto it = values_.find(g.output(0).name());
+    if (it != values_.end() && IsTensor(it->second) && it->second.layer != nn::kModelInput)
+      it->second = Finished(*this, g.node(g.node_size() - 1), it->second);
+  }
   CheckOutput(g);
   Infer("the last node");
   return model_;
@@ -135,6 +140,9 @@ void OnnxGraph::SetInput(const onnx::GraphProto& g, const std::string& name,
                       name, text));
     model_.input = {1, static_cast<int>(dims[t]), static_cast<int>(dims[2])};
     v.axes = time_first ? "TNX" : "NTX";
+    batch_ = std::max<int64_t>(dims[1 - t], 1);
+    v.view = time_first ? std::vector<std::string>{"1", "N", "2"}
+                        : std::vector<std::string>{"N", "1", "2"};
   } else if (dims.size() == 4) {
     if (!fixed({1, 2, 3}))
       Fail(
@@ -143,6 +151,7 @@ void OnnxGraph::SetInput(const onnx::GraphProto& g, const std::string& name,
                       name, text));
     model_.input = {static_cast<int>(dims[2]), static_cast<int>(dims[3]),
                     static_cast<int>(dims[1])};
+    batch_ = std::max<int64_t>(dims[0], 1);
   } else {
     Fail(fmt::format(
         "input '{}' is {} ({} dimensions); tpusim imports image networks, whose input is an "
@@ -152,6 +161,7 @@ void OnnxGraph::SetInput(const onnx::GraphProto& g, const std::string& name,
   }
   SetDataset(name);
   v.shape = model_.input;
+  if (batch_ == 1) v.view = WithoutBatch(v.view);
   values_[name] = v;
 }
 
@@ -305,6 +315,11 @@ const Value& OnnxGraph::Raw(const onnx::NodeProto& n, int i) const {
 const Value& OnnxGraph::In(const onnx::NodeProto& n, int i) const {
   const Value& v = Raw(n, i);
   const std::string& a = v.axes;
+  if (!v.part.empty()) {
+    FailNode(n, fmt::format("reads '{}', the {} of '{}' in a chain that tpusim imports as one "
+                            "layer (a LayerNorm, a GELU, a matmul's scaled operand); {}",
+                            n.input(i), v.part, v.of, PartChains()));
+  }
   if (a.empty()) return v;
   const std::string what = fmt::format("reads '{}', ", n.input(i));
   if (a == "shape" || a == "zeros")

@@ -32,6 +32,21 @@ struct Value {
   // which computes only the last step); "1NH" its last h; or one word: "cell" its last c,
   // "shape" sizes computed from a shape, "zeros" zeros of such sizes.
   std::string axes;
+  // A transformer's tensor (tensors.cc, docs/import.md, "Transformers"): its ONNX axes in
+  // order, each the product of its factors, outer first: 'N' the batch, '0' '1' '2' the h, w
+  // and c axes of one image's values, which are `layer`'s output viewed as `shape` (a
+  // reshape not yet made where they differ). Empty: not a tensor. An export of a batch of one
+  // has no 'N' (every axis is the image's).
+  std::vector<std::string> view;
+  // Sizes known at import: a Shape's, and what Gather, Slice, Unsqueeze, Concat and
+  // arithmetic make of them and of constants (`axes` "shape" too, for an LSTM's zero state).
+  bool known = false;
+  std::vector<int64_t> ints;
+  // Part of a chain that becomes one layer (tensors.cc: a LayerNorm's, a GELU's, a matmul's
+  // scaled operand): what part, the tensor `of` which it is, and a number (epsilon, a
+  // divisor).
+  std::string part, of;
+  double k = 0;
 };
 
 // Whether l computes x W + b (a conv or dense layer, not an LSTM): what a bias, a scale, a
@@ -51,6 +66,8 @@ class OnnxGraph {
   nn::Model Run();
 
   const OnnxImportOptions& options() const { return opt_; }
+  // The batch the graph was exported for (its input's first size; 1 where not fixed).
+  int64_t batch() const { return batch_; }
   // The model so far: the layers of the nodes read until now.
   nn::Model& model() { return model_; }
   // How many nodes (and graph outputs) read tensor `name`.
@@ -87,6 +104,11 @@ class OnnxGraph {
   const Value& In(const onnx::NodeProto& n, int i) const;
   // The same, of any kind.
   const Value& Raw(const onnx::NodeProto& n, int i) const;
+  // The value of tensor `name` computed so far, or null.
+  const Value* Find(const std::string& name) const {
+    const auto it = values_.find(name);
+    return it == values_.end() ? nullptr : &it->second;
+  }
   // Sets the value of a node's output other than its first (which its reader returns).
   void Define(const std::string& name, Value v) { values_[name] = std::move(v); }
   // Whether n's input i is a constant.
@@ -139,6 +161,7 @@ class OnnxGraph {
   std::map<std::string, std::array<int64_t, 4>> zero_pads_;
   std::map<std::string, int> uses_;  // how many nodes (and outputs) read each tensor
   int node_index_ = 0;
+  int64_t batch_ = 1;
 };
 
 }  // namespace tpu::import::onnx_graph

@@ -24,7 +24,8 @@ nn::Layer* WeightedBefore(OnnxGraph& g, const onnx::NodeProto& n, int data_input
   const Value& x = g.In(n, data_input);
   if (x.layer == nn::kModelInput || g.Uses(n.input(data_input)) != 1) return nullptr;
   nn::Layer* l = &g.model().layers[static_cast<size_t>(x.layer)];
-  return LinearInWeights(*l) && l->activation == nn::Activation::kNone ? l : nullptr;
+  const bool weighted = LinearInWeights(*l) || l->type == nn::LayerType::kLayerNorm;
+  return weighted && l->activation == nn::Activation::kNone ? l : nullptr;
 }
 
 Value JoinOfOneShape(OnnxGraph& g, const onnx::NodeProto& n, nn::LayerType type, const char* prefix,

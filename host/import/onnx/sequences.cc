@@ -53,11 +53,13 @@ Value Computed(const char* kind) {
 }
 
 Value ReadShape(OnnxGraph& g, const onnx::NodeProto& n) {
-  g.Raw(n, 0);
+  const Value& v = g.Raw(n, 0);
+  if (IsTensor(v) || (v.axes.empty() && v.part.empty() && !v.known)) return ShapeOfTensor(g, n);
   return Computed("shape");
 }
 
 Value ReadUnsqueeze(OnnxGraph& g, const onnx::NodeProto& n) {
+  if (g.Raw(n, 0).known) return KnownInts(g.Raw(n, 0).ints);
   if (g.Raw(n, 0).axes != "shape")
     g.FailNode(n, "tpusim reads Unsqueeze only of sizes computed from a shape");
   return Computed("shape");
@@ -74,6 +76,9 @@ Value ReadExpand(OnnxGraph& g, const onnx::NodeProto& n) {
 
 Value ReadTranspose(OnnxGraph& g, const onnx::NodeProto& n) {
   g.OnlyAttrs(n, {"perm"});
+  const Value& raw = g.Raw(n, 0);
+  if (!raw.view.empty() || (raw.axes.empty() && raw.part.empty()))
+    return TensorTranspose(g, n, TensorOf(g, n, 0));
   const Value& v =
       WithRoles(g, n, g.Raw(n, 0), "Transpose only of sequences (N x T x X <-> T x N x X)");
   std::vector<int64_t> perm = g.IntsAttr(n, "perm", {});
@@ -112,6 +117,7 @@ Value ReadSqueeze(OnnxGraph& g, const onnx::NodeProto& n) {
 // Gather: of sizes, sizes; of an axis of one, its only element; of an LSTM's steps, the last
 // (tpusim's lstm layer computes that one).
 Value ReadGather(OnnxGraph& g, const onnx::NodeProto& n) {
+  if (g.Raw(n, 0).known) return GatherInts(g, n);
   const Value* p = RolesOrSizes(g, n, "axis", "Gather only of sizes and of an LSTM's last step");
   if (!p) return Computed("shape");
   const Value& v = *p;

@@ -603,11 +603,18 @@ TEST(OnnxImportTest, BadFilesAndGraphsAreClearErrors) {
             std::string::npos)
       << ImportError(ok);
   Graph un;
-  un.Node("Erf", {"x"}, "y");  // a GELU's, as PyTorch exports it
+  un.Node("Tile", {"x"}, "y");
   un.Output("y");
-  EXPECT_NE(ImportError(un).find("node 'Erf_y' (Erf): not supported; tpusim imports Conv"),
+  EXPECT_NE(ImportError(un).find("node 'Tile_y' (Tile): not supported; tpusim imports Conv"),
             std::string::npos)
       << ImportError(un);
+  Graph erf;
+  erf.Node("Erf", {"x"}, "y");  // a GELU's, without the rest of its chain
+  erf.Output("y");
+  EXPECT_NE(ImportError(erf).find("node 'Erf_y' (Erf): is not part of a chain tpusim imports: "
+                                  "tpusim reads LayerNorm as ReduceMean"),
+            std::string::npos)
+      << ImportError(erf);
   Graph grouped;
   Graph::Int(grouped.Node("Conv", {"x", grouped.Weights("W", {4, 1, 3, 3})}, "y"), "group", 2);
   grouped.Output("y");

@@ -174,6 +174,86 @@ TEST_F(ModelTest, BatchNormRoundTripsWithItsRunningStatistics) {
   }
 }
 
+// A transformer's layers (docs/transformers.md): one head-split self-attention built by hand
+// (QK projection, slices, reshapes, transposes, a scaled matmul with B transposed, softmax,
+// layer_norm, gelu) survives the files field by field, and computes what the formulas say.
+TEST_F(ModelTest, AttentionLayersRoundTripAndComputeAttention) {
+  Model m;
+  m.name = "attention";
+  m.input = {1, 4, 6};  // 4 tokens of 6
+  const auto layer = [](LayerType t, std::vector<int> inputs) {
+    Layer l = test::MakeLayer(t);
+    l.inputs = std::move(inputs);
+    return l;
+  };
+  Layer qk = test::MakeLayer(LayerType::kConv2d, 12, 1, 1, "valid", Activation::kNone);
+  qk.inputs = {kModelInput};
+  Layer q = layer(LayerType::kSlice, {0}), k = layer(LayerType::kSlice, {0});
+  q.end = 6;
+  k.start = 6;
+  k.end = 12;
+  Layer rq = layer(LayerType::kReshape, {1}), rk = layer(LayerType::kReshape, {2});
+  rq.out = rk.out = {4, 2, 3};  // 2 heads of 3
+  Layer tq = layer(LayerType::kTranspose, {3}), tk = layer(LayerType::kTranspose, {4});
+  tq.perm = tk.perm = {1, 0, 2};
+  Layer mm = layer(LayerType::kMatMul, {5, 6});
+  mm.transpose_b = true;
+  mm.scale = 0.5f;
+  Layer ln = layer(LayerType::kLayerNorm, {8});
+  ln.epsilon = 1e-3f;
+  m.layers = {qk,
+              q,
+              k,
+              rq,
+              rk,
+              tq,
+              tk,
+              mm,
+              layer(LayerType::kSoftmax, {7}),
+              ln,
+              layer(LayerType::kGelu, {9})};
+  m = test::Randomize(m, 5);
+  SaveModel(m, dir_);
+  const Model back = LoadModel(dir_);
+  EXPECT_EQ(back.layers[2].start, 6);
+  EXPECT_EQ(back.layers[3].out, (Shape3{4, 2, 3}));
+  EXPECT_EQ(back.layers[5].perm, (std::array<int, 3>{1, 0, 2}));
+  EXPECT_TRUE(back.layers[7].transpose_b);
+  EXPECT_EQ(back.layers[7].scale, 0.5f);
+  EXPECT_EQ(back.layers[9].epsilon, 1e-3f);
+  EXPECT_EQ(back.layers[9].weights.data, m.layers[9].weights.data);
+  EXPECT_EQ(back.layers.back().out, (Shape3{2, 4, 4}));
+  MatrixF x = MatrixF::Random(2, 24);
+  ForwardCache a, b;
+  Forward(m, x, &a);
+  Forward(back, x, &b);
+  EXPECT_EQ(a.acts.back(), b.acts.back());
+  const Layer& norm = m.layers[9];
+  for (int image = 0; image < 2; ++image) {
+    const float* y = a.acts[1].row(image).data();  // the projection: 4 tokens x 12
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 4; ++i) {
+        double s[4], mx = -1e30, sum = 0, p[4], mean = 0, var = 0;
+        for (int j = 0; j < 4; ++j) {
+          s[j] = 0;
+          for (int d = 0; d < 3; ++d)
+            s[j] += 0.5 * y[i * 12 + h * 3 + d] * y[j * 12 + 6 + h * 3 + d];
+          mx = std::max(mx, s[j]);
+        }
+        for (int j = 0; j < 4; ++j) sum += (p[j] = std::exp(s[j] - mx));
+        for (int j = 0; j < 4; ++j) mean += (p[j] /= sum) / 4;
+        for (int j = 0; j < 4; ++j) var += (p[j] - mean) * (p[j] - mean) / 4;
+        for (int j = 0; j < 4; ++j) {
+          const double z =
+              (p[j] - mean) / std::sqrt(var + 1e-3) * norm.weights.data[j] + norm.bias.data[j];
+          const double want = z * (std::erf(z / std::sqrt(2.0)) + 1) / 2;
+          EXPECT_NEAR(a.acts.back()(image, h * 16 + i * 4 + j), want, 2e-5)
+              << "image " << image << " head " << h << " query " << i << " key " << j;
+        }
+      }
+  }
+}
+
 // An LSTM layer: its fields and int8 form (4H gate columns, the cell's scale and
 // requantizations) survive the files; its int8 outputs follow the fp32 cell's within the
 // bound the chip's LSTM test uses (0.1, about 13 steps of h's scale 1/127); its cell scale
@@ -310,7 +390,7 @@ TEST(OpTableTest, EveryLayerTypeHasItsOperationFoundByTypeAndName) {
     EXPECT_EQ(op->read == nullptr, op->write == nullptr) << op->name;
     EXPECT_EQ(op->read_int8 == nullptr, op->write_int8 == nullptr) << op->name;
   }
-  EXPECT_EQ(names.size(), 12u);
+  EXPECT_EQ(names.size(), 19u);
 }
 
 // How many inputs a layer reads and whether it takes an activation are its operation's

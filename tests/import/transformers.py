@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""`tpusim import` of PyTorch's transformer encoders against PyTorch (docs/transformers.md).
+
+Exports torch.nn.TransformerEncoder post-norm and pre-norm, with GELU and with ReLU, at
+opset 13 and 14 (models/onnx/make_transformers.py), imports each unmodified, runs the fp32
+model on the CPU (`tpusim infer --backend cpu-fp32`) and checks its outputs within 1e-4 of
+PyTorch's (relative to the largest). Then checks that what tpusim does not run yet is
+refused with one line and exit 2: the model on a bf16 chip and on the bf16 CPU reference.
+
+    tests/import/transformers.py --tpusim build/tpusim [--layers 2 --width 64 ...]
+
+Exits 77 (ctest: skipped) when PyTorch is not installed.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch  # noqa: F401 (the exporter needs it)
+except ImportError:
+    print("transformers: PyTorch is not installed; skipped")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MAKE = os.path.join(HERE, "..", "..", "models", "onnx", "make_transformers.py")
+TOLERANCE = 1e-4
+
+
+def tpusim(exe, *args):
+    return subprocess.run([exe, *args], capture_output=True, text=True)
+
+
+def check(exe, work, name, size_args):
+    base = os.path.join(work, name)
+    done = tpusim(exe, "import", base + ".onnx", "--out", base, "-q")
+    if done.returncode != 0:
+        return f"{name} {size_args}: import exited {done.returncode}: {done.stderr.strip()}"
+    done = tpusim(exe, "infer", "--backend", "cpu-fp32", "--model", base, "--inputs",
+                  base + ".inputs.npy", "--logits", base + ".tpusim.npy", "-q")
+    if done.returncode != 0:
+        return f"{name} {size_args}: infer exited {done.returncode}: {done.stderr.strip()}"
+    want = np.load(base + ".torch.npy")
+    got = np.load(base + ".tpusim.npy").reshape(want.shape)
+    error = float(np.abs(got - want).max() / np.abs(want).max())
+    print(f"{name} {' '.join(size_args)}: {error:.2e} of the largest output")
+    if error > TOLERANCE:
+        return f"{name} {size_args}: outputs differ from PyTorch's by {error:.2e}"
+    for refused in (["run", "--model", base, "--config", "tpu-v2", "--synthetic", "1"],
+                    ["infer", "--backend", "cpu-bf16", "--model", base, "--synthetic", "1"]):
+        done = tpusim(exe, *refused)
+        lines = done.stderr.strip().splitlines()
+        if done.returncode != 2 or len(lines) != 1 or "transformers.md" not in lines[0]:
+            return f"{name}: tpusim {' '.join(refused)} exited {done.returncode}: {done.stderr}"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tpusim", default="build/tpusim")
+    a, sizes = ap.parse_known_args()
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="tpusim-transformers-") as work:
+        for opset, activation in (("13", "gelu"), ("14", "relu")):
+            size_args = sizes + ["--opset", opset, "--activation", activation]
+            subprocess.run([sys.executable, MAKE, "--out", work, *size_args], check=True,
+                           capture_output=True)
+            for name in ("encoder", "encoder-pre"):
+                failure = check(a.tpusim, work, name, size_args)
+                if failure:
+                    failures.append(failure)
+    for f in failures:
+        print("FAILED:", f)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
