@@ -83,16 +83,18 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 namespace {
 
 // The shape of an array of `n` inputs of model m: N x C x H x W, or, for a model whose input
-// is 1 x T x X (sequences of T steps of X values, as an imported LSTM's), N x T x X.
+// is 1 x T x X (sequences of T steps of X values, as an imported LSTM's), N x T x X; for one
+// of 1 x T x 1 (a transformer's token ids), N x T too.
 std::vector<int64_t> WantedShape(const Model& m, int64_t n, size_t rank) {
   const Shape3& in = m.input;
+  if (rank == 2 && in.h == 1 && in.c == 1) return {n, in.w};
   if (rank == 3 && in.h == 1) return {n, in.w, in.c};
   return {n, in.c, in.h, in.w};
 }
 
 // t's values stored h x w x c (N x T x X already is).
 std::vector<float> ChannelsLast(const Tensor<float>& t, const Shape3& in) {
-  if (t.shape.size() == 3) return t.data;
+  if (t.shape.size() <= 3) return t.data;
   const int64_t plane = int64_t{in.h} * in.w, size = in.Size(), count = t.shape[0];
   std::vector<float> hwc(t.data.size());
   for (int64_t n = 0; n < count; ++n)
@@ -115,8 +117,9 @@ InputSet InputsFromTensor(const Tensor<float>& t, const Model& m, const std::str
         "model did{})",
         path, t.shape.empty() ? "a scalar" : ShapeText(t.shape), m.name,
         ShapeText({images.begin() + 1, images.end()}),
-        in.h == 1 ? fmt::format(", or N x {} sequences of steps",
-                                ShapeText({steps.begin() + 1, steps.end()}))
+        in.h == 1 ? fmt::format(", or N x {} sequences of steps{}",
+                                ShapeText({steps.begin() + 1, steps.end()}),
+                                in.c == 1 ? fmt::format(", or N x {} token ids", in.w) : "")
                   : ""));
   }
   InputSet s;

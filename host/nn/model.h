@@ -92,8 +92,9 @@ struct Layer {
   float epsilon = 1e-5f, momentum = 0.1f;
   // A transformer's tensors (host/nn/ops/views.cc, matmul.cc): a transpose's output axis k
   // is its input's axis perm[k] (0 h, 1 w, 2 c); a slice takes values [start, end) of its
-  // input's axis `axis`; a matmul multiplies its first input, times `scale`, by its second
-  // (transposed, with transpose_b). A layer_norm's epsilon is `epsilon`.
+  // input's axis `axis`; a matmul multiplies its first input by its second (transposed, with
+  // transpose_b), times `scale`; a prepend puts `start` rows of its weights before its
+  // input's; an embedding's vocabulary is `start`. A layer_norm's epsilon is `epsilon`.
   std::array<int, 3> perm = {0, 1, 2};
   int axis = 2, start = 0, end = 0;
   bool transpose_b = false;

@@ -333,9 +333,10 @@ def import_torch(module, example_input, quantize=True, calibration=None, name=No
     module.eval()
     with tempfile.TemporaryDirectory(prefix="tpusim-") as tmp:
         onnx_path = os.path.join(tmp, "model.onnx")
-        with torch.no_grad():
-            torch.onnx.export(module, example_input, onnx_path, opset_version=13,
-                              input_names=["input"], output_names=["output"])
+        # Not under torch.no_grad(): there PyTorch's transformer layers take a fused inference
+        # path (aten::_transformer_encoder_layer_fwd) that has no ONNX export.
+        torch.onnx.export(module, example_input, onnx_path, opset_version=13,
+                          input_names=["input"], output_names=["output"])
         cal = calibration if calibration is not None else example_input
         cal = cal.detach().cpu().numpy().astype("float32") if isinstance(cal, torch.Tensor) else cal
         with _naming(onnx_path, f"the ONNX export of {type(module).__name__}"):

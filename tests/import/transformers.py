@@ -2,9 +2,11 @@
 """`tpusim import` of PyTorch's transformer encoders against PyTorch (docs/transformers.md).
 
 Exports torch.nn.TransformerEncoder post-norm and pre-norm, with GELU and with ReLU, at
-opset 13 and 14 (models/onnx/make_transformers.py), imports each unmodified, runs the fp32
-model on the CPU (`tpusim infer --backend cpu-fp32`) and checks its outputs within 1e-4 of
-PyTorch's (relative to the largest). Then checks that what tpusim does not run yet is
+opset 13 and 14, torchvision's VisionTransformer and a GPT-style decoder
+(models/onnx/make_transformers.py),
+imports each unmodified, runs the fp32 model on the CPU (`tpusim infer --backend cpu-fp32`)
+and checks its outputs within 1e-4 of PyTorch's (relative to the largest), and a ViT's
+classes equal to PyTorch's. Then checks that what tpusim does not run yet is
 refused with one line and exit 2: the model on a bf16 chip and on the bf16 CPU reference.
 
     tests/import/transformers.py --tpusim build/tpusim [--layers 2 --width 64 ...]
@@ -48,6 +50,8 @@ def check(exe, work, name, size_args):
     print(f"{name} {' '.join(size_args)}: {error:.2e} of the largest output")
     if error > TOLERANCE:
         return f"{name} {size_args}: outputs differ from PyTorch's by {error:.2e}"
+    if name.startswith("vit") and (got.argmax(1) != want.argmax(1)).any():
+        return f"{name} {size_args}: classes {got.argmax(1)}, PyTorch's {want.argmax(1)}"
     for refused in (["run", "--model", base, "--config", "tpu-v2", "--synthetic", "1"],
                     ["infer", "--backend", "cpu-bf16", "--model", base, "--synthetic", "1"]):
         done = tpusim(exe, *refused)
@@ -60,14 +64,15 @@ def check(exe, work, name, size_args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tpusim", default="build/tpusim")
+    ap.add_argument("--models", nargs="+", default=["encoder", "encoder-pre", "vit", "gpt"])
     a, sizes = ap.parse_known_args()
     failures = []
     with tempfile.TemporaryDirectory(prefix="tpusim-transformers-") as work:
         for opset, activation in (("13", "gelu"), ("14", "relu")):
             size_args = sizes + ["--opset", opset, "--activation", activation]
-            subprocess.run([sys.executable, MAKE, "--out", work, *size_args], check=True,
-                           capture_output=True)
-            for name in ("encoder", "encoder-pre"):
+            subprocess.run([sys.executable, MAKE, "--out", work, "--models", *a.models,
+                            *size_args], check=True, capture_output=True)
+            for name in a.models:
                 failure = check(a.tpusim, work, name, size_args)
                 if failure:
                     failures.append(failure)

@@ -158,6 +158,19 @@ def test_from_torch_names_the_module_not_a_temporary_file():
            "LSTM node only" in str(e.value), str(e.value)
 
 
+def test_import_torch_reads_a_transformer_encoder_that_chips_do_not_run_yet():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(4)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+    x = torch.randn(2, 8, 32)
+    summary = tpusim.import_torch(encoder, x, quantize=False).summary()
+    assert "layer_norm" in summary and "matmul" in summary and "softmax" in summary, summary
+    with pytest.raises(ValueError) as e:
+        tpusim.from_torch(encoder, x, config="tpu-v2")
+    assert "runs on the CPU only so far" in str(e.value), str(e.value)
+
+
 def lstm_classifier(torch):
     """nn.LSTM (batch first) and a Linear on its last h: where a sequence task starts."""
 

@@ -24,5 +24,8 @@ void LowerMatMul(Lowering& lw, int i) { NotOnChips(lw, i); }
 void LowerSoftmax(Lowering& lw, int i) { NotOnChips(lw, i); }
 void LowerLayerNorm(Lowering& lw, int i) { NotOnChips(lw, i); }
 void LowerGelu(Lowering& lw, int i) { NotOnChips(lw, i); }
+void LowerAddConstant(Lowering& lw, int i) { NotOnChips(lw, i); }
+void LowerPrepend(Lowering& lw, int i) { NotOnChips(lw, i); }
+void LowerEmbedding(Lowering& lw, int i) { NotOnChips(lw, i); }
 
 }  // namespace tpu::compiler::lower

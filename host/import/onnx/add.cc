@@ -39,7 +39,12 @@ Value ReadAdd(OnnxGraph& g, const onnx::NodeProto& n) {
   if (n.input_size() != 2) g.FailNode(n, "Add takes two inputs");
   if (auto v = IntsNode(g, n)) return *v;
   if (auto v = AddInChain(g, n)) return *v;
-  if (g.IsConstant(n, 0) || g.IsConstant(n, 1)) return AddBias(g, n, g.IsConstant(n, 1) ? 1 : 0);
+  if (g.IsConstant(n, 0) || g.IsConstant(n, 1)) {
+    const int c = g.IsConstant(n, 1) ? 1 : 0;
+    if (IsTensor(g.Raw(n, 1 - c)) && !WeightedBefore(g, n, 1 - c))
+      return TensorAddConstant(g, n, c);
+    return AddBias(g, n, c);
+  }
   if (IsTensor(g.Raw(n, 0)) || IsTensor(g.Raw(n, 1)))
     return TensorJoin(g, n, nn::LayerType::kAdd, "add");
   return JoinOfOneShape(g, n, nn::LayerType::kAdd, "add", "adds a {b} to a {a}", "adds");

@@ -3,6 +3,7 @@
 // the layers of attention (docs/import.md, "Transformers").
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -32,7 +33,9 @@ Value Input(OnnxGraph& g, const onnx::NodeProto& n, int i) {
 double Scalar(OnnxGraph& g, const onnx::NodeProto& n, int i) {
   if (!g.IsConstant(n, i)) return NAN;
   const onnx::TensorProto* t = g.Constant(n, i);
-  if (t->data_type() != onnx::TensorProto::FLOAT) return NAN;
+  int64_t count = 1;
+  for (const int64_t d : t->dims()) count *= d;
+  if (t->data_type() != onnx::TensorProto::FLOAT || count != 1) return NAN;
   const std::vector<float> v = g.Floats(n, *t);
   return v.size() == 1 ? v[0] : NAN;
 }
@@ -137,6 +140,52 @@ Value ConcatInts(OnnxGraph& g, const onnx::NodeProto& n) {
 
 Value KnownInts(std::vector<int64_t> ints) { return Ints(std::move(ints)); }
 
+Value ReadConstantOfShape(OnnxGraph& g, const onnx::NodeProto& n) {
+  g.OnlyAttrs(n, {"value"});
+  const std::vector<int64_t> shape = IntsOf(g, n, 0);
+  const onnx::AttributeProto* a = g.Attr(n, "value");
+  const std::vector<int64_t> value = a ? g.Ints(n, a->t()) : std::vector<int64_t>{0};
+  if (shape.size() != 1 || value.size() != 1)
+    g.FailNode(n, "tpusim computes ConstantOfShape of sizes: a vector of one int64 value");
+  return Ints(std::vector<int64_t>(static_cast<size_t>(shape[0]), value[0]));
+}
+
+Value ReadEqual(OnnxGraph& g, const onnx::NodeProto& n) {
+  g.OnlyAttrs(n, {});
+  return IntArithmetic(g, n, [](int64_t a, int64_t b) { return int64_t{a == b}; });
+}
+
+Value ReadWhere(OnnxGraph& g, const onnx::NodeProto& n) {
+  g.OnlyAttrs(n, {});
+  const std::vector<int64_t> c = IntsOf(g, n, 0), a = IntsOf(g, n, 1), b = IntsOf(g, n, 2);
+  if (a.size() != c.size() || b.size() != c.size())
+    g.FailNode(n, "tpusim computes Where of sizes of one length");
+  std::vector<int64_t> out(c.size());
+  for (size_t i = 0; i < c.size(); ++i) out[i] = c[i] ? a[i] : b[i];
+  return Ints(out);
+}
+
+// Expand of a constant to known sizes: a learned tensor broadcast over the batch (ViT's class
+// token), which a Concat puts before a tensor (nullopt: not one). One of zeros may be an
+// LSTM's zero state as well (Value::axes "zeros", sequences.cc): it is both.
+std::optional<Value> ExpandedConstant(OnnxGraph& g, const onnx::NodeProto& n) {
+  if (!g.IsConstant(n, 0) || g.IsConstant(n, 1) || !g.Raw(n, 1).known) return std::nullopt;
+  const onnx::TensorProto& t = *g.Constant(n, 0);
+  const std::vector<float> values = g.Floats(n, t);
+  const bool zeros = std::all_of(values.begin(), values.end(), [](float v) { return v == 0; });
+  const std::vector<int64_t> to = g.Raw(n, 1).ints;
+  bool batch_only =
+      t.dims_size() >= 2 && t.dims_size() == static_cast<int>(to.size()) && t.dims(0) == 1;
+  for (int i = 1; batch_only && i < t.dims_size(); ++i)
+    batch_only = to[static_cast<size_t>(i)] == 1 || to[static_cast<size_t>(i)] == t.dims(i);
+  if (!batch_only && zeros) return std::nullopt;
+  if (!batch_only) g.FailNode(n, "tpusim expands a constant of [1, ...] along the batch only");
+  Value v = Part("constant for each image", n.input(0));
+  v.ints = to;
+  if (zeros) v.axes = "zeros";
+  return v;
+}
+
 // Add: epsilon to a LayerNorm's variance, 1 to a GELU's erf.
 std::optional<Value> AddInChain(OnnxGraph& g, const onnx::NodeProto& n) {
   for (int i = 0; i < 2; ++i) {
@@ -228,6 +277,14 @@ Value ReadDiv(OnnxGraph& g, const onnx::NodeProto& n) {
     return AddTensorLayer(g, n, std::move(l), {r.layer}, r);
   }
   const double c = Scalar(g, n, 1);
+  if (IsTensor(a) && c > 0 && a.layer != nn::kModelInput && g.Uses(n.input(0)) == 1) {
+    nn::Layer& l = g.model().layers[static_cast<size_t>(a.layer)];
+    if (l.type == nn::LayerType::kMatMul &&
+        a.layer + 1 == static_cast<int>(g.model().layers.size())) {
+      l.scale = static_cast<float>(l.scale / c);  // the product's scale
+      return a;
+    }
+  }
   if (IsTensor(a) && c > 0) return Part("x / c", n.input(0), c);
   g.FailNode(n, "tpusim reads Div of sizes, in a chain (" + PartChains() +
                     "), or of a tensor by a positive constant before an Erf or a MatMul");

@@ -19,6 +19,8 @@ Value ReadConcat(OnnxGraph& g, const onnx::NodeProto& n) {
     sizes |= !constant && g.Raw(n, i).axes == "shape";
   }
   if (sizes) return known ? ConcatInts(g, n) : Computed("shape");
+  if (n.input_size() == 2 && !g.IsConstant(n, 0) && g.Raw(n, 0).part == "constant for each image")
+    return TensorPrepend(g, n);
   if (g.IntAttr(n, "axis", 0) != 1) g.FailNode(n, "tpusim concatenates channels (axis = 1) only");
   if (n.input_size() < 2) g.FailNode(n, "Concat needs two or more inputs");
   std::vector<int> inputs;

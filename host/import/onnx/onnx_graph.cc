@@ -108,26 +108,35 @@ void OnnxGraph::ReadInput(const onnx::GraphProto& g) {
   }
   if (!input) Fail("the graph has no input");
   const auto& type = input->type();
-  if (!type.has_tensor_type() || type.tensor_type().elem_type() != onnx::TensorProto::FLOAT) {
-    Fail("input '" + input->name() + "' is not a float tensor; export the fp32 model");
-  }
   const auto& shape = type.tensor_type().shape();
+  const bool tokens = type.has_tensor_type() && shape.dim_size() == 2 &&
+                      type.tensor_type().elem_type() == onnx::TensorProto::INT64;
+  if (!tokens &&
+      (!type.has_tensor_type() || type.tensor_type().elem_type() != onnx::TensorProto::FLOAT)) {
+    Fail("input '" + input->name() +
+         "' is not a float tensor (nor N x T int64 token ids); export the fp32 model");
+  }
   std::vector<int64_t> dims;
   for (const auto& d : shape.dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
   std::string text;
   for (int64_t d : dims) text += (text.empty() ? "" : " x ") + (d < 0 ? "?" : std::to_string(d));
-  SetInput(g, input->name(), dims, text);
+  SetInput(g, input->name(), dims, text, tokens);
 }
 
 void OnnxGraph::SetInput(const onnx::GraphProto& g, const std::string& name,
-                         const std::vector<int64_t>& dims, const std::string& text) {
+                         const std::vector<int64_t>& dims, const std::string& text,
+                         bool tokens) {
   const auto fixed = [&](std::initializer_list<size_t> axes) {
     for (const size_t a : axes)
       if (dims[a] <= 0 || dims[a] > 65536) return false;
     return true;
   };
   Value v;
-  if (dims.size() == 3) {  // sequences: T x N x X where an LSTM reads them as they are
+  if (tokens && fixed({1})) {  // token ids (an int64 input): 1 x T x 1, one a position
+    model_.input = {1, static_cast<int>(dims[1]), 1};
+    batch_ = std::max<int64_t>(dims[0], 1);
+    v.view = {"N", "1"};
+  } else if (dims.size() == 3) {  // sequences: T x N x X where an LSTM reads them as they are
     bool time_first = false;
     for (const onnx::NodeProto& n : g.node())
       time_first |= n.op_type() == "LSTM" && n.input_size() > 0 && n.input(0) == name;
@@ -155,8 +164,9 @@ void OnnxGraph::SetInput(const onnx::GraphProto& g, const std::string& name,
   } else {
     Fail(fmt::format(
         "input '{}' is {} ({} dimensions); tpusim imports image networks, whose input is an "
-        "N x C x H x W batch, and LSTMs over N x T x X sequences: a flat vector or a "
-        "transformer's tokens is not an input it takes (docs/import.md lists what it imports)",
+        "N x C x H x W batch, LSTMs and transformers over N x T x X sequences, and "
+        "transformers over N x T int64 token ids (of a fixed T): a flat vector of floats is "
+        "not an input it takes (docs/import.md lists what it imports)",
         name, text.empty() ? "a scalar" : text, dims.size()));
   }
   SetDataset(name);
@@ -218,7 +228,8 @@ int64_t OnnxGraph::Elements(const onnx::NodeProto& n, const onnx::TensorProto& t
   return e;
 }
 
-std::vector<float> OnnxGraph::Floats(const onnx::NodeProto& n, const onnx::TensorProto& t) const {
+std::vector<float> OnnxGraph::Floats(const onnx::NodeProto& n, const onnx::TensorProto& t,
+                                     bool infinities) const {
   const int64_t e = Elements(n, t);
   if (t.data_type() != onnx::TensorProto::FLOAT) {
     FailNode(n, fmt::format("tensor '{}' has ONNX data type {}; tpusim imports float32 "
@@ -239,7 +250,8 @@ std::vector<float> OnnxGraph::Floats(const onnx::NodeProto& n, const onnx::Tenso
     v.assign(t.float_data().begin(), t.float_data().end());
   }
   for (float x : v) {
-    if (!std::isfinite(x)) FailNode(n, "tensor '" + t.name() + "' holds NaN or infinity");
+    if (std::isnan(x) || (!infinities && std::isinf(x)))
+      FailNode(n, "tensor '" + t.name() + "' holds NaN or infinity");
   }
   return v;
 }

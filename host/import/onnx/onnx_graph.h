@@ -87,7 +87,8 @@ class OnnxGraph {
   // a constant is an error.
   const onnx::TensorProto* Constant(const onnx::NodeProto& n, int input) const;
   // A constant's values: float32 (finite), or int64; anything else is an error.
-  std::vector<float> Floats(const onnx::NodeProto& n, const onnx::TensorProto& t) const;
+  std::vector<float> Floats(const onnx::NodeProto& n, const onnx::TensorProto& t,
+                            bool infinities = false) const;
   std::vector<int64_t> Ints(const onnx::NodeProto& n, const onnx::TensorProto& t) const;
   // Node n's attribute `name` (null: absent), and its value of each type (`def`: absent).
   const onnx::AttributeProto* Attr(const onnx::NodeProto& n, const std::string& name) const;
@@ -104,6 +105,11 @@ class OnnxGraph {
   const Value& In(const onnx::NodeProto& n, int i) const;
   // The same, of any kind.
   const Value& Raw(const onnx::NodeProto& n, int i) const;
+  // The constant named `name`, or null.
+  const onnx::TensorProto* ConstantNamed(const std::string& name) const {
+    const auto it = constants_.find(name);
+    return it == constants_.end() ? nullptr : it->second;
+  }
   // The value of tensor `name` computed so far, or null.
   const Value* Find(const std::string& name) const {
     const auto it = values_.find(name);
@@ -133,12 +139,13 @@ class OnnxGraph {
   void CountUses(const onnx::GraphProto& g);
   // The graph's one output must be the last layer's (tpusim's model output).
   void CheckOutput(const onnx::GraphProto& g);
-  // The graph's one input: an N x C x H x W float image batch, or N x T x X sequences (T x N
-  // x X where an LSTM node reads it as it is).
+  // The graph's one input: an N x C x H x W float image batch, N x T x X sequences (T x N x X
+  // where an LSTM node reads it as it is), or N x T int64 token ids.
   void ReadInput(const onnx::GraphProto& g);
-  // The model's input from the ONNX input `name` of `dims` (`text`: the dims for messages).
+  // The model's input from the ONNX input `name` of `dims` (`text`: the dims for messages;
+  // `tokens`: int64 token ids).
   void SetInput(const onnx::GraphProto& g, const std::string& name,
-                const std::vector<int64_t>& dims, const std::string& text);
+                const std::vector<int64_t>& dims, const std::string& text, bool tokens);
   // The model's data set and preprocessing (an MNIST model or float inputs).
   void SetDataset(const std::string& name);
   // A Constant node's tensor, as a constant.

@@ -55,6 +55,8 @@ Value Reshaped(OnnxGraph& g, const onnx::NodeProto& n, Value v, std::vector<int6
 // v viewed as its own sizes, each axis's run of the image's values one axis of its layer's
 // (made, by a reshape layer, where they are not).
 Value Normalized(OnnxGraph& g, const onnx::NodeProto& n, const Value& v);
+// v's values as its layer's output (a reshape layer added where v views them anew).
+Value Materialized(OnnxGraph& g, const onnx::NodeProto& n, Value v);
 // v with its image's axes in ONNX order (a transpose layer where they are not).
 Value Canonical(OnnxGraph& g, const onnx::NodeProto& n, Value v);
 // Normalized v whose last axis is its layer's c (a layer working along it: `what` it does).
@@ -79,6 +81,13 @@ Value KnownInts(std::vector<int64_t> ints);
 std::optional<Value> AddInChain(OnnxGraph& g, const onnx::NodeProto& n);
 std::optional<Value> MulInChain(OnnxGraph& g, const onnx::NodeProto& n);
 std::optional<Value> SoftmaxOfTensor(OnnxGraph& g, const onnx::NodeProto& n);
+std::optional<Value> ExpandedConstant(OnnxGraph& g, const onnx::NodeProto& n);
+// ViT's (tensor_layers.cc): a Concat that puts a constant for each image before a tensor, an
+// Add of a constant to a tensor, a Gather of one index of a tensor's axis.
+Value TensorPrepend(OnnxGraph& g, const onnx::NodeProto& n);
+Value TensorAddConstant(OnnxGraph& g, const onnx::NodeProto& n, int constant_input);
+Value TensorGather(OnnxGraph& g, const onnx::NodeProto& n);
+Value TensorEmbedding(OnnxGraph& g, const onnx::NodeProto& n);
 
 // The layers of tensors (tensor_layers.cc): a MatMul of two; weights on each position (k x
 // units, stored transposed with trans_b); an Add or Mul of two of one shape; a Transpose, a

@@ -66,6 +66,7 @@ Value ReadUnsqueeze(OnnxGraph& g, const onnx::NodeProto& n) {
 }
 
 Value ReadExpand(OnnxGraph& g, const onnx::NodeProto& n) {
+  if (auto v = ExpandedConstant(g, n)) return *v;
   const onnx::TensorProto* zeros = g.IsConstant(n, 0) ? g.Constant(n, 0) : nullptr;
   const std::vector<float> values = zeros ? g.Floats(n, *zeros) : std::vector<float>{1};
   const bool sized = g.IsConstant(n, 1) || g.Raw(n, 1).axes == "shape";
@@ -117,7 +118,9 @@ Value ReadSqueeze(OnnxGraph& g, const onnx::NodeProto& n) {
 // Gather: of sizes, sizes; of an axis of one, its only element; of an LSTM's steps, the last
 // (tpusim's lstm layer computes that one).
 Value ReadGather(OnnxGraph& g, const onnx::NodeProto& n) {
+  if (g.IsConstant(n, 0) && !g.IsConstant(n, 1)) return TensorEmbedding(g, n);
   if (g.Raw(n, 0).known) return GatherInts(g, n);
+  if (IsTensor(g.Raw(n, 0))) return TensorGather(g, n);
   const Value* p = RolesOrSizes(g, n, "axis", "Gather only of sizes and of an LSTM's last step");
   if (!p) return Computed("shape");
   const Value& v = *p;

@@ -169,3 +169,175 @@ Value ReadSlice(OnnxGraph& g, const onnx::NodeProto& n) {
 }
 
 }  // namespace tpu::import::onnx_graph
+
+namespace tpu::import::onnx_graph {
+namespace {
+
+// Whether x's axes other than the batch and `keep` hold none of the image's values but c's
+// in the last.
+bool TokensByChannels(const Value& x, size_t tokens) {
+  const size_t r = x.view.size();
+  if (r < 2 || tokens + 1 != r - 1 || x.view[tokens] != "1" || x.view[r - 1] != "2") return false;
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (x.view[i].find_first_not_of('N') != std::string::npos) return false;
+  return x.shape.h == 1;
+}
+
+// Whether constant t, its leading 1s dropped, is x's last axes (each one of the image's
+// axes), so that it repeats along the rest.
+bool Broadcasts(const OnnxGraph& g, const Value& x, const onnx::TensorProto& t) {
+  std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+  while (!dims.empty() && dims.front() == 1) dims.erase(dims.begin());
+  const std::vector<int64_t> xd = DimsOf(g, x);
+  if (dims.size() > xd.size()) return false;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const size_t j = xd.size() - dims.size() + i;
+    if (dims[i] != xd[j] || x.view[j].size() != 1 || x.view[j] == "N") return false;
+  }
+  return true;
+}
+
+size_t AxisIndex(OnnxGraph& g, const onnx::NodeProto& n, int64_t axis, size_t rank) {
+  const auto r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) g.FailNode(n, fmt::format("axis {} of {} axes", axis, rank));
+  return static_cast<size_t>(axis < 0 ? axis + r : axis);
+}
+
+}  // namespace
+
+Value TensorPrepend(OnnxGraph& g, const onnx::NodeProto& n) {
+  const Value& c = g.Raw(n, 0);
+  if (n.input_size() != 2 || c.part != "constant for each image" || !IsTensor(g.Raw(n, 1)))
+    g.FailNode(n,
+               "tpusim concatenates a constant for each image before a tensor (ViT's class "
+               "token) only");
+  const Value x = Canonical(g, n, Normalized(g, n, TensorOf(g, n, 1)));
+  const size_t axis = AxisIndex(g, n, g.IntAttr(n, "axis", 0), x.view.size());
+  const std::vector<int64_t> dims = DimsOf(g, x);
+  const onnx::TensorProto& t = *g.ConstantNamed(c.of);
+  bool ok = TokensByChannels(x, axis) && t.dims_size() == static_cast<int>(dims.size()) &&
+            t.dims(t.dims_size() - 1) == dims.back();
+  if (!ok)
+    g.FailNode(n, fmt::format("puts a constant before [{}] along axis {}; tpusim puts rows "
+                              "before a tensor of tokens by channels, along its tokens",
+                              fmt::join(dims, " x "), axis));
+  nn::Layer l;
+  l.type = nn::LayerType::kPrepend;
+  l.name = g.NextName("prepend");
+  l.start = static_cast<int>(t.dims(static_cast<int>(axis)));
+  l.weights.shape = {1, l.start, x.shape.c};
+  l.weights.data = g.Floats(n, t);
+  l.bias.shape = {0};  // none (constants.cc)
+  return AddTensorLayer(g, n, std::move(l), {x.layer}, x);
+}
+
+Value TensorAddConstant(OnnxGraph& g, const onnx::NodeProto& n, int constant_input) {
+  const Value x = Canonical(g, n, Normalized(g, n, TensorOf(g, n, 1 - constant_input)));
+  const onnx::TensorProto& t = *g.Constant(n, constant_input);
+  const std::vector<float> c = g.Floats(n, t, /*infinities=*/true);  // -inf: a mask
+  const int64_t size = x.shape.Size();
+  if (!Broadcasts(g, x, t))
+    g.FailNode(n, fmt::format("adds a constant of [{}] to [{}]; tpusim adds a constant of the "
+                              "last axes' sizes, the same for every image",
+                              fmt::join(t.dims(), " x "), fmt::join(DimsOf(g, x), " x ")));
+  nn::Layer l;
+  l.type = nn::LayerType::kAddConstant;
+  l.name = g.NextName("add_constant");
+  l.weights.shape = {x.shape.h, x.shape.w, x.shape.c};
+  l.bias.shape = {0};  // none (constants.cc)
+  l.weights.data.resize(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i)
+    l.weights.data[static_cast<size_t>(i)] = c[static_cast<size_t>(i) % c.size()];
+  return AddTensorLayer(g, n, std::move(l), {x.layer}, x);
+}
+
+Value TensorGather(OnnxGraph& g, const onnx::NodeProto& n) {
+  g.OnlyAttrs(n, {"axis"});
+  const onnx::TensorProto* t = g.IsConstant(n, 1) ? g.Constant(n, 1) : nullptr;
+  const std::vector<int64_t> index = t ? g.Ints(n, *t) : std::vector<int64_t>{};
+  if (!t || index.size() != 1 || t->dims_size() > 1)
+    g.FailNode(n, "tpusim gathers one constant index of a tensor's axis (x[:, 0])");
+  const Value x = Normalized(g, n, TensorOf(g, n, 0));
+  const size_t axis = AxisIndex(g, n, g.IntAttr(n, "axis", 0), x.view.size());
+  if (!OneAxis(x.view[axis]))
+    g.FailNode(n, "tpusim gathers along an axis of each image's values, not the batch");
+  const int64_t size = DimsOf(g, x)[axis];
+  const int64_t i = index[0] < 0 ? index[0] + size : index[0];
+  if (i < 0 || i >= size) g.FailNode(n, fmt::format("gathers index {} of {}", index[0], size));
+  nn::Layer l;
+  l.type = nn::LayerType::kSlice;
+  l.name = g.NextName("slice");
+  l.axis = x.view[axis][0] - '0';
+  l.start = static_cast<int>(i);
+  l.end = static_cast<int>(i + 1);
+  Value like = x;
+  if (t->dims_size() == 0) like.view.erase(like.view.begin() + static_cast<std::ptrdiff_t>(axis));
+  return AddTensorLayer(g, n, std::move(l), {x.layer}, like);
+}
+
+}  // namespace tpu::import::onnx_graph
+
+namespace tpu::import::onnx_graph {
+
+// Gather of a constant's rows by token ids: a GPT's token embeddings.
+Value TensorEmbedding(OnnxGraph& g, const onnx::NodeProto& n) {
+  g.OnlyAttrs(n, {"axis"});
+  const onnx::TensorProto& t = *g.Constant(n, 0);
+  Value ids = Normalized(g, n, TensorOf(g, n, 1));
+  if (ids.shape.h == 1 && ids.shape.w == 1) {  // a run of ids in c: as 1 x T x 1
+    ids.shape = {1, ids.shape.c, 1};
+    for (std::string& a : ids.view) std::replace(a.begin(), a.end(), '2', '1');
+    ids = Materialized(g, n, ids);
+  }
+  if (g.IntAttr(n, "axis", 0) != 0 || t.dims_size() != 2 || ids.shape.c != 1)
+    g.FailNode(n,
+               "tpusim gathers rows of a vocabulary x width constant by token ids (an "
+               "embedding) only");
+  nn::Layer l;
+  l.type = nn::LayerType::kEmbedding;
+  l.name = g.NextName("embedding");
+  l.start = static_cast<int>(t.dims(0));
+  l.out.c = static_cast<int>(t.dims(1));
+  l.weights.shape = {t.dims(0), t.dims(1)};
+  l.weights.data = g.Floats(n, t);
+  l.bias.shape = {0};  // none (constants.cc)
+  Value like = ids;
+  like.view.push_back("2");
+  return AddTensorLayer(g, n, std::move(l), {ids.layer}, like);
+}
+
+}  // namespace tpu::import::onnx_graph
+
+namespace tpu::import::onnx_graph {
+
+// Split of a tensor's axis: a slice layer for each output (a fused QKV projection's).
+Value ReadSplit(OnnxGraph& g, const onnx::NodeProto& n) {
+  g.OnlyAttrs(n, {"axis", "split"});
+  const Value x = Normalized(g, n, TensorOf(g, n, 0));
+  const size_t axis = AxisIndex(g, n, g.IntAttr(n, "axis", 0), x.view.size());
+  if (!OneAxis(x.view[axis]))
+    g.FailNode(n, "tpusim splits an axis of each image's values, not the batch");
+  const int64_t size = DimsOf(g, x)[axis];
+  std::vector<int64_t> sizes =
+      n.input_size() > 1 && !n.input(1).empty() ? IntsOf(g, n, 1) : g.IntsAttr(n, "split", {});
+  if (sizes.empty() && size % n.output_size() == 0)
+    sizes.assign(static_cast<size_t>(n.output_size()), size / n.output_size());
+  int64_t start = 0;
+  std::vector<Value> outs;
+  for (const int64_t s : sizes) {
+    if (s < 1 || start + s > size || sizes.size() != static_cast<size_t>(n.output_size()))
+      g.FailNode(n, fmt::format("splits {} values into [{}]", size, fmt::join(sizes, ", ")));
+    nn::Layer l;
+    l.type = nn::LayerType::kSlice;
+    l.name = g.NextName("slice");
+    l.axis = x.view[axis][0] - '0';
+    l.start = static_cast<int>(start);
+    l.end = static_cast<int>(start + s);
+    outs.push_back(AddTensorLayer(g, n, std::move(l), {x.layer}, x));
+    start += s;
+  }
+  for (size_t k = 1; k < outs.size(); ++k) g.Define(n.output(static_cast<int>(k)), outs[k]);
+  return outs.front();
+}
+
+}  // namespace tpu::import::onnx_graph

@@ -47,17 +47,6 @@ std::string ViewText(const OnnxGraph& g, const Value& v) {
   return "[" + t + "]";
 }
 
-// v's values as layer v.layer's output (a reshape layer added where v views them anew).
-Value Materialized(OnnxGraph& g, const onnx::NodeProto& n, Value v) {
-  if (g.model().OutputOf(v.layer) == v.shape) return v;
-  nn::Layer l;
-  l.type = nn::LayerType::kReshape;
-  l.name = g.NextName("reshape");
-  l.out = v.shape;
-  v.layer = g.Add(n, std::move(l), {v.layer}).layer;
-  return v;
-}
-
 // Groups of v's factors, one group a size of `dims` (a factor split where a size needs
 // part of it; the batch never is).
 std::vector<std::vector<Factor>> Grouped(OnnxGraph& g, const onnx::NodeProto& n, const Value& v,
@@ -114,6 +103,17 @@ std::vector<int64_t> Resolved(OnnxGraph& g, const onnx::NodeProto& n, std::vecto
 
 }  // namespace
 
+// v's values as layer v.layer's output (a reshape layer added where v views them anew).
+Value Materialized(OnnxGraph& g, const onnx::NodeProto& n, Value v) {
+  if (g.model().OutputOf(v.layer) == v.shape) return v;
+  nn::Layer l;
+  l.type = nn::LayerType::kReshape;
+  l.name = g.NextName("reshape");
+  l.out = v.shape;
+  v.layer = g.Add(n, std::move(l), {v.layer}).layer;
+  return v;
+}
+
 // v with the image's axes in ONNX order (a transpose layer added where they are not).
 Value Canonical(OnnxGraph& g, const onnx::NodeProto& n, Value v) {
   v = Materialized(g, n, v);
@@ -152,7 +152,7 @@ bool IsTensor(const Value& v) { return !v.view.empty() && v.part.empty(); }
 std::string PartChains() {
   return "tpusim reads LayerNorm as ReduceMean, Sub, Pow 2, ReduceMean, Add epsilon, Sqrt, "
          "Div (then Mul gamma, Add beta), GELU as Div sqrt(2), Erf, Add 1, Mul x, Mul 0.5, and "
-         "a Div by a constant before a MatMul of two tensors";
+         "a Div by a constant before or after a MatMul of two tensors";
 }
 
 std::vector<int64_t> DimsOf(const OnnxGraph& g, const Value& v) {

@@ -1,5 +1,5 @@
 // The product of two computed tensors, one per head: for each of the h heads, the first
-// input's w x c matrix, times `scale`, by the second's (c rows; transposed with transpose_b:
+// input's w x c matrix by the second's, times `scale` (c rows; transposed with transpose_b:
 // its w x c matrix as c x w). Attention's scores (Q K^T, scaled) and context (P V)
 // (docs/transformers.md, "Operations").
 #include <fmt/format.h>
@@ -41,11 +41,11 @@ void Forward(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* /*c
       const MapF x(xs[0]->row(r).data() + head * a.w * k, a.w, k);
       const float* bp = xs[1]->row(r).data() + head * b_size;
       Eigen::Map<MatrixF> y(out->row(r).data() + head * a.w * n, a.w, n);
-      const MatrixF scaled = x * l.scale;
       if (l.transpose_b)
-        y.noalias() = scaled * MapF(bp, n, k).transpose();
+        y.noalias() = x * MapF(bp, n, k).transpose();
       else
-        y.noalias() = scaled * MapF(bp, k, n);
+        y.noalias() = x * MapF(bp, k, n);
+      if (l.scale != 1.0f) y *= l.scale;
     }
   }
 }

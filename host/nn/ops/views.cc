@@ -151,10 +151,17 @@ void ReadSlice(const nlohmann::json& lj, const std::string& where, Layer* l) {
 
 void WriteSlice(const Layer& l, nlohmann::json* lj) { (*lj)["slice"] = {l.axis, l.start, l.end}; }
 
-OpDef View(LayerType type, const char* name) {
+// A view's operation: its fields' reading and writing and its shape's rule.
+OpDef View(LayerType type, const char* name,
+           void (*read)(const nlohmann::json&, const std::string&, Layer*),
+           void (*write)(const Layer&, nlohmann::json*),
+           void (*infer)(const Model&, const std::string&, Layer*)) {
   OpDef d;
   d.type = type;
   d.name = name;
+  d.read = read;
+  d.write = write;
+  d.infer = infer;
   d.version = GraphVersion;
   d.macs = NoMacs;
   d.forward = Forward;
@@ -168,35 +175,19 @@ OpDef View(LayerType type, const char* name) {
 }  // namespace
 
 const OpDef& ReshapeOp() {
-  static const OpDef op = [] {
-    OpDef d = View(LayerType::kReshape, "reshape");
-    d.read = ReadReshape;
-    d.write = WriteReshape;
-    d.infer = InferReshape;
-    return d;
-  }();
+  static const OpDef op =
+      View(LayerType::kReshape, "reshape", ReadReshape, WriteReshape, InferReshape);
   return op;
 }
 
 const OpDef& TransposeOp() {
-  static const OpDef op = [] {
-    OpDef d = View(LayerType::kTranspose, "transpose");
-    d.read = ReadTranspose;
-    d.write = WriteTranspose;
-    d.infer = InferTranspose;
-    return d;
-  }();
+  static const OpDef op =
+      View(LayerType::kTranspose, "transpose", ReadTranspose, WriteTranspose, InferTranspose);
   return op;
 }
 
 const OpDef& SliceOp() {
-  static const OpDef op = [] {
-    OpDef d = View(LayerType::kSlice, "slice");
-    d.read = ReadSlice;
-    d.write = WriteSlice;
-    d.infer = InferSlice;
-    return d;
-  }();
+  static const OpDef op = View(LayerType::kSlice, "slice", ReadSlice, WriteSlice, InferSlice);
   return op;
 }
 

@@ -254,6 +254,48 @@ TEST_F(ModelTest, AttentionLayersRoundTripAndComputeAttention) {
   }
 }
 
+// A transformer's learned tensors (docs/transformers.md): token embeddings, a prepended class
+// token and position embeddings survive the files and give each token's row, the class
+// token's row first, plus the position's; a token id outside the vocabulary is named.
+TEST_F(ModelTest, EmbeddingsPrependAndAddConstantRoundTripAndPickTheirRows) {
+  Model m;
+  m.name = "embed";
+  m.input = {1, 3, 1};  // 3 token ids
+  Layer e = test::MakeLayer(LayerType::kEmbedding), p = test::MakeLayer(LayerType::kPrepend),
+        a = test::MakeLayer(LayerType::kAddConstant);
+  e.start = 5;  // vocabulary
+  e.out = {1, 1, 4};
+  p.start = 1;  // one row
+  m.layers = {e, p, a};
+  m = test::Randomize(m, 6);
+  SaveModel(m, dir_);
+  const Model back = LoadModel(dir_);
+  EXPECT_EQ(back.layers[0].weights.data, m.layers[0].weights.data);
+  EXPECT_EQ(back.layers[1].weights.data, m.layers[1].weights.data);
+  EXPECT_EQ(back.layers[2].weights.shape, (std::vector<int64_t>{1, 4, 4}));
+  MatrixF ids(1, 3);
+  ids << 0, 4, 2;
+  ForwardCache c;
+  Forward(back, ids, &c);
+  const std::vector<float>& we = m.layers[0].weights.data;
+  const std::vector<float>& cls = m.layers[1].weights.data;
+  const std::vector<float>& pos = m.layers[2].weights.data;
+  for (int t = 0; t < 4; ++t)
+    for (int k = 0; k < 4; ++k) {
+      const float row = t == 0 ? cls[k] : we[static_cast<size_t>(ids(0, t - 1)) * 4 + k];
+      EXPECT_EQ(c.acts.back()(0, t * 4 + k), row + pos[t * 4 + k]) << t << " " << k;
+    }
+  ids(0, 1) = 5;
+  try {
+    Forward(back, ids, &c);
+    ADD_FAILURE() << "token 5 of a vocabulary of 5 was embedded";
+  } catch (const UsageError& err) {
+    EXPECT_NE(std::string(err.what()).find("token 1 of input 0 is 5, not an id in 0..4"),
+              std::string::npos)
+        << err.what();
+  }
+}
+
 // An LSTM layer: its fields and int8 form (4H gate columns, the cell's scale and
 // requantizations) survive the files; its int8 outputs follow the fp32 cell's within the
 // bound the chip's LSTM test uses (0.1, about 13 steps of h's scale 1/127); its cell scale
@@ -390,7 +432,7 @@ TEST(OpTableTest, EveryLayerTypeHasItsOperationFoundByTypeAndName) {
     EXPECT_EQ(op->read == nullptr, op->write == nullptr) << op->name;
     EXPECT_EQ(op->read_int8 == nullptr, op->write_int8 == nullptr) << op->name;
   }
-  EXPECT_EQ(names.size(), 19u);
+  EXPECT_EQ(names.size(), 22u);
 }
 
 // How many inputs a layer reads and whether it takes an activation are its operation's
