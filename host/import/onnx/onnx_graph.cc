@@ -124,8 +124,7 @@ void OnnxGraph::ReadInput(const onnx::GraphProto& g) {
 }
 
 void OnnxGraph::SetInput(const onnx::GraphProto& g, const std::string& name,
-                         const std::vector<int64_t>& dims, const std::string& text,
-                         bool tokens) {
+                         const std::vector<int64_t>& dims, const std::string& text, bool tokens) {
   const auto fixed = [&](std::initializer_list<size_t> axes) {
     for (const size_t a : axes)
       if (dims[a] <= 0 || dims[a] > 65536) return false;
