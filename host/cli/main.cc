@@ -33,6 +33,7 @@ extern "C" int sc_main(int argc, char** argv) {
   tpu::cli::AddTrainCommand(app);
   tpu::cli::AddQuantizeCommand(app);
   tpu::cli::AddInferCommand(app);
+  tpu::cli::AddGenerateCommand(app);
   tpu::cli::AddImportCommand(app);
   tpu::cli::AddIsaCommands(app);
   tpu::cli::AddExecCommand(app);

@@ -125,7 +125,7 @@ def export(a, name):
     print(f"{base}.onnx: {list(x.shape)} in, {list(y.shape)} out")
 
 
-def main():
+def parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder to write into (made if missing)")
@@ -141,6 +141,11 @@ def main():
     ap.add_argument("--activation", choices=("gelu", "relu"), default="gelu")
     ap.add_argument("--opset", type=int, choices=(13, 14), default=13)
     ap.add_argument("--seed", type=int, default=1)
+    return ap
+
+
+def main():
+    ap = parser()
     a = ap.parse_args()
     if a.width % a.heads:
         ap.error(f"--width {a.width} is not a multiple of --heads {a.heads}")

@@ -6,7 +6,8 @@ opset 13 and 14, torchvision's VisionTransformer and a GPT-style decoder
 (models/onnx/make_transformers.py),
 imports each unmodified, runs the fp32 model on the CPU (`tpusim infer --backend cpu-fp32`)
 and checks its outputs within 1e-4 of PyTorch's (relative to the largest), and a ViT's
-classes equal to PyTorch's. Then checks that what tpusim does not run yet is
+classes equal to PyTorch's. `tpusim generate` with the decoder gives PyTorch's greedy tokens,
+and refuses the decoder without its causal mask. Then checks that what tpusim does not run yet is
 refused with one line and exit 2: the model on a bf16 chip and on the bf16 CPU reference.
 
     tests/import/transformers.py --tpusim build/tpusim [--layers 2 --width 64 ...]
@@ -61,6 +62,42 @@ def check(exe, work, name, size_args):
     return None
 
 
+def check_generate(exe, work, size_args):
+    """Greedy tokens from half the context, against PyTorch's; the mask removed: refused."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_transformers", MAKE)
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    a = make.parser().parse_args(["--out", work, *size_args])
+    torch.manual_seed(a.seed)
+    model = make.Gpt(a).eval()
+    prompt = list(range(1, a.tokens // 2 + 1))
+    context = list(prompt)
+    with torch.no_grad():
+        while len(context) < a.tokens:
+            context.append(int(model(torch.tensor([context]))[0, -1].argmax()))
+    with open(os.path.join(work, "prompt.txt"), "w") as f:
+        f.write(" ".join(map(str, prompt)))
+    base = os.path.join(work, "gpt")
+    done = tpusim(exe, "generate", "--model", base, "--prompt", os.path.join(work, "prompt.txt"),
+                  "--tokens", str(a.tokens - len(prompt)), "--out", base + ".generated.npy", "-q")
+    if done.returncode != 0:
+        return f"generate exited {done.returncode}: {done.stderr.strip()}"
+    got = np.load(base + ".generated.npy").tolist()
+    print(f"generate: {len(got)} tokens, PyTorch's: {got == context[len(prompt):]}")
+    if got != context[len(prompt):]:
+        return f"generate gave {got}, PyTorch {context[len(prompt):]}"
+    for block in model.blocks:
+        block.mask.zero_()
+    torch.onnx.export(model, torch.tensor([context]), base + "-open.onnx", opset_version=13)
+    tpusim(exe, "import", base + "-open.onnx", "--out", base + "-open", "-q")
+    done = tpusim(exe, "generate", "--model", base + "-open", "--prompt",
+                  os.path.join(work, "prompt.txt"), "--tokens", "1")
+    if done.returncode != 2 or "is not causal" not in done.stderr:
+        return f"generate without the mask exited {done.returncode}: {done.stderr.strip()}"
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tpusim", default="build/tpusim")
@@ -74,6 +111,10 @@ def main():
                             *size_args], check=True, capture_output=True)
             for name in a.models:
                 failure = check(a.tpusim, work, name, size_args)
+                if failure:
+                    failures.append(failure)
+            if "gpt" in a.models:
+                failure = check_generate(a.tpusim, work, size_args)
                 if failure:
                     failures.append(failure)
     for f in failures:
