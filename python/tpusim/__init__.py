@@ -368,6 +368,34 @@ def from_torch(module, example_input, config=None, engine="fast", batch=None, ca
     return outputs, report
 
 
+def generate(model, prompt, tokens=16, config=None):
+    """Greedy decoding with a GPT-style decoder (tpusim generate; docs/transformers.md): the
+    `tokens` token ids after `prompt` (a sequence of ids), as a NumPy int32 array, and the
+    report (the CLI's JSON). On the CPU in fp32; config names a chip, which the chips do not
+    run transformers yet refuse (ValueError)."""
+    import numpy as np
+
+    m = _model(model)
+    with tempfile.TemporaryDirectory(prefix="tpusim-") as tmp:
+        path = m.path
+        if path is None:
+            path = os.path.join(tmp, "model")
+            m._core.save(path)
+        ids = np.asarray(list(prompt), dtype=np.float32).reshape(-1)
+        np.save(os.path.join(tmp, "prompt.npy"), ids)
+        args = ["generate", "--model", path, "--prompt", os.path.join(tmp, "prompt.npy"),
+                "--tokens", str(_count(tokens, "tokens")), "--out", os.path.join(tmp, "t.npy"),
+                "--json", os.path.join(tmp, "g.json"), "--quiet"]
+        if config is not None:
+            args += ["--config", config if isinstance(config, str) else config.name]
+        rc, message = _cli_call(args)
+        if rc != 0:
+            raise RuntimeError(message or f"tpusim generate exited with {rc}")
+        with open(os.path.join(tmp, "g.json")) as f:
+            report = json.load(f)
+        return np.load(os.path.join(tmp, "t.npy")), report
+
+
 def _compare_with_torch(outputs, ref, final_softmax):
     """The chip's outputs against the module's. A model ending in a softmax gives the logits
     before it, the module its probabilities (Softmax) or their logarithms (LogSoftmax, whose

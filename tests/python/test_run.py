@@ -171,6 +171,30 @@ def test_import_torch_reads_a_transformer_encoder_that_chips_do_not_run_yet():
     assert "runs on the CPU only so far" in str(e.value), str(e.value)
 
 
+def test_generate_gives_pytorchs_greedy_tokens():
+    torch = pytest.importorskip("torch")
+    import importlib.util
+    import os
+    spec = importlib.util.spec_from_file_location(
+        "make_transformers", os.path.join(os.path.dirname(__file__), "..", "..", "models",
+                                          "onnx", "make_transformers.py"))
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    torch.manual_seed(5)
+    gpt = make.Gpt(make.parser().parse_args(["--out", "unused", "--tokens", "12"])).eval()
+    model = tpusim.import_torch(gpt, torch.zeros(1, 12, dtype=torch.int64), quantize=False)
+    context = [3, 1, 4, 1]
+    with torch.no_grad():
+        while len(context) < 12:
+            context.append(int(gpt(torch.tensor([context]))[0, -1].argmax()))
+    tokens, report = tpusim.generate(model, [3, 1, 4, 1], tokens=8)
+    assert tokens.tolist() == context[4:] and report["context"] == 12, (tokens, context)
+    with pytest.raises(ValueError, match="do not run transformers yet"):
+        tpusim.generate(model, [3, 1, 4, 1], tokens=8, config="tpu-v2")
+    with pytest.raises(ValueError, match="reads 12 tokens"):
+        tpusim.generate(model, [3, 1, 4, 1], tokens=9)
+
+
 def lstm_classifier(torch):
     """nn.LSTM (batch first) and a Linear on its last h: where a sequence task starts."""
 
