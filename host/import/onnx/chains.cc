@@ -105,6 +105,12 @@ std::optional<Value> IntsNode(OnnxGraph& g, const onnx::NodeProto& n) {
   if (op == "Add") return IntArithmetic(g, n, std::plus<>());
   if (op == "Sub") return IntArithmetic(g, n, std::minus<>());
   if (op == "Mul") return IntArithmetic(g, n, std::multiplies<>());
+  if (op == "Mod") {
+    return IntArithmetic(g, n, [&](int64_t a, int64_t b) {
+      if (b == 0) g.FailNode(n, "takes a size modulo 0");
+      return ((a % b) + b) % b;  // fmod = 0: the sign of the divisor, as Python's %
+    });
+  }
   if (op == "Div") {
     return IntArithmetic(g, n, [&](int64_t a, int64_t b) {
       if (b == 0) g.FailNode(n, "divides a size by 0");
@@ -227,6 +233,13 @@ Value ReadReduceMean(OnnxGraph& g, const onnx::NodeProto& n) {
   if (IsPart(v, "(x - mean)^2")) return Part("variance", v.of);
   if (IsTensor(g.Raw(n, 0))) return Part("mean", n.input(0));
   NotAChain(g, n);
+}
+
+Value ReadMod(OnnxGraph& g, const onnx::NodeProto& n) {
+  g.OnlyAttrs(n, {"fmod"});
+  if (g.IntAttr(n, "fmod", 0) != 0) g.FailNode(n, "tpusim computes Mod of sizes with fmod = 0");
+  if (auto ints = IntsNode(g, n)) return *ints;
+  g.FailNode(n, "tpusim computes Mod of sizes only");
 }
 
 Value ReadSub(OnnxGraph& g, const onnx::NodeProto& n) {
