@@ -6,9 +6,10 @@ opset 13 and 14, torchvision's VisionTransformer and a GPT-style decoder
 (models/onnx/make_transformers.py),
 imports each unmodified, runs the fp32 model on the CPU (`tpusim infer --backend cpu-fp32`)
 and checks its outputs within 1e-4 of PyTorch's (relative to the largest), and a ViT's
-classes equal to PyTorch's. `tpusim generate` with the decoder gives PyTorch's greedy tokens,
+classes equal to PyTorch's; runs each on the bf16 CPU reference (the chip's rules) and prints
+its difference. `tpusim generate` with the decoder gives PyTorch's greedy tokens,
 and refuses the decoder without its causal mask. Then checks that what tpusim does not run yet is
-refused with one line and exit 2: the model on a bf16 chip and on the bf16 CPU reference.
+refused with one line and exit 2: the model on a bf16 chip, and its quantization for int8.
 
     tests/import/transformers.py --tpusim build/tpusim [--layers 2 --width 64 ...]
 
@@ -53,8 +54,17 @@ def check(exe, work, name, size_args):
         return f"{name} {size_args}: outputs differ from PyTorch's by {error:.2e}"
     if name.startswith("vit") and (got.argmax(1) != want.argmax(1)).any():
         return f"{name} {size_args}: classes {got.argmax(1)}, PyTorch's {want.argmax(1)}"
+    done = tpusim(exe, "infer", "--backend", "cpu-bf16", "--array", "128", "--model", base,
+                  "--inputs", base + ".inputs.npy", "--logits", base + ".bf16.npy", "-q")
+    if done.returncode != 0:
+        return f"{name} {size_args}: cpu-bf16 exited {done.returncode}: {done.stderr.strip()}"
+    bf16 = np.load(base + ".bf16.npy").reshape(want.shape)
+    print(f"{name} {' '.join(size_args)}: bf16 (the chip's rules, N = 128) "
+          f"{float(np.abs(bf16 - want).max() / np.abs(want).max()):.2e} of the largest output, "
+          f"top-1 {float((bf16.argmax(-1) == want.argmax(-1)).mean()):.3f} of PyTorch's")
     for refused in (["run", "--model", base, "--config", "tpu-v2", "--synthetic", "1"],
-                    ["infer", "--backend", "cpu-bf16", "--model", base, "--synthetic", "1"]):
+                    ["quantize", "--model", base, "--out", base + ".int8", "--inputs",
+                     base + ".inputs.npy"]):
         done = tpusim(exe, *refused)
         lines = done.stderr.strip().splitlines()
         if done.returncode != 2 or len(lines) != 1 or "transformers.md" not in lines[0]:

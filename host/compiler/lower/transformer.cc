@@ -12,7 +12,7 @@ void NotOnChips(Lowering& lw, int i) {
   const nn::Layer& l = lw.L(i);
   lw.No(l.TypeName() + " '" + l.name +
         "' is a transformer's operation, which tpusim runs on the CPU only so far (tpusim "
-        "infer --backend cpu-fp32; docs/transformers.md)");
+        "infer --backend cpu-fp32, or cpu-bf16 for the chip's rules; docs/transformers.md)");
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Softmax and layer normalization along the c axis of each position (h, w) of a tensor: a
 // transformer's attention probabilities and its LayerNorm (PyTorch's, over the last axis:
 // y = (x - mean) / sqrt(var + epsilon) gamma + beta, var the biased variance; gamma its
-// weights, beta its bias). And the shared refusals of transformer_ops.h.
+// weights, beta its bias). And what transformer_ops.h's operations share.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -13,20 +13,12 @@
 namespace tpu::nn::ops {
 namespace {
 
-std::string FloatOnlyWhy(const Layer& l, const char* chip) {
-  return fmt::format(
-      "{} '{}' runs on the CPU in fp32 only (tpusim infer --backend cpu-fp32): {} "
-      "(docs/transformers.md)",
-      l.TypeName(), l.name, chip);
-}
-
 [[noreturn]] void RefuseInt8(const Layer& l) {
-  throw UsageError(FloatOnlyWhy(
-      l, "an int8 chip has no floating-point unit and tpusim defines no int8 scheme for it"));
-}
-
-[[noreturn]] void RefuseBf16(const Layer& l) {
-  throw UsageError(FloatOnlyWhy(l, "its bfloat16 rule, the chip's arithmetic, is not built yet"));
+  throw UsageError(fmt::format(
+      "{} '{}' runs in fp32 and bf16 only (tpusim infer --backend cpu-fp32 or cpu-bf16): an "
+      "int8 chip has no floating-point unit and tpusim defines no int8 scheme for it "
+      "(docs/transformers.md)",
+      l.TypeName(), l.name));
 }
 
 void Int8(const Layer& l, const std::vector<const int8_t*>& /*xs*/,
@@ -36,12 +28,6 @@ void Int8(const Layer& l, const std::vector<const int8_t*>& /*xs*/,
 
 float Quantize(Layer* l, const std::vector<float>& /*in_scales*/, float /*range*/) {
   RefuseInt8(*l);
-}
-
-void Bf16Prepare(Bf16Layer* p) { RefuseBf16(*p->layer); }
-
-Bf16Values Bf16(const Bf16Layer& p, const std::vector<const Bf16Values*>& /*xs*/) {
-  RefuseBf16(*p.layer);
 }
 
 void SameShape(const Model& /*m*/, const std::string& /*where*/, Layer* l) { l->out = l->in; }
@@ -103,8 +89,7 @@ OpDef FloatOnly(LayerType type, const char* name) {
   d.macs = NoMacs;
   d.int8 = Int8;
   d.quantize = Quantize;
-  d.bf16_prepare = Bf16Prepare;
-  d.bf16 = Bf16;
+  SetTransformerBf16(&d);
   return d;
 }
 

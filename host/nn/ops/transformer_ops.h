@@ -1,15 +1,26 @@
 // What a transformer's operations that compute in floating point share (matmul.cc,
-// normalize.cc, gelu.cc): they run on the CPU in fp32; an int8 chip has no float unit and
-// tpusim defines no int8 scheme for them, and their bfloat16 rules (the chip's) are not
-// defined yet, so both refuse with a line saying so (docs/transformers.md).
+// normalize.cc, gelu.cc, constants.cc): fp32 on the CPU, and their bfloat16 rules
+// (transformer_bf16.cc), what a bf16 chip is to compute; an int8 chip has no float unit and
+// tpusim defines no int8 scheme for them, so int8 refuses with a line saying so
+// (docs/transformers.md).
 #pragma once
+
+#include <cstdint>
 
 #include "host/nn/ops/op.h"
 
 namespace tpu::nn::ops {
 
-// An operation of `type` named `name` whose int8 and bfloat16 slots refuse (UsageError
-// naming the layer), of the graph-only model.json version, one input, no MACs.
+// An operation of `type` named `name`: int8 and quantization refuse (UsageError naming the
+// layer), its bfloat16 rule (SetTransformerBf16), the graph-only model.json version, one
+// input, no MACs.
 OpDef FloatOnly(LayerType type, const char* name);
+
+// The bfloat16 rule (bf16_prepare, bf16) of d's operation (transformer_bf16.cc).
+void SetTransformerBf16(OpDef* d);
+
+// erf(x) as the bfloat16 rule of gelu computes it in float32 (Abramowitz and Stegun 7.1.26 on
+// the vector unit's operations).
+uint32_t Bf16RuleErf(uint32_t x);
 
 }  // namespace tpu::nn::ops
