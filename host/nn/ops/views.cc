@@ -19,35 +19,35 @@ Shape3 ShapeOf(const std::array<int, 3>& d) { return {d[0], d[1], d[2]}; }
 // For each output value, the index of the input value it is (one image).
 using IndexMap = std::vector<int64_t>;
 
-IndexMap TransposeMap(const Layer& l) {
-  const std::array<int, 3> in = Dims(l.in), out = Dims(l.out);
-  const std::array<int64_t, 3> stride = {int64_t{in[1]} * in[2], in[2], 1};
+// The map of layer l's output positions (h, w, c order), each input index from `at`.
+template <typename At>
+IndexMap MapOver(const Layer& l, At at) {
+  const std::array<int, 3> out = Dims(l.out);
   IndexMap m;
   m.reserve(static_cast<size_t>(l.out.Size()));
   std::array<int, 3> o{};
   for (o[0] = 0; o[0] < out[0]; ++o[0])
     for (o[1] = 0; o[1] < out[1]; ++o[1])
-      for (o[2] = 0; o[2] < out[2]; ++o[2]) {
-        int64_t i = 0;
-        for (int k = 0; k < 3; ++k) i += o[k] * stride[static_cast<size_t>(l.perm[k])];
-        m.push_back(i);
-      }
+      for (o[2] = 0; o[2] < out[2]; ++o[2]) m.push_back(at(o));
   return m;
 }
 
+IndexMap TransposeMap(const Layer& l) {
+  const std::array<int, 3> in = Dims(l.in);
+  const std::array<int64_t, 3> stride = {int64_t{in[1]} * in[2], in[2], 1};
+  return MapOver(l, [&](const std::array<int, 3>& o) {
+    int64_t i = 0;
+    for (size_t k = 0; k < 3; ++k) i += o[k] * stride[static_cast<size_t>(l.perm[k])];
+    return i;
+  });
+}
+
 IndexMap SliceMap(const Layer& l) {
-  const std::array<int, 3> in = Dims(l.in), out = Dims(l.out);
-  IndexMap m;
-  m.reserve(static_cast<size_t>(l.out.Size()));
-  std::array<int, 3> o{};
-  for (o[0] = 0; o[0] < out[0]; ++o[0])
-    for (o[1] = 0; o[1] < out[1]; ++o[1])
-      for (o[2] = 0; o[2] < out[2]; ++o[2]) {
-        std::array<int, 3> i = o;
-        i[static_cast<size_t>(l.axis)] += l.start;
-        m.push_back((int64_t{i[0]} * in[1] + i[1]) * in[2] + i[2]);
-      }
-  return m;
+  const std::array<int, 3> in = Dims(l.in);
+  return MapOver(l, [&](std::array<int, 3> i) {
+    i[static_cast<size_t>(l.axis)] += l.start;
+    return (int64_t{i[0]} * in[1] + i[1]) * in[2] + i[2];
+  });
 }
 
 IndexMap MapOf(const Layer& l) {
