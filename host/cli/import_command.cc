@@ -17,7 +17,7 @@ namespace {
 struct ImportArgs {
   std::string onnx, out, name;
   CalibrationOptions cal;
-  bool quantize = false, quiet = false, keep_batchnorm = false;
+  bool quantize = false, quiet = false, keep_batchnorm = false, time_first = false;
 };
 
 void Run(const ImportArgs& a) {
@@ -25,6 +25,7 @@ void Run(const ImportArgs& a) {
   import::OnnxImportOptions opt;
   opt.name = a.name;
   opt.keep_batchnorm = a.keep_batchnorm;
+  opt.time_first = a.time_first;
   if (!a.cal.dataset.empty()) {
     opt.dataset =
         a.cal.dataset == "none" ? "none" : data::DatasetName(data::ParseDataset(a.cal.dataset));
@@ -83,6 +84,9 @@ Examples:
                 "keep each BatchNormalization as a batch_norm layer, to train it (tpusim train "
                 "--model): batch statistics in training, running ones after; the default "
                 "folds it into the layer before it, as inference runs it");
+  cmd->add_flag("--time-first", a->time_first,
+                "the model's 3-axis input is T x N x X (PyTorch's transformer layers with "
+                "batch_first=False), not N x T x X; --inputs still take N x T x X");
   AddCalibrationOptions(cmd, &a->cal);
   cmd->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
   cmd->callback([a] { Run(*a); });

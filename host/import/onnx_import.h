@@ -29,6 +29,9 @@ struct OnnxImportOptions {
   // BatchNormalization as a batch_norm layer of its own, to train (batch statistics in
   // training); else folded into the Conv or Gemm before it, for inference.
   bool keep_batchnorm = false;
+  // A 3-axis input is T x N x X (time first: PyTorch's transformer layers with
+  // batch_first=False), not N x T x X. An LSTM that reads the input tells it by itself.
+  bool time_first = false;
 };
 
 // Reads `path` and returns the equivalent fp32 tpusim model (shapes inferred and checked).

@@ -7,7 +7,7 @@ opset 13 and 14, torchvision's VisionTransformer and a GPT-style decoder
 imports each unmodified, runs the fp32 model on the CPU (`tpusim infer --backend cpu-fp32`)
 and checks its outputs within 1e-4 of PyTorch's (relative to the largest), and a ViT's
 classes equal to PyTorch's; runs each on the bf16 CPU reference (the chip's rules) and prints
-its difference. `tpusim generate` with the decoder gives PyTorch's greedy tokens,
+its difference; and an encoder of batch_first=False imported with --time-first. `tpusim generate` with the decoder gives PyTorch's greedy tokens,
 and refuses the decoder without its causal mask. Then checks that what tpusim does not run yet is
 refused with one line and exit 2: the model on a bf16 chip, and its quantization for int8.
 
@@ -72,6 +72,28 @@ def check(exe, work, name, size_args):
     return None
 
 
+def check_time_first(exe, work):
+    """An encoder of batch_first=False (T x N x X), imported with --time-first."""
+    torch.manual_seed(2)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=False)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    x = torch.randn(8, 3, 32)  # T x N x X
+    base = os.path.join(work, "time-first")
+    torch.onnx.export(encoder, x, base + ".onnx", opset_version=13)
+    want = encoder(x).detach().numpy().transpose(1, 0, 2)
+    np.save(base + ".inputs.npy", x.numpy().transpose(1, 0, 2).copy())  # N x T x X
+    done = tpusim(exe, "import", base + ".onnx", "--out", base, "--time-first", "-q")
+    if done.returncode == 0:
+        done = tpusim(exe, "infer", "--backend", "cpu-fp32", "--model", base, "--inputs",
+                      base + ".inputs.npy", "--logits", base + ".out.npy", "-q")
+    if done.returncode != 0:
+        return f"time-first: exited {done.returncode}: {done.stderr.strip()}"
+    error = float(np.abs(np.load(base + ".out.npy").reshape(want.shape) - want).max() /
+                  np.abs(want).max())
+    print(f"time-first encoder: {error:.2e} of the largest output")
+    return f"time-first: outputs differ from PyTorch's by {error:.2e}" if error > TOLERANCE else None
+
+
 def check_generate(exe, work, size_args):
     """Greedy tokens from half the context, against PyTorch's; the mask removed: refused."""
     import importlib.util
@@ -123,6 +145,9 @@ def main():
                 failure = check(a.tpusim, work, name, size_args)
                 if failure:
                     failures.append(failure)
+            failure = check_time_first(a.tpusim, work)
+            if failure:
+                failures.append(failure)
             if "gpt" in a.models:
                 failure = check_generate(a.tpusim, work, size_args)
                 if failure:

@@ -136,7 +136,7 @@ void OnnxGraph::SetInput(const onnx::GraphProto& g, const std::string& name,
     batch_ = std::max<int64_t>(dims[0], 1);
     v.view = {"N", "1"};
   } else if (dims.size() == 3) {  // sequences: T x N x X where an LSTM reads them as they are
-    bool time_first = false;
+    bool time_first = opt_.time_first;
     for (const onnx::NodeProto& n : g.node())
       time_first |= n.op_type() == "LSTM" && n.input_size() > 0 && n.input(0) == name;
     const size_t t = time_first ? 0 : 1;
