@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "arith/bf16.h"
 #include "arith/fp32.h"
@@ -184,35 +186,27 @@ Bf16Values AddConstant(const Bf16Layer& p, const std::vector<const Bf16Values*>&
 }  // namespace
 
 void SetTransformerBf16(OpDef* d) {
-  switch (d->type) {
-    case LayerType::kMatMul:
-      d->bf16_prepare = nullptr;
-      d->bf16 = MatMul;
-      break;
-    case LayerType::kSoftmax:
-      d->bf16_prepare = nullptr;
-      d->bf16 = Softmax;
-      break;
-    case LayerType::kLayerNorm:
-      d->bf16_prepare = LayerNormPrepare;
-      d->bf16 = LayerNorm;
-      break;
-    case LayerType::kGelu:
-      d->bf16_prepare = nullptr;
-      d->bf16 = Gelu;
-      break;
-    case LayerType::kEmbedding:
-      d->bf16_prepare = EmbeddingPrepare;
-      d->bf16 = Embedding;
-      break;
-    case LayerType::kPrepend:
-      d->bf16_prepare = nullptr;
-      d->bf16 = Prepend;
-      break;
-    default:  // add_constant
-      d->bf16_prepare = nullptr;
-      d->bf16 = AddConstant;
+  struct Rule {
+    LayerType type;
+    void (*prepare)(Bf16Layer* p);  // null: the weights rounded (Bf16RoundWeights)
+    Bf16Values (*bf16)(const Bf16Layer& p, const std::vector<const Bf16Values*>& xs);
+  };
+  static const Rule kRules[] = {
+      {LayerType::kMatMul, nullptr, MatMul},
+      {LayerType::kSoftmax, nullptr, Softmax},
+      {LayerType::kLayerNorm, LayerNormPrepare, LayerNorm},
+      {LayerType::kGelu, nullptr, Gelu},
+      {LayerType::kEmbedding, EmbeddingPrepare, Embedding},
+      {LayerType::kPrepend, nullptr, Prepend},
+      {LayerType::kAddConstant, nullptr, AddConstant},
+  };
+  for (const Rule& r : kRules) {
+    if (r.type != d->type) continue;
+    d->bf16_prepare = r.prepare;
+    d->bf16 = r.bf16;
+    return;
   }
+  throw std::logic_error(std::string("SetTransformerBf16: no bfloat16 rule for ") + d->name);
 }
 
 }  // namespace tpu::nn::ops
