@@ -75,8 +75,9 @@ std::vector<int64_t> ReadPrompt(const std::string& path) {
 void Run(const GenerateArgs& a) {
   if (!a.config.empty())
     throw UsageError(
-        "--config: the chips do not run transformers yet; tpusim generate decodes "
-        "on the CPU in fp32 (docs/transformers.md)");
+        "--config: decoding on a chip, with its key/value cache, is still to come; tpusim "
+        "generate decodes on the CPU in fp32, and tpusim run runs the model on a bf16 chip "
+        "(docs/transformers.md)");
   for (const std::string* p : {&a.json, &a.out})
     if (!p->empty()) CheckWritable(*p);
   const nn::Model m = nn::LoadModel(a.model);
@@ -124,7 +125,8 @@ token is the largest logit at the last position of the context; the context is r
 each step, padded to the T the model was exported for, which bounds prompt + --tokens. The
 model must be causal: the first step checks that the padding does not change the logits.
 This is the reference the chip's decoding with a key/value cache will be checked against;
-the chips do not run transformers yet (docs/transformers.md).
+decoding on a chip is still to come (tpusim run runs the decoder's forward pass on a bf16
+chip; docs/transformers.md).
 
 Examples:
   tpusim generate --model gpt --prompt prompt.txt --tokens 16
@@ -136,8 +138,7 @@ Examples:
   cmd->add_option("--tokens", a->tokens, "how many tokens to generate")->capture_default_str();
   cmd->add_option("--out", a->out, "write the new tokens as a .npy of int32");
   cmd->add_option("--config", a->config,
-                  "a chip: refused for now (the chips do not run "
-                  "transformers yet)");
+                  "a chip: refused for now (decoding on a chip is still to come)");
   AddOutputOptions(cmd, a.get(), "write the prompt, the tokens and the time as JSON");
   cmd->callback([a] { Run(*a); });
 }

@@ -13,6 +13,7 @@
 #include "host/common/errors.h"
 #include "host/compiler/core_split.h"
 #include "host/compiler/layer_compiler.h"
+#include "host/compiler/transformer_program.h"
 #include "host/engine/cycle_attribution.h"
 #include "host/nn/bf16_net.h"
 #include "host/nn/cpu_backend.h"
@@ -438,6 +439,12 @@ std::vector<BatchShare> BatchShares(int b, int cores) {
 TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const nn::InputSet& inputs, int64_t images, int batch,
                            const std::function<void(double)>& progress, const CompileChoices& how) {
+  if (compiler::IsTransformer(model)) {
+    if (how.layer_jobs)
+      throw UsageError(Field("host_im2col") + " runs int8 chains; model '" + model.name +
+                       "' is a transformer");
+    return RunTransformerOnTpu(model, engine, inputs, images, batch, progress);
+  }
   const bool layer_jobs = how.layer_jobs;
   if (layer_jobs && how.weights != compiler::WeightPath::kFifo)
     throw UsageError(

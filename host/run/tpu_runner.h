@@ -84,6 +84,13 @@ TpuRunResult RunModelOnTpu(const nn::Model& model, engine::ChipEngine& engine,
                            const std::function<void(double)>& progress = {},
                            const CompileChoices& how = {});
 
+// A transformer (compiler::IsTransformer) on a bf16 chip: one compiler::TransformerProgram
+// per batch on core 0, every output checked against nn::Bf16Net bit for bit, a row per
+// operation (transformer_run.cc). RunModelOnTpu runs it so.
+TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& engine,
+                                 const nn::InputSet& inputs, int64_t images, int batch,
+                                 const std::function<void(double)>& progress = {});
+
 // The largest batch, up to `most`, whose whole-network program fits `config`'s memories (the
 // default batch of a sharded `tpusim run`, whose slices are cut at whole batches); `most`
 // where no batch does for another reason (the window registers, one image's maps), so that

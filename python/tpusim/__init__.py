@@ -371,8 +371,8 @@ def from_torch(module, example_input, config=None, engine="fast", batch=None, ca
 def generate(model, prompt, tokens=16, config=None):
     """Greedy decoding with a GPT-style decoder (tpusim generate; docs/transformers.md): the
     `tokens` token ids after `prompt` (a sequence of ids), as a NumPy int32 array, and the
-    report (the CLI's JSON). On the CPU in fp32; config names a chip, which the chips do not
-    run transformers yet refuse (ValueError)."""
+    report (the CLI's JSON). On the CPU in fp32; config (a chip) raises ValueError: decoding on
+    a chip, with its key/value cache, is still to come."""
     import numpy as np
 
     m = _model(model)

@@ -8,14 +8,17 @@ imports each unmodified, runs the fp32 model on the CPU (`tpusim infer --backend
 and checks its outputs within 1e-4 of PyTorch's (relative to the largest), and a ViT's
 classes equal to PyTorch's; runs each on the bf16 CPU reference (the chip's rules) and prints
 its difference; and an encoder of batch_first=False imported with --time-first. `tpusim generate` with the decoder gives PyTorch's greedy tokens,
-and refuses the decoder without its causal mask. Then checks that what tpusim does not run yet is
-refused with one line and exit 2: the model on a bf16 chip, and its quantization for int8.
+and refuses the decoder without its causal mask. Runs each model as the chip's transformer
+program on tpu-v2's fast engine, bit-exact with the bf16 rules, and a small encoder on a 4 x 4
+bf16 chip's RTL and fast engines, every counter equal. Then checks that what tpusim does not
+run is refused with one line and exit 2: the model on an int8 chip, and its quantization.
 
     tests/import/transformers.py --tpusim build/tpusim [--layers 2 --width 64 ...]
 
 Exits 77 (ctest: skipped) when PyTorch is not installed.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -62,13 +65,63 @@ def check(exe, work, name, size_args):
     print(f"{name} {' '.join(size_args)}: bf16 (the chip's rules, N = 128) "
           f"{float(np.abs(bf16 - want).max() / np.abs(want).max()):.2e} of the largest output, "
           f"top-1 {float((bf16.argmax(-1) == want.argmax(-1)).mean()):.3f} of PyTorch's")
-    for refused in (["run", "--model", base, "--config", "tpu-v2", "--synthetic", "1"],
+    failure = check_chip(exe, base, name)
+    if failure:
+        return failure
+    for refused in (["run", "--model", base, "--config", "tpu-v1", "--synthetic", "1"],
                     ["quantize", "--model", base, "--out", base + ".int8", "--inputs",
                      base + ".inputs.npy"]):
         done = tpusim(exe, *refused)
         lines = done.stderr.strip().splitlines()
         if done.returncode != 2 or len(lines) != 1 or "transformers.md" not in lines[0]:
             return f"{name}: tpusim {' '.join(refused)} exited {done.returncode}: {done.stderr}"
+    return None
+
+
+def chip_run(exe, base, *args):
+    """`tpusim run` of a model's inputs on a chip; its JSON report, or the failure."""
+    done = tpusim(exe, "run", "--model", base, "--inputs", base + ".inputs.npy", "--json",
+                  base + ".chip.json", "-q", *args)
+    if done.returncode != 0:
+        return None, done
+    with open(base + ".chip.json") as f:
+        return json.load(f), done
+
+
+def check_chip(exe, base, name):
+    """The model as the chip's transformer program, bit-exact with the bf16 rules on
+    tpu-v2's fast engine."""
+    report, done = chip_run(exe, base, "--config", "tpu-v2", "--engine", "fast")
+    if report is None or not report["bit_exact"] or report["mismatches"] != 0:
+        return f"{name} on tpu-v2: exited {done.returncode}: {done.stderr.strip()}"
+    print(f"{name} on tpu-v2 (fast engine): bit-exact, {report['cycles']} cycles for "
+          f"{report['images']} inputs")
+    return None
+
+
+def check_engines(exe, work):
+    """A small encoder on a 4 x 4 bf16 chip's RTL and fast engines: both bit-exact with the
+    bf16 rules, every counter of the run and of each operation equal."""
+    subprocess.run([sys.executable, MAKE, "--out", work, "--models", "encoder", "--layers", "1",
+                    "--width", "8", "--heads", "2", "--tokens", "6", "--batch", "2"],
+                   check=True, capture_output=True)
+    base = os.path.join(work, "encoder")
+    done = tpusim(exe, "import", base + ".onnx", "--out", base, "-q")
+    if done.returncode != 0:
+        return f"small encoder: import exited {done.returncode}: {done.stderr.strip()}"
+    reports = {}
+    for engine in ("rtl", "fast"):
+        report, done = chip_run(exe, base, "--config", "teach-4", "--set", "dtype=bf16",
+                                "--engine", engine)
+        if report is None or not report["bit_exact"]:
+            return f"small encoder, {engine} engine: exited {done.returncode}: {done.stderr}"
+        reports[engine] = report
+    rtl, fast = reports["rtl"], reports["fast"]
+    if rtl["counters"] != fast["counters"] or [l["counters"] for l in rtl["layers"]] != [
+            l["counters"] for l in fast["layers"]]:
+        return "small encoder: the engines' counters differ"
+    print(f"small encoder on teach-4 as bf16: both engines bit-exact, {rtl['cycles']} cycles, "
+          f"every counter of {len(rtl['layers'])} operations equal")
     return None
 
 
@@ -148,6 +201,10 @@ def main():
             failure = check_time_first(a.tpusim, work)
             if failure:
                 failures.append(failure)
+            if opset == "13":
+                failure = check_engines(a.tpusim, work)
+                if failure:
+                    failures.append(failure)
             if "gpt" in a.models:
                 failure = check_generate(a.tpusim, work, size_args)
                 if failure:

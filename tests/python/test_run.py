@@ -158,7 +158,7 @@ def test_from_torch_names_the_module_not_a_temporary_file():
            "LSTM node only" in str(e.value), str(e.value)
 
 
-def test_import_torch_reads_a_transformer_encoder_that_chips_do_not_run_yet():
+def test_from_torch_runs_a_transformer_encoder_on_a_bf16_chip():
     torch = pytest.importorskip("torch")
     torch.manual_seed(4)
     layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
@@ -166,9 +166,12 @@ def test_import_torch_reads_a_transformer_encoder_that_chips_do_not_run_yet():
     x = torch.randn(2, 8, 32)
     summary = tpusim.import_torch(encoder, x, quantize=False).summary()
     assert "layer_norm" in summary and "matmul" in summary and "softmax" in summary, summary
+    outputs, report = tpusim.from_torch(encoder, x, config="tpu-v2")
+    assert report["bit_exact"] and report["mismatches"] == 0, report
+    assert outputs.shape == (2, 256) and report["torch"]["max_abs_diff"] < 0.1, report["torch"]
     with pytest.raises(ValueError) as e:
-        tpusim.from_torch(encoder, x, config="tpu-v2")
-    assert "runs on the CPU only so far" in str(e.value), str(e.value)
+        tpusim.from_torch(encoder, x, config="tpu-v1")
+    assert "no floating-point unit" in str(e.value), str(e.value)
 
 
 def test_generate_gives_pytorchs_greedy_tokens():
@@ -189,7 +192,7 @@ def test_generate_gives_pytorchs_greedy_tokens():
             context.append(int(gpt(torch.tensor([context]))[0, -1].argmax()))
     tokens, report = tpusim.generate(model, [3, 1, 4, 1], tokens=8)
     assert tokens.tolist() == context[4:] and report["context"] == 12, (tokens, context)
-    with pytest.raises(ValueError, match="do not run transformers yet"):
+    with pytest.raises(ValueError, match="decoding on a chip"):
         tpusim.generate(model, [3, 1, 4, 1], tokens=8, config="tpu-v2")
     with pytest.raises(ValueError, match="reads 12 tokens"):
         tpusim.generate(model, [3, 1, 4, 1], tokens=9)

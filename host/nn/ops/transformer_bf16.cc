@@ -95,36 +95,37 @@ Bf16Values LayerNorm(const Bf16Layer& p, const std::vector<const Bf16Values*>& x
 
 }  // namespace
 
-// erf by Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7), in the vector unit's operations:
-// z = |x|, t = 1 / (1 + p z), erf z = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-z z),
-// the sign of x put back by a select.
+// erf by Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7), as the vector unit's program
+// computes it, each step one instruction with a constant as b: z = max(x, x (-1)),
+// t = recip(z p + 1), q = ((((t a5 + a4) t + a3) t + a2) t + a1) t, e = exp((z z) (-1)),
+// q = q e - 1 (= -erf), erf = q (-1), and where x < 0 erf = q.
 uint32_t Bf16RuleErf(uint32_t x) {
-  const uint32_t z = arith::Fp32Max(x, Fp32Sub(0, x));
-  const uint32_t t = arith::Fp32Recip(Fp32Add(arith::kFp32One, Fp32Mul(K(0.3275911f), z)));
-  uint32_t poly = K(1.061405429f);
-  for (const float a : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f})
-    poly = Fp32Add(K(a), Fp32Mul(t, poly));
-  poly = Fp32Mul(t, poly);
-  const uint32_t e = arith::Fp32Exp(Fp32Sub(0, Fp32Mul(z, z)));
-  const uint32_t erf = Fp32Sub(arith::kFp32One, Fp32Mul(poly, e));
-  return arith::Fp32Select(arith::Fp32Less(x, 0), Fp32Sub(0, erf), erf);
+  const uint32_t minus1 = K(-1.0f);
+  const uint32_t z = arith::Fp32Max(x, Fp32Mul(x, minus1));
+  const uint32_t t = arith::Fp32Recip(Fp32Add(Fp32Mul(z, K(kErfP)), arith::kFp32One));
+  uint32_t q = Fp32Mul(t, K(kErfA[4]));
+  for (int i = 3; i >= 0; --i) q = Fp32Mul(Fp32Add(q, K(kErfA[i])), t);
+  const uint32_t e = arith::Fp32Exp(Fp32Mul(Fp32Mul(z, z), minus1));
+  q = Fp32Sub(Fp32Mul(q, e), arith::kFp32One);
+  const uint32_t erf = Fp32Mul(q, minus1);
+  return arith::Fp32Select(arith::Fp32Less(x, 0), q, erf);
 }
 
 namespace {
 
-// gelu: x (erf(x (1/sqrt 2)) + 1) 0.5.
+// gelu: z = x (1/sqrt 2), y = ((erf z + 1) x) 0.5.
 Bf16Values Gelu(const Bf16Layer& /*p*/, const std::vector<const Bf16Values*>& xs) {
   Bf16Values y(xs[0]->size());
-  const uint32_t inv_root2 = K(0.70710678118654752f);
   for (size_t i = 0; i < y.size(); ++i) {
     const uint32_t x = F((*xs[0])[i]);
-    const uint32_t erf = Bf16RuleErf(Fp32Mul(x, inv_root2));
-    y[i] = B(Fp32Mul(Fp32Mul(x, Fp32Add(erf, arith::kFp32One)), K(0.5f)));
+    const uint32_t erf = Bf16RuleErf(Fp32Mul(x, K(kInvRoot2)));
+    y[i] = B(Fp32Mul(Fp32Mul(Fp32Add(erf, arith::kFp32One), x), K(0.5f)));
   }
   return y;
 }
 
-// matmul: each head's product on the array, times the scale in float32.
+// matmul: each head's product on the array, rounded as the activate rounds it, then times
+// the scale in float32 (the vector unit's multiply), rounded again.
 Bf16Values MatMul(const Bf16Layer& p, const std::vector<const Bf16Values*>& xs) {
   const Layer& l = *p.layer;
   const int64_t m = l.in.w, k = l.in.c, n = l.out.c, heads = l.in.h;
@@ -138,7 +139,8 @@ Bf16Values MatMul(const Bf16Layer& p, const std::vector<const Bf16Values*>& xs) 
     arith::Bf16Gemm(m, n, k, p.array_dim, xs[0]->data() + h * m * k, b.data(), acc.data());
     for (int64_t i = 0; i < m * n; ++i) {
       const uint32_t v = acc[static_cast<size_t>(i)];
-      y[static_cast<size_t>(h * m * n + i)] = B(l.scale == 1.0f ? v : Fp32Mul(v, K(l.scale)));
+      y[static_cast<size_t>(h * m * n + i)] =
+          l.scale == 1.0f ? B(v) : B(Fp32Mul(F(B(v)), K(l.scale)));
     }
   }
   return y;

@@ -9,6 +9,7 @@
 
 #include "host/common/errors.h"
 #include "host/nn/ops/op.h"
+#include "host/nn/ops/transformer_ops.h"
 
 namespace tpu::nn::ops {
 namespace {
@@ -57,6 +58,12 @@ IndexMap MapOf(const Layer& l) {
   for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<int64_t>(i);
   return m;
 }
+
+}  // namespace
+
+std::vector<int64_t> ViewIndexMap(const Layer& l) { return MapOf(l); }
+
+namespace {
 
 void Forward(const Layer& l, const std::vector<const MatrixF*>& xs, MatrixF* /*cols*/,
              MatrixF* out) {

@@ -1,0 +1,681 @@
+// See transformer_layout.h: each operation of a transformer as chip instructions, in the
+// bfloat16 rules of host/nn/ops/transformer_bf16.cc and bf16_rules.cc, step for step.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "arith/fp32.h"
+#include "host/common/errors.h"
+#include "host/compiler/packing.h"
+#include "host/compiler/transformer_layout.h"
+#include "host/nn/ops/transformer_ops.h"
+
+namespace tpu::compiler {
+
+using hw::VectorOp;
+using nn::LayerType;
+
+namespace {
+
+// Vector flags: float32 a, b, result; b one row for all.
+enum : int { kA32 = 1, kB32 = 2, kO32 = 4, kBcast = 8 };
+
+int64_t Blocks(int64_t c, int n) { return (c + n - 1) / n; }
+
+}  // namespace
+
+// A matmul's operands and output as runs of each head's positions and lanes.
+struct MatMulPlan {
+  HeadRuns a, b, o;
+  bool k_on_pos = false;  // B's K dimension runs along positions (rows), else along lanes
+  int64_t heads = 0, m = 0, k = 0, cols = 0;
+};
+
+// The rows of a second operand's tile: K values [k0, k1) and columns [j0, j1) of a head.
+struct TileRange {
+  int64_t k0 = 0, k1 = 0, j0 = 0, j1 = 0;
+};
+
+// Rows of every K block that a product streams: `rows` rows from `first` (within the block's
+// rows), `stride` apart.
+struct RowRun {
+  int64_t first = 0, rows = 0, stride = 1;
+};
+
+// A product of the rows `runs` of x (K blocks `block` rows apart from x0) by the K x c
+// bfloat16 weights w, through tiles from weight memory: for each block of N outputs, the K
+// tiles in order (with `skip`, a tile of +0 weights left out unless it is the last and none
+// came before: arith::Bf16GemmSkippingZeroTiles), then the activate of parameter set
+// sets + j (0: the identity) into y's rows, the runs one after another.
+struct Product {
+  explicit Product(const std::vector<uint16_t>& weights) : w(weights) {}
+  const std::vector<uint16_t>& w;
+  int64_t k = 0, c = 0;
+  int64_t x0 = 0, block = 0;
+  std::vector<RowRun> runs;
+  int64_t sets = 0;
+  bool relu = false, skip = true;
+};
+
+// The operations, with the emitter's state.
+struct TransformerOps {
+  TransformerEmitter& e;
+  const int n = e.n_;
+  const int64_t b = e.batch_;
+
+  int64_t Row(const TensorArea& a, int64_t block, int64_t image, int64_t pos) const {
+    return a.base + (block * b + image) * a.p + pos;
+  }
+  const TensorArea& In(int i, int k = 0) const {
+    return e.AreaOf(e.L(i).inputs[static_cast<size_t>(k)]);
+  }
+  const TensorArea& Out(int i) const { return e.AreaOf(i); }
+  // Scratch rows for the layer, given back by the caller.
+  int64_t Scratch(int64_t rows, int i) {
+    return e.ub_.Take(rows, fmt::format("layer '{}'", e.L(i).name));
+  }
+  // Positions of every image a piece of the vector unit's work takes: scratch of `per` float32
+  // rows a position row, at most an eighth of the buffer.
+  int64_t Piece(int64_t rows, int64_t per) const {
+    return std::clamp<int64_t>(e.cfg_.ub_depth_rows / 8 / (2 * per), 1, rows);
+  }
+  void CheckNatural(int i, int k) const;
+  void Zero(int64_t row, int64_t rows);
+
+  void Dense(int i);
+  void Stream(const Product& pr, const TensorArea& y, const std::string& what);
+  std::vector<RowRun> InputRuns(int i) const;
+  void Embedding(int i);
+  void Prepend(int i);
+  void AddConstant(int i);
+  void Add(int i);
+  void Softmax(int i);
+  void LayerNorm(int i);
+  void Gelu(int i);
+  void MatMul(int i);
+  void MatMulHeads(int i, const MatMulPlan& mp);
+  void StageTile(int i, const MatMulPlan& mp, int64_t img, int64_t h, int64_t ab, int64_t ob,
+                 const TileRange& r, int64_t at, std::pair<int64_t, int64_t>* written);
+  int shift_turn = 0;
+  void Scale(int i, const TensorArea& o);
+  void NormalizeRows(int i, const TensorArea& x, const TensorArea& y, int64_t r0, int64_t rows,
+                     int64_t s);
+  void SoftmaxRows(const TensorArea& x, const TensorArea& y, int64_t r0, int64_t rows, int64_t s,
+                   int64_t pad);
+  void GeluRows(int64_t x, int64_t y, int64_t rows, int64_t s);
+};
+
+void TransformerOps::CheckNatural(int i, int k) const {
+  const nn::Layer& l = e.L(i);
+  const int in = l.inputs[static_cast<size_t>(k)];
+  const Placement& v = e.PlaceOf(in);
+  const TensorArea& a = e.AreaOf(in);
+  bool natural = static_cast<int64_t>(v.pos.size()) == a.p * a.c;
+  for (size_t x = 0; x < v.pos.size() && natural; ++x)
+    natural = v.pos[x] == static_cast<int64_t>(x) / a.c && v.ch[x] == static_cast<int64_t>(x) % a.c;
+  if (!natural)
+    throw UsageError(
+        fmt::format("{} '{}' reads '{}' as a view the chip program does not take yet (a position's "
+                    "channels in another order); docs/transformers.md, \"On the chip\"",
+                    l.TypeName(), l.name, in == nn::kModelInput ? "input" : e.L(in).name));
+}
+
+void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::string& what) {
+  const int64_t kt = Blocks(pr.k, n), nt = Blocks(pr.c, n), ya = b * y.p;
+  const int64_t chunk = e.cfg_.acc_depth_rows / 2;
+  for (int64_t j = 0; j < nt; ++j) {
+    const uint64_t slot = e.Sets(pr.sets == 0 ? 0 : pr.sets + j, 1);
+    std::vector<std::pair<int64_t, uint64_t>> tiles;  // K tile, address
+    for (int64_t kb = 0; kb < kt; ++kb) {
+      const std::vector<uint8_t> t =
+          WeightTile(pr.w.data(), pr.k, pr.c, n, kb, j, [](uint16_t v) { return v; });
+      const bool zero = std::all_of(t.begin(), t.end(), [](uint8_t v) { return v == 0; });
+      if (!pr.skip || !zero || (kb == kt - 1 && tiles.empty())) tiles.push_back({kb, e.Tile(t)});
+    }
+    int64_t out = 0;
+    for (const RowRun& run : pr.runs)
+      for (int64_t r0 = 0; r0 < run.rows; r0 += chunk) {
+        const int64_t r = std::min(chunk, run.rows - r0);
+        const int64_t acc = e.AccRegion(r, what);
+        for (size_t t = 0; t < tiles.size(); ++t) {
+          e.p_.ReadWeights(tiles[t].second, 1);
+          e.p_.Matmul(static_cast<uint64_t>(pr.x0 + tiles[t].first * pr.block + run.first +
+                                            r0 * run.stride),
+                      static_cast<uint64_t>(acc), static_cast<uint64_t>(r), true, isa::AddIf(t > 0),
+                      static_cast<uint64_t>(run.stride));
+        }
+        e.p_.Activate(static_cast<uint64_t>(acc), static_cast<uint64_t>(y.base + j * ya + out),
+                      static_cast<uint64_t>(r), slot, pr.relu, isa::Pool::kNone);
+        out += r;
+      }
+  }
+}
+
+// The rows a dense layer (a 1 x 1 convolution) reads of its input: every position of every
+// image, or each image's run of positions (a slice of them, as ViT's class token).
+std::vector<RowRun> TransformerOps::InputRuns(int i) const {
+  const nn::Layer& l = e.L(i);
+  const TensorArea& x = In(i);
+  const int64_t q = int64_t{l.in.h} * l.in.w;
+  const auto runs = RunsOf(e.PlaceOf(l.inputs[0]), 1, q, l.in.c, false);
+  if (!runs || runs->ch0[0] != 0 || x.c != l.in.c) CheckNatural(i, 0);  // throws: another view
+  const int64_t p0 = runs->pos0[0];
+  if (p0 == 0 && q == x.p) return {{0, b * x.p, 1}};
+  if (q == 1) return {{p0, b, x.p}};
+  std::vector<RowRun> out;
+  for (int64_t img = 0; img < b; ++img) out.push_back({img * x.p + p0, q, 1});
+  return out;
+}
+
+// A 1 x 1 convolution over positions (a transformer's linear layer), or the convolution of
+// the input's patches (PatchInput): bias and ReLU (or ReLU6's bound) in the activate.
+void TransformerOps::Dense(int i) {
+  const nn::Layer& l = e.L(i);
+  const bool patch = i == e.patch_conv_;
+  if ((!patch && (l.kernel_h != 1 || l.kernel_w != 1 || l.stride != 1 || l.Padded())) ||
+      (l.activation != nn::Activation::kNone && l.activation != nn::Activation::kRelu &&
+       l.activation != nn::Activation::kRelu6))
+    throw UsageError(fmt::format(
+        "conv2d '{}': the chip's transformer program takes 1 x 1 convolutions of stride 1, "
+        "and a first one over the input's patches (kernel = stride), with ReLU, ReLU6 or no "
+        "activation (docs/transformers.md, \"On the chip\")",
+        l.name));
+  const TensorArea& x = In(i);
+  std::vector<uint16_t> w;
+  for (const float v : l.weights.data) w.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(v)));
+  std::vector<arith::Bf16Channel> ch;
+  for (const float v : l.bias.data)
+    ch.push_back(
+        {arith::Fp32Canonical(arith::BitsOfFloat(v)),
+         l.activation == nn::Activation::kRelu6 ? arith::BitsOfFloat(6.0f) : arith::kFp32Inf});
+  Product pr(w);
+  pr.k = patch ? x.c : l.in.c;
+  pr.c = l.out.c;
+  pr.x0 = x.base;
+  pr.block = b * x.p;
+  pr.runs = patch ? std::vector<RowRun>{{0, b * x.p, 1}} : InputRuns(i);
+  pr.sets = e.AddSets(ch);
+  pr.relu = l.activation != nn::Activation::kNone;
+  Stream(pr, Out(i), "conv2d '" + l.name + "'");
+}
+
+// An embedding: each position's id (lane 0) in every lane (lane_max: the other lanes are +0),
+// compared with each block of N ids (`equal`: a one-hot row, 1.0 or +0) and copied into
+// bfloat16, and the one-hot rows times the vocabulary's rows on the array: each id's row.
+void TransformerOps::Embedding(int i) {
+  const nn::Layer& l = e.L(i);
+  CheckNatural(i, 0);
+  const TensorArea& x = In(i);
+  const int64_t rows = b * x.p, vocab = l.start, vb = Blocks(vocab, n);
+  const int64_t s = Scratch(2 * rows + vb * rows, i), ids = s, hot = s + 2 * rows;
+  e.Vector(VectorOp::kLaneMax, x.base, 0, ids, rows, kO32);
+  for (int64_t k = 0; k < vb; ++k) {
+    std::vector<uint32_t> iota(static_cast<size_t>(n));
+    for (int64_t q = 0; q < n; ++q)
+      iota[static_cast<size_t>(q)] = arith::BitsOfFloat(static_cast<float>(k * n + q));
+    e.Vector(VectorOp::kEqual, ids, e.consts_.Row(iota), hot + k * rows, rows,
+             kA32 | kB32 | kBcast);
+  }
+  std::vector<uint16_t> w;
+  for (const float v : l.weights.data) w.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(v)));
+  Product pr(w);
+  pr.k = vocab;
+  pr.c = l.out.c;
+  pr.x0 = hot;
+  pr.block = rows;
+  pr.runs = {{0, rows, 1}};
+  pr.skip = false;
+  Stream(pr, Out(i), "embedding '" + l.name + "'");
+  e.ub_.Give(s, 2 * rows + vb * rows);
+}
+
+// A prepend: each image's rows moved one position on (`copy`), the rows of the weights
+// (bfloat16, as float32 constants) copied before them.
+void TransformerOps::Prepend(int i) {
+  const nn::Layer& l = e.L(i);
+  CheckNatural(i, 0);
+  const TensorArea &x = In(i), &y = Out(i);
+  for (int64_t k = 0; k < y.blocks; ++k) {
+    std::vector<std::vector<uint32_t>> rows(static_cast<size_t>(l.start),
+                                            std::vector<uint32_t>(static_cast<size_t>(n), 0));
+    for (int64_t r = 0; r < l.start; ++r)
+      for (int64_t q = 0; q < n && k * n + q < l.out.c; ++q)
+        rows[static_cast<size_t>(r)][static_cast<size_t>(q)] = arith::Fp32OfBf16(arith::Bf16OfFp32(
+            arith::BitsOfFloat(l.weights.data[static_cast<size_t>(r * l.out.c + k * n + q)])));
+    const int64_t head = e.consts_.Run(rows);
+    for (int64_t img = 0; img < b; ++img) {
+      e.Vector(VectorOp::kCopy, head, 0, Row(y, k, img, 0), l.start, kA32);
+      e.Vector(VectorOp::kCopy, Row(x, k, img, 0), 0, Row(y, k, img, l.start), x.p, 0);
+    }
+  }
+}
+
+// An add_constant: each image's rows plus the constant's (bfloat16, as float32 constants).
+void TransformerOps::AddConstant(int i) {
+  const nn::Layer& l = e.L(i);
+  CheckNatural(i, 0);
+  const TensorArea &x = In(i), &y = Out(i);
+  for (int64_t k = 0; k < y.blocks; ++k) {
+    std::vector<std::vector<uint32_t>> rows(static_cast<size_t>(y.p),
+                                            std::vector<uint32_t>(static_cast<size_t>(n), 0));
+    for (int64_t r = 0; r < y.p; ++r)
+      for (int64_t q = 0; q < n && k * n + q < y.c; ++q)
+        rows[static_cast<size_t>(r)][static_cast<size_t>(q)] = arith::Fp32OfBf16(arith::Bf16OfFp32(
+            arith::BitsOfFloat(l.weights.data[static_cast<size_t>(r * y.c + k * n + q)])));
+    const int64_t c = e.consts_.Run(rows);
+    for (int64_t img = 0; img < b; ++img)
+      e.Vector(VectorOp::kAdd, Row(x, k, img, 0), c, Row(y, k, img, 0), y.p, kB32);
+  }
+}
+
+// An add of two tensors of the same layout on the vector unit (arith::Bf16ResidualAdd).
+void TransformerOps::Add(int i) {
+  const nn::Layer& l = e.L(i);
+  if (l.activation != nn::Activation::kNone)
+    throw UsageError(
+        fmt::format("add '{}': the chip's transformer program adds without an "
+                    "activation",
+                    l.name));
+  CheckNatural(i, 0);
+  CheckNatural(i, 1);
+  const TensorArea &x = In(i, 0), &z = In(i, 1), &y = Out(i);
+  e.Vector(VectorOp::kAdd, x.base, z.base, y.base, y.Rows(b), 0);
+}
+
+// Rows [r0, r0 + rows) of every block of x (float32 scratch from s): a position's values in
+// rows of N lanes, each row's lane tree, the rows' results combined in order.
+void TransformerOps::NormalizeRows(int i, const TensorArea& x, const TensorArea& y, int64_t r0,
+                                   int64_t rows, int64_t s) {
+  const nn::Layer& l = e.L(i);
+  const int64_t nb = x.blocks, all = b * x.p, f = 2 * rows;
+  const int64_t sum = s, tmp = s + f, tmp2 = s + 2 * f, d = s + 3 * f;  // d: nb runs of f
+  const auto xb = [&](int64_t k) { return x.base + k * all + r0; };
+  const int64_t inv_c = e.consts_.Splat(static_cast<float>(1.0 / static_cast<double>(l.in.c)));
+  for (int64_t k = 0; k < nb; ++k) {
+    e.Vector(VectorOp::kLaneSum, xb(k), 0, k == 0 ? sum : tmp, rows, kO32);
+    if (k > 0) e.Vector(VectorOp::kAdd, sum, tmp, sum, rows, kA32 | kB32 | kO32);
+  }
+  e.Vector(VectorOp::kMul, sum, inv_c, sum, rows, kA32 | kB32 | kO32 | kBcast);
+  for (int64_t k = 0; k < nb; ++k) {
+    e.Vector(VectorOp::kSub, xb(k), sum, d + k * f, rows, kB32 | kO32);
+    const int64_t lanes = l.in.c - k * n;
+    if (lanes < n) {  // the lanes past c out of the variance
+      std::vector<uint32_t> mask(static_cast<size_t>(n), 0);
+      std::fill_n(mask.begin(), lanes, arith::kFp32One);
+      e.Vector(VectorOp::kMul, d + k * f, e.consts_.Row(mask), d + k * f, rows,
+               kA32 | kB32 | kO32 | kBcast);
+    }
+  }
+  for (int64_t k = 0; k < nb; ++k) {  // the mean's rows now free for the variance
+    e.Vector(VectorOp::kMul, d + k * f, d + k * f, tmp, rows, kA32 | kB32 | kO32);
+    e.Vector(VectorOp::kLaneSum, tmp, 0, k == 0 ? sum : tmp2, rows, kA32 | kO32);
+    if (k > 0) e.Vector(VectorOp::kAdd, sum, tmp2, sum, rows, kA32 | kB32 | kO32);
+  }
+  e.Vector(VectorOp::kMul, sum, inv_c, sum, rows, kA32 | kB32 | kO32 | kBcast);
+  e.Vector(VectorOp::kAdd, sum, e.consts_.Splat(l.epsilon), sum, rows, kA32 | kB32 | kO32 | kBcast);
+  e.Vector(VectorOp::kRsqrt, sum, 0, sum, rows, kA32 | kO32);
+  for (int64_t k = 0; k < nb; ++k) {
+    std::vector<uint32_t> gamma(static_cast<size_t>(n), 0), beta(gamma);
+    for (int64_t q = 0; q < n && k * n + q < l.in.c; ++q) {
+      const auto at = static_cast<size_t>(k * n + q);
+      gamma[static_cast<size_t>(q)] = arith::Fp32Canonical(arith::BitsOfFloat(l.weights.data[at]));
+      beta[static_cast<size_t>(q)] = arith::Fp32Canonical(arith::BitsOfFloat(l.bias.data[at]));
+    }
+    e.Vector(VectorOp::kMul, d + k * f, sum, d + k * f, rows, kA32 | kB32 | kO32);
+    e.Vector(VectorOp::kMul, d + k * f, e.consts_.Row(gamma), d + k * f, rows,
+             kA32 | kB32 | kO32 | kBcast);
+    e.Vector(VectorOp::kAdd, d + k * f, e.consts_.Row(beta), y.base + k * all + r0, rows,
+             kA32 | kB32 | kBcast);
+  }
+}
+
+void TransformerOps::LayerNorm(int i) {
+  CheckNatural(i, 0);
+  const TensorArea &x = In(i), &y = Out(i);
+  const int64_t all = b * x.p, piece = Piece(all, 3 + x.blocks);
+  const int64_t s = Scratch(2 * piece * (3 + x.blocks), i);
+  for (int64_t r0 = 0; r0 < all; r0 += piece)
+    NormalizeRows(i, x, y, r0, std::min(piece, all - r0), s);
+  e.ub_.Give(s, 2 * piece * (3 + x.blocks));
+}
+
+// Rows [r0, r0 + rows) of every block: m = the rows' lane_max trees combined by max, e =
+// exp(x - m), the lane_sum trees added in order, y = e x recip(sum). A last block of fewer
+// than N channels is read with -infinity past them (`pad`, a float32 row: +0, then -inf).
+void TransformerOps::SoftmaxRows(const TensorArea& x, const TensorArea& y, int64_t r0, int64_t rows,
+                                 int64_t s, int64_t pad) {
+  const int64_t nb = x.blocks, all = b * x.p, f = 2 * rows;
+  const int64_t mx = s, tmp = s + f, padded = s + 2 * f, ex = s + 3 * f;  // ex: nb runs of f
+  std::vector<std::pair<int64_t, int>> src;  // each block's rows and their float32 flag
+  for (int64_t k = 0; k < nb; ++k) src.push_back({x.base + k * all + r0, 0});
+  if (pad >= 0) {
+    e.Vector(VectorOp::kAdd, src.back().first, pad, padded, rows, kB32 | kO32 | kBcast);
+    src.back() = {padded, kA32};
+  }
+  for (int64_t k = 0; k < nb; ++k) {
+    const auto [at, a32] = src[static_cast<size_t>(k)];
+    e.Vector(VectorOp::kLaneMax, at, 0, k == 0 ? mx : tmp, rows, a32 | kO32);
+    if (k > 0) e.Vector(VectorOp::kMax, mx, tmp, mx, rows, kA32 | kB32 | kO32);
+  }
+  for (int64_t k = 0; k < nb; ++k) {
+    const auto [at, a32] = src[static_cast<size_t>(k)];
+    e.Vector(VectorOp::kSub, at, mx, ex + k * f, rows, a32 | kB32 | kO32);
+    e.Vector(VectorOp::kExp, ex + k * f, 0, ex + k * f, rows, kA32 | kO32);
+  }
+  for (int64_t k = 0; k < nb; ++k) {
+    e.Vector(VectorOp::kLaneSum, ex + k * f, 0, k == 0 ? mx : tmp, rows, kA32 | kO32);
+    if (k > 0) e.Vector(VectorOp::kAdd, mx, tmp, mx, rows, kA32 | kB32 | kO32);
+  }
+  e.Vector(VectorOp::kRecip, mx, 0, mx, rows, kA32 | kO32);
+  for (int64_t k = 0; k < nb; ++k)
+    e.Vector(VectorOp::kMul, ex + k * f, mx, y.base + k * all + r0, rows, kA32 | kB32);
+}
+
+void TransformerOps::Softmax(int i) {
+  CheckNatural(i, 0);
+  const TensorArea &x = In(i), &y = Out(i);
+  int64_t pad = -1;
+  if (const int64_t lanes = x.c % n; lanes != 0) {
+    std::vector<uint32_t> row(static_cast<size_t>(n), arith::kFp32Inf | 0x80000000u);
+    std::fill_n(row.begin(), lanes, 0u);
+    pad = e.consts_.Row(row);
+  }
+  const int64_t all = b * x.p, per = 3 + x.blocks, piece = Piece(all, per);
+  const int64_t s = Scratch(2 * piece * per, i);
+  for (int64_t r0 = 0; r0 < all; r0 += piece)
+    SoftmaxRows(x, y, r0, std::min(piece, all - r0), s, pad);
+  e.ub_.Give(s, 2 * piece * per);
+}
+
+// GELU of `rows` rows from x into y (float32 scratch from s), the bfloat16 rule's steps
+// (Bf16RuleErf), each one instruction with a constant as b.
+void TransformerOps::GeluRows(int64_t x, int64_t y, int64_t rows, int64_t s) {
+  const int64_t f = 2 * rows, t = s, z = s + f, u = s + 2 * f, q = s + 3 * f, w = s + 4 * f;
+  const int kF = kA32 | kB32 | kO32, kC = kF | kBcast;
+  const auto c = [&](float v) { return e.consts_.Splat(v); };
+  e.Vector(VectorOp::kMul, x, c(nn::ops::kInvRoot2), t, rows, kB32 | kO32 | kBcast);
+  e.Vector(VectorOp::kMul, t, c(-1.0f), z, rows, kC);
+  e.Vector(VectorOp::kMax, t, z, z, rows, kF);
+  e.Vector(VectorOp::kMul, z, c(nn::ops::kErfP), u, rows, kC);
+  e.Vector(VectorOp::kAdd, u, c(1.0f), u, rows, kC);
+  e.Vector(VectorOp::kRecip, u, 0, u, rows, kA32 | kO32);
+  e.Vector(VectorOp::kMul, u, c(nn::ops::kErfA[4]), q, rows, kC);
+  for (int k = 3; k >= 0; --k) {
+    e.Vector(VectorOp::kAdd, q, c(nn::ops::kErfA[k]), q, rows, kC);
+    e.Vector(VectorOp::kMul, q, u, q, rows, kF);
+  }
+  e.Vector(VectorOp::kMul, z, z, w, rows, kF);
+  e.Vector(VectorOp::kMul, w, c(-1.0f), w, rows, kC);
+  e.Vector(VectorOp::kExp, w, 0, w, rows, kA32 | kO32);
+  e.Vector(VectorOp::kMul, q, w, q, rows, kF);
+  e.Vector(VectorOp::kSub, q, c(1.0f), q, rows, kC);   // -erf
+  e.Vector(VectorOp::kMul, q, c(-1.0f), z, rows, kC);  // erf
+  e.Vector(VectorOp::kLess, t, c(0.0f), u, rows, kC);  // x < 0
+  e.Vector(VectorOp::kSelect, u, q, z, rows, kF);      // erf, its sign put back
+  e.Vector(VectorOp::kAdd, z, c(1.0f), z, rows, kC);
+  e.Vector(VectorOp::kMul, z, x, z, rows, kA32 | kO32);
+  e.Vector(VectorOp::kMul, z, c(0.5f), y, rows, kA32 | kB32 | kBcast);
+}
+
+void TransformerOps::Gelu(int i) {
+  CheckNatural(i, 0);
+  const TensorArea &x = In(i), &y = Out(i);
+  const int64_t all = x.Rows(b), piece = Piece(all, 5), s = Scratch(10 * piece, i);
+  for (int64_t r0 = 0; r0 < all; r0 += piece)
+    GeluRows(x.base + r0, y.base + r0, std::min(piece, all - r0), s);
+  e.ub_.Give(s, 10 * piece);
+}
+
+// The matmul's output times its scale (where not 1), in place: the vector unit's multiply of
+// the rounded products (the bfloat16 rule's).
+void TransformerOps::Scale(int i, const TensorArea& o) {
+  const float scale = e.L(i).scale;
+  if (scale == 1.0f) return;
+  e.Vector(VectorOp::kMul, o.base, e.consts_.Splat(scale), o.base, o.Rows(b), kB32 | kBcast);
+}
+
+// A product of two computed tensors, image by image and head by head (the layer's first
+// axis): each N x N tile of the second operand is moved into staging rows through the array
+// (a tile of ones that moves the head's lanes to the lanes they multiply, or land in, and
+// leaves zeros elsewhere: exact), loaded from there into the weight FIFO (transposed where
+// its rows are the product's columns), and the first operand's rows stream through it, K
+// tile after tile into float32 sums (arith::Bf16Gemm's order: the moved zeros add +0). Heads
+// whose outputs share rows (attention's context, heads side by side in a position's lanes)
+// add into the same accumulators before one activate.
+
+void TransformerOps::MatMul(int i) {
+  const nn::Layer& l = e.L(i);
+  MatMulPlan mp;
+  mp.heads = l.in.h;
+  mp.m = l.in.w;
+  mp.k = l.in.c;
+  mp.cols = l.out.c;
+  const nn::Shape3 sb = e.m_.OutputOf(l.inputs[1]);
+  const Placement& pb = e.PlaceOf(l.inputs[1]);
+  auto a = RunsOf(e.PlaceOf(l.inputs[0]), mp.heads, mp.m, mp.k, false);
+  auto bv = RunsOf(pb, mp.heads, sb.w, sb.c, false);
+  if (!bv) bv = RunsOf(pb, mp.heads, sb.w, sb.c, true);
+  auto o = RunsOf(e.PlaceOf(i), mp.heads, mp.m, mp.cols, false);
+  if (!a || !bv || !o)
+    throw UsageError(
+        fmt::format("matmul '{}': an operand is not a head's run of positions and lanes, which the "
+                    "chip's transformer program reads (docs/transformers.md, \"On the chip\")",
+                    l.name));
+  mp.a = *a;
+  mp.b = *bv;
+  mp.o = *o;
+  mp.k_on_pos = (!mp.b.rows_on_channels) != l.transpose_b;
+  MatMulHeads(i, mp);
+  Scale(i, Out(i));
+}
+
+// Tile (ab, ob) of head h's second operand into staging rows [at, at + N): its rows' head
+// lanes moved through the array by a tile of ones, zeros in the other lanes; the rows that
+// this tile does not write and the last one did are zeroed (all of them at the first use).
+void TransformerOps::StageTile(int i, const MatMulPlan& mp, int64_t img, int64_t h, int64_t ab,
+                               int64_t ob, const TileRange& r, int64_t at,
+                               std::pair<int64_t, int64_t>* written) {
+  const auto hh = static_cast<size_t>(h);
+  const int64_t ka0 = mp.a.ch0[hh], oc0 = mp.o.ch0[hh], bp0 = mp.b.pos0[hh], bc0 = mp.b.ch0[hh];
+  const int64_t p_lo = mp.k_on_pos ? r.k0 : r.j0, p_hi = mp.k_on_pos ? r.k1 : r.j1;
+  const int64_t c_lo = mp.k_on_pos ? r.j0 : r.k0, c_hi = mp.k_on_pos ? r.j1 : r.k1;
+  const int64_t row0 = mp.k_on_pos ? ka0 + r.k0 - ab * n : oc0 + r.j0 - ob * n;
+  const int64_t to = mp.k_on_pos ? oc0 + r.j0 - ob * n : ka0 + r.k0 - ab * n;
+  const int64_t bb = (bc0 + c_lo) / n, rows = p_hi - p_lo;
+  if ((bc0 + c_hi - 1) / n != bb)
+    throw UsageError(fmt::format(
+        "matmul '{}': a head's lanes of its second operand cross a block of {} lanes, which "
+        "the chip's transformer program does not move yet",
+        e.L(i).name, n));
+  if (written->first < 0) {
+    Zero(at, n);
+  } else {
+    const int64_t lo = written->first, hi = written->second;
+    if (std::min(hi, row0) > lo) Zero(at + lo, std::min(hi, row0) - lo);
+    if (hi > std::max(lo, row0 + rows))
+      Zero(at + std::max(lo, row0 + rows), hi - std::max(lo, row0 + rows));
+  }
+  *written = {row0, row0 + rows};
+  const int64_t half = e.cfg_.acc_depth_rows / 2, slots = std::max<int64_t>(1, half / n);
+  const int64_t acc = half + (shift_turn++ % slots) * n;
+  e.p_.ReadWeights(e.ShiftTile((bc0 + c_lo) % n, to, c_hi - c_lo), 1);
+  e.p_.Matmul(static_cast<uint64_t>(Row(In(i, 1), bb, img, bp0 + p_lo)), static_cast<uint64_t>(acc),
+              static_cast<uint64_t>(rows), true, isa::Acc::kOverwrite);
+  e.p_.Activate(static_cast<uint64_t>(acc), static_cast<uint64_t>(at + row0),
+                static_cast<uint64_t>(rows), 0, false, isa::Pool::kNone);
+}
+
+void TransformerOps::Zero(int64_t row, int64_t rows) { e.Zero(row, rows); }
+
+void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
+  const TensorArea &xa = In(i, 0), &xo = Out(i);
+  const auto blocks = [&](int64_t c0, int64_t count) {
+    std::vector<int64_t> v;
+    for (int64_t q = c0 / n; q <= (c0 + count - 1) / n; ++q) v.push_back(q);
+    return v;
+  };
+  size_t most = 1;
+  for (int64_t h = 0; h < mp.heads; ++h)
+    most = std::max(most, blocks(mp.a.ch0[static_cast<size_t>(h)], mp.k).size() *
+                              blocks(mp.o.ch0[static_cast<size_t>(h)], mp.cols).size());
+  const int64_t st = Scratch(2 * static_cast<int64_t>(most) * n, i);
+  std::vector<std::pair<int64_t, int64_t>> written(2 * most, {-1, -1});
+  const int64_t quarter = e.cfg_.acc_depth_rows / 4;
+  struct Open {
+    int64_t img = -1, pos0 = -1, acc = 0;
+    std::vector<int64_t> obs;
+    std::vector<bool> taken;
+  } open;
+  const auto flush = [&] {
+    for (size_t q = 0; q < open.obs.size() && open.img >= 0; ++q)
+      e.p_.Activate(static_cast<uint64_t>(open.acc + static_cast<int64_t>(q) * mp.m),
+                    static_cast<uint64_t>(Row(xo, open.obs[q], open.img, open.pos0)),
+                    static_cast<uint64_t>(mp.m), 0, false, isa::Pool::kNone);
+    open.img = -1;
+  };
+  int turn = 0, parity = 0;
+  for (int64_t img = 0; img < b; ++img)
+    for (int64_t h = 0; h < mp.heads; ++h) {
+      const auto hh = static_cast<size_t>(h);
+      const int64_t ka0 = mp.a.ch0[hh], oc0 = mp.o.ch0[hh];
+      const std::vector<int64_t> abs = blocks(ka0, mp.k), obs = blocks(oc0, mp.cols);
+      if (open.img != img || open.pos0 != mp.o.pos0[hh] || open.obs != obs) {
+        flush();
+        if (mp.m * static_cast<int64_t>(obs.size()) > quarter)
+          throw UsageError(fmt::format(
+              "matmul '{}' needs {} accumulator rows for a head; config '{}' has {} (a quarter "
+              "of acc_depth_rows)",
+              e.L(i).name, mp.m * static_cast<int64_t>(obs.size()), e.cfg_.name, quarter));
+        open = {img, mp.o.pos0[hh], (turn ^= 1) * quarter, obs, std::vector<bool>(obs.size())};
+      }
+      const size_t base = static_cast<size_t>(parity ^= 1) * most;
+      for (size_t qa = 0; qa < abs.size(); ++qa)
+        for (size_t qo = 0; qo < obs.size(); ++qo) {
+          const int64_t ab = abs[qa], ob = obs[qo];
+          const TileRange r{std::max<int64_t>(0, ab * n - ka0), std::min(mp.k, (ab + 1) * n - ka0),
+                            std::max<int64_t>(0, ob * n - oc0),
+                            std::min(mp.cols, (ob + 1) * n - oc0)};
+          const size_t t = base + qa * obs.size() + qo;
+          StageTile(i, mp, img, h, ab, ob, r, st + static_cast<int64_t>(t) * n, &written[t]);
+        }
+      for (size_t qo = 0; qo < obs.size(); ++qo)
+        for (size_t qa = 0; qa < abs.size(); ++qa) {
+          const size_t t = base + qa * obs.size() + qo;
+          e.p_.LoadWeights(static_cast<uint64_t>(st + static_cast<int64_t>(t) * n), 1,
+                           !mp.k_on_pos);
+          e.p_.Matmul(static_cast<uint64_t>(Row(xa, abs[qa], img, mp.a.pos0[hh])),
+                      static_cast<uint64_t>(open.acc + static_cast<int64_t>(qo) * mp.m),
+                      static_cast<uint64_t>(mp.m), true, isa::AddIf(open.taken[qo]));
+          open.taken[qo] = true;
+        }
+    }
+  flush();
+  e.ub_.Give(st, 2 * static_cast<int64_t>(most) * n);
+}
+
+void TransformerEmitter::Layer(int i) {
+  const nn::Layer& l = L(i);
+  if (l.type == LayerType::kReshape || l.type == LayerType::kTranspose ||
+      l.type == LayerType::kSlice)
+    return;
+  if (group_ == 0) ops_.push_back(i);
+  const auto op = std::find(ops_.begin(), ops_.end(), i) - ops_.begin();
+  TensorArea& out = areas_[static_cast<size_t>(places_[static_cast<size_t>(i)].area)];
+  if (out.base < 0) out.base = ub_.Take(out.Rows(batch_), fmt::format("layer '{}'", l.name));
+  TransformerOps ops{*this};
+  switch (l.type) {
+    case LayerType::kConv2d:
+      ops.Dense(i);
+      break;
+    case LayerType::kAdd:
+      ops.Add(i);
+      break;
+    case LayerType::kLayerNorm:
+      ops.LayerNorm(i);
+      break;
+    case LayerType::kSoftmax:
+      ops.Softmax(i);
+      break;
+    case LayerType::kGelu:
+      ops.Gelu(i);
+      break;
+    case LayerType::kMatMul:
+      ops.MatMul(i);
+      break;
+    case LayerType::kEmbedding:
+      ops.Embedding(i);
+      break;
+    case LayerType::kPrepend:
+      ops.Prepend(i);
+      break;
+    case LayerType::kAddConstant:
+      ops.AddConstant(i);
+      break;
+    default:
+      throw UsageError(fmt::format(
+          "{} '{}' is not among the operations the chip's transformer program runs yet "
+          "(1 x 1 conv2d, a first conv2d over patches, add, matmul, softmax, layer_norm, "
+          "gelu, embedding, prepend, add_constant, and the reshapes, transposes and slices "
+          "between them; docs/transformers.md, \"On the chip\")",
+          l.TypeName(), l.name));
+  }
+  op_of_.resize(p_.program().words.size(), static_cast<int32_t>(op));
+  Free(i);
+}
+
+void TransformerEmitter::Free(int i) {
+  for (TensorArea& a : areas_) {
+    if (a.base < 0 || a.output || a.last_reader > i) continue;
+    if (a.last_reader < 0 &&
+        &a != &areas_[static_cast<size_t>(places_[static_cast<size_t>(i)].area)])
+      continue;
+    ub_.Give(a.base, a.Rows(batch_));
+    a.base = -2;  // freed
+  }
+}
+
+void TransformerEmitter::Group() {
+  ub_ = BufferRows(consts_.Base());
+  for (TensorArea& a : areas_) a.base = -1;
+  TensorArea& in = areas_.front();
+  in.base = ub_.Take(in.Rows(batch_), "the batch's input");
+  const int64_t most = isa::ProgramBuilder::kMaxLength, rows = in.Rows(batch_);
+  for (int64_t r = 0; r < rows; r += most)
+    p_.ReadHost(static_cast<uint64_t>((group_ * rows + r) * RowBytes()),
+                static_cast<uint64_t>(in.base + r),
+                static_cast<uint64_t>(std::min(most, rows - r)));
+  op_of_.resize(p_.program().words.size(), -1);
+  for (size_t i = 0; i < m_.layers.size(); ++i) Layer(static_cast<int>(i));
+  const TensorArea& y = OutputArea();
+  const int64_t out = y.Rows(batch_);
+  for (int64_t r = 0; r < out; r += most)
+    p_.WriteHost(static_cast<uint64_t>(y.base + r),
+                 OutputAddr() + static_cast<uint64_t>((group_ * out + r) * RowBytes()),
+                 static_cast<uint64_t>(std::min(most, out - r)));
+}
+
+void TransformerEmitter::Run() {
+  const auto& out = places_.back();
+  const TensorArea& oa = areas_[static_cast<size_t>(out.area)];
+  for (size_t x = 0; x < out.pos.size(); ++x)
+    if (out.pos[x] != static_cast<int64_t>(x) / oa.c || out.ch[x] != static_cast<int64_t>(x) % oa.c)
+      throw UsageError("the model's output is a view the chip program does not write yet");
+  p_.SetFormat(true);
+  op_of_.clear();
+  const int64_t most = isa::ProgramBuilder::kMaxLength;
+  p_.ReadParams(params_addr_, 0, 1);
+  // The constants: read at the start, counted by the first emission (its rows are 0).
+  if (consts_.Base() < cfg_.ub_depth_rows) {
+    const int64_t rows = cfg_.ub_depth_rows - consts_.Base();
+    for (int64_t r = 0; r < rows; r += most)
+      p_.ReadHost(constants_addr_ + static_cast<uint64_t>(r * RowBytes()),
+                  static_cast<uint64_t>(consts_.Base() + r),
+                  static_cast<uint64_t>(std::min(most, rows - r)));
+  }
+  op_of_.resize(p_.program().words.size(), -1);
+  for (group_ = 0; group_ < groups_; ++group_) Group();
+  p_.Halt();
+  op_of_.resize(p_.program().words.size(), -1);
+}
+
+}  // namespace tpu::compiler

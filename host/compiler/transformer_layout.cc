@@ -1,0 +1,328 @@
+// See transformer_layout.h: where a transformer's tensors and values lie, and the rows,
+// constants, parameter sets and tiles its program uses.
+#include "host/compiler/transformer_layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "arith/fp32.h"
+#include "host/common/errors.h"
+#include "host/compiler/packing.h"
+#include "host/nn/ops/transformer_ops.h"
+
+namespace tpu::compiler {
+
+using nn::LayerType;
+
+std::optional<HeadRuns> RunsOf(const Placement& v, int64_t heads, int64_t rows, int64_t cols,
+                               bool rows_on_channels) {
+  HeadRuns runs;
+  runs.rows_on_channels = rows_on_channels;
+  for (int64_t h = 0; h < heads; ++h) {
+    const auto e0 = static_cast<size_t>(h * rows * cols);
+    const int64_t p0 = v.pos[e0], c0 = v.ch[e0];
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t e = e0 + static_cast<size_t>(r * cols + c);
+        const int64_t dp = rows_on_channels ? c : r, dc = rows_on_channels ? r : c;
+        if (v.pos[e] != p0 + dp || v.ch[e] != c0 + dc) return std::nullopt;
+      }
+    runs.pos0.push_back(p0);
+    runs.ch0.push_back(c0);
+  }
+  return runs;
+}
+
+int64_t BufferRows::Take(int64_t n, const std::string& what) {
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < n) continue;
+    const int64_t at = it->first, left = it->second - n;
+    free_.erase(it);
+    if (left > 0) free_[at + n] = left;
+    high_ = std::max(high_, at + n);
+    return at;
+  }
+  int64_t largest = 0;
+  for (const auto& f : free_) largest = std::max(largest, f.second);
+  throw UsageError(fmt::format(
+      "{} needs {} unified-buffer rows and the largest free run is {} of {} (the batch's "
+      "tensors are kept in the buffer: a smaller --batch needs fewer)",
+      what, n, largest, limit_));
+}
+
+void BufferRows::Give(int64_t at, int64_t n) {
+  auto it = free_.emplace(at, n).first;
+  if (auto next = std::next(it); next != free_.end() && at + n == next->first) {
+    it->second += next->second;
+    free_.erase(next);
+  }
+  if (it != free_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second == it->first) {
+      prev->second += it->second;
+      free_.erase(it);
+    }
+  }
+}
+
+int64_t ConstantRows::Row(const std::vector<uint32_t>& lanes) {
+  const auto [it, added] = at_.emplace(lanes, base_ + Rows());
+  if (added) rows_.push_back(lanes);
+  return it->second;
+}
+
+int64_t ConstantRows::Run(const std::vector<std::vector<uint32_t>>& rows) {
+  const auto [it, added] = run_at_.emplace(rows, base_ + Rows());
+  if (added) rows_.insert(rows_.end(), rows.begin(), rows.end());
+  return it->second;
+}
+
+std::vector<uint8_t> ConstantRows::Bytes() const {
+  std::vector<uint8_t> out;
+  for (const auto& lanes : rows_)
+    for (const int shift : {16, 0})
+      for (const uint32_t v : lanes) {
+        const auto half = static_cast<uint16_t>(v >> shift);
+        out.push_back(static_cast<uint8_t>(half & 0xff));
+        out.push_back(static_cast<uint8_t>(half >> 8));
+      }
+  return out;
+}
+
+namespace {
+
+bool IsView(const nn::Layer& l) {
+  return l.type == LayerType::kReshape || l.type == LayerType::kTranspose ||
+         l.type == LayerType::kSlice;
+}
+
+int64_t LaneBlocks(int64_t c, int n) { return (c + n - 1) / n; }
+
+}  // namespace
+
+TransformerEmitter::TransformerEmitter(const nn::Model& m, const config::TpuConfig& config,
+                                       int batch, int groups, int64_t constant_rows)
+    : m_(m),
+      cfg_(config),
+      n_(config.array_dim),
+      batch_(batch),
+      groups_(groups),
+      ub_(config.ub_depth_rows - constant_rows),
+      consts_(config.array_dim, config.ub_depth_rows - constant_rows) {
+  Place();
+  constants_addr_ = static_cast<uint64_t>(InputArea().Rows(batch_) * groups_ * RowBytes());
+  params_addr_ = constants_addr_ + static_cast<uint64_t>(constant_rows * RowBytes());
+  AddSets(std::vector<arith::Bf16Channel>(static_cast<size_t>(n_), arith::Bf16Format::Identity()));
+}
+
+const Placement& TransformerEmitter::PlaceOf(int layer) const {
+  return layer == nn::kModelInput ? input_place_ : places_[static_cast<size_t>(layer)];
+}
+
+const TensorArea& TransformerEmitter::AreaOf(int layer) const {
+  return areas_[static_cast<size_t>(PlaceOf(layer).area)];
+}
+
+int TransformerEmitter::NewArea(int64_t p, int64_t c) {
+  TensorArea a;
+  a.p = p;
+  a.c = c;
+  a.blocks = LaneBlocks(c, n_);
+  areas_.push_back(a);
+  return static_cast<int>(areas_.size()) - 1;
+}
+
+void TransformerEmitter::Natural(int layer, int area) {
+  Placement& v = layer == nn::kModelInput ? input_place_ : places_[static_cast<size_t>(layer)];
+  const TensorArea& a = areas_[static_cast<size_t>(area)];
+  v.area = area;
+  v.pos.resize(static_cast<size_t>(a.p * a.c));
+  v.ch.resize(v.pos.size());
+  for (size_t e = 0; e < v.pos.size(); ++e) {
+    v.pos[e] = static_cast<int32_t>(static_cast<int64_t>(e) / a.c);
+    v.ch[e] = static_cast<int32_t>(static_cast<int64_t>(e) % a.c);
+  }
+}
+
+// The view that a matmul's output ends in where its only readers, one after another, are
+// reshapes and transposes and the last is read by a layer that computes (-1: none), and
+// that chain.
+int TransformerEmitter::SinkOf(int layer, std::vector<int>* chain) const {
+  const std::vector<std::vector<int>> readers = m_.Consumers();
+  int at = layer;
+  for (;;) {
+    const auto& r = readers[static_cast<size_t>(at)];
+    if (r.size() != 1) break;
+    const nn::Layer& v = L(r[0]);
+    if (v.type != LayerType::kReshape && v.type != LayerType::kTranspose) break;
+    chain->push_back(r[0]);
+    at = r[0];
+  }
+  return chain->empty() ? -1 : chain->back();
+}
+
+bool TransformerEmitter::PatchInput() {
+  const nn::Layer& l = m_.layers.front();
+  const std::vector<std::vector<int>> readers = m_.Consumers();
+  if (l.type != LayerType::kConv2d || l.inputs != std::vector<int>{nn::kModelInput} ||
+      readers.back().size() != 1 || l.kernel_h != l.stride || l.kernel_w != l.stride ||
+      l.kernel_h == 1 || l.Padded() || l.in.h % l.stride || l.in.w % l.stride)
+    return false;
+  const int k = l.stride;
+  const int area = NewArea(int64_t{l.out.h} * l.out.w, int64_t{k} * k * l.in.c);
+  input_place_.area = area;
+  for (int y = 0; y < l.in.h; ++y)
+    for (int x = 0; x < l.in.w; ++x)
+      for (int c = 0; c < l.in.c; ++c) {
+        input_place_.pos.push_back((y / k) * l.out.w + x / k);
+        input_place_.ch.push_back(((y % k) * k + x % k) * l.in.c + c);
+      }
+  patch_conv_ = 0;
+  return true;
+}
+
+void TransformerEmitter::Place() {
+  places_.resize(m_.layers.size());
+  if (!PatchInput())
+    Natural(nn::kModelInput, NewArea(int64_t{m_.input.h} * m_.input.w, m_.input.c));
+  std::vector<bool> placed(m_.layers.size(), false);
+  for (size_t i = 0; i < m_.layers.size(); ++i) {
+    const nn::Layer& l = m_.layers[i];
+    for (const int in : l.inputs) {
+      TensorArea& a = areas_[static_cast<size_t>(PlaceOf(in).area)];
+      a.last_reader = std::max(a.last_reader, static_cast<int>(i));
+    }
+    if (placed[i]) continue;
+    if (IsView(l)) {
+      const Placement& from = PlaceOf(l.inputs[0]);
+      const std::vector<int64_t> map = nn::ops::ViewIndexMap(l);
+      Placement& v = places_[i];
+      v.area = from.area;
+      for (const int64_t e : map) {
+        v.pos.push_back(from.pos[static_cast<size_t>(e)]);
+        v.ch.push_back(from.ch[static_cast<size_t>(e)]);
+      }
+      continue;
+    }
+    std::vector<int> chain;
+    const int sink = l.type == LayerType::kMatMul ? SinkOf(static_cast<int>(i), &chain) : -1;
+    if (sink < 0) {
+      Natural(static_cast<int>(i), NewArea(int64_t{l.out.h} * l.out.w, l.out.c));
+      continue;
+    }
+    // The matmul writes where the chain's last view puts each value, that view's layout.
+    const nn::Layer& v = L(sink);
+    const int area = NewArea(int64_t{v.out.h} * v.out.w, v.out.c);
+    Natural(sink, area);
+    placed[static_cast<size_t>(sink)] = true;
+    std::vector<int64_t> index(static_cast<size_t>(v.out.Size()));
+    for (size_t e = 0; e < index.size(); ++e) index[e] = static_cast<int64_t>(e);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const std::vector<int64_t> map = nn::ops::ViewIndexMap(L(*it));
+      for (int64_t& e : index) e = map[static_cast<size_t>(e)];
+    }
+    Placement& mp = places_[i];
+    mp.area = area;
+    mp.pos.assign(index.size(), 0);
+    mp.ch.assign(index.size(), 0);
+    for (size_t e = 0; e < index.size(); ++e) {
+      mp.pos[static_cast<size_t>(index[e])] = places_[static_cast<size_t>(sink)].pos[e];
+      mp.ch[static_cast<size_t>(index[e])] = places_[static_cast<size_t>(sink)].ch[e];
+    }
+    for (const int c : chain) {
+      if (c == sink) break;
+      placed[static_cast<size_t>(c)] = false;  // views of the matmul's output, placed in turn
+    }
+  }
+  areas_[static_cast<size_t>(places_.back().area)].output = true;
+}
+
+void TransformerEmitter::Vector(hw::VectorOp op, int64_t a, int64_t b, int64_t out, int64_t rows,
+                                int flags) {
+  const int64_t most = isa::ProgramBuilder::kMaxLength;
+  for (int64_t r = 0; r < rows; r += most) {
+    isa::VectorOperands v;
+    v.op = op;
+    v.a32 = flags & 1;
+    v.b32 = flags & 2;
+    v.o32 = flags & 4;
+    v.bcast = flags & 8;
+    v.a = static_cast<uint64_t>(a + r * (v.a32 ? 2 : 1));
+    v.b = static_cast<uint64_t>(v.bcast ? b : b + r * (v.b32 ? 2 : 1));
+    v.out = static_cast<uint64_t>(out + r * (v.o32 ? 2 : 1));
+    v.rows = static_cast<uint64_t>(std::min(most, rows - r));
+    p_.Vector(v);
+  }
+}
+
+// `vector op=less` of rows with themselves: +0 whatever they held.
+void TransformerEmitter::Zero(int64_t row, int64_t rows) {
+  Vector(hw::VectorOp::kLess, row, row, row, rows, 0);
+}
+
+int64_t TransformerEmitter::AddSets(const std::vector<arith::Bf16Channel>& channels) {
+  const std::vector<uint8_t> bytes = PackParamSets<arith::Bf16Format>(channels, n_);
+  const auto [it, added] = set_at_.emplace(
+      bytes, static_cast<int64_t>(params_.size()) / arith::ParamSetBytes<arith::Bf16Format>(n_));
+  if (added) params_.insert(params_.end(), bytes.begin(), bytes.end());
+  return it->second;
+}
+
+uint64_t TransformerEmitter::Sets(int64_t first, int64_t count) {
+  if (first == 0) return 0;
+  const auto slots = static_cast<uint64_t>(cfg_.param_sets);
+  if (slots < 2 || static_cast<uint64_t>(count) > slots - 1)
+    throw UsageError(
+        fmt::format("layer '{}' needs {} parameter sets at once; config '{}' has param_sets = {}",
+                    ops_.empty() ? std::string("?") : L(ops_.back()).name, count + 1, cfg_.name,
+                    cfg_.param_sets));
+  auto it = slot_of_.find(first);
+  if (it != slot_of_.end()) {
+    bool all = true;
+    for (int64_t s = 1; s < count && all; ++s) {
+      auto o = slot_of_.find(first + s);
+      all = o != slot_of_.end() && o->second == it->second + static_cast<uint64_t>(s);
+    }
+    if (all) return it->second;
+  }
+  if (next_slot_ + static_cast<uint64_t>(count) > slots) next_slot_ = 1;
+  const uint64_t slot = next_slot_;
+  for (auto s = slot_of_.begin(); s != slot_of_.end();) {
+    const bool over = s->second >= slot && s->second < slot + static_cast<uint64_t>(count);
+    s = over ? slot_of_.erase(s) : std::next(s);
+  }
+  const int64_t set_bytes = arith::ParamSetBytes<arith::Bf16Format>(n_);
+  p_.ReadParams(params_addr_ + static_cast<uint64_t>(first * set_bytes), slot,
+                static_cast<uint64_t>(count));
+  for (int64_t s = 0; s < count; ++s) slot_of_[first + s] = slot + static_cast<uint64_t>(s);
+  next_slot_ = slot + static_cast<uint64_t>(count);
+  return slot;
+}
+
+uint64_t TransformerEmitter::Tile(const std::vector<uint8_t>& bytes) {
+  const auto [it, added] = tile_at_.emplace(bytes, weights_.size());
+  if (added) weights_.insert(weights_.end(), bytes.begin(), bytes.end());
+  return it->second;
+}
+
+uint64_t TransformerEmitter::ShiftTile(int64_t from, int64_t to, int64_t count) {
+  std::vector<uint16_t> w(static_cast<size_t>(n_) * static_cast<size_t>(n_), 0);
+  for (int64_t r = 0; r < count; ++r)
+    w[static_cast<size_t>((from + r) * n_ + to + r)] = arith::Bf16OfFp32(arith::kFp32One);
+  return Tile(WeightTile(w.data(), n_, n_, n_, 0, 0, [](uint16_t v) { return v; }));
+}
+
+int64_t TransformerEmitter::AccRegion(int64_t rows, const std::string& what) {
+  const int64_t half = cfg_.acc_depth_rows / 2;
+  if (rows > half)
+    throw UsageError(
+        fmt::format("{} needs {} accumulator rows at once; config '{}' has {} (half "
+                    "of acc_depth_rows = {})",
+                    what, rows, cfg_.name, half, cfg_.acc_depth_rows));
+  acc_turn_ ^= 1;
+  return acc_turn_ * half;
+}
+
+}  // namespace tpu::compiler

@@ -1,0 +1,173 @@
+// What a TransformerProgram (transformer_program.h) is built from: where each tensor lies in
+// the unified buffer, where each layer's values lie in those tensors, the rows of float32
+// constants, the parameter sets and the weight tiles, and the emitter that writes the
+// program operation by operation (transformer_emit.cc).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arith/bf16.h"
+#include "host/config/tpu_config.h"
+#include "host/isa/program_builder.h"
+#include "host/nn/model.h"
+
+namespace tpu::compiler {
+
+// A tensor in the unified buffer: p positions of c channels per image, block-major (block b
+// of image i's position q at row base + (b B + i) p + q), blocks = ceil(c / N).
+struct TensorArea {
+  int64_t base = -1, p = 0, c = 0, blocks = 0;
+  int last_reader = -1;  // the last layer that reads it (it is freed after it)
+  bool output = false;   // the model's output (never freed)
+  int64_t Rows(int64_t batch) const { return blocks * batch * p; }
+};
+
+// Where a layer's per-image values lie: value e at position pos[e], channel ch[e] of tensor
+// `area` (a view's values lie where its input's do).
+struct Placement {
+  int area = -1;
+  std::vector<int32_t> pos, ch;
+};
+
+// Per head h of a heads x rows x cols value, value (r, c) at position pos0[h] + r and channel
+// ch0[h] + c (with rows on channels: position pos0[h] + c, channel ch0[h] + r).
+struct HeadRuns {
+  std::vector<int64_t> pos0, ch0;
+  bool rows_on_channels = false;
+};
+std::optional<HeadRuns> RunsOf(const Placement& v, int64_t heads, int64_t rows, int64_t cols,
+                               bool rows_on_channels);
+
+// First-fit rows of the unified buffer below `limit`.
+class BufferRows {
+ public:
+  explicit BufferRows(int64_t limit) : limit_(limit) { free_[0] = limit; }
+  // n rows for `what`; UsageError where they do not fit.
+  int64_t Take(int64_t n, const std::string& what);
+  void Give(int64_t at, int64_t n);
+  int64_t High() const { return high_; }
+
+ private:
+  int64_t limit_, high_ = 0;
+  std::map<int64_t, int64_t> free_;  // first row -> rows
+};
+
+// Float32 rows of constants (two buffer rows each: the lanes' high halves, then their low
+// halves), from buffer row `base`, each kept once.
+class ConstantRows {
+ public:
+  ConstantRows(int n, int64_t base) : n_(n), base_(base) {}
+  int64_t Row(const std::vector<uint32_t>& lanes);
+  int64_t Splat(float v) {
+    return Row(std::vector<uint32_t>(static_cast<size_t>(n_), arith::BitsOfFloat(v)));
+  }
+  // Rows one after another (each two buffer rows), the first's buffer row; kept once.
+  int64_t Run(const std::vector<std::vector<uint32_t>>& rows);
+  int64_t Base() const { return base_; }
+  int64_t Rows() const { return 2 * static_cast<int64_t>(rows_.size()); }
+  // The rows' bytes, in buffer-row order.
+  std::vector<uint8_t> Bytes() const;
+
+ private:
+  int n_;
+  int64_t base_;
+  std::vector<std::vector<uint32_t>> rows_;
+  std::map<std::vector<uint32_t>, int64_t> at_;
+  std::map<std::vector<std::vector<uint32_t>>, int64_t> run_at_;
+};
+
+// The program of a transformer for one batch, emitted layer by layer.
+class TransformerEmitter {
+ public:
+  // `constant_rows`: the buffer rows of the constants, at the top of the buffer (the
+  // tensors stay below them): a first emission with 0 counts them (ConstantRows::Rows),
+  // the second is the program.
+  // The batch runs in `groups` groups of `batch` images, one after another, each through
+  // every layer (the same rows of the buffer; the weights read again).
+  TransformerEmitter(const nn::Model& m, const config::TpuConfig& config, int batch, int groups,
+                     int64_t constant_rows);
+  // Emits every layer; the program ends with the output written to host memory.
+  void Run();
+
+  isa::Program TakeProgram() { return p_.Take(); }
+  const std::vector<int32_t>& OpOf() const { return op_of_; }
+  const std::vector<int>& Operations() const { return ops_; }
+  const std::vector<uint8_t>& Weights() const { return weights_; }
+  const std::vector<uint8_t>& Params() const { return params_; }
+  const ConstantRows& Constants() const { return consts_; }
+  const TensorArea& InputArea() const { return areas_.front(); }
+  // Where each of an image's input values lies: its position and channel (a patch
+  // convolution's input is laid out in patches: docs/transformers.md, "On the chip").
+  const Placement& InputPlace() const { return input_place_; }
+  const TensorArea& OutputArea() const { return areas_[static_cast<size_t>(places_.back().area)]; }
+  int64_t UbHigh() const { return ub_.High(); }
+  // Host memory: the inputs from 0, then the constants, the parameter sets, the output.
+  uint64_t ConstantsAddr() const { return constants_addr_; }
+  uint64_t ParamsAddr() const { return params_addr_; }
+  uint64_t OutputAddr() const { return params_addr_ + params_.size(); }
+  int64_t RowBytes() const { return 2 * n_; }
+
+ private:
+  friend struct TransformerOps;
+  const nn::Layer& L(int i) const { return m_.layers[static_cast<size_t>(i)]; }
+  const Placement& PlaceOf(int layer) const;
+  const TensorArea& AreaOf(int layer) const;
+  // Where every layer's values lie (views in place; a matmul whose only readers are
+  // reshapes and transposes into a layer's input writes where that input's values lie).
+  void Place();
+  int NewArea(int64_t p, int64_t c);
+  void Natural(int layer, int area);
+  int SinkOf(int layer, std::vector<int>* chain) const;
+  // Where the first layer is a convolution of non-overlapping patches of the input (kernel
+  // = stride, no padding, its only reader), the input lies in patches: a position a patch,
+  // its kh x kw x c values the channels, in the order of the convolution's K.
+  bool PatchInput();
+  // The layer's instructions (transformer_emit.cc).
+  void Layer(int i);
+  // Group group_ through every layer: its input read, its output written.
+  void Group();
+  void Free(int i);
+
+  // Instruction helpers.
+  // `rows` rows of a vector operation (fp32 operands flagged), split to the length field.
+  void Vector(hw::VectorOp op, int64_t a, int64_t b, int64_t out, int64_t rows, int flags);
+  void Zero(int64_t row, int64_t rows);
+  // The parameter-set slot holding sets [first, first + count) (loaded now where needed):
+  // the first slot of a run of them.
+  uint64_t Sets(int64_t first, int64_t count);
+  int64_t AddSets(const std::vector<arith::Bf16Channel>& channels);
+  // A weight tile's address in weight memory, each distinct tile kept once.
+  uint64_t Tile(const std::vector<uint8_t>& bytes);
+  // The tile that moves lanes [from, from + count) to [to, to + count), zeros elsewhere.
+  uint64_t ShiftTile(int64_t from, int64_t to, int64_t count);
+  // The next accumulator region of `rows` rows, taking turns between two halves.
+  int64_t AccRegion(int64_t rows, const std::string& what);
+
+  const nn::Model& m_;
+  const config::TpuConfig& cfg_;
+  const int n_;
+  const int64_t batch_, groups_;
+  int64_t group_ = 0;  // the group being emitted
+  isa::ProgramBuilder p_;
+  std::vector<int32_t> op_of_;
+  std::vector<int> ops_;
+  std::vector<TensorArea> areas_;  // 0: the model's input
+  std::vector<Placement> places_;  // per layer; input_place_ for the model's input
+  Placement input_place_;
+  BufferRows ub_;
+  ConstantRows consts_;
+  std::vector<uint8_t> weights_, params_;
+  std::map<std::vector<uint8_t>, uint64_t> tile_at_;
+  std::map<std::vector<uint8_t>, int64_t> set_at_;  // parameter sets, each kept once
+  std::map<int64_t, uint64_t> slot_of_;             // parameter set -> slot
+  uint64_t next_slot_ = 1;                          // slot 0: the identity set (set 0)
+  uint64_t constants_addr_ = 0, params_addr_ = 0;
+  int acc_turn_ = 0;
+  int patch_conv_ = -1;  // the convolution that reads the input in patches (PatchInput)
+};
+
+}  // namespace tpu::compiler

@@ -1,0 +1,118 @@
+// A transformer on the chip, batch by batch (tpu_runner.h, RunTransformerOnTpu): one
+// compiler::TransformerProgram per batch size, its outputs checked against nn::Bf16Net's bit
+// for bit and its cycles attributed to its operations.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "arith/bf16.h"
+#include "host/common/errors.h"
+#include "host/compiler/transformer_program.h"
+#include "host/engine/cycle_attribution.h"
+#include "host/engine/timeline.h"
+#include "host/nn/bf16_net.h"
+#include "host/run/tpu_runner.h"
+
+namespace tpu::run {
+namespace {
+
+// MACs per image of a layer: a convolution's, or a matmul's heads x m x k x columns.
+int64_t MacsOf(const nn::Layer& l) {
+  if (l.type == nn::LayerType::kMatMul) return int64_t{l.in.h} * l.in.w * l.in.c * l.out.c;
+  return l.Macs();
+}
+
+// One batch of b inputs from `first`: run, attributed, compared with the reference.
+void RunBatch(const nn::Model& model, const compiler::TransformerProgram& prog,
+              const nn::InputSet& inputs, int64_t first, int b, engine::ChipEngine& engine,
+              const nn::Bf16Net& ref, engine::CycleAttribution& rows, TpuRunResult* r) {
+  const nn::RowMatrix<float> x = nn::Fp32Inputs(inputs, first, b);
+  std::vector<uint16_t> act(static_cast<size_t>(x.size()));
+  for (size_t i = 0; i < act.size(); ++i)
+    act[i] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[i]));
+  const compiler::LayerJob job = prog.Build(act);
+  rows.SetRowOf(job.op_of);
+  engine.SetObserver(&rows, 0);
+  const engine::ExecResult e = engine.Run(job.exec);
+  engine.SetObserver(nullptr, 0);
+  if (!e.ok) throw RuntimeError("the transformer failed on the chip: " + e.message);
+  r->chip_cycles += e.cycles;
+  rows.Check(e.CountersOf(0));
+  if (engine::Timeline* t = engine.GetTimeline(0))
+    for (const auto& s : rows.Spans())
+      t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
+  if (!engine.ComputesValues()) return;
+  const std::vector<uint16_t> y = prog.Decode(e.host_out);
+  const auto out_size = static_cast<size_t>(model.layers.back().out.Size());
+  for (int i = 0; i < b; ++i) {
+    std::vector<uint16_t> got(y.begin() + static_cast<std::ptrdiff_t>(i * out_size),
+                              y.begin() + static_cast<std::ptrdiff_t>((i + 1) * out_size));
+    const std::vector<std::vector<uint16_t>> want = ref.Forward(x.row(i).data());
+    if (got != want.back()) ++r->mismatches;
+    if (r->labelled)
+      r->correct += nn::ArgMaxBf16(got) == inputs.labels[static_cast<size_t>(first + i)];
+    const nn::NonFinite nf = nn::FirstNonFinite(want);
+    if (nf.layer >= 0 && r->non_finite.empty())
+      r->non_finite =
+          fmt::format("input {}: first in layer '{}', value {} of its output", first + i,
+                      model.layers[static_cast<size_t>(nf.layer)].name, nf.index);
+    r->non_finite_outputs += nn::FirstNonFinite({got}).layer >= 0;
+    r->logits_bf16.push_back(std::move(got));
+  }
+}
+
+}  // namespace
+
+TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& engine,
+                                 const nn::InputSet& inputs, int64_t images, int batch,
+                                 const std::function<void(double)>& progress) {
+  const config::TpuConfig& config = engine.Config();
+  CheckBatch(batch);
+  const auto start = std::chrono::steady_clock::now();
+  images = std::min(images, inputs.count);
+  batch = static_cast<int>(std::clamp<int64_t>(batch, 1, std::max<int64_t>(images, 1)));
+  std::map<int, compiler::TransformerProgram> programs;
+  const auto program = [&](int b) -> const compiler::TransformerProgram& {
+    auto it = programs.find(b);
+    if (it == programs.end())
+      it = programs.emplace(b, compiler::TransformerProgram(model, config, b)).first;
+    return it->second;
+  };
+  const compiler::TransformerProgram& whole = program(batch);
+  TpuRunResult r;
+  r.images = images;
+  r.batch = batch;
+  r.dtype = "bf16";
+  r.checked = engine.ComputesValues();
+  r.labelled = inputs.HasLabels();
+  r.output_scale = 1.0f;
+  r.ub_rows = whole.UbRows();
+  r.plan = fmt::format(
+      "transformer program, one per batch of {} on core 0: {} operations, every tensor in the "
+      "unified buffer ({} rows){}",
+      batch, whole.Operations().size(), whole.UbRows(),
+      whole.Group() < batch
+          ? fmt::format(" for groups of {} images, one after another", whole.Group())
+          : "");
+  for (const int i : whole.Operations())
+    r.layers.emplace_back().name = model.layers[static_cast<size_t>(i)].name;
+  engine::CycleAttribution rows(static_cast<int>(r.layers.size()), config.array_dim, 2,
+                                config.vector_sublanes);
+  const nn::Bf16Net ref(model, config.array_dim);
+  for (int64_t first = 0; first < images; first += batch) {
+    const int b = static_cast<int>(std::min<int64_t>(batch, images - first));
+    RunBatch(model, program(b), inputs, first, b, engine, ref, rows, &r);
+    for (size_t k = 0; k < r.layers.size(); ++k) {
+      r.layers[k].macs += b * MacsOf(model.layers[static_cast<size_t>(whole.Operations()[k])]);
+      ++r.layers[k].jobs;
+    }
+    if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
+  }
+  for (size_t k = 0; k < r.layers.size(); ++k) r.layers[k].counters = rows.Rows()[k];
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace tpu::run
