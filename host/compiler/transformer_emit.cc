@@ -81,6 +81,10 @@ struct TransformerOps {
   }
   void CheckNatural(int i, int k) const;
   void Zero(int64_t row, int64_t rows);
+  // The lanes a tile of head h's second operand moves from and to through the array ({-1,
+  // -1}: none, its lanes stay where they are).
+  std::pair<int64_t, int64_t> LaneMove(const MatMulPlan& mp, int64_t h, int64_t ab, int64_t ob,
+                                       const TileRange& r) const;
 
   void Dense(int i);
   void Stream(const Product& pr, const TensorArea& y, const std::string& what);
@@ -123,6 +127,18 @@ void TransformerOps::CheckNatural(int i, int k) const {
 void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::string& what) {
   const int64_t kt = Blocks(pr.k, n), nt = Blocks(pr.c, n), ya = b * y.p;
   const int64_t chunk = e.cfg_.acc_depth_rows / 2;
+  // Each chunk's activate waits for its products to drain: emitted after the next chunk's
+  // products, it holds back nothing (the accumulators take turns between two halves).
+  struct Waiting {
+    int64_t acc = -1, ub = 0, rows = 0;
+    uint64_t slot = 0;
+  } waiting;
+  const auto pending = [&] {
+    if (waiting.acc >= 0)
+      e.p_.Activate(static_cast<uint64_t>(waiting.acc), static_cast<uint64_t>(waiting.ub),
+                    static_cast<uint64_t>(waiting.rows), waiting.slot, pr.relu, isa::Pool::kNone);
+    waiting.acc = -1;
+  };
   for (int64_t j = 0; j < nt; ++j) {
     const uint64_t slot = e.Sets(pr.sets == 0 ? 0 : pr.sets + j, 1);
     std::vector<std::pair<int64_t, uint64_t>> tiles;  // K tile, address
@@ -144,11 +160,12 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
                       static_cast<uint64_t>(acc), static_cast<uint64_t>(r), true, isa::AddIf(t > 0),
                       static_cast<uint64_t>(run.stride));
         }
-        e.p_.Activate(static_cast<uint64_t>(acc), static_cast<uint64_t>(y.base + j * ya + out),
-                      static_cast<uint64_t>(r), slot, pr.relu, isa::Pool::kNone);
+        pending();
+        waiting = {acc, y.base + j * ya + out, r, slot};
         out += r;
       }
   }
+  pending();
 }
 
 // The rows a dense layer (a 1 x 1 convolution) reads of its input: every position of every
@@ -470,7 +487,8 @@ void TransformerOps::MatMul(int i) {
 }
 
 // Tile (ab, ob) of head h's second operand into staging rows [at, at + N): its rows' head
-// lanes moved through the array by a tile of ones, zeros in the other lanes; the rows that
+// lanes moved through the array by a tile of ones, zeros in the other lanes (where they stay
+// in their lanes, kept by a mask on the vector unit instead: x 1 and x 0, as exact); the rows that
 // this tile does not write and the last one did are zeroed (all of them at the first use).
 void TransformerOps::StageTile(int i, const MatMulPlan& mp, int64_t img, int64_t h, int64_t ab,
                                int64_t ob, const TileRange& r, int64_t at,
@@ -496,16 +514,33 @@ void TransformerOps::StageTile(int i, const MatMulPlan& mp, int64_t img, int64_t
       Zero(at + std::max(lo, row0 + rows), hi - std::max(lo, row0 + rows));
   }
   *written = {row0, row0 + rows};
+  const int64_t from = (bc0 + c_lo) % n, source = Row(In(i, 1), bb, img, bp0 + p_lo);
+  if (LaneMove(mp, h, ab, ob, r).first <
+      0) {  // no lane moves: the head's lanes kept by a mask on the vector unit
+    std::vector<uint32_t> mask(static_cast<size_t>(n), 0);
+    std::fill_n(mask.begin() + from, c_hi - c_lo, arith::kFp32One);
+    e.Vector(VectorOp::kMul, source, e.consts_.Row(mask), at + row0, rows, kB32 | kBcast);
+    return;
+  }
   const int64_t half = e.cfg_.acc_depth_rows / 2, slots = std::max<int64_t>(1, half / n);
   const int64_t acc = half + (shift_turn++ % slots) * n;
-  e.p_.ReadWeights(e.ShiftTile((bc0 + c_lo) % n, to, c_hi - c_lo), 1);
-  e.p_.Matmul(static_cast<uint64_t>(Row(In(i, 1), bb, img, bp0 + p_lo)), static_cast<uint64_t>(acc),
+  e.p_.ReadWeights(e.ShiftTile(from, to, c_hi - c_lo), 1);
+  e.p_.Matmul(static_cast<uint64_t>(source), static_cast<uint64_t>(acc),
               static_cast<uint64_t>(rows), true, isa::Acc::kOverwrite);
   e.p_.Activate(static_cast<uint64_t>(acc), static_cast<uint64_t>(at + row0),
                 static_cast<uint64_t>(rows), 0, false, isa::Pool::kNone);
 }
 
 void TransformerOps::Zero(int64_t row, int64_t rows) { e.Zero(row, rows); }
+
+std::pair<int64_t, int64_t> TransformerOps::LaneMove(const MatMulPlan& mp, int64_t h, int64_t ab,
+                                                     int64_t ob, const TileRange& r) const {
+  const auto hh = static_cast<size_t>(h);
+  const int64_t c_lo = mp.k_on_pos ? r.j0 : r.k0;
+  const int64_t to = mp.k_on_pos ? mp.o.ch0[hh] + r.j0 - ob * n : mp.a.ch0[hh] + r.k0 - ab * n;
+  const int64_t from = (mp.b.ch0[hh] + c_lo) % n;
+  return from == to ? std::pair<int64_t, int64_t>{-1, -1} : std::pair<int64_t, int64_t>{from, to};
+}
 
 void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
   const TensorArea &xa = In(i, 0), &xo = Out(i);
@@ -526,50 +561,95 @@ void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
     std::vector<int64_t> obs;
     std::vector<bool> taken;
   } open;
-  const auto flush = [&] {
-    for (size_t q = 0; q < open.obs.size() && open.img >= 0; ++q)
-      e.p_.Activate(static_cast<uint64_t>(open.acc + static_cast<int64_t>(q) * mp.m),
-                    static_cast<uint64_t>(Row(xo, open.obs[q], open.img, open.pos0)),
+  // A group's activates wait for its products to drain: emitted after the next group's
+  // products, they hold back nothing (the accumulators take turns between two regions).
+  Open done;
+  const auto flush = [&](Open* g) {
+    for (size_t q = 0; q < g->obs.size() && g->img >= 0; ++q)
+      e.p_.Activate(static_cast<uint64_t>(g->acc + static_cast<int64_t>(q) * mp.m),
+                    static_cast<uint64_t>(Row(xo, g->obs[q], g->img, g->pos0)),
                     static_cast<uint64_t>(mp.m), 0, false, isa::Pool::kNone);
-    open.img = -1;
+    g->img = -1;
   };
-  int turn = 0, parity = 0;
+  // Each image's heads in turn, each with its tiles' blocks and staging rows.
+  struct Item {
+    int64_t img = 0, h = 0;
+    std::vector<int64_t> abs, obs;
+    size_t base = 0;
+  };
+  std::vector<Item> items;
   for (int64_t img = 0; img < b; ++img)
     for (int64_t h = 0; h < mp.heads; ++h) {
       const auto hh = static_cast<size_t>(h);
-      const int64_t ka0 = mp.a.ch0[hh], oc0 = mp.o.ch0[hh];
-      const std::vector<int64_t> abs = blocks(ka0, mp.k), obs = blocks(oc0, mp.cols);
-      if (open.img != img || open.pos0 != mp.o.pos0[hh] || open.obs != obs) {
-        flush();
-        if (mp.m * static_cast<int64_t>(obs.size()) > quarter)
-          throw UsageError(fmt::format(
-              "matmul '{}' needs {} accumulator rows for a head; config '{}' has {} (a quarter "
-              "of acc_depth_rows)",
-              e.L(i).name, mp.m * static_cast<int64_t>(obs.size()), e.cfg_.name, quarter));
-        open = {img, mp.o.pos0[hh], (turn ^= 1) * quarter, obs, std::vector<bool>(obs.size())};
-      }
-      const size_t base = static_cast<size_t>(parity ^= 1) * most;
-      for (size_t qa = 0; qa < abs.size(); ++qa)
-        for (size_t qo = 0; qo < obs.size(); ++qo) {
-          const int64_t ab = abs[qa], ob = obs[qo];
-          const TileRange r{std::max<int64_t>(0, ab * n - ka0), std::min(mp.k, (ab + 1) * n - ka0),
-                            std::max<int64_t>(0, ob * n - oc0),
-                            std::min(mp.cols, (ob + 1) * n - oc0)};
-          const size_t t = base + qa * obs.size() + qo;
-          StageTile(i, mp, img, h, ab, ob, r, st + static_cast<int64_t>(t) * n, &written[t]);
-        }
-      for (size_t qo = 0; qo < obs.size(); ++qo)
-        for (size_t qa = 0; qa < abs.size(); ++qa) {
-          const size_t t = base + qa * obs.size() + qo;
-          e.p_.LoadWeights(static_cast<uint64_t>(st + static_cast<int64_t>(t) * n), 1,
-                           !mp.k_on_pos);
-          e.p_.Matmul(static_cast<uint64_t>(Row(xa, abs[qa], img, mp.a.pos0[hh])),
-                      static_cast<uint64_t>(open.acc + static_cast<int64_t>(qo) * mp.m),
-                      static_cast<uint64_t>(mp.m), true, isa::AddIf(open.taken[qo]));
-          open.taken[qo] = true;
-        }
+      items.push_back({img, h, blocks(mp.a.ch0[hh], mp.k), blocks(mp.o.ch0[hh], mp.cols),
+                       (items.size() % 2) * most});
     }
-  flush();
+  const auto range = [&](const Item& it, int64_t ab, int64_t ob) {
+    const int64_t ka0 = mp.a.ch0[static_cast<size_t>(it.h)],
+                  oc0 = mp.o.ch0[static_cast<size_t>(it.h)];
+    return TileRange{std::max<int64_t>(0, ab * n - ka0), std::min(mp.k, (ab + 1) * n - ka0),
+                     std::max<int64_t>(0, ob * n - oc0), std::min(mp.cols, (ob + 1) * n - oc0)};
+  };
+  // Whether an item's staging moves lanes through the array (its tiles go through the FIFO).
+  const auto moves = [&](const Item& it) {
+    for (const int64_t ab : it.abs)
+      for (const int64_t ob : it.obs)
+        if (LaneMove(mp, it.h, ab, ob, range(it, ab, ob)).first >= 0) return true;
+    return false;
+  };
+  const auto stage = [&](const Item& it) {
+    for (size_t qa = 0; qa < it.abs.size(); ++qa)
+      for (size_t qo = 0; qo < it.obs.size(); ++qo) {
+        const size_t t = it.base + qa * it.obs.size() + qo;
+        StageTile(i, mp, it.img, it.h, it.abs[qa], it.obs[qo], range(it, it.abs[qa], it.obs[qo]),
+                  st + static_cast<int64_t>(t) * n, &written[t]);
+      }
+  };
+  int turn = 0;
+  stage(items.front());
+  for (size_t k = 0; k < items.size(); ++k) {
+    const Item& it = items[k];
+    const auto hh = static_cast<size_t>(it.h);
+    if (open.img != it.img || open.pos0 != mp.o.pos0[hh] || open.obs != it.obs) {
+      flush(&done);
+      done = open;
+      if (mp.m * static_cast<int64_t>(it.obs.size()) > quarter)
+        throw UsageError(fmt::format(
+            "matmul '{}' needs {} accumulator rows for a head; config '{}' has {} (a quarter "
+            "of acc_depth_rows)",
+            e.L(i).name, mp.m * static_cast<int64_t>(it.obs.size()), e.cfg_.name, quarter));
+      open = {it.img, mp.o.pos0[hh], (turn ^= 1) * quarter, it.obs,
+              std::vector<bool>(it.obs.size())};
+    }
+    // The next head's staging goes between this head's loads and its products where it
+    // takes no tile from the FIFO and this head's tiles fit it with room: the loads then
+    // run back to back, each beside the products before it.
+    const size_t tiles = it.abs.size() * it.obs.size();
+    const bool ahead = k + 1 < items.size() && !moves(items[k + 1]) &&
+                       tiles + 1 < static_cast<size_t>(e.cfg_.weight_fifo_tiles);
+    const auto load = [&](size_t qo, size_t qa) {
+      const size_t t = it.base + qa * it.obs.size() + qo;
+      e.p_.LoadWeights(static_cast<uint64_t>(st + static_cast<int64_t>(t) * n), 1, !mp.k_on_pos);
+    };
+    const auto product = [&](size_t qo, size_t qa) {
+      e.p_.Matmul(static_cast<uint64_t>(Row(xa, it.abs[qa], it.img, mp.a.pos0[hh])),
+                  static_cast<uint64_t>(open.acc + static_cast<int64_t>(qo) * mp.m),
+                  static_cast<uint64_t>(mp.m), true, isa::AddIf(open.taken[qo]));
+      open.taken[qo] = true;
+    };
+    for (size_t qo = 0; qo < it.obs.size(); ++qo)
+      for (size_t qa = 0; qa < it.abs.size(); ++qa) {
+        load(qo, qa);
+        if (!ahead) product(qo, qa);
+      }
+    if (ahead) stage(items[k + 1]);
+    for (size_t qo = 0; qo < it.obs.size() && ahead; ++qo)
+      for (size_t qa = 0; qa < it.abs.size(); ++qa) product(qo, qa);
+    flush(&done);
+    if (!ahead && k + 1 < items.size()) stage(items[k + 1]);
+  }
+  flush(&done);
+  flush(&open);
   e.ub_.Give(st, 2 * static_cast<int64_t>(most) * n);
 }
 

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <map>
+#include <thread>
 
 #include "arith/bf16.h"
 #include "host/common/errors.h"
@@ -13,6 +15,7 @@
 #include "host/engine/cycle_attribution.h"
 #include "host/engine/timeline.h"
 #include "host/nn/bf16_net.h"
+#include "host/report/program_bound.h"
 #include "host/run/tpu_runner.h"
 
 namespace tpu::run {
@@ -24,6 +27,39 @@ int64_t MacsOf(const nn::Layer& l) {
   return l.Macs();
 }
 
+// Each operation's attainable bound (report/program_bound.h) from its own instructions (an
+// instruction of none, as the group's input, counts in the next operation's), in the
+// terms of a row's bound: the matrix unit, the weights' path, the host's, the activation
+// unit and the vector unit.
+std::vector<compiler::Bound> Bounds(const compiler::LayerJob& job, size_t ops,
+                                    const config::TpuConfig& config) {
+  std::vector<isa::Program> parts(ops);
+  const auto& words = job.exec.program.words;
+  for (size_t w = 0; w < words.size(); ++w) {
+    size_t at = w;
+    while (at < words.size() && job.op_of[at] < 0) ++at;
+    const int32_t op = at < words.size() ? job.op_of[at] : job.op_of.back();
+    if (op >= 0) parts[static_cast<size_t>(op)].words.push_back(words[w]);
+  }
+  std::vector<compiler::Bound> bounds;
+  for (const isa::Program& part : parts) {
+    const report::ProgramBound pb = report::BoundPrograms({part}, config);
+    const auto term = [&](const char* name) {
+      for (const report::BoundTerm& t : pb.terms)
+        if (t.resource == name) return t.cycles;
+      return 0.0;
+    };
+    compiler::Bound b;
+    b.array = term("matrix unit");
+    b.weights = std::max(term("weight memory"), term("weight DMA"));
+    b.host = std::max(term("host link"), term("host DMA"));
+    b.activation = term("activation unit");
+    b.vector_unit = term("vector unit");
+    bounds.push_back(b);
+  }
+  return bounds;
+}
+
 // One batch of b inputs from `first`: run, attributed, compared with the reference.
 void RunBatch(const nn::Model& model, const compiler::TransformerProgram& prog,
               const nn::InputSet& inputs, int64_t first, int b, engine::ChipEngine& engine,
@@ -33,10 +69,27 @@ void RunBatch(const nn::Model& model, const compiler::TransformerProgram& prog,
   for (size_t i = 0; i < act.size(); ++i)
     act[i] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[i]));
   const compiler::LayerJob job = prog.Build(act);
+  const std::vector<compiler::Bound> bounds = Bounds(job, r->layers.size(), engine.Config());
+  for (size_t k = 0; k < bounds.size(); ++k) r->layers[k].bound += bounds[k];
+  // The reference's outputs (and where its first NaN or infinity is), image by image on
+  // the other cores while the chip runs.
+  std::vector<std::vector<uint16_t>> want(static_cast<size_t>(b));
+  std::vector<nn::NonFinite> nf(static_cast<size_t>(b));
+  const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, b);
+  std::vector<std::future<void>> refs;
+  for (int w = 0; w < workers && engine.ComputesValues(); ++w)
+    refs.push_back(std::async(std::launch::async, [&, w] {
+      for (int i = w; i < b; i += workers) {
+        std::vector<std::vector<uint16_t>> all = ref.Forward(x.row(i).data());
+        nf[static_cast<size_t>(i)] = nn::FirstNonFinite(all);
+        want[static_cast<size_t>(i)] = std::move(all.back());
+      }
+    }));
   rows.SetRowOf(job.op_of);
   engine.SetObserver(&rows, 0);
   const engine::ExecResult e = engine.Run(job.exec);
   engine.SetObserver(nullptr, 0);
+  for (auto& f : refs) f.get();
   if (!e.ok) throw RuntimeError("the transformer failed on the chip: " + e.message);
   r->chip_cycles += e.cycles;
   rows.Check(e.CountersOf(0));
@@ -49,15 +102,14 @@ void RunBatch(const nn::Model& model, const compiler::TransformerProgram& prog,
   for (int i = 0; i < b; ++i) {
     std::vector<uint16_t> got(y.begin() + static_cast<std::ptrdiff_t>(i * out_size),
                               y.begin() + static_cast<std::ptrdiff_t>((i + 1) * out_size));
-    const std::vector<std::vector<uint16_t>> want = ref.Forward(x.row(i).data());
-    if (got != want.back()) ++r->mismatches;
+    if (got != want[static_cast<size_t>(i)]) ++r->mismatches;
     if (r->labelled)
       r->correct += nn::ArgMaxBf16(got) == inputs.labels[static_cast<size_t>(first + i)];
-    const nn::NonFinite nf = nn::FirstNonFinite(want);
-    if (nf.layer >= 0 && r->non_finite.empty())
+    const nn::NonFinite& at = nf[static_cast<size_t>(i)];
+    if (at.layer >= 0 && r->non_finite.empty())
       r->non_finite =
           fmt::format("input {}: first in layer '{}', value {} of its output", first + i,
-                      model.layers[static_cast<size_t>(nf.layer)].name, nf.index);
+                      model.layers[static_cast<size_t>(at.layer)].name, at.index);
     r->non_finite_outputs += nn::FirstNonFinite({got}).layer >= 0;
     r->logits_bf16.push_back(std::move(got));
   }
