@@ -88,6 +88,7 @@ struct TransformerOps {
 
   void Dense(int i);
   void Stream(const Product& pr, const TensorArea& y, const std::string& what);
+  std::vector<std::pair<int64_t, uint64_t>> TilesOf(const Product& pr, int64_t j);
   std::vector<RowRun> InputRuns(int i) const;
   void Embedding(int i);
   void Prepend(int i);
@@ -124,48 +125,81 @@ void TransformerOps::CheckNatural(int i, int k) const {
                     l.TypeName(), l.name, in == nn::kModelInput ? "input" : e.L(in).name));
 }
 
+// The tiles of output block j (K tile, address), zero tiles left out where pr.skip.
+std::vector<std::pair<int64_t, uint64_t>> TransformerOps::TilesOf(const Product& pr, int64_t j) {
+  const int64_t kt = Blocks(pr.k, n);
+  std::vector<std::pair<int64_t, uint64_t>> tiles;
+  for (int64_t kb = 0; kb < kt; ++kb) {
+    const std::vector<uint8_t> t =
+        WeightTile(pr.w.data(), pr.k, pr.c, n, kb, j, [](uint16_t v) { return v; });
+    const bool zero = std::all_of(t.begin(), t.end(), [](uint8_t v) { return v == 0; });
+    if (!pr.skip || !zero || (kb == kt - 1 && tiles.empty())) tiles.push_back({kb, e.Tile(t)});
+  }
+  return tiles;
+}
+
+// The output blocks go to the core's matrix units in turn, block j to unit j mod units, the
+// units' tiles interleaved so that each streams while the others take their tiles.
 void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::string& what) {
-  const int64_t kt = Blocks(pr.k, n), nt = Blocks(pr.c, n), ya = b * y.p;
+  const int64_t nt = Blocks(pr.c, n), ya = b * y.p;
+  const int64_t units = std::max(1, e.cfg_.mxus_per_core);
   const int64_t chunk = e.cfg_.acc_depth_rows / 2;
-  // Each chunk's activate waits for its products to drain: emitted after the next chunk's
-  // products, it holds back nothing (the accumulators take turns between two halves).
+  // Each chunk's activates wait for their products to drain: emitted after the next chunk's
+  // products, they hold back nothing (each unit's accumulators take turns between halves).
   struct Waiting {
     int64_t acc = -1, ub = 0, rows = 0;
-    uint64_t slot = 0;
-  } waiting;
-  const auto pending = [&] {
-    if (waiting.acc >= 0)
-      e.p_.Activate(static_cast<uint64_t>(waiting.acc), static_cast<uint64_t>(waiting.ub),
-                    static_cast<uint64_t>(waiting.rows), waiting.slot, pr.relu, isa::Pool::kNone);
-    waiting.acc = -1;
+    uint64_t slot = 0, unit = 0;
   };
-  for (int64_t j = 0; j < nt; ++j) {
-    const uint64_t slot = e.Sets(pr.sets == 0 ? 0 : pr.sets + j, 1);
-    std::vector<std::pair<int64_t, uint64_t>> tiles;  // K tile, address
-    for (int64_t kb = 0; kb < kt; ++kb) {
-      const std::vector<uint8_t> t =
-          WeightTile(pr.w.data(), pr.k, pr.c, n, kb, j, [](uint16_t v) { return v; });
-      const bool zero = std::all_of(t.begin(), t.end(), [](uint8_t v) { return v == 0; });
-      if (!pr.skip || !zero || (kb == kt - 1 && tiles.empty())) tiles.push_back({kb, e.Tile(t)});
+  std::vector<Waiting> waiting;
+  // The layer's parameter sets in one read where the slots hold them all (each read pays the
+  // host link's latency), else each block's when it comes.
+  const bool all = pr.sets != 0 && nt < e.cfg_.param_sets;
+  const uint64_t first_slot = all ? e.Sets(pr.sets, nt) : 0;
+  const auto pending = [&] {
+    for (const Waiting& w : waiting) {
+      e.p_.SetUnit(w.unit);
+      e.p_.Activate(static_cast<uint64_t>(w.acc), static_cast<uint64_t>(w.ub),
+                    static_cast<uint64_t>(w.rows), w.slot, pr.relu, isa::Pool::kNone);
+    }
+    waiting.clear();
+  };
+  for (int64_t j0 = 0; j0 < nt; j0 += units) {
+    const int64_t js = std::min(units, nt - j0);
+    std::vector<uint64_t> slots;
+    std::vector<std::vector<std::pair<int64_t, uint64_t>>> tiles;
+    size_t most = 0;
+    for (int64_t u = 0; u < js; ++u) {
+      slots.push_back(all ? first_slot + static_cast<uint64_t>(j0 + u)
+                          : e.Sets(pr.sets == 0 ? 0 : pr.sets + j0 + u, 1));
+      tiles.push_back(TilesOf(pr, j0 + u));
+      most = std::max(most, tiles.back().size());
     }
     int64_t out = 0;
     for (const RowRun& run : pr.runs)
       for (int64_t r0 = 0; r0 < run.rows; r0 += chunk) {
         const int64_t r = std::min(chunk, run.rows - r0);
-        const int64_t acc = e.AccRegion(r, what);
-        for (size_t t = 0; t < tiles.size(); ++t) {
-          e.p_.ReadWeights(tiles[t].second, 1);
-          e.p_.Matmul(static_cast<uint64_t>(pr.x0 + tiles[t].first * pr.block + run.first +
-                                            r0 * run.stride),
-                      static_cast<uint64_t>(acc), static_cast<uint64_t>(r), true, isa::AddIf(t > 0),
-                      static_cast<uint64_t>(run.stride));
-        }
+        std::vector<int64_t> acc;
+        for (int64_t u = 0; u < js; ++u) acc.push_back(e.AccRegion(r, what, static_cast<int>(u)));
+        for (size_t t = 0; t < most; ++t)
+          for (int64_t u = 0; u < js; ++u) {
+            const auto& ut = tiles[static_cast<size_t>(u)];
+            if (t >= ut.size()) continue;
+            e.p_.SetUnit(static_cast<uint64_t>(u));
+            e.p_.ReadWeights(ut[t].second, 1);
+            e.p_.Matmul(
+                static_cast<uint64_t>(pr.x0 + ut[t].first * pr.block + run.first + r0 * run.stride),
+                static_cast<uint64_t>(acc[static_cast<size_t>(u)]), static_cast<uint64_t>(r), true,
+                isa::AddIf(t > 0), static_cast<uint64_t>(run.stride));
+          }
         pending();
-        waiting = {acc, y.base + j * ya + out, r, slot};
+        for (int64_t u = 0; u < js; ++u)
+          waiting.push_back({acc[static_cast<size_t>(u)], y.base + (j0 + u) * ya + out, r,
+                             slots[static_cast<size_t>(u)], static_cast<uint64_t>(u)});
         out += r;
       }
   }
   pending();
+  e.p_.SetUnit(0);
 }
 
 // The rows a dense layer (a 1 x 1 convolution) reads of its input: every position of every
@@ -558,6 +592,7 @@ void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
   const int64_t quarter = e.cfg_.acc_depth_rows / 4;
   struct Open {
     int64_t img = -1, pos0 = -1, acc = 0;
+    uint64_t unit = 0;
     std::vector<int64_t> obs;
     std::vector<bool> taken;
   } open;
@@ -565,6 +600,7 @@ void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
   // products, they hold back nothing (the accumulators take turns between two regions).
   Open done;
   const auto flush = [&](Open* g) {
+    e.p_.SetUnit(g->unit);
     for (size_t q = 0; q < g->obs.size() && g->img >= 0; ++q)
       e.p_.Activate(static_cast<uint64_t>(g->acc + static_cast<int64_t>(q) * mp.m),
                     static_cast<uint64_t>(Row(xo, g->obs[q], g->img, g->pos0)),
@@ -572,17 +608,28 @@ void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
     g->img = -1;
   };
   // Each image's heads in turn, each with its tiles' blocks and staging rows.
+  // Heads whose outputs share rows (a group) add into one unit's accumulators; the groups
+  // go to the core's matrix units in turn.
   struct Item {
     int64_t img = 0, h = 0;
     std::vector<int64_t> abs, obs;
     size_t base = 0;
+    uint64_t unit = 0;
   };
   std::vector<Item> items;
+  const int units = std::max(1, e.cfg_.mxus_per_core);
+  int groups = -1;
   for (int64_t img = 0; img < b; ++img)
     for (int64_t h = 0; h < mp.heads; ++h) {
       const auto hh = static_cast<size_t>(h);
-      items.push_back({img, h, blocks(mp.a.ch0[hh], mp.k), blocks(mp.o.ch0[hh], mp.cols),
-                       (items.size() % 2) * most});
+      Item it{img, h, blocks(mp.a.ch0[hh], mp.k), blocks(mp.o.ch0[hh], mp.cols),
+              (items.size() % 2) * most};
+      const Item* last = items.empty() ? nullptr : &items.back();
+      if (!last || last->img != img || mp.o.pos0[static_cast<size_t>(last->h)] != mp.o.pos0[hh] ||
+          last->obs != it.obs)
+        ++groups;
+      it.unit = static_cast<uint64_t>(groups % units);
+      items.push_back(it);
     }
   const auto range = [&](const Item& it, int64_t ab, int64_t ob) {
     const int64_t ka0 = mp.a.ch0[static_cast<size_t>(it.h)],
@@ -598,6 +645,7 @@ void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
     return false;
   };
   const auto stage = [&](const Item& it) {
+    e.p_.SetUnit(it.unit);
     for (size_t qa = 0; qa < it.abs.size(); ++qa)
       for (size_t qo = 0; qo < it.obs.size(); ++qo) {
         const size_t t = it.base + qa * it.obs.size() + qo;
@@ -605,7 +653,7 @@ void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
                   st + static_cast<int64_t>(t) * n, &written[t]);
       }
   };
-  int turn = 0;
+  std::vector<int> turns(static_cast<size_t>(units), 0);
   stage(items.front());
   for (size_t k = 0; k < items.size(); ++k) {
     const Item& it = items[k];
@@ -618,8 +666,8 @@ void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
             "matmul '{}' needs {} accumulator rows for a head; config '{}' has {} (a quarter "
             "of acc_depth_rows)",
             e.L(i).name, mp.m * static_cast<int64_t>(it.obs.size()), e.cfg_.name, quarter));
-      open = {it.img, mp.o.pos0[hh], (turn ^= 1) * quarter, it.obs,
-              std::vector<bool>(it.obs.size())};
+      open = {it.img,  mp.o.pos0[hh], (turns[it.unit] ^= 1) * quarter,
+              it.unit, it.obs,        std::vector<bool>(it.obs.size())};
     }
     // The next head's staging goes between this head's loads and its products where it
     // takes no tile from the FIFO and this head's tiles fit it with room: the loads then
@@ -628,10 +676,12 @@ void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
     const bool ahead = k + 1 < items.size() && !moves(items[k + 1]) &&
                        tiles + 1 < static_cast<size_t>(e.cfg_.weight_fifo_tiles);
     const auto load = [&](size_t qo, size_t qa) {
+      e.p_.SetUnit(it.unit);
       const size_t t = it.base + qa * it.obs.size() + qo;
       e.p_.LoadWeights(static_cast<uint64_t>(st + static_cast<int64_t>(t) * n), 1, !mp.k_on_pos);
     };
     const auto product = [&](size_t qo, size_t qa) {
+      e.p_.SetUnit(it.unit);
       e.p_.Matmul(static_cast<uint64_t>(Row(xa, it.abs[qa], it.img, mp.a.pos0[hh])),
                   static_cast<uint64_t>(open.acc + static_cast<int64_t>(qo) * mp.m),
                   static_cast<uint64_t>(mp.m), true, isa::AddIf(open.taken[qo]));
@@ -650,6 +700,7 @@ void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
   }
   flush(&done);
   flush(&open);
+  e.p_.SetUnit(0);
   e.ub_.Give(st, 2 * static_cast<int64_t>(most) * n);
 }
 

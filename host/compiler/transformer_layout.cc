@@ -314,15 +314,14 @@ uint64_t TransformerEmitter::ShiftTile(int64_t from, int64_t to, int64_t count) 
   return Tile(WeightTile(w.data(), n_, n_, n_, 0, 0, [](uint16_t v) { return v; }));
 }
 
-int64_t TransformerEmitter::AccRegion(int64_t rows, const std::string& what) {
+int64_t TransformerEmitter::AccRegion(int64_t rows, const std::string& what, int unit) {
   const int64_t half = cfg_.acc_depth_rows / 2;
   if (rows > half)
     throw UsageError(
         fmt::format("{} needs {} accumulator rows at once; config '{}' has {} (half "
                     "of acc_depth_rows = {})",
                     what, rows, cfg_.name, half, cfg_.acc_depth_rows));
-  acc_turn_ ^= 1;
-  return acc_turn_ * half;
+  return (acc_turn_[unit] ^= 1) * half;
 }
 
 }  // namespace tpu::compiler

@@ -144,8 +144,9 @@ class TransformerEmitter {
   uint64_t Tile(const std::vector<uint8_t>& bytes);
   // The tile that moves lanes [from, from + count) to [to, to + count), zeros elsewhere.
   uint64_t ShiftTile(int64_t from, int64_t to, int64_t count);
-  // The next accumulator region of `rows` rows, taking turns between two halves.
-  int64_t AccRegion(int64_t rows, const std::string& what);
+  // Matrix unit `unit`'s next accumulator region of `rows` rows, taking turns between two
+  // halves.
+  int64_t AccRegion(int64_t rows, const std::string& what, int unit = 0);
 
   const nn::Model& m_;
   const config::TpuConfig& cfg_;
@@ -166,8 +167,8 @@ class TransformerEmitter {
   std::map<int64_t, uint64_t> slot_of_;             // parameter set -> slot
   uint64_t next_slot_ = 1;                          // slot 0: the identity set (set 0)
   uint64_t constants_addr_ = 0, params_addr_ = 0;
-  int acc_turn_ = 0;
-  int patch_conv_ = -1;  // the convolution that reads the input in patches (PatchInput)
+  std::map<int, int> acc_turn_;  // per matrix unit
+  int patch_conv_ = -1;          // the convolution that reads the input in patches (PatchInput)
 };
 
 }  // namespace tpu::compiler

@@ -60,6 +60,67 @@ std::vector<compiler::Bound> Bounds(const compiler::LayerJob& job, size_t ops,
   return bounds;
 }
 
+// The layer a view chain ends in where layer i is read through views (reshapes,
+// transposes, slices), or i itself: what i computes on.
+int ThroughViews(const nn::Model& m, int i) {
+  while (i >= 0) {
+    const nn::Layer& l = m.layers[static_cast<size_t>(i)];
+    if (l.type != nn::LayerType::kReshape && l.type != nn::LayerType::kTranspose &&
+        l.type != nn::LayerType::kSlice)
+      break;
+    i = l.inputs[0];
+  }
+  return i;
+}
+
+// What layer i is in a transformer block, for its row's name ("" where nothing more than
+// its type): the QKV projection, attention scores, context, output projection, the
+// feed-forward, ... (docs/transformers.md, "On the chip").
+std::string Role(const nn::Model& m, const std::vector<std::vector<int>>& readers, int i) {
+  using T = nn::LayerType;
+  const nn::Layer& l = m.layers[static_cast<size_t>(i)];
+  const auto type_of = [&](int k) {
+    return k < 0 ? T::kReshape : m.layers[static_cast<size_t>(k)].type;
+  };
+  const std::vector<int>& out = readers[static_cast<size_t>(i)];
+  const auto all_read_by = [&](T t) {
+    return !out.empty() &&
+           std::all_of(out.begin(), out.end(), [&](int r) { return type_of(r) == t; });
+  };
+  const int in = l.inputs.empty() ? -1 : ThroughViews(m, l.inputs[0]);
+  switch (l.type) {
+    case T::kMatMul: {
+      const bool scores = std::any_of(out.begin(), out.end(), [&](int r) {
+        return type_of(r) == T::kSoftmax ||
+               (type_of(r) == T::kAddConstant && all_read_by(T::kAddConstant) &&
+                !readers[static_cast<size_t>(r)].empty() &&
+                type_of(readers[static_cast<size_t>(r)][0]) == T::kSoftmax);
+      });
+      return scores ? "attention scores" : type_of(in) == T::kSoftmax ? "context" : "";
+    }
+    case T::kConv2d:
+      if (in == nn::kModelInput && l.kernel_h > 1) return "patch embedding";
+      if (all_read_by(T::kSlice)) return "QKV projection";
+      if (type_of(in) == T::kMatMul) return "output projection";
+      if (all_read_by(T::kGelu) || l.activation != nn::Activation::kNone) return "feed-forward in";
+      if (type_of(in) == T::kGelu ||
+          (in >= 0 && m.layers[static_cast<size_t>(in)].activation != nn::Activation::kNone &&
+           type_of(in) == T::kConv2d))
+        return "feed-forward out";
+      return i + 1 == static_cast<int>(m.layers.size()) ? "head" : "";
+    case T::kAddConstant:
+      return all_read_by(T::kSoftmax) ? "mask" : "position embedding";
+    case T::kPrepend:
+      return "class token";
+    case T::kEmbedding:
+      return "token embedding";
+    case T::kAdd:
+      return "residual";
+    default:
+      return "";
+  }
+}
+
 // One batch of b inputs from `first`: run, attributed, compared with the reference.
 void RunBatch(const nn::Model& model, const compiler::TransformerProgram& prog,
               const nn::InputSet& inputs, int64_t first, int b, engine::ChipEngine& engine,
@@ -148,8 +209,12 @@ TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& eng
       whole.Group() < batch
           ? fmt::format(" for groups of {} images, one after another", whole.Group())
           : "");
-  for (const int i : whole.Operations())
-    r.layers.emplace_back().name = model.layers[static_cast<size_t>(i)].name;
+  const std::vector<std::vector<int>> readers = model.Consumers();
+  for (const int i : whole.Operations()) {
+    const std::string role = Role(model, readers, i);
+    r.layers.emplace_back().name =
+        model.layers[static_cast<size_t>(i)].name + (role.empty() ? "" : " (" + role + ")");
+  }
   engine::CycleAttribution rows(static_cast<int>(r.layers.size()), config.array_dim, 2,
                                 config.vector_sublanes);
   const nn::Bf16Net ref(model, config.array_dim);

@@ -99,29 +99,38 @@ def check_chip(exe, base, name):
     return None
 
 
-def check_engines(exe, work):
-    """A small encoder on a 4 x 4 bf16 chip's RTL and fast engines: both bit-exact with the
-    bf16 rules, every counter of the run and of each operation equal."""
-    subprocess.run([sys.executable, MAKE, "--out", work, "--models", "encoder", "--layers", "1",
-                    "--width", "8", "--heads", "2", "--tokens", "6", "--batch", "2"],
-                   check=True, capture_output=True)
-    base = os.path.join(work, "encoder")
+# The engines' check: a small encoder on a 4 x 4 bf16 chip (fast suite), or with --vit-rtl a
+# small ViT on tpu-v3 (slow suite).
+SMALL_ENCODER = (["--set", "dtype=bf16", "--config", "teach-4"],
+                 ["--models", "encoder", "--layers", "1", "--width", "8", "--heads", "2",
+                  "--tokens", "6", "--batch", "2"])
+SMALL_VIT = (["--config", "tpu-v3"],
+             ["--models", "vit", "--layers", "1", "--width", "128", "--heads", "2", "--image",
+              "32", "--patch", "8", "--batch", "2"])
+
+
+def check_engines(exe, work, chip_args, make_args):
+    """A small model on a bf16 chip's RTL and fast engines: both bit-exact with the bf16
+    rules, every counter of the run and of each operation equal."""
+    subprocess.run([sys.executable, MAKE, "--out", work, *make_args], check=True,
+                   capture_output=True)
+    name = make_args[1]
+    base = os.path.join(work, name)
     done = tpusim(exe, "import", base + ".onnx", "--out", base, "-q")
     if done.returncode != 0:
-        return f"small encoder: import exited {done.returncode}: {done.stderr.strip()}"
+        return f"small {name}: import exited {done.returncode}: {done.stderr.strip()}"
     reports = {}
     for engine in ("rtl", "fast"):
-        report, done = chip_run(exe, base, "--config", "teach-4", "--set", "dtype=bf16",
-                                "--engine", engine)
+        report, done = chip_run(exe, base, *chip_args, "--engine", engine)
         if report is None or not report["bit_exact"]:
-            return f"small encoder, {engine} engine: exited {done.returncode}: {done.stderr}"
+            return f"small {name}, {engine} engine: exited {done.returncode}: {done.stderr}"
         reports[engine] = report
     rtl, fast = reports["rtl"], reports["fast"]
     if rtl["counters"] != fast["counters"] or [l["counters"] for l in rtl["layers"]] != [
             l["counters"] for l in fast["layers"]]:
-        return "small encoder: the engines' counters differ"
-    print(f"small encoder on teach-4 as bf16: both engines bit-exact, {rtl['cycles']} cycles, "
-          f"every counter of {len(rtl['layers'])} operations equal")
+        return f"small {name}: the engines' counters differ"
+    print(f"small {name} on {' '.join(chip_args)}: both engines bit-exact, {rtl['cycles']} "
+          f"cycles, every counter of {len(rtl['layers'])} operations equal")
     return None
 
 
@@ -187,7 +196,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tpusim", default="build/tpusim")
     ap.add_argument("--models", nargs="+", default=["encoder", "encoder-pre", "vit", "gpt"])
+    ap.add_argument("--vit-rtl", action="store_true",
+                    help="only the engines' check, with a small ViT on tpu-v3 (slow suite)")
     a, sizes = ap.parse_known_args()
+    if a.vit_rtl:
+        with tempfile.TemporaryDirectory(prefix="tpusim-transformers-") as work:
+            failure = check_engines(a.tpusim, work, *SMALL_VIT)
+        print("FAILED:", failure) if failure else None
+        sys.exit(1 if failure else 0)
     failures = []
     with tempfile.TemporaryDirectory(prefix="tpusim-transformers-") as work:
         for opset, activation in (("13", "gelu"), ("14", "relu")):
@@ -202,7 +218,7 @@ def main():
             if failure:
                 failures.append(failure)
             if opset == "13":
-                failure = check_engines(a.tpusim, work)
+                failure = check_engines(a.tpusim, work, *SMALL_ENCODER)
                 if failure:
                     failures.append(failure)
             if "gpt" in a.models:
