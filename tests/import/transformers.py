@@ -99,14 +99,20 @@ def check_chip(exe, base, name):
     return None
 
 
-# The engines' check: a small encoder on a 4 x 4 bf16 chip (fast suite), or with --vit-rtl a
-# small ViT on tpu-v3 (slow suite).
+# The engines' check: a small encoder on a 4 x 4 bf16 chip (fast suite); with --rtl vit a
+# small ViT on tpu-v3, with --rtl encoder the issue's encoder (4 layers, width 256, 8 heads,
+# 128 tokens, batch 4) on tpu-v2 (slow suite).
 SMALL_ENCODER = (["--set", "dtype=bf16", "--config", "teach-4"],
                  ["--models", "encoder", "--layers", "1", "--width", "8", "--heads", "2",
                   "--tokens", "6", "--batch", "2"])
-SMALL_VIT = (["--config", "tpu-v3"],
-             ["--models", "vit", "--layers", "1", "--width", "128", "--heads", "2", "--image",
-              "32", "--patch", "8", "--batch", "2"])
+RTL = {
+    "vit": (["--config", "tpu-v3"],
+            ["--models", "vit", "--layers", "1", "--width", "128", "--heads", "2", "--image",
+             "32", "--patch", "8", "--batch", "2"]),
+    "encoder": (["--config", "tpu-v2"],
+                ["--models", "encoder", "--layers", "4", "--width", "256", "--heads", "8",
+                 "--tokens", "128", "--batch", "4"]),
+}
 
 
 def check_engines(exe, work, chip_args, make_args):
@@ -129,7 +135,7 @@ def check_engines(exe, work, chip_args, make_args):
     if rtl["counters"] != fast["counters"] or [l["counters"] for l in rtl["layers"]] != [
             l["counters"] for l in fast["layers"]]:
         return f"small {name}: the engines' counters differ"
-    print(f"small {name} on {' '.join(chip_args)}: both engines bit-exact, {rtl['cycles']} "
+    print(f"{name} on {' '.join(chip_args)}: both engines bit-exact, {rtl['cycles']} "
           f"cycles, every counter of {len(rtl['layers'])} operations equal")
     return None
 
@@ -196,12 +202,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tpusim", default="build/tpusim")
     ap.add_argument("--models", nargs="+", default=["encoder", "encoder-pre", "vit", "gpt"])
-    ap.add_argument("--vit-rtl", action="store_true",
-                    help="only the engines' check, with a small ViT on tpu-v3 (slow suite)")
+    ap.add_argument("--rtl", choices=sorted(RTL),
+                    help="only the engines' check: a small ViT on tpu-v3, or the issue's "
+                    "encoder on tpu-v2 (slow suite)")
     a, sizes = ap.parse_known_args()
-    if a.vit_rtl:
+    if a.rtl:
         with tempfile.TemporaryDirectory(prefix="tpusim-transformers-") as work:
-            failure = check_engines(a.tpusim, work, *SMALL_VIT)
+            failure = check_engines(a.tpusim, work, *RTL[a.rtl])
         print("FAILED:", failure) if failure else None
         sys.exit(1 if failure else 0)
     failures = []

@@ -19,48 +19,8 @@
 namespace tpu {
 namespace {
 
-using nn::LayerType;
-
-// 5 tokens of 6 values: a projection to Q and K (12), sliced, split into `heads` heads,
-// QKᵀ x 0.5 (B untransposed: transpose_b), softmax, layer_norm, gelu.
-nn::Model Attention(int heads) {
-  nn::Model m;
-  m.name = "attention";
-  m.input = {1, 5, 6};
-  m.preprocess = "none";
-  const auto layer = [](LayerType t, std::vector<int> inputs) {
-    nn::Layer l = test::MakeLayer(t);
-    l.inputs = std::move(inputs);
-    return l;
-  };
-  nn::Layer qk = test::MakeLayer(LayerType::kConv2d, 12, 1, 1, "valid", nn::Activation::kNone);
-  qk.inputs = {nn::kModelInput};
-  nn::Layer q = layer(LayerType::kSlice, {0}), k = layer(LayerType::kSlice, {0});
-  q.end = 6;
-  k.start = 6;
-  k.end = 12;
-  nn::Layer rq = layer(LayerType::kReshape, {1}), rk = layer(LayerType::kReshape, {2});
-  rq.out = rk.out = {5, heads, 6 / heads};
-  nn::Layer tq = layer(LayerType::kTranspose, {3}), tk = layer(LayerType::kTranspose, {4});
-  tq.perm = tk.perm = {1, 0, 2};
-  nn::Layer mm = layer(LayerType::kMatMul, {5, 6});
-  mm.transpose_b = true;
-  mm.scale = 0.5f;
-  nn::Layer ln = layer(LayerType::kLayerNorm, {8});
-  ln.epsilon = 1e-3f;
-  m.layers = {qk,
-              q,
-              k,
-              rq,
-              rk,
-              tq,
-              tk,
-              mm,
-              layer(LayerType::kSoftmax, {7}),
-              ln,
-              layer(LayerType::kGelu, {9})};
-  return test::Randomize(m, 7);
-}
+// 5 tokens of 6 in `heads` heads (test::HandAttention).
+nn::Model Attention(int heads) { return test::HandAttention(5, heads, 7); }
 
 config::TpuConfig Bf16Teach() {
   config::TpuConfig c = config::LoadConfig("teach-4");

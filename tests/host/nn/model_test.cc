@@ -178,41 +178,7 @@ TEST_F(ModelTest, BatchNormRoundTripsWithItsRunningStatistics) {
 // (QK projection, slices, reshapes, transposes, a scaled matmul with B transposed, softmax,
 // layer_norm, gelu) survives the files field by field, and computes what the formulas say.
 TEST_F(ModelTest, AttentionLayersRoundTripAndComputeAttention) {
-  Model m;
-  m.name = "attention";
-  m.input = {1, 4, 6};  // 4 tokens of 6
-  const auto layer = [](LayerType t, std::vector<int> inputs) {
-    Layer l = test::MakeLayer(t);
-    l.inputs = std::move(inputs);
-    return l;
-  };
-  Layer qk = test::MakeLayer(LayerType::kConv2d, 12, 1, 1, "valid", Activation::kNone);
-  qk.inputs = {kModelInput};
-  Layer q = layer(LayerType::kSlice, {0}), k = layer(LayerType::kSlice, {0});
-  q.end = 6;
-  k.start = 6;
-  k.end = 12;
-  Layer rq = layer(LayerType::kReshape, {1}), rk = layer(LayerType::kReshape, {2});
-  rq.out = rk.out = {4, 2, 3};  // 2 heads of 3
-  Layer tq = layer(LayerType::kTranspose, {3}), tk = layer(LayerType::kTranspose, {4});
-  tq.perm = tk.perm = {1, 0, 2};
-  Layer mm = layer(LayerType::kMatMul, {5, 6});
-  mm.transpose_b = true;
-  mm.scale = 0.5f;
-  Layer ln = layer(LayerType::kLayerNorm, {8});
-  ln.epsilon = 1e-3f;
-  m.layers = {qk,
-              q,
-              k,
-              rq,
-              rk,
-              tq,
-              tk,
-              mm,
-              layer(LayerType::kSoftmax, {7}),
-              ln,
-              layer(LayerType::kGelu, {9})};
-  m = test::Randomize(m, 5);
+  Model m = test::HandAttention(4, 2, 5);  // 4 tokens of 6, 2 heads of 3
   SaveModel(m, dir_);
   const Model back = LoadModel(dir_);
   EXPECT_EQ(back.layers[2].start, 6);

@@ -64,6 +64,50 @@ inline nn::Model Randomize(nn::Model m, uint64_t seed) {
 }
 
 // 9 x 9 x 2 -> conv 3, stride 2, same -> maxpool -> flatten -> dense 5 -> dense 4 softmax.
+// One head-split self-attention built by hand (docs/transformers.md): `tokens` tokens of 6,
+// a projection to Q and K (12), sliced, split into `heads` heads, Q Kᵀ x 0.5 (B given
+// untransposed: transpose_b), softmax, layer_norm (epsilon 1e-3), gelu; named, shaped and
+// filled by Randomize(seed).
+inline nn::Model HandAttention(int tokens, int heads, uint64_t seed) {
+  using nn::LayerType;
+  nn::Model m;
+  m.name = "attention";
+  m.input = {1, tokens, 6};
+  m.preprocess = "none";
+  const auto layer = [](LayerType t, std::vector<int> inputs) {
+    nn::Layer l = MakeLayer(t);
+    l.inputs = std::move(inputs);
+    return l;
+  };
+  nn::Layer qk = MakeLayer(LayerType::kConv2d, 12, 1, 1, "valid", nn::Activation::kNone);
+  qk.inputs = {nn::kModelInput};
+  nn::Layer q = layer(LayerType::kSlice, {0}), k = layer(LayerType::kSlice, {0});
+  q.end = 6;
+  k.start = 6;
+  k.end = 12;
+  nn::Layer rq = layer(LayerType::kReshape, {1}), rk = layer(LayerType::kReshape, {2});
+  rq.out = rk.out = {tokens, heads, 6 / heads};
+  nn::Layer tq = layer(LayerType::kTranspose, {3}), tk = layer(LayerType::kTranspose, {4});
+  tq.perm = tk.perm = {1, 0, 2};
+  nn::Layer mm = layer(LayerType::kMatMul, {5, 6});
+  mm.transpose_b = true;
+  mm.scale = 0.5f;
+  nn::Layer ln = layer(LayerType::kLayerNorm, {8});
+  ln.epsilon = 1e-3f;
+  m.layers = {qk,
+              q,
+              k,
+              rq,
+              rk,
+              tq,
+              tk,
+              mm,
+              layer(LayerType::kSoftmax, {7}),
+              ln,
+              layer(LayerType::kGelu, {9})};
+  return Randomize(m, seed);
+}
+
 inline nn::Model StridedSameModel(uint64_t seed) {
   nn::Model m;
   m.name = "strided";
