@@ -306,16 +306,33 @@ void TransformerOps::AddConstant(int i) {
   const nn::Layer& l = e.L(i);
   CheckNatural(i, 0);
   const TensorArea &x = In(i), &y = Out(i);
+  std::vector<std::vector<std::vector<uint32_t>>> rows(static_cast<size_t>(y.blocks));
   for (int64_t k = 0; k < y.blocks; ++k) {
-    std::vector<std::vector<uint32_t>> rows(static_cast<size_t>(y.p),
-                                            std::vector<uint32_t>(static_cast<size_t>(n), 0));
+    rows[static_cast<size_t>(k)].assign(static_cast<size_t>(y.p),
+                                        std::vector<uint32_t>(static_cast<size_t>(n), 0));
     for (int64_t r = 0; r < y.p; ++r)
       for (int64_t q = 0; q < n && k * n + q < y.c; ++q)
-        rows[static_cast<size_t>(r)][static_cast<size_t>(q)] = arith::Fp32OfBf16(arith::Bf16OfFp32(
-            arith::BitsOfFloat(l.weights.data[static_cast<size_t>(r * y.c + k * n + q)])));
-    const int64_t c = e.consts_.Run(rows);
+        rows[static_cast<size_t>(k)][static_cast<size_t>(r)][static_cast<size_t>(q)] =
+            arith::Fp32OfBf16(arith::Bf16OfFp32(
+                arith::BitsOfFloat(l.weights.data[static_cast<size_t>(r * y.c + k * n + q)])));
+  }
+  // The constant's rows kept once per period (a mask the same for every head: its tokens'
+  // rows), added a period at a time.
+  int64_t period = y.p;
+  for (int64_t d = 1; d < y.p && period == y.p; ++d) {
+    if (y.p % d != 0) continue;
+    bool repeats = true;
+    for (size_t k = 0; k < rows.size() && repeats; ++k)
+      for (int64_t r = d; r < y.p && repeats; ++r)
+        repeats = rows[k][static_cast<size_t>(r)] == rows[k][static_cast<size_t>(r % d)];
+    if (repeats) period = d;
+  }
+  for (int64_t k = 0; k < y.blocks; ++k) {
+    auto& all = rows[static_cast<size_t>(k)];
+    const int64_t c = e.consts_.Run({all.begin(), all.begin() + period});
     for (int64_t img = 0; img < b; ++img)
-      e.Vector(VectorOp::kAdd, Row(x, k, img, 0), c, Row(y, k, img, 0), y.p, kB32);
+      for (int64_t r0 = 0; r0 < y.p; r0 += period)
+        e.Vector(VectorOp::kAdd, Row(x, k, img, r0), c, Row(y, k, img, r0), period, kB32);
   }
 }
 
@@ -576,133 +593,188 @@ std::pair<int64_t, int64_t> TransformerOps::LaneMove(const MatMulPlan& mp, int64
   return from == to ? std::pair<int64_t, int64_t>{-1, -1} : std::pair<int64_t, int64_t>{from, to};
 }
 
-void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) {
-  const TensorArea &xa = In(i, 0), &xo = Out(i);
-  const auto blocks = [&](int64_t c0, int64_t count) {
-    std::vector<int64_t> v;
-    for (int64_t q = c0 / n; q <= (c0 + count - 1) / n; ++q) v.push_back(q);
-    return v;
+// A matmul's heads, image by image, on the core's matrix units (MatMul): the heads whose
+// outputs share rows (a group: attention's context) add into one unit's accumulators, the
+// groups go to the units in turn; a head whose rows and output blocks need more than a
+// quarter of the accumulators runs in chunks of rows (its tiles loaded again for each).
+class HeadProducts {
+ public:
+  HeadProducts(TransformerOps& o, int i, const MatMulPlan& mp) : o_(o), e_(o.e), i_(i), mp_(mp) {}
+  void Run();
+
+ private:
+  struct Item {
+    int64_t img = 0, h = 0;
+    std::vector<int64_t> abs, obs;  // the head's K blocks and output blocks
+    size_t base = 0;                // its staging tiles' first (staging alternates)
+    uint64_t unit = 0;
   };
-  size_t most = 1;
-  for (int64_t h = 0; h < mp.heads; ++h)
-    most = std::max(most, blocks(mp.a.ch0[static_cast<size_t>(h)], mp.k).size() *
-                              blocks(mp.o.ch0[static_cast<size_t>(h)], mp.cols).size());
-  const int64_t st = Scratch(2 * static_cast<int64_t>(most) * n, i);
-  std::vector<std::pair<int64_t, int64_t>> written(2 * most, {-1, -1});
-  const int64_t quarter = e.cfg_.acc_depth_rows / 4;
+  // Accumulators that rows [m0, m0 + rows) of a group's heads add into, until activated.
   struct Open {
     int64_t img = -1, pos0 = -1, acc = 0;
     uint64_t unit = 0;
     std::vector<int64_t> obs;
     std::vector<bool> taken;
-  } open;
-  // A group's activates wait for its products to drain: emitted after the next group's
-  // products, they hold back nothing (the accumulators take turns between two regions).
-  Open done;
-  const auto flush = [&](Open* g) {
-    e.p_.SetUnit(g->unit);
-    for (size_t q = 0; q < g->obs.size() && g->img >= 0; ++q)
-      e.p_.Activate(static_cast<uint64_t>(g->acc + static_cast<int64_t>(q) * mp.m),
-                    static_cast<uint64_t>(Row(xo, g->obs[q], g->img, g->pos0)),
-                    static_cast<uint64_t>(mp.m), 0, false, isa::Pool::kNone);
-    g->img = -1;
+    int64_t m0 = 0, rows = 0;
   };
-  // Each image's heads in turn, each with its tiles' blocks and staging rows.
-  // Heads whose outputs share rows (a group) add into one unit's accumulators; the groups
-  // go to the core's matrix units in turn.
-  struct Item {
-    int64_t img = 0, h = 0;
-    std::vector<int64_t> abs, obs;
-    size_t base = 0;
-    uint64_t unit = 0;
-  };
-  std::vector<Item> items;
-  const int units = std::max(1, e.cfg_.mxus_per_core);
+  std::vector<int64_t> Blocks(int64_t c0, int64_t count) const {
+    std::vector<int64_t> v;
+    for (int64_t q = c0 / o_.n; q <= (c0 + count - 1) / o_.n; ++q) v.push_back(q);
+    return v;
+  }
+  void Items();
+  TileRange Range(const Item& it, int64_t ab, int64_t ob) const;
+  bool Moves(const Item& it) const;
+  bool SharesRows(size_t k) const;
+  void Stage(const Item& it);
+  void Flush(Open* g);
+  void Head(size_t k);
+
+  TransformerOps& o_;
+  TransformerEmitter& e_;
+  const int i_;
+  const MatMulPlan& mp_;
+  std::vector<Item> items_;
+  size_t most_ = 1;  // staging tiles of a head
+  int64_t st_ = 0, quarter_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> written_;
+  std::vector<int> turns_;
+  Open open_, done_;
+};
+
+void HeadProducts::Items() {
+  const int units = std::max(1, e_.cfg_.mxus_per_core);
   int groups = -1;
-  for (int64_t img = 0; img < b; ++img)
-    for (int64_t h = 0; h < mp.heads; ++h) {
+  for (int64_t img = 0; img < o_.b; ++img)
+    for (int64_t h = 0; h < mp_.heads; ++h) {
       const auto hh = static_cast<size_t>(h);
-      Item it{img, h, blocks(mp.a.ch0[hh], mp.k), blocks(mp.o.ch0[hh], mp.cols),
-              (items.size() % 2) * most};
-      const Item* last = items.empty() ? nullptr : &items.back();
-      if (!last || last->img != img || mp.o.pos0[static_cast<size_t>(last->h)] != mp.o.pos0[hh] ||
+      Item it{img, h, Blocks(mp_.a.ch0[hh], mp_.k), Blocks(mp_.o.ch0[hh], mp_.cols), 0, 0};
+      const Item* last = items_.empty() ? nullptr : &items_.back();
+      if (!last || last->img != img || mp_.o.pos0[static_cast<size_t>(last->h)] != mp_.o.pos0[hh] ||
           last->obs != it.obs)
         ++groups;
       it.unit = static_cast<uint64_t>(groups % units);
-      items.push_back(it);
+      most_ = std::max(most_, it.abs.size() * it.obs.size());
+      items_.push_back(it);
     }
-  const auto range = [&](const Item& it, int64_t ab, int64_t ob) {
-    const int64_t ka0 = mp.a.ch0[static_cast<size_t>(it.h)],
-                  oc0 = mp.o.ch0[static_cast<size_t>(it.h)];
-    return TileRange{std::max<int64_t>(0, ab * n - ka0), std::min(mp.k, (ab + 1) * n - ka0),
-                     std::max<int64_t>(0, ob * n - oc0), std::min(mp.cols, (ob + 1) * n - oc0)};
+  for (size_t k = 0; k < items_.size(); ++k) items_[k].base = (k % 2) * most_;
+}
+
+TileRange HeadProducts::Range(const Item& it, int64_t ab, int64_t ob) const {
+  const int64_t n = o_.n, ka0 = mp_.a.ch0[static_cast<size_t>(it.h)],
+                oc0 = mp_.o.ch0[static_cast<size_t>(it.h)];
+  return TileRange{std::max<int64_t>(0, ab * n - ka0), std::min(mp_.k, (ab + 1) * n - ka0),
+                   std::max<int64_t>(0, ob * n - oc0), std::min(mp_.cols, (ob + 1) * n - oc0)};
+}
+
+// Whether an item's staging moves lanes through the array (its tiles go through the FIFO).
+bool HeadProducts::Moves(const Item& it) const {
+  for (const int64_t ab : it.abs)
+    for (const int64_t ob : it.obs)
+      if (o_.LaneMove(mp_, it.h, ab, ob, Range(it, ab, ob)).first >= 0) return true;
+  return false;
+}
+
+// Whether item k's outputs share rows with another head's (a group of several heads).
+bool HeadProducts::SharesRows(size_t k) const {
+  const auto same = [&](size_t j) {
+    return items_[j].img == items_[k].img && mp_.o.pos0[static_cast<size_t>(items_[j].h)] ==
+                                                 mp_.o.pos0[static_cast<size_t>(items_[k].h)];
   };
-  // Whether an item's staging moves lanes through the array (its tiles go through the FIFO).
-  const auto moves = [&](const Item& it) {
-    for (const int64_t ab : it.abs)
-      for (const int64_t ob : it.obs)
-        if (LaneMove(mp, it.h, ab, ob, range(it, ab, ob)).first >= 0) return true;
-    return false;
-  };
-  const auto stage = [&](const Item& it) {
-    e.p_.SetUnit(it.unit);
-    for (size_t qa = 0; qa < it.abs.size(); ++qa)
-      for (size_t qo = 0; qo < it.obs.size(); ++qo) {
-        const size_t t = it.base + qa * it.obs.size() + qo;
-        StageTile(i, mp, it.img, it.h, it.abs[qa], it.obs[qo], range(it, it.abs[qa], it.obs[qo]),
-                  st + static_cast<int64_t>(t) * n, &written[t]);
-      }
-  };
-  std::vector<int> turns(static_cast<size_t>(units), 0);
-  stage(items.front());
-  for (size_t k = 0; k < items.size(); ++k) {
-    const Item& it = items[k];
-    const auto hh = static_cast<size_t>(it.h);
-    if (open.img != it.img || open.pos0 != mp.o.pos0[hh] || open.obs != it.obs) {
-      flush(&done);
-      done = open;
-      if (mp.m * static_cast<int64_t>(it.obs.size()) > quarter)
-        throw UsageError(fmt::format(
-            "matmul '{}' needs {} accumulator rows for a head; config '{}' has {} (a quarter "
-            "of acc_depth_rows)",
-            e.L(i).name, mp.m * static_cast<int64_t>(it.obs.size()), e.cfg_.name, quarter));
-      open = {it.img,  mp.o.pos0[hh], (turns[it.unit] ^= 1) * quarter,
-              it.unit, it.obs,        std::vector<bool>(it.obs.size())};
-    }
-    // The next head's staging goes between this head's loads and its products where it
-    // takes no tile from the FIFO and this head's tiles fit it with room: the loads then
-    // run back to back, each beside the products before it.
-    const size_t tiles = it.abs.size() * it.obs.size();
-    const bool ahead = k + 1 < items.size() && !moves(items[k + 1]) &&
-                       tiles + 1 < static_cast<size_t>(e.cfg_.weight_fifo_tiles);
-    const auto load = [&](size_t qo, size_t qa) {
-      e.p_.SetUnit(it.unit);
+  return (k > 0 && same(k - 1)) || (k + 1 < items_.size() && same(k + 1));
+}
+
+void HeadProducts::Stage(const Item& it) {
+  e_.p_.SetUnit(it.unit);
+  for (size_t qa = 0; qa < it.abs.size(); ++qa)
+    for (size_t qo = 0; qo < it.obs.size(); ++qo) {
       const size_t t = it.base + qa * it.obs.size() + qo;
-      e.p_.LoadWeights(static_cast<uint64_t>(st + static_cast<int64_t>(t) * n), 1, !mp.k_on_pos);
-    };
+      o_.StageTile(i_, mp_, it.img, it.h, it.abs[qa], it.obs[qo], Range(it, it.abs[qa], it.obs[qo]),
+                   st_ + static_cast<int64_t>(t) * o_.n, &written_[t]);
+    }
+}
+
+// A group's activates wait for its products to drain: emitted after the next group's
+// products, they hold back nothing (each unit's accumulators take turns between two regions).
+void HeadProducts::Flush(Open* g) {
+  e_.p_.SetUnit(g->unit);
+  for (size_t q = 0; q < g->obs.size() && g->img >= 0; ++q)
+    e_.p_.Activate(static_cast<uint64_t>(g->acc + static_cast<int64_t>(q) * g->rows),
+                   static_cast<uint64_t>(o_.Row(o_.Out(i_), g->obs[q], g->img, g->pos0 + g->m0)),
+                   static_cast<uint64_t>(g->rows), 0, false, isa::Pool::kNone);
+  g->img = -1;
+}
+
+// Item k's loads and products, chunk by chunk of its rows. The next head's staging goes
+// between this head's loads and its products where it takes no tile from the FIFO and this
+// head's tiles fit it with room: the loads then run back to back beside the products.
+void HeadProducts::Head(size_t k) {
+  const Item& it = items_[k];
+  const auto hh = static_cast<size_t>(it.h);
+  const auto obs = static_cast<int64_t>(it.obs.size());
+  const int64_t mc = std::min(mp_.m, quarter_ / obs);
+  if (mc < 1 || (mc < mp_.m && SharesRows(k)))
+    throw UsageError(fmt::format(
+        "matmul '{}' needs {} accumulator rows for a group of heads; config '{}' has {} (a "
+        "quarter of acc_depth_rows)",
+        e_.L(i_).name, mp_.m * obs, e_.cfg_.name, quarter_));
+  const bool chunked = mc < mp_.m;
+  const size_t tiles = it.abs.size() * it.obs.size();
+  const bool ahead = !chunked && k + 1 < items_.size() && !Moves(items_[k + 1]) &&
+                     tiles + 1 < static_cast<size_t>(e_.cfg_.weight_fifo_tiles);
+  for (int64_t m0 = 0; m0 < mp_.m; m0 += mc) {
+    const int64_t rows = std::min(mc, mp_.m - m0);
+    if (chunked || open_.img != it.img || open_.pos0 != mp_.o.pos0[hh] || open_.obs != it.obs) {
+      Flush(&done_);
+      done_ = open_;
+      open_ = {it.img,
+               mp_.o.pos0[hh],
+               (turns_[it.unit] ^= 1) * quarter_,
+               it.unit,
+               it.obs,
+               std::vector<bool>(it.obs.size()),
+               m0,
+               rows};
+    }
+    e_.p_.SetUnit(it.unit);
     const auto product = [&](size_t qo, size_t qa) {
-      e.p_.SetUnit(it.unit);
-      e.p_.Matmul(static_cast<uint64_t>(Row(xa, it.abs[qa], it.img, mp.a.pos0[hh])),
-                  static_cast<uint64_t>(open.acc + static_cast<int64_t>(qo) * mp.m),
-                  static_cast<uint64_t>(mp.m), true, isa::AddIf(open.taken[qo]));
-      open.taken[qo] = true;
+      e_.p_.Matmul(
+          static_cast<uint64_t>(o_.Row(o_.In(i_, 0), it.abs[qa], it.img, mp_.a.pos0[hh] + m0)),
+          static_cast<uint64_t>(open_.acc + static_cast<int64_t>(qo) * rows),
+          static_cast<uint64_t>(rows), true, isa::AddIf(open_.taken[qo]));
+      open_.taken[qo] = true;
     };
     for (size_t qo = 0; qo < it.obs.size(); ++qo)
       for (size_t qa = 0; qa < it.abs.size(); ++qa) {
-        load(qo, qa);
+        const size_t t = it.base + qa * it.obs.size() + qo;
+        e_.p_.LoadWeights(static_cast<uint64_t>(st_ + static_cast<int64_t>(t) * o_.n), 1,
+                          !mp_.k_on_pos);
         if (!ahead) product(qo, qa);
       }
-    if (ahead) stage(items[k + 1]);
+    if (ahead) Stage(items_[k + 1]);
+    e_.p_.SetUnit(it.unit);
     for (size_t qo = 0; qo < it.obs.size() && ahead; ++qo)
       for (size_t qa = 0; qa < it.abs.size(); ++qa) product(qo, qa);
-    flush(&done);
-    if (!ahead && k + 1 < items.size()) stage(items[k + 1]);
+    Flush(&done_);
   }
-  flush(&done);
-  flush(&open);
-  e.p_.SetUnit(0);
-  e.ub_.Give(st, 2 * static_cast<int64_t>(most) * n);
+  if (!ahead && k + 1 < items_.size()) Stage(items_[k + 1]);
 }
+
+void HeadProducts::Run() {
+  Items();
+  st_ = o_.Scratch(2 * static_cast<int64_t>(most_) * o_.n, i_);
+  written_.assign(2 * most_, {-1, -1});
+  quarter_ = e_.cfg_.acc_depth_rows / 4;
+  turns_.assign(static_cast<size_t>(std::max(1, e_.cfg_.mxus_per_core)), 0);
+  Stage(items_.front());
+  for (size_t k = 0; k < items_.size(); ++k) Head(k);
+  Flush(&done_);
+  Flush(&open_);
+  e_.p_.SetUnit(0);
+  e_.ub_.Give(st_, 2 * static_cast<int64_t>(most_) * o_.n);
+}
+
+void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) { HeadProducts(*this, i, mp).Run(); }
 
 void TransformerEmitter::Layer(int i) {
   const nn::Layer& l = L(i);
@@ -795,17 +867,22 @@ void TransformerEmitter::Run() {
   op_of_.clear();
   const int64_t most = isa::ProgramBuilder::kMaxLength;
   p_.ReadParams(params_addr_, 0, 1);
-  // The constants: read at the start, counted by the first emission (its rows are 0).
+  // The constants: read from weight memory (a Cloud TPU's HBM) at the start, counted by the
+  // first emission (its rows are 0), at the front of the weight image.
   if (consts_.Base() < cfg_.ub_depth_rows) {
     const int64_t rows = cfg_.ub_depth_rows - consts_.Base();
     for (int64_t r = 0; r < rows; r += most)
-      p_.ReadHost(constants_addr_ + static_cast<uint64_t>(r * RowBytes()),
-                  static_cast<uint64_t>(consts_.Base() + r),
-                  static_cast<uint64_t>(std::min(most, rows - r)));
+      p_.ReadHbm(static_cast<uint64_t>(r * RowBytes()), static_cast<uint64_t>(consts_.Base() + r),
+                 static_cast<uint64_t>(std::min(most, rows - r)));
   }
   op_of_.resize(p_.program().words.size(), -1);
   for (group_ = 0; group_ < groups_; ++group_) Group();
   p_.Halt();
+  const std::vector<uint8_t> constants = consts_.Bytes();
+  std::copy(constants.begin(),
+            constants.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                    constants.size(), static_cast<size_t>(constants_bytes_))),
+            weights_.begin());
   op_of_.resize(p_.program().words.size(), -1);
 }
 

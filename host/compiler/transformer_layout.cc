@@ -112,8 +112,9 @@ TransformerEmitter::TransformerEmitter(const nn::Model& m, const config::TpuConf
       ub_(config.ub_depth_rows - constant_rows),
       consts_(config.array_dim, config.ub_depth_rows - constant_rows) {
   Place();
-  constants_addr_ = static_cast<uint64_t>(InputArea().Rows(batch_) * groups_ * RowBytes());
-  params_addr_ = constants_addr_ + static_cast<uint64_t>(constant_rows * RowBytes());
+  params_addr_ = static_cast<uint64_t>(InputArea().Rows(batch_) * groups_ * RowBytes());
+  constants_bytes_ = constant_rows * RowBytes();
+  weights_.assign(static_cast<size_t>(constants_bytes_), 0);  // the constants, after Run
   AddSets(std::vector<arith::Bf16Channel>(static_cast<size_t>(n_), arith::Bf16Format::Identity()));
 }
 

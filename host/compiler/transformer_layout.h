@@ -105,14 +105,15 @@ class TransformerEmitter {
   const Placement& InputPlace() const { return input_place_; }
   const TensorArea& OutputArea() const { return areas_[static_cast<size_t>(places_.back().area)]; }
   int64_t UbHigh() const { return ub_.High(); }
-  // Host memory: the inputs from 0, then the constants, the parameter sets, the output.
-  uint64_t ConstantsAddr() const { return constants_addr_; }
+  // Host memory: the inputs from 0, then the parameter sets, the output. Weight memory: the
+  // constants from 0, then the tiles.
   uint64_t ParamsAddr() const { return params_addr_; }
   uint64_t OutputAddr() const { return params_addr_ + params_.size(); }
   int64_t RowBytes() const { return 2 * n_; }
 
  private:
   friend struct TransformerOps;
+  friend class HeadProducts;
   const nn::Layer& L(int i) const { return m_.layers[static_cast<size_t>(i)]; }
   const Placement& PlaceOf(int layer) const;
   const TensorArea& AreaOf(int layer) const;
@@ -166,7 +167,8 @@ class TransformerEmitter {
   std::map<std::vector<uint8_t>, int64_t> set_at_;  // parameter sets, each kept once
   std::map<int64_t, uint64_t> slot_of_;             // parameter set -> slot
   uint64_t next_slot_ = 1;                          // slot 0: the identity set (set 0)
-  uint64_t constants_addr_ = 0, params_addr_ = 0;
+  uint64_t params_addr_ = 0;
+  int64_t constants_bytes_ = 0;  // at the front of the weight image
   std::map<int, int> acc_turn_;  // per matrix unit
   int patch_conv_ = -1;          // the convolution that reads the input in patches (PatchInput)
 };

@@ -70,12 +70,11 @@ void TransformerProgram::Emit(const nn::Model& m, const config::TpuConfig& confi
   t.ops = e.Operations();
   t.program = e.TakeProgram();
   t.weights = e.Weights();
-  t.fixed = e.Constants().Bytes();
-  t.fixed.insert(t.fixed.end(), e.Params().begin(), e.Params().end());
+  t.fixed = e.Params();
   t.in = e.InputArea();
   t.in_place = e.InputPlace();
   t.out = e.OutputArea();
-  t.fixed_addr = e.ConstantsAddr();
+  t.fixed_addr = e.ParamsAddr();
   t.out_addr = e.OutputAddr();
   t.row_bytes = e.RowBytes();
   t.ub_rows = e.UbHigh() + e.Constants().Rows();

@@ -1,5 +1,6 @@
 // See lower_ops.h: a transformer's operations (host/nn/ops/views.cc, matmul.cc,
-// normalize.cc, gelu.cc), which the chips do not run yet: each lowering ends saying so.
+// normalize.cc, gelu.cc), which run as a compiler::TransformerProgram (tpusim run), not
+// through the graph lowering: each lowering ends saying so, for the commands that lower.
 #include <string>
 
 #include "host/compiler/lower/lower_ops.h"
@@ -11,8 +12,9 @@ namespace {
 void NotOnChips(Lowering& lw, int i) {
   const nn::Layer& l = lw.L(i);
   lw.No(l.TypeName() + " '" + l.name +
-        "' is a transformer's operation, which tpusim runs on the CPU only so far (tpusim "
-        "infer --backend cpu-fp32, or cpu-bf16 for the chip's rules; docs/transformers.md)");
+        "' is a transformer's operation: tpusim run runs transformers on a bf16 chip as "
+        "their own program; this command does not take them yet (docs/transformers.md, \"On "
+        "the chip\")");
 }
 
 }  // namespace

@@ -81,6 +81,14 @@ INSTANTIATE_TEST_SUITE_P(Engines, TransformerProgramTest,
                          ::testing::ValuesIn(test::TestEngineKinds()),
                          [](const auto& info) { return engine::EngineKindName(info.param); });
 
+// Accumulators of 16 rows: a head's scores (5 rows of 2 blocks) need more than a quarter of
+// them, so each head runs in chunks of 2 rows, its tiles loaded again for each.
+TEST(TransformerProgramGroupTest, HeadsInChunksOfRowsWhereTheAccumulatorsAreFew) {
+  config::TpuConfig c = Bf16Teach();
+  c.acc_depth_rows = 16;
+  EqualsTheBf16Rules(c, 2, engine::EngineKind::kFast, 2);
+}
+
 // Refusals name what was wrong in one line.
 std::string Refusal(const nn::Model& m, const config::TpuConfig& c, int batch) {
   try {
