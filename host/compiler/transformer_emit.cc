@@ -89,6 +89,9 @@ struct TransformerOps {
   void Dense(int i);
   void Stream(const Product& pr, const TensorArea& y, const std::string& what);
   std::vector<std::pair<int64_t, uint64_t>> TilesOf(const Product& pr, int64_t j);
+  void StreamTiles(const Product& pr,
+                   const std::vector<std::vector<std::pair<int64_t, uint64_t>>>& tiles,
+                   const std::vector<int64_t>& acc, int64_t first, int64_t rows, int64_t stride);
   std::vector<RowRun> InputRuns(int i) const;
   void Embedding(int i);
   void Prepend(int i);
@@ -138,6 +141,24 @@ std::vector<std::pair<int64_t, uint64_t>> TransformerOps::TilesOf(const Product&
   return tiles;
 }
 
+// `rows` rows from `first` (`stride` apart) of every K block through each unit's tiles into
+// its accumulators `acc`, the units' tiles interleaved, K tile after K tile.
+void TransformerOps::StreamTiles(
+    const Product& pr, const std::vector<std::vector<std::pair<int64_t, uint64_t>>>& tiles,
+    const std::vector<int64_t>& acc, int64_t first, int64_t rows, int64_t stride) {
+  size_t most = 0;
+  for (const auto& t : tiles) most = std::max(most, t.size());
+  for (size_t t = 0; t < most; ++t)
+    for (size_t u = 0; u < tiles.size(); ++u) {
+      if (t >= tiles[u].size()) continue;
+      e.p_.SetUnit(static_cast<uint64_t>(u));
+      e.p_.ReadWeights(tiles[u][t].second, 1);
+      e.p_.Matmul(static_cast<uint64_t>(pr.x0 + tiles[u][t].first * pr.block + first),
+                  static_cast<uint64_t>(acc[u]), static_cast<uint64_t>(rows), true,
+                  isa::AddIf(t > 0), static_cast<uint64_t>(stride));
+    }
+}
+
 // The output blocks go to the core's matrix units in turn, block j to unit j mod units, the
 // units' tiles interleaved so that each streams while the others take their tiles.
 void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::string& what) {
@@ -167,12 +188,10 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
     const int64_t js = std::min(units, nt - j0);
     std::vector<uint64_t> slots;
     std::vector<std::vector<std::pair<int64_t, uint64_t>>> tiles;
-    size_t most = 0;
     for (int64_t u = 0; u < js; ++u) {
       slots.push_back(all ? first_slot + static_cast<uint64_t>(j0 + u)
                           : e.Sets(pr.sets == 0 ? 0 : pr.sets + j0 + u, 1));
       tiles.push_back(TilesOf(pr, j0 + u));
-      most = std::max(most, tiles.back().size());
     }
     int64_t out = 0;
     for (const RowRun& run : pr.runs)
@@ -180,17 +199,7 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
         const int64_t r = std::min(chunk, run.rows - r0);
         std::vector<int64_t> acc;
         for (int64_t u = 0; u < js; ++u) acc.push_back(e.AccRegion(r, what, static_cast<int>(u)));
-        for (size_t t = 0; t < most; ++t)
-          for (int64_t u = 0; u < js; ++u) {
-            const auto& ut = tiles[static_cast<size_t>(u)];
-            if (t >= ut.size()) continue;
-            e.p_.SetUnit(static_cast<uint64_t>(u));
-            e.p_.ReadWeights(ut[t].second, 1);
-            e.p_.Matmul(
-                static_cast<uint64_t>(pr.x0 + ut[t].first * pr.block + run.first + r0 * run.stride),
-                static_cast<uint64_t>(acc[static_cast<size_t>(u)]), static_cast<uint64_t>(r), true,
-                isa::AddIf(t > 0), static_cast<uint64_t>(run.stride));
-          }
+        StreamTiles(pr, tiles, acc, run.first + r0 * run.stride, r, run.stride);
         pending();
         for (int64_t u = 0; u < js; ++u)
           waiting.push_back({acc[static_cast<size_t>(u)], y.base + (j0 + u) * ya + out, r,

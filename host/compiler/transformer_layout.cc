@@ -184,11 +184,44 @@ bool TransformerEmitter::PatchInput() {
   return true;
 }
 
+// View layer i: each of its values where its input's value lies.
+void TransformerEmitter::PlaceView(int i) {
+  const nn::Layer& l = L(i);
+  const Placement& from = PlaceOf(l.inputs[0]);
+  Placement& v = places_[static_cast<size_t>(i)];
+  v.area = from.area;
+  for (const int64_t e : nn::ops::ViewIndexMap(l)) {
+    v.pos.push_back(from.pos[static_cast<size_t>(e)]);
+    v.ch.push_back(from.ch[static_cast<size_t>(e)]);
+  }
+}
+
+// Matmul i writes where `chain`'s last view (`sink`) puts each value: that view's layout.
+void TransformerEmitter::PlaceSink(int i, int sink, const std::vector<int>& chain) {
+  const nn::Layer& v = L(sink);
+  const int area = NewArea(int64_t{v.out.h} * v.out.w, v.out.c);
+  Natural(sink, area);
+  std::vector<int64_t> index(static_cast<size_t>(v.out.Size()));
+  for (size_t e = 0; e < index.size(); ++e) index[e] = static_cast<int64_t>(e);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const std::vector<int64_t> map = nn::ops::ViewIndexMap(L(*it));
+    for (int64_t& e : index) e = map[static_cast<size_t>(e)];
+  }
+  Placement& mp = places_[static_cast<size_t>(i)];
+  mp.area = area;
+  mp.pos.assign(index.size(), 0);
+  mp.ch.assign(index.size(), 0);
+  for (size_t e = 0; e < index.size(); ++e) {
+    mp.pos[static_cast<size_t>(index[e])] = places_[static_cast<size_t>(sink)].pos[e];
+    mp.ch[static_cast<size_t>(index[e])] = places_[static_cast<size_t>(sink)].ch[e];
+  }
+}
+
 void TransformerEmitter::Place() {
   places_.resize(m_.layers.size());
   if (!PatchInput())
     Natural(nn::kModelInput, NewArea(int64_t{m_.input.h} * m_.input.w, m_.input.c));
-  std::vector<bool> placed(m_.layers.size(), false);
+  std::vector<bool> placed(m_.layers.size(), false);  // sinks, placed by their matmul
   for (size_t i = 0; i < m_.layers.size(); ++i) {
     const nn::Layer& l = m_.layers[i];
     for (const int in : l.inputs) {
@@ -197,44 +230,16 @@ void TransformerEmitter::Place() {
     }
     if (placed[i]) continue;
     if (IsView(l)) {
-      const Placement& from = PlaceOf(l.inputs[0]);
-      const std::vector<int64_t> map = nn::ops::ViewIndexMap(l);
-      Placement& v = places_[i];
-      v.area = from.area;
-      for (const int64_t e : map) {
-        v.pos.push_back(from.pos[static_cast<size_t>(e)]);
-        v.ch.push_back(from.ch[static_cast<size_t>(e)]);
-      }
+      PlaceView(static_cast<int>(i));
       continue;
     }
     std::vector<int> chain;
     const int sink = l.type == LayerType::kMatMul ? SinkOf(static_cast<int>(i), &chain) : -1;
     if (sink < 0) {
       Natural(static_cast<int>(i), NewArea(int64_t{l.out.h} * l.out.w, l.out.c));
-      continue;
-    }
-    // The matmul writes where the chain's last view puts each value, that view's layout.
-    const nn::Layer& v = L(sink);
-    const int area = NewArea(int64_t{v.out.h} * v.out.w, v.out.c);
-    Natural(sink, area);
-    placed[static_cast<size_t>(sink)] = true;
-    std::vector<int64_t> index(static_cast<size_t>(v.out.Size()));
-    for (size_t e = 0; e < index.size(); ++e) index[e] = static_cast<int64_t>(e);
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      const std::vector<int64_t> map = nn::ops::ViewIndexMap(L(*it));
-      for (int64_t& e : index) e = map[static_cast<size_t>(e)];
-    }
-    Placement& mp = places_[i];
-    mp.area = area;
-    mp.pos.assign(index.size(), 0);
-    mp.ch.assign(index.size(), 0);
-    for (size_t e = 0; e < index.size(); ++e) {
-      mp.pos[static_cast<size_t>(index[e])] = places_[static_cast<size_t>(sink)].pos[e];
-      mp.ch[static_cast<size_t>(index[e])] = places_[static_cast<size_t>(sink)].ch[e];
-    }
-    for (const int c : chain) {
-      if (c == sink) break;
-      placed[static_cast<size_t>(c)] = false;  // views of the matmul's output, placed in turn
+    } else {
+      PlaceSink(static_cast<int>(i), sink, chain);
+      placed[static_cast<size_t>(sink)] = true;
     }
   }
   areas_[static_cast<size_t>(places_.back().area)].output = true;

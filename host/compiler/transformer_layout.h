@@ -123,6 +123,8 @@ class TransformerEmitter {
   int NewArea(int64_t p, int64_t c);
   void Natural(int layer, int area);
   int SinkOf(int layer, std::vector<int>* chain) const;
+  void PlaceView(int i);
+  void PlaceSink(int i, int sink, const std::vector<int>& chain);
   // Where the first layer is a convolution of non-overlapping patches of the input (kernel
   // = stride, no padding, its only reader), the input lies in patches: a position a patch,
   // its kh x kw x c values the channels, in the order of the convolution's K.
