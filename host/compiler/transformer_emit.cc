@@ -17,8 +17,10 @@ using nn::LayerType;
 
 namespace {
 
-// Vector flags: float32 a, b, result; b one row for all.
-enum : int { kA32 = 1, kB32 = 2, kO32 = 4, kBcast = 8 };
+using isa::kA32;
+using isa::kB32;
+using isa::kBcast;
+using isa::kO32;
 
 int64_t Blocks(int64_t c, int n) { return (c + n - 1) / n; }
 
@@ -837,10 +839,8 @@ void TransformerEmitter::Layer(int i) {
 
 void TransformerEmitter::Free(int i) {
   for (TensorArea& a : areas_) {
+    // (an area nothing reads is given back after the layer that wrote it)
     if (a.base < 0 || a.output || a.last_reader > i) continue;
-    if (a.last_reader < 0 &&
-        &a != &areas_[static_cast<size_t>(places_[static_cast<size_t>(i)].area)])
-      continue;
     ub_.Give(a.base, a.Rows(batch_));
     a.base = -2;  // freed
   }

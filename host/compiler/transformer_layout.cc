@@ -247,20 +247,7 @@ void TransformerEmitter::Place() {
 
 void TransformerEmitter::Vector(hw::VectorOp op, int64_t a, int64_t b, int64_t out, int64_t rows,
                                 int flags) {
-  const int64_t most = isa::ProgramBuilder::kMaxLength;
-  for (int64_t r = 0; r < rows; r += most) {
-    isa::VectorOperands v;
-    v.op = op;
-    v.a32 = flags & 1;
-    v.b32 = flags & 2;
-    v.o32 = flags & 4;
-    v.bcast = flags & 8;
-    v.a = static_cast<uint64_t>(a + r * (v.a32 ? 2 : 1));
-    v.b = static_cast<uint64_t>(v.bcast ? b : b + r * (v.b32 ? 2 : 1));
-    v.out = static_cast<uint64_t>(out + r * (v.o32 ? 2 : 1));
-    v.rows = static_cast<uint64_t>(std::min(most, rows - r));
-    p_.Vector(v);
-  }
+  isa::EmitVector(p_, op, a, b, out, rows, flags);
 }
 
 // `vector op=less` of rows with themselves: +0 whatever they held.

@@ -1,6 +1,7 @@
 // Typed construction of TPU programs (see program_builder.h).
 #include "host/isa/program_builder.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -160,5 +161,18 @@ void ProgramBuilder::SetFormat(bool bf16) {
 }
 
 void ProgramBuilder::Halt() { Add(Opcode::kHalt, 0, 0, 0, 0, 0); }
+
+void EmitVector(ProgramBuilder& p, hw::VectorOp op, int64_t a, int64_t b, int64_t out, int64_t rows,
+                int flags) {
+  for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength) {
+    const int64_t r = std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0);
+    auto at = [r0](int64_t base, bool fp32) { return base + r0 * (fp32 ? 2 : 1); };
+    const bool bc = flags & kBcast;
+    p.Vector({op, static_cast<uint64_t>(at(a, flags & kA32)),
+              static_cast<uint64_t>(bc ? b : at(b, flags & kB32)),
+              static_cast<uint64_t>(at(out, flags & kO32)), static_cast<uint64_t>(r),
+              (flags & kA32) != 0, (flags & kB32) != 0, (flags & kO32) != 0, bc});
+  }
+}
 
 }  // namespace tpu::isa

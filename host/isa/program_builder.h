@@ -66,6 +66,15 @@ struct VectorOperands {
   bool a32 = false, b32 = false, o32 = false, bcast = false;
 };
 
+// Vector flags: float32 a, b, result; b one row for all.
+enum VectorFlags : int { kA32 = 1, kB32 = 2, kO32 = 4, kBcast = 8 };
+
+class ProgramBuilder;
+// `rows` rows of a vector operation (flags: VectorFlags), in instructions of at most
+// ProgramBuilder::kMaxLength rows each.
+void EmitVector(ProgramBuilder& p, hw::VectorOp op, int64_t a, int64_t b, int64_t out, int64_t rows,
+                int flags);
+
 class ProgramBuilder {
  public:
   // The most a length operand holds (rows, tiles or sets): 16 bits.

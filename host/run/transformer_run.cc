@@ -21,12 +21,6 @@
 namespace tpu::run {
 namespace {
 
-// MACs per image of a layer: a convolution's, or a matmul's heads x m x k x columns.
-int64_t MacsOf(const nn::Layer& l) {
-  if (l.type == nn::LayerType::kMatMul) return int64_t{l.in.h} * l.in.w * l.in.c * l.out.c;
-  return l.Macs();
-}
-
 // Each operation's attainable bound (report/program_bound.h) from its own instructions (an
 // instruction of none, as the group's input, counts in the next operation's), in the
 // terms of a row's bound: the matrix unit, the weights' path, the host's, the activation
@@ -222,7 +216,7 @@ TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& eng
     const int b = static_cast<int>(std::min<int64_t>(batch, images - first));
     RunBatch(model, program(b), inputs, first, b, engine, ref, rows, &r);
     for (size_t k = 0; k < r.layers.size(); ++k) {
-      r.layers[k].macs += b * MacsOf(model.layers[static_cast<size_t>(whole.Operations()[k])]);
+      r.layers[k].macs += b * model.layers[static_cast<size_t>(whole.Operations()[k])].Macs();
       ++r.layers[k].jobs;
     }
     if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));

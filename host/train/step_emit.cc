@@ -14,19 +14,6 @@ namespace tpu::train {
 using hw::VectorOp;
 using isa::ProgramBuilder;
 
-void EmitVector(ProgramBuilder& p, VectorOp op, int64_t a, int64_t b, int64_t out, int64_t rows,
-                int flags) {
-  for (int64_t r0 = 0; r0 < rows; r0 += ProgramBuilder::kMaxLength) {
-    const int64_t r = std::min<int64_t>(ProgramBuilder::kMaxLength, rows - r0);
-    auto at = [r0](int64_t base, bool fp32) { return base + r0 * (fp32 ? 2 : 1); };
-    const bool bc = flags & kBcast;
-    p.Vector({op, static_cast<uint64_t>(at(a, flags & kA32)),
-              static_cast<uint64_t>(bc ? b : at(b, flags & kB32)),
-              static_cast<uint64_t>(at(out, flags & kO32)), static_cast<uint64_t>(r),
-              (flags & kA32) != 0, (flags & kB32) != 0, (flags & kO32) != 0, bc});
-  }
-}
-
 namespace {
 uint64_t HostAddr(int n, int64_t row) { return static_cast<uint64_t>(row) * 2 * n; }
 uint64_t Piece(int64_t rows, int64_t r0) {

@@ -19,12 +19,12 @@ namespace tpu::train {
 // unit.
 void CheckTrainingChip(const config::TpuConfig& config);
 
-// Vector flags: float32 a, b, result; b one row for all.
-enum VecFlags : int { kA32 = 1, kB32 = 2, kO32 = 4, kBcast = 8 };
-
-// `rows` rows of a vector operation, in instructions of at most kMaxLength rows.
-void EmitVector(isa::ProgramBuilder& p, hw::VectorOp op, int64_t a, int64_t b, int64_t out,
-                int64_t rows, int flags);
+// Vector flags and `rows` rows of a vector operation (isa/program_builder.h).
+using isa::EmitVector;
+using isa::kA32;
+using isa::kB32;
+using isa::kBcast;
+using isa::kO32;
 
 // Host rows (2N bytes each: a buffer row) into buffer rows and back, in instructions of at
 // most kMaxLength rows.
