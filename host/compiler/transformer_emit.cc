@@ -42,6 +42,7 @@ struct TileRange {
 // rows), `stride` apart.
 struct RowRun {
   int64_t first = 0, rows = 0, stride = 1;
+  int64_t to = -1;  // the output's first row in its block's rows (-1: after the last run's)
 };
 
 // A product of the rows `runs` of x (K blocks `block` rows apart from x0) by the K x c
@@ -198,6 +199,7 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
     int64_t out = 0;
     for (const RowRun& run : pr.runs)
       for (int64_t r0 = 0; r0 < run.rows; r0 += chunk) {
+        if (r0 == 0 && run.to >= 0) out = run.to;
         const int64_t r = std::min(chunk, run.rows - r0);
         std::vector<int64_t> acc;
         for (int64_t u = 0; u < js; ++u) acc.push_back(e.AccRegion(r, what, static_cast<int>(u)));
@@ -222,6 +224,16 @@ std::vector<RowRun> TransformerOps::InputRuns(int i) const {
   const auto runs = RunsOf(e.PlaceOf(l.inputs[0]), 1, q, l.in.c, false);
   if (!runs || runs->ch0[0] != 0 || x.c != l.in.c) CheckNatural(i, 0);  // throws: another view
   const int64_t p0 = runs->pos0[0];
+  if (e.at_.Cached()) {  // the positions computed, each where it is
+    if (p0 != 0 || q != x.p)
+      throw UsageError(fmt::format(
+          "conv2d '{}' reads a slice of its input's positions, which a decoding program does "
+          "not take (docs/transformers.md, \"Decoding on the chip\")",
+          l.name));
+    std::vector<RowRun> out;
+    for (const auto& [at, count] : e.Spans(x)) out.push_back({at, count, 1, at});
+    return out;
+  }
   if (p0 == 0 && q == x.p) return {{0, b * x.p, 1}};
   if (q == 1) return {{p0, b, x.p}};
   std::vector<RowRun> out;
@@ -268,27 +280,29 @@ void TransformerOps::Embedding(int i) {
   const nn::Layer& l = e.L(i);
   CheckNatural(i, 0);
   const TensorArea& x = In(i);
-  const int64_t rows = b * x.p, vocab = l.start, vb = Blocks(vocab, n);
-  const int64_t s = Scratch(2 * rows + vb * rows, i), ids = s, hot = s + 2 * rows;
-  e.Vector(VectorOp::kLaneMax, x.base, 0, ids, rows, kO32);
-  for (int64_t k = 0; k < vb; ++k) {
-    std::vector<uint32_t> iota(static_cast<size_t>(n));
-    for (int64_t q = 0; q < n; ++q)
-      iota[static_cast<size_t>(q)] = arith::BitsOfFloat(static_cast<float>(k * n + q));
-    e.Vector(VectorOp::kEqual, ids, e.consts_.Row(iota), hot + k * rows, rows,
-             kA32 | kB32 | kBcast);
-  }
+  const int64_t vocab = l.start, vb = Blocks(vocab, n);
   std::vector<uint16_t> w;
   for (const float v : l.weights.data) w.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(v)));
-  Product pr(w);
-  pr.k = vocab;
-  pr.c = l.out.c;
-  pr.x0 = hot;
-  pr.block = rows;
-  pr.runs = {{0, rows, 1}};
-  pr.skip = false;
-  Stream(pr, Out(i), "embedding '" + l.name + "'");
-  e.ub_.Give(s, 2 * rows + vb * rows);
+  for (const auto& [at, rows] : e.Spans(x)) {
+    const int64_t s = Scratch(2 * rows + vb * rows, i), ids = s, hot = s + 2 * rows;
+    e.Vector(VectorOp::kLaneMax, x.base + at, 0, ids, rows, kO32);
+    for (int64_t k = 0; k < vb; ++k) {
+      std::vector<uint32_t> iota(static_cast<size_t>(n));
+      for (int64_t q = 0; q < n; ++q)
+        iota[static_cast<size_t>(q)] = arith::BitsOfFloat(static_cast<float>(k * n + q));
+      e.Vector(VectorOp::kEqual, ids, e.consts_.Row(iota), hot + k * rows, rows,
+               kA32 | kB32 | kBcast);
+    }
+    Product pr(w);
+    pr.k = vocab;
+    pr.c = l.out.c;
+    pr.x0 = hot;
+    pr.block = rows;
+    pr.runs = {{0, rows, 1, at}};
+    pr.skip = false;
+    Stream(pr, Out(i), "embedding '" + l.name + "'");
+    e.ub_.Give(s, 2 * rows + vb * rows);
+  }
 }
 
 // A prepend: each image's rows moved one position on (`copy`), the rows of the weights
@@ -296,6 +310,11 @@ void TransformerOps::Embedding(int i) {
 void TransformerOps::Prepend(int i) {
   const nn::Layer& l = e.L(i);
   CheckNatural(i, 0);
+  if (e.at_.Cached())
+    throw UsageError(
+        fmt::format("prepend '{}' moves the positions, which a decoding program "
+                    "does not take (docs/transformers.md)",
+                    l.name));
   const TensorArea &x = In(i), &y = Out(i);
   for (int64_t k = 0; k < y.blocks; ++k) {
     std::vector<std::vector<uint32_t>> rows(static_cast<size_t>(l.start),
@@ -341,9 +360,12 @@ void TransformerOps::AddConstant(int i) {
   for (int64_t k = 0; k < y.blocks; ++k) {
     auto& all = rows[static_cast<size_t>(k)];
     const int64_t c = e.consts_.Run({all.begin(), all.begin() + period});
-    for (int64_t img = 0; img < b; ++img)
-      for (int64_t r0 = 0; r0 < y.p; r0 += period)
-        e.Vector(VectorOp::kAdd, Row(x, k, img, r0), c, Row(y, k, img, r0), period, kB32);
+    for (const auto& [at, count] : e.Spans(y))
+      for (int64_t r = at; r < at + count;) {  // a period's rows at a time
+        const int64_t q = r % y.p % period, len = std::min(period - q, at + count - r);
+        e.Vector(VectorOp::kAdd, Row(x, k, 0, r), c + 2 * q, Row(y, k, 0, r), len, kB32);
+        r += len;
+      }
   }
 }
 
@@ -358,7 +380,10 @@ void TransformerOps::Add(int i) {
   CheckNatural(i, 0);
   CheckNatural(i, 1);
   const TensorArea &x = In(i, 0), &z = In(i, 1), &y = Out(i);
-  e.Vector(VectorOp::kAdd, x.base, z.base, y.base, y.Rows(b), 0);
+  if (!e.at_.Cached()) return e.Vector(VectorOp::kAdd, x.base, z.base, y.base, y.Rows(b), 0);
+  for (int64_t k = 0; k < y.blocks; ++k)
+    for (const auto& [at, count] : e.Spans(y))
+      e.Vector(VectorOp::kAdd, Row(x, k, 0, at), Row(z, k, 0, at), Row(y, k, 0, at), count, 0);
 }
 
 // Rows [r0, r0 + rows) of every block of x (float32 scratch from s): a position's values in
@@ -413,8 +438,9 @@ void TransformerOps::LayerNorm(int i) {
   const TensorArea &x = In(i), &y = Out(i);
   const int64_t all = b * x.p, piece = Piece(all, 3 + x.blocks);
   const int64_t s = Scratch(2 * piece * (3 + x.blocks), i);
-  for (int64_t r0 = 0; r0 < all; r0 += piece)
-    NormalizeRows(i, x, y, r0, std::min(piece, all - r0), s);
+  for (const auto& [at, count] : e.Spans(x))
+    for (int64_t r0 = at; r0 < at + count; r0 += piece)
+      NormalizeRows(i, x, y, r0, std::min(piece, at + count - r0), s);
   e.ub_.Give(s, 2 * piece * (3 + x.blocks));
 }
 
@@ -461,8 +487,9 @@ void TransformerOps::Softmax(int i) {
   }
   const int64_t all = b * x.p, per = 3 + x.blocks, piece = Piece(all, per);
   const int64_t s = Scratch(2 * piece * per, i);
-  for (int64_t r0 = 0; r0 < all; r0 += piece)
-    SoftmaxRows(x, y, r0, std::min(piece, all - r0), s, pad);
+  for (const auto& [at, count] : e.Spans(x))
+    for (int64_t r0 = at; r0 < at + count; r0 += piece)
+      SoftmaxRows(x, y, r0, std::min(piece, at + count - r0), s, pad);
   e.ub_.Give(s, 2 * piece * per);
 }
 
@@ -500,8 +527,16 @@ void TransformerOps::Gelu(int i) {
   CheckNatural(i, 0);
   const TensorArea &x = In(i), &y = Out(i);
   const int64_t all = x.Rows(b), piece = Piece(all, 5), s = Scratch(10 * piece, i);
-  for (int64_t r0 = 0; r0 < all; r0 += piece)
-    GeluRows(x.base + r0, y.base + r0, std::min(piece, all - r0), s);
+  // (every row: the blocks' rows one run)
+  std::vector<std::pair<int64_t, int64_t>> runs{{0, all}};
+  if (e.at_.Cached()) {
+    runs.clear();
+    for (int64_t k = 0; k < x.blocks; ++k)
+      for (const auto& [at, count] : e.Spans(x)) runs.push_back({Row(x, k, 0, at) - x.base, count});
+  }
+  for (const auto& [at, count] : runs)
+    for (int64_t r0 = at; r0 < at + count; r0 += piece)
+      GeluRows(x.base + r0, y.base + r0, std::min(piece, at + count - r0), s);
   e.ub_.Give(s, 10 * piece);
 }
 
@@ -510,7 +545,13 @@ void TransformerOps::Gelu(int i) {
 void TransformerOps::Scale(int i, const TensorArea& o) {
   const float scale = e.L(i).scale;
   if (scale == 1.0f) return;
-  e.Vector(VectorOp::kMul, o.base, e.consts_.Splat(scale), o.base, o.Rows(b), kB32 | kBcast);
+  if (!e.at_.Cached())
+    return e.Vector(VectorOp::kMul, o.base, e.consts_.Splat(scale), o.base, o.Rows(b),
+                    kB32 | kBcast);
+  for (int64_t k = 0; k < o.blocks; ++k)
+    for (const auto& [at, count] : e.Spans(o))
+      e.Vector(VectorOp::kMul, Row(o, k, 0, at), e.consts_.Splat(scale), Row(o, k, 0, at), count,
+               kB32 | kBcast);
 }
 
 // A product of two computed tensors, image by image and head by head (the layer's first
@@ -544,6 +585,11 @@ void TransformerOps::MatMul(int i) {
   mp.b = *bv;
   mp.o = *o;
   mp.k_on_pos = (!mp.b.rows_on_channels) != l.transpose_b;
+  if (e.at_.Cached() && mp.m != e.InputArea().p)
+    throw UsageError(fmt::format(
+        "matmul '{}' has {} rows, not the model's {} positions: a decoding program computes "
+        "some positions of each head's rows (docs/transformers.md, \"Decoding on the chip\")",
+        l.name, mp.m, e.InputArea().p));
   MatMulHeads(i, mp);
   Scale(i, Out(i));
 }
@@ -723,18 +769,21 @@ void HeadProducts::Head(size_t k) {
   const Item& it = items_[k];
   const auto hh = static_cast<size_t>(it.h);
   const auto obs = static_cast<int64_t>(it.obs.size());
-  const int64_t mc = std::min(mp_.m, quarter_ / obs);
-  if (mc < 1 || (mc < mp_.m && SharesRows(k)))
+  // The rows computed: every one, or a cached program's positions.
+  const Positions& at = e_.At();
+  const int64_t lo = at.Cached() ? at.first : 0, hi = at.Cached() ? at.end : mp_.m;
+  const int64_t mc = std::min(hi - lo, quarter_ / obs);
+  if (mc < 1 || (mc < hi - lo && SharesRows(k)))
     throw UsageError(fmt::format(
         "matmul '{}' needs {} accumulator rows for a group of heads; config '{}' has {} (a "
         "quarter of acc_depth_rows)",
         e_.L(i_).name, mp_.m * obs, e_.cfg_.name, quarter_));
-  const bool chunked = mc < mp_.m;
+  const bool chunked = mc < hi - lo;
   const size_t tiles = it.abs.size() * it.obs.size();
   const bool ahead = !chunked && k + 1 < items_.size() && !Moves(items_[k + 1]) &&
                      tiles + 1 < static_cast<size_t>(e_.cfg_.weight_fifo_tiles);
-  for (int64_t m0 = 0; m0 < mp_.m; m0 += mc) {
-    const int64_t rows = std::min(mc, mp_.m - m0);
+  for (int64_t m0 = lo; m0 < hi; m0 += mc) {
+    const int64_t rows = std::min(mc, hi - m0);
     if (chunked || open_.img != it.img || open_.pos0 != mp_.o.pos0[hh] || open_.obs != it.obs) {
       Flush(&done_);
       done_ = open_;
@@ -795,7 +844,7 @@ void TransformerEmitter::Layer(int i) {
   if (group_ == 0) ops_.push_back(i);
   const auto op = std::find(ops_.begin(), ops_.end(), i) - ops_.begin();
   TensorArea& out = areas_[static_cast<size_t>(places_[static_cast<size_t>(i)].area)];
-  if (out.base < 0) out.base = ub_.Take(out.Rows(batch_), fmt::format("layer '{}'", l.name));
+  if (out.base < 0) Put(places_[static_cast<size_t>(i)].area, l.name);
   TransformerOps ops{*this};
   switch (l.type) {
     case LayerType::kConv2d:
@@ -837,10 +886,23 @@ void TransformerEmitter::Layer(int i) {
   Free(i);
 }
 
+// Area `area` into the buffer: where the program before put it (a cached program's), and
+// a first cached program's kept tensor zeroed (the positions it does not compute read as +0
+// by the products of the programs after it: masked, they add +0).
+void TransformerEmitter::Put(int area, const std::string& name) {
+  TensorArea& a = areas_[static_cast<size_t>(area)];
+  a.base = ub_.Take(a.Rows(batch_), fmt::format("layer '{}'", name));
+  if (taken_[static_cast<size_t>(area)] < 0) taken_[static_cast<size_t>(area)] = a.base;
+  if (after_ && after_->bases[static_cast<size_t>(area)] != a.base)
+    throw std::logic_error(fmt::format("TransformerEmitter: '{}' put at row {}, not {}", name,
+                                       a.base, after_->bases[static_cast<size_t>(area)]));
+  if (a.kept && !after_) Zero(a.base, a.Rows(batch_));
+}
+
 void TransformerEmitter::Free(int i) {
   for (TensorArea& a : areas_) {
     // (an area nothing reads is given back after the layer that wrote it)
-    if (a.base < 0 || a.output || a.last_reader > i) continue;
+    if (a.base < 0 || a.output || a.kept || a.last_reader > i) continue;
     ub_.Give(a.base, a.Rows(batch_));
     a.base = -2;  // freed
   }
@@ -849,21 +911,35 @@ void TransformerEmitter::Free(int i) {
 void TransformerEmitter::Group() {
   ub_ = BufferRows(consts_.Base());
   for (TensorArea& a : areas_) a.base = -1;
-  TensorArea& in = areas_.front();
-  in.base = ub_.Take(in.Rows(batch_), "the batch's input");
+  // A cached program's keys and values first: their rows are never another tensor's, nor
+  // scratch, in any of the programs (what the programs before left there is read).
+  for (size_t k = 0; k < areas_.size(); ++k)
+    if (areas_[k].kept) Put(static_cast<int>(k), "the keys and values");
+  Put(0, "the batch's input");
+  const TensorArea& in = areas_.front();
   const int64_t most = isa::ProgramBuilder::kMaxLength, rows = in.Rows(batch_);
-  for (int64_t r = 0; r < rows; r += most)
-    p_.ReadHost(static_cast<uint64_t>((group_ * rows + r) * RowBytes()),
-                static_cast<uint64_t>(in.base + r),
-                static_cast<uint64_t>(std::min(most, rows - r)));
+  for (const auto& [at, count] : Runs(in))
+    for (int64_t r = at; r < at + count; r += most)
+      p_.ReadHost(static_cast<uint64_t>((group_ * rows + r) * RowBytes()),
+                  static_cast<uint64_t>(in.base + r),
+                  static_cast<uint64_t>(std::min(most, at + count - r)));
   op_of_.resize(p_.program().words.size(), -1);
   for (size_t i = 0; i < m_.layers.size(); ++i) Layer(static_cast<int>(i));
   const TensorArea& y = OutputArea();
   const int64_t out = y.Rows(batch_);
-  for (int64_t r = 0; r < out; r += most)
-    p_.WriteHost(static_cast<uint64_t>(y.base + r),
-                 OutputAddr() + static_cast<uint64_t>((group_ * out + r) * RowBytes()),
-                 static_cast<uint64_t>(std::min(most, out - r)));
+  for (const auto& [at, count] : Runs(y))
+    for (int64_t r = at; r < at + count; r += most)
+      p_.WriteHost(static_cast<uint64_t>(y.base + r),
+                   OutputAddr() + static_cast<uint64_t>((group_ * out + r) * RowBytes()),
+                   static_cast<uint64_t>(std::min(most, at + count - r)));
+}
+
+std::vector<std::pair<int64_t, int64_t>> TransformerEmitter::Runs(const TensorArea& a) const {
+  if (!at_.Cached()) return {{0, a.Rows(batch_)}};
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t k = 0; k < a.blocks; ++k)
+    for (const auto& [at, count] : Spans(a)) runs.push_back({k * batch_ * a.p + at, count});
+  return runs;
 }
 
 void TransformerEmitter::Run() {
@@ -877,8 +953,9 @@ void TransformerEmitter::Run() {
   const int64_t most = isa::ProgramBuilder::kMaxLength;
   p_.ReadParams(params_addr_, 0, 1);
   // The constants: read from weight memory (a Cloud TPU's HBM) at the start, counted by the
-  // first emission (its rows are 0), at the front of the weight image.
-  if (consts_.Base() < cfg_.ub_depth_rows) {
+  // first emission (its rows are 0), at the front of the weight image (after a cached
+  // program: in the buffer already).
+  if (consts_.Base() < cfg_.ub_depth_rows && !after_) {
     const int64_t rows = cfg_.ub_depth_rows - consts_.Base();
     for (int64_t r = 0; r < rows; r += most)
       p_.ReadHbm(static_cast<uint64_t>(r * RowBytes()), static_cast<uint64_t>(consts_.Base() + r),
@@ -887,6 +964,8 @@ void TransformerEmitter::Run() {
   op_of_.resize(p_.program().words.size(), -1);
   for (group_ = 0; group_ < groups_; ++group_) Group();
   p_.Halt();
+  if (after_ && consts_.Rows() != after_->consts.Rows())
+    throw std::logic_error("TransformerEmitter: a decoding program's constants differ");
   const std::vector<uint8_t> constants = consts_.Bytes();
   std::copy(constants.begin(),
             constants.begin() + static_cast<std::ptrdiff_t>(std::min(

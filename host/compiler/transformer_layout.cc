@@ -116,6 +116,43 @@ TransformerEmitter::TransformerEmitter(const nn::Model& m, const config::TpuConf
   constants_bytes_ = constant_rows * RowBytes();
   weights_.assign(static_cast<size_t>(constants_bytes_), 0);  // the constants, after Run
   AddSets(std::vector<arith::Bf16Channel>(static_cast<size_t>(n_), arith::Bf16Format::Identity()));
+  taken_.assign(areas_.size(), -1);
+}
+
+TransformerEmitter::TransformerEmitter(const nn::Model& m, const config::TpuConfig& config,
+                                       int batch, int64_t constant_rows, const Positions& at,
+                                       const EmitterState* after)
+    : TransformerEmitter(m, config, batch, 1, constant_rows) {
+  at_ = at;
+  after_ = after;
+  if (patch_conv_ >= 0)
+    throw UsageError(
+        "a model that reads its input in patches (a ViT) has no positions to decode one at a "
+        "time: decoding takes a decoder of token ids (docs/transformers.md)");
+  for (const nn::Layer& l : m_.layers)
+    if (l.type == LayerType::kMatMul)
+      areas_[static_cast<size_t>(PlaceOf(l.inputs[1]).area)].kept = true;
+  if (after_) {
+    consts_ = after_->consts;
+    weights_ = after_->weights;
+    tile_at_ = after_->tile_at;
+  }
+}
+
+std::vector<std::pair<int64_t, int64_t>> TransformerEmitter::Spans(const TensorArea& a) const {
+  if (!at_.Cached()) return {{0, batch_ * a.p}};
+  const int64_t t = InputArea().p;
+  if (a.p % t != 0)
+    throw UsageError(fmt::format(
+        "a tensor of {} positions is not whole runs of the model's {}: the chip decodes a "
+        "decoder whose tensors are each position's (or each head's and position's) values "
+        "(docs/transformers.md, \"Decoding on the chip\")",
+        a.p, t));
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (int64_t img = 0; img < batch_; ++img)
+    for (int64_t j = 0; j < a.p / t; ++j)
+      spans.push_back({img * a.p + j * t + at_.first, at_.end - at_.first});
+  return spans;
 }
 
 const Placement& TransformerEmitter::PlaceOf(int layer) const {

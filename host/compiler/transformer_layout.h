@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "arith/bf16.h"
+#include "host/compiler/transformer_program.h"
 #include "host/config/tpu_config.h"
 #include "host/isa/program_builder.h"
 #include "host/nn/model.h"
@@ -23,6 +24,7 @@ struct TensorArea {
   int64_t base = -1, p = 0, c = 0, blocks = 0;
   int last_reader = -1;  // the last layer that reads it (it is freed after it)
   bool output = false;   // the model's output (never freed)
+  bool kept = false;     // a cached program's keys or values (never freed)
   int64_t Rows(int64_t batch) const { return blocks * batch * p; }
 };
 
@@ -60,6 +62,7 @@ class BufferRows {
 // halves), from buffer row `base`, each kept once.
 class ConstantRows {
  public:
+  ConstantRows() = default;
   ConstantRows(int n, int64_t base) : n_(n), base_(base) {}
   int64_t Row(const std::vector<uint32_t>& lanes);
   int64_t Splat(float v) {
@@ -73,11 +76,20 @@ class ConstantRows {
   std::vector<uint8_t> Bytes() const;
 
  private:
-  int n_;
-  int64_t base_;
+  int n_ = 0;
+  int64_t base_ = 0;
   std::vector<std::vector<uint32_t>> rows_;
   std::map<std::vector<uint32_t>, int64_t> at_;
   std::map<std::vector<std::vector<uint32_t>>, int64_t> run_at_;
+};
+
+// What a cached program leaves for the ones after it (Positions): its constants in the
+// buffer, its tiles in weight memory, the row each tensor was put at.
+struct EmitterState {
+  ConstantRows consts;
+  std::vector<uint8_t> weights;
+  std::map<std::vector<uint8_t>, uint64_t> tile_at;
+  std::vector<int64_t> bases;  // per area (-1: never taken)
 };
 
 // The program of a transformer for one batch, emitted layer by layer.
@@ -90,6 +102,9 @@ class TransformerEmitter {
   // every layer (the same rows of the buffer; the weights read again).
   TransformerEmitter(const nn::Model& m, const config::TpuConfig& config, int batch, int groups,
                      int64_t constant_rows);
+  // A cached program of positions `at` (one group), after `after` (nullptr: the first).
+  TransformerEmitter(const nn::Model& m, const config::TpuConfig& config, int batch,
+                     int64_t constant_rows, const Positions& at, const EmitterState* after);
   // Emits every layer; the program ends with the output written to host memory.
   void Run();
 
@@ -105,6 +120,13 @@ class TransformerEmitter {
   const Placement& InputPlace() const { return input_place_; }
   const TensorArea& OutputArea() const { return areas_[static_cast<size_t>(places_.back().area)]; }
   int64_t UbHigh() const { return ub_.High(); }
+  EmitterState State() const { return {consts_, weights_, tile_at_, taken_}; }
+  // The rows of each block of area `a` the program computes, as runs (the first's row in
+  // the block's rows, count): all of them, or each image's positions [at.first, at.end) of
+  // each of its runs of T (the input's positions). Throws UsageError where a tensor is not
+  // whole runs of T positions.
+  std::vector<std::pair<int64_t, int64_t>> Spans(const TensorArea& a) const;
+  const Positions& At() const { return at_; }
   // Host memory: the inputs from 0, then the parameter sets, the output. Weight memory: the
   // constants from 0, then the tiles.
   uint64_t ParamsAddr() const { return params_addr_; }
@@ -134,6 +156,9 @@ class TransformerEmitter {
   // Group group_ through every layer: its input read, its output written.
   void Group();
   void Free(int i);
+  void Put(int area, const std::string& name);
+  // Rows of area `a` the program computes, from its base, as runs (first, count).
+  std::vector<std::pair<int64_t, int64_t>> Runs(const TensorArea& a) const;
 
   // Instruction helpers.
   // `rows` rows of a vector operation (fp32 operands flagged), split to the length field.
@@ -173,6 +198,9 @@ class TransformerEmitter {
   int64_t constants_bytes_ = 0;  // at the front of the weight image
   std::map<int, int> acc_turn_;  // per matrix unit
   int patch_conv_ = -1;          // the convolution that reads the input in patches (PatchInput)
+  Positions at_;
+  const EmitterState* after_ = nullptr;
+  std::vector<int64_t> taken_;  // per area, the row it was first put at (-1: none)
 };
 
 }  // namespace tpu::compiler

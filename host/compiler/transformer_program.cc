@@ -34,17 +34,13 @@ struct TransformerLayout {
   int64_t row_bytes = 0, ub_rows = 0;
   int64_t group = 1;  // images per group (the batch runs group after group)
   int n = 0;
+  EmitterState state;  // a cached program's, for the programs after it
 };
 
 TransformerProgram::TransformerProgram(const nn::Model& m, const config::TpuConfig& config,
                                        int batch)
     : batch_(batch), t_(std::make_unique<TransformerLayout>()) {
-  if (config.dtype != hw::Dtype::kBf16)
-    throw UsageError(fmt::format(
-        "config '{}' is an int8 chip, which has no float32 vector unit for a transformer's "
-        "softmax, LayerNorm and GELU; run it on a bf16 chip (tpu-v2, tpu-v3, tpu-v4, or "
-        "--set dtype=bf16; docs/transformers.md)",
-        config.name));
+  CheckBf16(config);
   // The largest group of images (a divisor of the batch) whose tensors fit the buffer.
   for (int g = batch; g >= 1; --g) {
     if (batch % g != 0) continue;
@@ -57,14 +53,44 @@ TransformerProgram::TransformerProgram(const nn::Model& m, const config::TpuConf
   }
 }
 
+TransformerProgram::TransformerProgram(const nn::Model& m, const config::TpuConfig& config,
+                                       int batch, const Positions& at,
+                                       const TransformerProgram* after)
+    : batch_(batch), t_(std::make_unique<TransformerLayout>()) {
+  CheckBf16(config);
+  if (!at.Cached() || at.first < 0 || at.end <= at.first)
+    throw std::logic_error("TransformerProgram: positions to decode are [first, end)");
+  Emit(m, config, batch, 1, at, after);
+}
+
+void TransformerProgram::CheckBf16(const config::TpuConfig& config) {
+  if (config.dtype != hw::Dtype::kBf16)
+    throw UsageError(fmt::format(
+        "config '{}' is an int8 chip, which has no float32 vector unit for a transformer's "
+        "softmax, LayerNorm and GELU; run it on a bf16 chip (tpu-v2, tpu-v3, tpu-v4, or "
+        "--set dtype=bf16; docs/transformers.md)",
+        config.name));
+}
+
 void TransformerProgram::Emit(const nn::Model& m, const config::TpuConfig& config, int group,
-                              int groups) {
-  // The first emission counts the constants' rows, which the second keeps at the top.
-  TransformerEmitter first(m, config, group, groups, 0);
-  first.Run();
-  TransformerEmitter e(m, config, group, groups, first.Constants().Rows());
+                              int groups, const Positions& at, const TransformerProgram* after) {
+  const EmitterState* before = after ? &after->t_->state : nullptr;
+  const auto emitter = [&](int64_t constant_rows) {
+    return at.Cached() ? TransformerEmitter(m, config, group, constant_rows, at, before)
+                       : TransformerEmitter(m, config, group, groups, constant_rows);
+  };
+  // The first emission counts the constants' rows, which the second keeps at the top (after
+  // a cached program: its constants, where it put them).
+  int64_t rows = before ? before->consts.Rows() : 0;
+  if (!before) {
+    TransformerEmitter first = emitter(0);
+    first.Run();
+    rows = first.Constants().Rows();
+  }
+  TransformerEmitter e = emitter(rows);
   e.Run();
   TransformerLayout& t = *t_;
+  if (at.Cached() && !before) t.state = e.State();
   t.group = group;
   t.op_of = e.OpOf();
   t.ops = e.Operations();

@@ -30,6 +30,17 @@ namespace tpu::compiler {
 bool IsTransformer(const nn::Model& m);
 
 struct TransformerLayout;
+struct EmitterState;
+
+// The positions of the sequence a program computes (docs/transformers.md, "Decoding on the
+// chip"): every one (a forward pass), or [first, end) of a batch of token sequences with
+// the tensors that attention's products read (its keys and values) kept in the unified
+// buffer between programs: a prefill of the prompt's positions, then a decode step at each
+// new position, each program reading what the ones before it left.
+struct Positions {
+  int64_t first = 0, end = -1;  // end < 0: every position, nothing kept
+  bool Cached() const { return end >= 0; }
+};
 
 class TransformerProgram {
  public:
@@ -37,6 +48,13 @@ class TransformerProgram {
   // or a view it does not take (naming it and what it takes), or tensors that do not fit the
   // unified buffer (saying how many rows they need).
   TransformerProgram(const nn::Model& m, const config::TpuConfig& config, int batch);
+  // The program of positions `at` (at.Cached()), after the cached program `after` (nullptr:
+  // the first, which also puts the constants into the buffer and zeroes the kept tensors'
+  // rows it does not write): its tensors where `after`'s lie, its constants and weight
+  // tiles `after`'s. Throws UsageError for a model whose tensors are not each image's T
+  // positions (or a number of runs of them), as a decoder's are.
+  TransformerProgram(const nn::Model& m, const config::TpuConfig& config, int batch,
+                     const Positions& at, const TransformerProgram* after);
   ~TransformerProgram();
   TransformerProgram(TransformerProgram&&) noexcept;
 
@@ -54,7 +72,9 @@ class TransformerProgram {
   int64_t UbRows() const;
 
  private:
-  void Emit(const nn::Model& m, const config::TpuConfig& config, int group, int groups);
+  void Emit(const nn::Model& m, const config::TpuConfig& config, int group, int groups,
+            const Positions& at = {}, const TransformerProgram* after = nullptr);
+  static void CheckBf16(const config::TpuConfig& config);
   int batch_;
   std::unique_ptr<TransformerLayout> t_;
 };

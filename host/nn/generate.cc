@@ -43,8 +43,8 @@ std::vector<float> LastLogits(const Model& m, const std::vector<int64_t>& contex
 
 }  // namespace
 
-Generated GenerateGreedy(const Model& m, const std::vector<int64_t>& prompt, int64_t count,
-                         const std::function<void(int64_t, int64_t)>& progress) {
+std::pair<int64_t, int64_t> CheckGeneration(const Model& m, const std::vector<int64_t>& prompt,
+                                            int64_t count) {
   const auto [l, v] = ContextAndVocabulary(m);
   if (prompt.empty()) throw UsageError("the prompt is empty; give at least one token id");
   for (size_t i = 0; i < prompt.size(); ++i)
@@ -57,6 +57,13 @@ Generated GenerateGreedy(const Model& m, const std::vector<int64_t>& prompt, int
         "a prompt of {} tokens and --tokens {} make {}; model '{}' reads {} tokens (the length "
         "it was exported for): export it for at least {}, or ask for 1 to {} tokens",
         p, count, p + count, m.name, l, p + count, std::max<int64_t>(l - p, 0)));
+  return {l, v};
+}
+
+Generated GenerateGreedy(const Model& m, const std::vector<int64_t>& prompt, int64_t count,
+                         const std::function<void(int64_t, int64_t)>& progress) {
+  const auto [l, v] = CheckGeneration(m, prompt, count);
+  const auto p = static_cast<int64_t>(prompt.size());
   Generated g;
   g.context = l;
   g.vocabulary = v;

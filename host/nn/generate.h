@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "host/nn/model.h"
@@ -19,6 +20,12 @@ struct Generated {
   int64_t context = 0;          // L, the tokens the model reads
   int64_t vocabulary = 0;       // V
 };
+
+// The context L and vocabulary V of `m`, which is to generate `count` tokens after
+// `prompt`; throws UsageError as GenerateGreedy does (except for causality, which it checks
+// by running the model).
+std::pair<int64_t, int64_t> CheckGeneration(const Model& m, const std::vector<int64_t>& prompt,
+                                            int64_t count);
 
 // `count` tokens after `prompt` by greedy decoding; `progress(done, count)` after each.
 // Throws UsageError for a model that does not take token ids or give logits per position,

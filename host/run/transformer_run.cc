@@ -17,16 +17,28 @@
 #include "host/nn/bf16_net.h"
 #include "host/report/program_bound.h"
 #include "host/run/tpu_runner.h"
+#include "host/run/transformer_rows.h"
 
 namespace tpu::run {
 namespace {
 
-// Each operation's attainable bound (report/program_bound.h) from its own instructions (an
-// instruction of none, as the group's input, counts in the next operation's), in the
-// terms of a row's bound: the matrix unit, the weights' path, the host's, the activation
-// unit and the vector unit.
-std::vector<compiler::Bound> Bounds(const compiler::LayerJob& job, size_t ops,
-                                    const config::TpuConfig& config) {
+// The layer a view chain ends in where layer i is read through views (reshapes,
+// transposes, slices), or i itself: what i computes on.
+int ThroughViews(const nn::Model& m, int i) {
+  while (i >= 0) {
+    const nn::Layer& l = m.layers[static_cast<size_t>(i)];
+    if (l.type != nn::LayerType::kReshape && l.type != nn::LayerType::kTranspose &&
+        l.type != nn::LayerType::kSlice)
+      break;
+    i = l.inputs[0];
+  }
+  return i;
+}
+
+}  // namespace
+
+std::vector<compiler::Bound> OperationBounds(const compiler::LayerJob& job, size_t ops,
+                                             const config::TpuConfig& config) {
   std::vector<isa::Program> parts(ops);
   const auto& words = job.exec.program.words;
   for (size_t w = 0; w < words.size(); ++w) {
@@ -54,23 +66,8 @@ std::vector<compiler::Bound> Bounds(const compiler::LayerJob& job, size_t ops,
   return bounds;
 }
 
-// The layer a view chain ends in where layer i is read through views (reshapes,
-// transposes, slices), or i itself: what i computes on.
-int ThroughViews(const nn::Model& m, int i) {
-  while (i >= 0) {
-    const nn::Layer& l = m.layers[static_cast<size_t>(i)];
-    if (l.type != nn::LayerType::kReshape && l.type != nn::LayerType::kTranspose &&
-        l.type != nn::LayerType::kSlice)
-      break;
-    i = l.inputs[0];
-  }
-  return i;
-}
-
-// What layer i is in a transformer block, for its row's name ("" where nothing more than
-// its type): the QKV projection, attention scores, context, output projection, the
-// feed-forward, ... (docs/transformers.md, "On the chip").
-std::string Role(const nn::Model& m, const std::vector<std::vector<int>>& readers, int i) {
+std::string TransformerRole(const nn::Model& m, const std::vector<std::vector<int>>& readers,
+                            int i) {
   using T = nn::LayerType;
   const nn::Layer& l = m.layers[static_cast<size_t>(i)];
   const auto type_of = [&](int k) {
@@ -115,6 +112,19 @@ std::string Role(const nn::Model& m, const std::vector<std::vector<int>>& reader
   }
 }
 
+std::vector<LayerStats> OperationRows(const nn::Model& model, const std::vector<int>& ops) {
+  const std::vector<std::vector<int>> readers = model.Consumers();
+  std::vector<LayerStats> rows;
+  for (const int i : ops) {
+    const std::string role = TransformerRole(model, readers, i);
+    rows.emplace_back().name =
+        model.layers[static_cast<size_t>(i)].name + (role.empty() ? "" : " (" + role + ")");
+  }
+  return rows;
+}
+
+namespace {
+
 // One batch of b inputs from `first`: run, attributed, compared with the reference.
 void RunBatch(const nn::Model& model, const compiler::TransformerProgram& prog,
               const nn::InputSet& inputs, int64_t first, int b, engine::ChipEngine& engine,
@@ -124,7 +134,8 @@ void RunBatch(const nn::Model& model, const compiler::TransformerProgram& prog,
   for (size_t i = 0; i < act.size(); ++i)
     act[i] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[i]));
   const compiler::LayerJob job = prog.Build(act);
-  const std::vector<compiler::Bound> bounds = Bounds(job, r->layers.size(), engine.Config());
+  const std::vector<compiler::Bound> bounds =
+      OperationBounds(job, r->layers.size(), engine.Config());
   for (size_t k = 0; k < bounds.size(); ++k) r->layers[k].bound += bounds[k];
   // The reference's outputs (and where its first NaN or infinity is), image by image on
   // the other cores while the chip runs.
@@ -203,12 +214,7 @@ TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& eng
       whole.Group() < batch
           ? fmt::format(" for groups of {} images, one after another", whole.Group())
           : "");
-  const std::vector<std::vector<int>> readers = model.Consumers();
-  for (const int i : whole.Operations()) {
-    const std::string role = Role(model, readers, i);
-    r.layers.emplace_back().name =
-        model.layers[static_cast<size_t>(i)].name + (role.empty() ? "" : " (" + role + ")");
-  }
+  r.layers = OperationRows(model, whole.Operations());
   engine::CycleAttribution rows(static_cast<int>(r.layers.size()), config.array_dim, 2,
                                 config.vector_sublanes);
   const nn::Bf16Net ref(model, config.array_dim);

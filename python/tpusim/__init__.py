@@ -368,11 +368,13 @@ def from_torch(module, example_input, config=None, engine="fast", batch=None, ca
     return outputs, report
 
 
-def generate(model, prompt, tokens=16, config=None):
+def generate(model, prompt, tokens=16, config=None, engine="fast", timing_only=False):
     """Greedy decoding with a GPT-style decoder (tpusim generate; docs/transformers.md): the
     `tokens` token ids after `prompt` (a sequence of ids), as a NumPy int32 array, and the
-    report (the CLI's JSON). On the CPU in fp32; config (a chip) raises ValueError: decoding on
-    a chip, with its key/value cache, is still to come."""
+    report (the CLI's JSON). On the CPU in fp32; with config (a bf16 chip: "tpu-v2", ...), on
+    the chip with a key/value cache, every position's logits checked bit for bit against the
+    CPU bf16 reference (RuntimeError where one differs), report["prefill"] and
+    report["decode"] the two phases' reports. timing_only: counters only, no tokens (None)."""
     import numpy as np
 
     m = _model(model)
@@ -384,16 +386,21 @@ def generate(model, prompt, tokens=16, config=None):
         ids = np.asarray(list(prompt), dtype=np.float32).reshape(-1)
         np.save(os.path.join(tmp, "prompt.npy"), ids)
         args = ["generate", "--model", path, "--prompt", os.path.join(tmp, "prompt.npy"),
-                "--tokens", str(_count(tokens, "tokens")), "--out", os.path.join(tmp, "t.npy"),
-                "--json", os.path.join(tmp, "g.json"), "--quiet"]
+                "--tokens", str(_count(tokens, "tokens")), "--json", os.path.join(tmp, "g.json"),
+                "--quiet"]
+        if not timing_only:
+            args += ["--out", os.path.join(tmp, "t.npy")]
         if config is not None:
-            args += ["--config", config if isinstance(config, str) else config.name]
+            args += ["--config", config if isinstance(config, str) else config.name,
+                     "--engine", engine] + (["--timing-only"] if timing_only else [])
+        elif timing_only:
+            raise ValueError("timing_only needs a chip: give config")
         rc, message = _cli_call(args)
         if rc != 0:
             raise RuntimeError(message or f"tpusim generate exited with {rc}")
         with open(os.path.join(tmp, "g.json")) as f:
             report = json.load(f)
-        return np.load(os.path.join(tmp, "t.npy")), report
+        return None if timing_only else np.load(os.path.join(tmp, "t.npy")), report
 
 
 def _compare_with_torch(outputs, ref, final_softmax):

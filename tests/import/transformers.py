@@ -187,6 +187,9 @@ def check_generate(exe, work, size_args):
     print(f"generate: {len(got)} tokens, PyTorch's: {got == context[len(prompt):]}")
     if got != context[len(prompt):]:
         return f"generate gave {got}, PyTorch {context[len(prompt):]}"
+    failure = check_generate_on_chip(exe, work, got)
+    if failure:
+        return failure
     for block in model.blocks:
         block.mask.zero_()
     torch.onnx.export(model, torch.tensor([context]), base + "-open.onnx", opset_version=13)
@@ -195,6 +198,63 @@ def check_generate(exe, work, size_args):
                   os.path.join(work, "prompt.txt"), "--tokens", "1")
     if done.returncode != 2 or "is not causal" not in done.stderr:
         return f"generate without the mask exited {done.returncode}: {done.stderr.strip()}"
+    return None
+
+
+SMALL_GPT = ["--models", "gpt", "--layers", "2", "--width", "8", "--heads", "2", "--tokens", "8",
+             "--batch", "1", "--vocabulary", "12"]
+
+
+def generate_on_chip(exe, base, prompt, tokens, *chip_args):
+    """`tpusim generate` on a chip: its JSON, or the failure."""
+    done = tpusim(exe, "generate", "--model", base, "--prompt", prompt, "--tokens", str(tokens),
+                  "--json", base + ".generate.json", "-q", *chip_args)
+    if done.returncode != 0:
+        return None, done
+    with open(base + ".generate.json") as f:
+        return json.load(f), done
+
+
+def check_generate_on_chip(exe, work, cpu_tokens):
+    """Decoding with a key/value cache on tpu-v2 (its tokens checked against the CPU bf16
+    reference by tpusim itself, every position's logits bit for bit), then a small decoder
+    on a 4 x 4 bf16 chip's RTL and fast engines: every counter of the prefill's and of the
+    decode steps' operations equal."""
+    base, prompt = os.path.join(work, "gpt"), os.path.join(work, "prompt.txt")
+    g, done = generate_on_chip(exe, base, prompt, len(cpu_tokens), "--config", "tpu-v2",
+                               "--engine", "fast")
+    if g is None:
+        return f"generate on tpu-v2 exited {done.returncode}: {done.stderr.strip()}"
+    steps = g["decode"]["images"]
+    if g["mismatches"] != 0 or len(g["tokens"]) != len(cpu_tokens) or steps != len(cpu_tokens) - 1:
+        return f"generate on tpu-v2: {g['mismatches']} mismatches, {len(g['tokens'])} tokens"
+    print(f"generate on tpu-v2: {len(g['tokens'])} tokens, every position's logits bit-exact; "
+          f"prefill {g['prefill']['cycles']} cycles, decode {g['decode']['cycles'] // steps} "
+          f"a token; the same tokens as cpu-fp32: {g['tokens'] == cpu_tokens}")
+    small = os.path.join(work, "small")
+    subprocess.run([sys.executable, MAKE, "--out", small, *SMALL_GPT], check=True,
+                   capture_output=True)
+    base, prompt = os.path.join(small, "gpt"), os.path.join(small, "prompt.txt")
+    done = tpusim(exe, "import", base + ".onnx", "--out", base, "-q")
+    if done.returncode != 0:
+        return f"small gpt: import exited {done.returncode}: {done.stderr.strip()}"
+    with open(prompt, "w") as f:
+        f.write("3 1 4")
+    runs = {}
+    for engine in ("rtl", "fast"):
+        g, done = generate_on_chip(exe, base, prompt, 4, "--set", "dtype=bf16",
+                                   "--config", "teach-4", "--engine", engine)
+        if g is None:
+            return f"small gpt, {engine} engine: exited {done.returncode}: {done.stderr.strip()}"
+        runs[engine] = g
+    for phase in ("prefill", "decode"):
+        rtl, fast = runs["rtl"][phase], runs["fast"][phase]
+        if rtl["counters"] != fast["counters"] or [l["counters"] for l in rtl["layers"]] != [
+                l["counters"] for l in fast["layers"]]:
+            return f"small gpt: the engines' {phase} counters differ"
+    print(f"small gpt on teach-4 as bf16: both engines' tokens {runs['rtl']['tokens']} "
+          f"bit-exact, every counter of the prefill and the decode steps equal "
+          f"({runs['rtl']['decode']['cycles']} decode cycles)")
     return None
 
 

@@ -192,8 +192,14 @@ def test_generate_gives_pytorchs_greedy_tokens():
             context.append(int(gpt(torch.tensor([context]))[0, -1].argmax()))
     tokens, report = tpusim.generate(model, [3, 1, 4, 1], tokens=8)
     assert tokens.tolist() == context[4:] and report["context"] == 12, (tokens, context)
-    with pytest.raises(ValueError, match="decoding on a chip"):
-        tpusim.generate(model, [3, 1, 4, 1], tokens=8, config="tpu-v2")
+    # On a bf16 chip with a key/value cache: tpusim checks each position's logits against the
+    # CPU bf16 reference bit for bit (RuntimeError otherwise).
+    chip, report = tpusim.generate(model, [3, 1, 4, 1], tokens=8, config="tpu-v2")
+    assert len(chip) == 8 and report["mismatches"] == 0 and report["checked"], report
+    assert report["decode"]["images"] == 7 and report["prefill"]["cycles"] > 0
+    none, timed = tpusim.generate(model, [3, 1, 4, 1], tokens=8, config="tpu-v2",
+                                  timing_only=True)
+    assert none is None and timed["decode"]["cycles"] == report["decode"]["cycles"]
     with pytest.raises(ValueError, match="reads 12 tokens"):
         tpusim.generate(model, [3, 1, 4, 1], tokens=9)
 
