@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <deque>
 
 #include "arith/fp32.h"
 #include "host/common/errors.h"
@@ -94,13 +96,26 @@ struct TransformerOps {
   std::vector<std::pair<int64_t, uint64_t>> TilesOf(const Product& pr, int64_t j);
   void StreamTiles(const Product& pr,
                    const std::vector<std::vector<std::pair<int64_t, uint64_t>>>& tiles,
-                   const std::vector<int64_t>& acc, int64_t first, int64_t rows, int64_t stride);
+                   const std::vector<int64_t>& acc, int64_t first, int64_t rows, int64_t stride,
+                   bool read_first = true);
+  // A cached program's reads of each unit's first tiles of output blocks [0, units) (as
+  // StreamTiles reads them).
+  void ReadFirstTiles(const std::vector<std::vector<std::pair<int64_t, uint64_t>>>& tiles);
+  size_t ReadRun() const;
+  std::vector<std::vector<std::pair<int64_t, uint64_t>>> FirstTiles(const Product& pr);
+  void Prefetch(int i);
+  std::vector<uint16_t> DenseWeights(int i) const;
+  int64_t DenseSets(int i);
+  int NextDense(int i) const;
   std::vector<RowRun> InputRuns(int i) const;
   void Embedding(int i);
   void Prepend(int i);
   void AddConstant(int i);
   void Add(int i);
   void Softmax(int i);
+  int64_t Gathered(const TensorArea& x) const;
+  TensorArea Gather(const TensorArea& x, int64_t s);
+  void Scatter(const TensorArea& c, const TensorArea& y);
   void LayerNorm(int i);
   void Gelu(int i);
   void MatMul(int i);
@@ -148,18 +163,102 @@ std::vector<std::pair<int64_t, uint64_t>> TransformerOps::TilesOf(const Product&
 // its accumulators `acc`, the units' tiles interleaved, K tile after K tile.
 void TransformerOps::StreamTiles(
     const Product& pr, const std::vector<std::vector<std::pair<int64_t, uint64_t>>>& tiles,
-    const std::vector<int64_t>& acc, int64_t first, int64_t rows, int64_t stride) {
+    const std::vector<int64_t>& acc, int64_t first, int64_t rows, int64_t stride, bool read_first) {
   size_t most = 0;
   for (const auto& t : tiles) most = std::max(most, t.size());
-  for (size_t t = 0; t < most; ++t)
-    for (size_t u = 0; u < tiles.size(); ++u) {
-      if (t >= tiles[u].size()) continue;
+  const auto product = [&](size_t u, size_t t) {
+    e.p_.SetUnit(static_cast<uint64_t>(u));
+    e.p_.Matmul(static_cast<uint64_t>(pr.x0 + tiles[u][t].first * pr.block + first),
+                static_cast<uint64_t>(acc[u]), static_cast<uint64_t>(rows), true, isa::AddIf(t > 0),
+                static_cast<uint64_t>(stride));
+  };
+  // A decoding program's few rows: each unit's next tiles (as many as its FIFO holds) in one
+  // read, the weight memory's latency paid once, then their products.
+  const size_t run = ReadRun();
+  const uint64_t tile_bytes = static_cast<uint64_t>(n) * static_cast<uint64_t>(n) * 2;
+  for (size_t t0 = 0; t0 < most; t0 += run) {
+    for (size_t u = 0; u < tiles.size() && (t0 > 0 || read_first); ++u) {
       e.p_.SetUnit(static_cast<uint64_t>(u));
-      e.p_.ReadWeights(tiles[u][t].second, 1);
-      e.p_.Matmul(static_cast<uint64_t>(pr.x0 + tiles[u][t].first * pr.block + first),
-                  static_cast<uint64_t>(acc[u]), static_cast<uint64_t>(rows), true,
-                  isa::AddIf(t > 0), static_cast<uint64_t>(stride));
+      const size_t end = std::min(t0 + run, tiles[u].size());
+      for (size_t t = t0; t < end;) {
+        size_t k = 1;  // the tiles that lie one after another in weight memory
+        while (t + k < end && tiles[u][t + k].second == tiles[u][t].second + k * tile_bytes) ++k;
+        e.p_.ReadWeights(tiles[u][t].second, k);
+        if (run == 1) product(u, t);
+        t += k;
+      }
     }
+    for (size_t t = t0; t < t0 + run && run > 1; ++t)
+      for (size_t u = 0; u < tiles.size(); ++u)
+        if (t < tiles[u].size()) product(u, t);
+  }
+}
+
+size_t TransformerOps::ReadRun() const {
+  return e.at_.Cached() ? static_cast<size_t>(std::max(1, e.cfg_.weight_fifo_tiles)) : 1;
+}
+
+void TransformerOps::ReadFirstTiles(
+    const std::vector<std::vector<std::pair<int64_t, uint64_t>>>& tiles) {
+  const uint64_t tile_bytes = static_cast<uint64_t>(n) * static_cast<uint64_t>(n) * 2;
+  for (size_t u = 0; u < tiles.size(); ++u) {
+    e.p_.SetUnit(static_cast<uint64_t>(u));
+    const size_t end = std::min(ReadRun(), tiles[u].size());
+    for (size_t t = 0; t < end;) {
+      size_t k = 1;
+      while (t + k < end && tiles[u][t + k].second == tiles[u][t].second + k * tile_bytes) ++k;
+      e.p_.ReadWeights(tiles[u][t].second, k);
+      t += k;
+    }
+  }
+  e.p_.SetUnit(0);
+}
+
+std::vector<std::vector<std::pair<int64_t, uint64_t>>> TransformerOps::FirstTiles(
+    const Product& pr) {
+  const int64_t units = std::max(1, e.cfg_.mxus_per_core);
+  std::vector<std::vector<std::pair<int64_t, uint64_t>>> tiles;
+  for (int64_t u = 0; u < std::min(units, Blocks(pr.c, n)); ++u) tiles.push_back(TilesOf(pr, u));
+  return tiles;
+}
+
+// A cached program's next linear layer after layer i (-1: none, or not a cached program).
+int TransformerOps::NextDense(int i) const {
+  if (!e.at_.Cached() || i < 0 || e.L(i).type != LayerType::kConv2d) return -1;
+  for (int j = i + 1; j < static_cast<int>(e.m_.layers.size()); ++j)
+    if (e.L(j).type == LayerType::kConv2d) return j == e.patch_conv_ ? -1 : j;
+  return -1;
+}
+
+// A cached program's next linear layer after layer i, where only the vector unit's work
+// (adds, LayerNorms, GELU) and views come between: its first tiles read now, so that the
+// weight DMAs work while that runs (they are the decode step's bound).
+void TransformerOps::Prefetch(int i) {
+  if (!e.at_.Cached()) return;
+  for (int j = i + 1; j < static_cast<int>(e.m_.layers.size()); ++j) {
+    const nn::Layer& l = e.L(j);
+    if (l.type == LayerType::kReshape || l.type == LayerType::kTranspose ||
+        l.type == LayerType::kSlice || l.type == LayerType::kAdd ||
+        l.type == LayerType::kLayerNorm || l.type == LayerType::kGelu ||
+        l.type == LayerType::kAddConstant)
+      continue;
+    if (l.type != LayerType::kConv2d || j == e.patch_conv_) return;
+    const std::vector<uint16_t> w = DenseWeights(j);
+    Product pr(w);
+    pr.k = l.in.c;
+    pr.c = l.out.c;
+    // (the reads are layer j's work: its operation's, the operations between counted)
+    int ahead = 0;
+    for (int k = i + 1; k <= j; ++k) {
+      const LayerType t = e.L(k).type;
+      ahead += t != LayerType::kReshape && t != LayerType::kTranspose && t != LayerType::kSlice;
+    }
+    const size_t w0 = e.p_.program().words.size();
+    ReadFirstTiles(FirstTiles(pr));
+    e.prefetch_words_ = {w0, e.p_.program().words.size(), ahead};
+    e.prefetched_ = j;
+    return;
+  }
 }
 
 // The output blocks go to the core's matrix units in turn, block j to unit j mod units, the
@@ -187,6 +286,9 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
     }
     waiting.clear();
   };
+  // (a cached program's first tiles read by the linear layer before: Prefetch)
+  bool read = e.prefetched_ != e.layer_;
+  e.prefetched_ = -1;
   for (int64_t j0 = 0; j0 < nt; j0 += units) {
     const int64_t js = std::min(units, nt - j0);
     std::vector<uint64_t> slots;
@@ -203,7 +305,10 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
         const int64_t r = std::min(chunk, run.rows - r0);
         std::vector<int64_t> acc;
         for (int64_t u = 0; u < js; ++u) acc.push_back(e.AccRegion(r, what, static_cast<int>(u)));
-        StreamTiles(pr, tiles, acc, run.first + r0 * run.stride, r, run.stride);
+        StreamTiles(pr, tiles, acc, run.first + r0 * run.stride, r, run.stride, read);
+        read = true;
+        if (j0 + units >= nt && r0 + chunk >= run.rows && &run == &pr.runs.back())
+          Prefetch(e.layer_);
         pending();
         for (int64_t u = 0; u < js; ++u)
           waiting.push_back({acc[static_cast<size_t>(u)], y.base + (j0 + u) * ya + out, r,
@@ -213,6 +318,18 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
   }
   pending();
   e.p_.SetUnit(0);
+  // A cached program's next two linear layers' parameter sets too, after this layer's
+  // activates: the host link is idle while what comes between runs, and Sets keeps them for
+  // those layers. (Two: after the QKV projection, the output projection's and the
+  // feed-forward's, whose 4 N-lane blocks of sets a row take the host link longer than the
+  // vector work before it; a third's would wrap the slots' cursor over the first's.)
+  int64_t taken = 0;
+  for (int j = NextDense(e.layer_), k = 0; j >= 0 && k < 2; j = NextDense(j), ++k) {
+    const int64_t nt2 = Blocks(e.L(j).out.c, n);
+    if (taken + nt2 >= e.cfg_.param_sets) break;
+    taken += nt2;
+    e.Sets(DenseSets(j), nt2);
+  }
 }
 
 // The rows a dense layer (a 1 x 1 convolution) reads of its input: every position of every
@@ -255,22 +372,33 @@ void TransformerOps::Dense(int i) {
         "activation (docs/transformers.md, \"On the chip\")",
         l.name));
   const TensorArea& x = In(i);
-  std::vector<uint16_t> w;
-  for (const float v : l.weights.data) w.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(v)));
-  std::vector<arith::Bf16Channel> ch;
-  for (const float v : l.bias.data)
-    ch.push_back(
-        {arith::Fp32Canonical(arith::BitsOfFloat(v)),
-         l.activation == nn::Activation::kRelu6 ? arith::BitsOfFloat(6.0f) : arith::kFp32Inf});
+  const std::vector<uint16_t> w = DenseWeights(i);
   Product pr(w);
   pr.k = patch ? x.c : l.in.c;
   pr.c = l.out.c;
   pr.x0 = x.base;
   pr.block = b * x.p;
   pr.runs = patch ? std::vector<RowRun>{{0, b * x.p, 1}} : InputRuns(i);
-  pr.sets = e.AddSets(ch);
+  pr.sets = DenseSets(i);
   pr.relu = l.activation != nn::Activation::kNone;
   Stream(pr, Out(i), "conv2d '" + l.name + "'");
+}
+
+// A linear layer's parameter sets (its bias, ReLU6's bound), the first's index.
+int64_t TransformerOps::DenseSets(int i) {
+  const nn::Layer& l = e.L(i);
+  std::vector<arith::Bf16Channel> ch;
+  for (const float v : l.bias.data)
+    ch.push_back(
+        {arith::Fp32Canonical(arith::BitsOfFloat(v)),
+         l.activation == nn::Activation::kRelu6 ? arith::BitsOfFloat(6.0f) : arith::kFp32Inf});
+  return e.AddSets(ch);
+}
+
+std::vector<uint16_t> TransformerOps::DenseWeights(int i) const {
+  std::vector<uint16_t> w;
+  for (const float v : e.L(i).weights.data) w.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(v)));
+  return w;
 }
 
 // An embedding: each position's id (lane 0) in every lane (lane_max: the other lanes are +0),
@@ -485,12 +613,52 @@ void TransformerOps::Softmax(int i) {
     std::fill_n(row.begin(), lanes, 0u);
     pad = e.consts_.Row(row);
   }
-  const int64_t all = b * x.p, per = 3 + x.blocks, piece = Piece(all, per);
+  const int64_t per = 3 + x.blocks;
+  if (e.at_.Cached()) {  // the positions' rows gathered, one softmax over them all
+    const int64_t rows = Gathered(x), piece = Piece(rows / x.blocks, per);
+    const int64_t s = Scratch(rows + 2 * piece * per, i);
+    const TensorArea c = Gather(x, s);
+    for (int64_t r0 = 0; r0 < b * c.p; r0 += piece)
+      SoftmaxRows(c, c, r0, std::min(piece, b * c.p - r0), s + rows, pad);
+    Scatter(c, y);
+    return e.ub_.Give(s, rows + 2 * piece * per);
+  }
+  const int64_t all = b * x.p, piece = Piece(all, per);
   const int64_t s = Scratch(2 * piece * per, i);
-  for (const auto& [at, count] : e.Spans(x))
-    for (int64_t r0 = at; r0 < at + count; r0 += piece)
-      SoftmaxRows(x, y, r0, std::min(piece, at + count - r0), s, pad);
+  for (int64_t r0 = 0; r0 < all; r0 += piece)
+    SoftmaxRows(x, y, r0, std::min(piece, all - r0), s, pad);
   e.ub_.Give(s, 2 * piece * per);
+}
+
+int64_t TransformerOps::Gathered(const TensorArea& x) const {
+  int64_t rows = 0;
+  for (const auto& span : e.Spans(x)) rows += span.second;
+  return rows * x.blocks;
+}
+
+// A cached program's rows of every block of x copied into rows from s, the blocks one after
+// another: the tensor of the positions it computes, as an area.
+TensorArea TransformerOps::Gather(const TensorArea& x, int64_t s) {
+  TensorArea c = x;
+  c.base = s;
+  c.p = Gathered(x) / x.blocks / b;
+  int64_t r = s;
+  for (int64_t k = 0; k < x.blocks; ++k)
+    for (const auto& [at, count] : e.Spans(x)) {
+      e.Vector(VectorOp::kCopy, Row(x, k, 0, at), 0, r, count, 0);
+      r += count;
+    }
+  return c;
+}
+
+// The gathered rows c back where they lie in y (Gather's inverse).
+void TransformerOps::Scatter(const TensorArea& c, const TensorArea& y) {
+  int64_t r = c.base;
+  for (int64_t k = 0; k < y.blocks; ++k)
+    for (const auto& [at, count] : e.Spans(y)) {
+      e.Vector(VectorOp::kCopy, r, 0, Row(y, k, 0, at), count, 0);
+      r += count;
+    }
 }
 
 // GELU of `rows` rows from x into y (float32 scratch from s), the bfloat16 rule's steps
@@ -526,17 +694,17 @@ void TransformerOps::GeluRows(int64_t x, int64_t y, int64_t rows, int64_t s) {
 void TransformerOps::Gelu(int i) {
   CheckNatural(i, 0);
   const TensorArea &x = In(i), &y = Out(i);
-  const int64_t all = x.Rows(b), piece = Piece(all, 5), s = Scratch(10 * piece, i);
-  // (every row: the blocks' rows one run)
-  std::vector<std::pair<int64_t, int64_t>> runs{{0, all}};
-  if (e.at_.Cached()) {
-    runs.clear();
-    for (int64_t k = 0; k < x.blocks; ++k)
-      for (const auto& [at, count] : e.Spans(x)) runs.push_back({Row(x, k, 0, at) - x.base, count});
+  if (e.at_.Cached()) {  // the positions' rows gathered, GELU over them in place
+    const int64_t rows = Gathered(x), piece = Piece(rows, 5), s = Scratch(rows + 10 * piece, i);
+    const TensorArea c = Gather(x, s);
+    for (int64_t r0 = 0; r0 < rows; r0 += piece)
+      GeluRows(s + r0, s + r0, std::min(piece, rows - r0), s + rows);
+    Scatter(c, y);
+    return e.ub_.Give(s, rows + 10 * piece);
   }
-  for (const auto& [at, count] : runs)
-    for (int64_t r0 = at; r0 < at + count; r0 += piece)
-      GeluRows(x.base + r0, y.base + r0, std::min(piece, at + count - r0), s);
+  const int64_t all = x.Rows(b), piece = Piece(all, 5), s = Scratch(10 * piece, i);
+  for (int64_t r0 = 0; r0 < all; r0 += piece)
+    GeluRows(x.base + r0, y.base + r0, std::min(piece, all - r0), s);
   e.ub_.Give(s, 10 * piece);
 }
 
@@ -613,7 +781,10 @@ void TransformerOps::StageTile(int i, const MatMulPlan& mp, int64_t img, int64_t
         "matmul '{}': a head's lanes of its second operand cross a block of {} lanes, which "
         "the chip's transformer program does not move yet",
         e.L(i).name, n));
-  if (written->first < 0) {
+  if (written->first < 0 && e.at_.Cached()) {  // (a decoding program's: the rows left out)
+    if (row0 > 0) Zero(at, row0);
+    if (row0 + rows < n) Zero(at + row0 + rows, n - row0 - rows);
+  } else if (written->first < 0) {
     Zero(at, n);
   } else {
     const int64_t lo = written->first, hi = written->second;
@@ -686,6 +857,10 @@ class HeadProducts {
   void Stage(const Item& it);
   void Flush(Open* g);
   void Head(size_t k);
+  bool Pipelines() const;
+  void Loads(const Item& it);
+  void Products(size_t k);
+  void Pipelined();
 
   TransformerOps& o_;
   TransformerEmitter& e_;
@@ -697,6 +872,7 @@ class HeadProducts {
   std::vector<std::pair<int64_t, int64_t>> written_;
   std::vector<int> turns_;
   Open open_, done_;
+  std::deque<Open> waiting_;  // a pipelined program's groups not yet activated
 };
 
 void HeadProducts::Items() {
@@ -714,7 +890,6 @@ void HeadProducts::Items() {
       most_ = std::max(most_, it.abs.size() * it.obs.size());
       items_.push_back(it);
     }
-  for (size_t k = 0; k < items_.size(); ++k) items_[k].base = (k % 2) * most_;
 }
 
 TileRange HeadProducts::Range(const Item& it, int64_t ab, int64_t ob) const {
@@ -820,18 +995,118 @@ void HeadProducts::Head(size_t k) {
   if (!ahead && k + 1 < items_.size()) Stage(items_[k + 1]);
 }
 
+// Whether a decoding program's heads run pipelined (Pipelined): a cached program's rows, each
+// head's tiles fitting the FIFO with room, its rows in one chunk, its lanes kept in place.
+bool HeadProducts::Pipelines() const {
+  const Positions& at = e_.At();
+  if (!at.Cached()) return false;
+  for (const Item& it : items_)
+    if (it.abs.size() * it.obs.size() + 1 >= static_cast<size_t>(e_.cfg_.weight_fifo_tiles) ||
+        Moves(it) ||
+        (at.end - at.first) * static_cast<int64_t>(it.obs.size()) > e_.cfg_.acc_depth_rows / 4)
+      return false;
+  return true;
+}
+
+// Item it's staged tiles into its unit's FIFO, consecutive ones in one load_weights.
+void HeadProducts::Loads(const Item& it) {
+  e_.p_.SetUnit(it.unit);
+  size_t run0 = 0, run = 0;
+  const auto load = [&] {
+    if (run > 0)
+      e_.p_.LoadWeights(static_cast<uint64_t>(st_ + static_cast<int64_t>(run0) * o_.n), run,
+                        !mp_.k_on_pos);
+    run = 0;
+  };
+  for (size_t qo = 0; qo < it.obs.size(); ++qo)
+    for (size_t qa = 0; qa < it.abs.size(); ++qa) {
+      const size_t t = it.base + qa * it.obs.size() + qo;
+      if (run > 0 && t != run0 + run) load();
+      if (run++ == 0) run0 = t;
+    }
+  load();
+}
+
+// Item k's products of the program's rows, in its group's accumulators.
+void HeadProducts::Products(size_t k) {
+  const Item& it = items_[k];
+  const auto hh = static_cast<size_t>(it.h);
+  const int64_t m0 = e_.At().first, rows = e_.At().end - e_.At().first;
+  if (open_.img != it.img || open_.pos0 != mp_.o.pos0[hh] || open_.obs != it.obs) {
+    // A group's activates wait for a unit's turn of groups more (each unit's accumulators
+    // take turns between two regions: a unit has at most two groups not yet activated).
+    waiting_.push_back(open_);
+    while (waiting_.size() > static_cast<size_t>(std::max(1, e_.cfg_.mxus_per_core))) {
+      Flush(&waiting_.front());
+      waiting_.pop_front();
+    }
+    open_ = {it.img,
+             mp_.o.pos0[hh],
+             (turns_[it.unit] ^= 1) * quarter_,
+             it.unit,
+             it.obs,
+             std::vector<bool>(it.obs.size()),
+             m0,
+             rows};
+  }
+  e_.p_.SetUnit(it.unit);
+  for (size_t qo = 0; qo < it.obs.size(); ++qo)
+    for (size_t qa = 0; qa < it.abs.size(); ++qa) {
+      e_.p_.Matmul(
+          static_cast<uint64_t>(o_.Row(o_.In(i_, 0), it.abs[qa], it.img, mp_.a.pos0[hh] + m0)),
+          static_cast<uint64_t>(open_.acc + static_cast<int64_t>(qo) * rows),
+          static_cast<uint64_t>(rows), true, isa::AddIf(open_.taken[qo]));
+      open_.taken[qo] = true;
+    }
+}
+
+// A decoding program's heads: their staging and loads in turn across the units (each
+// unit's in order), each head's products once the loads of `units` more have been issued
+// (the program is in order, and a product waiting for its tiles holds every instruction
+// behind it): the units' loads run side by side.
+void HeadProducts::Pipelined() {
+  const auto units = static_cast<size_t>(std::max(1, e_.cfg_.mxus_per_core));
+  std::vector<std::vector<size_t>> of(units);
+  for (size_t k = 0; k < items_.size(); ++k) of[items_[k].unit].push_back(k);
+  std::vector<size_t> order;
+  for (size_t r = 0; order.size() < items_.size(); ++r)
+    for (size_t u = 0; u < units; ++u)
+      if (r < of[u].size()) order.push_back(of[u][r]);
+  std::vector<size_t> loaded(items_.size(), SIZE_MAX);
+  size_t next = 0;  // the next head's products
+  for (size_t s = 0; s < order.size(); ++s) {
+    Stage(items_[order[s]]);
+    Loads(items_[order[s]]);
+    loaded[order[s]] = s;
+    while (next < items_.size() && loaded[next] != SIZE_MAX && loaded[next] + units <= s)
+      Products(next++);
+  }
+  while (next < items_.size()) Products(next++);
+  for (Open& g : waiting_) Flush(&g);
+  waiting_.clear();
+}
+
 void HeadProducts::Run() {
+  const auto units = static_cast<size_t>(std::max(1, e_.cfg_.mxus_per_core));
   Items();
-  st_ = o_.Scratch(2 * static_cast<int64_t>(most_) * o_.n, i_);
-  written_.assign(2 * most_, {-1, -1});
+  const bool pipelined = Pipelines();
+  const size_t buffers = pipelined ? 2 * units : 2;  // staging buffers, taken in turn
+  for (size_t k = 0; k < items_.size(); ++k) items_[k].base = (k % buffers) * most_;
+  const auto rows = static_cast<int64_t>(buffers * most_) * o_.n;
+  st_ = o_.Scratch(rows, i_);
+  written_.assign(buffers * most_, {-1, -1});
   quarter_ = e_.cfg_.acc_depth_rows / 4;
-  turns_.assign(static_cast<size_t>(std::max(1, e_.cfg_.mxus_per_core)), 0);
-  Stage(items_.front());
-  for (size_t k = 0; k < items_.size(); ++k) Head(k);
+  turns_.assign(units, 0);
+  if (pipelined) {
+    Pipelined();
+  } else {
+    Stage(items_.front());
+    for (size_t k = 0; k < items_.size(); ++k) Head(k);
+  }
   Flush(&done_);
   Flush(&open_);
   e_.p_.SetUnit(0);
-  e_.ub_.Give(st_, 2 * static_cast<int64_t>(most_) * o_.n);
+  e_.ub_.Give(st_, rows);
 }
 
 void TransformerOps::MatMulHeads(int i, const MatMulPlan& mp) { HeadProducts(*this, i, mp).Run(); }
@@ -842,6 +1117,7 @@ void TransformerEmitter::Layer(int i) {
       l.type == LayerType::kSlice)
     return;
   if (group_ == 0) ops_.push_back(i);
+  layer_ = i;
   const auto op = std::find(ops_.begin(), ops_.end(), i) - ops_.begin();
   TensorArea& out = areas_[static_cast<size_t>(places_[static_cast<size_t>(i)].area)];
   if (out.base < 0) Put(places_[static_cast<size_t>(i)].area, l.name);
@@ -883,6 +1159,9 @@ void TransformerEmitter::Layer(int i) {
           l.TypeName(), l.name));
   }
   op_of_.resize(p_.program().words.size(), static_cast<int32_t>(op));
+  const auto [w0, w1, ahead] = prefetch_words_;
+  for (size_t w = w0; w < w1; ++w) op_of_[w] = static_cast<int32_t>(op + ahead);
+  prefetch_words_ = {};
   Free(i);
 }
 

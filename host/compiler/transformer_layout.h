@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "arith/bf16.h"
@@ -200,6 +201,11 @@ class TransformerEmitter {
   int patch_conv_ = -1;          // the convolution that reads the input in patches (PatchInput)
   Positions at_;
   const EmitterState* after_ = nullptr;
+  int layer_ = -1;       // the layer being emitted
+  int prefetched_ = -1;  // the linear layer whose first tiles are read already (Prefetch)
+  // The words of that read, and how many operations after the layer being emitted that
+  // layer's is (the words are its operation's).
+  std::tuple<size_t, size_t, int> prefetch_words_{0, 0, 0};
   std::vector<int64_t> taken_;  // per area, the row it was first put at (-1: none)
 };
 

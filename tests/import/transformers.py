@@ -218,8 +218,8 @@ def generate_on_chip(exe, base, prompt, tokens, *chip_args):
 def check_generate_on_chip(exe, work, cpu_tokens):
     """Decoding with a key/value cache on tpu-v2 (its tokens checked against the CPU bf16
     reference by tpusim itself, every position's logits bit for bit), then a small decoder
-    on a 4 x 4 bf16 chip's RTL and fast engines: every counter of the prefill's and of the
-    decode steps' operations equal."""
+    on a 4 x 4 bf16 chip of two matrix units, RTL and fast engines: every counter of the
+    prefill's and of the decode steps' operations equal."""
     base, prompt = os.path.join(work, "gpt"), os.path.join(work, "prompt.txt")
     g, done = generate_on_chip(exe, base, prompt, len(cpu_tokens), "--config", "tpu-v2",
                                "--engine", "fast")
@@ -242,7 +242,8 @@ def check_generate_on_chip(exe, work, cpu_tokens):
         f.write("3 1 4")
     runs = {}
     for engine in ("rtl", "fast"):
-        g, done = generate_on_chip(exe, base, prompt, 4, "--set", "dtype=bf16",
+        g, done = generate_on_chip(exe, base, prompt, 4, "--set", "dtype=bf16", "--set",
+                                   "mxus_per_core=2",
                                    "--config", "teach-4", "--engine", engine)
         if g is None:
             return f"small gpt, {engine} engine: exited {done.returncode}: {done.stderr.strip()}"
@@ -252,7 +253,7 @@ def check_generate_on_chip(exe, work, cpu_tokens):
         if rtl["counters"] != fast["counters"] or [l["counters"] for l in rtl["layers"]] != [
                 l["counters"] for l in fast["layers"]]:
             return f"small gpt: the engines' {phase} counters differ"
-    print(f"small gpt on teach-4 as bf16: both engines' tokens {runs['rtl']['tokens']} "
+    print(f"small gpt on teach-4 as bf16, two matrix units: both engines' tokens {runs['rtl']['tokens']} "
           f"bit-exact, every counter of the prefill and the decode steps equal "
           f"({runs['rtl']['decode']['cycles']} decode cycles)")
     return None
