@@ -259,6 +259,54 @@ def check_generate_on_chip(exe, work, cpu_tokens):
     return None
 
 
+# Decoding: the issue's decoder (6 layers, width 512, 8 heads, a prompt of 128, 64 new
+# tokens) on tpu-v4's fast engine with values, every position bit-exact (slow suite:
+# --decode goal); a small decoder on tpu-v3's RTL and fast engines (the build's RTL models
+# have no tpu-v4), every counter equal (--decode rtl).
+DECODE = {
+    "goal": (["--models", "gpt", "--layers", "6", "--width", "512", "--heads", "8", "--tokens",
+              "192", "--batch", "1"], 128, 64, "tpu-v4", ["fast"]),
+    "rtl": (["--models", "gpt", "--layers", "1", "--width", "128", "--heads", "2", "--tokens",
+             "16", "--batch", "1"], 8, 4, "tpu-v3", ["rtl", "fast"]),
+}
+
+
+def check_decode(exe, work, which):
+    """`tpusim generate` (its own check: every position's logits against the CPU bf16
+    reference) on each engine of DECODE[which], their counters equal."""
+    make_args, prompt_len, tokens, config, engines = DECODE[which]
+    subprocess.run([sys.executable, MAKE, "--out", work, *make_args], check=True,
+                   capture_output=True)
+    base, prompt = os.path.join(work, "gpt"), os.path.join(work, "prompt.txt")
+    done = tpusim(exe, "import", base + ".onnx", "--out", base, "-q")
+    if done.returncode != 0:
+        return f"decoder: import exited {done.returncode}: {done.stderr.strip()}"
+    with open(prompt, "w") as f:
+        f.write(" ".join(str((7 * i + 3) % 100) for i in range(prompt_len)))
+    runs = {}
+    for engine in engines:
+        g, done = generate_on_chip(exe, base, prompt, tokens, "--config", config, "--engine",
+                                   engine)
+        if g is None or g["mismatches"] != 0 or len(g["tokens"]) != tokens:
+            return f"decoder on {config}, {engine} engine: exited {done.returncode}: {done.stderr}"
+        runs[engine] = g
+    for phase in ("prefill", "decode"):
+        first, *rest = [runs[e][phase] for e in engines]
+        for other in rest:
+            if first["counters"] != other["counters"] or [
+                    l["counters"] for l in first["layers"]] != [
+                        l["counters"] for l in other["layers"]]:
+                return f"decoder: the engines' {phase} counters differ"
+    g = runs[engines[0]]
+    steps = g["decode"]["images"]
+    bound = (g["decode_bound"]["weights"] + g["decode_bound"]["cache"]) / steps
+    print(f"decoder on {config} ({', '.join(engines)}): {tokens} tokens after {prompt_len}, every "
+          f"position bit-exact; prefill {g['prefill']['cycles']} cycles, decode "
+          f"{g['decode']['cycles'] // steps} a token, {g['decode']['cycles'] / steps / bound:.2f} "
+          f"x the bound of reading the weights and the cache")
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tpusim", default="build/tpusim")
@@ -266,7 +314,15 @@ def main():
     ap.add_argument("--rtl", choices=sorted(RTL),
                     help="only the engines' check: a small ViT on tpu-v3, or the issue's "
                     "encoder on tpu-v2 (slow suite)")
+    ap.add_argument("--decode", choices=sorted(DECODE),
+                    help="only decoding on tpu-v4: the issue's decoder on the fast engine, or a "
+                    "small one on both engines (slow suite)")
     a, sizes = ap.parse_known_args()
+    if a.decode:
+        with tempfile.TemporaryDirectory(prefix="tpusim-transformers-") as work:
+            failure = check_decode(a.tpusim, work, a.decode)
+        print("FAILED:", failure) if failure else None
+        sys.exit(1 if failure else 0)
     if a.rtl:
         with tempfile.TemporaryDirectory(prefix="tpusim-transformers-") as work:
             failure = check_engines(a.tpusim, work, *RTL[a.rtl])
