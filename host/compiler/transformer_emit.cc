@@ -851,6 +851,7 @@ class HeadProducts {
     return v;
   }
   void Items();
+  void OpenGroup(const Item& it, int64_t m0, int64_t rows);
   TileRange Range(const Item& it, int64_t ab, int64_t ob) const;
   bool Moves(const Item& it) const;
   bool SharesRows(size_t k) const;
@@ -874,6 +875,19 @@ class HeadProducts {
   Open open_, done_;
   std::deque<Open> waiting_;  // a pipelined program's groups not yet activated
 };
+
+// A group of heads opened at item it: rows [m0, m0 + rows) of its output blocks, in its
+// unit's next region of accumulators.
+void HeadProducts::OpenGroup(const Item& it, int64_t m0, int64_t rows) {
+  open_ = {it.img,
+           mp_.o.pos0[static_cast<size_t>(it.h)],
+           (turns_[it.unit] ^= 1) * quarter_,
+           it.unit,
+           it.obs,
+           std::vector<bool>(it.obs.size()),
+           m0,
+           rows};
+}
 
 void HeadProducts::Items() {
   const int units = std::max(1, e_.cfg_.mxus_per_core);
@@ -962,14 +976,7 @@ void HeadProducts::Head(size_t k) {
     if (chunked || open_.img != it.img || open_.pos0 != mp_.o.pos0[hh] || open_.obs != it.obs) {
       Flush(&done_);
       done_ = open_;
-      open_ = {it.img,
-               mp_.o.pos0[hh],
-               (turns_[it.unit] ^= 1) * quarter_,
-               it.unit,
-               it.obs,
-               std::vector<bool>(it.obs.size()),
-               m0,
-               rows};
+      OpenGroup(it, m0, rows);
     }
     e_.p_.SetUnit(it.unit);
     const auto product = [&](size_t qo, size_t qa) {
@@ -1040,14 +1047,7 @@ void HeadProducts::Products(size_t k) {
       Flush(&waiting_.front());
       waiting_.pop_front();
     }
-    open_ = {it.img,
-             mp_.o.pos0[hh],
-             (turns_[it.unit] ^= 1) * quarter_,
-             it.unit,
-             it.obs,
-             std::vector<bool>(it.obs.size()),
-             m0,
-             rows};
+    OpenGroup(it, m0, rows);
   }
   e_.p_.SetUnit(it.unit);
   for (size_t qo = 0; qo < it.obs.size(); ++qo)
