@@ -98,8 +98,8 @@ struct TransformerOps {
                    const std::vector<std::vector<std::pair<int64_t, uint64_t>>>& tiles,
                    const std::vector<int64_t>& acc, int64_t first, int64_t rows, int64_t stride,
                    bool read_first = true);
-  // A cached program's reads of each unit's first tiles of output blocks [0, units) (as
-  // StreamTiles reads them).
+  // The reads of each unit's first tiles of output blocks [0, units) (as StreamTiles reads
+  // them).
   void ReadFirstTiles(const std::vector<std::vector<std::pair<int64_t, uint64_t>>>& tiles);
   size_t ReadRun() const;
   std::vector<std::vector<std::pair<int64_t, uint64_t>>> FirstTiles(const Product& pr);
@@ -172,8 +172,8 @@ void TransformerOps::StreamTiles(
                 static_cast<uint64_t>(acc[u]), static_cast<uint64_t>(rows), true, isa::AddIf(t > 0),
                 static_cast<uint64_t>(stride));
   };
-  // A decoding program's few rows: each unit's next tiles (as many as its FIFO holds) in one
-  // read, the weight memory's latency paid once, then their products.
+  // Each unit's next tiles (as many as its FIFO holds) in one read, the weight memory's
+  // latency paid once for them, then their products.
   const size_t run = ReadRun();
   const uint64_t tile_bytes = static_cast<uint64_t>(n) * static_cast<uint64_t>(n) * 2;
   for (size_t t0 = 0; t0 < most; t0 += run) {
@@ -195,7 +195,7 @@ void TransformerOps::StreamTiles(
 }
 
 size_t TransformerOps::ReadRun() const {
-  return e.at_.Cached() ? static_cast<size_t>(std::max(1, e.cfg_.weight_fifo_tiles)) : 1;
+  return static_cast<size_t>(std::max(1, e.cfg_.weight_fifo_tiles));
 }
 
 void TransformerOps::ReadFirstTiles(
@@ -222,19 +222,18 @@ std::vector<std::vector<std::pair<int64_t, uint64_t>>> TransformerOps::FirstTile
   return tiles;
 }
 
-// A cached program's next linear layer after layer i (-1: none, or not a cached program).
+// The next linear layer after layer i, a linear layer (-1: none).
 int TransformerOps::NextDense(int i) const {
-  if (!e.at_.Cached() || i < 0 || e.L(i).type != LayerType::kConv2d) return -1;
+  if (i < 0 || e.L(i).type != LayerType::kConv2d) return -1;
   for (int j = i + 1; j < static_cast<int>(e.m_.layers.size()); ++j)
     if (e.L(j).type == LayerType::kConv2d) return j == e.patch_conv_ ? -1 : j;
   return -1;
 }
 
-// A cached program's next linear layer after layer i, where only the vector unit's work
+// The next linear layer after layer i, where only the vector unit's work
 // (adds, LayerNorms, GELU) and views come between: its first tiles read now, so that the
 // weight DMAs work while that runs (they are the decode step's bound).
 void TransformerOps::Prefetch(int i) {
-  if (!e.at_.Cached()) return;
   for (int j = i + 1; j < static_cast<int>(e.m_.layers.size()); ++j) {
     const nn::Layer& l = e.L(j);
     if (l.type == LayerType::kReshape || l.type == LayerType::kTranspose ||
@@ -286,18 +285,24 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
     }
     waiting.clear();
   };
-  // (a cached program's first tiles read by the linear layer before: Prefetch)
+  // Each group of output blocks' tiles (a block a unit).
+  std::vector<std::vector<std::vector<std::pair<int64_t, uint64_t>>>> groups;
+  for (int64_t j0 = 0; j0 < nt; j0 += units) {
+    groups.emplace_back();
+    for (int64_t u = 0; u < std::min(units, nt - j0); ++u)
+      groups.back().push_back(TilesOf(pr, j0 + u));
+  }
+  // (the first tiles read by the linear layer before: Prefetch)
   bool read = e.prefetched_ != e.layer_;
   e.prefetched_ = -1;
-  for (int64_t j0 = 0; j0 < nt; j0 += units) {
-    const int64_t js = std::min(units, nt - j0);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const int64_t j0 = static_cast<int64_t>(g) * units;
+    const auto& tiles = groups[g];
+    const auto js = static_cast<int64_t>(tiles.size());
     std::vector<uint64_t> slots;
-    std::vector<std::vector<std::pair<int64_t, uint64_t>>> tiles;
-    for (int64_t u = 0; u < js; ++u) {
+    for (int64_t u = 0; u < js; ++u)
       slots.push_back(all ? first_slot + static_cast<uint64_t>(j0 + u)
                           : e.Sets(pr.sets == 0 ? 0 : pr.sets + j0 + u, 1));
-      tiles.push_back(TilesOf(pr, j0 + u));
-    }
     int64_t out = 0;
     for (const RowRun& run : pr.runs)
       for (int64_t r0 = 0; r0 < run.rows; r0 += chunk) {
@@ -306,9 +311,14 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
         std::vector<int64_t> acc;
         for (int64_t u = 0; u < js; ++u) acc.push_back(e.AccRegion(r, what, static_cast<int>(u)));
         StreamTiles(pr, tiles, acc, run.first + r0 * run.stride, r, run.stride, read);
-        read = true;
-        if (j0 + units >= nt && r0 + chunk >= run.rows && &run == &pr.runs.back())
+        // The next chunk's first tiles read now, ahead of this chunk's activates (which wait
+        // for its products to drain): the weight DMAs go on while they wait.
+        const bool last = r0 + chunk >= run.rows && &run == &pr.runs.back();
+        read = last && g + 1 == groups.size();
+        if (read)
           Prefetch(e.layer_);
+        else
+          ReadFirstTiles(last ? groups[g + 1] : tiles);
         pending();
         for (int64_t u = 0; u < js; ++u)
           waiting.push_back({acc[static_cast<size_t>(u)], y.base + (j0 + u) * ya + out, r,
@@ -318,7 +328,7 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
   }
   pending();
   e.p_.SetUnit(0);
-  // A cached program's next two linear layers' parameter sets too, after this layer's
+  // The next two linear layers' parameter sets too, after this layer's
   // activates: the host link is idle while what comes between runs, and Sets keeps them for
   // those layers. (Two: after the QKV projection, the output projection's and the
   // feed-forward's, whose 4 N-lane blocks of sets a row take the host link longer than the
@@ -781,11 +791,9 @@ void TransformerOps::StageTile(int i, const MatMulPlan& mp, int64_t img, int64_t
         "matmul '{}': a head's lanes of its second operand cross a block of {} lanes, which "
         "the chip's transformer program does not move yet",
         e.L(i).name, n));
-  if (written->first < 0 && e.at_.Cached()) {  // (a decoding program's: the rows left out)
+  if (written->first < 0) {  // its first use: the rows the tile leaves out
     if (row0 > 0) Zero(at, row0);
     if (row0 + rows < n) Zero(at + row0 + rows, n - row0 - rows);
-  } else if (written->first < 0) {
-    Zero(at, n);
   } else {
     const int64_t lo = written->first, hi = written->second;
     if (std::min(hi, row0) > lo) Zero(at + lo, std::min(hi, row0) - lo);
@@ -859,6 +867,7 @@ class HeadProducts {
   void Flush(Open* g);
   void Head(size_t k);
   bool Pipelines() const;
+  std::pair<int64_t, int64_t> RowsOf() const;
   void Loads(const Item& it);
   void Products(size_t k);
   void Pipelined();
@@ -959,8 +968,7 @@ void HeadProducts::Head(size_t k) {
   const auto hh = static_cast<size_t>(it.h);
   const auto obs = static_cast<int64_t>(it.obs.size());
   // The rows computed: every one, or a cached program's positions.
-  const Positions& at = e_.At();
-  const int64_t lo = at.Cached() ? at.first : 0, hi = at.Cached() ? at.end : mp_.m;
+  const auto [lo, hi] = RowsOf();
   const int64_t mc = std::min(hi - lo, quarter_ / obs);
   if (mc < 1 || (mc < hi - lo && SharesRows(k)))
     throw UsageError(fmt::format(
@@ -1002,15 +1010,21 @@ void HeadProducts::Head(size_t k) {
   if (!ahead && k + 1 < items_.size()) Stage(items_[k + 1]);
 }
 
-// Whether a decoding program's heads run pipelined (Pipelined): a cached program's rows, each
-// head's tiles fitting the FIFO with room, its rows in one chunk, its lanes kept in place.
-bool HeadProducts::Pipelines() const {
+// The rows of each head the program computes: every one, or a cached program's positions.
+std::pair<int64_t, int64_t> HeadProducts::RowsOf() const {
   const Positions& at = e_.At();
-  if (!at.Cached()) return false;
+  return at.Cached() ? std::pair<int64_t, int64_t>{at.first, at.end}
+                     : std::pair<int64_t, int64_t>{0, mp_.m};
+}
+
+// Whether the heads run pipelined (Pipelined): each head's tiles fitting the FIFO with room,
+// its rows in one chunk, its lanes kept in place.
+bool HeadProducts::Pipelines() const {
   for (const Item& it : items_)
     if (it.abs.size() * it.obs.size() + 1 >= static_cast<size_t>(e_.cfg_.weight_fifo_tiles) ||
         Moves(it) ||
-        (at.end - at.first) * static_cast<int64_t>(it.obs.size()) > e_.cfg_.acc_depth_rows / 4)
+        (RowsOf().second - RowsOf().first) * static_cast<int64_t>(it.obs.size()) >
+            e_.cfg_.acc_depth_rows / 4)
       return false;
   return true;
 }
@@ -1038,7 +1052,7 @@ void HeadProducts::Loads(const Item& it) {
 void HeadProducts::Products(size_t k) {
   const Item& it = items_[k];
   const auto hh = static_cast<size_t>(it.h);
-  const int64_t m0 = e_.At().first, rows = e_.At().end - e_.At().first;
+  const int64_t m0 = RowsOf().first, rows = RowsOf().second - RowsOf().first;
   if (open_.img != it.img || open_.pos0 != mp_.o.pos0[hh] || open_.obs != it.obs) {
     // A group's activates wait for a unit's turn of groups more (each unit's accumulators
     // take turns between two regions: a unit has at most two groups not yet activated).
@@ -1060,7 +1074,7 @@ void HeadProducts::Products(size_t k) {
     }
 }
 
-// A decoding program's heads: their staging and loads in turn across the units (each
+// The heads, pipelined: their staging and loads in turn across the units (each
 // unit's in order), each head's products once the loads of `units` more have been issued
 // (the program is in order, and a product waiting for its tiles holds every instruction
 // behind it): the units' loads run side by side.
