@@ -60,6 +60,7 @@ struct Product {
   std::vector<RowRun> runs;
   int64_t sets = 0;
   bool relu = false, skip = true;
+  int layer = -1;  // whose weights: its tiles are kept by layer and block (TilesOf)
 };
 
 // The operations, with the emitter's state.
@@ -148,6 +149,16 @@ void TransformerOps::CheckNatural(int i, int k) const {
 
 // The tiles of output block j (K tile, address), zero tiles left out where pr.skip.
 std::vector<std::pair<int64_t, uint64_t>> TransformerOps::TilesOf(const Product& pr, int64_t j) {
+  const std::pair<int, int64_t> key{pr.layer, j};
+  if (e.after_) {  // a program after a cached one: the tiles that one formed
+    const auto it = e.after_->tiles_of.find(key);
+    if (it == e.after_->tiles_of.end())
+      throw std::logic_error(
+          fmt::format("TransformerOps: layer {}'s tiles of block {} are not "
+                      "the first cached program's",
+                      pr.layer, j));
+    return it->second;
+  }
   const int64_t kt = Blocks(pr.k, n);
   std::vector<std::pair<int64_t, uint64_t>> tiles;
   for (int64_t kb = 0; kb < kt; ++kb) {
@@ -156,6 +167,7 @@ std::vector<std::pair<int64_t, uint64_t>> TransformerOps::TilesOf(const Product&
     const bool zero = std::all_of(t.begin(), t.end(), [](uint8_t v) { return v == 0; });
     if (!pr.skip || !zero || (kb == kt - 1 && tiles.empty())) tiles.push_back({kb, e.Tile(t)});
   }
+  e.tiles_of_[key] = tiles;
   return tiles;
 }
 
@@ -246,6 +258,7 @@ void TransformerOps::Prefetch(int i) {
     Product pr(w);
     pr.k = l.in.c;
     pr.c = l.out.c;
+    pr.layer = j;
     // (the reads are layer j's work: its operation's, the operations between counted)
     int ahead = 0;
     for (int k = i + 1; k <= j; ++k) {
@@ -386,6 +399,7 @@ void TransformerOps::Dense(int i) {
   Product pr(w);
   pr.k = patch ? x.c : l.in.c;
   pr.c = l.out.c;
+  pr.layer = i;
   pr.x0 = x.base;
   pr.block = b * x.p;
   pr.runs = patch ? std::vector<RowRun>{{0, b * x.p, 1}} : InputRuns(i);
@@ -405,8 +419,10 @@ int64_t TransformerOps::DenseSets(int i) {
   return e.AddSets(ch);
 }
 
+// Layer i's weights in bfloat16 (none after a cached program: its tiles are that one's).
 std::vector<uint16_t> TransformerOps::DenseWeights(int i) const {
   std::vector<uint16_t> w;
+  if (e.after_) return w;
   for (const float v : e.L(i).weights.data) w.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(v)));
   return w;
 }
@@ -419,8 +435,7 @@ void TransformerOps::Embedding(int i) {
   CheckNatural(i, 0);
   const TensorArea& x = In(i);
   const int64_t vocab = l.start, vb = Blocks(vocab, n);
-  std::vector<uint16_t> w;
-  for (const float v : l.weights.data) w.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(v)));
+  const std::vector<uint16_t> w = DenseWeights(i);
   for (const auto& [at, rows] : e.Spans(x)) {
     const int64_t s = Scratch(2 * rows + vb * rows, i), ids = s, hot = s + 2 * rows;
     e.Vector(VectorOp::kLaneMax, x.base + at, 0, ids, rows, kO32);
@@ -438,6 +453,7 @@ void TransformerOps::Embedding(int i) {
     pr.block = rows;
     pr.runs = {{0, rows, 1, at}};
     pr.skip = false;
+    pr.layer = i;
     Stream(pr, Out(i), "embedding '" + l.name + "'");
     e.ub_.Give(s, 2 * rows + vb * rows);
   }
@@ -1259,6 +1275,7 @@ void TransformerEmitter::Run() {
   p_.Halt();
   if (after_ && consts_.Rows() != after_->consts.Rows())
     throw std::logic_error("TransformerEmitter: a decoding program's constants differ");
+  if (after_) return op_of_.resize(p_.program().words.size(), -1);  // (nothing to write)
   const std::vector<uint8_t> constants = consts_.Bytes();
   std::copy(constants.begin(),
             constants.begin() + static_cast<std::ptrdiff_t>(std::min(

@@ -132,10 +132,9 @@ TransformerEmitter::TransformerEmitter(const nn::Model& m, const config::TpuConf
   for (const nn::Layer& l : m_.layers)
     if (l.type == LayerType::kMatMul)
       areas_[static_cast<size_t>(PlaceOf(l.inputs[1]).area)].kept = true;
-  if (after_) {
+  if (after_) {  // its constants in the buffer, its tiles in weight memory: none written
     consts_ = after_->consts;
-    weights_ = after_->weights;
-    tile_at_ = after_->tile_at;
+    weights_.clear();
   }
 }
 
@@ -332,6 +331,12 @@ uint64_t TransformerEmitter::Sets(int64_t first, int64_t count) {
 }
 
 uint64_t TransformerEmitter::Tile(const std::vector<uint8_t>& bytes) {
+  if (after_) {  // a program after a cached one: that one's tiles, in weight memory already
+    const auto it = after_->tile_at.find(bytes);
+    if (it == after_->tile_at.end())
+      throw std::logic_error("TransformerEmitter: a tile the first cached program has not");
+    return it->second;
+  }
   const auto [it, added] = tile_at_.emplace(bytes, weights_.size());
   if (added) weights_.insert(weights_.end(), bytes.begin(), bytes.end());
   return it->second;

@@ -91,6 +91,8 @@ struct EmitterState {
   std::vector<uint8_t> weights;
   std::map<std::vector<uint8_t>, uint64_t> tile_at;
   std::vector<int64_t> bases;  // per area (-1: never taken)
+  // Each layer's tiles of each block of outputs (TransformerOps::TilesOf), by layer, block.
+  std::map<std::pair<int, int64_t>, std::vector<std::pair<int64_t, uint64_t>>> tiles_of;
 };
 
 // The program of a transformer for one batch, emitted layer by layer.
@@ -121,7 +123,7 @@ class TransformerEmitter {
   const Placement& InputPlace() const { return input_place_; }
   const TensorArea& OutputArea() const { return areas_[static_cast<size_t>(places_.back().area)]; }
   int64_t UbHigh() const { return ub_.High(); }
-  EmitterState State() const { return {consts_, weights_, tile_at_, taken_}; }
+  EmitterState State() const { return {consts_, weights_, tile_at_, taken_, tiles_of_}; }
   // The rows of each block of area `a` the program computes, as runs (the first's row in
   // the block's rows, count): all of them, or each image's positions [at.first, at.end) of
   // each of its runs of T (the input's positions). Throws UsageError where a tensor is not
@@ -207,6 +209,7 @@ class TransformerEmitter {
   // layer's is (the words are its operation's).
   std::tuple<size_t, size_t, int> prefetch_words_{0, 0, 0};
   std::vector<int64_t> taken_;  // per area, the row it was first put at (-1: none)
+  std::map<std::pair<int, int64_t>, std::vector<std::pair<int64_t, uint64_t>>> tiles_of_;
 };
 
 }  // namespace tpu::compiler
