@@ -108,6 +108,8 @@ struct TransformerOps {
   std::vector<uint16_t> DenseWeights(int i) const;
   int64_t DenseSets(int i);
   int NextDense(int i) const;
+  void PrefetchSets();
+  std::vector<std::vector<std::vector<std::pair<int64_t, uint64_t>>>> Groups(const Product& pr);
   std::vector<RowRun> InputRuns(int i) const;
   void Embedding(int i);
   void Prepend(int i);
@@ -234,6 +236,35 @@ std::vector<std::vector<std::pair<int64_t, uint64_t>>> TransformerOps::FirstTile
   return tiles;
 }
 
+// Each group of output blocks' tiles (a block a unit): the blocks go to the core's matrix
+// units in turn.
+std::vector<std::vector<std::vector<std::pair<int64_t, uint64_t>>>> TransformerOps::Groups(
+    const Product& pr) {
+  const int64_t nt = Blocks(pr.c, n), units = std::max(1, e.cfg_.mxus_per_core);
+  std::vector<std::vector<std::vector<std::pair<int64_t, uint64_t>>>> groups;
+  for (int64_t j0 = 0; j0 < nt; j0 += units) {
+    groups.emplace_back();
+    for (int64_t u = 0; u < std::min(units, nt - j0); ++u)
+      groups.back().push_back(TilesOf(pr, j0 + u));
+  }
+  return groups;
+}
+
+void TransformerOps::PrefetchSets() {
+  // The next two linear layers' parameter sets too, after this layer's
+  // activates: the host link is idle while what comes between runs, and Sets keeps them for
+  // those layers. (Two: after the QKV projection, the output projection's and the
+  // feed-forward's, whose 4 N-lane blocks of sets a row take the host link longer than the
+  // vector work before it; a third's would wrap the slots' cursor over the first's.)
+  int64_t taken = 0;
+  for (int j = NextDense(e.layer_), k = 0; j >= 0 && k < 2; j = NextDense(j), ++k) {
+    const int64_t nt2 = Blocks(e.L(j).out.c, n);
+    if (taken + nt2 >= e.cfg_.param_sets) break;
+    taken += nt2;
+    e.Sets(DenseSets(j), nt2);
+  }
+}
+
 // The next linear layer after layer i, a linear layer (-1: none).
 int TransformerOps::NextDense(int i) const {
   if (i < 0 || e.L(i).type != LayerType::kConv2d) return -1;
@@ -298,13 +329,7 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
     }
     waiting.clear();
   };
-  // Each group of output blocks' tiles (a block a unit).
-  std::vector<std::vector<std::vector<std::pair<int64_t, uint64_t>>>> groups;
-  for (int64_t j0 = 0; j0 < nt; j0 += units) {
-    groups.emplace_back();
-    for (int64_t u = 0; u < std::min(units, nt - j0); ++u)
-      groups.back().push_back(TilesOf(pr, j0 + u));
-  }
+  const auto groups = Groups(pr);
   // (the first tiles read by the linear layer before: Prefetch)
   bool read = e.prefetched_ != e.layer_;
   e.prefetched_ = -1;
@@ -341,18 +366,7 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
   }
   pending();
   e.p_.SetUnit(0);
-  // The next two linear layers' parameter sets too, after this layer's
-  // activates: the host link is idle while what comes between runs, and Sets keeps them for
-  // those layers. (Two: after the QKV projection, the output projection's and the
-  // feed-forward's, whose 4 N-lane blocks of sets a row take the host link longer than the
-  // vector work before it; a third's would wrap the slots' cursor over the first's.)
-  int64_t taken = 0;
-  for (int j = NextDense(e.layer_), k = 0; j >= 0 && k < 2; j = NextDense(j), ++k) {
-    const int64_t nt2 = Blocks(e.L(j).out.c, n);
-    if (taken + nt2 >= e.cfg_.param_sets) break;
-    taken += nt2;
-    e.Sets(DenseSets(j), nt2);
-  }
+  PrefetchSets();
 }
 
 // The rows a dense layer (a 1 x 1 convolution) reads of its input: every position of every
