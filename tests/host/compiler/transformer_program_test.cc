@@ -77,6 +77,37 @@ TEST(TransformerProgramGroupTest, GroupsOfImagesWhereTheBatchDoesNotFit) {
   EqualsTheBf16Rules(c, 6, engine::EngineKind::kFast, 2);
 }
 
+// Programs of some positions (compiler::Positions), on one engine whose memories keep what
+// they hold: the first of every position, then one of each position t again, reading the
+// keys and values the first left. Each computes exactly that position's rows of the whole
+// pass (the attention is not causal, but every key and value is in the buffer), and the
+// positions it does not compute are left as they were.
+TEST_P(TransformerProgramTest, ProgramsOfOnePositionAfterAPrefillEqualTheWholePass) {
+  const config::TpuConfig c = Bf16Teach();
+  const nn::Model m = Attention(3);
+  const int64_t t_all = m.input.w, cols = m.layers.back().out.c;
+  const std::vector<uint16_t> x = Inputs(1, m.input.Size());
+  std::vector<float> xf;
+  for (const uint16_t v : x) xf.push_back(arith::FloatOfBits(arith::Fp32OfBf16(v)));
+  const std::vector<uint16_t> want = nn::Bf16Net(m, c.array_dim).Forward(xf.data()).back();
+  const auto chip = test::TestEngine(GetParam(), c);
+  const compiler::TransformerProgram prefill(m, c, 1, {0, t_all}, nullptr);
+  const engine::ExecResult first = chip->Run(prefill.Build(x).exec);
+  ASSERT_TRUE(first.ok) << first.message;
+  EXPECT_EQ(prefill.Decode(first.host_out), want);
+  for (int64_t t = 0; t < t_all; ++t) {
+    const compiler::TransformerProgram step(m, c, 1, {t, t + 1}, &prefill);
+    const engine::ExecResult r = chip->Run(step.Build(x).exec);
+    ASSERT_TRUE(r.ok) << r.message;
+    const std::vector<uint16_t> got = step.Decode(r.host_out);
+    for (int64_t h = 0; h < m.layers.back().out.h; ++h)
+      for (int64_t col = 0; col < cols; ++col) {
+        const auto at = static_cast<size_t>((h * t_all + t) * cols + col);
+        ASSERT_EQ(got[at], want[at]) << "position " << t << ", head " << h << ", column " << col;
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, TransformerProgramTest,
                          ::testing::ValuesIn(test::TestEngineKinds()),
                          [](const auto& info) { return engine::EngineKindName(info.param); });
@@ -107,6 +138,9 @@ TEST(TransformerProgramRefusalTest, HeadsAcrossABlockAnInt8ChipAndAFullBuffer) {
   config::TpuConfig small = Bf16Teach();
   small.ub_depth_rows = 60;
   EXPECT_NE(Refusal(Attention(3), small, 8).find("unified-buffer rows"), std::string::npos);
+  // A program of positions: of whole runs of the input's positions, [first, end).
+  EXPECT_THROW(compiler::TransformerProgram(Attention(3), Bf16Teach(), 1, {3, 3}, nullptr),
+               std::logic_error);
   EXPECT_TRUE(compiler::IsTransformer(Attention(3)));
   EXPECT_FALSE(compiler::IsTransformer(test::StridedSameModel(1)));
 }
