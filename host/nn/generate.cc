@@ -60,6 +60,20 @@ std::pair<int64_t, int64_t> CheckGeneration(const Model& m, const std::vector<in
   return {l, v};
 }
 
+void CheckCausal(const Model& m, const std::vector<int64_t>& prompt,
+                 const std::vector<float>& logits) {
+  const auto [l, v] = ContextAndVocabulary(m);
+  if (static_cast<int64_t>(prompt.size()) >= l) return;
+  const std::vector<float> padded_with_0 =
+      logits.empty() ? LastLogits(m, prompt, l, v, 0.0f) : logits;
+  if (LastLogits(m, prompt, l, v, static_cast<float>(v - 1)) != padded_with_0)
+    throw UsageError(fmt::format(
+        "model '{}' is not causal: its logits at the prompt's last position change with the "
+        "tokens after it, so it cannot generate one token at a time (an encoder, or a "
+        "decoder without its causal mask)",
+        m.name));
+}
+
 Generated GenerateGreedy(const Model& m, const std::vector<int64_t>& prompt, int64_t count,
                          const std::function<void(int64_t, int64_t)>& progress) {
   const auto [l, v] = CheckGeneration(m, prompt, count);
@@ -70,12 +84,7 @@ Generated GenerateGreedy(const Model& m, const std::vector<int64_t>& prompt, int
   std::vector<int64_t> context = prompt;
   for (int64_t k = 0; k < count; ++k) {
     const std::vector<float> logits = LastLogits(m, context, l, v, 0.0f);
-    if (k == 0 && p < l && LastLogits(m, context, l, v, static_cast<float>(v - 1)) != logits)
-      throw UsageError(fmt::format(
-          "model '{}' is not causal: its logits at the prompt's last position change with the "
-          "tokens after it, so it cannot generate one token at a time (an encoder, or a "
-          "decoder without its causal mask)",
-          m.name));
+    if (k == 0 && p < l) CheckCausal(m, prompt, logits);
     const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
     context.push_back(best);
     g.tokens.push_back(best);

@@ -27,6 +27,12 @@ struct Generated {
 std::pair<int64_t, int64_t> CheckGeneration(const Model& m, const std::vector<int64_t>& prompt,
                                             int64_t count);
 
+// Throws UsageError where `m`'s fp32 logits at the prompt's last position change with what
+// follows it (the context padded with id 0, then with the last id): not causal. `logits`:
+// those with 0 where known (else computed).
+void CheckCausal(const Model& m, const std::vector<int64_t>& prompt,
+                 const std::vector<float>& logits = {});
+
 // `count` tokens after `prompt` by greedy decoding; `progress(done, count)` after each.
 // Throws UsageError for a model that does not take token ids or give logits per position,
 // a prompt of ids outside the vocabulary, more tokens than the context holds, or a model

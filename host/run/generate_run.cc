@@ -134,6 +134,7 @@ ChipGeneration GenerateOnTpu(const nn::Model& m, engine::ChipEngine& engine,
   const config::TpuConfig& config = engine.Config();
   ChipGeneration g;
   std::tie(g.context, g.vocabulary) = nn::CheckGeneration(m, prompt, count);
+  nn::CheckCausal(m, prompt);  // (a step reads the keys and values of earlier positions only)
   const auto p = static_cast<int64_t>(prompt.size());
   g.prompt = p;
   g.checked = engine.ComputesValues();

@@ -194,10 +194,12 @@ def check_generate(exe, work, size_args):
         block.mask.zero_()
     torch.onnx.export(model, torch.tensor([context]), base + "-open.onnx", opset_version=13)
     tpusim(exe, "import", base + "-open.onnx", "--out", base + "-open", "-q")
-    done = tpusim(exe, "generate", "--model", base + "-open", "--prompt",
-                  os.path.join(work, "prompt.txt"), "--tokens", "1")
-    if done.returncode != 2 or "is not causal" not in done.stderr:
-        return f"generate without the mask exited {done.returncode}: {done.stderr.strip()}"
+    for chip in ([], ["--config", "tpu-v2", "--engine", "fast"]):
+        done = tpusim(exe, "generate", "--model", base + "-open", "--prompt",
+                      os.path.join(work, "prompt.txt"), "--tokens", "1", *chip)
+        if done.returncode != 2 or "is not causal" not in done.stderr:
+            return (f"generate {' '.join(chip)} without the mask exited {done.returncode}: "
+                    f"{done.stderr.strip()}")
     return None
 
 
