@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 
@@ -108,6 +109,7 @@ struct TransformerOps {
   std::vector<uint16_t> DenseWeights(int i) const;
   int64_t DenseSets(int i);
   int NextDense(int i) const;
+  bool CausallyMasked(int i) const;
   void PrefetchSets();
   std::vector<std::vector<std::vector<std::pair<int64_t, uint64_t>>>> Groups(const Product& pr);
   std::vector<RowRun> InputRuns(int i) const;
@@ -889,6 +891,8 @@ class HeadProducts {
     return v;
   }
   void Items();
+  void SkipMasked(Item* it);
+  bool masked_ = false;  // the scores' only reader is a causal mask (CausallyMasked)
   void OpenGroup(const Item& it, int64_t m0, int64_t rows);
   TileRange Range(const Item& it, int64_t ab, int64_t ob) const;
   bool Moves(const Item& it) const;
@@ -928,13 +932,54 @@ void HeadProducts::OpenGroup(const Item& it, int64_t m0, int64_t rows) {
            rows};
 }
 
+// A cached program's attention scores (the keys' positions along the output's lanes, from
+// lane 0 of each head's rows) read only by a causal mask (CausallyMasked): the output blocks
+// whose positions all lie after the last position computed are masked, so they are not
+// computed: their rows are zeroed instead (+0 plus the mask's -infinity is what a computed
+// score plus it is).
+void HeadProducts::SkipMasked(Item* it) {
+  const Positions& at = e_.At();
+  const auto hh = static_cast<size_t>(it->h);
+  if (!at.Cached() || mp_.k_on_pos || mp_.cols != e_.InputArea().p || mp_.o.ch0[hh] != 0 ||
+      !masked_)
+    return;
+  std::vector<int64_t> kept;
+  for (const int64_t ob : it->obs) {
+    if (ob * o_.n <= at.end - 1) {
+      kept.push_back(ob);
+      continue;
+    }
+    o_.Zero(o_.Row(o_.Out(i_), ob, it->img, mp_.o.pos0[hh] + at.first), at.end - at.first);
+  }
+  it->obs = kept;
+}
+
+// Whether layer i's only reader adds -infinity to every value after its row's position (of
+// each run of T rows): a causal mask.
+bool TransformerOps::CausallyMasked(int i) const {
+  const std::vector<int> readers = e.m_.Consumers()[static_cast<size_t>(i)];
+  if (readers.size() != 1 || e.L(readers[0]).type != LayerType::kAddConstant) return false;
+  const nn::Layer& mask = e.L(readers[0]);
+  const int64_t t = e.InputArea().p, cols = mask.out.c;
+  if (cols != t || mask.weights.data.empty()) return false;
+  const auto rows = static_cast<int64_t>(mask.weights.data.size()) / cols;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = r % t + 1; c < cols; ++c) {
+      const float w = mask.weights.data[static_cast<size_t>(r * cols + c)];
+      if (!(std::isinf(w) && w < 0)) return false;
+    }
+  return true;
+}
+
 void HeadProducts::Items() {
+  masked_ = e_.At().Cached() && o_.CausallyMasked(i_);
   const int units = std::max(1, e_.cfg_.mxus_per_core);
   int groups = -1;
   for (int64_t img = 0; img < o_.b; ++img)
     for (int64_t h = 0; h < mp_.heads; ++h) {
       const auto hh = static_cast<size_t>(h);
       Item it{img, h, Blocks(mp_.a.ch0[hh], mp_.k), Blocks(mp_.o.ch0[hh], mp_.cols), 0, 0};
+      SkipMasked(&it);
       const Item* last = items_.empty() ? nullptr : &items_.back();
       if (!last || last->img != img || mp_.o.pos0[static_cast<size_t>(last->h)] != mp_.o.pos0[hh] ||
           last->obs != it.obs)

@@ -36,7 +36,9 @@ struct EmitterState;
 // chip"): every one (a forward pass), or [first, end) of a batch of token sequences with
 // the tensors that attention's products read (its keys and values) kept in the unified
 // buffer between programs: a prefill of the prompt's positions, then a decode step at each
-// new position, each program reading what the ones before it left.
+// new position, each program reading what the ones before it left. Where attention's scores
+// are read only by a causal mask, the blocks of scores whose keys all lie after the last
+// position are not computed (their rows zeroed: masked, they add nothing).
 struct Positions {
   int64_t first = 0, end = -1;  // end < 0: every position, nothing kept
   bool Cached() const { return end >= 0; }
