@@ -93,6 +93,7 @@ void Check(const nn::Model& m, const config::TpuConfig& config, const std::vecto
     const std::vector<uint16_t> w(want.begin() + static_cast<std::ptrdiff_t>(p * v),
                                   want.begin() + static_cast<std::ptrdiff_t>((p + 1) * v));
     if (w == logits[p]) continue;
+    ++(static_cast<int64_t>(p) < g->prompt ? g->prefill : g->decode).mismatches;
     if (g->mismatches++ == 0)
       g->first_mismatch =
           fmt::format("position {}'s logits differ from the CPU bf16 reference's", p);

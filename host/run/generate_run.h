@@ -43,7 +43,8 @@ struct ChipGeneration {
   TpuRunResult prefill, decode;
   DecodeBound decode_bound;  // over the decode steps
   bool checked = true;       // values checked (not in timing-only runs)
-  int64_t mismatches = 0;    // positions whose logits differ from nn::Bf16Net's
+  int64_t mismatches = 0;    // positions whose logits differ from nn::Bf16Net's (each
+                             // phase's in its result's `mismatches` too)
   std::string first_mismatch;
   double wall_seconds = 0;
 };
