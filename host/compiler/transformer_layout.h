@@ -88,7 +88,6 @@ class ConstantRows {
 // buffer, its tiles in weight memory, the row each tensor was put at.
 struct EmitterState {
   ConstantRows consts;
-  std::vector<uint8_t> weights;
   std::map<std::vector<uint8_t>, uint64_t> tile_at;
   std::vector<int64_t> bases;  // per area (-1: never taken)
   // Each layer's tiles of each block of outputs (TransformerOps::TilesOf), by layer, block.
@@ -123,7 +122,7 @@ class TransformerEmitter {
   const Placement& InputPlace() const { return input_place_; }
   const TensorArea& OutputArea() const { return areas_[static_cast<size_t>(places_.back().area)]; }
   int64_t UbHigh() const { return ub_.High(); }
-  EmitterState State() const { return {consts_, weights_, tile_at_, taken_, tiles_of_}; }
+  EmitterState State() const { return {consts_, tile_at_, taken_, tiles_of_}; }
   // The rows of each block of area `a` the program computes, as runs (the first's row in
   // the block's rows, count): all of them, or each image's positions [at.first, at.end) of
   // each of its runs of T (the input's positions). Throws UsageError where a tensor is not
