@@ -77,29 +77,6 @@ std::vector<int8_t> RunLayerJobs(const std::vector<LayerStep>& steps,
   return act;
 }
 
-// Runs a job of a program per core (job c core c's, with its op_of; null: the engine's
-// loaded executable, whose programs those are), each core's counters attributed to the
-// operations cycle by cycle and checked against the core's, the layers' slices in each
-// core's timeline; r->chip_cycles gets the run's cycles.
-engine::ExecResult RunAttributed(const engine::ExecJob* job, const std::vector<LayerJob>& jobs,
-                                 engine::ChipEngine& engine,
-                                 std::vector<engine::CycleAttribution>& attributions,
-                                 TpuRunResult* r) {
-  for (size_t c = 0; c < jobs.size(); ++c) attributions[c].SetRowOf(jobs[c].op_of);
-  const engine::ScopedCoreObservers observe(engine, attributions, jobs.size());
-  engine::ExecResult e = job ? engine.Run(*job) : engine.Run();
-  if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
-  r->chip_cycles += e.cycles;
-  for (size_t c = 0; c < jobs.size(); ++c) {
-    attributions[c].Check(e.CountersOf(static_cast<int>(c)));
-    if (engine::Timeline* t = engine.GetTimeline(static_cast<int>(c))) {  // its layers
-      for (const auto& s : attributions[c].Spans())
-        t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
-    }
-  }
-  return e;
-}
-
 // The network as the engine holds it for one batch size: compiled once, a program per core
 // for its share of the batch (docs/compiler.md, "Several cores"), or for one image split
 // over the cores (`split`, model parallel), combined and loaded (the programs, parameters
@@ -425,6 +402,25 @@ void PrepareRun(const nn::Model& model, const NetworkCompiler& network,
 
 void CheckBatch(int batch) {
   if (batch < 1) throw UsageError(Field("batch") + " must be at least 1");
+}
+
+engine::ExecResult RunAttributed(const engine::ExecJob* job, const std::vector<LayerJob>& jobs,
+                                 engine::ChipEngine& engine,
+                                 std::vector<engine::CycleAttribution>& attributions,
+                                 TpuRunResult* r) {
+  for (size_t c = 0; c < jobs.size(); ++c) attributions[c].SetRowOf(jobs[c].op_of);
+  const engine::ScopedCoreObservers observe(engine, attributions, jobs.size());
+  engine::ExecResult e = job ? engine.Run(*job) : engine.Run();
+  if (!e.ok) throw RuntimeError("the network failed on the chip: " + e.message);
+  r->chip_cycles += e.cycles;
+  for (size_t c = 0; c < jobs.size(); ++c) {
+    attributions[c].Check(e.CountersOf(static_cast<int>(c)));
+    if (engine::Timeline* t = engine.GetTimeline(static_cast<int>(c))) {  // its layers
+      for (const auto& s : attributions[c].Spans())
+        t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
+    }
+  }
+  return e;
 }
 
 std::vector<BatchShare> BatchShares(int b, int cores) {

@@ -17,6 +17,10 @@
 #include "host/nn/model.h"
 #include "host/report/operation_rows.h"
 
+namespace tpu::engine {
+class CycleAttribution;
+}  // namespace tpu::engine
+
 namespace tpu::run {
 
 // A report row (host/report/operation_rows.h).
@@ -71,6 +75,17 @@ struct BatchShare {
   int first = 0, count = 0;
 };
 std::vector<BatchShare> BatchShares(int b, int cores);
+
+// Runs a job of a program per core (job c core c's, with its op_of; null: the engine's
+// loaded executable, whose programs those are), each core's counters attributed to the
+// operations cycle by cycle and checked against the core's, the layers' slices in each
+// core's timeline (named by r's rows); r->chip_cycles gets the run's cycles. Throws
+// RuntimeError where the chip stops on an error.
+engine::ExecResult RunAttributed(const engine::ExecJob* job,
+                                 const std::vector<compiler::LayerJob>& jobs,
+                                 engine::ChipEngine& engine,
+                                 std::vector<engine::CycleAttribution>& attributions,
+                                 TpuRunResult* r);
 
 // The whole network runs as one program per batch where it fits (NetworkCompiler), else
 // (or with `how.layer_jobs`) each layer as its own job (LayerCompiler: host im2col; chains

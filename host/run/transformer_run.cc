@@ -11,6 +11,7 @@
 
 #include "arith/bf16.h"
 #include "host/common/errors.h"
+#include "host/compiler/core_split.h"
 #include "host/compiler/transformer_program.h"
 #include "host/engine/cycle_attribution.h"
 #include "host/engine/timeline.h"
@@ -125,59 +126,86 @@ std::vector<LayerStats> OperationRows(const nn::Model& model, const std::vector<
 
 namespace {
 
-// One batch of b inputs from `first`: run, attributed, compared with the reference.
-void RunBatch(const nn::Model& model, const compiler::TransformerProgram& prog,
-              const nn::InputSet& inputs, int64_t first, int b, engine::ChipEngine& engine,
-              const nn::Bf16Net& ref, engine::CycleAttribution& rows, TpuRunResult* r) {
+using Programs = std::function<const compiler::TransformerProgram&(int)>;
+
+// The reference's outputs of the batch's inputs `x` (and where each one's first NaN or
+// infinity is), image by image on the machine's threads while the chip runs.
+struct Wanted {
+  std::vector<std::vector<uint16_t>> out;
+  std::vector<nn::NonFinite> nf;
+  std::vector<std::future<void>> work;
+  Wanted(const nn::Bf16Net& ref, const nn::RowMatrix<float>& x, bool values)
+      : out(static_cast<size_t>(x.rows())), nf(static_cast<size_t>(x.rows())) {
+    const int b = static_cast<int>(x.rows());
+    const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, b);
+    for (int w = 0; w < workers && values; ++w)
+      work.push_back(std::async(std::launch::async, [&ref, &x, this, w, workers, b] {
+        for (int i = w; i < b; i += workers) {
+          std::vector<std::vector<uint16_t>> all = ref.Forward(x.row(i).data());
+          nf[static_cast<size_t>(i)] = nn::FirstNonFinite(all);
+          out[static_cast<size_t>(i)] = std::move(all.back());
+        }
+      }));
+  }
+  void Wait() {
+    for (auto& f : work) f.get();
+  }
+};
+
+// Input i of the batch: compared with the reference, its class counted.
+void Compare(const nn::Model& model, const nn::InputSet& inputs, int64_t first, int i,
+             std::vector<uint16_t> got, const Wanted& want, TpuRunResult* r) {
+  if (got != want.out[static_cast<size_t>(i)]) ++r->mismatches;
+  if (r->labelled)
+    r->correct += nn::ArgMaxBf16(got) == inputs.labels[static_cast<size_t>(first + i)];
+  const nn::NonFinite& at = want.nf[static_cast<size_t>(i)];
+  if (at.layer >= 0 && r->non_finite.empty())
+    r->non_finite = fmt::format("input {}: first in layer '{}', value {} of its output", first + i,
+                                model.layers[static_cast<size_t>(at.layer)].name, at.index);
+  r->non_finite_outputs += nn::FirstNonFinite({got}).layer >= 0;
+  r->logits_bf16.push_back(std::move(got));
+}
+
+// One batch of b inputs from `first`, core c running share c of it (BatchShares) as its own
+// program (docs/transformers.md, "Both cores"): run, attributed core by core, compared with
+// the reference.
+void RunBatch(const nn::Model& model, const Programs& program, const nn::InputSet& inputs,
+              int64_t first, int b, engine::ChipEngine& engine, const nn::Bf16Net& ref,
+              std::vector<engine::CycleAttribution>& attributions, TpuRunResult* r) {
+  const config::TpuConfig& config = engine.Config();
   const nn::RowMatrix<float> x = nn::Fp32Inputs(inputs, first, b);
-  std::vector<uint16_t> act(static_cast<size_t>(x.size()));
-  for (size_t i = 0; i < act.size(); ++i)
-    act[i] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[i]));
-  const compiler::LayerJob job = prog.Build(act);
-  const std::vector<compiler::Bound> bounds =
-      OperationBounds(job, r->layers.size(), engine.Config());
-  for (size_t k = 0; k < bounds.size(); ++k) r->layers[k].bound += bounds[k];
-  // The reference's outputs (and where its first NaN or infinity is), image by image on
-  // the other cores while the chip runs.
-  std::vector<std::vector<uint16_t>> want(static_cast<size_t>(b));
-  std::vector<nn::NonFinite> nf(static_cast<size_t>(b));
-  const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, b);
-  std::vector<std::future<void>> refs;
-  for (int w = 0; w < workers && engine.ComputesValues(); ++w)
-    refs.push_back(std::async(std::launch::async, [&, w] {
-      for (int i = w; i < b; i += workers) {
-        std::vector<std::vector<uint16_t>> all = ref.Forward(x.row(i).data());
-        nf[static_cast<size_t>(i)] = nn::FirstNonFinite(all);
-        want[static_cast<size_t>(i)] = std::move(all.back());
-      }
-    }));
-  rows.SetRowOf(job.op_of);
-  engine.SetObserver(&rows, 0);
-  const engine::ExecResult e = engine.Run(job.exec);
-  engine.SetObserver(nullptr, 0);
-  for (auto& f : refs) f.get();
-  if (!e.ok) throw RuntimeError("the transformer failed on the chip: " + e.message);
-  r->chip_cycles += e.cycles;
-  rows.Check(e.CountersOf(0));
-  if (engine::Timeline* t = engine.GetTimeline(0))
-    for (const auto& s : rows.Spans())
-      t->LayerSlice(r->layers[static_cast<size_t>(s.row)].name, s.start, s.end);
+  const std::vector<BatchShare> shares = BatchShares(b, config.cores);
+  std::vector<LayerJob> jobs;
+  std::vector<engine::ExecJob> execs;
+  for (size_t c = 0; c < shares.size(); ++c) {
+    const BatchShare& s = shares[c];
+    std::vector<uint16_t> act(static_cast<size_t>(s.count * x.cols()));
+    for (size_t k = 0; k < act.size(); ++k)
+      act[k] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[s.first * x.cols() + k]));
+    jobs.push_back(program(s.count).Build(act));
+    const std::vector<compiler::Bound> bounds =
+        OperationBounds(jobs.back(), r->layers.size(), config);
+    for (size_t k = 0; k < bounds.size(); ++k) r->layers[k].bound += bounds[k];
+    execs.push_back(jobs.back().exec);
+  }
+  Wanted want(ref, x, engine.ComputesValues());
+  const compiler::CoreJobs combined = compiler::CombineCoreJobs(std::move(execs));
+  engine::ExecResult e;
+  try {
+    e = RunAttributed(&combined.job, jobs, engine, attributions, r);
+  } catch (const RuntimeError& err) {
+    want.Wait();
+    throw RuntimeError(std::string("the transformer failed on the chip: ") + err.what());
+  }
+  want.Wait();
   if (!engine.ComputesValues()) return;
-  const std::vector<uint16_t> y = prog.Decode(e.host_out);
-  const auto out_size = static_cast<size_t>(model.layers.back().out.Size());
-  for (int i = 0; i < b; ++i) {
-    std::vector<uint16_t> got(y.begin() + static_cast<std::ptrdiff_t>(i * out_size),
-                              y.begin() + static_cast<std::ptrdiff_t>((i + 1) * out_size));
-    if (got != want[static_cast<size_t>(i)]) ++r->mismatches;
-    if (r->labelled)
-      r->correct += nn::ArgMaxBf16(got) == inputs.labels[static_cast<size_t>(first + i)];
-    const nn::NonFinite& at = nf[static_cast<size_t>(i)];
-    if (at.layer >= 0 && r->non_finite.empty())
-      r->non_finite =
-          fmt::format("input {}: first in layer '{}', value {} of its output", first + i,
-                      model.layers[static_cast<size_t>(at.layer)].name, at.index);
-    r->non_finite_outputs += nn::FirstNonFinite({got}).layer >= 0;
-    r->logits_bf16.push_back(std::move(got));
+  for (size_t c = 0; c < shares.size(); ++c) {
+    const std::vector<uint16_t> y =
+        program(shares[c].count).Decode(combined.HostOut(e.host_out, c));
+    const auto size = static_cast<std::ptrdiff_t>(model.layers.back().out.Size());
+    for (int i = 0; i < shares[c].count; ++i)
+      Compare(model, inputs, first, shares[c].first + i,
+              std::vector<uint16_t>(y.begin() + i * size, y.begin() + (i + 1) * size), want, r);
   }
 }
 
@@ -198,7 +226,8 @@ TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& eng
       it = programs.emplace(b, compiler::TransformerProgram(model, config, b)).first;
     return it->second;
   };
-  const compiler::TransformerProgram& whole = program(batch);
+  // The largest share's program (core 0's), for the plan and the rows.
+  const compiler::TransformerProgram& whole = program(BatchShares(batch, config.cores)[0].count);
   TpuRunResult r;
   r.images = images;
   r.batch = batch;
@@ -207,27 +236,46 @@ TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& eng
   r.labelled = inputs.HasLabels();
   r.output_scale = 1.0f;
   r.ub_rows = whole.UbRows();
+  const int cores = static_cast<int>(BatchShares(batch, config.cores).size());
   r.plan = fmt::format(
-      "transformer program, one per batch of {} on core 0: {} operations, every tensor in the "
+      "transformer program, one per batch of {}{}: {} operations, every tensor in the "
       "unified buffer ({} rows){}",
-      batch, whole.Operations().size(), whole.UbRows(),
-      whole.Group() < batch
+      batch,
+      cores > 1
+          ? fmt::format(" in shares of up to {} on {} cores", (batch + cores - 1) / cores, cores)
+          : " on core 0",
+      whole.Operations().size(), whole.UbRows(),
+      whole.Group() < whole.Batch()
           ? fmt::format(" for groups of {} images, one after another", whole.Group())
           : "");
   r.layers = OperationRows(model, whole.Operations());
-  engine::CycleAttribution rows(static_cast<int>(r.layers.size()), config.array_dim, 2,
-                                config.vector_sublanes);
+  std::vector<engine::CycleAttribution> rows;
+  for (int c = 0; c < config.cores; ++c)
+    rows.emplace_back(static_cast<int>(r.layers.size()), config.array_dim, 2,
+                      config.vector_sublanes);
+  for (LayerStats& l : r.layers) l.cores.resize(config.cores > 1 ? config.cores : 0);
   const nn::Bf16Net ref(model, config.array_dim);
   for (int64_t first = 0; first < images; first += batch) {
     const int b = static_cast<int>(std::min<int64_t>(batch, images - first));
-    RunBatch(model, program(b), inputs, first, b, engine, ref, rows, &r);
+    RunBatch(model, program, inputs, first, b, engine, ref, rows, &r);
     for (size_t k = 0; k < r.layers.size(); ++k) {
-      r.layers[k].macs += b * model.layers[static_cast<size_t>(whole.Operations()[k])].Macs();
+      const int64_t macs = model.layers[static_cast<size_t>(whole.Operations()[k])].Macs();
+      r.layers[k].macs += b * macs;
       ++r.layers[k].jobs;
+      const std::vector<BatchShare> shares = BatchShares(b, config.cores);
+      for (size_t c = 0; config.cores > 1 && c < shares.size(); ++c)
+        r.layers[k].cores[c].macs += shares[c].count * macs;
     }
     if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
   }
-  for (size_t k = 0; k < r.layers.size(); ++k) r.layers[k].counters = rows.Rows()[k];
+  for (size_t k = 0; k < r.layers.size(); ++k) {
+    r.layers[k].counters = hw::ChipCounters();
+    for (int c = 0; c < config.cores; ++c) {
+      const hw::ChipCounters& part = rows[static_cast<size_t>(c)].Rows()[k];
+      r.layers[k].counters += part;
+      if (config.cores > 1) r.layers[k].cores[static_cast<size_t>(c)].counters = part;
+    }
+  }
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

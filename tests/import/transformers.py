@@ -115,6 +115,13 @@ RTL = {
 }
 
 
+def counters_of(report):
+    """Every counter a run reports: the run's, each core's, each operation's and its cores'."""
+    return (report["counters"], [c["counters"] for c in report.get("cores", [])],
+            [(l["counters"], [c["counters"] for c in l.get("cores", [])])
+             for l in report["layers"]])
+
+
 def check_engines(exe, work, chip_args, make_args):
     """A small model on a bf16 chip's RTL and fast engines: both bit-exact with the bf16
     rules, every counter of the run and of each operation equal."""
@@ -132,9 +139,12 @@ def check_engines(exe, work, chip_args, make_args):
             return f"small {name}, {engine} engine: exited {done.returncode}: {done.stderr}"
         reports[engine] = report
     rtl, fast = reports["rtl"], reports["fast"]
-    if rtl["counters"] != fast["counters"] or [l["counters"] for l in rtl["layers"]] != [
-            l["counters"] for l in fast["layers"]]:
+    # On a chip of several cores, each core's counters too: the run's and each operation's.
+    if counters_of(rtl) != counters_of(fast):
         return f"small {name}: the engines' counters differ"
+    if len(rtl.get("cores", [])) > 1 and not all(
+            c["counters"]["cycles"] > 0 for c in rtl["cores"]):
+        return f"small {name}: a core of {len(rtl['cores'])} did not run"
     print(f"{name} on {' '.join(chip_args)}: both engines bit-exact, {rtl['cycles']} "
           f"cycles, every counter of {len(rtl['layers'])} operations equal")
     return None
