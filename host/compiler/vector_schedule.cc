@@ -188,6 +188,22 @@ size_t Hoistable(const std::vector<Op>& ops, const std::vector<int64_t>& last,
   return 0;
 }
 
+// Whether `x`, the first instruction of another unit not placed (after the vector
+// instruction i, the first not placed), may go before i: it is no sync, halt or barrier,
+// conflicts with none of the at most kCandidates vector instructions not placed before it,
+// and issues, by the estimate, a cycle before i would.
+bool Passes(const std::vector<Op>& ops, const std::vector<size_t>& vectors, size_t first,
+            const std::vector<bool>& placed, const Clock& clock, size_t i, size_t x) {
+  if (ops[x].fence || x - i > kWindow) return false;
+  size_t passed = 0;
+  for (size_t k = first; k < vectors.size() && vectors[k] < x; ++k) {
+    const size_t v = vectors[k];
+    if (placed[v]) continue;
+    if (++passed > kCandidates || Conflict(ops[v].d.fp, ops[x].d.fp)) return false;
+  }
+  return clock.IssueAt(ops[x]) + 1 <= clock.IssueAt(ops[i]);
+}
+
 }  // namespace
 
 isa::Program HoistVectorWork(const isa::Program& program, std::vector<int32_t>* op_of,
@@ -195,24 +211,29 @@ isa::Program HoistVectorWork(const isa::Program& program, std::vector<int32_t>* 
   std::vector<Op> ops;
   if (!DecodeAll(program, config, &ops)) return program;
   const std::vector<int64_t> last = LastConflicts(ops);
-  std::vector<size_t> vectors;
-  for (size_t i = 0; i < ops.size(); ++i)
-    if (ops[i].vector) vectors.push_back(i);
+  std::vector<size_t> vectors, others;
+  for (size_t i = 0; i < ops.size(); ++i) (ops[i].vector ? vectors : others).push_back(i);
   std::vector<size_t> order;
   std::vector<bool> placed(ops.size(), false);
   Clock clock(config.array_dim);
-  size_t first = 0;  // vectors[first] is the first vector instruction not placed
+  // vectors[first] and others[other] are the first of each not placed (the others are placed
+  // in their order).
+  size_t first = 0, other = 0;
   const auto place = [&](size_t i) {
     clock.Issue(ops[i]);
     order.push_back(i);
     placed[i] = true;
     while (first < vectors.size() && placed[vectors[first]]) ++first;
+    while (other < others.size() && placed[others[other]]) ++other;
   };
   for (size_t i = 0; i < ops.size(); ++i) {
     if (placed[i]) continue;
-    if (!ops[i].vector && !ops[i].fence)
+    if (ops[i].vector)
+      while (other < others.size() && Passes(ops, vectors, first, placed, clock, i, others[other]))
+        place(others[other]);
+    else if (!ops[i].fence)
       while (const size_t v = Hoistable(ops, last, vectors, first, placed, clock, i)) place(v);
-    place(i);  // a vector instruction not moved: where it was
+    place(i);
   }
   isa::Program out;
   std::vector<int32_t> of;
