@@ -7,7 +7,7 @@
 
 #include "host/common/errors.h"
 #include "host/compiler/transformer_layout.h"
-#include "host/compiler/vector_schedule.h"
+#include "host/compiler/unit_schedule.h"
 #include "host/isa/isa.h"
 
 namespace tpu::compiler {
@@ -95,7 +95,7 @@ void TransformerProgram::Emit(const nn::Model& m, const config::TpuConfig& confi
   t.group = group;
   t.op_of = e.OpOf();
   t.ops = e.Operations();
-  t.program = HoistVectorWork(e.TakeProgram(), &t.op_of, config);
+  t.program = ScheduleUnits(e.TakeProgram(), &t.op_of, config);
   t.weights = e.Weights();
   t.fixed = e.Params();
   t.in = e.InputArea();

@@ -1,7 +1,8 @@
-// See vector_schedule.h.
-#include "host/compiler/vector_schedule.h"
+// See unit_schedule.h.
+#include "host/compiler/unit_schedule.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <map>
 
@@ -13,16 +14,17 @@ namespace {
 
 using hw::Opcode;
 
-// How far back a vector instruction may move, in instructions: the estimate's horizon.
+// How far an instruction may move up past others, in instructions.
 constexpr size_t kWindow = 2048;
-// The vector instructions not placed yet that may be taken out of their order.
-constexpr size_t kCandidates = 32;
 
 struct Op {
   fast::Decoded d;
   int unit = -1;      // the estimate's unit: the controller's, per matrix unit where it has one
   double cycles = 1;  // the unit's time for it, estimated
   bool vector = false, fence = false;
+  // The instructions that keep their order among themselves: a matrix unit's with its
+  // weight DMA's (its FIFO takes tiles in order), each other unit's; -1: a fence.
+  int stream = -1;
   uint32_t tiles = 0;       // read_weights, load_weights: the tiles it brings its unit
   bool takes_tile = false;  // a matmul that starts the next tile (switch)
 };
@@ -100,37 +102,20 @@ bool DecodeAll(const isa::Program& p, const config::TpuConfig& c, std::vector<Op
     op.tiles = weights ? in.length : 0;
     op.takes_tile = in.opcode == Opcode::kMatmul && (in.flags & hw::kFlagSwitch);
     op.vector = op.d.unit == hw::kUnitVector;
-    op.fence = op.d.sync || op.d.barrier;
+    // A sync, halt or barrier, and what the controller retires itself (set_window,
+    // set_residual, set_format: registers that later instructions read), are fences.
+    op.fence = op.d.sync || op.d.barrier || op.d.unit < 0;
+    op.stream = op.fence ? -1 : per_unit ? 8 * (op.d.mxu + 1) : op.d.unit;
     ops->push_back(op);
   }
   return true;
-}
-
-// For each vector instruction, the last instruction of another unit before it that it may
-// not pass (one whose footprint conflicts with its own, a fence, or the window's edge; the
-// vector instructions it passes are checked as it goes, Hoistable); -1 for the others.
-std::vector<int64_t> LastConflicts(const std::vector<Op>& ops) {
-  std::vector<int64_t> last(ops.size(), -1);
-  for (size_t v = 0; v < ops.size(); ++v) {
-    if (!ops[v].vector) continue;
-    const size_t stop = v > kWindow ? v - kWindow : 0;
-    last[v] = static_cast<int64_t>(stop) - 1;
-    for (size_t j = v; j-- > stop;) {
-      if (ops[j].vector) continue;
-      if (ops[j].fence || Conflict(ops[j].d.fp, ops[v].d.fp)) {
-        last[v] = static_cast<int64_t>(j);
-        break;
-      }
-    }
-  }
-  return last;
 }
 
 // The estimate: one instruction issued a cycle at most, each when its unit is free and the
 // instructions still running whose footprints conflict with its own are done.
 class Clock {
  public:
-  explicit Clock(double n) : n_(n) {}
+  Clock(double n, int fifo) : n_(n), fifo_(static_cast<size_t>(std::max(1, fifo))) {}
   double IssueAt(const Op& op) const {
     double at = t_ + 1;
     if (op.fence)
@@ -146,11 +131,21 @@ class Clock {
   void Issue(const Op& op) {
     t_ = IssueAt(op);
     double done = t_ + op.cycles;
-    std::deque<double>& tiles = tiles_[op.d.mxu];
-    if (op.tiles > 0) tiles.insert(tiles.end(), op.tiles, done);
+    Fifo& f = fifos_[op.d.mxu];
+    if (op.tiles > 0) {  // each tile waits for a slot: the tile `fifo` before it shifted out
+      const double each = op.cycles / op.tiles;
+      done = t_;
+      for (uint32_t k = 0; k < op.tiles; ++k, ++f.pushed) {
+        const size_t before = f.pushed >= fifo_ ? f.pushed - fifo_ : SIZE_MAX;
+        if (before < f.popped.size()) done = std::max(done, f.popped[before]);
+        done += each;
+        f.arrive.push_back(done);
+      }
+    }
     if (op.takes_tile) {  // the unit waits for its tile, then shifts it in
-      const double ready = tiles.empty() ? t_ : std::max(t_, tiles.front());
-      if (!tiles.empty()) tiles.pop_front();
+      const double ready = f.arrive.empty() ? t_ : std::max(t_, f.arrive.front());
+      if (!f.arrive.empty()) f.arrive.pop_front();
+      f.popped.push_back(ready + n_);
       done = ready + std::max(op.cycles, n_);
     }
     if (op.unit >= 0) free_[op.unit] = done;
@@ -161,79 +156,90 @@ class Clock {
   }
 
  private:
+  // A matrix unit's weight FIFO: when its tiles arrive (those not taken yet, in order), how
+  // many were pushed, when each taken one had shifted into the array (its slot free).
+  struct Fifo {
+    std::deque<double> arrive;
+    size_t pushed = 0;
+    std::vector<double> popped;
+  };
   double t_ = 0, n_;
+  size_t fifo_;
   std::map<int, double> free_;
-  std::map<int, std::deque<double>> tiles_;  // by matrix unit: when its tiles arrive, in order
+  std::map<int, Fifo> fifos_;                         // by matrix unit
   std::vector<std::pair<const Op*, double>> flight_;  // issued, not done: when they are
 };
 
-// A vector instruction after instruction i (not placed yet, nor a vector instruction) that
-// may go before it: of the first kCandidates vector instructions not placed, the first that
-// conflicts with none of the instructions not placed before it and issues, by the estimate,
-// a cycle before i would; 0 where none does (instruction 0 is never after i).
-size_t Hoistable(const std::vector<Op>& ops, const std::vector<int64_t>& last,
-                 const std::vector<size_t>& vectors, size_t first, const std::vector<bool>& placed,
-                 const Clock& clock, size_t i) {
-  const double at = clock.IssueAt(ops[i]);
-  std::vector<size_t> before;  // the candidates passed over, not placed
-  for (size_t k = first; k < vectors.size() && before.size() < kCandidates; ++k) {
-    const size_t v = vectors[k];
-    if (placed[v]) continue;
-    const bool free = last[v] < static_cast<int64_t>(i) &&
-                      std::none_of(before.begin(), before.end(),
-                                   [&](size_t u) { return Conflict(ops[u].d.fp, ops[v].d.fp); });
-    if (free && clock.IssueAt(ops[v]) + 1 <= at) return v;
-    before.push_back(v);
+// The instructions not placed yet and what each stream may place next: its first
+// instruction not placed, where nothing before it that is not placed conflicts with it
+// (checked from the earliest one it might conflict with, which only moves on).
+class Ready {
+ public:
+  explicit Ready(const std::vector<Op>& ops) : ops_(ops), placed_(ops.size(), false) {
+    for (size_t i = 0; i < ops.size(); ++i) streams_[ops[i].stream].order.push_back(i);
   }
-  return 0;
-}
+  bool Done() const { return lowest_ >= ops_.size(); }
+  size_t Lowest() const { return lowest_; }
+  void Place(size_t i) {
+    placed_[i] = true;
+    Stream& s = streams_[ops_[i].stream];
+    for (; s.next < s.order.size() && placed_[s.order[s.next]]; ++s.next) s.from = 0;
+    while (lowest_ < ops_.size() && placed_[lowest_]) ++lowest_;
+  }
+  // Each stream's first instruction not placed that may go now (none before the lowest).
+  std::vector<size_t> Candidates() {
+    std::vector<size_t> out;
+    for (auto& [key, s] : streams_) {
+      if (key < 0 || s.next >= s.order.size()) continue;
+      const size_t c = s.order[s.next];
+      if (c == lowest_ || (c - lowest_ <= kWindow && Free(c, &s.from))) out.push_back(c);
+    }
+    return out;
+  }
 
-// Whether `x`, the first instruction of another unit not placed (after the vector
-// instruction i, the first not placed), may go before i: it is no sync, halt or barrier,
-// conflicts with none of the at most kCandidates vector instructions not placed before it,
-// and issues, by the estimate, a cycle before i would.
-bool Passes(const std::vector<Op>& ops, const std::vector<size_t>& vectors, size_t first,
-            const std::vector<bool>& placed, const Clock& clock, size_t i, size_t x) {
-  if (ops[x].fence || x - i > kWindow) return false;
-  size_t passed = 0;
-  for (size_t k = first; k < vectors.size() && vectors[k] < x; ++k) {
-    const size_t v = vectors[k];
-    if (placed[v]) continue;
-    if (++passed > kCandidates || Conflict(ops[v].d.fp, ops[x].d.fp)) return false;
+ private:
+  struct Stream {
+    std::vector<size_t> order;
+    size_t next = 0, from = 0;  // from: no instruction before it conflicts with order[next]
+  };
+  // Whether no instruction not placed before c conflicts with it (`from` moved to the first
+  // that does, or to c).
+  bool Free(size_t c, size_t* from) const {
+    size_t j = std::max(*from, lowest_);
+    for (; j < c; ++j)
+      if (!placed_[j] && (ops_[j].fence || Conflict(ops_[j].d.fp, ops_[c].d.fp))) break;
+    *from = j;
+    return j == c;
   }
-  return clock.IssueAt(ops[x]) + 1 <= clock.IssueAt(ops[i]);
-}
+
+  const std::vector<Op>& ops_;
+  std::vector<bool> placed_;
+  std::map<int, Stream> streams_;
+  size_t lowest_ = 0;
+};
 
 }  // namespace
 
-isa::Program HoistVectorWork(const isa::Program& program, std::vector<int32_t>* op_of,
-                             const config::TpuConfig& config) {
+isa::Program ScheduleUnits(const isa::Program& program, std::vector<int32_t>* op_of,
+                           const config::TpuConfig& config) {
   std::vector<Op> ops;
   if (!DecodeAll(program, config, &ops)) return program;
-  const std::vector<int64_t> last = LastConflicts(ops);
-  std::vector<size_t> vectors, others;
-  for (size_t i = 0; i < ops.size(); ++i) (ops[i].vector ? vectors : others).push_back(i);
+  Ready ready(ops);
+  Clock clock(config.array_dim, config.weight_fifo_tiles);
   std::vector<size_t> order;
-  std::vector<bool> placed(ops.size(), false);
-  Clock clock(config.array_dim);
-  // vectors[first] and others[other] are the first of each not placed (the others are placed
-  // in their order).
-  size_t first = 0, other = 0;
-  const auto place = [&](size_t i) {
-    clock.Issue(ops[i]);
-    order.push_back(i);
-    placed[i] = true;
-    while (first < vectors.size() && placed[vectors[first]]) ++first;
-    while (other < others.size() && placed[others[other]]) ++other;
-  };
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (placed[i]) continue;
-    if (ops[i].vector)
-      while (other < others.size() && Passes(ops, vectors, first, placed, clock, i, others[other]))
-        place(others[other]);
-    else if (!ops[i].fence)
-      while (const size_t v = Hoistable(ops, last, vectors, first, placed, clock, i)) place(v);
-    place(i);
+  while (!ready.Done()) {
+    // The lowest instruction not placed may always go; another stream's first goes instead
+    // where, by the estimate, it issues sooner (the earlier in the program where as soon).
+    size_t best = ready.Lowest();
+    double at = clock.IssueAt(ops[best]);
+    if (!ops[best].fence)
+      for (const size_t c : ready.Candidates()) {
+        const double t = clock.IssueAt(ops[c]);
+        if (t < at || (t == at && c < best)) best = c, at = t;
+      }
+    clock.Issue(ops[best]);
+    ready.Place(best);
+    order.push_back(best);
   }
   isa::Program out;
   std::vector<int32_t> of;

@@ -1,9 +1,11 @@
-// compiler::HoistVectorWork on programs built by hand: four products, each activated, then
+// compiler::ScheduleUnits on programs built by hand: four products, each activated, then
 // the vector unit's work on each product's rows (it moves up beside the later products,
-// never before the activate that writes what it reads); and vector work on rows of its own
-// before the products (they move up past it). The results are the same bytes, in fewer
-// cycles, on both engines of a 4 x 4 bf16 chip (the RTL in the _rtl twin).
-#include "host/compiler/vector_schedule.h"
+// never before the activate that writes what it reads); vector work on rows of its own
+// before the products (they move up past it); two matrix units' products one unit after
+// the other (the second's move up beside the first's). The results are the same bytes, in
+// fewer cycles, on both engines of a 4 x 4 bf16 chip (the RTL in the _rtl twin; its chip of
+// two matrix units is built, TPUSIM_TPU_CHIPS 1x2x4bf16).
+#include "host/compiler/unit_schedule.h"
 
 #include <gtest/gtest.h>
 
@@ -64,14 +66,14 @@ size_t Position(const isa::Program& p, const isa::Word& w) {
   return static_cast<size_t>(std::find(p.words.begin(), p.words.end(), w) - p.words.begin());
 }
 
-class VectorScheduleTest : public ::testing::TestWithParam<engine::EngineKind> {};
+class UnitScheduleTest : public ::testing::TestWithParam<engine::EngineKind> {};
 
-TEST_P(VectorScheduleTest, VectorWorkMovesBesideTheProductsWithTheSameResults) {
+TEST_P(UnitScheduleTest, VectorWorkMovesBesideTheProductsWithTheSameResults) {
   const config::TpuConfig c = Bf16Teach();
   const isa::Program before = Products(kParts);
   std::vector<int32_t> op_of(before.words.size());
   for (size_t i = 0; i < op_of.size(); ++i) op_of[i] = static_cast<int32_t>(i);
-  const isa::Program after = compiler::HoistVectorWork(before, &op_of, c);
+  const isa::Program after = compiler::ScheduleUnits(before, &op_of, c);
   // The same instructions, op_of moved with them.
   ASSERT_EQ(after.words.size(), before.words.size());
   for (size_t i = 0; i < after.words.size(); ++i)
@@ -113,10 +115,10 @@ isa::Program VectorFirst() {
   return p.Take();
 }
 
-TEST_P(VectorScheduleTest, ProductsMovePastVectorWorkTheyDoNotRead) {
+TEST_P(UnitScheduleTest, ProductsMovePastVectorWorkTheyDoNotRead) {
   const config::TpuConfig c = Bf16Teach();
   const isa::Program before = VectorFirst();
-  const isa::Program after = compiler::HoistVectorWork(before, nullptr, c);
+  const isa::Program after = compiler::ScheduleUnits(before, nullptr, c);
   const size_t first_product = 4 + kParts, last_vector = 3 + kParts;
   EXPECT_LT(Position(after, before.words[first_product]),
             Position(after, before.words[last_vector]));
@@ -128,19 +130,53 @@ TEST_P(VectorScheduleTest, ProductsMovePastVectorWorkTheyDoNotRead) {
   EXPECT_LT(is.cycles, was.cycles);
 }
 
-// A program with no vector work to move, or one the controller refuses, stays as it is.
-TEST(VectorScheduleRefusalTest, NothingToMoveOrARefusedInstructionLeavesTheProgram) {
+// Four products on matrix unit 0 and then four on unit 1 (config mxus_per_core = 2): unit
+// 1's load and products move up beside unit 0's, with the same results in fewer cycles.
+isa::Program TwoUnits() {
+  isa::ProgramBuilder p;
+  p.SetFormat(true);
+  p.ReadHost(0, kX, kRows);
+  p.ReadHost(kRows * kRowBytes, kTile, 4);
+  for (uint64_t u = 0; u < 2; ++u) {
+    p.SetUnit(u);
+    p.LoadWeights(kTile, 1, false);
+    for (uint64_t k = 0; k < kParts; ++k)
+      p.Matmul(kX, k * kRows, kRows, k == 0, isa::Acc::kOverwrite);
+    for (uint64_t k = 0; k < kParts; ++k)
+      p.Activate(k * kRows, kOut + (u * kParts + k) * kRows / 2, kRows / 2, 0, false,
+                 isa::Pool::kNone);
+  }
+  p.WriteHost(kOut, 0, kParts * kRows);
+  p.Halt();
+  return p.Take();
+}
+
+TEST_P(UnitScheduleTest, TheSecondUnitsProductsMoveBesideTheFirsts) {
+  config::TpuConfig c = Bf16Teach();
+  c.mxus_per_core = 2;
+  const isa::Program before = TwoUnits();
+  const isa::Program after = compiler::ScheduleUnits(before, nullptr, c);
+  const size_t unit1_load = 3 + 1 + 2 * kParts, unit0_last = 3 + kParts;
+  EXPECT_LT(Position(after, before.words[unit1_load]), Position(after, before.words[unit0_last]));
+  const auto chip = test::TestEngine(GetParam(), c);
+  const engine::ExecResult was = chip->Run(Job(before));
+  const engine::ExecResult is = chip->Run(Job(after));
+  ASSERT_TRUE(was.ok && is.ok) << was.message << is.message;
+  EXPECT_EQ(is.host_out, was.host_out);
+  EXPECT_LT(is.cycles, was.cycles);
+}
+
+// A program with an instruction the controller refuses stays as it is.
+TEST(UnitScheduleRefusalTest, ARefusedInstructionLeavesTheProgram) {
   const config::TpuConfig c = Bf16Teach();
-  const isa::Program none = Products(0);
-  EXPECT_EQ(compiler::HoistVectorWork(none, nullptr, c).words, none.words);
   isa::Program bad = Products(kParts);
   isa::ProgramBuilder p;
   p.ReadHost(0, c.ub_depth_rows, 1);  // past the buffer
   bad.words.insert(bad.words.begin() + 1, p.Take().words[0]);
-  EXPECT_EQ(compiler::HoistVectorWork(bad, nullptr, c).words, bad.words);
+  EXPECT_EQ(compiler::ScheduleUnits(bad, nullptr, c).words, bad.words);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, VectorScheduleTest, ::testing::ValuesIn(test::TestEngineKinds()),
+INSTANTIATE_TEST_SUITE_P(Engines, UnitScheduleTest, ::testing::ValuesIn(test::TestEngineKinds()),
                          [](const auto& info) { return engine::EngineKindName(info.param); });
 
 }  // namespace
