@@ -1277,7 +1277,10 @@ void TransformerEmitter::Free(int i) {
 }
 
 void TransformerEmitter::Group() {
-  ub_ = BufferRows(consts_.Base());
+  // A whole pass takes rows next fit where it can, so that each layer's scratch is not the
+  // rows the layer before just gave back (the schedule then overlaps them); a cached
+  // program's tensors lie where its prefill's do, first fit in both.
+  ub_ = BufferRows(consts_.Base(), next_fit_ && !at_.Cached());
   for (TensorArea& a : areas_) a.base = -1;
   // A cached program's keys and values first: their rows are never another tensor's, nor
   // scratch, in any of the programs (what the programs before left there is read).

@@ -36,14 +36,25 @@ std::optional<HeadRuns> RunsOf(const Placement& v, int64_t heads, int64_t rows, 
 }
 
 int64_t BufferRows::Take(int64_t n, const std::string& what) {
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    if (it->second < n) continue;
-    const int64_t at = it->first, left = it->second - n;
-    free_.erase(it);
-    if (left > 0) free_[at + n] = left;
-    high_ = std::max(high_, at + n);
-    return at;
-  }
+  // Next fit: from the row after the last taken, round to the start, so that rows just
+  // given back are taken last and what comes next need not wait for what used them
+  // (unit_schedule.h); first fit (cursor_ stays 0) where the programs' layouts must agree.
+  auto start = free_.upper_bound(cursor_);
+  if (start != free_.begin() && std::prev(start)->first + std::prev(start)->second > cursor_)
+    --start;
+  for (int pass = 0; pass < 2; ++pass)
+    for (auto it = pass == 0 ? start : free_.begin(); it != free_.end(); ++it) {
+      const int64_t at = std::max(it->first, pass == 0 ? cursor_ : it->first);
+      const int64_t end = it->first + it->second;
+      if (end - at < n) continue;
+      const int64_t first = it->first;
+      free_.erase(it);
+      if (at > first) free_[first] = at - first;
+      if (end > at + n) free_[at + n] = end - at - n;
+      high_ = std::max(high_, at + n);
+      if (next_fit_) cursor_ = at + n;
+      return at;
+    }
   int64_t largest = 0;
   for (const auto& f : free_) largest = std::max(largest, f.second);
   throw UsageError(fmt::format(

@@ -45,17 +45,21 @@ struct HeadRuns {
 std::optional<HeadRuns> RunsOf(const Placement& v, int64_t heads, int64_t rows, int64_t cols,
                                bool rows_on_channels);
 
-// First-fit rows of the unified buffer below `limit`.
+// Rows of the unified buffer below `limit`: first fit, or with `next_fit` from after the
+// last rows taken (Take).
 class BufferRows {
  public:
-  explicit BufferRows(int64_t limit) : limit_(limit) { free_[0] = limit; }
+  explicit BufferRows(int64_t limit, bool next_fit = false) : limit_(limit), next_fit_(next_fit) {
+    free_[0] = limit;
+  }
   // n rows for `what`; UsageError where they do not fit.
   int64_t Take(int64_t n, const std::string& what);
   void Give(int64_t at, int64_t n);
   int64_t High() const { return high_; }
 
  private:
-  int64_t limit_, high_ = 0;
+  int64_t limit_, high_ = 0, cursor_ = 0;
+  bool next_fit_ = false;
   std::map<int64_t, int64_t> free_;  // first row -> rows
 };
 
@@ -109,6 +113,8 @@ class TransformerEmitter {
                      int64_t constant_rows, const Positions& at, const EmitterState* after);
   // Emits every layer; the program ends with the output written to host memory.
   void Run();
+  // A whole pass's rows taken next fit (BufferRows), not first fit: before Run.
+  void NextFit(bool on) { next_fit_ = on; }
 
   isa::Program TakeProgram() { return p_.Take(); }
   const std::vector<int32_t>& OpOf() const { return op_of_; }
@@ -190,6 +196,7 @@ class TransformerEmitter {
   std::vector<Placement> places_;  // per layer; input_place_ for the model's input
   Placement input_place_;
   BufferRows ub_;
+  bool next_fit_ = false;
   ConstantRows consts_;
   std::vector<uint8_t> weights_, params_;
   std::map<std::vector<uint8_t>, uint64_t> tile_at_;

@@ -43,13 +43,16 @@ TransformerProgram::TransformerProgram(const nn::Model& m, const config::TpuConf
     : batch_(batch), t_(std::make_unique<TransformerLayout>()) {
   CheckBf16(config);
   // The largest group of images (a divisor of the batch) whose tensors fit the buffer.
+  // Each group's rows taken next fit, else (where that leaves no run large enough) first fit.
   for (int g = batch; g >= 1; --g) {
     if (batch % g != 0) continue;
-    try {
-      Emit(m, config, g, batch / g);
-      return;
-    } catch (const UsageError&) {
-      if (g == 1) throw;
+    for (const bool next_fit : {true, false}) {
+      try {
+        Emit(m, config, g, batch / g, {}, nullptr, next_fit);
+        return;
+      } catch (const UsageError&) {
+        if (g == 1 && !next_fit) throw;
+      }
     }
   }
 }
@@ -74,11 +77,15 @@ void TransformerProgram::CheckBf16(const config::TpuConfig& config) {
 }
 
 void TransformerProgram::Emit(const nn::Model& m, const config::TpuConfig& config, int group,
-                              int groups, const Positions& at, const TransformerProgram* after) {
+                              int groups, const Positions& at, const TransformerProgram* after,
+                              bool next_fit) {
   const EmitterState* before = after ? &after->t_->state : nullptr;
   const auto emitter = [&](int64_t constant_rows) {
-    return at.Cached() ? TransformerEmitter(m, config, group, constant_rows, at, before)
-                       : TransformerEmitter(m, config, group, groups, constant_rows);
+    TransformerEmitter e = at.Cached()
+                               ? TransformerEmitter(m, config, group, constant_rows, at, before)
+                               : TransformerEmitter(m, config, group, groups, constant_rows);
+    e.NextFit(next_fit);
+    return e;
   };
   // The first emission counts the constants' rows, which the second keeps at the top (after
   // a cached program: its constants, where it put them).

@@ -75,7 +75,8 @@ class TransformerProgram {
 
  private:
   void Emit(const nn::Model& m, const config::TpuConfig& config, int group, int groups,
-            const Positions& at = {}, const TransformerProgram* after = nullptr);
+            const Positions& at = {}, const TransformerProgram* after = nullptr,
+            bool next_fit = false);
   static void CheckBf16(const config::TpuConfig& config);
   int batch_;
   std::unique_ptr<TransformerLayout> t_;

@@ -16,6 +16,8 @@ using hw::Opcode;
 
 // How far an instruction may move up past others, in instructions.
 constexpr size_t kWindow = 2048;
+// The vector instructions after the vector unit's first not placed that may go before it.
+constexpr size_t kOutOfOrder = 128;
 
 struct Op {
   fast::Decoded d;
@@ -182,6 +184,7 @@ class Ready {
   size_t Lowest() const { return lowest_; }
   void Place(size_t i) {
     placed_[i] = true;
+    from_.erase(i);
     Stream& s = streams_[ops_[i].stream];
     for (; s.next < s.order.size() && placed_[s.order[s.next]]; ++s.next) s.from = 0;
     while (lowest_ < ops_.size() && placed_[lowest_]) ++lowest_;
@@ -193,6 +196,15 @@ class Ready {
       if (key < 0 || s.next >= s.order.size()) continue;
       const size_t c = s.order[s.next];
       if (c == lowest_ || (c - lowest_ <= kWindow && Free(c, &s.from))) out.push_back(c);
+      if (key != hw::kUnitVector) continue;
+      // The vector unit's next few may go out of their order (one vector instruction's rows
+      // are not another's): the context's staging beside the softmax.
+      for (size_t k = s.next + 1, seen = 0; k < s.order.size() && seen < kOutOfOrder; ++k) {
+        const size_t v = s.order[k];
+        if (placed_[v]) continue;
+        ++seen;
+        if (v - lowest_ <= kWindow && Free(v, &from_[v])) out.push_back(v);
+      }
     }
     return out;
   }
@@ -215,6 +227,7 @@ class Ready {
   const std::vector<Op>& ops_;
   std::vector<bool> placed_;
   std::map<int, Stream> streams_;
+  std::map<size_t, size_t> from_;  // the vector instructions out of their order: Free's from
   size_t lowest_ = 0;
 };
 

@@ -11,9 +11,10 @@
 // reads or reads or writes what it writes (the footprints the controller's interlocks use,
 // fast/decode.h). Each unit's instructions keep their order (a matrix unit's with its weight
 // DMA's: its FIFO takes tiles in order; the host DMA's, whose host memory no footprint
-// covers), and nothing passes a sync, halt, barrier or register setting. What each
-// instruction computes is unchanged, so the program's results are too; only the order, and
-// so the cycles, change.
+// covers), but for the vector unit's, where the next 128 after its first may go before it
+// (the next layer's staging beside a softmax); nothing passes a sync, halt, barrier or
+// register setting. What each instruction computes is unchanged, so the program's results
+// are too; only the order, and so the cycles, change.
 #pragma once
 
 #include <cstdint>
