@@ -128,6 +128,33 @@ namespace {
 
 using Programs = std::function<const compiler::TransformerProgram&(int)>;
 
+// What the run's plan line says.
+std::string Plan(const compiler::TransformerProgram& whole, int batch, int cores) {
+  return fmt::format(
+      "transformer program, one per batch of {}{}: {} operations, every tensor in the unified "
+      "buffer ({} rows){}",
+      batch,
+      cores > 1
+          ? fmt::format(" in shares of up to {} on {} cores", (batch + cores - 1) / cores, cores)
+          : " on core 0",
+      whole.Operations().size(), whole.UbRows(),
+      whole.Group() < whole.Batch()
+          ? fmt::format(" for groups of {} images, one after another", whole.Group())
+          : "");
+}
+
+// A share of `images` on core `core` (-1: a chip of one core): each operation's MACs, its
+// job counted.
+void AddMacs(const nn::Model& model, const std::vector<int>& ops, int images, int core,
+             TpuRunResult* r) {
+  for (size_t k = 0; k < r->layers.size(); ++k) {
+    const int64_t macs = images * model.layers[static_cast<size_t>(ops[k])].Macs();
+    r->layers[k].macs += macs;
+    ++r->layers[k].jobs;
+    if (core >= 0) r->layers[k].cores[static_cast<size_t>(core)].macs += macs;
+  }
+}
+
 // The reference's outputs of the batch's inputs `x` (and where each one's first NaN or
 // infinity is), image by image on the machine's threads while the chip runs.
 struct Wanted {
@@ -183,6 +210,8 @@ void RunBatch(const nn::Model& model, const Programs& program, const nn::InputSe
     for (size_t k = 0; k < act.size(); ++k)
       act[k] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[s.first * x.cols() + k]));
     jobs.push_back(program(s.count).Build(act));
+    AddMacs(model, program(s.count).Operations(), s.count,
+            config.cores > 1 ? static_cast<int>(c) : -1, r);
     const std::vector<compiler::Bound> bounds =
         OperationBounds(jobs.back(), r->layers.size(), config);
     for (size_t k = 0; k < bounds.size(); ++k) r->layers[k].bound += bounds[k];
@@ -237,17 +266,7 @@ TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& eng
   r.output_scale = 1.0f;
   r.ub_rows = whole.UbRows();
   const int cores = static_cast<int>(BatchShares(batch, config.cores).size());
-  r.plan = fmt::format(
-      "transformer program, one per batch of {}{}: {} operations, every tensor in the "
-      "unified buffer ({} rows){}",
-      batch,
-      cores > 1
-          ? fmt::format(" in shares of up to {} on {} cores", (batch + cores - 1) / cores, cores)
-          : " on core 0",
-      whole.Operations().size(), whole.UbRows(),
-      whole.Group() < whole.Batch()
-          ? fmt::format(" for groups of {} images, one after another", whole.Group())
-          : "");
+  r.plan = Plan(whole, batch, cores);
   r.layers = OperationRows(model, whole.Operations());
   std::vector<engine::CycleAttribution> rows;
   for (int c = 0; c < config.cores; ++c)
@@ -258,24 +277,9 @@ TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& eng
   for (int64_t first = 0; first < images; first += batch) {
     const int b = static_cast<int>(std::min<int64_t>(batch, images - first));
     RunBatch(model, program, inputs, first, b, engine, ref, rows, &r);
-    for (size_t k = 0; k < r.layers.size(); ++k) {
-      const int64_t macs = model.layers[static_cast<size_t>(whole.Operations()[k])].Macs();
-      r.layers[k].macs += b * macs;
-      ++r.layers[k].jobs;
-      const std::vector<BatchShare> shares = BatchShares(b, config.cores);
-      for (size_t c = 0; config.cores > 1 && c < shares.size(); ++c)
-        r.layers[k].cores[c].macs += shares[c].count * macs;
-    }
     if (progress) progress(static_cast<double>(first + b) / static_cast<double>(images));
   }
-  for (size_t k = 0; k < r.layers.size(); ++k) {
-    r.layers[k].counters = hw::ChipCounters();
-    for (int c = 0; c < config.cores; ++c) {
-      const hw::ChipCounters& part = rows[static_cast<size_t>(c)].Rows()[k];
-      r.layers[k].counters += part;
-      if (config.cores > 1) r.layers[k].cores[static_cast<size_t>(c)].counters = part;
-    }
-  }
+  report::CollectRows({}, config, rows, &r.layers);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
