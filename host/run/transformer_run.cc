@@ -174,6 +174,9 @@ struct Wanted {
         }
       }));
   }
+  Wanted(const Wanted&) = delete;  // its threads write into it
+  Wanted& operator=(const Wanted&) = delete;
+  // (destroyed, it waits for them: `work` goes first, and std::async's futures block)
   void Wait() {
     for (auto& f : work) f.get();
   }
@@ -219,13 +222,7 @@ void RunBatch(const nn::Model& model, const Programs& program, const nn::InputSe
   }
   Wanted want(ref, x, engine.ComputesValues());
   const compiler::CoreJobs combined = compiler::CombineCoreJobs(std::move(execs));
-  engine::ExecResult e;
-  try {
-    e = RunAttributed(&combined.job, jobs, engine, attributions, r);
-  } catch (const RuntimeError& err) {
-    want.Wait();
-    throw RuntimeError(std::string("the transformer failed on the chip: ") + err.what());
-  }
+  const engine::ExecResult e = RunAttributed(&combined.job, jobs, engine, attributions, r);
   want.Wait();
   if (!engine.ComputesValues()) return;
   for (size_t c = 0; c < shares.size(); ++c) {
