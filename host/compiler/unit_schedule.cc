@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 
+#include "fast/controller.h"
 #include "fast/decode.h"
 #include "host/engine/fast_engine.h"
 
@@ -23,7 +24,7 @@ struct Op {
   fast::Decoded d;
   int unit = -1;      // the estimate's unit: the controller's, per matrix unit where it has one
   double cycles = 1;  // the unit's time for it, estimated
-  bool vector = false, fence = false;
+  bool fence = false;
   // The instructions that keep their order among themselves: a matrix unit's with its
   // weight DMA's (its FIFO takes tiles in order), each other unit's; -1: a fence.
   int stream = -1;
@@ -32,7 +33,7 @@ struct Op {
 };
 
 bool Overlap(bool a_use, uint32_t a_lo, uint32_t a_hi, bool b_use, uint32_t b_lo, uint32_t b_hi) {
-  return a_use && b_use && a_lo < b_hi && b_lo < a_hi;
+  return a_use && b_use && fast::Overlaps(a_lo, a_hi, b_lo, b_hi);
 }
 
 // Whether a's and b's footprints share a row that one of them writes.
@@ -103,7 +104,6 @@ bool DecodeAll(const isa::Program& p, const config::TpuConfig& c, std::vector<Op
     const bool weights = in.opcode == Opcode::kReadWeights || in.opcode == Opcode::kLoadWeights;
     op.tiles = weights ? in.length : 0;
     op.takes_tile = in.opcode == Opcode::kMatmul && (in.flags & hw::kFlagSwitch);
-    op.vector = op.d.unit == hw::kUnitVector;
     // A sync, halt or barrier, and what the controller retires itself (set_window,
     // set_residual, set_format: registers that later instructions read), are fences.
     op.fence = op.d.sync || op.d.barrier || op.d.unit < 0;
