@@ -9,6 +9,7 @@
 #include <array>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -63,6 +64,17 @@ struct LayerRows {
   int64_t f_hbm = -1;  // with the layout's hbm_f, its F's first row in a core's area
 };
 
+// What layer k's rows are (a flatten has none of its own: its input's).
+int RowsSource(const nn::Model& m, int k) {
+  while (k != nn::kModelInput && m.layers[static_cast<size_t>(k)].type == LayerType::kFlatten)
+    k = m.layers[static_cast<size_t>(k)].inputs[0];
+  return k;
+}
+nn::Shape3 RowsShape(const nn::Model& m, int k) {
+  k = RowsSource(m, k);
+  return k == nn::kModelInput ? m.input : m.OutputOf(k);
+}
+
 // The channel blocks of a map of c channels, and the lanes of each (docs/training.md,
 // "Channel blocks").
 int BlocksOf(int c, int n) { return static_cast<int>(TilesOf(c, n)); }
@@ -101,8 +113,10 @@ struct Layout {
   int64_t loss = 0, mean = 0, logits = 0, sm = 0, mx = 0, sum = 0, recip = 0, pick = 0;
   int64_t dzt = 0, scratch = 0, mask_rows = 0, flipped = 0, contrib = 0, tmp = 0, tmp2 = 0;
   int64_t tap = 0, taken = 0, shares = 0;  // a max pooling's gradient: a tap's, the mask, D_t
-  // Batch normalization's float32 scratch: a layer's rows, and kBnRows single rows.
-  int64_t bn_tmp = 0, bn_rows = 0;
+  // Batch normalization's float32 scratch: a layer's rows, and kBnRows single rows. With the
+  // state in HBM, a batch normalization's gamma and beta (bn_w) and running statistics
+  // (bn_kept) in rows every one's in turn (StageBatchNorm).
+  int64_t bn_tmp = 0, bn_rows = 0, bn_w = 0, bn_kept = 0;
   int64_t other = 0, end = 0, update_rows = 0, acc_rows = 0, acc_t = 0, acc_g = 0;
   int64_t g_tiles = 0;  // the K-tiles dWᵀ's accumulators hold: a wider layer's in groups
   int64_t h_params = 0, h_zero = 0, h_bias = 0, h_batch = 0, h_batch_next = 0, h_out = 0,
@@ -316,11 +330,17 @@ void PlaceScratch(const nn::Model& m, const Optimizer& opt, Layout* a,
   a->tmp = take(2 * a->update_rows);
   a->tmp2 = take(2 * a->update_rows);
   if (a->hbm_state) a->stage = take(2 * shell::StageParts(opt.Slots()) * 2 * a->update_rows);
-  int64_t bn = 0;
-  for (size_t i = 0; i < m.layers.size(); ++i)
-    if (IsBatchNorm(m.layers[i])) bn = std::max(bn, a->layer[i].rows);
+  int64_t bn = 0, bn_values = 0, bn_blocks = 0;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (!IsBatchNorm(m.layers[i])) continue;
+    bn = std::max(bn, a->layer[i].rows);
+    bn_values = std::max(bn_values, a->param[static_cast<size_t>(a->layer[i].param)].Values(n));
+    bn_blocks = std::max<int64_t>(bn_blocks, a->layer[i].cb);
+  }
   a->bn_tmp = take(2 * bn);
   a->bn_rows = take(bn > 0 ? 2 * kBnRows : 0);
+  a->bn_w = take(a->hbm_state ? 2 * bn_values : 0);
+  a->bn_kept = take(a->hbm_state ? 2 * 2 * bn_blocks : 0);
   if (a->hbm_state) return;  // the sums are in HBM
   if (a->cores > 1) a->other = take(a->GradRows());
   if (a->passes > 1) a->pass_g = take(a->GradRows());
@@ -371,6 +391,22 @@ int64_t LargestF(const nn::Model& m, const Layout& a) {
   return most;
 }
 
+// Whether a dense layer's input gradient reads past its tile: each pixel's transposed loads
+// take N rows from its first (EmitDenseBackward), and the last pixel's run past the tile's
+// rows where its inputs leave less than N rows of the last K-tile. The tile rows are followed
+// by the last layer's tile or the batch's float32 scalars, whose low halves may read as
+// infinities or NaNs in bfloat16 (and +0 times those is not +0): N rows of zeros after them.
+bool ReadsPastItsTile(const nn::Model& m, const Layout& a) {
+  for (const ParamRows& p : a.param) {
+    const Layer& l = m.layers[static_cast<size_t>(p.layer)];
+    if (l.type != LayerType::kDense || RowsSource(m, l.inputs[0]) == nn::kModelInput) continue;
+    const nn::Shape3 in = RowsShape(m, l.inputs[0]);
+    const int64_t pixels = int64_t{in.h} * in.w, cb = BlocksOf(in.c, a.n);
+    if ((pixels - 1) * in.c + cb * a.n > p.kb * a.n) return true;
+  }
+  return false;
+}
+
 // With `keep_flipped` (several passes), each convolution's W'' has rows of its own
 // (LayerRows::flipped); with `hbm_state`, the state is in HBM (StateRows), after the cores'
 // gradient sums' (EmitGradientSum); with `hbm_f` too, each layer's F.
@@ -406,6 +442,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
     if (IsBatchNorm(l)) a.layer[i].bn_const = take(2 * chip::kBnConstants);
   }
   shell::PlaceParams(m, opt, &a, take);
+  if (ReadsPastItsTile(m, a)) take(n);  // zeros, never written
   shell::PlaceBatchBuffers(&a, batch, take);
   // dWᵀ's accumulators: at most half of them (a wider layer's dWᵀ in groups), the rest a
   // product's chunks'.
@@ -794,7 +831,7 @@ BnBlock BnBlockOf(const Layout& a, const Layer& l, const LayerRows& r, int j) {
   b.f = r.f + r.Block(j);
   b.out = r.out + r.Block(j);
   b.grad = r.grad + r.Block(j);
-  b.gamma = p.w + 2 * p.Block(j, 0, a.n);
+  b.gamma = (a.hbm_state ? a.bn_w : p.w) + 2 * p.Block(j, 0, a.n);
   b.beta = b.gamma + 2;
   b.g = p.g + p.Block(j, 0, a.n);
   b.mean = r.bn_stats + 10 * int64_t{j};
@@ -805,12 +842,32 @@ BnBlock BnBlockOf(const Layout& a, const Layer& l, const LayerRows& r, int j) {
   return b;
 }
 
+// The row of block j of running statistic s (0: the mean, 1: the variance) of a batch
+// normalization: the state's, or with the state in HBM, its staged copy's (StageBatchNorm).
+int64_t RunningRow(const Layout& a, const LayerRows& r, int s, int j) {
+  if (a.hbm_state) return a.bn_kept + 2 * (int64_t{s} * r.cb + j);
+  return a.kept[static_cast<size_t>(r.kept + s)].RowOf(j * a.n, a.n);
+}
+
+// With the state in HBM, a batch normalization's gamma and beta (float32 rows) into bn_w,
+// and with `kept` its running statistics into bn_kept (`in`) or back (not `in`).
+void StageBatchNorm(Emitter& e, const Layout& a, const LayerRows& r, bool in, bool kept) {
+  if (!a.hbm_state) return;
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  if (in) e.P().ReadHbm(shell::StateHbm(a, p.w), e.U(a.bn_w), e.U(2 * p.Values(a.n)));
+  for (int s = 0; kept && s < 2; ++s) {
+    const uint64_t hbm = shell::StateHbm(a, a.kept[static_cast<size_t>(r.kept + s)].row);
+    const uint64_t ub = e.U(RunningRow(a, r, s, 0)), len = e.U(2 * int64_t{r.cb});
+    in ? e.P().ReadHbm(hbm, ub, len) : e.P().WriteHbm(ub, hbm, len);
+  }
+}
+
 // The running statistics after the batch's: running (1 - momentum) + batch momentum, the
 // variance's batch value unbiased (graph_ref::UpdateRunning).
 void EmitRunningStatistics(Emitter& e, const Layout& a, const LayerRows& r, const BnBlock& b) {
   const int64_t term = BnRowAt(a, kTerm), term2 = BnRowAt(a, kTerm2);
   for (int s = 0; s < 2; ++s) {
-    const int64_t running = a.kept[static_cast<size_t>(r.kept + s)].RowOf(b.j * a.n, a.n);
+    const int64_t running = RunningRow(a, r, s, b.j);
     const int64_t batch = s == 0 ? b.mean : b.var;
     RowOp(e, VectorOp::kMul, running, BnConst(r, chip::kBnKeep), running);
     int64_t from = batch;
@@ -847,7 +904,9 @@ void BatchNormBlockForward(Emitter& e, const Layout& a, const Layer& l, const La
 
 void EmitBatchNormForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   e.Pass(l.name + " forward");
+  StageBatchNorm(e, a, r, /*in=*/true, /*kept=*/true);
   for (int j = 0; j < r.cb; ++j) BatchNormBlockForward(e, a, l, r, BnBlockOf(a, l, r, j));
+  StageBatchNorm(e, a, r, /*in=*/false, /*kept=*/true);
 }
 
 // With hbm_f, layer r's F between its rows in the buffer (the shared ones) and its own in
@@ -1210,7 +1269,9 @@ void EmitBatchNormBackward(Emitter& e, const Layout& a, const Layer& l, const La
                            Sums* sums) {
   e.Pass(l.name + " weight gradient");
   for (int j = 0; j < r.cb; ++j) BatchNormBlockGradient(e, a, r, BnBlockOf(a, l, r, j));
+  GradientOut(e, a, a.param[static_cast<size_t>(r.param)]);
   const int k = l.inputs[0];
+  if (sums->Into(a, k) >= 0) StageBatchNorm(e, a, r, /*in=*/true, /*kept=*/false);  // gamma
   const int64_t into = sums->Into(a, k);
   if (into < 0) return;
   e.Pass(l.name + " input gradient");
@@ -1347,17 +1408,6 @@ void PutTiles(const nn::Model& m, const Layout& a, std::vector<uint16_t>* img) {
   }
 }
 
-// What layer k's rows are (a flatten has none of its own: its input's).
-int RowsSource(const nn::Model& m, int k) {
-  while (k != nn::kModelInput && m.layers[static_cast<size_t>(k)].type == LayerType::kFlatten)
-    k = m.layers[static_cast<size_t>(k)].inputs[0];
-  return k;
-}
-nn::Shape3 RowsShape(const nn::Model& m, int k) {
-  k = RowsSource(m, k);
-  return k == nn::kModelInput ? m.input : m.OutputOf(k);
-}
-
 // Why the chip's graph step does not take layer i's channels ("" where it does): a map of
 // more than N channels goes in channel blocks of N (a multiple of N; the classes any count),
 // which a concatenation, a depthwise convolution, the images and a map read in chunks do not
@@ -1440,10 +1490,8 @@ void CheckGraphStep(const nn::Model& m, const config::TpuConfig& cfg) {
   }
 }
 
-// Whether the model's state can be in HBM (StateRows): not a batch normalization's, whose
-// passes read gamma, beta and the running statistics from the buffer's state rows.
-bool StateCanBeInHbm(const nn::Model& m) {
-  return std::none_of(m.layers.begin(), m.layers.end(), IsBatchNorm);
+bool HasBatchNorm(const nn::Model& m) {
+  return std::any_of(m.layers.begin(), m.layers.end(), IsBatchNorm);
 }
 
 // Throws UsageError where the cores' copies of the state in HBM do not fit the weight memory.
@@ -1457,62 +1505,99 @@ void CheckHbmState(const nn::Model& m, const Layout& a, const config::TpuConfig&
   }
 }
 
+constexpr StateAt kPlaces[] = {StateAt::kBuffer, StateAt::kHbm, StateAt::kHbmWithF};
+
+// The layout of a core's b images in passes of mb with the state at `where` (kBuffer, kHbm or
+// kHbmWithF); with several passes, each convolution's W'' kept for them all where that fits
+// too. Throws UsageError where the accumulators are too few.
+Layout LayoutAt(const nn::Model& m, int b, const Optimizer& opt, const config::TpuConfig& cfg,
+                int cores, int mb, StateAt where) {
+  const bool hbm = where != StateAt::kBuffer, f = where == StateAt::kHbmWithF;
+  const Layout a = MakeLayout(m, b, opt, cfg, cores, mb, false, hbm, f);
+  if (a.acc_rows < a.n) {
+    throw UsageError(fmt::format("config '{}': acc_depth_rows = {} is too few for the step of '{}'",
+                                 cfg.name, cfg.acc_depth_rows, m.name));
+  }
+  if (mb == b || a.end > cfg.ub_depth_rows) return a;
+  const Layout kept = MakeLayout(m, b, opt, cfg, cores, mb, /*keep_flipped=*/true, hbm, f);
+  return kept.end <= cfg.ub_depth_rows ? kept : a;
+}
+
+// The first place of the state (`at` may choose) where b images in one pass fit the chip.
+std::optional<Layout> OnePass(const nn::Model& m, int b, const Optimizer& opt,
+                              const config::TpuConfig& cfg, int cores, StateAt at) {
+  for (const StateAt where : kPlaces) {
+    if (at != StateAt::kAny && at != where) continue;
+    const Layout a = LayoutAt(m, b, opt, cfg, cores, b, where);
+    if (a.end > cfg.ub_depth_rows) continue;
+    CheckHbmState(m, a, cfg);
+    return a;
+  }
+  return std::nullopt;
+}
+
+// Throws UsageError: the step needs `rows` unified-buffer rows even one image a pass.
+[[noreturn]] void TooFewRows(const nn::Model& m, int64_t rows, const config::TpuConfig& cfg) {
+  throw UsageError(fmt::format(
+      "the step of '{}' needs {} unified-buffer rows even one image a pass (every layer's "
+      "output and gradient kept for the pass, the state and each layer's F in HBM); config "
+      "'{}' has ub_depth_rows = {}: --set ub_depth_rows={}",
+      m.name, rows, cfg.name, cfg.ub_depth_rows, rows));
+}
+
+// A model with batch normalization takes a core's share in one pass: a pass of fewer images
+// would normalize each pass over its own (ghost batch normalization, another network). Throws
+// UsageError where it does not fit, naming the largest share that does.
+Layout BatchNormLayout(const nn::Model& m, int b, const Optimizer& opt,
+                       const config::TpuConfig& cfg, int cores, StateAt at) {
+  if (std::optional<Layout> a = OnePass(m, b, opt, cfg, cores, at)) return *a;
+  int most = b - 1;
+  while (most >= 1 && !OnePass(m, most, opt, cfg, cores, at)) --most;
+  if (most < 1) {
+    const StateAt last = at == StateAt::kAny ? StateAt::kHbmWithF : at;
+    TooFewRows(m, LayoutAt(m, 1, opt, cfg, cores, 1, last).end, cfg);
+  }
+  const size_t i = static_cast<size_t>(std::find_if(m.layers.begin(), m.layers.end(), IsBatchNorm) -
+                                       m.layers.begin());
+  throw UsageError(fmt::format(
+      "batch_norm '{}' of model '{}' normalizes over a core's whole share of the batch, but the "
+      "unified buffer holds {} of its {} images at once{}: a smaller --batch (at most {} a "
+      "core), or train it on the CPU (tpusim train without --config)",
+      m.layers[i].name, m.name, most, b, at == StateAt::kAny ? " even with the state in HBM" : "",
+      most));
+}
+
 // The layout of a core's b images in as few passes as fit the chip with the state in the
 // unified buffer: the most images a pass that divide b and whose layout fits it; where none
-// does, the same with the state in HBM, and then with each layer's F too
-// (StateCanBeInHbm; `at` may choose). The buffer first even at more passes: its updates do
-// not cross the host DMA a row a cycle (docs/training.md, "The state in HBM", measures
-// both ways). With several passes, each convolution's W'' kept for them all where that fits
-// too. Throws UsageError where even one image a pass does not fit, or the accumulators are
-// too few.
+// does, the same with the state in HBM, and then with each layer's F too (`at` may choose).
+// The buffer first even at more passes: its updates do not cross the host DMA a row a cycle
+// (docs/training.md, "The state in HBM", measures both ways). A model with batch
+// normalization in one pass (BatchNormLayout). Throws UsageError where even one image a pass
+// does not fit, or the accumulators are too few.
 Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const config::TpuConfig& cfg,
                      int cores, StateAt at) {
-  if ((at == StateAt::kHbm || at == StateAt::kHbmWithF) && !StateCanBeInHbm(m))
-    throw UsageError("a model with batch normalization keeps its state in the unified buffer");
+  if (HasBatchNorm(m)) return BatchNormLayout(m, b, opt, cfg, cores, at);
   int64_t fewest = 0;  // the rows of one image a pass, the state where it goes furthest
-  for (const StateAt where : {StateAt::kBuffer, StateAt::kHbm, StateAt::kHbmWithF}) {
-    const bool hbm = where != StateAt::kBuffer, f = where == StateAt::kHbmWithF;
-    if ((hbm && !StateCanBeInHbm(m)) || (at != StateAt::kAny && at != where)) continue;
+  for (const StateAt where : kPlaces) {
+    if (at != StateAt::kAny && at != where) continue;
     for (int mb = b; mb >= 1; --mb) {
       if (b % mb != 0) continue;
-      const Layout a = MakeLayout(m, b, opt, cfg, cores, mb, false, hbm, f);
-      if (a.acc_rows < a.n) {
-        throw UsageError(
-            fmt::format("config '{}': acc_depth_rows = {} is too few for the step of '{}'",
-                        cfg.name, cfg.acc_depth_rows, m.name));
-      }
+      const Layout a = LayoutAt(m, b, opt, cfg, cores, mb, where);
       if (mb == 1) fewest = a.end;
       if (a.end > cfg.ub_depth_rows) continue;
       CheckHbmState(m, a, cfg);
-      if (mb == b) return a;
-      const Layout kept = MakeLayout(m, b, opt, cfg, cores, mb, /*keep_flipped=*/true, hbm, f);
-      return kept.end <= cfg.ub_depth_rows ? kept : a;
+      return a;
     }
   }
-  if (b < 1) throw UsageError("--batch must be at least 1");
-  throw UsageError(fmt::format(
-      "the step of '{}' needs {} unified-buffer rows even one image a pass (every layer's "
-      "output and gradient kept for the pass{}); config '{}' has ub_depth_rows = {}: --set "
-      "ub_depth_rows={}",
-      m.name, fewest, StateCanBeInHbm(m) ? ", the state and each layer's F in HBM" : "", cfg.name,
-      cfg.ub_depth_rows, fewest));
+  TooFewRows(m, fewest, cfg);
 }
 
-// Throws UsageError where a batch normalization would not see its core's whole share of the
-// batch at once (a pass of fewer images would normalize each pass over its own: ghost batch
-// normalization, another network), or sees one value a channel.
+// Throws UsageError where a batch normalization sees one value a channel.
 void CheckBatchNorms(const nn::Model& m, const Layout& a) {
   for (size_t i = 0; i < m.layers.size(); ++i) {
     if (!IsBatchNorm(m.layers[i])) continue;
     const std::string where =
         fmt::format("batch_norm '{}' of model '{}'", m.layers[i].name, m.name);
-    if (a.passes > 1) {
-      throw UsageError(fmt::format(
-          "{} normalizes over a core's whole share of the batch, but the unified buffer holds "
-          "{} of its {} images a pass: a smaller --batch (at most {} a core), or train it on "
-          "the CPU (tpusim train without --config)",
-          where, a.mb, a.b, a.mb));
-    }
     if (a.layer[i].rows < 2) {
       throw UsageError(fmt::format(
           "{} normalizes each channel over its values in a core's share of the batch, and "

@@ -33,8 +33,8 @@ namespace tpu::train {
 // Where the weights and the optimizer's state are kept between the steps (`at`): with kAny,
 // in the unified buffer where they fit beside the fewest passes' maps, else in HBM, and
 // where that does not fit either, with each layer's F (or X) in HBM too between its forward
-// pass and its weight gradient (a model with batch normalization keeps them in the buffer);
-// kBuffer, kHbm and kHbmWithF choose (tests).
+// pass and its weight gradient; a model with batch normalization in one pass, where that
+// fits with its state in the buffer, else in HBM; kBuffer, kHbm and kHbmWithF choose (tests).
 enum class StateAt { kAny, kBuffer, kHbm, kHbmWithF };
 CompiledStep CompileGraphStep(const nn::Model& model, int batch, const Optimizer& opt,
                               const config::TpuConfig& config, int cores = 1,

@@ -338,6 +338,19 @@ nn::Model WideDenseGraph(uint64_t seed, int wide) {
                seed);
 }
 
+// WideDenseGraph with a batch normalization (ReLU) after its convolution, gamma away from 1.
+nn::Model WideBatchNormGraph(uint64_t seed, int wide) {
+  nn::Layer bn = MakeLayer(LayerType::kBatchNorm);
+  bn.activation = nn::Activation::kRelu;
+  nn::Model m = Chain("widebatchnorm", {16, 16, 2},
+                      {MakeLayer(LayerType::kConv2d, 8, 3, 1, "same", nn::Activation::kNone), bn,
+                       MakeLayer(LayerType::kAvgPool2d), MakeLayer(LayerType::kFlatten),
+                       MakeLayer(LayerType::kDense, wide)},
+                      seed);
+  for (float& g : m.layers[1].weights.data) g += 1.0f;
+  return m;
+}
+
 // Whether a compiled step's state is in HBM: its init's "state" region is in weight memory.
 bool StateInHbm(const train::CompiledStep& s) {
   for (const engine::Region& r : s.programs.init.regions)
@@ -486,9 +499,34 @@ TEST(GraphStepTest, TheStateInHbmEqualsTheReference) {
   EXPECT_EQ(train::CompileGraphStep(m, 8, Optimizer(), c, 1, with_f).programs.passes, 4);
   StepsEqualReference(TestEngine(engine::EngineKind::kFast, c).get(), m, 8, Optimizer::Kind::kAdam,
                       2, 1, with_f);
-  // Batch normalization reads its state from the buffer.
-  EXPECT_THROW(train::CompileGraphStep(BatchNormGraph(21), 2, Optimizer(), v2, 1, hbm), UsageError);
-  EXPECT_FALSE(StateInHbm(train::CompileGraphStep(BatchNormGraph(21), 2, Optimizer(), v2)));
+}
+
+// A batch normalization's gamma, beta and running statistics come from the state in HBM
+// for its forward pass (the running statistics back after it), gamma again for its input
+// gradient; its gradient goes out as a weighted layer's does.
+TEST(GraphStepTest, BatchNormalizationsWithTheStateInHbmEqualTheReference) {
+  const auto hbm = train::StateAt::kHbm, with_f = train::StateAt::kHbmWithF;
+  const config::TpuConfig v2 = config::LoadConfig("tpu-v2");
+  const auto chip = TestEngine(engine::EngineKind::kFast, v2);
+  StepsEqualReference(chip.get(), BatchNormGraph(21), 3, Optimizer::Kind::kAdam, 3, 1, hbm);
+  StepsEqualReference(chip.get(), BatchNormGraph(22), 2, Optimizer::Kind::kSgd, 2, 1, with_f);
+  // Channel blocks (two of 16 lanes) on the small chip; two cores, each with its own copy.
+  StepsEqualReference(TestEngine(engine::EngineKind::kFast, Bf16Small()).get(), BlockGraph(31), 2,
+                      Optimizer::Kind::kAdam, 2, 1, hbm);
+  const auto v3 = TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"));
+  StepsEqualReference(v3.get(), BatchNormGraph(23), 4, Optimizer::Kind::kAdam, 2, 2, with_f);
+  // Chosen where the state does not fit beside the batch's maps, in one pass.
+  const nn::Model m = WideBatchNormGraph(41, 512);
+  EXPECT_FALSE(StateInHbm(train::CompileGraphStep(m, 3, Optimizer(), v2)));
+  config::TpuConfig c = v2;
+  c.ub_depth_rows = static_cast<int>(
+      train::CompileGraphStep(m, 3, Optimizer(), v2, 1, train::StateAt::kBuffer).programs.ub_rows -
+      1);
+  const train::CompiledStep s = train::CompileGraphStep(m, 3, Optimizer(), c, 1);
+  EXPECT_TRUE(StateInHbm(s));
+  EXPECT_EQ(s.programs.passes, 1);
+  StepsEqualReference(TestEngine(engine::EngineKind::kFast, c).get(), m, 3, Optimizer::Kind::kAdam,
+                      2);
 }
 
 // The counters of `steps` steps of m at `batch` on `config`'s fast engine with values (on
@@ -576,8 +614,8 @@ TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
   // value a channel (the 1-D one of l8 at one image a core).
   const nn::Model bn = BatchNormGraph(3);
   config::TpuConfig small = v2;
-  small.ub_depth_rows =
-      static_cast<int>(train::CompileGraphStep(bn, 2, adam, v2).programs.ub_rows) + 2048;
+  small.ub_depth_rows = static_cast<int>(
+      train::CompileGraphStep(bn, 2, adam, v2, 1, train::StateAt::kHbmWithF).programs.ub_rows);
   EXPECT_EQ(train::CompileGraphStep(bn, 2, adam, small).programs.passes, 1);
   auto refused_bn = [&](int batch, const config::TpuConfig& c, const std::string& what) {
     try {
@@ -587,7 +625,10 @@ TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
     }
   };
-  refused_bn(4, small, "batch_norm 'l1' of model 'batchnorm' normalizes over a core's whole share");
+  refused_bn(4, small,
+             "batch_norm 'l1' of model 'batchnorm' normalizes over a core's whole share of the "
+             "batch, but the unified buffer holds 2 of its 4 images at once even with the state "
+             "in HBM: a smaller --batch (at most 2 a core)");
   refused_bn(1, v2, "batch_norm 'l8' of model 'batchnorm' normalizes each channel");
 }
 
