@@ -301,12 +301,13 @@ train::StateAt StateAtOf(const TrainArgs& a, const train::TrainNet& net) {
       {"auto", train::StateAt::kAny},
       {"buffer", train::StateAt::kBuffer},
       {"hbm", train::StateAt::kHbm},
-      {"hbm-with-f", train::StateAt::kHbmWithF}};
+      {"hbm-with-f", train::StateAt::kHbmWithF},
+      {"hbm-with-maps", train::StateAt::kHbmWithMaps}};
   const auto it = kAt.find(a.state_in);
   if (it == kAt.end()) {
     throw UsageError(fmt::format(
-        "--state-in {}: use auto, buffer, hbm or hbm-with-f (docs/training.md, \"The state in "
-        "HBM\")",
+        "--state-in {}: use auto, buffer, hbm, hbm-with-f or hbm-with-maps (docs/training.md, "
+        "\"The state in HBM\")",
         a.state_in));
   }
   if (it->second != train::StateAt::kAny && net.kind != train::TrainNet::Kind::kGraph) {
@@ -356,7 +357,8 @@ ChipRun StartOnChip(const TrainArgs& a, const nn::Model& model) {
                    {"cores", r.trainer->Cores()},
                    {"passes", r.trainer->Passes()},
                    {"epochs", nlohmann::json::array()},
-                   {"state_in_hbm", r.trainer->Programs().state_in_hbm}};
+                   {"state_in_hbm", r.trainer->Programs().state_in_hbm},
+                   {"in_hbm_too", r.trainer->Programs().in_hbm_too}};
   }
   r.trainer->Start(r.at.state);
   return r;
@@ -431,13 +433,17 @@ std::string CoresNote(const config::TpuConfig& c, const train::DensePrograms& p,
   const int cores = p.cores, passes = p.passes;
   const std::string in =
       passes > 1 ? fmt::format(" in {} passes of {}", passes, batch / cores / passes) : "";
-  const std::string hbm = p.state_in_hbm ? "; the weights and optimizer state in HBM" : "";
+  const std::string too = p.in_hbm_too == "hbm-with-maps"
+                              ? ", every layer's output, gradient and F too"
+                              : (p.in_hbm_too == "hbm-with-f" ? ", each layer's F too" : "");
+  const std::string hbm =
+      p.state_in_hbm ? fmt::format("; the weights and optimizer state in HBM{}", too) : "";
   if (cores > 1) {
     return fmt::format(" ({} cores, {} images each{}, the gradients summed{})", cores,
                        batch / cores, in, hbm);
   }
   if (passes > 1) return fmt::format(" ({} images{}, the gradients summed{})", batch, in, hbm);
-  if (p.state_in_hbm) return " (the weights and optimizer state in HBM)";
+  if (p.state_in_hbm) return fmt::format(" ({})", hbm.substr(2));
   return c.cores > 1 ? fmt::format(" (core 0 of its {})", c.cores) : "";
 }
 
@@ -717,6 +723,7 @@ void ReportTimedStep(const TrainArgs& a, const ChipRun& r, const nn::Model& mode
                       {"batch", a.opt.batch},
                       {"cores", r.trainer->Cores()},
                       {"state_in_hbm", r.trainer->Programs().state_in_hbm},
+                      {"in_hbm_too", r.trainer->Programs().in_hbm_too},
                       {"passes", PassJson(rows, 1, r.config)}};
   j["step"] = report::ExecReportJson(r.trainer->LastStep(), r.config, exe.name,
                                      exe.programs[0].words.size(), &bound);
@@ -819,7 +826,8 @@ void AddChipTrainOptions(CLI::App* cmd, TrainArgs* a) {
   cmd->add_option("--state-in", a->state_in,
                   "on the chip, a graph: where the weights, optimizer state and gradients are "
                   "between the steps: auto (the unified buffer where they fit beside one image, "
-                  "else HBM, and each layer's F too where needed), buffer, hbm or hbm-with-f")
+                  "else HBM, and each layer's F too where needed, and then every layer's output "
+                  "and gradient), buffer, hbm, hbm-with-f or hbm-with-maps")
       ->capture_default_str();
   cmd->add_option("--cores", a->cores,
                   "on the chip: the cores a step's batch is split across, each an equal share, "

@@ -39,6 +39,9 @@ struct DensePrograms {
   // Where the weights and the optimizer's state are between the steps: the unified buffer,
   // or HBM (graphs whose state does not fit beside their maps: step_shell.h's StateRows).
   bool state_in_hbm = false;
+  // What of a graph's step is in HBM besides (tpusim train --state-in's names): "hbm-with-f"
+  // each layer's F, "hbm-with-maps" every layer's output, gradient and F; "" nothing.
+  std::string in_hbm_too;
   // The step's passes, in program order: "layer L forward", "loss", "batch in" (the next
   // batch's read, and the fetch programs), "layer L weight gradient", "layer L input
   // gradient", "layer L update" (L from 1), "results out", and the pass of each of the

@@ -15,6 +15,7 @@
 
 #include "host/common/errors.h"
 #include "host/isa/program_builder.h"
+#include "host/report/program_bound.h"
 #include "host/train/graph_reference.h"
 #include "host/train/step_emit.h"
 #include "host/train/step_image.h"
@@ -62,6 +63,9 @@ struct LayerRows {
   int64_t out_stride = 0;
   int64_t OutBlock(int64_t j) const { return j * (out_stride > 0 ? out_stride : padded); }
   int64_t f_hbm = -1;  // with the layout's hbm_f, its F's first row in a core's area
+  // With the layout's hbm_maps, its output's, gradient's and F's (x^'s) first rows in a
+  // core's area of maps in HBM (-1: none), and its F's rows (kb blocks, or x^'s cb).
+  int64_t out_home = -1, grad_home = -1, f_home = -1, f_rows = 0;
 };
 
 // What layer k's rows are (a flatten has none of its own: its input's).
@@ -106,6 +110,12 @@ struct Layout {
   // in the buffer in rows every layer's in turn (FOut, FIn).
   bool hbm_f = false;
   uint64_t hbm_f_addr = 0;
+  // With hbm_maps (the state in HBM too), every layer's output, gradient and F in HBM
+  // (LayerRows' homes, a core's area of maps_rows rows from hbm_maps_addr), and in the
+  // buffer only in the rows of the layer that runs and its inputs, from `window` (StepRows).
+  bool hbm_maps = false;
+  uint64_t hbm_maps_addr = 0;
+  int64_t maps_rows = 0, window = 0;
   int64_t f_rows = 0, f_shared = 0;
   int64_t stage = 0;
   int64_t scalars = 0, x0 = 0, y = 0, scalars_next = 0, x0_next = 0, y_next = 0;
@@ -227,8 +237,11 @@ std::set<int64_t> BiasLanes(const nn::Model& m, int n) {
 }
 
 // Layer i's rows (the last's output is the logits, its gradient dL/dlogits).
+// `take` gives buffer rows, `map` the rows of its output, gradient and F (with hbm_maps, in
+// its area in HBM).
 void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
-                const std::function<int64_t(int64_t)>& take) {
+                const std::function<int64_t(int64_t)>& take,
+                const std::function<int64_t(int64_t)>& map) {
   const Layer& l = m.layers[i];
   LayerRows& r = a->layer[i];
   if (l.type == LayerType::kFlatten) {
@@ -254,26 +267,28 @@ void PlaceLayer(const nn::Model& m, size_t i, Layout* a,
   r.pixels = int64_t{l.out.h} * l.out.w;
   r.rows = a->mb * r.pixels;
   r.padded = TilesOf(r.rows, a->n) * a->n;
-  r.out = i + 1 == m.layers.size() ? a->logits : take(r.cb * r.padded);
+  r.out = i + 1 == m.layers.size() ? a->logits : map(r.cb * r.padded);
   if (i + 1 == m.layers.size()) r.out_stride = a->bp;
-  r.grad = take(r.cb * r.padded);
+  r.grad = map(r.cb * r.padded);
   if (!l.HasWeights()) return;
   for (size_t p = 0; p < a->param.size(); ++p)
     if (a->param[p].layer == static_cast<int>(i)) r.param = static_cast<int>(p);
   const ParamRows& pr = a->param[static_cast<size_t>(r.param)];
-  if (IsBatchNorm(l)) {           // on the vector unit: no parameter set of the activation unit
-    r.f = take(r.cb * r.padded);  // x^
+  if (IsBatchNorm(l)) {  // on the vector unit: no parameter set of the activation unit
+    r.f_rows = r.cb * r.padded;
+    r.f = map(r.f_rows);                    // x^
     r.bn_stats = take(10 * int64_t{r.cb});  // each block's BnBlock rows
     r.kept = 0;
     for (size_t j = 0; j < i; ++j) r.kept += static_cast<int>(m.layers[j].state.size());
     return;
   }
+  r.f_rows = pr.kb * r.padded;
   if (a->hbm_f) {  // the shared rows (MakeLayout's), its own in HBM
     r.f = a->f_shared;
     r.f_hbm = a->f_rows;
-    a->f_rows += pr.kb * r.padded;
+    a->f_rows += r.f_rows;
   } else {
-    r.f = take(pr.kb * r.padded);
+    r.f = map(r.f_rows);
   }
   r.set = BiasSet(a, pr.ins % a->n);
 }
@@ -323,6 +338,7 @@ void PlaceScratch(const nn::Model& m, const Optimizer& opt, Layout* a,
         a->keep_flipped ? take(a->In(l.inputs[0]).cb * FlippedRows(l, n)) : a->flipped;
   }
   a->contrib = take(blocks);
+  if (a->hbm_maps) pooled = shares = 0;  // in the window (StepRows)
   a->tap = take(pooled);
   a->taken = take(pooled);
   a->shares = take(shares);
@@ -337,7 +353,7 @@ void PlaceScratch(const nn::Model& m, const Optimizer& opt, Layout* a,
     bn_values = std::max(bn_values, a->param[static_cast<size_t>(a->layer[i].param)].Values(n));
     bn_blocks = std::max<int64_t>(bn_blocks, a->layer[i].cb);
   }
-  a->bn_tmp = take(2 * bn);
+  a->bn_tmp = take(a->hbm_maps ? 0 : 2 * bn);  // with hbm_maps in the window (StepRows)
   a->bn_rows = take(bn > 0 ? 2 * kBnRows : 0);
   a->bn_w = take(a->hbm_state ? 2 * bn_values : 0);
   a->bn_kept = take(a->hbm_state ? 2 * 2 * bn_blocks : 0);
@@ -407,16 +423,102 @@ bool ReadsPastItsTile(const nn::Model& m, const Layout& a) {
   return false;
 }
 
+// The layers whose rows the step of layer i (its forward pass, its backward pass) reads or
+// writes: i's, and its inputs' (a flatten's: what it flattens; not the images).
+std::vector<int> Involved(const nn::Model& m, size_t i) {
+  std::vector<int> k = {static_cast<int>(i)};
+  for (const int in : m.layers[i].inputs) {
+    const int src = RowsSource(m, in);
+    if (src != nn::kModelInput && std::find(k.begin(), k.end(), src) == k.end()) k.push_back(src);
+  }
+  return k;
+}
+
+// With hbm_maps, the buffer rows of layer k's output (the logits have their own), gradient
+// and, with `f` (the layer whose step it is; its inputs' F no step of its reads), F.
+int64_t WindowRows(const nn::Model& m, const LayerRows& r, size_t k, bool f) {
+  const int64_t map = r.cb * r.padded;
+  return (k + 1 == m.layers.size() ? 0 : map) + map + (f ? r.f_rows : 0);
+}
+
+// With hbm_maps, the scratch rows of layer i's step in the window after its rows: a max
+// pooling's tap, taken and shares (each tap's); a batch normalization's float32 rows.
+int64_t ScratchRows(const Layer& l, const LayerRows& r) {
+  if (l.type == LayerType::kMaxPool2d) return (2 + int64_t{l.pool_h} * l.pool_w) * r.padded;
+  return IsBatchNorm(l) ? 2 * r.rows : 0;
+}
+void PlaceStepScratch(const Layer& l, const LayerRows& r, int64_t at, Layout* s) {
+  if (IsBatchNorm(l)) s->bn_tmp = at;
+  if (l.type != LayerType::kMaxPool2d) return;
+  s->tap = at;
+  s->taken = at + r.padded;
+  s->shares = at + 2 * r.padded;
+}
+
+// With hbm_maps, the rows of the layers of layer i's step in the window (the rest as they
+// were: their homes), a flatten's as what it flattens.
+Layout StepRows(const nn::Model& m, const Layout& a, size_t i) {
+  Layout s = a;
+  int64_t at = a.window;
+  for (const int k : Involved(m, i)) {
+    LayerRows& r = s.layer[static_cast<size_t>(k)];
+    if (static_cast<size_t>(k) + 1 < m.layers.size()) {
+      r.out = at;
+      at += r.cb * r.padded;
+    }
+    r.grad = at;
+    at += r.cb * r.padded;
+    if (static_cast<size_t>(k) != i) continue;
+    if (r.f_rows > 0) r.f = at;
+    at += r.f_rows;
+    PlaceStepScratch(m.layers[i], r, at, &s);
+    at += ScratchRows(m.layers[i], r);
+  }
+  for (size_t k = 0; k < m.layers.size(); ++k) {
+    const int src = RowsSource(m, static_cast<int>(k));
+    if (src != static_cast<int>(k) && src != nn::kModelInput)
+      s.layer[k] = s.layer[static_cast<size_t>(src)];
+  }
+  return s;
+}
+
+// With hbm_maps, each layer's rows' homes in a core's area in HBM (where PlaceLayer put
+// them), and the window as large as the largest step's rows.
+void PlaceMaps(const nn::Model& m, Layout* a, const std::function<int64_t(int64_t)>& take) {
+  for (size_t k = 0; k < m.layers.size(); ++k) {
+    LayerRows& r = a->layer[k];
+    if (m.layers[k].type == LayerType::kFlatten) continue;  // its source's, copied below
+    r.out_home = k + 1 == m.layers.size() ? -1 : r.out;
+    r.grad_home = r.grad;
+    r.f_home = r.f_rows > 0 ? r.f : -1;
+  }
+  int64_t most = 0;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    int64_t rows = ScratchRows(m.layers[i], a->layer[i]);
+    for (const int k : Involved(m, i))
+      rows += WindowRows(m, a->layer[static_cast<size_t>(k)], static_cast<size_t>(k),
+                         static_cast<size_t>(k) == i);
+    most = std::max(most, rows);
+  }
+  for (size_t k = 0; k < m.layers.size(); ++k) {
+    const int src = RowsSource(m, static_cast<int>(k));
+    if (src != static_cast<int>(k) && src != nn::kModelInput)
+      a->layer[k] = a->layer[static_cast<size_t>(src)];
+  }
+  a->window = take(most);
+}
+
 // With `keep_flipped` (several passes), each convolution's W'' has rows of its own
-// (LayerRows::flipped); with `hbm_state`, the state is in HBM (StateRows), after the cores'
-// gradient sums' (EmitGradientSum); with `hbm_f` too, each layer's F.
+// (LayerRows::flipped). With the state `where` kHbm, the state is in HBM (StateRows), after
+// the cores' gradient sums' (EmitGradientSum); kHbmWithF, each layer's F too; kHbmWithMaps,
+// every layer's output, gradient and F too (PlaceMaps).
 Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const config::TpuConfig& cfg,
-                  int cores, int mb, bool keep_flipped = false, bool hbm_state = false,
-                  bool hbm_f = false) {
+                  int cores, int mb, bool keep_flipped, StateAt where) {
   Layout a;
   a.keep_flipped = keep_flipped;
-  a.hbm_state = hbm_state || hbm_f;
-  a.hbm_f = hbm_f;
+  a.hbm_state = where != StateAt::kBuffer;
+  a.hbm_f = where == StateAt::kHbmWithF;
+  a.hbm_maps = where == StateAt::kHbmWithMaps;
   const int n = cfg.array_dim;
   shell::SetBatch(&a, n, batch, cores);
   a.mb = mb;
@@ -425,7 +527,8 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   int64_t at = 0;
   const std::function<int64_t(int64_t)> take = shell::RowsFrom(&at);
   a.id = take(n);
-  a.zero = take(FieldFillsItsTiles(m, n) || LeavesPixelsOut(m) ? n : 1);
+  // N rows where whole tiles of zeros are read, or (hbm_maps) the window's padding zeroed.
+  a.zero = take(FieldFillsItsTiles(m, n) || LeavesPixelsOut(m) || a.hbm_maps ? n : 1);
   a.class_blocks = BlocksOf(m.layers.back().out.c, n);
   a.pad = take(2 * int64_t{a.class_blocks});
   a.inv_batch = take(2);
@@ -454,7 +557,11 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.logits = take(a.bp * a.class_blocks);
   // With hbm_f, every layer's F in the same rows, as many as the largest takes.
   if (a.hbm_f) a.f_shared = take(LargestF(m, a));
-  for (size_t i = 0; i < m.layers.size(); ++i) PlaceLayer(m, i, &a, take);
+  int64_t home = 0;
+  const std::function<int64_t(int64_t)> map = a.hbm_maps ? shell::RowsFrom(&home) : take;
+  for (size_t i = 0; i < m.layers.size(); ++i) PlaceLayer(m, i, &a, take, map);
+  if (a.hbm_maps) PlaceMaps(m, &a, take);
+  a.maps_rows = home;
   if (HasRelu6(m)) {
     a.relu6_set = a.sets++;
     a.bias_lane.push_back(-1);
@@ -468,6 +575,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.hbm_grad_addr =
       page(a.hbm_state_addr + static_cast<uint64_t>(cores * shell::StateRows(a)) * 2 * n);
   a.hbm_f_addr = page(shell::GradHbm(a, 2 * cores, 0));  // past the cores' sums
+  a.hbm_maps_addr = page(a.hbm_f_addr + static_cast<uint64_t>(cores * a.f_rows) * 2 * n);
   return a;
 }
 
@@ -924,37 +1032,35 @@ void MoveF(Emitter& e, const Layout& a, const LayerRows& r, bool out) {
   }
 }
 
-void EmitForward(Emitter& e, const Layout& a, const nn::Model& m) {
-  for (size_t i = 0; i < m.layers.size(); ++i) {
-    const Layer& l = m.layers[i];
-    const LayerRows& r = a.layer[i];
-    switch (l.type) {
-      case LayerType::kConv2d:
-        EmitConvForward(e, a, l, r);
-        MoveF(e, a, r, /*out=*/true);
-        break;
-      case LayerType::kDense:
-        EmitDenseForward(e, a, l, r);
-        MoveF(e, a, r, /*out=*/true);
-        break;
-      case LayerType::kAvgPool2d:
-        EmitPoolForward(e, a, l, r);
-        break;
-      case LayerType::kMaxPool2d:
-        EmitMaxPoolForward(e, a, l, r);
-        break;
-      case LayerType::kAdd:
-        EmitAddForward(e, a, l, r);
-        break;
-      case LayerType::kConcat:
-        EmitConcatForward(e, a, l, r);
-        break;
-      case LayerType::kBatchNorm:
-        EmitBatchNormForward(e, a, l, r);
-        break;
-      default:  // a flatten: its input's rows
-        break;
-    }
+void EmitLayerForward(Emitter& e, const Layout& a, const nn::Model& m, size_t i) {
+  const Layer& l = m.layers[i];
+  const LayerRows& r = a.layer[i];
+  switch (l.type) {
+    case LayerType::kConv2d:
+      EmitConvForward(e, a, l, r);
+      MoveF(e, a, r, /*out=*/true);
+      break;
+    case LayerType::kDense:
+      EmitDenseForward(e, a, l, r);
+      MoveF(e, a, r, /*out=*/true);
+      break;
+    case LayerType::kAvgPool2d:
+      EmitPoolForward(e, a, l, r);
+      break;
+    case LayerType::kMaxPool2d:
+      EmitMaxPoolForward(e, a, l, r);
+      break;
+    case LayerType::kAdd:
+      EmitAddForward(e, a, l, r);
+      break;
+    case LayerType::kConcat:
+      EmitConcatForward(e, a, l, r);
+      break;
+    case LayerType::kBatchNorm:
+      EmitBatchNormForward(e, a, l, r);
+      break;
+    default:  // a flatten: its input's rows
+      break;
   }
 }
 
@@ -978,6 +1084,8 @@ class Sums {
                    r.grad + r.Block(j), r.rows, 0);
     has_[static_cast<size_t>(r.source)] = true;
   }
+  // Whether layer k (not a flatten) has a gradient yet.
+  bool Has(int k) const { return has_[static_cast<size_t>(k)]; }
   // The gradient `dz` (rows of layer input k's size) added in as it is (an add's inputs).
   void AddRows(Emitter& e, const Layout& a, int k, int64_t dz) {
     if (k == nn::kModelInput) return;
@@ -1280,42 +1388,39 @@ void EmitBatchNormBackward(Emitter& e, const Layout& a, const Layer& l, const La
   sums->Done(e, a, k);
 }
 
-void EmitBackward(Emitter& e, const Layout& a, const nn::Model& m) {
-  Sums sums(m.layers.size());
-  for (size_t i = m.layers.size(); i-- > 0;) {
-    const Layer& l = m.layers[i];
-    const LayerRows& r = a.layer[i];
-    if (l.type == LayerType::kFlatten) continue;  // its gradient is its input's
-    if (Relu(l)) {
-      e.Pass(l.name + (l.HasWeights() ? " weight gradient" : " gradient"));
-      for (int j = 0; j < r.cb; ++j)
-        e.Mask(r.out + r.Block(j), r.grad + r.Block(j), r.rows, Relu6(l) ? a.six : -1);
-    }
-    switch (l.type) {
-      case LayerType::kConv2d:
-        EmitConvBackward(e, a, l, r, &sums);
-        break;
-      case LayerType::kDense:
-        EmitDenseBackward(e, a, l, r, &sums);
-        break;
-      case LayerType::kAvgPool2d:
-        EmitPoolBackward(e, a, l, r, &sums);
-        break;
-      case LayerType::kMaxPool2d:
-        EmitMaxPoolBackward(e, a, l, r, &sums);
-        break;
-      case LayerType::kConcat:
-        EmitConcatBackward(e, a, l, r, &sums);
-        break;
-      case LayerType::kBatchNorm:
-        EmitBatchNormBackward(e, a, l, r, &sums);
-        break;
-      default:  // an add: its gradient to both its inputs
-        e.Pass(l.name + " gradient");
-        sums.AddRows(e, a, l.inputs[0], r.grad);
-        sums.AddRows(e, a, l.inputs[1], r.grad);
-        break;
-    }
+void EmitLayerBackward(Emitter& e, const Layout& a, const nn::Model& m, size_t i, Sums* sums) {
+  const Layer& l = m.layers[i];
+  const LayerRows& r = a.layer[i];
+  if (l.type == LayerType::kFlatten) return;  // its gradient is its input's
+  if (Relu(l)) {
+    e.Pass(l.name + (l.HasWeights() ? " weight gradient" : " gradient"));
+    for (int j = 0; j < r.cb; ++j)
+      e.Mask(r.out + r.Block(j), r.grad + r.Block(j), r.rows, Relu6(l) ? a.six : -1);
+  }
+  switch (l.type) {
+    case LayerType::kConv2d:
+      EmitConvBackward(e, a, l, r, sums);
+      break;
+    case LayerType::kDense:
+      EmitDenseBackward(e, a, l, r, sums);
+      break;
+    case LayerType::kAvgPool2d:
+      EmitPoolBackward(e, a, l, r, sums);
+      break;
+    case LayerType::kMaxPool2d:
+      EmitMaxPoolBackward(e, a, l, r, sums);
+      break;
+    case LayerType::kConcat:
+      EmitConcatBackward(e, a, l, r, sums);
+      break;
+    case LayerType::kBatchNorm:
+      EmitBatchNormBackward(e, a, l, r, sums);
+      break;
+    default:  // an add: its gradient to both its inputs
+      e.Pass(l.name + " gradient");
+      sums->AddRows(e, a, l.inputs[0], r.grad);
+      sums->AddRows(e, a, l.inputs[1], r.grad);
+      break;
   }
 }
 
@@ -1335,6 +1440,91 @@ LossRows LossOf(const Layout& a) {
   return r;
 }
 
+// With hbm_maps: buffer rows [ub, ub + rows) out to (`out`) or in from rows [home, home +
+// rows) of this core's area of maps in HBM.
+void MoveMap(Emitter& e, const Layout& a, int64_t ub, int64_t home, int64_t rows, bool out) {
+  const int64_t piece = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
+  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+    const uint64_t hbm =
+        a.hbm_maps_addr + static_cast<uint64_t>(a.core * a.maps_rows + home + r0) * 2 * a.n;
+    const uint64_t at = e.U(ub + r0), len = e.U(std::min(piece, rows - r0));
+    out ? e.P().WriteHbm(at, hbm, len) : e.P().ReadHbm(hbm, at, len);
+  }
+}
+
+// Layer r's output, gradient or F (`which`) between its rows in the window and its home.
+enum class Map { kOut, kGrad, kF };
+void MoveMap(Emitter& e, const Layout& a, const LayerRows& r, Map which, bool out) {
+  const int64_t map = r.cb * r.padded;
+  if (which == Map::kOut) return MoveMap(e, a, r.out, r.out_home, map, out);
+  if (which == Map::kGrad) return MoveMap(e, a, r.grad, r.grad_home, map, out);
+  MoveMap(e, a, r.f, r.f_home, r.f_rows, out);
+}
+
+// Zeros into each of the `blocks` blocks from `at` (r.padded rows apart) past its r.rows: a
+// window's rows were another layer's, and a weight gradient reads whole chunks of N rows.
+void ZeroPadding(Emitter& e, const Layout& a, int64_t at, int64_t blocks, const LayerRows& r) {
+  for (int64_t j = 0; j < blocks && r.rows < r.padded; ++j)
+    e.Vector(VectorOp::kCopy, a.zero, 0, at + j * r.padded + r.rows, r.padded - r.rows, 0);
+}
+
+// With hbm_maps, layer i's forward pass in the window: its inputs' outputs in, its output
+// and F out.
+void MapsForward(Emitter& e, const Layout& a, const nn::Model& m, size_t i) {
+  const Layer& l = m.layers[i];
+  if (l.type == LayerType::kFlatten) return;
+  const Layout s = StepRows(m, a, i);
+  const LayerRows& r = s.layer[i];
+  const bool last = i + 1 == m.layers.size();
+  e.Pass(l.name + " forward");
+  for (const int k : Involved(m, i))
+    if (k != static_cast<int>(i)) MoveMap(e, s, s.layer[static_cast<size_t>(k)], Map::kOut, false);
+  if (!last) ZeroPadding(e, s, r.out, r.cb, r);
+  if (r.f_rows > 0) ZeroPadding(e, s, r.f, r.f_rows / r.padded, r);
+  EmitLayerForward(e, s, m, i);
+  if (!last) MoveMap(e, s, r, Map::kOut, true);
+  if (r.f_rows > 0) MoveMap(e, s, r, Map::kF, true);
+}
+
+// With hbm_maps, the loss into the last layer's gradient, out.
+void MapsLoss(Emitter& e, const Layout& a, const nn::Model& m, bool mean) {
+  const Layout s = StepRows(m, a, m.layers.size() - 1);
+  const LayerRows& r = s.layer.back();
+  e.Pass("loss");
+  ZeroPadding(e, s, r.grad, r.cb, r);
+  EmitSoftmaxLoss(e.P(), LossOf(s), s.mb, mean);
+  MoveMap(e, s, r, Map::kGrad, true);
+}
+
+// With hbm_maps, layer i's backward pass in the window: its gradient, and its output and F
+// where it reads them, in; its inputs' gradients so far in (a first one's padding zeroed),
+// then out.
+void MapsBackward(Emitter& e, const Layout& a, const nn::Model& m, size_t i, Sums* sums) {
+  const Layer& l = m.layers[i];
+  if (l.type == LayerType::kFlatten) return;
+  const Layout s = StepRows(m, a, i);
+  const LayerRows& r = s.layer[i];
+  const bool max_pool = l.type == LayerType::kMaxPool2d;
+  e.Pass(l.name + (l.HasWeights() ? " weight gradient" : " gradient"));
+  MoveMap(e, s, r, Map::kGrad, false);
+  if (Relu(l) || max_pool) MoveMap(e, s, r, Map::kOut, false);
+  if (r.f_rows > 0) MoveMap(e, s, r, Map::kF, false);
+  std::vector<int> inputs = Involved(m, i);
+  inputs.erase(inputs.begin());
+  for (const int k : inputs) {
+    const LayerRows& in = s.layer[static_cast<size_t>(k)];
+    if (max_pool) MoveMap(e, s, in, Map::kOut, false);
+    if (sums->Has(k)) {
+      MoveMap(e, s, in, Map::kGrad, false);
+    } else {
+      ZeroPadding(e, s, in.grad, in.cb, in);
+    }
+  }
+  EmitLayerBackward(e, s, m, i, sums);
+  for (const int k : inputs)
+    if (sums->Has(k)) MoveMap(e, s, s.layer[static_cast<size_t>(k)], Map::kGrad, true);
+}
+
 isa::Program StepProgram(const Layout& a, const nn::Model& m, const Optimizer& opt, bool prefetch,
                          std::vector<int32_t>* pass_of, PassLog* passes) {
   Emitter e(a);
@@ -1342,12 +1532,20 @@ isa::Program StepProgram(const Layout& a, const nn::Model& m, const Optimizer& o
   shell::StartStep(e, a, prefetch);
   for (int u = 0; u < a.passes; ++u) {
     const Layout au = ForPass(a, u);
-    EmitForward(e, au, m);
-    e.Pass("loss");
+    const size_t layers = m.layers.size();
+    for (size_t i = 0; i < layers; ++i)
+      a.hbm_maps ? MapsForward(e, au, m, i) : EmitLayerForward(e, au, m, i);
     const bool last = u + 1 == a.passes;
-    EmitSoftmaxLoss(e.P(), LossOf(au), a.mb, a.passes == 1);
+    if (a.hbm_maps) {
+      MapsLoss(e, au, m, a.passes == 1);
+    } else {
+      e.Pass("loss");
+      EmitSoftmaxLoss(e.P(), LossOf(au), a.mb, a.passes == 1);
+    }
     if (a.passes > 1 && last) EmitLossMean(e.P(), LossRowsOf(a, 0), a.b);
-    EmitBackward(e, au, m);
+    Sums sums(layers);
+    for (size_t i = layers; i-- > 0;)
+      a.hbm_maps ? MapsBackward(e, au, m, i, &sums) : EmitLayerBackward(e, au, m, i, &sums);
     if (u == 0 || a.hbm_state) continue;
     e.Pass("pass gradient sum");
     EmitVector(e.P(), VectorOp::kAdd, a.param.front().g, a.pass_g, a.param.front().g, a.GradRows(),
@@ -1496,7 +1694,7 @@ bool HasBatchNorm(const nn::Model& m) {
 
 // Throws UsageError where the cores' copies of the state in HBM do not fit the weight memory.
 void CheckHbmState(const nn::Model& m, const Layout& a, const config::TpuConfig& cfg) {
-  const uint64_t end = a.hbm_f_addr + static_cast<uint64_t>(a.cores * a.f_rows) * 2 * a.n;
+  const uint64_t end = a.hbm_maps_addr + static_cast<uint64_t>(a.cores * a.maps_rows) * 2 * a.n;
   if (a.hbm_state && end > cfg.weight_mem_bytes) {
     throw UsageError(
         fmt::format("the step of '{}' keeps its state and gradients in HBM, {} bytes; "
@@ -1505,21 +1703,21 @@ void CheckHbmState(const nn::Model& m, const Layout& a, const config::TpuConfig&
   }
 }
 
-constexpr StateAt kPlaces[] = {StateAt::kBuffer, StateAt::kHbm, StateAt::kHbmWithF};
+constexpr StateAt kPlaces[] = {StateAt::kBuffer, StateAt::kHbm, StateAt::kHbmWithF,
+                               StateAt::kHbmWithMaps};
 
 // The layout of a core's b images in passes of mb with the state at `where` (kBuffer, kHbm or
 // kHbmWithF); with several passes, each convolution's W'' kept for them all where that fits
 // too. Throws UsageError where the accumulators are too few.
 Layout LayoutAt(const nn::Model& m, int b, const Optimizer& opt, const config::TpuConfig& cfg,
                 int cores, int mb, StateAt where) {
-  const bool hbm = where != StateAt::kBuffer, f = where == StateAt::kHbmWithF;
-  const Layout a = MakeLayout(m, b, opt, cfg, cores, mb, false, hbm, f);
+  const Layout a = MakeLayout(m, b, opt, cfg, cores, mb, false, where);
   if (a.acc_rows < a.n) {
     throw UsageError(fmt::format("config '{}': acc_depth_rows = {} is too few for the step of '{}'",
                                  cfg.name, cfg.acc_depth_rows, m.name));
   }
   if (mb == b || a.end > cfg.ub_depth_rows) return a;
-  const Layout kept = MakeLayout(m, b, opt, cfg, cores, mb, /*keep_flipped=*/true, hbm, f);
+  const Layout kept = MakeLayout(m, b, opt, cfg, cores, mb, /*keep_flipped=*/true, where);
   return kept.end <= cfg.ub_depth_rows ? kept : a;
 }
 
@@ -1539,9 +1737,9 @@ std::optional<Layout> OnePass(const nn::Model& m, int b, const Optimizer& opt,
 // Throws UsageError: the step needs `rows` unified-buffer rows even one image a pass.
 [[noreturn]] void TooFewRows(const nn::Model& m, int64_t rows, const config::TpuConfig& cfg) {
   throw UsageError(fmt::format(
-      "the step of '{}' needs {} unified-buffer rows even one image a pass (every layer's "
-      "output and gradient kept for the pass, the state and each layer's F in HBM); config "
-      "'{}' has ub_depth_rows = {}: --set ub_depth_rows={}",
+      "the step of '{}' needs {} unified-buffer rows even one image a pass (the state and "
+      "every layer's output, gradient and F in HBM, the buffer holding one layer's and its "
+      "inputs' at a time); config '{}' has ub_depth_rows = {}: --set ub_depth_rows={}",
       m.name, rows, cfg.name, cfg.ub_depth_rows, rows));
 }
 
@@ -1554,7 +1752,7 @@ Layout BatchNormLayout(const nn::Model& m, int b, const Optimizer& opt,
   int most = b - 1;
   while (most >= 1 && !OnePass(m, most, opt, cfg, cores, at)) --most;
   if (most < 1) {
-    const StateAt last = at == StateAt::kAny ? StateAt::kHbmWithF : at;
+    const StateAt last = at == StateAt::kAny ? StateAt::kHbmWithMaps : at;
     TooFewRows(m, LayoutAt(m, 1, opt, cfg, cores, 1, last).end, cfg);
   }
   const size_t i = static_cast<size_t>(std::find_if(m.layers.begin(), m.layers.end(), IsBatchNorm) -
@@ -1563,33 +1761,54 @@ Layout BatchNormLayout(const nn::Model& m, int b, const Optimizer& opt,
       "batch_norm '{}' of model '{}' normalizes over a core's whole share of the batch, but the "
       "unified buffer holds {} of its {} images at once{}: a smaller --batch (at most {} a "
       "core), or train it on the CPU (tpusim train without --config)",
-      m.layers[i].name, m.name, most, b, at == StateAt::kAny ? " even with the state in HBM" : "",
-      most));
+      m.layers[i].name, m.name, most, b,
+      at == StateAt::kAny ? " even with the state and the maps in HBM" : "", most));
+}
+
+// The attainable bound (report/program_bound.h) of the step program of layout `a`'s core 0.
+double StepBound(const nn::Model& m, const Layout& a, const Optimizer& opt,
+                 const config::TpuConfig& cfg) {
+  std::vector<int32_t> pass_of;
+  PassLog passes;
+  const isa::Program p = StepProgram(ForParity(a, 0), m, opt, /*prefetch=*/true, &pass_of, &passes);
+  return report::BoundPrograms({p}, cfg).Cycles();
 }
 
 // The layout of a core's b images in as few passes as fit the chip with the state in the
-// unified buffer: the most images a pass that divide b and whose layout fits it; where none
-// does, the same with the state in HBM, and then with each layer's F too (`at` may choose).
-// The buffer first even at more passes: its updates do not cross the host DMA a row a cycle
-// (docs/training.md, "The state in HBM", measures both ways). A model with batch
+// unified buffer: the most images a pass that divide b and whose layout fits it. Where none
+// does, the state in HBM, alone, with each layer's F, or with every layer's maps, each in as
+// few passes as fit: whichever's step has the least attainable bound (the first of them
+// where they tie), since fewer passes make every tile fewer times and the maps cost their
+// moves (`at` may choose). The buffer first even at more passes: its updates do not cross
+// the host DMA a row a cycle (docs/training.md, "The state in HBM", measures both ways). A
+// model with batch
 // normalization in one pass (BatchNormLayout). Throws UsageError where even one image a pass
 // does not fit, or the accumulators are too few.
 Layout FittingLayout(const nn::Model& m, int b, const Optimizer& opt, const config::TpuConfig& cfg,
                      int cores, StateAt at) {
   if (HasBatchNorm(m)) return BatchNormLayout(m, b, opt, cfg, cores, at);
   int64_t fewest = 0;  // the rows of one image a pass, the state where it goes furthest
+  std::optional<Layout> best;
+  double least = 0;  // best's bound, where the state is in HBM
   for (const StateAt where : kPlaces) {
     if (at != StateAt::kAny && at != where) continue;
+    if (best && !best->hbm_state) break;  // the buffer's won
     for (int mb = b; mb >= 1; --mb) {
       if (b % mb != 0) continue;
       const Layout a = LayoutAt(m, b, opt, cfg, cores, mb, where);
       if (mb == 1) fewest = a.end;
       if (a.end > cfg.ub_depth_rows) continue;
-      CheckHbmState(m, a, cfg);
-      return a;
+      const double bound = a.hbm_state && at == StateAt::kAny ? StepBound(m, a, opt, cfg) : 0;
+      if (!best || bound < least) {
+        best = a;
+        least = bound;
+      }
+      break;
     }
   }
-  TooFewRows(m, fewest, cfg);
+  if (!best) TooFewRows(m, fewest, cfg);
+  CheckHbmState(m, *best, cfg);
+  return *best;
 }
 
 // Throws UsageError where a batch normalization sees one value a channel.
@@ -1623,6 +1842,7 @@ CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
         return StepProgram(ap, model, opt, prefetch, pass_of, passes);
       });
   step.programs.passes = a.passes;
+  step.programs.in_hbm_too = a.hbm_maps ? "hbm-with-maps" : (a.hbm_f ? "hbm-with-f" : "");
   return step;
 }
 

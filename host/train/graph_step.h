@@ -33,9 +33,12 @@ namespace tpu::train {
 // Where the weights and the optimizer's state are kept between the steps (`at`): with kAny,
 // in the unified buffer where they fit beside the fewest passes' maps, else in HBM, and
 // where that does not fit either, with each layer's F (or X) in HBM too between its forward
-// pass and its weight gradient; a model with batch normalization in one pass, where that
-// fits with its state in the buffer, else in HBM; kBuffer, kHbm and kHbmWithF choose (tests).
-enum class StateAt { kAny, kBuffer, kHbm, kHbmWithF };
+// pass and its weight gradient, and where even that does not fit, the batch in one pass with
+// every layer's output, gradient and F in HBM too, the buffer holding one layer's and its
+// inputs' at a time (kHbmWithMaps); a model with batch normalization in one pass, where that
+// fits with its state in the buffer, else in HBM, else with F, else with the maps; kBuffer,
+// kHbm, kHbmWithF and kHbmWithMaps choose.
+enum class StateAt { kAny, kBuffer, kHbm, kHbmWithF, kHbmWithMaps };
 CompiledStep CompileGraphStep(const nn::Model& model, int batch, const Optimizer& opt,
                               const config::TpuConfig& config, int cores = 1,
                               StateAt at = StateAt::kAny);

@@ -178,7 +178,11 @@ void EmitUpdate(const Optimizer& opt, const UpdateRows& r, const VecFn& vec) {
 
 int PassLog::Name(const std::string& name, int64_t macs) {
   const auto at = std::find(names_.begin(), names_.end(), name);
-  if (at != names_.end()) return static_cast<int>(at - names_.begin());
+  if (at != names_.end()) {  // its MACs where it had none yet (started before they were known)
+    const size_t k = static_cast<size_t>(at - names_.begin());
+    if (macs_[k] == 0) macs_[k] = macs;
+    return static_cast<int>(k);
+  }
   names_.push_back(name);
   macs_.push_back(macs);
   return static_cast<int>(names_.size()) - 1;

@@ -136,7 +136,8 @@ void EmitUpdate(const Optimizer& opt, const UpdateRows& r, const VecFn& vec);
 // passes' names in their order, with their useful MACs, and the runs of instructions.
 class PassLog {
  public:
-  // Pass `name`'s index, given it the next one (with its useful MACs) where it has none yet.
+  // Pass `name`'s index, given it the next one (with its useful MACs) where it has none yet;
+  // its MACs where they were 0.
   int Name(const std::string& name, int64_t macs = 0);
   // The instructions from `at` on belong to pass `name` (Name's), up to the next Start.
   void Start(size_t at, const std::string& name, int64_t macs = 0) {

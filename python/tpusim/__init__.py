@@ -522,8 +522,8 @@ def train(arch="mlp", config="tpu-v2", epochs=1, batch=64, optimizer="adam", lr=
     on the fast engine without values instead (tpusim train --timing-only: synthetic batches,
     any input and classes; epochs, limit, dataset and verify do not apply): returns (None,
     report), the report that step's ("step", "passes"). state_in: where a graph's weights,
-    optimizer state and gradients are ("auto", "buffer", "hbm" or "hbm-with-f", as
-    --state-in). Bad arguments raise ValueError.
+    optimizer state and gradients are ("auto", "buffer", "hbm", "hbm-with-f" or
+    "hbm-with-maps", as --state-in). Bad arguments raise ValueError.
     """
     import numpy as np
 

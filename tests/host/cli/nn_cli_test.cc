@@ -200,8 +200,19 @@ TEST_F(NnCliTest, TrainTimingOnlyTimesAStepOfAnyInputAndClasses) {
   EXPECT_TRUE(hj["state_in_hbm"].get<bool>());
   EXPECT_FALSE(r["state_in_hbm"].get<bool>());
   EXPECT_EQ(hj["passes"].size(), r["passes"].size());
+  EXPECT_EQ(hj["in_hbm_too"].get<std::string>(), "");
+  // ... and every layer's maps too, the first line saying so.
+  const Outcome mo = Run("train --config tpu-v2 --model " + P("rgb") +
+                         " --batch 4 --timing-only --state-in hbm-with-maps --json " + P("m.json"));
+  ASSERT_EQ(mo.exit_code, 0) << mo.err;
+  EXPECT_NE(mo.out.find("(the weights and optimizer state in HBM, every layer's output, gradient "
+                        "and F too)"),
+            std::string::npos)
+      << mo.out;
+  EXPECT_EQ(nlohmann::json::parse(Slurp(P("m.json")))["in_hbm_too"].get<std::string>(),
+            "hbm-with-maps");
   ExpectError("train --config tpu-v2 --timing-only --state-in disk", 2,
-              "--state-in disk: use auto, buffer, hbm or hbm-with-f");
+              "--state-in disk: use auto, buffer, hbm, hbm-with-f or hbm-with-maps");
   ExpectError("train --config tpu-v2 --arch lenet5 --timing-only --state-in hbm", 2,
               "--state-in is a graph's");
   ExpectError(

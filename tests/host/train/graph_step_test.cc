@@ -394,7 +394,8 @@ TEST(GraphStepRtlTest, ChannelBlocksAgreeOnEveryCounter) {
   const nn::Model wide = Randomize(chain, 42);
   const auto hbm = train::StateAt::kHbm;
   EXPECT_TRUE(StateInHbm(train::CompileGraphStep(wide, 2, Optimizer(), Bf16Tiny(), 1, hbm)));
-  for (const auto at : {hbm, train::StateAt::kHbmWithF}) {  // and each layer's F
+  // ... and each layer's F, and every layer's maps (a batch normalization's too: BlockGraph).
+  for (const auto at : {hbm, train::StateAt::kHbmWithF, train::StateAt::kHbmWithMaps}) {
     const engine::ExecResult f =
         StepsEqualReference(fast.get(), wide, 2, Optimizer::Kind::kAdam, 2, 1, at);
     const engine::ExecResult r =
@@ -402,6 +403,14 @@ TEST(GraphStepRtlTest, ChannelBlocksAgreeOnEveryCounter) {
     EXPECT_EQ(f.cycles, r.cycles);
     EXPECT_TRUE(f.counters == r.counters);
   }
+  const auto maps = train::StateAt::kHbmWithMaps;
+  const nn::Model bn = BlockGraph(31, 4);
+  const engine::ExecResult f =
+      StepsEqualReference(fast.get(), bn, 2, Optimizer::Kind::kAdam, 1, 1, maps);
+  const engine::ExecResult r =
+      StepsEqualReference(rtl.get(), bn, 2, Optimizer::Kind::kAdam, 1, 1, maps);
+  EXPECT_EQ(f.cycles, r.cycles);
+  EXPECT_TRUE(f.counters == r.counters);
 }
 
 // A weight gradient of more K-tiles than dWᵀ's accumulators (half of them) hold goes in
@@ -529,6 +538,41 @@ TEST(GraphStepTest, BatchNormalizationsWithTheStateInHbmEqualTheReference) {
                       2);
 }
 
+// Every layer's output, gradient and F in HBM between its steps, the buffer holding one
+// layer's and its inputs' at a time: residual adds, branches, concatenation, max and average
+// pooling, strides, ReLU6, batch normalization, dense layers reading maps and the images,
+// channel blocks, passes, two cores.
+TEST(GraphStepTest, TheMapsInHbmEqualTheReference) {
+  const auto maps = train::StateAt::kHbmWithMaps;
+  const config::TpuConfig v2 = config::LoadConfig("tpu-v2");
+  const auto chip = TestEngine(engine::EngineKind::kFast, v2);
+  StepsEqualReference(chip.get(), nn::MakeResidualCnn(3), 3, Optimizer::Kind::kAdam, 3, 1, maps);
+  StepsEqualReference(chip.get(), BranchyGraph(5), 3, Optimizer::Kind::kSgd, 2, 1, maps);
+  StepsEqualReference(chip.get(), ConcatGraph(7), 3, Optimizer::Kind::kAdam, 2, 1, maps);
+  StepsEqualReference(chip.get(), MaxPoolGraph(8), 3, Optimizer::Kind::kAdam, 2, 1, maps);
+  StepsEqualReference(chip.get(), DownsampleGraph(10), 3, Optimizer::Kind::kAdam, 2, 1, maps);
+  StepsEqualReference(chip.get(), Relu6Graph(11), 3, Optimizer::Kind::kAdam, 2, 1, maps);
+  StepsEqualReference(chip.get(), AvgPoolGraph(14), 3, Optimizer::Kind::kAdam, 2, 1, maps);
+  StepsEqualReference(chip.get(), MlpGraph(12, 6, 6, 2), 2, Optimizer::Kind::kAdam, 2, 1, maps);
+  StepsEqualReference(chip.get(), WideMapGraph(16, 17, 17, 4), 2, Optimizer::Kind::kSgd, 2, 1,
+                      maps);
+  StepsEqualReference(chip.get(), BatchNormGraph(21), 3, Optimizer::Kind::kAdam, 3, 1, maps);
+  StepsEqualReference(TestEngine(engine::EngineKind::kFast, Bf16Small()).get(), BlockGraph(31), 3,
+                      Optimizer::Kind::kAdam, 2, 1, maps);
+  const auto v3 = TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"));
+  StepsEqualReference(v3.get(), BatchNormGraph(23), 4, Optimizer::Kind::kAdam, 2, 2, maps);
+  StepsEqualReference(v3.get(), nn::MakeResidualCnn(5), 4, Optimizer::Kind::kAdam, 2, 2, maps);
+  // In passes: room for two images a pass, so that 8 take 4.
+  const nn::Model m = nn::MakeResidualCnn(4);
+  config::TpuConfig c = v2;
+  c.ub_depth_rows =
+      static_cast<int>(train::CompileGraphStep(m, 2, Optimizer(), v2, 1, maps).programs.ub_rows) +
+      256;
+  EXPECT_EQ(train::CompileGraphStep(m, 8, Optimizer(), c, 1, maps).programs.passes, 4);
+  StepsEqualReference(TestEngine(engine::EngineKind::kFast, c).get(), m, 8, Optimizer::Kind::kAdam,
+                      2, 1, maps);
+}
+
 // The counters of `steps` steps of m at `batch` on `config`'s fast engine with values (on
 // random batches) equal those of its timing-only run (on batches of zeros, values not
 // computed: tpusim train --timing-only), step by step and pass by pass.
@@ -615,7 +659,7 @@ TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
   const nn::Model bn = BatchNormGraph(3);
   config::TpuConfig small = v2;
   small.ub_depth_rows = static_cast<int>(
-      train::CompileGraphStep(bn, 2, adam, v2, 1, train::StateAt::kHbmWithF).programs.ub_rows);
+      train::CompileGraphStep(bn, 2, adam, v2, 1, train::StateAt::kHbmWithMaps).programs.ub_rows);
   EXPECT_EQ(train::CompileGraphStep(bn, 2, adam, small).programs.passes, 1);
   auto refused_bn = [&](int batch, const config::TpuConfig& c, const std::string& what) {
     try {
@@ -628,7 +672,7 @@ TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
   refused_bn(4, small,
              "batch_norm 'l1' of model 'batchnorm' normalizes over a core's whole share of the "
              "batch, but the unified buffer holds 2 of its 4 images at once even with the state "
-             "in HBM: a smaller --batch (at most 2 a core)");
+             "and the maps in HBM: a smaller --batch (at most 2 a core)");
   refused_bn(1, v2, "batch_norm 'l8' of model 'batchnorm' normalizes each channel");
 }
 
