@@ -43,6 +43,10 @@ def test_train_timing_only_times_a_step_without_data(tmp_path):
                           state_in="hbm")
     assert hbm["state_in_hbm"] and not report["state_in_hbm"]
     assert hbm["step"]["cycles"] > report["step"]["cycles"]
+    _, maps = tpusim.train(arch="residual", config="tpu-v2", batch=8, timing_only=True,
+                           state_in="hbm-with-maps")
+    assert maps["in_hbm_too"] == "hbm-with-maps" and hbm["in_hbm_too"] == ""
+    assert maps["step"]["cycles"] > hbm["step"]["cycles"]
     subprocess.run([_core.cli_path(), "train", "--config", "tpu-v2", "--arch", "residual",
                     "--batch", "8", "--timing-only", "-q", "--json", str(tmp_path / "r.json")],
                    check=True, stdin=subprocess.DEVNULL)
