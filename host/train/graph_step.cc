@@ -412,15 +412,24 @@ int64_t LargestF(const nn::Model& m, const Layout& a) {
 // rows where its inputs leave less than N rows of the last K-tile. The tile rows are followed
 // by the last layer's tile or the batch's float32 scalars, whose low halves may read as
 // infinities or NaNs in bfloat16 (and +0 times those is not +0): N rows of zeros after them.
+bool ReadsPastItsTile(const nn::Model& m, const ParamRows& p, int n) {
+  const Layer& l = m.layers[static_cast<size_t>(p.layer)];
+  if (l.type != LayerType::kDense || RowsSource(m, l.inputs[0]) == nn::kModelInput) return false;
+  const nn::Shape3 in = RowsShape(m, l.inputs[0]);
+  const int64_t pixels = int64_t{in.h} * in.w, cb = BlocksOf(in.c, n);
+  return (pixels - 1) * in.c + cb * n > p.kb * n;
+}
 bool ReadsPastItsTile(const nn::Model& m, const Layout& a) {
-  for (const ParamRows& p : a.param) {
-    const Layer& l = m.layers[static_cast<size_t>(p.layer)];
-    if (l.type != LayerType::kDense || RowsSource(m, l.inputs[0]) == nn::kModelInput) continue;
-    const nn::Shape3 in = RowsShape(m, l.inputs[0]);
-    const int64_t pixels = int64_t{in.h} * in.w, cb = BlocksOf(in.c, a.n);
-    if ((pixels - 1) * in.c + cb * a.n > p.kb * a.n) return true;
-  }
-  return false;
+  return std::any_of(a.param.begin(), a.param.end(),
+                     [&](const ParamRows& p) { return ReadsPastItsTile(m, p, a.n); });
+}
+
+// With hbm_maps, the rows of layer r's tile (its gradient's too) in its step's window, and N
+// more (zeroed) where its input gradient reads past it: none without weights.
+int64_t TileRows(const nn::Model& m, const Layout& a, const LayerRows& r) {
+  if (r.param < 0) return 0;
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  return p.Values(a.n) + (ReadsPastItsTile(m, p, a.n) ? a.n : 0);
 }
 
 // The layers whose rows the step of layer i (its forward pass, its backward pass) reads or
@@ -473,6 +482,11 @@ Layout StepRows(const nn::Model& m, const Layout& a, size_t i) {
     at += r.f_rows;
     PlaceStepScratch(m.layers[i], r, at, &s);
     at += ScratchRows(m.layers[i], r);
+    if (r.param >= 0) {
+      ParamRows& p = s.param[static_cast<size_t>(r.param)];
+      p.wb = p.g = at;
+    }
+    at += TileRows(m, a, r);
   }
   for (size_t k = 0; k < m.layers.size(); ++k) {
     const int src = RowsSource(m, static_cast<int>(k));
@@ -494,7 +508,8 @@ void PlaceMaps(const nn::Model& m, Layout* a, const std::function<int64_t(int64_
   }
   int64_t most = 0;
   for (size_t i = 0; i < m.layers.size(); ++i) {
-    int64_t rows = ScratchRows(m.layers[i], a->layer[i]);
+    if (m.layers[i].type == LayerType::kFlatten) continue;  // no step of its own
+    int64_t rows = ScratchRows(m.layers[i], a->layer[i]) + TileRows(m, *a, a->layer[i]);
     for (const int k : Involved(m, i))
       rows += WindowRows(m, a->layer[static_cast<size_t>(k)], static_cast<size_t>(k),
                          static_cast<size_t>(k) == i);
@@ -544,8 +559,8 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
       a.layer[i].mask = take(TilesOf(int64_t{l.kernel_h} * l.kernel_w * l.in.c + 1, n) * n);
     if (IsBatchNorm(l)) a.layer[i].bn_const = take(2 * chip::kBnConstants);
   }
-  shell::PlaceParams(m, opt, &a, take);
-  if (ReadsPastItsTile(m, a)) take(n);  // zeros, never written
+  shell::PlaceParams(m, opt, &a, take, /*step_tiles=*/a.hbm_maps);
+  if (!a.hbm_maps && ReadsPastItsTile(m, a)) take(n);  // zeros, never written (StepRows')
   shell::PlaceBatchBuffers(&a, batch, take);
   // dWᵀ's accumulators: at most half of them (a wider layer's dWᵀ in groups), the rest a
   // product's chunks'.
@@ -1519,6 +1534,11 @@ void MapsBackward(Emitter& e, const Layout& a, const nn::Model& m, size_t i, Sum
     } else {
       ZeroPadding(e, s, in.grad, in.cb, in);
     }
+  }
+  if (r.param >= 0) {  // the rows an input gradient reads past the tile: zeros
+    const ParamRows& p = s.param[static_cast<size_t>(r.param)];
+    if (ReadsPastItsTile(m, p, s.n))
+      e.Vector(VectorOp::kCopy, s.zero, 0, p.wb + p.Values(s.n), s.n, 0);
   }
   EmitLayerBackward(e, s, m, i, sums);
   for (const int k : inputs)

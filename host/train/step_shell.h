@@ -193,10 +193,12 @@ void PlaceAccumulators(Layout* a, int64_t acc_depth_rows,
   a->acc_rows = a->acc_t;
 }
 
-// The weighted layers' rows (their tiles' and state's).
+// The weighted layers' rows (their tiles' and state's). With the state in HBM, one tile's
+// rows for every layer's in turn, or with `step_tiles` none: each step's own (graph_step.cc's
+// StepRows).
 template <typename Layout>
 void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
-                 const std::function<int64_t(int64_t)>& take) {
+                 const std::function<int64_t(int64_t)>& take, bool step_tiles = false) {
   const int n = a->n;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const nn::Layer& l = m.layers[i];
@@ -227,7 +229,7 @@ void PlaceParams(const nn::Model& m, const Optimizer& opt, Layout* a,
   a->state_end = state(0);
   int64_t widest = 0;
   for (const ParamRows& r : a->param) widest = std::max(widest, r.Values(n));
-  const int64_t tile = a->hbm_state ? take(widest) : 0;  // every layer's, one at a time
+  const int64_t tile = a->hbm_state ? (step_tiles ? -1 : take(widest)) : 0;  // one at a time
   for (ParamRows& r : a->param) r.wb = a->hbm_state ? tile : take(r.Values(n));
 }
 
