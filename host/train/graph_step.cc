@@ -337,8 +337,8 @@ void PlaceScratch(const nn::Model& m, const Optimizer& opt, Layout* a,
     a->layer[i].flipped =
         a->keep_flipped ? take(a->In(l.inputs[0]).cb * FlippedRows(l, n)) : a->flipped;
   }
-  a->contrib = take(blocks);
-  if (a->hbm_maps) pooled = shares = 0;  // in the window (StepRows)
+  a->contrib = take(a->hbm_maps ? 0 : blocks);  // with hbm_maps in the window (StepRows)
+  if (a->hbm_maps) pooled = shares = 0;         // in the window (StepRows)
   a->tap = take(pooled);
   a->taken = take(pooled);
   a->shares = take(shares);
@@ -464,6 +464,23 @@ void PlaceStepScratch(const Layer& l, const LayerRows& r, int64_t at, Layout* s)
   s->shares = at + 2 * r.padded;
 }
 
+// With hbm_maps, the rows a later gradient of an input of layer i goes through before it is
+// added to the one there (Sums::Into): the largest input's, where an input has more readers
+// than i.
+int64_t ContribRows(const nn::Model& m, const Layout& a, size_t i) {
+  int64_t rows = 0;
+  for (const int k : Involved(m, i)) {
+    if (static_cast<size_t>(k) == i) continue;
+    int readers = 0;
+    for (const Layer& l : m.layers)
+      for (const int in : l.inputs)
+        readers += l.type != LayerType::kFlatten && RowsSource(m, in) == k;
+    const LayerRows& r = a.layer[static_cast<size_t>(k)];
+    if (readers > 1) rows = std::max(rows, r.cb * r.padded);
+  }
+  return rows;
+}
+
 // With hbm_maps, the rows of the layers of layer i's step in the window (the rest as they
 // were: their homes), a flatten's as what it flattens.
 Layout StepRows(const nn::Model& m, const Layout& a, size_t i) {
@@ -487,6 +504,8 @@ Layout StepRows(const nn::Model& m, const Layout& a, size_t i) {
       p.wb = p.g = at;
     }
     at += TileRows(m, a, r);
+    s.contrib = at;
+    at += ContribRows(m, a, i);
   }
   for (size_t k = 0; k < m.layers.size(); ++k) {
     const int src = RowsSource(m, static_cast<int>(k));
@@ -509,7 +528,8 @@ void PlaceMaps(const nn::Model& m, Layout* a, const std::function<int64_t(int64_
   int64_t most = 0;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     if (m.layers[i].type == LayerType::kFlatten) continue;  // no step of its own
-    int64_t rows = ScratchRows(m.layers[i], a->layer[i]) + TileRows(m, *a, a->layer[i]);
+    int64_t rows = ScratchRows(m.layers[i], a->layer[i]) + TileRows(m, *a, a->layer[i]) +
+                   ContribRows(m, *a, i);
     for (const int k : Involved(m, i))
       rows += WindowRows(m, a->layer[static_cast<size_t>(k)], static_cast<size_t>(k),
                          static_cast<size_t>(k) == i);
@@ -1715,11 +1735,13 @@ bool HasBatchNorm(const nn::Model& m) {
 // Throws UsageError where the cores' copies of the state in HBM do not fit the weight memory.
 void CheckHbmState(const nn::Model& m, const Layout& a, const config::TpuConfig& cfg) {
   const uint64_t end = a.hbm_maps_addr + static_cast<uint64_t>(a.cores * a.maps_rows) * 2 * a.n;
-  if (a.hbm_state && end > cfg.weight_mem_bytes) {
-    throw UsageError(
-        fmt::format("the step of '{}' keeps its state and gradients in HBM, {} bytes; "
-                    "config '{}' has weight_mem_bytes = {}",
-                    m.name, end, cfg.name, cfg.weight_mem_bytes));
+  if (a.hbm_state && end > static_cast<uint64_t>(cfg.weight_mem_bytes)) {
+    const char* too =
+        a.hbm_maps ? " and every layer's maps" : (a.hbm_f ? " and each layer's F" : "");
+    throw UsageError(fmt::format(
+        "the step of '{}' keeps its state and gradients{} in HBM, {} bytes at {} images a "
+        "pass; config '{}' has weight_mem_bytes = {}: a smaller --batch",
+        m.name, too, end, a.mb, cfg.name, cfg.weight_mem_bytes));
   }
 }
 

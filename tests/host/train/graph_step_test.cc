@@ -654,6 +654,19 @@ TEST(GraphStepCompileTest, RefusesWhatItDoesNotTake) {
   config::TpuConfig tiny = v2;  // not even one image a pass
   tiny.ub_depth_rows = 4096;
   EXPECT_THROW(train::CompileGraphStep(res, 1, adam, tiny), UsageError);
+  // The state and the maps in HBM beyond its bytes.
+  config::TpuConfig little = v2;
+  little.weight_mem_bytes = 1 << 20;
+  try {
+    train::CompileGraphStep(WideDenseGraph(41, 512), 2, adam, little, 1,
+                            train::StateAt::kHbmWithMaps);
+    ADD_FAILURE() << "1 MiB of HBM took the state";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("keeps its state and gradients and every layer's maps "
+                                         "in HBM"),
+              std::string::npos)
+        << e.what();
+  }
   // Batch normalization over a share in passes (ghost batch normalization), or over one
   // value a channel (the 1-D one of l8 at one image a core).
   const nn::Model bn = BatchNormGraph(3);
