@@ -443,11 +443,13 @@ std::vector<int> Involved(const nn::Model& m, size_t i) {
   return k;
 }
 
-// With hbm_maps, the buffer rows of layer k's output (the logits have their own), gradient
-// and, with `f` (the layer whose step it is; its inputs' F no step of its reads), F.
-int64_t WindowRows(const nn::Model& m, const LayerRows& r, size_t k, bool f) {
-  const int64_t map = r.cb * r.padded;
-  return (k + 1 == m.layers.size() ? 0 : map) + map + (f ? r.f_rows : 0);
+// A flatten's rows: what it flattens.
+void CopyFlattens(const nn::Model& m, Layout* a) {
+  for (size_t k = 0; k < m.layers.size(); ++k) {
+    const int src = RowsSource(m, static_cast<int>(k));
+    if (src != static_cast<int>(k) && src != nn::kModelInput)
+      a->layer[k] = a->layer[static_cast<size_t>(src)];
+  }
 }
 
 // With hbm_maps, the scratch rows of layer i's step in the window after its rows: a max
@@ -482,8 +484,10 @@ int64_t ContribRows(const nn::Model& m, const Layout& a, size_t i) {
 }
 
 // With hbm_maps, the rows of the layers of layer i's step in the window (the rest as they
-// were: their homes), a flatten's as what it flattens.
-Layout StepRows(const nn::Model& m, const Layout& a, size_t i) {
+// were: their homes), a flatten's as what it flattens: each involved layer's output (the
+// logits have their own) and gradient; layer i's F (its inputs' no step of its reads), its
+// scratch, tile and inputs' later gradients. The window rows it takes into *rows.
+Layout StepRows(const nn::Model& m, const Layout& a, size_t i, int64_t* rows = nullptr) {
   Layout s = a;
   int64_t at = a.window;
   for (const int k : Involved(m, i)) {
@@ -507,11 +511,8 @@ Layout StepRows(const nn::Model& m, const Layout& a, size_t i) {
     s.contrib = at;
     at += ContribRows(m, a, i);
   }
-  for (size_t k = 0; k < m.layers.size(); ++k) {
-    const int src = RowsSource(m, static_cast<int>(k));
-    if (src != static_cast<int>(k) && src != nn::kModelInput)
-      s.layer[k] = s.layer[static_cast<size_t>(src)];
-  }
+  CopyFlattens(m, &s);
+  if (rows) *rows = at - a.window;
   return s;
 }
 
@@ -525,20 +526,13 @@ void PlaceMaps(const nn::Model& m, Layout* a, const std::function<int64_t(int64_
     r.grad_home = r.grad;
     r.f_home = r.f_rows > 0 ? r.f : -1;
   }
+  CopyFlattens(m, a);
   int64_t most = 0;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     if (m.layers[i].type == LayerType::kFlatten) continue;  // no step of its own
-    int64_t rows = ScratchRows(m.layers[i], a->layer[i]) + TileRows(m, *a, a->layer[i]) +
-                   ContribRows(m, *a, i);
-    for (const int k : Involved(m, i))
-      rows += WindowRows(m, a->layer[static_cast<size_t>(k)], static_cast<size_t>(k),
-                         static_cast<size_t>(k) == i);
+    int64_t rows = 0;
+    StepRows(m, *a, i, &rows);
     most = std::max(most, rows);
-  }
-  for (size_t k = 0; k < m.layers.size(); ++k) {
-    const int src = RowsSource(m, static_cast<int>(k));
-    if (src != static_cast<int>(k) && src != nn::kModelInput)
-      a->layer[k] = a->layer[static_cast<size_t>(src)];
   }
   a->window = take(most);
 }
