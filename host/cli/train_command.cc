@@ -138,6 +138,13 @@ struct PassRow {
   report::ProgramBound bound;
 };
 
+// The instructions of core 0's step, its parts' too.
+size_t StepWords(const train::DensePrograms& p) {
+  size_t words = p.step.programs[0].words.size();
+  for (const engine::Executable& part : p.parts[0][1]) words += part.programs[0].words.size();
+  return words;
+}
+
 // The step's passes with the model's layer names, in DensePrograms::pass_names' order.
 std::vector<std::string> PassNames(const train::ChipTrainer& t, const nn::Model& model) {
   std::vector<std::string> names;
@@ -149,12 +156,13 @@ std::vector<PassRow> PassRows(const train::ChipTrainer& t, const config::TpuConf
                               const nn::Model& model, const report::EnergyTable& table) {
   const train::DensePrograms& p = t.Programs();
   const std::vector<std::string> names = PassNames(t, model);
+  const std::vector<int32_t> pass_of = p.WholePassOf();
+  const isa::Program step = p.WholeStep().front();
   std::vector<PassRow> rows;
   for (size_t i = 0; i < p.pass_names.size(); ++i) {
     isa::Program slice;
-    for (size_t w = 0; w < p.pass_of.size(); ++w)
-      if (p.pass_of[w] == static_cast<int32_t>(i))
-        slice.words.push_back(p.step.programs[0].words[w]);
+    for (size_t w = 0; w < pass_of.size(); ++w)
+      if (pass_of[w] == static_cast<int32_t>(i)) slice.words.push_back(step.words[w]);
     report::RunRow row;
     row.name = names[i];
     row.macs = p.pass_macs[i] * static_cast<int64_t>(t.Steps());
@@ -459,7 +467,7 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
       fmt::format("{} epoch(s) of {} steps of {} images", a.opt.epochs, per_epoch, a.opt.batch));
   train::SetDenseWeights(r.at.state, &model);  // a resumed run's, should no epoch be left
   const report::ProgramBound bound =
-      report::BoundPrograms(r.trainer->Programs().step.programs, r.config);
+      report::BoundPrograms(r.trainer->Programs().WholeStep(), r.config);
   if (!a.quiet) {
     std::cout << fmt::format(
         "training {} ({} parameters) on {}{}, {} engine: {} images, {} epochs, batch {}, {} lr "
@@ -494,7 +502,7 @@ void RunOnChip(const TrainArgs& a, nn::Model model, const data::MnistSet& train,
   if (!a.json.empty() && r.trainer->Steps() > 0) {
     const auto& exe = r.trainer->Programs().step;
     r.at.report["step"] = report::ExecReportJson(r.trainer->LastStep(), r.config, exe.name,
-                                                 exe.programs[0].words.size(), &bound);
+                                                 StepWords(r.trainer->Programs()), &bound);
     WriteFileAtomically(a.json, r.at.report.dump(2) + "\n");
   }
   WriteTimeline(a, r, timeline.get());
@@ -726,7 +734,7 @@ void ReportTimedStep(const TrainArgs& a, const ChipRun& r, const nn::Model& mode
                       {"in_hbm_too", r.trainer->Programs().in_hbm_too},
                       {"passes", PassJson(rows, 1, r.config)}};
   j["step"] = report::ExecReportJson(r.trainer->LastStep(), r.config, exe.name,
-                                     exe.programs[0].words.size(), &bound);
+                                     StepWords(r.trainer->Programs()), &bound);
   WriteFileAtomically(a.json, j.dump(2) + "\n");
   if (!a.quiet) std::cout << "wrote " << a.json << "\n";
 }
@@ -752,7 +760,7 @@ void TimeAStep(const TrainArgs& a) {
   const std::unique_ptr<engine::Timeline> timeline = TraceStep(
       a, r, model, 2, "step 1 reads its batch first; step 2, the one timed, is the steady state");
   const report::ProgramBound bound =
-      report::BoundPrograms(r.trainer->Programs().step.programs, r.config);
+      report::BoundPrograms(r.trainer->Programs().WholeStep(), r.config);
   if (!a.quiet) {
     std::cout << fmt::format(
         "timing a training step of {} ({} parameters) on {}{}, {} engine without values: batch "

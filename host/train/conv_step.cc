@@ -76,7 +76,8 @@ struct Layout {
   // The other batch buffer (the infeed's: a step reads the next batch into it while it
   // runs on this one); ForParity swaps them in.
   int64_t scalars_next = 0, x0_next = 0, y_next = 0;
-  std::string flatten;  // the flatten's name
+  bool pass_images = false;  // the whole batch in a buffer (step_shell.h's ReadBatch)
+  std::string flatten;       // the flatten's name
   ConvRows conv[2];
   std::vector<ParamRows> param;  // conv1, conv2, the dense layers
   std::vector<FcRows> fc;
@@ -189,7 +190,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   for (size_t i = 0; i < m.layers.size(); ++i)
     if (m.layers[i].type == nn::LayerType::kDense) a.fc.push_back({0, 0, 0, take(1)});
   shell::PlaceParams(m, opt, &a, take);
-  shell::PlaceBatchBuffers(&a, batch, take);
+  shell::PlaceBatchBuffers(&a, batch, batch, take);
   shell::PlaceAccumulators(&a, cfg.acc_depth_rows);
   a.group_rows = std::max<int64_t>(n, std::min<int64_t>(8 * n, a.acc_rows / n * n));
   PlaceActivations(&a, take);
@@ -656,8 +657,10 @@ CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
   return shell::Programs<Layout>(
       a, opt, "cnn-train", ForParity, EmitStart,
       [&a](std::vector<uint16_t>* img) { PutConstants(a, img); },
-      [&opt](const Layout& ap, bool prefetch, std::vector<int32_t>* pass_of, PassLog* passes) {
-        return StepProgram(ap, opt, prefetch, pass_of, passes);
+      [&opt](const Layout& ap, bool prefetch, std::vector<std::vector<int32_t>>* pass_of,
+             PassLog* passes) {
+        pass_of->resize(1);
+        return std::vector<isa::Program>{StepProgram(ap, opt, prefetch, &pass_of->front(), passes)};
       });
 }
 

@@ -839,6 +839,34 @@ void ChipTrainer::ClearCounters() {
   steps_ = 0;
 }
 
+std::vector<isa::Program> DensePrograms::WholeStep() const {
+  std::vector<isa::Program> whole = step.programs;
+  for (const engine::Executable& part : parts[0][1])
+    for (size_t c = 0; c < whole.size(); ++c)
+      whole[c].words.insert(whole[c].words.end(), part.programs[c].words.begin(),
+                            part.programs[c].words.end());
+  return whole;
+}
+
+std::vector<int32_t> DensePrograms::WholePassOf() const {
+  std::vector<int32_t> whole = pass_of;
+  for (const std::vector<int32_t>& part : parts_pass_of[1])
+    whole.insert(whole.end(), part.begin(), part.end());
+  return whole;
+}
+
+namespace {
+
+// Run `more` (a fetch, a later part) added into `r` (the step's): its cycles and counters.
+void AddRun(const engine::ExecResult& more, engine::ExecResult* r) {
+  r->cycles += more.cycles;
+  r->counters += more.counters;
+  for (size_t c = 0; c < r->cores.size() && c < more.cores.size(); ++c)
+    r->cores[c].counters += more.cores[c].counters;
+}
+
+}  // namespace
+
 engine::ExecResult ChipTrainer::RunObserved(const engine::Executable& exe,
                                             std::vector<int32_t> pass_of) {
   engine_->Load(exe);
@@ -902,12 +930,12 @@ StepOut ChipTrainer::Step(const Batch& b, const Batch* next) {
   engine_->Load(exe);
   if (next) engine_->Write(area[1 - parity_], images_->BatchBytes(*next, step_ + 1));
   last_ = RunObserved(exe, next ? programs_.pass_of : programs_.pass_of_last);
+  const std::vector<engine::Executable>& parts = programs_.parts[parity_][next ? 1 : 0];
+  for (size_t k = 0; k < parts.size(); ++k)
+    AddRun(RunObserved(parts[k], programs_.parts_pass_of[next ? 1 : 0][k]), &last_);
   StepOut out;
   if (engine_->ComputesValues()) out = images_->ReadOut(engine_->Read("out"));
-  last_.cycles += fetch.cycles;  // the step's, with its batch's read where it had one
-  last_.counters += fetch.counters;
-  for (size_t c = 0; c < last_.cores.size() && c < fetch.cores.size(); ++c)
-    last_.cores[c].counters += fetch.cores[c].counters;
+  AddRun(fetch, &last_);  // the step's, with its batch's read where it had one
   ++steps_;
   parity_ = 1 - parity_;
   prefetched_.reset();

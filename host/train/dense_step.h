@@ -49,6 +49,15 @@ struct DensePrograms {
   std::vector<std::string> pass_names;
   std::vector<int32_t> pass_of, pass_of_last;  // with prefetch, without
   std::vector<int64_t> pass_macs;              // each pass's useful MACs a step
+  // A step of more instructions than a core's program region holds (a graph's of many
+  // passes) in parts of whole passes, run one after another: steps[b][prefetch] the first,
+  // parts[b][prefetch] the rest, each part's instructions' passes in parts_pass_of[prefetch].
+  std::vector<engine::Executable> parts[2][2];
+  std::vector<std::vector<int32_t>> parts_pass_of[2];
+  // The steady state's step whole (step and its parts one after another): each core's
+  // program, and its instructions' passes.
+  std::vector<isa::Program> WholeStep() const;
+  std::vector<int32_t> WholePassOf() const;
 };
 
 // The programs for `net` at `batch` images a step on core 0 of `config` (a bf16 chip), or

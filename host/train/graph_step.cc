@@ -9,11 +9,13 @@
 #include <array>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <set>
 #include <vector>
 
 #include "host/common/errors.h"
+#include "host/engine/chip_engine.h"
 #include "host/isa/program_builder.h"
 #include "host/report/program_bound.h"
 #include "host/train/graph_reference.h"
@@ -114,8 +116,11 @@ struct Layout {
   // (LayerRows' homes, a core's area of maps_rows rows from hbm_maps_addr), and in the
   // buffer only in the rows of the layer that runs and its inputs, from `window` (StepRows).
   bool hbm_maps = false;
+  bool pass_images = false;  // with hbm_maps: a batch buffer holds a pass's images (PassImages)
   uint64_t hbm_maps_addr = 0;
   int64_t maps_rows = 0, window = 0;
+  int64_t f_piece_rows = 0;  // with hbm_maps, the most a convolution's F takes (FPieces)
+  size_t program_words = engine::kMaxProgramWords;  // a part of the step's most (StepProgram)
   int64_t f_rows = 0, f_shared = 0;
   int64_t stage = 0;
   int64_t scalars = 0, x0 = 0, y = 0, scalars_next = 0, x0_next = 0, y_next = 0;
@@ -452,18 +457,52 @@ void CopyFlattens(const nn::Model& m, Layout* a) {
   }
 }
 
+int64_t Taps(const Layer& l) { return int64_t{l.pool_h} * l.pool_w; }
+
+// The output rows [o0, o1) of max pooling l whose windows read its input's rows [y0, y1).
+std::pair<int64_t, int64_t> OutRowsOf(const Layer& l, int64_t y0, int64_t y1) {
+  const int64_t s = l.pool_stride, first = y0 + l.pad_top - (l.pool_h - 1);
+  return {first <= 0 ? 0 : (first + s - 1) / s,
+          std::min<int64_t>(l.out.h, (y1 - 1 + l.pad_top) / s + 1)};
+}
+
+// A max pooling's gradient with hbm_maps: where its shares of every image (its taps' D_t, its
+// tap and mask: 2 + T maps) take more than the layout's f_piece_rows, an image and `rows`
+// of its input's rows (a band) at a time, as many as keep the shares of the output rows that
+// read them within f_piece_rows (one row at least); `stride` the rows of a map of shares.
+struct MaxBands {
+  int64_t rows = 0, stride = 0;
+};
+MaxBands MaxBandsOf(const Layout& a, const Layer& l) {
+  const int64_t maps = 2 + Taps(l), padded = TilesOf(int64_t{a.mb} * l.out.h * l.out.w, a.n) * a.n;
+  if (!a.hbm_maps || maps * padded <= a.f_piece_rows) return {l.in.h, padded};
+  auto most = [&](int64_t rows) {  // the most output rows a band of `rows` reads
+    int64_t m = 0;
+    for (int64_t y0 = 0; y0 < l.in.h; y0 += rows) {
+      const auto [o0, o1] = OutRowsOf(l, y0, std::min<int64_t>(y0 + rows, l.in.h));
+      m = std::max(m, o1 - o0);
+    }
+    return m;
+  };
+  int64_t rows = l.in.h - 1;
+  while (rows > 1 && maps * most(rows) * l.out.w > a.f_piece_rows) --rows;
+  return {rows, most(rows) * l.out.w};
+}
+
 // With hbm_maps, the scratch rows of layer i's step in the window after its rows: a max
 // pooling's tap, taken and shares (each tap's); a batch normalization's float32 rows.
-int64_t ScratchRows(const Layer& l, const LayerRows& r) {
-  if (l.type == LayerType::kMaxPool2d) return (2 + int64_t{l.pool_h} * l.pool_w) * r.padded;
+int64_t ScratchRows(const Layout& a, const Layer& l, const LayerRows& r) {
+  if (l.type == LayerType::kMaxPool2d)
+    return (2 + int64_t{l.pool_h} * l.pool_w) * MaxBandsOf(a, l).stride;
   return IsBatchNorm(l) ? 2 * r.rows : 0;
 }
-void PlaceStepScratch(const Layer& l, const LayerRows& r, int64_t at, Layout* s) {
+void PlaceStepScratch(const Layout& a, const Layer& l, int64_t at, Layout* s) {
   if (IsBatchNorm(l)) s->bn_tmp = at;
   if (l.type != LayerType::kMaxPool2d) return;
+  const int64_t stride = MaxBandsOf(a, l).stride;
   s->tap = at;
-  s->taken = at + r.padded;
-  s->shares = at + 2 * r.padded;
+  s->taken = at + stride;
+  s->shares = at + 2 * stride;
 }
 
 // With hbm_maps, the rows a later gradient of an input of layer i goes through before it is
@@ -483,6 +522,28 @@ int64_t ContribRows(const nn::Model& m, const Layout& a, size_t i) {
   return rows;
 }
 
+// With hbm_maps, a convolution's F in the window in pieces of `rows` rows of each of its kb
+// blocks, in `buffers` buffers taken in turn, the layout's f_piece_rows rows in all at most
+// (N rows a block at least): its forward pass writes each piece to its home as it is made,
+// and its weight gradient reads each back while it sums the one before (the sum's chunks of
+// N rows, and their order, as they were).
+struct FPieces {
+  int64_t rows = 0, buffers = 1;
+  int64_t Count(const LayerRows& r) const { return TilesOf(r.padded, rows); }
+};
+bool Pieced(const Layout& a, const Layer& l) { return a.hbm_maps && l.type == LayerType::kConv2d; }
+FPieces FPiecesOf(const Layout& a, const LayerRows& r) {
+  const int64_t kb = a.param[static_cast<size_t>(r.param)].kb, n = a.n;
+  const int64_t rows = std::max(n, a.f_piece_rows / (2 * kb) / n * n);
+  return 2 * rows >= r.padded ? FPieces{r.padded, 1} : FPieces{rows, 2};  // two: no fewer rows
+}
+// The rows layer l's F takes in its step's window.
+int64_t FWindowRows(const Layout& a, const Layer& l, const LayerRows& r) {
+  if (!Pieced(a, l)) return r.f_rows;
+  const FPieces f = FPiecesOf(a, r);
+  return f.buffers * a.param[static_cast<size_t>(r.param)].kb * f.rows;
+}
+
 // With hbm_maps, the rows of the layers of layer i's step in the window (the rest as they
 // were: their homes), a flatten's as what it flattens: each involved layer's output (the
 // logits have their own) and gradient; layer i's F (its inputs' no step of its reads), its
@@ -500,9 +561,9 @@ Layout StepRows(const nn::Model& m, const Layout& a, size_t i, int64_t* rows = n
     at += r.cb * r.padded;
     if (static_cast<size_t>(k) != i) continue;
     if (r.f_rows > 0) r.f = at;
-    at += r.f_rows;
-    PlaceStepScratch(m.layers[i], r, at, &s);
-    at += ScratchRows(m.layers[i], r);
+    at += FWindowRows(a, m.layers[i], r);
+    PlaceStepScratch(a, m.layers[i], at, &s);
+    at += ScratchRows(a, m.layers[i], r);
     if (r.param >= 0) {
       ParamRows& p = s.param[static_cast<size_t>(r.param)];
       p.wb = p.g = at;
@@ -548,6 +609,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.hbm_state = where != StateAt::kBuffer;
   a.hbm_f = where == StateAt::kHbmWithF;
   a.hbm_maps = where == StateAt::kHbmWithMaps;
+  a.f_piece_rows = cfg.ub_depth_rows / 8;  // an eighth of the buffer: most for the maps
   const int n = cfg.array_dim;
   shell::SetBatch(&a, n, batch, cores);
   a.mb = mb;
@@ -575,7 +637,8 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   }
   shell::PlaceParams(m, opt, &a, take, /*step_tiles=*/a.hbm_maps);
   if (!a.hbm_maps && ReadsPastItsTile(m, a)) take(n);  // zeros, never written (StepRows')
-  shell::PlaceBatchBuffers(&a, batch, take);
+  a.pass_images = a.hbm_maps;
+  shell::PlaceBatchBuffers(&a, batch, a.pass_images ? mb : batch, take);
   // dWᵀ's accumulators: at most half of them (a wider layer's dWᵀ in groups), the rest a
   // product's chunks'.
   shell::PlaceAccumulators(&a, cfg.acc_depth_rows,
@@ -612,7 +675,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
 // gradients into pass_g's rows (in the first's order).
 Layout ForPass(const Layout& a0, int u) {
   Layout a = a0;
-  a.x0 += int64_t{u} * a.mb * a.img_rows;
+  if (!a.pass_images) a.x0 += int64_t{u} * a.mb * a.img_rows;
   a.y += int64_t{u} * a.mb;
   a.loss += 2 * int64_t{u} * a.mb;
   a.logits += int64_t{u} * a.mb;
@@ -651,6 +714,24 @@ isa::WindowGeometry WholeMaps(const LayerRows& in, int b, int n) {
   return g;
 }
 
+// With hbm_maps: buffer rows [ub, ub + rows) out to (`out`) or in from rows [home, home +
+// rows) of this core's area of maps in HBM, through program `p` (an emitter's P(), or Raw()
+// where its held-back activates write none of those rows).
+void MoveRows(isa::ProgramBuilder& p, const Layout& a, int64_t ub, int64_t home, int64_t rows,
+              bool out) {
+  const int64_t piece = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
+  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+    const uint64_t hbm =
+        a.hbm_maps_addr + static_cast<uint64_t>(a.core * a.maps_rows + home + r0) * 2 * a.n;
+    const auto at = static_cast<uint64_t>(ub + r0);
+    const auto len = static_cast<uint64_t>(std::min(piece, rows - r0));
+    out ? p.WriteHbm(at, hbm, len) : p.ReadHbm(hbm, at, len);
+  }
+}
+void MoveMap(Emitter& e, const Layout& a, int64_t ub, int64_t home, int64_t rows, bool out) {
+  MoveRows(e.P(), a, ub, home, rows, out);
+}
+
 // Where K-tile k of a weighted layer's field comes from: the map's `cb` channel blocks
 // (`block` rows apart) from `map`. With one, the window's K-tile k of the map; with several,
 // each tap of the window is a K-tile of each block in turn: K-tile k is tap k / cb of block
@@ -665,11 +746,11 @@ struct FieldMap {
 // pixels of the window set last over the map `in` (FieldMap), into rows from `out`. A tile
 // past the field (the bias lane's alone) is zeros through the zero tile.
 void FieldTile(Emitter& e, const Layout& a, const ParamRows& p, int64_t k, const FieldMap& in,
-               int64_t pixels, int64_t out, int set) {
+               int64_t pixels, int64_t out, int set, int64_t first = 0) {
   const bool past = k * a.n >= p.ins;
   const int64_t map = past ? in.map : in.map + (k % in.cb) * in.block;
   e.Window(map, pixels, past ? a.zero : a.id, past ? 0 : k / in.cb, 1, out,
-           k == p.ins / a.n ? set : 0);
+           k == p.ins / a.n ? set : 0, first);
 }
 
 // out = F W of weighted layer p for `rows` rows of F (r.f), each block of its outputs into
@@ -679,11 +760,12 @@ void Outputs(Emitter& e, const ParamRows& p, const LayerRows& r, int64_t rows, b
     e.Dense(r.f, r.padded, p, j, rows, r.out + r.OutBlock(j), relu, set);
 }
 
-void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+// Rows [r0, r1) of convolution l's F (each image's pixels among them) into rows from `f`
+// (its kb blocks f_stride apart).
+void ConvField(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, int64_t r0,
+               int64_t r1, int64_t f, int64_t f_stride) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
-  e.Pass(l.name + " forward", a.b * r.pixels * (p.ins + 1) * p.outs);
-  shell::MakeTile(e, a, p);
   const bool images = l.inputs[0] == nn::kModelInput;
   FieldMap map{a.x0, 0, 1};
   int64_t per = a.img_rows;
@@ -702,11 +784,41 @@ void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRow
   g.out_w = static_cast<uint64_t>(l.out.w);
   e.SetWindow(g);
   for (int t = 0; t < a.mb; ++t) {
+    const int64_t q0 = std::max<int64_t>(r0 - t * r.pixels, 0);
+    const int64_t q1 = std::min(r1 - t * r.pixels, r.pixels);
+    if (q0 >= q1) continue;
     FieldMap image = map;
     image.map += t * per;
     for (int64_t k = 0; k < p.kb; ++k)
-      FieldTile(e, a, p, k, image, r.pixels, r.f + k * r.padded + t * r.pixels, r.set);
+      FieldTile(e, a, p, k, image, q1 - q0, f + k * f_stride + t * r.pixels + q0 - r0, r.set, q0);
   }
+}
+
+// With FPieces, each piece of F made, its outputs formed, the piece out to its home (the
+// padding's rows past the map zeroed: the weight gradient reads whole chunks of N rows).
+void PiecedConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  const FPieces fp = FPiecesOf(a, r);
+  for (int64_t i = 0; i < fp.Count(r); ++i) {
+    const int64_t r0 = i * fp.rows, end = std::min(r0 + fp.rows, r.padded);
+    const int64_t last = std::min(end, r.rows);
+    const int64_t f = r.f + (i % fp.buffers) * p.kb * fp.rows;
+    for (int64_t k = 0; k < p.kb && end > last; ++k)
+      e.Vector(VectorOp::kCopy, a.zero, 0, f + k * fp.rows + last - r0, end - last, 0);
+    ConvField(e, a, l, r, r0, last, f, fp.rows);
+    for (int64_t j = 0; j < p.mb; ++j)
+      e.Dense(f, fp.rows, p, j, last - r0, r.out + r.OutBlock(j) + r0, Relu(l), SetOf(a, l));
+    for (int64_t k = 0; k < p.kb; ++k)
+      MoveMap(e, a, f + k * fp.rows, r.f_home + k * r.padded + r0, end - r0, /*out=*/true);
+  }
+}
+
+void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
+  const ParamRows& p = a.param[static_cast<size_t>(r.param)];
+  e.Pass(l.name + " forward", a.b * r.pixels * (p.ins + 1) * p.outs);
+  shell::MakeTile(e, a, p);
+  if (Pieced(a, l)) return PiecedConvForward(e, a, l, r);
+  ConvField(e, a, l, r, 0, r.rows, r.f, r.padded);
   Outputs(e, p, r, r.rows, Relu(l), SetOf(a, l));
 }
 
@@ -878,21 +990,19 @@ isa::WindowGeometry MaxGeometry(const Layer& l, int n) {
   return g;
 }
 
-// Output pixels [0, pixels) of the max pooling's window over the map at `map`: taps
-// [t0, t1) through the identity, the first overwriting and the rest kept larger (`max`),
-// into rows from `out` (through the ReLU with `relu`, bounded by parameter set `set`).
+// Output pixels [first, first + pixels) of the max pooling's window over the map at `map`:
+// taps [t0, t1) through the identity, the first overwriting and the rest kept larger
+// (`max`), into rows from `out` (through the ReLU with `relu`, bounded by parameter set `set`).
 void MaxTaps(Emitter& e, const Layout& a, int64_t map, int64_t pixels, int64_t t0, int64_t t1,
-             int64_t out, bool relu, int set = 0) {
+             int64_t out, bool relu, int set = 0, int64_t first = 0) {
   e.Chunks(pixels, out, set, relu, [&](uint64_t acc, int64_t r0, int64_t len) {
     for (int64_t t = t0; t < t1; ++t) {
       const bool load = e.Tile(a.id, false, true);
-      e.Raw().MatmulWindow(e.U(map), acc, e.U(len), e.U(r0), e.U(t), load,
+      e.Raw().MatmulWindow(e.U(map), acc, e.U(len), e.U(first + r0), e.U(t), load,
                            t > t0 ? isa::Acc::kMax : isa::Acc::kOverwrite);
     }
   });
 }
-
-int64_t Taps(const Layer& l) { return int64_t{l.pool_h} * l.pool_w; }
 
 void EmitMaxPoolForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   e.Pass(l.name + " forward");
@@ -1212,16 +1322,21 @@ isa::WindowGeometry GradientWindow(const LayerRows& r, int64_t channels, int n, 
 // [first, first + count) of the window into rows from `to`, all at once where the window
 // covers whole rows, else row by row; the pixels no window covers get +0 (copies of the zero
 // tile's rows), as the reference's windows of padding alone give.
+// Input rows [y0, y1) alone (a band: BandedMaxPoolGradient) where given.
 void IntoInput(Emitter& e, const Layout& a, const isa::WindowGeometry& g, const LayerRows& in,
-               int64_t out, const std::function<void(int64_t, int64_t, int64_t)>& run) {
+               int64_t out, const std::function<void(int64_t, int64_t, int64_t)>& run,
+               int64_t y0 = 0, int64_t y1 = -1) {
+  if (y1 < 0) y1 = in.h;
   const int64_t h = static_cast<int64_t>(g.out_h), w = static_cast<int64_t>(g.out_w);
-  if (w == in.w) run(0, h * w, out);
-  for (int64_t y = 0; y < h && w < in.w; ++y) {
+  const int64_t top = std::min(y1, h);
+  if (w == in.w && y0 < top) run(y0 * w, (top - y0) * w, out + y0 * in.w);
+  for (int64_t y = y0; y < top && w < in.w; ++y) {
     run(y * w, w, out + y * in.w);
     e.Vector(VectorOp::kCopy, a.zero, 0, out + y * in.w + w, in.w - w, 0);
   }
-  for (int64_t r0 = h * in.w; r0 < in.pixels; r0 += a.n)
-    e.Vector(VectorOp::kCopy, a.zero, 0, out + r0, std::min<int64_t>(a.n, in.pixels - r0), 0);
+  const int64_t end = std::min(y1 * in.w, in.pixels);
+  for (int64_t r0 = std::max(y0, h) * in.w; r0 < end; r0 += a.n)
+    e.Vector(VectorOp::kCopy, a.zero, 0, out + r0, std::min<int64_t>(a.n, end - r0), 0);
 }
 
 // W'' of input channel block bi (its input channels the lanes): its tap (taps - 1 - t), an
@@ -1257,12 +1372,39 @@ void FlippedWindow(Emitter& e, const Layout& a, const Layer& l, const LayerRows&
   });
 }
 
+// With FPieces of more than one buffer, the weight gradient over F's pieces read back from
+// its home, each (and the next) at its first chunk: a group of dWᵀ's K-tiles (and each block
+// of outputs) reads them all again.
+void PiecedWeightGradient(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows& r) {
+  const FPieces fp = FPiecesOf(a, r);
+  const int64_t chunks = fp.rows / a.n;  // a piece's
+  auto buffer = [&](int64_t i) { return r.f + (i % 2) * p.kb * fp.rows; };
+  auto read = [&](int64_t i) {
+    if (i >= fp.Count(r)) return;
+    const int64_t r0 = i * fp.rows, len = std::min(fp.rows, r.padded - r0);
+    for (int64_t k = 0; k < p.kb; ++k)
+      MoveRows(e.Raw(), a, buffer(i) + k * fp.rows, r.f_home + k * r.padded + r0, len, false);
+  };
+  e.WeightGradient(
+      p, r.grad, r.padded,
+      [&](int64_t c) {
+        if (c == 0) read(0);
+        if (c % chunks == 0) read(c / chunks + 1);
+        return buffer(c / chunks) + (c % chunks) * a.n;
+      },
+      fp.rows, r.padded / a.n);
+}
+
 void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, Sums* sums) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   const int n = a.n;
   e.Pass(l.name + " weight gradient", a.b * r.pixels * (p.ins + 1) * p.outs);
   MoveF(e, a, r, /*out=*/false);
-  e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
+  if (Pieced(a, l) && FPiecesOf(a, r).buffers > 1) {
+    PiecedWeightGradient(e, a, p, r);
+  } else {
+    e.WeightGradient(p, r.grad, r.padded, r.f, r.padded, r.padded / n);
+  }
   if (l.depthwise)  // the expanded kernels' zeros take none: +0 off the diagonal
     EmitVector(e.P(), VectorOp::kSelect, r.mask, a.zero, p.g, p.Values(n), kBcast);
   GradientOut(e, a, p);
@@ -1317,40 +1459,84 @@ void EmitPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   sums->Done(e, a, k);
 }
 
-// Channel block j of a max pooling's gradient: tap after tap, its values again (into `tap`),
-// where they equal the maximum and no earlier tap did (`taken`), the gradient's share D_t
-// (into `shares`); then each input pixel's shares through the gradient's window, K-tile
-// T - 1 - t of D_t's map, added, into rows from `into`.
+// Tap after tap, output pixels [p0, p0 + px) of each of `images` images (their maps from
+// `map`, `in_pixels` apart; their outputs and gradients from `out` and `grad`, px apart) again
+// (into `tap`), where they equal the maximum and no earlier tap did (`taken`), the
+// gradient's share D_t (into rows from shares + t stride).
+void MaxShares(Emitter& e, const Layout& a, const Layer& l, int64_t map, int64_t in_pixels,
+               int images, int64_t p0, int64_t px, int64_t out, int64_t grad, int64_t stride) {
+  const int64_t rows = images * px;
+  e.SetWindow(MaxGeometry(l, a.n));
+  for (int64_t t = 0; t < Taps(l); ++t) {
+    for (int img = 0; img < images; ++img)
+      MaxTaps(e, a, map + img * in_pixels, px, t, t + 1, a.tap + img * px, false, 0, p0);
+    const int64_t mask = t == 0 ? a.taken : a.tap;
+    EmitVector(e.P(), VectorOp::kEqual, a.tap, out, mask, rows, 0);
+    if (t > 0) {
+      EmitVector(e.P(), VectorOp::kSelect, a.taken, a.zero, a.tap, rows, kBcast);
+      EmitVector(e.P(), VectorOp::kMax, a.taken, a.tap, a.taken, rows, 0);
+    }
+    EmitVector(e.P(), VectorOp::kMul, grad, mask, a.shares + t * stride, rows, 0);
+  }
+}
+
+// Input pixels [first, first + count) of one image through the gradient's window (set last)
+// into rows from `to`: each one's shares, K-tile T - 1 - t of D_t's map (from shares + t
+// stride), added.
+void SharesIntoInput(Emitter& e, const Layout& a, const Layer& l, int64_t shares, int64_t stride,
+                     int64_t first, int64_t count, int64_t to) {
+  const int64_t taps = Taps(l);
+  e.Chunks(count, to, 0, false, [&](uint64_t acc, int64_t r0, int64_t len) {
+    for (int64_t t = 0; t < taps; ++t) {
+      const bool load = e.Tile(a.id, false, true);
+      e.Raw().MatmulWindow(e.U(shares + t * stride), acc, e.U(len), e.U(first + r0),
+                           e.U(taps - 1 - t), load, isa::AddIf(t > 0));
+    }
+  });
+}
+
+// Channel block j of a max pooling's gradient: every image's shares (MaxShares), then each
+// input pixel's through the gradient's window (SharesIntoInput), into rows from `into`.
 void MaxPoolBlockGradient(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, int j,
                           int64_t into) {
   const LayerRows& in = a.In(l.inputs[0]);
-  const int64_t taps = Taps(l), out = r.out + r.Block(j), grad = r.grad + r.Block(j);
-  e.SetWindow(MaxGeometry(l, a.n));
-  for (int64_t t = 0; t < taps; ++t) {
-    for (int img = 0; img < a.mb; ++img)
-      MaxTaps(e, a, in.out + in.Block(j) + img * in.pixels, r.pixels, t, t + 1,
-              a.tap + img * r.pixels, false);
-    const int64_t mask = t == 0 ? a.taken : a.tap;
-    EmitVector(e.P(), VectorOp::kEqual, a.tap, out, mask, r.rows, 0);
-    if (t > 0) {
-      EmitVector(e.P(), VectorOp::kSelect, a.taken, a.zero, a.tap, r.rows, kBcast);
-      EmitVector(e.P(), VectorOp::kMax, a.taken, a.tap, a.taken, r.rows, 0);
-    }
-    EmitVector(e.P(), VectorOp::kMul, grad, mask, a.shares + t * r.padded, r.rows, 0);
-  }
+  MaxShares(e, a, l, in.out + in.Block(j), in.pixels, a.mb, 0, r.pixels, r.out + r.Block(j),
+            r.grad + r.Block(j), r.padded);
   const isa::WindowGeometry g =
       GradientWindow(r, a.n, a.n, l.pool_h, l.pool_w, l.pool_stride, l.pad_top, l.pad_left, in);
   e.SetWindow(g);
   for (int img = 0; img < a.mb; ++img)
     IntoInput(e, a, g, in, into + img * in.pixels, [&](int64_t first, int64_t count, int64_t to) {
-      e.Chunks(count, to, 0, false, [&](uint64_t acc, int64_t r0, int64_t len) {
-        for (int64_t t = 0; t < taps; ++t) {
-          const bool load = e.Tile(a.id, false, true);
-          e.Raw().MatmulWindow(e.U(a.shares + t * r.padded + img * r.pixels), acc, e.U(len),
-                               e.U(first + r0), e.U(taps - 1 - t), load, isa::AddIf(t > 0));
-        }
-      });
+      SharesIntoInput(e, a, l, a.shares + img * r.pixels, r.padded, first, count, to);
     });
+}
+
+// With MaxBands, channel block j of a max pooling's gradient an image and a band of its
+// input's rows at a time: the shares of the band's output rows (those whose windows read it),
+// then the band's pixels through the gradient's window, which reads only those rows: D_t's
+// map from `shares` less the band's first output pixel.
+void BandedMaxPoolGradient(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r, int j,
+                           int64_t into) {
+  const LayerRows& in = a.In(l.inputs[0]);
+  const MaxBands bands = MaxBandsOf(a, l);
+  const isa::WindowGeometry g =
+      GradientWindow(r, a.n, a.n, l.pool_h, l.pool_w, l.pool_stride, l.pad_top, l.pad_left, in);
+  for (int img = 0; img < a.mb; ++img)
+    for (int64_t y0 = 0; y0 < in.h; y0 += bands.rows) {
+      const int64_t y1 = std::min<int64_t>(y0 + bands.rows, in.h);
+      const auto [o0, o1] = OutRowsOf(l, y0, y1);
+      const int64_t p0 = o0 * r.w, at = img * r.pixels + p0;
+      if (o1 > o0)
+        MaxShares(e, a, l, in.out + in.Block(j) + img * in.pixels, in.pixels, 1, p0,
+                  (o1 - o0) * r.w, r.out + r.Block(j) + at, r.grad + r.Block(j) + at, bands.stride);
+      e.SetWindow(g);
+      IntoInput(
+          e, a, g, in, into + img * in.pixels,
+          [&](int64_t first, int64_t count, int64_t to) {
+            SharesIntoInput(e, a, l, a.shares - p0, bands.stride, first, count, to);
+          },
+          y0, y1);
+    }
 }
 
 void EmitMaxPoolBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r,
@@ -1359,7 +1545,9 @@ void EmitMaxPoolBackward(Emitter& e, const Layout& a, const Layer& l, const Laye
   const int64_t into = sums->Into(a, k);
   if (into < 0) return;
   e.Pass(l.name + " gradient");
-  for (int j = 0; j < r.cb; ++j) MaxPoolBlockGradient(e, a, l, r, j, into + a.In(k).Block(j));
+  for (int j = 0; j < r.cb; ++j)
+    (MaxBandsOf(a, l).rows < l.in.h ? BandedMaxPoolGradient : MaxPoolBlockGradient)(
+        e, a, l, r, j, into + a.In(k).Block(j));
   sums->Done(e, a, k);
 }
 
@@ -1469,18 +1657,6 @@ LossRows LossOf(const Layout& a) {
   return r;
 }
 
-// With hbm_maps: buffer rows [ub, ub + rows) out to (`out`) or in from rows [home, home +
-// rows) of this core's area of maps in HBM.
-void MoveMap(Emitter& e, const Layout& a, int64_t ub, int64_t home, int64_t rows, bool out) {
-  const int64_t piece = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
-  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
-    const uint64_t hbm =
-        a.hbm_maps_addr + static_cast<uint64_t>(a.core * a.maps_rows + home + r0) * 2 * a.n;
-    const uint64_t at = e.U(ub + r0), len = e.U(std::min(piece, rows - r0));
-    out ? e.P().WriteHbm(at, hbm, len) : e.P().ReadHbm(hbm, at, len);
-  }
-}
-
 // Layer r's output, gradient or F (`which`) between its rows in the window and its home.
 enum class Map { kOut, kGrad, kF };
 void MoveMap(Emitter& e, const Layout& a, const LayerRows& r, Map which, bool out) {
@@ -1508,11 +1684,12 @@ void MapsForward(Emitter& e, const Layout& a, const nn::Model& m, size_t i) {
   e.Pass(l.name + " forward");
   for (const int k : Involved(m, i))
     if (k != static_cast<int>(i)) MoveMap(e, s, s.layer[static_cast<size_t>(k)], Map::kOut, false);
+  const bool f = r.f_rows > 0 && !Pieced(s, l);  // a convolution's: PiecedConvForward
   if (!last) ZeroPadding(e, s, r.out, r.cb, r);
-  if (r.f_rows > 0) ZeroPadding(e, s, r.f, r.f_rows / r.padded, r);
+  if (f) ZeroPadding(e, s, r.f, r.f_rows / r.padded, r);
   EmitLayerForward(e, s, m, i);
   if (!last) MoveMap(e, s, r, Map::kOut, true);
-  if (r.f_rows > 0) MoveMap(e, s, r, Map::kF, true);
+  if (f) MoveMap(e, s, r, Map::kF, true);
 }
 
 // With hbm_maps, the loss into the last layer's gradient, out.
@@ -1537,7 +1714,8 @@ void MapsBackward(Emitter& e, const Layout& a, const nn::Model& m, size_t i, Sum
   e.Pass(l.name + (l.HasWeights() ? " weight gradient" : " gradient"));
   MoveMap(e, s, r, Map::kGrad, false);
   if (Relu(l) || max_pool) MoveMap(e, s, r, Map::kOut, false);
-  if (r.f_rows > 0) MoveMap(e, s, r, Map::kF, false);
+  if (r.f_rows > 0 && !(Pieced(s, l) && FPiecesOf(s, r).buffers > 1))  // PiecedWeightGradient
+    MoveMap(e, s, r, Map::kF, false);
   std::vector<int> inputs = Involved(m, i);
   inputs.erase(inputs.begin());
   for (const int k : inputs) {
@@ -1559,33 +1737,81 @@ void MapsBackward(Emitter& e, const Layout& a, const nn::Model& m, size_t i, Sum
     if (sums->Has(k)) MoveMap(e, s, s.layer[static_cast<size_t>(k)], Map::kGrad, true);
 }
 
-isa::Program StepProgram(const Layout& a, const nn::Model& m, const Optimizer& opt, bool prefetch,
-                         std::vector<int32_t>* pass_of, PassLog* passes) {
+// With pass_images, pass a.pass's images from the batch's host rows into the batch buffer's.
+void PassImages(Emitter& e, const Layout& a) {
+  e.Pass("images in");
+  const int64_t rows = int64_t{a.mb} * a.img_rows;
+  EmitReadHost(e.P(), a.n, a.h_batch + 4 + a.pass * rows, a.x0, rows);
+}
+
+// Pass u of a step: its images (pass_images), the forward pass, the loss, the backward pass,
+// and a later pass's gradients added to the first's (in the buffer).
+void EmitPass(Emitter& e, const Layout& a, const nn::Model& m, int u) {
+  const Layout au = ForPass(a, u);
+  if (a.pass_images) PassImages(e, au);
+  const size_t layers = m.layers.size();
+  for (size_t i = 0; i < layers; ++i)
+    a.hbm_maps ? MapsForward(e, au, m, i) : EmitLayerForward(e, au, m, i);
+  if (a.hbm_maps) {
+    MapsLoss(e, au, m, a.passes == 1);
+  } else {
+    e.Pass("loss");
+    EmitSoftmaxLoss(e.P(), LossOf(au), a.mb, a.passes == 1);
+  }
+  if (a.passes > 1 && u + 1 == a.passes) EmitLossMean(e.P(), LossRowsOf(a, 0), a.b);
+  Sums sums(layers);
+  for (size_t i = layers; i-- > 0;)
+    a.hbm_maps ? MapsBackward(e, au, m, i, &sums) : EmitLayerBackward(e, au, m, i, &sums);
+  if (u == 0 || a.hbm_state) return;
+  e.Pass("pass gradient sum");
+  EmitVector(e.P(), VectorOp::kAdd, a.param.front().g, a.pass_g, a.param.front().g, a.GradRows(),
+             0);
+}
+
+// A fresh emitter of a step's part.
+std::unique_ptr<Emitter> PartEmitter(const Layout& a, PassLog log) {
+  auto e = std::make_unique<Emitter>(a);
+  e->TakeTurns();
+  e->Passes() = std::move(log);
+  return e;
+}
+
+// The instructions of a step's end (FinishStep: the cores' gradient sum, the updates, the
+// results out).
+size_t FinishWords(const Layout& a, const Optimizer& opt) {
   Emitter e(a);
   e.TakeTurns();
-  shell::StartStep(e, a, prefetch);
+  std::vector<int32_t> pass_of;
+  PassLog passes;
+  return shell::FinishStep(e, a, opt, &pass_of, &passes).words.size();
+}
+
+// The step: the next batch read ahead with `prefetch`, the passes, the end (FinishStep). In
+// parts of whole passes where it is longer than a core's program region holds
+// (the layout's program_words): a part ends before a pass that might not fit beside the passes
+// before it and the end, the next starting afresh (its tiles loaded and windows set again).
+std::vector<isa::Program> StepProgram(const Layout& a, const nn::Model& m, const Optimizer& opt,
+                                      bool prefetch, std::vector<std::vector<int32_t>>* pass_of,
+                                      PassLog* passes) {
+  std::vector<isa::Program> parts;
+  pass_of->clear();
+  std::unique_ptr<Emitter> e = PartEmitter(a, PassLog());
+  shell::StartStep(*e, a, prefetch);
+  const size_t finish = a.passes > 1 ? FinishWords(a, opt) : 0;
+  size_t most = 0;  // the most instructions a pass has taken
   for (int u = 0; u < a.passes; ++u) {
-    const Layout au = ForPass(a, u);
-    const size_t layers = m.layers.size();
-    for (size_t i = 0; i < layers; ++i)
-      a.hbm_maps ? MapsForward(e, au, m, i) : EmitLayerForward(e, au, m, i);
-    const bool last = u + 1 == a.passes;
-    if (a.hbm_maps) {
-      MapsLoss(e, au, m, a.passes == 1);
-    } else {
-      e.Pass("loss");
-      EmitSoftmaxLoss(e.P(), LossOf(au), a.mb, a.passes == 1);
+    if (e->Raw().program().words.size() + most + finish > a.program_words) {
+      parts.push_back(e->Take());
+      pass_of->push_back(e->Passes().PassOf(parts.back().words.size()));
+      e = PartEmitter(a, e->Passes().Continued());
     }
-    if (a.passes > 1 && last) EmitLossMean(e.P(), LossRowsOf(a, 0), a.b);
-    Sums sums(layers);
-    for (size_t i = layers; i-- > 0;)
-      a.hbm_maps ? MapsBackward(e, au, m, i, &sums) : EmitLayerBackward(e, au, m, i, &sums);
-    if (u == 0 || a.hbm_state) continue;
-    e.Pass("pass gradient sum");
-    EmitVector(e.P(), VectorOp::kAdd, a.param.front().g, a.pass_g, a.param.front().g, a.GradRows(),
-               0);
+    const size_t before = e->Raw().program().words.size();
+    EmitPass(*e, a, m, u);
+    most = std::max(most, e->Raw().program().words.size() - before);
   }
-  return shell::FinishStep(e, a, opt, pass_of, passes);
+  pass_of->emplace_back();
+  parts.push_back(shell::FinishStep(*e, a, opt, &pass_of->back(), passes));
+  return parts;
 }
 
 // Every row after the batch buffers zeroed (from the host's zero rows), once: rows that the
@@ -1804,10 +2030,13 @@ Layout BatchNormLayout(const nn::Model& m, int b, const Optimizer& opt,
 // The attainable bound (report/program_bound.h) of the step program of layout `a`'s core 0.
 double StepBound(const nn::Model& m, const Layout& a, const Optimizer& opt,
                  const config::TpuConfig& cfg) {
-  std::vector<int32_t> pass_of;
+  std::vector<std::vector<int32_t>> pass_of;
   PassLog passes;
-  const isa::Program p = StepProgram(ForParity(a, 0), m, opt, /*prefetch=*/true, &pass_of, &passes);
-  return report::BoundPrograms({p}, cfg).Cycles();
+  double cycles = 0;
+  for (const isa::Program& p :
+       StepProgram(ForParity(a, 0), m, opt, /*prefetch=*/true, &pass_of, &passes))
+    cycles += report::BoundPrograms({p}, cfg).Cycles();
+  return cycles;
 }
 
 // The layout of a core's b images in as few passes as fit the chip with the state in the
@@ -1865,18 +2094,18 @@ void CheckBatchNorms(const nn::Model& m, const Layout& a) {
 }  // namespace
 
 CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
-                     const config::TpuConfig& config, int cores, StateAt at) {
+                     const config::TpuConfig& config, int cores, StateAt at, size_t words) {
   CheckGraphStep(model, config);
   if (batch < 1) throw UsageError("--batch must be at least 1");
   CheckTrainingCores(config, cores, batch);
-  const Layout a = FittingLayout(model, batch / cores, opt, config, cores, at);
+  Layout a = FittingLayout(model, batch / cores, opt, config, cores, at);
+  a.program_words = words;
   CheckBatchNorms(model, a);
   CompiledStep step = shell::Programs<Layout>(
       a, opt, "graph-train", ForParity, EmitStart,
       [&](std::vector<uint16_t>* img) { PutTiles(model, a, img); },
-      [&](const Layout& ap, bool prefetch, std::vector<int32_t>* pass_of, PassLog* passes) {
-        return StepProgram(ap, model, opt, prefetch, pass_of, passes);
-      });
+      [&](const Layout& ap, bool prefetch, std::vector<std::vector<int32_t>>* pass_of,
+          PassLog* passes) { return StepProgram(ap, model, opt, prefetch, pass_of, passes); });
   step.programs.passes = a.passes;
   step.programs.in_hbm_too = a.hbm_maps ? "hbm-with-maps" : (a.hbm_f ? "hbm-with-f" : "");
   return step;
@@ -1885,8 +2114,10 @@ CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
 }  // namespace graph_step
 
 CompiledStep CompileGraphStep(const nn::Model& model, int batch, const Optimizer& opt,
-                              const config::TpuConfig& config, int cores, StateAt at) {
-  return graph_step::Compile(model, batch, opt, config, cores, at);
+                              const config::TpuConfig& config, int cores, StateAt at,
+                              size_t program_words) {
+  return graph_step::Compile(model, batch, opt, config, cores, at,
+                             program_words > 0 ? program_words : engine::kMaxProgramWords);
 }
 
 }  // namespace tpu::train

@@ -38,9 +38,13 @@ namespace tpu::train {
 // inputs' at a time (kHbmWithMaps); a model with batch normalization in one pass, where that
 // fits with its state in the buffer, else in HBM, else with F, else with the maps; kBuffer,
 // kHbm, kHbmWithF and kHbmWithMaps choose.
+//
+// A step of more instructions than `program_words` (a core's program region:
+// engine::kMaxProgramWords) is compiled in parts of whole passes, run one after another
+// (DensePrograms::parts).
 enum class StateAt { kAny, kBuffer, kHbm, kHbmWithF, kHbmWithMaps };
 CompiledStep CompileGraphStep(const nn::Model& model, int batch, const Optimizer& opt,
                               const config::TpuConfig& config, int cores = 1,
-                              StateAt at = StateAt::kAny);
+                              StateAt at = StateAt::kAny, size_t program_words = 0);
 
 }  // namespace tpu::train

@@ -154,6 +154,13 @@ class PassLog {
   // have started (each Start, a new one, even of a pass seen before).
   int Current() const { return runs_.empty() ? 0 : runs_.back().pass; }
   size_t Runs() const { return runs_.size(); }
+  // A log for the next part of a step (another program): the same passes, no runs yet.
+  PassLog Continued() const {
+    PassLog next;
+    next.names_ = names_;
+    next.macs_ = macs_;
+    return next;
+  }
 
  private:
   struct Run {

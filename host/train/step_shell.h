@@ -16,6 +16,8 @@
 // GradRows().
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -169,14 +171,26 @@ int64_t ClassBlocks(const Layout& a) {
 }
 
 // The infeed's two batch buffers (Adam's scalars, the images, the labels one-hot: a block of
-// `batch` rows for each block of classes; ForParity swaps them).
+// `batch` rows for each block of classes; ForParity swaps them). With the layout's
+// `pass_images`, a buffer holds `images` images, a pass's (ReadPassImages).
 template <typename Layout>
-void PlaceBatchBuffers(Layout* a, int batch, const std::function<int64_t(int64_t)>& take) {
+void PlaceBatchBuffers(Layout* a, int batch, int images,
+                       const std::function<int64_t(int64_t)>& take) {
   for (int buffer = 0; buffer < 2; ++buffer) {
     (buffer ? a->scalars_next : a->scalars) = take(4);
-    (buffer ? a->x0_next : a->x0) = take(int64_t{batch} * a->img_rows);
+    (buffer ? a->x0_next : a->x0) = take(int64_t{images} * a->img_rows);
     (buffer ? a->y_next : a->y) = take(batch * ClassBlocks(*a));
   }
+}
+
+// The batch in host rows from `h` (Adam's scalars, the images, the labels: BatchRows) into
+// the buffer's rows from `scalars` (the labels' from `y`): all of it, or with the layout's
+// `pass_images` all but the images, which each pass reads (ReadPassImages).
+template <typename Layout>
+void ReadBatch(isa::ProgramBuilder& p, const Layout& a, int64_t h, int64_t scalars, int64_t y) {
+  if (!a.pass_images) return EmitReadHost(p, a.n, h, scalars, a.BatchRows());
+  EmitReadHost(p, a.n, h, scalars, 4);
+  EmitReadHost(p, a.n, h + 4 + int64_t{a.b} * a.img_rows, y, int64_t{a.b} * ClassBlocks(a));
 }
 
 // The accumulator rows of a step: dWᵀ's at the top (g_tiles K-tiles: the widest layer's,
@@ -375,14 +389,24 @@ class StepEmitter {
   // accumulators (acc_g, acc_t) are none of theirs.
   void WeightGradient(const ParamRows& r, int64_t dz, int64_t dz_stride, int64_t x,
                       int64_t x_stride, int64_t chunks) {
+    const int n = a_.n;
+    WeightGradient(
+        r, dz, dz_stride, [x, n](int64_t c) { return x + c * n; }, x_stride, chunks);
+  }
+  // The same with chunk c's rows of X's first block at x_at(c), which may first emit (through
+  // Raw) what brings them into the buffer: X in pieces (graph_step.cc's FPieces).
+  void WeightGradient(const ParamRows& r, int64_t dz, int64_t dz_stride,
+                      const std::function<int64_t(int64_t)>& x_at, int64_t x_stride,
+                      int64_t chunks) {
     for (int64_t j = 0; j < r.mb; ++j)
       for (int64_t k0 = 0; k0 < r.kb; k0 += a_.g_tiles)
-        GradientTiles(r, j, k0, std::min(a_.g_tiles, r.kb - k0), dz, dz_stride, x, x_stride,
+        GradientTiles(r, j, k0, std::min(a_.g_tiles, r.kb - k0), dz, dz_stride, x_at, x_stride,
                       chunks);
   }
   // WeightGradient's block row j, K-tiles [k0, k0 + kn).
   void GradientTiles(const ParamRows& r, int64_t j, int64_t k0, int64_t kn, int64_t dz,
-                     int64_t dz_stride, int64_t x, int64_t x_stride, int64_t chunks) {
+                     int64_t dz_stride, const std::function<int64_t(int64_t)>& x_at,
+                     int64_t x_stride, int64_t chunks) {
     const int n = a_.n;
     const int outs = r.Outs(j, n);
     auto dzt = [&](int64_t c) { return a_.dzt + (turns_ ? (c % 2) * n : 0); };
@@ -394,8 +418,9 @@ class StepEmitter {
       if (!turns_) Transpose(dz + j * dz_stride + c * n, a_.dzt, outs);
       if (turns_ && c + 1 < chunks) transpose(c + 1);
       FlushWriting(dzt(c), dzt(c) + outs);
+      const int64_t x = x_at(c);
       for (int64_t k = 0; k < kn; ++k) {
-        Tile(x + (k0 + k) * x_stride + c * n);
+        Tile(x + (k0 + k) * x_stride);
         p_.Matmul(U(dzt(c)), U(a_.acc_g + k * n), U(outs), true, isa::AddIf(c > 0));
       }
       Streams(kn, outs, a_.acc_g, a_.acc_g + (kn - 1) * n + outs);
@@ -663,7 +688,7 @@ void EmitUpdates(StepEmitter<Layout>& e, const Layout& a, const Optimizer& opt) 
 template <typename Layout>
 void StartStep(StepEmitter<Layout>& e, const Layout& a, bool prefetch) {
   e.Pass("batch in");
-  if (prefetch) EmitReadHost(e.P(), a.n, a.h_batch_next, a.scalars_next, a.BatchRows());
+  if (prefetch) ReadBatch(e.P(), a, a.h_batch_next, a.scalars_next, a.y_next);
 }
 
 // A step program's end after its backward pass: the cores' gradient sum (with two), every
@@ -705,7 +730,7 @@ isa::Program InitProgram(const Layout& a,
 template <typename Layout>
 isa::Program FetchProgram(const Layout& a) {
   StepEmitter<Layout> e(a);
-  EmitReadHost(e.P(), a.n, a.h_batch, a.scalars, a.BatchRows());
+  ReadBatch(e.P(), a, a.h_batch, a.scalars, a.y);
   return e.Take();
 }
 
@@ -929,10 +954,12 @@ class Images : public StepImages {
 };
 
 // A step's program for a layout (its batch buffer's and core's), with or without the next
-// batch read ahead; its instructions' passes into *pass_of and *passes.
+// batch read ahead, in parts where it is longer than a core's program region holds (each
+// part's programs one after another); each part's instructions' passes into *pass_of, and
+// the passes into *passes.
 template <typename Layout>
-using StepFn = std::function<isa::Program(const Layout& a, bool prefetch,
-                                          std::vector<int32_t>* pass_of, PassLog* passes)>;
+using StepFn = std::function<std::vector<isa::Program>(
+    const Layout& a, bool prefetch, std::vector<std::vector<int32_t>>* pass_of, PassLog* passes)>;
 
 // The step programs of each batch buffer (`parity`: ForParity's) and core (ForCore), with
 // and without the read ahead, and the fetch programs, named `name`-..., into *p.
@@ -949,15 +976,23 @@ void StepExecutables(const Layout& a, const std::string& name,
   for (int b = 0; b < 2; ++b) {
     for (int core = 0; core < cores; ++core) {
       const Layout ap = ForCore(parity(a, b), core);
-      std::vector<int32_t> pass_of[2];  // core 0's are the step's (its counters are the rows')
+      // Core 0's passes are the step's (its counters are the rows').
+      std::vector<std::vector<int32_t>> pass_of[2];
       PassLog core_passes;
       for (int prefetch = 0; prefetch < 2; ++prefetch) {
-        engine::Executable& exe = p->steps[b][prefetch];
-        exe.name = name + (prefetch ? "-step" : "-step (no prefetch)");
-        exe.programs.push_back(
-            step(ap, prefetch, &pass_of[prefetch], core == 0 ? &passes : &core_passes));
-        exe.regions = infeed;
-        if (core == 0) (prefetch ? p->pass_of : p->pass_of_last) = pass_of[prefetch];
+        std::vector<isa::Program> parts =
+            step(ap, prefetch, &pass_of[prefetch], core == 0 ? &passes : &core_passes);
+        const std::string step_name = name + (prefetch ? "-step" : "-step (no prefetch)");
+        p->parts[b][prefetch].resize(parts.size() - 1);
+        for (size_t k = 0; k < parts.size(); ++k) {
+          engine::Executable& exe = k == 0 ? p->steps[b][prefetch] : p->parts[b][prefetch][k - 1];
+          exe.name = k == 0 ? step_name : fmt::format("{} part {}", step_name, k + 1);
+          exe.programs.push_back(std::move(parts[k]));
+          exe.regions = infeed;
+        }
+        if (core != 0) continue;
+        (prefetch ? p->pass_of : p->pass_of_last) = pass_of[prefetch].front();
+        p->parts_pass_of[prefetch].assign(pass_of[prefetch].begin() + 1, pass_of[prefetch].end());
       }
       p->fetch[b].name = name + "-fetch";
       p->fetch[b].programs.push_back(FetchProgram(ap));

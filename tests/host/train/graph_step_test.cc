@@ -91,6 +91,20 @@ nn::Model ConcatGraph(uint64_t seed) {
 // twice), max pooled (l5, 4 x 4), flattened (l6) into a dense layer of 6 (l7), a batch
 // normalization of its 6 values with ReLU6 (l8), the 5 outputs (l9). Gamma and beta start
 // away from 1 and 0, the running statistics anywhere.
+// 31 x 31 x 3 images (a map of 961 pixels, padded to 976 rows on 16 lanes), conv 8 same
+// reading them (l0), max pooling 3 x 3 of stride 2 padded 1 (l1, 16 x 16), conv 8 same (l2),
+// pooled globally (l3), into the 5 outputs. On a 16-lane chip with a buffer of 8,192 rows and
+// the maps in HBM, each convolution's F in pieces (FPieces: l0's of 256 rows, the last one's
+// padding zeroed; l2's of 96) and l1's gradient in bands of 8 input rows (MaxBands).
+nn::Model PiecesGraph(uint64_t seed, int side = 31, int channels = 3) {
+  nn::Layer gap = MakeLayer(LayerType::kAvgPool2d);
+  gap.global_pool = true;
+  return Chain("pieces", {side, side, channels},
+               {MakeLayer(LayerType::kConv2d, 8, 3, 1, "same"), MaxPool(3, 2, 1),
+                MakeLayer(LayerType::kConv2d, 8, 3, 1, "same", nn::Activation::kNone), gap},
+               seed);
+}
+
 nn::Model BatchNormGraph(uint64_t seed) {
   nn::Model m;
   m.name = "batchnorm";
@@ -190,10 +204,12 @@ config::TpuConfig Bf16Tiny() {
 // `at` says.
 engine::ExecResult StepsEqualReference(engine::ChipEngine* chip, const nn::Model& m, int batch,
                                        Optimizer::Kind kind, int steps, int cores = 1,
-                                       train::StateAt at = train::StateAt::kAny) {
-  const test::CompileStepFn compile = [at](const nn::Model& mm, int b, const Optimizer& opt,
-                                           const config::TpuConfig& c, int k) {
-    return train::CompileGraphStep(mm, b, opt, c, k, at);
+                                       train::StateAt at = train::StateAt::kAny,
+                                       size_t program_words = 0) {
+  const test::CompileStepFn compile = [at, program_words](const nn::Model& mm, int b,
+                                                          const Optimizer& opt,
+                                                          const config::TpuConfig& c, int k) {
+    return train::CompileGraphStep(mm, b, opt, c, k, at, program_words);
   };
   return test::StepsEqualReference(compile, 91, chip, m, batch, kind, steps, cores);
 }
@@ -411,6 +427,15 @@ TEST(GraphStepRtlTest, ChannelBlocksAgreeOnEveryCounter) {
       StepsEqualReference(rtl.get(), bn, 2, Optimizer::Kind::kAdam, 1, 1, maps);
   EXPECT_EQ(f.cycles, r.cycles);
   EXPECT_TRUE(f.counters == r.counters);
+  // F in pieces and a max pooling's gradient in bands (28 x 28 x 2 images: l0's F in 8
+  // pieces of 204 rows, l2's in 8 of 52, l1's gradient in bands of 25 input rows).
+  const nn::Model pieces = PiecesGraph(41, 28, 2);
+  const engine::ExecResult fp =
+      StepsEqualReference(fast.get(), pieces, 2, Optimizer::Kind::kAdam, 1, 1, maps);
+  const engine::ExecResult rp =
+      StepsEqualReference(rtl.get(), pieces, 2, Optimizer::Kind::kAdam, 1, 1, maps);
+  EXPECT_EQ(fp.cycles, rp.cycles);
+  EXPECT_TRUE(fp.counters == rp.counters);
 }
 
 // A weight gradient of more K-tiles than dWᵀ's accumulators (half of them) hold goes in
@@ -562,6 +587,10 @@ TEST(GraphStepTest, TheMapsInHbmEqualTheReference) {
   const auto v3 = TestEngine(engine::EngineKind::kFast, config::LoadConfig("tpu-v3"));
   StepsEqualReference(v3.get(), BatchNormGraph(23), 4, Optimizer::Kind::kAdam, 2, 2, maps);
   StepsEqualReference(v3.get(), nn::MakeResidualCnn(5), 4, Optimizer::Kind::kAdam, 2, 2, maps);
+  config::TpuConfig small = Bf16Small();
+  small.ub_depth_rows = 8192;
+  StepsEqualReference(TestEngine(engine::EngineKind::kFast, small).get(), PiecesGraph(9), 4,
+                      Optimizer::Kind::kAdam, 3, 1, maps);
   // In passes: room for two images a pass, so that 8 take 4.
   const nn::Model m = nn::MakeResidualCnn(4);
   config::TpuConfig c = v2;
@@ -571,6 +600,34 @@ TEST(GraphStepTest, TheMapsInHbmEqualTheReference) {
   EXPECT_EQ(train::CompileGraphStep(m, 8, Optimizer(), c, 1, maps).programs.passes, 4);
   StepsEqualReference(TestEngine(engine::EngineKind::kFast, c).get(), m, 8, Optimizer::Kind::kAdam,
                       2, 1, maps);
+}
+
+// A step longer than a core's program region holds runs in parts of whole passes, one
+// after another: the residual CNN's 4 passes of 2 (with the maps in HBM) cut to parts of at
+// most a third of its step's instructions, on one core and on two, bit for bit the
+// reference.
+TEST(GraphStepTest, AStepInPartsEqualsTheReference) {
+  const auto maps = train::StateAt::kHbmWithMaps;
+  const nn::Model m = nn::MakeResidualCnn(4);
+  for (const int cores : {1, 2}) {
+    config::TpuConfig c = config::LoadConfig("tpu-v3");
+    c.ub_depth_rows = static_cast<int>(
+        train::CompileGraphStep(m, 2 * cores, Optimizer(), c, cores, maps).programs.ub_rows + 256);
+    const train::DensePrograms whole =
+        train::CompileGraphStep(m, 8 * cores, Optimizer(), c, cores, maps).programs;
+    ASSERT_EQ(whole.passes, 4);
+    EXPECT_TRUE(whole.parts[0][1].empty());
+    const size_t words = whole.step.programs[0].words.size() / 3;
+    const train::DensePrograms cut =
+        train::CompileGraphStep(m, 8 * cores, Optimizer(), c, cores, maps, words).programs;
+    EXPECT_GE(cut.parts[0][1].size(), 2u);
+    for (const engine::Executable& part : cut.parts[0][1])
+      EXPECT_LE(part.programs[0].words.size(), words);
+    EXPECT_EQ(cut.WholePassOf().size(), cut.WholeStep()[0].words.size());
+    EXPECT_EQ(cut.pass_names, whole.pass_names);
+    StepsEqualReference(TestEngine(engine::EngineKind::kFast, c).get(), m, 8 * cores,
+                        Optimizer::Kind::kAdam, 3, cores, maps, words);
+  }
 }
 
 // The counters of `steps` steps of m at `batch` on `config`'s fast engine with values (on
