@@ -444,8 +444,10 @@ std::string CoresNote(const config::TpuConfig& c, const train::DensePrograms& p,
   const std::string too = p.in_hbm_too == "hbm-with-maps"
                               ? ", every layer's output, gradient and F too"
                               : (p.in_hbm_too == "hbm-with-f" ? ", each layer's F too" : "");
+  const size_t parts = p.parts[0][1].size() + 1;
   const std::string hbm =
-      p.state_in_hbm ? fmt::format("; the weights and optimizer state in HBM{}", too) : "";
+      (p.state_in_hbm ? fmt::format("; the weights and optimizer state in HBM{}", too) : "") +
+      (parts > 1 ? fmt::format("; a step in {} programs (parts of whole passes)", parts) : "");
   if (cores > 1) {
     return fmt::format(" ({} cores, {} images each{}, the gradients summed{})", cores,
                        batch / cores, in, hbm);

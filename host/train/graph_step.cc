@@ -116,7 +116,8 @@ struct Layout {
   // (LayerRows' homes, a core's area of maps_rows rows from hbm_maps_addr), and in the
   // buffer only in the rows of the layer that runs and its inputs, from `window` (StepRows).
   bool hbm_maps = false;
-  bool pass_images = false;  // with hbm_maps: a batch buffer holds a pass's images (PassImages)
+  // With hbm_maps and several passes: a batch buffer holds a pass's images (PassImages).
+  bool pass_images = false;
   uint64_t hbm_maps_addr = 0;
   int64_t maps_rows = 0, window = 0;
   int64_t f_piece_rows = 0;  // with hbm_maps, the most a convolution's F takes (FPieces)
@@ -637,7 +638,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   }
   shell::PlaceParams(m, opt, &a, take, /*step_tiles=*/a.hbm_maps);
   if (!a.hbm_maps && ReadsPastItsTile(m, a)) take(n);  // zeros, never written (StepRows')
-  a.pass_images = a.hbm_maps;
+  a.pass_images = a.hbm_maps && mb < batch;            // one pass: its images read ahead, as before
   shell::PlaceBatchBuffers(&a, batch, a.pass_images ? mb : batch, take);
   // dWᵀ's accumulators: at most half of them (a wider layer's dWᵀ in groups), the rest a
   // product's chunks'.
