@@ -419,23 +419,18 @@ TEST(GraphStepRtlTest, ChannelBlocksAgreeOnEveryCounter) {
     EXPECT_EQ(f.cycles, r.cycles);
     EXPECT_TRUE(f.counters == r.counters);
   }
-  const auto maps = train::StateAt::kHbmWithMaps;
-  const nn::Model bn = BlockGraph(31, 4);
-  const engine::ExecResult f =
-      StepsEqualReference(fast.get(), bn, 2, Optimizer::Kind::kAdam, 1, 1, maps);
-  const engine::ExecResult r =
-      StepsEqualReference(rtl.get(), bn, 2, Optimizer::Kind::kAdam, 1, 1, maps);
-  EXPECT_EQ(f.cycles, r.cycles);
-  EXPECT_TRUE(f.counters == r.counters);
-  // F in pieces and a max pooling's gradient in bands (28 x 28 x 2 images: l0's F in 8
-  // pieces of 204 rows, l2's in 8 of 52, l1's gradient in bands of 25 input rows).
-  const nn::Model pieces = PiecesGraph(41, 28, 2);
-  const engine::ExecResult fp =
-      StepsEqualReference(fast.get(), pieces, 2, Optimizer::Kind::kAdam, 1, 1, maps);
-  const engine::ExecResult rp =
-      StepsEqualReference(rtl.get(), pieces, 2, Optimizer::Kind::kAdam, 1, 1, maps);
-  EXPECT_EQ(fp.cycles, rp.cycles);
-  EXPECT_TRUE(fp.counters == rp.counters);
+  // With the maps in HBM: channel blocks with a batch normalization; F in pieces and a max
+  // pooling's gradient in bands (28 x 28 x 2 images: l0's F in 8 pieces of 204 rows, l2's in
+  // 8 of 52, l1's gradient in bands of 25 input rows).
+  for (const nn::Model& m : {BlockGraph(31, 4), PiecesGraph(41, 28, 2)}) {
+    const auto maps = train::StateAt::kHbmWithMaps;
+    const engine::ExecResult f =
+        StepsEqualReference(fast.get(), m, 2, Optimizer::Kind::kAdam, 1, 1, maps);
+    const engine::ExecResult r =
+        StepsEqualReference(rtl.get(), m, 2, Optimizer::Kind::kAdam, 1, 1, maps);
+    EXPECT_EQ(f.cycles, r.cycles) << m.name;
+    EXPECT_TRUE(f.counters == r.counters) << m.name;
+  }
 }
 
 // A weight gradient of more K-tiles than dWᵀ's accumulators (half of them) hold goes in
