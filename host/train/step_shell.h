@@ -9,11 +9,11 @@
 // (a zero row), pad, inv_batch, consts; param (std::vector<ParamRows>); kept
 // (std::vector<KeptRows>: what the layers keep in the state, after the parameters); state_begin,
 // state_end, hbm_state, hbm_state_addr, stage (where the state is: StateInHbm); scalars, x0, y and
-// their *_next (the two batch buffers); loss, mean, logits; acc_rows, acc_t, acc_g (accumulator
-// rows: a product's chunk, a transpose's, dWᵀ's); dzt, scratch, mask_rows, tmp, tmp2, update_rows,
-// other, end; the host rows h_params, h_zero, h_bias, h_batch, h_batch_next, h_out, h_grads; Sets()
-// and BiasLane(set) (the lane a parameter set adds a 1 to, or -1); BatchRows(), OutRows(),
-// GradRows().
+// their *_next (the two batch buffers), pass_images (ReadBatch); loss, mean, logits; acc_rows,
+// acc_t, acc_g (accumulator rows: a product's chunk, a transpose's, dWᵀ's); dzt, scratch,
+// mask_rows, tmp, tmp2, update_rows, other, end; the host rows h_params, h_zero, h_bias, h_batch,
+// h_batch_next, h_out, h_grads; Sets() and BiasLane(set) (the lane a parameter set adds a 1 to, or
+// -1); BatchRows(), OutRows(), GradRows().
 #pragma once
 
 #include <fmt/format.h>
