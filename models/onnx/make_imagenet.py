@@ -19,10 +19,13 @@ exported at opset 13 for a fixed 1 x 3 x SIZE x SIZE input.
 
 For each model NAME it writes OUT/NAME.onnx and OUT/NAME.torch.npy: PyTorch's outputs
 (float32 N x 1000) for OUT/inputs.npy, N seeded inputs (float32 N x 3 x SIZE x SIZE, standard
-normal: what torchvision's models take after their normalization).
+normal: what torchvision's models take after their normalization). With --softmax each model
+ends in a softmax (its outputs the probabilities), as `tpusim train` takes a classifier
+(docs/training.md: ResNet-50's training step on tpu-v3).
 
     /usr/bin/python3 models/onnx/make_imagenet.py --out build/imagenet
     /usr/bin/python3 models/onnx/make_imagenet.py --out build/imagenet --models resnet18 --images 2
+    /usr/bin/python3 models/onnx/make_imagenet.py --out build/train --models resnet50 --softmax
 """
 import argparse
 import os
@@ -88,6 +91,8 @@ def main():
     ap.add_argument("--images", type=int, default=8, help="inputs in inputs.npy")
     ap.add_argument("--size", type=int, default=224, help="input height and width")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--softmax", action="store_true",
+                    help="end each model in a softmax (a classifier for tpusim train)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     gen = torch.Generator().manual_seed(a.seed)
@@ -101,6 +106,8 @@ def main():
         model = make(name)
         with torch.no_grad():
             randomize_batch_norm(model, gen)
+        if a.softmax:
+            model = nn.Sequential(model, nn.Softmax(dim=1))
         model.eval()
         path = os.path.join(a.out, name + ".onnx")
         torch.onnx.export(model, x[:1], path + ".tmp", opset_version=13,
