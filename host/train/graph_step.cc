@@ -529,20 +529,23 @@ int64_t ContribRows(const nn::Model& m, const Layout& a, size_t i) {
 // and its weight gradient reads each back while it sums the one before (the sum's chunks of
 // N rows, and their order, as they were).
 struct FPieces {
-  int64_t rows = 0, buffers = 1;
+  int64_t rows = 0, buffers = 1, kb = 1;
   int64_t Count(const LayerRows& r) const { return TilesOf(r.padded, rows); }
+  // The buffer of piece i (its kb blocks `rows` apart) in layer r's F rows of the window.
+  int64_t At(const LayerRows& r, int64_t i) const { return r.f + (i % buffers) * kb * rows; }
 };
 bool Pieced(const Layout& a, const Layer& l) { return a.hbm_maps && l.type == LayerType::kConv2d; }
 FPieces FPiecesOf(const Layout& a, const LayerRows& r) {
   const int64_t kb = a.param[static_cast<size_t>(r.param)].kb, n = a.n;
   const int64_t rows = std::max(n, a.f_piece_rows / (2 * kb) / n * n);
-  return 2 * rows >= r.padded ? FPieces{r.padded, 1} : FPieces{rows, 2};  // two: no fewer rows
+  return 2 * rows >= r.padded ? FPieces{r.padded, 1, kb}
+                              : FPieces{rows, 2, kb};  // one: two take no fewer
 }
 // The rows layer l's F takes in its step's window.
 int64_t FWindowRows(const Layout& a, const Layer& l, const LayerRows& r) {
   if (!Pieced(a, l)) return r.f_rows;
   const FPieces f = FPiecesOf(a, r);
-  return f.buffers * a.param[static_cast<size_t>(r.param)].kb * f.rows;
+  return f.buffers * f.kb * f.rows;
 }
 
 // With hbm_maps, the rows of the layers of layer i's step in the window (the rest as they
@@ -803,7 +806,7 @@ void PiecedConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerR
   for (int64_t i = 0; i < fp.Count(r); ++i) {
     const int64_t r0 = i * fp.rows, end = std::min(r0 + fp.rows, r.padded);
     const int64_t last = std::min(end, r.rows);
-    const int64_t f = r.f + (i % fp.buffers) * p.kb * fp.rows;
+    const int64_t f = fp.At(r, i);
     for (int64_t k = 0; k < p.kb && end > last; ++k)
       e.Vector(VectorOp::kCopy, a.zero, 0, f + k * fp.rows + last - r0, end - last, 0);
     ConvField(e, a, l, r, r0, last, f, fp.rows);
@@ -1379,19 +1382,18 @@ void FlippedWindow(Emitter& e, const Layout& a, const Layer& l, const LayerRows&
 void PiecedWeightGradient(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows& r) {
   const FPieces fp = FPiecesOf(a, r);
   const int64_t chunks = fp.rows / a.n;  // a piece's
-  auto buffer = [&](int64_t i) { return r.f + (i % 2) * p.kb * fp.rows; };
   auto read = [&](int64_t i) {
     if (i >= fp.Count(r)) return;
     const int64_t r0 = i * fp.rows, len = std::min(fp.rows, r.padded - r0);
     for (int64_t k = 0; k < p.kb; ++k)
-      MoveRows(e.Raw(), a, buffer(i) + k * fp.rows, r.f_home + k * r.padded + r0, len, false);
+      MoveRows(e.Raw(), a, fp.At(r, i) + k * fp.rows, r.f_home + k * r.padded + r0, len, false);
   };
   e.WeightGradient(
       p, r.grad, r.padded,
       [&](int64_t c) {
         if (c == 0) read(0);
         if (c % chunks == 0) read(c / chunks + 1);
-        return buffer(c / chunks) + (c % chunks) * a.n;
+        return fp.At(r, c / chunks) + (c % chunks) * a.n;
       },
       fp.rows, r.padded / a.n);
 }
