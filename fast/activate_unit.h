@@ -22,12 +22,14 @@ class ActivateUnit {
   bool ResidualRead() const { return s1_ && residual_; }
   bool RowIn() const { return acc_rd_valid_; }  // a row enters the VPU
   bool PipeEmpty() const { return !acc_rd_valid_ && !s1_ && !s2_ && !pool_valid_ && !s3_; }
+  // Nothing to read, nothing in the pipeline: its clock edges change nothing.
+  bool Idle() const { return !Busy() && rd_left_ == 0 && PipeEmpty(); }
   // How many cycles after this one (no activate starting in any) give the same signals but
   // for Out(): all, idle; while it reads an accumulator row a cycle with its pipeline full,
   // until its last row is read (a row out each cycle, or one in four with 2 x 2 pooling:
   // rows are still to come out while rows are still to be read); else none.
   uint64_t Repeats() const {
-    if (!Busy() && rd_left_ == 0 && PipeEmpty()) return ~uint64_t{0};
+    if (Idle()) return ~uint64_t{0};
     const bool full = rd_left_ != 0 && acc_rd_valid_ && s1_ && s2_ && (!residual_ || s3_) &&
                       (pool_ != kPoolLanes || pool_valid_);
     return full ? rd_left_ - 1 : 0;

@@ -116,6 +116,14 @@ class Controller {
     return s;
   }
 
+  // The clock edges of `k` cycles that repeat this one's decision `s`, with no instruction
+  // issuing or pushed and no matmul's last row entering (Repeats): the drains count down.
+  void Edges(const Decision& s, uint64_t k, bool progress) {
+    for (uint64_t& d : drain_left_) d -= std::min(d, k);
+    progress_q_ = progress;
+    issue_q_ = s.issue;
+  }
+
   // The clock edge: the decision taken, an instruction pushed into the queue, the last
   // row of a matmul entering each matrix unit's array (bit m: unit m), and whether anything
   // moved this cycle.

@@ -6,6 +6,7 @@
 // cycle.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "fast/decode.h"
@@ -39,6 +40,37 @@ class HostDma {
     s.obuf_pop = fire && write_;
     s.ub_read = write_ && rd_left_ != 0 && (obuf_ - s.obuf_pop + rd_pending_ < 2);
     return s;
+  }
+
+  // How many cycles after this one repeat its signals `s` when the memory answers each as
+  // it did this one (`fire`, `resp`) and no instruction starts: rows stream a row a cycle
+  // while the rows left last, the write buffer as full as it was. Unbounded: ~0.
+  uint64_t Repeats(const Signals& s, bool fire, bool resp) const {
+    uint64_t k = ~uint64_t{0};
+    if (write_) {
+      const bool push = rd_pending_ && obuf_ != 2;
+      if (push != s.obuf_pop || rd_pending_ != s.ub_read) return 0;
+      if (s.ub_read) k = rd_left_ - 1;
+      return k;
+    }
+    if (resp && !s.resp_take) return 0;
+    if (fire) k = req_left_ - 1;
+    if (s.resp_take) k = std::min<uint64_t>(k, resp_left_ - 1);
+    return k;
+  }
+
+  // The clock edges of `k` cycles whose signals repeat this one's (Repeats): the rows
+  // stream, the write buffer stays as full.
+  void Edges(const Signals& s, bool fire, uint64_t k, uint32_t row_bytes) {
+    const auto k32 = static_cast<uint32_t>(k);
+    if (fire) {
+      req_addr_ += k * row_bytes;
+      req_left_ -= k32;
+      if (write_) write_row_ += k32;
+    }
+    if (s.resp_take) resp_left_ -= k32;
+    if (s.ub_read) rd_left_ -= k32;
+    rd_pending_ = s.ub_read;
   }
 
   // `start`: the read_host, write_host or read_hbm the controller issues in this cycle, or null;
@@ -92,6 +124,10 @@ class WeightFifo {
   void Edge(bool push, bool pop) {
     count_ = count_ + (push && count_ != rows_) - (pop && count_ != 0);
   }
+  // `k` clock edges that push and pop as this one (neither full nor empty on the way).
+  void Edges(bool push, bool pop, uint64_t k) {
+    count_ = count_ + static_cast<uint32_t>(k) * push - static_cast<uint32_t>(k) * pop;
+  }
 
  private:
   uint32_t rows_, count_ = 0;
@@ -128,6 +164,59 @@ class WeightDma {
     return resp && resp_left_ != 0;
   }
   bool UbPending() const { return ub_pending_; }
+  // How many cycles after this one repeat its and the FIFO's signals when the memory
+  // answers each as it did this one (`fire`, `resp`), the unit reads buffer rows and takes
+  // rows as it did (`ub_read`, `take`) and the shadow registers load as they did (`load`):
+  // rows streaming a row a cycle (from the weight memory, from the buffer, or a tile
+  // buffer's rows in and then its columns out) while the rows left, the tile buffer's rows
+  // or columns and the FIFO's room and rows last. Unbounded: ~0.
+  uint64_t Repeats(const WeightFifo& fifo, bool fire, bool resp, bool ub_read, bool take, bool load,
+                   uint32_t n) const {
+    constexpr uint64_t kAll = ~uint64_t{0};
+    const uint64_t rows = fifo.Rows(), count = fifo.Count(), s = outstanding_ + count;
+    if (from_ub_) {
+      if (ub_pending_ != ub_read) return 0;  // a read starting or ending
+      fire = ub_read;
+      resp = take;
+    }
+    if (resp != take || (take && count == 0)) return 0;
+    uint64_t k = kAll;
+    if (fire) k = req_left_ - 1;
+    if (take) k = std::min<uint64_t>(k, resp_left_ - 1);
+    if (load && !take) k = std::min(k, count - 1);  // the FIFO empties by a row a cycle
+    if (transpose_) {
+      if (FifoFull(fifo, n) && load) return 0;
+      if (ub_read) k = std::min<uint64_t>(k, n - 1 - tile_reads_);
+      if (take) k = std::min<uint64_t>(k, n - 1 - tile_col_);
+      if (take && !load) k = std::min(k, rows - 1 - count);
+      return k;
+    }
+    // Asking while the FIFO and the rows on their way leave room; fire - load more a cycle.
+    if (req_left_ != 0 && s < rows && fire && !load) k = std::min(k, rows - 1 - s);
+    if (req_left_ != 0 && s >= rows && load && !fire) k = std::min(k, s - rows);
+    return k;
+  }
+
+  // The clock edges of `k` cycles whose signals repeat this one's (Repeats), `fire` a memory
+  // request taken or a buffer row read: the rows stream; a tile buffer's last column pushed
+  // in the last of them empties it.
+  void Edges(bool fire, bool ub_read, bool take, uint64_t k, uint32_t n) {
+    const auto k32 = static_cast<uint32_t>(k);
+    if (fire) req_left_ -= k32;
+    if (take) resp_left_ -= k32;
+    if (!transpose_) {
+      outstanding_ = outstanding_ + k32 * fire - k32 * take;
+    } else {
+      tile_reads_ += k32 * ub_read;
+      tile_rows_ += k32 * ub_pending_;
+      if (take && tile_col_ + k32 == n) {
+        tile_col_ = tile_rows_ = tile_reads_ = 0;
+      } else if (take) {
+        tile_col_ += k32;
+      }
+    }
+    ub_pending_ = ub_read;
+  }
 
   // `start`: the read_weights or load_weights the controller issues in this cycle, or null;
   // `fire`: a memory request taken or a buffer row read.

@@ -194,6 +194,14 @@ struct PortAnswer {
   uint32_t wm_ready = 0, wm_resp = 0;
 };
 
+// The row the host DMA's request writes in the cycle (write_host's into the host memory,
+// write_hbm's into HBM), into the chip's memories.
+void PortWrites(const Units& u, const Cycle& c, ChipValues* values, ValueWorker& worker) {
+  if (!values || !c.host_write) return;
+  if (c.hm_fire) worker.HostWrite(values, u.hdma.ReqAddr(), u.hdma.WriteRow());
+  if (c.hb_fire) worker.HbmWrite(values, u.hdma.HbmAddr(), u.hdma.WriteRow());
+}
+
 // The system's side of a cycle for one core (sim/system/tpu_system.cc): its memory
 // requests taken or not, a read row presented, and an instruction handed over while the
 // queue has room (`feed`: the core still has words to take).
@@ -207,19 +215,14 @@ Cycle Ports(Units& u, const UnitsBusy& busy, const PortAnswer& a, ChipValues* va
   c.hm_valid = u.hdma.ReqValid();
   c.hm_ready = a.hm_ready;
   c.hm_fire = c.hm_valid && c.hm_ready;
-  if (c.hm_fire) {
-    if (c.host_write && values) worker.HostWrite(values, u.hdma.ReqAddr(), u.hdma.WriteRow());
-    c.moved = true;
-  }
+  c.moved = c.moved || c.hm_fire;
   c.hm_resp = a.hm_resp;
   c.lanes = static_cast<int>(u.lanes.size());
   const size_t hb = u.lanes.size();  // the host DMA's weight-memory port
   c.hb_valid = u.hdma.HbmReqValid();
   c.hb_ready = (a.wm_ready >> hb & 1u) != 0;
   c.hb_fire = c.hb_valid && c.hb_ready;
-  if (c.hb_fire && c.host_write && values) {
-    worker.HbmWrite(values, u.hdma.HbmAddr(), u.hdma.WriteRow());
-  }
+  PortWrites(u, c, values, worker);
   c.hb_resp = (a.wm_resp >> hb & 1u) != 0;
   c.moved = c.moved || c.hb_fire;
   for (size_t m = 0; m < u.lanes.size(); ++m) {
@@ -296,6 +299,40 @@ void Edge(Units& u, const Cycle& c, uint64_t cycle, uint64_t n, ChipValues* valu
   u.vec.Edge(start(hw::kUnitVector));
 }
 
+// The clock edges of cycles first .. first + k - 1, which repeat `c` (Repeats) but for
+// whether the activation unit writes a row: each unit's edges at once, only their counts
+// moving, the host DMA's rows written one by one, the activation unit's edges one by one
+// while it runs. Returns how many of the cycles write a row.
+uint64_t Edges(Units& u, const Cycle& c, uint64_t first, uint64_t k, ChipValues* values,
+               ValueWorker& worker) {
+  const bool fire = c.hm_fire || c.hb_fire;
+  if (values && c.host_write && fire) {
+    for (uint64_t i = 0; i < k; ++i) {
+      PortWrites(u, c, values, worker);
+      u.hdma.Edges(c.h, fire, 1, u.row_bytes);
+    }
+  } else {
+    u.hdma.Edges(c.h, fire, k, u.row_bytes);
+  }
+  u.ctl.Edges(c.issue, k, c.Progress());
+  for (size_t m = 0; m < u.lanes.size(); ++m) {
+    Lane& l = u.lanes[m];
+    const LaneCycle& lc = c.lane[m];
+    l.wdma.Edges(lc.wm_fire || lc.ub_read, lc.ub_read, lc.w_take, k, u.n);
+    l.fifo.Edges(lc.w_take, lc.load, k);
+    l.feed.Edges(lc.f_rd, lc.a_fire, k);
+    l.mxu.Edges(first, k, lc.load, lc.out, lc.a_fire);
+  }
+  u.vec.Edges(k);
+  uint64_t outs = 0;
+  for (uint64_t i = 0; i < k && !u.act.Idle(); ++i) {
+    const bool out = u.act.Out();
+    outs += out;
+    u.act.Edge(nullptr, c.acc_rd, out);
+  }
+  return outs;
+}
+
 // Where a run that stopped moving is stuck.
 sim::StallInfo Stuck(const Units& u, const UnitsBusy& busy, const uint8_t* words, uint64_t quiet) {
   sim::StallInfo st;
@@ -324,27 +361,26 @@ bool Steady(const Units& u, const Cycle& c) {
          u.act.PipeEmpty() && !u.vec.Busy() && (c.issue.issue != kHalted || u.ctl.Halted());
 }
 
-// How many cycles after `cycle` repeat its signals while rows move (a matmul streaming a
-// row a cycle, an activate reading a row a cycle, rows leaving the array), but for whether
-// the vector unit writes a row (one in four with 2 x 2 pooling): the least that each unit
-// allows (Repeats), the memory ports' events aside (the caller's). None where anything else
-// happens: an instruction issuing or pushed, a memory port taking a request or answering, a row
-// into the host DMA's write buffer, a weight row moving. Every other register then holds, and the
-// units' edges move only their counts.
+// How many cycles after `cycle` repeat its signals while rows move a row (or a group) a
+// cycle, but for whether the activation unit writes a row (one in four with 2 x 2 pooling):
+// a matmul streaming, rows leaving the array, an activate reading a row a cycle, a vector
+// instruction in the middle of its rows, the host DMA's rows to or from a memory, weight
+// rows into the FIFO and the shadow registers. The least that each unit allows (Repeats),
+// provided the memories answer each of those cycles as they answered this one (the
+// caller's to check). None where an instruction issues or is pushed, or nothing moves.
+// Every other register then holds, and the units' edges move only their counts.
 uint64_t Repeats(const Units& u, const Cycle& c, uint64_t cycle) {
   const Controller::Decision& s = c.issue;
-  if (s.go || c.push || !c.Progress() || (s.issue == kHalted && !u.ctl.Halted()) || c.hm_fire ||
-      c.hm_resp || c.hb_fire || c.hb_resp || c.h.resp_take || c.h.obuf_pop || c.h.ub_read ||
-      u.hdma.RowsPending() || u.vec.Busy())
-    return 0;
-  uint64_t k = std::min(u.ctl.DrainRepeats(), u.act.Repeats());
+  if (s.go || c.push || !c.Progress() || (s.issue == kHalted && !u.ctl.Halted())) return 0;
+  uint64_t k = std::min({u.ctl.DrainRepeats(), u.act.Repeats(), u.vec.Repeats(),
+                         u.hdma.Repeats(c.h, c.hm_fire || c.hb_fire, c.hm_resp || c.hb_resp)});
   for (size_t m = 0; m < u.lanes.size() && k > 0; ++m) {
     const Lane& l = u.lanes[m];
     const LaneCycle& lc = c.lane[m];
-    if (lc.wm_fire || lc.wm_resp || lc.w_take || lc.ub_read || l.wdma.UbPending() || lc.load ||
-        lc.switch_fire)
-      return 0;
-    k = std::min({k, l.feed.Repeats(lc.a_fire, lc.f_rd), l.mxu.Repeats(cycle, lc.out, lc.a_fire)});
+    k = std::min(
+        {k, l.wdma.Repeats(l.fifo, lc.wm_fire, lc.wm_resp, lc.ub_read, lc.w_take, lc.load, u.n),
+         l.mxu.LoadRepeats(lc.load, lc.switch_fire), l.feed.Repeats(lc.a_fire, lc.f_rd),
+         l.mxu.Repeats(cycle, lc.out, lc.a_fire)});
   }
   return k;
 }
@@ -461,44 +497,68 @@ bool FastChip::EndCores(std::vector<Core>* cores, uint64_t cycle) {
   return all;
 }
 
-// The memories' side of a cycle: the host port's arbiter grants one core's request, which
-// the memory takes when ready, and a read row comes back to the core that asked; the
+// What the cores ask of the memories this cycle: the host port (core c: bit c) and the
 // weight-memory ports (core c's unit m: port c x (units + 1) + m, its host DMA's
-// c x (units + 1) + units) take turns at the weight memory's channel, each getting its own
-// rows; then each core's ports (Ports). Whether anything moved.
-bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t cycle,
-                         uint64_t iq_depth) {
-  uint32_t host_valid = 0;
-  uint64_t weight_valid = 0, weight_writing = 0;
-  const size_t units = (*cores)[0].u.lanes.size(), ports = units + 1;
-  for (size_t i = 0; i < cores->size(); ++i) {
-    const Units& u = (*cores)[i].u;
-    host_valid |= uint32_t{u.hdma.ReqValid()} << i;
+// c x (units + 1) + units).
+Requests FastChip::Asking(const std::vector<Core>& cores) {
+  Requests r;
+  const size_t units = cores[0].u.lanes.size(), ports = units + 1;
+  for (size_t i = 0; i < cores.size(); ++i) {
+    const Units& u = cores[i].u;
+    r.host |= uint32_t{u.hdma.ReqValid()} << i;
+    r.host_writing |= uint32_t{u.hdma.Writing()} << i;
     for (size_t m = 0; m < units; ++m) {
       const Lane& l = u.lanes[m];
-      weight_valid |= uint64_t{l.wdma.ReqValid(l.fifo)} << (i * ports + m);
+      r.weight |= uint64_t{l.wdma.ReqValid(l.fifo)} << (i * ports + m);
     }
-    weight_valid |= uint64_t{u.hdma.HbmReqValid()} << (i * ports + units);
-    weight_writing |= uint64_t{u.hdma.Writing()} << (i * ports + units);
+    r.weight |= uint64_t{u.hdma.HbmReqValid()} << (i * ports + units);
+    r.weight_writing |= uint64_t{u.hdma.Writing()} << (i * ports + units);
   }
-  const int hg = host_arb->Grant(host_valid);
-  const bool h_ready = host_.Ready(cycle);
-  if (hg >= 0 && h_ready) {
-    host_.Accept(cycle, !(*cores)[static_cast<size_t>(hg)].u.hdma.Writing(), hg);
-  }
-  const int h_resp = host_.Respond(cycle);
-  const uint64_t w_taken = weight_.AcceptRequests(cycle, weight_valid, weight_writing);
-  host_arb->Edge(hg, h_ready);
+  return r;
+}
+
+// What the memories answer `r` in `cycle`, nothing taken yet: the host port's arbiter grants
+// one core's request, which the memory takes when ready, and a read row comes back to the
+// core that asked; the weight-memory ports take turns at the weight memory's channel, each
+// getting its own rows.
+Answers FastChip::Answer(const Requests& r, const MemArbiter& host_arb, uint64_t cycle) const {
+  Answers a;
+  a.host_grant = host_arb.Grant(r.host);
+  a.host_taken = a.host_grant >= 0 && host_.Ready(cycle);
+  a.host_resp = host_.Presents(cycle);
+  a.weight_taken = weight_.WouldAccept(cycle, r.weight);
+  const int ports = p_.cores * (p_.mxus_per_core + 1);
+  for (int port = 0; port < ports; ++port)
+    a.weight_resp |= uint64_t{weight_.Presents(cycle, port) >= 0} << port;
+  return a;
+}
+
+// The clock edge of the memories' side: the requests Answer said are taken go in, the read
+// rows presented leave, the arbiter moves on.
+void FastChip::Take(const Requests& r, const Answers& a, MemArbiter* host_arb, uint64_t cycle) {
+  if (a.host_taken) host_.Accept(cycle, (r.host_writing >> a.host_grant & 1u) == 0, a.host_grant);
+  if (a.host_resp >= 0) host_.Respond(cycle);
+  weight_.AcceptRequests(cycle, r.weight, r.weight_writing);
+  host_arb->Edge(a.host_grant, a.host_taken);
+  for (uint64_t w = a.weight_resp; w != 0; w &= w - 1) weight_.Respond(cycle, __builtin_ctzll(w));
+}
+
+// The memories' side of a cycle (Asking, Answer, Take), kept as the cycle's, then each
+// core's ports (Ports). Whether anything moved.
+bool FastChip::StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t cycle,
+                         uint64_t iq_depth) {
+  asked_ = Asking(*cores);
+  answered_ = Answer(asked_, *host_arb, cycle);
+  Take(asked_, answered_, host_arb, cycle);
+  const uint32_t ports = static_cast<uint32_t>((*cores)[0].u.lanes.size()) + 1;
+  const uint32_t mask = (1u << ports) - 1;
   bool moved = false;
   for (size_t i = 0; i < cores->size(); ++i) {
     Core& k = (*cores)[i];
     const int core = static_cast<int>(i);
-    PortAnswer a{hg == core && h_ready, h_resp == core};
-    a.wm_ready = static_cast<uint32_t>(w_taken >> (i * ports)) & ((1u << ports) - 1);
-    for (size_t m = 0; m < ports; ++m) {
-      const int port = static_cast<int>(i * ports + m);
-      a.wm_resp |= uint32_t{weight_.Respond(cycle, port) >= 0} << m;
-    }
+    PortAnswer a{answered_.host_taken && answered_.host_grant == core, answered_.host_resp == core};
+    a.wm_ready = static_cast<uint32_t>(answered_.weight_taken >> (i * ports)) & mask;
+    a.wm_resp = static_cast<uint32_t>(answered_.weight_resp >> (i * ports)) & mask;
     k.c = Ports(k.u, k.busy, a, k.values, worker_, !k.ended && k.u.ctl.Fed() < k.count, iq_depth);
     moved = moved || k.c.moved;
   }
@@ -592,36 +652,42 @@ void FastChip::SkipSteady(std::vector<Core>* cores, uint64_t* cycle, uint64_t* q
 }
 
 // A chip whose cores repeat this cycle's signals for up to `k` more cycles (Repeats) while
-// rows move: the memory ports' next event bounds them; their clock edges are taken one by
-// one (only the units' counts move, and whether the vector unit writes a row), their
-// counters and observations at once (the cycles that write a row and those that do not),
-// and *cycle moves past them. Whatever moves, the watchdog's count stays at zero.
-void FastChip::SkipRegular(std::vector<Core>* cores, uint64_t* cycle, uint64_t k,
-                           const RunOptions& o) {
-  const uint64_t next = std::min(host_.NextEvent(*cycle), weight_.NextEvent(*cycle));
-  if (next != kNever) k = std::min(k, next - *cycle - 1);
-  if (k == 0 || k == kNever) return;
-  const uint64_t n = static_cast<uint64_t>(p_.array_dim);
-  uint64_t outs[MemArbiter::kMaxCores] = {};  // each core's cycles that write a row
-  for (uint64_t i = 1; i <= k; ++i) {
-    for (size_t j = 0; j < cores->size(); ++j) {
-      Core& c = (*cores)[j];
-      c.c.vpu_out = c.u.act.Out();
-      outs[j] += c.c.vpu_out;
-      Edge(c.u, c.c, *cycle + i, n, c.values, worker_);
+// rows move: each of those cycles whose memories answer the cycle's requests as they
+// answered this cycle's is taken, up to the first that they answer otherwise (with nothing
+// asked or presented, up to the memories' next event); the memories one cycle at a time,
+// then the units' clock edges (Edges), the counters and observations at once (the cycles
+// that write a row and those that do not); *cycle moves past them. Whatever moves, the
+// watchdog's count stays at zero.
+void FastChip::SkipRegular(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t* cycle,
+                           uint64_t k, const RunOptions& o) {
+  uint64_t taken = 0;
+  if (asked_.host == 0 && asked_.weight == 0 && answered_.host_resp < 0 &&
+      answered_.weight_resp == 0) {
+    const uint64_t next = std::min(host_.NextEvent(*cycle), weight_.NextEvent(*cycle));
+    taken = next == kNever ? k : std::min(k, next - *cycle - 1);
+    if (taken == kNever) return;
+  } else {
+    k = std::min<uint64_t>(k, uint64_t{1} << 20);  // then a cycle of its own, to look again
+    for (; taken < k; ++taken) {
+      const uint64_t t = *cycle + taken + 1;
+      if (!(Answer(asked_, *host_arb, t) == answered_)) break;
+      Take(asked_, answered_, host_arb, t);
     }
   }
+  if (taken == 0) return;
+  const uint64_t n = static_cast<uint64_t>(p_.array_dim);
   for (size_t i = 0; i < cores->size(); ++i) {
     Core& c = (*cores)[i];
+    const uint64_t outs = Edges(c.u, c.c, *cycle + 1, taken, c.values, worker_);
     if (!c.u.ctl.Halted()) {
       c.c.vpu_out = true;
-      c.c.Count(c.cnt, outs[i], n, c.u.row_bytes);
+      c.c.Count(c.cnt, outs, n, c.u.row_bytes);
       c.c.vpu_out = false;
-      c.c.Count(c.cnt, k - outs[i], n, c.u.row_bytes);
+      c.c.Count(c.cnt, taken - outs, n, c.u.row_bytes);
     }
-    if (o.on_cycles && !c.ended) c.Observe(o, static_cast<int>(i), *cycle + 1, k);
+    if (o.on_cycles && !c.ended) c.Observe(o, static_cast<int>(i), *cycle + 1, taken);
   }
-  *cycle += k;
+  *cycle += taken;
 }
 
 // Each core's end, status and counters; the programs' cores only.
@@ -679,7 +745,7 @@ ChipRunResult FastChip::RunCores(const std::vector<CoreProgram>& programs, const
     if (steady) {
       SkipSteady(&cores, &cycle, &quiet, o);
     } else if (repeats > 0) {
-      SkipRegular(&cores, &cycle, repeats, o);
+      SkipRegular(&cores, &host_arb, &cycle, repeats, o);
     }
     if (o.progress && cycle >= next_progress && total_words > 0) {
       next_progress = cycle + 0x10000;

@@ -99,6 +99,9 @@ class FastChip {
  private:
   struct Core;
   bool EndCores(std::vector<Core>* cores, uint64_t cycle);
+  static Requests Asking(const std::vector<Core>& cores);
+  Answers Answer(const Requests& r, const MemArbiter& host_arb, uint64_t cycle) const;
+  void Take(const Requests& r, const Answers& a, MemArbiter* host_arb, uint64_t cycle);
   bool StepPorts(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t cycle, uint64_t iq_depth);
   static void StopOnWatchdog(std::vector<Core>* cores, uint64_t cycle, uint64_t quiet);
   void LoadCores(const std::vector<CoreProgram>& programs, bool timing_only,
@@ -106,13 +109,16 @@ class FastChip {
   bool DecideAndCount(std::vector<Core>* cores, uint64_t cycle, const RunOptions& o,
                       uint64_t* repeats);
   void SkipSteady(std::vector<Core>* cores, uint64_t* cycle, uint64_t* quiet, const RunOptions& o);
-  void SkipRegular(std::vector<Core>* cores, uint64_t* cycle, uint64_t k, const RunOptions& o);
+  void SkipRegular(std::vector<Core>* cores, MemArbiter* host_arb, uint64_t* cycle, uint64_t k,
+                   const RunOptions& o);
   static ChipRunResult Results(std::vector<Core>* cores, size_t programs, uint64_t cycles);
 
   ChipParams p_;
   ExternalMemories external_;
   std::vector<std::unique_ptr<ChipValues>> values_;
   MemoryTiming host_, weight_;
+  Requests asked_;      // this cycle's requests of the memories
+  Answers answered_;    // and their answers
   ValueWorker worker_;  // declared last: joined before the values it applies go
 };
 

@@ -25,15 +25,33 @@ class Feeder {
   // Reads a unified-buffer row this cycle, when the array takes one (`fire`) or has room.
   bool Read(bool fire) const { return left_ != 0 && (buf_ - fire + pending_ < 2); }
   // How many cycles after this one (in which the array takes a row, `fire`, and the feeder
-  // reads one, `read`) give the same signals, no matmul starting: all, idle; while it
-  // streams a row a cycle in the middle of a matmul (one row buffered, one read pending,
-  // neither the first nor the last, no switch), until its last row is read (the last
-  // flag reaches the array's input two cycles after); else none.
+  // reads one, `read`) give the same signals, no matmul starting: all, idle or waiting
+  // with nothing read or on its way; while it streams a row a cycle in the middle of a
+  // matmul (one row buffered, one read pending, neither the first nor the last, no
+  // switch), until its last row is read (the last flag reaches the array's input two
+  // cycles after); else none.
   uint64_t Repeats(bool fire, bool read) const {
     if (!Busy()) return kNever;
+    // Waiting (a switch row for its tile, or nothing to read): nothing moves.
+    if (!fire && !read && !pending_) return kNever;
     const bool middle = fire && read && buf_ == 1 && pending_ && !first_ && !pending_sw_ &&
                         !pending_last_ && !buf_sw_[head_] && !buf_last_[head_];
     return middle ? left_ - 1 : 0;
+  }
+
+  // The clock edges of `k` cycles whose signals repeat this one's (Repeats): waiting, one
+  // edge is all of them; in the middle of a matmul, a row read and a row into the array
+  // each cycle, the buffered row neither a switch nor the last, the last read's row the
+  // last when it is.
+  void Edges(bool read, bool fire, uint64_t k) {
+    if (!fire && !read && !pending_) {
+      Edge(nullptr, false, false);
+      return;
+    }
+    pending_last_ = left_ - (k - 1) == 1;
+    left_ -= static_cast<uint32_t>(k);
+    head_ ^= static_cast<uint32_t>(k & 1);
+    buf_sw_[0] = buf_sw_[1] = buf_last_[0] = buf_last_[1] = false;
   }
 
   // `start`: the matmul the controller issues in this cycle, or null; `read`: Read(fire).
@@ -90,12 +108,66 @@ class MatrixUnit {
     if (tail >= flight_.size()) tail -= flight_.size();
     const uint64_t first = flight_[head_], last = flight_[tail];
     if (!out) return std::min(first + latency_, fire ? cycle + latency_ : kNever) - cycle - 1;
-    if (last - first + 1 != count_) return 0;  // a gap among them: not worth finding
+    if (last - first + 1 != count_) return Run() - 1;  // a gap: up to it
     return fire && last + 1 == cycle ? kNever : count_ - 1;
+  }
+  // How many of the rows in flight, from the oldest, entered in consecutive cycles (at
+  // least one is in flight): the entries rise, so those are a prefix, found by halving.
+  uint64_t Run() const {
+    auto at = [this](size_t i) {
+      const size_t j = head_ + i;
+      return flight_[j >= flight_.size() ? j - flight_.size() : j];
+    };
+    const uint64_t first = flight_[head_];
+    size_t lo = 1, hi = count_;  // at(lo - 1) in the run; at(hi) beyond it (or the end)
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (at(mid) - first == mid) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
   }
   // The shadow registers take a weight row: they have room, or the tile in them is being
   // switched into the array this cycle.
   bool WeightReady(bool switch_fire) const { return !shadow_full_ || switch_fire; }
+
+  // How many cycles after this one keep loading a weight row a cycle (`load`) or not, no
+  // tile switching: until the shadow registers hold the tile.
+  uint64_t LoadRepeats(bool load, bool switch_fire) const {
+    if (switch_fire) return 0;
+    return load ? n_ - 1 - wr_row_ : kNever;
+  }
+
+  // The clock edges of cycles first .. first + k - 1, whose signals repeat one another's
+  // (Repeats, LoadRepeats; no tile switching): the shadow registers take a row a cycle
+  // (full after the tile's last), rows leave and enter a row a cycle (a row entering in
+  // each of more cycles than rows in flight leaves only the last of them in flight).
+  void Edges(uint64_t first, uint64_t k, bool load, bool out, bool fire) {
+    if (load && wr_row_ + k == n_) {
+      wr_row_ = 0;
+      shadow_full_ = true;
+    } else if (load) {
+      wr_row_ += k;
+    }
+    if (out && fire && k >= count_) {  // every row now in flight entered in these cycles
+      head_ = 0;
+      for (size_t i = 0; i < count_; ++i) flight_[i] = first + k - count_ + i;
+      return;
+    }
+    if (out) {
+      head_ = (head_ + k) % flight_.size();
+      count_ -= k;
+    }
+    for (uint64_t i = 0; fire && i < k; ++i) {
+      size_t tail = head_ + count_;
+      if (tail >= flight_.size()) tail -= flight_.size();
+      flight_[tail] = first + i;
+      ++count_;
+    }
+  }
 
   // `load`: a weight row from the FIFO into the shadow registers; `switch_fire`: the
   // shadow tile becomes the array's; `out`: Out(cycle); `fire`: a row enters the array.

@@ -14,6 +14,27 @@ namespace tpu::fast {
 
 inline constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 
+// What the cores ask of the external memories in a cycle: bit c of `host`, core c's host
+// DMA asks the host memory's port (of `host_writing`: to write); bit p of `weight`, weight-
+// memory port p asks (of `weight_writing`: to write).
+struct Requests {
+  uint32_t host = 0, host_writing = 0;
+  uint64_t weight = 0, weight_writing = 0;
+};
+
+// What the memories answer them: the core granted the host port and whether the memory
+// takes its request, the core to which the host memory presents a read row (-1: none), the
+// weight-memory ports taken and those presented a read row.
+struct Answers {
+  int host_grant = -1, host_resp = -1;
+  bool host_taken = false;
+  uint64_t weight_taken = 0, weight_resp = 0;
+  bool operator==(const Answers& o) const {
+    return host_grant == o.host_grant && host_resp == o.host_resp && host_taken == o.host_taken &&
+           weight_taken == o.weight_taken && weight_resp == o.weight_resp;
+  }
+};
+
 class MemoryTiming {
  public:
   // `ports` ports into the one channel (a port per weight DMA for the weight memory: one a
@@ -42,12 +63,25 @@ class MemoryTiming {
         asking, [&] { return channel_.Ready(cycle); },
         [&](int p) { Accept(cycle, (writing >> p & 1) == 0, p, p); });
   }
+  // The ports AcceptRequests would take, without taking them.
+  uint64_t WouldAccept(uint64_t cycle, uint64_t asking) const {
+    hw::MemoryChannel channel = channel_;
+    hw::PortTurns turns = turns_;
+    return turns.Serve(
+        asking, [&] { return channel.Ready(cycle); }, [&](int) { channel.Accept(cycle); });
+  }
   // The tag of the read row `port` presents to the chip during `cycle`, or -1 (once per
   // cycle and port).
   int Respond(uint64_t cycle, int port = 0) {
-    Queue& q = queues_[static_cast<size_t>(port)];
+    const int tag = Presents(cycle, port);
+    if (tag >= 0) ++queues_[static_cast<size_t>(port)].head;
+    return tag;
+  }
+  // What Respond would return, without taking the row.
+  int Presents(uint64_t cycle, int port = 0) const {
+    const Queue& q = queues_[static_cast<size_t>(port)];
     if (q.head == q.tail || q.due[q.head & (q.due.size() - 1)] > cycle) return -1;
-    return q.tags[q.head++ & (q.due.size() - 1)];
+    return q.tags[q.head & (q.due.size() - 1)];
   }
   // The first cycle after `cycle` in which Ready() or Respond() can change.
   uint64_t NextEvent(uint64_t cycle) const {

@@ -29,6 +29,34 @@ class VectorUnit {
   // Buffer rows written this cycle.
   uint64_t WriteRows() const { return line_valid_[lat_ - 1] ? line_rows_[lat_ - 1] : 0; }
 
+  // How many cycles after this one (no vector instruction starting) give the same signals:
+  // all, idle; in the middle of an instruction (a whole group read each cycle, the delay
+  // line full of alike groups), until its last whole group is read; else none.
+  uint64_t Repeats() const {
+    if (!Busy()) return ~uint64_t{0};
+    if (left_ < sublanes_ || !vld_ || last_ || cnt_ != sublanes_) return 0;
+    const bool valid = kind_ != hw::VectorKind::kRows;  // a reduction writes after its last
+    for (uint32_t i = 0; i < lat_; ++i)
+      if (line_valid_[i] != valid || (valid && line_rows_[i] != sublanes_ * wo_)) return 0;
+    return left_ / sublanes_ - 1;
+  }
+  // The clock edges of `k` cycles whose signals repeat this one's (Repeats): a group read
+  // each, alike groups into the delay line.
+  void Edges(uint64_t k) {
+    if (!Busy()) {
+      Edge(nullptr);
+      return;
+    }
+    const bool rows = kind_ == hw::VectorKind::kRows;
+    for (size_t i = line_valid_.size(); i-- > 0;) {
+      line_valid_[i] = i >= k ? line_valid_[i - k] : !rows;
+      line_rows_[i] = i >= k ? line_rows_[i - k] : (rows ? 1 : cnt_) * wo_;
+    }
+    const uint32_t before_last = left_ - static_cast<uint32_t>(k - 1) * sublanes_;
+    last_ = before_last == sublanes_;
+    left_ = before_last - sublanes_;
+  }
+
   // `start`: the vector instruction the controller issues in this cycle, or null.
   void Edge(const Decoded* start) {
     const uint32_t g = Group();

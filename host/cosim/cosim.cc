@@ -144,9 +144,12 @@ class CoreWatch final : public engine::CycleObserver {
     if (x == y) return "";
     size_t i = 0;
     while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
+    // A wrong event may hold any bytes: shown, not thrown on.
+    auto show = [](const auto& e) {
+      return e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
     return fmt::format("the instruction timelines differ at event {}: rtl {}, fast {}", i,
-                       i < x.size() ? x[i].dump() : "(none)",
-                       i < y.size() ? y[i].dump() : "(none)");
+                       i < x.size() ? show(x[i]) : "(none)", i < y.size() ? show(y[i]) : "(none)");
   }
 
  private:
