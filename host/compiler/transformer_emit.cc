@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <utility>
 
 #include "arith/fp32.h"
 #include "host/common/errors.h"
@@ -369,6 +370,7 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
   pending();
   e.p_.SetUnit(0);
   PrefetchSets();
+  e.ReadNextInput();
 }
 
 // The rows a dense layer (a 1 x 1 convolution) reads of its input: every position of every
@@ -1269,8 +1271,10 @@ void TransformerEmitter::Put(int area, const std::string& name) {
 
 void TransformerEmitter::Free(int i) {
   for (TensorArea& a : areas_) {
-    // (an area nothing reads is given back after the layer that wrote it)
+    // (an area nothing reads is given back after the layer that wrote it; with read_ahead_
+    // the input's rows are the inputs' and stay taken)
     if (a.base < 0 || a.output || a.kept || a.last_reader > i) continue;
+    if (read_ahead_ && &a == &areas_.front()) continue;
     ub_.Give(a.base, a.Rows(batch_));
     a.base = -2;  // freed
   }
@@ -1286,11 +1290,18 @@ void TransformerEmitter::Group() {
   // scratch, in any of the programs (what the programs before left there is read).
   for (size_t k = 0; k < areas_.size(); ++k)
     if (areas_[k].kept) Put(static_cast<int>(k), "the keys and values");
-  Put(0, "the batch's input");
-  const TensorArea& in = areas_.front();
+  TensorArea& in = areas_.front();
   const int64_t most = isa::ProgramBuilder::kMaxLength, rows = in.Rows(batch_);
+  int64_t read = 0;  // rows the group before read already
+  if (read_ahead_) {
+    inputs_at_ = ub_.Take(2 * rows, "the inputs of two groups (read ahead)");
+    in.base = inputs_at_ + group_ % 2 * rows;
+    read = std::exchange(ahead_rows_, 0);
+  } else {
+    Put(0, "the batch's input");
+  }
   for (const auto& [at, count] : Runs(in))
-    for (int64_t r = at; r < at + count; r += most)
+    for (int64_t r = std::max(at, read); r < at + count; r += most)
       p_.ReadHost(static_cast<uint64_t>((group_ * rows + r) * RowBytes()),
                   static_cast<uint64_t>(in.base + r),
                   static_cast<uint64_t>(std::min(most, at + count - r)));
@@ -1303,6 +1314,19 @@ void TransformerEmitter::Group() {
       p_.WriteHost(static_cast<uint64_t>(y.base + r),
                    OutputAddr() + static_cast<uint64_t>((group_ * out + r) * RowBytes()),
                    static_cast<uint64_t>(std::min(most, at + count - r)));
+}
+
+void TransformerEmitter::ReadNextInput() {
+  if (!read_ahead_ || group_ + 1 >= groups_) return;
+  const int64_t rows = areas_.front().Rows(batch_);
+  const int64_t count = std::min(ahead_piece_, rows - ahead_rows_);
+  const int64_t most = isa::ProgramBuilder::kMaxLength;
+  const int64_t at = inputs_at_ + (group_ + 1) % 2 * rows;
+  for (int64_t r = ahead_rows_; r < ahead_rows_ + count; r += most)
+    p_.ReadHost(static_cast<uint64_t>(((group_ + 1) * rows + r) * RowBytes()),
+                static_cast<uint64_t>(at + r),
+                static_cast<uint64_t>(std::min(most, ahead_rows_ + count - r)));
+  ahead_rows_ += std::max<int64_t>(count, 0);
 }
 
 std::vector<std::pair<int64_t, int64_t>> TransformerEmitter::Runs(const TensorArea& a) const {
@@ -1333,6 +1357,14 @@ void TransformerEmitter::Run() {
                  static_cast<uint64_t>(std::min(most, rows - r)));
   }
   op_of_.resize(p_.program().words.size(), -1);
+  if (read_ahead_) {  // the next group's input in a piece after each linear layer
+    read_ahead_ = groups_ > 1 && !at_.Cached();
+    const auto dense = std::count_if(m_.layers.begin(), m_.layers.end(), [](const nn::Layer& l) {
+      return l.type == LayerType::kConv2d || l.type == LayerType::kEmbedding;
+    });
+    const int64_t rows = areas_.front().Rows(batch_);
+    ahead_piece_ = (rows + dense - 1) / std::max<int64_t>(dense, 1);
+  }
   for (group_ = 0; group_ < groups_; ++group_) Group();
   p_.Halt();
   if (after_ && consts_.Rows() != after_->consts.Rows())

@@ -115,6 +115,10 @@ class TransformerEmitter {
   void Run();
   // A whole pass's rows taken next fit (BufferRows), not first fit: before Run.
   void NextFit(bool on) { next_fit_ = on; }
+  // With several groups, each group's input read over the host link while the group before
+  // runs, a piece after each linear layer (the inputs take turns between two runs of rows
+  // at the bottom of the buffer): before Run.
+  void ReadAhead(bool on) { read_ahead_ = on; }
 
   isa::Program TakeProgram() { return p_.Take(); }
   const std::vector<int32_t>& OpOf() const { return op_of_; }
@@ -163,6 +167,8 @@ class TransformerEmitter {
   void Layer(int i);
   // Group group_ through every layer: its input read, its output written.
   void Group();
+  // The next piece of the next group's input read (ReadAhead), after a linear layer.
+  void ReadNextInput();
   void Free(int i);
   void Put(int area, const std::string& name);
   // Rows of area `a` the program computes, from its base, as runs (first, count).
@@ -197,6 +203,10 @@ class TransformerEmitter {
   Placement input_place_;
   BufferRows ub_;
   bool next_fit_ = false;
+  bool read_ahead_ = false;
+  int64_t inputs_at_ = 0;    // with read_ahead_: the inputs' two runs of rows
+  int64_t ahead_rows_ = 0;   // the rows of the next group's input read so far
+  int64_t ahead_piece_ = 0;  // rows read after each linear layer
   ConstantRows consts_;
   std::vector<uint8_t> weights_, params_;
   std::map<std::vector<uint8_t>, uint64_t> tile_at_;

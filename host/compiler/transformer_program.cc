@@ -39,21 +39,25 @@ struct TransformerLayout {
 };
 
 TransformerProgram::TransformerProgram(const nn::Model& m, const config::TpuConfig& config,
-                                       int batch)
-    : batch_(batch), t_(std::make_unique<TransformerLayout>()) {
+                                       int batch, int link_cores)
+    : batch_(batch), link_cores_(link_cores), t_(std::make_unique<TransformerLayout>()) {
   CheckBf16(config);
   // The largest group of images (a divisor of the batch) whose tensors fit the buffer.
-  // Each group's rows taken next fit, else (where that leaves no run large enough) first fit.
+  // Each group's rows taken next fit, else (where that leaves no run large enough) first fit;
+  // each group's input read while the group before runs, else (where the second input's
+  // rows do not fit) at its start.
   for (int g = batch; g >= 1; --g) {
     if (batch % g != 0) continue;
-    for (const bool next_fit : {true, false}) {
-      try {
-        Emit(m, config, g, batch / g, {}, nullptr, next_fit);
-        return;
-      } catch (const UsageError&) {
-        if (g == 1 && !next_fit) throw;
+    for (const bool next_fit : {true, false})
+      for (const bool ahead : {true, false}) {
+        if (ahead && g == batch) continue;  // one group: nothing to read ahead
+        try {
+          Emit(m, config, g, batch / g, {}, nullptr, next_fit, ahead);
+          return;
+        } catch (const UsageError&) {
+          if (g == 1 && !next_fit && !ahead) throw;
+        }
       }
-    }
   }
 }
 
@@ -78,13 +82,14 @@ void TransformerProgram::CheckBf16(const config::TpuConfig& config) {
 
 void TransformerProgram::Emit(const nn::Model& m, const config::TpuConfig& config, int group,
                               int groups, const Positions& at, const TransformerProgram* after,
-                              bool next_fit) {
+                              bool next_fit, bool read_ahead) {
   const EmitterState* before = after ? &after->t_->state : nullptr;
   const auto emitter = [&](int64_t constant_rows) {
     TransformerEmitter e = at.Cached()
                                ? TransformerEmitter(m, config, group, constant_rows, at, before)
                                : TransformerEmitter(m, config, group, groups, constant_rows);
     e.NextFit(next_fit);
+    e.ReadAhead(read_ahead);
     return e;
   };
   // The first emission counts the constants' rows, which the second keeps at the top (after
@@ -102,7 +107,7 @@ void TransformerProgram::Emit(const nn::Model& m, const config::TpuConfig& confi
   t.group = group;
   t.op_of = e.OpOf();
   t.ops = e.Operations();
-  t.program = ScheduleUnits(e.TakeProgram(), &t.op_of, config);
+  t.program = ScheduleUnits(e.TakeProgram(), &t.op_of, config, link_cores_);
   t.weights = e.Weights();
   t.fixed = e.Params();
   t.in = e.InputArea();

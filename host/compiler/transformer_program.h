@@ -48,8 +48,10 @@ class TransformerProgram {
  public:
   // Compiles `m` for `batch` images on `config`. Throws UsageError for an int8 chip, a layer
   // or a view it does not take (naming it and what it takes), or tensors that do not fit the
-  // unified buffer (saying how many rows they need).
-  TransformerProgram(const nn::Model& m, const config::TpuConfig& config, int batch);
+  // unified buffer (saying how many rows they need). `link_cores`: how many cores run
+  // programs beside this one (each a share of a batch), sharing the host link.
+  TransformerProgram(const nn::Model& m, const config::TpuConfig& config, int batch,
+                     int link_cores = 1);
   // The program of positions `at` (at.Cached()), after the cached program `after` (nullptr:
   // the first, which also puts the constants into the buffer and zeroes the kept tensors'
   // rows it does not write): its tensors where `after`'s lie, its constants and weight
@@ -76,9 +78,10 @@ class TransformerProgram {
  private:
   void Emit(const nn::Model& m, const config::TpuConfig& config, int group, int groups,
             const Positions& at = {}, const TransformerProgram* after = nullptr,
-            bool next_fit = false);
+            bool next_fit = false, bool read_ahead = false);
   static void CheckBf16(const config::TpuConfig& config);
   int batch_;
+  int link_cores_ = 1;
   std::unique_ptr<TransformerLayout> t_;
 };
 

@@ -60,12 +60,15 @@ bool Conflict(const fast::Footprint& a, const fast::Footprint& b) {
   return (a.wm_wr && (b.wm_rd || b.wm_wr)) || (b.wm_wr && a.wm_rd);
 }
 
-// The unit's time for `in` at the rates of the attainable bound (report/program_bound.h).
-double CyclesOf(const isa::Instruction& in, const config::TpuConfig& c) {
+// The unit's time for `in` at the rates of the attainable bound (report/program_bound.h), a
+// row over the host link at `link_cores` times its cycles: that many cores' programs run at
+// once, and the link's arbiter takes their requests in turn (docs/timing.md, "Chips of
+// several cores"), so that each gets 1 / link_cores of it while all of them read.
+double CyclesOf(const isa::Instruction& in, const config::TpuConfig& c, int link_cores) {
   const double n = c.array_dim, len = in.length;
   switch (in.opcode) {
     case Opcode::kReadHost:
-      return len * c.HostRowCycles() *
+      return len * c.HostRowCycles() * link_cores *
                  ((in.flags & hw::kFlagParams) ? hw::ParamRows(hw::ElementBytes(c.dtype)) : 1) +
              c.host_mem_latency_cycles;
     case Opcode::kWriteHost:
@@ -90,7 +93,8 @@ double CyclesOf(const isa::Instruction& in, const config::TpuConfig& c) {
 }
 
 // Decodes the program as the controller does; false where it refuses an instruction.
-bool DecodeAll(const isa::Program& p, const config::TpuConfig& c, std::vector<Op>* ops) {
+bool DecodeAll(const isa::Program& p, const config::TpuConfig& c, int link_cores,
+               std::vector<Op>* ops) {
   const fast::ChipParams params = engine::FastEngine::ParamsFor(c);
   fast::Registers regs;
   for (const isa::Word& w : p.words) {
@@ -100,7 +104,7 @@ bool DecodeAll(const isa::Program& p, const config::TpuConfig& c, std::vector<Op
     const bool per_unit = op.d.unit == hw::kUnitMatrix || op.d.unit == hw::kUnitWeightDma;
     op.unit = op.d.unit < 0 ? -1 : op.d.unit + (per_unit ? 8 * (op.d.mxu + 1) : 0);
     const isa::Instruction in = isa::Decode(w);
-    op.cycles = CyclesOf(in, c);
+    op.cycles = CyclesOf(in, c, link_cores);
     const bool weights = in.opcode == Opcode::kReadWeights || in.opcode == Opcode::kLoadWeights;
     op.tiles = weights ? in.length : 0;
     op.takes_tile = in.opcode == Opcode::kMatmul && (in.flags & hw::kFlagSwitch);
@@ -234,9 +238,9 @@ class Ready {
 }  // namespace
 
 isa::Program ScheduleUnits(const isa::Program& program, std::vector<int32_t>* op_of,
-                           const config::TpuConfig& config) {
+                           const config::TpuConfig& config, int link_cores) {
   std::vector<Op> ops;
-  if (!DecodeAll(program, config, &ops)) return program;
+  if (!DecodeAll(program, config, std::max(1, link_cores), &ops)) return program;
   Ready ready(ops);
   Clock clock(config.array_dim, config.weight_fifo_tiles);
   std::vector<size_t> order;

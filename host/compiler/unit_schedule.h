@@ -28,8 +28,10 @@ namespace tpu::compiler {
 // The program reordered so that, by an estimate of each unit's time (the attainable bound's
 // rates, report/program_bound.h), each unit's instructions issue as soon as what they
 // depend on allows. `op_of` (one entry per instruction, or empty) is reordered with it. A
-// program with an instruction the controller refuses is returned as it is.
+// program with an instruction the controller refuses is returned as it is. `link_cores`:
+// how many cores run programs at once, sharing the host link (the estimate gives each that
+// share of it).
 isa::Program ScheduleUnits(const isa::Program& program, std::vector<int32_t>* op_of,
-                           const config::TpuConfig& config);
+                           const config::TpuConfig& config, int link_cores = 1);
 
 }  // namespace tpu::compiler

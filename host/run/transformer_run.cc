@@ -126,7 +126,8 @@ std::vector<LayerStats> OperationRows(const nn::Model& model, const std::vector<
 
 namespace {
 
-using Programs = std::function<const compiler::TransformerProgram&(int)>;
+// A share's program: its images, and how many cores run shares at once.
+using Programs = std::function<const compiler::TransformerProgram&(int, int)>;
 
 // What the run's plan line says.
 std::string Plan(const compiler::TransformerProgram& whole, int batch, int cores) {
@@ -212,8 +213,9 @@ void RunBatch(const nn::Model& model, const Programs& program, const nn::InputSe
     std::vector<uint16_t> act(static_cast<size_t>(s.count * x.cols()));
     for (size_t k = 0; k < act.size(); ++k)
       act[k] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[s.first * x.cols() + k]));
-    jobs.push_back(program(s.count).Build(act));
-    AddMacs(model, program(s.count).Operations(), s.count,
+    const int sharing = static_cast<int>(shares.size());
+    jobs.push_back(program(s.count, sharing).Build(act));
+    AddMacs(model, program(s.count, sharing).Operations(), s.count,
             config.cores > 1 ? static_cast<int>(c) : -1, r);
     const std::vector<compiler::Bound> bounds =
         OperationBounds(jobs.back(), r->layers.size(), config);
@@ -226,8 +228,8 @@ void RunBatch(const nn::Model& model, const Programs& program, const nn::InputSe
   want.Wait();
   if (!engine.ComputesValues()) return;
   for (size_t c = 0; c < shares.size(); ++c) {
-    const std::vector<uint16_t> y =
-        program(shares[c].count).Decode(combined.HostOut(e.host_out, c));
+    const std::vector<uint16_t> y = program(shares[c].count, static_cast<int>(shares.size()))
+                                        .Decode(combined.HostOut(e.host_out, c));
     const auto size = static_cast<std::ptrdiff_t>(model.layers.back().out.Size());
     for (int i = 0; i < shares[c].count; ++i)
       Compare(model, inputs, first, shares[c].first + i,
@@ -245,15 +247,22 @@ TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& eng
   const auto start = std::chrono::steady_clock::now();
   images = std::min(images, inputs.count);
   batch = static_cast<int>(std::clamp<int64_t>(batch, 1, std::max<int64_t>(images, 1)));
-  std::map<int, compiler::TransformerProgram> programs;
-  const auto program = [&](int b) -> const compiler::TransformerProgram& {
-    auto it = programs.find(b);
+  // A program per share size, and per how many cores run shares at once (they share the
+  // host link: compiler::ScheduleUnits).
+  std::map<std::pair<int, int>, compiler::TransformerProgram> programs;
+  const auto program = [&](int b, int sharing) -> const compiler::TransformerProgram& {
+    auto it = programs.find({b, sharing});
     if (it == programs.end())
-      it = programs.emplace(b, compiler::TransformerProgram(model, config, b)).first;
+      it = programs
+               .emplace(std::pair{b, sharing},
+                        compiler::TransformerProgram(model, config, b, sharing))
+               .first;
     return it->second;
   };
   // The largest share's program (core 0's), for the plan and the rows.
-  const compiler::TransformerProgram& whole = program(BatchShares(batch, config.cores)[0].count);
+  const std::vector<BatchShare> first_shares = BatchShares(batch, config.cores);
+  const compiler::TransformerProgram& whole =
+      program(first_shares[0].count, static_cast<int>(first_shares.size()));
   TpuRunResult r;
   r.images = images;
   r.batch = batch;
@@ -262,7 +271,7 @@ TpuRunResult RunTransformerOnTpu(const nn::Model& model, engine::ChipEngine& eng
   r.labelled = inputs.HasLabels();
   r.output_scale = 1.0f;
   r.ub_rows = whole.UbRows();
-  const int cores = static_cast<int>(BatchShares(batch, config.cores).size());
+  const int cores = static_cast<int>(first_shares.size());
   r.plan = Plan(whole, batch, cores);
   r.layers = OperationRows(model, whole.Operations());
   std::vector<engine::CycleAttribution> rows;

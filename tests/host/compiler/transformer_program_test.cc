@@ -7,11 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "arith/bf16.h"
 #include "host/common/errors.h"
 #include "host/config/tpu_config.h"
+#include "host/isa/isa.h"
 #include "host/nn/bf16_net.h"
 #include "tests/host/nn/nn_test_util.h"
 #include "tests/test_engines.h"
@@ -75,6 +77,33 @@ TEST(TransformerProgramGroupTest, GroupsOfImagesWhereTheBatchDoesNotFit) {
   config::TpuConfig c = Bf16Teach();
   c.ub_depth_rows = 260;
   EqualsTheBf16Rules(c, 6, engine::EngineKind::kFast, 2);
+}
+
+// Each group's input is read over the host link while the group before runs (a piece after
+// each linear layer, here all of it after the projection): the second group's input rows
+// are read before the first group's output is written, and every image is still the bf16
+// rules' (the test above runs the same program).
+TEST(TransformerProgramGroupTest, EachGroupsInputIsReadWhileTheGroupBeforeRuns) {
+  config::TpuConfig c = Bf16Teach();
+  c.ub_depth_rows = 260;
+  const nn::Model m = Attention(3);
+  const compiler::TransformerProgram prog(m, c, 6);
+  ASSERT_EQ(prog.Group(), 2);
+  const compiler::LayerJob job = prog.Build(Inputs(6, m.input.Size()));
+  const uint64_t row_bytes = 2 * static_cast<uint64_t>(c.array_dim);
+  std::vector<isa::Instruction> reads;  // the inputs' reads before the first output's write
+  for (const isa::Word& w : job.exec.program.words) {
+    const isa::Instruction in = isa::Decode(w);
+    if (in.opcode == isa::Opcode::kWriteHost) break;
+    if (in.opcode == isa::Opcode::kReadHost && !(in.flags & hw::kFlagParams)) reads.push_back(in);
+  }
+  ASSERT_FALSE(reads.empty());
+  // (the first group's input: from host byte 0, its rows in one read)
+  EXPECT_EQ(reads.front().src, 0u);
+  const uint64_t second = reads.front().length * row_bytes;
+  EXPECT_TRUE(std::any_of(reads.begin(), reads.end(),
+                          [&](const isa::Instruction& in) { return in.src == second; }))
+      << "the second group's input (host byte " << second << ") is not read ahead";
 }
 
 // Programs of some positions (compiler::Positions), on one engine whose memories keep what
