@@ -667,7 +667,10 @@ void TransformerOps::Softmax(int i) {
     Scatter(c, y);
     return e.ub_.Give(s, rows + 2 * piece * per);
   }
-  const int64_t all = b * x.p, piece = Piece(all, per);
+  // Pieces of whole heads' rows where a head's fit one: each piece waits for its heads'
+  // scores only.
+  const int64_t all = b * x.p, most = Piece(all, per), head = std::max(1, e.L(i).in.w);
+  const int64_t piece = head < most ? most - most % head : most;
   const int64_t s = Scratch(2 * piece * per, i);
   for (int64_t r0 = 0; r0 < all; r0 += piece)
     SoftmaxRows(x, y, r0, std::min(piece, all - r0), s, pad);
@@ -753,13 +756,20 @@ void TransformerOps::Gelu(int i) {
 }
 
 // The matmul's output times its scale (where not 1), in place: the vector unit's multiply of
-// the rounded products (the bfloat16 rule's).
+// the rounded products (the bfloat16 rule's). A whole pass scales a head's rows at a time
+// (every block's in turn), so that what reads the first heads' (the softmax) need not wait
+// for the last heads' products.
 void TransformerOps::Scale(int i, const TensorArea& o) {
   const float scale = e.L(i).scale;
   if (scale == 1.0f) return;
-  if (!e.at_.Cached())
-    return e.Vector(VectorOp::kMul, o.base, e.consts_.Splat(scale), o.base, o.Rows(b),
-                    kB32 | kBcast);
+  if (!e.at_.Cached()) {
+    const int64_t all = b * o.p, head = std::max(1, e.L(i).in.w);
+    for (int64_t r0 = 0; r0 < all; r0 += head)
+      for (int64_t k = 0; k < o.blocks; ++k)
+        e.Vector(VectorOp::kMul, o.base + k * all + r0, e.consts_.Splat(scale),
+                 o.base + k * all + r0, std::min(head, all - r0), kB32 | kBcast);
+    return;
+  }
   for (int64_t k = 0; k < o.blocks; ++k)
     for (const auto& [at, count] : e.Spans(o))
       e.Vector(VectorOp::kMul, Row(o, k, 0, at), e.consts_.Splat(scale), Row(o, k, 0, at), count,

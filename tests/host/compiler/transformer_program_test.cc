@@ -106,6 +106,24 @@ TEST(TransformerProgramGroupTest, EachGroupsInputIsReadWhileTheGroupBeforeRuns) 
       << "the second group's input (host byte " << second << ") is not read ahead";
 }
 
+// The scores are scaled a head's rows at a time and the softmax works in pieces of whole
+// heads, so that the softmax of the first heads starts before the last heads' scores are
+// done: in the program, the softmax's first instruction comes before the scores' last (a
+// buffer of 1,000 rows: pieces of 2 heads of 5 rows). Still the bf16 rules', image by image.
+TEST(TransformerProgramGroupTest, TheSoftmaxOfTheFirstHeadsGoesBesideTheLastHeadsScores) {
+  config::TpuConfig c = Bf16Teach();
+  c.ub_depth_rows = 1000;
+  const nn::Model m = Attention(3);
+  const compiler::TransformerProgram prog(m, c, 2);
+  const compiler::LayerJob job = prog.Build(Inputs(2, m.input.Size()));
+  const std::vector<int32_t>& op = job.op_of;
+  constexpr int32_t kScores = 1, kSoftmax = 2;  // (Operations(): 0, 7, 8, 9, 10)
+  const auto first_softmax = std::find(op.begin(), op.end(), kSoftmax) - op.begin();
+  const auto last_scores = op.rend() - std::find(op.rbegin(), op.rend(), kScores) - 1;
+  EXPECT_LT(first_softmax, last_scores);
+  EqualsTheBf16Rules(c, 2, engine::EngineKind::kFast, 2);
+}
+
 // Programs of some positions (compiler::Positions), on one engine whose memories keep what
 // they hold: the first of every position, then one of each position t again, reading the
 // keys and values the first left. Each computes exactly that position's rows of the whole
