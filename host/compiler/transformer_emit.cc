@@ -166,6 +166,10 @@ std::vector<std::pair<int64_t, uint64_t>> TransformerOps::TilesOf(const Product&
   }
   const int64_t kt = Blocks(pr.k, n);
   std::vector<std::pair<int64_t, uint64_t>> tiles;
+  if (e.count_only_) {  // every K tile, none formed (CountOnly)
+    for (int64_t kb = 0; kb < kt; ++kb) tiles.push_back({kb, 0});
+    return tiles;
+  }
   for (int64_t kb = 0; kb < kt; ++kb) {
     const std::vector<uint8_t> t =
         WeightTile(pr.w.data(), pr.k, pr.c, n, kb, j, [](uint16_t v) { return v; });
@@ -439,8 +443,10 @@ int64_t TransformerOps::DenseSets(int i) {
 
 // Layer i's weights in bfloat16 (none after a cached program: its tiles are that one's).
 std::vector<uint16_t> TransformerOps::DenseWeights(int i) const {
+  if (e.count_only_) return {};  // (no tile is formed: TilesOf)
   std::vector<uint16_t> w;
   if (e.after_) return w;
+  w.reserve(e.L(i).weights.data.size());
   for (const float v : e.L(i).weights.data) w.push_back(arith::Bf16OfFp32(arith::BitsOfFloat(v)));
   return w;
 }

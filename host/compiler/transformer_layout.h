@@ -119,6 +119,9 @@ class TransformerEmitter {
   // runs, a piece after each linear layer (the inputs take turns between two runs of rows
   // at the bottom of the buffer): before Run.
   void ReadAhead(bool on) { read_ahead_ = on; }
+  // An emission that only counts the constants' rows (the first): no weight tile is formed
+  // (the tiles' addresses are left 0), so the program is not one to run: before Run.
+  void CountOnly(bool on) { count_only_ = on; }
 
   isa::Program TakeProgram() { return p_.Take(); }
   const std::vector<int32_t>& OpOf() const { return op_of_; }
@@ -204,6 +207,7 @@ class TransformerEmitter {
   BufferRows ub_;
   bool next_fit_ = false;
   bool read_ahead_ = false;
+  bool count_only_ = false;
   int64_t inputs_at_ = 0;    // with read_ahead_: the inputs' two runs of rows
   int64_t ahead_rows_ = 0;   // the rows of the next group's input read so far
   int64_t ahead_piece_ = 0;  // rows read after each linear layer

@@ -97,6 +97,7 @@ void TransformerProgram::Emit(const nn::Model& m, const config::TpuConfig& confi
   int64_t rows = before ? before->consts.Rows() : 0;
   if (!before) {
     TransformerEmitter first = emitter(0);
+    first.CountOnly(true);
     first.Run();
     rows = first.Constants().Rows();
   }

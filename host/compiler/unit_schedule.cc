@@ -235,6 +235,17 @@ class Ready {
   size_t lowest_ = 0;
 };
 
+// Of two instructions that issue at once by the estimate, which goes first: the earlier in
+// the program, but of two vector instructions the shorter (a short one is most often a
+// head's staging, which a matrix unit waits for; a long one a step of a softmax or a
+// LayerNorm over many rows, which can wait).
+bool Before(const std::vector<Op>& ops, size_t a, size_t b) {
+  const Op &x = ops[a], &y = ops[b];
+  if (x.unit == hw::kUnitVector && y.unit == hw::kUnitVector && x.cycles != y.cycles)
+    return x.cycles < y.cycles;
+  return a < b;
+}
+
 }  // namespace
 
 isa::Program ScheduleUnits(const isa::Program& program, std::vector<int32_t>* op_of,
@@ -246,13 +257,13 @@ isa::Program ScheduleUnits(const isa::Program& program, std::vector<int32_t>* op
   std::vector<size_t> order;
   while (!ready.Done()) {
     // The lowest instruction not placed may always go; another stream's first goes instead
-    // where, by the estimate, it issues sooner (the earlier in the program where as soon).
+    // where, by the estimate, it issues sooner (where as soon: Before).
     size_t best = ready.Lowest();
     double at = clock.IssueAt(ops[best]);
     if (!ops[best].fence)
       for (const size_t c : ready.Candidates()) {
         const double t = clock.IssueAt(ops[c]);
-        if (t < at || (t == at && c < best)) best = c, at = t;
+        if (t < at || (t == at && Before(ops, c, best))) best = c, at = t;
       }
     clock.Issue(ops[best]);
     ready.Place(best);
