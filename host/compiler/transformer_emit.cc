@@ -1317,10 +1317,7 @@ void TransformerEmitter::Group() {
     Put(0, "the batch's input");
   }
   for (const auto& [at, count] : Runs(in))
-    for (int64_t r = std::max(at, read); r < at + count; r += most)
-      p_.ReadHost(static_cast<uint64_t>((group_ * rows + r) * RowBytes()),
-                  static_cast<uint64_t>(in.base + r),
-                  static_cast<uint64_t>(std::min(most, at + count - r)));
+    ReadInput(group_, std::max(at, read), at + count, in.base);
   op_of_.resize(p_.program().words.size(), -1);
   for (size_t i = 0; i < m_.layers.size(); ++i) Layer(static_cast<int>(i));
   const TensorArea& y = OutputArea();
@@ -1335,14 +1332,16 @@ void TransformerEmitter::Group() {
 void TransformerEmitter::ReadNextInput() {
   if (!read_ahead_ || group_ + 1 >= groups_) return;
   const int64_t rows = areas_.front().Rows(batch_);
-  const int64_t count = std::min(ahead_piece_, rows - ahead_rows_);
-  const int64_t most = isa::ProgramBuilder::kMaxLength;
-  const int64_t at = inputs_at_ + (group_ + 1) % 2 * rows;
-  for (int64_t r = ahead_rows_; r < ahead_rows_ + count; r += most)
-    p_.ReadHost(static_cast<uint64_t>(((group_ + 1) * rows + r) * RowBytes()),
-                static_cast<uint64_t>(at + r),
-                static_cast<uint64_t>(std::min(most, ahead_rows_ + count - r)));
-  ahead_rows_ += std::max<int64_t>(count, 0);
+  const int64_t end = std::min(ahead_rows_ + ahead_piece_, rows);
+  ReadInput(group_ + 1, ahead_rows_, end, inputs_at_ + (group_ + 1) % 2 * rows);
+  ahead_rows_ = std::max(ahead_rows_, end);
+}
+
+void TransformerEmitter::ReadInput(int64_t g, int64_t first, int64_t end, int64_t at) {
+  const int64_t most = isa::ProgramBuilder::kMaxLength, rows = areas_.front().Rows(batch_);
+  for (int64_t r = first; r < end; r += most)
+    p_.ReadHost(static_cast<uint64_t>((g * rows + r) * RowBytes()), static_cast<uint64_t>(at + r),
+                static_cast<uint64_t>(std::min(most, end - r)));
 }
 
 std::vector<std::pair<int64_t, int64_t>> TransformerEmitter::Runs(const TensorArea& a) const {

@@ -172,6 +172,8 @@ class TransformerEmitter {
   void Group();
   // The next piece of the next group's input read (ReadAhead), after a linear layer.
   void ReadNextInput();
+  // Rows [first, end) of group g's input read from host memory into buffer rows from `at`.
+  void ReadInput(int64_t g, int64_t first, int64_t end, int64_t at);
   void Free(int i);
   void Put(int area, const std::string& name);
   // Rows of area `a` the program computes, from its base, as runs (first, count).
