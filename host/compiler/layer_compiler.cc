@@ -188,7 +188,7 @@ std::vector<LayerStep> MaxPoolPasses(const nn::Layer& pool, int layer_index) {
   return passes;
 }
 
-nn::Layer AveragePoolAsConv(const nn::Layer& pool, bool bf16) {
+nn::Layer AveragePoolAsConv(const nn::Layer& pool, bool bf16, bool expand) {
   nn::Layer l;
   l.name = pool.name;
   l.type = nn::LayerType::kConv2d;
@@ -212,7 +212,7 @@ nn::Layer AveragePoolAsConv(const nn::Layer& pool, bool bf16) {
     avg.shape = shape;
     avg.data.assign(static_cast<size_t>(avg.Size()),
                     1.0f / static_cast<float>(pool.pool_h * pool.pool_w));
-    l.weights = nn::ExpandDepthwise(avg);
+    l.weights = expand ? nn::ExpandDepthwise(avg) : std::move(avg);
     l.bias.shape = {l.out.c};
     l.bias.data.assign(static_cast<size_t>(l.out.c), 0.0f);
     return l;
@@ -220,7 +220,7 @@ nn::Layer AveragePoolAsConv(const nn::Layer& pool, bool bf16) {
   Tensor<int8_t> ones;
   ones.shape = shape;
   ones.data.assign(static_cast<size_t>(ones.Size()), int8_t{1});
-  l.q.weights = nn::ExpandDepthwise(ones);
+  l.q.weights = expand ? nn::ExpandDepthwise(ones) : std::move(ones);
   l.q.bias.shape = {l.out.c};
   l.q.bias.data.assign(static_cast<size_t>(l.out.c), 0);
   uint32_t multiplier = 0, shift = 0;

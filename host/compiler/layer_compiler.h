@@ -85,8 +85,10 @@ std::vector<LayerStep> MaxPoolPasses(const nn::Layer& pool, int layer_index);
 // shift of 1/n (arith::AverageMultiplier), no ReLU; so arith::AveragePool(sum, n). For a
 // bf16 chip (`bf16`), fp32 weights 1/n instead. The weights are expanded as every depthwise
 // layer's (kh x kw x c x c), so only the chip's format is made: a global pooling of 7 x 7 x
-// 2048 (resnet50) holds 205 M of them.
-nn::Layer AveragePoolAsConv(const nn::Layer& pool, bool bf16);
+// 2048 (resnet50) holds 205 M of them. With `expand` false they stay kh x kw x c x 1 (each
+// channel's own weight), for a caller that forms the tiles from them (lower/weighted.cc):
+// expanding took most of a timing-only ResNet-50 run.
+nn::Layer AveragePoolAsConv(const nn::Layer& pool, bool bf16, bool expand = true);
 
 // Useful multiply-accumulates per image of a conv or dense layer whose rows (one per
 // output pixel computed, or one per image) are `rows_per_image`: K x output channels per

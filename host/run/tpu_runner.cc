@@ -217,13 +217,13 @@ std::vector<T> RunWhole(const NetworkCompiler& network, const std::vector<T>& ac
 void RunBf16Batch(const nn::Model& model, const NetworkCompiler& network,
                   const nn::InputSet& inputs, int64_t first, int b, engine::ChipEngine& engine,
                   RunState& s, TpuRunResult* r) {
-  const nn::Bf16Net& ref = *s.bf16_reference;
   const nn::RowMatrix<float> x = nn::Fp32Inputs(inputs, first, b);
   std::vector<uint16_t> act(static_cast<size_t>(x.size()));
   for (size_t i = 0; i < act.size(); ++i)
     act[i] = arith::Bf16OfFp32(arith::BitsOfFloat(x.data()[i]));
   const std::vector<uint16_t> y = RunWhole(network, act, b, engine, s.attributions, &s.loaded, r);
   if (!engine.ComputesValues()) return;
+  const nn::Bf16Net& ref = *s.bf16_reference;
   const auto out_size = static_cast<size_t>(model.layers.back().out.Size());
   for (int i = 0; i < b; ++i) {
     const std::vector<std::vector<uint16_t>> want = ref.Forward(x.row(i).data());
@@ -371,7 +371,7 @@ void RunInt8Batch(const nn::Model& model, const NetworkCompiler& network,
 
 // The run's rows (a row per operation of the whole network, split over the cores where
 // `split` says, or per layer job), the layer jobs' compilers, the attributions and the
-// reference.
+// reference (none where the engine computes no values: nothing is checked).
 void PrepareRun(const nn::Model& model, const NetworkCompiler& network,
                 const config::TpuConfig& config, bool whole, bool split, int share, RunState* s,
                 TpuRunResult* r) {
@@ -390,12 +390,13 @@ void PrepareRun(const nn::Model& model, const NetworkCompiler& network,
       r->layers.emplace_back().name = step.Name(model);
     }
   }
+  r->dtype = hw::Name(config.dtype);
+  if (!r->checked) return;  // a timing-only run checks nothing: no reference
   if (config.dtype == hw::Dtype::kBf16) {
     s->bf16_reference.emplace(model, config.array_dim);
   } else {
     s->int8_reference.emplace(model);
   }
-  r->dtype = hw::Name(config.dtype);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // See lower_ops.h: convolutions and dense layers (and average poolings as convolutions).
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -226,15 +227,42 @@ WeightedLowering::Terms WeightedLowering::ChooseTerms(GraphOp* op, const nn::Lay
   return terms;
 }
 
+// A depthwise layer's weights as AveragePoolAsConv leaves them unexpanded: kh x kw x c x 1,
+// weight row k (tap k / c, channel k % c) holding its channel's weight alone.
+bool Unexpanded(const nn::Layer& l, bool bf16) {
+  const std::vector<int64_t>& shape = bf16 ? l.weights.shape : l.q.weights.shape;
+  return l.depthwise && shape.size() == 4 && shape[3] == 1;
+}
+
+// WeightTile's tile of the expanded weights, from unexpanded ones w: row r's one operand
+// sits in its channel's column, where that column is tile j's.
+template <class T, class Value>
+std::vector<uint8_t> DiagonalTile(const std::vector<T>& w, int64_t channels, int n, int64_t row0,
+                                  int64_t rows, int64_t j, Value value) {
+  using Operand = decltype(value(w[0]));
+  std::vector<uint8_t> tile(sizeof(Operand) * static_cast<size_t>(n) * static_cast<size_t>(n), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t col = (row0 + r) % channels - j * n;
+    if (col < 0 || col >= n) continue;
+    const Operand v = value(w[static_cast<size_t>(row0 + r)]);
+    std::memcpy(&tile[sizeof(Operand) * static_cast<size_t>(r * n + col)], &v, sizeof(Operand));
+  }
+  return tile;
+}
+
 std::vector<uint8_t> WeightedLowering::TileAt(const nn::Layer& l, int64_t row0, int64_t rows,
                                               int64_t j) const {
+  const auto bf16 = [](float v) { return arith::Bf16OfFp32(arith::BitsOfFloat(v)); };
+  if (Unexpanded(l, bf16_)) {
+    if (bf16_) return DiagonalTile(l.weights.data, l.out.c, n_, row0, rows, j, bf16);
+    return DiagonalTile(l.q.weights.data, l.out.c, n_, row0, rows, j, [](int8_t v) { return v; });
+  }
   const int64_t at = row0 * l.out.c;
   if (!bf16_) {
     return WeightTile(l.q.weights.data.data() + at, rows, l.out.c, n_, 0, j,
                       [](int8_t v) { return v; });
   }
-  return WeightTile(l.weights.data.data() + at, rows, l.out.c, n_, 0, j,
-                    [](float v) { return arith::Bf16OfFp32(arith::BitsOfFloat(v)); });
+  return WeightTile(l.weights.data.data() + at, rows, l.out.c, n_, 0, j, bf16);
 }
 
 void WeightedLowering::AddUnlessZero(Terms* terms, size_t j, OpTerm term, bool last,
@@ -281,8 +309,9 @@ WeightedLowering::Terms WeightedLowering::TapAlignedTerms(const nn::Layer& l,
       std::vector<uint8_t> tile(static_cast<size_t>(n_) * n_, 0);
       for (int64_t r = 0; r < n_ && j * n_ + r < c; ++r) {
         const int64_t ch = j * n_ + r;
-        tile[static_cast<size_t>(r * n_ + r)] =
-            static_cast<uint8_t>(l.q.weights.data[static_cast<size_t>((tap * c + ch) * c + ch)]);
+        const int64_t k = tap * c + ch;  // the weight row
+        tile[static_cast<size_t>(r * n_ + r)] = static_cast<uint8_t>(
+            l.q.weights.data[static_cast<size_t>(Unexpanded(l, false) ? k : k * c + ch)]);
       }
       AddUnlessZero(&terms, static_cast<size_t>(j), {0, true, tap * t + j, 0}, tap == taps - 1,
                     tile);
@@ -313,7 +342,7 @@ void LowerDense(Lowering& lw, int i) { LowerWeighted(lw, i, lw.L(i)); }
 
 void LowerAvgPool2d(Lowering& lw, int i) {
   if (lw.Fused(i)) return;
-  LowerWeighted(lw, i, AveragePoolAsConv(lw.L(i), lw.bf16()));
+  LowerWeighted(lw, i, AveragePoolAsConv(lw.L(i), lw.bf16(), /*expand=*/false));
 }
 
 }  // namespace tpu::compiler::lower
