@@ -132,6 +132,9 @@ class Clock {
     }
     for (const auto& [other, done] : flight_)
       if (done > at && Conflict(other->d.fp, op.d.fp)) at = done;
+    if (op.d.unit != hw::kUnitMatrix)  // (a unit's own matmuls run in order)
+      for (const auto& [mxu, d] : drains_)
+        if (d.end > at && Conflict(d.fp, op.d.fp)) at = d.end;
     return at;
   }
   void Issue(const Op& op) {
@@ -155,6 +158,7 @@ class Clock {
       done = ready + std::max(op.cycles, n_);
     }
     if (op.unit >= 0) free_[op.unit] = done;
+    if (op.d.unit == hw::kUnitMatrix && op.d.fp.acc_use) Drains(op.d, done);
     flight_.emplace_back(&op, done);
     flight_.erase(std::remove_if(flight_.begin(), flight_.end(),
                                  [&](const auto& f) { return f.second <= t_; }),
@@ -169,8 +173,27 @@ class Clock {
     size_t pushed = 0;
     std::vector<double> popped;
   };
+  // A matrix unit's accumulator rows still draining from its array, 2N cycles after its
+  // last row entered: a matmul whose last row enters while the one before drains adds its
+  // rows to that one's (the range from the lowest to the highest) and the drain starts
+  // again (fast/controller.h). Only other units' instructions wait for it.
+  struct Drain {
+    double end = 0;
+    fast::Footprint fp;
+  };
+  void Drains(const fast::Decoded& d, double last_row) {
+    Drain& dr = drains_[d.mxu];
+    const bool merge = dr.end > last_row;
+    dr.fp.acc_use = dr.fp.acc_wr = true;
+    dr.fp.acc_mxu = d.fp.acc_mxu;
+    dr.fp.acc_lo = merge ? std::min(dr.fp.acc_lo, d.fp.acc_lo) : d.fp.acc_lo;
+    dr.fp.acc_hi = merge ? std::max(dr.fp.acc_hi, d.fp.acc_hi) : d.fp.acc_hi;
+    dr.end = last_row + 2 * n_;
+  }
+
   double t_ = 0, n_;
   size_t fifo_;
+  std::map<int, Drain> drains_;  // by matrix unit
   std::map<int, double> free_;
   std::map<int, Fifo> fifos_;                         // by matrix unit
   std::vector<std::pair<const Op*, double>> flight_;  // issued, not done: when they are

@@ -162,6 +162,40 @@ TEST_P(UnitScheduleTest, TheSecondUnitsProductsMoveBesideTheFirsts) {
   SameResultsInFewerCycles(GetParam(), c, before, after);
 }
 
+// Two products of 2 rows on matrix unit 0, the first one's rows activated, then unit 1's load
+// and products (mxus_per_core = 2). The activate waits for unit 0's accumulators to drain, 2N
+// cycles after the second product's last row: a product's rows merge with those of the one
+// draining before it (fast/controller.h). By an estimate that knows it, unit 1's products go
+// before the activate and need not wait behind it (without the drain, the estimate put it
+// after the first). Same results in fewer cycles.
+TEST_P(UnitScheduleTest, AnActivateWaitsForItsUnitsLastDrainInTheEstimate) {
+  config::TpuConfig c = Bf16Teach();
+  c.mxus_per_core = 2;
+  constexpr uint64_t kR = 2;
+  isa::ProgramBuilder p;
+  p.SetFormat(true);
+  p.ReadHost(0, kX, kRows);
+  p.ReadHost(kRows * kRowBytes, kTile, 4);
+  p.LoadWeights(kTile, 1, false);
+  p.Matmul(kX, 0, kR, true, isa::Acc::kOverwrite);
+  p.Matmul(kX, kRows, kR, false, isa::Acc::kOverwrite);
+  p.Activate(0, kOut, kR, 0, false, isa::Pool::kNone);
+  p.SetUnit(1);
+  p.LoadWeights(kTile, 1, false);
+  for (uint64_t k = 1; k < kParts; ++k)
+    p.Matmul(kX + k, k * kRows, kR, k == 1, isa::Acc::kOverwrite);
+  for (uint64_t k = 1; k < kParts; ++k)
+    p.Activate(k * kRows, kOut + k * kR, kR, 0, false, isa::Pool::kNone);
+  p.SetUnit(0);
+  p.WriteHost(kOut, 0, kParts * kRows);
+  p.Halt();
+  const isa::Program before = p.Take();
+  const isa::Program after = compiler::ScheduleUnits(before, nullptr, c);
+  const size_t activate = 6, unit1_last = 10;
+  EXPECT_LT(Position(after, before.words[unit1_last]), Position(after, before.words[activate]));
+  SameResultsInFewerCycles(GetParam(), c, before, after);
+}
+
 // Two long vector instructions, then a short one whose rows a product reads: when the first
 // long one ends, the second and the short one issue as soon by the estimate, and the short
 // one goes first (Before), so that the product need not wait for the second long one. Same
