@@ -12,15 +12,23 @@ list(LENGTH files count)
 if(count EQUAL 0)
   message(FATAL_ERROR "clang_format: no C++ sources found under ${SOURCE_DIR}")
 endif()
+# One clang-format for every file (a process per file took 52 s of the fast suite, this
+# 2 s): it names each file that differs in its errors ("FILE:LINE:COL: error: ...").
+execute_process(COMMAND ${CLANG_FORMAT} --dry-run -Werror ${files}
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE errors)
 set(unformatted)
-foreach(f ${files})
-  execute_process(COMMAND ${CLANG_FORMAT} --dry-run -Werror ${f}
-                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
-  if(NOT rc EQUAL 0)
+if(NOT rc EQUAL 0)
+  string(REGEX MATCHALL "[^\n]+:[0-9]+:[0-9]+: error:" found "${errors}")
+  foreach(line ${found})
+    string(REGEX REPLACE ":[0-9]+:[0-9]+: error:$" "" f "${line}")
     file(RELATIVE_PATH rel ${SOURCE_DIR} ${f})
     list(APPEND unformatted ${rel})
+  endforeach()
+  list(REMOVE_DUPLICATES unformatted)
+  if(NOT unformatted)  # it failed without naming a file: say what it said
+    message(FATAL_ERROR "clang_format: ${CLANG_FORMAT} failed (${rc}):\n${errors}")
   endif()
-endforeach()
+endif()
 if(unformatted)
   list(JOIN unformatted "\n  " names)
   message(FATAL_ERROR "clang_format: these files do not follow .clang-format:\n  ${names}\n"
