@@ -77,6 +77,18 @@ void SameResultsInFewerCycles(engine::EngineKind kind, const config::TpuConfig& 
   EXPECT_LT(is.cycles, was.cycles);
 }
 
+// The program of `p` ended (the parts' rows from `out` to the host, halt) and scheduled:
+// its instruction `first` goes before `second`, with the same results in fewer cycles.
+void EndScheduleAndCompare(isa::ProgramBuilder& p, uint64_t out, const config::TpuConfig& c,
+                           size_t first, size_t second, engine::EngineKind kind) {
+  p.WriteHost(out, 0, kParts * kRows);
+  p.Halt();
+  const isa::Program before = p.Take();
+  const isa::Program after = compiler::ScheduleUnits(before, nullptr, c);
+  EXPECT_LT(Position(after, before.words[first]), Position(after, before.words[second]));
+  SameResultsInFewerCycles(kind, c, before, after);
+}
+
 class UnitScheduleTest : public ::testing::TestWithParam<engine::EngineKind> {};
 
 TEST_P(UnitScheduleTest, VectorWorkMovesBesideTheProductsWithTheSameResults) {
@@ -187,13 +199,8 @@ TEST_P(UnitScheduleTest, AnActivateWaitsForItsUnitsLastDrainInTheEstimate) {
   for (uint64_t k = 1; k < kParts; ++k)
     p.Activate(k * kRows, kOut + k * kR, kR, 0, false, isa::Pool::kNone);
   p.SetUnit(0);
-  p.WriteHost(kOut, 0, kParts * kRows);
-  p.Halt();
-  const isa::Program before = p.Take();
-  const isa::Program after = compiler::ScheduleUnits(before, nullptr, c);
   const size_t activate = 6, unit1_last = 10;
-  EXPECT_LT(Position(after, before.words[unit1_last]), Position(after, before.words[activate]));
-  SameResultsInFewerCycles(GetParam(), c, before, after);
+  EndScheduleAndCompare(p, kOut, c, unit1_last, activate, GetParam());
 }
 
 // Two long vector instructions, then a short one whose rows a product reads: when the first
@@ -213,13 +220,8 @@ TEST_P(UnitScheduleTest, AShortVectorInstructionGoesBeforeALongOneThatIssuesAsSo
   p.Vector({hw::VectorOp::kMul, kX, kX, kX2, kRows});
   p.Matmul(kX2, 0, kRows, true, isa::Acc::kOverwrite);
   p.Activate(0, kAct, kRows, 0, false, isa::Pool::kNone);
-  p.WriteHost(kAct, 0, kParts * kRows);
-  p.Halt();
-  const isa::Program before = p.Take();
-  const isa::Program after = compiler::ScheduleUnits(before, nullptr, c);
   const size_t second_long = 5, short_one = 6;
-  EXPECT_LT(Position(after, before.words[short_one]), Position(after, before.words[second_long]));
-  SameResultsInFewerCycles(GetParam(), c, before, after);
+  EndScheduleAndCompare(p, kAct, c, short_one, second_long, GetParam());
 }
 
 // A long read over the host link, a long vector instruction, a second read on the host DMA,
