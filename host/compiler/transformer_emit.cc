@@ -87,6 +87,9 @@ struct TransformerOps {
   int64_t Piece(int64_t rows, int64_t per) const {
     return std::clamp<int64_t>(e.cfg_.ub_depth_rows / 8 / (2 * per), 1, rows);
   }
+  // A head's rows of layer i's scores (its input's width: the positions a head's rows
+  // take), the piece the scale and the softmax take at a time.
+  int64_t HeadRows(int i) const { return std::max(1, e.L(i).in.w); }
   void CheckNatural(int i, int k) const;
   void Zero(int64_t row, int64_t rows);
   // The lanes a tile of head h's second operand moves from and to through the array ({-1,
@@ -675,7 +678,7 @@ void TransformerOps::Softmax(int i) {
   }
   // Pieces of whole heads' rows where a head's fit one: each piece waits for its heads'
   // scores only.
-  const int64_t all = b * x.p, most = Piece(all, per), head = std::max(1, e.L(i).in.w);
+  const int64_t all = b * x.p, most = Piece(all, per), head = HeadRows(i);
   const int64_t piece = head < most ? most - most % head : most;
   const int64_t s = Scratch(2 * piece * per, i);
   for (int64_t r0 = 0; r0 < all; r0 += piece)
@@ -769,7 +772,7 @@ void TransformerOps::Scale(int i, const TensorArea& o) {
   const float scale = e.L(i).scale;
   if (scale == 1.0f) return;
   if (!e.at_.Cached()) {
-    const int64_t all = b * o.p, head = std::max(1, e.L(i).in.w);
+    const int64_t all = b * o.p, head = HeadRows(i);
     for (int64_t r0 = 0; r0 < all; r0 += head)
       for (int64_t k = 0; k < o.blocks; ++k)
         e.Vector(VectorOp::kMul, o.base + k * all + r0, e.consts_.Splat(scale),
