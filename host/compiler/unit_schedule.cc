@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 
 #include "fast/controller.h"
@@ -19,12 +20,29 @@ using hw::Opcode;
 constexpr size_t kWindow = 2048;
 // The vector instructions after the vector unit's first not placed that may go before it.
 constexpr size_t kOutOfOrder = 128;
+// The stream of set_window and set_residual (the others': a unit's, or 8 (m + 1) for matrix
+// unit m's).
+constexpr int kRegisters = 1000;
+// Op::unit's values are below it (a matrix unit's 8 (m + 1) + its unit).
+constexpr int kUnits = 8 * (static_cast<int>(hw::kOpdMatmulMxu.Max()) + 3);
+// Free's `from` before it has looked.
+constexpr size_t kUnknown = SIZE_MAX;
 
 struct Op {
-  fast::Decoded d;
+  // Of the controller's decoding (fast::Decoded), what the estimate reads: a program of a
+  // million instructions keeps a million of these.
+  struct Decoded {
+    fast::Footprint fp;
+    int unit = -1;
+    uint8_t mxu = 0;
+  } d;
   int unit = -1;      // the estimate's unit: the controller's, per matrix unit where it has one
   double cycles = 1;  // the unit's time for it, estimated
   bool fence = false;
+  // set_window or set_residual: kept in order with the instructions that read the register
+  // (Ordered), not a fence: the controller retires it at once, and each matmul or activate
+  // took the geometry or residual it set as it was decoded.
+  Opcode reg = Opcode::kNop;
   // The instructions that keep their order among themselves: a matrix unit's with its
   // weight DMA's (its FIFO takes tiles in order), each other unit's; -1: a fence.
   int stream = -1;
@@ -92,15 +110,67 @@ double CyclesOf(const isa::Instruction& in, const config::TpuConfig& c, int link
   }
 }
 
+// Whether a and b keep their order: one sets the window and the other is a matmul, or one
+// sets the residual and the other is an activate.
+bool Ordered(const Op& a, const Op& b) {
+  auto reads = [](const Op& set, const Op& x) {
+    return (set.reg == Opcode::kSetWindow && x.d.unit == hw::kUnitMatrix) ||
+           (set.reg == Opcode::kSetResidual && x.d.unit == hw::kUnitActivate);
+  };
+  return reads(a, b) || reads(b, a);
+}
+
+// What Free checks first, from a few bytes an instruction: the hull of the unified-buffer
+// rows it reads or writes, and its accumulator rows. `full`: a fence, a register setting,
+// parameter sets or the weight memory, which only Conflict and Ordered check.
+struct Brief {
+  uint32_t lo = 0, hi = 0;  // the hull, where `ub`
+  bool ub = false, ub_wr = false, full = false;
+  struct {
+    uint32_t lo, hi;
+    uint8_t mxu;
+    bool use, wr;
+  } acc{};
+};
+
+Brief BriefOf(const Op& op) {
+  const fast::Footprint& f = op.d.fp;
+  Brief b;
+  b.full = op.fence || op.reg != Opcode::kNop || f.par_use || f.wm_rd || f.wm_wr;
+  b.ub_wr = f.ub_use && f.ub_wr;
+  b.acc = {f.acc_lo, f.acc_hi, f.acc_mxu, f.acc_use, f.acc_wr};
+  const std::pair<bool, std::pair<uint32_t, uint32_t>> ranges[] = {
+      {f.ub_use, {f.ub_lo, f.ub_hi}},
+      {f.ub2_use, {f.ub2_lo, f.ub2_hi}},
+      {f.ub3_use, {f.ub3_lo, f.ub3_hi}}};
+  for (const auto& [use, r] : ranges) {
+    if (!use) continue;
+    b.lo = b.ub ? std::min(b.lo, r.first) : r.first;
+    b.hi = b.ub ? std::max(b.hi, r.second) : r.second;
+    b.ub = true;
+  }
+  return b;
+}
+
+// False only where a and b cannot conflict (Conflict) nor keep an order (Ordered).
+bool MayConflict(const Brief& a, const Brief& b) {
+  if (a.full || b.full) return true;
+  if ((a.ub_wr || b.ub_wr) && a.ub && b.ub && fast::Overlaps(a.lo, a.hi, b.lo, b.hi)) return true;
+  return (a.acc.wr || b.acc.wr) && a.acc.use && b.acc.use && a.acc.mxu == b.acc.mxu &&
+         fast::Overlaps(a.acc.lo, a.acc.hi, b.acc.lo, b.acc.hi);
+}
+
 // Decodes the program as the controller does; false where it refuses an instruction.
 bool DecodeAll(const isa::Program& p, const config::TpuConfig& c, int link_cores,
                std::vector<Op>* ops) {
   const fast::ChipParams params = engine::FastEngine::ParamsFor(c);
   fast::Registers regs;
+  ops->reserve(p.words.size());
   for (const isa::Word& w : p.words) {
     Op op;
-    op.d = fast::Decode(w.data(), params, regs);
-    if (op.d.check != hw::Status::kOk) return false;
+    const fast::Decoded full = fast::Decode(w.data(), params, regs);
+    if (full.check != hw::Status::kOk) return false;
+    op.d = {full.fp, full.unit, full.mxu};
     const bool per_unit = op.d.unit == hw::kUnitMatrix || op.d.unit == hw::kUnitWeightDma;
     op.unit = op.d.unit < 0 ? -1 : op.d.unit + (per_unit ? 8 * (op.d.mxu + 1) : 0);
     const isa::Instruction in = isa::Decode(w);
@@ -108,10 +178,15 @@ bool DecodeAll(const isa::Program& p, const config::TpuConfig& c, int link_cores
     const bool weights = in.opcode == Opcode::kReadWeights || in.opcode == Opcode::kLoadWeights;
     op.tiles = weights ? in.length : 0;
     op.takes_tile = in.opcode == Opcode::kMatmul && (in.flags & hw::kFlagSwitch);
-    // A sync, halt or barrier, and what the controller retires itself (set_window,
-    // set_residual, set_format: registers that later instructions read), are fences.
-    op.fence = op.d.sync || op.d.barrier || op.d.unit < 0;
-    op.stream = op.fence ? -1 : per_unit ? 8 * (op.d.mxu + 1) : op.d.unit;
+    // A sync, halt or barrier, and set_format (the number format every later instruction
+    // reads), are fences; set_window and set_residual keep their order with each other
+    // (a stream of their own) and with their readers (Ordered).
+    if (in.opcode == Opcode::kSetWindow || in.opcode == Opcode::kSetResidual) op.reg = in.opcode;
+    op.fence = full.sync || full.barrier || (op.d.unit < 0 && op.reg == Opcode::kNop);
+    op.stream = op.fence                 ? -1
+                : op.reg != Opcode::kNop ? kRegisters
+                : per_unit               ? 8 * (op.d.mxu + 1)
+                                         : op.d.unit;
     ops->push_back(op);
   }
   return true;
@@ -125,10 +200,9 @@ class Clock {
   double IssueAt(const Op& op) const {
     double at = t_ + 1;
     if (op.fence)
-      for (const auto& [unit, free] : free_) at = std::max(at, free);
+      for (const double free : free_) at = std::max(at, free);
     if (op.unit >= 0) {
-      auto it = free_.find(op.unit);
-      if (it != free_.end()) at = std::max(at, it->second);
+      at = std::max(at, free_[static_cast<size_t>(op.unit)]);
     }
     for (const auto& [other, done] : flight_)
       if (done > at && Conflict(other->d.fp, op.d.fp)) at = done;
@@ -136,6 +210,12 @@ class Clock {
       for (const auto& [mxu, d] : drains_)
         if (d.end > at && Conflict(d.fp, op.d.fp)) at = d.end;
     return at;
+  }
+  // What IssueAt gives at the least for `op`, not a fence: its unit's free cycle.
+  double Earliest(const Op& op) const {
+    double at = t_ + 1;
+    if (op.unit < 0) return at;
+    return std::max(at, free_[static_cast<size_t>(op.unit)]);
   }
   void Issue(const Op& op) {
     t_ = IssueAt(op);
@@ -157,7 +237,7 @@ class Clock {
       f.popped.push_back(ready + n_);
       done = ready + std::max(op.cycles, n_);
     }
-    if (op.unit >= 0) free_[op.unit] = done;
+    if (op.unit >= 0) free_[static_cast<size_t>(op.unit)] = done;
     if (op.d.unit == hw::kUnitMatrix && op.d.fp.acc_use) Drains(op.d, done);
     flight_.emplace_back(&op, done);
     flight_.erase(std::remove_if(flight_.begin(), flight_.end(),
@@ -181,7 +261,7 @@ class Clock {
     double end = 0;
     fast::Footprint fp;
   };
-  void Drains(const fast::Decoded& d, double last_row) {
+  void Drains(const Op::Decoded& d, double last_row) {
     Drain& dr = drains_[d.mxu];
     const bool merge = dr.end > last_row;
     dr.fp.acc_use = dr.fp.acc_wr = true;
@@ -193,10 +273,10 @@ class Clock {
 
   double t_ = 0, n_;
   size_t fifo_;
-  std::map<int, Drain> drains_;  // by matrix unit
-  std::map<int, double> free_;
-  std::map<int, Fifo> fifos_;                         // by matrix unit
-  std::vector<std::pair<const Op*, double>> flight_;  // issued, not done: when they are
+  std::map<int, Drain> drains_;                                  // by matrix unit
+  std::vector<double> free_ = std::vector<double>(kUnits, 0.0);  // by Op::unit
+  std::map<int, Fifo> fifos_;                                    // by matrix unit
+  std::vector<std::pair<const Op*, double>> flight_;             // issued, not done: when they are
 };
 
 // The instructions not placed yet and what each stream may place next: its first
@@ -204,33 +284,48 @@ class Clock {
 // (checked from the earliest one it might conflict with, which only moves on).
 class Ready {
  public:
-  explicit Ready(const std::vector<Op>& ops) : ops_(ops), placed_(ops.size(), false) {
-    for (size_t i = 0; i < ops.size(); ++i) streams_[ops[i].stream].order.push_back(i);
+  explicit Ready(const std::vector<Op>& ops)
+      : ops_(ops), placed_(ops.size(), false), from_(ops.size(), kUnknown) {
+    brief_.reserve(ops.size());
+    for (const Op& op : ops) brief_.push_back(BriefOf(op));
+    for (size_t i = 0; i < ops.size(); ++i) {
+      Stream& s = streams_[ops[i].stream];
+      at_.push_back(s.order.size());
+      s.order.push_back(i);
+    }
+    for (auto& [key, s] : streams_) {
+      s.skip.resize(s.order.size() + 1);
+      for (size_t k = 0; k < s.skip.size(); ++k) s.skip[k] = k;
+    }
   }
   bool Done() const { return lowest_ >= ops_.size(); }
   size_t Lowest() const { return lowest_; }
   void Place(size_t i) {
     placed_[i] = true;
-    from_.erase(i);
     Stream& s = streams_[ops_[i].stream];
-    for (; s.next < s.order.size() && placed_[s.order[s.next]]; ++s.next) s.from = 0;
+    s.skip[at_[i]] = at_[i] + 1;
+    for (; s.next < s.order.size() && placed_[s.order[s.next]]; ++s.next) s.from = kUnknown;
     while (lowest_ < ops_.size() && placed_[lowest_]) ++lowest_;
   }
   // Each stream's first instruction not placed that may go now (none before the lowest).
-  std::vector<size_t> Candidates() {
+  // Those for which `may_win` holds (an instruction the estimate issues no sooner than the
+  // lowest's cannot go instead of it: not worth checking).
+  std::vector<size_t> Candidates(const std::function<bool(size_t)>& may_win) {
     std::vector<size_t> out;
     for (auto& [key, s] : streams_) {
       if (key < 0 || s.next >= s.order.size()) continue;
       const size_t c = s.order[s.next];
-      if (c == lowest_ || (c - lowest_ <= kWindow && Free(c, &s.from))) out.push_back(c);
-      if (key != hw::kUnitVector) continue;
+      if (c == lowest_ || (c - lowest_ <= kWindow && may_win(c) && Free(c, &s.from)))
+        out.push_back(c);
+      // (Every vector instruction's Earliest is the vector unit's: may_win is c's for all.)
+      if (key != hw::kUnitVector || !may_win(c)) continue;
       // The vector unit's next few may go out of their order (one vector instruction's rows
       // are not another's): the context's staging beside the softmax.
-      for (size_t k = s.next + 1, seen = 0; k < s.order.size() && seen < kOutOfOrder; ++k) {
+      for (size_t k = s.Unplaced(s.next + 1), seen = 0; k < s.order.size() && seen < kOutOfOrder;
+           k = s.Unplaced(k + 1)) {
         const size_t v = s.order[k];
-        if (placed_[v]) continue;
         ++seen;
-        if (v - lowest_ <= kWindow && Free(v, &from_[v])) out.push_back(v);
+        if (v - lowest_ <= kWindow && may_win(v) && Free(v, &from_[v])) out.push_back(v);
       }
     }
     return out;
@@ -239,14 +334,28 @@ class Ready {
  private:
   struct Stream {
     std::vector<size_t> order;
-    size_t next = 0, from = 0;  // from: no instruction before it conflicts with order[next]
+    // from: the first instruction before order[next] that conflicts with it (kUnknown: not
+    // looked for yet), or order[next] itself where none does.
+    size_t next = 0, from = kUnknown;
+    // skip[k]: k where order[k] is not placed, else an index after k nearer the next that is
+    // not (path-halving: Unplaced).
+    std::vector<size_t> skip;
+    // The first index from k whose instruction is not placed (order.size() where none is).
+    size_t Unplaced(size_t k) {
+      while (skip[k] != k) k = skip[k] = skip[skip[k]];
+      return k;
+    }
   };
   // Whether no instruction not placed before c conflicts with it (`from` moved to the first
   // that does, or to c).
   bool Free(size_t c, size_t* from) const {
-    size_t j = std::max(*from, lowest_);
+    // Where the first that conflicts is still not placed, it still conflicts: no need to ask.
+    if (*from != kUnknown && *from >= lowest_ && *from < c && !placed_[*from]) return false;
+    size_t j = *from == kUnknown ? lowest_ : std::max(*from, lowest_);
     for (; j < c; ++j)
-      if (!placed_[j] && (ops_[j].fence || Conflict(ops_[j].d.fp, ops_[c].d.fp))) break;
+      if (!placed_[j] && MayConflict(brief_[j], brief_[c]) &&
+          (ops_[j].fence || Ordered(ops_[j], ops_[c]) || Conflict(ops_[j].d.fp, ops_[c].d.fp)))
+        break;
     *from = j;
     return j == c;
   }
@@ -254,7 +363,9 @@ class Ready {
   const std::vector<Op>& ops_;
   std::vector<bool> placed_;
   std::map<int, Stream> streams_;
-  std::map<size_t, size_t> from_;  // the vector instructions out of their order: Free's from
+  std::vector<size_t> from_;  // each instruction's Free's from, where it goes out of its order
+  std::vector<Brief> brief_;
+  std::vector<size_t> at_;  // each instruction's index in its stream's order
   size_t lowest_ = 0;
 };
 
@@ -284,7 +395,11 @@ isa::Program ScheduleUnits(const isa::Program& program, std::vector<int32_t>* op
     size_t best = ready.Lowest();
     double at = clock.IssueAt(ops[best]);
     if (!ops[best].fence)
-      for (const size_t c : ready.Candidates()) {
+      for (const size_t c :
+           ready.Candidates([&](size_t c) { return clock.Earliest(ops[c]) <= at; })) {
+        // It issues at Earliest or later: where that cannot go first, no need to know when.
+        const double e = clock.Earliest(ops[c]);
+        if (e > at || (e == at && !Before(ops, c, best))) continue;
         const double t = clock.IssueAt(ops[c]);
         if (t < at || (t == at && Before(ops, c, best))) best = c, at = t;
       }

@@ -13,8 +13,11 @@
 // DMA's: its FIFO takes tiles in order; the host DMA's, whose host memory no footprint
 // covers), but for the vector unit's, where the next 128 after its first may go before it
 // (the next layer's staging beside a softmax); nothing passes a sync, halt, barrier or
-// register setting. What each instruction computes is unchanged, so the program's results
-// are too; only the order, and so the cycles, change.
+// set_format, and a set_window or set_residual keeps its order with the instructions that
+// read it (matmuls, activates), but not with the DMAs' or the vector unit's. What each
+// instruction computes is unchanged, so the program's results are too; only the order, and
+// so the cycles, change. The training steps of graphs are scheduled so too
+// (host/train/graph_step.cc).
 #pragma once
 
 #include <cstdint>

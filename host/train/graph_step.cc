@@ -7,14 +7,19 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <functional>
+#include <future>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "host/common/errors.h"
+#include "host/compiler/unit_schedule.h"
 #include "host/engine/chip_engine.h"
 #include "host/isa/program_builder.h"
 #include "host/report/program_bound.h"
@@ -119,7 +124,7 @@ struct Layout {
   // With hbm_maps and several passes: a batch buffer holds a pass's images (PassImages).
   bool pass_images = false;
   uint64_t hbm_maps_addr = 0;
-  int64_t maps_rows = 0, window = 0;
+  int64_t maps_rows = 0, window = 0, window_rows = 0;
   int64_t f_piece_rows = 0;  // with hbm_maps, the most a convolution's F takes (FPieces)
   size_t program_words = engine::kMaxProgramWords;  // a part of the step's most (StepProgram)
   int64_t f_rows = 0, f_shared = 0;
@@ -551,10 +556,18 @@ int64_t FWindowRows(const Layout& a, const Layer& l, const LayerRows& r) {
 // With hbm_maps, the rows of the layers of layer i's step in the window (the rest as they
 // were: their homes), a flatten's as what it flattens: each involved layer's output (the
 // logits have their own) and gradient; layer i's F (its inputs' no step of its reads), its
-// scratch, tile and inputs' later gradients. The window rows it takes into *rows.
-Layout StepRows(const nn::Model& m, const Layout& a, size_t i, int64_t* rows = nullptr) {
+// scratch, tile and inputs' later gradients. The window rows it takes into *rows: from the
+// window's first row, or with `top` up to its last (Resident).
+Layout StepRows(const nn::Model& m, const Layout& a, size_t i, int64_t* rows = nullptr,
+                bool top = false) {
   Layout s = a;
   int64_t at = a.window;
+  if (top) {
+    int64_t need = 0;
+    StepRows(m, a, i, &need);
+    at = a.window + a.window_rows - need;
+  }
+  const int64_t first = at;
   for (const int k : Involved(m, i)) {
     LayerRows& r = s.layer[static_cast<size_t>(k)];
     if (static_cast<size_t>(k) + 1 < m.layers.size()) {
@@ -577,7 +590,7 @@ Layout StepRows(const nn::Model& m, const Layout& a, size_t i, int64_t* rows = n
     at += ContribRows(m, a, i);
   }
   CopyFlattens(m, &s);
-  if (rows) *rows = at - a.window;
+  if (rows) *rows = at - first;
   return s;
 }
 
@@ -600,6 +613,7 @@ void PlaceMaps(const nn::Model& m, Layout* a, const std::function<int64_t(int64_
     most = std::max(most, rows);
   }
   a->window = take(most);
+  a->window_rows = most;
 }
 
 // With `keep_flipped` (several passes), each convolution's W'' has rows of its own
@@ -1669,6 +1683,50 @@ void MoveMap(Emitter& e, const Layout& a, const LayerRows& r, Map which, bool ou
   MoveMap(e, a, r.f, r.f_home, r.f_rows, out);
 }
 
+// With hbm_maps, the maps the step before wrote out (a forward pass's output, the loss's
+// gradient, a backward pass's inputs' gradients), which are in its window as they are in
+// HBM: the next step takes them there instead of reading them in, where its own rows leave
+// them be. The steps' windows take the window's two ends in turn (`top`), so that the next
+// step's rows lie clear of the step before's where both fit.
+class Resident {
+ public:
+  // The step's window: the rows of StepRows(..., top()) for a step of `rows` rows, from
+  // First.
+  bool top() const { return top_; }
+  int64_t First(const Layout& a, int64_t rows) const {
+    return top_ ? a.window + a.window_rows - rows : a.window;
+  }
+  // Where the step before left layer k's map `which` and the step of window [lo, hi) may
+  // take it from: its row, or -1.
+  int64_t Find(const Layout& a, int k, Map which, int64_t lo, int64_t hi) const {
+    const LayerRows& r = a.layer[static_cast<size_t>(k)];
+    for (const auto& [layer, w, row] : left_)
+      if (layer == k && w == which && (row + r.cb * r.padded <= lo || row >= hi)) return row;
+    return -1;
+  }
+  // The step just emitted wrote out these maps (layer, map, row) and took the window's
+  // `top` end.
+  void Left(std::vector<std::tuple<int, Map, int64_t>> maps) {
+    left_ = std::move(maps);
+    top_ = !top_;
+  }
+
+ private:
+  std::vector<std::tuple<int, Map, int64_t>> left_;
+  bool top_ = false;
+};
+
+// Layer k's map `which` (output or gradient) in step layout s: where the step before left
+// it (Resident), else read in from its home.
+void TakeMap(Emitter& e, const nn::Model& m, Layout* s, int k, Map which, const Resident& res,
+             int64_t lo, int64_t hi) {
+  LayerRows& r = s->layer[static_cast<size_t>(k)];
+  const int64_t row = res.Find(*s, k, which, lo, hi);
+  if (row < 0) return MoveMap(e, *s, r, which, false);
+  (which == Map::kOut ? r.out : r.grad) = row;
+  CopyFlattens(m, s);
+}
+
 // Zeros into each of the `blocks` blocks from `at` (r.padded rows apart) past its r.rows: a
 // window's rows were another layer's, and a weight gradient reads whole chunks of N rows.
 void ZeroPadding(Emitter& e, const Layout& a, int64_t at, int64_t blocks, const LayerRows& r) {
@@ -1678,44 +1736,53 @@ void ZeroPadding(Emitter& e, const Layout& a, int64_t at, int64_t blocks, const 
 
 // With hbm_maps, layer i's forward pass in the window: its inputs' outputs in, its output
 // and F out.
-void MapsForward(Emitter& e, const Layout& a, const nn::Model& m, size_t i) {
+void MapsForward(Emitter& e, const Layout& a, const nn::Model& m, size_t i, Resident* res) {
   const Layer& l = m.layers[i];
   if (l.type == LayerType::kFlatten) return;
-  const Layout s = StepRows(m, a, i);
+  int64_t rows = 0;
+  Layout s = StepRows(m, a, i, &rows, res->top());
+  const int64_t lo = res->First(a, rows);
   const LayerRows& r = s.layer[i];
   const bool last = i + 1 == m.layers.size();
   e.Pass(l.name + " forward");
   for (const int k : Involved(m, i))
-    if (k != static_cast<int>(i)) MoveMap(e, s, s.layer[static_cast<size_t>(k)], Map::kOut, false);
+    if (k != static_cast<int>(i)) TakeMap(e, m, &s, k, Map::kOut, *res, lo, lo + rows);
   const bool f = r.f_rows > 0 && !Pieced(s, l);  // a convolution's: PiecedConvForward
   if (!last) ZeroPadding(e, s, r.out, r.cb, r);
   if (f) ZeroPadding(e, s, r.f, r.f_rows / r.padded, r);
   EmitLayerForward(e, s, m, i);
   if (!last) MoveMap(e, s, r, Map::kOut, true);
   if (f) MoveMap(e, s, r, Map::kF, true);
+  std::vector<std::tuple<int, Map, int64_t>> left;
+  if (!last) left.emplace_back(static_cast<int>(i), Map::kOut, r.out);
+  res->Left(std::move(left));
 }
 
 // With hbm_maps, the loss into the last layer's gradient, out.
-void MapsLoss(Emitter& e, const Layout& a, const nn::Model& m, bool mean) {
-  const Layout s = StepRows(m, a, m.layers.size() - 1);
+void MapsLoss(Emitter& e, const Layout& a, const nn::Model& m, bool mean, Resident* res) {
+  const Layout s = StepRows(m, a, m.layers.size() - 1, nullptr, res->top());
   const LayerRows& r = s.layer.back();
   e.Pass("loss");
   ZeroPadding(e, s, r.grad, r.cb, r);
   EmitSoftmaxLoss(e.P(), LossOf(s), s.mb, mean);
   MoveMap(e, s, r, Map::kGrad, true);
+  res->Left({{static_cast<int>(m.layers.size() - 1), Map::kGrad, r.grad}});
 }
 
 // With hbm_maps, layer i's backward pass in the window: its gradient, and its output and F
 // where it reads them, in; its inputs' gradients so far in (a first one's padding zeroed),
 // then out.
-void MapsBackward(Emitter& e, const Layout& a, const nn::Model& m, size_t i, Sums* sums) {
+void MapsBackward(Emitter& e, const Layout& a, const nn::Model& m, size_t i, Sums* sums,
+                  Resident* res) {
   const Layer& l = m.layers[i];
   if (l.type == LayerType::kFlatten) return;
-  const Layout s = StepRows(m, a, i);
+  int64_t rows = 0;
+  Layout s = StepRows(m, a, i, &rows, res->top());
+  const int64_t lo = res->First(a, rows);
   const LayerRows& r = s.layer[i];
   const bool max_pool = l.type == LayerType::kMaxPool2d;
   e.Pass(l.name + (l.HasWeights() ? " weight gradient" : " gradient"));
-  MoveMap(e, s, r, Map::kGrad, false);
+  TakeMap(e, m, &s, static_cast<int>(i), Map::kGrad, *res, lo, lo + rows);
   if (Relu(l) || max_pool) MoveMap(e, s, r, Map::kOut, false);
   if (r.f_rows > 0 && !(Pieced(s, l) && FPiecesOf(s, r).buffers > 1))  // PiecedWeightGradient
     MoveMap(e, s, r, Map::kF, false);
@@ -1736,8 +1803,13 @@ void MapsBackward(Emitter& e, const Layout& a, const nn::Model& m, size_t i, Sum
       e.Vector(VectorOp::kCopy, s.zero, 0, p.wb + p.Values(s.n), s.n, 0);
   }
   EmitLayerBackward(e, s, m, i, sums);
-  for (const int k : inputs)
-    if (sums->Has(k)) MoveMap(e, s, s.layer[static_cast<size_t>(k)], Map::kGrad, true);
+  std::vector<std::tuple<int, Map, int64_t>> left;
+  for (const int k : inputs) {
+    if (!sums->Has(k)) continue;
+    MoveMap(e, s, s.layer[static_cast<size_t>(k)], Map::kGrad, true);
+    left.emplace_back(k, Map::kGrad, s.layer[static_cast<size_t>(k)].grad);
+  }
+  res->Left(std::move(left));
 }
 
 // With pass_images, pass a.pass's images from the batch's host rows into the batch buffer's.
@@ -1753,10 +1825,11 @@ void EmitPass(Emitter& e, const Layout& a, const nn::Model& m, int u) {
   const Layout au = ForPass(a, u);
   if (a.pass_images) PassImages(e, au);
   const size_t layers = m.layers.size();
+  Resident res;  // nothing left in the window that this pass knows of
   for (size_t i = 0; i < layers; ++i)
-    a.hbm_maps ? MapsForward(e, au, m, i) : EmitLayerForward(e, au, m, i);
+    a.hbm_maps ? MapsForward(e, au, m, i, &res) : EmitLayerForward(e, au, m, i);
   if (a.hbm_maps) {
-    MapsLoss(e, au, m, a.passes == 1);
+    MapsLoss(e, au, m, a.passes == 1, &res);
   } else {
     e.Pass("loss");
     EmitSoftmaxLoss(e.P(), LossOf(au), a.mb, a.passes == 1);
@@ -1764,7 +1837,7 @@ void EmitPass(Emitter& e, const Layout& a, const nn::Model& m, int u) {
   if (a.passes > 1 && u + 1 == a.passes) EmitLossMean(e.P(), LossRowsOf(a, 0), a.b);
   Sums sums(layers);
   for (size_t i = layers; i-- > 0;)
-    a.hbm_maps ? MapsBackward(e, au, m, i, &sums) : EmitLayerBackward(e, au, m, i, &sums);
+    a.hbm_maps ? MapsBackward(e, au, m, i, &sums, &res) : EmitLayerBackward(e, au, m, i, &sums);
   if (u == 0 || a.hbm_state) return;
   e.Pass("pass gradient sum");
   EmitVector(e.P(), VectorOp::kAdd, a.param.front().g, a.pass_g, a.param.front().g, a.GradRows(),
@@ -2094,6 +2167,23 @@ void CheckBatchNorms(const nn::Model& m, const Layout& a) {
   }
 }
 
+// Each part of a step scheduled (compiler::ScheduleUnits: docs/training.md, "Each unit's
+// work beside the others'"), as many at once as the machine has cores.
+void ScheduleParts(std::vector<isa::Program>* parts, std::vector<std::vector<int32_t>>* pass_of,
+                   const config::TpuConfig& cfg, int cores) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k = next++; k < parts->size(); k = next++)
+      (*parts)[k] = compiler::ScheduleUnits((*parts)[k], &(*pass_of)[k], cfg, cores);
+  };
+  const size_t workers =
+      std::min<size_t>(parts->size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::future<void>> running;
+  for (size_t w = 1; w < workers; ++w) running.push_back(std::async(std::launch::async, work));
+  work();
+  for (std::future<void>& f : running) f.get();
+}
+
 }  // namespace
 
 CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
@@ -2108,7 +2198,11 @@ CompiledStep Compile(const nn::Model& model, int batch, const Optimizer& opt,
       a, opt, "graph-train", ForParity, EmitStart,
       [&](std::vector<uint16_t>* img) { PutTiles(model, a, img); },
       [&](const Layout& ap, bool prefetch, std::vector<std::vector<int32_t>>* pass_of,
-          PassLog* passes) { return StepProgram(ap, model, opt, prefetch, pass_of, passes); });
+          PassLog* passes) {
+        std::vector<isa::Program> parts = StepProgram(ap, model, opt, prefetch, pass_of, passes);
+        ScheduleParts(&parts, pass_of, config, cores);
+        return parts;
+      });
   step.programs.passes = a.passes;
   step.programs.in_hbm_too = a.hbm_maps ? "hbm-with-maps" : (a.hbm_f ? "hbm-with-f" : "");
   return step;
