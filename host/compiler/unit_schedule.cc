@@ -198,12 +198,9 @@ class Clock {
  public:
   Clock(double n, int fifo) : n_(n), fifo_(static_cast<size_t>(std::max(1, fifo))) {}
   double IssueAt(const Op& op) const {
-    double at = t_ + 1;
+    double at = Earliest(op);
     if (op.fence)
       for (const double free : free_) at = std::max(at, free);
-    if (op.unit >= 0) {
-      at = std::max(at, free_[static_cast<size_t>(op.unit)]);
-    }
     for (const auto& [other, done] : flight_)
       if (done > at && Conflict(other->d.fp, op.d.fp)) at = done;
     if (op.d.unit != hw::kUnitMatrix)  // (a unit's own matmuls run in order)
@@ -211,7 +208,8 @@ class Clock {
         if (d.end > at && Conflict(d.fp, op.d.fp)) at = d.end;
     return at;
   }
-  // What IssueAt gives at the least for `op`, not a fence: its unit's free cycle.
+  // What IssueAt gives at the least for `op` (a fence waits for every unit too): the next
+  // cycle, or its unit's free one.
   double Earliest(const Op& op) const {
     double at = t_ + 1;
     if (op.unit < 0) return at;
