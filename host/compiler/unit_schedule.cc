@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <map>
 
 #include "fast/controller.h"
@@ -118,46 +117,6 @@ bool Ordered(const Op& a, const Op& b) {
            (set.reg == Opcode::kSetResidual && x.d.unit == hw::kUnitActivate);
   };
   return reads(a, b) || reads(b, a);
-}
-
-// What Free checks first, from a few bytes an instruction: the hull of the unified-buffer
-// rows it reads or writes, and its accumulator rows. `full`: a fence, a register setting,
-// parameter sets or the weight memory, which only Conflict and Ordered check.
-struct Brief {
-  uint32_t lo = 0, hi = 0;  // the hull, where `ub`
-  bool ub = false, ub_wr = false, full = false;
-  struct {
-    uint32_t lo, hi;
-    uint8_t mxu;
-    bool use, wr;
-  } acc{};
-};
-
-Brief BriefOf(const Op& op) {
-  const fast::Footprint& f = op.d.fp;
-  Brief b;
-  b.full = op.fence || op.reg != Opcode::kNop || f.par_use || f.wm_rd || f.wm_wr;
-  b.ub_wr = f.ub_use && f.ub_wr;
-  b.acc = {f.acc_lo, f.acc_hi, f.acc_mxu, f.acc_use, f.acc_wr};
-  const std::pair<bool, std::pair<uint32_t, uint32_t>> ranges[] = {
-      {f.ub_use, {f.ub_lo, f.ub_hi}},
-      {f.ub2_use, {f.ub2_lo, f.ub2_hi}},
-      {f.ub3_use, {f.ub3_lo, f.ub3_hi}}};
-  for (const auto& [use, r] : ranges) {
-    if (!use) continue;
-    b.lo = b.ub ? std::min(b.lo, r.first) : r.first;
-    b.hi = b.ub ? std::max(b.hi, r.second) : r.second;
-    b.ub = true;
-  }
-  return b;
-}
-
-// False only where a and b cannot conflict (Conflict) nor keep an order (Ordered).
-bool MayConflict(const Brief& a, const Brief& b) {
-  if (a.full || b.full) return true;
-  if ((a.ub_wr || b.ub_wr) && a.ub && b.ub && fast::Overlaps(a.lo, a.hi, b.lo, b.hi)) return true;
-  return (a.acc.wr || b.acc.wr) && a.acc.use && b.acc.use && a.acc.mxu == b.acc.mxu &&
-         fast::Overlaps(a.acc.lo, a.acc.hi, b.acc.lo, b.acc.hi);
 }
 
 // Decodes the program as the controller does; false where it refuses an instruction.
@@ -284,46 +243,31 @@ class Ready {
  public:
   explicit Ready(const std::vector<Op>& ops)
       : ops_(ops), placed_(ops.size(), false), from_(ops.size(), kUnknown) {
-    brief_.reserve(ops.size());
-    for (const Op& op : ops) brief_.push_back(BriefOf(op));
-    for (size_t i = 0; i < ops.size(); ++i) {
-      Stream& s = streams_[ops[i].stream];
-      at_.push_back(s.order.size());
-      s.order.push_back(i);
-    }
-    for (auto& [key, s] : streams_) {
-      s.skip.resize(s.order.size() + 1);
-      for (size_t k = 0; k < s.skip.size(); ++k) s.skip[k] = k;
-    }
+    for (size_t i = 0; i < ops.size(); ++i) streams_[ops[i].stream].order.push_back(i);
   }
   bool Done() const { return lowest_ >= ops_.size(); }
   size_t Lowest() const { return lowest_; }
   void Place(size_t i) {
     placed_[i] = true;
     Stream& s = streams_[ops_[i].stream];
-    s.skip[at_[i]] = at_[i] + 1;
     for (; s.next < s.order.size() && placed_[s.order[s.next]]; ++s.next) s.from = kUnknown;
     while (lowest_ < ops_.size() && placed_[lowest_]) ++lowest_;
   }
   // Each stream's first instruction not placed that may go now (none before the lowest).
-  // Those for which `may_win` holds (an instruction the estimate issues no sooner than the
-  // lowest's cannot go instead of it: not worth checking).
-  std::vector<size_t> Candidates(const std::function<bool(size_t)>& may_win) {
+  std::vector<size_t> Candidates() {
     std::vector<size_t> out;
     for (auto& [key, s] : streams_) {
       if (key < 0 || s.next >= s.order.size()) continue;
       const size_t c = s.order[s.next];
-      if (c == lowest_ || (c - lowest_ <= kWindow && may_win(c) && Free(c, &s.from)))
-        out.push_back(c);
-      // (Every vector instruction's Earliest is the vector unit's: may_win is c's for all.)
-      if (key != hw::kUnitVector || !may_win(c)) continue;
+      if (c == lowest_ || (c - lowest_ <= kWindow && Free(c, &s.from))) out.push_back(c);
+      if (key != hw::kUnitVector) continue;
       // The vector unit's next few may go out of their order (one vector instruction's rows
       // are not another's): the context's staging beside the softmax.
-      for (size_t k = s.Unplaced(s.next + 1), seen = 0; k < s.order.size() && seen < kOutOfOrder;
-           k = s.Unplaced(k + 1)) {
+      for (size_t k = s.next + 1, seen = 0; k < s.order.size() && seen < kOutOfOrder; ++k) {
         const size_t v = s.order[k];
+        if (placed_[v]) continue;
         ++seen;
-        if (v - lowest_ <= kWindow && may_win(v) && Free(v, &from_[v])) out.push_back(v);
+        if (v - lowest_ <= kWindow && Free(v, &from_[v])) out.push_back(v);
       }
     }
     return out;
@@ -335,14 +279,6 @@ class Ready {
     // from: the first instruction before order[next] that conflicts with it (kUnknown: not
     // looked for yet), or order[next] itself where none does.
     size_t next = 0, from = kUnknown;
-    // skip[k]: k where order[k] is not placed, else an index after k nearer the next that is
-    // not (path-halving: Unplaced).
-    std::vector<size_t> skip;
-    // The first index from k whose instruction is not placed (order.size() where none is).
-    size_t Unplaced(size_t k) {
-      while (skip[k] != k) k = skip[k] = skip[skip[k]];
-      return k;
-    }
   };
   // Whether no instruction not placed before c conflicts with it (`from` moved to the first
   // that does, or to c).
@@ -351,7 +287,7 @@ class Ready {
     if (*from != kUnknown && *from >= lowest_ && *from < c && !placed_[*from]) return false;
     size_t j = *from == kUnknown ? lowest_ : std::max(*from, lowest_);
     for (; j < c; ++j)
-      if (!placed_[j] && MayConflict(brief_[j], brief_[c]) &&
+      if (!placed_[j] &&
           (ops_[j].fence || Ordered(ops_[j], ops_[c]) || Conflict(ops_[j].d.fp, ops_[c].d.fp)))
         break;
     *from = j;
@@ -362,8 +298,6 @@ class Ready {
   std::vector<bool> placed_;
   std::map<int, Stream> streams_;
   std::vector<size_t> from_;  // each instruction's Free's from, where it goes out of its order
-  std::vector<Brief> brief_;
-  std::vector<size_t> at_;  // each instruction's index in its stream's order
   size_t lowest_ = 0;
 };
 
@@ -393,8 +327,7 @@ isa::Program ScheduleUnits(const isa::Program& program, std::vector<int32_t>* op
     size_t best = ready.Lowest();
     double at = clock.IssueAt(ops[best]);
     if (!ops[best].fence)
-      for (const size_t c :
-           ready.Candidates([&](size_t c) { return clock.Earliest(ops[c]) <= at; })) {
+      for (const size_t c : ready.Candidates()) {
         // It issues at Earliest or later: where that cannot go first, no need to know when.
         const double e = clock.Earliest(ops[c]);
         if (e > at || (e == at && !Before(ops, c, best))) continue;
