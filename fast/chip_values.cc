@@ -53,8 +53,13 @@ void ChipValues::Issue(const Decoded& d) {
       }
       break;
     case Opcode::kReadHbm:  // the controller kept readers off the rows until they land
-      std::memcpy(Ub<uint8_t>(d.dst), &weight_[d.weight_addr],
-                  static_cast<size_t>(uint64_t{d.len} * row_bytes_));
+      if (d.flags & hw::kFlagParams) {
+        std::memcpy(&params_[static_cast<size_t>(d.dst * set_bytes_)], &weight_[d.weight_addr],
+                    static_cast<size_t>(d.len * set_bytes_));
+      } else {
+        std::memcpy(Ub<uint8_t>(d.dst), &weight_[d.weight_addr],
+                    static_cast<size_t>(uint64_t{d.len} * row_bytes_));
+      }
       break;
     case Opcode::kReadWeights:
     case Opcode::kLoadWeights:

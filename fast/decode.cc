@@ -111,20 +111,29 @@ void ReadHost(Decoded& d, const Sizes& s) {
   d.unit = hw::kUnitHostDma;
 }
 
-// read_hbm: weight-memory rows into the unified buffer, on the host DMA's own port.
+// read_hbm: weight-memory rows into the unified buffer, or parameter sets (`params`), on the
+// host DMA's own port.
 void ReadHbm(Decoded& d, const Sizes& s) {
   d.weight_addr = uint64_t{hw::kOpdReadHbmAddrHi.Get(d.aux)} << 32 | d.src;
-  if (d.flags != 0 || d.len == 0 ||
+  const bool params = d.flags & hw::kFlagParams;
+  const uint64_t len = d.len;
+  if ((d.flags & ~hw::kFlagParams) != 0 || len == 0 ||
       (d.aux >> (hw::kOpdReadHbmAddrHi.lsb + hw::kOpdReadHbmAddrHi.bits)) != 0)
     d.check = Status::kBadOperand;
+  else if (params)
+    d.check = First(Range(d.weight_addr, len * s.param_rows * s.row, s.weight),
+                    Range(d.dst, len, s.sets));
   else
-    d.check =
-        First(Range(d.weight_addr, uint64_t{d.len} * s.row, s.weight), Range(d.dst, d.len, s.ub));
+    d.check = First(Range(d.weight_addr, len * s.row, s.weight), Range(d.dst, len, s.ub));
   Footprint& fp = d.fp;
-  fp.ub_use = true;
+  fp.ub_use = !params;
   fp.ub_wr = true;
   fp.ub_lo = d.dst;
-  fp.ub_hi = static_cast<uint32_t>(uint64_t{d.dst} + d.len);
+  fp.ub_hi = static_cast<uint32_t>(d.dst + len);
+  fp.par_use = params;
+  fp.par_wr = true;
+  fp.par_lo = d.dst;
+  fp.par_hi = static_cast<uint32_t>(d.dst + len);
   fp.wm_rd = true;
   d.unit = hw::kUnitHostDma;
 }

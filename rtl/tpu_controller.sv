@@ -309,16 +309,23 @@ module tpu_controller
         fp.par_hi  = 32'(dst + len);
       end
       OpReadHbm: begin
-        if (flags != '0 || len == '0 ||
+        if ((flags & ~8'(1 << FlagParams)) != '0 || len == '0 ||
             (aux >> (OpdReadHbmAddrHiLsb + OpdReadHbmAddrHiBits)) != '0)
           check = StatusBadOperand;
+        else if (flags[FlagParams])
+          check = first_error(range_check(hbm_addr, len * ParamRows * RowBytes, wm_size_i),
+                              range_check(dst, len, 64'(ParamSets)));
         else check = first_error(range_check(hbm_addr, len * RowBytes, wm_size_i),
                                  range_check(dst, len, 64'(UbDepth)));
-        fp.ub_use = 1'b1;
-        fp.ub_wr  = 1'b1;
-        fp.ub_lo  = 32'(dst);
-        fp.ub_hi  = 32'(dst + len);
-        fp.wm_rd  = 1'b1;
+        fp.ub_use  = !flags[FlagParams];
+        fp.ub_wr   = 1'b1;
+        fp.ub_lo   = 32'(dst);
+        fp.ub_hi   = 32'(dst + len);
+        fp.par_use = flags[FlagParams];
+        fp.par_wr  = 1'b1;
+        fp.par_lo  = 32'(dst);
+        fp.par_hi  = 32'(dst + len);
+        fp.wm_rd   = 1'b1;
       end
       OpWriteHbm: begin
         if (flags != '0 || len == '0 ||

@@ -1,6 +1,7 @@
 // Host-memory DMA engine: runs read_host (host memory -> unified buffer or VPU parameter
 // rows), write_host (unified buffer -> host memory), and read_hbm and write_hbm (weight
-// memory, the Cloud TPU's HBM, <-> unified buffer, on a weight-memory port of its own), one
+// memory, the Cloud TPU's HBM, <-> unified buffer, read_hbm also into VPU parameter rows, on
+// a weight-memory port of its own), one
 // row of ArrayDim operands per memory request. Requests are issued as fast as the memory accepts them; read data
 // comes back in order, any number of cycles later, and is written where it belongs;
 // writes are posted (done when the memory accepts them). The memory-side outputs depend
@@ -58,7 +59,7 @@ module tpu_host_dma
   localparam int unsigned RowsWidth = 32;
 
   logic                 write_q;      // write_host, write_hbm
-  logic                 params_q;     // read_host into parameter rows
+  logic                 params_q;     // read_host or read_hbm into parameter rows
   logic                 hbm_q;        // read_hbm, write_hbm: the weight memory's port
   logic [63:0]          req_addr_q;   // next memory address (host memory: bits 0-31)
   logic [RowsWidth-1:0] req_left_q;   // requests still to issue
@@ -101,8 +102,10 @@ module tpu_host_dma
   // Rows are in [row, row + n) with the range checked by the controller, so the row
   // number fits the address width.
   logic [RowsWidth-1:0] num_rows;
-  assign num_rows = cmd_i.flags[FlagParams] && cmd_i.opcode == OpReadHost
-                    ? 32'(cmd_i.length) * ParamRows : 32'(cmd_i.length);
+  logic params_cmd;  // read_host or read_hbm into parameter rows
+  assign params_cmd = cmd_i.flags[FlagParams] &&
+                      (cmd_i.opcode == OpReadHost || cmd_i.opcode == OpReadHbm);
+  assign num_rows = params_cmd ? 32'(cmd_i.length) * ParamRows : 32'(cmd_i.length);
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -117,7 +120,7 @@ module tpu_host_dma
       rd_pending_q <= 1'b0;
     end else if (start_i) begin
       write_q     <= (cmd_i.opcode == OpWriteHost) || (cmd_i.opcode == OpWriteHbm);
-      params_q    <= (cmd_i.opcode == OpReadHost) && cmd_i.flags[FlagParams];
+      params_q    <= params_cmd;
       hbm_q       <= (cmd_i.opcode == OpReadHbm) || (cmd_i.opcode == OpWriteHbm);
       req_left_q  <= num_rows;
       if (cmd_i.opcode == OpWriteHost || cmd_i.opcode == OpWriteHbm) begin
@@ -133,7 +136,7 @@ module tpu_host_dma
         req_addr_q  <= cmd_i.opcode == OpReadHbm
                      ? {16'd0, cmd_i.aux[OpdReadHbmAddrHiLsb+:OpdReadHbmAddrHiBits], cmd_i.src}
                      : 64'(cmd_i.src);
-        buf_row_q   <= cmd_i.flags[FlagParams] ? cmd_i.dst * ParamRows : cmd_i.dst;
+        buf_row_q   <= params_cmd ? cmd_i.dst * ParamRows : cmd_i.dst;
         rd_left_q   <= '0;
         resp_left_q <= num_rows;
       end

@@ -80,7 +80,7 @@ struct TransformerOps {
   const TensorArea& Out(int i) const { return e.AreaOf(i); }
   // Scratch rows for the layer, given back by the caller.
   int64_t Scratch(int64_t rows, int i) {
-    return e.ub_.Take(rows, fmt::format("layer '{}'", e.L(i).name));
+    return e.ub_.Take(rows, fmt::format("layer '{}'", e.L(i).name), true);
   }
   // Positions of every image a piece of the vector unit's work takes: scratch of `per` float32
   // rows a position row, at most an eighth of the buffer.
@@ -1364,7 +1364,7 @@ void TransformerEmitter::Run() {
   p_.SetFormat(true);
   op_of_.clear();
   const int64_t most = isa::ProgramBuilder::kMaxLength;
-  p_.ReadParams(params_addr_, 0, 1);
+  p_.ReadHbmParams(params_at_, 0, 1);  // the identity set
   // The constants: read from weight memory (a Cloud TPU's HBM) at the start, counted by the
   // first emission (its rows are 0), at the front of the weight image (after a cached
   // program: in the buffer already).
@@ -1388,6 +1388,12 @@ void TransformerEmitter::Run() {
   if (after_ && consts_.Rows() != after_->consts.Rows())
     throw std::logic_error("TransformerEmitter: a decoding program's constants differ");
   if (after_) return op_of_.resize(p_.program().words.size(), -1);  // (nothing to write)
+  if (!count_only_) {  // the parameter sets where ReserveParams kept them
+    if (params_reserved_ != static_cast<int64_t>(params_.size()))
+      throw std::logic_error("TransformerEmitter: the parameter sets differ from those counted");
+    std::copy(params_.begin(), params_.end(),
+              weights_.begin() + static_cast<std::ptrdiff_t>(params_at_));
+  }
   const std::vector<uint8_t> constants = consts_.Bytes();
   std::copy(constants.begin(),
             constants.begin() + static_cast<std::ptrdiff_t>(std::min(

@@ -35,16 +35,17 @@ std::optional<HeadRuns> RunsOf(const Placement& v, int64_t heads, int64_t rows, 
   return runs;
 }
 
-int64_t BufferRows::Take(int64_t n, const std::string& what) {
+int64_t BufferRows::Take(int64_t n, const std::string& what, bool next_fit) {
   // Next fit: from the row after the last taken, round to the start, so that rows just
   // given back are taken last and what comes next need not wait for what used them
   // (unit_schedule.h); first fit (cursor_ stays 0) where the programs' layouts must agree.
-  auto start = free_.upper_bound(cursor_);
-  if (start != free_.begin() && std::prev(start)->first + std::prev(start)->second > cursor_)
+  const int64_t cursor = next_fit ? cursor_ : 0;
+  auto start = free_.upper_bound(cursor);
+  if (start != free_.begin() && std::prev(start)->first + std::prev(start)->second > cursor)
     --start;
   for (int pass = 0; pass < 2; ++pass)
     for (auto it = pass == 0 ? start : free_.begin(); it != free_.end(); ++it) {
-      const int64_t at = std::max(it->first, pass == 0 ? cursor_ : it->first);
+      const int64_t at = std::max(it->first, pass == 0 ? cursor : it->first);
       const int64_t end = it->first + it->second;
       if (end - at < n) continue;
       const int64_t first = it->first;
@@ -52,7 +53,7 @@ int64_t BufferRows::Take(int64_t n, const std::string& what) {
       if (at > first) free_[first] = at - first;
       if (end > at + n) free_[at + n] = end - at - n;
       high_ = std::max(high_, at + n);
-      if (next_fit_) cursor_ = at + n;
+      if (next_fit) cursor_ = at + n;
       return at;
     }
   int64_t largest = 0;
@@ -123,7 +124,7 @@ TransformerEmitter::TransformerEmitter(const nn::Model& m, const config::TpuConf
       ub_(config.ub_depth_rows - constant_rows),
       consts_(config.array_dim, config.ub_depth_rows - constant_rows) {
   Place();
-  params_addr_ = static_cast<uint64_t>(InputArea().Rows(batch_) * groups_ * RowBytes());
+  output_addr_ = static_cast<uint64_t>(InputArea().Rows(batch_) * groups_ * RowBytes());
   constants_bytes_ = constant_rows * RowBytes();
   weights_.assign(static_cast<size_t>(constants_bytes_), 0);  // the constants, after Run
   AddSets(std::vector<arith::Bf16Channel>(static_cast<size_t>(n_), arith::Bf16Format::Identity()));
@@ -143,8 +144,9 @@ TransformerEmitter::TransformerEmitter(const nn::Model& m, const config::TpuConf
   for (const nn::Layer& l : m_.layers)
     if (l.type == LayerType::kMatMul)
       areas_[static_cast<size_t>(PlaceOf(l.inputs[1]).area)].kept = true;
-  if (after_) {  // its constants in the buffer, its tiles in weight memory: none written
+  if (after_) {  // its constants in the buffer, its tiles and sets in weight memory
     consts_ = after_->consts;
+    params_at_ = after_->params_at;
     weights_.clear();
   }
 }
@@ -304,6 +306,12 @@ void TransformerEmitter::Zero(int64_t row, int64_t rows) {
 
 int64_t TransformerEmitter::AddSets(const std::vector<arith::Bf16Channel>& channels) {
   const std::vector<uint8_t> bytes = PackParamSets<arith::Bf16Format>(channels, n_);
+  if (after_) {  // a program after a cached one: that one's sets, in weight memory already
+    const auto it = after_->set_at.find(bytes);
+    if (it == after_->set_at.end())
+      throw std::logic_error("TransformerEmitter: parameter sets the first cached program has not");
+    return it->second;
+  }
   const auto [it, added] = set_at_.emplace(
       bytes, static_cast<int64_t>(params_.size()) / arith::ParamSetBytes<arith::Bf16Format>(n_));
   if (added) params_.insert(params_.end(), bytes.begin(), bytes.end());
@@ -334,11 +342,19 @@ uint64_t TransformerEmitter::Sets(int64_t first, int64_t count) {
     s = over ? slot_of_.erase(s) : std::next(s);
   }
   const int64_t set_bytes = arith::ParamSetBytes<arith::Bf16Format>(n_);
-  p_.ReadParams(params_addr_ + static_cast<uint64_t>(first * set_bytes), slot,
-                static_cast<uint64_t>(count));
+  p_.ReadHbmParams(params_at_ + static_cast<uint64_t>(first * set_bytes), slot,
+                   static_cast<uint64_t>(count));
   for (int64_t s = 0; s < count; ++s) slot_of_[first + s] = slot + static_cast<uint64_t>(s);
   next_slot_ = slot + static_cast<uint64_t>(count);
   return slot;
+}
+
+void TransformerEmitter::ReserveParams(int64_t bytes) {
+  if (!tile_at_.empty() || after_)
+    throw std::logic_error("TransformerEmitter::ReserveParams: after the tiles, or cached");
+  params_at_ = weights_.size();
+  params_reserved_ = bytes;
+  weights_.resize(weights_.size() + static_cast<size_t>(bytes), 0);
 }
 
 uint64_t TransformerEmitter::Tile(const std::vector<uint8_t>& bytes) {

@@ -52,8 +52,10 @@ class BufferRows {
   explicit BufferRows(int64_t limit, bool next_fit = false) : limit_(limit), next_fit_(next_fit) {
     free_[0] = limit;
   }
-  // n rows for `what`; UsageError where they do not fit.
-  int64_t Take(int64_t n, const std::string& what);
+  // n rows for `what`; UsageError where they do not fit. `next_fit`: from the row after the
+  // last taken so, whatever the rows' mode.
+  int64_t Take(int64_t n, const std::string& what) { return Take(n, what, next_fit_); }
+  int64_t Take(int64_t n, const std::string& what, bool next_fit);
   void Give(int64_t at, int64_t n);
   int64_t High() const { return high_; }
 
@@ -96,6 +98,8 @@ struct EmitterState {
   std::vector<int64_t> bases;  // per area (-1: never taken)
   // Each layer's tiles of each block of outputs (TransformerOps::TilesOf), by layer, block.
   std::map<std::pair<int, int64_t>, std::vector<std::pair<int64_t, uint64_t>>> tiles_of;
+  std::map<std::vector<uint8_t>, int64_t> set_at;  // its parameter sets, in weight memory
+  uint64_t params_at = 0;                          // from there
 };
 
 // The program of a transformer for one batch, emitted layer by layer.
@@ -135,17 +139,19 @@ class TransformerEmitter {
   const Placement& InputPlace() const { return input_place_; }
   const TensorArea& OutputArea() const { return areas_[static_cast<size_t>(places_.back().area)]; }
   int64_t UbHigh() const { return ub_.High(); }
-  EmitterState State() const { return {consts_, tile_at_, taken_, tiles_of_}; }
+  EmitterState State() const { return {consts_, tile_at_, taken_, tiles_of_, set_at_, params_at_}; }
   // The rows of each block of area `a` the program computes, as runs (the first's row in
   // the block's rows, count): all of them, or each image's positions [at.first, at.end) of
   // each of its runs of T (the input's positions). Throws UsageError where a tensor is not
   // whole runs of T positions.
   std::vector<std::pair<int64_t, int64_t>> Spans(const TensorArea& a) const;
   const Positions& At() const { return at_; }
-  // Host memory: the inputs from 0, then the parameter sets, the output. Weight memory: the
-  // constants from 0, then the tiles.
-  uint64_t ParamsAddr() const { return params_addr_; }
-  uint64_t OutputAddr() const { return params_addr_ + params_.size(); }
+  // Host memory: the inputs from 0, then the output. Weight memory: the constants from 0,
+  // the parameter sets (ReserveParams), then the tiles.
+  uint64_t OutputAddr() const { return output_addr_; }
+  // Weight memory for `bytes` of parameter sets after the constants, which Run fills: the
+  // sets of a first emission (CountOnly), before this one's Run.
+  void ReserveParams(int64_t bytes);
   int64_t RowBytes() const { return 2 * n_; }
 
  private:
@@ -219,10 +225,12 @@ class TransformerEmitter {
   std::map<std::vector<uint8_t>, int64_t> set_at_;  // parameter sets, each kept once
   std::map<int64_t, uint64_t> slot_of_;             // parameter set -> slot
   uint64_t next_slot_ = 1;                          // slot 0: the identity set (set 0)
-  uint64_t params_addr_ = 0;
-  int64_t constants_bytes_ = 0;  // at the front of the weight image
-  std::map<int, int> acc_turn_;  // per matrix unit
-  int patch_conv_ = -1;          // the convolution that reads the input in patches (PatchInput)
+  uint64_t output_addr_ = 0;
+  uint64_t params_at_ = 0;        // the parameter sets' weight-memory address
+  int64_t params_reserved_ = -1;  // and their bytes (ReserveParams)
+  int64_t constants_bytes_ = 0;   // at the front of the weight image
+  std::map<int, int> acc_turn_;   // per matrix unit
+  int patch_conv_ = -1;           // the convolution that reads the input in patches (PatchInput)
   Positions at_;
   const EmitterState* after_ = nullptr;
   int layer_ = -1;       // the layer being emitted

@@ -28,10 +28,10 @@ struct TransformerLayout {
   isa::Program program;
   std::vector<int32_t> op_of;
   std::vector<int> ops;
-  std::vector<uint8_t> weights, fixed;  // weight memory; host memory after the inputs
+  std::vector<uint8_t> weights;  // weight memory
   TensorArea in, out;
   Placement in_place;  // each input value's position and channel
-  uint64_t fixed_addr = 0, out_addr = 0;
+  uint64_t out_addr = 0;
   int64_t row_bytes = 0, ub_rows = 0;
   int64_t group = 1;  // images per group (the batch runs group after group)
   int n = 0;
@@ -94,14 +94,17 @@ void TransformerProgram::Emit(const nn::Model& m, const config::TpuConfig& confi
   };
   // The first emission counts the constants' rows, which the second keeps at the top (after
   // a cached program: its constants, where it put them).
-  int64_t rows = before ? before->consts.Rows() : 0;
+  // Its parameter sets too, which the second keeps after them in weight memory.
+  int64_t rows = before ? before->consts.Rows() : 0, set_bytes = 0;
   if (!before) {
     TransformerEmitter first = emitter(0);
     first.CountOnly(true);
     first.Run();
     rows = first.Constants().Rows();
+    set_bytes = static_cast<int64_t>(first.Params().size());
   }
   TransformerEmitter e = emitter(rows);
+  if (!before) e.ReserveParams(set_bytes);
   e.Run();
   TransformerLayout& t = *t_;
   if (at.Cached() && !before) t.state = e.State();
@@ -110,11 +113,9 @@ void TransformerProgram::Emit(const nn::Model& m, const config::TpuConfig& confi
   t.ops = e.Operations();
   t.program = ScheduleUnits(e.TakeProgram(), &t.op_of, config, link_cores_);
   t.weights = e.Weights();
-  t.fixed = e.Params();
   t.in = e.InputArea();
   t.in_place = e.InputPlace();
   t.out = e.OutputArea();
-  t.fixed_addr = e.ParamsAddr();
   t.out_addr = e.OutputAddr();
   t.row_bytes = e.RowBytes();
   t.ub_rows = e.UbHigh() + e.Constants().Rows();
@@ -142,7 +143,7 @@ LayerJob TransformerProgram::Build(const std::vector<uint16_t>& act) const {
     throw std::logic_error("TransformerProgram::Build: the batch's inputs have another size");
   LayerJob job;
   std::vector<uint8_t>& host = job.exec.host_image;
-  host.assign(t.fixed_addr, 0);
+  host.assign(t.out_addr, 0);
   for (int64_t i = 0; i < batch_; ++i)
     for (int64_t v = 0; v < per; ++v) {
       const int64_t pos = t.in_place.pos[static_cast<size_t>(v)];
@@ -153,7 +154,6 @@ LayerJob TransformerProgram::Build(const std::vector<uint16_t>& act) const {
       host[at] = static_cast<uint8_t>(x & 0xff);
       host[at + 1] = static_cast<uint8_t>(x >> 8);
     }
-  host.insert(host.end(), t.fixed.begin(), t.fixed.end());
   job.exec.name = "transformer";
   job.exec.program = t.program;
   job.exec.weight_image = t.weights;

@@ -91,7 +91,9 @@ double CyclesOf(const isa::Instruction& in, const config::TpuConfig& c, int link
     case Opcode::kWriteHost:
       return len * c.HostRowCycles();
     case Opcode::kReadHbm:
-      return len * c.WeightRowCycles() + c.weight_mem_latency_cycles;
+      return len * c.WeightRowCycles() *
+                 ((in.flags & hw::kFlagParams) ? hw::ParamRows(hw::ElementBytes(c.dtype)) : 1) +
+             c.weight_mem_latency_cycles;
     case Opcode::kWriteHbm:
       return len * c.WeightRowCycles();
     case Opcode::kReadWeights:

@@ -83,6 +83,8 @@ class ProgramDraw {
         if (!(flags & hw::kFlagParams)) *dst += ub_base_;
         break;
       case Opcode::kReadHbm:
+        if (!(flags & hw::kFlagParams)) *dst += ub_base_;
+        break;
       case Opcode::kActivate:
       case Opcode::kSetResidual:
         *dst += ub_base_;
@@ -128,7 +130,11 @@ class ProgramDraw {
   void ReadParams() {
     const int64_t sets = Uniform(1, sets_);
     const int64_t first = Uniform(0, sets_ - sets);
-    Emit(Opcode::kReadHost, hw::kFlagParams, sets, params_addr_ + first * set_bytes_, first);
+    // From host memory, or from their copy in weight memory (read_hbm params=).
+    if (Chance(0.5))
+      Emit(Opcode::kReadHost, hw::kFlagParams, sets, params_addr_ + first * set_bytes_, first);
+    else
+      Emit(Opcode::kReadHbm, hw::kFlagParams, sets, weight_params_ + first * set_bytes_, first);
     // Sometimes an activate of a set still on its way: the parameter-set hazard.
     if (Chance(0.3)) Activate(Uniform(first, first + sets - 1));
   }
@@ -401,6 +407,7 @@ class ProgramDraw {
   int64_t ub_base_ = 0;  // the first of the program's unified-buffer rows (AtBase)
   bool raw_ = false;     // Emit keeps the addresses as drawn (a bad instruction's)
   int64_t in_bytes_ = 0, params_addr_ = 0, out_addr_ = 0, out_bytes_ = 0, weight_bytes_ = 0;
+  int64_t weight_params_ = 0;  // the sets' copy in weight memory, after the rows drawn from
   // Per matrix unit: tiles read_weights and load_weights brought, tiles matmuls switched in.
   std::array<int64_t, engine::kMaxMxus> brought_ = {}, switched_ = {};
 };
@@ -661,6 +668,7 @@ GeneratedProgram ProgramDraw::Build() {
   out_bytes_ = (ub_rows_ + Uniform(0, ub_rows_)) * row_;
   const int64_t tiles = Uniform(2, 12);
   weight_bytes_ = tiles * n_ * row_ + Uniform(0, row_);
+  weight_params_ = weight_bytes_ + Uniform(0, 64);
 
   FillImages(&g.job, tiles);
 
@@ -702,7 +710,9 @@ void ProgramDraw::FillImages(engine::ExecJob* job, int64_t tiles) {
     for (int64_t l = 0; l < n_; ++l)
       PutParams(&host[static_cast<size_t>(params_addr_ + s * set_bytes_)], l);
   std::vector<uint8_t>& w = job->weight_image;
-  w.assign(static_cast<size_t>(weight_bytes_), 0);
+  w.assign(static_cast<size_t>(weight_params_ + sets_ * set_bytes_), 0);
+  std::copy_n(&host[static_cast<size_t>(params_addr_)], sets_ * set_bytes_,
+              &w[static_cast<size_t>(weight_params_)]);
   const int64_t eb = row_ / n_;  // an operand's bytes
   for (int64_t t = 0; t < tiles; ++t) {
     // Some tiles use only part of the array (a layer narrower than N), as compilers make.

@@ -71,8 +71,13 @@ void CycleAttribution::AddEvents(const isa::Program& program) {
         }
         break;
       case hw::Opcode::kReadHbm:
-        c.ub_writes += len;
-        c.weight_bytes_read += len * row;
+        if (in.flags & hw::kFlagParams) {
+          c.param_writes += len * param_rows;
+          c.weight_bytes_read += len * param_rows * row;
+        } else {
+          c.ub_writes += len;
+          c.weight_bytes_read += len * row;
+        }
         break;
       case hw::Opcode::kWriteHost:
         c.ub_reads += len;

@@ -60,10 +60,18 @@ void ProgramBuilder::ReadWeights(uint64_t weight_addr, uint64_t tiles) {
 }
 
 void ProgramBuilder::ReadHbm(uint64_t hbm_addr, uint64_t ub_row, uint64_t rows) {
+  AddReadHbm(0, hbm_addr, ub_row, rows);
+}
+
+void ProgramBuilder::ReadHbmParams(uint64_t hbm_addr, uint64_t first_set, uint64_t sets) {
+  AddReadHbm(kFlagParams, hbm_addr, first_set, sets);
+}
+
+void ProgramBuilder::AddReadHbm(uint8_t flags, uint64_t hbm_addr, uint64_t dst, uint64_t len) {
   const uint64_t hi = hbm_addr >> 32;
   if (hi > hw::kOpdReadHbmAddrHi.Max())
     throw std::invalid_argument("read_hbm: address beyond 48 bits");
-  Add(Opcode::kReadHbm, 0, rows, hbm_addr & 0xffffffffu, ub_row, hw::kOpdReadHbmAddrHi.Put(hi));
+  Add(Opcode::kReadHbm, flags, len, hbm_addr & 0xffffffffu, dst, hw::kOpdReadHbmAddrHi.Put(hi));
 }
 
 void ProgramBuilder::WriteHbm(uint64_t ub_row, uint64_t hbm_addr, uint64_t rows) {

@@ -87,6 +87,8 @@ class ProgramBuilder {
   // read_hbm / write_hbm: unified-buffer rows from and into HBM (the weight memory) at a
   // 48-bit byte address (docs/isa.md).
   void ReadHbm(uint64_t hbm_addr, uint64_t ub_row, uint64_t rows);
+  // read_hbm params=: parameter sets [first_set, first_set + sets) from HBM.
+  void ReadHbmParams(uint64_t hbm_addr, uint64_t first_set, uint64_t sets);
   void WriteHbm(uint64_t ub_row, uint64_t hbm_addr, uint64_t rows);
   // load_weights: `tiles` tiles of N unified-buffer rows from `ub_row` into the weight FIFO;
   // `transpose`: FIFO row k of a tile is lane k of its rows (docs/isa.md).
@@ -126,6 +128,7 @@ class ProgramBuilder {
  private:
   // Throws std::invalid_argument when a field does not fit its bits (a compiler bug).
   void Add(Opcode op, uint8_t flags, uint64_t length, uint64_t src, uint64_t dst, uint64_t aux);
+  void AddReadHbm(uint8_t flags, uint64_t hbm_addr, uint64_t dst, uint64_t len);
 
   Program program_;
   uint64_t unit_ = 0;

@@ -39,10 +39,13 @@ void AddHost(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t
   t->host_dma += link + (in.opcode == hw::Opcode::kReadHost ? c.host_mem_latency_cycles : 0);
 }
 
-// read_hbm: the host DMA's rows through the weight memory's channel, then its latency;
-// write_hbm: the same without the latency (posted writes).
+// read_hbm: the host DMA's rows (a parameter set's rows with `params`) through the weight
+// memory's channel, then its latency; write_hbm: the same without the latency (posted
+// writes).
 void AddHbm(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t) {
-  const double rows = in.length;
+  const bool params = in.opcode == hw::Opcode::kReadHbm && (in.flags & hw::kFlagParams);
+  const double rows =
+      static_cast<double>(in.length) * (params ? hw::ParamRows(hw::ElementBytes(c.dtype)) : 1);
   t->weight_rows += rows;
   t->host_dma += rows * c.WeightRowCycles() +
                  (in.opcode == hw::Opcode::kReadHbm ? c.weight_mem_latency_cycles : 0);

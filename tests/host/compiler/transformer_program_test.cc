@@ -79,6 +79,22 @@ TEST(TransformerProgramGroupTest, GroupsOfImagesWhereTheBatchDoesNotFit) {
   EqualsTheBf16Rules(c, 6, engine::EngineKind::kFast, 2);
 }
 
+// The parameter sets (the identity's, the linear layers' biases) lie in weight memory after
+// the constants and come from there (read_hbm params=), none over the host link: the host
+// sends only the inputs. The program is still the bf16 rules' (the test above).
+TEST(TransformerProgramGroupTest, TheParameterSetsComeFromHbm) {
+  const config::TpuConfig c = Bf16Teach();
+  const compiler::TransformerProgram prog(Attention(3), c, 2);
+  const compiler::LayerJob job = prog.Build(Inputs(2, Attention(3).input.Size()));
+  int from_hbm = 0;
+  for (const isa::Word& w : job.exec.program.words) {
+    const isa::Instruction in = isa::Decode(w);
+    EXPECT_FALSE(in.opcode == isa::Opcode::kReadHost && (in.flags & hw::kFlagParams));
+    from_hbm += in.opcode == isa::Opcode::kReadHbm && (in.flags & hw::kFlagParams);
+  }
+  EXPECT_GE(from_hbm, 1);
+}
+
 // Each group's input is read over the host link while the group before runs (a piece after
 // each linear layer, here all of it after the projection): the second group's input rows
 // are read before the first group's output is written, and every image is still the bf16

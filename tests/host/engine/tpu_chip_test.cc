@@ -687,6 +687,55 @@ TEST_P(ChipTest, WeightsThroughTheUnifiedBufferEqualReadWeights) {
   EXPECT_EQ(outs[0].size(), static_cast<size_t>(8 * n));
 }
 
+// read_hbm params=: parameter sets from weight memory (HBM), as read_host params= brings
+// them from host memory: the same activates, the sets' bytes counted as weight bytes, none
+// over the host link; an activate waits for the set still on its way (after a sync, the
+// products landed: the weight memory's latency); the sets' range and the weight memory's are
+// checked.
+TEST_P(ChipTest, ReadHbmParamsEqualReadHostParams) {
+  const int n = 4;
+  const auto [a, b, p] = MakeSmallGemm(83);
+  config::TpuConfig c = config::LoadConfig("teach-4");
+  c.weight_mem_latency_cycles = 100;
+  const auto chip = Make(c);         // one system per process
+  const uint64_t set_bytes = 9 * n;  // an int8 chip's set: 9 rows of N bytes
+  std::vector<uint8_t> outs[2];
+  for (const bool hbm : {false, true}) {
+    engine::ExecJob job;
+    job.program =
+        isa::Assemble(fmt::format("read_host host=0 ub=0 rows=8\nread_weights addr=0x80 tiles=1\n"
+                                  "matmul ub=0 acc=0 rows=8 switch\nsync\n{} params=2 rows=1\n"
+                                  "activate acc=0 ub=100 rows=8 params=2\n"
+                                  "write_host ub=100 host=0x200 rows=8\nhalt\n",
+                                  hbm ? "read_hbm addr=0x100" : "read_host host=0x100"),
+                      "t");
+    Put(&job.host_image, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
+    Put(hbm ? &job.weight_image : &job.host_image, 0x100, ParamBytes(p, n));
+    Put(&job.weight_image, 0x80, std::vector<uint8_t>(b.data.begin(), b.data.end()));
+    job.host_out_addr = 0x200;
+    job.host_out_bytes = 8 * n;
+    const auto r = chip->Run(job);
+    ASSERT_TRUE(r.ok) << r.message;
+    outs[hbm] = r.host_out;
+    EXPECT_EQ(r.counters.param_writes, 9u);
+    EXPECT_EQ(r.counters.weight_bytes_read, n * n + (hbm ? set_bytes : 0));
+    EXPECT_EQ(r.counters.host_bytes_read, 8 * n + (hbm ? 0 : set_bytes));
+    if (hbm) EXPECT_GT(r.counters.issue_stall_param_hazard, 90u);  // the latency of 100
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  const struct {
+    const char* text;
+    hw::Status status;
+  } bad[] = {{"read_hbm addr=0 params=32 rows=1\nhalt\n", hw::Status::kAddressOutOfRange},
+             {"read_hbm addr=0 params=31 rows=2\nhalt\n", hw::Status::kBufferOverflow},
+             {"read_hbm addr=0xFFFF0 params=0 rows=1\nhalt\n", hw::Status::kBufferOverflow}};
+  for (const auto& e : bad) {
+    const auto r = chip->Run(Job(e.text));
+    EXPECT_EQ(r.chip_status, e.status) << e.text;
+    EXPECT_EQ(r.counters.param_writes, 0u) << e.text;
+  }
+}
+
 // Addresses above 4 GiB take aux bits 32-47; the range check sees all 48 bits, and the
 // buffer's rows too.
 TEST_P(ChipTest, ReadHbmChecksItsAddressesAndRows) {

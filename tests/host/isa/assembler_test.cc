@@ -117,12 +117,16 @@ TEST(IsaTest, BuilderHbmTransfersEqualTheAssemblers) {
   ProgramBuilder b;
   b.WriteHbm(7, 0x123456789aULL, 300);
   b.ReadHbm(0xfffffffffffULL, 9, 2);
-  const Program want =
-      Assemble("write_hbm ub=7 addr=0x123456789a rows=300\nread_hbm addr=0xfffffffffff ub=9 rows=2",
-               "t.asm");
+  b.ReadHbmParams(0x1234567890ULL, 3, 4);
+  const Program want = Assemble(
+      "write_hbm ub=7 addr=0x123456789a rows=300\nread_hbm addr=0xfffffffffff ub=9 rows=2\n"
+      "read_hbm addr=0x1234567890 params=3 rows=4",
+      "t.asm");
   EXPECT_EQ(b.program().words, want.words) << Disassemble(b.program());
   EXPECT_THROW(b.WriteHbm(0, uint64_t{1} << 48, 1), std::invalid_argument);
   EXPECT_THROW(b.ReadHbm(uint64_t{1} << 48, 0, 1), std::invalid_argument);
+  EXPECT_THROW(b.ReadHbmParams(uint64_t{1} << 48, 0, 1), std::invalid_argument);
+  EXPECT_EQ(Decode(want.words[2]).flags, kFlagParams);
 }
 
 TEST(IsaTest, UnknownOpcodesAndReservedBitsBecomeRaw) {

@@ -49,22 +49,24 @@ TEST(ProgramBoundTest, EachTermIsTheResourcesOwnTime) {
   EXPECT_EQ(b.Binds(), "host DMA");
 }
 
-// read_hbm: its rows cross the weight memory's channel (shared with read_weights) and keep
-// the host DMA busy (shared with read_host) until the last has landed, latency after;
-// write_hbm's rows the same, without the latency (posted writes).
+// read_hbm: its rows (a parameter set's 9 with params=) cross the weight memory's channel
+// (shared with read_weights) and keep the host DMA busy (shared with read_host) until the
+// last has landed, latency after; write_hbm's rows the same, without the latency (posted
+// writes).
 TEST(ProgramBoundTest, ReadHbmAndWriteHbmCountInTheWeightMemoryAndTheHostDma) {
   config::TpuConfig c = config::LoadConfig("teach-4");
   c.weight_mem_bytes_per_cycle = 2;  // a 4-byte row: 2 cycles of the channel
   const isa::Program p = isa::Assemble(
-      "read_hbm addr=0 ub=0 rows=10\n"   // memory 10 rows; host DMA 20 + 4
-      "read_host host=0 ub=20 rows=3\n"  // host DMA 3 + 4
-      "read_weights addr=0 tiles=1\n"    // memory 4 rows; weight DMA 8 + 4
-      "write_hbm ub=0 addr=0 rows=5\n"   // memory 5 rows; host DMA 10 (posted: no latency)
+      "read_hbm addr=0 ub=0 rows=10\n"     // memory 10 rows; host DMA 20 + 4
+      "read_host host=0 ub=20 rows=3\n"    // host DMA 3 + 4
+      "read_weights addr=0 tiles=1\n"      // memory 4 rows; weight DMA 8 + 4
+      "write_hbm ub=0 addr=0 rows=5\n"     // memory 5 rows; host DMA 10 (posted: no latency)
+      "read_hbm addr=0 params=0 rows=2\n"  // 2 sets of 9 rows: memory 18; host DMA 36 + 4
       "halt\n",
       "hbm");
   const std::map<std::string, double> t = Terms(BoundPrograms({p}, c));
-  EXPECT_EQ(t.at("weight memory"), 38);
-  EXPECT_EQ(t.at("host DMA"), 41);
+  EXPECT_EQ(t.at("weight memory"), 74);
+  EXPECT_EQ(t.at("host DMA"), 81);
   EXPECT_EQ(t.at("host link"), 3);
   EXPECT_EQ(t.at("weight DMA"), 12);
 }
