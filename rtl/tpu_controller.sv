@@ -149,6 +149,7 @@ module tpu_controller
   localparam logic [63:0] N = 64'(ArrayDim);
   localparam logic [63:0] RowBytes = 64'(ArrayDim * InputWidth / 8);
 
+
   logic [7:0]  op, flags;
   logic [1:0]  mxu;       // read_weights, matmul, activate: the matrix unit (mxu=)
   logic        mxu_bad;   // ... past the core's last
@@ -157,6 +158,28 @@ module tpu_controller
   logic        pooled;
   status_e     check;
   footprint_t  fp;
+
+  // read_host and read_hbm: `len` rows from `addr` of a memory of `size` bytes into buffer
+  // rows [dst, dst + len), or, with `params`, parameter sets [dst, dst + len) of ParamRows
+  // rows each: the range checks, and the footprint (the rows or sets written).
+  function automatic status_e read_check(logic [63:0] addr, logic [63:0] size, logic params);
+    return params ? first_error(range_check(addr, len * ParamRows * RowBytes, size),
+                                range_check(dst, len, 64'(ParamSets)))
+                  : first_error(range_check(addr, len * RowBytes, size),
+                                range_check(dst, len, 64'(UbDepth)));
+  endfunction
+  function automatic footprint_t read_fp(logic params);
+    footprint_t f = '0;
+    f.ub_use  = !params;
+    f.ub_wr   = 1'b1;
+    f.ub_lo   = 32'(dst);
+    f.ub_hi   = 32'(dst + len);
+    f.par_use = params;
+    f.par_wr  = 1'b1;
+    f.par_lo  = 32'(dst);
+    f.par_hi  = 32'(dst + len);
+    return f;
+  endfunction
 
   // The window geometry: set by set_window when it issues, used by matmul window.
   window_t     win_q, win_new;
@@ -292,40 +315,16 @@ module tpu_controller
       end
       OpReadHost: begin
         if ((flags & ~8'(1 << FlagParams)) != '0 || len == '0) check = StatusBadOperand;
-        else if (flags[FlagParams]) begin
-          check = first_error(range_check(src, len * ParamRows * RowBytes, 64'(hm_size_i)),
-                              range_check(dst, len, 64'(ParamSets)));
-        end else begin
-          check = first_error(range_check(src, len * RowBytes, 64'(hm_size_i)),
-                              range_check(dst, len, 64'(UbDepth)));
-        end
-        fp.ub_use  = !flags[FlagParams];
-        fp.ub_wr   = 1'b1;
-        fp.ub_lo   = 32'(dst);
-        fp.ub_hi   = 32'(dst + len);
-        fp.par_use = flags[FlagParams];
-        fp.par_wr  = 1'b1;
-        fp.par_lo  = 32'(dst);
-        fp.par_hi  = 32'(dst + len);
+        else check = read_check(src, 64'(hm_size_i), flags[FlagParams]);
+        fp = read_fp(flags[FlagParams]);
       end
       OpReadHbm: begin
         if ((flags & ~8'(1 << FlagParams)) != '0 || len == '0 ||
             (aux >> (OpdReadHbmAddrHiLsb + OpdReadHbmAddrHiBits)) != '0)
           check = StatusBadOperand;
-        else if (flags[FlagParams])
-          check = first_error(range_check(hbm_addr, len * ParamRows * RowBytes, wm_size_i),
-                              range_check(dst, len, 64'(ParamSets)));
-        else check = first_error(range_check(hbm_addr, len * RowBytes, wm_size_i),
-                                 range_check(dst, len, 64'(UbDepth)));
-        fp.ub_use  = !flags[FlagParams];
-        fp.ub_wr   = 1'b1;
-        fp.ub_lo   = 32'(dst);
-        fp.ub_hi   = 32'(dst + len);
-        fp.par_use = flags[FlagParams];
-        fp.par_wr  = 1'b1;
-        fp.par_lo  = 32'(dst);
-        fp.par_hi  = 32'(dst + len);
-        fp.wm_rd   = 1'b1;
+        else check = read_check(hbm_addr, wm_size_i, flags[FlagParams]);
+        fp = read_fp(flags[FlagParams]);
+        fp.wm_rd = 1'b1;
       end
       OpWriteHbm: begin
         if (flags != '0 || len == '0 ||

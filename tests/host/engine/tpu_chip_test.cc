@@ -184,6 +184,20 @@ SmallGemm MakeSmallGemm(uint32_t s) {
           RandomGemmParams(4, rng, 36, 40)};
 }
 
+// The job of program `text` on g: A at host byte 0, B at weight byte 0x80, the parameter
+// set at byte 0x100 of host memory (of weight memory with `set_in_hbm`), 8 output rows of
+// N = 4 read back from host byte 0x200.
+engine::ExecJob SmallGemmJob(const std::string& text, const SmallGemm& g, bool set_in_hbm) {
+  engine::ExecJob job;
+  job.program = isa::Assemble(text, "t");
+  Put(&job.host_image, 0, std::vector<uint8_t>(g.a.data.begin(), g.a.data.end()));
+  Put(set_in_hbm ? &job.weight_image : &job.host_image, 0x100, ParamBytes(g.p, 4));
+  Put(&job.weight_image, 0x80, std::vector<uint8_t>(g.b.data.begin(), g.b.data.end()));
+  job.host_out_addr = 0x200;
+  job.host_out_bytes = 8 * 4;
+  return job;
+}
+
 // load_weights: B's tile from unified-buffer rows, as its rows or (transpose) as the rows
 // of Bᵀ, multiplies as B from weight memory does: C = A B requantized, A 8 x 4, B 4 x 4.
 TEST_P(ChipTest, LoadWeightsTakesTilesFromUnifiedBufferRows) {
@@ -655,26 +669,19 @@ TEST_P(ChipTest, ReadHbmTakesTheWeightMemorysBandwidthAndLatency) {
 // for the rows a read_hbm still writes.
 TEST_P(ChipTest, WeightsThroughTheUnifiedBufferEqualReadWeights) {
   const int n = 4;
-  const auto [a, b, p] = MakeSmallGemm(97);
+  const SmallGemm g = MakeSmallGemm(97);
   config::TpuConfig c = config::LoadConfig("teach-4");
   c.weight_mem_latency_cycles = 100;
   const auto chip = Make(c);  // one system per process
   std::vector<uint8_t> outs[2];
   for (const bool via_ub : {false, true}) {
-    engine::ExecJob job;
-    job.program = isa::Assemble(
+    const auto r = chip->Run(SmallGemmJob(
         fmt::format("read_host host=0x100 params=0 rows=1\nread_host host=0 ub=0 rows=8\n{}"
                     "matmul ub=0 acc=0 rows=8 switch\nactivate acc=0 ub=100 rows=8 params=0\n"
                     "write_host ub=100 host=0x200 rows=8\nhalt\n",
                     via_ub ? "read_hbm addr=0x80 ub=20 rows=4\nload_weights ub=20 tiles=1\n"
                            : "read_weights addr=0x80 tiles=1\n"),
-        "t");
-    Put(&job.host_image, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
-    Put(&job.host_image, 0x100, ParamBytes(p, n));
-    Put(&job.weight_image, 0x80, std::vector<uint8_t>(b.data.begin(), b.data.end()));
-    job.host_out_addr = 0x200;
-    job.host_out_bytes = 8 * n;
-    const auto r = chip->Run(job);
+        g, false));
     ASSERT_TRUE(r.ok) << r.message;
     outs[via_ub] = r.host_out;
     EXPECT_EQ(r.counters.weight_bytes_read, static_cast<uint64_t>(n * n));
@@ -694,27 +701,20 @@ TEST_P(ChipTest, WeightsThroughTheUnifiedBufferEqualReadWeights) {
 // checked.
 TEST_P(ChipTest, ReadHbmParamsEqualReadHostParams) {
   const int n = 4;
-  const auto [a, b, p] = MakeSmallGemm(83);
+  const SmallGemm g = MakeSmallGemm(83);
   config::TpuConfig c = config::LoadConfig("teach-4");
   c.weight_mem_latency_cycles = 100;
   const auto chip = Make(c);         // one system per process
   const uint64_t set_bytes = 9 * n;  // an int8 chip's set: 9 rows of N bytes
   std::vector<uint8_t> outs[2];
   for (const bool hbm : {false, true}) {
-    engine::ExecJob job;
-    job.program =
-        isa::Assemble(fmt::format("read_host host=0 ub=0 rows=8\nread_weights addr=0x80 tiles=1\n"
-                                  "matmul ub=0 acc=0 rows=8 switch\nsync\n{} params=2 rows=1\n"
-                                  "activate acc=0 ub=100 rows=8 params=2\n"
-                                  "write_host ub=100 host=0x200 rows=8\nhalt\n",
-                                  hbm ? "read_hbm addr=0x100" : "read_host host=0x100"),
-                      "t");
-    Put(&job.host_image, 0, std::vector<uint8_t>(a.data.begin(), a.data.end()));
-    Put(hbm ? &job.weight_image : &job.host_image, 0x100, ParamBytes(p, n));
-    Put(&job.weight_image, 0x80, std::vector<uint8_t>(b.data.begin(), b.data.end()));
-    job.host_out_addr = 0x200;
-    job.host_out_bytes = 8 * n;
-    const auto r = chip->Run(job);
+    const auto r = chip->Run(
+        SmallGemmJob(fmt::format("read_host host=0 ub=0 rows=8\nread_weights addr=0x80 tiles=1\n"
+                                 "matmul ub=0 acc=0 rows=8 switch\nsync\n{} params=2 rows=1\n"
+                                 "activate acc=0 ub=100 rows=8 params=2\n"
+                                 "write_host ub=100 host=0x200 rows=8\nhalt\n",
+                                 hbm ? "read_hbm addr=0x100" : "read_host host=0x100"),
+                     g, hbm));
     ASSERT_TRUE(r.ok) << r.message;
     outs[hbm] = r.host_out;
     EXPECT_EQ(r.counters.param_writes, 9u);
