@@ -262,10 +262,10 @@ std::vector<std::vector<std::vector<std::pair<int64_t, uint64_t>>>> TransformerO
 
 void TransformerOps::PrefetchSets() {
   // The next two linear layers' parameter sets too, after this layer's
-  // activates: the host link is idle while what comes between runs, and Sets keeps them for
+  // activates: the host DMA is idle while what comes between runs, and Sets keeps them for
   // those layers. (Two: after the QKV projection, the output projection's and the
-  // feed-forward's, whose 4 N-lane blocks of sets a row take the host link longer than the
-  // vector work before it; a third's would wrap the slots' cursor over the first's.)
+  // feed-forward's, whose reads from HBM pay its latency; a third's would wrap the slots'
+  // cursor over the first's.)
   int64_t taken = 0;
   for (int j = NextDense(e.layer_), k = 0; j >= 0 && k < 2; j = NextDense(j), ++k) {
     const int64_t nt2 = Blocks(e.L(j).out.c, n);
@@ -328,7 +328,7 @@ void TransformerOps::Stream(const Product& pr, const TensorArea& y, const std::s
   };
   std::vector<Waiting> waiting;
   // The layer's parameter sets in one read where the slots hold them all (each read pays the
-  // host link's latency), else each block's when it comes.
+  // weight memory's latency), else each block's when it comes.
   const bool all = pr.sets != 0 && nt < e.cfg_.param_sets;
   const uint64_t first_slot = all ? e.Sets(pr.sets, nt) : 0;
   const auto pending = [&] {
