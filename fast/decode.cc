@@ -89,16 +89,18 @@ void SetResidual(Decoded& d, Residual& residual) {
     residual = nr;
 }
 
-void ReadHost(Decoded& d, const Sizes& s) {
+// read_host and read_hbm (the controller's read_check and read_fp): `len` rows from `addr`
+// of a memory of `size` bytes into buffer rows [dst, dst + len), or with `params` parameter
+// sets [dst, dst + len); `bad`: an operand the instruction's own checks refuse.
+void ReadInto(Decoded& d, const Sizes& s, uint64_t addr, uint64_t size, bool bad) {
   const bool params = d.flags & hw::kFlagParams;
   const uint64_t len = d.len;
-  if ((d.flags & ~hw::kFlagParams) != 0 || len == 0) {
+  if (bad || (d.flags & ~hw::kFlagParams) != 0 || len == 0)
     d.check = Status::kBadOperand;
-  } else if (params) {
-    d.check = First(Range(d.src, len * s.param_rows * s.row, s.host), Range(d.dst, len, s.sets));
-  } else {
-    d.check = First(Range(d.src, len * s.row, s.host), Range(d.dst, len, s.ub));
-  }
+  else if (params)
+    d.check = First(Range(addr, len * s.param_rows * s.row, size), Range(d.dst, len, s.sets));
+  else
+    d.check = First(Range(addr, len * s.row, size), Range(d.dst, len, s.ub));
   Footprint& fp = d.fp;
   fp.ub_use = !params;
   fp.ub_wr = true;
@@ -111,31 +113,14 @@ void ReadHost(Decoded& d, const Sizes& s) {
   d.unit = hw::kUnitHostDma;
 }
 
-// read_hbm: weight-memory rows into the unified buffer, or parameter sets (`params`), on the
-// host DMA's own port.
+void ReadHost(Decoded& d, const Sizes& s) { ReadInto(d, s, d.src, s.host, false); }
+
+// read_hbm: from weight memory, on the host DMA's own port.
 void ReadHbm(Decoded& d, const Sizes& s) {
   d.weight_addr = uint64_t{hw::kOpdReadHbmAddrHi.Get(d.aux)} << 32 | d.src;
-  const bool params = d.flags & hw::kFlagParams;
-  const uint64_t len = d.len;
-  if ((d.flags & ~hw::kFlagParams) != 0 || len == 0 ||
-      (d.aux >> (hw::kOpdReadHbmAddrHi.lsb + hw::kOpdReadHbmAddrHi.bits)) != 0)
-    d.check = Status::kBadOperand;
-  else if (params)
-    d.check = First(Range(d.weight_addr, len * s.param_rows * s.row, s.weight),
-                    Range(d.dst, len, s.sets));
-  else
-    d.check = First(Range(d.weight_addr, len * s.row, s.weight), Range(d.dst, len, s.ub));
-  Footprint& fp = d.fp;
-  fp.ub_use = !params;
-  fp.ub_wr = true;
-  fp.ub_lo = d.dst;
-  fp.ub_hi = static_cast<uint32_t>(d.dst + len);
-  fp.par_use = params;
-  fp.par_wr = true;
-  fp.par_lo = d.dst;
-  fp.par_hi = static_cast<uint32_t>(d.dst + len);
-  fp.wm_rd = true;
-  d.unit = hw::kUnitHostDma;
+  ReadInto(d, s, d.weight_addr, s.weight,
+           (d.aux >> (hw::kOpdReadHbmAddrHi.lsb + hw::kOpdReadHbmAddrHi.bits)) != 0);
+  d.fp.wm_rd = true;
 }
 
 // write_hbm: unified-buffer rows into weight memory, on the host DMA's own port.

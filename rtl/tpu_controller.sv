@@ -149,7 +149,6 @@ module tpu_controller
   localparam logic [63:0] N = 64'(ArrayDim);
   localparam logic [63:0] RowBytes = 64'(ArrayDim * InputWidth / 8);
 
-
   logic [7:0]  op, flags;
   logic [1:0]  mxu;       // read_weights, matmul, activate: the matrix unit (mxu=)
   logic        mxu_bad;   // ... past the core's last

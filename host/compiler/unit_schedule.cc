@@ -85,14 +85,14 @@ double CyclesOf(const isa::Instruction& in, const config::TpuConfig& c, int link
   const double n = c.array_dim, len = in.length;
   switch (in.opcode) {
     case Opcode::kReadHost:
-      return len * c.HostRowCycles() * link_cores *
-                 ((in.flags & hw::kFlagParams) ? hw::ParamRows(hw::ElementBytes(c.dtype)) : 1) +
+      return static_cast<double>(isa::ReadRows(in, hw::ElementBytes(c.dtype))) * c.HostRowCycles() *
+                 link_cores +
              c.host_mem_latency_cycles;
     case Opcode::kWriteHost:
       return len * c.HostRowCycles();
     case Opcode::kReadHbm:
-      return len * c.WeightRowCycles() *
-                 ((in.flags & hw::kFlagParams) ? hw::ParamRows(hw::ElementBytes(c.dtype)) : 1) +
+      return static_cast<double>(isa::ReadRows(in, hw::ElementBytes(c.dtype))) *
+                 c.WeightRowCycles() +
              c.weight_mem_latency_cycles;
     case Opcode::kWriteHbm:
       return len * c.WeightRowCycles();

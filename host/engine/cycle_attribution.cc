@@ -54,7 +54,6 @@ void CycleAttribution::BeginRun(const isa::Program& program, const std::string&)
 void CycleAttribution::AddEvents(const isa::Program& program) {
   const auto n = static_cast<uint64_t>(n_);
   const uint64_t row = n * static_cast<uint64_t>(element_bytes_);  // a row's bytes
-  const auto param_rows = static_cast<uint64_t>(hw::ParamRows(element_bytes_));
   for (size_t pc = 0; pc < program.words.size(); ++pc) {
     const isa::Instruction in = isa::Decode(program.words[pc]);
     hw::ChipCounters& c = At(pc);
@@ -62,23 +61,12 @@ void CycleAttribution::AddEvents(const isa::Program& program) {
     c.instructions += 1;
     switch (in.opcode) {
       case hw::Opcode::kReadHost:
-        if (in.flags & hw::kFlagParams) {
-          c.param_writes += len * param_rows;
-          c.host_bytes_read += len * param_rows * row;
-        } else {
-          c.ub_writes += len;
-          c.host_bytes_read += len * row;
-        }
+      case hw::Opcode::kReadHbm: {
+        const auto rows = static_cast<uint64_t>(isa::ReadRows(in, element_bytes_));
+        ((in.flags & hw::kFlagParams) ? c.param_writes : c.ub_writes) += rows;
+        (in.opcode == hw::Opcode::kReadHbm ? c.weight_bytes_read : c.host_bytes_read) += rows * row;
         break;
-      case hw::Opcode::kReadHbm:
-        if (in.flags & hw::kFlagParams) {
-          c.param_writes += len * param_rows;
-          c.weight_bytes_read += len * param_rows * row;
-        } else {
-          c.ub_writes += len;
-          c.weight_bytes_read += len * row;
-        }
-        break;
+      }
       case hw::Opcode::kWriteHost:
         c.ub_reads += len;
         c.host_bytes_written += len * row;

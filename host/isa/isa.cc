@@ -93,4 +93,8 @@ Program ReadProgram(const std::string& path) {
   return p;
 }
 
+int64_t ReadRows(const Instruction& in, int element_bytes) {
+  return int64_t{in.length} * ((in.flags & hw::kFlagParams) ? hw::ParamRows(element_bytes) : 1);
+}
+
 }  // namespace tpu::isa

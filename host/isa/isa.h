@@ -39,6 +39,9 @@ Word Encode(const Instruction& in);
 Instruction Decode(const Word& w);
 bool IsKnownOpcode(uint8_t opcode);
 const char* Mnemonic(Opcode op);
+// The memory rows a read_host or read_hbm moves (`element_bytes` an operand's): its rows, or
+// with `params` its parameter sets' (hw::ParamRows each).
+int64_t ReadRows(const Instruction& in, int element_bytes);
 
 // A program: words in order. The file holds an 8-byte magic "TPUSIMP1", a little-endian
 // uint32 version (1), a uint32 word count, then the words.

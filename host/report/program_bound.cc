@@ -31,9 +31,9 @@ void EndRun(CoreTime* t, int mxu, double n) {
 }
 
 void AddHost(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t) {
-  const int eb = hw::ElementBytes(c.dtype);
-  const bool params = in.opcode == hw::Opcode::kReadHost && (in.flags & hw::kFlagParams);
-  const double rows = static_cast<double>(in.length) * (params ? hw::ParamRows(eb) : 1);
+  const double rows = in.opcode == hw::Opcode::kReadHost
+                          ? static_cast<double>(isa::ReadRows(in, hw::ElementBytes(c.dtype)))
+                          : in.length;
   const double link = rows * c.HostRowCycles();
   t->host_rows += rows;
   t->host_dma += link + (in.opcode == hw::Opcode::kReadHost ? c.host_mem_latency_cycles : 0);
@@ -43,9 +43,9 @@ void AddHost(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t
 // memory's channel, then its latency; write_hbm: the same without the latency (posted
 // writes).
 void AddHbm(const isa::Instruction& in, const config::TpuConfig& c, CoreTime* t) {
-  const bool params = in.opcode == hw::Opcode::kReadHbm && (in.flags & hw::kFlagParams);
-  const double rows =
-      static_cast<double>(in.length) * (params ? hw::ParamRows(hw::ElementBytes(c.dtype)) : 1);
+  const double rows = in.opcode == hw::Opcode::kReadHbm
+                          ? static_cast<double>(isa::ReadRows(in, hw::ElementBytes(c.dtype)))
+                          : in.length;
   t->weight_rows += rows;
   t->host_dma += rows * c.WeightRowCycles() +
                  (in.opcode == hw::Opcode::kReadHbm ? c.weight_mem_latency_cycles : 0);
