@@ -58,8 +58,9 @@ struct LayerRows {
   // off the diagonal, the gradient's Values rows at `mask`.
   int64_t shift = 0, mask = 0;
   // A convolution's W'' (ConvInputBlock), each input block's FlippedRows apart: the layout's
-  // `flipped`, or with several passes rows of its own, made in the first pass for them all.
-  int64_t flipped = 0;
+  // `flipped`, or with several passes rows of its own, made in the first pass for them all
+  // (or its home in the layout's area in HBM: Layout::hbm_made).
+  int64_t flipped = 0, flipped_home = -1;
   // A batch normalization's: its constants (chip::BatchNormConstants, a float32 row each),
   // the batch's mean, variance and 1 / sqrt(variance + epsilon) (float32 rows), its running
   // statistics (the layout's kept[kept], kept[kept + 1]); x^ goes to f.
@@ -125,6 +126,13 @@ struct Layout {
   bool pass_images = false;
   uint64_t hbm_maps_addr = 0;
   int64_t maps_rows = 0, window = 0, window_rows = 0;
+  // With the state in HBM and several passes (and not keep_flipped), what the first pass
+  // makes from the weights for them all: each layer's bfloat16 tile (from ParamRows::g_hbm)
+  // and each convolution's W'' (from LayerRows::flipped_home), in a core's area of
+  // made_rows rows from hbm_made_addr (LayerTile, EmitConvBackward).
+  bool hbm_made = false;
+  uint64_t hbm_made_addr = 0;
+  int64_t made_rows = 0;
   int64_t f_piece_rows = 0;  // with hbm_maps, the most a convolution's F takes (FPieces)
   size_t program_words = engine::kMaxProgramWords;  // a part of the step's most (StepProgram)
   int64_t f_rows = 0, f_shared = 0;
@@ -616,6 +624,21 @@ void PlaceMaps(const nn::Model& m, Layout* a, const std::function<int64_t(int64_
   a->window_rows = most;
 }
 
+// With the state in HBM and several passes, homes in HBM for what the first pass makes for
+// the later ones (Layout::hbm_made): each layer's tile, and each convolution's W'' where
+// keep_flipped does not keep it in the buffer.
+void PlaceMade(const nn::Model& m, Layout* a) {
+  a->hbm_made = true;
+  int64_t rows = a->GradRows();  // the tiles, in the gradients' order (g_hbm)
+  for (size_t i = 0; i < m.layers.size() && !a->keep_flipped; ++i) {
+    const Layer& l = m.layers[i];
+    if (l.type != LayerType::kConv2d || l.inputs[0] == nn::kModelInput) continue;
+    a->layer[i].flipped_home = rows;
+    rows += a->In(l.inputs[0]).cb * FlippedRows(l, a->n);
+  }
+  a->made_rows = rows;
+}
+
 // With `keep_flipped` (several passes), each convolution's W'' has rows of its own
 // (LayerRows::flipped). With the state `where` kHbm, the state is in HBM (StateRows), after
 // the cores' gradient sums' (EmitGradientSum); kHbmWithF, each layer's F too; kHbmWithMaps,
@@ -686,6 +709,8 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
       page(a.hbm_state_addr + static_cast<uint64_t>(cores * shell::StateRows(a)) * 2 * n);
   a.hbm_f_addr = page(shell::GradHbm(a, 2 * cores, 0));  // past the cores' sums
   a.hbm_maps_addr = page(a.hbm_f_addr + static_cast<uint64_t>(cores * a.f_rows) * 2 * n);
+  if (a.hbm_state && a.passes > 1) PlaceMade(m, &a);
+  a.hbm_made_addr = page(a.hbm_maps_addr + static_cast<uint64_t>(cores * a.maps_rows) * 2 * n);
   return a;
 }
 
@@ -737,14 +762,9 @@ isa::WindowGeometry WholeMaps(const LayerRows& in, int b, int n) {
 // where its held-back activates write none of those rows).
 void MoveRows(isa::ProgramBuilder& p, const Layout& a, int64_t ub, int64_t home, int64_t rows,
               bool out) {
-  const int64_t piece = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength);
-  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
-    const uint64_t hbm =
-        a.hbm_maps_addr + static_cast<uint64_t>(a.core * a.maps_rows + home + r0) * 2 * a.n;
-    const auto at = static_cast<uint64_t>(ub + r0);
-    const auto len = static_cast<uint64_t>(std::min(piece, rows - r0));
-    out ? p.WriteHbm(at, hbm, len) : p.ReadHbm(hbm, at, len);
-  }
+  const uint64_t hbm =
+      a.hbm_maps_addr + static_cast<uint64_t>(a.core * a.maps_rows + home) * 2 * a.n;
+  shell::MoveHbm(p, a.n, ub, hbm, rows, out);
 }
 void MoveMap(Emitter& e, const Layout& a, int64_t ub, int64_t home, int64_t rows, bool out) {
   MoveRows(e.P(), a, ub, home, rows, out);
@@ -831,10 +851,39 @@ void PiecedConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerR
   }
 }
 
+// The tiles of a read of what the first pass made (MadeRows): each read's latency
+// (weight_mem_latency_cycles, 70 on tpu-v3) is 14 % of its 4 N rows, and a product waits for
+// its own piece, not the whole tile's (docs/training.md, "The state in HBM", measures 1, 2,
+// 4 and 8).
+constexpr int64_t kMadePieceTiles = 4;
+
+// Rows [home, home + rows) of this core's area of what the first pass made (hbm_made) to or
+// from buffer rows from `ub`: out with `out`, else in, kMadePieceTiles tiles a read.
+void MadeRows(Emitter& e, const Layout& a, int64_t ub, int64_t home, int64_t rows, bool out) {
+  const uint64_t hbm =
+      a.hbm_made_addr + static_cast<uint64_t>(a.core * a.made_rows + home) * 2 * a.n;
+  // No activate writes or reads these rows: Raw().
+  if (out) return shell::MoveHbm(e.Raw(), a.n, ub, hbm, rows, out);
+  shell::MoveHbm(e.Raw(), a.n, ub, hbm, rows, out, kMadePieceTiles * a.n);
+}
+
+// Weighted layer p's bfloat16 tile into its rows (a forward pass's with `forward`, else an
+// input gradient's): made from its float32 weights (MakeTile). With hbm_made the first
+// pass's forward pass writes it out to HBM, and every later use reads it back: a row a value
+// row through the host DMA, where making it reads two (float32) and copies them.
+void LayerTile(Emitter& e, const Layout& a, const ParamRows& p, bool forward) {
+  if (a.hbm_made && (a.pass > 0 || !forward)) {
+    MadeRows(e, a, p.wb, p.g_hbm, p.Values(a.n), /*out=*/false);
+    return e.ForgetTile();  // the rows are every layer's tile in turn
+  }
+  shell::MakeTile(e, a, p);
+  if (a.hbm_made) MadeRows(e, a, p.wb, p.g_hbm, p.Values(a.n), /*out=*/true);
+}
+
 void EmitConvForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   e.Pass(l.name + " forward", a.b * r.pixels * (p.ins + 1) * p.outs);
-  shell::MakeTile(e, a, p);
+  LayerTile(e, a, p, /*forward=*/true);
   if (Pieced(a, l)) return PiecedConvForward(e, a, l, r);
   ConvField(e, a, l, r, 0, r.rows, r.f, r.padded);
   Outputs(e, p, r, r.rows, Relu(l), SetOf(a, l));
@@ -897,7 +946,7 @@ void ChunkTiles(Emitter& e, const Layout& a, const ParamRows& p, const LayerRows
 void EmitDenseForward(Emitter& e, const Layout& a, const Layer& l, const LayerRows& r) {
   const ParamRows& p = a.param[static_cast<size_t>(r.param)];
   e.Pass(l.name + " forward", int64_t{a.b} * (p.ins + 1) * p.outs);
-  shell::MakeTile(e, a, p);
+  LayerTile(e, a, p, /*forward=*/true);
   const int k0 = l.inputs[0];
   if (k0 == nn::kModelInput || a.In(k0).source == nn::kModelInput) {
     ImageTiles(e, a, p, r);
@@ -1298,7 +1347,7 @@ void EmitDenseBackward(Emitter& e, const Layout& a, const Layer& l, const LayerR
   const int64_t into = sums->Into(a, k);
   if (into < 0) return;
   e.Pass(l.name + " input gradient", int64_t{a.b} * p.ins * p.outs);
-  if (a.hbm_state) shell::MakeTile(e, a, p);  // the shared rows: the layer's tile again
+  if (a.hbm_state) LayerTile(e, a, p, /*forward=*/false);  // the shared rows: its tile again
   const LayerRows& in = a.In(k);
   // A pixel (and an input channel block) at a time: the transposed loads of the tile's rows
   // of that pixel's block (its channels the first lanes), one a block of the outputs,
@@ -1430,13 +1479,17 @@ void EmitConvBackward(Emitter& e, const Layout& a, const Layer& l, const LayerRo
   if (into < 0) return;
   const LayerRows& in = a.In(k);
   e.Pass(l.name + " input gradient", int64_t{a.b} * in.pixels * p.ins * p.outs);
-  if (a.hbm_state) shell::MakeTile(e, a, p);  // the shared rows: the layer's tile again
+  const bool home = r.flipped_home >= 0;                            // W'' in HBM (hbm_made)
+  const bool made = (a.keep_flipped || home) && a.pass > 0;         // in the first pass
+  if (a.hbm_state && !made) LayerTile(e, a, p, /*forward=*/false);  // the shared rows
   const isa::WindowGeometry g = GradientWindow(r, BlockLanes(r.c, n), n, l.kernel_h, l.kernel_w,
                                                l.stride, l.pad_top, l.pad_left, in);
-  const bool made = a.keep_flipped && a.pass > 0;  // in the first pass
   for (int bi = 0; bi < in.cb; ++bi) {
     const int64_t flipped = r.flipped + (a.keep_flipped ? bi * FlippedRows(l, n) : 0);
     if (!made) ConvInputBlock(e, a, l, p, bi, flipped);
+    if (home)
+      MadeRows(e, a, flipped, r.flipped_home + bi * FlippedRows(l, n), FlippedRows(l, n),
+               /*out=*/!made);
     e.SetWindow(g);
     for (int img = 0; img < a.mb; ++img)
       IntoInput(e, a, g, in, into + in.Block(bi) + img * in.pixels,
@@ -2030,7 +2083,9 @@ bool HasBatchNorm(const nn::Model& m) {
 
 // Throws UsageError where the cores' copies of the state in HBM do not fit the weight memory.
 void CheckHbmState(const nn::Model& m, const Layout& a, const config::TpuConfig& cfg) {
-  const uint64_t end = a.hbm_maps_addr + static_cast<uint64_t>(a.cores * a.maps_rows) * 2 * a.n;
+  const uint64_t end =
+      a.hbm_made ? a.hbm_made_addr + static_cast<uint64_t>(a.cores * a.made_rows) * 2 * a.n
+                 : a.hbm_maps_addr + static_cast<uint64_t>(a.cores * a.maps_rows) * 2 * a.n;
   if (a.hbm_state && end > static_cast<uint64_t>(cfg.weight_mem_bytes)) {
     const char* too =
         a.hbm_maps ? " and every layer's maps" : (a.hbm_f ? " and each layer's F" : "");

@@ -599,6 +599,18 @@ class StepEmitter {
   bool window_known_ = false;
 };
 
+// `rows` buffer rows from `ub` to (`out`) or from HBM at byte address `hbm`, through program
+// `p`, in instructions of at most kMaxLength rows.
+inline void MoveHbm(isa::ProgramBuilder& p, int n, int64_t ub, uint64_t hbm, int64_t rows, bool out,
+                    int64_t piece = static_cast<int64_t>(isa::ProgramBuilder::kMaxLength)) {
+  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+    const uint64_t at = hbm + static_cast<uint64_t>(r0) * 2 * n;
+    const auto row = static_cast<uint64_t>(ub + r0);
+    const auto len = static_cast<uint64_t>(std::min(piece, rows - r0));
+    out ? p.WriteHbm(row, at, len) : p.ReadHbm(at, row, len);
+  }
+}
+
 // The state's rows of layer r's values [v0, v0 + rows) (its float32 weights, then each
 // slot's: `parts` of them) between HBM and staging set `set` (StateInHbm): in with `in`, else
 // out.

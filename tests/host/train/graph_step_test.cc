@@ -390,6 +390,44 @@ nn::Model ManyClasses(uint64_t seed, int classes, bool pooled = false) {
 // Channel blocks on the RTL: a step of BlockGraph, one of a global pooling of two blocks and
 // one of 6 classes (two blocks) on a 4-lane bfloat16 chip (maps of 8 and 12 channels), every
 // counter equal to the fast engine's; and a graph whose state is in HBM.
+// The state in HBM: 6 x 6 x 2 images, conv 4 same, flattened into a dense layer of 8 and the
+// 3 outputs.
+nn::Model HbmChain() {
+  nn::Model chain;
+  chain.name = "hbm-state";
+  chain.input = {6, 6, 2};
+  chain.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"), MakeLayer(LayerType::kFlatten),
+                  MakeLayer(LayerType::kDense, 8),
+                  MakeLayer(LayerType::kDense, 3, 1, 1, "valid", nn::Activation::kSoftmax)};
+  return Randomize(chain, 42);
+}
+
+// With the state in HBM and two passes, the first pass writes each layer's tile and the
+// convolution's W'' to HBM and the second reads them back (docs/training.md, "The state in
+// HBM"): compiled for a buffer one row short of a pass of both images, both engines equal the
+// reference and each other on every counter.
+TEST(GraphStepRtlTest, WhatTheFirstPassMakesAgreesOnEveryCounter) {
+  const nn::Model m = HbmChain();
+  const auto hbm = train::StateAt::kHbm;
+  config::TpuConfig cut = Bf16Tiny();
+  cut.ub_depth_rows =
+      static_cast<int>(train::CompileGraphStep(m, 2, Optimizer(), cut, 1, hbm).programs.ub_rows) -
+      1;
+  const test::CompileStepFn compile = [cut, hbm](const nn::Model& mm, int b, const Optimizer& opt,
+                                                 const config::TpuConfig&, int k) {
+    return train::CompileGraphStep(mm, b, opt, cut, k, hbm);
+  };
+  ASSERT_EQ(compile(m, 2, Optimizer(), cut, 1).programs.passes, 2);
+  const auto fast = TestEngine(engine::EngineKind::kFast, Bf16Tiny());
+  const auto rtl = TestEngine(engine::EngineKind::kRtl, Bf16Tiny());
+  const engine::ExecResult f =
+      test::StepsEqualReference(compile, 91, fast.get(), m, 2, Optimizer::Kind::kAdam, 2);
+  const engine::ExecResult r =
+      test::StepsEqualReference(compile, 91, rtl.get(), m, 2, Optimizer::Kind::kAdam, 2);
+  EXPECT_EQ(f.cycles, r.cycles);
+  EXPECT_TRUE(f.counters == r.counters);
+}
+
 TEST(GraphStepRtlTest, ChannelBlocksAgreeOnEveryCounter) {
   const auto fast = TestEngine(engine::EngineKind::kFast, Bf16Tiny());
   const auto rtl = TestEngine(engine::EngineKind::kRtl, Bf16Tiny());
@@ -399,15 +437,7 @@ TEST(GraphStepRtlTest, ChannelBlocksAgreeOnEveryCounter) {
     EXPECT_EQ(f.cycles, r.cycles) << m.name;
     EXPECT_TRUE(f.counters == r.counters) << m.name;
   }
-  // The state in HBM: 6 x 6 x 2 images, conv 4 same, flattened into a dense layer of 8 and
-  // the 3 outputs.
-  nn::Model chain;
-  chain.name = "hbm-state";
-  chain.input = {6, 6, 2};
-  chain.layers = {MakeLayer(LayerType::kConv2d, 4, 3, 1, "same"), MakeLayer(LayerType::kFlatten),
-                  MakeLayer(LayerType::kDense, 8),
-                  MakeLayer(LayerType::kDense, 3, 1, 1, "valid", nn::Activation::kSoftmax)};
-  const nn::Model wide = Randomize(chain, 42);
+  const nn::Model wide = HbmChain();
   const auto hbm = train::StateAt::kHbm;
   EXPECT_TRUE(StateInHbm(train::CompileGraphStep(wide, 2, Optimizer(), Bf16Tiny(), 1, hbm)));
   // ... and each layer's F, and every layer's maps (a batch normalization's too: BlockGraph).
