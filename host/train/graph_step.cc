@@ -99,6 +99,7 @@ int BlockLanes(int c, int n) { return std::min(c, n); }
 // gradients go into pass_g's rows and a vector add into the first's.
 struct Layout {
   int n = 0, b = 0, cores = 1, core = 0, sets = 1, mb = 0, passes = 1, pass = 0;
+  int mxus = 1;               // a core's matrix units (StepEmitter::SideUnit where several)
   bool keep_flipped = false;  // each convolution's W'' in rows of its own (MakeLayout)
   int64_t pass_g = 0;
   int64_t bp = 0, img_rows = 0;
@@ -652,6 +653,7 @@ Layout MakeLayout(const nn::Model& m, int batch, const Optimizer& opt, const con
   a.hbm_maps = where == StateAt::kHbmWithMaps;
   a.f_piece_rows = cfg.ub_depth_rows / 8;  // an eighth of the buffer: most for the maps
   const int n = cfg.array_dim;
+  a.mxus = cfg.mxus_per_core;
   shell::SetBatch(&a, n, batch, cores);
   a.mb = mb;
   a.passes = batch / mb;
@@ -1901,6 +1903,7 @@ void EmitPass(Emitter& e, const Layout& a, const nn::Model& m, int u) {
 std::unique_ptr<Emitter> PartEmitter(const Layout& a, PassLog log) {
   auto e = std::make_unique<Emitter>(a);
   e->TakeTurns();
+  if (a.mxus > 1) e->SideUnit();
   e->Passes() = std::move(log);
   return e;
 }

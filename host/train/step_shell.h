@@ -285,6 +285,12 @@ class StepEmitter {
   // rows a held-back activate writes emits it first (FlushWriting); P, Transpose and Take
   // emit them all (docs/training.md, "Activates held back").
   void TakeTurns() { turns_ = true; }
+  // From here on (with TakeTurns, on a core of several matrix units), the transposes whose
+  // activates are held back (a weight gradient's dZ chunks and dWᵀ's K-tiles, W'') run on
+  // matrix unit 1 (SideTranspose) while unit 0 runs the products:
+  // each unit's accumulators drain on their own (docs/timing.md, "Issue"), so a transpose's
+  // activate waits for unit 1's product alone, not for unit 0's stream of short matmuls.
+  void SideUnit() { side_ = true; }
   PassLog& Passes() { return passes_; }
   // The constant tile in the array (Tile) is so no more: its rows are written (the shared
   // rows of every layer's tile with the state in HBM).
@@ -357,7 +363,7 @@ class StepEmitter {
   // of the product's accumulator rows of its own turn, its activate held back where
   // TakeTurns; all written when this returns.
   void Transposes(const std::vector<std::array<int64_t, 3>>& each) {
-    for (const auto& [in, out, rows] : each) HeldTranspose(in, out, rows);
+    for (const auto& [in, out, rows] : each) TurnTranspose(in, out, rows);
     Flush();
   }
   // `rows` rows (at most N) of `in`'s N rows transposed: out's row i is lane i of in's rows.
@@ -411,7 +417,7 @@ class StepEmitter {
     const int outs = r.Outs(j, n);
     auto dzt = [&](int64_t c) { return a_.dzt + (turns_ ? (c % 2) * n : 0); };
     auto transpose = [&](int64_t c) {  // dZ's chunk: outs rows
-      HeldTranspose(dz + j * dz_stride + c * n, dzt(c), outs);
+      TurnTranspose(dz + j * dz_stride + c * n, dzt(c), outs);
     };
     if (turns_) transpose(0);
     for (int64_t c = 0; c < chunks; ++c) {
@@ -445,7 +451,7 @@ class StepEmitter {
       if (!turns_) Transpose(gt(k), r.g + r.Block(j, k, n), n);
     }
     if (!turns_) return;
-    for (int64_t k = k0; k < k0 + kn; ++k) HeldTranspose(gt(k), r.g + r.Block(j, k, n), n);
+    for (int64_t k = k0; k < k0 + kn; ++k) TurnTranspose(gt(k), r.g + r.Block(j, k, n), n);
     Flush();
   }
   isa::Program Take() {
@@ -461,6 +467,33 @@ class StepEmitter {
       Tile(in, true);
       p_.Matmul(U(a_.id), acc, U(rows), true, isa::Acc::kOverwrite);
     });
+  }
+  // A transpose whose activate is held back (TakeTurns): on matrix unit 1 where SideUnit.
+  void TurnTranspose(int64_t in, int64_t out, int64_t rows) {
+    side_ ? SideTranspose(in, out, rows) : HeldTranspose(in, out, rows);
+  }
+  // Transpose's product on matrix unit 1 (SideUnit), in a region of its accumulators of its
+  // own turn (kSideTurns of them), its activate held back until unit 1's product has drained
+  // by the model's clock.
+  static constexpr int64_t kSideTurns = 16;
+  void SideTranspose(int64_t in, int64_t out, int64_t rows) {
+    const int n = a_.n;
+    FlushWriting(in, in + n);
+    const int64_t acc = (side_turn_++ % kSideTurns) * n;
+    auto reads = [&](const Readout& r) { return r.unit == 1 && r.acc == acc; };
+    while (std::any_of(held_.begin(), held_.end(), reads)) Emit();
+    p_.SetUnit(1);
+    p_.LoadWeights(U(in), 1, true);
+    p_.Matmul(U(a_.id), U(acc), U(rows), true, isa::Acc::kOverwrite);
+    p_.SetUnit(0);
+    // The transposed load (2N + 1 cycles), the rows through the array, their drain (2N).
+    side_free_ = std::max(clock_.issue, side_free_) + 2 * n + 1 + rows;
+    // Unit 0's constant tile is so no more where these rows are its (W'' in shared rows).
+    if (current_ >= 0 && out < current_ + n && current_ < out + rows) current_ = -1;
+    Readout r{acc, out, rows, 0, false, 1};
+    r.unit = 1;
+    r.ready = side_free_ + 2 * n;
+    HoldBack(r);
   }
   // Chunks' chunks, the rows they read written (this pass's held-back activates do not write
   // them, or the caller emitted those that do).
@@ -488,6 +521,8 @@ class StepEmitter {
     int64_t stride = 1;
     int pass = 0;
     size_t run = 0;
+    uint64_t unit = 0;  // the matrix unit whose accumulators it reads (SideTranspose's: 1)
+    int64_t ready = 0;  // unit 1's: when its rows have drained, by the model's clock
   };
   // The most rows a chunk takes: an eighth of the accumulators (TakeTurns; at least N rows),
   // or all of them.
@@ -500,7 +535,9 @@ class StepEmitter {
     if (ring_ + len > a_.acc_rows) ring_ = 0;
     const int64_t at = ring_;
     ring_ += len;
-    auto reads = [&](const Readout& r) { return r.acc < at + len && at < r.acc + r.rows; };
+    auto reads = [&](const Readout& r) {
+      return r.unit == 0 && r.acc < at + len && at < r.acc + r.rows;
+    };
     while (std::any_of(held_.begin(), held_.end(), reads)) Emit();
     return at;
   }
@@ -527,6 +564,7 @@ class StepEmitter {
   // When the held-back activate `r` would issue if emitted now (the model's: Streams).
   int64_t IssueAt(const Readout& r) const {
     const int64_t t = std::max(clock_.issue, clock_.activate);
+    if (r.unit != 0) return std::max(t, r.ready);
     const bool drains = r.acc < span_.hi && span_.lo < r.acc + r.rows;
     return drains ? std::max(t, span_.until) : t;
   }
@@ -559,7 +597,9 @@ class StepEmitter {
     const Readout r = held_.front();
     held_.erase(held_.begin());
     const size_t at = p_.program().words.size();
+    p_.SetUnit(r.unit);
     p_.Activate(U(r.acc), U(r.out), U(r.rows), U(r.set), r.relu, isa::Pool::kNone, U(r.stride));
+    p_.SetUnit(0);
     if (r.run != passes_.Runs()) passes_.Fill(at, r.pass, p_.program().words.size());
     clock_.issue = IssueAt(r);
     clock_.activate = clock_.issue + r.rows;
@@ -585,8 +625,9 @@ class StepEmitter {
   isa::ProgramBuilder p_;
   PassLog passes_;
   int64_t current_ = -1;  // the constant tile in the array, or -1
-  bool turns_ = false;
-  int64_t ring_ = 0;  // the next chunk's accumulator rows (NextAcc)
+  bool turns_ = false, side_ = false;
+  int64_t ring_ = 0;                       // the next chunk's accumulator rows (NextAcc)
+  int64_t side_turn_ = 0, side_free_ = 0;  // SideTranspose's next region; when unit 1 frees
   std::vector<Readout> held_;
   struct {
     int64_t issue = 0, matrix = 0, activate = 0;  // when the last issued, when each unit frees
