@@ -472,14 +472,18 @@ class StepEmitter {
   void TurnTranspose(int64_t in, int64_t out, int64_t rows) {
     side_ ? SideTranspose(in, out, rows) : HeldTranspose(in, out, rows);
   }
-  // Transpose's product on matrix unit 1 (SideUnit), in a region of its accumulators of its
-  // own turn (kSideTurns of them), its activate held back until unit 1's product has drained
-  // by the model's clock.
+  // Transpose's product on matrix unit 1 (SideUnit), in a region of N of its accumulator
+  // rows of its own turn, its activate held back until unit 1's product has drained by the
+  // model's clock. 16 regions (or as many as the accumulators hold): a group of dWᵀ's
+  // K-tiles, whose transposes come one after another, is at most 16 on tpu-v3 and tpu-v4
+  // (PlaceAccumulators: half of their 32 regions), so none waits for its own group's
+  // activates (docs/training.md, "Each unit's work beside the others'").
   static constexpr int64_t kSideTurns = 16;
   void SideTranspose(int64_t in, int64_t out, int64_t rows) {
     const int n = a_.n;
     FlushWriting(in, in + n);
-    const int64_t acc = (side_turn_++ % kSideTurns) * n;
+    const int64_t turns = std::min<int64_t>(kSideTurns, (a_.acc_g + a_.g_tiles * n) / n);
+    const int64_t acc = (side_turn_++ % turns) * n;
     auto reads = [&](const Readout& r) { return r.unit == 1 && r.acc == acc; };
     while (std::any_of(held_.begin(), held_.end(), reads)) Emit();
     p_.SetUnit(1);
