@@ -790,7 +790,7 @@ void FieldTile(Emitter& e, const Layout& a, const ParamRows& p, int64_t k, const
   const bool past = k * a.n >= p.ins;
   const int64_t map = past ? in.map : in.map + (k % in.cb) * in.block;
   e.Window(map, pixels, past ? a.zero : a.id, past ? 0 : k / in.cb, 1, out,
-           k == p.ins / a.n ? set : 0, first);
+           k == p.ins / a.n ? set : 0, first, /*one_tile=*/false, /*side=*/true);
 }
 
 // out = F W of weighted layer p for `rows` rows of F (r.f), each block of its outputs into

@@ -294,18 +294,19 @@ class StepEmitter {
   PassLog& Passes() { return passes_; }
   // The constant tile in the array (Tile) is so no more: its rows are written (the shared
   // rows of every layer's tile with the state in HBM).
-  void ForgetTile() { current_ = -1; }
+  void ForgetTile() { current_[0] = current_[1] = -1; }
   // Loads the tile at `ub` (transposed with `transpose`) for the next matmul, which switches
   // to it: returns true. A `constant` tile (one no instruction of the program writes after
   // it is loaded: the identity, the poolings' tiles, a layer's bfloat16 tile once made)
   // that is already the array's is kept instead: no load, and the matmul does not switch
   // (returns false).
   bool Tile(int64_t ub, bool transpose = false, bool constant = false) {
-    if (constant && ub == current_) return false;
+    int64_t& current = current_[p_.Unit() != 0];
+    if (constant && ub == current) return false;
     FlushWriting(ub, ub + a_.n);
     p_.LoadWeights(U(ub), 1, transpose);
     ++loads_;
-    current_ = constant ? ub : -1;
+    current = constant ? ub : -1;
     return true;
   }
   uint64_t U(int64_t row) const { return static_cast<uint64_t>(row); }
@@ -346,18 +347,20 @@ class StepEmitter {
   // this pass's held-back activates do not write the map (the steps' windows read what
   // earlier passes or vector instructions wrote).
   void Window(int64_t map, int64_t pixels, int64_t tile, int64_t kt0, int64_t kts, int64_t out,
-              int set, int64_t first = 0, bool one_tile = false) {
+              int set, int64_t first = 0, bool one_tile = false, bool side = false) {
     if (window_known_) {
       FlushWriting(map, map + static_cast<int64_t>(window_.Rows(U(a_.n))));
     } else {
       FlushEarlierPasses();
     }
-    TakeChunks(pixels, out, set, false, [&](uint64_t acc, int64_t r0, int64_t len) {
+    auto matmuls = [&](uint64_t acc, int64_t r0, int64_t len) {
       for (int64_t t = 0; t < kts; ++t) {
         const bool load = Tile(one_tile ? tile : tile + t * a_.n, false, kts == 1 || one_tile);
         p_.MatmulWindow(U(map), acc, U(len), U(first + r0), U(kt0 + t), load, isa::AddIf(t > 0));
       }
-    });
+    };
+    if (side && side_ && SideRing() >= Chunk()) return SideChunks(pixels, out, set, kts, matmuls);
+    TakeChunks(pixels, out, set, false, matmuls);
   }
   // Transposes (in, out, rows) one after another, as Transpose each, but each into a region
   // of the product's accumulator rows of its own turn, its activate held back where
@@ -482,8 +485,7 @@ class StepEmitter {
   void SideTranspose(int64_t in, int64_t out, int64_t rows) {
     const int n = a_.n;
     FlushWriting(in, in + n);
-    const int64_t turns = std::min<int64_t>(kSideTurns, (a_.acc_g + a_.g_tiles * n) / n);
-    const int64_t acc = (side_turn_++ % turns) * n;
+    const int64_t acc = (side_turn_++ % SideTurns()) * n;
     auto reads = [&](const Readout& r) { return r.unit == 1 && r.acc == acc; };
     while (std::any_of(held_.begin(), held_.end(), reads)) Emit();
     p_.SetUnit(1);
@@ -493,11 +495,43 @@ class StepEmitter {
     // The transposed load (2N + 1 cycles), the rows through the array, their drain (2N).
     side_free_ = std::max(clock_.issue, side_free_) + 2 * n + 1 + rows;
     // Unit 0's constant tile is so no more where these rows are its (W'' in shared rows).
-    if (current_ >= 0 && out < current_ + n && current_ < out + rows) current_ = -1;
+    for (int64_t& c : current_)
+      if (c >= 0 && out < c + n && c < out + rows) c = -1;
+    current_[1] = -1;  // its own load
     Readout r{acc, out, rows, 0, false, 1};
     r.unit = 1;
     r.ready = side_free_ + 2 * n;
     HoldBack(r);
+  }
+  // Unit 1's accumulator rows past SideTranspose's regions: a ring for SideChunks.
+  int64_t SideTurns() const {
+    return std::min<int64_t>(kSideTurns, (a_.acc_g + a_.g_tiles * a_.n) / a_.n);
+  }
+  int64_t SideRing() const { return a_.acc_g + a_.g_tiles * a_.n - SideTurns() * a_.n; }
+  // TakeChunks on matrix unit 1 (SideUnit) for `per` matmuls a chunk: each chunk's rows from
+  // a ring over SideRing's rows, its activate held back until unit 1's rows have drained by
+  // the model's clock.
+  void SideChunks(int64_t rows, int64_t out, int set, int64_t per,
+                  const std::function<void(uint64_t, int64_t, int64_t)>& matmuls) {
+    const int64_t lo = SideTurns() * a_.n, hi = lo + SideRing();
+    for (int64_t r0 = 0; r0 < rows; r0 += Chunk()) {
+      const int64_t len = std::min(Chunk(), rows - r0);
+      if (side_ring_ < lo || side_ring_ + len > hi) side_ring_ = lo;
+      const int64_t acc = side_ring_;
+      side_ring_ += len;
+      auto reads = [&](const Readout& r) {
+        return r.unit == 1 && r.acc < acc + len && acc < r.acc + r.rows;
+      };
+      while (std::any_of(held_.begin(), held_.end(), reads)) Emit();
+      p_.SetUnit(1);
+      matmuls(U(acc), r0, len);
+      p_.SetUnit(0);
+      side_free_ = std::max(clock_.issue, side_free_) + per * len;
+      Readout h{acc, out + r0, len, set, false, 1};
+      h.unit = 1;
+      h.ready = side_free_ + 2 * a_.n;
+      HoldBack(h);
+    }
   }
   // Chunks' chunks, the rows they read written (this pass's held-back activates do not write
   // them, or the caller emitted those that do).
@@ -601,9 +635,10 @@ class StepEmitter {
     const Readout r = held_.front();
     held_.erase(held_.begin());
     const size_t at = p_.program().words.size();
+    const uint64_t was = p_.Unit();
     p_.SetUnit(r.unit);
     p_.Activate(U(r.acc), U(r.out), U(r.rows), U(r.set), r.relu, isa::Pool::kNone, U(r.stride));
-    p_.SetUnit(0);
+    p_.SetUnit(was);
     if (r.run != passes_.Runs()) passes_.Fill(at, r.pass, p_.program().words.size());
     clock_.issue = IssueAt(r);
     clock_.activate = clock_.issue + r.rows;
@@ -628,10 +663,11 @@ class StepEmitter {
   const Layout& a_;
   isa::ProgramBuilder p_;
   PassLog passes_;
-  int64_t current_ = -1;  // the constant tile in the array, or -1
+  int64_t current_[2] = {-1, -1};  // the constant tile in unit 0's and unit 1's array, or -1
   bool turns_ = false, side_ = false;
-  int64_t ring_ = 0;                       // the next chunk's accumulator rows (NextAcc)
-  int64_t side_turn_ = 0, side_free_ = 0;  // SideTranspose's next region; when unit 1 frees
+  int64_t ring_ = 0;  // the next chunk's accumulator rows (NextAcc)
+  int64_t side_turn_ = 0, side_free_ = 0,
+          side_ring_ = 0;  // SideTranspose's next region; when unit 1 frees
   std::vector<Readout> held_;
   struct {
     int64_t issue = 0, matrix = 0, activate = 0;  // when the last issued, when each unit frees
