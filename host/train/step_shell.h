@@ -286,10 +286,11 @@ class StepEmitter {
   // emit them all (docs/training.md, "Activates held back").
   void TakeTurns() { turns_ = true; }
   // From here on (with TakeTurns, on a core of several matrix units), the transposes whose
-  // activates are held back (a weight gradient's dZ chunks and dWᵀ's K-tiles, W'') run on
-  // matrix unit 1 (SideTranspose) while unit 0 runs the products:
-  // each unit's accumulators drain on their own (docs/timing.md, "Issue"), so a transpose's
-  // activate waits for unit 1's product alone, not for unit 0's stream of short matmuls.
+  // activates are held back (a weight gradient's dZ chunks and dWᵀ's K-tiles, W'':
+  // SideTranspose) and the windows asked for with `side` (a convolution's receptive fields:
+  // SideChunks) run on matrix unit 1 while unit 0 runs the products. Each unit's
+  // accumulators drain on their own (docs/timing.md, "Issue"), so their activates wait for
+  // unit 1's products alone, not for unit 0's stream of short matmuls.
   void SideUnit() { side_ = true; }
   PassLog& Passes() { return passes_; }
   // The constant tile in the array (Tile) is so no more: its rows are written (the shared
@@ -345,7 +346,8 @@ class StepEmitter {
   // tile at `tile`. After the held-back activates that write the map's rows (the window's
   // footprint, docs/isa.md) where SetWindow set the window, else after an earlier pass's:
   // this pass's held-back activates do not write the map (the steps' windows read what
-  // earlier passes or vector instructions wrote).
+  // earlier passes or vector instructions wrote). With `side`, on matrix unit 1 where
+  // SideUnit and its accumulators hold a chunk past the transposes' (SideChunks).
   void Window(int64_t map, int64_t pixels, int64_t tile, int64_t kt0, int64_t kts, int64_t out,
               int set, int64_t first = 0, bool one_tile = false, bool side = false) {
     if (window_known_) {
@@ -476,18 +478,16 @@ class StepEmitter {
     side_ ? SideTranspose(in, out, rows) : HeldTranspose(in, out, rows);
   }
   // Transpose's product on matrix unit 1 (SideUnit), in a region of N of its accumulator
-  // rows of its own turn, its activate held back until unit 1's product has drained by the
-  // model's clock. 16 regions (or as many as the accumulators hold): a group of dWᵀ's
-  // K-tiles, whose transposes come one after another, is at most 16 on tpu-v3 and tpu-v4
-  // (PlaceAccumulators: half of their 32 regions), so none waits for its own group's
-  // activates (docs/training.md, "Each unit's work beside the others'").
+  // rows of its own turn, its activate held back (HoldSide). 16 regions (or as many as the
+  // accumulators hold): a group of dWᵀ's K-tiles, whose transposes come one after another, is at
+  // most 16 on tpu-v3 and tpu-v4 (PlaceAccumulators: half of their 32 regions), so none waits for
+  // its own group's activates (docs/training.md, "Each unit's work beside the others'").
   static constexpr int64_t kSideTurns = 16;
   void SideTranspose(int64_t in, int64_t out, int64_t rows) {
     const int n = a_.n;
     FlushWriting(in, in + n);
     const int64_t acc = (side_turn_++ % SideTurns()) * n;
-    auto reads = [&](const Readout& r) { return r.unit == 1 && r.acc == acc; };
-    while (std::any_of(held_.begin(), held_.end(), reads)) Emit();
+    FreeSide(acc, n);
     p_.SetUnit(1);
     p_.LoadWeights(U(in), 1, true);
     p_.Matmul(U(a_.id), U(acc), U(rows), true, isa::Acc::kOverwrite);
@@ -498,19 +498,31 @@ class StepEmitter {
     for (int64_t& c : current_)
       if (c >= 0 && out < c + n && c < out + rows) c = -1;
     current_[1] = -1;  // its own load
-    Readout r{acc, out, rows, 0, false, 1};
-    r.unit = 1;
-    r.ready = side_free_ + 2 * n;
-    HoldBack(r);
+    HoldSide(acc, out, rows, 0);
   }
-  // Unit 1's accumulator rows past SideTranspose's regions: a ring for SideChunks.
+  // SideTranspose's regions: kSideTurns, or as many as the accumulators hold.
   int64_t SideTurns() const {
     return std::min<int64_t>(kSideTurns, (a_.acc_g + a_.g_tiles * a_.n) / a_.n);
   }
+  // Unit 1's accumulator rows past SideTranspose's regions: a ring for SideChunks.
   int64_t SideRing() const { return a_.acc_g + a_.g_tiles * a_.n - SideTurns() * a_.n; }
+  // Emits the held-back activates that read unit 1's accumulator rows [acc, acc + rows).
+  void FreeSide(int64_t acc, int64_t rows) {
+    auto reads = [&](const Readout& r) {
+      return r.unit == 1 && r.acc < acc + rows && acc < r.acc + r.rows;
+    };
+    while (std::any_of(held_.begin(), held_.end(), reads)) Emit();
+  }
+  // Holds back the activate of unit 1's accumulator rows [acc, acc + rows) into rows from
+  // `out` (parameter set `set`), ready 2N cycles after unit 1 frees by the model's clock.
+  void HoldSide(int64_t acc, int64_t out, int64_t rows, int set) {
+    Readout r{acc, out, rows, set, false, 1};
+    r.unit = 1;
+    r.ready = side_free_ + 2 * a_.n;
+    HoldBack(r);
+  }
   // TakeChunks on matrix unit 1 (SideUnit) for `per` matmuls a chunk: each chunk's rows from
-  // a ring over SideRing's rows, its activate held back until unit 1's rows have drained by
-  // the model's clock.
+  // a ring over SideRing's rows, its activate held back (HoldSide).
   void SideChunks(int64_t rows, int64_t out, int set, int64_t per,
                   const std::function<void(uint64_t, int64_t, int64_t)>& matmuls) {
     const int64_t lo = SideTurns() * a_.n, hi = lo + SideRing();
@@ -519,18 +531,12 @@ class StepEmitter {
       if (side_ring_ < lo || side_ring_ + len > hi) side_ring_ = lo;
       const int64_t acc = side_ring_;
       side_ring_ += len;
-      auto reads = [&](const Readout& r) {
-        return r.unit == 1 && r.acc < acc + len && acc < r.acc + r.rows;
-      };
-      while (std::any_of(held_.begin(), held_.end(), reads)) Emit();
+      FreeSide(acc, len);
       p_.SetUnit(1);
       matmuls(U(acc), r0, len);
       p_.SetUnit(0);
       side_free_ = std::max(clock_.issue, side_free_) + per * len;
-      Readout h{acc, out + r0, len, set, false, 1};
-      h.unit = 1;
-      h.ready = side_free_ + 2 * a_.n;
-      HoldBack(h);
+      HoldSide(acc, out + r0, len, set);
     }
   }
   // Chunks' chunks, the rows they read written (this pass's held-back activates do not write
@@ -559,7 +565,7 @@ class StepEmitter {
     int64_t stride = 1;
     int pass = 0;
     size_t run = 0;
-    uint64_t unit = 0;  // the matrix unit whose accumulators it reads (SideTranspose's: 1)
+    uint64_t unit = 0;  // the matrix unit whose accumulators it reads (SideUnit's work: 1)
     int64_t ready = 0;  // unit 1's: when its rows have drained, by the model's clock
   };
   // The most rows a chunk takes: an eighth of the accumulators (TakeTurns; at least N rows),
