@@ -298,13 +298,13 @@ class StepEmitter {
   void ForgetTile() { current_[0] = current_[1] = -1; }
   // Loads the tile at `ub` (transposed with `transpose`) for the next matmul, which switches
   // to it: returns true. A `constant` tile (one no instruction of the program writes after
-  // it is loaded: the identity, the poolings' tiles, a layer's bfloat16 tile once made)
-  // that is already the array's is kept instead: no load, and the matmul does not switch
-  // (returns false).
+  // it is loaded: the identity, the poolings' tiles, a layer's bfloat16 tile once made; or
+  // none but an activate, which forgets it: W'') that is already the array's is kept
+  // instead: no load, and the matmul does not switch (returns false).
   bool Tile(int64_t ub, bool transpose = false, bool constant = false) {
+    FlushWriting(ub, ub + a_.n);  // an activate that writes its rows forgets it (Emit)
     int64_t& current = current_[p_.Unit() != 0];
     if (constant && ub == current) return false;
-    FlushWriting(ub, ub + a_.n);
     p_.LoadWeights(U(ub), 1, transpose);
     ++loads_;
     current = constant ? ub : -1;
@@ -494,9 +494,6 @@ class StepEmitter {
     p_.SetUnit(0);
     // The transposed load (2N + 1 cycles), the rows through the array, their drain (2N).
     side_free_ = std::max(clock_.issue, side_free_) + 2 * n + 1 + rows;
-    // Unit 0's constant tile is so no more where these rows are its (W'' in shared rows).
-    for (int64_t& c : current_)
-      if (c >= 0 && out < c + n && c < out + rows) c = -1;
     current_[1] = -1;  // its own load
     HoldSide(acc, out, rows, 0);
   }
@@ -645,6 +642,11 @@ class StepEmitter {
     p_.SetUnit(r.unit);
     p_.Activate(U(r.acc), U(r.out), U(r.rows), U(r.set), r.relu, isa::Pool::kNone, U(r.stride));
     p_.SetUnit(was);
+    // A constant tile whose rows it writes is so no more (W'' in rows every convolution's in
+    // turn, written by transposes on either unit).
+    const int64_t end = r.out + (r.rows - 1) * r.stride + 1;
+    for (int64_t& c : current_)
+      if (c >= 0 && r.out < c + a_.n && c < end) c = -1;
     if (r.run != passes_.Runs()) passes_.Fill(at, r.pass, p_.program().words.size());
     clock_.issue = IssueAt(r);
     clock_.activate = clock_.issue + r.rows;
