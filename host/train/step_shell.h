@@ -497,12 +497,12 @@ class StepEmitter {
     current_[1] = -1;  // its own load
     HoldSide(acc, out, rows, 0);
   }
+  // A unit's accumulator rows (PlaceAccumulators: dWᵀ's are the last).
+  int64_t AccDepth() const { return a_.acc_g + a_.g_tiles * a_.n; }
   // SideTranspose's regions: kSideTurns, or as many as the accumulators hold.
-  int64_t SideTurns() const {
-    return std::min<int64_t>(kSideTurns, (a_.acc_g + a_.g_tiles * a_.n) / a_.n);
-  }
+  int64_t SideTurns() const { return std::min<int64_t>(kSideTurns, AccDepth() / a_.n); }
   // Unit 1's accumulator rows past SideTranspose's regions: a ring for SideChunks.
-  int64_t SideRing() const { return a_.acc_g + a_.g_tiles * a_.n - SideTurns() * a_.n; }
+  int64_t SideRing() const { return AccDepth() - SideTurns() * a_.n; }
   // Emits the held-back activates that read unit 1's accumulator rows [acc, acc + rows).
   void FreeSide(int64_t acc, int64_t rows) {
     auto reads = [&](const Readout& r) {
